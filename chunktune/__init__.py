@@ -1,0 +1,1 @@
+"""chunktune: choose the thread-pool chunk_size of MuJoCo batched rollouts by measurement."""

@@ -1,0 +1,183 @@
+"""Candidate strategies: which chunk sizes a sweep measures.
+
+Each strategy is a frozen attrs record that a policy names with
+``[policies.NAME.candidates] strategy = "..."``. ``propose(num_envs, nthread)``
+returns sorted chunk sizes clamped to ``[1, ceil(N/T)]``; the sweep always adds
+the native default (``None``) on top, and every strategy but ``seed`` leaves out
+the integer equal to the native chunk so it is not measured twice.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import attrs
+import numpy as np
+
+from ._validators import integer, number, positive_sizes
+from ._workload import native_chunk, upper_chunk
+
+__all__ = [
+    "STRATEGIES",
+    "BalancedCandidates",
+    "CandidateStrategy",
+    "ExhaustiveCandidates",
+    "ExplicitCandidates",
+    "GeometricCandidates",
+    "SeedCandidates",
+    "candidate_list",
+]
+
+
+def _thin_log(sizes: list[int], cap: int) -> list[int]:
+    """Keep at most ``cap`` of ``sizes`` (sorted), spread evenly in log scale, ends kept."""
+    if len(sizes) <= cap:
+        return sizes
+    logs = np.log(np.asarray(sizes, dtype=float))
+    targets = np.linspace(logs[0], logs[-1], cap)
+    keep: set[int] = set()
+    for t in targets:
+        # nearest not-yet-kept size to each target, so thinning never returns fewer than cap
+        for i in np.argsort(np.abs(logs - t)):
+            if sizes[int(i)] not in keep:
+                keep.add(sizes[int(i)])
+                break
+    return sorted(keep)
+
+
+@attrs.frozen(kw_only=True)
+class SeedCandidates:
+    """The older tuner's grid: a band around N/(10T), a x1.8 geometric sweep, capped at 16.
+
+    When the grid exceeds ``max_candidates`` it keeps the smallest sizes and the
+    largest one, as the older tuner did.
+    """
+
+    strategy: ClassVar[str] = "seed"
+    max_candidates: int = attrs.field(default=16, validator=integer(2, 4096))
+
+    def propose(self, num_envs: int, nthread: int) -> list[int]:
+        """Chunk sizes to measure, sorted (may include the native chunk)."""
+        upper = upper_chunk(num_envs, nthread)
+        if upper == 1:
+            return [1]
+        heur = min(upper, max(1, round(num_envs / (10 * nthread))))
+        grid = {1, upper, heur}
+        grid.update(min(upper, max(1, round(heur * m))) for m in (0.5, 1.5, 2.0, 3.0))
+        c = 1
+        while c < upper:
+            grid.add(c)
+            c = max(c + 1, round(c * 1.8))
+        valid = sorted(s for s in grid if 1 <= s <= num_envs)
+        if len(valid) <= self.max_candidates:
+            return valid
+        return sorted({*valid[: self.max_candidates - 1], valid[-1]})
+
+
+@attrs.frozen(kw_only=True)
+class BalancedCandidates:
+    """Sizes ``ceil(N/(k*T))`` that cut the batch into at most k chunks per worker.
+
+    With chunk counts a multiple of T no worker idles through a short last round,
+    which the geometric grids miss. ``k`` runs geometrically from ``min_chunks_per_thread``
+    until chunks reach size 1; at most ``max_candidates`` sizes, thinned in log scale.
+    """
+
+    strategy: ClassVar[str] = "balanced"
+    max_candidates: int = attrs.field(default=12, validator=integer(2, 4096))
+    min_chunks_per_thread: int = attrs.field(default=1, validator=integer(1, 1_000_000))
+    k_ratio: float = attrs.field(default=1.35, validator=number(1.0, 16.0, lo_open=True))
+
+    def propose(self, num_envs: int, nthread: int) -> list[int]:
+        """Chunk sizes to measure, sorted, native excluded."""
+        upper = upper_chunk(num_envs, nthread)
+        found: set[int] = set()
+        k = float(self.min_chunks_per_thread)
+        while True:
+            c = min(upper, max(1, math.ceil(num_envs / (math.ceil(k) * nthread))))
+            found.add(c)
+            if c == 1:
+                break
+            k = max(k + 1.0, k * self.k_ratio)
+        found.discard(native_chunk(num_envs, nthread))
+        return _thin_log(sorted(found), self.max_candidates)
+
+
+@attrs.frozen(kw_only=True)
+class GeometricCandidates:
+    """Sizes 1, r, r^2, ... up to ``ceil(N/T)`` (which is always included)."""
+
+    strategy: ClassVar[str] = "geometric"
+    ratio: float = attrs.field(default=2.0, validator=number(1.0, 64.0, lo_open=True))
+    max_candidates: int = attrs.field(default=16, validator=integer(2, 4096))
+
+    def propose(self, num_envs: int, nthread: int) -> list[int]:
+        """Chunk sizes to measure, sorted, native excluded."""
+        upper = upper_chunk(num_envs, nthread)
+        found = {upper}
+        c = 1.0
+        while c < upper:
+            found.add(round(c))
+            c = max(c + 1.0, c * self.ratio)
+        found.discard(native_chunk(num_envs, nthread))
+        return _thin_log(sorted(found), self.max_candidates)
+
+
+@attrs.frozen(kw_only=True)
+class ExhaustiveCandidates:
+    """Every size in ``[1, ceil(N/T)]``, thinned in log scale beyond ``max_candidates``."""
+
+    strategy: ClassVar[str] = "exhaustive"
+    max_candidates: int = attrs.field(default=64, validator=integer(2, 4096))
+
+    def propose(self, num_envs: int, nthread: int) -> list[int]:
+        """Chunk sizes to measure, sorted, native excluded."""
+        native = native_chunk(num_envs, nthread)
+        every = [c for c in range(1, upper_chunk(num_envs, nthread) + 1) if c != native]
+        return _thin_log(every, self.max_candidates)
+
+
+def _as_size_tuple(value: object) -> tuple[int, ...]:
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    raise TypeError(f"{value!r} is not a list of chunk sizes")
+
+
+@attrs.frozen(kw_only=True)
+class ExplicitCandidates:
+    """Exactly the listed sizes; those above ``ceil(N/T)`` are measured as ``ceil(N/T)``."""
+
+    strategy: ClassVar[str] = "explicit"
+    sizes: tuple[int, ...] = attrs.field(converter=_as_size_tuple, validator=positive_sizes())
+
+    def propose(self, num_envs: int, nthread: int) -> list[int]:
+        """Chunk sizes to measure, sorted, clamped, native excluded."""
+        upper = upper_chunk(num_envs, nthread)
+        native = native_chunk(num_envs, nthread)
+        return sorted({min(upper, s) for s in self.sizes} - {native})
+
+
+CandidateStrategy = (
+    SeedCandidates
+    | BalancedCandidates
+    | GeometricCandidates
+    | ExhaustiveCandidates
+    | ExplicitCandidates
+)
+
+STRATEGIES: dict[str, type[CandidateStrategy]] = {
+    cls.strategy: cls
+    for cls in (
+        SeedCandidates,
+        BalancedCandidates,
+        GeometricCandidates,
+        ExhaustiveCandidates,
+        ExplicitCandidates,
+    )
+}
+
+
+def candidate_list(strategy: CandidateStrategy, num_envs: int, nthread: int) -> list[int | None]:
+    """What a sweep measures: native (``None``) first, then the strategy's sizes."""
+    return [None, *strategy.propose(num_envs, nthread)]

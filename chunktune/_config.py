@@ -1,0 +1,402 @@
+"""Loading, merging and dumping settings: TOML in, validated records out.
+
+One cattrs converter, configured to forbid unknown keys and to accept no
+silent coercion (``"3"`` is not an int, ``true`` is not a number), structures
+every table; each field's own attrs validator runs as it is structured, so a
+file's problems are all reported at once, each with its dotted TOML path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+import tomli_w
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.tomllib import make_converter
+
+from ._candidates import STRATEGIES, CandidateStrategy
+from ._errors import ConfigError
+from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, Settings
+
+__all__ = [
+    "CONFIG_ENV",
+    "CACHE_ENV",
+    "dump_policy",
+    "dump_settings",
+    "find_config",
+    "load_settings",
+    "preset_names",
+    "unstructure_policy",
+]
+
+CONFIG_ENV = "CHUNKTUNE_CONFIG"
+CACHE_ENV = "CHUNKTUNE_CACHE"
+TOP_LEVEL_KEYS = ("policy", "cache", "log", "policies")
+
+# ---------------------------------------------------------------- the converter
+
+
+def _strict_float(value: Any, _t: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)
+
+
+def _strict_int(value: Any, _t: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not an integer")
+    return value
+
+
+def _strict_str(value: Any, _t: type) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+def _strict_bool(value: Any, _t: type) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{value!r} is not true or false")
+    return value
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = make_converter(forbid_extra_keys=True)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(float | None, lambda v, _t: _strict_float(v, float))
+    conv.register_structure_hook(str | None, lambda v, _t: _strict_str(v, str))
+
+    def _validated(cls: type, field: attrs.Attribute[Any]) -> Any:
+        structure_type: Any = field.type
+        if cls is Policy and field.name == "candidates":
+            structure_type = CandidateStrategy
+
+        def hook(value: Any, _t: Any) -> Any:
+            result = conv.structure(value, structure_type)
+            if field.converter is not None and callable(field.converter):
+                result = field.converter(result)
+            if field.validator is not None:
+                field.validator(None, field, result)
+            return result
+
+        return hook
+
+    for cls in (Policy, CacheSettings, LogSettings, *STRATEGIES.values()):
+        attrs.resolve_types(cls)
+        fields = attrs.fields(cls)
+        overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
+        conv.register_structure_hook(
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides)
+        )
+
+    def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{value!r} is not a table with a 'strategy' key")
+        name = value.get("strategy")
+        if name not in STRATEGIES:
+            known = ", ".join(repr(s) for s in STRATEGIES)
+            raise ValueError(f"strategy {name!r} is not known; expected one of {known}")
+        rest = {k: v for k, v in value.items() if k != "strategy"}
+        return conv.structure(rest, STRATEGIES[name])
+
+    def _tagged(cls: type[Any]) -> Any:
+        plain = make_dict_unstructure_fn(cls, conv)
+        return lambda value: {"strategy": cls.strategy, **plain(value)}
+
+    conv.register_structure_hook(CandidateStrategy, _structure_strategy)
+    for strategy_cls in STRATEGIES.values():
+        conv.register_unstructure_hook(strategy_cls, _tagged(strategy_cls))
+    return conv
+
+
+_CONVERTER = _make_converter()
+
+# ---------------------------------------------------------------- errors
+
+
+def _suggest(key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1)
+    if close:
+        return f"did you mean {close[0]}?"
+    return f"expected one of {', '.join(valid)}"
+
+
+def _join(path: str, part: object) -> str:
+    return f"{path}.{part}" if path else str(part)
+
+
+def _problems(exc: BaseException, path: str) -> list[str]:
+    """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
+        return [
+            f"{_join(path, key)}: unknown key; {_suggest(key, valid)}"
+            for key in sorted(exc.extra_fields)
+        ]
+    if isinstance(exc, cattrs.BaseValidationError):
+        found: list[str] = []
+        with_notes, without_notes = exc.group_exceptions()
+        for sub, note in with_notes:
+            part = getattr(note, "name", None)
+            if part is None:
+                part = getattr(note, "index", "?")
+            found.extend(_problems(sub, _join(path, part)))
+        for sub in without_notes:
+            found.extend(_problems(sub, path))
+        return found
+    if isinstance(exc, KeyError):
+        return [f"{path}: missing required key {exc.args[0]!s}"]
+    message = str(exc) or type(exc).__name__
+    return [f"{path}: {message}" if path else message]
+
+
+def _structure(data: Any, cls: type[Any], path: str, problems: list[str]) -> Any:
+    try:
+        return _CONVERTER.structure(data, cls)
+    except Exception as exc:  # cattrs wraps every failure; we report, never re-raise here
+        problems.extend(_problems(exc, path))
+        return None
+
+
+# ---------------------------------------------------------------- presets
+
+
+def _preset_dir() -> Path:
+    packaged = resources.files("chunktune").joinpath("_presets")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "policies"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"TOML syntax error: {exc}", source=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
+
+
+def _preset_tables() -> dict[str, dict[str, Any]]:
+    tables: dict[str, dict[str, Any]] = {}
+    for file in sorted(_preset_dir().glob("*.toml")):
+        tables[file.stem] = _read_toml(file)
+    return tables
+
+
+def preset_names() -> list[str]:
+    """The names of the shipped presets (``quick``, ``balanced``, ...)."""
+    return sorted(_preset_tables())
+
+
+# ---------------------------------------------------------------- merging
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if key == "extends":
+            continue
+        old = merged.get(key)
+        same_strategy = (
+            isinstance(old, dict)
+            and isinstance(value, Mapping)
+            and value.get("strategy", old.get("strategy")) == old.get("strategy")
+        )
+        if key == "candidates" and same_strategy and isinstance(old, dict):
+            merged[key] = {**old, **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolve_tables(
+    presets: Mapping[str, dict[str, Any]],
+    user: Mapping[str, Any],
+    problems: list[str],
+) -> dict[str, dict[str, Any]]:
+    """Flatten ``extends`` chains into one raw table per policy name."""
+    resolved: dict[str, dict[str, Any]] = {}
+
+    def table_of(name: str, layer: str) -> Mapping[str, Any] | None:
+        return (user if layer == "user" else presets).get(name)
+
+    def resolve(name: str, layer: str, chain: tuple[str, ...]) -> dict[str, Any] | None:
+        where = "policies" if layer == "user" else "presets"
+        table = table_of(name, layer)
+        if table is None:
+            return None
+        if not isinstance(table, Mapping):
+            problems.append(f"{where}.{name}: {table!r} is not a table")
+            return None
+        parent = table.get("extends")
+        if parent is None and layer == "user" and name in presets:
+            parent = name  # [policies.balanced] tweaks the shipped balanced preset
+        base: dict[str, Any] = {}
+        if parent is not None:
+            if not isinstance(parent, str):
+                problems.append(f"{where}.{name}.extends: {parent!r} is not a policy name")
+                return None
+            if parent == name and layer == "user" and name not in presets:
+                problems.append(f"{where}.{name}.extends: cycle {name} -> {name}")
+                return None
+            seen = {tuple(c.split(":")) for c in (*chain, f"{name}:{layer}")}
+            if (parent, layer) in seen and not (parent == name and layer == "user"):
+                names = [c.split(":")[0] for c in chain] + [name, parent]
+                cycle = " -> ".join(names[names.index(parent) :])
+                problems.append(f"{where}.{name}.extends: cycle {cycle}")
+                return None
+            # a user policy may extend another user policy, else a preset
+            parent_layer = "user" if (layer == "user" and parent in user and parent != name) else (
+                "preset"
+            )
+            if parent_layer == "preset" and parent not in presets:
+                known = sorted(set(presets) | set(user))
+                problems.append(
+                    f"{where}.{name}.extends: unknown policy {parent!r}; "
+                    f"known policies: {', '.join(known)}"
+                )
+                return None
+            got = resolve(parent, parent_layer, (*chain, f"{name}:{layer}"))
+            if got is None:
+                return None
+            base = got
+        return _merge(base, table)
+
+    for name in presets:
+        if name not in user:
+            got = resolve(name, "preset", ())
+            if got is not None:
+                resolved[name] = got
+    for name in user:
+        got = resolve(name, "user", ())
+        if got is not None:
+            resolved[name] = got
+    return resolved
+
+
+# ---------------------------------------------------------------- loading
+
+
+def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """The settings file to read: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``.
+
+    Returns None when none applies (built-in defaults). An explicit path or
+    environment variable naming a missing file is an error, not a fallback.
+    """
+    if path is not None:
+        return Path(path)
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    local = Path.cwd() / "chunktune.toml"
+    return local if local.is_file() else None
+
+
+def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> Settings:
+    """Build validated Settings from a parsed TOML document.
+
+    Raises:
+        ConfigError: listing every problem found, each with its dotted TOML path.
+    """
+    problems: list[str] = []
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            problems.append(f"{key}: unknown key; {_suggest(key, list(TOP_LEVEL_KEYS))}")
+
+    presets = _preset_tables()
+    user = data.get("policies", {})
+    if not isinstance(user, Mapping):
+        problems.append(f"policies: {user!r} is not a table of policies")
+        user = {}
+    tables = _resolve_tables(presets, user, problems)
+    policies: dict[str, Policy] = {}
+    for name, table in tables.items():
+        layer = "policies" if name in user else "presets"
+        pol = _structure(table, Policy, f"{layer}.{name}", problems)
+        if pol is not None:
+            policies[name] = pol
+
+    cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
+    log = _structure(data.get("log", {}), LogSettings, "log", problems)
+
+    active = data.get("policy", DEFAULT_POLICY)
+    if not isinstance(active, str):
+        problems.append(f"policy: {active!r} is not valid; expected a policy name")
+    elif active not in tables and not any(p.startswith(f"policies.{active}") for p in problems):
+        known = ", ".join(sorted(set(tables) | set(user)))
+        close = difflib.get_close_matches(active, list(tables), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        problems.append(f"policy: unknown policy {active!r}; {hint}known policies: {known}")
+
+    if problems:
+        raise ConfigError(problems, source=source)
+    env_cache = os.environ.get(CACHE_ENV)
+    if env_cache:
+        cache = attrs.evolve(cache, path=env_cache)
+    return Settings(policy=active, policies=policies, cache=cache, log=log, source=source)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Load the effective settings.
+
+    Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``,
+    then built-in defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
+    ``[cache] path``.
+
+    Raises:
+        ConfigError: the file is missing (when named explicitly), unreadable, not
+            valid TOML (file and line given), or holds invalid settings (every
+            problem listed with its TOML path).
+    """
+    file = find_config(path)
+    if file is None:
+        return settings_from_dict({}, source=None)
+    return settings_from_dict(_read_toml(file), source=str(file))
+
+
+# ---------------------------------------------------------------- dumping
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def unstructure_policy(policy: Policy) -> dict[str, Any]:
+    """A policy as a TOML-ready table (unset optional fields left out)."""
+    data: dict[str, Any] = _drop_none(_CONVERTER.unstructure(policy))
+    return data
+
+
+def dump_policy(policy: Policy) -> str:
+    """A policy as a standalone TOML table (the format of the files in ``policies/``)."""
+    return tomli_w.dumps(unstructure_policy(policy))
+
+
+def dump_settings(settings: Settings) -> str:
+    """Effective settings as a TOML document that ``load_settings`` reads back equal."""
+    doc: dict[str, Any] = {
+        "policy": settings.policy,
+        "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),
+        "log": _CONVERTER.unstructure(settings.log),
+        "policies": {name: unstructure_policy(p) for name, p in settings.policies.items()},
+    }
+    return tomli_w.dumps(doc)

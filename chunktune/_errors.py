@@ -1,0 +1,70 @@
+"""The exceptions chunktune raises.
+
+Every error derives from :class:`ChunktuneError`, and each also subclasses the
+built-in exception of the same meaning, so callers may catch either::
+
+    ChunktuneError
+    ├── ConfigError (ValueError)          a settings file or policy is invalid
+    ├── WorkloadError (TypeError)         an object does not implement Workload
+    ├── InvalidArgumentError (ValueError) a bad num_envs, nthread, chunk size, ...
+    ├── CacheError (OSError)              a cache file cannot be read or written
+    └── UsageError (RuntimeError)         an API called where it cannot work
+
+A workload whose ``run()`` raises is not an error of chunktune's: ``resolve``
+falls back to the native chunk and says why in ``Decision.reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CacheError",
+    "ChunktuneError",
+    "ConfigError",
+    "InvalidArgumentError",
+    "UsageError",
+    "WorkloadError",
+]
+
+
+class ChunktuneError(Exception):
+    """Base class of every error chunktune raises on purpose."""
+
+
+class ConfigError(ChunktuneError, ValueError):
+    """A settings file, policy or preset is invalid.
+
+    ``problems`` holds one line per problem found (all of them, not just the
+    first), each starting with its dotted TOML path; ``source`` names the file.
+    """
+
+    def __init__(self, problems: Sequence[str] | str, *, source: str | None = None) -> None:
+        self.problems: tuple[str, ...] = (
+            (problems,) if isinstance(problems, str) else tuple(problems)
+        )
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f"invalid settings in {self.source}" if self.source else "invalid settings"
+        if len(self.problems) == 1:
+            return f"{where}: {self.problems[0]}"
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        return f"{where} ({len(self.problems)} problems):\n{lines}"
+
+
+class WorkloadError(ChunktuneError, TypeError):
+    """An object handed to ``resolve`` does not implement the Workload protocol."""
+
+
+class InvalidArgumentError(ChunktuneError, ValueError):
+    """An argument is out of range or of the wrong type."""
+
+
+class CacheError(ChunktuneError, OSError):
+    """A cache file cannot be read, written or imported."""
+
+
+class UsageError(ChunktuneError, RuntimeError):
+    """An API was called in a context where it cannot work (e.g. a deadlock)."""

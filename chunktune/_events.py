@@ -1,0 +1,34 @@
+"""Progress events a sweep reports while it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import attrs
+
+__all__ = ["EventKind", "ProgressCallback", "ProgressEvent"]
+
+EventKind = Literal["candidates", "warmup", "probe", "raced_out", "done"]
+
+
+@attrs.frozen(kw_only=True)
+class ProgressEvent:
+    """One step of a sweep.
+
+    ``candidates``: the sizes about to be measured (``None`` = native).
+    ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
+    ``raced_out``: ``chunk_size`` is clearly behind and is measured no more.
+    ``done``: the sweep stopped; ``message`` says why.
+    """
+
+    kind: EventKind
+    chunk_size: int | None = None
+    seconds: float | None = None
+    round: int = 0
+    candidates: tuple[int | None, ...] = ()
+    elapsed_s: float = 0.0
+    message: str = ""
+
+
+ProgressCallback = Callable[[ProgressEvent], None]

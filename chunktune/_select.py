@@ -1,0 +1,112 @@
+"""The choice: which chunk a table of estimates argues for. Pure functions over numbers.
+
+The rule is the older tuner's, made explicit: leave the native chunk only when
+the best candidate is at least ``margin`` faster (and, with ``confidence_z > 0``,
+faster by more than the noise); then, among the candidates within ``tie_tol`` of
+the best, pick one by the tie-break.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import attrs
+
+__all__ = ["Choice", "select"]
+
+
+@attrs.frozen
+class Choice:
+    """A chosen chunk (``None`` = native) and the sentence that explains it."""
+
+    chunk_size: int | None
+    best: int | None
+    band: tuple[int, ...]
+    reason: str
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def _pick(band: list[int], tie_break: str, *, native: int, upper: int) -> int:
+    if tie_break == "toward_upper":
+        return min(band, key=lambda c: (abs(c - upper), c))
+    if tie_break == "toward_native":
+        return min(band, key=lambda c: (abs(math.log(c) - math.log(native)), c))
+    if tie_break == "smallest":
+        return band[0]
+    # center: the middle of the fast plateau, rounding toward small chunks, away from
+    # the cliff where too few chunks leave workers idle
+    return band[(len(band) - 1) // 2]
+
+
+def select(
+    estimates: Mapping[int | None, float],
+    *,
+    native: int,
+    upper: int,
+    margin: float,
+    tie_tol: float,
+    tie_break: str = "center",
+    errors: Mapping[int | None, float] | None = None,
+    confidence_z: float = 0.0,
+) -> Choice:
+    """Choose a chunk from per-candidate estimates (seconds; ``None`` = native).
+
+    ``errors`` are standard errors in log-seconds; with ``confidence_z > 0`` the
+    best candidate must beat native by more than ``confidence_z`` of them.
+    """
+    native_t = estimates.get(None)
+    cand = {k: v for k, v in estimates.items() if k is not None}
+    if not cand:
+        return Choice(None, None, (), "only the native chunk was measured; kept it")
+    best = min(sorted(cand), key=lambda c: cand[c])
+    best_t = cand[best]
+    if native_t is not None:
+        gain = 1.0 - best_t / native_t
+        if best_t > native_t * (1.0 - margin):
+            verdict = f"{gain:.1%} faster" if gain >= 0 else f"{-gain:.1%} slower"
+            return Choice(
+                None,
+                best,
+                (),
+                f"kept the native chunk {native}: the best candidate, {best} at "
+                f"{_ms(best_t)}, was {verdict} than native ({_ms(native_t)}), under the "
+                f"{margin:.1%} margin",
+            )
+        if confidence_z > 0 and errors is not None:
+            spread = math.hypot(errors.get(None, math.inf), errors.get(best, math.inf))
+            if math.log(native_t / best_t) <= confidence_z * spread:
+                return Choice(
+                    None,
+                    best,
+                    (),
+                    f"kept the native chunk {native}: the best candidate, {best}, looked "
+                    f"{gain:.1%} faster but the measurements are too noisy to be sure "
+                    f"(±{confidence_z * spread:.1%})",
+                )
+    band = sorted(c for c, t in cand.items() if t <= best_t * (1.0 + tie_tol))
+    chosen = _pick(band, tie_break, native=native, upper=upper)
+    chosen_t = cand[chosen]
+    if native_t is None:
+        lead = f"chose {chosen} at {_ms(chosen_t)} (native was not measured)"
+    else:
+        lead = (
+            f"chose {chosen}: {1.0 - chosen_t / native_t:.1%} faster than the native chunk "
+            f"{native} ({_ms(chosen_t)} vs {_ms(native_t)})"
+        )
+    if len(band) == 1:
+        tail = "no other candidate came within " f"{tie_tol:.1%} of it"
+    elif tie_break == "center":
+        tail = (
+            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {tie_tol:.1%} "
+            "of the best; took the middle of that plateau, away from the large-chunk cliff"
+        )
+    else:
+        tail = (
+            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {tie_tol:.1%} "
+            f"of the best; tie-break {tie_break.replace('_', ' ')}"
+        )
+    return Choice(chosen, best, tuple(band), f"{lead}; {tail}")

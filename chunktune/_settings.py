@@ -1,0 +1,178 @@
+"""The settings model: frozen attrs records validated at construction.
+
+An invalid ``Policy`` or ``Settings`` cannot exist: every field has a validator,
+and cross-field rules run in ``__attrs_post_init__``. Loading from TOML lives in
+``_config``; nothing here touches files or imports the sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ._candidates import BalancedCandidates, CandidateStrategy
+from ._validators import choice, integer, number, text
+
+__all__ = [
+    "ESTIMATORS",
+    "TIE_BREAKS",
+    "CacheSettings",
+    "LogSettings",
+    "Policy",
+    "Settings",
+]
+
+ESTIMATORS = ("min", "median", "trimmed_mean")
+TIE_BREAKS = ("center", "toward_upper", "toward_native", "smallest")
+CACHE_FORMATS = ("auto", "json", "toml")
+STDERR_MODES = ("auto", "always", "never")
+DEFAULT_POLICY = "balanced"
+
+
+def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    from ._candidates import STRATEGIES
+
+    if not isinstance(value, tuple(STRATEGIES.values())):
+        raise ValueError(
+            f"{value!r} is not valid for {attr.name}; expected a candidate strategy "
+            f"({', '.join(STRATEGIES)})"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Policy:
+    """How a sweep measures and how its winner is chosen.
+
+    Times are in seconds. ``margin`` and ``tie_tol`` are fractions (0.03 = 3%).
+    """
+
+    description: str = attrs.field(default="", validator=text())
+    enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    # selection
+    margin: float = attrs.field(default=0.03, validator=number(0.0, 1.0, hi_open=True))
+    tie_tol: float = attrs.field(default=0.01, validator=number(0.0, 1.0, hi_open=True))
+    tie_break: str = attrs.field(default="center", validator=choice(TIE_BREAKS))
+    confidence_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0))
+    # measurement
+    estimator: str = attrs.field(default="trimmed_mean", validator=choice(ESTIMATORS))
+    trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True))
+    prime: int = attrs.field(default=1, validator=integer(0, 1000))
+    warmup: int = attrs.field(default=0, validator=integer(0, 1000))
+    min_rounds: int = attrs.field(default=3, validator=integer(1, 100_000))
+    max_rounds: int = attrs.field(default=20, validator=integer(1, 100_000))
+    interleave: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    race: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    race_z: float = attrs.field(default=3.0, validator=number(0.0, 10.0, lo_open=True))
+    early_stop: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    seed: int = attrs.field(default=0, validator=integer(0, 2**63 - 1))
+    # limits
+    time_budget_s: float = attrs.field(default=10.0, validator=number(0.0, lo_open=True))
+    hard_limit_s: float | None = attrs.field(
+        default=None, validator=number(0.0, lo_open=True, optional=True)
+    )
+    candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_rounds < self.min_rounds:
+            raise ValueError(
+                f"max_rounds {self.max_rounds} is below min_rounds {self.min_rounds}; "
+                "expected max_rounds >= min_rounds"
+            )
+        if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
+            raise ValueError(
+                f"hard_limit_s {self.hard_limit_s:g} is below time_budget_s "
+                f"{self.time_budget_s:g}; expected hard_limit_s >= time_budget_s"
+            )
+
+    def measurement_fields(self) -> dict[str, Any]:
+        """The fields that change what a sweep measures or picks (not its budget or text)."""
+        from ._config import unstructure_policy
+
+        data = unstructure_policy(self)
+        for name in ("description", "time_budget_s", "hard_limit_s", "enabled"):
+            data.pop(name, None)
+        return data
+
+    def fingerprint(self) -> str:
+        """A short hash of ``measurement_fields()``: results under equal hashes are comparable."""
+        blob = json.dumps(self.measurement_fields(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+@attrs.frozen(kw_only=True)
+class CacheSettings:
+    """Where decisions are stored. ``path=None`` means the platform's user cache dir."""
+
+    path: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(text())
+    )
+    format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
+    enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+
+
+@attrs.frozen(kw_only=True)
+class LogSettings:
+    """How a decision is reported.
+
+    ``stderr = "auto"`` writes the one-line decision to stderr only when nothing
+    configured logging (collector subprocesses), as the older tuner did.
+    """
+
+    stderr: str = attrs.field(default="auto", validator=choice(STDERR_MODES))
+
+
+def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not valid for policy; expected a policy name")
+    if value not in inst.policies:
+        raise ValueError(
+            f"unknown policy {value!r}; known policies: {', '.join(sorted(inst.policies))}"
+        )
+
+
+def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
+    return dict(value)
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """The effective settings: the active policy's name, every known policy, cache, log."""
+
+    policies: dict[str, Policy] = attrs.field(converter=_policy_map)
+    policy: str = attrs.field(default=DEFAULT_POLICY, validator=_known_policy)
+    cache: CacheSettings = attrs.field(factory=CacheSettings)
+    log: LogSettings = attrs.field(factory=LogSettings)
+    source: str | None = attrs.field(default=None, eq=False)
+
+    @policies.validator
+    def _check_policies(self, _attr: attrs.Attribute[Any], value: dict[str, Policy]) -> None:
+        for name, pol in value.items():
+            if not isinstance(name, str) or not isinstance(pol, Policy):
+                raise ValueError(f"policies[{name!r}] must be a Policy, got {pol!r}")
+
+    def get_policy(self, name: str | None = None) -> Policy:
+        """The named policy, or the active one.
+
+        Raises:
+            ConfigError: no policy has that name (the message lists the known ones).
+        """
+        from ._errors import ConfigError
+
+        key = self.policy if name is None else name
+        try:
+            return self.policies[key]
+        except KeyError:
+            raise ConfigError(
+                f"policy: unknown policy {key!r}; known policies: "
+                f"{', '.join(sorted(self.policies))}",
+                source=self.source,
+            ) from None
+
+    @property
+    def active(self) -> Policy:
+        """The active policy."""
+        return self.get_policy()

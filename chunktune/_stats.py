@@ -1,0 +1,70 @@
+"""Estimators and noise figures over repeated timings: pure functions over numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["ESTIMATOR_EFFICIENCY", "estimate", "pooled_log_sigma", "standard_error"]
+
+# standard error of the estimator relative to the mean's, for normal-ish noise
+ESTIMATOR_EFFICIENCY = {"min": 1.25, "median": 1.25, "trimmed_mean": 1.1}
+_MAD_TO_SIGMA = 1.4826
+
+
+def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> float:
+    """Reduce repeated timings (seconds) to one estimate (seconds).
+
+    ``min`` suits machines where load only ever adds time; ``median`` and
+    ``trimmed_mean`` (dropping ``trim`` of the samples at each end) are robust to
+    symmetric noise and rare spikes alike.
+
+    Raises:
+        ValueError: no samples, or an unknown estimator.
+    """
+    if not samples:
+        raise ValueError("cannot estimate from zero samples")
+    data = np.sort(np.asarray(samples, dtype=float))
+    if estimator == "min":
+        return float(data[0])
+    if estimator == "median":
+        return float(np.median(data))
+    if estimator == "trimmed_mean":
+        cut = int(math.floor(trim * data.size))
+        kept = data[cut : data.size - cut] if data.size - 2 * cut > 0 else data
+        return float(kept.mean())
+    raise ValueError(f"unknown estimator {estimator!r}")
+
+
+def pooled_log_sigma(sample_sets: Iterable[Sequence[float]]) -> float:
+    """Robust per-sample noise, as a standard deviation of log-seconds, pooled over candidates.
+
+    Each candidate's samples are centred on their own median; the pooled
+    residuals' median absolute deviation gives sigma, so spikes do not inflate it.
+    Returns 0.0 when no candidate has two samples yet.
+    """
+    residuals: list[float] = []
+    for samples in sample_sets:
+        if len(samples) < 2:
+            continue
+        logs = np.log(np.asarray(samples, dtype=float))
+        centred = logs - np.median(logs)
+        # a candidate with n samples has n-1 degrees of freedom around its median
+        residuals.extend(centred * math.sqrt(len(samples) / (len(samples) - 1)))
+    if len(residuals) < 3:
+        return 0.0
+    return float(_MAD_TO_SIGMA * np.median(np.abs(residuals)))
+
+
+def standard_error(sigma: float, n: int, estimator: str) -> float:
+    """Standard error (log-seconds) of an estimate from ``n`` samples of noise ``sigma``."""
+    if n <= 0:
+        return math.inf
+    return ESTIMATOR_EFFICIENCY.get(estimator, 1.25) * sigma / math.sqrt(n)
+
+
+def relative(times: Mapping[int | None, float], base: float) -> dict[int | None, float]:
+    """Each time as a ratio to ``base``."""
+    return {k: v / base for k, v in times.items()}

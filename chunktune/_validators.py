@@ -1,0 +1,110 @@
+"""attrs validators whose messages say what was expected and what was given."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Collection
+from typing import Any
+
+import attrs
+
+__all__ = ["choice", "integer", "number", "positive_sizes", "text"]
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
+    if lo is not None and hi is not None:
+        return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    if lo is not None:
+        return f"{'>' if lo_open else '>='} {lo:g}"
+    if hi is not None:
+        return f"{'<' if hi_open else '<='} {hi:g}"
+    return "finite"
+
+
+def number(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    optional: bool = False,
+) -> Validator:
+    """A real number (not a bool) within the given interval."""
+    expected = f"a number {_interval(lo, hi, lo_open, hi_open)}"
+    if optional:
+        expected += " (or leave it unset)"
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if value is None and optional:
+            return
+        ok = (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and math.isfinite(float(value))
+            and (lo is None or (value > lo if lo_open else value >= lo))
+            and (hi is None or (value < hi if hi_open else value <= hi))
+        )
+        if not ok:
+            raise ValueError(f"{value!r} is not valid for {attr.name}; expected {expected}")
+
+    return check
+
+
+def integer(lo: int | None = None, hi: int | None = None) -> Validator:
+    """An int (not a bool) within ``[lo, hi]``."""
+    expected = f"an integer {_interval(lo, hi, False, False)}"
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        ok = (
+            isinstance(value, numbers.Integral)
+            and not isinstance(value, bool)
+            and (lo is None or value >= lo)
+            and (hi is None or value <= hi)
+        )
+        if not ok:
+            raise ValueError(f"{value!r} is not valid for {attr.name}; expected {expected}")
+
+    return check
+
+
+def choice(options: Collection[str]) -> Validator:
+    """One of a fixed set of strings."""
+    listed = ", ".join(repr(o) for o in options)
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if value not in options:
+            raise ValueError(f"{value!r} is not valid for {attr.name}; expected one of {listed}")
+
+    return check
+
+
+def text() -> Validator:
+    """A string."""
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not valid for {attr.name}; expected a string")
+
+    return check
+
+
+def positive_sizes(*, min_len: int = 1) -> Validator:
+    """A tuple of ints >= 1, at least ``min_len`` long."""
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        bad = [
+            v
+            for v in value
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
+        ]
+        if bad or len(value) < min_len:
+            raise ValueError(
+                f"{list(value)!r} is not valid for {attr.name}; expected a list of at least "
+                f"{min_len} integer chunk size(s) >= 1"
+                + (f" (bad: {', '.join(repr(b) for b in bad)})" if bad else "")
+            )
+
+    return check
