@@ -1,1 +1,75 @@
-"""chunktune: choose the thread-pool chunk_size of MuJoCo batched rollouts by measurement."""
+"""chunktune: choose the thread-pool ``chunk_size`` of MuJoCo batched rollouts by measurement.
+
+    decision = await chunktune.resolve(workload)
+    rollout.rollout(..., chunk_size=decision.chunk_size)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._cache import CacheEntry, DecisionCache
+from ._candidates import (
+    BalancedCandidates,
+    ExhaustiveCandidates,
+    ExplicitCandidates,
+    GeometricCandidates,
+    SeedCandidates,
+)
+from ._config import dump_policy, dump_settings, load_settings
+from ._decision import Decision
+from ._errors import (
+    CacheError,
+    ChunktuneError,
+    ConfigError,
+    InvalidArgumentError,
+    UsageError,
+    WorkloadError,
+)
+from ._events import ProgressEvent
+from ._resolve import resolve, resolve_sync
+from ._settings import CacheSettings, LogSettings, Policy, Settings
+from ._workload import Workload, native_chunk, upper_chunk
+
+if TYPE_CHECKING:
+    from ._mujoco import RolloutWorkload
+
+__all__ = [
+    "BalancedCandidates",
+    "CacheEntry",
+    "CacheError",
+    "CacheSettings",
+    "ChunktuneError",
+    "ConfigError",
+    "Decision",
+    "DecisionCache",
+    "ExhaustiveCandidates",
+    "ExplicitCandidates",
+    "GeometricCandidates",
+    "InvalidArgumentError",
+    "LogSettings",
+    "Policy",
+    "ProgressEvent",
+    "RolloutWorkload",
+    "SeedCandidates",
+    "Settings",
+    "UsageError",
+    "Workload",
+    "WorkloadError",
+    "dump_policy",
+    "dump_settings",
+    "load_settings",
+    "native_chunk",
+    "resolve",
+    "resolve_sync",
+    "upper_chunk",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # importing mujoco costs ~0.3 s; only pay for it when the real workload is asked for
+    if name == "RolloutWorkload":
+        from ._mujoco import RolloutWorkload
+
+        return RolloutWorkload
+    raise AttributeError(f"module 'chunktune' has no attribute {name!r}")

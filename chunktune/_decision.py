@@ -1,0 +1,62 @@
+"""The Decision a resolve returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+__all__ = ["Decision", "Source", "timings_to_ms"]
+
+Source = Literal["manual", "disabled", "trivial", "cache", "benchmark", "fallback"]
+
+
+def _freeze(value: Mapping[int | None, Any]) -> dict[int | None, Any]:
+    return dict(value)
+
+
+def timings_to_ms(timings: Mapping[int | None, float]) -> dict[str, float]:
+    """``{None: 0.0123, 8: 0.0101}`` as ``{"native": 12.3, "8": 10.1}`` (milliseconds)."""
+    ordered = sorted(timings.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0))
+    return {("native" if k is None else str(k)): v * 1e3 for k, v in ordered}
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """Which chunk to pass to ``rollout(chunk_size=...)``, and why.
+
+    ``chunk_size`` is ``None`` for the native default, which for this workload
+    means ``native_chunk``. ``timings`` maps every measured candidate to its
+    estimate in seconds; ``probe_seconds`` is the sum of ``run()`` seconds this
+    call spent (0.0 unless it swept).
+    """
+
+    chunk_size: int | None
+    native_chunk: int
+    source: Source
+    reason: str
+    key: str = ""
+    timings: dict[int | None, float] = attrs.field(factory=dict, converter=_freeze)
+    samples: dict[int | None, int] = attrs.field(factory=dict, converter=_freeze)
+    raced_out: tuple[int, ...] = ()
+    probe_seconds: float = 0.0
+    partial: bool = False
+    policy: str = ""
+
+    @property
+    def effective_chunk(self) -> int:
+        """The chunk size the pool will actually use."""
+        return self.native_chunk if self.chunk_size is None else self.chunk_size
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as the JSON object ``chunktune tune --json`` prints."""
+        return {
+            "chunk_size": self.chunk_size,
+            "native_chunk": self.native_chunk,
+            "source": self.source,
+            "reason": self.reason,
+            "probe_seconds": self.probe_seconds,
+            "key": self.key,
+            "timings_ms": timings_to_ms(self.timings),
+        }

@@ -1,0 +1,74 @@
+"""What about this machine changes step cost: the device part of a cache key.
+
+Reads only files and the standard library; never imports mujoco (the version
+comes from the installed distribution's metadata).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["cpu_model", "cpu_quota", "device_fingerprint", "mujoco_version", "usable_cpus"]
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Processor", "cpu model", "Hardware"):
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The container's CPU quota in CPUs (cgroup v2 ``cpu.max`` or v1 CFS), None if unlimited."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        if quota != "max":
+            return round(int(quota) / int(period), 3)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return round(quota_us / period_us, 3) if quota_us > 0 else None
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def mujoco_version() -> str:
+    """The installed MuJoCo version, or ``"none"``."""
+    try:
+        return metadata.version("mujoco")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def device_fingerprint() -> dict[str, str | int | float | bool]:
+    """The machine facts a cache key holds, so entries never cross machines or setups."""
+    quota = cpu_quota()
+    return {
+        "cpu": cpu_model(),
+        "logical_cpus": os.cpu_count() or 1,
+        "usable_cpus": usable_cpus(),
+        "cpu_quota": quota if quota is not None else "none",
+        "system": platform.system(),
+        "machine": platform.machine(),
+        "mujoco": mujoco_version(),
+    }

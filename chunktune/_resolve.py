@@ -1,0 +1,469 @@
+"""The orchestrator: ``await resolve(workload)`` from a decision request to a stored Decision.
+
+manual? -> disabled? -> trivial? -> cache hit? -> this process's flight for the key ->
+the key's cross-process lock -> cache hit now? -> the machine-wide sweep lock ->
+sweep in one worker thread -> select -> store. Every blocking step (file I/O, lock
+waits, the sweep) runs off the event loop; the sweep checks for cancellation
+before every probe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import attrs
+import filelock
+import platformdirs
+
+from ._cache import CacheEntry, DecisionCache, default_cache_path
+from ._candidates import candidate_list
+from ._config import load_settings
+from ._decision import Decision, timings_to_ms
+from ._errors import ConfigError, UsageError
+from ._events import ProgressCallback
+from ._fingerprint import device_fingerprint, mujoco_version
+from ._select import select
+from ._settings import Policy, Settings
+from ._sweep import SweepResult, sweep
+from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
+
+__all__ = ["cache_for", "cache_key", "resolve", "resolve_sync", "sweep_lock_path"]
+
+logger = logging.getLogger("chunktune")
+
+SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
+_POLL_S = 0.02
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chunktune")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def cache_key(
+    signature: Mapping[str, Any],
+    *,
+    num_envs: int,
+    nthread: int,
+    device: Mapping[str, Any],
+    policy_hash: str,
+) -> str:
+    """The cache key: a hash of the workload's signature, N, T, the machine and the policy."""
+    payload = {
+        "workload": dict(signature),
+        "num_envs": num_envs,
+        "nthread": nthread,
+        "device": dict(device),
+        "policy": policy_hash,
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def cache_for(settings: Settings) -> DecisionCache | None:
+    """The cache the settings name, or None when caching is disabled."""
+    if not settings.cache.enabled:
+        return None
+    path = Path(settings.cache.path).expanduser() if settings.cache.path else default_cache_path()
+    return DecisionCache(path, format=settings.cache.format)
+
+
+def sweep_lock_path() -> Path:
+    """The machine-wide (per user) lock that keeps two sweeps from measuring at once."""
+    env = os.environ.get(SWEEP_LOCK_ENV)
+    if env:
+        return Path(env)
+    return platformdirs.user_cache_path(appauthor=False) / "chunktune-sweep.lock"
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def _report(decision: Decision, settings: Settings) -> None:
+    timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
+    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
+    line = f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): {decision.reason}"
+    if timings:
+        line += f" | {timings}"
+    mode = settings.log.stderr
+    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
+        # collectors in spawned subprocesses have no logging configured: say it anyway
+        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
+    if mode != "always":
+        logger.info(line)
+
+
+# ---------------------------------------------------------------- locks and flights
+
+
+@asynccontextmanager
+async def _hold(lock: filelock.BaseFileLock) -> AsyncIterator[None]:
+    """Hold a file lock, waiting for it without blocking the event loop (cancellable)."""
+
+    def attempt() -> bool:
+        Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return False
+        return True
+
+    while not await anyio.to_thread.run_sync(attempt):
+        await anyio.sleep(_POLL_S)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@attrs.define
+class _Flight:
+    done: threading.Event = attrs.field(factory=threading.Event)
+    decision: Decision | None = None
+
+
+_flights: dict[str, _Flight] = {}
+_flights_lock = threading.Lock()
+
+
+# ---------------------------------------------------------------- the flow
+
+
+def _entry_decision(entry: CacheEntry, key: str, native: int) -> Decision:
+    return Decision(
+        chunk_size=entry.chunk_size,
+        native_chunk=native,
+        source="cache",
+        reason=f"cached {entry.policy or 'earlier'} decision: {entry.reason}",
+        key=key,
+        timings=entry.timings,
+        samples=entry.samples,
+        raced_out=entry.raced_out,
+        probe_seconds=0.0,
+        partial=entry.partial,
+        policy=entry.policy,
+    )
+
+
+@attrs.frozen
+class _Request:
+    workload: Workload
+    num_envs: int
+    nthread: int
+    native: int
+    policy: Policy
+    policy_name: str
+    settings: Settings
+    refresh: bool
+    on_progress: ProgressCallback | None
+
+
+def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
+    p = req.policy
+    choice = select(
+        result.estimates,
+        native=req.native,
+        upper=upper_chunk(req.num_envs, req.nthread),
+        margin=p.margin,
+        tie_tol=p.tie_tol,
+        tie_break=p.tie_break,
+        errors=result.errors,
+        confidence_z=p.confidence_z,
+    )
+    reason = choice.reason
+    if result.partial:
+        reason += f" (partial: the {p.time_budget_s:g} s budget ended the sweep)"
+    return Decision(
+        chunk_size=choice.chunk_size,
+        native_chunk=req.native,
+        source="benchmark",
+        reason=reason,
+        key=key,
+        timings=result.estimates,
+        samples=result.counts(),
+        raced_out=tuple(sorted(c for c in result.raced_out if c is not None)),
+        probe_seconds=result.probe_seconds,
+        partial=result.partial,
+        policy=req.policy_name,
+    )
+
+
+def _fallback(req: _Request, key: str, exc: BaseException, probe_seconds: float = 0.0) -> Decision:
+    return Decision(
+        chunk_size=None,
+        native_chunk=req.native,
+        source="fallback",
+        reason=f"kept the native chunk {req.native}: the workload failed while measuring "
+        f"({type(exc).__name__}: {exc})",
+        key=key,
+        probe_seconds=probe_seconds,
+        policy=req.policy_name,
+    )
+
+
+async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+    """Sweep under the machine-wide lock, select, store."""
+    sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
+    probe_total = 0.0
+
+    def on_event(event: Any) -> None:
+        nonlocal probe_total
+        if event.seconds is not None:
+            probe_total += event.seconds
+        if req.on_progress is not None:
+            anyio.from_thread.run_sync(req.on_progress, event)
+
+    def run_sweep() -> SweepResult:
+        return sweep(
+            req.workload,
+            sizes,
+            req.policy,
+            check_cancelled=anyio.from_thread.check_cancelled,
+            on_event=on_event,
+        )
+
+    async with _hold(filelock.FileLock(sweep_lock_path(), thread_local=False)):
+        try:
+            result = await anyio.to_thread.run_sync(run_sweep)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # a failing workload must never crash the trainer
+            logger.warning("chunktune: workload failed while measuring: %r", exc)
+            return _fallback(req, key, exc, probe_total)
+    decision = _decide(req, result, key)
+    if cache is not None:
+        entry = CacheEntry(
+            chunk_size=decision.chunk_size,
+            native_chunk=req.native,
+            reason=decision.reason,
+            timings=result.estimates,
+            samples=result.counts(),
+            raced_out=decision.raced_out,
+            policy=req.policy_name,
+            policy_hash=req.policy.fingerprint(),
+            probe_seconds=result.probe_seconds,
+            partial=result.partial,
+            num_envs=req.num_envs,
+            nthread=req.nthread,
+            signature=dict(await anyio.to_thread.run_sync(req.workload.signature)),
+            device=device_fingerprint(),
+            chunktune_version=_version(),
+            mujoco_version=mujoco_version(),
+            model_file=getattr(req.workload, "model_file", None),
+        )
+        await anyio.to_thread.run_sync(cache.put, key, entry)
+    return decision
+
+
+async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+    if cache is not None and not req.refresh:
+        entry = await anyio.to_thread.run_sync(cache.get, key)
+        if entry is not None:
+            return _entry_decision(entry, key, req.native)
+
+    while True:
+        with _flights_lock:
+            flight = _flights.get(key)
+            owner = flight is None
+            if owner:
+                flight = _flights[key] = _Flight()
+        assert flight is not None
+        if owner:
+            break
+        # another task of this process is sweeping this key: share its answer
+        while not flight.done.is_set():
+            await anyio.sleep(_POLL_S)
+        if flight.decision is not None:
+            shared = flight.decision
+            return attrs.evolve(
+                shared,
+                source="cache" if shared.source == "benchmark" else shared.source,
+                probe_seconds=0.0,
+                reason=f"shared a concurrent sweep: {shared.reason}",
+            )
+        # the owner was cancelled or failed before deciding: try to become the owner
+
+    decision: Decision | None = None
+    try:
+        if cache is None:
+            decision = await _measure(req, key, None)
+            return decision
+        async with _hold(cache.key_lock(key)):
+            if not req.refresh:
+                entry = await anyio.to_thread.run_sync(cache.get, key)
+                if entry is not None:
+                    decision = _entry_decision(entry, key, req.native)
+                    return decision
+            decision = await _measure(req, key, cache)
+            return decision
+    finally:
+        with _flights_lock:
+            _flights.pop(key, None)
+        flight.decision = decision
+        flight.done.set()
+
+
+def _pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
+    if isinstance(policy, Policy):
+        return "custom", policy
+    if policy is not None and not isinstance(policy, str):
+        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
+    name = settings.policy if policy is None else policy
+    return name, settings.get_policy(name)
+
+
+async def resolve(
+    workload: Workload,
+    *,
+    settings: Settings | None = None,
+    policy: str | Policy | None = None,
+    manual: int | None = None,
+    refresh: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> Decision:
+    """Decide the chunk size for ``workload``, measuring it only on a cache miss.
+
+    ``settings`` defaults to :func:`chunktune.load_settings` (discovery order
+    applies); ``policy`` overrides the active policy by name or object;
+    ``manual`` short-cuts everything; ``refresh`` ignores (and replaces) a
+    cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop.
+
+    Raises:
+        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`.
+        InvalidArgumentError: bad ``num_envs``, ``nthread`` or ``manual``.
+        ConfigError: invalid settings or an unknown policy.
+    """
+    num_envs, nthread = check_workload(workload)
+    native = native_chunk(num_envs, nthread)
+    if manual is not None:
+        chunk = check_chunk_size(manual, what="manual chunk size")
+        decision = Decision(
+            chunk_size=chunk,
+            native_chunk=native,
+            source="manual",
+            reason=f"manual override: chunk_size={chunk}",
+        )
+        if settings is not None:
+            _report(decision, settings)
+        return decision
+    if settings is None:
+        settings = await anyio.to_thread.run_sync(load_settings)
+    name, pol = _pick_policy(settings, policy)
+    req = _Request(
+        workload=workload,
+        num_envs=num_envs,
+        nthread=nthread,
+        native=native,
+        policy=pol,
+        policy_name=name,
+        settings=settings,
+        refresh=refresh,
+        on_progress=on_progress,
+    )
+    if not pol.enabled:
+        decision = Decision(
+            chunk_size=None,
+            native_chunk=native,
+            source="disabled",
+            reason=f"policy {name!r} never measures; using the native chunk {native}",
+            policy=name,
+        )
+    elif upper_chunk(num_envs, nthread) <= 1:
+        decision = Decision(
+            chunk_size=None,
+            native_chunk=native,
+            source="trivial",
+            reason=f"{num_envs} envs on {nthread} threads make at most one chunk per "
+            "thread; chunk size cannot matter",
+            policy=name,
+        )
+    else:
+        try:
+            signature = await anyio.to_thread.run_sync(workload.signature)
+        except Exception as exc:
+            decision = _fallback(req, "", exc)
+        else:
+            key = cache_key(
+                signature,
+                num_envs=num_envs,
+                nthread=nthread,
+                device=device_fingerprint(),
+                policy_hash=pol.fingerprint(),
+            )
+            decision = await _resolve_key(req, key, cache_for(settings))
+    _report(decision, settings)
+    return decision
+
+
+def _on_event_loop() -> bool:
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _in_worker_thread() -> bool:
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:
+        return False
+    except BaseException:
+        return True
+    return True
+
+
+def resolve_sync(
+    workload: Workload,
+    *,
+    settings: Settings | None = None,
+    policy: str | Policy | None = None,
+    manual: int | None = None,
+    refresh: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> Decision:
+    """Blocking :func:`resolve` for synchronous callers.
+
+    From plain code it runs its own event loop; from a worker thread of a running
+    anyio loop it runs on that loop.
+
+    Raises:
+        UsageError: called on an event loop's own thread (``await chunktune.resolve(...)``
+            there instead; blocking would deadlock the loop).
+        the errors of :func:`resolve`.
+    """
+    kwargs: dict[str, Any] = {
+        "settings": settings,
+        "policy": policy,
+        "manual": manual,
+        "refresh": refresh,
+        "on_progress": on_progress,
+    }
+
+    async def call() -> Decision:
+        return await resolve(workload, **kwargs)
+
+    if _in_worker_thread():
+        return anyio.from_thread.run(call)
+    if _on_event_loop():
+        raise UsageError(
+            "resolve_sync() was called on a running event loop's thread, where blocking "
+            "would stall it; use `await chunktune.resolve(...)` there instead"
+        )
+    return anyio.run(call)
+

@@ -1,0 +1,463 @@
+"""Tests of the MuJoCo adapter: RolloutWorkload, from_xml and the demo scene."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from typing import Any
+
+import mujoco
+import mujoco.rollout
+import numpy as np
+import pytest
+
+from chunktune._errors import InvalidArgumentError, UsageError
+from chunktune._mujoco import RolloutWorkload, demo_model_path, demo_workload
+from chunktune._workload import Workload
+
+pytestmark = pytest.mark.mujoco
+
+FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
+
+# A floor, a free box that lands on it, a free capsule and an actuated pendulum
+# with sensors: contact, quaternions, controls and sensordata in a few bodies.
+TINY_XML = """
+<mujoco>
+  <option timestep="0.005" iterations="{iterations}"/>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body name="box" pos="0 0 .11">
+      <freejoint/>
+      <geom type="box" size="{box} .1 .1"/>
+    </body>
+    <body name="capsule" pos=".5 0 .5">
+      <freejoint/>
+      <geom type="capsule" size=".05 .1"/>
+    </body>
+    <body name="arm" pos="-.5 0 1">
+      <joint name="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="hinge" gear="5"/>
+  </actuator>
+  <sensor>
+    <jointpos joint="hinge"/>
+    <framepos objtype="body" objname="box"/>
+  </sensor>
+</mujoco>
+"""
+
+KEYFRAME_XML = """
+<mujoco>
+  <worldbody>
+    <body pos="0 0 1">
+      <joint name="slide" type="slide" axis="0 0 1"/>
+      <geom size=".1"/>
+    </body>
+  </worldbody>
+  <keyframe>
+    <key qpos="0.25"/>
+  </keyframe>
+</mujoco>
+"""
+
+
+def tiny_model(box: float = 0.1, iterations: int = 50) -> Any:
+    return mujoco.MjModel.from_xml_string(TINY_XML.format(box=box, iterations=iterations))
+
+
+def tiny_workload(**kwargs: Any) -> RolloutWorkload:
+    args: dict[str, Any] = {"num_envs": 12, "nthread": 2, "nstep": 6}
+    args.update(kwargs)
+    model = args.pop("model", None) or tiny_model()
+    return RolloutWorkload(model, **args)
+
+
+def ncon(model: Any, state: np.ndarray) -> int:
+    data = mujoco.MjData(model)
+    mujoco.mj_setState(model, data, state, FULLPHYSICS)
+    mujoco.mj_forward(model, data)
+    return int(data.ncon)
+
+
+class CountingRollout(mujoco.rollout.Rollout):  # type: ignore[misc]
+    """A caller's pool that counts its rollout calls."""
+
+    def __init__(self, nthread: int) -> None:
+        super().__init__(nthread=nthread)
+        self.calls = 0
+
+    def rollout(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return super().rollout(*args, **kwargs)
+
+
+# -- running -------------------------------------------------------------------------
+
+
+def test_run_returns_positive_seconds_and_chunk_size_never_changes_outputs() -> None:
+    """run() returns positive float seconds, and outputs are bit-identical for chunks 1, 7, None."""
+    with tiny_workload() as workload:
+        outputs = []
+        for chunk in (1, 7, None):
+            seconds = workload.run(chunk)
+            assert isinstance(seconds, float)
+            assert seconds > 0
+            outputs.append((workload.state.copy(), workload.sensordata.copy()))
+    for state, sensordata in outputs[1:]:
+        assert np.array_equal(state, outputs[0][0])
+        assert np.array_equal(sensordata, outputs[0][1])
+    assert not np.array_equal(outputs[0][0][:, -1], np.broadcast_to(outputs[0][0][0, -1], (12, 29)))
+
+
+def test_workload_implements_the_protocol_and_reports_its_shape() -> None:
+    """A RolloutWorkload is a chunktune Workload with the sizes it was given."""
+    model = tiny_model()
+    workload = RolloutWorkload(model, num_envs=5, nthread=3, nstep=4)
+    assert isinstance(workload, Workload)
+    assert (workload.num_envs, workload.nthread, workload.nstep) == (5, 3, 4)
+    assert workload.nstate == mujoco.mj_stateSize(model, FULLPHYSICS)
+    assert workload.models == (model,)
+    assert workload.n_variants == 1
+    assert workload.model_file is None
+    assert workload.state.shape == (5, 4, workload.nstate)
+    assert workload.sensordata.shape == (5, 4, model.nsensordata)
+
+
+def test_single_thread_workload_runs_on_a_pool() -> None:
+    """nthread=1 still runs through a pool and gives the same outputs as two threads."""
+    one = tiny_workload(nthread=1)
+    two = tiny_workload(nthread=2)
+    assert one.run(None) > 0
+    two.run(3)
+    assert np.array_equal(one.state, two.state)
+
+
+def test_control_reaches_the_actuator() -> None:
+    """A (nu,) control is broadcast to every env and step and moves the actuated joint."""
+    still = tiny_workload(perturbation=0.0)
+    pushed = tiny_workload(perturbation=0.0, control=[1.0])
+    still.run(None)
+    pushed.run(None)
+    hinge = 0  # the jointpos sensor comes first
+    assert np.all(pushed.sensordata[:, -1, hinge] > still.sensordata[:, -1, hinge])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param((6, 1), id="nstep-nu"), pytest.param((12, 6, 1), id="full")],
+)
+def test_control_shapes_are_accepted(shape: tuple[int, ...]) -> None:
+    """control may be (nstep, nu) or (num_envs, nstep, nu)."""
+    workload = tiny_workload(control=np.full(shape, 0.5))
+    assert workload.run(2) > 0
+
+
+# -- initial states --------------------------------------------------------------------
+
+
+def test_default_states_are_seeded_perturbations_with_unit_quaternions() -> None:
+    """Default states differ per env, repeat per seed, change with it, and keep unit quaternions."""
+    a = tiny_workload(seed=3).initial_state
+    b = tiny_workload(seed=3).initial_state
+    c = tiny_workload(seed=4).initial_state
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert len({row.tobytes() for row in a}) == len(a)
+    qpos = a[:, 1:16]  # after time: the two free joints' qpos
+    for start in (3, 10):
+        assert np.allclose(np.linalg.norm(qpos[:, start : start + 4], axis=1), 1.0)
+
+
+def test_default_states_start_from_the_first_keyframe() -> None:
+    """A model with a keyframe starts from it rather than from the reset state."""
+    model = mujoco.MjModel.from_xml_string(KEYFRAME_XML)
+    workload = RolloutWorkload(model, num_envs=4, nthread=2, perturbation=0.001)
+    assert np.allclose(workload.initial_state[:, 1], 0.25, atol=0.01)
+
+
+def test_initial_state_of_one_row_is_tiled() -> None:
+    """An (nstate,) initial_state is used for every env."""
+    row = tiny_workload(num_envs=1).initial_state[0]
+    workload = tiny_workload(initial_state=row)
+    assert np.array_equal(workload.initial_state, np.tile(row, (12, 1)))
+    workload.run(None)
+    assert np.array_equal(workload.state[0], workload.state[11])
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        pytest.param("initial_state", np.zeros((3, 29)), "(3, 29)", id="state-rows"),
+        pytest.param("initial_state", np.zeros(30), "(30,)", id="state-width"),
+        pytest.param("control", np.zeros((12, 5, 1)), "(12, 5, 1)", id="control-nstep"),
+        pytest.param("control", np.zeros(2), "(2,)", id="control-nu"),
+    ],
+)
+def test_misshapen_inputs_are_rejected_with_their_shape(name: str, value: Any, shown: str) -> None:
+    """An initial_state or control of the wrong shape raises InvalidArgumentError naming it."""
+    with pytest.raises(
+        InvalidArgumentError, match=rf"{name} must have shape.*got {re.escape(shown)}"
+    ):
+        tiny_workload(**{name: value})
+
+
+def test_non_finite_initial_state_is_rejected() -> None:
+    """An initial_state holding NaN raises InvalidArgumentError."""
+    with pytest.raises(InvalidArgumentError, match="finite"):
+        tiny_workload(initial_state=np.full(29, np.nan))
+
+
+# -- argument checks -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["num_envs", "nthread", "nstep"])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        pytest.param(0, "0", id="zero"),
+        pytest.param(-2, "-2", id="negative"),
+        pytest.param(True, "True", id="bool"),
+        pytest.param(2.5, "2.5", id="float"),
+    ],
+)
+def test_bad_counts_are_rejected_with_the_value(name: str, value: Any, shown: str) -> None:
+    """A num_envs, nthread or nstep that is not an integer >= 1 raises naming it and its value."""
+    with pytest.raises(InvalidArgumentError, match=rf"{name} must be an integer >= 1, got {shown}"):
+        tiny_workload(**{name: value})
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        pytest.param(0, "0", id="zero"),
+        pytest.param(-3, "-3", id="negative"),
+        pytest.param(True, "True", id="bool"),
+        pytest.param(1.5, "1.5", id="float"),
+        pytest.param("4", "'4'", id="str"),
+    ],
+)
+def test_bad_chunk_size_is_rejected_with_the_value(value: Any, shown: str) -> None:
+    """run() with a chunk_size that is neither None nor an integer >= 1 raises naming it."""
+    workload = tiny_workload()
+    with pytest.raises(
+        InvalidArgumentError, match=rf"chunk_size must be an integer >= 1, got {shown}"
+    ):
+        workload.run(value)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        pytest.param(["model.xml"], r"variant 0 is a str, not a mujoco\.MjModel", id="list"),
+        pytest.param(42, r"variant 0 is a int", id="int"),
+        pytest.param("model.xml", r"got the path 'model\.xml'.*from_xml", id="path"),
+        pytest.param([], "non-empty", id="empty"),
+    ],
+)
+def test_model_of_the_wrong_type_is_rejected(model: Any, message: str) -> None:
+    """A model that is not an MjModel or a sequence of them raises InvalidArgumentError."""
+    with pytest.raises(InvalidArgumentError, match=message):
+        RolloutWorkload(model, num_envs=2, nthread=1)
+
+
+# -- variants -------------------------------------------------------------------------
+
+
+def test_variants_run_in_contiguous_blocks_and_change_the_signature() -> None:
+    """Two variants split the batch in halves, each half as if run alone; the signature changes."""
+    light, heavy = tiny_model(box=0.1), tiny_model(box=0.12)
+    state = tiny_workload(num_envs=1).initial_state[0]
+    both = tiny_workload(model=[light, heavy], initial_state=state)
+    alone = [tiny_workload(model=m, initial_state=state) for m in (light, heavy)]
+    for workload in (both, *alone):
+        workload.run(5)
+    assert np.array_equal(both.state[:6], alone[0].state[:6])
+    assert np.array_equal(both.state[6:], alone[1].state[6:])
+    assert not np.array_equal(alone[0].state, alone[1].state)
+    assert both.n_variants == 2
+    signature = both.signature()
+    assert signature["n_variants"] == 2
+    assert signature["model_sha"] != alone[0].signature()["model_sha"]
+
+
+def test_incompatible_variants_are_rejected_naming_the_size() -> None:
+    """Variants of different sizes raise InvalidArgumentError naming what differs."""
+    other = mujoco.MjModel.from_xml_string(KEYFRAME_XML)
+    with pytest.raises(InvalidArgumentError, match=r"variant 1 .* nq \(15 vs 1\)"):
+        RolloutWorkload([tiny_model(), other], num_envs=4, nthread=2)
+
+
+def test_more_variants_than_envs_are_rejected() -> None:
+    """Three variants for two envs raise InvalidArgumentError."""
+    with pytest.raises(InvalidArgumentError, match="3 model variants for num_envs=2"):
+        RolloutWorkload([tiny_model()] * 3, num_envs=2, nthread=1)
+
+
+# -- signature ----------------------------------------------------------------------
+
+
+def test_signature_is_stable_across_recompiles() -> None:
+    """The same XML compiled twice gives the same signature."""
+    first = tiny_workload(model=tiny_model()).signature()
+    second = tiny_workload(model=tiny_model()).signature()
+    assert first == second
+    assert first["kind"] == "mujoco.rollout"
+    assert first["mujoco"] == mujoco.__version__
+    assert (first["nq"], first["nv"], first["nu"], first["nstep"]) == (15, 13, 1, 6)
+    assert first["timestep"] == 0.005
+    assert all(isinstance(v, str | int | float | bool) for v in first.values())
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"box": 0.11}, id="geom-size"),
+        pytest.param({"iterations": 51}, id="solver-iterations"),
+    ],
+)
+def test_signature_changes_with_the_model(changed: dict[str, Any]) -> None:
+    """A changed geom size or solver option gives a different signature."""
+    base = tiny_workload(model=tiny_model()).signature()
+    other = tiny_workload(model=tiny_model(**changed)).signature()
+    assert other["model_sha"] != base["model_sha"]
+    assert other != base
+
+
+def test_signature_changes_with_nstep() -> None:
+    """A longer rollout gives a different signature."""
+    assert tiny_workload(nstep=6).signature() != tiny_workload(nstep=7).signature()
+
+
+# -- from_xml -----------------------------------------------------------------------
+
+
+def test_from_xml_loads_the_file_and_remembers_it(tmp_path: pathlib.Path) -> None:
+    """from_xml builds a workload over the file and records its path."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    workload = RolloutWorkload.from_xml(path, num_envs=4, nthread=2, nstep=3)
+    assert workload.model_file == str(path)
+    assert workload.signature() == tiny_workload(num_envs=4, nstep=3).signature()
+    assert workload.run(None) > 0
+
+
+def test_from_xml_variants_are_distinct(tmp_path: pathlib.Path) -> None:
+    """n_variants=3 makes three different models of the same sizes, reproducibly."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    workload = RolloutWorkload.from_xml(path, num_envs=6, nthread=2, nstep=3, n_variants=3)
+    again = RolloutWorkload.from_xml(path, num_envs=6, nthread=2, nstep=3, n_variants=3)
+    single = RolloutWorkload.from_xml(path, num_envs=6, nthread=2, nstep=3)
+    masses = {m.body_mass.tobytes() for m in workload.models}
+    assert workload.n_variants == 3
+    assert len(masses) == 3
+    assert workload.signature() == again.signature()
+    assert workload.signature()["model_sha"] != single.signature()["model_sha"]
+    assert workload.run(1) > 0
+
+
+def test_from_xml_missing_file_names_the_path(tmp_path: pathlib.Path) -> None:
+    """A missing model file raises InvalidArgumentError naming the path."""
+    path = tmp_path / "nowhere.xml"
+    with pytest.raises(InvalidArgumentError, match=r"model file not found: .*nowhere\.xml"):
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+
+
+def test_from_xml_malformed_file_names_the_path_and_mujocos_message(tmp_path: pathlib.Path) -> None:
+    """Malformed XML raises InvalidArgumentError with the path and MuJoCo's message."""
+    path = tmp_path / "broken.xml"
+    path.write_text("<mujoco><worldbody><body></worldbody></mujoco>")
+    with pytest.raises(InvalidArgumentError, match=r"broken\.xml: .*XML") as info:
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+    assert isinstance(info.value, ValueError)
+
+
+# -- pools ------------------------------------------------------------------------------
+
+
+def test_callers_pool_is_used_and_left_open() -> None:
+    """A caller's Rollout pool runs the calls and is still open after close()."""
+    pool = CountingRollout(nthread=2)
+    with tiny_workload(rollout=pool) as workload:
+        workload.run(None)
+        workload.run(4)
+    assert pool.calls == 2
+    assert pool.rollout_ is not None
+    pool.close()
+
+
+def test_callers_pool_of_other_size_is_rejected() -> None:
+    """A caller's pool whose nthread differs from the workload's raises InvalidArgumentError."""
+    with (
+        mujoco.rollout.Rollout(nthread=3) as pool,
+        pytest.raises(InvalidArgumentError, match="nthread=3"),
+    ):
+        tiny_workload(nthread=2, rollout=pool)
+
+
+def test_closed_workload_refuses_to_run() -> None:
+    """After close(), run() raises UsageError; close() may be called twice."""
+    workload = tiny_workload()
+    workload.run(None)
+    workload.close()
+    workload.close()
+    with pytest.raises(UsageError, match="closed"):
+        workload.run(None)
+
+
+# -- measurements for benchmarks ----------------------------------------------------------
+
+
+def test_per_env_costs_are_one_positive_figure_per_env() -> None:
+    """per_env_costs returns one positive seconds figure per env and leaves the outputs right."""
+    workload = tiny_workload()
+    workload.run(None)
+    expected = workload.state.copy()
+    costs = workload.per_env_costs(repeats=2)
+    assert costs.shape == (12,)
+    assert np.all(costs > 0)
+    assert np.array_equal(workload.state, expected)
+
+
+def test_batch_matches_the_rollout() -> None:
+    """batch_seconds, where mujoco.batch exists, returns seconds and computes the same states."""
+    pytest.importorskip("mujoco.batch")
+    workload = tiny_workload(model=[tiny_model(), tiny_model(box=0.12)])
+    workload.run(None)
+    expected = workload.state.copy(), workload.sensordata.copy()
+    assert workload.batch_seconds() > 0
+    assert np.array_equal(workload.state, expected[0])
+    assert np.array_equal(workload.sensordata, expected[1])
+
+
+# -- the demo --------------------------------------------------------------------------
+
+
+def test_demo_model_ships_with_the_package() -> None:
+    """demo_model_path names the shipped scene.xml, which MuJoCo loads."""
+    path = demo_model_path()
+    assert path.name == "scene.xml"
+    assert path.is_file()
+    assert mujoco.MjModel.from_xml_path(str(path)).ngeom > 16
+
+
+def test_demo_workload_puts_contact_in_the_last_quarter() -> None:
+    """demo_workload starts the last quarter of envs in contact and the others in free flight."""
+    workload = demo_workload(num_envs=8, nthread=2, nstep=4)
+    model = workload.models[0]
+    contacts = [ncon(model, state) for state in workload.initial_state]
+    assert all(n == 0 for n in contacts[:6])
+    assert all(n > 4 for n in contacts[6:])
+    assert workload.run(None) > 0
+    assert workload.signature()["states"] == "demo"
+    assert workload.model_file == str(demo_model_path())
+
+
+def test_demo_heavy_envs_cost_more_than_light_ones() -> None:
+    """In the demo, per_env_costs of the heavy last quarter exceed those of the light envs."""
+    workload = demo_workload(num_envs=8, nthread=2, nstep=10)
+    costs = workload.per_env_costs(repeats=3)
+    assert np.median(costs[6:]) > np.median(costs[:6])
