@@ -285,7 +285,9 @@ class DecisionCache:
         return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
     def _write_atomic(self, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

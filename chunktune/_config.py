@@ -27,8 +27,8 @@ from ._errors import ConfigError
 from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, Settings
 
 __all__ = [
-    "CONFIG_ENV",
     "CACHE_ENV",
+    "CONFIG_ENV",
     "dump_policy",
     "dump_settings",
     "find_config",
@@ -96,9 +96,10 @@ def _make_converter() -> cattrs.Converter:
         attrs.resolve_types(cls)
         fields = attrs.fields(cls)
         overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
-        conv.register_structure_hook(
-            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides)
+        structure_fn: Any = make_dict_structure_fn(
+            cls, conv, _cattrs_forbid_extra_keys=True, **overrides  # type: ignore[arg-type]
         )
+        conv.register_structure_hook(cls, structure_fn)
 
     def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
         if not isinstance(value, Mapping):
@@ -144,7 +145,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
             f"{_join(path, key)}: unknown key; {_suggest(key, valid)}"
             for key in sorted(exc.extra_fields)
         ]
-    if isinstance(exc, cattrs.BaseValidationError):
+    if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
         found: list[str] = []
         with_notes, without_notes = exc.group_exceptions()
         for sub, note in with_notes:

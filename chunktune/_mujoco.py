@@ -85,7 +85,7 @@ def _model_bytes(model: Any) -> bytes:
 
 
 def model_digest(models: Sequence[Any]) -> str:
-    """sha256 (16 hex) over the MJB bytes of ``models`` in order; a repeated model counts each time."""
+    """sha256 (16 hex digits) over the MJB bytes of ``models``, in order."""
     digest = hashlib.sha256()
     seen: dict[int, bytes] = {}  # a model passed once per env is serialized once
     for m in models:

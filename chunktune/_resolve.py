@@ -97,7 +97,10 @@ def sweep_lock_path() -> Path:
 def _report(decision: Decision, settings: Settings) -> None:
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
-    line = f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): {decision.reason}"
+    line = (
+        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
+        f"{decision.reason}"
+    )
     if timings:
         line += f" | {timings}"
     mode = settings.log.stderr
@@ -123,7 +126,9 @@ async def _hold(lock: filelock.BaseFileLock) -> AsyncIterator[None]:
             return False
         return True
 
-    while not await anyio.to_thread.run_sync(attempt):
+    # A blocking acquire in a worker thread could not be cancelled without leaking a
+    # thread that may take the lock later; non-blocking attempts between sleeps can.
+    while not await anyio.to_thread.run_sync(attempt):  # noqa: ASYNC110
         await anyio.sleep(_POLL_S)
     try:
         yield
@@ -286,8 +291,8 @@ async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> 
         if owner:
             break
         # another task of this process is sweeping this key: share its answer
-        while not flight.done.is_set():
-            await anyio.sleep(_POLL_S)
+        # a threading.Event, not an anyio one: the owner may run on another thread's loop
+        await anyio.to_thread.run_sync(flight.done.wait, abandon_on_cancel=True)
         if flight.decision is not None:
             shared = flight.decision
             return attrs.evolve(

@@ -32,7 +32,7 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
     if estimator == "median":
         return float(np.median(data))
     if estimator == "trimmed_mean":
-        cut = int(math.floor(trim * data.size))
+        cut = math.floor(trim * data.size)
         kept = data[cut : data.size - cut] if data.size - 2 * cut > 0 else data
         return float(kept.mean())
     raise ValueError(f"unknown estimator {estimator!r}")

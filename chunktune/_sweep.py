@@ -110,8 +110,9 @@ class _Sweep:
     def stats(self) -> tuple[dict[int | None, float], dict[int | None, float], float]:
         measured = {c: s for c, s in self.samples.items() if s}
         sigma = pooled_log_sigma(measured.values())
-        est = {c: estimate(s, self.policy.estimator, trim=self.policy.trim) for c, s in measured.items()}
-        err = {c: standard_error(sigma, len(s), self.policy.estimator) for c, s in measured.items()}
+        how, trim = self.policy.estimator, self.policy.trim
+        est = {c: estimate(s, how, trim=trim) for c, s in measured.items()}
+        err = {c: standard_error(sigma, len(s), how) for c, s in measured.items()}
         return est, err, sigma
 
     def live(self) -> list[int | None]:

@@ -40,13 +40,14 @@ def number(
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value is None and optional:
             return
-        ok = (
-            isinstance(value, numbers.Real)
-            and not isinstance(value, bool)
-            and math.isfinite(float(value))
-            and (lo is None or (value > lo if lo_open else value >= lo))
-            and (hi is None or (value < hi if hi_open else value <= hi))
-        )
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:
+            x = float(value)
+            ok = (
+                math.isfinite(x)
+                and (lo is None or (x > lo if lo_open else x >= lo))
+                and (hi is None or (x < hi if hi_open else x <= hi))
+            )
         if not ok:
             raise ValueError(f"{value!r} is not valid for {attr.name}; expected {expected}")
 
@@ -59,7 +60,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         ok = (
-            isinstance(value, numbers.Integral)
+            isinstance(value, int)
             and not isinstance(value, bool)
             and (lo is None or value >= lo)
             and (hi is None or value <= hi)

@@ -1,0 +1,263 @@
+"""What the command line draws: candidate tables, cache summaries and the step-time plot.
+
+Pure presentation over numbers a Decision or a CacheEntry already holds; nothing
+here measures, reads settings or touches the cache file. Times come in seconds
+and are shown in milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from ._cache import CacheEntry
+
+__all__ = [
+    "Row",
+    "candidate_rows",
+    "candidate_table",
+    "chunk_label",
+    "entry_table",
+    "format_age",
+    "model_summary",
+    "plot_formats",
+    "write_plot",
+]
+
+_CHOSEN_STYLE = "bold green"
+_RACED_STYLE = "dim"
+
+
+@attrs.frozen(kw_only=True)
+class Row:
+    """One measured candidate. ``chunk`` None is the native default."""
+
+    chunk: int | None
+    seconds: float
+    ratio: float | None
+    samples: int | None
+    raced_out: bool
+    chosen: bool
+
+
+def chunk_label(chunk: int | None, native_chunk: int) -> str:
+    """``"native (=12)"`` for None (``"native"`` when the native chunk is unknown), else ``"8"``."""
+    if chunk is not None:
+        return str(chunk)
+    return f"native (={native_chunk})" if native_chunk > 0 else "native"
+
+
+def candidate_rows(
+    timings: Mapping[int | None, float],
+    *,
+    chunk_size: int | None,
+    samples: Mapping[int | None, int] | None = None,
+    raced_out: Sequence[int] = (),
+) -> list[Row]:
+    """The measured candidates, native first, then by chunk size; ratios are to native."""
+    native_s = timings.get(None)
+    ordered = sorted(timings.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0))
+    out = []
+    for chunk, seconds in ordered:
+        out.append(
+            Row(
+                chunk=chunk,
+                seconds=seconds,
+                ratio=seconds / native_s if native_s else None,
+                samples=None if samples is None else samples.get(chunk),
+                raced_out=chunk is not None and chunk in raced_out,
+                chosen=chunk == chunk_size,
+            )
+        )
+    return out
+
+
+def _decimals(rows: Sequence[Row]) -> int:
+    """Decimals that give the fastest estimate three significant digits (0 to 4)."""
+    smallest = min((r.seconds * 1e3 for r in rows if r.seconds > 0), default=1.0)
+    return max(0, min(4, 2 - math.floor(math.log10(smallest))))
+
+
+def candidate_table(rows: Sequence[Row], *, native_chunk: int, title: str | None = None) -> Table:
+    """The candidates as a table: chunk, estimate (ms), ratio to native, samples, note."""
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    table.add_column("chunk", justify="right")
+    table.add_column("estimate ms", justify="right")
+    table.add_column("vs native", justify="right")
+    table.add_column("samples", justify="right")
+    table.add_column("note")
+    digits = _decimals(rows)
+    for row in rows:
+        notes = []
+        if row.chunk is None:
+            notes.append("native")
+        elif row.chunk == native_chunk:
+            notes.append("= native")
+        if row.chosen:
+            notes.append("<- chosen")
+        if row.raced_out:
+            notes.append("raced out")
+        style = _CHOSEN_STYLE if row.chosen else (_RACED_STYLE if row.raced_out else "")
+        table.add_row(
+            chunk_label(row.chunk, native_chunk),
+            f"{row.seconds * 1e3:.{digits}f}",
+            "-" if row.ratio is None else f"{row.ratio:.3f}",
+            "-" if row.samples is None else str(row.samples),
+            Text(", ".join(notes)),
+            style=style,
+        )
+    return table
+
+
+def entry_table(entry: CacheEntry) -> Table:
+    """A stored entry's evidence as a candidate table."""
+    rows = candidate_rows(
+        entry.timings,
+        chunk_size=entry.chunk_size,
+        samples=entry.samples or None,
+        raced_out=entry.raced_out,
+    )
+    return candidate_table(rows, native_chunk=entry.native_chunk)
+
+
+def format_age(seconds: float) -> str:
+    """A short age: ``"42s"``, ``"17m"``, ``"5h"``, ``"12d"``; ``"?"`` when unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def entry_age(entry: CacheEntry, now: float | None = None) -> str:
+    """How long ago the entry was created, as :func:`format_age` writes it."""
+    if entry.created <= 0:
+        return "?"
+    return format_age((time.time() if now is None else now) - entry.created)
+
+
+def model_summary(entry: CacheEntry) -> str:
+    """The signature's kind and the model file's name (or model hash), e.g. ``mujoco.rollout scene.xml``."""
+    sig: Mapping[str, Any] = entry.signature
+    kind = str(sig.get("kind", "?"))
+    if entry.model_file:
+        name = os.path.basename(entry.model_file)
+    else:
+        name = str(sig.get("model_sha", ""))[:12] or "?"
+    if sig.get("states") == "demo":
+        name = f"{name} (demo)"
+    return f"{kind} {name}"
+
+
+# ---------------------------------------------------------------- the plot
+
+
+def plot_formats() -> set[str]:
+    """File suffixes (without the dot) the plot can be written as.
+
+    Raises:
+        ImportError: matplotlib is not installed.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return set(FigureCanvasAgg.get_supported_filetypes())
+
+
+def write_plot(
+    path: str | os.PathLike[str],
+    rows: Sequence[Row],
+    *,
+    native_chunk: int,
+    title: str,
+    bound_s: float | None = None,
+) -> None:
+    """Step time against chunk size on a log axis; native, chosen and the balance bound marked.
+
+    Draws on matplotlib's Agg canvas directly (no pyplot, no global backend switch).
+
+    Raises:
+        ImportError: matplotlib is not installed.
+        OSError: the file cannot be written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import ScalarFormatter
+
+    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    sized = [r for r in rows if r.chunk is not None]
+    live = [r for r in sized if not r.raced_out]
+    raced = [r for r in sized if r.raced_out]
+    ax.plot(
+        [r.chunk for r in sized],
+        [r.seconds * 1e3 for r in sized],
+        color="0.6",
+        linewidth=1,
+        zorder=1,
+    )
+    ax.scatter(
+        [r.chunk for r in live],
+        [r.seconds * 1e3 for r in live],
+        color="tab:blue",
+        label="candidate",
+        zorder=2,
+    )
+    if raced:
+        ax.scatter(
+            [r.chunk for r in raced],
+            [r.seconds * 1e3 for r in raced],
+            facecolors="none",
+            edgecolors="tab:blue",
+            label="raced out",
+            zorder=2,
+        )
+    native = next((r for r in rows if r.chunk is None), None)
+    if native is not None and native_chunk > 0:
+        ax.axhline(native.seconds * 1e3, color="tab:red", linestyle="--", linewidth=1)
+        ax.scatter(
+            [native_chunk],
+            [native.seconds * 1e3],
+            marker="D",
+            color="tab:red",
+            label=f"native (chunk {native_chunk})",
+            zorder=3,
+        )
+    chosen = next((r for r in rows if r.chosen), None)
+    if chosen is not None:
+        x = native_chunk if chosen.chunk is None else chosen.chunk
+        ax.scatter(
+            [x],
+            [chosen.seconds * 1e3],
+            marker="*",
+            s=220,
+            color="tab:green",
+            label=f"chosen ({chunk_label(chosen.chunk, native_chunk)})",
+            zorder=4,
+        )
+    if bound_s is not None:
+        ax.axhline(
+            bound_s * 1e3,
+            color="0.3",
+            linestyle=":",
+            linewidth=1.2,
+            label="balance bound sum(cost)/T",
+        )
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel("chunk size (envs per chunk)")
+    ax.set_ylabel("time per pool call (ms)")
+    ax.set_title(title, fontsize="medium")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.savefig(Path(path), dpi=120)

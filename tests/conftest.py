@@ -1,0 +1,24 @@
+"""Shared fixtures: every test gets its own cache, sweep lock and working directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point the cache and the sweep lock into tmp_path and hide any chunktune.toml."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    monkeypatch.delenv("CHUNKTUNE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+@pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Run every anyio test on asyncio and on trio."""
+    return str(request.param)

@@ -1,0 +1,137 @@
+"""Candidate strategies: which chunk sizes each one proposes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from chunktune import (
+    BalancedCandidates,
+    ExhaustiveCandidates,
+    ExplicitCandidates,
+    GeometricCandidates,
+    SeedCandidates,
+    native_chunk,
+    upper_chunk,
+)
+from chunktune._candidates import candidate_list
+
+# Worked out by hand from the older tuner's documented grid: a band of
+# round(heur * {0.5, 1, 1.5, 2, 3}) around heur = round(N / 10T), a x1.8 geometric
+# sweep from 1, ceil(N/T), and past 16 sizes the 15 smallest plus the largest.
+SEED_GRIDS = [
+    pytest.param(256, 2, [1, 2, 4, 6, 7, 13, 20, 23, 26, 39, 41, 74, 128], id="256x2"),
+    pytest.param(1000, 8, [1, 2, 4, 6, 7, 12, 13, 18, 23, 24, 36, 41, 74, 125], id="1000x8"),
+    pytest.param(100, 7, [1, 2, 3, 4, 7, 13, 15], id="100x7"),
+    pytest.param(3, 2, [1, 2], id="3x2"),
+    pytest.param(
+        100000,
+        4,
+        [1, 2, 4, 7, 13, 23, 41, 74, 133, 239, 430, 774, 1250, 1393, 2500, 25000],
+        id="100000x4-capped",
+    ),
+    pytest.param(
+        65536,
+        2,
+        [1, 2, 4, 7, 13, 23, 41, 74, 133, 239, 430, 774, 1393, 1638, 2507, 32768],
+        id="65536x2-capped",
+    ),
+]
+
+
+@pytest.mark.parametrize(("n", "t", "expected"), SEED_GRIDS)
+def test_seed_grid_matches_the_older_tuner(n: int, t: int, expected: list[int]) -> None:
+    """The seed strategy proposes exactly the older tuner's filtered grid."""
+    assert SeedCandidates().propose(n, t) == expected
+
+
+CASES = [(256, 2), (1000, 8), (32768, 128), (4096, 16), (300, 7), (17, 16), (8, 8)]
+
+
+@pytest.mark.parametrize(("n", "t"), CASES)
+def test_balanced_sizes_cut_whole_rounds(n: int, t: int) -> None:
+    """Every balanced size is ceil(N/(k*T)) for some k, so at most k chunks go to each worker."""
+    sizes = BalancedCandidates().propose(n, t)
+    upper = upper_chunk(n, t)
+    for c in sizes:
+        assert any(c == min(upper, math.ceil(n / (k * t))) for k in range(1, n + 1))
+
+
+@pytest.mark.parametrize(("n", "t"), CASES)
+def test_balanced_includes_a_size_the_seed_grid_misses(n: int, t: int) -> None:
+    """Balanced sizes are not a subset of the seed grid when there is room to differ."""
+    balanced = set(BalancedCandidates().propose(n, t))
+    if upper_chunk(n, t) >= 64:
+        assert balanced - set(SeedCandidates().propose(n, t))
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        pytest.param(BalancedCandidates(), id="balanced"),
+        pytest.param(GeometricCandidates(), id="geometric"),
+        pytest.param(ExhaustiveCandidates(), id="exhaustive"),
+        pytest.param(ExplicitCandidates(sizes=(1, 3, 7, 11, 100_000)), id="explicit"),
+        pytest.param(SeedCandidates(), id="seed"),
+    ],
+)
+@pytest.mark.parametrize(("n", "t"), CASES)
+def test_every_strategy_clamps_and_keeps_native(strategy: object, n: int, t: int) -> None:
+    """Sizes lie in [1, ceil(N/T)], are sorted and unique, and the list starts with native."""
+    listed = candidate_list(strategy, n, t)  # type: ignore[arg-type]
+    assert listed[0] is None
+    sizes = [c for c in listed[1:] if c is not None]
+    assert sizes == sorted(set(sizes))
+    assert all(1 <= c <= upper_chunk(n, t) for c in sizes)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        pytest.param(BalancedCandidates(), id="balanced"),
+        pytest.param(GeometricCandidates(), id="geometric"),
+        pytest.param(ExhaustiveCandidates(), id="exhaustive"),
+    ],
+)
+def test_non_seed_strategies_do_not_measure_native_twice(strategy: object) -> None:
+    """The integer equal to the native chunk is left to the None entry."""
+    n, t = 1000, 8
+    assert native_chunk(n, t) not in strategy.propose(n, t)  # type: ignore[attr-defined]
+
+
+def test_exhaustive_lists_every_size_when_few() -> None:
+    """Below the cap exhaustive is every size but native."""
+    assert ExhaustiveCandidates().propose(40, 2) == [c for c in range(1, 21) if c != 2]
+
+
+def test_exhaustive_thins_in_log_scale_keeping_the_ends() -> None:
+    """Above the cap exhaustive keeps exactly max_candidates sizes, 1 and ceil(N/T) among them."""
+    sizes = ExhaustiveCandidates(max_candidates=10).propose(32768, 8)
+    assert len(sizes) == 10
+    assert sizes[0] == 1 and sizes[-1] == 4096
+
+
+def test_geometric_follows_its_ratio() -> None:
+    """Geometric sizes grow by the ratio and end at ceil(N/T)."""
+    assert GeometricCandidates(ratio=2.0).propose(1024, 4) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def test_explicit_clamps_oversized_entries() -> None:
+    """Explicit sizes above ceil(N/T) are measured as ceil(N/T)."""
+    assert ExplicitCandidates(sizes=(3, 7, 500)).propose(256, 2) == [3, 7, 128]
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        pytest.param([0, 3], id="zero"),
+        pytest.param([2.5], id="float"),
+        pytest.param([True], id="bool"),
+        pytest.param([], id="empty"),
+    ],
+)
+def test_explicit_rejects_bad_sizes(sizes: list[object]) -> None:
+    """A size below 1, a non-integer or an empty list cannot make an explicit strategy."""
+    with pytest.raises(ValueError, match="sizes"):
+        ExplicitCandidates(sizes=sizes)  # type: ignore[arg-type]

@@ -1,0 +1,98 @@
+"""The drop-in for the older tuner's resolve_chunk_size."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chunktune import InvalidArgumentError
+from chunktune.compat import resolve_chunk_size
+from chunktune.sim import SimulatedWorkload
+
+
+class FakeModel:
+    nq, nv, nu, nbody, njnt, ngeom, nsensordata = 7, 6, 2, 2, 1, 3, 0
+
+
+class FakePool:
+    """A pool with the older tuner's step signature whose cost follows the sim model."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.sim = SimulatedWorkload.from_layout(
+            "blocked", num_envs=256, nthread=4, mean_s=2e-5
+        )
+        self.calls: list[dict[str, Any]] = []
+        self.fail = fail
+
+    def step(
+        self,
+        state: np.ndarray,
+        *,
+        nstep: int,
+        control: np.ndarray,
+        chunk_size: int | None,
+        return_sensor: bool,
+        post_step_forward_sensor: bool,
+    ) -> None:
+        if self.fail:
+            raise RuntimeError("pool is gone")
+        self.calls.append({"nstep": nstep, "control": control.shape, "chunk": chunk_size})
+        state += 1.0  # must be a copy: the caller's state never changes
+        time.sleep(self.sim.true_time(chunk_size))
+
+
+def call(pool: FakePool, state: np.ndarray, **over: Any) -> int | None:
+    kwargs: dict[str, Any] = {
+        "pool": pool, "state": state, "model": FakeModel(), "n_variants": 1,
+        "num_envs": 256, "nthread": 4, "dtype": np.float32, "post_step_forward_sensor": False,
+        "bench_nsteps": 3, "manual_chunk_size": None, "adaptive": True,
+    }
+    kwargs.update(over)
+    return resolve_chunk_size(**kwargs)
+
+
+def test_manual_override_first() -> None:
+    """manual_chunk_size wins even with adaptive on, and nothing is stepped."""
+    pool = FakePool()
+    assert call(pool, np.zeros((256, 5)), manual_chunk_size=9) == 9
+    assert pool.calls == []
+
+
+def test_manual_override_is_validated() -> None:
+    """A manual chunk below 1 raises a ChunktuneError naming it."""
+    with pytest.raises(InvalidArgumentError, match="0"):
+        call(FakePool(), np.zeros((256, 5)), manual_chunk_size=0)
+
+
+def test_adaptive_off_gives_none() -> None:
+    """adaptive=False returns None without stepping."""
+    pool = FakePool()
+    assert call(pool, np.zeros((256, 5)), adaptive=False) is None
+    assert pool.calls == []
+
+
+def test_one_work_chunk_gives_none_without_measuring() -> None:
+    """num_envs <= nthread cannot be tuned: None, nothing stepped."""
+    pool = FakePool()
+    assert call(pool, np.zeros((4, 5)), num_envs=4) is None
+    assert pool.calls == []
+
+
+def test_sweeps_pool_step_on_a_copy_with_zero_controls_then_caches() -> None:
+    """The shim times pool.step(copy, nstep=bench_nsteps, zero control) and caches the answer."""
+    pool = FakePool()
+    state = np.zeros((256, 5))
+    first = call(pool, state)
+    assert pool.calls and all(c["nstep"] == 3 and c["control"] == (256, 3, 2) for c in pool.calls)
+    assert not state.any()
+    n = len(pool.calls)
+    assert call(pool, state) == first
+    assert len(pool.calls) == n
+
+
+def test_failing_pool_never_raises() -> None:
+    """A pool.step that raises gives None (native), not an exception."""
+    assert call(FakePool(fail=True), np.zeros((256, 5))) is None

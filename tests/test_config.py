@@ -1,0 +1,194 @@
+"""Settings: presets, extends, discovery, dumping and the errors a person can act on."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import attrs
+import pytest
+
+from chunktune import ConfigError, Policy, dump_policy, dump_settings, load_settings
+from chunktune._config import preset_names, settings_from_dict
+
+PRESETS = ["balanced", "off", "quick", "seed", "thorough"]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_presets_ship() -> None:
+    """All five presets are found and balanced is the default."""
+    assert preset_names() == PRESETS
+    assert load_settings().policy == "balanced"
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_each_preset_dumps_and_reloads_equal(name: str) -> None:
+    """A preset written as TOML and read back is the same policy."""
+    settings = load_settings()
+    text = dump_settings(settings)
+    again = settings_from_dict(tomllib.loads(text))
+    assert again.get_policy(name) == settings.get_policy(name)
+    assert tomllib.loads(dump_policy(settings.get_policy(name)))
+
+
+def test_seed_preset_is_the_older_tuner() -> None:
+    """seed: 2 warm-ups, 20 reps in a row, min, margin 3%, tie 2%, toward ceil(N/T), 25 s."""
+    seed = load_settings().get_policy("seed")
+    assert (seed.warmup, seed.min_rounds, seed.max_rounds) == (2, 20, 20)
+    assert (seed.estimator, seed.margin, seed.tie_tol) == ("min", 0.03, 0.02)
+    assert (seed.tie_break, seed.time_budget_s, seed.interleave) == ("toward_upper", 25.0, False)
+    assert seed.candidates.strategy == "seed"
+
+
+def test_user_policy_extends_a_preset(tmp_path: Path) -> None:
+    """A user policy starts from its preset and overrides only what it names."""
+    cfg = write(
+        tmp_path / "c.toml",
+        'policy = "mine"\n[policies.mine]\nextends = "quick"\nmargin = 0.05\n'
+        '[policies.mine.candidates]\nstrategy = "explicit"\nsizes = [3, 7, 11]\n',
+    )
+    s = load_settings(cfg)
+    quick = s.get_policy("quick")
+    mine = s.active
+    assert mine.margin == 0.05
+    assert mine.max_rounds == quick.max_rounds
+    assert mine.candidates.strategy == "explicit"
+
+
+def test_user_policy_extends_a_user_policy(tmp_path: Path) -> None:
+    """extends may name another user policy, which may name a preset."""
+    s = settings_from_dict(
+        {"policies": {"a": {"extends": "thorough", "margin": 0.1}, "b": {"extends": "a"}}}
+    )
+    assert s.get_policy("b").margin == 0.1
+    assert s.get_policy("b").max_rounds == s.get_policy("thorough").max_rounds
+
+
+def test_same_strategy_merges_candidate_tables() -> None:
+    """Overriding one candidate parameter keeps the preset's other parameters."""
+    s = settings_from_dict({"policies": {"m": {"extends": "balanced",
+                                                "candidates": {"max_candidates": 5}}}})
+    assert s.get_policy("m").candidates == attrs.evolve(
+        s.get_policy("balanced").candidates, max_candidates=5
+    )
+
+
+def test_table_named_like_a_preset_tweaks_it() -> None:
+    """[policies.balanced] changes the shipped balanced preset instead of replacing it."""
+    s = settings_from_dict({"policies": {"balanced": {"margin": 0.07}}})
+    assert s.get_policy("balanced").margin == 0.07
+    assert s.get_policy("balanced").candidates.strategy == "balanced"
+
+
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        pytest.param({"a": {"extends": "b"}, "b": {"extends": "a"}}, "cycle a -> b -> a", id="two"),
+        pytest.param({"e": {"extends": "e"}}, "cycle e -> e", id="self"),
+    ],
+)
+def test_extends_cycles_are_errors(policies: dict[str, object], message: str) -> None:
+    """A cycle of extends is reported with its path."""
+    with pytest.raises(ConfigError, match=message):
+        settings_from_dict({"policies": policies})
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    """One ConfigError lists each problem with file, dotted path, value and what was expected."""
+    cfg = write(
+        tmp_path / "bad.toml",
+        'policy = "mine"\n[cache]\npath = 3\n[policies.mine]\nmargn = 0.1\ntie_tol = 2\n'
+        'race = 1\ntie_break = "left"\n[policies.mine.candidates]\nstrategy = "explicit"\n'
+        "sizes = [0, 3]\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    text = str(info.value)
+    assert str(cfg) in text
+    assert "policies.mine.margn: unknown key; did you mean margin?" in text
+    assert "policies.mine.tie_tol: 2.0 is not valid for tie_tol; expected a number in [0, 1)" in text
+    assert "policies.mine.race: 1 is not true or false" in text
+    assert "policies.mine.tie_break: 'left'" in text and "'center'" in text
+    assert "policies.mine.candidates.sizes" in text and "bad: 0" in text
+    assert "cache.path: 3 is not a string" in text
+    assert len(info.value.problems) == 6
+
+
+def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    """A TOML syntax error names the file and the line."""
+    cfg = write(tmp_path / "broken.toml", 'policy = "quick"\nmargin = = 3\n')
+    with pytest.raises(ConfigError, match=r"broken\.toml.*line 2"):
+        load_settings(cfg)
+
+
+def test_unknown_active_policy_lists_known_ones() -> None:
+    """policy = an unknown name suggests the closest one and lists all."""
+    with pytest.raises(ConfigError, match=r"unknown policy 'balancd'; did you mean balanced\?"):
+        settings_from_dict({"policy": "balancd"})
+
+
+def test_unknown_top_level_key_is_reported() -> None:
+    """A misspelt top-level table is an error, not silently ignored."""
+    with pytest.raises(ConfigError, match="polices: unknown key; did you mean policies"):
+        settings_from_dict({"polices": {}})
+
+
+def test_cross_field_rule() -> None:
+    """max_rounds below min_rounds is rejected with both values."""
+    with pytest.raises(ConfigError, match="max_rounds 2 is below min_rounds 5"):
+        settings_from_dict({"policies": {"x": {"min_rounds": 5, "max_rounds": 2}}})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("margin", -0.1, id="margin"),
+        pytest.param("tie_tol", 1.0, id="tie_tol"),
+        pytest.param("estimator", "mean", id="estimator"),
+        pytest.param("warmup", -1, id="warmup"),
+        pytest.param("time_budget_s", 0.0, id="budget"),
+        pytest.param("race_z", 0.0, id="race_z"),
+        pytest.param("trim", 0.5, id="trim"),
+        pytest.param("min_rounds", 0, id="min_rounds"),
+    ],
+)
+def test_invalid_policy_cannot_exist(field: str, value: object) -> None:
+    """Constructing a Policy with an out-of-range field raises."""
+    with pytest.raises(ValueError, match=field):
+        Policy(**{field: value})  # type: ignore[arg-type]
+
+
+def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Explicit path, then CHUNKTUNE_CONFIG, then ./chunktune.toml, then defaults."""
+    assert load_settings().source is None
+    write(tmp_path / "chunktune.toml", 'policy = "quick"\n')
+    assert load_settings().policy == "quick"
+    env = write(tmp_path / "env.toml", 'policy = "thorough"\n')
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(env))
+    assert load_settings().policy == "thorough"
+    explicit = write(tmp_path / "explicit.toml", 'policy = "seed"\n')
+    assert load_settings(explicit).policy == "seed"
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    """A named settings file that does not exist is an error, not the defaults."""
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_cache_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CHUNKTUNE_CACHE wins over [cache] path."""
+    cfg = write(tmp_path / "c.toml", '[cache]\npath = "/somewhere/else.json"\n')
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "x.toml"))
+    assert load_settings(cfg).cache.path == str(tmp_path / "x.toml")
+
+
+def test_repository_example_loads() -> None:
+    """The commented chunktune.toml at the repository root is valid."""
+    root = Path(__file__).resolve().parent.parent
+    s = load_settings(root / "chunktune.toml")
+    assert s.get_policy("mine").candidates.strategy == "explicit"

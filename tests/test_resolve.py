@@ -1,0 +1,248 @@
+"""resolve / resolve_sync: the flow from a workload to a cached Decision, on asyncio and trio."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+import chunktune
+from chunktune import (
+    ChunktuneError,
+    InvalidArgumentError,
+    ProgressEvent,
+    UsageError,
+    WorkloadError,
+)
+from chunktune.sim import Noise, SimulatedWorkload
+
+pytestmark = pytest.mark.anyio
+
+
+def uneven(**kw: object) -> SimulatedWorkload:
+    return SimulatedWorkload.from_layout(
+        "blocked", num_envs=512, nthread=8, noise=Noise(sigma=0.01), **kw  # type: ignore[arg-type]
+    )
+
+
+def cache_entries(tmp: Path) -> dict[str, object]:
+    path = tmp / "cache.json"
+    if not path.exists():
+        return {}
+    return dict(json.loads(path.read_text())["entries"])
+
+
+async def test_first_call_measures_second_hits_cache(isolated: Path) -> None:
+    """A cold resolve sweeps and stores; the next one answers from the cache, measuring nothing."""
+    w = uneven()
+    first = await chunktune.resolve(w)
+    assert first.source == "benchmark"
+    assert first.probe_seconds > 0 and None in first.timings
+    calls = w.calls
+    second = await chunktune.resolve(w)
+    assert second.source == "cache"
+    assert second.chunk_size == first.chunk_size and second.key == first.key
+    assert second.probe_seconds == 0.0
+    assert w.calls == calls
+    assert list(cache_entries(isolated)) == [first.key]
+
+
+async def test_uneven_batch_leaves_native_for_a_better_chunk() -> None:
+    """An end-heavy batch picks a chunk that is truly faster than native."""
+    w = uneven()
+    d = await chunktune.resolve(w)
+    assert d.chunk_size is not None
+    assert w.true_time(d.chunk_size) < w.true_time(None) * 0.97
+
+
+async def test_refresh_measures_again() -> None:
+    """refresh=True ignores the cached entry."""
+    w = uneven()
+    await chunktune.resolve(w)
+    again = await chunktune.resolve(w, refresh=True)
+    assert again.source == "benchmark"
+
+
+async def test_manual_wins_without_measuring() -> None:
+    """A manual chunk size is returned as is; nothing runs."""
+    w = uneven()
+    d = await chunktune.resolve(w, manual=7)
+    assert (d.chunk_size, d.source) == (7, "manual")
+    assert w.calls == 0
+
+
+@pytest.mark.parametrize(
+    "manual", [pytest.param(0, id="zero"), pytest.param(2.5, id="float"),
+               pytest.param("8", id="text"), pytest.param(True, id="bool")]
+)
+async def test_bad_manual_is_rejected(manual: object) -> None:
+    """A manual chunk that is not an integer >= 1 raises, naming the value."""
+    with pytest.raises(InvalidArgumentError, match=repr(manual).replace(".", r"\.")):
+        await chunktune.resolve(uneven(), manual=manual)  # type: ignore[arg-type]
+
+
+async def test_off_policy_never_measures() -> None:
+    """The off preset returns native with source disabled."""
+    w = uneven()
+    d = await chunktune.resolve(w, policy="off")
+    assert (d.chunk_size, d.source, w.calls) == (None, "disabled", 0)
+
+
+async def test_trivial_batch_is_not_measured() -> None:
+    """N <= T means one chunk per thread at most: native, source trivial."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=8, nthread=8)
+    d = await chunktune.resolve(w)
+    assert (d.chunk_size, d.source, w.calls) == (None, "trivial", 0)
+
+
+async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) -> None:
+    """run() raising gives native, source fallback, the error in reason, no cache entry."""
+
+    class Broken(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls >= 3:
+                raise RuntimeError("simulator exploded")
+            return super().run(chunk_size)
+
+    costs = uneven().costs
+    d = await chunktune.resolve(Broken(costs, nthread=8))
+    assert (d.chunk_size, d.source) == (None, "fallback")
+    assert "simulator exploded" in d.reason
+    assert cache_entries(isolated) == {}
+
+
+async def test_not_a_workload_is_rejected() -> None:
+    """An object without the Workload members raises WorkloadError naming what is missing."""
+    with pytest.raises(WorkloadError, match="run"):
+        await chunktune.resolve(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("n", "t", "field"),
+    [pytest.param(0, 2, "num_envs", id="envs0"), pytest.param(16, 0, "nthread", id="threads0"),
+     pytest.param(16, 2.0, "nthread", id="threads-float")],
+)
+async def test_bad_sizes_are_rejected(n: object, t: object, field: str) -> None:
+    """num_envs and nthread must be integers >= 1."""
+
+    class W:
+        num_envs = n
+        nthread = t
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> float:
+            return 1.0
+
+    with pytest.raises(InvalidArgumentError, match=field):
+        await chunktune.resolve(W())  # type: ignore[arg-type]
+
+
+async def test_unknown_policy_lists_known_ones() -> None:
+    """An unknown policy name raises ConfigError listing the presets."""
+    with pytest.raises(chunktune.ConfigError, match="balanced"):
+        await chunktune.resolve(uneven(), policy="fastest")
+
+
+async def test_policies_do_not_share_entries() -> None:
+    """A seed-policy entry is not served to a balanced request."""
+    w = uneven()
+    a = await chunktune.resolve(w, policy="quick")
+    b = await chunktune.resolve(w, policy="balanced")
+    assert a.key != b.key and b.source == "benchmark"
+
+
+async def test_progress_events_arrive_on_the_loop() -> None:
+    """on_progress gets candidates, probes and done events on the event loop's thread."""
+    events: list[ProgressEvent] = []
+    threads: set[int] = set()
+
+    def on_progress(event: ProgressEvent) -> None:
+        events.append(event)
+        threads.add(threading.get_ident())
+
+    await chunktune.resolve(uneven(), on_progress=on_progress)
+    assert events[0].kind == "candidates" and events[-1].kind == "done"
+    assert threads == {threading.get_ident()}
+
+
+async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: Path) -> None:
+    """Cancelling during the sweep stops it at a probe boundary, stores nothing, frees the locks."""
+    w = uneven()
+    started = anyio.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.kind == "probe":
+            started.set()
+
+    class Slow(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            import time
+
+            time.sleep(0.002)
+            return super().run(chunk_size)
+
+    slow = Slow(w.costs, nthread=8)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: chunktune.resolve(slow, on_progress=on_progress))
+        await started.wait()
+        tg.cancel_scope.cancel()
+    calls = slow.calls
+    await anyio.sleep(0.05)
+    assert slow.calls == calls  # no probe after the cancel took effect
+    assert cache_entries(isolated) == {}
+    d = await chunktune.resolve(w)
+    assert d.source == "benchmark"
+
+
+async def test_concurrent_resolves_share_one_sweep() -> None:
+    """Five concurrent resolves of one key run one sweep and agree."""
+    w = uneven()
+    results: list[chunktune.Decision] = []
+    sweeps: list[ProgressEvent] = []
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.kind == "candidates":
+            sweeps.append(event)
+
+    async def one() -> None:
+        results.append(await chunktune.resolve(w, on_progress=on_progress))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(one)
+    assert len(sweeps) == 1
+    assert [d.source for d in results].count("benchmark") == 1
+    assert len({d.chunk_size for d in results}) == 1
+
+
+async def test_resolve_sync_on_the_loop_thread_raises() -> None:
+    """resolve_sync called on the event loop's thread says to await resolve instead."""
+    with pytest.raises(UsageError, match="await chunktune.resolve"):
+        chunktune.resolve_sync(uneven())
+
+
+async def test_resolve_sync_from_a_worker_thread_runs_on_the_loop() -> None:
+    """From an anyio worker thread resolve_sync runs on the caller's loop and returns."""
+    d = await anyio.to_thread.run_sync(chunktune.resolve_sync, uneven())
+    assert d.source == "benchmark"
+
+
+def test_resolve_sync_from_plain_code() -> None:
+    """Without a loop resolve_sync runs its own."""
+    d = chunktune.resolve_sync(uneven())
+    assert d.source == "benchmark"
+    assert isinstance(d, chunktune.Decision)
+
+
+def test_errors_share_one_base() -> None:
+    """Every chunktune error is a ChunktuneError and its built-in counterpart."""
+    assert issubclass(chunktune.ConfigError, ChunktuneError)
+    assert issubclass(chunktune.ConfigError, ValueError)
+    assert issubclass(WorkloadError, TypeError)
+    assert issubclass(InvalidArgumentError, ValueError)

@@ -1,0 +1,82 @@
+"""The selection rule on hand-made timing tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from chunktune._select import select
+
+PLATEAU = {None: 1.00, 1: 0.905, 2: 0.90, 4: 0.90, 8: 0.902, 16: 0.904, 32: 0.95, 64: 1.5}
+
+
+def test_keeps_native_when_best_is_within_margin() -> None:
+    """A best candidate only 2% faster does not beat a 3% margin."""
+    choice = select({None: 1.0, 4: 0.98, 8: 0.99}, native=12, upper=128, margin=0.03, tie_tol=0.02)
+    assert choice.chunk_size is None
+    assert "margin" in choice.reason and "12" in choice.reason
+
+
+def test_leaves_native_when_best_clears_margin() -> None:
+    """A best candidate 10% faster is chosen."""
+    choice = select({None: 1.0, 4: 0.90}, native=12, upper=128, margin=0.03, tie_tol=0.02)
+    assert choice.chunk_size == 4
+    assert "10.0% faster" in choice.reason
+
+
+def test_center_picks_the_middle_of_the_plateau() -> None:
+    """Among ties the center tie-break takes the middle, away from the cliff."""
+    choice = select(PLATEAU, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_break="center")
+    assert choice.band == (1, 2, 4, 8, 16)
+    assert choice.chunk_size == 4
+
+
+def test_toward_upper_picks_the_largest_tie_like_the_older_tuner() -> None:
+    """The older rule picks the tie nearest ceil(N/T), the plateau's edge."""
+    choice = select(
+        PLATEAU, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_break="toward_upper"
+    )
+    assert choice.chunk_size == 16
+
+
+@pytest.mark.parametrize(
+    ("tie_break", "expected"),
+    [
+        pytest.param("smallest", 1, id="smallest"),
+        pytest.param("toward_native", 16, id="toward_native"),
+    ],
+)
+def test_other_tie_breaks(tie_break: str, expected: int) -> None:
+    """smallest takes the smallest tie; toward_native the tie nearest the native chunk."""
+    choice = select(PLATEAU, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_break=tie_break)
+    assert choice.chunk_size == expected
+
+
+def test_tie_tolerance_widens_the_band() -> None:
+    """A 6% tolerance lets 32 into the band."""
+    choice = select(PLATEAU, native=12, upper=128, margin=0.03, tie_tol=0.06)
+    assert 32 in choice.band and 64 not in choice.band
+
+
+def test_noisy_win_is_not_taken_with_confidence() -> None:
+    """A 5% lead inside large standard errors keeps native when confidence is required."""
+    table = {None: 1.0, 4: 0.95}
+    errors = {None: 0.03, 4: 0.03}
+    sure = select(table, native=12, upper=128, margin=0.03, tie_tol=0.01)
+    doubtful = select(
+        table, native=12, upper=128, margin=0.03, tie_tol=0.01, errors=errors, confidence_z=2.0
+    )
+    assert sure.chunk_size == 4
+    assert doubtful.chunk_size is None
+    assert "noisy" in doubtful.reason
+
+
+def test_no_candidates_keeps_native() -> None:
+    """With only native measured there is nothing to choose."""
+    assert select({None: 1.0}, native=3, upper=8, margin=0.03, tie_tol=0.02).chunk_size is None
+
+
+def test_native_size_measured_as_integer_can_win_like_the_older_tuner() -> None:
+    """The older rule compares integers to None, so the native size itself may be returned."""
+    table = {None: 1.0, 4: 0.90, 8: 0.90, 12: 0.8999}
+    choice = select(table, native=12, upper=16, margin=0.03, tie_tol=0.02, tie_break="toward_upper")
+    assert choice.chunk_size == 12

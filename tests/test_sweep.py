@@ -1,0 +1,184 @@
+"""The sweep on the simulated workload: deterministic, seeded, racing, budgeted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import pytest
+
+from chunktune import Policy, WorkloadError, load_settings
+from chunktune._candidates import candidate_list
+from chunktune._events import ProgressEvent
+from chunktune._sweep import sweep
+from chunktune.sim import Noise, SimulatedWorkload
+
+
+def balanced() -> Policy:
+    return load_settings().get_policy("balanced")
+
+
+def blocked(seed: int = 0, sigma: float = 0.02) -> SimulatedWorkload:
+    return SimulatedWorkload.from_layout(
+        "blocked", num_envs=1024, nthread=16, noise=Noise(sigma=sigma), seed=seed
+    )
+
+
+class FakeClock:
+    """A clock that advances by the seconds each probe reports."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_same_seed_same_sweep() -> None:
+    """Two sweeps with the same seeds measure the same sequence and agree exactly."""
+    pol = balanced()
+    a, b = blocked(), blocked()
+    ra = sweep(a, candidate_list(pol.candidates, 1024, 16), pol)
+    rb = sweep(b, candidate_list(pol.candidates, 1024, 16), pol)
+    assert a.history == b.history
+    assert ra.estimates == rb.estimates
+
+
+def test_rounds_use_fresh_random_orders() -> None:
+    """Each round measures every live candidate once, in an order that changes between rounds."""
+    w = blocked(sigma=0.0)
+    pol = attrs.evolve(balanced(), prime=0, race=False, early_stop=False, max_rounds=4)
+    cands = candidate_list(pol.candidates, 1024, 16)
+    sweep(w, cands, pol)
+    rounds = [[c for c, _ in w.history[i : i + len(cands)]] for i in range(0, 4 * len(cands), len(cands))]
+    assert all(sorted(r, key=str) == sorted(cands, key=str) for r in rounds)
+    assert len({tuple(map(str, r)) for r in rounds}) > 1
+    assert rounds[0][0] is None  # native leads the first round
+
+
+def test_racing_drops_candidates_clearly_behind() -> None:
+    """Candidates far behind the best stop being measured; the best keeps its samples."""
+    pol = balanced()
+    r = sweep(blocked(), candidate_list(pol.candidates, 1024, 16), pol)
+    counts = r.counts()
+    assert r.raced_out
+    worst = max(r.estimates, key=lambda c: r.estimates[c])
+    assert worst in r.raced_out
+    best = min((c for c in r.estimates if c is not None), key=lambda c: r.estimates[c])
+    assert best not in r.raced_out
+    assert counts[best] > counts[worst]
+    assert None not in r.raced_out
+
+
+def test_flat_landscape_stops_early() -> None:
+    """When every candidate ties with native the sweep settles before max_rounds."""
+    w = SimulatedWorkload.from_layout(
+        "uniform", num_envs=512, nthread=8, noise=Noise(sigma=0.01), dispatch_s=0.0
+    )
+    pol = attrs.evolve(balanced(), candidates=attrs.evolve(balanced().candidates), max_rounds=50)
+    sizes = [None, 2, 4, 8, 16, 32, 64]
+    r = sweep(w, sizes, pol)
+    assert r.stop == "settled"
+    assert r.rounds < 50
+
+
+def test_without_racing_every_candidate_gets_every_round() -> None:
+    """race = false measures all candidates max_rounds times."""
+    pol = attrs.evolve(balanced(), race=False, early_stop=False, max_rounds=5, prime=0)
+    cands = candidate_list(pol.candidates, 1024, 16)
+    r = sweep(blocked(), cands, pol)
+    assert set(r.counts().values()) == {5}
+    assert not r.raced_out
+
+
+def test_budget_stops_at_a_probe_boundary_with_native_measured() -> None:
+    """A budget smaller than one round still returns native's sample and says partial."""
+    clock = FakeClock()
+    w = blocked(sigma=0.0)
+
+    def on_event(event: ProgressEvent) -> None:
+        if event.seconds is not None:
+            clock.now += event.seconds
+
+    pol = attrs.evolve(balanced(), prime=0, time_budget_s=w.true_time(None) * 2.5)
+    r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol, on_event=on_event, clock=clock)
+    assert r.partial and r.stop == "budget"
+    assert None in r.estimates
+    assert sum(r.counts().values()) == 3
+
+
+def test_cancellation_stops_before_the_next_probe() -> None:
+    """check_cancelled raising ends the sweep at once; no probe runs after it."""
+    w = blocked()
+    calls = {"n": 0}
+
+    def check() -> None:
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+
+    pol = balanced()
+    with pytest.raises(KeyboardInterrupt):
+        sweep(w, candidate_list(pol.candidates, 1024, 16), pol, check_cancelled=check)
+    assert w.calls == 4
+
+
+@pytest.mark.parametrize(
+    "bad", [pytest.param(-1.0, id="negative"), pytest.param(float("nan"), id="nan"),
+            pytest.param("fast", id="text"), pytest.param(0.0, id="zero")]
+)
+def test_nonsense_seconds_are_a_workload_error(bad: object) -> None:
+    """run() must return positive finite seconds."""
+
+    class Bad:
+        num_envs = 64
+        nthread = 2
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> object:
+            return bad
+
+    with pytest.raises(WorkloadError, match="positive number of seconds"):
+        sweep(Bad(), [None, 4], balanced())  # type: ignore[arg-type]
+
+
+def test_sequential_schedule_reproduces_the_older_tuner() -> None:
+    """The seed policy measures each candidate 2 warm-ups + 20 reps in a row, native first."""
+    seed = load_settings().get_policy("seed")
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=2)
+    cands = candidate_list(seed.candidates, 64, 2)
+    r = sweep(w, cands, seed)
+    order = [c for c, _ in w.history]
+    expected = [c for c in cands for _ in range(22)]
+    assert order == expected
+    assert set(r.counts().values()) == {20}
+
+
+@pytest.mark.parametrize(
+    ("estimator", "expect"),
+    [
+        pytest.param("min", lambda s: min(s), id="min"),
+        pytest.param("median", lambda s: sorted(s)[len(s) // 2], id="median"),
+    ],
+)
+def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]], float]) -> None:
+    """The reported estimate is the policy's estimator over the kept samples."""
+    pol = attrs.evolve(balanced(), estimator=estimator, race=False, early_stop=False,
+                       max_rounds=5, prime=0)
+    w = blocked(sigma=0.05)
+    r = sweep(w, [None, 4], pol)
+    for chunk, samples in r.samples.items():
+        assert r.estimates[chunk] == pytest.approx(expect(list(samples)))
+
+
+def test_events_report_candidates_probes_and_done() -> None:
+    """on_event sees the candidate list first, every probe, raced-out sizes and a final done."""
+    events: list[ProgressEvent] = []
+    pol = balanced()
+    r = sweep(blocked(), candidate_list(pol.candidates, 1024, 16), pol, on_event=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "candidates" and kinds[-1] == "done"
+    assert kinds.count("probe") == sum(r.counts().values())
+    assert {e.chunk_size for e in events if e.kind == "raced_out"} == set(r.raced_out)
