@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -304,23 +305,39 @@ async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> 
         # the owner was cancelled or failed before deciding: try to become the owner
 
     decision: Decision | None = None
+    limit = req.policy.hard_limit_s
     try:
-        if cache is None:
-            decision = await _measure(req, key, None)
-            return decision
-        async with _hold(cache.key_lock(key)):
-            if not req.refresh:
-                entry = await anyio.to_thread.run_sync(cache.get, key)
-                if entry is not None:
-                    decision = _entry_decision(entry, key, req.native)
-                    return decision
-            decision = await _measure(req, key, cache)
-            return decision
+        with anyio.move_on_after(math.inf if limit is None else limit) as scope:
+            decision = await _owned(req, key, cache)
+        if decision is None and scope.cancelled_caught:
+            decision = Decision(
+                chunk_size=None,
+                native_chunk=req.native,
+                source="fallback",
+                reason=f"kept the native chunk {req.native}: gave up after the hard limit of "
+                f"{limit:g} s (hard_limit_s) before the sweep finished; nothing was cached",
+                key=key,
+                policy=req.policy_name,
+            )
+        assert decision is not None
+        return decision
     finally:
         with _flights_lock:
             _flights.pop(key, None)
         flight.decision = decision
         flight.done.set()
+
+
+async def _owned(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+    """This task owns the key's flight: lock, re-check, measure."""
+    if cache is None:
+        return await _measure(req, key, None)
+    async with _hold(cache.key_lock(key)):
+        if not req.refresh:
+            entry = await anyio.to_thread.run_sync(cache.get, key)
+            if entry is not None:
+                return _entry_decision(entry, key, req.native)
+        return await _measure(req, key, cache)
 
 
 def _pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:

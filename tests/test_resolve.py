@@ -246,3 +246,72 @@ def test_errors_share_one_base() -> None:
     assert issubclass(chunktune.ConfigError, ValueError)
     assert issubclass(WorkloadError, TypeError)
     assert issubclass(InvalidArgumentError, ValueError)
+
+
+class Recording(SimulatedWorkload):
+    """A simulated workload that really takes a little time and records when each probe ran."""
+
+    log: list[tuple[float, float, str]] = []
+
+    def run(self, chunk_size: int | None) -> float:
+        import time
+
+        start = time.monotonic()
+        time.sleep(0.001)
+        seconds = super().run(chunk_size)
+        Recording.log.append((start, time.monotonic(), self.name))
+        return seconds
+
+
+async def test_two_keys_never_measure_at_the_same_time() -> None:
+    """Concurrent sweeps of different keys take turns: no two probes overlap."""
+    Recording.log = []
+    a = Recording(uneven().costs, nthread=8, name="a")
+    b = Recording(uneven(seed=1).costs, nthread=8, name="b")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: chunktune.resolve(a, policy="quick"))
+        tg.start_soon(lambda: chunktune.resolve(b, policy="quick"))
+    spans = sorted(Recording.log)
+    assert {name for *_, name in spans} == {"a", "b"}
+    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False))
+    # one whole sweep, then the other: the names change exactly once
+    names = [name for *_, name in spans]
+    assert sum(1 for x, y in zip(names, names[1:], strict=False) if x != y) == 1
+
+
+async def test_hard_limit_gives_up_with_native(isolated: Path) -> None:
+    """A probe that outlives hard_limit_s ends the sweep at the next boundary: native, no cache."""
+    import time
+
+    import attrs
+
+    class Sleepy(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            time.sleep(0.3)
+            return super().run(chunk_size)
+
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.1
+    )
+    w = Sleepy(uneven().costs, nthread=8)
+    d = await chunktune.resolve(w, policy=pol)
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    assert "hard limit" in d.reason
+    assert w.calls == 1  # the probe in flight finished; no other started
+    assert cache_entries(isolated) == {}
+
+
+async def test_hard_limit_covers_waiting_for_the_sweep_lock(isolated: Path) -> None:
+    """While another process holds the machine-wide sweep lock, the hard limit still applies."""
+    import attrs
+    import filelock
+
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.1
+    )
+    w = uneven()
+    with filelock.FileLock(isolated / "sweep.lock"):
+        d = await chunktune.resolve(w, policy=pol)
+    assert d.source == "fallback" and w.calls == 0
+    again = await chunktune.resolve(w, policy=pol)
+    assert again.source == "benchmark"

@@ -1,0 +1,147 @@
+"""Property tests: valid settings round-trip through TOML; mutated files load or raise ConfigError."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from typing import Any
+
+import attrs
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chunktune import (
+    BalancedCandidates,
+    ConfigError,
+    ExhaustiveCandidates,
+    ExplicitCandidates,
+    GeometricCandidates,
+    Policy,
+    SeedCandidates,
+    dump_settings,
+    load_settings,
+)
+from chunktune._config import settings_from_dict
+from chunktune._settings import ESTIMATORS, TIE_BREAKS
+
+fractions = st.floats(0.0, 0.99, allow_nan=False)
+strategies = st.one_of(
+    st.builds(SeedCandidates, max_candidates=st.integers(2, 64)),
+    st.builds(
+        BalancedCandidates,
+        max_candidates=st.integers(2, 64),
+        min_chunks_per_thread=st.integers(1, 8),
+        k_ratio=st.floats(1.01, 4.0),
+    ),
+    st.builds(GeometricCandidates, ratio=st.floats(1.01, 8.0), max_candidates=st.integers(2, 64)),
+    st.builds(ExhaustiveCandidates, max_candidates=st.integers(2, 256)),
+    st.builds(ExplicitCandidates, sizes=st.lists(st.integers(1, 10_000), min_size=1, max_size=8)),
+)
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> Policy:
+    min_rounds = draw(st.integers(1, 10))
+    budget = draw(st.floats(0.01, 100.0))
+    return Policy(
+        description=draw(st.text(max_size=30)),
+        enabled=draw(st.booleans()),
+        margin=draw(fractions),
+        tie_tol=draw(fractions),
+        tie_break=draw(st.sampled_from(TIE_BREAKS)),
+        confidence_z=draw(st.floats(0.0, 10.0)),
+        estimator=draw(st.sampled_from(ESTIMATORS)),
+        trim=draw(st.floats(0.0, 0.49)),
+        prime=draw(st.integers(0, 5)),
+        warmup=draw(st.integers(0, 5)),
+        min_rounds=min_rounds,
+        max_rounds=draw(st.integers(min_rounds, 50)),
+        interleave=draw(st.booleans()),
+        race=draw(st.booleans()),
+        race_z=draw(st.floats(0.1, 10.0)),
+        early_stop=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**32)),
+        time_budget_s=budget,
+        hard_limit_s=draw(st.one_of(st.none(), st.floats(budget, 1000.0))),
+        candidates=draw(strategies),
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pol=policies(), name=st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True))
+def test_any_valid_settings_round_trip(pol: Policy, name: str) -> None:
+    """Settings holding any valid policy dump to TOML and load back equal."""
+    base = load_settings()
+    s = attrs.evolve(base, policies={**base.policies, name: pol}, policy=name)
+    again = settings_from_dict(tomllib.loads(dump_settings(s)))
+    assert again == s
+
+
+VALID = {
+    "policy": "mine",
+    "cache": {"path": "x.json", "format": "auto"},
+    "log": {"stderr": "auto"},
+    "policies": {
+        "mine": {
+            "extends": "quick",
+            "margin": 0.03,
+            "tie_tol": 0.02,
+            "time_budget_s": 10.0,
+            "candidates": {"strategy": "explicit", "sizes": [3, 7, 11]},
+        }
+    },
+}
+
+toml_values = st.recursive(
+    st.one_of(
+        st.booleans(),
+        st.integers(-(2**40), 2**40),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=12),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            found.extend(_paths(v, (*prefix, k)))
+    return found
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> dict[str, Any]:
+    doc = copy.deepcopy(VALID)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(doc)
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent: Any = doc
+        for part in path[:-1]:
+            parent = parent[part]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "replace":
+            parent[path[-1]] = draw(toml_values)
+        elif action == "delete":
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(min_size=1, max_size=10))] = draw(toml_values)
+    # only what TOML itself can carry reaches a loader
+    return tomllib.loads(tomli_w.dumps(doc))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=mutated())
+def test_mutated_files_load_or_raise_config_error(doc: dict[str, Any]) -> None:
+    """A randomly damaged settings document either loads or raises ConfigError, nothing else."""
+    try:
+        settings_from_dict(doc)
+    except ConfigError as exc:
+        assert exc.problems
