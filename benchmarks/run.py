@@ -118,19 +118,17 @@ class SimCase:
         )
 
 
-def _sim(
-    layout: str, n: int, t: int, sigma: float, *, quick: bool = False, **kw: Any
-) -> SimCase:
+def _sim(layout: str, n: int, t: int, noise: float, *, quick: bool = False, **kw: Any) -> SimCase:
     shape = tuple(sorted((k, v) for k, v in kw.items() if k not in _CASE_KEYS))
     rest = {k: v for k, v in kw.items() if k in _CASE_KEYS}
     return SimCase(
-        layout=layout, num_envs=n, nthread=t, sigma=sigma, shape=shape, quick=quick, **rest
+        layout=layout, num_envs=n, nthread=t, sigma=noise, shape=shape, quick=quick, **rest
     )
 
 
 _CASE_KEYS = frozenset({"spike_prob", "drift", "mean_s", "dispatch_s", "tag"})
 
-# Every layout at several N and T; the quick subset (14 cases) still spans 8..128 threads,
+# Every layout at several N and T; the quick subset (13 cases) still spans 8..128 threads,
 # 256..32768 envs, every layout and 1-8% noise.
 SIM_CASES: tuple[SimCase, ...] = (
     _sim("uniform", 256, 8, 0.01, quick=True, spike_prob=0.01, drift=0.01),
@@ -601,15 +599,19 @@ def check_targets(rows: Sequence[Row], policy: str = TARGET_POLICY) -> list[dict
 # ------------------------------------------------------------------------ printing
 
 
-def table(headers: Sequence[str], body: Iterable[Sequence[object]]) -> str:
-    """A plain-text table: right-aligned columns but the first."""
+def table(
+    headers: Sequence[str], body: Iterable[Sequence[object]], *, left: Sequence[int] = (0,)
+) -> str:
+    """A plain-text table: columns right-aligned but those in ``left``."""
     cells = [[str(h) for h in headers], *([str(c) for c in row] for row in body)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
 
     def line(row: Sequence[str]) -> str:
-        first = row[0].ljust(widths[0])
-        rest = (cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest]).rstrip()
+        padded = (
+            cell.ljust(w) if i in left else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        return "  ".join(padded).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
@@ -686,7 +688,8 @@ def sim_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
 
 def real_table(rows: Sequence[Row]) -> str:
     headers = ["case", "T", "policy", "chunk", "native", "tuned ms", "native ms", "batch ms",
-               "bound ms", "tuned/native", "tuned/Batch", "tuned/bound", "probe s", "sweep s"]  # fmt: skip
+               "bound ms", "tuned/native", "tuned/Batch", "tuned/bound", "probe s",
+               "sweep s"]  # fmt: skip
     body = [
         [
             r["case"],
@@ -733,18 +736,23 @@ def real_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
 
 def targets_table(checks: Sequence[Mapping[str, Any]]) -> str:
     body = [
-        [c["target"], _p(c["value"]), _p(c["limit"]), "met" if c["met"] else "MISSED",
-         c["evidence"]]  # fmt: skip
+        [
+            c["target"],
+            _p(c["value"]),
+            _p(c["limit"]),
+            "met" if c["met"] else "MISSED",
+            c["evidence"],
+        ]
         for c in checks
     ]
-    return table(["target", "value", "limit", "", "evidence"], body)
+    return table(["target", "value", "limit", "", "evidence"], body, left=(0, 4))
 
 
 # ------------------------------------------------------------------------ plot
 
 
 def plot(rows: Sequence[Row], path: Path) -> bool:
-    """Regret against probe cost (relative to seed), per case and policy; False without matplotlib."""
+    """Plot regret against probe cost relative to seed; False when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -797,6 +805,17 @@ def plot(rows: Sequence[Row], path: Path) -> bool:
 # ------------------------------------------------------------------------ main
 
 
+def _loadavg() -> tuple[float, ...]:
+    try:
+        return tuple(round(x, 2) for x in os.getloadavg())
+    except OSError:  # not every platform has one
+        return ()
+
+
+def _fmt_load(load: Sequence[float]) -> str:
+    return " ".join(f"{x:.2f}" for x in load) + f" (1/5/15 min; {usable_cpus()} usable CPUs)"
+
+
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
@@ -809,7 +828,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--real-policies", type=_names, help="policies for the real rows (default: --policies)"
     )
-    parser.add_argument("--seeds", type=int, help="noise seeds per simulated case (3 quick, 5 full)")
+    parser.add_argument(
+        "--seeds", type=int, help="noise seeds per simulated case (3 quick, 5 full)"
+    )
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="regret vs probe cost plot")
     parser.add_argument("--no-mujoco", action="store_true", help="simulated rows only")
     parser.add_argument("--no-sim", action="store_true", help="real rows only")
@@ -831,8 +852,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(Path(lock_dir.name) / "sweep.lock")
     settings = bench_settings()
     names = args.policies or list(QUICK_POLICIES if args.quick else FULL_POLICIES)
-    real_names = args.real_policies or args.policies or list(
-        QUICK_POLICIES if args.quick else FULL_REAL_POLICIES
+    real_names = (
+        args.real_policies
+        or args.policies
+        or list(QUICK_POLICIES if args.quick else FULL_REAL_POLICIES)
     )
     seeds = args.seeds or (QUICK_SEEDS if args.quick else FULL_SEEDS)
     policies = _policies(settings, names)
@@ -844,24 +867,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     if not args.no_sim:
         sim_cases = [
-            (i, c) for i, c in enumerate(SIM_CASES) if (c.quick or not args.quick) and wanted(c.name)
+            (i, c)
+            for i, c in enumerate(SIM_CASES)
+            if (c.quick or not args.quick) and wanted(c.name)
         ]
         t0 = time.perf_counter()
-        for i, case in sim_cases:
-            rows += simulated_rows(case, policies, seeds, settings, index=i)
+        for i, sim_case in sim_cases:
+            rows += simulated_rows(sim_case, policies, seeds, settings, index=i)
         print(
             f"simulated: {len(sim_cases)} cases x {len(policies)} policies x {seeds} seeds "
             f"in {time.perf_counter() - t0:.1f} s\n"
         )
         print(sim_case_table(rows, list(policies)) + "\n")
     nthreads = args.nthread or [usable_cpus()]
+    load: dict[str, tuple[float, ...]] = {}
     if not args.no_mujoco:
         real_cases = [c for c in REAL_CASES if (c.quick or not args.quick) and wanted(c.name)]
+        # other processes on these cores skew every real figure: say how busy the machine was
+        load["before_real"] = _loadavg()
+        print(f"load average before the real rows: {_fmt_load(load['before_real'])}")
         for case in real_cases:
             for nthread in nthreads:
                 t0 = time.perf_counter()
                 rows += real_rows(case, real_policies, settings, nthread=nthread, reps=args.reps)
                 print(f"real {case.name} T={nthread}: {time.perf_counter() - t0:.1f} s", flush=True)
+        load["after_real"] = _loadavg()
+        print(f"load average after the real rows: {_fmt_load(load['after_real'])}")
         if real_cases:
             print("\nreal rollouts (medians of interleaved re-measurement):")
             print(real_table(rows) + "\n")
@@ -874,7 +905,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if real_summary:
         print("real summary per policy (tuned step relative to native, Batch, bound):")
         print(real_summary_table(real_summary) + "\n")
-    checks = check_targets(rows) if TARGET_POLICY in policies or TARGET_POLICY in real_policies else []
+    checks = (
+        check_targets(rows) if TARGET_POLICY in policies or TARGET_POLICY in real_policies else []
+    )
     if checks:
         print(f"targets ({TARGET_POLICY}):")
         print(targets_table(checks) + "\n")
@@ -883,7 +916,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.json:
         meta = {
-            "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),
+            "command": " ".join(["benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)]),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {"cpu": cpu_model(), "usable_cpus": usable_cpus(),
                         "platform": platform.platform(), "python": platform.python_version()},
@@ -891,6 +924,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seeds": seeds,
             "reps": args.reps,
             "elapsed_s": elapsed,
+            "loadavg": load,
         }  # fmt: skip
         if not args.no_mujoco:
             import mujoco

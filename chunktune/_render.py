@@ -89,7 +89,9 @@ def _decimals(rows: Sequence[Row]) -> int:
 
 def candidate_table(rows: Sequence[Row], *, native_chunk: int, title: str | None = None) -> Table:
     """The candidates as a table: chunk, estimate (ms), ratio to native, samples, note."""
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    table = Table(
+        box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
+    )
     table.add_column("chunk", justify="right")
     table.add_column("estimate ms", justify="right")
     table.add_column("vs native", justify="right")
@@ -147,7 +149,10 @@ def entry_age(entry: CacheEntry, now: float | None = None) -> str:
 
 
 def model_summary(entry: CacheEntry) -> str:
-    """The signature's kind and the model file's name (or model hash), e.g. ``mujoco.rollout scene.xml``."""
+    """The signature's kind and the model file's name (or model hash).
+
+    For example ``mujoco.rollout scene.xml (demo)``.
+    """
     sig: Mapping[str, Any] = entry.signature
     kind = str(sig.get("kind", "?"))
     if entry.model_file:
@@ -191,32 +196,32 @@ def write_plot(
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import FuncFormatter
 
     fig = Figure(figsize=(7.0, 4.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    sized = [r for r in rows if r.chunk is not None]
-    live = [r for r in sized if not r.raced_out]
-    raced = [r for r in sized if r.raced_out]
+    sized = [(r.chunk, r) for r in rows if r.chunk is not None]
+    live = [(c, r) for c, r in sized if not r.raced_out]
+    raced = [(c, r) for c, r in sized if r.raced_out]
     ax.plot(
-        [r.chunk for r in sized],
-        [r.seconds * 1e3 for r in sized],
+        [c for c, _ in sized],
+        [r.seconds * 1e3 for _, r in sized],
         color="0.6",
         linewidth=1,
         zorder=1,
     )
     ax.scatter(
-        [r.chunk for r in live],
-        [r.seconds * 1e3 for r in live],
+        [c for c, _ in live],
+        [r.seconds * 1e3 for _, r in live],
         color="tab:blue",
         label="candidate",
         zorder=2,
     )
     if raced:
         ax.scatter(
-            [r.chunk for r in raced],
-            [r.seconds * 1e3 for r in raced],
+            [c for c, _ in raced],
+            [r.seconds * 1e3 for _, r in raced],
             facecolors="none",
             edgecolors="tab:blue",
             label="raced out",
@@ -239,10 +244,12 @@ def write_plot(
         ax.scatter(
             [x],
             [chosen.seconds * 1e3],
-            marker="*",
-            s=220,
-            color="tab:green",
-            label=f"chosen ({chunk_label(chosen.chunk, native_chunk)})",
+            marker="o",
+            s=320,
+            facecolors="none",
+            edgecolors="tab:green",
+            linewidths=2,
+            label=f"chosen ({'native' if chosen.chunk is None else chosen.chunk})",
             zorder=4,
         )
     if bound_s is not None:
@@ -254,7 +261,7 @@ def write_plot(
             label="balance bound sum(cost)/T",
         )
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
     ax.set_xlabel("chunk size (envs per chunk)")
     ax.set_ylabel("time per pool call (ms)")
     ax.set_title(title, fontsize="medium")

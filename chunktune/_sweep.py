@@ -3,8 +3,9 @@
 Rounds measure every live candidate once, in a fresh seeded random order, so
 drift and background load hit all of them alike. After ``min_rounds`` the sweep
 races: a candidate whose estimate is clearly (``race_z`` standard errors) outside
-the tie band of the best is measured no more. It stops early once the remaining
-candidates are ties and the keep-or-leave-native question is settled, and at the
+the tie band of the best is measured no more. It stops early once no candidate
+can clear the margin over native (a flat landscape), or once one clearly has and
+the remaining candidates are ties; and it stops at the
 wall-clock budget with what it has (native is always measured first, so it is
 never missing).
 """
@@ -136,16 +137,17 @@ class _Sweep:
                     self.raced_out[c] = self.rounds
                     self.emit(kind="raced_out", chunk_size=c, round=self.rounds)
             live_ints = [c for c in live_ints if c not in self.raced_out]
-        if not p.early_stop:
+        if not p.early_stop or None not in est:
             return False
-        ties = all(math.log(est[c] / est[best]) <= band_edge for c in live_ints)
-        if not ties or None not in est:
-            return False
-        # is the keep-or-leave-native question settled beyond the noise?
+        # Settled when native clearly stays (no candidate can clear the margin: the
+        # landscape is flat), or clearly goes and the survivors are ties of the best.
         gain = math.log(est[None] / est[best])
         needed = -math.log1p(-p.margin)
         doubt = p.confidence_z * math.hypot(err[None], err[best])
-        return gain - doubt >= needed or gain + doubt < needed
+        if gain + doubt < needed:
+            return True
+        ties = all(math.log(est[c] / est[best]) <= band_edge for c in live_ints)
+        return ties and gain - doubt >= needed
 
     # -- the two schedules ----------------------------------------------------------
 

@@ -72,12 +72,13 @@ def test_racing_drops_candidates_clearly_behind() -> None:
 
 def test_flat_landscape_stops_early() -> None:
     """When every candidate ties with native the sweep settles before max_rounds."""
+    # 640 envs on 8 threads: every size below cuts whole rounds, so all tie exactly
     w = SimulatedWorkload.from_layout(
-        "uniform", num_envs=512, nthread=8, noise=Noise(sigma=0.01), dispatch_s=0.0
+        "uniform", num_envs=640, nthread=8, noise=Noise(sigma=0.01), dispatch_s=0.0
     )
-    pol = attrs.evolve(balanced(), candidates=attrs.evolve(balanced().candidates), max_rounds=50)
-    sizes = [None, 2, 4, 8, 16, 32, 64]
-    r = sweep(w, sizes, pol)
+    sizes = [None, 4, 5, 10, 16, 20, 40, 80]
+    assert len({round(w.true_time(c), 12) for c in sizes}) == 1
+    r = sweep(w, sizes, attrs.evolve(balanced(), max_rounds=50))
     assert r.stop == "settled"
     assert r.rounds < 50
 
