@@ -61,6 +61,8 @@ class CacheEntry:
     raced_out: tuple[int, ...] = ()
     policy: str = ""
     policy_hash: str = ""
+    policy_rule: str = ""
+    policy_effort: int = 0
     probe_seconds: float = 0.0
     partial: bool = False
     created: float = attrs.field(factory=time.time)
@@ -97,6 +99,8 @@ def entry_to_dict(entry: CacheEntry) -> dict[str, Any]:
         "raced_out": list(entry.raced_out),
         "policy": entry.policy,
         "policy_hash": entry.policy_hash,
+        "policy_rule": entry.policy_rule,
+        "policy_effort": entry.policy_effort,
         "probe_seconds": entry.probe_seconds,
         "partial": entry.partial,
         "created": entry.created,
@@ -129,6 +133,8 @@ def entry_from_dict(data: Mapping[str, Any]) -> CacheEntry:
             raced_out=tuple(int(c) for c in data.get("raced_out", ())),
             policy=str(data.get("policy", "")),
             policy_hash=str(data.get("policy_hash", "")),
+            policy_rule=str(data.get("policy_rule", "")),
+            policy_effort=int(data.get("policy_effort", 0)),
             probe_seconds=float(data.get("probe_seconds", 0.0)),
             partial=bool(data.get("partial", False)),
             created=float(data.get("created", 0.0)),
@@ -274,7 +280,35 @@ class DecisionCache:
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry stored under ``key``, or None."""
-        return self.entries().get(key)
+        try:
+            return self._load(fresh=False).get(key)
+        except (_Unusable, OSError):
+            return self.entries().get(key)
+
+    def lookup(
+        self, base_key: str, *, policy_hash: str, rule: str, effort: int
+    ) -> tuple[str, CacheEntry] | None:
+        """The entry that answers a request: its own policy's, else a stronger one's.
+
+        Entries live under ``"<base_key>.<policy_hash>"``. A result made under
+        another policy serves the request when that policy picks by the same rule
+        (margin, tie-break, confidence) and may spend at least as many probes: a
+        ``thorough`` result serves ``balanced`` and ``quick`` requests, never the
+        reverse. Among several, the one with the most effort wins.
+        """
+        own = f"{base_key}.{policy_hash}"
+        entries = self.entries()
+        if own in entries:
+            return own, entries[own]
+        stronger = [
+            (e.policy_effort, k, e)
+            for k, e in entries.items()
+            if k.startswith(base_key + ".") and e.policy_rule == rule and e.policy_effort >= effort
+        ]
+        if not stronger:
+            return None
+        _, key, entry = max(stronger, key=lambda t: (t[0], t[1]))
+        return key, entry
 
     # -- writing -------------------------------------------------------------------
 

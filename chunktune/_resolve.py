@@ -64,16 +64,20 @@ def cache_key(
     device: Mapping[str, Any],
     policy_hash: str,
 ) -> str:
-    """The cache key: a hash of the workload's signature, N, T, the machine and the policy."""
+    """The cache key, ``"<job>.<policy>"``.
+
+    ``<job>`` hashes the workload's signature, N, T and the machine's fingerprint;
+    ``<policy>`` is the policy's fingerprint, so each policy keeps its own entry and
+    a stronger policy's entry can be found under the same ``<job>``.
+    """
     payload = {
         "workload": dict(signature),
         "num_envs": num_envs,
         "nthread": nthread,
         "device": dict(device),
-        "policy": policy_hash,
     }
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.{policy_hash}"
 
 
 def cache_for(settings: Settings) -> DecisionCache | None:
@@ -262,6 +266,8 @@ async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Deci
             raced_out=decision.raced_out,
             policy=req.policy_name,
             policy_hash=req.policy.fingerprint(),
+            policy_rule=req.policy.rule(),
+            policy_effort=req.policy.effort(),
             probe_seconds=result.probe_seconds,
             partial=result.partial,
             num_envs=req.num_envs,
@@ -276,11 +282,20 @@ async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Deci
     return decision
 
 
+def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
+    """Blocking: the cached decision that answers this request, if any."""
+    base, _, own = key.rpartition(".")
+    found = cache.lookup(base, policy_hash=own, rule=req.policy.rule(), effort=req.policy.effort())
+    if found is None:
+        return None
+    return _entry_decision(found[1], found[0], req.native)
+
+
 async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
     if cache is not None and not req.refresh:
-        entry = await anyio.to_thread.run_sync(cache.get, key)
-        if entry is not None:
-            return _entry_decision(entry, key, req.native)
+        hit = await anyio.to_thread.run_sync(_lookup, req, key, cache)
+        if hit is not None:
+            return hit
 
     while True:
         with _flights_lock:
@@ -334,9 +349,9 @@ async def _owned(req: _Request, key: str, cache: DecisionCache | None) -> Decisi
         return await _measure(req, key, None)
     async with _hold(cache.key_lock(key)):
         if not req.refresh:
-            entry = await anyio.to_thread.run_sync(cache.get, key)
-            if entry is not None:
-                return _entry_decision(entry, key, req.native)
+            hit = await anyio.to_thread.run_sync(_lookup, req, key, cache)
+            if hit is not None:
+                return hit
         return await _measure(req, key, cache)
 
 

@@ -97,6 +97,17 @@ class Policy:
             data.pop(name, None)
         return data
 
+    def effort(self) -> int:
+        """Probes the policy may spend per sweep at most: (candidates + native) x max_rounds."""
+        cap = getattr(self.candidates, "max_candidates", None)
+        if cap is None:
+            cap = len(getattr(self.candidates, "sizes", ()))
+        return (int(cap) + 1) * self.max_rounds
+
+    def rule(self) -> str:
+        """How the winner is picked from measurements; results reuse only across equal rules."""
+        return f"margin={self.margin:g};tie_break={self.tie_break};z={self.confidence_z:g}"
+
     def fingerprint(self) -> str:
         """A short hash of ``measurement_fields()``: results under equal hashes are comparable."""
         blob = json.dumps(self.measurement_fields(), sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,86 @@
+"""Cache keys tell machines, jobs and policies apart; stronger results serve weaker requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import chunktune
+from chunktune._fingerprint import cpu_quota, device_fingerprint
+from chunktune._resolve import cache_key
+from chunktune.sim import Noise, SimulatedWorkload
+
+SIG = {"kind": "mujoco.rollout", "model_sha": "abc", "nstep": 10, "n_variants": 1}
+DEVICE = {"cpu": "AMD EPYC", "logical_cpus": 16, "usable_cpus": 16, "cpu_quota": "none",
+          "system": "Linux", "machine": "x86_64", "mujoco": "4.0.0"}
+
+
+def key(**over: object) -> str:
+    sig = {**SIG, **over.pop("sig", {})}  # type: ignore[dict-item]
+    device = {**DEVICE, **over.pop("device", {})}  # type: ignore[dict-item]
+    args = {"num_envs": 256, "nthread": 8, "policy_hash": "p1", **over}
+    return cache_key(sig, device=device, **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["cpu", "logical_cpus", "usable_cpus", "cpu_quota", "system", "machine", "mujoco"],
+)
+def test_each_device_field_separates_keys(field: str) -> None:
+    """Changing any one machine fact changes the key."""
+    assert key(device={field: "other"}) != key()
+
+
+@pytest.mark.parametrize("field", ["kind", "model_sha", "nstep", "n_variants", "extra"])
+def test_each_signature_field_separates_keys(field: str) -> None:
+    """Changing or adding any signature field changes the key."""
+    assert key(sig={field: "other"}) != key()
+
+
+@pytest.mark.parametrize(
+    "over", [{"num_envs": 512}, {"nthread": 4}, {"policy_hash": "p2"}], ids=["N", "T", "policy"]
+)
+def test_sizes_and_policy_separate_keys(over: dict[str, object]) -> None:
+    """N, T and the policy each change the key."""
+    assert key(**over) != key()
+
+
+def test_policy_is_the_suffix_and_the_job_the_prefix() -> None:
+    """Keys are <job>.<policy>: same job, different policy share the prefix."""
+    a, b = key(), key(policy_hash="p2")
+    assert a.split(".")[0] == b.split(".")[0] and a != b
+
+
+def test_fingerprint_reads_affinity_and_quota(tmp_path: Path) -> None:
+    """The fingerprint has the usable CPUs, and a cgroup v2 quota is read in CPUs."""
+    fp = device_fingerprint()
+    assert {"cpu", "logical_cpus", "usable_cpus", "cpu_quota", "mujoco"} <= set(fp)
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert cpu_quota(tmp_path) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert cpu_quota(tmp_path) is None
+
+
+def uneven() -> SimulatedWorkload:
+    return SimulatedWorkload.from_layout(
+        "blocked", num_envs=512, nthread=8, noise=Noise(sigma=0.01)
+    )
+
+
+def test_thorough_result_serves_quick_but_not_the_reverse() -> None:
+    """A thorough entry answers a quick request; a quick entry does not answer thorough."""
+    w = uneven()
+    thorough = chunktune.resolve_sync(w, policy="thorough")
+    quick = chunktune.resolve_sync(w, policy="quick")
+    assert quick.source == "cache" and quick.key == thorough.key
+    other = SimulatedWorkload.from_layout("blocked", num_envs=640, nthread=8)
+    chunktune.resolve_sync(other, policy="quick")
+    assert chunktune.resolve_sync(other, policy="thorough").source == "benchmark"
+
+
+def test_seed_policy_is_served_only_by_itself() -> None:
+    """The seed policy picks by another rule, so a thorough entry does not answer it."""
+    w = uneven()
+    chunktune.resolve_sync(w, policy="thorough")
+    assert chunktune.resolve_sync(w, policy="seed").source == "benchmark"
