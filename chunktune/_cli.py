@@ -372,8 +372,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     nthread: int = args.nthread or usable
     if nthread > usable:
         _warn(
-            f"--nthread {nthread} is more than the {usable} CPUs this process may use; "
-            "workers will share cores, so the timings will not match a machine with "
+            f"--nthread {nthread} is more than the {usable} CPU{'' if usable == 1 else 's'} "
+            "this process may use; workers will share cores, so the timings will not match "
+            "a machine with "
             f"{nthread} free cores"
         )
     workload, what = _load_workload(args, nthread)

@@ -181,6 +181,8 @@ class _Request:
     settings: Settings
     refresh: bool
     on_progress: ProgressCallback | None
+    signature: dict[str, Any] = attrs.field(factory=dict)
+    device: dict[str, Any] = attrs.field(factory=dict)
 
 
 def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
@@ -257,7 +259,17 @@ async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Deci
             return _fallback(req, key, exc, probe_total)
     decision = _decide(req, result, key)
     if cache is not None:
-        entry = CacheEntry(
+        await anyio.to_thread.run_sync(_store, cache, key, req, decision, result)
+    return decision
+
+
+def _store(
+    cache: DecisionCache, key: str, req: _Request, decision: Decision, result: SweepResult
+) -> None:
+    """Blocking: write the decision and its evidence to the cache."""
+    cache.put(
+        key,
+        CacheEntry(
             chunk_size=decision.chunk_size,
             native_chunk=req.native,
             reason=decision.reason,
@@ -272,14 +284,27 @@ async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Deci
             partial=result.partial,
             num_envs=req.num_envs,
             nthread=req.nthread,
-            signature=dict(await anyio.to_thread.run_sync(req.workload.signature)),
-            device=device_fingerprint(),
+            signature=req.signature,
+            device=req.device,
             chunktune_version=_version(),
             mujoco_version=mujoco_version(),
             model_file=getattr(req.workload, "model_file", None),
-        )
-        await anyio.to_thread.run_sync(cache.put, key, entry)
-    return decision
+        ),
+    )
+
+
+def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Blocking: the workload's signature, this machine's fingerprint, and the cache key."""
+    signature = dict(req.workload.signature())
+    device = device_fingerprint()
+    key = cache_key(
+        signature,
+        num_envs=req.num_envs,
+        nthread=req.nthread,
+        device=device,
+        policy_hash=req.policy.fingerprint(),
+    )
+    return signature, device, key
 
 
 def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
@@ -431,17 +456,11 @@ async def resolve(
         )
     else:
         try:
-            signature = await anyio.to_thread.run_sync(workload.signature)
-        except Exception as exc:
+            signature, device, key = await anyio.to_thread.run_sync(_identify, req)
+        except Exception as exc:  # a workload whose signature() fails is a failing workload
             decision = _fallback(req, "", exc)
         else:
-            key = cache_key(
-                signature,
-                num_envs=num_envs,
-                nthread=nthread,
-                device=device_fingerprint(),
-                policy_hash=pol.fingerprint(),
-            )
+            req = attrs.evolve(req, signature=signature, device=device)
             decision = await _resolve_key(req, key, cache_for(settings))
     _report(decision, settings)
     return decision

@@ -27,7 +27,7 @@ class Choice:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e3:#.3g} ms"
 
 
 def _pick(band: list[int], tie_break: str, *, native: int, upper: int) -> int:

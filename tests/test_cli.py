@@ -1,0 +1,685 @@
+"""Tests of the command line: ``chunktune tune|cache|policy``, in-process and as a subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chunktune import _cli
+from chunktune._cache import CacheEntry, DecisionCache
+from chunktune._cli import main
+
+# A plane and three free boxes, two of them resting on it: contact, tiny and fast.
+TINY_XML = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body pos="0 0 .1"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+    <body pos=".4 0 .1"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+    <body pos="-.4 0 1"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+# quick, cut down: a sweep of the tiny model takes well under a second
+FAST_CONFIG = """
+policy = "fast"
+
+[policies.fast]
+extends = "quick"
+description = "tests: quick, 2 s, 3 rounds"
+time_budget_s = 2.0
+max_rounds = 3
+"""
+
+# never settles and never races: runs until interrupted (or 60 s)
+SLOW_CONFIG = """
+policy = "slow"
+
+[policies.slow]
+extends = "quick"
+min_rounds = 100000
+max_rounds = 100000
+race = false
+early_stop = false
+time_budget_s = 60.0
+"""
+
+SMALL = ("--num-envs", "16", "--nthread", "2", "--nstep", "2")
+DECISION_KEYS = {
+    "chunk_size",
+    "native_chunk",
+    "source",
+    "reason",
+    "probe_seconds",
+    "key",
+    "timings_ms",
+}
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A fast policy as the settings file, and the cache and sweep lock in tmp_path."""
+    config = tmp_path / "fast.toml"
+    config.write_text(FAST_CONFIG)
+    paths = {
+        "config": config,
+        "cache": tmp_path / "cache.json",
+        "lock": tmp_path / "sweep.lock",
+    }
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(config))
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(paths["cache"]))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(paths["lock"]))
+    return paths
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """The tiny model as an XML file."""
+    path = tmp_path / "boxes.xml"
+    path.write_text(TINY_XML)
+    return path
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m chunktune ARGS`` with this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "chunktune", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
+
+
+def entry(created: float, chunk: int | None = 4, **fields: Any) -> CacheEntry:
+    """A stored decision with a small table of evidence."""
+    values: dict[str, Any] = {
+        "chunk_size": chunk,
+        "native_chunk": 3,
+        "reason": f"chose {chunk} for the test",
+        "timings": {None: 0.0100, 2: 0.0095, 4: 0.0090, 16: 0.0150},
+        "samples": {None: 5, 2: 5, 4: 5, 16: 2},
+        "raced_out": (16,),
+        "policy": "balanced",
+        "created": created,
+        "num_envs": 64,
+        "nthread": 2,
+        "signature": {"kind": "mujoco.rollout", "model_sha": "ab12cd34ef56ab78"},
+        "model_file": "/models/robot.xml",
+    }
+    values.update(fields)
+    return CacheEntry(**values)
+
+
+def fill(path: Path, entries: Mapping[str, CacheEntry]) -> DecisionCache:
+    cache = DecisionCache(path)
+    assert cache.update(dict(entries))
+    return cache
+
+
+# ---------------------------------------------------------------- tune
+
+
+@pytest.mark.mujoco
+def test_tune_json_benchmark_then_cache(env: dict[str, Path], model: Path) -> None:
+    """--json prints only the decision object: measured first, from the cache the second time."""
+    first = run_cli("tune", str(model), *SMALL, "--json")
+    assert first.returncode == 0, first.stderr
+    decision = json.loads(first.stdout)
+    assert first.stdout == json.dumps(decision) + "\n"
+    assert set(decision) == DECISION_KEYS
+    assert decision["source"] == "benchmark"
+    assert decision["probe_seconds"] > 0
+    assert "native" in decision["timings_ms"]
+    assert "Traceback" not in first.stderr
+
+    second = run_cli("tune", str(model), *SMALL, "--json")
+    assert second.returncode == 0, second.stderr
+    again = json.loads(second.stdout)
+    assert second.stdout == json.dumps(again) + "\n"
+    assert again["source"] == "cache"
+    assert again["key"] == decision["key"]
+    assert again["chunk_size"] == decision["chunk_size"]
+    assert again["timings_ms"] == pytest.approx(decision["timings_ms"])
+
+
+@pytest.mark.mujoco
+def test_tune_table_marks_native_and_chosen(
+    env: dict[str, Path], model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table lists native first and marks the chosen row; a cache hit shows the stored table."""
+    assert main(["tune", str(model), *SMALL]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    native_rows = [ln for ln in lines if ln.lstrip().startswith("native (=")]
+    assert len(native_rows) == 1
+    assert sum("<- chosen" in ln for ln in lines) == 1
+    assert "measured now" in out
+    assert "chunktune: measuring" in err and "sweep done" in err
+
+    assert main(["tune", str(model), *SMALL]) == 0
+    out, err = capsys.readouterr()
+    assert "from the cache" in out
+    assert sum("<- chosen" in ln for ln in out.splitlines()) == 1
+    assert [ln for ln in out.splitlines() if ln.lstrip().startswith("native (=")] == native_rows
+    assert "measuring" not in err
+
+
+@pytest.mark.mujoco
+def test_tune_refresh_measures_again(
+    env: dict[str, Path], model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--refresh ignores the cached entry and sweeps again."""
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    assert main(["tune", str(model), *SMALL, "--json", "--refresh"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["source"] for line in out] == ["benchmark", "benchmark"]
+
+
+@pytest.mark.mujoco
+def test_tune_demo_defaults_fit_the_machine(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a model the demo is tuned with nthread = usable CPUs and 128 envs per thread."""
+    monkeypatch.setattr(_cli, "usable_cpus", lambda: 1)
+    assert main(["tune", "--nstep", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    decision = json.loads(out)
+    assert decision["native_chunk"] == 128 // 10
+    assert decision["source"] == "benchmark"
+    assert "warning" not in err
+    (stored,) = DecisionCache(env["cache"]).entries().values()
+    assert (stored.num_envs, stored.nthread) == (128, 1)
+    assert stored.signature["states"] == "demo"
+
+
+@pytest.mark.mujoco
+def test_nthread_above_usable_cpus_warns(
+    env: dict[str, Path],
+    model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--nthread above the usable CPUs is a warning on stderr, and the tune still runs."""
+    monkeypatch.setattr(_cli, "usable_cpus", lambda: 1)
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: --nthread 2 is more than the 1 CPU this process may use" in err
+    assert json.loads(out)["source"] == "benchmark"
+
+
+@pytest.mark.mujoco
+def test_plot_writes_png(
+    env: dict[str, Path], model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--plot writes a PNG of step time against chunk size."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "sweep.png"
+    assert main(["tune", str(model), *SMALL, "--plot", str(target)]) == 0
+    assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"plot written to {target}" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_exits_2(
+    env: dict[str, Path],
+    model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without matplotlib, --plot fails before measuring, with the install hint."""
+
+    def missing() -> set[str]:
+        raise ImportError("No module named 'matplotlib'")
+
+    monkeypatch.setattr(_cli, "plot_formats", missing)
+    assert main(["tune", str(model), *SMALL, "--plot", "x.png"]) == 2
+    err = capsys.readouterr().err
+    assert "--plot needs matplotlib: pip install 'chunktune[plot]'" in err
+    assert not env["cache"].exists()
+
+
+class _FailingWorkload:
+    num_envs = 16
+    nthread = 2
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "test.failing"}
+
+    def run(self, chunk_size: int | None) -> float:
+        raise RuntimeError("the simulation exploded")
+
+
+def test_failing_workload_reports_native_and_exits_1(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A workload that fails while measuring gives the native fallback, a warning and exit 1."""
+    monkeypatch.setattr(_cli, "_load_workload", lambda args, nthread: (_FailingWorkload(), "x"))
+    assert main(["tune", "--json"]) == 1
+    out, err = capsys.readouterr()
+    decision = json.loads(out)
+    assert decision["source"] == "fallback"
+    assert decision["chunk_size"] is None
+    assert "the simulation exploded" in err
+    assert "Traceback" not in err
+
+
+def _error_case(tmp_path: Path, case: str) -> list[str]:
+    if case == "missing model":
+        return ["tune", str(tmp_path / "nope.xml"), *SMALL]
+    if case == "malformed model":
+        bad = tmp_path / "bad.xml"
+        bad.write_text("<mujoco><worldbody><geom type='bogus'/></worldbody></mujoco>")
+        return ["tune", str(bad), *SMALL]
+    if case == "num-envs 0":
+        return ["tune", "--num-envs", "0"]
+    if case == "unknown policy":
+        return ["tune", "--policy", "nope"]
+    bad_config = tmp_path / "bad.toml"
+    bad_config.write_text("[policies.mine]\nextends = 'quick'\nmargn = 0.1\n")
+    return ["tune", "--config", str(bad_config)]
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        pytest.param("missing model", "model file not found", id="missing-model"),
+        pytest.param("malformed model", "cannot load model file", id="malformed-model"),
+        pytest.param("num-envs 0", "--num-envs: must be an integer >= 1", id="num-envs-0"),
+        pytest.param("unknown policy", "unknown policy 'nope'", id="unknown-policy"),
+        pytest.param("bad config", "margn: unknown key; did you mean margin?", id="bad-config"),
+    ],
+)
+def test_errors_exit_2_with_a_message(
+    env: dict[str, Path], tmp_path: Path, case: str, message: str
+) -> None:
+    """Each error a person can fix exits 2 with one readable message and no traceback."""
+    result = run_cli(*_error_case(tmp_path, case))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "error" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert not env["cache"].exists()
+
+
+@pytest.mark.mujoco
+def test_ctrl_c_stops_the_sweep_caches_nothing_exit_130(
+    env: dict[str, Path], model: Path, tmp_path: Path
+) -> None:
+    """SIGINT during a sweep stops it within a probe, caches nothing and exits 130."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text(SLOW_CONFIG)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chunktune", "tune", str(model), *SMALL, "--config", str(slow)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+        # a shell may start background jobs with SIGINT ignored; the CLI must see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stderr is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stderr, selectors.EVENT_READ)
+            assert sel.select(timeout=30), "the sweep did not start"
+        assert "measuring" in proc.stderr.readline()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "nothing was cached" in err
+    assert "Traceback" not in err
+    assert out == ""
+    assert DecisionCache(env["cache"]).entries() == {}
+
+
+# ---------------------------------------------------------------- cache
+
+
+def test_cache_path_prints_the_file(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache path` prints the cache file that CHUNKTUNE_CACHE names."""
+    assert main(["cache", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(env["cache"])
+
+
+def test_cache_list_summarizes_entries(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` prints key prefix, model, N, T, chunk, age and policy for each entry."""
+    now = time.time()
+    fill(
+        env["cache"],
+        {
+            "a" * 32: entry(now - 7200, 4),
+            "b" * 32: entry(now - 30, None, policy="quick", num_envs=256, nthread=8),
+        },
+    )
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    row_a = next(ln for ln in out.splitlines() if ln.startswith("a" * 12))
+    row_b = next(ln for ln in out.splitlines() if ln.startswith("b" * 12))
+    assert "a" * 13 not in out
+    assert row_a.split() == [
+        "a" * 12,
+        "mujoco.rollout",
+        "robot.xml",
+        "64",
+        "2",
+        "4",
+        "2h",
+        "balanced",
+    ]
+    assert row_b.split()[3:] == ["256", "8", "native", "(=3)", "30s", "quick"]
+    assert "2 entries in" in out
+
+
+def test_cache_list_empty(env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """`cache list` on an empty cache says so."""
+    assert main(["cache", "list"]) == 0
+    assert "no entries in" in capsys.readouterr().out
+
+
+def test_cache_show_prints_the_stored_table(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache show PREFIX` prints the entry's facts, its candidate table and its reason."""
+    fill(env["cache"], {"abc123" + "0" * 26: entry(time.time(), 4)})
+    assert main(["cache", "show", "abc1"]) == 0
+    out = capsys.readouterr().out
+    assert "abc123" + "0" * 26 in out
+    assert "/models/robot.xml" in out
+    lines = out.splitlines()
+    assert any(ln.lstrip().startswith("native (=3)") for ln in lines)
+    assert any(ln.split()[:1] == ["4"] and "<- chosen" in ln for ln in lines)
+    assert any(ln.split()[:1] == ["16"] and "raced out" in ln for ln in lines)
+    assert "chose 4 for the test" in out
+
+
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        pytest.param("zzz", "no cache entry's key starts with 'zzz'", id="no-match"),
+        pytest.param("ab", "'ab' matches 2 entries", id="ambiguous"),
+    ],
+)
+def test_cache_show_bad_prefix_exits_2(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], prefix: str, message: str
+) -> None:
+    """`cache show` with a prefix that matches no entry, or several, exits 2 and says which."""
+    fill(env["cache"], {"ab1" + "0" * 29: entry(1.0), "ab2" + "0" * 29: entry(2.0)})
+    assert main(["cache", "show", prefix]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cache_clear_yes_deletes_everything(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache clear --yes` deletes every entry without asking."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0), "b" * 32: entry(2.0)})
+    assert main(["cache", "clear", "--yes"]) == 0
+    assert "deleted 2 entries" in capsys.readouterr().out
+    assert cache.entries() == {}
+
+
+def test_cache_clear_refuses_without_a_terminal(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal and without --yes, `cache clear` refuses with exit 2 and deletes nothing."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0)})
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    assert main(["cache", "clear"]) == 2
+    assert "without --yes" in capsys.readouterr().err
+    assert len(cache.entries()) == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("answer", "left"),
+    [
+        pytest.param("y\n", 0, id="yes"),
+        pytest.param("n\n", 1, id="no"),
+        pytest.param("", 1, id="eof"),
+    ],
+)
+def test_cache_clear_asks_on_a_terminal(
+    env: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    answer: str,
+    left: int,
+) -> None:
+    """On a terminal `cache clear` asks, and deletes only on yes."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0)})
+    monkeypatch.setattr(sys, "stdin", _Terminal(answer))
+    assert main(["cache", "clear"]) == 0
+    assert "Delete all 1 entries" in capsys.readouterr().out
+    assert len(cache.entries()) == left
+
+
+@pytest.mark.parametrize(
+    "suffix", [pytest.param(".json", id="json"), pytest.param(".toml", id="toml")]
+)
+def test_cache_export_round_trips(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """`cache export FILE` writes every entry in the format of FILE's suffix."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0, 4), "b" * 32: entry(2.0, None)})
+    target = tmp_path / f"copy{suffix}"
+    assert main(["cache", "export", str(target)]) == 0
+    assert "exported 2 entries" in capsys.readouterr().out
+    if suffix == ".toml":
+        assert tomllib.loads(target.read_text())["schema"] == 1
+    else:
+        assert json.loads(target.read_text())["schema"] == 1
+    assert DecisionCache(target).entries() == cache.entries()
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "message"),
+    [
+        pytest.param("copy.txt", [], "must end in .json or .toml", id="bad-suffix"),
+        pytest.param("exists.json", [], "the file exists; add --force", id="exists"),
+    ],
+)
+def test_cache_export_refuses(
+    env: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    extra: list[str],
+    message: str,
+) -> None:
+    """`cache export` refuses an unknown suffix, and an existing file without --force."""
+    fill(env["cache"], {"a" * 32: entry(1.0)})
+    (tmp_path / "exists.json").write_text("{}")
+    assert main(["cache", "export", str(tmp_path / name), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["cache", "export", str(tmp_path / "exists.json"), "--force"]) == 0
+
+
+def test_cache_import_keeps_the_newer_entry(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache import` adds new keys; on a conflict the later `created` wins, and it says so."""
+    mine = fill(
+        env["cache"],
+        {"a" * 32: entry(100.0, 4), "b" * 32: entry(300.0, 4), "d" * 32: entry(50.0, 2)},
+    )
+    theirs = fill(
+        tmp_path / "other.toml",
+        {
+            "a" * 32: entry(200.0, 8),
+            "b" * 32: entry(200.0, 8),
+            "c" * 32: entry(10.0, 2),
+            "d" * 32: entry(50.0, 2),
+        },
+    )
+    assert main(["cache", "import", str(theirs.path)]) == 0
+    out = capsys.readouterr().out
+    assert f"replaced {'a' * 12}: the imported entry is newer" in out
+    assert f"kept {'b' * 12}: the entry already in the cache is newer" in out
+    assert "imported 2 of 4 entries" in out
+    assert "kept 1 newer" in out and "1 already present" in out
+    merged = mine.entries()
+    assert merged["a" * 32].chunk_size == 8
+    assert merged["b" * 32].chunk_size == 4
+    assert merged["c" * 32].chunk_size == 2
+    assert len(merged) == 4
+
+
+def test_cache_import_legacy_json(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older tuner's flat JSON cache imports as `legacy-<key>` entries with policy legacy."""
+    legacy = tmp_path / "chunk_size.json"
+    legacy.write_text(
+        json.dumps(
+            {
+                "0123abcd": {
+                    "chunk_size": 8,
+                    "per_candidate_ms": {"None": 10.0, "4": 9.5, "8": 9.0},
+                    "model_file": "/models/arm.xml",
+                    "hostname": "node7",
+                },
+                "4567efgh": {"chunk_size": None, "per_candidate_ms": {"None": 5.0}},
+                "broken": {"chunk_size": "eight"},
+            }
+        )
+    )
+    assert main(["cache", "import", str(legacy)]) == 0
+    out, err = capsys.readouterr()
+    assert "imported 2 of 2 entries from older tuner's cache" in out
+    assert "skipped 1 malformed" in err
+    entries = DecisionCache(env["cache"]).entries()
+    assert set(entries) == {"legacy-0123abcd", "legacy-4567efgh"}
+    first = entries["legacy-0123abcd"]
+    assert first.chunk_size == 8
+    assert first.policy == "legacy"
+    assert first.host == "node7"
+    assert first.model_file == "/models/arm.xml"
+    assert first.timings == pytest.approx({None: 0.010, 4: 0.0095, 8: 0.009})
+    assert entries["legacy-4567efgh"].chunk_size is None
+
+    assert main(["cache", "list"]) == 0
+    assert "legacy-0123abcd" in capsys.readouterr().out
+    assert main(["cache", "show", "legacy-0123"]) == 0
+    shown = capsys.readouterr().out
+    assert any(ln.split()[:1] == ["8"] and "<- chosen" in ln for ln in shown.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("{not json", "does not parse as JSON", id="not-json"),
+        pytest.param("[1, 2]", "is not a cache", id="not-a-table"),
+        pytest.param('{"x": 1}', "neither a chunktune cache nor", id="unknown-shape"),
+        pytest.param('{"schema": 99, "entries": {}}', "newer than this chunktune", id="newer"),
+    ],
+)
+def test_cache_import_rejects_other_files(
+    env: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: str,
+    message: str,
+) -> None:
+    """`cache import` of a file that is no cache exits 2 and changes neither file."""
+    other = tmp_path / "other.json"
+    other.write_text(content)
+    assert main(["cache", "import", str(other)]) == 2
+    assert message in capsys.readouterr().err
+    assert other.read_text() == content
+    assert not env["cache"].exists()
+
+
+# ---------------------------------------------------------------- policy
+
+
+def test_policy_list_names_every_policy_and_its_origin(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy list` shows presets and the settings file's own policies, the active one starred."""
+    assert main(["policy", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln.split()[0]: ln for ln in lines if ln and ln.split()[0].isidentifier()}
+    for preset in ("quick", "balanced", "thorough", "seed", "off"):
+        assert rows[preset].rstrip().endswith("preset")
+    assert rows["fast"].split()[1] == "*"
+    assert str(env["config"]) in rows["fast"]
+    assert "tests: quick, 2 s, 3 rounds" in rows["fast"]
+
+
+def test_policy_show_prints_resolved_toml(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy show` prints the active policy fully resolved, as TOML that parses."""
+    assert main(["policy", "show"]) == 0
+    doc = tomllib.loads(capsys.readouterr().out)
+    assert doc["time_budget_s"] == 2.0
+    assert doc["max_rounds"] == 3
+    assert doc["min_rounds"] == 2  # inherited from quick
+    assert doc["candidates"]["strategy"] == "balanced"
+
+    assert main(["policy", "show", "seed"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["estimator"] == "min"
+
+
+def test_policy_show_unknown_exits_2(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy show NAME` of an unknown policy exits 2 and lists the known ones."""
+    assert main(["policy", "show", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy 'nope'" in err and "fast" in err
+
+
+# ---------------------------------------------------------------- the program
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the installed chunktune version."""
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith(f"chunktune {metadata.version('chunktune')} ")
+
+
+def test_no_command_prints_usage_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """`chunktune` alone prints the help on stderr and exits 2."""
+    assert main([]) == 2
+    assert "usage: chunktune" in capsys.readouterr().err
+
+
+def test_python_m_chunktune_help() -> None:
+    """`python -m chunktune --help` works like the command and shows examples."""
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert "usage: chunktune" in result.stdout
+    assert "examples:" in result.stdout
+    tune = run_cli("tune", "--help")
+    assert tune.returncode == 0
+    assert "chunktune tune --json" in tune.stdout
