@@ -30,18 +30,24 @@ from ._decision import timings_to_ms
 from ._errors import CacheError
 
 __all__ = [
+    "LEGACY_PREFIX",
     "SCHEMA",
     "CacheEntry",
     "DecisionCache",
+    "MergeReport",
     "default_cache_path",
     "entry_from_dict",
     "entry_to_dict",
+    "legacy_entries",
+    "read_cache_file",
+    "write_cache_file",
 ]
 
 logger = logging.getLogger("chunktune")
 
 SCHEMA = 1
 NATIVE = "native"  # how None (the native chunk) is written: TOML has no null
+LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
 
 
 def default_cache_path() -> Path:
@@ -151,6 +157,161 @@ def entry_from_dict(data: Mapping[str, Any]) -> CacheEntry:
         raise ValueError(f"malformed cache entry: {exc!r}") from exc
 
 
+def legacy_entries(
+    doc: Mapping[str, Any], *, created: float, source: str
+) -> tuple[dict[str, CacheEntry], int]:
+    """The older tuner's flat ``{key: {"chunk_size", "per_candidate_ms", ...}}`` as entries.
+
+    Keys become ``legacy-<key>``: the older keys hashed too little to be trusted
+    for a hit, but the evidence is kept, listed and exported. Returns the entries
+    and how many malformed ones were skipped. ``native_chunk`` is 0 (not stored).
+    """
+    entries: dict[str, CacheEntry] = {}
+    bad = 0
+    for key, value in doc.items():
+        try:
+            chunk = value["chunk_size"]
+            if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int)):
+                raise ValueError(f"chunk_size {chunk!r}")
+            per_ms = value.get("per_candidate_ms") or {}
+            timings = {
+                (None if k == "None" else int(k)): float(ms) / 1e3 for k, ms in per_ms.items()
+            }
+            entries[f"{LEGACY_PREFIX}{key}"] = CacheEntry(
+                chunk_size=chunk,
+                native_chunk=0,
+                reason=f"migrated from the older tuner's cache {source}",
+                timings=timings,
+                policy="legacy",
+                created=created,
+                signature={"kind": "legacy"},
+                host=str(value.get("hostname") or ""),
+                model_file=value.get("model_file"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            bad += 1
+    return entries, bad
+
+
+def _is_legacy(doc: Mapping[str, Any]) -> bool:
+    return "schema" not in doc and bool(doc) and all(
+        isinstance(v, dict) and "chunk_size" in v for v in doc.values()
+    )
+
+
+def _decode(raw: bytes, fmt: str) -> Any:
+    return tomllib.loads(raw.decode()) if fmt == "toml" else json.loads(raw)
+
+
+def _encode(entries: Mapping[str, CacheEntry], fmt: str) -> bytes:
+    doc = {"schema": SCHEMA, "entries": {k: entry_to_dict(e) for k, e in sorted(entries.items())}}
+    if fmt == "toml":
+        return tomli_w.dumps(doc).encode()
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def _format_of(path: Path) -> str:
+    return "toml" if path.suffix.lower() == ".toml" else "json"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Temporary file in the same directory, fsync, rename: readers see old or new, never half."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def read_cache_file(path: str | os.PathLike[str]) -> tuple[dict[str, CacheEntry], int, str]:
+    """Read a chunktune cache (JSON or TOML, by suffix) or an older tuner's JSON cache.
+
+    Returns the entries, the number of malformed entries skipped, and what the
+    file was (``"chunktune cache"`` or ``"older tuner's cache"``).
+
+    Raises:
+        CacheError: the file cannot be read, does not parse, has a newer schema,
+            or is neither kind of cache.
+    """
+    file = Path(path).expanduser()
+    fmt = _format_of(file)
+    try:
+        raw = file.read_bytes()
+        created = file.stat().st_mtime
+    except OSError as exc:
+        raise CacheError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    try:
+        doc = _decode(raw, fmt)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CacheError(f"{file} does not parse as {fmt.upper()}: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CacheError(f"{file} is not a cache: its top level is not a table")
+    if _is_legacy(doc):
+        legacy, bad = legacy_entries(doc, created=created, source=str(file))
+        return legacy, bad, "older tuner's cache"
+    schema = doc.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise CacheError(
+            f"{file} is neither a chunktune cache nor an older tuner's JSON cache "
+            f"(schema {schema!r})"
+        )
+    if schema > SCHEMA:
+        raise CacheError(
+            f"{file} has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
+            "upgrade chunktune to read it"
+        )
+    table = doc.get("entries", {})
+    if not isinstance(table, dict):
+        raise CacheError(f"{file}: 'entries' is not a table")
+    entries: dict[str, CacheEntry] = {}
+    bad = 0
+    for key, value in table.items():
+        try:
+            entries[str(key)] = entry_from_dict(value)
+        except ValueError:
+            bad += 1
+    return entries, bad, "chunktune cache"
+
+
+def write_cache_file(
+    path: str | os.PathLike[str], entries: Mapping[str, CacheEntry], *, format: str = "auto"
+) -> None:
+    """Write ``entries`` as a cache file (format by suffix unless given), atomically.
+
+    Raises:
+        CacheError: the file cannot be written.
+    """
+    file = Path(path).expanduser()
+    fmt = _format_of(file) if format == "auto" else format
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(file, _encode(entries, fmt))
+    except OSError as exc:
+        raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc
+
+
+@attrs.frozen
+class MergeReport:
+    """What a merge did, by key."""
+
+    added: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    same: tuple[str, ...] = ()
+
+
 class _Unusable(Exception):
     """The cache file cannot be parsed or is from a newer schema."""
 
@@ -170,6 +331,7 @@ class DecisionCache:
             raise CacheError(f"cache format {format!r} is not json or toml")
         self.format = format
         self._memo: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
+        self._legacy_bytes: bytes | None = None
         self._warned = False
 
     # -- locks ---------------------------------------------------------------------
@@ -202,11 +364,18 @@ class DecisionCache:
 
     def _parse(self, raw: bytes) -> dict[str, CacheEntry]:
         try:
-            doc = tomllib.loads(raw.decode()) if self.format == "toml" else json.loads(raw)
+            doc = _decode(raw, self.format)
         except (ValueError, UnicodeDecodeError) as exc:
             raise _Unusable(f"it does not parse as {self.format.upper()} ({exc})") from exc
         if not isinstance(doc, dict):
             raise _Unusable("it is not a table of entries")
+        if _is_legacy(doc):
+            # schema 0, the older tuner's flat file: migrated in memory, rewritten on the
+            # next write, which first keeps a copy of the original bytes
+            self._legacy_bytes = raw
+            legacy, _bad = legacy_entries(doc, created=time.time(), source=str(self.path))
+            return legacy
+        self._legacy_bytes = None
         schema = doc.get("schema")
         if not isinstance(schema, int) or isinstance(schema, bool):
             raise _Unusable(f"its schema version {schema!r} is not a number")
@@ -312,32 +481,21 @@ class DecisionCache:
 
     # -- writing -------------------------------------------------------------------
 
-    def _dump(self, entries: Mapping[str, CacheEntry]) -> bytes:
-        doc = {"schema": SCHEMA, "entries": {k: entry_to_dict(e) for k, e in entries.items()}}
-        if self.format == "toml":
-            return tomli_w.dumps(doc).encode()
-        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-
-    def _write_atomic(self, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+    def _write(self, entries: Mapping[str, CacheEntry]) -> None:
+        """Replace the file (caller holds the write lock); back up a migrated older file once."""
+        if self._legacy_bytes is not None:
+            backup = self.path.with_name(self.path.name + ".schema0")
+            if not backup.exists():
+                _write_atomic(backup, self._legacy_bytes)
+                logger.warning(
+                    "chunktune: migrated the older tuner's cache %s to schema %d; "
+                    "the original is kept as %s",
+                    self.path,
+                    SCHEMA,
+                    backup,
+                )
+            self._legacy_bytes = None
+        _write_atomic(self.path, _encode(entries, self.format))
 
     def update(self, changes: Mapping[str, CacheEntry | None]) -> bool:
         """Merge ``changes`` (None deletes) into the file under the lock. False if unwritable."""
@@ -353,12 +511,49 @@ class DecisionCache:
                         current.pop(key, None)
                     else:
                         current[key] = entry
-                self._write_atomic(self._dump(current))
+                self._write(current)
                 self._memo = None
                 return True
         except OSError as exc:
             self._degrade(exc)
             return False
+
+    def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
+        """Merge another cache's entries under the write lock; on a conflict the newer wins.
+
+        Raises:
+            CacheError: the cache cannot be written.
+        """
+        added: list[str] = []
+        replaced: list[str] = []
+        kept: list[str] = []
+        same: list[str] = []
+        try:
+            with self._write_lock():
+                try:
+                    current = dict(self._load(fresh=True))
+                except _Unusable as exc:
+                    self._quarantine(str(exc))
+                    current = {}
+                for key, entry in sorted(incoming.items()):
+                    mine = current.get(key)
+                    if mine is None:
+                        added.append(key)
+                    elif mine == entry:
+                        same.append(key)
+                        continue
+                    elif entry.created > mine.created:
+                        replaced.append(key)
+                    else:
+                        kept.append(key)
+                        continue
+                    current[key] = entry
+                if added or replaced:
+                    self._write(current)
+                self._memo = None
+        except OSError as exc:
+            raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
+        return MergeReport(tuple(added), tuple(replaced), tuple(kept), tuple(same))
 
     def put(self, key: str, entry: CacheEntry) -> bool:
         """Store one entry (other keys untouched). False if the cache is unwritable."""

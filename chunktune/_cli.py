@@ -14,12 +14,10 @@ import functools
 import json
 import logging
 import math
-import os
 import sys
-import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -27,7 +25,6 @@ from typing import Any, TextIO
 
 import anyio
 import filelock
-import tomli_w
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -39,7 +36,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ._cache import SCHEMA, CacheEntry, DecisionCache, entry_from_dict, entry_to_dict
+from ._cache import (
+    LEGACY_PREFIX,
+    CacheEntry,
+    DecisionCache,
+    read_cache_file,
+    write_cache_file,
+)
 from ._config import dump_policy, load_settings, preset_names
 from ._decision import Decision
 from ._errors import CacheError, ChunktuneError, ConfigError, InvalidArgumentError
@@ -66,7 +69,6 @@ EXIT_WORKLOAD_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
-LEGACY_PREFIX = "legacy-"  # keys of entries imported from the older tuner's cache
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
 
 logger = logging.getLogger("chunktune")
@@ -583,97 +585,9 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
     if target.exists() and not args.force:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
     entries = cache.entries()
-    doc = {"schema": SCHEMA, "entries": {k: entry_to_dict(e) for k, e in sorted(entries.items())}}
-    data = tomli_w.dumps(doc) if fmt == "toml" else json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-    except OSError as exc:
-        raise CacheError(f"cannot write {target}: {exc}") from exc
+    write_cache_file(target, entries, format=fmt)
     print(f"exported {len(entries)} entries from {cache.path} to {target}")
     return EXIT_OK
-
-
-def _legacy_entries(
-    doc: Mapping[str, Any], created: float, source: Path
-) -> tuple[dict[str, CacheEntry], int]:
-    """An older tuner's flat ``{key: {"chunk_size", "per_candidate_ms", ...}}`` as entries."""
-    entries: dict[str, CacheEntry] = {}
-    bad = 0
-    for key, value in doc.items():
-        try:
-            chunk = value["chunk_size"]
-            if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int)):
-                raise ValueError(f"chunk_size {chunk!r}")
-            per_ms = value.get("per_candidate_ms") or {}
-            timings = {
-                (None if k == "None" else int(k)): float(ms) / 1e3 for k, ms in per_ms.items()
-            }
-            entries[f"{LEGACY_PREFIX}{key}"] = CacheEntry(
-                chunk_size=chunk,
-                native_chunk=0,  # the older tuner did not store N and T
-                reason=f"imported from an older tuner's cache {source}",
-                timings=timings,
-                policy="legacy",
-                created=created,
-                signature={"kind": "legacy"},
-                host=str(value.get("hostname") or ""),
-                model_file=value.get("model_file"),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError):
-            bad += 1
-    return entries, bad
-
-
-def _read_import(path: Path) -> tuple[dict[str, CacheEntry], int, str]:
-    """Entries of a chunktune cache file or an older tuner's; also the malformed count and kind."""
-    try:
-        raw = path.read_bytes()
-        created = path.stat().st_mtime
-    except OSError as exc:
-        raise CacheError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        if path.suffix.lower() == ".toml":
-            doc: Any = tomllib.loads(raw.decode())
-        else:
-            doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
-        raise CacheError(f"{path} does not parse as {kind}: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise CacheError(f"{path} is not a cache: its top level is not a table")
-    if "schema" in doc:
-        schema = doc["schema"]
-        if not isinstance(schema, int) or isinstance(schema, bool):
-            raise CacheError(f"{path}: schema {schema!r} is not a number")
-        if schema > SCHEMA:
-            raise CacheError(
-                f"{path} has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
-                "upgrade chunktune to import it"
-            )
-        table = doc.get("entries", {})
-        if not isinstance(table, dict):
-            raise CacheError(f"{path}: 'entries' is not a table")
-        entries: dict[str, CacheEntry] = {}
-        bad = 0
-        for key, value in table.items():
-            try:
-                entries[str(key)] = entry_from_dict(value)
-            except ValueError:
-                bad += 1
-        return entries, bad, "chunktune cache"
-    if all(isinstance(v, dict) and "chunk_size" in v for v in doc.values()):
-        legacy, bad = _legacy_entries(doc, created, path)
-        return legacy, bad, "older tuner's cache"
-    raise CacheError(f"{path} is neither a chunktune cache nor an older tuner's JSON cache")
 
 
 def _cmd_cache_import(args: argparse.Namespace) -> int:
@@ -681,28 +595,20 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     source = Path(args.file).expanduser()
     if source.exists() and source.resolve() == cache.path.resolve():
         raise InvalidArgumentError(f"import {source}: that is the cache file itself")
-    incoming, bad, kind = _read_import(source)
+    incoming, bad, kind = read_cache_file(source)
     if bad:
         _warn(f"skipped {bad} malformed entries in {source}")
-    local = cache.entries()
-    changes: dict[str, CacheEntry | None] = {}
-    added = replaced = kept = same = 0
-    for key, entry in sorted(incoming.items()):
-        mine = local.get(key)
-        if mine is None:
-            changes[key] = entry
-            added += 1
-        elif mine == entry:
-            same += 1
-        elif entry.created > mine.created:
-            changes[key] = entry
-            replaced += 1
-            print(f"replaced {key[:12]}: the imported entry is newer")
-        else:
-            kept += 1
-            print(f"kept {key[:12]}: the entry already in the cache is newer")
-    if changes and not cache.update(changes):
-        raise CacheError(f"cannot write the cache {cache.path}; nothing was imported")
+    report = cache.merge(incoming)
+    for key in report.replaced:
+        print(f"replaced {key[:12]}: the imported entry is newer")
+    for key in report.kept:
+        print(f"kept {key[:12]}: the entry already in the cache is newer")
+    added, replaced, kept, same = (
+        len(report.added),
+        len(report.replaced),
+        len(report.kept),
+        len(report.same),
+    )
     summary = f"imported {added + replaced} of {len(incoming)} entries from {kind} {source}"
     extras = []
     if replaced:

@@ -324,7 +324,7 @@ def test_ctrl_c_stops_the_sweep_caches_nothing_exit_130(
     """SIGINT during a sweep stops it within a probe, caches nothing and exits 130."""
     slow = tmp_path / "slow.toml"
     slow.write_text(SLOW_CONFIG)
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "chunktune", "tune", str(model), *SMALL, "--config", str(slow)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -332,20 +332,20 @@ def test_ctrl_c_stops_the_sweep_caches_nothing_exit_130(
         env=dict(os.environ),
         # a shell may start background jobs with SIGINT ignored; the CLI must see it
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        assert proc.stderr is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stderr, selectors.EVENT_READ)
-            assert sel.select(timeout=30), "the sweep did not start"
-        assert "measuring" in proc.stderr.readline()
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stderr, selectors.EVENT_READ)
+                assert sel.select(timeout=30), "the sweep did not start"
+            assert "measuring" in proc.stderr.readline()
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert proc.returncode == 130, err
     assert "interrupted" in err and "nothing was cached" in err
     assert "Traceback" not in err
@@ -643,7 +643,7 @@ def test_policy_show_prints_resolved_toml(
     doc = tomllib.loads(capsys.readouterr().out)
     assert doc["time_budget_s"] == 2.0
     assert doc["max_rounds"] == 3
-    assert doc["min_rounds"] == 2  # inherited from quick
+    assert doc["min_rounds"] == 3  # inherited from quick
     assert doc["candidates"]["strategy"] == "balanced"
 
     assert main(["policy", "show", "seed"]) == 0
