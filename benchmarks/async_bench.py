@@ -8,6 +8,7 @@ Prints one line per target with the measured figure.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import tempfile
@@ -123,8 +124,9 @@ async def flights() -> tuple[int, int, bool]:
     one = Spanned(env_costs("blocked", 512), nthread=8, name="one")
     async with anyio.create_task_group() as tg:
         for _ in range(5):
-            tg.start_soon(lambda: chunktune.resolve(one, settings=s, policy="quick",
-                                                    on_progress=count))
+            tg.start_soon(
+                lambda: chunktune.resolve(one, settings=s, policy="quick", on_progress=count)
+            )
     five = sweeps
     sweeps = 0
     spans.clear()
@@ -134,22 +136,28 @@ async def flights() -> tuple[int, int, bool]:
         tg.start_soon(lambda: chunktune.resolve(a, settings=s, policy="quick", on_progress=count))
         tg.start_soon(lambda: chunktune.resolve(b, settings=s, policy="quick", on_progress=count))
     spans.sort()
-    overlap = any(p[1] > n[0] for p, n in zip(spans, spans[1:], strict=False))
+    overlap = any(p[1] > n[0] for p, n in itertools.pairwise(spans))
     return five, sweeps, overlap
 
 
 async def main_async() -> None:
     worst, ticks, probe = await ticker_during_sweep()
-    print(f"loop latency: a 1 ms ticker during a real {probe:.2f} s MuJoCo sweep waited at most "
-          f"{worst * 1e3:.2f} ms too long ({ticks} ticks; target <= 10 ms)")
+    print(
+        f"loop latency: a 1 ms ticker during a real {probe:.2f} s MuJoCo sweep waited at most "
+        f"{worst * 1e3:.2f} ms too long ({ticks} ticks; target <= 10 ms)"
+    )
     lat, longest = await cancel_latency()
-    print(f"cancellation: returned {lat * 1e3:.1f} ms after the cancel; longest probe "
-          f"{longest * 1e3:.1f} ms (target <= one probe + 20 ms = {(longest + 0.02) * 1e3:.1f} ms)")
+    print(
+        f"cancellation: returned {lat * 1e3:.1f} ms after the cancel; longest probe "
+        f"{longest * 1e3:.1f} ms (target <= one probe + 20 ms = {(longest + 0.02) * 1e3:.1f} ms)"
+    )
     took = await budget()
     print(f"budget: 1 s budget with 50 ms probes returned after {took:.3f} s (target <= 1.1 s)")
     five, two, overlap = await flights()
-    print(f"single flight: 5 concurrent resolves of one key ran {five} sweep(s); two keys ran "
-          f"{two} sweeps and their probes {'OVERLAPPED' if overlap else 'never overlapped'}")
+    print(
+        f"single flight: 5 concurrent resolves of one key ran {five} sweep(s); two keys ran "
+        f"{two} sweeps and their probes {'OVERLAPPED' if overlap else 'never overlapped'}"
+    )
 
 
 def main() -> int:

@@ -162,24 +162,32 @@ def main() -> int:
         _env(tmp)
         t = time.perf_counter()
         wrote, found = lost_updates(tmp, procs, per)
-        print(f"lost updates: {procs} processes x {per} resolves of distinct keys: "
-              f"{found}/{wrote} entries kept, {wrote - found} lost "
-              f"({time.perf_counter() - t:.1f} s)")
+        print(
+            f"lost updates: {procs} processes x {per} resolves of distinct keys: "
+            f"{found}/{wrote} entries kept, {wrote - found} lost "
+            f"({time.perf_counter() - t:.1f} s)"
+        )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         _env(tmp)
         sweeps, sources = single_sweep(tmp, racers)
-        print(f"single sweep: {racers} processes resolving one cold key ran {sweeps} sweep(s); "
-              f"sources {sources}")
+        print(
+            f"single sweep: {racers} processes resolving one cold key ran {sweeps} sweep(s); "
+            f"sources {sources}"
+        )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         unreadable, entries, aside = killed_writers(tmp, killers)
-        print(f"crashes: {killers} writers SIGKILLed mid-write: {unreadable} unreadable files, "
-              f"{aside} moved aside, {entries} entries readable at the end")
+        print(
+            f"crashes: {killers} writers SIGKILLed mid-write: {unreadable} unreadable files, "
+            f"{aside} moved aside, {entries} entries readable at the end"
+        )
     with tempfile.TemporaryDirectory() as d:
         hot, cold = hit_latency(Path(d), 1000)
-        print(f"hit latency, 1000 entries: steady state median {hot * 1e6:.1f} us; "
-              f"first read of the file {cold * 1e3:.2f} ms")
+        print(
+            f"hit latency, 1000 entries: steady state median {hot * 1e6:.1f} us; "
+            f"first read of the file {cold * 1e3:.2f} ms"
+        )
     return 0
 
 

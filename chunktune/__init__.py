@@ -1,7 +1,7 @@
 """chunktune: choose the thread-pool ``chunk_size`` of MuJoCo batched rollouts by measurement.
 
-    decision = await chunktune.resolve(workload)
-    rollout.rollout(..., chunk_size=decision.chunk_size)
+decision = await chunktune.resolve(workload)
+rollout.rollout(..., chunk_size=decision.chunk_size)
 """
 
 from __future__ import annotations

@@ -194,8 +194,10 @@ def legacy_entries(
 
 
 def _is_legacy(doc: Mapping[str, Any]) -> bool:
-    return "schema" not in doc and bool(doc) and all(
-        isinstance(v, dict) and "chunk_size" in v for v in doc.values()
+    return (
+        "schema" not in doc
+        and bool(doc)
+        and all(isinstance(v, dict) and "chunk_size" in v for v in doc.values())
     )
 
 
@@ -343,9 +345,7 @@ class DecisionCache:
 
     def key_lock(self, key: str) -> filelock.BaseFileLock:
         """A cross-process lock for sweeping one key (not thread-local: any thread may release)."""
-        return filelock.FileLock(
-            self.path.parent / "locks" / f"{key}.lock", thread_local=False
-        )
+        return filelock.FileLock(self.path.parent / "locks" / f"{key}.lock", thread_local=False)
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:

@@ -97,7 +97,10 @@ def _make_converter() -> cattrs.Converter:
         fields = attrs.fields(cls)
         overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
         structure_fn: Any = make_dict_structure_fn(
-            cls, conv, _cattrs_forbid_extra_keys=True, **overrides  # type: ignore[arg-type]
+            cls,
+            conv,
+            _cattrs_forbid_extra_keys=True,
+            **overrides,  # type: ignore[arg-type]
         )
         conv.register_structure_hook(cls, structure_fn)
 
@@ -262,8 +265,8 @@ def _resolve_tables(
                 problems.append(f"{where}.{name}.extends: cycle {cycle}")
                 return None
             # a user policy may extend another user policy, else a preset
-            parent_layer = "user" if (layer == "user" and parent in user and parent != name) else (
-                "preset"
+            parent_layer = (
+                "user" if (layer == "user" and parent in user and parent != name) else ("preset")
             )
             if parent_layer == "preset" and parent not in presets:
                 known = sorted(set(presets) | set(user))

@@ -522,4 +522,3 @@ def resolve_sync(
             "would stall it; use `await chunktune.resolve(...)` there instead"
         )
     return anyio.run(call)
-

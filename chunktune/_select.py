@@ -98,7 +98,7 @@ def select(
             f"{native} ({_ms(chosen_t)} vs {_ms(native_t)})"
         )
     if len(band) == 1:
-        tail = "no other candidate came within " f"{tie_tol:.1%} of it"
+        tail = f"no other candidate came within {tie_tol:.1%} of it"
     elif tie_break == "center":
         tail = (
             f"{len(band)} candidates ({', '.join(map(str, band))}) were within {tie_tol:.1%} "

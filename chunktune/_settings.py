@@ -118,9 +118,7 @@ class Policy:
 class CacheSettings:
     """Where decisions are stored. ``path=None`` means the platform's user cache dir."""
 
-    path: str | None = attrs.field(
-        default=None, validator=attrs.validators.optional(text())
-    )
+    path: str | None = attrs.field(default=None, validator=attrs.validators.optional(text()))
     format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
     enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 

@@ -97,9 +97,7 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         bad = [
-            v
-            for v in value
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
+            v for v in value if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
         ]
         if bad or len(value) < min_len:
             raise ValueError(

@@ -21,9 +21,7 @@ class FakePool:
     """A pool with the older tuner's step signature whose cost follows the sim model."""
 
     def __init__(self, fail: bool = False) -> None:
-        self.sim = SimulatedWorkload.from_layout(
-            "blocked", num_envs=256, nthread=4, mean_s=2e-5
-        )
+        self.sim = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=4, mean_s=2e-5)
         self.calls: list[dict[str, Any]] = []
         self.fail = fail
 
@@ -46,9 +44,17 @@ class FakePool:
 
 def call(pool: FakePool, state: np.ndarray, **over: Any) -> int | None:
     kwargs: dict[str, Any] = {
-        "pool": pool, "state": state, "model": FakeModel(), "n_variants": 1,
-        "num_envs": 256, "nthread": 4, "dtype": np.float32, "post_step_forward_sensor": False,
-        "bench_nsteps": 3, "manual_chunk_size": None, "adaptive": True,
+        "pool": pool,
+        "state": state,
+        "model": FakeModel(),
+        "n_variants": 1,
+        "num_envs": 256,
+        "nthread": 4,
+        "dtype": np.float32,
+        "post_step_forward_sensor": False,
+        "bench_nsteps": 3,
+        "manual_chunk_size": None,
+        "adaptive": True,
     }
     kwargs.update(over)
     return resolve_chunk_size(**kwargs)

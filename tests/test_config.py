@@ -70,8 +70,9 @@ def test_user_policy_extends_a_user_policy(tmp_path: Path) -> None:
 
 def test_same_strategy_merges_candidate_tables() -> None:
     """Overriding one candidate parameter keeps the preset's other parameters."""
-    s = settings_from_dict({"policies": {"m": {"extends": "balanced",
-                                                "candidates": {"max_candidates": 5}}}})
+    s = settings_from_dict(
+        {"policies": {"m": {"extends": "balanced", "candidates": {"max_candidates": 5}}}}
+    )
     assert s.get_policy("m").candidates == attrs.evolve(
         s.get_policy("balanced").candidates, max_candidates=5
     )
@@ -110,7 +111,9 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = str(info.value)
     assert str(cfg) in text
     assert "policies.mine.margn: unknown key; did you mean margin?" in text
-    assert "policies.mine.tie_tol: 2.0 is not valid for tie_tol; expected a number in [0, 1)" in text
+    assert (
+        "policies.mine.tie_tol: 2.0 is not valid for tie_tol; expected a number in [0, 1)" in text
+    )
     assert "policies.mine.race: 1 is not true or false" in text
     assert "policies.mine.tie_break: 'left'" in text and "'center'" in text
     assert "policies.mine.candidates.sizes" in text and "bad: 0" in text

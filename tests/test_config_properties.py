@@ -1,4 +1,4 @@
-"""Property tests: valid settings round-trip through TOML; mutated files load or raise ConfigError."""
+"""Property tests: valid settings round-trip; mutated files load or raise ConfigError."""
 
 from __future__ import annotations
 

@@ -12,8 +12,15 @@ from chunktune._resolve import cache_key
 from chunktune.sim import Noise, SimulatedWorkload
 
 SIG = {"kind": "mujoco.rollout", "model_sha": "abc", "nstep": 10, "n_variants": 1}
-DEVICE = {"cpu": "AMD EPYC", "logical_cpus": 16, "usable_cpus": 16, "cpu_quota": "none",
-          "system": "Linux", "machine": "x86_64", "mujoco": "4.0.0"}
+DEVICE = {
+    "cpu": "AMD EPYC",
+    "logical_cpus": 16,
+    "usable_cpus": 16,
+    "cpu_quota": "none",
+    "system": "Linux",
+    "machine": "x86_64",
+    "mujoco": "4.0.0",
+}
 
 
 def key(**over: object) -> str:

@@ -13,8 +13,8 @@ import pytest
 import chunktune
 from chunktune import ExplicitCandidates, Policy, Settings, load_settings
 from chunktune._candidates import candidate_list
-from chunktune._sweep import sweep
 from chunktune._stats import estimate
+from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import anyio.to_thread
@@ -25,7 +27,11 @@ pytestmark = pytest.mark.anyio
 
 def uneven(**kw: object) -> SimulatedWorkload:
     return SimulatedWorkload.from_layout(
-        "blocked", num_envs=512, nthread=8, noise=Noise(sigma=0.01), **kw  # type: ignore[arg-type]
+        "blocked",
+        num_envs=512,
+        nthread=8,
+        noise=Noise(sigma=0.01),
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -76,8 +82,13 @@ async def test_manual_wins_without_measuring() -> None:
 
 
 @pytest.mark.parametrize(
-    "manual", [pytest.param(0, id="zero"), pytest.param(2.5, id="float"),
-               pytest.param("8", id="text"), pytest.param(True, id="bool")]
+    "manual",
+    [
+        pytest.param(0, id="zero"),
+        pytest.param(2.5, id="float"),
+        pytest.param("8", id="text"),
+        pytest.param(True, id="bool"),
+    ],
 )
 async def test_bad_manual_is_rejected(manual: object) -> None:
     """A manual chunk that is not an integer >= 1 raises, naming the value."""
@@ -123,8 +134,11 @@ async def test_not_a_workload_is_rejected() -> None:
 
 @pytest.mark.parametrize(
     ("n", "t", "field"),
-    [pytest.param(0, 2, "num_envs", id="envs0"), pytest.param(16, 0, "nthread", id="threads0"),
-     pytest.param(16, 2.0, "nthread", id="threads-float")],
+    [
+        pytest.param(0, 2, "num_envs", id="envs0"),
+        pytest.param(16, 0, "nthread", id="threads0"),
+        pytest.param(16, 2.0, "nthread", id="threads-float"),
+    ],
 )
 async def test_bad_sizes_are_rejected(n: object, t: object, field: str) -> None:
     """num_envs and nthread must be integers >= 1."""
@@ -223,7 +237,7 @@ async def test_concurrent_resolves_share_one_sweep() -> None:
 
 async def test_resolve_sync_on_the_loop_thread_raises() -> None:
     """resolve_sync called on the event loop's thread says to await resolve instead."""
-    with pytest.raises(UsageError, match="await chunktune.resolve"):
+    with pytest.raises(UsageError, match=r"await chunktune\.resolve"):
         chunktune.resolve_sync(uneven())
 
 
@@ -251,7 +265,7 @@ def test_errors_share_one_base() -> None:
 class Recording(SimulatedWorkload):
     """A simulated workload that really takes a little time and records when each probe ran."""
 
-    log: list[tuple[float, float, str]] = []
+    log: ClassVar[list[tuple[float, float, str]]] = []
 
     def run(self, chunk_size: int | None) -> float:
         import time
@@ -273,10 +287,10 @@ async def test_two_keys_never_measure_at_the_same_time() -> None:
         tg.start_soon(lambda: chunktune.resolve(b, policy="quick"))
     spans = sorted(Recording.log)
     assert {name for *_, name in spans} == {"a", "b"}
-    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False))
+    assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(spans))
     # one whole sweep, then the other: the names change exactly once
     names = [name for *_, name in spans]
-    assert sum(1 for x, y in zip(names, names[1:], strict=False) if x != y) == 1
+    assert sum(1 for x, y in itertools.pairwise(names) if x != y) == 1
 
 
 async def test_hard_limit_gives_up_with_native(isolated: Path) -> None:

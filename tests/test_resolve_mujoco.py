@@ -35,7 +35,7 @@ def fast_settings(tmp: Path) -> chunktune.Settings:
 
 
 def test_rollout_workload_resolves_and_caches(isolated: Path) -> None:
-    """A real RolloutWorkload sweeps, the chunk works in the pool, and the next run hits the cache."""
+    """A real RolloutWorkload sweeps, its chunk runs in the pool, and a second resolve hits."""
     path = isolated / "tiny.xml"
     path.write_text(TINY)
     settings = fast_settings(isolated)

@@ -50,7 +50,9 @@ def test_rounds_use_fresh_random_orders() -> None:
     pol = attrs.evolve(balanced(), prime=0, race=False, early_stop=False, max_rounds=4)
     cands = candidate_list(pol.candidates, 1024, 16)
     sweep(w, cands, pol)
-    rounds = [[c for c, _ in w.history[i : i + len(cands)]] for i in range(0, 4 * len(cands), len(cands))]
+    rounds = [
+        [c for c, _ in w.history[i : i + len(cands)]] for i in range(0, 4 * len(cands), len(cands))
+    ]
     assert all(sorted(r, key=str) == sorted(cands, key=str) for r in rounds)
     assert len({tuple(map(str, r)) for r in rounds}) > 1
     assert rounds[0][0] is None  # native leads the first round
@@ -125,8 +127,13 @@ def test_cancellation_stops_before_the_next_probe() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [pytest.param(-1.0, id="negative"), pytest.param(float("nan"), id="nan"),
-            pytest.param("fast", id="text"), pytest.param(0.0, id="zero")]
+    "bad",
+    [
+        pytest.param(-1.0, id="negative"),
+        pytest.param(float("nan"), id="nan"),
+        pytest.param("fast", id="text"),
+        pytest.param(0.0, id="zero"),
+    ],
 )
 def test_nonsense_seconds_are_a_workload_error(bad: object) -> None:
     """run() must return positive finite seconds."""
@@ -166,8 +173,9 @@ def test_sequential_schedule_reproduces_the_older_tuner() -> None:
 )
 def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]], float]) -> None:
     """The reported estimate is the policy's estimator over the kept samples."""
-    pol = attrs.evolve(balanced(), estimator=estimator, race=False, early_stop=False,
-                       max_rounds=5, prime=0)
+    pol = attrs.evolve(
+        balanced(), estimator=estimator, race=False, early_stop=False, max_rounds=5, prime=0
+    )
     w = blocked(sigma=0.05)
     r = sweep(w, [None, 4], pol)
     for chunk, samples in r.samples.items():
