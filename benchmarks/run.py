@@ -336,20 +336,31 @@ def simulated_rows(
 # ------------------------------------------------------------------------ real rows
 
 
+def _paired(a: Sequence[float], b: Sequence[float]) -> float:
+    """Median over rounds of ``a[i] / b[i]``, minus 1."""
+    return statistics.median(x / y for x, y in zip(a, b, strict=True)) - 1.0
+
+
 def remeasure(
-    workload: Any, chunk: int | None, reps: int, *, seed: int = 0
+    workload: Any, chunk: int | None, native: int, reps: int, *, seed: int = 0
 ) -> dict[str, float | None]:
-    """Interleave the chosen chunk, native and Batch ``reps`` times; medians and minima (s)."""
+    """Interleave the chosen chunk, native and Batch for ``reps`` rounds (seconds, ratios).
+
+    Each round runs the three once, in a fresh random order. ``*_seconds`` are medians
+    over the rounds and ``*_min`` minima; ``vs_native`` and ``vs_batch`` are medians of
+    the per-round ratios, so load that comes and goes between rounds cancels out. A
+    chosen chunk equal to native is native: it is not run twice, and ``vs_native`` is 0.
+    """
     rng = np.random.default_rng(seed)
     has_batch = True
     try:
         workload.batch_seconds()
     except chunktune.UsageError:
         has_batch = False
-    runs: dict[str, Callable[[], float]] = {
-        "step": lambda: float(workload.run(chunk)),
-        "native": lambda: float(workload.run(None)),
-    }
+    runs: dict[str, Callable[[], float]] = {"native": lambda: float(workload.run(None))}
+    same = chunk is None or chunk == native
+    if not same:
+        runs["step"] = lambda: float(workload.run(chunk))
     if has_batch:
         runs["batch"] = lambda: float(workload.batch_seconds())
     names = list(runs)
@@ -359,11 +370,19 @@ def remeasure(
     for _ in range(reps):
         for i in rng.permutation(len(names)):
             seen[names[int(i)]].append(runs[names[int(i)]]())
+    if same:
+        seen["step"] = seen["native"]
     out: dict[str, float | None] = {}
     for key in ("step", "native", "batch"):
         values = seen.get(key)
         out[f"{key}_seconds"] = statistics.median(values) if values else None
         out[f"{key}_min"] = min(values) if values else None
+    step = seen["step"]
+    out["vs_native"] = _paired(step, seen["native"])
+    batch = seen.get("batch")
+    out["vs_batch"] = _paired(step, batch) if batch else None
+    # how far the typical native call sits above the fastest: a busy machine shows here
+    out["native_spread"] = statistics.median(seen["native"]) / min(seen["native"]) - 1.0
     return out
 
 
@@ -385,9 +404,11 @@ def real_rows(
             start = time.perf_counter()
             decision = chunktune.resolve_sync(workload, settings=settings, policy=policy)
             sweep_wall = time.perf_counter() - start
-            m = remeasure(workload, decision.chunk_size, reps, seed=len(rows))
-            step, native, batch = m["step_seconds"], m["native_seconds"], m["batch_seconds"]
-            assert step is not None and native is not None
+            m = remeasure(
+                workload, decision.chunk_size, decision.native_chunk, reps, seed=len(rows)
+            )
+            step = m["step_seconds"]
+            assert step is not None
             rows.append(
                 {
                     "kind": "mujoco",
@@ -408,8 +429,6 @@ def real_rows(
                     "reps": reps,
                     **m,
                     "bound_seconds": bound_s,
-                    "vs_native": step / native - 1.0,
-                    "vs_batch": None if batch is None else step / batch - 1.0,
                     "vs_bound": step / bound_s - 1.0,
                     "reason": decision.reason,
                 }
@@ -688,7 +707,7 @@ def sim_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
 
 def real_table(rows: Sequence[Row]) -> str:
     headers = ["case", "T", "policy", "chunk", "native", "tuned ms", "native ms", "batch ms",
-               "bound ms", "tuned/native", "tuned/Batch", "tuned/bound", "probe s",
+               "bound ms", "tuned/native", "tuned/Batch", "tuned/bound", "spread", "probe s",
                "sweep s"]  # fmt: skip
     body = [
         [
@@ -704,6 +723,7 @@ def real_table(rows: Sequence[Row]) -> str:
             _p(r["vs_native"]),
             _p(r["vs_batch"]),
             _p(r["vs_bound"]),
+            _u(r["native_spread"], 0),
             f"{r['probe_seconds']:.2f}",
             f"{r['sweep_wall_s']:.2f}",
         ]

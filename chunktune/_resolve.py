@@ -187,8 +187,11 @@ class _Request:
 
 def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
     p = req.policy
+    # a raced-out candidate was judged clearly behind on the evidence of its time;
+    # its few samples may look lucky later, so only survivors (and native) compete
+    contenders = {c: t for c, t in result.estimates.items() if c not in result.raced_out}
     choice = select(
-        result.estimates,
+        contenders,
         native=req.native,
         upper=upper_chunk(req.num_envs, req.nthread),
         margin=p.margin,

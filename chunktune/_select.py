@@ -27,7 +27,10 @@ class Choice:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:#.3g} ms"
+    """Milliseconds with about four significant digits: 107.6 ms, 98.50 ms, 1.300 ms."""
+    ms = seconds * 1e3
+    digits = 4 if ms <= 0 else min(4, max(1, 3 - math.floor(math.log10(ms))))
+    return f"{ms:.{digits}f} ms"
 
 
 def _pick(band: list[int], tie_break: str, *, native: int, upper: int) -> int:

@@ -241,3 +241,39 @@ def test_write_then_read_cache_file_round_trips(tmp_path: Path) -> None:
         write_cache_file(tmp_path / name, {"k": entry()})
         got, bad, kind = read_cache_file(tmp_path / name)
         assert (set(got), bad, kind) == ({"k"}, 0, "chunktune cache")
+
+
+def _resolve_shared(cache: str, lock: str, log: str) -> None:
+    os.environ["CHUNKTUNE_CACHE"] = cache
+    os.environ["CHUNKTUNE_SWEEP_LOCK"] = lock
+    import chunktune
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    def on_progress(event: chunktune.ProgressEvent) -> None:
+        if event.kind == "candidates":
+            with open(log, "a") as f:
+                f.write("sweep\n")
+
+    w = SimulatedWorkload(env_costs("blocked", 512), nthread=8, name="shared")
+    decision = chunktune.resolve_sync(w, policy="quick", on_progress=on_progress)
+    with open(log, "a") as f:
+        f.write(f"{decision.source} {decision.chunk_size}\n")
+
+
+@pytest.mark.slow
+def test_processes_resolving_one_cold_key_sweep_once(tmp_path: Path) -> None:
+    """Four processes resolving the same cold key run one sweep; the rest read its answer."""
+    log = tmp_path / "log"
+    args = (str(tmp_path / "cache.json"), str(tmp_path / "sweep.lock"), str(log))
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_resolve_shared, args=args) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    lines = log.read_text().splitlines()
+    assert lines.count("sweep") == 1
+    results = [line.split() for line in lines if line != "sweep"]
+    assert sorted(source for source, _ in results) == ["benchmark", "cache", "cache", "cache"]
+    assert len({chunk for _, chunk in results}) == 1

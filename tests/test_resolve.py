@@ -329,3 +329,38 @@ async def test_hard_limit_covers_waiting_for_the_sweep_lock(isolated: Path) -> N
     assert d.source == "fallback" and w.calls == 0
     again = await chunktune.resolve(w, policy=pol)
     assert again.source == "benchmark"
+
+
+async def test_a_raced_out_candidate_is_never_chosen() -> None:
+    """A size raced out early keeps its old estimate in timings but cannot win later."""
+    import attrs
+
+    class Drifting:
+        """Chunk 8 leads early then slows down; chunk 4 is raced out in round 3."""
+
+        num_envs, nthread = 512, 8
+
+        def __init__(self) -> None:
+            self.seen: dict[int | None, int] = {}
+
+        def signature(self) -> dict[str, str]:
+            return {"kind": "drifting"}
+
+        def run(self, chunk_size: int | None) -> float:
+            n = self.seen[chunk_size] = self.seen.get(chunk_size, 0) + 1
+            if chunk_size == 8:
+                return 0.80 if n <= 3 else 0.93
+            return {None: 1.0, 4: 0.90}[chunk_size]
+
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"),
+        prime=0,
+        estimator="median",
+        early_stop=False,
+        max_rounds=12,
+        candidates=chunktune.ExplicitCandidates(sizes=(4, 8)),
+    )
+    d = await chunktune.resolve(Drifting(), policy=pol)  # type: ignore[arg-type]
+    assert d.raced_out == (4,)
+    assert d.timings[4] < d.timings[8]
+    assert d.chunk_size == 8
