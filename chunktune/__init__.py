@@ -32,7 +32,7 @@ from ._settings import CacheSettings, LogSettings, Policy, Settings
 from ._workload import Workload, native_chunk, upper_chunk
 
 if TYPE_CHECKING:
-    from ._mujoco import RolloutWorkload
+    from ._mujoco import RolloutWorkload, demo_model_path, demo_workload
 
 __all__ = [
     "BalancedCandidates",
@@ -56,6 +56,8 @@ __all__ = [
     "UsageError",
     "Workload",
     "WorkloadError",
+    "demo_model_path",
+    "demo_workload",
     "dump_policy",
     "dump_settings",
     "load_settings",
@@ -66,10 +68,13 @@ __all__ = [
 ]
 
 
+_LAZY = ("RolloutWorkload", "demo_model_path", "demo_workload")
+
+
 def __getattr__(name: str) -> Any:
     # importing mujoco costs ~0.3 s; only pay for it when the real workload is asked for
-    if name == "RolloutWorkload":
-        from ._mujoco import RolloutWorkload
+    if name in _LAZY:
+        from . import _mujoco
 
-        return RolloutWorkload
+        return getattr(_mujoco, name)
     raise AttributeError(f"module 'chunktune' has no attribute {name!r}")
