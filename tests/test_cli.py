@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from chunktune import _cli
+from chunktune import _cli_tune
 from chunktune._cache import CacheEntry, DecisionCache
 from chunktune._cli import main
 
@@ -196,7 +196,7 @@ def test_tune_demo_defaults_fit_the_machine(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without a model the demo is tuned with nthread = usable CPUs and 128 envs per thread."""
-    monkeypatch.setattr(_cli, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_cli_tune, "usable_cpus", lambda: 1)
     assert main(["tune", "--nstep", "2", "--json"]) == 0
     out, err = capsys.readouterr()
     decision = json.loads(out)
@@ -216,7 +216,7 @@ def test_nthread_above_usable_cpus_warns(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """--nthread above the usable CPUs is a warning on stderr, and the tune still runs."""
-    monkeypatch.setattr(_cli, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_cli_tune, "usable_cpus", lambda: 1)
     assert main(["tune", str(model), *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
     assert "warning: --nthread 2 is more than the 1 CPU this process may use" in err
@@ -246,7 +246,7 @@ def test_plot_without_matplotlib_exits_2(
     def missing() -> set[str]:
         raise ImportError("No module named 'matplotlib'")
 
-    monkeypatch.setattr(_cli, "plot_formats", missing)
+    monkeypatch.setattr(_cli_tune, "plot_formats", missing)
     assert main(["tune", str(model), *SMALL, "--plot", "x.png"]) == 2
     err = capsys.readouterr().err
     assert "--plot needs matplotlib: pip install 'chunktune[plot]'" in err
@@ -268,7 +268,9 @@ def test_failing_workload_reports_native_and_exits_1(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A workload that fails while measuring gives the native fallback, a warning and exit 1."""
-    monkeypatch.setattr(_cli, "_load_workload", lambda args, nthread: (_FailingWorkload(), "x"))
+    monkeypatch.setattr(
+        _cli_tune, "_load_workload", lambda args, nthread: (_FailingWorkload(), "x")
+    )
     assert main(["tune", "--json"]) == 1
     out, err = capsys.readouterr()
     decision = json.loads(out)

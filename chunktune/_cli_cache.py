@@ -1,0 +1,262 @@
+"""``chunktune cache path|list|show|clear|export|import``: the decision cache by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich import box
+from rich.table import Table
+
+from ._cache import (
+    LEGACY_PREFIX,
+    CacheEntry,
+    DecisionCache,
+    read_cache_file,
+    write_cache_file,
+)
+from ._cli_common import EXIT_OK, EXIT_USAGE, console_on, error, help_formatter, warn
+from ._config import load_settings
+from ._errors import CacheError, ConfigError, InvalidArgumentError
+from ._render import chunk_label, entry_age, entry_table, model_summary
+from ._resolve import cache_for
+
+__all__ = ["add_parser"]
+
+_CACHE_EPILOG = """\
+examples:
+  chunktune cache path                 where the cache file is
+  chunktune cache list                 one line per stored decision
+  chunktune cache show 3fa9c1          the stored table of one entry (key prefix)
+  chunktune cache clear --yes          delete every entry
+  chunktune cache export backup.toml   a copy, in the format of the suffix
+  chunktune cache import other.json    merge another machine's cache, or an older
+                                       tuner's JSON cache (keys legacy-<key>)
+
+On import, a key present in both keeps the entry created later.
+"""
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    """Add ``cache`` and its verbs to ``commands``; every verb takes ``common``'s options."""
+    cache = commands.add_parser(
+        "cache",
+        help="inspect, clear, export or import the decision cache",
+        description="Inspect and manage the decision cache.",
+        epilog=_CACHE_EPILOG,
+        formatter_class=help_formatter,
+    )
+    verbs = cache.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs.add_parser("path", parents=[common], help="print the cache file's path").set_defaults(
+        handler=_cmd_cache_path
+    )
+    verbs.add_parser("list", parents=[common], help="one line per entry").set_defaults(
+        handler=_cmd_cache_list
+    )
+    show = verbs.add_parser("show", parents=[common], help="the stored table of one entry")
+    show.add_argument("key", metavar="KEY-PREFIX", help="the start of the entry's key")
+    show.set_defaults(handler=_cmd_cache_show)
+    clear = verbs.add_parser("clear", parents=[common], help="delete every entry")
+    clear.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    clear.set_defaults(handler=_cmd_cache_clear)
+    export = verbs.add_parser(
+        "export", parents=[common], help="write a copy (.json or .toml by the suffix)"
+    )
+    export.add_argument("file", metavar="FILE")
+    export.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    export.set_defaults(handler=_cmd_cache_export)
+    imp = verbs.add_parser(
+        "import", parents=[common], help="merge a chunktune cache or an older tuner's cache"
+    )
+    imp.add_argument("file", metavar="FILE")
+    imp.set_defaults(handler=_cmd_cache_import)
+
+
+def _open_cache(args: argparse.Namespace) -> DecisionCache:
+    settings = load_settings(args.config)
+    cache = cache_for(settings)
+    if cache is None:
+        where = f" in {settings.source}" if settings.source else ""
+        raise ConfigError(f"cache.enabled: the cache is disabled{where}")
+    return cache
+
+
+def _cmd_cache_path(args: argparse.Namespace) -> int:
+    print(_open_cache(args).path)
+    return EXIT_OK
+
+
+def _cmd_cache_list(args: argparse.Namespace) -> int:
+    cache = _open_cache(args)
+    entries = cache.entries()
+    if not entries:
+        print(f"no entries in {cache.path}")
+        return EXIT_OK
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for name, justify in (
+        ("key", "left"),
+        ("model", "left"),
+        ("N", "right"),
+        ("T", "right"),
+        ("chunk", "right"),
+        ("age", "right"),
+        ("policy", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    now = time.time()
+    for key, entry in sorted(entries.items(), key=lambda kv: -kv[1].created):
+        table.add_row(
+            key[: len(LEGACY_PREFIX) + 12] if key.startswith(LEGACY_PREFIX) else key[:12],
+            model_summary(entry),
+            str(entry.num_envs or "?"),
+            str(entry.nthread or "?"),
+            chunk_label(entry.chunk_size, entry.native_chunk),
+            entry_age(entry, now),
+            entry.policy or "?",
+        )
+    console = console_on(sys.stdout)
+    console.print(table)
+    console.print(f"{len(entries)} entries in {cache.path}")
+    return EXIT_OK
+
+
+def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
+    entries = cache.entries()
+    matches = sorted(k for k in entries if k.startswith(prefix))
+    if not matches:
+        raise InvalidArgumentError(
+            f"no cache entry's key starts with {prefix!r} (see `chunktune cache list`)"
+        )
+    if len(matches) > 1:
+        shown = ", ".join(k[:16] for k in matches[:8])
+        more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
+        raise InvalidArgumentError(
+            f"{prefix!r} matches {len(matches)} entries ({shown}{more}); give more characters"
+        )
+    return matches[0], entries[matches[0]]
+
+
+def _cmd_cache_show(args: argparse.Namespace) -> int:
+    cache = _open_cache(args)
+    key, entry = _find_entry(cache, args.key)
+    console = console_on(sys.stdout)
+    created = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.created))
+        + f" ({entry_age(entry)} ago)"
+        if entry.created > 0
+        else "unknown"
+    )
+    facts = [
+        ("key", key),
+        ("model", model_summary(entry)),
+        ("model file", entry.model_file or "-"),
+        ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
+        ("policy", f"{entry.policy or '?'} ({entry.policy_hash or 'no hash'})"),
+        ("created", created),
+        ("host", entry.host or "?"),
+        (
+            "versions",
+            f"chunktune {entry.chunktune_version or '?'}, mujoco {entry.mujoco_version or '?'}",
+        ),
+        ("probe time", f"{entry.probe_seconds:.2f} s" + (" (partial)" if entry.partial else "")),
+    ]
+    width = max(len(name) for name, _ in facts)
+    for name, value in facts:
+        console.print(f"{name:<{width}}  {value}")
+    if entry.signature:
+        sig = ", ".join(f"{k}={v}" for k, v in sorted(entry.signature.items()))
+        console.print(f"{'signature':<{width}}  {sig}")
+    if entry.timings:
+        console.print(entry_table(entry))
+    else:
+        console.print("(no candidates stored)")
+    console.print(f"chunk_size={chunk_label(entry.chunk_size, entry.native_chunk)}")
+    if entry.reason:
+        console.print(entry.reason)
+    return EXIT_OK
+
+
+def _cmd_cache_clear(args: argparse.Namespace) -> int:
+    cache = _open_cache(args)
+    count = len(cache.entries())
+    if count == 0:
+        print(f"no entries in {cache.path}; nothing to clear")
+        return EXIT_OK
+    if not args.yes:
+        if not sys.stdin.isatty():
+            error(
+                f"refusing to delete {count} entries from {cache.path} without --yes "
+                "(stdin is not a terminal, so there is no one to ask)"
+            )
+            return EXIT_USAGE
+        try:
+            answer = input(f"Delete all {count} entries from {cache.path}? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return EXIT_OK
+    removed = cache.clear()
+    if cache.entries():
+        raise CacheError(f"cannot write the cache {cache.path}; nothing was deleted")
+    print(f"deleted {removed} entries from {cache.path}")
+    return EXIT_OK
+
+
+def _file_format(path: Path, what: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".toml"):
+        raise InvalidArgumentError(f"{what} {path}: the name must end in .json or .toml")
+    return suffix[1:]
+
+
+def _cmd_cache_export(args: argparse.Namespace) -> int:
+    cache = _open_cache(args)
+    target = Path(args.file).expanduser()
+    fmt = _file_format(target, "export")
+    if target.resolve() == cache.path.resolve():
+        raise InvalidArgumentError(f"export {target}: that is the cache file itself")
+    if target.exists() and not args.force:
+        raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
+    entries = cache.entries()
+    write_cache_file(target, entries, format=fmt)
+    print(f"exported {len(entries)} entries from {cache.path} to {target}")
+    return EXIT_OK
+
+
+def _cmd_cache_import(args: argparse.Namespace) -> int:
+    cache = _open_cache(args)
+    source = Path(args.file).expanduser()
+    if source.exists() and source.resolve() == cache.path.resolve():
+        raise InvalidArgumentError(f"import {source}: that is the cache file itself")
+    incoming, bad, kind = read_cache_file(source)
+    if bad:
+        warn(f"skipped {bad} malformed entries in {source}")
+    report = cache.merge(incoming)
+    for key in report.replaced:
+        print(f"replaced {key[:12]}: the imported entry is newer")
+    for key in report.kept:
+        print(f"kept {key[:12]}: the entry already in the cache is newer")
+    added, replaced, kept, same = (
+        len(report.added),
+        len(report.replaced),
+        len(report.kept),
+        len(report.same),
+    )
+    summary = f"imported {added + replaced} of {len(incoming)} entries from {kind} {source}"
+    extras = []
+    if replaced:
+        extras.append(f"{replaced} replacing older entries")
+    if kept:
+        extras.append(f"kept {kept} newer entries already in the cache")
+    if same:
+        extras.append(f"{same} already present")
+    if extras:
+        summary += f" ({'; '.join(extras)})"
+    print(f"{summary} into {cache.path}")
+    return EXIT_OK

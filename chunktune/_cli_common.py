@@ -1,0 +1,54 @@
+"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from rich.console import Console
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_WORKLOAD_FAILED",
+    "console_on",
+    "error",
+    "help_formatter",
+    "say",
+    "warn",
+]
+
+EXIT_OK = 0
+EXIT_WORKLOAD_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def help_formatter(prog: str) -> argparse.HelpFormatter:
+    """Keeps the hand-laid epilogs as written; help columns start at 30 at most."""
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=30)
+
+
+def console_on(file: TextIO) -> Console:
+    """A console on ``file``; off a terminal, no colour and no wrapping of long lines."""
+    console = Console(file=file, highlight=False, markup=False, emoji=False)
+    if not console.is_terminal:
+        console = Console(
+            file=file, highlight=False, markup=False, emoji=False, width=160, no_color=True
+        )
+    return console
+
+
+def say(message: str) -> None:
+    """One line of progress or information on stderr."""
+    print(f"chunktune: {message}", file=sys.stderr, flush=True)
+
+
+def warn(message: str) -> None:
+    print(f"chunktune: warning: {message}", file=sys.stderr, flush=True)
+
+
+def error(message: str) -> None:
+    print(f"chunktune: error: {message}", file=sys.stderr, flush=True)

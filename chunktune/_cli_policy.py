@@ -1,0 +1,97 @@
+"""``chunktune policy list|show``: the measurement policies, presets and the user's own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+
+from rich import box
+from rich.table import Table
+
+from ._cli_common import EXIT_OK, console_on, help_formatter
+from ._config import dump_policy, load_settings, preset_names
+from ._settings import Settings
+
+__all__ = ["add_parser"]
+
+_POLICY_EPILOG = """\
+examples:
+  chunktune policy list                every policy, where it comes from, the active one
+  chunktune policy show                the active policy as TOML
+  chunktune policy show seed           the policy that behaves like the older tuner
+"""
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    """Add ``policy`` and its verbs to ``commands``; every verb takes ``common``'s options."""
+    policy = commands.add_parser(
+        "policy",
+        help="list the policies or show one as TOML",
+        description="The measurement policies: shipped presets and your own.",
+        epilog=_POLICY_EPILOG,
+        formatter_class=help_formatter,
+    )
+    verbs = policy.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs.add_parser(
+        "list", parents=[common], help="name, description and origin of every policy"
+    ).set_defaults(handler=_cmd_policy_list)
+    show = verbs.add_parser("show", parents=[common], help="a policy, fully resolved, as TOML")
+    show.add_argument("name", nargs="?", metavar="NAME", help="default: the active policy")
+    show.set_defaults(handler=_cmd_policy_show)
+
+
+def _user_policy_names(settings: Settings) -> set[str]:
+    """The policies the settings file itself defines (or overrides)."""
+    if settings.source is None:
+        return set()
+    try:
+        with open(settings.source, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return set()
+    table = doc.get("policies", {})
+    return set(table) if isinstance(table, dict) else set()
+
+
+def _policy_origin(name: str, settings: Settings, user: set[str], presets: set[str]) -> str:
+    if name in user:
+        return (
+            f"{settings.source} (overrides the preset)" if name in presets else str(settings.source)
+        )
+    return "preset"
+
+
+def _cmd_policy_list(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    user = _user_policy_names(settings)
+    presets = set(preset_names())
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("policy")
+    table.add_column("description")
+    table.add_column("from")
+    for name in sorted(settings.policies, key=lambda n: (n in user, n)):
+        label = f"{name} *" if name == settings.policy else name
+        table.add_row(
+            label,
+            settings.policies[name].description or "-",
+            _policy_origin(name, settings, user, presets),
+        )
+    console = console_on(sys.stdout)
+    console.print(table)
+    console.print(f"* the active policy ({settings.source or 'built-in default'})")
+    return EXIT_OK
+
+
+def _cmd_policy_show(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    name = args.name or settings.policy
+    policy = settings.get_policy(name)
+    origin = _policy_origin(name, settings, _user_policy_names(settings), set(preset_names()))
+    active = "; the active policy" if name == settings.policy else ""
+    sys.stdout.write(f"# policy {name!r}, fully resolved (from {origin}{active})\n")
+    sys.stdout.write(dump_policy(policy))
+    return EXIT_OK

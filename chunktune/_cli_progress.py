@@ -1,0 +1,165 @@
+"""How ``chunktune tune`` shows a sweep while it runs: a live bar, plain lines, or nothing."""
+
+from __future__ import annotations
+
+import math
+import sys
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from ._cli_common import console_on, say
+from ._events import ProgressEvent
+
+__all__ = ["progress_display"]
+
+_STOPS = {
+    "budget": "the time budget ran out",
+    "settled": "the answer is settled",
+    "single": "one candidate was left",
+    "max_rounds": "all rounds are done",
+}
+
+_ROUND_LINE_EVERY_S = 5.0
+
+
+class _PlainProgress:
+    """Progress as a few plain lines on stderr: the plan, rounds (one per 5 s at most), the end."""
+
+    def __init__(self, policy_name: str, budget_s: float) -> None:
+        self.policy_name = policy_name
+        self.budget_s = budget_s
+        self.candidates = 0
+        self.raced = 0
+        self.probes = 0
+        self.round = 0
+        self.last_line_s = -math.inf
+
+    def __enter__(self) -> _PlainProgress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.kind == "candidates":
+            self.candidates = len(event.candidates)
+            sizes = ", ".join("native" if c is None else str(c) for c in event.candidates)
+            say(
+                f"measuring {self.candidates} candidates ({sizes}); policy "
+                f"{self.policy_name!r}, budget {self.budget_s:g} s"
+            )
+        elif event.kind in ("probe", "warmup"):
+            self.probes += 1
+            if event.kind == "probe" and event.round != self.round:
+                if self.round > 0 and event.elapsed_s - self.last_line_s >= _ROUND_LINE_EVERY_S:
+                    self.last_line_s = event.elapsed_s
+                    say(
+                        f"round {self.round} done: {self.candidates - self.raced} candidates "
+                        f"in the race, {self.probes} probes, {event.elapsed_s:.1f} s"
+                    )
+                self.round = event.round
+        elif event.kind == "raced_out":
+            self.raced += 1
+            say(f"chunk {event.chunk_size} raced out after round {event.round}")
+        elif event.kind == "done":
+            why = _STOPS.get(event.message, event.message)
+            say(
+                f"sweep done after {event.round} rounds, {self.probes} probes in "
+                f"{event.elapsed_s:.1f} s ({why})"
+            )
+
+
+class _LiveProgress:
+    """A rich progress bar on the terminal: rounds, probes, elapsed time against the budget."""
+
+    def __init__(self, console: Console, policy_name: str, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.candidates = 0
+        self.raced = 0
+        self.probes = 0
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[probes]} probes"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task(
+            f"policy {policy_name}: preparing", total=budget_s, probes=0
+        )
+
+    def __enter__(self) -> _LiveProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.kind == "candidates":
+            self.candidates = len(event.candidates)
+        elif event.kind in ("probe", "warmup"):
+            self.probes += 1
+        elif event.kind == "raced_out":
+            self.raced += 1
+        live = self.candidates - self.raced
+        what = "warming up" if event.kind == "warmup" else f"round {max(event.round, 1)}"
+        self.progress.update(
+            self.task,
+            description=f"{what}, {live}/{self.candidates} candidates",
+            completed=self.budget_s
+            if event.kind == "done"
+            else min(event.elapsed_s, self.budget_s),
+            probes=self.probes,
+        )
+
+
+class _NoProgress:
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def __call__(self, event: ProgressEvent) -> None:
+        return None
+
+
+def progress_display(
+    policy_name: str, budget_s: float, *, quiet: bool
+) -> _PlainProgress | _LiveProgress | _NoProgress:
+    """The progress callback for a sweep, and the context that shows it (``budget_s`` seconds).
+
+    Nothing when ``quiet``, a live bar when stderr is a terminal, else plain lines.
+    """
+    if quiet:
+        return _NoProgress()
+    err_console = console_on(sys.stderr)
+    if err_console.is_terminal:
+        return _LiveProgress(err_console, policy_name, budget_s)
+    return _PlainProgress(policy_name, budget_s)

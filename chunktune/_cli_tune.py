@@ -1,0 +1,257 @@
+"""``chunktune tune``: measure a workload (a model or the bundled demo) and print the decision."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import filelock
+from rich.console import Console
+
+from ._cli_common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WORKLOAD_FAILED,
+    console_on,
+    error,
+    help_formatter,
+    say,
+    warn,
+)
+from ._cli_progress import progress_display
+from ._config import load_settings
+from ._decision import Decision
+from ._errors import CacheError, InvalidArgumentError
+from ._fingerprint import usable_cpus
+from ._render import candidate_rows, candidate_table, plot_formats, write_plot
+from ._resolve import resolve, sweep_lock_path
+from ._workload import Workload
+
+__all__ = ["add_parser"]
+
+ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
+PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
+
+_TUNE_EPILOG = """\
+examples:
+  chunktune tune                                   the bundled demo, sized for this machine
+  chunktune tune --num-envs 64 --nthread 2         a smaller demo batch
+  chunktune tune robot.xml --num-envs 1024 --nthread 8 --nstep 5
+  chunktune tune robot.xml --policy thorough --refresh
+  chunktune tune --json > decision.json            only the decision on stdout
+  chunktune tune --plot sweep.png                  needs: pip install 'chunktune[plot]'
+
+Without MODEL, tunes the bundled demo scene: uneven envs (a quarter of them in
+heavy contact), as training batches are. --nthread defaults to the CPUs this
+process may use and --num-envs to 128 per thread. A second run with the same
+arguments on the same machine is answered from the cache; --refresh measures
+again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    """Add ``tune`` to ``commands``; ``common`` holds the options every command takes."""
+    tune = commands.add_parser(
+        "tune",
+        parents=[common],
+        help="measure a workload and print the chosen chunk size",
+        description="Measure candidate chunk sizes on a MuJoCo model (or the bundled demo)\n"
+        "and print the decision.",
+        epilog=_TUNE_EPILOG,
+        formatter_class=help_formatter,
+    )
+    tune.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
+    tune.add_argument(
+        "--num-envs",
+        type=_positive_int,
+        metavar="N",
+        help=f"rollouts per pool call (default: {ENVS_PER_THREAD} per thread)",
+    )
+    tune.add_argument(
+        "--nthread",
+        type=_positive_int,
+        metavar="T",
+        help="pool worker threads (default: the CPUs this process may use)",
+    )
+    tune.add_argument(
+        "--nstep",
+        type=_positive_int,
+        metavar="K",
+        help="steps per rollout (default: 20 for the demo, 10 for a model)",
+    )
+    tune.add_argument("--policy", metavar="P", help="policy name (default: the active policy)")
+    tune.add_argument("--refresh", action="store_true", help="ignore and replace a cached entry")
+    tune.add_argument("--json", action="store_true", help="print only the decision as JSON")
+    tune.add_argument("--plot", metavar="FILE.png", help="write step time against chunk size")
+    tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    tune.set_defaults(handler=_cmd_tune)
+
+
+def _load_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
+    """The workload to tune and a one-line description of it."""
+    from ._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
+
+    num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
+    if args.model is None:
+        nstep = args.nstep or DEMO_NSTEP
+        demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
+        what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
+        return demo, what
+    kwargs: dict[str, Any] = {}
+    if args.nstep is not None:
+        kwargs["nstep"] = args.nstep
+    workload = RolloutWorkload.from_xml(args.model, num_envs=num_envs, nthread=nthread, **kwargs)
+    what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
+    return workload, what
+
+
+def _balance_bound(workload: Workload) -> float | None:
+    """``sum(single-thread cost per env) / nthread`` in seconds, when the workload can tell."""
+    per_env_costs: Callable[..., Any] | None = getattr(workload, "per_env_costs", None)
+    if per_env_costs is None:
+        return None
+    try:
+        # measure alone: another process's sweep on these cores would skew both
+        with filelock.FileLock(sweep_lock_path(), thread_local=False, timeout=30):
+            costs = per_env_costs(repeats=3)
+    except filelock.Timeout:
+        warn("another sweep holds the machine; the plot has no balance bound")
+        return None
+    return float(sum(costs)) / workload.nthread
+
+
+def _describe(decision: Decision) -> str:
+    chosen = (
+        f"chunk_size=None (native, {decision.native_chunk})"
+        if decision.chunk_size is None
+        else f"chunk_size={decision.chunk_size} (native would be {decision.native_chunk})"
+    )
+    where = {
+        "benchmark": "measured now",
+        "cache": "from the cache",
+        "manual": "manual",
+        "disabled": "policy disabled",
+        "trivial": "nothing to tune",
+        "fallback": "measuring failed",
+    }[decision.source]
+    return f"{chosen}; {where}"
+
+
+def _print_decision(console: Console, decision: Decision, header: str) -> None:
+    console.print(header)
+    if decision.timings:
+        rows = candidate_rows(
+            decision.timings,
+            chunk_size=decision.chunk_size,
+            samples=decision.samples or None,
+            raced_out=decision.raced_out,
+        )
+        console.print(candidate_table(rows, native_chunk=decision.native_chunk))
+    else:
+        console.print("(no candidates measured)")
+    console.print(_describe(decision))
+    console.print(decision.reason)
+    details = []
+    if decision.source == "benchmark":
+        details.append(f"probe time {decision.probe_seconds:.2f} s")
+    if decision.partial:
+        details.append("partial sweep")
+    if decision.key:
+        details.append(f"cache key {decision.key[:12]}")
+    if details:
+        console.print(" · ".join(details))
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.plot is not None:
+        try:
+            formats = plot_formats()
+        except ImportError:
+            error(PLOT_HINT)
+            return EXIT_USAGE
+        suffix = Path(args.plot).suffix.lower().lstrip(".")
+        if suffix not in formats:
+            raise InvalidArgumentError(
+                f"--plot {args.plot}: cannot tell the image format from the suffix; "
+                f"use one of {', '.join('.' + f for f in sorted(formats))}"
+            )
+    settings = load_settings(args.config)
+    policy_name = args.policy or settings.policy
+    policy = settings.get_policy(policy_name)
+
+    usable = usable_cpus()
+    nthread: int = args.nthread or usable
+    if nthread > usable:
+        warn(
+            f"--nthread {nthread} is more than the {usable} CPU{'' if usable == 1 else 's'} "
+            "this process may use; workers will share cores, so the timings will not match "
+            "a machine with "
+            f"{nthread} free cores"
+        )
+    workload, what = _load_workload(args, nthread)
+    try:
+        progress = progress_display(policy_name, policy.time_budget_s, quiet=args.quiet)
+        call = functools.partial(
+            resolve,
+            workload,
+            settings=settings,
+            policy=policy_name,
+            refresh=args.refresh,
+            on_progress=progress,
+        )
+        try:
+            with progress:
+                decision = anyio.run(call)
+        except KeyboardInterrupt:
+            say("interrupted: the sweep stopped and nothing was cached")
+            return EXIT_INTERRUPTED
+
+        if args.json:
+            print(json.dumps(decision.to_json()), flush=True)
+        else:
+            _print_decision(console_on(sys.stdout), decision, f"{what}; policy {policy_name}")
+        if args.plot is not None:
+            _plot(args.plot, decision, workload, what)
+    finally:
+        close = getattr(workload, "close", None)
+        if callable(close):
+            close()
+    if decision.source == "fallback":
+        warn(f"the workload failed while measuring: {decision.reason}")
+        return EXIT_WORKLOAD_FAILED
+    return EXIT_OK
+
+
+def _plot(path: str, decision: Decision, workload: Workload, title: str) -> None:
+    if not decision.timings:
+        warn(f"nothing was measured ({decision.source}); no plot written")
+        return
+    rows = candidate_rows(
+        decision.timings, chunk_size=decision.chunk_size, raced_out=decision.raced_out
+    )
+    bound = _balance_bound(workload)
+    try:
+        write_plot(path, rows, native_chunk=decision.native_chunk, title=title, bound_s=bound)
+    except OSError as exc:
+        raise CacheError(f"cannot write the plot {path}: {exc}") from exc
+    say(f"plot written to {path}")
