@@ -23,6 +23,7 @@ from ._errors import (
     ChunktuneError,
     ConfigError,
     InvalidArgumentError,
+    OutputError,
     UsageError,
     WorkloadError,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "GeometricCandidates",
     "InvalidArgumentError",
     "LogSettings",
+    "OutputError",
     "Policy",
     "ProgressEvent",
     "RolloutWorkload",

@@ -560,7 +560,12 @@ class DecisionCache:
         return self.update({key: entry})
 
     def clear(self) -> int:
-        """Delete every entry; returns how many there were."""
+        """Delete every entry present now; returns how many were deleted.
+
+        Raises:
+            CacheError: the cache cannot be written (nothing was deleted).
+        """
         keys = list(self.entries())
-        self.update(dict.fromkeys(keys))
+        if keys and not self.update(dict.fromkeys(keys)):
+            raise CacheError(f"cannot write the cache {self.path}; nothing was deleted")
         return len(keys)

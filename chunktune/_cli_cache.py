@@ -17,9 +17,17 @@ from ._cache import (
     read_cache_file,
     write_cache_file,
 )
-from ._cli_common import EXIT_OK, EXIT_USAGE, console_on, error, help_formatter, warn
+from ._cli_common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    console_on,
+    entries_of,
+    error,
+    help_formatter,
+    warn,
+)
 from ._config import load_settings
-from ._errors import CacheError, ConfigError, InvalidArgumentError
+from ._errors import ConfigError, InvalidArgumentError
 from ._render import chunk_label, entry_age, entry_table, model_summary
 from ._resolve import cache_for
 
@@ -121,7 +129,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
         )
     console = console_on(sys.stdout)
     console.print(table)
-    console.print(f"{len(entries)} entries in {cache.path}")
+    console.print(f"{entries_of(len(entries))} in {cache.path}")
     return EXIT_OK
 
 
@@ -133,10 +141,13 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
             f"no cache entry's key starts with {prefix!r} (see `chunktune cache list`)"
         )
     if len(matches) > 1:
-        shown = ", ".join(k[:16] for k in matches[:8])
+        shown = ", ".join(
+            k[: len(LEGACY_PREFIX) + 12] if k.startswith(LEGACY_PREFIX) else k[:16]
+            for k in matches[:8]
+        )
         more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
         raise InvalidArgumentError(
-            f"{prefix!r} matches {len(matches)} entries ({shown}{more}); give more characters"
+            f"{prefix!r} matches {entries_of(len(matches))} ({shown}{more}); give more characters"
         )
     return matches[0], entries[matches[0]]
 
@@ -190,21 +201,19 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     if not args.yes:
         if not sys.stdin.isatty():
             error(
-                f"refusing to delete {count} entries from {cache.path} without --yes "
+                f"refusing to delete {entries_of(count)} from {cache.path} without --yes "
                 "(stdin is not a terminal, so there is no one to ask)"
             )
             return EXIT_USAGE
         try:
-            answer = input(f"Delete all {count} entries from {cache.path}? [y/N] ")
+            answer = input(f"Delete all {entries_of(count)} from {cache.path}? [y/N] ")
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return EXIT_OK
     removed = cache.clear()
-    if cache.entries():
-        raise CacheError(f"cannot write the cache {cache.path}; nothing was deleted")
-    print(f"deleted {removed} entries from {cache.path}")
+    print(f"deleted {entries_of(removed)} from {cache.path}")
     return EXIT_OK
 
 
@@ -225,7 +234,7 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
     entries = cache.entries()
     write_cache_file(target, entries, format=fmt)
-    print(f"exported {len(entries)} entries from {cache.path} to {target}")
+    print(f"exported {entries_of(len(entries))} from {cache.path} to {target}")
     return EXIT_OK
 
 
@@ -236,7 +245,7 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"import {source}: that is the cache file itself")
     incoming, bad, kind = read_cache_file(source)
     if bad:
-        warn(f"skipped {bad} malformed entries in {source}")
+        warn(f"skipped {bad} malformed {'entry' if bad == 1 else 'entries'} in {source}")
     report = cache.merge(incoming)
     for key in report.replaced:
         print(f"replaced {key[:12]}: the imported entry is newer")
@@ -248,7 +257,7 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
         len(report.kept),
         len(report.same),
     )
-    summary = f"imported {added + replaced} of {len(incoming)} entries from {kind} {source}"
+    summary = f"imported {added + replaced} of {entries_of(len(incoming))} from {kind} {source}"
     extras = []
     if replaced:
         extras.append(f"{replaced} replacing older entries")

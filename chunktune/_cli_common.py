@@ -14,6 +14,7 @@ __all__ = [
     "EXIT_USAGE",
     "EXIT_WORKLOAD_FAILED",
     "console_on",
+    "entries_of",
     "error",
     "help_formatter",
     "say",
@@ -52,3 +53,8 @@ def warn(message: str) -> None:
 
 def error(message: str) -> None:
     print(f"chunktune: error: {message}", file=sys.stderr, flush=True)
+
+
+def entries_of(count: int) -> str:
+    """``"1 entry"``, ``"3 entries"``."""
+    return f"{count} entr{'y' if count == 1 else 'ies'}"

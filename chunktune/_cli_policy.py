@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 
 from rich import box
 from rich.table import Table
@@ -44,20 +43,7 @@ def add_parser(
     show.set_defaults(handler=_cmd_policy_show)
 
 
-def _user_policy_names(settings: Settings) -> set[str]:
-    """The policies the settings file itself defines (or overrides)."""
-    if settings.source is None:
-        return set()
-    try:
-        with open(settings.source, "rb") as f:
-            doc = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):
-        return set()
-    table = doc.get("policies", {})
-    return set(table) if isinstance(table, dict) else set()
-
-
-def _policy_origin(name: str, settings: Settings, user: set[str], presets: set[str]) -> str:
+def _policy_origin(name: str, settings: Settings, user: frozenset[str], presets: set[str]) -> str:
     if name in user:
         return (
             f"{settings.source} (overrides the preset)" if name in presets else str(settings.source)
@@ -67,7 +53,7 @@ def _policy_origin(name: str, settings: Settings, user: set[str], presets: set[s
 
 def _cmd_policy_list(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    user = _user_policy_names(settings)
+    user = settings.user_policies
     presets = set(preset_names())
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("policy")
@@ -90,7 +76,7 @@ def _cmd_policy_show(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     name = args.name or settings.policy
     policy = settings.get_policy(name)
-    origin = _policy_origin(name, settings, _user_policy_names(settings), set(preset_names()))
+    origin = _policy_origin(name, settings, settings.user_policies, set(preset_names()))
     active = "; the active policy" if name == settings.policy else ""
     sys.stdout.write(f"# policy {name!r}, fully resolved (from {origin}{active})\n")
     sys.stdout.write(dump_policy(policy))

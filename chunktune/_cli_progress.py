@@ -41,6 +41,7 @@ class _PlainProgress:
         self.probes = 0
         self.round = 0
         self.last_line_s = -math.inf
+        self.prev_elapsed_s = 0.0  # when the previous probe ended
 
     def __enter__(self) -> _PlainProgress:
         return self
@@ -62,15 +63,18 @@ class _PlainProgress:
                 f"{self.policy_name!r}, budget {self.budget_s:g} s"
             )
         elif event.kind in ("probe", "warmup"):
-            self.probes += 1
+            # the first probe of a new round closes the previous one, as of the probe before
             if event.kind == "probe" and event.round != self.round:
-                if self.round > 0 and event.elapsed_s - self.last_line_s >= _ROUND_LINE_EVERY_S:
-                    self.last_line_s = event.elapsed_s
+                ended = self.prev_elapsed_s
+                if self.round > 0 and ended - self.last_line_s >= _ROUND_LINE_EVERY_S:
+                    self.last_line_s = ended
                     say(
                         f"round {self.round} done: {self.candidates - self.raced} candidates "
-                        f"in the race, {self.probes} probes, {event.elapsed_s:.1f} s"
+                        f"in the race, {self.probes} probes, {ended:.1f} s"
                     )
                 self.round = event.round
+            self.probes += 1
+            self.prev_elapsed_s = event.elapsed_s
         elif event.kind == "raced_out":
             self.raced += 1
             say(f"chunk {event.chunk_size} raced out after round {event.round}")

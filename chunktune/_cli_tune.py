@@ -28,7 +28,7 @@ from ._cli_common import (
 from ._cli_progress import progress_display
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import CacheError, InvalidArgumentError
+from ._errors import InvalidArgumentError, OutputError
 from ._fingerprint import usable_cpus
 from ._render import candidate_rows, candidate_table, plot_formats, write_plot
 from ._resolve import resolve, sweep_lock_path
@@ -253,5 +253,5 @@ def _plot(path: str, decision: Decision, workload: Workload, title: str) -> None
     try:
         write_plot(path, rows, native_chunk=decision.native_chunk, title=title, bound_s=bound)
     except OSError as exc:
-        raise CacheError(f"cannot write the plot {path}: {exc}") from exc
+        raise OutputError(f"cannot write the plot {path}: {exc}") from exc
     say(f"plot written to {path}")

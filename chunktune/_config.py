@@ -352,7 +352,14 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     env_cache = os.environ.get(CACHE_ENV)
     if env_cache:
         cache = attrs.evolve(cache, path=env_cache)
-    return Settings(policy=active, policies=policies, cache=cache, log=log, source=source)
+    return Settings(
+        policy=active,
+        policies=policies,
+        cache=cache,
+        log=log,
+        source=source,
+        user_policies=frozenset(user),
+    )
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

@@ -8,6 +8,7 @@ built-in exception of the same meaning, so callers may catch either::
     ├── WorkloadError (TypeError)         an object does not implement Workload
     ├── InvalidArgumentError (ValueError) a bad num_envs, nthread, chunk size, ...
     ├── CacheError (OSError)              a cache file cannot be read or written
+    ├── OutputError (OSError)             a file asked for (a plot, say) cannot be written
     └── UsageError (RuntimeError)         an API called where it cannot work
 
 A workload whose ``run()`` raises is not an error of chunktune's: ``resolve``
@@ -23,6 +24,7 @@ __all__ = [
     "ChunktuneError",
     "ConfigError",
     "InvalidArgumentError",
+    "OutputError",
     "UsageError",
     "WorkloadError",
 ]
@@ -64,6 +66,10 @@ class InvalidArgumentError(ChunktuneError, ValueError):
 
 class CacheError(ChunktuneError, OSError):
     """A cache file cannot be read, written or imported."""
+
+
+class OutputError(ChunktuneError, OSError):
+    """A file the caller asked for, other than the cache, cannot be written."""
 
 
 class UsageError(ChunktuneError, RuntimeError):

@@ -156,6 +156,7 @@ class Settings:
     cache: CacheSettings = attrs.field(factory=CacheSettings)
     log: LogSettings = attrs.field(factory=LogSettings)
     source: str | None = attrs.field(default=None, eq=False)
+    user_policies: frozenset[str] = attrs.field(default=frozenset(), eq=False)
 
     @policies.validator
     def _check_policies(self, _attr: attrs.Attribute[Any], value: dict[str, Policy]) -> None:
