@@ -386,6 +386,18 @@ def remeasure(
     return out
 
 
+# Re-measured native above this multiple of the bound, or a median this far above the
+# minimum, means another process shared the cores: the row's figures are not the pool's.
+_BUSY_VS_BOUND = 1.4
+_BUSY_SPREAD = 0.10
+
+
+def _busy(m: Mapping[str, float | None], bound_s: float) -> bool:
+    native, spread = m["native_seconds"], m["native_spread"]
+    assert native is not None and spread is not None
+    return native > _BUSY_VS_BOUND * bound_s or spread > _BUSY_SPREAD
+
+
 def real_rows(
     case: RealCase,
     policies: Mapping[str, Policy],
@@ -430,6 +442,7 @@ def real_rows(
                     **m,
                     "bound_seconds": bound_s,
                     "vs_bound": step / bound_s - 1.0,
+                    "busy": _busy(m, bound_s),
                     "reason": decision.reason,
                 }
             )
@@ -515,6 +528,7 @@ def summarize_real(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
             "worst_vs_bound": max(r["vs_bound"] for r in prs),
             "probe_seconds": sum(r["probe_seconds"] for r in prs),
             "sweep_wall_s": sum(r["sweep_wall_s"] for r in prs),
+            "busy_rows": sum(r["busy"] for r in prs),
         }
     return out
 
@@ -577,9 +591,10 @@ def check_targets(rows: Sequence[Row], policy: str = TARGET_POLICY) -> list[dict
             )
     for r in real:
         label = f"{r['case']} T={r['nthread']}"
+        busy = " [machine busy: unreliable]" if r["busy"] else ""
         got = (
             f"chunk {r['chunk_size'] or 'native'} (native {r['native_chunk']}): "
-            f"{r['step_seconds'] * 1e3:.2f} ms vs native {r['native_seconds'] * 1e3:.2f} ms"
+            f"{r['step_seconds'] * 1e3:.2f} ms vs native {r['native_seconds'] * 1e3:.2f} ms{busy}"
         )
         if r["uneven"]:
             add(
@@ -595,14 +610,16 @@ def check_targets(rows: Sequence[Row], policy: str = TARGET_POLICY) -> list[dict
                     r["vs_batch"],
                     TARGET_VS_BATCH,
                     r["vs_batch"] <= TARGET_VS_BATCH,
-                    f"{r['step_seconds'] * 1e3:.2f} ms vs Batch {r['batch_seconds'] * 1e3:.2f} ms",
+                    f"{r['step_seconds'] * 1e3:.2f} ms vs Batch "
+                    f"{r['batch_seconds'] * 1e3:.2f} ms{busy}",
                 )
             add(
                 f"{label}: tuned within 5% of the bound",
                 r["vs_bound"],
                 TARGET_VS_BOUND,
                 r["vs_bound"] <= TARGET_VS_BOUND,
-                f"{r['step_seconds'] * 1e3:.2f} ms vs bound {r['bound_seconds'] * 1e3:.2f} ms",
+                f"{r['step_seconds'] * 1e3:.2f} ms vs bound "
+                f"{r['bound_seconds'] * 1e3:.2f} ms{busy}",
             )
         else:
             add(
@@ -723,7 +740,7 @@ def real_table(rows: Sequence[Row]) -> str:
             _p(r["vs_native"]),
             _p(r["vs_batch"]),
             _p(r["vs_bound"]),
-            _u(r["native_spread"], 0),
+            _u(r["native_spread"], 0) + (" busy" if r["busy"] else ""),
             f"{r['probe_seconds']:.2f}",
             f"{r['sweep_wall_s']:.2f}",
         ]
@@ -736,7 +753,7 @@ def real_table(rows: Sequence[Row]) -> str:
 def real_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     headers = ["policy", "cases", "median tuned/native", "worst tuned/native",
                "worst uneven tuned/native", "worst tuned/Batch", "worst tuned/bound",
-               "probe s", "sweep s"]  # fmt: skip
+               "probe s", "sweep s", "busy rows"]  # fmt: skip
     body = [
         [
             name,
@@ -748,6 +765,7 @@ def real_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
             _p(s["worst_vs_bound"]),
             f"{s['probe_seconds']:.2f}",
             f"{s['sweep_wall_s']:.2f}",
+            s["busy_rows"],
         ]
         for name, s in summary.items()
     ]
