@@ -199,6 +199,7 @@ def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
         tie_break=p.tie_break,
         errors=result.errors,
         confidence_z=p.confidence_z,
+        tie_z=p.tie_z,
     )
     reason = choice.reason
     if result.partial:

@@ -40,9 +40,10 @@ def _pick(band: list[int], tie_break: str, *, native: int, upper: int) -> int:
         return min(band, key=lambda c: (abs(math.log(c) - math.log(native)), c))
     if tie_break == "smallest":
         return band[0]
-    # center: the middle of the fast plateau, rounding toward small chunks, away from
-    # the cliff where too few chunks leave workers idle
-    return band[(len(band) - 1) // 2]
+    # center: the middle of the fast plateau in log scale (chunk sizes scale by ratios),
+    # rounding toward small chunks, away from the cliff where too few chunks idle workers
+    middle = (math.log(band[0]) + math.log(band[-1])) / 2
+    return min(band, key=lambda c: (abs(math.log(c) - middle), c))
 
 
 def select(
@@ -55,11 +56,14 @@ def select(
     tie_break: str = "center",
     errors: Mapping[int | None, float] | None = None,
     confidence_z: float = 0.0,
+    tie_z: float = 0.0,
 ) -> Choice:
     """Choose a chunk from per-candidate estimates (seconds; ``None`` = native).
 
     ``errors`` are standard errors in log-seconds; with ``confidence_z > 0`` the
-    best candidate must beat native by more than ``confidence_z`` of them.
+    best candidate must beat native by more than ``confidence_z`` of them, and
+    with ``tie_z > 0`` a candidate within ``tie_tol`` plus ``tie_z`` of them of the
+    best is a tie (the noise cannot tell it from the best).
     """
     native_t = estimates.get(None)
     cand = {k: v for k, v in estimates.items() if k is not None}
@@ -90,7 +94,15 @@ def select(
                     f"{gain:.1%} faster but the measurements are too noisy to be sure "
                     f"(±{confidence_z * spread:.1%})",
                 )
-    band = sorted(c for c, t in cand.items() if t <= best_t * (1.0 + tie_tol))
+
+    def slack(c: int) -> float:
+        if tie_z <= 0 or errors is None:
+            return 0.0
+        return tie_z * math.hypot(errors.get(c, math.inf), errors.get(best, math.inf))
+
+    band = sorted(
+        c for c, t in cand.items() if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c)
+    )
     chosen = _pick(band, tie_break, native=native, upper=upper)
     chosen_t = cand[chosen]
     if native_t is None:

@@ -57,6 +57,7 @@ class Policy:
     tie_tol: float = attrs.field(default=0.01, validator=number(0.0, 1.0, hi_open=True))
     tie_break: str = attrs.field(default="center", validator=choice(TIE_BREAKS))
     confidence_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0))
+    tie_z: float = attrs.field(default=0.5, validator=number(0.0, 10.0))
     # measurement
     estimator: str = attrs.field(default="trimmed_mean", validator=choice(ESTIMATORS))
     trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True))

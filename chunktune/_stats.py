@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["ESTIMATOR_EFFICIENCY", "estimate", "pooled_log_sigma", "standard_error"]
 
@@ -41,21 +42,26 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
 def pooled_log_sigma(sample_sets: Iterable[Sequence[float]]) -> float:
     """Robust per-sample noise, as a standard deviation of log-seconds, pooled over candidates.
 
-    Each candidate's samples are centred on their own median; the pooled
-    residuals' median absolute deviation gives sigma, so spikes do not inflate it.
-    Returns 0.0 when no candidate has two samples yet.
+    Uses the differences between every two samples of the same candidate: each
+    is the difference of two noise draws (variance 2 sigma^2), whatever the
+    candidate's true time, and their median absolute value is robust to spikes.
+    Residuals around a candidate's own median would not do: with three samples
+    one of them is always exactly zero, and sigma would come out far too small.
+    Returns 0.0 when fewer than three differences exist.
     """
-    residuals: list[float] = []
+    diffs: list[npt.NDArray[np.float64]] = []
     for samples in sample_sets:
         if len(samples) < 2:
             continue
         logs = np.log(np.asarray(samples, dtype=float))
-        centred = logs - np.median(logs)
-        # a candidate with n samples has n-1 degrees of freedom around its median
-        residuals.extend(centred * math.sqrt(len(samples) / (len(samples) - 1)))
-    if len(residuals) < 3:
+        i, j = np.triu_indices(logs.size, k=1)
+        diffs.append(logs[i] - logs[j])
+    if not diffs:
         return 0.0
-    return float(_MAD_TO_SIGMA * np.median(np.abs(residuals)))
+    pooled = np.concatenate(diffs)
+    if pooled.size < 3:
+        return 0.0
+    return float(_MAD_TO_SIGMA * np.median(np.abs(pooled)) / math.sqrt(2.0))
 
 
 def standard_error(sigma: float, n: int, estimator: str) -> float:

@@ -146,7 +146,11 @@ class _Sweep:
         doubt = p.confidence_z * math.hypot(err[None], err[best])
         if gain + doubt < needed:
             return True
-        ties = all(math.log(est[c] / est[best]) <= band_edge for c in live_ints)
+        # ties as the choice defines them: within tie_tol plus tie_z standard errors
+        ties = all(
+            math.log(est[c] / est[best]) <= band_edge + p.tie_z * math.hypot(err[c], err[best])
+            for c in live_ints
+        )
         return ties and gain - doubt >= needed
 
     # -- the two schedules ----------------------------------------------------------

@@ -1,0 +1,65 @@
+"""Estimators and the pooled noise figure the racing relies on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chunktune._stats import estimate, pooled_log_sigma, standard_error
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 16])
+def test_pooled_sigma_is_unbiased_for_small_samples(n: int) -> None:
+    """With few samples per candidate the pooled noise is still about the true sigma."""
+    rng = np.random.default_rng(n)
+    sets = [np.exp(rng.normal(0.0, 0.03, n)) * (1 + k) for k in range(40)]
+    assert pooled_log_sigma(sets) == pytest.approx(0.03, rel=0.2)
+
+
+def test_pooled_sigma_ignores_the_candidates_own_level() -> None:
+    """Candidates of very different speeds pool their noise, not their differences."""
+    sets = [[1.0, 1.0, 1.0], [5.0, 5.0, 5.0], [0.1, 0.1, 0.1]]
+    assert pooled_log_sigma(sets) == 0.0
+
+
+def test_pooled_sigma_resists_spikes() -> None:
+    """A few huge spikes barely move the figure."""
+    rng = np.random.default_rng(1)
+    sets = [list(np.exp(rng.normal(0.0, 0.02, 8))) for _ in range(10)]
+    calm = pooled_log_sigma(sets)
+    sets[0][0] *= 3.0
+    sets[3][5] *= 5.0
+    assert pooled_log_sigma(sets) == pytest.approx(calm, rel=0.15)
+
+
+def test_too_few_samples_give_zero() -> None:
+    """No candidate with two samples means no noise figure yet."""
+    assert pooled_log_sigma([[1.0], [2.0]]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        pytest.param("min", 1.0, id="min"),
+        pytest.param("median", 3.0, id="median"),
+        pytest.param("trimmed_mean", 3.0, id="trimmed_mean"),
+    ],
+)
+def test_estimators(how: str, expected: float) -> None:
+    """min, median and a 20% trimmed mean over 1..5 (the spike at 100 trimmed away)."""
+    assert estimate([1.0, 2.0, 3.0, 4.0, 100.0], how, trim=0.2) == pytest.approx(expected)
+
+
+def test_unknown_estimator_and_empty_samples_raise() -> None:
+    """An unknown estimator or no samples is a ValueError."""
+    with pytest.raises(ValueError, match="unknown estimator"):
+        estimate([1.0], "mean")
+    with pytest.raises(ValueError, match="zero samples"):
+        estimate([], "min")
+
+
+def test_standard_error_shrinks_with_samples() -> None:
+    """Four times the samples halve the standard error; none gives infinity."""
+    four = standard_error(0.04, 4, "median")
+    assert standard_error(0.04, 16, "median") == pytest.approx(four / 2)
+    assert standard_error(0.04, 0, "median") == float("inf")
