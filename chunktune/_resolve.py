@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import filelock
@@ -232,35 +233,72 @@ def _fallback(req: _Request, key: str, exc: BaseException, probe_seconds: float 
     )
 
 
+class _Stopped(Exception):
+    """The task awaiting the sweep is gone; the worker stops at the next probe."""
+
+
+def _soon(token: anyio.lowlevel.EventLoopToken, callback: ProgressCallback, event: Any) -> None:
+    """Schedule ``callback(event)`` on the event loop without waiting for it.
+
+    The worker must never block on the loop: if the awaiting task was cancelled
+    natively (asyncio's ``task.cancel()``, or Ctrl-C under ``asyncio.run``) the
+    loop may be gone, and a blocking call would hang the thread for good.
+    """
+
+    def deliver() -> None:
+        try:
+            callback(event)
+        except Exception:  # a broken progress callback must not break the sweep
+            logger.exception("chunktune: on_progress raised; continuing")
+
+    native: Any = token.native_token
+    try:
+        if hasattr(native, "call_soon_threadsafe"):  # asyncio's loop
+            native.call_soon_threadsafe(deliver)
+        else:  # trio's TrioToken
+            native.run_sync_soon(deliver)
+    except RuntimeError:  # the loop has closed: nobody is listening any more
+        pass
+
+
 async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
     probe_total = 0.0
+    token = anyio.lowlevel.current_token()
+    stop = threading.Event()
 
     def on_event(event: Any) -> None:
         nonlocal probe_total
         if event.seconds is not None:
             probe_total += event.seconds
         if req.on_progress is not None:
-            anyio.from_thread.run_sync(req.on_progress, event)
+            _soon(token, req.on_progress, event)
+
+    def check_cancelled() -> None:
+        if stop.is_set():
+            raise _Stopped
+        anyio.from_thread.check_cancelled()
 
     def run_sweep() -> SweepResult:
         return sweep(
-            req.workload,
-            sizes,
-            req.policy,
-            check_cancelled=anyio.from_thread.check_cancelled,
-            on_event=on_event,
+            req.workload, sizes, req.policy, check_cancelled=check_cancelled, on_event=on_event
         )
 
     async with _hold(filelock.FileLock(sweep_lock_path(), thread_local=False)):
         try:
             result = await anyio.to_thread.run_sync(run_sweep)
-        except anyio.get_cancelled_exc_class():
+        except BaseException as exc:
+            # an anyio cancellation has stopped the worker already; a native one
+            # (asyncio's task.cancel(), Ctrl-C under asyncio) has not: tell it to stop
+            stop.set()
+            if isinstance(exc, Exception) and not isinstance(
+                exc, anyio.get_cancelled_exc_class()
+            ):
+                # a failing workload must never crash the trainer
+                logger.warning("chunktune: workload failed while measuring: %r", exc)
+                return _fallback(req, key, exc, probe_total)
             raise
-        except Exception as exc:  # a failing workload must never crash the trainer
-            logger.warning("chunktune: workload failed while measuring: %r", exc)
-            return _fallback(req, key, exc, probe_total)
     decision = _decide(req, result, key)
     if cache is not None:
         await anyio.to_thread.run_sync(_store, cache, key, req, decision, result)

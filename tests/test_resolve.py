@@ -364,3 +364,38 @@ async def test_a_raced_out_candidate_is_never_chosen() -> None:
     assert d.raced_out == (4,)
     assert d.timings[4] < d.timings[8]
     assert d.chunk_size == 8
+
+
+def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
+    """task.cancel() on an asyncio task awaiting resolve stops the sweep and caches nothing."""
+    import asyncio
+    import time
+
+    class Slow(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            time.sleep(0.005)
+            return super().run(chunk_size)
+
+    slow = Slow(uneven().costs, nthread=8)
+    events: list[ProgressEvent] = []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(chunktune.resolve(slow, on_progress=events.append))
+        while not any(e.kind == "probe" for e in events):
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and any(
+        t.name == "AnyIO worker thread" for t in threading.enumerate()
+    ):
+        time.sleep(0.01)  # the probe in flight when the task was cancelled may finish
+    assert not any(t.name == "AnyIO worker thread" for t in threading.enumerate())
+    calls = slow.calls
+    time.sleep(0.05)
+    assert slow.calls == calls
+    assert cache_entries(isolated) == {}
+    assert chunktune.resolve_sync(uneven()).source == "benchmark"
