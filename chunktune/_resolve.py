@@ -292,9 +292,7 @@ async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Deci
             # an anyio cancellation has stopped the worker already; a native one
             # (asyncio's task.cancel(), Ctrl-C under asyncio) has not: tell it to stop
             stop.set()
-            if isinstance(exc, Exception) and not isinstance(
-                exc, anyio.get_cancelled_exc_class()
-            ):
+            if isinstance(exc, Exception) and not isinstance(exc, anyio.get_cancelled_exc_class()):
                 # a failing workload must never crash the trainer
                 logger.warning("chunktune: workload failed while measuring: %r", exc)
                 return _fallback(req, key, exc, probe_total)

@@ -377,12 +377,16 @@ def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
             return super().run(chunk_size)
 
     slow = Slow(uneven().costs, nthread=8)
-    events: list[ProgressEvent] = []
 
     async def main() -> None:
-        task = asyncio.ensure_future(chunktune.resolve(slow, on_progress=events.append))
-        while not any(e.kind == "probe" for e in events):
-            await asyncio.sleep(0.001)
+        probing = asyncio.Event()
+
+        def on_progress(event: ProgressEvent) -> None:
+            if event.kind == "probe":
+                probing.set()
+
+        task = asyncio.ensure_future(chunktune.resolve(slow, on_progress=on_progress))
+        await probing.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
