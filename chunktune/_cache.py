@@ -497,15 +497,19 @@ class DecisionCache:
             self._legacy_bytes = None
         _write_atomic(self.path, _encode(entries, self.format))
 
+    def _current(self) -> dict[str, CacheEntry]:
+        """The file's entries as of now (caller holds the write lock); unusable: moved aside."""
+        try:
+            return dict(self._load(fresh=True))
+        except _Unusable as exc:
+            self._quarantine(str(exc))
+            return {}
+
     def update(self, changes: Mapping[str, CacheEntry | None]) -> bool:
         """Merge ``changes`` (None deletes) into the file under the lock. False if unwritable."""
         try:
             with self._write_lock():
-                try:
-                    current = dict(self._load(fresh=True))
-                except _Unusable as exc:
-                    self._quarantine(str(exc))
-                    current = {}
+                current = self._current()
                 for key, entry in changes.items():
                     if entry is None:
                         current.pop(key, None)
@@ -530,11 +534,7 @@ class DecisionCache:
         same: list[str] = []
         try:
             with self._write_lock():
-                try:
-                    current = dict(self._load(fresh=True))
-                except _Unusable as exc:
-                    self._quarantine(str(exc))
-                    current = {}
+                current = self._current()
                 for key, entry in sorted(incoming.items()):
                     mine = current.get(key)
                     if mine is None:
