@@ -112,16 +112,17 @@ def select(
             f"chose {chosen}: {1.0 - chosen_t / native_t:.1%} faster than the native chunk "
             f"{native} ({_ms(chosen_t)} vs {_ms(native_t)})"
         )
+    within = f"{tie_tol:.1%}" + (" or the noise" if tie_z > 0 and errors is not None else "")
     if len(band) == 1:
-        tail = f"no other candidate came within {tie_tol:.1%} of it"
+        tail = f"no other candidate came within {within} of it"
     elif tie_break == "center":
         tail = (
-            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {tie_tol:.1%} "
+            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {within} "
             "of the best; took the middle of that plateau, away from the large-chunk cliff"
         )
     else:
         tail = (
-            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {tie_tol:.1%} "
+            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {within} "
             f"of the best; tie-break {tie_break.replace('_', ' ')}"
         )
     return Choice(chosen, best, tuple(band), f"{lead}; {tail}")
