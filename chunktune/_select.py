@@ -43,7 +43,7 @@ def _pick(band: list[int], tie_break: str, *, native: int, upper: int) -> int:
     # center: the middle of the fast plateau in log scale (chunk sizes scale by ratios),
     # rounding toward small chunks, away from the cliff where too few chunks idle workers
     middle = (math.log(band[0]) + math.log(band[-1])) / 2
-    return min(band, key=lambda c: (abs(math.log(c) - middle), c))
+    return min(band, key=lambda c: (round(abs(math.log(c) - middle), 9), c))
 
 
 def select(
