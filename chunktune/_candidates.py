@@ -93,13 +93,13 @@ class BalancedCandidates:
         """Chunk sizes to measure, sorted, native excluded."""
         upper = upper_chunk(num_envs, nthread)
         found: set[int] = set()
-        k = float(self.min_chunks_per_thread)
+        k = self.min_chunks_per_thread
         while True:
-            c = min(upper, max(1, math.ceil(num_envs / (math.ceil(k) * nthread))))
+            c = min(upper, max(1, math.ceil(num_envs / (k * nthread))))
             found.add(c)
             if c == 1:
                 break
-            k = max(k + 1.0, k * self.k_ratio)
+            k = max(k + 1, round(k * self.k_ratio))
         found.discard(native_chunk(num_envs, nthread))
         return _thin_log(sorted(found), self.max_candidates)
 

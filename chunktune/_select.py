@@ -100,8 +100,12 @@ def select(
             return 0.0
         return tie_z * math.hypot(errors.get(c, math.inf), errors.get(best, math.inf))
 
+    # a tie of the best joins the band only if it, too, clears the margin over native
+    ceiling = math.inf if native_t is None else native_t * (1.0 - margin)
     band = sorted(
-        c for c, t in cand.items() if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c)
+        c
+        for c, t in cand.items()
+        if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c) and t <= ceiling
     )
     chosen = _pick(band, tie_break, native=native, upper=upper)
     chosen_t = cand[chosen]

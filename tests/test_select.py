@@ -94,3 +94,14 @@ def test_tie_z_counts_noise_as_a_tie() -> None:
     assert noisy.band == (2, 4, 8, 16)
     assert (plain.chunk_size, noisy.chunk_size) == (2, 4)
     assert "or the noise" in noisy.reason
+
+
+def test_every_tie_chosen_clears_the_margin() -> None:
+    """A noisy tie of the best that is not itself margin-faster than native is not chosen."""
+    table = {None: 1.0, 1: 0.975, 6: 0.95}
+    errors = dict.fromkeys(table, 0.02)
+    choice = select(
+        table, native=12, upper=128, margin=0.03, tie_tol=0.005, errors=errors, tie_z=1.0
+    )
+    assert choice.band == (6,)
+    assert choice.chunk_size == 6
