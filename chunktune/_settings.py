@@ -26,7 +26,7 @@ __all__ = [
     "Settings",
 ]
 
-ESTIMATORS = ("min", "median", "trimmed_mean")
+ESTIMATORS = ("min", "median", "trimmed_mean", "lower_mean")
 TIE_BREAKS = ("center", "toward_upper", "toward_native", "smallest")
 CACHE_FORMATS = ("auto", "json", "toml")
 STDERR_MODES = ("auto", "always", "never")
@@ -59,7 +59,7 @@ class Policy:
     confidence_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0))
     tie_z: float = attrs.field(default=0.5, validator=number(0.0, 10.0))
     # measurement
-    estimator: str = attrs.field(default="trimmed_mean", validator=choice(ESTIMATORS))
+    estimator: str = attrs.field(default="lower_mean", validator=choice(ESTIMATORS))
     trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True))
     prime: int = attrs.field(default=1, validator=integer(0, 1000))
     warmup: int = attrs.field(default=0, validator=integer(0, 1000))
