@@ -135,3 +135,28 @@ def test_explicit_rejects_bad_sizes(sizes: list[object]) -> None:
     """A size below 1, a non-integer or an empty list cannot make an explicit strategy."""
     with pytest.raises(ValueError, match="sizes"):
         ExplicitCandidates(sizes=sizes)  # type: ignore[arg-type]
+
+
+def test_balanced_parameters_shape_the_list() -> None:
+    """min_chunks_per_thread sets the largest size; a larger k_ratio proposes fewer sizes."""
+    n, t = 4096, 8
+    assert max(BalancedCandidates(min_chunks_per_thread=4).propose(n, t)) == math.ceil(n / (4 * t))
+    assert max(BalancedCandidates().propose(n, t)) == math.ceil(n / t)
+    dense = BalancedCandidates(k_ratio=1.2, max_candidates=100).propose(n, t)
+    sparse = BalancedCandidates(k_ratio=3.0, max_candidates=100).propose(n, t)
+    assert len(sparse) < len(dense)
+
+
+def test_max_candidates_caps_every_capped_strategy() -> None:
+    """max_candidates bounds the list of balanced, geometric and exhaustive alike."""
+    for strategy in (
+        BalancedCandidates(max_candidates=4),
+        GeometricCandidates(ratio=1.1, max_candidates=4),
+        ExhaustiveCandidates(max_candidates=4),
+    ):
+        assert len(strategy.propose(32768, 8)) == 4
+
+
+def test_geometric_ratio_changes_the_grid() -> None:
+    """A ratio of 4 proposes every other size of a ratio of 2."""
+    assert GeometricCandidates(ratio=4.0).propose(1024, 4) == [1, 4, 16, 64, 256]
