@@ -236,12 +236,9 @@ def _resolve_tables(
     """Flatten ``extends`` chains into one raw table per policy name."""
     resolved: dict[str, dict[str, Any]] = {}
 
-    def table_of(name: str, layer: str) -> Mapping[str, Any] | None:
-        return (user if layer == "user" else presets).get(name)
-
-    def resolve(name: str, layer: str, chain: tuple[str, ...]) -> dict[str, Any] | None:
+    def resolve(name: str, layer: str, chain: tuple[tuple[str, str], ...]) -> dict[str, Any] | None:
         where = "policies" if layer == "user" else "presets"
-        table = table_of(name, layer)
+        table = (user if layer == "user" else presets).get(name)
         if table is None:
             return None
         if not isinstance(table, Mapping):
@@ -250,36 +247,32 @@ def _resolve_tables(
         parent = table.get("extends")
         if parent is None and layer == "user" and name in presets:
             parent = name  # [policies.balanced] tweaks the shipped balanced preset
-        base: dict[str, Any] = {}
-        if parent is not None:
-            if not isinstance(parent, str):
-                problems.append(f"{where}.{name}.extends: {parent!r} is not a policy name")
-                return None
-            if parent == name and layer == "user" and name not in presets:
-                problems.append(f"{where}.{name}.extends: cycle {name} -> {name}")
-                return None
-            seen = {tuple(c.split(":")) for c in (*chain, f"{name}:{layer}")}
-            if (parent, layer) in seen and not (parent == name and layer == "user"):
-                names = [c.split(":")[0] for c in chain] + [name, parent]
-                cycle = " -> ".join(names[names.index(parent) :])
-                problems.append(f"{where}.{name}.extends: cycle {cycle}")
-                return None
-            # a user policy may extend another user policy, else a preset
-            parent_layer = (
-                "user" if (layer == "user" and parent in user and parent != name) else ("preset")
+        if parent is None:
+            return _merge({}, table)
+        if not isinstance(parent, str):
+            problems.append(f"{where}.{name}.extends: {parent!r} is not a policy name")
+            return None
+        if parent == name and layer == "user" and name not in presets:
+            problems.append(f"{where}.{name}.extends: cycle {name} -> {name}")
+            return None
+        # a user policy extends another user policy of that name, else the preset
+        parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
+        here = (*chain, (name, layer))
+        if (parent, parent_layer) in here:
+            names = [n for n, _ in here] + [parent]
+            problems.append(
+                f"{where}.{name}.extends: cycle {' -> '.join(names[names.index(parent) :])}"
             )
-            if parent_layer == "preset" and parent not in presets:
-                known = sorted(set(presets) | set(user))
-                problems.append(
-                    f"{where}.{name}.extends: unknown policy {parent!r}; "
-                    f"known policies: {', '.join(known)}"
-                )
-                return None
-            got = resolve(parent, parent_layer, (*chain, f"{name}:{layer}"))
-            if got is None:
-                return None
-            base = got
-        return _merge(base, table)
+            return None
+        if parent_layer == "preset" and parent not in presets:
+            known = sorted(set(presets) | set(user))
+            problems.append(
+                f"{where}.{name}.extends: unknown policy {parent!r}; "
+                f"known policies: {', '.join(known)}"
+            )
+            return None
+        base = resolve(parent, parent_layer, here)
+        return None if base is None else _merge(base, table)
 
     for name in presets:
         if name not in user:

@@ -90,6 +90,11 @@ def test_table_named_like_a_preset_tweaks_it() -> None:
     [
         pytest.param({"a": {"extends": "b"}, "b": {"extends": "a"}}, "cycle a -> b -> a", id="two"),
         pytest.param({"e": {"extends": "e"}}, "cycle e -> e", id="self"),
+        pytest.param(
+            {"a": {"extends": "b"}, "b": {"extends": "c"}, "c": {"extends": "a"}},
+            "cycle a -> b -> c -> a",
+            id="three",
+        ),
     ],
 )
 def test_extends_cycles_are_errors(policies: dict[str, object], message: str) -> None:
