@@ -13,11 +13,9 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import attrs
-import filelock
-import platformdirs
 
 from ._cache import CacheEntry, DecisionCache, default_cache_path
 from ._candidates import candidate_list
@@ -37,6 +33,7 @@ from ._decision import Decision, timings_to_ms
 from ._errors import ConfigError, UsageError
 from ._events import ProgressCallback
 from ._fingerprint import device_fingerprint, mujoco_version
+from ._locks import hold, sweep_lock, sweep_lock_path
 from ._select import select
 from ._settings import Policy, Settings
 from ._sweep import SweepResult, sweep
@@ -46,8 +43,6 @@ __all__ = ["cache_for", "cache_key", "resolve", "resolve_sync", "sweep_lock_path
 
 logger = logging.getLogger("chunktune")
 
-SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
-_POLL_S = 0.02
 
 
 def _version() -> str:
@@ -89,14 +84,6 @@ def cache_for(settings: Settings) -> DecisionCache | None:
     return DecisionCache(path, format=settings.cache.format)
 
 
-def sweep_lock_path() -> Path:
-    """The machine-wide (per user) lock that keeps two sweeps from measuring at once."""
-    env = os.environ.get(SWEEP_LOCK_ENV)
-    if env:
-        return Path(env)
-    return platformdirs.user_cache_path(appauthor=False) / "chunktune-sweep.lock"
-
-
 # ---------------------------------------------------------------- reporting
 
 
@@ -118,28 +105,6 @@ def _report(decision: Decision, settings: Settings) -> None:
 
 
 # ---------------------------------------------------------------- locks and flights
-
-
-@asynccontextmanager
-async def _hold(lock: filelock.BaseFileLock) -> AsyncIterator[None]:
-    """Hold a file lock, waiting for it without blocking the event loop (cancellable)."""
-
-    def attempt() -> bool:
-        Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            return False
-        return True
-
-    # A blocking acquire in a worker thread could not be cancelled without leaking a
-    # thread that may take the lock later; non-blocking attempts between sleeps can.
-    while not await anyio.to_thread.run_sync(attempt):  # noqa: ASYNC110
-        await anyio.sleep(_POLL_S)
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 @attrs.define
@@ -285,7 +250,7 @@ async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Deci
             req.workload, sizes, req.policy, check_cancelled=check_cancelled, on_event=on_event
         )
 
-    async with _hold(filelock.FileLock(sweep_lock_path(), thread_local=False)):
+    async with hold(sweep_lock()):
         try:
             result = await anyio.to_thread.run_sync(run_sweep)
         except BaseException as exc:
@@ -412,7 +377,7 @@ async def _owned(req: _Request, key: str, cache: DecisionCache | None) -> Decisi
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
         return await _measure(req, key, None)
-    async with _hold(cache.key_lock(key)):
+    async with hold(cache.key_lock(key)):
         if not req.refresh:
             hit = await anyio.to_thread.run_sync(_lookup, req, key, cache)
             if hit is not None:
