@@ -8,7 +8,9 @@ file's problems are all reported at once, each with its dotted TOML path.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import os
 import tomllib
 from collections.abc import Mapping
@@ -195,11 +197,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
 
 
+@functools.cache
+def _parsed_presets() -> dict[str, dict[str, Any]]:
+    # installed files: read once per process, not on every resolve
+    return {file.stem: _read_toml(file) for file in sorted(_preset_dir().glob("*.toml"))}
+
+
 def _preset_tables() -> dict[str, dict[str, Any]]:
-    tables: dict[str, dict[str, Any]] = {}
-    for file in sorted(_preset_dir().glob("*.toml")):
-        tables[file.stem] = _read_toml(file)
-    return tables
+    return copy.deepcopy(_parsed_presets())
 
 
 def preset_names() -> list[str]:

@@ -76,12 +76,25 @@ def cache_key(
     return f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.{policy_hash}"
 
 
+_caches: dict[tuple[Path, str], DecisionCache] = {}
+_caches_lock = threading.Lock()
+
+
 def cache_for(settings: Settings) -> DecisionCache | None:
-    """The cache the settings name, or None when caching is disabled."""
+    """The cache the settings name, or None when caching is disabled.
+
+    One DecisionCache per file and format per process, so a hit re-parses the file
+    only when it changed, and an unusable location is warned about once.
+    """
     if not settings.cache.enabled:
         return None
     path = Path(settings.cache.path).expanduser() if settings.cache.path else default_cache_path()
-    return DecisionCache(path, format=settings.cache.format)
+    key = (path.absolute(), settings.cache.format)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None:
+            cache = _caches[key] = DecisionCache(path, format=settings.cache.format)
+        return cache
 
 
 # ---------------------------------------------------------------- reporting
