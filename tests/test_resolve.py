@@ -403,3 +403,26 @@ def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
     assert slow.calls == calls
     assert cache_entries(isolated) == {}
     assert chunktune.resolve_sync(uneven()).source == "benchmark"
+
+
+def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> None:
+    """Settings naming the same file share one DecisionCache; an unchanged file is parsed once."""
+    from chunktune._resolve import cache_for
+
+    s = chunktune.load_settings()
+    assert cache_for(s) is cache_for(chunktune.load_settings())
+    w = uneven()
+    chunktune.resolve_sync(w, settings=s)
+    cache = cache_for(s)
+    assert cache is not None
+    parsed = cache._parse  # count re-parses of the file from here on
+    calls = {"n": 0}
+
+    def counting(raw: bytes) -> dict[str, object]:
+        calls["n"] += 1
+        return parsed(raw)  # type: ignore[return-value]
+
+    cache._parse = counting  # type: ignore[method-assign]
+    for _ in range(3):
+        assert chunktune.resolve_sync(w, settings=s).source == "cache"
+    assert calls["n"] <= 1
