@@ -418,9 +418,9 @@ def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> Non
     parsed = cache._parse  # count re-parses of the file from here on
     calls = {"n": 0}
 
-    def counting(raw: bytes) -> dict[str, object]:
+    def counting(raw: bytes) -> dict[str, chunktune.CacheEntry]:
         calls["n"] += 1
-        return parsed(raw)  # type: ignore[return-value]
+        return parsed(raw)
 
     cache._parse = counting  # type: ignore[method-assign]
     for _ in range(3):
