@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from types import TracebackType
+from typing import Self
 
 from rich.console import Console
 from rich.progress import (
@@ -30,7 +31,25 @@ _STOPS = {
 _ROUND_LINE_EVERY_S = 5.0
 
 
-class _PlainProgress:
+class _NoProgress:
+    """Shows nothing; also the context-manager base of the other displays."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def __call__(self, event: ProgressEvent) -> None:
+        return None
+
+
+class _PlainProgress(_NoProgress):
     """Progress as a few plain lines on stderr: the plan, rounds (one per 5 s at most), the end."""
 
     def __init__(self, policy_name: str, budget_s: float) -> None:
@@ -42,17 +61,6 @@ class _PlainProgress:
         self.round = 0
         self.last_line_s = -math.inf
         self.prev_elapsed_s = 0.0  # when the previous probe ended
-
-    def __enter__(self) -> _PlainProgress:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     def __call__(self, event: ProgressEvent) -> None:
         if event.kind == "candidates":
@@ -136,22 +144,6 @@ class _LiveProgress:
             else min(event.elapsed_s, self.budget_s),
             probes=self.probes,
         )
-
-
-class _NoProgress:
-    def __enter__(self) -> _NoProgress:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
-
-    def __call__(self, event: ProgressEvent) -> None:
-        return None
 
 
 def progress_display(

@@ -44,7 +44,6 @@ __all__ = ["cache_for", "cache_key", "resolve", "resolve_sync", "sweep_lock_path
 logger = logging.getLogger("chunktune")
 
 
-
 def _version() -> str:
     try:
         return metadata.version("chunktune")
