@@ -66,6 +66,7 @@ class Policy:
     min_rounds: int = attrs.field(default=3, validator=integer(1, 100_000))
     max_rounds: int = attrs.field(default=20, validator=integer(1, 100_000))
     interleave: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    paired: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     race: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     race_z: float = attrs.field(default=3.0, validator=number(0.0, 10.0, lo_open=True))
     early_stop: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))

@@ -72,6 +72,7 @@ class _Sweep:
         self.clock = clock
         self.start = clock()
         self.samples: dict[int | None, list[float]] = {c: [] for c in self.candidates}
+        self.round_of: dict[int | None, list[int]] = {c: [] for c in self.candidates}
         self.raced_out: dict[int | None, int] = {}
         self.probe_seconds = 0.0
         self.rounds = 0
@@ -102,17 +103,42 @@ class _Sweep:
         self.probe_seconds += seconds
         if keep:
             self.samples[chunk].append(seconds)
+            self.round_of[chunk].append(self.rounds)
         self.emit(
             kind="probe" if keep else "warmup", chunk_size=chunk, seconds=seconds, round=self.rounds
         )
 
     # -- statistics ---------------------------------------------------------------
 
+    def blocked(self, measured: dict[int | None, list[float]]) -> dict[int | None, list[float]]:
+        """Each sample over its round's median (a ratio): what the machine did that round cancels.
+
+        Every live candidate is measured once per round, so a slow or fast stretch of
+        the machine that spans a round moves all of that round's samples alike.
+        """
+        by_round: dict[int, list[float]] = {}
+        for c, samples in measured.items():
+            for r, t in zip(self.round_of[c], samples, strict=True):
+                by_round.setdefault(r, []).append(math.log(t))
+        ref = {r: float(np.median(v)) for r, v in by_round.items()}
+        return {
+            c: [math.exp(math.log(t) - ref[r]) for r, t in zip(self.round_of[c], s, strict=True)]
+            for c, s in measured.items()
+        }
+
     def stats(self) -> tuple[dict[int | None, float], dict[int | None, float], float]:
         measured = {c: s for c, s in self.samples.items() if s}
-        sigma = pooled_log_sigma(measured.values())
         how, trim = self.policy.estimator, self.policy.trim
-        est = {c: estimate(s, how, trim=trim) for c, s in measured.items()}
+        if self.policy.paired and self.policy.interleave and None in measured:
+            relative = self.blocked(measured)
+            sigma = pooled_log_sigma(relative.values())
+            rel = {c: estimate(s, how, trim=trim) for c, s in relative.items()}
+            # report seconds: native's own estimate sets the scale of the ratios
+            scale = estimate(measured[None], how, trim=trim) / rel[None]
+            est = {c: r * scale for c, r in rel.items()}
+        else:
+            sigma = pooled_log_sigma(measured.values())
+            est = {c: estimate(s, how, trim=trim) for c, s in measured.items()}
         err = {c: standard_error(sigma, len(s), how) for c, s in measured.items()}
         return est, err, sigma
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 
 import chunktune
@@ -64,7 +65,14 @@ def test_confidence_z_refuses_a_win_inside_the_noise() -> None:
 @pytest.mark.parametrize("trim", [0.0, 0.25])
 def test_estimator_and_trim_shape_the_estimate(trim: float) -> None:
     """trimmed_mean drops `trim` of the samples at each end before averaging."""
-    pol = base(estimator="trimmed_mean", trim=trim, race=False, early_stop=False, max_rounds=8)
+    pol = base(
+        estimator="trimmed_mean",
+        trim=trim,
+        race=False,
+        early_stop=False,
+        max_rounds=8,
+        paired=False,
+    )
     r = sweep(plateau(sigma=0.05), [None, 8], pol)
     for chunk, samples in r.samples.items():
         assert r.estimates[chunk] == pytest.approx(estimate(samples, "trimmed_mean", trim=trim))
@@ -165,3 +173,44 @@ def test_log_auto_uses_logging_when_configured(
         chunktune.resolve_sync(plateau(), policy="quick")
     assert "chunk_size=" in caplog.text
     assert "[chunktune]" not in capsys.readouterr().err
+
+
+class RoundDrift:
+    """A machine whose speed jumps by up to 40% between rounds of the sweep, with 1% jitter."""
+
+    num_envs, nthread = 512, 8
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(7)
+        self.calls = 0
+        self.factor = 1.0
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "round-drift"}
+
+    def run(self, chunk_size: int | None) -> float:
+        if self.calls % 3 == 0:  # native + 2 candidates: one round every 3 calls
+            self.factor = float(self.rng.uniform(0.8, 1.4))
+        self.calls += 1
+        base = {None: 1.0, 4: 0.90, 8: 0.95}[chunk_size]
+        return base * self.factor * float(np.exp(self.rng.normal(0.0, 0.01)))
+
+
+def test_paired_cancels_what_the_machine_did_each_round() -> None:
+    """Blocked by round, a 10% win shows through 40% swings; unblocked it drowns in them."""
+    common = dict(
+        prime=0,
+        race=False,
+        early_stop=False,
+        max_rounds=10,
+        min_rounds=10,
+        candidates=ExplicitCandidates(sizes=(4, 8)),
+    )
+    paired = chunktune.resolve_sync(RoundDrift(), policy=base(paired=True, **common))  # type: ignore[arg-type]
+    plain = chunktune.resolve_sync(
+        RoundDrift(),  # type: ignore[arg-type]
+        policy=base(paired=False, **common),
+        refresh=True,
+    )
+    assert paired.chunk_size == 4
+    assert plain.chunk_size is None and "noisy" in plain.reason

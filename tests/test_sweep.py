@@ -174,7 +174,13 @@ def test_sequential_schedule_reproduces_the_older_tuner() -> None:
 def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]], float]) -> None:
     """The reported estimate is the policy's estimator over the kept samples."""
     pol = attrs.evolve(
-        balanced(), estimator=estimator, race=False, early_stop=False, max_rounds=5, prime=0
+        balanced(),
+        estimator=estimator,
+        race=False,
+        early_stop=False,
+        max_rounds=5,
+        prime=0,
+        paired=False,
     )
     w = blocked(sigma=0.05)
     r = sweep(w, [None, 4], pol)
