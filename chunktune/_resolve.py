@@ -333,12 +333,22 @@ def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
     return _entry_decision(found[1], found[0], req.native)
 
 
-async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
-    if cache is not None and not req.refresh:
-        hit = await anyio.to_thread.run_sync(_lookup, req, key, cache)
-        if hit is not None:
-            return hit
+def _identify_and_look(
+    req: _Request, cache: DecisionCache | None
+) -> tuple[_Request, str, Decision | None]:
+    """Blocking: key the request and, unless refreshing, look it up: one thread hop for a hit.
 
+    Raises:
+        Exception: whatever the workload's ``signature()`` raised.
+    """
+    signature, device, key = _identify(req)
+    req = attrs.evolve(req, signature=signature, device=device)
+    hit = _lookup(req, key, cache) if cache is not None and not req.refresh else None
+    return req, key, hit
+
+
+async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+    """A cache miss: share this process's flight for the key, or own it and measure."""
     while True:
         with _flights_lock:
             flight = _flights.get(key)
@@ -472,13 +482,13 @@ async def resolve(
             policy=name,
         )
     else:
+        cache = cache_for(settings)
         try:
-            signature, device, key = await anyio.to_thread.run_sync(_identify, req)
+            req, key, hit = await anyio.to_thread.run_sync(_identify_and_look, req, cache)
         except Exception as exc:  # a workload whose signature() fails is a failing workload
             decision = _fallback(req, "", exc)
         else:
-            req = attrs.evolve(req, signature=signature, device=device)
-            decision = await _resolve_key(req, key, cache_for(settings))
+            decision = hit if hit is not None else await _resolve_key(req, key, cache)
     _report(decision, settings)
     return decision
 
