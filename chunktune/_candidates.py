@@ -1,7 +1,9 @@
 """Candidate strategies: which chunk sizes a sweep measures.
 
 Each strategy is a frozen attrs record that a policy names with
-``[policies.NAME.candidates] strategy = "..."``. ``propose(num_envs, nthread)``
+``[policies.NAME.candidates] strategy = "..."``. ``refinable`` says whether a
+sweep may add schedules of its own next to the contenders (``refine_steps``):
+``explicit`` and ``seed`` measure exactly their list. ``propose(num_envs, nthread)``
 returns sorted chunk sizes clamped to ``[1, ceil(N/T)]``; the sweep always adds
 the native default (``None``) on top, and every strategy but ``seed`` leaves out
 the integer equal to the native chunk so it is not measured twice.
@@ -55,6 +57,7 @@ class SeedCandidates:
     """
 
     strategy: ClassVar[str] = "seed"
+    refinable: ClassVar[bool] = False
     max_candidates: int = attrs.field(default=16, validator=integer(2, 4096))
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:
@@ -85,6 +88,7 @@ class BalancedCandidates:
     """
 
     strategy: ClassVar[str] = "balanced"
+    refinable: ClassVar[bool] = True
     max_candidates: int = attrs.field(default=12, validator=integer(2, 4096))
     min_chunks_per_thread: int = attrs.field(default=1, validator=integer(1, 1_000_000))
     k_ratio: float = attrs.field(default=1.35, validator=number(1.0, 16.0, lo_open=True))
@@ -109,6 +113,7 @@ class GeometricCandidates:
     """Sizes 1, r, r^2, ... up to ``ceil(N/T)`` (which is always included)."""
 
     strategy: ClassVar[str] = "geometric"
+    refinable: ClassVar[bool] = True
     ratio: float = attrs.field(default=2.0, validator=number(1.0, 64.0, lo_open=True))
     max_candidates: int = attrs.field(default=16, validator=integer(2, 4096))
 
@@ -129,6 +134,7 @@ class ExhaustiveCandidates:
     """Every size in ``[1, ceil(N/T)]``, thinned in log scale beyond ``max_candidates``."""
 
     strategy: ClassVar[str] = "exhaustive"
+    refinable: ClassVar[bool] = True
     max_candidates: int = attrs.field(default=64, validator=integer(2, 4096))
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:
@@ -149,6 +155,7 @@ class ExplicitCandidates:
     """Exactly the listed sizes; those above ``ceil(N/T)`` are measured as ``ceil(N/T)``."""
 
     strategy: ClassVar[str] = "explicit"
+    refinable: ClassVar[bool] = False
     sizes: tuple[int, ...] = attrs.field(converter=_as_size_tuple, validator=positive_sizes())
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:

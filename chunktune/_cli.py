@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 
-from . import _cli_cache, _cli_policy, _cli_tune
+from . import _cli_cache, _cli_policy, _cli_record, _cli_tune
 from ._cli_common import EXIT_INTERRUPTED, EXIT_USAGE, error, help_formatter, say
 from ._errors import ChunktuneError
 from ._fingerprint import mujoco_version
@@ -35,6 +35,7 @@ examples:
   chunktune tune --json               the decision as one JSON object
   chunktune cache list                what has been decided on this machine
   chunktune policy show quick         a policy, fully resolved, as TOML
+  chunktune record -o demo.json       every chunk size of the demo, as a trace
 
 exit status: 0 ok; 1 the workload failed while measuring (the native chunk is
 reported); 2 a usage, settings or file error; 130 interrupted.
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="settings file (default: $CHUNKTUNE_CONFIG, else ./chunktune.toml)",
     )
     _cli_tune.add_parser(commands, common)
+    _cli_record.add_parser(commands, common)
     _cli_cache.add_parser(commands, common)
     _cli_policy.add_parser(commands, common)
     return parser

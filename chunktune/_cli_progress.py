@@ -26,6 +26,7 @@ _STOPS = {
     "settled": "the answer is settled",
     "single": "one candidate was left",
     "max_rounds": "all rounds are done",
+    "noisy": "the machine is too noisy to confirm a gain in the budget",
 }
 
 _ROUND_LINE_EVERY_S = 5.0
@@ -59,6 +60,7 @@ class _PlainProgress(_NoProgress):
         self.raced = 0
         self.probes = 0
         self.round = 0
+        self.confirming = False
         self.last_line_s = -math.inf
         self.prev_elapsed_s = 0.0  # when the previous probe ended
 
@@ -86,6 +88,16 @@ class _PlainProgress(_NoProgress):
         elif event.kind == "raced_out":
             self.raced += 1
             say(f"chunk {event.chunk_size} raced out after round {event.round}")
+        elif event.kind == "refined":
+            self.candidates += len(event.candidates)
+            sizes = ", ".join(str(c) for c in event.candidates)
+            say(f"refining after round {event.round}: also measuring {sizes}")
+        elif event.kind == "confirm":
+            if not self.confirming and event.chunk_size is not None:
+                self.confirming = True
+                say(f"confirming chunk {event.chunk_size} against native on fresh pairs")
+            self.probes += 1
+            self.prev_elapsed_s = event.elapsed_s
         elif event.kind == "done":
             why = _STOPS.get(event.message, event.message)
             say(
@@ -102,6 +114,7 @@ class _LiveProgress:
         self.candidates = 0
         self.raced = 0
         self.probes = 0
+        self.confirming: int | None = None
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -130,15 +143,24 @@ class _LiveProgress:
     def __call__(self, event: ProgressEvent) -> None:
         if event.kind == "candidates":
             self.candidates = len(event.candidates)
-        elif event.kind in ("probe", "warmup"):
+        elif event.kind in ("probe", "warmup", "confirm"):
             self.probes += 1
         elif event.kind == "raced_out":
             self.raced += 1
+        elif event.kind == "refined":
+            self.candidates += len(event.candidates)
         live = self.candidates - self.raced
-        what = "warming up" if event.kind == "warmup" else f"round {max(event.round, 1)}"
+        if event.kind == "confirm":
+            self.confirming = event.chunk_size or self.confirming
+        if self.confirming:
+            what = f"confirming {self.confirming} against native"
+        elif event.kind == "warmup":
+            what = "warming up"
+        else:
+            what = f"round {max(event.round, 1)}, {live}/{self.candidates} candidates"
         self.progress.update(
             self.task,
-            description=f"{what}, {live}/{self.candidates} candidates",
+            description=what,
             completed=self.budget_s
             if event.kind == "done"
             else min(event.elapsed_s, self.budget_s),

@@ -26,17 +26,16 @@ from ._cli_common import (
     warn,
 )
 from ._cli_progress import progress_display
+from ._cli_workload import ENVS_PER_THREAD, load_workload, pool_threads, positive_int
 from ._config import load_settings
 from ._decision import Decision
 from ._errors import InvalidArgumentError, OutputError
-from ._fingerprint import usable_cpus
 from ._render import candidate_rows, candidate_table, plot_formats, write_plot
 from ._resolve import resolve, sweep_lock_path
 from ._workload import Workload
 
 __all__ = ["add_parser"]
 
-ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
 
 _TUNE_EPILOG = """\
@@ -56,16 +55,6 @@ again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
 def add_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     common: argparse.ArgumentParser,
@@ -83,19 +72,19 @@ def add_parser(
     tune.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
     tune.add_argument(
         "--num-envs",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help=f"rollouts per pool call (default: {ENVS_PER_THREAD} per thread)",
     )
     tune.add_argument(
         "--nthread",
-        type=_positive_int,
+        type=positive_int,
         metavar="T",
         help="pool worker threads (default: the CPUs this process may use)",
     )
     tune.add_argument(
         "--nstep",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help="steps per rollout (default: 20 for the demo, 10 for a model)",
     )
@@ -105,24 +94,6 @@ def add_parser(
     tune.add_argument("--plot", metavar="FILE.png", help="write step time against chunk size")
     tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     tune.set_defaults(handler=_cmd_tune)
-
-
-def _load_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
-    """The workload to tune and a one-line description of it."""
-    from ._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
-
-    num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
-    if args.model is None:
-        nstep = args.nstep or DEMO_NSTEP
-        demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
-        what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
-        return demo, what
-    kwargs: dict[str, Any] = {}
-    if args.nstep is not None:
-        kwargs["nstep"] = args.nstep
-    workload = RolloutWorkload.from_xml(args.model, num_envs=num_envs, nthread=nthread, **kwargs)
-    what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
-    return workload, what
 
 
 def _balance_bound(workload: Workload) -> float | None:
@@ -199,16 +170,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     policy_name = args.policy or settings.policy
     policy = settings.get_policy(policy_name)
 
-    usable = usable_cpus()
-    nthread: int = args.nthread or usable
-    if nthread > usable:
-        warn(
-            f"--nthread {nthread} is more than the {usable} CPU{'' if usable == 1 else 's'} "
-            "this process may use; workers will share cores, so the timings will not match "
-            "a machine with "
-            f"{nthread} free cores"
-        )
-    workload, what = _load_workload(args, nthread)
+    nthread = pool_threads(args.nthread)
+    workload, what = load_workload(args, nthread)
     try:
         progress = progress_display(policy_name, policy.time_budget_s, quiet=args.quiet)
         call = functools.partial(

@@ -29,7 +29,9 @@ class Decision:
     ``chunk_size`` is ``None`` for the native default, which for this workload
     means ``native_chunk``. ``timings`` maps every measured candidate to its
     estimate in seconds; ``probe_seconds`` is the sum of ``run()`` seconds this
-    call spent (0.0 unless it swept).
+    call spent (0.0 unless it swept). ``gain`` is the estimated fraction by which
+    ``chunk_size`` beats native (0.0 when native is kept) and ``gain_ci`` its
+    confidence interval from the confirmation against native, when one ran.
     """
 
     chunk_size: int | None
@@ -43,6 +45,8 @@ class Decision:
     probe_seconds: float = 0.0
     partial: bool = False
     policy: str = ""
+    gain: float = 0.0
+    gain_ci: tuple[float, float] | None = None
 
     @property
     def effective_chunk(self) -> int:
@@ -59,4 +63,7 @@ class Decision:
             "probe_seconds": self.probe_seconds,
             "key": self.key,
             "timings_ms": timings_to_ms(self.timings),
+            "gain": self.gain,
+            "gain_ci": None if self.gain_ci is None else list(self.gain_ci),
+            "partial": self.partial,
         }

@@ -8,6 +8,7 @@ built-in exception of the same meaning, so callers may catch either::
     ├── WorkloadError (TypeError)         an object does not implement Workload
     ├── InvalidArgumentError (ValueError) a bad num_envs, nthread, chunk size, ...
     ├── CacheError (OSError)              a cache file cannot be read or written
+    ├── TraceError (ValueError)           a recorded trace file is unreadable or malformed
     ├── OutputError (OSError)             a file asked for (a plot, say) cannot be written
     └── UsageError (RuntimeError)         an API called where it cannot work
 
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "InvalidArgumentError",
     "OutputError",
+    "TraceError",
     "UsageError",
     "WorkloadError",
 ]
@@ -66,6 +68,10 @@ class InvalidArgumentError(ChunktuneError, ValueError):
 
 class CacheError(ChunktuneError, OSError):
     """A cache file cannot be read, written or imported."""
+
+
+class TraceError(ChunktuneError, ValueError):
+    """A trace file (``chunktune record``'s output) cannot be read or is malformed."""
 
 
 class OutputError(ChunktuneError, OSError):

@@ -9,7 +9,9 @@ import attrs
 
 __all__ = ["EventKind", "ProgressCallback", "ProgressEvent"]
 
-EventKind = Literal["candidates", "warmup", "probe", "raced_out", "done"]
+EventKind = Literal[
+    "candidates", "warmup", "probe", "raced_out", "refined", "confirm", "done"
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -19,6 +21,8 @@ class ProgressEvent:
     ``candidates``: the sizes about to be measured (``None`` = native).
     ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
     ``raced_out``: ``chunk_size`` is clearly behind and is measured no more.
+    ``refined``: ``candidates`` join the race (schedules next to the contenders).
+    ``confirm``: one ``run()`` of the confirmation against native (``round`` is its block).
     ``done``: the sweep stopped; ``message`` says why.
     """
 

@@ -34,7 +34,6 @@ from ._errors import ConfigError, UsageError
 from ._events import ProgressCallback
 from ._fingerprint import device_fingerprint, mujoco_version
 from ._locks import hold, sweep_lock, sweep_lock_path
-from ._select import select
 from ._settings import Policy, Settings
 from ._sweep import SweepResult, sweep
 from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
@@ -164,26 +163,11 @@ class _Request:
 
 
 def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
-    p = req.policy
-    # a raced-out candidate was judged clearly behind on the evidence of its time;
-    # its few samples may look lucky later, so only survivors (and native) compete
-    contenders = {c: t for c, t in result.estimates.items() if c not in result.raced_out}
-    choice = select(
-        contenders,
-        native=req.native,
-        upper=upper_chunk(req.num_envs, req.nthread),
-        margin=p.margin,
-        tie_tol=p.tie_tol,
-        tie_break=p.tie_break,
-        errors=result.errors,
-        confidence_z=p.confidence_z,
-        tie_z=p.tie_z,
-    )
-    reason = choice.reason
+    reason = result.choice.reason
     if result.partial:
-        reason += f" (partial: the {p.time_budget_s:g} s budget ended the sweep)"
+        reason += f" (partial: the {req.policy.time_budget_s:g} s budget ended the sweep)"
     return Decision(
-        chunk_size=choice.chunk_size,
+        chunk_size=result.choice.chunk_size,
         native_chunk=req.native,
         source="benchmark",
         reason=reason,
@@ -194,6 +178,8 @@ def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
         probe_seconds=result.probe_seconds,
         partial=result.partial,
         policy=req.policy_name,
+        gain=result.gain,
+        gain_ci=result.gain_ci,
     )
 
 

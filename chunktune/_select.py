@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
-__all__ = ["Choice", "select"]
+__all__ = ["Choice", "pick", "select"]
 
 
 @attrs.frozen
@@ -33,7 +33,15 @@ def _ms(seconds: float) -> str:
     return f"{ms:.{digits}f} ms"
 
 
-def _pick(band: list[int], tie_break: str, *, native: int, upper: int) -> int:
+def pick(
+    band: list[int], tie_break: str, *, native: int, upper: int, best: int | None = None
+) -> int:
+    """One size of the ascending ``band`` of ties, by the named tie-break.
+
+    ``evidence`` takes ``best`` (the measured best), or the band's first size.
+    """
+    if tie_break == "evidence":
+        return band[0] if best is None or best not in band else best
     if tie_break == "toward_upper":
         return min(band, key=lambda c: (abs(c - upper), c))
     if tie_break == "toward_native":
@@ -107,7 +115,7 @@ def select(
         for c, t in cand.items()
         if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c) and t <= ceiling
     )
-    chosen = _pick(band, tie_break, native=native, upper=upper)
+    chosen = pick(band, tie_break, native=native, upper=upper, best=best)
     chosen_t = cand[chosen]
     if native_t is None:
         lead = f"chose {chosen} at {_ms(chosen_t)} (native was not measured)"

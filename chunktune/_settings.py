@@ -26,8 +26,8 @@ __all__ = [
     "Settings",
 ]
 
-ESTIMATORS = ("min", "median", "trimmed_mean", "lower_mean")
-TIE_BREAKS = ("center", "toward_upper", "toward_native", "smallest")
+ESTIMATORS = ("min", "median", "trimmed_mean", "lower_mean", "mean")
+TIE_BREAKS = ("evidence", "center", "toward_upper", "toward_native", "smallest")
 CACHE_FORMATS = ("auto", "json", "toml")
 STDERR_MODES = ("auto", "always", "never")
 DEFAULT_POLICY = "balanced"
@@ -53,24 +53,36 @@ class Policy:
     description: str = attrs.field(default="", validator=text())
     enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     # selection
-    margin: float = attrs.field(default=0.03, validator=number(0.0, 1.0, hi_open=True))
+    margin: float = attrs.field(default=0.01, validator=number(0.0, 1.0, hi_open=True))
     tie_tol: float = attrs.field(default=0.01, validator=number(0.0, 1.0, hi_open=True))
-    tie_break: str = attrs.field(default="center", validator=choice(TIE_BREAKS))
-    confidence_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0))
-    tie_z: float = attrs.field(default=0.5, validator=number(0.0, 10.0))
+    tie_break: str = attrs.field(default="evidence", validator=choice(TIE_BREAKS))
+    confidence_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0))
+    tie_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0))
     # measurement
-    estimator: str = attrs.field(default="lower_mean", validator=choice(ESTIMATORS))
+    estimator: str = attrs.field(default="trimmed_mean", validator=choice(ESTIMATORS))
     trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True))
     prime: int = attrs.field(default=1, validator=integer(0, 1000))
     warmup: int = attrs.field(default=0, validator=integer(0, 1000))
     min_rounds: int = attrs.field(default=3, validator=integer(1, 100_000))
-    max_rounds: int = attrs.field(default=20, validator=integer(1, 100_000))
+    max_rounds: int = attrs.field(default=12, validator=integer(1, 100_000))
     interleave: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     paired: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     race: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    race_z: float = attrs.field(default=3.0, validator=number(0.0, 10.0, lo_open=True))
+    race_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0, lo_open=True))
     early_stop: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     seed: int = attrs.field(default=0, validator=integer(0, 2**63 - 1))
+    # refinement in chunk-count space
+    refine_steps: int = attrs.field(default=3, validator=integer(0, 1000))
+    refine_top: int = attrs.field(default=2, validator=integer(1, 1000))
+    # confirmation against native, and the noise gate
+    confirm: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    confirm_alpha: float = attrs.field(
+        default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True)
+    )
+    confirm_min_pairs: int = attrs.field(default=4, validator=integer(2, 100_000))
+    confirm_max_pairs: int = attrs.field(default=24, validator=integer(2, 100_000))
+    confirm_share: float = attrs.field(default=0.3, validator=number(0.0, 0.9))
+    noise_gate: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     # limits
     time_budget_s: float = attrs.field(default=10.0, validator=number(0.0, lo_open=True))
     hard_limit_s: float | None = attrs.field(
@@ -83,6 +95,11 @@ class Policy:
             raise ValueError(
                 f"max_rounds {self.max_rounds} is below min_rounds {self.min_rounds}; "
                 "expected max_rounds >= min_rounds"
+            )
+        if self.confirm_max_pairs < self.confirm_min_pairs:
+            raise ValueError(
+                f"confirm_max_pairs {self.confirm_max_pairs} is below confirm_min_pairs "
+                f"{self.confirm_min_pairs}; expected confirm_max_pairs >= confirm_min_pairs"
             )
         if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
             raise ValueError(

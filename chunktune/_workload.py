@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from ._errors import InvalidArgumentError, WorkloadError
 
@@ -13,6 +16,7 @@ __all__ = [
     "SignatureValue",
     "Workload",
     "check_chunk_size",
+    "check_seconds",
     "check_workload",
     "native_chunk",
     "upper_chunk",
@@ -67,6 +71,26 @@ def check_chunk_size(value: object, *, what: str = "chunk_size") -> int:
         InvalidArgumentError: ``value`` is not an integer, or is below 1.
     """
     return _check_count(what, value)
+
+
+def check_seconds(value: object, chunk: int | None) -> float:
+    """Return what ``run(chunk)`` reported as positive, finite float seconds.
+
+    Any real number will do (a Python float, ``numpy.float32``, a 0-d array);
+    booleans, text, NaN, infinities and values <= 0 will not.
+
+    Raises:
+        WorkloadError: ``value`` is not a positive, finite real number.
+    """
+    seconds = math.nan
+    if not isinstance(value, bool | np.bool_ | str | bytes):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds = float(value) if np.ndim(value) == 0 else math.nan  # type: ignore[arg-type]
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise WorkloadError(
+            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds"
+        )
+    return seconds
 
 
 def check_workload(workload: object) -> tuple[int, int]:

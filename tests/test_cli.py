@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from chunktune import _cli_tune
+from chunktune import _cli_tune, _cli_workload
 from chunktune._cache import CacheEntry, DecisionCache
 from chunktune._cli import main
 
@@ -68,6 +68,9 @@ DECISION_KEYS = {
     "probe_seconds",
     "key",
     "timings_ms",
+    "gain",
+    "gain_ci",
+    "partial",
 }
 
 
@@ -196,7 +199,7 @@ def test_tune_demo_defaults_fit_the_machine(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without a model the demo is tuned with nthread = usable CPUs and 128 envs per thread."""
-    monkeypatch.setattr(_cli_tune, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_cli_workload, "usable_cpus", lambda: 1)
     assert main(["tune", "--nstep", "2", "--json"]) == 0
     out, err = capsys.readouterr()
     decision = json.loads(out)
@@ -216,7 +219,7 @@ def test_nthread_above_usable_cpus_warns(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """--nthread above the usable CPUs is a warning on stderr, and the tune still runs."""
-    monkeypatch.setattr(_cli_tune, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_cli_workload, "usable_cpus", lambda: 1)
     assert main(["tune", str(model), *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
     assert "warning: --nthread 2 is more than the 1 CPU this process may use" in err
@@ -269,7 +272,7 @@ def test_failing_workload_reports_native_and_exits_1(
 ) -> None:
     """A workload that fails while measuring gives the native fallback, a warning and exit 1."""
     monkeypatch.setattr(
-        _cli_tune, "_load_workload", lambda args, nthread: (_FailingWorkload(), "x")
+        _cli_tune, "load_workload", lambda args, nthread: (_FailingWorkload(), "x")
     )
     assert main(["tune", "--json"]) == 1
     out, err = capsys.readouterr()

@@ -156,7 +156,7 @@ def test_cross_field_rule() -> None:
     [
         pytest.param("margin", -0.1, id="margin"),
         pytest.param("tie_tol", 1.0, id="tie_tol"),
-        pytest.param("estimator", "mean", id="estimator"),
+        pytest.param("estimator", "mode", id="estimator"),
         pytest.param("warmup", -1, id="warmup"),
         pytest.param("time_budget_s", 0.0, id="budget"),
         pytest.param("race_z", 0.0, id="race_z"),

@@ -36,11 +36,11 @@ def settings(**cache: Any) -> Settings:
 
 
 def test_margin_decides_whether_to_leave_native() -> None:
-    """The same measurements switch under a 3% margin and stay native under a 50% one."""
+    """A gain of several percent switches under a 3% margin and stays native under a 50% one."""
     low = chunktune.resolve_sync(plateau(), policy=base(margin=0.03))
     high = chunktune.resolve_sync(plateau(), policy=base(margin=0.5))
     assert low.chunk_size is not None and high.chunk_size is None
-    assert low.timings == high.timings
+    assert "margin" in high.reason
 
 
 def test_tie_break_and_tie_tol_pick_within_the_band() -> None:
@@ -59,7 +59,7 @@ def test_confidence_z_refuses_a_win_inside_the_noise() -> None:
     bold = chunktune.resolve_sync(plateau(sigma=0.1), policy=base(confidence_z=0.0, **noisy))
     careful = chunktune.resolve_sync(plateau(sigma=0.1), policy=base(confidence_z=10.0, **noisy))
     assert bold.chunk_size is not None
-    assert careful.chunk_size is None and "noisy" in careful.reason
+    assert careful.chunk_size is None and "within the noise" in careful.reason
 
 
 @pytest.mark.parametrize("trim", [0.0, 0.25])
@@ -84,7 +84,9 @@ def test_estimator_and_trim_shape_the_estimate(trim: float) -> None:
 def test_prime_and_warmup_discard_calls() -> None:
     """prime discards native calls up front; warmup discards calls of every candidate."""
     w = plateau()
-    pol = base(prime=3, warmup=2, race=False, early_stop=False, min_rounds=2, max_rounds=2)
+    pol = base(
+        prime=3, warmup=2, race=False, early_stop=False, min_rounds=2, max_rounds=2, confirm=False
+    )
     r = sweep(w, [None, 4, 8], pol)
     assert [c for c, _ in w.history[:3]] == [None, None, None]
     assert w.calls == 3 + 2 * 3 + 2 * 3
@@ -95,7 +97,8 @@ def test_min_rounds_protects_candidates_from_early_racing() -> None:
     """No candidate is raced out before min_rounds samples."""
     pol = base(min_rounds=6, max_rounds=8)
     r = sweep(plateau(), candidate_list(pol.candidates, 2048, 16), pol)
-    assert r.raced_out and min(r.counts().values()) >= 6
+    counts = r.counts()
+    assert r.raced_out and all(counts[c] >= 6 for c in r.raced_out)
 
 
 def test_max_rounds_caps_samples() -> None:
@@ -197,13 +200,15 @@ class RoundDrift:
 
 
 def test_paired_cancels_what_the_machine_did_each_round() -> None:
-    """Blocked by round, a 10% win shows through 40% swings; unblocked it drowns in them."""
+    """Paired by round, a 10% win shows through 40% swings; unpaired it drowns in them."""
     common = dict(
         prime=0,
         race=False,
         early_stop=False,
         max_rounds=10,
         min_rounds=10,
+        confirm=False,  # judge the race's own evidence
+        confidence_z=2.0,
         candidates=ExplicitCandidates(sizes=(4, 8)),
     )
     paired = chunktune.resolve_sync(RoundDrift(), policy=base(paired=True, **common))  # type: ignore[arg-type]
@@ -213,4 +218,4 @@ def test_paired_cancels_what_the_machine_did_each_round() -> None:
         refresh=True,
     )
     assert paired.chunk_size == 4
-    assert plain.chunk_size is None and "noisy" in plain.reason
+    assert plain.chunk_size is None and "within the noise" in plain.reason

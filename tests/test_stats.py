@@ -54,7 +54,7 @@ def test_estimators(how: str, expected: float) -> None:
 def test_unknown_estimator_and_empty_samples_raise() -> None:
     """An unknown estimator or no samples is a ValueError."""
     with pytest.raises(ValueError, match="unknown estimator"):
-        estimate([1.0], "mean")
+        estimate([1.0], "mode")
     with pytest.raises(ValueError, match="zero samples"):
         estimate([], "min")
 

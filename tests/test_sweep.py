@@ -47,7 +47,15 @@ def test_same_seed_same_sweep() -> None:
 def test_rounds_use_fresh_random_orders() -> None:
     """Each round measures every live candidate once, in an order that changes between rounds."""
     w = blocked(sigma=0.0)
-    pol = attrs.evolve(balanced(), prime=0, race=False, early_stop=False, max_rounds=4)
+    pol = attrs.evolve(
+        balanced(),
+        prime=0,
+        race=False,
+        early_stop=False,
+        max_rounds=4,
+        refine_steps=0,
+        confirm=False,
+    )
     cands = candidate_list(pol.candidates, 1024, 16)
     sweep(w, cands, pol)
     rounds = [
@@ -87,7 +95,9 @@ def test_flat_landscape_stops_early() -> None:
 
 def test_without_racing_every_candidate_gets_every_round() -> None:
     """race = false measures all candidates max_rounds times."""
-    pol = attrs.evolve(balanced(), race=False, early_stop=False, max_rounds=5, prime=0)
+    pol = attrs.evolve(
+        balanced(), race=False, early_stop=False, max_rounds=5, prime=0, refine_steps=0
+    )
     cands = candidate_list(pol.candidates, 1024, 16)
     r = sweep(blocked(), cands, pol)
     assert set(r.counts().values()) == {5}
@@ -103,7 +113,7 @@ def test_budget_stops_at_a_probe_boundary_with_native_measured() -> None:
         if event.seconds is not None:
             clock.now += event.seconds
 
-    pol = attrs.evolve(balanced(), prime=0, time_budget_s=w.true_time(None) * 2.5)
+    pol = attrs.evolve(balanced(), prime=0, confirm=False, time_budget_s=w.true_time(None) * 2.5)
     r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol, on_event=on_event, clock=clock)
     assert r.partial and r.stop == "budget"
     assert None in r.estimates
@@ -181,6 +191,7 @@ def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]
         max_rounds=5,
         prime=0,
         paired=False,
+        refine_steps=0,
     )
     w = blocked(sigma=0.05)
     r = sweep(w, [None, 4], pol)

@@ -1,0 +1,150 @@
+"""``chunktune record``: measure every chunk size of a workload in rounds and write a trace."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import filelock
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ._cli_common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, say
+from ._cli_workload import load_workload, pool_threads, positive_int
+from ._errors import InvalidArgumentError, OutputError
+from ._events import ProgressEvent
+from ._locks import sweep_lock_path
+from ._record import check_sizes, record
+from ._trace import dump_trace
+
+__all__ = ["add_parser"]
+
+_RECORD_EPILOG = """\
+examples:
+  chunktune record -o demo.json                     the bundled demo, every size, 20 rounds
+  chunktune record robot.xml --num-envs 512 --nthread 4 --rounds 30 -o robot.json
+  chunktune record --sizes 2,4,8,16 --rounds 40 -o few.json
+
+Every round measures each size once, in a fresh random order, so what the machine
+does during the recording hits every size alike. The file is written only when
+every round is done (Ctrl-C writes nothing). Replay it with
+chunktune.sim.ReplayWorkload.from_file(path).
+"""
+
+
+def _sizes(text: str) -> list[int] | None:
+    if text == "all":
+        return None
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not 'all' or a comma-separated list of chunk sizes"
+        ) from None
+    if not sizes:
+        raise argparse.ArgumentTypeError("expected 'all' or at least one chunk size")
+    return sizes
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    """Add ``record`` to ``commands``; ``common`` holds the options every command takes."""
+    rec = commands.add_parser(
+        "record",
+        parents=[common],
+        help="measure every chunk size in rounds and write a trace",
+        description="Measure every chunk size (or a list) of a MuJoCo model, or the bundled\n"
+        "demo, in interleaved rounds, and write the trace as JSON.",
+        epilog=_RECORD_EPILOG,
+        formatter_class=help_formatter,
+    )
+    rec.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
+    rec.add_argument("--num-envs", type=positive_int, metavar="N", help="rollouts per pool call")
+    rec.add_argument("--nthread", type=positive_int, metavar="T", help="pool worker threads")
+    rec.add_argument("--nstep", type=positive_int, metavar="K", help="steps per rollout")
+    rec.add_argument(
+        "--rounds", type=positive_int, default=20, metavar="R", help="rounds (default: 20)"
+    )
+    rec.add_argument(
+        "--sizes", type=_sizes, default=None, metavar="all|a,b,c", help="default: all"
+    )
+    rec.add_argument("--seed", type=int, default=0, help="seed of the round orders")
+    rec.add_argument("-o", "--output", required=True, metavar="FILE.json", help="trace file")
+    rec.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    rec.set_defaults(handler=_cmd_record)
+
+
+@contextlib.contextmanager
+def _machine_to_ourselves() -> Iterator[None]:
+    """Hold the machine-wide sweep lock: a sweep running alongside would skew both."""
+    lock = filelock.FileLock(sweep_lock_path(), thread_local=False)
+    try:
+        Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        say(f"waiting for another sweep to finish (lock {lock.lock_file})")
+        lock.acquire()
+    except OSError:
+        yield  # no usable lock location: record anyway
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    if out.suffix.lower() != ".json":
+        raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
+    if not out.parent.is_dir():
+        raise OutputError(f"-o {out}: the directory {out.parent} does not exist")
+    nthread = pool_threads(args.nthread)
+    workload, what = load_workload(args, nthread)
+    try:
+        sizes = check_sizes(args.sizes, workload.num_envs, workload.nthread)
+        total = len(sizes) * args.rounds
+        if not args.quiet:
+            say(f"recording {what}: {len(sizes)} sizes x {args.rounds} rounds = {total} calls")
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console_on(sys.stderr),
+            transient=True,
+            disable=args.quiet,
+        )
+        task = progress.add_task("recording", total=total)
+
+        def on_event(event: ProgressEvent) -> None:
+            progress.update(task, advance=1, description=f"round {event.round}/{args.rounds}")
+
+        try:
+            with _machine_to_ourselves(), progress:
+                trace = record(
+                    workload,
+                    rounds=args.rounds,
+                    sizes=args.sizes,
+                    seed=args.seed,
+                    description=what,
+                    on_event=on_event,
+                )
+        except KeyboardInterrupt:
+            say("interrupted: no trace was written")
+            return EXIT_INTERRUPTED
+    finally:
+        workload.close()
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        tmp.write_text(dump_trace(trace), encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the trace {out}: {exc}") from exc
+    if not args.quiet:
+        say(f"wrote {out}")
+    return EXIT_OK

@@ -1,0 +1,58 @@
+"""What ``tune`` and ``record`` share: the workload named on the command line."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ._cli_common import warn
+from ._fingerprint import usable_cpus
+
+if TYPE_CHECKING:
+    from ._mujoco import RolloutWorkload
+
+__all__ = ["ENVS_PER_THREAD", "load_workload", "pool_threads", "positive_int"]
+
+ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def pool_threads(asked: int | None) -> int:
+    """``--nthread``, or the CPUs this process may use; warns when it asks for more."""
+    usable = usable_cpus()
+    nthread = asked or usable
+    if nthread > usable:
+        warn(
+            f"--nthread {nthread} is more than the {usable} CPU{'' if usable == 1 else 's'} "
+            "this process may use; workers will share cores, so the timings will not match "
+            f"a machine with {nthread} free cores"
+        )
+    return nthread
+
+
+def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorkload, str]:
+    """The workload named by ``MODEL`` (or the demo) and a one-line description of it."""
+    from ._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
+
+    num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
+    if args.model is None:
+        nstep = args.nstep or DEMO_NSTEP
+        demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
+        what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
+        return demo, what
+    kwargs: dict[str, Any] = {}
+    if args.nstep is not None:
+        kwargs["nstep"] = args.nstep
+    workload = RolloutWorkload.from_xml(args.model, num_envs=num_envs, nthread=nthread, **kwargs)
+    what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
+    return workload, what

@@ -1,0 +1,130 @@
+"""Confirmation against native: a sequential test on fresh, paired samples. Pure numbers.
+
+The winner of a race looks better than it is: of a dozen candidates measured
+with noise, the one that came out fastest was, more often than not, also lucky.
+So before leaving native, the winner ``W`` and native ``N`` are measured again,
+alternating in ABBA blocks (``N W W N``, then ``W N N W``), so a machine that
+speeds up or slows down during a block hits both alike. Each adjacent pair gives
+``d = log(t_N / t_W)`` (positive: the winner is faster).
+
+After every block the test looks at the pairs so far:
+
+- **confirmed** when the lower confidence bound of ``d`` is above 0 (the winner
+  is faster, not by luck) and its estimate clears the policy's margin;
+- **rejected** when even the upper bound is below the margin (the gain, if any,
+  is too small to be worth leaving native for);
+- otherwise it measures another block, up to ``max_pairs``: then it is
+  **inconclusive**, and native stays.
+
+Looking after each block must not inflate the false-confirmation rate above
+``alpha``: every look but the last needs a strict bound (z = 3), and the last
+one gets what is left of ``alpha`` (:func:`success_z`). The noise is pooled with
+the race's own noise figure, so the first looks do not trust a standard deviation
+from four numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import attrs
+
+from ._stats import estimate, normal_cdf, normal_quantile, pooled_sigma, standard_error
+
+__all__ = ["INTERIM_Z", "Confirmation", "Outcome", "judge", "pairs_needed", "success_z"]
+
+Outcome = Literal["confirmed", "rejected", "inconclusive"]
+
+
+@attrs.frozen
+class Confirmation:
+    """The state of a confirmation after some pairs.
+
+    ``outcome`` is None while undecided. ``gain`` is ``1 - t_W/t_N`` from the
+    estimate of ``d``; ``ci`` its confidence interval at the test's level.
+    """
+
+    outcome: Outcome | None
+    pairs: int
+    gain: float
+    ci: tuple[float, float]
+    sigma: float
+
+
+INTERIM_Z = 3.0
+"""The bound every look but the last must clear (Haybittle-Peto): only a clear gain stops early."""
+
+
+def success_z(alpha: float, looks: int) -> tuple[float, float]:
+    """The one-sided bounds ``(interim, final)`` that keep false confirmations under ``alpha``.
+
+    Every look but the last uses :data:`INTERIM_Z`, each spending at most
+    ``1 - Phi(INTERIM_Z)`` (0.13%) of ``alpha``; the last look gets the rest
+    (Bonferroni over the looks, so the total holds whatever the correlation
+    between looks). A clear gain stops at the first look, and a small one still
+    meets a final bound close to a single test's.
+    """
+    spent = (max(1, looks) - 1) * (1.0 - normal_cdf(INTERIM_Z))
+    if spent >= alpha / 2:  # too many looks for this scheme: split alpha evenly
+        even = normal_quantile(1.0 - alpha / max(1, looks))
+        return even, even
+    return INTERIM_Z, normal_quantile(1.0 - (alpha - spent))
+
+
+def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) -> float:
+    """Pairs a true log-gain ``gain`` needs to clear a ``z`` bound (with 80% power)."""
+    if gain <= 0:
+        return math.inf
+    return ((z + power_z) * sigma / gain) ** 2
+
+
+def _gain(log_gain: float) -> float:
+    return 1.0 - math.exp(-log_gain)
+
+
+def judge(
+    d: Sequence[float],
+    *,
+    prior_sigma: float,
+    prior_dof: int,
+    margin: float,
+    bounds: tuple[float, float],
+    z_futility: float,
+    min_pairs: int,
+    max_pairs: int,
+    estimator: str = "trimmed_mean",
+    trim: float = 0.2,
+    final: bool = False,
+) -> Confirmation:
+    """Judge the paired log gains ``d`` collected so far.
+
+    ``bounds`` are the ``(interim, final)`` z of :func:`success_z`. ``final`` marks
+    the last look (the budget ran out); reaching ``max_pairs`` makes a look final too,
+    and an undecided final look is inconclusive.
+    """
+    n = len(d)
+    last = final or n >= max_pairs
+    own_sigma, own_dof = pooled_sigma([list(d)]) if n >= 3 else (0.0, 0)
+    dof = prior_dof + own_dof
+    sigma = (
+        math.sqrt((prior_dof * prior_sigma**2 + own_dof * own_sigma**2) / dof)
+        if dof > 0
+        else max(prior_sigma, own_sigma)
+    )
+    center = estimate(list(d), estimator, trim=trim) if n else 0.0
+    se = standard_error(sigma, n, estimator)
+    z = bounds[1] if last else bounds[0]
+    low, high = center - z * se, center + z * se
+    ci = (_gain(low), _gain(high)) if math.isfinite(se) else (-math.inf, math.inf)
+    need = -math.log1p(-margin)
+    outcome: Outcome | None = None
+    if n >= min_pairs:
+        if low > 0 and center >= need:
+            outcome = "confirmed"
+        elif center + z_futility * se < need:
+            outcome = "rejected"
+    if outcome is None and last:
+        outcome = "inconclusive"
+    return Confirmation(outcome, n, _gain(center), ci, sigma)

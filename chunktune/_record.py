@@ -1,0 +1,113 @@
+"""Recording a real landscape: every chunk size, in rounds of fresh random order. Blocking."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ._errors import InvalidArgumentError
+from ._events import ProgressCallback, ProgressEvent
+from ._fingerprint import device_fingerprint
+from ._trace import Trace
+from ._workload import Workload, check_seconds, native_chunk, upper_chunk
+
+__all__ = ["check_sizes", "record"]
+
+
+def _no_check() -> None:
+    return None
+
+
+def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> list[int]:
+    """The sizes to record, ascending, native's included: every size when ``sizes`` is None.
+
+    Raises:
+        InvalidArgumentError: a size is outside ``1..ceil(N/T)``, or ``sizes`` is empty.
+    """
+    upper = upper_chunk(num_envs, nthread)
+    if sizes is None:
+        return list(range(1, upper + 1))
+    if not sizes:
+        raise InvalidArgumentError("sizes is empty; expected at least one chunk size")
+    bad = [c for c in sizes if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= upper]
+    if bad:
+        raise InvalidArgumentError(
+            f"chunk sizes {', '.join(map(repr, bad))} are outside 1..{upper} "
+            f"(ceil(N/T) for {num_envs} envs on {nthread} threads)"
+        )
+    return sorted({*sizes, native_chunk(num_envs, nthread)})
+
+
+def _loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def record(
+    workload: Workload,
+    *,
+    rounds: int,
+    sizes: Sequence[int] | None = None,
+    seed: int = 0,
+    description: str = "",
+    on_event: ProgressCallback | None = None,
+    check_cancelled: Callable[[], None] = _no_check,
+    clock: Callable[[], float] = time.monotonic,
+) -> Trace:
+    """Measure every size (or ``sizes``) ``rounds`` times, each round in a fresh random order.
+
+    One unrecorded native call first warms the pool. Events: one ``probe`` per call
+    (``round`` counts from 1).
+
+    Raises:
+        InvalidArgumentError: ``rounds`` is not an integer >= 1, or a size is out of range.
+        WorkloadError: ``run()`` returned something other than positive seconds.
+        Exception: whatever ``run()`` or ``check_cancelled()`` raised.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise InvalidArgumentError(f"rounds must be an integer >= 1, got {rounds!r}")
+    n, t = workload.num_envs, workload.nthread
+    chunks = check_sizes(sizes, n, t)
+    rng = np.random.default_rng(seed)
+    samples: dict[int, list[float]] = {c: [] for c in chunks}
+    order: list[tuple[int, ...]] = []
+    machine = {**device_fingerprint(), "loadavg_start": _loadavg()}
+    recorded = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    start = clock()
+    check_cancelled()
+    workload.run(None)
+    for r in range(1, rounds + 1):
+        this = tuple(chunks[int(i)] for i in rng.permutation(len(chunks)))
+        for c in this:
+            check_cancelled()
+            seconds = check_seconds(workload.run(c), c)
+            samples[c].append(seconds)
+            if on_event is not None:
+                on_event(
+                    ProgressEvent(
+                        kind="probe",
+                        chunk_size=c,
+                        seconds=seconds,
+                        round=r,
+                        elapsed_s=clock() - start,
+                    )
+                )
+        order.append(this)
+    machine["loadavg_end"] = _loadavg()
+    return Trace(
+        num_envs=n,
+        nthread=t,
+        rounds=rounds,
+        samples={c: tuple(s) for c, s in samples.items()},
+        signature=dict(workload.signature()),
+        machine=machine,
+        recorded=recorded,
+        description=description,
+        order=tuple(order),
+    )

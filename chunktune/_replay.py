@@ -1,0 +1,190 @@
+"""Replaying a recorded real landscape as a Workload.
+
+A trace holds ``R`` rounds of every chunk size, so each recorded call is, in logs,
+
+    log t[c, r] = mu[c] + rho[r] + e[c, r]
+
+the size's own cost ``mu``, the machine's level during round ``r`` (``rho``: a
+neighbour's burst, a frequency change) and the call's own noise ``e``. The level
+of each round is the median, over every size, of that round's calls against each
+size's median: with dozens of sizes per round it is pinned down far more tightly
+than any one size's cost.
+
+**Replay.** The replayed machine is in one recorded state at a time and stays in
+it for a while: after each call it moves to a random recorded round with
+probability ``1 / sizes`` (a recorded round took that many calls). A probe of
+size ``c`` draws one of ``c``'s own recorded calls at random and moves it from
+its round's level to the current state's: ``t[c, r'] * exp(rho[s] - rho[r'])``.
+So every probe is a real call, with its real noise, on a machine that drifts the
+way the recorded one did; and a sweep that measures in rounds meets the same
+machine within a round, as on the real one.
+
+**Truth.** ``true_time(c)`` is ``exp(mean over r of (log t[c, r] - rho[r]))``,
+rescaled by the mean level: exactly the geometric mean a replay of ``c`` draws
+around, so within the replayed world scores are exact. It is a mean over all
+``R`` rounds, never a minimum, so one lucky call does not make a size look
+fast. The one bias left is selection: the best of many sizes, each known to
+``sigma / sqrt(R)``, is likely one whose mean came out low. :meth:`offered_gain`
+measures that by splitting the rounds in halves: the best size picked on one
+half is scored on the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import InvalidArgumentError
+from ._trace import Trace, load_trace
+from ._workload import SignatureValue, check_chunk_size, native_chunk
+
+__all__ = ["ReplayWorkload", "decompose"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def decompose(logs: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Split ``logs[size, round]`` into each round's level and each size's level-free values.
+
+    Returns ``(rho, adjusted)``: ``rho[r]`` the median over sizes of round ``r``'s
+    calls against each size's median (centered to mean 0), and
+    ``adjusted = logs - rho``.
+    """
+    centered = logs - np.median(logs, axis=1, keepdims=True)
+    rho = np.median(centered, axis=0)
+    rho = rho - rho.mean()
+    return rho, logs - rho[None, :]
+
+
+class ReplayWorkload:
+    """A :class:`chunktune.Workload` that replays a recorded trace (see the module docstring).
+
+    ``seed`` seeds the replay's draws and state changes. Sizes that were not
+    recorded cannot be replayed.
+
+    Raises:
+        InvalidArgumentError: ``seed`` is not an integer >= 0.
+    """
+
+    def __init__(self, trace: Trace, *, seed: int = 0, name: str = "") -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise InvalidArgumentError(f"seed must be an integer >= 0, got {seed!r}")
+        self.trace = trace
+        self.num_envs = trace.num_envs
+        self.nthread = trace.nthread
+        self.seed = seed
+        self.name = name or trace.description or "trace"
+        self.sizes = sorted(trace.samples)
+        self._index = {c: i for i, c in enumerate(self.sizes)}
+        logs = np.log(np.array([trace.samples[c] for c in self.sizes], dtype=float))
+        self._rho, self._adjusted = decompose(logs)
+        self._truth = np.exp(self._adjusted.mean(axis=1))
+        self._switch = 1.0 / len(self.sizes)
+        self.reset()
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], *, seed: int = 0, name: str = ""
+    ) -> ReplayWorkload:
+        """Replay the trace in ``path``.
+
+        Raises:
+            TraceError: the file is missing, not JSON, or malformed.
+        """
+        return cls(load_trace(path), seed=seed, name=name or os.path.basename(path))
+
+    def reset(self) -> None:
+        """Restart the replay from its seed."""
+        self._rng = np.random.default_rng(self.seed)
+        self._state = int(self._rng.integers(self.trace.rounds))
+        self.calls = 0
+        self.history: list[tuple[int | None, float]] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplayWorkload(name={self.name!r}, num_envs={self.num_envs}, "
+            f"nthread={self.nthread}, rounds={self.trace.rounds}, seed={self.seed})"
+        )
+
+    def signature(self) -> dict[str, SignatureValue]:
+        """The trace's content hash: replays of one trace share a key, others do not."""
+        blob = repr(sorted(self.trace.samples.items())).encode()
+        return {"kind": "replay", "trace_sha": hashlib.sha256(blob).hexdigest()[:16]}
+
+    def _row(self, chunk_size: int | None) -> int:
+        chunk = (
+            native_chunk(self.num_envs, self.nthread)
+            if chunk_size is None
+            else check_chunk_size(chunk_size)
+        )
+        row = self._index.get(chunk)
+        if row is None:
+            raise InvalidArgumentError(
+                f"chunk size {chunk} was not recorded in this trace "
+                f"(recorded: {self.sizes[0]}..{self.sizes[-1]}, {len(self.sizes)} sizes)"
+            )
+        return row
+
+    def run(self, chunk_size: int | None) -> float:
+        """One replayed call: a recorded call of this size, at the current machine state.
+
+        Raises:
+            InvalidArgumentError: the size was not recorded.
+        """
+        row = self._row(chunk_size)
+        r = int(self._rng.integers(self.trace.rounds))
+        seconds = float(np.exp(self._adjusted[row, r] + self._rho[self._state]))
+        if self._rng.random() < self._switch:
+            self._state = int(self._rng.integers(self.trace.rounds))
+        self.calls += 1
+        self.history.append((chunk_size, seconds))
+        return seconds
+
+    def true_time(self, chunk_size: int | None) -> float:
+        """The size's seconds by the recorded data (geometric mean, machine level removed).
+
+        Raises:
+            InvalidArgumentError: the size was not recorded.
+        """
+        return float(self._truth[self._row(chunk_size)])
+
+    def landscape(self) -> dict[int, float]:
+        """The true seconds of every recorded size."""
+        return {c: float(self._truth[i]) for i, c in enumerate(self.sizes)}
+
+    def oracle(self) -> tuple[int, float]:
+        """The recorded size with the smallest true seconds, and those seconds."""
+        i = int(np.argmin(self._truth))
+        return self.sizes[i], float(self._truth[i])
+
+    def regret(self, chunk_size: int | None) -> float:
+        """How much slower ``chunk_size`` is than the oracle, by the trace's truth."""
+        return self.true_time(chunk_size) / self.oracle()[1] - 1.0
+
+    def offered_gain(self, splits: int = 200) -> tuple[float, float]:
+        """The gain on offer over native, in-sample and held out: ``(apparent, held_out)``.
+
+        ``apparent`` is ``1 - oracle / native`` by the truth. ``held_out`` picks the
+        best size on a random half of the rounds and scores it on the other half,
+        averaged over ``splits`` random halves: what the best size really gives,
+        without the luck that made it look best. Their difference is the part of
+        the apparent gain that is noise in the recorded truth itself.
+        """
+        native_row = self._row(None)
+        apparent = 1.0 - float(self._truth.min() / self._truth[native_row])
+        rounds = self.trace.rounds
+        if rounds < 4:
+            return apparent, math.nan
+        rng = np.random.default_rng(12345)
+        gains = []
+        for _ in range(splits):
+            perm = rng.permutation(rounds)
+            a, b = perm[: rounds // 2], perm[rounds // 2 :]
+            pick = int(np.argmin(self._adjusted[:, a].mean(axis=1)))
+            held = self._adjusted[:, b].mean(axis=1)
+            gains.append(1.0 - math.exp(held[pick] - held[native_row]))
+        return apparent, float(np.mean(gains))

@@ -1,0 +1,398 @@
+"""The rounds schedule: race in paired rounds, refine in chunk-count space, confirm against native.
+
+1. **Race.** Each round measures native and every live candidate once, in a fresh
+   random order. After ``min_rounds``, a candidate is dropped when, on the rounds
+   it shares with the leader, it is clearly (``race_z`` standard errors) outside
+   the tie band of the leader, or clearly short of the margin over native. So
+   clearly worse candidates take few probes and the contenders many.
+2. **Refine.** Every other round from ``min_rounds`` on (``refine_steps`` times),
+   the best few of the field send probes to the schedules halfway to their
+   nearest measured neighbours in chunk count, and a list-scheduling model fit
+   to the estimates so far proposes its own best. Several survivors are refined
+   at once: the landscape is a sawtooth, not one valley.
+3. **Settle.** Measuring stops when the leader is, with confidence, within
+   ``tie_tol`` of every other contender (``tie_z``), when nothing is left that
+   could clear the margin, at ``max_rounds``, at the budget's share for the race,
+   or when the noise gate finds the machine too noisy to confirm any gain on
+   offer within what is left of the budget.
+4. **Choose by evidence.** The measured best, unless native is within the noise
+   of it (``confidence_z``) or it is short of the margin: then native.
+5. **Confirm.** The choice meets native again on fresh ABBA pairs
+   (:mod:`chunktune._confirm`); native stays unless the gain is confirmed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._confirm import Confirmation, judge, pairs_needed, success_z
+from ._evidence import Evidence
+from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
+from ._select import Choice, pick
+from ._stats import normal_quantile
+from ._sweep import Chunk, Probe, SweepResult
+
+__all__ = ["run_rounds"]
+
+_REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be judged
+_FUTILITY_Z = normal_quantile(0.95)
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction:.1%}"
+
+
+class _Rounds:
+    def __init__(self, probe: Probe, candidates: list[Chunk]) -> None:
+        self.probe = probe
+        self.p = p = probe.policy
+        self.n = probe.workload.num_envs
+        self.t = probe.workload.nthread
+        self.ev = Evidence(paired=p.paired, estimator=p.estimator, trim=p.trim)
+        self.live: list[int] = [c for c in candidates if c is not None]
+        self.measured: set[int] = set(self.live)
+        self.dropped: dict[Chunk, int] = {}
+        self.rng = np.random.default_rng(p.seed)
+        refines = p.refine_steps if p.candidates.refinable else 0
+        self.sizes = schedules(self.n, self.t) if refines else []
+        self.teeth = teeth(self.n, self.t) if refines else set()
+        self.round = 0
+        self.refines_left = refines
+        self.band = math.log1p(p.tie_tol)
+        self.need = -math.log1p(-p.margin)
+        share = p.confirm_share if p.confirm else 0.0
+        self.race_limit = p.time_budget_s * (1.0 - share)
+
+    # -- measuring ----------------------------------------------------------------
+
+    def warm_up(self) -> bool:
+        field: list[Chunk] = [None, *self.live]
+        for _ in range(self.p.warmup):
+            for i in self.rng.permutation(len(field)):
+                self.probe(field[int(i)], kind="warmup")
+                if self.probe.over(self.race_limit):
+                    return False
+        return True
+
+    def measure_round(self) -> bool:
+        """Measure native and every live candidate once; False if the budget cut it short."""
+        field: list[Chunk] = [None, *self.live]
+        order = [int(i) for i in self.rng.permutation(len(field))]
+        if self.round == 1:
+            # native first: a budget cut in round one still leaves the anchor measured
+            order = [0, *(1 + int(i) for i in self.rng.permutation(len(field) - 1))]
+        for i in order:
+            c = field[i]
+            self.ev.add(c, self.round, self.probe(c, round_=self.round))
+            if self.probe.over(self.race_limit):
+                return False
+        return True
+
+    # -- judging ------------------------------------------------------------------
+
+    def judged(self) -> list[Chunk]:
+        """Native and the live candidates with enough rounds to be compared."""
+        return [None, *(c for c in self.live if self.ev.count(c) >= self.p.min_rounds)]
+
+    def leader(self) -> Chunk:
+        return min(self.judged(), key=lambda c: (self.ev.location(c), c is not None, c or 0))
+
+    def drop(self, c: int) -> None:
+        self.live.remove(c)
+        self.dropped[c] = self.round
+        self.probe.emit("raced_out", chunk_size=c, round=self.round)
+
+    def race(self) -> None:
+        z = self.p.race_z
+        lead = self.leader()
+        for c in list(self.live):
+            if c == lead:
+                continue
+            behind = self.ev.compare(c, lead)
+            vs_native = self.ev.compare(c, None)
+            if (behind.n >= self.p.min_rounds and behind.lower(z) > self.band) or (
+                vs_native.n >= self.p.min_rounds and vs_native.lower(z) > -self.need
+            ):
+                self.drop(c)
+
+    def halve(self) -> None:
+        """Successive halving: keep the better half of the judged contenders (at least top + 1).
+
+        Racing drops only what is clearly behind; under heavy noise that is slow, and
+        every round pays for every live candidate. Halving spends the rounds on the
+        contenders, and refinement then looks around the best of them.
+        """
+        ranked = sorted(
+            (c for c in self.live if self.ev.count(c) >= self.p.min_rounds),
+            key=lambda c: (self.ev.location(c), c),
+        )
+        keep = max(self.p.refine_top + 1, math.ceil(len(ranked) / 2))
+        for c in ranked[keep:]:
+            self.drop(c)
+
+    def settled(self) -> bool:
+        """No contender is left, or the leader is, with confidence, within tie_tol of each."""
+        if not self.live:
+            return True
+        if any(self.ev.count(c) < self.p.min_rounds for c in self.live):
+            return False
+        lead = self.leader()
+        return all(
+            -self.ev.compare(c, lead).lower(self.p.tie_z) <= self.band
+            for c in self.judged()
+            if c != lead
+        )
+
+    # -- refining -------------------------------------------------------------------
+
+    def refine(self) -> list[int]:
+        """Add schedules halfway to the top contenders' measured neighbours, and the model's."""
+        self.refines_left -= 1
+        sizes = self.sizes
+        if not sizes:
+            return []
+        native_c = representative(self.n, self.probe.native)
+        points = {nearest_index(sizes, c) for c in (*self.measured, native_c)}
+        ranked = sorted(self.judged(), key=self.ev.location)[: self.p.refine_top]
+        new: set[int] = set()
+        for c in ranked:
+            i = nearest_index(sizes, native_c if c is None else c)
+            below = [j for j in points if j < i]
+            above = [j for j in points if j > i]
+            # halfway in log scale toward the nearest measured schedule (or the end)
+            for j in (max(below) if below else 0, min(above) if above else len(sizes) - 1):
+                mid = between(sizes, self.teeth, i, j)
+                if mid is not None:
+                    new.add(mid)
+        estimates = self.ev.estimates([None, *self.measured])
+        native_s = estimates.pop(None, None)
+        if native_s is not None:
+            estimates[native_c] = native_s
+            model = fit_uniform_model(self.n, self.t, estimates, sizes)  # type: ignore[arg-type]
+            if model is not None:
+                new.add(min(model, key=lambda c: (model[c], c)))
+        added = sorted(new - self.measured - {native_c})
+        self.measured.update(added)
+        self.live.extend(added)
+        if added:
+            self.probe.emit("refined", candidates=tuple(added), round=self.round)
+        return added
+
+    # -- the noise gate -----------------------------------------------------------
+
+    def affordable_pairs(self) -> int:
+        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
+        p, probe = self.p, self.probe
+        per_call = probe.elapsed() / max(1, probe.calls)
+        left = p.time_budget_s - probe.elapsed()
+        by_time = math.inf if per_call <= 0 else left / (2.0 * per_call)
+        return int(max(0.0, min(p.confirm_max_pairs, by_time)))
+
+    def bounds(self) -> tuple[float, float]:
+        p = self.p
+        looks = math.ceil((p.confirm_max_pairs - p.confirm_min_pairs) / 2) + 1
+        return success_z(p.confirm_alpha, looks)
+
+    def too_noisy(self) -> str | None:
+        """Why no gain on offer can be confirmed in the budget, or None."""
+        p = self.p
+        if not (p.noise_gate and p.confirm and self.live):
+            return None
+        sigma = self.ev.sigma()[0]
+        # the most any live candidate may plausibly gain over native
+        best = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
+        if best < self.need:
+            return None  # the race drops them; that is not the noise's doing
+        needed = pairs_needed(best, sigma, self.bounds()[1])
+        afford = self.affordable_pairs()
+        if needed <= max(afford, p.confirm_min_pairs):
+            return None
+        return (
+            f"the machine is too noisy to confirm a gain within the budget: one call varies "
+            f"by {_pct(sigma / math.sqrt(2.0))} against its native partner; confirming even "
+            f"a {_pct(1.0 - math.exp(-best))} gain would take about {math.ceil(needed)} "
+            f"pairs of calls, and the budget allows {afford}"
+        )
+
+    # -- choosing and confirming ------------------------------------------------------
+
+    def choose(self) -> tuple[int | None, Choice]:
+        """The candidate to confirm (None: keep native) and the choice that explains it."""
+        p, native = self.p, self.probe.native
+        eligible = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
+        if not eligible:
+            what = "every candidate fell clearly behind native or short of the margin"
+            if not self.dropped:
+                what = "the budget ended before any candidate had enough rounds"
+            return None, Choice(None, None, (), f"kept the native chunk {native}: {what}")
+        best = min(eligible, key=lambda c: (self.ev.location(c), c))
+        band: tuple[int, ...] = (best,)
+        chosen = best
+        if p.tie_break != "evidence":
+            ties = [
+                c
+                for c in eligible
+                if (cmp := self.ev.compare(c, best)).diff <= self.band + p.tie_z * cmp.se
+                and -self.ev.compare(c, None).diff >= self.need
+            ]
+            band = tuple(sorted({best, *ties}))
+            chosen = pick(list(band), p.tie_break, native=native, upper=self.probe.upper)
+        vs = self.ev.compare(chosen, None)
+        gain = 1.0 - math.exp(vs.diff)
+        doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
+        lead = f"the best candidate, {chosen}, looked {_pct(gain)} faster than native"
+        if gain <= 0:
+            reason = (
+                f"kept the native chunk {native}: no candidate measured faster than native "
+                f"(the best, {chosen}, was {_pct(-gain)} slower)"
+            )
+            return None, Choice(None, best, band, reason)
+        if vs.upper(p.confidence_z) >= 0:
+            reason = f"kept the native chunk {native}: {lead}, within the noise (±{_pct(doubt)})"
+            return None, Choice(None, best, band, reason)
+        if -vs.diff < self.need:
+            reason = f"kept the native chunk {native}: {lead}, under the {_pct(p.margin)} margin"
+            return None, Choice(None, best, band, reason)
+        return chosen, Choice(chosen, best, band, lead)
+
+    def confirm(self, chosen: int) -> Confirmation:
+        p, probe = self.p, self.probe
+        sigma, dof = self.ev.sigma()
+        bounds = self.bounds()
+        d: list[float] = []
+        block = 0
+        while True:
+            # ABBA, then BAAB: a drift across a block hits both sides alike
+            order: list[Chunk] = [None, chosen, chosen, None] if block % 2 == 0 else [
+                chosen, None, None, chosen
+            ]
+            times: dict[int, float] = {}
+            cut = False
+            for i, c in enumerate(order):
+                times[i] = probe(c, kind="confirm", round_=block + 1)
+                if probe.over(p.time_budget_s) and i < len(order) - 1:
+                    cut = True
+                    break
+            if not cut:
+                # each native call against the winner's call next to it
+                nat = [times[i] for i, c in enumerate(order) if c is None]
+                win = [times[i] for i, c in enumerate(order) if c is not None]
+                d += [math.log(nat[0] / win[0]), math.log(nat[1] / win[1])]
+            final = cut or probe.over(p.time_budget_s)
+            verdict = judge(
+                d,
+                prior_sigma=sigma,
+                prior_dof=dof,
+                margin=p.margin,
+                bounds=bounds,
+                z_futility=_FUTILITY_Z,
+                min_pairs=p.confirm_min_pairs,
+                max_pairs=p.confirm_max_pairs,
+                estimator=p.estimator,
+                trim=p.trim,
+                final=final,
+            )
+            if verdict.outcome is not None:
+                self.confirm_cut = final and verdict.outcome == "inconclusive"
+                return verdict
+            block += 1
+
+    # -- the whole schedule ---------------------------------------------------------
+
+    def run(self) -> SweepResult:
+        p = self.p
+        stop, noisy = "max_rounds", None
+        self.confirm_cut = False
+        if not self.warm_up():
+            stop = "budget"
+        else:
+            for r in range(1, p.max_rounds + 1):
+                self.round = r
+                if not self.measure_round():
+                    stop = "budget"
+                    break
+                if r < p.min_rounds:
+                    continue
+                if p.race:
+                    self.race()
+                noisy = self.too_noisy()
+                if noisy is not None:
+                    stop = "noisy"
+                    break
+                due = (r - p.min_rounds) % _REFINE_EVERY == 0
+                if due and p.race:
+                    self.halve()
+                if self.refines_left > 0 and due and self.refine():
+                    continue
+                if p.early_stop and self.settled():
+                    if self.refines_left > 0 and self.live and self.refine():
+                        continue
+                    stop = "settled"
+                    break
+        result = self.finish(stop, noisy)
+        self.probe.emit("done", round=self.round, message=result.stop)
+        return result
+
+    def finish(self, stop: str, noisy: str | None) -> SweepResult:
+        native = self.probe.native
+        chosen: int | None = None
+        verdict: Confirmation | None = None
+        if noisy is not None:
+            choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
+        else:
+            chosen, choice = self.choose()
+        gain, gain_ci = 0.0, None
+        if chosen is not None and self.p.confirm:
+            verdict = self.confirm(chosen)
+            if verdict.outcome == "confirmed":
+                gain, gain_ci = verdict.gain, verdict.ci
+                choice = Choice(chosen, choice.best, choice.band, self._confirmed(chosen, verdict))
+            else:
+                choice = Choice(None, choice.best, choice.band, self._kept(chosen, verdict))
+        elif chosen is not None:
+            gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
+            choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
+        chunks: list[Chunk] = [None, *sorted(self.measured)]
+        samples = {c: tuple(self.ev.seconds[c].values()) for c in chunks if self.ev.count(c)}
+        return SweepResult(
+            samples=samples,
+            estimates=self.ev.estimates(samples),
+            errors={c: self.ev.compare(c, None).se for c in samples},
+            raced_out=self.dropped,
+            rounds=self.round,
+            probe_seconds=self.probe.probe_seconds,
+            elapsed_s=self.probe.elapsed(),
+            partial=stop == "budget" or self.confirm_cut,
+            stop=stop,
+            sigma=self.ev.sigma()[0],
+            choice=choice,
+            gain=gain,
+            gain_ci=gain_ci,
+            confirm_pairs=0 if verdict is None else verdict.pairs,
+        )
+
+    def _confirmed(self, chosen: int, v: Confirmation) -> str:
+        return (
+            f"chose {chosen}: {_pct(v.gain)} faster than the native chunk {self.probe.native} "
+            f"({_pct(v.ci[0])} to {_pct(v.ci[1])}), confirmed on {v.pairs} fresh pairs of "
+            f"calls against native after leading the race"
+        )
+
+    def _kept(self, chosen: int, v: Confirmation) -> str:
+        native = self.probe.native
+        measured = f"{_pct(v.gain)} ({_pct(v.ci[0])} to {_pct(v.ci[1])})"
+        if v.outcome == "rejected":
+            why = f"measured {measured}, short of the {_pct(self.p.margin)} margin"
+        else:
+            why = f"could not confirm a gain: {measured}"
+        return (
+            f"kept the native chunk {native}: the race's best, {chosen}, looked faster, but "
+            f"{v.pairs} fresh pairs of calls against native {why}"
+        )
+
+
+def run_rounds(probe: Probe, candidates: list[Chunk]) -> SweepResult:
+    """Race, refine, choose and confirm ``candidates`` (native included) with ``probe``."""
+    return _Rounds(probe, candidates).run()

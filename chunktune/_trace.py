@@ -1,0 +1,187 @@
+"""Traces: recorded real landscapes, every chunk size measured in interleaved rounds.
+
+A trace is one JSON object::
+
+    {"num_envs": 256, "nthread": 2, "native": 12, "rounds": 24,
+     "samples": {"1": [0.081, 0.079, ...], "2": [...], ...},
+     "signature": {...}, "machine": {...}, "recorded": "2026-11-30T09:12:00+00:00"}
+
+``samples[c][r]`` is the seconds of the call with chunk size ``c`` in round ``r``;
+every round measured every size once, in a fresh random order (``order``, when
+present, lists each round's sizes in the order they ran). ``chunktune record``
+writes traces; :class:`chunktune.sim.ReplayWorkload` replays them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._errors import TraceError
+from ._workload import native_chunk, upper_chunk
+
+__all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
+
+
+@attrs.frozen(kw_only=True)
+class Trace:
+    """A recorded landscape. ``samples`` maps chunk size to seconds, one per round."""
+
+    num_envs: int
+    nthread: int
+    rounds: int
+    samples: dict[int, tuple[float, ...]]
+    signature: dict[str, Any] = attrs.field(factory=dict)
+    machine: dict[str, Any] = attrs.field(factory=dict)
+    recorded: str = ""
+    description: str = ""
+    order: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def native(self) -> int:
+        """The chunk the pool uses for ``chunk_size=None``."""
+        return native_chunk(self.num_envs, self.nthread)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The trace as the JSON object of the file format."""
+        doc: dict[str, Any] = {
+            "num_envs": self.num_envs,
+            "nthread": self.nthread,
+            "native": self.native,
+            "rounds": self.rounds,
+            "samples": {str(c): list(s) for c, s in sorted(self.samples.items())},
+            "signature": dict(self.signature),
+            "machine": dict(self.machine),
+            "recorded": self.recorded,
+        }
+        if self.description:
+            doc["description"] = self.description
+        if self.order:
+            doc["order"] = [list(r) for r in self.order]
+        return doc
+
+
+def _count(doc: Mapping[str, Any], field: str, where: str) -> int:
+    if field not in doc:
+        raise TraceError(f"{where}: missing field {field!r}")
+    value = doc[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TraceError(f"{where}: {field} is {value!r}; expected an integer >= 1")
+    return value
+
+
+def _table(doc: Mapping[str, Any], field: str, where: str) -> dict[str, Any]:
+    value = doc.get(field, {})
+    if not isinstance(value, dict):
+        raise TraceError(f"{where}: {field} is {value!r}; expected an object")
+    return value
+
+
+def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
+    """Validate a parsed trace document.
+
+    Raises:
+        TraceError: a field is missing or malformed (the message names it and ``where``).
+    """
+    if not isinstance(doc, dict):
+        raise TraceError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    num_envs = _count(doc, "num_envs", where)
+    nthread = _count(doc, "nthread", where)
+    rounds = _count(doc, "rounds", where)
+    native = native_chunk(num_envs, nthread)
+    if "native" in doc and doc["native"] != native:
+        raise TraceError(
+            f"{where}: native is {doc['native']!r}, but {num_envs} envs on {nthread} threads "
+            f"make the native chunk {native}"
+        )
+    raw = doc.get("samples")
+    if raw is None:
+        raise TraceError(f"{where}: missing field 'samples'")
+    if not isinstance(raw, dict) or not raw:
+        raise TraceError(f"{where}: samples is {raw!r}; expected an object of chunk sizes")
+    upper = upper_chunk(num_envs, nthread)
+    samples: dict[int, tuple[float, ...]] = {}
+    for key, values in raw.items():
+        try:
+            chunk = int(key)
+        except ValueError:
+            chunk = 0
+        if str(chunk) != key or not 1 <= chunk <= upper:
+            raise TraceError(
+                f"{where}: samples[{key!r}]: chunk sizes must be integers in 1..{upper} "
+                f"(ceil(N/T) for {num_envs} envs on {nthread} threads)"
+            )
+        if not isinstance(values, list) or len(values) != rounds:
+            raise TraceError(
+                f"{where}: samples[{key!r}] must be a list of {rounds} seconds (one per round)"
+            )
+        for r, t in enumerate(values):
+            if (
+                isinstance(t, bool)
+                or not isinstance(t, numbers.Real)
+                or not math.isfinite(t)
+                or t <= 0
+            ):
+                raise TraceError(
+                    f"{where}: samples[{key!r}][{r}] is {t!r}; expected positive, finite seconds"
+                )
+        samples[chunk] = tuple(float(t) for t in values)
+    if native not in samples:
+        raise TraceError(f"{where}: samples has no entry for the native chunk {native}")
+    description = doc.get("description", "")
+    recorded = doc.get("recorded", "")
+    for field, value in (("description", description), ("recorded", recorded)):
+        if not isinstance(value, str):
+            raise TraceError(f"{where}: {field} is {value!r}; expected a string")
+    order_raw = doc.get("order", [])
+    if not isinstance(order_raw, list) or not all(
+        isinstance(r, list) and all(isinstance(c, int) and c in samples for c in r)
+        for r in order_raw
+    ):
+        raise TraceError(f"{where}: order must be a list of rounds, each a list of chunk sizes")
+    return Trace(
+        num_envs=num_envs,
+        nthread=nthread,
+        rounds=rounds,
+        samples=samples,
+        signature=_table(doc, "signature", where),
+        machine=_table(doc, "machine", where),
+        recorded=recorded,
+        description=description,
+        order=tuple(tuple(r) for r in order_raw),
+    )
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read and validate a trace file.
+
+    Raises:
+        TraceError: the file cannot be read, is not JSON, or a field is missing or
+            malformed; the message names the file and the field.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"cannot read trace {file}: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{file} is not a JSON trace: {exc}") from exc
+    return trace_from_dict(doc, where=str(file))
+
+
+def dump_trace(trace: Trace) -> str:
+    """The trace as JSON text (one line per chunk size, so diffs stay readable)."""
+    doc = trace.to_dict()
+    samples = doc.pop("samples")
+    head = json.dumps(doc, indent=1, sort_keys=True)
+    rows = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in samples.items())
+    return head[:-2] + ',\n "samples": {\n' + rows + "\n }\n}\n"
