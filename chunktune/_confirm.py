@@ -120,11 +120,12 @@ def judge(
     ci = (_gain(low), _gain(high)) if math.isfinite(se) else (-math.inf, math.inf)
     need = -math.log1p(-margin)
     outcome: Outcome | None = None
-    if n >= min_pairs:
-        if low > 0 and center >= need:
-            outcome = "confirmed"
-        elif center + z_futility * se < need:
-            outcome = "rejected"
+    if n >= min_pairs and low > 0 and center >= need:
+        outcome = "confirmed"
+    elif n >= 2 * min_pairs and center + z_futility * se < need:
+        # giving up is decided on twice the pairs: a spike among the first few must not
+        # cost a real gain its confirmation
+        outcome = "rejected"
     if outcome is None and last:
         outcome = "inconclusive"
     return Confirmation(outcome, n, _gain(center), ci, sigma)

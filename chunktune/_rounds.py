@@ -37,6 +37,9 @@ from ._sweep import Chunk, Probe, SweepResult
 __all__ = ["run_rounds"]
 
 _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be judged
+# A candidate that took this many times native's time in the same round is dropped after
+# one round: no machine noise explains a factor of 2 on a candidate that is any good.
+_HOPELESS = math.log(2.0)
 _FUTILITY_Z = normal_quantile(0.95)
 
 
@@ -117,6 +120,13 @@ class _Rounds:
             ):
                 self.drop(c)
 
+    def screen(self) -> None:
+        """Drop the hopeless after their first round: twice native's time in the same round."""
+        for c in list(self.live):
+            values = self.ev.values(c)
+            if self.ev.paired and len(values) == 1 and next(iter(values.values())) > _HOPELESS:
+                self.drop(c)
+
     def halve(self) -> None:
         """Successive halving: keep the better half of the judged contenders (at least top + 1).
 
@@ -195,24 +205,38 @@ class _Rounds:
         looks = math.ceil((p.confirm_max_pairs - p.confirm_min_pairs) / 2) + 1
         return success_z(p.confirm_alpha, looks)
 
-    def too_noisy(self) -> str | None:
-        """Why no gain on offer can be confirmed in the budget, or None."""
+    def too_noisy(self, *, final: bool) -> str | None:
+        """Why no gain on offer can be confirmed in what is left of the budget, or None.
+
+        During the race (``final`` False) only the most any live candidate may
+        plausibly gain counts, its upper bound, so a good candidate is never given
+        up on after a few unlucky rounds. At the race's end, the leader's estimate
+        (and no less than the margin): the gain a confirmation would have to show.
+        """
         p = self.p
         if not (p.noise_gate and p.confirm and self.live):
             return None
         sigma = self.ev.sigma()[0]
-        # the most any live candidate may plausibly gain over native
-        best = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
-        if best < self.need:
-            return None  # the race drops them; that is not the noise's doing
-        needed = pairs_needed(best, sigma, self.bounds()[1])
+        if final:
+            judged = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
+            if not judged:
+                return None
+            lead = min(judged, key=lambda c: (self.ev.location(c), c))
+            gain = max(-self.ev.compare(lead, None).diff, self.need)
+        else:
+            gain = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
+            if gain < self.need:
+                return None  # the race drops them; that is not the noise's doing
+        # the pairs with which a confirmation of that gain succeeds as often as it fails:
+        # beyond the budget, measuring on would be a gamble, not a decision
+        needed = pairs_needed(gain, sigma, self.bounds()[1], power_z=0.0)
         afford = self.affordable_pairs()
         if needed <= max(afford, p.confirm_min_pairs):
             return None
         return (
             f"the machine is too noisy to confirm a gain within the budget: one call varies "
-            f"by {_pct(sigma / math.sqrt(2.0))} against its native partner; confirming even "
-            f"a {_pct(1.0 - math.exp(-best))} gain would take about {math.ceil(needed)} "
+            f"by {_pct(sigma / math.sqrt(2.0))} against its native partner; confirming a "
+            f"{_pct(1.0 - math.exp(-gain))} gain would take about {math.ceil(needed)} "
             f"pairs of calls, and the budget allows {afford}"
         )
 
@@ -249,6 +273,9 @@ class _Rounds:
                 f"(the best, {chosen}, was {_pct(-gain)} slower)"
             )
             return None, Choice(None, best, band, reason)
+        noisy = self.too_noisy(final=True)
+        if noisy is not None:
+            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}")
         if vs.upper(p.confidence_z) >= 0:
             reason = f"kept the native chunk {native}: {lead}, within the noise (±{_pct(doubt)})"
             return None, Choice(None, best, band, reason)
@@ -313,11 +340,13 @@ class _Rounds:
                 if not self.measure_round():
                     stop = "budget"
                     break
+                if p.race:
+                    self.screen()
                 if r < p.min_rounds:
                     continue
                 if p.race:
                     self.race()
-                noisy = self.too_noisy()
+                noisy = self.too_noisy(final=False)
                 if noisy is not None:
                     stop = "noisy"
                     break
@@ -339,10 +368,12 @@ class _Rounds:
         native = self.probe.native
         chosen: int | None = None
         verdict: Confirmation | None = None
-        if noisy is not None:
-            choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
-        else:
+        if noisy is None:
             chosen, choice = self.choose()
+            if "too noisy" in choice.reason:
+                stop = "noisy"
+        else:
+            choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
         gain, gain_ci = 0.0, None
         if chosen is not None and self.p.confirm:
             verdict = self.confirm(chosen)

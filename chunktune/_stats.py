@@ -34,7 +34,8 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
     """Reduce repeated values (seconds, or log ratios) to one estimate of their location.
 
     ``min`` suits machines where load only ever adds time; ``median`` and
-    ``trimmed_mean`` (dropping ``trim`` of the samples at each end) are robust to
+    ``trimmed_mean`` (dropping ``trim`` of the samples at each end, rounded up,
+    so that of as few as three samples the outer ones go) are robust to
     symmetric noise and rare spikes alike; ``mean`` is neither.
 
     Raises:
@@ -55,7 +56,8 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
         # without min's bias toward whoever was sampled most
         return float(data[: max(1, (data.size + 1) // 2)].mean())
     if estimator == "trimmed_mean":
-        cut = math.floor(trim * data.size)
+        # rounding the cut up keeps a few samples robust: of 4, one spike is dropped
+        cut = math.ceil(trim * data.size - 1e-9) if trim > 0 else 0
         kept = data[cut : data.size - cut] if data.size - 2 * cut > 0 else data
         return float(kept.mean())
     raise ValueError(f"unknown estimator {estimator!r}")

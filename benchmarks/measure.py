@@ -1,0 +1,363 @@
+"""Running policies on the cases: one attrs row per decision, scored against the truth.
+
+Every decision goes through ``chunktune.resolve_sync``, the path a trainer uses, with
+the cache disabled. Simulated and replayed rows are scored on their workload's exact
+truth; live rows on a paired re-measurement against native.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+from cases import RealCase, SimCase
+
+import chunktune
+from chunktune import Policy, Settings
+from chunktune._evidence import Evidence
+from chunktune.sim import ReplayWorkload
+
+__all__ = [
+    "LiveRow",
+    "SimRow",
+    "TraceRow",
+    "bench_settings",
+    "live_rows",
+    "policies_named",
+    "remeasure",
+    "sim_rows",
+    "trace_rows",
+]
+
+
+def bench_settings() -> Settings:
+    """The discovered settings with the cache disabled and the stderr report silenced."""
+    settings = chunktune.load_settings()
+    return attrs.evolve(
+        settings,
+        cache=attrs.evolve(settings.cache, enabled=False),
+        log=attrs.evolve(settings.log, stderr="never"),
+    )
+
+
+def policies_named(settings: Settings, names: Sequence[str]) -> dict[str, Policy]:
+    """The named policies of ``settings``."""
+    return {name: settings.get_policy(name) for name in names}
+
+
+# ------------------------------------------------------------------------ simulated
+
+
+@attrs.frozen(kw_only=True)
+class SimRow:
+    """One policy's decision on one simulated landscape under one noise draw."""
+
+    case: str
+    layout: str
+    nthread: int
+    num_envs: int
+    noise_sigma: float
+    policy: str
+    seed: int
+    chunk_size: int | None
+    native_chunk: int
+    oracle_chunk: int
+    oracle_gain: float
+    regret: float
+    vs_native: float
+    probe_seconds: float
+    probes: int
+    partial: bool
+    confirmed: bool
+    kind: str = "simulated"
+
+
+def sim_rows(
+    case: SimCase, index: int, policies: Mapping[str, Policy], seeds: int, settings: Settings
+) -> list[SimRow]:
+    """Every policy on ``case`` under ``seeds`` noise draws; one row per run.
+
+    ``index`` (the case's place in the suite) seeds the layout and the noise, so two
+    cases of one layout differ.
+    """
+    truth = case.workload(index)
+    oracle_chunk, oracle_s = truth.oracle()
+    native_s = truth.true_time(None)
+    rows: list[SimRow] = []
+    for name, policy in policies.items():
+        for s in range(seeds):
+            workload = case.workload(index, seed=1000 * index + s)
+            decision = chunktune.resolve_sync(
+                workload, settings=settings, policy=attrs.evolve(policy, seed=s)
+            )
+            chosen_s = truth.true_time(decision.chunk_size)
+            rows.append(
+                SimRow(
+                    case=case.name,
+                    layout=case.layout,
+                    nthread=case.nthread,
+                    num_envs=case.num_envs,
+                    noise_sigma=case.sigma,
+                    policy=name,
+                    seed=s,
+                    chunk_size=decision.chunk_size,
+                    native_chunk=decision.native_chunk,
+                    oracle_chunk=oracle_chunk,
+                    oracle_gain=1.0 - oracle_s / native_s,
+                    regret=chosen_s / oracle_s - 1.0,
+                    vs_native=chosen_s / native_s - 1.0,
+                    probe_seconds=decision.probe_seconds,
+                    probes=workload.calls,
+                    partial=decision.partial,
+                    confirmed=decision.gain_ci is not None,
+                )
+            )
+    return rows
+
+
+# ------------------------------------------------------------------------ traces
+
+
+@attrs.frozen(kw_only=True)
+class TraceRow:
+    """One policy's decision on one replay draw of a recorded trace, scored by its truth.
+
+    ``offered`` is the gain of the trace's best size over native by the truth;
+    ``offered_held_out`` the same with the best picked on half of the rounds and
+    scored on the other half (what is left once the truth's own noise is taken out).
+    ``gain`` is what the choice gives over native by the truth.
+    """
+
+    trace: str
+    num_envs: int
+    nthread: int
+    policy: str
+    draw: int
+    chunk_size: int | None
+    native_chunk: int
+    oracle_chunk: int
+    offered: float
+    offered_held_out: float
+    gain: float
+    regret: float
+    vs_native: float
+    probe_seconds: float
+    probes: int
+    partial: bool
+    confirmed: bool
+    kind: str = "trace"
+
+
+def trace_rows(
+    path: Path, policies: Mapping[str, Policy], draws: int, settings: Settings
+) -> list[TraceRow]:
+    """Every policy on ``draws`` replays of the trace in ``path``; one row per replay."""
+    truth = ReplayWorkload.from_file(path)
+    oracle_chunk, oracle_s = truth.oracle()
+    native_s = truth.true_time(None)
+    offered, held_out = truth.offered_gain()
+    rows: list[TraceRow] = []
+    for name, policy in policies.items():
+        for d in range(draws):
+            workload = ReplayWorkload.from_file(path, seed=d)
+            decision = chunktune.resolve_sync(
+                workload, settings=settings, policy=attrs.evolve(policy, seed=d)
+            )
+            chosen_s = truth.true_time(decision.chunk_size)
+            rows.append(
+                TraceRow(
+                    trace=path.stem,
+                    num_envs=truth.num_envs,
+                    nthread=truth.nthread,
+                    policy=name,
+                    draw=d,
+                    chunk_size=decision.chunk_size,
+                    native_chunk=decision.native_chunk,
+                    oracle_chunk=oracle_chunk,
+                    offered=offered,
+                    offered_held_out=held_out,
+                    gain=1.0 - chosen_s / native_s,
+                    regret=chosen_s / oracle_s - 1.0,
+                    vs_native=chosen_s / native_s - 1.0,
+                    probe_seconds=decision.probe_seconds,
+                    probes=workload.calls,
+                    partial=decision.partial,
+                    confirmed=decision.gain_ci is not None,
+                )
+            )
+    return rows
+
+
+# ------------------------------------------------------------------------ live
+
+
+@attrs.frozen(kw_only=True)
+class Measured:
+    """A size re-measured in paired rounds: its gain over native and that gain's CI (95%)."""
+
+    gain: float
+    low: float
+    high: float
+    rounds: int
+
+
+def remeasure(
+    workload: Any, sizes: Sequence[int], rounds: int, *, seed: int = 0
+) -> dict[int | None, Measured]:
+    """Native and ``sizes`` in ``rounds`` rounds, each in a fresh random order.
+
+    Each size is judged by its log ratio to native within the round (trimmed mean
+    over rounds), so what the machine did during a round cancels; the CI uses the
+    noise pooled over all sizes.
+    """
+    rng = np.random.default_rng(seed)
+    field: list[int | None] = [None, *sorted(set(sizes))]
+    ev = Evidence(paired=True, estimator="trimmed_mean", trim=0.2)
+    for c in field:  # warm-up
+        workload.run(c)
+    for r in range(rounds):
+        for i in rng.permutation(len(field)):
+            c = field[int(i)]
+            ev.add(c, r, float(workload.run(c)))
+    out: dict[int | None, Measured] = {}
+    for c in field:
+        cmp = ev.compare(c, None)
+        se = 0.0 if c is None else cmp.se
+        out[c] = Measured(
+            gain=-math.expm1(cmp.diff),
+            low=-math.expm1(cmp.diff + 1.96 * se),
+            high=-math.expm1(cmp.diff - 1.96 * se),
+            rounds=rounds,
+        )
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class LiveRow:
+    """One real tune, and what a paired re-measurement says of its choice.
+
+    ``measured_gain`` (with its 95% CI) is the choice's gain over native in the
+    re-measurement; ``best_known`` / ``best_known_gain`` the best of the case's
+    known-good sizes in the same rounds. ``hog`` marks a tune with a CPU hog
+    started halfway through its budget.
+    """
+
+    case: str
+    nthread: int
+    num_envs: int
+    policy: str
+    tune: int
+    chunk_size: int | None
+    native_chunk: int
+    claimed_gain: float
+    claimed_ci: tuple[float, float] | None
+    partial: bool
+    probe_seconds: float
+    sweep_wall_s: float
+    reason: str
+    measured_gain: float
+    measured_low: float
+    measured_high: float
+    best_known: int
+    best_known_gain: float
+    rounds: int
+    hog: bool
+    uneven: bool
+    kind: str = "live"
+
+
+_HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
+
+
+class _Hog:
+    """A CPU-bound process started after ``delay_s``, for at most ``seconds``."""
+
+    def __init__(self, delay_s: float, seconds: float) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.timer = threading.Timer(delay_s, self._start, args=(seconds,))
+
+    def _start(self, seconds: float) -> None:
+        code = _HOG.format(seconds=seconds)
+        self.proc = subprocess.Popen([sys.executable, "-c", code])
+
+    def __enter__(self) -> _Hog:
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def live_rows(
+    case: RealCase,
+    policies: Mapping[str, Policy],
+    settings: Settings,
+    *,
+    nthread: int,
+    tunes: int,
+    rounds: int,
+    hog: bool = False,
+) -> list[LiveRow]:
+    """``tunes`` independent tunes per policy, then one paired re-measurement of every choice.
+
+    With ``hog``, each tune gets a CPU-bound process started halfway through its
+    budget (and stopped when it returns); the re-measurement runs without it.
+    """
+    workload = case.build(nthread)
+    try:
+        workload.run(None)  # the first call pays for thread start-up and page faults
+        tuned: list[tuple[str, int, chunktune.Decision, float]] = []
+        for name, policy in policies.items():
+            for k in range(tunes):
+                pol = attrs.evolve(policy, seed=k)
+                start = time.perf_counter()
+                with _Hog(pol.time_budget_s / 2, pol.time_budget_s) if hog else nullcontext():
+                    decision = chunktune.resolve_sync(workload, settings=settings, policy=pol)
+                tuned.append((name, k, decision, time.perf_counter() - start))
+        chosen = {d.chunk_size for _, _, d, _ in tuned if d.chunk_size is not None}
+        measured = remeasure(workload, [*chosen, *case.known_good], rounds)
+        best = max(case.known_good, key=lambda c: measured[c].gain)
+        rows = []
+        for name, k, d, wall in tuned:
+            m = measured[d.chunk_size]
+            rows.append(
+                LiveRow(
+                    case=case.name,
+                    nthread=nthread,
+                    num_envs=workload.num_envs,
+                    policy=name,
+                    tune=k,
+                    chunk_size=d.chunk_size,
+                    native_chunk=d.native_chunk,
+                    claimed_gain=d.gain,
+                    claimed_ci=d.gain_ci,
+                    partial=d.partial,
+                    probe_seconds=d.probe_seconds,
+                    sweep_wall_s=wall,
+                    reason=d.reason,
+                    measured_gain=m.gain,
+                    measured_low=m.low,
+                    measured_high=m.high,
+                    best_known=best,
+                    best_known_gain=measured[best].gain,
+                    rounds=rounds,
+                    hog=hog,
+                    uneven=case.uneven,
+                )
+            )
+        return rows
+    finally:
+        workload.close()
+

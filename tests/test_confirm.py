@@ -1,0 +1,72 @@
+"""The sequential confirmation against native: its bounds, and its three outcomes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from chunktune._confirm import INTERIM_Z, judge, pairs_needed, success_z
+from chunktune._stats import normal_cdf
+
+
+def verdict(d: list[float], *, final: bool = False, sigma: float = 0.05) -> str | None:
+    return judge(
+        d,
+        prior_sigma=sigma,
+        prior_dof=40,
+        margin=0.01,
+        bounds=success_z(0.05, 15),
+        z_futility=1.645,
+        min_pairs=4,
+        max_pairs=32,
+        final=final,
+    ).outcome
+
+
+def test_bounds_keep_the_false_confirmation_rate_under_alpha() -> None:
+    """Interim looks use z = 3; all looks together spend no more than alpha."""
+    interim, last = success_z(0.05, 15)
+    assert interim == INTERIM_Z
+    spent = 14 * (1 - normal_cdf(interim)) + (1 - normal_cdf(last))
+    assert spent == pytest.approx(0.05)
+    assert 1.645 < last < 2.0
+    many = success_z(0.05, 200)  # too many looks for z = 3: alpha split evenly
+    assert many[0] == many[1] > INTERIM_Z
+
+
+def test_a_clear_gain_is_confirmed_at_the_first_look() -> None:
+    """Four pairs showing a 15% gain at 5% noise confirm at once, with a CI around it."""
+    rng = np.random.default_rng(0)
+    d = list(np.log(1 / 0.85) + rng.normal(0, 0.05, 4))
+    result = judge(d, prior_sigma=0.05, prior_dof=40, margin=0.01, bounds=success_z(0.05, 15),
+                   z_futility=1.645, min_pairs=4, max_pairs=32)  # fmt: skip
+    assert result.outcome == "confirmed"
+    assert result.ci[0] < result.gain < result.ci[1]
+    assert result.ci[0] > 0.0
+
+
+def test_no_gain_is_rejected_and_a_small_one_inconclusive() -> None:
+    """Pairs around 0 are rejected once there are enough; a 1.5% gain at 5% noise stays open."""
+    rng = np.random.default_rng(1)
+    flat = list(rng.normal(-0.005, 0.01, 8))
+    assert verdict(flat[:4], sigma=0.01) is None  # futility waits for twice min_pairs
+    assert verdict(flat, sigma=0.01) == "rejected"
+    small = list(math.log(1 / 0.985) + rng.normal(0.0, 0.05, 8))
+    assert verdict(small) is None
+    assert verdict(small, final=True) == "inconclusive"
+
+
+def test_one_spike_among_few_pairs_does_not_decide() -> None:
+    """A single +60% call in four pairs is trimmed, not averaged in."""
+    d = [0.10, 0.09, 0.11, -0.47]  # a real 10% gain and one spiked winner call
+    result = judge(d, prior_sigma=0.03, prior_dof=40, margin=0.01, bounds=success_z(0.05, 15),
+                   z_futility=1.645, min_pairs=4, max_pairs=32)  # fmt: skip
+    assert result.gain > 0.05
+
+
+def test_pairs_needed_grows_with_noise_over_gain_squared() -> None:
+    """Twice the noise needs four times the pairs; no gain needs infinitely many."""
+    assert pairs_needed(0.02, 0.10, 2.0) == pytest.approx(4 * pairs_needed(0.02, 0.05, 2.0))
+    assert pairs_needed(0.0, 0.05, 2.0) == math.inf

@@ -1,0 +1,57 @@
+"""Paired evidence: per-round ratios to native, comparisons on common rounds only."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from chunktune._evidence import Evidence
+
+
+def evidence(table: dict[int | None, list[float | None]], *, paired: bool = True) -> Evidence:
+    ev = Evidence(paired=paired, estimator="trimmed_mean", trim=0.2)
+    for chunk, row in table.items():
+        for r, seconds in enumerate(row):
+            if seconds is not None:
+                ev.add(chunk, r, seconds)
+    return ev
+
+
+def test_paired_values_cancel_what_each_round_did() -> None:
+    """A machine twice as slow in one round moves native and candidate alike: ratios stay."""
+    ev = evidence({None: [1.0, 2.0, 1.0], 4: [0.9, 1.8, 0.9]})
+    assert list(ev.values(4).values()) == pytest.approx([math.log(0.9)] * 3)
+    assert ev.compare(4, None).diff == pytest.approx(math.log(0.9))
+    assert ev.estimates([None, 4]) == pytest.approx({None: 1.0, 4: 0.9})
+
+
+def test_comparisons_use_only_the_rounds_both_were_measured_in() -> None:
+    """A candidate that joined late is compared on its own rounds, never on ones it missed."""
+    # rounds 0-2: a slow machine (all 2x) where only 4 ran; rounds 3-4: both ran
+    ev = evidence(
+        {None: [2.0, 2.0, 2.0, 1.0, 1.0], 4: [1.8, 1.8, 1.8, 0.9, 0.9],
+         8: [None, None, None, 0.8, 0.8]}
+    )  # fmt: skip
+    cmp = ev.compare(8, 4)
+    assert cmp.n == 2
+    assert cmp.diff == pytest.approx(math.log(0.8 / 0.9))
+    assert ev.count(8) == 2 and ev.count(4) == 5
+
+
+def test_noise_is_pooled_over_candidates_and_shrinks_the_error_with_rounds() -> None:
+    """The standard error of a comparison falls as 1/sqrt(rounds) at a pooled noise figure."""
+    rows = {None: [1.0] * 16, 4: [0.9 * (1.05 if r % 2 else 0.95) for r in range(16)]}
+    few = evidence({c: v[:4] for c, v in rows.items()}).compare(4, None)
+    many = evidence(rows).compare(4, None)
+    assert many.se < few.se
+    assert many.se == pytest.approx(few.se / 2, rel=0.35)
+    assert few.lower(2.0) < few.diff < few.upper(2.0)
+
+
+def test_unpaired_evidence_compares_raw_times() -> None:
+    """paired = false judges log seconds, and reports each chunk's own estimate in seconds."""
+    ev = evidence({None: [1.0, 2.0, 1.0, 1.0], 4: [0.9, 1.8, 0.9, 0.9]}, paired=False)
+    assert ev.estimates([None, 4]) == pytest.approx({None: 1.0, 4: 0.9})
+    paired = evidence({None: [1.0, 2.0, 1.0, 1.0], 4: [0.9, 1.8, 0.9, 0.9]})
+    assert ev.compare(4, None).se > paired.compare(4, None).se

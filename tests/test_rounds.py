@@ -1,0 +1,149 @@
+"""The rounds schedule on simulated pools: refinement, confirmation, the noise gate, screening."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from chunktune import Policy, load_settings
+from chunktune._candidates import candidate_list
+from chunktune._events import ProgressEvent
+from chunktune._sweep import sweep
+from chunktune.sim import Noise, SimulatedWorkload, env_costs
+
+
+def balanced(**changes: object) -> Policy:
+    return attrs.evolve(load_settings().get_policy("balanced"), **changes)  # type: ignore[arg-type]
+
+
+def narrow(seed: int = 1) -> SimulatedWorkload:
+    """A contended queue and a heavy tail: the best size, 52, lies between the spread's sizes."""
+    costs = env_costs("blocked", 4096, mean_s=5e-5, heavy_fraction=0.4)
+    return SimulatedWorkload(costs, nthread=16, queue_s=2e-5, noise=Noise(sigma=0.01), seed=seed)
+
+
+def flat(seed: int) -> SimulatedWorkload:
+    """640 envs on 8 threads, even and free to dispatch: every spread size ties with native."""
+    return SimulatedWorkload.from_layout(
+        "uniform", num_envs=640, nthread=8, dispatch_s=0.0, noise=Noise(sigma=0.03), seed=seed
+    )
+
+
+def run(w: SimulatedWorkload, pol: Policy, **kw: object):  # type: ignore[no-untyped-def]
+    return sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol, **kw)  # type: ignore[arg-type]
+
+
+def test_refinement_finds_a_narrow_optimum_between_the_spread() -> None:
+    """Without refinement the best spread size (37) wins; refining finds the true best, 52."""
+    truth = narrow()
+    assert truth.oracle()[0] == 52
+    assert 52 not in candidate_list(balanced().candidates, 4096, 16)
+    plain = run(narrow(), balanced(refine_steps=0))
+    refined = run(narrow(), balanced())
+    assert plain.choice.chunk_size == 37 and truth.regret(37) > 0.03
+    assert refined.choice.chunk_size == 52
+    assert 52 in refined.samples
+
+
+def test_confirmation_keeps_native_when_the_best_is_a_noise_artifact() -> None:
+    """On a flat landscape the race's winner is luck: confirmed against native, native stays."""
+    reckless = [run(flat(s), balanced(confirm=False, confidence_z=0.0, margin=0.0, seed=s))
+                for s in range(20)]  # fmt: skip
+    careful = [run(flat(s), balanced(seed=s)) for s in range(20)]
+    assert sum(r.choice.chunk_size is not None for r in reckless) >= 15  # luck looks fast
+    left = [r for r in careful if r.choice.chunk_size is not None]
+    assert len(left) <= 1  # alpha is 5%: one false confirmation in 20 may happen
+    assert all(r.gain == 0.0 and r.gain_ci is None for r in careful if r not in left)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_confirmation_leaves_native_on_a_real_gain(seed: int) -> None:
+    """A 7% gain is confirmed on fresh pairs, and the decision reports its interval."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=seed
+    )
+    r = run(w, balanced())
+    assert r.choice.chunk_size is not None
+    assert w.true_time(r.choice.chunk_size) < 0.95 * w.true_time(None)
+    assert r.confirm_pairs >= 4 and r.gain_ci is not None
+    assert r.gain_ci[0] < r.gain < r.gain_ci[1]
+    assert "confirmed" in r.choice.reason
+
+
+def test_confirmation_alternates_native_and_the_winner_in_abba_blocks() -> None:
+    """Confirmation probes run N W W N, then W N N W, and so on."""
+    events: list[ProgressEvent] = []
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    r = run(w, balanced(), on_event=events.append)
+    won = r.choice.chunk_size
+    seq = [e.chunk_size for e in events if e.kind == "confirm"]
+    assert len(seq) == 2 * r.confirm_pairs
+    blocks = [seq[i : i + 4] for i in range(0, len(seq), 4)]
+    for k, block in enumerate(blocks):
+        assert block == ([None, won, won, None] if k % 2 == 0 else [won, None, None, won])
+
+
+def test_noise_gate_keeps_native_and_says_how_noisy() -> None:
+    """At 40% noise a 3% gain cannot be confirmed in the budget: native, with the noise figure."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=1024, nthread=8, heavy_factor=1.5, noise=Noise(sigma=0.4), seed=0
+    )
+    r = run(w, balanced())
+    assert r.stop == "noisy" and r.choice.chunk_size is None
+    assert "too noisy" in r.choice.reason and "pairs of calls" in r.choice.reason
+    assert r.confirm_pairs == 0
+    ungated = SimulatedWorkload.from_layout(
+        "blocked", num_envs=1024, nthread=8, heavy_factor=1.5, noise=Noise(sigma=0.4), seed=0
+    )
+    plain = run(ungated, balanced(noise_gate=False))
+    assert plain.stop != "noisy" and "too noisy" not in plain.choice.reason
+
+
+def test_a_hopeless_candidate_is_dropped_after_one_round() -> None:
+    """A size taking over twice native's time in round one is measured no more."""
+    w = SimulatedWorkload.from_layout(
+        "uniform", num_envs=4096, nthread=8, mean_s=2e-5, dispatch_s=5e-5
+    )
+    assert w.true_time(1) > 2 * w.true_time(None)
+    r = run(w, balanced())
+    assert r.raced_out.get(1) == 1 and r.counts()[1] == 1
+
+
+def test_halving_keeps_the_best_contenders() -> None:
+    """Successive halving never drops below refine_top + 1 contenders, and never the leader."""
+    events: list[ProgressEvent] = []
+    w = SimulatedWorkload.from_layout(
+        "lognormal", num_envs=2048, nthread=16, noise=Noise(sigma=0.05), seed=3
+    )
+    pol = balanced(race_z=10.0, refine_steps=0, early_stop=False, confirm=False)
+    r = run(w, pol, on_event=events.append)
+    live = len(r.samples) - 1 - len(r.raced_out)
+    assert live >= pol.refine_top + 1
+    assert r.choice.chunk_size is None or r.choice.chunk_size not in r.raced_out
+
+
+def test_the_race_leaves_the_confirmation_its_share_of_the_budget() -> None:
+    """With a budget that ends the race, the confirmation still runs in the reserved share."""
+
+    class Clock:
+        now = 0.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = Clock()
+
+    def tick(event: ProgressEvent) -> None:
+        if event.seconds is not None:
+            clock.now += event.seconds
+
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    pol = balanced(time_budget_s=40 * w.true_time(None))
+    r = run(w, pol, on_event=tick, clock=clock)
+    assert r.stop == "budget" and r.partial
+    assert r.confirm_pairs > 0 and r.choice.chunk_size is not None
+    assert r.elapsed_s <= pol.time_budget_s + 2 * w.true_time(None)

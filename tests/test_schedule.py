@@ -1,0 +1,74 @@
+"""Chunk-count space: distinct schedules, the sawtooth's teeth, halving between them, the model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from chunktune._schedule import (
+    between,
+    chunk_count,
+    fit_uniform_model,
+    representative,
+    schedules,
+    teeth,
+    uniform_makespan,
+)
+
+
+@pytest.mark.parametrize(
+    ("n", "t"),
+    [pytest.param(256, 2, id="256x2"), pytest.param(1000, 24, id="1000x24"),
+     pytest.param(32768, 96, id="32768x96"), pytest.param(7, 8, id="fewer-envs-than-threads")],
+)  # fmt: skip
+def test_schedules_are_exactly_the_distinct_chunk_counts(n: int, t: int) -> None:
+    """schedules() lists ceil(N/m) for every chunk count m >= T, each once, ascending."""
+    upper = math.ceil(n / t)
+    brute = sorted({math.ceil(n / m) for m in range(1, n + 1)} & set(range(1, upper + 1)))
+    assert schedules(n, t) == brute
+    for c in range(1, upper + 1):
+        assert chunk_count(n, representative(n, c)) == chunk_count(n, c)
+        assert representative(n, c) <= c
+
+
+def test_teeth_are_the_sizes_whose_chunk_counts_fill_whole_waves() -> None:
+    """Every tooth ceil(N/(kT)) cuts at most k*T chunks, and one size smaller cuts more."""
+    n, t = 32768, 96
+    for c in teeth(n, t):
+        k = math.ceil(chunk_count(n, c) / t)
+        assert c == math.ceil(n / (k * t))
+    assert {57, 69, 86, 114, 171, 342} <= teeth(n, t)
+
+
+def test_between_halves_in_log_scale_and_prefers_teeth() -> None:
+    """Halfway between two sizes is a tooth when one lies between, else the log midpoint."""
+    sizes = schedules(32768, 96)
+    tee = teeth(32768, 96)
+    i, j = sizes.index(14), sizes.index(171)
+    assert between(sizes, tee, i, j) == 49  # sqrt(14 * 171) = 49, a tooth (k = 7)
+    assert between(sizes, tee, sizes.index(86), sizes.index(114)) == 99  # no tooth between
+    assert between(sizes, tee, sizes.index(86), sizes.index(87)) is None
+    assert between(sizes, set(), 0, 3) == 2
+
+
+def test_uniform_makespan_counts_waves_and_the_short_last_chunk() -> None:
+    """With even envs a size costs its busiest worker's chunks; a lone short chunk counts short."""
+    assert uniform_makespan(16, 2, 4) == (8.0, 2)  # 4 chunks, 2 per worker
+    assert uniform_makespan(16, 2, 5) == (10.0, 2)  # 5,5,5,1: worker 0 takes 5 and 5
+    assert uniform_makespan(14, 3, 4) == (6.0, 2)  # 4,4,4,2: the lone second one is short
+    assert uniform_makespan(16, 2, 6) == (10.0, 2)  # 6,6,4: worker 0 takes 6 and 4
+
+
+def test_model_fit_proposes_a_tooth_on_even_envs() -> None:
+    """Fit to a few exact even-env times, the model's best is one of the lowest teeth."""
+    n, t = 4096, 16
+    sizes = schedules(n, t)
+    truth = {c: 1e-3 * uniform_makespan(n, t, c)[0] + 2e-6 * uniform_makespan(n, t, c)[1]
+             for c in sizes}  # fmt: skip
+    measured = {c: truth[c] for c in (3, 17, 40, 100, 256)}
+    model = fit_uniform_model(n, t, measured, sizes)
+    assert model is not None
+    best = min(model, key=lambda c: model[c])
+    assert truth[best] == pytest.approx(min(truth.values()), rel=1e-6)
+    assert fit_uniform_model(n, t, {3: 1.0, 17: 1.0}, sizes) is None  # too few points
