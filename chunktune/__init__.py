@@ -24,6 +24,7 @@ from ._errors import (
     ConfigError,
     InvalidArgumentError,
     OutputError,
+    TraceError,
     UsageError,
     WorkloadError,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "RolloutWorkload",
     "SeedCandidates",
     "Settings",
+    "TraceError",
     "UsageError",
     "Workload",
     "WorkloadError",

@@ -141,6 +141,13 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     else:
         console.print("(no candidates measured)")
     console.print(_describe(decision))
+    if decision.chunk_size is not None and decision.gain_ci is not None:
+        low, high = decision.gain_ci
+        console.print(
+            f"gain over native: {decision.gain:.1%} (confirmed; interval {low:.1%} to {high:.1%})"
+        )
+    elif decision.chunk_size is not None and decision.gain:
+        console.print(f"gain over native: {decision.gain:.1%} (estimated by the race)")
     console.print(decision.reason)
     details = []
     if decision.source == "benchmark":

@@ -1,0 +1,102 @@
+"""`chunktune record`: a real recording end to end, its bad input, and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chunktune import InvalidArgumentError
+from chunktune._cli import main
+from chunktune._record import check_sizes, record
+from chunktune._trace import load_trace
+from chunktune.sim import ReplayWorkload, SimulatedWorkload
+
+TINY = ("--num-envs", "8", "--nthread", "2", "--nstep", "2")
+
+
+@pytest.mark.mujoco
+def test_record_the_demo_and_replay_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real recording of every size writes a valid trace that replays through resolve."""
+    out = tmp_path / "demo.json"
+    assert main(["record", *TINY, "--rounds", "3", "-q", "-o", str(out)]) == 0
+    trace = load_trace(out)
+    assert (trace.num_envs, trace.nthread, trace.rounds) == (8, 2, 3)
+    assert sorted(trace.samples) == [1, 2, 3, 4]
+    assert len(trace.order) == 3 and all(sorted(r) == [1, 2, 3, 4] for r in trace.order)
+    assert trace.signature["kind"] == "mujoco.rollout" and trace.machine["usable_cpus"] >= 1
+    replay = ReplayWorkload.from_file(out, seed=1)
+    assert replay.signature()["kind"] == "replay"
+    assert replay.run(None) > 0 and replay.oracle()[0] in trace.samples
+    assert capsys.readouterr().err == ""  # -q: nothing on stderr
+
+
+def test_record_measures_in_fresh_random_rounds() -> None:
+    """Every round measures each size once, in an order that changes between rounds."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
+    trace = record(w, rounds=4, sizes=[2, 8], seed=0)
+    assert sorted(trace.samples) == [1, 2, 8]  # native's size always joins
+    calls = [c for c, _ in w.history]
+    assert calls[0] is None  # one unrecorded warm-up of native
+    rounds = [calls[1 + 3 * r : 4 + 3 * r] for r in range(4)]
+    assert all(sorted(r) == [1, 2, 8] for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1
+    assert [list(r) for r in trace.order] == rounds
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--rounds", "0"], "--rounds: must be an integer >= 1", id="rounds-0"),
+        pytest.param(["--sizes", "1,99"], "chunk sizes 99 are outside 1..4", id="size-too-big"),
+        pytest.param(["--sizes", "a,b"], "is not 'all' or a comma-separated", id="not-sizes"),
+        pytest.param(["nope.xml"], "model file not found", id="missing-model"),
+        pytest.param(["-o", "x.txt"], "must end in .json", id="not-json-name"),
+    ],
+)
+def test_bad_record_arguments_exit_2_with_one_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    args: list[str], message: str,
+) -> None:  # fmt: skip
+    """Bad rounds, sizes, models and file names: exit 2, one message, no traceback, no file."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["record", *TINY, "-o", str(tmp_path / "t.json"), *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_check_sizes_names_every_size_out_of_range() -> None:
+    """Sizes outside 1..ceil(N/T) are an InvalidArgumentError listing them."""
+    with pytest.raises(InvalidArgumentError, match=r"0, 9 are outside 1\.\.8"):
+        check_sizes([0, 3, 9], 16, 2)
+    assert check_sizes([3], 16, 2) == [1, 3]
+    assert check_sizes(None, 16, 2) == list(range(1, 9))
+
+
+@pytest.mark.mujoco
+@pytest.mark.slow
+def test_ctrl_c_during_record_writes_no_file(tmp_path: Path) -> None:
+    """SIGINT mid-recording exits 130, says nothing was written, and leaves no file behind."""
+    out = tmp_path / "t.json"
+    env = {**os.environ, "CHUNKTUNE_SWEEP_LOCK": str(tmp_path / "sweep.lock")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chunktune", "record", *TINY, "--rounds", "100000",
+         "-o", str(out)],
+        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # "recording ...": the rounds have begun
+    assert "recording" in line
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "no trace was written" in err and "Traceback" not in err
+    assert list(tmp_path.glob("*.json")) == [] and list(tmp_path.glob(".*tmp")) == []

@@ -1,0 +1,132 @@
+"""Traces: the file format, its validation, and replaying it as a workload."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import chunktune
+from chunktune import TraceError
+from chunktune._trace import Trace, dump_trace, load_trace
+from chunktune.sim import ReplayWorkload
+
+
+def synthetic(rounds: int = 12, seed: int = 0) -> Trace:
+    """64 envs on 4 threads: sizes 1..16, size 4 truly 15% faster than native (1)."""
+    rng = np.random.default_rng(seed)
+    level = np.exp(rng.normal(0.0, 0.3, rounds))  # the machine's state per round
+    cost = {c: 1.0 + 0.02 * abs(c - 4) - (0.1 if c == 4 else 0.0) for c in range(1, 17)}
+    samples = {
+        c: tuple(float(0.05 * cost[c] * level[r] * math.exp(rng.normal(0, 0.05)))
+                 for r in range(rounds))
+        for c in cost
+    }  # fmt: skip
+    return Trace(num_envs=64, nthread=4, rounds=rounds, samples=samples)
+
+
+def write(tmp_path: Path, doc: Any, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
+    """dump_trace writes what load_trace reads back equal."""
+    trace = synthetic()
+    path = write(tmp_path, dump_trace(trace))
+    assert load_trace(path) == trace
+    assert json.loads(path.read_text())["native"] == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        pytest.param(lambda d: "not json", "not a JSON trace", id="not-json"),
+        pytest.param(lambda d: [1, 2], "expected a JSON object", id="not-an-object"),
+        pytest.param(lambda d: d.pop("rounds") and d, "missing field 'rounds'", id="no-rounds"),
+        pytest.param(lambda d: d.pop("samples") and d, "missing field 'samples'", id="no-samples"),
+        pytest.param(lambda d: d.update(nthread=0) or d, "nthread is 0", id="nthread-0"),
+        pytest.param(lambda d: d["samples"]["2"].__setitem__(3, -1.0) or d,
+                     "samples['2'][3] is -1.0", id="negative-time"),
+        pytest.param(lambda d: d["samples"]["2"].__setitem__(0, float("inf")) or d,
+                     "samples['2'][0] is inf", id="infinite-time"),
+        pytest.param(lambda d: d["samples"].update({"17": [0.1] * 12}) or d,
+                     "chunk sizes must be integers in 1..16", id="size-above-upper"),
+        pytest.param(lambda d: d["samples"].update({"0": [0.1] * 12}) or d,
+                     "samples['0']", id="size-zero"),
+        pytest.param(lambda d: d["samples"]["3"].pop() and d, "list of 12 seconds",
+                     id="short-row"),
+        pytest.param(lambda d: d.update(native=5) or d, "native is 5", id="wrong-native"),
+        pytest.param(lambda d: d["samples"].pop("1") and d, "no entry for the native chunk 1",
+                     id="no-native"),
+    ],
+)  # fmt: skip
+def test_a_bad_trace_names_the_file_and_the_field(
+    tmp_path: Path, mutate: Any, field: str
+) -> None:
+    """Every malformed trace is a TraceError whose message names the file and the field."""
+    doc = mutate(json.loads(dump_trace(synthetic())))
+    path = write(tmp_path, doc)
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert str(path) in str(info.value) and field in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_a_missing_trace_file_is_a_trace_error(tmp_path: Path) -> None:
+    """A trace that is not there says so, with its path."""
+    with pytest.raises(TraceError, match="nope.json"):
+        ReplayWorkload.from_file(tmp_path / "nope.json")
+
+
+def test_replay_draws_recorded_calls_at_the_current_machine_state() -> None:
+    """Each replayed call is a recorded call of that size, moved to a recorded round's level."""
+    trace = synthetic()
+    w = ReplayWorkload(trace, seed=3)
+    seconds = [w.run(4) for _ in range(200)]
+    recorded = np.log(trace.samples[4])
+    assert min(np.log(seconds)) >= recorded.min() - 2.0  # within the recorded levels' span
+    assert len(set(seconds)) > 20
+    assert w.calls == 200 and w.history[0][0] == 4
+    again = ReplayWorkload(trace, seed=3)
+    assert [again.run(4) for _ in range(200)] == seconds  # deterministic per seed
+
+
+def test_replay_truth_removes_the_rounds_levels() -> None:
+    """The truth is each size's level-free geometric mean: 4 is the oracle, 15% under native."""
+    w = ReplayWorkload(synthetic(rounds=40))
+    assert w.oracle()[0] == 4
+    assert w.true_time(4) / w.true_time(None) == pytest.approx(0.9 / 1.06, abs=0.02)
+    assert w.regret(4) == 0.0 and w.regret(None) > 0.08
+    apparent, held_out = w.offered_gain()
+    assert held_out == pytest.approx(apparent, abs=0.02)  # a real gain survives holding out
+
+
+def test_held_out_gain_exposes_a_best_that_is_only_noise() -> None:
+    """On a flat trace the in-sample best looks faster than native; held out, it is not."""
+    rng = np.random.default_rng(5)
+    samples = {c: tuple(float(x) for x in 0.05 * np.exp(rng.normal(0, 0.1, 8)))
+               for c in range(1, 17)}  # fmt: skip
+    w = ReplayWorkload(Trace(num_envs=64, nthread=4, rounds=8, samples=samples))
+    apparent, held_out = w.offered_gain()
+    assert apparent > 0.03
+    assert held_out < apparent / 2
+
+
+def test_a_size_that_was_not_recorded_cannot_be_replayed() -> None:
+    """Replaying an unrecorded size is an InvalidArgumentError naming the size."""
+    trace = Trace(num_envs=64, nthread=4, rounds=3, samples={1: (0.1,) * 3, 4: (0.09,) * 3})
+    with pytest.raises(chunktune.InvalidArgumentError, match="chunk size 2 was not recorded"):
+        ReplayWorkload(trace).run(2)
+
+
+def test_a_replayed_trace_resolves_like_any_workload() -> None:
+    """resolve_sync on a replay leaves native for the recorded 15% gain."""
+    d = chunktune.resolve_sync(ReplayWorkload(synthetic(rounds=40), seed=1))
+    assert d.source == "benchmark"
+    assert d.chunk_size in (3, 4, 5)
