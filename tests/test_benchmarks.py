@@ -1,68 +1,80 @@
-"""Smoke test of the benchmark script: it imports, and one tiny simulated case gives sane rows."""
+"""Smoke test of the benchmark scripts: they import, and tiny cases give sane, scored rows."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-RUN_PY = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+from chunktune._trace import Trace, dump_trace
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("chunktune_benchmarks_run", RUN_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs resolves the module's annotations through it
-    spec.loader.exec_module(module)
-    return module
+def bench() -> Iterator[dict[str, ModuleType]]:
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield {name: importlib.import_module(name) for name in ("cases", "measure", "report")}
+    finally:
+        sys.path.remove(str(BENCH))
 
 
-def test_suites_span_the_required_ranges(bench: ModuleType) -> None:
-    """Full has >= 20 cases, quick >= 12, both over 8..128 threads and 256..32768 envs."""
-    full = bench.SIM_CASES
+def test_suites_span_the_required_ranges(bench: dict[str, ModuleType]) -> None:
+    """Full has >= 24 cases, quick >= 12, over 8..128 threads, narrow optima included."""
+    full = bench["cases"].SIM_CASES
     quick = [c for c in full if c.quick]
-    assert len(full) >= 20 and len(quick) >= 12
+    assert len(full) >= 24 and len(quick) >= 12
     for cases in (full, quick):
-        assert {c.layout for c in cases} == {
-            "uniform",
-            "lognormal",
-            "blocked",
-            "variants",
-            "interleaved",
-        }
+        assert {"uniform", "lognormal", "blocked", "variants"} <= {c.layout for c in cases}
         assert min(c.nthread for c in cases) == 8 and max(c.nthread for c in cases) == 128
-        assert min(c.num_envs for c in cases) == 256 and max(c.num_envs for c in cases) == 32768
-    assert sum(c.quick for c in bench.REAL_CASES) >= 2
+    assert any(c.queue_s > 0 for c in quick)  # a contended queue: narrow optima
+    assert len({c.name for c in full}) == len(full)
+    assert sum(c.quick for c in bench["cases"].REAL_CASES) >= 2
 
 
 def test_one_tiny_simulated_case_gives_scored_rows(
-    bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bench: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tiny case through the real resolve path yields one row per seed, scored and summarized."""
-    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
-    settings = bench.bench_settings()
+    measure, report = bench["measure"], bench["report"]
+    settings = measure.bench_settings()
     assert not settings.cache.enabled
-    case = bench.SimCase(layout="blocked", num_envs=64, nthread=4, sigma=0.02)
-    policies = bench._policies(settings, ["balanced"])
+    case = bench["cases"].SimCase(layout="blocked", num_envs=64, nthread=4, sigma=0.02)
+    policies = measure.policies_named(settings, ["balanced", "seed"])
 
-    rows = bench.simulated_rows(case, policies, 2, settings)
+    rows = measure.sim_rows(case, 0, policies, 2, settings)
 
-    assert [r["seed"] for r in rows] == [0, 1]
+    assert [r.seed for r in rows] == [0, 1, 0, 1]
     for row in rows:
-        assert row["kind"] == "simulated" and row["policy"] == "balanced"
-        assert row["source"] == "benchmark"
-        assert row["regret"] >= 0.0
-        assert row["vs_native"] <= row["regret"] + 1e-12  # the oracle is never slower than native
-        assert row["probe_seconds"] > 0.0
+        assert row.regret >= 0.0
+        assert row.vs_native <= row.regret + 1e-12  # the oracle is never slower than native
+        assert row.probe_seconds > 0.0
     assert not (tmp_path / "cache.json").exists()
-    summary = bench.summarize_sim(rows)["balanced"]
-    assert summary["runs"] == 2
-    assert summary["worst_regret"] >= summary["median_regret"] >= 0.0
-    assert summary["probe_vs_seed"] is None  # no seed policy rows to compare against
-    assert "balanced" in bench.sim_summary_table(bench.summarize_sim(rows))
+    summary = report.summarize_sim(rows)["balanced"]
+    assert summary["runs"] == 2 and summary["probe_vs_seed"] is not None
+    assert summary["max_single_regret"] >= summary["median_regret"] >= 0.0
+    assert "balanced" in report.sim_summary_table(report.summarize_sim(rows))
+    checks = report.check_targets(rows, [], [])
+    assert {c.target.split(":")[0] for c in checks} == {"sim"}
+
+
+def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path: Path) -> None:
+    """A small trace gives one row per draw with the gain on offer, held out and captured."""
+    samples = {c: tuple(0.01 * (1.0 if c != 2 else 0.8) * (1 + 0.01 * r) for r in range(6))
+               for c in range(1, 5)}  # fmt: skip
+    path = tmp_path / "small.json"
+    path.write_text(dump_trace(Trace(num_envs=16, nthread=4, rounds=6, samples=samples)))
+    measure, report = bench["measure"], bench["report"]
+    settings = measure.bench_settings()
+    rows = measure.trace_rows(path, measure.policies_named(settings, ["balanced"]), 2, settings)
+    assert len(rows) == 2 and rows[0].oracle_chunk == 2
+    assert rows[0].offered == pytest.approx(0.2)
+    summary = report.summarize_traces(rows)["balanced"]
+    assert summary["offered"] == pytest.approx(0.2)
+    assert -1.0 < summary["captured_share"] <= 1.0

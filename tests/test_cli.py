@@ -648,7 +648,7 @@ def test_policy_show_prints_resolved_toml(
     doc = tomllib.loads(capsys.readouterr().out)
     assert doc["time_budget_s"] == 2.0
     assert doc["max_rounds"] == 3
-    assert doc["min_rounds"] == 3  # inherited from quick
+    assert doc["min_rounds"] == 2  # inherited from quick
     assert doc["candidates"]["strategy"] == "balanced"
 
     assert main(["policy", "show", "seed"]) == 0

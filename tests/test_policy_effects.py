@@ -55,7 +55,7 @@ def test_tie_break_and_tie_tol_pick_within_the_band() -> None:
 
 def test_confidence_z_refuses_a_win_inside_the_noise() -> None:
     """Under heavy noise a huge confidence_z keeps native where confidence_z = 0 switches."""
-    noisy = dict(race=False, early_stop=False, max_rounds=3, prime=0)
+    noisy = dict(race=False, early_stop=False, max_rounds=3, prime=0, confirm=False)
     bold = chunktune.resolve_sync(plateau(sigma=0.1), policy=base(confidence_z=0.0, **noisy))
     careful = chunktune.resolve_sync(plateau(sigma=0.1), policy=base(confidence_z=10.0, **noisy))
     assert bold.chunk_size is not None
@@ -94,11 +94,13 @@ def test_prime_and_warmup_discard_calls() -> None:
 
 
 def test_min_rounds_protects_candidates_from_early_racing() -> None:
-    """No candidate is raced out before min_rounds samples."""
+    """No candidate is raced out before min_rounds samples, but the hopeless after one."""
     pol = base(min_rounds=6, max_rounds=8)
     r = sweep(plateau(), candidate_list(pol.candidates, 2048, 16), pol)
     counts = r.counts()
-    assert r.raced_out and all(counts[c] >= 6 for c in r.raced_out)
+    early = [c for c in r.raced_out if counts[c] < 6]
+    assert r.raced_out and len(early) < len(r.raced_out)
+    assert all(counts[c] == 1 and r.estimates[c] > 2 * r.estimates[None] for c in early)
 
 
 def test_max_rounds_caps_samples() -> None:
