@@ -12,6 +12,7 @@ import copy
 import difflib
 import functools
 import os
+import reprlib
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
@@ -42,6 +43,18 @@ __all__ = [
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
 TOP_LEVEL_KEYS = ("policy", "cache", "log", "policies")
+# [policies.NAME.candidates] sizes = [...] nests 4 deep; anything far deeper is no
+# setting, and refusing it up front keeps every later step clear of recursion limits
+MAX_DEPTH = 8
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+
+
+def _shown(value: object) -> str:
+    """A repr for messages, bounded in length and depth whatever the value."""
+    return _repr.repr(value)
+
 
 # ---------------------------------------------------------------- the converter
 
@@ -186,6 +199,12 @@ def _preset_dir() -> Path:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed file.
+
+    Raises:
+        ConfigError: it is missing or unreadable, not UTF-8, not TOML, or nested
+            beyond what the parser can follow.
+    """
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
@@ -193,7 +212,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"TOML syntax error: {exc}", source=str(path)) from None
-    except OSError as exc:
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start}: {exc.reason}); a settings file is TOML",
+            source=str(path),
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"nested too deeply to parse; no setting nests more than {MAX_DEPTH} levels",
+            source=str(path),
+        ) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
 
 
@@ -233,62 +262,98 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+_Node = tuple[str, str]  # (policy name, "user" or "preset")
+
+
 def _resolve_tables(
     presets: Mapping[str, dict[str, Any]],
     user: Mapping[str, Any],
     problems: list[str],
 ) -> dict[str, dict[str, Any]]:
-    """Flatten ``extends`` chains into one raw table per policy name."""
-    resolved: dict[str, dict[str, Any]] = {}
+    """Flatten ``extends`` chains into one raw table per policy name.
 
-    def resolve(name: str, layer: str, chain: tuple[tuple[str, str], ...]) -> dict[str, Any] | None:
-        where = "policies" if layer == "user" else "presets"
-        table = (user if layer == "user" else presets).get(name)
-        if table is None:
-            return None
+    Each policy is resolved once (a chain of any length costs linear time, without
+    recursion); each cycle is reported once, and a policy that extends a broken one
+    is left out without repeating its parent's problem.
+    """
+    done: dict[_Node, dict[str, Any] | None] = {}  # None: broken, its problem reported
+
+    def where(node: _Node) -> str:
+        return f"{'policies' if node[1] == 'user' else 'presets'}.{node[0]}"
+
+    def link(node: _Node) -> tuple[Mapping[str, Any], _Node | None] | str:
+        """The node's own table and parent, or its problem."""
+        name, layer = node
+        table = (user if layer == "user" else presets)[name]
         if not isinstance(table, Mapping):
-            problems.append(f"{where}.{name}: {table!r} is not a table")
-            return None
+            return f"{where(node)}: {_shown(table)} is not a table"
         parent = table.get("extends")
         if parent is None and layer == "user" and name in presets:
             parent = name  # [policies.balanced] tweaks the shipped balanced preset
         if parent is None:
-            return _merge({}, table)
+            return table, None
         if not isinstance(parent, str):
-            problems.append(f"{where}.{name}.extends: {parent!r} is not a policy name")
-            return None
+            return f"{where(node)}.extends: {_shown(parent)} is not a policy name"
         if parent == name and layer == "user" and name not in presets:
-            problems.append(f"{where}.{name}.extends: cycle {name} -> {name}")
-            return None
+            return f"{where(node)}.extends: cycle {name} -> {name}"
         # a user policy extends another user policy of that name, else the preset
         parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
-        here = (*chain, (name, layer))
-        if (parent, parent_layer) in here:
-            names = [n for n, _ in here] + [parent]
-            problems.append(
-                f"{where}.{name}.extends: cycle {' -> '.join(names[names.index(parent) :])}"
-            )
-            return None
         if parent_layer == "preset" and parent not in presets:
             known = sorted(set(presets) | set(user))
-            problems.append(
-                f"{where}.{name}.extends: unknown policy {parent!r}; "
+            return (
+                f"{where(node)}.extends: unknown policy {_shown(parent)}; "
                 f"known policies: {', '.join(known)}"
             )
-            return None
-        base = resolve(parent, parent_layer, here)
-        return None if base is None else _merge(base, table)
+        return table, (parent, parent_layer)
 
-    for name in presets:
-        if name not in user:
-            got = resolve(name, "preset", ())
-            if got is not None:
-                resolved[name] = got
-    for name in user:
-        got = resolve(name, "user", ())
+    def resolve(start: _Node) -> dict[str, Any] | None:
+        chain: list[tuple[_Node, Mapping[str, Any]]] = []
+        on_chain: dict[_Node, int] = {}
+        node: _Node | None = start
+        base: dict[str, Any] | None = {}
+        while node is not None:
+            if node in done:
+                base = done[node]
+                break
+            if node in on_chain:
+                names = [n for (n, _), _t in chain[on_chain[node] :]] + [node[0]]
+                problems.append(f"{where(chain[-1][0])}.extends: cycle {' -> '.join(names)}")
+                base = None
+                break
+            linked = link(node)
+            if isinstance(linked, str):
+                problems.append(linked)
+                done[node] = base = None
+                break
+            on_chain[node] = len(chain)
+            chain.append((node, linked[0]))
+            node = linked[1]
+        for member, table in reversed(chain):
+            base = None if base is None else _merge(base, table)
+            done[member] = base
+        return base
+
+    resolved: dict[str, dict[str, Any]] = {}
+    starts = [(name, "preset") for name in presets if name not in user]
+    for name, layer in [*starts, *((name, "user") for name in user)]:
+        got = resolve((name, layer))
         if got is not None:
             resolved[name] = got
     return resolved
+
+
+def _too_deep(data: Mapping[str, Any]) -> str | None:
+    """The path of a value nested deeper than any setting (walked without recursion), or None."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return path
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for key, item in items:
+            if isinstance(item, dict | list):
+                stack.append((item, _join(path, key), depth + 1))
+    return None
 
 
 # ---------------------------------------------------------------- loading
@@ -315,6 +380,12 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     Raises:
         ConfigError: listing every problem found, each with its dotted TOML path.
     """
+    deep = _too_deep(data)
+    if deep is not None:
+        raise ConfigError(
+            f"{deep}: nested more than {MAX_DEPTH} levels deep; no setting nests that deep",
+            source=source,
+        )
     problems: list[str] = []
     for key in data:
         if key not in TOP_LEVEL_KEYS:
@@ -323,7 +394,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     presets = _preset_tables()
     user = data.get("policies", {})
     if not isinstance(user, Mapping):
-        problems.append(f"policies: {user!r} is not a table of policies")
+        problems.append(f"policies: {_shown(user)} is not a table of policies")
         user = {}
     tables = _resolve_tables(presets, user, problems)
     policies: dict[str, Policy] = {}
@@ -336,10 +407,17 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = _structure(data.get("log", {}), LogSettings, "log", problems)
 
+    env_cache = os.environ.get(CACHE_ENV)
+    if env_cache and cache is not None:
+        try:
+            cache = attrs.evolve(cache, path=env_cache)
+        except ValueError as exc:
+            problems.append(f"${CACHE_ENV}: {exc}")
+
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
-        problems.append(f"policy: {active!r} is not valid; expected a policy name")
-    elif active not in tables and not any(p.startswith(f"policies.{active}") for p in problems):
+        problems.append(f"policy: {_shown(active)} is not valid; expected a policy name")
+    elif active not in tables and active not in user:  # a broken one's problem is listed
         known = ", ".join(sorted(set(tables) | set(user)))
         close = difflib.get_close_matches(active, list(tables), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
@@ -347,9 +425,6 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 
     if problems:
         raise ConfigError(problems, source=source)
-    env_cache = os.environ.get(CACHE_ENV)
-    if env_cache:
-        cache = attrs.evolve(cache, path=env_cache)
     return Settings(
         policy=active,
         policies=policies,
