@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -25,6 +23,7 @@ import attrs
 import filelock
 import platformdirs
 
+from ._atomic import STALE_TEMP_S, remove_stale_temps, write_atomic
 from ._cache_format import (
     LEGACY_PREFIX,
     SCHEMA,
@@ -36,10 +35,9 @@ from ._cache_format import (
     check_entry,
     encode,
     parse_cache,
-    shown,
 )
 from ._errors import CacheError
-from ._validators import user_path
+from ._validators import shown, user_path
 
 __all__ = [
     "LEGACY_PREFIX",
@@ -56,7 +54,6 @@ __all__ = [
 
 logger = logging.getLogger("chunktune")
 
-STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died mid-write
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
 
 
@@ -70,51 +67,6 @@ def _cache_path(path: str | os.PathLike[str]) -> Path:
         return user_path(os.fspath(path))
     except ValueError as exc:
         raise CacheError(f"cache path: {exc}") from None
-
-
-# ---------------------------------------------------------------- atomic files
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temporary file in the same directory, fsync, rename: readers see old or new, never half."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _remove_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S) -> int:
-    """Delete what writers killed mid-write left: ``.<name>.<random>.tmp`` older than the limit.
-
-    Only names :func:`_write_atomic` makes for ``path`` match; returns how many went.
-    """
-    pattern = re.compile(re.escape(f".{path.name}.") + r"[A-Za-z0-9_]+\.tmp")
-    cutoff = time.time() - older_than_s
-    removed = 0
-    with contextlib.suppress(OSError), os.scandir(path.parent) as found:
-        for item in found:
-            with contextlib.suppress(OSError):
-                if (
-                    pattern.fullmatch(item.name)
-                    and item.is_file(follow_symlinks=False)
-                    and item.stat(follow_symlinks=False).st_mtime < cutoff
-                ):
-                    os.unlink(item.path)
-                    removed += 1
-    return removed
 
 
 # ---------------------------------------------------------------- whole files
@@ -157,7 +109,7 @@ def write_cache_file(
         raise CacheError(f"cannot write {file}: {exc}") from exc
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(file, data)
+        write_atomic(file, data)
     except OSError as exc:
         raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc
 
@@ -385,11 +337,11 @@ class DecisionCache:
 
     def _write(self, entries: Mapping[str, CacheEntry]) -> None:
         """Replace the file (caller holds the write lock); back up a migrated older file once."""
-        _remove_stale_temps(self.path)
+        remove_stale_temps(self.path)
         if self._legacy_bytes is not None:
             backup = self.path.with_name(self.path.name + ".schema0")
             if not backup.exists():
-                _write_atomic(backup, self._legacy_bytes)
+                write_atomic(backup, self._legacy_bytes)
                 logger.warning(
                     "chunktune: migrated the older tuner's cache %s to schema %d; "
                     "the original is kept as %s",
@@ -398,7 +350,7 @@ class DecisionCache:
                     backup,
                 )
             self._legacy_bytes = None
-        _write_atomic(self.path, encode(entries, self.format))
+        write_atomic(self.path, encode(entries, self.format))
 
     def _current(self) -> dict[str, CacheEntry]:
         """The file's entries as of now (caller holds the write lock); unusable: moved aside."""
@@ -484,6 +436,6 @@ class DecisionCache:
         keys = list(self.entries(strict=True))
         if keys and not self.update(dict.fromkeys(keys)):
             raise CacheError(f"cannot write the cache {self.path}; nothing was deleted")
-        _remove_stale_temps(self.path)
+        remove_stale_temps(self.path)
         self._remove_idle_key_locks()
         return len(keys)

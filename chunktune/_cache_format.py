@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import reprlib
 import socket
 import time
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 import cattrs
@@ -29,6 +28,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ._decision import timings_to_ms
 from ._errors import CacheError
+from ._validators import shown
 
 __all__ = [
     "LEGACY_PREFIX",
@@ -46,7 +46,6 @@ __all__ = [
     "entry_from_table",
     "entry_to_table",
     "parse_cache",
-    "shown",
     "suffix_format",
 ]
 
@@ -114,14 +113,12 @@ class ParsedCache:
 # ---------------------------------------------------------------- the format decision
 
 
+_SUFFIXES: dict[str, CacheFormat] = {".json": "json", ".toml": "toml"}
+
+
 def suffix_format(path: Path) -> CacheFormat | None:
     """The format a file name asks for: ``.json`` or ``.toml``; None for any other suffix."""
-    suffix = path.suffix.lower()
-    if suffix == ".toml":
-        return "toml"
-    if suffix == ".json":
-        return "json"
-    return None
+    return _SUFFIXES.get(path.suffix.lower())
 
 
 def cache_format(path: Path, format: str = "auto") -> CacheFormat:
@@ -132,22 +129,12 @@ def cache_format(path: Path, format: str = "auto") -> CacheFormat:
     """
     if format == "auto":
         return suffix_format(path) or "json"
-    if format == "json":
-        return "json"
-    if format == "toml":
-        return "toml"
+    if format in _SUFFIXES.values():
+        return cast(CacheFormat, format)
     raise CacheError(f"cache format {format!r} is not json or toml")
 
 
 # ---------------------------------------------------------------- field checks
-
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = 40
-
-
-def shown(value: object) -> str:
-    """A short repr for messages: bounded in length and depth, whatever the value."""
-    return _repr.repr(value)
 
 
 def _is_int(value: object) -> bool:
@@ -228,10 +215,6 @@ def _samples_in(value: Any, _t: Any = None) -> dict[int | None, int]:
     return {_chunk_key(key): _count(n) for key, n in _table(value).items()}
 
 
-def _samples_out(samples: Mapping[int | None, int]) -> dict[str, int]:
-    return {NATIVE if k is None else str(k): n for k, n in samples.items()}
-
-
 def _chunks_in(value: Any, _t: Any = None) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise ValueError(f"{shown(value)} is not a list of chunk sizes")
@@ -244,10 +227,6 @@ def _scalars(value: Any, _t: Any = None) -> dict[str, Any]:
         if not isinstance(item, str | int | float):
             raise ValueError(f"{key}: {shown(item)} is not a string, number or boolean")
     return dict(value)
-
-
-def _chunk_out(value: int | None) -> int | str:
-    return NATIVE if value is None else value
 
 
 # ---------------------------------------------------------------- the converter
@@ -268,9 +247,12 @@ def _make_converter() -> cattrs.Converter:
     ):
         conv.register_structure_hook(kind, hook)
     special: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-        "chunk_size": (_chunk_or_native, _chunk_out),
+        "chunk_size": (_chunk_or_native, lambda c: NATIVE if c is None else c),
         "timings": (_timings_in, timings_to_ms),
-        "samples": (_samples_in, _samples_out),
+        "samples": (
+            _samples_in,
+            lambda s: {NATIVE if k is None else str(k): n for k, n in s.items()},
+        ),
         "raced_out": (_chunks_in, list),
         "signature": (_scalars, dict),
         "device": (_scalars, dict),

@@ -17,7 +17,7 @@ from ._cache import (
     read_cache_file,
     write_cache_file,
 )
-from ._cache_format import shown, suffix_format
+from ._cache_format import suffix_format
 from ._cli_common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -31,7 +31,7 @@ from ._config import load_settings
 from ._errors import ConfigError, InvalidArgumentError
 from ._render import chunk_label, entry_age, entry_table, format_created, model_summary
 from ._resolve import cache_for
-from ._validators import user_path
+from ._validators import shown, user_path
 
 __all__ = ["add_parser"]
 

@@ -12,7 +12,6 @@ import copy
 import difflib
 import functools
 import os
-import reprlib
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
@@ -27,7 +26,9 @@ from cattrs.preconf.tomllib import make_converter
 
 from ._candidates import STRATEGIES, CandidateStrategy
 from ._errors import ConfigError
+from ._extends import resolve_tables
 from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, Settings
+from ._validators import shown
 
 __all__ = [
     "CACHE_ENV",
@@ -46,14 +47,6 @@ TOP_LEVEL_KEYS = ("policy", "cache", "log", "policies")
 # [policies.NAME.candidates] sizes = [...] nests 4 deep; anything far deeper is no
 # setting, and refusing it up front keeps every later step clear of recursion limits
 MAX_DEPTH = 8
-
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = 60
-
-
-def _shown(value: object) -> str:
-    """A repr for messages, bounded in length and depth whatever the value."""
-    return _repr.repr(value)
 
 
 # ---------------------------------------------------------------- the converter
@@ -241,107 +234,6 @@ def preset_names() -> list[str]:
     return sorted(_preset_tables())
 
 
-# ---------------------------------------------------------------- merging
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        if key == "extends":
-            continue
-        old = merged.get(key)
-        same_strategy = (
-            isinstance(old, dict)
-            and isinstance(value, Mapping)
-            and value.get("strategy", old.get("strategy")) == old.get("strategy")
-        )
-        if key == "candidates" and same_strategy and isinstance(old, dict):
-            merged[key] = {**old, **value}
-        else:
-            merged[key] = value
-    return merged
-
-
-_Node = tuple[str, str]  # (policy name, "user" or "preset")
-
-
-def _resolve_tables(
-    presets: Mapping[str, dict[str, Any]],
-    user: Mapping[str, Any],
-    problems: list[str],
-) -> dict[str, dict[str, Any]]:
-    """Flatten ``extends`` chains into one raw table per policy name.
-
-    Each policy is resolved once (a chain of any length costs linear time, without
-    recursion); each cycle is reported once, and a policy that extends a broken one
-    is left out without repeating its parent's problem.
-    """
-    done: dict[_Node, dict[str, Any] | None] = {}  # None: broken, its problem reported
-
-    def where(node: _Node) -> str:
-        return f"{'policies' if node[1] == 'user' else 'presets'}.{node[0]}"
-
-    def link(node: _Node) -> tuple[Mapping[str, Any], _Node | None] | str:
-        """The node's own table and parent, or its problem."""
-        name, layer = node
-        table = (user if layer == "user" else presets)[name]
-        if not isinstance(table, Mapping):
-            return f"{where(node)}: {_shown(table)} is not a table"
-        parent = table.get("extends")
-        if parent is None and layer == "user" and name in presets:
-            parent = name  # [policies.balanced] tweaks the shipped balanced preset
-        if parent is None:
-            return table, None
-        if not isinstance(parent, str):
-            return f"{where(node)}.extends: {_shown(parent)} is not a policy name"
-        if parent == name and layer == "user" and name not in presets:
-            return f"{where(node)}.extends: cycle {name} -> {name}"
-        # a user policy extends another user policy of that name, else the preset
-        parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
-        if parent_layer == "preset" and parent not in presets:
-            known = sorted(set(presets) | set(user))
-            return (
-                f"{where(node)}.extends: unknown policy {_shown(parent)}; "
-                f"known policies: {', '.join(known)}"
-            )
-        return table, (parent, parent_layer)
-
-    def resolve(start: _Node) -> dict[str, Any] | None:
-        chain: list[tuple[_Node, Mapping[str, Any]]] = []
-        on_chain: dict[_Node, int] = {}
-        node: _Node | None = start
-        base: dict[str, Any] | None = {}
-        while node is not None:
-            if node in done:
-                base = done[node]
-                break
-            if node in on_chain:
-                names = [n for (n, _), _t in chain[on_chain[node] :]] + [node[0]]
-                problems.append(f"{where(chain[-1][0])}.extends: cycle {' -> '.join(names)}")
-                base = None
-                break
-            linked = link(node)
-            if isinstance(linked, str):
-                problems.append(linked)
-                done[node] = base = None
-                break
-            on_chain[node] = len(chain)
-            chain.append((node, linked[0]))
-            node = linked[1]
-        for member, table in reversed(chain):
-            base = None if base is None else _merge(base, table)
-            done[member] = base
-        return base
-
-    resolved: dict[str, dict[str, Any]] = {}
-    starts = [(name, "preset") for name in presets if name not in user]
-    for name, layer in [*starts, *((name, "user") for name in user)]:
-        got = resolve((name, layer))
-        if got is not None:
-            resolved[name] = got
-    return resolved
-
-
 def _too_deep(data: Mapping[str, Any]) -> str | None:
     """The path of a value nested deeper than any setting (walked without recursion), or None."""
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
@@ -394,9 +286,9 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     presets = _preset_tables()
     user = data.get("policies", {})
     if not isinstance(user, Mapping):
-        problems.append(f"policies: {_shown(user)} is not a table of policies")
+        problems.append(f"policies: {shown(user)} is not a table of policies")
         user = {}
-    tables = _resolve_tables(presets, user, problems)
+    tables = resolve_tables(presets, user, problems)
     policies: dict[str, Policy] = {}
     for name, table in tables.items():
         layer = "policies" if name in user else "presets"
@@ -416,7 +308,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
-        problems.append(f"policy: {_shown(active)} is not valid; expected a policy name")
+        problems.append(f"policy: {shown(active)} is not valid; expected a policy name")
     elif active not in tables and active not in user:  # a broken one's problem is listed
         known = ", ".join(sorted(set(tables) | set(user)))
         close = difflib.get_close_matches(active, list(tables), n=1)

@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-__all__ = ["choice", "integer", "number", "path_text", "positive_sizes", "text", "user_path"]
+__all__ = [
+    "choice",
+    "integer",
+    "number",
+    "path_text",
+    "positive_sizes",
+    "shown",
+    "text",
+    "user_path",
+]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+
+
+def shown(value: object) -> str:
+    """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
+    return _repr.repr(value)
 
 
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:

@@ -236,16 +236,16 @@ def test_a_nul_byte_in_the_settings_path_is_a_config_error() -> None:
 
 def test_a_long_extends_chain_merges_each_policy_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A chain of 2000 extends resolves, each link merged once (linear, no recursion limit)."""
-    import chunktune._config as config
+    import chunktune._extends as extends
 
     merges = {"n": 0}
-    merge = config._merge
+    merge = extends._merge
 
     def counting(base: dict[str, object], over: dict[str, object]) -> dict[str, object]:
         merges["n"] += 1
         return merge(base, over)
 
-    monkeypatch.setattr(config, "_merge", counting)
+    monkeypatch.setattr(extends, "_merge", counting)
     n = 2000
     policies: dict[str, object] = {"p0": {"extends": "quick", "margin": 0.07}}
     policies.update({f"p{i}": {"extends": f"p{i - 1}"} for i in range(1, n)})
