@@ -12,6 +12,8 @@ flat JSON cache (schema 0) goes through the same validation.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import socket
@@ -137,26 +139,26 @@ def cache_format(path: Path, format: str = "auto") -> CacheFormat:
 # ---------------------------------------------------------------- field checks
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+# `type(x) is int`: a decoded document's integers are exactly int, and bool is not one
 
 
 def _count(value: Any, _t: Any = None) -> int:
-    if not _is_int(value) or not 0 <= value <= MAX_COUNT:
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
         raise ValueError(f"{shown(value)} is not an integer in [0, {MAX_COUNT}]")
-    return int(value)
+    return value
 
 
 def _chunk(value: Any) -> int:
-    if not _is_int(value) or not 1 <= value <= MAX_COUNT:
+    if type(value) is not int or not 1 <= value <= MAX_COUNT:
         raise ValueError(f"{shown(value)} is not a chunk size (an integer >= 1) or 'native'")
-    return int(value)
+    return value
 
 
 def _chunk_or_native(value: Any, _t: Any = None) -> int | None:
     return None if value is None or value == NATIVE else _chunk(value)
 
 
+@functools.lru_cache(maxsize=4096)  # every entry repeats the same few keys
 def _chunk_key(key: str) -> int | None:
     if key == NATIVE:
         return None
@@ -166,9 +168,12 @@ def _chunk_key(key: str) -> int | None:
 
 
 def _finite(value: Any, _t: Any = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{shown(value)} is not a finite number")
-    return float(value)
+    if type(value) is float or type(value) is int:
+        with contextlib.suppress(OverflowError):  # an int beyond any float
+            number = float(value)
+            if math.isfinite(number):
+                return number
+    raise ValueError(f"{shown(value)} is not a finite number")
 
 
 def _seconds(value: Any, _t: Any = None) -> float:
