@@ -431,7 +431,7 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
         tables = doc.items()
     else:
         schema = doc.get("schema")
-        if not isinstance(schema, int) or isinstance(schema, bool):
+        if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
             raise UnusableCache(
                 "is neither a chunktune cache nor an older tuner's JSON cache "
                 f"(schema {shown(schema)})"

@@ -66,3 +66,16 @@ def test_one_tiny_simulated_case_gives_scored_rows(
     assert summary["worst_regret"] >= summary["median_regret"] >= 0.0
     assert summary["probe_vs_seed"] is None  # no seed policy rows to compare against
     assert "balanced" in bench.sim_summary_table(bench.summarize_sim(rows))
+
+
+def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/fuzz.py runs every kind of settings file and cache document without a failure."""
+    path = RUN_PY.with_name("fuzz.py")
+    spec = importlib.util.spec_from_file_location("chunktune_benchmarks_fuzz", path)
+    assert spec is not None and spec.loader is not None
+    fuzz = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fuzz
+    spec.loader.exec_module(fuzz)
+    assert fuzz.main_fuzz(["--settings", "15", "--caches", "24", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "failures: 0" in out and "quarantined" in out and "ConfigError" in out

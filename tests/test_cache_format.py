@@ -217,6 +217,8 @@ def test_an_entry_that_would_not_read_back_is_not_writable() -> None:
         pytest.param(b"{}", "json", "neither", id="empty-table"),
         pytest.param(b'{"schema": "1"}', "json", "neither", id="schema-string"),
         pytest.param(b'{"schema": true}', "json", "neither", id="schema-bool"),
+        pytest.param(b'{"schema": 0, "entries": {}}', "json", "neither", id="schema-0"),
+        pytest.param(b'{"schema": -1000000000000}', "json", "neither", id="schema-negative"),
         pytest.param(b'{"schema": 2}', "json", "newer", id="newer-schema"),
         pytest.param(b"[" * 5000, "json", "nested too deeply", id="deep-json"),
         pytest.param(b"a = " + b"[" * 5000 + b"]" * 5000, "toml", "nested too deeply", id="deep"),
