@@ -332,12 +332,14 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
 
     Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``,
     then built-in defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
-    ``[cache] path``.
+    ``[cache] path`` (an empty variable counts as unset).
 
     Raises:
         ConfigError: the file is missing (when named explicitly), unreadable, not
-            valid TOML (file and line given), or holds invalid settings (every
-            problem listed with its TOML path).
+            UTF-8, not valid TOML (file and line given), nested deeper than any
+            setting (``MAX_DEPTH``), or holds invalid settings (every problem listed
+            with its TOML path; a cache path, there or in ``$CHUNKTUNE_CACHE``, that
+            is empty, holds a NUL byte or names an unknown ``~user``).
     """
     file = find_config(path)
     if file is None:
