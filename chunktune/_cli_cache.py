@@ -17,6 +17,7 @@ from ._cache import (
     read_cache_file,
     write_cache_file,
 )
+from ._cache_format import suffix_format
 from ._cli_common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -28,10 +29,13 @@ from ._cli_common import (
 )
 from ._config import load_settings
 from ._errors import ConfigError, InvalidArgumentError
-from ._render import chunk_label, entry_age, entry_table, model_summary
+from ._render import chunk_label, entry_age, entry_table, format_created, model_summary
 from ._resolve import cache_for
+from ._validators import shown, user_path
 
 __all__ = ["add_parser"]
+
+_SHOW_SKIPPED = 5  # skipped entries named one by one on import; the rest are counted
 
 _CACHE_EPILOG = """\
 examples:
@@ -101,7 +105,7 @@ def _cmd_cache_path(args: argparse.Namespace) -> int:
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    entries = cache.entries()
+    entries = cache.entries(strict=True)
     if not entries:
         print(f"no entries in {cache.path}")
         return EXIT_OK
@@ -134,7 +138,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
 
 
 def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
-    entries = cache.entries()
+    entries = cache.entries(strict=True)
     matches = sorted(k for k in entries if k.startswith(prefix))
     if not matches:
         raise InvalidArgumentError(
@@ -156,19 +160,13 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
     key, entry = _find_entry(cache, args.key)
     console = console_on(sys.stdout)
-    created = (
-        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.created))
-        + f" ({entry_age(entry)} ago)"
-        if entry.created > 0
-        else "unknown"
-    )
     facts = [
         ("key", key),
         ("model", model_summary(entry)),
         ("model file", entry.model_file or "-"),
         ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
         ("policy", f"{entry.policy or '?'} ({entry.policy_hash or 'no hash'})"),
-        ("created", created),
+        ("created", format_created(entry.created)),
         ("host", entry.host or "?"),
         (
             "versions",
@@ -194,8 +192,9 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    count = len(cache.entries())
+    count = len(cache.entries(strict=True))
     if count == 0:
+        cache.clear()  # no entries, but idle key locks and dead writers' temporary files
         print(f"no entries in {cache.path}; nothing to clear")
         return EXIT_OK
     if not args.yes:
@@ -217,22 +216,38 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _file_format(path: Path, what: str) -> str:
-    suffix = path.suffix.lower()
-    if suffix not in (".json", ".toml"):
-        raise InvalidArgumentError(f"{what} {path}: the name must end in .json or .toml")
-    return suffix[1:]
+def _file_arg(verb: str, value: str) -> Path:
+    try:
+        return user_path(value)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{verb}: {exc}") from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a name too long, a symlink loop: using it will say so
+        return False
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, say: using it will say so
+        return False
 
 
 def _cmd_cache_export(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    target = Path(args.file).expanduser()
-    fmt = _file_format(target, "export")
-    if target.resolve() == cache.path.resolve():
+    target = _file_arg("export", args.file)
+    fmt = suffix_format(target)
+    if fmt is None:
+        raise InvalidArgumentError(f"export {target}: the name must end in .json or .toml")
+    if _same_file(target, cache.path):
         raise InvalidArgumentError(f"export {target}: that is the cache file itself")
-    if target.exists() and not args.force:
+    if _exists(target) and not args.force:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
-    entries = cache.entries()
+    entries = cache.entries(strict=True)
     write_cache_file(target, entries, format=fmt)
     print(f"exported {entries_of(len(entries))} from {cache.path} to {target}")
     return EXIT_OK
@@ -240,12 +255,18 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
 
 def _cmd_cache_import(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    source = Path(args.file).expanduser()
-    if source.exists() and source.resolve() == cache.path.resolve():
+    source = _file_arg("import", args.file)
+    if _exists(source) and _same_file(source, cache.path):
         raise InvalidArgumentError(f"import {source}: that is the cache file itself")
-    incoming, bad, kind = read_cache_file(source)
-    if bad:
-        warn(f"skipped {bad} malformed {'entry' if bad == 1 else 'entries'} in {source}")
+    parsed = read_cache_file(source)
+    incoming, kind = parsed.entries, parsed.kind
+    if parsed.skipped:
+        count = len(parsed.skipped)
+        warn(f"skipped {count} malformed {'entry' if count == 1 else 'entries'} in {source}:")
+        for key, why in parsed.skipped[:_SHOW_SKIPPED]:
+            warn(f"  {shown(key)}: {why}")
+        if count > _SHOW_SKIPPED:
+            warn(f"  and {count - _SHOW_SKIPPED} more")
     report = cache.merge(incoming)
     for key in report.replaced:
         print(f"replaced {key[:12]}: the imported entry is newer")

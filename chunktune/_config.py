@@ -26,7 +26,9 @@ from cattrs.preconf.tomllib import make_converter
 
 from ._candidates import STRATEGIES, CandidateStrategy
 from ._errors import ConfigError
+from ._extends import resolve_tables
 from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, Settings
+from ._validators import shown
 
 __all__ = [
     "CACHE_ENV",
@@ -42,6 +44,10 @@ __all__ = [
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
 TOP_LEVEL_KEYS = ("policy", "cache", "log", "policies")
+# [policies.NAME.candidates] sizes = [...] nests 4 deep; anything far deeper is no
+# setting, and refusing it up front keeps every later step clear of recursion limits
+MAX_DEPTH = 8
+
 
 # ---------------------------------------------------------------- the converter
 
@@ -186,6 +192,12 @@ def _preset_dir() -> Path:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed file.
+
+    Raises:
+        ConfigError: it is missing or unreadable, not UTF-8, not TOML, or nested
+            beyond what the parser can follow.
+    """
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
@@ -193,7 +205,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"TOML syntax error: {exc}", source=str(path)) from None
-    except OSError as exc:
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start}: {exc.reason}); a settings file is TOML",
+            source=str(path),
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"nested too deeply to parse; no setting nests more than {MAX_DEPTH} levels",
+            source=str(path),
+        ) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
 
 
@@ -212,83 +234,18 @@ def preset_names() -> list[str]:
     return sorted(_preset_tables())
 
 
-# ---------------------------------------------------------------- merging
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        if key == "extends":
-            continue
-        old = merged.get(key)
-        same_strategy = (
-            isinstance(old, dict)
-            and isinstance(value, Mapping)
-            and value.get("strategy", old.get("strategy")) == old.get("strategy")
-        )
-        if key == "candidates" and same_strategy and isinstance(old, dict):
-            merged[key] = {**old, **value}
-        else:
-            merged[key] = value
-    return merged
-
-
-def _resolve_tables(
-    presets: Mapping[str, dict[str, Any]],
-    user: Mapping[str, Any],
-    problems: list[str],
-) -> dict[str, dict[str, Any]]:
-    """Flatten ``extends`` chains into one raw table per policy name."""
-    resolved: dict[str, dict[str, Any]] = {}
-
-    def resolve(name: str, layer: str, chain: tuple[tuple[str, str], ...]) -> dict[str, Any] | None:
-        where = "policies" if layer == "user" else "presets"
-        table = (user if layer == "user" else presets).get(name)
-        if table is None:
-            return None
-        if not isinstance(table, Mapping):
-            problems.append(f"{where}.{name}: {table!r} is not a table")
-            return None
-        parent = table.get("extends")
-        if parent is None and layer == "user" and name in presets:
-            parent = name  # [policies.balanced] tweaks the shipped balanced preset
-        if parent is None:
-            return _merge({}, table)
-        if not isinstance(parent, str):
-            problems.append(f"{where}.{name}.extends: {parent!r} is not a policy name")
-            return None
-        if parent == name and layer == "user" and name not in presets:
-            problems.append(f"{where}.{name}.extends: cycle {name} -> {name}")
-            return None
-        # a user policy extends another user policy of that name, else the preset
-        parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
-        here = (*chain, (name, layer))
-        if (parent, parent_layer) in here:
-            names = [n for n, _ in here] + [parent]
-            problems.append(
-                f"{where}.{name}.extends: cycle {' -> '.join(names[names.index(parent) :])}"
-            )
-            return None
-        if parent_layer == "preset" and parent not in presets:
-            known = sorted(set(presets) | set(user))
-            problems.append(
-                f"{where}.{name}.extends: unknown policy {parent!r}; "
-                f"known policies: {', '.join(known)}"
-            )
-            return None
-        base = resolve(parent, parent_layer, here)
-        return None if base is None else _merge(base, table)
-
-    for name in presets:
-        if name not in user:
-            got = resolve(name, "preset", ())
-            if got is not None:
-                resolved[name] = got
-    for name in user:
-        got = resolve(name, "user", ())
-        if got is not None:
-            resolved[name] = got
-    return resolved
+def _too_deep(data: Mapping[str, Any]) -> str | None:
+    """The path of a value nested deeper than any setting (walked without recursion), or None."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return path
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for key, item in items:
+            if isinstance(item, dict | list):
+                stack.append((item, _join(path, key), depth + 1))
+    return None
 
 
 # ---------------------------------------------------------------- loading
@@ -315,6 +272,12 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     Raises:
         ConfigError: listing every problem found, each with its dotted TOML path.
     """
+    deep = _too_deep(data)
+    if deep is not None:
+        raise ConfigError(
+            f"{deep}: nested more than {MAX_DEPTH} levels deep; no setting nests that deep",
+            source=source,
+        )
     problems: list[str] = []
     for key in data:
         if key not in TOP_LEVEL_KEYS:
@@ -323,9 +286,9 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     presets = _preset_tables()
     user = data.get("policies", {})
     if not isinstance(user, Mapping):
-        problems.append(f"policies: {user!r} is not a table of policies")
+        problems.append(f"policies: {shown(user)} is not a table of policies")
         user = {}
-    tables = _resolve_tables(presets, user, problems)
+    tables = resolve_tables(presets, user, problems)
     policies: dict[str, Policy] = {}
     for name, table in tables.items():
         layer = "policies" if name in user else "presets"
@@ -336,10 +299,17 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = _structure(data.get("log", {}), LogSettings, "log", problems)
 
+    env_cache = os.environ.get(CACHE_ENV)
+    if env_cache and cache is not None:
+        try:
+            cache = attrs.evolve(cache, path=env_cache)
+        except ValueError as exc:
+            problems.append(f"${CACHE_ENV}: {exc}")
+
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
-        problems.append(f"policy: {active!r} is not valid; expected a policy name")
-    elif active not in tables and not any(p.startswith(f"policies.{active}") for p in problems):
+        problems.append(f"policy: {shown(active)} is not valid; expected a policy name")
+    elif active not in tables and active not in user:  # a broken one's problem is listed
         known = ", ".join(sorted(set(tables) | set(user)))
         close = difflib.get_close_matches(active, list(tables), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
@@ -347,9 +317,6 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 
     if problems:
         raise ConfigError(problems, source=source)
-    env_cache = os.environ.get(CACHE_ENV)
-    if env_cache:
-        cache = attrs.evolve(cache, path=env_cache)
     return Settings(
         policy=active,
         policies=policies,
@@ -365,12 +332,14 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
 
     Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``,
     then built-in defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
-    ``[cache] path``.
+    ``[cache] path`` (an empty variable counts as unset).
 
     Raises:
         ConfigError: the file is missing (when named explicitly), unreadable, not
-            valid TOML (file and line given), or holds invalid settings (every
-            problem listed with its TOML path).
+            UTF-8, not valid TOML (file and line given), nested deeper than any
+            setting (``MAX_DEPTH``), or holds invalid settings (every problem listed
+            with its TOML path; a cache path, there or in ``$CHUNKTUNE_CACHE``, that
+            is empty, holds a NUL byte or names an unknown ``~user``).
     """
     file = find_config(path)
     if file is None:

@@ -124,6 +124,8 @@ class Evidence:
             if self.count(c) == 0:
                 continue
             if self.paired:
+                if not self.values(c):
+                    continue  # measured only in a round that native did not reach
                 out[c] = scale * math.exp(self.location(c))
             else:
                 out[c] = estimate(list(self.seconds[c].values()), self.estimator, trim=self.trim)

@@ -26,8 +26,10 @@ __all__ = [
     "candidate_rows",
     "candidate_table",
     "chunk_label",
+    "entry_age",
     "entry_table",
     "format_age",
+    "format_created",
     "model_summary",
     "plot_formats",
     "write_plot",
@@ -143,9 +145,25 @@ def format_age(seconds: float) -> str:
 
 def entry_age(entry: CacheEntry, now: float | None = None) -> str:
     """How long ago the entry was created, as :func:`format_age` writes it."""
-    if entry.created <= 0:
+    if not entry.created > 0:  # unknown (0), or not a date at all
         return "?"
     return format_age((time.time() if now is None else now) - entry.created)
+
+
+def format_created(created: float, now: float | None = None) -> str:
+    """``"2026-11-30 08:15:02 (5h ago)"`` in local time; ``"unknown"`` for any date it cannot show.
+
+    Zero or negative means unknown; a date the platform's clock cannot represent
+    (``1e300``, say) is shown as unknown rather than raising.
+    """
+    if not (math.isfinite(created) and created > 0):
+        return "unknown"
+    try:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
+    except (OverflowError, OSError, ValueError):
+        return "unknown"
+    age = format_age((time.time() if now is None else now) - created)
+    return f"{stamp} ({age} ago)" if age != "?" else f"{stamp} (in the future)"
 
 
 def model_summary(entry: CacheEntry) -> str:

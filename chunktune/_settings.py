@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from ._candidates import BalancedCandidates, CandidateStrategy
-from ._validators import choice, integer, number, text
+from ._validators import choice, integer, number, path_text, text
 
 __all__ = [
     "ESTIMATORS",
@@ -137,7 +137,7 @@ class Policy:
 class CacheSettings:
     """Where decisions are stored. ``path=None`` means the platform's user cache dir."""
 
-    path: str | None = attrs.field(default=None, validator=attrs.validators.optional(text()))
+    path: str | None = attrs.field(default=None, validator=path_text(optional=True))
     format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
     enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 

@@ -4,14 +4,33 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-__all__ = ["choice", "integer", "number", "positive_sizes", "text"]
+__all__ = [
+    "choice",
+    "integer",
+    "number",
+    "path_text",
+    "positive_sizes",
+    "shown",
+    "text",
+    "user_path",
+]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+
+
+def shown(value: object) -> str:
+    """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
+    return _repr.repr(value)
 
 
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
@@ -105,5 +124,38 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
                 f"{min_len} integer chunk size(s) >= 1"
                 + (f" (bad: {', '.join(repr(b) for b in bad)})" if bad else "")
             )
+
+    return check
+
+
+def user_path(value: str) -> Path:
+    """``value`` as a path with ``~`` expanded.
+
+    Raises:
+        ValueError: it is empty, holds a NUL byte, or starts with the home of a user
+            that does not exist (``~nosuchuser/x``).
+    """
+    if not value:
+        raise ValueError("'' is not a path; expected a file name")
+    if "\0" in value:
+        raise ValueError(f"{value!r} holds a NUL byte, which no path can")
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:  # pathlib cannot find that user's home (or any home)
+        head = value.split("/", 1)[0]
+        raise ValueError(
+            f"{value!r} starts with {head!r}, but no such home directory exists"
+        ) from None
+
+
+def path_text(*, optional: bool = False) -> Validator:
+    """A string that names a path (see :func:`user_path`), or None when ``optional``."""
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if value is None and optional:
+            return
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not valid for {attr.name}; expected a path")
+        user_path(value)
 
     return check

@@ -78,3 +78,15 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     summary = report.summarize_traces(rows)["balanced"]
     assert summary["offered"] == pytest.approx(0.2)
     assert -1.0 < summary["captured_share"] <= 1.0
+
+
+def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/fuzz.py runs every kind of settings file and cache document without a failure."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        fuzz = importlib.import_module("fuzz")
+    finally:
+        sys.path.remove(str(BENCH))
+    assert fuzz.main_fuzz(["--settings", "15", "--caches", "24", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "failures: 0" in out and "quarantined" in out and "ConfigError" in out

@@ -6,6 +6,7 @@ import json
 import logging
 import multiprocessing
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -239,8 +240,8 @@ def test_write_then_read_cache_file_round_trips(tmp_path: Path) -> None:
 
     for name in ("x.json", "x.toml"):
         write_cache_file(tmp_path / name, {"k": entry()})
-        got, bad, kind = read_cache_file(tmp_path / name)
-        assert (set(got), bad, kind) == ({"k"}, 0, "chunktune cache")
+        got = read_cache_file(tmp_path / name)
+        assert (set(got.entries), got.skipped, got.kind) == ({"k"}, (), "chunktune cache")
 
 
 def _resolve_shared(cache: str, lock: str, log: str) -> None:
@@ -277,3 +278,194 @@ def test_processes_resolving_one_cold_key_sweep_once(tmp_path: Path) -> None:
     results = [line.split() for line in lines if line != "sweep"]
     assert sorted(source for source, _ in results) == ["benchmark", "cache", "cache", "cache"]
     assert len({chunk for _, chunk in results}) == 1
+
+
+# ---------------------------------------------------------------- hostile files
+
+
+def _write_doc(path: Path, entries: dict[str, Any]) -> None:
+    path.write_text(json.dumps({"schema": SCHEMA, "entries": entries}))
+
+
+def _table(chunk: Any = 8, **fields: Any) -> dict[str, Any]:
+    from chunktune._cache_format import entry_to_table
+
+    return {**entry_to_table(entry()), "chunk_size": chunk, **fields}
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        pytest.param(_table(-5), "chunk_size", id="negative"),
+        pytest.param(_table(0), "chunk_size", id="zero"),
+        pytest.param(_table(2.7), "chunk_size", id="float"),
+        pytest.param(_table("5"), "chunk_size", id="string"),
+        pytest.param(_table(10**9), "chunk_size", id="huge"),
+        pytest.param(_table(True), "chunk_size", id="bool"),
+        pytest.param(_table(8, created=float("inf")), "created", id="created-inf"),
+        pytest.param(_table(8, timings_ms={"native": -1}), "timings_ms", id="timing"),
+    ],
+)
+def test_a_bad_entry_is_never_served_and_the_next_write_drops_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bad: dict[str, Any], field: str
+) -> None:
+    """A bad entry is skipped with a warning naming key and field; the good ones survive a write."""
+    path = tmp_path / "c.json"
+    from chunktune._cache_format import entry_to_table
+
+    _write_doc(path, {"good": entry_to_table(entry()), "bad": bad})
+    cache = DecisionCache(path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert cache.get("bad") is None
+        assert set(cache.entries()) == {"good"}
+    assert "'bad'" in caplog.text and f"{field}:" in caplog.text
+    assert cache.put("new", entry())
+    assert set(json.loads(path.read_text())["entries"]) == {"good", "new"}
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param('{"schema": 1, "entries": "x"}', id="entries-string"),
+        pytest.param('{"schema": 1, "entries": null}', id="entries-null"),
+        pytest.param('{"schema": 1, "entries": [1, 2]}', id="entries-list"),
+        pytest.param("[1, 2]", id="top-list"),
+        pytest.param("[" * 5000 + "]" * 5000, id="deep"),
+        pytest.param('{"schema": "one"}', id="schema-string"),
+    ],
+)
+def test_a_cache_of_the_wrong_shape_is_moved_aside_intact(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str
+) -> None:
+    """A wrong shape is treated like a parse error: moved aside, bytes intact, warned, fresh."""
+    path = tmp_path / "c.json"
+    path.write_text(content)
+    cache = DecisionCache(path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert cache.entries() == {}
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("c.json.corrupt-")]
+    assert aside.read_text() == content
+    assert str(path) in caplog.text and str(aside) in caplog.text
+    assert cache.put("k", entry()) and set(DecisionCache(path).entries()) == {"k"}
+
+
+def test_a_wrong_shape_does_not_make_resolve_fall_back(isolated: Path) -> None:
+    """resolve over a cache of the wrong shape moves it aside and measures (no fallback)."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    (isolated / "cache.json").write_text('{"schema": 1, "entries": null}')
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="shape")
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert chunktune.resolve_sync(w, policy="quick").source == "cache"
+
+
+def test_a_bad_stored_chunk_size_is_never_returned(isolated: Path) -> None:
+    """A stored entry whose chunk_size was damaged to -5 is skipped; resolve measures again."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="damaged")
+    first = chunktune.resolve_sync(w, policy="quick")
+    path = isolated / "cache.json"
+    doc = json.loads(path.read_text())
+    doc["entries"][first.key]["chunk_size"] = -5
+    path.write_text(json.dumps(doc))
+    again = chunktune.resolve_sync(w, policy="quick")
+    assert again.source == "benchmark" and again.chunk_size != -5
+
+
+def test_an_invalid_entry_is_refused_on_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """put() of an entry that would not read back valid warns, returns False and writes nothing."""
+    import numpy as np
+
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.put("good", entry())
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert not cache.put("neg", entry(-5))
+        assert not cache.put("np", entry(signature={"n": np.int64(5)}))
+    assert "neg" in caplog.text and "np" in caplog.text
+    assert set(DecisionCache(tmp_path / "c.json").entries()) == {"good"}
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        pytest.param("~nosuchuser-chunktune/c.json", "no such home", id="unknown-user"),
+        pytest.param("a\0b.json", "NUL", id="nul"),
+        pytest.param("", "not a path", id="empty"),
+    ],
+)
+def test_an_impossible_path_is_a_cache_error(path: str, message: str) -> None:
+    """A path no file can have is a CacheError naming it, not a traceback later."""
+    from chunktune import CacheError
+
+    with pytest.raises(CacheError, match=message):
+        DecisionCache(path)
+
+
+def test_a_strict_read_of_an_unreadable_cache_raises(tmp_path: Path) -> None:
+    """entries(strict=True) says why a cache cannot be read; the lenient read is empty."""
+    from chunktune import CacheError
+
+    (tmp_path / "c.json").mkdir()
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.entries() == {}
+    with pytest.raises(CacheError, match="cannot read the cache"):
+        cache.entries(strict=True)
+
+
+# ---------------------------------------------------------------- debris
+
+
+def test_stale_temporary_files_are_removed_on_write(tmp_path: Path) -> None:
+    """A write deletes temporaries of dead writers older than STALE_TEMP_S, and nothing else."""
+    from chunktune._cache import STALE_TEMP_S
+
+    path = tmp_path / "c.json"
+    old = time.time() - STALE_TEMP_S - 60
+    stale = tmp_path / ".c.json.ab12cd_9.tmp"
+    fresh = tmp_path / ".c.json.zz99yy88.tmp"
+    others = [tmp_path / ".other.json.ab12cd34.tmp", tmp_path / ".c.json.schema0.ab12cd34.tmp"]
+    for file in (stale, fresh, *others):
+        file.write_text("half a write")
+    for file in (stale, *others):
+        os.utime(file, (old, old))
+    assert DecisionCache(path).put("k", entry())
+    assert not stale.exists()
+    assert fresh.exists() and all(file.exists() for file in others)
+
+
+_HOLD = """
+import sys, time, filelock
+lock = filelock.FileLock(sys.argv[1], thread_local=False)
+lock.acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
+    """`clear` deletes lock files no process holds; one held by another process stays."""
+    import subprocess
+    import sys
+
+    cache = DecisionCache(tmp_path / "c.json")
+    cache.put("k", entry())
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    idle, held = locks / "idle.lock", locks / "held.lock"
+    idle.touch()
+    cmd = [sys.executable, "-c", _HOLD, str(held)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            assert cache.clear() == 1
+            assert not idle.exists() and held.exists()
+        finally:
+            holder.kill()
+    cache.clear()
+    assert not held.exists()

@@ -200,3 +200,91 @@ def test_repository_example_loads() -> None:
     root = Path(__file__).resolve().parent.parent
     s = load_settings(root / "chunktune.toml")
     assert s.get_policy("mine").candidates.strategy == "explicit"
+
+
+# ---------------------------------------------------------------- hostile files
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(bytes(range(256)) * 4, "not UTF-8", id="random-bytes"),
+        pytest.param(b"a = " + b"[" * 5000 + b"]" * 5000, "nested too deeply", id="deep-array"),
+        pytest.param(b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000, "nested too", id="deep-table"),
+        pytest.param(
+            b"a = " + b"[" * 50 + b"]" * 50, "a.0.0.0.0.0.0.0.0: nested more than 8", id="deep-50"
+        ),
+        pytest.param(b"[" + b".".join([b"t"] * 3000) + b"]\n", "nested more than 8", id="dotted"),
+    ],
+)
+def test_a_file_no_settings_could_be_is_a_config_error(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    """Undecodable bytes or nesting beyond any setting: one ConfigError naming the file."""
+    cfg = tmp_path / "hostile.toml"
+    cfg.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_settings(cfg)
+    assert str(cfg) in str(info.value)
+
+
+def test_a_nul_byte_in_the_settings_path_is_a_config_error() -> None:
+    """A settings path that no file can have is a ConfigError, not a ValueError from open()."""
+    with pytest.raises(ConfigError, match="cannot read settings file"):
+        load_settings("a\0b.toml")
+
+
+def test_a_long_extends_chain_merges_each_policy_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of 2000 extends resolves, each link merged once (linear, no recursion limit)."""
+    import chunktune._extends as extends
+
+    merges = {"n": 0}
+    merge = extends._merge
+
+    def counting(base: dict[str, object], over: dict[str, object]) -> dict[str, object]:
+        merges["n"] += 1
+        return merge(base, over)
+
+    monkeypatch.setattr(extends, "_merge", counting)
+    n = 2000
+    policies: dict[str, object] = {"p0": {"extends": "quick", "margin": 0.07}}
+    policies.update({f"p{i}": {"extends": f"p{i - 1}"} for i in range(1, n)})
+    s = settings_from_dict({"policy": f"p{n - 1}", "policies": policies})
+    assert s.active.margin == 0.07
+    assert s.active.max_rounds == s.get_policy("quick").max_rounds
+    assert merges["n"] <= n + len(PRESETS)
+
+
+def test_each_extends_cycle_is_reported_once() -> None:
+    """A 3-policy cycle is one problem; a policy extending it adds none and is not 'unknown'."""
+    policies = {
+        "a": {"extends": "b"},
+        "b": {"extends": "c"},
+        "c": {"extends": "a"},
+        "d": {"extends": "a"},
+    }
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "d", "policies": policies})
+    assert len(info.value.problems) == 1
+    assert "cycle a -> b -> c -> a" in info.value.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        pytest.param("", "cache.path: '' is not a path", id="empty"),
+        pytest.param("~nosuchuser-chunktune/x.json", "cache.path: .* no such home", id="user"),
+        pytest.param("a\0b.json", "cache.path: .* NUL byte", id="nul"),
+    ],
+)
+def test_a_cache_path_no_file_can_have_is_a_config_error(path: str, message: str) -> None:
+    """[cache] path that is empty, has a NUL byte or an unknown ~user: ConfigError at load."""
+    with pytest.raises(ConfigError, match=message):
+        settings_from_dict({"cache": {"path": path}})
+
+
+def test_chunktune_cache_is_checked_like_cache_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CHUNKTUNE_CACHE naming an unknown ~user is a ConfigError naming the variable."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", "~nosuchuser-chunktune/c.json")
+    with pytest.raises(ConfigError, match=r"\$CHUNKTUNE_CACHE: .* no such home"):
+        load_settings()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import tempfile
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -145,3 +147,35 @@ def test_mutated_files_load_or_raise_config_error(doc: dict[str, Any]) -> None:
         settings_from_dict(doc)
     except ConfigError as exc:
         assert exc.problems
+
+
+@st.composite
+def hostile_files(draw: st.DrawFn) -> bytes:
+    """A valid settings file cut short or with bytes changed, any TOML document, or random bytes."""
+    raw = tomli_w.dumps(VALID).encode()
+    kind = draw(st.sampled_from(["cut", "flip", "document", "bytes", "deep"]))
+    if kind == "cut":
+        return raw[: draw(st.integers(0, len(raw) - 1))]
+    if kind == "flip":
+        at = draw(st.integers(0, len(raw) - 1))
+        return raw[:at] + bytes([draw(st.integers(0, 255))]) + raw[at + 1 :]
+    if kind == "document":
+        return tomli_w.dumps(draw(st.dictionaries(st.text(max_size=8), toml_values))).encode()
+    if kind == "deep":
+        depth = draw(st.integers(5, 4000))
+        opener, closer = draw(st.sampled_from([(b"[", b"]"), (b"{a = ", b"}")]))
+        return b"policy = " + opener * depth + b"1" + closer * depth
+    return draw(st.binary(max_size=300))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=hostile_files())
+def test_any_bytes_as_the_settings_file_load_or_raise_config_error(raw: bytes) -> None:
+    """Any bytes as the settings file either load or raise ConfigError naming the file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.toml"
+        path.write_bytes(raw)
+        try:
+            load_settings(path)
+        except ConfigError as exc:
+            assert exc.problems and exc.source == str(path)

@@ -49,6 +49,14 @@ def test_noise_is_pooled_over_candidates_and_shrinks_the_error_with_rounds() -> 
     assert few.lower(2.0) < few.diff < few.upper(2.0)
 
 
+def test_a_chunk_without_a_native_partner_has_no_estimate() -> None:
+    """A size measured only in a round that native never reached gets no (infinite) estimate."""
+    ev = evidence({None: [1.0, 1.0], 4: [0.9, 0.9], 8: [None, None]})
+    ev.add(8, 2, 0.8)  # round 2: the budget ended before native's turn
+    assert ev.estimates([None, 4, 8]) == pytest.approx({None: 1.0, 4: 0.9})
+    assert ev.compare(8, None).n == 0
+
+
 def test_unpaired_evidence_compares_raw_times() -> None:
     """paired = false judges log seconds, and reports each chunk's own estimate in seconds."""
     ev = evidence({None: [1.0, 2.0, 1.0, 1.0], 4: [0.9, 1.8, 0.9, 0.9]}, paired=False)

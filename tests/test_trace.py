@@ -80,7 +80,7 @@ def test_a_bad_trace_names_the_file_and_the_field(
 
 def test_a_missing_trace_file_is_a_trace_error(tmp_path: Path) -> None:
     """A trace that is not there says so, with its path."""
-    with pytest.raises(TraceError, match="nope.json"):
+    with pytest.raises(TraceError, match=r"nope\.json"):
         ReplayWorkload.from_file(tmp_path / "nope.json")
 
 

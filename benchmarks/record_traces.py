@@ -1,0 +1,106 @@
+"""Record the real landscapes under ``traces/``: every chunk size, in interleaved rounds.
+
+    python benchmarks/record_traces.py                 all of them (about 25 min on 2 cores)
+    python benchmarks/record_traces.py --only humanoid --rounds 30
+
+Each trace is one batch on this machine's usable CPUs. The demo scene gives the
+uneven batches (heavy contact at the tail, at the head, scattered) and a uniform
+one; two dm_control models (shipped with the dm_control package, copied under
+``models/``) give real robots at other batch sizes. Run it on a quiet machine:
+the recording holds the machine-wide sweep lock, but other programs still share
+the cores. The round orders are seeded, so a re-recording measures in the same order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chunktune._fingerprint import usable_cpus
+from chunktune._record import record
+from chunktune._trace import dump_trace
+
+HERE = Path(__file__).resolve().parent
+MODELS = HERE / "models" / "dm_control"
+
+
+def _demo(order: str, num_envs: int) -> Callable[[int], Any]:
+    """The demo batch with its heavy quarter at the tail, the head, or scattered."""
+
+    def build(nthread: int) -> Any:
+        from chunktune._mujoco import RolloutWorkload, demo_model_path, demo_workload
+
+        demo = demo_workload(num_envs=num_envs, nthread=nthread)
+        states = np.array(demo.initial_state)
+        model = demo.models[0]
+        demo.close()
+        heavy = num_envs // 4
+        if order == "head":
+            states = np.concatenate([states[-heavy:], states[:-heavy]])
+        elif order == "scattered":
+            states = states[np.random.default_rng(7).permutation(num_envs)]
+        elif order == "uniform":
+            states = np.repeat(states[:1], num_envs, axis=0)  # every env flying alike
+        return RolloutWorkload(
+            model, num_envs=num_envs, nthread=nthread, nstep=20, initial_state=states,
+            model_file=demo_model_path(),
+        )  # fmt: skip
+
+    return build
+
+
+def _robot(name: str, num_envs: int, nstep: int) -> Callable[[int], Any]:
+    def build(nthread: int) -> Any:
+        from chunktune._mujoco import RolloutWorkload
+
+        return RolloutWorkload.from_xml(
+            MODELS / f"{name}.xml", num_envs=num_envs, nthread=nthread, nstep=nstep,
+            perturbation=0.05,
+        )  # fmt: skip
+
+    return build
+
+
+TRACES: dict[str, tuple[str, Callable[[int], Any]]] = {
+    "demo-tail-256": ("demo, the heavy quarter at the tail of the batch", _demo("tail", 256)),
+    "demo-head-256": ("demo, the heavy quarter at the head of the batch", _demo("head", 256)),
+    "demo-scattered-256": ("demo, the heavy quarter scattered", _demo("scattered", 256)),
+    "demo-uniform-192": ("demo, every env flying alike", _demo("uniform", 192)),
+    "humanoid-128": ("dm_control humanoid, 128 envs, 10 steps", _robot("humanoid", 128, 10)),
+    "cheetah-384": ("dm_control cheetah, 384 envs, 20 steps", _robot("cheetah", 384, 20)),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated trace names (default: all)")
+    parser.add_argument("--rounds", type=int, default=24)
+    parser.add_argument("--nthread", type=int, default=usable_cpus())
+    parser.add_argument("--out", type=Path, default=HERE / "traces")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = args.only.split(",") if args.only else list(TRACES)
+    for name in names:
+        description, build = TRACES[name]
+        workload = build(args.nthread)
+        start = time.perf_counter()
+        try:
+            trace = record(workload, rounds=args.rounds, description=description)
+        finally:
+            workload.close()
+        (args.out / f"{name}.json").write_text(dump_trace(trace))
+        load = trace.machine.get("loadavg_start"), trace.machine.get("loadavg_end")
+        took = time.perf_counter() - start
+        print(f"{name}: {len(trace.samples)} sizes x {args.rounds} rounds in {took:.0f} s "
+              f"(load {load[0]} -> {load[1]})", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

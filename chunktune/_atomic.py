@@ -1,0 +1,62 @@
+"""Replacing a file atomically, and clearing what writers killed mid-write leave behind.
+
+A write goes to a temporary file in the same directory, is fsynced, and renamed
+over the target: readers see the old file or the new one, never half of either.
+A writer killed with SIGKILL leaves its ``.<name>.<random>.tmp``; the next writer
+(or ``chunktune cache clear``) deletes those old enough to belong to no live writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["STALE_TEMP_S", "remove_stale_temps", "write_atomic"]
+
+STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died mid-write
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temporary file in the same directory, fsync, rename: readers see old or new, never half."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def remove_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S) -> int:
+    """Delete what writers killed mid-write left: ``.<name>.<random>.tmp`` older than the limit.
+
+    Only names :func:`write_atomic` makes for ``path`` match; returns how many went.
+    """
+    pattern = re.compile(re.escape(f".{path.name}.") + r"[A-Za-z0-9_]+\.tmp")
+    cutoff = time.time() - older_than_s
+    removed = 0
+    with contextlib.suppress(OSError), os.scandir(path.parent) as found:
+        for item in found:
+            with contextlib.suppress(OSError):
+                if (
+                    pattern.fullmatch(item.name)
+                    and item.is_file(follow_symlinks=False)
+                    and item.stat(follow_symlinks=False).st_mtime < cutoff
+                ):
+                    os.unlink(item.path)
+                    removed += 1
+    return removed

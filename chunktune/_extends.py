@@ -1,0 +1,114 @@
+"""Flattening ``extends``: each policy's raw table with its ancestors' fields merged in.
+
+A policy may extend a preset or another user policy, which may extend another, and
+so on. Each policy is resolved once and without recursion, so a chain of any length
+costs linear time; each cycle is reported once, and a policy that extends a broken
+one is left out without repeating its ancestor's problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._validators import shown
+
+__all__ = ["resolve_tables"]
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if key == "extends":
+            continue
+        old = merged.get(key)
+        same_strategy = (
+            isinstance(old, dict)
+            and isinstance(value, Mapping)
+            and value.get("strategy", old.get("strategy")) == old.get("strategy")
+        )
+        if key == "candidates" and same_strategy and isinstance(old, dict):
+            merged[key] = {**old, **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+_Node = tuple[str, str]  # (policy name, "user" or "preset")
+
+
+def resolve_tables(
+    presets: Mapping[str, dict[str, Any]],
+    user: Mapping[str, Any],
+    problems: list[str],
+) -> dict[str, dict[str, Any]]:
+    """Flatten ``extends`` chains into one raw table per policy name.
+
+    Each policy is resolved once (a chain of any length costs linear time, without
+    recursion); each cycle is reported once, and a policy that extends a broken one
+    is left out without repeating its parent's problem.
+    """
+    done: dict[_Node, dict[str, Any] | None] = {}  # None: broken, its problem reported
+
+    def where(node: _Node) -> str:
+        return f"{'policies' if node[1] == 'user' else 'presets'}.{node[0]}"
+
+    def link(node: _Node) -> tuple[Mapping[str, Any], _Node | None] | str:
+        """The node's own table and parent, or its problem."""
+        name, layer = node
+        table = (user if layer == "user" else presets)[name]
+        if not isinstance(table, Mapping):
+            return f"{where(node)}: {shown(table)} is not a table"
+        parent = table.get("extends")
+        if parent is None and layer == "user" and name in presets:
+            parent = name  # [policies.balanced] tweaks the shipped balanced preset
+        if parent is None:
+            return table, None
+        if not isinstance(parent, str):
+            return f"{where(node)}.extends: {shown(parent)} is not a policy name"
+        if parent == name and layer == "user" and name not in presets:
+            return f"{where(node)}.extends: cycle {name} -> {name}"
+        # a user policy extends another user policy of that name, else the preset
+        parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
+        if parent_layer == "preset" and parent not in presets:
+            known = sorted(set(presets) | set(user))
+            return (
+                f"{where(node)}.extends: unknown policy {shown(parent)}; "
+                f"known policies: {', '.join(known)}"
+            )
+        return table, (parent, parent_layer)
+
+    def resolve(start: _Node) -> dict[str, Any] | None:
+        chain: list[tuple[_Node, Mapping[str, Any]]] = []
+        on_chain: dict[_Node, int] = {}
+        node: _Node | None = start
+        base: dict[str, Any] | None = {}
+        while node is not None:
+            if node in done:
+                base = done[node]
+                break
+            if node in on_chain:
+                names = [n for (n, _), _t in chain[on_chain[node] :]] + [node[0]]
+                problems.append(f"{where(chain[-1][0])}.extends: cycle {' -> '.join(names)}")
+                base = None
+                break
+            linked = link(node)
+            if isinstance(linked, str):
+                problems.append(linked)
+                done[node] = base = None
+                break
+            on_chain[node] = len(chain)
+            chain.append((node, linked[0]))
+            node = linked[1]
+        for member, table in reversed(chain):
+            base = None if base is None else _merge(base, table)
+            done[member] = base
+        return base
+
+    resolved: dict[str, dict[str, Any]] = {}
+    starts = [(name, "preset") for name in presets if name not in user]
+    for name, layer in [*starts, *((name, "user") for name in user)]:
+        got = resolve((name, layer))
+        if got is not None:
+            resolved[name] = got
+    return resolved

@@ -1,0 +1,274 @@
+"""The cache document format: byte-compatible encoding, entry validation, wrong shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from chunktune import CacheEntry
+from chunktune._cache_format import (
+    BadEntry,
+    UnusableCache,
+    cache_format,
+    check_entry,
+    encode,
+    entry_from_table,
+    entry_to_table,
+    parse_cache,
+    suffix_format,
+)
+
+DATA = Path(__file__).parent / "data"
+
+# the entries tests/data/cache_v1.{json,toml} were written from, by chunktune 0.1's
+# hand-written encoder: the converter must write the very same bytes
+GOLDEN = {
+    "3fa9c1d2e4b5a6c7d8e9f0a1b2c3d4e5.0a1b2c3d4e5f": CacheEntry(
+        chunk_size=8,
+        native_chunk=12,
+        reason="chunk 8 is 4.1% faster than native (12)",
+        timings={None: 0.0125, 4: 0.0101, 8: 0.0100, 16: 0.01049},
+        samples={None: 9, 8: 9, 4: 3, 16: 3},
+        raced_out=(4, 16),
+        policy="balanced",
+        policy_hash="0a1b2c3d4e5f",
+        policy_rule="margin=0.03;tie_break=center;z=1.5",
+        policy_effort=208,
+        probe_seconds=1.5,
+        partial=False,
+        created=1_700_000_000.25,
+        num_envs=256,
+        nthread=2,
+        signature={
+            "kind": "mujoco.rollout",
+            "model_sha": "ab12cd34ef56ab78",
+            "nstep": 30,
+            "timestep": 0.002,
+            "flag": True,
+        },
+        device={
+            "cpu": "Test CPU @ 2.0GHz",
+            "logical_cpus": 2,
+            "usable_cpus": 2,
+            "cpu_quota": "none",
+            "system": "Linux",
+            "machine": "x86_64",
+            "mujoco": "4.0.0",
+        },
+        chunktune_version="0.1.0",
+        mujoco_version="4.0.0",
+        host="box",
+        model_file="/models/robot.xml",
+    ),
+    "legacy-0123abcd": CacheEntry(
+        chunk_size=None,
+        native_chunk=0,
+        reason="migrated from the older tuner's cache /x/c.json",
+        timings={None: 0.003},
+        policy="legacy",
+        created=1_600_000_000.0,
+        signature={"kind": "legacy"},
+        host="",
+    ),
+    "aa00.bb11": CacheEntry(
+        chunk_size=None,
+        native_chunk=3,
+        reason="kept native",
+        policy="quick",
+        policy_hash="bb11",
+        policy_rule="r",
+        policy_effort=72,
+        probe_seconds=0.25,
+        partial=True,
+        created=1_700_000_123.0,
+        num_envs=64,
+        nthread=2,
+        signature={"kind": "simulated", "name": "x", "dispatch_s": 1e-07},
+        chunktune_version="0.1.0",
+        mujoco_version="none",
+        host="h2",
+    ),
+}
+
+
+def table(**changes: Any) -> dict[str, Any]:
+    """A valid stored table with ``changes`` applied (a value of ... deletes the field)."""
+    base = entry_to_table(GOLDEN["3fa9c1d2e4b5a6c7d8e9f0a1b2c3d4e5.0a1b2c3d4e5f"])
+    for name, value in changes.items():
+        if value is ...:
+            base.pop(name)
+        else:
+            base[name] = value
+    return base
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_encoding_is_byte_identical_to_the_first_format(fmt: str) -> None:
+    """The converter writes exactly the bytes chunktune 0.1 wrote for the same entries."""
+    assert encode(GOLDEN, fmt) == (DATA / f"cache_v1.{fmt}").read_bytes()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_files_of_the_first_format_read_back_every_field(fmt: str) -> None:
+    """Files written by chunktune 0.1 read back as the entries they were written from."""
+    raw = (DATA / f"cache_v1.{fmt}").read_bytes()
+    parsed = parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+    assert parsed.skipped == () and set(parsed.entries) == set(GOLDEN)
+    for key, want in GOLDEN.items():
+        got = parsed.entries[key]
+        assert got.timings == pytest.approx(want.timings)
+        assert attrs.evolve(got, timings={}) == attrs.evolve(want, timings={})
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        pytest.param({"chunk_size": 0}, "chunk_size", id="chunk-0"),
+        pytest.param({"chunk_size": -5}, "chunk_size", id="chunk-negative"),
+        pytest.param({"chunk_size": 2.7}, "chunk_size", id="chunk-float"),
+        pytest.param({"chunk_size": 8.0}, "chunk_size", id="chunk-integral-float"),
+        pytest.param({"chunk_size": "5"}, "chunk_size", id="chunk-string"),
+        pytest.param({"chunk_size": True}, "chunk_size", id="chunk-bool"),
+        pytest.param({"chunk_size": 10**9}, "chunk_size", id="chunk-above-num-envs"),
+        pytest.param({"chunk_size": 2**40, "num_envs": 0}, "chunk_size", id="chunk-beyond-c-int"),
+        pytest.param({"chunk_size": float("inf")}, "chunk_size", id="chunk-inf"),
+        pytest.param({"chunk_size": ...}, "chunk_size", id="chunk-missing"),
+        pytest.param({"native_chunk": -1}, "native_chunk", id="native-negative"),
+        pytest.param({"timings_ms": {"native": -1.0}}, "timings_ms", id="timing-negative"),
+        pytest.param({"timings_ms": {"native": 0.0}}, "timings_ms", id="timing-zero"),
+        pytest.param({"timings_ms": {"8": float("nan")}}, "timings_ms", id="timing-nan"),
+        pytest.param({"timings_ms": {"eight": 1.0}}, "timings_ms", id="timing-key"),
+        pytest.param({"timings_ms": {"512": 1.0}}, "timings_ms", id="timing-key-above-n"),
+        pytest.param({"timings_ms": [1.0]}, "timings_ms", id="timings-list"),
+        pytest.param({"samples": {"8": -1}}, "samples", id="samples-negative"),
+        pytest.param({"samples": {"8": 1.5}}, "samples", id="samples-float"),
+        pytest.param({"raced_out": [0]}, "raced_out", id="raced-zero"),
+        pytest.param({"raced_out": "4"}, "raced_out", id="raced-string"),
+        pytest.param({"policy_effort": -1}, "policy_effort", id="effort-negative"),
+        pytest.param({"probe_seconds": -1.0}, "probe_seconds", id="probe-negative"),
+        pytest.param({"probe_seconds": float("inf")}, "probe_seconds", id="probe-inf"),
+        pytest.param({"partial": 1}, "partial", id="partial-int"),
+        pytest.param({"created": float("inf")}, "created", id="created-inf"),
+        pytest.param({"created": "yesterday"}, "created", id="created-string"),
+        pytest.param({"num_envs": -256}, "num_envs", id="num-envs-negative"),
+        pytest.param({"nthread": 2.0}, "nthread", id="nthread-float"),
+        pytest.param({"signature": {"n": [1, 2]}}, "signature", id="signature-list"),
+        pytest.param({"signature": {"n": None}}, "signature", id="signature-null"),
+        pytest.param({"device": "cpu"}, "device", id="device-string"),
+        pytest.param({"reason": 5}, "reason", id="reason-int"),
+        pytest.param({"host": None}, "host", id="host-null"),
+        pytest.param({"model_file": 3}, "model_file", id="model-file-int"),
+    ],
+)
+def test_a_bad_field_is_named(changes: dict[str, Any], field: str) -> None:
+    """A stored entry with a bad field is refused, naming that field."""
+    with pytest.raises(BadEntry, match=f"^{field}: "):
+        entry_from_table(table(**changes))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"chunk_size": "native"}, id="native"),
+        pytest.param({"chunk_size": None}, id="null-is-native"),
+        pytest.param({"created": 1e300}, id="far-future"),
+        pytest.param({"created": ..., "host": ..., "reason": ...}, id="optional-missing"),
+        pytest.param({"unknown_field": [1]}, id="extra-field-ignored"),
+        pytest.param({"chunk_size": 256}, id="chunk-equal-to-num-envs"),
+        pytest.param({"chunk_size": 10**6, "num_envs": 0}, id="num-envs-unknown"),
+    ],
+)
+def test_valid_variations_are_accepted(changes: dict[str, Any]) -> None:
+    """Native written either way, any finite date, missing optional fields: all accepted."""
+    entry_from_table(table(**changes))
+
+
+def test_missing_date_and_host_read_as_unknown_not_now() -> None:
+    """An entry without created or host reads as of unknown age and host, not as new."""
+    got = entry_from_table(table(created=..., host=...))
+    assert (got.created, got.host) == (0.0, "")
+
+
+def test_an_entry_that_would_not_read_back_is_not_writable() -> None:
+    """check_entry refuses what entry_from_table would refuse: nothing is written unservable."""
+    good = GOLDEN["aa00.bb11"]
+    check_entry(good)
+    for bad in (
+        attrs.evolve(good, chunk_size=-5),
+        attrs.evolve(good, signature={"n": object()}),
+        attrs.evolve(good, timings={None: float("nan")}),
+    ):
+        with pytest.raises(BadEntry):
+            check_entry(bad)
+
+
+@pytest.mark.parametrize(
+    ("raw", "fmt", "message"),
+    [
+        pytest.param(b'{"schema": 1, "entries": "x"}', "json", "entries", id="entries-string"),
+        pytest.param(b'{"schema": 1, "entries": null}', "json", "entries", id="entries-null"),
+        pytest.param(b'{"schema": 1, "entries": [1]}', "json", "entries", id="entries-list"),
+        pytest.param(b"[1, 2]", "json", "top level", id="top-list"),
+        pytest.param(b'"x"', "json", "top level", id="top-string"),
+        pytest.param(b"{}", "json", "neither", id="empty-table"),
+        pytest.param(b'{"schema": "1"}', "json", "neither", id="schema-string"),
+        pytest.param(b'{"schema": true}', "json", "neither", id="schema-bool"),
+        pytest.param(b'{"schema": 0, "entries": {}}', "json", "neither", id="schema-0"),
+        pytest.param(b'{"schema": -1000000000000}', "json", "neither", id="schema-negative"),
+        pytest.param(b'{"schema": 2}', "json", "newer", id="newer-schema"),
+        pytest.param(b"[" * 5000, "json", "nested too deeply", id="deep-json"),
+        pytest.param(b"a = " + b"[" * 5000 + b"]" * 5000, "toml", "nested too deeply", id="deep"),
+        pytest.param(b"a = " + b"{b=" * 3000 + b"1" + b"}" * 3000, "toml", "nested", id="deep-t"),
+        pytest.param(b"\xff\xfe\x00garbage", "toml", "does not parse", id="not-utf8"),
+        pytest.param(b'{"schema": 1, "entries": {', "json", "does not parse", id="truncated"),
+        pytest.param(b"1" * 5000, "json", "does not parse", id="huge-int"),
+    ],
+)
+def test_a_document_of_the_wrong_shape_is_unusable(raw: bytes, fmt: str, message: str) -> None:
+    """A document that does not decode or is of the wrong shape is UnusableCache, saying why."""
+    with pytest.raises(UnusableCache, match=message):
+        parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+
+
+def test_bad_entries_are_skipped_and_the_rest_kept() -> None:
+    """A document with some bad entries keeps every valid one and names each skipped key."""
+    doc = {
+        "schema": 1,
+        "entries": {
+            "good": table(),
+            "neg": table(chunk_size=-5),
+            "str": "not a table",
+            "inf": table(created=float("inf")),
+        },
+    }
+    parsed = parse_cache(json.dumps(doc).encode(), "json", mtime=0.0, source="x")
+    assert set(parsed.entries) == {"good"}
+    assert dict(parsed.skipped).keys() == {"neg", "str", "inf"}
+    assert "chunk_size" in dict(parsed.skipped)["neg"]
+
+
+def test_older_tuner_entries_go_through_the_same_checks() -> None:
+    """The older tuner's flat file: valid entries migrate, dated by the file; bad ones skipped."""
+    doc = {
+        "ok": {"chunk_size": 8, "per_candidate_ms": {"None": 10.0, "8": 9.0}},
+        "native": {"chunk_size": None},
+        "neg": {"chunk_size": -5},
+        "timing": {"chunk_size": 4, "per_candidate_ms": {"4": -1.0}},
+    }
+    parsed = parse_cache(json.dumps(doc).encode(), "json", mtime=123.0, source="old.json")
+    assert parsed.legacy and set(parsed.entries) == {"legacy-ok", "legacy-native"}
+    assert {k for k, _ in parsed.skipped} == {"legacy-neg", "legacy-timing"}
+    assert parsed.entries["legacy-ok"].created == 123.0
+    assert parsed.entries["legacy-native"].chunk_size is None
+
+
+def test_one_format_decision() -> None:
+    """`.toml` is TOML, `.json` JSON; auto maps anything else to JSON; an explicit format wins."""
+    assert suffix_format(Path("a.TOML")) == "toml"
+    assert suffix_format(Path("a.txt")) is None
+    assert cache_format(Path("a.txt")) == "json"
+    assert cache_format(Path("a.json"), "toml") == "toml"

@@ -1,0 +1,165 @@
+"""`chunktune cache ...` over hostile files: one message and exit 2, or a warning and exit 0."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chunktune import CacheEntry, DecisionCache
+from chunktune._cache_format import entry_to_table
+from chunktune._cli import main
+
+
+def entry(chunk: int | None = 4, **fields: Any) -> CacheEntry:
+    values: dict[str, Any] = {
+        "chunk_size": chunk,
+        "native_chunk": 3,
+        "reason": "test",
+        "timings": {None: 0.010, 4: 0.009},
+        "policy": "balanced",
+        "created": time.time() - 60,
+        "num_envs": 64,
+        "nthread": 2,
+    }
+    values.update(fields)
+    return CacheEntry(**values)
+
+
+def one_error(err: str) -> str:
+    """The single error line a failing command printed (and no traceback)."""
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("chunktune: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        pytest.param(["list"], id="list"),
+        pytest.param(["export", "out.json"], id="export"),
+        pytest.param(["show", "a"], id="show"),
+        pytest.param(["clear"], id="clear"),
+    ],
+)
+def test_an_unreadable_cache_is_an_error_not_an_empty_one(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    verb: list[str],
+) -> None:
+    """A cache that cannot be read fails list/export/show/clear with exit 2 saying why."""
+    broken = isolated / "dir.json"
+    broken.mkdir()
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(broken))
+    assert main(["cache", *verb]) == 2
+    assert "cannot read the cache" in one_error(capsys.readouterr().err)
+    assert not (isolated / "out.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(b'{"schema": 1, "entries": null}', "not a table", id="entries-null"),
+        pytest.param(b'{"schema": 1, "entries": "x"}', "not a table", id="entries-string"),
+        pytest.param(b"[" * 5000, "nested too deeply", id="deep"),
+        pytest.param(b"\xff\xfe{}", "does not parse", id="not-utf8"),
+    ],
+)
+def test_importing_a_malformed_file_leaves_the_cache_untouched(
+    isolated: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    """`cache import` of a malformed file: one message, exit 2, the user's cache byte for byte."""
+    cache = DecisionCache(isolated / "cache.json")
+    cache.put("mine", entry())
+    before = cache.path.read_bytes()
+    other = isolated / "other.json"
+    other.write_bytes(content)
+    assert main(["cache", "import", str(other)]) == 2
+    assert message in one_error(capsys.readouterr().err)
+    assert cache.path.read_bytes() == before and other.read_bytes() == content
+
+
+def test_importing_bad_entries_names_them_and_imports_the_rest(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad entries in an imported file are named with their field; the valid ones go in."""
+    other = isolated / "other.json"
+    good = entry_to_table(entry())
+    doc = {"good": good, "neg": {**good, "chunk_size": -5}, "inf": {**good, "created": 1e999}}
+    other.write_text(json.dumps({"schema": 1, "entries": doc}))
+    assert main(["cache", "import", str(other)]) == 0
+    out, err = capsys.readouterr()
+    assert "imported 1 of 1 entry" in out
+    assert "skipped 2 malformed entries" in err
+    assert "'neg': chunk_size: -5" in err and "'inf': created: inf" in err
+    assert set(DecisionCache(isolated / "cache.json").entries()) == {"good"}
+
+
+def test_show_of_an_entry_from_the_far_future(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache show` of an entry created at 1e300 says the date is unknown instead of crashing."""
+    DecisionCache(isolated / "cache.json").put("far", entry(created=1e300))
+    assert main(["cache", "show", "far"]) == 0
+    assert any(ln.split() == ["created", "unknown"] for ln in capsys.readouterr().out.splitlines())
+    assert main(["cache", "list"]) == 0
+
+
+def test_list_of_a_wrong_shape_moves_it_aside(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` over a cache of the wrong shape warns with both paths and lists nothing."""
+    path = isolated / "cache.json"
+    path.write_text('{"schema": 1, "entries": null}')
+    assert main(["cache", "list"]) == 0
+    out, err = capsys.readouterr()
+    (aside,) = isolated.glob("cache.json.corrupt-*")
+    assert "no entries" in out and str(path) in err and str(aside) in err
+
+
+def test_clear_of_an_empty_cache_still_removes_idle_locks(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache clear` with no entries still deletes the key-lock files no process holds."""
+    (isolated / "locks").mkdir()
+    (isolated / "locks" / "k.lock").touch()
+    assert main(["cache", "clear", "--yes"]) == 0
+    assert "nothing to clear" in capsys.readouterr().out
+    assert not (isolated / "locks" / "k.lock").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        pytest.param('[cache]\npath = ""\n', "cache.path: '' is not a path", id="empty"),
+        pytest.param('[cache]\npath = "~nosuchuser-ct/c.json"\n', "no such home", id="user"),
+        pytest.param('[cache]\npath = "a\\u0000b"\n', "NUL byte", id="nul"),
+    ],
+)
+def test_a_bad_cache_path_is_one_config_error(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    settings: str,
+    message: str,
+) -> None:
+    """[cache] path that no file can have: exit 2 and one message naming cache.path."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    cfg = isolated / "s.toml"
+    cfg.write_text(settings)
+    assert main(["cache", "path", "--config", str(cfg)]) == 2
+    assert message in one_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("verb", ["export", "import"])
+def test_a_file_argument_with_an_unknown_home(
+    isolated: Path, capsys: pytest.CaptureFixture[str], verb: str
+) -> None:
+    """export/import of ~nosuchuser/x.json: exit 2 and one message, no traceback."""
+    assert main(["cache", verb, "~nosuchuser-ct/x.json"]) == 2
+    assert "no such home" in one_error(capsys.readouterr().err)
