@@ -84,6 +84,8 @@ class CacheEntry:
     mujoco_version: str = ""
     host: str = attrs.field(factory=socket.gethostname)
     model_file: str | None = None
+    gain: float = 0.0
+    gain_ci: tuple[float, float] | None = None
 
 
 class UnusableCache(Exception):
@@ -216,6 +218,17 @@ def _timings_in(value: Any, _t: Any = None) -> dict[int | None, float]:
     return out
 
 
+def _interval_in(value: Any, _t: Any = None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"{shown(value)} is not a [low, high] interval")
+    low, high = _finite(value[0]), _finite(value[1])
+    if low > high:
+        raise ValueError(f"{shown(value)} is not a [low, high] interval")
+    return (low, high)
+
+
 def _samples_in(value: Any, _t: Any = None) -> dict[int | None, int]:
     return {_chunk_key(key): _count(n) for key, n in _table(value).items()}
 
@@ -261,6 +274,7 @@ def _make_converter() -> cattrs.Converter:
         "raced_out": (_chunks_in, list),
         "signature": (_scalars, dict),
         "device": (_scalars, dict),
+        "gain_ci": (_interval_in, lambda ci: None if ci is None else list(ci)),
     }
     attrs.resolve_types(CacheEntry)
     structure: Any = make_dict_structure_fn(
@@ -277,8 +291,13 @@ def _make_converter() -> cattrs.Converter:
         CacheEntry,
         conv,
         model_file=override(omit_if_default=True),
+        gain=override(omit_if_default=True),
         **{  # type: ignore[arg-type]
-            name: override(rename=_STORED_NAME.get(name), unstruct_hook=hooks[1])
+            name: override(
+                rename=_STORED_NAME.get(name),
+                unstruct_hook=hooks[1],
+                omit_if_default=name == "gain_ci",
+            )
             for name, hooks in special.items()
         },
     )

@@ -144,6 +144,8 @@ def _entry_decision(entry: CacheEntry, key: str, native: int) -> Decision:
         probe_seconds=0.0,
         partial=entry.partial,
         policy=entry.policy,
+        gain=entry.gain,
+        gain_ci=entry.gain_ci,
     )
 
 
@@ -292,6 +294,8 @@ def _store(
             chunktune_version=_version(),
             mujoco_version=mujoco_version(),
             model_file=getattr(req.workload, "model_file", None),
+            gain=decision.gain,
+            gain_ci=decision.gain_ci,
         ),
     )
 

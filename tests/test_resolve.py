@@ -52,6 +52,7 @@ async def test_first_call_measures_second_hits_cache(isolated: Path) -> None:
     second = await chunktune.resolve(w)
     assert second.source == "cache"
     assert second.chunk_size == first.chunk_size and second.key == first.key
+    assert (second.gain, second.gain_ci) == (first.gain, first.gain_ci)
     assert second.probe_seconds == 0.0
     assert w.calls == calls
     assert list(cache_entries(isolated)) == [first.key]
