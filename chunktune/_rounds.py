@@ -1,10 +1,13 @@
 """The rounds schedule: race in paired rounds, refine in chunk-count space, confirm against native.
 
 1. **Race.** Each round measures native and every live candidate once, in a fresh
-   random order. After ``min_rounds``, a candidate is dropped when, on the rounds
-   it shares with the leader, it is clearly (``race_z`` standard errors) outside
-   the tie band of the leader, or clearly short of the margin over native. So
-   clearly worse candidates take few probes and the contenders many.
+   random order (:class:`chunktune._evidence.Evidence` judges each call against
+   native's in the same round). A candidate that took twice native's time in its
+   first round is dropped at once. After ``min_rounds``, a candidate is dropped
+   when, on the rounds it shares with the leader, it is clearly (``race_z``
+   standard errors) outside the tie band of the leader, or clearly short of the
+   margin over native; and every other round the field is halved. So clearly
+   worse candidates take few probes and the contenders many.
 2. **Refine.** Every other round from ``min_rounds`` on (``refine_steps`` times),
    the best few of the field send probes to the schedules halfway to their
    nearest measured neighbours in chunk count, and a list-scheduling model fit
@@ -13,10 +16,11 @@
 3. **Settle.** Measuring stops when the leader is, with confidence, within
    ``tie_tol`` of every other contender (``tie_z``), when nothing is left that
    could clear the margin, at ``max_rounds``, at the budget's share for the race,
-   or when the noise gate finds the machine too noisy to confirm any gain on
-   offer within what is left of the budget.
+   or when the noise gate finds that no gain still plausible could be confirmed
+   within what is left of the budget.
 4. **Choose by evidence.** The measured best, unless native is within the noise
-   of it (``confidence_z``) or it is short of the margin: then native.
+   of it (``confidence_z``), it is short of the margin, or confirming its gain
+   would take more pairs than the budget allows: then native.
 5. **Confirm.** The choice meets native again on fresh ABBA pairs
    (:mod:`chunktune._confirm`); native stays unless the gain is confirmed.
 """
