@@ -19,11 +19,10 @@ from collections.abc import Callable, Sequence
 import attrs
 import numpy as np
 
-from ._errors import WorkloadError
 from ._events import ProgressCallback, ProgressEvent
 from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error
-from ._workload import Workload
+from ._workload import Workload, check_seconds
 
 __all__ = ["SweepResult", "sweep"]
 
@@ -89,17 +88,7 @@ class _Sweep:
 
     def probe(self, chunk: int | None, *, keep: bool) -> None:
         self.check_cancelled()
-        seconds = self.workload.run(chunk)
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not math.isfinite(seconds)
-            or seconds <= 0
-        ):
-            raise WorkloadError(
-                f"run({chunk!r}) returned {seconds!r}; expected a positive number of seconds"
-            )
-        seconds = float(seconds)
+        seconds = check_seconds(self.workload.run(chunk), chunk)
         self.probe_seconds += seconds
         if keep:
             self.samples[chunk].append(seconds)
