@@ -52,6 +52,7 @@ def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
         return None
 
 
+@functools.cache  # reading distribution metadata costs milliseconds, on every cache hit
 def mujoco_version() -> str:
     """The installed MuJoCo version, or ``"none"``."""
     try:
