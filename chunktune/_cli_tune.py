@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import filelock
+import attrs
 from rich.console import Console
 
 from ._cli_common import (
@@ -28,11 +28,13 @@ from ._cli_common import (
 from ._cli_progress import progress_display
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import InvalidArgumentError, OutputError
+from ._errors import InvalidArgumentError, OutputError, UsageError
 from ._fingerprint import usable_cpus
+from ._locks import hold_blocking, sweep_lock
 from ._render import candidate_rows, candidate_table, plot_formats, write_plot
-from ._resolve import resolve, sweep_lock_path
-from ._workload import Workload
+from ._resolve import resolve
+from ._threads import sweeping, wait_for_sweeps
+from ._workload import SignatureValue, Workload, upper_chunk
 
 __all__ = ["add_parser"]
 
@@ -54,6 +56,12 @@ process may use and --num-envs to 128 per thread. A second run with the same
 arguments on the same machine is answered from the cache; --refresh measures
 again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 """
+
+
+def _policy_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a policy name")
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -99,7 +107,9 @@ def add_parser(
         metavar="K",
         help="steps per rollout (default: 20 for the demo, 10 for a model)",
     )
-    tune.add_argument("--policy", metavar="P", help="policy name (default: the active policy)")
+    tune.add_argument(
+        "--policy", type=_policy_name, metavar="P", help="policy name (default: the active policy)"
+    )
     tune.add_argument("--refresh", action="store_true", help="ignore and replace a cached entry")
     tune.add_argument("--json", action="store_true", help="print only the decision as JSON")
     tune.add_argument("--plot", metavar="FILE.png", help="write step time against chunk size")
@@ -107,11 +117,31 @@ def add_parser(
     tune.set_defaults(handler=_cmd_tune)
 
 
+@attrs.define
+class _Trivial:
+    """A batch of at most one chunk per thread: resolve answers it without a pool."""
+
+    num_envs: int
+    nthread: int
+
+    def signature(self) -> dict[str, SignatureValue]:
+        return {}
+
+    def run(self, chunk_size: int | None) -> float:
+        raise UsageError("a trivial batch is never measured")
+
+
 def _load_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
     """The workload to tune and a one-line description of it."""
     from ._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
 
     num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
+    if upper_chunk(num_envs, nthread) <= 1:
+        # nothing to tune: build no scene, no per-thread MjData, no pool
+        if args.model is not None and not Path(args.model).is_file():
+            raise InvalidArgumentError(f"model file not found: {args.model}")
+        what = f"{args.model or 'demo scene'}: {num_envs} envs, {nthread} threads"
+        return _Trivial(num_envs, nthread), what
     if args.model is None:
         nstep = args.nstep or DEMO_NSTEP
         demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
@@ -130,13 +160,12 @@ def _balance_bound(workload: Workload) -> float | None:
     per_env_costs: Callable[..., Any] | None = getattr(workload, "per_env_costs", None)
     if per_env_costs is None:
         return None
-    try:
-        # measure alone: another process's sweep on these cores would skew both
-        with filelock.FileLock(sweep_lock_path(), thread_local=False, timeout=30):
-            costs = per_env_costs(repeats=3)
-    except filelock.Timeout:
-        warn("another sweep holds the machine; the plot has no balance bound")
-        return None
+    # measure alone: another process's sweep on these cores would skew both
+    with hold_blocking(sweep_lock(), timeout_s=30) as held:
+        if not held:
+            warn("another sweep holds the machine; the plot has no balance bound")
+            return None
+        costs = per_env_costs(repeats=3)
     return float(sum(costs)) / workload.nthread
 
 
@@ -196,7 +225,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                 f"use one of {', '.join('.' + f for f in sorted(formats))}"
             )
     settings = load_settings(args.config)
-    policy_name = args.policy or settings.policy
+    policy_name = settings.policy if args.policy is None else args.policy
     policy = settings.get_policy(policy_name)
 
     usable = usable_cpus()
@@ -223,6 +252,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             with progress:
                 decision = anyio.run(call)
         except KeyboardInterrupt:
+            # the sweep stops at its next probe; wait for it, so the pool closes idle
+            wait_for_sweeps()
             say("interrupted: the sweep stopped and nothing was cached")
             return EXIT_INTERRUPTED
 
@@ -234,7 +265,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             _plot(args.plot, decision, workload, what)
     finally:
         close = getattr(workload, "close", None)
-        if callable(close):
+        # a sweep left running past hard_limit_s still uses the pool: exiting frees it
+        if callable(close) and not sweeping():
             close()
     if decision.source == "fallback":
         warn(f"the workload failed while measuring: {decision.reason}")

@@ -7,9 +7,10 @@ processes wait for its answer instead of measuring again.
 
 A lock whose file cannot be created (a read-only or missing directory, a home that
 is not a directory) degrades instead of failing the resolve, with one warning per
-path: the sweep lock to a lock of this process, a key lock to none (this process's
-flight still makes its tasks share one sweep). Whoever holds a lock writes its pid
-and since when into ``<lock>.holder``, so that a waiter can say whom it waits for.
+path (for key locks, per directory): the sweep lock to a lock of this process, a key
+lock to none (this process's flight still makes its tasks share one sweep). Whoever
+holds a lock writes its pid and since when into ``<lock>.holder``, so that a waiter
+can say whom it waits for.
 """
 
 from __future__ import annotations
@@ -91,14 +92,23 @@ class Lock:
     """A cross-process file lock that degrades; attempts never block, any thread may release.
 
     ``degrade`` says what stands in when the file cannot be made: ``"local"`` a lock
-    of this process (one per path), ``"none"`` no lock at all. Every method but
-    :meth:`release` does file I/O: call them in a worker thread.
+    of this process (one per path), ``"none"`` no lock at all. ``what`` names the
+    lock in the one warning given per ``warn_path`` (default: the lock's path).
+    Every method but :meth:`release` does file I/O: call them in a worker thread.
     """
 
-    def __init__(self, path: Path, *, what: str, degrade: Literal["local", "none"]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        what: str,
+        degrade: Literal["local", "none"],
+        warn_path: Path | None = None,
+    ) -> None:
         self.path = path
         self.what = what
         self.degrade = degrade
+        self.warn_path = path if warn_path is None else warn_path
         self.mode: Literal["file", "local", "none"] = "file"
         self._file = filelock.FileLock(path, thread_local=False)
 
@@ -115,7 +125,7 @@ class Lock:
             else "this process's tasks still share one sweep per key, other processes may "
             "measure the same key"
         )
-        _warn_once(self.path, self.what, instead, exc)
+        _warn_once(self.warn_path, self.what, instead, exc)
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; False if another holds it."""
@@ -176,8 +186,11 @@ def sweep_lock() -> Lock:
 
 
 def key_lock(path: Path) -> Lock:
-    """A cache key's lock at ``path`` (degrades to none: the flight still holds)."""
-    return Lock(path, what="the cache key lock", degrade="none")
+    """A cache key's lock at ``path`` (degrades to none: the flight still holds).
+
+    An unusable directory of key locks is warned about once, not once per key.
+    """
+    return Lock(path, what="the cache key locks in", degrade="none", warn_path=path.parent)
 
 
 async def acquire(lock: Lock, *, on_wait: Callable[[Holder | None], None] | None = None) -> None:
