@@ -39,9 +39,10 @@ examples:
   chunktune cache list                what has been decided on this machine
   chunktune policy show quick         a policy, fully resolved, as TOML
 
-exit status: 0 ok; 1 the workload failed while measuring (the native chunk is
-reported); 2 a usage, settings or file error; 130 interrupted; 141 stdout was
-closed before all was written (as by `| head`).
+exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
+workload failed while measuring, or hard_limit_s ran out); 2 a usage, settings
+or file error; 130 interrupted; 141 stdout was closed before all was written
+(as by `| head`).
 settings: --config F, else $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults;
 $CHUNKTUNE_CACHE names the cache file.
 """
@@ -115,7 +116,8 @@ def _quiet_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code.
 
-    0 ok, 1 workload failed, 2 error, 130 interrupted, 141 stdout closed early.
+    0 ok, 1 no measured decision (workload failed or hard limit), 2 error, 130
+    interrupted, 141 stdout closed early.
     """
     try:
         _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below

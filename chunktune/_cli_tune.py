@@ -33,13 +33,14 @@ from ._fingerprint import usable_cpus
 from ._locks import hold_blocking, sweep_lock
 from ._render import candidate_rows, candidate_table, plot_formats, write_plot
 from ._resolve import resolve
-from ._threads import sweeping, wait_for_sweeps
+from ._threads import wait_for_sweeps
 from ._workload import SignatureValue, Workload, upper_chunk
 
 __all__ = ["add_parser"]
 
 ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
+_SWEEP_END_S = 0.5  # a finished sweep's thread is gone by then; an abandoned one is not
 
 _TUNE_EPILOG = """\
 examples:
@@ -181,7 +182,7 @@ def _describe(decision: Decision) -> str:
         "manual": "manual",
         "disabled": "policy disabled",
         "trivial": "nothing to tune",
-        "fallback": "measuring failed",
+        "fallback": "not measured to the end",
     }[decision.source]
     return f"{chosen}; {where}"
 
@@ -266,10 +267,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     finally:
         close = getattr(workload, "close", None)
         # a sweep left running past hard_limit_s still uses the pool: exiting frees it
-        if callable(close) and not sweeping():
+        if callable(close) and wait_for_sweeps(_SWEEP_END_S):
             close()
     if decision.source == "fallback":
-        warn(f"the workload failed while measuring: {decision.reason}")
+        # the reason says which: the workload failed, or hard_limit_s ran out
+        warn(decision.reason)
         return EXIT_WORKLOAD_FAILED
     return EXIT_OK
 

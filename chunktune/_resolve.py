@@ -507,8 +507,9 @@ def resolve_sync(
     anyio loop it runs on that loop.
 
     Raises:
-        UsageError: called on an event loop's own thread (``await chunktune.resolve(...)``
-            there instead; blocking would deadlock the loop).
+        UsageError: called on an event loop's own thread, in a task or in a plain
+            callback such as ``loop.call_soon`` (``await chunktune.resolve(...)`` there
+            instead; blocking would deadlock the loop). No coroutine is created.
         the errors of :func:`resolve`.
     """
     kwargs: dict[str, Any] = {
