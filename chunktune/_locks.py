@@ -158,7 +158,9 @@ class Lock:
                 self.holder_path.unlink(missing_ok=True)
             self._file.release()
         elif self.mode == "local":
-            self._local()[0].release()
+            lock, holders = self._local()
+            holders.clear()
+            lock.release()
 
     def holder(self) -> Holder | None:
         """Who holds the lock now, when it can be told."""
