@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _sigint  # noqa: F401  (first: the command's Ctrl-C while loading exits quietly)
 from ._cache import CacheEntry, DecisionCache
 from ._candidates import (
     BalancedCandidates,

@@ -2,8 +2,10 @@
 
 ``main(argv) -> int`` never raises for a problem a person can fix: a
 :class:`ChunktuneError` becomes ``chunktune: error: <message>`` on stderr and exit
-code 2, Ctrl-C during a sweep exit code 130. Results go to stdout, progress and
-warnings to stderr, so ``chunktune tune --json`` prints nothing but the decision.
+code 2, Ctrl-C exit code 130 (from the first moment: see ``_sigint``), a reader
+that closes stdout early (``| head -1``) exit code 141, as for a process killed
+by SIGPIPE, all without a traceback. Results go to stdout, progress and warnings
+to stderr, so ``chunktune tune --json`` prints nothing but the decision.
 
 This module builds the parser and maps errors to exit codes; each command lives in
 its own module (``_cli_tune``, ``_cli_cache``, ``_cli_policy``), and what they
@@ -15,12 +17,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 
-from . import _cli_cache, _cli_policy, _cli_record, _cli_tune
-from ._cli_common import EXIT_INTERRUPTED, EXIT_USAGE, error, help_formatter, say
+from . import _cli_cache, _cli_policy, _cli_record, _cli_tune, _sigint
+from ._cli_common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, error, help_formatter, say
 from ._errors import ChunktuneError
 from ._fingerprint import mujoco_version
 
@@ -37,8 +40,10 @@ examples:
   chunktune policy show quick         a policy, fully resolved, as TOML
   chunktune record -o demo.json       every chunk size of the demo, as a trace
 
-exit status: 0 ok; 1 the workload failed while measuring (the native chunk is
-reported); 2 a usage, settings or file error; 130 interrupted.
+exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
+workload failed while measuring, or hard_limit_s ran out); 2 a usage, settings
+or file error; 130 interrupted; 141 stdout was closed before all was written
+(as by `| head`).
 settings: --config F, else $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults;
 $CHUNKTUNE_CACHE names the cache file.
 """
@@ -100,8 +105,34 @@ def _log_to_stderr() -> Iterator[None]:
         logger.setLevel(old_level)
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the final flush at exit must not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no real file (captured, say): nothing to flush
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 workload failed, 2 error, 130 interrupted)."""
+    """Run the CLI; returns the exit code.
+
+    0 ok, 1 no measured decision (workload failed or hard limit), 2 error, 130
+    interrupted, 141 stdout closed early.
+    """
+    try:
+        _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below
+        return _main(argv)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -117,6 +148,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ChunktuneError as exc:
             error(str(exc).strip())
             return EXIT_USAGE
-        except KeyboardInterrupt:
-            say("interrupted")
-            return EXIT_INTERRUPTED

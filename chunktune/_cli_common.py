@@ -11,6 +11,7 @@ from rich.console import Console
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "EXIT_WORKLOAD_FAILED",
     "console_on",
@@ -22,9 +23,10 @@ __all__ = [
 ]
 
 EXIT_OK = 0
-EXIT_WORKLOAD_FAILED = 1
+EXIT_WORKLOAD_FAILED = 1  # also when hard_limit_s ran out: no measured decision either
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports
 
 
 def help_formatter(prog: str) -> argparse.HelpFormatter:
@@ -32,11 +34,21 @@ def help_formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=30)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1, the code of a failed workload; main() maps this to 141
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console_on(file: TextIO) -> Console:
-    """A console on ``file``; off a terminal, no colour and no wrapping of long lines."""
-    console = Console(file=file, highlight=False, markup=False, emoji=False)
+    """A console on ``file``; off a terminal, no colour and no wrapping of long lines.
+
+    A closed pipe raises BrokenPipeError, which ``main`` turns into exit code 141.
+    """
+    console = _Console(file=file, highlight=False, markup=False, emoji=False)
     if not console.is_terminal:
-        console = Console(
+        console = _Console(
             file=file, highlight=False, markup=False, emoji=False, width=160, no_color=True
         )
     return console

@@ -51,7 +51,7 @@ class _NoProgress:
 
 
 class _PlainProgress(_NoProgress):
-    """Progress as a few plain lines on stderr: the plan, rounds (one per 5 s at most), the end."""
+    """Plain lines on stderr: a wait, the plan, rounds (one per 5 s at most), the end."""
 
     def __init__(self, policy_name: str, budget_s: float) -> None:
         self.policy_name = policy_name
@@ -65,7 +65,9 @@ class _PlainProgress(_NoProgress):
         self.prev_elapsed_s = 0.0  # when the previous probe ended
 
     def __call__(self, event: ProgressEvent) -> None:
-        if event.kind == "candidates":
+        if event.kind == "waiting":
+            say(event.message)
+        elif event.kind == "candidates":
             self.candidates = len(event.candidates)
             sizes = ", ".join("native" if c is None else str(c) for c in event.candidates)
             say(
@@ -141,6 +143,11 @@ class _LiveProgress:
         self.progress.stop()
 
     def __call__(self, event: ProgressEvent) -> None:
+        if event.kind == "waiting":
+            # the bar is transient: the line stays, so the wait is on record after it
+            self.progress.console.print(f"chunktune: {event.message}")
+            self.progress.update(self.task, description=event.message)
+            return
         if event.kind == "candidates":
             self.candidates = len(event.candidates)
         elif event.kind in ("probe", "warmup", "confirm"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import filelock
+import attrs
 from rich.console import Console
 
 from ._cli_common import (
@@ -29,14 +29,17 @@ from ._cli_progress import progress_display
 from ._cli_workload import ENVS_PER_THREAD, load_workload, pool_threads, positive_int
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import InvalidArgumentError, OutputError
+from ._errors import InvalidArgumentError, OutputError, UsageError
+from ._locks import hold_blocking, sweep_lock
 from ._render import candidate_rows, candidate_table, plot_formats, write_plot
-from ._resolve import resolve, sweep_lock_path
-from ._workload import Workload
+from ._resolve import resolve
+from ._threads import wait_for_sweeps
+from ._workload import SignatureValue, Workload, upper_chunk
 
 __all__ = ["add_parser"]
 
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
+_SWEEP_END_S = 0.5  # a finished sweep's thread is gone by then; an abandoned one is not
 
 _TUNE_EPILOG = """\
 examples:
@@ -53,6 +56,12 @@ process may use and --num-envs to 128 per thread. A second run with the same
 arguments on the same machine is answered from the cache; --refresh measures
 again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 """
+
+
+def _policy_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a policy name")
+    return text
 
 
 def add_parser(
@@ -88,7 +97,9 @@ def add_parser(
         metavar="K",
         help="steps per rollout (default: 20 for the demo, 10 for a model)",
     )
-    tune.add_argument("--policy", metavar="P", help="policy name (default: the active policy)")
+    tune.add_argument(
+        "--policy", type=_policy_name, metavar="P", help="policy name (default: the active policy)"
+    )
     tune.add_argument("--refresh", action="store_true", help="ignore and replace a cached entry")
     tune.add_argument("--json", action="store_true", help="print only the decision as JSON")
     tune.add_argument("--plot", metavar="FILE.png", help="write step time against chunk size")
@@ -96,18 +107,43 @@ def add_parser(
     tune.set_defaults(handler=_cmd_tune)
 
 
+@attrs.define
+class _Trivial:
+    """A batch of at most one chunk per thread: resolve answers it without a pool."""
+
+    num_envs: int
+    nthread: int
+
+    def signature(self) -> dict[str, SignatureValue]:
+        return {}
+
+    def run(self, chunk_size: int | None) -> float:
+        raise UsageError("a trivial batch is never measured")
+
+
+def _tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
+    """The workload to tune and a one-line description of it; a trivial batch builds nothing."""
+    num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
+    if upper_chunk(num_envs, nthread) <= 1:
+        # nothing to tune: build no scene, no per-thread MjData, no pool
+        if args.model is not None and not Path(args.model).is_file():
+            raise InvalidArgumentError(f"model file not found: {args.model}")
+        what = f"{args.model or 'demo scene'}: {num_envs} envs, {nthread} threads"
+        return _Trivial(num_envs, nthread), what
+    return load_workload(args, nthread)
+
+
 def _balance_bound(workload: Workload) -> float | None:
     """``sum(single-thread cost per env) / nthread`` in seconds, when the workload can tell."""
     per_env_costs: Callable[..., Any] | None = getattr(workload, "per_env_costs", None)
     if per_env_costs is None:
         return None
-    try:
-        # measure alone: another process's sweep on these cores would skew both
-        with filelock.FileLock(sweep_lock_path(), thread_local=False, timeout=30):
-            costs = per_env_costs(repeats=3)
-    except filelock.Timeout:
-        warn("another sweep holds the machine; the plot has no balance bound")
-        return None
+    # measure alone: another process's sweep on these cores would skew both
+    with hold_blocking(sweep_lock(), timeout_s=30) as held:
+        if not held:
+            warn("another sweep holds the machine; the plot has no balance bound")
+            return None
+        costs = per_env_costs(repeats=3)
     return float(sum(costs)) / workload.nthread
 
 
@@ -123,7 +159,7 @@ def _describe(decision: Decision) -> str:
         "manual": "manual",
         "disabled": "policy disabled",
         "trivial": "nothing to tune",
-        "fallback": "measuring failed",
+        "fallback": "not measured to the end",
     }[decision.source]
     return f"{chosen}; {where}"
 
@@ -174,11 +210,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                 f"use one of {', '.join('.' + f for f in sorted(formats))}"
             )
     settings = load_settings(args.config)
-    policy_name = args.policy or settings.policy
+    policy_name = settings.policy if args.policy is None else args.policy
     policy = settings.get_policy(policy_name)
 
     nthread = pool_threads(args.nthread)
-    workload, what = load_workload(args, nthread)
+    workload, what = _tune_workload(args, nthread)
     try:
         progress = progress_display(policy_name, policy.time_budget_s, quiet=args.quiet)
         call = functools.partial(
@@ -193,6 +229,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             with progress:
                 decision = anyio.run(call)
         except KeyboardInterrupt:
+            # the sweep stops at its next probe; wait for it, so the pool closes idle
+            wait_for_sweeps()
             say("interrupted: the sweep stopped and nothing was cached")
             return EXIT_INTERRUPTED
 
@@ -204,10 +242,12 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             _plot(args.plot, decision, workload, what)
     finally:
         close = getattr(workload, "close", None)
-        if callable(close):
+        # a sweep left running past hard_limit_s still uses the pool: exiting frees it
+        if callable(close) and wait_for_sweeps(_SWEEP_END_S):
             close()
     if decision.source == "fallback":
-        warn(f"the workload failed while measuring: {decision.reason}")
+        # the reason says which: the workload failed, or hard_limit_s ran out
+        warn(decision.reason)
         return EXIT_WORKLOAD_FAILED
     return EXIT_OK
 

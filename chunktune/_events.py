@@ -1,4 +1,4 @@
-"""Progress events a sweep reports while it runs."""
+"""Progress events a resolve reports while it waits and measures."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import attrs
 __all__ = ["EventKind", "ProgressCallback", "ProgressEvent"]
 
 EventKind = Literal[
-    "candidates", "warmup", "probe", "raced_out", "refined", "confirm", "done"
+    "waiting", "candidates", "warmup", "probe", "raced_out", "refined", "confirm", "done"
 ]
 
 
@@ -18,6 +18,8 @@ EventKind = Literal[
 class ProgressEvent:
     """One step of a sweep.
 
+    ``waiting``: another sweep holds the machine (or another process measures this
+    workload); ``message`` says whom it waits for, once per wait.
     ``candidates``: the sizes about to be measured (``None`` = native).
     ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
     ``raced_out``: ``chunk_size`` is clearly behind and is measured no more.

@@ -6,13 +6,21 @@ comes from the installed distribution's metadata).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["cpu_model", "cpu_quota", "device_fingerprint", "mujoco_version", "usable_cpus"]
+__all__ = [
+    "available_memory",
+    "cpu_model",
+    "cpu_quota",
+    "device_fingerprint",
+    "mujoco_version",
+    "usable_cpus",
+]
 
 
 @functools.cache
@@ -52,6 +60,35 @@ def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
         return None
 
 
+def available_memory(root: Path = Path("/")) -> int | None:
+    """Bytes this process could still allocate, None if unknown.
+
+    ``MemAvailable`` of ``/proc/meminfo`` (else free pages by ``sysconf``), capped by
+    the room left under a cgroup v2 ``memory.max``.
+    """
+    avail: int | None = None
+    try:
+        for line in (root / "proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        cgroup = root / "sys/fs/cgroup"
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit != "max":
+            room = int(limit) - int((cgroup / "memory.current").read_text())
+            avail = room if avail is None else min(avail, room)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+@functools.cache  # reading distribution metadata costs milliseconds, on every cache hit
 def mujoco_version() -> str:
     """The installed MuJoCo version, or ``"none"``."""
     try:

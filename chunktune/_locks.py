@@ -1,21 +1,55 @@
-"""File locks held from async code, and where the machine-wide sweep lock lives."""
+"""Cross-process locks held from async code, and where the machine-wide sweep lock lives.
+
+Two sweeps at once on one machine ruin each other's timings, so a sweep holds the
+sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep.lock`` in the user cache
+root); a process that measures one cache key holds that key's lock, so other
+processes wait for its answer instead of measuring again.
+
+A lock whose file cannot be created (a read-only or missing directory, a home that
+is not a directory) degrades instead of failing the resolve, with one warning per
+path (for key locks, per directory): the sweep lock to a lock of this process, a key
+lock to none (this process's flight still makes its tasks share one sweep). Whoever
+holds a lock writes its pid and since when into ``<lock>.holder``, so that a waiter
+can say whom it waits for.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
+from typing import Literal
 
 import anyio
-import anyio.to_thread
+import attrs
 import filelock
 import platformdirs
 
-__all__ = ["SWEEP_LOCK_ENV", "hold", "sweep_lock", "sweep_lock_path"]
+from ._threads import hop
+
+__all__ = [
+    "SWEEP_LOCK_ENV",
+    "Holder",
+    "Lock",
+    "acquire",
+    "hold",
+    "hold_blocking",
+    "key_lock",
+    "sweep_lock",
+    "sweep_lock_path",
+]
+
+logger = logging.getLogger("chunktune")
 
 SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
-_POLL_S = 0.02
+_POLL_S = 0.02  # first pause between attempts; it grows to _POLL_MAX_S
+_POLL_MAX_S = 0.25
+REPORT_AFTER_S = 1.0  # a wait longer than this is reported once
 
 
 def sweep_lock_path() -> Path:
@@ -29,28 +63,185 @@ def sweep_lock_path() -> Path:
     return platformdirs.user_cache_path(appauthor=False) / "chunktune-sweep.lock"
 
 
-def sweep_lock() -> filelock.BaseFileLock:
-    """The sweep lock, releasable from any thread."""
-    return filelock.FileLock(sweep_lock_path(), thread_local=False)
+@attrs.frozen
+class Holder:
+    """Who holds a lock: a process id and since when (Unix seconds)."""
+
+    pid: int
+    since: float
+
+    def describe(self) -> str:
+        """``"pid 4242, since 14:03:07"`` (local time)."""
+        return f"pid {self.pid}, since {time.strftime('%H:%M:%S', time.localtime(self.since))}"
+
+
+_warned: set[tuple[Path, str]] = set()
+_local: dict[Path, tuple[threading.Lock, list[Holder]]] = {}  # degraded sweep locks
+_state_lock = threading.Lock()
+
+
+def _warn_once(path: Path, what: str, instead: str, exc: OSError) -> None:
+    with _state_lock:
+        if (path, what) in _warned:
+            return
+        _warned.add((path, what))
+    logger.warning("chunktune: cannot use %s %s (%s); %s", what, path, exc.strerror or exc, instead)
+
+
+class Lock:
+    """A cross-process file lock that degrades; attempts never block, any thread may release.
+
+    ``degrade`` says what stands in when the file cannot be made: ``"local"`` a lock
+    of this process (one per path), ``"none"`` no lock at all. ``what`` names the
+    lock in the one warning given per ``warn_path`` (default: the lock's path).
+    Every method but :meth:`release` does file I/O: call them in a worker thread.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        what: str,
+        degrade: Literal["local", "none"],
+        warn_path: Path | None = None,
+    ) -> None:
+        self.path = path
+        self.what = what
+        self.degrade = degrade
+        self.warn_path = path if warn_path is None else warn_path
+        self.mode: Literal["file", "local", "none"] = "file"
+        self._file = filelock.FileLock(path, thread_local=False)
+
+    @property
+    def holder_path(self) -> Path:
+        """Where the holder's pid and start time are written."""
+        return self.path.with_name(self.path.name + ".holder")
+
+    def _fall_back(self, exc: OSError) -> None:
+        self.mode = self.degrade
+        instead = (
+            "sweeps of this process still take turns, other processes are not excluded"
+            if self.degrade == "local"
+            else "this process's tasks still share one sweep per key, other processes may "
+            "measure the same key"
+        )
+        _warn_once(self.warn_path, self.what, instead, exc)
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; False if another holds it."""
+        if self.mode == "file":
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file.acquire(timeout=0)
+            except filelock.Timeout as exc:
+                # a holder would have created the file: none there means it cannot be made
+                if self.path.exists():
+                    return False
+                self._fall_back(exc)
+            except OSError as exc:
+                self._fall_back(exc)
+            else:
+                self._write_holder()
+                return True
+        if self.mode == "local":
+            lock, holders = self._local()
+            if not lock.acquire(blocking=False):
+                return False
+            holders[:] = [Holder(os.getpid(), time.time())]
+        return True
+
+    def release(self) -> None:
+        """Release the lock (from any thread)."""
+        if self.mode == "file":
+            # remove the note while still holding: a later holder's note must survive
+            with suppress(OSError):
+                self.holder_path.unlink(missing_ok=True)
+            self._file.release()
+        elif self.mode == "local":
+            lock, holders = self._local()
+            holders.clear()
+            lock.release()
+
+    def holder(self) -> Holder | None:
+        """Who holds the lock now, when it can be told."""
+        if self.mode == "local":
+            holders = self._local()[1]
+            return holders[0] if holders else None
+        try:
+            note = json.loads(self.holder_path.read_text())
+            return Holder(pid=int(note["pid"]), since=float(note["since"]))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def _write_holder(self) -> None:
+        with suppress(OSError):  # only a waiter's message loses the pid
+            self.holder_path.write_text(json.dumps({"pid": os.getpid(), "since": time.time()}))
+
+    def _local(self) -> tuple[threading.Lock, list[Holder]]:
+        with _state_lock:
+            return _local.setdefault(self.path.absolute(), (threading.Lock(), []))
+
+
+def sweep_lock() -> Lock:
+    """The machine-wide sweep lock (degrades to a lock of this process)."""
+    return Lock(sweep_lock_path(), what="the sweep lock", degrade="local")
+
+
+def key_lock(path: Path) -> Lock:
+    """A cache key's lock at ``path`` (degrades to none: the flight still holds).
+
+    An unusable directory of key locks is warned about once, not once per key.
+    """
+    return Lock(path, what="the cache key locks in", degrade="none", warn_path=path.parent)
+
+
+async def acquire(lock: Lock, *, on_wait: Callable[[Holder | None], None] | None = None) -> None:
+    """Wait for ``lock`` without blocking the event loop; cancellable between attempts.
+
+    ``on_wait(holder)`` is called once, on the loop, when the wait has lasted
+    :data:`REPORT_AFTER_S` seconds.
+    """
+    start = anyio.current_time()
+    pause = _POLL_S
+    reported = on_wait is None
+    while True:
+        # A blocking acquire in a worker thread could not be cancelled without leaking a
+        # thread that may take the lock later; non-blocking attempts between sleeps can.
+        # Shielded: a lock taken in the thread must reach the caller, who releases it.
+        with anyio.CancelScope(shield=True):
+            if await hop(lock.try_acquire):
+                return
+        if not reported and anyio.current_time() - start >= REPORT_AFTER_S:
+            reported = True
+            holder = await hop(lock.holder)
+            assert on_wait is not None
+            on_wait(holder)
+        await anyio.sleep(pause)
+        pause = min(pause * 1.5, _POLL_MAX_S)
 
 
 @asynccontextmanager
-async def hold(lock: filelock.BaseFileLock) -> AsyncIterator[None]:
-    """Hold a file lock, waiting for it without blocking the event loop (cancellable)."""
-
-    def attempt() -> bool:
-        Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            return False
-        return True
-
-    # A blocking acquire in a worker thread could not be cancelled without leaking a
-    # thread that may take the lock later; non-blocking attempts between sleeps can.
-    while not await anyio.to_thread.run_sync(attempt):  # noqa: ASYNC110
-        await anyio.sleep(_POLL_S)
+async def hold(
+    lock: Lock, *, on_wait: Callable[[Holder | None], None] | None = None
+) -> AsyncIterator[None]:
+    """Hold ``lock`` for the block (see :func:`acquire`)."""
+    await acquire(lock, on_wait=on_wait)
     try:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def hold_blocking(lock: Lock, *, timeout_s: float) -> Iterator[bool]:
+    """Blocking: hold ``lock`` for the block, waiting up to ``timeout_s``; yields whether it did."""
+    deadline = time.monotonic() + timeout_s
+    pause = _POLL_S
+    while not (got := lock.try_acquire()) and time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 1.5, _POLL_MAX_S)
+    try:
+        yield got
+    finally:
+        if got:
+            lock.release()

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError, UsageError
+from ._fingerprint import available_memory, usable_cpus
 from ._workload import SignatureValue, check_chunk_size
 
 __all__ = ["RolloutWorkload", "demo_model_path", "demo_workload", "model_digest"]
@@ -47,6 +48,44 @@ _MODEL_ONLY_SIZES = frozenset(
         "nskinbone", "nskinbonevert", "npluginattr",
     }
 )  # fmt: skip
+
+
+# A pool far larger than the machine only adds threads, each with its own MjData.
+_MAX_THREADS_PER_CPU = 8
+
+
+def _check_nthread(nthread: int) -> None:
+    """Raise unless ``nthread`` is within :data:`_MAX_THREADS_PER_CPU` times the usable CPUs.
+
+    Raises:
+        InvalidArgumentError: ``nthread`` is larger than that.
+    """
+    cpus = usable_cpus()
+    if nthread > _MAX_THREADS_PER_CPU * cpus:
+        raise InvalidArgumentError(
+            f"nthread={nthread} is more than {_MAX_THREADS_PER_CPU} times the {cpus} "
+            f"CPU{'' if cpus == 1 else 's'} this process may use; expected at most "
+            f"{_MAX_THREADS_PER_CPU * cpus} (each pool thread steps its own MjData)"
+        )
+
+
+def _check_batch_memory(
+    *, num_envs: int, nstep: int, nstate: int, nsensordata: int, nu: int
+) -> None:
+    """Raise when the batch's state, control and output arrays would not fit in memory.
+
+    Raises:
+        InvalidArgumentError: they need more bytes than this machine has available.
+    """
+    floats = num_envs * (nstate + nstep * (nstate + nsensordata + nu))
+    need = 8 * floats
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise InvalidArgumentError(
+            f"num_envs={num_envs} with nstep={nstep} needs about {need / 2**30:.3g} GiB for "
+            f"the batch's state and output arrays, more than the {avail / 2**30:.3g} GiB "
+            "this machine has available; use fewer envs or steps"
+        )
 
 
 def _model_sizes(model: Any) -> dict[str, int]:
@@ -147,9 +186,14 @@ class RolloutWorkload:
     makes its own on first use and closes it in :meth:`close` (or on leaving a
     ``with`` block). A workload runs one call at a time.
 
+    Every limit is checked before anything per env or per thread is allocated:
+    ``nthread`` may be at most 8 times the CPUs this process may use, and the
+    batch's state, control and output arrays must fit in the memory available.
+
     Raises:
-        InvalidArgumentError: a count is not an integer >= 1, variants differ in
-            size, or ``initial_state``, ``control`` or ``rollout`` do not fit.
+        InvalidArgumentError: a count is not an integer >= 1, ``nthread`` or the batch
+            is beyond what this machine can hold, variants differ in size, or
+            ``initial_state``, ``control`` or ``rollout`` do not fit.
     """
 
     num_envs: int
@@ -188,6 +232,7 @@ class RolloutWorkload:
         self.num_envs = check_chunk_size(num_envs, what="num_envs")
         self.nthread = check_chunk_size(nthread, what="nthread")
         self._nstep = check_chunk_size(nstep, what="nstep")
+        _check_nthread(self.nthread)
         seed = _check_seed(seed)
         if (
             isinstance(perturbation, bool)
@@ -221,6 +266,15 @@ class RolloutWorkload:
                 f"{len(models)} model variants for num_envs={self.num_envs}: "
                 "every variant needs at least one env"
             )
+        m0 = models[0]
+        # before anything per env or per thread exists
+        _check_batch_memory(
+            num_envs=self.num_envs,
+            nstep=self._nstep,
+            nstate=int(mujoco.mj_stateSize(m0, _FULLPHYSICS)),
+            nsensordata=int(m0.nsensordata),
+            nu=int(m0.nu),
+        )
         self._models = models
         n_var = len(models)
         # contiguous equal blocks, as a trainer's domain randomization lays them out
@@ -240,7 +294,6 @@ class RolloutWorkload:
         self._batch_rows = None
         self._digest: str | None = None
 
-        m0 = models[0]
         self._nstate = int(mujoco.mj_stateSize(m0, _FULLPHYSICS))
         nu, nsensordata = int(m0.nu), int(m0.nsensordata)
         self._model_file = None if model_file is None else os.fspath(model_file)
@@ -659,10 +712,17 @@ def demo_workload(
     x86 machine.
 
     Raises:
-        InvalidArgumentError: a count is not an integer >= 1.
+        InvalidArgumentError: a count is not an integer >= 1, ``nthread`` is beyond
+            what this machine can run, or the batch would not fit in memory.
     """
     n = check_chunk_size(num_envs, what="num_envs")
+    _check_nthread(check_chunk_size(nthread, what="nthread"))
+    k = check_chunk_size(nstep, what="nstep")
     model = mujoco.MjModel.from_xml_path(os.fspath(demo_model_path()))
+    nstate = int(mujoco.mj_stateSize(model, _FULLPHYSICS))
+    _check_batch_memory(
+        num_envs=n, nstep=k, nstate=nstate, nsensordata=int(model.nsensordata), nu=int(model.nu)
+    )
     rng = np.random.default_rng(_check_seed(seed))
     air, pile = _demo_base_states(model, rng)
     n_heavy = n // 4

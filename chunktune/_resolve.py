@@ -2,13 +2,14 @@
 
 manual? -> disabled? -> trivial? -> cache hit? -> this process's flight for the key ->
 the key's cross-process lock -> cache hit now? -> the machine-wide sweep lock ->
-sweep in one worker thread -> select -> store. Every blocking step (file I/O, lock
-waits, the sweep) runs off the event loop; the sweep checks for cancellation
-before every probe.
+sweep in a thread of its own -> select -> store. Every blocking step (file I/O, lock
+waits, the sweep) runs off the event loop, and none holds a thread while it waits
+(see ``_threads`` and ``_flights``); the sweep checks for a stop before every probe.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -23,20 +24,28 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 import attrs
 
+from . import _flights
 from ._cache import CacheEntry, DecisionCache, default_cache_path
 from ._candidates import candidate_list
 from ._config import load_settings
 from ._decision import Decision, timings_to_ms
-from ._errors import ConfigError, UsageError
-from ._events import ProgressCallback
+from ._errors import ChunktuneError, ConfigError, UsageError
+from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint, mujoco_version
-from ._locks import hold, sweep_lock, sweep_lock_path
+from ._locks import acquire, hold, key_lock, sweep_lock, sweep_lock_path
 from ._settings import Policy, Settings
 from ._sweep import SweepResult, sweep
-from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
+from ._threads import call_soon, hop, in_own_thread, loop_running_here
+from ._workload import (
+    Workload,
+    check_chunk_size,
+    check_signature,
+    check_workload,
+    native_chunk,
+    upper_chunk,
+)
 
 __all__ = ["cache_for", "cache_key", "resolve", "resolve_sync", "sweep_lock_path"]
 
@@ -115,19 +124,6 @@ def _report(decision: Decision, settings: Settings) -> None:
         logger.info(line)
 
 
-# ---------------------------------------------------------------- locks and flights
-
-
-@attrs.define
-class _Flight:
-    done: threading.Event = attrs.field(factory=threading.Event)
-    decision: Decision | None = None
-
-
-_flights: dict[str, _Flight] = {}
-_flights_lock = threading.Lock()
-
-
 # ---------------------------------------------------------------- the flow
 
 
@@ -202,69 +198,51 @@ class _Stopped(Exception):
     """The task awaiting the sweep is gone; the worker stops at the next probe."""
 
 
-def _soon(token: anyio.lowlevel.EventLoopToken, callback: ProgressCallback, event: Any) -> None:
-    """Schedule ``callback(event)`` on the event loop without waiting for it.
-
-    The worker must never block on the loop: if the awaiting task was cancelled
-    natively (asyncio's ``task.cancel()``, or Ctrl-C under ``asyncio.run``) the
-    loop may be gone, and a blocking call would hang the thread for good.
-    """
-
-    def deliver() -> None:
-        try:
-            callback(event)
-        except Exception:  # a broken progress callback must not break the sweep
-            logger.exception("chunktune: on_progress raised; continuing")
-
-    native: Any = token.native_token
-    try:
-        if hasattr(native, "call_soon_threadsafe"):  # asyncio's loop
-            native.call_soon_threadsafe(deliver)
-        else:  # trio's TrioToken
-            native.run_sync_soon(deliver)
-    except RuntimeError:  # the loop has closed: nobody is listening any more
-        pass
-
-
-async def _measure(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+async def _measure(
+    req: _Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
+) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
     probe_total = 0.0
     token = anyio.lowlevel.current_token()
     stop = threading.Event()
 
-    def on_event(event: Any) -> None:
+    def on_event(event: ProgressEvent) -> None:
         nonlocal probe_total
         if event.seconds is not None:
             probe_total += event.seconds
         if req.on_progress is not None:
-            _soon(token, req.on_progress, event)
+            # never block the sweep on the loop: the awaiting task may be gone
+            call_soon(token, functools.partial(_flights.deliver, req.on_progress, event))
 
     def check_cancelled() -> None:
         if stop.is_set():
             raise _Stopped
-        anyio.from_thread.check_cancelled()
 
     def run_sweep() -> SweepResult:
         return sweep(
             req.workload, sizes, req.policy, check_cancelled=check_cancelled, on_event=on_event
         )
 
-    async with hold(sweep_lock()):
-        try:
-            result = await anyio.to_thread.run_sync(run_sweep)
-        except BaseException as exc:
-            # an anyio cancellation has stopped the worker already; a native one
-            # (asyncio's task.cancel(), Ctrl-C under asyncio) has not: tell it to stop
-            stop.set()
-            if isinstance(exc, Exception) and not isinstance(exc, anyio.get_cancelled_exc_class()):
-                # a failing workload must never crash the trainer
-                logger.warning("chunktune: workload failed while measuring: %r", exc)
-                return _fallback(req, key, exc, probe_total)
-            raise
+    lock = sweep_lock()
+    await acquire(lock, on_wait=watch.waiting("sweep", lock))
+    watch.waiting_for, watch.sweeping = None, True
+    try:
+        # The sweep's own thread releases the lock when it ends: a sweep the caller
+        # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
+        # flight returns, so no later sweep, here or in another process, overlaps it.
+        result = await in_own_thread(run_sweep, finally_=lock.release)
+    except BaseException as exc:
+        stop.set()  # the worker stops at its next probe boundary
+        if isinstance(exc, Exception):
+            # a failing workload must never crash the trainer
+            logger.warning("chunktune: workload failed while measuring: %r", exc)
+            return _fallback(req, key, exc, probe_total)
+        raise
+    watch.sweeping = False
     decision = _decide(req, result, key)
     if cache is not None:
-        await anyio.to_thread.run_sync(_store, cache, key, req, decision, result)
+        await hop(_store, cache, key, req, decision, result)
     return decision
 
 
@@ -301,8 +279,14 @@ def _store(
 
 
 def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """Blocking: the workload's signature, this machine's fingerprint, and the cache key."""
-    signature = dict(req.workload.signature())
+    """Blocking: the workload's signature, this machine's fingerprint, and the cache key.
+
+    Raises:
+        WorkloadError: the signature holds a value that cannot be keyed (checked
+            before anything is measured).
+        Exception: whatever the workload's ``signature()`` raised.
+    """
+    signature = check_signature(req.workload.signature())
     device = device_fingerprint()
     key = cache_key(
         signature,
@@ -340,19 +324,12 @@ def _identify_and_look(
 async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
     """A cache miss: share this process's flight for the key, or own it and measure."""
     while True:
-        with _flights_lock:
-            flight = _flights.get(key)
-            owner = flight is None
-            if owner:
-                flight = _flights[key] = _Flight()
-        assert flight is not None
+        flight, owner = _flights.board(key)
         if owner:
             break
-        # another task of this process is sweeping this key: share its answer
-        # a threading.Event, not an anyio one: the owner may run on another thread's loop
-        await anyio.to_thread.run_sync(flight.done.wait, abandon_on_cancel=True)
-        if flight.decision is not None:
-            shared = flight.decision
+        # another task of this process is deciding this key: share its answer
+        shared = await flight.wait()
+        if shared is not None:
             return attrs.evolve(
                 shared,
                 source="cache" if shared.source == "benchmark" else shared.source,
@@ -362,39 +339,37 @@ async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> 
         # the owner was cancelled or failed before deciding: try to become the owner
 
     decision: Decision | None = None
-    limit = req.policy.hard_limit_s
     try:
-        with anyio.move_on_after(math.inf if limit is None else limit) as scope:
-            decision = await _owned(req, key, cache)
-        if decision is None and scope.cancelled_caught:
-            decision = Decision(
-                chunk_size=None,
-                native_chunk=req.native,
-                source="fallback",
-                reason=f"kept the native chunk {req.native}: gave up after the hard limit of "
-                f"{limit:g} s (hard_limit_s) before the sweep finished; nothing was cached",
-                key=key,
-                policy=req.policy_name,
-            )
-        assert decision is not None
+        decision = await _owned_within_limit(req, key, cache)
         return decision
     finally:
-        with _flights_lock:
-            _flights.pop(key, None)
-        flight.decision = decision
-        flight.done.set()
+        _flights.land(flight, decision)
 
 
-async def _owned(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+async def _owned_within_limit(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+    """Own the key's flight until it is decided or ``hard_limit_s`` runs out."""
+    limit = req.policy.hard_limit_s
+    watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
+    with anyio.move_on_after(math.inf if limit is None else limit):
+        return await _owned(req, key, cache, watch)
+    assert limit is not None
+    return await watch.gave_up(key, limit)
+
+
+async def _owned(
+    req: _Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
+) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
-        return await _measure(req, key, None)
-    async with hold(cache.key_lock(key)):
+        return await _measure(req, key, None, watch)
+    lock = key_lock(Path(cache.key_lock(key).lock_file))
+    async with hold(lock, on_wait=watch.waiting("key", lock)):
+        watch.waiting_for = None
         if not req.refresh:
-            hit = await anyio.to_thread.run_sync(_lookup, req, key, cache)
+            hit = await hop(_lookup, req, key, cache)
             if hit is not None:
                 return hit
-        return await _measure(req, key, cache)
+        return await _measure(req, key, cache, watch)
 
 
 def _pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
@@ -422,8 +397,20 @@ async def resolve(
     ``manual`` short-cuts everything; ``refresh`` ignores (and replaces) a
     cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop.
 
+    Waiting (for another task's or process's sweep of the same key, or for the
+    machine-wide sweep lock) holds no thread. The policy's ``hard_limit_s`` bounds
+    the whole call, waits included: past it, ``resolve`` returns the native chunk
+    (``source == "fallback"``, the reason says where it stood) even while a ``run()``
+    is still blocked. That sweep is abandoned, not killed: its thread finishes the
+    ``run()`` in flight on its own, measures nothing more, caches nothing, and keeps
+    the sweep lock until it returns, so no later sweep overlaps its probes.
+    Cancelling the awaiting task does the same: it returns at once, the sweep stops
+    at its next probe boundary, and nothing is cached.
+
     Raises:
-        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`.
+        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
+            its ``signature()`` holds a value that is not a str, int, finite float or
+            bool (numpy scalars are taken as the numbers they hold).
         InvalidArgumentError: bad ``num_envs``, ``nthread`` or ``manual``.
         ConfigError: invalid settings or an unknown policy.
     """
@@ -441,7 +428,7 @@ async def resolve(
             _report(decision, settings)
         return decision
     if settings is None:
-        settings = await anyio.to_thread.run_sync(load_settings)
+        settings = await hop(load_settings)
     name, pol = _pick_policy(settings, policy)
     req = _Request(
         workload=workload,
@@ -474,21 +461,15 @@ async def resolve(
     else:
         cache = cache_for(settings)
         try:
-            req, key, hit = await anyio.to_thread.run_sync(_identify_and_look, req, cache)
+            req, key, hit = await hop(_identify_and_look, req, cache)
+        except ChunktuneError:
+            raise
         except Exception as exc:  # a workload whose signature() fails is a failing workload
             decision = _fallback(req, "", exc)
         else:
             decision = hit if hit is not None else await _resolve_key(req, key, cache)
     _report(decision, settings)
     return decision
-
-
-def _on_event_loop() -> bool:
-    try:
-        anyio.get_current_task()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _in_worker_thread() -> bool:
@@ -516,8 +497,9 @@ def resolve_sync(
     anyio loop it runs on that loop.
 
     Raises:
-        UsageError: called on an event loop's own thread (``await chunktune.resolve(...)``
-            there instead; blocking would deadlock the loop).
+        UsageError: called on an event loop's own thread, in a task or in a plain
+            callback such as ``loop.call_soon`` (``await chunktune.resolve(...)`` there
+            instead; blocking would deadlock the loop). No coroutine is created.
         the errors of :func:`resolve`.
     """
     kwargs: dict[str, Any] = {
@@ -533,7 +515,8 @@ def resolve_sync(
 
     if _in_worker_thread():
         return anyio.from_thread.run(call)
-    if _on_event_loop():
+    # checked before any coroutine exists: in a plain callback of a running loop too
+    if loop_running_here():
         raise UsageError(
             "resolve_sync() was called on a running event loop's thread, where blocking "
             "would stall it; use `await chunktune.resolve(...)` there instead"

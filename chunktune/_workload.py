@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
-
-import numpy as np
+from typing import Any, Protocol, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
 
@@ -17,6 +14,7 @@ __all__ = [
     "Workload",
     "check_chunk_size",
     "check_seconds",
+    "check_signature",
     "check_workload",
     "native_chunk",
     "upper_chunk",
@@ -73,26 +71,6 @@ def check_chunk_size(value: object, *, what: str = "chunk_size") -> int:
     return _check_count(what, value)
 
 
-def check_seconds(value: object, chunk: int | None) -> float:
-    """Return what ``run(chunk)`` reported as positive, finite float seconds.
-
-    Any real number will do (a Python float, ``numpy.float32``, a 0-d array);
-    booleans, text, NaN, infinities and values <= 0 will not.
-
-    Raises:
-        WorkloadError: ``value`` is not a positive, finite real number.
-    """
-    seconds = math.nan
-    if not isinstance(value, bool | np.bool_ | str | bytes):
-        with contextlib.suppress(TypeError, ValueError):
-            seconds = float(value) if np.ndim(value) == 0 else math.nan  # type: ignore[arg-type]
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise WorkloadError(
-            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds"
-        )
-    return seconds
-
-
 def check_workload(workload: object) -> tuple[int, int]:
     """Validate a workload and return its ``(num_envs, nthread)``.
 
@@ -114,3 +92,69 @@ def check_workload(workload: object) -> tuple[int, int]:
         _check_count("num_envs", workload.num_envs),
         _check_count("nthread", workload.nthread),
     )
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar or 0-d array as the Python number it holds; anything else as it is."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    return value
+
+
+def check_signature(signature: object) -> dict[str, SignatureValue]:
+    """A workload's ``signature()`` as a plain ``{str: str | int | float | bool}`` dict.
+
+    numpy scalars and 0-d arrays become the Python numbers they hold; plain values
+    are kept as they are, so the cache keys of valid signatures never change.
+
+    Raises:
+        WorkloadError: ``signature`` is not a mapping, a key is not a string, or a
+            value is none of str, int, float (finite) and bool.
+    """
+    if not isinstance(signature, Mapping):
+        raise WorkloadError(
+            f"signature() returned {type(signature).__name__} {signature!r}; expected a "
+            "mapping of str to str, int, float or bool"
+        )
+    plain: dict[str, SignatureValue] = {}
+    for key, raw in signature.items():
+        if not isinstance(key, str):
+            raise WorkloadError(
+                f"signature() key {key!r} is a {type(key).__name__}; keys must be strings"
+            )
+        value = _plain(raw)
+        if isinstance(value, bool | str):
+            # exactly str or bool, whatever subclass (an enum, say) carried it
+            plain[key] = bool(value) if isinstance(value, bool) else str.__str__(value)
+        elif isinstance(value, numbers.Integral):
+            plain[key] = int(value)
+        elif isinstance(value, numbers.Real) and math.isfinite(value):
+            plain[key] = float(value)
+        else:
+            raise WorkloadError(
+                f"signature()[{key!r}] is {raw!r} ({type(raw).__name__}); expected a str, "
+                "int, finite float or bool"
+            )
+    return plain
+
+
+def check_seconds(value: object, chunk: int | None) -> float:
+    """What ``run(chunk)`` returned, as a float of seconds.
+
+    Any real number counts (numpy scalars and 0-d arrays too), but not a bool.
+
+    Raises:
+        WorkloadError: ``value`` is not a finite real number > 0.
+    """
+    plain = _plain(value)
+    if (
+        isinstance(plain, bool)
+        or not isinstance(plain, numbers.Real)
+        or not math.isfinite(plain)
+        or plain <= 0
+    ):
+        raise WorkloadError(
+            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds"
+        )
+    return float(plain)

@@ -9,6 +9,7 @@ model's content, the MuJoCo version and the CPUs this process may use.
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -113,14 +114,20 @@ def resolve_chunk_size(
 ) -> int | None:
     """The older tuner's entry point, answered by chunktune. Returns the chunk or None (native).
 
-    A failing ``pool.step`` never raises out of here: the answer is None.
+    A failing ``pool.step`` never raises out of here: the answer is None. ``nthread=0``
+    (the pool steps on the calling thread) answers None: chunks cannot matter.
 
     Raises:
-        InvalidArgumentError: a bad ``manual_chunk_size``, ``num_envs`` or ``nthread``.
+        InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
+            integer >= 0, or ``manual_chunk_size`` not an integer >= 1.
     """
+    # first, before anything is sized by them
+    num_envs = check_chunk_size(num_envs, what="num_envs")
+    on_caller = isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool)
+    nthread = 0 if on_caller and nthread == 0 else check_chunk_size(nthread, what="nthread")
     if manual_chunk_size is not None:
         return check_chunk_size(manual_chunk_size, what="manual_chunk_size")
-    if not adaptive:
+    if not adaptive or nthread == 0 or upper_chunk(num_envs, nthread) <= 1:
         return None
     workload = PoolStepWorkload(
         pool=pool,
@@ -135,6 +142,4 @@ def resolve_chunk_size(
         backend_type=backend_type,
         model_file=model_file,
     )
-    if upper_chunk(check_chunk_size(num_envs, what="num_envs"), max(1, int(nthread))) <= 1:
-        return None
     return resolve_sync(workload).chunk_size

@@ -688,3 +688,133 @@ def test_python_m_chunktune_help() -> None:
     tune = run_cli("tune", "--help")
     assert tune.returncode == 0
     assert "chunktune tune --json" in tune.stdout
+
+
+# ---------------------------------------------------------------- hostile and careless use
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("policy", "show"), id="policy-show"),
+        pytest.param(("cache", "list"), id="cache-list"),
+    ],
+)
+def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
+    env: dict[str, Path], args: tuple[str, ...]
+) -> None:
+    """stdout closed before anything is written (`| head` done early): exit 141, stderr clean."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "chunktune", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    ) as proc:
+        assert proc.stdout is not None
+        proc.stdout.close()  # the only reader is gone: every write gets EPIPE
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_ctrl_c_while_the_command_is_still_loading_exits_130_quietly() -> None:
+    """SIGINT between the first import of chunktune and main(): exit 130, no traceback."""
+    script = (
+        "import sys; sys.argv[0] = '/usr/bin/chunktune'\n"
+        "import os, signal, time\n"
+        "import chunktune._cli\n"  # main() has not run: only the startup guard stands
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(30)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 130
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+
+
+def test_importing_chunktune_leaves_ctrl_c_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the command's own process guards SIGINT; a library import keeps the handler."""
+    import signal
+
+    from chunktune import _sigint
+
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "train.py"])
+    before = signal.getsignal(signal.SIGINT)
+    _sigint.guard()
+    assert signal.getsignal(signal.SIGINT) is before
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-X", "dev", "-m", "chunktune"])
+    assert _sigint._is_the_command()
+
+
+def test_an_empty_policy_name_is_an_error(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--policy ''` names no policy: exit 2 with a message, not the active policy."""
+    assert main(["tune", "--policy", ""]) == 2
+    assert "--policy: '' is not a policy name" in capsys.readouterr().err
+
+
+def test_a_trivial_batch_is_answered_without_building_anything(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ceil(N/T) <= 1 is answered 'trivial' without a scene, an MjData per thread or a pool."""
+    from chunktune import _mujoco
+
+    def built(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a trivial batch built a workload")
+
+    monkeypatch.setattr(_mujoco, "demo_workload", built)
+    monkeypatch.setattr(_mujoco.RolloutWorkload, "__init__", built)
+    assert main(["tune", "--nthread", "100000", "--num-envs", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "trivial"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(("--num-envs", "1000000000000"), "GiB", id="huge-batch"),
+        pytest.param(("--nthread", "100000"), "8 times the", id="huge-pool"),
+    ],
+)
+def test_a_batch_beyond_this_machine_is_an_error_before_allocating(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    """A batch or pool this machine cannot hold: exit 2 with one message, nothing allocated."""
+    assert main(["tune", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.mujoco
+def test_tune_with_an_unusable_home_measures_and_exits_0(
+    env: dict[str, Path],
+    model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No usable cache dir or sweep lock: the tune measures, warns, and exits 0."""
+    home = tmp_path / "home"
+    home.write_text("a file, not a directory")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["source"] == "benchmark"
+    assert "cannot use the sweep lock" in err and "Traceback" not in err
+
+
+def test_a_wait_for_another_sweep_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The plain progress display prints the 'waiting for another sweep' line."""
+    from chunktune import ProgressEvent
+    from chunktune._cli_progress import progress_display
+
+    display = progress_display("quick", 1.0, quiet=False)
+    message = "waiting for another sweep (pid 42, since 12:00:00)"
+    display(ProgressEvent(kind="waiting", message=message))
+    assert f"chunktune: {message}" in capsys.readouterr().err

@@ -102,3 +102,31 @@ def test_sweeps_pool_step_on_a_copy_with_zero_controls_then_caches() -> None:
 def test_failing_pool_never_raises() -> None:
     """A pool.step that raises gives None (native), not an exception."""
     assert call(FakePool(fail=True), np.zeros((256, 5))) is None
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        pytest.param({"num_envs": -1}, id="envs-negative"),
+        pytest.param({"num_envs": 0}, id="envs-zero"),
+        pytest.param({"num_envs": 2.5}, id="envs-float"),
+        pytest.param({"nthread": -1}, id="threads-negative"),
+        pytest.param({"nthread": "4"}, id="threads-text"),
+        pytest.param({"num_envs": -1, "manual_chunk_size": 8}, id="before-manual"),
+        pytest.param({"num_envs": -1, "adaptive": False}, id="before-adaptive"),
+    ],
+)
+def test_bad_sizes_are_rejected_first(over: dict[str, object]) -> None:
+    """num_envs or nthread out of range raises InvalidArgumentError naming it, before anything."""
+    pool = FakePool()
+    field = "num_envs" if "num_envs" in over else "nthread"
+    with pytest.raises(InvalidArgumentError, match=field):
+        call(pool, np.zeros((256, 5)), **over)
+    assert pool.calls == []
+
+
+def test_a_pool_without_threads_gives_none() -> None:
+    """nthread=0 steps on the calling thread, where chunks cannot matter: None, nothing stepped."""
+    pool = FakePool()
+    assert call(pool, np.zeros((256, 5)), nthread=0) is None
+    assert pool.calls == []

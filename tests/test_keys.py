@@ -91,3 +91,25 @@ def test_seed_policy_is_served_only_by_itself() -> None:
     w = uneven()
     chunktune.resolve_sync(w, policy="thorough")
     assert chunktune.resolve_sync(w, policy="seed").source == "benchmark"
+
+
+def test_keys_of_valid_signatures_never_change() -> None:
+    """The key of a plain signature is pinned: entries cached by earlier versions still hit."""
+    assert key() == "857a21cb2010ff874ae3557a577756c4.p1"
+
+
+def test_numpy_scalars_key_like_the_numbers_they_hold() -> None:
+    """A signature of numpy scalars keys exactly as the same plain values do."""
+    import numpy as np
+
+    from chunktune._workload import check_signature
+
+    plain = {"n": 5, "dt": 0.002, "on": True, "name": "hopper"}
+    numpy = {
+        "n": np.int64(5),
+        "dt": np.float64(0.002),
+        "on": np.bool_(True),
+        "name": np.str_("hopper"),
+    }
+    assert key(sig=check_signature(numpy)) == key(sig=plain)
+    assert key(sig=check_signature(plain)) == key(sig=plain)

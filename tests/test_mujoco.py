@@ -461,3 +461,53 @@ def test_demo_heavy_envs_cost_more_than_light_ones() -> None:
     workload = demo_workload(num_envs=8, nthread=2, nstep=10)
     costs = workload.per_env_costs(repeats=3)
     assert np.median(costs[6:]) > np.median(costs[:6])
+
+
+# -- limits of the machine -----------------------------------------------------------
+
+
+def test_more_threads_than_eight_per_cpu_are_rejected_before_any_mjdata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """nthread beyond 8x the usable CPUs raises, naming both, before an MjData is made."""
+    from chunktune import _mujoco
+
+    monkeypatch.setattr(_mujoco, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(_mujoco.mujoco, "MjData", None)  # any MjData would fail loudly
+    with pytest.raises(InvalidArgumentError, match=r"nthread=17 .* 8 times the 2 CPUs"):
+        tiny_workload(nthread=17)
+    with pytest.raises(InvalidArgumentError, match="nthread=17"):
+        demo_workload(num_envs=64, nthread=17)
+    monkeypatch.undo()
+    assert tiny_workload(nthread=2).nthread == 2
+
+
+def test_a_batch_larger_than_available_memory_is_rejected_before_allocating(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """State and output arrays beyond the available memory raise with the sizes, not MemoryError."""
+    from chunktune import _mujoco
+
+    with pytest.raises(InvalidArgumentError, match=r"num_envs=1000000000000 .* GiB"):
+        tiny_workload(num_envs=10**12)
+    with pytest.raises(InvalidArgumentError, match="num_envs=1000000000000"):
+        demo_workload(num_envs=10**12, nthread=2)
+    monkeypatch.setattr(_mujoco, "available_memory", lambda: 1000)
+    with pytest.raises(InvalidArgumentError, match=r"more than the .* GiB this machine has"):
+        tiny_workload(num_envs=12)
+
+
+def test_available_memory_reads_meminfo_and_the_cgroup_limit(tmp_path: pathlib.Path) -> None:
+    """MemAvailable in bytes, capped by the room left under a cgroup v2 memory.max."""
+    from chunktune._fingerprint import available_memory
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemTotal: 8000 kB\nMemAvailable:    4000 kB\n")
+    assert available_memory(tmp_path) == 4000 * 1024
+    cgroup = tmp_path / "sys/fs/cgroup"
+    cgroup.mkdir(parents=True)
+    (cgroup / "memory.max").write_text("3000000\n")
+    (cgroup / "memory.current").write_text("1000000\n")
+    assert available_memory(tmp_path) == 2000000
+    (cgroup / "memory.max").write_text("max\n")
+    assert available_memory(tmp_path) == 4000 * 1024

@@ -19,8 +19,11 @@ def test_readme_has_python_snippets() -> None:
 
 @pytest.mark.mujoco
 @pytest.mark.parametrize("index", range(len(SNIPPETS)))
-def test_snippet_runs(index: int, capsys: pytest.CaptureFixture[str]) -> None:
-    """Each Python snippet in the README runs as written."""
+def test_snippet_runs(
+    index: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Python snippet in the README runs as written, from the repository's root."""
+    monkeypatch.chdir(ROOT)
     code = compile(SNIPPETS[index], f"README.md snippet {index + 1}", "exec")
     exec(code, {"__name__": f"readme_snippet_{index}"})
 

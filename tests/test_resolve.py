@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from pathlib import Path
 from typing import ClassVar
@@ -20,6 +21,7 @@ from chunktune import (
     UsageError,
     WorkloadError,
 )
+from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
 pytestmark = pytest.mark.anyio
@@ -208,8 +210,9 @@ async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: 
         await started.wait()
         tg.cancel_scope.cancel()
     calls = slow.calls
-    await anyio.sleep(0.05)
-    assert slow.calls == calls  # no probe after the cancel took effect
+    # the cancel returns at once; the abandoned sweep finishes its probe in flight and stops
+    assert await anyio.to_thread.run_sync(wait_for_sweeps, 10.0)
+    assert slow.calls <= calls + 1  # no probe started after the cancel took effect
     assert cache_entries(isolated) == {}
     d = await chunktune.resolve(w)
     assert d.source == "benchmark"
@@ -294,26 +297,58 @@ async def test_two_keys_never_measure_at_the_same_time() -> None:
     assert sum(1 for x, y in itertools.pairwise(names) if x != y) == 1
 
 
-async def test_hard_limit_gives_up_with_native(isolated: Path) -> None:
-    """A probe that outlives hard_limit_s ends the sweep at the next boundary: native, no cache."""
-    import time
-
+async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past hard_limit_s resolve returns native while run() is still blocked; the abandoned
+    sweep keeps the sweep lock until that run() returns, then stops and caches nothing."""
     import attrs
 
-    class Sleepy(SimulatedWorkload):
+    from chunktune import _locks
+
+    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    blocked, release = threading.Event(), threading.Event()
+
+    class Stuck(SimulatedWorkload):
         def run(self, chunk_size: int | None) -> float:
-            time.sleep(0.3)
+            if self.calls == 2:  # the third call blocks until the test releases it
+                blocked.set()
+                release.wait()
             return super().run(chunk_size)
 
     pol = attrs.evolve(
         chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.1
     )
-    w = Sleepy(uneven().costs, nthread=8)
-    d = await chunktune.resolve(w, policy=pol)
-    assert (d.source, d.chunk_size) == ("fallback", None)
-    assert "hard limit" in d.reason
-    assert w.calls == 1  # the probe in flight finished; no other started
-    assert cache_entries(isolated) == {}
+    stuck = Stuck(uneven().costs, nthread=8)
+    other = uneven(seed=1)  # another key: it needs the machine, not this key's answer
+    later: list[chunktune.Decision] = []
+    waits: list[ProgressEvent] = []
+    waiting = anyio.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.kind == "waiting":
+            waits.append(event)
+            waiting.set()
+
+    async def resolve_other() -> None:
+        later.append(await chunktune.resolve(other, on_progress=on_progress))
+
+    try:
+        d = await chunktune.resolve(stuck, policy=pol)
+        assert (d.source, d.chunk_size) == ("fallback", None)
+        assert "hard limit" in d.reason and "abandoned" in d.reason
+        assert blocked.is_set() and not release.is_set()  # returned while run() is blocked
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(resolve_other)
+            await waiting.wait()
+            assert other.calls == 0  # it waits for the machine, measuring nothing
+            release.set()
+    finally:
+        release.set()
+    assert later[0].source == "benchmark"
+    assert f"pid {os.getpid()}" in waits[0].message
+    assert stuck.calls == 3  # the abandoned sweep stopped after its run() in flight
+    assert list(cache_entries(isolated)) == [later[0].key]
 
 
 async def test_hard_limit_covers_waiting_for_the_sweep_lock(isolated: Path) -> None:
@@ -379,6 +414,7 @@ def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
             return super().run(chunk_size)
 
     slow = Slow(uneven().costs, nthread=8)
+    at_cancel: list[int] = []
 
     async def main() -> None:
         probing = asyncio.Event()
@@ -392,17 +428,11 @@ def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        at_cancel.append(slow.calls)
 
     asyncio.run(main())
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline and any(
-        t.name == "AnyIO worker thread" for t in threading.enumerate()
-    ):
-        time.sleep(0.01)  # the probe in flight when the task was cancelled may finish
-    assert not any(t.name == "AnyIO worker thread" for t in threading.enumerate())
-    calls = slow.calls
-    time.sleep(0.05)
-    assert slow.calls == calls
+    assert wait_for_sweeps(10.0)  # the probe in flight when the task was cancelled may finish
+    assert slow.calls <= at_cancel[0] + 1  # and no other starts
     assert cache_entries(isolated) == {}
     assert chunktune.resolve_sync(uneven()).source == "benchmark"
 
@@ -428,3 +458,88 @@ def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> Non
     for _ in range(3):
         assert chunktune.resolve_sync(w, settings=s).source == "cache"
     assert calls["n"] <= 1
+
+
+class Keyed(SimulatedWorkload):
+    """A simulated workload with the signature the test gives it."""
+
+    extra: ClassVar[dict[str, object]] = {}
+
+    def signature(self) -> dict[str, object]:  # type: ignore[override]
+        return {**super().signature(), **self.extra}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+async def test_numpy_scalars_in_a_signature_are_keyed_and_cached(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """numpy scalars in signature() are taken as numbers: measured once, stored, then a hit."""
+    import numpy as np
+
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / f"cache{suffix}"))
+    w = Keyed(uneven().costs, nthread=8)
+    w.extra = {"n": np.int64(5), "dt": np.float64(0.002), "on": np.bool_(True)}
+    first = await chunktune.resolve(w)
+    assert first.source == "benchmark"
+    assert (await chunktune.resolve(w)).source == "cache"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(None, id="None"),
+        pytest.param({1, 2}, id="set"),
+        pytest.param(b"xml", id="bytes"),
+        pytest.param(object(), id="object"),
+    ],
+)
+async def test_an_unkeyable_signature_is_rejected_before_measuring(value: object) -> None:
+    """A signature value that cannot be keyed raises WorkloadError naming it; nothing runs."""
+    w = Keyed(uneven().costs, nthread=8)
+    w.extra = {"bad": value}
+    with pytest.raises(WorkloadError, match="'bad'"):
+        await chunktune.resolve(w)
+    assert w.calls == 0
+
+
+async def test_run_may_return_numpy_seconds() -> None:
+    """run() returning np.float32 or a 0-d array is measured like a float."""
+    import numpy as np
+
+    class NumpySeconds(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            seconds = super().run(chunk_size)
+            return np.float32(seconds) if self.calls % 2 else np.array(seconds)  # type: ignore[return-value]
+
+    d = await chunktune.resolve(NumpySeconds(uneven().costs, nthread=8))
+    assert d.source == "benchmark" and d.timings
+
+
+async def test_resolve_sync_in_a_plain_callback_of_the_loop_raises() -> None:
+    """resolve_sync from a loop callback (call_soon) raises UsageError and creates no coroutine."""
+    import sniffio
+
+    if sniffio.current_async_library() == "asyncio":
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        schedule = loop.call_soon
+    else:
+        import trio
+
+        schedule = trio.lowlevel.current_trio_token().run_sync_soon
+    outcome: list[BaseException | None] = []
+    done = anyio.Event()
+
+    def callback() -> None:
+        try:
+            chunktune.resolve_sync(uneven())
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        done.set()
+
+    schedule(callback)
+    await done.wait()
+    assert isinstance(outcome[0], UsageError)

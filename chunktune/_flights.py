@@ -1,0 +1,147 @@
+"""This process's flights: one sweep per cache key at a time, its answer shared with all.
+
+The first task to miss the cache for a key owns the key's flight and measures; every
+other task of the process that misses the same key meanwhile waits for the owner's
+decision. A waiter holds no thread: it awaits an event of its own loop, which the
+owner sets through that loop's token, since the owner may run on another thread's
+loop (``resolve_sync`` callers in different threads each run their own).
+
+The owner's :class:`Watch` notes what it waits for, reports a long wait once, and
+says where it stood if ``hard_limit_s`` ends the flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from ._decision import Decision
+from ._events import ProgressCallback, ProgressEvent
+from ._locks import Holder, Lock
+from ._threads import call_soon, hop
+
+__all__ = ["Flight", "Watch", "board", "deliver", "land"]
+
+logger = logging.getLogger("chunktune")
+
+_lock = threading.Lock()  # guards _flights and every flight's waiters and outcome
+
+
+@attrs.define(eq=False)
+class Flight:
+    """One owner's attempt at deciding one key; ``decision`` is None until it lands."""
+
+    key: str
+    decision: Decision | None = None
+    landed: bool = False
+    waiters: list[tuple[anyio.lowlevel.EventLoopToken, anyio.Event]] = attrs.field(factory=list)
+
+    async def wait(self) -> Decision | None:
+        """The owner's decision, or None when it was cancelled or failed before deciding."""
+        waiter = (anyio.lowlevel.current_token(), anyio.Event())
+        with _lock:
+            if self.landed:
+                return self.decision
+            self.waiters.append(waiter)
+        try:
+            await waiter[1].wait()
+        finally:
+            with _lock:
+                if any(w is waiter for w in self.waiters):
+                    self.waiters.remove(waiter)
+        return self.decision
+
+
+_flights: dict[str, Flight] = {}
+
+
+def board(key: str) -> tuple[Flight, bool]:
+    """The key's flight in this process, and whether the caller now owns it (it was none)."""
+    with _lock:
+        flight = _flights.get(key)
+        if flight is not None:
+            return flight, False
+        flight = _flights[key] = Flight(key)
+        return flight, True
+
+
+def land(flight: Flight, decision: Decision | None) -> None:
+    """End an owned flight with its decision (None: none was made) and wake every waiter."""
+    with _lock:
+        if _flights.get(flight.key) is flight:
+            del _flights[flight.key]
+        flight.decision = decision
+        flight.landed = True
+        waiters, flight.waiters = flight.waiters, []
+    for token, event in waiters:
+        call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
+
+
+def deliver(callback: ProgressCallback, event: ProgressEvent) -> None:
+    try:
+        callback(event)
+    except Exception:  # a broken progress callback must not break the resolve
+        logger.exception("chunktune: on_progress raised; continuing")
+
+
+@attrs.define
+class Watch:
+    """Where an owned flight stands, so that giving up at the hard limit can say why."""
+
+    on_progress: ProgressCallback | None
+    native: int = attrs.field(kw_only=True)
+    policy_name: str = attrs.field(kw_only=True)
+    waiting_for: Literal["key", "sweep"] | None = None
+    lock: Lock | None = None
+    holder: Holder | None = None
+    sweeping: bool = False
+
+    def waiting(self, what: Literal["key", "sweep"], lock: Lock) -> Callable[[Holder | None], None]:
+        """Note the wait for ``lock``; the callback reports it once it has lasted a moment."""
+        self.waiting_for, self.lock, self.holder = what, lock, None
+
+        def on_wait(holder: Holder | None) -> None:
+            self.holder = holder
+            who = holder.describe() if holder is not None else "holder unknown"
+            message = (
+                f"waiting for another sweep ({who})"
+                if what == "sweep"
+                else f"waiting for another process measuring this workload ({who})"
+            )
+            logger.info("chunktune: %s", message)
+            if self.on_progress is not None:
+                deliver(self.on_progress, ProgressEvent(kind="waiting", message=message))
+
+        return on_wait
+
+    async def gave_up(self, key: str, limit: float) -> Decision:
+        """The fallback once ``hard_limit_s`` ran out, saying where it stood."""
+        if self.waiting_for is not None and self.holder is None and self.lock is not None:
+            self.holder = await hop(self.lock.holder)
+        who = f" ({self.holder.describe()})" if self.holder is not None else ""
+        if self.waiting_for == "sweep":
+            why = f"while another sweep{who} held the machine; nothing was measured"
+        elif self.waiting_for == "key":
+            why = f"while another process{who} was measuring this workload"
+        elif self.sweeping:
+            why = (
+                "before the sweep finished; the sweep was abandoned: the run() in flight "
+                "finishes on its own and nothing more is measured"
+            )
+        else:
+            why = "before the sweep started"
+        return Decision(
+            chunk_size=None,
+            native_chunk=self.native,
+            source="fallback",
+            reason=f"kept the native chunk {self.native}: gave up after the hard limit of "
+            f"{limit:g} s (hard_limit_s) {why}; nothing was cached",
+            key=key,
+            policy=self.policy_name,
+        )

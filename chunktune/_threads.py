@@ -1,0 +1,143 @@
+"""How chunktune leaves the event loop for blocking work, and how results come back to it.
+
+Short blocking steps (file I/O, one non-blocking lock attempt, ``signature()``) hop
+to a worker thread through chunktune's own capacity limiter, one per event loop, so
+a trainer that keeps anyio's default limiter busy cannot starve them. The sweep runs
+in a thread of its own that no worker thread waits on: the awaiting task may leave
+it (cancelled, or past ``hard_limit_s``) and the thread finishes on its own. Results
+come back onto the loop with :func:`call_soon`, which never blocks, since the loop
+may be gone. The only code that branches on asyncio versus trio lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, TypeVarTuple, Unpack
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+__all__ = [
+    "SWEEP_THREAD",
+    "call_soon",
+    "hop",
+    "in_own_thread",
+    "loop_running_here",
+    "sweeping",
+    "wait_for_sweeps",
+]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+SWEEP_THREAD = "chunktune sweep"
+
+# A hop never waits on another hop, so a few threads serve any number of resolves.
+_HOP_THREADS = 8
+_limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_limiter")
+
+
+def _own_limiter() -> anyio.CapacityLimiter:
+    """This event loop's limiter for chunktune's hops (a limiter belongs to one loop)."""
+    try:
+        return _limiter.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(_HOP_THREADS)
+        _limiter.set(limiter)
+        return limiter
+
+
+async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
+    """Run a short blocking ``func(*args)`` in a worker thread of chunktune's own limiter.
+
+    Cancellation waits for ``func`` to return, so a hop never leaks a half-done step.
+    """
+    return await anyio.to_thread.run_sync(func, *args, limiter=_own_limiter())
+
+
+def call_soon(token: anyio.lowlevel.EventLoopToken, callback: Callable[[], None]) -> bool:
+    """Schedule ``callback()`` on the token's event loop from any thread, without waiting.
+
+    Returns False when the loop has ended (nobody is listening any more). Never
+    blocks: a thread that waited on a loop which is gone would hang for good.
+    """
+    native: Any = token.native_token
+    try:
+        if hasattr(native, "call_soon_threadsafe"):  # asyncio's loop
+            native.call_soon_threadsafe(callback)
+        else:  # trio's TrioToken
+            native.run_sync_soon(callback)
+    except RuntimeError:  # a closed asyncio loop; trio's RunFinishedError
+        return False
+    return True
+
+
+def loop_running_here() -> bool:
+    """True on an event loop's own thread: in a task, or in a plain callback of the loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return True
+    trio = sys.modules.get("trio")
+    in_trio_run: Callable[[], bool] | None = getattr(
+        getattr(trio, "lowlevel", None), "in_trio_run", None
+    )
+    return in_trio_run is not None and in_trio_run()
+
+
+async def in_own_thread(
+    func: Callable[[], T], *, name: str = SWEEP_THREAD, finally_: Callable[[], None]
+) -> T:
+    """Run ``func()`` in a new daemon thread; await what it returns or raises.
+
+    The wait holds no worker thread. ``finally_()`` runs after ``func`` in that
+    thread, however it ends, or here if the thread cannot start. If the awaiting task
+    is cancelled the thread is abandoned: it runs on, ``finally_`` still runs when it
+    ends, and its outcome is dropped (the caller makes ``func`` stop by its own means).
+    """
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def main() -> None:
+        try:
+            outcome.append((True, func()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+        finally:
+            try:
+                finally_()
+            finally:
+                call_soon(token, done.set)
+
+    thread = threading.Thread(target=main, name=name, daemon=True)
+    try:
+        thread.start()
+    except BaseException:
+        finally_()
+        raise
+    await done.wait()
+    ok, value = outcome[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value
+
+
+def sweeping() -> bool:
+    """Whether a sweep thread of this process is still running (an abandoned one, say)."""
+    return any(t.name == SWEEP_THREAD for t in threading.enumerate())
+
+
+def wait_for_sweeps(timeout_s: float | None = None) -> bool:
+    """Block until this process's sweep threads have ended; False if ``timeout_s`` ran out."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    for thread in [t for t in threading.enumerate() if t.name == SWEEP_THREAD]:
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return not sweeping()

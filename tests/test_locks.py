@@ -1,0 +1,153 @@
+"""Locks: an unusable location degrades with one warning; a waiter says whom it waits for."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+
+import chunktune
+from chunktune import ProgressEvent, _locks
+from chunktune._locks import Lock, key_lock
+from chunktune.sim import Noise, SimulatedWorkload
+
+
+def uneven(name: str = "sim") -> SimulatedWorkload:
+    """One cache key per name."""
+    costs = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8).costs
+    return SimulatedWorkload(costs, nthread=8, noise=Noise(sigma=0.01), name=name)
+
+
+def warnings_about(caplog: pytest.LogCaptureFixture, what: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and what in r.getMessage()
+    ]
+
+
+@pytest.fixture
+def unusable_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME and XDG_CACHE_HOME inside a regular file; no CHUNKTUNE_CACHE or _SWEEP_LOCK."""
+    home = tmp_path / "home"
+    home.write_text("a file, not a directory")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
+    return home
+
+
+def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
+    unusable_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no usable cache dir a miss still measures; each unusable path is warned about once."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    first = chunktune.resolve_sync(uneven("a"))
+    second = chunktune.resolve_sync(uneven("b"))
+    assert (first.source, second.source) == ("benchmark", "benchmark")
+    assert str(unusable_home) in str(_locks.sweep_lock_path())
+    assert len(warnings_about(caplog, "cannot use the sweep lock")) == 1
+    # the key locks' directory, not each key, is warned about; no key is cached
+    assert len(warnings_about(caplog, "cannot use the cache key locks")) == 1
+    assert chunktune.resolve_sync(uneven("a")).source == "benchmark"
+    assert len(warnings_about(caplog, "cannot use the cache key locks")) == 1
+
+
+def test_an_unusable_home_with_the_cache_disabled_still_measures(
+    unusable_home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """[cache] enabled = false never touches the cache; the sweep lock degrades to this process."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    config = tmp_path / "nocache.toml"
+    config.write_text("[cache]\nenabled = false\n")
+    d = chunktune.resolve_sync(uneven(), settings=chunktune.load_settings(config))
+    assert d.source == "benchmark"
+    assert len(warnings_about(caplog, "cannot use the sweep lock")) == 1
+
+
+def test_an_unusable_cache_path_measures_without_a_key_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CHUNKTUNE_CACHE under a regular file: the miss is measured, nothing is stored."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "file" / "cache.json"))
+    assert chunktune.resolve_sync(uneven()).source == "benchmark"
+    assert len(warnings_about(caplog, "cannot use the cache key locks")) == 1
+
+
+def test_a_degraded_sweep_lock_still_excludes_this_process(tmp_path: Path) -> None:
+    """Two handles on one unusable sweep lock path share one lock of this process."""
+    path = tmp_path / "file" / "sweep.lock"
+    (tmp_path / "file").write_text("")
+    a = Lock(path, what="the sweep lock", degrade="local")
+    b = Lock(path, what="the sweep lock", degrade="local")
+    assert a.try_acquire() and a.mode == "local"
+    assert not b.try_acquire()
+    holder = b.holder()
+    assert holder is not None and holder.pid == os.getpid()
+    a.release()
+    assert b.try_acquire()
+    b.release()
+    assert key_lock(path).try_acquire()  # a key lock degrades to none: always free
+
+
+def test_the_holder_writes_its_pid_and_removes_it_on_release(tmp_path: Path) -> None:
+    """Holding a lock writes <lock>.holder with this pid; releasing removes it."""
+    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
+    assert lock.try_acquire()
+    holder = lock.holder()
+    assert holder is not None and holder.pid == os.getpid()
+    assert f"pid {os.getpid()}, since " in holder.describe()
+    lock.release()
+    assert not lock.holder_path.exists() and lock.holder() is None
+
+
+HOLD_SWEEP_LOCK = """
+import time
+from chunktune._locks import sweep_lock
+lock = sweep_lock()
+assert lock.try_acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_wait_for_another_process_is_reported_and_bounded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While another process holds the sweep lock: one 'waiting' report with its pid, and
+    hard_limit_s ends the wait with native and a reason naming the holder."""
+    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    caplog.set_level(logging.INFO, logger="chunktune")
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD_SWEEP_LOCK], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            pol = attrs.evolve(
+                chunktune.load_settings().get_policy("balanced"),
+                time_budget_s=0.05,
+                hard_limit_s=0.3,
+            )
+            events: list[ProgressEvent] = []
+            w = uneven()
+            d = chunktune.resolve_sync(w, policy=pol, on_progress=events.append)
+        finally:
+            holder.kill()
+    waits = [e.message for e in events if e.kind == "waiting"]
+    assert len(waits) == 1 and waits[0].startswith(
+        f"waiting for another sweep (pid {holder.pid}, since "
+    )
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "another sweep" in d.reason and f"pid {holder.pid}" in d.reason
+    infos = [
+        r.getMessage() for r in caplog.records if "waiting for another sweep" in r.getMessage()
+    ]
+    assert len(infos) == 1

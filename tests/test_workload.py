@@ -1,0 +1,100 @@
+"""The Workload contract's checks: what run() may return, what signature() may hold."""
+
+from __future__ import annotations
+
+import enum
+import fractions
+import math
+
+import numpy as np
+import pytest
+
+from chunktune import WorkloadError
+from chunktune._workload import check_seconds, check_signature
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(0.25, id="float"),
+        pytest.param(2, id="int"),
+        pytest.param(np.float32(0.25), id="np.float32"),
+        pytest.param(np.float64(0.25), id="np.float64"),
+        pytest.param(np.int64(2), id="np.int64"),
+        pytest.param(np.array(0.25), id="0-d array"),
+        pytest.param(fractions.Fraction(1, 4), id="Fraction"),
+    ],
+)
+def test_any_positive_real_number_of_seconds_is_accepted(value: object) -> None:
+    """run() may return any real number > 0, numpy's included; it comes back a float."""
+    seconds = check_seconds(value, 4)
+    assert type(seconds) is float and seconds == float(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(True, id="bool"),
+        pytest.param(np.bool_(True), id="np.bool_"),
+        pytest.param(math.nan, id="nan"),
+        pytest.param(np.float32("inf"), id="np.inf"),
+        pytest.param(0.0, id="zero"),
+        pytest.param(-1.0, id="negative"),
+        pytest.param("0.5", id="str"),
+        pytest.param(None, id="None"),
+        pytest.param(np.array([0.5]), id="1-d array"),
+    ],
+)
+def test_anything_but_positive_finite_seconds_is_rejected(value: object) -> None:
+    """run() returning a bool, NaN, inf, <= 0, a string or an array raises, naming the value."""
+    with pytest.raises(WorkloadError, match=r"run\(4\) returned .*positive number of seconds"):
+        check_seconds(value, 4)
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
+class Kind(str, enum.Enum):  # noqa: UP042  (str() of this kind differs from its value)
+    BOX = "box"
+
+
+def test_numpy_values_become_python_values() -> None:
+    """numpy scalars and 0-d arrays become the Python numbers they hold; plain values stay."""
+    sig = check_signature(
+        {
+            "n": np.int64(5),
+            "dt": np.float64(0.5),
+            "on": np.bool_(False),
+            "name": np.str_("hopper"),
+            "scale": np.array(2.0),
+            "kind": Kind.BOX,
+            "plain": 3,
+        }
+    )
+    assert sig == {
+        "n": 5, "dt": 0.5, "on": False, "name": "hopper", "scale": 2.0, "kind": "box", "plain": 3
+    }  # fmt: skip
+    assert [type(v) for v in sig.values()] == [int, float, bool, str, float, str, int]
+
+
+@pytest.mark.parametrize(
+    ("signature", "named"),
+    [
+        pytest.param({"n": None}, "'n'", id="None"),
+        pytest.param({"sizes": {1, 2}}, "'sizes'", id="set"),
+        pytest.param({"blob": b"x"}, "'blob'", id="bytes"),
+        pytest.param({"obj": object()}, "'obj'", id="object"),
+        pytest.param({"color": Color.RED}, "'color'", id="enum"),
+        pytest.param({"v": [1, 2]}, "'v'", id="list"),
+        pytest.param({"x": math.nan}, "'x'", id="nan"),
+        pytest.param({"x": np.float64("inf")}, "'x'", id="inf"),
+        pytest.param({"a": np.zeros(3)}, "'a'", id="array"),
+        pytest.param({5: "x"}, "5", id="int-key"),
+        pytest.param([("n", 1)], "list", id="not-a-mapping"),
+    ],
+)
+def test_unkeyable_signatures_are_rejected_naming_the_key(signature: object, named: str) -> None:
+    """A value that is not str, int, finite float or bool (or a non-str key) raises, naming it."""
+    with pytest.raises(WorkloadError, match=named):
+        check_signature(signature)
