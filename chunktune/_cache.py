@@ -320,13 +320,17 @@ class DecisionCache:
         reverse. Among several, the one with the most effort wins.
         """
         own = f"{base_key}.{policy_hash}"
-        entries = self.entries()
+        try:
+            entries = self._load(fresh=False)  # read-only here: no copy on the hit path
+        except (UnusableCache, OSError):
+            entries = self.entries()  # moves an unusable file aside, or warns once
         if own in entries:
             return own, entries[own]
+        prefix = base_key + "."
         stronger = [
             (e.policy_effort, k, e)
             for k, e in entries.items()
-            if k.startswith(base_key + ".") and e.policy_rule == rule and e.policy_effort >= effort
+            if k.startswith(prefix) and e.policy_rule == rule and e.policy_effort >= effort
         ]
         if not stronger:
             return None

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import os
 import platform
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -97,15 +98,40 @@ def mujoco_version() -> str:
         return "none"
 
 
+@functools.cache
+def _fixed_facts() -> tuple[tuple[str, str | int], ...]:
+    """The facts that cannot change while this process runs."""
+    return (
+        ("cpu", cpu_model()),
+        ("logical_cpus", os.cpu_count() or 1),
+        ("system", platform.system()),
+        ("machine", platform.machine()),
+        ("mujoco", mujoco_version()),
+    )
+
+
+_QUOTA_TTL_S = 1.0  # a container's quota changes rarely: read its files at most once a second
+_quota_seen: tuple[float, float | None] = (-float("inf"), None)
+
+
+def _current_quota() -> float | None:
+    global _quota_seen
+    now = time.monotonic()
+    if now - _quota_seen[0] >= _QUOTA_TTL_S:
+        _quota_seen = (now, cpu_quota())
+    return _quota_seen[1]
+
+
 def device_fingerprint() -> dict[str, str | int | float | bool]:
-    """The machine facts a cache key holds, so entries never cross machines or setups."""
-    quota = cpu_quota()
+    """The machine facts a cache key holds, so entries never cross machines or setups.
+
+    What cannot change within a process is read once; the CPUs this process may
+    use (its affinity) are asked every call, the container's quota at most once a
+    second: a cache hit stays a few microseconds.
+    """
+    quota = _current_quota()
     return {
-        "cpu": cpu_model(),
-        "logical_cpus": os.cpu_count() or 1,
+        **dict(_fixed_facts()),
         "usable_cpus": usable_cpus(),
         "cpu_quota": quota if quota is not None else "none",
-        "system": platform.system(),
-        "machine": platform.machine(),
-        "mujoco": mujoco_version(),
     }

@@ -260,9 +260,9 @@ def _store(
             samples=result.counts(),
             raced_out=decision.raced_out,
             policy=req.policy_name,
-            policy_hash=req.policy.fingerprint(),
-            policy_rule=req.policy.rule(),
-            policy_effort=req.policy.effort(),
+            policy_hash=_identity(req.policy)[0],
+            policy_rule=_identity(req.policy)[1],
+            policy_effort=_identity(req.policy)[2],
             probe_seconds=result.probe_seconds,
             partial=result.partial,
             num_envs=req.num_envs,
@@ -276,6 +276,12 @@ def _store(
             gain_ci=decision.gain_ci,
         ),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _identity(policy: Policy) -> tuple[str, str, int]:
+    """A policy's fingerprint, rule and effort: computed once per policy, not per hit."""
+    return policy.fingerprint(), policy.rule(), policy.effort()
 
 
 def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -293,7 +299,7 @@ def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
         num_envs=req.num_envs,
         nthread=req.nthread,
         device=device,
-        policy_hash=req.policy.fingerprint(),
+        policy_hash=_identity(req.policy)[0],
     )
     return signature, device, key
 
@@ -301,7 +307,8 @@ def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
 def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
     """Blocking: the cached decision that answers this request, if any."""
     base, _, own = key.rpartition(".")
-    found = cache.lookup(base, policy_hash=own, rule=req.policy.rule(), effort=req.policy.effort())
+    _, rule, effort = _identity(req.policy)
+    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort)
     if found is None:
         return None
     return _entry_decision(found[1], found[0], req.native)

@@ -1,0 +1,116 @@
+"""What a trainer pays for a cache hit: the whole call, as a caller sees it.
+
+    python benchmarks/hit_bench.py [--entries 1000] [--calls 2000] [--backend trio]
+
+- ``await chunktune.resolve(w, settings=s)`` in a running loop, answered from a cache
+  of ``--entries`` entries: median, p90 and min over ``--calls`` calls.
+- ``chunktune.resolve_sync(w, settings=s)`` the same way (it starts its own loop).
+- The event loop's stall while 50 resolves start at once: a ticker on the loop
+  reports its largest lateness.
+
+The workload is simulated (its ``signature()`` is a small dict, as a trainer's would
+be); the cache file is real. Not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import attrs
+
+import chunktune
+from chunktune._cache import CacheEntry, DecisionCache
+from chunktune.sim import SimulatedWorkload
+
+
+def _fill(path: Path, entries: int) -> None:
+    cache = DecisionCache(path)
+    cache.update(
+        {
+            f"{i:032x}.{'0' * 12}": CacheEntry(
+                chunk_size=4, native_chunk=12, reason="filler", num_envs=256, nthread=2
+            )
+            for i in range(entries)
+        }
+    )
+
+
+def _stats(samples: list[float]) -> str:
+    samples = sorted(samples)
+    p90 = samples[int(0.9 * (len(samples) - 1))]
+    return (
+        f"median {statistics.median(samples) * 1e3:.3f} ms, p90 {p90 * 1e3:.3f} ms, "
+        f"min {samples[0] * 1e3:.3f} ms"
+    )
+
+
+async def _async_hits(w: SimulatedWorkload, settings: chunktune.Settings, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        d = await chunktune.resolve(w, settings=settings)
+        out.append(time.perf_counter() - start)
+        assert d.source == "cache"
+    return out
+
+
+async def _stall(w: SimulatedWorkload, settings: chunktune.Settings, n: int) -> float:
+    worst = 0.0
+    done = anyio.Event()
+
+    async def ticker() -> None:
+        nonlocal worst
+        while not done.is_set():
+            start = time.perf_counter()
+            await anyio.sleep(0.001)
+            worst = max(worst, time.perf_counter() - start - 0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.sleep(0.05)
+        async with anyio.create_task_group() as burst:
+            for _ in range(n):
+                burst.start_soon(lambda: chunktune.resolve(w, settings=settings))
+        done.set()
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(Path(d) / "sweep.lock")
+        path = Path(d) / "cache.json"
+        _fill(path, args.entries)
+        os.environ["CHUNKTUNE_CACHE"] = str(path)
+        settings = chunktune.load_settings()
+        settings = attrs.evolve(settings, log=attrs.evolve(settings.log, stderr="never"))
+        w = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=8)
+        first = chunktune.resolve_sync(w, settings=settings, policy="quick")
+        settings = attrs.evolve(settings, policy="quick")
+        assert chunktune.resolve_sync(w, settings=settings).source == "cache", first
+        hits = anyio.run(_async_hits, w, settings, args.calls, backend=args.backend)
+        print(f"await resolve() hit, {args.entries} entries ({args.backend}): {_stats(hits)}")
+        sync = []
+        for _ in range(max(1, args.calls // 4)):
+            start = time.perf_counter()
+            chunktune.resolve_sync(w, settings=settings)
+            sync.append(time.perf_counter() - start)
+        print(f"resolve_sync() hit, {args.entries} entries: {_stats(sync)}")
+        stall = anyio.run(_stall, w, settings, 50, backend=args.backend)
+        print(f"50 concurrent hits: the loop stalled at most {stall * 1e3:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
