@@ -6,9 +6,7 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import attrs
@@ -134,16 +132,17 @@ def _tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, st
 
 
 def _balance_bound(workload: Workload) -> float | None:
-    """``sum(single-thread cost per env) / nthread`` in seconds, when the workload can tell."""
-    per_env_costs: Callable[..., Any] | None = getattr(workload, "per_env_costs", None)
-    if per_env_costs is None:
+    """``sum(single-thread cost per env) / nthread`` in seconds, for a MuJoCo workload."""
+    from ._mujoco import RolloutWorkload, per_env_costs
+
+    if not isinstance(workload, RolloutWorkload):
         return None
     # measure alone: another process's sweep on these cores would skew both
     with hold_blocking(sweep_lock(), timeout_s=30) as held:
         if not held:
             warn("another sweep holds the machine; the plot has no balance bound")
             return None
-        costs = per_env_costs(repeats=3)
+        costs = per_env_costs(workload, repeats=3)
     return float(sum(costs)) / workload.nthread
 
 

@@ -767,6 +767,7 @@ def test_a_trivial_batch_is_answered_without_building_anything(
         raise AssertionError("a trivial batch built a workload")
 
     monkeypatch.setattr(_mujoco, "demo_workload", built)
+    monkeypatch.setattr(_cli_workload, "load_workload", built)
     monkeypatch.setattr(_mujoco.RolloutWorkload, "__init__", built)
     assert main(["tune", "--nthread", "100000", "--num-envs", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["source"] == "trivial"

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from chunktune._errors import InvalidArgumentError, UsageError
-from chunktune._mujoco import RolloutWorkload, demo_model_path, demo_workload
+from chunktune._mujoco import (
+    RolloutWorkload,
+    batch_seconds,
+    demo_model_path,
+    demo_workload,
+    per_env_costs,
+)
 from chunktune._workload import Workload
 
 pytestmark = pytest.mark.mujoco
@@ -416,7 +422,7 @@ def test_per_env_costs_are_one_positive_figure_per_env() -> None:
     workload = tiny_workload()
     workload.run(None)
     expected = workload.state.copy()
-    costs = workload.per_env_costs(repeats=2)
+    costs = per_env_costs(workload, repeats=2)
     assert costs.shape == (12,)
     assert np.all(costs > 0)
     assert np.array_equal(workload.state, expected)
@@ -428,7 +434,7 @@ def test_batch_matches_the_rollout() -> None:
     workload = tiny_workload(model=[tiny_model(), tiny_model(box=0.12)])
     workload.run(None)
     expected = workload.state.copy(), workload.sensordata.copy()
-    assert workload.batch_seconds() > 0
+    assert batch_seconds(workload) > 0
     assert np.array_equal(workload.state, expected[0])
     assert np.array_equal(workload.sensordata, expected[1])
 
@@ -459,7 +465,7 @@ def test_demo_workload_puts_contact_in_the_last_quarter() -> None:
 def test_demo_heavy_envs_cost_more_than_light_ones() -> None:
     """In the demo, per_env_costs of the heavy last quarter exceed those of the light envs."""
     workload = demo_workload(num_envs=8, nthread=2, nstep=10)
-    costs = workload.per_env_costs(repeats=3)
+    costs = per_env_costs(workload, repeats=3)
     assert np.median(costs[6:]) > np.median(costs[:6])
 
 
@@ -470,10 +476,10 @@ def test_more_threads_than_eight_per_cpu_are_rejected_before_any_mjdata(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """nthread beyond 8x the usable CPUs raises, naming both, before an MjData is made."""
-    from chunktune import _mujoco
+    from chunktune._mujoco import _limits
 
-    monkeypatch.setattr(_mujoco, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(_mujoco.mujoco, "MjData", None)  # any MjData would fail loudly
+    monkeypatch.setattr(_limits, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(mujoco, "MjData", None)  # any MjData would fail loudly
     with pytest.raises(InvalidArgumentError, match=r"nthread=17 .* 8 times the 2 CPUs"):
         tiny_workload(nthread=17)
     with pytest.raises(InvalidArgumentError, match="nthread=17"):
@@ -486,13 +492,13 @@ def test_a_batch_larger_than_available_memory_is_rejected_before_allocating(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """State and output arrays beyond the available memory raise with the sizes, not MemoryError."""
-    from chunktune import _mujoco
+    from chunktune._mujoco import _limits
 
     with pytest.raises(InvalidArgumentError, match=r"num_envs=1000000000000 .* GiB"):
         tiny_workload(num_envs=10**12)
     with pytest.raises(InvalidArgumentError, match="num_envs=1000000000000"):
         demo_workload(num_envs=10**12, nthread=2)
-    monkeypatch.setattr(_mujoco, "available_memory", lambda: 1000)
+    monkeypatch.setattr(_limits, "available_memory", lambda: 1000)
     with pytest.raises(InvalidArgumentError, match=r"more than the .* GiB this machine has"):
         tiny_workload(num_envs=12)
 

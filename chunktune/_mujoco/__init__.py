@@ -1,0 +1,26 @@
+"""The MuJoCo adapter: the only package of chunktune that imports mujoco.
+
+``_rollout`` holds the Workload over ``mujoco.rollout.Rollout``, ``_models`` what it
+needs to know of models (sizes, variants, content hashes), ``_limits`` what this
+machine can hold, ``_demo`` the bundled demo scene, and ``_measure`` the
+measurements benchmarks and plots make around a workload. MuJoCo ships no type
+stubs, so its objects are typed ``Any`` here, and every number that leaves a mujoco
+call is converted to a Python or numpy type before it is returned.
+"""
+
+from __future__ import annotations
+
+from ._demo import DEMO_NSTEP, demo_model_path, demo_workload
+from ._measure import batch_seconds, per_env_costs
+from ._models import model_digest
+from ._rollout import RolloutWorkload
+
+__all__ = [
+    "DEMO_NSTEP",
+    "RolloutWorkload",
+    "batch_seconds",
+    "demo_model_path",
+    "demo_workload",
+    "model_digest",
+    "per_env_costs",
+]

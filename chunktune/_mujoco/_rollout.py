@@ -1,0 +1,417 @@
+"""The Workload over ``mujoco.rollout.Rollout``: one batched pool call, any chunk size."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import pathlib
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import mujoco  # untyped: its objects are Any
+import mujoco.rollout
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import InvalidArgumentError, UsageError
+from .._workload import SignatureValue, check_chunk_size
+from ._limits import check_batch_memory, check_nthread
+from ._models import (
+    FULLPHYSICS,
+    check_compatible,
+    check_seed,
+    float_array,
+    model_digest,
+    perturb,
+    randomized,
+    read_only,
+)
+
+__all__ = ["RolloutWorkload"]
+
+
+class RolloutWorkload:
+    """One batched ``mujoco.rollout.Rollout`` call, repeatable with any chunk size.
+
+    Implements :class:`chunktune.Workload`. Each env is one open-loop rollout of
+    ``nstep`` steps from its own initial state; ``run(chunk_size)`` performs the
+    whole batch on a pool of ``nthread`` workers and times only the pool call.
+    Outputs are preallocated once and every input is checked here, so the call
+    runs with ``skip_checks=True`` and the figure is the physics and the pool's
+    scheduling, not Python's argument handling.
+
+    ``model`` is one ``MjModel`` or a sequence of variants of one model (the
+    same sizes, different parameters, as domain randomization makes them).
+    Variants are assigned to envs in contiguous equal blocks: env ``i`` runs
+    variant ``i * n_variants // num_envs``.
+
+    Default initial states start from the model's first keyframe, or from its
+    reset state when it has none, add seeded Gaussian noise of standard
+    deviation ``perturbation`` to qpos and qvel (quaternions renormalized), and
+    are captured as full-physics states; so envs differ, and so does their
+    contact. ``initial_state`` may be given instead, ``(num_envs, nstate)`` or
+    ``(nstate,)`` for all envs; ``control`` may be ``(num_envs, nstep, nu)``,
+    ``(nstep, nu)`` or ``(nu,)``, and defaults to zeros. ``states_label`` is how
+    :meth:`signature` names where the initial states came from (default
+    ``"caller"`` when ``initial_state`` is given, else ``"default"``), since two
+    batches of one model with different contact cost differently.
+
+    ``rollout`` is the caller's own pool: the workload uses it and never closes
+    it, and its ``nthread`` must equal ``nthread``. Without one, the workload
+    makes its own on first use and closes it in :meth:`close` (or on leaving a
+    ``with`` block). A workload runs one call at a time.
+
+    Every limit is checked before anything per env or per thread is allocated:
+    ``nthread`` may be at most 8 times the CPUs this process may use, and the
+    batch's state, control and output arrays must fit in the memory available.
+
+    Raises:
+        InvalidArgumentError: a count is not an integer >= 1, ``nthread`` or the batch
+            is beyond what this machine can hold, variants differ in size, or
+            ``initial_state``, ``control`` or ``rollout`` do not fit.
+    """
+
+    num_envs: int
+    nthread: int
+    _nstep: int
+    _nstate: int
+    _models: tuple[Any, ...]
+    _env_models: list[Any]
+    _datas: list[Any]
+    _pool: Any
+    _owns_pool: bool
+    _closed: bool
+    _model_file: str | None
+    _initial_state: npt.NDArray[np.float64]
+    _control: npt.NDArray[np.float64]
+    _state_out: npt.NDArray[np.float64]
+    _sensor_out: npt.NDArray[np.float64]
+    _states_kind: str
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        num_envs: int,
+        nthread: int,
+        nstep: int = 10,
+        initial_state: npt.ArrayLike | None = None,
+        control: npt.ArrayLike | None = None,
+        rollout: Any = None,
+        seed: int = 0,
+        perturbation: float = 0.01,
+        model_file: str | os.PathLike[str] | None = None,
+        states_label: str | None = None,
+    ) -> None:
+        self.num_envs = check_chunk_size(num_envs, what="num_envs")
+        self.nthread = check_chunk_size(nthread, what="nthread")
+        self._nstep = check_chunk_size(nstep, what="nstep")
+        check_nthread(self.nthread)
+        seed = check_seed(seed)
+        scale = _check_perturbation(perturbation)
+        self._models = _take_models(model, self.num_envs)
+        m0 = self._models[0]
+        self._nstate = int(mujoco.mj_stateSize(m0, FULLPHYSICS))
+        # before anything per env or per thread exists
+        check_batch_memory(
+            num_envs=self.num_envs,
+            nstep=self._nstep,
+            nstate=self._nstate,
+            nsensordata=int(m0.nsensordata),
+            nu=int(m0.nu),
+        )
+        n_var = len(self._models)
+        # contiguous equal blocks, as a trainer's domain randomization lays them out
+        self._env_models = [self._models[i * n_var // self.num_envs] for i in range(self.num_envs)]
+        self._pool = _take_pool(rollout, self.nthread)
+        self._owns_pool = rollout is None
+        self._closed = False
+        self._digest: str | None = None
+        self._model_file = None if model_file is None else os.fspath(model_file)
+        if initial_state is None:
+            self._initial_state = self._default_states(seed, scale)
+        else:
+            self._initial_state = self._given_states(initial_state)
+        self._states_kind = states_label or ("default" if initial_state is None else "caller")
+        self._control = self._given_control(control, int(m0.nu))
+        self._allocate_outputs(int(m0.nsensordata))
+
+    # -- construction helpers -------------------------------------------------
+
+    def _default_states(self, seed: int, scale: float) -> npt.NDArray[np.float64]:
+        rng = np.random.default_rng(seed)
+        datas = {id(m): mujoco.MjData(m) for m in self._models}
+        states = np.empty((self.num_envs, self._nstate))
+        for i, m in enumerate(self._env_models):
+            d = datas[id(m)]
+            if m.nkey > 0:
+                mujoco.mj_resetDataKeyframe(m, d, 0)
+            else:
+                mujoco.mj_resetData(m, d)
+            perturb(m, d, rng, scale)
+            mujoco.mj_getState(m, d, states[i], FULLPHYSICS)
+        return states
+
+    def _given_states(self, value: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        array = float_array(value, "initial_state")
+        n, nstate = self.num_envs, self._nstate
+        if array.shape == (nstate,) or array.shape == (1, nstate):
+            array = np.broadcast_to(array.reshape(nstate), (n, nstate))
+        elif array.shape != (n, nstate):
+            raise InvalidArgumentError(
+                f"initial_state must have shape (num_envs, nstate) = ({n}, {nstate}) or "
+                f"(nstate,) = ({nstate},), got {array.shape}"
+            )
+        return np.ascontiguousarray(array)
+
+    def _given_control(self, value: npt.ArrayLike | None, nu: int) -> npt.NDArray[np.float64]:
+        n, k = self.num_envs, self._nstep
+        if value is None:
+            return np.zeros((n, k, nu))
+        array = float_array(value, "control")
+        if array.shape not in ((n, k, nu), (k, nu), (nu,)):
+            raise InvalidArgumentError(
+                f"control must have shape (num_envs, nstep, nu) = ({n}, {k}, {nu}), "
+                f"(nstep, nu) = ({k}, {nu}) or (nu,) = ({nu},), got {array.shape}"
+            )
+        return np.ascontiguousarray(np.broadcast_to(array, (n, k, nu)))
+
+    def _allocate_outputs(self, nsensordata: int) -> None:
+        n, k = self.num_envs, self._nstep
+        self._state_out = np.zeros((n, k, self._nstate))
+        self._sensor_out = np.zeros((n, k, nsensordata))
+        # worker i of the pool always steps data[i]
+        self._datas = [mujoco.MjData(self._models[0]) for _ in range(self.nthread)]
+
+    # -- the Workload protocol --------------------------------------------------
+
+    def signature(self) -> Mapping[str, SignatureValue]:
+        """What besides N and T sets the cost: the compiled model(s) and the rollout length.
+
+        ``model_sha`` hashes the MJB bytes of every variant in order, so any
+        parameter or option change gives a new signature and recompiling the
+        same XML does not. ``states`` says where the initial states came from
+        (``"default"``, ``"caller"`` or ``"demo"``), since contact changes cost.
+        """
+        if self._digest is None:
+            self._digest = model_digest(self._models)
+        m0 = self._models[0]
+        return {
+            "kind": "mujoco.rollout",
+            "model_sha": self._digest,
+            "n_variants": len(self._models),
+            "nstep": self._nstep,
+            "nq": int(m0.nq),
+            "nv": int(m0.nv),
+            "nu": int(m0.nu),
+            "ngeom": int(m0.ngeom),
+            "mujoco": str(mujoco.__version__),
+            "timestep": float(m0.opt.timestep),
+            "states": self._states_kind,
+        }
+
+    def run(self, chunk_size: int | None) -> float:
+        """Roll out the whole batch once with ``chunk_size`` (None: MuJoCo's default).
+
+        Returns:
+            The seconds the pool call took (``time.perf_counter``), nothing else.
+
+        Raises:
+            InvalidArgumentError: ``chunk_size`` is neither None nor an integer >= 1.
+            UsageError: the workload was closed.
+        """
+        chunk = None if chunk_size is None else check_chunk_size(chunk_size)
+        pool = self._get_pool()
+        control = self._control if self._control.shape[2] else None
+        start = time.perf_counter()
+        pool.rollout(
+            self._env_models,
+            self._datas,
+            self._initial_state,
+            control,
+            skip_checks=True,
+            nstep=self._nstep,
+            state=self._state_out,
+            sensordata=self._sensor_out,
+            chunk_size=chunk,
+        )
+        return time.perf_counter() - start
+
+    # -- resources ----------------------------------------------------------------
+
+    def _get_pool(self) -> Any:
+        if self._closed:
+            raise UsageError("this RolloutWorkload is closed")
+        if self._pool is None:
+            self._pool = mujoco.rollout.Rollout(nthread=self.nthread)
+        return self._pool
+
+    def close(self) -> None:
+        """Close the pool if the workload made it; a caller's pool stays open."""
+        if self._owns_pool and self._pool is not None:
+            self._pool.close()
+        self._pool = None
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"RolloutWorkload(model_file={self._model_file!r}, num_envs={self.num_envs}, "
+            f"nthread={self.nthread}, nstep={self._nstep}, n_variants={len(self._models)})"
+        )
+
+    # -- properties ---------------------------------------------------------------
+
+    @property
+    def model_file(self) -> str | None:
+        """The XML file the model came from, when known."""
+        return self._model_file
+
+    @property
+    def models(self) -> tuple[Any, ...]:
+        """The model variants, in order (one entry without variants)."""
+        return self._models
+
+    @property
+    def n_variants(self) -> int:
+        return len(self._models)
+
+    @property
+    def nstep(self) -> int:
+        """Steps per rollout."""
+        return self._nstep
+
+    @property
+    def nstate(self) -> int:
+        """Length of a full-physics state vector, ``mj_stateSize(m, mjSTATE_FULLPHYSICS)``."""
+        return self._nstate
+
+    @property
+    def initial_state(self) -> npt.NDArray[np.float64]:
+        """The ``(num_envs, nstate)`` initial states, read-only."""
+        return read_only(self._initial_state)
+
+    @property
+    def state(self) -> npt.NDArray[np.float64]:
+        """The ``(num_envs, nstep, nstate)`` states of the last run, read-only and live."""
+        return read_only(self._state_out)
+
+    @property
+    def sensordata(self) -> npt.NDArray[np.float64]:
+        """The ``(num_envs, nstep, nsensordata)`` sensor values of the last run, read-only."""
+        return read_only(self._sensor_out)
+
+    # -- loading ------------------------------------------------------------------
+
+    @classmethod
+    def from_xml(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        num_envs: int,
+        nthread: int,
+        nstep: int = 10,
+        n_variants: int = 1,
+        **kwargs: Any,
+    ) -> RolloutWorkload:
+        """Load an MJCF (or URDF) file and build the workload over it.
+
+        With ``n_variants > 1``, variant 0 is the model as written and each
+        further variant scales every body's mass and inertia, and every geom's
+        sliding friction, by its own factor drawn uniformly from [0.9, 1.1]
+        (seeded by ``seed``), then recomputes the model's derived constants:
+        distinct real variants of one model, as domain randomization makes.
+        Other keywords go to the constructor.
+
+        Raises:
+            InvalidArgumentError: the file is missing or MuJoCo cannot load it,
+                or an argument is invalid.
+        """
+        file = pathlib.Path(path)
+        if not file.is_file():
+            raise InvalidArgumentError(f"model file not found: {file}")
+        n = check_chunk_size(n_variants, what="n_variants")
+        try:
+            model = mujoco.MjModel.from_xml_path(os.fspath(file))
+        except (ValueError, mujoco.FatalError) as exc:
+            raise InvalidArgumentError(f"cannot load model file {file}: {exc}") from exc
+        variants = [model]
+        if n > 1:
+            rng = np.random.default_rng(check_seed(kwargs.get("seed", 0)))
+            variants += [randomized(model, rng) for _ in range(n - 1)]
+        return cls(
+            variants if n > 1 else model,
+            num_envs=num_envs,
+            nthread=nthread,
+            nstep=nstep,
+            model_file=file,
+            **kwargs,
+        )
+
+
+def _check_perturbation(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InvalidArgumentError(f"perturbation must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _take_models(model: Any, num_envs: int) -> tuple[Any, ...]:
+    """``model`` as a tuple of compatible variants, one env at least for each.
+
+    Raises:
+        InvalidArgumentError: a path, an empty sequence, something not an MjModel,
+            variants of different sizes, or more variants than envs.
+    """
+    if isinstance(model, str | os.PathLike):
+        raise InvalidArgumentError(
+            f"model must be a mujoco.MjModel, got the path {os.fspath(model)!r}; "
+            "use RolloutWorkload.from_xml() to load a file"
+        )
+    try:
+        models = (model,) if isinstance(model, mujoco.MjModel) else tuple(model)
+    except TypeError:
+        models = (model,)  # not iterable: reported as a wrong type just below
+    if not models:
+        raise InvalidArgumentError("model must be an MjModel or a non-empty sequence of them")
+    for index, m in enumerate(models):
+        if not isinstance(m, mujoco.MjModel):
+            raise InvalidArgumentError(
+                f"model variant {index} is a {type(m).__name__}, not a mujoco.MjModel"
+            )
+    check_compatible(models)
+    if len(models) > num_envs:
+        raise InvalidArgumentError(
+            f"{len(models)} model variants for num_envs={num_envs}: "
+            "every variant needs at least one env"
+        )
+    return models
+
+
+def _take_pool(rollout: Any, nthread: int) -> Any:
+    """The caller's pool, if any, checked to have ``nthread`` workers."""
+    if rollout is not None:
+        pool_threads = getattr(rollout, "nthread", None)
+        if pool_threads is not None and pool_threads != nthread:
+            raise InvalidArgumentError(
+                f"the rollout pool has nthread={pool_threads!r} but the workload has "
+                f"nthread={nthread}; they must match (worker i steps data[i])"
+            )
+    return rollout
