@@ -15,8 +15,6 @@ writes traces; :class:`chunktune.sim.ReplayWorkload` replays them.
 from __future__ import annotations
 
 import json
-import math
-import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,7 +23,7 @@ from typing import Any
 import attrs
 
 from ._errors import TraceError
-from ._workload import native_chunk, upper_chunk
+from ._workload import as_seconds, native_chunk, upper_chunk
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
@@ -122,17 +120,13 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
             raise TraceError(
                 f"{where}: samples[{key!r}] must be a list of {rounds} seconds (one per round)"
             )
-        for r, t in enumerate(values):
-            if (
-                isinstance(t, bool)
-                or not isinstance(t, numbers.Real)
-                or not math.isfinite(t)
-                or t <= 0
-            ):
+        seconds = [as_seconds(t) for t in values]
+        for r, (t, s) in enumerate(zip(values, seconds, strict=True)):
+            if s is None:
                 raise TraceError(
                     f"{where}: samples[{key!r}][{r}] is {t!r}; expected positive, finite seconds"
                 )
-        samples[chunk] = tuple(float(t) for t in values)
+        samples[chunk] = tuple(s for s in seconds if s is not None)
     if native not in samples:
         raise TraceError(f"{where}: samples has no entry for the native chunk {native}")
     description = doc.get("description", "")

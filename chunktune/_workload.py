@@ -12,6 +12,7 @@ from ._errors import InvalidArgumentError, WorkloadError
 __all__ = [
     "SignatureValue",
     "Workload",
+    "as_seconds",
     "check_chunk_size",
     "check_seconds",
     "check_signature",
@@ -147,6 +148,16 @@ def check_seconds(value: object, chunk: int | None) -> float:
     Raises:
         WorkloadError: ``value`` is not a finite real number > 0.
     """
+    seconds = as_seconds(value)
+    if seconds is None:
+        raise WorkloadError(
+            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds"
+        )
+    return seconds
+
+
+def as_seconds(value: object) -> float | None:
+    """``value`` as positive, finite float seconds (numpy scalars too), or None if it is not."""
     plain = _plain(value)
     if (
         isinstance(plain, bool)
@@ -154,7 +165,5 @@ def check_seconds(value: object, chunk: int | None) -> float:
         or not math.isfinite(plain)
         or plain <= 0
     ):
-        raise WorkloadError(
-            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds"
-        )
+        return None
     return float(plain)
