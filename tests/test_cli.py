@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from chunktune import _cli_tune, _cli_workload
 from chunktune._cache import CacheEntry, DecisionCache
-from chunktune._cli import main
+from chunktune._cli import _args, _tune_cmd, main
 
 # A plane and three free boxes, two of them resting on it: contact, tiny and fast.
 TINY_XML = """
@@ -199,7 +198,7 @@ def test_tune_demo_defaults_fit_the_machine(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without a model the demo is tuned with nthread = usable CPUs and 128 envs per thread."""
-    monkeypatch.setattr(_cli_workload, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_args, "usable_cpus", lambda: 1)
     assert main(["tune", "--nstep", "2", "--json"]) == 0
     out, err = capsys.readouterr()
     decision = json.loads(out)
@@ -219,7 +218,7 @@ def test_nthread_above_usable_cpus_warns(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """--nthread above the usable CPUs is a warning on stderr, and the tune still runs."""
-    monkeypatch.setattr(_cli_workload, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_args, "usable_cpus", lambda: 1)
     assert main(["tune", str(model), *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
     assert "warning: --nthread 2 is more than the 1 CPU this process may use" in err
@@ -249,7 +248,7 @@ def test_plot_without_matplotlib_exits_2(
     def missing() -> set[str]:
         raise ImportError("No module named 'matplotlib'")
 
-    monkeypatch.setattr(_cli_tune, "plot_formats", missing)
+    monkeypatch.setattr(_tune_cmd, "plot_formats", missing)
     assert main(["tune", str(model), *SMALL, "--plot", "x.png"]) == 2
     err = capsys.readouterr().err
     assert "--plot needs matplotlib: pip install 'chunktune[plot]'" in err
@@ -272,7 +271,7 @@ def test_failing_workload_reports_native_and_exits_1(
 ) -> None:
     """A workload that fails while measuring gives the native fallback, a warning and exit 1."""
     monkeypatch.setattr(
-        _cli_tune, "load_workload", lambda args, nthread: (_FailingWorkload(), "x")
+        _tune_cmd, "load_workload", lambda args, nthread: (_FailingWorkload(), "x")
     )
     assert main(["tune", "--json"]) == 1
     out, err = capsys.readouterr()
@@ -767,7 +766,7 @@ def test_a_trivial_batch_is_answered_without_building_anything(
         raise AssertionError("a trivial batch built a workload")
 
     monkeypatch.setattr(_mujoco, "demo_workload", built)
-    monkeypatch.setattr(_cli_workload, "load_workload", built)
+    monkeypatch.setattr(_args, "load_workload", built)
     monkeypatch.setattr(_mujoco.RolloutWorkload, "__init__", built)
     assert main(["tune", "--nthread", "100000", "--num-envs", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["source"] == "trivial"
@@ -813,7 +812,7 @@ def test_tune_with_an_unusable_home_measures_and_exits_0(
 def test_a_wait_for_another_sweep_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
     """The plain progress display prints the 'waiting for another sweep' line."""
     from chunktune import ProgressEvent
-    from chunktune._cli_progress import progress_display
+    from chunktune._cli._progress import progress_display
 
     display = progress_display("quick", 1.0, quiet=False)
     message = "waiting for another sweep (pid 42, since 12:00:00)"

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from chunktune import CacheEntry
-from chunktune._render import entry_age, format_created
+from chunktune._cli._render import entry_age, format_created
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,13 @@ from pathlib import Path
 import filelock
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ._cli_common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, say
-from ._cli_workload import load_workload, pool_threads, positive_int
-from ._errors import InvalidArgumentError, OutputError
-from ._events import ProgressEvent
-from ._locks import sweep_lock_path
-from ._record import check_sizes, record
-from ._trace import dump_trace
+from .._errors import InvalidArgumentError, OutputError
+from .._events import ProgressEvent
+from .._locks import sweep_lock_path
+from .._record import check_sizes, record
+from .._trace import dump_trace
+from ._args import load_workload, pool_threads, positive_int
+from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, say
 
 __all__ = ["add_parser"]
 

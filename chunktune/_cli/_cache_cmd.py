@@ -10,15 +10,19 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from ._cache import (
+from .._cache import (
     LEGACY_PREFIX,
     CacheEntry,
     DecisionCache,
     read_cache_file,
     write_cache_file,
 )
-from ._cache_format import suffix_format
-from ._cli_common import (
+from .._cache_format import suffix_format
+from .._config import load_settings
+from .._errors import ConfigError, InvalidArgumentError
+from .._resolve import cache_for
+from .._validators import shown, user_path
+from ._common import (
     EXIT_OK,
     EXIT_USAGE,
     console_on,
@@ -27,11 +31,7 @@ from ._cli_common import (
     help_formatter,
     warn,
 )
-from ._config import load_settings
-from ._errors import ConfigError, InvalidArgumentError
 from ._render import chunk_label, entry_age, entry_table, format_created, model_summary
-from ._resolve import cache_for
-from ._validators import shown, user_path
 
 __all__ = ["add_parser"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ._cli_common import warn
-from ._fingerprint import usable_cpus
+from .._fingerprint import usable_cpus
+from ._common import warn
 
 if TYPE_CHECKING:
-    from ._mujoco import RolloutWorkload
+    from .._mujoco import RolloutWorkload
 
 __all__ = ["ENVS_PER_THREAD", "load_workload", "pool_threads", "positive_int"]
 
@@ -42,7 +42,7 @@ def pool_threads(asked: int | None) -> int:
 
 def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorkload, str]:
     """The workload named by ``MODEL`` (or the demo) and a one-line description of it."""
-    from ._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
+    from .._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
 
     num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
     if args.model is None:

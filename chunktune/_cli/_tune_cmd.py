@@ -12,7 +12,15 @@ import anyio
 import attrs
 from rich.console import Console
 
-from ._cli_common import (
+from .._config import load_settings
+from .._decision import Decision
+from .._errors import InvalidArgumentError, OutputError, UsageError
+from .._locks import hold_blocking, sweep_lock
+from .._resolve import resolve
+from .._threads import wait_for_sweeps
+from .._workload import SignatureValue, Workload, upper_chunk
+from ._args import ENVS_PER_THREAD, load_workload, pool_threads, positive_int
+from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -23,16 +31,8 @@ from ._cli_common import (
     say,
     warn,
 )
-from ._cli_progress import progress_display
-from ._cli_workload import ENVS_PER_THREAD, load_workload, pool_threads, positive_int
-from ._config import load_settings
-from ._decision import Decision
-from ._errors import InvalidArgumentError, OutputError, UsageError
-from ._locks import hold_blocking, sweep_lock
+from ._progress import progress_display
 from ._render import candidate_rows, candidate_table, plot_formats, write_plot
-from ._resolve import resolve
-from ._threads import wait_for_sweeps
-from ._workload import SignatureValue, Workload, upper_chunk
 
 __all__ = ["add_parser"]
 
@@ -133,7 +133,7 @@ def _tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, st
 
 def _balance_bound(workload: Workload) -> float | None:
     """``sum(single-thread cost per env) / nthread`` in seconds, for a MuJoCo workload."""
-    from ._mujoco import RolloutWorkload, per_env_costs
+    from .._mujoco import RolloutWorkload, per_env_costs
 
     if not isinstance(workload, RolloutWorkload):
         return None

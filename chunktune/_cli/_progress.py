@@ -16,8 +16,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ._cli_common import console_on, say
-from ._events import ProgressEvent
+from .._events import ProgressEvent
+from ._common import console_on, say
 
 __all__ = ["progress_display"]
 

@@ -1,4 +1,4 @@
-"""The command line: ``chunktune tune|cache|policy``.
+"""The command line: ``chunktune tune|record|cache|policy``.
 
 ``main(argv) -> int`` never raises for a problem a person can fix: a
 :class:`ChunktuneError` becomes ``chunktune: error: <message>`` on stderr and exit
@@ -8,8 +8,10 @@ by SIGPIPE, all without a traceback. Results go to stdout, progress and warnings
 to stderr, so ``chunktune tune --json`` prints nothing but the decision.
 
 This module builds the parser and maps errors to exit codes; each command lives in
-its own module (``_cli_tune``, ``_cli_cache``, ``_cli_policy``), and what they
-share in ``_cli_common``.
+its own module (``_tune_cmd``, ``_record_cmd``, ``_cache_cmd``, ``_policy_cmd``);
+what they share is in ``_common`` (exit codes, consoles), ``_args`` (the workload
+named on the command line), ``_progress`` (a sweep as it runs) and ``_render``
+(tables and plots).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 
-from . import _cli_cache, _cli_policy, _cli_record, _cli_tune, _sigint
-from ._cli_common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, error, help_formatter, say
-from ._errors import ChunktuneError
-from ._fingerprint import mujoco_version
+from .. import _sigint
+from .._errors import ChunktuneError
+from .._fingerprint import mujoco_version
+from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
+from ._common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, error, help_formatter, say
 
 __all__ = ["main"]
 
@@ -78,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="settings file (default: $CHUNKTUNE_CONFIG, else ./chunktune.toml)",
     )
-    _cli_tune.add_parser(commands, common)
-    _cli_record.add_parser(commands, common)
-    _cli_cache.add_parser(commands, common)
-    _cli_policy.add_parser(commands, common)
+    _tune_cmd.add_parser(commands, common)
+    _record_cmd.add_parser(commands, common)
+    _cache_cmd.add_parser(commands, common)
+    _policy_cmd.add_parser(commands, common)
     return parser
 
 

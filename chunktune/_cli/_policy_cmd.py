@@ -8,9 +8,9 @@ import sys
 from rich import box
 from rich.table import Table
 
-from ._cli_common import EXIT_OK, console_on, help_formatter
-from ._config import dump_policy, load_settings, preset_names
-from ._settings import Settings
+from .._config import dump_policy, load_settings, preset_names
+from .._settings import Settings
+from ._common import EXIT_OK, console_on, help_formatter
 
 __all__ = ["add_parser"]
 
