@@ -47,6 +47,7 @@ __all__ = [
     "DecisionCache",
     "MergeReport",
     "ParsedCache",
+    "best_entry",
     "default_cache_path",
     "read_cache_file",
     "write_cache_file",
@@ -115,6 +116,24 @@ def write_cache_file(
 
 
 # ---------------------------------------------------------------- the cache
+
+
+def best_entry(
+    entries: Mapping[str, CacheEntry], base_key: str, *, policy_hash: str, rule: str, effort: int
+) -> tuple[str, CacheEntry] | None:
+    """The entry of ``entries`` that answers a request (see :meth:`DecisionCache.lookup`)."""
+    own = f"{base_key}.{policy_hash}"
+    if own in entries:
+        return own, entries[own]
+    stronger = [
+        (e.policy_effort, k, e)
+        for k, e in entries.items()
+        if k.startswith(base_key + ".") and e.policy_rule == rule and e.policy_effort >= effort
+    ]
+    if not stronger:
+        return None
+    _, key, entry = max(stronger, key=lambda t: (t[0], t[1]))
+    return key, entry
 
 
 @attrs.frozen
@@ -319,19 +338,9 @@ class DecisionCache:
         ``thorough`` result serves ``balanced`` and ``quick`` requests, never the
         reverse. Among several, the one with the most effort wins.
         """
-        own = f"{base_key}.{policy_hash}"
-        entries = self.entries()
-        if own in entries:
-            return own, entries[own]
-        stronger = [
-            (e.policy_effort, k, e)
-            for k, e in entries.items()
-            if k.startswith(base_key + ".") and e.policy_rule == rule and e.policy_effort >= effort
-        ]
-        if not stronger:
-            return None
-        _, key, entry = max(stronger, key=lambda t: (t[0], t[1]))
-        return key, entry
+        return best_entry(
+            self.entries(), base_key, policy_hash=policy_hash, rule=rule, effort=effort
+        )
 
     # -- writing -------------------------------------------------------------------
 

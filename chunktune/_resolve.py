@@ -27,6 +27,7 @@ import anyio.to_thread
 import attrs
 
 from ._cache import CacheEntry, DecisionCache, default_cache_path
+from ._cache_layers import system_lookup
 from ._candidates import candidate_list
 from ._config import load_settings
 from ._decision import Decision, timings_to_ms
@@ -313,7 +314,10 @@ def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
 def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
     """Blocking: the cached decision that answers this request, if any."""
     base, _, own = key.rpartition(".")
-    found = cache.lookup(base, policy_hash=own, rule=req.policy.rule(), effort=req.policy.effort())
+    rule, effort = req.policy.rule(), req.policy.effort()
+    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort)
+    if found is None:  # then the read-only system layer (issue J)
+        found = system_lookup(req.settings, base, policy_hash=own, rule=rule, effort=effort)
     if found is None:
         return None
     return _entry_decision(found[1], found[0], req.native)
