@@ -227,12 +227,14 @@ def tune_cluster(
             # a head started with num_cpus=0, say: no worker of a job ever runs there
             report(f"node {_short(str(node['NodeID']))}: skipped: it offers Ray no CPUs", here)
     alive = [n for n in alive if n.get("Resources", {}).get("CPU")]
+    probing = time.monotonic()
     nodes = _probe(ray, alive, settings, here)
     groups: dict[str, list[_Node]] = {}
     for node in sorted(nodes, key=lambda n: (-n.cpus, n.node_id)):
         groups.setdefault(node.node_type, []).append(node)
     report(
-        f"tuning {len(groups)} node type(s) on {len(nodes)} of {len(alive)} live node(s)",
+        f"tuning {len(groups)} node type(s) on {len(nodes)} of {len(alive)} live node(s) "
+        f"(probed in {time.monotonic() - probing:.1f} s)",
         here,
     )
     started = time.monotonic()
