@@ -53,6 +53,7 @@ class _Swept:
     signature: dict[str, Any]
     num_envs: int
     nthread: int
+    policy_hash: str  # the sweeping node's policy's, for an entry that lacks one
 
 
 # ---------------------------------------------------------------- tasks (run on the nodes)
@@ -96,6 +97,7 @@ def _sweep_on_node(
         signature=signature,
         num_envs=num_envs,
         nthread=nthread,
+        policy_hash=pol.fingerprint(),
     )
 
 
@@ -115,7 +117,7 @@ def _store_here(settings: Settings | None, swept: _Swept) -> str:
         num_envs=swept.num_envs,
         nthread=swept.nthread,
         device=device_fingerprint(),
-        policy_hash=swept.entry.policy_hash,
+        policy_hash=swept.entry.policy_hash or swept.policy_hash,
     )
     if not cache.put(key, swept.entry):
         raise CacheError(f"could not write {cache.path}")

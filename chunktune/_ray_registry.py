@@ -183,13 +183,6 @@ class Registry:
         """What happened (claims, takeovers, expiries, answers), oldest first."""
         return [e for e in self._events if key is None or e["key"] == key]
 
-    async def forget(self, key: str | None = None) -> None:
-        """Drop one key's state (every key's with None): later callers measure afresh."""
-        for name in list(self._slots) if key is None else [key]:
-            slot = self._slots.pop(name, None)
-            if slot is not None:
-                self._changed(slot)
-
 
 _handles: dict[str, Any] = {}  # by Ray job: a handle dies with its session
 _handle_lock = threading.Lock()

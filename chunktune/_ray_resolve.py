@@ -340,10 +340,15 @@ async def _sweep(
     return decision
 
 
-async def _coordinate(ray: Any, job: _Job) -> Decision:
-    """Ask the registry until this worker has an answer, the claim, or must fall back."""
+async def _coordinate(ray: Any, job: _Job, *, fresh: bool) -> Decision:
+    """Ask the registry until this worker has an answer, the claim, or must fall back.
+
+    ``fresh`` looks the registry up again instead of using this process's handle.
+    """
     try:
-        registry = await anyio.to_thread.run_sync(registry_handle, ray)
+        registry = await anyio.to_thread.run_sync(
+            functools.partial(registry_handle, ray, fresh=fresh)
+        )
     except Exception as exc:
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
     holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
@@ -438,13 +443,15 @@ async def resolve(
         return await plain()
     if not refresh and await anyio.to_thread.run_sync(_local_hit, job):
         return await plain()
-    try:
-        return await _coordinate(ray, job)
-    except _RegistryGone as exc:
-        logger.warning(
-            "chunktune: the Ray registry is unreachable (%s); resolving on this host alone", exc
-        )
-        return await plain()
+    for fresh in (False, True):  # a killed registry is made anew, under a new handle
+        try:
+            return await _coordinate(ray, job, fresh=fresh)
+        except _RegistryGone as exc:
+            gone = exc
+    logger.warning(
+        "chunktune: the Ray registry is unreachable (%s); resolving on this host alone", gone
+    )
+    return await plain()
 
 
 def _on_event_loop() -> bool:
