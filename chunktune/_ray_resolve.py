@@ -314,9 +314,10 @@ async def _sweep(
         # cancelled: give the claim up now rather than after a lease
         registry.release.remote(job.registry_key, token)
         raise
-    if failure is not None or decision is None:
+    if failure is not None:
         registry.release.remote(job.registry_key, token)
-        raise failure if failure is not None else RuntimeError("no decision")
+        raise failure
+    assert decision is not None
     try:
         if decision.source == "fallback":
             await _call(ray, registry.fail.remote(job.registry_key, token, decision.reason, holder))

@@ -33,8 +33,8 @@ __all__ = [
     "tune_cluster",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if callable(_obj) and getattr(_obj, "__module__", "").startswith("chunktune._"):
-        _obj.__module__ = __name__
-del _name, _obj
+# users and tracebacks see chunktune.ray.resolve, not chunktune._ray_resolve.resolve
+# (the error class keeps its own: it is chunktune.MissingExtraError too)
+for _function in (resolve, resolve_sync, tune_cluster):
+    _function.__module__ = __name__
+del _function

@@ -50,7 +50,8 @@ class Sleepy:
     which worker swept and when.
     """
 
-    def __init__(self, job: str, sleep_s: float = 0.01) -> None:
+    def __init__(self, job: str, sleep_s: float = 0.01, *, fail: bool = False) -> None:
+        self.fail = fail
         self.inner = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=job)
         self.num_envs = self.inner.num_envs
         self.nthread = self.inner.nthread
@@ -66,6 +67,8 @@ class Sleepy:
         if self.first is None:
             self.first = time.time()
         time.sleep(self.sleep_s)
+        if self.fail:
+            raise RuntimeError("the simulator broke")
         self.calls += 1
         self.last = time.time()
         return self.inner.run(chunk_size)
@@ -98,8 +101,10 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
-    def resolve(self, job: str, sleep_s: float, **ray_options: Any) -> dict[str, Any]:
-        workload = Sleepy(job, sleep_s)
+    def resolve(
+        self, job: str, sleep_s: float, *, fail: bool = False, **ray_options: Any
+    ) -> dict[str, Any]:
+        workload = Sleepy(job, sleep_s, fail=fail)
         decision = chunktune.ray.resolve_sync(
             workload, settings=node_settings(**ray_options), policy=POLICY
         )
@@ -252,7 +257,7 @@ def test_workers_share_one_sweep_per_node_type(fleet: Fleet) -> None:
 def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
     """With while_sweeping = "native", a worker uses native at once, then the answer later."""
     job = new_job()
-    slow = fleet.workers["a1"][0].resolve.remote(job, 0.03)
+    slow = fleet.workers["a1"][0].resolve.remote(job, 0.06)
     deadline = time.monotonic() + WAIT_S
     while not registry_events("a", job):
         assert time.monotonic() < deadline
@@ -281,6 +286,18 @@ async def test_the_driver_resolves_through_the_registry(fleet: Fleet) -> None:
     assert again.source == "cache" and again.chunk_size == first.chunk_size
 
 
+def test_a_failing_workload_fails_once_and_every_worker_falls_back(fleet: Fleet) -> None:
+    """One worker's sweep fails: it and the workers waiting for it keep native; none hangs."""
+    job = new_job()
+    workers = fleet.workers["a1"] + fleet.workers["a2"]
+    # the failure comes 0.5 s in, long after every worker has asked the registry
+    results = ray.get([a.resolve.remote(job, 0.5, fail=True) for a in workers], timeout=WAIT_S)
+    assert {(r["source"], r["chunk"]) for r in results} == {("fallback", None)}
+    assert sum(1 for r in results if r["first"] is not None) == 1  # one worker measured
+    assert [e["event"] for e in registry_events("a", job)] == ["claim", "fail"]
+    assert all("the simulator broke" in r["reason"] for r in results)
+
+
 def test_a_killed_registry_is_made_anew(fleet: Fleet) -> None:
     """Workers whose registry handle died get a new registry, and still sweep once per type."""
     ray.kill(ray.get_actor(chunktune.ray.REGISTRY_NAME, namespace=chunktune.ray.REGISTRY_NAMESPACE))
@@ -296,7 +313,7 @@ def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
     job = new_job()
     workers = [fleet.spawn("a1"), fleet.spawn("a2"), fleet.spawn("a2")]
     pids = ray.get([w.pid.remote() for w in workers], timeout=WAIT_S)
-    refs = [w.resolve.remote(job, 0.05, lease_s=1.0) for w in workers]
+    refs = [w.resolve.remote(job, 0.05, lease_s=2.0) for w in workers]
     deadline = time.monotonic() + WAIT_S
     while not (events := registry_events("a", job)):
         assert time.monotonic() < deadline
