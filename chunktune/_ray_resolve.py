@@ -17,227 +17,44 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sys
 import uuid
-from importlib import metadata
 from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import attrs
 
 from ._cache import CacheEntry
-from ._cache_layers import system_cache_for, system_lookup
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import ConfigError, UsageError
+from ._errors import UsageError
 from ._events import ProgressCallback
-from ._fingerprint import device_fingerprint, mujoco_version
-from ._ray_api import connected_ray, node_labels, node_type, ray_module
+from ._ray_api import connected_ray, ray_module
+from ._ray_job import (
+    Job,
+    entry_of,
+    identify,
+    local_hit,
+    native_decision,
+    pick_policy,
+    report,
+    report_decision,
+    store,
+)
 from ._ray_registry import registry_handle
-from ._resolve import cache_for, cache_key
 from ._resolve import resolve as core_resolve
 from ._settings import Policy, Settings
-from ._workload import Workload, check_workload, native_chunk, upper_chunk
+from ._workload import Workload, check_workload, upper_chunk
 
-__all__ = ["entry_of", "pick_policy", "report", "resolve", "resolve_sync"]
+__all__ = ["resolve", "resolve_sync"]
 
 logger = logging.getLogger("chunktune")
 
 _CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
 
 
-def _version() -> str:
-    try:
-        return metadata.version("chunktune")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 class _RegistryGone(Exception):
     """The registry actor could not be reached; the caller resolves on its host alone."""
-
-
-def pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
-    """The policy's name and object, as :func:`chunktune.resolve` picks them.
-
-    Raises:
-        ConfigError: an unknown policy name, or neither a name nor a Policy.
-    """
-    if isinstance(policy, Policy):
-        return "custom", policy
-    if policy is not None and not isinstance(policy, str):
-        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
-    name = settings.policy if policy is None else policy
-    return name, settings.get_policy(name)
-
-
-def report(line: str, settings: Settings) -> None:
-    """Say one line the way resolve reports decisions (``[log] stderr``, and logging)."""
-    mode = settings.log.stderr
-    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
-        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
-    if mode != "always":
-        logger.info(line)
-
-
-def _report_decision(decision: Decision, settings: Settings) -> Decision:
-    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
-    report(
-        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
-        f"{decision.reason}",
-        settings,
-    )
-    return decision
-
-
-@attrs.frozen
-class _Job:
-    """One request, keyed for this host's cache and for the cluster's registry."""
-
-    workload: Workload
-    settings: Settings
-    policy: Policy
-    policy_name: str
-    policy_arg: str | Policy | None
-    refresh: bool
-    on_progress: ProgressCallback | None
-    num_envs: int
-    nthread: int
-    signature: dict[str, Any]
-    device: dict[str, Any]
-    key: str  # this host's cache key
-    node_id: str
-    node_type: str
-    registry_key: str
-
-    @property
-    def native(self) -> int:
-        return native_chunk(self.num_envs, self.nthread)
-
-    def local_key(self, policy_hash: str) -> str:
-        """This host's cache key for an answer made under ``policy_hash``."""
-        return f"{self.key.rpartition('.')[0]}.{policy_hash or self.policy.fingerprint()}"
-
-
-def _identify(
-    ray: Any,
-    workload: Workload,
-    settings: Settings,
-    policy_arg: str | Policy | None,
-    refresh: bool,
-    on_progress: ProgressCallback | None,
-) -> _Job:
-    """Blocking: key the request for this host and for the registry.
-
-    Raises:
-        Exception: whatever the workload's ``signature()`` raised.
-    """
-    num_envs, nthread = check_workload(workload)
-    name, pol = pick_policy(settings, policy_arg)
-    signature = dict(workload.signature())
-    device = device_fingerprint()
-    kind = node_type(node_labels(ray), device)
-
-    def key_on(dev: dict[str, Any]) -> str:
-        return cache_key(
-            signature, num_envs=num_envs, nthread=nthread, device=dev, policy_hash=pol.fingerprint()
-        )
-
-    return _Job(
-        workload=workload,
-        settings=settings,
-        policy=pol,
-        policy_name=name,
-        policy_arg=policy_arg,
-        refresh=refresh,
-        on_progress=on_progress,
-        num_envs=num_envs,
-        nthread=nthread,
-        signature=signature,
-        device=device,
-        key=key_on(device),
-        node_id=str(ray.get_runtime_context().get_node_id()),
-        node_type=kind,
-        # the node type stands in for the machine: a label may group several fingerprints
-        registry_key=f"{kind}/{key_on({'node_type': kind})}",
-    )
-
-
-def _local_hit(job: _Job) -> bool:
-    """Blocking: whether this host's caches (user, then system) already answer the job."""
-    cache = cache_for(job.settings)
-    if cache is None:
-        return False
-    base, _, own = job.key.rpartition(".")
-    rule, effort = job.policy.rule(), job.policy.effort()
-    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort) or system_lookup(
-        job.settings, base, policy_hash=own, rule=rule, effort=effort
-    )
-    return found is not None
-
-
-def entry_of(
-    decision: Decision,
-    *,
-    settings: Settings,
-    policy: Policy,
-    signature: dict[str, Any],
-    device: dict[str, Any],
-    num_envs: int,
-    nthread: int,
-    model_file: str | None = None,
-) -> CacheEntry:
-    """Blocking: the cache entry behind ``decision``: as stored, or built from it."""
-    cache = cache_for(settings)
-    stored = cache.get(decision.key) if cache is not None else None
-    if stored is None:
-        system = system_cache_for(settings)
-        stored = system.entries().get(decision.key) if system is not None else None
-    if stored is not None:
-        return stored
-    return CacheEntry(
-        chunk_size=decision.chunk_size,
-        native_chunk=decision.native_chunk,
-        reason=decision.reason,
-        timings=decision.timings,
-        samples=decision.samples,
-        raced_out=decision.raced_out,
-        policy=decision.policy,
-        policy_hash=policy.fingerprint(),
-        policy_rule=policy.rule(),
-        policy_effort=policy.effort(),
-        probe_seconds=decision.probe_seconds,
-        partial=decision.partial,
-        num_envs=num_envs,
-        nthread=nthread,
-        signature=signature,
-        device=device,
-        chunktune_version=_version(),
-        mujoco_version=mujoco_version(),
-        model_file=model_file,
-    )
-
-
-def _store(job: _Job, entry: CacheEntry) -> str:
-    """Blocking: keep another worker's answer in this host's cache; returns its key here."""
-    key = job.local_key(entry.policy_hash)
-    cache = cache_for(job.settings)
-    if cache is not None:
-        cache.put(key, entry)
-    return key
-
-
-def _native(job: _Job, why: str) -> Decision:
-    return Decision(
-        chunk_size=None,
-        native_chunk=job.native,
-        source="fallback",
-        reason=f"kept the native chunk {job.native}: {why}",
-        key=job.key,
-        policy=job.policy_name,
-    )
 
 
 async def _call(ray: Any, ref: Any, limit_s: float = _CALL_TIMEOUT_S) -> Any:
@@ -253,7 +70,7 @@ async def _call(ray: Any, ref: Any, limit_s: float = _CALL_TIMEOUT_S) -> Any:
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
 
 
-async def _plain(job: _Job) -> Decision:
+async def _plain(job: Job) -> Decision:
     return await core_resolve(
         job.workload,
         settings=job.settings,
@@ -263,8 +80,8 @@ async def _plain(job: _Job) -> Decision:
     )
 
 
-async def _adopt(job: _Job, entry: CacheEntry, by: str) -> Decision:
-    key = await anyio.to_thread.run_sync(_store, job, entry)
+async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
+    key = await anyio.to_thread.run_sync(store, job, entry)
     decision = Decision(
         chunk_size=entry.chunk_size,
         native_chunk=job.native,
@@ -278,12 +95,10 @@ async def _adopt(job: _Job, entry: CacheEntry, by: str) -> Decision:
         partial=entry.partial,
         policy=entry.policy,
     )
-    return _report_decision(decision, job.settings)
+    return report_decision(decision, job.settings)
 
 
-async def _sweep(
-    ray: Any, registry: Any, job: _Job, holder: str, reply: dict[str, Any]
-) -> Decision:
+async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any]) -> Decision:
     """This worker holds the claim: resolve here, renewing the lease, then publish."""
     token: int = reply["token"]
     lease_s = job.settings.ray.lease_s
@@ -341,7 +156,7 @@ async def _sweep(
     return decision
 
 
-async def _coordinate(ray: Any, job: _Job, *, fresh: bool) -> Decision:
+async def _coordinate(ray: Any, job: Job, *, fresh: bool) -> Decision:
     """Ask the registry until this worker has an answer, the claim, or must fall back.
 
     ``fresh`` looks the registry up again instead of using this process's handle.
@@ -371,20 +186,20 @@ async def _coordinate(ray: Any, job: _Job, *, fresh: bool) -> Decision:
             return await _sweep(ray, registry, job, holder, reply)
         if state == "failed":
             why = f"node type {job.node_type}'s sweep by {reply['by']} failed ({reply['reason']})"
-            return _report_decision(_native(job, why), job.settings)
+            return report_decision(native_decision(job, why), job.settings)
         if options.while_sweeping == "native":
             why = (
                 f"{reply['holder']} is measuring node type {job.node_type} now "
                 '([ray] while_sweeping = "native"); a later resolve picks its answer up'
             )
-            return _report_decision(_native(job, why), job.settings)
+            return report_decision(native_decision(job, why), job.settings)
         left = deadline - anyio.current_time()
         if left <= 0:
             why = (
                 f"waited {options.wait_timeout_s:g} s ([ray] wait_timeout_s) for "
                 f"{reply['holder']}'s sweep of node type {job.node_type}; nothing was cached"
             )
-            return _report_decision(_native(job, why), job.settings)
+            return report_decision(native_decision(job, why), job.settings)
         slice_s = min(left, options.lease_s)
         await _call(
             ray,
@@ -438,11 +253,11 @@ async def resolve(
     ray = await anyio.to_thread.run_sync(connected_ray, settings)
     try:
         job = await anyio.to_thread.run_sync(
-            _identify, ray, workload, settings, policy, refresh, on_progress
+            identify, ray, workload, settings, policy, refresh, on_progress
         )
     except Exception:  # a failing signature(): the plain resolve falls back and says why
         return await plain()
-    if not refresh and await anyio.to_thread.run_sync(_local_hit, job):
+    if not refresh and await anyio.to_thread.run_sync(local_hit, job):
         return await plain()
     for fresh in (False, True):  # a killed registry is made anew, under a new handle
         try:
