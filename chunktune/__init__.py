@@ -24,6 +24,7 @@ from ._errors import (
     ChunktuneError,
     ConfigError,
     InvalidArgumentError,
+    MissingExtraError,
     OutputError,
     TraceError,
     UsageError,
@@ -31,7 +32,7 @@ from ._errors import (
 )
 from ._events import ProgressEvent
 from ._resolve import resolve, resolve_sync
-from ._settings import CacheSettings, LogSettings, Policy, Settings
+from ._settings import CacheSettings, LogSettings, Policy, RaySettings, Settings
 from ._workload import Workload, native_chunk, upper_chunk
 
 if TYPE_CHECKING:
@@ -51,9 +52,11 @@ __all__ = [
     "GeometricCandidates",
     "InvalidArgumentError",
     "LogSettings",
+    "MissingExtraError",
     "OutputError",
     "Policy",
     "ProgressEvent",
+    "RaySettings",
     "RolloutWorkload",
     "SeedCandidates",
     "Settings",

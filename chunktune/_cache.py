@@ -47,6 +47,7 @@ __all__ = [
     "DecisionCache",
     "MergeReport",
     "ParsedCache",
+    "best_entry",
     "default_cache_path",
     "read_cache_file",
     "write_cache_file",
@@ -115,6 +116,24 @@ def write_cache_file(
 
 
 # ---------------------------------------------------------------- the cache
+
+
+def best_entry(
+    entries: Mapping[str, CacheEntry], base_key: str, *, policy_hash: str, rule: str, effort: int
+) -> tuple[str, CacheEntry] | None:
+    """The entry of ``entries`` that answers a request (see :meth:`DecisionCache.lookup`)."""
+    own = f"{base_key}.{policy_hash}"
+    if own in entries:
+        return own, entries[own]
+    stronger = [
+        (e.policy_effort, k, e)
+        for k, e in entries.items()
+        if k.startswith(base_key + ".") and e.policy_rule == rule and e.policy_effort >= effort
+    ]
+    if not stronger:
+        return None
+    _, key, entry = max(stronger, key=lambda t: (t[0], t[1]))
+    return key, entry
 
 
 @attrs.frozen
@@ -319,23 +338,11 @@ class DecisionCache:
         ``thorough`` result serves ``balanced`` and ``quick`` requests, never the
         reverse. Among several, the one with the most effort wins.
         """
-        own = f"{base_key}.{policy_hash}"
         try:
             entries = self._load(fresh=False)  # read-only here: no copy on the hit path
         except (UnusableCache, OSError):
             entries = self.entries()  # moves an unusable file aside, or warns once
-        if own in entries:
-            return own, entries[own]
-        prefix = base_key + "."
-        stronger = [
-            (e.policy_effort, k, e)
-            for k, e in entries.items()
-            if k.startswith(prefix) and e.policy_rule == rule and e.policy_effort >= effort
-        ]
-        if not stronger:
-            return None
-        _, key, entry = max(stronger, key=lambda t: (t[0], t[1]))
-        return key, entry
+        return best_entry(entries, base_key, policy_hash=policy_hash, rule=rule, effort=effort)
 
     # -- writing -------------------------------------------------------------------
 

@@ -27,12 +27,13 @@ from cattrs.preconf.tomllib import make_converter
 from ._candidates import STRATEGIES, CandidateStrategy
 from ._errors import ConfigError
 from ._extends import resolve_tables
-from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, Settings
+from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, RaySettings, Settings
 from ._validators import shown
 
 __all__ = [
     "CACHE_ENV",
     "CONFIG_ENV",
+    "SYSTEM_CACHE_ENV",
     "dump_policy",
     "dump_settings",
     "find_config",
@@ -43,7 +44,8 @@ __all__ = [
 
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
-TOP_LEVEL_KEYS = ("policy", "cache", "log", "policies")
+SYSTEM_CACHE_ENV = "CHUNKTUNE_SYSTEM_CACHE"
+TOP_LEVEL_KEYS = ("policy", "cache", "log", "ray", "policies")
 # [policies.NAME.candidates] sizes = [...] nests 4 deep; anything far deeper is no
 # setting, and refusing it up front keeps every later step clear of recursion limits
 MAX_DEPTH = 8
@@ -100,7 +102,7 @@ def _make_converter() -> cattrs.Converter:
 
         return hook
 
-    for cls in (Policy, CacheSettings, LogSettings, *STRATEGIES.values()):
+    for cls in (Policy, CacheSettings, LogSettings, RaySettings, *STRATEGIES.values()):
         attrs.resolve_types(cls)
         fields = attrs.fields(cls)
         overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
@@ -298,13 +300,15 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 
     cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = _structure(data.get("log", {}), LogSettings, "log", problems)
+    ray = _structure(data.get("ray", {}), RaySettings, "ray", problems)
 
-    env_cache = os.environ.get(CACHE_ENV)
-    if env_cache and cache is not None:
-        try:
-            cache = attrs.evolve(cache, path=env_cache)
-        except ValueError as exc:
-            problems.append(f"${CACHE_ENV}: {exc}")
+    for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
+        value = os.environ.get(env)
+        if value and cache is not None:
+            try:
+                cache = attrs.evolve(cache, **{field: value})
+            except ValueError as exc:
+                problems.append(f"${env}: {exc}")
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
@@ -322,6 +326,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
         policies=policies,
         cache=cache,
         log=log,
+        ray=ray,
         source=source,
         user_policies=frozenset(user),
     )
@@ -332,7 +337,8 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
 
     Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``,
     then built-in defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
-    ``[cache] path`` (an empty variable counts as unset).
+    ``[cache] path`` and ``$CHUNKTUNE_SYSTEM_CACHE`` ``[cache] system_path`` (an empty
+    variable counts as unset).
 
     Raises:
         ConfigError: the file is missing (when named explicitly), unreadable, not
@@ -375,6 +381,7 @@ def dump_settings(settings: Settings) -> str:
         "policy": settings.policy,
         "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),
         "log": _CONVERTER.unstructure(settings.log),
+        "ray": _CONVERTER.unstructure(settings.ray),
         "policies": {name: unstructure_policy(p) for name, p in settings.policies.items()},
     }
     return tomli_w.dumps(doc)

@@ -10,7 +10,8 @@ built-in exception of the same meaning, so callers may catch either::
     ├── CacheError (OSError)              a cache file cannot be read or written
     ├── TraceError (ValueError)           a recorded trace file is unreadable or malformed
     ├── OutputError (OSError)             a file asked for (a plot, say) cannot be written
-    └── UsageError (RuntimeError)         an API called where it cannot work
+    ├── UsageError (RuntimeError)         an API called where it cannot work
+    └── MissingExtraError (ImportError)   an optional dependency (an extra) is not installed
 
 A workload whose ``run()`` raises is not an error of chunktune's: ``resolve``
 falls back to the native chunk and says why in ``Decision.reason``.
@@ -19,12 +20,14 @@ falls back to the native chunk and says why in ``Decision.reason``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "CacheError",
     "ChunktuneError",
     "ConfigError",
     "InvalidArgumentError",
+    "MissingExtraError",
     "OutputError",
     "TraceError",
     "UsageError",
@@ -50,12 +53,21 @@ class ConfigError(ChunktuneError, ValueError):
         self.source = source
         super().__init__(self._render())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the default would call ConfigError(message): the message rendered twice, the
+        # problems lost; an error that crosses processes (a Ray task's) must read the same
+        return (_config_error, (self.problems, self.source))
+
     def _render(self) -> str:
         where = f"invalid settings in {self.source}" if self.source else "invalid settings"
         if len(self.problems) == 1:
             return f"{where}: {self.problems[0]}"
         lines = "\n".join(f"  - {p}" for p in self.problems)
         return f"{where} ({len(self.problems)} problems):\n{lines}"
+
+
+def _config_error(problems: tuple[str, ...], source: str | None) -> ConfigError:
+    return ConfigError(problems, source=source)
 
 
 class WorkloadError(ChunktuneError, TypeError):
@@ -80,3 +92,7 @@ class OutputError(ChunktuneError, OSError):
 
 class UsageError(ChunktuneError, RuntimeError):
     """An API was called in a context where it cannot work (e.g. a deadlock)."""
+
+
+class MissingExtraError(ChunktuneError, ImportError):
+    """An optional dependency is missing; the message names the extra that installs it."""

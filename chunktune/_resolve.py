@@ -28,6 +28,7 @@ import attrs
 
 from . import _flights
 from ._cache import CacheEntry, DecisionCache, default_cache_path
+from ._cache_layers import system_lookup
 from ._candidates import candidate_list
 from ._config import load_settings
 from ._decision import Decision, timings_to_ms
@@ -309,6 +310,8 @@ def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
     base, _, own = key.rpartition(".")
     _, rule, effort = _identity(req.policy)
     found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort)
+    if found is None:  # then the read-only system layer an image may ship
+        found = system_lookup(req.settings, base, policy_hash=own, rule=rule, effort=effort)
     if found is None:
         return None
     return _entry_decision(found[1], found[0], req.native)

@@ -23,6 +23,7 @@ __all__ = [
     "CacheSettings",
     "LogSettings",
     "Policy",
+    "RaySettings",
     "Settings",
 ]
 
@@ -30,6 +31,7 @@ ESTIMATORS = ("min", "median", "trimmed_mean", "lower_mean", "mean")
 TIE_BREAKS = ("evidence", "center", "toward_upper", "toward_native", "smallest")
 CACHE_FORMATS = ("auto", "json", "toml")
 STDERR_MODES = ("auto", "always", "never")
+WHILE_SWEEPING = ("wait", "native")
 DEFAULT_POLICY = "balanced"
 
 
@@ -135,11 +137,16 @@ class Policy:
 
 @attrs.frozen(kw_only=True)
 class CacheSettings:
-    """Where decisions are stored. ``path=None`` means the platform's user cache dir."""
+    """Where decisions are stored. ``path=None`` means the platform's user cache dir.
+
+    ``system_path`` names a read-only cache (an image's shipped answers), consulted
+    after ``path`` on lookup and never written.
+    """
 
     path: str | None = attrs.field(default=None, validator=path_text(optional=True))
     format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
     enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    system_path: str | None = attrs.field(default=None, validator=path_text(optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -151,6 +158,24 @@ class LogSettings:
     """
 
     stderr: str = attrs.field(default="auto", validator=choice(STDERR_MODES))
+
+
+@attrs.frozen(kw_only=True)
+class RaySettings:
+    """How ``chunktune.ray`` behaves on a Ray cluster. Times in seconds.
+
+    ``init_local``: outside ``ray.init()``, start a local Ray instead of raising.
+    ``while_sweeping``: a worker whose node type is being measured by another worker
+    ``"wait"`` s for that answer, or uses the ``"native"`` chunk now and picks the
+    answer up on a later resolve. ``wait_timeout_s`` bounds that wait (then native,
+    nothing cached); ``lease_s`` is how long a sweeping worker's claim outlives its
+    last heartbeat before another worker of its type takes over.
+    """
+
+    init_local: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    while_sweeping: str = attrs.field(default="wait", validator=choice(WHILE_SWEEPING))
+    wait_timeout_s: float = attrs.field(default=600.0, validator=number(0.0, lo_open=True))
+    lease_s: float = attrs.field(default=30.0, validator=number(0.1, 3600.0))
 
 
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
@@ -168,12 +193,13 @@ def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
 
 @attrs.frozen(kw_only=True)
 class Settings:
-    """The effective settings: the active policy's name, every known policy, cache, log."""
+    """The effective settings: the active policy's name, every known policy, cache, log, ray."""
 
     policies: dict[str, Policy] = attrs.field(converter=_policy_map)
     policy: str = attrs.field(default=DEFAULT_POLICY, validator=_known_policy)
     cache: CacheSettings = attrs.field(factory=CacheSettings)
     log: LogSettings = attrs.field(factory=LogSettings)
+    ray: RaySettings = attrs.field(factory=RaySettings)
     source: str | None = attrs.field(default=None, eq=False)
     user_policies: frozenset[str] = attrs.field(default=frozenset(), eq=False)
 

@@ -1,4 +1,4 @@
-"""``chunktune cache path|list|show|clear|export|import``: the decision cache by hand."""
+"""``chunktune cache path|list|show|clear|export|import|merge``: the decision cache by hand."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from ._common import (
     help_formatter,
     warn,
 )
+from ._merge_cmd import add_merge_parser
 from ._render import chunk_label, entry_age, entry_table, format_created, model_summary
 
 __all__ = ["add_parser"]
@@ -46,8 +47,10 @@ examples:
   chunktune cache export backup.toml   a copy, in the format of the suffix
   chunktune cache import other.json    merge another machine's cache, or an older
                                        tuner's JSON cache (keys legacy-<key>)
+  chunktune cache merge n*.json -o fleet.json
+                                       many hosts' caches into one file
 
-On import, a key present in both keeps the entry created later.
+On import and merge, a key present in both keeps the entry created later.
 """
 
 
@@ -87,6 +90,7 @@ def add_parser(
     )
     imp.add_argument("file", metavar="FILE")
     imp.set_defaults(handler=_cmd_cache_import)
+    add_merge_parser(verbs, common)
 
 
 def _open_cache(args: argparse.Namespace) -> DecisionCache:

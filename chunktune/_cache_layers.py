@@ -1,0 +1,121 @@
+"""The read-only system cache: answers an image ships for its node types.
+
+``[cache] system_path`` (or ``$CHUNKTUNE_SYSTEM_CACHE``) names a cache file that a
+lookup consults after the user's own cache, with the same rules (its own policy's
+entry, else a stronger policy's). It is never written: a resolve that sweeps stores
+its answer in the user's cache, and a system file that is missing, unreadable or
+malformed is warned about once and ignored, never moved aside or repaired, since it
+may sit on a read-only image that other users share.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from ._cache import best_entry
+from ._cache_format import CacheEntry, UnusableCache, cache_format, parse_cache
+from ._errors import CacheError
+from ._settings import Settings
+from ._validators import user_path
+
+__all__ = ["SystemCache", "system_cache_for", "system_lookup"]
+
+logger = logging.getLogger("chunktune")
+
+
+class SystemCache:
+    """A cache file read, never written. Safe to share between threads.
+
+    Raises:
+        CacheError: the path is empty, holds a NUL byte or names a home that does
+            not exist, or ``format`` is unknown.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, format: str = "auto") -> None:
+        try:
+            self.path = user_path(os.fspath(path))
+        except ValueError as exc:
+            raise CacheError(f"system cache path: {exc}") from None
+        self.format = cache_format(self.path, format)
+        self._memo: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _warn_once(self, why: str) -> None:
+        with self._lock:
+            if why in self._warned:
+                return
+            self._warned.add(why)
+        logger.warning("chunktune: system cache %s %s", self.path, why)
+
+    def entries(self) -> dict[str, CacheEntry]:
+        """Every valid entry, by key; a file that cannot be used reads as empty (warned once)."""
+        try:
+            st = self.path.stat()
+        except OSError as exc:
+            self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
+            return {}
+        stat = (st.st_mtime_ns, st.st_size, st.st_ino)
+        memo = self._memo
+        if memo is not None and memo[0] == stat:
+            return dict(memo[1])
+        try:
+            raw = self.path.read_bytes()
+            parsed = parse_cache(raw, self.format, mtime=st.st_mtime, source=str(self.path))
+        except OSError as exc:
+            self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
+            return {}
+        except UnusableCache as exc:
+            self._warn_once(f"{exc}; ignoring it (it is read-only to chunktune, so left as is)")
+            entries: dict[str, CacheEntry] = {}
+        else:
+            entries = parsed.entries
+            if parsed.skipped:
+                keys = ", ".join(key for key, _ in parsed.skipped[:5])
+                self._warn_once(
+                    f"holds {len(parsed.skipped)} invalid entries ({keys}); they are never served"
+                )
+        self._memo = (stat, entries)
+        return dict(entries)
+
+    def lookup(
+        self, base_key: str, *, policy_hash: str, rule: str, effort: int
+    ) -> tuple[str, CacheEntry] | None:
+        """The entry that answers a request, by the rules of :meth:`DecisionCache.lookup`."""
+        return best_entry(
+            self.entries(), base_key, policy_hash=policy_hash, rule=rule, effort=effort
+        )
+
+
+_systems: dict[Path, SystemCache] = {}
+_systems_lock = threading.Lock()
+
+
+def system_cache_for(settings: Settings) -> SystemCache | None:
+    """The system cache the settings name, or None (none named, or caching disabled).
+
+    One object per file per process, so a lookup re-parses the file only
+    when it changed, and a problem with it is warned about once.
+    """
+    if not settings.cache.enabled or not settings.cache.system_path:
+        return None
+    path = Path(settings.cache.system_path).expanduser().absolute()
+    with _systems_lock:
+        system = _systems.get(path)
+        if system is None:
+            # by suffix: ``[cache] format`` is the user's file's, not the image's
+            system = _systems[path] = SystemCache(path)
+        return system
+
+
+def system_lookup(
+    settings: Settings, base_key: str, *, policy_hash: str, rule: str, effort: int
+) -> tuple[str, CacheEntry] | None:
+    """Blocking: the system cache's answer to a request the user's cache did not answer."""
+    system = system_cache_for(settings)
+    if system is None:
+        return None
+    return system.lookup(base_key, policy_hash=policy_hash, rule=rule, effort=effort)

@@ -1,0 +1,114 @@
+"""``chunktune cache merge FILE... [-o OUT]``: many hosts' caches into one, newest entry per key.
+
+A fleet's caches, collected from its nodes, merge into the user's cache or into one
+file (``-o``) that an image can ship as its system cache. Every input is read and
+checked before anything is written; a key held by several inputs keeps the entry
+created last, and each replaced or kept entry is named, so nothing is dropped
+without a line saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .._cache import DecisionCache, read_cache_file
+from .._cache_format import ParsedCache, suffix_format
+from .._config import load_settings
+from .._errors import ConfigError, InvalidArgumentError
+from .._resolve import cache_for
+from .._validators import shown, user_path
+from ._common import EXIT_OK, entries_of, warn
+
+__all__ = ["add_merge_parser"]
+
+_SHOW_SKIPPED = 5
+
+
+def add_merge_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add ``merge`` to the ``cache`` verbs."""
+    merge = verbs.add_parser(
+        "merge",
+        parents=[common],
+        help="merge cache files into the cache (or -o OUT); the newest entry per key wins",
+    )
+    merge.add_argument("files", nargs="+", metavar="FILE", help="chunktune caches, merged in order")
+    merge.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="merge into OUT (.json or .toml, created if missing) instead of the cache",
+    )
+    merge.set_defaults(handler=_cmd_cache_merge)
+
+
+def _path(what: str, value: str) -> Path:
+    try:
+        return user_path(value)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"merge {what}: {exc}") from None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
+    """The cache to merge into, and how to name its entries that were there before."""
+    if args.output is None:
+        settings = load_settings(args.config)
+        cache = cache_for(settings)
+        if cache is None:
+            where = f" in {settings.source}" if settings.source else ""
+            raise ConfigError(f"cache.enabled: the cache is disabled{where}; use -o OUT")
+        return cache, "the cache"
+    out = _path("-o", args.output)
+    fmt = suffix_format(out)
+    if fmt is None:
+        raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")
+    if out.exists():
+        read_cache_file(out)  # an existing OUT must be a cache: never quarantine it here
+    return DecisionCache(out, format=fmt), str(out)
+
+
+def _cmd_cache_merge(args: argparse.Namespace) -> int:
+    target, before = _target(args)
+    inputs: list[tuple[str, ParsedCache]] = []
+    for value in args.files:
+        path = _path("FILE", value)
+        if _same(path, target.path):
+            raise InvalidArgumentError(f"merge {path}: that is the file being merged into")
+        inputs.append((str(path), read_cache_file(path)))  # all read before any write
+    origin: dict[str, str] = {}  # key -> the input its current entry came from
+    totals = {"added": 0, "replaced": 0, "kept": 0, "same": 0}
+    for name, parsed in inputs:
+        if parsed.skipped:
+            count = len(parsed.skipped)
+            warn(f"skipped {count} malformed {'entry' if count == 1 else 'entries'} in {name}:")
+            for key, why in parsed.skipped[:_SHOW_SKIPPED]:
+                warn(f"  {shown(key)}: {why}")
+            if count > _SHOW_SKIPPED:
+                warn(f"  and {count - _SHOW_SKIPPED} more")
+        report = target.merge(parsed.entries)
+        for key in report.replaced:
+            print(f"replaced {key[:12]}: {name}'s entry is newer than {origin.get(key, before)}'s")
+        for key in report.kept:
+            print(f"kept {key[:12]} from {origin.get(key, before)}: {name}'s entry is not newer")
+        for key in (*report.added, *report.replaced):
+            origin[key] = name
+        totals["added"] += len(report.added)
+        totals["replaced"] += len(report.replaced)
+        totals["kept"] += len(report.kept)
+        totals["same"] += len(report.same)
+    held = len(target.entries(strict=True))
+    print(
+        f"merged {len(inputs)} file(s) into {target.path}: {totals['added']} added, "
+        f"{totals['replaced']} replaced by newer entries, {totals['kept']} older ones not "
+        f"taken, {totals['same']} already present; {entries_of(held)} now"
+    )
+    return EXIT_OK

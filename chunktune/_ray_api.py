@@ -1,0 +1,83 @@
+"""Ray, imported on use, and what chunktune asks of it: a connection and a node's type.
+
+The only module that imports ``ray``, and only inside :func:`ray_module`, so plain
+``import chunktune`` (and ``import chunktune.ray``) never pays for it. Ray is typed
+as ``Any`` here: its annotations vary between releases, and chunktune calls few of
+its functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import MissingExtraError, UsageError
+from ._settings import Settings
+
+__all__ = [
+    "NODE_TYPE_LABEL",
+    "connected_ray",
+    "fingerprint_type",
+    "node_labels",
+    "node_type",
+    "ray_module",
+]
+
+NODE_TYPE_LABEL = "chunktune.io/node-type"
+
+
+def ray_module() -> Any:
+    """The ``ray`` package.
+
+    Raises:
+        MissingExtraError: Ray is not installed (the message names the extra).
+    """
+    try:
+        return importlib.import_module("ray")
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"chunktune.ray needs Ray, which cannot be imported ({exc}); install it with "
+            "`pip install 'chunktune[ray]'`"
+        ) from None
+
+
+def connected_ray(settings: Settings) -> Any:
+    """``ray``, connected: as it is, or started locally when ``[ray] init_local`` allows.
+
+    Raises:
+        MissingExtraError: Ray is not installed.
+        UsageError: Ray is not initialised in this process and ``init_local`` is off.
+    """
+    ray = ray_module()
+    if not ray.is_initialized():
+        if not settings.ray.init_local:
+            raise UsageError(
+                "Ray is not initialised in this process; call ray.init() first "
+                "(ray.init(address='auto') joins a running cluster), or set "
+                "[ray] init_local = true to let chunktune start a local Ray"
+            )
+        ray.init()
+    return ray
+
+
+def node_labels(ray: Any) -> dict[str, str]:
+    """The calling process's node labels (empty where this Ray has none)."""
+    get = getattr(ray.get_runtime_context(), "get_node_labels", None)
+    if get is None:
+        return {}
+    return {str(k): str(v) for k, v in (get() or {}).items()}
+
+
+def fingerprint_type(device: Mapping[str, Any]) -> str:
+    """The node type a device fingerprint stands for: ``"fp-"`` and 12 hex digits of its hash."""
+    blob = json.dumps(dict(device), sort_keys=True, separators=(",", ":"), default=str)
+    return "fp-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def node_type(labels: Mapping[str, str], device: Mapping[str, Any]) -> str:
+    """A node's type: its ``chunktune.io/node-type`` label where set, else its fingerprint's."""
+    label = labels.get(NODE_TYPE_LABEL)
+    return str(label) if label else fingerprint_type(device)

@@ -1,0 +1,312 @@
+"""``chunktune.ray.tune_cluster``: one sweep per node type, its answer stored on every node.
+
+From a Ray driver: list the live nodes; probe each with a zero-CPU task pinned to it
+(its device fingerprint, its ``chunktune.io/node-type`` label, and whether its
+settings load); group nodes by node type; sweep each type on one of its nodes in a
+task that reserves all that node's CPUs, so no other Ray task shares them while it
+measures; then store the answer in the cache of every other node of the type, with
+a zero-CPU task pinned to each, and in the driver's. A node that fails its probe is
+reported and skipped; so is a type whose sweep task fails. Each sweep runs through
+:func:`chunktune.ray.resolve`, so workers resolving the same job meanwhile wait for
+it instead of measuring too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ._cache import CacheEntry
+from ._config import load_settings
+from ._decision import Decision
+from ._errors import CacheError, InvalidArgumentError, UsageError
+from ._fingerprint import device_fingerprint
+from ._ray_api import connected_ray, node_labels, node_type, ray_module
+from ._ray_job import entry_of, pick_policy, report
+from ._ray_resolve import resolve_sync
+from ._resolve import cache_for, cache_key
+from ._settings import Policy, Settings
+from ._workload import Workload, check_workload
+
+__all__ = ["tune_cluster"]
+
+_PROBE_TIMEOUT_S = 60.0  # a node's zero-CPU probe, worker start-up included
+_STORE_TIMEOUT_S = 60.0
+
+
+@attrs.frozen
+class _Node:
+    node_id: str
+    cpus: float
+    node_type: str
+
+
+@attrs.frozen
+class _Swept:
+    """What a sweep task sends back: the decision, and what other nodes need to store it."""
+
+    decision: Decision
+    entry: CacheEntry | None
+    signature: dict[str, Any]
+    num_envs: int
+    nthread: int
+    policy_hash: str  # the sweeping node's policy's, for an entry that lacks one
+
+
+# ---------------------------------------------------------------- tasks (run on the nodes)
+
+
+def _probe_node(settings: Settings | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """On a node: its fingerprint and labels; its settings must load, or it cannot be tuned."""
+    if settings is None:
+        load_settings()
+    return device_fingerprint(), node_labels(ray_module())
+
+
+def _sweep_on_node(
+    make_workload: Callable[[], Workload],
+    policy: str | Policy | None,
+    settings: Settings | None,
+) -> _Swept:
+    """On a node, with all its CPUs: resolve the job through the registry."""
+    here = settings if settings is not None else load_settings()
+    workload = make_workload()
+    num_envs, nthread = check_workload(workload)
+    _, pol = pick_policy(here, policy)
+    decision = resolve_sync(workload, settings=here, policy=policy)
+    signature = dict(workload.signature())
+    device = device_fingerprint()
+    entry = None
+    if decision.source in ("benchmark", "cache"):
+        entry = entry_of(
+            decision,
+            settings=here,
+            policy=pol,
+            signature=signature,
+            device=device,
+            num_envs=num_envs,
+            nthread=nthread,
+            model_file=getattr(workload, "model_file", None),
+        )
+    return _Swept(
+        decision=decision,
+        entry=entry,
+        signature=signature,
+        num_envs=num_envs,
+        nthread=nthread,
+        policy_hash=pol.fingerprint(),
+    )
+
+
+def _store_here(settings: Settings | None, swept: _Swept) -> str:
+    """Store a sweep's answer in this host's cache, under this host's key; returns the path.
+
+    Raises:
+        CacheError: the cache is disabled or could not be written.
+    """
+    here = settings if settings is not None else load_settings()
+    cache = cache_for(here)
+    if cache is None:
+        raise CacheError("the cache is disabled ([cache] enabled = false)")
+    assert swept.entry is not None
+    key = cache_key(
+        swept.signature,
+        num_envs=swept.num_envs,
+        nthread=swept.nthread,
+        device=device_fingerprint(),
+        policy_hash=swept.entry.policy_hash or swept.policy_hash,
+    )
+    if not cache.put(key, swept.entry):
+        raise CacheError(f"could not write {cache.path}")
+    return str(cache.path)
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def _pinned(node_id: str) -> Any:
+    strategies = importlib.import_module("ray.util.scheduling_strategies")
+    return strategies.NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+def _short(node_id: str) -> str:
+    return node_id[:8]
+
+
+def _why(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None)  # RayTaskError: the task's own exception
+    shown = cause if isinstance(cause, BaseException) else exc
+    text = str(shown).strip().splitlines()
+    return f"{type(shown).__name__}: {text[-1] if text else ''}".rstrip(": ")
+
+
+def _probe(
+    ray: Any, nodes: list[Mapping[str, Any]], settings: Settings | None, here: Settings
+) -> list[_Node]:
+    """Probe every node at once; report and drop those whose probe fails or does not answer."""
+    task = ray.remote(_probe_node)
+    refs = {
+        str(n["NodeID"]): task.options(
+            num_cpus=0, max_retries=0, scheduling_strategy=_pinned(str(n["NodeID"]))
+        ).remote(settings)
+        for n in nodes
+    }
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=_PROBE_TIMEOUT_S)
+    done = set(ready)
+    cpus = {str(n["NodeID"]): float(n.get("Resources", {}).get("CPU", 0.0)) for n in nodes}
+    found: list[_Node] = []
+    for node_id, ref in refs.items():
+        if ref not in done:
+            ray.cancel(ref, force=True)
+            report(
+                f"node {_short(node_id)}: skipped: its probe did not answer within "
+                f"{_PROBE_TIMEOUT_S:g} s",
+                here,
+            )
+            continue
+        try:
+            device, labels = ray.get(ref)
+        except Exception as exc:
+            report(f"node {_short(node_id)}: skipped: its probe failed ({_why(exc)})", here)
+            continue
+        found.append(_Node(node_id, cpus[node_id], node_type(labels, device)))
+    return found
+
+
+def _sweep_limit_s(here: Settings, policy: str | Policy | None) -> float:
+    _, pol = pick_policy(here, policy)
+    return here.ray.wait_timeout_s + (pol.hard_limit_s or pol.time_budget_s)
+
+
+def _describe(decision: Decision) -> str:
+    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
+    what = f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}"
+    if decision.probe_seconds:
+        what += f", {decision.probe_seconds:.2f} s of probes"
+    return what + ")"
+
+
+def tune_cluster(
+    make_workload: Callable[[], Workload],
+    *,
+    policy: str | Policy | None = None,
+    settings: Settings | None = None,
+) -> dict[str, Decision]:
+    """Sweep once per node type of the connected Ray cluster; store each answer everywhere.
+
+    ``make_workload()`` builds the job's workload; it runs on one node of each type,
+    so it must be picklable (a module-level function or class, or a closure
+    cloudpickle can ship). ``settings=None`` lets every node load its own settings
+    (so each node writes its own cache file); the driver loads its own too.
+    A sweep task waits until it can reserve all its node's CPUs: run this on an idle
+    cluster, before the workers start. Prints one line per node type as it finishes.
+
+    Returns ``{node_type: Decision}`` for every type that was resolved; a type is the
+    node's ``chunktune.io/node-type`` label, else ``"fp-"`` and a hash of its fingerprint.
+
+    Raises:
+        MissingExtraError: Ray is not installed.
+        UsageError: Ray is not initialised and ``[ray] init_local`` is off, or the
+            cluster has no live node.
+        InvalidArgumentError: ``make_workload`` is not callable.
+        ConfigError: invalid settings or an unknown policy.
+    """
+    if not callable(make_workload):
+        raise InvalidArgumentError(
+            f"make_workload must be a callable that returns a Workload, got {make_workload!r}"
+        )
+    here = settings if settings is not None else load_settings()
+    pick_policy(here, policy)
+    ray = connected_ray(here)
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    if not alive:
+        raise UsageError("the Ray cluster has no live node to tune")
+    for node in alive:
+        if not node.get("Resources", {}).get("CPU"):
+            # a head started with num_cpus=0, say: no worker of a job ever runs there
+            report(f"node {_short(str(node['NodeID']))}: skipped: it offers Ray no CPUs", here)
+    alive = [n for n in alive if n.get("Resources", {}).get("CPU")]
+    probing = time.monotonic()
+    nodes = _probe(ray, alive, settings, here)
+    groups: dict[str, list[_Node]] = {}
+    for node in sorted(nodes, key=lambda n: (-n.cpus, n.node_id)):
+        groups.setdefault(node.node_type, []).append(node)
+    report(
+        f"tuning {len(groups)} node type(s) on {len(nodes)} of {len(alive)} live node(s) "
+        f"(probed in {time.monotonic() - probing:.1f} s)",
+        here,
+    )
+    started = time.monotonic()
+    sweep = ray.remote(_sweep_on_node)
+    pending: dict[Any, str] = {}
+    for kind, members in groups.items():
+        chosen = members[0]
+        ref = sweep.options(
+            num_cpus=chosen.cpus, max_retries=0, scheduling_strategy=_pinned(chosen.node_id)
+        ).remote(make_workload, policy, settings)
+        pending[ref] = kind
+    limit = _sweep_limit_s(here, policy)
+    results: dict[str, Decision] = {}
+    while pending:
+        left = limit - (time.monotonic() - started)
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, left))
+        if not ready:
+            for ref, kind in pending.items():
+                ray.cancel(ref)
+                report(f"node type {kind}: skipped: no answer within {limit:g} s", here)
+            break
+        ref = ready[0]
+        kind = pending.pop(ref)
+        try:
+            swept: _Swept = ray.get(ref)
+        except Exception as exc:
+            report(f"node type {kind}: skipped: its sweep failed ({_why(exc)})", here)
+            continue
+        results[kind] = swept.decision
+        stored = _distribute(ray, swept, groups[kind], settings, here)
+        report(
+            f"node type {kind} ({len(groups[kind])} node(s)): {_describe(swept.decision)} "
+            f"swept on node {_short(groups[kind][0].node_id)} after "
+            f"{time.monotonic() - started:.1f} s; {stored}",
+            here,
+        )
+    return results
+
+
+def _distribute(
+    ray: Any, swept: _Swept, members: list[_Node], settings: Settings | None, here: Settings
+) -> str:
+    """Store a type's answer on its other nodes and on the driver; says how that went."""
+    if swept.entry is None:
+        return "nothing to store"
+    store = ray.remote(_store_here)
+    refs = {
+        store.options(num_cpus=0, max_retries=0, scheduling_strategy=_pinned(node.node_id)).remote(
+            settings, swept
+        ): node
+        for node in members[1:]
+    }
+    failures: list[str] = []
+    if refs:
+        ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=_STORE_TIMEOUT_S)
+        for ref in late:
+            failures.append(f"{_short(refs[ref].node_id)}: no answer")
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception as exc:
+                failures.append(f"{_short(refs[ref].node_id)}: {_why(exc)}")
+    try:
+        _store_here(here, swept)
+        driver = "and the driver"
+    except CacheError as exc:
+        driver = f"not on the driver ({exc})"
+    stored = len(members) - len(failures)
+    line = f"stored on {stored} of {len(members)} node(s) {driver}"
+    if failures:
+        line += f"; failed on {', '.join(failures)}"
+    return line

@@ -1,0 +1,230 @@
+"""The host side of ``chunktune.ray.resolve``: a request keyed for this host and the registry.
+
+Blocking helpers, each run in a worker thread by ``_ray_resolve``: the request's
+keys (this host's cache key, and the registry's key, where the node type stands in
+for the machine), this host's caches (the user's, then the system layer), the entry
+behind a decision, and the lines a decision is reported with.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+from ._cache import CacheEntry
+from ._cache_layers import system_cache_for, system_lookup
+from ._decision import Decision
+from ._errors import ConfigError
+from ._events import ProgressCallback
+from ._fingerprint import device_fingerprint, mujoco_version
+from ._ray_api import node_labels, node_type
+from ._resolve import cache_for, cache_key
+from ._settings import Policy, Settings
+from ._workload import Workload, check_workload, native_chunk
+
+__all__ = [
+    "Job",
+    "entry_of",
+    "identify",
+    "local_hit",
+    "native_decision",
+    "pick_policy",
+    "report",
+    "report_decision",
+    "store",
+]
+
+logger = logging.getLogger("chunktune")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chunktune")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
+    """The policy's name and object, as :func:`chunktune.resolve` picks them.
+
+    Raises:
+        ConfigError: an unknown policy name, or neither a name nor a Policy.
+    """
+    if isinstance(policy, Policy):
+        return "custom", policy
+    if policy is not None and not isinstance(policy, str):
+        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
+    name = settings.policy if policy is None else policy
+    return name, settings.get_policy(name)
+
+
+def report(line: str, settings: Settings) -> None:
+    """Say one line the way resolve reports decisions (``[log] stderr``, and logging)."""
+    mode = settings.log.stderr
+    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
+        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
+    if mode != "always":
+        logger.info(line)
+
+
+def report_decision(decision: Decision, settings: Settings) -> Decision:
+    """Report a decision made here (not by :func:`chunktune.resolve`) and return it."""
+    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
+    report(
+        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
+        f"{decision.reason}",
+        settings,
+    )
+    return decision
+
+
+@attrs.frozen
+class Job:
+    """One request, keyed for this host's cache and for the cluster's registry."""
+
+    workload: Workload
+    settings: Settings
+    policy: Policy
+    policy_name: str
+    policy_arg: str | Policy | None
+    refresh: bool
+    on_progress: ProgressCallback | None
+    num_envs: int
+    nthread: int
+    signature: dict[str, Any]
+    device: dict[str, Any]
+    key: str  # this host's cache key
+    node_id: str
+    node_type: str
+    registry_key: str
+
+    @property
+    def native(self) -> int:
+        return native_chunk(self.num_envs, self.nthread)
+
+    def local_key(self, policy_hash: str) -> str:
+        """This host's cache key for an answer made under ``policy_hash``."""
+        return f"{self.key.rpartition('.')[0]}.{policy_hash or self.policy.fingerprint()}"
+
+
+def identify(
+    ray: Any,
+    workload: Workload,
+    settings: Settings,
+    policy_arg: str | Policy | None,
+    refresh: bool,
+    on_progress: ProgressCallback | None,
+) -> Job:
+    """Blocking: key the request for this host and for the registry.
+
+    Raises:
+        Exception: whatever the workload's ``signature()`` raised.
+    """
+    num_envs, nthread = check_workload(workload)
+    name, pol = pick_policy(settings, policy_arg)
+    signature = dict(workload.signature())
+    device = device_fingerprint()
+    kind = node_type(node_labels(ray), device)
+
+    def key_on(dev: dict[str, Any]) -> str:
+        return cache_key(
+            signature, num_envs=num_envs, nthread=nthread, device=dev, policy_hash=pol.fingerprint()
+        )
+
+    return Job(
+        workload=workload,
+        settings=settings,
+        policy=pol,
+        policy_name=name,
+        policy_arg=policy_arg,
+        refresh=refresh,
+        on_progress=on_progress,
+        num_envs=num_envs,
+        nthread=nthread,
+        signature=signature,
+        device=device,
+        key=key_on(device),
+        node_id=str(ray.get_runtime_context().get_node_id()),
+        node_type=kind,
+        # the node type stands in for the machine: a label may group several fingerprints
+        registry_key=f"{kind}/{key_on({'node_type': kind})}",
+    )
+
+
+def local_hit(job: Job) -> bool:
+    """Blocking: whether this host's caches (user, then system) already answer the job."""
+    cache = cache_for(job.settings)
+    if cache is None:
+        return False
+    base, _, own = job.key.rpartition(".")
+    rule, effort = job.policy.rule(), job.policy.effort()
+    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort) or system_lookup(
+        job.settings, base, policy_hash=own, rule=rule, effort=effort
+    )
+    return found is not None
+
+
+def entry_of(
+    decision: Decision,
+    *,
+    settings: Settings,
+    policy: Policy,
+    signature: dict[str, Any],
+    device: dict[str, Any],
+    num_envs: int,
+    nthread: int,
+    model_file: str | None = None,
+) -> CacheEntry:
+    """Blocking: the cache entry behind ``decision``: as stored, or built from it."""
+    cache = cache_for(settings)
+    stored = cache.get(decision.key) if cache is not None else None
+    if stored is None:
+        system = system_cache_for(settings)
+        stored = system.entries().get(decision.key) if system is not None else None
+    if stored is not None:
+        return stored
+    return CacheEntry(
+        chunk_size=decision.chunk_size,
+        native_chunk=decision.native_chunk,
+        reason=decision.reason,
+        timings=decision.timings,
+        samples=decision.samples,
+        raced_out=decision.raced_out,
+        policy=decision.policy,
+        policy_hash=policy.fingerprint(),
+        policy_rule=policy.rule(),
+        policy_effort=policy.effort(),
+        probe_seconds=decision.probe_seconds,
+        partial=decision.partial,
+        num_envs=num_envs,
+        nthread=nthread,
+        signature=signature,
+        device=device,
+        chunktune_version=_version(),
+        mujoco_version=mujoco_version(),
+        model_file=model_file,
+    )
+
+
+def store(job: Job, entry: CacheEntry) -> str:
+    """Blocking: keep another worker's answer in this host's cache; returns its key here."""
+    key = job.local_key(entry.policy_hash)
+    cache = cache_for(job.settings)
+    if cache is not None:
+        cache.put(key, entry)
+    return key
+
+
+def native_decision(job: Job, why: str) -> Decision:
+    return Decision(
+        chunk_size=None,
+        native_chunk=job.native,
+        source="fallback",
+        reason=f"kept the native chunk {job.native}: {why}",
+        key=job.key,
+        policy=job.policy_name,
+    )

@@ -1,0 +1,326 @@
+"""``chunktune.ray.resolve``: one sweep per (job, node type) across a Ray cluster.
+
+A worker looks in its own host's caches first (the user's, then the system layer).
+On a miss it asks the registry actor (``_ray_registry``): the first worker of a node
+type to ask claims the job and resolves it as :func:`chunktune.resolve` does, on its
+own host, under that host's locks, renewing its claim with heartbeats; then it
+publishes what it stored. The other workers of that type, whatever host they run
+on, wait for that answer without blocking their event loops (or, with ``[ray]
+while_sweeping = "native"``, use the native chunk meanwhile), store it in their own
+host's cache, and return it. A claimant that dies stops renewing its lease and the
+next worker of its type takes over; every wait is bounded (``[ray] wait_timeout_s``),
+and a registry that cannot be reached degrades to a plain per-host resolve.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import uuid
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from ._cache import CacheEntry
+from ._config import load_settings
+from ._decision import Decision
+from ._errors import UsageError
+from ._events import ProgressCallback
+from ._ray_api import connected_ray, ray_module
+from ._ray_job import (
+    Job,
+    entry_of,
+    identify,
+    local_hit,
+    native_decision,
+    pick_policy,
+    report,
+    report_decision,
+    store,
+)
+from ._ray_registry import registry_handle
+from ._resolve import resolve as core_resolve
+from ._settings import Policy, Settings
+from ._workload import Workload, check_workload, upper_chunk
+
+__all__ = ["resolve", "resolve_sync"]
+
+logger = logging.getLogger("chunktune")
+
+_CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
+
+
+class _RegistryGone(Exception):
+    """The registry actor could not be reached; the caller resolves on its host alone."""
+
+
+async def _call(ray: Any, ref: Any, limit_s: float = _CALL_TIMEOUT_S) -> Any:
+    """The result of a registry call, waited for in a worker thread (any event loop).
+
+    Raises:
+        _RegistryGone: the call failed or took longer than ``limit_s`` seconds.
+    """
+    get = functools.partial(ray.get, ref, timeout=limit_s)
+    try:
+        return await anyio.to_thread.run_sync(get, abandon_on_cancel=True)
+    except Exception as exc:
+        raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+
+
+async def _plain(job: Job) -> Decision:
+    return await core_resolve(
+        job.workload,
+        settings=job.settings,
+        policy=job.policy_arg,
+        refresh=job.refresh,
+        on_progress=job.on_progress,
+    )
+
+
+async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
+    key = await anyio.to_thread.run_sync(store, job, entry)
+    decision = Decision(
+        chunk_size=entry.chunk_size,
+        native_chunk=job.native,
+        source="cache",
+        reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
+        f"{entry.reason}",
+        key=key,
+        timings=entry.timings,
+        samples=entry.samples,
+        raced_out=entry.raced_out,
+        partial=entry.partial,
+        policy=entry.policy,
+    )
+    return report_decision(decision, job.settings)
+
+
+async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any]) -> Decision:
+    """This worker holds the claim: resolve here, renewing the lease, then publish."""
+    token: int = reply["token"]
+    lease_s = job.settings.ray.lease_s
+    if reply.get("took_over"):
+        report(
+            f"node type {job.node_type}: took over the sweep from {reply['took_over']} "
+            f"(its claim lapsed: no heartbeat for {lease_s:g} s)",
+            job.settings,
+        )
+
+    async def heartbeat() -> None:
+        while True:
+            await anyio.sleep(lease_s / 4)
+            registry.heartbeat.remote(job.registry_key, token, lease_s)
+
+    failure: Exception | None = None
+    decision: Decision | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            try:
+                decision = await _plain(job)
+            except Exception as exc:  # re-raised below, outside the task group
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseException:
+        # cancelled: give the claim up now rather than after a lease
+        registry.release.remote(job.registry_key, token)
+        raise
+    if failure is not None:
+        registry.release.remote(job.registry_key, token)
+        raise failure
+    assert decision is not None
+    try:
+        if decision.source == "fallback":
+            await _call(ray, registry.fail.remote(job.registry_key, token, decision.reason, holder))
+        else:
+            entry = await anyio.to_thread.run_sync(
+                functools.partial(
+                    entry_of,
+                    decision,
+                    settings=job.settings,
+                    policy=job.policy,
+                    signature=job.signature,
+                    device=job.device,
+                    num_envs=job.num_envs,
+                    nthread=job.nthread,
+                    model_file=getattr(job.workload, "model_file", None),
+                )
+            )
+            await _call(ray, registry.publish.remote(job.registry_key, token, entry, holder))
+    except _RegistryGone as exc:
+        logger.warning("chunktune: could not publish to the registry (%s)", exc)
+    return decision
+
+
+async def _coordinate(ray: Any, job: Job, *, fresh: bool) -> Decision:
+    """Ask the registry until this worker has an answer, the claim, or must fall back.
+
+    ``fresh`` looks the registry up again instead of using this process's handle.
+    """
+    try:
+        registry = await anyio.to_thread.run_sync(
+            functools.partial(registry_handle, ray, fresh=fresh)
+        )
+    except Exception as exc:
+        raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+    holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
+    options = job.settings.ray
+    deadline = anyio.current_time() + options.wait_timeout_s
+    since: float | None = None
+    while True:
+        reply = await _call(
+            ray,
+            registry.claim.remote(
+                job.registry_key, holder, since=since, refresh=job.refresh, lease_s=options.lease_s
+            ),
+        )
+        since = reply["since"]
+        state = reply["state"]
+        if state == "answer":
+            return await _adopt(job, reply["entry"], reply["by"])
+        if state == "claimed":
+            return await _sweep(ray, registry, job, holder, reply)
+        if state == "failed":
+            why = f"node type {job.node_type}'s sweep by {reply['by']} failed ({reply['reason']})"
+            return report_decision(native_decision(job, why), job.settings)
+        if options.while_sweeping == "native":
+            why = (
+                f"{reply['holder']} is measuring node type {job.node_type} now "
+                '([ray] while_sweeping = "native"); a later resolve picks its answer up'
+            )
+            return report_decision(native_decision(job, why), job.settings)
+        left = deadline - anyio.current_time()
+        if left <= 0:
+            why = (
+                f"waited {options.wait_timeout_s:g} s ([ray] wait_timeout_s) for "
+                f"{reply['holder']}'s sweep of node type {job.node_type}; nothing was cached"
+            )
+            return report_decision(native_decision(job, why), job.settings)
+        slice_s = min(left, options.lease_s)
+        await _call(
+            ray,
+            registry.wait.remote(job.registry_key, slice_s),
+            limit_s=slice_s + _CALL_TIMEOUT_S,
+        )
+
+
+async def resolve(
+    workload: Workload,
+    *,
+    settings: Settings | None = None,
+    policy: str | Policy | None = None,
+    manual: int | None = None,
+    refresh: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> Decision:
+    """:func:`chunktune.resolve` for Ray tasks and actors: one sweep per (job, node type).
+
+    Same arguments and result as :func:`chunktune.resolve`. A cache hit on this host
+    costs what it costs there; a miss costs one registry round trip, and then either
+    this worker's sweep or a wait for another worker's (bounded by ``[ray]
+    wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once).
+    ``refresh`` ignores answers older than the call, in the registry and in caches.
+    Cancelled while sweeping, it gives its claim up and caches nothing.
+
+    Raises:
+        MissingExtraError: Ray is not installed.
+        UsageError: Ray is not initialised here and ``[ray] init_local`` is off.
+        the errors of :func:`chunktune.resolve`.
+    """
+    num_envs, nthread = check_workload(workload)
+    # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
+    await anyio.to_thread.run_sync(ray_module)
+    if settings is None and manual is None:
+        settings = await anyio.to_thread.run_sync(load_settings)
+    plain = functools.partial(
+        core_resolve,
+        workload,
+        settings=settings,
+        policy=policy,
+        manual=manual,
+        refresh=refresh,
+        on_progress=on_progress,
+    )
+    if manual is not None or settings is None:
+        return await plain()
+    _, pol = pick_policy(settings, policy)
+    if not pol.enabled or upper_chunk(num_envs, nthread) <= 1:
+        return await plain()  # disabled or trivial: nothing to share
+    ray = await anyio.to_thread.run_sync(connected_ray, settings)
+    try:
+        job = await anyio.to_thread.run_sync(
+            identify, ray, workload, settings, policy, refresh, on_progress
+        )
+    except Exception:  # a failing signature(): the plain resolve falls back and says why
+        return await plain()
+    if not refresh and await anyio.to_thread.run_sync(local_hit, job):
+        return await plain()
+    for fresh in (False, True):  # a killed registry is made anew, under a new handle
+        try:
+            return await _coordinate(ray, job, fresh=fresh)
+        except _RegistryGone as exc:
+            gone = exc
+    logger.warning(
+        "chunktune: the Ray registry is unreachable (%s); resolving on this host alone", gone
+    )
+    return await plain()
+
+
+def _on_event_loop() -> bool:
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _in_worker_thread() -> bool:
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:
+        return False
+    except BaseException:
+        return True
+    return True
+
+
+def resolve_sync(
+    workload: Workload,
+    *,
+    settings: Settings | None = None,
+    policy: str | Policy | None = None,
+    manual: int | None = None,
+    refresh: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> Decision:
+    """Blocking :func:`resolve`, for synchronous Ray tasks and actors.
+
+    Raises:
+        UsageError: called on an event loop's own thread (an async actor's method:
+            ``await chunktune.ray.resolve(...)`` there instead).
+        the errors of :func:`resolve`.
+    """
+
+    async def call() -> Decision:
+        return await resolve(
+            workload,
+            settings=settings,
+            policy=policy,
+            manual=manual,
+            refresh=refresh,
+            on_progress=on_progress,
+        )
+
+    if _in_worker_thread():
+        return anyio.from_thread.run(call)
+    if _on_event_loop():
+        raise UsageError(
+            "chunktune.ray.resolve_sync() was called on a running event loop's thread (an "
+            "async actor's method?), where blocking would stall it; use "
+            "`await chunktune.ray.resolve(...)` there instead"
+        )
+    return anyio.run(call)

@@ -1,0 +1,118 @@
+"""The read-only system cache: consulted after the user's cache, never written or moved."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import attrs
+import pytest
+
+import chunktune
+from chunktune.sim import SimulatedWorkload, env_costs
+
+
+def workload(name: str = "layered") -> SimulatedWorkload:
+    return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=name)
+
+
+def ship(isolated: Path, monkeypatch: pytest.MonkeyPatch, *, env: bool = True) -> Path:
+    """Resolve once into a cache, make that file the system layer, start a fresh user cache."""
+    first = chunktune.resolve_sync(workload(), policy="quick")
+    assert first.source == "benchmark"
+    system = isolated / "image" / "system.json"
+    system.parent.mkdir()
+    (isolated / "cache.json").rename(system)
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "user.json"))
+    if env:
+        monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    return system
+
+
+def snapshot(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def test_the_system_cache_answers_a_miss_in_the_user_cache(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key only the system file holds is served from it, without a sweep or a write."""
+    system = ship(isolated, monkeypatch)
+    before = snapshot(system)
+    decision = chunktune.resolve_sync(workload(), policy="quick")
+    assert decision.source == "cache"
+    assert decision.probe_seconds == 0.0
+    assert snapshot(system) == before
+    assert not (isolated / "user.json").exists()
+
+
+def test_a_sweep_writes_the_user_cache_only(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job the system file does not answer is measured and stored in the user's cache."""
+    system = ship(isolated, monkeypatch)
+    before = snapshot(system)
+    decision = chunktune.resolve_sync(workload("other"), policy="quick")
+    assert decision.source == "benchmark"
+    assert snapshot(system) == before
+    assert decision.key in chunktune.DecisionCache(isolated / "user.json").entries()
+
+
+def test_the_user_cache_wins_over_the_system_cache(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where both hold the key, the user's own entry is served."""
+    system = ship(isolated, monkeypatch)
+    key, shipped = next(iter(chunktune.DecisionCache(system).entries().items()))
+    mine = 1 if shipped.chunk_size != 1 else 2
+    chunktune.DecisionCache(isolated / "user.json").put(key, attrs.evolve(shipped, chunk_size=mine))
+    assert chunktune.resolve_sync(workload(), policy="quick").chunk_size == mine
+
+
+def test_settings_name_the_system_cache_and_the_variable_wins(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[cache] system_path names the layer; $CHUNKTUNE_SYSTEM_CACHE overrides it."""
+    system = ship(isolated, monkeypatch, env=False)
+    config = isolated / "chunktune.toml"
+    config.write_text(f'[cache]\nsystem_path = "{system}"\n')
+    assert chunktune.load_settings(config).cache.system_path == str(system)
+    assert chunktune.resolve_sync(workload(), policy="quick").source == "cache"
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(isolated / "elsewhere.json"))
+    assert chunktune.load_settings(config).cache.system_path == str(isolated / "elsewhere.json")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"\x00not json", id="garbage"),
+        pytest.param(b'{"schema": 99, "entries": {}}', id="newer-schema"),
+    ],
+)
+def test_an_unusable_system_cache_is_ignored_and_left_alone(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    content: bytes,
+) -> None:
+    """A broken system file is warned about once and ignored, never moved aside or rewritten."""
+    system = isolated / "system.json"
+    system.write_bytes(content)
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert chunktune.resolve_sync(workload(), policy="quick").source == "benchmark"
+        assert chunktune.resolve_sync(workload("other"), policy="quick").source == "benchmark"
+    assert system.read_bytes() == content
+    assert os.listdir(isolated).count("system.json") == 1
+    assert not [n for n in os.listdir(isolated) if n.startswith("system.json.")]
+    assert sum("system cache" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_missing_system_cache_is_not_an_error(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system path that does not exist (an image without answers) just finds nothing."""
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(isolated / "absent.json"))
+    assert chunktune.resolve_sync(workload(), policy="quick").source == "benchmark"
+    assert not (isolated / "absent.json").exists()

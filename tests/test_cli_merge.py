@@ -1,0 +1,143 @@
+"""`chunktune cache merge FILE... [-o OUT]`: the newest entry per key wins; each choice is said."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chunktune import CacheEntry, DecisionCache
+from chunktune._cache_format import entry_to_table
+from chunktune._cli import main
+
+
+def entry(chunk: int | None = 4, *, age_s: float = 60.0, **fields: Any) -> CacheEntry:
+    values: dict[str, Any] = {
+        "chunk_size": chunk,
+        "native_chunk": 3,
+        "reason": "test",
+        "timings": {None: 0.010, 4: 0.009},
+        "policy": "balanced",
+        "created": time.time() - age_s,
+        "num_envs": 64,
+        "nthread": 2,
+    }
+    values.update(fields)
+    return CacheEntry(**values)
+
+
+def host(path: Path, **entries: CacheEntry) -> Path:
+    DecisionCache(path).update(entries)
+    return path
+
+
+def one_error(err: str) -> str:
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("chunktune: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture
+def fleet(isolated: Path) -> tuple[Path, Path]:
+    """Two hosts' caches: one key each of their own, and one key both hold (n2's is newer)."""
+    n1 = host(isolated / "n1.json", own1=entry(2), shared=entry(4, age_s=600))
+    n2 = host(isolated / "n2.json", own2=entry(8), shared=entry(16, age_s=60))
+    return n1, n2
+
+
+def test_merge_into_a_file_keeps_the_newest_entry_per_key(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """Every key lands in OUT; the shared key holds the newer entry, and the replacement is said."""
+    out_file = isolated / "fleet.toml"
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    merged = DecisionCache(out_file).entries()
+    assert set(merged) == {"own1", "own2", "shared"}
+    assert merged["shared"].chunk_size == 16
+    assert f"replaced shared: {fleet[1]}'s entry is newer than {fleet[0]}'s" in out
+    assert "3 added, 1 replaced by newer entries, 0 older ones not taken" in out
+    assert "3 entries now" in out
+
+
+def test_an_older_entry_merged_later_is_named_not_taken(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """In the other order the older entry is not taken, and a line says which one was kept."""
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", str(fleet[1]), str(fleet[0]), "-o", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert DecisionCache(out_file).entries()["shared"].chunk_size == 16
+    assert f"kept shared from {fleet[1]}: {fleet[0]}'s entry is not newer" in out
+
+
+def test_merge_without_output_goes_into_the_cache(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """Without -o the files merge into the user's cache, which keeps its own newer entries."""
+    DecisionCache(isolated / "cache.json").put("shared", entry(32, age_s=1))
+    assert main(["cache", "merge", *map(str, fleet)]) == 0
+    merged = DecisionCache(isolated / "cache.json").entries()
+    assert set(merged) == {"own1", "own2", "shared"}
+    assert merged["shared"].chunk_size == 32
+    assert "kept shared from the cache" in capsys.readouterr().out
+
+
+def test_a_malformed_input_writes_nothing(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """One unreadable input: exit 2 with one message, and no output file written at all."""
+    bad = isolated / "bad.json"
+    bad.write_text('{"schema": 1, "entries": null}')
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", str(fleet[0]), str(bad), "-o", str(out_file)]) == 2
+    assert "not a table" in one_error(capsys.readouterr().err)
+    assert not out_file.exists()
+
+
+def test_bad_entries_are_named_and_the_rest_merged(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An input's invalid entries are listed on stderr; its valid ones are merged."""
+    good = entry_to_table(entry())
+    doc = {"good": good, "neg": {**good, "chunk_size": -5}}
+    source = isolated / "n1.json"
+    source.write_text(json.dumps({"schema": 1, "entries": doc}))
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", str(source), "-o", str(out_file)]) == 0
+    assert "'neg': chunk_size: -5" in capsys.readouterr().err
+    assert set(DecisionCache(out_file).entries()) == {"good"}
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(lambda p: p / "fleet.txt", "must end in .json or .toml", id="suffix"),
+        pytest.param(lambda p: p / "n1.json", "the file being merged into", id="self"),
+    ],
+)
+def test_bad_outputs_are_refused(
+    isolated: Path,
+    capsys: pytest.CaptureFixture[str],
+    fleet: tuple[Path, Path],
+    make: Any,
+    message: str,
+) -> None:
+    """An output without a cache suffix, or one of the inputs, is refused with exit 2."""
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(make(isolated))]) == 2
+    assert message in one_error(capsys.readouterr().err)
+
+
+def test_a_corrupt_output_is_refused_and_left_alone(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """An existing OUT that is not a cache: exit 2, and its bytes stay as they were."""
+    out_file = isolated / "fleet.json"
+    out_file.write_bytes(b"not json")
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
+    assert "does not parse" in one_error(capsys.readouterr().err)
+    assert out_file.read_bytes() == b"not json"

@@ -1,0 +1,333 @@
+"""chunktune.ray on a real local Ray cluster: one sweep per node type, shared, taken over.
+
+One cluster serves the whole module (Ray starts slowly): a CPU-less head, two nodes
+labelled ``a``, one ``b``, and one ``broken`` whose settings file is missing. Every
+node has its own cache file and sweep lock, as separate hosts would.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import chunktune
+import chunktune.ray
+from chunktune._resolve import cache_key
+from chunktune.sim import SimulatedWorkload, env_costs
+
+ray = pytest.importorskip("ray")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+strategies = pytest.importorskip("ray.util.scheduling_strategies")
+
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.slow,
+    # Ray 2.49's Cluster leaks its own /dev/null handles (2.60's does not): not ours to fail on
+    pytest.mark.filterwarnings(
+        r"ignore:Exception ignored in. <_io\.\w+ name='/dev/null'"
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
+]
+
+POLICY = "quick"
+WAIT_S = 120  # no ray.get in these tests may hang longer
+
+
+class Sleepy:
+    """The simulated workload's modeled seconds, plus a real sleep per call so sweeps take time.
+
+    Records when its first and last probe ran (wall-clock seconds), so a test can see
+    which worker swept and when.
+    """
+
+    def __init__(self, job: str, sleep_s: float = 0.01, *, fail: bool = False) -> None:
+        self.fail = fail
+        self.inner = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=job)
+        self.num_envs = self.inner.num_envs
+        self.nthread = self.inner.nthread
+        self.sleep_s = sleep_s
+        self.calls = 0
+        self.first: float | None = None
+        self.last: float | None = None
+
+    def signature(self) -> dict[str, Any]:
+        return dict(self.inner.signature())
+
+    def run(self, chunk_size: int | None) -> float:
+        if self.first is None:
+            self.first = time.time()
+        time.sleep(self.sleep_s)
+        if self.fail:
+            raise RuntimeError("the simulator broke")
+        self.calls += 1
+        self.last = time.time()
+        return self.inner.run(chunk_size)
+
+
+def node_settings(**ray_options: Any) -> chunktune.Settings:
+    """This node's settings (its own cache file), with [ray] options changed."""
+    settings = chunktune.load_settings()
+    return attrs.evolve(settings, ray=attrs.evolve(settings.ray, **ray_options))
+
+
+def outcome(decision: chunktune.Decision, workload: Sleepy) -> dict[str, Any]:
+    return {
+        "source": decision.source,
+        "chunk": decision.chunk_size,
+        "reason": decision.reason,
+        "key": decision.key,
+        "calls": workload.calls,
+        "first": workload.first,
+        "last": workload.last,
+        "node": ray.get_runtime_context().get_node_id(),
+        "cache": os.environ["CHUNKTUNE_CACHE"],
+        "pid": os.getpid(),
+    }
+
+
+class Worker:
+    """An env worker as a sync Ray actor."""
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def resolve(
+        self, job: str, sleep_s: float, *, fail: bool = False, **ray_options: Any
+    ) -> dict[str, Any]:
+        workload = Sleepy(job, sleep_s, fail=fail)
+        decision = chunktune.ray.resolve_sync(
+            workload, settings=node_settings(**ray_options), policy=POLICY
+        )
+        return outcome(decision, workload)
+
+
+class AsyncWorker:
+    """An env worker as an async Ray actor: it awaits on Ray's own event loop."""
+
+    async def resolve(self, job: str, sleep_s: float, **ray_options: Any) -> dict[str, Any]:
+        workload = Sleepy(job, sleep_s)
+        decision = await chunktune.ray.resolve(
+            workload, settings=node_settings(**ray_options), policy=POLICY
+        )
+        return outcome(decision, workload)
+
+
+@attrs.frozen
+class Fleet:
+    root: Path
+    node_ids: dict[str, str]  # our name -> Ray node id
+    workers: dict[str, list[Any]]  # our node name -> actors pinned there
+
+    def spawn(self, node: str, cls: type = Worker) -> Any:
+        pinned = strategies.NodeAffinitySchedulingStrategy(self.node_ids[node], soft=False)
+        return ray.remote(num_cpus=0)(cls).options(scheduling_strategy=pinned).remote()
+
+    def cache(self, node: str) -> chunktune.DecisionCache:
+        return chunktune.DecisionCache(self.root / node / "cache.json")
+
+    def entries(self, node: str, job: str) -> list[chunktune.CacheEntry]:
+        """The entries a node's cache holds for ``job``."""
+        found = self.cache(node).entries().values()
+        return [e for e in found if e.signature.get("name") == job]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """A local cluster of simulated hosts, each with its own cache and sweep lock."""
+    root = tmp_path_factory.mktemp("fleet")
+
+    def env(name: str) -> dict[str, str]:
+        return {
+            "CHUNKTUNE_CACHE": str(root / name / "cache.json"),
+            "CHUNKTUNE_SWEEP_LOCK": str(root / name / "sweep.lock"),
+            "CHUNKTUNE_CONFIG": "",
+        }
+
+    # workers cannot import this test module: ship its classes by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    label = chunktune.ray.NODE_TYPE_LABEL
+    cluster = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 0, "env_vars": env("head")}
+    )
+    try:
+        nodes = {
+            name: cluster.add_node(num_cpus=1, labels={label: kind}, env_vars=env(name))
+            for name, kind in (("a1", "a"), ("a2", "a"), ("b1", "b"))
+        }
+        broken = {**env("broken"), "CHUNKTUNE_CONFIG": str(root / "missing.toml")}
+        cluster.add_node(num_cpus=1, labels={label: "broken"}, env_vars=broken)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        ids = {name: node.node_id for name, node in nodes.items()}
+        made = Fleet(root=root, node_ids=ids, workers={})
+        made.workers.update(
+            {
+                "a1": [made.spawn("a1"), made.spawn("a1")],
+                "a2": [made.spawn("a2"), made.spawn("a2")],
+                "b1": [made.spawn("b1", AsyncWorker), made.spawn("b1", AsyncWorker)],
+            }
+        )
+        yield made
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def registry_events(kind: str, job: str) -> list[dict[str, Any]]:
+    """What the cluster's registry recorded for ``job`` on node type ``kind``."""
+    workload = Sleepy(job)
+    policy = chunktune.load_settings().get_policy(POLICY)
+    key = cache_key(
+        workload.signature(),
+        num_envs=workload.num_envs,
+        nthread=workload.nthread,
+        device={"node_type": kind},
+        policy_hash=policy.fingerprint(),
+    )
+    registry = ray.get_actor(
+        chunktune.ray.REGISTRY_NAME, namespace=chunktune.ray.REGISTRY_NAMESPACE
+    )
+    events: list[dict[str, Any]] = ray.get(registry.events.remote(f"{kind}/{key}"), timeout=WAIT_S)
+    return events
+
+
+def new_job() -> str:
+    return f"job-{uuid.uuid4().hex[:8]}"
+
+
+def test_tune_cluster_sweeps_once_per_node_type(
+    fleet: Fleet, isolated: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One sweep per labelled type; every node of the type and the driver hold the answer."""
+    job = new_job()
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        answers = chunktune.ray.tune_cluster(functools.partial(Sleepy, job, 0.0), policy=POLICY)
+    err = caplog.text
+    assert set(answers) == {"a", "b"}
+    assert all(d.source == "benchmark" for d in answers.values())
+    assert "skipped: its probe failed (ConfigError" in err  # the broken node, reported
+    assert "offers Ray no CPUs" in err  # the CPU-less head
+    assert "node type a (2 node(s))" in err
+    for kind, names in (("a", ["a1", "a2"]), ("b", ["b1"])):
+        assert [e["event"] for e in registry_events(kind, job)] == ["claim", "publish"]
+        stored = [fleet.entries(name, job) for name in names]
+        assert all(len(entries) == 1 for entries in stored)
+        assert {e.chunk_size for s in stored for e in s} == {answers[kind].chunk_size}
+        # the other node got the sweeping node's entry, not a sweep of its own
+        assert len({e.created for s in stored for e in s}) == 1
+    driver = chunktune.DecisionCache(isolated / "cache.json").entries()
+    assert {e.chunk_size for e in driver.values()} <= {d.chunk_size for d in answers.values()}
+    assert driver
+
+
+def test_workers_share_one_sweep_per_node_type(fleet: Fleet) -> None:
+    """Six workers (sync and async actors) on three hosts of two types: two sweeps, shared."""
+    job = new_job()
+    calls = [
+        (name, actor.resolve.remote(job, 0.01))
+        for name, actors in fleet.workers.items()
+        for actor in actors
+    ]
+    results = ray.get([ref for _, ref in calls], timeout=WAIT_S)
+    by_type: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+    for (name, _), result in zip(calls, results, strict=True):
+        by_type[name[0]].append(result)
+        # every worker keeps its type's answer in its own host's cache
+        entry = fleet.cache(name).get(result["key"])
+        assert entry is not None and entry.chunk_size == result["chunk"]
+    for kind, found in by_type.items():
+        swept = [r for r in found if r["calls"]]
+        assert len(swept) == 1, kind
+        assert swept[0]["source"] == "benchmark"
+        assert {r["source"] for r in found if not r["calls"]} == {"cache"}
+        assert len({r["chunk"] for r in found}) == 1
+        assert [e["event"] for e in registry_events(kind, job)] == ["claim", "publish"]
+
+
+def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
+    """With while_sweeping = "native", a worker uses native at once, then the answer later."""
+    job = new_job()
+    slow = fleet.workers["a1"][0].resolve.remote(job, 0.06)
+    deadline = time.monotonic() + WAIT_S
+    while not registry_events("a", job):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    meanwhile = ray.get(
+        fleet.workers["a2"][0].resolve.remote(job, 0.0, while_sweeping="native"), timeout=WAIT_S
+    )
+    assert meanwhile["source"] == "fallback" and meanwhile["chunk"] is None
+    assert "while_sweeping" in meanwhile["reason"]
+    assert meanwhile["calls"] == 0
+    answer = ray.get(slow, timeout=WAIT_S)
+    later = ray.get(
+        fleet.workers["a2"][0].resolve.remote(job, 0.0, while_sweeping="native"), timeout=WAIT_S
+    )
+    assert later["source"] == "cache" and later["chunk"] == answer["chunk"]
+    assert later["calls"] == 0
+
+
+@pytest.mark.anyio
+async def test_the_driver_resolves_through_the_registry(fleet: Fleet) -> None:
+    """`await chunktune.ray.resolve` works on the driver's loop (asyncio and trio); then a hit."""
+    job = new_job()
+    first = await chunktune.ray.resolve(Sleepy(job, 0.0), policy=POLICY)
+    again = await chunktune.ray.resolve(Sleepy(job, 0.0), policy=POLICY)
+    assert first.source == "benchmark"
+    assert again.source == "cache" and again.chunk_size == first.chunk_size
+
+
+def test_a_failing_workload_fails_once_and_every_worker_falls_back(fleet: Fleet) -> None:
+    """One worker's sweep fails: it and the workers waiting for it keep native; none hangs."""
+    job = new_job()
+    workers = fleet.workers["a1"] + fleet.workers["a2"]
+    # the failure comes 0.5 s in, long after every worker has asked the registry
+    results = ray.get([a.resolve.remote(job, 0.5, fail=True) for a in workers], timeout=WAIT_S)
+    assert {(r["source"], r["chunk"]) for r in results} == {("fallback", None)}
+    assert sum(1 for r in results if r["first"] is not None) == 1  # one worker measured
+    assert [e["event"] for e in registry_events("a", job)] == ["claim", "fail"]
+    assert all("the simulator broke" in r["reason"] for r in results)
+
+
+def test_a_killed_registry_is_made_anew(fleet: Fleet) -> None:
+    """Workers whose registry handle died get a new registry, and still sweep once per type."""
+    ray.kill(ray.get_actor(chunktune.ray.REGISTRY_NAME, namespace=chunktune.ray.REGISTRY_NAMESPACE))
+    job = new_job()
+    refs = [actor.resolve.remote(job, 0.0) for actor in fleet.workers["a1"] + fleet.workers["a2"]]
+    results = ray.get(refs, timeout=WAIT_S)
+    assert sum(1 for r in results if r["calls"]) == 1
+    assert [e["event"] for e in registry_events("a", job)] == ["claim", "publish"]
+
+
+def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
+    """Killing the sweeping worker mid-sweep: another of its type takes over; all finish."""
+    job = new_job()
+    workers = [fleet.spawn("a1"), fleet.spawn("a2"), fleet.spawn("a2")]
+    pids = ray.get([w.pid.remote() for w in workers], timeout=WAIT_S)
+    refs = [w.resolve.remote(job, 0.05, lease_s=2.0) for w in workers]
+    deadline = time.monotonic() + WAIT_S
+    while not (events := registry_events("a", job)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    holder = events[0]["holder"]
+    victim = next(i for i, pid in enumerate(pids) if f"/pid{pid}/" in holder)
+    time.sleep(0.3)  # into its sweep
+    ray.kill(workers[victim])
+    survivors = [r for i, r in enumerate(refs) if i != victim]
+    results = ray.get(survivors, timeout=WAIT_S)
+    swept = [r for r in results if r["calls"]]
+    assert len(swept) == 1 and swept[0]["source"] == "benchmark"
+    assert len({r["chunk"] for r in results}) == 1
+    kinds = [e["event"] for e in registry_events("a", job)]
+    assert kinds == ["claim", "expired", "takeover", "publish"]
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(refs[victim], timeout=WAIT_S)

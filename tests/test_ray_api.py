@@ -1,0 +1,94 @@
+"""chunktune.ray without a cluster: the missing extra, an unconnected Ray, node types, settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import chunktune
+import chunktune.ray
+from chunktune._ray_api import NODE_TYPE_LABEL, connected_ray, fingerprint_type, node_type
+from chunktune.sim import SimulatedWorkload, env_costs
+
+
+def workload() -> SimulatedWorkload:
+    return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="api")
+
+
+def test_plain_import_never_imports_ray() -> None:
+    """`import chunktune` and `import chunktune.ray` leave Ray unimported."""
+    code = "import sys, chunktune, chunktune.ray; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda: chunktune.ray.resolve_sync(workload()), id="resolve_sync"),
+        pytest.param(lambda: chunktune.ray.tune_cluster(workload), id="tune_cluster"),
+    ],
+)
+def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch, call: object) -> None:
+    """Without Ray, chunktune.ray raises a ChunktuneError (and ImportError) naming the extra."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an absent package looks like
+    with pytest.raises(chunktune.ray.MissingExtraError, match=r"chunktune\[ray\]") as info:
+        call()  # type: ignore[operator]
+    assert isinstance(info.value, chunktune.ChunktuneError)
+    assert isinstance(info.value, ImportError)
+
+
+def fake_ray(initialised: bool) -> types.SimpleNamespace:
+    calls: list[str] = []
+    return types.SimpleNamespace(
+        is_initialized=lambda: initialised or "init" in calls,
+        init=lambda: calls.append("init"),
+        calls=calls,
+    )
+
+
+def test_unconnected_ray_says_how_to_connect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray installed but not initialised: a UsageError that names ray.init() and init_local."""
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    with pytest.raises(chunktune.UsageError, match=r"ray\.init\(\).*init_local"):
+        chunktune.ray.tune_cluster(workload)
+
+
+def test_init_local_starts_ray_when_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With [ray] init_local = true, an unconnected process starts a local Ray itself."""
+    fake = fake_ray(initialised=False)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    settings = chunktune.load_settings()
+    allowed = chunktune.Settings(
+        policies=settings.policies,
+        ray=chunktune.RaySettings(init_local=True),
+    )
+    assert connected_ray(allowed) is fake
+    assert fake.calls == ["init"]
+
+
+def test_label_overrides_the_fingerprint() -> None:
+    """A node's chunktune.io/node-type label is its type; without one, its fingerprint's hash."""
+    device = {"cpu": "x", "logical_cpus": 2}
+    assert node_type({NODE_TYPE_LABEL: "gpu-a"}, device) == "gpu-a"
+    assert node_type({}, device) == fingerprint_type(device)
+    assert node_type({}, {"cpu": "y", "logical_cpus": 2}) != node_type({}, device)
+    assert fingerprint_type(device).startswith("fp-")
+
+
+def test_ray_settings_load_and_validate(tmp_path: Path) -> None:
+    """[ray] loads from TOML, and a bad value is a ConfigError naming its path."""
+    good = tmp_path / "good.toml"
+    good.write_text('[ray]\ninit_local = true\nwhile_sweeping = "native"\nlease_s = 5\n')
+    loaded = chunktune.load_settings(good).ray
+    assert (loaded.init_local, loaded.while_sweeping, loaded.lease_s) == (True, "native", 5.0)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[ray]\nwhile_sweeping = "spin"\nwait_timeout_s = -1\n')
+    with pytest.raises(chunktune.ConfigError) as info:
+        chunktune.load_settings(bad)
+    assert any(p.startswith("ray.while_sweeping") for p in info.value.problems)
+    assert any(p.startswith("ray.wait_timeout_s") for p in info.value.problems)

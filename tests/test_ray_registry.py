@@ -1,0 +1,147 @@
+"""The registry's protocol, on its own (no Ray): claims, leases, takeovers, answers, failures."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from chunktune import CacheEntry
+from chunktune._ray_registry import Registry
+
+pytestmark = pytest.mark.anyio
+
+KEY = "a/job.policy"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The registry is an asyncio actor in Ray: test it on asyncio only."""
+    return "asyncio"
+
+
+def entry(chunk: int | None = 8) -> CacheEntry:
+    return CacheEntry(chunk_size=chunk, native_chunk=12, reason="measured")
+
+
+async def claim(
+    reg: Registry,
+    holder: str,
+    since: float | None = None,
+    *,
+    refresh: bool = False,
+    lease_s: float = 30.0,
+) -> dict[str, Any]:
+    return await reg.claim(KEY, holder, since=since, refresh=refresh, lease_s=lease_s)
+
+
+async def test_first_caller_claims_and_others_see_it_busy() -> None:
+    """The first caller claims the key; a second one is told who is measuring."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    second = await claim(reg, "w2")
+    assert first["state"] == "claimed"
+    assert second["state"] == "busy"
+    assert second["holder"] == "w1"
+
+
+async def test_published_answer_reaches_every_later_caller() -> None:
+    """After the claimant publishes, every caller gets the answer and nobody claims again."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    await reg.publish(KEY, first["token"], entry(8), "w1")
+    for holder in ("w2", "w3"):
+        reply = await claim(reg, holder)
+        assert reply["state"] == "answer"
+        assert reply["entry"].chunk_size == 8
+    events = [e["event"] for e in await reg.events(KEY)]
+    assert events == ["claim", "publish"]
+
+
+async def test_a_lapsed_lease_goes_to_the_next_caller() -> None:
+    """A claimant that stops heartbeating loses its claim after one lease; the next takes over."""
+    reg = Registry()
+    await claim(reg, "dead", lease_s=0.1)
+    assert (await claim(reg, "w2", lease_s=0.1))["state"] == "busy"
+    await anyio.sleep(0.15)
+    reply = await claim(reg, "w2")
+    assert reply["state"] == "claimed"
+    assert reply["took_over"] == "dead"
+    assert [e["event"] for e in await reg.events(KEY)] == ["claim", "expired", "takeover"]
+
+
+async def test_heartbeats_keep_the_claim() -> None:
+    """Heartbeats renew the lease; a stale token's heartbeat is refused."""
+    reg = Registry()
+    first = await claim(reg, "w1", lease_s=0.2)
+    for _ in range(3):
+        await anyio.sleep(0.1)
+        assert await reg.heartbeat(KEY, first["token"], 0.2)
+    assert (await claim(reg, "w2"))["state"] == "busy"
+    assert not await reg.heartbeat(KEY, first["token"] + 1, 0.2)
+
+
+async def test_wait_returns_when_the_answer_arrives() -> None:
+    """A waiter parked in wait() wakes when the claimant publishes, long before its timeout."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    woke: list[float] = []
+
+    async def waiter() -> None:
+        await reg.wait(KEY, 30.0)
+        woke.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.sleep(0.05)
+        assert not woke
+        await reg.publish(KEY, first["token"], entry(), "w1")
+    assert len(woke) == 1
+    assert (await claim(reg, "w2"))["state"] == "answer"
+
+
+async def test_wait_is_bounded_by_the_lease() -> None:
+    """wait() returns once the claimant's lease has run out, however long the caller offered."""
+    reg = Registry()
+    await claim(reg, "dead", lease_s=0.1)
+    with anyio.fail_after(5):
+        await reg.wait(KEY, 30.0)
+    assert (await claim(reg, "w2"))["state"] == "claimed"
+
+
+async def test_a_failed_sweep_ends_its_waiters_waits_only() -> None:
+    """Waiters that saw the failed sweep fall back; a caller arriving later claims afresh."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    waiting = await claim(reg, "w2")
+    await reg.fail(KEY, first["token"], "boom", "w1")
+    again = await claim(reg, "w2", since=waiting["since"])
+    assert again["state"] == "failed"
+    assert again["reason"] == "boom"
+    assert (await claim(reg, "w3"))["state"] == "claimed"
+
+
+async def test_release_lets_the_next_caller_claim() -> None:
+    """A cancelled claimant's release hands the claim to the next caller at once."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    await reg.release(KEY, first["token"])
+    assert (await claim(reg, "w2"))["state"] == "claimed"
+
+
+async def test_refresh_ignores_answers_older_than_the_call() -> None:
+    """A refreshing caller claims despite an old answer, and takes one published after it asked."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    await reg.publish(KEY, first["token"], entry(8), "w1")
+    fresh = await claim(reg, "w2", refresh=True)
+    assert fresh["state"] == "claimed"
+    other = await claim(reg, "w3", refresh=True)
+    assert other["state"] == "busy"
+    await reg.publish(KEY, fresh["token"], entry(4), "w2")
+    reply = await claim(reg, "w3", since=other["since"], refresh=True)
+    assert reply["state"] == "answer"
+    assert reply["entry"].chunk_size == 4
+    assert (await claim(reg, "w4"))["entry"].chunk_size == 4
