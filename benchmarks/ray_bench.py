@@ -48,7 +48,7 @@ import attrs
 
 import chunktune
 import chunktune.ray
-from chunktune._resolve import cache_key
+from chunktune._keys import cache_key
 from chunktune.sim import SimulatedWorkload, env_costs
 
 TYPES = ("a", "b", "c")

@@ -21,8 +21,8 @@ from ._decision import Decision
 from ._errors import ConfigError
 from ._events import ProgressCallback
 from ._fingerprint import device_fingerprint, mujoco_version
+from ._keys import cache_for, cache_key
 from ._ray_api import node_labels, node_type
-from ._resolve import cache_for, cache_key
 from ._settings import Policy, Settings
 from ._workload import Workload, check_workload, native_chunk
 

@@ -2,22 +2,18 @@
 
 manual? -> disabled? -> trivial? -> cache hit? -> this process's flight for the key ->
 the key's cross-process lock -> cache hit now? -> the machine-wide sweep lock ->
-sweep in a thread of its own -> select -> store. Every blocking step (file I/O, lock
-waits, the sweep) runs off the event loop, and none holds a thread while it waits
-(see ``_threads`` and ``_flights``); the sweep checks for a stop before every probe.
+sweep in a thread of its own -> store. Every blocking step (file I/O, lock waits, the
+sweep) runs off the event loop, and none holds a thread while it waits (see
+``_threads`` and ``_flights``); the sweep checks for a stop before every probe.
+Keying and looking up a request is ``_keys``; the decisions it yields, ``_request``.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
 import math
-import sys
 import threading
-from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -27,172 +23,29 @@ import anyio.lowlevel
 import attrs
 
 from . import _flights
-from ._cache import CacheEntry, DecisionCache, default_cache_path
-from ._cache_layers import system_lookup
+from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._config import load_settings
-from ._decision import Decision, timings_to_ms
+from ._decision import Decision
 from ._errors import ChunktuneError, ConfigError, UsageError
 from ._events import ProgressCallback, ProgressEvent
-from ._fingerprint import device_fingerprint, mujoco_version
-from ._locks import acquire, hold, key_lock, sweep_lock, sweep_lock_path
+from ._keys import cache_for, identify_and_look, lookup
+from ._locks import acquire, hold, key_lock, sweep_lock
+from ._request import (
+    Request,
+    cache_entry,
+    failed_decision,
+    measured_decision,
+    report,
+)
 from ._settings import Policy, Settings
 from ._sweep import SweepResult, sweep
 from ._threads import call_soon, hop, in_own_thread, loop_running_here
-from ._workload import (
-    Workload,
-    check_chunk_size,
-    check_signature,
-    check_workload,
-    native_chunk,
-    upper_chunk,
-)
+from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
 
-__all__ = ["cache_for", "cache_key", "resolve", "resolve_sync", "sweep_lock_path"]
+__all__ = ["resolve", "resolve_sync"]
 
 logger = logging.getLogger("chunktune")
-
-
-def _version() -> str:
-    try:
-        return metadata.version("chunktune")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-def cache_key(
-    signature: Mapping[str, Any],
-    *,
-    num_envs: int,
-    nthread: int,
-    device: Mapping[str, Any],
-    policy_hash: str,
-) -> str:
-    """The cache key, ``"<job>.<policy>"``.
-
-    ``<job>`` hashes the workload's signature, N, T and the machine's fingerprint;
-    ``<policy>`` is the policy's fingerprint, so each policy keeps its own entry and
-    a stronger policy's entry can be found under the same ``<job>``.
-    """
-    payload = {
-        "workload": dict(signature),
-        "num_envs": num_envs,
-        "nthread": nthread,
-        "device": dict(device),
-    }
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.{policy_hash}"
-
-
-_caches: dict[tuple[Path, str], DecisionCache] = {}
-_caches_lock = threading.Lock()
-
-
-def cache_for(settings: Settings) -> DecisionCache | None:
-    """The cache the settings name, or None when caching is disabled.
-
-    One DecisionCache per file and format per process, so a hit re-parses the file
-    only when it changed, and an unusable location is warned about once.
-    """
-    if not settings.cache.enabled:
-        return None
-    path = Path(settings.cache.path).expanduser() if settings.cache.path else default_cache_path()
-    key = (path.absolute(), settings.cache.format)
-    with _caches_lock:
-        cache = _caches.get(key)
-        if cache is None:
-            cache = _caches[key] = DecisionCache(path, format=settings.cache.format)
-        return cache
-
-
-# ---------------------------------------------------------------- reporting
-
-
-def _report(decision: Decision, settings: Settings) -> None:
-    timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
-    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
-    line = (
-        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
-        f"{decision.reason}"
-    )
-    if timings:
-        line += f" | {timings}"
-    mode = settings.log.stderr
-    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
-        # collectors in spawned subprocesses have no logging configured: say it anyway
-        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
-    if mode != "always":
-        logger.info(line)
-
-
-# ---------------------------------------------------------------- the flow
-
-
-def _entry_decision(entry: CacheEntry, key: str, native: int) -> Decision:
-    return Decision(
-        chunk_size=entry.chunk_size,
-        native_chunk=native,
-        source="cache",
-        reason=f"cached {entry.policy or 'earlier'} decision: {entry.reason}",
-        key=key,
-        timings=entry.timings,
-        samples=entry.samples,
-        raced_out=entry.raced_out,
-        probe_seconds=0.0,
-        partial=entry.partial,
-        policy=entry.policy,
-        gain=entry.gain,
-        gain_ci=entry.gain_ci,
-    )
-
-
-@attrs.frozen
-class _Request:
-    workload: Workload
-    num_envs: int
-    nthread: int
-    native: int
-    policy: Policy
-    policy_name: str
-    settings: Settings
-    refresh: bool
-    on_progress: ProgressCallback | None
-    signature: dict[str, Any] = attrs.field(factory=dict)
-    device: dict[str, Any] = attrs.field(factory=dict)
-
-
-def _decide(req: _Request, result: SweepResult, key: str) -> Decision:
-    reason = result.choice.reason
-    if result.partial:
-        reason += f" (partial: the {req.policy.time_budget_s:g} s budget ended the sweep)"
-    return Decision(
-        chunk_size=result.choice.chunk_size,
-        native_chunk=req.native,
-        source="benchmark",
-        reason=reason,
-        key=key,
-        timings=result.estimates,
-        samples=result.counts(),
-        raced_out=tuple(sorted(c for c in result.raced_out if c is not None)),
-        probe_seconds=result.probe_seconds,
-        partial=result.partial,
-        policy=req.policy_name,
-        gain=result.gain,
-        gain_ci=result.gain_ci,
-    )
-
-
-def _fallback(req: _Request, key: str, exc: BaseException, probe_seconds: float = 0.0) -> Decision:
-    return Decision(
-        chunk_size=None,
-        native_chunk=req.native,
-        source="fallback",
-        reason=f"kept the native chunk {req.native}: the workload failed while measuring "
-        f"({type(exc).__name__}: {exc})",
-        key=key,
-        probe_seconds=probe_seconds,
-        policy=req.policy_name,
-    )
 
 
 class _Stopped(Exception):
@@ -200,7 +53,7 @@ class _Stopped(Exception):
 
 
 async def _measure(
-    req: _Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
+    req: Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
 ) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
@@ -238,100 +91,16 @@ async def _measure(
         if isinstance(exc, Exception):
             # a failing workload must never crash the trainer
             logger.warning("chunktune: workload failed while measuring: %r", exc)
-            return _fallback(req, key, exc, probe_total)
+            return failed_decision(req, key, exc, probe_total)
         raise
     watch.sweeping = False
-    decision = _decide(req, result, key)
+    decision = measured_decision(req, result, key)
     if cache is not None:
-        await hop(_store, cache, key, req, decision, result)
+        await hop(cache.put, key, cache_entry(req, decision, result))
     return decision
 
 
-def _store(
-    cache: DecisionCache, key: str, req: _Request, decision: Decision, result: SweepResult
-) -> None:
-    """Blocking: write the decision and its evidence to the cache."""
-    cache.put(
-        key,
-        CacheEntry(
-            chunk_size=decision.chunk_size,
-            native_chunk=req.native,
-            reason=decision.reason,
-            timings=result.estimates,
-            samples=result.counts(),
-            raced_out=decision.raced_out,
-            policy=req.policy_name,
-            policy_hash=_identity(req.policy)[0],
-            policy_rule=_identity(req.policy)[1],
-            policy_effort=_identity(req.policy)[2],
-            probe_seconds=result.probe_seconds,
-            partial=result.partial,
-            num_envs=req.num_envs,
-            nthread=req.nthread,
-            signature=req.signature,
-            device=req.device,
-            chunktune_version=_version(),
-            mujoco_version=mujoco_version(),
-            model_file=getattr(req.workload, "model_file", None),
-            gain=decision.gain,
-            gain_ci=decision.gain_ci,
-        ),
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _identity(policy: Policy) -> tuple[str, str, int]:
-    """A policy's fingerprint, rule and effort: computed once per policy, not per hit."""
-    return policy.fingerprint(), policy.rule(), policy.effort()
-
-
-def _identify(req: _Request) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """Blocking: the workload's signature, this machine's fingerprint, and the cache key.
-
-    Raises:
-        WorkloadError: the signature holds a value that cannot be keyed (checked
-            before anything is measured).
-        Exception: whatever the workload's ``signature()`` raised.
-    """
-    signature = check_signature(req.workload.signature())
-    device = device_fingerprint()
-    key = cache_key(
-        signature,
-        num_envs=req.num_envs,
-        nthread=req.nthread,
-        device=device,
-        policy_hash=_identity(req.policy)[0],
-    )
-    return signature, device, key
-
-
-def _lookup(req: _Request, key: str, cache: DecisionCache) -> Decision | None:
-    """Blocking: the cached decision that answers this request, if any."""
-    base, _, own = key.rpartition(".")
-    _, rule, effort = _identity(req.policy)
-    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort)
-    if found is None:  # then the read-only system layer an image may ship
-        found = system_lookup(req.settings, base, policy_hash=own, rule=rule, effort=effort)
-    if found is None:
-        return None
-    return _entry_decision(found[1], found[0], req.native)
-
-
-def _identify_and_look(
-    req: _Request, cache: DecisionCache | None
-) -> tuple[_Request, str, Decision | None]:
-    """Blocking: key the request and, unless refreshing, look it up: one thread hop for a hit.
-
-    Raises:
-        Exception: whatever the workload's ``signature()`` raised.
-    """
-    signature, device, key = _identify(req)
-    req = attrs.evolve(req, signature=signature, device=device)
-    hit = _lookup(req, key, cache) if cache is not None and not req.refresh else None
-    return req, key, hit
-
-
-async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> Decision:
     """A cache miss: share this process's flight for the key, or own it and measure."""
     while True:
         flight, owner = _flights.board(key)
@@ -356,7 +125,7 @@ async def _resolve_key(req: _Request, key: str, cache: DecisionCache | None) -> 
         _flights.land(flight, decision)
 
 
-async def _owned_within_limit(req: _Request, key: str, cache: DecisionCache | None) -> Decision:
+async def _owned_within_limit(req: Request, key: str, cache: DecisionCache | None) -> Decision:
     """Own the key's flight until it is decided or ``hard_limit_s`` runs out."""
     limit = req.policy.hard_limit_s
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
@@ -367,7 +136,7 @@ async def _owned_within_limit(req: _Request, key: str, cache: DecisionCache | No
 
 
 async def _owned(
-    req: _Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
+    req: Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
@@ -376,7 +145,7 @@ async def _owned(
     async with hold(lock, on_wait=watch.waiting("key", lock)):
         watch.waiting_for = None
         if not req.refresh:
-            hit = await hop(_lookup, req, key, cache)
+            hit = await hop(lookup, req, key, cache)
             if hit is not None:
                 return hit
         return await _measure(req, key, cache, watch)
@@ -435,12 +204,12 @@ async def resolve(
             reason=f"manual override: chunk_size={chunk}",
         )
         if settings is not None:
-            _report(decision, settings)
+            report(decision, settings)
         return decision
     if settings is None:
         settings = await hop(load_settings)
     name, pol = _pick_policy(settings, policy)
-    req = _Request(
+    req = Request(
         workload=workload,
         num_envs=num_envs,
         nthread=nthread,
@@ -471,14 +240,14 @@ async def resolve(
     else:
         cache = cache_for(settings)
         try:
-            req, key, hit = await hop(_identify_and_look, req, cache)
+            req, key, hit = await hop(identify_and_look, req, cache)
         except ChunktuneError:
             raise
         except Exception as exc:  # a workload whose signature() fails is a failing workload
-            decision = _fallback(req, "", exc)
+            decision = failed_decision(req, "", exc)
         else:
             decision = hit if hit is not None else await _resolve_key(req, key, cache)
-    _report(decision, settings)
+    report(decision, settings)
     return decision
 
 

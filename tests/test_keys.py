@@ -8,7 +8,7 @@ import pytest
 
 import chunktune
 from chunktune._fingerprint import cpu_quota, device_fingerprint
-from chunktune._resolve import cache_key
+from chunktune._keys import cache_key
 from chunktune.sim import Noise, SimulatedWorkload
 
 SIG = {"kind": "mujoco.rollout", "model_sha": "abc", "nstep": 10, "n_variants": 1}

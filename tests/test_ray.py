@@ -22,7 +22,7 @@ import pytest
 
 import chunktune
 import chunktune.ray
-from chunktune._resolve import cache_key
+from chunktune._keys import cache_key
 from chunktune.sim import SimulatedWorkload, env_costs
 
 ray = pytest.importorskip("ray")

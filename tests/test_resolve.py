@@ -439,7 +439,7 @@ def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
 
 def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> None:
     """Settings naming the same file share one DecisionCache; an unchanged file is parsed once."""
-    from chunktune._resolve import cache_for
+    from chunktune._keys import cache_for
 
     s = chunktune.load_settings()
     assert cache_for(s) is cache_for(chunktune.load_settings())

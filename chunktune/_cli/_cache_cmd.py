@@ -20,7 +20,7 @@ from .._cache import (
 from .._cache_format import suffix_format
 from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError
-from .._resolve import cache_for
+from .._keys import cache_for
 from .._validators import shown, user_path
 from ._common import (
     EXIT_OK,

@@ -1,0 +1,117 @@
+"""Keying a request and finding its answer: the cache key, the cache, the lookup. Blocking.
+
+These run in a worker thread (``_threads.hop``): the workload's ``signature()``, the
+machine's fingerprint and the cache file may each take a moment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._cache import DecisionCache, default_cache_path
+from ._cache_layers import system_lookup
+from ._decision import Decision
+from ._fingerprint import device_fingerprint
+from ._request import Request, entry_decision, policy_identity
+from ._settings import Settings
+from ._workload import check_signature
+
+__all__ = ["cache_for", "cache_key", "identify_and_look", "lookup"]
+
+
+def cache_key(
+    signature: Mapping[str, Any],
+    *,
+    num_envs: int,
+    nthread: int,
+    device: Mapping[str, Any],
+    policy_hash: str,
+) -> str:
+    """The cache key, ``"<job>.<policy>"``.
+
+    ``<job>`` hashes the workload's signature, N, T and the machine's fingerprint;
+    ``<policy>`` is the policy's fingerprint, so each policy keeps its own entry and
+    a stronger policy's entry can be found under the same ``<job>``.
+    """
+    payload = {
+        "workload": dict(signature),
+        "num_envs": num_envs,
+        "nthread": nthread,
+        "device": dict(device),
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.{policy_hash}"
+
+
+_caches: dict[tuple[Path, str], DecisionCache] = {}
+_caches_lock = threading.Lock()
+
+
+def cache_for(settings: Settings) -> DecisionCache | None:
+    """The cache the settings name, or None when caching is disabled.
+
+    One DecisionCache per file and format per process, so a hit re-parses the file
+    only when it changed, and an unusable location is warned about once.
+    """
+    if not settings.cache.enabled:
+        return None
+    path = Path(settings.cache.path).expanduser() if settings.cache.path else default_cache_path()
+    key = (path.absolute(), settings.cache.format)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None:
+            cache = _caches[key] = DecisionCache(path, format=settings.cache.format)
+        return cache
+
+
+def _identify(req: Request) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Blocking: the workload's signature, this machine's fingerprint, and the cache key.
+
+    Raises:
+        WorkloadError: the signature holds a value that cannot be keyed (checked
+            before anything is measured).
+        Exception: whatever the workload's ``signature()`` raised.
+    """
+    signature = check_signature(req.workload.signature())
+    device = device_fingerprint()
+    key = cache_key(
+        signature,
+        num_envs=req.num_envs,
+        nthread=req.nthread,
+        device=device,
+        policy_hash=policy_identity(req.policy)[0],
+    )
+    return signature, device, key
+
+
+def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:
+    """Blocking: the cached decision that answers this request, if any."""
+    base, _, own = key.rpartition(".")
+    _, rule, effort = policy_identity(req.policy)
+    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort)
+    if found is None:  # then the read-only system layer an image may ship
+        found = system_lookup(req.settings, base, policy_hash=own, rule=rule, effort=effort)
+    if found is None:
+        return None
+    return entry_decision(found[1], found[0], req.native)
+
+
+def identify_and_look(
+    req: Request, cache: DecisionCache | None
+) -> tuple[Request, str, Decision | None]:
+    """Blocking: key the request and, unless refreshing, look it up: one thread hop for a hit.
+
+    Raises:
+        Exception: whatever the workload's ``signature()`` raised.
+    """
+    signature, device, key = _identify(req)
+    req = attrs.evolve(req, signature=signature, device=device)
+    hit = lookup(req, key, cache) if cache is not None and not req.refresh else None
+    return req, key, hit

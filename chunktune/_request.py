@@ -1,0 +1,168 @@
+"""A decision request, and the Decisions and cache entries made from what it found.
+
+Pure construction over numbers and records: nothing here measures, waits or reads
+a file. ``_keys`` finds a request's answer in the caches; ``_resolve`` runs the flow.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+from ._cache import CacheEntry
+from ._decision import Decision, timings_to_ms
+from ._events import ProgressCallback
+from ._fingerprint import mujoco_version
+from ._settings import Policy, Settings
+from ._sweep import SweepResult
+from ._workload import Workload
+
+__all__ = [
+    "Request",
+    "cache_entry",
+    "entry_decision",
+    "failed_decision",
+    "measured_decision",
+    "policy_identity",
+    "report",
+]
+
+logger = logging.getLogger("chunktune")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chunktune")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@attrs.frozen
+class Request:
+    """One call of ``resolve``: the workload, the policy, and what keying it found."""
+
+    workload: Workload
+    num_envs: int
+    nthread: int
+    native: int
+    policy: Policy
+    policy_name: str
+    settings: Settings
+    refresh: bool
+    on_progress: ProgressCallback | None
+    signature: dict[str, Any] = attrs.field(factory=dict)
+    device: dict[str, Any] = attrs.field(factory=dict)
+
+
+@functools.lru_cache(maxsize=64)
+def policy_identity(policy: Policy) -> tuple[str, str, int]:
+    """A policy's fingerprint, rule and effort: computed once per policy, not per hit."""
+    return policy.fingerprint(), policy.rule(), policy.effort()
+
+
+def entry_decision(entry: CacheEntry, key: str, native: int) -> Decision:
+    """A stored entry as the decision of a cache hit."""
+    return Decision(
+        chunk_size=entry.chunk_size,
+        native_chunk=native,
+        source="cache",
+        reason=f"cached {entry.policy or 'earlier'} decision: {entry.reason}",
+        key=key,
+        timings=entry.timings,
+        samples=entry.samples,
+        raced_out=entry.raced_out,
+        probe_seconds=0.0,
+        partial=entry.partial,
+        policy=entry.policy,
+        gain=entry.gain,
+        gain_ci=entry.gain_ci,
+    )
+
+
+def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
+    """The decision a finished sweep made."""
+    reason = result.choice.reason
+    if result.partial:
+        reason += f" (partial: the {req.policy.time_budget_s:g} s budget ended the sweep)"
+    return Decision(
+        chunk_size=result.choice.chunk_size,
+        native_chunk=req.native,
+        source="benchmark",
+        reason=reason,
+        key=key,
+        timings=result.estimates,
+        samples=result.counts(),
+        raced_out=tuple(sorted(c for c in result.raced_out if c is not None)),
+        probe_seconds=result.probe_seconds,
+        partial=result.partial,
+        policy=req.policy_name,
+        gain=result.gain,
+        gain_ci=result.gain_ci,
+    )
+
+
+def failed_decision(
+    req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0
+) -> Decision:
+    """Native, because the workload raised ``exc`` while it was being keyed or measured."""
+    return Decision(
+        chunk_size=None,
+        native_chunk=req.native,
+        source="fallback",
+        reason=f"kept the native chunk {req.native}: the workload failed while measuring "
+        f"({type(exc).__name__}: {exc})",
+        key=key,
+        probe_seconds=probe_seconds,
+        policy=req.policy_name,
+    )
+
+
+def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheEntry:
+    """The cache entry that stores a measured decision and its evidence."""
+    policy_hash, rule, effort = policy_identity(req.policy)
+    return CacheEntry(
+        chunk_size=decision.chunk_size,
+        native_chunk=req.native,
+        reason=decision.reason,
+        timings=result.estimates,
+        samples=result.counts(),
+        raced_out=decision.raced_out,
+        policy=req.policy_name,
+        policy_hash=policy_hash,
+        policy_rule=rule,
+        policy_effort=effort,
+        probe_seconds=result.probe_seconds,
+        partial=result.partial,
+        num_envs=req.num_envs,
+        nthread=req.nthread,
+        signature=req.signature,
+        device=req.device,
+        chunktune_version=_version(),
+        mujoco_version=mujoco_version(),
+        model_file=getattr(req.workload, "model_file", None),
+        gain=decision.gain,
+        gain_ci=decision.gain_ci,
+    )
+
+
+def report(decision: Decision, settings: Settings) -> None:
+    """The one-line report of a decision: the ``chunktune`` logger, and stderr as set."""
+    timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
+    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
+    line = (
+        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
+        f"{decision.reason}"
+    )
+    if timings:
+        line += f" | {timings}"
+    mode = settings.log.stderr
+    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
+        # collectors in spawned subprocesses have no logging configured: say it anyway
+        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
+    if mode != "always":
+        logger.info(line)
