@@ -10,14 +10,24 @@ of each round is the median, over every size, of that round's calls against each
 size's median: with dozens of sizes per round it is pinned down far more tightly
 than any one size's cost.
 
-**Replay.** The replayed machine is in one recorded state at a time and stays in
-it for a while: after each call it moves to a random recorded round with
-probability ``1 / sizes`` (a recorded round took that many calls). A probe of
-size ``c`` draws one of ``c``'s own recorded calls at random and moves it from
-its round's level to the current state's: ``t[c, r'] * exp(rho[s] - rho[r'])``.
-So every probe is a real call, with its real noise, on a machine that drifts the
-way the recorded one did; and a sweep that measures in rounds meets the same
-machine within a round, as on the real one.
+The noise ``e`` itself has a memory: on this project's 2-core VM neighbouring calls
+share about half of it (lag-1 correlation 0.4-0.5, fading over 5-10 calls). Where
+the trace records the order the calls ran in, each round's residuals in that order
+are split into the machine's short-lived state ``m[r, k]`` (their centered moving
+average over 7 calls around position ``k``) and what is the call's own,
+``e[c, r] - m[r, k(c, r)]``.
+
+**Replay.** The replayed machine walks through a recorded round's states, one call
+at a time, and then on to a random recorded round: its level at each call is
+``rho[s] + m[s, k]``. A probe of size ``c`` draws one of ``c``'s own recorded calls
+at random and moves it from the machine state it was recorded in to the current
+one: ``t[c, r'] * exp(rho[s] + m[s, k] - rho[r'] - m[r', k(c, r')])``. So every
+probe is a real call, with its real noise, on a machine that drifts the way the
+recorded one did, fast and slow: calls made next to each other share the
+machine's state, as on the real one, and pairing them pays off as it does there.
+Without the order (a trace written by hand) the state is the round's level only,
+and the machine moves to a random recorded round with probability ``1/sizes``
+after each call.
 
 **Truth.** ``true_time(c)`` is ``exp(mean over r of (log t[c, r] - rho[r]))``,
 rescaled by the mean level: exactly the geometric mean a replay of ``c`` draws
@@ -45,6 +55,35 @@ from ._workload import SignatureValue, check_chunk_size, native_chunk
 __all__ = ["ReplayWorkload", "decompose"]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+_STATE_WINDOW = 7  # calls averaged into the machine's short-lived state
+
+
+def machine_states(
+    residuals: FloatArray, order: tuple[tuple[int, ...], ...], sizes: list[int]
+) -> tuple[FloatArray, FloatArray]:
+    """Each round's short-lived machine state along the order its calls ran in.
+
+    ``residuals[size, round]`` are the level-free calls less each size's mean.
+    Returns ``(states, own)``: ``states[round, k]``, the centered moving average of
+    the round's residuals around its ``k``-th call; ``own[size, round]``, each call's
+    residual less the state it ran in.
+    """
+    index = {c: i for i, c in enumerate(sizes)}
+    n_rounds, n_calls = len(order), len(sizes)
+    states = np.zeros((n_rounds, n_calls))
+    own = residuals.copy()
+    half = _STATE_WINDOW // 2
+    for r, calls in enumerate(order):
+        seq = np.array([residuals[index[c], r] for c in calls])
+        sums = np.concatenate(([0.0], np.cumsum(seq)))
+        lo = np.clip(np.arange(len(seq)) - half, 0, len(seq))
+        hi = np.clip(np.arange(len(seq)) + half + 1, 0, len(seq))
+        states[r, : len(seq)] = (sums[hi] - sums[lo]) / (hi - lo)
+        for k, c in enumerate(calls):
+            own[index[c], r] -= states[r, k]
+    return states, own
 
 
 def decompose(logs: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -84,6 +123,17 @@ class ReplayWorkload:
         self._rho, self._adjusted = decompose(logs)
         self._truth = np.exp(self._adjusted.mean(axis=1))
         self._switch = 1.0 / len(self.sizes)
+        self._states: FloatArray | None = None
+        # the state each recorded call ran in: round level plus, with the order, the
+        # short-lived state; a replayed call is moved from it to the replay's state
+        self._recorded_in = np.broadcast_to(self._rho, self._adjusted.shape).copy()
+        complete = len(trace.order) == trace.rounds and all(
+            sorted(r) == self.sizes for r in trace.order
+        )
+        if complete:
+            residuals = self._adjusted - self._adjusted.mean(axis=1, keepdims=True)
+            self._states, own = machine_states(residuals, trace.order, self.sizes)
+            self._recorded_in += residuals - own
         self.reset()
 
     @classmethod
@@ -101,8 +151,25 @@ class ReplayWorkload:
         """Restart the replay from its seed."""
         self._rng = np.random.default_rng(self.seed)
         self._state = int(self._rng.integers(self.trace.rounds))
+        self._position = 0
         self.calls = 0
         self.history: list[tuple[int | None, float]] = []
+
+    def _level(self) -> float:
+        """The replayed machine's state now (log seconds over the mean level)."""
+        level = float(self._rho[self._state])
+        if self._states is not None:
+            level += float(self._states[self._state, self._position])
+        return level
+
+    def _advance(self) -> None:
+        if self._states is None:
+            if self._rng.random() < self._switch:
+                self._state = int(self._rng.integers(self.trace.rounds))
+            return
+        self._position += 1
+        if self._position == self._states.shape[1]:
+            self._state, self._position = int(self._rng.integers(self.trace.rounds)), 0
 
     def __repr__(self) -> str:
         return (
@@ -137,15 +204,15 @@ class ReplayWorkload:
         """
         row = self._row(chunk_size)
         r = int(self._rng.integers(self.trace.rounds))
-        seconds = float(np.exp(self._adjusted[row, r] + self._rho[self._state]))
-        if self._rng.random() < self._switch:
-            self._state = int(self._rng.integers(self.trace.rounds))
+        recorded = float(np.log(self.trace.samples[self.sizes[row]][r]))
+        seconds = math.exp(recorded - self._recorded_in[row, r] + self._level())
+        self._advance()
         self.calls += 1
         self.history.append((chunk_size, seconds))
         return seconds
 
     def true_time(self, chunk_size: int | None) -> float:
-        """The size's seconds by the recorded data (geometric mean, machine level removed).
+        """The size's seconds by the recorded data (geometric mean, round levels removed).
 
         Raises:
             InvalidArgumentError: the size was not recorded.

@@ -97,6 +97,35 @@ def test_replay_draws_recorded_calls_at_the_current_machine_state() -> None:
     assert [again.run(4) for _ in range(200)] == seconds  # deterministic per seed
 
 
+def drifting(with_order: bool) -> Trace:
+    """Every round the machine slows and speeds up smoothly along the order calls ran in."""
+    rng = np.random.default_rng(2)
+    sizes = list(range(1, 17))
+    samples: dict[int, list[float]] = {c: [] for c in sizes}
+    order = []
+    for _ in range(20):
+        calls = [int(c) for c in rng.permutation(sizes)]
+        for k, c in enumerate(calls):
+            drift = 0.15 * math.sin(2 * math.pi * k / 16)
+            samples[c].append(0.05 * math.exp(drift + rng.normal(0, 0.02)))
+        order.append(tuple(calls))
+    return Trace(
+        num_envs=64, nthread=4, rounds=20, samples={c: tuple(v) for c, v in samples.items()},
+        order=tuple(order) if with_order else (),
+    )  # fmt: skip
+
+
+def lag1(w: ReplayWorkload) -> float:
+    x = np.log([w.run(c) / w.true_time(c) for c in [1, 2, 3, 4] * 100])
+    return float(np.corrcoef(x[:-1], x[1:])[0, 1])
+
+
+def test_replay_keeps_the_machines_short_memory_when_the_order_is_recorded() -> None:
+    """With the recorded order, neighbouring replayed calls share the machine's state."""
+    assert lag1(ReplayWorkload(drifting(with_order=True), seed=1)) > 0.5
+    assert abs(lag1(ReplayWorkload(drifting(with_order=False), seed=1))) < 0.3
+
+
 def test_replay_truth_removes_the_rounds_levels() -> None:
     """The truth is each size's level-free geometric mean: 4 is the oracle, 15% under native."""
     w = ReplayWorkload(synthetic(rounds=40))
