@@ -1,7 +1,14 @@
-"""Record the real landscapes under ``traces/``: every chunk size, in interleaved rounds.
+"""Record the real landscapes under ``traces/``: chunk sizes in interleaved rounds.
 
-    python benchmarks/record_traces.py                 all of them (about 25 min on 2 cores)
-    python benchmarks/record_traces.py --only humanoid --rounds 30
+    python benchmarks/record_traces.py                 all of them (about 20 min on 2 cores)
+    python benchmarks/record_traces.py --only humanoid-128 --rounds 30
+    python benchmarks/record_traces.py --all-sizes --rounds 30 --out traces/full
+
+By default a trace holds the sizes a policy can probe: every distinct schedule
+``ceil(N/m)`` (``balanced``, ``quick`` and ``thorough`` measure only those), the
+``seed`` policy's grid and native, so the rounds go where they are replayed and
+the truth of each size is tight. ``--all-sizes`` records every size in
+``1..ceil(N/T)``: the whole landscape, with fewer rounds in the same time.
 
 Each trace is one batch on this machine's usable CPUs. The demo scene gives the
 uneven batches (heavy contact at the tail, at the head, scattered) and a uniform
@@ -22,9 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from chunktune._candidates import SeedCandidates
 from chunktune._fingerprint import usable_cpus
 from chunktune._record import record
+from chunktune._schedule import schedules
 from chunktune._trace import dump_trace
+from chunktune._workload import native_chunk
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "models" / "dm_control"
@@ -80,7 +90,8 @@ TRACES: dict[str, tuple[str, Callable[[int], Any]]] = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated trace names (default: all)")
-    parser.add_argument("--rounds", type=int, default=24)
+    parser.add_argument("--rounds", type=int, default=90)
+    parser.add_argument("--all-sizes", action="store_true", help="every size, not the schedules")
     parser.add_argument("--nthread", type=int, default=usable_cpus())
     parser.add_argument("--out", type=Path, default=HERE / "traces")
     args = parser.parse_args(argv)
@@ -89,9 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         description, build = TRACES[name]
         workload = build(args.nthread)
+        n, t = workload.num_envs, workload.nthread
+        sizes = None if args.all_sizes else sorted(
+            {*schedules(n, t), *SeedCandidates().propose(n, t), native_chunk(n, t)}
+        )
         start = time.perf_counter()
         try:
-            trace = record(workload, rounds=args.rounds, description=description)
+            trace = record(workload, rounds=args.rounds, sizes=sizes, description=description)
         finally:
             workload.close()
         (args.out / f"{name}.json").write_text(dump_trace(trace))
