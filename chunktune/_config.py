@@ -22,7 +22,6 @@ import attrs
 import cattrs
 import tomli_w
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.tomllib import make_converter
 
 from ._candidates import STRATEGIES, CandidateStrategy
 from ._errors import ConfigError
@@ -77,7 +76,9 @@ def _strict_bool(value: Any, _t: type) -> bool:
 
 
 def _make_converter() -> cattrs.Converter:
-    conv = make_converter(forbid_extra_keys=True)
+    # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
+    # on a plain Converter: that preconf exists only from cattrs 26.1
+    conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(str, _strict_str)

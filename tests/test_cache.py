@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 import pytest
 
 from chunktune import CacheEntry, DecisionCache
-from chunktune._cache import SCHEMA
+from chunktune._cache import SCHEMA, default_cache_path
 
 
 def entry(chunk: int | None = 8, **kw: Any) -> CacheEntry:
@@ -469,3 +470,10 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
             holder.kill()
     cache.clear()
     assert not held.exists()
+
+
+def test_default_cache_path_is_in_the_user_cache_dir() -> None:
+    """Without settings, the cache lives in platformdirs' user cache dir, under chunktune/."""
+    path = default_cache_path()
+    assert path.parent == platformdirs.user_cache_path("chunktune", appauthor=False)
+    assert path.name == "cache.json"
