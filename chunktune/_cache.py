@@ -315,9 +315,9 @@ class DecisionCache:
 
         Entries live under ``"<base_key>.<policy_hash>"``. A result made under
         another policy serves the request when that policy picks by the same rule
-        (margin, tie-break, confidence) and may spend at least as many probes: a
-        ``thorough`` result serves ``balanced`` and ``quick`` requests, never the
-        reverse. Among several, the one with the most effort wins.
+        (``Policy.rule()``: margin, ties, estimator, confirmation) and may spend at
+        least as many probes: a ``balanced`` result serves ``quick`` requests, never
+        the reverse. Among several, the one with the most effort wins.
         """
         own = f"{base_key}.{policy_hash}"
         entries = self.entries()

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_origin
 
 import attrs
 import cattrs
@@ -37,6 +37,7 @@ __all__ = [
     "find_config",
     "load_settings",
     "preset_names",
+    "settings_from_dict",
     "unstructure_policy",
 ]
 
@@ -90,6 +91,8 @@ def _make_converter() -> cattrs.Converter:
         structure_type: Any = field.type
         if cls is Policy and field.name == "candidates":
             structure_type = CandidateStrategy
+        elif get_origin(structure_type) is Literal:
+            structure_type = str  # the field's choice() validator names the options
 
         def hook(value: Any, _t: Any) -> Any:
             result = conv.structure(value, structure_type)
