@@ -14,7 +14,8 @@ import platformdirs
 import pytest
 
 from chunktune import CacheEntry, DecisionCache
-from chunktune._cache import SCHEMA, default_cache_path
+from chunktune._cache import default_cache_path
+from chunktune._cache_format import SCHEMA
 
 
 def entry(chunk: int | None = 8, **kw: Any) -> CacheEntry:
@@ -424,7 +425,7 @@ def test_a_strict_read_of_an_unreadable_cache_raises(tmp_path: Path) -> None:
 
 def test_stale_temporary_files_are_removed_on_write(tmp_path: Path) -> None:
     """A write deletes temporaries of dead writers older than STALE_TEMP_S, and nothing else."""
-    from chunktune._cache import STALE_TEMP_S
+    from chunktune._atomic import STALE_TEMP_S
 
     path = tmp_path / "c.json"
     old = time.time() - STALE_TEMP_S - 60

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from chunktune import _cli_tune, _cli_workload
-from chunktune._cache import CacheEntry, DecisionCache
+from chunktune._cache import DecisionCache
+from chunktune._cache_format import CacheEntry
 from chunktune._cli import main
 
 # A plane and three free boxes, two of them resting on it: contact, tiny and fast.
