@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _sigint  # noqa: F401  (first: the command's Ctrl-C while loading exits quietly)
-from ._cache import CacheEntry, DecisionCache
+from . import (
+    _exports,
+    _sigint,  # noqa: F401  (first: the command's Ctrl-C while loading exits quietly)
+)
+from ._cache import DecisionCache
+from ._cache_format import CacheEntry
 from ._candidates import (
     BalancedCandidates,
     ExhaustiveCandidates,
@@ -78,11 +82,15 @@ __all__ = [
 
 _LAZY = ("RolloutWorkload", "demo_model_path", "demo_workload")
 
+_exports.present_as(__name__, (globals()[name] for name in __all__ if name not in _LAZY))
+
 
 def __getattr__(name: str) -> Any:
     # importing mujoco costs ~0.3 s; only pay for it when the real workload is asked for
     if name in _LAZY:
         from . import _mujoco
 
-        return getattr(_mujoco, name)
+        value = getattr(_mujoco, name)
+        _exports.present_as(__name__, [value])
+        return value
     raise AttributeError(f"module 'chunktune' has no attribute {name!r}")

@@ -23,12 +23,10 @@ import attrs
 import filelock
 import platformdirs
 
-from ._atomic import STALE_TEMP_S, remove_stale_temps, write_atomic
+from ._atomic import remove_stale_temps, write_atomic
 from ._cache_format import (
-    LEGACY_PREFIX,
     SCHEMA,
     BadEntry,
-    CacheEntry,
     ParsedCache,
     UnusableCache,
     cache_format,
@@ -36,17 +34,15 @@ from ._cache_format import (
     encode,
     parse_cache,
 )
+
+# re-exported for modules that import the record from here (_resolve)
+from ._cache_format import CacheEntry as CacheEntry
 from ._errors import CacheError
 from ._validators import shown, user_path
 
 __all__ = [
-    "LEGACY_PREFIX",
-    "SCHEMA",
-    "STALE_TEMP_S",
-    "CacheEntry",
     "DecisionCache",
     "MergeReport",
-    "ParsedCache",
     "best_entry",
     "default_cache_path",
     "read_cache_file",
@@ -334,9 +330,9 @@ class DecisionCache:
 
         Entries live under ``"<base_key>.<policy_hash>"``. A result made under
         another policy serves the request when that policy picks by the same rule
-        (margin, tie-break, confidence) and may spend at least as many probes: a
-        ``thorough`` result serves ``balanced`` and ``quick`` requests, never the
-        reverse. Among several, the one with the most effort wins.
+        (``Policy.rule()``: margin, ties, estimator, confirmation) and may spend at
+        least as many probes: a ``balanced`` result serves ``quick`` requests, never
+        the reverse. Among several, the one with the most effort wins.
         """
         try:
             entries = self._load(fresh=False)  # read-only here: no copy on the hit path
@@ -439,7 +435,7 @@ class DecisionCache:
         """Delete every entry present now, and the debris of earlier runs; returns how many.
 
         Debris: key-lock files no process holds, and temporary files of writers that
-        died mid-write (older than :data:`STALE_TEMP_S`).
+        died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
 
         Raises:
             CacheError: the cache cannot be read or written (nothing was deleted).

@@ -16,13 +16,12 @@ import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_origin
 
 import attrs
 import cattrs
 import tomli_w
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.tomllib import make_converter
 
 from ._candidates import STRATEGIES, CandidateStrategy
 from ._errors import ConfigError
@@ -39,6 +38,7 @@ __all__ = [
     "find_config",
     "load_settings",
     "preset_names",
+    "settings_from_dict",
     "unstructure_policy",
 ]
 
@@ -79,7 +79,9 @@ def _strict_bool(value: Any, _t: type) -> bool:
 
 
 def _make_converter() -> cattrs.Converter:
-    conv = make_converter(forbid_extra_keys=True)
+    # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
+    # on a plain Converter: that preconf exists only from cattrs 26.1
+    conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(str, _strict_str)
@@ -91,6 +93,8 @@ def _make_converter() -> cattrs.Converter:
         structure_type: Any = field.type
         if cls is Policy and field.name == "candidates":
             structure_type = CandidateStrategy
+        elif get_origin(structure_type) is Literal:
+            structure_type = str  # the field's choice() validator names the options
 
         def hook(value: Any, _t: Any) -> Any:
             result = conv.structure(value, structure_type)

@@ -40,7 +40,7 @@ class Flight:
     key: str
     decision: Decision | None = None
     landed: bool = False
-    waiters: list[tuple[anyio.lowlevel.EventLoopToken, anyio.Event]] = attrs.field(factory=list)
+    waiters: list[tuple[object, anyio.Event]] = attrs.field(factory=list)  # (loop token, event)
 
     async def wait(self) -> Decision | None:
         """The owner's decision, or None when it was cancelled or failed before deciding."""

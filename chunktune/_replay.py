@@ -52,7 +52,7 @@ from ._errors import InvalidArgumentError
 from ._trace import Trace, load_trace
 from ._workload import SignatureValue, check_chunk_size, native_chunk
 
-__all__ = ["ReplayWorkload", "decompose"]
+__all__ = ["ReplayWorkload", "decompose", "machine_states"]
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -3,6 +3,12 @@
 An invalid ``Policy`` or ``Settings`` cannot exist: every field has a validator,
 and cross-field rules run in ``__attrs_post_init__``. Loading from TOML lives in
 ``_config``; nothing here touches files or imports the sweep.
+
+A policy's identity (what its cache entries are keyed by) is declared on its
+fields, not derived from its TOML form: each field's metadata says whether it is
+part of the selection rule (``rule``), and whether it stays out of the identity
+because it changes neither what a sweep measures nor what it picks (``identity``
+False: the description, the on/off switch and the time limits).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -18,21 +24,33 @@ from ._candidates import BalancedCandidates, CandidateStrategy
 from ._validators import choice, integer, number, path_text, text
 
 __all__ = [
+    "DEFAULT_POLICY",
     "ESTIMATORS",
     "TIE_BREAKS",
     "CacheSettings",
+    "Estimator",
     "LogSettings",
     "Policy",
     "RaySettings",
     "Settings",
+    "TieBreak",
 ]
 
-ESTIMATORS = ("min", "median", "trimmed_mean", "lower_mean", "mean")
-TIE_BREAKS = ("evidence", "center", "toward_upper", "toward_native", "smallest")
+Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]
+"""How a candidate's samples become one figure (``_stats.estimate``)."""
+TieBreak = Literal["evidence", "center", "toward_upper", "toward_native", "smallest"]
+"""How one chunk is picked among ties (``_select.pick``)."""
+
+ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
+TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
 CACHE_FORMATS = ("auto", "json", "toml")
 STDERR_MODES = ("auto", "always", "never")
 WHILE_SWEEPING = ("wait", "native")
 DEFAULT_POLICY = "balanced"
+
+# Field metadata of Policy (see the module docstring).
+_RULE = {"rule": True}
+_NOT_IDENTITY = {"identity": False}
 
 
 def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
@@ -52,17 +70,27 @@ class Policy:
     Times are in seconds. ``margin`` and ``tie_tol`` are fractions (0.03 = 3%).
     """
 
-    description: str = attrs.field(default="", validator=text())
-    enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    description: str = attrs.field(default="", validator=text(), metadata=_NOT_IDENTITY)
+    enabled: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool), metadata=_NOT_IDENTITY
+    )
     # selection
-    margin: float = attrs.field(default=0.01, validator=number(0.0, 1.0, hi_open=True))
-    tie_tol: float = attrs.field(default=0.01, validator=number(0.0, 1.0, hi_open=True))
-    tie_break: str = attrs.field(default="evidence", validator=choice(TIE_BREAKS))
-    confidence_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0))
-    tie_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0))
+    margin: float = attrs.field(
+        default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
+    )
+    tie_tol: float = attrs.field(
+        default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
+    )
+    tie_break: TieBreak = attrs.field(
+        default="evidence", validator=choice(TIE_BREAKS), metadata=_RULE
+    )
+    confidence_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0), metadata=_RULE)
+    tie_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0), metadata=_RULE)
     # measurement
-    estimator: str = attrs.field(default="trimmed_mean", validator=choice(ESTIMATORS))
-    trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True))
+    estimator: Estimator = attrs.field(
+        default="trimmed_mean", validator=choice(ESTIMATORS), metadata=_RULE
+    )
+    trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True), metadata=_RULE)
     prime: int = attrs.field(default=1, validator=integer(0, 1000))
     warmup: int = attrs.field(default=0, validator=integer(0, 1000))
     min_rounds: int = attrs.field(default=3, validator=integer(1, 100_000))
@@ -72,23 +100,28 @@ class Policy:
     race: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     race_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0, lo_open=True))
     early_stop: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    # the order of every round: it changes which calls are measured, so it is identity
     seed: int = attrs.field(default=0, validator=integer(0, 2**63 - 1))
     # refinement in chunk-count space
     refine_steps: int = attrs.field(default=3, validator=integer(0, 1000))
     refine_top: int = attrs.field(default=2, validator=integer(1, 1000))
     # confirmation against native, and the noise gate
-    confirm: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    confirm: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool), metadata=_RULE
+    )
     confirm_alpha: float = attrs.field(
-        default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True)
+        default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True), metadata=_RULE
     )
     confirm_min_pairs: int = attrs.field(default=4, validator=integer(2, 100_000))
     confirm_max_pairs: int = attrs.field(default=24, validator=integer(2, 100_000))
     confirm_share: float = attrs.field(default=0.3, validator=number(0.0, 0.9))
     noise_gate: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     # limits
-    time_budget_s: float = attrs.field(default=10.0, validator=number(0.0, lo_open=True))
+    time_budget_s: float = attrs.field(
+        default=10.0, validator=number(0.0, lo_open=True), metadata=_NOT_IDENTITY
+    )
     hard_limit_s: float | None = attrs.field(
-        default=None, validator=number(0.0, lo_open=True, optional=True)
+        default=None, validator=number(0.0, lo_open=True, optional=True), metadata=_NOT_IDENTITY
     )
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
@@ -110,13 +143,14 @@ class Policy:
             )
 
     def measurement_fields(self) -> dict[str, Any]:
-        """The fields that change what a sweep measures or picks (not its budget or text)."""
-        from ._config import unstructure_policy
+        """The fields that change what a sweep measures or picks, by name, as JSON values.
 
-        data = unstructure_policy(self)
-        for name in ("description", "time_budget_s", "hard_limit_s", "enabled"):
-            data.pop(name, None)
-        return data
+        Every field but those declared outside the identity (``description``,
+        ``enabled``, ``time_budget_s``, ``hard_limit_s``); the candidate strategy
+        as a table of its fields plus ``strategy``, its name. Unset (None) fields
+        are left out, tuples become lists, and numbers stay as given.
+        """
+        return _identity(self)
 
     def effort(self) -> int:
         """Probes the policy may spend per sweep at most: (candidates + native) x max_rounds."""
@@ -126,13 +160,70 @@ class Policy:
         return (int(cap) + 1) * self.max_rounds
 
     def rule(self) -> str:
-        """How the winner is picked from measurements; results reuse only across equal rules."""
-        return f"margin={self.margin:g};tie_break={self.tie_break};z={self.confidence_z:g}"
+        """How the winner is picked from measurements; results reuse only across equal rules.
+
+        The fields declared part of the rule, as ``name=value`` joined by ``;``:
+        the margin and the noise a gain must clear (``margin``, ``confidence_z``),
+        what counts as a tie and which tie wins (``tie_tol``, ``tie_z``,
+        ``tie_break``), the figure compared (``estimator``, ``trim``), and the
+        proof needed to leave native (``confirm``, ``confirm_alpha``).
+
+        The choice also reads fields left out on purpose, because they set how much
+        evidence is gathered, not what it must show, and a result made with more of
+        it answers the same question: the rounds and pairs (``min_rounds``,
+        ``confirm_min_pairs``, ``confirm_max_pairs``: ``confirm_alpha`` bounds false
+        confirmations whatever the number of looks), pairing (``paired``: the same
+        ratio, measured more or less precisely), the budget, and the noise gate
+        (``noise_gate``: it keeps native only when the budget cannot pay for a
+        confirmation). Those enter ``effort()`` and the fingerprint instead.
+        """
+        return ";".join(
+            f"{f.name}={_rule_value(getattr(self, f.name))}"
+            for f in attrs.fields(Policy)
+            if f.metadata.get("rule", False)
+        )
 
     def fingerprint(self) -> str:
-        """A short hash of ``measurement_fields()``: results under equal hashes are comparable."""
+        """A short hash of ``measurement_fields()``: results under equal hashes are comparable.
+
+        The hash of sorted, compact JSON: equal to what versions that derived it
+        from the TOML form computed, so their cache entries keep answering.
+        """
         blob = json.dumps(self.measurement_fields(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _rule_value(value: object) -> str:
+    """Exact and type-blind: ``0.01``, ``1.0`` (also for an int 1), ``true``, ``evidence``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(float(value))
+    return str(value)
+
+
+def _identity_value(value: object) -> Any:
+    """``value`` as JSON: scalars as they are, tuples as lists, records as tables."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple | list):
+        return [_identity_value(v) for v in value]
+    if attrs.has(type(value)):
+        return _identity(value)
+    raise TypeError(f"{value!r} has no identity encoding; give its type a case here")
+
+
+def _identity(record: Any) -> dict[str, Any]:
+    """The identity fields of an attrs record; a candidate strategy adds its ``strategy`` name."""
+    data: dict[str, Any] = {
+        f.name: _identity_value(getattr(record, f.name))
+        for f in attrs.fields(type(record))
+        if f.metadata.get("identity", True) and getattr(record, f.name) is not None
+    }
+    strategy = getattr(type(record), "strategy", None)
+    if isinstance(strategy, str):
+        data["strategy"] = strategy
+    return data
 
 
 @attrs.frozen(kw_only=True)

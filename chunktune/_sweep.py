@@ -15,7 +15,6 @@ first, so it is never missing), and check for cancellation before every probe.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -27,7 +26,7 @@ from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error
 from ._workload import Workload, check_seconds, native_chunk, upper_chunk
 
-__all__ = ["Probe", "SweepResult", "sweep"]
+__all__ = ["Chunk", "Probe", "SweepResult", "sweep"]
 
 Chunk = int | None
 
@@ -191,7 +190,3 @@ def sweep(
         return run_rounds(probe, ordered)
     return _sequential(probe, ordered)
 
-
-def log_gain(gain: float) -> float:
-    """A fractional gain as a log ratio: ``-log(1 - gain)``."""
-    return -math.log1p(-gain)

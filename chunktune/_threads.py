@@ -63,13 +63,16 @@ async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
     return await anyio.to_thread.run_sync(func, *args, limiter=_own_limiter())
 
 
-def call_soon(token: anyio.lowlevel.EventLoopToken, callback: Callable[[], None]) -> bool:
+def call_soon(token: object, callback: Callable[[], None]) -> bool:
     """Schedule ``callback()`` on the token's event loop from any thread, without waiting.
 
+    ``token`` is what ``anyio.lowlevel.current_token()`` returned on that loop: from
+    anyio 4.11 an ``EventLoopToken`` wrapping the backend's own token, before that
+    the backend's token itself (asyncio's running loop, or trio's ``TrioToken``).
     Returns False when the loop has ended (nobody is listening any more). Never
     blocks: a thread that waited on a loop which is gone would hang for good.
     """
-    native: Any = token.native_token
+    native: Any = getattr(token, "native_token", token)
     try:
         if hasattr(native, "call_soon_threadsafe"):  # asyncio's loop
             native.call_soon_threadsafe(callback)

@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ._resolve import resolve_sync
-from ._workload import SignatureValue, check_chunk_size, upper_chunk
+from ._resolve import resolve_sync as _resolve_sync
+from ._workload import SignatureValue
+from ._workload import check_chunk_size as _check_chunk_size
+from ._workload import upper_chunk as _upper_chunk
 
 __all__ = ["PoolStepWorkload", "resolve_chunk_size"]
 
@@ -63,7 +65,7 @@ class PoolStepWorkload:
         self.model = model
         self.num_envs = num_envs
         self.nthread = nthread
-        self.bench_nsteps = check_chunk_size(bench_nsteps, what="bench_nsteps")
+        self.bench_nsteps = _check_chunk_size(bench_nsteps, what="bench_nsteps")
         self.post_step_forward_sensor = bool(post_step_forward_sensor)
         self.model_file = model_file
         self._signature: dict[str, SignatureValue] = {
@@ -122,12 +124,12 @@ def resolve_chunk_size(
             integer >= 0, or ``manual_chunk_size`` not an integer >= 1.
     """
     # first, before anything is sized by them
-    num_envs = check_chunk_size(num_envs, what="num_envs")
+    num_envs = _check_chunk_size(num_envs, what="num_envs")
     on_caller = isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool)
-    nthread = 0 if on_caller and nthread == 0 else check_chunk_size(nthread, what="nthread")
+    nthread = 0 if on_caller and nthread == 0 else _check_chunk_size(nthread, what="nthread")
     if manual_chunk_size is not None:
-        return check_chunk_size(manual_chunk_size, what="manual_chunk_size")
-    if not adaptive or nthread == 0 or upper_chunk(num_envs, nthread) <= 1:
+        return _check_chunk_size(manual_chunk_size, what="manual_chunk_size")
+    if not adaptive or nthread == 0 or _upper_chunk(num_envs, nthread) <= 1:
         return None
     workload = PoolStepWorkload(
         pool=pool,
@@ -142,4 +144,4 @@ def resolve_chunk_size(
         backend_type=backend_type,
         model_file=model_file,
     )
-    return resolve_sync(workload).chunk_size
+    return _resolve_sync(workload).chunk_size

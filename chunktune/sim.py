@@ -23,6 +23,7 @@ deterministically, anywhere.
 
 from __future__ import annotations
 
+from . import _exports
 from ._replay import ReplayWorkload
 from ._simcosts import LAYOUTS, env_costs
 from ._simpool import Noise, SimulatedWorkload, compare
@@ -38,3 +39,5 @@ __all__ = [
     "env_costs",
     "load_trace",
 ]
+
+_exports.present_as(__name__, (globals()[name] for name in __all__))

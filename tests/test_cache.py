@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 import pytest
 
 from chunktune import CacheEntry, DecisionCache
-from chunktune._cache import SCHEMA
+from chunktune._cache import default_cache_path
+from chunktune._cache_format import SCHEMA
 
 
 def entry(chunk: int | None = 8, **kw: Any) -> CacheEntry:
@@ -423,7 +425,7 @@ def test_a_strict_read_of_an_unreadable_cache_raises(tmp_path: Path) -> None:
 
 def test_stale_temporary_files_are_removed_on_write(tmp_path: Path) -> None:
     """A write deletes temporaries of dead writers older than STALE_TEMP_S, and nothing else."""
-    from chunktune._cache import STALE_TEMP_S
+    from chunktune._atomic import STALE_TEMP_S
 
     path = tmp_path / "c.json"
     old = time.time() - STALE_TEMP_S - 60
@@ -469,3 +471,10 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
             holder.kill()
     cache.clear()
     assert not held.exists()
+
+
+def test_default_cache_path_is_in_the_user_cache_dir() -> None:
+    """Without settings, the cache lives in platformdirs' user cache dir, under chunktune/."""
+    path = default_cache_path()
+    assert path.parent == platformdirs.user_cache_path("chunktune", appauthor=False)
+    assert path.name == "cache.json"

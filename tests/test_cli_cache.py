@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import chunktune
 from chunktune import CacheEntry, DecisionCache
 from chunktune._cache_format import entry_to_table
 from chunktune._cli import main
@@ -163,3 +164,32 @@ def test_a_file_argument_with_an_unknown_home(
     """export/import of ~nosuchuser/x.json: exit 2 and one message, no traceback."""
     assert main(["cache", verb, "~nosuchuser-ct/x.json"]) == 2
     assert "no such home" in one_error(capsys.readouterr().err)
+
+
+class Reach:
+    """A custom workload, no MuJoCo model chunktune knows: modeled seconds, best near chunk 4."""
+
+    num_envs = 64
+    nthread = 4
+
+    def signature(self) -> dict[str, str | int | float | bool]:
+        return {"task": "reach-v3", "robot": "ur5e", "horizon": 200, "notes": "x" * 40}
+
+    def run(self, chunk_size: int | None) -> float:
+        return 0.0101 if chunk_size is None else 0.010 + 0.0001 * abs(chunk_size - 4)
+
+
+def test_list_and_show_tell_custom_workloads_apart(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` shows a custom workload's first signature items; `cache show` all of them."""
+    decision = chunktune.resolve_sync(Reach(), policy="quick")
+    assert decision.source == "benchmark"
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith(decision.key[:12]))
+    assert "? ?" not in row
+    assert row.split()[1:5] == ["horizon=200", "notes=xxxxxxxxxxx…", "robot=ur5e", "…"]
+    assert main(["cache", "show", decision.key[:12]]) == 0
+    shown = capsys.readouterr().out
+    assert f"notes={'x' * 40}" in shown and "task=reach-v3" in shown

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 import chunktune
+from chunktune import DecisionCache
 from chunktune._fingerprint import cpu_quota, device_fingerprint
 from chunktune._keys import cache_key
 from chunktune.sim import Noise, SimulatedWorkload
@@ -75,15 +77,37 @@ def uneven() -> SimulatedWorkload:
     )
 
 
-def test_thorough_result_serves_quick_but_not_the_reverse() -> None:
-    """A thorough entry answers a quick request; a quick entry does not answer thorough."""
+def test_a_stronger_result_serves_a_weaker_request_but_not_the_reverse() -> None:
+    """An entry of a policy with the same rule and more probes answers; a weaker one does not."""
+    weak = attrs.evolve(chunktune.load_settings().get_policy("quick"), max_rounds=6)
+    strong = attrs.evolve(weak, max_rounds=12, description="more rounds")
+    assert strong.rule() == weak.rule() and strong.effort() > weak.effort()
     w = uneven()
-    thorough = chunktune.resolve_sync(w, policy="thorough")
-    quick = chunktune.resolve_sync(w, policy="quick")
-    assert quick.source == "cache" and quick.key == thorough.key
+    first = chunktune.resolve_sync(w, policy=strong)
+    served = chunktune.resolve_sync(w, policy=weak)
+    assert served.source == "cache" and served.key == first.key
     other = SimulatedWorkload.from_layout("blocked", num_envs=640, nthread=8)
-    chunktune.resolve_sync(other, policy="quick")
-    assert chunktune.resolve_sync(other, policy="thorough").source == "benchmark"
+    chunktune.resolve_sync(other, policy=weak)
+    assert chunktune.resolve_sync(other, policy=strong).source == "benchmark"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"tie_tol": 0.03}, id="tie_tol"),
+        pytest.param({"tie_z": 2.0}, id="tie_z"),
+        pytest.param({"tie_break": "smallest"}, id="tie_break"),
+        pytest.param({"confirm_alpha": 0.02}, id="confirm_alpha"),
+    ],
+)
+def test_a_stronger_result_under_another_rule_does_not_serve(change: dict[str, object]) -> None:
+    """More probes do not make up for another tie rule or level of proof: it measures anew."""
+    weak = chunktune.load_settings().get_policy("quick")
+    strong = attrs.evolve(weak, max_rounds=12, **change)  # type: ignore[arg-type]
+    assert strong.effort() > weak.effort() and strong.rule() != weak.rule()
+    w = uneven()
+    chunktune.resolve_sync(w, policy=strong)
+    assert chunktune.resolve_sync(w, policy=weak).source == "benchmark"
 
 
 def test_seed_policy_is_served_only_by_itself() -> None:
@@ -113,3 +137,16 @@ def test_numpy_scalars_key_like_the_numbers_they_hold() -> None:
     }
     assert key(sig=check_signature(numpy)) == key(sig=plain)
     assert key(sig=check_signature(plain)) == key(sig=plain)
+
+
+def test_an_entry_with_the_older_rule_form_still_answers_its_own_policy(tmp_path: Path) -> None:
+    """Entries stored before rule() named ties and confirmation keep answering their policy."""
+    w = uneven()
+    first = chunktune.resolve_sync(w, policy="balanced")
+    cache = DecisionCache(tmp_path / "cache.json")
+    stored = cache.get(first.key)
+    assert stored is not None
+    cache.put(first.key, attrs.evolve(stored, policy_rule="margin=0.01;tie_break=evidence;z=1"))
+    again = chunktune.resolve_sync(w, policy="balanced")
+    assert again.source == "cache" and again.key == first.key
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"

@@ -83,7 +83,8 @@ def tiny_workload(**kwargs: Any) -> RolloutWorkload:
 
 def ncon(model: Any, state: np.ndarray) -> int:
     data = mujoco.MjData(model)
-    mujoco.mj_setState(model, data, state, FULLPHYSICS)
+    # a writeable copy: mujoco before 3.4 refuses a read-only state array
+    mujoco.mj_setState(model, data, np.array(state), FULLPHYSICS)
     mujoco.mj_forward(model, data)
     return int(data.ncon)
 

@@ -37,6 +37,17 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert install_and_test in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_ci_runs_the_suite_on_the_dependency_floors() -> None:
+    """.ci/run runs the suite again in a fresh, git-ignored venv at the lowest direct versions."""
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    install = next(line for line in lines if "--resolution lowest-direct" in line)
+    venv = re.search(r"--python (\S+)", install)
+    assert venv and "-e '.[test]'" in install
+    assert f"rm -rf .venv {venv.group(1)}" in lines
+    assert f"{venv.group(1)}/bin/python -m pytest" in lines
+    assert f"{venv.group(1)}/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
 def test_example_settings_block_loads(tmp_path: Path) -> None:
     """The settings example in the README is valid."""
     import chunktune

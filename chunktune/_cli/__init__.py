@@ -30,7 +30,7 @@ from .._fingerprint import mujoco_version
 from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, error, help_formatter, say
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 logger = logging.getLogger("chunktune")
 

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import filelock
@@ -125,7 +126,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
             progress.update(task, advance=1, description=f"round {event.round}/{args.rounds}")
 
         try:
-            with _machine_to_ourselves(), progress:
+            # before rich 14.3 a disabled Progress still printed a blank line
+            with _machine_to_ourselves(), progress if not args.quiet else nullcontext():
                 trace = record(
                     workload,
                     rounds=args.rounds,

@@ -19,7 +19,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from .._cache import CacheEntry
+from .._cache_format import CacheEntry
 
 __all__ = [
     "Row",
@@ -32,6 +32,7 @@ __all__ = [
     "format_created",
     "model_summary",
     "plot_formats",
+    "signature_summary",
     "write_plot",
 ]
 
@@ -166,20 +167,45 @@ def format_created(created: float, now: float | None = None) -> str:
     return f"{stamp} ({age} ago)" if age != "?" else f"{stamp} (in the future)"
 
 
-def model_summary(entry: CacheEntry) -> str:
-    """The signature's kind and the model file's name (or model hash).
+_SUMMARY_ITEMS = 3  # signature items a summary shows; the whole one is in `cache show`
+_SUMMARY_VALUE = 12  # characters of each value it shows
 
-    For example ``mujoco.rollout scene.xml (demo)``.
+
+def _short(value: object) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= _SUMMARY_VALUE else text[: _SUMMARY_VALUE - 1] + "…"
+
+
+def signature_summary(signature: Mapping[str, Any]) -> str:
+    """A signature in a few words: its kind, then its first keys with their values, shortened.
+
+    For example ``reach task=reach-v3 robot=ur5e horizon=200 …``; ``"?"`` when empty.
+    """
+    words = [str(signature["kind"])] if "kind" in signature else []
+    items = [(k, v) for k, v in signature.items() if k != "kind"]
+    words += [f"{k}={_short(v)}" for k, v in items[:_SUMMARY_ITEMS]]
+    if len(items) > _SUMMARY_ITEMS:
+        words.append("…")
+    return " ".join(words) or "?"
+
+
+def model_summary(entry: CacheEntry) -> str:
+    """What the entry was measured on, in a few words.
+
+    With a known model: the signature's kind and the model file's name (or model
+    hash), for example ``mujoco.rollout scene.xml (demo)``. Otherwise, a custom
+    workload's signature in short (:func:`signature_summary`).
     """
     sig: Mapping[str, Any] = entry.signature
-    kind = str(sig.get("kind", "?"))
     if entry.model_file:
         name = os.path.basename(entry.model_file)
+    elif sig.get("model_sha"):
+        name = str(sig["model_sha"])[:12]
     else:
-        name = str(sig.get("model_sha", ""))[:12] or "?"
+        return signature_summary(sig)
     if sig.get("states") == "demo":
         name = f"{name} (demo)"
-    return f"{kind} {name}"
+    return f"{sig.get('kind', '?')} {name}"
 
 
 # ---------------------------------------------------------------- the plot

@@ -1,0 +1,169 @@
+"""A policy's identity and rule come from its declared fields, not from its TOML form."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any, get_args
+
+import attrs
+import pytest
+
+import chunktune
+from chunktune import (
+    BalancedCandidates,
+    ExhaustiveCandidates,
+    ExplicitCandidates,
+    GeometricCandidates,
+    Policy,
+    SeedCandidates,
+)
+from chunktune._settings import ESTIMATORS, TIE_BREAKS, Estimator, TieBreak
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PRESET_FINGERPRINTS = {
+    "balanced": "c2a2b6614c19",
+    "off": "b566141f899a",
+    "quick": "763e56e54685",
+    "seed": "105b963c84fa",
+    "thorough": "5dd379d0596f",
+}
+
+# For every Policy field: another valid value. A new field fails the tests below
+# until it is listed here (and its role declared in its metadata).
+OTHER_VALUE: dict[str, Any] = {
+    "description": "another text",
+    "enabled": False,
+    "margin": 0.05,
+    "tie_tol": 0.03,
+    "tie_break": "smallest",
+    "confidence_z": 2.0,
+    "tie_z": 2.0,
+    "estimator": "median",
+    "trim": 0.1,
+    "prime": 2,
+    "warmup": 1,
+    "min_rounds": 4,
+    "max_rounds": 20,
+    "interleave": False,
+    "paired": False,
+    "race": False,
+    "race_z": 3.0,
+    "early_stop": False,
+    "seed": 7,
+    "refine_steps": 1,
+    "refine_top": 3,
+    "confirm": False,
+    "confirm_alpha": 0.01,
+    "confirm_min_pairs": 6,
+    "confirm_max_pairs": 40,
+    "confirm_share": 0.5,
+    "noise_gate": False,
+    "time_budget_s": 30.0,
+    "hard_limit_s": 60.0,
+    "candidates": GeometricCandidates(),
+}
+OUTSIDE_IDENTITY = {"description", "enabled", "time_budget_s", "hard_limit_s"}
+RULE = {
+    "margin",
+    "tie_tol",
+    "tie_break",
+    "confidence_z",
+    "tie_z",
+    "estimator",
+    "trim",
+    "confirm",
+    "confirm_alpha",
+}
+FIELDS = [f.name for f in attrs.fields(Policy)]
+
+
+def test_preset_fingerprints_are_pinned() -> None:
+    """The shipped presets keep their fingerprints, so cache entries keep answering.
+
+    The pins are the fingerprints of the presets in policies/*.toml, equal to those
+    of the versions that hashed the TOML form. Changing a preset's measuring or
+    choosing fields on purpose changes its fingerprint (its old entries stop
+    answering it): then update PRESET_FINGERPRINTS, the one place they are listed.
+    """
+    presets = chunktune.load_settings().policies
+    assert {name: presets[name].fingerprint() for name in PRESET_FINGERPRINTS} == (
+        PRESET_FINGERPRINTS
+    )
+
+
+def test_every_field_has_a_declared_role() -> None:
+    """Every Policy field has a test value; identity and rule membership are as declared."""
+    assert sorted(OTHER_VALUE) == sorted(FIELDS)
+    fields = attrs.fields_dict(Policy)
+    assert {n for n, f in fields.items() if not f.metadata.get("identity", True)} == (
+        OUTSIDE_IDENTITY
+    )
+    assert {n for n, f in fields.items() if f.metadata.get("rule", False)} == RULE
+
+
+@pytest.mark.parametrize("name", FIELDS)
+def test_fingerprint_changes_with_exactly_the_identity_fields(name: str) -> None:
+    """Changing an identity field changes the fingerprint; a limit or the text does not."""
+    base = Policy(hard_limit_s=100.0)
+    other = attrs.evolve(base, **{name: OTHER_VALUE[name]})
+    assert other != base
+    assert (other.fingerprint() != base.fingerprint()) == (name not in OUTSIDE_IDENTITY)
+
+
+@pytest.mark.parametrize("name", FIELDS)
+def test_rule_changes_with_exactly_the_rule_fields(name: str) -> None:
+    """rule() names every field the choice is declared to depend on, and no other."""
+    base = Policy()
+    other = attrs.evolve(base, **{name: OTHER_VALUE[name]})
+    assert (other.rule() != base.rule()) == (name in RULE)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        pytest.param(BalancedCandidates(k_ratio=1.5), id="balanced-field"),
+        pytest.param(BalancedCandidates(max_candidates=8), id="balanced-cap"),
+        pytest.param(GeometricCandidates(max_candidates=12), id="another-strategy"),
+        pytest.param(ExhaustiveCandidates(max_candidates=12), id="exhaustive"),
+        pytest.param(SeedCandidates(max_candidates=12), id="seed"),
+        pytest.param(ExplicitCandidates(sizes=(2, 4)), id="explicit"),
+    ],
+)
+def test_fingerprint_covers_the_strategy_and_its_fields(strategy: Any) -> None:
+    """The candidate strategy's name and each of its fields are part of the identity."""
+    base = Policy(candidates=BalancedCandidates(max_candidates=12))
+    assert Policy(candidates=strategy).fingerprint() != base.fingerprint()
+
+
+def test_equal_policies_fingerprint_alike_however_built(tmp_path: Path) -> None:
+    """A policy built in Python and the same one read from TOML have one fingerprint."""
+    path = tmp_path / "chunktune.toml"
+    path.write_text(
+        'policy = "mine"\n[policies.mine]\nmargin = 0.02\ndescription = "x"\n'
+        '[policies.mine.candidates]\nstrategy = "explicit"\nsizes = [3, 7]\n'
+    )
+    loaded = chunktune.load_settings(path).active
+    built = Policy(margin=0.02, candidates=ExplicitCandidates(sizes=[3, 7]))
+    assert loaded.fingerprint() == built.fingerprint()
+    assert loaded.measurement_fields()["candidates"] == {"strategy": "explicit", "sizes": [3, 7]}
+
+
+def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
+    """_settings imports no _config (the serializer) and nothing that measures, even lazily."""
+    tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+    assert not imported & {"_config", "_sweep", "_rounds", "_resolve", "_cache"}
+
+
+def test_choices_come_from_their_literal_types() -> None:
+    """TIE_BREAKS and ESTIMATORS list exactly the values of the TieBreak and Estimator types."""
+    assert get_args(TieBreak) == TIE_BREAKS and "evidence" in TIE_BREAKS
+    assert get_args(Estimator) == ESTIMATORS and "trimmed_mean" in ESTIMATORS
+    with pytest.raises(ValueError, match="expected one of 'evidence'"):
+        Policy(tie_break="left")  # type: ignore[arg-type]
