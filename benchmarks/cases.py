@@ -18,6 +18,7 @@ __all__ = [
     "RealCase",
     "SimCase",
     "trace_files",
+    "trace_name",
 ]
 
 TRACE_DIR = Path(__file__).resolve().parent / "traces"
@@ -136,8 +137,16 @@ SIM_CASES: tuple[SimCase, ...] = (
 
 
 def trace_files(directory: Path = TRACE_DIR) -> list[Path]:
-    """The recorded traces to replay, by name."""
-    return sorted(directory.glob("*.json"))
+    """The recorded traces to replay, by name, in ``directory`` and its subdirectories."""
+    return sorted(directory.glob("**/*.json"))
+
+
+def trace_name(path: Path, directory: Path = TRACE_DIR) -> str:
+    """A trace's name: its path under ``directory`` without the suffix (``busy/demo-tail-256``)."""
+    try:
+        return str(path.relative_to(directory).with_suffix(""))
+    except ValueError:
+        return path.stem
 
 
 # ------------------------------------------------------------------------ live

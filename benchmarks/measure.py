@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 import numpy as np
-from cases import RealCase, SimCase
+from cases import RealCase, SimCase, trace_name
 
 import chunktune
 from chunktune import Policy, Settings
@@ -175,7 +175,7 @@ def trace_rows(
             chosen_s = truth.true_time(decision.chunk_size)
             rows.append(
                 TraceRow(
-                    trace=path.stem,
+                    trace=trace_name(path),
                     num_envs=truth.num_envs,
                     nthread=truth.nthread,
                     policy=name,
@@ -360,4 +360,3 @@ def live_rows(
         return rows
     finally:
         workload.close()
-

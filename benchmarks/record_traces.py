@@ -101,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         description, build = TRACES[name]
         workload = build(args.nthread)
         n, t = workload.num_envs, workload.nthread
-        sizes = None if args.all_sizes else sorted(
-            {*schedules(n, t), *SeedCandidates().propose(n, t), native_chunk(n, t)}
+        sizes = (
+            None
+            if args.all_sizes
+            else sorted({*schedules(n, t), *SeedCandidates().propose(n, t), native_chunk(n, t)})
         )
         start = time.perf_counter()
         try:

@@ -167,45 +167,95 @@ def check_targets(
             key=lambda kv: -kv[1],
         )
         top = ", ".join(f"{c} {v:.2%}" for c, v in means[:3])
-        add("sim: median regret <= 0.2%", s["median_regret"], SIM_MEDIAN,
-            s["median_regret"] <= SIM_MEDIAN, f"highest case means: {top}")
-        add("sim: p90 regret <= 1%", s["p90_regret"], SIM_P90, s["p90_regret"] <= SIM_P90,
-            f"{sum(r.regret > SIM_P90 for r in mine)} of {len(mine)} runs above 1%")
-        add("sim: worst case (mean over seeds) <= 2%", s["worst_regret"], SIM_WORST_MEAN,
-            s["worst_regret"] <= SIM_WORST_MEAN, top)
-        add("sim: no run > 0.5% slower than native", s["worst_vs_native"], SLOWER_THAN_NATIVE,
-            s["runs_slower"] == 0, f"worst {s['worst_vs_native_run']}; {s['runs_slower']} runs")
+        add(
+            "sim: median regret <= 0.2%",
+            s["median_regret"],
+            SIM_MEDIAN,
+            s["median_regret"] <= SIM_MEDIAN,
+            f"highest case means: {top}",
+        )
+        add(
+            "sim: p90 regret <= 1%",
+            s["p90_regret"],
+            SIM_P90,
+            s["p90_regret"] <= SIM_P90,
+            f"{sum(r.regret > SIM_P90 for r in mine)} of {len(mine)} runs above 1%",
+        )
+        add(
+            "sim: worst case (mean over seeds) <= 2%",
+            s["worst_regret"],
+            SIM_WORST_MEAN,
+            s["worst_regret"] <= SIM_WORST_MEAN,
+            top,
+        )
+        add(
+            "sim: no run > 0.5% slower than native",
+            s["worst_vs_native"],
+            SLOWER_THAN_NATIVE,
+            s["runs_slower"] == 0,
+            f"worst {s['worst_vs_native_run']}; {s['runs_slower']} runs",
+        )
         if s["probe_vs_seed"] is not None:
-            add("sim: probe seconds <= 25% of seed's", s["probe_vs_seed"], SIM_PROBE_RATIO,
+            add(
+                "sim: probe seconds <= 25% of seed's",
+                s["probe_vs_seed"],
+                SIM_PROBE_RATIO,
                 s["probe_vs_seed"] <= SIM_PROBE_RATIO,
-                f"median per-case ratio {s['median_case_probe_vs_seed']:.1%}")
+                f"median per-case ratio {s['median_case_probe_vs_seed']:.1%}",
+            )
     if any(r.policy == policy for r in traces):
         t = summarize_traces(traces)[policy]
-        add("traces: >= half the gain on offer captured", t["captured_share"], TRACE_CAPTURED,
+        add(
+            "traces: >= half the gain on offer captured",
+            t["captured_share"],
+            TRACE_CAPTURED,
             t["captured_share"] >= TRACE_CAPTURED,
             f"{t['captured']:.2%} of {t['offered']:.2%} summed over {t['traces']} traces "
-            f"({t['captured_share_held_out']:.0%} of the held-out {t['offered_held_out']:.2%})")
-        add("traces: no draw > 0.5% slower than native", t["worst_vs_native"],
-            SLOWER_THAN_NATIVE, t["draws_slower"] == 0, f"worst {t['worst_vs_native_draw']}")
+            f"({t['captured_share_held_out']:.0%} of the held-out {t['offered_held_out']:.2%})",
+        )
+        add(
+            "traces: no draw > 0.5% slower than native",
+            t["worst_vs_native"],
+            SLOWER_THAN_NATIVE,
+            t["draws_slower"] == 0,
+            f"worst {t['worst_vs_native_draw']}",
+        )
         if t["probe_vs_seed"] is not None:
-            add("traces: probe seconds <= 35% of seed's", t["probe_vs_seed"], TRACE_PROBE_RATIO,
+            add(
+                "traces: probe seconds <= 35% of seed's",
+                t["probe_vs_seed"],
+                TRACE_PROBE_RATIO,
                 t["probe_vs_seed"] <= TRACE_PROBE_RATIO,
-                f"median per-trace ratio {t['median_case_probe_vs_seed']:.1%}")
+                f"median per-trace ratio {t['median_case_probe_vs_seed']:.1%}",
+            )
     for (case, hog), rows in _group([r for r in live if r.policy == policy], "case", "hog").items():
         label = f"live {case}{' +hog' if hog else ''}"
         worst = min(rows, key=lambda r: r.measured_gain)
-        add(f"{label}: none > 1% slower than native", -worst.measured_gain, LIVE_SLOWER,
+        add(
+            f"{label}: none > 1% slower than native",
+            -worst.measured_gain,
+            LIVE_SLOWER,
             -worst.measured_gain <= LIVE_SLOWER,
-            "; ".join(f"{_chunk(r.chunk_size)} {r.measured_gain:+.2%}" for r in rows))
+            "; ".join(f"{_chunk(r.chunk_size)} {r.measured_gain:+.2%}" for r in rows),
+        )
         if rows[0].uneven and not hog:
             short = max(r.best_known_gain - r.measured_gain for r in rows)
-            add(f"{label}: within 1.5% of the best known size", short, LIVE_WITHIN_BEST,
+            add(
+                f"{label}: within 1.5% of the best known size",
+                short,
+                LIVE_WITHIN_BEST,
                 short <= LIVE_WITHIN_BEST,
-                f"best known {rows[0].best_known} at {rows[0].best_known_gain:+.2%}")
+                f"best known {rows[0].best_known} at {rows[0].best_known_gain:+.2%}",
+            )
         if hog:
             harmful = [r for r in rows if r.measured_high < 0]
-            add(f"{label}: never harmful (confirmed gain or native)", float(len(harmful)), 0.0,
-                not harmful, "; ".join(r.reason for r in rows)[:300])
+            add(
+                f"{label}: never harmful (confirmed gain or native)",
+                float(len(harmful)),
+                0.0,
+                not harmful,
+                "; ".join(r.reason for r in rows)[:300],
+            )
     return checks  # fmt: skip
 
 

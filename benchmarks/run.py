@@ -82,9 +82,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--hog", action="store_true", help="live: a CPU hog halfway through")
     parser.add_argument("--tunes", type=int, default=3, help="live: tunes per policy")
     parser.add_argument("--rounds", type=int, default=40, help="live: re-measurement rounds")
-    parser.add_argument(
-        "--nthread", type=int, help="live: pool size (default: the usable CPUs)"
-    )
+    parser.add_argument("--nthread", type=int, help="live: pool size (default: the usable CPUs)")
     parser.add_argument("--cases", type=_names, help="only cases whose name has one of these")
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="regret vs probe cost")
     return parser.parse_args(argv)
@@ -120,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(sim_summary_table(summarize_sim(sim)) + "\n")
     if not args.no_traces:
         draws = args.draws or (5 if args.quick else 10)
-        files = [f for f in trace_files(*([args.traces] if args.traces else [])) if wanted(f.stem)]
+        files = [f for f in trace_files(*([args.traces] if args.traces else [])) if wanted(str(f))]
         t0 = time.perf_counter()
         for f in files:
             traces += trace_rows(f, policies, draws, settings)

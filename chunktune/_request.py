@@ -18,8 +18,8 @@ from ._cache import CacheEntry
 from ._decision import Decision, timings_to_ms
 from ._events import ProgressCallback
 from ._fingerprint import mujoco_version
+from ._probe import SweepResult
 from ._settings import Policy, Settings
-from ._sweep import SweepResult
 from ._workload import Workload
 
 __all__ = [

@@ -33,10 +33,10 @@ import numpy as np
 
 from ._confirm import Confirmation, judge, pairs_needed, success_z
 from ._evidence import Evidence
+from ._probe import Chunk, Probe, SweepResult
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
 from ._select import Choice, pick
 from ._stats import normal_quantile
-from ._sweep import Chunk, Probe, SweepResult
 
 __all__ = ["run_rounds"]
 
@@ -296,9 +296,9 @@ class _Rounds:
         block = 0
         while True:
             # ABBA, then BAAB: a drift across a block hits both sides alike
-            order: list[Chunk] = [None, chosen, chosen, None] if block % 2 == 0 else [
-                chosen, None, None, chosen
-            ]
+            order: list[Chunk] = (
+                [None, chosen, chosen, None] if block % 2 == 0 else [chosen, None, None, chosen]
+            )
             times: dict[int, float] = {}
             cut = False
             for i, c in enumerate(order):

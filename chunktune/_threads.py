@@ -91,11 +91,17 @@ def loop_running_here() -> bool:
         pass
     else:
         return True
-    trio = sys.modules.get("trio")
-    in_trio_run: Callable[[], bool] | None = getattr(
-        getattr(trio, "lowlevel", None), "in_trio_run", None
-    )
-    return in_trio_run is not None and in_trio_run()
+    lowlevel = getattr(sys.modules.get("trio"), "lowlevel", None)
+    if lowlevel is None:
+        return False
+    in_trio_run: Callable[[], bool] | None = getattr(lowlevel, "in_trio_run", None)
+    if in_trio_run is not None:
+        return in_trio_run()
+    try:  # trio before 0.26 has no in_trio_run
+        lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def in_own_thread(

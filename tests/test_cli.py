@@ -271,9 +271,7 @@ def test_failing_workload_reports_native_and_exits_1(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A workload that fails while measuring gives the native fallback, a warning and exit 1."""
-    monkeypatch.setattr(
-        _tune_cmd, "load_workload", lambda args, nthread: (_FailingWorkload(), "x")
-    )
+    monkeypatch.setattr(_tune_cmd, "load_workload", lambda args, nthread: (_FailingWorkload(), "x"))
     assert main(["tune", "--json"]) == 1
     out, err = capsys.readouterr()
     decision = json.loads(out)

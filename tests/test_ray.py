@@ -34,7 +34,7 @@ pytestmark = [
     pytest.mark.slow,
     # Ray 2.49's Cluster leaks its own /dev/null handles (2.60's does not): not ours to fail on
     pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <_io\.\w+ name='/dev/null'"
+        r"ignore:(?s)Exception ignored in. <_io\.\w+ .*name='/dev/null'"
         ":pytest.PytestUnraisableExceptionWarning"
     ),
 ]

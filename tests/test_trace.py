@@ -66,9 +66,7 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
                      id="no-native"),
     ],
 )  # fmt: skip
-def test_a_bad_trace_names_the_file_and_the_field(
-    tmp_path: Path, mutate: Any, field: str
-) -> None:
+def test_a_bad_trace_names_the_file_and_the_field(tmp_path: Path, mutate: Any, field: str) -> None:
     """Every malformed trace is a TraceError whose message names the file and the field."""
     doc = mutate(json.loads(dump_trace(synthetic())))
     path = write(tmp_path, doc)

@@ -70,9 +70,7 @@ def add_parser(
     rec.add_argument(
         "--rounds", type=positive_int, default=20, metavar="R", help="rounds (default: 20)"
     )
-    rec.add_argument(
-        "--sizes", type=_sizes, default=None, metavar="all|a,b,c", help="default: all"
-    )
+    rec.add_argument("--sizes", type=_sizes, default=None, metavar="all|a,b,c", help="default: all")
     rec.add_argument("--seed", type=int, default=0, help="seed of the round orders")
     rec.add_argument("-o", "--output", required=True, metavar="FILE.json", help="trace file")
     rec.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

@@ -1,0 +1,94 @@
+"""What a sweep is made of: the probe that times each ``run()`` call, and the result.
+
+Shared by both schedules (:mod:`chunktune._rounds` and the sequential one in
+:mod:`chunktune._sweep`), so neither imports the other's module to get them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from ._events import EventKind, ProgressCallback, ProgressEvent
+from ._select import Choice
+from ._settings import Policy
+from ._workload import Workload, check_seconds, native_chunk, upper_chunk
+
+__all__ = ["Chunk", "Probe", "SweepResult"]
+
+Chunk = int | None
+
+
+@attrs.frozen(kw_only=True)
+class SweepResult:
+    """What a sweep measured and chose. Times in seconds; ``errors`` and ``sigma`` in log-seconds.
+
+    ``gain`` is the estimated fraction by which the choice beats native (0.0 when
+    native is kept); ``gain_ci`` its confidence interval when a confirmation ran.
+    ``stop`` says why measuring ended: ``"settled"``, ``"max_rounds"``,
+    ``"budget"``, ``"single"`` or ``"noisy"``.
+    """
+
+    samples: dict[Chunk, tuple[float, ...]]
+    estimates: dict[Chunk, float]
+    errors: dict[Chunk, float]
+    raced_out: dict[Chunk, int]
+    rounds: int
+    probe_seconds: float
+    elapsed_s: float
+    partial: bool
+    stop: str
+    sigma: float
+    choice: Choice
+    gain: float = 0.0
+    gain_ci: tuple[float, float] | None = None
+    confirm_pairs: int = 0
+
+    def counts(self) -> dict[Chunk, int]:
+        """Samples taken per candidate (rounds; confirmation pairs not included)."""
+        return {k: len(v) for k, v in self.samples.items()}
+
+
+class Probe:
+    """Times ``run()`` calls for a sweep: cancellation, validation, events, the budget."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        policy: Policy,
+        check_cancelled: Callable[[], None],
+        on_event: ProgressCallback | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.workload = workload
+        self.policy = policy
+        self.check_cancelled = check_cancelled
+        self.on_event = on_event
+        self.clock = clock
+        self.start = clock()
+        self.probe_seconds = 0.0
+        self.calls = 0
+        self.native = native_chunk(workload.num_envs, workload.nthread)
+        self.upper = upper_chunk(workload.num_envs, workload.nthread)
+
+    def emit(self, kind: EventKind, **fields: object) -> None:
+        if self.on_event is not None:
+            self.on_event(
+                ProgressEvent(kind=kind, elapsed_s=self.elapsed(), **fields)  # type: ignore[arg-type]
+            )
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def over(self, limit_s: float) -> bool:
+        return self.elapsed() >= limit_s
+
+    def __call__(self, chunk: Chunk, *, kind: EventKind = "probe", round_: int = 0) -> float:
+        """One ``run(chunk)``: its seconds, checked, counted and reported."""
+        self.check_cancelled()
+        seconds = check_seconds(self.workload.run(chunk), chunk)
+        self.probe_seconds += seconds
+        self.calls += 1
+        self.emit(kind, chunk_size=chunk, seconds=seconds, round=round_)
+        return seconds
