@@ -13,7 +13,7 @@ from . import (
     _sigint,  # noqa: F401  (first: the command's Ctrl-C while loading exits quietly)
 )
 from ._cache import DecisionCache
-from ._cache_format import CacheEntry
+from ._cache_entry import CacheEntry
 from ._candidates import (
     BalancedCandidates,
     ExhaustiveCandidates,

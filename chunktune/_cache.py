@@ -24,19 +24,11 @@ import filelock
 import platformdirs
 
 from ._atomic import remove_stale_temps, write_atomic
-from ._cache_format import (
-    SCHEMA,
-    BadEntry,
-    ParsedCache,
-    UnusableCache,
-    cache_format,
-    check_entry,
-    encode,
-    parse_cache,
-)
+from ._cache_entry import BadEntry, check_entry
 
 # re-exported for modules that import the record from here (_resolve)
-from ._cache_format import CacheEntry as CacheEntry
+from ._cache_entry import CacheEntry as CacheEntry
+from ._cache_format import SCHEMA, ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._errors import CacheError
 from ._validators import shown, user_path
 

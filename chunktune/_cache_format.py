@@ -20,11 +20,9 @@ import attrs
 import tomli_w
 
 from ._cache_entry import (
-    MAX_COUNT,
     NATIVE,
     BadEntry,
     CacheEntry,
-    check_entry,
     entry_from_table,
     entry_to_table,
 )
@@ -33,19 +31,13 @@ from ._validators import shown
 
 __all__ = [
     "LEGACY_PREFIX",
-    "MAX_COUNT",
     "SCHEMA",
-    "BadEntry",
-    "CacheEntry",
     "CacheFormat",
     "ParsedCache",
     "UnusableCache",
     "cache_format",
-    "check_entry",
     "decode",
     "encode",
-    "entry_from_table",
-    "entry_to_table",
     "parse_cache",
     "suffix_format",
 ]

@@ -16,7 +16,8 @@ import threading
 from pathlib import Path
 
 from ._cache import best_entry
-from ._cache_format import CacheEntry, UnusableCache, cache_format, parse_cache
+from ._cache_entry import CacheEntry
+from ._cache_format import UnusableCache, cache_format, parse_cache
 from ._errors import CacheError
 from ._settings import Settings
 from ._validators import user_path

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from ._cache_format import CacheEntry
+from ._cache_entry import CacheEntry
 
 __all__ = ["REGISTRY_NAME", "REGISTRY_NAMESPACE", "Registry", "registry_handle"]
 

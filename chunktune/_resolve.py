@@ -31,6 +31,7 @@ from ._errors import ChunktuneError, ConfigError, UsageError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
 from ._locks import acquire, hold, key_lock, sweep_lock
+from ._probe import SweepResult
 from ._request import (
     Request,
     cache_entry,
@@ -39,7 +40,7 @@ from ._request import (
     report,
 )
 from ._settings import Policy, Settings
-from ._sweep import SweepResult, sweep
+from ._sweep import sweep
 from ._threads import call_soon, hop, in_own_thread, loop_running_here
 from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
 

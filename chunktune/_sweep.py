@@ -26,7 +26,7 @@ from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error
 from ._workload import Workload
 
-__all__ = ["Chunk", "Probe", "SweepResult", "sweep"]
+__all__ = ["sweep"]
 
 
 def _no_check() -> None:

@@ -290,7 +290,7 @@ def _write_doc(path: Path, entries: dict[str, Any]) -> None:
 
 
 def _table(chunk: Any = 8, **fields: Any) -> dict[str, Any]:
-    from chunktune._cache_format import entry_to_table
+    from chunktune._cache_entry import entry_to_table
 
     return {**entry_to_table(entry()), "chunk_size": chunk, **fields}
 
@@ -313,7 +313,7 @@ def test_a_bad_entry_is_never_served_and_the_next_write_drops_it(
 ) -> None:
     """A bad entry is skipped with a warning naming key and field; the good ones survive a write."""
     path = tmp_path / "c.json"
-    from chunktune._cache_format import entry_to_table
+    from chunktune._cache_entry import entry_to_table
 
     _write_doc(path, {"good": entry_to_table(entry()), "bad": bad})
     cache = DecisionCache(path)

@@ -10,17 +10,8 @@ import attrs
 import pytest
 
 from chunktune import CacheEntry
-from chunktune._cache_format import (
-    BadEntry,
-    UnusableCache,
-    cache_format,
-    check_entry,
-    encode,
-    entry_from_table,
-    entry_to_table,
-    parse_cache,
-    suffix_format,
-)
+from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
+from chunktune._cache_format import UnusableCache, cache_format, encode, parse_cache, suffix_format
 
 DATA = Path(__file__).parent / "data"
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache import read_cache_file
-from chunktune._cache_format import entry_to_table
+from chunktune._cache_entry import entry_to_table
 
 N = 256
 chunks = st.integers(1, N)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from chunktune._cache import DecisionCache
-from chunktune._cache_format import CacheEntry
+from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _tune_cmd, main
 
 # A plane and three free boxes, two of them resting on it: contact, tiny and fast.

@@ -11,7 +11,7 @@ import pytest
 
 import chunktune
 from chunktune import CacheEntry, DecisionCache
-from chunktune._cache_format import entry_to_table
+from chunktune._cache_entry import entry_to_table
 from chunktune._cli import main
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chunktune import CacheEntry, DecisionCache
-from chunktune._cache_format import entry_to_table
+from chunktune._cache_entry import entry_to_table
 from chunktune._cli import main
 
 

@@ -11,7 +11,8 @@ from rich import box
 from rich.table import Table
 
 from .._cache import DecisionCache, read_cache_file, write_cache_file
-from .._cache_format import LEGACY_PREFIX, CacheEntry, suffix_format
+from .._cache_entry import CacheEntry
+from .._cache_format import LEGACY_PREFIX, suffix_format
 from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError
 from .._keys import cache_for

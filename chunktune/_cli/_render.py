@@ -19,7 +19,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from .._cache_format import CacheEntry
+from .._cache_entry import CacheEntry
 
 __all__ = [
     "Row",
