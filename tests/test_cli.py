@@ -726,7 +726,12 @@ def test_ctrl_c_while_the_command_is_still_loading_exits_130_quietly() -> None:
         "time.sleep(30)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        # a shell may start background jobs with SIGINT ignored; the CLI must see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert result.returncode == 130
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr

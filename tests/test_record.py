@@ -90,6 +90,8 @@ def test_ctrl_c_during_record_writes_no_file(tmp_path: Path) -> None:
         [sys.executable, "-m", "chunktune", "record", *TINY, "--rounds", "100000",
          "-o", str(out)],
         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        # a shell may start background jobs with SIGINT ignored; the CLI must see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert proc.stderr is not None
     line = proc.stderr.readline()  # "recording ...": the rounds have begun
