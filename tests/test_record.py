@@ -93,12 +93,16 @@ def test_ctrl_c_during_record_writes_no_file(tmp_path: Path) -> None:
         # a shell may start background jobs with SIGINT ignored; the CLI must see it
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    assert proc.stderr is not None
-    line = proc.stderr.readline()  # "recording ...": the rounds have begun
-    assert "recording" in line
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # "recording ...": the rounds have begun
+        assert "recording" in line
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:  # never leave a 100000-round recording running behind a failed test
+        proc.kill()
+        proc.communicate()
     assert proc.returncode == 130
     assert "no trace was written" in err and "Traceback" not in err
     assert list(tmp_path.glob("*.json")) == [] and list(tmp_path.glob(".*tmp")) == []
