@@ -45,6 +45,7 @@ _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be
 # one round: no machine noise explains a factor of 2 on a candidate that is any good.
 _HOPELESS = math.log(2.0)
 _FUTILITY_Z = normal_quantile(0.95)
+_SLACK = 7.0 / 6.0  # a confirmation prices its calls a sixth above the mean call so far
 
 
 def _pct(fraction: float) -> str:
@@ -197,16 +198,21 @@ class _Rounds:
     # -- the noise gate -----------------------------------------------------------
 
     def affordable_pairs(self) -> int:
-        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
+        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs).
+
+        Priced at the mean call so far plus a sixth for calls that run slower, so a
+        confirmation planned on it ends by its plan, not cut by the budget.
+        """
         p, probe = self.p, self.probe
-        per_call = probe.elapsed() / max(1, probe.calls)
+        per_call = _SLACK * probe.elapsed() / max(1, probe.calls)
         left = p.time_budget_s - probe.elapsed()
         by_time = math.inf if per_call <= 0 else left / (2.0 * per_call)
         return int(max(0.0, min(p.confirm_max_pairs, by_time)))
 
-    def bounds(self) -> tuple[float, float]:
+    def bounds(self, max_pairs: int | None = None) -> tuple[float, float]:
         p = self.p
-        looks = math.ceil((p.confirm_max_pairs - p.confirm_min_pairs) / 2) + 1
+        last = p.confirm_max_pairs if max_pairs is None else max_pairs
+        looks = math.ceil(max(0, last - p.confirm_min_pairs) / 2) + 1
         return success_z(p.confirm_alpha, looks)
 
     def too_noisy(self, *, final: bool) -> str | None:
@@ -233,8 +239,8 @@ class _Rounds:
                 return None  # the race drops them; that is not the noise's doing
         # the pairs with which a confirmation of that gain succeeds as often as it fails:
         # beyond the budget, measuring on would be a gamble, not a decision
-        needed = pairs_needed(gain, sigma, self.bounds()[1], power_z=0.0)
         afford = self.affordable_pairs()
+        needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
         if needed <= max(afford, p.confirm_min_pairs):
             return None
         return (
@@ -289,9 +295,17 @@ class _Rounds:
         return chosen, Choice(chosen, best, band, lead)
 
     def confirm(self, chosen: int) -> Confirmation:
+        """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for.
+
+        The plan is fixed before the first pair (its last look is the test's final one),
+        so a confirmation that ends by its plan is complete; only calls that turn out
+        slower than priced can make the budget cut it short (then partial).
+        """
         p, probe = self.p, self.probe
         sigma, dof = self.ev.sigma()
-        bounds = self.bounds()
+        plan = max(2, self.affordable_pairs() // 2 * 2)  # pairs come two to a block
+        min_pairs = min(p.confirm_min_pairs, plan)
+        bounds = self.bounds(plan)
         d: list[float] = []
         block = 0
         while True:
@@ -319,8 +333,8 @@ class _Rounds:
                 margin=p.margin,
                 bounds=bounds,
                 z_futility=_FUTILITY_Z,
-                min_pairs=p.confirm_min_pairs,
-                max_pairs=p.confirm_max_pairs,
+                min_pairs=min_pairs,
+                max_pairs=plan,
                 estimator=p.estimator,
                 trim=p.trim,
                 final=final,
