@@ -67,6 +67,7 @@ class _Rounds:
         self.sizes = schedules(self.n, self.t) if refines else []
         self.teeth = teeth(self.n, self.t) if refines else set()
         self.round = 0
+        self.cut = False  # the budget cut a round or the confirmation short of its plan
         self.refines_left = refines
         self.band = math.log1p(p.tie_tol)
         self.need = -math.log1p(-p.margin)
@@ -83,6 +84,16 @@ class _Rounds:
                 if self.probe.over(self.race_limit):
                     return False
         return True
+
+    def round_fits(self) -> bool:
+        """Whether one more round of the live field fits in the race's share of the budget.
+
+        Priced like the confirmation's calls, so the race ends between rounds, with
+        every round whole, rather than cut in the middle of one.
+        """
+        probe = self.probe
+        per_call = _SLACK * probe.elapsed() / max(1, probe.calls)
+        return probe.elapsed() + (1 + len(self.live)) * per_call <= self.race_limit
 
     def measure_round(self) -> bool:
         """Measure native and every live candidate once; False if the budget cut it short."""
@@ -258,7 +269,7 @@ class _Rounds:
         eligible = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
         if not eligible:
             what = "every candidate fell clearly behind native or short of the margin"
-            if not self.dropped:
+            if self.live:  # candidates left, none with the rounds to be judged
                 what = "the budget ended before any candidate had enough rounds"
             return None, Choice(None, None, (), f"kept the native chunk {native}: {what}")
         best = min(eligible, key=lambda c: (self.ev.location(c), c))
@@ -340,7 +351,8 @@ class _Rounds:
                 final=final,
             )
             if verdict.outcome is not None:
-                self.confirm_cut = final and verdict.outcome == "inconclusive"
+                # cut: the budget ended it before its plan (calls ran slower than priced)
+                self.cut = self.cut or (final and len(d) < plan)
                 return verdict
             block += 1
 
@@ -349,14 +361,17 @@ class _Rounds:
     def run(self) -> SweepResult:
         p = self.p
         stop, noisy = "max_rounds", None
-        self.confirm_cut = False
+        self.cut = False
         if not self.warm_up():
-            stop = "budget"
+            stop, self.cut = "budget", True
         else:
             for r in range(1, p.max_rounds + 1):
+                if r > 1 and not self.round_fits():
+                    stop = "budget"  # the race's share is spent: a planned end
+                    break
                 self.round = r
                 if not self.measure_round():
-                    stop = "budget"
+                    stop, self.cut = "budget", True
                     break
                 if p.race:
                     self.screen()
@@ -413,7 +428,8 @@ class _Rounds:
             rounds=self.round,
             probe_seconds=self.probe.probe_seconds,
             elapsed_s=self.probe.elapsed(),
-            partial=stop == "budget" or self.confirm_cut,
+            # partial: cut short mid-plan, or no candidate had the rounds to be judged
+            partial=self.cut or (stop == "budget" and self.round < self.p.min_rounds),
             stop=stop,
             sigma=self.ev.sigma()[0],
             choice=choice,
@@ -434,6 +450,11 @@ class _Rounds:
         measured = f"{_pct(v.gain)} ({_pct(v.ci[0])} to {_pct(v.ci[1])})"
         if v.outcome == "rejected":
             why = f"measured {measured}, short of the {_pct(self.p.margin)} margin"
+        elif v.pairs == 0:
+            return (
+                f"kept the native chunk {native}: the race's best, {chosen}, looked faster, "
+                "but the budget ended before it could be confirmed against native"
+            )
         else:
             why = f"could not confirm a gain: {measured}"
         return (
