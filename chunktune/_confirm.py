@@ -108,10 +108,11 @@ def judge(
     last = final or n >= max_pairs
     own_sigma, own_dof = pooled_sigma([list(d)]) if n >= 3 else (0.0, 0)
     dof = prior_dof + own_dof
+    # no noise estimate at all (a race of two rounds, two pairs): no gain can be clear
     sigma = (
         math.sqrt((prior_dof * prior_sigma**2 + own_dof * own_sigma**2) / dof)
         if dof > 0
-        else max(prior_sigma, own_sigma)
+        else math.inf
     )
     center = estimate(list(d), estimator, trim=trim) if n else 0.0
     se = standard_error(sigma, n, estimator)

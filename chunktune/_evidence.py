@@ -95,7 +95,9 @@ class Evidence:
         n = len(common)
         if n == 0:
             return Comparison(0.0, math.inf, 0)
-        sigma = self.sigma()[0]
+        sigma, dof = self.sigma()
+        if dof == 0:  # no noise estimate yet: nothing is known to be clear of anything
+            sigma = math.inf
         if self.paired:
             # both values are ratios to the same native call: their difference is
             # log t_a - log t_b within the round, with the noise of one value

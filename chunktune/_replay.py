@@ -154,6 +154,7 @@ class ReplayWorkload:
         self._position = 0
         self.calls = 0
         self.history: list[tuple[int | None, float]] = []
+        self.elapsed_s = 0.0  # the simulated seconds of every call so far
 
     def _level(self) -> float:
         """The replayed machine's state now (log seconds over the mean level)."""
@@ -208,8 +209,17 @@ class ReplayWorkload:
         seconds = math.exp(recorded - self._recorded_in[row, r] + self._level())
         self._advance()
         self.calls += 1
+        self.elapsed_s += seconds
         self.history.append((chunk_size, seconds))
         return seconds
+
+    def clock(self) -> float:
+        """Simulated seconds: the sum of every call so far. A sweep's budget runs on it.
+
+        The calls never sleep, so on the wall clock a budget would never bind; counted
+        here, it ends a sweep of this workload where it would end one of the real pool.
+        """
+        return self.elapsed_s
 
     def true_time(self, chunk_size: int | None) -> float:
         """The size's seconds by the recorded data (geometric mean, round levels removed).

@@ -85,15 +85,38 @@ class _Rounds:
                     return False
         return True
 
-    def round_fits(self) -> bool:
-        """Whether one more round of the live field fits in the race's share of the budget.
+    def per_call(self) -> float:
+        """The price of one call: the mean so far, plus a sixth for calls that run slower."""
+        return _SLACK * self.probe.elapsed() / max(1, self.probe.calls)
 
-        Priced like the confirmation's calls, so the race ends between rounds, with
+    def room_for_new(self) -> int:
+        """How many candidates can join the field and still get ``min_rounds`` rounds."""
+        per_call = self.per_call()
+        if per_call <= 0:
+            return 1 << 30  # nothing measured yet: no price
+        left = self.race_limit - self.probe.elapsed()
+        return max(0, int(left / (per_call * self.p.min_rounds)) - 1 - len(self.live))
+
+    def fit_round(self) -> bool:
+        """Make one more round fit in the race's share of the budget; False if none can.
+
+        Calls are priced like the confirmation's. When the whole live field does not
+        fit, it is cut to the best that do (successive halving paced by the budget,
+        not by the round count), so a slow pool still gives its contenders the rounds
+        to be judged; when not even one candidate fits, the race ends between rounds,
         every round whole, rather than cut in the middle of one.
         """
-        probe = self.probe
-        per_call = _SLACK * probe.elapsed() / max(1, probe.calls)
-        return probe.elapsed() + (1 + len(self.live)) * per_call <= self.race_limit
+        per_call = self.per_call()
+        left = self.race_limit - self.probe.elapsed()
+        room = int(left / per_call) - 1 if per_call > 0 else len(self.live)  # native's call
+        if room >= len(self.live):
+            return True
+        if room < 1:
+            return False
+        ranked = sorted(self.live, key=lambda c: (self.ev.location(c), c))
+        for c in ranked[room:]:
+            self.drop(c)
+        return True
 
     def measure_round(self) -> bool:
         """Measure native and every live candidate once; False if the budget cut it short."""
@@ -182,7 +205,14 @@ class _Rounds:
         native_c = representative(self.n, self.probe.native)
         points = {nearest_index(sizes, c) for c in (*self.measured, native_c)}
         ranked = sorted(self.judged(), key=self.ev.location)[: self.p.refine_top]
-        new: set[int] = set()
+        new: list[int] = []  # in order of promise: the model's pick, then the best's neighbours
+        estimates = self.ev.estimates([None, *self.measured])
+        native_s = estimates.pop(None, None)
+        if native_s is not None:
+            estimates[native_c] = native_s
+            model = fit_uniform_model(self.n, self.t, estimates, sizes)  # type: ignore[arg-type]
+            if model is not None:
+                new.append(min(model, key=lambda c: (model[c], c)))
         for c in ranked:
             i = nearest_index(sizes, native_c if c is None else c)
             below = [j for j in points if j < i]
@@ -191,15 +221,10 @@ class _Rounds:
             for j in (max(below) if below else 0, min(above) if above else len(sizes) - 1):
                 mid = between(sizes, self.teeth, i, j)
                 if mid is not None:
-                    new.add(mid)
-        estimates = self.ev.estimates([None, *self.measured])
-        native_s = estimates.pop(None, None)
-        if native_s is not None:
-            estimates[native_c] = native_s
-            model = fit_uniform_model(self.n, self.t, estimates, sizes)  # type: ignore[arg-type]
-            if model is not None:
-                new.add(min(model, key=lambda c: (model[c], c)))
-        added = sorted(new - self.measured - {native_c})
+                    new.append(mid)
+        fresh = [c for c in dict.fromkeys(new) if c not in self.measured and c != native_c]
+        # only as many as can still get their min_rounds in the race's share of the budget
+        added = sorted(fresh[: self.room_for_new()])
         self.measured.update(added)
         self.live.extend(added)
         if added:
@@ -215,7 +240,7 @@ class _Rounds:
         confirmation planned on it ends by its plan, not cut by the budget.
         """
         p, probe = self.p, self.probe
-        per_call = _SLACK * probe.elapsed() / max(1, probe.calls)
+        per_call = self.per_call()
         left = p.time_budget_s - probe.elapsed()
         by_time = math.inf if per_call <= 0 else left / (2.0 * per_call)
         return int(max(0.0, min(p.confirm_max_pairs, by_time)))
@@ -270,7 +295,7 @@ class _Rounds:
         if not eligible:
             what = "every candidate fell clearly behind native or short of the margin"
             if self.live:  # candidates left, none with the rounds to be judged
-                what = "the budget ended before any candidate had enough rounds"
+                what = self._too_short()
             return None, Choice(None, None, (), f"kept the native chunk {native}: {what}")
         best = min(eligible, key=lambda c: (self.ev.location(c), c))
         band: tuple[int, ...] = (best,)
@@ -297,6 +322,9 @@ class _Rounds:
         noisy = self.too_noisy(final=True)
         if noisy is not None:
             return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}")
+        if not math.isfinite(vs.se):
+            reason = f"kept the native chunk {native}: {lead}, in too few rounds to know the noise"
+            return None, Choice(None, best, band, reason)
         if vs.upper(p.confidence_z) >= 0:
             reason = f"kept the native chunk {native}: {lead}, within the noise (±{_pct(doubt)})"
             return None, Choice(None, best, band, reason)
@@ -314,8 +342,10 @@ class _Rounds:
         """
         p, probe = self.p, self.probe
         sigma, dof = self.ev.sigma()
-        plan = max(2, self.affordable_pairs() // 2 * 2)  # pairs come two to a block
-        min_pairs = min(p.confirm_min_pairs, plan)
+        plan = self.affordable_pairs() // 2 * 2  # pairs come two to a block
+        if plan < p.confirm_min_pairs:  # too few to decide anything: measure none
+            return Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), sigma)
+        min_pairs = p.confirm_min_pairs
         bounds = self.bounds(plan)
         d: list[float] = []
         block = 0
@@ -366,7 +396,7 @@ class _Rounds:
             stop, self.cut = "budget", True
         else:
             for r in range(1, p.max_rounds + 1):
-                if r > 1 and not self.round_fits():
+                if r > 1 and not self.fit_round():
                     stop = "budget"  # the race's share is spent: a planned end
                     break
                 self.round = r
@@ -438,6 +468,20 @@ class _Rounds:
             confirm_pairs=0 if verdict is None else verdict.pairs,
         )
 
+    def _too_short(self) -> str:
+        """Why nothing was judged when the budget ended first, with the budget that would do."""
+        p, probe = self.p, self.probe
+        per_call = probe.elapsed() / max(1, probe.calls)
+        field = 1 + len(self.live) + len(self.dropped)
+        # the whole field's min_rounds, the race's share of the budget
+        race_s = (p.prime + field * p.min_rounds) * per_call
+        need = race_s / (1.0 - (p.confirm_share if p.confirm else 0.0))
+        return (
+            f"the budget ended before any candidate had enough rounds: one call takes about "
+            f"{per_call:.2g} s, and a time_budget_s of about {math.ceil(need)} s would give "
+            f"the field its {p.min_rounds} rounds"
+        )
+
     def _confirmed(self, chosen: int, v: Confirmation) -> str:
         return (
             f"chose {chosen}: {_pct(v.gain)} faster than the native chunk {self.probe.native} "
@@ -453,7 +497,8 @@ class _Rounds:
         elif v.pairs == 0:
             return (
                 f"kept the native chunk {native}: the race's best, {chosen}, looked faster, "
-                "but the budget ended before it could be confirmed against native"
+                f"but what was left of the budget paid for fewer than the "
+                f"{self.p.confirm_min_pairs} pairs of calls needed to confirm it against native"
             )
         else:
             why = f"could not confirm a gain: {measured}"

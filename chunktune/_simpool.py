@@ -128,6 +128,7 @@ class SimulatedWorkload:
         "_times",
         "calls",
         "dispatch_s",
+        "elapsed_s",
         "history",
         "name",
         "noise",
@@ -242,6 +243,7 @@ class SimulatedWorkload:
         self._phase = float(self._rng.uniform(0.0, 2.0 * math.pi))
         self.calls = 0
         self.history = []
+        self.elapsed_s = 0.0  # the simulated seconds of every call so far
 
     def signature(self) -> dict[str, SignatureValue]:
         """What besides N and T sets the cost: the cost vector's digest and the overhead."""
@@ -300,8 +302,17 @@ class SimulatedWorkload:
         """
         seconds = self.true_time(chunk_size) * self._multiplier()
         self.calls += 1
+        self.elapsed_s += seconds
         self.history.append((chunk_size, seconds))
         return seconds
+
+    def clock(self) -> float:
+        """Simulated seconds: the sum of every call so far. A sweep's budget runs on it.
+
+        The calls never sleep, so on the wall clock a budget would never bind; counted
+        here, it ends a sweep of this workload where it would end one of the real pool.
+        """
+        return self.elapsed_s
 
     def landscape(self) -> dict[int, float]:
         """The exact seconds of every chunk size from 1 to ``ceil(N/T)``."""

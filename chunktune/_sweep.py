@@ -33,6 +33,12 @@ def _no_check() -> None:
     return None
 
 
+def _clock_of(workload: Workload) -> Callable[[], float]:
+    """The workload's own ``clock()`` if it has one (simulated ones do), else wall time."""
+    own = getattr(workload, "clock", None)
+    return own if callable(own) else time.monotonic
+
+
 def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
     """The older tuner's schedule: each candidate's warm-ups and repetitions in a row."""
     p = probe.policy
@@ -91,18 +97,21 @@ def sweep(
     *,
     check_cancelled: Callable[[], None] = _no_check,
     on_event: ProgressCallback | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
 ) -> SweepResult:
     """Measure ``candidates`` (``None`` = native, always included) on ``workload`` and choose.
 
     Blocking: call it from a worker thread. ``check_cancelled`` runs before every
-    probe and may raise to abandon the sweep. The wall-clock budget is checked
-    after every probe.
+    probe and may raise to abandon the sweep. The budget is checked after every
+    probe, on ``clock``: by default the workload's own ``clock()`` where it has one
+    (the simulated workloads count their simulated seconds), else the wall clock.
 
     Raises:
         WorkloadError: ``run()`` returned something other than positive seconds.
         Exception: whatever ``run()`` or ``check_cancelled()`` raised.
     """
+    if clock is None:
+        clock = _clock_of(workload)
     ordered: list[Chunk] = list(dict.fromkeys([None, *candidates]))
     probe = Probe(workload, policy, check_cancelled, on_event, clock)
     probe.emit("candidates", candidates=tuple(ordered))

@@ -20,7 +20,10 @@ from chunktune.sim import Noise, SimulatedWorkload
 
 
 def base(**changes: Any) -> Policy:
-    return attrs.evolve(load_settings().get_policy("balanced"), **changes)
+    # a budget these simulated sweeps never reach: each test isolates one other field
+    return attrs.evolve(
+        load_settings().get_policy("balanced"), **{"time_budget_s": 3600.0, **changes}
+    )
 
 
 def plateau(seed: int = 0, sigma: float = 0.005) -> SimulatedWorkload:

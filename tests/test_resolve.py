@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -310,6 +311,9 @@ async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
     blocked, release = threading.Event(), threading.Event()
 
     class Stuck(SimulatedWorkload):
+        def clock(self) -> float:  # it blocks in real time: the budget runs on the wall clock
+            return time.monotonic()
+
         def run(self, chunk_size: int | None) -> float:
             if self.calls == 2:  # the third call blocks until the test releases it
                 blocked.set()

@@ -183,4 +183,34 @@ def test_calls_turning_slower_than_planned_mark_the_sweep_partial(after: int) ->
     r = sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol,
               on_event=tick, clock=lambda: clock_now[0])  # fmt: skip
     assert r.partial and r.choice.chunk_size is None
-    assert "budget" in r.choice.reason
+
+
+def test_a_simulated_sweep_spends_its_budget_in_simulated_seconds() -> None:
+    """The sim never sleeps, yet its sweep stops at the budget counted in simulated time."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    pol = balanced(time_budget_s=25 * w.true_time(None))
+    r = run(w, pol)
+    assert r.stop == "budget"
+    assert r.elapsed_s == pytest.approx(w.clock()) and r.elapsed_s <= pol.time_budget_s
+    assert w.calls < 30  # about 25 native calls' worth, not the dozens of rounds of a free sweep
+
+
+def test_a_slow_pool_keeps_its_best_candidates_for_a_second_round() -> None:
+    """When the whole field no longer fits the race's share, the best of it gets the round."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    cands = candidate_list(balanced().candidates, w.num_envs, w.nthread)
+    # the first round of the field, and half of it again, fit the race's share
+    pol = balanced(time_budget_s=(1.6 * (len(cands) + 1) + 1) * w.true_time(None) / 0.7)
+    r = run(w, pol)
+    counts = r.counts()
+    second = [c for c in counts if c is not None and counts[c] >= 2]
+    assert second and len(second) < len(cands)
+    first_round = {c: r.samples[c][0] for c in second}
+    # those kept are the fastest of the first round
+    rest = [r.samples[c][0] for c in counts if c is not None and c not in second]
+    assert max(first_round.values()) <= min(rest)
+    assert r.choice.chunk_size is not None and not r.partial
