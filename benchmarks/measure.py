@@ -134,7 +134,9 @@ class TraceRow:
     ``offered`` is the gain of the trace's best size over native by the truth;
     ``offered_held_out`` the same with the best picked on half of the rounds and
     scored on the other half (what is left once the truth's own noise is taken out).
-    ``gain`` is what the choice gives over native by the truth.
+    ``gain`` is what the choice gives over native by the truth; ``truth_error`` the
+    standard error of that truth itself (from the recorded rounds), so a choice scored
+    a little slower than native can be told from one within the truth's own noise.
     """
 
     trace: str
@@ -150,6 +152,7 @@ class TraceRow:
     gain: float
     regret: float
     vs_native: float
+    truth_error: float
     probe_seconds: float
     probes: int
     partial: bool
@@ -188,6 +191,7 @@ def trace_rows(
                     gain=1.0 - chosen_s / native_s,
                     regret=chosen_s / oracle_s - 1.0,
                     vs_native=chosen_s / native_s - 1.0,
+                    truth_error=truth.truth_error(decision.chunk_size),
                     probe_seconds=decision.probe_seconds,
                     probes=workload.calls,
                     partial=decision.partial,

@@ -3,8 +3,9 @@
     python benchmarks/run.py --quick                  simulated (quick suite) + traces
     python benchmarks/run.py --json full.json         the full simulated suite + traces
     python benchmarks/run.py --no-sim --no-traces --live [--hog]   real tunes, re-measured
+    python benchmarks/run.py --unbounded          the search alone: no budget (not live)
 
-Prints tables, a summary per policy and issue H's targets; ``--json`` writes every row.
+Prints tables, a summary per policy and the quality targets; ``--json`` writes every row.
 Not a test: it never fails on a figure. The cases are in ``cases.py``, running them in
 ``measure.py``, summaries and tables in ``report.py``.
 """
@@ -57,6 +58,9 @@ QUICK_POLICIES = ("balanced", "seed")
 FULL_POLICIES = ("balanced", "quick", "thorough", "seed")
 
 
+_UNBOUNDED_S = 1e9  # a budget no simulated or replayed sweep reaches
+
+
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
@@ -85,6 +89,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--nthread", type=int, help="live: pool size (default: the usable CPUs)")
     parser.add_argument("--cases", type=_names, help="only cases whose name has one of these")
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="regret vs probe cost")
+    parser.add_argument(
+        "--unbounded",
+        action="store_true",
+        help="simulated and replayed: no time budget, so the search and the rule are judged "
+        "apart from whether the budget pays for them",
+    )
     return parser.parse_args(argv)
 
 
@@ -96,7 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(Path(lock_dir.name) / "sweep.lock")
     settings = bench_settings()
     names = args.policies or list(QUICK_POLICIES if args.quick else FULL_POLICIES)
-    policies = policies_named(settings, names)
+    policies = live_policies = policies_named(settings, names)
+    if args.unbounded:
+        policies = {
+            name: attrs.evolve(p, time_budget_s=_UNBOUNDED_S, hard_limit_s=None)
+            for name, p in policies.items()
+        }
 
     def wanted(name: str) -> bool:
         return not args.cases or any(c in name for c in args.cases)
@@ -136,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for case in REAL_CASES:
             if wanted(case.name):
                 t0 = time.perf_counter()
-                live += live_rows(case, policies, settings, nthread=nthread, tunes=args.tunes,
+                live += live_rows(case, live_policies, settings, nthread=nthread, tunes=args.tunes,
                                   rounds=args.rounds, hog=args.hog)  # fmt: skip
                 print(f"live {case.name}: {time.perf_counter() - t0:.1f} s", flush=True)
         load["after_live"] = _loadavg()

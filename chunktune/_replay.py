@@ -229,6 +229,22 @@ class ReplayWorkload:
         """
         return float(self._truth[self._row(chunk_size)])
 
+    def truth_error(self, chunk_size: int | None) -> float:
+        """The standard error of ``true_time(c) / true_time(None)``, as a fraction.
+
+        From the recorded rounds: the spread over rounds of the size's log ratio to
+        native in the same round, over ``sqrt(R)``. A choice scored slower than native
+        by less than about twice this is within the truth's own noise.
+        """
+        row, native = self._row(chunk_size), self._row(None)
+        if row == native:
+            return 0.0
+        ratios = np.log(
+            np.asarray(self.trace.samples[self.sizes[row]], dtype=float)
+            / np.asarray(self.trace.samples[self.sizes[native]], dtype=float)
+        )
+        return float(np.std(ratios, ddof=1) / math.sqrt(ratios.size))
+
     def landscape(self) -> dict[int, float]:
         """The true seconds of every recorded size."""
         return {c: float(self._truth[i]) for i, c in enumerate(self.sizes)}

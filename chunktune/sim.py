@@ -1,7 +1,7 @@
 """Workloads without MuJoCo: a modeled pool, and replays of recorded real landscapes.
 
 :class:`SimulatedWorkload` implements :class:`chunktune.Workload` without MuJoCo and
-without sleeping. It models the pool the way DESIGN.md describes it: the caller queues
+without sleeping. It models the pool as it was measured to behave: the caller queues
 chunks of ``c`` consecutive envs in index order (the last may be shorter), each of the
 ``T`` workers takes the next chunk from one FIFO queue when it becomes free (list
 scheduling), a chunk costs the sum of its envs' single-thread costs plus a per-chunk
@@ -14,7 +14,9 @@ deterministically, on any machine, at any N and T.
 a contact block, several blocks, model variants, interleaved heavies); :class:`Noise`
 perturbs what ``run()`` reports the way a real machine does (jitter, spikes, drift).
 ``true_time``, ``oracle``, ``landscape``, ``regret`` and ``bound`` give the exact
-answers a tuner's choice can be scored against.
+answers a tuner's choice can be scored against. ``clock()`` counts the simulated
+seconds of every call so far; a sweep's budget runs on it, so it binds as on the
+real pool.
 
 :class:`ReplayWorkload` replays a trace that ``chunktune record`` measured on a real
 machine: each probe draws recorded seconds, so policies meet real machine noise,

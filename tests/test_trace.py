@@ -134,6 +134,15 @@ def test_replay_truth_removes_the_rounds_levels() -> None:
     assert held_out == pytest.approx(apparent, abs=0.02)  # a real gain survives holding out
 
 
+def test_truth_error_shrinks_with_the_rounds_and_is_zero_for_native() -> None:
+    """A size's truth against native is known to sigma*sqrt(2)/sqrt(R): 4x the rounds, half."""
+    short, long = ReplayWorkload(synthetic(rounds=10)), ReplayWorkload(synthetic(rounds=160))
+    assert short.truth_error(None) == 0.0 and short.truth_error(1) == 0.0  # 1 is native
+    # two calls of 5% noise each: the ratio's spread is about 7%
+    assert long.truth_error(4) == pytest.approx(0.05 * math.sqrt(2) / math.sqrt(160), rel=0.25)
+    assert short.truth_error(4) > 2.5 * long.truth_error(4)
+
+
 def test_held_out_gain_exposes_a_best_that_is_only_noise() -> None:
     """On a flat trace the in-sample best looks faster than native; held out, it is not."""
     rng = np.random.default_rng(5)
