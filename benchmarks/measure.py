@@ -250,8 +250,8 @@ class LiveRow:
     """One real tune, and what a paired re-measurement says of its choice.
 
     ``measured_gain`` (with its 95% CI) is the choice's gain over native in the
-    re-measurement; ``best_known`` / ``best_known_gain`` the best of the case's
-    known-good sizes in the same rounds. ``hog`` marks a tune with a CPU hog
+    re-measurement; ``best_known`` / ``best_known_gain`` (and its 95% CI) the best
+    of the case's known-good sizes in the same rounds. ``hog`` marks a tune with a CPU hog
     started halfway through its budget.
     """
 
@@ -273,6 +273,7 @@ class LiveRow:
     measured_high: float
     best_known: int
     best_known_gain: float
+    best_known_ci: tuple[float, float]
     rounds: int
     hog: bool
     uneven: bool
@@ -356,6 +357,7 @@ def live_rows(
                     measured_high=m.high,
                     best_known=best,
                     best_known_gain=measured[best].gain,
+                    best_known_ci=(measured[best].low, measured[best].high),
                     rounds=rounds,
                     hog=hog,
                     uneven=case.uneven,

@@ -253,7 +253,8 @@ def check_targets(
                 short,
                 LIVE_WITHIN_BEST,
                 short <= LIVE_WITHIN_BEST,
-                f"best known {rows[0].best_known} at {rows[0].best_known_gain:+.2%}",
+                f"best known {rows[0].best_known} at {rows[0].best_known_gain:+.2%} "
+                f"(95% CI {rows[0].best_known_ci[0]:+.2%}..{rows[0].best_known_ci[1]:+.2%})",
             )
         if hog:
             harmful = [r for r in rows if r.measured_high < 0]
@@ -381,6 +382,11 @@ def trace_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     return table(headers, body)
 
 
+def _known(r: LiveRow) -> str:
+    low, high = r.best_known_ci
+    return f"{r.best_known} {_p(r.best_known_gain)} ({_p(low)}..{_p(high)})"
+
+
 def live_table(rows: Sequence[LiveRow]) -> str:
     headers = ["case", "T", "policy", "tune", "hog", "chunk", "claimed", "claimed CI",
                "measured", "measured 95% CI", "best known", "partial", "probe s",
@@ -390,7 +396,8 @@ def live_table(rows: Sequence[LiveRow]) -> str:
          _p(r.claimed_gain),
          "-" if r.claimed_ci is None else f"{_p(r.claimed_ci[0])}..{_p(r.claimed_ci[1])}",
          _p(r.measured_gain), f"{_p(r.measured_low)}..{_p(r.measured_high)}",
-         f"{r.best_known} {_p(r.best_known_gain)}", "yes" if r.partial else "",
+         _known(r),
+         "yes" if r.partial else "",
          f"{r.probe_seconds:.2f}", f"{r.sweep_wall_s:.2f}"]
         for r in rows
     ]  # fmt: skip

@@ -114,6 +114,9 @@ def judge(
         if dof > 0
         else math.inf
     )
+    # the race's noise pooled in only holds if the machine is as calm now as then: when
+    # the pairs themselves are noisier (a neighbour's load arrived), theirs is the noise
+    sigma = max(sigma, own_sigma)
     center = estimate(list(d), estimator, trim=trim) if n else 0.0
     se = standard_error(sigma, n, estimator)
     z = bounds[1] if last else bounds[0]

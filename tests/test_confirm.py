@@ -70,3 +70,11 @@ def test_pairs_needed_grows_with_noise_over_gain_squared() -> None:
     """Twice the noise needs four times the pairs; no gain needs infinitely many."""
     assert pairs_needed(0.02, 0.10, 2.0) == pytest.approx(4 * pairs_needed(0.02, 0.05, 2.0))
     assert pairs_needed(0.0, 0.05, 2.0) == math.inf
+
+
+def test_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:
+    """A load arriving after a calm race: the pairs' own spread, not the race's, sets the bar."""
+    hogged = [0.50, 0.00, 0.45, 0.02]  # +24% in the middle, but pairs apart by 30%
+    assert verdict(hogged, sigma=0.01) is None  # not confirmed on the calm race's noise
+    calm = [0.24, 0.23, 0.25, 0.24]  # the same gain, as steady as the race was
+    assert verdict(calm, sigma=0.01) == "confirmed"
