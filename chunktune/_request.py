@@ -150,8 +150,27 @@ def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheE
     )
 
 
+# keys whose decision this process has written to stderr under "auto": a trainer that
+# resolves once per env runner hears each cached answer once, not once per runner
+_TOLD: set[str] = set()
+
+
 def report(decision: Decision, settings: Settings) -> None:
-    """The one-line report of a decision: the ``chunktune`` logger, and stderr as set."""
+    """The one-line report of a decision: the ``chunktune`` logger, and stderr as set.
+
+    Under ``[log] stderr = "auto"`` a key's cached decision is written to stderr once
+    per process (a new sweep's always is); ``"always"`` writes every one.
+    """
+    mode = settings.log.stderr
+    logged = mode != "always" and logger.isEnabledFor(logging.INFO)
+    # collectors in spawned subprocesses have no logging configured: say it anyway
+    told = mode == "always" or (
+        mode == "auto"
+        and not logger.isEnabledFor(logging.INFO)
+        and not (decision.source == "cache" and decision.key in _TOLD)
+    )
+    if not (logged or told):
+        return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
     line = (
@@ -160,9 +179,9 @@ def report(decision: Decision, settings: Settings) -> None:
     )
     if timings:
         line += f" | {timings}"
-    mode = settings.log.stderr
-    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
-        # collectors in spawned subprocesses have no logging configured: say it anyway
+    if told:
+        if mode == "auto" and decision.key:
+            _TOLD.add(decision.key)
         print(f"[chunktune] {line}", file=sys.stderr, flush=True)
-    if mode != "always":
+    if logged:
         logger.info(line)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
 
@@ -72,6 +72,9 @@ def check_chunk_size(value: object, *, what: str = "chunk_size") -> int:
     return _check_count(what, value)
 
 
+_MEMBERS = ("num_envs", "nthread", "signature", "run")
+
+
 def check_workload(workload: object) -> tuple[int, int]:
     """Validate a workload and return its ``(num_envs, nthread)``.
 
@@ -79,19 +82,18 @@ def check_workload(workload: object) -> tuple[int, int]:
         WorkloadError: the object lacks ``num_envs``, ``nthread``, ``signature`` or ``run``.
         InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
     """
-    if not isinstance(workload, Workload):
-        missing = [
-            name
-            for name in ("num_envs", "nthread", "signature", "run")
-            if not hasattr(workload, name)
-        ]
+    # what isinstance(workload, Workload) checks, without typing's slow protocol walk:
+    # this runs on every resolve, cache hits included
+    missing = [name for name in _MEMBERS if not hasattr(workload, name)]
+    if missing:
         raise WorkloadError(
             f"{type(workload).__name__!s} object is not a chunktune.Workload: it lacks "
             f"{', '.join(missing)} (a workload needs num_envs, nthread, signature() and run())"
         )
+    checked = cast(Workload, workload)
     return (
-        _check_count("num_envs", workload.num_envs),
-        _check_count("nthread", workload.nthread),
+        _check_count("num_envs", checked.num_envs),
+        _check_count("nthread", checked.nthread),
     )
 
 

@@ -173,6 +173,17 @@ def test_log_stderr_mode(mode: str, printed: bool, capsys: pytest.CaptureFixture
     assert ("[chunktune] chunk_size=" in capsys.readouterr().err) is printed
 
 
+@pytest.mark.parametrize(("mode", "lines"), [("auto", 1), ("always", 3)])
+def test_a_cached_answer_is_told_on_stderr_once_per_process(
+    isolated: Path, mode: str, lines: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """auto: a sweep's line, then its key's hits quietly; always: every resolve's line."""
+    s = attrs.evolve(load_settings(), log=chunktune.LogSettings(stderr=mode))
+    sources = [chunktune.resolve_sync(plateau(seed=7), settings=s).source for _ in range(3)]
+    assert sources == ["benchmark", "cache", "cache"]
+    assert capsys.readouterr().err.count("[chunktune] chunk_size=") == lines
+
+
 def test_log_auto_uses_logging_when_configured(
     caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
