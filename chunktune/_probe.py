@@ -7,6 +7,7 @@ Shared by both schedules (:mod:`chunktune._rounds` and the sequential one in
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import attrs
 
@@ -15,9 +16,10 @@ from ._select import Choice
 from ._settings import Policy
 from ._workload import Workload, check_seconds, native_chunk, upper_chunk
 
-__all__ = ["Chunk", "Probe", "SweepResult"]
+__all__ = ["Chunk", "Probe", "StopReason", "SweepResult"]
 
 Chunk = int | None
+StopReason = Literal["settled", "max_rounds", "budget", "noisy"]
 
 
 @attrs.frozen(kw_only=True)
@@ -27,7 +29,7 @@ class SweepResult:
     ``gain`` is the estimated fraction by which the choice beats native (0.0 when
     native is kept); ``gain_ci`` its confidence interval when a confirmation ran.
     ``stop`` says why measuring ended: ``"settled"``, ``"max_rounds"``,
-    ``"budget"``, ``"single"`` or ``"noisy"``.
+    ``"budget"`` (the budget, or the race's share of it, was spent) or ``"noisy"``.
     """
 
     samples: dict[Chunk, tuple[float, ...]]
@@ -38,7 +40,7 @@ class SweepResult:
     probe_seconds: float
     elapsed_s: float
     partial: bool
-    stop: str
+    stop: StopReason
     sigma: float
     choice: Choice
     gain: float = 0.0

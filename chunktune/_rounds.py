@@ -33,7 +33,7 @@ import numpy as np
 
 from ._confirm import Confirmation, judge, pairs_needed, success_z
 from ._evidence import Evidence
-from ._probe import Chunk, Probe, SweepResult
+from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
 from ._select import Choice, pick
 from ._stats import normal_quantile
@@ -390,7 +390,8 @@ class _Rounds:
 
     def run(self) -> SweepResult:
         p = self.p
-        stop, noisy = "max_rounds", None
+        stop: StopReason = "max_rounds"
+        noisy: str | None = None
         self.cut = False
         if not self.warm_up():
             stop, self.cut = "budget", True
@@ -427,7 +428,7 @@ class _Rounds:
         self.probe.emit("done", round=self.round, message=result.stop)
         return result
 
-    def finish(self, stop: str, noisy: str | None) -> SweepResult:
+    def finish(self, stop: StopReason, noisy: str | None) -> SweepResult:
         native = self.probe.native
         chosen: int | None = None
         verdict: Confirmation | None = None

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._simcosts import FloatArray, check_real, check_seed, env_costs
-from ._workload import SignatureValue, check_chunk_size, native_chunk, upper_chunk
+from ._workload import SignatureValue, check_chunk_size, check_count, native_chunk, upper_chunk
 
 __all__ = ["Noise", "SimulatedWorkload", "compare"]
 
@@ -183,7 +183,7 @@ class SimulatedWorkload:
         self._prefix: FloatArray = np.concatenate(([0.0], np.cumsum(array)))
         self._times: dict[int, float] = {}
         self.num_envs = int(array.size)
-        self.nthread = check_chunk_size(nthread, what="nthread")
+        self.nthread = check_count(nthread, what="nthread")
         self.dispatch_s = check_real("dispatch_s", dispatch_s, low=0.0)
         self.queue_s = check_real("queue_s", queue_s, low=0.0)
         self.noise = noise

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ._events import ProgressCallback
-from ._probe import Chunk, Probe, SweepResult
+from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._rounds import run_rounds
 from ._select import select
 from ._settings import Policy
@@ -43,7 +43,8 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
     """The older tuner's schedule: each candidate's warm-ups and repetitions in a row."""
     p = probe.policy
     samples: dict[Chunk, list[float]] = {c: [] for c in candidates}
-    stop, rounds = "max_rounds", 0
+    stop: StopReason = "max_rounds"
+    rounds = 0
     for c in candidates:
         for _ in range(p.warmup):
             probe(c, kind="warmup")

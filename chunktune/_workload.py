@@ -14,6 +14,7 @@ __all__ = [
     "Workload",
     "as_seconds",
     "check_chunk_size",
+    "check_count",
     "check_seconds",
     "check_signature",
     "check_workload",
@@ -51,6 +52,16 @@ def native_chunk(num_envs: int, nthread: int) -> int:
 def upper_chunk(num_envs: int, nthread: int) -> int:
     """The largest useful chunk, ``ceil(N/T)``: any larger leaves a worker idle."""
     return max(1, math.ceil(num_envs / max(1, nthread)))
+
+
+def check_count(value: object, *, what: str) -> int:
+    """Return ``value`` as an int count >= 1 (envs, threads, steps, a chunk size).
+
+    Raises:
+        InvalidArgumentError: ``value`` is not an integer, or is below 1; the message
+            names ``what``.
+    """
+    return _check_count(what, value)
 
 
 def _check_count(name: str, value: object) -> int:

@@ -21,10 +21,10 @@ from ._common import console_on, say
 
 __all__ = ["progress_display"]
 
-_STOPS = {
+# a stop reason travels in a progress event's message: any text, keyed here by the reason
+_STOPS: dict[str, str] = {
     "budget": "the time budget ran out",
     "settled": "the answer is settled",
-    "single": "one candidate was left",
     "max_rounds": "all rounds are done",
     "noisy": "the machine is too noisy to confirm a gain in the budget",
 }

@@ -11,7 +11,7 @@ from typing import Any
 import mujoco  # untyped: its objects are Any
 import numpy as np
 
-from .._workload import check_chunk_size
+from .._workload import check_count
 from ._limits import check_batch_memory, check_nthread
 from ._models import FREE, FULLPHYSICS, check_seed, perturb
 from ._rollout import RolloutWorkload
@@ -97,9 +97,9 @@ def demo_workload(
         InvalidArgumentError: a count is not an integer >= 1, ``nthread`` is beyond
             what this machine can run, or the batch would not fit in memory.
     """
-    n = check_chunk_size(num_envs, what="num_envs")
-    check_nthread(check_chunk_size(nthread, what="nthread"))
-    k = check_chunk_size(nstep, what="nstep")
+    n = check_count(num_envs, what="num_envs")
+    check_nthread(check_count(nthread, what="nthread"))
+    k = check_count(nstep, what="nstep")
     model = mujoco.MjModel.from_xml_path(os.fspath(demo_model_path()))
     nstate = int(mujoco.mj_stateSize(model, FULLPHYSICS))
     check_batch_memory(

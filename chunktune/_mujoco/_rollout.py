@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError, UsageError
-from .._workload import SignatureValue, check_chunk_size
+from .._workload import SignatureValue, check_chunk_size, check_count
 from ._limits import check_batch_memory, check_nthread
 from ._models import (
     FULLPHYSICS,
@@ -106,9 +106,9 @@ class RolloutWorkload:
         model_file: str | os.PathLike[str] | None = None,
         states_label: str | None = None,
     ) -> None:
-        self.num_envs = check_chunk_size(num_envs, what="num_envs")
-        self.nthread = check_chunk_size(nthread, what="nthread")
-        self._nstep = check_chunk_size(nstep, what="nstep")
+        self.num_envs = check_count(num_envs, what="num_envs")
+        self.nthread = check_count(nthread, what="nthread")
+        self._nstep = check_count(nstep, what="nstep")
         check_nthread(self.nthread)
         seed = check_seed(seed)
         scale = _check_perturbation(perturbation)
