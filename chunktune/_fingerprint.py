@@ -16,6 +16,7 @@ from pathlib import Path
 
 __all__ = [
     "available_memory",
+    "chunktune_version",
     "cpu_model",
     "cpu_quota",
     "device_fingerprint",
@@ -87,6 +88,15 @@ def available_memory(root: Path = Path("/")) -> int | None:
     except (OSError, ValueError):
         pass
     return avail
+
+
+@functools.cache
+def chunktune_version() -> str:
+    """This chunktune's installed version, or ``"0+unknown"`` when run from a bare tree."""
+    try:
+        return metadata.version("chunktune")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 @functools.cache  # reading distribution metadata costs milliseconds, on every cache hit

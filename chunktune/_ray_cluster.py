@@ -27,8 +27,9 @@ from ._errors import CacheError, InvalidArgumentError, UsageError
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
 from ._ray_api import connected_ray, node_labels, node_type, ray_module
-from ._ray_job import entry_of, pick_policy, report
+from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
+from ._request import pick_policy
 from ._settings import Policy, Settings
 from ._workload import Workload, check_workload
 

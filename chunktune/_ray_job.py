@@ -9,8 +9,6 @@ behind a decision, and the lines a decision is reported with.
 from __future__ import annotations
 
 import logging
-import sys
-from importlib import metadata
 from typing import Any
 
 import attrs
@@ -18,11 +16,12 @@ import attrs
 from ._cache import CacheEntry
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
-from ._errors import ConfigError
 from ._events import ProgressCallback
-from ._fingerprint import device_fingerprint, mujoco_version
+from ._fingerprint import chunktune_version, device_fingerprint, mujoco_version
 from ._keys import cache_for, cache_key
 from ._ray_api import node_labels, node_type
+from ._request import pick_policy, say
+from ._request import report as report_request
 from ._settings import Policy, Settings
 from ._workload import Workload, check_workload, native_chunk
 
@@ -32,7 +31,6 @@ __all__ = [
     "identify",
     "local_hit",
     "native_decision",
-    "pick_policy",
     "report",
     "report_decision",
     "store",
@@ -41,44 +39,14 @@ __all__ = [
 logger = logging.getLogger("chunktune")
 
 
-def _version() -> str:
-    try:
-        return metadata.version("chunktune")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-def pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
-    """The policy's name and object, as :func:`chunktune.resolve` picks them.
-
-    Raises:
-        ConfigError: an unknown policy name, or neither a name nor a Policy.
-    """
-    if isinstance(policy, Policy):
-        return "custom", policy
-    if policy is not None and not isinstance(policy, str):
-        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
-    name = settings.policy if policy is None else policy
-    return name, settings.get_policy(name)
-
-
 def report(line: str, settings: Settings) -> None:
     """Say one line the way resolve reports decisions (``[log] stderr``, and logging)."""
-    mode = settings.log.stderr
-    if mode == "always" or (mode == "auto" and not logger.isEnabledFor(logging.INFO)):
-        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
-    if mode != "always":
-        logger.info(line)
+    say(line, settings)
 
 
 def report_decision(decision: Decision, settings: Settings) -> Decision:
     """Report a decision made here (not by :func:`chunktune.resolve`) and return it."""
-    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
-    report(
-        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
-        f"{decision.reason}",
-        settings,
-    )
+    report_request(decision, settings)
     return decision
 
 
@@ -204,7 +172,7 @@ def entry_of(
         nthread=nthread,
         signature=signature,
         device=device,
-        chunktune_version=_version(),
+        chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
         model_file=model_file,
     )

@@ -27,7 +27,6 @@ import anyio.to_thread
 from ._cache import CacheEntry
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import UsageError
 from ._events import ProgressCallback
 from ._ray_api import connected_ray, ray_module
 from ._ray_job import (
@@ -36,14 +35,15 @@ from ._ray_job import (
     identify,
     local_hit,
     native_decision,
-    pick_policy,
     report,
     report_decision,
     store,
 )
 from ._ray_registry import registry_handle
+from ._request import pick_policy
 from ._resolve import resolve as core_resolve
 from ._settings import Policy, Settings
+from ._threads import run_blocking
 from ._workload import Workload, check_workload, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
@@ -270,24 +270,6 @@ async def resolve(
     return await plain()
 
 
-def _on_event_loop() -> bool:
-    try:
-        anyio.get_current_task()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _in_worker_thread() -> bool:
-    try:
-        anyio.from_thread.check_cancelled()
-    except RuntimeError:
-        return False
-    except BaseException:
-        return True
-    return True
-
-
 def resolve_sync(
     workload: Workload,
     *,
@@ -315,12 +297,8 @@ def resolve_sync(
             on_progress=on_progress,
         )
 
-    if _in_worker_thread():
-        return anyio.from_thread.run(call)
-    if _on_event_loop():
-        raise UsageError(
-            "chunktune.ray.resolve_sync() was called on a running event loop's thread (an "
-            "async actor's method?), where blocking would stall it; use "
-            "`await chunktune.ray.resolve(...)` there instead"
-        )
-    return anyio.run(call)
+    return run_blocking(
+        call,
+        instead="await chunktune.ray.resolve(...)",
+        where=" (chunktune.ray.resolve_sync, in an async actor's method?)",
+    )

@@ -9,15 +9,15 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from importlib import metadata
 from typing import Any
 
 import attrs
 
 from ._cache import CacheEntry
 from ._decision import Decision, timings_to_ms
+from ._errors import ConfigError
 from ._events import ProgressCallback
-from ._fingerprint import mujoco_version
+from ._fingerprint import chunktune_version, mujoco_version
 from ._probe import SweepResult
 from ._settings import Policy, Settings
 from ._workload import Workload
@@ -28,18 +28,13 @@ __all__ = [
     "entry_decision",
     "failed_decision",
     "measured_decision",
+    "pick_policy",
     "policy_identity",
     "report",
+    "say",
 ]
 
 logger = logging.getLogger("chunktune")
-
-
-def _version() -> str:
-    try:
-        return metadata.version("chunktune")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 @attrs.frozen
@@ -142,7 +137,7 @@ def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheE
         nthread=req.nthread,
         signature=req.signature,
         device=req.device,
-        chunktune_version=_version(),
+        chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
         model_file=getattr(req.workload, "model_file", None),
         gain=decision.gain,
@@ -155,6 +150,33 @@ def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheE
 _TOLD: set[str] = set()
 
 
+def pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
+    """The policy's name and object, as :func:`chunktune.resolve` picks them.
+
+    Raises:
+        ConfigError: an unknown policy name, or neither a name nor a Policy.
+    """
+    if isinstance(policy, Policy):
+        return "custom", policy
+    if policy is not None and not isinstance(policy, str):
+        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
+    name = settings.policy if policy is None else policy
+    return name, settings.get_policy(name)
+
+
+def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
+    """One line to the ``chunktune`` logger and, as ``[log] stderr`` says, to stderr.
+
+    ``to_stderr`` False keeps an ``"auto"`` line off stderr (it was said there before).
+    """
+    mode = settings.log.stderr
+    # collectors in spawned subprocesses have no logging configured: say it anyway
+    if mode == "always" or (mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)):
+        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
+    if mode != "always":
+        logger.info(line)
+
+
 def report(decision: Decision, settings: Settings) -> None:
     """The one-line report of a decision: the ``chunktune`` logger, and stderr as set.
 
@@ -162,14 +184,8 @@ def report(decision: Decision, settings: Settings) -> None:
     per process (a new sweep's always is); ``"always"`` writes every one.
     """
     mode = settings.log.stderr
-    logged = mode != "always" and logger.isEnabledFor(logging.INFO)
-    # collectors in spawned subprocesses have no logging configured: say it anyway
-    told = mode == "always" or (
-        mode == "auto"
-        and not logger.isEnabledFor(logging.INFO)
-        and not (decision.source == "cache" and decision.key in _TOLD)
-    )
-    if not (logged or told):
+    quiet = mode == "auto" and decision.source == "cache" and decision.key in _TOLD
+    if mode != "always" and (quiet or mode == "never") and not logger.isEnabledFor(logging.INFO):
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
@@ -179,9 +195,6 @@ def report(decision: Decision, settings: Settings) -> None:
     )
     if timings:
         line += f" | {timings}"
-    if told:
-        if mode == "auto" and decision.key:
-            _TOLD.add(decision.key)
-        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
-    if logged:
-        logger.info(line)
+    if mode == "auto" and decision.key and not logger.isEnabledFor(logging.INFO):
+        _TOLD.add(decision.key)
+    say(line, settings, to_stderr=not quiet)

@@ -27,7 +27,7 @@ from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import ChunktuneError, ConfigError, UsageError
+from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
 from ._locks import acquire, hold, key_lock, sweep_lock
@@ -37,11 +37,12 @@ from ._request import (
     cache_entry,
     failed_decision,
     measured_decision,
+    pick_policy,
     report,
 )
 from ._settings import Policy, Settings
 from ._sweep import sweep
-from ._threads import call_soon, hop, in_own_thread, loop_running_here
+from ._threads import call_soon, hop, in_own_thread, run_blocking
 from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
@@ -152,15 +153,6 @@ async def _owned(
         return await _measure(req, key, cache, watch)
 
 
-def _pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, Policy]:
-    if isinstance(policy, Policy):
-        return "custom", policy
-    if policy is not None and not isinstance(policy, str):
-        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
-    name = settings.policy if policy is None else policy
-    return name, settings.get_policy(name)
-
-
 async def resolve(
     workload: Workload,
     *,
@@ -209,7 +201,7 @@ async def resolve(
         return decision
     if settings is None:
         settings = await hop(load_settings)
-    name, pol = _pick_policy(settings, policy)
+    name, pol = pick_policy(settings, policy)
     req = Request(
         workload=workload,
         num_envs=num_envs,
@@ -252,16 +244,6 @@ async def resolve(
     return decision
 
 
-def _in_worker_thread() -> bool:
-    try:
-        anyio.from_thread.check_cancelled()
-    except RuntimeError:
-        return False
-    except BaseException:
-        return True
-    return True
-
-
 def resolve_sync(
     workload: Workload,
     *,
@@ -293,12 +275,4 @@ def resolve_sync(
     async def call() -> Decision:
         return await resolve(workload, **kwargs)
 
-    if _in_worker_thread():
-        return anyio.from_thread.run(call)
-    # checked before any coroutine exists: in a plain callback of a running loop too
-    if loop_running_here():
-        raise UsageError(
-            "resolve_sync() was called on a running event loop's thread, where blocking "
-            "would stall it; use `await chunktune.resolve(...)` there instead"
-        )
-    return anyio.run(call)
+    return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")

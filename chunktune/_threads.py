@@ -15,12 +15,15 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+
+from ._errors import UsageError
 
 __all__ = [
     "SWEEP_THREAD",
@@ -28,6 +31,7 @@ __all__ = [
     "hop",
     "in_own_thread",
     "loop_running_here",
+    "run_blocking",
     "sweeping",
     "wait_for_sweeps",
 ]
@@ -102,6 +106,37 @@ def loop_running_here() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _in_worker_thread() -> bool:
+    """True in a worker thread of a running anyio loop (``to_thread.run_sync``)."""
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:
+        return False
+    except BaseException:  # cancelled: still that loop's worker thread
+        return True
+    return True
+
+
+def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, where: str = "") -> T:
+    """``await call()`` from synchronous code: on the loop of the worker thread it runs in,
+    else on a loop of its own.
+
+    Raises:
+        UsageError: on an event loop's own thread, in a task or in a plain callback,
+            where blocking would stall the loop: the message says to use ``instead``
+            (and ``where``, a hint of how the caller may have got there). Checked
+            before ``call()`` is made, so no coroutine is left unawaited.
+    """
+    if _in_worker_thread():
+        return anyio.from_thread.run(call)
+    if loop_running_here():
+        raise UsageError(
+            f"a blocking call was made on a running event loop's thread{where}, where "
+            f"blocking would stall it; use `{instead}` there instead"
+        )
+    return anyio.run(call)
 
 
 async def in_own_thread(

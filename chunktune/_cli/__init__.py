@@ -22,11 +22,10 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 
 from .. import _sigint
 from .._errors import ChunktuneError
-from .._fingerprint import mujoco_version
+from .._fingerprint import chunktune_version, mujoco_version
 from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, error, help_formatter, say
 
@@ -52,13 +51,6 @@ $CHUNKTUNE_CACHE names the cache file.
 """
 
 
-def _version() -> str:
-    try:
-        return metadata.version("chunktune")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``chunktune`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -71,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version",
         action="version",
-        version=f"chunktune {_version()} (mujoco {mujoco_version()})",
+        version=f"chunktune {chunktune_version()} (mujoco {mujoco_version()})",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
