@@ -33,7 +33,15 @@ import attrs
 
 from ._stats import estimate, normal_cdf, normal_quantile, pooled_sigma, standard_error
 
-__all__ = ["INTERIM_Z", "Confirmation", "Outcome", "judge", "pairs_needed", "success_z"]
+__all__ = [
+    "INTERIM_Z",
+    "Confirmation",
+    "Outcome",
+    "judge",
+    "looks_of",
+    "pairs_needed",
+    "success_z",
+]
 
 Outcome = Literal["confirmed", "rejected", "inconclusive"]
 
@@ -71,6 +79,11 @@ def success_z(alpha: float, looks: int) -> tuple[float, float]:
         even = normal_quantile(1.0 - alpha / max(1, looks))
         return even, even
     return INTERIM_Z, normal_quantile(1.0 - (alpha - spent))
+
+
+def looks_of(min_pairs: int, max_pairs: int) -> int:
+    """The looks of a confirmation from ``min_pairs`` to ``max_pairs``, two pairs a block."""
+    return math.ceil(max(0, max_pairs - min_pairs) / 2) + 1
 
 
 def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) -> float:

@@ -15,14 +15,16 @@
    at once: the landscape is a sawtooth, not one valley.
 3. **Settle.** Measuring stops when the leader is, with confidence, within
    ``tie_tol`` of every other contender (``tie_z``), when nothing is left that
-   could clear the margin, at ``max_rounds``, at the budget's share for the race,
-   or when the noise gate finds that no gain still plausible could be confirmed
-   within what is left of the budget.
+   could clear the margin, at ``max_rounds``, between rounds when the race's share
+   of the budget cannot pay for another (:mod:`chunktune._pacing`; first the field
+   is cut to its best), or when the noise gate finds that no gain still plausible
+   could be confirmed within what is left of the budget.
 4. **Choose by evidence.** The measured best, unless native is within the noise
    of it (``confidence_z``), it is short of the margin, or confirming its gain
    would take more pairs than the budget allows: then native.
-5. **Confirm.** The choice meets native again on fresh ABBA pairs
-   (:mod:`chunktune._confirm`); native stays unless the gain is confirmed.
+5. **Confirm.** The choice meets native again on fresh ABBA pairs, as many as the
+   rest of the budget pays for (:mod:`chunktune._confirm`); native stays unless the
+   gain is confirmed. The reasons are worded in :mod:`chunktune._reasons`.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ import math
 
 import numpy as np
 
-from ._confirm import Confirmation, judge, pairs_needed, success_z
+from ._confirm import Confirmation, judge, looks_of, pairs_needed, success_z
 from ._evidence import Evidence
+from ._pacing import Pace
 from ._probe import Chunk, Probe, StopReason, SweepResult
+from ._reasons import confirmed, kept, pct, too_noisy, too_short
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
 from ._select import Choice, pick
 from ._stats import normal_quantile
@@ -45,11 +49,6 @@ _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be
 # one round: no machine noise explains a factor of 2 on a candidate that is any good.
 _HOPELESS = math.log(2.0)
 _FUTILITY_Z = normal_quantile(0.95)
-_SLACK = 7.0 / 6.0  # a confirmation prices its calls a sixth above the mean call so far
-
-
-def _pct(fraction: float) -> str:
-    return f"{fraction:.1%}"
 
 
 class _Rounds:
@@ -71,8 +70,8 @@ class _Rounds:
         self.refines_left = refines
         self.band = math.log1p(p.tie_tol)
         self.need = -math.log1p(-p.margin)
-        share = p.confirm_share if p.confirm else 0.0
-        self.race_limit = p.time_budget_s * (1.0 - share)
+        self.pace = Pace(probe)
+        self.race_limit = self.pace.race_limit
 
     # -- measuring ----------------------------------------------------------------
 
@@ -85,18 +84,6 @@ class _Rounds:
                     return False
         return True
 
-    def per_call(self) -> float:
-        """The price of one call: the mean so far, plus a sixth for calls that run slower."""
-        return _SLACK * self.probe.elapsed() / max(1, self.probe.calls)
-
-    def room_for_new(self) -> int:
-        """How many candidates can join the field and still get ``min_rounds`` rounds."""
-        per_call = self.per_call()
-        if per_call <= 0:
-            return 1 << 30  # nothing measured yet: no price
-        left = self.race_limit - self.probe.elapsed()
-        return max(0, int(left / (per_call * self.p.min_rounds)) - 1 - len(self.live))
-
     def fit_round(self) -> bool:
         """Make one more round fit in the race's share of the budget; False if none can.
 
@@ -106,9 +93,7 @@ class _Rounds:
         to be judged; when not even one candidate fits, the race ends between rounds,
         every round whole, rather than cut in the middle of one.
         """
-        per_call = self.per_call()
-        left = self.race_limit - self.probe.elapsed()
-        room = int(left / per_call) - 1 if per_call > 0 else len(self.live)  # native's call
+        room = self.pace.round_room(len(self.live))
         if room >= len(self.live):
             return True
         if room < 1:
@@ -224,7 +209,7 @@ class _Rounds:
                     new.append(mid)
         fresh = [c for c in dict.fromkeys(new) if c not in self.measured and c != native_c]
         # only as many as can still get their min_rounds in the race's share of the budget
-        added = sorted(fresh[: self.room_for_new()])
+        added = sorted(fresh[: self.pace.room_for_new(len(self.live), self.p.min_rounds)])
         self.measured.update(added)
         self.live.extend(added)
         if added:
@@ -234,22 +219,12 @@ class _Rounds:
     # -- the noise gate -----------------------------------------------------------
 
     def affordable_pairs(self) -> int:
-        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs).
+        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
+        return self.pace.affordable_pairs(self.p.confirm_max_pairs)
 
-        Priced at the mean call so far plus a sixth for calls that run slower, so a
-        confirmation planned on it ends by its plan, not cut by the budget.
-        """
-        p, probe = self.p, self.probe
-        per_call = self.per_call()
-        left = p.time_budget_s - probe.elapsed()
-        by_time = math.inf if per_call <= 0 else left / (2.0 * per_call)
-        return int(max(0.0, min(p.confirm_max_pairs, by_time)))
-
-    def bounds(self, max_pairs: int | None = None) -> tuple[float, float]:
-        p = self.p
-        last = p.confirm_max_pairs if max_pairs is None else max_pairs
-        looks = math.ceil(max(0, last - p.confirm_min_pairs) / 2) + 1
-        return success_z(p.confirm_alpha, looks)
+    def bounds(self, max_pairs: int) -> tuple[float, float]:
+        """The test's bounds when its last look is at ``max_pairs``, one look per block."""
+        return success_z(self.p.confirm_alpha, looks_of(self.p.confirm_min_pairs, max_pairs))
 
     def too_noisy(self, *, final: bool) -> str | None:
         """Why no gain on offer can be confirmed in what is left of the budget, or None.
@@ -279,12 +254,7 @@ class _Rounds:
         needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
         if needed <= max(afford, p.confirm_min_pairs):
             return None
-        return (
-            f"the machine is too noisy to confirm a gain within the budget: one call varies "
-            f"by {_pct(sigma / math.sqrt(2.0))} against its native partner; confirming a "
-            f"{_pct(1.0 - math.exp(-gain))} gain would take about {math.ceil(needed)} "
-            f"pairs of calls, and the budget allows {afford}"
-        )
+        return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
 
     # -- choosing and confirming ------------------------------------------------------
 
@@ -295,7 +265,11 @@ class _Rounds:
         if not eligible:
             what = "every candidate fell clearly behind native or short of the margin"
             if self.live:  # candidates left, none with the rounds to be judged
-                what = self._too_short()
+                what = too_short(
+                    p,
+                    mean_call_s=self.pace.mean_call(),
+                    field=1 + len(self.live) + len(self.dropped),
+                )
             return None, Choice(None, None, (), f"kept the native chunk {native}: {what}")
         best = min(eligible, key=lambda c: (self.ev.location(c), c))
         band: tuple[int, ...] = (best,)
@@ -312,11 +286,11 @@ class _Rounds:
         vs = self.ev.compare(chosen, None)
         gain = 1.0 - math.exp(vs.diff)
         doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
-        lead = f"the best candidate, {chosen}, looked {_pct(gain)} faster than native"
+        lead = f"the best candidate, {chosen}, looked {pct(gain)} faster than native"
         if gain <= 0:
             reason = (
                 f"kept the native chunk {native}: no candidate measured faster than native "
-                f"(the best, {chosen}, was {_pct(-gain)} slower)"
+                f"(the best, {chosen}, was {pct(-gain)} slower)"
             )
             return None, Choice(None, best, band, reason)
         noisy = self.too_noisy(final=True)
@@ -326,10 +300,10 @@ class _Rounds:
             reason = f"kept the native chunk {native}: {lead}, in too few rounds to know the noise"
             return None, Choice(None, best, band, reason)
         if vs.upper(p.confidence_z) >= 0:
-            reason = f"kept the native chunk {native}: {lead}, within the noise (±{_pct(doubt)})"
+            reason = f"kept the native chunk {native}: {lead}, within the noise (±{pct(doubt)})"
             return None, Choice(None, best, band, reason)
         if -vs.diff < self.need:
-            reason = f"kept the native chunk {native}: {lead}, under the {_pct(p.margin)} margin"
+            reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
             return None, Choice(None, best, band, reason)
         return chosen, Choice(chosen, best, band, lead)
 
@@ -443,9 +417,12 @@ class _Rounds:
             verdict = self.confirm(chosen)
             if verdict.outcome == "confirmed":
                 gain, gain_ci = verdict.gain, verdict.ci
-                choice = Choice(chosen, choice.best, choice.band, self._confirmed(chosen, verdict))
+                why = confirmed(chosen, native, verdict)
+                choice = Choice(chosen, choice.best, choice.band, why)
             else:
-                choice = Choice(None, choice.best, choice.band, self._kept(chosen, verdict))
+                choice = Choice(
+                    None, choice.best, choice.band, kept(chosen, native, verdict, self.p)
+                )
         elif chosen is not None:
             gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
             choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
@@ -467,45 +444,6 @@ class _Rounds:
             gain=gain,
             gain_ci=gain_ci,
             confirm_pairs=0 if verdict is None else verdict.pairs,
-        )
-
-    def _too_short(self) -> str:
-        """Why nothing was judged when the budget ended first, with the budget that would do."""
-        p, probe = self.p, self.probe
-        per_call = probe.elapsed() / max(1, probe.calls)
-        field = 1 + len(self.live) + len(self.dropped)
-        # the whole field's min_rounds, the race's share of the budget
-        race_s = (p.prime + field * p.min_rounds) * per_call
-        need = race_s / (1.0 - (p.confirm_share if p.confirm else 0.0))
-        return (
-            f"the budget ended before any candidate had enough rounds: one call takes about "
-            f"{per_call:.2g} s, and a time_budget_s of about {math.ceil(need)} s would give "
-            f"the field its {p.min_rounds} rounds"
-        )
-
-    def _confirmed(self, chosen: int, v: Confirmation) -> str:
-        return (
-            f"chose {chosen}: {_pct(v.gain)} faster than the native chunk {self.probe.native} "
-            f"({_pct(v.ci[0])} to {_pct(v.ci[1])}), confirmed on {v.pairs} fresh pairs of "
-            f"calls against native after leading the race"
-        )
-
-    def _kept(self, chosen: int, v: Confirmation) -> str:
-        native = self.probe.native
-        measured = f"{_pct(v.gain)} ({_pct(v.ci[0])} to {_pct(v.ci[1])})"
-        if v.outcome == "rejected":
-            why = f"measured {measured}, short of the {_pct(self.p.margin)} margin"
-        elif v.pairs == 0:
-            return (
-                f"kept the native chunk {native}: the race's best, {chosen}, looked faster, "
-                f"but what was left of the budget paid for fewer than the "
-                f"{self.p.confirm_min_pairs} pairs of calls needed to confirm it against native"
-            )
-        else:
-            why = f"could not confirm a gain: {measured}"
-        return (
-            f"kept the native chunk {native}: the race's best, {chosen}, looked faster, but "
-            f"{v.pairs} fresh pairs of calls against native {why}"
         )
 
 

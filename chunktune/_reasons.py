@@ -1,0 +1,65 @@
+"""The sentences a rounds sweep gives for its choice: what was measured, and why."""
+
+from __future__ import annotations
+
+import math
+
+from ._confirm import Confirmation
+from ._settings import Policy
+
+__all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short"]
+
+
+def pct(fraction: float) -> str:
+    """A fraction as a percentage with one decimal: ``0.034`` is ``"3.4%"``."""
+    return f"{fraction:.1%}"
+
+
+def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:
+    """Why nothing was judged when the budget ended first, with the budget that would do."""
+    # the whole field's min_rounds, in the race's share of the budget
+    race_s = (p.prime + field * p.min_rounds) * mean_call_s
+    need = race_s / (1.0 - (p.confirm_share if p.confirm else 0.0))
+    return (
+        f"the budget ended before any candidate had enough rounds: one call takes about "
+        f"{mean_call_s:.2g} s, and a time_budget_s of about {math.ceil(need)} s would give "
+        f"the field its {p.min_rounds} rounds"
+    )
+
+
+def too_noisy(*, sigma: float, gain: float, needed: float, afford: int) -> str:
+    """The noise gate's reason: the per-call noise, the gain at stake, the pairs it takes."""
+    return (
+        f"the machine is too noisy to confirm a gain within the budget: one call varies "
+        f"by {pct(sigma / math.sqrt(2.0))} against its native partner; confirming a "
+        f"{pct(1.0 - math.exp(-gain))} gain would take about {math.ceil(needed)} "
+        f"pairs of calls, and the budget allows {afford}"
+    )
+
+
+def confirmed(chosen: int, native: int, v: Confirmation) -> str:
+    """The reason for leaving native on a confirmed gain."""
+    return (
+        f"chose {chosen}: {pct(v.gain)} faster than the native chunk {native} "
+        f"({pct(v.ci[0])} to {pct(v.ci[1])}), confirmed on {v.pairs} fresh pairs of "
+        f"calls against native after leading the race"
+    )
+
+
+def kept(chosen: int, native: int, v: Confirmation, p: Policy) -> str:
+    """The reason for keeping native when the race's best was not confirmed."""
+    measured = f"{pct(v.gain)} ({pct(v.ci[0])} to {pct(v.ci[1])})"
+    if v.outcome == "rejected":
+        why = f"measured {measured}, short of the {pct(p.margin)} margin"
+    elif v.pairs == 0:
+        return (
+            f"kept the native chunk {native}: the race's best, {chosen}, looked faster, "
+            f"but what was left of the budget paid for fewer than the "
+            f"{p.confirm_min_pairs} pairs of calls needed to confirm it against native"
+        )
+    else:
+        why = f"could not confirm a gain: {measured}"
+    return (
+        f"kept the native chunk {native}: the race's best, {chosen}, looked faster, but "
+        f"{v.pairs} fresh pairs of calls against native {why}"
+    )
