@@ -32,6 +32,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
 from ._locks import acquire, hold, key_lock, sweep_lock
 from ._probe import SweepResult
+from ._recent import recall, remember
 from ._request import (
     Request,
     cache_entry,
@@ -232,14 +233,21 @@ async def resolve(
         )
     else:
         cache = cache_for(settings)
-        try:
-            req, key, hit = await hop(identify_and_look, req, cache)
-        except ChunktuneError:
-            raise
-        except Exception as exc:  # a workload whose signature() fails is a failing workload
-            decision = failed_decision(req, "", exc)
+        shape = (num_envs, nthread)
+        recent = None if refresh or cache is None else recall(workload, settings, pol, shape)
+        if recent is not None:
+            decision = recent  # the same question a moment ago: no thread, no file
         else:
-            decision = hit if hit is not None else await _resolve_key(req, key, cache)
+            try:
+                req, key, hit = await hop(identify_and_look, req, cache)
+            except ChunktuneError:
+                raise
+            except Exception as exc:  # a workload whose signature() fails is a failing one
+                decision = failed_decision(req, "", exc)
+            else:
+                decision = hit if hit is not None else await _resolve_key(req, key, cache)
+            if cache is not None and decision.source == "cache":
+                remember(workload, settings, pol, shape, decision)
     report(decision, settings)
     return decision
 

@@ -121,6 +121,7 @@ class SimulatedWorkload:
     """
 
     __slots__ = (
+        "__weakref__",  # resolve remembers a hit for a moment by the workload object
         "_costs",
         "_phase",
         "_prefix",

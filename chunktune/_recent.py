@@ -1,0 +1,82 @@
+"""Answers given a moment ago, by workload object: a trainer's env runners pay one hop.
+
+A trainer that resolves once per env runner asks the same question dozens of times
+within a second. A cache hit is remembered for ``TTL_S``
+under the workload object (held weakly), the settings object, the policy, the batch
+shape and this process's count of cache changes, and a repeat within that time is
+answered on the event loop itself: no worker thread, no ``signature()``, no file
+stat. The price, within that second: a change another process makes to the cache,
+or a new ``signature()`` from the same object with the same shape, is not seen yet.
+A change this process makes to any cache file (a sweep's entry, ``refresh``,
+``clear``, an import, a file moved aside) is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any
+
+import attrs
+
+from ._cache import changes
+from ._decision import Decision
+from ._settings import Policy, Settings
+
+__all__ = ["TTL_S", "recall", "remember"]
+
+TTL_S = 1.0  # as stale as the device fingerprint's CPU quota may be
+
+
+@attrs.frozen(eq=False)
+class _Said:
+    workload: weakref.ref[Any]
+    settings: Settings
+    policy: Policy
+    shape: tuple[int, int]
+    changes: int
+    decision: Decision
+    until: float
+
+
+_said: dict[int, _Said] = {}
+_lock = threading.Lock()
+
+
+def recall(
+    workload: object, settings: Settings, policy: Policy, shape: tuple[int, int]
+) -> Decision | None:
+    """The answer given to this very question less than ``TTL_S`` ago, if any."""
+    said = _said.get(id(workload))
+    if (
+        said is None
+        or said.workload() is not workload
+        or said.settings is not settings
+        or said.shape != shape
+        or said.changes != changes()
+        or time.monotonic() >= said.until
+        or said.policy != policy
+    ):
+        return None
+    return said.decision
+
+
+def remember(
+    workload: object,
+    settings: Settings,
+    policy: Policy,
+    shape: tuple[int, int],
+    decision: Decision,
+) -> None:
+    """Keep ``decision`` for repeats of this question within ``TTL_S``."""
+    try:
+        ref = weakref.ref(workload)
+    except TypeError:  # an object without weak references is not remembered
+        return
+    now = time.monotonic()
+    said = _Said(ref, settings, policy, shape, changes(), decision, now + TTL_S)
+    with _lock:
+        for key in [k for k, v in _said.items() if v.until <= now or v.workload() is None]:
+            del _said[key]
+        _said[id(workload)] = said
