@@ -13,7 +13,6 @@ write. Reads re-parse only when the file changed. The document format lives in
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import time
@@ -31,13 +30,13 @@ from ._cache_entry import BadEntry, check_entry
 from ._cache_entry import CacheEntry as CacheEntry
 from ._cache_format import SCHEMA, ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._errors import CacheError
+from ._recent import forget as forget_recent
 from ._validators import shown, user_path
 
 __all__ = [
     "DecisionCache",
     "MergeReport",
     "best_entry",
-    "changes",
     "default_cache_path",
     "read_cache_file",
     "write_cache_file",
@@ -46,19 +45,6 @@ __all__ = [
 logger = logging.getLogger("chunktune")
 
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
-
-_changes = itertools.count()
-_changed = 0  # how many times this process changed a cache file (written, moved aside)
-
-
-def _note_change() -> None:
-    global _changed
-    _changed = next(_changes) + 1
-
-
-def changes() -> int:
-    """How many times this process has changed any cache file: answers older are stale."""
-    return _changed
 
 
 def default_cache_path() -> Path:
@@ -261,7 +247,7 @@ class DecisionCache:
 
     def _quarantine(self, why: str) -> None:
         """Move an unusable file aside, bytes intact, and say where it went."""
-        _note_change()
+        forget_recent()
         stamp = time.strftime("%Y%m%dT%H%M%S")
         aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
         try:
@@ -366,7 +352,7 @@ class DecisionCache:
                 )
             self._legacy_bytes = None
         write_atomic(self.path, encode(entries, self.format))
-        _note_change()
+        forget_recent()
 
     def _current(self) -> dict[str, CacheEntry]:
         """The file's entries as of now (caller holds the write lock); unusable: moved aside."""

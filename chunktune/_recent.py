@@ -20,11 +20,10 @@ from typing import Any
 
 import attrs
 
-from ._cache import changes
 from ._decision import Decision
 from ._settings import Policy, Settings
 
-__all__ = ["TTL_S", "recall", "remember"]
+__all__ = ["TTL_S", "changes", "forget", "recall", "remember"]
 
 TTL_S = 1.0  # as stale as the device fingerprint's CPU quota may be
 
@@ -42,6 +41,19 @@ class _Said:
 
 _said: dict[int, _Said] = {}
 _lock = threading.Lock()
+_changes = 0  # how many times this process changed a cache file (written, moved aside)
+
+
+def forget() -> None:
+    """A cache file was changed by this process: every answer remembered so far is stale."""
+    global _changes
+    with _lock:
+        _changes += 1
+
+
+def changes() -> int:
+    """How many times this process has changed a cache file."""
+    return _changes
 
 
 def recall(
