@@ -195,9 +195,10 @@ def row(
     }
 
 
-def scenario_registry(bench: Bench, name: str) -> dict[str, Any]:
+def scenario_resolve(bench: Bench, name: str, mode: str) -> dict[str, Any]:
+    """Every worker resolves one cold job at once, through ``mode`` ("ray", "per-host", "alone")."""
     job = bench.job(name)
-    results, wall = bench.resolve_all(job, "ray")
+    results, wall = bench.resolve_all(job, mode)
     sweeps = bench.sweeps(job)
     sources = sorted(r["source"] for _, _, r in results)
     return row(
@@ -230,22 +231,6 @@ def scenario_tune_cluster(bench: Bench) -> dict[str, Any]:
         answers_agree=agree,
         sources={s: sources.count(s) for s in set(sources)},
         then_workers_wall_s=round(hit_wall, 2),
-    )
-
-
-def scenario_plain(bench: Bench, mode: str) -> dict[str, Any]:
-    job = bench.job(mode)
-    results, wall = bench.resolve_all(job, mode)
-    sweeps = bench.sweeps(job)
-    sources = sorted(r["source"] for _, _, r in results)
-    return row(
-        mode,
-        wall,
-        sweeps,
-        bench,
-        workers=len(results),
-        answers_agree=answers_agree(results),
-        sources={s: sources.count(s) for s in set(sources)},
     )
 
 
@@ -378,11 +363,11 @@ def main() -> int:
     rows = []
     try:
         for run in (
-            lambda: scenario_registry(bench, "registry-cold"),
-            lambda: scenario_registry(bench, "registry"),
+            lambda: scenario_resolve(bench, "registry-cold", "ray"),
+            lambda: scenario_resolve(bench, "registry", "ray"),
             lambda: scenario_tune_cluster(bench),
-            lambda: scenario_plain(bench, "per-host"),
-            lambda: scenario_plain(bench, "alone"),
+            lambda: scenario_resolve(bench, "per-host", "per-host"),
+            lambda: scenario_resolve(bench, "alone", "alone"),
             lambda: scenario_takeover(bench, args.lease_s),
         ):
             result = run()

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+import attrs
 
 from ._cache import CacheEntry
 from ._config import load_settings
@@ -40,7 +41,7 @@ from ._ray_job import (
     store,
 )
 from ._ray_registry import registry_handle
-from ._request import pick_policy
+from ._request import entry_decision, pick_policy
 from ._resolve import resolve as core_resolve
 from ._settings import Policy, Settings
 from ._threads import run_blocking
@@ -82,18 +83,10 @@ async def _plain(job: Job) -> Decision:
 
 async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
     key = await anyio.to_thread.run_sync(store, job, entry)
-    decision = Decision(
-        chunk_size=entry.chunk_size,
-        native_chunk=job.native,
-        source="cache",
+    decision = attrs.evolve(
+        entry_decision(entry, key, job.native),
         reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
         f"{entry.reason}",
-        key=key,
-        timings=entry.timings,
-        samples=entry.samples,
-        raced_out=entry.raced_out,
-        partial=entry.partial,
-        policy=entry.policy,
     )
     return report_decision(decision, job.settings)
 

@@ -184,8 +184,9 @@ def report(decision: Decision, settings: Settings) -> None:
     per process (a new sweep's always is); ``"always"`` writes every one.
     """
     mode = settings.log.stderr
+    logging_on = logger.isEnabledFor(logging.INFO)
     quiet = mode == "auto" and decision.source == "cache" and decision.key in _TOLD
-    if mode != "always" and (quiet or mode == "never") and not logger.isEnabledFor(logging.INFO):
+    if mode != "always" and (quiet or mode == "never") and not logging_on:
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
@@ -195,6 +196,6 @@ def report(decision: Decision, settings: Settings) -> None:
     )
     if timings:
         line += f" | {timings}"
-    if mode == "auto" and decision.key and not logger.isEnabledFor(logging.INFO):
+    if mode == "auto" and decision.key and not logging_on:
         _TOLD.add(decision.key)
     say(line, settings, to_stderr=not quiet)

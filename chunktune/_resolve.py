@@ -154,6 +154,18 @@ async def _owned(
         return await _measure(req, key, cache, watch)
 
 
+async def _answer(req: Request) -> Decision:
+    """Key ``req`` in a worker thread, then answer it from the cache or by measuring."""
+    cache = cache_for(req.settings)
+    try:
+        req, key, hit = await hop(identify_and_look, req, cache)
+    except ChunktuneError:
+        raise
+    except Exception as exc:  # a workload whose signature() fails is a failing workload
+        return failed_decision(req, "", exc)
+    return hit if hit is not None else await _resolve_key(req, key, cache)
+
+
 async def resolve(
     workload: Workload,
     *,
@@ -203,17 +215,6 @@ async def resolve(
     if settings is None:
         settings = await hop(load_settings)
     name, pol = pick_policy(settings, policy)
-    req = Request(
-        workload=workload,
-        num_envs=num_envs,
-        nthread=nthread,
-        native=native,
-        policy=pol,
-        policy_name=name,
-        settings=settings,
-        refresh=refresh,
-        on_progress=on_progress,
-    )
     if not pol.enabled:
         decision = Decision(
             chunk_size=None,
@@ -232,21 +233,25 @@ async def resolve(
             policy=name,
         )
     else:
-        cache = cache_for(settings)
         shape = (num_envs, nthread)
-        recent = None if refresh or cache is None else recall(workload, settings, pol, shape)
+        asked = not refresh and settings.cache.enabled
+        recent = recall(workload, settings, pol, shape) if asked else None
         if recent is not None:
             decision = recent  # the same question a moment ago: no thread, no file
         else:
-            try:
-                req, key, hit = await hop(identify_and_look, req, cache)
-            except ChunktuneError:
-                raise
-            except Exception as exc:  # a workload whose signature() fails is a failing one
-                decision = failed_decision(req, "", exc)
-            else:
-                decision = hit if hit is not None else await _resolve_key(req, key, cache)
-            if cache is not None and decision.source == "cache":
+            req = Request(
+                workload=workload,
+                num_envs=num_envs,
+                nthread=nthread,
+                native=native,
+                policy=pol,
+                policy_name=name,
+                settings=settings,
+                refresh=refresh,
+                on_progress=on_progress,
+            )
+            decision = await _answer(req)
+            if decision.source == "cache":
                 remember(workload, settings, pol, shape, decision)
     report(decision, settings)
     return decision

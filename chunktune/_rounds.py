@@ -71,7 +71,6 @@ class _Rounds:
         self.band = math.log1p(p.tie_tol)
         self.need = -math.log1p(-p.margin)
         self.pace = Pace(probe)
-        self.race_limit = self.pace.race_limit
 
     # -- measuring ----------------------------------------------------------------
 
@@ -80,7 +79,7 @@ class _Rounds:
         for _ in range(self.p.warmup):
             for i in self.rng.permutation(len(field)):
                 self.probe(field[int(i)], kind="warmup")
-                if self.probe.over(self.race_limit):
+                if self.probe.over(self.pace.race_limit):
                     return False
         return True
 
@@ -113,7 +112,7 @@ class _Rounds:
         for i in order:
             c = field[i]
             self.ev.add(c, self.round, self.probe(c, round_=self.round))
-            if self.probe.over(self.race_limit):
+            if self.probe.over(self.pace.race_limit):
                 return False
         return True
 

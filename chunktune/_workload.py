@@ -61,16 +61,12 @@ def check_count(value: object, *, what: str) -> int:
         InvalidArgumentError: ``value`` is not an integer, or is below 1; the message
             names ``what``.
     """
-    return _check_count(what, value)
-
-
-def _check_count(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(
-            f"{name} must be an integer >= 1, got {value!r} ({type(value).__name__})"
+            f"{what} must be an integer >= 1, got {value!r} ({type(value).__name__})"
         )
     if value < 1:
-        raise InvalidArgumentError(f"{name} must be an integer >= 1, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be an integer >= 1, got {value!r}")
     return int(value)
 
 
@@ -80,7 +76,7 @@ def check_chunk_size(value: object, *, what: str = "chunk_size") -> int:
     Raises:
         InvalidArgumentError: ``value`` is not an integer, or is below 1.
     """
-    return _check_count(what, value)
+    return check_count(value, what=what)
 
 
 _MEMBERS = ("num_envs", "nthread", "signature", "run")
@@ -103,8 +99,8 @@ def check_workload(workload: object) -> tuple[int, int]:
         )
     checked = cast(Workload, workload)
     return (
-        _check_count("num_envs", checked.num_envs),
-        _check_count("nthread", checked.nthread),
+        check_count(checked.num_envs, what="num_envs"),
+        check_count(checked.nthread, what="nthread"),
     )
 
 

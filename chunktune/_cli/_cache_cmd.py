@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from rich import box
 from rich.table import Table
@@ -16,14 +15,17 @@ from .._cache_format import LEGACY_PREFIX, suffix_format
 from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError
 from .._keys import cache_for
-from .._validators import shown, user_path
+from .._validators import shown
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
     console_on,
     entries_of,
     error,
+    exists,
+    file_arg,
     help_formatter,
+    same_file,
     warn,
 )
 from ._merge_cmd import add_merge_parser
@@ -215,36 +217,15 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _file_arg(verb: str, value: str) -> Path:
-    try:
-        return user_path(value)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"{verb}: {exc}") from None
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except (OSError, RuntimeError):  # a name too long, a symlink loop: using it will say so
-        return False
-
-
-def _exists(path: Path) -> bool:
-    try:
-        return path.exists()
-    except OSError:  # a name too long, say: using it will say so
-        return False
-
-
 def _cmd_cache_export(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    target = _file_arg("export", args.file)
+    target = file_arg("export", args.file)
     fmt = suffix_format(target)
     if fmt is None:
         raise InvalidArgumentError(f"export {target}: the name must end in .json or .toml")
-    if _same_file(target, cache.path):
+    if same_file(target, cache.path):
         raise InvalidArgumentError(f"export {target}: that is the cache file itself")
-    if _exists(target) and not args.force:
+    if exists(target) and not args.force:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
     entries = cache.entries(strict=True)
     write_cache_file(target, entries, format=fmt)
@@ -254,8 +235,8 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
 
 def _cmd_cache_import(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    source = _file_arg("import", args.file)
-    if _exists(source) and _same_file(source, cache.path):
+    source = file_arg("import", args.file)
+    if exists(source) and same_file(source, cache.path):
         raise InvalidArgumentError(f"import {source}: that is the cache file itself")
     parsed = read_cache_file(source)
     incoming, kind = parsed.entries, parsed.kind

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
+
+from .._errors import InvalidArgumentError
+from .._validators import user_path
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -17,7 +21,10 @@ __all__ = [
     "console_on",
     "entries_of",
     "error",
+    "exists",
+    "file_arg",
     "help_formatter",
+    "same_file",
     "say",
     "warn",
 ]
@@ -70,3 +77,31 @@ def error(message: str) -> None:
 def entries_of(count: int) -> str:
     """``"1 entry"``, ``"3 entries"``."""
     return f"{count} entr{'y' if count == 1 else 'ies'}"
+
+
+def file_arg(what: str, value: str) -> Path:
+    """A command-line file name as a path; ``what`` names the argument in the error.
+
+    Raises:
+        InvalidArgumentError: the name is empty, holds a NUL byte or names an unknown home.
+    """
+    try:
+        return user_path(value)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{what}: {exc}") from None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (False where that cannot be told)."""
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a name too long, a symlink loop: using it will say so
+        return False
+
+
+def exists(path: Path) -> bool:
+    """``path.exists()``, False where that cannot be told (using the path will say why)."""
+    try:
+        return path.exists()
+    except OSError:  # a name too long, say
+        return False

@@ -10,15 +10,14 @@ without a line saying so.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from .._cache import DecisionCache, read_cache_file
 from .._cache_format import ParsedCache, suffix_format
 from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError
 from .._keys import cache_for
-from .._validators import shown, user_path
-from ._common import EXIT_OK, entries_of, warn
+from .._validators import shown
+from ._common import EXIT_OK, entries_of, exists, file_arg, same_file, warn
 
 __all__ = ["add_merge_parser"]
 
@@ -44,20 +43,6 @@ def add_merge_parser(
     merge.set_defaults(handler=_cmd_cache_merge)
 
 
-def _path(what: str, value: str) -> Path:
-    try:
-        return user_path(value)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"merge {what}: {exc}") from None
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and a.resolve() == b.resolve()
-    except (OSError, RuntimeError):
-        return False
-
-
 def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
     """The cache to merge into, and how to name its entries that were there before."""
     if args.output is None:
@@ -67,7 +52,7 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
             where = f" in {settings.source}" if settings.source else ""
             raise ConfigError(f"cache.enabled: the cache is disabled{where}; use -o OUT")
         return cache, "the cache"
-    out = _path("-o", args.output)
+    out = file_arg("merge -o", args.output)
     fmt = suffix_format(out)
     if fmt is None:
         raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")
@@ -80,8 +65,8 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
     target, before = _target(args)
     inputs: list[tuple[str, ParsedCache]] = []
     for value in args.files:
-        path = _path("FILE", value)
-        if _same(path, target.path):
+        path = file_arg("merge FILE", value)
+        if exists(path) and same_file(path, target.path):
             raise InvalidArgumentError(f"merge {path}: that is the file being merged into")
         inputs.append((str(path), read_cache_file(path)))  # all read before any write
     origin: dict[str, str] = {}  # key -> the input its current entry came from
