@@ -7,7 +7,8 @@ alternating in ABBA blocks (``N W W N``, then ``W N N W``), so a machine that
 speeds up or slows down during a block hits both alike. Each adjacent pair gives
 ``d = log(t_N / t_W)`` (positive: the winner is faster).
 
-After every block the test looks at the pairs so far:
+The test looks at the pairs so far after ``min_pairs`` of them, then each time
+their number doubles, and at the end of its plan (:func:`look_points`):
 
 - **confirmed** when the lower confidence bound of ``d`` is above 0 (the winner
   is faster, not by luck) and its estimate clears the policy's margin;
@@ -16,9 +17,10 @@ After every block the test looks at the pairs so far:
 - otherwise it measures another block, up to ``max_pairs``: then it is
   **inconclusive**, and native stays.
 
-Looking after each block must not inflate the false-confirmation rate above
+Looking more than once must not inflate the false-confirmation rate above
 ``alpha``: every look but the last needs a strict bound (z = 3), and the last
-one gets what is left of ``alpha`` (:func:`success_z`). The noise is pooled with
+one gets what is left of ``alpha`` (:func:`success_z`); with looks spaced by
+doubling, a plan of 64 pairs has 5 looks and its last bound is z = 1.69. The noise is pooled with
 the race's own noise figure, so the first looks do not trust a standard deviation
 from four numbers.
 """
@@ -38,6 +40,7 @@ __all__ = [
     "Confirmation",
     "Outcome",
     "judge",
+    "look_points",
     "looks_of",
     "pairs_needed",
     "success_z",
@@ -81,9 +84,24 @@ def success_z(alpha: float, looks: int) -> tuple[float, float]:
     return INTERIM_Z, normal_quantile(1.0 - (alpha - spent))
 
 
+def look_points(min_pairs: int, max_pairs: int) -> tuple[int, ...]:
+    """The pair counts a confirmation looks at: ``min_pairs``, doubling, and ``max_pairs``.
+
+    Few looks, spaced geometrically: a clear gain still stops at the first, and
+    the last keeps nearly all of ``alpha`` however long the plan (a look after
+    every block of a 70-pair plan would leave the last one a bound of z = 3).
+    """
+    points = [min_pairs]
+    while points[-1] * 2 < max_pairs:
+        points.append(points[-1] * 2)
+    if max_pairs > points[-1]:
+        points.append(max_pairs)
+    return tuple(points)
+
+
 def looks_of(min_pairs: int, max_pairs: int) -> int:
-    """The looks of a confirmation from ``min_pairs`` to ``max_pairs``, two pairs a block."""
-    return math.ceil(max(0, max_pairs - min_pairs) / 2) + 1
+    """The looks of a confirmation from ``min_pairs`` to ``max_pairs``."""
+    return len(look_points(min_pairs, max_pairs))
 
 
 def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) -> float:

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from ._confirm import Confirmation, judge, looks_of, pairs_needed, success_z
+from ._confirm import Confirmation, judge, look_points, looks_of, pairs_needed, success_z
 from ._evidence import Evidence
 from ._pacing import Pace
 from ._probe import Chunk, Probe, StopReason, SweepResult
@@ -222,7 +222,7 @@ class _Rounds:
         return self.pace.affordable_pairs(self.p.confirm_max_pairs)
 
     def bounds(self, max_pairs: int) -> tuple[float, float]:
-        """The test's bounds when its last look is at ``max_pairs``, one look per block."""
+        """The test's bounds when its last look is at ``max_pairs`` (looks by doubling)."""
         return success_z(self.p.confirm_alpha, looks_of(self.p.confirm_min_pairs, max_pairs))
 
     def too_noisy(self, *, final: bool) -> str | None:
@@ -320,6 +320,7 @@ class _Rounds:
             return Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), sigma)
         min_pairs = p.confirm_min_pairs
         bounds = self.bounds(plan)
+        looks = list(look_points(min_pairs, plan))
         d: list[float] = []
         block = 0
         while True:
@@ -340,6 +341,12 @@ class _Rounds:
                 win = [times[i] for i, c in enumerate(order) if c is not None]
                 d += [math.log(nat[0] / win[0]), math.log(nat[1] / win[1])]
             final = cut or probe.over(p.time_budget_s)
+            if not final and len(d) < looks[0]:
+                block += 1
+                continue  # no look due yet
+            while looks and looks[0] <= len(d):
+                looks.pop(0)
+            looks = looks or [plan]
             verdict = judge(
                 d,
                 prior_sigma=sigma,

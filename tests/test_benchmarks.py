@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from chunktune._trace import Trace, dump_trace
+from chunktune.sim import Noise, SimulatedWorkload
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -19,7 +21,8 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
-        yield {name: importlib.import_module(name) for name in ("cases", "measure", "report")}
+        names = ("cases", "measure", "report", "ceiling")
+        yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
 
@@ -78,6 +81,39 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     summary = report.summarize_traces(rows)["balanced"]
     assert summary["offered"] == pytest.approx(0.2)
     assert -1.0 < summary["captured_share"] <= 1.0
+
+
+def _pool(seed: int) -> SimulatedWorkload:
+    """1024 envs on 4 threads, the last 64 heavy: native (25) is 30% slower than 16, 64 twice."""
+    costs = np.full(1024, 0.0001)
+    costs[-64:] = 0.002
+    return SimulatedWorkload(costs, nthread=4, noise=Noise(sigma=0.03), seed=seed)
+
+
+def test_ceiling_confirms_a_clear_gain_and_never_a_loss(bench: dict[str, ModuleType]) -> None:
+    """The known-best confirmation leaves native on a 23% gain and never on a slower size."""
+    ceiling = bench["ceiling"]
+    policy = bench["measure"].bench_settings().get_policy("balanced")
+    truth = _pool(0)
+    fast, _ = truth.oracle()
+    assert fast is not None and truth.true_time(fast) < 0.8 * truth.true_time(None)
+    assert truth.true_time(64) > 1.5 * truth.true_time(None)
+    wins = [ceiling.confirm_known_best(_pool(s), fast, policy, 10.0) for s in range(5)]
+    losses = [ceiling.confirm_known_best(_pool(s), 64, policy, 10.0) for s in range(5)]
+    assert all(wins) and not any(losses)
+
+
+def test_ceiling_confirms_nothing_when_the_budget_pays_for_too_few_pairs(
+    bench: dict[str, ModuleType],
+) -> None:
+    """Under confirm_min_pairs pairs affordable, the known best is not confirmed and not run."""
+    ceiling = bench["ceiling"]
+    policy = bench["measure"].bench_settings().get_policy("balanced")
+    workload = _pool(0)
+    fast, _ = workload.oracle()
+    budget = 0.5 * policy.confirm_min_pairs * (workload.true_time(None) + workload.true_time(fast))
+    assert not ceiling.confirm_known_best(workload, fast, policy, budget)
+    assert workload.calls == 0
 
 
 def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:

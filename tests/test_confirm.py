@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from chunktune._confirm import INTERIM_Z, judge, pairs_needed, success_z
+from chunktune._confirm import INTERIM_Z, judge, look_points, looks_of, pairs_needed, success_z
 from chunktune._stats import normal_cdf
 
 
@@ -34,6 +34,24 @@ def test_bounds_keep_the_false_confirmation_rate_under_alpha() -> None:
     assert 1.645 < last < 2.0
     many = success_z(0.05, 200)  # too many looks for z = 3: alpha split evenly
     assert many[0] == many[1] > INTERIM_Z
+
+
+def test_looks_start_at_the_minimum_and_double_up_to_the_plan() -> None:
+    """Looks fall at min_pairs, twice that, four times, ... and the plan's last pair."""
+    assert look_points(4, 4) == (4,)
+    assert look_points(4, 22) == (4, 8, 16, 22)
+    assert look_points(4, 32) == (4, 8, 16, 32)
+    assert look_points(5, 40) == (5, 10, 20, 40)
+    assert looks_of(4, 64) == 5
+
+
+def test_a_long_plan_keeps_nearly_all_of_alpha_for_its_last_look() -> None:
+    """A 70-pair plan's last bound is close to a single test's, not a Bonferroni over blocks."""
+    single = success_z(0.05, 1)[1]
+    last = success_z(0.05, looks_of(4, 70))[1]
+    per_block = success_z(0.05, math.ceil((70 - 4) / 2) + 1)[1]
+    assert single < last < single + 0.1
+    assert per_block > 2.9  # what a look after every block would have cost
 
 
 def test_a_clear_gain_is_confirmed_at_the_first_look() -> None:

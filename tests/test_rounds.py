@@ -7,6 +7,7 @@ import pytest
 
 from chunktune import Policy, load_settings
 from chunktune._candidates import candidate_list
+from chunktune._confirm import look_points
 from chunktune._events import ProgressEvent
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
@@ -83,6 +84,19 @@ def test_confirmation_alternates_native_and_the_winner_in_abba_blocks() -> None:
     blocks = [seq[i : i + 4] for i in range(0, len(seq), 4)]
     for k, block in enumerate(blocks):
         assert block == ([None, won, won, None] if k % 2 == 0 else [won, None, None, won])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_confirmation_decides_only_at_its_looks(seed: int) -> None:
+    """A confirmation that ends before its plan ends at min_pairs, a doubling of it, or the plan."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, heavy_factor=1.3, noise=Noise(sigma=0.06),
+        seed=seed,
+    )  # fmt: skip
+    pol = balanced(seed=seed, time_budget_s=1000.0, confirm_max_pairs=40)
+    r = run(w, pol)
+    if r.confirm_pairs:
+        assert r.confirm_pairs in look_points(pol.confirm_min_pairs, 40)
 
 
 def test_noise_gate_keeps_native_and_says_how_noisy() -> None:

@@ -1,0 +1,155 @@
+"""The most a confirmed decision can capture within the budget: the best size known in advance.
+
+    python benchmarks/ceiling.py [--draws 10] [--budget 10] [--policy balanced]
+
+A policy that leaves native only on a confirmed gain can never capture more than
+one that is *told* the best size and spends the whole budget confirming it: ABBA
+pairs against native, judged by the same sequential test (:func:`chunktune._confirm.judge`,
+the policy's alpha, margin and estimator) with one look per block and its last
+look at the pairs the budget pays for. No search, no race, no refinement: every
+second goes to the one comparison that decides. Its regret (simulated suite) and
+its captured gain (replayed traces) are a bound on what any search-then-confirm
+policy at that budget and alpha can reach on these landscapes, whatever its search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from cases import SIM_CASES, trace_files, trace_name
+from measure import bench_settings
+
+from chunktune import Policy
+from chunktune._confirm import judge, look_points, success_z
+from chunktune._stats import normal_quantile
+from chunktune.sim import ReplayWorkload
+
+_FUTILITY_Z = normal_quantile(0.95)  # the sweep's futility bound
+
+
+class TraceCeiling(NamedTuple):
+    """One trace: the best size's gain as recorded and held out, and the mean captured."""
+
+    name: str
+    apparent: float
+    held_out: float
+    captured: float
+
+
+def confirm_known_best(workload: Any, best: int, policy: Policy, budget_s: float) -> bool:
+    """True when ``best`` is confirmed against native on ABBA pairs within ``budget_s``.
+
+    ``workload`` is a simulated or replayed workload (it has ``clock()``); the plan
+    is the pairs the budget pays for at the two sizes' true cost.
+    """
+    per_pair = workload.true_time(None) + workload.true_time(best)
+    plan = int(budget_s / per_pair) // 2 * 2
+    if plan < policy.confirm_min_pairs:
+        return False
+    looks = list(look_points(policy.confirm_min_pairs, plan))
+    bounds = success_z(policy.confirm_alpha, len(looks))
+    start = workload.clock()
+    d: list[float] = []
+    block = 0
+    while True:
+        order = [None, best, best, None] if block % 2 == 0 else [best, None, None, best]
+        times = [workload.run(c) for c in order]
+        nat = [t for t, c in zip(times, order, strict=True) if c is None]
+        win = [t for t, c in zip(times, order, strict=True) if c is not None]
+        d += [math.log(nat[0] / win[0]), math.log(nat[1] / win[1])]
+        final = workload.clock() - start >= budget_s
+        if not final and len(d) < looks[0]:
+            block += 1
+            continue  # no look due yet
+        while looks and looks[0] <= len(d):
+            looks.pop(0)
+        looks = looks or [plan]
+        verdict = judge(
+            d,
+            prior_sigma=0.0,
+            prior_dof=0,
+            margin=policy.margin,
+            bounds=bounds,
+            z_futility=_FUTILITY_Z,
+            min_pairs=policy.confirm_min_pairs,
+            max_pairs=plan,
+            estimator=policy.estimator,
+            trim=policy.trim,
+            final=final,
+        )
+        if verdict.outcome is not None:
+            return verdict.outcome == "confirmed"
+        block += 1
+
+
+def sim_ceiling(policy: Policy, draws: int, budget_s: float) -> list[float]:
+    """Regret of the known-best confirmation, one per case and draw."""
+    regrets: list[float] = []
+    for i, case in enumerate(SIM_CASES):
+        truth = case.workload(i)
+        best, best_s = truth.oracle()
+        for s in range(draws):
+            workload = case.workload(i, seed=1000 * i + s)
+            ok = best is not None and confirm_known_best(workload, best, policy, budget_s)
+            regrets.append(truth.true_time(best if ok else None) / best_s - 1.0)
+    return regrets
+
+
+def trace_ceiling(policy: Policy, draws: int, budget_s: float) -> list[TraceCeiling]:
+    """The known-best confirmation on every recorded trace, ``draws`` replays each."""
+    out: list[TraceCeiling] = []
+    for path in trace_files():
+        truth = ReplayWorkload.from_file(path, seed=0)
+        best, best_s = truth.oracle()
+        native_s = truth.true_time(None)
+        offered, held_out = truth.offered_gain()
+        captured = []
+        for d in range(draws):
+            workload = ReplayWorkload.from_file(path, seed=d)
+            ok = best is not None and confirm_known_best(workload, best, policy, budget_s)
+            captured.append(1.0 - best_s / native_s if ok else 0.0)
+        out.append(TraceCeiling(trace_name(path), offered, held_out, float(np.mean(captured))))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=10, help="noise draws per case and trace")
+    parser.add_argument("--budget", type=float, help="seconds (default: the policy's budget)")
+    parser.add_argument("--policy", default="balanced")
+    args = parser.parse_args(argv)
+    policy = bench_settings().get_policy(args.policy)
+    budget = args.budget if args.budget is not None else policy.time_budget_s
+    print(
+        f"best size known in advance, confirmed with {args.policy}'s test "
+        f"(alpha {policy.confirm_alpha:g}, margin {policy.margin:.1%}) in {budget:g} s"
+    )
+    regrets = np.array(sim_ceiling(policy, args.draws, budget))
+    per_case = regrets.reshape(len(SIM_CASES), args.draws).mean(axis=1)
+    print(
+        f"simulated ({len(SIM_CASES)} cases x {args.draws} draws): regret median "
+        f"{np.median(regrets):.2%}, p90 {np.percentile(regrets, 90):.2%}, worst case "
+        f"{per_case.max():.2%} ({SIM_CASES[int(per_case.argmax())].name})"
+    )
+    rows = trace_ceiling(policy, args.draws, budget)
+    for r in rows:
+        print(
+            f"  {r.name:28s} apparent {r.apparent:6.2%} held-out {r.held_out:+6.2%} "
+            f"captured {r.captured:6.2%}"
+        )
+    total = sum(r.captured for r in rows)
+    apparent = sum(r.apparent for r in rows)
+    print(
+        f"traces ({len(rows)} x {args.draws} draws): captured {total:.2%} of the "
+        f"{apparent:.2%} on offer ({total / apparent:.0%})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
