@@ -15,7 +15,6 @@ policy at that budget and alpha can reach on these landscapes, whatever its sear
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -25,11 +24,16 @@ from cases import SIM_CASES, trace_files, trace_name
 from measure import bench_settings
 
 from chunktune import Policy
-from chunktune._confirm import judge, look_points, success_z
-from chunktune._stats import normal_quantile
+from chunktune._confirm import (
+    FUTILITY_Z,
+    Looks,
+    abba_order,
+    judge,
+    looks_of,
+    pair_gains,
+    success_z,
+)
 from chunktune.sim import ReplayWorkload
-
-_FUTILITY_Z = normal_quantile(0.95)  # the sweep's futility bound
 
 
 class TraceCeiling(NamedTuple):
@@ -51,31 +55,25 @@ def confirm_known_best(workload: Any, best: int, policy: Policy, budget_s: float
     plan = int(budget_s / per_pair) // 2 * 2
     if plan < policy.confirm_min_pairs:
         return False
-    looks = list(look_points(policy.confirm_min_pairs, plan))
-    bounds = success_z(policy.confirm_alpha, len(looks))
+    looks = Looks(policy.confirm_min_pairs, plan)
+    bounds = success_z(policy.confirm_alpha, looks_of(policy.confirm_min_pairs, plan))
     start = workload.clock()
     d: list[float] = []
     block = 0
     while True:
-        order = [None, best, best, None] if block % 2 == 0 else [best, None, None, best]
-        times = [workload.run(c) for c in order]
-        nat = [t for t, c in zip(times, order, strict=True) if c is None]
-        win = [t for t, c in zip(times, order, strict=True) if c is not None]
-        d += [math.log(nat[0] / win[0]), math.log(nat[1] / win[1])]
+        order = abba_order(block, best)
+        d += pair_gains(order, [workload.run(c) for c in order])
         final = workload.clock() - start >= budget_s
-        if not final and len(d) < looks[0]:
+        if not (final or looks.due(len(d))):
             block += 1
-            continue  # no look due yet
-        while looks and looks[0] <= len(d):
-            looks.pop(0)
-        looks = looks or [plan]
+            continue
         verdict = judge(
             d,
             prior_sigma=0.0,
             prior_dof=0,
             margin=policy.margin,
             bounds=bounds,
-            z_futility=_FUTILITY_Z,
+            z_futility=FUTILITY_Z,
             min_pairs=policy.confirm_min_pairs,
             max_pairs=plan,
             estimator=policy.estimator,

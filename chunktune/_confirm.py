@@ -36,12 +36,16 @@ import attrs
 from ._stats import estimate, normal_cdf, normal_quantile, pooled_sigma, standard_error
 
 __all__ = [
+    "FUTILITY_Z",
     "INTERIM_Z",
     "Confirmation",
+    "Looks",
     "Outcome",
+    "abba_order",
     "judge",
     "look_points",
     "looks_of",
+    "pair_gains",
     "pairs_needed",
     "success_z",
 ]
@@ -66,6 +70,38 @@ class Confirmation:
 
 INTERIM_Z = 3.0
 """The bound every look but the last must clear (Haybittle-Peto): only a clear gain stops early."""
+
+FUTILITY_Z = normal_quantile(0.95)
+"""How clearly the gain must fall short of the margin for the test to give up early."""
+
+
+def abba_order(block: int, winner: int) -> list[int | None]:
+    """The calls of block ``block``: N W W N, then W N N W (native is None).
+
+    A drift across a block hits both sides alike.
+    """
+    return [None, winner, winner, None] if block % 2 == 0 else [winner, None, None, winner]
+
+
+def pair_gains(order: Sequence[int | None], seconds: Sequence[float]) -> list[float]:
+    """A whole block's two pairs: each native call against the winner's call next to it."""
+    nat = [t for t, c in zip(seconds, order, strict=True) if c is None]
+    win = [t for t, c in zip(seconds, order, strict=True) if c is not None]
+    return [math.log(nat[0] / win[0]), math.log(nat[1] / win[1])]
+
+
+class Looks:
+    """The looks still due of a confirmation from ``min_pairs`` to ``max_pairs``."""
+
+    def __init__(self, min_pairs: int, max_pairs: int) -> None:
+        self._due = list(look_points(min_pairs, max_pairs))
+
+    def due(self, pairs: int) -> bool:
+        """Whether a look falls due at ``pairs`` pairs; the looks it passes are spent."""
+        if self._due and pairs < self._due[0]:
+            return False
+        self._due = [n for n in self._due if n > pairs]
+        return True
 
 
 def success_z(alpha: float, looks: int) -> tuple[float, float]:

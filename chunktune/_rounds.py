@@ -33,14 +33,23 @@ import math
 
 import numpy as np
 
-from ._confirm import Confirmation, judge, look_points, looks_of, pairs_needed, success_z
+from ._confirm import (
+    FUTILITY_Z,
+    Confirmation,
+    Looks,
+    abba_order,
+    judge,
+    looks_of,
+    pair_gains,
+    pairs_needed,
+    success_z,
+)
 from ._evidence import Evidence
 from ._pacing import Pace
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
 from ._select import Choice, pick
-from ._stats import normal_quantile
 
 __all__ = ["run_rounds"]
 
@@ -48,7 +57,6 @@ _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be
 # A candidate that took this many times native's time in the same round is dropped after
 # one round: no machine noise explains a factor of 2 on a candidate that is any good.
 _HOPELESS = math.log(2.0)
-_FUTILITY_Z = normal_quantile(0.95)
 
 
 class _Rounds:
@@ -320,40 +328,30 @@ class _Rounds:
             return Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), sigma)
         min_pairs = p.confirm_min_pairs
         bounds = self.bounds(plan)
-        looks = list(look_points(min_pairs, plan))
+        looks = Looks(min_pairs, plan)
         d: list[float] = []
         block = 0
         while True:
-            # ABBA, then BAAB: a drift across a block hits both sides alike
-            order: list[Chunk] = (
-                [None, chosen, chosen, None] if block % 2 == 0 else [chosen, None, None, chosen]
-            )
-            times: dict[int, float] = {}
-            cut = False
-            for i, c in enumerate(order):
-                times[i] = probe(c, kind="confirm", round_=block + 1)
-                if probe.over(p.time_budget_s) and i < len(order) - 1:
-                    cut = True
+            order = abba_order(block, chosen)
+            times: list[float] = []
+            for c in order:
+                times.append(probe(c, kind="confirm", round_=block + 1))
+                if probe.over(p.time_budget_s) and len(times) < len(order):
                     break
+            cut = len(times) < len(order)
             if not cut:
-                # each native call against the winner's call next to it
-                nat = [times[i] for i, c in enumerate(order) if c is None]
-                win = [times[i] for i, c in enumerate(order) if c is not None]
-                d += [math.log(nat[0] / win[0]), math.log(nat[1] / win[1])]
+                d += pair_gains(order, times)
             final = cut or probe.over(p.time_budget_s)
-            if not final and len(d) < looks[0]:
+            if not (final or looks.due(len(d))):
                 block += 1
-                continue  # no look due yet
-            while looks and looks[0] <= len(d):
-                looks.pop(0)
-            looks = looks or [plan]
+                continue
             verdict = judge(
                 d,
                 prior_sigma=sigma,
                 prior_dof=dof,
                 margin=p.margin,
                 bounds=bounds,
-                z_futility=_FUTILITY_Z,
+                z_futility=FUTILITY_Z,
                 min_pairs=min_pairs,
                 max_pairs=plan,
                 estimator=p.estimator,
