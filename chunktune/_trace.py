@@ -15,14 +15,15 @@ writes traces; :class:`chunktune.sim.ReplayWorkload` replays them.
 from __future__ import annotations
 
 import json
+import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ._errors import TraceError
+from ._errors import InvalidArgumentError, TraceError
 from ._workload import as_seconds, native_chunk, upper_chunk
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
@@ -46,6 +47,35 @@ class Trace:
     def native(self) -> int:
         """The chunk the pool uses for ``chunk_size=None``."""
         return native_chunk(self.num_envs, self.nthread)
+
+    def select_rounds(self, rounds: Iterable[int]) -> Trace:
+        """The same trace with only the rounds numbered ``rounds`` (0-based, in that order).
+
+        Half of a trace's rounds can be replayed while the other half scores the
+        choice, so the score is not the same noise the choice was made on.
+
+        Raises:
+            InvalidArgumentError: a round is not an integer in ``0..rounds-1``, is listed
+                twice, or no round is listed.
+        """
+        picked = list(rounds)
+        for r in picked:
+            bad = isinstance(r, bool) or not isinstance(r, numbers.Integral)
+            if bad or not 0 <= int(r) < self.rounds:
+                raise InvalidArgumentError(
+                    f"round {r!r} is not in this trace; expected an integer in 0..{self.rounds - 1}"
+                )
+        if not picked or len(set(picked)) != len(picked):
+            raise InvalidArgumentError(
+                f"rounds {picked!r}: expected at least one round, each listed once"
+            )
+        index = [int(r) for r in picked]
+        return attrs.evolve(
+            self,
+            rounds=len(index),
+            samples={c: tuple(s[r] for r in index) for c, s in self.samples.items()},
+            order=tuple(self.order[r] for r in index) if len(self.order) == self.rounds else (),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The trace as the JSON object of the file format."""

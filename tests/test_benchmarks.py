@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from chunktune._trace import Trace, dump_trace
-from chunktune.sim import Noise, SimulatedWorkload
+from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -21,7 +21,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
-        names = ("cases", "measure", "report", "ceiling")
+        names = ("cases", "measure", "report", "ceiling", "held_out")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -81,6 +81,49 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     summary = report.summarize_traces(rows)["balanced"]
     assert summary["offered"] == pytest.approx(0.2)
     assert -1.0 < summary["captured_share"] <= 1.0
+
+
+def _split_trace(rounds: int, fast: int, gain: float, noise: float = 0.05) -> Trace:
+    """64 envs on 4 threads, sizes 1..16: ``fast`` is ``gain`` faster than the rest."""
+    rng = np.random.default_rng(0)
+    level = np.exp(rng.normal(0.0, 0.2, rounds))
+    cost = {c: 0.05 * (1 - gain * (c == fast)) for c in range(1, 17)}
+    samples = {c: tuple(float(cost[c] * level[r] * np.exp(rng.normal(0, noise)))
+                        for r in range(rounds))
+               for c in range(1, 17)}  # fmt: skip
+    return Trace(num_envs=64, nthread=4, rounds=rounds, samples=samples)
+
+
+def test_held_out_halves_split_every_round_once(bench: dict[str, ModuleType]) -> None:
+    """A draw's replayed and scoring halves are disjoint, cover the rounds, and differ by draw."""
+    halves = bench["held_out"].halves
+    replayed, scoring = halves(31, 0)
+    assert sorted(replayed + scoring) == list(range(31)) and len(replayed) == 15
+    assert halves(31, 0) == (replayed, scoring) and halves(31, 1) != (replayed, scoring)
+
+
+def test_held_out_scores_capture_a_real_gain_and_expose_a_lucky_one(
+    bench: dict[str, ModuleType],
+) -> None:
+    """A real 15% gain is captured on unseen rounds; on a flat trace A's best gains nothing."""
+    held_out, measure = bench["held_out"], bench["measure"]
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced"])
+    real = held_out.held_out_rows(
+        _split_trace(40, 4, 0.15), "real", policies, 4, settings, ceiling=policies["balanced"]
+    )
+    assert [r.policy for r in real[:2]] == ["ceiling", "balanced"]  # one of each per draw
+    assert all(r.chunk_size == 4 and r.gain == pytest.approx(0.15, abs=0.05) for r in real)
+    summary = held_out.summarize(real)["balanced"]
+    assert summary.captured / summary.best > 0.8 and summary.slower == 0
+    flat_trace = _split_trace(24, 4, 0.0, noise=0.1)
+    flat = held_out.held_out_rows(flat_trace, "flat", policies, 8, settings)
+    # the best of 16 equal sizes looks faster on the rounds it was picked on, not on the others
+    seen = [ReplayWorkload(flat_trace.select_rounds(held_out.halves(24, d)[0])) for d in range(8)]
+    in_sample = float(np.mean([1 - w.oracle()[1] / w.true_time(None) for w in seen]))
+    assert in_sample > 0.02
+    assert float(np.mean([r.best_gain for r in flat])) < in_sample / 2
+    assert "balanced" in held_out.report(real + flat)
 
 
 def _pool(seed: int) -> SimulatedWorkload:

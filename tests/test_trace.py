@@ -154,6 +154,39 @@ def test_held_out_gain_exposes_a_best_that_is_only_noise() -> None:
     assert held_out < apparent / 2
 
 
+def test_selected_rounds_keep_their_samples_and_order() -> None:
+    """select_rounds keeps each size's calls and the call order of exactly those rounds."""
+    trace = drifting(with_order=True)
+    half = trace.select_rounds([5, 0, 17])
+    assert half.rounds == 3
+    assert half.samples[3] == (trace.samples[3][5], trace.samples[3][0], trace.samples[3][17])
+    assert half.order == (trace.order[5], trace.order[0], trace.order[17])
+    assert ReplayWorkload(half).sizes == ReplayWorkload(trace).sizes
+    assert trace.select_rounds(np.arange(2)).rounds == 2  # numpy integers are rounds too
+    assert drifting(with_order=False).select_rounds([1]).order == ()
+
+
+@pytest.mark.parametrize(
+    ("rounds", "message"),
+    [
+        pytest.param([0, 20], r"round 20 is not in this trace; expected an integer in 0\.\.19",
+                     id="past-the-end"),
+        pytest.param([-1], "round -1 is not in this trace", id="negative"),
+        pytest.param([True], "round True is not in this trace", id="bool"),
+        pytest.param([1.0], "round 1.0 is not in this trace", id="float"),
+        pytest.param([2, 2], r"rounds \[2, 2\]: expected at least one round, each listed once",
+                     id="twice"),
+        pytest.param([], "expected at least one round", id="none"),
+    ],
+)  # fmt: skip
+def test_selecting_rounds_that_do_not_exist_is_an_invalid_argument(
+    rounds: list[Any], message: str
+) -> None:
+    """Rounds out of range, not integers, repeated or missing get an error naming them."""
+    with pytest.raises(chunktune.InvalidArgumentError, match=message):
+        drifting(with_order=True).select_rounds(rounds)
+
+
 def test_a_size_that_was_not_recorded_cannot_be_replayed() -> None:
     """Replaying an unrecorded size is an InvalidArgumentError naming the size."""
     trace = Trace(num_envs=64, nthread=4, rounds=3, samples={1: (0.1,) * 3, 4: (0.09,) * 3})

@@ -1,0 +1,210 @@
+"""Policies scored on truth they never saw: replay half of each trace's rounds, score on the rest.
+
+    python benchmarks/held_out.py [--draws 20] [--policies balanced,seed] [--ceiling]
+
+The trace report (``run.py``) scores a choice by the trace's truth, the mean over
+all its rounds: the same recorded calls the replay draws from, and the same truth
+that names the best size. The gain "on offer" there is the best size by that
+truth, and part of it is luck: of 24-192 sizes each known to a few percent, the
+one that came out best mostly also came out lucky (``offered_gain``'s held-out
+figure measures how much).
+
+Here every draw splits the trace's rounds into two random halves. The policy
+replays half A only; its choice is scored on half B. The reference is what an
+exhaustive, unbudgeted measurement of half A picks (A's best size), scored on B.
+Both choose on A alone and both are scored on B, so neither score carries the
+luck that made a size look best, and the ratio of their sums is a share of a gain
+that is really there. Half B's own noise stays in both scores (it averages out
+over draws, not within one): a draw scored slower than native is counted, and
+counted again only when it is slower by more than twice B's truth error.
+
+``--ceiling`` adds ``ceiling.py``'s known-best confirmation as one more row: A's best
+size, confirmed against native on a replay of A with the first policy's test and
+budget, scored on B. What a policy that searched perfectly would capture at that budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import attrs
+import numpy as np
+from cases import trace_files, trace_name
+from ceiling import confirm_known_best
+from measure import bench_settings, policies_named
+
+import chunktune
+from chunktune import Policy, Settings
+from chunktune._trace import Trace, load_trace
+from chunktune.sim import ReplayWorkload
+
+HARM = 0.005  # a draw scored more than this slower than native is a harmful one
+
+
+class HeldOutRow(NamedTuple):
+    """One policy's choice on one draw: replayed on half A, scored on half B."""
+
+    trace: str
+    policy: str
+    draw: int
+    chunk_size: int | None
+    gain: float  # 1 - chosen / native, by half B
+    best_gain: float  # the same for half A's best size
+    truth_error: float  # half B's standard error of the chosen size against native
+    probe_seconds: float
+
+
+def halves(rounds: int, draw: int) -> tuple[list[int], list[int]]:
+    """Draw ``draw``'s split of ``rounds`` rounds: (replayed, scoring), disjoint, all rounds."""
+    perm = [int(r) for r in np.random.default_rng(draw).permutation(rounds)]
+    return sorted(perm[: rounds // 2]), sorted(perm[rounds // 2 :])
+
+
+def held_out_rows(
+    trace: Trace,
+    name: str,
+    policies: Mapping[str, Policy],
+    draws: int,
+    settings: Settings,
+    *,
+    ceiling: Policy | None = None,
+) -> list[HeldOutRow]:
+    """Every policy on ``draws`` splits of ``trace``; one row per policy and draw.
+
+    With ``ceiling``, one more row per draw (policy ``"ceiling"``): A's best size
+    confirmed against native with that policy's test and budget, or native.
+    """
+    rows: list[HeldOutRow] = []
+    for d in range(draws):
+        replayed, scoring = halves(trace.rounds, d)
+        seen = trace.select_rounds(replayed)
+        judge = ReplayWorkload(trace.select_rounds(scoring))
+        native_s = judge.true_time(None)
+        best = ReplayWorkload(seen).oracle()[0]
+        best_gain = 1.0 - judge.true_time(best) / native_s
+        if ceiling is not None:
+            replay = ReplayWorkload(seen, seed=d, name=name)
+            ok = best != trace.native and confirm_known_best(
+                replay, best, ceiling, ceiling.time_budget_s
+            )
+            chosen = best if ok else None
+            rows.append(
+                HeldOutRow(
+                    trace=name,
+                    policy="ceiling",
+                    draw=d,
+                    chunk_size=chosen,
+                    gain=1.0 - judge.true_time(chosen) / native_s,
+                    best_gain=best_gain,
+                    truth_error=judge.truth_error(chosen),
+                    probe_seconds=replay.clock(),
+                )
+            )
+        for policy_name, policy in policies.items():
+            workload = ReplayWorkload(seen, seed=d, name=name)
+            decision = chunktune.resolve_sync(
+                workload, settings=settings, policy=attrs.evolve(policy, seed=d)
+            )
+            rows.append(
+                HeldOutRow(
+                    trace=name,
+                    policy=policy_name,
+                    draw=d,
+                    chunk_size=decision.chunk_size,
+                    gain=1.0 - judge.true_time(decision.chunk_size) / native_s,
+                    best_gain=best_gain,
+                    truth_error=judge.truth_error(decision.chunk_size),
+                    probe_seconds=decision.probe_seconds,
+                )
+            )
+    return rows
+
+
+class Summary(NamedTuple):
+    """One policy over every trace and draw."""
+
+    draws: int
+    captured: float  # sum over traces of the mean held-out gain
+    best: float  # sum over traces of the (positive) mean held-out gain of A's best size
+    slower: int  # draws scored more than HARM slower than native
+    beyond_noise: int  # ... and by more than twice the scoring half's truth error
+    probe_seconds: float
+
+
+def summarize(rows: Sequence[HeldOutRow]) -> dict[str, Summary]:
+    """Per policy: what it captured against what A's best size gives, and its harmful draws."""
+    out: dict[str, Summary] = {}
+    for policy in dict.fromkeys(r.policy for r in rows):
+        mine = [r for r in rows if r.policy == policy]
+        traces = dict.fromkeys(r.trace for r in mine)
+        captured = sum(float(np.mean([r.gain for r in mine if r.trace == t])) for t in traces)
+        best = sum(
+            max(0.0, float(np.mean([r.best_gain for r in mine if r.trace == t]))) for t in traces
+        )
+        out[policy] = Summary(
+            draws=len(mine),
+            captured=captured,
+            best=best,
+            slower=sum(r.gain < -HARM for r in mine),
+            beyond_noise=sum(r.gain < -max(HARM, 2.0 * r.truth_error) for r in mine),
+            probe_seconds=sum(r.probe_seconds for r in mine),
+        )
+    return out
+
+
+def report(rows: Sequence[HeldOutRow]) -> str:
+    """Per trace, then per policy."""
+    policies = list(dict.fromkeys(r.policy for r in rows))
+    lines = [f"{'trace':28s} {'A best':>8s} " + " ".join(f"{p:>9s}" for p in policies)]
+    for t in dict.fromkeys(r.trace for r in rows):
+        mine = [r for r in rows if r.trace == t]
+        best = float(np.mean([r.best_gain for r in mine]))  # every policy sees every draw
+        gains = [[r.gain for r in mine if r.policy == p] for p in policies]
+        cells = [f"{float(np.mean(g)):+9.2%}" if g else f"{'-':>9s}" for g in gains]
+        lines.append(f"{t:28s} {best:+8.2%} " + " ".join(cells))
+    lines.append("")
+    lines.append(
+        f"{'policy':10s} {'draws':>5s} {'A best':>8s} {'captured':>9s} {'share':>6s} "
+        f"{'>0.5% slower':>12s} {'beyond 2 err':>12s} {'probe s':>8s}"
+    )
+    for policy, s in summarize(rows).items():
+        share = f"{s.captured / s.best:.0%}" if s.best > 0 else "-"
+        lines.append(
+            f"{policy:10s} {s.draws:5d} {s.best:8.2%} {s.captured:+9.2%} {share:>6s} "
+            f"{s.slower:12d} {s.beyond_noise:12d} {s.probe_seconds:8.1f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=20, help="random splits per trace")
+    parser.add_argument("--policies", default="balanced,seed", help="comma-separated names")
+    parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
+    parser.add_argument(
+        "--ceiling", action="store_true", help="add the known-best confirmation (ceiling.py)"
+    )
+    args = parser.parse_args(argv)
+    settings = bench_settings()
+    policies = policies_named(settings, args.policies.split(","))
+    ceiling = next(iter(policies.values())) if args.ceiling else None
+    rows: list[HeldOutRow] = []
+    for path in trace_files(*([args.traces] if args.traces else [])):
+        trace = load_trace(path)
+        rows += held_out_rows(
+            trace, trace_name(path), policies, args.draws, settings, ceiling=ceiling
+        )
+    print(
+        "replayed on half of each trace's rounds, scored on the other half "
+        "(gain = 1 - chosen/native by the scoring half)\n"
+    )
+    print(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
