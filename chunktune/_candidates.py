@@ -29,10 +29,11 @@ __all__ = [
     "GeometricCandidates",
     "SeedCandidates",
     "candidate_list",
+    "thin_log",
 ]
 
 
-def _thin_log(sizes: list[int], cap: int) -> list[int]:
+def thin_log(sizes: list[int], cap: int) -> list[int]:
     """Keep at most ``cap`` of ``sizes`` (sorted), spread evenly in log scale, ends kept."""
     if len(sizes) <= cap:
         return sizes
@@ -105,7 +106,7 @@ class BalancedCandidates:
                 break
             k = max(k + 1, round(k * self.k_ratio))
         found.discard(native_chunk(num_envs, nthread))
-        return _thin_log(sorted(found), self.max_candidates)
+        return thin_log(sorted(found), self.max_candidates)
 
 
 @attrs.frozen(kw_only=True)
@@ -126,7 +127,7 @@ class GeometricCandidates:
             found.add(round(c))
             c = max(c + 1.0, c * self.ratio)
         found.discard(native_chunk(num_envs, nthread))
-        return _thin_log(sorted(found), self.max_candidates)
+        return thin_log(sorted(found), self.max_candidates)
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +142,7 @@ class ExhaustiveCandidates:
         """Chunk sizes to measure, sorted, native excluded."""
         native = native_chunk(num_envs, nthread)
         every = [c for c in range(1, upper_chunk(num_envs, nthread) + 1) if c != native]
-        return _thin_log(every, self.max_candidates)
+        return thin_log(every, self.max_candidates)
 
 
 def _as_size_tuple(value: object) -> tuple[int, ...]:

@@ -20,7 +20,8 @@ class ProgressEvent:
 
     ``waiting``: another sweep holds the machine (or another process measures this
     workload); ``message`` says whom it waits for, once per wait.
-    ``candidates``: the sizes about to be measured (``None`` = native).
+    ``candidates``: the sizes about to be measured (``None`` = native). Sent again,
+    with a ``message`` saying why, when a slow pool's budget cuts the opening field.
     ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
     ``raced_out``: ``chunk_size`` is clearly behind and is measured no more.
     ``refined``: ``candidates`` join the race (schedules next to the contenders).

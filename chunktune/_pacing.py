@@ -12,9 +12,10 @@ import math
 
 from ._probe import Probe
 
-__all__ = ["Pace"]
+__all__ = ["SLACK", "Pace"]
 
-_SLACK = 7.0 / 6.0
+SLACK = 7.0 / 6.0
+"""A call's price over the mean call so far: calls that run slower must still fit."""
 
 
 class Pace:
@@ -29,7 +30,7 @@ class Pace:
 
     def per_call(self) -> float:
         """The price of one call: the mean so far, plus a sixth for calls that run slower."""
-        return _SLACK * self.probe.elapsed() / max(1, self.probe.calls)
+        return SLACK * self.probe.elapsed() / max(1, self.probe.calls)
 
     def mean_call(self) -> float:
         """The mean call so far, in seconds."""
@@ -50,6 +51,19 @@ class Pace:
             return 1 << 30  # nothing measured yet: no price
         left = self.race_limit - self.probe.elapsed()
         return max(0, int(left / (per_call * rounds)) - 1 - live)
+
+    def opening_room(self, call_s: float, rounds: int, least_calls: int) -> int:
+        """Candidates (besides native) that can get ``rounds`` rounds at ``call_s`` a call.
+
+        Priced with the same slack as every other call; 0 when not even ``least_calls``
+        calls fit in what is left of the whole budget.
+        """
+        price = SLACK * call_s
+        if price <= 0:
+            return 1 << 30
+        if (self.budget_s - self.probe.elapsed()) / price < least_calls:
+            return 0
+        return max(0, int((self.race_limit - self.probe.elapsed()) / (price * rounds)) - 1)
 
     def affordable_pairs(self, cap: int) -> int:
         """Confirmation pairs the rest of the budget pays for, at most ``cap``."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 from ._confirm import Confirmation
+from ._pacing import SLACK
 from ._settings import Policy
 
-__all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short"]
+__all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow"]
 
 
 def pct(fraction: float) -> str:
@@ -24,6 +25,22 @@ def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:
         f"the budget ended before any candidate had enough rounds: one call takes about "
         f"{mean_call_s:.2g} s, and a time_budget_s of about {math.ceil(need)} s would give "
         f"the field its {p.min_rounds} rounds"
+    )
+
+
+def too_slow(p: Policy, *, mean_call_s: float) -> str:
+    """Why nothing was measured: the budget cannot judge and confirm even one candidate."""
+    first_s = (p.prime + 1) * mean_call_s  # the priming calls and the one that checks them
+    race_s = SLACK * 2 * p.min_rounds * mean_call_s  # native and one candidate
+    need = first_s + race_s
+    if p.confirm:  # the race within its share, then the confirmation's first pairs
+        pairs_s = SLACK * 2 * p.confirm_min_pairs * mean_call_s
+        need = max(need / (1.0 - p.confirm_share), need + pairs_s)
+    return (
+        f"one call takes about {mean_call_s:.2g} s, too long for the budget to judge "
+        f"even one candidate against native in {p.min_rounds} rounds"
+        + (f" and confirm it on {p.confirm_min_pairs} pairs" if p.confirm else "")
+        + f"; that takes a time_budget_s of at least {math.ceil(need)} s"
     )
 
 

@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+from ._candidates import thin_log
 from ._confirm import (
     FUTILITY_Z,
     Confirmation,
@@ -47,7 +48,7 @@ from ._confirm import (
 from ._evidence import Evidence
 from ._pacing import Pace
 from ._probe import Chunk, Probe, StopReason, SweepResult
-from ._reasons import confirmed, kept, pct, too_noisy, too_short
+from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
 from ._select import Choice, pick
 
@@ -122,6 +123,44 @@ class _Rounds:
             self.ev.add(c, self.round, self.probe(c, round_=self.round))
             if self.probe.over(self.pace.race_limit):
                 return False
+        return True
+
+    def open_field(self) -> bool:
+        """Cut the opening field to what the race's share can judge; False if nothing fits.
+
+        The priming calls price a call before the first round: every opening candidate
+        must be able to get its ``min_rounds`` rounds (as a refinement must), so a slow
+        pool measures a few candidates spread over the range (in log scale, the ends
+        kept) rather than starting many that the budget cannot judge. When not even
+        one candidate and the confirmation's first pairs fit in the budget, nothing is
+        measured at all. One call is a thin price (a burst may have slowed it), so
+        before cutting on it native is timed once more and the faster of the two counts.
+        """
+        p = self.p
+        if not self.probe.calls or not self.live:  # nothing primed: no price yet
+            return True
+        least = 2 * p.min_rounds + (2 * p.confirm_min_pairs if p.confirm else 0)
+        call_s = self.pace.mean_call()
+        room = self.pace.opening_room(call_s, p.min_rounds, least)
+        if room >= len(self.live):
+            return True
+        start = self.probe.elapsed()
+        self.probe(None, kind="warmup")
+        call_s = min(call_s, self.probe.elapsed() - start)
+        room = self.pace.opening_room(call_s, p.min_rounds, least)
+        if room < 1:
+            return False
+        if room < len(self.live):
+            self.live = thin_log(sorted(self.live), room)
+            self.measured = set(self.live)
+            self.probe.emit(
+                "candidates",
+                candidates=(None, *self.live),
+                message=(
+                    f"one call takes about {call_s:.2g} s, so the budget can judge "
+                    f"{room} candidates in {p.min_rounds} rounds"
+                ),
+            )
         return True
 
     # -- judging ------------------------------------------------------------------
@@ -371,6 +410,12 @@ class _Rounds:
         stop: StopReason = "max_rounds"
         noisy: str | None = None
         self.cut = False
+        if not self.open_field():
+            why = too_slow(p, mean_call_s=self.pace.mean_call())
+            choice = Choice(None, None, (), f"kept the native chunk {self.probe.native}: {why}")
+            result = self.result("budget", choice, partial=False)
+            self.probe.emit("done", round=0, message=result.stop)
+            return result
         if not self.warm_up():
             stop, self.cut = "budget", True
         else:
@@ -430,6 +475,28 @@ class _Rounds:
         elif chosen is not None:
             gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
             choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
+        # partial: cut short mid-plan, or no candidate had the rounds to be judged
+        partial = self.cut or (stop == "budget" and self.round < self.p.min_rounds)
+        return self.result(
+            stop,
+            choice,
+            partial=partial,
+            gain=gain,
+            gain_ci=gain_ci,
+            pairs=0 if verdict is None else verdict.pairs,
+        )
+
+    def result(
+        self,
+        stop: StopReason,
+        choice: Choice,
+        *,
+        partial: bool,
+        gain: float = 0.0,
+        gain_ci: tuple[float, float] | None = None,
+        pairs: int = 0,
+    ) -> SweepResult:
+        """The sweep's result: what was measured, the choice, and how it ended."""
         chunks: list[Chunk] = [None, *sorted(self.measured)]
         samples = {c: tuple(self.ev.seconds[c].values()) for c in chunks if self.ev.count(c)}
         return SweepResult(
@@ -440,14 +507,13 @@ class _Rounds:
             rounds=self.round,
             probe_seconds=self.probe.probe_seconds,
             elapsed_s=self.probe.elapsed(),
-            # partial: cut short mid-plan, or no candidate had the rounds to be judged
-            partial=self.cut or (stop == "budget" and self.round < self.p.min_rounds),
+            partial=partial,
             stop=stop,
             sigma=self.ev.sigma()[0],
             choice=choice,
             gain=gain,
             gain_ci=gain_ci,
-            confirm_pairs=0 if verdict is None else verdict.pairs,
+            confirm_pairs=pairs,
         )
 
 

@@ -52,10 +52,10 @@ policy = "slow"
 
 [policies.slow]
 extends = "quick"
-min_rounds = 100000
 max_rounds = 100000
 race = false
 early_stop = false
+noise_gate = false
 time_budget_s = 60.0
 """
 
@@ -822,3 +822,17 @@ def test_a_wait_for_another_sweep_is_printed(capsys: pytest.CaptureFixture[str])
     message = "waiting for another sweep (pid 42, since 12:00:00)"
     display(ProgressEvent(kind="waiting", message=message))
     assert f"chunktune: {message}" in capsys.readouterr().err
+
+
+def test_a_field_cut_by_the_budget_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The plain display says why a slow pool measures only some candidates, and which."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("balanced", 10.0, quiet=False)
+    display(ProgressEvent(kind="candidates", candidates=(None, 1, 4, 16, 64)))
+    why = "one call takes about 1.1 s, so the budget can judge 2 candidates in 2 rounds"
+    display(ProgressEvent(kind="candidates", candidates=(None, 1, 64), message=why))
+    err = capsys.readouterr().err
+    assert "measuring 5 candidates (native, 1, 4, 16, 64)" in err
+    assert f"{why}: measuring only native, 1, 64" in err

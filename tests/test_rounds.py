@@ -204,7 +204,7 @@ def test_a_simulated_sweep_spends_its_budget_in_simulated_seconds() -> None:
     w = SimulatedWorkload.from_layout(
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
     )
-    pol = balanced(time_budget_s=25 * w.true_time(None))
+    pol = balanced(time_budget_s=25 * w.true_time(None), early_stop=False)
     r = run(w, pol)
     assert r.stop == "budget"
     assert r.elapsed_s == pytest.approx(w.clock()) and r.elapsed_s <= pol.time_budget_s
@@ -228,3 +228,65 @@ def test_a_slow_pool_keeps_its_best_candidates_for_a_second_round() -> None:
     rest = [r.samples[c][0] for c in counts if c is not None and c not in second]
     assert max(first_round.values()) <= min(rest)
     assert r.choice.chunk_size is not None and not r.partial
+
+
+def heavy(seed: int = 0) -> SimulatedWorkload:
+    """1024 envs on 4 threads, the last quarter heavy: about 1 s a call."""
+    costs = env_costs("blocked", 1024, mean_s=4e-3, heavy_fraction=0.25)
+    return SimulatedWorkload(costs, nthread=4, noise=Noise(sigma=0.01), seed=seed)
+
+
+def test_a_budget_that_cannot_judge_one_candidate_measures_nothing() -> None:
+    """Calls too slow for the budget: native is kept at once, with the budget that would do."""
+    w = heavy()
+    assert 0.8 < w.true_time(None) < 1.5
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(), on_event=events.append)
+    assert r.choice.chunk_size is None and not r.partial
+    assert "too long for the budget to judge even one candidate" in r.choice.reason
+    assert [e.kind for e in events] == ["candidates", "warmup", "warmup", "done"]
+    assert w.calls == 2  # the priming call and one more to check its price
+    # the budget it names judges a candidate and confirms it
+    budget = float(r.choice.reason.split("time_budget_s of at least ")[1].split(" s")[0])
+    again = run(heavy(), balanced(time_budget_s=budget))
+    assert "too long" not in again.choice.reason
+    assert max(n for c, n in again.counts().items() if c is not None) >= 2
+
+
+def test_a_slow_pool_opens_with_the_candidates_its_budget_can_judge() -> None:
+    """The opening field is cut to a log-spread that gets min_rounds rounds, and says so."""
+    w = heavy()
+    cands = [c for c in candidate_list(balanced().candidates, w.num_envs, w.nthread) if c]
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(time_budget_s=22.0, confirm_share=0.3), on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"]
+    assert len(opened) == 2 and "the budget can judge" in opened[1].message
+    field = [c for c in opened[1].candidates if c is not None]
+    assert 1 <= len(field) < len(cands) and set(field) <= set(cands)
+    assert min(cands) in field and max(cands) in field  # spread over the range, ends kept
+    first_round = {e.chunk_size for e in events if e.kind == "probe" and e.round == 1}
+    assert first_round == {None, *field}
+    assert not r.partial
+
+
+class BurstFirst(SimulatedWorkload):
+    """The priming call runs five times slower (a neighbour's burst); every other is normal."""
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        if self.calls == 1:
+            self.elapsed_s += 4 * seconds
+            return 5 * seconds
+        return seconds
+
+
+def test_one_slow_priming_call_does_not_cut_the_field() -> None:
+    """A burst on the priming call is checked against a second call before the field is cut."""
+    costs = env_costs("blocked", 1024, mean_s=6e-4, heavy_fraction=0.25)
+    w = BurstFirst(costs, nthread=4, noise=Noise(sigma=0.01), seed=0)
+    assert 0.1 < w.true_time(None) < 0.2
+    events: list[ProgressEvent] = []
+    run(w, balanced(), on_event=events.append)
+    assert [e.kind for e in events].count("candidates") == 1
+    cands = {c for c in candidate_list(balanced().candidates, w.num_envs, w.nthread)}
+    assert {e.chunk_size for e in events if e.kind == "probe" and e.round == 1} == cands

@@ -70,10 +70,13 @@ class _PlainProgress(_NoProgress):
         elif event.kind == "candidates":
             self.candidates = len(event.candidates)
             sizes = ", ".join("native" if c is None else str(c) for c in event.candidates)
-            say(
-                f"measuring {self.candidates} candidates ({sizes}); policy "
-                f"{self.policy_name!r}, budget {self.budget_s:g} s"
-            )
+            if event.message:  # the field was cut to what the budget can judge
+                say(f"{event.message}: measuring only {sizes}")
+            else:
+                say(
+                    f"measuring {self.candidates} candidates ({sizes}); policy "
+                    f"{self.policy_name!r}, budget {self.budget_s:g} s"
+                )
         elif event.kind in ("probe", "warmup"):
             # the first probe of a new round closes the previous one, as of the probe before
             if event.kind == "probe" and event.round != self.round:
