@@ -31,7 +31,7 @@ def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:
 def too_slow(p: Policy, *, mean_call_s: float) -> str:
     """Why nothing was measured: the budget cannot judge and confirm even one candidate."""
     first_s = (p.prime + 1) * mean_call_s  # the priming calls and the one that checks them
-    race_s = SLACK * 2 * p.min_rounds * mean_call_s  # native and one candidate
+    race_s = SLACK * 2 * (p.warmup + p.min_rounds) * mean_call_s  # native and one candidate
     need = first_s + race_s
     if p.confirm:  # the race within its share, then the confirmation's first pairs
         pairs_s = SLACK * 2 * p.confirm_min_pairs * mean_call_s

@@ -139,15 +139,16 @@ class _Rounds:
         p = self.p
         if not self.probe.calls or not self.live:  # nothing primed: no price yet
             return True
-        least = 2 * p.min_rounds + (2 * p.confirm_min_pairs if p.confirm else 0)
+        rounds = p.warmup + p.min_rounds  # warm-up rounds measure the whole field too
+        least = 2 * rounds + (2 * p.confirm_min_pairs if p.confirm else 0)
         call_s = self.pace.mean_call()
-        room = self.pace.opening_room(call_s, p.min_rounds, least)
+        room = self.pace.opening_room(call_s, rounds, least)
         if room >= len(self.live):
             return True
         start = self.probe.elapsed()
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
-        room = self.pace.opening_room(call_s, p.min_rounds, least)
+        room = self.pace.opening_room(call_s, rounds, least)
         if room < 1:
             return False
         if room < len(self.live):

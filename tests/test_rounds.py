@@ -217,8 +217,9 @@ def test_a_slow_pool_keeps_its_best_candidates_for_a_second_round() -> None:
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
     )
     cands = candidate_list(balanced().candidates, w.num_envs, w.nthread)
-    # the first round of the field, and half of it again, fit the race's share
-    pol = balanced(time_budget_s=(1.6 * (len(cands) + 1) + 1) * w.true_time(None) / 0.7)
+    # the first round of the field, and half of it again, fit the race's share; with no
+    # priming call there is no price before the first round, so the whole field opens
+    pol = balanced(time_budget_s=(1.6 * (len(cands) + 1) + 1) * w.true_time(None) / 0.7, prime=0)
     r = run(w, pol)
     counts = r.counts()
     second = [c for c in counts if c is not None and counts[c] >= 2]
@@ -267,6 +268,18 @@ def test_a_slow_pool_opens_with_the_candidates_its_budget_can_judge() -> None:
     first_round = {e.chunk_size for e in events if e.kind == "probe" and e.round == 1}
     assert first_round == {None, *field}
     assert not r.partial
+
+
+def test_warm_up_rounds_count_against_the_opening_field() -> None:
+    """Warm-up rounds measure the whole field too: with them, fewer candidates open."""
+
+    def opened(warmup: int) -> int:
+        events: list[ProgressEvent] = []
+        run(heavy(), balanced(time_budget_s=40.0, warmup=warmup), on_event=events.append)
+        field = [e for e in events if e.kind == "candidates"][-1].candidates
+        return len([c for c in field if c is not None])
+
+    assert 1 <= opened(2) < opened(0)
 
 
 class BurstFirst(SimulatedWorkload):
