@@ -19,7 +19,7 @@ from ._workload import Workload, check_seconds, native_chunk, upper_chunk
 __all__ = ["Chunk", "Probe", "StopReason", "SweepResult"]
 
 Chunk = int | None
-StopReason = Literal["settled", "max_rounds", "budget", "noisy"]
+StopReason = Literal["settled", "max_rounds", "budget", "noisy", "too_slow"]
 
 
 @attrs.frozen(kw_only=True)

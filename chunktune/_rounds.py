@@ -414,7 +414,7 @@ class _Rounds:
         if not self.open_field():
             why = too_slow(p, mean_call_s=self.pace.mean_call())
             choice = Choice(None, None, (), f"kept the native chunk {self.probe.native}: {why}")
-            result = self.result("budget", choice, partial=False)
+            result = self.result("too_slow", choice, partial=False)
             self.probe.emit("done", round=0, message=result.stop)
             return result
         if not self.warm_up():

@@ -836,3 +836,15 @@ def test_a_field_cut_by_the_budget_is_printed(capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err
     assert "measuring 5 candidates (native, 1, 4, 16, 64)" in err
     assert f"{why}: measuring only native, 1, 64" in err
+
+
+def test_a_sweep_too_slow_to_judge_says_so_when_done(capsys: pytest.CaptureFixture[str]) -> None:
+    """The plain display words the too_slow stop, not as a budget that ran out."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("balanced", 10.0, quiet=False)
+    display(ProgressEvent(kind="done", message="too_slow", elapsed_s=3.5))
+    err = capsys.readouterr().err
+    assert "calls are too slow for the budget to judge a candidate" in err
+    assert "ran out" not in err

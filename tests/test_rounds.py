@@ -243,7 +243,7 @@ def test_a_budget_that_cannot_judge_one_candidate_measures_nothing() -> None:
     assert 0.8 < w.true_time(None) < 1.5
     events: list[ProgressEvent] = []
     r = run(w, balanced(), on_event=events.append)
-    assert r.choice.chunk_size is None and not r.partial
+    assert r.choice.chunk_size is None and not r.partial and r.stop == "too_slow"
     assert "too long for the budget to judge even one candidate" in r.choice.reason
     assert [e.kind for e in events] == ["candidates", "warmup", "warmup", "done"]
     assert w.calls == 2  # the priming call and one more to check its price

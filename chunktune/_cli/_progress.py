@@ -27,6 +27,7 @@ _STOPS: dict[str, str] = {
     "settled": "the answer is settled",
     "max_rounds": "all rounds are done",
     "noisy": "the machine is too noisy to confirm a gain in the budget",
+    "too_slow": "calls are too slow for the budget to judge a candidate",
 }
 
 _ROUND_LINE_EVERY_S = 5.0
