@@ -29,11 +29,15 @@ Without the order (a trace written by hand) the state is the round's level only,
 and the machine moves to a random recorded round with probability ``1/sizes``
 after each call.
 
-**Truth.** ``true_time(c)`` is ``exp(mean over r of (log t[c, r] - rho[r]))``,
-rescaled by the mean level: exactly the geometric mean a replay of ``c`` draws
-around, so within the replayed world scores are exact. It is a mean over all
-``R`` rounds, never a minimum, so one lucky call does not make a size look
-fast. The one bias left is selection: the best of many sizes, each known to
+**Truth.** ``true_time(c)`` is the geometric mean of ``c``'s recorded calls, each
+moved from the machine state it ran in to the mean level:
+``exp(mean over r of (log t[c, r] - rho[r] - m[r, k(c, r)]))``. That is exactly
+what a replay of ``c`` draws around, so within the replayed world scores are exact.
+(Taking out the round level alone is not: on one recording native's calls happened
+to fall in stretches 9% slower than the average call, so a replay, which moves each
+call out of the state it ran in, drew native 8% faster than such a truth said.) It
+is a mean over all ``R`` rounds, never a minimum, so one lucky call does not make a
+size look fast. The one bias left is selection: the best of many sizes, each known to
 ``sigma / sqrt(R)``, is likely one whose mean came out low. :meth:`offered_gain`
 measures that by splitting the rounds in halves: the best size picked on one
 half is scored on the other.
@@ -120,20 +124,23 @@ class ReplayWorkload:
         self.sizes = sorted(trace.samples)
         self._index = {c: i for i, c in enumerate(self.sizes)}
         logs = np.log(np.array([trace.samples[c] for c in self.sizes], dtype=float))
-        self._rho, self._adjusted = decompose(logs)
-        self._truth = np.exp(self._adjusted.mean(axis=1))
+        self._rho, adjusted = decompose(logs)
         self._switch = 1.0 / len(self.sizes)
         self._states: FloatArray | None = None
         # the state each recorded call ran in: round level plus, with the order, the
         # short-lived state; a replayed call is moved from it to the replay's state
-        self._recorded_in = np.broadcast_to(self._rho, self._adjusted.shape).copy()
+        self._recorded_in = np.broadcast_to(self._rho, adjusted.shape).copy()
         complete = len(trace.order) == trace.rounds and all(
             sorted(r) == self.sizes for r in trace.order
         )
         if complete:
-            residuals = self._adjusted - self._adjusted.mean(axis=1, keepdims=True)
+            residuals = adjusted - adjusted.mean(axis=1, keepdims=True)
             self._states, own = machine_states(residuals, trace.order, self.sizes)
             self._recorded_in += residuals - own
+        # each recorded call with the machine's state when it ran taken out: what a replayed
+        # call of that size is drawn around, so the truth is the mean of these
+        self._own = logs - self._recorded_in
+        self._truth = np.exp(self._own.mean(axis=1))
         self.reset()
 
     @classmethod
@@ -222,7 +229,7 @@ class ReplayWorkload:
         return self.elapsed_s
 
     def true_time(self, chunk_size: int | None) -> float:
-        """The size's seconds by the recorded data (geometric mean, round levels removed).
+        """The size's seconds by the recorded data (geometric mean, the machine's state removed).
 
         Raises:
             InvalidArgumentError: the size was not recorded.
@@ -233,16 +240,14 @@ class ReplayWorkload:
         """The standard error of ``true_time(c) / true_time(None)``, as a fraction.
 
         From the recorded rounds: the spread over rounds of the size's log ratio to
-        native in the same round, over ``sqrt(R)``. A choice scored slower than native
-        by less than about twice this is within the truth's own noise.
+        native in the same round (each call with the machine's state taken out, as in
+        the truth), over ``sqrt(R)``. A choice scored slower than native by less than
+        about twice this is within the truth's own noise.
         """
         row, native = self._row(chunk_size), self._row(None)
         if row == native:
             return 0.0
-        ratios = np.log(
-            np.asarray(self.trace.samples[self.sizes[row]], dtype=float)
-            / np.asarray(self.trace.samples[self.sizes[native]], dtype=float)
-        )
+        ratios = self._own[row] - self._own[native]
         return float(np.std(ratios, ddof=1) / math.sqrt(ratios.size))
 
     def landscape(self) -> dict[int, float]:
@@ -277,7 +282,7 @@ class ReplayWorkload:
         for _ in range(splits):
             perm = rng.permutation(rounds)
             a, b = perm[: rounds // 2], perm[rounds // 2 :]
-            pick = int(np.argmin(self._adjusted[:, a].mean(axis=1)))
-            held = self._adjusted[:, b].mean(axis=1)
+            pick = int(np.argmin(self._own[:, a].mean(axis=1)))
+            held = self._own[:, b].mean(axis=1)
             gains.append(1.0 - math.exp(held[pick] - held[native_row]))
         return apparent, float(np.mean(gains))

@@ -21,7 +21,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
-        names = ("cases", "measure", "report", "ceiling", "held_out")
+        names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -83,11 +83,15 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     assert -1.0 < summary["captured_share"] <= 1.0
 
 
-def _split_trace(rounds: int, fast: int, gain: float, noise: float = 0.05) -> Trace:
-    """64 envs on 4 threads, sizes 1..16: ``fast`` is ``gain`` faster than the rest."""
+def _split_trace(
+    rounds: int, fast: int, gain: float, noise: float = 0.05, slower: float = 0.0
+) -> Trace:
+    """64 envs on 4 threads, sizes 1..16: ``fast`` is ``gain`` faster than native (1), and
+    the rest ``slower`` slower."""
     rng = np.random.default_rng(0)
     level = np.exp(rng.normal(0.0, 0.2, rounds))
-    cost = {c: 0.05 * (1 - gain * (c == fast)) for c in range(1, 17)}
+    cost = {c: 0.05 * (1 - gain * (c == fast) + slower * (c not in (1, fast)))
+            for c in range(1, 17)}  # fmt: skip
     samples = {c: tuple(float(cost[c] * level[r] * np.exp(rng.normal(0, noise)))
                         for r in range(rounds))
                for c in range(1, 17)}  # fmt: skip
@@ -124,6 +128,24 @@ def test_held_out_scores_capture_a_real_gain_and_expose_a_lucky_one(
     assert in_sample > 0.02
     assert float(np.mean([r.best_gain for r in flat])) < in_sample / 2
     assert "balanced" in held_out.report(real + flat)
+
+
+def test_calibration_offers_each_size_alone_and_bins_by_true_gain(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """A size 15% faster leaves native each time; sizes no faster than native never do."""
+    calibration, measure = bench["calibration"], bench["measure"]
+    path = tmp_path / "one-fast.json"
+    path.write_text(dump_trace(_split_trace(40, 4, 0.15, slower=0.02)))
+    settings = measure.bench_settings()
+    rows = calibration.calibration_rows(path, settings.get_policy("balanced"), 3, settings)
+    assert {r.chunk_size for r in rows} == set(range(2, 17))  # every size but native (1)
+    fast = [r for r in rows if r.chunk_size == 4]
+    assert len(fast) == 3 and all(r.left_native for r in fast)
+    # the rest are 2% slower, recorded to about 1.1%: those no faster by the truth stay
+    (_, runs, left), *_ = calibration.summarize(rows)
+    assert runs >= 15 and left == 0
+    assert "over +6%" in calibration.report(rows, -0.03)
 
 
 def _pool(seed: int) -> SimulatedWorkload:

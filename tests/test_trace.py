@@ -154,6 +154,33 @@ def test_held_out_gain_exposes_a_best_that_is_only_noise() -> None:
     assert held_out < apparent / 2
 
 
+def test_truth_is_what_the_replay_draws_around_when_a_size_ran_in_slow_stretches() -> None:
+    """A size whose calls all ran at the machine's slow moments is not scored slow for it."""
+    rng = np.random.default_rng(3)
+    sizes = list(range(1, 17))  # all equally fast; native (1) always ran at the slow peak
+    samples: dict[int, list[float]] = {c: [] for c in sizes}
+    order = []
+    for _ in range(40):
+        rest = [int(c) for c in rng.permutation(sizes[1:])]
+        calls = [*rest[:4], 1, *rest[4:]]
+        for k, c in enumerate(calls):
+            drift = 0.15 * math.sin(2 * math.pi * k / 16)  # slowest at position 4
+            samples[c].append(0.05 * math.exp(drift + rng.normal(0, 0.02)))
+        order.append(tuple(calls))
+    trace = Trace(num_envs=64, nthread=4, rounds=40, order=tuple(order),
+                  samples={c: tuple(v) for c, v in samples.items()})  # fmt: skip
+    w = ReplayWorkload(trace, seed=0)
+    truth = w.true_time(2) / w.true_time(None)
+    # the round level alone says native is 15% slower (0.87); the short-lived state
+    # around each call takes out most of what the slow stretches did to it
+    assert 0.93 < truth < 1.03
+    # pairs in a random order each, so the drift along a round's positions cancels
+    pairs = [(2, None) if rng.random() < 0.5 else (None, 2) for _ in range(3000)]
+    times = [{c: w.run(c) for c in pair} for pair in pairs]
+    replayed = np.mean([math.log(t[2] / t[None]) for t in times])
+    assert replayed == pytest.approx(math.log(truth), abs=0.01)  # the replay agrees
+
+
 def test_selected_rounds_keep_their_samples_and_order() -> None:
     """select_rounds keeps each size's calls and the call order of exactly those rounds."""
     trace = drifting(with_order=True)
