@@ -1,8 +1,11 @@
 """The rounds schedule: race in paired rounds, refine in chunk-count space, confirm against native.
 
-1. **Race.** Each round measures native and every live candidate once, in a fresh
-   random order (:class:`chunktune._evidence.Evidence` judges each call against
-   native's in the same round). A candidate that took twice native's time in its
+1. **Race.** The opening field is what the race's share of the budget can judge
+   (:meth:`_Rounds.open_field`: a slow pool opens with a spread of fewer candidates,
+   or measures nothing when not even one can be judged and confirmed). Each round
+   measures native and every live candidate once, in a fresh random order
+   (:class:`chunktune._evidence.Evidence` judges each call against native's in the
+   same round). A candidate that took twice native's time in its
    first round is dropped at once. After ``min_rounds``, a candidate is dropped
    when, on the rounds it shares with the leader, it is clearly (``race_z``
    standard errors) outside the tie band of the leader, or clearly short of the
