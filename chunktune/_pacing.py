@@ -11,11 +11,21 @@ from __future__ import annotations
 import math
 
 from ._probe import Probe
+from ._settings import Policy
 
-__all__ = ["SLACK", "Pace"]
+__all__ = ["SLACK", "Pace", "first_calls"]
 
 SLACK = 7.0 / 6.0
 """A call's price over the mean call so far: calls that run slower must still fit."""
+
+
+def first_calls(p: Policy) -> tuple[int, int]:
+    """The fewest calls that judge one candidate and confirm it: ``(race, confirmation)``.
+
+    Native and the candidate through the warm-up and ``min_rounds`` rounds, then the
+    confirmation's first pairs (none when the policy does not confirm).
+    """
+    return 2 * (p.warmup + p.min_rounds), (2 * p.confirm_min_pairs if p.confirm else 0)
 
 
 class Pace:
@@ -44,13 +54,16 @@ class Pace:
         left = self.race_limit - self.probe.elapsed()
         return min(field, int(left / per_call) - 1)
 
+    def _judgeable(self, price: float, rounds: int) -> int:
+        """Candidates (besides native) the rest of the race's share gives ``rounds`` rounds."""
+        return int((self.race_limit - self.probe.elapsed()) / (price * rounds)) - 1
+
     def room_for_new(self, live: int, rounds: int) -> int:
         """How many candidates can join ``live`` others and still get ``rounds`` rounds."""
         per_call = self.per_call()
         if per_call <= 0:
             return 1 << 30  # nothing measured yet: no price
-        left = self.race_limit - self.probe.elapsed()
-        return max(0, int(left / (per_call * rounds)) - 1 - live)
+        return max(0, self._judgeable(per_call, rounds) - live)
 
     def opening_room(self, call_s: float, rounds: int, least_calls: int) -> int:
         """Candidates (besides native) that can get ``rounds`` rounds at ``call_s`` a call.
@@ -63,7 +76,7 @@ class Pace:
             return 1 << 30
         if (self.budget_s - self.probe.elapsed()) / price < least_calls:
             return 0
-        return max(0, int((self.race_limit - self.probe.elapsed()) / (price * rounds)) - 1)
+        return max(0, self._judgeable(price, rounds))
 
     def affordable_pairs(self, cap: int) -> int:
         """Confirmation pairs the rest of the budget pays for, at most ``cap``."""

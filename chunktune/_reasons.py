@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ._confirm import Confirmation
-from ._pacing import SLACK
+from ._pacing import SLACK, first_calls
 from ._settings import Policy
 
 __all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow"]
@@ -30,12 +30,11 @@ def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:
 
 def too_slow(p: Policy, *, mean_call_s: float) -> str:
     """Why nothing was measured: the budget cannot judge and confirm even one candidate."""
+    race_calls, pair_calls = first_calls(p)
     first_s = (p.prime + 1) * mean_call_s  # the priming calls and the one that checks them
-    race_s = SLACK * 2 * (p.warmup + p.min_rounds) * mean_call_s  # native and one candidate
-    need = first_s + race_s
+    need = first_s + SLACK * race_calls * mean_call_s
     if p.confirm:  # the race within its share, then the confirmation's first pairs
-        pairs_s = SLACK * 2 * p.confirm_min_pairs * mean_call_s
-        need = max(need / (1.0 - p.confirm_share), need + pairs_s)
+        need = max(need / (1.0 - p.confirm_share), need + SLACK * pair_calls * mean_call_s)
     return (
         f"one call takes about {mean_call_s:.2g} s, too long for the budget to judge "
         f"even one candidate against native in {p.min_rounds} rounds"

@@ -49,7 +49,7 @@ from ._confirm import (
     success_z,
 )
 from ._evidence import Evidence
-from ._pacing import Pace
+from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
@@ -143,7 +143,7 @@ class _Rounds:
         if not self.probe.calls or not self.live:  # nothing primed: no price yet
             return True
         rounds = p.warmup + p.min_rounds  # warm-up rounds measure the whole field too
-        least = 2 * rounds + (2 * p.confirm_min_pairs if p.confirm else 0)
+        least = sum(first_calls(p))
         call_s = self.pace.mean_call()
         room = self.pace.opening_room(call_s, rounds, least)
         if room >= len(self.live):
