@@ -12,6 +12,7 @@ the other half), with the share of the apparent gain that is noise.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -52,8 +53,9 @@ def stats(path: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    files = [Path(a) for a in (argv if argv is not None else sys.argv[1:])]
-    files = files or sorted((HERE / "traces").glob("*.json"))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, help="traces (default: traces/*.json)")
+    files = parser.parse_args(argv).files or sorted((HERE / "traces").glob("*.json"))
     head = (f"{'trace':22s} {'sizes':>5s} {'rounds':>6s} {'native':>8s} {'best':>5s} "
             f"{'levels':>7s} {'sigma':>6s} {'lag-1':>6s} {'apparent':>8s} {'held out':>8s} "
             f"{'noise':>6s}")  # fmt: skip

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +24,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
+        names += ("device_landscapes",)
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -191,3 +194,58 @@ def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixtur
     assert fuzz.main_fuzz(["--settings", "15", "--caches", "24", "--seed", "1"]) == 0
     out = capsys.readouterr().out
     assert "failures: 0" in out and "quarantined" in out and "ConfigError" in out
+
+
+_TINY = """
+<mujoco>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body pos="0 0 .3"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_device_script_ranks_sizes_by_their_paired_ratio_to_native_and_bundles_traces(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """The best sizes are ranked against native in the same round; the archive holds every trace."""
+    device = bench["device_landscapes"]
+    level = np.exp(np.random.default_rng(0).normal(0.0, 0.3, 8))  # rounds far apart
+    cost = {1: 1.2, 2: 0.8, 3: 0.9, 4: 1.0}  # native for 16 envs on 4 threads is 1
+    samples = {c: tuple(float(cost[c] * lv) for lv in level) for c in cost}
+    trace = Trace(num_envs=16, nthread=4, rounds=8, samples=samples)
+    assert device.best_sizes(trace, 2) == [2, 3]
+    traces, out = tmp_path / "traces", tmp_path / "out"
+    traces.mkdir()
+    out.mkdir()
+    for name in ("a-t4.json", "b-t8.json"):
+        (traces / name).write_text(dump_trace(trace))
+    device.bundle(traces, out)
+    with tarfile.open(out / "traces.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["a-t4.json", "b-t8.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["traces.tar.gz"]
+
+
+def test_device_script_records_a_real_batch_and_skips_one_the_deadline_cannot_fit(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """A tiny real batch is recorded in at least 6 rounds; past the deadline nothing is written."""
+    from chunktune._mujoco import RolloutWorkload
+    from chunktune._trace import load_trace
+
+    model = tmp_path / "tiny.xml"
+    model.write_text(_TINY)
+
+    def build(nthread: int) -> RolloutWorkload:
+        return RolloutWorkload.from_xml(model, num_envs=8, nthread=nthread, nstep=2)
+
+    device, traces = bench["device_landscapes"], tmp_path / "traces"
+    traces.mkdir()
+    trace = device.record_one("tiny", build, 2, 0.5, time.monotonic() + 60, traces)
+    assert trace is not None and trace.rounds >= 6
+    assert sorted(trace.samples) == device.sizes_for(8, 2)
+    assert load_trace(traces / "tiny-t2.json").samples == trace.samples
+    (traces / "tiny-t2.json").unlink()
+    assert device.record_one("tiny", build, 2, 0.5, time.monotonic(), traces) is None
+    assert not list(traces.iterdir())
