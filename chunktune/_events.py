@@ -10,7 +10,15 @@ import attrs
 __all__ = ["EventKind", "ProgressCallback", "ProgressEvent"]
 
 EventKind = Literal[
-    "waiting", "candidates", "warmup", "probe", "raced_out", "refined", "confirm", "done"
+    "waiting",
+    "candidates",
+    "extended",
+    "warmup",
+    "probe",
+    "raced_out",
+    "refined",
+    "confirm",
+    "done",
 ]
 
 
@@ -22,6 +30,8 @@ class ProgressEvent:
     workload); ``message`` says whom it waits for, once per wait.
     ``candidates``: the sizes about to be measured (``None`` = native). Sent again,
     with a ``message`` saying why, when a slow pool's budget cuts the opening field.
+    ``extended``: a policy with ``extend_budget`` stretched its budget to ``seconds``;
+    ``message`` says why (the budget could not judge one candidate, or confirm a gain).
     ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
     ``raced_out``: ``chunk_size`` is clearly behind and is measured no more.
     ``refined``: ``candidates`` join the race (schedules next to the contenders).

@@ -4,6 +4,11 @@ A sweep's calls are priced at the mean call so far plus a sixth for calls that r
 slower (the machine drifts), so a round or a confirmation planned on the price ends
 by its plan rather than being cut by the budget. The race spends its share,
 ``time_budget_s * (1 - confirm_share)``; the confirmation what is left.
+
+A policy with ``extend_budget`` may stretch the budget, up to nine tenths of its
+``hard_limit_s``, where the budget is too short to judge even one candidate
+(:meth:`Pace.extend_to`) or to confirm a gain still plausible (:meth:`Pace.extend_for`):
+only as far as that takes, and never past the limit that ends the flight regardless.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import math
 from ._probe import Probe
 from ._settings import Policy
 
-__all__ = ["SLACK", "Pace", "first_calls"]
+__all__ = ["EXTEND_SHARE", "SLACK", "Pace", "first_calls", "least_budget"]
 
 SLACK = 7.0 / 6.0
 """A call's price over the mean call so far: calls that run slower must still fit."""
+
+EXTEND_SHARE = 0.9
+"""An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself."""
 
 
 def first_calls(p: Policy) -> tuple[int, int]:
@@ -28,15 +36,68 @@ def first_calls(p: Policy) -> tuple[int, int]:
     return 2 * (p.warmup + p.min_rounds), (2 * p.confirm_min_pairs if p.confirm else 0)
 
 
+def least_budget(p: Policy, mean_call_s: float) -> float:
+    """The least ``time_budget_s`` that judges one candidate and confirms it, in seconds.
+
+    The priming calls and the one that checks them, then native and the candidate
+    through their rounds within the race's share, then the confirmation's first pairs.
+    """
+    race_calls, pair_calls = first_calls(p)
+    need = (p.prime + 1) * mean_call_s + SLACK * race_calls * mean_call_s
+    if p.confirm:
+        need = max(need / (1.0 - p.confirm_share), need + SLACK * pair_calls * mean_call_s)
+    return need
+
+
 class Pace:
     """The budget of one sweep, read off its probe's clock and calls."""
 
     def __init__(self, probe: Probe) -> None:
         p = probe.policy
         self.probe = probe
+        self.policy = p
         self.budget_s = p.time_budget_s
-        share = p.confirm_share if p.confirm else 0.0
-        self.race_limit = p.time_budget_s * (1.0 - share)
+        self.share = p.confirm_share if p.confirm else 0.0
+        self.race_limit = p.time_budget_s * (1.0 - self.share)
+        self.cap_s = p.time_budget_s  # the most the budget may be stretched to
+        if p.extend_budget and p.hard_limit_s is not None:
+            self.cap_s = max(p.time_budget_s, EXTEND_SHARE * p.hard_limit_s)
+
+    def extend_to(self, budget_s: float) -> bool:
+        """Stretch the budget, the race's share with it, to ``budget_s``; False past the cap."""
+        if budget_s > self.cap_s:
+            return False
+        self.budget_s = max(self.budget_s, budget_s)
+        self.race_limit = self.budget_s * (1.0 - self.share)
+        return True
+
+    def extend_for(self, pairs: int, *, racing: bool) -> bool:
+        """Stretch the budget so ``pairs`` confirmation pairs fit; False if the cap is too short.
+
+        While ``racing``, the whole budget is scaled so that the confirmation's share
+        pays for the pairs, the race's share growing with it (the race must find the
+        gain before anything confirms it); after the race, only the pairs are added
+        to what was spent. The budget never shrinks; nothing changes on False.
+        """
+        pair_s = 2.0 * pairs * self.per_call()
+        if racing and self.share > 0:
+            return self.extend_to(max(self.probe.elapsed() + pair_s, pair_s / self.share))
+        want = self.probe.elapsed() + pair_s
+        if want > self.cap_s:
+            return False
+        self.budget_s = max(self.budget_s, want)
+        return True
+
+    def pairs_at_cap(self, cap: int, *, racing: bool) -> int:
+        """Confirmation pairs the cap would pay for (``extend_for``'s rule), at most ``cap``."""
+        per_call = self.per_call()
+        if per_call <= 0:
+            return cap
+        if racing and self.share > 0:
+            left = self.cap_s * self.share
+        else:
+            left = self.cap_s - self.probe.elapsed()
+        return int(max(0.0, min(cap, left / (2.0 * per_call))))
 
     def per_call(self) -> float:
         """The price of one call: the mean so far, plus a sixth for calls that run slower."""
@@ -78,9 +139,9 @@ class Pace:
             return 0
         return max(0, self._judgeable(price, rounds))
 
-    def affordable_pairs(self, cap: int) -> int:
-        """Confirmation pairs the rest of the budget pays for, at most ``cap``."""
+    def affordable_pairs(self, cap: int, *, budget_s: float | None = None) -> int:
+        """Confirmation pairs the rest of the budget (or ``budget_s``) pays for, at most ``cap``."""
         per_call = self.per_call()
-        left = self.budget_s - self.probe.elapsed()
+        left = (self.budget_s if budget_s is None else budget_s) - self.probe.elapsed()
         by_time = math.inf if per_call <= 0 else left / (2.0 * per_call)
         return int(max(0.0, min(cap, by_time)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ._confirm import Confirmation
-from ._pacing import SLACK, first_calls
+from ._pacing import least_budget
 from ._settings import Policy
 
 __all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow"]
@@ -28,28 +28,39 @@ def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:
     )
 
 
-def too_slow(p: Policy, *, mean_call_s: float) -> str:
-    """Why nothing was measured: the budget cannot judge and confirm even one candidate."""
-    race_calls, pair_calls = first_calls(p)
-    first_s = (p.prime + 1) * mean_call_s  # the priming calls and the one that checks them
-    need = first_s + SLACK * race_calls * mean_call_s
-    if p.confirm:  # the race within its share, then the confirmation's first pairs
-        need = max(need / (1.0 - p.confirm_share), need + SLACK * pair_calls * mean_call_s)
+def too_slow(p: Policy, *, mean_call_s: float, extended_to: float | None = None) -> str:
+    """Why nothing was measured: the budget cannot judge and confirm even one candidate.
+
+    ``extended_to``: the most an ``extend_budget`` policy could stretch its budget to.
+    """
+    need = least_budget(p, mean_call_s)
+    budget = (
+        "the budget"
+        if extended_to is None
+        else f"the budget, even extended to {extended_to:.3g} s,"
+    )
     return (
-        f"one call takes about {mean_call_s:.2g} s, too long for the budget to judge "
+        f"one call takes about {mean_call_s:.2g} s, too long for {budget} to judge "
         f"even one candidate against native in {p.min_rounds} rounds"
         + (f" and confirm it on {p.confirm_min_pairs} pairs" if p.confirm else "")
         + f"; that takes a time_budget_s of at least {math.ceil(need)} s"
     )
 
 
-def too_noisy(*, sigma: float, gain: float, needed: float, afford: int) -> str:
-    """The noise gate's reason: the per-call noise, the gain at stake, the pairs it takes."""
+def too_noisy(
+    *, sigma: float, gain: float, needed: float, afford: int, extended_to: float | None = None
+) -> str:
+    """The noise gate's reason: the per-call noise, the gain at stake, the pairs it takes.
+
+    ``extended_to``: the most an ``extend_budget`` policy could stretch its budget to
+    (``afford`` is then what that would pay for).
+    """
+    budget = "the budget" if extended_to is None else f"the budget extended to {extended_to:.3g} s"
     return (
         f"the machine is too noisy to confirm a gain within the budget: one call varies "
         f"by {pct(sigma / math.sqrt(2.0))} against its native partner; confirming a "
         f"{pct(1.0 - math.exp(-gain))} gain would take about {math.ceil(needed)} "
-        f"pairs of calls, and the budget allows {afford}"
+        f"pairs of calls, and {budget} allows {afford}"
     )
 
 

@@ -28,6 +28,13 @@
 5. **Confirm.** The choice meets native again on fresh ABBA pairs, as many as the
    rest of the budget pays for (:mod:`chunktune._confirm`); native stays unless the
    gain is confirmed. The reasons are worded in :mod:`chunktune._reasons`.
+
+With ``extend_budget``, each place where the budget would end an open question
+stretches it instead, within nine tenths of ``hard_limit_s``: a pool too slow to
+judge one candidate (the least budget that does), a race whose share ends with a
+leader at least the margin ahead of native but within the noise (doubled), a
+plausible gain the rest cannot confirm (what 80% power takes), and a confirmation
+whose whole plan does not fit (``confirm_max_pairs``; the test stops when it can).
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from ._confirm import (
     success_z,
 )
 from ._evidence import Evidence
-from ._pacing import Pace, first_calls
+from ._pacing import Pace, first_calls, least_budget
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
@@ -83,6 +90,7 @@ class _Rounds:
         self.band = math.log1p(p.tie_tol)
         self.need = -math.log1p(-p.margin)
         self.pace = Pace(probe)
+        self.announced_s = p.time_budget_s  # the budget the last "extended" event gave
 
     # -- measuring ----------------------------------------------------------------
 
@@ -152,6 +160,14 @@ class _Rounds:
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
         room = self.pace.opening_room(call_s, rounds, least)
+        if room < 1 and p.extend_budget:
+            need = least_budget(p, call_s)
+            if need <= self.pace.cap_s and self.pace.extend_to(min(self.pace.cap_s, 1.1 * need)):
+                self.announce_extension(
+                    f"one call takes about {call_s:.2g} s, too long for {p.time_budget_s:g} s "
+                    "to judge and confirm even one candidate"
+                )
+                room = self.pace.opening_room(call_s, rounds, least)
         if room < 1:
             return False
         if room < len(self.live):
@@ -304,7 +320,98 @@ class _Rounds:
         needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
         if needed <= max(afford, p.confirm_min_pairs):
             return None
-        return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
+        if not p.extend_budget:
+            return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
+        if self.extend_for_gain(gain, sigma, racing=not final):
+            return None
+        at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
+        needed = pairs_needed(gain, sigma, self.bounds(max(at_cap, 2))[1], power_z=0.0)
+        return too_noisy(
+            sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.pace.cap_s
+        )
+
+    def extend_for_gain(self, gain: float, sigma: float, *, racing: bool) -> bool:
+        """Stretch the budget to confirm ``gain`` (log) with 80% power; False if the cap cannot.
+
+        The cap must pay for the pairs with which the confirmation succeeds as often
+        as it fails (the gate's own test); the budget then buys up to 80% power, as
+        far as the cap allows.
+        """
+        p = self.p
+        at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=racing)
+        if at_cap < p.confirm_min_pairs:
+            return False
+        bound = self.bounds(at_cap)[1]
+        if pairs_needed(gain, sigma, bound, power_z=0.0) > at_cap:
+            return False
+        # after the race, the whole plan the cap allows: the test stops early when it can,
+        # and a race's leader is rarely as fast as it looked
+        power = at_cap if not racing else math.ceil(pairs_needed(gain, sigma, bound))
+        want = max(p.confirm_min_pairs, min(at_cap, power))
+        if not self.pace.extend_for(want, racing=racing):
+            return False
+        if self.pace.budget_s > 1.1 * self.announced_s:  # news, not every round's nudge
+            self.announce_extension(
+                f"confirming a {pct(1.0 - math.exp(-gain))} gain at this noise takes about "
+                f"{want} pairs of calls, more than {p.time_budget_s:g} s pays for"
+            )
+        return True
+
+    def extend_confirmation(self) -> None:
+        """Stretch the budget (within the cap) to the confirmation's whole plan.
+
+        A race's leader is rarely as fast as it looked: the pairs its estimate needs
+        would often not settle it. The test stops as soon as it can, so a longer plan
+        costs time only where the evidence is still open.
+        """
+        p = self.p
+        plan = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=False)
+        if (
+            plan > self.affordable_pairs()
+            and self.pace.extend_for(plan, racing=False)
+            and self.pace.budget_s > 1.1 * self.announced_s
+        ):
+            self.announce_extension(
+                f"the confirmation's plan of {plan} pairs of calls is more than "
+                f"{p.time_budget_s:g} s pays for"
+            )
+
+    def extend_race(self) -> bool:
+        """Double the budget (within the cap) when the race's share ends on an open question.
+
+        Open: the leader looks at least the margin faster than native, but native is
+        still within the noise of it (``confidence_z``): more rounds would decide what
+        the budget left undecided. Only with ``extend_budget``.
+        """
+        p = self.p
+        if not (p.extend_budget and self.live):
+            return False
+        judged = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
+        if not judged:
+            return False
+        lead = min(judged, key=lambda c: (self.ev.location(c), c))
+        vs = self.ev.compare(lead, None)
+        if -vs.diff < self.need or not math.isfinite(vs.se) or vs.upper(p.confidence_z) < 0:
+            return False
+        if self.pace.budget_s >= self.pace.cap_s:
+            return False
+        self.pace.extend_to(min(self.pace.cap_s, 2.0 * self.pace.budget_s))
+        self.announce_extension(
+            f"the race's share ended with {lead} looking {pct(1.0 - math.exp(vs.diff))} "
+            "faster than native, within the noise"
+        )
+        return True
+
+    def announce_extension(self, why: str) -> None:
+        budget, limit = self.pace.budget_s, self.p.hard_limit_s
+        self.announced_s = budget
+        self.probe.emit(
+            "extended",
+            seconds=budget,
+            round=self.round,
+            message=f"{why}: the budget is extended to {budget:.3g} s "
+            f"(extend_budget; hard_limit_s {limit:g} s)",
+        )
 
     # -- choosing and confirming ------------------------------------------------------
 
@@ -343,7 +450,8 @@ class _Rounds:
                 f"(the best, {chosen}, was {pct(-gain)} slower)"
             )
             return None, Choice(None, best, band, reason)
-        noisy = self.too_noisy(final=True)
+        # an extending policy asks the gate last: it may stretch the budget for the pairs
+        noisy = None if p.extend_budget else self.too_noisy(final=True)
         if noisy is not None:
             return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}")
         if not math.isfinite(vs.se):
@@ -355,6 +463,9 @@ class _Rounds:
         if -vs.diff < self.need:
             reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
             return None, Choice(None, best, band, reason)
+        noisy = self.too_noisy(final=True) if p.extend_budget else None
+        if noisy is not None:
+            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}")
         return chosen, Choice(chosen, best, band, lead)
 
     def confirm(self, chosen: int) -> Confirmation:
@@ -379,12 +490,12 @@ class _Rounds:
             times: list[float] = []
             for c in order:
                 times.append(probe(c, kind="confirm", round_=block + 1))
-                if probe.over(p.time_budget_s) and len(times) < len(order):
+                if probe.over(self.pace.budget_s) and len(times) < len(order):
                     break
             cut = len(times) < len(order)
             if not cut:
                 d += pair_gains(order, times)
-            final = cut or probe.over(p.time_budget_s)
+            final = cut or probe.over(self.pace.budget_s)
             if not (final or looks.due(len(d))):
                 block += 1
                 continue
@@ -415,7 +526,8 @@ class _Rounds:
         noisy: str | None = None
         self.cut = False
         if not self.open_field():
-            why = too_slow(p, mean_call_s=self.pace.mean_call())
+            cap = self.pace.cap_s if p.extend_budget else None
+            why = too_slow(p, mean_call_s=self.pace.mean_call(), extended_to=cap)
             choice = Choice(None, None, (), f"kept the native chunk {self.probe.native}: {why}")
             result = self.result("too_slow", choice, partial=False)
             self.probe.emit("done", round=0, message=result.stop)
@@ -424,7 +536,8 @@ class _Rounds:
             stop, self.cut = "budget", True
         else:
             for r in range(1, p.max_rounds + 1):
-                if r > 1 and not self.fit_round():
+                fits = r == 1 or self.fit_round() or (self.extend_race() and self.fit_round())
+                if not fits:
                     stop = "budget"  # the race's share is spent: a planned end
                     break
                 self.round = r
@@ -467,6 +580,8 @@ class _Rounds:
             choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
         gain, gain_ci = 0.0, None
         if chosen is not None and self.p.confirm:
+            if self.p.extend_budget:
+                self.extend_confirmation()
             verdict = self.confirm(chosen)
             if verdict.outcome == "confirmed":
                 gain, gain_ci = verdict.gain, verdict.ci
@@ -479,6 +594,9 @@ class _Rounds:
         elif chosen is not None:
             gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
             choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
+        if self.probe.elapsed() > self.p.time_budget_s:  # the extension was spent
+            reason = f"{choice.reason}; the budget was extended to {self.pace.budget_s:.3g} s"
+            choice = Choice(choice.chunk_size, choice.best, choice.band, reason)
         # partial: cut short mid-plan, or no candidate had the rounds to be judged
         partial = self.cut or (stop == "budget" and self.round < self.p.min_rounds)
         return self.result(

@@ -123,6 +123,11 @@ class Policy:
     hard_limit_s: float | None = attrs.field(
         default=None, validator=number(0.0, lo_open=True, optional=True), metadata=_NOT_IDENTITY
     )
+    # past time_budget_s, up to nine tenths of hard_limit_s, where that is what a
+    # confirmation of a plausible gain (or judging one candidate) takes
+    extend_budget: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool), metadata=_NOT_IDENTITY
+    )
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
     def __attrs_post_init__(self) -> None:
@@ -141,13 +146,18 @@ class Policy:
                 f"hard_limit_s {self.hard_limit_s:g} is below time_budget_s "
                 f"{self.time_budget_s:g}; expected hard_limit_s >= time_budget_s"
             )
+        if self.extend_budget and self.hard_limit_s is None:
+            raise ValueError(
+                "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "
+                "(the most an extended sweep may take) above time_budget_s"
+            )
 
     def measurement_fields(self) -> dict[str, Any]:
         """The fields that change what a sweep measures or picks, by name, as JSON values.
 
         Every field but those declared outside the identity (``description``,
-        ``enabled``, ``time_budget_s``, ``hard_limit_s``); the candidate strategy
-        as a table of its fields plus ``strategy``, its name. Unset (None) fields
+        ``enabled``, ``time_budget_s``, ``hard_limit_s``, ``extend_budget``); the
+        candidate strategy as a table of its fields plus ``strategy``, its name. Unset (None) fields
         are left out, tuples become lists, and numbers stay as given.
         """
         return _identity(self)

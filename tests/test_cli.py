@@ -631,7 +631,7 @@ def test_policy_list_names_every_policy_and_its_origin(
     assert main(["policy", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = {ln.split()[0]: ln for ln in lines if ln and ln.split()[0].isidentifier()}
-    for preset in ("quick", "balanced", "thorough", "seed", "off"):
+    for preset in ("quick", "balanced", "patient", "thorough", "seed", "off"):
         assert rows[preset].rstrip().endswith("preset")
     assert rows["fast"].split()[1] == "*"
     assert str(env["config"]) in rows["fast"]
@@ -836,6 +836,31 @@ def test_a_field_cut_by_the_budget_is_printed(capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err
     assert "measuring 5 candidates (native, 1, 4, 16, 64)" in err
     assert f"{why}: measuring only native, 1, 64" in err
+
+
+def test_a_stretched_budget_is_printed_and_moves_the_bar(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both displays say why and how far an extend_budget policy stretched its budget."""
+    import io
+
+    from rich.console import Console
+
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import _LiveProgress, progress_display
+
+    why = "confirming a 3.0% gain at this noise takes about 32 pairs of calls: ..."
+    event = ProgressEvent(kind="extended", seconds=27.5, message=why)
+    progress_display("patient", 10.0, quiet=False)(event)
+    assert f"chunktune: {why}" in capsys.readouterr().err
+    out = io.StringIO()
+    with _LiveProgress(
+        Console(file=out, force_terminal=True, width=300, highlight=False), "patient", 10.0
+    ) as live:
+        live(event)
+        assert live.budget_s == 27.5
+        assert live.progress.tasks[0].total == 27.5
+    assert why in out.getvalue()
 
 
 def test_a_sweep_too_slow_to_judge_says_so_when_done(capsys: pytest.CaptureFixture[str]) -> None:

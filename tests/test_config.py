@@ -11,7 +11,7 @@ import pytest
 from chunktune import ConfigError, Policy, dump_policy, dump_settings, load_settings
 from chunktune._config import preset_names, settings_from_dict
 
-PRESETS = ["balanced", "off", "quick", "seed", "thorough"]
+PRESETS = ["balanced", "off", "patient", "quick", "seed", "thorough"]
 
 
 def write(path: Path, text: str) -> Path:
@@ -20,7 +20,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_presets_ship() -> None:
-    """All five presets are found and balanced is the default."""
+    """All six presets are found and balanced is the default."""
     assert preset_names() == PRESETS
     assert load_settings().policy == "balanced"
 
@@ -149,6 +149,16 @@ def test_cross_field_rule() -> None:
     """max_rounds below min_rounds is rejected with both values."""
     with pytest.raises(ConfigError, match="max_rounds 2 is below min_rounds 5"):
         settings_from_dict({"policies": {"x": {"min_rounds": 5, "max_rounds": 2}}})
+
+
+def test_extend_budget_needs_a_hard_limit() -> None:
+    """A budget that may stretch needs hard_limit_s, the most it stretches to; else an error."""
+    with pytest.raises(ConfigError, match="extend_budget is true but hard_limit_s is not set"):
+        settings_from_dict({"policies": {"x": {"extend_budget": True}}})
+    with pytest.raises(ConfigError, match="extend_budget"):
+        settings_from_dict({"policies": {"x": {"extend_budget": "yes", "hard_limit_s": 30.0}}})
+    ok = settings_from_dict({"policies": {"x": {"extend_budget": True, "hard_limit_s": 30.0}}})
+    assert ok.get_policy("x").extend_budget
 
 
 @pytest.mark.parametrize(

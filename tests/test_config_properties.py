@@ -65,7 +65,8 @@ def policies(draw: st.DrawFn) -> Policy:
         early_stop=draw(st.booleans()),
         seed=draw(st.integers(0, 2**32)),
         time_budget_s=budget,
-        hard_limit_s=draw(st.one_of(st.none(), st.floats(budget, 1000.0))),
+        hard_limit_s=(hard := draw(st.one_of(st.none(), st.floats(budget, 1000.0)))),
+        extend_budget=hard is not None and draw(st.booleans()),
         candidates=draw(strategies),
     )
 

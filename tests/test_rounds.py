@@ -303,3 +303,73 @@ def test_one_slow_priming_call_does_not_cut_the_field() -> None:
     assert [e.kind for e in events].count("candidates") == 1
     cands = {c for c in candidate_list(balanced().candidates, w.num_envs, w.nthread)}
     assert {e.chunk_size for e in events if e.kind == "probe" and e.round == 1} == cands
+
+
+# -- extend_budget --------------------------------------------------------------------
+
+
+def lognormal_32(seed: int) -> SimulatedWorkload:
+    """8192 envs on 32 threads, 0.28 s a call at 5% noise with spikes: 3 is 5% faster."""
+    costs = env_costs("lognormal", 8192, mean_s=1e-3, seed=7, sigma=1.0)
+    noise = Noise(sigma=0.05, spike_prob=0.02, spike_scale=0.5, drift=0.02, drift_period=97.0)
+    return SimulatedWorkload(costs, nthread=32, noise=noise, seed=seed)
+
+
+def patient(**changes: object) -> Policy:
+    return attrs.evolve(load_settings().get_policy("patient"), **changes)  # type: ignore[arg-type]
+
+
+def test_an_extending_budget_confirms_gains_the_plain_budget_leaves() -> None:
+    """`patient` stretches 10 s where the evidence is open: more gain, never past its cap."""
+    truth = lognormal_32(0)
+    truth.noise = Noise()
+    assert truth.oracle()[0] == 3 and 1 - truth.oracle()[1] / truth.true_time(None) > 0.04
+    cap = 0.9 * patient().hard_limit_s  # type: ignore[operator]
+    plain, stretched = [], []
+    for seed in range(6):
+        plain.append(run(lognormal_32(seed), balanced(seed=seed)))
+        events: list[ProgressEvent] = []
+        r = run(lognormal_32(seed), patient(seed=seed), on_event=events.append)
+        stretched.append(r)
+        extended = [e for e in events if e.kind == "extended"]
+        assert r.elapsed_s <= cap + 2 * truth.true_time(1)  # the cap, past at most a call
+        if r.elapsed_s > 10.0:
+            assert extended and all(10.0 < (e.seconds or 0) <= cap for e in extended)
+            assert "the budget was extended to" in r.choice.reason
+            assert "extend_budget; hard_limit_s 40 s" in extended[0].message
+        assert not r.partial
+    regret = [sum(truth.regret(r.choice.chunk_size) for r in rs) for rs in (plain, stretched)]
+    assert regret[1] < regret[0] / 2
+    won = [
+        s
+        for s in range(6)
+        if plain[s].choice.chunk_size is None
+        and stretched[s].choice.chunk_size is not None
+        and stretched[s].elapsed_s > 10.0
+    ]
+    assert won  # a gain the plain budget kept native on, confirmed past 10 s
+    assert all(truth.regret(stretched[s].choice.chunk_size) < 0.01 for s in won)
+
+
+def test_an_extending_budget_never_leaves_native_on_a_flat_landscape() -> None:
+    """Where every size ties with native, a stretched budget still keeps native."""
+    for seed in range(5):
+        truth = flat(seed)
+        r = run(flat(seed), patient(seed=seed))
+        c = r.choice.chunk_size
+        assert c is None or truth.true_time(c) <= 1.005 * truth.true_time(None)
+
+
+def test_a_slow_pool_stretches_to_judge_one_candidate_within_the_cap() -> None:
+    """Too slow for 10 s: the budget stretches to what one candidate takes, or says the cap."""
+    r = run(heavy(), balanced())
+    needed = float(r.choice.reason.split("time_budget_s of at least ")[1].split(" s")[0])
+    events: list[ProgressEvent] = []
+    ok = run(heavy(), balanced(hard_limit_s=2 * needed, extend_budget=True), on_event=events.append)
+    assert ok.stop != "too_slow" and "too long" not in ok.choice.reason
+    assert any(e.kind == "extended" and "too long for 10 s" in e.message for e in events)
+    assert max(n for c, n in ok.counts().items() if c is not None) >= 2
+    hard = (10.0 + needed) / 2  # its nine tenths fall short of what one candidate takes
+    short = run(heavy(), balanced(hard_limit_s=hard, extend_budget=True))
+    assert short.stop == "too_slow" and short.choice.chunk_size is None
+    assert f"even extended to {max(10.0, 0.9 * hard):.3g} s," in short.choice.reason

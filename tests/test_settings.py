@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESET_FINGERPRINTS = {
     "balanced": "c2a2b6614c19",
     "off": "b566141f899a",
+    "patient": "c2a2b6614c19",  # balanced's identity: its budget stretches, its rule is the same
     "quick": "763e56e54685",
     "seed": "105b963c84fa",
     "thorough": "5dd379d0596f",
@@ -62,9 +63,10 @@ OTHER_VALUE: dict[str, Any] = {
     "noise_gate": False,
     "time_budget_s": 30.0,
     "hard_limit_s": 60.0,
+    "extend_budget": True,
     "candidates": GeometricCandidates(),
 }
-OUTSIDE_IDENTITY = {"description", "enabled", "time_budget_s", "hard_limit_s"}
+OUTSIDE_IDENTITY = {"description", "enabled", "time_budget_s", "hard_limit_s", "extend_budget"}
 RULE = {
     "margin",
     "tie_tol",
@@ -115,7 +117,7 @@ def test_fingerprint_changes_with_exactly_the_identity_fields(name: str) -> None
 @pytest.mark.parametrize("name", FIELDS)
 def test_rule_changes_with_exactly_the_rule_fields(name: str) -> None:
     """rule() names every field the choice is declared to depend on, and no other."""
-    base = Policy()
+    base = Policy(hard_limit_s=100.0)
     other = attrs.evolve(base, **{name: OTHER_VALUE[name]})
     assert (other.rule() != base.rule()) == (name in RULE)
 

@@ -78,6 +78,8 @@ class _PlainProgress(_NoProgress):
                     f"measuring {self.candidates} candidates ({sizes}); policy "
                     f"{self.policy_name!r}, budget {self.budget_s:g} s"
                 )
+        elif event.kind == "extended":
+            say(event.message)
         elif event.kind in ("probe", "warmup"):
             # the first probe of a new round closes the previous one, as of the probe before
             if event.kind == "probe" and event.round != self.round:
@@ -154,6 +156,10 @@ class _LiveProgress:
             return
         if event.kind == "candidates":
             self.candidates = len(event.candidates)
+        elif event.kind == "extended" and event.seconds is not None:
+            self.progress.console.print(f"chunktune: {event.message}")
+            self.budget_s = event.seconds
+            self.progress.update(self.task, total=self.budget_s)
         elif event.kind in ("probe", "warmup", "confirm"):
             self.probes += 1
         elif event.kind == "raced_out":
