@@ -24,7 +24,8 @@ SLACK = 7.0 / 6.0
 """A call's price over the mean call so far: calls that run slower must still fit."""
 
 EXTEND_SHARE = 0.9
-"""An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself."""
+"""An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself
+(counted from the resolve's start: a sweep that began after waits has that much less)."""
 
 
 def first_calls(p: Policy) -> tuple[int, int]:
@@ -61,7 +62,10 @@ class Pace:
         self.race_limit = p.time_budget_s * (1.0 - self.share)
         self.cap_s = p.time_budget_s  # the most the budget may be stretched to
         if p.extend_budget and p.hard_limit_s is not None:
-            self.cap_s = max(p.time_budget_s, EXTEND_SHARE * p.hard_limit_s)
+            cap = EXTEND_SHARE * p.hard_limit_s
+            if probe.limit_s is not None:  # the resolve waited: the same headroom from its end
+                cap = min(cap, probe.limit_s - (1.0 - EXTEND_SHARE) * p.hard_limit_s)
+            self.cap_s = max(p.time_budget_s, cap)
 
     def extend_to(self, budget_s: float) -> bool:
         """Stretch the budget, the race's share with it, to ``budget_s``; False past the cap."""

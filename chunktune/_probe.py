@@ -62,8 +62,10 @@ class Probe:
         check_cancelled: Callable[[], None],
         on_event: ProgressCallback | None,
         clock: Callable[[], float],
+        limit_s: float | None = None,
     ) -> None:
         self.workload = workload
+        self.limit_s = limit_s  # what the caller's hard limit leaves, from the start on
         self.policy = policy
         self.check_cancelled = check_cancelled
         self.on_event = on_event

@@ -82,8 +82,11 @@ def entry_decision(entry: CacheEntry, key: str, native: int) -> Decision:
 def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
     """The decision a finished sweep made."""
     reason = result.choice.reason
-    if result.partial:
-        reason += f" (partial: the {req.policy.time_budget_s:g} s budget ended the sweep)"
+    budget = req.policy.time_budget_s
+    if result.partial and result.elapsed_s > budget and req.policy.extend_budget:
+        reason += f" (partial: the budget, stretched to {result.elapsed_s:.3g} s, ended the sweep)"
+    elif result.partial:
+        reason += f" (partial: the {budget:g} s budget ended the sweep)"
     return Decision(
         chunk_size=result.choice.chunk_size,
         native_chunk=req.native,

@@ -56,7 +56,11 @@ class _Stopped(Exception):
 
 
 async def _measure(
-    req: Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
+    req: Request,
+    key: str,
+    cache: DecisionCache | None,
+    watch: _flights.Watch,
+    deadline: float | None,
 ) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
@@ -78,12 +82,19 @@ async def _measure(
 
     def run_sweep() -> SweepResult:
         return sweep(
-            req.workload, sizes, req.policy, check_cancelled=check_cancelled, on_event=on_event
+            req.workload,
+            sizes,
+            req.policy,
+            check_cancelled=check_cancelled,
+            on_event=on_event,
+            limit_s=limit_s,
         )
 
     lock = sweep_lock()
     await acquire(lock, on_wait=watch.waiting("sweep", lock))
     watch.waiting_for, watch.sweeping = None, True
+    # what hard_limit_s leaves after the waits: a stretched budget must end inside it
+    limit_s = None if deadline is None else deadline - anyio.current_time()
     try:
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
@@ -132,18 +143,23 @@ async def _owned_within_limit(req: Request, key: str, cache: DecisionCache | Non
     """Own the key's flight until it is decided or ``hard_limit_s`` runs out."""
     limit = req.policy.hard_limit_s
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
+    deadline = None if limit is None else anyio.current_time() + limit
     with anyio.move_on_after(math.inf if limit is None else limit):
-        return await _owned(req, key, cache, watch)
+        return await _owned(req, key, cache, watch, deadline)
     assert limit is not None
     return await watch.gave_up(key, limit)
 
 
 async def _owned(
-    req: Request, key: str, cache: DecisionCache | None, watch: _flights.Watch
+    req: Request,
+    key: str,
+    cache: DecisionCache | None,
+    watch: _flights.Watch,
+    deadline: float | None,
 ) -> Decision:
-    """This task owns the key's flight: lock, re-check, measure."""
+    """This task owns the key's flight: lock, re-check, measure (by ``deadline``, if set)."""
     if cache is None:
-        return await _measure(req, key, None, watch)
+        return await _measure(req, key, None, watch, deadline)
     lock = key_lock(Path(cache.key_lock(key).lock_file))
     async with hold(lock, on_wait=watch.waiting("key", lock)):
         watch.waiting_for = None
@@ -151,7 +167,7 @@ async def _owned(
             hit = await hop(lookup, req, key, cache)
             if hit is not None:
                 return hit
-        return await _measure(req, key, cache, watch)
+        return await _measure(req, key, cache, watch, deadline)
 
 
 async def _answer(req: Request) -> Decision:

@@ -30,11 +30,7 @@
    gain is confirmed. The reasons are worded in :mod:`chunktune._reasons`.
 
 With ``extend_budget``, each place where the budget would end an open question
-stretches it instead, within nine tenths of ``hard_limit_s``: a pool too slow to
-judge one candidate (the least budget that does), a race whose share ends with a
-leader at least the margin ahead of native but within the noise (doubled), a
-plausible gain the rest cannot confirm (what 80% power takes), and a confirmation
-whose whole plan does not fit (``confirm_max_pairs``; the test stops when it can).
+asks :class:`chunktune._stretch.Stretch` to stretch it instead.
 """
 
 from __future__ import annotations
@@ -56,11 +52,12 @@ from ._confirm import (
     success_z,
 )
 from ._evidence import Evidence
-from ._pacing import Pace, first_calls, least_budget
+from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
 from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
 from ._select import Choice, pick
+from ._stretch import Stretch
 
 __all__ = ["run_rounds"]
 
@@ -90,7 +87,7 @@ class _Rounds:
         self.band = math.log1p(p.tie_tol)
         self.need = -math.log1p(-p.margin)
         self.pace = Pace(probe)
-        self.announced_s = p.time_budget_s  # the budget the last "extended" event gave
+        self.stretch = Stretch(probe, self.pace)
 
     # -- measuring ----------------------------------------------------------------
 
@@ -160,14 +157,8 @@ class _Rounds:
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
         room = self.pace.opening_room(call_s, rounds, least)
-        if room < 1 and p.extend_budget:
-            need = least_budget(p, call_s)
-            if need <= self.pace.cap_s and self.pace.extend_to(min(self.pace.cap_s, 1.1 * need)):
-                self.announce_extension(
-                    f"one call takes about {call_s:.2g} s, too long for {p.time_budget_s:g} s "
-                    "to judge and confirm even one candidate"
-                )
-                room = self.pace.opening_room(call_s, rounds, least)
+        if room < 1 and self.stretch.slow_pool(call_s):
+            room = self.pace.opening_room(call_s, rounds, least)
         if room < 1:
             return False
         if room < len(self.live):
@@ -322,96 +313,33 @@ class _Rounds:
             return None
         if not p.extend_budget:
             return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
-        if self.extend_for_gain(gain, sigma, racing=not final):
+        if self.stretch.pairs(gain, sigma, self.last_bound, racing=not final):
             return None
         at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
-        needed = pairs_needed(gain, sigma, self.bounds(max(at_cap, 2))[1], power_z=0.0)
+        needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
         return too_noisy(
             sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.pace.cap_s
         )
 
-    def extend_for_gain(self, gain: float, sigma: float, *, racing: bool) -> bool:
-        """Stretch the budget to confirm ``gain`` (log) with 80% power; False if the cap cannot.
+    def last_bound(self, max_pairs: int) -> float:
+        """The test's last success bound for a plan of ``max_pairs`` (at least its first look)."""
+        return self.bounds(max(max_pairs, self.p.confirm_min_pairs))[1]
 
-        The cap must pay for the pairs with which the confirmation succeeds as often
-        as it fails (the gate's own test); the budget then buys up to 80% power, as
-        far as the cap allows.
-        """
-        p = self.p
-        at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=racing)
-        if at_cap < p.confirm_min_pairs:
-            return False
-        bound = self.bounds(at_cap)[1]
-        if pairs_needed(gain, sigma, bound, power_z=0.0) > at_cap:
-            return False
-        # after the race, the whole plan the cap allows: the test stops early when it can,
-        # and a race's leader is rarely as fast as it looked
-        power = at_cap if not racing else math.ceil(pairs_needed(gain, sigma, bound))
-        want = max(p.confirm_min_pairs, min(at_cap, power))
-        if not self.pace.extend_for(want, racing=racing):
-            return False
-        if self.pace.budget_s > 1.1 * self.announced_s:  # news, not every round's nudge
-            self.announce_extension(
-                f"confirming a {pct(1.0 - math.exp(-gain))} gain at this noise takes about "
-                f"{want} pairs of calls, more than {p.time_budget_s:g} s pays for"
-            )
-        return True
-
-    def extend_confirmation(self) -> None:
-        """Stretch the budget (within the cap) to the confirmation's whole plan.
-
-        A race's leader is rarely as fast as it looked: the pairs its estimate needs
-        would often not settle it. The test stops as soon as it can, so a longer plan
-        costs time only where the evidence is still open.
-        """
-        p = self.p
-        plan = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=False)
-        if (
-            plan > self.affordable_pairs()
-            and self.pace.extend_for(plan, racing=False)
-            and self.pace.budget_s > 1.1 * self.announced_s
-        ):
-            self.announce_extension(
-                f"the confirmation's plan of {plan} pairs of calls is more than "
-                f"{p.time_budget_s:g} s pays for"
-            )
-
-    def extend_race(self) -> bool:
-        """Double the budget (within the cap) when the race's share ends on an open question.
-
-        Open: the leader looks at least the margin faster than native, but native is
-        still within the noise of it (``confidence_z``): more rounds would decide what
-        the budget left undecided. Only with ``extend_budget``.
-        """
-        p = self.p
-        if not (p.extend_budget and self.live):
-            return False
-        judged = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
+    def undecided(self) -> tuple[int, float] | None:
+        """The leader and its gain when it looks at least the margin ahead but within the noise."""
+        judged = [c for c in self.live if self.ev.count(c) >= self.p.min_rounds]
         if not judged:
-            return False
+            return None
         lead = min(judged, key=lambda c: (self.ev.location(c), c))
         vs = self.ev.compare(lead, None)
-        if -vs.diff < self.need or not math.isfinite(vs.se) or vs.upper(p.confidence_z) < 0:
-            return False
-        if self.pace.budget_s >= self.pace.cap_s:
-            return False
-        self.pace.extend_to(min(self.pace.cap_s, 2.0 * self.pace.budget_s))
-        self.announce_extension(
-            f"the race's share ended with {lead} looking {pct(1.0 - math.exp(vs.diff))} "
-            "faster than native, within the noise"
-        )
-        return True
+        if -vs.diff < self.need or not math.isfinite(vs.se) or vs.upper(self.p.confidence_z) < 0:
+            return None
+        return lead, 1.0 - math.exp(vs.diff)
 
-    def announce_extension(self, why: str) -> None:
-        budget, limit = self.pace.budget_s, self.p.hard_limit_s
-        self.announced_s = budget
-        self.probe.emit(
-            "extended",
-            seconds=budget,
-            round=self.round,
-            message=f"{why}: the budget is extended to {budget:.3g} s "
-            f"(extend_budget; hard_limit_s {limit:g} s)",
-        )
+    def extend_race(self) -> bool:
+        """Stretch the budget for another round when the race's share ended undecided."""
+        open_question = self.undecided() if self.p.extend_budget else None
+        return open_question is not None and self.stretch.race(*open_question)
 
     # -- choosing and confirming ------------------------------------------------------
 
@@ -580,8 +508,7 @@ class _Rounds:
             choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
         gain, gain_ci = 0.0, None
         if chosen is not None and self.p.confirm:
-            if self.p.extend_budget:
-                self.extend_confirmation()
+            self.stretch.plan(self.affordable_pairs())
             verdict = self.confirm(chosen)
             if verdict.outcome == "confirmed":
                 gain, gain_ci = verdict.gain, verdict.ci
@@ -594,9 +521,8 @@ class _Rounds:
         elif chosen is not None:
             gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
             choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
-        if self.probe.elapsed() > self.p.time_budget_s:  # the extension was spent
-            reason = f"{choice.reason}; the budget was extended to {self.pace.budget_s:.3g} s"
-            choice = Choice(choice.chunk_size, choice.best, choice.band, reason)
+        if note := self.stretch.spent():
+            choice = Choice(choice.chunk_size, choice.best, choice.band, choice.reason + note)
         # partial: cut short mid-plan, or no candidate had the rounds to be judged
         partial = self.cut or (stop == "budget" and self.round < self.p.min_rounds)
         return self.result(

@@ -99,6 +99,7 @@ def sweep(
     check_cancelled: Callable[[], None] = _no_check,
     on_event: ProgressCallback | None = None,
     clock: Callable[[], float] | None = None,
+    limit_s: float | None = None,
 ) -> SweepResult:
     """Measure ``candidates`` (``None`` = native, always included) on ``workload`` and choose.
 
@@ -106,6 +107,8 @@ def sweep(
     probe and may raise to abandon the sweep. The budget is checked after every
     probe, on ``clock``: by default the workload's own ``clock()`` where it has one
     (the simulated workloads count their simulated seconds), else the wall clock.
+    ``limit_s``: the seconds the caller's ``hard_limit_s`` still leaves (after its
+    waits); an ``extend_budget`` policy's stretched budget stays inside it too.
 
     Raises:
         WorkloadError: ``run()`` returned something other than positive seconds.
@@ -114,7 +117,7 @@ def sweep(
     if clock is None:
         clock = _clock_of(workload)
     ordered: list[Chunk] = list(dict.fromkeys([None, *candidates]))
-    probe = Probe(workload, policy, check_cancelled, on_event, clock)
+    probe = Probe(workload, policy, check_cancelled, on_event, clock, limit_s)
     probe.emit("candidates", candidates=tuple(ordered))
     for _ in range(policy.prime):
         probe(None, kind="warmup")

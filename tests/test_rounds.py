@@ -373,3 +373,16 @@ def test_a_slow_pool_stretches_to_judge_one_candidate_within_the_cap() -> None:
     short = run(heavy(), balanced(hard_limit_s=hard, extend_budget=True))
     assert short.stop == "too_slow" and short.choice.chunk_size is None
     assert f"even extended to {max(10.0, 0.9 * hard):.3g} s," in short.choice.reason
+
+
+def test_a_sweep_that_starts_late_stretches_only_within_what_its_hard_limit_leaves() -> None:
+    """After waits, the stretch ends a tenth of hard_limit_s before the resolve's limit."""
+    for seed in range(6):
+        w = lognormal_32(seed)
+        pol = patient(seed=seed)
+        r = sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol, limit_s=20.0)
+        assert r.elapsed_s <= 16.0 + 2 * w.true_time(1)  # 20 s left, less 4 s of headroom
+        late = lognormal_32(seed)
+        r = sweep(late, candidate_list(pol.candidates, 8192, 32), pol, limit_s=12.0)
+        assert r.elapsed_s <= 10.0 + 2 * late.true_time(1)  # no room: the plain budget
+        assert "extended" not in r.choice.reason
