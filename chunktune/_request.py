@@ -84,7 +84,7 @@ def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
     reason = result.choice.reason
     budget = req.policy.time_budget_s
     if result.partial and result.elapsed_s > budget and req.policy.extend_budget:
-        reason += f" (partial: the budget, stretched to {result.elapsed_s:.3g} s, ended the sweep)"
+        reason += " (partial: the stretched budget ended the sweep)"
     elif result.partial:
         reason += f" (partial: the {budget:g} s budget ended the sweep)"
     return Decision(
