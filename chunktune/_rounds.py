@@ -318,7 +318,7 @@ class _Rounds:
         at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
         needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
         return too_noisy(
-            sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.pace.cap_s
+            sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.stretch.cap()
         )
 
     def last_bound(self, max_pairs: int) -> float:
@@ -454,8 +454,7 @@ class _Rounds:
         noisy: str | None = None
         self.cut = False
         if not self.open_field():
-            cap = self.pace.cap_s if p.extend_budget else None
-            why = too_slow(p, mean_call_s=self.pace.mean_call(), extended_to=cap)
+            why = too_slow(p, mean_call_s=self.pace.mean_call(), extended_to=self.stretch.cap())
             choice = Choice(None, None, (), f"kept the native chunk {self.probe.native}: {why}")
             result = self.result("too_slow", choice, partial=False)
             self.probe.emit("done", round=0, message=result.stop)

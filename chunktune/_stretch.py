@@ -42,6 +42,10 @@ class Stretch:
         self.on = self.p.extend_budget
         self.announced_s = self.p.time_budget_s
 
+    def cap(self) -> float | None:
+        """The most the budget could stretch to, for a reason; None where it cannot stretch."""
+        return self.pace.cap_s if self.on and self.pace.cap_s > self.p.time_budget_s else None
+
     def slow_pool(self, call_s: float) -> bool:
         """Stretch to what judging and confirming one candidate takes; False if the cap cannot."""
         need = least_budget(self.p, call_s)

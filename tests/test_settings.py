@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESET_FINGERPRINTS = {
     "balanced": "c2a2b6614c19",
     "off": "b566141f899a",
-    "patient": "c2a2b6614c19",  # balanced's identity: its budget stretches, its rule is the same
+    "patient": "bf51fb21bde1",
     "quick": "763e56e54685",
     "seed": "105b963c84fa",
     "thorough": "5dd379d0596f",
