@@ -122,8 +122,8 @@ time.sleep(120)
 def test_a_wait_for_another_process_is_reported_and_bounded(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """While another process holds the sweep lock: one 'waiting' report with its pid, and
-    hard_limit_s ends the wait with native and a reason naming the holder."""
+    """A wait for another process's sweep is reported once and hard_limit_s ends it with native."""
+    # one 'waiting' report with the holder's pid; the fallback's reason names the holder
     monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
     caplog.set_level(logging.INFO, logger="chunktune")
     with subprocess.Popen(

@@ -302,8 +302,9 @@ async def test_two_keys_never_measure_at_the_same_time() -> None:
 async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past hard_limit_s resolve returns native while run() is still blocked; the abandoned
-    sweep keeps the sweep lock until that run() returns, then stops and caches nothing."""
+    """Past hard_limit_s resolve returns native while run() blocks; later sweeps wait for it."""
+    # the abandoned sweep keeps the sweep lock until that run() returns, then stops and
+    # caches nothing
     import attrs
 
     from chunktune import _locks
@@ -562,8 +563,7 @@ class _SlowsAfter(SimulatedWorkload):
 
 
 def test_a_stretched_sweep_cut_short_says_so() -> None:
-    """A patient sweep whose calls slow after it stretched ends partial, and its reason says
-    the budget was stretched and that the stretched budget ended it."""
+    """A stretched sweep whose calls slow down ends partial, saying the stretched budget did it."""
     from chunktune.sim import env_costs
 
     costs = env_costs("lognormal", 8192, mean_s=1e-3, seed=7, sigma=1.0)

@@ -82,13 +82,11 @@ FIELDS = [f.name for f in attrs.fields(Policy)]
 
 
 def test_preset_fingerprints_are_pinned() -> None:
-    """The shipped presets keep their fingerprints, so cache entries keep answering.
-
-    The pins are the fingerprints of the presets in policies/*.toml, equal to those
-    of the versions that hashed the TOML form. Changing a preset's measuring or
-    choosing fields on purpose changes its fingerprint (its old entries stop
-    answering it): then update PRESET_FINGERPRINTS, the one place they are listed.
-    """
+    """The shipped presets keep their fingerprints, so cache entries keep answering."""
+    # The pins are the fingerprints of the presets in policies/*.toml, equal to those of
+    # the versions that hashed the TOML form. Changing a preset's measuring or choosing
+    # fields on purpose changes its fingerprint (its old entries stop answering it):
+    # then update PRESET_FINGERPRINTS, the one place they are listed.
     presets = chunktune.load_settings().policies
     assert {name: presets[name].fingerprint() for name in PRESET_FINGERPRINTS} == (
         PRESET_FINGERPRINTS
