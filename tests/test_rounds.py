@@ -387,3 +387,12 @@ def test_a_sweep_that_starts_late_stretches_only_within_what_its_hard_limit_leav
         r = sweep(late, candidate_list(pol.candidates, 8192, 32), pol, limit_s=12.0)
         assert r.elapsed_s <= 10.0 + 2 * late.true_time(1)  # no room: the plain budget
         assert "extended" not in r.choice.reason
+
+
+def test_the_sequential_schedule_never_stretches() -> None:
+    """extend_budget acts on the paired rounds only: a sequential sweep ends by its budget."""
+    w = lognormal_32(0)
+    pol = balanced(interleave=False, extend_budget=True, hard_limit_s=100.0)
+    r = run(w, pol)
+    assert r.elapsed_s <= pol.time_budget_s + 2 * w.true_time(1)
+    assert "extended" not in r.choice.reason
