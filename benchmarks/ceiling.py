@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -98,10 +99,12 @@ def sim_ceiling(policy: Policy, draws: int, budget_s: float) -> list[float]:
     return regrets
 
 
-def trace_ceiling(policy: Policy, draws: int, budget_s: float) -> list[TraceCeiling]:
+def trace_ceiling(
+    policy: Policy, draws: int, budget_s: float, directory: Path | None = None
+) -> list[TraceCeiling]:
     """The known-best confirmation on every recorded trace, ``draws`` replays each."""
     out: list[TraceCeiling] = []
-    for path in trace_files():
+    for path in trace_files(*([directory] if directory else [])):
         truth = ReplayWorkload.from_file(path, seed=0)
         best, best_s = truth.oracle()
         native_s = truth.true_time(None)
@@ -120,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=10, help="noise draws per case and trace")
     parser.add_argument("--budget", type=float, help="seconds (default: the policy's budget)")
     parser.add_argument("--policy", default="balanced")
+    parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
+    parser.add_argument("--no-sim", action="store_true", help="the traces only")
     args = parser.parse_args(argv)
     policy = bench_settings().get_policy(args.policy)
     budget = args.budget if args.budget is not None else policy.time_budget_s
@@ -127,14 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"best size known in advance, confirmed with {args.policy}'s test "
         f"(alpha {policy.confirm_alpha:g}, margin {policy.margin:.1%}) in {budget:g} s"
     )
-    regrets = np.array(sim_ceiling(policy, args.draws, budget))
-    per_case = regrets.reshape(len(SIM_CASES), args.draws).mean(axis=1)
-    print(
-        f"simulated ({len(SIM_CASES)} cases x {args.draws} draws): regret median "
-        f"{np.median(regrets):.2%}, p90 {np.percentile(regrets, 90):.2%}, worst case "
-        f"{per_case.max():.2%} ({SIM_CASES[int(per_case.argmax())].name})"
-    )
-    rows = trace_ceiling(policy, args.draws, budget)
+    if not args.no_sim:
+        regrets = np.array(sim_ceiling(policy, args.draws, budget))
+        per_case = regrets.reshape(len(SIM_CASES), args.draws).mean(axis=1)
+        print(
+            f"simulated ({len(SIM_CASES)} cases x {args.draws} draws): regret median "
+            f"{np.median(regrets):.2%}, p90 {np.percentile(regrets, 90):.2%}, worst case "
+            f"{per_case.max():.2%} ({SIM_CASES[int(per_case.argmax())].name})"
+        )
+    rows = trace_ceiling(policy, args.draws, budget, args.traces)
     for r in rows:
         print(
             f"  {r.name:28s} apparent {r.apparent:6.2%} held-out {r.held_out:+6.2%} "
