@@ -109,8 +109,8 @@ class Stretch:
             )
 
     def spent(self) -> str:
-        """The reason's note when the sweep ran past ``time_budget_s``, else ''."""
-        if self.probe.elapsed() <= self.p.time_budget_s:
+        """The reason's note when the sweep stretched past ``time_budget_s``, else ''."""
+        if not self.on or self.probe.elapsed() <= self.p.time_budget_s:
             return ""
         return f"; the budget was extended to {self.pace.budget_s:.3g} s"
 

@@ -396,3 +396,24 @@ def test_the_sequential_schedule_never_stretches() -> None:
     r = run(w, pol)
     assert r.elapsed_s <= pol.time_budget_s + 2 * w.true_time(1)
     assert "extended" not in r.choice.reason
+
+
+class SlowsInTheConfirmation(SimulatedWorkload):
+    """Every call from the 26th on runs five times slower: the confirmation overruns its plan."""
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        if self.calls > 25:
+            self.elapsed_s += 4 * seconds
+            return 5 * seconds
+        return seconds
+
+
+def test_a_plain_budget_overrun_by_slow_calls_is_no_stretch() -> None:
+    """A balanced sweep cut past its budget is partial, and its reason claims no stretch."""
+    costs = env_costs("lognormal", 8192, mean_s=1e-3, seed=7, sigma=1.0)
+    noise = Noise(sigma=0.05, spike_prob=0.02, spike_scale=0.5, drift=0.02, drift_period=97.0)
+    w = SlowsInTheConfirmation(costs, nthread=32, noise=noise, seed=1)
+    r = run(w, balanced(seed=1))
+    assert r.partial and r.elapsed_s > 10.0
+    assert "extended" not in r.choice.reason
