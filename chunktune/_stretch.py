@@ -5,7 +5,8 @@ the budget would otherwise end an open question, and only as far as each takes:
 
 - a pool too slow to judge one candidate: the least budget that judges and confirms one;
 - a race whose share ends with a leader at least the margin ahead of native, but
-  within the noise: the budget doubles;
+  within ``confidence_z`` standard errors of it: the budget doubles (with
+  ``confidence_z`` at 0 no leader is held back so, and the confirmation decides);
 - a gain still plausible that the rest cannot confirm: what 80% power takes (during
   the race, the whole budget scaled so the confirmation's share pays for it);
 - a confirmation whose whole plan (``confirm_max_pairs``) does not fit: the plan,

@@ -417,3 +417,15 @@ def test_a_plain_budget_overrun_by_slow_calls_is_no_stretch() -> None:
     r = run(w, balanced(seed=1))
     assert r.partial and r.elapsed_s > 10.0
     assert "extended" not in r.choice.reason
+
+
+def test_a_race_undecided_at_its_share_doubles_the_budget() -> None:
+    """A leader within the noise (confidence_z 1) as the race's share ends doubles the budget."""
+    layout = dict(num_envs=1024, nthread=8, heavy_factor=1.5, noise=Noise(sigma=0.4), seed=0)
+    plain = run(SimulatedWorkload.from_layout("blocked", **layout), balanced(confidence_z=1.0))
+    events: list[ProgressEvent] = []
+    pol = patient(confidence_z=1.0)
+    r = run(SimulatedWorkload.from_layout("blocked", **layout), pol, on_event=events.append)
+    race = [e for e in events if e.kind == "extended" and "race's share ended" in e.message]
+    assert race and race[0].seconds == 2 * pol.time_budget_s
+    assert r.rounds > plain.rounds
