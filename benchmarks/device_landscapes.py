@@ -37,6 +37,7 @@ from chunktune._record import record
 from chunktune._schedule import schedules
 from chunktune._trace import Trace, dump_trace, load_trace
 from chunktune._workload import native_chunk
+from chunktune.sim import ReplayWorkload
 
 # name, builder, nthread, share of the recording time
 PLAN: list[tuple[str, Callable[[int], Any], int, float]] = [
@@ -87,10 +88,9 @@ def sizes_for(n: int, t: int) -> list[int]:
 
 
 def best_sizes(trace: Trace, k: int) -> list[int]:
-    """The ``k`` sizes fastest against native in the same round (geometric mean)."""
-    native = np.asarray(trace.samples[native_chunk(trace.num_envs, trace.nthread)])
-    ratio = {c: float(np.mean(np.log(np.asarray(s) / native))) for c, s in trace.samples.items()}
-    return sorted(ratio, key=ratio.__getitem__)[:k]
+    """The ``k`` sizes fastest by the trace's truth (the replay's, machine state removed)."""
+    truth = ReplayWorkload(trace).landscape()
+    return sorted(truth, key=truth.__getitem__)[:k]
 
 
 def bundle(traces: Path, out: Path) -> None:

@@ -56,7 +56,6 @@ class Pace:
     def __init__(self, probe: Probe) -> None:
         p = probe.policy
         self.probe = probe
-        self.policy = p
         self.budget_s = p.time_budget_s
         self.share = p.confirm_share if p.confirm else 0.0
         self.race_limit = p.time_budget_s * (1.0 - self.share)
@@ -143,9 +142,9 @@ class Pace:
             return 0
         return max(0, self._judgeable(price, rounds))
 
-    def affordable_pairs(self, cap: int, *, budget_s: float | None = None) -> int:
-        """Confirmation pairs the rest of the budget (or ``budget_s``) pays for, at most ``cap``."""
+    def affordable_pairs(self, cap: int) -> int:
+        """Confirmation pairs the rest of the budget pays for, at most ``cap``."""
         per_call = self.per_call()
-        left = (self.budget_s if budget_s is None else budget_s) - self.probe.elapsed()
+        left = self.budget_s - self.probe.elapsed()
         by_time = math.inf if per_call <= 0 else left / (2.0 * per_call)
         return int(max(0.0, min(cap, by_time)))

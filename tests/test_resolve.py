@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 import attrs
 import pytest
+from _pools import lognormal_32
 
 import chunktune
 from chunktune import (
@@ -551,24 +552,9 @@ async def test_resolve_sync_in_a_plain_callback_of_the_loop_raises() -> None:
     assert isinstance(outcome[0], UsageError)
 
 
-class _SlowsAfter(SimulatedWorkload):
-    """Every call from the 46th on runs five times slower (a neighbour's job arrived)."""
-
-    def run(self, chunk_size: int | None) -> float:
-        seconds = super().run(chunk_size)
-        if self.calls > 45:
-            self.elapsed_s += 4 * seconds
-            return 5 * seconds
-        return seconds
-
-
 def test_a_stretched_sweep_cut_short_says_so() -> None:
     """A stretched sweep whose calls slow down ends partial, saying the stretched budget did it."""
-    from chunktune.sim import env_costs
-
-    costs = env_costs("lognormal", 8192, mean_s=1e-3, seed=7, sigma=1.0)
-    noise = Noise(sigma=0.05, spike_prob=0.02, spike_scale=0.5, drift=0.02, drift_period=97.0)
-    w = _SlowsAfter(costs, nthread=32, noise=noise, seed=4)
+    w = lognormal_32(4, slow_after=45)
     settings = chunktune.load_settings()
     policy = settings.get_policy("patient")
     d = chunktune.resolve_sync(w, settings=settings, policy=attrs.evolve(policy, seed=4))

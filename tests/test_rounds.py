@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from _pools import lognormal_32
 
 from chunktune import Policy, load_settings
 from chunktune._candidates import candidate_list
@@ -308,13 +309,6 @@ def test_one_slow_priming_call_does_not_cut_the_field() -> None:
 # -- extend_budget --------------------------------------------------------------------
 
 
-def lognormal_32(seed: int) -> SimulatedWorkload:
-    """8192 envs on 32 threads, 0.28 s a call at 5% noise with spikes: 3 is 5% faster."""
-    costs = env_costs("lognormal", 8192, mean_s=1e-3, seed=7, sigma=1.0)
-    noise = Noise(sigma=0.05, spike_prob=0.02, spike_scale=0.5, drift=0.02, drift_period=97.0)
-    return SimulatedWorkload(costs, nthread=32, noise=noise, seed=seed)
-
-
 def patient(**changes: object) -> Policy:
     return attrs.evolve(load_settings().get_policy("patient"), **changes)  # type: ignore[arg-type]
 
@@ -398,22 +392,9 @@ def test_the_sequential_schedule_never_stretches() -> None:
     assert "extended" not in r.choice.reason
 
 
-class SlowsInTheConfirmation(SimulatedWorkload):
-    """Every call from the 26th on runs five times slower: the confirmation overruns its plan."""
-
-    def run(self, chunk_size: int | None) -> float:
-        seconds = super().run(chunk_size)
-        if self.calls > 25:
-            self.elapsed_s += 4 * seconds
-            return 5 * seconds
-        return seconds
-
-
 def test_a_plain_budget_overrun_by_slow_calls_is_no_stretch() -> None:
     """A balanced sweep cut past its budget is partial, and its reason claims no stretch."""
-    costs = env_costs("lognormal", 8192, mean_s=1e-3, seed=7, sigma=1.0)
-    noise = Noise(sigma=0.05, spike_prob=0.02, spike_scale=0.5, drift=0.02, drift_period=97.0)
-    w = SlowsInTheConfirmation(costs, nthread=32, noise=noise, seed=1)
+    w = lognormal_32(1, slow_after=25)  # the confirmation's calls overrun its plan
     r = run(w, balanced(seed=1))
     assert r.partial and r.elapsed_s > 10.0
     assert "extended" not in r.choice.reason
