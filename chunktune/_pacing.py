@@ -3,7 +3,8 @@
 A sweep's calls are priced at the mean call so far plus a sixth for calls that run
 slower (the machine drifts), so a round or a confirmation planned on the price ends
 by its plan rather than being cut by the budget. The race spends its share,
-``time_budget_s * (1 - confirm_share)``; the confirmation what is left.
+``time_budget_s * (1 - confirm_share)``; the confirmation what is left, and more
+when its leader's gain needs more pairs than that pays for (:meth:`Pace.reserve`).
 
 A policy with ``extend_budget`` may stretch the budget, up to nine tenths of its
 ``hard_limit_s``, where the budget is too short to judge even one candidate
@@ -58,6 +59,7 @@ class Pace:
         self.probe = probe
         self.budget_s = p.time_budget_s
         self.share = p.confirm_share if p.confirm else 0.0
+        self.held_s = 0.0  # what the confirmation holds back from the race, beyond its share
         self.race_limit = p.time_budget_s * (1.0 - self.share)
         self.cap_s = p.time_budget_s  # the most the budget may be stretched to
         if p.extend_budget and p.hard_limit_s is not None:
@@ -71,8 +73,21 @@ class Pace:
         if budget_s > self.cap_s:
             return False
         self.budget_s = max(self.budget_s, budget_s)
-        self.race_limit = self.budget_s * (1.0 - self.share)
+        self._limit_race()
         return True
+
+    def reserve(self, pairs: int) -> None:
+        """Hold back from the race what ``pairs`` confirmation pairs cost, at today's price.
+
+        The confirmation's share is a floor: when confirming the race's leader takes
+        more pairs than the share pays for, the race ends earlier, since a leader that
+        cannot be confirmed is worth nothing. Each call replaces the last reserve.
+        """
+        self.held_s = 2.0 * pairs * self.per_call()
+        self._limit_race()
+
+    def _limit_race(self) -> None:
+        self.race_limit = self.budget_s - max(self.budget_s * self.share, self.held_s)
 
     def extend_for(self, pairs: int, *, racing: bool) -> bool:
         """Stretch the budget so ``pairs`` confirmation pairs fit; False if the cap is too short.

@@ -21,7 +21,9 @@
    could clear the margin, at ``max_rounds``, between rounds when the race's share
    of the budget cannot pay for another (:mod:`chunktune._pacing`; first the field
    is cut to its best), or when the noise gate finds that no gain still plausible
-   could be confirmed within what is left of the budget.
+   could be confirmed within what is left of the budget. The race's share is at
+   most ``1 - confirm_share``: less when confirming its leader takes more pairs
+   (:meth:`_Rounds.reserve`).
 4. **Choose by evidence.** The measured best, unless native is within the noise
    of it (``confidence_z``), it is short of the margin, or confirming its gain
    would take more pairs than the budget allows: then native.
@@ -183,6 +185,11 @@ class _Rounds:
     def leader(self) -> Chunk:
         return min(self.judged(), key=lambda c: (self.ev.location(c), c is not None, c or 0))
 
+    def front(self) -> int | None:
+        """The best live candidate with the rounds to be judged (native aside), or None."""
+        judged = [c for c in self.live if self.ev.count(c) >= self.p.min_rounds]
+        return min(judged, key=lambda c: (self.ev.location(c), c)) if judged else None
+
     def drop(self, c: int) -> None:
         self.live.remove(c)
         self.dropped[c] = self.round
@@ -275,6 +282,30 @@ class _Rounds:
 
     # -- the noise gate -----------------------------------------------------------
 
+    def reserve(self) -> None:
+        """Hold back from the race the pairs that confirming its leader takes (80% power).
+
+        The leader's gain is taken one standard error below the race's estimate (the
+        best of a field measured with noise was also lucky), and only when that still
+        clears the margin does it hold anything back: the race may yet find a larger
+        gain. When the pairs cost more than is left, the race ends now and the
+        confirmation gets all of it: every further round would take pairs from a
+        leader worth leaving native for. A policy that may stretch its budget
+        stretches it for the pairs instead (:meth:`chunktune._stretch.Stretch.pairs`).
+        """
+        p = self.p
+        lead = self.front() if p.confirm and not p.extend_budget else None
+        if lead is None:
+            return
+        vs = self.ev.compare(lead, None)
+        gain = -vs.diff - vs.se
+        if not (math.isfinite(gain) and gain >= self.need):
+            self.pace.reserve(0)
+            return
+        sigma = self.ev.sigma()[0]
+        needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
+        self.pace.reserve(min(p.confirm_max_pairs, max(p.confirm_min_pairs, math.ceil(needed))))
+
     def affordable_pairs(self) -> int:
         """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
         return self.pace.affordable_pairs(self.p.confirm_max_pairs)
@@ -296,10 +327,9 @@ class _Rounds:
             return None
         sigma = self.ev.sigma()[0]
         if final:
-            judged = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
-            if not judged:
+            lead = self.front()
+            if lead is None:
                 return None
-            lead = min(judged, key=lambda c: (self.ev.location(c), c))
             gain = max(-self.ev.compare(lead, None).diff, self.need)
         else:
             gain = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
@@ -327,10 +357,9 @@ class _Rounds:
 
     def undecided(self) -> tuple[int, float] | None:
         """The leader and its gain when it looks at least the margin ahead but within the noise."""
-        judged = [c for c in self.live if self.ev.count(c) >= self.p.min_rounds]
-        if not judged:
+        lead = self.front()
+        if lead is None:
             return None
-        lead = min(judged, key=lambda c: (self.ev.location(c), c))
         vs = self.ev.compare(lead, None)
         if -vs.diff < self.need or not math.isfinite(vs.se) or vs.upper(self.p.confidence_z) < 0:
             return None
@@ -477,6 +506,7 @@ class _Rounds:
                     continue
                 if p.race:
                     self.race()
+                self.reserve()
                 noisy = self.too_noisy(final=False)
                 if noisy is not None:
                     stop = "noisy"

@@ -24,7 +24,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
-        names += ("device_landscapes",)
+        names += ("device_landscapes", "unseen")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -249,3 +249,26 @@ def test_device_script_records_a_real_batch_and_skips_one_the_deadline_cannot_fi
     (traces / "tiny-t2.json").unlink()
     assert device.record_one("tiny", build, 2, 0.5, time.monotonic(), traces) is None
     assert not list(traces.iterdir())
+
+
+def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
+    bench: dict[str, ModuleType],
+) -> None:
+    """The same base draws the same landscapes; each run's regret and harm come from the truth."""
+    unseen, measure = bench["unseen"], bench["measure"]
+    cases = unseen.draw_cases(4, 5)
+    assert cases == unseen.draw_cases(4, 5) and cases != unseen.draw_cases(4, 6)
+    assert len({c.layout for c in unseen.draw_cases(60, 5)}) >= 5
+    policies = measure.policies_named(measure.bench_settings(), ["balanced", "quick"])
+    rows = unseen.unseen_rows(cases[:2], policies, 2)
+    assert len(rows) == 2 * 2 * 2
+    for row in rows:
+        truth = next(c for c in cases if c.name == row.case).workload()
+        _, best = truth.oracle()
+        chosen = truth.true_time(row.chunk_size)
+        assert row.regret == pytest.approx(chosen / best - 1.0) and row.regret >= 0.0
+        assert row.vs_native == pytest.approx(chosen / truth.true_time(None) - 1.0)
+        assert row.probe_seconds > 0.0
+    summary = unseen.summarize(rows)
+    assert set(summary) == {"balanced", "quick"} and summary["balanced"].runs == 4
+    assert "balanced" in unseen.report(rows)

@@ -1,0 +1,198 @@
+"""Policies on landscapes drawn at random: shapes, sizes and noise the suite never named.
+
+    python benchmarks/unseen.py [--cases 300] [--seeds 3] [--base 777] [--policies balanced,patient]
+
+The simulated suite (``cases.py``) is a fixed list, and a policy tuned on it may fit
+it. Here every case is drawn from ``--base``: a layout (any of ``chunktune.sim``'s),
+4-128 threads, 8-256 envs a thread (plus a remainder), a native call of 20-500 ms,
+a contended queue or none, and noise of 1-10% per call with 0-6% spikes and a 0-15%
+drift. Each case runs ``--seeds`` noise draws per policy, in simulated seconds, and is
+scored by its exact model: regret (chosen over the best size, minus 1), harm (chosen
+over native, minus 1; a run more than 0.5% slower counts) and the share of the gain
+on offer (native against the best size) captured, summed over every run. Different
+``--base`` values give independent sets: a change that helps on one and not another
+is fitting, not a method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import attrs
+import numpy as np
+from measure import bench_settings, policies_named
+
+from chunktune import Policy
+from chunktune._candidates import candidate_list
+from chunktune._sweep import sweep
+from chunktune.sim import LAYOUTS, Noise, SimulatedWorkload, env_costs
+
+HARM = 0.005  # a run more than this slower than native is a harmful one
+
+
+class UnseenCase(NamedTuple):
+    """One random landscape: the pool's costs and how its calls stray from them."""
+
+    layout: str
+    num_envs: int
+    nthread: int
+    mean_s: float
+    queue_s: float
+    noise: Noise
+    index: int
+    base: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.layout}-{self.num_envs}x{self.nthread}"
+
+    def workload(self, seed: int | None = None) -> SimulatedWorkload:
+        """The pool: noiseless (the truth) when ``seed`` is None, else with its noise."""
+        costs = env_costs(
+            self.layout, self.num_envs, mean_s=self.mean_s, seed=self.base + self.index
+        )
+        return SimulatedWorkload(
+            costs,
+            nthread=self.nthread,
+            queue_s=self.queue_s,
+            noise=Noise() if seed is None else self.noise,
+            seed=0 if seed is None else 10 * self.base + 7 * self.index + seed,
+            name=self.layout,
+        )
+
+
+def draw_cases(count: int, base: int) -> list[UnseenCase]:
+    """``count`` random landscapes, the same for the same ``base``."""
+    rng = np.random.default_rng(base)
+    cases = []
+    for index in range(count):
+        layout = str(rng.choice(LAYOUTS))
+        nthread = int(rng.choice([4, 8, 12, 16, 24, 32, 48, 64, 96, 128]))
+        num_envs = int(
+            nthread * rng.choice([8, 16, 24, 32, 64, 128, 256]) + rng.integers(0, nthread)
+        )
+        call_s = float(np.exp(rng.uniform(np.log(0.02), np.log(0.5))))
+        queue_s = float(rng.choice([0.0, 0.0, 1e-6, 5e-6, 2e-5]))
+        noise = Noise(
+            sigma=float(rng.uniform(0.01, 0.10)),
+            spike_prob=float(rng.uniform(0.0, 0.06)),
+            spike_scale=0.5,
+            drift=float(rng.uniform(0.0, 0.15)),
+            drift_period=97.0,
+        )
+        mean_s = call_s * nthread / num_envs
+        cases.append(UnseenCase(layout, num_envs, nthread, mean_s, queue_s, noise, index, base))
+    return cases
+
+
+class UnseenRow(NamedTuple):
+    """One policy's sweep of one noise draw of one case, scored by the exact model."""
+
+    case: str
+    policy: str
+    seed: int
+    chunk_size: int | None
+    regret: float
+    vs_native: float  # chosen / native - 1: above 0 is slower than native
+    offered: float  # 1 - best / native
+    probe_seconds: float
+
+
+def unseen_rows(
+    cases: Sequence[UnseenCase], policies: Mapping[str, Policy], seeds: int
+) -> list[UnseenRow]:
+    rows = []
+    for case in cases:
+        truth = case.workload()
+        native = truth.true_time(None)
+        _, best = truth.oracle()
+        for name, policy in policies.items():
+            for seed in range(seeds):
+                w = case.workload(seed)
+                candidates = candidate_list(policy.candidates, w.num_envs, w.nthread)
+                r = sweep(w, candidates, attrs.evolve(policy, seed=seed))
+                chosen = truth.true_time(r.choice.chunk_size)
+                rows.append(
+                    UnseenRow(
+                        case.name,
+                        name,
+                        seed,
+                        r.choice.chunk_size,
+                        chosen / best - 1.0,
+                        chosen / native - 1.0,
+                        1.0 - best / native,
+                        r.probe_seconds,
+                    )
+                )
+    return rows
+
+
+class Summary(NamedTuple):
+    runs: int
+    median: float
+    p90: float
+    harmful: int
+    worst: float  # the largest chosen / native - 1
+    offered: float  # summed over runs
+    captured: float  # summed over runs
+    probe_s: float  # mean per run
+
+
+def summarize(rows: Sequence[UnseenRow]) -> dict[str, Summary]:
+    out = {}
+    for name in dict.fromkeys(r.policy for r in rows):
+        mine = [r for r in rows if r.policy == name]
+        regret = np.array([r.regret for r in mine])
+        harm = np.array([r.vs_native for r in mine])
+        out[name] = Summary(
+            runs=len(mine),
+            median=float(np.median(regret)),
+            p90=float(np.percentile(regret, 90)),
+            harmful=int(np.sum(harm > HARM)),
+            worst=float(harm.max()),
+            offered=float(sum(r.offered for r in mine)),
+            captured=float(-harm.sum()),
+            probe_s=float(np.mean([r.probe_seconds for r in mine])),
+        )
+    return out
+
+
+def report(rows: Sequence[UnseenRow]) -> str:
+    head = (
+        f"{'policy':10s} {'runs':>5s} {'median':>7s} {'p90':>7s} {'>0.5% slower':>13s} "
+        f"{'worst vs nat':>13s} {'captured':>9s} {'of offered':>11s} {'share':>6s} "
+        f"{'probe s/run':>12s}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, s in summarize(rows).items():
+        share = s.captured / s.offered if s.offered > 0 else 0.0
+        lines.append(
+            f"{name:10s} {s.runs:5d} {s.median:7.2%} {s.p90:7.2%} {s.harmful:13d} "
+            f"{s.worst:+13.2%} {s.captured / s.runs:9.2%} {s.offered / s.runs:11.2%} "
+            f"{share:6.1%} {s.probe_s:12.1f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=300, help="random landscapes to draw")
+    parser.add_argument("--seeds", type=int, default=3, help="noise draws per case and policy")
+    parser.add_argument("--base", type=int, default=777, help="the seed the cases are drawn from")
+    parser.add_argument("--policies", default="balanced,patient", help="comma-separated names")
+    args = parser.parse_args(argv)
+    policies = policies_named(bench_settings(), args.policies.split(","))
+    rows = unseen_rows(draw_cases(args.cases, args.base), policies, args.seeds)
+    print(
+        f"{args.cases} random landscapes (base {args.base}) x {args.seeds} noise draws; "
+        "captured and offered are means per run of 1 - chosen/native and 1 - best/native\n"
+    )
+    print(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
