@@ -304,7 +304,9 @@ class _Rounds:
             return
         sigma = self.ev.sigma()[0]
         needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
-        self.pace.reserve(min(p.confirm_max_pairs, max(p.confirm_min_pairs, math.ceil(needed))))
+        # a gain of exactly 0 (possible at margin 0) would need every pair there is
+        pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
+        self.pace.reserve(max(p.confirm_min_pairs, min(p.confirm_max_pairs, pairs)))
 
     def affordable_pairs(self) -> int:
         """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
