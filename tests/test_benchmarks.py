@@ -24,7 +24,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
-        names += ("device_landscapes", "unseen")
+        names += ("device_landscapes", "unseen", "needle")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -272,3 +272,17 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     summary = unseen.summarize(rows)
     assert set(summary) == {"balanced", "quick"} and summary["balanced"].runs == 4
     assert "balanced" in unseen.report(rows)
+
+
+def test_needle_finds_a_clear_needle_and_scores_every_other_size_as_native(
+    bench: dict[str, ModuleType],
+) -> None:
+    """Under 1% noise a 20% needle is found every time; the report counts false confirmations."""
+    needle, measure = bench["needle"], bench["measure"]
+    w = needle.Needle(good=7, gain=0.2, sigma=0.0, seed=0)
+    assert w.run(7) == pytest.approx(0.8 * w.run(None)) and w.run(3) == w.run(None)
+    policies = measure.policies_named(measure.bench_settings(), ["balanced"])
+    rows = needle.needle_rows(policies, 2, 0.2, (0.01,))
+    assert rows and all(r.chunk_size == r.needle for r in rows)
+    assert all(r.captured == pytest.approx(0.2) for r in rows)
+    assert "0 false confirmations" in needle.report(rows, 0.2)
