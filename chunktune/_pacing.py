@@ -86,6 +86,10 @@ class Pace:
         self.held_s = 2.0 * pairs * self.per_call()
         self._limit_race()
 
+    def holding(self) -> bool:
+        """Whether the confirmation holds back more than its share, so the race ends sooner."""
+        return self.held_s > self.budget_s * self.share
+
     def _limit_race(self) -> None:
         self.race_limit = self.budget_s - max(self.budget_s * self.share, self.held_s)
 

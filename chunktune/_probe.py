@@ -19,7 +19,7 @@ from ._workload import Workload, check_seconds, native_chunk, upper_chunk
 __all__ = ["Chunk", "Probe", "StopReason", "SweepResult"]
 
 Chunk = int | None
-StopReason = Literal["settled", "max_rounds", "budget", "noisy", "too_slow"]
+StopReason = Literal["settled", "max_rounds", "budget", "confirming", "noisy", "too_slow"]
 
 
 @attrs.frozen(kw_only=True)
@@ -29,7 +29,9 @@ class SweepResult:
     ``gain`` is the estimated fraction by which the choice beats native (0.0 when
     native is kept); ``gain_ci`` its confidence interval when a confirmation ran.
     ``stop`` says why measuring ended: ``"settled"``, ``"max_rounds"``,
-    ``"budget"`` (the budget, or the race's share of it, was spent) or ``"noisy"``.
+    ``"budget"`` (the budget, or the race's share of it, was spent), ``"confirming"``
+    (the race ended early to leave its leader's confirmation the pairs it needs),
+    ``"noisy"`` or ``"too_slow"``.
     """
 
     samples: dict[Chunk, tuple[float, ...]]

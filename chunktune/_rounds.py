@@ -496,7 +496,9 @@ class _Rounds:
             for r in range(1, p.max_rounds + 1):
                 fits = r == 1 or self.fit_round() or (self.extend_race() and self.fit_round())
                 if not fits:
-                    stop = "budget"  # the race's share is spent: a planned end
+                    # the race's share is spent, or what confirming its leader takes
+                    # begins: a planned end either way
+                    stop = "confirming" if self.pace.holding() else "budget"
                     break
                 self.round = r
                 if not self.measure_round():

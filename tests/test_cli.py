@@ -873,3 +873,17 @@ def test_a_sweep_too_slow_to_judge_says_so_when_done(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert "calls are too slow for the budget to judge a candidate" in err
     assert "ran out" not in err
+
+
+def test_a_race_ended_for_its_leaders_confirmation_says_so_when_done(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A race that handed the rest to the confirmation is not worded as a budget that ran out."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("balanced", 10.0, quiet=False)
+    display(ProgressEvent(kind="done", round=3, message="confirming", elapsed_s=7.1))
+    err = capsys.readouterr().err
+    assert "the race ended early: confirming its leader needed the rest" in err
+    assert "ran out" not in err

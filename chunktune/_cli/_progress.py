@@ -24,6 +24,7 @@ __all__ = ["progress_display"]
 # a stop reason travels in a progress event's message: any text, keyed here by the reason
 _STOPS: dict[str, str] = {
     "budget": "the time budget ran out",
+    "confirming": "the race ended early: confirming its leader needed the rest",
     "settled": "the answer is settled",
     "max_rounds": "all rounds are done",
     "noisy": "the machine is too noisy to confirm a gain in the budget",
