@@ -280,7 +280,7 @@ class _Rounds:
             self.probe.emit("refined", candidates=tuple(added), round=self.round)
         return added
 
-    # -- the noise gate -----------------------------------------------------------
+    # -- the confirmation's claim on the budget -------------------------------------
 
     def reserve(self) -> None:
         """Hold back from the race the pairs that confirming its leader takes (80% power).
@@ -307,6 +307,8 @@ class _Rounds:
         # a gain of exactly 0 (possible at margin 0) would need every pair there is
         pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
         self.pace.reserve(max(p.confirm_min_pairs, min(p.confirm_max_pairs, pairs)))
+
+    # -- the noise gate -----------------------------------------------------------
 
     def affordable_pairs(self) -> int:
         """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
