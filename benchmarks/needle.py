@@ -24,9 +24,9 @@ import attrs
 import numpy as np
 from measure import bench_settings, policies_named
 
-from chunktune import Policy
+import chunktune
+from chunktune import Policy, Settings
 from chunktune._candidates import candidate_list
-from chunktune._sweep import sweep
 
 NUM_ENVS, NTHREAD, CALL_S = 4096, 16, 0.05
 
@@ -66,7 +66,11 @@ class NeedleRow(NamedTuple):
 
 
 def needle_rows(
-    policies: dict[str, Policy], draws: int, gain: float, sigmas: Sequence[float]
+    policies: dict[str, Policy],
+    draws: int,
+    gain: float,
+    sigmas: Sequence[float],
+    settings: Settings,
 ) -> list[NeedleRow]:
     rows = []
     for name, policy in policies.items():
@@ -76,8 +80,8 @@ def needle_rows(
             for k, good in enumerate(needles):
                 for draw in range(draws):
                     w = Needle(good, gain, sigma, seed=100 * draw + k)
-                    r = sweep(w, candidates, attrs.evolve(policy, seed=draw))
-                    chosen = r.choice.chunk_size
+                    pol = attrs.evolve(policy, seed=draw)
+                    chosen = chunktune.resolve_sync(w, settings=settings, policy=pol).chunk_size
                     captured = 1.0 - w.true_time(chosen) / w.true_time(None)
                     rows.append(NeedleRow(name, sigma, good, draw, chosen, captured))
     return rows
@@ -110,8 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gain", type=float, default=0.06, help="how much faster the needle is")
     parser.add_argument("--policies", default="balanced", help="comma-separated names")
     args = parser.parse_args(argv)
-    policies = policies_named(bench_settings(), args.policies.split(","))
-    rows = needle_rows(policies, args.draws, args.gain, (0.03, 0.06, 0.10))
+    settings = bench_settings()
+    policies = policies_named(settings, args.policies.split(","))
+    rows = needle_rows(policies, args.draws, args.gain, (0.03, 0.06, 0.10), settings)
     print(report(rows, args.gain))
     return 0
 

@@ -25,9 +25,8 @@ import attrs
 import numpy as np
 from measure import bench_settings, policies_named
 
-from chunktune import Policy
-from chunktune._candidates import candidate_list
-from chunktune._sweep import sweep
+import chunktune
+from chunktune import Policy, Settings
 from chunktune.sim import LAYOUTS, Noise, SimulatedWorkload, env_costs
 
 HARM = 0.005  # a run more than this slower than native is a harmful one
@@ -102,7 +101,7 @@ class UnseenRow(NamedTuple):
 
 
 def unseen_rows(
-    cases: Sequence[UnseenCase], policies: Mapping[str, Policy], seeds: int
+    cases: Sequence[UnseenCase], policies: Mapping[str, Policy], seeds: int, settings: Settings
 ) -> list[UnseenRow]:
     rows = []
     for case in cases:
@@ -111,20 +110,20 @@ def unseen_rows(
         _, best = truth.oracle()
         for name, policy in policies.items():
             for seed in range(seeds):
-                w = case.workload(seed)
-                candidates = candidate_list(policy.candidates, w.num_envs, w.nthread)
-                r = sweep(w, candidates, attrs.evolve(policy, seed=seed))
-                chosen = truth.true_time(r.choice.chunk_size)
+                decision = chunktune.resolve_sync(
+                    case.workload(seed), settings=settings, policy=attrs.evolve(policy, seed=seed)
+                )
+                chosen = truth.true_time(decision.chunk_size)
                 rows.append(
                     UnseenRow(
                         case.name,
                         name,
                         seed,
-                        r.choice.chunk_size,
+                        decision.chunk_size,
                         chosen / best - 1.0,
                         chosen / native - 1.0,
                         1.0 - best / native,
-                        r.probe_seconds,
+                        decision.probe_seconds,
                     )
                 )
     return rows
@@ -184,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--base", type=int, default=777, help="the seed the cases are drawn from")
     parser.add_argument("--policies", default="balanced,patient", help="comma-separated names")
     args = parser.parse_args(argv)
-    policies = policies_named(bench_settings(), args.policies.split(","))
-    rows = unseen_rows(draw_cases(args.cases, args.base), policies, args.seeds)
+    settings = bench_settings()
+    policies = policies_named(settings, args.policies.split(","))
+    rows = unseen_rows(draw_cases(args.cases, args.base), policies, args.seeds, settings)
     print(
         f"{args.cases} random landscapes (base {args.base}) x {args.seeds} noise draws; "
         "captured and offered are means per run of 1 - chosen/native and 1 - best/native\n"

@@ -259,8 +259,9 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     cases = unseen.draw_cases(4, 5)
     assert cases == unseen.draw_cases(4, 5) and cases != unseen.draw_cases(4, 6)
     assert len({c.layout for c in unseen.draw_cases(60, 5)}) >= 5
-    policies = measure.policies_named(measure.bench_settings(), ["balanced", "quick"])
-    rows = unseen.unseen_rows(cases[:2], policies, 2)
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced", "quick"])
+    rows = unseen.unseen_rows(cases[:2], policies, 2, settings)
     assert len(rows) == 2 * 2 * 2
     for row in rows:
         truth = next(c for c in cases if c.name == row.case).workload()
@@ -281,8 +282,9 @@ def test_needle_finds_a_clear_needle_and_scores_every_other_size_as_native(
     needle, measure = bench["needle"], bench["measure"]
     w = needle.Needle(good=7, gain=0.2, sigma=0.0, seed=0)
     assert w.run(7) == pytest.approx(0.8 * w.run(None)) and w.run(3) == w.run(None)
-    policies = measure.policies_named(measure.bench_settings(), ["balanced"])
-    rows = needle.needle_rows(policies, 2, 0.2, (0.01,))
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced"])
+    rows = needle.needle_rows(policies, 2, 0.2, (0.01,), settings)
     assert rows and all(r.chunk_size == r.needle for r in rows)
     assert all(r.captured == pytest.approx(0.2) for r in rows)
     assert "0 false confirmations" in needle.report(rows, 0.2)
