@@ -64,9 +64,12 @@ def calibration_rows(
             continue
         alone = attrs.evolve(policy, candidates=ExplicitCandidates(sizes=(size,)))
         for d in range(draws):
-            workload = ReplayWorkload.from_file(path, seed=d)
+            # a seed of its own for every size: a replay's noise follows its seed, not the
+            # size, so sizes sharing seeds would share one stretch of luck
+            seed = size * draws + d
+            workload = ReplayWorkload.from_file(path, seed=seed)
             decision = chunktune.resolve_sync(
-                workload, settings=settings, policy=attrs.evolve(alone, seed=d)
+                workload, settings=settings, policy=attrs.evolve(alone, seed=seed)
             )
             left = decision.chunk_size is not None
             rows.append(CalibrationRow(trace_name(path), size, gain, d, left))

@@ -11,31 +11,40 @@ size's median: with dozens of sizes per round it is pinned down far more tightly
 than any one size's cost.
 
 The noise ``e`` itself has a memory: on this project's 2-core VM neighbouring calls
-share about half of it (lag-1 correlation 0.4-0.5, fading over 5-10 calls). Where
-the trace records the order the calls ran in, each round's residuals in that order
-are split into the machine's short-lived state ``m[r, k]`` (their centered moving
-average over 7 calls around position ``k``) and what is the call's own,
-``e[c, r] - m[r, k(c, r)]``.
+share about half of it (lag-1 correlation 0.4-0.55, about 0.2 at lag 3, gone by lag 5;
+0.1-0.55 at lag 1 on 4-16 cores). Where the trace records the order the calls ran in,
+each round's residuals ``e[c, r]`` (less each size's mean) are kept in that order.
 
-**Replay.** The replayed machine walks through a recorded round's states, one call
-at a time, and then on to a random recorded round: its level at each call is
-``rho[s] + m[s, k]``. A probe of size ``c`` draws one of ``c``'s own recorded calls
-at random and moves it from the machine state it was recorded in to the current
-one: ``t[c, r'] * exp(rho[s] + m[s, k] - rho[r'] - m[r', k(c, r')])``. So every
-probe is a real call, with its real noise, on a machine that drifts the way the
-recorded one did, fast and slow: calls made next to each other share the
-machine's state, as on the real one, and pairing them pays off as it does there.
-Without the order (a trace written by hand) the state is the round's level only,
-and the machine moves to a random recorded round with probability ``1/sizes``
-after each call.
+**Replay.** The replayed machine walks through a recorded round's calls, one at a
+time, and then on to a random recorded round. A probe of size ``c`` at the ``k``-th
+call of recorded round ``s`` takes that call's noise, in multiples of the spread of
+the size that made it, at ``c``'s own spread ``sd[c]``:
+``true_time(c) * exp(rho[s] + sd[c] * e[c', s] / sd[c'])``, where ``c'`` ran ``k``-th
+in round ``s``. So the replayed noise is the recorded sequence itself: calls next to
+each other share as much of it as the recorded ones did and forget it as fast, and
+each size keeps its own spread. Two simpler models were measured against the
+recordings (each trace re-recorded through its replay) and dropped: moving each
+size's own recorded calls into a smoothed machine state (a 7-call moving average)
+remembered too long (lag 3 on the 2-core traces: 0.12-0.37 against the recorded
+0.07-0.27) and made
+alternating N W N W look no better than N W W N, where the recorded 2-core noise
+gives the alternation 5-30% less variance; and a state shared alike by every size
+contradicts the recordings, where the noise two neighbouring calls share grows with
+the product of their sizes' spreads (a size that synchronises more feels the same
+burst more). Without the order (a trace written by hand) a probe is one of ``c``'s
+recorded calls, moved from its round's level to the current one, and the machine
+moves to a random recorded round with probability ``1/sizes`` after each call.
 
 **Truth.** ``true_time(c)`` is the geometric mean of ``c``'s recorded calls, each
 moved from the machine state it ran in to the mean level:
-``exp(mean over r of (log t[c, r] - rho[r] - m[r, k(c, r)]))``. That is exactly
-what a replay of ``c`` draws around, so within the replayed world scores are exact.
-(Taking out the round level alone is not: on one recording native's calls happened
-to fall in stretches 9% slower than the average call, so a replay, which moves each
-call out of the state it ran in, drew native 8% faster than such a truth said.) It
+``exp(mean over r of (log t[c, r] - rho[r] - m[r, k(c, r)]))``, where the short-lived
+state ``m[r, k]`` is the centered moving average of round ``r``'s residuals over the
+7 calls around position ``k``. A replay of ``c`` draws around exactly that (the
+recorded noise averages 0 over every call, and the walk visits every call alike), so
+within the replayed world scores are exact. Taking the short-lived state out as well
+as the round's level makes the truth tighter and fair to a size whose calls happened
+to run in slow stretches (on one recording native's calls fell in stretches 9% slower
+than the average call, and a truth with the round's level alone scored it 8% slow). It
 is a mean over all ``R`` rounds, never a minimum, so one lucky call does not make a
 size look fast. The one bias left is selection: the best of many sizes, each known to
 ``sigma / sqrt(R)``, is likely one whose mean came out low. :meth:`offered_gain`
@@ -56,7 +65,7 @@ from ._errors import InvalidArgumentError
 from ._trace import Trace, load_trace
 from ._workload import SignatureValue, check_chunk_size, native_chunk
 
-__all__ = ["ReplayWorkload", "decompose", "machine_states"]
+__all__ = ["ReplayWorkload", "decompose", "machine_states", "standardized_noise"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -88,6 +97,37 @@ def machine_states(
         for k, c in enumerate(calls):
             own[index[c], r] -= states[r, k]
     return states, own
+
+
+def standardized_noise(
+    residuals: FloatArray, order: tuple[tuple[int, ...], ...], sizes: list[int]
+) -> tuple[FloatArray, FloatArray]:
+    """Each round's calls, in the order they ran, as multiples of their size's spread.
+
+    ``residuals[size, round]`` are the level-free calls less each size's mean.
+    Returns ``(spread, noise)``: ``noise[round, k]``, the ``k``-th call's residual
+    over its size's standard deviation (0 for a size that never varied);
+    ``spread[size]``, that standard deviation with its sampling error shrunk out.
+    A standard deviation from ``R`` calls is itself off by about ``1/sqrt(2R)`` (13%
+    at 30 rounds), and a replay that scaled the machine's state by it would swing a
+    size that merely looked noisier further than its neighbours in every slow or
+    fast stretch, inventing a gain: so each size's log spread is pulled toward
+    their mean by the share of their scatter that sampling explains.
+    """
+    spread = residuals.std(axis=1)
+    safe = np.where(spread > 0, spread, 1.0)
+    standardized = np.where(spread[:, None] > 0, residuals / safe[:, None], 0.0)
+    index = {c: i for i, c in enumerate(sizes)}
+    noise = np.array([[standardized[index[c], r] for c in calls] for r, calls in enumerate(order)])
+    varied = spread > 0
+    if varied.sum() >= 2 and residuals.shape[1] >= 2:
+        logs = np.log(spread[varied])
+        scatter = float(logs.var())
+        sampling = 1.0 / (2.0 * (residuals.shape[1] - 1))
+        weight = max(0.0, 1.0 - sampling / scatter) if scatter > 0 else 0.0
+        spread = spread.copy()
+        spread[varied] = np.exp(logs.mean() + weight * (logs - logs.mean()))
+    return spread, noise
 
 
 def decompose(logs: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -126,17 +166,18 @@ class ReplayWorkload:
         logs = np.log(np.array([trace.samples[c] for c in self.sizes], dtype=float))
         self._rho, adjusted = decompose(logs)
         self._switch = 1.0 / len(self.sizes)
-        self._states: FloatArray | None = None
         # the state each recorded call ran in: round level plus, with the order, the
         # short-lived state; a replayed call is moved from it to the replay's state
         self._recorded_in = np.broadcast_to(self._rho, adjusted.shape).copy()
         complete = len(trace.order) == trace.rounds and all(
             sorted(r) == self.sizes for r in trace.order
         )
+        self._noise: FloatArray | None = None
         if complete:
             residuals = adjusted - adjusted.mean(axis=1, keepdims=True)
-            self._states, own = machine_states(residuals, trace.order, self.sizes)
+            _, own = machine_states(residuals, trace.order, self.sizes)
             self._recorded_in += residuals - own
+            self._spread, self._noise = standardized_noise(residuals, trace.order, self.sizes)
         # each recorded call with the machine's state when it ran taken out: what a replayed
         # call of that size is drawn around, so the truth is the mean of these
         self._own = logs - self._recorded_in
@@ -163,20 +204,13 @@ class ReplayWorkload:
         self.history: list[tuple[int | None, float]] = []
         self.elapsed_s = 0.0  # the simulated seconds of every call so far
 
-    def _level(self) -> float:
-        """The replayed machine's state now (log seconds over the mean level)."""
-        level = float(self._rho[self._state])
-        if self._states is not None:
-            level += float(self._states[self._state, self._position])
-        return level
-
     def _advance(self) -> None:
-        if self._states is None:
+        if self._noise is None:
             if self._rng.random() < self._switch:
                 self._state = int(self._rng.integers(self.trace.rounds))
             return
         self._position += 1
-        if self._position == self._states.shape[1]:
+        if self._position == self._noise.shape[1]:
             self._state, self._position = int(self._rng.integers(self.trace.rounds)), 0
 
     def __repr__(self) -> str:
@@ -205,15 +239,20 @@ class ReplayWorkload:
         return row
 
     def run(self, chunk_size: int | None) -> float:
-        """One replayed call: a recorded call of this size, at the current machine state.
+        """One replayed call: this size at the current point of the walk through the recorded noise.
 
         Raises:
             InvalidArgumentError: the size was not recorded.
         """
         row = self._row(chunk_size)
-        r = int(self._rng.integers(self.trace.rounds))
-        recorded = float(np.log(self.trace.samples[self.sizes[row]][r]))
-        seconds = math.exp(recorded - self._recorded_in[row, r] + self._level())
+        level = float(self._rho[self._state])
+        if self._noise is None:  # a recorded call of this size, moved to this round's level
+            r = int(self._rng.integers(self.trace.rounds))
+            recorded = float(np.log(self.trace.samples[self.sizes[row]][r]))
+            seconds = math.exp(recorded - self._recorded_in[row, r] + level)
+        else:  # the recorded noise at this point of the walk, at this size's spread
+            noise = float(self._spread[row] * self._noise[self._state, self._position])
+            seconds = float(self._truth[row]) * math.exp(level + noise)
         self._advance()
         self.calls += 1
         self.elapsed_s += seconds

@@ -24,7 +24,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
-        names += ("device_landscapes", "unseen", "needle")
+        names += ("device_landscapes", "unseen", "needle", "replay_fidelity")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -136,7 +136,7 @@ def test_held_out_scores_capture_a_real_gain_and_expose_a_lucky_one(
 def test_calibration_offers_each_size_alone_and_bins_by_true_gain(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
-    """A size 15% faster leaves native each time; sizes no faster than native never do."""
+    """A size 15% faster leaves native each time; sizes no faster do no more often than alpha."""
     calibration, measure = bench["calibration"], bench["measure"]
     path = tmp_path / "one-fast.json"
     path.write_text(dump_trace(_split_trace(40, 4, 0.15, slower=0.02)))
@@ -145,9 +145,10 @@ def test_calibration_offers_each_size_alone_and_bins_by_true_gain(
     assert {r.chunk_size for r in rows} == set(range(2, 17))  # every size but native (1)
     fast = [r for r in rows if r.chunk_size == 4]
     assert len(fast) == 3 and all(r.left_native for r in fast)
-    # the rest are 2% slower, recorded to about 1.1%: those no faster by the truth stay
+    # the rest are 2% slower, recorded to about 1.1%: those no faster by the truth stay, but
+    # for alpha's share (each size replays on seeds of its own, so they are 30 chances)
     (_, runs, left), *_ = calibration.summarize(rows)
-    assert runs >= 15 and left == 0
+    assert runs >= 15 and left <= 0.05 * runs
     assert "over +6%" in calibration.report(rows, -0.03)
 
 
@@ -288,3 +289,31 @@ def test_needle_finds_a_clear_needle_and_scores_every_other_size_as_native(
     assert rows and all(r.chunk_size == r.needle for r in rows)
     assert all(r.captured == pytest.approx(0.2) for r in rows)
     assert "0 false confirmations" in needle.report(rows, 0.2)
+
+
+def test_replay_fidelity_sees_memory_that_favours_alternation_and_a_replay_that_keeps_it(
+    bench: dict[str, ModuleType],
+) -> None:
+    """On noise with a short memory, alternation beats ABBA, recorded and re-recorded alike."""
+    fidelity = bench["replay_fidelity"]
+    rng = np.random.default_rng(1)
+    sizes = list(range(1, 17))
+    samples: dict[int, list[float]] = {c: [] for c in sizes}
+    order = []
+    for _ in range(60):
+        calls = [int(c) for c in rng.permutation(sizes)]
+        state = rng.normal()
+        for c in calls:
+            samples[c].append(0.05 * float(np.exp(0.1 * state)))
+            state = 0.6 * state + 0.8 * rng.normal()
+        order.append(tuple(calls))
+    trace = Trace(num_envs=64, nthread=4, rounds=60, order=tuple(order),
+                  samples={c: tuple(v) for c, v in samples.items()})  # fmt: skip
+    recorded = fidelity.memory(fidelity.residual_sequences(trace))
+    again = fidelity.rerecord(trace, seed=3)
+    assert again.rounds == 60 and sorted(again.samples) == sizes
+    replayed = fidelity.memory(fidelity.residual_sequences(again))
+    assert recorded["lag1"] > 0.35  # 0.6, less what centering 16-call rounds takes out
+    assert replayed["lag1"] == pytest.approx(recorded["lag1"], abs=0.1)
+    assert replayed["lag5"] == pytest.approx(recorded["lag5"], abs=0.1)
+    assert recorded["alternation"] < 0.85 and replayed["alternation"] < 0.85

@@ -124,6 +124,58 @@ def test_replay_keeps_the_machines_short_memory_when_the_order_is_recorded() -> 
     assert abs(lag1(ReplayWorkload(drifting(with_order=False), seed=1))) < 0.3
 
 
+def remembering(rho: float, spreads: dict[int, float] | None = None) -> Trace:
+    """Calls in random orders whose noise is the machine's AR(1) state (lag-k correlation rho**k).
+
+    ``spreads`` scales the state for some sizes (default 0.1): a size that syncs more
+    feels the same burst more.
+    """
+    rng = np.random.default_rng(4)
+    sizes = list(range(1, 17))
+    samples: dict[int, list[float]] = {c: [] for c in sizes}
+    order = []
+    for _ in range(60):
+        calls = [int(c) for c in rng.permutation(sizes)]
+        state = rng.normal()
+        for c in calls:
+            scale = (spreads or {}).get(c, 0.1)
+            samples[c].append(0.05 * math.exp(scale * state))
+            state = rho * state + math.sqrt(1 - rho**2) * rng.normal()
+        order.append(tuple(calls))
+    return Trace(
+        num_envs=64, nthread=4, rounds=60, samples={c: tuple(v) for c, v in samples.items()},
+        order=tuple(order),
+    )  # fmt: skip
+
+
+def autocorrelation(x: np.ndarray, lag: int) -> float:
+    return float(np.corrcoef(x[:-lag], x[lag:])[0, 1])
+
+
+def test_replay_keeps_the_shape_of_the_recorded_noises_memory() -> None:
+    """Replayed calls share noise with their neighbours as the recorded ones did, fading as fast.
+
+    The recorded noise here forgets quickly (lag 1: 0.6, lag 4: 0.13); a replay that
+    smoothed it into a moving state would remember it for longer than the machine did,
+    and favour pairing designs that the real machine does not.
+    """
+    w = ReplayWorkload(remembering(rho=0.6), seed=2)
+    x = np.log([w.run(c) / w.true_time(c) for c in [1, 2, 3, 4] * 400])
+    assert autocorrelation(x, 1) == pytest.approx(0.6, abs=0.1)
+    assert autocorrelation(x, 4) == pytest.approx(0.6**4, abs=0.1)
+
+
+def test_replay_keeps_each_sizes_own_spread() -> None:
+    """A size that felt the machine's state three times as strongly is replayed about as noisy."""
+    trace = remembering(rho=0.6, spreads={3: 0.3})
+    w = ReplayWorkload(trace, seed=5)
+    replayed = {c: np.std(np.log([w.run(c) for _ in range(900)])) for c in (2, 3)}
+    recorded = {c: np.std(np.log(trace.samples[c])) for c in (2, 3)}
+    assert replayed[2] == pytest.approx(recorded[2], rel=0.2)
+    assert replayed[3] == pytest.approx(recorded[3], rel=0.2)
+    assert replayed[3] > 2 * replayed[2]
+
+
 def test_replay_truth_removes_the_rounds_levels() -> None:
     """The truth is each size's level-free geometric mean: 4 is the oracle, 15% under native."""
     w = ReplayWorkload(synthetic(rounds=40))
