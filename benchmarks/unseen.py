@@ -1,6 +1,7 @@
 """Policies on landscapes drawn at random: shapes, sizes and noise the suite never named.
 
     python benchmarks/unseen.py [--cases 300] [--seeds 3] [--base 777] [--policies balanced,patient]
+                                [--memory LOW,HIGH]
 
 The simulated suite (``cases.py``) is a fixed list, and a policy tuned on it may fit
 it. Here every case is drawn from ``--base``: a layout (any of ``chunktune.sim``'s),
@@ -11,7 +12,10 @@ scored by its exact model: regret (chosen over the best size, minus 1), harm (ch
 over native, minus 1; a run more than 0.5% slower counts) and the share of the gain
 on offer (native against the best size) captured, summed over every run. Different
 ``--base`` values give independent sets: a change that helps on one and not another
-is fitting, not a method.
+is fitting, not a method. ``--memory LOW,HIGH`` gives each case's noise a memory drawn
+from that range (``Noise.memory``: the correlation of neighbouring calls' noise; the
+recorded 2-core VM has about 0.5) from a generator of its own, so the landscapes stay
+those of the same base without it.
 """
 
 from __future__ import annotations
@@ -63,9 +67,10 @@ class UnseenCase(NamedTuple):
         )
 
 
-def draw_cases(count: int, base: int) -> list[UnseenCase]:
-    """``count`` random landscapes, the same for the same ``base``."""
+def draw_cases(count: int, base: int, memory: tuple[float, float] = (0.0, 0.0)) -> list[UnseenCase]:
+    """``count`` random landscapes, the same for the same ``base``; noise memory from ``memory``."""
     rng = np.random.default_rng(base)
+    remembers = np.random.default_rng([base, 1])
     cases = []
     for index in range(count):
         layout = str(rng.choice(LAYOUTS))
@@ -81,6 +86,7 @@ def draw_cases(count: int, base: int) -> list[UnseenCase]:
             spike_scale=0.5,
             drift=float(rng.uniform(0.0, 0.15)),
             drift_period=97.0,
+            memory=float(remembers.uniform(*memory)) if memory[1] > 0 else 0.0,
         )
         mean_s = call_s * nthread / num_envs
         cases.append(UnseenCase(layout, num_envs, nthread, mean_s, queue_s, noise, index, base))
@@ -182,12 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="noise draws per case and policy")
     parser.add_argument("--base", type=int, default=777, help="the seed the cases are drawn from")
     parser.add_argument("--policies", default="balanced,patient", help="comma-separated names")
+    parser.add_argument(
+        "--memory", default="0,0", help="LOW,HIGH: the range of each case's noise memory"
+    )
     args = parser.parse_args(argv)
+    low, high = (float(x) for x in args.memory.split(","))
     settings = bench_settings()
     policies = policies_named(settings, args.policies.split(","))
-    rows = unseen_rows(draw_cases(args.cases, args.base), policies, args.seeds, settings)
+    cases = draw_cases(args.cases, args.base, (low, high))
+    rows = unseen_rows(cases, policies, args.seeds, settings)
+    memory = f", noise memory {low:g}-{high:g}" if high > 0 else ""
     print(
-        f"{args.cases} random landscapes (base {args.base}) x {args.seeds} noise draws; "
+        f"{args.cases} random landscapes (base {args.base}{memory}) x {args.seeds} noise draws; "
         "captured and offered are means per run of 1 - chosen/native and 1 - best/native\n"
     )
     print(report(rows))

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import attrs
 import numpy as np
 import pytest
 
@@ -259,6 +260,11 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     unseen, measure = bench["unseen"], bench["measure"]
     cases = unseen.draw_cases(4, 5)
     assert cases == unseen.draw_cases(4, 5) and cases != unseen.draw_cases(4, 6)
+    # noise memory comes from a generator of its own: the same landscapes, remembering
+    remembering = unseen.draw_cases(4, 5, (0.2, 0.6))
+    assert [c._replace(noise=attrs.evolve(c.noise, memory=0.0)) for c in remembering] == cases
+    assert all(0.2 <= c.noise.memory <= 0.6 for c in remembering)
+    assert all(c.noise.memory == 0.0 for c in cases)
     assert len({c.layout for c in unseen.draw_cases(60, 5)}) >= 5
     settings = measure.bench_settings()
     policies = measure.policies_named(settings, ["balanced", "quick"])

@@ -317,6 +317,30 @@ def test_drift_swings_slowly_within_its_amplitude() -> None:
     assert max(abs(b - a) for a, b in itertools.pairwise(ratios)) < 0.01
 
 
+def test_memory_makes_neighbouring_calls_share_their_noise_and_keeps_its_spread() -> None:
+    """With memory 0.5 neighbouring calls correlate about 0.5 and 0.125 three calls apart."""
+    runs = {}
+    for memory in (0.0, 0.5):
+        noise = Noise(sigma=0.05, memory=memory)
+        workload = SimulatedWorkload.from_layout(
+            "uniform", num_envs=64, nthread=4, noise=noise, seed=3
+        )
+        truth = workload.true_time(4)
+        runs[memory] = np.log([workload.run(4) / truth for _ in range(4000)])
+    x = runs[0.5]
+    assert np.corrcoef(x[:-1], x[1:])[0, 1] == pytest.approx(0.5, abs=0.06)
+    assert np.corrcoef(x[:-3], x[3:])[0, 1] == pytest.approx(0.125, abs=0.06)
+    assert np.std(x) == pytest.approx(0.05, rel=0.1)  # the same spread per call
+    assert abs(np.corrcoef(runs[0.0][:-1], runs[0.0][1:])[0, 1]) < 0.06
+    # memory 0 is the independent noise every seed gave before
+    assert runs[0.0][0] == np.log(
+        SimulatedWorkload.from_layout(
+            "uniform", num_envs=64, nthread=4, noise=Noise(sigma=0.05), seed=3
+        ).run(4)
+        / SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4).true_time(4)
+    )
+
+
 # ----------------------------------------------------------------- signature and errors
 
 
@@ -399,6 +423,8 @@ def test_bad_workload_arguments_are_rejected_naming_the_value(
         pytest.param({"spike_scale": math.nan}, "nan", id="nan-scale"),
         pytest.param({"drift": 1.0}, "1.0", id="drift-of-1"),
         pytest.param({"drift_period": 0.0}, "0.0", id="zero-period"),
+        pytest.param({"memory": 1.0}, "1.0", id="memory-of-1"),
+        pytest.param({"memory": -0.2}, "-0.2", id="negative-memory"),
         pytest.param({"sigma": "3%"}, "'3%'", id="text-sigma"),
     ],
 )
