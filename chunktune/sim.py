@@ -12,15 +12,17 @@ deterministically, on any machine, at any N and T.
 
 :func:`env_costs` builds per-env cost vectors for named layouts (uniform, lognormal,
 a contact block, several blocks, model variants, interleaved heavies); :class:`Noise`
-perturbs what ``run()`` reports the way a real machine does (jitter, spikes, drift).
+perturbs what ``run()`` reports the way a real machine does (jitter, spikes, drift,
+and a memory that neighbouring calls share).
 ``true_time``, ``oracle``, ``landscape``, ``regret`` and ``bound`` give the exact
 answers a tuner's choice can be scored against. ``clock()`` counts the simulated
 seconds of every call so far; a sweep's budget runs on it, so it binds as on the
 real pool.
 
 :class:`ReplayWorkload` replays a trace that ``chunktune record`` measured on a real
-machine: each probe draws recorded seconds, so policies meet real machine noise,
-deterministically, anywhere.
+machine: each probe is the size's recorded truth with the noise recorded at that point
+of a walk through the recorded calls, so policies meet real machine noise, its memory
+included, deterministically, anywhere.
 """
 
 from __future__ import annotations
