@@ -22,18 +22,18 @@ the size that made it, at ``c``'s own spread ``sd[c]``:
 ``true_time(c) * exp(rho[s] + sd[c] * e[c', s] / sd[c'])``, where ``c'`` ran ``k``-th
 in round ``s``. So the replayed noise is the recorded sequence itself: calls next to
 each other share as much of it as the recorded ones did and forget it as fast, and
-each size keeps its own spread. Two simpler models were measured against the
-recordings (each trace re-recorded through its replay) and dropped: moving each
-size's own recorded calls into a smoothed machine state (a 7-call moving average)
+each size keeps its own spread (shrunk toward the others' by what sampling explains).
+An earlier replay moved each size's own recorded calls into a machine state smoothed
+over 7 calls and shared alike by every size; re-recorded through it, the traces
 remembered too long (lag 3 on the 2-core traces: 0.12-0.37 against the recorded
-0.07-0.27) and made
-alternating N W N W look no better than N W W N, where the recorded 2-core noise
-gives the alternation 5-30% less variance; and a state shared alike by every size
-contradicts the recordings, where the noise two neighbouring calls share grows with
-the product of their sizes' spreads (a size that synchronises more feels the same
-burst more). Without the order (a trace written by hand) a probe is one of ``c``'s
-recorded calls, moved from its round's level to the current one, and the machine
-moves to a random recorded round with probability ``1/sizes`` after each call.
+0.07-0.27) and alternating N W N W looked no better than N W W N, where the recorded
+2-core noise gives the alternation 5-35% less variance. Nor is the state shared
+alike: in the recordings the noise two neighbouring calls share grows with the
+product of their sizes' spreads (a size that synchronises more feels the same burst
+more). ``benchmarks/replay_fidelity.py`` sets a re-recording beside the recording.
+Without the order (a trace written by hand) a probe is one of ``c``'s recorded calls,
+moved from its round's level to the current one, and the machine moves to a random
+recorded round with probability ``1/sizes`` after each call.
 
 **Truth.** ``true_time(c)`` is the geometric mean of ``c``'s recorded calls, each
 moved from the machine state it ran in to the mean level:
@@ -167,12 +167,13 @@ class ReplayWorkload:
         self._rho, adjusted = decompose(logs)
         self._switch = 1.0 / len(self.sizes)
         # the state each recorded call ran in: round level plus, with the order, the
-        # short-lived state; a replayed call is moved from it to the replay's state
+        # short-lived state; taken out of each call, what is left is the size's own
         self._recorded_in = np.broadcast_to(self._rho, adjusted.shape).copy()
         complete = len(trace.order) == trace.rounds and all(
             sorted(r) == self.sizes for r in trace.order
         )
-        self._noise: FloatArray | None = None
+        self._noise: FloatArray | None = None  # the recorded noise, walked through
+        self._spread = np.zeros(len(self.sizes))
         if complete:
             residuals = adjusted - adjusted.mean(axis=1, keepdims=True)
             _, own = machine_states(residuals, trace.order, self.sizes)
