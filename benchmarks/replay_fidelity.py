@@ -61,7 +61,12 @@ def memory(sequences: list[FloatArray]) -> dict[str, float]:
 
 
 def rerecord(trace: Trace, *, seed: int = 0) -> Trace:
-    """The same rounds of every size, each in a fresh random order, made through the replay."""
+    """The same rounds of every size, each in a fresh random order, made through the replay.
+
+    Not ``chunktune record``'s loop: its warm-up call would put every re-recorded round
+    one call off the replay's walk through the recorded rounds, and each would straddle
+    a jump between two recorded rounds' levels, which is the walk's, not the noise's.
+    """
     replay = ReplayWorkload(trace, seed=seed)
     rng = np.random.default_rng(seed)
     sizes = sorted(trace.samples)

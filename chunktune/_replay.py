@@ -65,7 +65,7 @@ from ._errors import InvalidArgumentError
 from ._trace import Trace, load_trace
 from ._workload import SignatureValue, check_chunk_size, native_chunk
 
-__all__ = ["ReplayWorkload", "decompose", "machine_states", "standardized_noise"]
+__all__ = ["ReplayWorkload", "decompose", "standardized_noise", "without_machine_state"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -73,19 +73,16 @@ FloatArray = npt.NDArray[np.float64]
 _STATE_WINDOW = 7  # calls averaged into the machine's short-lived state
 
 
-def machine_states(
+def without_machine_state(
     residuals: FloatArray, order: tuple[tuple[int, ...], ...], sizes: list[int]
-) -> tuple[FloatArray, FloatArray]:
-    """Each round's short-lived machine state along the order its calls ran in.
+) -> FloatArray:
+    """Each call's residual less the round's short-lived machine state when it ran.
 
-    ``residuals[size, round]`` are the level-free calls less each size's mean.
-    Returns ``(states, own)``: ``states[round, k]``, the centered moving average of
-    the round's residuals around its ``k``-th call; ``own[size, round]``, each call's
-    residual less the state it ran in.
+    ``residuals[size, round]`` are the level-free calls less each size's mean. The
+    state at the ``k``-th call of a round is the centered moving average of the
+    round's residuals, in the order its calls ran, over the calls around it.
     """
     index = {c: i for i, c in enumerate(sizes)}
-    n_rounds, n_calls = len(order), len(sizes)
-    states = np.zeros((n_rounds, n_calls))
     own = residuals.copy()
     half = _STATE_WINDOW // 2
     for r, calls in enumerate(order):
@@ -93,10 +90,10 @@ def machine_states(
         sums = np.concatenate(([0.0], np.cumsum(seq)))
         lo = np.clip(np.arange(len(seq)) - half, 0, len(seq))
         hi = np.clip(np.arange(len(seq)) + half + 1, 0, len(seq))
-        states[r, : len(seq)] = (sums[hi] - sums[lo]) / (hi - lo)
+        states = (sums[hi] - sums[lo]) / (hi - lo)
         for k, c in enumerate(calls):
-            own[index[c], r] -= states[r, k]
-    return states, own
+            own[index[c], r] -= states[k]
+    return own
 
 
 def standardized_noise(
@@ -176,7 +173,7 @@ class ReplayWorkload:
         self._spread = np.zeros(len(self.sizes))
         if complete:
             residuals = adjusted - adjusted.mean(axis=1, keepdims=True)
-            _, own = machine_states(residuals, trace.order, self.sizes)
+            own = without_machine_state(residuals, trace.order, self.sizes)
             self._recorded_in += residuals - own
             self._spread, self._noise = standardized_noise(residuals, trace.order, self.sizes)
         # each recorded call with the machine's state when it ran taken out: what a replayed

@@ -13,6 +13,7 @@ from types import ModuleType
 import attrs
 import numpy as np
 import pytest
+from _pools import remembering
 
 from chunktune._trace import Trace, dump_trace
 from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
@@ -302,19 +303,8 @@ def test_replay_fidelity_sees_memory_that_favours_alternation_and_a_replay_that_
 ) -> None:
     """On noise with a short memory, alternation beats ABBA, recorded and re-recorded alike."""
     fidelity = bench["replay_fidelity"]
-    rng = np.random.default_rng(1)
-    sizes = list(range(1, 17))
-    samples: dict[int, list[float]] = {c: [] for c in sizes}
-    order = []
-    for _ in range(60):
-        calls = [int(c) for c in rng.permutation(sizes)]
-        state = rng.normal()
-        for c in calls:
-            samples[c].append(0.05 * float(np.exp(0.1 * state)))
-            state = 0.6 * state + 0.8 * rng.normal()
-        order.append(tuple(calls))
-    trace = Trace(num_envs=64, nthread=4, rounds=60, order=tuple(order),
-                  samples={c: tuple(v) for c, v in samples.items()})  # fmt: skip
+    trace = remembering(rho=0.6, seed=1)  # 16 sizes, 60 rounds, each call's noise 0.1
+    sizes = sorted(trace.samples)
     recorded = fidelity.memory(fidelity.residual_sequences(trace))
     again = fidelity.rerecord(trace, seed=3)
     assert again.rounds == 60 and sorted(again.samples) == sizes

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _pools import remembering
 
 import chunktune
 from chunktune import TraceError
@@ -122,30 +123,6 @@ def test_replay_keeps_the_machines_short_memory_when_the_order_is_recorded() -> 
     """With the recorded order, neighbouring replayed calls share the machine's state."""
     assert lag1(ReplayWorkload(drifting(with_order=True), seed=1)) > 0.5
     assert abs(lag1(ReplayWorkload(drifting(with_order=False), seed=1))) < 0.3
-
-
-def remembering(rho: float, spreads: dict[int, float] | None = None) -> Trace:
-    """Calls in random orders whose noise is the machine's AR(1) state (lag-k correlation rho**k).
-
-    ``spreads`` scales the state for some sizes (default 0.1): a size that syncs more
-    feels the same burst more.
-    """
-    rng = np.random.default_rng(4)
-    sizes = list(range(1, 17))
-    samples: dict[int, list[float]] = {c: [] for c in sizes}
-    order = []
-    for _ in range(60):
-        calls = [int(c) for c in rng.permutation(sizes)]
-        state = rng.normal()
-        for c in calls:
-            scale = (spreads or {}).get(c, 0.1)
-            samples[c].append(0.05 * math.exp(scale * state))
-            state = rho * state + math.sqrt(1 - rho**2) * rng.normal()
-        order.append(tuple(calls))
-    return Trace(
-        num_envs=64, nthread=4, rounds=60, samples={c: tuple(v) for c, v in samples.items()},
-        order=tuple(order),
-    )  # fmt: skip
 
 
 def autocorrelation(x: np.ndarray, lag: int) -> float:
