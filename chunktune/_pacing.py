@@ -149,17 +149,26 @@ class Pace:
         return max(0, self._judgeable(per_call, rounds) - live)
 
     def opening_room(self, call_s: float, rounds: int, least_calls: int) -> int:
-        """Candidates (besides native) that can get ``rounds`` rounds at ``call_s`` a call.
+        """Candidates (besides native) the opening can give ``rounds`` rounds at ``call_s`` a call.
 
-        Priced with the same slack as every other call; 0 when not even ``least_calls``
-        calls fit in what is left of the whole budget.
+        The opening is the first stage of successive halving and gets what each stage
+        gets, an equal part of the race's share: a field of m (native included) is
+        halved ``ceil(log2 m)`` times before one is left, so it opens only as wide as
+        that part pays for. The survivors then have rounds left to be told apart, and
+        the confirmation its share, where a field that took the whole share in its
+        opening rounds would leave neither. Priced with the same slack as every other
+        call; 0 when not even ``least_calls`` calls fit in what is left of the budget.
         """
         price = SLACK * call_s
         if price <= 0:
             return 1 << 30
         if (self.budget_s - self.probe.elapsed()) / price < least_calls:
             return 0
-        return max(0, self._judgeable(price, rounds))
+        fits = self._judgeable(price, rounds) + 1  # the field the whole share would open
+        m = fits
+        while m > 2 and m * math.ceil(math.log2(m)) > fits:
+            m -= 1
+        return max(0, m - 1)
 
     def affordable_pairs(self, cap: int) -> int:
         """Confirmation pairs the rest of the budget pays for, at most ``cap``."""

@@ -1,8 +1,9 @@
 """The rounds schedule: race in paired rounds, refine in chunk-count space, confirm against native.
 
-1. **Race.** The opening field is what the race's share of the budget can judge
-   (:meth:`_Rounds.open_field`: a slow pool opens with a spread of fewer candidates,
-   or measures nothing when not even one can be judged and confirmed). Each round
+1. **Race.** The opening field is what one stage of successive halving can judge in
+   the race's share of the budget (:meth:`_Rounds.open_field`: a slow pool opens with
+   a spread of fewer candidates, or measures nothing when not even one can be judged
+   and confirmed). Each round
    measures native and every live candidate once, in a fresh random order
    (:class:`chunktune._evidence.Evidence` judges each call against native's in the
    same round). A candidate that took twice native's time in its
@@ -139,9 +140,11 @@ class _Rounds:
         """Cut the opening field to what the race's share can judge; False if nothing fits.
 
         The priming calls price a call before the first round: every opening candidate
-        must be able to get its ``min_rounds`` rounds (as a refinement must), so a slow
-        pool measures a few candidates spread over the range (in log scale, the ends
-        kept) rather than starting many that the budget cannot judge. When not even
+        must be able to get its ``min_rounds`` rounds within the part of the race's
+        share that successive halving gives its first stage (:meth:`Pace.opening_room
+        <chunktune._pacing.Pace.opening_room>`), so a slow pool measures a few
+        candidates spread over the range (in log scale, the ends kept) rather than
+        starting many that the budget cannot judge, halve, and confirm. When not even
         one candidate and the confirmation's first pairs fit in the budget, nothing is
         measured at all. One call is a thin price (a burst may have slowed it), so
         before cutting on it native is timed once more and the faster of the two counts.

@@ -253,7 +253,7 @@ def _resolve_shared(cache: str, lock: str, log: str) -> None:
     from chunktune.sim import SimulatedWorkload, env_costs
 
     def on_progress(event: chunktune.ProgressEvent) -> None:
-        if event.kind == "candidates":
+        if event.kind == "done":  # one per sweep, however its field opened
             with open(log, "a") as f:
                 f.write("sweep\n")
 

@@ -45,7 +45,7 @@ async def resolve_all(workloads: list[SimulatedWorkload]) -> tuple[list[Decision
 
     async def one(w: SimulatedWorkload) -> None:
         def on_progress(event: ProgressEvent) -> None:
-            if event.kind == "candidates":
+            if event.kind == "done":  # one per sweep
                 sweeps[w.name] += 1
 
         decisions.append(await chunktune.resolve(w, policy=pol, on_progress=on_progress))
@@ -103,7 +103,7 @@ def test_resolve_sync_from_many_threads_shares_one_sweep_across_loops() -> None:
     start = threading.Barrier(8)
 
     def on_progress(event: ProgressEvent) -> None:
-        if event.kind == "candidates":
+        if event.kind == "done":  # one per sweep
             sweeps.append(event)
 
     def one() -> None:

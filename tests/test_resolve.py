@@ -228,7 +228,7 @@ async def test_concurrent_resolves_share_one_sweep() -> None:
     sweeps: list[ProgressEvent] = []
 
     def on_progress(event: ProgressEvent) -> None:
-        if event.kind == "candidates":
+        if event.kind == "done":  # one per sweep, however its field opened
             sweeps.append(event)
 
     async def one() -> None:
