@@ -174,7 +174,7 @@ class _Rounds:
                 candidates=(None, *self.live),
                 message=(
                     f"one call takes about {call_s:.2g} s, so the budget can judge "
-                    f"{room} candidates in {p.min_rounds} rounds"
+                    f"{room} candidates in {p.min_rounds} rounds and still halve them"
                 ),
             )
         return True

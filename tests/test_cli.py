@@ -831,7 +831,10 @@ def test_a_field_cut_by_the_budget_is_printed(capsys: pytest.CaptureFixture[str]
 
     display = progress_display("balanced", 10.0, quiet=False)
     display(ProgressEvent(kind="candidates", candidates=(None, 1, 4, 16, 64)))
-    why = "one call takes about 1.1 s, so the budget can judge 2 candidates in 2 rounds"
+    why = (
+        "one call takes about 1.1 s, so the budget can judge 2 candidates in 2 rounds "
+        "and still halve them"
+    )
     display(ProgressEvent(kind="candidates", candidates=(None, 1, 64), message=why))
     err = capsys.readouterr().err
     assert "measuring 5 candidates (native, 1, 4, 16, 64)" in err
