@@ -363,12 +363,18 @@ class _Rounds:
         return self.bounds(max(max_pairs, self.p.confirm_min_pairs))[1]
 
     def undecided(self) -> tuple[int, float] | None:
-        """The leader and its gain when it looks at least the margin ahead but within the noise."""
+        """The leader and its gain when it looks at least the margin ahead but within the noise.
+
+        A leader measured in too few rounds to know the noise at all is within it too:
+        one more round gives the figure that choosing it needs.
+        """
         lead = self.front()
         if lead is None:
             return None
         vs = self.ev.compare(lead, None)
-        if -vs.diff < self.need or not math.isfinite(vs.se) or vs.upper(self.p.confidence_z) < 0:
+        if -vs.diff < self.need:
+            return None
+        if math.isfinite(vs.se) and vs.upper(self.p.confidence_z) < 0:
             return None
         return lead, 1.0 - math.exp(vs.diff)
 

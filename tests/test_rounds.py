@@ -445,6 +445,20 @@ def test_a_race_undecided_at_its_share_doubles_the_budget() -> None:
     assert r.rounds > plain.rounds
 
 
+def interleaved_slow(seed: int) -> SimulatedWorkload:
+    """32768 envs on 32 threads, 1.1 s a call at 8% noise with spikes: 1 is 8.6% faster than 102."""
+    costs = env_costs("interleaved", 32768, mean_s=1e-3, seed=1023, period=3)
+    noise = Noise(sigma=0.08, spike_prob=0.03, spike_scale=0.5, drift=0.02, drift_period=97.0)
+    return SimulatedWorkload(costs, nthread=32, dispatch_s=5e-7, noise=noise, seed=seed)
+
+
+def test_a_race_that_ends_before_its_noise_is_known_stretches_for_it() -> None:
+    """A lone opening candidate measured twice has no noise figure: patient stretches, not keeps."""
+    reasons = [run(interleaved_slow(s), patient(seed=s)).choice.reason for s in range(5)]
+    assert not any("in too few rounds to know the noise" in why for why in reasons)
+    assert any(why.startswith("chose") for why in reasons)
+
+
 def hard_to_confirm(seed: int) -> SimulatedWorkload:
     """4096 envs on 16 threads, 0.11 s a call at 6% noise: sizes 1-7 are 2-4% faster than 25."""
     costs = env_costs("lognormal", 4096, mean_s=4e-4, seed=7)
