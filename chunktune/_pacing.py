@@ -148,8 +148,8 @@ class Pace:
             return 1 << 30  # nothing measured yet: no price
         return max(0, self._judgeable(per_call, rounds) - live)
 
-    def opening_room(self, call_s: float, rounds: int, least_calls: int) -> int:
-        """Candidates (besides native) the opening can give ``rounds`` rounds at ``call_s`` a call.
+    def opening_room(self, call_s: float, rounds: int, least_calls: int, field: int) -> int:
+        """Candidates (besides native; ``field`` at most) the opening can give ``rounds`` rounds.
 
         The opening is the first stage of successive halving and gets what each stage
         gets, an equal part of the race's share: a field of m (native included) is
@@ -157,15 +157,16 @@ class Pace:
         that part pays for. The survivors then have rounds left to be told apart, and
         the confirmation its share, where a field that took the whole share in its
         opening rounds would leave neither. Priced with the same slack as every other
-        call; 0 when not even ``least_calls`` calls fit in what is left of the budget.
+        call (``call_s`` a call); 0 when not even ``least_calls`` calls fit in what is left
+        of the budget.
         """
         price = SLACK * call_s
         if price <= 0:
-            return 1 << 30
+            return field
         if (self.budget_s - self.probe.elapsed()) / price < least_calls:
             return 0
         fits = self._judgeable(price, rounds) + 1  # the field the whole share would open
-        m = fits
+        m = min(fits, field + 1)
         while m > 2 and m * math.ceil(math.log2(m)) > fits:
             m -= 1
         return max(0, m - 1)

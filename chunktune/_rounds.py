@@ -3,10 +3,9 @@
 1. **Race.** The opening field is what one stage of successive halving can judge in
    the race's share of the budget (:meth:`_Rounds.open_field`: a slow pool opens with
    a spread of fewer candidates, or measures nothing when not even one can be judged
-   and confirmed). Each round
-   measures native and every live candidate once, in a fresh random order
-   (:class:`chunktune._evidence.Evidence` judges each call against native's in the
-   same round). A candidate that took twice native's time in its
+   and confirmed). Each round measures native and every live candidate once, in a
+   fresh random order (:class:`chunktune._evidence.Evidence` judges each call against
+   native's in the same round). A candidate that took twice native's time in its
    first round is dropped at once. After ``min_rounds``, a candidate is dropped
    when, on the rounds it shares with the leader, it is clearly (``race_z``
    standard errors) outside the tie band of the leader, or clearly short of the
@@ -155,15 +154,15 @@ class _Rounds:
         rounds = p.warmup + p.min_rounds  # warm-up rounds measure the whole field too
         least = sum(first_calls(p))
         call_s = self.pace.mean_call()
-        room = self.pace.opening_room(call_s, rounds, least)
+        room = self.pace.opening_room(call_s, rounds, least, len(self.live))
         if room >= len(self.live):
             return True
         start = self.probe.elapsed()
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
-        room = self.pace.opening_room(call_s, rounds, least)
+        room = self.pace.opening_room(call_s, rounds, least, len(self.live))
         if room < 1 and self.stretch.slow_pool(call_s):
-            room = self.pace.opening_room(call_s, rounds, least)
+            room = self.pace.opening_room(call_s, rounds, least, len(self.live))
         if room < 1:
             return False
         if room < len(self.live):
