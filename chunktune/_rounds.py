@@ -152,20 +152,24 @@ class _Rounds:
         if not self.probe.calls or not self.live:  # nothing primed: no price yet
             return True
         rounds = p.warmup + p.min_rounds  # warm-up rounds measure the whole field too
-        least = sum(first_calls(p))
+        least, field = sum(first_calls(p)), len(self.live)
+
+        def room_at(call_s: float) -> int:
+            return self.pace.opening_room(call_s, rounds, least, field)
+
         call_s = self.pace.mean_call()
-        room = self.pace.opening_room(call_s, rounds, least, len(self.live))
-        if room >= len(self.live):
+        room = room_at(call_s)
+        if room >= field:
             return True
         start = self.probe.elapsed()
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
-        room = self.pace.opening_room(call_s, rounds, least, len(self.live))
+        room = room_at(call_s)
         if room < 1 and self.stretch.slow_pool(call_s):
-            room = self.pace.opening_room(call_s, rounds, least, len(self.live))
+            room = room_at(call_s)
         if room < 1:
             return False
-        if room < len(self.live):
+        if room < field:
             self.live = thin_log(sorted(self.live), room)
             self.measured = set(self.live)
             self.probe.emit(
