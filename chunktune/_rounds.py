@@ -14,8 +14,9 @@
 2. **Refine.** Every other round from ``min_rounds`` on (``refine_steps`` times),
    the best few of the field send probes to the schedules halfway to their
    nearest measured neighbours in chunk count, and a list-scheduling model fit
-   to the estimates so far proposes its own best. Several survivors are refined
-   at once: the landscape is a sawtooth, not one valley.
+   to the estimates so far proposes its own best (:mod:`chunktune._refine`), as many
+   as can still be judged. Several survivors are refined at once: the landscape is
+   a sawtooth, not one valley.
 3. **Settle.** Measuring stops when the leader is, with confidence, within
    ``tie_tol`` of every other contender (``tie_z``), when nothing is left that
    could clear the margin, at ``max_rounds``, between rounds when the race's share
@@ -28,8 +29,9 @@
    of it (``confidence_z``), it is short of the margin, or confirming its gain
    would take more pairs than the budget allows: then native.
 5. **Confirm.** The choice meets native again on fresh ABBA pairs, as many as the
-   rest of the budget pays for (:mod:`chunktune._confirm`); native stays unless the
-   gain is confirmed. The reasons are worded in :mod:`chunktune._reasons`.
+   rest of the budget pays for (:mod:`chunktune._confirming`, its test in
+   :mod:`chunktune._confirm`); native stays unless the gain is confirmed. The
+   reasons are worded in :mod:`chunktune._reasons`.
 
 With ``extend_budget``, each place where the budget would end an open question
 asks :class:`chunktune._stretch.Stretch` to stretch it instead.
@@ -42,22 +44,14 @@ import math
 import numpy as np
 
 from ._candidates import thin_log
-from ._confirm import (
-    FUTILITY_Z,
-    Confirmation,
-    Looks,
-    abba_order,
-    judge,
-    looks_of,
-    pair_gains,
-    pairs_needed,
-    success_z,
-)
+from ._confirm import Confirmation, looks_of, pairs_needed, success_z
+from ._confirming import run_confirmation
 from ._evidence import Evidence
 from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
-from ._schedule import between, fit_uniform_model, nearest_index, representative, schedules, teeth
+from ._refine import proposals
+from ._schedule import representative, schedules, teeth
 from ._select import Choice, pick
 from ._stretch import Stretch
 
@@ -254,30 +248,25 @@ class _Rounds:
     def refine(self) -> list[int]:
         """Add schedules halfway to the top contenders' measured neighbours, and the model's."""
         self.refines_left -= 1
-        sizes = self.sizes
-        if not sizes:
+        if not self.sizes:
             return []
         native_c = representative(self.n, self.probe.native)
-        points = {nearest_index(sizes, c) for c in (*self.measured, native_c)}
-        ranked = sorted(self.judged(), key=self.ev.location)[: self.p.refine_top]
-        new: list[int] = []  # in order of promise: the model's pick, then the best's neighbours
+        top = sorted(self.judged(), key=self.ev.location)[: self.p.refine_top]
         estimates = self.ev.estimates([None, *self.measured])
         native_s = estimates.pop(None, None)
+        model_input: dict[int, float] | None = None
         if native_s is not None:
-            estimates[native_c] = native_s
-            model = fit_uniform_model(self.n, self.t, estimates, sizes)  # type: ignore[arg-type]
-            if model is not None:
-                new.append(min(model, key=lambda c: (model[c], c)))
-        for c in ranked:
-            i = nearest_index(sizes, native_c if c is None else c)
-            below = [j for j in points if j < i]
-            above = [j for j in points if j > i]
-            # halfway in log scale toward the nearest measured schedule (or the end)
-            for j in (max(below) if below else 0, min(above) if above else len(sizes) - 1):
-                mid = between(sizes, self.teeth, i, j)
-                if mid is not None:
-                    new.append(mid)
-        fresh = [c for c in dict.fromkeys(new) if c not in self.measured and c != native_c]
+            model_input = {c: s for c, s in estimates.items() if c is not None}
+            model_input[native_c] = native_s
+        fresh = proposals(
+            self.n,
+            self.t,
+            self.sizes,
+            self.teeth,
+            measured=(*self.measured, native_c),
+            top=[native_c if c is None else c for c in top],
+            estimates=model_input,
+        )
         # only as many as can still get their min_rounds in the race's share of the budget
         added = sorted(fresh[: self.pace.room_for_new(len(self.live), self.p.min_rounds)])
         self.measured.update(added)
@@ -442,54 +431,14 @@ class _Rounds:
         return chosen, Choice(chosen, best, band, lead)
 
     def confirm(self, chosen: int) -> Confirmation:
-        """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for.
-
-        The plan is fixed before the first pair (its last look is the test's final one),
-        so a confirmation that ends by its plan is complete; only calls that turn out
-        slower than priced can make the budget cut it short (then partial).
-        """
-        p, probe = self.p, self.probe
+        """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for."""
         sigma, dof = self.ev.sigma()
         plan = self.affordable_pairs() // 2 * 2  # pairs come two to a block
-        if plan < p.confirm_min_pairs:  # too few to decide anything: measure none
-            return Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), sigma)
-        min_pairs = p.confirm_min_pairs
-        bounds = self.bounds(plan)
-        looks = Looks(min_pairs, plan)
-        d: list[float] = []
-        block = 0
-        while True:
-            order = abba_order(block, chosen)
-            times: list[float] = []
-            for c in order:
-                times.append(probe(c, kind="confirm", round_=block + 1))
-                if probe.over(self.pace.budget_s) and len(times) < len(order):
-                    break
-            cut = len(times) < len(order)
-            if not cut:
-                d += pair_gains(order, times)
-            final = cut or probe.over(self.pace.budget_s)
-            if not (final or looks.due(len(d))):
-                block += 1
-                continue
-            verdict = judge(
-                d,
-                prior_sigma=sigma,
-                prior_dof=dof,
-                margin=p.margin,
-                bounds=bounds,
-                z_futility=FUTILITY_Z,
-                min_pairs=min_pairs,
-                max_pairs=plan,
-                estimator=p.estimator,
-                trim=p.trim,
-                final=final,
-            )
-            if verdict.outcome is not None:
-                # cut: the budget ended it before its plan (calls ran slower than priced)
-                self.cut = self.cut or (final and len(d) < plan)
-                return verdict
-            block += 1
+        verdict, cut = run_confirmation(
+            self.probe, self.pace, chosen, plan=plan, sigma=sigma, dof=dof
+        )
+        self.cut = self.cut or cut
+        return verdict
 
     # -- the whole schedule ---------------------------------------------------------
 

@@ -1,0 +1,56 @@
+"""Refinement proposals: halfway to the measured neighbours, teeth first, the model's pick first."""
+
+from __future__ import annotations
+
+from chunktune._refine import proposals
+from chunktune._schedule import schedules, teeth, uniform_makespan
+
+N, T = 32768, 96
+SIZES = schedules(N, T)
+TEETH = teeth(N, T)
+
+
+def test_each_contender_proposes_halfway_to_its_measured_neighbours() -> None:
+    """Around a contender, the proposals are the teeth halfway to the nearest measured sizes."""
+    measured = [14, 86, 342]
+    got = proposals(N, T, SIZES, TEETH, measured=measured, top=[86], estimates=None)
+    # 14..86: sqrt(14 * 86) = 34.7, the tooth 35 (k = 10); 86..342: the tooth 171 (k = 2)
+    assert got == [35, 171]
+
+
+def test_several_contenders_are_refined_at_once_without_repeats() -> None:
+    """Two contenders each add their own halfway points; a point two of them share comes once."""
+    measured = [14, 49, 171, 342]
+    got = proposals(N, T, SIZES, TEETH, measured=measured, top=[49, 171], estimates=None)
+    assert got == [27, 86, 241]  # 49 -> 27 and 86; 171 -> 86 (again) and 241
+    assert len(got) == len(set(got))
+
+
+def test_a_contender_at_the_end_of_the_range_looks_toward_the_end() -> None:
+    """With no measured size below it, the contender halves toward the smallest schedule."""
+    got = proposals(N, T, SIZES, TEETH, measured=[8, 64], top=[8], estimates=None)
+    assert got == [3, 23]  # sqrt(1 * 8) = 2.8 toward the end; the tooth 23 (k = 15) toward 64
+
+
+def test_measured_sizes_are_never_proposed() -> None:
+    """Neighbours already measured leave nothing between them to propose."""
+    measured = list(range(40, 60))
+    got = proposals(N, T, SIZES, TEETH, measured=measured, top=[50], estimates=None)
+    assert not set(got) & set(measured)
+    assert proposals(N, T, [], set(), measured=[1], top=[1], estimates=None) == []
+
+
+def test_the_models_pick_comes_first() -> None:
+    """Given estimates with the even-env shape, the model's best (a low tooth) leads the list."""
+    n, t = 4096, 16
+    sizes = schedules(n, t)
+
+    def cost(c: int) -> float:
+        span, q = uniform_makespan(n, t, c)
+        return 1e-3 * span + 2e-6 * q
+
+    estimates = {c: cost(c) for c in (3, 17, 40, 100, 128)}
+    got = proposals(n, t, sizes, teeth(n, t), measured=estimates, top=[17], estimates=estimates)
+    assert got[0] == min(sizes, key=cost) == 256  # one chunk per thread, never measured
+    without = proposals(n, t, sizes, teeth(n, t), measured=estimates, top=[17], estimates=None)
+    assert got[1:] == [c for c in without if c != got[0]]
