@@ -142,11 +142,17 @@ def trace_files(directory: Path = TRACE_DIR) -> list[Path]:
 
 
 def trace_name(path: Path, directory: Path = TRACE_DIR) -> str:
-    """A trace's name: its path under ``directory`` without the suffix (``busy/demo-tail-256``)."""
-    try:
-        return str(path.relative_to(directory).with_suffix(""))
-    except ValueError:
-        return path.stem
+    """A trace's name: its path under ``directory`` without the suffix (``busy/demo-tail-256``).
+
+    A trace found elsewhere is named by its path under ``benchmarks/``
+    (``traces-later/2026-12-01/demo-tail-256``), or under the working directory, or in
+    full: never by its file name alone, which two recordings of one batch share.
+    """
+    path = path.resolve()
+    for root in (directory.resolve(), TRACE_DIR.parent, Path.cwd()):
+        if path.is_relative_to(root):
+            return str(path.relative_to(root).with_suffix(""))
+    return str(path.with_suffix(""))
 
 
 # ------------------------------------------------------------------------ live
