@@ -30,9 +30,8 @@ from chunktune._confirm import (
     Looks,
     abba_order,
     judge,
-    looks_of,
     pair_gains,
-    success_z,
+    plan_bounds,
 )
 from chunktune.sim import ReplayWorkload
 
@@ -57,7 +56,7 @@ def confirm_known_best(workload: Any, best: int, policy: Policy, budget_s: float
     if plan < policy.confirm_min_pairs:
         return False
     looks = Looks(policy.confirm_min_pairs, plan)
-    bounds = success_z(policy.confirm_alpha, looks_of(policy.confirm_min_pairs, plan))
+    bounds = plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, plan)
     start = workload.clock()
     d: list[float] = []
     block = 0

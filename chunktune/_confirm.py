@@ -47,6 +47,7 @@ __all__ = [
     "looks_of",
     "pair_gains",
     "pairs_needed",
+    "plan_bounds",
     "success_z",
 ]
 
@@ -138,6 +139,15 @@ def look_points(min_pairs: int, max_pairs: int) -> tuple[int, ...]:
 def looks_of(min_pairs: int, max_pairs: int) -> int:
     """The looks of a confirmation from ``min_pairs`` to ``max_pairs``."""
     return len(look_points(min_pairs, max_pairs))
+
+
+def plan_bounds(alpha: float, min_pairs: int, max_pairs: int) -> tuple[float, float]:
+    """The bounds ``(interim, final)`` of a plan from ``min_pairs`` to ``max_pairs`` pairs.
+
+    :func:`success_z` over the plan's looks (:func:`looks_of`): its last look is the
+    test's final one.
+    """
+    return success_z(alpha, looks_of(min_pairs, max_pairs))
 
 
 def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) -> float:

@@ -17,9 +17,8 @@ from ._confirm import (
     Looks,
     abba_order,
     judge,
-    looks_of,
     pair_gains,
-    success_z,
+    plan_bounds,
 )
 from ._pacing import Pace
 from ._probe import Probe
@@ -41,7 +40,7 @@ def run_confirmation(
     min_pairs = p.confirm_min_pairs
     if plan < min_pairs:
         return Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), sigma), False
-    bounds = success_z(p.confirm_alpha, looks_of(min_pairs, plan))
+    bounds = plan_bounds(p.confirm_alpha, min_pairs, plan)
     looks = Looks(min_pairs, plan)
     d: list[float] = []
     block = 0

@@ -44,7 +44,7 @@ import math
 import numpy as np
 
 from ._candidates import thin_log
-from ._confirm import Confirmation, looks_of, pairs_needed, success_z
+from ._confirm import Confirmation, pairs_needed, plan_bounds
 from ._confirming import run_confirmation
 from ._evidence import Evidence
 from ._pacing import Pace, first_calls
@@ -311,7 +311,7 @@ class _Rounds:
 
     def bounds(self, max_pairs: int) -> tuple[float, float]:
         """The test's bounds when its last look is at ``max_pairs`` (looks by doubling)."""
-        return success_z(self.p.confirm_alpha, looks_of(self.p.confirm_min_pairs, max_pairs))
+        return plan_bounds(self.p.confirm_alpha, self.p.confirm_min_pairs, max_pairs)
 
     def too_noisy(self, *, final: bool) -> str | None:
         """Why no gain on offer can be confirmed in what is left of the budget, or None.
