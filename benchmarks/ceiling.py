@@ -4,12 +4,12 @@
 
 A policy that leaves native only on a confirmed gain can never capture more than
 one that is *told* the best size and spends the whole budget confirming it: ABBA
-pairs against native, judged by the same sequential test (:func:`chunktune._confirm.judge`,
-the policy's alpha, margin and estimator) with one look per block and its last
-look at the pairs the budget pays for. No search, no race, no refinement: every
-second goes to the one comparison that decides. Its regret (simulated suite) and
-its captured gain (replayed traces) are a bound on what any search-then-confirm
-policy at that budget and alpha can reach on these landscapes, whatever its search.
+pairs against native, run and judged by the sweep's own confirmation (the policy's
+alpha, margin, estimator and looks), its plan the pairs the budget pays for. No
+search, no race, no refinement: every second goes to the one comparison that
+decides. Its regret (simulated suite) and its captured gain (replayed traces) are a
+bound on what any search-then-confirm policy at that budget and alpha can reach on
+these landscapes, whatever its search.
 """
 
 from __future__ import annotations
@@ -20,19 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import attrs
 import numpy as np
 from cases import SIM_CASES, trace_files, trace_name
 from measure import bench_settings
 
 from chunktune import Policy
-from chunktune._confirm import (
-    FUTILITY_Z,
-    Looks,
-    abba_order,
-    judge,
-    pair_gains,
-    plan_bounds,
-)
+from chunktune._confirming import run_confirmation
+from chunktune._pacing import Pace
+from chunktune._probe import Probe
 from chunktune.sim import ReplayWorkload
 
 
@@ -49,40 +45,18 @@ def confirm_known_best(workload: Any, best: int, policy: Policy, budget_s: float
     """True when ``best`` is confirmed against native on ABBA pairs within ``budget_s``.
 
     ``workload`` is a simulated or replayed workload (it has ``clock()``); the plan
-    is the pairs the budget pays for at the two sizes' true cost.
+    is the pairs the budget pays for at the two sizes' true cost, run and judged by
+    the sweep's own confirmation (:func:`chunktune._confirming.run_confirmation`)
+    with no race before it, so no noise figure but its own pairs'.
     """
     per_pair = workload.true_time(None) + workload.true_time(best)
     plan = int(budget_s / per_pair) // 2 * 2
     if plan < policy.confirm_min_pairs:
         return False
-    looks = Looks(policy.confirm_min_pairs, plan)
-    bounds = plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, plan)
-    start = workload.clock()
-    d: list[float] = []
-    block = 0
-    while True:
-        order = abba_order(block, best)
-        d += pair_gains(order, [workload.run(c) for c in order])
-        final = workload.clock() - start >= budget_s
-        if not (final or looks.due(len(d))):
-            block += 1
-            continue
-        verdict = judge(
-            d,
-            prior_sigma=0.0,
-            prior_dof=0,
-            margin=policy.margin,
-            bounds=bounds,
-            z_futility=FUTILITY_Z,
-            min_pairs=policy.confirm_min_pairs,
-            max_pairs=plan,
-            estimator=policy.estimator,
-            trim=policy.trim,
-            final=final,
-        )
-        if verdict.outcome is not None:
-            return verdict.outcome == "confirmed"
-        block += 1
+    policy = attrs.evolve(policy, time_budget_s=budget_s, extend_budget=False)
+    probe = Probe(workload, policy, lambda: None, None, workload.clock)
+    verdict, _ = run_confirmation(probe, Pace(probe), best, plan=plan, sigma=0.0, dof=0)
+    return verdict.outcome == "confirmed"
 
 
 def sim_ceiling(policy: Policy, draws: int, budget_s: float) -> list[float]:
