@@ -31,7 +31,7 @@ from ._cache_entry import CacheEntry as CacheEntry
 from ._cache_format import SCHEMA, ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._errors import CacheError
 from ._recent import forget as forget_recent
-from ._validators import shown, user_path
+from ._validators import is_path, shown, user_path
 
 __all__ = [
     "DecisionCache",
@@ -53,6 +53,8 @@ def default_cache_path() -> Path:
 
 
 def _cache_path(path: str | os.PathLike[str]) -> Path:
+    if not is_path(path):
+        raise CacheError(f"cache path: {shown(path)} is not a str or os.PathLike")
     try:
         return user_path(os.fspath(path))
     except ValueError as exc:

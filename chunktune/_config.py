@@ -27,7 +27,7 @@ from ._candidates import STRATEGIES, CandidateStrategy
 from ._errors import ConfigError
 from ._extends import resolve_tables
 from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, RaySettings, Settings
-from ._validators import shown
+from ._validators import is_path, shown
 
 __all__ = [
     "CACHE_ENV",
@@ -175,6 +175,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         return found
     if isinstance(exc, KeyError):
         return [f"{path}: missing required key {exc.args[0]!s}"]
+    if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
+        return [f"{path}: {p}" if path else p for p in exc.problems]
     message = str(exc) or type(exc).__name__
     return [f"{path}: {message}" if path else message]
 
@@ -264,6 +266,8 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
     environment variable naming a missing file is an error, not a fallback.
     """
     if path is not None:
+        if not is_path(path):
+            raise ConfigError(f"{shown(path)} is not a settings file's path (a str or os.PathLike)")
         return Path(path)
     env = os.environ.get(CONFIG_ENV)
     if env:
@@ -311,8 +315,8 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
         if value and cache is not None:
             try:
                 cache = attrs.evolve(cache, **{field: value})
-            except ValueError as exc:
-                problems.append(f"${env}: {exc}")
+            except ConfigError as exc:
+                problems.extend(f"${env}: {p}" for p in exc.problems)
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):

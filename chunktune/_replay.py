@@ -63,7 +63,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._trace import Trace, load_trace
-from ._workload import SignatureValue, check_chunk_size, native_chunk
+from ._workload import SignatureValue, check_chunk_size, check_count, native_chunk
 
 __all__ = ["ReplayWorkload", "decompose", "standardized_noise", "without_machine_state"]
 
@@ -191,7 +191,8 @@ class ReplayWorkload:
         Raises:
             TraceError: the file is missing, not JSON, or malformed.
         """
-        return cls(load_trace(path), seed=seed, name=name or os.path.basename(path))
+        trace = load_trace(path)  # first: it says what is wrong with ``path``
+        return cls(trace, seed=seed, name=name or os.path.basename(path))
 
     def reset(self) -> None:
         """Restart the replay from its seed."""
@@ -308,7 +309,11 @@ class ReplayWorkload:
         averaged over ``splits`` random halves: what the best size really gives,
         without the luck that made it look best. Their difference is the part of
         the apparent gain that is noise in the recorded truth itself.
+
+        Raises:
+            InvalidArgumentError: ``splits`` is not an integer >= 1.
         """
+        splits = check_count(splits, what="splits")
         native_row = self._row(None)
         apparent = 1.0 - float(self._truth.min() / self._truth[native_row])
         rounds = self.trace.rounds

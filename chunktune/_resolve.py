@@ -27,7 +27,7 @@ from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import ChunktuneError
+from ._errors import ChunktuneError, InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
 from ._locks import acquire, hold, key_lock, sweep_lock
@@ -44,6 +44,7 @@ from ._request import (
 from ._settings import Policy, Settings
 from ._sweep import sweep
 from ._threads import call_soon, hop, in_own_thread, run_blocking
+from ._validators import shown
 from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
@@ -212,13 +213,18 @@ async def resolve(
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
             its ``signature()`` holds a value that is not a str, int, finite float or
             bool (numpy scalars are taken as the numbers they hold).
-        InvalidArgumentError: bad ``num_envs``, ``nthread`` or ``manual``.
+        InvalidArgumentError: bad ``num_envs``, ``nthread``, ``manual`` or ``settings``.
         ConfigError: invalid settings or an unknown policy.
     """
     num_envs, nthread = check_workload(workload)
+    if settings is not None and not isinstance(settings, Settings):
+        raise InvalidArgumentError(
+            f"settings {shown(settings)} is not a chunktune.Settings; "
+            "load one with chunktune.load_settings(path)"
+        )
     native = native_chunk(num_envs, nthread)
     if manual is not None:
-        chunk = check_chunk_size(manual, what="manual chunk size")
+        chunk = check_chunk_size(manual, what="manual chunk size", num_envs=num_envs)
         decision = Decision(
             chunk_size=chunk,
             native_chunk=native,

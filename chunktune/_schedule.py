@@ -64,10 +64,19 @@ def teeth(num_envs: int, nthread: int) -> set[int]:
     """The sizes ``ceil(N/(k*T))``: chunk counts that are multiples of T (and the last below).
 
     With even envs these are the sawtooth's lowest points: the next larger size
-    adds a wave of chunks and leaves workers idle at the end.
+    adds a wave of chunks and leaves workers idle at the end. Built in
+    O(sqrt(N/T)) steps: each step jumps to the next ``k`` whose size differs.
     """
-    k = np.arange(1, upper_chunk(num_envs, nthread) + 1, dtype=np.int64)
-    return {int(c) for c in np.unique(-(-num_envs // (k * nthread)))}
+    found: set[int] = set()
+    k, last = 1, upper_chunk(num_envs, nthread)
+    while k <= last:
+        size = -(-num_envs // (k * nthread))
+        found.add(size)
+        if size == 1:
+            break
+        # the largest k with this size: ceil(N/(kT)) > size - 1  <=>  kT < N/(size - 1)
+        k = -(-num_envs // ((size - 1) * nthread))
+    return found
 
 
 def between(sizes: Sequence[int], preferred: set[int], i: int, j: int) -> int | None:

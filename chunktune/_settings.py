@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 import attrs
 
 from ._candidates import BalancedCandidates, CandidateStrategy
+from ._errors import ConfigError
 from ._validators import choice, integer, number, path_text, text
 
 __all__ = [
@@ -57,7 +58,7 @@ def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
     from ._candidates import STRATEGIES
 
     if not isinstance(value, tuple(STRATEGIES.values())):
-        raise ValueError(
+        raise ConfigError(
             f"{value!r} is not valid for {attr.name}; expected a candidate strategy "
             f"({', '.join(STRATEGIES)})"
         )
@@ -132,22 +133,22 @@ class Policy:
 
     def __attrs_post_init__(self) -> None:
         if self.max_rounds < self.min_rounds:
-            raise ValueError(
+            raise ConfigError(
                 f"max_rounds {self.max_rounds} is below min_rounds {self.min_rounds}; "
                 "expected max_rounds >= min_rounds"
             )
         if self.confirm_max_pairs < self.confirm_min_pairs:
-            raise ValueError(
+            raise ConfigError(
                 f"confirm_max_pairs {self.confirm_max_pairs} is below confirm_min_pairs "
                 f"{self.confirm_min_pairs}; expected confirm_max_pairs >= confirm_min_pairs"
             )
         if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
-            raise ValueError(
+            raise ConfigError(
                 f"hard_limit_s {self.hard_limit_s:g} is below time_budget_s "
                 f"{self.time_budget_s:g}; expected hard_limit_s >= time_budget_s"
             )
         if self.extend_budget and self.hard_limit_s is None:
-            raise ValueError(
+            raise ConfigError(
                 "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "
                 "(the most an extended sweep may take) above time_budget_s"
             )
@@ -281,9 +282,9 @@ class RaySettings:
 
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not valid for policy; expected a policy name")
+        raise ConfigError(f"{value!r} is not valid for policy; expected a policy name")
     if value not in inst.policies:
-        raise ValueError(
+        raise ConfigError(
             f"unknown policy {value!r}; known policies: {', '.join(sorted(inst.policies))}"
         )
 
@@ -308,7 +309,7 @@ class Settings:
     def _check_policies(self, _attr: attrs.Attribute[Any], value: dict[str, Policy]) -> None:
         for name, pol in value.items():
             if not isinstance(name, str) or not isinstance(pol, Policy):
-                raise ValueError(f"policies[{name!r}] must be a Policy, got {pol!r}")
+                raise ConfigError(f"policies[{name!r}] must be a Policy, got {pol!r}")
 
     def get_policy(self, name: str | None = None) -> Policy:
         """The named policy, or the active one.

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidArgumentError, TraceError
+from ._validators import is_path, shown
 from ._workload import as_seconds, native_chunk, upper_chunk
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
@@ -190,6 +191,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         TraceError: the file cannot be read, is not JSON, or a field is missing or
             malformed; the message names the file and the field.
     """
+    if not is_path(path):
+        raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

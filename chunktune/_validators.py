@@ -1,9 +1,14 @@
-"""attrs validators whose messages say what was expected and what was given."""
+"""attrs validators whose messages say what was expected and what was given.
+
+They guard the settings classes, so a bad value raises :class:`~chunktune.ConfigError`
+(a ``ValueError``) whether it came from a file or from a constructor call.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
 import reprlib
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -11,9 +16,12 @@ from typing import Any
 
 import attrs
 
+from ._errors import ConfigError
+
 __all__ = [
     "choice",
     "integer",
+    "is_path",
     "number",
     "path_text",
     "positive_sizes",
@@ -68,7 +76,7 @@ def number(
                 and (hi is None or (x < hi if hi_open else x <= hi))
             )
         if not ok:
-            raise ValueError(f"{value!r} is not valid for {attr.name}; expected {expected}")
+            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected {expected}")
 
     return check
 
@@ -85,7 +93,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
             and (hi is None or value <= hi)
         )
         if not ok:
-            raise ValueError(f"{value!r} is not valid for {attr.name}; expected {expected}")
+            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected {expected}")
 
     return check
 
@@ -96,7 +104,7 @@ def choice(options: Collection[str]) -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value not in options:
-            raise ValueError(f"{value!r} is not valid for {attr.name}; expected one of {listed}")
+            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected one of {listed}")
 
     return check
 
@@ -106,7 +114,7 @@ def text() -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str):
-            raise ValueError(f"{value!r} is not valid for {attr.name}; expected a string")
+            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected a string")
 
     return check
 
@@ -119,13 +127,18 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
             v for v in value if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
         ]
         if bad or len(value) < min_len:
-            raise ValueError(
+            raise ConfigError(
                 f"{list(value)!r} is not valid for {attr.name}; expected a list of at least "
                 f"{min_len} integer chunk size(s) >= 1"
                 + (f" (bad: {', '.join(repr(b) for b in bad)})" if bad else "")
             )
 
     return check
+
+
+def is_path(value: object) -> bool:
+    """Whether ``value`` can name a file: a ``str`` or an ``os.PathLike`` of one."""
+    return isinstance(value, str | os.PathLike)
 
 
 def user_path(value: str) -> Path:
@@ -155,7 +168,10 @@ def path_text(*, optional: bool = False) -> Validator:
         if value is None and optional:
             return
         if not isinstance(value, str):
-            raise ValueError(f"{value!r} is not valid for {attr.name}; expected a path")
-        user_path(value)
+            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected a path")
+        try:
+            user_path(value)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     return check

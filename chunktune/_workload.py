@@ -10,6 +10,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from ._errors import InvalidArgumentError, WorkloadError
 
 __all__ = [
+    "MAX_COUNT",
     "SignatureValue",
     "Workload",
     "as_seconds",
@@ -45,38 +46,56 @@ class Workload(Protocol):
 
 
 def native_chunk(num_envs: int, nthread: int) -> int:
-    """The chunk MuJoCo's pool uses for ``chunk_size=None``: ``max(1, N // (10*T))``."""
-    return max(1, num_envs // (10 * max(1, nthread)))
+    """The chunk MuJoCo's pool uses for ``chunk_size=None``: ``max(1, N // (10*T))``.
+
+    Raises:
+        InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
+    """
+    n = check_count(num_envs, what="num_envs")
+    return max(1, n // (10 * check_count(nthread, what="nthread")))
 
 
 def upper_chunk(num_envs: int, nthread: int) -> int:
-    """The largest useful chunk, ``ceil(N/T)``: any larger leaves a worker idle."""
-    return max(1, math.ceil(num_envs / max(1, nthread)))
-
-
-def check_count(value: object, *, what: str) -> int:
-    """Return ``value`` as an int count >= 1 (envs, threads, steps, a chunk size).
+    """The largest useful chunk, ``ceil(N/T)``: any larger leaves a worker idle.
 
     Raises:
-        InvalidArgumentError: ``value`` is not an integer, or is below 1; the message
-            names ``what``.
+        InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
+    """
+    n = check_count(num_envs, what="num_envs")
+    return -(-n // check_count(nthread, what="nthread"))
+
+
+MAX_COUNT = 2**31 - 1
+"""The most envs or threads a pool can have: MuJoCo counts them in a C ``int``."""
+
+
+def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
+    """Return ``value`` as an int count from 1 to ``high`` (envs, threads, steps, a chunk size).
+
+    Raises:
+        InvalidArgumentError: ``value`` is not an integer, or is outside ``[1, high]``;
+            the message names ``what``.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(
             f"{what} must be an integer >= 1, got {value!r} ({type(value).__name__})"
         )
-    if value < 1:
+    count = int(value)
+    if count < 1:
         raise InvalidArgumentError(f"{what} must be an integer >= 1, got {value!r}")
-    return int(value)
+    if count > high:
+        raise InvalidArgumentError(f"{what} must be an integer from 1 to {high}, got {value!r}")
+    return count
 
 
-def check_chunk_size(value: object, *, what: str = "chunk_size") -> int:
+def check_chunk_size(value: object, *, what: str = "chunk_size", num_envs: int = MAX_COUNT) -> int:
     """Return ``value`` as an int chunk size, or raise InvalidArgumentError.
 
     Raises:
-        InvalidArgumentError: ``value`` is not an integer, or is below 1.
+        InvalidArgumentError: ``value`` is not an integer, or is outside ``[1, num_envs]``
+            (a chunk of more envs than the batch holds is no chunk of it).
     """
-    return check_count(value, what=what)
+    return check_count(value, what=what, high=num_envs)
 
 
 _MEMBERS = ("num_envs", "nthread", "signature", "run")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._resolve import resolve_sync as _resolve_sync
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
@@ -37,6 +38,23 @@ def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
     except Exception:  # not a real MjModel (a stand-in in a test, say): sizes only
         facts["model_sha"] = "unknown"
     return facts
+
+
+def _dtype_name(dtype: Any) -> str:
+    try:
+        return str(np.dtype(dtype).name)
+    except TypeError:
+        raise _InvalidArgumentError(
+            f"dtype {dtype!r} is not a numpy data type (such as 'float64')"
+        ) from None
+
+
+def _control_width(model: Any) -> int:
+    """``model.nu``, the controls per env (0 when the model has none)."""
+    nu = getattr(model, "nu", 0)
+    if isinstance(nu, bool) or not isinstance(nu, numbers.Integral) or nu < 0:
+        raise _InvalidArgumentError(f"model.nu {nu!r} is not a count of controls (an int >= 0)")
+    return int(nu)
 
 
 class PoolStepWorkload:
@@ -71,12 +89,12 @@ class PoolStepWorkload:
         self._signature: dict[str, SignatureValue] = {
             "kind": "compat.pool_step",
             "backend_type": str(backend_type),
-            "dtype": np.dtype(dtype).name,
+            "dtype": _dtype_name(dtype),
             "post_step_forward_sensor": self.post_step_forward_sensor,
             "bench_nsteps": self.bench_nsteps,
-            **_model_facts(model, n_variants),
+            **_model_facts(model, _check_chunk_size(n_variants, what="n_variants")),
         }
-        nu = int(getattr(model, "nu", 0))
+        nu = _control_width(model)
         self.control = np.zeros((num_envs, self.bench_nsteps, nu), dtype=np.float64)
 
     def signature(self) -> Mapping[str, SignatureValue]:
@@ -121,14 +139,16 @@ def resolve_chunk_size(
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
-            integer >= 0, or ``manual_chunk_size`` not an integer >= 1.
+            integer >= 0, ``manual_chunk_size`` not an integer from 1 to ``num_envs``;
+            when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
+            ``dtype`` no numpy data type, or ``model.nu`` no count of controls.
     """
     # first, before anything is sized by them
     num_envs = _check_chunk_size(num_envs, what="num_envs")
     on_caller = isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool)
     nthread = 0 if on_caller and nthread == 0 else _check_chunk_size(nthread, what="nthread")
     if manual_chunk_size is not None:
-        return _check_chunk_size(manual_chunk_size, what="manual_chunk_size")
+        return _check_chunk_size(manual_chunk_size, what="manual_chunk_size", num_envs=num_envs)
     if not adaptive or nthread == 0 or _upper_chunk(num_envs, nthread) <= 1:
         return None
     workload = PoolStepWorkload(

@@ -13,7 +13,7 @@ from typing import Any
 import platformdirs
 import pytest
 
-from chunktune import CacheEntry, DecisionCache
+from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache import default_cache_path
 from chunktune._cache_format import SCHEMA
 
@@ -478,3 +478,10 @@ def test_default_cache_path_is_in_the_user_cache_dir() -> None:
     path = default_cache_path()
     assert path.parent == platformdirs.user_cache_path("chunktune", appauthor=False)
     assert path.name == "cache.json"
+
+
+@pytest.mark.parametrize("path", [3, None])
+def test_a_cache_path_that_is_no_path_is_a_cache_error(path: object) -> None:
+    """DecisionCache(3) and the like: CacheError naming the value, not a TypeError."""
+    with pytest.raises(CacheError, match=r"is not a str or os\.PathLike"):
+        DecisionCache(path)  # type: ignore[arg-type]

@@ -508,6 +508,7 @@ def test_cache_export_round_trips(
     [
         pytest.param("copy.txt", [], "must end in .json or .toml", id="bad-suffix"),
         pytest.param("exists.json", [], "the file exists; add --force", id="exists"),
+        pytest.param("no/such/dir/copy.json", [], "no/such/dir does not exist", id="no-dir"),
     ],
 )
 def test_cache_export_refuses(
@@ -518,11 +519,12 @@ def test_cache_export_refuses(
     extra: list[str],
     message: str,
 ) -> None:
-    """`cache export` refuses an unknown suffix, and an existing file without --force."""
+    """`cache export` refuses an unknown suffix, an existing file without --force, a missing dir."""
     fill(env["cache"], {"a" * 32: entry(1.0)})
     (tmp_path / "exists.json").write_text("{}")
     assert main(["cache", "export", str(tmp_path / name), *extra]) == 2
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()  # nothing created on a typo's say-so
     assert main(["cache", "export", str(tmp_path / "exists.json"), "--force"]) == 0
 
 
@@ -779,7 +781,8 @@ def test_a_trivial_batch_is_answered_without_building_anything(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(("--num-envs", "1000000000000"), "GiB", id="huge-batch"),
+        pytest.param(("--num-envs", "2000000000"), "GiB", id="huge-batch"),
+        pytest.param(("--num-envs", "1000000000000"), "from 1 to 2147483647", id="past-int"),
         pytest.param(("--nthread", "100000"), "8 times the", id="huge-pool"),
     ],
 )

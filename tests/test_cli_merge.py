@@ -99,6 +99,16 @@ def test_a_malformed_input_writes_nothing(
     assert not out_file.exists()
 
 
+def test_an_output_in_a_missing_directory_is_refused(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """-o in a directory that does not exist: exit 2 naming it, and no directory created."""
+    out_file = isolated / "typo" / "fleet.json"
+    assert main(["cache", "merge", str(fleet[0]), "-o", str(out_file)]) == 2
+    assert "typo does not exist" in one_error(capsys.readouterr().err)
+    assert not out_file.parent.exists()
+
+
 def test_bad_entries_are_named_and_the_rest_merged(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

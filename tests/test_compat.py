@@ -67,10 +67,36 @@ def test_manual_override_first() -> None:
     assert pool.calls == []
 
 
-def test_manual_override_is_validated() -> None:
-    """A manual chunk below 1 raises a ChunktuneError naming it."""
-    with pytest.raises(InvalidArgumentError, match="0"):
-        call(FakePool(), np.zeros((256, 5)), manual_chunk_size=0)
+@pytest.mark.parametrize("manual", [0, 257])
+def test_manual_override_is_validated(manual: int) -> None:
+    """A manual chunk outside 1..num_envs raises a ChunktuneError naming it."""
+    with pytest.raises(InvalidArgumentError, match=str(manual)):
+        call(FakePool(), np.zeros((256, 5)), manual_chunk_size=manual)
+
+
+class _Model(FakeModel):
+    def __init__(self, nu: object) -> None:
+        self.nu = nu  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        pytest.param({"dtype": "bogus"}, "dtype 'bogus' is not a numpy data type", id="dtype"),
+        pytest.param({"n_variants": "x"}, "n_variants must be an integer", id="variants-text"),
+        pytest.param({"n_variants": 0}, "n_variants must be an integer", id="variants-zero"),
+        pytest.param({"model": _Model(-1)}, "model.nu -1 is not a count", id="nu-negative"),
+        pytest.param({"model": _Model("a")}, "model.nu 'a' is not a count", id="nu-text"),
+    ],
+)
+def test_bad_arguments_for_measuring_raise_naming_them(
+    over: dict[str, object], message: str
+) -> None:
+    """A dtype, n_variants or model.nu that cannot be measured with: InvalidArgumentError."""
+    pool = FakePool()
+    with pytest.raises(InvalidArgumentError, match=message):
+        call(pool, np.zeros((256, 5)), **over)
+    assert pool.calls == []
 
 
 def test_adaptive_off_gives_none() -> None:

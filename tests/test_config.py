@@ -298,3 +298,10 @@ def test_chunktune_cache_is_checked_like_cache_path(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("CHUNKTUNE_CACHE", "~nosuchuser-chunktune/c.json")
     with pytest.raises(ConfigError, match=r"\$CHUNKTUNE_CACHE: .* no such home"):
         load_settings()
+
+
+@pytest.mark.parametrize("path", [3, 2.5, ["chunktune.toml"]])
+def test_a_settings_path_that_is_no_path_is_a_config_error(path: object) -> None:
+    """load_settings(3) and the like: ConfigError naming the value, not a TypeError."""
+    with pytest.raises(ConfigError, match="is not a settings file's path"):
+        load_settings(path)  # type: ignore[arg-type]

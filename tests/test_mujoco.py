@@ -373,6 +373,13 @@ def test_from_xml_missing_file_names_the_path(tmp_path: pathlib.Path) -> None:
         RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
 
 
+@pytest.mark.parametrize("path", [None, 3])
+def test_from_xml_of_no_path_is_an_invalid_argument(path: object) -> None:
+    """A model file argument that is no path raises InvalidArgumentError naming it."""
+    with pytest.raises(InvalidArgumentError, match="is not a path"):
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1)  # type: ignore[arg-type]
+
+
 def test_from_xml_malformed_file_names_the_path_and_mujocos_message(tmp_path: pathlib.Path) -> None:
     """Malformed XML raises InvalidArgumentError with the path and MuJoCo's message."""
     path = tmp_path / "broken.xml"
@@ -495,10 +502,10 @@ def test_a_batch_larger_than_available_memory_is_rejected_before_allocating(
     """State and output arrays beyond the available memory raise with the sizes, not MemoryError."""
     from chunktune._mujoco import _limits
 
-    with pytest.raises(InvalidArgumentError, match=r"num_envs=1000000000000 .* GiB"):
-        tiny_workload(num_envs=10**12)
-    with pytest.raises(InvalidArgumentError, match="num_envs=1000000000000"):
-        demo_workload(num_envs=10**12, nthread=2)
+    with pytest.raises(InvalidArgumentError, match=r"num_envs=2000000000 .* GiB"):
+        tiny_workload(num_envs=2 * 10**9)
+    with pytest.raises(InvalidArgumentError, match="num_envs=2000000000"):
+        demo_workload(num_envs=2 * 10**9, nthread=2)
     monkeypatch.setattr(_limits, "available_memory", lambda: 1000)
     with pytest.raises(InvalidArgumentError, match=r"more than the .* GiB this machine has"):
         tiny_workload(num_envs=12)

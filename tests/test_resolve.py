@@ -94,12 +94,20 @@ async def test_manual_wins_without_measuring() -> None:
         pytest.param(2.5, id="float"),
         pytest.param("8", id="text"),
         pytest.param(True, id="bool"),
+        pytest.param(10**6, id="above-num-envs"),
     ],
 )
 async def test_bad_manual_is_rejected(manual: object) -> None:
-    """A manual chunk that is not an integer >= 1 raises, naming the value."""
+    """A manual chunk that is not an integer from 1 to num_envs raises, naming the value."""
     with pytest.raises(InvalidArgumentError, match=repr(manual).replace(".", r"\.")):
         await chunktune.resolve(uneven(), manual=manual)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("settings", ["chunktune.toml", 3, {"policy": "quick"}])
+async def test_settings_that_are_not_settings_are_rejected(settings: object) -> None:
+    """settings= must be a Settings object: anything else raises, naming it."""
+    with pytest.raises(InvalidArgumentError, match=r"is not a chunktune\.Settings"):
+        await chunktune.resolve(uneven(), settings=settings)  # type: ignore[arg-type]
 
 
 async def test_off_policy_never_measures() -> None:
@@ -144,6 +152,7 @@ async def test_not_a_workload_is_rejected() -> None:
         pytest.param(0, 2, "num_envs", id="envs0"),
         pytest.param(16, 0, "nthread", id="threads0"),
         pytest.param(16, 2.0, "nthread", id="threads-float"),
+        pytest.param(2**31, 2, "num_envs", id="envs-past-int"),
     ],
 )
 async def test_bad_sizes_are_rejected(n: object, t: object, field: str) -> None:

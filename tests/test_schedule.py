@@ -41,6 +41,21 @@ def test_teeth_are_the_sizes_whose_chunk_counts_fill_whole_waves() -> None:
     assert {57, 69, 86, 114, 171, 342} <= teeth(n, t)
 
 
+@pytest.mark.parametrize("t", [1, 2, 3, 7, 16, 96])
+def test_teeth_are_every_size_of_a_whole_number_of_waves(t: int) -> None:
+    """teeth(N, T) is exactly {ceil(N/(kT)) for k = 1..ceil(N/T)}, small N and large."""
+    for n in [*range(1, 200), 1000, 4099, 32768, 65537, 123457]:
+        brute = {math.ceil(n / (k * t)) for k in range(1, math.ceil(n / t) + 1)}
+        assert teeth(n, t) == brute, (n, t)
+
+
+def test_teeth_of_the_largest_batch_take_square_root_steps() -> None:
+    """The largest batch a pool can have (2**31 - 1 envs, one thread) has its teeth at once."""
+    found = teeth(2**31 - 1, 1)
+    assert 1 in found and 2**31 - 1 in found
+    assert len(found) <= 2 * math.isqrt(2**31 - 1) + 2  # ceil(N/k) takes at most 2 sqrt(N) values
+
+
 def test_between_halves_in_log_scale_and_prefers_teeth() -> None:
     """Halfway between two sizes is a tooth when one lies between, else the log midpoint."""
     sizes = schedules(32768, 96)

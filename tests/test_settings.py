@@ -12,6 +12,7 @@ import pytest
 import chunktune
 from chunktune import (
     BalancedCandidates,
+    ConfigError,
     ExhaustiveCandidates,
     ExplicitCandidates,
     GeometricCandidates,
@@ -167,3 +168,21 @@ def test_choices_come_from_their_literal_types() -> None:
     assert get_args(Estimator) == ESTIMATORS and "trimmed_mean" in ESTIMATORS
     with pytest.raises(ValueError, match="expected one of 'evidence'"):
         Policy(tie_break="left")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: chunktune.Policy(margin=5.0), "5.0 is not valid for margin"),
+        (lambda: chunktune.Policy(min_rounds=5, max_rounds=2), "max_rounds 2 is below"),
+        (lambda: chunktune.ExplicitCandidates(sizes=[]), r"\[\] is not valid for sizes"),
+        (lambda: chunktune.GeometricCandidates(ratio=1.0), "1.0 is not valid for ratio"),
+        (lambda: chunktune.BalancedCandidates(max_candidates=0), "0 is not valid for max_"),
+        (lambda: chunktune.Settings(policies={}, policy="x"), "unknown policy 'x'"),
+        (lambda: chunktune.CacheSettings(path=""), "'' is not a path"),
+    ],
+)
+def test_settings_classes_built_in_code_raise_config_error(build: Any, message: str) -> None:
+    """A bad value given to a settings class's constructor is a ConfigError naming it."""
+    with pytest.raises(ConfigError, match=message):
+        build()

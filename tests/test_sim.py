@@ -440,3 +440,14 @@ def test_compare_times_each_chunk_on_a_layout() -> None:
     table = compare("blocked", num_envs=256, nthread=2, chunks=[8, 128, None])
     workload = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=2)
     assert table == {c: workload.true_time(c) for c in (8, 128, None)}
+
+
+@pytest.mark.parametrize(
+    ("n", "t", "field"),
+    [(0, 2, "num_envs"), (8, 0, "nthread"), (-1, 2, "num_envs"), ("8", 2, "num_envs")],
+)
+def test_pool_arithmetic_rejects_what_no_pool_has(n: object, t: object, field: str) -> None:
+    """native_chunk and upper_chunk raise on a count below 1 or not an integer, naming it."""
+    for f in (native_chunk, upper_chunk):
+        with pytest.raises(InvalidArgumentError, match=field):
+            f(n, t)  # type: ignore[arg-type]

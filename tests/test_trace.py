@@ -255,3 +255,18 @@ def test_a_replayed_trace_resolves_like_any_workload() -> None:
     d = chunktune.resolve_sync(ReplayWorkload(synthetic(rounds=40), seed=1))
     assert d.source == "benchmark"
     assert d.chunk_size in (3, 4, 5)
+
+
+@pytest.mark.parametrize("path", [None, 3])
+def test_a_trace_path_that_is_no_path_is_a_trace_error(path: object) -> None:
+    """ReplayWorkload.from_file(None) and the like: TraceError naming the value."""
+    with pytest.raises(TraceError, match="is not a trace file's path"):
+        ReplayWorkload.from_file(path)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("splits", [0, -1, 1.5, "a"])
+def test_offered_gain_needs_a_whole_number_of_splits(splits: object) -> None:
+    """offered_gain(splits) takes an integer >= 1; anything else raises naming it."""
+    replay = ReplayWorkload(synthetic(), seed=0)
+    with pytest.raises(chunktune.InvalidArgumentError, match="splits"):
+        replay.offered_gain(splits)  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from ._common import (
     exists,
     file_arg,
     help_formatter,
+    output_file,
     same_file,
     warn,
 )
@@ -219,7 +220,7 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
 
 def _cmd_cache_export(args: argparse.Namespace) -> int:
     cache = _open_cache(args)
-    target = file_arg("export", args.file)
+    target = output_file("export", args.file)
     fmt = suffix_format(target)
     if fmt is None:
         raise InvalidArgumentError(f"export {target}: the name must end in .json or .toml")

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from rich.console import Console
 
-from .._errors import InvalidArgumentError
+from .._errors import InvalidArgumentError, OutputError
 from .._validators import user_path
 
 __all__ = [
@@ -89,6 +89,19 @@ def file_arg(what: str, value: str) -> Path:
         return user_path(value)
     except ValueError as exc:
         raise InvalidArgumentError(f"{what}: {exc}") from None
+
+
+def output_file(what: str, value: str) -> Path:
+    """A file to write, named on the command line: :func:`file_arg`, in a directory that exists.
+
+    Raises:
+        InvalidArgumentError: the name is empty, holds a NUL byte or names an unknown home.
+        OutputError: its directory does not exist (nothing is created on a typo's say-so).
+    """
+    path = file_arg(what, value)
+    if not path.parent.is_dir():
+        raise OutputError(f"{what} {path}: the directory {path.parent} does not exist")
+    return path
 
 
 def same_file(a: Path, b: Path) -> bool:

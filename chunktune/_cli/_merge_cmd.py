@@ -17,7 +17,7 @@ from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError
 from .._keys import cache_for
 from .._validators import shown
-from ._common import EXIT_OK, entries_of, exists, file_arg, same_file, warn
+from ._common import EXIT_OK, entries_of, exists, file_arg, output_file, same_file, warn
 
 __all__ = ["add_merge_parser"]
 
@@ -52,7 +52,7 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
             where = f" in {settings.source}" if settings.source else ""
             raise ConfigError(f"cache.enabled: the cache is disabled{where}; use -o OUT")
         return cache, "the cache"
-    out = file_arg("merge -o", args.output)
+    out = output_file("merge -o", args.output)
     fmt = suffix_format(out)
     if fmt is None:
         raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")

@@ -18,7 +18,7 @@ from .._locks import sweep_lock_path
 from .._record import check_sizes, record
 from .._trace import dump_trace
 from ._args import load_workload, pool_threads, positive_int
-from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, say
+from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
 __all__ = ["add_parser"]
 
@@ -97,11 +97,9 @@ def _machine_to_ourselves() -> Iterator[None]:
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
-    out = Path(args.output)
+    out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
-    if not out.parent.is_dir():
-        raise OutputError(f"-o {out}: the directory {out.parent} does not exist")
     nthread = pool_threads(args.nthread)
     workload, what = load_workload(args, nthread)
     try:

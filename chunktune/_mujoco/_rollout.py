@@ -340,6 +340,8 @@ class RolloutWorkload:
             InvalidArgumentError: the file is missing or MuJoCo cannot load it,
                 or an argument is invalid.
         """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgumentError(f"model file {path!r} is not a path (a str or os.PathLike)")
         file = pathlib.Path(path)
         if not file.is_file():
             raise InvalidArgumentError(f"model file not found: {file}")
