@@ -90,7 +90,7 @@ class BalancedCandidates:
 
     strategy: ClassVar[str] = "balanced"
     refinable: ClassVar[bool] = True
-    max_candidates: int = attrs.field(default=12, validator=integer(2, 4096))
+    max_candidates: int = attrs.field(default=10, validator=integer(2, 4096))
     min_chunks_per_thread: int = attrs.field(default=1, validator=integer(1, 1_000_000))
     k_ratio: float = attrs.field(default=1.35, validator=number(1.0, 16.0, lo_open=True))
 

@@ -20,7 +20,7 @@ their number doubles, and at the end of its plan (:func:`look_points`):
 Looking more than once must not inflate the false-confirmation rate above
 ``alpha``: every look but the last needs a strict bound (z = 3), and the last
 one gets what is left of ``alpha`` (:func:`success_z`); with looks spaced by
-doubling, a plan of 64 pairs has 5 looks and its last bound is z = 1.69. The noise is pooled with
+doubling, a plan of 64 pairs has 5 looks and its last bound is z = 1.70. The noise is pooled with
 the race's own noise figure, so the first looks do not trust a standard deviation
 from four numbers.
 """

@@ -68,7 +68,9 @@ def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
 class Policy:
     """How a sweep measures and how its winner is chosen.
 
-    Times are in seconds. ``margin`` and ``tie_tol`` are fractions (0.03 = 3%).
+    Times are in seconds. ``margin`` and ``tie_tol`` are fractions (0.03 = 3%). Every
+    default is the ``balanced`` preset's, so a policy written without ``extends`` starts
+    from the default policy (a test holds them equal).
     """
 
     description: str = attrs.field(default="", validator=text(), metadata=_NOT_IDENTITY)
@@ -85,7 +87,7 @@ class Policy:
     tie_break: TieBreak = attrs.field(
         default="evidence", validator=choice(TIE_BREAKS), metadata=_RULE
     )
-    confidence_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0), metadata=_RULE)
+    confidence_z: float = attrs.field(default=0.0, validator=number(0.0, 10.0), metadata=_RULE)
     tie_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0), metadata=_RULE)
     # measurement
     estimator: Estimator = attrs.field(
@@ -94,7 +96,7 @@ class Policy:
     trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True), metadata=_RULE)
     prime: int = attrs.field(default=1, validator=integer(0, 1000))
     warmup: int = attrs.field(default=0, validator=integer(0, 1000))
-    min_rounds: int = attrs.field(default=3, validator=integer(1, 100_000))
+    min_rounds: int = attrs.field(default=2, validator=integer(1, 100_000))
     max_rounds: int = attrs.field(default=12, validator=integer(1, 100_000))
     interleave: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     paired: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
@@ -114,8 +116,8 @@ class Policy:
         default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True), metadata=_RULE
     )
     confirm_min_pairs: int = attrs.field(default=4, validator=integer(2, 100_000))
-    confirm_max_pairs: int = attrs.field(default=24, validator=integer(2, 100_000))
-    confirm_share: float = attrs.field(default=0.3, validator=number(0.0, 0.9))
+    confirm_max_pairs: int = attrs.field(default=64, validator=integer(2, 100_000))
+    confirm_share: float = attrs.field(default=0.5, validator=number(0.0, 0.9))
     noise_gate: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     # limits
     time_budget_s: float = attrs.field(

@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PRESET_FINGERPRINTS = {
     "balanced": "72caf67e5334",
-    "off": "b566141f899a",
+    "off": "72caf67e5334",  # the class defaults are balanced's
     "patient": "72caf67e5334",  # balanced's identity: only its budget stretches
     "quick": "19ce12f556c7",
-    "seed": "105b963c84fa",
+    "seed": "61feff8ac90c",
     "thorough": "ca9deab44b69",
 }
 
@@ -60,7 +60,7 @@ OTHER_VALUE: dict[str, Any] = {
     "confirm_alpha": 0.01,
     "confirm_min_pairs": 6,
     "confirm_max_pairs": 40,
-    "confirm_share": 0.5,
+    "confirm_share": 0.3,
     "noise_gate": False,
     "time_budget_s": 30.0,
     "hard_limit_s": 60.0,
@@ -186,3 +186,9 @@ def test_settings_classes_built_in_code_raise_config_error(build: Any, message: 
     """A bad value given to a settings class's constructor is a ConfigError naming it."""
     with pytest.raises(ConfigError, match=message):
         build()
+
+
+def test_a_policy_written_without_extends_starts_from_balanced() -> None:
+    """Policy()'s every default is the balanced preset's (its description aside)."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    assert attrs.evolve(Policy(), description=balanced.description) == balanced
