@@ -739,6 +739,23 @@ def test_ctrl_c_while_the_command_is_still_loading_exits_130_quietly() -> None:
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
 
 
+def test_ctrl_c_while_mujoco_loads_exits_130_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C in an extension's import (an ImportError raised from it): exit 130, no traceback."""
+    from chunktune._cli import _tune_cmd
+
+    def loading(*args: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:  # what mujoco's module init turns it into
+            raise ImportError("initialization failed") from exc
+
+    monkeypatch.setattr(_tune_cmd, "_tune_workload", loading)
+    assert main(["tune", "--num-envs", "256", "--nthread", "2"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
 def test_importing_chunktune_leaves_ctrl_c_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the command's own process guards SIGINT; a library import keeps the handler."""
     import signal

@@ -125,6 +125,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_PIPE
+    except Exception as exc:
+        if not _interrupted(exc):
+            raise
+        say("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` stands for a Ctrl-C: a KeyboardInterrupt among its causes.
+
+    An extension module being imported when Ctrl-C arrives (mujoco, loaded on first
+    use) fails its initialization with an ImportError raised from the interrupt.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _main(argv: Sequence[str] | None) -> int:
