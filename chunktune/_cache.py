@@ -46,6 +46,12 @@ logger = logging.getLogger("chunktune")
 
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
 
+WRITE_WAIT_S = 2.0
+"""The longest wait for the cache's write lock. A writer holds it for milliseconds; one
+that holds it longer is stopped or stuck, and waiting on would hang its waiter past
+``hard_limit_s``, cancellation and Ctrl-C alike. Past it, the write (or the moving
+aside of a broken file) is given up, as for an unwritable cache."""
+
 
 def default_cache_path() -> Path:
     """``<user cache dir>/chunktune/cache.json`` (platformdirs)."""
@@ -183,9 +189,24 @@ class DecisionCache:
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
+        """Hold the write lock, waiting at most :data:`WRITE_WAIT_S`.
+
+        Raises:
+            TimeoutError: (an OSError) another process held it all that time.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with filelock.FileLock(self.lock_path, thread_local=False):
+        lock = filelock.FileLock(self.lock_path, thread_local=False)
+        try:
+            lock.acquire(timeout=WRITE_WAIT_S)
+        except filelock.Timeout:
+            raise TimeoutError(
+                f"its write lock {self.lock_path} was held by another process for over "
+                f"{WRITE_WAIT_S:g} s"
+            ) from None
+        try:
             yield
+        finally:
+            lock.release()
 
     def _remove_idle_key_locks(self) -> int:
         """Delete the key-lock files no process holds now; returns how many went.

@@ -95,6 +95,16 @@ _systems: dict[Path, SystemCache] = {}
 _systems_lock = threading.Lock()
 
 
+def _reset_in_child() -> None:
+    """A parent's thread may have held these locks (or one of a cache's) at the fork."""
+    global _systems_lock
+    _systems_lock = threading.Lock()
+    _systems.clear()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
+
 def system_cache_for(settings: Settings) -> SystemCache | None:
     """The system cache the settings name, or None (none named, or caching disabled).
 

@@ -13,6 +13,7 @@ says where it stood if ``hard_limit_s`` ends the flight.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import Literal
@@ -26,7 +27,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._locks import Holder, Lock
 from ._threads import call_soon, hop
 
-__all__ = ["Flight", "Watch", "board", "deliver", "land"]
+__all__ = ["Flight", "Watch", "board", "deliver", "gave_up_sharing", "land"]
 
 logger = logging.getLogger("chunktune")
 
@@ -81,6 +82,36 @@ def land(flight: Flight, decision: Decision | None) -> None:
         waiters, flight.waiters = flight.waiters, []
     for token, event in waiters:
         call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
+
+
+def gave_up_sharing(key: str, limit: float, native: int, policy_name: str) -> Decision:
+    """The fallback of a task whose ``hard_limit_s`` ran out while it shared another's sweep."""
+    return Decision(
+        chunk_size=None,
+        native_chunk=native,
+        source="fallback",
+        reason=f"kept the native chunk {native}: gave up after the hard limit of {limit:g} s "
+        "(hard_limit_s) while another task of this process was measuring this workload; "
+        "its answer will be cached for the next resolve",
+        key=key,
+        policy=policy_name,
+    )
+
+
+def _forget_in_child() -> None:
+    """In a forked child: no flight of the parent's has an owner here, no lock a holder.
+
+    Threads do not survive a fork, so a flight owned by one of the parent's tasks would
+    never land in the child, and a lock held by a parent's thread never be released.
+    The child starts afresh: its tasks miss, wait on the cross-process key lock (the
+    parent's sweep still holds it) and then read the parent's answer from the cache.
+    """
+    global _lock
+    _lock = threading.Lock()
+    _flights.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def deliver(callback: ProgressCallback, event: ProgressEvent) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,6 +53,14 @@ def cache_key(
 
 _caches: dict[tuple[Path, str], DecisionCache] = {}
 _caches_lock = threading.Lock()
+
+
+def _reset_in_child() -> None:
+    global _caches_lock  # a parent's thread may have held it at the fork
+    _caches_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def cache_for(settings: Settings) -> DecisionCache | None:

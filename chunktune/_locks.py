@@ -80,6 +80,16 @@ _local: dict[Path, tuple[threading.Lock, list[Holder]]] = {}  # degraded sweep l
 _state_lock = threading.Lock()
 
 
+def _reset_in_child() -> None:
+    """In a forked child no parent's thread holds a degraded lock, or ever will release one."""
+    global _state_lock
+    _state_lock = threading.Lock()
+    _local.clear()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
+
 def _warn_once(path: Path, what: str, instead: str, exc: OSError) -> None:
     with _state_lock:
         if (path, what) in _warned:

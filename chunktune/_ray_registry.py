@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -186,6 +187,14 @@ class Registry:
 
 _handles: dict[str, Any] = {}  # by Ray job: a handle dies with its session
 _handle_lock = threading.Lock()
+
+
+def _reset_in_child() -> None:
+    global _handle_lock  # a parent's thread may have held it at the fork
+    _handle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def registry_handle(ray: Any, *, fresh: bool = False) -> Any:

@@ -13,6 +13,7 @@ A change this process makes to any cache file (a sweep's entry, ``refresh``,
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -41,6 +42,14 @@ class _Said:
 
 _said: dict[int, _Said] = {}
 _lock = threading.Lock()
+
+
+def _reset_in_child() -> None:
+    global _lock  # a parent's thread may have held it at the fork
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 _changes = 0  # how many times this process changed a cache file (written, moved aside)
 
 

@@ -115,14 +115,30 @@ async def _measure(
     return decision
 
 
+def _left(deadline: float | None) -> float:
+    """Seconds until ``deadline`` (``inf`` when there is none)."""
+    return math.inf if deadline is None else deadline - anyio.current_time()
+
+
 async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> Decision:
-    """A cache miss: share this process's flight for the key, or own it and measure."""
+    """A cache miss: share this process's flight for the key, or own it and measure.
+
+    ``hard_limit_s`` bounds both: a task that shares another's sweep (the limit is no
+    part of the key, so a ``patient`` task may share a sweep with no limit) gives up
+    waiting for it at its own limit.
+    """
+    limit = req.policy.hard_limit_s
+    deadline = None if limit is None else anyio.current_time() + limit
     while True:
         flight, owner = _flights.board(key)
         if owner:
             break
         # another task of this process is deciding this key: share its answer
-        shared = await flight.wait()
+        with anyio.move_on_after(_left(deadline)) as scope:
+            shared = await flight.wait()
+        if scope.cancelled_caught:
+            assert limit is not None
+            return _flights.gave_up_sharing(key, limit, req.native, req.policy_name)
         if shared is not None:
             return attrs.evolve(
                 shared,
@@ -134,19 +150,20 @@ async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> D
 
     decision: Decision | None = None
     try:
-        decision = await _owned_within_limit(req, key, cache)
+        decision = await _owned_within_limit(req, key, cache, deadline)
         return decision
     finally:
         _flights.land(flight, decision)
 
 
-async def _owned_within_limit(req: Request, key: str, cache: DecisionCache | None) -> Decision:
-    """Own the key's flight until it is decided or ``hard_limit_s`` runs out."""
-    limit = req.policy.hard_limit_s
+async def _owned_within_limit(
+    req: Request, key: str, cache: DecisionCache | None, deadline: float | None
+) -> Decision:
+    """Own the key's flight until it is decided or ``hard_limit_s`` (by ``deadline``) runs out."""
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
-    deadline = None if limit is None else anyio.current_time() + limit
-    with anyio.move_on_after(math.inf if limit is None else limit):
+    with anyio.move_on_after(_left(deadline)):
         return await _owned(req, key, cache, watch, deadline)
+    limit = req.policy.hard_limit_s
     assert limit is not None
     return await watch.gave_up(key, limit)
 

@@ -6,6 +6,8 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -485,3 +487,37 @@ def test_a_cache_path_that_is_no_path_is_a_cache_error(path: object) -> None:
     """DecisionCache(3) and the like: CacheError naming the value, not a TypeError."""
     with pytest.raises(CacheError, match=r"is not a str or os\.PathLike"):
         DecisionCache(path)  # type: ignore[arg-type]
+
+
+def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holding the write lock: update gives up with a warning, nothing lost."""
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "WRITE_WAIT_S", 0.2)
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({"a" * 32: entry(4)})
+    script = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(cache.lock_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            assert not cache.update({"b" * 32: entry(8)})
+        assert "held by another process" in caplog.text
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
+    assert cache.update({"b" * 32: entry(8)})  # free again: written
+    assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}

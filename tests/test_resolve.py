@@ -570,3 +570,70 @@ def test_a_stretched_sweep_cut_short_says_so() -> None:
     assert d.partial and w.clock() > policy.time_budget_s
     assert "the budget was extended to" in d.reason
     assert d.reason.endswith("(partial: the stretched budget ended the sweep)")
+
+
+async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> None:
+    """A task sharing a sweep with no limit returns native at its own hard_limit_s."""
+    blocked, release = threading.Event(), threading.Event()
+
+    class Stuck(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls == 2:  # the owner's third call blocks until released
+                blocked.set()
+                release.wait()
+            return super().run(chunk_size)
+
+    balanced = chunktune.load_settings().get_policy("balanced")
+    # the same key: budgets and limits are no part of a policy's identity
+    limited = attrs.evolve(balanced, time_budget_s=0.1, hard_limit_s=0.2)
+    stuck = Stuck(uneven().costs, nthread=8)
+    owner: list[chunktune.Decision] = []
+
+    async def own() -> None:
+        owner.append(await chunktune.resolve(stuck, policy=balanced))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(own)
+            await anyio.to_thread.run_sync(blocked.wait)
+            with anyio.fail_after(60):  # a hang detector, not a timing
+                shared = await chunktune.resolve(stuck, policy=limited)
+            assert (shared.source, shared.chunk_size) == ("fallback", None)
+            assert "another task of this process" in shared.reason
+            assert not owner  # the owner is still measuring
+            release.set()
+    finally:
+        release.set()
+    assert owner[0].source == "benchmark"
+
+
+def test_a_child_forked_mid_sweep_owns_no_flight_and_holds_no_lock() -> None:
+    """After a fork the child starts afresh: the parent's flights and local locks are not its."""
+    import multiprocessing
+
+    from chunktune import _flights, _locks
+
+    flight, owner = _flights.board("k" * 32)
+    local = _locks.Lock(Path("/nonexistent/sweep.lock"), what="a lock", degrade="local")
+    lock, _ = local._local()
+    lock.acquire()  # as a parent's sweep thread holds a degraded sweep lock
+    try:
+        assert owner
+        ctx = multiprocessing.get_context("fork")
+        child = ctx.Process(target=_child_starts_afresh, args=("k" * 32,))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+    finally:
+        lock.release()
+        _flights.land(flight, None)
+
+
+def _child_starts_afresh(key: str) -> None:
+    from chunktune import _flights, _locks
+
+    _, owner = _flights.board(key)
+    local = _locks.Lock(Path("/nonexistent/sweep.lock"), what="a lock", degrade="local")
+    lock, _ = local._local()
+    got = lock.acquire(timeout=5)
+    raise SystemExit(0 if owner and got else 1)
