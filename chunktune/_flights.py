@@ -91,8 +91,7 @@ def gave_up_sharing(key: str, limit: float, native: int, policy_name: str) -> De
         native_chunk=native,
         source="fallback",
         reason=f"kept the native chunk {native}: gave up after the hard limit of {limit:g} s "
-        "(hard_limit_s) while another task of this process was measuring this workload; "
-        "its answer will be cached for the next resolve",
+        "(hard_limit_s) while another task of this process was still measuring this workload",
         key=key,
         policy=policy_name,
     )
