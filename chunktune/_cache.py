@@ -46,11 +46,15 @@ logger = logging.getLogger("chunktune")
 
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
 
-WRITE_WAIT_S = 2.0
-"""The longest wait for the cache's write lock. A writer holds it for milliseconds; one
-that holds it longer is stopped or stuck, and waiting on would hang its waiter past
-``hard_limit_s``, cancellation and Ctrl-C alike. Past it, the write (or the moving
-aside of a broken file) is given up, as for an unwritable cache."""
+WRITE_STALL_S = 5.0
+"""How long a wait for the cache's write lock may see no writer make progress. Writers
+hold the lock for one read-modify-write of the file (half a second for 5000 entries),
+so while others queue ahead the file keeps changing and the wait goes on; a holder
+that changes nothing for this long is stopped or stuck, and waiting on would hang its
+waiter past ``hard_limit_s``, cancellation and Ctrl-C alike. Then the write (or the
+moving aside of a broken file) is given up, as for an unwritable cache."""
+
+_WRITE_POLL_S = 0.05
 
 
 def default_cache_path() -> Path:
@@ -189,20 +193,28 @@ class DecisionCache:
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
-        """Hold the write lock, waiting at most :data:`WRITE_WAIT_S`.
+        """Hold the write lock, waiting as long as its holders keep changing the file.
 
         Raises:
-            TimeoutError: (an OSError) another process held it all that time.
+            TimeoutError: (an OSError) the file did not change for :data:`WRITE_STALL_S`
+                while another process held the lock.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(self.lock_path, thread_local=False)
-        try:
-            lock.acquire(timeout=WRITE_WAIT_S)
-        except filelock.Timeout:
-            raise TimeoutError(
-                f"its write lock {self.lock_path} was held by another process for over "
-                f"{WRITE_WAIT_S:g} s"
-            ) from None
+        seen, since = self._stat(), time.monotonic()
+        while True:
+            try:
+                lock.acquire(timeout=_WRITE_POLL_S)
+                break
+            except filelock.Timeout:
+                now = self._stat()
+                if now != seen:  # a writer ahead of this one finished: the queue moves
+                    seen, since = now, time.monotonic()
+                elif time.monotonic() - since >= WRITE_STALL_S:
+                    raise TimeoutError(
+                        f"its write lock {self.lock_path} was held by another process that "
+                        f"changed nothing for {WRITE_STALL_S:g} s"
+                    ) from None
         try:
             yield
         finally:

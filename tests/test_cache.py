@@ -492,10 +492,10 @@ def test_a_cache_path_that_is_no_path_is_a_cache_error(path: object) -> None:
 def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Another process holding the write lock: update gives up with a warning, nothing lost."""
+    """Another process holding the write lock, changing nothing: update gives up with a warning."""
     from chunktune import _cache
 
-    monkeypatch.setattr(_cache, "WRITE_WAIT_S", 0.2)
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
     script = (
@@ -520,4 +520,35 @@ def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
             holder.stdout.close()
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
     assert cache.update({"b" * 32: entry(8)})  # free again: written
+    assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}
+
+
+def test_a_write_waits_on_while_the_writers_ahead_keep_changing_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder that rewrites the cache as it goes is waited for, past the stall limit."""
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.3)
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({"a" * 32: entry(4)})
+    script = (  # holds the lock 1.5 s, replacing the file (same entries) every 0.1 s
+        "import fcntl, os, shutil, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "for _ in range(15):\n"
+        "    time.sleep(0.1)\n"
+        "    shutil.copy(sys.argv[2], sys.argv[2] + '.tmp')\n"
+        "    os.replace(sys.argv[2] + '.tmp', sys.argv[2])\n"
+        "fcntl.flock(fd, fcntl.LOCK_UN)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script, str(cache.lock_path), str(cache.path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert cache.update({"b" * 32: entry(8)})  # waited out the busy holder
+        assert holder.wait(60) == 0
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}
