@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -52,23 +54,56 @@ __all__ = ["resolve", "resolve_sync"]
 logger = logging.getLogger("chunktune")
 
 _CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
+# Threads for this module's blocking calls, apart from the caller's default pool (which
+# its own work may fill) and from chunktune's hops: a waiter holds one for up to a lease.
+_RAY_THREADS = 256
+_limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_ray")
+
+T = TypeVar("T")
+
+
+async def _blocking(func: Callable[..., T], *args: Any, abandon: bool = False) -> T:
+    """``func(*args)`` in a thread of this module's own limiter (this event loop's)."""
+    try:
+        limiter = _limiter.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(_RAY_THREADS)
+        _limiter.set(limiter)
+    return await anyio.to_thread.run_sync(func, *args, limiter=limiter, abandon_on_cancel=abandon)
 
 
 class _RegistryGone(Exception):
     """The registry actor could not be reached; the caller resolves on its host alone."""
 
 
-async def _call(ray: Any, ref: Any, limit_s: float = _CALL_TIMEOUT_S) -> Any:
-    """The result of a registry call, waited for in a worker thread (any event loop).
+async def _call(ray: Any, submit: Callable[[], Any], limit_s: float = _CALL_TIMEOUT_S) -> Any:
+    """The result of the registry call ``submit()`` makes, waited for in a worker thread.
+
+    Submitting is inside the guard too: a handle from an earlier Ray session (``ray.init``
+    again in this process) fails there, and so does a Ray shut down meanwhile, which is
+    never started again on the caller's behalf.
 
     Raises:
-        _RegistryGone: the call failed or took longer than ``limit_s`` seconds.
+        _RegistryGone: Ray is not initialised any more, or the call failed or took
+            longer than ``limit_s`` seconds.
     """
-    get = functools.partial(ray.get, ref, timeout=limit_s)
+    if not ray.is_initialized():
+        raise _RegistryGone("Ray is not initialised in this process any more")
     try:
-        return await anyio.to_thread.run_sync(get, abandon_on_cancel=True)
+        get = functools.partial(ray.get, submit(), timeout=limit_s)
+        return await _blocking(get, abandon=True)
     except Exception as exc:
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _tell(ray: Any, submit: Callable[[], Any]) -> None:
+    """Send a registry call whose answer nobody waits for (a heartbeat, a release)."""
+    if not ray.is_initialized():
+        return  # shut down meanwhile: a call would start a Ray of its own
+    try:
+        submit()
+    except Exception as exc:  # a lapsed lease does what this call would have
+        logger.debug("chunktune: registry call not sent (%r)", exc)
 
 
 async def _plain(job: Job) -> Decision:
@@ -82,7 +117,7 @@ async def _plain(job: Job) -> Decision:
 
 
 async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
-    key = await anyio.to_thread.run_sync(store, job, entry)
+    key = await _blocking(store, job, entry)
     decision = attrs.evolve(
         entry_decision(entry, key, job.native),
         reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
@@ -105,7 +140,7 @@ async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str
     async def heartbeat() -> None:
         while True:
             await anyio.sleep(lease_s / 4)
-            registry.heartbeat.remote(job.registry_key, token, lease_s)
+            _tell(ray, lambda: registry.heartbeat.remote(job.registry_key, token, lease_s))
 
     failure: Exception | None = None
     decision: Decision | None = None
@@ -120,17 +155,18 @@ async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str
                 tg.cancel_scope.cancel()
     except BaseException:
         # cancelled: give the claim up now rather than after a lease
-        registry.release.remote(job.registry_key, token)
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise
     if failure is not None:
-        registry.release.remote(job.registry_key, token)
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise failure
     assert decision is not None
     try:
         if decision.source == "fallback":
-            await _call(ray, registry.fail.remote(job.registry_key, token, decision.reason, holder))
+            reason = decision.reason
+            await _call(ray, lambda: registry.fail.remote(job.registry_key, token, reason, holder))
         else:
-            entry = await anyio.to_thread.run_sync(
+            entry = await _blocking(
                 functools.partial(
                     entry_of,
                     decision,
@@ -143,32 +179,42 @@ async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str
                     model_file=getattr(job.workload, "model_file", None),
                 )
             )
-            await _call(ray, registry.publish.remote(job.registry_key, token, entry, holder))
+            await _call(
+                ray, lambda: registry.publish.remote(job.registry_key, token, entry, holder)
+            )
     except _RegistryGone as exc:
         logger.warning("chunktune: could not publish to the registry (%s)", exc)
     return decision
 
 
-async def _coordinate(ray: Any, job: Job, *, fresh: bool) -> Decision:
+async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Decision:
     """Ask the registry until this worker has an answer, the claim, or must fall back.
 
-    ``fresh`` looks the registry up again instead of using this process's handle.
+    ``fresh`` looks the registry up again instead of using this process's handle. The
+    wait for another worker's sweep ends at ``[ray] wait_timeout_s``, or at the policy's
+    ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
     """
     try:
-        registry = await anyio.to_thread.run_sync(
-            functools.partial(registry_handle, ray, fresh=fresh)
-        )
+        registry = await _blocking(functools.partial(registry_handle, ray, fresh=fresh))
     except Exception as exc:
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
     holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
     options = job.settings.ray
-    deadline = anyio.current_time() + options.wait_timeout_s
+    wait_until = anyio.current_time() + options.wait_timeout_s
+    limit = job.policy.hard_limit_s
+    limit_until = math.inf if limit is None else started + limit
+    deadline = min(wait_until, limit_until)
     since: float | None = None
     while True:
         reply = await _call(
             ray,
-            registry.claim.remote(
-                job.registry_key, holder, since=since, refresh=job.refresh, lease_s=options.lease_s
+            functools.partial(
+                registry.claim.remote,
+                job.registry_key,
+                holder,
+                since=since,
+                refresh=job.refresh,
+                lease_s=options.lease_s,
             ),
         )
         since = reply["since"]
@@ -188,15 +234,20 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool) -> Decision:
             return report_decision(native_decision(job, why), job.settings)
         left = deadline - anyio.current_time()
         if left <= 0:
+            waited = (
+                f"until the hard limit of {limit:g} s (hard_limit_s)"
+                if limit is not None and limit_until <= wait_until
+                else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
+            )
             why = (
-                f"waited {options.wait_timeout_s:g} s ([ray] wait_timeout_s) for "
-                f"{reply['holder']}'s sweep of node type {job.node_type}; nothing was cached"
+                f"waited {waited} for {reply['holder']}'s sweep of node type "
+                f"{job.node_type}; nothing was cached"
             )
             return report_decision(native_decision(job, why), job.settings)
         slice_s = min(left, options.lease_s)
         await _call(
             ray,
-            registry.wait.remote(job.registry_key, slice_s),
+            functools.partial(registry.wait.remote, job.registry_key, slice_s),
             limit_s=slice_s + _CALL_TIMEOUT_S,
         )
 
@@ -226,9 +277,10 @@ async def resolve(
     """
     num_envs, nthread = check_workload(workload)
     # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
-    await anyio.to_thread.run_sync(ray_module)
+    started = anyio.current_time()
+    await _blocking(ray_module)
     if settings is None and manual is None:
-        settings = await anyio.to_thread.run_sync(load_settings)
+        settings = await _blocking(load_settings)
     plain = functools.partial(
         core_resolve,
         workload,
@@ -243,18 +295,17 @@ async def resolve(
     _, pol = pick_policy(settings, policy)
     if not pol.enabled or upper_chunk(num_envs, nthread) <= 1:
         return await plain()  # disabled or trivial: nothing to share
-    ray = await anyio.to_thread.run_sync(connected_ray, settings)
+    ray = await _blocking(connected_ray, settings)
     try:
-        job = await anyio.to_thread.run_sync(
-            identify, ray, workload, settings, policy, refresh, on_progress
-        )
+        job = await _blocking(identify, ray, workload, settings, policy, refresh, on_progress)
     except Exception:  # a failing signature(): the plain resolve falls back and says why
         return await plain()
-    if not refresh and await anyio.to_thread.run_sync(local_hit, job):
+    if not refresh and await _blocking(local_hit, job):
         return await plain()
-    for fresh in (False, True):  # a killed registry is made anew, under a new handle
+    # a killed registry, or one of an earlier Ray session, is looked up anew
+    for fresh in (False, True):
         try:
-            return await _coordinate(ray, job, fresh=fresh)
+            return await _coordinate(ray, job, fresh=fresh, started=started)
         except _RegistryGone as exc:
             gone = exc
     logger.warning(

@@ -102,12 +102,22 @@ class Worker:
         return os.getpid()
 
     def resolve(
-        self, job: str, sleep_s: float, *, fail: bool = False, **ray_options: Any
+        self,
+        job: str,
+        sleep_s: float,
+        *,
+        fail: bool = False,
+        hard_limit_s: float | None = None,
+        **ray_options: Any,
     ) -> dict[str, Any]:
         workload = Sleepy(job, sleep_s, fail=fail)
-        decision = chunktune.ray.resolve_sync(
-            workload, settings=node_settings(**ray_options), policy=POLICY
-        )
+        settings = node_settings(**ray_options)
+        policy: str | chunktune.Policy = POLICY
+        if hard_limit_s is not None:
+            policy = attrs.evolve(
+                settings.get_policy(POLICY), time_budget_s=hard_limit_s, hard_limit_s=hard_limit_s
+            )
+        decision = chunktune.ray.resolve_sync(workload, settings=settings, policy=policy)
         return outcome(decision, workload)
 
 
@@ -194,9 +204,12 @@ def registry_events(kind: str, job: str) -> list[dict[str, Any]]:
         device={"node_type": kind},
         policy_hash=policy.fingerprint(),
     )
-    registry = ray.get_actor(
-        chunktune.ray.REGISTRY_NAME, namespace=chunktune.ray.REGISTRY_NAMESPACE
-    )
+    try:
+        registry = ray.get_actor(
+            chunktune.ray.REGISTRY_NAME, namespace=chunktune.ray.REGISTRY_NAMESPACE
+        )
+    except ValueError:  # no worker has asked it anything yet
+        return []
     events: list[dict[str, Any]] = ray.get(registry.events.remote(f"{kind}/{key}"), timeout=WAIT_S)
     return events
 
@@ -274,6 +287,22 @@ def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
     )
     assert later["source"] == "cache" and later["chunk"] == answer["chunk"]
     assert later["calls"] == 0
+
+
+def test_a_waiter_gives_up_at_its_own_hard_limit(fleet: Fleet) -> None:
+    """A worker waiting for another's sweep returns native at its hard_limit_s, not later."""
+    job = new_job()
+    slow = fleet.workers["a1"][0].resolve.remote(job, 0.06)
+    deadline = time.monotonic() + WAIT_S
+    while not registry_events("a", job):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    limited = ray.get(
+        fleet.workers["a2"][0].resolve.remote(job, 0.0, hard_limit_s=0.3), timeout=WAIT_S
+    )
+    assert (limited["source"], limited["chunk"], limited["calls"]) == ("fallback", None, 0)
+    assert "hard_limit_s" in limited["reason"]
+    assert ray.get(slow, timeout=WAIT_S)["source"] == "benchmark"
 
 
 @pytest.mark.anyio

@@ -92,3 +92,25 @@ def test_ray_settings_load_and_validate(tmp_path: Path) -> None:
         chunktune.load_settings(bad)
     assert any(p.startswith("ray.while_sweeping") for p in info.value.problems)
     assert any(p.startswith("ray.wait_timeout_s") for p in info.value.problems)
+
+
+@pytest.mark.anyio
+async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
+    """Ray shut down, or a handle of an earlier session: the registry counts as gone."""
+    from chunktune import _ray_resolve
+
+    sent: list[str] = []
+
+    def stale() -> None:
+        raise Exception("Can't find actor ... from a different cluster")  # as Ray says it
+
+    down = fake_ray(initialised=False)
+    with pytest.raises(_ray_resolve._RegistryGone, match="not initialised"):
+        await _ray_resolve._call(down, lambda: sent.append("claim"))
+    _ray_resolve._tell(down, lambda: sent.append("heartbeat"))
+    assert sent == [] and down.calls == []  # nothing submitted, no Ray started
+    up = fake_ray(initialised=True)
+    up.get = lambda ref, timeout: ref
+    with pytest.raises(_ray_resolve._RegistryGone, match="different cluster"):
+        await _ray_resolve._call(up, stale)
+    _ray_resolve._tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
