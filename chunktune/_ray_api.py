@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,8 +60,40 @@ def connected_ray(settings: Settings) -> Any:
                 "(ray.init(address='auto') joins a running cluster), or set "
                 "[ray] init_local = true to let chunktune start a local Ray"
             )
-        ray.init()
+        _init_for_good(ray)
     return ray
+
+
+_init_lock = threading.Lock()
+
+
+def _init_for_good(ray: Any) -> None:
+    """``ray.init()`` on a thread that lives as long as the process.
+
+    Ray's own processes end with the thread that started them (they are told to die
+    with their parent thread), so a local Ray started on a worker thread of an event
+    loop went down when that loop ended. A daemon thread that starts it and then waits
+    forever keeps it up; the caller waits for the start and gets its error, if any.
+    """
+    with _init_lock:
+        if ray.is_initialized():
+            return
+        started = threading.Event()
+        failed: list[BaseException] = []
+
+        def keep() -> None:
+            try:
+                ray.init()
+            except BaseException as exc:  # handed to the caller below
+                failed.append(exc)
+            started.set()
+            if not failed:
+                threading.Event().wait()  # Ray's processes live while this thread does
+
+        threading.Thread(target=keep, name="chunktune-ray-init", daemon=True).start()
+        started.wait()
+        if failed:
+            raise failed[0]
 
 
 def node_labels(ray: Any) -> dict[str, str]:

@@ -71,6 +71,26 @@ def test_init_local_starts_ray_when_allowed(monkeypatch: pytest.MonkeyPatch) -> 
     assert fake.calls == ["init"]
 
 
+def test_init_local_starts_ray_on_a_thread_that_outlives_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's processes die with the thread that started them: it must not be a passing one."""
+    import threading
+
+    fake = fake_ray(initialised=False)
+    starters: list[threading.Thread] = []
+    fake.init = lambda: (starters.append(threading.current_thread()), fake.calls.append("init"))
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    allowed = chunktune.Settings(
+        policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
+    )
+    done = threading.Thread(target=connected_ray, args=(allowed,))  # as a loop's worker thread
+    done.start()
+    done.join(60)
+    assert not done.is_alive() and fake.calls == ["init"]
+    assert starters[0] is not done and starters[0].is_alive() and starters[0].daemon
+
+
 def test_label_overrides_the_fingerprint() -> None:
     """A node's chunktune.io/node-type label is its type; without one, its fingerprint's hash."""
     device = {"cpu": "x", "logical_cpus": 2}
