@@ -20,11 +20,9 @@ import math
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
 import attrs
 
 from ._cache import CacheEntry
@@ -46,7 +44,7 @@ from ._ray_registry import registry_handle
 from ._request import entry_decision, pick_policy
 from ._resolve import resolve as core_resolve
 from ._settings import Policy, Settings
-from ._threads import run_blocking
+from ._threads import run_blocking, wait_in_thread
 from ._workload import Workload, check_workload, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
@@ -54,22 +52,6 @@ __all__ = ["resolve", "resolve_sync"]
 logger = logging.getLogger("chunktune")
 
 _CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
-# Threads for this module's blocking calls, apart from the caller's default pool (which
-# its own work may fill) and from chunktune's hops: a waiter holds one for up to a lease.
-_RAY_THREADS = 256
-_limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_ray")
-
-T = TypeVar("T")
-
-
-async def _blocking(func: Callable[..., T], *args: Any, abandon: bool = False) -> T:
-    """``func(*args)`` in a thread of this module's own limiter (this event loop's)."""
-    try:
-        limiter = _limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(_RAY_THREADS)
-        _limiter.set(limiter)
-    return await anyio.to_thread.run_sync(func, *args, limiter=limiter, abandon_on_cancel=abandon)
 
 
 class _RegistryGone(Exception):
@@ -91,7 +73,7 @@ async def _call(ray: Any, submit: Callable[[], Any], limit_s: float = _CALL_TIME
         raise _RegistryGone("Ray is not initialised in this process any more")
     try:
         get = functools.partial(ray.get, submit(), timeout=limit_s)
-        return await _blocking(get, abandon=True)
+        return await wait_in_thread(get, abandon_on_cancel=True)
     except Exception as exc:
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
 
@@ -117,7 +99,7 @@ async def _plain(job: Job) -> Decision:
 
 
 async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
-    key = await _blocking(store, job, entry)
+    key = await wait_in_thread(store, job, entry)
     decision = attrs.evolve(
         entry_decision(entry, key, job.native),
         reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
@@ -166,7 +148,7 @@ async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str
             reason = decision.reason
             await _call(ray, lambda: registry.fail.remote(job.registry_key, token, reason, holder))
         else:
-            entry = await _blocking(
+            entry = await wait_in_thread(
                 functools.partial(
                     entry_of,
                     decision,
@@ -195,7 +177,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
     """
     try:
-        registry = await _blocking(functools.partial(registry_handle, ray, fresh=fresh))
+        registry = await wait_in_thread(functools.partial(registry_handle, ray, fresh=fresh))
     except Exception as exc:
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
     holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
@@ -278,9 +260,9 @@ async def resolve(
     num_envs, nthread = check_workload(workload)
     # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
     started = anyio.current_time()
-    await _blocking(ray_module)
+    await wait_in_thread(ray_module)
     if settings is None and manual is None:
-        settings = await _blocking(load_settings)
+        settings = await wait_in_thread(load_settings)
     plain = functools.partial(
         core_resolve,
         workload,
@@ -295,12 +277,12 @@ async def resolve(
     _, pol = pick_policy(settings, policy)
     if not pol.enabled or upper_chunk(num_envs, nthread) <= 1:
         return await plain()  # disabled or trivial: nothing to share
-    ray = await _blocking(connected_ray, settings)
+    ray = await wait_in_thread(connected_ray, settings)
     try:
-        job = await _blocking(identify, ray, workload, settings, policy, refresh, on_progress)
+        job = await wait_in_thread(identify, ray, workload, settings, policy, refresh, on_progress)
     except Exception:  # a failing signature(): the plain resolve falls back and says why
         return await plain()
-    if not refresh and await _blocking(local_hit, job):
+    if not refresh and await wait_in_thread(local_hit, job):
         return await plain()
     # a killed registry, or one of an earlier Ray session, is looked up anew
     for fresh in (False, True):

@@ -34,6 +34,7 @@ __all__ = [
     "run_blocking",
     "sweeping",
     "wait_for_sweeps",
+    "wait_in_thread",
 ]
 
 T = TypeVar("T")
@@ -46,16 +47,22 @@ SWEEP_THREAD = "chunktune sweep"
 # the GIL (50 hits at once stalled the loop 15-30 ms on 8 threads, 5-14 ms on 2).
 # Two, not one: a hop that writes the cache may wait on fsync.
 _HOP_THREADS = 2
-_limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_limiter")
+_hops: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_limiter")
+# Waits that hold a thread for long (a Ray worker waiting on the registry for up to a
+# lease) take threads apart from the hops, so no number of them can starve a hop.
+_WAIT_THREADS = 256
+_waits: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_waits")
 
 
-def _own_limiter() -> anyio.CapacityLimiter:
-    """This event loop's limiter for chunktune's hops (a limiter belongs to one loop)."""
+def _own_limiter(
+    var: anyio.lowlevel.RunVar[anyio.CapacityLimiter], threads: int
+) -> anyio.CapacityLimiter:
+    """This event loop's limiter kept in ``var`` (a limiter belongs to one loop)."""
     try:
-        return _limiter.get()
+        return var.get()
     except LookupError:
-        limiter = anyio.CapacityLimiter(_HOP_THREADS)
-        _limiter.set(limiter)
+        limiter = anyio.CapacityLimiter(threads)
+        var.set(limiter)
         return limiter
 
 
@@ -64,7 +71,22 @@ async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
 
     Cancellation waits for ``func`` to return, so a hop never leaks a half-done step.
     """
-    return await anyio.to_thread.run_sync(func, *args, limiter=_own_limiter())
+    return await anyio.to_thread.run_sync(func, *args, limiter=_own_limiter(_hops, _HOP_THREADS))
+
+
+async def wait_in_thread(
+    func: Callable[[Unpack[Ts]], T], *args: *Ts, abandon_on_cancel: bool = False
+) -> T:
+    """Run a blocking ``func(*args)`` that may wait long, on threads apart from the hops'.
+
+    Neither the caller's default limiter, which its own work may fill, nor the hops
+    share these threads. With ``abandon_on_cancel`` a cancelled caller leaves ``func``
+    running (for a call whose outcome may be dropped).
+    """
+    limiter = _own_limiter(_waits, _WAIT_THREADS)
+    return await anyio.to_thread.run_sync(
+        func, *args, limiter=limiter, abandon_on_cancel=abandon_on_cancel
+    )
 
 
 def call_soon(token: object, callback: Callable[[], None]) -> bool:

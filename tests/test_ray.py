@@ -214,6 +214,14 @@ def registry_events(kind: str, job: str) -> list[dict[str, Any]]:
     return events
 
 
+def wait_for_claim(kind: str, job: str) -> None:
+    """Return once a worker of node type ``kind`` has claimed ``job``'s sweep."""
+    deadline = time.monotonic() + WAIT_S
+    while not registry_events(kind, job):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def new_job() -> str:
     return f"job-{uuid.uuid4().hex[:8]}"
 
@@ -271,10 +279,7 @@ def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
     """With while_sweeping = "native", a worker uses native at once, then the answer later."""
     job = new_job()
     slow = fleet.workers["a1"][0].resolve.remote(job, 0.06)
-    deadline = time.monotonic() + WAIT_S
-    while not registry_events("a", job):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_claim("a", job)
     meanwhile = ray.get(
         fleet.workers["a2"][0].resolve.remote(job, 0.0, while_sweeping="native"), timeout=WAIT_S
     )
@@ -293,10 +298,7 @@ def test_a_waiter_gives_up_at_its_own_hard_limit(fleet: Fleet) -> None:
     """A worker waiting for another's sweep returns native at its hard_limit_s, not later."""
     job = new_job()
     slow = fleet.workers["a1"][0].resolve.remote(job, 0.06)
-    deadline = time.monotonic() + WAIT_S
-    while not registry_events("a", job):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_claim("a", job)
     limited = ray.get(
         fleet.workers["a2"][0].resolve.remote(job, 0.0, hard_limit_s=0.3), timeout=WAIT_S
     )
