@@ -27,7 +27,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._locks import Holder, Lock
 from ._threads import call_soon, hop
 
-__all__ = ["Flight", "Watch", "board", "deliver", "gave_up_sharing", "land"]
+__all__ = ["Flight", "Watch", "board", "deliver", "gave_up_keying", "gave_up_sharing", "land"]
 
 logger = logging.getLogger("chunktune")
 
@@ -84,17 +84,31 @@ def land(flight: Flight, decision: Decision | None) -> None:
         call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
 
 
-def gave_up_sharing(key: str, limit: float, native: int, policy_name: str) -> Decision:
-    """The fallback of a task whose ``hard_limit_s`` ran out while it shared another's sweep."""
+def _gave_up(why: str, key: str, limit: float, native: int, policy_name: str) -> Decision:
     return Decision(
         chunk_size=None,
         native_chunk=native,
         source="fallback",
         reason=f"kept the native chunk {native}: gave up after the hard limit of {limit:g} s "
-        "(hard_limit_s) while another task of this process was still measuring this workload",
+        f"(hard_limit_s) {why}",
         key=key,
         policy=policy_name,
     )
+
+
+def gave_up_sharing(key: str, limit: float, native: int, policy_name: str) -> Decision:
+    """The fallback of a task whose ``hard_limit_s`` ran out while it shared another's sweep."""
+    why = "while another task of this process was still measuring this workload"
+    return _gave_up(why, key, limit, native, policy_name)
+
+
+def gave_up_keying(limit: float, native: int, policy_name: str) -> Decision:
+    """The fallback of a task whose ``hard_limit_s`` ran out before its request was keyed."""
+    why = (
+        "while the workload's signature() (or the cache file) had not answered; "
+        "nothing was measured"
+    )
+    return _gave_up(why, "", limit, native, policy_name)
 
 
 def _forget_in_child() -> None:
@@ -131,6 +145,7 @@ class Watch:
     lock: Lock | None = None
     holder: Holder | None = None
     sweeping: bool = False
+    decided: Decision | None = None  # measured; being stored
 
     def waiting(self, what: Literal["key", "sweep"], lock: Lock) -> Callable[[Holder | None], None]:
         """Note the wait for ``lock``; the callback reports it once it has lasted a moment."""

@@ -42,7 +42,7 @@ from ._ray_job import (
 )
 from ._ray_registry import registry_handle
 from ._request import entry_decision, pick_policy
-from ._resolve import resolve as core_resolve
+from ._resolve import resolve_since
 from ._settings import Policy, Settings
 from ._threads import run_blocking, wait_in_thread
 from ._workload import Workload, check_workload, upper_chunk
@@ -88,8 +88,9 @@ def _tell(ray: Any, submit: Callable[[], Any]) -> None:
         logger.debug("chunktune: registry call not sent (%r)", exc)
 
 
-async def _plain(job: Job) -> Decision:
-    return await core_resolve(
+async def _plain(job: Job, started: float) -> Decision:
+    return await resolve_since(
+        started,
         job.workload,
         settings=job.settings,
         policy=job.policy_arg,
@@ -108,8 +109,14 @@ async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
     return report_decision(decision, job.settings)
 
 
-async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any]) -> Decision:
-    """This worker holds the claim: resolve here, renewing the lease, then publish."""
+async def _sweep(
+    ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any], started: float
+) -> Decision:
+    """This worker holds the claim: resolve here, renewing the lease, then publish.
+
+    ``hard_limit_s`` counts from ``started``, the resolve's start: the wait for the
+    claim spent part of it.
+    """
     token: int = reply["token"]
     lease_s = job.settings.ray.lease_s
     if reply.get("took_over"):
@@ -130,7 +137,7 @@ async def _sweep(ray: Any, registry: Any, job: Job, holder: str, reply: dict[str
         async with anyio.create_task_group() as tg:
             tg.start_soon(heartbeat)
             try:
-                decision = await _plain(job)
+                decision = await _plain(job, started)
             except Exception as exc:  # re-raised below, outside the task group
                 failure = exc
             finally:
@@ -204,7 +211,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
         if state == "answer":
             return await _adopt(job, reply["entry"], reply["by"])
         if state == "claimed":
-            return await _sweep(ray, registry, job, holder, reply)
+            return await _sweep(ray, registry, job, holder, reply, started)
         if state == "failed":
             why = f"node type {job.node_type}'s sweep by {reply['by']} failed ({reply['reason']})"
             return report_decision(native_decision(job, why), job.settings)
@@ -264,7 +271,8 @@ async def resolve(
     if settings is None and manual is None:
         settings = await wait_in_thread(load_settings)
     plain = functools.partial(
-        core_resolve,
+        resolve_since,
+        started,
         workload,
         settings=settings,
         policy=policy,
@@ -278,9 +286,16 @@ async def resolve(
     if not pol.enabled or upper_chunk(num_envs, nthread) <= 1:
         return await plain()  # disabled or trivial: nothing to share
     ray = await wait_in_thread(connected_ray, settings)
-    try:
-        job = await wait_in_thread(identify, ray, workload, settings, policy, refresh, on_progress)
-    except Exception:  # a failing signature(): the plain resolve falls back and says why
+    job = None
+    # signature() is the workload's own code: past hard_limit_s the plain resolve says so
+    limit_until = math.inf if pol.hard_limit_s is None else started + pol.hard_limit_s
+    with anyio.CancelScope(deadline=limit_until):
+        keying = functools.partial(identify, ray, workload, settings, policy, refresh, on_progress)
+        try:
+            job = await wait_in_thread(keying, abandon_on_cancel=True)
+        except Exception:  # a failing signature(): the plain resolve falls back and says why
+            return await plain()
+    if job is None:
         return await plain()
     if not refresh and await wait_in_thread(local_hit, job):
         return await plain()

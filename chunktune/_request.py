@@ -52,6 +52,8 @@ class Request:
     on_progress: ProgressCallback | None
     signature: dict[str, Any] = attrs.field(factory=dict)
     device: dict[str, Any] = attrs.field(factory=dict)
+    # the loop's clock time by which resolve answers: hard_limit_s from its start
+    deadline: float | None = None
 
 
 @functools.lru_cache(maxsize=64)

@@ -47,7 +47,7 @@ from ._threads import call_soon, hop, in_own_thread, run_blocking
 from ._validators import shown
 from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
 
-__all__ = ["resolve", "resolve_sync"]
+__all__ = ["resolve", "resolve_since", "resolve_sync"]
 
 logger = logging.getLogger("chunktune")
 
@@ -109,9 +109,11 @@ async def _measure(
             return failed_decision(req, key, exc, probe_total)
         raise
     watch.sweeping = False
-    decision = measured_decision(req, result, key)
+    decision = watch.decided = measured_decision(req, result, key)
     if cache is not None:
-        await hop(cache.put, key, cache_entry(req, decision, result))
+        # a write stuck behind another process's lock must not hold the answer past
+        # hard_limit_s: the write is atomic, so it may finish on its own
+        await hop(cache.put, key, cache_entry(req, decision, result), abandon_on_cancel=True)
     return decision
 
 
@@ -127,8 +129,7 @@ async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> D
     part of the key, so a ``patient`` task may share a sweep with no limit) gives up
     waiting for it at its own limit.
     """
-    limit = req.policy.hard_limit_s
-    deadline = None if limit is None else anyio.current_time() + limit
+    limit, deadline = req.policy.hard_limit_s, req.deadline
     while True:
         flight, owner = _flights.board(key)
         if owner:
@@ -150,19 +151,22 @@ async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> D
 
     decision: Decision | None = None
     try:
-        decision = await _owned_within_limit(req, key, cache, deadline)
+        decision = await _owned_within_limit(req, key, cache)
         return decision
     finally:
         _flights.land(flight, decision)
 
 
-async def _owned_within_limit(
-    req: Request, key: str, cache: DecisionCache | None, deadline: float | None
-) -> Decision:
-    """Own the key's flight until it is decided or ``hard_limit_s`` (by ``deadline``) runs out."""
+async def _owned_within_limit(req: Request, key: str, cache: DecisionCache | None) -> Decision:
+    """Own the key's flight until it is decided or ``hard_limit_s`` (by its deadline) runs out.
+
+    A decision made before the limit is the answer even while it is still being stored.
+    """
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
-    with anyio.move_on_after(_left(deadline)):
-        return await _owned(req, key, cache, watch, deadline)
+    with anyio.move_on_after(_left(req.deadline)):
+        return await _owned(req, key, cache, watch, req.deadline)
+    if watch.decided is not None:
+        return watch.decided
     limit = req.policy.hard_limit_s
     assert limit is not None
     return await watch.gave_up(key, limit)
@@ -182,7 +186,7 @@ async def _owned(
     async with hold(lock, on_wait=watch.waiting("key", lock)):
         watch.waiting_for = None
         if not req.refresh:
-            hit = await hop(lookup, req, key, cache)
+            hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
             if hit is not None:
                 return hit
         return await _measure(req, key, cache, watch, deadline)
@@ -191,12 +195,19 @@ async def _owned(
 async def _answer(req: Request) -> Decision:
     """Key ``req`` in a worker thread, then answer it from the cache or by measuring."""
     cache = cache_for(req.settings)
-    try:
-        req, key, hit = await hop(identify_and_look, req, cache)
-    except ChunktuneError:
-        raise
-    except Exception as exc:  # a workload whose signature() fails is a failing workload
-        return failed_decision(req, "", exc)
+    keyed = None
+    # signature() is the workload's own code: one that blocks is left behind at the limit
+    with anyio.move_on_after(_left(req.deadline)):
+        try:
+            keyed = await hop(identify_and_look, req, cache, abandon_on_cancel=True)
+        except ChunktuneError:
+            raise
+        except Exception as exc:  # a workload whose signature() fails is a failing workload
+            return failed_decision(req, "", exc)
+    if keyed is None:
+        assert req.policy.hard_limit_s is not None
+        return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
+    req, key, hit = keyed
     return hit if hit is not None else await _resolve_key(req, key, cache)
 
 
@@ -224,7 +235,10 @@ async def resolve(
     ``run()`` in flight on its own, measures nothing more, caches nothing, and keeps
     the sweep lock until it returns, so no later sweep overlaps its probes.
     Cancelling the awaiting task does the same: it returns at once, the sweep stops
-    at its next probe boundary, and nothing is cached.
+    at its next probe boundary, and nothing is cached. A ``signature()`` that blocks
+    is left behind in the same way; a decision measured in time is returned at the
+    limit even while its entry still waits for the cache's write lock (it is written
+    once that lock is free).
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
@@ -232,6 +246,32 @@ async def resolve(
             bool (numpy scalars are taken as the numbers they hold).
         InvalidArgumentError: bad ``num_envs``, ``nthread``, ``manual`` or ``settings``.
         ConfigError: invalid settings or an unknown policy.
+    """
+    return await resolve_since(
+        anyio.current_time(),
+        workload,
+        settings=settings,
+        policy=policy,
+        manual=manual,
+        refresh=refresh,
+        on_progress=on_progress,
+    )
+
+
+async def resolve_since(
+    started: float,
+    workload: Workload,
+    *,
+    settings: Settings | None = None,
+    policy: str | Policy | None = None,
+    manual: int | None = None,
+    refresh: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> Decision:
+    """:func:`resolve`, its ``hard_limit_s`` counted from ``started`` (the loop's clock).
+
+    For a caller that spent part of the limit before handing over (a Ray worker that
+    waited for the registry).
     """
     num_envs, nthread = check_workload(workload)
     if settings is not None and not isinstance(settings, Settings):
@@ -288,6 +328,7 @@ async def resolve(
                 settings=settings,
                 refresh=refresh,
                 on_progress=on_progress,
+                deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
             )
             decision = await _answer(req)
             if decision.source == "cache":

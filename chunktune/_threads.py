@@ -66,12 +66,20 @@ def _own_limiter(
         return limiter
 
 
-async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
+async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts, abandon_on_cancel: bool = False) -> T:
     """Run a short blocking ``func(*args)`` in a worker thread of chunktune's own limiter.
 
-    Cancellation waits for ``func`` to return, so a hop never leaks a half-done step.
+    Cancellation waits for ``func`` to return, so a hop never leaks a half-done step;
+    with ``abandon_on_cancel`` the caller returns at once and ``func`` finishes on its
+    own (for a step that is whole wherever it stops: a read, an atomic write, user code
+    that may block), its outcome dropped, its place in the limiter given back.
     """
-    return await anyio.to_thread.run_sync(func, *args, limiter=_own_limiter(_hops, _HOP_THREADS))
+    return await anyio.to_thread.run_sync(
+        func,
+        *args,
+        limiter=_own_limiter(_hops, _HOP_THREADS),
+        abandon_on_cancel=abandon_on_cancel,
+    )
 
 
 async def wait_in_thread(

@@ -108,6 +108,7 @@ class Worker:
         *,
         fail: bool = False,
         hard_limit_s: float | None = None,
+        budget_s: float | None = None,
         **ray_options: Any,
     ) -> dict[str, Any]:
         workload = Sleepy(job, sleep_s, fail=fail)
@@ -115,7 +116,9 @@ class Worker:
         policy: str | chunktune.Policy = POLICY
         if hard_limit_s is not None:
             policy = attrs.evolve(
-                settings.get_policy(POLICY), time_budget_s=hard_limit_s, hard_limit_s=hard_limit_s
+                settings.get_policy(POLICY),
+                time_budget_s=hard_limit_s if budget_s is None else budget_s,
+                hard_limit_s=hard_limit_s,
             )
         decision = chunktune.ray.resolve_sync(workload, settings=settings, policy=policy)
         return outcome(decision, workload)
@@ -305,6 +308,27 @@ def test_a_waiter_gives_up_at_its_own_hard_limit(fleet: Fleet) -> None:
     assert (limited["source"], limited["chunk"], limited["calls"]) == ("fallback", None, 0)
     assert "hard_limit_s" in limited["reason"]
     assert ray.get(slow, timeout=WAIT_S)["source"] == "benchmark"
+
+
+def test_a_worker_that_takes_a_sweep_over_has_what_its_hard_limit_left(fleet: Fleet) -> None:
+    """The hard limit counts from the resolve's start: a takeover after waiting sweeps less."""
+    job = new_job()
+    victim, waiter = fleet.spawn("a1"), fleet.spawn("a2")
+    ray.get([victim.pid.remote(), waiter.pid.remote()], timeout=WAIT_S)
+    victim.resolve.remote(job, 0.3, hard_limit_s=60.0, budget_s=30.0, lease_s=2.0)
+    wait_for_claim("a", job)
+    # calls of 0.3 s: this sweep takes 16 (4.8 s), so counted from the takeover it would
+    # finish inside 6 s, but not inside what is left of 6 s from the waiter's start (the
+    # victim's claim outlives it by 1.5-2 s of lease)
+    limited = waiter.resolve.remote(job, 0.3, hard_limit_s=6.0, budget_s=6.0, lease_s=2.0)
+    time.sleep(0.5)  # the waiter asks meanwhile and waits for the victim's sweep
+    ray.kill(victim)
+    result = ray.get(limited, timeout=WAIT_S)
+    assert [e["event"] for e in registry_events("a", job)][:3] == ["claim", "expired", "takeover"]
+    assert result["calls"] > 0  # it took the sweep over, then gave it up at its own limit
+    assert (result["source"], result["chunk"]) == ("fallback", None)
+    assert "hard limit of 6 s" in result["reason"]
+    assert "before the sweep finished" in result["reason"]
 
 
 @pytest.mark.anyio

@@ -607,6 +607,89 @@ async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> Non
     assert owner[0].source == "benchmark"
 
 
+async def test_hard_limit_covers_a_signature_that_blocks() -> None:
+    """A workload whose signature() never returns: native at hard_limit_s, the thread left."""
+    release = threading.Event()
+
+    class Unkeyable(SimulatedWorkload):
+        def signature(self) -> dict[str, object]:
+            release.wait()
+            return dict(super().signature())
+
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.2
+    )
+    w = Unkeyable(uneven().costs, nthread=8)
+    try:
+        with anyio.fail_after(60):  # a hang detector, not a timing
+            d = await chunktune.resolve(w, policy=pol)
+    finally:
+        release.set()
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "hard limit of 0.2 s" in d.reason and "signature()" in d.reason
+
+
+async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_limit(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the cache's write lock: the measured decision returns by the
+    limit, and its entry is written once the lock is free."""
+    import sys
+
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    cache = chunktune.DecisionCache(isolated / "cache.json")
+    script = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=2.0
+    )
+    w = uneven()
+    async with await anyio.open_process(
+        [sys.executable, "-c", script, str(cache.lock_path)]
+    ) as holder:
+        assert holder.stdout is not None and (await holder.stdout.receive()).strip() == b"held"
+        try:
+            with anyio.fail_after(60):  # a hang detector, not a timing
+                d = await chunktune.resolve(w, policy=pol)
+            assert holder.returncode is None  # returned while the lock was still held
+        finally:
+            holder.kill()
+    assert d.source == "benchmark" and d.key
+
+    def written() -> bool:  # the abandoned write goes on once the lock is free
+        for _ in range(1200):
+            if d.key in cache_entries(isolated):
+                return True
+            time.sleep(0.05)
+        return False
+
+    assert await anyio.to_thread.run_sync(written)
+    again = await chunktune.resolve(w, policy=pol)
+    assert (again.source, again.chunk_size) == ("cache", d.chunk_size)
+
+
+async def test_resolve_since_counts_the_hard_limit_from_the_time_given() -> None:
+    """A caller that spent the limit before handing over gets native, nothing measured."""
+    from chunktune._resolve import resolve_since
+
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=5.0
+    )
+    w = uneven()
+    d = await resolve_since(anyio.current_time() - 10.0, w, policy=pol)
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "hard limit of 5 s" in d.reason
+    fresh = await resolve_since(anyio.current_time(), w, policy=pol)
+    assert fresh.source == "benchmark"
+
+
 def test_a_child_forked_mid_sweep_owns_no_flight_and_holds_no_lock() -> None:
     """After a fork the child starts afresh: the parent's flights and local locks are not its."""
     import multiprocessing
