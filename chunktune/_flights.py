@@ -27,7 +27,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._locks import Holder, Lock
 from ._threads import call_soon, hop
 
-__all__ = ["Flight", "Watch", "board", "deliver", "gave_up_keying", "gave_up_sharing", "land"]
+__all__ = ["Flight", "Guarded", "Watch", "board", "gave_up_keying", "gave_up_sharing", "land"]
 
 logger = logging.getLogger("chunktune")
 
@@ -127,11 +127,29 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def deliver(callback: ProgressCallback, event: ProgressEvent) -> None:
-    try:
-        callback(event)
-    except Exception:  # a broken progress callback must not break the resolve
-        logger.exception("chunktune: on_progress raised; continuing")
+@attrs.define
+class Guarded:
+    """A caller's ``on_progress`` for one resolve: one that raises never breaks it.
+
+    The first error is logged with its traceback, later ones at DEBUG: a callback that
+    fails on every event would otherwise log dozens of tracebacks per sweep.
+    """
+
+    callback: ProgressCallback
+    failed: bool = False
+
+    def __call__(self, event: ProgressEvent) -> None:
+        try:
+            self.callback(event)
+        except Exception:
+            if self.failed:
+                logger.debug("chunktune: on_progress raised again", exc_info=True)
+                return
+            self.failed = True
+            logger.exception(
+                "chunktune: on_progress raised; continuing (its later errors in this "
+                "resolve are logged at DEBUG)"
+            )
 
 
 @attrs.define
@@ -161,7 +179,7 @@ class Watch:
             )
             logger.info("chunktune: %s", message)
             if self.on_progress is not None:
-                deliver(self.on_progress, ProgressEvent(kind="waiting", message=message))
+                self.on_progress(ProgressEvent(kind="waiting", message=message))
 
         return on_wait
 

@@ -75,7 +75,7 @@ async def _measure(
             probe_total += event.seconds
         if req.on_progress is not None:
             # never block the sweep on the loop: the awaiting task may be gone
-            call_soon(token, functools.partial(_flights.deliver, req.on_progress, event))
+            call_soon(token, functools.partial(req.on_progress, event))
 
     def check_cancelled() -> None:
         if stop.is_set():
@@ -327,7 +327,7 @@ async def resolve_since(
                 policy_name=name,
                 settings=settings,
                 refresh=refresh,
-                on_progress=on_progress,
+                on_progress=None if on_progress is None else _flights.Guarded(on_progress),
                 deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
             )
             decision = await _answer(req)

@@ -11,6 +11,7 @@ from ._errors import InvalidArgumentError, WorkloadError
 
 __all__ = [
     "MAX_COUNT",
+    "MAX_SECONDS",
     "SignatureValue",
     "Workload",
     "as_seconds",
@@ -67,6 +68,10 @@ def upper_chunk(num_envs: int, nthread: int) -> int:
 
 MAX_COUNT = 2**31 - 1
 """The most envs or threads a pool can have: MuJoCo counts them in a C ``int``."""
+
+MAX_SECONDS = 1e6
+"""The longest call a sweep takes as measured (11.6 days): a ``run()`` that says more
+is broken, and its seconds (1e308, say) would overflow the statistics."""
 
 
 def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
@@ -174,24 +179,21 @@ def check_seconds(value: object, chunk: int | None) -> float:
     Any real number counts (numpy scalars and 0-d arrays too), but not a bool.
 
     Raises:
-        WorkloadError: ``value`` is not a finite real number > 0.
+        WorkloadError: ``value`` is not a real number in (0, :data:`MAX_SECONDS`].
     """
     seconds = as_seconds(value)
     if seconds is None:
         raise WorkloadError(
-            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds"
+            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds "
+            f"below {MAX_SECONDS:g}"
         )
     return seconds
 
 
 def as_seconds(value: object) -> float | None:
-    """``value`` as positive, finite float seconds (numpy scalars too), or None if it is not."""
+    """``value`` as float seconds in (0, :data:`MAX_SECONDS`] (numpy scalars too), else None."""
     plain = _plain(value)
-    if (
-        isinstance(plain, bool)
-        or not isinstance(plain, numbers.Real)
-        or not math.isfinite(plain)
-        or plain <= 0
-    ):
+    if isinstance(plain, bool) or not isinstance(plain, numbers.Real) or not math.isfinite(plain):
         return None
-    return float(plain)
+    seconds = float(plain)
+    return seconds if 0 < seconds <= MAX_SECONDS else None

@@ -436,6 +436,16 @@ def test_cache_show_bad_prefix_exits_2(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("prefix", ["", "  "])
+def test_cache_show_an_empty_prefix_exits_2_even_with_one_entry(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], prefix: str
+) -> None:
+    """`cache show ""` names no entry: exit 2, not the only entry shown by accident."""
+    fill(env["cache"], {"ab1" + "0" * 29: entry(1.0)})
+    assert main(["cache", "show", prefix]) == 2
+    assert f"key prefix {prefix!r} is empty" in capsys.readouterr().err
+
+
 def test_cache_clear_yes_deletes_everything(
     env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

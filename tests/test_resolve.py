@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import threading
 import time
@@ -198,6 +199,25 @@ async def test_progress_events_arrive_on_the_loop() -> None:
     await chunktune.resolve(uneven(), on_progress=on_progress)
     assert events[0].kind == "candidates" and events[-1].kind == "done"
     assert threads == {threading.get_ident()}
+
+
+async def test_a_progress_callback_that_always_raises_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A callback failing on every event: the sweep goes on, one traceback per resolve."""
+    calls = 0
+
+    def on_progress(event: ProgressEvent) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("the progress bar broke")
+
+    with caplog.at_level(logging.DEBUG, logger="chunktune"):
+        d = await chunktune.resolve(uneven(), on_progress=on_progress)
+    assert d.source == "benchmark" and calls > 2
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING and r.exc_info]
+    assert len(errors) == 1 and "on_progress raised" in errors[0].getMessage()
+    assert len([r for r in caplog.records if "raised again" in r.getMessage()]) == calls - 1
 
 
 async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: Path) -> None:

@@ -140,6 +140,11 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
 
 
 def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
+    if not prefix.strip():
+        raise InvalidArgumentError(
+            f"key prefix {prefix!r} is empty; expected the start of an entry's key "
+            "(see `chunktune cache list`)"
+        )
     entries = cache.entries(strict=True)
     matches = sorted(k for k in entries if k.startswith(prefix))
     if not matches:
