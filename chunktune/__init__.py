@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import (
-    _exports,
-    _sigint,  # noqa: F401  (first: the command's Ctrl-C while loading exits quietly)
-)
+# first, before anything slow loads: the command's Ctrl-C while loading exits quietly
+from . import _sigint  # noqa: F401
+
+# isort: split
+from . import _exports
 from ._cache import DecisionCache
 from ._cache_entry import CacheEntry
 from ._candidates import (

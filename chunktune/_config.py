@@ -352,8 +352,8 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         ConfigError: the file is missing (when named explicitly), unreadable, not
             UTF-8, not valid TOML (file and line given), nested deeper than any
             setting (``MAX_DEPTH``), or holds invalid settings (every problem listed
-            with its TOML path; a cache path, there or in ``$CHUNKTUNE_CACHE``, that
-            is empty, holds a NUL byte or names an unknown ``~user``).
+            with its TOML path; an empty ``[cache] path``, or a cache path there or
+            in ``$CHUNKTUNE_CACHE`` that holds a NUL byte or names an unknown ``~user``).
     """
     file = find_config(path)
     if file is None:
@@ -384,7 +384,11 @@ def dump_policy(policy: Policy) -> str:
 
 
 def dump_settings(settings: Settings) -> str:
-    """Effective settings as a TOML document that ``load_settings`` reads back equal."""
+    """Effective settings as a TOML document: every policy in full, the presets included.
+
+    ``load_settings`` reads the document of loaded settings back equal. Settings built
+    in code without every preset read back with the missing presets added.
+    """
     doc: dict[str, Any] = {
         "policy": settings.policy,
         "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),

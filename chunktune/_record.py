@@ -13,7 +13,7 @@ from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint
 from ._trace import Trace
-from ._workload import Workload, check_seconds, native_chunk, upper_chunk
+from ._workload import Workload, check_seconds, check_seed, native_chunk, upper_chunk
 
 __all__ = ["check_sizes", "record"]
 
@@ -74,7 +74,7 @@ def record(
         raise InvalidArgumentError(f"rounds must be an integer >= 1, got {rounds!r}")
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     samples: dict[int, list[float]] = {c: [] for c in chunks}
     order: list[tuple[int, ...]] = []
     machine = {**device_fingerprint(), "loadavg_start": _loadavg()}

@@ -63,7 +63,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._trace import Trace, load_trace
-from ._workload import SignatureValue, check_chunk_size, check_count, native_chunk
+from ._workload import SignatureValue, check_chunk_size, check_count, check_seed, native_chunk
 
 __all__ = ["ReplayWorkload", "decompose", "standardized_noise", "without_machine_state"]
 
@@ -151,8 +151,7 @@ class ReplayWorkload:
     """
 
     def __init__(self, trace: Trace, *, seed: int = 0, name: str = "") -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise InvalidArgumentError(f"seed must be an integer >= 0, got {seed!r}")
+        seed = check_seed(seed)
         self.trace = trace
         self.num_envs = trace.num_envs
         self.nthread = trace.nthread

@@ -9,9 +9,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
-from ._workload import check_chunk_size
+from ._workload import check_chunk_size, check_seed
 
-__all__ = ["LAYOUTS", "FloatArray", "check_real", "check_seed", "env_costs"]
+__all__ = ["LAYOUTS", "FloatArray", "check_real", "env_costs"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -33,12 +33,6 @@ _POSITIONS = ("end", "start", "middle")
 
 def _is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def check_seed(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidArgumentError(f"seed must be an integer >= 0, got {value!r}")
-    return int(value)
 
 
 def check_real(

@@ -13,8 +13,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
-from ._simcosts import FloatArray, check_real, check_seed, env_costs
-from ._workload import SignatureValue, check_chunk_size, check_count, native_chunk, upper_chunk
+from ._simcosts import FloatArray, check_real, env_costs
+from ._workload import (
+    SignatureValue,
+    check_chunk_size,
+    check_count,
+    check_seed,
+    native_chunk,
+    upper_chunk,
+)
 
 __all__ = ["Noise", "SimulatedWorkload", "compare"]
 

@@ -18,6 +18,7 @@ __all__ = [
     "check_chunk_size",
     "check_count",
     "check_seconds",
+    "check_seed",
     "check_signature",
     "check_workload",
     "native_chunk",
@@ -91,6 +92,17 @@ def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
     if count > high:
         raise InvalidArgumentError(f"{what} must be an integer from 1 to {high}, got {value!r}")
     return count
+
+
+def check_seed(value: object) -> int:
+    """Return ``value`` as an int seed for numpy's generators.
+
+    Raises:
+        InvalidArgumentError: ``value`` is not an integer >= 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise InvalidArgumentError(f"seed must be an integer >= 0, got {value!r}")
+    return int(value)
 
 
 def check_chunk_size(value: object, *, what: str = "chunk_size", num_envs: int = MAX_COUNT) -> int:

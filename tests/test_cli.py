@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -747,6 +748,27 @@ def test_ctrl_c_while_the_command_is_still_loading_exits_130_quietly() -> None:
     )
     assert result.returncode == 130
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+
+
+def test_the_startup_guard_stands_before_any_third_party_module_loads() -> None:
+    """In the command's process, chunktune guards SIGINT before importing attrs, numpy, ..."""
+    script = (
+        "import signal, sys; sys.argv[0] = '/usr/bin/chunktune'\n"
+        "seen = []\n"
+        "class Watch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if '.' not in name and name in {'attrs', 'anyio', 'numpy', 'cattrs', 'rich'}:\n"
+        "            guarded = signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+        "            seen.append((name, guarded))\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        "import chunktune._cli\n"
+        "print(seen)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    seen = ast.literal_eval(result.stdout.strip())
+    assert seen and all(guarded for _, guarded in seen), seen
 
 
 def test_ctrl_c_while_mujoco_loads_exits_130_quietly(

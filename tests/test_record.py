@@ -53,6 +53,7 @@ def test_record_measures_in_fresh_random_rounds() -> None:
     ("args", "message"),
     [
         pytest.param(["--rounds", "0"], "--rounds: must be an integer >= 1", id="rounds-0"),
+        pytest.param(["--seed", "-1"], "--seed: must be an integer >= 0", id="seed-negative"),
         pytest.param(["--sizes", "1,99"], "chunk sizes 99 are outside 1..4", id="size-too-big"),
         pytest.param(["--sizes", "a,b"], "is not 'all' or a comma-separated", id="not-sizes"),
         pytest.param(["nope.xml"], "model file not found", id="missing-model"),
@@ -70,6 +71,15 @@ def test_bad_record_arguments_exit_2_with_one_message(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_record_refuses_a_seed_that_is_no_seed(seed: object) -> None:
+    """record(seed=-1) and the like: InvalidArgumentError naming it, before any call."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
+    with pytest.raises(InvalidArgumentError, match=r"seed must be an integer >= 0"):
+        record(w, rounds=2, seed=seed)  # type: ignore[arg-type]
+    assert w.calls == 0
 
 
 def test_check_sizes_names_every_size_out_of_range() -> None:

@@ -11,20 +11,29 @@ from ._common import warn
 if TYPE_CHECKING:
     from .._mujoco import RolloutWorkload
 
-__all__ = ["ENVS_PER_THREAD", "load_workload", "pool_threads", "positive_int"]
+__all__ = ["ENVS_PER_THREAD", "load_workload", "pool_threads", "positive_int", "seed_int"]
 
 ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
+def _int_from(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _int_from(text, 1)
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a seed, an integer >= 0."""
+    return _int_from(text, 0)
 
 
 def pool_threads(asked: int | None) -> int:

@@ -17,7 +17,7 @@ from .._events import ProgressEvent
 from .._locks import sweep_lock_path
 from .._record import check_sizes, record
 from .._trace import dump_trace
-from ._args import load_workload, pool_threads, positive_int
+from ._args import load_workload, pool_threads, positive_int, seed_int
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
 __all__ = ["add_parser"]
@@ -71,7 +71,7 @@ def add_parser(
         "--rounds", type=positive_int, default=20, metavar="R", help="rounds (default: 20)"
     )
     rec.add_argument("--sizes", type=_sizes, default=None, metavar="all|a,b,c", help="default: all")
-    rec.add_argument("--seed", type=int, default=0, help="seed of the round orders")
+    rec.add_argument("--seed", type=seed_int, default=0, help="seed of the round orders")
     rec.add_argument("-o", "--output", required=True, metavar="FILE.json", help="trace file")
     rec.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     rec.set_defaults(handler=_cmd_record)

@@ -11,9 +11,9 @@ from typing import Any
 import mujoco  # untyped: its objects are Any
 import numpy as np
 
-from .._workload import check_count
+from .._workload import check_count, check_seed
 from ._limits import check_batch_memory, check_nthread
-from ._models import FREE, FULLPHYSICS, check_seed, perturb
+from ._models import FREE, FULLPHYSICS, perturb
 from ._rollout import RolloutWorkload
 
 __all__ = ["DEMO_NSTEP", "demo_model_path", "demo_workload"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +18,6 @@ __all__ = [
     "FULLPHYSICS",
     "INTEGRATION",
     "check_compatible",
-    "check_seed",
     "float_array",
     "model_digest",
     "perturb",
@@ -102,12 +100,6 @@ def float_array(value: object, name: str) -> npt.NDArray[np.float64]:
     if not np.all(np.isfinite(array)):
         raise InvalidArgumentError(f"{name} must hold only finite numbers")
     return array
-
-
-def check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InvalidArgumentError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
 
 
 def perturb(model: Any, data: Any, rng: np.random.Generator, scale: float) -> None:

@@ -17,12 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError, UsageError
-from .._workload import SignatureValue, check_chunk_size, check_count
+from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
 from ._limits import check_batch_memory, check_nthread
 from ._models import (
     FULLPHYSICS,
     check_compatible,
-    check_seed,
     float_array,
     model_digest,
     perturb,
