@@ -61,7 +61,6 @@ async def _measure(
     key: str,
     cache: DecisionCache | None,
     watch: _flights.Watch,
-    deadline: float | None,
 ) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
@@ -95,7 +94,7 @@ async def _measure(
     await acquire(lock, on_wait=watch.waiting("sweep", lock))
     watch.waiting_for, watch.sweeping = None, True
     # what hard_limit_s leaves after the waits: a stretched budget must end inside it
-    limit_s = None if deadline is None else deadline - anyio.current_time()
+    limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
     try:
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
@@ -164,7 +163,7 @@ async def _owned_within_limit(req: Request, key: str, cache: DecisionCache | Non
     """
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
     with anyio.move_on_after(_left(req.deadline)):
-        return await _owned(req, key, cache, watch, req.deadline)
+        return await _owned(req, key, cache, watch)
     if watch.decided is not None:
         return watch.decided
     limit = req.policy.hard_limit_s
@@ -177,11 +176,10 @@ async def _owned(
     key: str,
     cache: DecisionCache | None,
     watch: _flights.Watch,
-    deadline: float | None,
 ) -> Decision:
-    """This task owns the key's flight: lock, re-check, measure (by ``deadline``, if set)."""
+    """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
-        return await _measure(req, key, None, watch, deadline)
+        return await _measure(req, key, None, watch)
     lock = key_lock(Path(cache.key_lock(key).lock_file))
     async with hold(lock, on_wait=watch.waiting("key", lock)):
         watch.waiting_for = None
@@ -189,7 +187,7 @@ async def _owned(
             hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
             if hit is not None:
                 return hit
-        return await _measure(req, key, cache, watch, deadline)
+        return await _measure(req, key, cache, watch)
 
 
 async def _answer(req: Request) -> Decision:
