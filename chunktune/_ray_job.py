@@ -178,13 +178,11 @@ def entry_of(
     )
 
 
-def store(job: Job, entry: CacheEntry) -> str:
-    """Blocking: keep another worker's answer in this host's cache; returns its key here."""
-    key = job.local_key(entry.policy_hash)
+def store(job: Job, key: str, entry: CacheEntry) -> None:
+    """Blocking: keep another worker's answer in this host's cache, under ``key``."""
     cache = cache_for(job.settings)
     if cache is not None:
         cache.put(key, entry)
-    return key
 
 
 def native_decision(job: Job, why: str) -> Decision:

@@ -99,8 +99,15 @@ async def _plain(job: Job, started: float) -> Decision:
     )
 
 
-async def _adopt(job: Job, entry: CacheEntry, by: str) -> Decision:
-    key = await wait_in_thread(store, job, entry)
+async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision:
+    """Another worker's answer: stored here, and returned by ``until`` (``hard_limit_s``).
+
+    A write stuck behind another process's lock on this host's cache goes on in the
+    background past it (it is atomic), so the answer is not held up.
+    """
+    key = job.local_key(entry.policy_hash)
+    with anyio.CancelScope(deadline=until):
+        await wait_in_thread(store, job, key, entry, abandon_on_cancel=True)
     decision = attrs.evolve(
         entry_decision(entry, key, job.native),
         reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
@@ -209,7 +216,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
         since = reply["since"]
         state = reply["state"]
         if state == "answer":
-            return await _adopt(job, reply["entry"], reply["by"])
+            return await _adopt(job, reply["entry"], reply["by"], limit_until)
         if state == "claimed":
             return await _sweep(ray, registry, job, holder, reply, started)
         if state == "failed":

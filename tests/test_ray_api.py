@@ -134,3 +134,71 @@ async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
     with pytest.raises(_ray_resolve._RegistryGone, match="different cluster"):
         await _ray_resolve._call(up, stale)
     _ray_resolve._tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
+
+
+@pytest.mark.anyio
+async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker's answer returns by the deadline while this host's cache lock is held;
+    it is written once the lock is free."""
+    import json
+    import time
+
+    import anyio
+    import anyio.to_thread
+
+    from chunktune import _cache
+    from chunktune._ray_job import Job
+    from chunktune._ray_resolve import _adopt
+
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    settings = chunktune.load_settings()
+    workload = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="adopted")
+    job = Job(
+        workload=workload,
+        settings=settings,
+        policy=settings.get_policy("balanced"),
+        policy_name="balanced",
+        policy_arg=None,
+        refresh=False,
+        on_progress=None,
+        num_envs=64,
+        nthread=2,
+        signature=dict(workload.signature()),
+        device={"node_type": "a"},
+        key="0" * 32 + ".abc",
+        node_id="n" * 16,
+        node_type="a",
+        registry_key="r",
+    )
+    answer = chunktune.CacheEntry(
+        chunk_size=4, native_chunk=3, reason="measured", policy_hash="abc"
+    )
+    lock = chunktune.DecisionCache(isolated / "cache.json").lock_path
+    script = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    async with await anyio.open_process([sys.executable, "-c", script, str(lock)]) as holder:
+        assert holder.stdout is not None and (await holder.stdout.receive()).strip() == b"held"
+        try:
+            with anyio.fail_after(60):  # a hang detector, not a timing
+                decision = await _adopt(job, answer, "a worker", anyio.current_time() + 0.2)
+            assert holder.returncode is None  # returned while the lock was still held
+        finally:
+            holder.kill()
+    assert (decision.chunk_size, decision.key) == (4, job.key)
+
+    def written() -> bool:  # the abandoned write goes on once the lock is free
+        for _ in range(1200):
+            path = isolated / "cache.json"
+            if path.exists() and job.key in json.loads(path.read_text())["entries"]:
+                return True
+            time.sleep(0.05)
+        return False
+
+    assert await anyio.to_thread.run_sync(written)
