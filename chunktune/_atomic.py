@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -21,7 +22,18 @@ STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Temporary file in the same directory, fsync, rename: readers see old or new, never half."""
+    """Temporary file in the same directory, fsync, rename: readers see old or new, never half.
+
+    A symbolic link is written through to its target (a file linked onto another volume
+    stays there), and a file that is there but no regular file (``/dev/stdout``, a FIFO)
+    is written into, never replaced by one.
+    """
+    path = Path(os.path.realpath(path))
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            with open(path, "wb") as f:
+                f.write(data)
+            return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -114,8 +114,12 @@ def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:
 
 def identify_and_look(
     req: Request, cache: DecisionCache | None
-) -> tuple[Request, str, Decision | None]:
+) -> tuple[Request, str, Decision | None, DecisionCache | None]:
     """Blocking: key the request and, unless refreshing, look it up: one thread hop for a hit.
+
+    Returns the keyed request, its key, the hit (or None), and the cache to store in:
+    None when there is none, or when its path names no regular file (a sweep then takes
+    no key lock beside it either).
 
     Raises:
         Exception: whatever the workload's ``signature()`` raised.
@@ -123,4 +127,4 @@ def identify_and_look(
     signature, device, key = _identify(req)
     req = attrs.evolve(req, signature=signature, device=device)
     hit = lookup(req, key, cache) if cache is not None and not req.refresh else None
-    return req, key, hit
+    return req, key, hit, cache if cache is not None and cache.usable() else None

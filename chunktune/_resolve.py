@@ -205,7 +205,7 @@ async def _answer(req: Request) -> Decision:
     if keyed is None:
         assert req.policy.hard_limit_s is not None
         return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
-    req, key, hit = keyed
+    req, key, hit, cache = keyed
     return hit if hit is not None else await _resolve_key(req, key, cache)
 
 

@@ -553,3 +553,144 @@ def test_a_write_waits_on_while_the_writers_ahead_keep_changing_the_file(
         assert cache.update({"b" * 32: entry(8)})  # waited out the busy holder
         assert holder.wait(60) == 0
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}
+
+
+_ONE_RESOLVE = (
+    "import chunktune\n"
+    "from chunktune.sim import SimulatedWorkload, env_costs\n"
+    "w = SimulatedWorkload(env_costs('blocked', 64), nthread=2, name='odd-path')\n"
+    "d = chunktune.resolve_sync(w, policy='quick')\n"
+    "print(d.source)\n"
+)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_cache_path_that_is_no_regular_file_is_never_read_moved_or_replaced(
+    tmp_path: Path, kind: str
+) -> None:
+    """A FIFO (reading it would block for good) or a folder at the cache path: a warning,
+    a decision, the path left as it was, no lock made; the CLI exits 2 saying why."""
+    path = tmp_path / "cache.json"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(path), "CHUNKTUNE_SWEEP_LOCK": str(tmp_path / "s")}
+    done = subprocess.run(
+        [sys.executable, "-c", _ONE_RESOLVE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "benchmark", done.stderr
+    assert "is unavailable" in done.stderr and "no regular file" in done.stderr
+    assert path.is_fifo() if kind == "fifo" else path.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json", "s"]
+    listed = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 2 and "no regular file" in listed.stderr
+    assert "Traceback" not in listed.stderr
+
+
+def test_a_linked_cache_is_written_through_the_link(tmp_path: Path) -> None:
+    """A cache path that is a symbolic link (onto a volume that persists, say): the
+    target gets every write and the lock beside it; the link stays a link."""
+    volume = tmp_path / "volume"
+    link = tmp_path / "cache.json"
+    link.symlink_to(volume / "chunktune" / "cache.json")  # dangling until the first write
+    cache = DecisionCache(link)
+    assert cache.update({"a" * 32: entry(4)})
+    assert cache.update({"b" * 32: entry(8)})
+    assert link.is_symlink()
+    assert set(DecisionCache(volume / "chunktune" / "cache.json").entries()) == {"a" * 32, "b" * 32}
+    assert (volume / "chunktune" / "cache.json.lock").exists()
+    assert not (tmp_path / "cache.json.lock").exists()
+
+
+def test_export_into_a_fifo_writes_into_it(tmp_path: Path) -> None:
+    """Writing a cache file to a FIFO (or /dev/stdout) writes into it, never replaces it."""
+    import threading
+
+    from chunktune._cache import write_cache_file
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_cache_file(fifo, {"a" * 32: entry(4)}, format="json")
+    reader.join(60)
+    assert fifo.is_fifo()
+    assert list(json.loads(got[0])["entries"]) == ["a" * 32]
+
+
+def test_a_large_file_gives_its_writer_longer_before_the_wait_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stall allowance grows with the file: a healthy writer of a big cache takes longer."""
+    from chunktune import _cache
+
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({"a" * 32: entry(4)})
+    size = cache.path.stat().st_size
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.1)
+    monkeypatch.setattr(_cache, "WRITE_BYTES_PER_S", size / 0.4)  # this file: 0.4 s more
+    script = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script, str(cache.lock_path)], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            with caplog.at_level(logging.WARNING, logger="chunktune"):
+                assert not cache.update({"b" * 32: entry(8)})
+        finally:
+            holder.kill()
+    assert "changed nothing for 0.5 s" in caplog.text
+
+
+def test_clear_that_cannot_write_says_why_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """clear() against a stuck writer: one CacheError with the reason, no warning besides."""
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({"a" * 32: entry(4)})
+    script = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script, str(cache.lock_path)], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            with (
+                caplog.at_level(logging.WARNING, logger="chunktune"),
+                pytest.raises(CacheError, match=r"held by another process.*nothing was deleted"),
+            ):
+                cache.clear()
+        finally:
+            holder.kill()
+    assert caplog.text == ""
+    assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
+
+
+def test_a_cache_whose_folder_is_a_file_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cache's folder is a file: the warning says "Not a directory", not "File exists"."""
+    (tmp_path / "taken").write_text("not a folder")
+    cache = DecisionCache(tmp_path / "taken" / "cache.json")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert not cache.update({"a" * 32: entry(4)})
+    assert "Not a directory" in caplog.text and "File exists" not in caplog.text

@@ -151,3 +151,30 @@ def test_a_corrupt_output_is_refused_and_left_alone(
     assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
     assert "does not parse" in one_error(capsys.readouterr().err)
     assert out_file.read_bytes() == b"not json"
+
+
+def test_a_write_that_fails_midway_names_what_was_merged(
+    isolated: Path,
+    capsys: pytest.CaptureFixture[str],
+    fleet: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second input's write fails (a full disk, say): exit 2, one message naming the first."""
+    from chunktune import CacheError
+
+    real = DecisionCache.merge
+    calls = 0
+
+    def fails_second(self: DecisionCache, incoming: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise CacheError(f"cannot write the cache {self.path}: No space left on device")
+        return real(self, incoming)
+
+    monkeypatch.setattr(DecisionCache, "merge", fails_second)
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
+    line = one_error(capsys.readouterr().err)
+    assert "No space left on device" in line and f"{fleet[0]} had been merged" in line
+    assert set(DecisionCache(out_file).entries()) == {"own1", "shared"}

@@ -46,17 +46,19 @@ def unusable_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
     unusable_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """With no usable cache dir a miss still measures; each unusable path is warned about once."""
+    """With no usable cache dir a miss still measures; each unusable thing is warned about once."""
     caplog.set_level(logging.WARNING, logger="chunktune")
     first = chunktune.resolve_sync(uneven("a"))
     second = chunktune.resolve_sync(uneven("b"))
     assert (first.source, second.source) == ("benchmark", "benchmark")
     assert str(unusable_home) in str(_locks.sweep_lock_path())
     assert len(warnings_about(caplog, "cannot use the sweep lock")) == 1
-    # the key locks' directory, not each key, is warned about; no key is cached
-    assert len(warnings_about(caplog, "cannot use the cache key locks")) == 1
+    # the cache is warned about once, and no key lock is taken beside a cache that
+    # cannot store the answer another process would wait for; no key is cached
+    assert len(warnings_about(caplog, "is unavailable")) == 1
     assert chunktune.resolve_sync(uneven("a")).source == "benchmark"
-    assert len(warnings_about(caplog, "cannot use the cache key locks")) == 1
+    assert len(warnings_about(caplog, "is unavailable")) == 1
+    assert not warnings_about(caplog, "cannot use the cache key locks")
 
 
 def test_an_unusable_home_with_the_cache_disabled_still_measures(
@@ -74,12 +76,14 @@ def test_an_unusable_home_with_the_cache_disabled_still_measures(
 def test_an_unusable_cache_path_measures_without_a_key_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """CHUNKTUNE_CACHE under a regular file: the miss is measured, nothing is stored."""
+    """CHUNKTUNE_CACHE under a regular file: the miss is measured, nothing is stored, and
+    no key lock is tried beside a cache that cannot be used (one warning, the cache's)."""
     caplog.set_level(logging.WARNING, logger="chunktune")
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "file" / "cache.json"))
     assert chunktune.resolve_sync(uneven()).source == "benchmark"
-    assert len(warnings_about(caplog, "cannot use the cache key locks")) == 1
+    assert len(warnings_about(caplog, "is unavailable")) == 1
+    assert not warnings_about(caplog, "cannot use the cache key locks")
 
 
 def test_a_degraded_sweep_lock_still_excludes_this_process(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import argparse
 from .._cache import DecisionCache, read_cache_file
 from .._cache_format import ParsedCache, suffix_format
 from .._config import load_settings
-from .._errors import ConfigError, InvalidArgumentError
+from .._errors import CacheError, ConfigError, InvalidArgumentError
 from .._keys import cache_for
 from .._validators import shown
 from ._common import EXIT_OK, entries_of, exists, file_arg, output_file, same_file, warn
@@ -71,6 +71,7 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
         inputs.append((str(path), read_cache_file(path)))  # all read before any write
     origin: dict[str, str] = {}  # key -> the input its current entry came from
     totals = {"added": 0, "replaced": 0, "kept": 0, "same": 0}
+    merged: list[str] = []
     for name, parsed in inputs:
         if parsed.skipped:
             count = len(parsed.skipped)
@@ -79,7 +80,14 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
                 warn(f"  {shown(key)}: {why}")
             if count > _SHOW_SKIPPED:
                 warn(f"  and {count - _SHOW_SKIPPED} more")
-        report = target.merge(parsed.entries)
+        try:
+            report = target.merge(parsed.entries)
+        except CacheError as exc:
+            if not merged:
+                raise
+            done = ", ".join(merged)
+            raise CacheError(f"{exc}; {done} had been merged before it failed") from exc
+        merged.append(name)
         for key in report.replaced:
             print(f"replaced {key[:12]}: {name}'s entry is newer than {origin.get(key, before)}'s")
         for key in report.kept:
