@@ -44,7 +44,7 @@ from ._ray_registry import registry_handle
 from ._request import entry_decision, pick_policy
 from ._resolve import resolve_since
 from ._settings import Policy, Settings
-from ._threads import run_blocking, wait_in_thread
+from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
 from ._workload import Workload, check_workload, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
@@ -299,7 +299,8 @@ async def resolve(
     with anyio.CancelScope(deadline=limit_until):
         keying = functools.partial(identify, ray, workload, settings, policy, refresh, on_progress)
         try:
-            job = await wait_in_thread(keying, abandon_on_cancel=True)
+            # a daemon thread: one left behind never holds up the process's exit
+            job = await in_own_thread(keying, name=KEYING_THREAD, finally_=lambda: None)
         except Exception:  # a failing signature(): the plain resolve falls back and says why
             return await plain()
     if job is None:

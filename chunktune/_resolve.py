@@ -43,7 +43,7 @@ from ._request import (
 )
 from ._settings import Policy, Settings
 from ._sweep import sweep
-from ._threads import call_soon, hop, in_own_thread, run_blocking
+from ._threads import KEYING_THREAD, call_soon, hop, in_own_thread, run_blocking
 from ._validators import shown
 from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
 
@@ -114,6 +114,10 @@ async def _measure(
         # hard_limit_s: the write is atomic, so it may finish on its own
         await hop(cache.put, key, cache_entry(req, decision, result), abandon_on_cancel=True)
     return decision
+
+
+def _nothing() -> None:
+    pass
 
 
 def _left(deadline: float | None) -> float:
@@ -194,10 +198,15 @@ async def _answer(req: Request) -> Decision:
     """Key ``req`` in a worker thread, then answer it from the cache or by measuring."""
     cache = cache_for(req.settings)
     keyed = None
-    # signature() is the workload's own code: one that blocks is left behind at the limit
+    keying = functools.partial(identify_and_look, req, cache)
     with anyio.move_on_after(_left(req.deadline)):
         try:
-            keyed = await hop(identify_and_look, req, cache, abandon_on_cancel=True)
+            if req.deadline is None:
+                keyed = await hop(keying)
+            else:
+                # signature() is the workload's own code: one that blocks is left behind
+                # at the limit, in a daemon thread that never holds up the process's exit
+                keyed = await in_own_thread(keying, name=KEYING_THREAD, finally_=_nothing)
         except ChunktuneError:
             raise
         except Exception as exc:  # a workload whose signature() fails is a failing workload

@@ -26,6 +26,7 @@ import anyio.to_thread
 from ._errors import UsageError
 
 __all__ = [
+    "KEYING_THREAD",
     "SWEEP_THREAD",
     "call_soon",
     "hop",
@@ -41,6 +42,7 @@ T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 SWEEP_THREAD = "chunktune sweep"
+KEYING_THREAD = "chunktune keying"  # a signature() under a hard limit, which it may outlive
 
 # A hop never waits on another hop, so a few threads serve any number of resolves; and
 # hops are GIL-bound Python, so more threads only make them fight the event loop for

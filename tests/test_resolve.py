@@ -649,6 +649,29 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
     assert "hard limit of 0.2 s" in d.reason and "signature()" in d.reason
 
 
+def test_a_process_whose_signature_blocks_for_good_still_exits(tmp_path: Path) -> None:
+    """The signature() left behind at hard_limit_s never holds up the interpreter's exit."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading, attrs, chunktune\n"
+        "from chunktune.sim import SimulatedWorkload, env_costs\n"
+        "class Unkeyable(SimulatedWorkload):\n"
+        "    def signature(self):\n"
+        "        threading.Event().wait()\n"
+        "pol = attrs.evolve(chunktune.load_settings().get_policy('balanced'),\n"
+        "                   time_budget_s=0.05, hard_limit_s=0.2)\n"
+        "w = Unkeyable(env_costs('blocked', 64), nthread=2)\n"
+        "print(chunktune.resolve_sync(w, policy=pol).source, flush=True)\n"
+    )
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(tmp_path / "c.json")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "fallback"), done.stderr
+
+
 async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_limit(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
