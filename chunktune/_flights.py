@@ -199,12 +199,4 @@ class Watch:
             )
         else:
             why = "before the sweep started"
-        return Decision(
-            chunk_size=None,
-            native_chunk=self.native,
-            source="fallback",
-            reason=f"kept the native chunk {self.native}: gave up after the hard limit of "
-            f"{limit:g} s (hard_limit_s) {why}; nothing was cached",
-            key=key,
-            policy=self.policy_name,
-        )
+        return _gave_up(f"{why}; nothing was cached", key, limit, self.native, self.policy_name)

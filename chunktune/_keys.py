@@ -127,4 +127,6 @@ def identify_and_look(
     signature, device, key = _identify(req)
     req = attrs.evolve(req, signature=signature, device=device)
     hit = lookup(req, key, cache) if cache is not None and not req.refresh else None
-    return req, key, hit, cache if cache is not None and cache.usable() else None
+    if hit is not None:  # the file answered: it is usable, and the hit path stays one read
+        return req, key, hit, cache
+    return req, key, None, cache if cache is not None and cache.usable() else None

@@ -300,7 +300,7 @@ async def resolve(
         keying = functools.partial(identify, ray, workload, settings, policy, refresh, on_progress)
         try:
             # a daemon thread: one left behind never holds up the process's exit
-            job = await in_own_thread(keying, name=KEYING_THREAD, finally_=lambda: None)
+            job = await in_own_thread(keying, name=KEYING_THREAD)
         except Exception:  # a failing signature(): the plain resolve falls back and says why
             return await plain()
     if job is None:

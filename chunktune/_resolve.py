@@ -116,10 +116,6 @@ async def _measure(
     return decision
 
 
-def _nothing() -> None:
-    pass
-
-
 def _left(deadline: float | None) -> float:
     """Seconds until ``deadline`` (``inf`` when there is none)."""
     return math.inf if deadline is None else deadline - anyio.current_time()
@@ -206,7 +202,7 @@ async def _answer(req: Request) -> Decision:
             else:
                 # signature() is the workload's own code: one that blocks is left behind
                 # at the limit, in a daemon thread that never holds up the process's exit
-                keyed = await in_own_thread(keying, name=KEYING_THREAD, finally_=_nothing)
+                keyed = await in_own_thread(keying, name=KEYING_THREAD)
         except ChunktuneError:
             raise
         except Exception as exc:  # a workload whose signature() fails is a failing workload

@@ -172,11 +172,11 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
 
 
 async def in_own_thread(
-    func: Callable[[], T], *, name: str = SWEEP_THREAD, finally_: Callable[[], None]
+    func: Callable[[], T], *, name: str = SWEEP_THREAD, finally_: Callable[[], None] | None = None
 ) -> T:
     """Run ``func()`` in a new daemon thread; await what it returns or raises.
 
-    The wait holds no worker thread. ``finally_()`` runs after ``func`` in that
+    The wait holds no worker thread. ``finally_()``, if given, runs after ``func`` in that
     thread, however it ends, or here if the thread cannot start. If the awaiting task
     is cancelled the thread is abandoned: it runs on, ``finally_`` still runs when it
     ends, and its outcome is dropped (the caller makes ``func`` stop by its own means).
@@ -192,7 +192,8 @@ async def in_own_thread(
             outcome.append((False, exc))
         finally:
             try:
-                finally_()
+                if finally_ is not None:
+                    finally_()
             finally:
                 call_soon(token, done.set)
 
@@ -200,7 +201,8 @@ async def in_own_thread(
     try:
         thread.start()
     except BaseException:
-        finally_()
+        if finally_ is not None:
+            finally_()
         raise
     await done.wait()
     ok, value = outcome[0]

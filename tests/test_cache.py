@@ -14,6 +14,7 @@ from typing import Any
 
 import platformdirs
 import pytest
+from _holders import holding
 
 from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache import default_cache_path
@@ -498,26 +499,9 @@ def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
-    script = (
-        "import fcntl, os, sys, time\n"
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script, str(cache.lock_path)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with caplog.at_level(logging.WARNING, logger="chunktune"):
-            assert not cache.update({"b" * 32: entry(8)})
-        assert "held by another process" in caplog.text
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
+    with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert not cache.update({"b" * 32: entry(8)})
+    assert "held by another process" in caplog.text
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
     assert cache.update({"b" * 32: entry(8)})  # free again: written
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}
@@ -634,22 +618,8 @@ def test_a_large_file_gives_its_writer_longer_before_the_wait_gives_up(
     size = cache.path.stat().st_size
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.1)
     monkeypatch.setattr(_cache, "WRITE_BYTES_PER_S", size / 0.4)  # this file: 0.4 s more
-    script = (
-        "import fcntl, os, sys, time\n"
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    with subprocess.Popen(
-        [sys.executable, "-c", script, str(cache.lock_path)], stdout=subprocess.PIPE, text=True
-    ) as holder:
-        try:
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-            with caplog.at_level(logging.WARNING, logger="chunktune"):
-                assert not cache.update({"b" * 32: entry(8)})
-        finally:
-            holder.kill()
+    with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert not cache.update({"b" * 32: entry(8)})
     assert "changed nothing for 0.5 s" in caplog.text
 
 
@@ -662,25 +632,12 @@ def test_clear_that_cannot_write_says_why_once(
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
-    script = (
-        "import fcntl, os, sys, time\n"
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    with subprocess.Popen(
-        [sys.executable, "-c", script, str(cache.lock_path)], stdout=subprocess.PIPE, text=True
-    ) as holder:
-        try:
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-            with (
-                caplog.at_level(logging.WARNING, logger="chunktune"),
-                pytest.raises(CacheError, match=r"held by another process.*nothing was deleted"),
-            ):
-                cache.clear()
-        finally:
-            holder.kill()
+    with (
+        holding(cache.lock_path),
+        caplog.at_level(logging.WARNING, logger="chunktune"),
+        pytest.raises(CacheError, match=r"held by another process.*nothing was deleted"),
+    ):
+        cache.clear()
     assert caplog.text == ""
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
 

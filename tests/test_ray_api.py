@@ -142,11 +142,9 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
 ) -> None:
     """Another worker's answer returns by the deadline while this host's cache lock is held;
     it is written once the lock is free."""
-    import json
-    import time
-
     import anyio
     import anyio.to_thread
+    from _holders import cached_eventually, holding_async
 
     from chunktune import _cache
     from chunktune._ray_job import Job
@@ -176,29 +174,10 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
         chunk_size=4, native_chunk=3, reason="measured", policy_hash="abc"
     )
     lock = chunktune.DecisionCache(isolated / "cache.json").lock_path
-    script = (
-        "import fcntl, os, sys, time\n"
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "time.sleep(120)\n"
-    )
-    async with await anyio.open_process([sys.executable, "-c", script, str(lock)]) as holder:
-        assert holder.stdout is not None and (await holder.stdout.receive()).strip() == b"held"
-        try:
-            with anyio.fail_after(60):  # a hang detector, not a timing
-                decision = await _adopt(job, answer, "a worker", anyio.current_time() + 0.2)
-            assert holder.returncode is None  # returned while the lock was still held
-        finally:
-            holder.kill()
+    async with holding_async(lock) as holder:
+        with anyio.fail_after(60):  # a hang detector, not a timing
+            decision = await _adopt(job, answer, "a worker", anyio.current_time() + 0.2)
+        assert holder.returncode is None  # returned while the lock was still held
     assert (decision.chunk_size, decision.key) == (4, job.key)
-
-    def written() -> bool:  # the abandoned write goes on once the lock is free
-        for _ in range(1200):
-            path = isolated / "cache.json"
-            if path.exists() and job.key in json.loads(path.read_text())["entries"]:
-                return True
-            time.sleep(0.05)
-        return False
-
-    assert await anyio.to_thread.run_sync(written)
+    # the abandoned write goes on once the lock is free
+    assert await anyio.to_thread.run_sync(cached_eventually, isolated / "cache.json", job.key)

@@ -15,6 +15,7 @@ import anyio
 import anyio.to_thread
 import attrs
 import pytest
+from _holders import cached_eventually, holding_async
 from _pools import lognormal_32
 
 import chunktune
@@ -677,43 +678,22 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
 ) -> None:
     """Another process holds the cache's write lock: the measured decision returns by the
     limit, and its entry is written once the lock is free."""
-    import sys
 
     from chunktune import _cache
 
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     cache = chunktune.DecisionCache(isolated / "cache.json")
-    script = (
-        "import fcntl, os, sys, time\n"
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "time.sleep(120)\n"
-    )
     pol = attrs.evolve(
         chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=2.0
     )
     w = uneven()
-    async with await anyio.open_process(
-        [sys.executable, "-c", script, str(cache.lock_path)]
-    ) as holder:
-        assert holder.stdout is not None and (await holder.stdout.receive()).strip() == b"held"
-        try:
-            with anyio.fail_after(60):  # a hang detector, not a timing
-                d = await chunktune.resolve(w, policy=pol)
-            assert holder.returncode is None  # returned while the lock was still held
-        finally:
-            holder.kill()
+    async with holding_async(cache.lock_path) as holder:
+        with anyio.fail_after(60):  # a hang detector, not a timing
+            d = await chunktune.resolve(w, policy=pol)
+        assert holder.returncode is None  # returned while the lock was still held
     assert d.source == "benchmark" and d.key
-
-    def written() -> bool:  # the abandoned write goes on once the lock is free
-        for _ in range(1200):
-            if d.key in cache_entries(isolated):
-                return True
-            time.sleep(0.05)
-        return False
-
-    assert await anyio.to_thread.run_sync(written)
+    # the abandoned write goes on once the lock is free
+    assert await anyio.to_thread.run_sync(cached_eventually, cache.path, d.key)
     again = await chunktune.resolve(w, policy=pol)
     assert (again.source, again.chunk_size) == ("cache", d.chunk_size)
 
