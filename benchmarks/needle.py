@@ -27,11 +27,12 @@ from measure import bench_settings, policies_named
 import chunktune
 from chunktune import Policy, Settings
 from chunktune._candidates import candidate_list
+from chunktune.sim import ModeledTime
 
 NUM_ENVS, NTHREAD, CALL_S = 4096, 16, 0.05
 
 
-class Needle:
+class Needle(ModeledTime):
     """A workload whose sizes all take native's time but ``good``, ``gain`` faster."""
 
     def __init__(self, good: int, gain: float, sigma: float, seed: int) -> None:

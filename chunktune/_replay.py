@@ -63,7 +63,14 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._trace import Trace, load_trace
-from ._workload import SignatureValue, check_chunk_size, check_count, check_seed, native_chunk
+from ._workload import (
+    ModeledTime,
+    SignatureValue,
+    check_chunk_size,
+    check_count,
+    check_seed,
+    native_chunk,
+)
 
 __all__ = ["ReplayWorkload", "decompose", "standardized_noise", "without_machine_state"]
 
@@ -140,7 +147,7 @@ def decompose(logs: FloatArray) -> tuple[FloatArray, FloatArray]:
     return rho, logs - rho[None, :]
 
 
-class ReplayWorkload:
+class ReplayWorkload(ModeledTime):
     """A :class:`chunktune.Workload` that replays a recorded trace (see the module docstring).
 
     ``seed`` seeds the replay's draws and state changes. Sizes that were not

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from ._errors import InvalidArgumentError
 from ._simcosts import FloatArray, check_real, env_costs
 from ._workload import (
+    ModeledTime,
     SignatureValue,
     check_chunk_size,
     check_count,
@@ -115,7 +116,7 @@ def _makespan(
     return max(free)
 
 
-class SimulatedWorkload:
+class SimulatedWorkload(ModeledTime):
     """A :class:`chunktune.Workload` whose ``run()`` returns modeled seconds.
 
     ``costs`` are the per-env single-thread costs in seconds (see :func:`env_costs`),

@@ -24,7 +24,7 @@ from ._rounds import run_rounds
 from ._select import select
 from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error
-from ._workload import Workload
+from ._workload import ModeledTime, Workload
 
 __all__ = ["sweep"]
 
@@ -34,9 +34,8 @@ def _no_check() -> None:
 
 
 def _clock_of(workload: Workload) -> Callable[[], float]:
-    """The workload's own ``clock()`` if it has one (simulated ones do), else wall time."""
-    own = getattr(workload, "clock", None)
-    return own if callable(own) else time.monotonic
+    """A simulated or replayed workload's ``clock()`` (:class:`ModeledTime`), else wall time."""
+    return workload.clock if isinstance(workload, ModeledTime) else time.monotonic
 
 
 def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
@@ -105,8 +104,8 @@ def sweep(
 
     Blocking: call it from a worker thread. ``check_cancelled`` runs before every
     probe and may raise to abandon the sweep. The budget is checked after every
-    probe, on ``clock``: by default the workload's own ``clock()`` where it has one
-    (the simulated workloads count their simulated seconds), else the wall clock.
+    probe, on ``clock``: by default a simulated or replayed workload's own ``clock()``
+    (:class:`~chunktune._workload.ModeledTime`: its modeled seconds), else the wall clock.
     ``limit_s``: the seconds the caller's ``hard_limit_s`` still leaves (after its
     waits); an ``extend_budget`` policy's stretched budget stays inside it too.
 

@@ -12,6 +12,7 @@ from ._errors import InvalidArgumentError, WorkloadError
 __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
+    "ModeledTime",
     "SignatureValue",
     "Workload",
     "as_seconds",
@@ -45,6 +46,21 @@ class Workload(Protocol):
     def signature(self) -> Mapping[str, SignatureValue]: ...
 
     def run(self, chunk_size: int | None) -> float: ...
+
+
+class ModeledTime:
+    """Base of chunktune's own workloads whose seconds are modeled (simulated, replayed).
+
+    Their calls never sleep, so a sweep's budget runs on their ``clock()``, the modeled
+    seconds so far, not on the wall clock. Nominal on purpose: a ``clock`` attribute of
+    a user's workload (a simulation's own time, say) never replaces the wall clock.
+    """
+
+    __slots__ = ()
+
+    def clock(self) -> float:
+        """Modeled seconds so far."""
+        raise NotImplementedError
 
 
 def native_chunk(num_envs: int, nthread: int) -> int:

@@ -17,7 +17,9 @@ and a memory that neighbouring calls share).
 ``true_time``, ``oracle``, ``landscape``, ``regret`` and ``bound`` give the exact
 answers a tuner's choice can be scored against. ``clock()`` counts the simulated
 seconds of every call so far; a sweep's budget runs on it, so it binds as on the
-real pool.
+real pool. A workload of your own whose seconds are modeled gets the same by
+subclassing :class:`ModeledTime` (a ``clock`` method alone is not enough: a real
+workload's clock of some other time must never stand in for the wall clock).
 
 :class:`ReplayWorkload` replays a trace that ``chunktune record`` measured on a real
 machine: each probe is the size's recorded truth with the noise recorded at that point
@@ -32,9 +34,11 @@ from ._replay import ReplayWorkload
 from ._simcosts import LAYOUTS, env_costs
 from ._simpool import Noise, SimulatedWorkload, compare
 from ._trace import Trace, load_trace
+from ._workload import ModeledTime
 
 __all__ = [
     "LAYOUTS",
+    "ModeledTime",
     "Noise",
     "ReplayWorkload",
     "SimulatedWorkload",

@@ -208,3 +208,39 @@ def test_events_report_candidates_probes_and_done() -> None:
     assert kinds[0] == "candidates" and kinds[-1] == "done"
     assert kinds.count("probe") == sum(r.counts().values())
     assert {e.chunk_size for e in events if e.kind == "raced_out"} == set(r.raced_out)
+
+
+class OwnClock:
+    """A real-time workload of a user's with a ``clock()`` of its own: simulation time."""
+
+    def __init__(self) -> None:
+        self.inner = blocked(sigma=0.0)
+        self.num_envs, self.nthread = self.inner.num_envs, self.inner.nthread
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "own-clock"}
+
+    def run(self, chunk_size: int | None) -> float:
+        return self.inner.run(chunk_size)
+
+    def clock(self) -> float:
+        return 1e9 * self.inner.calls  # the physics' time: a billion seconds a call
+
+
+def test_a_user_workload_s_own_clock_is_not_the_budget_s() -> None:
+    """A ``clock()`` on a workload that is no ModeledTime leaves the budget on the wall clock."""
+    pol = balanced()
+    w = OwnClock()
+    r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol)
+    # read as the budget's clock, its first calls would have spent the whole budget
+    assert r.stop != "too_slow" and not r.partial and r.rounds >= pol.min_rounds
+
+
+def test_a_modeled_time_workload_s_clock_is_the_budget_s() -> None:
+    """A simulated workload's budget runs on its ``clock()``: modeled seconds, not wall time."""
+    pol = attrs.evolve(balanced(), time_budget_s=0.5)
+    w = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=16, mean_s=0.01)
+    r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol)
+    # two modeled calls of 0.69 s show the budget too small; on the wall clock they took
+    # microseconds and the sweep would have gone on
+    assert r.stop == "too_slow" and w.calls == 2
