@@ -22,7 +22,7 @@ from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._request import Request, entry_decision, policy_identity
 from ._settings import Settings
-from ._workload import check_signature
+from ._workload import call_workload, check_signature
 
 __all__ = ["cache_for", "cache_key", "identify_and_look", "lookup"]
 
@@ -88,7 +88,7 @@ def _identify(req: Request) -> tuple[dict[str, Any], dict[str, Any], str]:
             before anything is measured).
         Exception: whatever the workload's ``signature()`` raised.
     """
-    signature = check_signature(req.workload.signature())
+    signature = check_signature(call_workload(req.workload.signature))
     device = device_fingerprint()
     key = cache_key(
         signature,

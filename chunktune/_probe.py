@@ -14,7 +14,7 @@ import attrs
 from ._events import EventKind, ProgressCallback, ProgressEvent
 from ._select import Choice
 from ._settings import Policy
-from ._workload import Workload, check_seconds, native_chunk, upper_chunk
+from ._workload import Workload, call_workload, check_seconds, native_chunk, upper_chunk
 
 __all__ = ["Chunk", "Probe", "StopReason", "SweepResult"]
 
@@ -93,7 +93,7 @@ class Probe:
     def __call__(self, chunk: Chunk, *, kind: EventKind = "probe", round_: int = 0) -> float:
         """One ``run(chunk)``: its seconds, checked, counted and reported."""
         self.check_cancelled()
-        seconds = check_seconds(self.workload.run(chunk), chunk)
+        seconds = check_seconds(call_workload(lambda: self.workload.run(chunk)), chunk)
         self.probe_seconds += seconds
         self.calls += 1
         self.emit(kind, chunk_size=chunk, seconds=seconds, round=round_)

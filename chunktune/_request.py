@@ -20,7 +20,7 @@ from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
 from ._probe import SweepResult
 from ._settings import Policy, Settings
-from ._workload import Workload
+from ._workload import Workload, WorkloadRaised
 
 __all__ = [
     "Request",
@@ -110,12 +110,14 @@ def failed_decision(
     req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0
 ) -> Decision:
     """Native, because the workload raised ``exc`` while it was being keyed or measured."""
+    if isinstance(exc, WorkloadRaised):
+        exc = exc.original
     return Decision(
         chunk_size=None,
         native_chunk=req.native,
         source="fallback",
         reason=f"kept the native chunk {req.native}: the workload failed while measuring "
-        f"({type(exc).__name__}: {exc})",
+        f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})",
         key=key,
         probe_seconds=probe_seconds,
         policy=req.policy_name,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
-from typing import Any, Protocol, cast, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
 
@@ -15,7 +15,9 @@ __all__ = [
     "ModeledTime",
     "SignatureValue",
     "Workload",
+    "WorkloadRaised",
     "as_seconds",
+    "call_workload",
     "check_chunk_size",
     "check_count",
     "check_seconds",
@@ -27,6 +29,8 @@ __all__ = [
 ]
 
 SignatureValue = str | int | float | bool
+
+_T = TypeVar("_T")
 
 
 @runtime_checkable
@@ -46,6 +50,40 @@ class Workload(Protocol):
     def signature(self) -> Mapping[str, SignatureValue]: ...
 
     def run(self, chunk_size: int | None) -> float: ...
+
+
+class WorkloadRaised(Exception):
+    """What a workload's method raised that would not reach the resolve as itself.
+
+    A ``StopIteration`` becomes a ``RuntimeError`` once it leaves a coroutine, and an
+    ``asyncio.CancelledError`` (no ``Exception``) would read as the caller's own
+    cancellation: both travel as this, the workload's exception in ``original``.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
+def call_workload(method: Callable[[], _T]) -> _T:
+    """``method()``, a workload's own code, whatever it raises kept a failure of the workload.
+
+    Raises:
+        WorkloadRaised: it raised ``StopIteration`` or a ``BaseException`` that is no
+            ``Exception`` (``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit``
+            pass as themselves).
+        Exception: whatever else it raised.
+    """
+    try:
+        return method()
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except StopIteration as exc:
+        raise WorkloadRaised(exc) from exc
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise WorkloadRaised(exc) from exc
 
 
 class ModeledTime:

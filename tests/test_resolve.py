@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,6 +29,7 @@ from chunktune import (
     WorkloadError,
 )
 from chunktune._threads import wait_for_sweeps
+from chunktune._workload import SignatureValue
 from chunktune.sim import Noise, SimulatedWorkload
 
 pytestmark = pytest.mark.anyio
@@ -139,6 +142,48 @@ async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) ->
     d = await chunktune.resolve(Broken(costs, nthread=8))
     assert (d.chunk_size, d.source) == (None, "fallback")
     assert "simulator exploded" in d.reason
+    assert cache_entries(isolated) == {}
+
+
+def _cancelled_inside() -> None:
+    """What a workload that runs asyncio of its own may raise: its inner task cancelled."""
+
+    async def inner() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(1)
+
+    asyncio.run(inner())
+
+
+@pytest.mark.parametrize("method", ["run", "signature"])
+@pytest.mark.parametrize(
+    "raise_", [pytest.param(_cancelled_inside, id="CancelledError"), pytest.param(
+        lambda: next(iter(())), id="StopIteration")],
+)  # fmt: skip
+async def test_what_a_workload_raises_is_its_failure_not_the_caller_s(
+    isolated: Path, method: str, raise_: Callable[[], None]
+) -> None:
+    """run() or signature() raising CancelledError or StopIteration: a fallback naming it."""
+    # raised as themselves, one would read as the caller's cancellation, the other turn
+    # into "RuntimeError: coroutine raised StopIteration"
+    name = "CancelledError" if raise_ is _cancelled_inside else "StopIteration"
+
+    class Raising(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if method == "run" and self.calls >= 3:
+                raise_()
+            return super().run(chunk_size)
+
+        def signature(self) -> Mapping[str, SignatureValue]:
+            if method == "signature":
+                raise_()
+            return super().signature()
+
+    d = await chunktune.resolve(Raising(uneven().costs, nthread=8))
+    assert (d.chunk_size, d.source) == (None, "fallback")
+    assert f"({name})" in d.reason and "RuntimeError" not in d.reason
     assert cache_entries(isolated) == {}
 
 
