@@ -5,24 +5,44 @@ Same keywords, same answers for the cheap cases (manual override first,
 measuring); otherwise chunktune measures ``pool.step`` through the active policy
 and caches the result under a key that, unlike the older tuner's, also holds the
 model's content, the MuJoCo version and the CPUs this process may use.
+
+Like the older tuner it blocks its caller until it has an answer, on an event loop's
+thread too (where ``await chunktune.resolve(...)`` would not block); there the wait is
+bounded (:data:`LOOP_GRACE_S`), so a sweep of the same workload that a task of that
+very loop owns cannot hang it.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import numbers
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import numpy as np
 
+from ._config import load_settings as _load_settings
+from ._decision import Decision
 from ._errors import InvalidArgumentError as _InvalidArgumentError
+from ._request import pick_policy as _pick_policy
+from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
+from ._threads import loop_running_here as _loop_running_here
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
 from ._workload import upper_chunk as _upper_chunk
 
-__all__ = ["PoolStepWorkload", "resolve_chunk_size"]
+__all__ = ["LOOP_GRACE_S", "PoolStepWorkload", "resolve_chunk_size"]
+
+_logger = logging.getLogger("chunktune")
+
+LOOP_GRACE_S = 30.0
+"""On an event loop's thread, how long past twice the policy's ``time_budget_s`` the
+call waits (unless the policy's ``hard_limit_s`` says otherwise) before it answers None."""
 
 
 def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
@@ -135,13 +155,16 @@ def resolve_chunk_size(
     """The older tuner's entry point, answered by chunktune. Returns the chunk or None (native).
 
     A failing ``pool.step`` never raises out of here: the answer is None. ``nthread=0``
-    (the pool steps on the calling thread) answers None: chunks cannot matter.
+    (the pool steps on the calling thread) answers None: chunks cannot matter. On an
+    event loop's thread it blocks that loop, as the older tuner did, for up to twice
+    ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None.
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
             integer >= 0, ``manual_chunk_size`` not an integer from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
             ``dtype`` no numpy data type, or ``model.nu`` no count of controls.
+        ConfigError: the settings file is invalid, or names an unknown policy.
     """
     # first, before anything is sized by them
     num_envs = _check_chunk_size(num_envs, what="num_envs")
@@ -164,4 +187,47 @@ def resolve_chunk_size(
         backend_type=backend_type,
         model_file=model_file,
     )
-    return _resolve_sync(workload).chunk_size
+    if not _loop_running_here():
+        return _resolve_sync(workload).chunk_size
+    return _decide_blocking_the_loop(workload)
+
+
+def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
+    """Called on an event loop's thread: resolve on a loop of its own, the caller's blocked.
+
+    The wait is bounded: a task of the blocked loop may own this workload's sweep, and it
+    cannot land while its loop waits here. Past the bound the answer is None; the
+    resolve goes on in the background and caches what it decides.
+    """
+    settings = _load_settings()
+    _, policy = _pick_policy(settings, None)
+    limit = policy.hard_limit_s
+    wait_s = 2 * policy.time_budget_s + LOOP_GRACE_S if limit is None else limit
+    _logger.warning(
+        "chunktune: resolve_chunk_size was called on a running event loop's thread; like "
+        "the older tuner it blocks the loop while it decides (up to %.3g s); "
+        "`await chunktune.resolve(...)` would not",
+        wait_s,
+    )
+    outcome: list[Decision | BaseException] = []
+
+    def main() -> None:
+        try:
+            outcome.append(anyio.run(functools.partial(_resolve, workload, settings=settings)))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=main, name="chunktune-compat", daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    if not outcome:
+        _logger.warning(
+            "chunktune: resolve_chunk_size kept the native chunk: no decision within %.3g s "
+            "(a task of the blocked loop may be measuring the same workload); the one being "
+            "made is cached when it lands",
+            wait_s,
+        )
+        return None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0].chunk_size

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 
-from chunktune import InvalidArgumentError
-from chunktune.compat import resolve_chunk_size
+import chunktune
+from chunktune import InvalidArgumentError, compat
+from chunktune.compat import PoolStepWorkload, resolve_chunk_size
 from chunktune.sim import SimulatedWorkload
 
 
@@ -156,3 +160,52 @@ def test_a_pool_without_threads_gives_none() -> None:
     pool = FakePool()
     assert call(pool, np.zeros((256, 5)), nthread=0) is None
     assert pool.calls == []
+
+
+def _fast_policy(tmp_path: Path) -> None:
+    (tmp_path / "chunktune.toml").write_text(
+        'policy = "fast"\n[policies.fast]\nextends = "quick"\ntime_budget_s = 0.3\n'
+    )
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_it_blocks_and_answers_as_the_older_tuner_did(
+    tmp_path: Path,
+) -> None:
+    """Called in a task, it blocks like the older tuner and answers what it caches."""
+    _fast_policy(tmp_path)
+    pool = FakePool()
+    first = call(pool, np.zeros((256, 5)))  # on the loop's own thread: no UsageError
+    assert pool.calls
+    n = len(pool.calls)
+    assert call(pool, np.zeros((256, 5))) == first and len(pool.calls) == n  # cached
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task of the blocked loop measuring the same workload: None at the bound, no hang."""
+    _fast_policy(tmp_path)
+    monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.5)
+    pool = FakePool()
+    state = np.zeros((256, 5))
+    owner = PoolStepWorkload(
+        pool=pool, state=state, model=FakeModel(), n_variants=1, num_envs=256, nthread=4,
+        dtype=np.float32, post_step_forward_sensor=False, bench_nsteps=3,
+    )  # fmt: skip
+    decided: list[chunktune.Decision] = []
+    probing = anyio.Event()
+
+    async def own() -> None:
+        decided.append(await chunktune.resolve(owner, on_progress=lambda _: probing.set()))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(own)
+        await probing.wait()  # the task's sweep is under way
+        # the same workload, asked on the loop's thread: the task's flight cannot land
+        # while the loop is blocked here, so the wait ends at its bound
+        assert call(pool, state) is None
+    assert decided and decided[0].source == "benchmark"
+    (key,) = json.loads((tmp_path / "cache.json").read_text())["entries"]
+    assert key == decided[0].key
