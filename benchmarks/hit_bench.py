@@ -10,6 +10,9 @@
 - The event loop's stall while 50 resolves of one workload object no resolve has seen
   start at once (a trainer's runners starting together): a ticker on the loop reports
   its largest lateness.
+- The stall of the process's first read of a cache of ``--entries`` entries the size
+  of a real sweep's (timings and samples of every size measured): the file is parsed
+  in a worker thread, but the parser holds the GIL while it reads the JSON.
 
 The workload is simulated (its ``signature()`` is a small dict, as a trainer's would
 be); the cache file is real. Not a test: it prints figures.
@@ -79,6 +82,14 @@ async def _first_hits(ws: list[SimulatedWorkload], settings: chunktune.Settings)
     return out
 
 
+def _fill_like(path: Path, entry: CacheEntry, key: str, entries: int) -> int:
+    """``entries`` copies of a real sweep's ``entry`` (``key`` among them); the file's bytes."""
+    policy = key.rpartition(".")[2]
+    copies = {f"{i:032x}.{policy}": entry for i in range(entries - 1)}
+    DecisionCache(path).update({**copies, key: entry})
+    return path.stat().st_size
+
+
 async def _stall(ws: list[SimulatedWorkload], settings: chunktune.Settings) -> float:
     worst = 0.0
     done = anyio.Event()
@@ -139,6 +150,17 @@ def main(argv: list[str] | None = None) -> int:
         burst = [_workload()] * 50
         stall = anyio.run(_stall, burst, settings, backend=args.backend)
         print(f"50 concurrent first hits: the loop stalled at most {stall * 1e3:.2f} ms")
+        # a cache this process has not read yet, its entries as large as a real sweep's
+        first = chunktune.resolve_sync(w, settings=settings, refresh=True)
+        real = DecisionCache(path).entries()[first.key]
+        cold = Path(d) / "cold.json"
+        size = _fill_like(cold, real, first.key, args.entries)
+        settings = attrs.evolve(settings, cache=attrs.evolve(settings.cache, path=str(cold)))
+        stall = anyio.run(_stall, [_workload()], settings, backend=args.backend)
+        print(
+            f"the process's first read of a {args.entries}-entry cache ({size / 1e6:.2f} MB, "
+            f"entries as large as a real sweep's): the loop stalled at most {stall * 1e3:.2f} ms"
+        )
     return 0
 
 

@@ -11,8 +11,9 @@ flat JSON cache (schema 0) goes through the same validation.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -93,6 +94,64 @@ def cache_format(path: Path, format: str = "auto") -> CacheFormat:
 # ---------------------------------------------------------------- documents
 
 
+_WS = re.compile(r"[ \t\n\r]*")
+# the C parser of one JSON value at an index: what json.loads runs on the whole text
+_SCAN = cast("Callable[[str, int], tuple[Any, int]]", vars(json.JSONDecoder())["scan_once"])
+
+
+def _skip(text: str, at: int) -> int:
+    """Past the whitespace at ``at``."""
+    return cast("re.Match[str]", _WS.match(text, at)).end()
+
+
+def _json_by_entry(raw: bytes) -> Any:
+    """``json.loads(raw)``, the top-level object and its ``entries`` one member at a time.
+
+    The C parser holds the GIL for a whole document (about 13 ms a MB here): read in a
+    worker thread, a large cache would still stall the event loop that long. One call
+    per entry lets the loop's thread run between them. Anything this does not follow
+    (another top level, odd bytes) goes to ``json.loads``, which parses it or says why not.
+    """
+    try:
+        text = raw.decode()
+        start = _skip(text, 0)
+        if text[start] != "{":
+            raise ValueError("not an object")
+        doc, end = _json_object(text, start, nested="entries")
+        if _skip(text, end) != len(text):
+            raise ValueError("extra data")
+        return doc
+    except (ValueError, IndexError, StopIteration):
+        return json.loads(raw)
+
+
+def _json_object(text: str, at: int, *, nested: str | None) -> tuple[dict[str, Any], int]:
+    """The object at ``text[at] == "{"`` and where it ends; member ``nested`` member by member."""
+    scan = _SCAN
+    out: dict[str, Any] = {}
+    at = _skip(text, at + 1)
+    if text[at] == "}":
+        return out, at + 1
+    while True:
+        if text[at] != '"':
+            raise ValueError("expected a name")
+        key, at = scan(text, at)
+        at = _skip(text, at)
+        if text[at] != ":":
+            raise ValueError("expected ':'")
+        at = _skip(text, at + 1)
+        if key == nested and text[at] == "{":
+            out[key], at = _json_object(text, at, nested=None)
+        else:
+            out[key], at = scan(text, at)
+        at = _skip(text, at)
+        if text[at] == "}":
+            return out, at + 1
+        if text[at] != ",":
+            raise ValueError("expected ','")
+        at = _skip(text, at + 1)
+
+
 def decode(raw: bytes, fmt: CacheFormat) -> Any:
     """The document in ``raw``.
 
@@ -100,7 +159,7 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
         UnusableCache: it is not UTF-8 (TOML) or not valid JSON/TOML, or nests too deeply.
     """
     try:
-        return tomllib.loads(raw.decode()) if fmt == "toml" else json.loads(raw)
+        return tomllib.loads(raw.decode()) if fmt == "toml" else _json_by_entry(raw)
     except RecursionError:
         raise UnusableCache(f"is nested too deeply to parse as {fmt.upper()}") from None
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError

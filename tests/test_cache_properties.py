@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache import read_cache_file
 from chunktune._cache_entry import entry_to_table
+from chunktune._cache_format import UnusableCache, decode
 
 N = 256
 chunks = st.integers(1, N)
@@ -181,3 +182,34 @@ def test_any_bytes_as_the_cache_give_entries_or_a_quarantine(data: st.DataObject
                 assert set(parsed.entries) == set(served)
         assert DecisionCache(path).put("new", NEW)
         assert "new" in DecisionCache(path).entries()
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+@given(
+    doc=st.dictionaries(
+        st.sampled_from(["entries", "schema", "x"]) | st.text(max_size=4),
+        values("json") | st.dictionaries(st.text(max_size=4), values("json")),
+        max_size=4,
+    ),
+    indent=st.sampled_from([None, 0, 1, 2]),
+    cut=st.none() | st.integers(0, 200),
+)
+def test_the_json_reader_reads_as_json_loads(doc: Any, indent: int | None, cut: int | None) -> None:
+    """The cache's JSON reader (an entry at a time) gives json.loads's document or refusal."""
+    raw = json.dumps(doc, indent=indent).encode()
+    if cut is not None:  # a torn or damaged file
+        raw = raw[:cut] + raw[cut + 1 :]
+    expected = _loads(raw)
+    try:
+        got = decode(raw, "json")
+    except UnusableCache:
+        assert isinstance(expected, type)
+    else:
+        # NaN is not equal to itself: compare the documents' canonical text
+        assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
