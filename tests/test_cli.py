@@ -729,6 +729,33 @@ def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("policy", "list"), id="policy-list"),  # a table through rich
+        pytest.param(("cache", "path"), id="cache-path"),  # one short print, still buffered
+    ],
+)
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_results_that_cannot_be_written_are_one_error_and_exit_2(
+    env: dict[str, Path], args: tuple[str, ...], stdout: str
+) -> None:
+    """stdout on a full disk or never open (`>&-`): one message, exit 2, no traceback."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "chunktune", *args],
+            stdout=full if stdout == "full" else None,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+            preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None,
+        )
+    why = "No space left on device" if stdout == "full" else "it is closed"
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"chunktune: error: cannot write the results to stdout: {why}\n"
+
+
 def test_ctrl_c_while_the_command_is_still_loading_exits_130_quietly() -> None:
     """SIGINT between the first import of chunktune and main(): exit 130, no traceback."""
     script = (

@@ -2,7 +2,8 @@
 
 ``main(argv) -> int`` never raises for a problem a person can fix: a
 :class:`ChunktuneError` becomes ``chunktune: error: <message>`` on stderr and exit
-code 2, Ctrl-C exit code 130 (from the first moment: see ``_sigint``), a reader
+code 2 (so does a failed write of the results to stdout: a full disk, ``>&-``),
+Ctrl-C exit code 130 (from the moment chunktune's code runs: see ``_sigint``), a reader
 that closes stdout early (``| head -1``) exit code 141, as for a process killed
 by SIGPIPE, all without a traceback. Results go to stdout, progress and warnings
 to stderr, so ``chunktune tune --json`` prints nothing but the decision.
@@ -27,7 +28,16 @@ from .. import _sigint
 from .._errors import ChunktuneError
 from .._fingerprint import chunktune_version, mujoco_version
 from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
-from ._common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, error, help_formatter, say
+from ._common import (
+    EXIT_INTERRUPTED,
+    EXIT_PIPE,
+    EXIT_USAGE,
+    Stdout,
+    StdoutFailed,
+    error,
+    help_formatter,
+    say,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -44,8 +54,8 @@ examples:
 
 exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
 workload failed while measuring, or hard_limit_s ran out); 2 a usage, settings
-or file error; 130 interrupted; 141 stdout was closed before all was written
-(as by `| head`).
+or file error, or results that cannot be written to stdout; 130 interrupted; 141
+stdout was closed before all was written (as by `| head`).
 settings: --config F, else $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults;
 $CHUNKTUNE_CACHE names the cache file.
 """
@@ -116,9 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 ok, 1 no measured decision (workload failed or hard limit), 2 error, 130
     interrupted, 141 stdout closed early.
     """
+    real, sys.stdout = sys.stdout, Stdout(sys.stdout)
     try:
         _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # a small result still in the buffer fails here, not at exit
+        return code
+    except StdoutFailed as exc:
+        error(str(exc))
+        _quiet_stdout()
+        return EXIT_USAGE
     except KeyboardInterrupt:
         say("interrupted")
         return EXIT_INTERRUPTED
@@ -130,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         say("interrupted")
         return EXIT_INTERRUPTED
+    finally:
+        sys.stdout = real
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -161,6 +180,8 @@ def _main(argv: Sequence[str] | None) -> int:
     with _log_to_stderr():
         try:
             return handler(args)
+        except StdoutFailed:
+            raise
         except ChunktuneError as exc:
             error(str(exc).strip())
             return EXIT_USAGE

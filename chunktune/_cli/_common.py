@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 
@@ -18,6 +19,8 @@ __all__ = [
     "EXIT_PIPE",
     "EXIT_USAGE",
     "EXIT_WORKLOAD_FAILED",
+    "Stdout",
+    "StdoutFailed",
     "console_on",
     "entries_of",
     "error",
@@ -34,6 +37,47 @@ EXIT_WORKLOAD_FAILED = 1  # also when hard_limit_s ran out: no measured decision
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports
+
+
+class StdoutFailed(OutputError):
+    """The results could not be written to stdout (a full disk, a closed descriptor)."""
+
+
+class Stdout:
+    """``sys.stdout`` while a command runs: a failed write is a :class:`StdoutFailed`.
+
+    A full disk or a descriptor that was never open (``>&-``) would otherwise end a
+    command in a traceback, or drop its results without a word. A closed pipe stays a
+    ``BrokenPipeError`` (exit 141, as for ``| head``).
+    """
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.closed_at_start = stream is None
+        self._stream: TextIO = open(os.devnull, "w") if stream is None else stream  # noqa: SIM115
+
+    def _failed(self, why: str) -> StdoutFailed:
+        return StdoutFailed(f"cannot write the results to stdout: {why}")
+
+    def write(self, text: str) -> int:
+        if self.closed_at_start:
+            raise self._failed("it is closed")
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def help_formatter(prog: str) -> argparse.HelpFormatter:
