@@ -17,7 +17,8 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ._validators import integer, number, positive_sizes
+from ._errors import ConfigError
+from ._validators import integer, number, positive_sizes, shown
 from ._workload import native_chunk, upper_chunk
 
 __all__ = [
@@ -148,7 +149,7 @@ class ExhaustiveCandidates:
 def _as_size_tuple(value: object) -> tuple[int, ...]:
     if isinstance(value, list | tuple):
         return tuple(value)
-    raise TypeError(f"{value!r} is not a list of chunk sizes")
+    raise ConfigError(f"{shown(value)} is not valid for sizes; expected a list of chunk sizes")
 
 
 @attrs.frozen(kw_only=True)

@@ -56,26 +56,40 @@ MAX_DEPTH = 8
 
 def _strict_float(value: Any, _t: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{value!r} is not a number")
-    return float(value)
+        raise ValueError(f"{shown(value)} is not a number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise ValueError(f"{shown(value)} is not a finite number") from None
 
 
 def _strict_int(value: Any, _t: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{value!r} is not an integer")
+        raise ValueError(f"{shown(value)} is not an integer")
     return value
 
 
 def _strict_str(value: Any, _t: type) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a string")
+        raise ValueError(f"{shown(value)} is not a string")
     return value
 
 
 def _strict_bool(value: Any, _t: type) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{value!r} is not true or false")
+        raise ValueError(f"{shown(value)} is not true or false")
     return value
+
+
+def _tables_only(structure_fn: Any) -> Any:
+    """``structure_fn`` of a settings table, refusing a value that is no table first."""
+
+    def structure(value: Any, cls: type) -> Any:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{shown(value)} is not a table")
+        return structure_fn(value, cls)
+
+    return structure
 
 
 def _make_converter() -> cattrs.Converter:
@@ -116,11 +130,11 @@ def _make_converter() -> cattrs.Converter:
             _cattrs_forbid_extra_keys=True,
             **overrides,  # type: ignore[arg-type]
         )
-        conv.register_structure_hook(cls, structure_fn)
+        conv.register_structure_hook(cls, _tables_only(structure_fn))
 
     def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{value!r} is not a table with a 'strategy' key")
+            raise ValueError(f"{shown(value)} is not a table with a 'strategy' key")
         name = value.get("strategy")
         if name not in STRATEGIES:
             known = ", ".join(repr(s) for s in STRATEGIES)

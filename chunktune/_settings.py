@@ -22,7 +22,7 @@ import attrs
 
 from ._candidates import BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
-from ._validators import choice, integer, number, path_text, text
+from ._validators import choice, integer, number, path_text, shown, text
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -51,6 +51,9 @@ DEFAULT_POLICY = "balanced"
 
 # Field metadata of Policy (see the module docstring).
 _RULE = {"rule": True}
+
+MAX_LIMIT_S = 1e6
+"""The most seconds a budget, limit or wait may be (11.6 days): past it, no limit at all."""
 _NOT_IDENTITY = {"identity": False}
 
 
@@ -121,10 +124,12 @@ class Policy:
     noise_gate: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     # limits
     time_budget_s: float = attrs.field(
-        default=10.0, validator=number(0.0, lo_open=True), metadata=_NOT_IDENTITY
+        default=10.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True), metadata=_NOT_IDENTITY
     )
     hard_limit_s: float | None = attrs.field(
-        default=None, validator=number(0.0, lo_open=True, optional=True), metadata=_NOT_IDENTITY
+        default=None,
+        validator=number(0.0, MAX_LIMIT_S, lo_open=True, optional=True),
+        metadata=_NOT_IDENTITY,
     )
     # past time_budget_s, up to nine tenths of hard_limit_s, where that is what a
     # confirmation of a plausible gain (or judging one candidate) takes
@@ -278,13 +283,15 @@ class RaySettings:
 
     init_local: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     while_sweeping: str = attrs.field(default="wait", validator=choice(WHILE_SWEEPING))
-    wait_timeout_s: float = attrs.field(default=600.0, validator=number(0.0, lo_open=True))
+    wait_timeout_s: float = attrs.field(
+        default=600.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True)
+    )
     lease_s: float = attrs.field(default=30.0, validator=number(0.1, 3600.0))
 
 
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str):
-        raise ConfigError(f"{value!r} is not valid for policy; expected a policy name")
+        raise ConfigError(f"{shown(value)} is not valid for policy; expected a policy name")
     if value not in inst.policies:
         raise ConfigError(
             f"unknown policy {value!r}; known policies: {', '.join(sorted(inst.policies))}"
@@ -292,6 +299,10 @@ def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> No
 
 
 def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{shown(value)} is not valid for policies; expected a mapping of names to Policy"
+        )
     return dict(value)
 
 
@@ -311,7 +322,7 @@ class Settings:
     def _check_policies(self, _attr: attrs.Attribute[Any], value: dict[str, Policy]) -> None:
         for name, pol in value.items():
             if not isinstance(name, str) or not isinstance(pol, Policy):
-                raise ConfigError(f"policies[{name!r}] must be a Policy, got {pol!r}")
+                raise ConfigError(f"policies[{shown(name)}] must be a Policy, got {shown(pol)}")
 
     def get_policy(self, name: str | None = None) -> Policy:
         """The named policy, or the active one.

@@ -25,7 +25,7 @@ import attrs
 
 from ._errors import InvalidArgumentError, TraceError
 from ._validators import is_path, shown
-from ._workload import MAX_SECONDS, as_seconds, native_chunk, upper_chunk
+from ._workload import MAX_SECONDS, MIN_SECONDS, as_seconds, native_chunk, upper_chunk
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
@@ -155,8 +155,8 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
         for r, (t, s) in enumerate(zip(values, seconds, strict=True)):
             if s is None:
                 raise TraceError(
-                    f"{where}: samples[{key!r}][{r}] is {t!r}; expected positive seconds "
-                    f"below {MAX_SECONDS:g}"
+                    f"{where}: samples[{key!r}][{r}] is {t!r}; expected seconds "
+                    f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
                 )
         samples[chunk] = tuple(s for s in seconds if s is not None)
     if native not in samples:

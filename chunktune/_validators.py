@@ -69,14 +69,17 @@ def number(
             return
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if ok:
-            x = float(value)
+            try:
+                x = float(value)
+            except OverflowError:  # an int past any float (a TOML integer of 400 digits)
+                x = math.inf
             ok = (
                 math.isfinite(x)
                 and (lo is None or (x > lo if lo_open else x >= lo))
                 and (hi is None or (x < hi if hi_open else x <= hi))
             )
         if not ok:
-            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected {expected}")
+            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected {expected}")
 
     return check
 
@@ -93,7 +96,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
             and (hi is None or value <= hi)
         )
         if not ok:
-            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected {expected}")
+            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected {expected}")
 
     return check
 
@@ -104,7 +107,9 @@ def choice(options: Collection[str]) -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value not in options:
-            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected one of {listed}")
+            raise ConfigError(
+                f"{shown(value)} is not valid for {attr.name}; expected one of {listed}"
+            )
 
     return check
 
@@ -114,7 +119,7 @@ def text() -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str):
-            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected a string")
+            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected a string")
 
     return check
 
@@ -128,9 +133,9 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
         ]
         if bad or len(value) < min_len:
             raise ConfigError(
-                f"{list(value)!r} is not valid for {attr.name}; expected a list of at least "
-                f"{min_len} integer chunk size(s) >= 1"
-                + (f" (bad: {', '.join(repr(b) for b in bad)})" if bad else "")
+                f"{shown(list(value))} is not valid for {attr.name}; expected a list of at "
+                f"least {min_len} integer chunk size(s) >= 1"
+                + (f" (bad: {', '.join(shown(b) for b in bad)})" if bad else "")
             )
 
     return check
@@ -168,7 +173,7 @@ def path_text(*, optional: bool = False) -> Validator:
         if value is None and optional:
             return
         if not isinstance(value, str):
-            raise ConfigError(f"{value!r} is not valid for {attr.name}; expected a path")
+            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected a path")
         try:
             user_path(value)
         except ValueError as exc:

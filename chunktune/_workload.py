@@ -8,10 +8,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
+from ._validators import shown
 
 __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
+    "MIN_SECONDS",
     "ModeledTime",
     "SignatureValue",
     "Workload",
@@ -127,6 +129,11 @@ MAX_COUNT = 2**31 - 1
 MAX_SECONDS = 1e6
 """The longest call a sweep takes as measured (11.6 days): a ``run()`` that says more
 is broken, and its seconds (1e308, say) would overflow the statistics."""
+
+MIN_SECONDS = 1e-9
+"""The shortest call a sweep takes as measured (a nanosecond, less than one chunk's
+dispatch): a ``run()`` that says less is broken, and its seconds (1e-310, say) would
+overflow the budget's arithmetic."""
 
 
 def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
@@ -245,21 +252,23 @@ def check_seconds(value: object, chunk: int | None) -> float:
     Any real number counts (numpy scalars and 0-d arrays too), but not a bool.
 
     Raises:
-        WorkloadError: ``value`` is not a real number in (0, :data:`MAX_SECONDS`].
+        WorkloadError: ``value`` is not a real number in [:data:`MIN_SECONDS`,
+            :data:`MAX_SECONDS`].
     """
     seconds = as_seconds(value)
     if seconds is None:
         raise WorkloadError(
-            f"run({chunk!r}) returned {value!r}; expected a positive number of seconds "
-            f"below {MAX_SECONDS:g}"
+            f"run({chunk!r}) returned {shown(value)}; expected a positive number of seconds "
+            f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
         )
     return seconds
 
 
 def as_seconds(value: object) -> float | None:
-    """``value`` as float seconds in (0, :data:`MAX_SECONDS`] (numpy scalars too), else None."""
+    """``value`` as float seconds in [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] (numpy
+    scalars too), else None."""
     plain = _plain(value)
     if isinstance(plain, bool) or not isinstance(plain, numbers.Real) or not math.isfinite(plain):
         return None
     seconds = float(plain)
-    return seconds if 0 < seconds <= MAX_SECONDS else None
+    return seconds if MIN_SECONDS <= seconds <= MAX_SECONDS else None

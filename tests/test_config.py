@@ -126,6 +126,22 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     assert len(info.value.problems) == 6
 
 
+def test_sections_that_are_no_tables_and_numbers_past_floats_are_named(tmp_path: Path) -> None:
+    """`cache = "x"` or a 400-digit margin: each problem names the key and the value."""
+    cfg = write(
+        tmp_path / "bad.toml",
+        'cache = "x"\nlog = 3\nray = []\npolicy = "m"\n[policies.m]\nmargin = 1' + "0" * 400 + "\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    assert sorted(info.value.problems) == [
+        "cache: 'x' is not a table",
+        "log: 3 is not a table",
+        "policies.m.margin: 100000000000000000...0000000000000000000 is not a finite number",
+        "ray: [] is not a table",
+    ]
+
+
 def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     """A TOML syntax error names the file and the line."""
     cfg = write(tmp_path / "broken.toml", 'policy = "quick"\nmargin = = 3\n')

@@ -180,6 +180,16 @@ def test_choices_come_from_their_literal_types() -> None:
         (lambda: chunktune.BalancedCandidates(max_candidates=0), "0 is not valid for max_"),
         (lambda: chunktune.Settings(policies={}, policy="x"), "unknown policy 'x'"),
         (lambda: chunktune.CacheSettings(path=""), "'' is not a path"),
+        # an int past any float, a list that is none, a mapping that is none
+        (lambda: chunktune.Policy(margin=10**400), r"1000+\.\.\.0+ is not valid for margin"),
+        (lambda: chunktune.GeometricCandidates(ratio=10**400), "is not valid for ratio"),
+        (lambda: chunktune.ExplicitCandidates(sizes=5), "5 is not valid for sizes"),
+        (lambda: chunktune.ExplicitCandidates(sizes="123"), "'123' is not valid for sizes"),
+        (lambda: chunktune.Settings(policies=None), "None is not valid for policies"),
+        (lambda: chunktune.Settings(policies=[1, 2]), r"\[1, 2\] is not valid for policies"),
+        # budgets past any use would overflow the pacing's arithmetic
+        (lambda: chunktune.Policy(time_budget_s=1e307), "1e\\+307 is not valid for time_budget"),
+        (lambda: chunktune.Policy(hard_limit_s=1e7), "10000000.0 is not valid for hard_limit"),
     ],
 )
 def test_settings_classes_built_in_code_raise_config_error(build: Any, message: str) -> None:

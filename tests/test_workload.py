@@ -41,13 +41,14 @@ def test_any_positive_real_number_of_seconds_is_accepted(value: object) -> None:
         pytest.param(0.0, id="zero"),
         pytest.param(-1.0, id="negative"),
         pytest.param(1e308, id="absurdly long"),
+        pytest.param(1e-310, id="absurdly short"),
         pytest.param("0.5", id="str"),
         pytest.param(None, id="None"),
         pytest.param(np.array([0.5]), id="1-d array"),
     ],
 )
 def test_anything_but_positive_finite_seconds_is_rejected(value: object) -> None:
-    """run() returning a bool, NaN, inf, <= 0, > 1e6 s, a string or an array raises, naming it."""
+    """run() returning a bool, NaN, inf, < 1 ns, > 1e6 s, a string or an array raises, naming it."""
     with pytest.raises(WorkloadError, match=r"run\(4\) returned .*positive number of seconds"):
         check_seconds(value, 4)
 
