@@ -437,6 +437,23 @@ def test_cache_show_bad_prefix_exits_2(
     assert message in capsys.readouterr().err
 
 
+def test_one_workload_under_two_policies_lists_keys_cache_show_takes(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Entries of one workload under two policies: listed apart, each shown by its listed key."""
+    base = "c" * 32
+    fill(env["cache"], {f"{base}.111111aaaaaa": entry(1.0), f"{base}.222222bbbbbb": entry(2.0)})
+    assert main(["cache", "list"]) == 0
+    listed = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if ln.startswith("c")]
+    assert sorted(listed) == ["cccccccccccc.111111", "cccccccccccc.222222"]
+    for short, policy in zip(sorted(listed), ("111111aaaaaa", "222222bbbbbb"), strict=True):
+        assert main(["cache", "show", short]) == 0
+        assert f"{base}.{policy}" in capsys.readouterr().out
+    # the bare 12 characters are ambiguous, and the message lists what tells them apart
+    assert main(["cache", "show", "c" * 12]) == 2
+    assert "(cccccccccccc.111111, cccccccccccc.222222)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("prefix", ["", "  "])
 def test_cache_show_an_empty_prefix_exits_2_even_with_one_entry(
     env: dict[str, Path], capsys: pytest.CaptureFixture[str], prefix: str

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterable
 
 from rich import box
 from rich.table import Table
@@ -123,9 +125,10 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     now = time.time()
+    short = _short_keys(entries)
     for key, entry in sorted(entries.items(), key=lambda kv: -kv[1].created):
         table.add_row(
-            key[: len(LEGACY_PREFIX) + 12] if key.startswith(LEGACY_PREFIX) else key[:12],
+            short[key],
             model_summary(entry),
             str(entry.num_envs or "?"),
             str(entry.nthread or "?"),
@@ -139,6 +142,32 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _short_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Each key as ``cache list`` shows it: 12 characters, and where one workload has
+    entries under several policies, a dot and the start of each's policy hash too."""
+    keys = list(keys)
+    heads = Counter(k[:12] for k in keys if not k.startswith(LEGACY_PREFIX))
+    short = {}
+    for key in keys:
+        if key.startswith(LEGACY_PREFIX):
+            short[key] = key[: len(LEGACY_PREFIX) + 12]
+        elif heads[key[:12]] > 1:
+            base, _, policy = key.rpartition(".")
+            short[key] = f"{base[:12]}.{policy[:6]}"
+        else:
+            short[key] = key[:12]
+    return short
+
+
+def _matches(key: str, prefix: str) -> bool:
+    """Whether ``prefix`` names ``key``: its start, or (``base.policy``) the start of each part."""
+    if key.startswith(prefix):
+        return True
+    head, dot, tail = prefix.partition(".")
+    base, _, policy = key.rpartition(".")
+    return bool(dot) and base.startswith(head) and policy.startswith(tail)
+
+
 def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
     if not prefix.strip():
         raise InvalidArgumentError(
@@ -146,19 +175,17 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
             "(see `chunktune cache list`)"
         )
     entries = cache.entries(strict=True)
-    matches = sorted(k for k in entries if k.startswith(prefix))
+    matches = sorted(k for k in entries if _matches(k, prefix))
     if not matches:
         raise InvalidArgumentError(
             f"no cache entry's key starts with {prefix!r} (see `chunktune cache list`)"
         )
     if len(matches) > 1:
-        shown = ", ".join(
-            k[: len(LEGACY_PREFIX) + 12] if k.startswith(LEGACY_PREFIX) else k[:16]
-            for k in matches[:8]
-        )
+        short = _short_keys(matches)
+        listed = ", ".join(short[k] for k in matches[:8])
         more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
         raise InvalidArgumentError(
-            f"{prefix!r} matches {entries_of(len(matches))} ({shown}{more}); give more characters"
+            f"{prefix!r} matches {entries_of(len(matches))} ({listed}{more}); give more characters"
         )
     return matches[0], entries[matches[0]]
 
