@@ -23,7 +23,7 @@ import cattrs
 import tomli_w
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._candidates import STRATEGIES, CandidateStrategy
+from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError
 from ._extends import resolve_tables
 from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, RaySettings, Settings
@@ -107,6 +107,8 @@ def _make_converter() -> cattrs.Converter:
         structure_type: Any = field.type
         if cls is Policy and field.name == "candidates":
             structure_type = CandidateStrategy
+        elif cls is ExplicitCandidates and field.name == "sizes":
+            structure_type = Any  # its validator names every bad size, not the first
         elif get_origin(structure_type) is Literal:
             structure_type = str  # the field's choice() validator names the options
 

@@ -139,26 +139,29 @@ class Policy:
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
     def __attrs_post_init__(self) -> None:
+        problems = []  # every rule broken, not just the first
         if self.max_rounds < self.min_rounds:
-            raise ConfigError(
+            problems.append(
                 f"max_rounds {self.max_rounds} is below min_rounds {self.min_rounds}; "
                 "expected max_rounds >= min_rounds"
             )
         if self.confirm_max_pairs < self.confirm_min_pairs:
-            raise ConfigError(
+            problems.append(
                 f"confirm_max_pairs {self.confirm_max_pairs} is below confirm_min_pairs "
                 f"{self.confirm_min_pairs}; expected confirm_max_pairs >= confirm_min_pairs"
             )
         if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
-            raise ConfigError(
+            problems.append(
                 f"hard_limit_s {self.hard_limit_s:g} is below time_budget_s "
                 f"{self.time_budget_s:g}; expected hard_limit_s >= time_budget_s"
             )
         if self.extend_budget and self.hard_limit_s is None:
-            raise ConfigError(
+            problems.append(
                 "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "
                 "(the most an extended sweep may take) above time_budget_s"
             )
+        if problems:
+            raise ConfigError(problems)
 
     def measurement_fields(self) -> dict[str, Any]:
         """The fields that change what a sweep measures or picks, by name, as JSON values.

@@ -142,6 +142,23 @@ def test_sections_that_are_no_tables_and_numbers_past_floats_are_named(tmp_path:
     ]
 
 
+def test_every_broken_rule_and_bad_size_of_a_policy_is_reported_at_once(tmp_path: Path) -> None:
+    """Two cross-field rules broken, three kinds of bad size: all named in one error."""
+    cfg = write(
+        tmp_path / "bad.toml",
+        'policy = "m"\n[policies.m]\nmin_rounds = 5\nmax_rounds = 3\nconfirm_min_pairs = 10\n'
+        'confirm_max_pairs = 5\n[policies.n.candidates]\nstrategy = "explicit"\n'
+        "sizes = [0, -1, true, 4]\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    problems = info.value.problems
+    assert len(problems) == 3
+    assert any("max_rounds 3 is below min_rounds 5" in p for p in problems)
+    assert any("confirm_max_pairs 5 is below confirm_min_pairs 10" in p for p in problems)
+    assert any(p.endswith("(bad: 0, -1, True)") for p in problems)
+
+
 def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     """A TOML syntax error names the file and the line."""
     cfg = write(tmp_path / "broken.toml", 'policy = "quick"\nmargin = = 3\n')
