@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -71,6 +72,23 @@ def test_bad_record_arguments_exit_2_with_one_message(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.mujoco
+def test_a_trace_that_cannot_be_written_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk while the trace is written: exit 2, one message, no file, no temporary."""
+    from chunktune import _atomic
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_atomic.os, "fsync", full)
+    assert main(["record", *TINY, "--rounds", "2", "-q", "-o", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chunktune: error: cannot write the trace") and "No space left" in err
+    assert [p.name for p in tmp_path.iterdir() if p.name != "sweep.lock"] == []
 
 
 @pytest.mark.parametrize("seed", [-1, 1.5, True])

@@ -12,6 +12,7 @@ from pathlib import Path
 import filelock
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .._atomic import write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
 from .._locks import sweep_lock_path
@@ -137,12 +138,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
     finally:
         workload.close()
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(dump_trace(trace), encoding="utf-8")
-        tmp.replace(out)
+    try:  # whole or not at all: a failed write (a full disk) leaves no half file behind
+        write_atomic(out, dump_trace(trace).encode())
     except OSError as exc:
-        raise OutputError(f"cannot write the trace {out}: {exc}") from exc
+        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}") from exc
     if not args.quiet:
         say(f"wrote {out}")
     return EXIT_OK
