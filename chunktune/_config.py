@@ -26,7 +26,15 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError
 from ._extends import resolve_tables
-from ._settings import DEFAULT_POLICY, CacheSettings, LogSettings, Policy, RaySettings, Settings
+from ._settings import (
+    DEFAULT_POLICY,
+    CacheSettings,
+    LogSettings,
+    Policy,
+    RaySettings,
+    Settings,
+    unknown_policy,
+)
 from ._validators import is_path, shown
 
 __all__ = [
@@ -284,6 +292,8 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
     if path is not None:
         if not is_path(path):
             raise ConfigError(f"{shown(path)} is not a settings file's path (a str or os.PathLike)")
+        if not os.fspath(path):  # Path("") is ".", a directory: name what was given
+            raise ConfigError("'' is not a settings file's path; expected a file name")
         return Path(path)
     env = os.environ.get(CONFIG_ENV)
     if env:
@@ -338,10 +348,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     if not isinstance(active, str):
         problems.append(f"policy: {shown(active)} is not valid; expected a policy name")
     elif active not in tables and active not in user:  # a broken one's problem is listed
-        known = ", ".join(sorted(set(tables) | set(user)))
-        close = difflib.get_close_matches(active, list(tables), n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        problems.append(f"policy: unknown policy {active!r}; {hint}known policies: {known}")
+        problems.append(f"policy: {unknown_policy(active, set(tables) | set(user))}")
 
     if problems:
         raise ConfigError(problems, source=source)

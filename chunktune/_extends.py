@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._settings import unknown_policy
 from ._validators import shown
 
 __all__ = ["resolve_tables"]
@@ -71,11 +72,7 @@ def resolve_tables(
         # a user policy extends another user policy of that name, else the preset
         parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
         if parent_layer == "preset" and parent not in presets:
-            known = sorted(set(presets) | set(user))
-            return (
-                f"{where(node)}.extends: unknown policy {shown(parent)}; "
-                f"known policies: {', '.join(known)}"
-            )
+            return f"{where(node)}.extends: {unknown_policy(parent, set(presets) | set(user))}"
         return table, (parent, parent_layer)
 
     def resolve(start: _Node) -> dict[str, Any] | None:

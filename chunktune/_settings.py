@@ -13,9 +13,10 @@ False: the description, the on/off switch and the time limits).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
 import attrs
@@ -292,13 +293,19 @@ class RaySettings:
     lease_s: float = attrs.field(default=30.0, validator=number(0.1, 3600.0))
 
 
+def unknown_policy(name: object, known: Iterable[str]) -> str:
+    """``unknown policy 'balancd'; did you mean balanced? known policies: ...``."""
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"unknown policy {shown(name)}; {hint}known policies: {', '.join(names)}"
+
+
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str):
         raise ConfigError(f"{shown(value)} is not valid for policy; expected a policy name")
     if value not in inst.policies:
-        raise ConfigError(
-            f"unknown policy {value!r}; known policies: {', '.join(sorted(inst.policies))}"
-        )
+        raise ConfigError(unknown_policy(value, inst.policies))
 
 
 def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
@@ -333,17 +340,13 @@ class Settings:
         Raises:
             ConfigError: no policy has that name (the message lists the known ones).
         """
-        from ._errors import ConfigError
-
         key = self.policy if name is None else name
         try:
             return self.policies[key]
         except KeyError:
-            raise ConfigError(
-                f"policy: unknown policy {key!r}; known policies: "
-                f"{', '.join(sorted(self.policies))}",
-                source=self.source,
-            ) from None
+            # a name asked for (resolve(policy=...), --policy) is no fault of the file's
+            source = self.source if name is None else None
+            raise ConfigError(unknown_policy(key, self.policies), source=source) from None
 
     @property
     def active(self) -> Policy:

@@ -22,6 +22,7 @@ __all__ = [
     "choice",
     "integer",
     "is_path",
+    "model_file_problem",
     "number",
     "path_text",
     "positive_sizes",
@@ -144,6 +145,14 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
 def is_path(value: object) -> bool:
     """Whether ``value`` can name a file: a ``str`` or an ``os.PathLike`` of one."""
     return isinstance(value, str | os.PathLike)
+
+
+def model_file_problem(file: Path) -> str:
+    """Why ``file``, which is no regular file, cannot be a model: missing, or what it is."""
+    if not file.exists():
+        return f"model file not found: {file}"
+    kind = "a directory" if file.is_dir() else "not a regular file"
+    return f"model file {file} is {kind}; expected an MJCF (.xml) or .mjb file"
 
 
 def user_path(value: str) -> Path:

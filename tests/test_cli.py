@@ -22,6 +22,7 @@ import pytest
 from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _tune_cmd, main
+from chunktune._fingerprint import usable_cpus
 
 # A plane and three free boxes, two of them resting on it: contact, tiny and fast.
 TINY_XML = """
@@ -690,6 +691,37 @@ def test_policy_show_unknown_exits_2(
     assert main(["policy", "show", "nope"]) == 2
     err = capsys.readouterr().err
     assert "unknown policy 'nope'" in err and "fast" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(("policy", "show", "nope"), "policy show NAME: unknown policy 'nope'",
+                     id="policy-show-unknown"),
+        pytest.param(("policy", "show", ""), "policy show NAME: unknown policy ''",
+                     id="policy-show-empty"),
+        pytest.param(("tune", "--policy", "fsat"),
+                     "--policy: unknown policy 'fsat'; did you mean fast?", id="tune-policy"),
+        pytest.param(("policy", "show", "--config", ""), "'' is not a settings file's path",
+                     id="config-empty"),
+        pytest.param(("tune", "."), "is a directory; expected an MJCF", id="model-is-a-dir"),
+        pytest.param(("tune", "--nthread", "9" * 23), f"--nthread {'9' * 23}: expected at most",
+                     id="nthread-past-int"),
+        pytest.param(("tune", "--nthread", str(8 * usable_cpus() + 1), "--num-envs", "4096"),
+                     "8 times the", id="nthread-past-the-machine"),
+        pytest.param(("tune", "--plot", "/no/such/dir/x.png"), "the directory /no/such/dir",
+                     id="plot-dir-missing"),
+    ],
+)  # fmt: skip
+def test_what_the_command_line_got_wrong_is_named_once(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    """A bad name, path or count on the command line: exit 2, one line naming it, no sweep."""
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err
+    # the settings file is not blamed for the command line, and no warning comes first
+    assert err.count("\n") == 1 and message in err and "invalid settings in" not in err, err
+    assert not env["cache"].exists()
 
 
 # ---------------------------------------------------------------- the program

@@ -5,13 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from .._errors import InvalidArgumentError
 from .._fingerprint import usable_cpus
+from .._workload import MAX_COUNT
 from ._common import warn
 
 if TYPE_CHECKING:
     from .._mujoco import RolloutWorkload
 
-__all__ = ["ENVS_PER_THREAD", "load_workload", "pool_threads", "positive_int", "seed_int"]
+__all__ = [
+    "ENVS_PER_THREAD",
+    "default_envs",
+    "load_workload",
+    "pool_threads",
+    "positive_int",
+    "seed_int",
+    "warn_shared_cores",
+]
 
 ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
 
@@ -37,31 +47,47 @@ def seed_int(text: str) -> int:
 
 
 def pool_threads(asked: int | None) -> int:
-    """``--nthread``, or the CPUs this process may use; warns when it asks for more."""
+    """``--nthread``, or the CPUs this process may use.
+
+    Raises:
+        InvalidArgumentError: more threads than a pool can count (a C ``int``).
+    """
+    if asked is not None and asked > MAX_COUNT:
+        raise InvalidArgumentError(f"--nthread {asked}: expected at most {MAX_COUNT}")
+    return asked or usable_cpus()
+
+
+def default_envs(args: argparse.Namespace, nthread: int) -> int:
+    """``--num-envs``, or :data:`ENVS_PER_THREAD` per thread (no more than a pool can count)."""
+    return int(args.num_envs or min(ENVS_PER_THREAD * nthread, MAX_COUNT))
+
+
+def warn_shared_cores(nthread: int) -> None:
+    """Say so when the pool, now built, has more threads than this process may use CPUs."""
     usable = usable_cpus()
-    nthread = asked or usable
     if nthread > usable:
         warn(
             f"--nthread {nthread} is more than the {usable} CPU{'' if usable == 1 else 's'} "
             "this process may use; workers will share cores, so the timings will not match "
             f"a machine with {nthread} free cores"
         )
-    return nthread
 
 
 def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorkload, str]:
     """The workload named by ``MODEL`` (or the demo) and a one-line description of it."""
     from .._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
 
-    num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
+    num_envs = default_envs(args, nthread)
     if args.model is None:
         nstep = args.nstep or DEMO_NSTEP
         demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
+        warn_shared_cores(nthread)
         what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
         return demo, what
     kwargs: dict[str, Any] = {}
     if args.nstep is not None:
         kwargs["nstep"] = args.nstep
     workload = RolloutWorkload.from_xml(args.model, num_envs=num_envs, nthread=nthread, **kwargs)
+    warn_shared_cores(nthread)
     what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
     return workload, what

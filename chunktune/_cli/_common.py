@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from .._errors import InvalidArgumentError, OutputError
+from .._settings import Policy, Settings, unknown_policy
 from .._validators import user_path
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "exists",
     "file_arg",
     "help_formatter",
+    "named_policy",
     "same_file",
     "say",
     "warn",
@@ -116,6 +118,19 @@ def warn(message: str) -> None:
 
 def error(message: str) -> None:
     print(f"chunktune: error: {message}", file=sys.stderr, flush=True)
+
+
+def named_policy(settings: Settings, name: str | None, what: str) -> tuple[str, Policy]:
+    """The policy a command line names (``what``: its flag), else the active one.
+
+    Raises:
+        InvalidArgumentError: no policy has that name (the file is not to blame).
+    """
+    if name is None:
+        return settings.policy, settings.active
+    if name not in settings.policies:
+        raise InvalidArgumentError(f"{what}: {unknown_policy(name, settings.policies)}")
+    return name, settings.policies[name]
 
 
 def entries_of(count: int) -> str:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .._config import dump_policy, load_settings, preset_names
 from .._settings import Settings
-from ._common import EXIT_OK, console_on, help_formatter
+from ._common import EXIT_OK, console_on, help_formatter, named_policy
 
 __all__ = ["add_parser"]
 
@@ -74,8 +74,7 @@ def _cmd_policy_list(args: argparse.Namespace) -> int:
 
 def _cmd_policy_show(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    name = args.name or settings.policy
-    policy = settings.get_policy(name)
+    name, policy = named_policy(settings, args.name, "policy show NAME")
     origin = _policy_origin(name, settings, settings.user_policies, set(preset_names()))
     active = "; the active policy" if name == settings.policy else ""
     sys.stdout.write(f"# policy {name!r}, fully resolved (from {origin}{active})\n")

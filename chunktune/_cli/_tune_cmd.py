@@ -18,8 +18,9 @@ from .._errors import InvalidArgumentError, OutputError, UsageError
 from .._locks import hold_blocking, sweep_lock
 from .._resolve import resolve
 from .._threads import wait_for_sweeps
+from .._validators import model_file_problem
 from .._workload import SignatureValue, Workload, upper_chunk
-from ._args import ENVS_PER_THREAD, load_workload, pool_threads, positive_int
+from ._args import ENVS_PER_THREAD, default_envs, load_workload, pool_threads, positive_int
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -28,6 +29,8 @@ from ._common import (
     console_on,
     error,
     help_formatter,
+    named_policy,
+    output_file,
     say,
     warn,
 )
@@ -121,11 +124,11 @@ class _Trivial:
 
 def _tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
     """The workload to tune and a one-line description of it; a trivial batch builds nothing."""
-    num_envs: int = args.num_envs or ENVS_PER_THREAD * nthread
+    num_envs = default_envs(args, nthread)
     if upper_chunk(num_envs, nthread) <= 1:
         # nothing to tune: build no scene, no per-thread MjData, no pool
         if args.model is not None and not Path(args.model).is_file():
-            raise InvalidArgumentError(f"model file not found: {args.model}")
+            raise InvalidArgumentError(model_file_problem(Path(args.model)))
         what = f"{args.model or 'demo scene'}: {num_envs} envs, {nthread} threads"
         return _Trivial(num_envs, nthread), what
     return load_workload(args, nthread)
@@ -202,15 +205,15 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         except ImportError:
             error(PLOT_HINT)
             return EXIT_USAGE
-        suffix = Path(args.plot).suffix.lower().lstrip(".")
+        # its folder is checked now, not after a sweep whose table it would then lose
+        suffix = output_file("--plot", args.plot).suffix.lower().lstrip(".")
         if suffix not in formats:
             raise InvalidArgumentError(
                 f"--plot {args.plot}: cannot tell the image format from the suffix; "
                 f"use one of {', '.join('.' + f for f in sorted(formats))}"
             )
     settings = load_settings(args.config)
-    policy_name = settings.policy if args.policy is None else args.policy
-    policy = settings.get_policy(policy_name)
+    policy_name, policy = named_policy(settings, args.policy, "--policy")
 
     nthread = pool_threads(args.nthread)
     workload, what = _tune_workload(args, nthread)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError, UsageError
+from .._validators import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
 from ._limits import check_batch_memory, check_nthread
 from ._models import (
@@ -343,7 +344,7 @@ class RolloutWorkload:
             raise InvalidArgumentError(f"model file {path!r} is not a path (a str or os.PathLike)")
         file = pathlib.Path(path)
         if not file.is_file():
-            raise InvalidArgumentError(f"model file not found: {file}")
+            raise InvalidArgumentError(model_file_problem(file))
         n = check_chunk_size(n_variants, what="n_variants")
         try:
             model = mujoco.MjModel.from_xml_path(os.fspath(file))
