@@ -12,10 +12,12 @@ says where it stood if ``hard_limit_s`` ends the flight.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 from collections.abc import Callable
+from math import inf
 from typing import Literal
 
 import anyio
@@ -27,31 +29,75 @@ from ._events import ProgressCallback, ProgressEvent
 from ._locks import Holder, Lock
 from ._threads import call_soon, hop
 
-__all__ = ["Flight", "Guarded", "Watch", "board", "gave_up_keying", "gave_up_sharing", "land"]
+__all__ = [
+    "Flight",
+    "Guarded",
+    "Watch",
+    "abandon",
+    "board",
+    "gave_up_keying",
+    "gave_up_sharing",
+    "land",
+]
 
 logger = logging.getLogger("chunktune")
 
 _lock = threading.Lock()  # guards _flights and every flight's waiters and outcome
 
 
+OWNER_CHECK_S = 1.0
+"""How often a waiter looks whether the flight's owner can still land it (its loop closed)."""
+
+
+def _never() -> bool:
+    return False
+
+
+def _owner_gone() -> Callable[[], bool]:
+    """Whether the calling task's loop has since been closed, as a later check can tell.
+
+    An asyncio loop closed with this task still pending (``loop.close()`` where
+    ``asyncio.run`` would have cancelled it) never runs the task again: its flight would
+    never land. A trio run leaves no task behind.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return _never
+    return loop.is_closed
+
+
 @attrs.define(eq=False)
 class Flight:
-    """One owner's attempt at deciding one key; ``decision`` is None until it lands."""
+    """One owner's attempt at deciding one key; ``decision`` is None until it lands.
+
+    ``owner_gone`` tells a waiter that the owner's loop was closed with the owner still
+    pending; ``held`` is the key lock the owner holds, released for it then.
+    """
 
     key: str
     decision: Decision | None = None
     landed: bool = False
     waiters: list[tuple[object, anyio.Event]] = attrs.field(factory=list)  # (loop token, event)
+    owner_gone: Callable[[], bool] = _never
+    held: Lock | None = None
 
     async def wait(self) -> Decision | None:
-        """The owner's decision, or None when it was cancelled or failed before deciding."""
+        """The owner's decision, or None when it was cancelled or failed before deciding
+        (or its loop was closed with it still pending: then its key lock is released)."""
         waiter = (anyio.lowlevel.current_token(), anyio.Event())
         with _lock:
             if self.landed:
                 return self.decision
             self.waiters.append(waiter)
         try:
-            await waiter[1].wait()
+            while True:
+                with anyio.move_on_after(OWNER_CHECK_S if self.owner_gone is not _never else inf):
+                    await waiter[1].wait()
+                    break
+                if self.owner_gone():
+                    abandon(self)
+                    break
         finally:
             with _lock:
                 if any(w is waiter for w in self.waiters):
@@ -68,7 +114,7 @@ def board(key: str) -> tuple[Flight, bool]:
         flight = _flights.get(key)
         if flight is not None:
             return flight, False
-        flight = _flights[key] = Flight(key)
+        flight = _flights[key] = Flight(key, owner_gone=_owner_gone())
         return flight, True
 
 
@@ -82,6 +128,27 @@ def land(flight: Flight, decision: Decision | None) -> None:
         waiters, flight.waiters = flight.waiters, []
     for token, event in waiters:
         call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
+
+
+def abandon(flight: Flight) -> None:
+    """Land the flight of an owner whose loop was closed, and release its key lock.
+
+    The owner never runs again: nothing else would free the key for this process's
+    tasks, or its lock for other processes. A flight that landed (its owner gave up at
+    ``hard_limit_s``, and its loop ended before the abandoned sweep did) is left alone.
+    """
+    with _lock:
+        if flight.landed:
+            return
+        held, flight.held = flight.held, None
+    if held is not None:
+        held.release()
+    logger.warning(
+        "chunktune: the task measuring %s was left pending on an event loop that was "
+        "closed; its key is free again (nothing of its sweep was cached)",
+        flight.key[:12],
+    )
+    land(flight, None)
 
 
 def _gave_up(why: str, key: str, limit: float, native: int, policy_name: str) -> Decision:

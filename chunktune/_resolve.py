@@ -61,8 +61,13 @@ async def _measure(
     key: str,
     cache: DecisionCache | None,
     watch: _flights.Watch,
+    flight: _flights.Flight,
 ) -> Decision:
-    """Sweep under the machine-wide lock, select, store."""
+    """Sweep under the machine-wide lock, select, store.
+
+    If the loop of this task is closed under it (the task left pending), the sweep's
+    thread lands the flight and frees the key itself: nothing else would.
+    """
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
     probe_total = 0.0
     token = anyio.lowlevel.current_token()
@@ -99,7 +104,9 @@ async def _measure(
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
         # flight returns, so no later sweep, here or in another process, overlaps it.
-        result = await in_own_thread(run_sweep, finally_=lock.release)
+        result = await in_own_thread(
+            run_sweep, finally_=lock.release, orphaned=functools.partial(_flights.abandon, flight)
+        )
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
         if isinstance(exc, Exception):
@@ -150,20 +157,22 @@ async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> D
 
     decision: Decision | None = None
     try:
-        decision = await _owned_within_limit(req, key, cache)
+        decision = await _owned_within_limit(req, key, cache, flight)
         return decision
     finally:
         _flights.land(flight, decision)
 
 
-async def _owned_within_limit(req: Request, key: str, cache: DecisionCache | None) -> Decision:
+async def _owned_within_limit(
+    req: Request, key: str, cache: DecisionCache | None, flight: _flights.Flight
+) -> Decision:
     """Own the key's flight until it is decided or ``hard_limit_s`` (by its deadline) runs out.
 
     A decision made before the limit is the answer even while it is still being stored.
     """
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
     with anyio.move_on_after(_left(req.deadline)):
-        return await _owned(req, key, cache, watch)
+        return await _owned(req, key, cache, watch, flight)
     if watch.decided is not None:
         return watch.decided
     limit = req.policy.hard_limit_s
@@ -176,18 +185,23 @@ async def _owned(
     key: str,
     cache: DecisionCache | None,
     watch: _flights.Watch,
+    flight: _flights.Flight,
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
-        return await _measure(req, key, None, watch)
+        return await _measure(req, key, None, watch, flight)
     lock = key_lock(Path(cache.key_lock(key).lock_file))
     async with hold(lock, on_wait=watch.waiting("key", lock)):
-        watch.waiting_for = None
-        if not req.refresh:
-            hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
-            if hit is not None:
-                return hit
-        return await _measure(req, key, cache, watch)
+        flight.held = lock  # released for this task if its loop is closed under it
+        try:
+            watch.waiting_for = None
+            if not req.refresh:
+                hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
+                if hit is not None:
+                    return hit
+            return await _measure(req, key, cache, watch, flight)
+        finally:
+            flight.held = None
 
 
 async def _answer(req: Request) -> Decision:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 from collections import Counter
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import attrs
+import filelock
 import pytest
 
 import chunktune
-from chunktune import Decision, ProgressEvent
+from chunktune import Decision, ProgressEvent, _flights
+from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
 pytestmark = pytest.mark.anyio
@@ -118,3 +123,80 @@ def test_resolve_sync_from_many_threads_shares_one_sweep_across_loops() -> None:
     assert len(decisions) == 8
     assert len(sweeps) == 1
     assert len({d.chunk_size for d in decisions}) == 1
+
+
+class Blocking(SimulatedWorkload):
+    """Its third call blocks until released: a sweep caught in the middle."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.blocked, self.release = threading.Event(), threading.Event()
+
+    def run(self, chunk_size: int | None) -> float:
+        if self.calls == 2:
+            self.blocked.set()
+            self.release.wait(HANG_GUARD_S)
+        return super().run(chunk_size)
+
+
+def _left_on_a_closed_loop(w: SimulatedWorkload, pol: chunktune.Policy) -> _flights.Flight:
+    """Start resolving ``w`` on an asyncio loop, then close that loop mid-sweep, task pending."""
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(chunktune.resolve(w, policy=pol))
+    assert isinstance(w, Blocking)
+    loop.run_until_complete(asyncio.to_thread(w.blocked.wait, HANG_GUARD_S))
+    (flight,) = _flights._flights.values()
+    loop.close()  # what asyncio.run would not do: the task stays pending for good
+    _left.append(task)  # kept alive: its coroutine never runs again
+    return flight
+
+
+_left: list[object] = []  # tasks of closed loops, kept from the garbage collector
+
+
+def test_a_flight_left_on_a_closed_loop_is_taken_over_by_the_next_resolve(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its owner's loop closed mid-sweep: a later resolve of the key takes over, no hang."""
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 0.05)
+    costs = workload("x").costs
+    pol = small_policy()
+    dead = Blocking(costs, nthread=8, name="closed")
+    flight = _left_on_a_closed_loop(dead, pol)
+
+    async def again() -> Decision:
+        async with anyio.create_task_group() as tg:
+            decided: list[Decision] = []
+
+            async def resolve() -> None:
+                w = SimulatedWorkload(costs, nthread=8, name="closed")
+                decided.append(await chunktune.resolve(w, policy=pol))
+
+            tg.start_soon(resolve)
+            with anyio.fail_after(HANG_GUARD_S):
+                while not flight.landed:  # noqa: ASYNC110 -- a flight has no event to await
+                    await anyio.sleep(0.01)
+            assert not dead.release.is_set()  # taken over while the dead sweep still ran
+            dead.release.set()  # its thread ends and frees the machine
+        return decided[0]
+
+    decision = anyio.run(again)
+    assert decision.source == "benchmark"
+    assert list(json.loads((isolated / "cache.json").read_text())["entries"]) == [decision.key]
+
+
+def test_a_flight_left_on_a_closed_loop_frees_its_key_when_its_sweep_ends(
+    isolated: Path,
+) -> None:
+    """No task asks again: the sweep's own thread lands the flight and frees the key lock."""
+    costs = workload("x").costs
+    dead = Blocking(costs, nthread=8, name="closed")
+    flight = _left_on_a_closed_loop(dead, small_policy())
+    dead.release.set()
+    assert wait_for_sweeps(HANG_GUARD_S)
+    assert flight.landed and flight.held is None and not _flights._flights
+    # another process could take the key now
+    (lock_file,) = (isolated / "locks").glob("*.lock")
+    other = filelock.FileLock(lock_file)
+    other.acquire(timeout=0)
+    other.release()
