@@ -28,6 +28,7 @@ from ._validators import choice, integer, number, path_text, shown, text
 __all__ = [
     "DEFAULT_POLICY",
     "ESTIMATORS",
+    "MAX_LIMIT_S",
     "TIE_BREAKS",
     "CacheSettings",
     "Estimator",
@@ -36,6 +37,7 @@ __all__ = [
     "RaySettings",
     "Settings",
     "TieBreak",
+    "unknown_policy",
 ]
 
 Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]

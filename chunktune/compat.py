@@ -26,7 +26,7 @@ import anyio
 import numpy as np
 
 from ._config import load_settings as _load_settings
-from ._decision import Decision
+from ._decision import Decision as _Decision
 from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
@@ -209,7 +209,7 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
         "`await chunktune.resolve(...)` would not",
         wait_s,
     )
-    outcome: list[Decision | BaseException] = []
+    outcome: list[_Decision | BaseException] = []
 
     def main() -> None:
         try:
