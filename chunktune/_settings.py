@@ -23,7 +23,7 @@ import attrs
 
 from ._candidates import BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
-from ._validators import choice, integer, number, path_text, shown, text
+from ._validators import boolean, choice, integer, number, path_text, shown, text
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -80,9 +80,7 @@ class Policy:
     """
 
     description: str = attrs.field(default="", validator=text(), metadata=_NOT_IDENTITY)
-    enabled: bool = attrs.field(
-        default=True, validator=attrs.validators.instance_of(bool), metadata=_NOT_IDENTITY
-    )
+    enabled: bool = attrs.field(default=True, validator=boolean(), metadata=_NOT_IDENTITY)
     # selection
     margin: float = attrs.field(
         default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
@@ -104,27 +102,25 @@ class Policy:
     warmup: int = attrs.field(default=0, validator=integer(0, 1000))
     min_rounds: int = attrs.field(default=2, validator=integer(1, 100_000))
     max_rounds: int = attrs.field(default=12, validator=integer(1, 100_000))
-    interleave: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    paired: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    race: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    interleave: bool = attrs.field(default=True, validator=boolean())
+    paired: bool = attrs.field(default=True, validator=boolean())
+    race: bool = attrs.field(default=True, validator=boolean())
     race_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0, lo_open=True))
-    early_stop: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    early_stop: bool = attrs.field(default=True, validator=boolean())
     # the order of every round: it changes which calls are measured, so it is identity
     seed: int = attrs.field(default=0, validator=integer(0, 2**63 - 1))
     # refinement in chunk-count space
     refine_steps: int = attrs.field(default=3, validator=integer(0, 1000))
     refine_top: int = attrs.field(default=2, validator=integer(1, 1000))
     # confirmation against native, and the noise gate
-    confirm: bool = attrs.field(
-        default=True, validator=attrs.validators.instance_of(bool), metadata=_RULE
-    )
+    confirm: bool = attrs.field(default=True, validator=boolean(), metadata=_RULE)
     confirm_alpha: float = attrs.field(
         default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True), metadata=_RULE
     )
     confirm_min_pairs: int = attrs.field(default=4, validator=integer(2, 100_000))
     confirm_max_pairs: int = attrs.field(default=64, validator=integer(2, 100_000))
     confirm_share: float = attrs.field(default=0.5, validator=number(0.0, 0.9))
-    noise_gate: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    noise_gate: bool = attrs.field(default=True, validator=boolean())
     # limits
     time_budget_s: float = attrs.field(
         default=10.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True), metadata=_NOT_IDENTITY
@@ -136,9 +132,7 @@ class Policy:
     )
     # past time_budget_s, up to nine tenths of hard_limit_s, where that is what a
     # confirmation of a plausible gain (or judging one candidate) takes
-    extend_budget: bool = attrs.field(
-        default=False, validator=attrs.validators.instance_of(bool), metadata=_NOT_IDENTITY
-    )
+    extend_budget: bool = attrs.field(default=False, validator=boolean(), metadata=_NOT_IDENTITY)
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
     def __attrs_post_init__(self) -> None:
@@ -260,7 +254,7 @@ class CacheSettings:
 
     path: str | None = attrs.field(default=None, validator=path_text(optional=True))
     format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
-    enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    enabled: bool = attrs.field(default=True, validator=boolean())
     system_path: str | None = attrs.field(default=None, validator=path_text(optional=True))
 
 
@@ -287,7 +281,7 @@ class RaySettings:
     last heartbeat before another worker of its type takes over.
     """
 
-    init_local: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    init_local: bool = attrs.field(default=False, validator=boolean())
     while_sweeping: str = attrs.field(default="wait", validator=choice(WHILE_SWEEPING))
     wait_timeout_s: float = attrs.field(
         default=600.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True)

@@ -19,6 +19,7 @@ import attrs
 from ._errors import ConfigError
 
 __all__ = [
+    "boolean",
     "choice",
     "integer",
     "is_path",
@@ -98,6 +99,18 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
         )
         if not ok:
             raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected {expected}")
+
+    return check
+
+
+def boolean() -> Validator:
+    """True or false (not 1, 0 or "yes")."""
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"{shown(value)} is not valid for {attr.name}; expected true or false"
+            )
 
     return check
 

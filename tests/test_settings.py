@@ -187,6 +187,9 @@ def test_choices_come_from_their_literal_types() -> None:
         (lambda: chunktune.ExplicitCandidates(sizes="123"), "'123' is not valid for sizes"),
         (lambda: chunktune.Settings(policies=None), "None is not valid for policies"),
         (lambda: chunktune.Settings(policies=[1, 2]), r"\[1, 2\] is not valid for policies"),
+        # a bool field takes only a bool, in every settings class
+        (lambda: chunktune.Policy(race=1), "1 is not valid for race; expected true or false"),
+        (lambda: chunktune.RaySettings(init_local="yes"), "'yes' is not valid for init_local"),
         # budgets past any use would overflow the pacing's arithmetic
         (lambda: chunktune.Policy(time_budget_s=1e307), "1e\\+307 is not valid for time_budget"),
         (lambda: chunktune.Policy(hard_limit_s=1e7), "10000000.0 is not valid for hard_limit"),
