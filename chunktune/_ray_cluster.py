@@ -31,6 +31,7 @@ from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
 from ._request import pick_policy
 from ._settings import Policy, Settings
+from ._validators import shown
 from ._workload import Workload, check_workload
 
 __all__ = ["tune_cluster"]
@@ -140,9 +141,9 @@ def _short(node_id: str) -> str:
 
 def _why(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None)  # RayTaskError: the task's own exception
-    shown = cause if isinstance(cause, BaseException) else exc
-    text = str(shown).strip().splitlines()
-    return f"{type(shown).__name__}: {text[-1] if text else ''}".rstrip(": ")
+    error = cause if isinstance(cause, BaseException) else exc
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[-1] if text else ''}".rstrip(": ")
 
 
 def _probe(
@@ -213,7 +214,7 @@ def tune_cluster(
         MissingExtraError: Ray is not installed.
         UsageError: Ray is not initialised and ``[ray] init_local`` is off, or the
             cluster has no live node.
-        InvalidArgumentError: ``make_workload`` is not callable.
+        InvalidArgumentError: ``make_workload`` is not callable, or does not pickle.
         ConfigError: invalid settings or an unknown policy.
     """
     if not callable(make_workload):
@@ -223,6 +224,14 @@ def tune_cluster(
     here = settings if settings is not None else load_settings()
     pick_policy(here, policy)
     ray = connected_ray(here)
+    try:  # what every sweep task would fail on, after all the nodes were probed
+        ray.cloudpickle.dumps(make_workload)
+    except Exception as exc:
+        raise InvalidArgumentError(
+            f"make_workload {shown(make_workload)} cannot be sent to the cluster's nodes: "
+            f"it does not pickle ({type(exc).__name__}: {exc}); use a module-level function "
+            "or a closure over picklable values"
+        ) from None
     alive = [n for n in ray.nodes() if n.get("Alive")]
     if not alive:
         raise UsageError("the Ray cluster has no live node to tune")

@@ -58,23 +58,42 @@ class _RegistryGone(Exception):
     """The registry actor could not be reached; the caller resolves on its host alone."""
 
 
-async def _call(ray: Any, submit: Callable[[], Any], limit_s: float = _CALL_TIMEOUT_S) -> Any:
+class _OutOfTime(_RegistryGone):
+    """The registry had not answered when the policy's ``hard_limit_s`` ran out."""
+
+
+async def _call(
+    ray: Any, submit: Callable[[], Any], limit_s: float = _CALL_TIMEOUT_S, until: float = math.inf
+) -> Any:
     """The result of the registry call ``submit()`` makes, waited for in a worker thread.
 
     Submitting is inside the guard too: a handle from an earlier Ray session (``ray.init``
     again in this process) fails there, and so does a Ray shut down meanwhile, which is
-    never started again on the caller's behalf.
+    never started again on the caller's behalf. The wait ends after ``limit_s`` seconds,
+    or at ``until`` (the loop's clock: the resolve's hard limit), whichever comes first.
 
     Raises:
-        _RegistryGone: Ray is not initialised any more, or the call failed or took
-            longer than ``limit_s`` seconds.
+        _OutOfTime: ``until`` came before the answer.
+        _RegistryGone: Ray is not initialised any more (shut down meanwhile, too), or
+            the call failed or took longer than ``limit_s`` seconds.
     """
     if not ray.is_initialized():
         raise _RegistryGone("Ray is not initialised in this process any more")
+    left = until - anyio.current_time()
+    if left <= 0:
+        raise _OutOfTime("the hard limit ran out first")
     try:
-        get = functools.partial(ray.get, submit(), timeout=limit_s)
+        get = functools.partial(ray.get, submit(), timeout=min(limit_s, left))
         return await wait_in_thread(get, abandon_on_cancel=True)
+    except SystemExit as exc:
+        # what a ray.get raises when this process's Ray is shut down under it; in a
+        # worker that Ray is ending, Ray is still up here and the exit goes on
+        if ray.is_initialized():
+            raise
+        raise _RegistryGone("Ray was shut down in this process meanwhile") from exc
     except Exception as exc:
+        if anyio.current_time() >= until:
+            raise _OutOfTime("the hard limit ran out first") from exc
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -157,27 +176,30 @@ async def _sweep(
         _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise failure
     assert decision is not None
+    send: Callable[[], Any]
+    if decision.source == "fallback":
+        reason = decision.reason
+        send = functools.partial(registry.fail.remote, job.registry_key, token, reason, holder)
+    else:
+        entry = await wait_in_thread(
+            functools.partial(
+                entry_of,
+                decision,
+                settings=job.settings,
+                policy=job.policy,
+                signature=job.signature,
+                device=job.device,
+                num_envs=job.num_envs,
+                nthread=job.nthread,
+                model_file=getattr(job.workload, "model_file", None),
+            )
+        )
+        send = functools.partial(registry.publish.remote, job.registry_key, token, entry, holder)
+    limit = job.policy.hard_limit_s
     try:
-        if decision.source == "fallback":
-            reason = decision.reason
-            await _call(ray, lambda: registry.fail.remote(job.registry_key, token, reason, holder))
-        else:
-            entry = await wait_in_thread(
-                functools.partial(
-                    entry_of,
-                    decision,
-                    settings=job.settings,
-                    policy=job.policy,
-                    signature=job.signature,
-                    device=job.device,
-                    num_envs=job.num_envs,
-                    nthread=job.nthread,
-                    model_file=getattr(job.workload, "model_file", None),
-                )
-            )
-            await _call(
-                ray, lambda: registry.publish.remote(job.registry_key, token, entry, holder)
-            )
+        await _call(ray, send, until=math.inf if limit is None else started + limit)
+    except _OutOfTime:
+        _tell(ray, send)  # past hard_limit_s: sent, not waited for
     except _RegistryGone as exc:
         logger.warning("chunktune: could not publish to the registry (%s)", exc)
     return decision
@@ -190,15 +212,20 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     wait for another worker's sweep ends at ``[ray] wait_timeout_s``, or at the policy's
     ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
     """
-    try:
-        registry = await wait_in_thread(functools.partial(registry_handle, ray, fresh=fresh))
-    except Exception as exc:
-        raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+    limit = job.policy.hard_limit_s
+    limit_until = math.inf if limit is None else started + limit
+    with anyio.CancelScope(deadline=limit_until) as scope:
+        try:
+            registry = await wait_in_thread(
+                functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
+            )
+        except Exception as exc:
+            raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+    if scope.cancelled_caught:
+        raise _OutOfTime("the hard limit ran out while the registry was looked up")
     holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
     options = job.settings.ray
     wait_until = anyio.current_time() + options.wait_timeout_s
-    limit = job.policy.hard_limit_s
-    limit_until = math.inf if limit is None else started + limit
     deadline = min(wait_until, limit_until)
     since: float | None = None
     while True:
@@ -212,6 +239,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                 refresh=job.refresh,
                 lease_s=options.lease_s,
             ),
+            until=limit_until,
         )
         since = reply["since"]
         state = reply["state"]
@@ -245,6 +273,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
             ray,
             functools.partial(registry.wait.remote, job.registry_key, slice_s),
             limit_s=slice_s + _CALL_TIMEOUT_S,
+            until=limit_until,
         )
 
 
@@ -311,6 +340,12 @@ async def resolve(
     for fresh in (False, True):
         try:
             return await _coordinate(ray, job, fresh=fresh, started=started)
+        except _OutOfTime:
+            why = (
+                f"gave up after the hard limit of {pol.hard_limit_s:g} s (hard_limit_s) while "
+                "the Ray registry had not answered; nothing was measured"
+            )
+            return report_decision(native_decision(job, why), job.settings)
         except _RegistryGone as exc:
             gone = exc
     logger.warning(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -91,6 +92,21 @@ def test_init_local_starts_ray_on_a_thread_that_outlives_the_call(
     assert starters[0] is not done and starters[0].is_alive() and starters[0].daemon
 
 
+def test_a_make_workload_that_does_not_pickle_is_refused_before_any_node_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tune_cluster(closure over a lock): InvalidArgumentError naming it, no node probed."""
+    import pickle
+    import threading
+
+    ray = fake_ray(initialised=True)
+    ray.cloudpickle = types.SimpleNamespace(dumps=pickle.dumps)  # no nodes(): never asked
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    lock = threading.Lock()
+    with pytest.raises(chunktune.InvalidArgumentError, match="does not pickle"):
+        chunktune.ray.tune_cluster(lambda: lock and workload())
+
+
 def test_label_overrides_the_fingerprint() -> None:
     """A node's chunktune.io/node-type label is its type; without one, its fingerprint's hash."""
     device = {"cpu": "x", "logical_cpus": 2}
@@ -134,6 +150,46 @@ async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
     with pytest.raises(_ray_resolve._RegistryGone, match="different cluster"):
         await _ray_resolve._call(up, stale)
     _ray_resolve._tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
+
+
+@pytest.mark.anyio
+async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time() -> None:
+    """ray.get's SystemExit of a Ray shut down meanwhile, or a registry past hard_limit_s."""
+    import anyio
+
+    from chunktune import _ray_resolve
+
+    state = {"up": True}
+    ray = types.SimpleNamespace(is_initialized=lambda: state["up"])
+
+    def shut_down(ref: object, timeout: float) -> object:
+        state["up"] = False  # another thread called ray.shutdown() while this one waited
+        raise SystemExit(0)  # what ray.get raises then
+
+    ray.get = shut_down
+    with pytest.raises(_ray_resolve._RegistryGone, match="shut down"):
+        await _ray_resolve._call(ray, lambda: "ref")
+
+    def exiting(ref: object, timeout: float) -> object:
+        raise SystemExit(0)  # a worker that Ray is ending (Ray still up): its exit goes on
+
+    state["up"], ray.get = True, exiting
+    with pytest.raises(SystemExit):
+        await _ray_resolve._call(ray, lambda: "ref")
+
+    asked: list[float] = []
+
+    def stuck(ref: object, timeout: float) -> object:
+        asked.append(timeout)
+        time.sleep(timeout)
+        raise TimeoutError("GetTimeoutError")  # what ray.get says once its timeout passed
+
+    ray.get = stuck
+    until = anyio.current_time() + 0.5
+    with pytest.raises(_ray_resolve._OutOfTime):
+        await _ray_resolve._call(ray, lambda: "ref", until=until)
+    # the wait asked of Ray ends at the hard limit, not after a whole call's allowance
+    assert asked and asked[0] <= 0.5 < _ray_resolve._CALL_TIMEOUT_S
 
 
 @pytest.mark.anyio
