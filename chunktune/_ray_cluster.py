@@ -277,6 +277,7 @@ def tune_cluster(
             report(f"node type {kind}: skipped: its sweep failed ({_why(exc)})", here)
             continue
         results[kind] = swept.decision
+        _say_if_shared(kind, swept.decision, results, here)
         stored = _distribute(ray, swept, groups[kind], settings, here)
         report(
             f"node type {kind} ({len(groups[kind])} node(s)): {_describe(swept.decision)} "
@@ -285,6 +286,24 @@ def tune_cluster(
             here,
         )
     return results
+
+
+def _say_if_shared(
+    kind: str, decision: Decision, results: Mapping[str, Decision], here: Settings
+) -> None:
+    """Say so when another node type's answer has this one's cache key (one fingerprint).
+
+    A cache key holds the machine's fingerprint, not the node type: two types of one
+    fingerprint (labels on alike machines) share a key, and a cache holding both keeps
+    the answer stored last.
+    """
+    for other, earlier in results.items():
+        if other != kind and earlier.key == decision.key and decision.key:
+            report(
+                f"node types {other} and {kind} share one machine fingerprint, so one cache "
+                f"key: a cache that holds both (the driver's) keeps {kind}'s answer",
+                here,
+            )
 
 
 def _distribute(

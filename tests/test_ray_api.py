@@ -107,6 +107,24 @@ def test_a_make_workload_that_does_not_pickle_is_refused_before_any_node_is_aske
         chunktune.ray.tune_cluster(lambda: lock and workload())
 
 
+def test_node_types_of_one_fingerprint_are_told_they_share_a_cache_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two node types whose answers carry one cache key: tune_cluster says which one stays."""
+    import attrs
+
+    from chunktune._ray_cluster import _say_if_shared
+
+    here = chunktune.load_settings()
+    here = attrs.evolve(here, log=attrs.evolve(here.log, stderr="always"))
+    a = chunktune.Decision(chunk_size=8, native_chunk=3, source="benchmark", reason="", key="k.p")
+    b = attrs.evolve(a, chunk_size=32)
+    _say_if_shared("b", b, {"a": a, "b": b}, here)
+    assert "node types a and b share one machine fingerprint" in capsys.readouterr().err
+    _say_if_shared("b", attrs.evolve(b, key="other.p"), {"a": a}, here)
+    assert capsys.readouterr().err == ""
+
+
 def test_label_overrides_the_fingerprint() -> None:
     """A node's chunktune.io/node-type label is its type; without one, its fingerprint's hash."""
     device = {"cpu": "x", "logical_cpus": 2}
