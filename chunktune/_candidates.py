@@ -142,8 +142,38 @@ class ExhaustiveCandidates:
     def propose(self, num_envs: int, nthread: int) -> list[int]:
         """Chunk sizes to measure, sorted, native excluded."""
         native = native_chunk(num_envs, nthread)
-        every = [c for c in range(1, upper_chunk(num_envs, nthread) + 1) if c != native]
+        upper = upper_chunk(num_envs, nthread)
+        if upper > _LISTABLE:  # every size of a huge batch would not fit in memory
+            return _spread_over_range(upper, self.max_candidates, skip=native)
+        every = [c for c in range(1, upper + 1) if c != native]
         return thin_log(every, self.max_candidates)
+
+
+_LISTABLE = 1 << 20
+"""Beyond this many sizes, :class:`ExhaustiveCandidates` spreads its picks without a list."""
+
+
+def _spread_over_range(upper: int, cap: int, *, skip: int) -> list[int]:
+    """:func:`thin_log` of ``1..upper`` without ``skip``, never listing the range.
+
+    Each target in log scale takes the nearest size (in log distance) not yet taken.
+    """
+    first, last = (2 if skip == 1 else 1), (upper - 1 if skip == upper else upper)
+    keep: set[int] = set()
+    for t in np.linspace(math.log(first), math.log(last), cap):
+        lo = min(last, max(first, math.floor(math.exp(t))))
+        hi = lo + 1
+        while True:  # walk outward from the target to the nearest free size
+            below = lo >= first and lo not in keep and lo != skip
+            above = hi <= last and hi not in keep and hi != skip
+            if below and (not above or abs(math.log(lo) - t) <= abs(math.log(hi) - t)):
+                keep.add(lo)
+                break
+            if above:
+                keep.add(hi)
+                break
+            lo, hi = lo - 1, hi + 1
+    return sorted(keep)
 
 
 def _as_size_tuple(value: object) -> tuple[int, ...]:

@@ -83,6 +83,15 @@ class Evidence:
             self._sigma = pooled_sigma(series)
         return self._sigma
 
+    def pair_sigma(self) -> tuple[float, int]:
+        """The noise of one pair's log ratio (a call against its native partner) and its dof.
+
+        Paired, that is one per-round value; unpaired, a value is one call's log-seconds,
+        and a pair's difference of two such has sqrt(2) times its noise.
+        """
+        sigma, dof = self.sigma()
+        return (sigma if self.paired else math.sqrt(2.0) * sigma), dof
+
     def location(self, chunk: Chunk) -> float:
         """The chunk's estimated value (0 for native when paired); inf when unmeasured."""
         vals = list(self.values(chunk).values())

@@ -12,8 +12,9 @@ __all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow"]
 
 
 def pct(fraction: float) -> str:
-    """A fraction as a percentage with one decimal: ``0.034`` is ``"3.4%"``."""
-    return f"{fraction:.1%}"
+    """A fraction as a percentage with one decimal: ``0.034`` is ``"3.4%"`` (never ``-0.0%``)."""
+    text = f"{fraction:.1%}"
+    return "0.0%" if text == "-0.0%" else text
 
 
 def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:

@@ -155,6 +155,8 @@ class _Rounds:
         room = room_at(call_s)
         if room >= field:
             return True
+        if self.probe.over(self.pace.budget_s) and not p.extend_budget:
+            return False  # the priming spent the budget: timing native again would overrun it
         start = self.probe.elapsed()
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
@@ -297,7 +299,7 @@ class _Rounds:
         if not (math.isfinite(gain) and gain >= self.need):
             self.pace.reserve(0)
             return
-        sigma = self.ev.sigma()[0]
+        sigma = self.ev.pair_sigma()[0]
         needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
         # a gain of exactly 0 (possible at margin 0) would need every pair there is
         pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
@@ -324,7 +326,7 @@ class _Rounds:
         p = self.p
         if not (p.noise_gate and p.confirm and self.live):
             return None
-        sigma = self.ev.sigma()[0]
+        sigma = self.ev.pair_sigma()[0]
         if final:
             lead = self.front()
             if lead is None:
@@ -334,6 +336,8 @@ class _Rounds:
             gain = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
             if gain < self.need:
                 return None  # the race drops them; that is not the noise's doing
+        if gain <= 0:
+            return None  # nothing faster to confirm (margin 0): no noise stands in the way
         # the pairs with which a confirmation of that gain succeeds as often as it fails:
         # beyond the budget, measuring on would be a gamble, not a decision
         afford = self.affordable_pairs()
@@ -383,7 +387,9 @@ class _Rounds:
         eligible = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
         if not eligible:
             what = "every candidate fell clearly behind native or short of the margin"
-            if self.live:  # candidates left, none with the rounds to be judged
+            if not self.live and not self.dropped:
+                what = "the candidate list holds no size but native's; nothing to compare"
+            elif self.live:  # candidates left, none with the rounds to be judged
                 what = too_short(
                     p,
                     mean_call_s=self.pace.mean_call(),
@@ -432,8 +438,11 @@ class _Rounds:
 
     def confirm(self, chosen: int) -> Confirmation:
         """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for."""
-        sigma, dof = self.ev.sigma()
-        plan = self.affordable_pairs() // 2 * 2  # pairs come two to a block
+        sigma, dof = self.ev.pair_sigma()
+        # pairs come two to a block: an odd confirm_max_pairs rounds up (3..3 would
+        # otherwise plan 2 pairs, below its own minimum, and never confirm anything)
+        cap = -(-self.p.confirm_max_pairs // 2) * 2
+        plan = self.pace.affordable_pairs(cap) // 2 * 2
         verdict, cut = run_confirmation(
             self.probe, self.pace, chosen, plan=plan, sigma=sigma, dof=dof
         )

@@ -81,7 +81,8 @@ def select(
     best_t = cand[best]
     if native_t is not None:
         gain = 1.0 - best_t / native_t
-        if best_t > native_t * (1.0 - margin):
+        # at margin 0 a size only as fast as native is no gain: native stays among true ties
+        if best_t > native_t * (1.0 - margin) or best_t >= native_t:
             verdict = f"{gain:.1%} faster" if gain >= 0 else f"{-gain:.1%} slower"
             return Choice(
                 None,
@@ -113,7 +114,9 @@ def select(
     band = sorted(
         c
         for c, t in cand.items()
-        if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c) and t <= ceiling
+        if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c)
+        and t <= ceiling
+        and (native_t is None or t < native_t)
     )
     chosen = pick(band, tie_break, native=native, upper=upper, best=best)
     chosen_t = cand[chosen]

@@ -34,9 +34,10 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
     """Reduce repeated values (seconds, or log ratios) to one estimate of their location.
 
     ``min`` suits machines where load only ever adds time; ``median`` and
-    ``trimmed_mean`` (dropping ``trim`` of the samples at each end, rounded up,
-    so that of as few as three samples the outer ones go) are robust to
-    symmetric noise and rare spikes alike; ``mean`` is neither.
+    ``trimmed_mean`` (dropping ``trim`` of the samples at each end, rounded up, so
+    that of as few as three samples the outer ones go; a cut that would leave nothing
+    leaves the median) are robust to symmetric noise and rare spikes alike; ``mean``
+    is neither.
 
     Raises:
         ValueError: no samples, or an unknown estimator.
@@ -58,8 +59,9 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
     if estimator == "trimmed_mean":
         # rounding the cut up keeps a few samples robust: of 4, one spike is dropped
         cut = math.ceil(trim * data.size - 1e-9) if trim > 0 else 0
-        kept = data[cut : data.size - cut] if data.size - 2 * cut > 0 else data
-        return float(kept.mean())
+        if data.size - 2 * cut <= 0:  # a cut that leaves nothing leaves the middle: the median
+            return float(np.median(data))
+        return float(data[cut : data.size - cut].mean())
     raise ValueError(f"unknown estimator {estimator!r}")
 
 

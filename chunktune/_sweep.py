@@ -47,12 +47,16 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
     for c in candidates:
         for _ in range(p.warmup):
             probe(c, kind="warmup")
+            if probe.over(p.time_budget_s):
+                stop = "budget"
+                break
         for r in range(1, p.max_rounds + 1):
+            if stop == "budget":
+                break
             rounds = max(rounds, r)
             samples[c].append(probe(c, round_=r))
             if probe.over(p.time_budget_s):
                 stop = "budget"
-                break
         if stop == "budget":
             break
     measured = {c: s for c, s in samples.items() if s}
@@ -120,6 +124,8 @@ def sweep(
     probe.emit("candidates", candidates=tuple(ordered))
     for _ in range(policy.prime):
         probe(None, kind="warmup")
+        if probe.over(policy.time_budget_s):
+            break  # one call is the price: more priming would only overrun the budget
     if policy.interleave:
         return run_rounds(probe, ordered)
     return _sequential(probe, ordered)

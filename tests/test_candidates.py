@@ -15,7 +15,7 @@ from chunktune import (
     native_chunk,
     upper_chunk,
 )
-from chunktune._candidates import candidate_list
+from chunktune._candidates import _spread_over_range, candidate_list, thin_log
 
 # Worked out by hand from the older tuner's documented grid: a band of
 # round(heur * {0.5, 1, 1.5, 2, 3}) around heur = round(N / 10T), a x1.8 geometric
@@ -160,3 +160,17 @@ def test_max_candidates_caps_every_capped_strategy() -> None:
 def test_geometric_ratio_changes_the_grid() -> None:
     """A ratio of 4 proposes every other size of a ratio of 2."""
     assert GeometricCandidates(ratio=4.0).propose(1024, 4) == [1, 4, 16, 64, 256]
+
+
+@pytest.mark.parametrize(("upper", "cap", "skip"), [(100, 10, 3), (5000, 64, 1), (777, 16, 777)])
+def test_a_range_is_spread_as_thin_log_spreads_its_list(upper: int, cap: int, skip: int) -> None:
+    """The listless spread of 1..upper picks exactly what thin_log picks from the list."""
+    every = [c for c in range(1, upper + 1) if c != skip]
+    assert _spread_over_range(upper, cap, skip=skip) == thin_log(every, cap)
+
+
+def test_exhaustive_over_the_largest_batch_lists_no_range() -> None:
+    """2**31 - 1 envs on one thread: 64 sizes in range, from the ends, without a huge list."""
+    sizes = ExhaustiveCandidates().propose(2**31 - 1, 1)
+    assert len(sizes) == 64 and sizes[0] == 1 and sizes[-1] == 2**31 - 1
+    assert native_chunk(2**31 - 1, 1) not in sizes

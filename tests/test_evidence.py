@@ -63,3 +63,15 @@ def test_unpaired_evidence_compares_raw_times() -> None:
     assert ev.estimates([None, 4]) == pytest.approx({None: 1.0, 4: 0.9})
     paired = evidence({None: [1.0, 2.0, 1.0, 1.0], 4: [0.9, 1.8, 0.9, 0.9]})
     assert ev.compare(4, None).se > paired.compare(4, None).se
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_a_pair_s_noise_is_that_of_a_call_against_its_native_partner(paired: bool) -> None:
+    """Unpaired values are single calls: a pair's log ratio has sqrt(2) times their noise."""
+    table: dict[int | None, list[float | None]] = {
+        None: [1.0, 1.1, 0.95, 1.05, 1.0, 0.9],
+        4: [0.9, 1.0, 0.97, 0.92, 0.88, 0.95],
+    }
+    ev = evidence(table, paired=paired)
+    sigma, dof = ev.sigma()
+    assert ev.pair_sigma() == pytest.approx((sigma if paired else math.sqrt(2.0) * sigma, dof))

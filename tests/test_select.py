@@ -16,6 +16,16 @@ def test_keeps_native_when_best_is_within_margin() -> None:
     assert "margin" in choice.reason and "12" in choice.reason
 
 
+@pytest.mark.parametrize("tie_break", ["toward_upper", "evidence", "center"])
+def test_at_margin_zero_a_size_only_as_fast_as_native_is_no_gain(tie_break: str) -> None:
+    """margin 0: the best measured exactly as fast as native keeps native (true ties)."""
+    choice = select(
+        {None: 1.0, 4: 1.0, 8: 1.0}, native=12, upper=128, margin=0.0, tie_tol=0.02,
+        tie_break=tie_break,  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert choice.chunk_size is None
+
+
 def test_leaves_native_when_best_clears_margin() -> None:
     """A best candidate 10% faster is chosen."""
     choice = select({None: 1.0, 4: 0.90}, native=12, upper=128, margin=0.03, tie_tol=0.02)

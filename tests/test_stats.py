@@ -64,3 +64,11 @@ def test_standard_error_shrinks_with_samples() -> None:
     four = standard_error(0.04, 4, "median")
     assert standard_error(0.04, 16, "median") == pytest.approx(four / 2)
     assert standard_error(0.04, 0, "median") == float("inf")
+
+
+@pytest.mark.parametrize("trim", [0.2, 0.3, 0.34, 0.45, 0.4999])
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_a_deeper_trim_is_never_less_robust_than_the_median(trim: float, n: int) -> None:
+    """One spike among n samples: a trimmed mean at any trim ignores it (never the plain mean)."""
+    samples = [0.0] * (n - 1) + [1.0]
+    assert estimate(samples, "trimmed_mean", trim=trim) == 0.0

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import attrs
 import pytest
 
+import chunktune
 from chunktune import Policy, WorkloadError, load_settings
 from chunktune._candidates import candidate_list
 from chunktune._events import ProgressEvent
@@ -241,6 +242,54 @@ def test_a_modeled_time_workload_s_clock_is_the_budget_s() -> None:
     pol = attrs.evolve(balanced(), time_budget_s=0.5)
     w = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=16, mean_s=0.01)
     r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol)
-    # two modeled calls of 0.69 s show the budget too small; on the wall clock they took
+    # one modeled call of 0.69 s spends the budget; on the wall clock it took
     # microseconds and the sweep would have gone on
-    assert r.stop == "too_slow" and w.calls == 2
+    assert r.stop == "too_slow" and w.calls == 1
+
+
+@pytest.mark.parametrize("prime", [1, 5])
+def test_priming_stops_at_the_budget(prime: int) -> None:
+    """A budget under one call: priming stops after its first call, nothing more is timed."""
+    w = SimulatedWorkload([1e-3] * 1024, nthread=8, dispatch_s=0.0)
+    pol = attrs.evolve(balanced(), prime=prime, time_budget_s=0.5 * w.true_time(None))
+    r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
+    assert w.calls == 1 and r.stop == "too_slow"
+
+
+def test_the_older_tuner_s_schedule_checks_the_budget_after_warm_ups_too() -> None:
+    """seed's schedule: the budget ending after native's 22 calls stops at the next warm-up."""
+    w = SimulatedWorkload([1e-3] * 1024, nthread=8, dispatch_s=0.0)
+    seed = load_settings().get_policy("seed")  # 2 warm-ups and 20 repetitions a candidate
+    pol = attrs.evolve(seed, time_budget_s=22.01 * w.true_time(None))
+    r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
+    assert r.partial and w.calls == 23  # native's 22, then one warm-up past the budget
+
+
+@pytest.mark.parametrize(("low", "high"), [(3, 3), (5, 5), (3, 4), (4, 5)])
+def test_an_odd_number_of_confirmation_pairs_still_confirms(low: int, high: int) -> None:
+    """Pairs come two to a block: confirm_min_pairs = confirm_max_pairs = 3 still confirms."""
+    w = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=8)
+    pol = attrs.evolve(
+        balanced(), confirm_min_pairs=low, confirm_max_pairs=high, time_budget_s=1000.0
+    )
+    r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
+    assert r.choice.chunk_size is not None and r.confirm_pairs >= low
+
+
+def test_a_list_of_native_alone_says_there_was_nothing_to_compare() -> None:
+    """Explicit sizes holding only native's: native kept, and the reason says why."""
+    w = SimulatedWorkload([1e-3] * 1024, nthread=8)
+    pol = attrs.evolve(balanced(), candidates=chunktune.ExplicitCandidates(sizes=(12,)))
+    r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
+    assert r.choice.chunk_size is None and "no size but native's" in r.choice.reason
+
+
+def test_at_margin_zero_a_size_that_ties_native_exactly_keeps_native() -> None:
+    """margin 0, a candidate exactly as fast as native, no noise: native, not a crash."""
+    w = SimulatedWorkload([1e-3] * 64, nthread=32, dispatch_s=0.0)  # native 1 and 2 tie
+    pol = attrs.evolve(
+        balanced(), margin=0.0, candidates=chunktune.ExplicitCandidates(sizes=(2,)),
+        refine_steps=0,
+    )  # fmt: skip
+    r = sweep(w, candidate_list(pol.candidates, 64, 32), pol)
+    assert r.choice.chunk_size is None and "no candidate measured faster" in r.choice.reason
