@@ -8,7 +8,7 @@ prices a round), written as soon as it is done and bundled into
 ``DIR/traces.tar.gz``, so a run cut short still returns what it finished. The
 16-thread traces go first, then live ``balanced`` tunes of two of those batches,
 each re-measured in paired rounds beside the trace's best sizes, then 8 and 4
-threads. Replay the traces here with ``benchmarks/run.py --traces-dir``.
+threads. Replay the traces here with ``benchmarks/run.py --no-sim --traces DIR/traces``.
 """
 
 from __future__ import annotations
@@ -226,6 +226,20 @@ def live(
     return rows
 
 
+def _trace_file(directory: Path, stem: str) -> Path:
+    """``STEM.json``, else the one ``STEM-tT.json`` (a name as the recording gives it)."""
+    exact = directory / f"{stem}.json"
+    if exact.exists():
+        return exact
+    found = sorted(directory.glob(f"{stem}-t*.json"))
+    if len(found) != 1:
+        raise SystemExit(
+            f"--live {stem}: expected {exact} or one {stem}-tT.json in {directory}, "
+            f"found {len(found)}"
+        )
+    return found[0]
+
+
 def live_only(args: argparse.Namespace) -> int:
     """Live tunes of recorded traces, each case an equal share of the deadline."""
     end = time.monotonic() + args.deadline
@@ -236,8 +250,9 @@ def live_only(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for j, case in enumerate(cases):
         stem, hog = case.removesuffix("+hog"), case.endswith("+hog")
-        trace = load_trace(args.live_from / f"{stem}.json")
-        name = stem.rsplit("-t", 1)[0]
+        path = _trace_file(args.live_from, stem)
+        trace = load_trace(path)
+        name = path.stem.rsplit("-t", 1)[0]
         share_end = time.monotonic() + (end - time.monotonic()) / (len(cases) - j)
         try:
             rows += live(name, builders[name], trace, args.tunes, share_end, hog=hog)

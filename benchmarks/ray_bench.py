@@ -355,6 +355,13 @@ def main() -> int:
     parser.add_argument("--lease-s", type=float, default=2.0, help="lease in the takeover run")
     parser.add_argument("--json", metavar="OUT", help="write the rows as JSON")
     args = parser.parse_args()
+    if args.hosts_per_type < 1 or args.workers_per_host < 1:
+        parser.error("--hosts-per-type and --workers-per-host must be at least 1")
+    if args.hosts_per_type * args.workers_per_host < 2:
+        parser.error(
+            "the takeover run needs two workers of a type (one is killed mid-sweep, the "
+            "other takes over): give --hosts-per-type or --workers-per-host 2"
+        )
     root = Path(tempfile.mkdtemp(prefix="chunktune-ray-bench-"))
     # the driver's cache and sweep lock live in the run's folder, not the user's
     os.environ["CHUNKTUNE_CACHE"] = str(root / "driver" / "cache.json")

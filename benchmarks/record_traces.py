@@ -2,7 +2,7 @@
 
     python benchmarks/record_traces.py                 all of them (about 20 min on 2 cores)
     python benchmarks/record_traces.py --only humanoid-128 --rounds 30
-    python benchmarks/record_traces.py --all-sizes --rounds 30 --out traces/full
+    python benchmarks/record_traces.py --all-sizes --rounds 30 --out benchmarks/traces/full
 
 By default a trace holds the sizes a policy can probe: every distinct schedule
 ``ceil(N/m)`` (``balanced``, ``quick`` and ``thorough`` measure only those), the
@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(TRACES)
+    unknown = [n for n in names if n not in TRACES]
+    if unknown:
+        parser.error(f"--only: unknown trace(s) {', '.join(unknown)}; known: {', '.join(TRACES)}")
     for name in names:
         description, build = TRACES[name]
         workload = build(args.nthread)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from cases import trace_name
 
 from chunktune._replay import ReplayWorkload, decompose
 from chunktune._trace import Trace, load_trace
@@ -93,18 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files = args.files or sorted((HERE / "traces").glob("**/*.json"))
     cols = " ".join(f"{'lag-' + str(lag):>6s}" for lag in LAGS)
-    print(f"{'trace':30s} {'':10s} {cols} {'sigma':>6s} {'alternation':>11s}")
-    root = HERE / "traces"
+    print(f"{'trace':42s} {'':10s} {cols} {'sigma':>6s} {'alternation':>11s}")
     for f in files:
         trace = load_trace(f)
         if not trace.order:
-            print(f"{f.stem:30s} (no call order recorded: skipped)")
+            print(f"{trace_name(f):42s} (no call order recorded: skipped)")
             continue
         for label, t in (("recorded", trace), ("replayed", rerecord(trace, seed=args.seed))):
             m = memory(residual_sequences(t))
-            name = str(f.relative_to(root)) if f.is_relative_to(root) else f.stem
+            name = trace_name(f)
             lags = " ".join(f"{m[f'lag{lag}']:6.2f}" for lag in LAGS)
-            print(f"{name if label == 'recorded' else '':30s} {label:10s} {lags} "
+            print(f"{name if label == 'recorded' else '':42s} {label:10s} {lags} "
                   f"{m['sigma']:6.1%} {m['alternation']:11.2f}")  # fmt: skip
     return 0
 

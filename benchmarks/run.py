@@ -27,7 +27,7 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import REAL_CASES, SIM_CASES, trace_files
+from cases import REAL_CASES, SIM_CASES, trace_files, trace_name
 from measure import (
     LiveRow,
     SimRow,
@@ -53,12 +53,13 @@ from report import (
 )
 
 from chunktune._fingerprint import cpu_model, usable_cpus
+from chunktune._settings import MAX_LIMIT_S
 
 QUICK_POLICIES = ("balanced", "seed")
 FULL_POLICIES = ("balanced", "quick", "thorough", "seed")
 
 
-_UNBOUNDED_S = 1e9  # a budget no simulated or replayed sweep reaches
+_UNBOUNDED_S = MAX_LIMIT_S  # a budget no simulated or replayed sweep reaches
 
 
 def _names(text: str) -> list[str]:
@@ -122,10 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_sim:
         seeds = args.seeds or (3 if args.quick else 5)
         t0 = time.perf_counter()
-        cases = [(i, c) for i, c in enumerate(SIM_CASES) if (c.quick or not args.quick)]
+        # the index seeds a case's landscape: it stays the suite's, whatever is picked
+        cases = [
+            (i, c)
+            for i, c in enumerate(SIM_CASES)
+            if (c.quick or not args.quick) and wanted(c.name)
+        ]
         for i, case in cases:
-            if wanted(case.name):
-                sim += sim_rows(case, i, policies, seeds, settings)
+            sim += sim_rows(case, i, policies, seeds, settings)
         print(f"simulated: {len(cases)} cases x {len(policies)} policies x {seeds} seeds "
               f"in {time.perf_counter() - t0:.1f} s\n")  # fmt: skip
         print(sim_case_table(sim, names) + "\n")
@@ -133,7 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(sim_summary_table(summarize_sim(sim)) + "\n")
     if not args.no_traces:
         draws = args.draws or (5 if args.quick else 10)
-        files = [f for f in trace_files(*([args.traces] if args.traces else [])) if wanted(str(f))]
+        found = trace_files(*([args.traces] if args.traces else []))
+        named = [(f, trace_name(f, *([args.traces] if args.traces else []))) for f in found]
+        files = [f for f, name in named if wanted(name)]
         t0 = time.perf_counter()
         for f in files:
             traces += trace_rows(f, policies, draws, settings)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from cases import trace_name
 
 from chunktune._replay import ReplayWorkload, decompose
 from chunktune._trace import load_trace
@@ -56,14 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="traces (default: traces/*.json)")
     files = parser.parse_args(argv).files or sorted((HERE / "traces").glob("*.json"))
-    head = (f"{'trace':22s} {'sizes':>5s} {'rounds':>6s} {'native':>8s} {'best':>5s} "
+    head = (f"{'trace':34s} {'sizes':>5s} {'rounds':>6s} {'native':>8s} {'best':>5s} "
             f"{'levels':>7s} {'sigma':>6s} {'lag-1':>6s} {'apparent':>8s} {'held out':>8s} "
             f"{'noise':>6s}")  # fmt: skip
     print(head)
     for f in files:
         s = stats(f)
         noise = 1 - s["held_out"] / s["apparent"] if s["apparent"] > 0 else float("nan")
-        print(f"{f.stem:22s} {s['sizes']:5d} {s['rounds']:6d} {s['native_ms']:6.1f}ms "
+        print(f"{trace_name(f):34s} {s['sizes']:5d} {s['rounds']:6d} {s['native_ms']:6.1f}ms "
               f"{s['oracle']:5d} {s['level_spread']:7.1%} {s['sigma']:6.1%} {s['lag1']:6.2f} "
               f"{s['apparent']:8.2%} {s['held_out']:8.2%} {noise:6.0%}")  # fmt: skip
     return 0

@@ -192,9 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--memory", default="0,0", help="LOW,HIGH: the range of each case's noise memory"
     )
     args = parser.parse_args(argv)
-    low, high = (float(x) for x in args.memory.split(","))
+    try:
+        low, high = (float(x) for x in args.memory.split(","))
+    except ValueError:
+        parser.error(f"--memory {args.memory}: expected LOW,HIGH (two numbers, as 0.2,0.6)")
     settings = bench_settings()
-    policies = policies_named(settings, args.policies.split(","))
+    try:
+        policies = policies_named(settings, args.policies.split(","))
+    except chunktune.ConfigError as exc:
+        parser.error(f"--policies: {exc}")
     cases = draw_cases(args.cases, args.base, (low, high))
     rows = unseen_rows(cases, policies, args.seeds, settings)
     memory = f", noise memory {low:g}-{high:g}" if high > 0 else ""

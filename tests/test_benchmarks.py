@@ -187,6 +187,22 @@ def test_ceiling_confirms_nothing_when_the_budget_pays_for_too_few_pairs(
     assert workload.calls == 0
 
 
+@pytest.mark.parametrize("flag", ["--unbounded", "--quick"])
+def test_run_script_runs_a_picked_case_under_each_documented_mode(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/run.py with --unbounded or --quick on one simulated case: exit 0, one row."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        run = importlib.import_module("run")
+    finally:
+        sys.path.remove(str(BENCH))
+    argv = [flag, "--no-traces", "--cases", "uniform-256x8", "--seeds", "1", "--policies", "quick"]
+    assert run.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "simulated: 1 cases" in out and "uniform-256x8" in out
+
+
 def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     """benchmarks/fuzz.py runs every kind of settings file and cache document without a failure."""
     sys.path.insert(0, str(BENCH))
