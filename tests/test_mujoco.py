@@ -17,6 +17,7 @@ from chunktune._mujoco import (
     batch_seconds,
     demo_model_path,
     demo_workload,
+    model_digest,
     per_env_costs,
 )
 from chunktune._workload import Workload
@@ -126,7 +127,9 @@ def test_workload_implements_the_protocol_and_reports_its_shape() -> None:
     assert isinstance(workload, Workload)
     assert (workload.num_envs, workload.nthread, workload.nstep) == (5, 3, 4)
     assert workload.nstate == mujoco.mj_stateSize(model, FULLPHYSICS)
-    assert workload.models == (model,)
+    # its own copy: editing the caller's model later changes neither the runs nor the key
+    (own,) = workload.models
+    assert own is not model and model_digest([own]) == model_digest([model])
     assert workload.n_variants == 1
     assert workload.model_file is None
     assert workload.state.shape == (5, 4, workload.nstate)
@@ -525,3 +528,96 @@ def test_available_memory_reads_meminfo_and_the_cgroup_limit(tmp_path: pathlib.P
     assert available_memory(tmp_path) == 2000000
     (cgroup / "memory.max").write_text("max\n")
     assert available_memory(tmp_path) == 4000 * 1024
+
+
+def test_a_model_edited_after_the_workload_was_built_changes_neither_runs_nor_key() -> None:
+    """The workload keeps its own copy: the caller's later edits do not reach its key."""
+    model = tiny_model()
+    workload = tiny_workload(model=model)
+    key = dict(workload.signature())
+    model.opt.iterations = 3
+    model.geom_size[1, 0] = 0.3
+    assert dict(workload.signature()) == key
+    assert workload.models[0].opt.iterations == 50  # what it runs is what it is keyed by
+    assert dict(tiny_workload(model=model).signature())["model_sha"] != key["model_sha"]
+
+
+def test_one_model_as_a_list_per_env_is_that_model() -> None:
+    """m, [m, m] and [m] * N lay the same model on every env: one key, one variant."""
+    model = tiny_model()
+    keys = {
+        tuple(sorted(tiny_workload(model=m).signature().items()))
+        for m in (model, [model, model], [model] * 12)
+    }
+    assert len(keys) == 1
+    # two variants in per-env form collapse to them; unequal runs do not
+    other = tiny_model(box=0.2)
+    assert tiny_workload(model=[model] * 6 + [other] * 6).n_variants == 2
+    assert tiny_workload(model=[model] * 5 + [other] * 7).n_variants == 12
+
+
+def test_how_far_default_states_stray_is_in_the_key_unless_default() -> None:
+    """A larger perturbation of the default states means other contact: another key."""
+    default = dict(tiny_workload().signature())
+    assert "perturbation" not in default  # entries made before stay valid
+    assert dict(tiny_workload(perturbation=0.01).signature()) == default
+    assert dict(tiny_workload(perturbation=0.5).signature())["perturbation"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"rollout": "pool"}, "is not a pool", id="rollout-not-a-pool"),
+        pytest.param({"model_file": 5}, "model_file 5 is not a path", id="model-file-int"),
+        pytest.param({"states_label": ""}, "states_label '' is not a name", id="label-empty"),
+        pytest.param({"perturbation": 1e300}, "perturbation must be a number from 0 to 10",
+                     id="perturbation-huge"),
+    ],
+)  # fmt: skip
+def test_bad_workload_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
+    """A pool that is none, a model_file that is no path, an empty label: named at once."""
+    with pytest.raises(InvalidArgumentError, match=message):
+        tiny_workload(**kwargs)
+
+
+def test_a_compiled_mjb_loads_and_keys_as_its_xml(tmp_path: pathlib.Path) -> None:
+    """from_xml takes a .mjb as the error message says it may; the key is the XML's."""
+    xml = tmp_path / "tiny.xml"
+    xml.write_text(TINY_XML.format(box=0.1, iterations=50))
+    mjb = tmp_path / "tiny.mjb"
+    mujoco.mj_saveModel(mujoco.MjModel.from_xml_path(str(xml)), str(mjb), None)
+    a = RolloutWorkload.from_xml(xml, num_envs=12, nthread=2, nstep=6)
+    b = RolloutWorkload.from_xml(mjb, num_envs=12, nthread=2, nstep=6)
+    assert a.signature()["model_sha"] == b.signature()["model_sha"]
+    with pytest.raises(InvalidArgumentError, match="leave model_file out"):
+        RolloutWorkload.from_xml(xml, num_envs=12, nthread=2, model_file="x")
+
+
+def test_close_waits_for_a_run_in_flight_on_the_caller_s_pool() -> None:
+    """A run() still using the caller's pool (a hard-limit fallback's): close() waits for it."""
+    import threading
+
+    pool = mujoco.rollout.Rollout(nthread=2)
+    started, finished = threading.Event(), threading.Event()
+
+    class Watched:  # the caller's pool, seen from the inside
+        nthread = 2
+
+        def rollout(self, *args: Any, **kwargs: Any) -> None:
+            started.set()
+            pool.rollout(*args, **kwargs)
+            finished.set()
+
+    workload = tiny_workload(rollout=Watched(), nstep=200, num_envs=64)
+    runner = threading.Thread(target=workload.run, args=(None,))
+    runner.start()
+    started.wait()
+    assert workload.close()  # returns once the run is over: the pool is the caller's again
+    assert finished.is_set()
+    runner.join()
+    pool.close()
+    # with a timeout, a pool in use is left alone
+    busy = tiny_workload()
+    with busy._busy:
+        assert busy.close(timeout_s=0) is False
+    assert busy.close(timeout_s=0) is True

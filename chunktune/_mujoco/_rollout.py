@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import os
 import pathlib
+import threading
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -30,7 +32,13 @@ from ._models import (
     read_only,
 )
 
-__all__ = ["RolloutWorkload"]
+__all__ = ["DEFAULT_PERTURBATION", "MAX_PERTURBATION", "RolloutWorkload"]
+
+DEFAULT_PERTURBATION = 0.01
+"""The standard deviation of the noise added to the default initial states' qpos and qvel."""
+
+MAX_PERTURBATION = 10.0
+"""The most noise the default initial states take: beyond it every env blows up at once."""
 
 
 class RolloutWorkload:
@@ -83,6 +91,7 @@ class RolloutWorkload:
     _datas: list[Any]
     _pool: Any
     _owns_pool: bool
+    _busy: threading.Lock
     _closed: bool
     _model_file: str | None
     _initial_state: npt.NDArray[np.float64]
@@ -102,7 +111,7 @@ class RolloutWorkload:
         control: npt.ArrayLike | None = None,
         rollout: Any = None,
         seed: int = 0,
-        perturbation: float = 0.01,
+        perturbation: float = DEFAULT_PERTURBATION,
         model_file: str | os.PathLike[str] | None = None,
         states_label: str | None = None,
     ) -> None:
@@ -112,6 +121,7 @@ class RolloutWorkload:
         check_nthread(self.nthread)
         seed = check_seed(seed)
         scale = _check_perturbation(perturbation)
+        self._perturbation = scale if initial_state is None else None
         self._models = _take_models(model, self.num_envs)
         m0 = self._models[0]
         self._nstate = int(mujoco.mj_stateSize(m0, FULLPHYSICS))
@@ -128,8 +138,18 @@ class RolloutWorkload:
         self._env_models = [self._models[i * n_var // self.num_envs] for i in range(self.num_envs)]
         self._pool = _take_pool(rollout, self.nthread)
         self._owns_pool = rollout is None
+        self._busy = threading.Lock()
         self._closed = False
         self._digest: str | None = None
+        if model_file is not None and not isinstance(model_file, str | os.PathLike):
+            raise InvalidArgumentError(
+                f"model_file {model_file!r} is not a path (a str or os.PathLike)"
+            )
+        if states_label is not None and (not isinstance(states_label, str) or not states_label):
+            raise InvalidArgumentError(
+                f"states_label {states_label!r} is not a name for the initial states "
+                "(a non-empty string)"
+            )
         self._model_file = None if model_file is None else os.fspath(model_file)
         if initial_state is None:
             self._initial_state = self._default_states(seed, scale)
@@ -211,6 +231,13 @@ class RolloutWorkload:
             "mujoco": str(mujoco.__version__),
             "timestep": float(m0.opt.timestep),
             "states": self._states_kind,
+            # how far the default states stray sets their contact; left out at the
+            # default, so entries made before it was keyed stay valid
+            **(
+                {"perturbation": self._perturbation}
+                if self._perturbation not in (None, DEFAULT_PERTURBATION)
+                else {}
+            ),
         }
 
     def run(self, chunk_size: int | None) -> float:
@@ -224,21 +251,22 @@ class RolloutWorkload:
             UsageError: the workload was closed.
         """
         chunk = None if chunk_size is None else check_chunk_size(chunk_size)
-        pool = self._get_pool()
         control = self._control if self._control.shape[2] else None
-        start = time.perf_counter()
-        pool.rollout(
-            self._env_models,
-            self._datas,
-            self._initial_state,
-            control,
-            skip_checks=True,
-            nstep=self._nstep,
-            state=self._state_out,
-            sensordata=self._sensor_out,
-            chunk_size=chunk,
-        )
-        return time.perf_counter() - start
+        with self._busy:  # one call at a time: MuJoCo's pool crashes under two at once
+            pool = self._get_pool()
+            start = time.perf_counter()
+            pool.rollout(
+                self._env_models,
+                self._datas,
+                self._initial_state,
+                control,
+                skip_checks=True,
+                nstep=self._nstep,
+                state=self._state_out,
+                sensordata=self._sensor_out,
+                chunk_size=chunk,
+            )
+            return time.perf_counter() - start
 
     # -- resources ----------------------------------------------------------------
 
@@ -249,12 +277,24 @@ class RolloutWorkload:
             self._pool = mujoco.rollout.Rollout(nthread=self.nthread)
         return self._pool
 
-    def close(self) -> None:
-        """Close the pool if the workload made it; a caller's pool stays open."""
-        if self._owns_pool and self._pool is not None:
-            self._pool.close()
-        self._pool = None
-        self._closed = True
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Stop using the pool, once no :meth:`run` is using it; close it if the workload made it.
+
+        A caller's pool stays open, and is the caller's again when this returns: a
+        ``run()`` that a ``hard_limit_s`` fallback left behind is waited for first (MuJoCo's
+        pool crashes the process when two threads call it at once). ``timeout_s``
+        bounds that wait; past it nothing is closed and the result is False.
+        """
+        if not self._busy.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s)):
+            return False
+        try:
+            if self._owns_pool and self._pool is not None:
+                self._pool.close()
+            self._pool = None
+            self._closed = True
+        finally:
+            self._busy.release()
+        return True
 
     def __enter__(self) -> Self:
         return self
@@ -282,7 +322,7 @@ class RolloutWorkload:
 
     @property
     def models(self) -> tuple[Any, ...]:
-        """The model variants, in order (one entry without variants)."""
+        """The workload's copies of the model variants, in order (one entry without variants)."""
         return self._models
 
     @property
@@ -327,7 +367,7 @@ class RolloutWorkload:
         n_variants: int = 1,
         **kwargs: Any,
     ) -> RolloutWorkload:
-        """Load an MJCF (or URDF) file and build the workload over it.
+        """Load an MJCF (or URDF) file, or a compiled ``.mjb``, and build the workload over it.
 
         With ``n_variants > 1``, variant 0 is the model as written and each
         further variant scales every body's mass and inertia, and every geom's
@@ -346,8 +386,16 @@ class RolloutWorkload:
         if not file.is_file():
             raise InvalidArgumentError(model_file_problem(file))
         n = check_chunk_size(n_variants, what="n_variants")
+        if "model_file" in kwargs:
+            raise InvalidArgumentError(
+                "from_xml() names the model file itself: leave model_file out"
+            )
+        binary = file.suffix.lower() == ".mjb"
         try:
-            model = mujoco.MjModel.from_xml_path(os.fspath(file))
+            if binary:
+                model = mujoco.MjModel.from_binary_path(os.fspath(file))
+            else:
+                model = mujoco.MjModel.from_xml_path(os.fspath(file))
         except (ValueError, mujoco.FatalError) as exc:
             raise InvalidArgumentError(f"cannot load model file {file}: {exc}") from exc
         variants = [model]
@@ -369,9 +417,11 @@ def _check_perturbation(value: object) -> float:
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
         or not math.isfinite(value)
-        or value < 0
+        or not 0 <= float(value) <= MAX_PERTURBATION
     ):
-        raise InvalidArgumentError(f"perturbation must be a finite number >= 0, got {value!r}")
+        raise InvalidArgumentError(
+            f"perturbation must be a number from 0 to {MAX_PERTURBATION:g}, got {value!r}"
+        )
     return float(value)
 
 
@@ -404,12 +454,32 @@ def _take_models(model: Any, num_envs: int) -> tuple[Any, ...]:
             f"{len(models)} model variants for num_envs={num_envs}: "
             "every variant needs at least one env"
         )
-    return models
+    models = _collapsed(models, num_envs)
+    # the workload's own copies: a caller who edits a model later changes neither what
+    # is measured nor the key it is stored under
+    copies = {id(m): copy.copy(m) for m in models}
+    return tuple(copies[id(m)] for m in models)
+
+
+def _collapsed(models: tuple[Any, ...], num_envs: int) -> tuple[Any, ...]:
+    """``models`` with runs of one model object made one variant, where that lays out the
+    same model for every env (``[m] * num_envs``, MuJoCo's per-env list, is ``m``)."""
+    runs = tuple(m for i, m in enumerate(models) if i == 0 or m is not models[i - 1])
+    n, k = len(models), len(runs)
+    if k == n:
+        return models
+    same = all(runs[i * k // num_envs] is models[i * n // num_envs] for i in range(num_envs))
+    return runs if same else models
 
 
 def _take_pool(rollout: Any, nthread: int) -> Any:
     """The caller's pool, if any, checked to have ``nthread`` workers."""
     if rollout is not None:
+        if not callable(getattr(rollout, "rollout", None)):
+            raise InvalidArgumentError(
+                f"rollout {rollout!r} is not a pool: expected a mujoco.rollout.Rollout "
+                "(an object with a rollout() method)"
+            )
         pool_threads = getattr(rollout, "nthread", None)
         if pool_threads is not None and pool_threads != nthread:
             raise InvalidArgumentError(
