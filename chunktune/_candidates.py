@@ -86,7 +86,8 @@ class BalancedCandidates:
 
     With chunk counts a multiple of T no worker idles through a short last round,
     which the geometric grids miss. ``k`` runs geometrically from ``min_chunks_per_thread``
-    until chunks reach size 1; at most ``max_candidates`` sizes, thinned in log scale.
+    (each next ``k`` is ``k * k_ratio`` rounded, and at least ``k + 1``) until chunks
+    reach size 1; at most ``max_candidates`` sizes, thinned in log scale.
     """
 
     strategy: ClassVar[str] = "balanced"

@@ -31,7 +31,8 @@ class Decision:
     estimate in seconds; ``probe_seconds`` is the sum of ``run()`` seconds this
     call spent (0.0 unless it swept). ``gain`` is the estimated fraction by which
     ``chunk_size`` beats native (0.0 when native is kept) and ``gain_ci`` its
-    confidence interval from the confirmation against native, when one ran.
+    confidence interval from the confirmation against native, when it confirmed a
+    gain (``None`` otherwise: an inconclusive confirmation's figures are in ``reason``).
     """
 
     chunk_size: int | None

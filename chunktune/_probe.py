@@ -27,7 +27,7 @@ class SweepResult:
     """What a sweep measured and chose. Times in seconds; ``errors`` and ``sigma`` in log-seconds.
 
     ``gain`` is the estimated fraction by which the choice beats native (0.0 when
-    native is kept); ``gain_ci`` its confidence interval when a confirmation ran.
+    native is kept); ``gain_ci`` its confidence interval when a confirmation confirmed it.
     ``stop`` says why measuring ended: ``"settled"``, ``"max_rounds"``,
     ``"budget"`` (the budget, or the race's share of it, was spent), ``"confirming"``
     (the race ended early to leave its leader's confirmation the pairs it needs),

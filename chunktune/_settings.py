@@ -171,11 +171,17 @@ class Policy:
         return _identity(self)
 
     def effort(self) -> int:
-        """Probes the policy may spend per sweep at most: (candidates + native) x max_rounds."""
+        """Probes the policy may spend per sweep at most: (candidates + native) x max_rounds,
+        and the confirmation's calls (two a pair, ``confirm_max_pairs`` pairs) when it confirms.
+
+        A result answers requests of policies of lesser effort (and the same rule): one
+        confirmed on 2 pairs must not answer a request that would have asked for 64.
+        """
         cap = getattr(self.candidates, "max_candidates", None)
         if cap is None:
             cap = len(getattr(self.candidates, "sizes", ()))
-        return (int(cap) + 1) * self.max_rounds
+        pairs = 2 * self.confirm_max_pairs if self.confirm else 0
+        return (int(cap) + 1) * self.max_rounds + pairs
 
     def rule(self) -> str:
         """How the winner is picked from measurements; results reuse only across equal rules.
@@ -262,8 +268,10 @@ class CacheSettings:
 class LogSettings:
     """How a decision is reported.
 
-    ``stderr = "auto"`` writes the one-line decision to stderr only when nothing
-    configured logging (collector subprocesses), as the older tuner did.
+    ``stderr = "auto"`` writes the one-line decision to stderr only while the
+    ``chunktune`` logger would not show INFO (collector subprocesses, where nothing
+    configured logging), as the older tuner did: a cached decision once per key per
+    process, a sweep's every time.
     """
 
     stderr: str = attrs.field(default="auto", validator=choice(STDERR_MODES))

@@ -49,9 +49,13 @@ class Workload(Protocol):
     num_envs: int
     nthread: int
 
-    def signature(self) -> Mapping[str, SignatureValue]: ...
+    def signature(self) -> Mapping[str, SignatureValue]:
+        """What besides N and T changes the cost of a step: str keys, scalar values."""
+        ...
 
-    def run(self, chunk_size: int | None) -> float: ...
+    def run(self, chunk_size: int | None) -> float:
+        """One blocking pool call with ``chunk_size`` (None: native); the seconds it took."""
+        ...
 
 
 class WorkloadRaised(Exception):

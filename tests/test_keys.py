@@ -91,6 +91,16 @@ def test_a_stronger_result_serves_a_weaker_request_but_not_the_reverse() -> None
     assert chunktune.resolve_sync(other, policy=strong).source == "benchmark"
 
 
+def test_a_result_confirmed_on_fewer_pairs_does_not_serve_a_request_for_more() -> None:
+    """A policy that confirms on 2 pairs is weaker than balanced's 64: balanced measures anew."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    thin = attrs.evolve(balanced, confirm_min_pairs=2, confirm_max_pairs=2, description="thin")
+    assert thin.rule() == balanced.rule() and thin.effort() < balanced.effort()
+    w = uneven()
+    chunktune.resolve_sync(w, policy=thin)
+    assert chunktune.resolve_sync(w, policy=balanced).source == "benchmark"
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -327,6 +327,7 @@ class RolloutWorkload:
 
     @property
     def n_variants(self) -> int:
+        """How many model variants the envs run (identical per-env entries are one)."""
         return len(self._models)
 
     @property
