@@ -16,8 +16,8 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
-from math import inf
 from typing import Literal
 
 import anyio
@@ -46,7 +46,7 @@ _lock = threading.Lock()  # guards _flights and every flight's waiters and outco
 
 
 OWNER_CHECK_S = 1.0
-"""How often a waiter looks whether the flight's owner can still land it (its loop closed)."""
+"""How often the janitor looks whether flights' owners can still land them (loops closed)."""
 
 
 def _never() -> bool:
@@ -84,20 +84,14 @@ class Flight:
 
     async def wait(self) -> Decision | None:
         """The owner's decision, or None when it was cancelled or failed before deciding
-        (or its loop was closed with it still pending: then its key lock is released)."""
+        (or its loop was closed with it still pending: see :func:`abandon`)."""
         waiter = (anyio.lowlevel.current_token(), anyio.Event())
         with _lock:
             if self.landed:
                 return self.decision
             self.waiters.append(waiter)
         try:
-            while True:
-                with anyio.move_on_after(OWNER_CHECK_S if self.owner_gone is not _never else inf):
-                    await waiter[1].wait()
-                    break
-                if self.owner_gone():
-                    abandon(self)
-                    break
+            await waiter[1].wait()
         finally:
             with _lock:
                 if any(w is waiter for w in self.waiters):
@@ -108,14 +102,41 @@ class Flight:
 _flights: dict[str, Flight] = {}
 
 
+_janitor_running = False  # guarded by _lock
+
+
 def board(key: str) -> tuple[Flight, bool]:
     """The key's flight in this process, and whether the caller now owns it (it was none)."""
+    global _janitor_running
     with _lock:
         flight = _flights.get(key)
         if flight is not None:
             return flight, False
         flight = _flights[key] = Flight(key, owner_gone=_owner_gone())
+        if flight.owner_gone is not _never and not _janitor_running:
+            _janitor_running = True
+            threading.Thread(target=_janitor, name="chunktune-flights", daemon=True).start()
         return flight, True
+
+
+def _janitor() -> None:
+    """Every :data:`OWNER_CHECK_S`, abandon the flights whose owners' loops were closed.
+
+    Such an owner never runs again, whatever it was doing: waiting for the machine,
+    sweeping, storing. Ends when no flight's owner is on an asyncio loop; ``board``
+    starts it again with the next one.
+    """
+    global _janitor_running
+    while True:
+        time.sleep(OWNER_CHECK_S)
+        with _lock:
+            watched = [f for f in _flights.values() if f.owner_gone is not _never]
+            if not watched:
+                _janitor_running = False
+                return
+        for flight in watched:
+            if flight.owner_gone():
+                abandon(flight)
 
 
 def land(flight: Flight, decision: Decision | None) -> None:
@@ -186,9 +207,10 @@ def _forget_in_child() -> None:
     The child starts afresh: its tasks miss, wait on the cross-process key lock (the
     parent's sweep still holds it) and then read the parent's answer from the cache.
     """
-    global _lock
+    global _lock, _janitor_running
     _lock = threading.Lock()
     _flights.clear()
+    _janitor_running = False
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

@@ -61,13 +61,8 @@ async def _measure(
     key: str,
     cache: DecisionCache | None,
     watch: _flights.Watch,
-    flight: _flights.Flight,
 ) -> Decision:
-    """Sweep under the machine-wide lock, select, store.
-
-    If the loop of this task is closed under it (the task left pending), the sweep's
-    thread lands the flight and frees the key itself: nothing else would.
-    """
+    """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
     probe_total = 0.0
     token = anyio.lowlevel.current_token()
@@ -104,9 +99,7 @@ async def _measure(
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
         # flight returns, so no later sweep, here or in another process, overlaps it.
-        result = await in_own_thread(
-            run_sweep, finally_=lock.release, orphaned=functools.partial(_flights.abandon, flight)
-        )
+        result = await in_own_thread(run_sweep, finally_=lock.release)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
         if isinstance(exc, Exception):
@@ -189,7 +182,7 @@ async def _owned(
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
-        return await _measure(req, key, None, watch, flight)
+        return await _measure(req, key, None, watch)
     lock = key_lock(Path(cache.key_lock(key).lock_file))
     async with hold(lock, on_wait=watch.waiting("key", lock)):
         flight.held = lock  # released for this task if its loop is closed under it
@@ -199,7 +192,7 @@ async def _owned(
                 hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
                 if hit is not None:
                     return hit
-            return await _measure(req, key, cache, watch, flight)
+            return await _measure(req, key, cache, watch)
         finally:
             flight.held = None
 

@@ -47,7 +47,8 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
     for c in candidates:
         for _ in range(p.warmup):
             probe(c, kind="warmup")
-            if probe.over(p.time_budget_s):
+            # native always gets its first sample: a decision needs something to keep
+            if samples[None] and probe.over(p.time_budget_s):
                 stop = "budget"
                 break
         for r in range(1, p.max_rounds + 1):

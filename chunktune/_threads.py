@@ -172,11 +172,7 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
 
 
 async def in_own_thread(
-    func: Callable[[], T],
-    *,
-    name: str = SWEEP_THREAD,
-    finally_: Callable[[], None] | None = None,
-    orphaned: Callable[[], None] | None = None,
+    func: Callable[[], T], *, name: str = SWEEP_THREAD, finally_: Callable[[], None] | None = None
 ) -> T:
     """Run ``func()`` in a new daemon thread; await what it returns or raises.
 
@@ -184,8 +180,6 @@ async def in_own_thread(
     thread, however it ends, or here if the thread cannot start. If the awaiting task
     is cancelled the thread is abandoned: it runs on, ``finally_`` still runs when it
     ends, and its outcome is dropped (the caller makes ``func`` stop by its own means).
-    ``orphaned()``, if given, runs in that thread when the awaiting task's loop has ended
-    (an asyncio loop closed with the task still pending): nothing will await the outcome.
     """
     token = anyio.lowlevel.current_token()
     done = anyio.Event()
@@ -201,8 +195,7 @@ async def in_own_thread(
                 if finally_ is not None:
                     finally_()
             finally:
-                if not call_soon(token, done.set) and orphaned is not None:
-                    orphaned()
+                call_soon(token, done.set)
 
     thread = threading.Thread(target=main, name=name, daemon=True)
     try:

@@ -39,6 +39,7 @@ from ._workload import upper_chunk as _upper_chunk
 __all__ = ["LOOP_GRACE_S", "PoolStepWorkload", "resolve_chunk_size"]
 
 _logger = logging.getLogger("chunktune")
+_warned_on_loop = False
 
 LOOP_GRACE_S = 30.0
 """On an event loop's thread, how long past twice the policy's ``time_budget_s`` the
@@ -203,12 +204,15 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
     _, policy = _pick_policy(settings, None)
     limit = policy.hard_limit_s
     wait_s = 2 * policy.time_budget_s + LOOP_GRACE_S if limit is None else limit
-    _logger.warning(
-        "chunktune: resolve_chunk_size was called on a running event loop's thread; like "
-        "the older tuner it blocks the loop while it decides (up to %.3g s); "
-        "`await chunktune.resolve(...)` would not",
-        wait_s,
-    )
+    global _warned_on_loop
+    if not _warned_on_loop:  # once a process: a trainer may call it on every reset
+        _warned_on_loop = True
+        _logger.warning(
+            "chunktune: resolve_chunk_size was called on a running event loop's thread; "
+            "like the older tuner it blocks the loop while it decides (up to %.3g s); "
+            "`await chunktune.resolve(...)` would not",
+            wait_s,
+        )
     outcome: list[_Decision | BaseException] = []
 
     def main() -> None:

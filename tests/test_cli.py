@@ -783,6 +783,8 @@ def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
     [
         pytest.param(("policy", "list"), id="policy-list"),  # a table through rich
         pytest.param(("cache", "path"), id="cache-path"),  # one short print, still buffered
+        pytest.param(("--help",), id="help"),  # argparse swallows what its write raises
+        pytest.param(("--version",), id="version"),
     ],
 )
 @pytest.mark.parametrize("stdout", ["full", "closed"])

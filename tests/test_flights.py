@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -185,18 +186,57 @@ def test_a_flight_left_on_a_closed_loop_is_taken_over_by_the_next_resolve(
     assert list(json.loads((isolated / "cache.json").read_text())["entries"]) == [decision.key]
 
 
-def test_a_flight_left_on_a_closed_loop_frees_its_key_when_its_sweep_ends(
-    isolated: Path,
+def _keys_are_free(isolated: Path) -> bool:
+    """Whether another process could take every key lock now."""
+    for lock_file in (isolated / "locks").glob("*.lock"):
+        other = filelock.FileLock(lock_file)
+        try:
+            other.acquire(timeout=0)
+        except filelock.Timeout:
+            return False
+        other.release()
+    return True
+
+
+def _free_soon(isolated: Path) -> bool:
+    """Wait (a few janitor rounds at most) for every flight to land and its key to be free."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while time.monotonic() < deadline:
+        if not _flights._flights and _keys_are_free(isolated):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("when", ["mid-sweep", "after-the-sweep", "queued-behind-a-sweep"])
+def test_a_flight_left_on_a_closed_loop_frees_its_key_with_nobody_asking_again(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
-    """No task asks again: the sweep's own thread lands the flight and frees the key lock."""
+    """Its loop closed with the owner pending, whatever it was doing: its key is freed."""
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 0.05)
     costs = workload("x").costs
+    pol = small_policy()
     dead = Blocking(costs, nthread=8, name="closed")
-    flight = _left_on_a_closed_loop(dead, small_policy())
+    loop = asyncio.new_event_loop()
+    tasks = [loop.create_task(chunktune.resolve(dead, policy=pol))]
+    loop.run_until_complete(asyncio.to_thread(dead.blocked.wait, HANG_GUARD_S))
+    if when == "queued-behind-a-sweep":  # a second key holds its lock, waits for the machine
+        queued = SimulatedWorkload(costs, nthread=8, name="queued")
+        tasks.append(loop.create_task(chunktune.resolve(queued, policy=pol)))
+
+        def both_hold() -> bool:  # one sweeping, one waiting for the sweep lock
+            flights = list(_flights._flights.values())
+            return len(flights) == 2 and all(f.held is not None for f in flights)
+
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not both_hold() and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.01))
+        assert both_hold()
+    if when == "after-the-sweep":  # the loop stopped, not closed, while the sweep ended
+        dead.release.set()
+        assert wait_for_sweeps(HANG_GUARD_S)
+    loop.close()  # what asyncio.run would not do: the tasks stay pending for good
+    _left.extend(tasks)
     dead.release.set()
+    assert _free_soon(isolated)
     assert wait_for_sweeps(HANG_GUARD_S)
-    assert flight.landed and flight.held is None and not _flights._flights
-    # another process could take the key now
-    (lock_file,) = (isolated / "locks").glob("*.lock")
-    other = filelock.FileLock(lock_file)
-    other.acquire(timeout=0)
-    other.release()

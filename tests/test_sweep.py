@@ -293,3 +293,12 @@ def test_at_margin_zero_a_size_that_ties_native_exactly_keeps_native() -> None:
     )  # fmt: skip
     r = sweep(w, candidate_list(pol.candidates, 64, 32), pol)
     assert r.choice.chunk_size is None and "no candidate measured faster" in r.choice.reason
+
+
+def test_the_older_tuner_s_schedule_measures_native_once_however_short_the_budget() -> None:
+    """seed's schedule, a budget under one call: native still gets its one sample."""
+    w = SimulatedWorkload([1e-3] * 1024, nthread=8, dispatch_s=0.0)
+    seed = load_settings().get_policy("seed")
+    pol = attrs.evolve(seed, time_budget_s=0.5 * w.true_time(None))
+    r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
+    assert r.partial and list(r.estimates) == [None] and r.choice.chunk_size is None

@@ -126,11 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 ok, 1 no measured decision (workload failed or hard limit), 2 error, 130
     interrupted, 141 stdout closed early.
     """
-    real, sys.stdout = sys.stdout, Stdout(sys.stdout)
+    real, out = sys.stdout, Stdout(sys.stdout)
+    sys.stdout = out
     try:
         _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below
         code = _main(argv)
         sys.stdout.flush()  # a small result still in the buffer fails here, not at exit
+        if out.failure is not None:  # --help and --version write through argparse, which
+            raise out.failure  # swallows a failed write
         return code
     except StdoutFailed as exc:
         error(str(exc))

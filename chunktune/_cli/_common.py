@@ -56,9 +56,11 @@ class Stdout:
     def __init__(self, stream: TextIO | None) -> None:
         self.closed_at_start = stream is None
         self._stream: TextIO = open(os.devnull, "w") if stream is None else stream  # noqa: SIM115
+        self.failure: StdoutFailed | None = None  # kept: argparse swallows what --help raises
 
     def _failed(self, why: str) -> StdoutFailed:
-        return StdoutFailed(f"cannot write the results to stdout: {why}")
+        self.failure = StdoutFailed(f"cannot write the results to stdout: {why}")
+        return self.failure
 
     def write(self, text: str) -> int:
         if self.closed_at_start:
