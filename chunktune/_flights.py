@@ -71,8 +71,9 @@ def _owner_gone() -> Callable[[], bool]:
 class Flight:
     """One owner's attempt at deciding one key; ``decision`` is None until it lands.
 
-    ``owner_gone`` tells a waiter that the owner's loop was closed with the owner still
-    pending; ``held`` is the key lock the owner holds, released for it then.
+    ``owner_gone`` tells that the owner's loop was closed with the owner still pending;
+    ``held`` are the locks the owner holds (its key's; the machine's until its sweep's
+    thread takes it over), released for it then.
     """
 
     key: str
@@ -80,7 +81,23 @@ class Flight:
     landed: bool = False
     waiters: list[tuple[object, anyio.Event]] = attrs.field(factory=list)  # (loop token, event)
     owner_gone: Callable[[], bool] = _never
-    held: Lock | None = None
+    held: list[Lock] = attrs.field(factory=list)
+
+    def claim(self, lock: Lock) -> bool:
+        """Record a lock the owner just took (in the taking thread); False: it was abandoned."""
+        with _lock:
+            if self.landed:
+                return False
+            self.held.append(lock)
+            return True
+
+    def unclaim(self, lock: Lock) -> bool:
+        """Forget a lock the owner releases or hands over; False: it was released for it."""
+        with _lock:
+            if any(held is lock for held in self.held):
+                self.held.remove(lock)
+                return True
+            return False
 
     async def wait(self) -> Decision | None:
         """The owner's decision, or None when it was cancelled or failed before deciding
@@ -161,9 +178,9 @@ def abandon(flight: Flight) -> None:
     with _lock:
         if flight.landed:
             return
-        held, flight.held = flight.held, None
-    if held is not None:
-        held.release()
+        held, flight.held = flight.held, []
+    for lock in held:
+        lock.release()
     logger.warning(
         "chunktune: the task measuring %s was left pending on an event loop that was "
         "closed; its key is free again (nothing of its sweep was cached)",

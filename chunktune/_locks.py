@@ -205,21 +205,37 @@ def key_lock(path: Path) -> Lock:
     return Lock(path, what="the cache key locks in", degrade="none", warn_path=path.parent)
 
 
-async def acquire(lock: Lock, *, on_wait: Callable[[Holder | None], None] | None = None) -> None:
+async def acquire(
+    lock: Lock,
+    *,
+    on_wait: Callable[[Holder | None], None] | None = None,
+    claim: Callable[[Lock], bool] | None = None,
+) -> None:
     """Wait for ``lock`` without blocking the event loop; cancellable between attempts.
 
     ``on_wait(holder)`` is called once, on the loop, when the wait has lasted
-    :data:`REPORT_AFTER_S` seconds.
+    :data:`REPORT_AFTER_S` seconds. ``claim(lock)``, if given, runs in the thread that
+    took the lock, before the caller resumes: it records the lock where it can be
+    released should the caller never resume (its loop closed); False gives it back.
     """
     start = anyio.current_time()
     pause = _POLL_S
     reported = on_wait is None
+
+    def attempt() -> bool:
+        if not lock.try_acquire():
+            return False
+        if claim is not None and not claim(lock):
+            lock.release()  # nobody is left to hold it
+            return False
+        return True
+
     while True:
         # A blocking acquire in a worker thread could not be cancelled without leaking a
         # thread that may take the lock later; non-blocking attempts between sleeps can.
         # Shielded: a lock taken in the thread must reach the caller, who releases it.
         with anyio.CancelScope(shield=True):
-            if await hop(lock.try_acquire):
+            if await hop(attempt):
                 return
         if not reported and anyio.current_time() - start >= REPORT_AFTER_S:
             reported = True
@@ -232,14 +248,23 @@ async def acquire(lock: Lock, *, on_wait: Callable[[Holder | None], None] | None
 
 @asynccontextmanager
 async def hold(
-    lock: Lock, *, on_wait: Callable[[Holder | None], None] | None = None
+    lock: Lock,
+    *,
+    on_wait: Callable[[Holder | None], None] | None = None,
+    claim: Callable[[Lock], bool] | None = None,
+    unclaim: Callable[[Lock], bool] | None = None,
 ) -> AsyncIterator[None]:
-    """Hold ``lock`` for the block (see :func:`acquire`)."""
-    await acquire(lock, on_wait=on_wait)
+    """Hold ``lock`` for the block (see :func:`acquire`).
+
+    With ``claim``, ``unclaim(lock)`` says at the end whether the lock is still this
+    block's to release (False: it was released for it, its loop having been closed).
+    """
+    await acquire(lock, on_wait=on_wait, claim=claim)
     try:
         yield
     finally:
-        lock.release()
+        if unclaim is None or unclaim(lock):
+            lock.release()
 
 
 @contextmanager

@@ -61,6 +61,7 @@ async def _measure(
     key: str,
     cache: DecisionCache | None,
     watch: _flights.Watch,
+    flight: _flights.Flight,
 ) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
@@ -91,7 +92,9 @@ async def _measure(
         )
 
     lock = sweep_lock()
-    await acquire(lock, on_wait=watch.waiting("sweep", lock))
+    # the flight holds the machine until the sweep's thread takes it over
+    await acquire(lock, on_wait=watch.waiting("sweep", lock), claim=flight.claim)
+    flight.unclaim(lock)
     watch.waiting_for, watch.sweeping = None, True
     # what hard_limit_s leaves after the waits: a stretched budget must end inside it
     limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
@@ -182,19 +185,17 @@ async def _owned(
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
-        return await _measure(req, key, None, watch)
+        return await _measure(req, key, None, watch, flight)
     lock = key_lock(Path(cache.key_lock(key).lock_file))
-    async with hold(lock, on_wait=watch.waiting("key", lock)):
-        flight.held = lock  # released for this task if its loop is closed under it
-        try:
-            watch.waiting_for = None
-            if not req.refresh:
-                hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
-                if hit is not None:
-                    return hit
-            return await _measure(req, key, cache, watch)
-        finally:
-            flight.held = None
+    # claimed by the flight as it is taken: released for this task if its loop is closed
+    waiting = watch.waiting("key", lock)
+    async with hold(lock, on_wait=waiting, claim=flight.claim, unclaim=flight.unclaim):
+        watch.waiting_for = None
+        if not req.refresh:
+            hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
+            if hit is not None:
+                return hit
+        return await _measure(req, key, cache, watch, flight)
 
 
 async def _answer(req: Request) -> Decision:

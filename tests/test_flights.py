@@ -16,7 +16,7 @@ import filelock
 import pytest
 
 import chunktune
-from chunktune import Decision, ProgressEvent, _flights
+from chunktune import Decision, ProgressEvent, _flights, _locks
 from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -239,4 +239,46 @@ def test_a_flight_left_on_a_closed_loop_frees_its_key_with_nobody_asking_again(
     _left.extend(tasks)
     dead.release.set()
     assert _free_soon(isolated)
+    assert wait_for_sweeps(HANG_GUARD_S)
+
+
+@pytest.mark.parametrize("which", ["key", "sweep"])
+def test_a_lock_taken_for_an_owner_whose_loop_then_closed_is_freed(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """The lock was taken in a worker thread, the loop closed before the owner resumed."""
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 0.05)
+    pol = small_policy()
+    w = workload("window")
+    if which == "key":  # its lock file is named by the key: learn it from another cache
+        monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "elsewhere" / "cache.json"))
+        key = chunktune.resolve_sync(workload("window"), policy=pol).key
+        monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "cache.json"))
+        path = isolated / "locks" / f"{key}.lock"
+        path.parent.mkdir(exist_ok=True)
+    else:
+        path = isolated / "sweep.lock"
+    other = filelock.FileLock(path)  # another holder, while the owner polls
+    other.acquire()
+    took = threading.Event()
+    taking = _locks.Lock.try_acquire
+
+    def slow_to_tell(self: _locks.Lock) -> bool:
+        got = taking(self)
+        if got and self.path == path and not took.is_set():
+            took.set()
+            time.sleep(0.3)  # the worker thread is slow to hand the lock back
+        return got
+
+    monkeypatch.setattr(_locks.Lock, "try_acquire", slow_to_tell)
+    loop = asyncio.new_event_loop()
+    _left.append(loop.create_task(chunktune.resolve(w, policy=pol)))
+    loop.run_until_complete(asyncio.sleep(0.3))  # the owner polls
+    other.release()
+    loop.run_until_complete(asyncio.to_thread(took.wait, HANG_GUARD_S))  # a poll took it
+    loop.close()  # before the owner ever resumed
+    assert _free_soon(isolated)
+    probe = filelock.FileLock(path)
+    probe.acquire(timeout=HANG_GUARD_S)  # another holder gets it: nothing kept it
+    probe.release()
     assert wait_for_sweeps(HANG_GUARD_S)
