@@ -12,7 +12,6 @@ says where it stood if ``hard_limit_s`` ends the flight.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -27,7 +26,7 @@ import attrs
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._locks import Holder, Lock
-from ._threads import call_soon, hop
+from ._threads import call_soon, hop, loop_closed_probe, never
 
 __all__ = [
     "Flight",
@@ -49,24 +48,6 @@ OWNER_CHECK_S = 1.0
 """How often the janitor looks whether flights' owners can still land them (loops closed)."""
 
 
-def _never() -> bool:
-    return False
-
-
-def _owner_gone() -> Callable[[], bool]:
-    """Whether the calling task's loop has since been closed, as a later check can tell.
-
-    An asyncio loop closed with this task still pending (``loop.close()`` where
-    ``asyncio.run`` would have cancelled it) never runs the task again: its flight would
-    never land. A trio run leaves no task behind.
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return _never
-    return loop.is_closed
-
-
 @attrs.define(eq=False)
 class Flight:
     """One owner's attempt at deciding one key; ``decision`` is None until it lands.
@@ -80,7 +61,7 @@ class Flight:
     decision: Decision | None = None
     landed: bool = False
     waiters: list[tuple[object, anyio.Event]] = attrs.field(factory=list)  # (loop token, event)
-    owner_gone: Callable[[], bool] = _never
+    owner_gone: Callable[[], bool] = never
     held: list[Lock] = attrs.field(factory=list)
 
     def claim(self, lock: Lock) -> bool:
@@ -129,8 +110,8 @@ def board(key: str) -> tuple[Flight, bool]:
         flight = _flights.get(key)
         if flight is not None:
             return flight, False
-        flight = _flights[key] = Flight(key, owner_gone=_owner_gone())
-        if flight.owner_gone is not _never and not _janitor_running:
+        flight = _flights[key] = Flight(key, owner_gone=loop_closed_probe())
+        if flight.owner_gone is not never and not _janitor_running:
             _janitor_running = True
             threading.Thread(target=_janitor, name="chunktune-flights", daemon=True).start()
         return flight, True
@@ -147,7 +128,7 @@ def _janitor() -> None:
     while True:
         time.sleep(OWNER_CHECK_S)
         with _lock:
-            watched = [f for f in _flights.values() if f.owner_gone is not _never]
+            watched = [f for f in _flights.values() if f.owner_gone is not never]
             if not watched:
                 _janitor_running = False
                 return

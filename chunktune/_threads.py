@@ -31,7 +31,9 @@ __all__ = [
     "call_soon",
     "hop",
     "in_own_thread",
+    "loop_closed_probe",
     "loop_running_here",
+    "never",
     "run_blocking",
     "sweeping",
     "wait_for_sweeps",
@@ -117,6 +119,25 @@ def call_soon(token: object, callback: Callable[[], None]) -> bool:
     except RuntimeError:  # a closed asyncio loop; trio's RunFinishedError
         return False
     return True
+
+
+def never() -> bool:
+    """A loop-closed probe for a loop that cannot be closed under a pending task (trio's)."""
+    return False
+
+
+def loop_closed_probe() -> Callable[[], bool]:
+    """Whether the calling task's loop has since been closed, as a later check can tell.
+
+    An asyncio loop closed with this task still pending (``loop.close()`` where
+    ``asyncio.run`` would have cancelled it) never runs the task again. A trio run
+    leaves no task behind: :func:`never`.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return never
+    return loop.is_closed
 
 
 def loop_running_here() -> bool:
