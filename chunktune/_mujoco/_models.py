@@ -1,9 +1,11 @@
-"""Models for the adapter: sizes, compatibility of variants, content hashes, perturbed states."""
+"""Models for the adapter: the variants taken, their sizes and compatibility, content hashes,
+perturbed states."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,7 @@ __all__ = [
     "perturb",
     "randomized",
     "read_only",
+    "take_models",
 ]
 
 FULLPHYSICS = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)
@@ -126,3 +129,50 @@ def read_only(array: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     view = array.view()
     view.flags.writeable = False
     return view
+
+
+def take_models(model: Any, num_envs: int) -> tuple[Any, ...]:
+    """``model`` as a tuple of compatible variants, one env at least for each.
+
+    Raises:
+        InvalidArgumentError: a path, an empty sequence, something not an MjModel,
+            variants of different sizes, or more variants than envs.
+    """
+    if isinstance(model, str | os.PathLike):
+        raise InvalidArgumentError(
+            f"model must be a mujoco.MjModel, got the path {os.fspath(model)!r}; "
+            "use RolloutWorkload.from_xml() to load a file"
+        )
+    try:
+        models = (model,) if isinstance(model, mujoco.MjModel) else tuple(model)
+    except TypeError:
+        models = (model,)  # not iterable: reported as a wrong type just below
+    if not models:
+        raise InvalidArgumentError("model must be an MjModel or a non-empty sequence of them")
+    for index, m in enumerate(models):
+        if not isinstance(m, mujoco.MjModel):
+            raise InvalidArgumentError(
+                f"model variant {index} is a {type(m).__name__}, not a mujoco.MjModel"
+            )
+    check_compatible(models)
+    if len(models) > num_envs:
+        raise InvalidArgumentError(
+            f"{len(models)} model variants for num_envs={num_envs}: "
+            "every variant needs at least one env"
+        )
+    models = _collapsed(models, num_envs)
+    # the workload's own copies: a caller who edits a model later changes neither what
+    # is measured nor the key it is stored under
+    copies = {id(m): copy.copy(m) for m in models}
+    return tuple(copies[id(m)] for m in models)
+
+
+def _collapsed(models: tuple[Any, ...], num_envs: int) -> tuple[Any, ...]:
+    """``models`` with runs of one model object made one variant, where that lays out the
+    same model for every env (``[m] * num_envs``, MuJoCo's per-env list, is ``m``)."""
+    runs = tuple(m for i, m in enumerate(models) if i == 0 or m is not models[i - 1])
+    n, k = len(models), len(runs)
+    if k == n:
+        return models
+    same = all(runs[i * k // num_envs] is models[i * n // num_envs] for i in range(num_envs))
+    return runs if same else models
