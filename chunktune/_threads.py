@@ -34,6 +34,7 @@ __all__ = [
     "loop_closed_probe",
     "loop_running_here",
     "never",
+    "run_beside",
     "run_blocking",
     "sweeping",
     "wait_for_sweeps",
@@ -190,6 +191,38 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
             f"blocking would stall it; use `{instead}` there instead"
         )
     return anyio.run(call)
+
+
+def run_beside(
+    call: Callable[[], Coroutine[Any, Any, T]], *, timeout_s: float, name: str
+) -> tuple[bool, T | None]:
+    """``await call()`` on an event loop of its own, in a daemon thread; wait ``timeout_s``.
+
+    For synchronous code on a loop's thread that must block as an older API did (the
+    caller's loop waits), without deadlocking on a task of that loop. Returns
+    ``(True, result)``, or ``(False, None)`` when the time ran out first: the call goes
+    on in the background.
+
+    Raises:
+        BaseException: what ``call()`` raised.
+    """
+    outcome: list[tuple[bool, Any]] = []
+
+    def main() -> None:
+        try:
+            outcome.append((True, anyio.run(call)))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=main, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        return False, None
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return True, value
 
 
 async def in_own_thread(

@@ -17,21 +17,19 @@ from __future__ import annotations
 import functools
 import logging
 import numbers
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import numpy as np
 
 from ._config import load_settings as _load_settings
-from ._decision import Decision as _Decision
 from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
 from ._threads import loop_running_here as _loop_running_here
+from ._threads import run_beside as _run_beside
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
 from ._workload import upper_chunk as _upper_chunk
@@ -213,18 +211,12 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
             "`await chunktune.resolve(...)` would not",
             wait_s,
         )
-    outcome: list[_Decision | BaseException] = []
-
-    def main() -> None:
-        try:
-            outcome.append(anyio.run(functools.partial(_resolve, workload, settings=settings)))
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=main, name="chunktune-compat", daemon=True)
-    thread.start()
-    thread.join(wait_s)
-    if not outcome:
+    done, decision = _run_beside(
+        functools.partial(_resolve, workload, settings=settings),
+        timeout_s=wait_s,
+        name="chunktune compat",
+    )
+    if not done or decision is None:
         _logger.warning(
             "chunktune: resolve_chunk_size kept the native chunk: no decision within %.3g s "
             "(a task of the blocked loop may be measuring the same workload); the one being "
@@ -232,6 +224,4 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
             wait_s,
         )
         return None
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0].chunk_size
+    return decision.chunk_size
