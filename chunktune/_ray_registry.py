@@ -166,6 +166,19 @@ class Registry:
         slot.holder = None
         self._changed(slot)
 
+    async def abandon(self, key: str, holder: str) -> None:
+        """Give up a claim whose reply its caller stopped waiting for (its hard limit).
+
+        Submitted after the claim, so it runs after it: a claim granted too late is
+        released at once instead of holding the key until its lease ends.
+        """
+        slot = self._slot(key)
+        if slot.holder != holder:
+            return
+        self._note(key, "release", slot.holder)
+        slot.holder = None
+        self._changed(slot)
+
     async def wait(self, key: str, timeout_s: float) -> None:
         """Return when the key's state changes or its claim's lease ends; at most ``timeout_s``."""
         slot = self._slot(key)

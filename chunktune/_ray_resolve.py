@@ -41,7 +41,7 @@ from ._ray_job import (
     store,
 )
 from ._ray_registry import registry_handle
-from ._request import entry_decision, pick_policy
+from ._request import entry_decision, pick_policy, worth_storing
 from ._resolve import resolve_since
 from ._settings import Policy, Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
@@ -176,6 +176,18 @@ async def _sweep(
         _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise failure
     assert decision is not None
+    limit = job.policy.hard_limit_s
+    until = math.inf if limit is None else started + limit
+    if decision.source == "fallback" and anyio.current_time() >= until:
+        # its own hard_limit_s ended it, not the workload: a worker with more time may
+        # measure, so the claim goes back instead of failing the node type for everyone
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        return decision
+    if decision.source != "fallback" and not worth_storing(decision):
+        # nothing but native timed (too slow for this worker's budget): nothing to share;
+        # the claim goes back, and the next worker of the type measures for itself
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        return decision
     send: Callable[[], Any]
     if decision.source == "fallback":
         reason = decision.reason
@@ -195,11 +207,13 @@ async def _sweep(
             )
         )
         send = functools.partial(registry.publish.remote, job.registry_key, token, entry, holder)
-    limit = job.policy.hard_limit_s
     try:
-        await _call(ray, send, until=math.inf if limit is None else started + limit)
+        if anyio.current_time() >= until:
+            _tell(ray, send)  # past hard_limit_s: sent, not waited for
+        else:
+            await _call(ray, send, until=until)
     except _OutOfTime:
-        _tell(ray, send)  # past hard_limit_s: sent, not waited for
+        pass  # submitted before the limit came: Ray delivers it; nobody waits for it
     except _RegistryGone as exc:
         logger.warning("chunktune: could not publish to the registry (%s)", exc)
     return decision
@@ -212,6 +226,8 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     wait for another worker's sweep ends at ``[ray] wait_timeout_s``, or at the policy's
     ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
     """
+    if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
+        raise _RegistryGone("Ray is not initialised in this process any more")
     limit = job.policy.hard_limit_s
     limit_until = math.inf if limit is None else started + limit
     with anyio.CancelScope(deadline=limit_until) as scope:
@@ -229,18 +245,23 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     deadline = min(wait_until, limit_until)
     since: float | None = None
     while True:
-        reply = await _call(
-            ray,
-            functools.partial(
-                registry.claim.remote,
-                job.registry_key,
-                holder,
-                since=since,
-                refresh=job.refresh,
-                lease_s=options.lease_s,
-            ),
-            until=limit_until,
-        )
+        try:
+            reply = await _call(
+                ray,
+                functools.partial(
+                    registry.claim.remote,
+                    job.registry_key,
+                    holder,
+                    since=since,
+                    refresh=job.refresh,
+                    lease_s=options.lease_s,
+                ),
+                until=limit_until,
+            )
+        except _OutOfTime:
+            # the claim may yet be granted to nobody who waits: give it up after it
+            _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
+            raise
         since = reply["since"]
         state = reply["state"]
         if state == "answer":
@@ -256,25 +277,28 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                 '([ray] while_sweeping = "native"); a later resolve picks its answer up'
             )
             return report_decision(native_decision(job, why), job.settings)
+        waited = (
+            f"until the hard limit of {limit:g} s (hard_limit_s)"
+            if limit is not None and limit_until <= wait_until
+            else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
+        )
+        why = (
+            f"waited {waited} for {reply['holder']}'s sweep of node type "
+            f"{job.node_type}; nothing was cached"
+        )
         left = deadline - anyio.current_time()
         if left <= 0:
-            waited = (
-                f"until the hard limit of {limit:g} s (hard_limit_s)"
-                if limit is not None and limit_until <= wait_until
-                else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
-            )
-            why = (
-                f"waited {waited} for {reply['holder']}'s sweep of node type "
-                f"{job.node_type}; nothing was cached"
-            )
             return report_decision(native_decision(job, why), job.settings)
         slice_s = min(left, options.lease_s)
-        await _call(
-            ray,
-            functools.partial(registry.wait.remote, job.registry_key, slice_s),
-            limit_s=slice_s + _CALL_TIMEOUT_S,
-            until=limit_until,
-        )
+        try:
+            await _call(
+                ray,
+                functools.partial(registry.wait.remote, job.registry_key, slice_s),
+                limit_s=slice_s + _CALL_TIMEOUT_S,
+                until=limit_until,
+            )
+        except _OutOfTime:  # the wait ran to the limit (its reply just after): say so
+            return report_decision(native_decision(job, why), job.settings)
 
 
 async def resolve(

@@ -32,6 +32,7 @@ __all__ = [
     "policy_identity",
     "report",
     "say",
+    "worth_storing",
 ]
 
 logger = logging.getLogger("chunktune")
@@ -122,6 +123,15 @@ def failed_decision(
         probe_seconds=probe_seconds,
         policy=req.policy_name,
     )
+
+
+def worth_storing(decision: Decision) -> bool:
+    """Whether a measured decision is evidence to remember: it timed a candidate.
+
+    One that timed native alone (a call too slow for the budget, say) would answer the
+    next request whatever its budget, telling it to raise a budget it already raised.
+    """
+    return any(chunk is not None for chunk in decision.timings)
 
 
 def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheEntry:

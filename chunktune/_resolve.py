@@ -40,6 +40,7 @@ from ._request import (
     measured_decision,
     pick_policy,
     report,
+    worth_storing,
 )
 from ._settings import Policy, Settings
 from ._sweep import sweep
@@ -112,7 +113,7 @@ async def _measure(
         raise
     watch.sweeping = False
     decision = watch.decided = measured_decision(req, result, key)
-    if cache is not None:
+    if cache is not None and worth_storing(decision):
         # a write stuck behind another process's lock must not hold the answer past
         # hard_limit_s: the write is atomic, so it may finish on its own
         await hop(cache.put, key, cache_entry(req, decision, result), abandon_on_cancel=True)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+import attrs
+
 from ._events import ProgressCallback
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._rounds import run_rounds
@@ -76,7 +78,15 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
         tie_z=p.tie_z,
     )
     gain = 0.0
-    if choice.chunk_size is not None and None in est:
+    if choice.chunk_size == probe.native:
+        # the older tuner's grid holds native's own size: chosen, it is native's schedule,
+        # whatever its samples said (the choice is kept: that tuner made it too)
+        choice = attrs.evolve(
+            choice,
+            reason=f"chose {probe.native}, the native chunk's own size measured as a "
+            "candidate: its schedule is native's, so no gain (the older tuner's choice)",
+        )
+    elif choice.chunk_size is not None and None in est:
         gain = 1.0 - est[choice.chunk_size] / est[None]
     probe.emit("done", round=rounds, message=stop)
     return SweepResult(

@@ -145,3 +145,13 @@ async def test_refresh_ignores_answers_older_than_the_call() -> None:
     assert reply["state"] == "answer"
     assert reply["entry"].chunk_size == 4
     assert (await claim(reg, "w4"))["entry"].chunk_size == 4
+
+
+async def test_a_claim_its_caller_stopped_waiting_for_is_abandoned_after_it() -> None:
+    """abandon(holder), run after a late claim, frees the key; another holder's stays."""
+    reg = Registry()
+    await claim(reg, "late")  # granted after its caller's hard limit ran out
+    await reg.abandon(KEY, "late")
+    assert (await claim(reg, "next"))["state"] == "claimed"  # no lease to wait out
+    await reg.abandon(KEY, "late")  # not the holder any more: nothing happens
+    assert (await claim(reg, "third"))["holder"] == "next"

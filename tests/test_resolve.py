@@ -187,6 +187,18 @@ async def test_what_a_workload_raises_is_its_failure_not_the_caller_s(
     assert cache_entries(isolated) == {}
 
 
+async def test_a_sweep_that_timed_no_candidate_is_not_remembered(isolated: Path) -> None:
+    """Too slow for the budget: native, not cached, so a larger budget measures next time."""
+    pool = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=16, mean_s=0.01)
+    balanced = chunktune.load_settings().get_policy("balanced")
+    short = await chunktune.resolve(pool, policy=attrs.evolve(balanced, time_budget_s=0.5))
+    assert short.chunk_size is None and "too long for the budget" in short.reason
+    assert cache_entries(isolated) == {}
+    ample = await chunktune.resolve(pool, policy=attrs.evolve(balanced, time_budget_s=60.0))
+    assert ample.source == "benchmark" and len(ample.timings) > 1
+    assert list(cache_entries(isolated)) == [ample.key]
+
+
 async def test_not_a_workload_is_rejected() -> None:
     """An object without the Workload members raises WorkloadError naming what is missing."""
     with pytest.raises(WorkloadError, match="run"):
@@ -728,15 +740,15 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
 
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     cache = chunktune.DecisionCache(isolated / "cache.json")
-    pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=2.0
+    pol = attrs.evolve(  # a budget of modeled seconds that times candidates: worth storing
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=2.5, hard_limit_s=3.0
     )
     w = uneven()
     async with holding_async(cache.lock_path) as holder:
         with anyio.fail_after(60):  # a hang detector, not a timing
             d = await chunktune.resolve(w, policy=pol)
         assert holder.returncode is None  # returned while the lock was still held
-    assert d.source == "benchmark" and d.key
+    assert d.source == "benchmark" and d.key and len(d.timings) > 1
     # the abandoned write goes on once the lock is free
     assert await anyio.to_thread.run_sync(cached_eventually, cache.path, d.key)
     again = await chunktune.resolve(w, policy=pol)

@@ -302,3 +302,15 @@ def test_the_older_tuner_s_schedule_measures_native_once_however_short_the_budge
     pol = attrs.evolve(seed, time_budget_s=0.5 * w.true_time(None))
     r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
     assert r.partial and list(r.estimates) == [None] and r.choice.chunk_size is None
+
+
+def test_the_older_tuner_choosing_native_s_own_size_reports_no_gain() -> None:
+    """seed's grid holds native's size: chosen, it is native's schedule, so gain 0."""
+    seed = load_settings().get_policy("seed")
+    for s in range(20):  # some noise draw makes native's size look faster than native
+        w = SimulatedWorkload([1e-3] * 2, nthread=1, noise=Noise(sigma=0.1), seed=s)
+        r = sweep(w, candidate_list(seed.candidates, 2, 1), attrs.evolve(seed, seed=s))
+        if r.choice.chunk_size == 1:  # native's own size (native chunk of 2 envs, 1 thread)
+            assert r.gain == 0.0 and "no gain" in r.choice.reason
+            return
+    pytest.fail("no draw chose native's own size")
