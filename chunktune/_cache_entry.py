@@ -14,8 +14,8 @@ import functools
 import math
 import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, overload
 
 import attrs
 import cattrs
@@ -32,6 +32,8 @@ __all__ = [
     "check_entry",
     "entry_from_table",
     "entry_to_table",
+    "writable_signature",
+    "writable_text",
 ]
 
 NATIVE = "native"  # how None (the native chunk) is written: TOML has no null
@@ -124,7 +126,31 @@ def _seconds(value: Any, _t: Any = None) -> float:
 def _text(value: Any, _t: Any = None) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{shown(value)} is not a string")
+    try:  # a lone surrogate (a file name that was not UTF-8) cannot be written as TOML
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{shown(value)} is not writable as UTF-8 text") from None
     return value
+
+
+@overload
+def writable_text(text: str) -> str: ...
+@overload
+def writable_text(text: None) -> None: ...
+def writable_text(text: str | None) -> str | None:
+    """Text as an entry may hold it (a file name that was not UTF-8: its bytes as escapes).
+
+    For what an entry only shows (its model file, its signature's values: the key was
+    made from the originals), so a workload named by such a path is still cached.
+    """
+    if text is None:
+        return None
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def writable_signature(signature: Mapping[str, Any]) -> dict[str, Any]:
+    """A signature as an entry may hold it: :func:`writable_text` of every text value."""
+    return {k: writable_text(v) if isinstance(v, str) else v for k, v in signature.items()}
 
 
 def _optional_text(value: Any, _t: Any = None) -> str | None:
@@ -152,7 +178,12 @@ def _timings_in(value: Any, _t: Any = None) -> dict[int | None, float]:
                 f"{shown(ms)} at {shown(key)} is not a positive number of milliseconds"
             )
         out[_chunk_key(key)] = seconds
-    return out
+    return _in_order(out)
+
+
+def _in_order(table: dict[int | None, Any]) -> dict[int | None, Any]:
+    """Native first, then the sizes ascending: the order a sweep reports them in."""
+    return {k: table[k] for k in sorted(table, key=lambda k: -1 if k is None else k)}
 
 
 def _interval_in(value: Any, _t: Any = None) -> tuple[float, float] | None:
@@ -167,7 +198,7 @@ def _interval_in(value: Any, _t: Any = None) -> tuple[float, float] | None:
 
 
 def _samples_in(value: Any, _t: Any = None) -> dict[int | None, int]:
-    return {_chunk_key(key): _count(n) for key, n in _table(value).items()}
+    return _in_order({_chunk_key(key): _count(n) for key, n in _table(value).items()})
 
 
 def _chunks_in(value: Any, _t: Any = None) -> tuple[int, ...]:
@@ -181,6 +212,10 @@ def _scalars(value: Any, _t: Any = None) -> dict[str, Any]:
     for key, item in _table(value).items():
         if not isinstance(item, str | int | float):
             raise ValueError(f"{key}: {shown(item)} is not a string, number or boolean")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{key}: {item!r} is not a finite number (no key can hold it)")
+        if isinstance(item, str):
+            _text(item)
     return dict(value)
 
 

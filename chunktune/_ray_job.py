@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ._cache import CacheEntry
+from ._cache_entry import writable_signature, writable_text
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._events import ProgressCallback
@@ -168,13 +169,15 @@ def entry_of(
         policy_effort=policy.effort(),
         probe_seconds=decision.probe_seconds,
         partial=decision.partial,
+        gain=decision.gain,
+        gain_ci=decision.gain_ci,
         num_envs=num_envs,
         nthread=nthread,
-        signature=signature,
+        signature=writable_signature(signature),
         device=device,
         chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
-        model_file=model_file,
+        model_file=writable_text(model_file),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ._cache import CacheEntry
+from ._cache_entry import writable_signature, writable_text
 from ._decision import Decision, timings_to_ms
 from ._errors import ConfigError
 from ._events import ProgressCallback
@@ -152,11 +153,11 @@ def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheE
         partial=result.partial,
         num_envs=req.num_envs,
         nthread=req.nthread,
-        signature=req.signature,
+        signature=writable_signature(req.signature),
         device=req.device,
         chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
-        model_file=getattr(req.workload, "model_file", None),
+        model_file=writable_text(getattr(req.workload, "model_file", None)),
         gain=decision.gain,
         gain_ci=decision.gain_ci,
     )

@@ -86,6 +86,20 @@ def test_both_formats_round_trip_every_field(
     assert got.timings == pytest.approx(want.timings)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_what_no_key_or_file_can_hold_is_refused_and_sizes_read_back_in_order(
+    tmp_path: Path, suffix: str
+) -> None:
+    """A NaN or a lone surrogate in an entry is not written (warned); sizes come back sorted."""
+    cache = DecisionCache(tmp_path / f"c{suffix}")
+    assert not cache.put("nan", entry(signature={"x": float("nan")}))
+    assert not cache.put("bytes", entry(host=os.fsdecode(b"h\xe8st")))
+    assert cache.put("k", entry(timings={13: 0.01, None: 0.0125, 2: 0.011}))
+    assert set(cache.entries()) == {"k"}
+    got = DecisionCache(cache.path).get("k")
+    assert got is not None and list(got.timings) == [None, 2, 13]
+
+
 def test_writers_of_different_keys_all_survive(tmp_path: Path) -> None:
     """Two cache objects on one file each add a key; both keys remain."""
     path = tmp_path / "c.json"

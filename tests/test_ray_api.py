@@ -255,3 +255,22 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     assert (decision.chunk_size, decision.key) == (4, job.key)
     # the abandoned write goes on once the lock is free
     assert await anyio.to_thread.run_sync(cached_eventually, isolated / "cache.json", job.key)
+
+
+def test_an_answer_shared_without_a_local_entry_keeps_its_gain() -> None:
+    """entry_of built from a decision (no cache here) carries gain and its interval."""
+    import attrs
+
+    from chunktune._ray_job import entry_of
+
+    here = chunktune.load_settings()
+    here = attrs.evolve(here, cache=attrs.evolve(here.cache, enabled=False))
+    d = chunktune.Decision(
+        chunk_size=2, native_chunk=3, source="benchmark", reason="confirmed", key="k.p",
+        timings={None: 0.01, 2: 0.009}, gain=0.079, gain_ci=(0.015, 0.14),
+    )  # fmt: skip
+    entry = entry_of(
+        d, settings=here, policy=here.active, signature={"kind": "x"}, device={"cpu": "y"},
+        num_envs=64, nthread=2,
+    )  # fmt: skip
+    assert (entry.gain, entry.gain_ci) == (0.079, (0.015, 0.14))

@@ -199,7 +199,26 @@ async def test_a_sweep_that_timed_no_candidate_is_not_remembered(isolated: Path)
     assert list(cache_entries(isolated)) == [ample.key]
 
 
-async def test_not_a_workload_is_rejected() -> None:
+async def test_a_workload_named_by_a_path_that_is_not_utf8_is_cached_as_toml(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model file name that was not UTF-8 (a lone surrogate) is stored with escapes."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "cache.toml"))
+    name = os.fsdecode(b"sc\xe8ne.xml")
+
+    class Named(SimulatedWorkload):
+        model_file = name
+
+        def signature(self) -> Mapping[str, SignatureValue]:
+            return {**super().signature(), "file": name}
+
+    w = Named(uneven().costs, nthread=8)
+    first = await chunktune.resolve(w)
+    again = await chunktune.resolve(Named(uneven().costs, nthread=8))
+    assert first.source == "benchmark" and again.source == "cache"
+    (stored,) = chunktune.DecisionCache(isolated / "cache.toml").entries().values()
+    assert stored.model_file == "sc\\udce8ne.xml"  # its bytes as escapes
+
     """An object without the Workload members raises WorkloadError naming what is missing."""
     with pytest.raises(WorkloadError, match="run"):
         await chunktune.resolve(object())  # type: ignore[arg-type]

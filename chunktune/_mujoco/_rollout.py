@@ -17,6 +17,7 @@ import mujoco.rollout
 import numpy as np
 import numpy.typing as npt
 
+from .._cache_entry import writable_text
 from .._errors import InvalidArgumentError, UsageError
 from .._validators import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
@@ -396,6 +397,11 @@ class RolloutWorkload:
                 model = mujoco.MjModel.from_binary_path(os.fspath(file))
             else:
                 model = mujoco.MjModel.from_xml_path(os.fspath(file))
+        except TypeError:  # MuJoCo takes UTF-8 file names only
+            raise InvalidArgumentError(
+                f"cannot load model file {writable_text(os.fspath(file))}: its name is not "
+                "UTF-8, which MuJoCo cannot open; rename the file"
+            ) from None
         except (ValueError, mujoco.FatalError) as exc:
             raise InvalidArgumentError(f"cannot load model file {file}: {exc}") from exc
         variants = [model]
