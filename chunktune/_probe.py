@@ -48,6 +48,7 @@ class SweepResult:
     gain: float = 0.0
     gain_ci: tuple[float, float] | None = None
     confirm_pairs: int = 0
+    budget_s: float = 0.0  # the budget it ended with: above time_budget_s if it stretched
 
     def counts(self) -> dict[Chunk, int]:
         """Samples taken per candidate (rounds; confirmation pairs not included)."""

@@ -87,7 +87,7 @@ def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
     """The decision a finished sweep made."""
     reason = result.choice.reason
     budget = req.policy.time_budget_s
-    if result.partial and result.elapsed_s > budget and req.policy.extend_budget:
+    if result.partial and result.budget_s > budget:
         reason += " (partial: the stretched budget ended the sweep)"
     elif result.partial:
         reason += f" (partial: the {budget:g} s budget ended the sweep)"

@@ -155,8 +155,9 @@ class _Rounds:
         room = room_at(call_s)
         if room >= field:
             return True
-        if self.probe.over(self.pace.budget_s) and not p.extend_budget:
-            return False  # the priming spent the budget: timing native again would overrun it
+        limit = self.pace.cap_s if p.extend_budget else self.pace.budget_s
+        if self.probe.elapsed() + call_s > limit:
+            return False  # timing native again would overrun all the sweep may spend
         start = self.probe.elapsed()
         self.probe(None, kind="warmup")
         call_s = min(call_s, self.probe.elapsed() - start)
@@ -567,6 +568,7 @@ class _Rounds:
             gain=gain,
             gain_ci=gain_ci,
             confirm_pairs=pairs,
+            budget_s=self.pace.budget_s,
         )
 
 

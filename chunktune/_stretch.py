@@ -111,7 +111,8 @@ class Stretch:
 
     def spent(self) -> str:
         """The reason's note when the sweep stretched past ``time_budget_s``, else ''."""
-        if not self.on or self.probe.elapsed() <= self.p.time_budget_s:
+        stretched = self.pace.budget_s > self.p.time_budget_s
+        if not self.on or not stretched or self.probe.elapsed() <= self.p.time_budget_s:
             return ""
         return f"; the budget was extended to {self.pace.budget_s:.3g} s"
 

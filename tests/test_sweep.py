@@ -314,3 +314,12 @@ def test_the_older_tuner_choosing_native_s_own_size_reports_no_gain() -> None:
             assert r.gain == 0.0 and "no gain" in r.choice.reason
             return
     pytest.fail("no draw chose native's own size")
+
+
+def test_a_stretching_policy_does_not_time_native_again_past_its_cap() -> None:
+    """patient-like, one call of 0.69 s against a cap of 0.9 s: one call, no second past it."""
+    w = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=16, mean_s=0.01)
+    pol = attrs.evolve(balanced(), time_budget_s=0.5, extend_budget=True, hard_limit_s=1.0)
+    r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol)
+    assert r.stop == "too_slow" and w.calls == 1
+    assert "the budget was extended" not in r.choice.reason  # it never was
