@@ -50,8 +50,8 @@ class Stretch:
     def slow_pool(self, call_s: float) -> bool:
         """Stretch to what judging and confirming one candidate takes; False if the cap cannot."""
         need = least_budget(self.p, call_s)
-        if not self.on or need > self.pace.cap_s:
-            return False
+        if not self.on or need > self.pace.cap_s or self.pace.cap_s <= self.pace.budget_s:
+            return False  # beyond the cap, or no room to stretch at all
         self.pace.extend_to(min(self.pace.cap_s, 1.1 * need))  # a tenth over: rounding, drift
         self.announce(
             f"one call takes about {call_s:.2g} s, too long for {self.p.time_budget_s:g} s "
@@ -117,7 +117,8 @@ class Stretch:
         return f"; the budget was extended to {self.pace.budget_s:.3g} s"
 
     def announce_if_news(self, why: str) -> None:
-        if self.pace.budget_s > _NEWS * self.announced_s:  # not every round's nudge
+        first = self.announced_s <= self.p.time_budget_s < self.pace.budget_s
+        if first or self.pace.budget_s > _NEWS * self.announced_s:  # not every round's nudge
             self.announce(why)
 
     def announce(self, why: str) -> None:

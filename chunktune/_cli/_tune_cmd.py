@@ -16,6 +16,7 @@ from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
 from .._locks import hold_blocking, sweep_lock
+from .._request import worth_storing
 from .._resolve import resolve
 from .._threads import wait_for_sweeps
 from .._validators import model_file_problem
@@ -192,7 +193,9 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
     if decision.partial:
         details.append("partial sweep")
-    if decision.key:
+    if decision.key and decision.source == "benchmark" and not worth_storing(decision):
+        details.append("not cached: nothing but native was timed")
+    elif decision.key:
         details.append(f"cache key {decision.key[:12]}")
     if details:
         console.print(" · ".join(details))
