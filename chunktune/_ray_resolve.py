@@ -97,6 +97,11 @@ async def _call(
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _deadline(policy: Policy, started: float) -> float:
+    """Where the policy's ``hard_limit_s``, counted from ``started``, ends (inf without one)."""
+    return math.inf if policy.hard_limit_s is None else started + policy.hard_limit_s
+
+
 def _tell(ray: Any, submit: Callable[[], Any]) -> None:
     """Send a registry call whose answer nobody waits for (a heartbeat, a release)."""
     if not ray.is_initialized():
@@ -176,8 +181,7 @@ async def _sweep(
         _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise failure
     assert decision is not None
-    limit = job.policy.hard_limit_s
-    until = math.inf if limit is None else started + limit
+    until = _deadline(job.policy, started)
     if decision.source == "fallback" and anyio.current_time() >= until:
         # its own hard_limit_s ended it, not the workload: a worker with more time may
         # measure, so the claim goes back instead of failing the node type for everyone
@@ -228,8 +232,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     """
     if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
         raise _RegistryGone("Ray is not initialised in this process any more")
-    limit = job.policy.hard_limit_s
-    limit_until = math.inf if limit is None else started + limit
+    limit, limit_until = job.policy.hard_limit_s, _deadline(job.policy, started)
     with anyio.CancelScope(deadline=limit_until) as scope:
         try:
             registry = await wait_in_thread(
@@ -348,8 +351,7 @@ async def resolve(
     ray = await wait_in_thread(connected_ray, settings)
     job = None
     # signature() is the workload's own code: past hard_limit_s the plain resolve says so
-    limit_until = math.inf if pol.hard_limit_s is None else started + pol.hard_limit_s
-    with anyio.CancelScope(deadline=limit_until):
+    with anyio.CancelScope(deadline=_deadline(pol, started)):
         keying = functools.partial(identify, ray, workload, settings, policy, refresh, on_progress)
         try:
             # a daemon thread: one left behind never holds up the process's exit

@@ -155,8 +155,7 @@ class _Rounds:
         room = room_at(call_s)
         if room >= field:
             return True
-        limit = self.pace.cap_s if p.extend_budget else self.pace.budget_s
-        if self.probe.elapsed() + call_s > limit:
+        if self.probe.elapsed() + call_s > self.pace.cap_s:  # the budget, or its stretch's cap
             return False  # timing native again would overrun all the sweep may spend
         start = self.probe.elapsed()
         self.probe(None, kind="warmup")
