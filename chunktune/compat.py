@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import numbers
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -62,7 +63,7 @@ def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
 def _dtype_name(dtype: Any) -> str:
     try:
         return str(np.dtype(dtype).name)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: a malformed one, (np.int32, -1) say
         raise _InvalidArgumentError(
             f"dtype {dtype!r} is not a numpy data type (such as 'float64')"
         ) from None
@@ -76,10 +77,23 @@ def _control_width(model: Any) -> int:
     return int(nu)
 
 
+def _model_file(model_file: object) -> str | None:
+    """``model_file`` as the text of its path (None stays None)."""
+    if model_file is None:
+        return None
+    if not isinstance(model_file, str | bytes | os.PathLike):
+        raise _InvalidArgumentError(
+            f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
+        )
+    return os.fsdecode(model_file)
+
+
 class PoolStepWorkload:
     """The older tuner's probe as a Workload: ``pool.step`` on a copy of ``state``, zero controls.
 
-    ``run`` times only the ``pool.step`` call (seconds).
+    ``run`` times only the ``pool.step`` call (seconds). The zero controls are made on
+    the first ``run``: a cache hit allocates nothing, and controls too large to allocate
+    fail the measuring (native is kept), as the older tuner's did, not the call.
     """
 
     def __init__(
@@ -95,7 +109,7 @@ class PoolStepWorkload:
         post_step_forward_sensor: bool,
         bench_nsteps: int,
         backend_type: str = "mujoco",
-        model_file: str | None = None,
+        model_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.pool = pool
         self.state = state
@@ -104,7 +118,7 @@ class PoolStepWorkload:
         self.nthread = nthread
         self.bench_nsteps = _check_chunk_size(bench_nsteps, what="bench_nsteps")
         self.post_step_forward_sensor = bool(post_step_forward_sensor)
-        self.model_file = model_file
+        self.model_file = _model_file(model_file)
         self._signature: dict[str, SignatureValue] = {
             "kind": "compat.pool_step",
             "backend_type": str(backend_type),
@@ -113,8 +127,19 @@ class PoolStepWorkload:
             "bench_nsteps": self.bench_nsteps,
             **_model_facts(model, _check_chunk_size(n_variants, what="n_variants")),
         }
-        nu = _control_width(model)
-        self.control = np.zeros((num_envs, self.bench_nsteps, nu), dtype=np.float64)
+        self._control_shape = (num_envs, self.bench_nsteps, _control_width(model))
+        self._control: np.ndarray[Any, np.dtype[np.float64]] | None = None
+
+    @property
+    def control(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """Zero controls, ``(num_envs, bench_nsteps, model.nu)``, made on first use.
+
+        Raises:
+            MemoryError: they do not fit in memory.
+        """
+        if self._control is None:
+            self._control = np.zeros(self._control_shape, dtype=np.float64)
+        return self._control
 
     def signature(self) -> Mapping[str, SignatureValue]:
         """The older key's fields plus the model's content hash."""
@@ -149,7 +174,7 @@ def resolve_chunk_size(
     manual_chunk_size: int | None,
     adaptive: bool,
     backend_type: str = "mujoco",
-    model_file: str | None = None,
+    model_file: str | os.PathLike[str] | None = None,
 ) -> int | None:
     """The older tuner's entry point, answered by chunktune. Returns the chunk or None (native).
 
@@ -162,7 +187,8 @@ def resolve_chunk_size(
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
             integer >= 0, ``manual_chunk_size`` not an integer from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
-            ``dtype`` no numpy data type, or ``model.nu`` no count of controls.
+            ``dtype`` no numpy data type, ``model.nu`` no count of controls, or
+            ``model_file`` no path.
         ConfigError: the settings file is invalid, or names an unknown policy.
     """
     # first, before anything is sized by them

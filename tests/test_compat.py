@@ -87,12 +87,16 @@ class _Model(FakeModel):
     ("over", "message"),
     [
         pytest.param({"dtype": "bogus"}, "dtype 'bogus' is not a numpy data type", id="dtype"),
+        pytest.param({"dtype": (np.int32, -1)}, "is not a numpy data type", id="dtype-malformed"),
+        pytest.param({"dtype": [("a", "i4"), ("a", "f4")]}, "is not a numpy data type",
+                     id="dtype-repeated-field"),
+        pytest.param({"model_file": 3}, "model_file 3 is not a path", id="model-file-int"),
         pytest.param({"n_variants": "x"}, "n_variants must be an integer", id="variants-text"),
         pytest.param({"n_variants": 0}, "n_variants must be an integer", id="variants-zero"),
         pytest.param({"model": _Model(-1)}, "model.nu -1 is not a count", id="nu-negative"),
         pytest.param({"model": _Model("a")}, "model.nu 'a' is not a count", id="nu-text"),
     ],
-)
+)  # fmt: skip
 def test_bad_arguments_for_measuring_raise_naming_them(
     over: dict[str, object], message: str
 ) -> None:
@@ -101,6 +105,21 @@ def test_bad_arguments_for_measuring_raise_naming_them(
     with pytest.raises(InvalidArgumentError, match=message):
         call(pool, np.zeros((256, 5)), **over)
     assert pool.calls == []
+
+
+def test_controls_too_large_to_allocate_keep_native() -> None:
+    """Zero controls that cannot be allocated fail the measuring (None), never the caller."""
+    pool = FakePool()
+    huge = {"bench_nsteps": 2**31 - 1, "model": _Model(2**31 - 1)}  # 2**73 bytes of controls
+    assert call(pool, np.zeros((256, 5)), **huge) is None
+    assert pool.calls == []
+
+
+def test_a_model_file_path_is_cached_as_its_text(isolated: Path) -> None:
+    """model_file may be a pathlib.Path (the older tuner's callers passed one): measured, stored."""
+    call(FakePool(), np.zeros((256, 5)), model_file=Path("/models/robot.xml"))
+    (entry,) = json.loads((isolated / "cache.json").read_text())["entries"].values()
+    assert entry["model_file"] == "/models/robot.xml"
 
 
 def test_adaptive_off_gives_none() -> None:
