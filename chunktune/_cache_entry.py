@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ __all__ = [
     "check_entry",
     "entry_from_table",
     "entry_to_table",
+    "writable_path",
     "writable_signature",
     "writable_text",
 ]
@@ -146,6 +148,21 @@ def writable_text(text: str | None) -> str | None:
     if text is None:
         return None
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def writable_path(value: object) -> str | None:
+    """A workload's ``model_file`` as an entry may hold it: :func:`writable_text` of a str,
+    bytes or ``os.PathLike`` path; None for anything else, which names no file.
+
+    The attribute is informal (any workload may have one), so what it holds never stops
+    a measured decision from being stored.
+    """
+    if not isinstance(value, str | bytes | os.PathLike):
+        return None
+    try:
+        return writable_text(os.fsdecode(value))
+    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
+        return None
 
 
 def writable_signature(signature: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from ._cache import CacheEntry
-from ._cache_entry import writable_signature, writable_text
+from ._cache_entry import writable_path, writable_signature
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._events import ProgressCallback
@@ -146,7 +146,7 @@ def entry_of(
     device: dict[str, Any],
     num_envs: int,
     nthread: int,
-    model_file: str | None = None,
+    model_file: object = None,
 ) -> CacheEntry:
     """Blocking: the cache entry behind ``decision``: as stored, or built from it."""
     cache = cache_for(settings)
@@ -177,7 +177,7 @@ def entry_of(
         device=device,
         chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
-        model_file=writable_text(model_file),
+        model_file=writable_path(model_file),
     )
 
 

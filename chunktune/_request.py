@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from ._cache import CacheEntry
-from ._cache_entry import writable_signature, writable_text
+from ._cache_entry import writable_path, writable_signature
 from ._decision import Decision, timings_to_ms
 from ._errors import ConfigError
 from ._events import ProgressCallback
@@ -157,7 +157,7 @@ def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheE
         device=req.device,
         chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
-        model_file=writable_text(getattr(req.workload, "model_file", None)),
+        model_file=writable_path(getattr(req.workload, "model_file", None)),
         gain=decision.gain,
         gain_ci=decision.gain_ci,
     )

@@ -225,6 +225,30 @@ async def test_a_workload_named_by_a_path_that_is_not_utf8_is_cached_as_toml(
 
 
 @pytest.mark.parametrize(
+    ("model_file", "stored"),
+    [
+        pytest.param(Path("/models/arm.xml"), "/models/arm.xml", id="path"),
+        pytest.param(b"/models/arm.xml", "/models/arm.xml", id="bytes"),
+        pytest.param(3, None, id="no-path"),
+    ],
+)
+async def test_a_model_file_that_is_no_str_is_stored_as_text_or_not_at_all(
+    isolated: Path, model_file: object, stored: str | None
+) -> None:
+    """A workload's model_file that is a Path, bytes or no path never fails the stored sweep."""
+
+    class Named(SimulatedWorkload):
+        pass
+
+    w = Named(uneven().costs, nthread=8)
+    w.model_file = model_file  # type: ignore[attr-defined]
+    first = await chunktune.resolve(w)
+    assert first.source == "benchmark"
+    (entry,) = chunktune.DecisionCache(isolated / "cache.json").entries().values()
+    assert entry.model_file == stored
+
+
+@pytest.mark.parametrize(
     ("n", "t", "field"),
     [
         pytest.param(0, 2, "num_envs", id="envs0"),
