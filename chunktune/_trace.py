@@ -25,7 +25,14 @@ import attrs
 
 from ._errors import InvalidArgumentError, TraceError
 from ._validators import is_path, shown
-from ._workload import MAX_SECONDS, MIN_SECONDS, as_seconds, native_chunk, upper_chunk
+from ._workload import (
+    MAX_COUNT,
+    MAX_SECONDS,
+    MIN_SECONDS,
+    as_seconds,
+    native_chunk,
+    upper_chunk,
+)
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
@@ -101,8 +108,10 @@ def _count(doc: Mapping[str, Any], field: str, where: str) -> int:
     if field not in doc:
         raise TraceError(f"{where}: missing field {field!r}")
     value = doc[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TraceError(f"{where}: {field} is {value!r}; expected an integer >= 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise TraceError(
+            f"{where}: {field} is {shown(value)}; expected an integer from 1 to {MAX_COUNT}"
+        )
     return value
 
 
@@ -144,7 +153,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
             chunk = 0
         if str(chunk) != key or not 1 <= chunk <= upper:
             raise TraceError(
-                f"{where}: samples[{key!r}]: chunk sizes must be integers in 1..{upper} "
+                f"{where}: samples[{shown(key)}]: chunk sizes must be integers in 1..{upper} "
                 f"(ceil(N/T) for {num_envs} envs on {nthread} threads)"
             )
         if not isinstance(values, list) or len(values) != rounds:
@@ -167,11 +176,24 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
         if not isinstance(value, str):
             raise TraceError(f"{where}: {field} is {value!r}; expected a string")
     order_raw = doc.get("order", [])
-    if not isinstance(order_raw, list) or not all(
-        isinstance(r, list) and all(isinstance(c, int) and c in samples for c in r)
-        for r in order_raw
-    ):
+    if not isinstance(order_raw, list):
         raise TraceError(f"{where}: order must be a list of rounds, each a list of chunk sizes")
+    if order_raw and len(order_raw) != rounds:
+        raise TraceError(
+            f"{where}: order lists {len(order_raw)} rounds; expected {rounds} (one per round)"
+        )
+    sizes = sorted(samples)
+    for r, calls in enumerate(order_raw):
+        # each round ran every recorded size once; anything else is not the order they ran in
+        if not (
+            isinstance(calls, list)
+            and all(isinstance(c, int) and not isinstance(c, bool) for c in calls)
+            and sorted(calls) == sizes
+        ):
+            raise TraceError(
+                f"{where}: order[{r}] is {shown(calls)}; expected the recorded chunk sizes, "
+                "each once, in the order they ran"
+            )
     return Trace(
         num_envs=num_envs,
         nthread=nthread,
@@ -189,8 +211,9 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and validate a trace file.
 
     Raises:
-        TraceError: the file cannot be read, is not JSON, or a field is missing or
-            malformed; the message names the file and the field.
+        TraceError: the file cannot be read, is not JSON, gives a key twice in one
+            object, or a field is missing or malformed; the message names the file and
+            the field.
     """
     if not is_path(path):
         raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
@@ -200,10 +223,33 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read trace {file}: {exc}") from exc
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_once_each)
+    except _Repeated as exc:
+        raise TraceError(
+            f"{file}: {shown(exc.key)} is given more than once in one object; expected "
+            "each field and chunk size once"
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise TraceError(f"{file} is not a JSON trace: {exc}") from exc
     return trace_from_dict(doc, where=str(file))
+
+
+class _Repeated(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; a key given twice is an error, not the last one silently."""
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Repeated(key)
+            seen.add(key)
+    return doc
 
 
 def dump_trace(trace: Trace) -> str:

@@ -69,6 +69,18 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
         pytest.param(lambda d: d.update(native=5) or d, "native is 5", id="wrong-native"),
         pytest.param(lambda d: d["samples"].pop("1") and d, "no entry for the native chunk 1",
                      id="no-native"),
+        pytest.param(lambda d: d.update(num_envs=2**31) or d, "num_envs is 2147483648",
+                     id="envs-past-int"),
+        pytest.param(lambda d: '{"rounds": 3, ' + json.dumps(d)[1:],
+                     "'rounds' is given more than once", id="repeated-field"),
+        pytest.param(lambda d: json.dumps(d).replace('"2": [', '"2": [0.1], "2": [', 1),
+                     "'2' is given more than once", id="repeated-size"),
+        pytest.param(lambda d: d.update(order=[list(range(1, 17))]) or d,
+                     "order lists 1 rounds; expected 12", id="order-short"),
+        pytest.param(lambda d: d.update(order=[list(range(1, 17))] * 11 + [[1, 1]]) or d,
+                     "order[11] is [1, 1]", id="order-ragged"),
+        pytest.param(lambda d: d.update(order=[[True, *range(2, 17)]] * 12) or d,
+                     "order[0] is [True, 2,", id="order-bool"),
     ],
 )  # fmt: skip
 def test_a_bad_trace_names_the_file_and_the_field(tmp_path: Path, mutate: Any, field: str) -> None:
