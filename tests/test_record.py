@@ -74,6 +74,31 @@ def test_bad_record_arguments_exit_2_with_one_message(
     assert not (tmp_path / "t.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        pytest.param("adir.json", "-o adir.json is a directory", id="a-directory"),
+        pytest.param("a" * 300 + "/t.json", "File name too long", id="directory-name-too-long"),
+        pytest.param("a" * 300 + ".json", "File name too long", id="file-name-too-long"),
+    ],
+)
+def test_an_output_that_cannot_be_a_file_is_refused_before_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    output: str, message: str,
+) -> None:  # fmt: skip
+    """-o naming a directory or too long a name: exit 2, one message, before any model loads."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir.json").mkdir()
+    monkeypatch.setattr(
+        "chunktune._cli._record_cmd.load_workload",
+        lambda *a: pytest.fail("the recording started before -o was checked"),
+    )
+    assert main(["record", *TINY, "-q", "-o", output]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chunktune: error: -o") and message in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
 @pytest.mark.mujoco
 def test_a_trace_that_cannot_be_written_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

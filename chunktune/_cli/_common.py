@@ -157,12 +157,23 @@ def output_file(what: str, value: str) -> Path:
 
     Raises:
         InvalidArgumentError: the name is empty, holds a NUL byte or names an unknown home.
-        OutputError: its directory does not exist (nothing is created on a typo's say-so).
+        OutputError: its directory does not exist (nothing is created on a typo's say-so),
+            it names a directory, or a name in it is too long: said before a command
+            measures for minutes, not after.
     """
     path = file_arg(what, value)
-    if not path.parent.is_dir():
+    if not _is_dir(what, path.parent):
         raise OutputError(f"{what} {path}: the directory {path.parent} does not exist")
+    if _is_dir(what, path):
+        raise OutputError(f"{what} {path} is a directory; expected a file's name")
     return path
+
+
+def _is_dir(what: str, path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError as exc:  # a name too long, say
+        raise OutputError(f"{what} {path}: {exc.strerror or exc}") from None
 
 
 def same_file(a: Path, b: Path) -> bool:
