@@ -219,6 +219,8 @@ async def test_a_workload_named_by_a_path_that_is_not_utf8_is_cached_as_toml(
     (stored,) = chunktune.DecisionCache(isolated / "cache.toml").entries().values()
     assert stored.model_file == "sc\\udce8ne.xml"  # its bytes as escapes
 
+
+async def test_not_a_workload_is_rejected() -> None:
     """An object without the Workload members raises WorkloadError naming what is missing."""
     with pytest.raises(WorkloadError, match="run"):
         await chunktune.resolve(object())  # type: ignore[arg-type]
