@@ -6,12 +6,13 @@ rollout.rollout(..., chunk_size=decision.chunk_size)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-# first, before anything slow loads: the command's Ctrl-C while loading exits quietly
+# first, before anything else loads (typing included): the command's Ctrl-C while
+# loading exits quietly
 from . import _sigint  # noqa: F401
 
 # isort: split
+from typing import TYPE_CHECKING, Any
+
 from . import _exports
 from ._cache import DecisionCache
 from ._cache_entry import CacheEntry
