@@ -32,6 +32,7 @@ from ._cache_entry import BadEntry, check_entry
 from ._cache_entry import CacheEntry as CacheEntry
 from ._cache_format import SCHEMA, ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._errors import CacheError
+from ._locks import holds_file_at
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, user_path
 
@@ -258,8 +259,10 @@ class DecisionCache:
                 except (filelock.Timeout, OSError):
                     continue
                 try:
-                    file.unlink(missing_ok=True)
-                    removed += 1
+                    # another `clear` may have put a new, held file where this one was
+                    if holds_file_at(lock, file):
+                        file.unlink()
+                        removed += 1
                 except OSError:
                     pass
                 finally:

@@ -490,6 +490,32 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
     assert not held.exists()
 
 
+def test_clear_never_removes_a_lock_file_put_in_place_while_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`clear` unlinks only the idle lock file it locked, not one another `clear` and a holder
+    put at that path meanwhile."""
+    import filelock
+
+    cache = DecisionCache(tmp_path / "c.json")
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    path = locks / "k.lock"
+    path.touch()
+
+    class Swapped(filelock.FileLock):
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            got = super().acquire(*args, **kwargs)
+            fresh = locks / "fresh"
+            fresh.touch()
+            os.replace(fresh, path)  # another clear removed it; a resolver made it anew
+            return got
+
+    monkeypatch.setattr("chunktune._cache.filelock.FileLock", Swapped)
+    cache.clear()
+    assert path.exists()
+
+
 def test_default_cache_path_is_in_the_user_cache_dir() -> None:
     """Without settings, the cache lives in platformdirs' user cache dir, under chunktune/."""
     path = default_cache_path()
