@@ -125,15 +125,42 @@ def test_corrupt_file_is_moved_aside_intact(
     assert DecisionCache(path).get("k") is not None
 
 
-def test_newer_schema_is_kept_not_overwritten(tmp_path: Path) -> None:
-    """A file from a newer chunktune is moved aside before anything is written."""
-    path = tmp_path / "c.json"
-    doc = json.dumps({"schema": SCHEMA + 1, "entries": {"x": {}}})
-    path.write_text(doc)
-    DecisionCache(path).put("k", entry())
-    aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
-    assert aside and aside[0].read_text() == doc
-    assert set(DecisionCache(path).entries()) == {"k"}
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_newer_chunktunes_cache_is_left_as_it_is(tmp_path: Path, suffix: str) -> None:
+    """A newer schema's file is neither moved aside nor written: its chunktune keeps its answers."""
+    import tomli_w
+
+    path = tmp_path / f"c{suffix}"
+    doc = {"schema": SCHEMA + 1, "entries": {"x": {"chunk_size": 8}}}
+    raw = tomli_w.dumps(doc).encode() if suffix == ".toml" else json.dumps(doc).encode()
+    path.write_bytes(raw)
+    cache = DecisionCache(path)
+    assert cache.entries() == {} and cache.lookup("x", policy_hash="", rule="", effort=0) is None
+    assert cache.put("k", entry()) is False
+    with pytest.raises(CacheError, match="newer than this chunktune"):
+        cache.entries(strict=True)
+    with pytest.raises(CacheError, match="newer than this chunktune"):
+        cache.clear()
+    assert path.read_bytes() == raw
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
+    isolated: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """resolve over a newer chunktune's cache measures, warns once, and leaves the file alone."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    path = isolated / "cache.json"
+    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
+    before = path.read_bytes()
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    for _ in range(2):
+        w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="newer")
+        assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert path.read_bytes() == before
+    assert caplog.text.count("newer than this chunktune") == 1
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
