@@ -260,9 +260,10 @@ class DecisionCache:
     def _remove_idle_key_locks(self) -> int:
         """Delete the key-lock files no process holds now; returns how many went.
 
-        Each is taken without waiting and unlinked while held: a process that opened
-        the old file meanwhile finds it unlinked once it gets the lock, and filelock
-        then retries on a fresh file. One that is held stays.
+        Each is taken without waiting and unlinked while held, with the holder's note
+        a killed holder left beside it: a process that opened the old file meanwhile
+        finds it unlinked once it gets the lock, and retries on a fresh file
+        (``_locks.holds_file_at``). One that is held stays, and so does its note.
         """
         removed = 0
         with contextlib.suppress(OSError):
@@ -276,6 +277,8 @@ class DecisionCache:
                 try:
                     # another `clear` may have put a new, held file where this one was
                     if holds_file_at(lock, file):
+                        # a note beside an idle lock is a holder's that was killed
+                        file.with_name(file.name + ".holder").unlink(missing_ok=True)
                         file.unlink()
                         removed += 1
                 except OSError:
@@ -541,8 +544,9 @@ class DecisionCache:
     def clear(self) -> int:
         """Delete every entry present now, and the debris of earlier runs; returns how many.
 
-        Debris: key-lock files no process holds, and temporary files of writers that
-        died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
+        Debris: key-lock files no process holds (and the notes of holders killed
+        while holding them), and temporary files of writers that died mid-write
+        (older than ``_atomic.STALE_TEMP_S``, five minutes).
 
         Raises:
             CacheError: the cache cannot be read or written (nothing was deleted).

@@ -495,7 +495,7 @@ time.sleep(60)
 
 
 def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
-    """`clear` deletes lock files no process holds; one held by another process stays."""
+    """`clear` deletes lock files no process holds and killed holders' notes; held ones stay."""
     import subprocess
     import sys
 
@@ -505,12 +505,17 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
     locks.mkdir()
     idle, held = locks / "idle.lock", locks / "held.lock"
     idle.touch()
+    dead_note = locks / "idle.lock.holder"  # its holder was killed while holding it
+    dead_note.write_text('{"pid": 1, "since": 0}')
+    held_note = locks / "held.lock.holder"
     cmd = [sys.executable, "-c", _HOLD, str(held)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            held_note.write_text('{"pid": 2, "since": 0}')
             assert cache.clear() == 1
             assert not idle.exists() and held.exists()
+            assert not dead_note.exists() and held_note.exists()
         finally:
             holder.kill()
     cache.clear()
