@@ -10,8 +10,9 @@ documents of every wrong shape, in JSON and TOML) go through ``DecisionCache``
 reads, lookups and a write, ``read_cache_file`` (what ``cache import`` uses) and
 ``chunktune cache list`` (in-process, output captured). Every outcome is counted;
 any exception other than a ChunktuneError, any valid entry lost, any bad entry
-served and any quarantine that does not keep the bytes is a failure. Prints the
-counts, the slowest case of each kind and the wall time; exits 1 on any failure.
+served, any quarantine that does not keep the bytes, and any newer schema's file
+not left as it is, is a failure. Prints the counts, the slowest case of each kind
+and the wall time; exits 1 on any failure.
 """
 
 from __future__ import annotations
@@ -381,13 +382,20 @@ def _safe(entry: CacheEntry) -> bool:
 def check_cache(raw: bytes, promise: dict[str, CacheEntry], path: Path) -> str:
     """Read, look up and write a cache file holding ``raw``; the outcome, or a FAIL line."""
     path.write_bytes(raw)
+    newer = False
     try:
         imported = read_cache_file(path)
-    except ChunktuneError:
+    except ChunktuneError as exc:
         imported = None
+        newer = "newer than this chunktune" in str(exc)
     cache = DecisionCache(path)
     served = cache.entries()
     aside = sorted(path.parent.glob(f"{path.name}.corrupt-*"))
+    if newer:  # another chunktune's file: neither served, moved aside nor written
+        extra = CacheEntry(chunk_size=2, native_chunk=1, reason="fuzz", num_envs=N)
+        if served or aside or cache.put("fuzz-new", extra) or path.read_bytes() != raw:
+            return "FAIL a newer chunktune's file was not left alone"
+        return "left alone (newer schema)"
     if aside:
         if aside[0].read_bytes() != raw or imported is not None:
             return "FAIL quarantine changed the bytes or disagreed with import"
@@ -428,7 +436,8 @@ def run_cache(rng: random.Random, kind: str, workdir: Path, tally: Tally) -> Non
         listed.write_bytes(raw)
         os.environ["CHUNKTUNE_CACHE"] = str(listed)
         code, text = cli("cache", "list")
-        if code != 0 or "Traceback" in text:
+        newer = outcome.startswith("left alone")  # list says it cannot read it, exit 2
+        if code != (2 if newer else 0) or "Traceback" in text:
             outcome = f"FAIL cache list exit {code}"
     except Exception:
         tally.add(label, "FAIL exception", time.perf_counter() - start, traceback.format_exc(-3))

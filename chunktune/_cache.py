@@ -3,8 +3,10 @@
 Writes take a cross-process lock on the file, re-read it, merge, and replace it
 atomically (temporary file, fsync, ``os.replace``), so concurrent writers of
 different keys all survive and a crash leaves either the old or the new file.
-A file that does not parse, is of the wrong shape, or was written by a newer
-chunktune, is moved aside with its bytes intact, never overwritten; an entry that
+A file that does not parse or is of the wrong shape is moved aside with its bytes
+intact, never overwritten. A file written by a newer chunktune is left as it is, neither
+read nor written: that chunktune still uses it, and moving it aside on every run of this
+one would throw away its answers each time. An entry that
 fails validation is skipped with a warning, never served, and dropped by the next
 write. Reads re-parse only when the file changed. The document format lives in
 ``_cache_format``.
@@ -30,8 +32,17 @@ from ._cache_entry import BadEntry, check_entry
 
 # re-exported for modules that import the record from here (_resolve)
 from ._cache_entry import CacheEntry as CacheEntry
-from ._cache_format import SCHEMA, ParsedCache, UnusableCache, cache_format, encode, parse_cache
+from ._cache_format import (
+    SCHEMA,
+    NewerCache,
+    ParsedCache,
+    UnusableCache,
+    cache_format,
+    encode,
+    parse_cache,
+)
 from ._errors import CacheError
+from ._locks import holds_file_at
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, user_path
 
@@ -82,6 +93,10 @@ def _not_a_cache_file(path: Path) -> OSError:
     return OSError(
         errno.EINVAL, "it is no regular file (a directory, device, FIFO or socket)", str(path)
     )
+
+
+def _written_by_newer(path: Path, why: str) -> OSError:
+    return OSError(errno.EINVAL, f"it {why}; this chunktune leaves it as it is", str(path))
 
 
 # ---------------------------------------------------------------- whole files
@@ -192,6 +207,7 @@ class DecisionCache:
         self.path = Path(os.path.realpath(_cache_path(path)))
         self.format = cache_format(self.path, format)
         self._memo: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
+        self._newer: tuple[tuple[int, int, int], str] | None = None  # a newer chunktune's file
         self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
         self._legacy_bytes: bytes | None = None
         self._warned = False
@@ -244,9 +260,10 @@ class DecisionCache:
     def _remove_idle_key_locks(self) -> int:
         """Delete the key-lock files no process holds now; returns how many went.
 
-        Each is taken without waiting and unlinked while held: a process that opened
-        the old file meanwhile finds it unlinked once it gets the lock, and filelock
-        then retries on a fresh file. One that is held stays.
+        Each is taken without waiting and unlinked while held, with the holder's note
+        a killed holder left beside it: a process that opened the old file meanwhile
+        finds it unlinked once it gets the lock, and retries on a fresh file
+        (``_locks.holds_file_at``). One that is held stays, and so does its note.
         """
         removed = 0
         with contextlib.suppress(OSError):
@@ -258,8 +275,12 @@ class DecisionCache:
                 except (filelock.Timeout, OSError):
                     continue
                 try:
-                    file.unlink(missing_ok=True)
-                    removed += 1
+                    # another `clear` may have put a new, held file where this one was
+                    if holds_file_at(lock, file):
+                        # a note beside an idle lock is a holder's that was killed
+                        file.with_name(file.name + ".holder").unlink(missing_ok=True)
+                        file.unlink()
+                        removed += 1
                 except OSError:
                     pass
                 finally:
@@ -335,17 +356,30 @@ class DecisionCache:
         )
 
     def _load(self, *, fresh: bool) -> dict[str, CacheEntry]:
+        """The file's valid entries.
+
+        Raises:
+            UnusableCache: the file does not parse or is of the wrong shape.
+            OSError: the file cannot be read, or a newer chunktune wrote it: it is
+                unavailable to this one, not broken.
+        """
         stat = self._stat()
         if stat is None:
             return {}
         if not fresh and self._memo is not None and self._memo[0] == stat:
             return self._memo[1]
+        if self._newer is not None and self._newer[0] == stat:
+            raise _written_by_newer(self.path, self._newer[1])
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return {}
         self._mtime = stat[0] / 1e9
-        entries = self._parse(raw)
+        try:
+            entries = self._parse(raw)
+        except NewerCache as exc:
+            self._newer = (stat, str(exc))
+            raise _written_by_newer(self.path, str(exc)) from None
         self._memo = (stat, entries)
         return entries
 
@@ -510,8 +544,9 @@ class DecisionCache:
     def clear(self) -> int:
         """Delete every entry present now, and the debris of earlier runs; returns how many.
 
-        Debris: key-lock files no process holds, and temporary files of writers that
-        died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
+        Debris: key-lock files no process holds (and the notes of holders killed
+        while holding them), and temporary files of writers that died mid-write
+        (older than ``_atomic.STALE_TEMP_S``, five minutes).
 
         Raises:
             CacheError: the cache cannot be read or written (nothing was deleted).

@@ -4,7 +4,8 @@ A document is ``{"schema": 1, "entries": {key: table}}``; each table is read and
 written by :mod:`chunktune._cache_entry`, every field checked, and an entry that
 fails is skipped and named, never served. A document that does not decode, or is of
 the wrong shape (not a table, no schema, a newer schema, ``entries`` not a table), is
-:class:`UnusableCache`; the caller moves it aside or reports it. The older tuner's
+:class:`UnusableCache`; the caller moves it aside or reports it, except a newer schema's
+(:class:`NewerCache`), which another chunktune still uses. The older tuner's
 flat JSON cache (schema 0) goes through the same validation.
 """
 
@@ -34,6 +35,7 @@ __all__ = [
     "LEGACY_PREFIX",
     "SCHEMA",
     "CacheFormat",
+    "NewerCache",
     "ParsedCache",
     "UnusableCache",
     "cache_format",
@@ -51,6 +53,10 @@ CacheFormat = Literal["json", "toml"]
 
 class UnusableCache(Exception):
     """A document that cannot be read as a whole; the message completes "the file ..."."""
+
+
+class NewerCache(UnusableCache):
+    """A document of a newer schema: another chunktune's cache, to be left as it is."""
 
 
 @attrs.frozen
@@ -212,8 +218,8 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
     evidence is kept, listed and exported.
 
     Raises:
-        UnusableCache: the document does not decode, is of the wrong shape, or has a
-            newer schema.
+        UnusableCache: the document does not decode or is of the wrong shape.
+        NewerCache: (an UnusableCache) the document has a newer schema.
     """
     doc = decode(raw, fmt)
     if not isinstance(doc, dict):
@@ -231,7 +237,7 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
                 f"(schema {shown(schema)})"
             )
         if schema > SCHEMA:
-            raise UnusableCache(
+            raise NewerCache(
                 f"has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
                 "upgrade chunktune to read it"
             )

@@ -15,6 +15,7 @@ can say whom it waits for.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ __all__ = [
     "acquire",
     "hold",
     "hold_blocking",
+    "holds_file_at",
     "key_lock",
     "sweep_lock",
     "sweep_lock_path",
@@ -50,6 +52,7 @@ SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
 _POLL_S = 0.02  # first pause between attempts; it grows to _POLL_MAX_S
 _POLL_MAX_S = 0.25
 REPORT_AFTER_S = 1.0  # a wait longer than this is reported once
+_VANISHED_TRIES = 4  # tries in a row that find no lock file before it is deemed unmakeable
 
 
 def sweep_lock_path() -> Path:
@@ -98,6 +101,22 @@ def _warn_once(path: Path, what: str, instead: str, exc: OSError) -> None:
     logger.warning("chunktune: cannot use %s %s (%s); %s", what, path, exc.strerror or exc, instead)
 
 
+def holds_file_at(lock: filelock.BaseFileLock, path: Path) -> bool:
+    """Whether ``path`` still names the file that ``lock`` (held) has locked.
+
+    A lock file removed (by ``cache clear``) after a waiter opened it is locked by that
+    waiter to no effect: whoever opens the path next gets another file. filelock 4
+    retries such a file itself; the 3.x releases the dependency floor allows do not.
+    """
+    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+    if not isinstance(fd, int):  # a filelock that keeps no descriptor: trust it
+        return True
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
 class Lock:
     """A cross-process file lock that degrades; attempts never block, any thread may release.
 
@@ -141,24 +160,44 @@ class Lock:
         """Take the lock if it is free; False if another holds it."""
         if self.mode == "file":
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file.acquire(timeout=0)
-            except filelock.Timeout as exc:
-                # a holder would have created the file: none there means it cannot be made
-                if self.path.exists():
-                    return False
-                self._fall_back(exc)
+                got = self._try_file()
             except OSError as exc:
                 self._fall_back(exc)
             else:
-                self._write_holder()
-                return True
+                if got:
+                    self._write_holder()
+                return got
         if self.mode == "local":
             lock, holders = self._local()
             if not lock.acquire(blocking=False):
                 return False
             holders[:] = [Holder(os.getpid(), time.time())]
         return True
+
+    def _try_file(self) -> bool:
+        """One try at the file lock: True if taken, False if another process holds it.
+
+        Raises:
+            OSError: the lock file cannot be made (a timeout with no file there, again
+                and again: a holder would have created it).
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(_VANISHED_TRIES):
+            try:
+                self._file.acquire(timeout=0)
+            except filelock.Timeout:
+                if self.path.exists():
+                    return False
+                # removed between filelock's create and open (`cache clear` deletes idle
+                # lock files): the next try makes a fresh one; this is no reason to degrade
+                continue
+            if holds_file_at(self._file, self.path):
+                return True
+            # removed (by `cache clear`) after this process opened it: whoever opens
+            # the path now gets another file, so holding this one excludes nobody
+            self._file.release()
+            return False
+        raise OSError(errno.ENOENT, "the lock file cannot be created", str(self.path))
 
     def release(self) -> None:
         """Release the lock (from any thread)."""

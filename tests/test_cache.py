@@ -125,15 +125,42 @@ def test_corrupt_file_is_moved_aside_intact(
     assert DecisionCache(path).get("k") is not None
 
 
-def test_newer_schema_is_kept_not_overwritten(tmp_path: Path) -> None:
-    """A file from a newer chunktune is moved aside before anything is written."""
-    path = tmp_path / "c.json"
-    doc = json.dumps({"schema": SCHEMA + 1, "entries": {"x": {}}})
-    path.write_text(doc)
-    DecisionCache(path).put("k", entry())
-    aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
-    assert aside and aside[0].read_text() == doc
-    assert set(DecisionCache(path).entries()) == {"k"}
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_newer_chunktunes_cache_is_left_as_it_is(tmp_path: Path, suffix: str) -> None:
+    """A newer schema's file is neither moved aside nor written: its chunktune keeps its answers."""
+    import tomli_w
+
+    path = tmp_path / f"c{suffix}"
+    doc = {"schema": SCHEMA + 1, "entries": {"x": {"chunk_size": 8}}}
+    raw = tomli_w.dumps(doc).encode() if suffix == ".toml" else json.dumps(doc).encode()
+    path.write_bytes(raw)
+    cache = DecisionCache(path)
+    assert cache.entries() == {} and cache.lookup("x", policy_hash="", rule="", effort=0) is None
+    assert cache.put("k", entry()) is False
+    with pytest.raises(CacheError, match="newer than this chunktune"):
+        cache.entries(strict=True)
+    with pytest.raises(CacheError, match="newer than this chunktune"):
+        cache.clear()
+    assert path.read_bytes() == raw
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
+    isolated: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """resolve over a newer chunktune's cache measures, warns once, and leaves the file alone."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    path = isolated / "cache.json"
+    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
+    before = path.read_bytes()
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    for _ in range(2):
+        w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="newer")
+        assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert path.read_bytes() == before
+    assert caplog.text.count("newer than this chunktune") == 1
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
@@ -468,7 +495,7 @@ time.sleep(60)
 
 
 def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
-    """`clear` deletes lock files no process holds; one held by another process stays."""
+    """`clear` deletes lock files no process holds and killed holders' notes; held ones stay."""
     import subprocess
     import sys
 
@@ -478,16 +505,47 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
     locks.mkdir()
     idle, held = locks / "idle.lock", locks / "held.lock"
     idle.touch()
+    dead_note = locks / "idle.lock.holder"  # its holder was killed while holding it
+    dead_note.write_text('{"pid": 1, "since": 0}')
+    held_note = locks / "held.lock.holder"
     cmd = [sys.executable, "-c", _HOLD, str(held)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            held_note.write_text('{"pid": 2, "since": 0}')
             assert cache.clear() == 1
             assert not idle.exists() and held.exists()
+            assert not dead_note.exists() and held_note.exists()
         finally:
             holder.kill()
     cache.clear()
     assert not held.exists()
+
+
+def test_clear_never_removes_a_lock_file_put_in_place_while_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`clear` unlinks only the idle lock file it locked, not one another `clear` and a holder
+    put at that path meanwhile."""
+    import filelock
+
+    cache = DecisionCache(tmp_path / "c.json")
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    path = locks / "k.lock"
+    path.touch()
+
+    class Swapped(filelock.FileLock):
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            got = super().acquire(*args, **kwargs)
+            fresh = locks / "fresh"
+            fresh.touch()
+            os.replace(fresh, path)  # another clear removed it; a resolver made it anew
+            return got
+
+    monkeypatch.setattr("chunktune._cache.filelock.FileLock", Swapped)
+    cache.clear()
+    assert path.exists()
 
 
 def test_default_cache_path_is_in_the_user_cache_dir() -> None:

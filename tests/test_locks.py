@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import attrs
+import filelock
 import pytest
 
 import chunktune
@@ -155,3 +156,50 @@ def test_a_wait_for_another_process_is_reported_and_bounded(
         r.getMessage() for r in caplog.records if "waiting for another sweep" in r.getMessage()
     ]
     assert len(infos) == 1
+
+
+def test_a_lock_file_removed_during_a_try_is_made_again_not_given_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key-lock file that `cache clear` deletes during a try is made afresh; it still excludes."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    path = tmp_path / "locks" / "k.lock"
+    lock = key_lock(path)
+    real = lock._file.acquire
+    tries: list[float | None] = []
+
+    def vanishing(timeout: float | None = None, **kw: object) -> object:
+        tries.append(timeout)
+        if len(tries) == 1:  # filelock found the file gone between its create and open
+            raise filelock.Timeout(str(path))
+        return real(timeout=timeout, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lock._file, "acquire", vanishing)
+    assert lock.try_acquire() and lock.mode == "file"
+    assert not key_lock(path).try_acquire()
+    lock.release()
+    assert not warnings_about(caplog, "cannot use the cache key locks")
+
+
+def test_a_lock_on_a_file_removed_after_it_was_opened_is_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock taken on a file `cache clear` unlinked meanwhile is given back, so two never hold."""
+    path = tmp_path / "locks" / "k.lock"
+    lock = key_lock(path)
+    real = lock._file.acquire
+
+    def then_unlinked(timeout: float | None = None, **kw: object) -> object:
+        got = real(timeout=timeout, **kw)  # type: ignore[arg-type]
+        path.unlink()  # what a filelock without an unlinked-file check would not notice
+        return got
+
+    monkeypatch.setattr(lock._file, "acquire", then_unlinked)
+    assert not lock.try_acquire() and not lock._file.is_locked
+    other = key_lock(path)
+    assert other.try_acquire()
+    monkeypatch.setattr(lock._file, "acquire", real)
+    assert not lock.try_acquire()
+    other.release()
+    assert lock.try_acquire()
+    lock.release()
