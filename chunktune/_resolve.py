@@ -248,10 +248,10 @@ async def resolve(
     the sweep lock until it returns, so no later sweep overlaps its probes.
     Cancelling the awaiting task does the same: it returns at once, the sweep stops
     at its next probe boundary, and nothing is cached (a cancel that arrives once the
-    sweep has finished, while its entry is being written, lets that whole entry land). A ``signature()`` that blocks
-    is left behind in the same way; a decision measured in time is returned at the
-    limit even while its entry still waits for the cache's write lock (it is written
-    once that lock is free).
+    sweep has finished, while its entry is being written, lets that whole entry land).
+    A ``signature()`` that blocks is left behind in the same way; a decision measured
+    in time is returned at the limit even while its entry still waits for the cache's
+    write lock (it is written once that lock is free).
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
