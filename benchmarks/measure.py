@@ -78,6 +78,8 @@ class SimRow:
     probes: int
     partial: bool
     confirmed: bool
+    claimed_gain: float = 0.0
+    claimed_ci: tuple[float, float] | None = None
     kind: str = "simulated"
 
 
@@ -119,6 +121,8 @@ def sim_rows(
                     probes=workload.calls,
                     partial=decision.partial,
                     confirmed=decision.gain_ci is not None,
+                    claimed_gain=decision.gain,
+                    claimed_ci=decision.gain_ci,
                 )
             )
     return rows
@@ -157,6 +161,8 @@ class TraceRow:
     probes: int
     partial: bool
     confirmed: bool
+    claimed_gain: float = 0.0
+    claimed_ci: tuple[float, float] | None = None
     kind: str = "trace"
 
 
@@ -196,6 +202,8 @@ def trace_rows(
                     probes=workload.calls,
                     partial=decision.partial,
                     confirmed=decision.gain_ci is not None,
+                    claimed_gain=decision.gain,
+                    claimed_ci=decision.gain_ci,
                 )
             )
     return rows

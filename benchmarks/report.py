@@ -382,6 +382,24 @@ def trace_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     return table(headers, body)
 
 
+def claims_table(rows: Sequence[Any]) -> str:
+    """Confirmed leaves per policy: the gain each decision claimed against its truth."""
+    headers = ["policy", "confirmed", "claimed (mean)", "true (mean)", "claimed / true",
+               "interval holds the truth"]  # fmt: skip
+    body = []
+    for (name,), group in _group([r for r in rows if r.confirmed], "policy").items():
+        claimed = [r.claimed_gain for r in group]
+        true = [-r.vs_native for r in group]
+        held = [r.claimed_ci[0] <= t <= r.claimed_ci[1] for r, t in zip(group, true, strict=True)
+                if r.claimed_ci is not None]  # fmt: skip
+        mean_claimed, mean_true = statistics.fmean(claimed), statistics.fmean(true)
+        ratio = mean_claimed / mean_true if mean_true else None
+        body.append([name, len(group), _p(mean_claimed), _p(mean_true),
+                     "-" if ratio is None else f"{ratio:.2f}",
+                     _u(sum(held) / len(held), 0) if held else "-"])  # fmt: skip
+    return table(headers, body)
+
+
 def _known(r: LiveRow) -> str:
     low, high = r.best_known_ci
     return f"{r.best_known} {_p(r.best_known_gain)} ({_p(low)}..{_p(high)})"

@@ -41,6 +41,7 @@ from measure import (
 from report import (
     TARGET_POLICY,
     check_targets,
+    claims_table,
     live_table,
     plot,
     sim_case_table,
@@ -136,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(sim_case_table(sim, names) + "\n")
         print("simulated summary per policy (regret = chosen/oracle - 1):")
         print(sim_summary_table(summarize_sim(sim)) + "\n")
+        print("simulated, confirmed leaves (gain claimed against the truth):")
+        print(claims_table(sim) + "\n")
     if not args.no_traces:
         draws = args.draws or (5 if args.quick else 10)
         found = trace_files(*([args.traces] if args.traces else []))
@@ -150,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(trace_case_table(traces, names) + "\n")
             print("replayed traces per policy (gain = 1 - chosen/native by the trace's truth):")
             print(trace_summary_table(summarize_traces(traces)) + "\n")
+            print("replayed, confirmed leaves (gain claimed against the trace's truth):")
+            print(claims_table(traces) + "\n")
     load: dict[str, list[float]] = {}
     if args.live:
         nthread = args.nthread or usable_cpus()

@@ -33,6 +33,7 @@ from typing import Literal
 
 import attrs
 
+from ._sequential import Design, adjusted
 from ._stats import estimate, normal_cdf, normal_quantile, pooled_sigma, standard_error
 
 __all__ = [
@@ -59,7 +60,8 @@ class Confirmation:
     """The state of a confirmation after some pairs.
 
     ``outcome`` is None while undecided. ``gain`` is ``1 - t_W/t_N`` from the
-    estimate of ``d``; ``ci`` its confidence interval at the test's level.
+    estimate of ``d``; ``ci`` its confidence interval at the test's level. A confirmed
+    gain and its interval allow for when the test stopped (:mod:`chunktune._sequential`).
     """
 
     outcome: Outcome | None
@@ -209,4 +211,43 @@ def judge(
         outcome = "rejected"
     if outcome is None and last:
         outcome = "inconclusive"
+    if outcome == "confirmed" and 0 < se < math.inf:
+        # stopped because its estimate came out high enough: report what that says
+        # of the gain, given when it stopped (median-unbiased), not the estimate itself
+        design = _design(
+            n,
+            sigma=sigma,
+            estimator=estimator,
+            need=need,
+            z_interim=bounds[0],
+            z_futility=z_futility,
+            min_pairs=min_pairs,
+            max_pairs=max_pairs,
+        )
+        center, (low, high) = adjusted(design, center, 1.0 - normal_cdf(bounds[1]))
+        ci = (_gain(low), _gain(high))
     return Confirmation(outcome, n, _gain(center), ci, sigma)
+
+
+def _design(
+    n: int,
+    *,
+    sigma: float,
+    estimator: str,
+    need: float,
+    z_interim: float,
+    z_futility: float,
+    min_pairs: int,
+    max_pairs: int,
+) -> Design:
+    """The looks a confirmation that stopped at ``n`` pairs made, as :class:`Design`."""
+    before = [k for k in look_points(min_pairs, max_pairs) if k < n]
+    se = [standard_error(sigma, k, estimator) for k in (*before, n)]
+    return Design(
+        se=tuple(se),
+        upper=tuple(max(z_interim * s, need) for s in se[:-1]),
+        lower=tuple(
+            need - z_futility * s if k >= 2 * min_pairs else -math.inf
+            for k, s in zip(before, se, strict=False)
+        ),
+    )

@@ -32,7 +32,8 @@ class Decision:
     call spent (0.0 unless it swept). ``gain`` is the estimated fraction by which
     ``chunk_size`` beats native (0.0 when native is kept) and ``gain_ci`` its
     confidence interval from the confirmation against native, when it confirmed a
-    gain (``None`` otherwise: an inconclusive confirmation's figures are in ``reason``).
+    gain (``None`` otherwise: an inconclusive confirmation's figures are in ``reason``);
+    both allow for when the sequential test stopped (:mod:`chunktune._sequential`).
     """
 
     chunk_size: int | None

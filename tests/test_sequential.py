@@ -1,0 +1,114 @@
+"""The gain a sequential confirmation reports, allowing for when it stopped."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from chunktune._confirm import FUTILITY_Z, judge, plan_bounds
+from chunktune._sequential import Design, adjusted, more_extreme
+from chunktune._stats import estimate, normal_quantile, standard_error
+
+TWO_LOOKS = Design(se=(0.03, 0.015), upper=(0.09,), lower=(-math.inf,))
+THREE_LOOKS = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, -0.036))
+
+
+def _simulated_more_extreme(theta: float, design: Design, observed: float) -> float:
+    """Monte Carlo of the stagewise ordering: the random walk of the estimates, 400k paths."""
+    rng = np.random.default_rng(7)
+    info = np.array([1.0 / s**2 for s in design.se])
+    steps = np.diff(np.concatenate([[0.0], info]))
+    walk = np.cumsum(rng.normal(theta * steps, np.sqrt(steps), (400_000, len(info))), axis=1)
+    estimates = walk / info
+    alive = np.ones(len(estimates), dtype=bool)
+    extreme = 0
+    for k in range(len(info) - 1):
+        up = alive & (estimates[:, k] > design.upper[k])
+        extreme += int(up.sum())
+        alive &= ~up & (estimates[:, k] >= design.lower[k])
+    extreme += int((alive & (estimates[:, -1] > observed)).sum())
+    return extreme / len(estimates)
+
+
+@pytest.mark.parametrize(
+    ("design", "observed", "theta"),
+    [
+        pytest.param(TWO_LOOKS, 0.03, 0.02, id="two-looks"),
+        pytest.param(TWO_LOOKS, 0.05, 0.06, id="two-looks-high"),
+        pytest.param(THREE_LOOKS, 0.05, 0.03, id="three-looks-futility"),
+    ],
+)
+def test_more_extreme_is_the_chance_the_random_walk_gives(
+    design: Design, observed: float, theta: float
+) -> None:
+    """The recursion's chance of a more extreme outcome matches a simulation of the looks."""
+    assert more_extreme(theta, design, observed) == pytest.approx(
+        _simulated_more_extreme(theta, design, observed), abs=0.004
+    )
+
+
+def test_more_extreme_rises_with_the_gain() -> None:
+    """A larger true gain makes every outcome more likely to be beaten."""
+    chances = [more_extreme(t, THREE_LOOKS, 0.05) for t in np.linspace(-0.05, 0.15, 21)]
+    assert chances == sorted(chances)
+    assert chances[0] < 0.01 and chances[-1] > 0.99
+
+
+def test_one_look_reports_the_estimate_and_its_plain_interval() -> None:
+    """With no earlier look, the estimate is the gain and the interval is +-z standard errors."""
+    gain, (low, high) = adjusted(Design(se=(0.02,), upper=(), lower=()), 0.05, 0.05)
+    z = normal_quantile(0.95)
+    assert gain == 0.05
+    assert (low, high) == pytest.approx((0.05 - z * 0.02, 0.05 + z * 0.02))
+
+
+def test_a_stop_after_passing_a_look_is_reported_below_its_estimate() -> None:
+    """Outcomes that stopped earlier were higher: the median-unbiased gain is under the estimate."""
+    gain, (low, high) = adjusted(THREE_LOOKS, 0.07, 0.05)
+    assert 0.0 < low < gain < 0.07 < high
+
+
+def test_a_design_needs_a_bound_per_look_before_the_stop() -> None:
+    """A design whose bounds do not match its looks is refused."""
+    with pytest.raises(ValueError, match="bound fewer"):
+        Design(se=(0.02, 0.01), upper=(), lower=())
+
+
+def _judge(d: list[float], sigma: float) -> tuple[float, tuple[float, float], float]:
+    verdict = judge(
+        d,
+        prior_sigma=sigma,
+        prior_dof=10,
+        margin=0.01,
+        bounds=plan_bounds(0.05, 4, 32),
+        z_futility=FUTILITY_Z,
+        min_pairs=4,
+        max_pairs=32,
+    )
+    assert verdict.outcome == "confirmed"
+    return verdict.gain, verdict.ci, estimate(d, "trimmed_mean")
+
+
+def test_a_confirmation_at_its_first_look_reports_its_estimate() -> None:
+    """Stopped at the first look, the gain is the pairs' estimate; its interval is the
+    final look's level, not the interim bound's z = 3."""
+    d = [0.12, 0.10, 0.11, 0.13]
+    gain, (low, high), center = _judge(d, 0.02)
+    assert gain == pytest.approx(-math.expm1(-center))
+    se = standard_error(0.02, 4, "trimmed_mean")
+    assert high - low < -math.expm1(-(center + 3 * se)) + math.expm1(-(center - 3 * se))
+
+
+def test_a_confirmation_at_a_later_look_reports_less_than_its_estimate() -> None:
+    """Confirmed at 8 pairs after 4 that could have stopped, the gain is under the estimate."""
+    d = [0.10, 0.00, 0.08, 0.02, 0.06, 0.04, 0.07, 0.05]
+    gain, (low, high), center = _judge(d, 0.05)
+    assert 0.0 < low < gain < -math.expm1(-center) < high
+
+
+def test_a_confirmation_without_noise_reports_its_estimate() -> None:
+    """Identical pairs (a modeled pool with no noise) are confirmed without a division by 0."""
+    gain, _ci, _center = _judge([0.05] * 8, 0.0)
+    assert gain == pytest.approx(-math.expm1(-0.05))
