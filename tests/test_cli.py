@@ -283,6 +283,23 @@ def test_failing_workload_reports_native_and_exits_1(
     assert "Traceback" not in err
 
 
+class _LongFailure(_FailingWorkload):
+    def run(self, chunk_size: int | None) -> float:
+        raise RuntimeError("the simulation exploded" + ", again" * 40)
+
+
+def test_a_long_reason_stays_one_line_off_a_terminal(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Piped or redirected, the reason is one line however long, never wrapped at the width."""
+    monkeypatch.setattr(_tune_cmd, "load_workload", lambda args, nthread: (_LongFailure(), "x"))
+    assert main(["tune", "-q"]) == 1
+    out, _ = capsys.readouterr()
+    reason = [ln for ln in out.splitlines() if "the simulation exploded" in ln]
+    assert len(reason) == 1 and len(reason[0]) > 160
+    assert reason[0].endswith(", again" * 40 + ")")
+
+
 def _error_case(tmp_path: Path, case: str) -> list[str]:
     if case == "missing model":
         return ["tune", str(tmp_path / "nope.xml"), *SMALL]
