@@ -1037,3 +1037,49 @@ def test_a_race_ended_for_its_leaders_confirmation_says_so_when_done(
     err = capsys.readouterr().err
     assert "the race ended early: confirming its leader needed the rest" in err
     assert "ran out" not in err
+
+
+def test_the_sequential_schedule_is_shown_by_candidate_not_by_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without interleave (seed), lines count candidates: a probe's round is its place in a row."""
+    import io
+
+    from rich.console import Console
+
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import _LiveProgress, progress_display
+
+    events = [ProgressEvent(kind="candidates", candidates=(None, 4, 8))]
+    for i, chunk in enumerate([None, 4, 8]):
+        events += [
+            ProgressEvent(kind="probe", chunk_size=chunk, round=r, elapsed_s=6.0 * i + r)
+            for r in (1, 2, 3)
+        ]
+    events.append(ProgressEvent(kind="done", round=3, message="max_rounds", elapsed_s=18.0))
+    display = progress_display("seed", 25.0, quiet=False, rounds=False)
+    for event in events:
+        display(event)
+    err = capsys.readouterr().err
+    assert "round" not in err.replace("measuring", "")
+    assert "native done: 1 of 3 candidates measured, 3 probes, 3.0 s" in err
+    assert "chunk 4 done: 2 of 3 candidates measured, 6 probes, 9.0 s" in err
+    assert "sweep done with 3 of 3 candidates measured, 9 probes in 18.0 s" in err
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=300, highlight=False)
+    with _LiveProgress(console, "seed", 25.0, rounds=False) as live:
+        for event in events[:5]:
+            live(event)
+        assert live.progress.tasks[0].description == "chunk 4, 2/3 candidates"
+
+
+def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
+    """Counts of one are singular in the progress lines."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("balanced", 10.0, quiet=False)
+    display(ProgressEvent(kind="candidates", candidates=(None, 4)))
+    display(ProgressEvent(kind="warmup", elapsed_s=0.1))
+    display(ProgressEvent(kind="done", round=0, message="too_slow", elapsed_s=0.1))
+    assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err

@@ -221,7 +221,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     nthread = pool_threads(args.nthread)
     workload, what = _tune_workload(args, nthread)
     try:
-        progress = progress_display(policy_name, policy.time_budget_s, quiet=args.quiet)
+        progress = progress_display(
+            policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave
+        )
         call = functools.partial(
             resolve,
             workload,
