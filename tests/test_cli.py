@@ -1083,3 +1083,22 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     display(ProgressEvent(kind="warmup", elapsed_s=0.1))
     display(ProgressEvent(kind="done", round=0, message="too_slow", elapsed_s=0.1))
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
+
+
+def test_an_unconfirmed_gain_is_not_credited_to_a_race() -> None:
+    """A gain no confirmation measured (seed: no race either) is called the sweep's estimate."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    decision = Decision(
+        chunk_size=4,
+        native_chunk=12,
+        source="benchmark",
+        reason="chose 4: 11.7% faster than the native chunk 12",
+        timings={None: 0.066, 4: 0.058},
+        gain=0.117,
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    assert "gain over native: 11.7% (not confirmed: the sweep's estimate)" in out.getvalue()
+    assert "race" not in out.getvalue()
