@@ -146,8 +146,14 @@ def _make_converter() -> cattrs.Converter:
         if not isinstance(value, Mapping):
             raise ValueError(f"{shown(value)} is not a table with a 'strategy' key")
         name = value.get("strategy")
+        known = ", ".join(repr(s) for s in STRATEGIES)
+        if name is None:
+            # without extends there is no strategy to keep: a bare cap would read as None
+            raise ValueError(
+                f"missing required key strategy; expected one of {known} (a policy that "
+                "extends another keeps its strategy, and may then leave it out)"
+            )
         if name not in STRATEGIES:
-            known = ", ".join(repr(s) for s in STRATEGIES)
             raise ValueError(f"strategy {name!r} is not known; expected one of {known}")
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])
@@ -182,8 +188,13 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
+        unknown = "unknown key"
+        strategy = getattr(exc.cl, "strategy", None)
+        if isinstance(strategy, str):  # a [candidates] table, its strategy key taken out
+            valid.insert(0, "strategy")
+            unknown = f"unknown key for strategy {strategy!r}"
         return [
-            f"{_join(path, key)}: unknown key; {_suggest(key, valid)}"
+            f"{_join(path, key)}: {unknown}; {_suggest(key, valid)}"
             for key in sorted(exc.extra_fields)
         ]
     if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):

@@ -43,6 +43,7 @@ __all__ = [
     "Looks",
     "Outcome",
     "abba_order",
+    "futility_bound",
     "judge",
     "look_points",
     "looks_of",
@@ -161,6 +162,17 @@ def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) 
 
 def _gain(log_gain: float) -> float:
     return 1.0 - math.exp(-log_gain)
+
+
+def futility_bound(v: Confirmation, estimator: str) -> float:
+    """The upper bound on the gain that a rejection judged against the margin (a fraction).
+
+    :func:`judge` rejects once this bound, at :data:`FUTILITY_Z`, is under the margin;
+    ``v.ci`` is the test's success interval, wider at an interim look, so it can
+    reach past the margin of a gain that was rightly rejected.
+    """
+    center = -math.log1p(-v.gain)
+    return _gain(center + FUTILITY_Z * standard_error(v.sigma, v.pairs, estimator))
 
 
 def judge(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-from ._confirm import Confirmation
+from ._confirm import FUTILITY_Z, Confirmation, futility_bound
 from ._pacing import least_budget
 from ._settings import Policy
+from ._stats import normal_cdf
 
 __all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow"]
 
@@ -78,7 +79,13 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy) -> str:
     """The reason for keeping native when the race's best was not confirmed."""
     measured = f"{pct(v.gain)} ({pct(v.ci[0])} to {pct(v.ci[1])})"
     if v.outcome == "rejected":
-        why = f"measured {measured}, short of the {pct(p.margin)} margin"
+        # the bound the test rejected on, not v.ci: at an interim look that interval is
+        # wider and may reach past the margin, which would read as a contradiction
+        level = f"{normal_cdf(FUTILITY_Z):.0%}"
+        why = (
+            f"measured {pct(v.gain)}, at most {pct(futility_bound(v, p.estimator))} "
+            f"({level} upper bound): short of the {pct(p.margin)} margin"
+        )
     elif v.pairs == 0:
         return (
             f"kept the native chunk {native}: the race's best, {chosen}, looked faster, "

@@ -283,6 +283,23 @@ def test_failing_workload_reports_native_and_exits_1(
     assert "Traceback" not in err
 
 
+class _LongFailure(_FailingWorkload):
+    def run(self, chunk_size: int | None) -> float:
+        raise RuntimeError("the simulation exploded" + ", again" * 40)
+
+
+def test_a_long_reason_stays_one_line_off_a_terminal(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Piped or redirected, the reason is one line however long, never wrapped at the width."""
+    monkeypatch.setattr(_tune_cmd, "load_workload", lambda args, nthread: (_LongFailure(), "x"))
+    assert main(["tune", "-q"]) == 1
+    out, _ = capsys.readouterr()
+    reason = [ln for ln in out.splitlines() if "the simulation exploded" in ln]
+    assert len(reason) == 1 and len(reason[0]) > 160
+    assert reason[0].endswith(", again" * 40 + ")")
+
+
 def _error_case(tmp_path: Path, case: str) -> list[str]:
     if case == "missing model":
         return ["tune", str(tmp_path / "nope.xml"), *SMALL]
@@ -1020,3 +1037,68 @@ def test_a_race_ended_for_its_leaders_confirmation_says_so_when_done(
     err = capsys.readouterr().err
     assert "the race ended early: confirming its leader needed the rest" in err
     assert "ran out" not in err
+
+
+def test_the_sequential_schedule_is_shown_by_candidate_not_by_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without interleave (seed), lines count candidates: a probe's round is its place in a row."""
+    import io
+
+    from rich.console import Console
+
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import _LiveProgress, progress_display
+
+    events = [ProgressEvent(kind="candidates", candidates=(None, 4, 8))]
+    for i, chunk in enumerate([None, 4, 8]):
+        events += [
+            ProgressEvent(kind="probe", chunk_size=chunk, round=r, elapsed_s=6.0 * i + r)
+            for r in (1, 2, 3)
+        ]
+    events.append(ProgressEvent(kind="done", round=3, message="max_rounds", elapsed_s=18.0))
+    display = progress_display("seed", 25.0, quiet=False, rounds=False)
+    for event in events:
+        display(event)
+    err = capsys.readouterr().err
+    assert "round" not in err.replace("measuring", "")
+    assert "native done: 1 of 3 candidates measured, 3 probes, 3.0 s" in err
+    assert "chunk 4 done: 2 of 3 candidates measured, 6 probes, 9.0 s" in err
+    assert "sweep done with 3 of 3 candidates measured, 9 probes in 18.0 s" in err
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=300, highlight=False)
+    with _LiveProgress(console, "seed", 25.0, rounds=False) as live:
+        for event in events[:5]:
+            live(event)
+        assert live.progress.tasks[0].description == "chunk 4, 2/3 candidates"
+
+
+def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
+    """Counts of one are singular in the progress lines."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("balanced", 10.0, quiet=False)
+    display(ProgressEvent(kind="candidates", candidates=(None, 4)))
+    display(ProgressEvent(kind="warmup", elapsed_s=0.1))
+    display(ProgressEvent(kind="done", round=0, message="too_slow", elapsed_s=0.1))
+    assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
+
+
+def test_an_unconfirmed_gain_is_not_credited_to_a_race() -> None:
+    """A gain no confirmation measured (seed: no race either) is called the sweep's estimate."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    decision = Decision(
+        chunk_size=4,
+        native_chunk=12,
+        source="benchmark",
+        reason="chose 4: 11.7% faster than the native chunk 12",
+        timings={None: 0.066, 4: 0.058},
+        gain=0.117,
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    assert "gain over native: 11.7% (not confirmed: the sweep's estimate)" in out.getvalue()
+    assert "race" not in out.getvalue()

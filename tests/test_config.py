@@ -166,6 +166,43 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
         load_settings(cfg)
 
 
+@pytest.mark.parametrize(
+    ("candidates", "extends", "message"),
+    [
+        pytest.param(
+            {"max_candidates": 5},
+            None,
+            "policies.m.candidates: missing required key strategy; expected one of 'seed',",
+            id="no-strategy-no-extends",
+        ),
+        pytest.param(
+            {"stratgy": "geometric"},
+            "quick",
+            "policies.m.candidates.stratgy: unknown key for strategy 'balanced'; "
+            "did you mean strategy?",
+            id="misspelt-strategy",
+        ),
+        pytest.param(
+            {"strategy": "geometric", "sizes": [3]},
+            None,
+            "policies.m.candidates.sizes: unknown key for strategy 'geometric'; "
+            "expected one of strategy, ratio, max_candidates",
+            id="another-strategys-key",
+        ),
+    ],
+)
+def test_a_candidates_table_names_what_its_strategy_lacks(
+    candidates: dict[str, object], extends: str | None, message: str
+) -> None:
+    """A [candidates] problem names the strategy, or says the strategy key is missing."""
+    table: dict[str, object] = {"candidates": candidates}
+    if extends:
+        table["extends"] = extends
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"policies": {"m": table}})
+    assert message in str(err.value)
+
+
 def test_unknown_active_policy_lists_known_ones() -> None:
     """policy = an unknown name suggests the closest one and lists all."""
     with pytest.raises(ConfigError, match=r"unknown policy 'balancd'; did you mean balanced\?"):

@@ -7,7 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from chunktune._confirm import INTERIM_Z, judge, look_points, looks_of, pairs_needed, success_z
+from chunktune._confirm import (
+    FUTILITY_Z,
+    INTERIM_Z,
+    futility_bound,
+    judge,
+    look_points,
+    looks_of,
+    pairs_needed,
+    success_z,
+)
 from chunktune._stats import normal_cdf
 
 
@@ -96,3 +105,22 @@ def test_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:
     assert verdict(hogged, sigma=0.01) is None  # not confirmed on the calm race's noise
     calm = [0.24, 0.23, 0.25, 0.24]  # the same gain, as steady as the race was
     assert verdict(calm, sigma=0.01) == "confirmed"
+
+
+@pytest.mark.parametrize("center", [-0.03, -0.01, 0.0, 0.005, 0.01, 0.02])
+def test_the_futility_bound_is_what_a_rejection_judged(center: float) -> None:
+    """futility_bound is under the margin exactly when judge rejects (past the first look)."""
+    rng = np.random.default_rng(7)
+    d = list(center + rng.normal(0.0, 0.02, 16))
+    v = judge(
+        d,
+        prior_sigma=0.02,
+        prior_dof=40,
+        margin=0.01,
+        bounds=success_z(0.05, 5),
+        z_futility=FUTILITY_Z,
+        min_pairs=4,
+        max_pairs=64,
+    )
+    rejected = futility_bound(v, "trimmed_mean") < 0.01
+    assert (v.outcome == "rejected") == (rejected and v.outcome != "confirmed")

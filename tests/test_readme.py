@@ -57,3 +57,33 @@ def test_example_settings_block_loads(tmp_path: Path) -> None:
     path = tmp_path / "example.toml"
     path.write_text(block.group(1))
     assert chunktune.load_settings(path).active.candidates.strategy == "explicit"
+
+
+def test_the_settings_table_documents_every_field_at_its_balanced_value() -> None:
+    """Every policy and candidate-strategy field is in the README's table, at balanced's value."""
+    import tomllib
+
+    import attrs
+
+    from chunktune import Policy
+    from chunktune._candidates import STRATEGIES
+    from chunktune._config import settings_from_dict
+
+    start = README.index("| field | meaning |")
+    table = README[start : README.index("\n\n", start)]
+    first_cells = "\n".join(row.split(" | ")[0] for row in table.splitlines())
+    shown = dict(re.findall(r"`(?:\[candidates\] )?(\w+) = ([^`]+)`", first_cells))
+    named = set(re.findall(r"`(?:\[candidates\] )?(\w+)(?: = [^`]+)?`", table))
+    balanced = settings_from_dict({}).policies["balanced"]
+    own = {f.name for f in attrs.fields(Policy)} - {"description", "candidates"}
+    assert own <= named, own - named
+    for strategy in STRATEGIES.values():
+        assert {f.name for f in attrs.fields(strategy)} <= named, strategy.strategy
+    values = {
+        **{name: getattr(balanced, name) for name in own},
+        **attrs.asdict(balanced.candidates),
+        "strategy": balanced.candidates.strategy,
+    }
+    for name, text in shown.items():
+        if name in values:
+            assert tomllib.loads(f"v = {text}")["v"] == values[name], name

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import io
+import re
 import time
 
 import pytest
+from rich.console import Console
 
 from chunktune import CacheEntry
-from chunktune._cli._render import entry_age, format_created, model_summary, signature_summary
+from chunktune._cli._render import (
+    candidate_rows,
+    candidate_table,
+    entry_age,
+    format_created,
+    model_summary,
+    signature_summary,
+)
 
 
 @pytest.mark.parametrize(
@@ -72,3 +82,34 @@ def test_model_summary_names_the_model_or_the_signature(
     assert model_summary(entry) == summary
     if "model_sha" not in signature:
         assert signature_summary(signature) == summary
+
+
+def _notes(
+    timings: dict[int | None, float], chunk: int | None, raced: tuple[int, ...]
+) -> dict[str, str]:
+    """Each row's note, by its chunk label ("native" for native's row)."""
+    rows = candidate_rows(timings, chunk_size=chunk, raced_out=raced)
+    out = io.StringIO()
+    Console(file=out, width=120, no_color=True).print(candidate_table(rows, native_chunk=12))
+    row = re.compile(r"^\s*(native|\d+)(?: \(=12\))?\s+\S+\s+\S+\s+\S+\s*(.*?)\s*$")
+    return dict(m.groups() for ln in out.getvalue().splitlines() if (m := row.match(ln)))
+
+
+def test_every_row_of_a_race_has_a_note() -> None:
+    """Sizes the race had not dropped when it ended are noted 'contender', none left blank."""
+    timings = {None: 0.1, 3: 0.095, 4: 0.09, 6: 0.097, 64: 0.15}
+    notes = _notes(timings, None, raced=(64,))
+    assert notes == {
+        "native": "native, <- chosen",
+        "3": "contender",
+        "4": "contender",
+        "6": "contender",
+        "64": "raced out",
+    }
+    assert _notes(timings, 4, raced=(64,))["4"] == "<- chosen"
+
+
+def test_a_schedule_that_races_nothing_notes_no_contenders() -> None:
+    """Without a size raced out (the seed schedule), the others carry no note."""
+    notes = _notes({None: 0.1, 4: 0.09, 8: 0.11}, 4, raced=())
+    assert notes == {"native": "native", "4": "<- chosen", "8": ""}

@@ -103,8 +103,15 @@ def console_on(file: TextIO) -> Console:
     """
     console = _Console(file=file, highlight=False, markup=False, emoji=False)
     if not console.is_terminal:
+        # soft_wrap: a reason longer than the width stays one line, for grep and diff
         console = _Console(
-            file=file, highlight=False, markup=False, emoji=False, width=160, no_color=True
+            file=file,
+            highlight=False,
+            markup=False,
+            emoji=False,
+            width=160,
+            no_color=True,
+            soft_wrap=True,
         )
     return console
 

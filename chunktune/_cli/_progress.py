@@ -34,6 +34,10 @@ _STOPS: dict[str, str] = {
 _ROUND_LINE_EVERY_S = 5.0
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 class _NoProgress:
     """Shows nothing; also the context-manager base of the other displays."""
 
@@ -53,11 +57,19 @@ class _NoProgress:
 
 
 class _PlainProgress(_NoProgress):
-    """Plain lines on stderr: a wait, the plan, rounds (one per 5 s at most), the end."""
+    """Plain lines on stderr: a wait, the plan, rounds (one per 5 s at most), the end.
 
-    def __init__(self, policy_name: str, budget_s: float) -> None:
+    ``rounds`` False: the sequential schedule (``interleave = false``), which measures
+    each candidate's calls in a row; its lines count candidates, since the round of
+    its probes is a call's place in its candidate's row.
+    """
+
+    def __init__(self, policy_name: str, budget_s: float, *, rounds: bool = True) -> None:
         self.policy_name = policy_name
         self.budget_s = budget_s
+        self.rounds = rounds
+        self.started = 0  # candidates the sequential schedule has started on
+        self.chunk: int | None = None  # the one it measures now
         self.candidates = 0
         self.raced = 0
         self.probes = 0
@@ -81,6 +93,20 @@ class _PlainProgress(_NoProgress):
                 )
         elif event.kind == "extended":
             say(event.message)
+        elif event.kind == "probe" and not self.rounds:
+            if self.started == 0 or event.chunk_size != self.chunk:
+                ended = self.prev_elapsed_s
+                if self.started > 0 and ended - self.last_line_s >= _ROUND_LINE_EVERY_S:
+                    self.last_line_s = ended
+                    say(
+                        f"{_chunk_name(self.chunk)} done: {self.started} of "
+                        f"{self.candidates} candidates measured, "
+                        f"{_plural(self.probes, 'probe')}, {ended:.1f} s"
+                    )
+                self.started += 1
+                self.chunk = event.chunk_size
+            self.probes += 1
+            self.prev_elapsed_s = event.elapsed_s
         elif event.kind in ("probe", "warmup"):
             # the first probe of a new round closes the previous one, as of the probe before
             if event.kind == "probe" and event.round != self.round:
@@ -88,8 +114,9 @@ class _PlainProgress(_NoProgress):
                 if self.round > 0 and ended - self.last_line_s >= _ROUND_LINE_EVERY_S:
                     self.last_line_s = ended
                     say(
-                        f"round {self.round} done: {self.candidates - self.raced} candidates "
-                        f"in the race, {self.probes} probes, {ended:.1f} s"
+                        f"round {self.round} done: "
+                        f"{_plural(self.candidates - self.raced, 'candidate')} "
+                        f"in the race, {_plural(self.probes, 'probe')}, {ended:.1f} s"
                     )
                 self.round = event.round
             self.probes += 1
@@ -109,17 +136,32 @@ class _PlainProgress(_NoProgress):
             self.prev_elapsed_s = event.elapsed_s
         elif event.kind == "done":
             why = _STOPS.get(event.message, event.message)
+            if event.message == "max_rounds" and not self.rounds:
+                why = "every candidate had all its calls"
+            done = (
+                f"after {_plural(event.round, 'round')}"
+                if self.rounds
+                else f"with {self.started} of {self.candidates} candidates measured"
+            )
             say(
-                f"sweep done after {event.round} rounds, {self.probes} probes in "
+                f"sweep done {done}, {_plural(self.probes, 'probe')} in "
                 f"{event.elapsed_s:.1f} s ({why})"
             )
 
 
 class _LiveProgress:
-    """A rich progress bar on the terminal: rounds, probes, elapsed time against the budget."""
+    """A rich progress bar on the terminal: rounds, probes, elapsed time against the budget.
 
-    def __init__(self, console: Console, policy_name: str, budget_s: float) -> None:
+    ``rounds`` False: the sequential schedule; the bar names the candidate it measures.
+    """
+
+    def __init__(
+        self, console: Console, policy_name: str, budget_s: float, *, rounds: bool = True
+    ) -> None:
         self.budget_s = budget_s
+        self.rounds = rounds
+        self.started = 0
+        self.chunk: int | None = None
         self.candidates = 0
         self.raced = 0
         self.probes = 0
@@ -163,6 +205,9 @@ class _LiveProgress:
             self.progress.update(self.task, total=self.budget_s)
         elif event.kind in ("probe", "warmup", "confirm"):
             self.probes += 1
+            if event.kind == "probe" and (self.started == 0 or event.chunk_size != self.chunk):
+                self.started += 1
+                self.chunk = event.chunk_size
         elif event.kind == "raced_out":
             self.raced += 1
         elif event.kind == "refined":
@@ -174,6 +219,8 @@ class _LiveProgress:
             what = f"confirming {self.confirming} against native"
         elif event.kind == "warmup":
             what = "warming up"
+        elif not self.rounds:
+            what = f"{_chunk_name(self.chunk)}, {self.started}/{self.candidates} candidates"
         else:
             what = f"round {max(event.round, 1)}, {live}/{self.candidates} candidates"
         self.progress.update(
@@ -186,16 +233,22 @@ class _LiveProgress:
         )
 
 
+def _chunk_name(chunk: int | None) -> str:
+    return "native" if chunk is None else f"chunk {chunk}"
+
+
 def progress_display(
-    policy_name: str, budget_s: float, *, quiet: bool
+    policy_name: str, budget_s: float, *, quiet: bool, rounds: bool = True
 ) -> _PlainProgress | _LiveProgress | _NoProgress:
     """The progress callback for a sweep, and the context that shows it (``budget_s`` seconds).
 
     Nothing when ``quiet``, a live bar when stderr is a terminal, else plain lines.
+    ``rounds``: the policy interleaves its candidates in rounds (``interleave``), rather
+    than measuring each one's calls in a row.
     """
     if quiet:
         return _NoProgress()
     err_console = console_on(sys.stderr)
     if err_console.is_terminal:
-        return _LiveProgress(err_console, policy_name, budget_s)
-    return _PlainProgress(policy_name, budget_s)
+        return _LiveProgress(err_console, policy_name, budget_s, rounds=rounds)
+    return _PlainProgress(policy_name, budget_s, rounds=rounds)

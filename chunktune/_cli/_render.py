@@ -91,7 +91,11 @@ def _decimals(rows: Sequence[Row]) -> int:
 
 
 def candidate_table(rows: Sequence[Row], *, native_chunk: int, title: str | None = None) -> Table:
-    """The candidates as a table: chunk, estimate (ms), ratio to native, samples, note."""
+    """The candidates as a table: chunk, estimate (ms), ratio to native, samples, note.
+
+    Where the race dropped some sizes (``raced out``), the sizes it had not dropped
+    when it ended are its ``contender``s; a schedule that races nothing notes neither.
+    """
     table = Table(
         box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
     )
@@ -101,6 +105,7 @@ def candidate_table(rows: Sequence[Row], *, native_chunk: int, title: str | None
     table.add_column("samples", justify="right")
     table.add_column("note")
     digits = _decimals(rows)
+    raced = any(row.raced_out for row in rows)
     for row in rows:
         notes = []
         if row.chunk is None:
@@ -111,6 +116,8 @@ def candidate_table(rows: Sequence[Row], *, native_chunk: int, title: str | None
             notes.append("<- chosen")
         if row.raced_out:
             notes.append("raced out")
+        elif raced and row.chunk is not None and not row.chosen:
+            notes.append("contender")
         style = _CHOSEN_STYLE if row.chosen else (_RACED_STYLE if row.raced_out else "")
         table.add_row(
             chunk_label(row.chunk, native_chunk),

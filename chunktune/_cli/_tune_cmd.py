@@ -186,7 +186,10 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
             f"gain over native: {decision.gain:.1%} (confirmed; interval {low:.1%} to {high:.1%})"
         )
     elif decision.chunk_size is not None and decision.gain:
-        console.print(f"gain over native: {decision.gain:.1%} (estimated by the race)")
+        # confirm = false: a race's or the sequential schedule's own figure
+        console.print(
+            f"gain over native: {decision.gain:.1%} (not confirmed: the sweep's estimate)"
+        )
     console.print(decision.reason)
     details = []
     if decision.source == "benchmark":
@@ -221,7 +224,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     nthread = pool_threads(args.nthread)
     workload, what = _tune_workload(args, nthread)
     try:
-        progress = progress_display(policy_name, policy.time_budget_s, quiet=args.quiet)
+        progress = progress_display(
+            policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave
+        )
         call = functools.partial(
             resolve,
             workload,
