@@ -35,6 +35,16 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _inherited(parent: str, table: Mapping[str, Any]) -> str:
+    """The description of a policy that gives none: what it extends and what it sets.
+
+    The parent's own description would describe another policy (``policy list``
+    showed a policy that changes thorough's margin as thorough).
+    """
+    changed = [key for key in table if key not in ("extends", "description")]
+    return f"{parent}, with {', '.join(changed)} changed" if changed else f"as {parent}"
+
+
 _Node = tuple[str, str]  # (policy name, "user" or "preset")
 
 
@@ -97,9 +107,13 @@ def resolve_tables(
             on_chain[node] = len(chain)
             chain.append((node, linked[0]))
             node = linked[1]
+        parent = node  # the resolved policy the chain's last member extends, if any
         for member, table in reversed(chain):
             base = None if base is None else _merge(base, table)
+            if base is not None and parent is not None and "description" not in table:
+                base["description"] = _inherited(parent[0], table)
             done[member] = base
+            parent = member
         return base
 
     resolved: dict[str, dict[str, Any]] = {}

@@ -68,6 +68,26 @@ def test_user_policy_extends_a_user_policy(tmp_path: Path) -> None:
     assert s.get_policy("b").max_rounds == s.get_policy("thorough").max_rounds
 
 
+def test_a_policy_without_a_description_says_what_it_extends_and_changes() -> None:
+    """An inherited description would describe the parent: it names the parent and the
+    settings changed instead, and a description given is kept."""
+    s = settings_from_dict(
+        {
+            "policies": {
+                "a": {"extends": "thorough", "margin": 0.1, "tie_tol": 0.03},
+                "b": {"extends": "a"},
+                "c": {"extends": "quick", "description": "mine", "margin": 0.2},
+                "balanced": {"time_budget_s": 12.0},
+            }
+        }
+    )
+    assert s.get_policy("a").description == "thorough, with margin, tie_tol changed"
+    assert s.get_policy("b").description == "as a"
+    assert s.get_policy("c").description == "mine"
+    assert s.get_policy("balanced").description == "balanced, with time_budget_s changed"
+    assert s.get_policy("thorough").description.startswith("thorough: ")
+
+
 def test_same_strategy_merges_candidate_tables() -> None:
     """Overriding one candidate parameter keeps the preset's other parameters."""
     s = settings_from_dict(
