@@ -30,6 +30,7 @@ __all__ = [
     "GeometricCandidates",
     "SeedCandidates",
     "candidate_list",
+    "largest_chunk",
     "thin_log",
 ]
 
@@ -88,12 +89,19 @@ class BalancedCandidates:
     which the geometric grids miss. ``k`` runs geometrically from ``min_chunks_per_thread``
     (each next ``k`` is ``k * k_ratio`` rounded, and at least ``k + 1``) until chunks
     reach size 1; at most ``max_candidates`` sizes, thinned in log scale.
+
+    ``min_chunks_per_thread`` is 2: one chunk per worker is a static split, which a
+    worker slowed for a while (a neighbour on its core) stretches whole. On every one
+    of 30 recorded real landscapes it was slower than native, and live on a shared
+    2-core VM it measured 3% faster in one minute and 2-5% slower in the next
+    (``benchmarks/RESULTS.md``, session 26); the simulated pools, whose workers never
+    slow, are the only place it wins.
     """
 
     strategy: ClassVar[str] = "balanced"
     refinable: ClassVar[bool] = True
     max_candidates: int = attrs.field(default=10, validator=integer(2, 4096))
-    min_chunks_per_thread: int = attrs.field(default=1, validator=integer(1, 1_000_000))
+    min_chunks_per_thread: int = attrs.field(default=2, validator=integer(1, 1_000_000))
     k_ratio: float = attrs.field(default=1.35, validator=number(1.0, 16.0, lo_open=True))
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:
@@ -216,6 +224,19 @@ STRATEGIES: dict[str, type[CandidateStrategy]] = {
         ExplicitCandidates,
     )
 }
+
+
+def largest_chunk(strategy: CandidateStrategy, num_envs: int, nthread: int) -> int:
+    """The largest size a sweep with ``strategy`` may measure, refinements included.
+
+    ``balanced`` keeps at least ``min_chunks_per_thread`` chunks per worker there too;
+    the others go up to ``ceil(N/T)``.
+    """
+    upper = upper_chunk(num_envs, nthread)
+    if isinstance(strategy, BalancedCandidates):
+        fewest = strategy.min_chunks_per_thread * nthread
+        return min(upper, max(1, math.ceil(num_envs / fewest)))
+    return upper
 
 
 def candidate_list(strategy: CandidateStrategy, num_envs: int, nthread: int) -> list[int | None]:

@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from ._candidates import thin_log
+from ._candidates import largest_chunk, thin_log
 from ._confirm import Confirmation, pairs_needed, plan_bounds
 from ._confirming import run_confirmation
 from ._evidence import Evidence
@@ -75,7 +75,8 @@ class _Rounds:
         self.dropped: dict[Chunk, int] = {}
         self.rng = np.random.default_rng(p.seed)
         refines = p.refine_steps if p.candidates.refinable else 0
-        self.sizes = schedules(self.n, self.t) if refines else []
+        largest = largest_chunk(p.candidates, self.n, self.t)
+        self.sizes = [c for c in schedules(self.n, self.t) if c <= largest] if refines else []
         self.teeth = teeth(self.n, self.t) if refines else set()
         self.round = 0
         self.cut = False  # the budget cut a round or the confirmation short of its plan

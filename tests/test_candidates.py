@@ -141,7 +141,8 @@ def test_balanced_parameters_shape_the_list() -> None:
     """min_chunks_per_thread sets the largest size; a larger k_ratio proposes fewer sizes."""
     n, t = 4096, 8
     assert max(BalancedCandidates(min_chunks_per_thread=4).propose(n, t)) == math.ceil(n / (4 * t))
-    assert max(BalancedCandidates().propose(n, t)) == math.ceil(n / t)
+    assert max(BalancedCandidates().propose(n, t)) == math.ceil(n / (2 * t))  # the default
+    assert max(BalancedCandidates(min_chunks_per_thread=1).propose(n, t)) == math.ceil(n / t)
     dense = BalancedCandidates(k_ratio=1.2, max_candidates=100).propose(n, t)
     sparse = BalancedCandidates(k_ratio=3.0, max_candidates=100).propose(n, t)
     assert len(sparse) < len(dense)

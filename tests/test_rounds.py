@@ -9,7 +9,7 @@ import pytest
 from _pools import lognormal_32
 
 from chunktune import Policy, load_settings
-from chunktune._candidates import candidate_list
+from chunktune._candidates import BalancedCandidates, candidate_list
 from chunktune._confirm import look_points
 from chunktune._events import ProgressEvent
 from chunktune._pacing import SLACK
@@ -112,15 +112,35 @@ def test_noise_gate_keeps_native_and_says_how_noisy() -> None:
             seed=seed,
         )  # fmt: skip
 
-    gated = [run(noisy(s), balanced(seed=s, confirm_max_pairs=8)) for s in range(10)]
+    # the list of one chunk per worker and up, on which these draws were chosen to gate
+    wide = BalancedCandidates(min_chunks_per_thread=1)
+    gated = [
+        run(noisy(s), balanced(seed=s, confirm_max_pairs=8, candidates=wide)) for s in range(10)
+    ]
     stopped = [r for r in gated if r.stop == "noisy"]
     assert len(stopped) >= 3
     for r in stopped:
         assert r.choice.chunk_size is None and r.confirm_pairs == 0
         assert "too noisy" in r.choice.reason and "pairs of calls" in r.choice.reason
     for s in range(10):
-        plain = run(noisy(s), balanced(seed=s, confirm_max_pairs=8, noise_gate=False))
+        plain = run(
+            noisy(s), balanced(seed=s, confirm_max_pairs=8, noise_gate=False, candidates=wide)
+        )
         assert plain.stop != "noisy" and "too noisy" not in plain.choice.reason
+
+
+def test_refinement_keeps_the_least_chunks_per_worker_of_the_strategy() -> None:
+    """On a uniform pool whose model best is one chunk per worker, no size measured, refined
+    or modelled, has fewer than min_chunks_per_thread chunks per worker."""
+    w = SimulatedWorkload.from_layout(
+        "uniform", num_envs=4096, nthread=8, mean_s=2e-5, dispatch_s=5e-5
+    )
+    assert w.oracle()[0] == 512  # one chunk per worker, in a pool whose workers never slow
+    for least in (2, 4):
+        r = run(w, balanced(candidates=BalancedCandidates(min_chunks_per_thread=least)))
+        assert max(c for c in r.counts() if c is not None) <= math.ceil(4096 / (least * 8))
+    wide = run(w, balanced(candidates=BalancedCandidates(min_chunks_per_thread=1)))
+    assert max(c for c in wide.counts() if c is not None) == 512
 
 
 def test_a_hopeless_candidate_is_dropped_after_one_round() -> None:
@@ -164,7 +184,9 @@ def test_the_race_leaves_the_confirmation_its_share_of_the_budget() -> None:
     w = SimulatedWorkload.from_layout(
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.05), seed=0
     )
-    pol = balanced(time_budget_s=60 * w.true_time(None))
+    # the list of one chunk per worker and up, whose race this budget ends
+    wide = BalancedCandidates(min_chunks_per_thread=1)
+    pol = balanced(time_budget_s=60 * w.true_time(None), candidates=wide)
     r = run(w, pol, on_event=tick, clock=clock)
     # the race ended between rounds and the confirmation by its plan: nothing was cut
     assert r.stop == "budget" and not r.partial
