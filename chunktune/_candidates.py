@@ -93,7 +93,7 @@ class BalancedCandidates:
     ``min_chunks_per_thread`` is 2: one chunk per worker is a static split, which a
     worker slowed for a while (a neighbour on its core) stretches whole. On every one
     of 30 recorded real landscapes it was slower than native, and live on a shared
-    2-core VM it measured 3% faster in one minute and 2-5% slower in the next
+    2-core VM it measured 3% faster in one run and 1-7% slower half an hour later
     (``benchmarks/RESULTS.md``, session 26); the simulated pools, whose workers never
     slow, are the only place it wins.
     """
