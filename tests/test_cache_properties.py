@@ -161,16 +161,22 @@ def hostile_bytes(draw: st.DrawFn, fmt: str) -> bytes:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), fmt=st.sampled_from(["json", "toml"]))
 def test_any_bytes_as_the_cache_give_entries_or_a_quarantine(data: st.DataObject, fmt: str) -> None:
-    """Any bytes as the cache: valid entries, or the file moved aside intact; never a crash."""
+    """Any bytes as the cache: valid entries, the file moved aside intact, or (a newer
+    chunktune's schema) left as it is and not written; never a crash."""
     raw = data.draw(hostile_bytes(fmt))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"cache.{fmt}"
         path.write_bytes(raw)
+        newer = False
         try:
             parsed = read_cache_file(path)
-        except CacheError:
-            parsed = None
+        except CacheError as exc:
+            parsed, newer = None, "newer than this chunktune's" in str(exc)
         served = DecisionCache(path).entries()
+        if newer:
+            assert served == {} and not DecisionCache(path).put("new", NEW)
+            assert path.read_bytes() == raw and not list(Path(tmp).glob("*.corrupt-*"))
+            return
         aside = list(Path(tmp).glob("*.corrupt-*"))
         if aside:
             assert parsed is None and served == {}
