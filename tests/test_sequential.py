@@ -112,3 +112,11 @@ def test_a_confirmation_without_noise_reports_its_estimate() -> None:
     """Identical pairs (a modeled pool with no noise) are confirmed without a division by 0."""
     gain, _ci, _center = _judge([0.05] * 8, 0.0)
     assert gain == pytest.approx(-math.expm1(-0.05))
+
+
+def test_a_strict_alpha_gets_its_interval_at_its_own_tails() -> None:
+    """With alpha 1e-6 the interval's ends are where the ordering's tails are alpha, not 1e-6."""
+    gain, (low, high) = adjusted(THREE_LOOKS, 0.07, 1e-6)
+    assert more_extreme(low, THREE_LOOKS, 0.07) == pytest.approx(1e-6, rel=0.01)
+    assert 1.0 - more_extreme(high, THREE_LOOKS, 0.07) == pytest.approx(1e-6, rel=0.01)
+    assert low < gain < high
