@@ -8,7 +8,9 @@ trials (Armitage, McPherson and Rowe 1969; Jennison and Turnbull 2000, ch. 8): a
 outcome is *more extreme* than the one observed if it confirmed at an earlier
 look, or at the same look with a larger estimate; the reported log gain is the
 ``theta`` at which the observed outcome is the median of that ordering, and its
-interval the ``theta`` s at which it is the ``alpha`` and ``1 - alpha`` quantile.
+interval the ``theta`` s at which it is the ``alpha`` and ``1 - alpha`` quantile
+(:func:`chunktune._confirm.judge` passes the test's whole level, so the interval of
+a confirmed gain excludes 0, as the test did).
 
 The estimate at each look is taken as normal with the standard error of the last
 look's noise figure, and the looks' estimates as a random walk in information
