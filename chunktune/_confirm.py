@@ -236,9 +236,21 @@ def judge(
             min_pairs=min_pairs,
             max_pairs=max_pairs,
         )
-        center, (low, high) = adjusted(design, center, 1.0 - normal_cdf(bounds[1]))
+        level = _level(bounds, looks_of(min_pairs, max_pairs))
+        center, (low, high) = adjusted(design, center, level)
         ci = (_gain(low), _gain(high))
     return Confirmation(outcome, n, _gain(center), ci, sigma)
+
+
+def _level(bounds: tuple[float, float], looks: int) -> float:
+    """The one-sided level the test spends over its ``looks`` (``confirm_alpha``, from its bounds).
+
+    A confirmed gain's interval is at this level, not the final look's alone: every
+    earlier look could also have confirmed a gain of 0, so at the final look's level
+    a gain confirmed just past its bound got an interval reaching below 0.
+    """
+    interim, final = bounds
+    return (max(1, looks) - 1) * normal_cdf(-interim) + normal_cdf(-final)
 
 
 def _design(

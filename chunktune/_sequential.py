@@ -8,7 +8,9 @@ trials (Armitage, McPherson and Rowe 1969; Jennison and Turnbull 2000, ch. 8): a
 outcome is *more extreme* than the one observed if it confirmed at an earlier
 look, or at the same look with a larger estimate; the reported log gain is the
 ``theta`` at which the observed outcome is the median of that ordering, and its
-interval the ``theta`` s at which it is the ``alpha`` and ``1 - alpha`` quantile.
+interval the ``theta`` s at which it is the ``alpha`` and ``1 - alpha`` quantile
+(:func:`chunktune._confirm.judge` passes the test's whole level, so the interval of
+a confirmed gain excludes 0, as the test did).
 
 The estimate at each look is taken as normal with the standard error of the last
 look's noise figure, and the looks' estimates as a random walk in information
@@ -32,7 +34,7 @@ __all__ = ["Design", "adjusted", "more_extreme"]
 _GRID = 161  # points per look over the continuation region
 _SPAN = 8.0  # standard deviations of B_k kept either side of its mean
 _ROOT_STEPS = 60
-_ROOT_TOL = 1e-6  # in probability, and in standard errors of the bracket
+_ROOT_TOL = 1e-6  # relative to the target chance, and in standard errors of the bracket
 
 _Array = npt.NDArray[np.float64]
 
@@ -125,11 +127,13 @@ def _solve(design: Design, observed: float, target: float) -> float:
         return lo
     if f_hi <= 0:
         return hi
+    # relative to the target: a strict alpha's tail holds chances far under _ROOT_TOL
+    tol = _ROOT_TOL * min(target, 1.0 - target)
     side = 0
     for _ in range(_ROOT_STEPS):
         mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
         f_mid = more_extreme(mid, design, observed) - target
-        if abs(f_mid) < _ROOT_TOL or hi - lo < _ROOT_TOL * design.se[-1]:
+        if abs(f_mid) < tol or hi - lo < _ROOT_TOL * design.se[-1]:
             return mid
         if f_mid < 0:
             lo, f_lo = mid, f_mid

@@ -81,11 +81,14 @@ def _model_file(model_file: object) -> str | None:
     """``model_file`` as the text of its path (None stays None)."""
     if model_file is None:
         return None
-    if not isinstance(model_file, str | bytes | os.PathLike):
-        raise _InvalidArgumentError(
-            f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
-        )
-    return os.fsdecode(model_file)
+    try:
+        if isinstance(model_file, str | bytes | os.PathLike):
+            return os.fsdecode(model_file)
+    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
+        pass
+    raise _InvalidArgumentError(
+        f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
+    )
 
 
 class PoolStepWorkload:

@@ -78,6 +78,14 @@ def test_manual_override_is_validated(manual: int) -> None:
         call(FakePool(), np.zeros((256, 5)), manual_chunk_size=manual)
 
 
+class _BadPath:
+    def __fspath__(self) -> object:  # neither str nor bytes: os.fsdecode raises TypeError
+        return 3
+
+    def __repr__(self) -> str:
+        return "<bad path>"
+
+
 class _Model(FakeModel):
     def __init__(self, nu: object) -> None:
         self.nu = nu  # type: ignore[assignment]
@@ -91,6 +99,8 @@ class _Model(FakeModel):
         pytest.param({"dtype": [("a", "i4"), ("a", "f4")]}, "is not a numpy data type",
                      id="dtype-repeated-field"),
         pytest.param({"model_file": 3}, "model_file 3 is not a path", id="model-file-int"),
+        pytest.param({"model_file": _BadPath()}, "model_file <bad path> is not a path",
+                     id="model-file-fspath-int"),
         pytest.param({"n_variants": "x"}, "n_variants must be an integer", id="variants-text"),
         pytest.param({"n_variants": 0}, "n_variants must be an integer", id="variants-zero"),
         pytest.param({"model": _Model(-1)}, "model.nu -1 is not a count", id="nu-negative"),

@@ -9,7 +9,7 @@ import pytest
 
 from chunktune._confirm import FUTILITY_Z, judge, plan_bounds
 from chunktune._sequential import Design, adjusted, more_extreme
-from chunktune._stats import estimate, normal_quantile, standard_error
+from chunktune._stats import estimate, normal_quantile, pooled_sigma, standard_error
 
 TWO_LOOKS = Design(se=(0.03, 0.015), upper=(0.09,), lower=(-math.inf,))
 THREE_LOOKS = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, -0.036))
@@ -93,7 +93,7 @@ def _judge(d: list[float], sigma: float) -> tuple[float, tuple[float, float], fl
 
 def test_a_confirmation_at_its_first_look_reports_its_estimate() -> None:
     """Stopped at the first look, the gain is the pairs' estimate; its interval is the
-    final look's level, not the interim bound's z = 3."""
+    test's level, not the interim bound's z = 3."""
     d = [0.12, 0.10, 0.11, 0.13]
     gain, (low, high), center = _judge(d, 0.02)
     assert gain == pytest.approx(-math.expm1(-center))
@@ -112,3 +112,42 @@ def test_a_confirmation_without_noise_reports_its_estimate() -> None:
     """Identical pairs (a modeled pool with no noise) are confirmed without a division by 0."""
     gain, _ci, _center = _judge([0.05] * 8, 0.0)
     assert gain == pytest.approx(-math.expm1(-0.05))
+
+
+@pytest.mark.parametrize(
+    ("sigma", "alpha", "max_pairs"),
+    [
+        pytest.param(0.3, 0.05, 64, id="noisy-64"),
+        pytest.param(0.06, 0.05, 12, id="calm-12"),
+        pytest.param(0.06, 1e-4, 64, id="strict-alpha"),
+    ],
+)
+def test_a_gain_confirmed_just_past_its_last_bound_has_an_interval_above_0(
+    sigma: float, alpha: float, max_pairs: int
+) -> None:
+    """Confirmed at its last look just past the bound, a gain's interval stays above 0."""
+    bounds = plan_bounds(alpha, 4, max_pairs)
+    spread = np.tile([1.0, -1.0], max_pairs // 2)
+    own, _dof = pooled_sigma([list(spread)])
+    se = standard_error(sigma, max_pairs, "trimmed_mean")
+    d = list(spread * sigma / own + bounds[1] * se * 1.001)
+    verdict = judge(
+        d,
+        prior_sigma=sigma,
+        prior_dof=10,
+        margin=0.0,
+        bounds=bounds,
+        z_futility=FUTILITY_Z,
+        min_pairs=4,
+        max_pairs=max_pairs,
+    )
+    assert verdict.outcome == "confirmed" and verdict.pairs == max_pairs
+    assert 0.0 <= verdict.ci[0] < verdict.gain < verdict.ci[1]
+
+
+def test_a_strict_alpha_gets_its_interval_at_its_own_tails() -> None:
+    """With alpha 1e-6 the interval's ends are where the ordering's tails are alpha, not 1e-6."""
+    gain, (low, high) = adjusted(THREE_LOOKS, 0.07, 1e-6)
+    assert more_extreme(low, THREE_LOOKS, 0.07) == pytest.approx(1e-6, rel=0.01)
+    assert 1.0 - more_extreme(high, THREE_LOOKS, 0.07) == pytest.approx(1e-6, rel=0.01)
+    assert low < gain < high
