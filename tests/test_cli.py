@@ -1085,6 +1085,28 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
 
 
+def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:
+    """The confirmed gain line tells its figure from the table's ratio (the race's) for one size."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    decision = Decision(
+        chunk_size=4,
+        native_chunk=12,
+        source="benchmark",
+        reason="chose 4: 6.7% faster than the native chunk 12",
+        timings={None: 0.066, 4: 0.055},
+        gain=0.067,
+        gain_ci=(0.031, 0.099),
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    assert (
+        "gain over native: 6.7% (confirmed on fresh pairs, interval 3.1% to 9.9%; "
+        "the table's ratios are the race's estimates)"
+    ) in out.getvalue()
+
+
 def test_an_unconfirmed_gain_is_not_credited_to_a_race() -> None:
     """A gain no confirmation measured (seed: no race either) is called the sweep's estimate."""
     from chunktune import Decision

@@ -182,8 +182,10 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     console.print(_describe(decision))
     if decision.chunk_size is not None and decision.gain_ci is not None:
         low, high = decision.gain_ci
+        # two figures for one size: the table's ratio is the race's, this the confirmation's
         console.print(
-            f"gain over native: {decision.gain:.1%} (confirmed; interval {low:.1%} to {high:.1%})"
+            f"gain over native: {decision.gain:.1%} (confirmed on fresh pairs, interval "
+            f"{low:.1%} to {high:.1%}; the table's ratios are the race's estimates)"
         )
     elif decision.chunk_size is not None and decision.gain:
         # confirm = false: a race's or the sequential schedule's own figure
