@@ -95,7 +95,10 @@ def more_extreme(theta: float, design: Design, observed: float) -> float:
         cut = observed * i_k if last else design.upper[k] * i_k
         if nodes is None or dens is None:
             total += float(_norm_sf(np.array([(cut - theta * i_k) / math.sqrt(i_k)]))[0])
-        elif step <= 0:  # a look with no new pairs adds nothing
+        elif step <= 0:  # a look with no new pairs: the walk stands where it was
+            if last:
+                total += float(dens[nodes > cut].sum())
+                break
             continue
         else:
             z = (cut - nodes - theta * step) / math.sqrt(step)

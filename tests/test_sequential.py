@@ -12,6 +12,7 @@ from chunktune._sequential import Design, adjusted, more_extreme
 from chunktune._stats import estimate, normal_quantile, pooled_sigma, standard_error
 
 TWO_LOOKS = Design(se=(0.03, 0.015), upper=(0.09,), lower=(-math.inf,))
+TWO_LOOKS_ONE = Design(se=(0.03,), upper=(), lower=())  # one look: S > observed
 THREE_LOOKS = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, -0.036))
 
 
@@ -47,6 +48,13 @@ def test_more_extreme_is_the_chance_the_random_walk_gives(
     assert more_extreme(theta, design, observed) == pytest.approx(
         _simulated_more_extreme(theta, design, observed), abs=0.004
     )
+
+
+def test_a_stop_at_the_pairs_of_the_look_before_counts_the_walk_where_it_stood() -> None:
+    """A last look with no new pairs is judged on where the walk stood, not left out."""
+    same = Design(se=(0.03, 0.03), upper=(0.09,), lower=(-math.inf,))
+    chance = more_extreme(0.02, same, 0.05)
+    assert chance == pytest.approx(_simulated_more_extreme(0.02, TWO_LOOKS_ONE, 0.05), abs=0.004)
 
 
 def test_more_extreme_rises_with_the_gain() -> None:
