@@ -422,6 +422,11 @@ def live_table(rows: Sequence[LiveRow]) -> str:
     return table(headers, body)
 
 
+def live_reasons(rows: Sequence[LiveRow]) -> str:
+    """Each live tune's reason, so a miss can be read without tuning again."""
+    return "\n".join(f"{r.case} tune {r.tune}{' (hog)' if r.hog else ''}: {r.reason}" for r in rows)
+
+
 def targets_table(checks: Sequence[Check]) -> str:
     body = [
         [c.target, _p(c.value), _p(c.limit), "met" if c.met else "MISSED", c.evidence]

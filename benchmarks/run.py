@@ -42,6 +42,7 @@ from report import (
     TARGET_POLICY,
     check_targets,
     claims_table,
+    live_reasons,
     live_table,
     plot,
     sim_case_table,
@@ -169,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         load["after_live"] = _loadavg()
         print(f"load average after the live rows: {load['after_live']}\n")
         print(live_table(live) + "\n")
+        print("why each tune chose what it did:")
+        print(live_reasons(live) + "\n")
     checks = check_targets(sim, traces, live)
     if checks:
         print(f"targets ({TARGET_POLICY}):")
