@@ -33,6 +33,7 @@ __all__ = [
     "check_entry",
     "entry_from_table",
     "entry_to_table",
+    "path_text",
     "writable_path",
     "writable_signature",
     "writable_text",
@@ -150,19 +151,24 @@ def writable_text(text: str | None) -> str | None:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def path_text(value: object) -> str | None:
+    """The text of a str, bytes or ``os.PathLike`` path; None for anything else."""
+    if not isinstance(value, str | bytes | os.PathLike):
+        return None
+    try:
+        return os.fsdecode(value)
+    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
+        return None
+
+
 def writable_path(value: object) -> str | None:
-    """A workload's ``model_file`` as an entry may hold it: :func:`writable_text` of a str,
-    bytes or ``os.PathLike`` path; None for anything else, which names no file.
+    """A workload's ``model_file`` as an entry may hold it: :func:`writable_text` of
+    :func:`path_text`; None for anything that names no file.
 
     The attribute is informal (any workload may have one), so what it holds never stops
     a measured decision from being stored.
     """
-    if not isinstance(value, str | bytes | os.PathLike):
-        return None
-    try:
-        return writable_text(os.fsdecode(value))
-    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
-        return None
+    return writable_text(path_text(value))
 
 
 def writable_signature(signature: Mapping[str, Any]) -> dict[str, Any]:

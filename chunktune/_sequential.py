@@ -94,7 +94,7 @@ def more_extreme(theta: float, design: Design, observed: float) -> float:
         last = k == len(info) - 1
         cut = observed * i_k if last else design.upper[k] * i_k
         if nodes is None or dens is None:
-            total += float(_norm_sf(np.array([(cut - theta * i_k) / math.sqrt(i_k)]))[0])
+            total += 0.5 * math.erfc((cut - theta * i_k) / math.sqrt(2.0 * i_k))
         elif step <= 0:  # a look with no new pairs: the walk stands where it was
             if last:
                 total += float(dens[nodes > cut].sum())

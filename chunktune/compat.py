@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._cache_entry import path_text as _path_text
 from ._config import load_settings as _load_settings
 from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._request import pick_policy as _pick_policy
@@ -81,14 +82,12 @@ def _model_file(model_file: object) -> str | None:
     """``model_file`` as the text of its path (None stays None)."""
     if model_file is None:
         return None
-    try:
-        if isinstance(model_file, str | bytes | os.PathLike):
-            return os.fsdecode(model_file)
-    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
-        pass
-    raise _InvalidArgumentError(
-        f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
-    )
+    text = _path_text(model_file)
+    if text is None:
+        raise _InvalidArgumentError(
+            f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
+        )
+    return text
 
 
 class PoolStepWorkload:

@@ -78,6 +78,13 @@ class _PlainProgress(_NoProgress):
         self.last_line_s = -math.inf
         self.prev_elapsed_s = 0.0  # when the previous probe ended
 
+    def _line_due(self) -> bool:
+        """Whether a line for what ended with the previous probe is due (one per 5 s)."""
+        if self.prev_elapsed_s - self.last_line_s < _ROUND_LINE_EVERY_S:
+            return False
+        self.last_line_s = self.prev_elapsed_s
+        return True
+
     def __call__(self, event: ProgressEvent) -> None:
         if event.kind == "waiting":
             say(event.message)
@@ -93,32 +100,31 @@ class _PlainProgress(_NoProgress):
                 )
         elif event.kind == "extended":
             say(event.message)
-        elif event.kind == "probe" and not self.rounds:
-            if self.started == 0 or event.chunk_size != self.chunk:
-                ended = self.prev_elapsed_s
-                if self.started > 0 and ended - self.last_line_s >= _ROUND_LINE_EVERY_S:
-                    self.last_line_s = ended
-                    say(
-                        f"{_chunk_name(self.chunk)} done: {self.started} of "
-                        f"{self.candidates} candidates measured, "
-                        f"{_plural(self.probes, 'probe')}, {ended:.1f} s"
-                    )
-                self.started += 1
-                self.chunk = event.chunk_size
-            self.probes += 1
-            self.prev_elapsed_s = event.elapsed_s
         elif event.kind in ("probe", "warmup"):
-            # the first probe of a new round closes the previous one, as of the probe before
-            if event.kind == "probe" and event.round != self.round:
-                ended = self.prev_elapsed_s
-                if self.round > 0 and ended - self.last_line_s >= _ROUND_LINE_EVERY_S:
-                    self.last_line_s = ended
+            # the first probe of a new round (or candidate) closes the previous one, as of
+            # the probe before
+            if event.kind == "probe" and self.rounds and event.round != self.round:
+                if self.round > 0 and self._line_due():
                     say(
                         f"round {self.round} done: "
                         f"{_plural(self.candidates - self.raced, 'candidate')} "
-                        f"in the race, {_plural(self.probes, 'probe')}, {ended:.1f} s"
+                        f"in the race, {_plural(self.probes, 'probe')}, "
+                        f"{self.prev_elapsed_s:.1f} s"
                     )
                 self.round = event.round
+            elif (
+                event.kind == "probe"
+                and not self.rounds
+                and _first_of(event, self.started, self.chunk)
+            ):
+                if self.started > 0 and self._line_due():
+                    say(
+                        f"{_chunk_name(self.chunk)} done: {self.started} of "
+                        f"{self.candidates} candidates measured, "
+                        f"{_plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
+                    )
+                self.started += 1
+                self.chunk = event.chunk_size
             self.probes += 1
             self.prev_elapsed_s = event.elapsed_s
         elif event.kind == "raced_out":
@@ -205,7 +211,7 @@ class _LiveProgress:
             self.progress.update(self.task, total=self.budget_s)
         elif event.kind in ("probe", "warmup", "confirm"):
             self.probes += 1
-            if event.kind == "probe" and (self.started == 0 or event.chunk_size != self.chunk):
+            if event.kind == "probe" and _first_of(event, self.started, self.chunk):
                 self.started += 1
                 self.chunk = event.chunk_size
         elif event.kind == "raced_out":
@@ -231,6 +237,11 @@ class _LiveProgress:
             else min(event.elapsed_s, self.budget_s),
             probes=self.probes,
         )
+
+
+def _first_of(event: ProgressEvent, started: int, chunk: int | None) -> bool:
+    """Whether a probe is the sequential schedule's first of a candidate."""
+    return started == 0 or event.chunk_size != chunk
 
 
 def _chunk_name(chunk: int | None) -> str:
