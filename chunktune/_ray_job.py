@@ -14,14 +14,13 @@ from typing import Any
 import attrs
 
 from ._cache import CacheEntry
-from ._cache_entry import writable_path, writable_signature
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._events import ProgressCallback
-from ._fingerprint import chunktune_version, device_fingerprint, mujoco_version
+from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
 from ._ray_api import node_labels, node_type
-from ._request import pick_policy, say
+from ._request import decision_entry, pick_policy, say
 from ._request import report as report_request
 from ._settings import Policy, Settings
 from ._workload import Workload, check_workload, native_chunk
@@ -156,28 +155,14 @@ def entry_of(
         stored = system.entries().get(decision.key) if system is not None else None
     if stored is not None:
         return stored
-    return CacheEntry(
-        chunk_size=decision.chunk_size,
-        native_chunk=decision.native_chunk,
-        reason=decision.reason,
-        timings=decision.timings,
-        samples=decision.samples,
-        raced_out=decision.raced_out,
-        policy=decision.policy,
-        policy_hash=policy.fingerprint(),
-        policy_rule=policy.rule(),
-        policy_effort=policy.effort(),
-        probe_seconds=decision.probe_seconds,
-        partial=decision.partial,
-        gain=decision.gain,
-        gain_ci=decision.gain_ci,
+    return decision_entry(
+        decision,
+        policy=policy,
         num_envs=num_envs,
         nthread=nthread,
-        signature=writable_signature(signature),
+        signature=signature,
         device=device,
-        chunktune_version=chunktune_version(),
-        mujoco_version=mujoco_version(),
-        model_file=writable_path(model_file),
+        model_file=model_file,
     )
 
 

@@ -26,6 +26,7 @@ from ._workload import Workload, WorkloadRaised
 __all__ = [
     "Request",
     "cache_entry",
+    "decision_entry",
     "entry_decision",
     "failed_decision",
     "measured_decision",
@@ -135,29 +136,51 @@ def worth_storing(decision: Decision) -> bool:
     return any(chunk is not None for chunk in decision.timings)
 
 
-def cache_entry(req: Request, decision: Decision, result: SweepResult) -> CacheEntry:
-    """The cache entry that stores a measured decision and its evidence."""
-    policy_hash, rule, effort = policy_identity(req.policy)
+def cache_entry(req: Request, decision: Decision) -> CacheEntry:
+    """The cache entry that stores the decision this request's sweep made."""
+    return decision_entry(
+        decision,
+        policy=req.policy,
+        num_envs=req.num_envs,
+        nthread=req.nthread,
+        signature=req.signature,
+        device=req.device,
+        model_file=getattr(req.workload, "model_file", None),
+    )
+
+
+def decision_entry(
+    decision: Decision,
+    *,
+    policy: Policy,
+    num_envs: int,
+    nthread: int,
+    signature: dict[str, Any],
+    device: dict[str, Any],
+    model_file: object = None,
+) -> CacheEntry:
+    """The cache entry that stores ``decision``, made by ``policy`` for this workload."""
+    policy_hash, rule, effort = policy_identity(policy)
     return CacheEntry(
         chunk_size=decision.chunk_size,
-        native_chunk=req.native,
+        native_chunk=decision.native_chunk,
         reason=decision.reason,
-        timings=result.estimates,
-        samples=result.counts(),
+        timings=decision.timings,
+        samples=decision.samples,
         raced_out=decision.raced_out,
-        policy=req.policy_name,
+        policy=decision.policy,
         policy_hash=policy_hash,
         policy_rule=rule,
         policy_effort=effort,
-        probe_seconds=result.probe_seconds,
-        partial=result.partial,
-        num_envs=req.num_envs,
-        nthread=req.nthread,
-        signature=writable_signature(req.signature),
-        device=req.device,
+        probe_seconds=decision.probe_seconds,
+        partial=decision.partial,
+        num_envs=num_envs,
+        nthread=nthread,
+        signature=writable_signature(signature),
+        device=device,
         chunktune_version=chunktune_version(),
         mujoco_version=mujoco_version(),
-        model_file=writable_path(getattr(req.workload, "model_file", None)),
+        model_file=writable_path(model_file),
         gain=decision.gain,
         gain_ci=decision.gain_ci,
     )

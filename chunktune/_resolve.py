@@ -116,7 +116,7 @@ async def _measure(
     if cache is not None and worth_storing(decision):
         # a write stuck behind another process's lock must not hold the answer past
         # hard_limit_s: the write is atomic, so it may finish on its own
-        await hop(cache.put, key, cache_entry(req, decision, result), abandon_on_cancel=True)
+        await hop(cache.put, key, cache_entry(req, decision), abandon_on_cancel=True)
     return decision
 
 
