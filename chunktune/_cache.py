@@ -41,6 +41,7 @@ from ._cache_format import (
     encode,
     parse_cache,
 )
+from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._locks import holds_file_at
 from ._recent import forget as forget_recent
@@ -339,21 +340,37 @@ class DecisionCache:
             )
         return parsed.entries
 
-    def _quarantine(self, why: str) -> None:
-        """Move an unusable file aside, bytes intact, and say where it went."""
+    def _quarantine(self, why: str) -> dict[str, CacheEntry]:
+        """Move an unusable file aside, bytes intact, and start afresh with its whole entries.
+
+        The caller holds the write lock. Returns the entries kept (written to the fresh
+        file: :func:`chunktune._cache_salvage.salvage`).
+
+        Raises:
+            OSError: the kept entries cannot be written (the file is aside already).
+        """
         forget_recent()
         stamp = time.strftime("%Y%m%dT%H%M%S")
         aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
         try:
             os.replace(self.path, aside)
         except FileNotFoundError:
-            return
+            return {}
+        try:
+            kept = salvage(aside.read_bytes(), self.format)
+        except OSError:
+            kept = {}
+        if kept:
+            self._write(kept)
+            self._memo = None
         logger.warning(
-            "chunktune: cache file %s %s; moved it to %s and started a fresh cache",
+            "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",
             self.path,
             why,
             aside,
+            f", keeping the {len(kept)} of its entries that were whole" if kept else "",
         )
+        return kept
 
     def _load(self, *, fresh: bool) -> dict[str, CacheEntry]:
         """The file's valid entries.
@@ -410,8 +427,7 @@ class DecisionCache:
                     try:
                         return dict(self._load(fresh=True))
                     except UnusableCache as exc:
-                        self._quarantine(str(exc))
-                        return {}
+                        return dict(self._quarantine(str(exc)))
             except OSError as os_exc:
                 return self._unavailable(os_exc, strict=strict)
         except OSError as exc:
@@ -466,8 +482,7 @@ class DecisionCache:
         try:
             return dict(self._load(fresh=True))
         except UnusableCache as exc:
-            self._quarantine(str(exc))
-            return {}
+            return self._quarantine(str(exc))
 
     def update(self, changes: Mapping[str, CacheEntry | None]) -> bool:
         """Merge ``changes`` (None deletes) into the file under the lock.

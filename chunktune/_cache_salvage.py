@@ -1,0 +1,131 @@
+"""The whole entries of a cache file that no longer parses as a whole.
+
+chunktune replaces its cache file atomically, so a broken file is damage from
+outside: a disk that filled under another writer, a copy cut short, a hand edit.
+Most of such a file is usually intact. Both formats as :func:`chunktune._cache_format.encode`
+writes them put each entry in a block of its own: in JSON a member of ``entries``
+on a line indented by two spaces, in TOML the ``[entries."key"]`` header and the
+sub-tables under the same key. Each block is parsed alone, strictly (UTF-8 and all),
+and validated like any entry, so a block the damage touched is dropped and the
+others are kept; none is repaired or guessed at. (TOML's last entry is dropped too:
+a cut at a line's end leaves it parsing, shorter.) A file laid out otherwise (written
+by hand, or by something else) yields what it yields, possibly nothing; the caller
+keeps the original bytes either way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from typing import Any
+
+from ._cache_entry import BadEntry, CacheEntry, entry_from_table
+from ._cache_format import SCHEMA, CacheFormat
+
+__all__ = ["salvage"]
+
+_JSON_MEMBER = re.compile(rb'^  "', re.M)
+_JSON_SCHEMA = re.compile(rb'^ "schema": *(\d+)', re.M)
+_TOML_HEADER = re.compile(rb"^\[entries\.", re.M)
+_DECODER = json.JSONDecoder()
+
+
+def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
+    """The entries of ``raw`` whose own block parses and validates; never raises."""
+    blocks = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
+    kept: dict[str, CacheEntry] = {}
+    for key, table in blocks:
+        try:
+            kept[key] = entry_from_table(table)
+        except BadEntry:
+            continue
+    return kept
+
+
+def _segments(raw: bytes, starts: list[int]) -> Iterator[bytes]:
+    """The bytes from each start to the next."""
+    if not starts:
+        return
+    for begin, end in zip(starts, [*starts[1:], len(raw)], strict=True):
+        yield raw[begin:end]
+
+
+def _text(segment: bytes) -> str | None:
+    """``segment`` as UTF-8, or None."""
+    try:
+        return segment.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _json_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
+    """Each ``"key": {...}`` member of ``entries`` that parses on its own."""
+    if any(int(m.group(1)) > SCHEMA for m in _JSON_SCHEMA.finditer(raw)):
+        return
+    for segment in _segments(raw, [m.start() for m in _JSON_MEMBER.finditer(raw)]):
+        text = _text(segment)
+        if text is None:
+            continue
+        try:
+            key, at = _DECODER.raw_decode(text, 2)
+            rest = text[at:].lstrip()
+            value = rest[1:].lstrip()
+            table, _ = _DECODER.raw_decode(value)
+        except ValueError:
+            continue
+        if rest.startswith(":") and isinstance(key, str) and isinstance(table, dict):
+            yield key, table
+
+
+def _toml_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
+    """Each entry's tables, header and sub-tables, where all of them parse.
+
+    TOML reads a table cut short at a line's end, or missing a sub-table, as whole, and
+    an entry with fields missing still validates (they read as unknown): so an entry
+    is kept only if none of its blocks is damaged, no block next to one of its own
+    lost its header (it may have been one of its sub-tables), and it is not the last
+    in the file (where a cut would leave no trace).
+    """
+    starts = [m.start() for m in _TOML_HEADER.finditer(raw)]
+    if not starts:
+        return
+    preamble = _toml_table(raw[: starts[0]])
+    schema = preamble.get("schema") if preamble is not None else None
+    if type(schema) is int and schema > SCHEMA:
+        return
+    blocks = [(_toml_key(segment), _text(segment)) for segment in _segments(raw, starts)]
+    damaged = {key for key, text in blocks if text is None}
+    if preamble is None:  # the first entry's header may be what broke
+        damaged.add(blocks[0][0])
+    for i, (key, _) in enumerate(blocks):
+        if key is None:
+            damaged.update(blocks[j][0] for j in (i - 1, i + 1) if 0 <= j < len(blocks))
+    damaged.add(blocks[-1][0])
+    groups: dict[str, list[str]] = {}
+    for key, text in blocks:
+        if key is not None and text is not None and key not in damaged:
+            groups.setdefault(key, []).append(text)
+    for key, texts in groups.items():
+        try:
+            table = tomllib.loads("".join(texts))["entries"][key]
+        except ValueError:
+            continue
+        if isinstance(table, dict):
+            yield key, table
+
+
+def _toml_key(segment: bytes) -> str | None:
+    """The entry a block's ``[entries."key"...]`` header names, or None if it does not parse."""
+    names = (_toml_table(segment.partition(b"\n")[0]) or {}).get("entries")
+    return next(iter(names), None) if isinstance(names, dict) and len(names) == 1 else None
+
+
+def _toml_table(segment: bytes) -> dict[str, Any] | None:
+    """``segment`` parsed as TOML, or None."""
+    text = _text(segment)
+    try:
+        return tomllib.loads(text) if text is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,130 @@
+"""A cache file that no longer parses: its whole entries kept, none altered."""
+
+from __future__ import annotations
+
+import logging
+import random
+import tomllib
+from pathlib import Path
+
+import attrs
+import pytest
+
+from chunktune import CacheEntry, DecisionCache
+from chunktune._cache_format import CacheFormat, encode, parse_cache
+from chunktune._cache_salvage import salvage
+
+DATA = Path(__file__).parent / "data"
+FORMATS: list[CacheFormat] = ["json", "toml"]
+
+
+def original(fmt: CacheFormat) -> tuple[bytes, dict[str, CacheEntry]]:
+    raw = (DATA / f"cache_v1.{fmt}").read_bytes()
+    return raw, dict(parse_cache(raw, fmt, mtime=0.0, source="t").entries)
+
+
+def dozen(fmt: CacheFormat) -> tuple[bytes, dict[str, CacheEntry]]:
+    """A file of twelve entries, as chunktune writes it."""
+    _, three = original(fmt)
+    first = next(iter(three.values()))
+    entries = {
+        f"{i:04x}.key": attrs.evolve(first, chunk_size=i + 1, reason=f"entry {i}")
+        for i in range(12)
+    }
+    return encode(entries, fmt), entries
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_whole_file_salvages_to_what_it_parses_to(fmt: CacheFormat) -> None:
+    """Salvaging an undamaged JSON file keeps every entry, equal to a normal read."""
+    raw, entries = original(fmt)
+    kept = salvage(raw, fmt)
+    assert len(entries) == 3 and all(entries[k] == e for k, e in kept.items())
+    assert len(kept) == (3 if fmt == "json" else 2)  # TOML's last entry: see the next test
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_file_cut_anywhere_keeps_only_entries_equal_to_the_originals(fmt: CacheFormat) -> None:
+    """At every cut, what is kept is a subset of the original entries, each unchanged."""
+    raw, entries = dozen(fmt)
+    kept_at_cut = []
+    for cut in range(0, len(raw), 5):
+        kept = salvage(raw[:cut], fmt)
+        assert all(entries[k] == e for k, e in kept.items()), cut
+        kept_at_cut.append(len(kept))
+    assert kept_at_cut == sorted(kept_at_cut)  # a longer prefix never keeps fewer
+    assert kept_at_cut[-1] >= 11  # cut in the last entry: the eleven before it survive
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_damaged_spot_loses_its_own_entry_and_no_more_than_its_neighbours(
+    fmt: CacheFormat, seed: int
+) -> None:
+    """Bytes that are not UTF-8 anywhere: the entries away from them are kept, unchanged."""
+    raw, entries = dozen(fmt)
+    rng = random.Random(seed)
+    for _ in range(40):
+        at = rng.randrange(len(raw))
+        kept = salvage(raw[:at] + b"\xff\xfe" + raw[at + 2 :], fmt)
+        assert all(entries[k] == e for k, e in kept.items()), at
+        # JSON loses the entry hit (two if it spans a boundary), TOML perhaps its
+        # neighbours and the last one too
+        assert len(kept) >= (10 if fmt == "json" else 9), at
+
+
+def test_a_toml_entry_whose_sub_table_header_broke_is_dropped_not_shortened() -> None:
+    """A sub-table that lost its header would read as a shorter entry: the entry is dropped."""
+    raw, entries = original("toml")
+    first = next(iter(entries))
+    header = f'[entries."{first}".timings_ms]'.encode()
+    assert header in raw
+    kept = salvage(raw.replace(header, b"[entries.\xff]"), "toml")
+    assert set(kept) == set(entries) - {first, max(entries)}  # max: TOML's last
+
+
+def test_a_newer_schemas_broken_file_yields_nothing() -> None:
+    """Entries of a schema this chunktune does not know are not read into its own."""
+    raw, _ = dozen("toml")
+    newer = raw.replace(b"schema = 1", b"schema = 99")
+    assert newer != raw and salvage(newer[: len(newer) // 2], "toml") == {}
+    raw, _ = dozen("json")  # JSON's schema comes last: seen when the damage is elsewhere
+    newer = raw.replace(b'"schema": 1', b'"schema": 99')
+    assert newer != raw and salvage(newer[:100] + b"\xff" + newer[101:], "json") == {}
+
+
+def test_an_entry_at_the_end_of_a_toml_file_is_not_kept_when_it_may_be_cut() -> None:
+    """A TOML file cut at a line's end still parses: its last entry would come back shorter."""
+    raw, entries = dozen("toml")
+    last = sorted(entries)[-1]
+    cut = raw[: raw.rindex(b"policy_hash")]  # the last entry, cut at a line's end
+    assert tomllib.loads(cut.decode())["entries"][last]  # parses, shorter
+    assert last not in salvage(cut, "toml")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_broken_cache_file_starts_afresh_with_its_whole_entries(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fmt: CacheFormat
+) -> None:
+    """The broken file is moved aside intact, and the fresh cache holds what of it was whole."""
+    raw, entries = dozen(fmt)
+    path = tmp_path / f"c.{fmt}"
+    broken = raw[: raw.index(b"policy_hash", len(raw) * 3 // 4) + 5]  # mid-line
+    path.write_bytes(broken)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        kept = DecisionCache(path).entries()
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert aside.read_bytes() == broken
+    assert kept and all(entries[k] == e for k, e in kept.items())
+    assert DecisionCache(path).entries() == kept  # written to the fresh file
+    assert f"keeping the {len(kept)} of its entries that were whole" in caplog.text
+
+
+def test_a_write_onto_a_broken_file_keeps_its_whole_entries(tmp_path: Path) -> None:
+    """A put that finds the file broken stores its entry beside the salvaged ones."""
+    raw, entries = dozen("json")
+    path = tmp_path / "c.json"
+    path.write_bytes(raw[: len(raw) // 2])
+    first = min(entries)
+    assert DecisionCache(path).put("new", entries[first])
+    assert {first, "new"} <= set(DecisionCache(path).entries())
