@@ -124,6 +124,9 @@ class Lock:
     of this process (one per path), ``"none"`` no lock at all. ``what`` names the
     lock in the one warning given per ``warn_path`` (default: the lock's path).
     Every method but :meth:`release` does file I/O: call them in a worker thread.
+    With ``remove_on_release``, the file is unlinked while still held, so files named
+    by keys do not pile up: a waiter that opened it meanwhile finds it unlinked once it
+    gets the lock, and tries again on a fresh file (:func:`holds_file_at`).
     """
 
     def __init__(
@@ -133,10 +136,12 @@ class Lock:
         what: str,
         degrade: Literal["local", "none"],
         warn_path: Path | None = None,
+        remove_on_release: bool = False,
     ) -> None:
         self.path = path
         self.what = what
         self.degrade = degrade
+        self.remove_on_release = remove_on_release
         self.warn_path = path if warn_path is None else warn_path
         self.mode: Literal["file", "local", "none"] = "file"
         self._file = filelock.FileLock(path, thread_local=False)
@@ -205,6 +210,9 @@ class Lock:
             # remove the note while still holding: a later holder's note must survive
             with suppress(OSError):
                 self.holder_path.unlink(missing_ok=True)
+            if self.remove_on_release and holds_file_at(self._file, self.path):
+                with suppress(OSError):  # Windows: an open file stays; clear removes it
+                    self.path.unlink()
             self._file.release()
         elif self.mode == "local":
             lock, holders = self._local()
@@ -237,11 +245,18 @@ def sweep_lock() -> Lock:
 
 
 def key_lock(path: Path) -> Lock:
-    """A cache key's lock at ``path`` (degrades to none: the flight still holds).
+    """A cache key's lock at ``path`` (degrades to none: the flight still holds), its
+    file removed by each holder as it lets go.
 
     An unusable directory of key locks is warned about once, not once per key.
     """
-    return Lock(path, what="the cache key locks in", degrade="none", warn_path=path.parent)
+    return Lock(
+        path,
+        what="the cache key locks in",
+        degrade="none",
+        warn_path=path.parent,
+        remove_on_release=True,
+    )
 
 
 async def acquire(

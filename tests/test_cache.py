@@ -309,7 +309,10 @@ def _resolve_shared(cache: str, lock: str, log: str) -> None:
 
 @pytest.mark.slow
 def test_processes_resolving_one_cold_key_sweep_once(tmp_path: Path) -> None:
-    """Four processes resolving the same cold key run one sweep; the rest read its answer."""
+    """Four processes resolving the same cold key run one sweep; the rest read its answer.
+
+    Each lets go of the key's lock file by removing it: none is left behind.
+    """
     log = tmp_path / "log"
     args = (str(tmp_path / "cache.json"), str(tmp_path / "sweep.lock"), str(log))
     ctx = multiprocessing.get_context("spawn")
@@ -324,6 +327,7 @@ def test_processes_resolving_one_cold_key_sweep_once(tmp_path: Path) -> None:
     results = [line.split() for line in lines if line != "sweep"]
     assert sorted(source for source, _ in results) == ["benchmark", "cache", "cache", "cache"]
     assert len({chunk for _, chunk in results}) == 1
+    assert not list((tmp_path / "locks").glob("*"))
 
 
 # ---------------------------------------------------------------- hostile files
