@@ -12,6 +12,7 @@ the integer equal to the native chunk so it is not measured twice.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import ClassVar
 
 import attrs
@@ -187,7 +188,12 @@ def _spread_over_range(upper: int, cap: int, *, skip: int) -> list[int]:
 
 def _as_size_tuple(value: object) -> tuple[int, ...]:
     if isinstance(value, list | tuple):
-        return tuple(value)
+        # numpy's integers as the ints they hold: a policy's identity and its TOML form
+        # know plain ints only (anything else is left for the validator to name)
+        return tuple(
+            int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+            for v in value
+        )
     raise ConfigError(f"{shown(value)} is not valid for sizes; expected a list of chunk sizes")
 
 

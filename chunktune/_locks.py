@@ -58,11 +58,17 @@ _VANISHED_TRIES = 4  # tries in a row that find no lock file before it is deemed
 def sweep_lock_path() -> Path:
     """The machine-wide (per user) lock that keeps two sweeps from measuring at once.
 
-    ``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep.lock`` in the user cache root.
+    ``$CHUNKTUNE_SWEEP_LOCK`` (``~`` expanded, as in ``$CHUNKTUNE_CACHE``: a value no
+    shell expanded must not name a ``~`` folder in each process's working directory,
+    where processes started in different ones would not exclude each other), else
+    ``chunktune-sweep.lock`` in the user cache root.
     """
     env = os.environ.get(SWEEP_LOCK_ENV)
     if env:
-        return Path(env)
+        try:
+            return Path(env).expanduser()
+        except RuntimeError:  # no such user's home: the path as written, as before
+            return Path(env)
     return platformdirs.user_cache_path(appauthor=False) / "chunktune-sweep.lock"
 
 

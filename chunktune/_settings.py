@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
@@ -250,6 +251,15 @@ def _identity(record: Any) -> dict[str, Any]:
     return data
 
 
+def _path_str(value: Any) -> Any:
+    """An ``os.PathLike`` (a ``pathlib.Path``) as the text of its path; anything else as is."""
+    if isinstance(value, os.PathLike):
+        text = os.fspath(value)
+        if isinstance(text, str):
+            return text
+    return value
+
+
 @attrs.frozen(kw_only=True)
 class CacheSettings:
     """Where decisions are stored. ``path=None`` means the platform's user cache dir.
@@ -258,10 +268,14 @@ class CacheSettings:
     after ``path`` on lookup and never written.
     """
 
-    path: str | None = attrs.field(default=None, validator=path_text(optional=True))
+    path: str | None = attrs.field(
+        default=None, converter=_path_str, validator=path_text(optional=True)
+    )
     format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
     enabled: bool = attrs.field(default=True, validator=boolean())
-    system_path: str | None = attrs.field(default=None, validator=path_text(optional=True))
+    system_path: str | None = attrs.field(
+        default=None, converter=_path_str, validator=path_text(optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -195,7 +195,9 @@ def path_text(*, optional: bool = False) -> Validator:
         if value is None and optional:
             return
         if not isinstance(value, str):
-            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected a path")
+            raise ConfigError(
+                f"{shown(value)} is not valid for {attr.name}; expected a path (a string)"
+            )
         try:
             user_path(value)
         except ValueError as exc:

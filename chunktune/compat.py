@@ -20,7 +20,7 @@ import numbers
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
 from ._threads import loop_running_here as _loop_running_here
 from ._threads import run_beside as _run_beside
+from ._workload import MAX_COUNT as _MAX_COUNT
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
 from ._workload import upper_chunk as _upper_chunk
@@ -76,6 +77,17 @@ def _control_width(model: Any) -> int:
     if isinstance(nu, bool) or not isinstance(nu, numbers.Integral) or nu < 0:
         raise _InvalidArgumentError(f"model.nu {nu!r} is not a count of controls (an int >= 0)")
     return int(nu)
+
+
+def _threads(nthread: object) -> int:
+    """``nthread`` as an int from 0 (the pool steps on the calling thread) to MAX_COUNT."""
+    integral = isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool)
+    if not integral or not 0 <= cast(int, nthread) <= _MAX_COUNT:
+        raise _InvalidArgumentError(
+            f"nthread must be an integer from 0 (the calling thread steps the pool) to "
+            f"{_MAX_COUNT}, got {nthread!r} ({type(nthread).__name__})"
+        )
+    return int(cast(int, nthread))
 
 
 def _model_file(model_file: object) -> str | None:
@@ -195,8 +207,7 @@ def resolve_chunk_size(
     """
     # first, before anything is sized by them
     num_envs = _check_chunk_size(num_envs, what="num_envs")
-    on_caller = isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool)
-    nthread = 0 if on_caller and nthread == 0 else _check_chunk_size(nthread, what="nthread")
+    nthread = _threads(nthread)
     if manual_chunk_size is not None:
         return _check_chunk_size(manual_chunk_size, what="manual_chunk_size", num_envs=num_envs)
     if not adaptive or nthread == 0 or _upper_chunk(num_envs, nthread) <= 1:

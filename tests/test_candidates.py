@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from chunktune import (
@@ -11,7 +12,9 @@ from chunktune import (
     ExhaustiveCandidates,
     ExplicitCandidates,
     GeometricCandidates,
+    Policy,
     SeedCandidates,
+    dump_policy,
     native_chunk,
     upper_chunk,
 )
@@ -135,6 +138,15 @@ def test_explicit_rejects_bad_sizes(sizes: list[object]) -> None:
     """A size below 1, a non-integer or an empty list cannot make an explicit strategy."""
     with pytest.raises(ValueError, match="sizes"):
         ExplicitCandidates(sizes=sizes)  # type: ignore[arg-type]
+
+
+def test_explicit_sizes_of_numpy_integers_are_plain_ints() -> None:
+    """Explicit sizes given as numpy integers are stored as ints: the policy hashes and dumps."""
+    strategy = ExplicitCandidates(sizes=[np.int64(3), np.int32(7)])
+    assert strategy.sizes == (3, 7) and all(type(s) is int for s in strategy.sizes)
+    policy = Policy(candidates=strategy)
+    assert policy.fingerprint() == Policy(candidates=ExplicitCandidates(sizes=(3, 7))).fingerprint()
+    assert "sizes = [" in dump_policy(policy)
 
 
 def test_balanced_parameters_shape_the_list() -> None:

@@ -184,6 +184,13 @@ def test_bad_sizes_are_rejected_first(over: dict[str, object]) -> None:
     assert pool.calls == []
 
 
+@pytest.mark.parametrize("nthread", [-1, 2.0, None])
+def test_a_bad_nthread_is_told_that_zero_is_allowed(nthread: object) -> None:
+    """A bad nthread's error says what compat takes: an integer from 0, not from 1."""
+    with pytest.raises(InvalidArgumentError, match=r"nthread must be an integer from 0 "):
+        call(FakePool(), np.zeros((256, 5)), nthread=nthread)
+
+
 def test_a_pool_without_threads_gives_none() -> None:
     """nthread=0 steps on the calling thread, where chunks cannot matter: None, nothing stepped."""
     pool = FakePool()

@@ -32,6 +32,15 @@ def warnings_about(caplog: pytest.LogCaptureFixture, what: str) -> list[str]:
     ]
 
 
+def test_the_sweep_lock_variable_expands_the_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ~ in $CHUNKTUNE_SWEEP_LOCK (as no shell expanded it) names the home, not a ~ folder."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", "~/locks/sweep.lock")
+    assert _locks.sweep_lock_path() == tmp_path / "locks" / "sweep.lock"
+
+
 @pytest.fixture
 def unusable_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """HOME and XDG_CACHE_HOME inside a regular file; no CHUNKTUNE_CACHE or _SWEEP_LOCK."""

@@ -201,6 +201,14 @@ def test_settings_classes_built_in_code_raise_config_error(build: Any, message: 
         build()
 
 
+def test_cache_settings_take_a_pathlib_path(tmp_path: Path) -> None:
+    """CacheSettings takes a pathlib.Path for its paths and keeps them as str."""
+    cache = chunktune.CacheSettings(path=tmp_path / "c.json", system_path=tmp_path / "s.json")
+    assert cache == chunktune.CacheSettings(
+        path=str(tmp_path / "c.json"), system_path=str(tmp_path / "s.json")
+    )
+
+
 def test_a_policy_written_without_extends_starts_from_balanced() -> None:
     """Policy()'s every default is the balanced preset's (its description aside)."""
     balanced = chunktune.load_settings().get_policy("balanced")
