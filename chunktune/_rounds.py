@@ -414,8 +414,11 @@ class _Rounds:
         doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
         lead = f"the best candidate, {chosen}, looked {pct(gain)} faster than native"
         if gain <= 0:
+            # a size raced out early may have looked faster than native then: the
+            # sentence speaks of those that stayed, whose figures are the final ones
+            who = "no candidate left in the race" if self.dropped else "no candidate"
             reason = (
-                f"kept the native chunk {native}: no candidate measured faster than native "
+                f"kept the native chunk {native}: {who} measured faster than native "
                 f"(the best, {chosen}, was {pct(-gain)} slower)"
             )
             return None, Choice(None, best, band, reason)
