@@ -316,7 +316,8 @@ def unknown_policy(name: object, known: Iterable[str]) -> str:
     names = sorted(known)
     close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
     hint = f"did you mean {close[0]}? " if close else ""
-    return f"unknown policy {shown(name)}; {hint}known policies: {', '.join(names)}"
+    known_ones = f"known policies: {', '.join(names)}" if names else "no policies are defined"
+    return f"unknown policy {shown(name)}; {hint}{known_ones}"
 
 
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:

@@ -178,7 +178,7 @@ def test_choices_come_from_their_literal_types() -> None:
         (lambda: chunktune.ExplicitCandidates(sizes=[]), r"\[\] is not valid for sizes"),
         (lambda: chunktune.GeometricCandidates(ratio=1.0), "1.0 is not valid for ratio"),
         (lambda: chunktune.BalancedCandidates(max_candidates=0), "0 is not valid for max_"),
-        (lambda: chunktune.Settings(policies={}, policy="x"), "unknown policy 'x'"),
+        (lambda: chunktune.Settings(policies={}, policy="x"), "'x'; no policies are defined"),
         (lambda: chunktune.CacheSettings(path=""), "'' is not a path"),
         # an int past any float, a list that is none, a mapping that is none
         (lambda: chunktune.Policy(margin=10**400), r"1000+\.\.\.0+ is not valid for margin"),
