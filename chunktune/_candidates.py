@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 
 from ._errors import ConfigError
-from ._validators import integer, number, positive_sizes, shown
+from ._validators import integer, number, plain_numbers, positive_sizes, shown
 from ._workload import native_chunk, upper_chunk
 
 __all__ = [
@@ -52,7 +52,7 @@ def thin_log(sizes: list[int], cap: int) -> list[int]:
     return sorted(keep)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class SeedCandidates:
     """The older tuner's grid: a band around N/(10T), a x1.8 geometric sweep, capped at 16.
 
@@ -82,7 +82,7 @@ class SeedCandidates:
         return sorted({*valid[: self.max_candidates - 1], valid[-1]})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class BalancedCandidates:
     """Sizes ``ceil(N/(k*T))`` that cut the batch into at most k chunks per worker.
 
@@ -120,7 +120,7 @@ class BalancedCandidates:
         return thin_log(sorted(found), self.max_candidates)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class GeometricCandidates:
     """Sizes 1, r, r^2, ... up to ``ceil(N/T)`` (which is always included)."""
 
@@ -141,7 +141,7 @@ class GeometricCandidates:
         return thin_log(sorted(found), self.max_candidates)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class ExhaustiveCandidates:
     """Every size in ``[1, ceil(N/T)]``, thinned in log scale beyond ``max_candidates``."""
 
@@ -197,7 +197,7 @@ def _as_size_tuple(value: object) -> tuple[int, ...]:
     raise ConfigError(f"{shown(value)} is not valid for sizes; expected a list of chunk sizes")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class ExplicitCandidates:
     """Exactly the listed sizes; those above ``ceil(N/T)`` are measured as ``ceil(N/T)``."""
 

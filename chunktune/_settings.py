@@ -24,7 +24,7 @@ import attrs
 
 from ._candidates import BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
-from ._validators import boolean, choice, integer, number, path_text, shown, text
+from ._validators import boolean, choice, integer, number, path_text, plain_numbers, shown, text
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -71,7 +71,7 @@ def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class Policy:
     """How a sweep measures and how its winner is chosen.
 
@@ -260,7 +260,7 @@ def _path_str(value: Any) -> Any:
     return value
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class CacheSettings:
     """Where decisions are stored. ``path=None`` means the platform's user cache dir.
 
@@ -278,7 +278,7 @@ class CacheSettings:
     )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class LogSettings:
     """How a decision is reported.
 
@@ -291,7 +291,7 @@ class LogSettings:
     stderr: str = attrs.field(default="auto", validator=choice(STDERR_MODES))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class RaySettings:
     """How ``chunktune.ray`` behaves on a Ray cluster. Times in seconds.
 
@@ -335,7 +335,7 @@ def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
     return dict(value)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
 class Settings:
     """The effective settings: the active policy's name, every known policy, cache, log, ray."""
 

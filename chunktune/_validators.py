@@ -26,6 +26,7 @@ __all__ = [
     "model_file_problem",
     "number",
     "path_text",
+    "plain_numbers",
     "positive_sizes",
     "shown",
     "text",
@@ -41,6 +42,26 @@ _repr.maxstring = _repr.maxother = 60
 def shown(value: object) -> str:
     """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
     return _repr.repr(value)
+
+
+def _plain(value: Any) -> Any:
+    """numpy's numbers (any ``numbers.Integral`` or ``Real``) as the int or float they hold.
+
+    A settings object is fingerprinted and written as TOML, which know plain numbers
+    only; a bool, and anything that is no number, is left for the validator to judge.
+    """
+    if isinstance(value, bool) or type(value) in (int, float):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
+    """An attrs ``field_transformer``: every field without a converter takes numpy's numbers."""
+    return [f if f.converter is not None else f.evolve(converter=_plain) for f in fields]
 
 
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:

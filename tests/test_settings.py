@@ -213,3 +213,16 @@ def test_a_policy_written_without_extends_starts_from_balanced() -> None:
     """Policy()'s every default is the balanced preset's (its description aside)."""
     balanced = chunktune.load_settings().get_policy("balanced")
     assert attrs.evolve(Policy(), description=balanced.description) == balanced
+
+
+def test_numpy_numbers_in_code_built_settings_are_kept_as_plain_numbers() -> None:
+    """A policy built from numpy's numbers holds ints and floats: it fingerprints and dumps."""
+    import numpy as np
+
+    p = Policy(margin=np.float64(0.02), min_rounds=np.int32(2), max_rounds=np.int64(12))
+    assert type(p.margin) is float and type(p.max_rounds) is int and type(p.min_rounds) is int
+    assert p.fingerprint() == Policy(margin=0.02, min_rounds=2, max_rounds=12).fingerprint()
+    strategy = chunktune.BalancedCandidates(max_candidates=np.int64(10))
+    assert type(strategy.max_candidates) is int
+    with pytest.raises(ConfigError, match="expected true or false"):
+        Policy(race=np.bool_(True))  # type: ignore[arg-type]
