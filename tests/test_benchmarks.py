@@ -116,6 +116,20 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     assert -1.0 < summary["captured_share"] <= 1.0
 
 
+def test_a_run_whose_workload_failed_is_not_scored_as_keeping_native(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """A replay that cannot play a size the policy probes stops the run, naming the draw."""
+    samples = {c: tuple(0.05 * (0.8 if c == 4 else 1.0) * (1 + 0.01 * (r % 3)) for r in range(20))
+               for c in (1, 4)}  # fmt: skip
+    path = tmp_path / "two-sizes.json"  # 64 envs on 4 threads: balanced probes more than 1, 4
+    path.write_text(dump_trace(Trace(num_envs=64, nthread=4, rounds=20, samples=samples)))
+    measure = bench["measure"]
+    settings = measure.bench_settings()
+    with pytest.raises(measure.BenchmarkError, match=r"balanced on .*two-sizes draw 0: the run"):
+        measure.trace_rows(path, measure.policies_named(settings, ["balanced"]), 1, settings)
+
+
 def _split_trace(
     rounds: int, fast: int, gain: float, noise: float = 0.05, slower: float = 0.0
 ) -> Trace:
