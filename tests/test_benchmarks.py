@@ -245,6 +245,34 @@ def test_run_script_runs_a_picked_case_under_each_documented_mode(
     assert "simulated: 1 cases" in out and "uniform-256x8" in out
 
 
+def _run_script() -> ModuleType:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("run")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_run_script_unbounded_takes_a_policy_that_stretches_its_budget(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """run.py --unbounded runs patient (an extend_budget policy) with no budget: exit 0, a row."""
+    argv = ["--unbounded", "--no-traces", "--cases", "uniform-256x8", "--seeds", "1"]
+    assert _run_script().main([*argv, "--policies", "patient"]) == 0
+    assert "simulated: 1 cases" in capsys.readouterr().out
+
+
+def test_run_script_picks_traces_by_the_name_its_tables_print(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--cases with a trace's printed name (manycore/...) picks it under --traces manycore."""
+    argv = ["--no-sim", "--traces", str(BENCH / "traces" / "manycore"), "--draws", "1"]
+    argv += ["--cases", "manycore/demo-tail-256-t4", "--policies", "quick"]
+    assert _run_script().main(argv) == 0
+    out = capsys.readouterr().out
+    assert "traces: 1 recorded landscapes" in out and "manycore/demo-tail-256-t4" in out
+
+
 def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     """benchmarks/fuzz.py runs every kind of settings file and cache document without a failure."""
     sys.path.insert(0, str(BENCH))
