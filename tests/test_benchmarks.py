@@ -245,6 +245,19 @@ def test_run_script_runs_a_picked_case_under_each_documented_mode(
     assert "simulated: 1 cases" in out and "uniform-256x8" in out
 
 
+def test_ceiling_script_reports_traces_with_nothing_on_offer(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ceiling.py on a trace whose best size is native prints no share (no ZeroDivisionError)."""
+    samples = {c: tuple(0.05 * (1.0 if c == 1 else 1.1) * (1 + 0.01 * (r % 3)) for r in range(8))
+               for c in range(1, 5)}  # fmt: skip
+    trace = Trace(num_envs=16, nthread=4, rounds=8, samples=samples)
+    (tmp_path / "native-best.json").write_text(dump_trace(trace))
+    argv = ["--no-sim", "--draws", "1", "--traces", str(tmp_path)]
+    assert bench["ceiling"].main(argv) == 0
+    assert "captured 0.00% of the 0.00% on offer (-)" in capsys.readouterr().out
+
+
 def _run_script() -> ModuleType:
     sys.path.insert(0, str(BENCH))
     try:
