@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import attrs
 from cases import trace_files, trace_name
-from measure import bench_settings
+from measure import bench_settings, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -68,8 +68,11 @@ def calibration_rows(
             # size, so sizes sharing seeds would share one stretch of luck
             seed = size * draws + d
             workload = ReplayWorkload.from_file(path, seed=seed)
-            decision = chunktune.resolve_sync(
-                workload, settings=settings, policy=attrs.evolve(alone, seed=seed)
+            decision = scored(
+                chunktune.resolve_sync(
+                    workload, settings=settings, policy=attrs.evolve(alone, seed=seed)
+                ),
+                f"size {size} alone on {trace_name(path)} draw {d}",
             )
             left = decision.chunk_size is not None
             rows.append(CalibrationRow(trace_name(path), size, gain, d, left))

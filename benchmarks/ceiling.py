@@ -121,9 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     total = sum(r.captured for r in rows)
     apparent = sum(r.apparent for r in rows)
+    share = f"{total / apparent:.0%}" if apparent > 0 else "-"  # native best everywhere, or none
     print(
         f"traces ({len(rows)} x {args.draws} draws): captured {total:.2%} of the "
-        f"{apparent:.2%} on offer ({total / apparent:.0%})"
+        f"{apparent:.2%} on offer ({share})"
     )
     return 0
 

@@ -35,7 +35,7 @@ import attrs
 import numpy as np
 from cases import trace_files, trace_name
 from ceiling import confirm_known_best
-from measure import bench_settings, policies_named
+from measure import bench_settings, policies_named, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -106,8 +106,11 @@ def held_out_rows(
             )
         for policy_name, policy in policies.items():
             workload = ReplayWorkload(seen, seed=d, name=name)
-            decision = chunktune.resolve_sync(
-                workload, settings=settings, policy=attrs.evolve(policy, seed=d)
+            decision = scored(
+                chunktune.resolve_sync(
+                    workload, settings=settings, policy=attrs.evolve(policy, seed=d)
+                ),
+                f"{policy_name} on {name} draw {d}",
             )
             rows.append(
                 HeldOutRow(

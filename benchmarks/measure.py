@@ -27,6 +27,7 @@ from chunktune._evidence import Evidence
 from chunktune.sim import ReplayWorkload
 
 __all__ = [
+    "BenchmarkError",
     "LiveRow",
     "SimRow",
     "TraceRow",
@@ -34,6 +35,7 @@ __all__ = [
     "live_rows",
     "policies_named",
     "remeasure",
+    "scored",
     "sim_rows",
     "trace_rows",
 ]
@@ -52,6 +54,28 @@ def bench_settings() -> Settings:
 def policies_named(settings: Settings, names: Sequence[str]) -> dict[str, Policy]:
     """The named policies of ``settings``."""
     return {name: settings.get_policy(name) for name in names}
+
+
+class BenchmarkError(RuntimeError):
+    """A run that cannot be scored: its workload failed, so the policy chose nothing."""
+
+
+def scored(decision: chunktune.Decision, where: str) -> chunktune.Decision:
+    """``decision``, unless it is a fallback: a failed run is no choice of native to score.
+
+    A workload that fails while measuring (a replayed size the trace never recorded,
+    say) leaves the trainer on native, as it should; scored, it would enter the totals
+    as a policy that kept native, and hide the failure.
+
+    Raises:
+        BenchmarkError: the decision fell back to native; the message names ``where``.
+    """
+    if decision.source == "fallback":
+        raise BenchmarkError(
+            f"{where}: the run failed, so it cannot be scored (expected a measured "
+            f"decision, got a fallback to native): {decision.reason}"
+        )
+    return decision
 
 
 # ------------------------------------------------------------------------ simulated
@@ -98,8 +122,11 @@ def sim_rows(
     for name, policy in policies.items():
         for s in range(seeds):
             workload = case.workload(index, seed=1000 * index + s)
-            decision = chunktune.resolve_sync(
-                workload, settings=settings, policy=attrs.evolve(policy, seed=s)
+            decision = scored(
+                chunktune.resolve_sync(
+                    workload, settings=settings, policy=attrs.evolve(policy, seed=s)
+                ),
+                f"{name} on {case.name} seed {s}",
             )
             chosen_s = truth.true_time(decision.chunk_size)
             rows.append(
@@ -178,8 +205,11 @@ def trace_rows(
     for name, policy in policies.items():
         for d in range(draws):
             workload = ReplayWorkload.from_file(path, seed=d)
-            decision = chunktune.resolve_sync(
-                workload, settings=settings, policy=attrs.evolve(policy, seed=d)
+            decision = scored(
+                chunktune.resolve_sync(
+                    workload, settings=settings, policy=attrs.evolve(policy, seed=d)
+                ),
+                f"{name} on {trace_name(path)} draw {d}",
             )
             chosen_s = truth.true_time(decision.chunk_size)
             rows.append(

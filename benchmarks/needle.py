@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
-from measure import bench_settings, policies_named
+from measure import bench_settings, policies_named, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -82,7 +82,9 @@ def needle_rows(
                 for draw in range(draws):
                     w = Needle(good, gain, sigma, seed=100 * draw + k)
                     pol = attrs.evolve(policy, seed=draw)
-                    chosen = chunktune.resolve_sync(w, settings=settings, policy=pol).chunk_size
+                    decision = chunktune.resolve_sync(w, settings=settings, policy=pol)
+                    where = f"{name} on needle {good} at {sigma:.0%} draw {draw}"
+                    chosen = scored(decision, where).chunk_size
                     captured = 1.0 - w.true_time(chosen) / w.true_time(None)
                     rows.append(NeedleRow(name, sigma, good, draw, chosen, captured))
     return rows

@@ -111,8 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = args.policies or list(QUICK_POLICIES if args.quick else FULL_POLICIES)
     policies = live_policies = policies_named(settings, names)
     if args.unbounded:
+        # no budget to stretch either: an extend_budget policy needs a hard limit to stretch to
         policies = {
-            name: attrs.evolve(p, time_budget_s=_UNBOUNDED_S, hard_limit_s=None)
+            name: attrs.evolve(
+                p, time_budget_s=_UNBOUNDED_S, hard_limit_s=None, extend_budget=False
+            )
             for name, p in policies.items()
         }
 
@@ -143,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_traces:
         draws = args.draws or (5 if args.quick else 10)
         found = trace_files(*([args.traces] if args.traces else []))
-        named = [(f, trace_name(f, *([args.traces] if args.traces else []))) for f in found]
-        files = [f for f, name in named if wanted(name)]
+        # the name the rows print (trace_rows'), so --cases picks what the tables show
+        files = [f for f in found if wanted(trace_name(f))]
         t0 = time.perf_counter()
         for f in files:
             traces += trace_rows(f, policies, draws, settings)

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
-from measure import bench_settings, policies_named
+from measure import bench_settings, policies_named, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -116,8 +116,13 @@ def unseen_rows(
         _, best = truth.oracle()
         for name, policy in policies.items():
             for seed in range(seeds):
-                decision = chunktune.resolve_sync(
-                    case.workload(seed), settings=settings, policy=attrs.evolve(policy, seed=seed)
+                decision = scored(
+                    chunktune.resolve_sync(
+                        case.workload(seed),
+                        settings=settings,
+                        policy=attrs.evolve(policy, seed=seed),
+                    ),
+                    f"{name} on case {case.index} ({case.name}) seed {seed}",
                 )
                 chosen = truth.true_time(decision.chunk_size)
                 rows.append(

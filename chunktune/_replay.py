@@ -72,9 +72,16 @@ from ._workload import (
     native_chunk,
 )
 
-__all__ = ["ReplayWorkload", "decompose", "standardized_noise", "without_machine_state"]
+__all__ = [
+    "ReplayWorkload",
+    "decompose",
+    "own_calls",
+    "standardized_noise",
+    "without_machine_state",
+]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
 
 
 _STATE_WINDOW = 7  # calls averaged into the machine's short-lived state
@@ -89,17 +96,42 @@ def without_machine_state(
     state at the ``k``-th call of a round is the centered moving average of the
     round's residuals, in the order its calls ran, over the calls around it.
     """
+    return _without_state(residuals, _call_rows(order, sizes))
+
+
+def _call_rows(order: tuple[tuple[int, ...], ...], sizes: list[int]) -> IntArray:
+    """``rows[round, k]``: the size row of the ``k``-th call of each round."""
     index = {c: i for i, c in enumerate(sizes)}
-    own = residuals.copy()
+    return np.array([[index[c] for c in calls] for calls in order], dtype=np.intp)
+
+
+def _without_state(residuals: FloatArray, rows: IntArray) -> FloatArray:
+    """:func:`without_machine_state` with the order given as :func:`_call_rows`."""
+    rounds = np.arange(rows.shape[0])[:, None]
+    seq = residuals[rows, rounds]  # seq[round, k]: the k-th call's residual
+    n = seq.shape[1]
+    sums = np.concatenate((np.zeros((seq.shape[0], 1)), np.cumsum(seq, axis=1)), axis=1)
     half = _STATE_WINDOW // 2
-    for r, calls in enumerate(order):
-        seq = np.array([residuals[index[c], r] for c in calls])
-        sums = np.concatenate(([0.0], np.cumsum(seq)))
-        lo = np.clip(np.arange(len(seq)) - half, 0, len(seq))
-        hi = np.clip(np.arange(len(seq)) + half + 1, 0, len(seq))
-        states = (sums[hi] - sums[lo]) / (hi - lo)
-        for k, c in enumerate(calls):
-            own[index[c], r] -= states[k]
+    lo = np.clip(np.arange(n) - half, 0, n)
+    hi = np.clip(np.arange(n) + half + 1, 0, n)
+    states = (sums[:, hi] - sums[:, lo]) / (hi - lo)
+    own = residuals.copy()
+    own[rows, rounds] -= states
+    return own
+
+
+def own_calls(logs: FloatArray, rows: IntArray | None) -> FloatArray:
+    """Each recorded call's log seconds with the machine's state when it ran taken out.
+
+    ``logs[size, round]``; ``rows`` (:func:`_call_rows`) the order the calls ran in,
+    or None without it (then the round's level alone is taken out). Computed from
+    these rounds alone: the mean over rounds of a size's row is the log of its truth.
+    """
+    _, adjusted = decompose(logs)
+    if rows is None:
+        return adjusted
+    residuals: FloatArray = adjusted - adjusted.mean(axis=1, keepdims=True)
+    own: FloatArray = adjusted - residuals + _without_state(residuals, rows)
     return own
 
 
@@ -177,9 +209,11 @@ class ReplayWorkload(ModeledTime):
         )
         self._noise: FloatArray | None = None  # the recorded noise, walked through
         self._spread = np.zeros(len(self.sizes))
-        if complete:
+        self._logs = logs
+        self._rows = _call_rows(trace.order, self.sizes) if complete else None
+        if self._rows is not None:
             residuals = adjusted - adjusted.mean(axis=1, keepdims=True)
-            own = without_machine_state(residuals, trace.order, self.sizes)
+            own = _without_state(residuals, self._rows)
             self._recorded_in += residuals - own
             self._spread, self._noise = standardized_noise(residuals, trace.order, self.sizes)
         # each recorded call with the machine's state when it ran taken out: what a replayed
@@ -314,7 +348,11 @@ class ReplayWorkload(ModeledTime):
         best size on a random half of the rounds and scores it on the other half,
         averaged over ``splits`` random halves: what the best size really gives,
         without the luck that made it look best. Their difference is the part of
-        the apparent gain that is noise in the recorded truth itself.
+        the apparent gain that is noise in the recorded truth itself. Each half's
+        truth is the one a replay of that half alone has (:func:`own_calls` on its
+        rounds): the whole trace's takes out a machine state averaged with each
+        call's own size's mean over every round, so a size's luck on the picking
+        half would reach its score on the other.
 
         Raises:
             InvalidArgumentError: ``splits`` is not an integer >= 1.
@@ -330,7 +368,11 @@ class ReplayWorkload(ModeledTime):
         for _ in range(splits):
             perm = rng.permutation(rounds)
             a, b = perm[: rounds // 2], perm[rounds // 2 :]
-            pick = int(np.argmin(self._own[:, a].mean(axis=1)))
-            held = self._own[:, b].mean(axis=1)
+            picking, scoring = (
+                own_calls(self._logs[:, half], None if self._rows is None else self._rows[half])
+                for half in (a, b)
+            )
+            pick = int(np.argmin(picking.mean(axis=1)))
+            held = scoring.mean(axis=1)
             gains.append(1.0 - math.exp(held[pick] - held[native_row]))
         return apparent, float(np.mean(gains))

@@ -116,6 +116,20 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     assert -1.0 < summary["captured_share"] <= 1.0
 
 
+def test_a_run_whose_workload_failed_is_not_scored_as_keeping_native(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """A replay that cannot play a size the policy probes stops the run, naming the draw."""
+    samples = {c: tuple(0.05 * (0.8 if c == 4 else 1.0) * (1 + 0.01 * (r % 3)) for r in range(20))
+               for c in (1, 4)}  # fmt: skip
+    path = tmp_path / "two-sizes.json"  # 64 envs on 4 threads: balanced probes more than 1, 4
+    path.write_text(dump_trace(Trace(num_envs=64, nthread=4, rounds=20, samples=samples)))
+    measure = bench["measure"]
+    settings = measure.bench_settings()
+    with pytest.raises(measure.BenchmarkError, match=r"balanced on .*two-sizes draw 0: the run"):
+        measure.trace_rows(path, measure.policies_named(settings, ["balanced"]), 1, settings)
+
+
 def _split_trace(
     rounds: int, fast: int, gain: float, noise: float = 0.05, slower: float = 0.0
 ) -> Trace:
@@ -229,6 +243,47 @@ def test_run_script_runs_a_picked_case_under_each_documented_mode(
     assert run.main(argv) == 0
     out = capsys.readouterr().out
     assert "simulated: 1 cases" in out and "uniform-256x8" in out
+
+
+def test_ceiling_script_reports_traces_with_nothing_on_offer(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ceiling.py on a trace whose best size is native prints no share (no ZeroDivisionError)."""
+    samples = {c: tuple(0.05 * (1.0 if c == 1 else 1.1) * (1 + 0.01 * (r % 3)) for r in range(8))
+               for c in range(1, 5)}  # fmt: skip
+    trace = Trace(num_envs=16, nthread=4, rounds=8, samples=samples)
+    (tmp_path / "native-best.json").write_text(dump_trace(trace))
+    argv = ["--no-sim", "--draws", "1", "--traces", str(tmp_path)]
+    assert bench["ceiling"].main(argv) == 0
+    assert "captured 0.00% of the 0.00% on offer (-)" in capsys.readouterr().out
+
+
+def _run_script() -> ModuleType:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("run")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_run_script_unbounded_takes_a_policy_that_stretches_its_budget(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """run.py --unbounded runs patient (an extend_budget policy) with no budget: exit 0, a row."""
+    argv = ["--unbounded", "--no-traces", "--cases", "uniform-256x8", "--seeds", "1"]
+    assert _run_script().main([*argv, "--policies", "patient"]) == 0
+    assert "simulated: 1 cases" in capsys.readouterr().out
+
+
+def test_run_script_picks_traces_by_the_name_its_tables_print(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--cases with a trace's printed name (manycore/...) picks it under --traces manycore."""
+    argv = ["--no-sim", "--traces", str(BENCH / "traces" / "manycore"), "--draws", "1"]
+    argv += ["--cases", "manycore/demo-tail-256-t4", "--policies", "quick"]
+    assert _run_script().main(argv) == 0
+    out = capsys.readouterr().out
+    assert "traces: 1 recorded landscapes" in out and "manycore/demo-tail-256-t4" in out
 
 
 def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:

@@ -286,3 +286,17 @@ def test_offered_gain_needs_a_whole_number_of_splits(splits: object) -> None:
     replay = ReplayWorkload(synthetic(), seed=0)
     with pytest.raises(chunktune.InvalidArgumentError, match="splits"):
         replay.offered_gain(splits)  # type: ignore[arg-type]
+
+
+def test_held_out_gain_scores_each_half_by_its_own_replay_truth() -> None:
+    """With the call order recorded, each half is scored as a replay of that half alone sees it."""
+    trace = remembering(rho=0.6)
+    replay = ReplayWorkload(trace)
+    perm = np.random.default_rng(12345).permutation(trace.rounds)  # offered_gain's first split
+    picking, scoring = (
+        ReplayWorkload(trace.select_rounds(int(r) for r in half))
+        for half in (perm[: trace.rounds // 2], perm[trace.rounds // 2 :])
+    )
+    best = picking.oracle()[0]
+    expected = 1.0 - scoring.true_time(best) / scoring.true_time(None)
+    assert replay.offered_gain(splits=1)[1] == pytest.approx(expected, abs=1e-12)
