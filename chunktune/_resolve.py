@@ -72,7 +72,8 @@ async def _measure(
 
     def on_event(event: ProgressEvent) -> None:
         nonlocal probe_total
-        if event.seconds is not None:
+        # an ``extended`` event's seconds are the stretched budget, not a call's
+        if event.kind in ("warmup", "probe", "confirm") and event.seconds is not None:
             probe_total += event.seconds
         if req.on_progress is not None:
             # never block the sweep on the loop: the awaiting task may be gone

@@ -145,6 +145,23 @@ async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) ->
     assert cache_entries(isolated) == {}
 
 
+async def test_a_workload_failing_after_a_stretch_reports_only_its_calls_seconds() -> None:
+    """A fallback's probe_seconds sums run()'s seconds, not the stretched budget's."""
+
+    class SlowThenBroken(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls >= 5:
+                raise RuntimeError("simulator exploded")
+            return super().run(chunk_size)
+
+    # 2 s a call: too slow for patient's 10 s, which stretches before the pool fails
+    w = SlowThenBroken(uneven().costs * 32, nthread=8)
+    events: list[ProgressEvent] = []
+    d = await chunktune.resolve(w, policy="patient", on_progress=events.append)
+    assert d.source == "fallback" and "extended" in {e.kind for e in events}
+    assert d.probe_seconds == pytest.approx(sum(seconds for _c, seconds in w.history))
+
+
 def _cancelled_inside() -> None:
     """What a workload that runs asyncio of its own may raise: its inner task cancelled."""
 
