@@ -129,6 +129,14 @@ async def test_trivial_batch_is_not_measured() -> None:
     assert (d.chunk_size, d.source, w.calls) == (None, "trivial", 0)
 
 
+async def test_a_policy_with_no_candidate_but_native_measures_nothing(isolated: Path) -> None:
+    """12 envs on 8 threads leave balanced no size but native's: native, no call, every time."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=12, nthread=8)
+    decisions = [await chunktune.resolve(w) for _ in range(2)]
+    assert [(d.chunk_size, d.source) for d in decisions] == [(None, "trivial")] * 2
+    assert w.calls == 0 and "no candidate but the native chunk 1" in decisions[0].reason
+
+
 async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) -> None:
     """run() raising gives native, source fallback, the error in reason, no cache entry."""
 
