@@ -188,12 +188,15 @@ def judge(
     estimator: str = "trimmed_mean",
     trim: float = 0.2,
     final: bool = False,
+    earlier: Sequence[int] | None = None,
 ) -> Confirmation:
     """Judge the paired log gains ``d`` collected so far.
 
     ``bounds`` are the ``(interim, final)`` z of :func:`success_z`. ``final`` marks
     the last look (the budget ran out); reaching ``max_pairs`` makes a look final too,
-    and an undecided final look is inconclusive.
+    and an undecided final look is inconclusive. ``earlier``: the pair counts at which
+    the test looked before (None: at the plan's :func:`look_points` under ``len(d)``);
+    a confirmed gain is adjusted for those looks.
     """
     n = len(d)
     last = final or n >= max_pairs
@@ -228,6 +231,7 @@ def judge(
         # of the gain, given when it stopped (median-unbiased), not the estimate itself
         design = _design(
             n,
+            earlier=earlier,
             sigma=sigma,
             estimator=estimator,
             need=need,
@@ -256,6 +260,7 @@ def _level(bounds: tuple[float, float], looks: int) -> float:
 def _design(
     n: int,
     *,
+    earlier: Sequence[int] | None,
     sigma: float,
     estimator: str,
     need: float,
@@ -264,8 +269,14 @@ def _design(
     min_pairs: int,
     max_pairs: int,
 ) -> Design:
-    """The looks a confirmation that stopped at ``n`` pairs made, as :class:`Design`."""
-    before = [k for k in look_points(min_pairs, max_pairs) if k < n]
+    """The looks a confirmation that stopped at ``n`` pairs made, as :class:`Design`.
+
+    ``earlier``: the pair counts of the looks before the last, where the test took
+    them; None takes them at the plan's look points.
+    """
+    if earlier is None:
+        earlier = look_points(min_pairs, max_pairs)
+    before = [k for k in earlier if k < n]
     se = [standard_error(sigma, k, estimator) for k in (*before, n)]
     return Design(
         se=tuple(se),

@@ -43,6 +43,9 @@ def run_confirmation(
     bounds = plan_bounds(p.confirm_alpha, min_pairs, plan)
     looks = Looks(min_pairs, plan)
     d: list[float] = []
+    # pairs come two to a block, so a look due at an odd count is taken one pair later:
+    # the verdict is adjusted for the looks where they were taken
+    looked: list[int] = []
     block = 0
     while True:
         order = abba_order(block, chosen)
@@ -70,8 +73,10 @@ def run_confirmation(
             estimator=p.estimator,
             trim=p.trim,
             final=final,
+            earlier=looked,
         )
         if verdict.outcome is not None:
             # cut: the budget ended it before its plan (calls ran slower than priced)
             return verdict, final and len(d) < plan
+        looked.append(len(d))
         block += 1

@@ -30,6 +30,7 @@ __all__ = [
     "entry_decision",
     "failed_decision",
     "measured_decision",
+    "nothing_to_measure",
     "pick_policy",
     "policy_identity",
     "report",
@@ -123,6 +124,19 @@ def failed_decision(
         f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})",
         key=key,
         probe_seconds=probe_seconds,
+        policy=req.policy_name,
+    )
+
+
+def nothing_to_measure(req: Request, key: str) -> Decision:
+    """Native, because the policy's candidate list holds no size but native's for this batch."""
+    return Decision(
+        chunk_size=None,
+        native_chunk=req.native,
+        source="trivial",
+        reason=f"policy {req.policy_name!r} has no candidate but the native chunk "
+        f"{req.native} for {req.num_envs} envs on {req.nthread} threads; nothing to measure",
+        key=key,
         policy=req.policy_name,
     )
 

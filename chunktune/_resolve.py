@@ -38,6 +38,7 @@ from ._request import (
     cache_entry,
     failed_decision,
     measured_decision,
+    nothing_to_measure,
     pick_policy,
     report,
     worth_storing,
@@ -66,13 +67,18 @@ async def _measure(
 ) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
+    if sizes == [None]:
+        # a sweep would time native against nothing, and such a result is never stored:
+        # every resolve would take the machine and spend those calls again
+        return nothing_to_measure(req, key)
     probe_total = 0.0
     token = anyio.lowlevel.current_token()
     stop = threading.Event()
 
     def on_event(event: ProgressEvent) -> None:
         nonlocal probe_total
-        if event.seconds is not None:
+        # an ``extended`` event's seconds are the stretched budget, not a call's
+        if event.kind in ("warmup", "probe", "confirm") and event.seconds is not None:
             probe_total += event.seconds
         if req.on_progress is not None:
             # never block the sweep on the loop: the awaiting task may be gone

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 import pytest
 
+from chunktune import load_settings
+from chunktune._candidates import candidate_list
 from chunktune._confirm import (
     FUTILITY_Z,
     INTERIM_Z,
@@ -14,10 +17,14 @@ from chunktune._confirm import (
     judge,
     look_points,
     looks_of,
+    pair_gains,
     pairs_needed,
     success_z,
 )
-from chunktune._stats import normal_cdf
+from chunktune._events import ProgressEvent
+from chunktune._stats import estimate, normal_cdf
+from chunktune._sweep import sweep
+from chunktune.sim import Noise, SimulatedWorkload
 
 
 def verdict(d: list[float], *, final: bool = False, sigma: float = 0.05) -> str | None:
@@ -124,3 +131,21 @@ def test_the_futility_bound_is_what_a_rejection_judged(center: float) -> None:
     )
     rejected = futility_bound(v, "trimmed_mean") < 0.01
     assert (v.outcome == "rejected") == (rejected and v.outcome != "confirmed")
+
+
+@pytest.mark.parametrize("min_pairs", [pytest.param(3, id="3"), pytest.param(5, id="5")])
+def test_a_first_look_due_at_an_odd_count_reports_its_estimate(min_pairs: int) -> None:
+    """Pairs come two to a block: a first look due at an odd count is the first look made."""
+    pol = attrs.evolve(load_settings().get_policy("balanced"), confirm_min_pairs=min_pairs)
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    events: list[ProgressEvent] = []
+    r = sweep(w, candidate_list(pol.candidates, 2048, 16), pol, on_event=events.append)
+    calls = [e for e in events if e.kind == "confirm"]
+    d: list[float] = []
+    for k in range(0, len(calls), 4):
+        block = calls[k : k + 4]
+        d += pair_gains([e.chunk_size for e in block], [e.seconds or 0.0 for e in block])
+    assert r.gain_ci is not None and r.confirm_pairs == min_pairs + 1
+    assert r.gain == pytest.approx(-math.expm1(-estimate(d, "trimmed_mean")))

@@ -129,6 +129,14 @@ async def test_trivial_batch_is_not_measured() -> None:
     assert (d.chunk_size, d.source, w.calls) == (None, "trivial", 0)
 
 
+async def test_a_policy_with_no_candidate_but_native_measures_nothing(isolated: Path) -> None:
+    """12 envs on 8 threads leave balanced no size but native's: native, no call, every time."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=12, nthread=8)
+    decisions = [await chunktune.resolve(w) for _ in range(2)]
+    assert [(d.chunk_size, d.source) for d in decisions] == [(None, "trivial")] * 2
+    assert w.calls == 0 and "no candidate but the native chunk 1" in decisions[0].reason
+
+
 async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) -> None:
     """run() raising gives native, source fallback, the error in reason, no cache entry."""
 
@@ -143,6 +151,23 @@ async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) ->
     assert (d.chunk_size, d.source) == (None, "fallback")
     assert "simulator exploded" in d.reason
     assert cache_entries(isolated) == {}
+
+
+async def test_a_workload_failing_after_a_stretch_reports_only_its_calls_seconds() -> None:
+    """A fallback's probe_seconds sums run()'s seconds, not the stretched budget's."""
+
+    class SlowThenBroken(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls >= 5:
+                raise RuntimeError("simulator exploded")
+            return super().run(chunk_size)
+
+    # 2 s a call: too slow for patient's 10 s, which stretches before the pool fails
+    w = SlowThenBroken(uneven().costs * 32, nthread=8)
+    events: list[ProgressEvent] = []
+    d = await chunktune.resolve(w, policy="patient", on_progress=events.append)
+    assert d.source == "fallback" and "extended" in {e.kind for e in events}
+    assert d.probe_seconds == pytest.approx(sum(seconds for _c, seconds in w.history))
 
 
 def _cancelled_inside() -> None:
