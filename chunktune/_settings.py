@@ -153,6 +153,20 @@ class Policy:
                 f"hard_limit_s {self.hard_limit_s:g} is below time_budget_s "
                 f"{self.time_budget_s:g}; expected hard_limit_s >= time_budget_s"
             )
+        rounds_only = [
+            name
+            for name in ("race", "paired", "confirm", "noise_gate")
+            if not self.interleave and getattr(self, name)
+        ]
+        if rounds_only:
+            one = len(rounds_only) == 1
+            named = ", ".join(rounds_only[:-1]) + (" and " if not one else "") + rounds_only[-1]
+            problems.append(
+                f"interleave is false but {named} {'is' if one else 'are'} true; expected "
+                f"false: {'it acts' if one else 'they act'} on the paired rounds, and "
+                "interleave = false measures each candidate's samples in a row instead "
+                "(the older tuner's schedule)"
+            )
         if self.extend_budget and self.hard_limit_s is None:
             problems.append(
                 "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "

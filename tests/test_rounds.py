@@ -441,7 +441,10 @@ def test_a_sweep_that_starts_late_stretches_only_within_what_its_hard_limit_leav
 def test_the_sequential_schedule_never_stretches() -> None:
     """extend_budget acts on the paired rounds only: a sequential sweep ends by its budget."""
     w = lognormal_32(0)
-    pol = balanced(interleave=False, extend_budget=True, hard_limit_s=100.0)
+    pol = balanced(
+        interleave=False, race=False, paired=False, confirm=False, noise_gate=False,
+        extend_budget=True, hard_limit_s=100.0,
+    )  # fmt: skip
     r = run(w, pol)
     assert r.elapsed_s <= pol.time_budget_s + 2 * w.true_time(1)
     assert "extended" not in r.choice.reason

@@ -104,10 +104,19 @@ def test_every_field_has_a_declared_role() -> None:
     assert {n for n, f in fields.items() if f.metadata.get("rule", False)} == RULE
 
 
+def _base_for(name: str) -> Policy:
+    """A valid policy from which ``name`` alone can change (the older tuner's schedule
+    takes none of the rounds' features)."""
+    if name == "interleave":
+        return Policy(hard_limit_s=100.0, race=False, paired=False, confirm=False,
+                      noise_gate=False)  # fmt: skip
+    return Policy(hard_limit_s=100.0)
+
+
 @pytest.mark.parametrize("name", FIELDS)
 def test_fingerprint_changes_with_exactly_the_identity_fields(name: str) -> None:
     """Changing an identity field changes the fingerprint; a limit or the text does not."""
-    base = Policy(hard_limit_s=100.0)
+    base = _base_for(name)
     other = attrs.evolve(base, **{name: OTHER_VALUE[name]})
     assert other != base
     assert (other.fingerprint() != base.fingerprint()) == (name not in OUTSIDE_IDENTITY)
@@ -116,7 +125,7 @@ def test_fingerprint_changes_with_exactly_the_identity_fields(name: str) -> None
 @pytest.mark.parametrize("name", FIELDS)
 def test_rule_changes_with_exactly_the_rule_fields(name: str) -> None:
     """rule() names every field the choice is declared to depend on, and no other."""
-    base = Policy(hard_limit_s=100.0)
+    base = _base_for(name)
     other = attrs.evolve(base, **{name: OTHER_VALUE[name]})
     assert (other.rule() != base.rule()) == (name in RULE)
 
@@ -226,3 +235,13 @@ def test_numpy_numbers_in_code_built_settings_are_kept_as_plain_numbers() -> Non
     assert type(strategy.max_candidates) is int
     with pytest.raises(ConfigError, match="expected true or false"):
         Policy(race=np.bool_(True))  # type: ignore[arg-type]
+
+
+def test_the_rounds_features_without_the_rounds_are_refused() -> None:
+    """interleave = false with confirm (or race, paired, noise_gate) on is named, not ignored."""
+    with pytest.raises(ConfigError, match="interleave is false but confirm is true"):
+        Policy(interleave=False, race=False, paired=False, noise_gate=False)
+    with pytest.raises(ConfigError, match="race, paired, confirm and noise_gate are true"):
+        Policy(interleave=False)
+    seed = chunktune.load_settings().policies["seed"]
+    assert not seed.interleave and not (seed.confirm or seed.race or seed.paired)
