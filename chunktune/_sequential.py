@@ -34,6 +34,7 @@ __all__ = ["Design", "adjusted", "more_extreme"]
 _GRID = 161  # points per look over the continuation region
 _SPAN = 8.0  # standard deviations of B_k kept either side of its mean
 _ROOT_STEPS = 60
+_WIDENINGS = 6  # the root's bracket: 12 standard errors, then fourfold wider, five times
 _ROOT_TOL = 1e-6  # relative to the target chance, and in standard errors of the bracket
 
 _Array = npt.NDArray[np.float64]
@@ -121,15 +122,22 @@ def more_extreme(theta: float, design: Design, observed: float) -> float:
 
 
 def _solve(design: Design, observed: float, target: float) -> float:
-    """The ``theta`` at which :func:`more_extreme` is ``target`` (Illinois false position)."""
+    """The ``theta`` at which :func:`more_extreme` is ``target`` (Illinois false position).
+
+    The bracket starts 12 standard errors of the last look either side of ``observed``
+    and widens (fourfold, up to five times) until it holds the root: a strict target,
+    or a first look much noisier than the last, can put it farther out.
+    """
     width = 12.0 * design.se[-1]
-    lo, hi = observed - width, observed + width
-    f_lo = more_extreme(lo, design, observed) - target
-    f_hi = more_extreme(hi, design, observed) - target
-    if f_lo >= 0:  # past the bracket (a target at the very edge): its end is the answer
-        return lo
-    if f_hi <= 0:
-        return hi
+    for _ in range(_WIDENINGS):
+        lo, hi = observed - width, observed + width
+        f_lo = more_extreme(lo, design, observed) - target
+        f_hi = more_extreme(hi, design, observed) - target
+        if f_lo < 0 < f_hi:
+            break
+        width *= 4.0
+    else:  # past any bracket (a target at the very edge): its end is the answer
+        return lo if f_lo >= 0 else hi
     # relative to the target: a strict alpha's tail holds chances far under _ROOT_TOL
     tol = _ROOT_TOL * min(target, 1.0 - target)
     side = 0

@@ -159,3 +159,13 @@ def test_a_strict_alpha_gets_its_interval_at_its_own_tails() -> None:
     assert more_extreme(low, THREE_LOOKS, 0.07) == pytest.approx(1e-6, rel=0.01)
     assert 1.0 - more_extreme(high, THREE_LOOKS, 0.07) == pytest.approx(1e-6, rel=0.01)
     assert low < gain < high
+
+
+def test_a_root_beyond_the_first_bracket_is_found_not_clamped_to_its_edge() -> None:
+    """A first look far noisier than the last puts a quantile past 12 standard errors: found."""
+    from chunktune._sequential import _solve
+
+    design = Design(se=(0.2, 0.01), upper=(0.1,), lower=(-1e9,))
+    lower = _solve(design, 0.03, 0.025)
+    assert lower < 0.03 - 12 * 0.01  # past the first bracket
+    assert more_extreme(lower, design, 0.03) == pytest.approx(0.025, abs=1e-6)
