@@ -250,6 +250,7 @@ class Watch:
     lock: Lock | None = None
     holder: Holder | None = None
     sweeping: bool = False
+    probe_seconds: float = 0.0  # the seconds of the calls the sweep has made so far
     decided: Decision | None = None  # measured; being stored
 
     def waiting(self, what: Literal["key", "sweep"], lock: Lock) -> Callable[[Holder | None], None]:
@@ -286,4 +287,7 @@ class Watch:
             )
         else:
             why = "before the sweep started"
-        return _gave_up(f"{why}; nothing was cached", key, limit, self.native, self.policy_name)
+        return attrs.evolve(
+            _gave_up(f"{why}; nothing was cached", key, limit, self.native, self.policy_name),
+            probe_seconds=self.probe_seconds,
+        )

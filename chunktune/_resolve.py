@@ -71,15 +71,13 @@ async def _measure(
         # a sweep would time native against nothing, and such a result is never stored:
         # every resolve would take the machine and spend those calls again
         return nothing_to_measure(req, key)
-    probe_total = 0.0
     token = anyio.lowlevel.current_token()
     stop = threading.Event()
 
     def on_event(event: ProgressEvent) -> None:
-        nonlocal probe_total
         # an ``extended`` event's seconds are the stretched budget, not a call's
         if event.kind in ("warmup", "probe", "confirm") and event.seconds is not None:
-            probe_total += event.seconds
+            watch.probe_seconds += event.seconds  # read back only if the sweep fails
         if req.on_progress is not None:
             # never block the sweep on the loop: the awaiting task may be gone
             call_soon(token, functools.partial(req.on_progress, event))
@@ -115,7 +113,7 @@ async def _measure(
         if isinstance(exc, Exception):
             # a failing workload must never crash the trainer
             logger.warning("chunktune: workload failed while measuring: %r", exc)
-            return failed_decision(req, key, exc, probe_total)
+            return failed_decision(req, key, exc, watch.probe_seconds)
         raise
     watch.sweeping = False
     decision = watch.decided = measured_decision(req, result, key)

@@ -501,6 +501,7 @@ async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
         d = await chunktune.resolve(stuck, policy=pol)
         assert (d.source, d.chunk_size) == ("fallback", None)
         assert "hard limit" in d.reason and "abandoned" in d.reason
+        assert d.probe_seconds > 0  # the two calls made before the one that blocked
         assert blocked.is_set() and not release.is_set()  # returned while run() is blocked
         async with anyio.create_task_group() as tg:
             tg.start_soon(resolve_other)
