@@ -366,6 +366,14 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     assert all(0.2 <= c.noise.memory <= 0.6 for c in remembering)
     assert all(c.noise.memory == 0.0 for c in cases)
     assert len({c.layout for c in unseen.draw_cases(60, 5)}) >= 5
+    # neighbouring bases draw no case's costs or noise from a shared seed, shifted or not
+    seeds = [
+        c.workload(d).seed if d is not None else c.costs_seed
+        for b in (777, 778)
+        for c in unseen.draw_cases(300, b)
+        for d in (None, 0, 1)
+    ]
+    assert len(set(seeds)) == len(seeds)
     settings = measure.bench_settings()
     policies = measure.policies_named(settings, ["balanced", "quick"])
     rows = unseen.unseen_rows(cases[:2], policies, 2, settings)
