@@ -350,8 +350,14 @@ class Settings:
     @policies.validator
     def _check_policies(self, _attr: attrs.Attribute[Any], value: dict[str, Policy]) -> None:
         for name, pol in value.items():
-            if not isinstance(name, str) or not isinstance(pol, Policy):
-                raise ConfigError(f"policies[{shown(name)}] must be a Policy, got {shown(pol)}")
+            if not isinstance(name, str):
+                raise ConfigError(
+                    f"{shown(name)} is not valid as a name in policies; expected a str"
+                )
+            if not isinstance(pol, Policy):
+                raise ConfigError(
+                    f"{shown(pol)} is not valid for policies[{shown(name)}]; expected a Policy"
+                )
 
     def get_policy(self, name: str | None = None) -> Policy:
         """The named policy, or the active one.

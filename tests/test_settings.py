@@ -201,6 +201,21 @@ def test_settings_classes_built_in_code_raise_config_error(build: Any, message: 
         build()
 
 
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        pytest.param({1: Policy()}, "1 is not valid as a name in policies", id="name-not-str"),
+        pytest.param({"a": 1}, r"1 is not valid for policies\['a'\]", id="value-not-policy"),
+    ],
+)
+def test_a_bad_policies_entry_is_named_for_what_is_wrong_with_it(
+    policies: dict[Any, Any], message: str
+) -> None:
+    """A policies entry with a non-str name or a non-Policy value says which of the two is wrong."""
+    with pytest.raises(ConfigError, match=message):
+        chunktune.Settings(policies=policies, policy="a")
+
+
 def test_cache_settings_take_a_pathlib_path(tmp_path: Path) -> None:
     """CacheSettings takes a pathlib.Path for its paths and keeps them as str."""
     cache = chunktune.CacheSettings(path=tmp_path / "c.json", system_path=tmp_path / "s.json")
