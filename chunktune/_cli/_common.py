@@ -29,6 +29,7 @@ __all__ = [
     "file_arg",
     "help_formatter",
     "named_policy",
+    "output_file",
     "same_file",
     "say",
     "warn",
