@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from ._candidates import BalancedCandidates, CandidateStrategy
+from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
 from ._validators import boolean, choice, integer, number, path_text, plain_numbers, shown, text
 
@@ -62,8 +62,6 @@ _NOT_IDENTITY = {"identity": False}
 
 
 def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
-    from ._candidates import STRATEGIES
-
     if not isinstance(value, tuple(STRATEGIES.values())):
         raise ConfigError(
             f"{value!r} is not valid for {attr.name}; expected a candidate strategy "
