@@ -64,7 +64,7 @@ _NOT_IDENTITY = {"identity": False}
 def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, tuple(STRATEGIES.values())):
         raise ConfigError(
-            f"{value!r} is not valid for {attr.name}; expected a candidate strategy "
+            f"{shown(value)} is not valid for {attr.name}; expected a candidate strategy "
             f"({', '.join(STRATEGIES)})"
         )
 

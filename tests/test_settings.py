@@ -216,6 +216,21 @@ def test_a_bad_policies_entry_is_named_for_what_is_wrong_with_it(
         chunktune.Settings(policies=policies, policy="a")
 
 
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: Policy(candidates=list(range(100_000))), id="strategy"),
+        pytest.param(lambda: chunktune.CacheSettings(path="x" * 100_000 + "\0"), id="nul-path"),
+        pytest.param(lambda: chunktune.CacheSettings(path="~" + "u" * 100_000), id="no-home"),
+    ],
+)
+def test_a_huge_bad_value_is_shown_shortened_in_its_message(build: Any) -> None:
+    """A bad value of any size is named in a message of a few lines, not its whole repr."""
+    with pytest.raises(ConfigError) as caught:
+        build()
+    assert len(str(caught.value)) < 500
+
+
 def test_cache_settings_take_a_pathlib_path(tmp_path: Path) -> None:
     """CacheSettings takes a pathlib.Path for its paths and keeps them as str."""
     cache = chunktune.CacheSettings(path=tmp_path / "c.json", system_path=tmp_path / "s.json")
