@@ -223,6 +223,14 @@ def test_a_candidates_table_names_what_its_strategy_lacks(
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("strategy", [[1, 2], {"a": 1}], ids=["list", "table"])
+def test_a_strategy_that_is_no_name_is_named_as_unknown(strategy: object) -> None:
+    """A strategy given as an array or a table is an unknown strategy, not 'unhashable type'."""
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"policies": {"m": {"candidates": {"strategy": strategy}}}})
+    assert f"policies.m.candidates: strategy {strategy!r} is not known" in str(err.value)
+
+
 def test_unknown_active_policy_lists_known_ones() -> None:
     """policy = an unknown name suggests the closest one and lists all."""
     with pytest.raises(ConfigError, match=r"unknown policy 'balancd'; did you mean balanced\?"):
