@@ -93,6 +93,27 @@ def test_a_bad_trace_names_the_file_and_the_field(tmp_path: Path, mutate: Any, f
     assert isinstance(info.value, ValueError)
 
 
+HUGE = list(range(100_000))
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        pytest.param(lambda d: d.update(native=HUGE) or d, id="native"),
+        pytest.param(lambda d: d.update(samples=HUGE) or d, id="samples"),
+        pytest.param(lambda d: d["samples"]["2"].__setitem__(0, HUGE) or d, id="seconds"),
+        pytest.param(lambda d: d.update(description=HUGE) or d, id="description"),
+        pytest.param(lambda d: d.update(signature=HUGE) or d, id="signature"),
+    ],
+)
+def test_a_huge_bad_value_in_a_trace_is_shown_shortened(tmp_path: Path, mutate: Any) -> None:
+    """A malformed field holding a huge value is named in a short message, not its whole repr."""
+    path = write(tmp_path, mutate(json.loads(dump_trace(synthetic()))))
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert len(str(info.value)) < 500 + len(str(path))
+
+
 def test_a_missing_trace_file_is_a_trace_error(tmp_path: Path) -> None:
     """A trace that is not there says so, with its path."""
     with pytest.raises(TraceError, match=r"nope\.json"):
