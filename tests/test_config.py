@@ -69,8 +69,8 @@ def test_user_policy_extends_a_user_policy(tmp_path: Path) -> None:
 
 
 def test_a_policy_without_a_description_says_what_it_extends_and_changes() -> None:
-    """An inherited description would describe the parent: it names the parent and the
-    settings changed instead, and a description given is kept."""
+    """A policy without a description names its parent and what it changes; a given one is kept."""
+    # an inherited description would describe the parent
     s = settings_from_dict(
         {
             "policies": {

@@ -167,12 +167,10 @@ def autocorrelation(x: np.ndarray, lag: int) -> float:
 
 
 def test_replay_keeps_the_shape_of_the_recorded_noises_memory() -> None:
-    """Replayed calls share noise with their neighbours as the recorded ones did, fading as fast.
-
-    The recorded noise here forgets quickly (lag 1: 0.6, lag 4: 0.13); a replay that
-    smoothed it into a moving state would remember it for longer than the machine did,
-    and favour pairing designs that the real machine does not.
-    """
+    """Replayed calls share noise with their neighbours as the recorded ones did, fading as fast."""
+    # the recorded noise here forgets quickly (lag 1: 0.6, lag 4: 0.13); a replay that
+    # smoothed it into a moving state would remember it for longer than the machine did,
+    # and favour pairing designs that the real machine does not
     w = ReplayWorkload(remembering(rho=0.6), seed=2)
     x = np.log([w.run(c) / w.true_time(c) for c in [1, 2, 3, 4] * 400])
     assert autocorrelation(x, 1) == pytest.approx(0.6, abs=0.1)
