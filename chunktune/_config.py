@@ -299,6 +299,9 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
 
     Returns None when none applies (built-in defaults). An explicit path or
     environment variable naming a missing file is an error, not a fallback.
+
+    Raises:
+        ConfigError: ``path`` is not a str or ``os.PathLike``, or is empty.
     """
     if path is not None:
         if not is_path(path):

@@ -1,4 +1,4 @@
-"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines."""
+"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines, file names."""
 
 from __future__ import annotations
 
