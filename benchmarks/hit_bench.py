@@ -32,7 +32,8 @@ import anyio
 import attrs
 
 import chunktune
-from chunktune._cache import CacheEntry, DecisionCache
+from chunktune._cache import DecisionCache
+from chunktune._cache_entry import CacheEntry
 from chunktune.sim import SimulatedWorkload
 
 

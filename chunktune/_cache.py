@@ -28,10 +28,7 @@ import filelock
 import platformdirs
 
 from ._atomic import remove_stale_temps, write_atomic
-from ._cache_entry import BadEntry, check_entry
-
-# re-exported for modules that import the record from here (_resolve)
-from ._cache_entry import CacheEntry as CacheEntry
+from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._cache_format import (
     SCHEMA,
     NewerCache,

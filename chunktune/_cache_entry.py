@@ -24,9 +24,9 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ._decision import timings_to_ms
 from ._validators import shown
+from ._workload import MAX_COUNT
 
 __all__ = [
-    "MAX_COUNT",
     "NATIVE",
     "BadEntry",
     "CacheEntry",
@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 NATIVE = "native"  # how None (the native chunk) is written: TOML has no null
-MAX_COUNT = 2**31 - 1  # MuJoCo takes env counts, thread counts and chunk sizes as C ints
 
 
 @attrs.frozen(kw_only=True)

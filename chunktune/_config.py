@@ -153,8 +153,8 @@ def _make_converter() -> cattrs.Converter:
                 f"missing required key strategy; expected one of {known} (a policy that "
                 "extends another keeps its strategy, and may then leave it out)"
             )
-        if name not in STRATEGIES:
-            raise ValueError(f"strategy {name!r} is not known; expected one of {known}")
+        if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
+            raise ValueError(f"strategy {shown(name)} is not known; expected one of {known}")
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])
 
@@ -299,6 +299,9 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
 
     Returns None when none applies (built-in defaults). An explicit path or
     environment variable naming a missing file is an error, not a fallback.
+
+    Raises:
+        ConfigError: ``path`` is not a str or ``os.PathLike``, or is empty.
     """
     if path is not None:
         if not is_path(path):

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ._cache import CacheEntry
+from ._cache_entry import CacheEntry
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._events import ProgressCallback

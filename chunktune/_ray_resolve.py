@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import attrs
 
-from ._cache import CacheEntry
+from ._cache_entry import CacheEntry
 from ._config import load_settings
 from ._decision import Decision
 from ._events import ProgressCallback

@@ -13,8 +13,7 @@ from typing import Any
 
 import attrs
 
-from ._cache import CacheEntry
-from ._cache_entry import writable_path, writable_signature
+from ._cache_entry import CacheEntry, writable_path, writable_signature
 from ._decision import Decision, timings_to_ms
 from ._errors import ConfigError
 from ._events import ProgressCallback

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import attrs
 

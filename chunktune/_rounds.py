@@ -382,8 +382,9 @@ class _Rounds:
 
     # -- choosing and confirming ------------------------------------------------------
 
-    def choose(self) -> tuple[int | None, Choice]:
-        """The candidate to confirm (None: keep native) and the choice that explains it."""
+    def choose(self) -> tuple[int | None, Choice, bool]:
+        """The candidate to confirm (None: keep native), the choice that explains it, and
+        whether the noise gate kept native (too noisy to confirm a gain in the budget)."""
         p, native = self.p, self.probe.native
         eligible = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
         if not eligible:
@@ -396,7 +397,7 @@ class _Rounds:
                     mean_call_s=self.pace.mean_call(),
                     field=1 + len(self.live) + len(self.dropped),
                 )
-            return None, Choice(None, None, (), f"kept the native chunk {native}: {what}")
+            return None, Choice(None, None, (), f"kept the native chunk {native}: {what}"), False
         best = min(eligible, key=lambda c: (self.ev.location(c), c))
         band: tuple[int, ...] = (best,)
         chosen = best
@@ -421,24 +422,24 @@ class _Rounds:
                 f"kept the native chunk {native}: {who} measured faster than native "
                 f"(the best, {chosen}, was {pct(-gain)} slower)"
             )
-            return None, Choice(None, best, band, reason)
+            return None, Choice(None, best, band, reason), False
         # an extending policy asks the gate last: it may stretch the budget for the pairs
         noisy = None if p.extend_budget else self.too_noisy(final=True)
         if noisy is not None:
-            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}")
+            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
         if not math.isfinite(vs.se):
             reason = f"kept the native chunk {native}: {lead}, in too few rounds to know the noise"
-            return None, Choice(None, best, band, reason)
+            return None, Choice(None, best, band, reason), False
         if vs.upper(p.confidence_z) >= 0:
             reason = f"kept the native chunk {native}: {lead}, within the noise (±{pct(doubt)})"
-            return None, Choice(None, best, band, reason)
+            return None, Choice(None, best, band, reason), False
         if -vs.diff < self.need:
             reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
-            return None, Choice(None, best, band, reason)
+            return None, Choice(None, best, band, reason), False
         noisy = self.too_noisy(final=True) if p.extend_budget else None
         if noisy is not None:
-            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}")
-        return chosen, Choice(chosen, best, band, lead)
+            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
+        return chosen, Choice(chosen, best, band, lead), False
 
     def confirm(self, chosen: int) -> Confirmation:
         """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for."""
@@ -510,8 +511,8 @@ class _Rounds:
         chosen: int | None = None
         verdict: Confirmation | None = None
         if noisy is None:
-            chosen, choice = self.choose()
-            if "too noisy" in choice.reason:
+            chosen, choice, gated = self.choose()
+            if gated:
                 stop = "noisy"
         else:
             choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")

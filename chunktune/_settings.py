@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from ._candidates import BalancedCandidates, CandidateStrategy
+from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
 from ._validators import boolean, choice, integer, number, path_text, plain_numbers, shown, text
 
@@ -62,11 +62,9 @@ _NOT_IDENTITY = {"identity": False}
 
 
 def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
-    from ._candidates import STRATEGIES
-
     if not isinstance(value, tuple(STRATEGIES.values())):
         raise ConfigError(
-            f"{value!r} is not valid for {attr.name}; expected a candidate strategy "
+            f"{shown(value)} is not valid for {attr.name}; expected a candidate strategy "
             f"({', '.join(STRATEGIES)})"
         )
 
@@ -364,8 +362,14 @@ class Settings:
     @policies.validator
     def _check_policies(self, _attr: attrs.Attribute[Any], value: dict[str, Policy]) -> None:
         for name, pol in value.items():
-            if not isinstance(name, str) or not isinstance(pol, Policy):
-                raise ConfigError(f"policies[{shown(name)}] must be a Policy, got {shown(pol)}")
+            if not isinstance(name, str):
+                raise ConfigError(
+                    f"{shown(name)} is not valid as a name in policies; expected a str"
+                )
+            if not isinstance(pol, Policy):
+                raise ConfigError(
+                    f"{shown(pol)} is not valid for policies[{shown(name)}]; expected a Policy"
+                )
 
     def get_policy(self, name: str | None = None) -> Policy:
         """The named policy, or the active one.

@@ -131,7 +131,8 @@ class SimulatedWorkload(ModeledTime):
     Raises:
         InvalidArgumentError: ``costs`` is empty, not one-dimensional, or holds a value
             that is not positive and finite; ``nthread`` is not an integer >= 1;
-            ``dispatch_s`` is negative; ``seed`` is negative; ``noise`` is not a Noise.
+            ``dispatch_s`` or ``queue_s`` is negative; ``seed`` is negative; ``noise`` is not
+            a Noise.
     """
 
     __slots__ = (

@@ -118,7 +118,7 @@ def _count(doc: Mapping[str, Any], field: str, where: str) -> int:
 def _table(doc: Mapping[str, Any], field: str, where: str) -> dict[str, Any]:
     value = doc.get(field, {})
     if not isinstance(value, dict):
-        raise TraceError(f"{where}: {field} is {value!r}; expected an object")
+        raise TraceError(f"{where}: {field} is {shown(value)}; expected an object")
     return value
 
 
@@ -136,14 +136,14 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     native = native_chunk(num_envs, nthread)
     if "native" in doc and doc["native"] != native:
         raise TraceError(
-            f"{where}: native is {doc['native']!r}, but {num_envs} envs on {nthread} threads "
+            f"{where}: native is {shown(doc['native'])}, but {num_envs} envs on {nthread} threads "
             f"make the native chunk {native}"
         )
     raw = doc.get("samples")
     if raw is None:
         raise TraceError(f"{where}: missing field 'samples'")
     if not isinstance(raw, dict) or not raw:
-        raise TraceError(f"{where}: samples is {raw!r}; expected an object of chunk sizes")
+        raise TraceError(f"{where}: samples is {shown(raw)}; expected an object of chunk sizes")
     upper = upper_chunk(num_envs, nthread)
     samples: dict[int, tuple[float, ...]] = {}
     for key, values in raw.items():
@@ -164,7 +164,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
         for r, (t, s) in enumerate(zip(values, seconds, strict=True)):
             if s is None:
                 raise TraceError(
-                    f"{where}: samples[{key!r}][{r}] is {t!r}; expected seconds "
+                    f"{where}: samples[{key!r}][{r}] is {shown(t)}; expected seconds "
                     f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
                 )
         samples[chunk] = tuple(s for s in seconds if s is not None)
@@ -174,7 +174,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     recorded = doc.get("recorded", "")
     for field, value in (("description", description), ("recorded", recorded)):
         if not isinstance(value, str):
-            raise TraceError(f"{where}: {field} is {value!r}; expected a string")
+            raise TraceError(f"{where}: {field} is {shown(value)}; expected a string")
     order_raw = doc.get("order", [])
     if not isinstance(order_raw, list):
         raise TraceError(f"{where}: order must be a list of rounds, each a list of chunk sizes")

@@ -199,13 +199,13 @@ def user_path(value: str) -> Path:
     if not value:
         raise ValueError("'' is not a path; expected a file name")
     if "\0" in value:
-        raise ValueError(f"{value!r} holds a NUL byte, which no path can")
+        raise ValueError(f"{shown(value)} holds a NUL byte, which no path can")
     try:
         return Path(value).expanduser()
     except RuntimeError:  # pathlib cannot find that user's home (or any home)
         head = value.split("/", 1)[0]
         raise ValueError(
-            f"{value!r} starts with {head!r}, but no such home directory exists"
+            f"{shown(value)} starts with {shown(head)}, but no such home directory exists"
         ) from None
 
 

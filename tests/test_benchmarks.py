@@ -393,8 +393,7 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
 def test_needle_finds_a_clear_needle_and_scores_every_other_size_as_native(
     bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under 1% noise a 20% needle is found every time the budget can open the whole list;
-    the report counts false confirmations."""
+    """Under 1% noise a 20% needle is found whenever the whole list opens; false ones counted."""
     needle, measure = bench["needle"], bench["measure"]
     # calls cheap enough that the opening measures every candidate (50 ms calls thin it)
     monkeypatch.setattr(needle, "CALL_S", 0.01)

@@ -309,10 +309,8 @@ def _resolve_shared(cache: str, lock: str, log: str) -> None:
 
 @pytest.mark.slow
 def test_processes_resolving_one_cold_key_sweep_once(tmp_path: Path) -> None:
-    """Four processes resolving the same cold key run one sweep; the rest read its answer.
-
-    Each lets go of the key's lock file by removing it: none is left behind.
-    """
+    """Four processes resolving the same cold key run one sweep; the rest read its answer."""
+    # each lets go of the key's lock file by removing it: none is left behind
     log = tmp_path / "log"
     args = (str(tmp_path / "cache.json"), str(tmp_path / "sweep.lock"), str(log))
     ctx = multiprocessing.get_context("spawn")
@@ -529,8 +527,8 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
 def test_clear_never_removes_a_lock_file_put_in_place_while_it_looked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`clear` unlinks only the idle lock file it locked, not one another `clear` and a holder
-    put at that path meanwhile."""
+    """`clear` unlinks only the idle lock file it locked, never one put at that path meanwhile."""
+    # (by another `clear` and a holder)
     import filelock
 
     cache = DecisionCache(tmp_path / "c.json")
@@ -628,8 +626,9 @@ _ONE_RESOLVE = (
 def test_a_cache_path_that_is_no_regular_file_is_never_read_moved_or_replaced(
     tmp_path: Path, kind: str
 ) -> None:
-    """A FIFO (reading it would block for good) or a folder at the cache path: a warning,
-    a decision, the path left as it was, no lock made; the CLI exits 2 saying why."""
+    """A FIFO or a folder at the cache path is never read, moved or replaced; the CLI exits 2."""
+    # reading a FIFO would block for good: a warning, a decision, the path left as it was,
+    # no lock made, and the CLI says why
     path = tmp_path / "cache.json"
     os.mkfifo(path) if kind == "fifo" else path.mkdir()
     env = {**os.environ, "CHUNKTUNE_CACHE": str(path), "CHUNKTUNE_SWEEP_LOCK": str(tmp_path / "s")}
@@ -652,8 +651,8 @@ def test_a_cache_path_that_is_no_regular_file_is_never_read_moved_or_replaced(
 
 
 def test_a_linked_cache_is_written_through_the_link(tmp_path: Path) -> None:
-    """A cache path that is a symbolic link (onto a volume that persists, say): the
-    target gets every write and the lock beside it; the link stays a link."""
+    """A cache path that is a symlink: its target gets every write and the lock; the link stays."""
+    # a link onto a volume that persists, say
     volume = tmp_path / "volume"
     link = tmp_path / "cache.json"
     link.symlink_to(volume / "chunktune" / "cache.json")  # dangling until the first write

@@ -69,8 +69,8 @@ def test_user_policy_extends_a_user_policy(tmp_path: Path) -> None:
 
 
 def test_a_policy_without_a_description_says_what_it_extends_and_changes() -> None:
-    """An inherited description would describe the parent: it names the parent and the
-    settings changed instead, and a description given is kept."""
+    """A policy without a description names its parent and what it changes; a given one is kept."""
+    # an inherited description would describe the parent
     s = settings_from_dict(
         {
             "policies": {
@@ -221,6 +221,14 @@ def test_a_candidates_table_names_what_its_strategy_lacks(
     with pytest.raises(ConfigError) as err:
         settings_from_dict({"policies": {"m": table}})
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("strategy", [[1, 2], {"a": 1}], ids=["list", "table"])
+def test_a_strategy_that_is_no_name_is_named_as_unknown(strategy: object) -> None:
+    """A strategy given as an array or a table is an unknown strategy, not 'unhashable type'."""
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"policies": {"m": {"candidates": {"strategy": strategy}}}})
+    assert f"policies.m.candidates: strategy {strategy!r} is not known" in str(err.value)
 
 
 def test_unknown_active_policy_lists_known_ones() -> None:

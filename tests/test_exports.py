@@ -142,3 +142,31 @@ def test_private_all_lists_what_other_modules_import(module: str) -> None:
         if alias.asname == alias.name
     }
     _found("imported", module, wanted - listed - aliased)
+
+
+def _relative_imports() -> list[tuple[str, str, set[str]]]:
+    """``(importer, absolute module, names)`` for every relative import in the package."""
+    found: list[tuple[str, str, set[str]]] = []
+    for file in sorted(PACKAGE.rglob("*.py")):
+        parts = ["chunktune", *file.relative_to(PACKAGE).with_suffix("").parts]
+        package = parts[:-1]  # a package's __init__ and its modules alike
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                found.append((".".join(parts), target, {a.name for a in node.names}))
+    return found
+
+
+def test_every_module_imported_from_lists_the_names_taken_in_its_all() -> None:
+    """What any module, in a subpackage too, imports from a private module is in its __all__."""
+    missing: set[str] = set()
+    for importer, target, names in _relative_imports():
+        module = importlib.import_module(target)
+        if not target.split(".")[-1].startswith("_") or not hasattr(module, "__all__"):
+            continue
+        for name in names:
+            value = getattr(module, name, None)
+            if name not in module.__all__ and not inspect.ismodule(value):
+                missing.add(f"{importer}: {target}.{name}")
+    assert not missing

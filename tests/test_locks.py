@@ -86,8 +86,8 @@ def test_an_unusable_home_with_the_cache_disabled_still_measures(
 def test_an_unusable_cache_path_measures_without_a_key_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """CHUNKTUNE_CACHE under a regular file: the miss is measured, nothing is stored, and
-    no key lock is tried beside a cache that cannot be used (one warning, the cache's)."""
+    """CHUNKTUNE_CACHE under a regular file: measured, nothing stored, no key lock tried."""
+    # one warning, the cache's
     caplog.set_level(logging.WARNING, logger="chunktune")
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "file" / "cache.json"))

@@ -214,8 +214,8 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
 async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another worker's answer returns by the deadline while this host's cache lock is held;
-    it is written once the lock is free."""
+    """Another worker's answer returns by the deadline while the cache is locked; stored later."""
+    # it is written once the lock is free
     import anyio
     import anyio.to_thread
     from _holders import cached_eventually, holding_async

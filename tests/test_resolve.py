@@ -804,8 +804,8 @@ def test_a_process_whose_signature_blocks_for_good_still_exits(tmp_path: Path) -
 async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_limit(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another process holds the cache's write lock: the measured decision returns by the
-    limit, and its entry is written once the lock is free."""
+    """A decision behind another process's cache write lock returns at the limit; stored later."""
+    # its entry is written once the lock is free
 
     from chunktune import _cache
 

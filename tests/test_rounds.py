@@ -130,8 +130,8 @@ def test_noise_gate_keeps_native_and_says_how_noisy() -> None:
 
 
 def test_refinement_keeps_the_least_chunks_per_worker_of_the_strategy() -> None:
-    """On a uniform pool whose model best is one chunk per worker, no size measured, refined
-    or modelled, has fewer than min_chunks_per_thread chunks per worker."""
+    """No size measured, refined or modelled has under min_chunks_per_thread chunks a worker."""
+    # on a uniform pool whose model best is one chunk per worker
     w = SimulatedWorkload.from_layout(
         "uniform", num_envs=4096, nthread=8, mean_s=2e-5, dispatch_s=5e-5
     )
@@ -305,12 +305,10 @@ def test_a_slow_pool_opens_with_the_candidates_its_budget_can_judge() -> None:
 
 @pytest.mark.parametrize("budget_s", [30.0, 60.0, 120.0])
 def test_the_opening_takes_one_halving_stage_of_the_race_share(budget_s: float) -> None:
-    """The opening rounds cost what one of successive halving's stages gets, not the whole share.
-
-    A field of m (native too) is halved ceil(log2 m) times, so its min_rounds opening
-    rounds may take that part of the race's share and no more; one more candidate
-    would not fit.
-    """
+    """The opening rounds cost what one of successive halving's stages gets, not the whole share."""
+    # a field of m (native too) is halved ceil(log2 m) times, so its min_rounds opening
+    # rounds may take that part of the race's share and no more; one more candidate
+    # would not fit
     pol = balanced(time_budget_s=budget_s)
     events: list[ProgressEvent] = []
     run(heavy(), pol, on_event=events.append)

@@ -100,8 +100,8 @@ def _judge(d: list[float], sigma: float) -> tuple[float, tuple[float, float], fl
 
 
 def test_a_confirmation_at_its_first_look_reports_its_estimate() -> None:
-    """Stopped at the first look, the gain is the pairs' estimate; its interval is the
-    test's level, not the interim bound's z = 3."""
+    """Stopped at its first look, a confirmation reports the pairs' estimate at the test's level."""
+    # its interval is the test's level, not the interim bound's z = 3
     d = [0.12, 0.10, 0.11, 0.13]
     gain, (low, high), center = _judge(d, 0.02)
     assert gain == pytest.approx(-math.expm1(-center))

@@ -210,6 +210,36 @@ def test_settings_classes_built_in_code_raise_config_error(build: Any, message: 
         build()
 
 
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        pytest.param({1: Policy()}, "1 is not valid as a name in policies", id="name-not-str"),
+        pytest.param({"a": 1}, r"1 is not valid for policies\['a'\]", id="value-not-policy"),
+    ],
+)
+def test_a_bad_policies_entry_is_named_for_what_is_wrong_with_it(
+    policies: dict[Any, Any], message: str
+) -> None:
+    """A policies entry with a non-str name or a non-Policy value says which of the two is wrong."""
+    with pytest.raises(ConfigError, match=message):
+        chunktune.Settings(policies=policies, policy="a")
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: Policy(candidates=list(range(100_000))), id="strategy"),
+        pytest.param(lambda: chunktune.CacheSettings(path="x" * 100_000 + "\0"), id="nul-path"),
+        pytest.param(lambda: chunktune.CacheSettings(path="~" + "u" * 100_000), id="no-home"),
+    ],
+)
+def test_a_huge_bad_value_is_shown_shortened_in_its_message(build: Any) -> None:
+    """A bad value of any size is named in a message of a few lines, not its whole repr."""
+    with pytest.raises(ConfigError) as caught:
+        build()
+    assert len(str(caught.value)) < 500
+
+
 def test_cache_settings_take_a_pathlib_path(tmp_path: Path) -> None:
     """CacheSettings takes a pathlib.Path for its paths and keeps them as str."""
     cache = chunktune.CacheSettings(path=tmp_path / "c.json", system_path=tmp_path / "s.json")

@@ -93,6 +93,27 @@ def test_a_bad_trace_names_the_file_and_the_field(tmp_path: Path, mutate: Any, f
     assert isinstance(info.value, ValueError)
 
 
+HUGE = list(range(100_000))
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        pytest.param(lambda d: d.update(native=HUGE) or d, id="native"),
+        pytest.param(lambda d: d.update(samples=HUGE) or d, id="samples"),
+        pytest.param(lambda d: d["samples"]["2"].__setitem__(0, HUGE) or d, id="seconds"),
+        pytest.param(lambda d: d.update(description=HUGE) or d, id="description"),
+        pytest.param(lambda d: d.update(signature=HUGE) or d, id="signature"),
+    ],
+)
+def test_a_huge_bad_value_in_a_trace_is_shown_shortened(tmp_path: Path, mutate: Any) -> None:
+    """A malformed field holding a huge value is named in a short message, not its whole repr."""
+    path = write(tmp_path, mutate(json.loads(dump_trace(synthetic()))))
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert len(str(info.value)) < 500 + len(str(path))
+
+
 def test_a_missing_trace_file_is_a_trace_error(tmp_path: Path) -> None:
     """A trace that is not there says so, with its path."""
     with pytest.raises(TraceError, match=r"nope\.json"):
@@ -146,12 +167,10 @@ def autocorrelation(x: np.ndarray, lag: int) -> float:
 
 
 def test_replay_keeps_the_shape_of_the_recorded_noises_memory() -> None:
-    """Replayed calls share noise with their neighbours as the recorded ones did, fading as fast.
-
-    The recorded noise here forgets quickly (lag 1: 0.6, lag 4: 0.13); a replay that
-    smoothed it into a moving state would remember it for longer than the machine did,
-    and favour pairing designs that the real machine does not.
-    """
+    """Replayed calls share noise with their neighbours as the recorded ones did, fading as fast."""
+    # the recorded noise here forgets quickly (lag 1: 0.6, lag 4: 0.13); a replay that
+    # smoothed it into a moving state would remember it for longer than the machine did,
+    # and favour pairing designs that the real machine does not
     w = ReplayWorkload(remembering(rho=0.6), seed=2)
     x = np.log([w.run(c) / w.true_time(c) for c in [1, 2, 3, 4] * 400])
     assert autocorrelation(x, 1) == pytest.approx(0.6, abs=0.1)

@@ -1,4 +1,4 @@
-"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines."""
+"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines, file names."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ __all__ = [
     "file_arg",
     "help_formatter",
     "named_policy",
+    "output_file",
     "same_file",
     "say",
     "warn",
