@@ -219,7 +219,7 @@ def tune_cluster(
     """
     if not callable(make_workload):
         raise InvalidArgumentError(
-            f"make_workload must be a callable that returns a Workload, got {make_workload!r}"
+            f"make_workload must be a callable that returns a Workload, got {shown(make_workload)}"
         )
     here = settings if settings is not None else load_settings()
     pick_policy(here, policy)

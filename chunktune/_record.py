@@ -13,6 +13,7 @@ from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint
 from ._trace import Trace
+from ._validators import shown
 from ._workload import Workload, check_seconds, check_seed, native_chunk, upper_chunk
 
 __all__ = ["check_sizes", "record"]
@@ -71,7 +72,7 @@ def record(
         Exception: whatever ``run()`` or ``check_cancelled()`` raised.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise InvalidArgumentError(f"rounds must be an integer >= 1, got {rounds!r}")
+        raise InvalidArgumentError(f"rounds must be an integer >= 1, got {shown(rounds)}")
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)
     rng = np.random.default_rng(check_seed(seed))

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
+from ._validators import shown
 from ._workload import check_chunk_size, check_seed
 
 __all__ = ["LAYOUTS", "FloatArray", "check_real", "env_costs"]
@@ -42,7 +43,7 @@ def check_real(
     upper = "" if high is None else f" and <= {high}"
     rule = f"a finite number {'>' if low_open else '>='} {low}{upper}"
     if not _is_real(value):
-        raise InvalidArgumentError(f"{what} must be {rule}, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be {rule}, got {shown(value)}")
     number = float(value)  # type: ignore[arg-type]
     if (
         not math.isfinite(number)
@@ -50,7 +51,7 @@ def check_real(
         or (low_open and number == low)
         or (high is not None and number > high)
     ):
-        raise InvalidArgumentError(f"{what} must be {rule}, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be {rule}, got {shown(value)}")
     return number
 
 
@@ -125,7 +126,7 @@ def env_costs(
         position = params["position"]
         if position not in _POSITIONS:
             raise InvalidArgumentError(
-                f"blocked position must be one of {', '.join(_POSITIONS)}, got {position!r}"
+                f"blocked position must be one of {', '.join(_POSITIONS)}, got {shown(position)}"
             )
         heavy = round(fraction * n)
         start = {"start": 0, "middle": (n - heavy) // 2, "end": n - heavy}[str(position)]

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._simcosts import FloatArray, check_real, env_costs
+from ._validators import shown
 from ._workload import (
     ModeledTime,
     SignatureValue,
@@ -180,7 +181,7 @@ class SimulatedWorkload(ModeledTime):
             array = np.array(costs, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
-                f"costs must be a sequence of positive, finite seconds, got {costs!r}"
+                f"costs must be a sequence of positive, finite seconds, got {shown(costs)}"
             ) from exc
         if array.ndim != 1 or array.size == 0:
             raise InvalidArgumentError(
@@ -194,7 +195,7 @@ class SimulatedWorkload(ModeledTime):
                 f"costs must be positive and finite seconds, got {array[index]!r} at env {index}"
             )
         if not isinstance(noise, Noise):
-            raise InvalidArgumentError(f"noise must be a chunktune.sim.Noise, got {noise!r}")
+            raise InvalidArgumentError(f"noise must be a chunktune.sim.Noise, got {shown(noise)}")
         array.flags.writeable = False
         self._costs: FloatArray = array
         self._prefix: FloatArray = np.concatenate(([0.0], np.cumsum(array)))

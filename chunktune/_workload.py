@@ -149,13 +149,15 @@ def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(
-            f"{what} must be an integer >= 1, got {value!r} ({type(value).__name__})"
+            f"{what} must be an integer >= 1, got {shown(value)} ({type(value).__name__})"
         )
     count = int(value)
     if count < 1:
-        raise InvalidArgumentError(f"{what} must be an integer >= 1, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be an integer >= 1, got {shown(value)}")
     if count > high:
-        raise InvalidArgumentError(f"{what} must be an integer from 1 to {high}, got {value!r}")
+        raise InvalidArgumentError(
+            f"{what} must be an integer from 1 to {high}, got {shown(value)}"
+        )
     return count
 
 
@@ -166,7 +168,7 @@ def check_seed(value: object) -> int:
         InvalidArgumentError: ``value`` is not an integer >= 0.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidArgumentError(f"seed must be an integer >= 0, got {value!r}")
+        raise InvalidArgumentError(f"seed must be an integer >= 0, got {shown(value)}")
     return int(value)
 
 

@@ -32,6 +32,7 @@ from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
 from ._threads import loop_running_here as _loop_running_here
 from ._threads import run_beside as _run_beside
+from ._validators import shown as _shown
 from ._workload import MAX_COUNT as _MAX_COUNT
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
@@ -85,7 +86,7 @@ def _threads(nthread: object) -> int:
     if not integral or not 0 <= cast(int, nthread) <= _MAX_COUNT:
         raise _InvalidArgumentError(
             f"nthread must be an integer from 0 (the calling thread steps the pool) to "
-            f"{_MAX_COUNT}, got {nthread!r} ({type(nthread).__name__})"
+            f"{_MAX_COUNT}, got {_shown(nthread)} ({type(nthread).__name__})"
         )
     return int(cast(int, nthread))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from typing import Any
 
 import numpy as np
 import pytest
@@ -451,3 +452,20 @@ def test_pool_arithmetic_rejects_what_no_pool_has(n: object, t: object, field: s
     for f in (native_chunk, upper_chunk):
         with pytest.raises(InvalidArgumentError, match=field):
             f(n, t)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: SimulatedWorkload("x" * 100_000, nthread=2), id="costs"),
+        pytest.param(
+            lambda: SimulatedWorkload([1e-3] * 8, nthread=2, seed=[1] * 100_000), id="seed"
+        ),
+        pytest.param(lambda: env_costs("blocked", 64, position="x" * 100_000), id="position"),
+    ],
+)
+def test_a_huge_bad_argument_is_shown_shortened_in_its_message(build: Any) -> None:
+    """A bad value of any size gets a message of a few lines, not its whole repr."""
+    with pytest.raises(InvalidArgumentError) as info:
+        build()
+    assert len(str(info.value)) < 300

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from .._cache_entry import writable_text
 from .._errors import InvalidArgumentError, UsageError
-from .._validators import model_file_problem
+from .._validators import model_file_problem, shown
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
 from ._limits import check_batch_memory, check_nthread
 from ._models import (
@@ -426,7 +426,7 @@ def _check_perturbation(value: object) -> float:
         or not 0 <= float(value) <= MAX_PERTURBATION
     ):
         raise InvalidArgumentError(
-            f"perturbation must be a number from 0 to {MAX_PERTURBATION:g}, got {value!r}"
+            f"perturbation must be a number from 0 to {MAX_PERTURBATION:g}, got {shown(value)}"
         )
     return float(value)
 
