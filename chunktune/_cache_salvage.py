@@ -73,7 +73,7 @@ def _json_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
             rest = text[at:].lstrip()
             value = rest[1:].lstrip()
             table, _ = _DECODER.raw_decode(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past Python's limit: damage too
             continue
         if rest.startswith(":") and isinstance(key, str) and isinstance(table, dict):
             yield key, table
@@ -110,7 +110,7 @@ def _toml_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
     for key, texts in groups.items():
         try:
             table = tomllib.loads("".join(texts))["entries"][key]
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(table, dict):
             yield key, table
@@ -127,5 +127,5 @@ def _toml_table(segment: bytes) -> dict[str, Any] | None:
     text = _text(segment)
     try:
         return tomllib.loads(text) if text is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None

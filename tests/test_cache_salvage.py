@@ -128,3 +128,21 @@ def test_a_write_onto_a_broken_file_keeps_its_whole_entries(tmp_path: Path) -> N
     first = min(entries)
     assert DecisionCache(path).put("new", entries[first])
     assert {first, "new"} <= set(DecisionCache(path).entries())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_block_nested_past_the_recursion_limit_is_dropped_not_raised(
+    tmp_path: Path, fmt: CacheFormat
+) -> None:
+    """An entry nested too deeply to parse (RecursionError) is dropped; the others are kept."""
+    raw, entries = dozen(fmt)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    text = b'"reason": "entry 0"' if fmt == "json" else b'reason = "entry 0"'
+    assert text in raw
+    broken = raw.replace(text, text.replace(b'"entry 0"', deep))
+    path = tmp_path / f"c.{fmt}"
+    path.write_bytes(broken)
+    kept = DecisionCache(path).entries()  # the whole file does not parse: salvaged
+    assert kept and all(entries[k] == e for k, e in kept.items())
+    assert min(entries) not in kept  # "entry 0", the deep one
+    assert [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [broken]
