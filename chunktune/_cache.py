@@ -344,7 +344,8 @@ class DecisionCache:
         file: :func:`chunktune._cache_salvage.salvage`).
 
         Raises:
-            OSError: the kept entries cannot be written (the file is aside already).
+            OSError: the kept entries cannot be written (the file is aside already, and a
+                warning says where).
         """
         forget_recent()
         stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -358,7 +359,19 @@ class DecisionCache:
         except OSError:
             kept = {}
         if kept:
-            self._write(kept)
+            try:
+                self._write(kept)
+            except OSError:
+                # the file is aside already: where it went must be said, whatever follows
+                logger.warning(
+                    "chunktune: cache file %s %s; moved it to %s, but could not write the "
+                    "%d of its entries that were whole to a fresh cache",
+                    self.path,
+                    why,
+                    aside,
+                    len(kept),
+                )
+                raise
             self._memo = None
         logger.warning(
             "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import tomllib
@@ -146,3 +147,24 @@ def test_a_block_nested_past_the_recursion_limit_is_dropped_not_raised(
     assert kept and all(entries[k] == e for k, e in kept.items())
     assert min(entries) not in kept  # "entry 0", the deep one
     assert [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [broken]
+
+
+def test_a_broken_file_whose_entries_cannot_be_written_back_still_says_where_it_went(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The salvaged entries' write failing (a disk still full) still names the file moved aside."""
+    from chunktune import _cache
+
+    raw, _ = dozen("json")
+    path = tmp_path / "c.json"
+    path.write_bytes(raw[: len(raw) // 2])
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_cache, "write_atomic", full)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert DecisionCache(path).entries() == {}
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert aside.read_bytes() == raw[: len(raw) // 2]
+    assert str(aside) in caplog.text and "No space left on device" in caplog.text
