@@ -26,6 +26,7 @@ import anyio
 import attrs
 
 from ._cache_entry import CacheEntry
+from ._candidates import candidate_list
 from ._config import load_settings
 from ._decision import Decision
 from ._events import ProgressCallback
@@ -348,6 +349,10 @@ async def resolve(
     _, pol = pick_policy(settings, policy)
     if not pol.enabled or upper_chunk(num_envs, nthread) <= 1:
         return await plain()  # disabled or trivial: nothing to share
+    if candidate_list(pol.candidates, num_envs, nthread) == [None]:
+        # nothing to measure, so nothing is ever published: a claim would only queue the
+        # node type's workers (or tell them, under "native", that one is measuring)
+        return await plain()
     ray = await wait_in_thread(connected_ray, settings)
     job = None
     # signature() is the workload's own code: past hard_limit_s the plain resolve says so

@@ -274,3 +274,14 @@ def test_an_answer_shared_without_a_local_entry_keeps_its_gain() -> None:
         num_envs=64, nthread=2,
     )  # fmt: skip
     assert (entry.gain, entry.gain_ci) == (0.079, (0.015, 0.14))
+
+
+def test_a_batch_with_no_candidate_but_native_never_asks_ray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """12 envs on 8 threads leave balanced nothing to measure: answered here, as a trivial one."""
+    # nothing would be published, so a claim would only queue the node type's workers
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
+    d = chunktune.ray.resolve_sync(w, policy="balanced")
+    assert (d.chunk_size, d.source, w.calls) == (None, "trivial", 0)
