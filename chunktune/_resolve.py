@@ -147,6 +147,8 @@ async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> D
             assert limit is not None
             return _flights.gave_up_sharing(key, limit, req.native, req.policy_name)
         if shared is not None:
+            if shared.source == "trivial":
+                return shared  # nothing to measure: there was no sweep to share
             return attrs.evolve(
                 shared,
                 source="cache" if shared.source == "benchmark" else shared.source,

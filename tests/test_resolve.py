@@ -137,6 +137,22 @@ async def test_a_policy_with_no_candidate_but_native_measures_nothing(isolated: 
     assert w.calls == 0 and "no candidate but the native chunk 1" in decisions[0].reason
 
 
+async def test_tasks_resolving_a_batch_with_nothing_to_measure_at_once_share_no_sweep() -> None:
+    """Concurrent resolves of a batch with nothing to measure all say so; none shared a sweep."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=12, nthread=8)
+    decisions: list[chunktune.Decision] = []
+
+    async def one() -> None:
+        decisions.append(await chunktune.resolve(w))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(one)
+    assert {(d.source, d.reason) for d in decisions} == {
+        ("trivial", decisions[0].reason.removeprefix("shared a concurrent sweep: "))
+    }
+
+
 async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) -> None:
     """run() raising gives native, source fallback, the error in reason, no cache entry."""
 
