@@ -29,7 +29,7 @@ from ._keys import cache_for, cache_key
 from ._ray_api import connected_ray, node_labels, node_type, ray_module
 from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
-from ._request import pick_policy
+from ._request import pick_policy, worth_storing
 from ._settings import Policy, Settings
 from ._validators import shown
 from ._workload import Workload, check_workload
@@ -83,7 +83,8 @@ def _sweep_on_node(
     signature = dict(workload.signature())
     device = device_fingerprint()
     entry = None
-    if decision.source in ("benchmark", "cache"):
+    # as a local sweep: one that timed native alone is no evidence to hand to other hosts
+    if decision.source == "cache" or (decision.source == "benchmark" and worth_storing(decision)):
         entry = entry_of(
             decision,
             settings=here,

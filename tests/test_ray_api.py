@@ -285,3 +285,20 @@ def test_a_batch_with_no_candidate_but_native_never_asks_ray(
     w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
     d = chunktune.ray.resolve_sync(w, policy="balanced")
     assert (d.chunk_size, d.source, w.calls) == (None, "trivial", 0)
+
+
+def test_a_node_sweep_that_timed_native_alone_hands_no_entry_to_other_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tune_cluster's node sweep stores, like a local one, only evidence that timed a candidate."""
+    from chunktune import _ray_cluster
+
+    # the node's resolve goes through the registry; here the plain one stands in for it
+    monkeypatch.setattr(_ray_cluster, "resolve_sync", chunktune.resolve_sync)
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    slow = SimulatedWorkload([0.5] * 64, nthread=2, name="slow")  # a call past the budget
+    swept = _ray_cluster._sweep_on_node(lambda: slow, "balanced", None)
+    assert swept.decision.source == "benchmark"
+    assert all(c is None for c in swept.decision.timings)  # no candidate timed
+    assert swept.entry is None
