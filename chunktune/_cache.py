@@ -348,8 +348,14 @@ class DecisionCache:
                 warning says where).
         """
         forget_recent()
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
+        name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        aside = self.path.with_name(name)
+        # the write lock is held, so no other move runs meanwhile: a name that is taken is
+        # an earlier move's in the same second (this process's own), and its bytes must stay
+        taken = 1
+        while os.path.lexists(aside):
+            taken += 1
+            aside = self.path.with_name(f"{name}-{taken}")
         try:
             os.replace(self.path, aside)
         except FileNotFoundError:

@@ -2,11 +2,11 @@
 
 A document is ``{"schema": 1, "entries": {key: table}}``; each table is read and
 written by :mod:`chunktune._cache_entry`, every field checked, and an entry that
-fails is skipped and named, never served. A document that does not decode, or is of
-the wrong shape (not a table, no schema, a newer schema, ``entries`` not a table), is
-:class:`UnusableCache`; the caller moves it aside or reports it, except a newer schema's
-(:class:`NewerCache`), which another chunktune still uses. The older tuner's
-flat JSON cache (schema 0) goes through the same validation.
+fails is skipped and named, never served. A document that does not decode, ends inside
+a line (TOML cut short), or is of the wrong shape (not a table, no schema, a newer schema,
+``entries`` not a table), is :class:`UnusableCache`; the caller moves it aside or reports
+it, except a newer schema's (:class:`NewerCache`), which another chunktune still uses.
+The older tuner's flat JSON cache (schema 0) goes through the same validation.
 """
 
 from __future__ import annotations
@@ -162,14 +162,20 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
     """The document in ``raw``.
 
     Raises:
-        UnusableCache: it is not UTF-8 (TOML) or not valid JSON/TOML, or nests too deeply.
+        UnusableCache: it is not UTF-8 (TOML) or not valid JSON/TOML, nests too deeply,
+            or (TOML) does not end with a line break.
     """
     try:
-        return tomllib.loads(raw.decode()) if fmt == "toml" else _json_by_entry(raw)
+        doc = tomllib.loads(raw.decode()) if fmt == "toml" else _json_by_entry(raw)
     except RecursionError:
         raise UnusableCache(f"is nested too deeply to parse as {fmt.upper()}") from None
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError
         raise UnusableCache(f"does not parse as {fmt.upper()}: {exc}") from None
+    if fmt == "toml" and raw and not raw.endswith(b"\n"):
+        # TOML closes nothing at its end: a copy cut short mid-line still parses, its last
+        # value cut ("chunk_size = 1" of 16). Every file chunktune writes ends in a newline.
+        raise UnusableCache("ends inside a line, as a file cut short does")
+    return doc
 
 
 def encode(entries: Mapping[str, CacheEntry], fmt: CacheFormat) -> bytes:

@@ -125,6 +125,18 @@ def test_corrupt_file_is_moved_aside_intact(
     assert DecisionCache(path).get("k") is not None
 
 
+def test_files_broken_in_one_second_are_each_moved_aside_intact(tmp_path: Path) -> None:
+    """Three broken files moved aside by one process within a second each keep their bytes."""
+    # the aside name is stamped to the second: a later move must not replace an earlier one
+    path = tmp_path / "c.json"
+    cache = DecisionCache(path)
+    for i in range(3):
+        path.write_bytes(b"{broken %d" % i)
+        assert cache.entries() == {}
+    aside = sorted(p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name)
+    assert aside == [b"{broken 0", b"{broken 1", b"{broken 2"]
+
+
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
 def test_a_newer_chunktunes_cache_is_left_as_it_is(tmp_path: Path, suffix: str) -> None:
     """A newer schema's file is neither moved aside nor written: its chunktune keeps its answers."""

@@ -225,6 +225,19 @@ def test_a_document_of_the_wrong_shape_is_unusable(raw: bytes, fmt: str, message
         parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
 
 
+def test_a_toml_document_cut_inside_a_line_is_unusable_not_read_with_a_cut_value() -> None:
+    """A TOML cache cut short mid-line is unusable, never read with its last value cut."""
+    # "native_chunk = 1" of 12 parses: TOML has no closing bracket to miss
+    raw = (DATA / "cache_v1.toml").read_bytes()
+    mid_line = [cut for cut in range(1, len(raw)) if raw[cut - 1 : cut] != b"\n"]
+    for cut in mid_line:
+        with pytest.raises(UnusableCache):
+            parse_cache(raw[:cut], "toml", mtime=0.0, source="x")
+    at = raw.index(b"native_chunk = 12") + len(b"native_chunk = 1")
+    with pytest.raises(UnusableCache, match="ends inside a line"):
+        parse_cache(raw[:at], "toml", mtime=0.0, source="x")
+
+
 def test_bad_entries_are_skipped_and_the_rest_kept() -> None:
     """A document with some bad entries keeps every valid one and names each skipped key."""
     doc = {

@@ -121,6 +121,18 @@ def test_a_broken_cache_file_starts_afresh_with_its_whole_entries(
     assert f"keeping the {len(kept)} of its entries that were whole" in caplog.text
 
 
+def test_a_toml_cache_cut_inside_a_value_is_moved_aside_not_served_cut(tmp_path: Path) -> None:
+    """A TOML cache cut mid-value is moved aside intact; no entry is served with the value cut."""
+    raw, entries = dozen("toml")
+    path = tmp_path / "c.toml"
+    cut = raw[: raw.rindex(b"native_chunk = 12") + len(b"native_chunk = 1")]  # the last entry's
+    path.write_bytes(cut)
+    kept = DecisionCache(path).entries()
+    assert all(entries[k] == e for k, e in kept.items()) and len(kept) == 11
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert aside.read_bytes() == cut
+
+
 def test_a_write_onto_a_broken_file_keeps_its_whole_entries(tmp_path: Path) -> None:
     """A put that finds the file broken stores its entry beside the salvaged ones."""
     raw, entries = dozen("json")
