@@ -1124,3 +1124,12 @@ def test_an_unconfirmed_gain_is_not_credited_to_a_race() -> None:
     _tune_cmd._print_decision(console_on(out), decision, "demo")
     assert "gain over native: 11.7% (not confirmed: the sweep's estimate)" in out.getvalue()
     assert "race" not in out.getvalue()
+
+
+def test_an_answer_that_is_never_stored_names_no_cache_key(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """12 envs on 8 threads leave balanced nothing to measure: no 'cache key' line."""
+    assert main(["tune", "--num-envs", "12", "--nthread", "8", "--policy", "balanced"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to measure" in out and "cache key" not in out

@@ -200,7 +200,8 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
         details.append("not cached: nothing but native was timed")
-    elif decision.key:
+    elif decision.key and decision.source in ("benchmark", "cache"):
+        # a fallback's or a trivial batch's answer is never stored: it has no entry to name
         details.append(f"cache key {decision.key[:12]}")
     if details:
         console.print(" · ".join(details))
