@@ -302,3 +302,37 @@ def test_a_node_sweep_that_timed_native_alone_hands_no_entry_to_other_hosts(
     assert swept.decision.source == "benchmark"
     assert all(c is None for c in swept.decision.timings)  # no candidate timed
     assert swept.entry is None
+
+
+def test_the_driver_keeps_each_node_types_answer_under_the_key_it_was_measured_for(
+    isolated: Path,
+) -> None:
+    """tune_cluster stores two machines' answers on the driver apart, never under its own key."""
+    from chunktune._keys import cache_key
+    from chunktune._ray_cluster import _distribute, _Node, _Swept
+    from chunktune._request import decision_entry
+
+    here = chunktune.load_settings()
+    signature = {"name": "driver"}
+    swept: list[_Swept] = []
+    for chunk, machine in ((2, "c7i"), (8, "m5")):
+        device = {"cpu": machine}
+        key = cache_key(
+            signature, num_envs=64, nthread=2, device=device, policy_hash=here.active.fingerprint()
+        )
+        d = chunktune.Decision(
+            chunk_size=chunk, native_chunk=3, source="benchmark", reason="", key=key,
+            timings={None: 0.01, chunk: 0.009},
+        )  # fmt: skip
+        entry = decision_entry(
+            d, policy=here.active, num_envs=64, nthread=2, signature=signature, device=device
+        )
+        swept.append(_Swept(d, entry, signature, 64, 2, here.active.fingerprint()))
+    # one node per type: nothing is sent to other nodes, so no Ray is asked
+    no_ray = types.SimpleNamespace(remote=lambda f: f)
+    for answer in swept:
+        _distribute(no_ray, answer, [_Node("n", 1.0, "t")], None, here)
+    stored = chunktune.DecisionCache(isolated / "cache.json").entries()
+    assert {k: e.chunk_size for k, e in stored.items()} == {
+        s.decision.key: s.decision.chunk_size for s in swept
+    }
