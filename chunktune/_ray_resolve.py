@@ -262,8 +262,9 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                 ),
                 until=limit_until,
             )
-        except _OutOfTime:
-            # the claim may yet be granted to nobody who waits: give it up after it
+        except (_OutOfTime, anyio.get_cancelled_exc_class()):
+            # the claim may yet be granted to nobody who waits (past the hard limit, or
+            # cancelled): give it up after it, or the type's workers wait out its lease
             _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
             raise
         since = reply["since"]
@@ -321,7 +322,8 @@ async def resolve(
     this worker's sweep or a wait for another worker's (bounded by ``[ray]
     wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once).
     ``refresh`` ignores answers older than the call, in the registry and in caches.
-    Cancelled while sweeping, it gives its claim up and caches nothing.
+    Cancelled while sweeping, or while its claim is asked for, it gives the claim up
+    and caches nothing.
 
     Raises:
         MissingExtraError: Ray is not installed.

@@ -257,6 +257,45 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     assert await anyio.to_thread.run_sync(cached_eventually, isolated / "cache.json", job.key)
 
 
+@pytest.mark.anyio
+async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelled while its claim is in flight: abandon follows, so no one waits out a lease."""
+    import threading
+
+    import anyio
+
+    from chunktune import _ray_resolve
+    from chunktune._ray_job import Job
+
+    sent: list[tuple[str, tuple[object, ...]]] = []
+    replied = threading.Event()  # the registry answers only once the caller has gone
+
+    def method(name: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(remote=lambda *args, **_: sent.append((name, args)) or name)
+
+    registry = types.SimpleNamespace(claim=method("claim"), abandon=method("abandon"))
+    monkeypatch.setattr(_ray_resolve, "registry_handle", lambda ray, fresh: registry)
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: replied.wait(timeout) and {"state": "claimed", "token": 1}
+    settings = chunktune.load_settings()
+    w = workload()
+    job = Job(
+        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
+        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
+        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
+        node_type="a", registry_key="r",
+    )  # fmt: skip
+    try:
+        with anyio.move_on_after(0.2):  # a trainer's own timeout around the resolve
+            await _ray_resolve._coordinate(ray, job, fresh=False, started=anyio.current_time())
+    finally:
+        replied.set()
+    assert [name for name, _ in sent] == ["claim", "abandon"]
+    assert sent[1][1] == ("r", sent[0][1][1])  # the key and the holder of that claim
+
+
 def test_an_answer_shared_without_a_local_entry_keeps_its_gain() -> None:
     """entry_of built from a decision (no cache here) carries gain and its interval."""
     import attrs
