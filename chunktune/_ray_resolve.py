@@ -135,8 +135,8 @@ async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision
         await wait_in_thread(store, job, key, entry, abandon_on_cancel=True)
     decision = attrs.evolve(
         entry_decision(entry, key, job.native),
-        reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
-        f"{entry.reason}",
+        reason=f"node type {job.node_type}'s answer, measured on {entry.host}, shared by "
+        f"{by}: {entry.reason}",
     )
     return report_decision(decision, job.settings)
 
@@ -211,7 +211,9 @@ async def _sweep(
                 model_file=getattr(job.workload, "model_file", None),
             )
         )
-        send = functools.partial(registry.publish.remote, job.registry_key, token, entry, holder)
+        # a claimant whose host's cache held the answer by now measured nothing itself
+        by = holder if decision.source == "benchmark" else f"{holder} (from its host's cache)"
+        send = functools.partial(registry.publish.remote, job.registry_key, token, entry, by)
     try:
         if anyio.current_time() >= until:
             _tell(ray, send)  # past hard_limit_s: sent, not waited for

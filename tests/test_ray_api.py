@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -294,6 +295,48 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
         replied.set()
     assert [name for name, _ in sent] == ["claim", "abandon"]
     assert sent[1][1] == ("r", sent[0][1][1])  # the key and the holder of that claim
+
+
+@pytest.mark.anyio
+async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_its_measure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A claimant that publishes a hit of its host's cache is named as sharing, not measuring."""
+    from chunktune import _ray_resolve
+    from chunktune._ray_job import Job
+
+    published: list[tuple[object, ...]] = []
+    registry = types.SimpleNamespace(
+        heartbeat=types.SimpleNamespace(remote=lambda *_: None),
+        publish=types.SimpleNamespace(remote=lambda *args: published.append(args)),
+    )
+    hit = chunktune.Decision(
+        chunk_size=8, native_chunk=3, source="cache", reason="cached", key="k.p",
+        timings={None: 0.01, 8: 0.009},
+    )  # fmt: skip
+    entry = chunktune.CacheEntry(chunk_size=8, native_chunk=3, reason="chose 8", host="vm")
+
+    async def found(job: Job, started: float) -> chunktune.Decision:
+        return hit  # another process of this host stored it after the local check
+
+    monkeypatch.setattr(_ray_resolve, "_plain", found)
+    monkeypatch.setattr(_ray_resolve, "entry_of", lambda *_, **__: entry)
+    settings = chunktune.load_settings()
+    w = workload()
+    job = Job(
+        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
+        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
+        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
+        node_type="a", registry_key="r",
+    )  # fmt: skip
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: None
+    await _ray_resolve._sweep(ray, registry, job, "w1", {"state": "claimed", "token": 1}, 0.0)
+    by = published[0][3]
+    assert by == "w1 (from its host's cache)"
+    adopted = await _ray_resolve._adopt(job, entry, str(by), math.inf)
+    assert "measured by w1" not in adopted.reason
+    assert "measured on vm, shared by w1 (from its host's cache)" in adopted.reason
 
 
 def test_an_answer_shared_without_a_local_entry_keeps_its_gain() -> None:
