@@ -105,8 +105,11 @@ def _sweep_on_node(
     )
 
 
-def _store_here(settings: Settings | None, swept: _Swept) -> str:
-    """Store a sweep's answer in this host's cache, under this host's key; returns the path.
+def _store_here(settings: Settings | None, swept: _Swept, key: str | None = None) -> str:
+    """Store a sweep's answer in this host's cache; returns the path.
+
+    ``key`` None stores it under this host's key (a node of the swept type); the
+    driver passes the sweeping node's own key, since its machine may be of no type.
 
     Raises:
         CacheError: the cache is disabled or could not be written.
@@ -116,13 +119,14 @@ def _store_here(settings: Settings | None, swept: _Swept) -> str:
     if cache is None:
         raise CacheError("the cache is disabled ([cache] enabled = false)")
     assert swept.entry is not None
-    key = cache_key(
-        swept.signature,
-        num_envs=swept.num_envs,
-        nthread=swept.nthread,
-        device=device_fingerprint(),
-        policy_hash=swept.entry.policy_hash or swept.policy_hash,
-    )
+    if key is None:
+        key = cache_key(
+            swept.signature,
+            num_envs=swept.num_envs,
+            nthread=swept.nthread,
+            device=device_fingerprint(),
+            policy_hash=swept.entry.policy_hash or swept.policy_hash,
+        )
     if not cache.put(key, swept.entry):
         raise CacheError(f"could not write {cache.path}")
     return str(cache.path)
@@ -331,7 +335,9 @@ def _distribute(
             except Exception as exc:
                 failures.append(f"{_short(refs[ref].node_id)}: {_why(exc)}")
     try:
-        _store_here(here, swept)
+        # under the key it was measured for: the driver's machine (a CPU-less head, a
+        # laptop) was not measured, and types of other machines would share its one key
+        _store_here(here, swept, swept.decision.key)
         driver = "and the driver"
     except CacheError as exc:
         driver = f"not on the driver ({exc})"

@@ -135,8 +135,8 @@ async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision
         await wait_in_thread(store, job, key, entry, abandon_on_cancel=True)
     decision = attrs.evolve(
         entry_decision(entry, key, job.native),
-        reason=f"node type {job.node_type}'s answer, measured by {by} on {entry.host}: "
-        f"{entry.reason}",
+        reason=f"node type {job.node_type}'s answer, measured on {entry.host}, shared by "
+        f"{by}: {entry.reason}",
     )
     return report_decision(decision, job.settings)
 
@@ -211,7 +211,9 @@ async def _sweep(
                 model_file=getattr(job.workload, "model_file", None),
             )
         )
-        send = functools.partial(registry.publish.remote, job.registry_key, token, entry, holder)
+        # a claimant whose host's cache held the answer by now measured nothing itself
+        by = holder if decision.source == "benchmark" else f"{holder} (from its host's cache)"
+        send = functools.partial(registry.publish.remote, job.registry_key, token, entry, by)
     try:
         if anyio.current_time() >= until:
             _tell(ray, send)  # past hard_limit_s: sent, not waited for
@@ -262,8 +264,9 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                 ),
                 until=limit_until,
             )
-        except _OutOfTime:
-            # the claim may yet be granted to nobody who waits: give it up after it
+        except (_OutOfTime, anyio.get_cancelled_exc_class()):
+            # the claim may yet be granted to nobody who waits (past the hard limit, or
+            # cancelled): give it up after it, or the type's workers wait out its lease
             _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
             raise
         since = reply["since"]
@@ -321,7 +324,8 @@ async def resolve(
     this worker's sweep or a wait for another worker's (bounded by ``[ray]
     wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once).
     ``refresh`` ignores answers older than the call, in the registry and in caches.
-    Cancelled while sweeping, it gives its claim up and caches nothing.
+    Cancelled while sweeping, or while its claim is asked for, it gives the claim up
+    and caches nothing.
 
     Raises:
         MissingExtraError: Ray is not installed.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -257,6 +258,87 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     assert await anyio.to_thread.run_sync(cached_eventually, isolated / "cache.json", job.key)
 
 
+@pytest.mark.anyio
+async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelled while its claim is in flight: abandon follows, so no one waits out a lease."""
+    import threading
+
+    import anyio
+
+    from chunktune import _ray_resolve
+    from chunktune._ray_job import Job
+
+    sent: list[tuple[str, tuple[object, ...]]] = []
+    replied = threading.Event()  # the registry answers only once the caller has gone
+
+    def method(name: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(remote=lambda *args, **_: sent.append((name, args)) or name)
+
+    registry = types.SimpleNamespace(claim=method("claim"), abandon=method("abandon"))
+    monkeypatch.setattr(_ray_resolve, "registry_handle", lambda ray, fresh: registry)
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: replied.wait(timeout) and {"state": "claimed", "token": 1}
+    settings = chunktune.load_settings()
+    w = workload()
+    job = Job(
+        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
+        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
+        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
+        node_type="a", registry_key="r",
+    )  # fmt: skip
+    try:
+        with anyio.move_on_after(0.2):  # a trainer's own timeout around the resolve
+            await _ray_resolve._coordinate(ray, job, fresh=False, started=anyio.current_time())
+    finally:
+        replied.set()
+    assert [name for name, _ in sent] == ["claim", "abandon"]
+    assert sent[1][1] == ("r", sent[0][1][1])  # the key and the holder of that claim
+
+
+@pytest.mark.anyio
+async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_its_measure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A claimant that publishes a hit of its host's cache is named as sharing, not measuring."""
+    from chunktune import _ray_resolve
+    from chunktune._ray_job import Job
+
+    published: list[tuple[object, ...]] = []
+    registry = types.SimpleNamespace(
+        heartbeat=types.SimpleNamespace(remote=lambda *_: None),
+        publish=types.SimpleNamespace(remote=lambda *args: published.append(args)),
+    )
+    hit = chunktune.Decision(
+        chunk_size=8, native_chunk=3, source="cache", reason="cached", key="k.p",
+        timings={None: 0.01, 8: 0.009},
+    )  # fmt: skip
+    entry = chunktune.CacheEntry(chunk_size=8, native_chunk=3, reason="chose 8", host="vm")
+
+    async def found(job: Job, started: float) -> chunktune.Decision:
+        return hit  # another process of this host stored it after the local check
+
+    monkeypatch.setattr(_ray_resolve, "_plain", found)
+    monkeypatch.setattr(_ray_resolve, "entry_of", lambda *_, **__: entry)
+    settings = chunktune.load_settings()
+    w = workload()
+    job = Job(
+        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
+        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
+        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
+        node_type="a", registry_key="r",
+    )  # fmt: skip
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: None
+    await _ray_resolve._sweep(ray, registry, job, "w1", {"state": "claimed", "token": 1}, 0.0)
+    by = published[0][3]
+    assert by == "w1 (from its host's cache)"
+    adopted = await _ray_resolve._adopt(job, entry, str(by), math.inf)
+    assert "measured by w1" not in adopted.reason
+    assert "measured on vm, shared by w1 (from its host's cache)" in adopted.reason
+
+
 def test_an_answer_shared_without_a_local_entry_keeps_its_gain() -> None:
     """entry_of built from a decision (no cache here) carries gain and its interval."""
     import attrs
@@ -302,3 +384,37 @@ def test_a_node_sweep_that_timed_native_alone_hands_no_entry_to_other_hosts(
     assert swept.decision.source == "benchmark"
     assert all(c is None for c in swept.decision.timings)  # no candidate timed
     assert swept.entry is None
+
+
+def test_the_driver_keeps_each_node_types_answer_under_the_key_it_was_measured_for(
+    isolated: Path,
+) -> None:
+    """tune_cluster stores two machines' answers on the driver apart, never under its own key."""
+    from chunktune._keys import cache_key
+    from chunktune._ray_cluster import _distribute, _Node, _Swept
+    from chunktune._request import decision_entry
+
+    here = chunktune.load_settings()
+    signature = {"name": "driver"}
+    swept: list[_Swept] = []
+    for chunk, machine in ((2, "c7i"), (8, "m5")):
+        device = {"cpu": machine}
+        key = cache_key(
+            signature, num_envs=64, nthread=2, device=device, policy_hash=here.active.fingerprint()
+        )
+        d = chunktune.Decision(
+            chunk_size=chunk, native_chunk=3, source="benchmark", reason="", key=key,
+            timings={None: 0.01, chunk: 0.009},
+        )  # fmt: skip
+        entry = decision_entry(
+            d, policy=here.active, num_envs=64, nthread=2, signature=signature, device=device
+        )
+        swept.append(_Swept(d, entry, signature, 64, 2, here.active.fingerprint()))
+    # one node per type: nothing is sent to other nodes, so no Ray is asked
+    no_ray = types.SimpleNamespace(remote=lambda f: f)
+    for answer in swept:
+        _distribute(no_ray, answer, [_Node("n", 1.0, "t")], None, here)
+    stored = chunktune.DecisionCache(isolated / "cache.json").entries()
+    assert {k: e.chunk_size for k, e in stored.items()} == {
+        s.decision.key: s.decision.chunk_size for s in swept
+    }
