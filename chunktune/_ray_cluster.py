@@ -284,9 +284,12 @@ def tune_cluster(
         results[kind] = swept.decision
         _say_if_shared(kind, swept.decision, results, here)
         stored = _distribute(ray, swept, groups[kind], settings, here)
+        # a node whose cache (or another worker of its type) already had the answer swept
+        # nothing: say where the answer was had, not that it was swept there
+        how = "swept on" if swept.decision.source == "benchmark" else "answered on"
         report(
             f"node type {kind} ({len(groups[kind])} node(s)): {_describe(swept.decision)} "
-            f"swept on node {_short(groups[kind][0].node_id)} after "
+            f"{how} node {_short(groups[kind][0].node_id)} after "
             f"{time.monotonic() - started:.1f} s; {stored}",
             here,
         )

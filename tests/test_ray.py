@@ -252,6 +252,12 @@ def test_tune_cluster_sweeps_once_per_node_type(
     driver = chunktune.DecisionCache(isolated / "cache.json").entries()
     assert {e.chunk_size for e in driver.values()} <= {d.chunk_size for d in answers.values()}
     assert driver
+    assert "swept on node" in err
+    caplog.clear()  # again: every type's node has its answer now, and says so
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        again = chunktune.ray.tune_cluster(functools.partial(Sleepy, job, 0.0), policy=POLICY)
+    assert all(d.source == "cache" for d in again.values())
+    assert "answered on node" in caplog.text and "swept on node" not in caplog.text
 
 
 def test_workers_share_one_sweep_per_node_type(fleet: Fleet) -> None:
