@@ -201,22 +201,41 @@ def run_beside(
     For synchronous code on a loop's thread that must block as an older API did (the
     caller's loop waits), without deadlocking on a task of that loop. Returns
     ``(True, result)``, or ``(False, None)`` when the time ran out first: the call goes
-    on in the background.
+    on in the background. A wait interrupted (Ctrl-C: ``KeyboardInterrupt``) cancels
+    the call, as cancelling a task that awaits it would, and raises at once.
 
     Raises:
-        BaseException: what ``call()`` raised.
+        BaseException: what ``call()`` raised, or what interrupted the wait.
     """
     outcome: list[tuple[bool, Any]] = []
+    interrupted = threading.Event()
+    scopes: list[tuple[object, anyio.CancelScope]] = []
+
+    async def cancellable() -> T | None:
+        with anyio.CancelScope() as scope:
+            scopes.append((anyio.lowlevel.current_token(), scope))
+            if interrupted.is_set():  # interrupted before this loop had started
+                scope.cancel()
+            return await call()
+        return None  # cancelled: nobody waits for the outcome
 
     def main() -> None:
         try:
-            outcome.append((True, anyio.run(call)))
+            outcome.append((True, anyio.run(cancellable)))
         except BaseException as exc:
             outcome.append((False, exc))
 
     thread = threading.Thread(target=main, name=name, daemon=True)
     thread.start()
-    thread.join(timeout_s)
+    try:
+        thread.join(timeout_s)
+    except BaseException:
+        # the caller leaves: a sweep left running would go on stepping its pool, which
+        # it has back now (and may step at once), and cache what nobody waited for
+        interrupted.set()
+        for token, scope in scopes:
+            call_soon(token, scope.cancel)
+        raise
     if not outcome:
         return False, None
     ok, value = outcome[0]

@@ -196,7 +196,9 @@ def resolve_chunk_size(
     A failing ``pool.step`` never raises out of here: the answer is None. ``nthread=0``
     (the pool steps on the calling thread) answers None: chunks cannot matter. On an
     event loop's thread it blocks that loop, as the older tuner did, for up to twice
-    ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None.
+    ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None;
+    a ``KeyboardInterrupt`` that ends that wait stops the sweep at its next call to
+    ``pool.step`` and caches nothing, as off a loop.
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an

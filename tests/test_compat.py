@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -13,6 +16,7 @@ import pytest
 
 import chunktune
 from chunktune import InvalidArgumentError, compat
+from chunktune._threads import wait_for_sweeps
 from chunktune.compat import PoolStepWorkload, resolve_chunk_size
 from chunktune.sim import SimulatedWorkload
 
@@ -245,3 +249,39 @@ async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
     assert decided and decided[0].source == "benchmark"
     (key,) = json.loads((tmp_path / "cache.json").read_text())["entries"]
     assert key == decided[0].key
+
+
+class _Interrupted(Exception):
+    """Stands for KeyboardInterrupt, which pytest would take for the user's own."""
+
+
+class InterruptingPool(FakePool):
+    """Sends this process SIGUSR1 from its third step (in the sweep's thread)."""
+
+    def step(self, state: np.ndarray, **kwargs: Any) -> None:
+        super().step(state, **kwargs)
+        if len(self.calls) == 3:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_an_interrupt_stops_the_sweep_and_caches_nothing(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while it blocks a loop: the sweep stops stepping the pool, nothing is cached."""
+    (tmp_path / "chunktune.toml").write_text(
+        'policy = "slow"\n[policies.slow]\nextends = "quick"\ntime_budget_s = 30.0\n'
+    )
+    pool = InterruptingPool()
+    previous = signal.signal(signal.SIGUSR1, _interrupt)
+    try:
+        with pytest.raises(_Interrupted):
+            call(pool, np.zeros((256, 5)))
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert wait_for_sweeps(10)  # the step in flight returns, and no other follows
+    assert not (tmp_path / "cache.json").exists()

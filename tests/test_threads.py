@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+from types import FrameType
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from chunktune._threads import call_soon
+from chunktune._threads import call_soon, run_beside
 
 
 @pytest.mark.anyio
@@ -42,3 +45,34 @@ def test_call_soon_after_the_loop_closed_reports_false(backend: str) -> None:
 
     token = anyio.run(grab, backend=backend)
     assert call_soon(token, lambda: None) is False
+
+
+class _Interrupted(Exception):
+    """Stands for KeyboardInterrupt, which pytest would take for the user's own."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted
+
+
+def test_an_interrupted_wait_beside_cancels_the_call() -> None:
+    """A signal that interrupts run_beside's wait cancels the call on the loop beside."""
+    cancelled = threading.Event()
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+
+    previous = signal.signal(signal.SIGUSR1, _interrupt)
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(_Interrupted):
+            run_beside(forever, timeout_s=60, name="chunktune test beside")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+    assert cancelled.wait(5)
