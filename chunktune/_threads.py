@@ -12,11 +12,12 @@ may be gone. The only code that branches on asyncio versus trio lives here.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar, TypeVarTuple, Unpack
+from typing import Any, TypeVar, TypeVarTuple, Unpack, cast
 
 import anyio
 import anyio.from_thread
@@ -144,11 +145,16 @@ def loop_closed_probe() -> Callable[[], bool]:
 def loop_running_here() -> bool:
     """True on an event loop's own thread: in a task, or in a plain callback of the loop."""
     try:
-        asyncio.get_running_loop()
+        asyncio.get_running_loop()  # a loop of a parent process is told apart by its pid
     except RuntimeError:
         pass
     else:
         return True
+    return _in_trio_run() and not _inherited()
+
+
+def _in_trio_run() -> bool:
+    """True where trio's state says a run is on this thread (see :func:`_inherited`)."""
     lowlevel = getattr(sys.modules.get("trio"), "lowlevel", None)
     if lowlevel is None:
         return False
@@ -164,6 +170,11 @@ def loop_running_here() -> bool:
 
 def _in_worker_thread() -> bool:
     """True in a worker thread of a running anyio loop (``to_thread.run_sync``)."""
+    return _in_anyio_worker() and not _inherited()
+
+
+def _in_anyio_worker() -> bool:
+    """True where anyio's state says this is a loop's worker thread (see :func:`_inherited`)."""
     try:
         anyio.from_thread.check_cancelled()
     except RuntimeError:
@@ -173,9 +184,48 @@ def _in_worker_thread() -> bool:
     return True
 
 
+def _library_named() -> bool:
+    """True where sniffio names an async library for this thread (``anyio.run`` sets one)."""
+    sniffio = sys.modules.get("sniffio")
+    if sniffio is None:  # nothing imported it, so nothing has named a library
+        return False
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+    return True
+
+
+_forked_in_loop: int | None = None
+"""In a forked child: the thread that forked, if it did so in a loop's task or worker thread."""
+
+
+def _note_fork() -> None:
+    global _forked_in_loop
+    in_loop = _in_trio_run() or _in_anyio_worker() or _library_named()
+    _forked_in_loop = threading.get_ident() if in_loop else None
+
+
+os.register_at_fork(after_in_child=_note_fork)
+
+
+def _inherited() -> bool:
+    """True in a forked child's thread that forked in a task or a worker thread of a loop.
+
+    Trio's run, anyio's worker threads and sniffio keep their state per thread (and
+    per context), and it came along: the thread still says it runs in that loop, which
+    stayed in the parent and never runs here, so a blocking call sent to it would wait
+    for good; and no loop can start on this thread (trio refuses a run inside a run,
+    anyio one where a library is named). asyncio's own running loop is told apart by
+    its pid.
+    """
+    return _forked_in_loop is not None and threading.get_ident() == _forked_in_loop
+
+
 def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, where: str = "") -> T:
     """``await call()`` from synchronous code: on the loop of the worker thread it runs in,
-    else on a loop of its own.
+    else on a loop of its own (in a thread of its own where a fork left a loop's state
+    behind on this one).
 
     Raises:
         UsageError: on an event loop's own thread, in a task or in a plain callback,
@@ -183,6 +233,9 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
             (and ``where``, a hint of how the caller may have got there). Checked
             before ``call()`` is made, so no coroutine is left unawaited.
     """
+    if _inherited():
+        # a fresh thread carries none of the parent's loop state that this one does
+        return cast(T, run_beside(call, timeout_s=None, name="chunktune forked")[1])
     if _in_worker_thread():
         return anyio.from_thread.run(call)
     if loop_running_here():
@@ -194,9 +247,10 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
 
 
 def run_beside(
-    call: Callable[[], Coroutine[Any, Any, T]], *, timeout_s: float, name: str
+    call: Callable[[], Coroutine[Any, Any, T]], *, timeout_s: float | None, name: str
 ) -> tuple[bool, T | None]:
-    """``await call()`` on an event loop of its own, in a daemon thread; wait ``timeout_s``.
+    """``await call()`` on an event loop of its own, in a daemon thread; wait ``timeout_s``
+    (None: until it ends).
 
     For synchronous code on a loop's thread that must block as an older API did (the
     caller's loop waits), without deadlocking on a task of that loop. Returns

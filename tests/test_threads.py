@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
@@ -12,7 +13,9 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
+import chunktune
 from chunktune._threads import call_soon, run_beside
+from chunktune.sim import SimulatedWorkload
 
 
 @pytest.mark.anyio
@@ -76,3 +79,31 @@ def test_an_interrupted_wait_beside_cancels_the_call() -> None:
         timer.cancel()
         signal.signal(signal.SIGUSR1, previous)
     assert cancelled.wait(5)
+
+
+def _resolve_in_child() -> None:
+    workload = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4)
+    decision = chunktune.resolve_sync(workload, policy="quick")
+    raise SystemExit(0 if decision.source == "benchmark" else 1)
+
+
+def _fork_and_resolve() -> int | None:
+    child = multiprocessing.get_context("fork").Process(target=_resolve_in_child)
+    child.start()
+    child.join(20)
+    if child.exitcode is None:  # waiting for good on a loop that stayed in the parent
+        child.kill()
+        child.join()
+    return child.exitcode
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["task", "worker-thread"])
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+async def test_a_child_forked_on_a_loop_resolves_on_a_loop_of_its_own(where: str) -> None:
+    """A process forked in a task or a worker thread of a loop can resolve_sync there."""
+    if where == "task":
+        exitcode = _fork_and_resolve()
+    else:
+        exitcode = await anyio.to_thread.run_sync(_fork_and_resolve)
+    assert exitcode == 0
