@@ -7,15 +7,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chunktune import InvalidArgumentError
 from chunktune._cli import main
 from chunktune._record import check_sizes, record
-from chunktune._trace import load_trace
+from chunktune._trace import Trace, load_trace
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 TINY = ("--num-envs", "8", "--nthread", "2", "--nstep", "2")
@@ -159,3 +161,53 @@ def test_ctrl_c_during_record_writes_no_file(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert "no trace was written" in err and "Traceback" not in err
     assert list(tmp_path.glob("*.json")) == [] and list(tmp_path.glob(".*tmp")) == []
+
+
+@pytest.mark.mujoco
+def test_a_recording_names_itself_as_the_sweep_lock_holder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """While recording, the sweep lock's holder note names this process, as a sweep's does."""
+    import chunktune._cli._record_cmd as record_cmd
+    from chunktune._locks import Holder, sweep_lock
+
+    seen: list[Holder | None] = []
+
+    def noting(*args: Any, **kwargs: Any) -> Trace:
+        seen.append(sweep_lock().holder())
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(record_cmd, "record", noting)
+    assert main(["record", *TINY, "--rounds", "1", "-q", "-o", str(tmp_path / "t.json")]) == 0
+    assert len(seen) == 1 and seen[0] is not None and seen[0].pid == os.getpid()
+    assert sweep_lock().holder() is None  # released with the note
+
+
+@pytest.mark.mujoco
+@pytest.mark.slow
+def test_a_recording_waits_for_another_sweep_and_says_whose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep lock held by another process: record says whom it waits for, then records."""
+    script = (
+        "import sys\nfrom chunktune._locks import sweep_lock\n"
+        "lock = sweep_lock()\nassert lock.try_acquire()\nprint('held', flush=True)\n"
+        "sys.stdin.readline()\nlock.release()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        stdin, stdout = holder.stdin, holder.stdout
+        assert stdin is not None and stdout is not None
+        timer = threading.Timer(1.0, stdin.close)  # the holder lets go a second into the wait
+        try:
+            assert stdout.readline() == "held\n"
+            timer.start()
+            out = str(tmp_path / "t.json")
+            assert main(["record", *TINY, "--rounds", "1", "-q", "-o", out]) == 0
+        finally:
+            timer.cancel()
+            holder.kill()
+    err = capsys.readouterr().err
+    assert f"waiting for another sweep to finish (pid {holder.pid}, since " in err
+    assert load_trace(tmp_path / "t.json").rounds == 1
