@@ -101,6 +101,27 @@ def test_an_output_that_cannot_be_a_file_is_refused_before_recording(
     assert "Traceback" not in err and err.count("\n") == 1
 
 
+def test_an_unwritable_output_directory_is_refused_before_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o in a directory no file can be made in: exit 2, one message, before any model loads."""
+    place = tmp_path / "read-only"
+    place.mkdir(mode=0o500)
+    if os.access(place, os.W_OK):  # root writes anywhere it may; /proc takes no new file
+        place = Path("/proc")
+        if not place.is_dir():
+            pytest.skip("no directory here refuses new files to this user")
+    monkeypatch.setattr(
+        "chunktune._cli._record_cmd.load_workload",
+        lambda *a: pytest.fail("the recording started before -o was checked"),
+    )
+    assert main(["record", *TINY, "-q", "-o", str(place / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"chunktune: error: cannot write the trace {place / 't.json'}: ")
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert not (place / "t.json").exists()
+
+
 @pytest.mark.mujoco
 def test_a_trace_that_cannot_be_written_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

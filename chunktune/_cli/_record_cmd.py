@@ -11,7 +11,7 @@ from contextlib import nullcontext
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._atomic import write_atomic
+from .._atomic import check_writable, write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
 from .._locks import hold_blocking, sweep_lock
@@ -102,6 +102,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
+    try:  # said now, not after minutes of recording
+        check_writable(out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}") from exc
     nthread = pool_threads(args.nthread)
     workload, what = load_workload(args, nthread)
     try:
