@@ -39,6 +39,18 @@ def test_record_the_demo_and_replay_it(tmp_path: Path, capsys: pytest.CaptureFix
     assert capsys.readouterr().err == ""  # -q: nothing on stderr
 
 
+@pytest.mark.mujoco
+def test_off_a_terminal_record_says_two_lines_and_no_blank_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With stderr a file or pipe, no progress bar: what it records, then what it wrote."""
+    out = tmp_path / "demo.json"
+    assert main(["record", *TINY, "--rounds", "2", "-o", str(out)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("chunktune: recording demo scene: 8 envs")
+    assert lines[1] == f"chunktune: wrote {out}"
+
+
 def test_record_measures_in_fresh_random_rounds() -> None:
     """Every round measures each size once, in an order that changes between rounds."""
     w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)

@@ -113,14 +113,17 @@ def _cmd_record(args: argparse.Namespace) -> int:
         total = len(sizes) * args.rounds
         if not args.quiet:
             say(f"recording {what}: {len(sizes)} sizes x {args.rounds} rounds = {total} calls")
+        console = console_on(sys.stderr)
+        # a bar is drawn on a terminal only; elsewhere (a log) it would leave a blank line
+        bar = not args.quiet and console.is_terminal
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=console_on(sys.stderr),
+            console=console,
             transient=True,
-            disable=args.quiet,
+            disable=not bar,
         )
         task = progress.add_task("recording", total=total)
 
@@ -129,7 +132,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
-            with _machine_to_ourselves(), progress if not args.quiet else nullcontext():
+            with _machine_to_ourselves(), progress if bar else nullcontext():
                 trace = record(
                     workload,
                     rounds=args.rounds,
