@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -12,12 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from chunktune import InvalidArgumentError
 from chunktune._cli import main
 from chunktune._record import check_sizes, record
-from chunktune._trace import Trace, load_trace
+from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 TINY = ("--num-envs", "8", "--nthread", "2", "--nstep", "2")
@@ -166,6 +168,47 @@ def test_check_sizes_names_every_size_out_of_range() -> None:
         check_sizes([0, 3, 9], 16, 2)
     assert check_sizes([3], 16, 2) == [1, 3]
     assert check_sizes(None, 16, 2) == list(range(1, 9))
+
+
+def test_numpy_integers_are_chunk_sizes_and_rounds() -> None:
+    """record(sizes=np.arange(...), rounds=np.int64(2)) records them, as plain ints in the trace."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
+    trace = record(w, rounds=np.int64(2), sizes=np.arange(2, 5))  # type: ignore[arg-type]
+    assert sorted(trace.samples) == [1, 2, 3, 4] and trace.rounds == 2
+    assert all(type(c) is int for c in trace.samples) and type(trace.rounds) is int
+    assert load_trace_text(dump_trace(trace)) == trace
+
+
+def load_trace_text(text: str) -> Trace:
+    """A trace read back from its JSON text."""
+    return trace_from_dict(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "rounds", "message"),
+    [
+        pytest.param([2.0, "3"], 2, r"chunk sizes 2\.0, '3' are not integers; expected integers "
+                     r"in 1\.\.16", id="not-integers"),
+        pytest.param([2], 2**31, r"rounds must be an integer from 1 to 2147483647",
+                     id="rounds-past-a-trace"),
+    ],
+)  # fmt: skip
+def test_record_names_sizes_and_rounds_it_cannot_take(
+    sizes: list[object], rounds: int, message: str
+) -> None:
+    """Sizes that are no integers, or more rounds than a trace may hold: said before any call."""
+
+    class Unmeasurable:
+        num_envs, nthread = 64, 4
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> float:
+            pytest.fail("measured before the check")
+
+    with pytest.raises(InvalidArgumentError, match=message):
+        record(Unmeasurable(), rounds=rounds, sizes=sizes)  # type: ignore[arg-type]
 
 
 @pytest.mark.mujoco
