@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["STALE_TEMP_S", "remove_stale_temps", "write_atomic"]
+__all__ = ["STALE_TEMP_S", "check_writable", "remove_stale_temps", "write_atomic"]
 
 STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died mid-write
 
@@ -51,6 +51,26 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def check_writable(path: Path) -> None:
+    """Make and remove the temporary file a :func:`write_atomic` of ``path`` would make.
+
+    A command that works for minutes before it writes calls this first, so that a
+    place it cannot write is said before the work, not after it.
+
+    Raises:
+        OSError: the file cannot be made (a read-only or forbidden directory).
+    """
+    path = Path(os.path.realpath(path))
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return  # written into, not replaced; opening a FIFO now would block
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(tmp)
 
 
 def remove_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S) -> int:

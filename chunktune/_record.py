@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import numbers
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -14,7 +15,14 @@ from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint
 from ._trace import Trace
 from ._validators import shown
-from ._workload import Workload, check_seconds, check_seed, native_chunk, upper_chunk
+from ._workload import (
+    Workload,
+    check_count,
+    check_seconds,
+    check_seed,
+    native_chunk,
+    upper_chunk,
+)
 
 __all__ = ["check_sizes", "record"]
 
@@ -27,20 +35,27 @@ def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> lis
     """The sizes to record, ascending, native's included: every size when ``sizes`` is None.
 
     Raises:
-        InvalidArgumentError: a size is outside ``1..ceil(N/T)``, or ``sizes`` is empty.
+        InvalidArgumentError: a size is no integer (numpy's count) or is outside
+            ``1..ceil(N/T)``, or ``sizes`` is empty.
     """
     upper = upper_chunk(num_envs, nthread)
     if sizes is None:
         return list(range(1, upper + 1))
+    sizes = list(sizes)  # a numpy array has no truth value
     if not sizes:
         raise InvalidArgumentError("sizes is empty; expected at least one chunk size")
-    bad = [c for c in sizes if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= upper]
-    if bad:
+    where = f"1..{upper} (ceil(N/T) for {num_envs} envs on {nthread} threads)"
+    # numpy's integers count, as everywhere a chunk size is taken (np.arange gives them)
+    odd = [c for c in sizes if isinstance(c, bool) or not isinstance(c, numbers.Integral)]
+    if odd:
         raise InvalidArgumentError(
-            f"chunk sizes {', '.join(map(repr, bad))} are outside 1..{upper} "
-            f"(ceil(N/T) for {num_envs} envs on {nthread} threads)"
+            f"chunk sizes {', '.join(map(shown, odd))} are not integers; expected integers "
+            f"in {where}"
         )
-    return sorted({*sizes, native_chunk(num_envs, nthread)})
+    bad = [c for c in sizes if not 1 <= c <= upper]
+    if bad:
+        raise InvalidArgumentError(f"chunk sizes {', '.join(map(shown, bad))} are outside {where}")
+    return sorted({*(int(c) for c in sizes), native_chunk(num_envs, nthread)})
 
 
 def _loadavg() -> list[float]:
@@ -67,12 +82,12 @@ def record(
     (``round`` counts from 1).
 
     Raises:
-        InvalidArgumentError: ``rounds`` is not an integer >= 1, or a size is out of range.
+        InvalidArgumentError: ``rounds`` is not an integer from 1 to 2**31 - 1, or a size
+            is no integer or out of range.
         WorkloadError: ``run()`` returned something other than positive seconds.
         Exception: whatever ``run()`` or ``check_cancelled()`` raised.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise InvalidArgumentError(f"rounds must be an integer >= 1, got {shown(rounds)}")
+    rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)
     rng = np.random.default_rng(check_seed(seed))

@@ -274,7 +274,10 @@ def as_seconds(value: object) -> float | None:
     """``value`` as float seconds in [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] (numpy
     scalars too), else None."""
     plain = _plain(value)
-    if isinstance(plain, bool) or not isinstance(plain, numbers.Real) or not math.isfinite(plain):
+    if isinstance(plain, bool) or not isinstance(plain, numbers.Real):
         return None
-    seconds = float(plain)
-    return seconds if MIN_SECONDS <= seconds <= MAX_SECONDS else None
+    try:
+        seconds = float(plain)
+    except OverflowError:  # an integer past any float (JSON and Python allow one)
+        return None
+    return seconds if math.isfinite(seconds) and MIN_SECONDS <= seconds <= MAX_SECONDS else None

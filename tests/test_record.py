@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from chunktune import InvalidArgumentError
 from chunktune._cli import main
 from chunktune._record import check_sizes, record
-from chunktune._trace import load_trace
+from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 TINY = ("--num-envs", "8", "--nthread", "2", "--nstep", "2")
@@ -35,6 +39,18 @@ def test_record_the_demo_and_replay_it(tmp_path: Path, capsys: pytest.CaptureFix
     assert replay.signature()["kind"] == "replay"
     assert replay.run(None) > 0 and replay.oracle()[0] in trace.samples
     assert capsys.readouterr().err == ""  # -q: nothing on stderr
+
+
+@pytest.mark.mujoco
+def test_off_a_terminal_record_says_two_lines_and_no_blank_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With stderr a file or pipe, no progress bar: what it records, then what it wrote."""
+    out = tmp_path / "demo.json"
+    assert main(["record", *TINY, "--rounds", "2", "-o", str(out)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("chunktune: recording demo scene: 8 envs")
+    assert lines[1] == f"chunktune: wrote {out}"
 
 
 def test_record_measures_in_fresh_random_rounds() -> None:
@@ -99,6 +115,27 @@ def test_an_output_that_cannot_be_a_file_is_refused_before_recording(
     assert "Traceback" not in err and err.count("\n") == 1
 
 
+def test_an_unwritable_output_directory_is_refused_before_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o in a directory no file can be made in: exit 2, one message, before any model loads."""
+    place = tmp_path / "read-only"
+    place.mkdir(mode=0o500)
+    if os.access(place, os.W_OK):  # root writes anywhere it may; /proc takes no new file
+        place = Path("/proc")
+        if not place.is_dir():
+            pytest.skip("no directory here refuses new files to this user")
+    monkeypatch.setattr(
+        "chunktune._cli._record_cmd.load_workload",
+        lambda *a: pytest.fail("the recording started before -o was checked"),
+    )
+    assert main(["record", *TINY, "-q", "-o", str(place / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"chunktune: error: cannot write the trace {place / 't.json'}: ")
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert not (place / "t.json").exists()
+
+
 @pytest.mark.mujoco
 def test_a_trace_that_cannot_be_written_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -133,6 +170,47 @@ def test_check_sizes_names_every_size_out_of_range() -> None:
     assert check_sizes(None, 16, 2) == list(range(1, 9))
 
 
+def test_numpy_integers_are_chunk_sizes_and_rounds() -> None:
+    """record(sizes=np.arange(...), rounds=np.int64(2)) records them, as plain ints in the trace."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
+    trace = record(w, rounds=np.int64(2), sizes=np.arange(2, 5))  # type: ignore[arg-type]
+    assert sorted(trace.samples) == [1, 2, 3, 4] and trace.rounds == 2
+    assert all(type(c) is int for c in trace.samples) and type(trace.rounds) is int
+    assert load_trace_text(dump_trace(trace)) == trace
+
+
+def load_trace_text(text: str) -> Trace:
+    """A trace read back from its JSON text."""
+    return trace_from_dict(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "rounds", "message"),
+    [
+        pytest.param([2.0, "3"], 2, r"chunk sizes 2\.0, '3' are not integers; expected integers "
+                     r"in 1\.\.16", id="not-integers"),
+        pytest.param([2], 2**31, r"rounds must be an integer from 1 to 2147483647",
+                     id="rounds-past-a-trace"),
+    ],
+)  # fmt: skip
+def test_record_names_sizes_and_rounds_it_cannot_take(
+    sizes: list[object], rounds: int, message: str
+) -> None:
+    """Sizes that are no integers, or more rounds than a trace may hold: said before any call."""
+
+    class Unmeasurable:
+        num_envs, nthread = 64, 4
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> float:
+            pytest.fail("measured before the check")
+
+    with pytest.raises(InvalidArgumentError, match=message):
+        record(Unmeasurable(), rounds=rounds, sizes=sizes)  # type: ignore[arg-type]
+
+
 @pytest.mark.mujoco
 @pytest.mark.slow
 def test_ctrl_c_during_record_writes_no_file(tmp_path: Path) -> None:
@@ -159,3 +237,53 @@ def test_ctrl_c_during_record_writes_no_file(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert "no trace was written" in err and "Traceback" not in err
     assert list(tmp_path.glob("*.json")) == [] and list(tmp_path.glob(".*tmp")) == []
+
+
+@pytest.mark.mujoco
+def test_a_recording_names_itself_as_the_sweep_lock_holder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """While recording, the sweep lock's holder note names this process, as a sweep's does."""
+    import chunktune._cli._record_cmd as record_cmd
+    from chunktune._locks import Holder, sweep_lock
+
+    seen: list[Holder | None] = []
+
+    def noting(*args: Any, **kwargs: Any) -> Trace:
+        seen.append(sweep_lock().holder())
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(record_cmd, "record", noting)
+    assert main(["record", *TINY, "--rounds", "1", "-q", "-o", str(tmp_path / "t.json")]) == 0
+    assert len(seen) == 1 and seen[0] is not None and seen[0].pid == os.getpid()
+    assert sweep_lock().holder() is None  # released with the note
+
+
+@pytest.mark.mujoco
+@pytest.mark.slow
+def test_a_recording_waits_for_another_sweep_and_says_whose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep lock held by another process: record says whom it waits for, then records."""
+    script = (
+        "import sys\nfrom chunktune._locks import sweep_lock\n"
+        "lock = sweep_lock()\nassert lock.try_acquire()\nprint('held', flush=True)\n"
+        "sys.stdin.readline()\nlock.release()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        stdin, stdout = holder.stdin, holder.stdout
+        assert stdin is not None and stdout is not None
+        timer = threading.Timer(1.0, stdin.close)  # the holder lets go a second into the wait
+        try:
+            assert stdout.readline() == "held\n"
+            timer.start()
+            out = str(tmp_path / "t.json")
+            assert main(["record", *TINY, "--rounds", "1", "-q", "-o", out]) == 0
+        finally:
+            timer.cancel()
+            holder.kill()
+    err = capsys.readouterr().err
+    assert f"waiting for another sweep to finish (pid {holder.pid}, since " in err
+    assert load_trace(tmp_path / "t.json").rounds == 1

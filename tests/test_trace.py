@@ -60,6 +60,8 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
                      "samples['2'][1] is 1e+308", id="absurd-time"),
         pytest.param(lambda d: d["samples"]["2"].__setitem__(1, 1e-310) or d,
                      "samples['2'][1] is 1e-310", id="subnormal-time"),
+        pytest.param(lambda d: d["samples"]["2"].__setitem__(0, 10**400) or d,
+                     "samples['2'][0] is 1000", id="integer-past-float"),
         pytest.param(lambda d: d["samples"].update({"17": [0.1] * 12}) or d,
                      "chunk sizes must be integers in 1..16", id="size-above-upper"),
         pytest.param(lambda d: d["samples"].update({"0": [0.1] * 12}) or d,

@@ -42,6 +42,7 @@ def test_any_positive_real_number_of_seconds_is_accepted(value: object) -> None:
         pytest.param(-1.0, id="negative"),
         pytest.param(1e308, id="absurdly long"),
         pytest.param(1e-310, id="absurdly short"),
+        pytest.param(10**400, id="integer past any float"),
         pytest.param("0.5", id="str"),
         pytest.param(None, id="None"),
         pytest.param(np.array([0.5]), id="1-d array"),

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
-from pathlib import Path
 
-import filelock
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._atomic import write_atomic
+from .._atomic import check_writable, write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
-from .._locks import sweep_lock_path
+from .._locks import hold_blocking, sweep_lock
 from .._record import check_sizes, record
 from .._trace import dump_trace
 from ._args import load_workload, pool_threads, positive_int, seed_int
@@ -80,27 +79,33 @@ def add_parser(
 
 @contextlib.contextmanager
 def _machine_to_ourselves() -> Iterator[None]:
-    """Hold the machine-wide sweep lock: a sweep running alongside would skew both."""
-    lock = filelock.FileLock(sweep_lock_path(), thread_local=False)
-    try:
-        Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        say(f"waiting for another sweep to finish (lock {lock.lock_file})")
-        lock.acquire()
-    except OSError:
-        yield  # no usable lock location: record anyway
+    """Hold the machine-wide sweep lock: a sweep running alongside would skew both.
+
+    As a sweep does, the recording notes its pid beside the lock, so a ``tune`` that
+    waits says whom it waits for; a lock that cannot be made degrades (with a warning).
+    """
+    lock = sweep_lock()
+    if lock.try_acquire():
+        try:
+            yield
+        finally:
+            lock.release()
         return
-    try:
+    holder = lock.holder()
+    who = holder.describe() if holder is not None else "holder unknown"
+    say(f"waiting for another sweep to finish ({who}; lock {lock.path})")
+    with hold_blocking(lock, timeout_s=math.inf):
         yield
-    finally:
-        lock.release()
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
+    try:  # said now, not after minutes of recording
+        check_writable(out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}") from exc
     nthread = pool_threads(args.nthread)
     workload, what = load_workload(args, nthread)
     try:
@@ -108,14 +113,17 @@ def _cmd_record(args: argparse.Namespace) -> int:
         total = len(sizes) * args.rounds
         if not args.quiet:
             say(f"recording {what}: {len(sizes)} sizes x {args.rounds} rounds = {total} calls")
+        console = console_on(sys.stderr)
+        # a bar is drawn on a terminal only; elsewhere (a log) it would leave a blank line
+        bar = not args.quiet and console.is_terminal
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=console_on(sys.stderr),
+            console=console,
             transient=True,
-            disable=args.quiet,
+            disable=not bar,
         )
         task = progress.add_task("recording", total=total)
 
@@ -124,7 +132,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
-            with _machine_to_ourselves(), progress if not args.quiet else nullcontext():
+            with _machine_to_ourselves(), progress if bar else nullcontext():
                 trace = record(
                     workload,
                     rounds=args.rounds,
