@@ -70,9 +70,15 @@ def add_parser(
     rec.add_argument(
         "--rounds", type=positive_int, default=20, metavar="R", help="rounds (default: 20)"
     )
-    rec.add_argument("--sizes", type=_sizes, default=None, metavar="all|a,b,c", help="default: all")
+    rec.add_argument(
+        "--sizes", type=_sizes, default=None, metavar="all|a,b,c",
+        help="default: all (native's size is always added)",
+    )  # fmt: skip
     rec.add_argument("--seed", type=seed_int, default=0, help="seed of the round orders")
-    rec.add_argument("-o", "--output", required=True, metavar="FILE.json", help="trace file")
+    rec.add_argument(
+        "-o", "--output", required=True, metavar="FILE.json",
+        help="trace file (replaced if it exists, once the recording is whole)",
+    )  # fmt: skip
     rec.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     rec.set_defaults(handler=_cmd_record)
 
