@@ -11,6 +11,7 @@ the integer equal to the native chunk so it is not measured twice.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import ClassVar
@@ -32,6 +33,7 @@ __all__ = [
     "SeedCandidates",
     "candidate_list",
     "largest_chunk",
+    "only_native",
     "thin_log",
 ]
 
@@ -248,3 +250,13 @@ def largest_chunk(strategy: CandidateStrategy, num_envs: int, nthread: int) -> i
 def candidate_list(strategy: CandidateStrategy, num_envs: int, nthread: int) -> list[int | None]:
     """What a sweep measures: native (``None``) first, then the strategy's sizes."""
     return [None, *strategy.propose(num_envs, nthread)]
+
+
+@functools.lru_cache(maxsize=256)
+def only_native(strategy: CandidateStrategy, num_envs: int, nthread: int) -> bool:
+    """Whether the strategy proposes no size but native's for this batch: nothing to measure.
+
+    Asked on every resolve that is not a repeat of the last moment's, so kept per
+    (strategy, batch): a strategy is a frozen, hashable record.
+    """
+    return candidate_list(strategy, num_envs, nthread) == [None]

@@ -26,7 +26,7 @@ import anyio
 import attrs
 
 from ._cache_entry import CacheEntry
-from ._candidates import candidate_list
+from ._candidates import only_native
 from ._config import load_settings
 from ._decision import Decision
 from ._events import ProgressCallback
@@ -351,11 +351,13 @@ async def resolve(
     if manual is not None or settings is None:
         return await plain()
     _, pol = pick_policy(settings, policy)
-    if not pol.enabled or upper_chunk(num_envs, nthread) <= 1:
-        return await plain()  # disabled or trivial: nothing to share
-    if candidate_list(pol.candidates, num_envs, nthread) == [None]:
-        # nothing to measure, so nothing is ever published: a claim would only queue the
-        # node type's workers (or tell them, under "native", that one is measuring)
+    if (
+        not pol.enabled
+        or upper_chunk(num_envs, nthread) <= 1
+        or only_native(pol.candidates, num_envs, nthread)
+    ):
+        # disabled, or nothing to measure: nothing is ever published, so a claim would
+        # only queue the node type's workers (or tell them, under "native", that one is)
         return await plain()
     ray = await wait_in_thread(connected_ray, settings)
     job = None

@@ -127,16 +127,15 @@ def failed_decision(
     )
 
 
-def nothing_to_measure(req: Request, key: str) -> Decision:
+def nothing_to_measure(policy_name: str, native: int, num_envs: int, nthread: int) -> Decision:
     """Native, because the policy's candidate list holds no size but native's for this batch."""
     return Decision(
         chunk_size=None,
-        native_chunk=req.native,
+        native_chunk=native,
         source="trivial",
-        reason=f"policy {req.policy_name!r} has no candidate but the native chunk "
-        f"{req.native} for {req.num_envs} envs on {req.nthread} threads; nothing to measure",
-        key=key,
-        policy=req.policy_name,
+        reason=f"policy {policy_name!r} has no candidate but the native chunk "
+        f"{native} for {num_envs} envs on {nthread} threads; nothing to measure",
+        policy=policy_name,
     )
 
 

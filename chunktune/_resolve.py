@@ -23,7 +23,7 @@ import attrs
 
 from . import _flights
 from ._cache import DecisionCache
-from ._candidates import candidate_list
+from ._candidates import candidate_list, only_native
 from ._config import load_settings
 from ._decision import Decision
 from ._errors import ChunktuneError, InvalidArgumentError
@@ -66,10 +66,6 @@ async def _measure(
 ) -> Decision:
     """Sweep under the machine-wide lock, select, store."""
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
-    if sizes == [None]:
-        # a sweep would time native against nothing, and such a result is never stored:
-        # every resolve would take the machine and spend those calls again
-        return nothing_to_measure(req, key)
     token = anyio.lowlevel.current_token()
     stop = threading.Event()
 
@@ -147,8 +143,6 @@ async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> D
             assert limit is not None
             return _flights.gave_up_sharing(key, limit, req.native, req.policy_name)
         if shared is not None:
-            if shared.source == "trivial":
-                return shared  # nothing to measure: there was no sweep to share
             return attrs.evolve(
                 shared,
                 source="cache" if shared.source == "benchmark" else shared.source,
@@ -335,6 +329,10 @@ async def resolve_since(
         recent = recall(workload, settings, pol, shape) if asked else None
         if recent is not None:
             decision = recent  # the same question a moment ago: no thread, no file
+        elif only_native(pol.candidates, num_envs, nthread):
+            # a sweep would time native against nothing, and such a result is never
+            # stored: every resolve would take the machine and spend those calls again
+            decision = nothing_to_measure(name, native, num_envs, nthread)
         else:
             req = Request(
                 workload=workload,

@@ -44,7 +44,7 @@ def shown(value: object) -> str:
     return _repr.repr(value)
 
 
-def _plain(value: Any) -> Any:
+def _plain_number(value: Any) -> Any:
     """numpy's numbers (any ``numbers.Integral`` or ``Real``) as the int or float they hold.
 
     A settings object is fingerprinted and written as TOML, which know plain numbers
@@ -61,7 +61,7 @@ def _plain(value: Any) -> Any:
 
 def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
     """An attrs ``field_transformer``: every field without a converter takes numpy's numbers."""
-    return [f if f.converter is not None else f.evolve(converter=_plain) for f in fields]
+    return [f if f.converter is not None else f.evolve(converter=_plain_number) for f in fields]
 
 
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:

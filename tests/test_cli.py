@@ -1085,45 +1085,40 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
 
 
-def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:
-    """The confirmed gain line tells its figure from the table's ratio (the race's) for one size."""
+def _printed(**fields: Any) -> str:
+    """What `chunktune tune` prints for a sweep's decision to leave native for 4."""
     from chunktune import Decision
     from chunktune._cli._common import console_on
 
-    decision = Decision(
-        chunk_size=4,
-        native_chunk=12,
-        source="benchmark",
+    decision = Decision(chunk_size=4, native_chunk=12, source="benchmark", **fields)
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    return out.getvalue()
+
+
+def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:
+    """The confirmed gain line tells its figure from the table's ratio (the race's) for one size."""
+    out = _printed(
         reason="chose 4: 6.7% faster than the native chunk 12",
         timings={None: 0.066, 4: 0.055},
         gain=0.067,
         gain_ci=(0.031, 0.099),
     )
-    out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo")
     assert (
         "gain over native: 6.7% (confirmed on fresh pairs, interval 3.1% to 9.9%; "
         "the table's ratios are the race's estimates)"
-    ) in out.getvalue()
+    ) in out
 
 
 def test_an_unconfirmed_gain_is_not_credited_to_a_race() -> None:
     """A gain no confirmation measured (seed: no race either) is called the sweep's estimate."""
-    from chunktune import Decision
-    from chunktune._cli._common import console_on
-
-    decision = Decision(
-        chunk_size=4,
-        native_chunk=12,
-        source="benchmark",
+    out = _printed(
         reason="chose 4: 11.7% faster than the native chunk 12",
         timings={None: 0.066, 4: 0.058},
         gain=0.117,
     )
-    out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo")
-    assert "gain over native: 11.7% (not confirmed: the sweep's estimate)" in out.getvalue()
-    assert "race" not in out.getvalue()
+    assert "gain over native: 11.7% (not confirmed: the sweep's estimate)" in out
+    assert "race" not in out
 
 
 def test_an_answer_that_is_never_stored_names_no_cache_key(

@@ -14,11 +14,24 @@ import pytest
 import chunktune
 import chunktune.ray
 from chunktune._ray_api import NODE_TYPE_LABEL, connected_ray, fingerprint_type, node_type
+from chunktune._ray_job import Job
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
 def workload() -> SimulatedWorkload:
     return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="api")
+
+
+def a_job() -> Job:
+    """A worker's job on node type "a", as the Ray resolve builds it."""
+    settings = chunktune.load_settings()
+    w = workload()
+    return Job(
+        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
+        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
+        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
+        node_type="a", registry_key="r",
+    )  # fmt: skip
 
 
 def test_plain_import_never_imports_ray() -> None:
@@ -222,7 +235,6 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     from _holders import cached_eventually, holding_async
 
     from chunktune import _cache
-    from chunktune._ray_job import Job
     from chunktune._ray_resolve import _adopt
 
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
@@ -268,7 +280,6 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
     import anyio
 
     from chunktune import _ray_resolve
-    from chunktune._ray_job import Job
 
     sent: list[tuple[str, tuple[object, ...]]] = []
     replied = threading.Event()  # the registry answers only once the caller has gone
@@ -280,14 +291,7 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
     monkeypatch.setattr(_ray_resolve, "registry_handle", lambda ray, fresh: registry)
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: replied.wait(timeout) and {"state": "claimed", "token": 1}
-    settings = chunktune.load_settings()
-    w = workload()
-    job = Job(
-        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
-        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
-        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
-        node_type="a", registry_key="r",
-    )  # fmt: skip
+    job = a_job()
     try:
         with anyio.move_on_after(0.2):  # a trainer's own timeout around the resolve
             await _ray_resolve._coordinate(ray, job, fresh=False, started=anyio.current_time())
@@ -303,7 +307,6 @@ async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_i
 ) -> None:
     """A claimant that publishes a hit of its host's cache is named as sharing, not measuring."""
     from chunktune import _ray_resolve
-    from chunktune._ray_job import Job
 
     published: list[tuple[object, ...]] = []
     registry = types.SimpleNamespace(
@@ -321,14 +324,7 @@ async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_i
 
     monkeypatch.setattr(_ray_resolve, "_plain", found)
     monkeypatch.setattr(_ray_resolve, "entry_of", lambda *_, **__: entry)
-    settings = chunktune.load_settings()
-    w = workload()
-    job = Job(
-        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
-        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
-        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
-        node_type="a", registry_key="r",
-    )  # fmt: skip
+    job = a_job()
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: None
     await _ray_resolve._sweep(ray, registry, job, "w1", {"state": "claimed", "token": 1}, 0.0)
