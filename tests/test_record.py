@@ -90,6 +90,23 @@ def test_bad_record_arguments_exit_2_with_one_message(
     assert not (tmp_path / "t.json").exists()
 
 
+def test_record_takes_no_config_option_because_it_reads_no_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record --config FILE: exit 2, the option named as unknown, before any model loads."""
+    config = tmp_path / "chunktune.toml"
+    config.write_text('policy = "quick"\n')
+    monkeypatch.setattr(
+        "chunktune._cli._record_cmd.load_workload",
+        lambda *a: pytest.fail("recorded with a --config it would never read"),
+    )
+    argv = ["record", *TINY, "--config", str(config), "-o", str(tmp_path / "t.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --config" in err and "Traceback" not in err
+    assert not (tmp_path / "t.json").exists()
+
+
 @pytest.mark.parametrize(
     ("output", "message"),
     [

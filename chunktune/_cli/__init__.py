@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="settings file (default: $CHUNKTUNE_CONFIG, else ./chunktune.toml)",
     )
     _tune_cmd.add_parser(commands, common)
-    _record_cmd.add_parser(commands, common)
+    _record_cmd.add_parser(commands)  # it reads no settings: no --config
     _cache_cmd.add_parser(commands, common)
     _policy_cmd.add_parser(commands, common)
     return parser

@@ -31,7 +31,8 @@ examples:
 Every round measures each size once, in a fresh random order, so what the machine
 does during the recording hits every size alike. The file is written only when
 every round is done (Ctrl-C writes nothing). Replay it with
-chunktune.sim.ReplayWorkload.from_file(path).
+chunktune.sim.ReplayWorkload.from_file(path); a trace of some sizes (--sizes)
+replays only a policy that probes those sizes alone. No settings file is read.
 """
 
 
@@ -49,14 +50,16 @@ def _sizes(text: str) -> list[int] | None:
     return sizes
 
 
-def add_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    common: argparse.ArgumentParser,
-) -> None:
-    """Add ``record`` to ``commands``; ``common`` holds the options every command takes."""
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``record`` to ``commands``.
+
+    Unlike the other commands it takes no ``--config``: it reads no settings. It
+    measures the sizes asked for, not a policy's, stores nothing in the cache, and
+    its sweep lock is ``$CHUNKTUNE_SWEEP_LOCK``'s, which no settings file names; an
+    option that is never read would only let a user believe otherwise.
+    """
     rec = commands.add_parser(
         "record",
-        parents=[common],
         help="measure every chunk size in rounds and write a trace",
         description="Measure every chunk size (or a list) of a MuJoCo model, or the bundled\n"
         "demo, in interleaved rounds, and write the trace as JSON.",
