@@ -24,6 +24,7 @@ from cases import RealCase, SimCase, trace_name
 import chunktune
 from chunktune import Policy, Settings
 from chunktune._evidence import Evidence
+from chunktune._replay import sizes_text
 from chunktune.sim import ReplayWorkload
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "SimRow",
     "TraceRow",
     "bench_settings",
+    "check_replayable",
     "live_rows",
     "policies_named",
     "remeasure",
@@ -193,10 +195,47 @@ class TraceRow:
     kind: str = "trace"
 
 
+def check_replayable(paths: Sequence[Path], policies: Mapping[str, Policy]) -> None:
+    """Refuse traces that lack sizes a policy may probe, before any is replayed.
+
+    A trace recorded with ``chunktune record --sizes`` holds only those sizes; a
+    policy that probes another fails mid-sweep and keeps native, which is no choice
+    to score (:func:`scored`). Every such trace and policy is named at once, with the
+    sizes missing, so one re-recording (or an explicit policy) settles them all.
+
+    Raises:
+        BenchmarkError: some trace does not hold every size some policy may probe.
+    """
+    problems = []
+    for path in paths:
+        replay = ReplayWorkload.from_file(path)
+        missing = {name: replay.unrecorded(policy) for name, policy in policies.items()}
+        short = [f"{name} may probe {sizes_text(m)}" for name, m in missing.items() if m]
+        if short:
+            every = {*replay.sizes, *(c for m in missing.values() for c in m)}
+            needed = ",".join(str(c) for c in sorted(every))
+            problems.append(
+                f"  {trace_name(path)} (recorded: {sizes_text(replay.sizes)}): "
+                f"{'; '.join(short)}\n    to replay them, record --sizes {needed}"
+            )
+    if problems:
+        raise BenchmarkError(
+            "these traces do not hold every chunk size these policies may probe, so their "
+            "replays cannot be scored; record those sizes too, or replay a policy that probes "
+            'recorded sizes alone (strategy "explicit"):\n' + "\n".join(problems)
+        )
+
+
 def trace_rows(
     path: Path, policies: Mapping[str, Policy], draws: int, settings: Settings
 ) -> list[TraceRow]:
-    """Every policy on ``draws`` replays of the trace in ``path``; one row per replay."""
+    """Every policy on ``draws`` replays of the trace in ``path``; one row per replay.
+
+    Raises:
+        BenchmarkError: the trace lacks sizes a policy may probe (:func:`check_replayable`),
+            or a replay failed.
+    """
+    check_replayable([path], policies)
     truth = ReplayWorkload.from_file(path)
     oracle_chunk, oracle_s = truth.oracle()
     native_s = truth.true_time(None)

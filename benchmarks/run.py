@@ -29,10 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import REAL_CASES, SIM_CASES, trace_files, trace_name
 from measure import (
+    BenchmarkError,
     LiveRow,
     SimRow,
     TraceRow,
     bench_settings,
+    check_replayable,
     live_rows,
     policies_named,
     sim_rows,
@@ -122,6 +124,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     def wanted(name: str) -> bool:
         return not args.cases or any(c in name for c in args.cases)
 
+    files: list[Path] = []
+    if not args.no_traces:
+        found = trace_files(*([args.traces] if args.traces else []))
+        # the name the rows print (trace_rows'), so --cases picks what the tables show
+        files = [f for f in found if wanted(trace_name(f))]
+        try:  # now, not after the simulated suite: a partial recording is refused at once
+            check_replayable(files, policies)
+        except BenchmarkError as exc:
+            print(f"run.py: error: {exc}", file=sys.stderr)
+            lock_dir.cleanup()
+            return 2
     sim: list[SimRow] = []
     traces: list[TraceRow] = []
     live: list[LiveRow] = []
@@ -145,9 +158,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(claims_table(sim) + "\n")
     if not args.no_traces:
         draws = args.draws or (5 if args.quick else 10)
-        found = trace_files(*([args.traces] if args.traces else []))
-        # the name the rows print (trace_rows'), so --cases picks what the tables show
-        files = [f for f in found if wanted(trace_name(f))]
         t0 = time.perf_counter()
         for f in files:
             traces += trace_rows(f, policies, draws, settings)

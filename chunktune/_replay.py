@@ -57,11 +57,14 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
+from ._settings import Policy
+from ._sweep import may_probe
 from ._trace import Trace, load_trace
 from ._workload import (
     ModeledTime,
@@ -76,6 +79,7 @@ __all__ = [
     "ReplayWorkload",
     "decompose",
     "own_calls",
+    "sizes_text",
     "standardized_noise",
     "without_machine_state",
 ]
@@ -85,6 +89,22 @@ IntArray = npt.NDArray[np.intp]
 
 
 _STATE_WINDOW = 7  # calls averaged into the machine's short-lived state
+_RUNS_SHOWN = 8  # runs of sizes a message lists before it only counts the rest
+
+
+def sizes_text(sizes: Iterable[int]) -> str:
+    """Chunk sizes for a message, runs joined: ``"1..16"``, ``"2, 4, 8..10"``; long lists cut."""
+    runs: list[list[int]] = []
+    for c in sorted(set(sizes)):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    parts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}..{b}" for a, b in runs]
+    if len(parts) <= _RUNS_SHOWN:
+        return ", ".join(parts)
+    count = sum(b - a + 1 for a, b in runs)
+    return f"{', '.join(parts[:_RUNS_SHOWN])}, ... ({count} sizes)"
 
 
 def without_machine_state(
@@ -183,7 +203,8 @@ class ReplayWorkload(ModeledTime):
     """A :class:`chunktune.Workload` that replays a recorded trace (see the module docstring).
 
     ``seed`` seeds the replay's draws and state changes. Sizes that were not
-    recorded cannot be replayed.
+    recorded cannot be replayed: a trace recorded with ``--sizes`` replays a policy
+    only if it holds every size the policy may probe (:meth:`unrecorded`).
 
     Raises:
         InvalidArgumentError: ``seed`` is not an integer >= 0.
@@ -272,10 +293,19 @@ class ReplayWorkload(ModeledTime):
         row = self._index.get(chunk)
         if row is None:
             raise InvalidArgumentError(
-                f"chunk size {chunk} was not recorded in this trace "
-                f"(recorded: {self.sizes[0]}..{self.sizes[-1]}, {len(self.sizes)} sizes)"
+                f"chunk size {chunk} was not recorded in this trace (recorded: "
+                f"{sizes_text(self.sizes)}); it replays only a policy that probes recorded "
+                "sizes alone (ReplayWorkload.unrecorded(policy) names the others)"
             )
         return row
+
+    def unrecorded(self, policy: Policy) -> list[int]:
+        """The chunk sizes ``policy`` may probe on this batch that the trace did not record.
+
+        Empty when the trace replays the policy whatever it measures. A policy that
+        probes one of these fails mid-sweep, and its resolve falls back to native.
+        """
+        return [c for c in may_probe(policy, self.num_envs, self.nthread) if c not in self._index]
 
     def run(self, chunk_size: int | None) -> float:
         """One replayed call: this size at the current point of the walk through the recorded noise.

@@ -53,14 +53,23 @@ from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
 from ._refine import proposals
 from ._schedule import representative, schedules, teeth
 from ._select import Choice, pick
+from ._settings import Policy
 from ._stretch import Stretch
 
-__all__ = ["run_rounds"]
+__all__ = ["refine_space", "run_rounds"]
 
 _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be judged
 # A candidate that took this many times native's time in the same round is dropped after
 # one round: no machine noise explains a factor of 2 on a candidate that is any good.
 _HOPELESS = math.log(2.0)
+
+
+def refine_space(policy: Policy, num_envs: int, nthread: int) -> list[int]:
+    """The schedules a race under ``policy`` may refine into, ascending; none if it never does."""
+    if not (policy.refine_steps and policy.candidates.refinable):
+        return []
+    largest = largest_chunk(policy.candidates, num_envs, nthread)
+    return [c for c in schedules(num_envs, nthread) if c <= largest]
 
 
 class _Rounds:
@@ -75,8 +84,7 @@ class _Rounds:
         self.dropped: dict[Chunk, int] = {}
         self.rng = np.random.default_rng(p.seed)
         refines = p.refine_steps if p.candidates.refinable else 0
-        largest = largest_chunk(p.candidates, self.n, self.t)
-        self.sizes = [c for c in schedules(self.n, self.t) if c <= largest] if refines else []
+        self.sizes = refine_space(p, self.n, self.t)
         self.teeth = teeth(self.n, self.t) if refines else set()
         self.round = 0
         self.cut = False  # the budget cut a round or the confirmation short of its plan

@@ -22,13 +22,13 @@ import attrs
 
 from ._events import ProgressCallback
 from ._probe import Chunk, Probe, StopReason, SweepResult
-from ._rounds import run_rounds
+from ._rounds import refine_space, run_rounds
 from ._select import select
 from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error
-from ._workload import ModeledTime, Workload
+from ._workload import ModeledTime, Workload, native_chunk
 
-__all__ = ["sweep"]
+__all__ = ["may_probe", "sweep"]
 
 
 def _no_check() -> None:
@@ -103,6 +103,21 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
         choice=choice,
         gain=gain,
     )
+
+
+def may_probe(policy: Policy, num_envs: int, nthread: int) -> list[int]:
+    """Every chunk size a sweep under ``policy`` may run for this batch, ascending.
+
+    The native chunk (what ``None`` runs as), the strategy's proposals and, for a
+    policy that races in rounds and refines, every schedule it may refine into. None
+    for a policy that never measures. A replay (:meth:`chunktune.sim.ReplayWorkload.
+    unrecorded`) must hold them all to replay the policy.
+    """
+    if not policy.enabled:
+        return []
+    refined = refine_space(policy, num_envs, nthread) if policy.interleave else []
+    proposed = policy.candidates.propose(num_envs, nthread)
+    return sorted({native_chunk(num_envs, nthread), *proposed, *refined})
 
 
 def sweep(

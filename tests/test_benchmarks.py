@@ -116,18 +116,45 @@ def test_a_trace_replays_into_scored_rows(bench: dict[str, ModuleType], tmp_path
     assert -1.0 < summary["captured_share"] <= 1.0
 
 
-def test_a_run_whose_workload_failed_is_not_scored_as_keeping_native(
-    bench: dict[str, ModuleType], tmp_path: Path
-) -> None:
-    """A replay that cannot play a size the policy probes stops the run, naming the draw."""
+def _two_sizes(tmp_path: Path) -> Path:
+    """64 envs on 4 threads, sizes 1 (native) and 4 alone: balanced probes more."""
     samples = {c: tuple(0.05 * (0.8 if c == 4 else 1.0) * (1 + 0.01 * (r % 3)) for r in range(20))
                for c in (1, 4)}  # fmt: skip
-    path = tmp_path / "two-sizes.json"  # 64 envs on 4 threads: balanced probes more than 1, 4
+    path = tmp_path / "two-sizes.json"
     path.write_text(dump_trace(Trace(num_envs=64, nthread=4, rounds=20, samples=samples)))
+    return path
+
+
+def test_a_run_whose_workload_failed_is_not_scored_as_keeping_native(
+    bench: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay that fails mid-sweep (here a size it lacks) stops the run, naming the draw."""
+    path = _two_sizes(tmp_path)
     measure = bench["measure"]
+    monkeypatch.setattr(measure, "check_replayable", lambda *a: None)
     settings = measure.bench_settings()
     with pytest.raises(measure.BenchmarkError, match=r"balanced on .*two-sizes draw 0: the run"):
         measure.trace_rows(path, measure.policies_named(settings, ["balanced"]), 1, settings)
+
+
+def test_a_trace_lacking_sizes_a_policy_probes_is_refused_before_any_replay(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run.py on a partial trace: exit 2 at once, naming the trace, policy, sizes to record."""
+    path = _two_sizes(tmp_path)
+    measure = bench["measure"]
+    policies = measure.policies_named(measure.bench_settings(), ["balanced", "seed"])
+    with pytest.raises(measure.BenchmarkError) as info:
+        measure.check_replayable([path], policies)
+    message = str(info.value)
+    assert "two-sizes (recorded: 1, 4): balanced may probe 2, 3, 5..8; " in message
+    assert "; seed may probe 2, 3, 6, 7, 13, 16\n" in message
+    assert message.endswith("record --sizes 1,2,3,4,5,6,7,8,13,16")
+    argv = ["--no-sim", "--traces", str(tmp_path), "--draws", "1", "--policies", "balanced"]
+    assert _run_script().main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("run.py: error: these traces do not hold") and "two-sizes" in err
+    assert "traces:" not in out  # refused before anything was replayed
 
 
 def _split_trace(

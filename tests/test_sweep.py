@@ -9,9 +9,10 @@ import pytest
 
 import chunktune
 from chunktune import Policy, WorkloadError, load_settings
-from chunktune._candidates import candidate_list
+from chunktune._candidates import ExhaustiveCandidates, GeometricCandidates, candidate_list
 from chunktune._events import ProgressEvent
-from chunktune._sweep import sweep
+from chunktune._sweep import may_probe, sweep
+from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -334,3 +335,29 @@ def test_a_reason_that_no_size_beat_native_speaks_of_the_sizes_left_in_the_race(
     r = sweep(w, candidate_list(pol.candidates, 256, 2), pol)
     assert r.choice.chunk_size is None and r.raced_out
     assert "no candidate left in the race measured faster than native" in r.choice.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "strategy"),
+    [
+        pytest.param("balanced", None, id="balanced"),
+        pytest.param("thorough", None, id="thorough"),
+        pytest.param("seed", None, id="seed"),
+        pytest.param("patient", None, id="patient"),
+        pytest.param("balanced", GeometricCandidates(), id="geometric"),
+        pytest.param("thorough", ExhaustiveCandidates(max_candidates=8), id="exhaustive"),
+    ],
+)
+def test_a_resolve_runs_only_sizes_that_may_probe_names(name: str, strategy: object) -> None:
+    """Every size a resolve runs, refinements and confirmation included, is in may_probe."""
+    policy = load_settings().get_policy(name)
+    if strategy is not None:
+        policy = attrs.evolve(policy, candidates=strategy)
+    for layout, n, t in (("blocked", 256, 2), ("variants", 1000, 8), ("uniform", 97, 3)):
+        for seed in range(2):
+            w = SimulatedWorkload.from_layout(
+                layout, num_envs=n, nthread=t, noise=Noise(sigma=0.03), seed=seed
+            )
+            chunktune.resolve_sync(w, policy=attrs.evolve(policy, seed=seed))
+            ran = {native_chunk(n, t) if c is None else c for c, _ in w.history}
+            assert ran <= set(may_probe(policy, n, t)), (layout, seed)

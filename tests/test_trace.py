@@ -7,12 +7,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from _pools import remembering
 
 import chunktune
 from chunktune import TraceError
+from chunktune._candidates import ExplicitCandidates
 from chunktune._trace import Trace, dump_trace, load_trace
 from chunktune.sim import ReplayWorkload
 
@@ -285,6 +287,35 @@ def test_a_size_that_was_not_recorded_cannot_be_replayed() -> None:
     trace = Trace(num_envs=64, nthread=4, rounds=3, samples={1: (0.1,) * 3, 4: (0.09,) * 3})
     with pytest.raises(chunktune.InvalidArgumentError, match="chunk size 2 was not recorded"):
         ReplayWorkload(trace).run(2)
+
+
+def test_unrecorded_names_what_a_policy_may_probe_beyond_a_partial_trace() -> None:
+    """A partial trace lacks sizes the presets probe; a full one, or an explicit policy, none."""
+    settings = chunktune.load_settings()
+    full = synthetic()
+    partial = Trace(
+        num_envs=64, nthread=4, rounds=12, samples={c: full.samples[c] for c in (1, 4, 8)}
+    )
+    balanced = settings.get_policy("balanced")
+    missing = ReplayWorkload(partial).unrecorded(balanced)
+    assert missing and {2, 3} <= set(missing) and not {1, 4, 8} & set(missing)
+    assert ReplayWorkload(partial).unrecorded(settings.get_policy("off")) == []
+    mine = attrs.evolve(balanced, candidates=ExplicitCandidates(sizes=(4, 8)))
+    assert ReplayWorkload(partial).unrecorded(mine) == []
+    for name in ("balanced", "quick", "thorough", "seed", "patient"):
+        assert ReplayWorkload(full).unrecorded(settings.get_policy(name)) == []
+
+
+def test_a_preset_on_a_partial_trace_keeps_native_and_says_what_was_recorded() -> None:
+    """The fallback's reason lists the sizes the trace holds and points at unrecorded()."""
+    full = synthetic()
+    partial = Trace(
+        num_envs=64, nthread=4, rounds=12, samples={c: full.samples[c] for c in (1, 4, 8, 9, 10)}
+    )
+    d = chunktune.resolve_sync(ReplayWorkload(partial))
+    assert d.source == "fallback" and d.chunk_size is None
+    assert "was not recorded in this trace (recorded: 1, 4, 8..10)" in d.reason
+    assert "ReplayWorkload.unrecorded(policy)" in d.reason
 
 
 def test_a_replayed_trace_resolves_like_any_workload() -> None:
