@@ -350,12 +350,15 @@ class ReplayWorkload(ModeledTime):
         From the recorded rounds: the spread over rounds of the size's log ratio to
         native in the same round (each call with the machine's state taken out, as in
         the truth), over ``sqrt(R)``. A choice scored slower than native by less than
-        about twice this is within the truth's own noise.
+        about twice this is within the truth's own noise. NaN for a trace of one round,
+        whose spread over rounds is unknown.
         """
         row, native = self._row(chunk_size), self._row(None)
         if row == native:
             return 0.0
         ratios = self._own[row] - self._own[native]
+        if ratios.size < 2:  # numpy would warn of no degrees of freedom, then say NaN
+            return math.nan
         return float(np.std(ratios, ddof=1) / math.sqrt(ratios.size))
 
     def landscape(self) -> dict[int, float]:

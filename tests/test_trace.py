@@ -318,6 +318,12 @@ def test_a_preset_on_a_partial_trace_keeps_native_and_says_what_was_recorded() -
     assert "ReplayWorkload.unrecorded(policy)" in d.reason
 
 
+def test_a_one_round_trace_has_no_truth_error_to_tell_and_says_nan_quietly() -> None:
+    """truth_error on a trace of one round is NaN, without numpy's degrees-of-freedom warning."""
+    replay = ReplayWorkload(synthetic().select_rounds([0]))
+    assert math.isnan(replay.truth_error(4)) and replay.truth_error(None) == 0.0
+
+
 def test_a_replayed_trace_resolves_like_any_workload() -> None:
     """resolve_sync on a replay leaves native for the recorded 15% gain."""
     d = chunktune.resolve_sync(ReplayWorkload(synthetic(rounds=40), seed=1))
