@@ -35,7 +35,7 @@ import attrs
 import numpy as np
 from cases import trace_files, trace_name
 from ceiling import confirm_known_best
-from measure import bench_settings, policies_named, scored
+from measure import BenchmarkError, bench_settings, check_replayable, policies_named, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -195,8 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = bench_settings()
     policies = policies_named(settings, args.policies.split(","))
     ceiling = next(iter(policies.values())) if args.ceiling else None
+    files = trace_files(*([args.traces] if args.traces else []))
+    try:  # a trace of some sizes (record --sizes) is refused before anything runs
+        check_replayable(files, policies)
+    except BenchmarkError as exc:
+        print(f"held_out.py: error: {exc}", file=sys.stderr)
+        return 2
     rows: list[HeldOutRow] = []
-    for path in trace_files(*([args.traces] if args.traces else [])):
+    for path in files:
         trace = load_trace(path)
         rows += held_out_rows(
             trace, trace_name(path), policies, args.draws, settings, ceiling=ceiling

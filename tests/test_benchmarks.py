@@ -157,6 +157,18 @@ def test_a_trace_lacking_sizes_a_policy_probes_is_refused_before_any_replay(
     assert "traces:" not in out  # refused before anything was replayed
 
 
+def test_held_out_refuses_a_trace_lacking_sizes_a_policy_probes(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """held_out.py on a partial trace: exit 2 before any replay, naming the sizes it lacks."""
+    _two_sizes(tmp_path)
+    argv = ["--draws", "1", "--policies", "balanced", "--traces", str(tmp_path)]
+    assert bench["held_out"].main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("held_out.py: error:") and "balanced may probe 2, 3, 5..8" in err
+    assert out == ""
+
+
 def _split_trace(
     rounds: int, fast: int, gain: float, noise: float = 0.05, slower: float = 0.0
 ) -> Trace:
