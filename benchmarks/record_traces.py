@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from chunktune._atomic import write_atomic
 from chunktune._candidates import SeedCandidates
 from chunktune._fingerprint import usable_cpus
 from chunktune._record import record
@@ -87,10 +88,21 @@ TRACES: dict[str, tuple[str, Callable[[int], Any]]] = {
 }
 
 
+def _positive(text: str) -> int:
+    """``--rounds``: an integer >= 1, else argparse's one-line error (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated trace names (default: all)")
-    parser.add_argument("--rounds", type=int, default=90)
+    parser.add_argument("--rounds", type=_positive, default=90)
     parser.add_argument("--all-sizes", action="store_true", help="every size, not the schedules")
     parser.add_argument("--nthread", type=int, default=usable_cpus())
     parser.add_argument("--out", type=Path, default=HERE / "traces")
@@ -114,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             trace = record(workload, rounds=args.rounds, sizes=sizes, description=description)
         finally:
             workload.close()
-        (args.out / f"{name}.json").write_text(dump_trace(trace))
+        write_atomic(args.out / f"{name}.json", dump_trace(trace).encode())
         load = trace.machine.get("loadavg_start"), trace.machine.get("loadavg_end")
         took = time.perf_counter() - start
         print(f"{name}: {len(trace.samples)} sizes x {args.rounds} rounds in {took:.0f} s "

@@ -31,6 +31,14 @@ def _no_check() -> None:
     return None
 
 
+def _sizes_are(values: Sequence[object]) -> str:
+    """``"chunk size 9 is"`` or ``"chunk sizes 0, 9 are"``: each value once, as given."""
+    texts = list(dict.fromkeys(map(shown, values)))
+    if len(texts) == 1:
+        return f"chunk size {texts[0]} is"
+    return f"chunk sizes {', '.join(texts)} are"
+
+
 def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> list[int]:
     """The sizes to record, ascending, native's included: every size when ``sizes`` is None.
 
@@ -48,13 +56,10 @@ def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> lis
     # numpy's integers count, as everywhere a chunk size is taken (np.arange gives them)
     odd = [c for c in sizes if isinstance(c, bool) or not isinstance(c, numbers.Integral)]
     if odd:
-        raise InvalidArgumentError(
-            f"chunk sizes {', '.join(map(shown, odd))} are not integers; expected integers "
-            f"in {where}"
-        )
+        raise InvalidArgumentError(f"{_sizes_are(odd)} not integers; expected integers in {where}")
     bad = [c for c in sizes if not 1 <= c <= upper]
     if bad:
-        raise InvalidArgumentError(f"chunk sizes {', '.join(map(shown, bad))} are outside {where}")
+        raise InvalidArgumentError(f"{_sizes_are(bad)} outside {where}")
     return sorted({*(int(c) for c in sizes), native_chunk(num_envs, nthread)})
 
 

@@ -284,6 +284,22 @@ def test_run_script_runs_a_picked_case_under_each_documented_mode(
     assert "simulated: 1 cases" in out and "uniform-256x8" in out
 
 
+@pytest.mark.parametrize("rounds", ["0", "-3", "many"])
+def test_record_traces_script_refuses_rounds_below_one_with_one_line(
+    rounds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/record_traces.py --rounds 0: argparse's exit 2 naming the value, no traceback."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        script = importlib.import_module("record_traces")
+    finally:
+        sys.path.remove(str(BENCH))
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["--rounds", rounds, "--only", "humanoid-128"])
+    assert exit_.value.code == 2
+    assert f"--rounds: '{rounds}' is not an integer >= 1" in capsys.readouterr().err
+
+
 def test_ceiling_script_reports_traces_with_nothing_on_offer(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -71,7 +71,7 @@ def test_record_measures_in_fresh_random_rounds() -> None:
     [
         pytest.param(["--rounds", "0"], "--rounds: must be an integer >= 1", id="rounds-0"),
         pytest.param(["--seed", "-1"], "--seed: must be an integer >= 0", id="seed-negative"),
-        pytest.param(["--sizes", "1,99"], "chunk sizes 99 are outside 1..4", id="size-too-big"),
+        pytest.param(["--sizes", "1,99"], "chunk size 99 is outside 1..4", id="size-too-big"),
         pytest.param(["--sizes", "a,b"], "is not 'all' or a comma-separated", id="not-sizes"),
         pytest.param(["nope.xml"], "model file not found", id="missing-model"),
         pytest.param(["-o", "x.txt"], "must end in .json", id="not-json-name"),
@@ -185,6 +185,14 @@ def test_check_sizes_names_every_size_out_of_range() -> None:
         check_sizes([0, 3, 9], 16, 2)
     assert check_sizes([3], 16, 2) == [1, 3]
     assert check_sizes(None, 16, 2) == list(range(1, 9))
+
+
+def test_check_sizes_names_each_bad_size_once_in_the_right_number() -> None:
+    """A size given twice is named once, and one bad size reads "chunk size 9 is"."""
+    with pytest.raises(InvalidArgumentError, match=r"^chunk size 9 is outside 1\.\.8 "):
+        check_sizes([9, 3, 9], 16, 2)
+    with pytest.raises(InvalidArgumentError, match=r"^chunk sizes 0, 9 are outside"):
+        check_sizes([0, 9, 0, 9], 16, 2)
 
 
 def test_numpy_integers_are_chunk_sizes_and_rounds() -> None:
