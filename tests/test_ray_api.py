@@ -15,6 +15,7 @@ import chunktune
 import chunktune.ray
 from chunktune._ray_api import NODE_TYPE_LABEL, connected_ray, fingerprint_type, node_type
 from chunktune._ray_job import Job
+from chunktune._request import Ask, ask
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
@@ -22,15 +23,19 @@ def workload() -> SimulatedWorkload:
     return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="api")
 
 
+def asked(w: SimulatedWorkload, settings: chunktune.Settings) -> Ask:
+    """What a plain ``resolve(w, settings=settings)`` asks."""
+    return ask(w, settings=settings, policy=None, manual=None, refresh=False, on_progress=None)
+
+
 def a_job() -> Job:
     """A worker's job on node type "a", as the Ray resolve builds it."""
     settings = chunktune.load_settings()
     w = workload()
     return Job(
-        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
-        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
-        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
-        node_type="a", registry_key="r",
+        asked=asked(w, settings), settings=settings, policy=settings.active,
+        policy_name="balanced", signature=dict(w.signature()), device={}, key="k.p",
+        node_id="n" * 16, node_type="a", registry_key="r",
     )  # fmt: skip
 
 
@@ -119,6 +124,47 @@ def test_a_make_workload_that_does_not_pickle_is_refused_before_any_node_is_aske
     lock = threading.Lock()
     with pytest.raises(chunktune.InvalidArgumentError, match="does not pickle"):
         chunktune.ray.tune_cluster(lambda: lock and workload())
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        pytest.param({"settings": {"policy": "quick"}}, id="settings-dict"),
+        pytest.param({"settings": "chunktune.toml"}, id="settings-path"),
+        pytest.param({"policy": 3}, id="policy-int"),
+        pytest.param({"policy": "off", "refresh": "no"}, id="refresh-text"),
+        pytest.param({"manual": 4, "on_progress": "print"}, id="progress-text"),
+    ],
+)
+def test_the_ray_resolve_rejects_a_bad_keyword_as_resolve_does(
+    monkeypatch: pytest.MonkeyPatch, keywords: dict[str, object]
+) -> None:
+    """chunktune.ray.resolve_sync raises chunktune.resolve's InvalidArgumentError, word for word."""
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    with pytest.raises(chunktune.InvalidArgumentError) as plain:
+        chunktune.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
+    with pytest.raises(chunktune.InvalidArgumentError) as on_ray:
+        chunktune.ray.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
+    assert str(on_ray.value) == str(plain.value)
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        pytest.param({"settings": {"policy": "quick"}}, id="settings-dict"),
+        pytest.param({"policy": 3}, id="policy-int"),
+    ],
+)
+def test_tune_cluster_rejects_a_bad_keyword_before_asking_ray(
+    monkeypatch: pytest.MonkeyPatch, keywords: dict[str, object]
+) -> None:
+    """tune_cluster(settings=a dict) or (policy=3): InvalidArgumentError, as resolve says it."""
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    with pytest.raises(chunktune.InvalidArgumentError) as plain:
+        chunktune.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
+    with pytest.raises(chunktune.InvalidArgumentError) as cluster:
+        chunktune.ray.tune_cluster(workload, **keywords)  # type: ignore[arg-type]
+    assert str(cluster.value) == str(plain.value)
 
 
 def test_node_types_of_one_fingerprint_are_told_they_share_a_cache_key(
@@ -241,15 +287,10 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     settings = chunktune.load_settings()
     workload = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="adopted")
     job = Job(
-        workload=workload,
+        asked=asked(workload, settings),
         settings=settings,
         policy=settings.get_policy("balanced"),
         policy_name="balanced",
-        policy_arg=None,
-        refresh=False,
-        on_progress=None,
-        num_envs=64,
-        nthread=2,
         signature=dict(workload.signature()),
         device={"node_type": "a"},
         key="0" * 32 + ".abc",
@@ -319,10 +360,10 @@ async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_i
     )  # fmt: skip
     entry = chunktune.CacheEntry(chunk_size=8, native_chunk=3, reason="chose 8", host="vm")
 
-    async def found(job: Job, started: float) -> chunktune.Decision:
+    async def found(started: float, asked: Ask) -> chunktune.Decision:
         return hit  # another process of this host stored it after the local check
 
-    monkeypatch.setattr(_ray_resolve, "_plain", found)
+    monkeypatch.setattr(_ray_resolve, "resolve_since", found)
     monkeypatch.setattr(_ray_resolve, "entry_of", lambda *_, **__: entry)
     job = a_job()
     ray = fake_ray(initialised=True)
