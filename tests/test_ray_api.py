@@ -7,7 +7,9 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,45 +128,36 @@ def test_a_make_workload_that_does_not_pickle_is_refused_before_any_node_is_aske
         chunktune.ray.tune_cluster(lambda: lock and workload())
 
 
+def ray_resolve(**keywords: Any) -> object:
+    return chunktune.ray.resolve_sync(workload(), **keywords)
+
+
+def tune_cluster(**keywords: Any) -> object:
+    return chunktune.ray.tune_cluster(workload, **keywords)
+
+
 @pytest.mark.parametrize(
-    "keywords",
+    ("entry", "keywords"),
     [
-        pytest.param({"settings": {"policy": "quick"}}, id="settings-dict"),
-        pytest.param({"settings": "chunktune.toml"}, id="settings-path"),
-        pytest.param({"policy": 3}, id="policy-int"),
-        pytest.param({"policy": "off", "refresh": "no"}, id="refresh-text"),
-        pytest.param({"manual": 4, "on_progress": "print"}, id="progress-text"),
+        pytest.param(ray_resolve, {"settings": {"policy": "quick"}}, id="resolve-settings-dict"),
+        pytest.param(ray_resolve, {"settings": "chunktune.toml"}, id="resolve-settings-path"),
+        pytest.param(ray_resolve, {"policy": 3}, id="resolve-policy-int"),
+        pytest.param(ray_resolve, {"policy": "off", "refresh": "no"}, id="resolve-refresh-text"),
+        pytest.param(ray_resolve, {"manual": 4, "on_progress": "print"}, id="resolve-progress"),
+        pytest.param(tune_cluster, {"settings": {"policy": "quick"}}, id="cluster-settings-dict"),
+        pytest.param(tune_cluster, {"policy": 3}, id="cluster-policy-int"),
     ],
 )
-def test_the_ray_resolve_rejects_a_bad_keyword_as_resolve_does(
-    monkeypatch: pytest.MonkeyPatch, keywords: dict[str, object]
+def test_the_ray_entry_points_reject_a_bad_keyword_as_resolve_does(
+    monkeypatch: pytest.MonkeyPatch, entry: Callable[..., object], keywords: dict[str, object]
 ) -> None:
-    """chunktune.ray.resolve_sync raises chunktune.resolve's InvalidArgumentError, word for word."""
+    """chunktune.ray's resolve_sync and tune_cluster raise resolve's error, word for word."""
     monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
     with pytest.raises(chunktune.InvalidArgumentError) as plain:
         chunktune.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
     with pytest.raises(chunktune.InvalidArgumentError) as on_ray:
-        chunktune.ray.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
+        entry(**keywords)
     assert str(on_ray.value) == str(plain.value)
-
-
-@pytest.mark.parametrize(
-    "keywords",
-    [
-        pytest.param({"settings": {"policy": "quick"}}, id="settings-dict"),
-        pytest.param({"policy": 3}, id="policy-int"),
-    ],
-)
-def test_tune_cluster_rejects_a_bad_keyword_before_asking_ray(
-    monkeypatch: pytest.MonkeyPatch, keywords: dict[str, object]
-) -> None:
-    """tune_cluster(settings=a dict) or (policy=3): InvalidArgumentError, as resolve says it."""
-    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
-    with pytest.raises(chunktune.InvalidArgumentError) as plain:
-        chunktune.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
-    with pytest.raises(chunktune.InvalidArgumentError) as cluster:
-        chunktune.ray.tune_cluster(workload, **keywords)  # type: ignore[arg-type]
-    assert str(cluster.value) == str(plain.value)
 
 
 def test_node_types_of_one_fingerprint_are_told_they_share_a_cache_key(
