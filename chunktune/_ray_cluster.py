@@ -29,7 +29,7 @@ from ._keys import cache_for, cache_key
 from ._ray_api import connected_ray, node_labels, node_type, ray_module
 from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
-from ._request import pick_policy, worth_storing
+from ._request import check_settings, pick_policy, worth_storing
 from ._settings import Policy, Settings
 from ._validators import shown
 from ._workload import Workload, check_workload
@@ -219,13 +219,15 @@ def tune_cluster(
         MissingExtraError: Ray is not installed.
         UsageError: Ray is not initialised and ``[ray] init_local`` is off, or the
             cluster has no live node.
-        InvalidArgumentError: ``make_workload`` is not callable, or does not pickle.
-        ConfigError: invalid settings or an unknown policy.
+        InvalidArgumentError: ``make_workload`` is not callable, or does not pickle;
+            ``settings`` is not a Settings; ``policy`` is neither a name nor a Policy.
+        ConfigError: invalid settings or an unknown policy name.
     """
     if not callable(make_workload):
         raise InvalidArgumentError(
             f"make_workload must be a callable that returns a Workload, got {shown(make_workload)}"
         )
+    check_settings(settings)  # before it is read: a path or a dict is no Settings
     here = settings if settings is not None else load_settings()
     pick_policy(here, policy)
     ray = connected_ray(here)

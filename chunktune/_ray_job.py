@@ -16,14 +16,13 @@ import attrs
 from ._cache_entry import CacheEntry
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
-from ._events import ProgressCallback
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
 from ._ray_api import node_labels, node_type
-from ._request import decision_entry, pick_policy, say
+from ._request import Ask, decision_entry, pick_policy, say
 from ._request import report as report_request
 from ._settings import Policy, Settings
-from ._workload import Workload, check_workload, native_chunk
+from ._workload import native_chunk
 
 __all__ = [
     "Job",
@@ -54,15 +53,10 @@ def report_decision(decision: Decision, settings: Settings) -> Decision:
 class Job:
     """One request, keyed for this host's cache and for the cluster's registry."""
 
-    workload: Workload
+    asked: Ask  # with the settings below: loaded where the caller gave none
     settings: Settings
     policy: Policy
     policy_name: str
-    policy_arg: str | Policy | None
-    refresh: bool
-    on_progress: ProgressCallback | None
-    num_envs: int
-    nthread: int
     signature: dict[str, Any]
     device: dict[str, Any]
     key: str  # this host's cache key
@@ -72,29 +66,24 @@ class Job:
 
     @property
     def native(self) -> int:
-        return native_chunk(self.num_envs, self.nthread)
+        return native_chunk(self.asked.num_envs, self.asked.nthread)
 
     def local_key(self, policy_hash: str) -> str:
         """This host's cache key for an answer made under ``policy_hash``."""
         return f"{self.key.rpartition('.')[0]}.{policy_hash or self.policy.fingerprint()}"
 
 
-def identify(
-    ray: Any,
-    workload: Workload,
-    settings: Settings,
-    policy_arg: str | Policy | None,
-    refresh: bool,
-    on_progress: ProgressCallback | None,
-) -> Job:
+def identify(ray: Any, asked: Ask, settings: Settings) -> Job:
     """Blocking: key the request for this host and for the registry.
+
+    ``settings`` are ``asked.settings``, loaded where the caller gave none.
 
     Raises:
         Exception: whatever the workload's ``signature()`` raised.
     """
-    num_envs, nthread = check_workload(workload)
-    name, pol = pick_policy(settings, policy_arg)
-    signature = dict(workload.signature())
+    num_envs, nthread = asked.num_envs, asked.nthread
+    name, pol = pick_policy(settings, asked.policy)
+    signature = dict(asked.workload.signature())
     device = device_fingerprint()
     kind = node_type(node_labels(ray), device)
 
@@ -104,15 +93,10 @@ def identify(
         )
 
     return Job(
-        workload=workload,
+        asked=asked,
         settings=settings,
         policy=pol,
         policy_name=name,
-        policy_arg=policy_arg,
-        refresh=refresh,
-        on_progress=on_progress,
-        num_envs=num_envs,
-        nthread=nthread,
         signature=signature,
         device=device,
         key=key_on(device),

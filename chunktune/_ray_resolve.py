@@ -42,11 +42,11 @@ from ._ray_job import (
     store,
 )
 from ._ray_registry import registry_handle
-from ._request import entry_decision, pick_policy, worth_storing
+from ._request import Ask, ask, entry_decision, pick_policy, worth_storing
 from ._resolve import resolve_since
 from ._settings import Policy, Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
-from ._workload import Workload, check_workload, upper_chunk
+from ._workload import Workload, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
 
@@ -113,17 +113,6 @@ def _tell(ray: Any, submit: Callable[[], Any]) -> None:
         logger.debug("chunktune: registry call not sent (%r)", exc)
 
 
-async def _plain(job: Job, started: float) -> Decision:
-    return await resolve_since(
-        started,
-        job.workload,
-        settings=job.settings,
-        policy=job.policy_arg,
-        refresh=job.refresh,
-        on_progress=job.on_progress,
-    )
-
-
 async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision:
     """Another worker's answer: stored here, and returned by ``until`` (``hard_limit_s``).
 
@@ -169,7 +158,7 @@ async def _sweep(
         async with anyio.create_task_group() as tg:
             tg.start_soon(heartbeat)
             try:
-                decision = await _plain(job, started)
+                decision = await resolve_since(started, job.asked)
             except Exception as exc:  # re-raised below, outside the task group
                 failure = exc
             finally:
@@ -206,9 +195,9 @@ async def _sweep(
                 policy=job.policy,
                 signature=job.signature,
                 device=job.device,
-                num_envs=job.num_envs,
-                nthread=job.nthread,
-                model_file=getattr(job.workload, "model_file", None),
+                num_envs=job.asked.num_envs,
+                nthread=job.asked.nthread,
+                model_file=getattr(job.asked.workload, "model_file", None),
             )
         )
         # a claimant whose host's cache held the answer by now measured nothing itself
@@ -259,7 +248,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                     job.registry_key,
                     holder,
                     since=since,
-                    refresh=job.refresh,
+                    refresh=job.asked.refresh,
                     lease_s=options.lease_s,
                 ),
                 until=limit_until,
@@ -332,15 +321,7 @@ async def resolve(
         UsageError: Ray is not initialised here and ``[ray] init_local`` is off.
         the errors of :func:`chunktune.resolve`.
     """
-    num_envs, nthread = check_workload(workload)
-    # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
-    started = anyio.current_time()
-    await wait_in_thread(ray_module)
-    if settings is None and manual is None:
-        settings = await wait_in_thread(load_settings)
-    plain = functools.partial(
-        resolve_since,
-        started,
+    asked = ask(
         workload,
         settings=settings,
         policy=policy,
@@ -348,9 +329,22 @@ async def resolve(
         refresh=refresh,
         on_progress=on_progress,
     )
-    if manual is not None or settings is None:
+    return await _resolve(asked)
+
+
+async def _resolve(asked: Ask) -> Decision:
+    """:func:`resolve` of what ``asked`` holds."""
+    # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
+    started = anyio.current_time()
+    await wait_in_thread(ray_module)
+    if asked.settings is None and asked.manual is None:
+        asked = attrs.evolve(asked, settings=await wait_in_thread(load_settings))
+    plain = functools.partial(resolve_since, started, asked)
+    settings = asked.settings
+    if asked.manual is not None or settings is None:
         return await plain()
-    _, pol = pick_policy(settings, policy)
+    _, pol = pick_policy(settings, asked.policy)
+    num_envs, nthread = asked.num_envs, asked.nthread
     if (
         not pol.enabled
         or upper_chunk(num_envs, nthread) <= 1
@@ -363,7 +357,7 @@ async def resolve(
     job = None
     # signature() is the workload's own code: past hard_limit_s the plain resolve says so
     with anyio.CancelScope(deadline=_deadline(pol, started)):
-        keying = functools.partial(identify, ray, workload, settings, policy, refresh, on_progress)
+        keying = functools.partial(identify, ray, asked, settings)
         try:
             # a daemon thread: one left behind never holds up the process's exit
             job = await in_own_thread(keying, name=KEYING_THREAD)
@@ -371,7 +365,7 @@ async def resolve(
             return await plain()
     if job is None:
         return await plain()
-    if not refresh and await wait_in_thread(local_hit, job):
+    if not asked.refresh and await wait_in_thread(local_hit, job):
         return await plain()
     # a killed registry, or one of an earlier Ray session, is looked up anew
     for fresh in (False, True):
@@ -407,16 +401,17 @@ def resolve_sync(
             ``await chunktune.ray.resolve(...)`` there instead).
         the errors of :func:`resolve`.
     """
+    asked = ask(
+        workload,
+        settings=settings,
+        policy=policy,
+        manual=manual,
+        refresh=refresh,
+        on_progress=on_progress,
+    )
 
     async def call() -> Decision:
-        return await resolve(
-            workload,
-            settings=settings,
-            policy=policy,
-            manual=manual,
-            refresh=refresh,
-            on_progress=on_progress,
-        )
+        return await _resolve(asked)
 
     return run_blocking(
         call,

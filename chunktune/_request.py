@@ -9,22 +9,27 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
 from ._cache_entry import CacheEntry, writable_path, writable_signature
 from ._decision import Decision, timings_to_ms
-from ._errors import ConfigError
+from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
 from ._probe import SweepResult
 from ._settings import Policy, Settings
-from ._workload import Workload, WorkloadRaised
+from ._validators import shown
+from ._workload import Workload, WorkloadRaised, check_chunk_size, check_workload
 
 __all__ = [
+    "Ask",
     "Request",
+    "ask",
     "cache_entry",
+    "check_policy",
+    "check_settings",
     "decision_entry",
     "entry_decision",
     "failed_decision",
@@ -38,6 +43,100 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chunktune")
+
+
+@attrs.frozen
+class Ask:
+    """What one call of ``resolve`` (plain or Ray) asked for, each keyword checked: see :func:`ask`.
+
+    ``settings`` None means discovered ones (:func:`chunktune.load_settings`).
+    """
+
+    workload: Workload
+    num_envs: int
+    nthread: int
+    settings: Settings | None
+    policy: str | Policy | None
+    manual: int | None
+    refresh: bool
+    on_progress: ProgressCallback | None
+
+
+def ask(
+    workload: object,
+    *,
+    settings: object,
+    policy: object,
+    manual: object,
+    refresh: object,
+    on_progress: object,
+) -> Ask:
+    """The keywords of ``chunktune.resolve`` and ``chunktune.ray.resolve``, checked once.
+
+    Every keyword is checked whether or not the call comes to use it (a manual chunk
+    size uses no policy): a call that works only while ``manual`` is set is no call.
+
+    Raises:
+        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`.
+        InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
+            Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
+            from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable.
+    """
+    num_envs, nthread = check_workload(workload)
+    checked_settings = check_settings(settings)
+    checked_policy = check_policy(policy)
+    if manual is not None:
+        manual = check_chunk_size(manual, what="manual chunk size", num_envs=num_envs)
+    if not isinstance(refresh, bool):
+        # "no", or an environment variable's "0", would replace the cached answer
+        raise InvalidArgumentError(
+            f"refresh must be True or False, got {shown(refresh)} ({type(refresh).__name__})"
+        )
+    if on_progress is not None and not callable(on_progress):
+        raise InvalidArgumentError(
+            "on_progress must be a callable that takes a chunktune.ProgressEvent, got "
+            f"{shown(on_progress)} ({type(on_progress).__name__})"
+        )
+    return Ask(
+        workload=cast(Workload, workload),  # check_workload found its members
+        num_envs=num_envs,
+        nthread=nthread,
+        settings=checked_settings,
+        policy=checked_policy,
+        manual=manual,
+        refresh=refresh,
+        on_progress=on_progress,
+    )
+
+
+def check_settings(settings: object) -> Settings | None:
+    """``settings=`` as a resolve takes it: a :class:`chunktune.Settings`, or None.
+
+    Raises:
+        InvalidArgumentError: anything else (a path, a dict), named.
+    """
+    if settings is not None and not isinstance(settings, Settings):
+        raise InvalidArgumentError(
+            f"settings {shown(settings)} is not a chunktune.Settings; "
+            "load one with chunktune.load_settings(path)"
+        )
+    return settings
+
+
+def check_policy(policy: object) -> str | Policy | None:
+    """``policy=`` as a resolve takes it: a policy's name, a :class:`chunktune.Policy`, or None.
+
+    Whether a name is known is for the settings to say (:func:`pick_policy`).
+
+    Raises:
+        InvalidArgumentError: anything else, named.
+    """
+    if policy is not None and not isinstance(policy, str | Policy):
+        raise InvalidArgumentError(
+            f"policy must be a policy name or a chunktune.Policy, got {shown(policy)} "
+            f"({type(policy).__name__})"
+        )
+    return policy
 
 
 @attrs.frozen
@@ -207,12 +306,12 @@ def pick_policy(settings: Settings, policy: str | Policy | None) -> tuple[str, P
     """The policy's name and object, as :func:`chunktune.resolve` picks them.
 
     Raises:
-        ConfigError: an unknown policy name, or neither a name nor a Policy.
+        ConfigError: an unknown policy name.
+        InvalidArgumentError: neither a name nor a Policy (see :func:`check_policy`).
     """
     if isinstance(policy, Policy):
         return "custom", policy
-    if policy is not None and not isinstance(policy, str):
-        raise ConfigError(f"policy: {policy!r} is not a policy name or a chunktune.Policy")
+    check_policy(policy)
     name = settings.policy if policy is None else policy
     return name, settings.get_policy(name)
 

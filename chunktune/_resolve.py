@@ -15,7 +15,6 @@ import logging
 import math
 import threading
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -26,14 +25,16 @@ from ._cache import DecisionCache
 from ._candidates import candidate_list, only_native
 from ._config import load_settings
 from ._decision import Decision
-from ._errors import ChunktuneError, InvalidArgumentError
+from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
 from ._locks import acquire, hold, key_lock, sweep_lock
 from ._probe import SweepResult
 from ._recent import recall, remember
 from ._request import (
+    Ask,
     Request,
+    ask,
     cache_entry,
     failed_decision,
     measured_decision,
@@ -45,8 +46,7 @@ from ._request import (
 from ._settings import Policy, Settings
 from ._sweep import sweep
 from ._threads import KEYING_THREAD, call_soon, hop, in_own_thread, run_blocking
-from ._validators import shown
-from ._workload import Workload, check_chunk_size, check_workload, native_chunk, upper_chunk
+from ._workload import Workload, native_chunk, upper_chunk
 
 __all__ = ["resolve", "resolve_since", "resolve_sync"]
 
@@ -237,6 +237,7 @@ async def resolve(
     applies); ``policy`` overrides the active policy by name or object;
     ``manual`` short-cuts everything; ``refresh`` ignores (and replaces) a
     cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop.
+    Every keyword is checked, whether or not the call comes to use it.
 
     Waiting (for another task's or process's sweep of the same key, or for the
     machine-wide sweep lock) holds no thread. The policy's ``hard_limit_s`` bounds
@@ -256,11 +257,12 @@ async def resolve(
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
             its ``signature()`` holds a value that is not a str, int, finite float or
             bool (numpy scalars are taken as the numbers they hold).
-        InvalidArgumentError: bad ``num_envs``, ``nthread``, ``manual`` or ``settings``.
-        ConfigError: invalid settings or an unknown policy.
+        InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
+            Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
+            from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable.
+        ConfigError: invalid settings or an unknown policy name.
     """
-    return await resolve_since(
-        anyio.current_time(),
+    asked = ask(
         workload,
         settings=settings,
         policy=policy,
@@ -268,44 +270,32 @@ async def resolve(
         refresh=refresh,
         on_progress=on_progress,
     )
+    return await resolve_since(anyio.current_time(), asked)
 
 
-async def resolve_since(
-    started: float,
-    workload: Workload,
-    *,
-    settings: Settings | None = None,
-    policy: str | Policy | None = None,
-    manual: int | None = None,
-    refresh: bool = False,
-    on_progress: ProgressCallback | None = None,
-) -> Decision:
-    """:func:`resolve`, its ``hard_limit_s`` counted from ``started`` (the loop's clock).
+async def resolve_since(started: float, asked: Ask) -> Decision:
+    """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
+    (the loop's clock).
 
     For a caller that spent part of the limit before handing over (a Ray worker that
     waited for the registry).
     """
-    num_envs, nthread = check_workload(workload)
-    if settings is not None and not isinstance(settings, Settings):
-        raise InvalidArgumentError(
-            f"settings {shown(settings)} is not a chunktune.Settings; "
-            "load one with chunktune.load_settings(path)"
-        )
+    workload, num_envs, nthread = asked.workload, asked.num_envs, asked.nthread
+    settings = asked.settings
     native = native_chunk(num_envs, nthread)
-    if manual is not None:
-        chunk = check_chunk_size(manual, what="manual chunk size", num_envs=num_envs)
+    if asked.manual is not None:
         decision = Decision(
-            chunk_size=chunk,
+            chunk_size=asked.manual,
             native_chunk=native,
             source="manual",
-            reason=f"manual override: chunk_size={chunk}",
+            reason=f"manual override: chunk_size={asked.manual}",
         )
         if settings is not None:
             report(decision, settings)
         return decision
     if settings is None:
         settings = await hop(load_settings)
-    name, pol = pick_policy(settings, policy)
+    name, pol = pick_policy(settings, asked.policy)
     if not pol.enabled:
         decision = Decision(
             chunk_size=None,
@@ -325,8 +315,8 @@ async def resolve_since(
         )
     else:
         shape = (num_envs, nthread)
-        asked = not refresh and settings.cache.enabled
-        recent = recall(workload, settings, pol, shape) if asked else None
+        may_recall = not asked.refresh and settings.cache.enabled
+        recent = recall(workload, settings, pol, shape) if may_recall else None
         if recent is not None:
             decision = recent  # the same question a moment ago: no thread, no file
         elif only_native(pol.candidates, num_envs, nthread):
@@ -334,6 +324,7 @@ async def resolve_since(
             # stored: every resolve would take the machine and spend those calls again
             decision = nothing_to_measure(name, native, num_envs, nthread)
         else:
+            on_progress = asked.on_progress
             req = Request(
                 workload=workload,
                 num_envs=num_envs,
@@ -342,7 +333,7 @@ async def resolve_since(
                 policy=pol,
                 policy_name=name,
                 settings=settings,
-                refresh=refresh,
+                refresh=asked.refresh,
                 on_progress=None if on_progress is None else _flights.Guarded(on_progress),
                 deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
             )
@@ -373,15 +364,16 @@ def resolve_sync(
             instead; blocking would deadlock the loop). No coroutine is created.
         the errors of :func:`resolve`.
     """
-    kwargs: dict[str, Any] = {
-        "settings": settings,
-        "policy": policy,
-        "manual": manual,
-        "refresh": refresh,
-        "on_progress": on_progress,
-    }
+    asked = ask(
+        workload,
+        settings=settings,
+        policy=policy,
+        manual=manual,
+        refresh=refresh,
+        on_progress=on_progress,
+    )
 
     async def call() -> Decision:
-        return await resolve(workload, **kwargs)
+        return await resolve_since(anyio.current_time(), asked)
 
     return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")

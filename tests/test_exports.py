@@ -170,3 +170,19 @@ def test_every_module_imported_from_lists_the_names_taken_in_its_all() -> None:
             if name not in module.__all__ and not inspect.ismodule(value):
                 missing.add(f"{importer}: {target}.{name}")
     assert not missing
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param("chunktune.resolve_sync", id="resolve_sync"),
+        pytest.param("chunktune.ray.resolve", id="ray.resolve"),
+        pytest.param("chunktune.ray.resolve_sync", id="ray.resolve_sync"),
+    ],
+)
+def test_every_resolve_takes_resolves_keywords_typed_with_its_defaults(entry: str) -> None:
+    """Each resolve entry point spells out chunktune.resolve's parameters, types and defaults."""
+    module, _, name = entry.rpartition(".")
+    function = getattr(importlib.import_module(module), name)
+    # the annotations as written (from __future__ import annotations): help() shows these
+    assert inspect.signature(function).parameters == inspect.signature(chunktune.resolve).parameters

@@ -7,7 +7,9 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ import chunktune
 import chunktune.ray
 from chunktune._ray_api import NODE_TYPE_LABEL, connected_ray, fingerprint_type, node_type
 from chunktune._ray_job import Job
+from chunktune._request import Ask, ask
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
@@ -22,15 +25,19 @@ def workload() -> SimulatedWorkload:
     return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="api")
 
 
+def asked(w: SimulatedWorkload, settings: chunktune.Settings) -> Ask:
+    """What a plain ``resolve(w, settings=settings)`` asks."""
+    return ask(w, settings=settings, policy=None, manual=None, refresh=False, on_progress=None)
+
+
 def a_job() -> Job:
     """A worker's job on node type "a", as the Ray resolve builds it."""
     settings = chunktune.load_settings()
     w = workload()
     return Job(
-        workload=w, settings=settings, policy=settings.active, policy_name="balanced",
-        policy_arg=None, refresh=False, on_progress=None, num_envs=64, nthread=2,
-        signature=dict(w.signature()), device={}, key="k.p", node_id="n" * 16,
-        node_type="a", registry_key="r",
+        asked=asked(w, settings), settings=settings, policy=settings.active,
+        policy_name="balanced", signature=dict(w.signature()), device={}, key="k.p",
+        node_id="n" * 16, node_type="a", registry_key="r",
     )  # fmt: skip
 
 
@@ -119,6 +126,38 @@ def test_a_make_workload_that_does_not_pickle_is_refused_before_any_node_is_aske
     lock = threading.Lock()
     with pytest.raises(chunktune.InvalidArgumentError, match="does not pickle"):
         chunktune.ray.tune_cluster(lambda: lock and workload())
+
+
+def ray_resolve(**keywords: Any) -> object:
+    return chunktune.ray.resolve_sync(workload(), **keywords)
+
+
+def tune_cluster(**keywords: Any) -> object:
+    return chunktune.ray.tune_cluster(workload, **keywords)
+
+
+@pytest.mark.parametrize(
+    ("entry", "keywords"),
+    [
+        pytest.param(ray_resolve, {"settings": {"policy": "quick"}}, id="resolve-settings-dict"),
+        pytest.param(ray_resolve, {"settings": "chunktune.toml"}, id="resolve-settings-path"),
+        pytest.param(ray_resolve, {"policy": 3}, id="resolve-policy-int"),
+        pytest.param(ray_resolve, {"policy": "off", "refresh": "no"}, id="resolve-refresh-text"),
+        pytest.param(ray_resolve, {"manual": 4, "on_progress": "print"}, id="resolve-progress"),
+        pytest.param(tune_cluster, {"settings": {"policy": "quick"}}, id="cluster-settings-dict"),
+        pytest.param(tune_cluster, {"policy": 3}, id="cluster-policy-int"),
+    ],
+)
+def test_the_ray_entry_points_reject_a_bad_keyword_as_resolve_does(
+    monkeypatch: pytest.MonkeyPatch, entry: Callable[..., object], keywords: dict[str, object]
+) -> None:
+    """chunktune.ray's resolve_sync and tune_cluster raise resolve's error, word for word."""
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    with pytest.raises(chunktune.InvalidArgumentError) as plain:
+        chunktune.resolve_sync(workload(), **keywords)  # type: ignore[arg-type]
+    with pytest.raises(chunktune.InvalidArgumentError) as on_ray:
+        entry(**keywords)
+    assert str(on_ray.value) == str(plain.value)
 
 
 def test_node_types_of_one_fingerprint_are_told_they_share_a_cache_key(
@@ -241,15 +280,10 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     settings = chunktune.load_settings()
     workload = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="adopted")
     job = Job(
-        workload=workload,
+        asked=asked(workload, settings),
         settings=settings,
         policy=settings.get_policy("balanced"),
         policy_name="balanced",
-        policy_arg=None,
-        refresh=False,
-        on_progress=None,
-        num_envs=64,
-        nthread=2,
         signature=dict(workload.signature()),
         device={"node_type": "a"},
         key="0" * 32 + ".abc",
@@ -319,10 +353,10 @@ async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_i
     )  # fmt: skip
     entry = chunktune.CacheEntry(chunk_size=8, native_chunk=3, reason="chose 8", host="vm")
 
-    async def found(job: Job, started: float) -> chunktune.Decision:
+    async def found(started: float, asked: Ask) -> chunktune.Decision:
         return hit  # another process of this host stored it after the local check
 
-    monkeypatch.setattr(_ray_resolve, "_plain", found)
+    monkeypatch.setattr(_ray_resolve, "resolve_since", found)
     monkeypatch.setattr(_ray_resolve, "entry_of", lambda *_, **__: entry)
     job = a_job()
     ray = fake_ray(initialised=True)

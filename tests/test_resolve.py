@@ -115,6 +115,25 @@ async def test_settings_that_are_not_settings_are_rejected(settings: object) -> 
         await chunktune.resolve(uneven(), settings=settings)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("manual", [None, 4], ids=["policy", "manual"])
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        pytest.param({"policy": 3}, "policy must be .* got 3", id="policy-int"),
+        pytest.param({"policy": "off", "refresh": "no"}, "refresh .* got 'no'", id="refresh-text"),
+        pytest.param({"policy": "off", "on_progress": "print"}, "on_progress", id="progress-text"),
+    ],
+)
+async def test_a_keyword_of_the_wrong_type_is_rejected_whatever_answers(
+    keywords: dict[str, object], named: str, manual: int | None
+) -> None:
+    """policy, refresh or on_progress of the wrong type: InvalidArgumentError, manual or not."""
+    w = uneven()
+    with pytest.raises(InvalidArgumentError, match=named):
+        await chunktune.resolve(w, manual=manual, **keywords)  # type: ignore[arg-type]
+    assert w.calls == 0
+
+
 async def test_off_policy_never_measures() -> None:
     """The off preset returns native with source disabled."""
     w = uneven()
@@ -844,16 +863,18 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
 
 async def test_resolve_since_counts_the_hard_limit_from_the_time_given() -> None:
     """A caller that spent the limit before handing over gets native, nothing measured."""
+    from chunktune._request import ask
     from chunktune._resolve import resolve_since
 
     pol = attrs.evolve(
         chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=5.0
     )
     w = uneven()
-    d = await resolve_since(anyio.current_time() - 10.0, w, policy=pol)
+    asked = ask(w, settings=None, policy=pol, manual=None, refresh=False, on_progress=None)
+    d = await resolve_since(anyio.current_time() - 10.0, asked)
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     assert "hard limit of 5 s" in d.reason
-    fresh = await resolve_since(anyio.current_time(), w, policy=pol)
+    fresh = await resolve_since(anyio.current_time(), asked)
     assert fresh.source == "benchmark"
 
 
