@@ -43,10 +43,10 @@ import math
 
 import numpy as np
 
-from ._candidates import largest_chunk, thin_log
+from ._candidates import largest_chunk
 from ._confirm import Confirmation, pairs_needed, plan_bounds
 from ._confirming import run_confirmation
-from ._evidence import Evidence
+from ._field import Field
 from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
@@ -58,9 +58,6 @@ from ._stretch import Stretch
 __all__ = ["run_rounds"]
 
 _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be judged
-# A candidate that took this many times native's time in the same round is dropped after
-# one round: no machine noise explains a factor of 2 on a candidate that is any good.
-_HOPELESS = math.log(2.0)
 
 
 class _Rounds:
@@ -69,27 +66,21 @@ class _Rounds:
         self.p = p = probe.policy
         self.n = probe.workload.num_envs
         self.t = probe.workload.nthread
-        self.ev = Evidence(paired=p.paired, estimator=p.estimator, trim=p.trim)
-        self.live: list[int] = [c for c in candidates if c is not None]
-        self.measured: set[int] = set(self.live)
-        self.dropped: dict[Chunk, int] = {}
+        self.field = Field(probe, candidates)
         self.rng = np.random.default_rng(p.seed)
         refines = p.refine_steps if p.candidates.refinable else 0
         largest = largest_chunk(p.candidates, self.n, self.t)
         self.sizes = [c for c in schedules(self.n, self.t) if c <= largest] if refines else []
         self.teeth = teeth(self.n, self.t) if refines else set()
-        self.round = 0
         self.cut = False  # the budget cut a round or the confirmation short of its plan
         self.refines_left = refines
-        self.band = math.log1p(p.tie_tol)
-        self.need = -math.log1p(-p.margin)
         self.pace = Pace(probe)
         self.stretch = Stretch(probe, self.pace)
 
     # -- measuring ----------------------------------------------------------------
 
     def warm_up(self) -> bool:
-        field: list[Chunk] = [None, *self.live]
+        field: list[Chunk] = [None, *self.field.live]
         for _ in range(self.p.warmup):
             for i in self.rng.permutation(len(field)):
                 self.probe(field[int(i)], kind="warmup")
@@ -106,26 +97,24 @@ class _Rounds:
         to be judged; when not even one candidate fits, the race ends between rounds,
         every round whole, rather than cut in the middle of one.
         """
-        room = self.pace.round_room(len(self.live))
-        if room >= len(self.live):
+        room = self.pace.round_room(len(self.field.live))
+        if room >= len(self.field.live):
             return True
         if room < 1:
             return False
-        ranked = sorted(self.live, key=lambda c: (self.ev.location(c), c))
-        for c in ranked[room:]:
-            self.drop(c)
+        self.field.keep_best(room)
         return True
 
     def measure_round(self) -> bool:
         """Measure native and every live candidate once; False if the budget cut it short."""
-        field: list[Chunk] = [None, *self.live]
+        field: list[Chunk] = [None, *self.field.live]
         order = [int(i) for i in self.rng.permutation(len(field))]
-        if self.round == 1:
+        if self.field.round == 1:
             # native first: a budget cut in round one still leaves the anchor measured
             order = [0, *(1 + int(i) for i in self.rng.permutation(len(field) - 1))]
         for i in order:
             c = field[i]
-            self.ev.add(c, self.round, self.probe(c, round_=self.round))
+            self.field.ev.add(c, self.field.round, self.probe(c, round_=self.field.round))
             if self.probe.over(self.pace.race_limit):
                 return False
         return True
@@ -144,10 +133,10 @@ class _Rounds:
         before cutting on it native is timed once more and the faster of the two counts.
         """
         p = self.p
-        if not self.probe.calls or not self.live:  # nothing primed: no price yet
+        if not self.probe.calls or not self.field.live:  # nothing primed: no price yet
             return True
         rounds = p.warmup + p.min_rounds  # warm-up rounds measure the whole field too
-        least, field = sum(first_calls(p)), len(self.live)
+        least, field = sum(first_calls(p)), len(self.field.live)
 
         def room_at(call_s: float) -> int:
             return self.pace.opening_room(call_s, rounds, least, field)
@@ -167,84 +156,16 @@ class _Rounds:
         if room < 1:
             return False
         if room < field:
-            self.live = thin_log(sorted(self.live), room)
-            self.measured = set(self.live)
+            self.field.thin(room)
             self.probe.emit(
                 "candidates",
-                candidates=(None, *self.live),
+                candidates=(None, *self.field.live),
                 message=(
                     f"one call takes about {call_s:.2g} s, so the budget can judge "
                     f"{room} candidates in {p.min_rounds} rounds and still halve them"
                 ),
             )
         return True
-
-    # -- judging ------------------------------------------------------------------
-
-    def judged(self) -> list[Chunk]:
-        """Native and the live candidates with enough rounds to be compared."""
-        return [None, *(c for c in self.live if self.ev.count(c) >= self.p.min_rounds)]
-
-    def leader(self) -> Chunk:
-        return min(self.judged(), key=lambda c: (self.ev.location(c), c is not None, c or 0))
-
-    def front(self) -> int | None:
-        """The best live candidate with the rounds to be judged (native aside), or None."""
-        judged = [c for c in self.live if self.ev.count(c) >= self.p.min_rounds]
-        return min(judged, key=lambda c: (self.ev.location(c), c)) if judged else None
-
-    def drop(self, c: int) -> None:
-        self.live.remove(c)
-        self.dropped[c] = self.round
-        self.probe.emit("raced_out", chunk_size=c, round=self.round)
-
-    def race(self) -> None:
-        z = self.p.race_z
-        lead = self.leader()
-        for c in list(self.live):
-            if c == lead:
-                continue
-            behind = self.ev.compare(c, lead)
-            vs_native = self.ev.compare(c, None)
-            if (behind.n >= self.p.min_rounds and behind.lower(z) > self.band) or (
-                vs_native.n >= self.p.min_rounds and vs_native.lower(z) > -self.need
-            ):
-                self.drop(c)
-
-    def screen(self) -> None:
-        """Drop the hopeless after their first round: twice native's time in the same round."""
-        for c in list(self.live):
-            values = self.ev.values(c)
-            if self.ev.paired and len(values) == 1 and next(iter(values.values())) > _HOPELESS:
-                self.drop(c)
-
-    def halve(self) -> None:
-        """Successive halving: keep the better half of the judged contenders (at least top + 1).
-
-        Racing drops only what is clearly behind; under heavy noise that is slow, and
-        every round pays for every live candidate. Halving spends the rounds on the
-        contenders, and refinement then looks around the best of them.
-        """
-        ranked = sorted(
-            (c for c in self.live if self.ev.count(c) >= self.p.min_rounds),
-            key=lambda c: (self.ev.location(c), c),
-        )
-        keep = max(self.p.refine_top + 1, math.ceil(len(ranked) / 2))
-        for c in ranked[keep:]:
-            self.drop(c)
-
-    def settled(self) -> bool:
-        """No contender is left, or the leader is, with confidence, within tie_tol of each."""
-        if not self.live:
-            return True
-        if any(self.ev.count(c) < self.p.min_rounds for c in self.live):
-            return False
-        lead = self.leader()
-        return all(
-            -self.ev.compare(c, lead).lower(self.p.tie_z) <= self.band
-            for c in self.judged()
-            if c != lead
-        )
 
     # -- refining -------------------------------------------------------------------
 
@@ -254,8 +175,8 @@ class _Rounds:
         if not self.sizes:
             return []
         native_c = representative(self.n, self.probe.native)
-        top = sorted(self.judged(), key=self.ev.location)[: self.p.refine_top]
-        estimates = self.ev.estimates([None, *self.measured])
+        top = sorted(self.field.judged(), key=self.field.ev.location)[: self.p.refine_top]
+        estimates = self.field.ev.estimates([None, *self.field.measured])
         native_s = estimates.pop(None, None)
         model_input: dict[int, float] | None = None
         if native_s is not None:
@@ -266,16 +187,13 @@ class _Rounds:
             self.t,
             self.sizes,
             self.teeth,
-            measured=(*self.measured, native_c),
+            measured=(*self.field.measured, native_c),
             top=[native_c if c is None else c for c in top],
             estimates=model_input,
         )
         # only as many as can still get their min_rounds in the race's share of the budget
-        added = sorted(fresh[: self.pace.room_for_new(len(self.live), self.p.min_rounds)])
-        self.measured.update(added)
-        self.live.extend(added)
-        if added:
-            self.probe.emit("refined", candidates=tuple(added), round=self.round)
+        added = sorted(fresh[: self.pace.room_for_new(len(self.field.live), self.p.min_rounds)])
+        self.field.join(added)
         return added
 
     # -- the confirmation's claim on the budget -------------------------------------
@@ -292,15 +210,15 @@ class _Rounds:
         stretches it for the pairs instead (:meth:`chunktune._stretch.Stretch.pairs`).
         """
         p = self.p
-        lead = self.front() if p.confirm and not p.extend_budget else None
+        lead = self.field.front() if p.confirm and not p.extend_budget else None
         if lead is None:
             return
-        vs = self.ev.compare(lead, None)
+        vs = self.field.ev.compare(lead, None)
         gain = -vs.diff - vs.se
-        if not (math.isfinite(gain) and gain >= self.need):
+        if not (math.isfinite(gain) and gain >= self.field.need):
             self.pace.reserve(0)
             return
-        sigma = self.ev.pair_sigma()[0]
+        sigma = self.field.ev.pair_sigma()[0]
         needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
         # a gain of exactly 0 (possible at margin 0) would need every pair there is
         pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
@@ -325,17 +243,17 @@ class _Rounds:
         (and no less than the margin): the gain a confirmation would have to show.
         """
         p = self.p
-        if not (p.noise_gate and p.confirm and self.live):
+        if not (p.noise_gate and p.confirm and self.field.live):
             return None
-        sigma = self.ev.pair_sigma()[0]
+        sigma = self.field.ev.pair_sigma()[0]
         if final:
-            lead = self.front()
+            lead = self.field.front()
             if lead is None:
                 return None
-            gain = max(-self.ev.compare(lead, None).diff, self.need)
+            gain = max(-self.field.ev.compare(lead, None).diff, self.field.need)
         else:
-            gain = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
-            if gain < self.need:
+            gain = max(-self.field.ev.compare(c, None).lower(p.race_z) for c in self.field.live)
+            if gain < self.field.need:
                 return None  # the race drops them; that is not the noise's doing
         if gain <= 0:
             return None  # nothing faster to confirm (margin 0): no noise stands in the way
@@ -365,11 +283,11 @@ class _Rounds:
         A leader measured in too few rounds to know the noise at all is within it too:
         one more round gives the figure that choosing it needs.
         """
-        lead = self.front()
+        lead = self.field.front()
         if lead is None:
             return None
-        vs = self.ev.compare(lead, None)
-        if -vs.diff < self.need:
+        vs = self.field.ev.compare(lead, None)
+        if -vs.diff < self.field.need:
             return None
         if math.isfinite(vs.se) and vs.upper(self.p.confidence_z) < 0:
             return None
@@ -386,38 +304,39 @@ class _Rounds:
         """The candidate to confirm (None: keep native), the choice that explains it, and
         whether the noise gate kept native (too noisy to confirm a gain in the budget)."""
         p, native = self.p, self.probe.native
-        eligible = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
+        eligible = [c for c in self.field.live if self.field.ev.count(c) >= p.min_rounds]
         if not eligible:
             what = "every candidate fell clearly behind native or short of the margin"
-            if not self.live and not self.dropped:
+            if not self.field.live and not self.field.dropped:
                 what = "the candidate list holds no size but native's; nothing to compare"
-            elif self.live:  # candidates left, none with the rounds to be judged
+            elif self.field.live:  # candidates left, none with the rounds to be judged
                 what = too_short(
                     p,
                     mean_call_s=self.pace.mean_call(),
-                    field=1 + len(self.live) + len(self.dropped),
+                    field=1 + len(self.field.live) + len(self.field.dropped),
                 )
             return None, Choice(None, None, (), f"kept the native chunk {native}: {what}"), False
-        best = min(eligible, key=lambda c: (self.ev.location(c), c))
+        best = min(eligible, key=lambda c: (self.field.ev.location(c), c))
         band: tuple[int, ...] = (best,)
         chosen = best
         if p.tie_break != "evidence":
             ties = [
                 c
                 for c in eligible
-                if (cmp := self.ev.compare(c, best)).diff <= self.band + p.tie_z * cmp.se
-                and -self.ev.compare(c, None).diff >= self.need
+                if (cmp := self.field.ev.compare(c, best)).diff
+                <= self.field.band + p.tie_z * cmp.se
+                and -self.field.ev.compare(c, None).diff >= self.field.need
             ]
             band = tuple(sorted({best, *ties}))
             chosen = pick(list(band), p.tie_break, native=native, upper=self.probe.upper)
-        vs = self.ev.compare(chosen, None)
+        vs = self.field.ev.compare(chosen, None)
         gain = 1.0 - math.exp(vs.diff)
         doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
         lead = f"the best candidate, {chosen}, looked {pct(gain)} faster than native"
         if gain <= 0:
             # a size raced out early may have looked faster than native then: the
             # sentence speaks of those that stayed, whose figures are the final ones
-            who = "no candidate left in the race" if self.dropped else "no candidate"
+            who = "no candidate left in the race" if self.field.dropped else "no candidate"
             reason = (
                 f"kept the native chunk {native}: {who} measured faster than native "
                 f"(the best, {chosen}, was {pct(-gain)} slower)"
@@ -433,7 +352,7 @@ class _Rounds:
         if vs.upper(p.confidence_z) >= 0:
             reason = f"kept the native chunk {native}: {lead}, within the noise (±{pct(doubt)})"
             return None, Choice(None, best, band, reason), False
-        if -vs.diff < self.need:
+        if -vs.diff < self.field.need:
             reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
             return None, Choice(None, best, band, reason), False
         noisy = self.too_noisy(final=True) if p.extend_budget else None
@@ -443,7 +362,7 @@ class _Rounds:
 
     def confirm(self, chosen: int) -> Confirmation:
         """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for."""
-        sigma, dof = self.ev.pair_sigma()
+        sigma, dof = self.field.ev.pair_sigma()
         # pairs come two to a block: an odd confirm_max_pairs rounds up (3..3 would
         # otherwise plan 2 pairs, below its own minimum, and never confirm anything)
         cap = -(-self.p.confirm_max_pairs // 2) * 2
@@ -477,16 +396,16 @@ class _Rounds:
                     # begins: a planned end either way
                     stop = "confirming" if self.pace.holding() else "budget"
                     break
-                self.round = r
+                self.field.round = r
                 if not self.measure_round():
                     stop, self.cut = "budget", True
                     break
                 if p.race:
-                    self.screen()
+                    self.field.screen()
                 if r < p.min_rounds:
                     continue
                 if p.race:
-                    self.race()
+                    self.field.race()
                 self.reserve()
                 noisy = self.too_noisy(final=False)
                 if noisy is not None:
@@ -494,16 +413,16 @@ class _Rounds:
                     break
                 due = (r - p.min_rounds) % _REFINE_EVERY == 0
                 if due and p.race:
-                    self.halve()
+                    self.field.halve()
                 if self.refines_left > 0 and due and self.refine():
                     continue
-                if p.early_stop and self.settled():
-                    if self.refines_left > 0 and self.live and self.refine():
+                if p.early_stop and self.field.settled():
+                    if self.refines_left > 0 and self.field.live and self.refine():
                         continue
                     stop = "settled"
                     break
         result = self.finish(stop, noisy)
-        self.probe.emit("done", round=self.round, message=result.stop)
+        self.probe.emit("done", round=self.field.round, message=result.stop)
         return result
 
     def finish(self, stop: StopReason, noisy: str | None) -> SweepResult:
@@ -529,12 +448,12 @@ class _Rounds:
                     None, choice.best, choice.band, kept(chosen, native, verdict, self.p)
                 )
         elif chosen is not None:
-            gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
+            gain = 1.0 - math.exp(self.field.ev.compare(chosen, None).diff)
             choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
         if note := self.stretch.spent():
             choice = Choice(choice.chunk_size, choice.best, choice.band, choice.reason + note)
         # partial: cut short mid-plan, or no candidate had the rounds to be judged
-        partial = self.cut or (stop == "budget" and self.round < self.p.min_rounds)
+        partial = self.cut or (stop == "budget" and self.field.round < self.p.min_rounds)
         return self.result(
             stop,
             choice,
@@ -555,19 +474,21 @@ class _Rounds:
         pairs: int = 0,
     ) -> SweepResult:
         """The sweep's result: what was measured, the choice, and how it ended."""
-        chunks: list[Chunk] = [None, *sorted(self.measured)]
-        samples = {c: tuple(self.ev.seconds[c].values()) for c in chunks if self.ev.count(c)}
+        chunks: list[Chunk] = [None, *sorted(self.field.measured)]
+        samples = {
+            c: tuple(self.field.ev.seconds[c].values()) for c in chunks if self.field.ev.count(c)
+        }
         return SweepResult(
             samples=samples,
-            estimates=self.ev.estimates(samples),
-            errors={c: self.ev.compare(c, None).se for c in samples},
-            raced_out=self.dropped,
-            rounds=self.round,
+            estimates=self.field.ev.estimates(samples),
+            errors={c: self.field.ev.compare(c, None).se for c in samples},
+            raced_out=self.field.dropped,
+            rounds=self.field.round,
             probe_seconds=self.probe.probe_seconds,
             elapsed_s=self.probe.elapsed(),
             partial=partial,
             stop=stop,
-            sigma=self.ev.sigma()[0],
+            sigma=self.field.ev.sigma()[0],
             choice=choice,
             gain=gain,
             gain_ci=gain_ci,
