@@ -43,15 +43,13 @@ import math
 
 import numpy as np
 
-from ._candidates import largest_chunk
 from ._confirm import Confirmation, pairs_needed, plan_bounds
 from ._confirming import run_confirmation
 from ._field import Field
 from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
-from ._refine import proposals
-from ._schedule import representative, schedules, teeth
+from ._refining import Refiner
 from ._select import Choice, pick
 from ._stretch import Stretch
 
@@ -64,18 +62,12 @@ class _Rounds:
     def __init__(self, probe: Probe, candidates: list[Chunk]) -> None:
         self.probe = probe
         self.p = p = probe.policy
-        self.n = probe.workload.num_envs
-        self.t = probe.workload.nthread
         self.field = Field(probe, candidates)
         self.rng = np.random.default_rng(p.seed)
-        refines = p.refine_steps if p.candidates.refinable else 0
-        largest = largest_chunk(p.candidates, self.n, self.t)
-        self.sizes = [c for c in schedules(self.n, self.t) if c <= largest] if refines else []
-        self.teeth = teeth(self.n, self.t) if refines else set()
         self.cut = False  # the budget cut a round or the confirmation short of its plan
-        self.refines_left = refines
         self.pace = Pace(probe)
         self.stretch = Stretch(probe, self.pace)
+        self.refiner = Refiner(self.field, self.pace)
 
     # -- measuring ----------------------------------------------------------------
 
@@ -166,35 +158,6 @@ class _Rounds:
                 ),
             )
         return True
-
-    # -- refining -------------------------------------------------------------------
-
-    def refine(self) -> list[int]:
-        """Add schedules halfway to the top contenders' measured neighbours, and the model's."""
-        self.refines_left -= 1
-        if not self.sizes:
-            return []
-        native_c = representative(self.n, self.probe.native)
-        top = sorted(self.field.judged(), key=self.field.ev.location)[: self.p.refine_top]
-        estimates = self.field.ev.estimates([None, *self.field.measured])
-        native_s = estimates.pop(None, None)
-        model_input: dict[int, float] | None = None
-        if native_s is not None:
-            model_input = {c: s for c, s in estimates.items() if c is not None}
-            model_input[native_c] = native_s
-        fresh = proposals(
-            self.n,
-            self.t,
-            self.sizes,
-            self.teeth,
-            measured=(*self.field.measured, native_c),
-            top=[native_c if c is None else c for c in top],
-            estimates=model_input,
-        )
-        # only as many as can still get their min_rounds in the race's share of the budget
-        added = sorted(fresh[: self.pace.room_for_new(len(self.field.live), self.p.min_rounds)])
-        self.field.join(added)
-        return added
 
     # -- the confirmation's claim on the budget -------------------------------------
 
@@ -414,10 +377,10 @@ class _Rounds:
                 due = (r - p.min_rounds) % _REFINE_EVERY == 0
                 if due and p.race:
                     self.field.halve()
-                if self.refines_left > 0 and due and self.refine():
+                if self.refiner.left > 0 and due and self.refiner.refine():
                     continue
                 if p.early_stop and self.field.settled():
-                    if self.refines_left > 0 and self.field.live and self.refine():
+                    if self.refiner.left > 0 and self.field.live and self.refiner.refine():
                         continue
                     stop = "settled"
                     break
