@@ -43,12 +43,13 @@ import math
 
 import numpy as np
 
-from ._confirm import Confirmation, pairs_needed, plan_bounds
+from ._confirm import Confirmation
 from ._confirming import run_confirmation
 from ._field import Field
+from ._gate import NoiseGate
 from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
-from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
+from ._reasons import confirmed, kept, pct, too_short, too_slow
 from ._refining import Refiner
 from ._select import Choice, pick
 from ._stretch import Stretch
@@ -67,6 +68,7 @@ class _Rounds:
         self.cut = False  # the budget cut a round or the confirmation short of its plan
         self.pace = Pace(probe)
         self.stretch = Stretch(probe, self.pace)
+        self.gate = NoiseGate(self.field, self.pace, self.stretch)
         self.refiner = Refiner(self.field, self.pace)
 
     # -- measuring ----------------------------------------------------------------
@@ -159,108 +161,6 @@ class _Rounds:
             )
         return True
 
-    # -- the confirmation's claim on the budget -------------------------------------
-
-    def reserve(self) -> None:
-        """Hold back from the race the pairs that confirming its leader takes (80% power).
-
-        The leader's gain is taken one standard error below the race's estimate (the
-        best of a field measured with noise was also lucky), and only when that still
-        clears the margin does it hold anything back: the race may yet find a larger
-        gain. When the pairs cost more than is left, the race ends now and the
-        confirmation gets all of it: every further round would take pairs from a
-        leader worth leaving native for. A policy that may stretch its budget
-        stretches it for the pairs instead (:meth:`chunktune._stretch.Stretch.pairs`).
-        """
-        p = self.p
-        lead = self.field.front() if p.confirm and not p.extend_budget else None
-        if lead is None:
-            return
-        vs = self.field.ev.compare(lead, None)
-        gain = -vs.diff - vs.se
-        if not (math.isfinite(gain) and gain >= self.field.need):
-            self.pace.reserve(0)
-            return
-        sigma = self.field.ev.pair_sigma()[0]
-        needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
-        # a gain of exactly 0 (possible at margin 0) would need every pair there is
-        pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
-        self.pace.reserve(max(p.confirm_min_pairs, min(p.confirm_max_pairs, pairs)))
-
-    # -- the noise gate -----------------------------------------------------------
-
-    def affordable_pairs(self) -> int:
-        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
-        return self.pace.affordable_pairs(self.p.confirm_max_pairs)
-
-    def bounds(self, max_pairs: int) -> tuple[float, float]:
-        """The test's bounds when its last look is at ``max_pairs`` (looks by doubling)."""
-        return plan_bounds(self.p.confirm_alpha, self.p.confirm_min_pairs, max_pairs)
-
-    def too_noisy(self, *, final: bool) -> str | None:
-        """Why no gain on offer can be confirmed in what is left of the budget, or None.
-
-        During the race (``final`` False) only the most any live candidate may
-        plausibly gain counts, its upper bound, so a good candidate is never given
-        up on after a few unlucky rounds. At the race's end, the leader's estimate
-        (and no less than the margin): the gain a confirmation would have to show.
-        """
-        p = self.p
-        if not (p.noise_gate and p.confirm and self.field.live):
-            return None
-        sigma = self.field.ev.pair_sigma()[0]
-        if final:
-            lead = self.field.front()
-            if lead is None:
-                return None
-            gain = max(-self.field.ev.compare(lead, None).diff, self.field.need)
-        else:
-            gain = max(-self.field.ev.compare(c, None).lower(p.race_z) for c in self.field.live)
-            if gain < self.field.need:
-                return None  # the race drops them; that is not the noise's doing
-        if gain <= 0:
-            return None  # nothing faster to confirm (margin 0): no noise stands in the way
-        # the pairs with which a confirmation of that gain succeeds as often as it fails:
-        # beyond the budget, measuring on would be a gamble, not a decision
-        afford = self.affordable_pairs()
-        needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
-        if needed <= max(afford, p.confirm_min_pairs):
-            return None
-        if not p.extend_budget:
-            return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
-        if self.stretch.pairs(gain, sigma, self.last_bound, racing=not final):
-            return None
-        at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
-        needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
-        return too_noisy(
-            sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.stretch.cap()
-        )
-
-    def last_bound(self, max_pairs: int) -> float:
-        """The test's last success bound for a plan of ``max_pairs`` (at least its first look)."""
-        return self.bounds(max(max_pairs, self.p.confirm_min_pairs))[1]
-
-    def undecided(self) -> tuple[int, float] | None:
-        """The leader and its gain when it looks at least the margin ahead but within the noise.
-
-        A leader measured in too few rounds to know the noise at all is within it too:
-        one more round gives the figure that choosing it needs.
-        """
-        lead = self.field.front()
-        if lead is None:
-            return None
-        vs = self.field.ev.compare(lead, None)
-        if -vs.diff < self.field.need:
-            return None
-        if math.isfinite(vs.se) and vs.upper(self.p.confidence_z) < 0:
-            return None
-        return lead, 1.0 - math.exp(vs.diff)
-
-    def extend_race(self) -> bool:
-        """Stretch the budget for another round when the race's share ended undecided."""
-        open_question = self.undecided() if self.p.extend_budget else None
-        return open_question is not None and self.stretch.race(*open_question)
-
     # -- choosing and confirming ------------------------------------------------------
 
     def choose(self) -> tuple[int | None, Choice, bool]:
@@ -306,7 +206,7 @@ class _Rounds:
             )
             return None, Choice(None, best, band, reason), False
         # an extending policy asks the gate last: it may stretch the budget for the pairs
-        noisy = None if p.extend_budget else self.too_noisy(final=True)
+        noisy = None if p.extend_budget else self.gate.too_noisy(final=True)
         if noisy is not None:
             return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
         if not math.isfinite(vs.se):
@@ -318,7 +218,7 @@ class _Rounds:
         if -vs.diff < self.field.need:
             reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
             return None, Choice(None, best, band, reason), False
-        noisy = self.too_noisy(final=True) if p.extend_budget else None
+        noisy = self.gate.too_noisy(final=True) if p.extend_budget else None
         if noisy is not None:
             return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
         return chosen, Choice(chosen, best, band, lead), False
@@ -353,7 +253,7 @@ class _Rounds:
             stop, self.cut = "budget", True
         else:
             for r in range(1, p.max_rounds + 1):
-                fits = r == 1 or self.fit_round() or (self.extend_race() and self.fit_round())
+                fits = r == 1 or self.fit_round() or (self.gate.extend_race() and self.fit_round())
                 if not fits:
                     # the race's share is spent, or what confirming its leader takes
                     # begins: a planned end either way
@@ -369,8 +269,8 @@ class _Rounds:
                     continue
                 if p.race:
                     self.field.race()
-                self.reserve()
-                noisy = self.too_noisy(final=False)
+                self.gate.reserve()
+                noisy = self.gate.too_noisy(final=False)
                 if noisy is not None:
                     stop = "noisy"
                     break
@@ -400,7 +300,7 @@ class _Rounds:
             choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
         gain, gain_ci = 0.0, None
         if chosen is not None and self.p.confirm:
-            self.stretch.plan(self.affordable_pairs())
+            self.stretch.plan(self.gate.affordable_pairs())
             verdict = self.confirm(chosen)
             if verdict.outcome == "confirmed":
                 gain, gain_ci = verdict.gain, verdict.ci
