@@ -5,8 +5,8 @@ around several of its best contenders at once. For each, it proposes the schedul
 halfway (in log scale, teeth first: :func:`chunktune._schedule.between`) to its nearest
 measured neighbours below and above; a list-scheduling model fit to the estimates so
 far (:func:`chunktune._schedule.fit_uniform_model`) proposes its own best first. The
-rounds schedule (:mod:`chunktune._rounds`) decides how many of them the budget can
-still judge.
+rounds schedule's refiner (:mod:`chunktune._refining`) decides how many of them the
+budget can still judge.
 """
 
 from __future__ import annotations

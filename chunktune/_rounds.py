@@ -10,13 +10,14 @@
    when, on the rounds it shares with the leader, it is clearly (``race_z``
    standard errors) outside the tie band of the leader, or clearly short of the
    margin over native; and every other round the field is halved. So clearly
-   worse candidates take few probes and the contenders many.
+   worse candidates take few probes and the contenders many. The field and these
+   moves are :class:`chunktune._field.Field`'s.
 2. **Refine.** Every other round from ``min_rounds`` on (``refine_steps`` times),
    the best few of the field send probes to the schedules halfway to their
    nearest measured neighbours in chunk count, and a list-scheduling model fit
    to the estimates so far proposes its own best (:mod:`chunktune._refine`), as many
-   as can still be judged. Several survivors are refined at once: the landscape is
-   a sawtooth, not one valley.
+   as can still be judged (:class:`chunktune._refining.Refiner`). Several survivors
+   are refined at once: the landscape is a sawtooth, not one valley.
 3. **Settle.** Measuring stops when the leader is, with confidence, within
    ``tie_tol`` of every other contender (``tie_z``), when nothing is left that
    could clear the margin, at ``max_rounds``, between rounds when the race's share
@@ -24,14 +25,14 @@
    is cut to its best), or when the noise gate finds that no gain still plausible
    could be confirmed within what is left of the budget. The race's share is at
    most ``1 - confirm_share``: less when confirming its leader takes more pairs
-   (:meth:`_Rounds.reserve`).
+   (:meth:`chunktune._gate.NoiseGate.reserve`).
 4. **Choose by evidence.** The measured best, unless native is within the noise
    of it (``confidence_z``), it is short of the margin, or confirming its gain
-   would take more pairs than the budget allows: then native.
+   would take more pairs than the budget allows: then native
+   (:func:`chunktune._choosing.choose`).
 5. **Confirm.** The choice meets native again on fresh ABBA pairs, as many as the
-   rest of the budget pays for (:mod:`chunktune._confirming`, its test in
-   :mod:`chunktune._confirm`); native stays unless the gain is confirmed. The
-   reasons are worded in :mod:`chunktune._reasons`.
+   rest of the budget pays for (:mod:`chunktune._ending`); native stays unless the
+   gain is confirmed.
 
 With ``extend_budget``, each place where the budget would end an open question
 asks :class:`chunktune._stretch.Stretch` to stretch it instead.
@@ -39,104 +40,36 @@ asks :class:`chunktune._stretch.Stretch` to stretch it instead.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ._candidates import largest_chunk, thin_log
-from ._confirm import Confirmation, pairs_needed, plan_bounds
-from ._confirming import run_confirmation
-from ._evidence import Evidence
+from ._ending import finish, result
+from ._field import Field
+from ._gate import NoiseGate
 from ._pacing import Pace, first_calls
 from ._probe import Chunk, Probe, StopReason, SweepResult
-from ._reasons import confirmed, kept, pct, too_noisy, too_short, too_slow
-from ._refine import proposals
-from ._schedule import representative, schedules, teeth
-from ._select import Choice, pick
-from ._settings import Policy
+from ._reasons import too_slow
+from ._refining import Refiner
+from ._select import Choice
 from ._stretch import Stretch
 
-__all__ = ["refine_space", "run_rounds"]
+__all__ = ["run_rounds"]
 
 _REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be judged
-# A candidate that took this many times native's time in the same round is dropped after
-# one round: no machine noise explains a factor of 2 on a candidate that is any good.
-_HOPELESS = math.log(2.0)
-
-
-def refine_space(policy: Policy, num_envs: int, nthread: int) -> list[int]:
-    """The schedules a race under ``policy`` may refine into, ascending; none if it never does."""
-    if not (policy.refine_steps and policy.candidates.refinable):
-        return []
-    largest = largest_chunk(policy.candidates, num_envs, nthread)
-    return [c for c in schedules(num_envs, nthread) if c <= largest]
 
 
 class _Rounds:
+    """One race: its field, its budget, and the calls that measure it."""
+
     def __init__(self, probe: Probe, candidates: list[Chunk]) -> None:
         self.probe = probe
         self.p = p = probe.policy
-        self.n = probe.workload.num_envs
-        self.t = probe.workload.nthread
-        self.ev = Evidence(paired=p.paired, estimator=p.estimator, trim=p.trim)
-        self.live: list[int] = [c for c in candidates if c is not None]
-        self.measured: set[int] = set(self.live)
-        self.dropped: dict[Chunk, int] = {}
+        self.field = Field(probe, candidates)
         self.rng = np.random.default_rng(p.seed)
-        refines = p.refine_steps if p.candidates.refinable else 0
-        self.sizes = refine_space(p, self.n, self.t)
-        self.teeth = teeth(self.n, self.t) if refines else set()
-        self.round = 0
-        self.cut = False  # the budget cut a round or the confirmation short of its plan
-        self.refines_left = refines
-        self.band = math.log1p(p.tie_tol)
-        self.need = -math.log1p(-p.margin)
         self.pace = Pace(probe)
         self.stretch = Stretch(probe, self.pace)
-
-    # -- measuring ----------------------------------------------------------------
-
-    def warm_up(self) -> bool:
-        field: list[Chunk] = [None, *self.live]
-        for _ in range(self.p.warmup):
-            for i in self.rng.permutation(len(field)):
-                self.probe(field[int(i)], kind="warmup")
-                if self.probe.over(self.pace.race_limit):
-                    return False
-        return True
-
-    def fit_round(self) -> bool:
-        """Make one more round fit in the race's share of the budget; False if none can.
-
-        Calls are priced like the confirmation's. When the whole live field does not
-        fit, it is cut to the best that do (successive halving paced by the budget,
-        not by the round count), so a slow pool still gives its contenders the rounds
-        to be judged; when not even one candidate fits, the race ends between rounds,
-        every round whole, rather than cut in the middle of one.
-        """
-        room = self.pace.round_room(len(self.live))
-        if room >= len(self.live):
-            return True
-        if room < 1:
-            return False
-        ranked = sorted(self.live, key=lambda c: (self.ev.location(c), c))
-        for c in ranked[room:]:
-            self.drop(c)
-        return True
-
-    def measure_round(self) -> bool:
-        """Measure native and every live candidate once; False if the budget cut it short."""
-        field: list[Chunk] = [None, *self.live]
-        order = [int(i) for i in self.rng.permutation(len(field))]
-        if self.round == 1:
-            # native first: a budget cut in round one still leaves the anchor measured
-            order = [0, *(1 + int(i) for i in self.rng.permutation(len(field) - 1))]
-        for i in order:
-            c = field[i]
-            self.ev.add(c, self.round, self.probe(c, round_=self.round))
-            if self.probe.over(self.pace.race_limit):
-                return False
-        return True
+        self.gate = NoiseGate(self.field, self.pace, self.stretch)
+        self.refiner = Refiner(self.field, self.pace)
+        self.cut = False  # the budget cut a round short of its plan
 
     def open_field(self) -> bool:
         """Cut the opening field to what the race's share can judge; False if nothing fits.
@@ -151,18 +84,18 @@ class _Rounds:
         measured at all. One call is a thin price (a burst may have slowed it), so
         before cutting on it native is timed once more and the faster of the two counts.
         """
-        p = self.p
-        if not self.probe.calls or not self.live:  # nothing primed: no price yet
+        p, field = self.p, self.field
+        if not self.probe.calls or not field.live:  # nothing primed: no price yet
             return True
         rounds = p.warmup + p.min_rounds  # warm-up rounds measure the whole field too
-        least, field = sum(first_calls(p)), len(self.live)
+        least, size = sum(first_calls(p)), len(field.live)
 
         def room_at(call_s: float) -> int:
-            return self.pace.opening_room(call_s, rounds, least, field)
+            return self.pace.opening_room(call_s, rounds, least, size)
 
         call_s = self.pace.mean_call()
         room = room_at(call_s)
-        if room >= field:
+        if room >= size:
             return True
         if self.probe.elapsed() + call_s > self.pace.cap_s:  # the budget, or its stretch's cap
             return False  # timing native again would overrun all the sweep may spend
@@ -174,12 +107,11 @@ class _Rounds:
             room = room_at(call_s)
         if room < 1:
             return False
-        if room < field:
-            self.live = thin_log(sorted(self.live), room)
-            self.measured = set(self.live)
+        if room < size:
+            field.thin(room)
             self.probe.emit(
                 "candidates",
-                candidates=(None, *self.live),
+                candidates=(None, *field.live),
                 message=(
                     f"one call takes about {call_s:.2g} s, so the budget can judge "
                     f"{room} candidates in {p.min_rounds} rounds and still halve them"
@@ -187,401 +119,97 @@ class _Rounds:
             )
         return True
 
-    # -- judging ------------------------------------------------------------------
+    def warm_up(self) -> bool:
+        """Measure the whole field ``warmup`` times, unrecorded; False if the budget ran out."""
+        entrants: list[Chunk] = [None, *self.field.live]
+        for _ in range(self.p.warmup):
+            for i in self.rng.permutation(len(entrants)):
+                self.probe(entrants[int(i)], kind="warmup")
+                if self.probe.over(self.pace.race_limit):
+                    return False
+        return True
 
-    def judged(self) -> list[Chunk]:
-        """Native and the live candidates with enough rounds to be compared."""
-        return [None, *(c for c in self.live if self.ev.count(c) >= self.p.min_rounds)]
+    def fit_round(self) -> bool:
+        """Make one more round fit in the race's share of the budget; False if none can.
 
-    def leader(self) -> Chunk:
-        return min(self.judged(), key=lambda c: (self.ev.location(c), c is not None, c or 0))
-
-    def front(self) -> int | None:
-        """The best live candidate with the rounds to be judged (native aside), or None."""
-        judged = [c for c in self.live if self.ev.count(c) >= self.p.min_rounds]
-        return min(judged, key=lambda c: (self.ev.location(c), c)) if judged else None
-
-    def drop(self, c: int) -> None:
-        self.live.remove(c)
-        self.dropped[c] = self.round
-        self.probe.emit("raced_out", chunk_size=c, round=self.round)
-
-    def race(self) -> None:
-        z = self.p.race_z
-        lead = self.leader()
-        for c in list(self.live):
-            if c == lead:
-                continue
-            behind = self.ev.compare(c, lead)
-            vs_native = self.ev.compare(c, None)
-            if (behind.n >= self.p.min_rounds and behind.lower(z) > self.band) or (
-                vs_native.n >= self.p.min_rounds and vs_native.lower(z) > -self.need
-            ):
-                self.drop(c)
-
-    def screen(self) -> None:
-        """Drop the hopeless after their first round: twice native's time in the same round."""
-        for c in list(self.live):
-            values = self.ev.values(c)
-            if self.ev.paired and len(values) == 1 and next(iter(values.values())) > _HOPELESS:
-                self.drop(c)
-
-    def halve(self) -> None:
-        """Successive halving: keep the better half of the judged contenders (at least top + 1).
-
-        Racing drops only what is clearly behind; under heavy noise that is slow, and
-        every round pays for every live candidate. Halving spends the rounds on the
-        contenders, and refinement then looks around the best of them.
+        Calls are priced like the confirmation's. When the whole live field does not
+        fit, it is cut to the best that do (successive halving paced by the budget,
+        not by the round count), so a slow pool still gives its contenders the rounds
+        to be judged; when not even one candidate fits, the race ends between rounds,
+        every round whole, rather than cut in the middle of one.
         """
-        ranked = sorted(
-            (c for c in self.live if self.ev.count(c) >= self.p.min_rounds),
-            key=lambda c: (self.ev.location(c), c),
-        )
-        keep = max(self.p.refine_top + 1, math.ceil(len(ranked) / 2))
-        for c in ranked[keep:]:
-            self.drop(c)
-
-    def settled(self) -> bool:
-        """No contender is left, or the leader is, with confidence, within tie_tol of each."""
-        if not self.live:
+        room = self.pace.round_room(len(self.field.live))
+        if room >= len(self.field.live):
             return True
-        if any(self.ev.count(c) < self.p.min_rounds for c in self.live):
+        if room < 1:
             return False
-        lead = self.leader()
-        return all(
-            -self.ev.compare(c, lead).lower(self.p.tie_z) <= self.band
-            for c in self.judged()
-            if c != lead
-        )
+        self.field.keep_best(room)
+        return True
 
-    # -- refining -------------------------------------------------------------------
+    def measure_round(self) -> bool:
+        """Measure native and every live candidate once; False if the budget cut it short."""
+        r = self.field.round
+        entrants: list[Chunk] = [None, *self.field.live]
+        order = [int(i) for i in self.rng.permutation(len(entrants))]
+        if r == 1:
+            # native first: a budget cut in round one still leaves the anchor measured
+            order = [0, *(1 + int(i) for i in self.rng.permutation(len(entrants) - 1))]
+        for i in order:
+            c = entrants[i]
+            self.field.ev.add(c, r, self.probe(c, round_=r))
+            if self.probe.over(self.pace.race_limit):
+                return False
+        return True
 
-    def refine(self) -> list[int]:
-        """Add schedules halfway to the top contenders' measured neighbours, and the model's."""
-        self.refines_left -= 1
-        if not self.sizes:
-            return []
-        native_c = representative(self.n, self.probe.native)
-        top = sorted(self.judged(), key=self.ev.location)[: self.p.refine_top]
-        estimates = self.ev.estimates([None, *self.measured])
-        native_s = estimates.pop(None, None)
-        model_input: dict[int, float] | None = None
-        if native_s is not None:
-            model_input = {c: s for c, s in estimates.items() if c is not None}
-            model_input[native_c] = native_s
-        fresh = proposals(
-            self.n,
-            self.t,
-            self.sizes,
-            self.teeth,
-            measured=(*self.measured, native_c),
-            top=[native_c if c is None else c for c in top],
-            estimates=model_input,
-        )
-        # only as many as can still get their min_rounds in the race's share of the budget
-        added = sorted(fresh[: self.pace.room_for_new(len(self.live), self.p.min_rounds)])
-        self.measured.update(added)
-        self.live.extend(added)
-        if added:
-            self.probe.emit("refined", candidates=tuple(added), round=self.round)
-        return added
-
-    # -- the confirmation's claim on the budget -------------------------------------
-
-    def reserve(self) -> None:
-        """Hold back from the race the pairs that confirming its leader takes (80% power).
-
-        The leader's gain is taken one standard error below the race's estimate (the
-        best of a field measured with noise was also lucky), and only when that still
-        clears the margin does it hold anything back: the race may yet find a larger
-        gain. When the pairs cost more than is left, the race ends now and the
-        confirmation gets all of it: every further round would take pairs from a
-        leader worth leaving native for. A policy that may stretch its budget
-        stretches it for the pairs instead (:meth:`chunktune._stretch.Stretch.pairs`).
-        """
-        p = self.p
-        lead = self.front() if p.confirm and not p.extend_budget else None
-        if lead is None:
-            return
-        vs = self.ev.compare(lead, None)
-        gain = -vs.diff - vs.se
-        if not (math.isfinite(gain) and gain >= self.need):
-            self.pace.reserve(0)
-            return
-        sigma = self.ev.pair_sigma()[0]
-        needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
-        # a gain of exactly 0 (possible at margin 0) would need every pair there is
-        pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
-        self.pace.reserve(max(p.confirm_min_pairs, min(p.confirm_max_pairs, pairs)))
-
-    # -- the noise gate -----------------------------------------------------------
-
-    def affordable_pairs(self) -> int:
-        """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
-        return self.pace.affordable_pairs(self.p.confirm_max_pairs)
-
-    def bounds(self, max_pairs: int) -> tuple[float, float]:
-        """The test's bounds when its last look is at ``max_pairs`` (looks by doubling)."""
-        return plan_bounds(self.p.confirm_alpha, self.p.confirm_min_pairs, max_pairs)
-
-    def too_noisy(self, *, final: bool) -> str | None:
-        """Why no gain on offer can be confirmed in what is left of the budget, or None.
-
-        During the race (``final`` False) only the most any live candidate may
-        plausibly gain counts, its upper bound, so a good candidate is never given
-        up on after a few unlucky rounds. At the race's end, the leader's estimate
-        (and no less than the margin): the gain a confirmation would have to show.
-        """
-        p = self.p
-        if not (p.noise_gate and p.confirm and self.live):
-            return None
-        sigma = self.ev.pair_sigma()[0]
-        if final:
-            lead = self.front()
-            if lead is None:
-                return None
-            gain = max(-self.ev.compare(lead, None).diff, self.need)
-        else:
-            gain = max(-self.ev.compare(c, None).lower(p.race_z) for c in self.live)
-            if gain < self.need:
-                return None  # the race drops them; that is not the noise's doing
-        if gain <= 0:
-            return None  # nothing faster to confirm (margin 0): no noise stands in the way
-        # the pairs with which a confirmation of that gain succeeds as often as it fails:
-        # beyond the budget, measuring on would be a gamble, not a decision
-        afford = self.affordable_pairs()
-        needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
-        if needed <= max(afford, p.confirm_min_pairs):
-            return None
-        if not p.extend_budget:
-            return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
-        if self.stretch.pairs(gain, sigma, self.last_bound, racing=not final):
-            return None
-        at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
-        needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
-        return too_noisy(
-            sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.stretch.cap()
-        )
-
-    def last_bound(self, max_pairs: int) -> float:
-        """The test's last success bound for a plan of ``max_pairs`` (at least its first look)."""
-        return self.bounds(max(max_pairs, self.p.confirm_min_pairs))[1]
-
-    def undecided(self) -> tuple[int, float] | None:
-        """The leader and its gain when it looks at least the margin ahead but within the noise.
-
-        A leader measured in too few rounds to know the noise at all is within it too:
-        one more round gives the figure that choosing it needs.
-        """
-        lead = self.front()
-        if lead is None:
-            return None
-        vs = self.ev.compare(lead, None)
-        if -vs.diff < self.need:
-            return None
-        if math.isfinite(vs.se) and vs.upper(self.p.confidence_z) < 0:
-            return None
-        return lead, 1.0 - math.exp(vs.diff)
-
-    def extend_race(self) -> bool:
-        """Stretch the budget for another round when the race's share ended undecided."""
-        open_question = self.undecided() if self.p.extend_budget else None
-        return open_question is not None and self.stretch.race(*open_question)
-
-    # -- choosing and confirming ------------------------------------------------------
-
-    def choose(self) -> tuple[int | None, Choice, bool]:
-        """The candidate to confirm (None: keep native), the choice that explains it, and
-        whether the noise gate kept native (too noisy to confirm a gain in the budget)."""
-        p, native = self.p, self.probe.native
-        eligible = [c for c in self.live if self.ev.count(c) >= p.min_rounds]
-        if not eligible:
-            what = "every candidate fell clearly behind native or short of the margin"
-            if not self.live and not self.dropped:
-                what = "the candidate list holds no size but native's; nothing to compare"
-            elif self.live:  # candidates left, none with the rounds to be judged
-                what = too_short(
-                    p,
-                    mean_call_s=self.pace.mean_call(),
-                    field=1 + len(self.live) + len(self.dropped),
-                )
-            return None, Choice(None, None, (), f"kept the native chunk {native}: {what}"), False
-        best = min(eligible, key=lambda c: (self.ev.location(c), c))
-        band: tuple[int, ...] = (best,)
-        chosen = best
-        if p.tie_break != "evidence":
-            ties = [
-                c
-                for c in eligible
-                if (cmp := self.ev.compare(c, best)).diff <= self.band + p.tie_z * cmp.se
-                and -self.ev.compare(c, None).diff >= self.need
-            ]
-            band = tuple(sorted({best, *ties}))
-            chosen = pick(list(band), p.tie_break, native=native, upper=self.probe.upper)
-        vs = self.ev.compare(chosen, None)
-        gain = 1.0 - math.exp(vs.diff)
-        doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
-        lead = f"the best candidate, {chosen}, looked {pct(gain)} faster than native"
-        if gain <= 0:
-            # a size raced out early may have looked faster than native then: the
-            # sentence speaks of those that stayed, whose figures are the final ones
-            who = "no candidate left in the race" if self.dropped else "no candidate"
-            reason = (
-                f"kept the native chunk {native}: {who} measured faster than native "
-                f"(the best, {chosen}, was {pct(-gain)} slower)"
-            )
-            return None, Choice(None, best, band, reason), False
-        # an extending policy asks the gate last: it may stretch the budget for the pairs
-        noisy = None if p.extend_budget else self.too_noisy(final=True)
-        if noisy is not None:
-            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
-        if not math.isfinite(vs.se):
-            reason = f"kept the native chunk {native}: {lead}, in too few rounds to know the noise"
-            return None, Choice(None, best, band, reason), False
-        if vs.upper(p.confidence_z) >= 0:
-            reason = f"kept the native chunk {native}: {lead}, within the noise (±{pct(doubt)})"
-            return None, Choice(None, best, band, reason), False
-        if -vs.diff < self.need:
-            reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
-            return None, Choice(None, best, band, reason), False
-        noisy = self.too_noisy(final=True) if p.extend_budget else None
-        if noisy is not None:
-            return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
-        return chosen, Choice(chosen, best, band, lead), False
-
-    def confirm(self, chosen: int) -> Confirmation:
-        """Fresh ABBA/BAAB pairs against native, to a plan of as many as the budget pays for."""
-        sigma, dof = self.ev.pair_sigma()
-        # pairs come two to a block: an odd confirm_max_pairs rounds up (3..3 would
-        # otherwise plan 2 pairs, below its own minimum, and never confirm anything)
-        cap = -(-self.p.confirm_max_pairs // 2) * 2
-        plan = self.pace.affordable_pairs(cap) // 2 * 2
-        verdict, cut = run_confirmation(
-            self.probe, self.pace, chosen, plan=plan, sigma=sigma, dof=dof
-        )
-        self.cut = self.cut or cut
-        return verdict
-
-    # -- the whole schedule ---------------------------------------------------------
+    def race(self) -> tuple[StopReason, str | None]:
+        """Measure rounds until the race ends: why it ended, and the noise gate's reason."""
+        p, field, refiner = self.p, self.field, self.refiner
+        if not self.warm_up():
+            self.cut = True
+            return "budget", None
+        for r in range(1, p.max_rounds + 1):
+            fits = r == 1 or self.fit_round() or (self.gate.extend_race() and self.fit_round())
+            if not fits:
+                # the race's share is spent, or what confirming its leader takes
+                # begins: a planned end either way
+                return ("confirming" if self.pace.holding() else "budget"), None
+            field.round = r
+            if not self.measure_round():
+                self.cut = True
+                return "budget", None
+            if p.race:
+                field.screen()
+            if r < p.min_rounds:
+                continue
+            if p.race:
+                field.race()
+            self.gate.reserve()
+            noisy = self.gate.too_noisy(final=False)
+            if noisy is not None:
+                return "noisy", noisy
+            due = (r - p.min_rounds) % _REFINE_EVERY == 0
+            if due and p.race:
+                field.halve()
+            if refiner.left > 0 and due and refiner.refine():
+                continue
+            if p.early_stop and field.settled():
+                if refiner.left > 0 and field.live and refiner.refine():
+                    continue
+                return "settled", None
+        return "max_rounds", None
 
     def run(self) -> SweepResult:
-        p = self.p
-        stop: StopReason = "max_rounds"
-        noisy: str | None = None
-        self.cut = False
-        if not self.open_field():
-            why = too_slow(p, mean_call_s=self.pace.mean_call(), extended_to=self.stretch.cap())
+        if self.open_field():
+            stop, noisy = self.race()
+            done = finish(self.field, self.gate, stop, noisy, cut=self.cut)
+        else:
+            why = too_slow(
+                self.p, mean_call_s=self.pace.mean_call(), extended_to=self.stretch.cap()
+            )
             choice = Choice(None, None, (), f"kept the native chunk {self.probe.native}: {why}")
-            result = self.result("too_slow", choice, partial=False)
-            self.probe.emit("done", round=0, message=result.stop)
-            return result
-        if not self.warm_up():
-            stop, self.cut = "budget", True
-        else:
-            for r in range(1, p.max_rounds + 1):
-                fits = r == 1 or self.fit_round() or (self.extend_race() and self.fit_round())
-                if not fits:
-                    # the race's share is spent, or what confirming its leader takes
-                    # begins: a planned end either way
-                    stop = "confirming" if self.pace.holding() else "budget"
-                    break
-                self.round = r
-                if not self.measure_round():
-                    stop, self.cut = "budget", True
-                    break
-                if p.race:
-                    self.screen()
-                if r < p.min_rounds:
-                    continue
-                if p.race:
-                    self.race()
-                self.reserve()
-                noisy = self.too_noisy(final=False)
-                if noisy is not None:
-                    stop = "noisy"
-                    break
-                due = (r - p.min_rounds) % _REFINE_EVERY == 0
-                if due and p.race:
-                    self.halve()
-                if self.refines_left > 0 and due and self.refine():
-                    continue
-                if p.early_stop and self.settled():
-                    if self.refines_left > 0 and self.live and self.refine():
-                        continue
-                    stop = "settled"
-                    break
-        result = self.finish(stop, noisy)
-        self.probe.emit("done", round=self.round, message=result.stop)
-        return result
-
-    def finish(self, stop: StopReason, noisy: str | None) -> SweepResult:
-        native = self.probe.native
-        chosen: int | None = None
-        verdict: Confirmation | None = None
-        if noisy is None:
-            chosen, choice, gated = self.choose()
-            if gated:
-                stop = "noisy"
-        else:
-            choice = Choice(None, None, (), f"kept the native chunk {native}: {noisy}")
-        gain, gain_ci = 0.0, None
-        if chosen is not None and self.p.confirm:
-            self.stretch.plan(self.affordable_pairs())
-            verdict = self.confirm(chosen)
-            if verdict.outcome == "confirmed":
-                gain, gain_ci = verdict.gain, verdict.ci
-                why = confirmed(chosen, native, verdict)
-                choice = Choice(chosen, choice.best, choice.band, why)
-            else:
-                choice = Choice(
-                    None, choice.best, choice.band, kept(chosen, native, verdict, self.p)
-                )
-        elif chosen is not None:
-            gain = 1.0 - math.exp(self.ev.compare(chosen, None).diff)
-            choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")
-        if note := self.stretch.spent():
-            choice = Choice(choice.chunk_size, choice.best, choice.band, choice.reason + note)
-        # partial: cut short mid-plan, or no candidate had the rounds to be judged
-        partial = self.cut or (stop == "budget" and self.round < self.p.min_rounds)
-        return self.result(
-            stop,
-            choice,
-            partial=partial,
-            gain=gain,
-            gain_ci=gain_ci,
-            pairs=0 if verdict is None else verdict.pairs,
-        )
-
-    def result(
-        self,
-        stop: StopReason,
-        choice: Choice,
-        *,
-        partial: bool,
-        gain: float = 0.0,
-        gain_ci: tuple[float, float] | None = None,
-        pairs: int = 0,
-    ) -> SweepResult:
-        """The sweep's result: what was measured, the choice, and how it ended."""
-        chunks: list[Chunk] = [None, *sorted(self.measured)]
-        samples = {c: tuple(self.ev.seconds[c].values()) for c in chunks if self.ev.count(c)}
-        return SweepResult(
-            samples=samples,
-            estimates=self.ev.estimates(samples),
-            errors={c: self.ev.compare(c, None).se for c in samples},
-            raced_out=self.dropped,
-            rounds=self.round,
-            probe_seconds=self.probe.probe_seconds,
-            elapsed_s=self.probe.elapsed(),
-            partial=partial,
-            stop=stop,
-            sigma=self.ev.sigma()[0],
-            choice=choice,
-            gain=gain,
-            gain_ci=gain_ci,
-            confirm_pairs=pairs,
-            budget_s=self.pace.budget_s,
-        )
+            done = result(self.field, self.pace, "too_slow", choice, partial=False)
+        self.probe.emit("done", round=self.field.round, message=done.stop)
+        return done
 
 
 def run_rounds(probe: Probe, candidates: list[Chunk]) -> SweepResult:

@@ -22,7 +22,8 @@ import attrs
 
 from ._events import ProgressCallback
 from ._probe import Chunk, Probe, StopReason, SweepResult
-from ._rounds import refine_space, run_rounds
+from ._refining import refine_space
+from ._rounds import run_rounds
 from ._select import select
 from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error

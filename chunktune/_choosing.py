@@ -1,0 +1,78 @@
+"""Choosing by evidence at the race's end: the candidate to confirm, or native.
+
+The measured best, unless native is within the noise of it (``confidence_z``), it is
+short of the margin, or confirming its gain would take more pairs than the budget
+allows (the noise gate, :class:`chunktune._gate.NoiseGate`): then native. Among ties
+(``tie_break`` other than ``"evidence"``), :func:`chunktune._select.pick` picks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._field import Field
+from ._gate import NoiseGate
+from ._reasons import pct, too_short
+from ._select import Choice, pick
+
+__all__ = ["choose"]
+
+
+def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
+    """The candidate to confirm (None: keep native), the choice that explains it, and
+    whether the noise gate kept native (too noisy to confirm a gain in the budget)."""
+    p, native, ev = field.p, field.probe.native, field.ev
+    eligible = [c for c in field.live if ev.count(c) >= p.min_rounds]
+    if not eligible:
+        what = "every candidate fell clearly behind native or short of the margin"
+        if not field.live and not field.dropped:
+            what = "the candidate list holds no size but native's; nothing to compare"
+        elif field.live:  # candidates left, none with the rounds to be judged
+            what = too_short(
+                p,
+                mean_call_s=gate.pace.mean_call(),
+                field=1 + len(field.live) + len(field.dropped),
+            )
+        return None, Choice(None, None, (), f"kept the native chunk {native}: {what}"), False
+    best = min(eligible, key=lambda c: (ev.location(c), c))
+    band: tuple[int, ...] = (best,)
+    chosen = best
+    if p.tie_break != "evidence":
+        ties = [
+            c
+            for c in eligible
+            if (cmp := ev.compare(c, best)).diff <= field.band + p.tie_z * cmp.se
+            and -ev.compare(c, None).diff >= field.need
+        ]
+        band = tuple(sorted({best, *ties}))
+        chosen = pick(list(band), p.tie_break, native=native, upper=field.probe.upper)
+    vs = ev.compare(chosen, None)
+    gain = 1.0 - math.exp(vs.diff)
+    doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
+    lead = f"the best candidate, {chosen}, looked {pct(gain)} faster than native"
+    if gain <= 0:
+        # a size raced out early may have looked faster than native then: the
+        # sentence speaks of those that stayed, whose figures are the final ones
+        who = "no candidate left in the race" if field.dropped else "no candidate"
+        reason = (
+            f"kept the native chunk {native}: {who} measured faster than native "
+            f"(the best, {chosen}, was {pct(-gain)} slower)"
+        )
+        return None, Choice(None, best, band, reason), False
+    # an extending policy asks the gate last: it may stretch the budget for the pairs
+    noisy = None if p.extend_budget else gate.too_noisy(final=True)
+    if noisy is not None:
+        return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
+    if not math.isfinite(vs.se):
+        reason = f"kept the native chunk {native}: {lead}, in too few rounds to know the noise"
+        return None, Choice(None, best, band, reason), False
+    if vs.upper(p.confidence_z) >= 0:
+        reason = f"kept the native chunk {native}: {lead}, within the noise (±{pct(doubt)})"
+        return None, Choice(None, best, band, reason), False
+    if -vs.diff < field.need:
+        reason = f"kept the native chunk {native}: {lead}, under the {pct(p.margin)} margin"
+        return None, Choice(None, best, band, reason), False
+    noisy = gate.too_noisy(final=True) if p.extend_budget else None
+    if noisy is not None:
+        return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
+    return chosen, Choice(chosen, best, band, lead), False
