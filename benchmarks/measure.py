@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import chunktune
 from chunktune import Policy, Settings
 from chunktune._evidence import Evidence
 from chunktune._replay import sizes_text
-from chunktune.sim import ReplayWorkload
+from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 __all__ = [
     "BenchmarkError",
@@ -80,6 +80,50 @@ def scored(decision: chunktune.Decision, where: str) -> chunktune.Decision:
     return decision
 
 
+def _runs(
+    policies: Mapping[str, Policy],
+    draws: int,
+    workload: Callable[[int], SimulatedWorkload | ReplayWorkload],
+    where: Callable[[str, int], str],
+    settings: Settings,
+) -> Iterator[tuple[str, int, chunktune.Decision, int]]:
+    """Every policy on ``draws`` fresh workloads, policy by policy: ``(name, draw,
+    decision, probes)``, ``probes`` being the calls the workload counted.
+
+    Draw ``d`` seeds both the policy and the workload (``workload(d)``); ``where(name,
+    d)`` names the run if it fails (:func:`scored`).
+    """
+    for name, policy in policies.items():
+        for d in range(draws):
+            w = workload(d)
+            decision = chunktune.resolve_sync(
+                w, settings=settings, policy=attrs.evolve(policy, seed=d)
+            )
+            yield name, d, scored(decision, where(name, d)), w.calls
+
+
+def _scored_fields(
+    decision: chunktune.Decision, probes: int, chosen_s: float, oracle_s: float, native_s: float
+) -> dict[str, Any]:
+    """The fields a simulated or replayed row takes from its decision, scored by the truth.
+
+    ``chosen_s``, ``oracle_s`` and ``native_s`` are the truth's seconds of the chosen
+    size, of the best size and of native.
+    """
+    return {
+        "chunk_size": decision.chunk_size,
+        "native_chunk": decision.native_chunk,
+        "regret": chosen_s / oracle_s - 1.0,
+        "vs_native": chosen_s / native_s - 1.0,
+        "probe_seconds": decision.probe_seconds,
+        "probes": probes,
+        "partial": decision.partial,
+        "confirmed": decision.gain_ci is not None,
+        "claimed_gain": decision.gain,
+        "claimed_ci": decision.gain_ci,
+    }
+
+
 # ------------------------------------------------------------------------ simulated
 
 
@@ -120,41 +164,30 @@ def sim_rows(
     truth = case.workload(index)
     oracle_chunk, oracle_s = truth.oracle()
     native_s = truth.true_time(None)
-    rows: list[SimRow] = []
-    for name, policy in policies.items():
-        for s in range(seeds):
-            workload = case.workload(index, seed=1000 * index + s)
-            decision = scored(
-                chunktune.resolve_sync(
-                    workload, settings=settings, policy=attrs.evolve(policy, seed=s)
-                ),
-                f"{name} on {case.name} seed {s}",
-            )
-            chosen_s = truth.true_time(decision.chunk_size)
-            rows.append(
-                SimRow(
-                    case=case.name,
-                    layout=case.layout,
-                    nthread=case.nthread,
-                    num_envs=case.num_envs,
-                    noise_sigma=case.sigma,
-                    policy=name,
-                    seed=s,
-                    chunk_size=decision.chunk_size,
-                    native_chunk=decision.native_chunk,
-                    oracle_chunk=oracle_chunk,
-                    oracle_gain=1.0 - oracle_s / native_s,
-                    regret=chosen_s / oracle_s - 1.0,
-                    vs_native=chosen_s / native_s - 1.0,
-                    probe_seconds=decision.probe_seconds,
-                    probes=workload.calls,
-                    partial=decision.partial,
-                    confirmed=decision.gain_ci is not None,
-                    claimed_gain=decision.gain,
-                    claimed_ci=decision.gain_ci,
-                )
-            )
-    return rows
+    runs = _runs(
+        policies,
+        seeds,
+        lambda s: case.workload(index, seed=1000 * index + s),
+        lambda name, s: f"{name} on {case.name} seed {s}",
+        settings,
+    )
+    return [
+        SimRow(
+            case=case.name,
+            layout=case.layout,
+            nthread=case.nthread,
+            num_envs=case.num_envs,
+            noise_sigma=case.sigma,
+            policy=name,
+            seed=s,
+            oracle_chunk=oracle_chunk,
+            oracle_gain=1.0 - oracle_s / native_s,
+            **_scored_fields(
+                decision, probes, truth.true_time(decision.chunk_size), oracle_s, native_s
+            ),
+        )
+        for name, s, decision, probes in runs
+    ]
 
 
 # ------------------------------------------------------------------------ traces
@@ -241,40 +274,30 @@ def trace_rows(
     native_s = truth.true_time(None)
     offered, held_out = truth.offered_gain()
     rows: list[TraceRow] = []
-    for name, policy in policies.items():
-        for d in range(draws):
-            workload = ReplayWorkload.from_file(path, seed=d)
-            decision = scored(
-                chunktune.resolve_sync(
-                    workload, settings=settings, policy=attrs.evolve(policy, seed=d)
-                ),
-                f"{name} on {trace_name(path)} draw {d}",
+    runs = _runs(
+        policies,
+        draws,
+        lambda d: ReplayWorkload.from_file(path, seed=d),
+        lambda name, d: f"{name} on {trace_name(path)} draw {d}",
+        settings,
+    )
+    for name, d, decision, probes in runs:
+        chosen_s = truth.true_time(decision.chunk_size)
+        rows.append(
+            TraceRow(
+                trace=trace_name(path),
+                num_envs=truth.num_envs,
+                nthread=truth.nthread,
+                policy=name,
+                draw=d,
+                oracle_chunk=oracle_chunk,
+                offered=offered,
+                offered_held_out=held_out,
+                gain=1.0 - chosen_s / native_s,
+                truth_error=truth.truth_error(decision.chunk_size),
+                **_scored_fields(decision, probes, chosen_s, oracle_s, native_s),
             )
-            chosen_s = truth.true_time(decision.chunk_size)
-            rows.append(
-                TraceRow(
-                    trace=trace_name(path),
-                    num_envs=truth.num_envs,
-                    nthread=truth.nthread,
-                    policy=name,
-                    draw=d,
-                    chunk_size=decision.chunk_size,
-                    native_chunk=decision.native_chunk,
-                    oracle_chunk=oracle_chunk,
-                    offered=offered,
-                    offered_held_out=held_out,
-                    gain=1.0 - chosen_s / native_s,
-                    regret=chosen_s / oracle_s - 1.0,
-                    vs_native=chosen_s / native_s - 1.0,
-                    truth_error=truth.truth_error(decision.chunk_size),
-                    probe_seconds=decision.probe_seconds,
-                    probes=workload.calls,
-                    partial=decision.partial,
-                    confirmed=decision.gain_ci is not None,
-                    claimed_gain=decision.gain,
-                    claimed_ci=decision.gain_ci,
-                )
-            )
+        )
     return rows
 
 

@@ -67,7 +67,7 @@ from ._settings import Policy
 from ._sweep import may_probe
 from ._trace import Trace, load_trace
 from ._workload import (
-    ModeledTime,
+    CountedCalls,
     SignatureValue,
     check_chunk_size,
     check_count,
@@ -199,7 +199,7 @@ def decompose(logs: FloatArray) -> tuple[FloatArray, FloatArray]:
     return rho, logs - rho[None, :]
 
 
-class ReplayWorkload(ModeledTime):
+class ReplayWorkload(CountedCalls):
     """A :class:`chunktune.Workload` that replays a recorded trace (see the module docstring).
 
     ``seed`` seeds the replay's draws and state changes. Sizes that were not
@@ -260,9 +260,7 @@ class ReplayWorkload(ModeledTime):
         self._rng = np.random.default_rng(self.seed)
         self._state = int(self._rng.integers(self.trace.rounds))
         self._position = 0
-        self.calls = 0
-        self.history: list[tuple[int | None, float]] = []
-        self.elapsed_s = 0.0  # the simulated seconds of every call so far
+        self._forget_calls()
 
     def _advance(self) -> None:
         if self._noise is None:
@@ -323,18 +321,7 @@ class ReplayWorkload(ModeledTime):
             noise = float(self._spread[row] * self._noise[self._state, self._position])
             seconds = float(self._truth[row]) * math.exp(level + noise)
         self._advance()
-        self.calls += 1
-        self.elapsed_s += seconds
-        self.history.append((chunk_size, seconds))
-        return seconds
-
-    def clock(self) -> float:
-        """Simulated seconds: the sum of every call so far. A sweep's budget runs on it.
-
-        The calls never sleep, so on the wall clock a budget would never bind; counted
-        here, it ends a sweep of this workload where it would end one of the real pool.
-        """
-        return self.elapsed_s
+        return self._counted(chunk_size, seconds)
 
     def true_time(self, chunk_size: int | None) -> float:
         """The size's seconds by the recorded data (geometric mean, the machine's state removed).

@@ -16,7 +16,7 @@ from ._errors import InvalidArgumentError
 from ._simcosts import FloatArray, check_real, env_costs
 from ._validators import shown
 from ._workload import (
-    ModeledTime,
+    CountedCalls,
     SignatureValue,
     check_chunk_size,
     check_count,
@@ -117,7 +117,7 @@ def _makespan(
     return max(free)
 
 
-class SimulatedWorkload(ModeledTime):
+class SimulatedWorkload(CountedCalls):
     """A :class:`chunktune.Workload` whose ``run()`` returns modeled seconds.
 
     ``costs`` are the per-env single-thread costs in seconds (see :func:`env_costs`),
@@ -144,10 +144,7 @@ class SimulatedWorkload(ModeledTime):
         "_prefix",
         "_rng",
         "_times",
-        "calls",
         "dispatch_s",
-        "elapsed_s",
-        "history",
         "name",
         "noise",
         "nthread",
@@ -163,8 +160,6 @@ class SimulatedWorkload(ModeledTime):
     noise: Noise
     seed: int
     name: str
-    calls: int
-    history: list[tuple[int | None, float]]
 
     def __init__(
         self,
@@ -260,9 +255,7 @@ class SimulatedWorkload(ModeledTime):
         self._rng = np.random.default_rng(self.seed)
         self._phase = float(self._rng.uniform(0.0, 2.0 * math.pi))
         self._jitter: float | None = None  # the last call's z, while noise has memory
-        self.calls = 0
-        self.history = []
-        self.elapsed_s = 0.0  # the simulated seconds of every call so far
+        self._forget_calls()
 
     def signature(self) -> dict[str, SignatureValue]:
         """What besides N and T sets the cost: the cost vector's digest and the overhead."""
@@ -323,18 +316,7 @@ class SimulatedWorkload(ModeledTime):
             InvalidArgumentError: ``chunk_size`` is not None or an integer >= 1.
         """
         seconds = self.true_time(chunk_size) * self._multiplier()
-        self.calls += 1
-        self.elapsed_s += seconds
-        self.history.append((chunk_size, seconds))
-        return seconds
-
-    def clock(self) -> float:
-        """Simulated seconds: the sum of every call so far. A sweep's budget runs on it.
-
-        The calls never sleep, so on the wall clock a budget would never bind; counted
-        here, it ends a sweep of this workload where it would end one of the real pool.
-        """
-        return self.elapsed_s
+        return self._counted(chunk_size, seconds)
 
     def landscape(self) -> dict[int, float]:
         """The exact seconds of every chunk size from 1 to ``ceil(N/T)``."""

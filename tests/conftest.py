@@ -18,6 +18,21 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield tmp_path
 
 
+@pytest.fixture
+def unusable_home(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME and XDG_CACHE_HOME inside a regular file; no CHUNKTUNE_CACHE or _SWEEP_LOCK.
+
+    Request it after any fixture that sets those two variables, so it has the last word.
+    """
+    home = isolated / "home"
+    home.write_text("a file, not a directory")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
+    return home
+
+
 @pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Run every anyio test on asyncio and on trio."""

@@ -21,6 +21,15 @@ from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
+def _script(name: str) -> ModuleType:
+    """The benchmark script ``benchmarks/<name>.py``, imported as its own folder imports it."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
 @pytest.fixture(scope="module")
 def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
@@ -151,7 +160,7 @@ def test_a_trace_lacking_sizes_a_policy_probes_is_refused_before_any_replay(
     assert "; seed may probe 2, 3, 6, 7, 13, 16\n" in message
     assert message.endswith("record --sizes 1,2,3,4,5,6,7,8,13,16")
     argv = ["--no-sim", "--traces", str(tmp_path), "--draws", "1", "--policies", "balanced"]
-    assert _run_script().main(argv) == 2
+    assert _script("run").main(argv) == 2
     out, err = capsys.readouterr()
     assert err.startswith("run.py: error: these traces do not hold") and "two-sizes" in err
     assert "traces:" not in out  # refused before anything was replayed
@@ -273,11 +282,7 @@ def test_run_script_runs_a_picked_case_under_each_documented_mode(
     flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """benchmarks/run.py with --unbounded or --quick on one simulated case: exit 0, one row."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        run = importlib.import_module("run")
-    finally:
-        sys.path.remove(str(BENCH))
+    run = _script("run")
     argv = [flag, "--no-traces", "--cases", "uniform-256x8", "--seeds", "1", "--policies", "quick"]
     assert run.main(argv) == 0
     out = capsys.readouterr().out
@@ -289,11 +294,7 @@ def test_record_traces_script_refuses_rounds_below_one_with_one_line(
     rounds: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """benchmarks/record_traces.py --rounds 0: argparse's exit 2 naming the value, no traceback."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        script = importlib.import_module("record_traces")
-    finally:
-        sys.path.remove(str(BENCH))
+    script = _script("record_traces")
     with pytest.raises(SystemExit) as exit_:
         script.main(["--rounds", rounds, "--only", "humanoid-128"])
     assert exit_.value.code == 2
@@ -313,20 +314,12 @@ def test_ceiling_script_reports_traces_with_nothing_on_offer(
     assert "captured 0.00% of the 0.00% on offer (-)" in capsys.readouterr().out
 
 
-def _run_script() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("run")
-    finally:
-        sys.path.remove(str(BENCH))
-
-
 def test_run_script_unbounded_takes_a_policy_that_stretches_its_budget(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """run.py --unbounded runs patient (an extend_budget policy) with no budget: exit 0, a row."""
     argv = ["--unbounded", "--no-traces", "--cases", "uniform-256x8", "--seeds", "1"]
-    assert _run_script().main([*argv, "--policies", "patient"]) == 0
+    assert _script("run").main([*argv, "--policies", "patient"]) == 0
     assert "simulated: 1 cases" in capsys.readouterr().out
 
 
@@ -336,18 +329,14 @@ def test_run_script_picks_traces_by_the_name_its_tables_print(
     """--cases with a trace's printed name (manycore/...) picks it under --traces manycore."""
     argv = ["--no-sim", "--traces", str(BENCH / "traces" / "manycore"), "--draws", "1"]
     argv += ["--cases", "manycore/demo-tail-256-t4", "--policies", "quick"]
-    assert _run_script().main(argv) == 0
+    assert _script("run").main(argv) == 0
     out = capsys.readouterr().out
     assert "traces: 1 recorded landscapes" in out and "manycore/demo-tail-256-t4" in out
 
 
 def test_fuzz_script_runs_a_few_cases_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     """benchmarks/fuzz.py runs every kind of settings file and cache document without a failure."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        fuzz = importlib.import_module("fuzz")
-    finally:
-        sys.path.remove(str(BENCH))
+    fuzz = _script("fuzz")
     assert fuzz.main_fuzz(["--settings", "15", "--caches", "24", "--seed", "1"]) == 0
     out = capsys.readouterr().out
     assert "failures: 0" in out and "quarantined" in out and "ConfigError" in out

@@ -576,15 +576,22 @@ def test_a_cache_path_that_is_no_path_is_a_cache_error(path: object) -> None:
         DecisionCache(path)  # type: ignore[arg-type]
 
 
-def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Another process holding the write lock, changing nothing: update gives up with a warning."""
+@pytest.fixture
+def stalling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DecisionCache:
+    """A cache holding one entry (key ``"a" * 32``) whose writes give up after a 0.2 s stall."""
     from chunktune import _cache
 
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
+    return cache
+
+
+def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
+    tmp_path: Path, stalling: DecisionCache, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holding the write lock, changing nothing: update gives up with a warning."""
+    cache = stalling
     with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
         assert not cache.update({"b" * 32: entry(8)})
     assert "held by another process" in caplog.text
@@ -711,14 +718,10 @@ def test_a_large_file_gives_its_writer_longer_before_the_wait_gives_up(
 
 
 def test_clear_that_cannot_write_says_why_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, stalling: DecisionCache, caplog: pytest.LogCaptureFixture
 ) -> None:
     """clear() against a stuck writer: one CacheError with the reason, no warning besides."""
-    from chunktune import _cache
-
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
-    cache = DecisionCache(tmp_path / "cache.json")
-    assert cache.update({"a" * 32: entry(4)})
+    cache = stalling
     with (
         holding(cache.lock_path),
         caplog.at_level(logging.WARNING, logger="chunktune"),

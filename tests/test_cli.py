@@ -943,17 +943,11 @@ def test_a_batch_beyond_this_machine_is_an_error_before_allocating(
 def test_tune_with_an_unusable_home_measures_and_exits_0(
     env: dict[str, Path],
     model: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    unusable_home: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """No usable cache dir or sweep lock: the tune measures, warns, and exits 0."""
-    home = tmp_path / "home"
-    home.write_text("a file, not a directory")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    monkeypatch.delenv("CHUNKTUNE_CACHE")
-    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
+    assert "CHUNKTUNE_CACHE" not in os.environ  # unusable_home came after env
     assert main(["tune", str(model), *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["source"] == "benchmark"

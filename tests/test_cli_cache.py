@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _cache_cli import entry, one_error
 
 import chunktune
-from chunktune import CacheEntry, DecisionCache
+from chunktune import DecisionCache
 from chunktune._cache_entry import entry_to_table
 from chunktune._cli import main
-
-
-def entry(chunk: int | None = 4, **fields: Any) -> CacheEntry:
-    values: dict[str, Any] = {
-        "chunk_size": chunk,
-        "native_chunk": 3,
-        "reason": "test",
-        "timings": {None: 0.010, 4: 0.009},
-        "policy": "balanced",
-        "created": time.time() - 60,
-        "num_envs": 64,
-        "nthread": 2,
-    }
-    values.update(fields)
-    return CacheEntry(**values)
-
-
-def one_error(err: str) -> str:
-    """The single error line a failing command printed (and no traceback)."""
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.startswith("chunktune: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -193,3 +169,39 @@ def test_list_and_show_tell_custom_workloads_apart(
     assert main(["cache", "show", decision.key[:12]]) == 0
     shown = capsys.readouterr().out
     assert f"notes={'x' * 40}" in shown and "task=reach-v3" in shown
+
+
+def test_importing_many_bad_entries_names_five_and_counts_the_rest(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seven bad entries in an imported file: five are named, the other two only counted."""
+    other = isolated / "other.json"
+    good = entry_to_table(entry())
+    doc = {"good": good, **{f"bad{i}": {**good, "chunk_size": -1 - i} for i in range(7)}}
+    other.write_text(json.dumps({"schema": 1, "entries": doc}))
+    assert main(["cache", "import", str(other)]) == 0
+    err = capsys.readouterr().err
+    assert f"chunktune: warning: skipped 7 malformed entries in {other}:\n" in err
+    assert err.count("chunktune: warning:   'bad") == 5
+    assert err.endswith("chunktune: warning:   and 2 more\n")
+
+
+@pytest.mark.parametrize(
+    ("verb", "advice"),
+    [
+        pytest.param(["list"], "", id="list"),
+        pytest.param(["import", "other.json"], "", id="import"),
+        pytest.param(["merge", "other.json"], "; use -o OUT", id="merge"),
+    ],
+)
+def test_a_disabled_cache_is_named_with_the_settings_file_that_disabled_it(
+    isolated: Path, capsys: pytest.CaptureFixture[str], verb: list[str], advice: str
+) -> None:
+    """[cache] enabled = false: each verb exits 2 naming the file (merge: and -o as the way out)."""
+    config = isolated / "off.toml"
+    config.write_text("[cache]\nenabled = false\n")
+    assert main(["cache", *verb, "--config", str(config)]) == 2
+    assert one_error(capsys.readouterr().err) == (
+        f"chunktune: error: invalid settings: cache.enabled: the cache is disabled in {config}"
+        + advice
+    )

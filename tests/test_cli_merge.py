@@ -3,42 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _cache_cli import entry, one_error
 
 from chunktune import CacheEntry, DecisionCache
 from chunktune._cache_entry import entry_to_table
 from chunktune._cli import main
 
 
-def entry(chunk: int | None = 4, *, age_s: float = 60.0, **fields: Any) -> CacheEntry:
-    values: dict[str, Any] = {
-        "chunk_size": chunk,
-        "native_chunk": 3,
-        "reason": "test",
-        "timings": {None: 0.010, 4: 0.009},
-        "policy": "balanced",
-        "created": time.time() - age_s,
-        "num_envs": 64,
-        "nthread": 2,
-    }
-    values.update(fields)
-    return CacheEntry(**values)
-
-
 def host(path: Path, **entries: CacheEntry) -> Path:
     DecisionCache(path).update(entries)
     return path
-
-
-def one_error(err: str) -> str:
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.startswith("chunktune: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture

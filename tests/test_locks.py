@@ -41,18 +41,6 @@ def test_the_sweep_lock_variable_expands_the_home(
     assert _locks.sweep_lock_path() == tmp_path / "locks" / "sweep.lock"
 
 
-@pytest.fixture
-def unusable_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HOME and XDG_CACHE_HOME inside a regular file; no CHUNKTUNE_CACHE or _SWEEP_LOCK."""
-    home = tmp_path / "home"
-    home.write_text("a file, not a directory")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    monkeypatch.delenv("CHUNKTUNE_CACHE")
-    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
-    return home
-
-
 def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
     unusable_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

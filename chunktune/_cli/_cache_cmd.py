@@ -14,10 +14,7 @@ from rich.table import Table
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
 from .._cache_format import LEGACY_PREFIX, suffix_format
-from .._config import load_settings
-from .._errors import ConfigError, InvalidArgumentError
-from .._keys import cache_for
-from .._validators import shown
+from .._errors import InvalidArgumentError
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -27,16 +24,15 @@ from ._common import (
     exists,
     file_arg,
     help_formatter,
+    open_cache,
     output_file,
     same_file,
-    warn,
+    warn_skipped,
 )
 from ._merge_cmd import add_merge_parser
 from ._render import chunk_label, entry_age, entry_table, format_created, model_summary
 
 __all__ = ["add_parser"]
-
-_SHOW_SKIPPED = 5  # skipped entries named one by one on import; the rest are counted
 
 _CACHE_EPILOG = """\
 examples:
@@ -93,22 +89,13 @@ def add_parser(
     add_merge_parser(verbs, common)
 
 
-def _open_cache(args: argparse.Namespace) -> DecisionCache:
-    settings = load_settings(args.config)
-    cache = cache_for(settings)
-    if cache is None:
-        where = f" in {settings.source}" if settings.source else ""
-        raise ConfigError(f"cache.enabled: the cache is disabled{where}")
-    return cache
-
-
 def _cmd_cache_path(args: argparse.Namespace) -> int:
-    print(_open_cache(args).path)
+    print(open_cache(args.config).path)
     return EXIT_OK
 
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:
-    cache = _open_cache(args)
+    cache = open_cache(args.config)
     entries = cache.entries(strict=True)
     if not entries:
         print(f"no entries in {cache.path}")
@@ -191,7 +178,7 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
 
 
 def _cmd_cache_show(args: argparse.Namespace) -> int:
-    cache = _open_cache(args)
+    cache = open_cache(args.config)
     key, entry = _find_entry(cache, args.key)
     console = console_on(sys.stdout)
     facts = [
@@ -225,7 +212,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:
-    cache = _open_cache(args)
+    cache = open_cache(args.config)
     count = len(cache.entries(strict=True))
     if count == 0:
         cache.clear()  # no entries, but idle key locks and dead writers' temporary files
@@ -251,7 +238,7 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache_export(args: argparse.Namespace) -> int:
-    cache = _open_cache(args)
+    cache = open_cache(args.config)
     target = output_file("export", args.file)
     fmt = suffix_format(target)
     if fmt is None:
@@ -267,19 +254,13 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache_import(args: argparse.Namespace) -> int:
-    cache = _open_cache(args)
+    cache = open_cache(args.config)
     source = file_arg("import", args.file)
     if exists(source) and same_file(source, cache.path):
         raise InvalidArgumentError(f"import {source}: that is the cache file itself")
     parsed = read_cache_file(source)
     incoming, kind = parsed.entries, parsed.kind
-    if parsed.skipped:
-        count = len(parsed.skipped)
-        warn(f"skipped {count} malformed {'entry' if count == 1 else 'entries'} in {source}:")
-        for key, why in parsed.skipped[:_SHOW_SKIPPED]:
-            warn(f"  {shown(key)}: {why}")
-        if count > _SHOW_SKIPPED:
-            warn(f"  and {count - _SHOW_SKIPPED} more")
+    warn_skipped(parsed, source)
     report = cache.merge(incoming)
     for key in report.replaced:
         print(f"replaced {key[:12]}: the imported entry is newer")

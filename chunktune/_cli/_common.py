@@ -1,4 +1,5 @@
-"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines, file names."""
+"""What every ``chunktune`` command shares: exit codes, consoles, stderr lines, file names,
+the user's cache."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from .._errors import InvalidArgumentError, OutputError
+from .._cache import DecisionCache
+from .._cache_format import ParsedCache
+from .._config import load_settings
+from .._errors import ConfigError, InvalidArgumentError, OutputError
+from .._keys import cache_for
 from .._settings import Policy, Settings, unknown_policy
-from .._validators import user_path
+from .._validators import shown, user_path
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -29,10 +34,12 @@ __all__ = [
     "file_arg",
     "help_formatter",
     "named_policy",
+    "open_cache",
     "output_file",
     "same_file",
     "say",
     "warn",
+    "warn_skipped",
 ]
 
 EXIT_OK = 0
@@ -40,6 +47,8 @@ EXIT_WORKLOAD_FAILED = 1  # also when hard_limit_s ran out: no measured decision
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports
+
+_SHOW_SKIPPED = 5  # skipped entries named one by one on import and merge; the rest are counted
 
 
 class StdoutFailed(OutputError):
@@ -128,6 +137,32 @@ def warn(message: str) -> None:
 
 def error(message: str) -> None:
     print(f"chunktune: error: {message}", file=sys.stderr, flush=True)
+
+
+def warn_skipped(parsed: ParsedCache, source: object) -> None:
+    """Warn of the entries of ``source`` (a file) that were skipped as malformed, if any."""
+    if parsed.skipped:
+        count = len(parsed.skipped)
+        warn(f"skipped {count} malformed {'entry' if count == 1 else 'entries'} in {source}:")
+        for key, why in parsed.skipped[:_SHOW_SKIPPED]:
+            warn(f"  {shown(key)}: {why}")
+        if count > _SHOW_SKIPPED:
+            warn(f"  and {count - _SHOW_SKIPPED} more")
+
+
+def open_cache(config: str | None, *, instead: str = "") -> DecisionCache:
+    """The user's cache, as the settings (``--config``, else discovered) name it.
+
+    Raises:
+        ConfigError: the settings are invalid, or disable the cache (the message ends
+            with ``instead``, what to do about it, if given).
+    """
+    settings = load_settings(config)
+    cache = cache_for(settings)
+    if cache is None:
+        where = f" in {settings.source}" if settings.source else ""
+        raise ConfigError(f"cache.enabled: the cache is disabled{where}{instead}")
+    return cache
 
 
 def named_policy(settings: Settings, name: str | None, what: str) -> tuple[str, Policy]:

@@ -13,15 +13,19 @@ import argparse
 
 from .._cache import DecisionCache, read_cache_file
 from .._cache_format import ParsedCache, suffix_format
-from .._config import load_settings
-from .._errors import CacheError, ConfigError, InvalidArgumentError
-from .._keys import cache_for
-from .._validators import shown
-from ._common import EXIT_OK, entries_of, exists, file_arg, output_file, same_file, warn
+from .._errors import CacheError, InvalidArgumentError
+from ._common import (
+    EXIT_OK,
+    entries_of,
+    exists,
+    file_arg,
+    open_cache,
+    output_file,
+    same_file,
+    warn_skipped,
+)
 
 __all__ = ["add_merge_parser"]
-
-_SHOW_SKIPPED = 5
 
 
 def add_merge_parser(
@@ -46,12 +50,7 @@ def add_merge_parser(
 def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
     """The cache to merge into, and how to name its entries that were there before."""
     if args.output is None:
-        settings = load_settings(args.config)
-        cache = cache_for(settings)
-        if cache is None:
-            where = f" in {settings.source}" if settings.source else ""
-            raise ConfigError(f"cache.enabled: the cache is disabled{where}; use -o OUT")
-        return cache, "the cache"
+        return open_cache(args.config, instead="; use -o OUT"), "the cache"
     out = output_file("merge -o", args.output)
     fmt = suffix_format(out)
     if fmt is None:
@@ -73,13 +72,7 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
     totals = {"added": 0, "replaced": 0, "kept": 0, "same": 0}
     merged: list[str] = []
     for name, parsed in inputs:
-        if parsed.skipped:
-            count = len(parsed.skipped)
-            warn(f"skipped {count} malformed {'entry' if count == 1 else 'entries'} in {name}:")
-            for key, why in parsed.skipped[:_SHOW_SKIPPED]:
-                warn(f"  {shown(key)}: {why}")
-            if count > _SHOW_SKIPPED:
-                warn(f"  and {count - _SHOW_SKIPPED} more")
+        warn_skipped(parsed, name)
         try:
             report = target.merge(parsed.entries)
         except CacheError as exc:
