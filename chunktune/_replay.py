@@ -66,6 +66,7 @@ from ._errors import InvalidArgumentError
 from ._settings import Policy
 from ._sweep import may_probe
 from ._trace import Trace, load_trace
+from ._validators import shown
 from ._workload import (
     CountedCalls,
     SignatureValue,
@@ -302,7 +303,16 @@ class ReplayWorkload(CountedCalls):
 
         Empty when the trace replays the policy whatever it measures. A policy that
         probes one of these fails mid-sweep, and its resolve falls back to native.
+
+        Raises:
+            InvalidArgumentError: ``policy`` is not a :class:`chunktune.Policy` (a name, say).
         """
+        if not isinstance(policy, Policy):
+            raise InvalidArgumentError(
+                f"policy must be a chunktune.Policy, got {shown(policy)} "
+                f"({type(policy).__name__}); look a name up with "
+                "chunktune.load_settings().get_policy(name)"
+            )
         return [c for c in may_probe(policy, self.num_envs, self.nthread) if c not in self._index]
 
     def run(self, chunk_size: int | None) -> float:

@@ -306,6 +306,16 @@ def test_unrecorded_names_what_a_policy_may_probe_beyond_a_partial_trace() -> No
         assert ReplayWorkload(full).unrecorded(settings.get_policy(name)) == []
 
 
+@pytest.mark.parametrize(
+    "policy", [pytest.param("balanced", id="name"), pytest.param(None, id="none")]
+)
+def test_unrecorded_of_no_policy_is_an_error_naming_it(policy: object) -> None:
+    """unrecorded() of a name or None is an InvalidArgumentError naming it, not AttributeError."""
+    replay = ReplayWorkload(synthetic())
+    with pytest.raises(chunktune.InvalidArgumentError, match=rf"got {policy!r} .*get_policy"):
+        replay.unrecorded(policy)  # type: ignore[arg-type]
+
+
 def test_a_preset_on_a_partial_trace_keeps_native_and_says_what_was_recorded() -> None:
     """The fallback's reason lists the sizes the trace holds and points at unrecorded()."""
     full = synthetic()
