@@ -767,6 +767,27 @@ def test_python_m_chunktune_help() -> None:
     assert "chunktune tune --json" in tune.stdout
 
 
+def test_main_help_names_the_commands_that_read_settings() -> None:
+    """The main help's settings line names exactly the commands with a --config option."""
+    import argparse
+    import re
+
+    from chunktune._cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    def takes_config(command: argparse.ArgumentParser) -> bool:
+        verbs = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        parsers = [command, *(p for v in verbs for p in v.choices.values())]
+        return any("--config" in p._option_string_actions for p in parsers)
+
+    line = re.search(r"settings \(([^;)]*)", parser.epilog or "")
+    assert line, "the main help names no settings line"
+    named = {name.strip() for name in line.group(1).split(",")}
+    assert named == {name for name, command in commands.items() if takes_config(command)}
+
+
 # ---------------------------------------------------------------- hostile and careless use
 
 

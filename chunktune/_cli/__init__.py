@@ -56,8 +56,9 @@ exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
 workload failed while measuring, or hard_limit_s ran out); 2 a usage, settings
 or file error, or results that cannot be written to stdout; 130 interrupted; 141
 stdout was closed before all was written (as by `| head`).
-settings: --config F, else $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults;
-$CHUNKTUNE_CACHE names the cache file.
+settings (tune, cache, policy; record reads none): --config F, else
+$CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults; $CHUNKTUNE_CACHE names
+the cache file.
 """
 
 
