@@ -75,6 +75,8 @@ def ask(
 
     Every keyword is checked whether or not the call comes to use it (a manual chunk
     size uses no policy): a call that works only while ``manual`` is set is no call.
+    A policy's name is only checked to be a str here: whether the settings know it is
+    for :func:`pick_policy` to say, where a policy is used.
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`.

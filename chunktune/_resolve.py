@@ -237,7 +237,9 @@ async def resolve(
     applies); ``policy`` overrides the active policy by name or object;
     ``manual`` short-cuts everything; ``refresh`` ignores (and replaces) a
     cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop.
-    Every keyword is checked, whether or not the call comes to use it.
+    Every keyword is checked, whether or not the call comes to use it; a settings file
+    (for ``settings=None``) is read, and a policy's name looked up, only where a policy
+    is used: not under ``manual``.
 
     Waiting (for another task's or process's sweep of the same key, or for the
     machine-wide sweep lock) holds no thread. The policy's ``hard_limit_s`` bounds
@@ -260,7 +262,7 @@ async def resolve(
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
             from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable.
-        ConfigError: invalid settings or an unknown policy name.
+        ConfigError: invalid settings or an unknown policy name (not under ``manual``).
     """
     asked = ask(
         workload,

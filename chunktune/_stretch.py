@@ -14,8 +14,11 @@ the budget would otherwise end an open question, and only as far as each takes:
 
 Never past the cap, :attr:`chunktune._pacing.Pace.cap_s` (nine tenths of
 ``hard_limit_s``, less what the resolve spent waiting). Each stretch that is news is
-an ``extended`` progress event; the rounds schedule (:mod:`chunktune._rounds`) decides
-when to ask.
+an ``extended`` progress event. The rounds schedule decides when to ask: for a slow
+pool as it opens the field (:mod:`chunktune._rounds`), for an open leader and a
+plausible gain through its noise gate (:class:`chunktune._gate.NoiseGate`, during the
+race and at the choice), and for the confirmation's plan at the end
+(:mod:`chunktune._ending`).
 """
 
 from __future__ import annotations
