@@ -87,3 +87,17 @@ def test_the_settings_table_documents_every_field_at_its_balanced_value() -> Non
     for name, text in shown.items():
         if name in values:
             assert tomllib.loads(f"v = {text}")["v"] == values[name], name
+
+
+def test_the_layout_names_every_module_of_the_package() -> None:
+    """The README's layout list names every private module and subpackage, and no other."""
+    package = ROOT / "chunktune"
+    layout = README[README.index("The code is a public package of private modules") :]
+    named = set(re.findall(r"`(_\w+)`", layout))
+    modules = {p.stem for p in package.glob("_*.py")} | {
+        p.name for p in package.iterdir() if p.is_dir() and p.name.startswith("_")
+    }
+    modules |= {p.stem for p in (package / "_cli").glob("_*.py")}
+    modules -= {"__init__", "__main__", "__pycache__"}
+    assert modules <= named, sorted(modules - named)
+    assert named <= modules, sorted(named - modules)
