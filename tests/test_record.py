@@ -90,6 +90,28 @@ def test_bad_record_arguments_exit_2_with_one_message(
     assert not (tmp_path / "t.json").exists()
 
 
+def test_record_help_states_the_workload_defaults_tune_states() -> None:
+    """record --help gives MODEL, --num-envs, --nthread and --nstep the defaults tune gives."""
+    import argparse
+
+    from chunktune._cli import build_parser
+
+    commands = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+
+    def helps(command: str) -> dict[str, str | None]:
+        return {
+            a.dest: a.help
+            for a in commands[command]._actions
+            if a.dest in ("model", "num_envs", "nthread", "nstep")
+        }
+
+    tune = helps("tune")
+    assert all("default" in (text or "") for text in tune.values()), tune
+    assert helps("record") == tune
+
+
 def test_record_takes_no_config_option_because_it_reads_no_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENVS_PER_THREAD",
+    "add_workload_options",
     "default_envs",
     "load_workload",
     "pool_threads",
@@ -24,6 +25,30 @@ __all__ = [
 ]
 
 ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers size theirs
+
+
+def add_workload_options(parser: argparse.ArgumentParser) -> None:
+    """``MODEL``, ``--num-envs``, ``--nthread`` and ``--nstep``, with the defaults
+    :func:`load_workload` and :func:`pool_threads` give them."""
+    parser.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
+    parser.add_argument(
+        "--num-envs",
+        type=positive_int,
+        metavar="N",
+        help=f"rollouts per pool call (default: {ENVS_PER_THREAD} per thread)",
+    )
+    parser.add_argument(
+        "--nthread",
+        type=positive_int,
+        metavar="T",
+        help="pool worker threads (default: the CPUs this process may use)",
+    )
+    parser.add_argument(
+        "--nstep",
+        type=positive_int,
+        metavar="K",
+        help="steps per rollout (default: 20 for the demo, 10 for a model)",
+    )
 
 
 def _int_from(text: str, low: int) -> int:

@@ -17,7 +17,7 @@ from .._events import ProgressEvent
 from .._locks import hold_blocking, sweep_lock
 from .._record import check_sizes, record
 from .._trace import dump_trace
-from ._args import load_workload, pool_threads, positive_int, seed_int
+from ._args import add_workload_options, load_workload, pool_threads, positive_int, seed_int
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
 __all__ = ["add_parser"]
@@ -66,10 +66,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=_RECORD_EPILOG,
         formatter_class=help_formatter,
     )
-    rec.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
-    rec.add_argument("--num-envs", type=positive_int, metavar="N", help="rollouts per pool call")
-    rec.add_argument("--nthread", type=positive_int, metavar="T", help="pool worker threads")
-    rec.add_argument("--nstep", type=positive_int, metavar="K", help="steps per rollout")
+    add_workload_options(rec)
     rec.add_argument(
         "--rounds", type=positive_int, default=20, metavar="R", help="rounds (default: 20)"
     )
@@ -77,7 +74,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--sizes", type=_sizes, default=None, metavar="all|a,b,c",
         help="default: all (native's size is always added)",
     )  # fmt: skip
-    rec.add_argument("--seed", type=seed_int, default=0, help="seed of the round orders")
+    rec.add_argument(
+        "--seed", type=seed_int, default=0, help="seed of the round orders (default: 0)"
+    )
     rec.add_argument(
         "-o", "--output", required=True, metavar="FILE.json",
         help="trace file (replaced if it exists, once the recording is whole)",

@@ -21,7 +21,7 @@ from .._resolve import resolve
 from .._threads import wait_for_sweeps
 from .._validators import model_file_problem
 from .._workload import SignatureValue, Workload, upper_chunk
-from ._args import ENVS_PER_THREAD, default_envs, load_workload, pool_threads, positive_int
+from ._args import add_workload_options, default_envs, load_workload, pool_threads
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -80,25 +80,7 @@ def add_parser(
         epilog=_TUNE_EPILOG,
         formatter_class=help_formatter,
     )
-    tune.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
-    tune.add_argument(
-        "--num-envs",
-        type=positive_int,
-        metavar="N",
-        help=f"rollouts per pool call (default: {ENVS_PER_THREAD} per thread)",
-    )
-    tune.add_argument(
-        "--nthread",
-        type=positive_int,
-        metavar="T",
-        help="pool worker threads (default: the CPUs this process may use)",
-    )
-    tune.add_argument(
-        "--nstep",
-        type=positive_int,
-        metavar="K",
-        help="steps per rollout (default: 20 for the demo, 10 for a model)",
-    )
+    add_workload_options(tune)
     tune.add_argument(
         "--policy", type=_policy_name, metavar="P", help="policy name (default: the active policy)"
     )
