@@ -56,8 +56,11 @@ class NoiseGate:
         stretches it for the pairs instead (:meth:`chunktune._stretch.Stretch.pairs`).
         """
         p, field = self.p, self.field
-        lead = field.front() if p.confirm and not p.extend_budget else None
-        if lead is None:
+        if not p.confirm or p.extend_budget:
+            return
+        lead = field.front()
+        if lead is None:  # the leader it was held for is gone, none judged in its place
+            self.pace.reserve(0)
             return
         vs = field.ev.compare(lead, None)
         gain = -vs.diff - vs.se
