@@ -54,7 +54,9 @@ from ._stretch import Stretch
 
 __all__ = ["run_rounds"]
 
-_REFINE_EVERY = 2  # rounds between refinements: new schedules need rounds to be judged
+# rounds between refinements, and between halvings: new schedules need rounds to be
+# judged, and a field halved every round would drop sizes on a round or two of evidence
+_EVERY = 2
 
 
 class _Rounds:
@@ -187,7 +189,7 @@ class _Rounds:
             noisy = self.gate.too_noisy(final=False)
             if noisy is not None:
                 return "noisy", noisy
-            due = (r - p.min_rounds) % _REFINE_EVERY == 0
+            due = (r - p.min_rounds) % _EVERY == 0
             if due and p.race:
                 field.halve()
             if refiner.left > 0 and due and refiner.refine():
