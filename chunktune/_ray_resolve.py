@@ -356,7 +356,9 @@ async def resolve(
     Same arguments and result as :func:`chunktune.resolve`. A cache hit on this host
     costs what it costs there; a miss costs one registry round trip, and then either
     this worker's sweep or a wait for another worker's (bounded by ``[ray]
-    wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once).
+    wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once). A wait
+    for another worker is told to ``on_progress`` as a plain resolve tells its waits: a
+    ``"waiting"`` event a second into it, once per worker it waits for.
     ``refresh`` ignores answers older than the call, in the registry and in caches.
     Cancelled while sweeping, or while its claim is asked for, it gives the claim up
     and caches nothing.
