@@ -256,6 +256,7 @@ class Watch:
     def waiting(self, what: Literal["key", "sweep"], lock: Lock) -> Callable[[Holder | None], None]:
         """Note the wait for ``lock``; the callback reports it once it has lasted a moment."""
         self.waiting_for, self.lock, self.holder = what, lock, None
+        began = anyio.current_time()
 
         def on_wait(holder: Holder | None) -> None:
             self.holder = holder
@@ -267,7 +268,8 @@ class Watch:
             )
             logger.info("chunktune: %s", message)
             if self.on_progress is not None:
-                self.on_progress(ProgressEvent(kind="waiting", message=message))
+                waited = anyio.current_time() - began
+                self.on_progress(ProgressEvent(kind="waiting", elapsed_s=waited, message=message))
 
         return on_wait
 

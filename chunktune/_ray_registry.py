@@ -42,6 +42,7 @@ class _Slot:
     answered_at: float = -math.inf
     answered_by: str = ""
     holder: str | None = None
+    claimed_at: float = 0.0
     token: int = 0
     lease_until: float = 0.0
     failed_at: float = -math.inf
@@ -99,8 +100,8 @@ class Registry:
 
         Returns a dict with ``state`` (``"answer"``, ``"claimed"``, ``"busy"`` or
         ``"failed"``) and ``since``; with ``entry`` and ``by`` for an answer, ``token``
-        (and ``took_over``) for a claim, ``holder`` and ``lease_left_s`` when busy,
-        ``reason`` and ``by`` for a failure.
+        (and ``took_over``) for a claim, ``holder``, ``held_s`` (seconds its claim has
+        been held) and ``lease_left_s`` when busy, ``reason`` and ``by`` for a failure.
         """
         now = time.monotonic()
         since = now if since is None else since
@@ -116,9 +117,11 @@ class Registry:
                 "state": "busy",
                 "since": since,
                 "holder": slot.holder,
+                "held_s": now - slot.claimed_at,
                 "lease_left_s": slot.lease_until - now,
             }
         slot.holder = holder
+        slot.claimed_at = now
         slot.token += 1
         slot.lease_until = now + lease_s
         took_over = previous if previous is not None and previous != holder else None

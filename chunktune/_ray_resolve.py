@@ -18,6 +18,7 @@ import functools
 import logging
 import math
 import os
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -25,11 +26,13 @@ from typing import Any
 import anyio
 import attrs
 
+from . import _locks
 from ._cache_entry import CacheEntry
 from ._candidates import only_native
 from ._config import load_settings
 from ._decision import Decision
-from ._events import ProgressCallback
+from ._events import ProgressCallback, ProgressEvent
+from ._flights import Guarded
 from ._ray_api import connected_ray, ray_module
 from ._ray_job import (
     Job,
@@ -96,6 +99,44 @@ async def _call(
         if anyio.current_time() >= until:
             raise _OutOfTime("the hard limit ran out first") from exc
         raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+
+
+@attrs.define
+class _Waiting:
+    """A worker's wait for other workers' sweeps, told as a plain resolve tells its waits.
+
+    Once the wait has lasted :data:`_locks.REPORT_AFTER_S` seconds, each claimant it is
+    for is told once (a takeover brings a new one): a ``"waiting"`` progress event,
+    ``elapsed_s`` the seconds waited so far, and an INFO line.
+    """
+
+    node_type: str
+    on_progress: ProgressCallback | None
+    started: float | None = None  # the loop's clock at the first "busy" reply
+    told: str | None = None  # the claimant last told
+
+    def busy(self, holder: str, held_s: float | None) -> float:
+        """Note that ``holder`` sweeps (its claim ``held_s`` seconds old, None: unknown),
+        telling it if due; the seconds until a report is due (``inf``: none is)."""
+        now = anyio.current_time()
+        if self.started is None:
+            self.started = now
+        waited = now - self.started
+        if holder == self.told:
+            return math.inf
+        if waited < _locks.REPORT_AFTER_S:
+            return _locks.REPORT_AFTER_S - waited
+        self.told = holder
+        # a registry of an older chunktune does not say how old the claim is
+        since = time.time() - (waited if held_s is None else held_s)
+        message = (
+            f"waiting for another worker's sweep of node type {self.node_type} "
+            f"({holder}, since {time.strftime('%H:%M:%S', time.localtime(since))})"
+        )
+        logger.info("chunktune: %s", message)
+        if self.on_progress is not None:
+            self.on_progress(ProgressEvent(kind="waiting", elapsed_s=waited, message=message))
+        return math.inf
 
 
 def _deadline(policy: Policy, started: float) -> float:
@@ -239,6 +280,8 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     wait_until = anyio.current_time() + options.wait_timeout_s
     deadline = min(wait_until, limit_until)
     since: float | None = None
+    on_progress = job.asked.on_progress
+    waiting = _Waiting(job.node_type, None if on_progress is None else Guarded(on_progress))
     while True:
         try:
             reply = await _call(
@@ -282,10 +325,12 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
             f"waited {waited} for {reply['holder']}'s sweep of node type "
             f"{job.node_type}; nothing was cached"
         )
+        report_in = waiting.busy(reply["holder"], reply.get("held_s"))
         left = deadline - anyio.current_time()
         if left <= 0:
             return report_decision(native_decision(job, why), job.settings)
-        slice_s = min(left, options.lease_s)
+        # a wait still to be told wakes when it is due (the registry is asked again then)
+        slice_s = min(left, options.lease_s, report_in)
         try:
             await _call(
                 ray,
@@ -311,7 +356,9 @@ async def resolve(
     Same arguments and result as :func:`chunktune.resolve`. A cache hit on this host
     costs what it costs there; a miss costs one registry round trip, and then either
     this worker's sweep or a wait for another worker's (bounded by ``[ray]
-    wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once).
+    wait_timeout_s``; ``[ray] while_sweeping = "native"`` returns native at once). A wait
+    for another worker is told to ``on_progress`` as a plain resolve tells its waits: a
+    ``"waiting"`` event a second into it, once per worker it waits for.
     ``refresh`` ignores answers older than the call, in the registry and in caches.
     Cancelled while sweeping, or while its claim is asked for, it gives the claim up
     and caches nothing.

@@ -282,3 +282,15 @@ def test_a_lock_taken_for_an_owner_whose_loop_then_closed_is_freed(
     probe.acquire(timeout=HANG_GUARD_S)  # another holder gets it: nothing kept it
     probe.release()
     assert wait_for_sweeps(HANG_GUARD_S)
+
+
+async def test_a_waiting_event_says_how_long_the_wait_has_lasted() -> None:
+    """A 'waiting' event's elapsed_s is the seconds the resolve has waited so far."""
+    events: list[ProgressEvent] = []
+    watch = _flights.Watch(events.append, native=3, policy_name="balanced")
+    on_wait = watch.waiting("sweep", _locks.sweep_lock())
+    await anyio.sleep(0.05)  # the wait goes on until the lock's holder is told of
+    on_wait(_locks.Holder(pid=4242, since=time.time()))
+    assert [e.kind for e in events] == ["waiting"]
+    assert events[0].message.startswith("waiting for another sweep (pid 4242, since ")
+    assert events[0].elapsed_s >= 0.05

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 import time
 import uuid
@@ -120,8 +121,11 @@ class Worker:
                 time_budget_s=hard_limit_s if budget_s is None else budget_s,
                 hard_limit_s=hard_limit_s,
             )
-        decision = chunktune.ray.resolve_sync(workload, settings=settings, policy=policy)
-        return outcome(decision, workload)
+        events: list[chunktune.ProgressEvent] = []
+        decision = chunktune.ray.resolve_sync(
+            workload, settings=settings, policy=policy, on_progress=events.append
+        )
+        return {**outcome(decision, workload), "waits": [e for e in events if e.kind == "waiting"]}
 
 
 class AsyncWorker:
@@ -301,6 +305,25 @@ def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
     )
     assert later["source"] == "cache" and later["chunk"] == answer["chunk"]
     assert later["calls"] == 0
+
+
+def test_a_worker_waiting_for_another_workers_sweep_says_so(fleet: Fleet) -> None:
+    """A waiter gets one 'waiting' event naming the sweeping worker, a second or more in."""
+    # as a plain resolve tells a wait for another process's sweep; its answer is then shared
+    job = new_job()
+    # calls of 0.15 s, a sweep of some 3-4 s (one policy for both: one registry key)
+    limits = {"hard_limit_s": 60.0, "budget_s": 4.0}
+    slow = fleet.workers["a1"][0].resolve.remote(job, 0.15, **limits)
+    wait_for_claim("a", job)
+    waiter = ray.get(fleet.workers["a2"][0].resolve.remote(job, 0.0, **limits), timeout=WAIT_S)
+    swept = ray.get(slow, timeout=WAIT_S)
+    holder = registry_events("a", job)[0]["holder"]
+    assert [re.sub(r"\d\d:\d\d:\d\d", "T", e.message) for e in waiter["waits"]] == [
+        f"waiting for another worker's sweep of node type a ({holder}, since T)"
+    ]
+    assert waiter["waits"][0].elapsed_s >= 1.0  # told once it has lasted, as a plain wait
+    assert swept["waits"] == []  # the sweeper waited for nobody
+    assert (waiter["source"], waiter["chunk"], waiter["calls"]) == ("cache", swept["chunk"], 0)
 
 
 def test_a_waiter_gives_up_at_its_own_hard_limit(fleet: Fleet) -> None:

@@ -448,3 +448,51 @@ def test_the_driver_keeps_each_node_types_answer_under_the_key_it_was_measured_f
     assert {k: e.chunk_size for k, e in stored.items()} == {
         s.decision.key: s.decision.chunk_size for s in swept
     }
+
+
+@pytest.mark.anyio
+async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A waiter sends one 'waiting' event per claimant once the wait has lasted; none more."""
+    # a callback that raises is logged and the wait goes on, as in a plain resolve
+    import anyio
+    import attrs
+
+    from chunktune import _locks, _ray_resolve
+    from chunktune._events import ProgressEvent
+
+    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.05)
+    events: list[ProgressEvent] = []
+
+    def on_progress(event: ProgressEvent) -> None:
+        events.append(event)
+        raise RuntimeError("a broken progress bar")
+
+    def claim(*_: object, **__: object) -> Callable[[], dict[str, Any]]:
+        # w1 sweeps until the waiter has told of it; then w2 takes over; then it fails
+        if not events:
+            return lambda: {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 3600.0}
+        if len(events) == 1:
+            return lambda: {"state": "busy", "since": 0.0, "holder": "w2", "held_s": 0.0}
+        return lambda: {"state": "failed", "since": 0.0, "reason": "broke", "by": "w2"}
+
+    def wait(key: str, timeout_s: float) -> Callable[[], None]:
+        return lambda: time.sleep(min(timeout_s, 0.01))
+
+    registry = types.SimpleNamespace(
+        claim=types.SimpleNamespace(remote=claim), wait=types.SimpleNamespace(remote=wait)
+    )
+    monkeypatch.setattr(_ray_resolve, "registry_handle", lambda ray, fresh: registry)
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: ref()
+    job = a_job()
+    job = attrs.evolve(job, asked=attrs.evolve(job.asked, on_progress=on_progress))
+    with anyio.fail_after(60):  # a hang detector, not a timing
+        d = await _ray_resolve._coordinate(ray, job, fresh=False, started=anyio.current_time())
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    assert [e.kind for e in events] == ["waiting", "waiting"]
+    first, second = (e.message for e in events)
+    assert first.startswith("waiting for another worker's sweep of node type a (w1, since ")
+    assert second.startswith("waiting for another worker's sweep of node type a (w2, since ")
+    assert all(e.elapsed_s >= _locks.REPORT_AFTER_S for e in events)

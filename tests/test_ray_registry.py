@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import types
 from typing import Any
 
 import anyio
@@ -155,3 +156,22 @@ async def test_a_claim_its_caller_stopped_waiting_for_is_abandoned_after_it() ->
     assert (await claim(reg, "next"))["state"] == "claimed"  # no lease to wait out
     await reg.abandon(KEY, "late")  # not the holder any more: nothing happens
     assert (await claim(reg, "third"))["holder"] == "next"
+
+
+async def test_a_busy_reply_says_how_long_the_claim_has_been_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller told the key is busy learns how old the claim is, counted from a takeover."""
+    from chunktune import _ray_registry
+
+    clock = [100.0]
+    monkeypatch.setattr(
+        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    )
+    reg = Registry()
+    await claim(reg, "w1", lease_s=5.0)
+    clock[0] = 106.0  # w1's lease lapsed
+    assert (await claim(reg, "w2", lease_s=5.0))["state"] == "claimed"
+    clock[0] = 108.5
+    busy = await claim(reg, "w3")
+    assert (busy["holder"], busy["held_s"]) == ("w2", 2.5)  # w2's claim, not w1's
