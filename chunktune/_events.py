@@ -29,7 +29,8 @@ class ProgressEvent:
     ``waiting``: another sweep holds the machine, or another process measures this
     workload (under ``chunktune.ray.resolve``, another worker measures its node type);
     ``message`` says whom it waits for and since when, once per wait, told a second
-    into it; ``elapsed_s`` is how long this resolve has waited so far.
+    into it; ``elapsed_s`` is how long that wait has lasted so far (a resolve that waits
+    for another process's key, then for the sweep lock, counts each wait from its start).
     ``candidates``: the sizes about to be measured (``None`` = native). Sent again,
     with a ``message`` saying why, when a slow pool's budget cuts the opening field.
     ``extended``: a policy with ``extend_budget`` stretched its budget to ``seconds``;

@@ -110,7 +110,7 @@ def may_probe(policy: Policy, num_envs: int, nthread: int) -> list[int]:
     """Every chunk size a sweep under ``policy`` may run for this batch, ascending.
 
     The native chunk (what ``None`` runs as), the strategy's proposals and, for a
-    policy that races in rounds and refines, every schedule it may refine into. None
+    policy that races in rounds and refines, every schedule it may refine into. Empty
     for a policy that never measures. A replay (:meth:`chunktune.sim.ReplayWorkload.
     unrecorded`) must hold them all to replay the policy.
     """
