@@ -38,7 +38,7 @@ from ceiling import confirm_known_best
 from measure import BenchmarkError, bench_settings, check_replayable, policies_named, scored
 
 import chunktune
-from chunktune import Policy, Settings
+from chunktune import ChunktuneError, Policy, Settings
 from chunktune._trace import Trace, load_trace
 from chunktune.sim import ReplayWorkload
 
@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = trace_files(*([args.traces] if args.traces else []))
     try:  # a trace of some sizes (record --sizes) is refused before anything runs
         check_replayable(files, policies)
-    except BenchmarkError as exc:
+    except (BenchmarkError, ChunktuneError) as exc:  # a TraceError: a file not a trace
         print(f"held_out.py: error: {exc}", file=sys.stderr)
         return 2
     rows: list[HeldOutRow] = []

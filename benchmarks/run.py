@@ -56,6 +56,7 @@ from report import (
     trace_summary_table,
 )
 
+from chunktune import ChunktuneError
 from chunktune._fingerprint import cpu_model, usable_cpus
 from chunktune._settings import MAX_LIMIT_S
 
@@ -131,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         files = [f for f in found if wanted(trace_name(f))]
         try:  # now, not after the simulated suite: a partial recording is refused at once
             check_replayable(files, policies)
-        except BenchmarkError as exc:
+        except (BenchmarkError, ChunktuneError) as exc:  # a TraceError: a file not a trace
             print(f"run.py: error: {exc}", file=sys.stderr)
             lock_dir.cleanup()
             return 2

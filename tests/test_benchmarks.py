@@ -166,6 +166,20 @@ def test_a_trace_lacking_sizes_a_policy_probes_is_refused_before_any_replay(
     assert "traces:" not in out  # refused before anything was replayed
 
 
+@pytest.mark.parametrize("script", ["run", "held_out"])
+def test_a_file_that_is_no_trace_is_refused_with_one_line(
+    script: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run.py and held_out.py on a directory holding a broken trace: exit 2, file named."""
+    (tmp_path / "broken.json").write_text('{"num_envs": 64')
+    argv = ["--traces", str(tmp_path), "--draws", "1", "--policies", "balanced"]
+    argv = ["--no-sim", *argv] if script == "run" else argv
+    assert _script(script).main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{script}.py: error: ") and "broken.json" in err
+    assert "Traceback" not in err
+
+
 def test_held_out_refuses_a_trace_lacking_sizes_a_policy_probes(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
