@@ -330,7 +330,8 @@ class DecisionCache:
             raise UnusableCache(
                 f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
                 "does not match: edited or damaged after chunktune wrote "
-                f"{'it' if count == 1 else 'them'}, so never served"
+                f"{'it' if count == 1 else 'them'}, so never served (to fix a chunk size, "
+                "pass manual= to resolve)"
             )
         # schema 0, the older tuner's flat file: migrated in memory, rewritten on the
         # next write, which first keeps a copy of the original bytes

@@ -195,6 +195,14 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
     return doc
 
 
+# one encoder for every entry (json.dumps with options builds one a call: a third of the
+# cost); default=repr: a hand-edited TOML date; NaN allowed: a damaged number. A decoded
+# table cannot refer to itself, so no check for cycles.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=repr, check_circular=False
+)
+
+
 def checksum(key: str, table: Mapping[str, Any]) -> str:
     """16 hex digits of the SHA-256 of ``key`` and ``table`` (its own checksum left out).
 
@@ -202,10 +210,9 @@ def checksum(key: str, table: Mapping[str, Any]) -> str:
     and converts milliseconds), in a canonical JSON: keys sorted, numbers as Python
     writes them, which both formats read back to the same values.
     """
-    content = {name: value for name, value in table.items() if name != _CHECKSUM}
-    # default=repr: a hand-edited TOML date; allow_nan: a damaged number, never written
-    text = json.dumps([key, content], sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    if _CHECKSUM in table:
+        table = {name: value for name, value in table.items() if name != _CHECKSUM}
+    return hashlib.sha256(_CANONICAL.encode([key, table]).encode()).hexdigest()[:16]
 
 
 def _stored(key: str, entry: CacheEntry) -> dict[str, Any]:

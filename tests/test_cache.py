@@ -453,7 +453,7 @@ def test_a_hand_edited_entry_is_not_served_and_the_warning_says_so(
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         assert DecisionCache(path).get("edited") is None
     assert "'edited'" in caplog.text and "edited or damaged" in caplog.text
-    assert "never served" in caplog.text
+    assert "never served" in caplog.text and "manual=" in caplog.text
     (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert str(aside) in caplog.text and aside.read_text() == edited
     assert DecisionCache(path).entries() == {"other": entry(4)}
