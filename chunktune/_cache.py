@@ -8,8 +8,9 @@ intact, never overwritten. A file written by a newer chunktune is left as it is,
 read nor written: that chunktune still uses it, and moving it aside on every run of this
 one would throw away its answers each time. An entry that
 fails validation is skipped with a warning, never served, and dropped by the next
-write. Reads re-parse only when the file changed. The document format lives in
-``_cache_format``.
+write. An entry whose checksum fails (a file cut at a line's end, a changed digit, a hand
+edit) makes the file go aside as a broken one does, its whole entries kept. Reads
+re-parse only when the file changed. The document format lives in ``_cache_format``.
 """
 
 from __future__ import annotations
@@ -315,9 +316,23 @@ class DecisionCache:
         """The valid entries of ``raw``, each skipped one warned about.
 
         Raises:
-            UnusableCache: the document as a whole cannot be used.
+            UnusableCache: the document as a whole cannot be used, or holds an entry
+                whose checksum fails (named in the message).
         """
         parsed = parse_cache(raw, self.format, mtime=self._mtime, source=str(self.path))
+        if parsed.altered:
+            # damage that left the file parsing (a cut at a line's end, a changed digit),
+            # or a hand edit: the whole file is suspect, and goes aside as a broken one does
+            count = len(parsed.altered)
+            keys = ", ".join(shown(key) for key in parsed.altered[:_WARN_SKIPPED])
+            if count > _WARN_SKIPPED:
+                keys += f" and {count - _WARN_SKIPPED} more"
+            raise UnusableCache(
+                f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
+                "does not match: edited or damaged after chunktune wrote "
+                f"{'it' if count == 1 else 'them'}, so never served (to fix a chunk size, "
+                "pass manual= to resolve)"
+            )
         # schema 0, the older tuner's flat file: migrated in memory, rewritten on the
         # next write, which first keeps a copy of the original bytes
         self._legacy_bytes = raw if parsed.legacy else None

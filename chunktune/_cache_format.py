@@ -1,8 +1,13 @@
 """The cache file's format: one parser and one encoder for its JSON and TOML documents.
 
-A document is ``{"schema": 1, "entries": {key: table}}``; each table is read and
-written by :mod:`chunktune._cache_entry`, every field checked, and an entry that
-fails is skipped and named, never served. A document that does not decode, ends inside
+A document is ``{"schema": 1, "checksums": "sha256", "entries": {key: table}}``; each
+table is read and written by :mod:`chunktune._cache_entry`, every field checked, and an
+entry that fails is skipped and named, never served. Each table also carries a
+``checksum`` of its key and content (:func:`checksum`): damage that leaves a table valid
+(a TOML file cut at a line's end, a digit changed) or a hand edit fails it, and the
+entry is :attr:`ParsedCache.altered`. ``checksums`` declares them, ahead of every entry,
+so no cut of the file can lose it; files written before checksums (no declaration)
+are read as they are, every entry served. A document that does not decode, ends inside
 a line (TOML cut short), or is of the wrong shape (not a table, no schema, a newer schema,
 ``entries`` not a table), is :class:`UnusableCache`; the caller moves it aside or reports
 it, except a newer schema's (:class:`NewerCache`), which another chunktune still uses.
@@ -11,6 +16,7 @@ The older tuner's flat JSON cache (schema 0) goes through the same validation.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
@@ -32,13 +38,16 @@ from ._errors import CacheError
 from ._validators import shown
 
 __all__ = [
+    "CHECKSUMS",
     "LEGACY_PREFIX",
     "SCHEMA",
     "CacheFormat",
     "NewerCache",
     "ParsedCache",
     "UnusableCache",
+    "altered",
     "cache_format",
+    "checksum",
     "decode",
     "encode",
     "parse_cache",
@@ -47,6 +56,12 @@ __all__ = [
 
 SCHEMA = 1
 LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
+# The declaration that every entry carries a checksum, and how it is made. Older
+# chunktunes of the same schema ignore both (they serve the entries and, writing, drop
+# the checksums: the file reads as one written before checksums). Another way of making
+# them would need a new schema, since this one could not tell it from damage.
+CHECKSUMS = "sha256"
+_CHECKSUM = "checksum"  # the field of an entry's table that holds its own
 
 CacheFormat = Literal["json", "toml"]
 
@@ -66,6 +81,8 @@ class ParsedCache:
     entries: dict[str, CacheEntry]
     skipped: tuple[tuple[str, str], ...] = ()
     legacy: bool = False
+    altered: tuple[str, ...] = ()
+    """The skipped keys whose checksum fails or is missing: edited or damaged since written."""
 
     @property
     def kind(self) -> str:
@@ -178,9 +195,80 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
     return doc
 
 
+# one encoder for every entry (json.dumps with options builds one a call: a third of the
+# cost); default=repr: a hand-edited TOML date; NaN allowed: a damaged number. A decoded
+# table cannot refer to itself, so no check for cycles.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=repr, check_circular=False
+)
+
+
+def checksum(key: str, table: Mapping[str, Any]) -> str:
+    """16 hex digits of the SHA-256 of ``key`` and ``table`` (its own checksum left out).
+
+    Over the table as stored, not the entry read from it (which fills in missing fields
+    and converts milliseconds), in a canonical JSON: keys sorted, numbers as Python
+    writes them, which both formats read back to the same values.
+    """
+    if _CHECKSUM in table:
+        table = {name: value for name, value in table.items() if name != _CHECKSUM}
+    return hashlib.sha256(_CANONICAL.encode([key, table]).encode()).hexdigest()[:16]
+
+
+def _stored(key: str, entry: CacheEntry) -> dict[str, Any]:
+    table = entry_to_table(entry)
+    return {_CHECKSUM: checksum(key, table), **table}
+
+
+def altered(key: str, table: object, *, declared: bool) -> str | None:
+    """Why the stored ``table`` of ``key`` is not as chunktune wrote it, or None.
+
+    A table without a checksum is taken as written only where the file declares none.
+    """
+    if not isinstance(table, dict):
+        return None  # not an entry at all: its validation says so
+    stored = table.get(_CHECKSUM)
+    if stored is None:
+        if not declared:
+            return None
+        return f"{_CHECKSUM}: missing, where every entry of the file has one: it was cut or edited"
+    try:
+        matches = stored == checksum(key, table)
+    except RecursionError:  # nested past what json.dumps follows: damage too
+        matches = False
+    if not matches:
+        return (
+            f"{_CHECKSUM}: {shown(stored)} does not match the entry: it was edited or damaged "
+            "after chunktune wrote it"
+        )
+    return None
+
+
+def _declares_checksums(doc: Mapping[str, Any]) -> bool:
+    """Whether a document declares checksummed entries.
+
+    Raises:
+        UnusableCache: it declares checksums made some other way (or damaged).
+    """
+    declared = doc.get("checksums")
+    if declared is None:
+        return False
+    if declared != CHECKSUMS:
+        raise UnusableCache(f"declares entry checksums {shown(declared)}, not {CHECKSUMS!r}")
+    return True
+
+
 def encode(entries: Mapping[str, CacheEntry], fmt: CacheFormat) -> bytes:
-    """The document for ``entries``, keys sorted."""
-    doc = {"schema": SCHEMA, "entries": {k: entry_to_table(e) for k, e in sorted(entries.items())}}
+    """The document for ``entries``, keys sorted, each entry with its checksum.
+
+    The declaration comes before the entries in both formats (JSON sorts it first), so a
+    file cut anywhere that still holds an entry still declares them checksummed.
+    """
+    doc = {
+        "schema": SCHEMA,
+        "checksums": CHECKSUMS,
+        "entries": {k: _stored(k, e) for k, e in sorted(entries.items())},
+    }
     if fmt == "toml":
         return tomli_w.dumps(doc).encode()
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
@@ -232,7 +320,9 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
         raise UnusableCache("is not a cache: its top level is not a table")
     entries: dict[str, CacheEntry] = {}
     skipped: list[tuple[str, str]] = []
+    changed: list[str] = []
     legacy = _is_legacy(doc)
+    declared = False
     if legacy:
         tables = doc.items()
     else:
@@ -247,16 +337,22 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
                 f"has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
                 "upgrade chunktune to read it"
             )
+        declared = _declares_checksums(doc)
         table = doc.get("entries", {})
         if not isinstance(table, dict):
             raise UnusableCache(f"is not a cache: its entries, {shown(table)}, are not a table")
         tables = table.items()
     for key, value in tables:
         name = f"{LEGACY_PREFIX}{key}" if legacy else key
+        why = None if legacy else altered(key, value, declared=declared)
+        if why is not None:
+            skipped.append((name, why))
+            changed.append(name)
+            continue
         try:
             if legacy:
                 value = _legacy_table(value, created=mtime, source=source)
             entries[name] = entry_from_table(value)
         except BadEntry as exc:
             skipped.append((name, str(exc)))
-    return ParsedCache(entries, tuple(skipped), legacy)
+    return ParsedCache(entries, tuple(skipped), legacy, tuple(changed))

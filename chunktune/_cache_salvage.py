@@ -6,11 +6,12 @@ Most of such a file is usually intact. Both formats as :func:`chunktune._cache_f
 writes them put each entry in a block of its own: in JSON a member of ``entries``
 on a line indented by two spaces, in TOML the ``[entries."key"]`` header and the
 sub-tables under the same key. Each block is parsed alone, strictly (UTF-8 and all),
-and validated like any entry, so a block the damage touched is dropped and the
-others are kept; none is repaired or guessed at. (TOML's last entry is dropped too:
-a cut at a line's end leaves it parsing, shorter.) A file laid out otherwise (written
-by hand, or by something else) yields what it yields, possibly nothing; the caller
-keeps the original bytes either way.
+validated like any entry, and its checksum checked, so a block the damage touched is
+dropped and the others are kept; none is repaired or guessed at. A file written before
+checksums has none to check: there TOML's last entry is dropped too (a cut at a line's
+end leaves it parsing, shorter), and so are the neighbours of a block whose header
+broke. A file laid out otherwise (written by hand, or by something else) yields what it
+yields, possibly nothing; the caller keeps the original bytes either way.
 """
 
 from __future__ import annotations
@@ -22,21 +23,29 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._cache_entry import BadEntry, CacheEntry, entry_from_table
-from ._cache_format import SCHEMA, CacheFormat
+from ._cache_format import SCHEMA, CacheFormat, altered
 
 __all__ = ["salvage"]
 
 _JSON_MEMBER = re.compile(rb'^  "', re.M)
 _JSON_SCHEMA = re.compile(rb'^ "schema": *(\d+)', re.M)
+_JSON_CHECKSUMS = re.compile(rb'^ "checksums": ', re.M)
 _TOML_HEADER = re.compile(rb"^\[entries\.", re.M)
 _DECODER = json.JSONDecoder()
 
 
 def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
-    """The entries of ``raw`` whose own block parses and validates; never raises."""
-    blocks = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
+    """The entries of ``raw`` whose own block parses, validates and matches its checksum.
+
+    Checksums are required where the file declares them, or (its declaration damaged)
+    where any block holds one, as every entry of a file chunktune wrote does. Never raises.
+    """
+    blocks, declared = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
+    declared = declared or any(isinstance(t, dict) and "checksum" in t for _, t in blocks)
     kept: dict[str, CacheEntry] = {}
     for key, table in blocks:
+        if altered(key, table, declared=declared) is not None:
+            continue
         try:
             kept[key] = entry_from_table(table)
         except BadEntry:
@@ -60,10 +69,12 @@ def _text(segment: bytes) -> str | None:
         return None
 
 
-def _json_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
-    """Each ``"key": {...}`` member of ``entries`` that parses on its own."""
+def _json_blocks(raw: bytes) -> tuple[list[tuple[str, Any]], bool]:
+    """Each ``"key": {...}`` member of ``entries`` that parses on its own, and whether
+    the file declares checksums."""
     if any(int(m.group(1)) > SCHEMA for m in _JSON_SCHEMA.finditer(raw)):
-        return
+        return [], False
+    blocks = []
     for segment in _segments(raw, [m.start() for m in _JSON_MEMBER.finditer(raw)]):
         text = _text(segment)
         if text is None:
@@ -76,44 +87,63 @@ def _json_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
         except (ValueError, RecursionError):  # nested past Python's limit: damage too
             continue
         if rest.startswith(":") and isinstance(key, str) and isinstance(table, dict):
-            yield key, table
+            blocks.append((key, table))
+    return blocks, _JSON_CHECKSUMS.search(raw) is not None
 
 
-def _toml_blocks(raw: bytes) -> Iterator[tuple[str, Any]]:
-    """Each entry's tables, header and sub-tables, where all of them parse.
+def _toml_blocks(raw: bytes) -> tuple[list[tuple[str, Any]], bool]:
+    """Each entry's tables, header and sub-tables, where all of them parse, and whether
+    the file declares checksums.
 
     TOML reads a table cut short at a line's end, or missing a sub-table, as whole, and
-    an entry with fields missing still validates (they read as unknown): so an entry
-    is kept only if none of its blocks is damaged, no block next to one of its own
-    lost its header (it may have been one of its sub-tables), and it is not the last
-    in the file (where a cut would leave no trace).
+    an entry with fields missing still validates (they read as unknown). An entry's
+    checksum tells; in a file without checksums an entry is kept only if none of its
+    blocks is damaged, no block next to one of its own lost its header (it may have
+    been one of its sub-tables), and it is not the last in the file (where a cut would
+    leave no trace).
     """
+    # a file cut short ends inside a line: that line is lost either way, and left on the
+    # last block it would make it parse as nothing (a cut header) or fail (a cut value)
+    raw = raw[: raw.rfind(b"\n") + 1]
     starts = [m.start() for m in _TOML_HEADER.finditer(raw)]
     if not starts:
-        return
+        return [], False
     preamble = _toml_table(raw[: starts[0]])
     schema = preamble.get("schema") if preamble is not None else None
     if type(schema) is int and schema > SCHEMA:
-        return
+        return [], False
+    declared = preamble is not None and "checksums" in preamble
     blocks = [(_toml_key(segment), _text(segment)) for segment in _segments(raw, starts)]
-    damaged = {key for key, text in blocks if text is None}
-    if preamble is None:  # the first entry's header may be what broke
-        damaged.add(blocks[0][0])
-    for i, (key, _) in enumerate(blocks):
-        if key is None:
-            damaged.update(blocks[j][0] for j in (i - 1, i + 1) if 0 <= j < len(blocks))
-    damaged.add(blocks[-1][0])
     groups: dict[str, list[str]] = {}
     for key, text in blocks:
-        if key is not None and text is not None and key not in damaged:
+        if key is not None and text is not None:
             groups.setdefault(key, []).append(text)
+    tables: dict[str, Any] = {}
     for key, texts in groups.items():
         try:
             table = tomllib.loads("".join(texts))["entries"][key]
         except (ValueError, RecursionError):
             continue
         if isinstance(table, dict):
-            yield key, table
+            tables[key] = table
+    if not (declared or any("checksum" in table for table in tables.values())):
+        suspect = _suspect(blocks, preamble_broke=preamble is None)
+        tables = {key: table for key, table in tables.items() if key not in suspect}
+    return list(tables.items()), declared
+
+
+def _suspect(
+    blocks: list[tuple[str | None, str | None]], *, preamble_broke: bool
+) -> set[str | None]:
+    """The entries of a file without checksums that damage may have shortened unseen."""
+    damaged = {key for key, text in blocks if text is None}
+    if preamble_broke:  # the first entry's header may be what broke
+        damaged.add(blocks[0][0])
+    for i, (key, _) in enumerate(blocks):
+        if key is None:
+            damaged.update(blocks[j][0] for j in (i - 1, i + 1) if 0 <= j < len(blocks))
+    damaged.add(blocks[-1][0])
+    return damaged
 
 
 def _toml_key(segment: bytes) -> str | None:

@@ -20,6 +20,8 @@ from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache import default_cache_path
 from chunktune._cache_format import SCHEMA
 
+DATA = Path(__file__).parent / "data"
+
 
 def entry(chunk: int | None = 8, **kw: Any) -> CacheEntry:
     fields: dict[str, Any] = {
@@ -434,6 +436,116 @@ def test_a_bad_stored_chunk_size_is_never_returned(isolated: Path) -> None:
     path.write_text(json.dumps(doc))
     again = chunktune.resolve_sync(w, policy="quick")
     assert again.source == "benchmark" and again.chunk_size != -5
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_hand_edited_entry_is_not_served_and_the_warning_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, suffix: str
+) -> None:
+    """An entry edited by hand (still valid) is not served; the warning names it, the rest stay."""
+    path = tmp_path / f"c{suffix}"
+    DecisionCache(path).update({"edited": entry(8), "other": entry(4)})
+    text = path.read_text()
+    field = '"chunk_size": 8' if suffix == ".json" else "chunk_size = 8"
+    assert text.count(field) == 1
+    edited = text.replace(field, field.replace("8", "2"))
+    path.write_text(edited)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert DecisionCache(path).get("edited") is None
+    assert "'edited'" in caplog.text and "edited or damaged" in caplog.text
+    assert "never served" in caplog.text and "manual=" in caplog.text
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert str(aside) in caplog.text and aside.read_text() == edited
+    assert DecisionCache(path).entries() == {"other": entry(4)}
+
+
+def test_a_hand_edited_chunk_size_is_never_returned(isolated: Path) -> None:
+    """A stored chunk_size edited to another valid size is not served; resolve measures again."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="edited")
+    first = chunktune.resolve_sync(w, policy="quick")
+    path = isolated / "cache.json"
+    doc = json.loads(path.read_text())
+    edited = 3 if first.chunk_size != 3 else 5
+    doc["entries"][first.key]["chunk_size"] = edited
+    path.write_text(json.dumps(doc))
+    again = chunktune.resolve_sync(w, policy="quick")
+    assert again.source == "benchmark"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_file_written_before_checksums_is_served_whole_and_upgraded_by_the_next_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, suffix: str
+) -> None:
+    """A file without checksums serves every entry, unwarned; the next write adds them."""
+    import shutil
+
+    from chunktune._cache import read_cache_file
+
+    path = tmp_path / f"c{suffix}"
+    shutil.copy(DATA / f"cache_v1{suffix}", path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        before = DecisionCache(path).entries()
+    assert len(before) == 3 and not caplog.text
+    assert DecisionCache(path).put("new", entry())
+    raw = path.read_bytes()
+    assert raw.count(b"checksum") == 1 + 4  # the declaration, and one per entry
+    assert read_cache_file(path).entries == {**before, "new": entry()}
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+BEFORE_CHECKSUMS = "f648ed0d81880b45d3d5988802d4b635ba920880"  # main, the last without them
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_the_chunktune_before_checksums_serves_a_checksummed_file(
+    tmp_path: Path, suffix: str
+) -> None:
+    """chunktune before checksums serves a file written now whole; its write is read whole here."""
+    import io
+    import zipfile
+
+    from chunktune._cache import read_cache_file
+
+    root = Path(__file__).parent.parent
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", "--format=zip", BEFORE_CHECKSUMS, "chunktune"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"needs git and commit {BEFORE_CHECKSUMS[:7]} of this repository")
+    with zipfile.ZipFile(io.BytesIO(archive)) as files:
+        files.extractall(tmp_path / "old")
+    path = tmp_path / f"c{suffix}"
+    written = {"a": entry(8), "b": entry(None), "c": entry(4, reason="\u00e9t\u00e9")}
+    DecisionCache(path).update(written)
+    script = (
+        "import json, sys, chunktune\n"
+        "from chunktune import CacheEntry, DecisionCache\n"
+        "assert chunktune.__file__.startswith(sys.argv[2]), chunktune.__file__\n"
+        "cache = DecisionCache(sys.argv[1])\n"
+        "print(json.dumps({k: e.chunk_size for k, e in cache.entries().items()}))\n"
+        "assert cache.put('old', CacheEntry(chunk_size=2, native_chunk=1, reason='old'))\n"
+    )
+    old = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(tmp_path / "old")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "old")},
+        cwd=tmp_path,
+        check=True,
+    )
+    assert json.loads(old.stdout) == {"a": 8, "b": None, "c": 4} and not old.stderr
+    assert b"checksum" not in path.read_bytes()  # the older one's write
+    assert set(read_cache_file(path).entries) == {"a", "b", "c", "old"}
+    assert DecisionCache(path).put("new", entry())
+    parsed = read_cache_file(path)
+    assert parsed.altered == () and {k: parsed.entries[k] for k in written} == written
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
 
 
 def test_an_invalid_entry_is_refused_on_write(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,17 +99,39 @@ def table(**changes: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("fmt", ["json", "toml"])
-def test_encoding_is_byte_identical_to_the_first_format(fmt: str) -> None:
-    """The converter writes exactly the bytes chunktune 0.1 wrote for the same entries."""
-    assert encode(GOLDEN, fmt) == (DATA / f"cache_v1.{fmt}").read_bytes()  # type: ignore[arg-type]
+def test_encoding_is_byte_identical_to_the_checksummed_format(fmt: str) -> None:
+    """The converter writes the pinned bytes, checksums too: another canonical form breaks them."""
+    golden = (DATA / f"cache_v1_checksummed.{fmt}").read_bytes()
+    assert encode(GOLDEN, fmt) == golden  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fmt", ["json", "toml"])
-def test_files_of_the_first_format_read_back_every_field(fmt: str) -> None:
-    """Files written by chunktune 0.1 read back as the entries they were written from."""
-    raw = (DATA / f"cache_v1.{fmt}").read_bytes()
+def test_checksums_add_one_line_each_to_the_first_format(fmt: str) -> None:
+    """Without its checksum lines the file is the bytes chunktune 0.1 wrote for the same entries."""
+    lines = (DATA / f"cache_v1_checksummed.{fmt}").read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if not re.match(rb' *"?checksums?"? *[:=]', line)]
+    assert len(lines) - len(kept) == 1 + len(GOLDEN)
+    assert b"".join(kept) == (DATA / f"cache_v1.{fmt}").read_bytes()
+
+
+def test_both_formats_hold_the_same_checksums() -> None:
+    """An entry's checksum is the same in JSON and TOML: both read back the same table."""
+    sums = [
+        re.findall(
+            rb'checksum"? *[:=] *"(\w+)"', (DATA / f"cache_v1_checksummed.{fmt}").read_bytes()
+        )
+        for fmt in ("json", "toml")
+    ]
+    assert len(sums[0]) == len(GOLDEN) and sums[0] == sums[1]
+
+
+@pytest.mark.parametrize("name", ["cache_v1", "cache_v1_checksummed"])
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_files_of_the_first_format_read_back_every_field(fmt: str, name: str) -> None:
+    """Files written by chunktune 0.1, and with checksums, read back as the entries written."""
+    raw = (DATA / f"{name}.{fmt}").read_bytes()
     parsed = parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
-    assert parsed.skipped == () and set(parsed.entries) == set(GOLDEN)
+    assert parsed.skipped == () and parsed.altered == () and set(parsed.entries) == set(GOLDEN)
     for key, want in GOLDEN.items():
         got = parsed.entries[key]
         assert got.timings == pytest.approx(want.timings)
@@ -236,6 +259,82 @@ def test_a_toml_document_cut_inside_a_line_is_unusable_not_read_with_a_cut_value
     at = raw.index(b"native_chunk = 12") + len(b"native_chunk = 1")
     with pytest.raises(UnusableCache, match="ends inside a line"):
         parse_cache(raw[:at], "toml", mtime=0.0, source="x")
+
+
+def checksummed(fmt: str) -> tuple[bytes, dict[str, CacheEntry]]:
+    """The golden file with checksums, and its entries as read."""
+    raw = (DATA / f"cache_v1_checksummed.{fmt}").read_bytes()
+    return raw, parse_cache(raw, fmt, mtime=0.0, source="x").entries  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_checksummed_document_cut_anywhere_serves_no_shortened_entry(fmt: str) -> None:
+    """At every cut that parses (TOML's at a line's end), an entry cut short is altered."""
+    raw, whole = checksummed(fmt)
+    caught = 0
+    for cut in range(len(raw)):
+        try:
+            parsed = parse_cache(raw[:cut], fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+        except UnusableCache:
+            continue
+        assert all(whole[k] == e for k, e in parsed.entries.items()), cut
+        present = {k for k in whole if k.encode() in raw[:cut]}
+        assert set(parsed.entries) | set(parsed.altered) == present, cut
+        caught += bool(parsed.altered)
+    assert caught > 50 if fmt == "toml" else caught == 0  # JSON parses only when whole
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_changed_digit_or_letter_anywhere_is_never_served(fmt: str) -> None:
+    """A digit or letter changed anywhere: the file is refused or the entry not served."""
+    raw, whole = checksummed(fmt)
+    caught = 0
+    for at, byte in enumerate(raw):
+        char = chr(byte)
+        if not char.isascii() or not char.isalnum():
+            continue
+        first = "0" if char.isdigit() else "a" if char.islower() else "A"
+        other = chr(ord(first) + (ord(char) - ord(first) + 1) % (10 if char.isdigit() else 26))
+        changed = raw[:at] + other.encode() + raw[at + 1 :]
+        try:
+            parsed = parse_cache(changed, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+        except UnusableCache:
+            continue
+        assert all(whole.get(k) == e for k, e in parsed.entries.items()), (at, char, other)
+        caught += bool(parsed.altered)
+    assert caught > 1000  # every value's digits and letters, every field name's, every key's
+
+
+def test_an_entry_without_its_checksum_in_a_checksummed_file_is_altered() -> None:
+    """An entry whose checksum line is gone (an older entry pasted in, a hand edit) is altered."""
+    raw, whole = checksummed("toml")
+    first = min(whole)
+    line = raw[raw.index(b"checksum = ") : raw.index(b"\n", raw.index(b"checksum = ")) + 1]
+    parsed = parse_cache(raw.replace(line, b"", 1), "toml", mtime=0.0, source="x")
+    assert parsed.altered == (first,) and first not in parsed.entries
+    assert "missing" in dict(parsed.skipped)[first]
+    assert set(parsed.entries) == set(whole) - {first}
+
+
+def test_a_checksum_is_checked_even_where_the_file_declares_none() -> None:
+    """An entry's own checksum is checked even in a file that lost its declaration."""
+    raw, _ = checksummed("json")
+    changed = raw.replace(b' "checksums": "sha256",\n', b"").replace(
+        b'"chunk_size": 8', b'"chunk_size": 4'
+    )
+    parsed = parse_cache(changed, "json", mtime=0.0, source="x")
+    assert len(parsed.altered) == 1 and "edited or damaged" in parsed.skipped[0][1]
+
+
+@pytest.mark.parametrize(
+    "declared", [pytest.param('"md5"', id="other"), pytest.param("1", id="number")]
+)
+def test_checksums_made_otherwise_make_the_document_unusable(declared: str) -> None:
+    """A declaration of checksums this chunktune cannot check is unusable (aside, salvaged)."""
+    raw, _ = checksummed("toml")
+    changed = raw.replace(b'checksums = "sha256"', f"checksums = {declared}".encode())
+    with pytest.raises(UnusableCache, match="declares entry checksums"):
+        parse_cache(changed, "toml", mtime=0.0, source="x")
 
 
 def test_bad_entries_are_skipped_and_the_rest_kept() -> None:

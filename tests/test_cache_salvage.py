@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import random
+import re
 import tomllib
 from pathlib import Path
 
@@ -12,7 +13,13 @@ import attrs
 import pytest
 
 from chunktune import CacheEntry, DecisionCache
-from chunktune._cache_format import CacheFormat, encode, parse_cache
+from chunktune._cache_format import (
+    CacheFormat,
+    NewerCache,
+    UnusableCache,
+    encode,
+    parse_cache,
+)
 from chunktune._cache_salvage import salvage
 
 DATA = Path(__file__).parent / "data"
@@ -24,30 +31,65 @@ def original(fmt: CacheFormat) -> tuple[bytes, dict[str, CacheEntry]]:
     return raw, dict(parse_cache(raw, fmt, mtime=0.0, source="t").entries)
 
 
-def dozen(fmt: CacheFormat) -> tuple[bytes, dict[str, CacheEntry]]:
-    """A file of twelve entries, as chunktune writes it."""
+def dozen(fmt: CacheFormat, *, checksums: bool = True) -> tuple[bytes, dict[str, CacheEntry]]:
+    """A file of twelve entries, as chunktune writes it (or wrote it before checksums)."""
     _, three = original(fmt)
     first = next(iter(three.values()))
     entries = {
         f"{i:04x}.key": attrs.evolve(first, chunk_size=i + 1, reason=f"entry {i}")
         for i in range(12)
     }
-    return encode(entries, fmt), entries
+    raw = encode(entries, fmt)
+    return (raw if checksums else _CHECKSUM_LINE.sub(b"", raw)), entries
 
 
+_CHECKSUM_LINE = re.compile(rb'^ *"?checksums?"? *[:=].*\n', re.M)
+
+
+def served(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
+    """What a DecisionCache serves from ``raw``: its entries, or if it is unusable or holds
+    an altered entry (then moved aside), the entries salvaged from it."""
+    try:
+        parsed = parse_cache(raw, fmt, mtime=0.0, source="t")
+    except NewerCache:
+        return {}
+    except UnusableCache:
+        return salvage(raw, fmt)
+    return salvage(raw, fmt) if parsed.altered else parsed.entries
+
+
+@pytest.mark.parametrize("name", ["cache_v1", "cache_v1_checksummed"])
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_whole_file_salvages_to_what_it_parses_to(fmt: CacheFormat) -> None:
-    """Salvaging an undamaged JSON file keeps every entry, equal to a normal read."""
-    raw, entries = original(fmt)
+def test_a_whole_file_salvages_to_what_it_parses_to(fmt: CacheFormat, name: str) -> None:
+    """Salvaging an undamaged file keeps every entry (TOML without checksums: all but its last)."""
+    raw = (DATA / f"{name}.{fmt}").read_bytes()
+    entries = parse_cache(raw, fmt, mtime=0.0, source="t").entries
     kept = salvage(raw, fmt)
     assert len(entries) == 3 and all(entries[k] == e for k, e in kept.items())
-    assert len(kept) == (3 if fmt == "json" else 2)  # TOML's last entry: see the next test
+    whole = fmt == "json" or name.endswith("checksummed")
+    assert len(kept) == (3 if whole else 2)  # TOML's last entry: see the next tests
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_file_cut_anywhere_keeps_only_entries_equal_to_the_originals(fmt: CacheFormat) -> None:
-    """At every cut, what is kept is a subset of the original entries, each unchanged."""
+def test_a_file_cut_anywhere_serves_only_entries_equal_to_the_originals(fmt: CacheFormat) -> None:
+    """At every line's end and 7th byte, what is read or salvaged is a subset of the originals."""
     raw, entries = dozen(fmt)
+    line_ends = {at + 1 for at, byte in enumerate(raw) if byte == ord("\n")}
+    kept_at_cut = []
+    for cut in sorted(set(range(0, len(raw), 7)) | line_ends):
+        kept = served(raw[:cut], fmt)
+        assert all(entries[k] == e for k, e in kept.items()), cut
+        kept_at_cut.append(len(kept))
+    assert kept_at_cut == sorted(kept_at_cut)  # a longer prefix never keeps fewer
+    assert kept_at_cut[-1] == 12  # the whole file
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_file_without_checksums_cut_anywhere_salvages_only_whole_entries(
+    fmt: CacheFormat,
+) -> None:
+    """Written before checksums: at every cut, what is salvaged is a subset of the originals."""
+    raw, entries = dozen(fmt, checksums=False)
     kept_at_cut = []
     for cut in range(0, len(raw), 5):
         kept = salvage(raw[:cut], fmt)
@@ -57,31 +99,36 @@ def test_a_file_cut_anywhere_keeps_only_entries_equal_to_the_originals(fmt: Cach
     assert kept_at_cut[-1] >= 11  # cut in the last entry: the eleven before it survive
 
 
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "none"])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("seed", range(4))
 def test_a_damaged_spot_loses_its_own_entry_and_no_more_than_its_neighbours(
-    fmt: CacheFormat, seed: int
+    fmt: CacheFormat, seed: int, checksums: bool
 ) -> None:
     """Bytes that are not UTF-8 anywhere: the entries away from them are kept, unchanged."""
-    raw, entries = dozen(fmt)
+    raw, entries = dozen(fmt, checksums=checksums)
     rng = random.Random(seed)
     for _ in range(40):
         at = rng.randrange(len(raw))
         kept = salvage(raw[:at] + b"\xff\xfe" + raw[at + 2 :], fmt)
         assert all(entries[k] == e for k, e in kept.items()), at
-        # JSON loses the entry hit (two if it spans a boundary), TOML perhaps its
-        # neighbours and the last one too
-        assert len(kept) >= (10 if fmt == "json" else 9), at
+        # the entry hit is lost (two if it spans a boundary); in TOML without checksums
+        # perhaps its neighbours and the last one too
+        assert len(kept) >= (10 if fmt == "json" or checksums else 9), at
 
 
-def test_a_toml_entry_whose_sub_table_header_broke_is_dropped_not_shortened() -> None:
+@pytest.mark.parametrize("name", ["cache_v1", "cache_v1_checksummed"])
+def test_a_toml_entry_whose_sub_table_header_broke_is_dropped_not_shortened(name: str) -> None:
     """A sub-table that lost its header would read as a shorter entry: the entry is dropped."""
-    raw, entries = original("toml")
+    raw = (DATA / f"{name}.toml").read_bytes()
+    entries = parse_cache(raw, "toml", mtime=0.0, source="t").entries
     first = next(iter(entries))
     header = f'[entries."{first}".timings_ms]'.encode()
     assert header in raw
     kept = salvage(raw.replace(header, b"[entries.\xff]"), "toml")
-    assert set(kept) == set(entries) - {first, max(entries)}  # max: TOML's last
+    # without checksums TOML's last entry goes too (max: the last key)
+    lost = {first} if name.endswith("checksummed") else {first, max(entries)}
+    assert set(kept) == set(entries) - lost
 
 
 def test_a_newer_schemas_broken_file_yields_nothing() -> None:
@@ -131,6 +178,31 @@ def test_a_toml_cache_cut_inside_a_value_is_moved_aside_not_served_cut(tmp_path:
     assert all(entries[k] == e for k, e in kept.items()) and len(kept) == 11
     (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert aside.read_bytes() == cut
+
+
+def test_a_toml_cache_cut_at_a_lines_end_goes_aside_and_its_cut_entry_is_not_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A TOML cache cut at a line's end in its last entry: not served, named, the file aside."""
+    raw, entries = dozen("toml")
+    last = max(entries)
+    header = raw.index(f'[entries."{last}"]'.encode())
+    ends = [at + 1 for at in range(header, len(raw) - 1) if raw[at] == ord("\n")]
+    named = 0
+    for cut in ends:
+        folder = tmp_path / str(cut)
+        folder.mkdir()
+        (folder / "c.toml").write_bytes(raw[:cut])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            kept = DecisionCache(folder / "c.toml").entries()
+        assert kept == {k: e for k, e in entries.items() if k != last}, cut
+        (aside,) = [p for p in folder.iterdir() if ".corrupt-" in p.name]
+        assert aside.read_bytes() == raw[:cut]
+        assert "keeping the 11 of its entries" in caplog.text
+        # the entry is named where the file parses (not inside its multi-line raced_out)
+        named += f"('{last}') whose checksum does not match" in caplog.text
+    assert named > 30
 
 
 def test_a_write_onto_a_broken_file_keeps_its_whole_entries(tmp_path: Path) -> None:
