@@ -32,7 +32,7 @@ import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 import tomli_w
@@ -40,6 +40,7 @@ import tomli_w
 from chunktune import CacheEntry, ChunktuneError, ConfigError, DecisionCache, load_settings
 from chunktune._cache import read_cache_file
 from chunktune._cache_entry import check_entry, entry_to_table
+from chunktune._cache_format import CacheFormat, encode
 from chunktune._cli import main
 
 N = 256  # num_envs of every generated entry
@@ -62,6 +63,7 @@ SETTINGS_KINDS = (
 )
 CACHE_KINDS = (
     "valid",
+    "edited",
     "damaged-entries",
     "random-bytes",
     "truncate",
@@ -271,9 +273,32 @@ def damage(rng: random.Random, table: dict[str, Any], fmt: str) -> Any:
     return table
 
 
-def cache_document(rng: random.Random, kind: str, fmt: str) -> tuple[bytes, dict[str, CacheEntry]]:
+def as_damaged(rng: random.Random, raw: bytes) -> bytes:
+    """A file as chunktune wrote it, cut at a line's end or one digit or letter changed."""
+    if rng.random() < 0.5:
+        ends = [i + 1 for i, byte in enumerate(raw) if byte == ord("\n")]
+        return raw[: rng.choice(ends[1:-1] or ends)]
+    spots = [i for i, byte in enumerate(raw) if chr(byte).isalnum()]
+    at = rng.choice(spots)
+    old = chr(raw[at])
+    new = rng.choice([c for c in "0123456789abcdefxyz" if c != old])
+    return raw[:at] + new.encode() + raw[at + 1 :]
+
+
+class Document(NamedTuple):
+    """A generated cache file: its bytes, the entries it must keep, and (for ``edited``)
+    the entries chunktune wrote, the only ones it may serve and only as written."""
+
+    raw: bytes
+    promise: dict[str, CacheEntry]
+    originals: dict[str, CacheEntry] | None = None
+
+
+def cache_document(rng: random.Random, kind: str, fmt: CacheFormat) -> Document:
     """One cache document of ``kind`` and the valid entries it must keep (empty: no promise)."""
     good = {f"{rng.getrandbits(64):016x}.{i}": valid_entry(rng) for i in range(rng.randint(1, 8))}
+    if kind == "edited":
+        return Document(as_damaged(rng, encode(good, fmt)), {}, good)
     tables: dict[str, Any] = {k: entry_to_table(e) for k, e in good.items()}
     promise = dict(good)
     if kind == "damaged-entries":
@@ -333,7 +358,7 @@ def cache_document(rng: random.Random, kind: str, fmt: str) -> tuple[bytes, dict
             raw = raw[:at] + b"9" * digits + raw[at + 1 :]
         else:
             raw = b""
-    return raw, promise
+    return Document(raw, promise)
 
 
 # ---------------------------------------------------------------- running
@@ -379,8 +404,9 @@ def _safe(entry: CacheEntry) -> bool:
     )
 
 
-def check_cache(raw: bytes, promise: dict[str, CacheEntry], path: Path) -> str:
-    """Read, look up and write a cache file holding ``raw``; the outcome, or a FAIL line."""
+def check_cache(doc: Document, path: Path) -> str:
+    """Read, look up and write a cache file holding ``doc``; the outcome, or a FAIL line."""
+    raw, promise, originals = doc
     path.write_bytes(raw)
     newer = False
     try:
@@ -397,7 +423,10 @@ def check_cache(raw: bytes, promise: dict[str, CacheEntry], path: Path) -> str:
             return "FAIL a newer chunktune's file was not left alone"
         return "left alone (newer schema)"
     if aside:
-        if aside[0].read_bytes() != raw or imported is not None:
+        # a file import refuses goes aside; so does one import reads with an altered entry
+        # skipped (the other entries are imported, none of them altered, as the cache keeps)
+        agrees = imported is None or bool(imported.altered)
+        if aside[0].read_bytes() != raw or not agrees:
             return "FAIL quarantine changed the bytes or disagreed with import"
         outcome = "quarantined"
     elif imported is None or set(imported.entries) != set(served):
@@ -406,6 +435,10 @@ def check_cache(raw: bytes, promise: dict[str, CacheEntry], path: Path) -> str:
         outcome = "loaded, bad entries skipped" if imported.skipped else "loaded ok"
     if not all(_safe(e) for e in served.values()):
         return "FAIL bad entry served"
+    if originals is not None and any(
+        key not in originals or not _same(entry, originals[key]) for key, entry in served.items()
+    ):
+        return "FAIL an edited or cut entry was served"
     for key, want in promise.items():
         if key not in served or not _same(served[key], want):
             return f"FAIL valid entry lost on read: {key!r}"
@@ -424,14 +457,15 @@ def check_cache(raw: bytes, promise: dict[str, CacheEntry], path: Path) -> str:
 
 
 def run_cache(rng: random.Random, kind: str, workdir: Path, tally: Tally) -> None:
-    fmt = rng.choice(["json", "toml"])
-    raw, promise = cache_document(rng, kind, fmt)
+    fmt: CacheFormat = rng.choice(["json", "toml"])
+    doc = cache_document(rng, kind, fmt)
+    raw = doc.raw
     label = f"{kind} ({fmt})"
     start = time.perf_counter()
     case = workdir / f"case-{kind}"
     case.mkdir()
     try:
-        outcome = check_cache(raw, promise, case / f"cache.{fmt}")
+        outcome = check_cache(doc, case / f"cache.{fmt}")
         listed = case / f"listed.{fmt}"
         listed.write_bytes(raw)
         os.environ["CHUNKTUNE_CACHE"] = str(listed)
@@ -450,9 +484,11 @@ def run_cache(rng: random.Random, kind: str, workdir: Path, tally: Tally) -> Non
 
 
 def report(title: str, tally: Tally, seconds: float) -> None:
+    print(f"\n{title}: {sum(tally.total().values())} cases in {seconds:.1f} s")
+    if not tally.counts:  # none asked for (--settings 0)
+        return
     outcomes = sorted(tally.total())
     width = max(len(k) for k in tally.counts)
-    print(f"\n{title}: {sum(tally.total().values())} cases in {seconds:.1f} s")
     header = f"{'kind':<{width}}  " + "  ".join(f"{o:>{max(len(o), 5)}}" for o in outcomes)
     print(header + "  slowest ms")
     print("-" * (len(header) + 12))
