@@ -29,7 +29,7 @@ from ._keys import cache_for, cache_key
 from ._ray_api import connected_ray, node_labels, node_type, ray_module
 from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
-from ._request import check_settings, pick_policy, worth_storing
+from ._request import check_policy, check_settings, pick_policy, worth_storing
 from ._settings import Policy, Settings
 from ._validators import shown
 from ._workload import Workload, check_workload
@@ -228,6 +228,7 @@ def tune_cluster(
             f"make_workload must be a callable that returns a Workload, got {shown(make_workload)}"
         )
     check_settings(settings)  # before it is read: a path or a dict is no Settings
+    check_policy(policy)  # before the settings load: a bad keyword is the caller's first error
     here = settings if settings is not None else load_settings()
     pick_policy(here, policy)
     ray = connected_ray(here)

@@ -160,6 +160,24 @@ def test_the_ray_entry_points_reject_a_bad_keyword_as_resolve_does(
     assert str(on_ray.value) == str(plain.value)
 
 
+@pytest.mark.parametrize(
+    "entry", [pytest.param(ray_resolve, id="resolve"), pytest.param(tune_cluster, id="cluster")]
+)
+def test_a_bad_policy_keyword_is_reported_before_broken_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, entry: Callable[..., object]
+) -> None:
+    """policy=3 with a broken settings file: the keyword's error, as chunktune.resolve says it."""
+    broken = tmp_path / "broken.toml"
+    broken.write_text("policy = [\n")
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(broken))
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    with pytest.raises(chunktune.InvalidArgumentError) as plain:
+        chunktune.resolve_sync(workload(), policy=3)  # type: ignore[arg-type]
+    with pytest.raises(chunktune.InvalidArgumentError) as on_ray:
+        entry(policy=3)
+    assert str(on_ray.value) == str(plain.value)
+
+
 def test_node_types_of_one_fingerprint_are_told_they_share_a_cache_key(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
