@@ -9,6 +9,15 @@ was killed, its node died) goes to the next worker that asks, so nothing waits o
 a dead sweep for longer than one lease. All times are the actor's monotonic
 seconds; callers only ever hand back what it gave them.
 
+The actor restarts when its process or node dies (``max_restarts=-1``), perhaps on
+another host, with its state lost and a monotonic clock of another origin. Each start
+is an incarnation with its own id, and the ``since`` and claim tokens it hands out
+carry that id: one handed back to a later incarnation is never read on its clock.
+Such a caller asked before that incarnation began, so every answer and failure the
+new one holds came after its question (a ``refresh`` takes them, a waiter's wait
+ends on them), and no claim the new one granted can be ended or renewed with a token
+of the old one.
+
 Its methods are coroutines, so Ray runs it as an async actor: a waiting worker's
 ``wait`` call parks on the actor's event loop without holding a thread, and
 thousands of workers can wait at once.
@@ -22,6 +31,7 @@ import math
 import os
 import threading
 import time
+import uuid
 from collections import deque
 from typing import Any
 
@@ -29,11 +39,14 @@ import attrs
 
 from ._cache_entry import CacheEntry
 
-__all__ = ["REGISTRY_NAME", "REGISTRY_NAMESPACE", "Registry", "registry_handle"]
+__all__ = ["REGISTRY_NAME", "REGISTRY_NAMESPACE", "Registry", "Since", "Token", "registry_handle"]
 
 REGISTRY_NAME = "chunktune-registry"
 REGISTRY_NAMESPACE = "chunktune"
 _EVENTS_KEPT = 10_000
+
+Since = tuple[str, float]  # (the incarnation that handed it out, its monotonic seconds)
+Token = tuple[str, int]  # (the incarnation that granted the claim, the key's claim count)
 
 
 @attrs.define
@@ -57,6 +70,8 @@ class Registry:
     def __init__(self) -> None:
         self._slots: dict[str, _Slot] = {}
         self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS_KEPT)
+        self._incarnation = uuid.uuid4().hex
+        self._started = time.monotonic()
 
     # -- helpers ------------------------------------------------------------------
 
@@ -77,6 +92,30 @@ class Registry:
             slot.changed.set()
             slot.changed = None
 
+    def _since(self, since: object, now: float) -> float:
+        """A caller's ``since`` on this incarnation's clock (None: ``now``).
+
+        One of an earlier incarnation (or an older chunktune's bare number) is no reading
+        of this clock: its caller asked before this incarnation started.
+        """
+        if since is None:
+            return now
+        if (
+            isinstance(since, tuple)
+            and len(since) == 2
+            and since[0] == self._incarnation
+            and isinstance(since[1], float)
+        ):
+            return since[1]
+        return self._started
+
+    def _token(self, slot: _Slot) -> Token:
+        return (self._incarnation, slot.token)
+
+    def _holds(self, slot: _Slot, token: object) -> bool:
+        """Whether ``token`` is the key's live claim (never one of an earlier incarnation)."""
+        return slot.holder is not None and token == self._token(slot)
+
     def _expire(self, key: str, slot: _Slot, now: float) -> None:
         if slot.holder is not None and slot.lease_until <= now:
             self._note(key, "expired", slot.holder)
@@ -90,13 +129,14 @@ class Registry:
         return time.monotonic()
 
     async def claim(
-        self, key: str, holder: str, *, since: float | None, refresh: bool, lease_s: float
+        self, key: str, holder: str, *, since: object, refresh: bool, lease_s: float
     ) -> dict[str, Any]:
         """Answer, or claim the sweep, or say who is sweeping.
 
         ``since`` is None on a caller's first call and the ``since`` returned before
-        on every later one: a failure after it ends the caller's wait, and with
-        ``refresh`` only an answer published after it counts.
+        (a :data:`Since`, opaque to callers) on every later one: a failure after it ends
+        the caller's wait, and with ``refresh`` only an answer published after it counts.
+        A ``since`` from before a restart counts as this incarnation's start.
 
         Returns a dict with ``state`` (``"answer"``, ``"claimed"``, ``"busy"`` or
         ``"failed"``) and ``since``; with ``entry`` and ``by`` for an answer, ``token``
@@ -104,18 +144,19 @@ class Registry:
         been held) and ``lease_left_s`` when busy, ``reason`` and ``by`` for a failure.
         """
         now = time.monotonic()
-        since = now if since is None else since
+        at = self._since(since, now)
+        mine: Since = (self._incarnation, at)
         slot = self._slot(key)
-        if slot.answer is not None and (not refresh or slot.answered_at >= since):
-            return {"state": "answer", "since": since, "entry": slot.answer, "by": slot.answered_by}
-        if slot.failed_at >= since:
-            return {"state": "failed", "since": since, "reason": slot.failure, "by": slot.failed_by}
+        if slot.answer is not None and (not refresh or slot.answered_at >= at):
+            return {"state": "answer", "since": mine, "entry": slot.answer, "by": slot.answered_by}
+        if slot.failed_at >= at:
+            return {"state": "failed", "since": mine, "reason": slot.failure, "by": slot.failed_by}
         previous = slot.holder
         self._expire(key, slot, now)
         if slot.holder is not None:
             return {
                 "state": "busy",
-                "since": since,
+                "since": mine,
                 "holder": slot.holder,
                 "held_s": now - slot.claimed_at,
                 "lease_left_s": slot.lease_until - now,
@@ -127,31 +168,36 @@ class Registry:
         took_over = previous if previous is not None and previous != holder else None
         self._note(key, "takeover" if took_over else "claim", holder, previous=took_over)
         self._changed(slot)
-        return {"state": "claimed", "since": since, "token": slot.token, "took_over": took_over}
+        return {
+            "state": "claimed",
+            "since": mine,
+            "token": self._token(slot),
+            "took_over": took_over,
+        }
 
-    async def heartbeat(self, key: str, token: int, lease_s: float) -> bool:
+    async def heartbeat(self, key: str, token: Token, lease_s: float) -> bool:
         """Renew a claim's lease; False if the claim is no longer this token's."""
         slot = self._slot(key)
-        if slot.holder is None or slot.token != token:
+        if not self._holds(slot, token):
             return False
         slot.lease_until = time.monotonic() + lease_s
         return True
 
-    async def publish(self, key: str, token: int, entry: CacheEntry, by: str) -> None:
+    async def publish(self, key: str, token: Token, entry: CacheEntry, by: str) -> None:
         """Store the answer (whoever measured it) and end the claim if it is ``token``'s."""
         slot = self._slot(key)
         slot.answer = entry
         slot.answered_at = time.monotonic()
         slot.answered_by = by
-        if slot.token == token:
+        if self._holds(slot, token):
             slot.holder = None
         self._note(key, "publish", by, chunk_size=entry.chunk_size)
         self._changed(slot)
 
-    async def fail(self, key: str, token: int, reason: str, by: str) -> None:
+    async def fail(self, key: str, token: Token, reason: str, by: str) -> None:
         """The claimant's sweep failed: its waiters fall back; later callers may claim again."""
         slot = self._slot(key)
-        if slot.token != token or slot.holder is None:
+        if not self._holds(slot, token):
             return
         slot.holder = None
         slot.failed_at = time.monotonic()
@@ -160,10 +206,10 @@ class Registry:
         self._note(key, "fail", by, reason=reason)
         self._changed(slot)
 
-    async def release(self, key: str, token: int) -> None:
+    async def release(self, key: str, token: Token) -> None:
         """Give a claim up without an answer (cancelled): the next caller claims."""
         slot = self._slot(key)
-        if slot.token != token or slot.holder is None:
+        if not self._holds(slot, token):
             return
         self._note(key, "release", slot.holder)
         slot.holder = None

@@ -179,7 +179,7 @@ async def _sweep(
     ``hard_limit_s`` counts from ``started``, the resolve's start: the wait for the
     claim spent part of it.
     """
-    token: int = reply["token"]
+    token: object = reply["token"]  # opaque: handed back to the registry as given
     lease_s = job.settings.ray.lease_s
     if reply.get("took_over"):
         report(
@@ -279,7 +279,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     options = job.settings.ray
     wait_until = anyio.current_time() + options.wait_timeout_s
     deadline = min(wait_until, limit_until)
-    since: float | None = None
+    since: object = None  # the registry's own (of its incarnation), handed back as given
     on_progress = job.asked.on_progress
     waiting = _Waiting(job.node_type, None if on_progress is None else Guarded(on_progress))
     while True:

@@ -81,7 +81,9 @@ async def test_heartbeats_keep_the_claim() -> None:
         await anyio.sleep(0.1)
         assert await reg.heartbeat(KEY, first["token"], 0.2)
     assert (await claim(reg, "w2"))["state"] == "busy"
-    assert not await reg.heartbeat(KEY, first["token"] + 1, 0.2)
+    await reg.release(KEY, first["token"])
+    assert (await claim(reg, "w2"))["state"] == "claimed"
+    assert not await reg.heartbeat(KEY, first["token"], 0.2)
 
 
 async def test_wait_returns_when_the_answer_arrives() -> None:
@@ -175,3 +177,71 @@ async def test_a_busy_reply_says_how_long_the_claim_has_been_held(
     clock[0] = 108.5
     busy = await claim(reg, "w3")
     assert (busy["holder"], busy["held_s"]) == ("w2", 2.5)  # w2's claim, not w1's
+
+
+def restart(monkeypatch: pytest.MonkeyPatch, clock_s: float) -> Registry:
+    """The registry as Ray restarts it: its state lost, on a host whose clock reads ``clock_s``."""
+    from chunktune import _ray_registry
+
+    clock = [clock_s]
+    monkeypatch.setattr(
+        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    )
+    return Registry()
+
+
+CLOCKS = [
+    pytest.param(1_000_000.0, 50.0, id="new-host-clock-behind"),
+    pytest.param(50.0, 1_000_000.0, id="new-host-clock-ahead"),
+]
+
+
+@pytest.mark.parametrize(("old_clock", "new_clock"), CLOCKS)
+async def test_a_refresh_takes_an_answer_a_restarted_registry_got_after_it_asked(
+    monkeypatch: pytest.MonkeyPatch, old_clock: float, new_clock: float
+) -> None:
+    """A refreshing waiter's since from before a restart: the new registry's answer is fresh."""
+    old = restart(monkeypatch, old_clock)
+    await claim(old, "w1")
+    waiting = await claim(old, "w2", refresh=True)
+    assert waiting["state"] == "busy"
+    new = restart(monkeypatch, new_clock)
+    sweeper = await claim(new, "w3", refresh=True)
+    await new.publish(KEY, sweeper["token"], entry(4), "w3")
+    reply = await claim(new, "w2", since=waiting["since"], refresh=True)
+    assert (reply["state"], reply["entry"].chunk_size) == ("answer", 4)
+
+
+@pytest.mark.parametrize(("old_clock", "new_clock"), CLOCKS)
+async def test_a_failure_in_a_restarted_registry_ends_a_wait_that_began_before_it(
+    monkeypatch: pytest.MonkeyPatch, old_clock: float, new_clock: float
+) -> None:
+    """A waiter's since from before a restart: a sweep failed after the restart ends its wait."""
+    old = restart(monkeypatch, old_clock)
+    await claim(old, "w1")
+    waiting = await claim(old, "w2")
+    new = restart(monkeypatch, new_clock)
+    sweeper = await claim(new, "w3")
+    await new.fail(KEY, sweeper["token"], "boom", "w3")
+    reply = await claim(new, "w2", since=waiting["since"])
+    assert (reply["state"], reply["reason"]) == ("failed", "boom")
+
+
+@pytest.mark.parametrize("call", ["release", "fail", "heartbeat", "publish"])
+async def test_a_claim_of_a_restarted_registry_is_not_ended_by_a_token_from_before(
+    monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """A token from before a restart (same count) never ends nor renews the new registry's claim."""
+    old = restart(monkeypatch, 100.0)
+    before = await claim(old, "w1", lease_s=5.0)
+    new = restart(monkeypatch, 100.0)
+    now = await claim(new, "w2", lease_s=5.0)
+    assert now["state"] == "claimed"
+    calls = {
+        "release": lambda: new.release(KEY, before["token"]),
+        "fail": lambda: new.fail(KEY, before["token"], "cancelled", "w1"),
+        "heartbeat": lambda: new.heartbeat(KEY, before["token"], 5.0),
+        "publish": lambda: new.publish(KEY, before["token"], entry(4), "w1"),
+    }
+    assert not await calls[call]()
+    assert await new.heartbeat(KEY, now["token"], 5.0)  # w2 still holds its claim
