@@ -21,7 +21,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -32,12 +32,15 @@ from ._atomic import remove_stale_temps, write_atomic
 from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._cache_format import (
     SCHEMA,
+    Known,
     NewerCache,
     ParsedCache,
     UnusableCache,
     cache_format,
     encode,
+    encode_tables,
     parse_cache,
+    stored_tables,
 )
 from ._cache_salvage import salvage
 from ._errors import CacheError
@@ -210,6 +213,9 @@ class DecisionCache:
         self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
         self._legacy_bytes: bytes | None = None
         self._warned = False
+        # entries read from checksummed tables, and the tables written for them: a re-read
+        # or rewrite of an unchanged entry reuses them (every checksum is still checked)
+        self._known: dict[str, Known] = {}
 
     # -- locks ---------------------------------------------------------------------
 
@@ -319,7 +325,10 @@ class DecisionCache:
             UnusableCache: the document as a whole cannot be used, or holds an entry
                 whose checksum fails (named in the message).
         """
-        parsed = parse_cache(raw, self.format, mtime=self._mtime, source=str(self.path))
+        parsed = parse_cache(
+            raw, self.format, mtime=self._mtime, source=str(self.path), known=self._known
+        )
+        self._known = parsed.known
         if parsed.altered:
             # damage that left the file parsing (a cut at a line's end, a changed digit),
             # or a hand edit: the whole file is suspect, and goes aside as a broken one does
@@ -490,8 +499,13 @@ class DecisionCache:
 
     # -- writing -------------------------------------------------------------------
 
-    def _write(self, entries: Mapping[str, CacheEntry]) -> None:
-        """Replace the file (caller holds the write lock); back up a migrated older file once."""
+    def _write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
+        """Replace the file (caller holds the write lock); back up a migrated older file once.
+
+        An entry read from the file and written back as it is reuses the table written
+        for it before; those of ``replaced`` (and any other object) are converted and
+        hashed afresh.
+        """
         remove_stale_temps(self.path)
         if self._legacy_bytes is not None:
             backup = self.path.with_name(self.path.name + ".schema0")
@@ -505,7 +519,14 @@ class DecisionCache:
                     backup,
                 )
             self._legacy_bytes = None
-        write_atomic(self.path, encode(entries, self.format))
+        known = {k: seen for k, seen in self._known.items() if k not in replaced}
+        tables = stored_tables(entries, known)
+        write_atomic(self.path, encode_tables(tables, self.format))
+        self._known = {
+            k: seen if seen.stored is not None else Known(seen.checksum, seen.entry, tables[k])
+            for k, seen in known.items()
+            if k in entries and entries[k] is seen.entry
+        }
         forget_recent()
 
     def _current(self) -> dict[str, CacheEntry]:
@@ -544,7 +565,7 @@ class DecisionCache:
                     current.pop(key, None)
                 else:
                     current[key] = entry
-            self._write(current)
+            self._write(current, replaced=changes.keys())
             self._memo = None
 
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
@@ -577,7 +598,7 @@ class DecisionCache:
                         continue
                     current[key] = entry
                 if added or replaced:
-                    self._write(current)
+                    self._write(current, replaced=storable.keys())
                 self._memo = None
         except OSError as exc:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc

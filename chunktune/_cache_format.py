@@ -42,6 +42,7 @@ __all__ = [
     "LEGACY_PREFIX",
     "SCHEMA",
     "CacheFormat",
+    "Known",
     "NewerCache",
     "ParsedCache",
     "UnusableCache",
@@ -50,7 +51,9 @@ __all__ = [
     "checksum",
     "decode",
     "encode",
+    "encode_tables",
     "parse_cache",
+    "stored_tables",
     "suffix_format",
 ]
 
@@ -75,6 +78,21 @@ class NewerCache(UnusableCache):
 
 
 @attrs.frozen
+class Known:
+    """An entry read from a table whose checksum matched, and the table written for it.
+
+    A table with the same checksum (and key) reads as this very entry, so a later read
+    reuses it instead of converting the table again; ``stored`` is what
+    :func:`stored_tables` made of ``entry`` itself, so a write of this very object
+    reuses it instead of converting and hashing it again.
+    """
+
+    checksum: str
+    entry: CacheEntry
+    stored: dict[str, Any] | None = None
+
+
+@attrs.frozen
 class ParsedCache:
     """What a document holds: the valid entries, and ``(key, why)`` for each one skipped."""
 
@@ -83,6 +101,8 @@ class ParsedCache:
     legacy: bool = False
     altered: tuple[str, ...] = ()
     """The skipped keys whose checksum fails or is missing: edited or damaged since written."""
+    known: dict[str, Known] = attrs.field(factory=dict)
+    """The served entries read from a checksummed table, by key: for the next parse and write."""
 
     @property
     def kind(self) -> str:
@@ -220,6 +240,26 @@ def _stored(key: str, entry: CacheEntry) -> dict[str, Any]:
     return {_CHECKSUM: checksum(key, table), **table}
 
 
+def stored_tables(
+    entries: Mapping[str, CacheEntry], known: Mapping[str, Known] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The table written for each entry, with its checksum, keys sorted.
+
+    Where ``known[key]`` was made from the very object ``entries[key]`` (identity, not
+    equality: an entry that merely compares equal may convert to other bytes, an int
+    where a float was), its ``stored`` table is reused, not made and hashed again.
+    """
+    known = known or {}
+    tables = {}
+    for key, entry in sorted(entries.items()):
+        seen = known.get(key)
+        if seen is not None and seen.entry is entry and seen.stored is not None:
+            tables[key] = seen.stored
+        else:
+            tables[key] = _stored(key, entry)
+    return tables
+
+
 def altered(key: str, table: object, *, declared: bool) -> str | None:
     """Why the stored ``table`` of ``key`` is not as chunktune wrote it, or None.
 
@@ -264,11 +304,12 @@ def encode(entries: Mapping[str, CacheEntry], fmt: CacheFormat) -> bytes:
     The declaration comes before the entries in both formats (JSON sorts it first), so a
     file cut anywhere that still holds an entry still declares them checksummed.
     """
-    doc = {
-        "schema": SCHEMA,
-        "checksums": CHECKSUMS,
-        "entries": {k: _stored(k, e) for k, e in sorted(entries.items())},
-    }
+    return encode_tables(stored_tables(entries), fmt)
+
+
+def encode_tables(tables: Mapping[str, Mapping[str, Any]], fmt: CacheFormat) -> bytes:
+    """The document for the tables :func:`stored_tables` made, as :func:`encode` writes it."""
+    doc = {"schema": SCHEMA, "checksums": CHECKSUMS, "entries": tables}
     if fmt == "toml":
         return tomli_w.dumps(doc).encode()
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
@@ -303,13 +344,21 @@ def _legacy_table(value: dict[str, Any], *, created: float, source: str) -> dict
     return table
 
 
-def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> ParsedCache:
+def parse_cache(
+    raw: bytes,
+    fmt: CacheFormat,
+    *,
+    mtime: float,
+    source: str,
+    known: Mapping[str, Known] | None = None,
+) -> ParsedCache:
     """Parse a chunktune cache, or an older tuner's flat JSON cache, every entry validated.
 
     ``mtime`` (Unix seconds) dates the older tuner's entries, which carry no date;
     ``source`` names the file in their reason. Keys of the older tuner's entries
     become ``legacy-<key>``: they hashed too little to be trusted for a hit, but the
-    evidence is kept, listed and exported.
+    evidence is kept, listed and exported. Every checksum is checked; a table whose
+    checksum matched and equals ``known[key].checksum`` reads as ``known[key].entry``.
 
     Raises:
         UnusableCache: the document does not decode or is of the wrong shape.
@@ -321,6 +370,8 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
     entries: dict[str, CacheEntry] = {}
     skipped: list[tuple[str, str]] = []
     changed: list[str] = []
+    before = known or {}
+    seen: dict[str, Known] = {}
     legacy = _is_legacy(doc)
     declared = False
     if legacy:
@@ -349,10 +400,21 @@ def parse_cache(raw: bytes, fmt: CacheFormat, *, mtime: float, source: str) -> P
             skipped.append((name, why))
             changed.append(name)
             continue
+        # a checksum here matched its table: the same checksum, the same table
+        stored = value.get(_CHECKSUM) if not legacy and isinstance(value, dict) else None
+        if stored is not None:
+            earlier = before.get(key)
+            if earlier is not None and earlier.checksum == stored:
+                entries[key] = earlier.entry
+                seen[key] = earlier
+                continue
         try:
             if legacy:
                 value = _legacy_table(value, created=mtime, source=source)
             entries[name] = entry_from_table(value)
         except BadEntry as exc:
             skipped.append((name, str(exc)))
-    return ParsedCache(entries, tuple(skipped), legacy, tuple(changed))
+            continue
+        if stored is not None:
+            seen[key] = Known(stored, entries[key])
+    return ParsedCache(entries, tuple(skipped), legacy, tuple(changed), seen)

@@ -18,7 +18,7 @@ from _holders import holding
 
 from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache import default_cache_path
-from chunktune._cache_format import SCHEMA
+from chunktune._cache_format import SCHEMA, cache_format, parse_cache
 
 DATA = Path(__file__).parent / "data"
 
@@ -853,3 +853,54 @@ def test_a_cache_whose_folder_is_a_file_says_so(
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         assert not cache.update({"a" * 32: entry(4)})
     assert "Not a directory" in caplog.text and "File exists" not in caplog.text
+
+
+def _written(path: Path) -> dict[str, CacheEntry]:
+    """The file's entries as a fresh reader finds them: nothing altered, nothing skipped."""
+    parsed = parse_cache(path.read_bytes(), cache_format(path), mtime=0.0, source="x")
+    assert parsed.altered == () and parsed.skipped == ()
+    return parsed.entries
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_rewrite_reusing_tables_writes_what_fresh_cache_objects_write(
+    tmp_path: Path, suffix: str
+) -> None:
+    """One cache object, reusing what it read and wrote, writes the bytes fresh objects write."""
+    path, fresh = tmp_path / f"c{suffix}", tmp_path / f"fresh{suffix}"
+    cache = DecisionCache(path)
+    # an int where a float is stored: written as given, then as it reads back (a float)
+    first = {"a": entry(created=1_700_000_000), "b": entry(4)}
+    cache.update(first)
+    DecisionCache(fresh).update(first)
+    for key in "cde":  # each write re-reads the file, and reuses what it wrote before
+        cache.put(key, entry(created=1_700_000_001))
+        DecisionCache(fresh).put(key, entry(created=1_700_000_001))
+        assert path.read_bytes() == fresh.read_bytes()
+        assert _written(path).keys() == {*first, *"cde"[: "cde".index(key) + 1]}
+    assert cache.get("a") is cache.get("a")
+
+
+def test_a_put_of_a_read_entry_changed_in_place_is_hashed_afresh(tmp_path: Path) -> None:
+    """An entry put back after its timings changed in place is written as it is now."""
+    path = tmp_path / "c.json"
+    cache = DecisionCache(path)
+    cache.update({"a": entry(), "b": entry(4)})
+    cache.put("c", entry())  # writes "a" as read: its table is known now
+    read = cache.get("a")
+    assert read is not None
+    read.timings[8] = 0.0099
+    cache.put("a", read)
+    assert _written(path)["a"].timings[8] == pytest.approx(0.0099)
+
+
+def test_a_key_another_writer_changed_is_written_as_it_left_it(tmp_path: Path) -> None:
+    """A table reused on write is the one read now, never the one this cache wrote before."""
+    path = tmp_path / "c.toml"
+    mine, other = DecisionCache(path), DecisionCache(path)
+    mine.update({"a": entry(), "b": entry(4)})
+    mine.put("c", entry())  # "a" and "b" as read and written: known to `mine`
+    other.put("a", entry(16, reason="other"))
+    mine.put("d", entry())
+    assert _written(path)["a"].chunk_size == 16
+    assert mine.get("a") == _written(path)["a"]

@@ -12,7 +12,17 @@ import pytest
 
 from chunktune import CacheEntry
 from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
-from chunktune._cache_format import UnusableCache, cache_format, encode, parse_cache, suffix_format
+from chunktune._cache_format import (
+    Known,
+    UnusableCache,
+    cache_format,
+    checksum,
+    encode,
+    encode_tables,
+    parse_cache,
+    stored_tables,
+    suffix_format,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -375,3 +385,49 @@ def test_one_format_decision() -> None:
     assert suffix_format(Path("a.txt")) is None
     assert cache_format(Path("a.txt")) == "json"
     assert cache_format(Path("a.json"), "toml") == "toml"
+
+
+_KEY = "3fa9c1d2e4b5a6c7d8e9f0a1b2c3d4e5.0a1b2c3d4e5f"
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_rewrite_that_reuses_known_tables_writes_the_pinned_bytes(fmt: str) -> None:
+    """Entries read back from the golden file and rewritten, tables reused, give the same bytes."""
+    raw = (DATA / f"cache_v1_checksummed.{fmt}").read_bytes()
+    first = parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+    tables = stored_tables(first.entries)
+    known = {k: Known(s.checksum, s.entry, tables[k]) for k, s in first.known.items()}
+    again = parse_cache(raw, fmt, mtime=0.0, source="x", known=known)  # type: ignore[arg-type]
+    assert again.entries[_KEY] is first.entries[_KEY]
+    reused = stored_tables(again.entries, again.known)
+    assert reused[_KEY] is tables[_KEY]
+    assert encode_tables(reused, fmt) == encode(first.entries, fmt)  # type: ignore[arg-type]
+
+
+def test_a_known_table_is_reused_only_for_the_very_entry_it_was_made_from() -> None:
+    """An entry equal to the known one but another object (an int created) is converted afresh."""
+    entry = attrs.evolve(GOLDEN[_KEY], created=1_700_000_000)
+    equal = attrs.evolve(entry, created=1_700_000_000.0)
+    assert equal == entry
+    table = stored_tables({_KEY: entry})[_KEY]
+    known = {_KEY: Known(table["checksum"], entry, table)}
+    assert stored_tables({_KEY: entry}, known)[_KEY] is table
+    fresh = stored_tables({_KEY: equal}, known)[_KEY]
+    assert fresh["created"] == 1_700_000_000.0 and type(fresh["created"]) is float
+    assert fresh["checksum"] == checksum(_KEY, fresh) != table["checksum"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_known_entry_is_reused_only_for_a_table_with_its_checksum(fmt: str) -> None:
+    """A table changed and re-checksummed reads as itself; one edited without is still altered."""
+    raw = (DATA / f"cache_v1_checksummed.{fmt}").read_bytes()
+    first = parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+    other = attrs.evolve(first.entries[_KEY], chunk_size=4)
+    rewritten = encode({**first.entries, _KEY: other}, fmt)  # type: ignore[arg-type]
+    again = parse_cache(rewritten, fmt, mtime=0.0, source="x", known=first.known)  # type: ignore[arg-type]
+    assert again.entries[_KEY].chunk_size == 4 and again.known[_KEY].entry is again.entries[_KEY]
+    edited = raw.replace(b"chunk_size = 8", b"chunk_size = 4").replace(
+        b'"chunk_size": 8', b'"chunk_size": 4'
+    )
+    damaged = parse_cache(edited, fmt, mtime=0.0, source="x", known=first.known)  # type: ignore[arg-type]
+    assert damaged.altered == (_KEY,) and _KEY not in damaged.entries
