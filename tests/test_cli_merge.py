@@ -131,6 +131,19 @@ def test_a_corrupt_output_is_refused_and_left_alone(
     assert out_file.read_bytes() == b"not json"
 
 
+def test_an_output_with_an_altered_entry_is_refused_and_left_alone(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """An existing OUT whose entry fails its checksum: exit 2, not moved aside, bytes kept."""
+    out_file = host(isolated / "fleet.json", kept=entry(2), edited=entry(8))
+    edited = out_file.read_bytes().replace(b'"chunk_size": 8', b'"chunk_size": 16')
+    out_file.write_bytes(edited)
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
+    assert "'edited') whose checksum does not match" in one_error(capsys.readouterr().err)
+    assert out_file.read_bytes() == edited
+    assert [p.name for p in isolated.iterdir() if ".corrupt-" in p.name] == []
+
+
 def test_a_write_that_fails_midway_names_what_was_merged(
     isolated: Path,
     capsys: pytest.CaptureFixture[str],

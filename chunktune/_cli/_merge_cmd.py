@@ -14,6 +14,7 @@ import argparse
 from .._cache import DecisionCache, read_cache_file
 from .._cache_format import ParsedCache, suffix_format
 from .._errors import CacheError, InvalidArgumentError
+from .._validators import shown
 from ._common import (
     EXIT_OK,
     entries_of,
@@ -26,6 +27,8 @@ from ._common import (
 )
 
 __all__ = ["add_merge_parser"]
+
+_SHOW_ALTERED = 5  # keys named in the refusal of an altered OUT; the rest are counted
 
 
 def add_merge_parser(
@@ -56,7 +59,17 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
     if fmt is None:
         raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")
     if out.exists():
-        read_cache_file(out)  # an existing OUT must be a cache: never quarantine it here
+        # an existing OUT must be a cache as chunktune wrote it: never quarantine it here
+        altered = read_cache_file(out).altered
+        if altered:
+            keys = ", ".join(shown(key) for key in altered[:_SHOW_ALTERED])
+            if len(altered) > _SHOW_ALTERED:
+                keys += f" and {len(altered) - _SHOW_ALTERED} more"
+            raise CacheError(
+                f"merge -o {out}: it holds {entries_of(len(altered))} ({keys}) whose checksum "
+                "does not match, edited or damaged after chunktune wrote them; it is left as "
+                "it is (merge into another file)"
+            )
     return DecisionCache(out, format=fmt), str(out)
 
 
