@@ -40,25 +40,33 @@ class ChunktuneError(Exception):
 
 
 class ConfigError(ChunktuneError, ValueError):
-    """A settings file, policy or preset is invalid.
+    """A settings file, policy or preset is invalid, or a policy asked for is unknown.
 
     ``problems`` holds one line per problem found (all of them, not just the
     first), each starting with its dotted TOML path; ``source`` names the file.
+    ``asked``: the problem is a name the caller asked for (``resolve(policy=...)``), not
+    the settings', and the message says only that.
     """
 
-    def __init__(self, problems: Sequence[str] | str, *, source: str | None = None) -> None:
+    def __init__(
+        self, problems: Sequence[str] | str, *, source: str | None = None, asked: bool = False
+    ) -> None:
         self.problems: tuple[str, ...] = (
             (problems,) if isinstance(problems, str) else tuple(problems)
         )
         self.source = source
+        self.asked = asked
         super().__init__(self._render())
 
     def __reduce__(self) -> tuple[Any, ...]:
         # the default would call ConfigError(message): the message rendered twice, the
         # problems lost; an error that crosses processes (a Ray task's) must read the same
-        return (_config_error, (self.problems, self.source))
+        return (_config_error, (self.problems, self.source, self.asked))
 
     def _render(self) -> str:
+        if self.asked and len(self.problems) == 1:
+            # a name the caller asked for (resolve(policy=...)): the settings are not at fault
+            return self.problems[0]
         where = f"invalid settings in {self.source}" if self.source else "invalid settings"
         if len(self.problems) == 1:
             return f"{where}: {self.problems[0]}"
@@ -66,8 +74,10 @@ class ConfigError(ChunktuneError, ValueError):
         return f"{where} ({len(self.problems)} problems):\n{lines}"
 
 
-def _config_error(problems: tuple[str, ...], source: str | None) -> ConfigError:
-    return ConfigError(problems, source=source)
+def _config_error(
+    problems: tuple[str, ...], source: str | None, asked: bool = False
+) -> ConfigError:
+    return ConfigError(problems, source=source, asked=asked)
 
 
 class WorkloadError(ChunktuneError, TypeError):

@@ -382,8 +382,9 @@ class Settings:
             return self.policies[key]
         except KeyError:
             # a name asked for (resolve(policy=...), --policy) is no fault of the file's
-            source = self.source if name is None else None
-            raise ConfigError(unknown_policy(key, self.policies), source=source) from None
+            if name is not None:
+                raise ConfigError(unknown_policy(key, self.policies), asked=True) from None
+            raise ConfigError(unknown_policy(key, self.policies), source=self.source) from None
 
     @property
     def active(self) -> Policy:

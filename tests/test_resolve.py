@@ -7,6 +7,7 @@ import itertools
 import json
 import logging
 import os
+import pickle
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -340,6 +341,14 @@ async def test_unknown_policy_lists_known_ones() -> None:
     """An unknown policy name raises ConfigError listing the presets."""
     with pytest.raises(chunktune.ConfigError, match="balanced"):
         await chunktune.resolve(uneven(), policy="fastest")
+
+
+async def test_an_unknown_policy_asked_for_does_not_blame_the_settings() -> None:
+    """resolve(policy="fastest"): the error names the policy, not invalid settings."""
+    with pytest.raises(chunktune.ConfigError) as info:
+        await chunktune.resolve(uneven(), policy="fastest")
+    assert str(info.value).startswith("unknown policy 'fastest'; ")
+    assert pickle.loads(pickle.dumps(info.value)).args == info.value.args  # as a Ray task's
 
 
 async def test_policies_do_not_share_entries() -> None:
