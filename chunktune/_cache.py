@@ -46,7 +46,7 @@ from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._locks import holds_file_at
 from ._recent import forget as forget_recent
-from ._validators import is_path, shown, user_path
+from ._validators import is_path, shown, shown_some, user_path
 
 __all__ = [
     "DecisionCache",
@@ -333,9 +333,7 @@ class DecisionCache:
             # damage that left the file parsing (a cut at a line's end, a changed digit),
             # or a hand edit: the whole file is suspect, and goes aside as a broken one does
             count = len(parsed.altered)
-            keys = ", ".join(shown(key) for key in parsed.altered[:_WARN_SKIPPED])
-            if count > _WARN_SKIPPED:
-                keys += f" and {count - _WARN_SKIPPED} more"
+            keys = shown_some(parsed.altered, _WARN_SKIPPED)
             raise UnusableCache(
                 f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
                 "does not match: edited or damaged after chunktune wrote "

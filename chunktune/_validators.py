@@ -10,7 +10,7 @@ import math
 import numbers
 import os
 import reprlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "plain_numbers",
     "positive_sizes",
     "shown",
+    "shown_some",
     "text",
     "user_path",
 ]
@@ -42,6 +43,12 @@ _repr.maxstring = _repr.maxother = 60
 def shown(value: object) -> str:
     """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
     return _repr.repr(value)
+
+
+def shown_some(values: Sequence[object], limit: int) -> str:
+    """The first ``limit`` of ``values`` for a message, the rest counted: ``'a' and 3 more``."""
+    listed = ", ".join(shown(value) for value in values[:limit])
+    return listed + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
 def _plain_number(value: Any) -> Any:

@@ -183,9 +183,8 @@ def restart(monkeypatch: pytest.MonkeyPatch, clock_s: float) -> Registry:
     """The registry as Ray restarts it: its state lost, on a host whose clock reads ``clock_s``."""
     from chunktune import _ray_registry
 
-    clock = [clock_s]
     monkeypatch.setattr(
-        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock_s, time=time.time)
     )
     return Registry()
 

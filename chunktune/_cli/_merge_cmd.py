@@ -14,7 +14,7 @@ import argparse
 from .._cache import DecisionCache, read_cache_file
 from .._cache_format import ParsedCache, suffix_format
 from .._errors import CacheError, InvalidArgumentError
-from .._validators import shown
+from .._validators import shown_some
 from ._common import (
     EXIT_OK,
     entries_of,
@@ -62,9 +62,7 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
         # an existing OUT must be a cache as chunktune wrote it: never quarantine it here
         altered = read_cache_file(out).altered
         if altered:
-            keys = ", ".join(shown(key) for key in altered[:_SHOW_ALTERED])
-            if len(altered) > _SHOW_ALTERED:
-                keys += f" and {len(altered) - _SHOW_ALTERED} more"
+            keys = shown_some(altered, _SHOW_ALTERED)
             raise CacheError(
                 f"merge -o {out}: it holds {entries_of(len(altered))} ({keys}) whose checksum "
                 "does not match, edited or damaged after chunktune wrote them; it is left as "
