@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 from cases import SIM_CASES, trace_files, trace_name
 from measure import bench_settings
+from report import signed_pct
 
 from chunktune import Policy
 from chunktune._confirming import run_confirmation
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = trace_ceiling(policy, args.draws, budget, args.traces)
     for r in rows:
         print(
-            f"  {r.name:28s} apparent {r.apparent:6.2%} held-out {r.held_out:+6.2%} "
+            f"  {r.name:28s} apparent {r.apparent:6.2%} held-out {signed_pct(r.held_out):>6s} "
             f"captured {r.captured:6.2%}"
         )
     total = sum(r.captured for r in rows)

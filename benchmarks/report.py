@@ -17,7 +17,9 @@ __all__ = [
     "Check",
     "check_targets",
     "live_table",
+    "pct",
     "plot",
+    "signed_pct",
     "sim_case_table",
     "sim_summary_table",
     "summarize_sim",
@@ -289,11 +291,13 @@ def table(
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
-def _p(value: float | None, digits: int = 2) -> str:
+def signed_pct(value: float | None, digits: int = 2) -> str:
+    """A signed percentage, or "-" for a figure that does not exist (None or NaN)."""
     return "-" if value is None or math.isnan(value) else f"{value:+.{digits}%}"
 
 
-def _u(value: float | None, digits: int = 2) -> str:
+def pct(value: float | None, digits: int = 2) -> str:
+    """A percentage, or "-" for a figure that does not exist (None or NaN)."""
     return "-" if value is None or math.isnan(value) else f"{value:.{digits}%}"
 
 
@@ -332,8 +336,8 @@ def sim_case_table(rows: Sequence[SimRow], policies: Sequence[str]) -> str:
         "case",
         ["case", "noise", "native", "oracle", "gain"],
         lambda r: [r.case, f"{r.noise_sigma:.0%}", r.native_chunk, r.oracle_chunk,
-                   _u(r.oracle_gain, 1)],
-        lambda rs: [_u(_mean(rs, "regret")), _p(max(r.vs_native for r in rs))],
+                   pct(r.oracle_gain, 1)],
+        lambda rs: [pct(_mean(rs, "regret")), signed_pct(max(r.vs_native for r in rs))],
         ["regret", "vs nat"],
     )  # fmt: skip
 
@@ -346,8 +350,8 @@ def trace_case_table(rows: Sequence[TraceRow], policies: Sequence[str]) -> str:
         "trace",
         ["trace", "N x T", "native", "oracle", "offered", "held out"],
         lambda r: [r.trace, f"{r.num_envs}x{r.nthread}", r.native_chunk, r.oracle_chunk,
-                   _u(r.offered, 1), _u(r.offered_held_out, 1)],
-        lambda rs: [_p(_mean(rs, "gain")), _p(max(r.vs_native for r in rs)),
+                   pct(r.offered, 1), pct(r.offered_held_out, 1)],
+        lambda rs: [signed_pct(_mean(rs, "gain")), signed_pct(max(r.vs_native for r in rs)),
                     " ".join(_chunk(r.chunk_size) for r in rs)],
         ["gain", "worst", "chose"],
     )  # fmt: skip
@@ -358,10 +362,10 @@ def sim_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
                "worst vs nat", ">0.5% slower", "kept native", "probe s", "probe/seed",
                "med case probe/seed"]  # fmt: skip
     body = [
-        [name, s["runs"], _u(s["median_regret"]), _u(s["p90_regret"]), _u(s["worst_regret"]),
-         s["worst_regret_case"], _u(s["max_single_regret"]), _p(s["worst_vs_native"]),
-         s["runs_slower"], _u(s["kept_native_share"], 0), f"{s['probe_seconds']:.1f}",
-         _u(s["probe_vs_seed"], 1), _u(s["median_case_probe_vs_seed"], 1)]
+        [name, s["runs"], pct(s["median_regret"]), pct(s["p90_regret"]), pct(s["worst_regret"]),
+         s["worst_regret_case"], pct(s["max_single_regret"]), signed_pct(s["worst_vs_native"]),
+         s["runs_slower"], pct(s["kept_native_share"], 0), f"{s['probe_seconds']:.1f}",
+         pct(s["probe_vs_seed"], 1), pct(s["median_case_probe_vs_seed"], 1)]
         for name, s in summary.items()
     ]  # fmt: skip
     return table(headers, body)
@@ -372,11 +376,11 @@ def trace_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
                "worst vs nat", "its truth ±", ">0.5% slower", "beyond truth noise",
                "kept native", "probe s", "probe/seed"]  # fmt: skip
     body = [
-        [name, s["draws"], _u(s["offered"]), _u(s["offered_held_out"]), _p(s["captured"]),
-         _u(s["captured_share"], 0),
-         _p(s["worst_vs_native"]), _u(s["worst_truth_error"], 1), s["draws_slower"],
-         s["draws_clearly_slower"], _u(s["kept_native_share"], 0),
-         f"{s['probe_seconds']:.1f}", _u(s["probe_vs_seed"], 1)]
+        [name, s["draws"], pct(s["offered"]), pct(s["offered_held_out"]), signed_pct(s["captured"]),
+         pct(s["captured_share"], 0),
+         signed_pct(s["worst_vs_native"]), pct(s["worst_truth_error"], 1), s["draws_slower"],
+         s["draws_clearly_slower"], pct(s["kept_native_share"], 0),
+         f"{s['probe_seconds']:.1f}", pct(s["probe_vs_seed"], 1)]
         for name, s in summary.items()
     ]  # fmt: skip
     return table(headers, body)
@@ -394,15 +398,19 @@ def claims_table(rows: Sequence[Any]) -> str:
                 if r.claimed_ci is not None]  # fmt: skip
         mean_claimed, mean_true = statistics.fmean(claimed), statistics.fmean(true)
         ratio = mean_claimed / mean_true if mean_true else None
-        body.append([name, len(group), _p(mean_claimed), _p(mean_true),
+        body.append([name, len(group), signed_pct(mean_claimed), signed_pct(mean_true),
                      "-" if ratio is None else f"{ratio:.2f}",
-                     _u(sum(held) / len(held), 0) if held else "-"])  # fmt: skip
+                     pct(sum(held) / len(held), 0) if held else "-"])  # fmt: skip
     return table(headers, body)
 
 
 def _known(r: LiveRow) -> str:
     low, high = r.best_known_ci
-    return f"{r.best_known} {_p(r.best_known_gain)} ({_p(low)}..{_p(high)})"
+    return f"{r.best_known} {signed_pct(r.best_known_gain)} ({signed_pct(low)}..{signed_pct(high)})"
+
+
+def _span(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"{signed_pct(ci[0])}..{signed_pct(ci[1])}"
 
 
 def live_table(rows: Sequence[LiveRow]) -> str:
@@ -411,9 +419,8 @@ def live_table(rows: Sequence[LiveRow]) -> str:
                "wall s"]  # fmt: skip
     body = [
         [r.case, r.nthread, r.policy, r.tune, "yes" if r.hog else "", _chunk(r.chunk_size),
-         _p(r.claimed_gain),
-         "-" if r.claimed_ci is None else f"{_p(r.claimed_ci[0])}..{_p(r.claimed_ci[1])}",
-         _p(r.measured_gain), f"{_p(r.measured_low)}..{_p(r.measured_high)}",
+         signed_pct(r.claimed_gain), _span(r.claimed_ci),
+         signed_pct(r.measured_gain), _span((r.measured_low, r.measured_high)),
          _known(r),
          "yes" if r.partial else "",
          f"{r.probe_seconds:.2f}", f"{r.sweep_wall_s:.2f}"]
@@ -429,7 +436,13 @@ def live_reasons(rows: Sequence[LiveRow]) -> str:
 
 def targets_table(checks: Sequence[Check]) -> str:
     body = [
-        [c.target, _p(c.value), _p(c.limit), "met" if c.met else "MISSED", c.evidence]
+        [
+            c.target,
+            signed_pct(c.value),
+            signed_pct(c.limit),
+            "met" if c.met else "MISSED",
+            c.evidence,
+        ]
         for c in checks
     ]
     return table(["target", "value", "limit", "", "evidence"], body, left=(0, 4))

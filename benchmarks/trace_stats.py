@@ -7,17 +7,20 @@ differs from the next once that level is taken out (robust sigma of the residual
 whether neighbouring calls share their noise (lag-1 correlation of the residuals in
 the order the calls ran), and the gain of the best size over native by the trace's
 truth: as it appears, and held out (best picked on half of the rounds, scored on
-the other half), with the share of the apparent gain that is noise.
+the other half), with the share of the apparent gain that is noise. "-" where a
+figure does not exist: no call order recorded, or fewer than 4 rounds to split.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 from cases import trace_name
+from report import pct
 
 from chunktune._replay import ReplayWorkload, decompose
 from chunktune._trace import load_trace
@@ -53,6 +56,10 @@ def stats(path: Path) -> dict[str, float]:
     }
 
 
+def _num(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="traces (default: traces/*.json)")
@@ -65,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         s = stats(f)
         noise = 1 - s["held_out"] / s["apparent"] if s["apparent"] > 0 else float("nan")
         print(f"{trace_name(f):34s} {s['sizes']:5d} {s['rounds']:6d} {s['native_ms']:6.1f}ms "
-              f"{s['oracle']:5d} {s['level_spread']:7.1%} {s['sigma']:6.1%} {s['lag1']:6.2f} "
-              f"{s['apparent']:8.2%} {s['held_out']:8.2%} {noise:6.0%}")  # fmt: skip
+              f"{s['oracle']:5d} {s['level_spread']:7.1%} {s['sigma']:6.1%} {_num(s['lag1']):>6s} "
+              f"{s['apparent']:8.2%} {pct(s['held_out']):>8s} {pct(noise, 0):>6s}")  # fmt: skip
     return 0
 
 

@@ -480,3 +480,17 @@ def test_replay_fidelity_sees_memory_that_favours_alternation_and_a_replay_that_
     assert replayed["lag1"] == pytest.approx(recorded["lag1"], abs=0.1)
     assert replayed["lag5"] == pytest.approx(recorded["lag5"], abs=0.1)
     assert recorded["alternation"] < 0.85 and replayed["alternation"] < 0.85
+
+
+def test_trace_scripts_print_a_dash_where_a_short_trace_has_no_held_out_gain(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """trace_stats.py and ceiling.py print "-" for a 2-round trace's held-out gain, not nan%."""
+    path = tmp_path / "short.json"
+    path.write_text(dump_trace(_split_trace(2, 4, 0.2)))
+    assert _script("trace_stats").main([str(path)]) == 0
+    assert bench["ceiling"].main(["--no-sim", "--draws", "1", "--traces", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out
+    assert out.splitlines()[1].split()[-2:] == ["-", "-"]  # trace_stats: held out, noise
+    assert "held-out      - captured" in out  # ceiling
