@@ -1,4 +1,4 @@
-"""Ctrl-C while the ``chunktune`` command is still starting: exit 130, no traceback.
+"""Ctrl-C where Python's own handling would not do: the command starting, a blocked loop.
 
 Importing chunktune (numpy, anyio, rich, ...) takes a few tenths of a second before
 ``main`` can catch ``KeyboardInterrupt``. In the command's own process, and only
@@ -7,6 +7,9 @@ there, :func:`guard` makes SIGINT end the process at once with status 130 until
 never changes the handler: a trainer's Ctrl-C stays its own.
 
 Importing this module guards, and ``chunktune/__init__.py`` imports it first.
+
+:func:`interruptible` is for a synchronous wait on the thread of ``asyncio.run``'s
+loop, whose handler only cancels a task that cannot run until the wait ends.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
-__all__ = ["guard", "release"]
+__all__ = ["guard", "interruptible", "release"]
 
 _COMMAND = "chunktune"
 _EXIT_INTERRUPTED = 130
@@ -56,6 +62,39 @@ def release() -> None:
         and signal.getsignal(signal.SIGINT) is _exit_interrupted
     ):
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _asyncio_runners(handler: Callable[..., Any] | int | None) -> bool:
+    """Whether ``handler`` is the one ``asyncio.Runner.run`` (``asyncio.run``) installed."""
+    runner = getattr(sys.modules.get("asyncio"), "Runner", None)
+    on_sigint = getattr(handler, "func", None)  # partial(runner._on_sigint, main_task=...)
+    return runner is not None and isinstance(getattr(on_sigint, "__self__", None), runner)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Make Ctrl-C raise ``KeyboardInterrupt`` in a synchronous wait on an ``asyncio.run`` loop.
+
+    ``asyncio.run`` (``asyncio.Runner``) sets SIGINT, only where it was Python's default,
+    to cancel its main task; a task cannot take a cancel while its loop's thread waits
+    in synchronous code, so Ctrl-C would end nothing until the wait did. For the block
+    the handler is Python's default again, which raises here, as it would in a plain
+    script; afterwards asyncio's own handler, the very object, is put back, so the
+    loop's later Ctrl-C cancels its task as before and ``asyncio.run`` still
+    recognises its handler when it restores the default. Any other handler (trio's,
+    which already raises in such code, or the program's own) is left alone, and so
+    is every thread but the main one, which alone sets handlers and receives SIGINT.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    on_main = threading.current_thread() is threading.main_thread()
+    if not (on_main and _asyncio_runners(handler)):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 guard()  # on import: before the rest of the package has started to load

@@ -25,6 +25,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import UsageError
+from ._sigint import interruptible
 
 __all__ = [
     "KEYING_THREAD",
@@ -255,8 +256,10 @@ def run_beside(
     For synchronous code on a loop's thread that must block as an older API did (the
     caller's loop waits), without deadlocking on a task of that loop. Returns
     ``(True, result)``, or ``(False, None)`` when the time ran out first: the call goes
-    on in the background. A wait interrupted (Ctrl-C: ``KeyboardInterrupt``) cancels
-    the call, as cancelling a task that awaits it would, and raises at once.
+    on in the background. A wait interrupted (Ctrl-C: ``KeyboardInterrupt``, also on
+    the thread of ``asyncio.run``'s loop, whose own handler is set aside for the wait:
+    see :func:`~chunktune._sigint.interruptible`) cancels the call, as cancelling a
+    task that awaits it would, and raises at once.
 
     Raises:
         BaseException: what ``call()`` raised, or what interrupted the wait.
@@ -282,7 +285,8 @@ def run_beside(
     thread = threading.Thread(target=main, name=name, daemon=True)
     thread.start()
     try:
-        thread.join(timeout_s)
+        with interruptible():
+            thread.join(timeout_s)
     except BaseException:
         # the caller leaves: a sweep left running would go on stepping its pool, which
         # it has back now (and may step at once), and cache what nobody waited for

@@ -197,7 +197,8 @@ def resolve_chunk_size(
     (the pool steps on the calling thread) answers None: chunks cannot matter. On an
     event loop's thread it blocks that loop, as the older tuner did, for up to twice
     ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None;
-    a ``KeyboardInterrupt`` that ends that wait stops the sweep at its next call to
+    Ctrl-C there raises ``KeyboardInterrupt`` (under ``asyncio.run`` too, whose own
+    handler is set aside for the wait), stops the sweep at its next call to
     ``pool.step`` and caches nothing, as off a loop.
 
     Raises:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -285,3 +289,116 @@ async def test_on_an_event_loop_an_interrupt_stops_the_sweep_and_caches_nothing(
         signal.signal(signal.SIGUSR1, previous)
     assert wait_for_sweeps(10)  # the step in flight returns, and no other follows
     assert not (tmp_path / "cache.json").exists()
+
+
+# A trainer's coroutine under asyncio.run calls the older tuner's entry point. The old
+# code waited out the sweep (up to hard_limit_s, 60 s) and answered, and only then did
+# the coroutine see the cancel asyncio's handler had made: no KeyboardInterrupt at all.
+_ON_ASYNCIO_RUN = """
+import asyncio, signal, time
+import numpy as np
+import chunktune
+from chunktune.compat import PoolStepWorkload, resolve_chunk_size
+
+class Model:
+    nq, nv, nu, nbody, njnt, ngeom, nsensordata = 7, 6, 2, 2, 1, 3, 0
+
+class Pool:
+    def __init__(self, step_s, say=""):
+        self.step_s, self.say = step_s, say
+
+    def step(self, state, **kwargs):
+        print(self.say, end="", flush=True)
+        self.say = ""
+        time.sleep(self.step_s)
+
+SIZES = dict(
+    state=np.zeros((256, 5)), model=Model(), n_variants=1, num_envs=256, nthread=4,
+    dtype=np.float32, post_step_forward_sensor=False, bench_nsteps=3,
+)
+
+async def main():
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        slow = Pool(0.2, "stepping\\n")
+        resolve_chunk_size(pool=slow, manual_chunk_size=None, adaptive=True, **SIZES)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    print("restored" if signal.getsignal(signal.SIGINT) is before else "changed", flush=True)
+    # the same key at once, on this loop: its lock, the machine's, no entry left behind
+    again = await chunktune.resolve(PoolStepWorkload(pool=Pool(0.001), **SIZES), policy="fast")
+    print(again.source, flush=True)
+    try:
+        await asyncio.sleep(600)
+    except asyncio.CancelledError:
+        print("cancelled", flush=True)
+        raise
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    print("default" if default else "not default", flush=True)
+"""
+
+
+def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
+    """The child's stdout lines as they come (a reader thread: select misses buffered ones)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.strip())
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _next_line(lines: queue.Queue[str], timeout_s: float) -> str:
+    """The next line, or "" if none came within ``timeout_s``."""
+    try:
+        return lines.get(timeout=timeout_s)
+    except queue.Empty:
+        return ""
+
+
+def test_ctrl_c_under_asyncio_run_interrupts_the_wait_and_frees_the_key(tmp_path: Path) -> None:
+    """Ctrl-C blocking asyncio.run's loop: KeyboardInterrupt, key freed, asyncio's handler back."""
+    (tmp_path / "chunktune.toml").write_text(
+        'policy = "slow"\n[policies.slow]\nextends = "quick"\n'
+        "time_budget_s = 30.0\nhard_limit_s = 60.0\n"
+        '[policies.fast]\nextends = "quick"\ntime_budget_s = 0.3\nhard_limit_s = 20.0\n'
+    )
+    here = str(Path(chunktune.__file__).parents[1])  # this chunktune, not an installed one
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    errors = tmp_path / "stderr.txt"
+    with (
+        errors.open("w") as stderr,
+        subprocess.Popen(
+            [sys.executable, "-c", _ON_ASYNCIO_RUN],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+            # a shell may start background jobs with SIGINT ignored; the child must see it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        ) as proc,
+    ):
+        lines = _lines(proc)
+        said = []
+        try:
+            said.append(_next_line(lines, 60))
+            proc.send_signal(signal.SIGINT)
+            # the sweep takes up to 30 s: the old wait never raised, it answered after it
+            said += [_next_line(lines, 30), _next_line(lines, 30), _next_line(lines, 30)]
+            if said[1:] == ["interrupted", "restored", "benchmark"]:
+                proc.send_signal(signal.SIGINT)  # asyncio's own again: it cancels its task
+                proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    said += [_next_line(lines, 5), _next_line(lines, 5)]
+    expected = ["stepping", "interrupted", "restored", "benchmark", "cancelled", "default"]
+    assert said == expected, errors.read_text()
+    assert proc.returncode == 0, errors.read_text()
