@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import multiprocessing
@@ -1097,35 +1098,51 @@ print(json.dumps({"seen": seen, "got": got, "put": put, "warned": warned}))
 """
 
 
-def _as_another_user() -> list[str]:
-    """The command prefix that runs a child without root's power over permissions."""
+def _child_env() -> dict[str, str]:
+    """The environment of a child that imports this very chunktune."""
+    paths = [str(Path(chunktune.__file__).parent.parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+@functools.cache
+def _another_user() -> tuple[list[str], str]:
+    """The command prefix that runs a child without root's power over permissions, or
+    why there is none."""
     if os.geteuid() != 0:
-        return []
+        return [], ""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root, and no setpriv to drop to an unprivileged user")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        return [], "running as root, and no setpriv to drop to an unprivileged user"
+    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run(
+        [*prefix, sys.executable, "-c", "import chunktune"],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return [], f"an unprivileged user cannot run this chunktune: {probe.stderr[-200:]}"
+    return prefix, ""
 
 
 @pytest.mark.parametrize(
-    "lock",
-    [pytest.param("absent", id="no-lock-file"), pytest.param("writable", id="lock-file-writable")],
+    ("fmt", "damage", "lock"),
+    [
+        pytest.param("json", "digit", "absent", id="json-digit-changed"),
+        pytest.param("toml", "digit", "absent", id="toml-digit-changed"),
+        pytest.param("json", "cut", "absent", id="json-cut-mid-entry"),
+        pytest.param("toml", "cut", "absent", id="toml-cut-mid-entry"),
+        pytest.param("json", "digit", "writable", id="json-lock-taken-move-refused"),
+        pytest.param("toml", "cut", "writable", id="toml-lock-taken-move-refused"),
+    ],
 )
-@pytest.mark.parametrize("damage", DAMAGES)
-@pytest.mark.parametrize("fmt", ["json", "toml"])
 def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
     shared_dir: Path, fmt: str, damage: str, lock: str
 ) -> None:
     """Another process that may only read the folder gets the whole entries and one warning."""
-    prefix = _as_another_user()
-    env = {**os.environ, "PYTHONPATH": str(Path(chunktune.__file__).parent.parent)}
-    probe = subprocess.run(
-        [*prefix, sys.executable, "-c", "import chunktune"], env=env, capture_output=True, text=True
-    )
-    if probe.returncode != 0:
-        pytest.skip(
-            f"an unprivileged user cannot run this chunktune: {probe.stderr.strip()[-200:]}"
-        )
+    prefix, why_not = _another_user()
+    if why_not:
+        pytest.skip(why_not)
     folder = shared_dir / "ro"
     folder.mkdir()
     path = folder / f"c.{fmt}"
@@ -1140,7 +1157,7 @@ def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
     listed = sorted(p.name for p in folder.iterdir())
     reader = subprocess.run(
         [*prefix, sys.executable, "-c", _READER, str(path), *DAMAGED_KEYS],
-        env=env,
+        env=_child_env(),
         capture_output=True,
         text=True,
         timeout=60,
