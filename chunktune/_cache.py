@@ -9,8 +9,11 @@ read nor written: that chunktune still uses it, and moving it aside on every run
 one would throw away its answers each time. An entry that
 fails validation is skipped with a warning, never served, and dropped by the next
 write. An entry whose checksum fails (a file cut at a line's end, a changed digit, a hand
-edit) makes the file go aside as a broken one does, its whole entries kept. Reads
-re-parse only when the file changed. The document format lives in ``_cache_format``.
+edit) makes the file go aside as a broken one does, its whole entries kept. Such a file
+that cannot be moved aside (a read-only directory or mount, a write lock that cannot be
+taken) serves those whole entries read-only, with one warning, and goes aside once it
+can. Reads re-parse only when the file changed. The document format lives in
+``_cache_format``.
 """
 
 from __future__ import annotations
@@ -210,6 +213,10 @@ class DecisionCache:
         self.format = cache_format(self.path, format)
         self._memo: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
         self._newer: tuple[tuple[int, int, int], str] | None = None  # a newer chunktune's file
+        # an unusable file (what is wrong with it), and its whole entries while it cannot be
+        # moved aside: neither is read again until the file changes
+        self._broken: tuple[tuple[int, int, int], str] | None = None
+        self._salvaged: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
         self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
         self._legacy_bytes: bytes | None = None
         self._warned = False
@@ -369,7 +376,6 @@ class DecisionCache:
             OSError: the kept entries cannot be written (the file is aside already, and a
                 warning says where).
         """
-        forget_recent()
         name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         aside = self.path.with_name(name)
         # the write lock is held, so no other move runs meanwhile: a name that is taken is
@@ -382,6 +388,7 @@ class DecisionCache:
             os.replace(self.path, aside)
         except FileNotFoundError:
             return {}
+        forget_recent()
         try:
             kept = salvage(aside.read_bytes(), self.format)
         except OSError:
@@ -414,7 +421,8 @@ class DecisionCache:
         """The file's valid entries.
 
         Raises:
-            UnusableCache: the file does not parse or is of the wrong shape.
+            UnusableCache: the file does not parse, is of the wrong shape or holds an
+                altered entry (said again without reading it while it is unchanged).
             OSError: the file cannot be read, or a newer chunktune wrote it: it is
                 unavailable to this one, not broken.
         """
@@ -425,6 +433,8 @@ class DecisionCache:
             return self._memo[1]
         if self._newer is not None and self._newer[0] == stat:
             raise _written_by_newer(self.path, self._newer[1])
+        if self._broken is not None and self._broken[0] == stat:
+            raise UnusableCache(self._broken[1])
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -435,8 +445,44 @@ class DecisionCache:
         except NewerCache as exc:
             self._newer = (stat, str(exc))
             raise _written_by_newer(self.path, str(exc)) from None
+        except UnusableCache as exc:
+            self._broken = (stat, str(exc))
+            raise
         self._memo = (stat, entries)
         return entries
+
+    def _read_only(self, exc: OSError) -> dict[str, CacheEntry] | None:
+        """The whole entries of the unusable file that ``exc`` kept from being moved aside,
+        served as they are (one warning); None if the file there is no longer that one.
+
+        The same entries a move aside would keep (:func:`chunktune._cache_salvage.salvage`),
+        read once per version of the file.
+        """
+        try:
+            stat = self._stat()
+        except OSError:
+            return None
+        broken = self._broken
+        if stat is None or broken is None or broken[0] != stat:
+            return None  # moved aside (then its entries could not be written), or replaced
+        if self._salvaged is not None and self._salvaged[0] == stat:
+            return self._salvaged[1]
+        try:
+            raw = self.path.read_bytes()
+        except OSError:
+            return None
+        kept = salvage(raw, self.format)
+        self._salvaged = (stat, kept)
+        self._warned = True  # a failed write says again only what this warning says
+        logger.warning(
+            "chunktune: cache file %s %s; could not move it aside (%s), so serving the %d of "
+            "its entries that are whole, read-only: nothing is written to it",
+            self.path,
+            broken[1],
+            exc,
+            len(kept),
+        )
+        return kept
 
     def _unavailable(self, exc: OSError, *, strict: bool) -> dict[str, CacheEntry]:
         if strict:
@@ -451,11 +497,13 @@ class DecisionCache:
         return {}
 
     def entries(self, *, strict: bool = False) -> dict[str, CacheEntry]:
-        """Every valid entry, by key. An unusable file is moved aside and reads as empty.
+        """Every valid entry, by key. An unusable file is moved aside, keeping its whole
+        entries; one that cannot be moved aside serves them read-only (one warning).
 
         Raises:
-            CacheError: only when ``strict``: the file cannot be read (or, unusable,
-                cannot be moved aside). Otherwise that reads as empty, with one warning.
+            CacheError: only when ``strict``: the file cannot be read (or, unusable, was
+                moved aside but its whole entries could not be written back). Otherwise
+                that reads as empty, with one warning.
         """
         try:
             return dict(self._load(fresh=False))
@@ -467,6 +515,9 @@ class DecisionCache:
                     except UnusableCache as exc:
                         return dict(self._quarantine(str(exc)))
             except OSError as os_exc:
+                kept = self._read_only(os_exc)
+                if kept is not None:
+                    return dict(kept)
                 return self._unavailable(os_exc, strict=strict)
         except OSError as exc:
             return self._unavailable(exc, strict=strict)

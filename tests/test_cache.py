@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import logging
 import multiprocessing
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +22,8 @@ import platformdirs
 import pytest
 from _holders import holding
 
-from chunktune import CacheEntry, CacheError, DecisionCache
+import chunktune
+from chunktune import CacheEntry, CacheError, DecisionCache, _cache, _recent
 from chunktune._cache import default_cache_path
 from chunktune._cache_format import SCHEMA, cache_format, parse_cache
 
@@ -904,3 +911,265 @@ def test_a_key_another_writer_changed_is_written_as_it_left_it(tmp_path: Path) -
     mine.put("d", entry())
     assert _written(path)["a"].chunk_size == 16
     assert mine.get("a") == _written(path)["a"]
+
+
+# ---------------------------------------------------------------- damaged, and not to be moved
+
+DAMAGED_KEYS = [f"job{i}.abc" for i in range(4)]
+
+
+def _damaged_cache(path: Path, damage: str) -> tuple[bytes, str]:
+    """Four entries as chunktune writes them, then damaged by hand: ``"digit"`` changes a
+    digit of one entry's reason, ``"cut"`` ends the file inside the last entry's reason.
+    Returns the damaged bytes and the key of the entry the damage touched."""
+    DecisionCache(path).update(
+        {key: entry(i + 1, reason=f"entry {i}") for i, key in enumerate(DAMAGED_KEYS)}
+    )
+    raw = path.read_bytes()
+    if damage == "digit":
+        damaged, lost = raw.replace(b"entry 2", b"entry 7"), DAMAGED_KEYS[2]
+    else:
+        damaged, lost = raw[: raw.rindex(b"entry 3") + 3], DAMAGED_KEYS[3]
+    assert damaged != raw
+    path.write_bytes(damaged)
+    return damaged, lost
+
+
+def _lock_that_cannot_be_taken(path: Path) -> None:
+    """A folder where the cache's write lock goes: taking it fails (EISDIR), root or not."""
+    lock = path.with_name(path.name + ".lock")
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Count the calls of ``_cache.<name>``."""
+    calls: list[int] = []
+    real: Callable[..., Any] = getattr(_cache, name)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_cache, name, counting)
+    return calls
+
+
+DAMAGES = [pytest.param("digit", id="digit-changed"), pytest.param("cut", id="cut-mid-entry")]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_damaged_cache_whose_lock_cannot_be_taken_serves_its_whole_entries(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+    damage: str,
+) -> None:
+    """A damaged file that cannot go aside serves its whole entries, warned once, read once."""
+    path = tmp_path / f"c.{fmt}"
+    damaged, lost = _damaged_cache(path, damage)
+    _lock_that_cannot_be_taken(path)
+    parses, salvages = _counted(monkeypatch, "parse_cache"), _counted(monkeypatch, "salvage")
+    cache = DecisionCache(path)
+    whole = set(DAMAGED_KEYS) - {lost}
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        for _ in range(3):
+            assert set(cache.entries()) == whole
+            assert set(cache.entries(strict=True)) == whole
+            for i, key in enumerate(DAMAGED_KEYS):
+                got = cache.get(key)
+                found = cache.lookup(key.partition(".")[0], policy_hash="abc", rule="", effort=0)
+                if key == lost:
+                    assert got is None and found is None
+                else:
+                    assert got == entry(i + 1, reason=f"entry {i}")
+                    assert found == (key, got)
+        assert cache.put("new", entry()) is False  # nothing is written, and said already
+    assert (len(parses), len(salvages)) == (1, 1)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert str(path) in warning and "could not move it aside" in warning
+    assert "Is a directory" in warning and "serving the 3 of its entries" in warning
+    assert ("checksum does not match" if damage == "digit" else "does not parse") in warning
+    assert path.read_bytes() == damaged
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The move aside failing (a read-only mount) serves the whole entries and forgets no answer."""
+    path = tmp_path / "c.json"
+    damaged, lost = _damaged_cache(path, "digit")
+    real_replace = os.replace
+
+    def read_only_mount(src: Any, dst: Any) -> None:
+        if Path(src) == path:
+            raise OSError(errno.EROFS, "Read-only file system", str(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", read_only_mount)
+    cache = DecisionCache(path)
+    changes = _recent.changes()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        for _ in range(3):
+            assert set(cache.entries()) == set(DAMAGED_KEYS) - {lost}
+    # nothing changed, so what resolve remembers for a second still holds
+    assert _recent.changes() == changes
+    assert caplog.text.count("Read-only file system") == 1
+    assert path.read_bytes() == damaged
+
+
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_damaged_cache_that_could_not_go_aside_goes_once_it_can(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fmt: str
+) -> None:
+    """Served read-only while its lock cannot be taken, the same cache moves it aside after."""
+    path = tmp_path / f"c.{fmt}"
+    damaged, lost = _damaged_cache(path, "digit")
+    _lock_that_cannot_be_taken(path)
+    cache = DecisionCache(path)
+    whole = set(DAMAGED_KEYS) - {lost}
+    assert set(cache.entries()) == whole
+    path.with_name(path.name + ".lock").rmdir()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert set(cache.entries()) == whole
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert aside.read_bytes() == damaged and str(aside) in caplog.text
+    assert set(DecisionCache(path).entries()) == whole  # the fresh file holds them
+
+
+def test_resolve_over_a_damaged_cache_it_cannot_move_aside_hits_its_whole_entries(
+    isolated: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """resolve answers intact keys of a damaged, unmovable cache and measures the altered one."""
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    def workload(i: int) -> SimulatedWorkload:
+        return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=f"w{i}")
+
+    keys = [chunktune.resolve_sync(workload(i), policy="quick").key for i in range(3)]
+    path = isolated / "cache.json"
+    raw = path.read_bytes()
+    # a digit of the second entry's probe seconds, changed by hand
+    at = re.compile(rb'"probe_seconds": \d').search(raw, raw.index(json.dumps(keys[1]).encode()))
+    assert at is not None
+    digit = at.end() - 1
+    damaged = raw[:digit] + str((raw[digit] - ord("0") + 1) % 10).encode() + raw[digit + 1 :]
+    path.write_bytes(damaged)
+    _lock_that_cannot_be_taken(path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        sources = [chunktune.resolve_sync(workload(i), policy="quick").source for i in range(3)]
+    assert sources == ["cache", "benchmark", "cache"]
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "could not move it aside" in warning and "serving the 2 of its entries" in warning
+    assert path.read_bytes() == damaged
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder another user may enter (pytest's own are the owner's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="chunktune-shared-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        for sub in folder.iterdir():
+            sub.chmod(0o755)
+        shutil.rmtree(folder)
+
+
+_READER = """
+import json, logging, sys
+from chunktune import DecisionCache
+
+warned = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        warned.append(record.getMessage())
+
+logging.getLogger("chunktune").addHandler(Keep(logging.WARNING))
+cache = DecisionCache(sys.argv[1])
+seen = [sorted(cache.entries()) for _ in range(3)]
+got = {key: cache.get(key) is not None for key in sys.argv[2:]}
+put = cache.put("new", cache.get(sys.argv[2]))
+print(json.dumps({"seen": seen, "got": got, "put": put, "warned": warned}))
+"""
+
+
+def _child_env() -> dict[str, str]:
+    """The environment of a child that imports this very chunktune."""
+    paths = [str(Path(chunktune.__file__).parent.parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+@functools.cache
+def _another_user() -> tuple[list[str], str]:
+    """The command prefix that runs a child without root's power over permissions, or
+    why there is none."""
+    if os.geteuid() != 0:
+        return [], ""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return [], "running as root, and no setpriv to drop to an unprivileged user"
+    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run(
+        [*prefix, sys.executable, "-c", "import chunktune"],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return [], f"an unprivileged user cannot run this chunktune: {probe.stderr[-200:]}"
+    return prefix, ""
+
+
+@pytest.mark.parametrize(
+    ("fmt", "damage", "lock"),
+    [
+        pytest.param("json", "digit", "absent", id="json-digit-changed"),
+        pytest.param("toml", "digit", "absent", id="toml-digit-changed"),
+        pytest.param("json", "cut", "absent", id="json-cut-mid-entry"),
+        pytest.param("toml", "cut", "absent", id="toml-cut-mid-entry"),
+        pytest.param("json", "digit", "writable", id="json-lock-taken-move-refused"),
+        pytest.param("toml", "cut", "writable", id="toml-lock-taken-move-refused"),
+    ],
+)
+def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
+    shared_dir: Path, fmt: str, damage: str, lock: str
+) -> None:
+    """Another process that may only read the folder gets the whole entries and one warning."""
+    prefix, why_not = _another_user()
+    if why_not:
+        pytest.skip(why_not)
+    folder = shared_dir / "ro"
+    folder.mkdir()
+    path = folder / f"c.{fmt}"
+    damaged, lost = _damaged_cache(path, damage)
+    lock_file = path.with_name(path.name + ".lock")
+    if lock == "absent":  # as in an image: taking the lock would create it
+        lock_file.unlink()
+    else:  # the lock is taken; moving the file aside is what fails
+        lock_file.chmod(0o666)
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    listed = sorted(p.name for p in folder.iterdir())
+    reader = subprocess.run(
+        [*prefix, sys.executable, "-c", _READER, str(path), *DAMAGED_KEYS],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert reader.returncode == 0, reader.stderr
+    said = json.loads(reader.stdout)
+    whole = sorted(set(DAMAGED_KEYS) - {lost})
+    assert said["seen"] == [whole] * 3
+    assert said["got"] == {key: key != lost for key in DAMAGED_KEYS}
+    assert said["put"] is False
+    (warning,) = said["warned"]
+    assert str(path) in warning and "could not move it aside" in warning
+    assert "Permission denied" in warning and "serving the 3 of its entries" in warning
+    assert path.read_bytes() == damaged
+    assert sorted(p.name for p in folder.iterdir()) == listed

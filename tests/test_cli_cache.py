@@ -205,3 +205,27 @@ def test_a_disabled_cache_is_named_with_the_settings_file_that_disabled_it(
         f"chunktune: error: invalid settings: cache.enabled: the cache is disabled in {config}"
         + advice
     )
+
+
+def test_a_damaged_cache_that_cannot_go_aside_is_listed_whole_and_not_cleared(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged cache whose lock cannot be taken: list shows the whole entries; clear exits 2."""
+    path = isolated / "cache.json"
+    DecisionCache(path).update(
+        {"a" * 32: entry(4, reason="test 1"), "b" * 32: entry(8, reason="test 2")}
+    )
+    damaged = path.read_bytes().replace(b"test 2", b"test 3")  # a digit changed by hand
+    path.write_bytes(damaged)
+    lock = isolated / "cache.json.lock"
+    lock.unlink()
+    lock.mkdir()  # the write lock cannot be taken (a read-only folder, for root too)
+    assert main(["cache", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert "a" * 12 in out and "b" * 12 not in out and "1 entry in" in out
+    (warning,) = err.splitlines()
+    assert "could not move it aside" in warning and "serving the 1 of its entries" in warning
+    assert main(["cache", "clear", "--yes"]) == 2
+    assert "nothing was deleted" in one_error(capsys.readouterr().err)
+    assert path.read_bytes() == damaged
+    assert not list(isolated.glob("cache.json.corrupt-*"))
