@@ -85,6 +85,7 @@ TRACES: dict[str, tuple[str, Callable[[int], Any]]] = {
     "demo-uniform-192": ("demo, every env flying alike", _demo("uniform", 192)),
     "humanoid-128": ("dm_control humanoid, 128 envs, 10 steps", _robot("humanoid", 128, 10)),
     "cheetah-384": ("dm_control cheetah, 384 envs, 20 steps", _robot("cheetah", 384, 20)),
+    "quadruped-128": ("dm_control quadruped, 128 envs, 10 steps", _robot("quadruped", 128, 10)),
 }
 
 

@@ -184,18 +184,6 @@ def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
     assert caplog.text.count("newer than this chunktune") == 1
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_directory_degrades_to_no_cache(tmp_path: Path) -> None:
-    """An unwritable cache directory makes put() return False instead of raising."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    try:
-        assert DecisionCache(ro / "c.json").put("k", entry()) is False
-    finally:
-        ro.chmod(0o700)
-
-
 def test_missing_parent_is_created(tmp_path: Path) -> None:
     """A cache path in a directory that does not exist yet works."""
     path = tmp_path / "a" / "b" / "c.json"
@@ -1123,6 +1111,37 @@ def _another_user() -> tuple[list[str], str]:
     if probe.returncode != 0:
         return [], f"an unprivileged user cannot run this chunktune: {probe.stderr[-200:]}"
     return prefix, ""
+
+
+_PUTTER = """
+import json, sys
+from chunktune import DecisionCache
+entry = DecisionCache(sys.argv[1]).get("k")
+print(json.dumps([entry is not None, DecisionCache(sys.argv[2]).put("k", entry)]))
+"""
+
+
+def test_read_only_directory_degrades_to_no_cache(shared_dir: Path) -> None:
+    """An unwritable cache directory makes put() return False instead of raising."""
+    prefix, why_not = _another_user()
+    if why_not:
+        pytest.skip(why_not)
+    source = shared_dir / "source.json"
+    assert DecisionCache(source).put("k", entry())
+    source.chmod(0o644)
+    ro = shared_dir / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)  # root ignores it: the put runs as another user when the suite is root
+    putter = subprocess.run(
+        [*prefix, sys.executable, "-c", _PUTTER, str(source), str(ro / "c.json")],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert putter.returncode == 0, putter.stderr
+    assert json.loads(putter.stdout) == [True, False]
+    assert list(ro.iterdir()) == []
 
 
 @pytest.mark.parametrize(
