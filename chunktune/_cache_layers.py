@@ -4,8 +4,10 @@
 lookup consults after the user's own cache, with the same rules (its own policy's
 entry, else a stronger policy's). It is never written: a resolve that sweeps stores
 its answer in the user's cache, and a system file that is missing, unreadable or
-malformed is warned about once and ignored, never moved aside or repaired, since it
-may sit on a read-only image that other users share.
+malformed is warned about once, never moved aside or repaired, since it may sit on a
+read-only image that other users share. A damaged file still serves its whole entries
+(those a move aside would keep, checksums matching); one that does not parse at all, or
+that a newer chunktune wrote, is ignored.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 
 from ._cache import best_entry
 from ._cache_entry import CacheEntry
-from ._cache_format import UnusableCache, cache_format, parse_cache
+from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
+from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._settings import Settings
 from ._validators import user_path
@@ -53,7 +56,7 @@ class SystemCache:
         logger.warning("chunktune: system cache %s %s", self.path, why)
 
     def entries(self) -> dict[str, CacheEntry]:
-        """Every valid entry, by key; a file that cannot be used reads as empty (warned once)."""
+        """Every valid entry, by key; a damaged file, its whole entries (warned once)."""
         try:
             st = self.path.stat()
         except OSError as exc:
@@ -69,9 +72,15 @@ class SystemCache:
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
             return {}
-        except UnusableCache as exc:
+        except NewerCache as exc:
             self._warn_once(f"{exc}; ignoring it (it is read-only to chunktune, so left as is)")
             entries: dict[str, CacheEntry] = {}
+        except UnusableCache as exc:
+            entries = salvage(raw, self.format)
+            self._warn_once(
+                f"{exc}; serving the {len(entries)} of its entries that are whole "
+                "(it is read-only to chunktune, so left as is)"
+            )
         else:
             entries = parsed.entries
             if parsed.skipped:

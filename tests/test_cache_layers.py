@@ -109,6 +109,26 @@ def test_an_unusable_system_cache_is_ignored_and_left_alone(
     assert sum("system cache" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_a_damaged_system_cache_serves_its_whole_entries(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A system file cut inside its last entry still answers the keys of its whole entries."""
+    keys = {n: chunktune.resolve_sync(workload(n), policy="quick").key for n in ("a", "b")}
+    system = ship(isolated, monkeypatch)  # and ship's own entry
+    (keys["layered"],) = set(chunktune.DecisionCache(system).entries()) - set(keys.values())
+    raw = system.read_bytes()
+    names = sorted(keys, key=lambda n: raw.index(f'"{keys[n]}"'.encode()))
+    start = raw.index(f'"{keys[names[-1]]}"'.encode())
+    system.write_bytes(raw[: start + (len(raw) - start) // 2])  # the last entry cut
+    cut = snapshot(system)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        sources = [chunktune.resolve_sync(workload(n), policy="quick").source for n in names]
+    assert sources == ["cache", "cache", "benchmark"]
+    assert snapshot(system) == cut
+    (said,) = [r.getMessage() for r in caplog.records if "system cache" in r.getMessage()]
+    assert "serving the 2 of its entries that are whole" in said
+
+
 def test_a_missing_system_cache_is_not_an_error(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
