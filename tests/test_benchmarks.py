@@ -35,7 +35,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
-        names += ("device_landscapes", "unseen", "needle", "replay_fidelity")
+        names += ("device_landscapes", "unseen", "needle", "replay_fidelity", "adversary")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -446,6 +446,69 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     summary = unseen.summarize(rows)
     assert set(summary) == {"balanced", "quick"} and summary["balanced"].runs == 4
     assert "balanced" in unseen.report(rows)
+
+
+def test_adversary_families_hold_their_promise_and_size_noise_keeps_each_size_mean(
+    bench: dict[str, ModuleType],
+) -> None:
+    """Native-best and hard landscapes are as drawn; a size-kind's factors average 1 per size."""
+    adversary = bench["adversary"]
+    cases = adversary.draw(9, 5)
+    assert [c.family for c in cases] == ["random"] * 3 + ["native"] * 3 + ["hard"] * 3
+    assert [c.name for c in adversary.draw(9, 5)] == [c.name for c in cases]
+    for case in cases[3:]:
+        t = case.truth
+        upper = adversary.upper_chunk(t.num_envs, t.nthread)
+        ratios = [t.true_time(c) / t.true_time(None) for c in range(1, upper + 1)]
+        faster = [r for r in ratios if r < 1.0]
+        assert all(r == 1.0 or r >= 1.006 for r in ratios if r >= 1.0)
+        if case.family == "native":
+            assert not faster
+        else:
+            assert faster and all(0.97 <= r <= 0.99 for r in faster)
+    # the exact model is what a trainer pays on average: each size's factors average 1
+    for kind in ("sizenoise", "tail", "bimodal"):
+        machine = adversary.Machine(kind, 100.0, 64, seed=3)
+        for chunk in (1, 8, 64):
+            factors = [machine.factor(k, chunk) for k in range(40_000)]
+            assert np.mean(factors) == pytest.approx(1.0, abs=0.02), (kind, chunk)
+    step = adversary.Machine("step", 100.0, 64, seed=3)
+    factors = np.log([step.factor(k, 4) for k in range(200)])
+    slow = np.arange(200) >= step.at
+    slow &= np.arange(200) < step.until
+    if slow.any() and not slow.all():
+        assert factors[slow].mean() - factors[~slow].mean() > np.log1p(step.slow) - 0.02
+
+
+def test_adversary_runs_every_kind_and_prints_a_table_per_kind(
+    bench: dict[str, ModuleType],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A few cases of each kind run through resolve, scored by the truth, one table each."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
+    adversary, measure = bench["adversary"], bench["measure"]
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced", "seed"])
+    cases = adversary.draw(3, 7)
+    rows = adversary.adversary_rows(cases, ["step", "bimodal"], policies, 1, settings)
+    assert len(rows) == 2 * 3 * 2
+    assert rows == adversary.adversary_rows(cases, ["step", "bimodal"], policies, 1, settings)
+    for row in rows:
+        truth = next(c for c in cases if c.name == row.case).truth
+        chosen, native = truth.true_time(row.chunk_size), truth.true_time(None)
+        assert row.vs_native == pytest.approx(chosen / native - 1.0)
+        assert row.regret >= 0.0 and row.probe_seconds > 0.0
+        assert bool(row.diagnosis) == (row.vs_native > adversary.HARM)
+    kinds = ",".join(adversary.KINDS)
+    assert adversary.main(["--cases", "3", "--seeds", "1", "--policies", "balanced"]) == 0
+    out = capsys.readouterr().out
+    assert [line[3:] for line in out.splitlines() if line.startswith("== ")] == kinds.split(",")
+    with pytest.raises(SystemExit):
+        adversary.main(["--kinds", "calm,quake"])
+    assert "unknown quake" in capsys.readouterr().err
+    assert not (tmp_path / "cache.json").exists()
 
 
 def test_needle_finds_a_clear_needle_and_scores_every_other_size_as_native(
