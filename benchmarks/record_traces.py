@@ -12,7 +12,7 @@ the truth of each size is tight. ``--all-sizes`` records every size in
 
 Each trace is one batch on this machine's usable CPUs. The demo scene gives the
 uneven batches (heavy contact at the tail, at the head, scattered) and a uniform
-one; two dm_control models (shipped with the dm_control package, copied under
+one; three dm_control models (shipped with the dm_control package, copied under
 ``models/``) give real robots at other batch sizes. Run it on a quiet machine:
 the recording holds the machine-wide sweep lock, but other programs still share
 the cores. The round orders are seeded, so a re-recording measures in the same order.
