@@ -484,6 +484,15 @@ class DecisionCache:
         )
         return kept
 
+    def _served_read_only(self) -> bool:
+        """Whether the file there is the unusable one :meth:`_read_only` serves."""
+        try:
+            stat = self._stat()
+        except OSError:
+            return False
+        broken = self._broken
+        return stat is not None and broken is not None and broken[0] == stat
+
     def _unavailable(self, exc: OSError, *, strict: bool) -> dict[str, CacheEntry]:
         if strict:
             raise CacheError(f"cannot read the cache {self.path}: {exc.strerror or exc}") from exc
@@ -669,7 +678,7 @@ class DecisionCache:
         """
         keys = list(self.entries(strict=True))
         try:
-            if keys:
+            if keys or self._served_read_only():
                 self._store(dict.fromkeys(keys))
         except OSError as exc:
             raise CacheError(

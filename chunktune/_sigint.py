@@ -81,7 +81,8 @@ def interruptible() -> Iterator[None]:
     the handler is Python's default again, which raises here, as it would in a plain
     script; afterwards asyncio's own handler, the very object, is put back, so the
     loop's later Ctrl-C cancels its task as before and ``asyncio.run`` still
-    recognises its handler when it restores the default. Any other handler (trio's,
+    recognises its handler when it restores the default. A handler the program set
+    meanwhile (from another signal's handler) is kept. Any other handler (trio's,
     which already raises in such code, or the program's own) is left alone, and so
     is every thread but the main one, which alone sets handlers and receives SIGINT.
     """
@@ -94,7 +95,8 @@ def interruptible() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, handler)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, handler)
 
 
 guard()  # on import: before the rest of the package has started to load

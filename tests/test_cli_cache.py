@@ -229,3 +229,21 @@ def test_a_damaged_cache_that_cannot_go_aside_is_listed_whole_and_not_cleared(
     assert "nothing was deleted" in one_error(capsys.readouterr().err)
     assert path.read_bytes() == damaged
     assert not list(isolated.glob("cache.json.corrupt-*"))
+
+
+def test_a_damaged_cache_with_no_whole_entry_that_cannot_go_aside_is_not_cleared(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every entry altered and the lock not to be taken: clear exits 2, not 'nothing to clear'."""
+    path = isolated / "cache.json"
+    DecisionCache(path).update({"a" * 32: entry(4, reason="test 1")})
+    damaged = path.read_bytes().replace(b"test 1", b"test 3")
+    path.write_bytes(damaged)
+    lock = isolated / "cache.json.lock"
+    lock.unlink()
+    lock.mkdir()  # the write lock cannot be taken (a read-only folder, for root too)
+    assert main(["cache", "clear", "--yes"]) == 2
+    out, err = capsys.readouterr()
+    assert "nothing to clear" not in out
+    assert "nothing was deleted" in one_error(err)
+    assert path.read_bytes() == damaged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -79,6 +80,34 @@ def test_an_interrupted_wait_beside_cancels_the_call() -> None:
         timer.cancel()
         signal.signal(signal.SIGUSR1, previous)
     assert cancelled.wait(5)
+
+
+def _own_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    pass
+
+
+def _set_own_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGINT, _own_ctrl_c)
+
+
+def test_a_ctrl_c_handler_set_during_a_wait_under_asyncio_run_is_kept() -> None:
+    """A SIGINT handler the program sets while run_beside waits on asyncio.run's loop stays."""
+    seen: list[object] = []
+
+    async def changes_ctrl_c() -> None:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)  # in the wait
+
+    async def main() -> None:
+        run_beside(changes_ctrl_c, timeout_s=60, name="chunktune test beside")
+        seen.append(signal.getsignal(signal.SIGINT))
+
+    previous = signal.signal(signal.SIGUSR1, _set_own_ctrl_c)
+    try:
+        asyncio.run(main())
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert seen == [_own_ctrl_c]
 
 
 def _resolve_in_child() -> None:
