@@ -458,12 +458,8 @@ class DecisionCache:
         The same entries a move aside would keep (:func:`chunktune._cache_salvage.salvage`),
         read once per version of the file.
         """
-        try:
-            stat = self._stat()
-        except OSError:
-            return None
-        broken = self._broken
-        if stat is None or broken is None or broken[0] != stat:
+        stat, broken = self._still_broken(), self._broken
+        if stat is None or broken is None:
             return None  # moved aside (then its entries could not be written), or replaced
         if self._salvaged is not None and self._salvaged[0] == stat:
             return self._salvaged[1]
@@ -484,14 +480,14 @@ class DecisionCache:
         )
         return kept
 
-    def _served_read_only(self) -> bool:
-        """Whether the file there is the unusable one :meth:`_read_only` serves."""
+    def _still_broken(self) -> tuple[int, int, int] | None:
+        """The stat of the file there if it is the unusable one last read, else None."""
         try:
             stat = self._stat()
         except OSError:
-            return False
+            return None
         broken = self._broken
-        return stat is not None and broken is not None and broken[0] == stat
+        return stat if stat is not None and broken is not None and broken[0] == stat else None
 
     def _unavailable(self, exc: OSError, *, strict: bool) -> dict[str, CacheEntry]:
         if strict:
@@ -678,7 +674,7 @@ class DecisionCache:
         """
         keys = list(self.entries(strict=True))
         try:
-            if keys or self._served_read_only():
+            if keys or self._still_broken() is not None:
                 self._store(dict.fromkeys(keys))
         except OSError as exc:
             raise CacheError(
