@@ -31,7 +31,9 @@ The landscapes come in three families, a third of ``--cases`` each: ``random`` (
 random landscapes of ``unseen.py`` drawn from ``--base``, noiseless), ``native``
 (every size 0.6-6% slower than native: any leave is harm) and ``hard`` (a band of
 sizes 1-3% faster than native, the rest 0.6-6% slower). Each case runs ``--seeds``
-machines, the same machine (its factor by call number) for every policy. Scored by
+machines, the same machine (its factor by call number) for every policy, except under
+``sizenoise`` and ``tail``, whose extra draws follow the sizes called (those two are
+not paired across policies: unbiased, noisier). Scored by
 the exact model: regret, harm (chosen over native, minus 1; a run more than 0.5%
 slower counts) and the share of the gain on offer captured. ``--diagnose`` prints,
 for each harmful run of a confirming policy, where it got through: what the race
