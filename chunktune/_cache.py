@@ -195,6 +195,9 @@ def _storable(changes: Mapping[str, CacheEntry | None]) -> dict[str, CacheEntry 
     return kept
 
 
+_UNAVAILABLE = "unavailable"  # the one warning that the cache cannot be used
+
+
 class DecisionCache:
     """A cache file. Safe to share between threads and processes.
 
@@ -219,7 +222,9 @@ class DecisionCache:
         self._salvaged: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
         self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
         self._legacy_bytes: bytes | None = None
-        self._warned = False
+        # what was warned about (at most once each): setdefault, atomic, so threads that
+        # race on one cache object warn once without a lock a fork could leave held
+        self._said: dict[object, object] = {}
         # entries read from checksummed tables, and the tables written for them: a re-read
         # or rewrite of an unchanged entry reuses them (every checksum is still checked)
         self._known: dict[str, Known] = {}
@@ -469,7 +474,9 @@ class DecisionCache:
             return None
         kept = salvage(raw, self.format)
         self._salvaged = (stat, kept)
-        self._warned = True  # a failed write says again only what this warning says
+        self._first_time(_UNAVAILABLE)  # a failed write would only say again what this says
+        if not self._first_time(("read-only", stat)):
+            return kept  # another thread salvaged this very file at the same moment
         logger.warning(
             "chunktune: cache file %s %s; could not move it aside (%s), so serving the %d of "
             "its entries that are whole, read-only: nothing is written to it",
@@ -489,11 +496,15 @@ class DecisionCache:
         broken = self._broken
         return stat if stat is not None and broken is not None and broken[0] == stat else None
 
+    def _first_time(self, what: object) -> bool:
+        """Whether ``what`` is warned about for the first time: True once, however threads race."""
+        mark = object()
+        return self._said.setdefault(what, mark) is mark
+
     def _unavailable(self, exc: OSError, *, strict: bool) -> dict[str, CacheEntry]:
         if strict:
             raise CacheError(f"cannot read the cache {self.path}: {exc.strerror or exc}") from exc
-        if not self._warned:
-            self._warned = True
+        if self._first_time(_UNAVAILABLE):
             logger.warning(
                 "chunktune: cache %s is unavailable (%s); continuing without a cache",
                 self.path,

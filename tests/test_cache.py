@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -982,6 +983,35 @@ def test_a_damaged_cache_whose_lock_cannot_be_taken_serves_its_whole_entries(
     assert ("checksum does not match" if damage == "digit" else "does not parse") in warning
     assert path.read_bytes() == damaged
     assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+def test_threads_racing_on_a_damaged_cache_that_cannot_go_aside_warn_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight threads reading one damaged, unmovable cache at once: one warning, whole entries."""
+    path = tmp_path / "c.json"
+    _, lost = _damaged_cache(path, "digit")
+    _lock_that_cannot_be_taken(path)
+    real_salvage = _cache.salvage
+    gate = threading.Barrier(8)
+
+    def slow_salvage(*args: Any) -> Any:
+        gate.wait(timeout=10)  # every thread is salvaging before any has warned
+        return real_salvage(*args)
+
+    monkeypatch.setattr(_cache, "salvage", slow_salvage)
+    cache = DecisionCache(path)
+    seen: list[set[str]] = []
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        threads = [threading.Thread(target=lambda: seen.append(set(cache.entries())))
+                   for _ in range(8)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert cache.put("new", entry()) is False
+    assert seen == [set(DAMAGED_KEYS) - {lost}] * 8
+    assert len(caplog.records) == 1
 
 
 def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(
