@@ -255,11 +255,12 @@ def run_beside(
 
     For synchronous code on a loop's thread that must block as an older API did (the
     caller's loop waits), without deadlocking on a task of that loop. Returns
-    ``(True, result)``, or ``(False, None)`` when the time ran out first: the call goes
-    on in the background. A wait interrupted (Ctrl-C: ``KeyboardInterrupt``, also on
-    the thread of ``asyncio.run``'s loop, whose own handler is set aside for the wait:
-    see :func:`~chunktune._sigint.interruptible`) cancels the call, as cancelling a
-    task that awaits it would, and raises at once.
+    ``(True, result)``, or ``(False, None)`` when the time ran out first: then the call
+    is cancelled, as is one whose wait is interrupted (Ctrl-C: ``KeyboardInterrupt``,
+    also on the thread of ``asyncio.run``'s loop, whose own handler is set aside for the
+    wait: see :func:`~chunktune._sigint.interruptible`), which raises at once. Either
+    way the caller leaves, and what it gave up on must not go on (a sweep would step a
+    pool the caller has back, and cache what nobody waited for).
 
     Raises:
         BaseException: what ``call()`` raised, or what interrupted the wait.
@@ -282,19 +283,21 @@ def run_beside(
         except BaseException as exc:
             outcome.append((False, exc))
 
+    def cancel() -> None:
+        interrupted.set()
+        for token, scope in scopes:
+            call_soon(token, scope.cancel)
+
     thread = threading.Thread(target=main, name=name, daemon=True)
     thread.start()
     try:
         with interruptible():
             thread.join(timeout_s)
     except BaseException:
-        # the caller leaves: a sweep left running would go on stepping its pool, which
-        # it has back now (and may step at once), and cache what nobody waited for
-        interrupted.set()
-        for token, scope in scopes:
-            call_soon(token, scope.cancel)
+        cancel()
         raise
     if not outcome:
+        cancel()
         return False, None
     ok, value = outcome[0]
     if not ok:

@@ -196,8 +196,9 @@ def resolve_chunk_size(
     A failing ``pool.step`` never raises out of here: the answer is None. ``nthread=0``
     (the pool steps on the calling thread) answers None: chunks cannot matter. On an
     event loop's thread it blocks that loop, as the older tuner did, for up to twice
-    ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None;
-    Ctrl-C there raises ``KeyboardInterrupt`` (under ``asyncio.run`` too, whose own
+    ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None
+    and drops its resolve (a sweep of its own stops at its next ``pool.step``); Ctrl-C
+    there raises ``KeyboardInterrupt`` (under ``asyncio.run`` too, whose own
     handler is set aside for the wait), stops the sweep at its next call to
     ``pool.step`` and caches nothing, as off a loop.
 
@@ -238,8 +239,10 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
     """Called on an event loop's thread: resolve on a loop of its own, the caller's blocked.
 
     The wait is bounded: a task of the blocked loop may own this workload's sweep, and it
-    cannot land while its loop waits here. Past the bound the answer is None; the
-    resolve goes on in the background and caches what it decides.
+    cannot land while its loop waits here. Past the bound the answer is None and this
+    resolve is dropped, as on Ctrl-C: the caller has its pool back, which no resolve
+    left behind may step later (were the loop's task to fail, it would take the key and
+    sweep). The task's own sweep caches what it decides once the loop runs again.
     """
     settings = _load_settings()
     _, policy = _pick_policy(settings, None)

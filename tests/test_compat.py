@@ -255,6 +255,36 @@ async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
     assert key == decided[0].key
 
 
+@pytest.mark.anyio
+async def test_on_an_event_loop_what_it_gave_up_on_never_steps_the_pool_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound it answers None and its own resolve is dropped: no sweep later steps
+    the pool the caller has back (here: once the loop's task that owned the sweep is gone)."""
+    _fast_policy(tmp_path)
+    monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.5)
+    pool = FakePool()
+    state = np.zeros((256, 5))
+    owner = PoolStepWorkload(
+        pool=pool, state=state, model=FakeModel(), n_variants=1, num_envs=256, nthread=4,
+        dtype=np.float32, post_step_forward_sensor=False, bench_nsteps=3,
+    )  # fmt: skip
+    probing = anyio.Event()
+
+    async def own() -> None:
+        await chunktune.resolve(owner, on_progress=lambda _: probing.set())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(own)
+        await probing.wait()
+        assert call(pool, state) is None  # the bound: the task's flight cannot land
+        tg.cancel_scope.cancel()  # the owner goes, its sweep with it, caching nothing
+    assert wait_for_sweeps(30)
+    await anyio.sleep(0.5)  # a resolve left behind would now take the key and sweep
+    assert wait_for_sweeps(30)
+    assert not (tmp_path / "cache.json").exists()
+
+
 class _Interrupted(Exception):
     """Stands for KeyboardInterrupt, which pytest would take for the user's own."""
 
