@@ -259,8 +259,7 @@ async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
 async def test_on_an_event_loop_what_it_gave_up_on_never_steps_the_pool_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past the bound it answers None and its own resolve is dropped: no sweep later steps
-    the pool the caller has back (here: once the loop's task that owned the sweep is gone)."""
+    """Past the bound it answers None and drops its resolve: nothing later steps the pool."""
     _fast_policy(tmp_path)
     monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.5)
     pool = FakePool()
