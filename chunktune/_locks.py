@@ -1,8 +1,8 @@
 """Cross-process locks held from async code, and where the machine-wide sweep lock lives.
 
 Two sweeps at once on one machine ruin each other's timings, so a sweep holds the
-sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep.lock`` in the user cache
-root); a process that measures one cache key holds that key's lock, so other
+sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep-<machine>.lock`` in the
+user cache root); a process that measures one cache key holds that key's lock, so other
 processes wait for its answer instead of measuring again.
 
 A lock whose file cannot be created (a read-only or missing directory, a home that
@@ -19,6 +19,8 @@ import errno
 import json
 import logging
 import os
+import re
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -44,6 +46,7 @@ __all__ = [
     "key_lock",
     "sweep_lock",
     "sweep_lock_path",
+    "this_machine",
 ]
 
 logger = logging.getLogger("chunktune")
@@ -61,7 +64,9 @@ def sweep_lock_path() -> Path:
     ``$CHUNKTUNE_SWEEP_LOCK`` (``~`` expanded, as in ``$CHUNKTUNE_CACHE``: a value no
     shell expanded must not name a ``~`` folder in each process's working directory,
     where processes started in different ones would not exclude each other), else
-    ``chunktune-sweep.lock`` in the user cache root.
+    ``chunktune-sweep-<machine>.lock`` in the user cache root, named for this machine
+    (:func:`this_machine`): a cluster's nodes often share the home directory, and one
+    lock there would make every node's sweep wait for every other's.
     """
     env = os.environ.get(SWEEP_LOCK_ENV)
     if env:
@@ -69,7 +74,26 @@ def sweep_lock_path() -> Path:
             return Path(env).expanduser()
         except RuntimeError:  # no such user's home: the path as written, as before
             return Path(env)
-    return platformdirs.user_cache_path(appauthor=False) / "chunktune-sweep.lock"
+    root = platformdirs.user_cache_path(appauthor=False)
+    return root / f"chunktune-sweep-{this_machine()}.lock"
+
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def this_machine() -> str:
+    """A name for the machine whose cores a sweep measures, fit for a file name.
+
+    Linux's boot id (12 hex digits of it): one per running kernel, so the containers of
+    one host, which share its cores, share it, and the hosts of a cluster differ. Else
+    the host name, else ``"local"``.
+    """
+    try:
+        name = _BOOT_ID.read_text().strip().replace("-", "")[:12]
+    except (OSError, UnicodeDecodeError):
+        name = ""
+    name = name or socket.gethostname() or "local"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 @attrs.frozen

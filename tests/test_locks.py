@@ -14,7 +14,7 @@ import pytest
 
 import chunktune
 from chunktune import ProgressEvent, _locks
-from chunktune._locks import Lock, key_lock
+from chunktune._locks import SWEEP_LOCK_ENV, Lock, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -200,3 +200,58 @@ def test_a_lock_on_a_file_removed_after_it_was_opened_is_not_held(
     other.release()
     assert lock.try_acquire()
     lock.release()
+
+
+HOLD_ANOTHER_MACHINES_SWEEP_LOCK = """
+import sys, time
+from pathlib import Path
+from chunktune import _locks
+_locks._BOOT_ID = Path(sys.argv[1])  # another kernel: another host of the cluster
+lock = _locks.sweep_lock()
+assert lock.try_acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_hosts_sharing_a_home_directory_sweep_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another host's sweep in a cache root both see (an NFS home) does not hold this one's."""
+    home = tmp_path / "home"
+    for name in ("HOME", "XDG_CACHE_HOME", "CHUNKTUNE_SWEEP_LOCK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    boot = {host: tmp_path / f"{host}.boot_id" for host in ("this", "other")}
+    boot["this"].write_text("0b7c2f7e-1d4a-4c7e-9f3e-aa0000000001\n")
+    boot["other"].write_text("5e1a9c44-77b2-4f0d-8e6c-bb0000000002\n")
+    monkeypatch.setattr(_locks, "_BOOT_ID", boot["this"], raising=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", SWEEP_LOCK_ENV)}
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD_ANOTHER_MACHINES_SWEEP_LOCK, str(boot["other"])],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**env, "HOME": str(home)},
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            lock = _locks.sweep_lock()
+            assert lock.try_acquire()  # this host's own lock: free
+            lock.release()
+        finally:
+            holder.kill()
+    assert sorted(p.name for p in (home / ".cache").glob("chunktune-sweep-*.lock")) == [
+        "chunktune-sweep-0b7c2f7e1d4a.lock",
+        "chunktune-sweep-5e1a9c4477b2.lock",
+    ]
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").exists(), reason="no boot id")
+def test_the_containers_of_one_host_share_its_sweep_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host names differ between containers; the kernel's boot id, and so the lock, does not."""
+    paths = set()
+    for name in ("web-1", "trainer-7"):
+        monkeypatch.setattr(_locks.socket, "gethostname", lambda name=name: name)
+        monkeypatch.delenv(SWEEP_LOCK_ENV, raising=False)
+        paths.add(_locks.sweep_lock_path())
+    assert len(paths) == 1
