@@ -98,14 +98,19 @@ def this_machine() -> str:
 
 @attrs.frozen
 class Holder:
-    """Who holds a lock: a process id and since when (Unix seconds)."""
+    """Who holds a lock: a process id, since when (Unix seconds), and on which host
+    (a key lock beside a cache on a shared home may be held by another node's process)."""
 
     pid: int
     since: float
+    host: str = attrs.field(factory=socket.gethostname)
 
     def describe(self) -> str:
-        """``"pid 4242, since 14:03:07"`` (local time)."""
-        return f"pid {self.pid}, since {time.strftime('%H:%M:%S', time.localtime(self.since))}"
+        """``"pid 4242, since 14:03:07"`` (local time), ``"pid 4242 on node17, ..."`` when
+        the holder is another host's process."""
+        where = "" if self.host == socket.gethostname() else f" on {self.host}"
+        at = time.strftime("%H:%M:%S", time.localtime(self.since))
+        return f"pid {self.pid}{where}, since {at}"
 
 
 _warned: set[tuple[Path, str]] = set()
@@ -256,13 +261,17 @@ class Lock:
             return holders[0] if holders else None
         try:
             note = json.loads(self.holder_path.read_text())
-            return Holder(pid=int(note["pid"]), since=float(note["since"]))
+            # a note written before hosts were noted is this host's (it was then the
+            # sweep lock's, which never left the host, or a key lock's on a local disk)
+            host = str(note.get("host") or socket.gethostname())
+            return Holder(pid=int(note["pid"]), since=float(note["since"]), host=host)
         except (OSError, ValueError, TypeError, KeyError):
             return None
 
     def _write_holder(self) -> None:
         with suppress(OSError):  # only a waiter's message loses the pid
-            self.holder_path.write_text(json.dumps({"pid": os.getpid(), "since": time.time()}))
+            note = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
+            self.holder_path.write_text(json.dumps(note))
 
     def _local(self) -> tuple[threading.Lock, list[Holder]]:
         with _state_lock:

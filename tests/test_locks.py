@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +111,20 @@ def test_the_holder_writes_its_pid_and_removes_it_on_release(tmp_path: Path) -> 
     assert f"pid {os.getpid()}, since " in holder.describe()
     lock.release()
     assert not lock.holder_path.exists() and lock.holder() is None
+
+
+def test_a_holder_on_another_host_is_named_with_its_host(tmp_path: Path) -> None:
+    """A note from another node (a key lock on a shared home) says its host; an old one, none."""
+    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
+    lock.holder_path.write_text(json.dumps({"pid": 4242, "since": 0.0, "host": "node17"}))
+    holder = lock.holder()
+    assert holder is not None and holder.describe().startswith("pid 4242 on node17, since ")
+    lock.holder_path.write_text(json.dumps({"pid": 4242, "since": 0.0}))  # before hosts
+    holder = lock.holder()
+    assert holder is not None and holder.describe().startswith("pid 4242, since ")
+    assert lock.try_acquire()
+    assert json.loads(lock.holder_path.read_text())["host"] == socket.gethostname()
+    lock.release()
 
 
 HOLD_SWEEP_LOCK = """
