@@ -275,8 +275,10 @@ class Watch:
 
     async def gave_up(self, key: str, limit: float) -> Decision:
         """The fallback once ``hard_limit_s`` ran out, saying where it stood."""
-        if self.waiting_for is not None and self.holder is None and self.lock is not None:
-            self.holder = await hop(self.lock.holder)
+        if self.waiting_for is not None and self.lock is not None:
+            # the holder reported may be gone: killed, and another process (on another
+            # host of a shared cache) took the lock over; name whoever holds it now
+            self.holder = await hop(self.lock.holder) or self.holder
         who = f" ({self.holder.describe()})" if self.holder is not None else ""
         if self.waiting_for == "sweep":
             why = f"while another sweep{who} held the machine; nothing was measured"

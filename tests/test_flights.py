@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -294,3 +297,58 @@ async def test_a_waiting_event_says_how_long_the_wait_has_lasted() -> None:
     assert [e.kind for e in events] == ["waiting"]
     assert events[0].message.startswith("waiting for another sweep (pid 4242, since ")
     assert events[0].elapsed_s >= 0.05
+
+
+HOLD_AS_HOST = """
+import fcntl, json, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+note = {"pid": os.getpid(), "since": time.time(), "host": sys.argv[2]}
+with open(sys.argv[1] + ".holder", "w") as f:
+    f.write(json.dumps(note))
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def hold_as_host(stack: contextlib.ExitStack, lock: Path, host: str) -> subprocess.Popen[str]:
+    """A process of another host (of a shared cache) that waits for ``lock``, then holds it
+    until the stack closes."""
+    holder = stack.enter_context(
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_AS_HOST, str(lock), host],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    )
+    stack.callback(holder.kill)
+    return holder
+
+
+def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter giving up after the holder it reported was killed names the one measuring now."""
+    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    pol = attrs.evolve(small_policy(), time_budget_s=0.05, hard_limit_s=0.5)
+    w = workload("taken-over")
+    lock = isolated / "locks" / f"{chunktune.resolve_sync(w, policy=pol).key}.lock"
+    lock.parent.mkdir(exist_ok=True)
+    successors: list[subprocess.Popen[str]] = []
+    with contextlib.ExitStack() as stack:
+        first = hold_as_host(stack, lock, "node3")
+        assert first.stdout is not None and first.stdout.readline() == "held\n"
+
+        def take_over(event: ProgressEvent) -> None:
+            # on the loop, between the waiter's tries: the successor is queued on the
+            # lock before its holder dies, so it, not the waiter, takes it
+            if event.kind == "waiting":
+                successor = hold_as_host(stack, lock, "node5")
+                successors.append(successor)
+                first.kill()
+                assert successor.stdout is not None
+                assert successor.stdout.readline() == "held\n"
+
+        d = chunktune.resolve_sync(w, policy=pol, refresh=True, on_progress=take_over)
+    assert len(successors) == 1 and d.source == "fallback"
+    assert f"pid {successors[0].pid} on node5" in d.reason and "node3" not in d.reason
