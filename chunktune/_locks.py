@@ -279,8 +279,18 @@ class Lock:
 
 
 def sweep_lock() -> Lock:
-    """The machine-wide sweep lock (degrades to a lock of this process)."""
-    return Lock(sweep_lock_path(), what="the sweep lock", degrade="local")
+    """The machine-wide sweep lock (degrades to a lock of this process).
+
+    The default one's file is removed by each holder as it lets go: named for the
+    machine, and so anew each boot, such files would pile up in a home that a cluster's
+    nodes share. A file that ``$CHUNKTUNE_SWEEP_LOCK`` names is the user's, and stays.
+    """
+    return Lock(
+        sweep_lock_path(),
+        what="the sweep lock",
+        degrade="local",
+        remove_on_release=not os.environ.get(SWEEP_LOCK_ENV),
+    )
 
 
 def key_lock(path: Path) -> Lock:

@@ -253,13 +253,39 @@ def test_hosts_sharing_a_home_directory_sweep_at_once(
             assert holder.stdout is not None and holder.stdout.readline() == "held\n"
             lock = _locks.sweep_lock()
             assert lock.try_acquire()  # this host's own lock: free
+            assert sorted(p.name for p in (home / ".cache").glob("chunktune-sweep-*.lock")) == [
+                "chunktune-sweep-0b7c2f7e1d4a.lock",
+                "chunktune-sweep-5e1a9c4477b2.lock",
+            ]
             lock.release()
         finally:
             holder.kill()
-    assert sorted(p.name for p in (home / ".cache").glob("chunktune-sweep-*.lock")) == [
-        "chunktune-sweep-0b7c2f7e1d4a.lock",
-        "chunktune-sweep-5e1a9c4477b2.lock",
-    ]
+
+
+def test_a_machines_sweep_lock_file_goes_with_its_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sweeps on many machines (each boot a new name) leave no sweep lock files in a shared home."""
+    home = tmp_path / "home"
+    for name in ("XDG_CACHE_HOME", SWEEP_LOCK_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    for n in range(3):
+        boot = tmp_path / f"boot{n}"
+        boot.write_text(f"{n:08x}-1d4a-4c7e-9f3e-aa0000000001\n")
+        monkeypatch.setattr(_locks, "_BOOT_ID", boot)
+        d = chunktune.resolve_sync(uneven(f"job{n}"), policy="quick")
+        assert d.source == "benchmark"
+    assert list((home / ".cache").glob("chunktune-sweep-*")) == []
+    assert (tmp_path / "cache.json").exists()  # the shared cache itself is unaffected
+
+
+def test_a_sweep_lock_file_the_user_named_stays(tmp_path: Path) -> None:
+    """The file $CHUNKTUNE_SWEEP_LOCK names is the user's: released, it is still there."""
+    lock = _locks.sweep_lock()
+    assert lock.try_acquire()
+    lock.release()
+    assert (tmp_path / "sweep.lock").exists() and not lock.holder_path.exists()
 
 
 @pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").exists(), reason="no boot id")
