@@ -254,7 +254,8 @@ class Watch:
     decided: Decision | None = None  # measured; being stored
 
     def waiting(self, what: Literal["key", "sweep"], lock: Lock) -> Callable[[Holder | None], None]:
-        """Note the wait for ``lock``; the callback reports it once it has lasted a moment."""
+        """Note the wait for ``lock``; the callback reports it once it has lasted a moment,
+        and again when another process takes the lock over."""
         self.waiting_for, self.lock, self.holder = what, lock, None
         began = anyio.current_time()
 

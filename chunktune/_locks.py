@@ -54,7 +54,8 @@ logger = logging.getLogger("chunktune")
 SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
 _POLL_S = 0.02  # first pause between attempts; it grows to _POLL_MAX_S
 _POLL_MAX_S = 0.25
-REPORT_AFTER_S = 1.0  # a wait longer than this is reported once
+REPORT_AFTER_S = 1.0  # a wait longer than this is reported
+RELOOK_S = 2.0  # then who holds the lock is read again this often: reported if it changed
 _VANISHED_TRIES = 4  # tries in a row that find no lock file before it is deemed unmakeable
 
 
@@ -316,14 +317,18 @@ async def acquire(
 ) -> None:
     """Wait for ``lock`` without blocking the event loop; cancellable between attempts.
 
-    ``on_wait(holder)`` is called once, on the loop, when the wait has lasted
-    :data:`REPORT_AFTER_S` seconds. ``claim(lock)``, if given, runs in the thread that
-    took the lock, before the caller resumes: it records the lock where it can be
-    released should the caller never resume (its loop closed); False gives it back.
+    ``on_wait(holder)`` is called on the loop when the wait has lasted
+    :data:`REPORT_AFTER_S` seconds, and again whenever another process is found holding
+    the lock (read every :data:`RELOOK_S`: the first was killed, and another, perhaps
+    on another host of a shared cache, took over). ``claim(lock)``, if given, runs in
+    the thread that took the lock, before the caller resumes: it records the lock where
+    it can be released should the caller never resume (its loop closed); False gives it
+    back.
     """
     start = anyio.current_time()
     pause = _POLL_S
-    reported = on_wait is None
+    look_at = start + REPORT_AFTER_S  # when to read who holds the lock next
+    reported: list[Holder | None] = []  # the holder reported last, once reported
 
     def attempt() -> bool:
         if not lock.try_acquire():
@@ -340,11 +345,13 @@ async def acquire(
         with anyio.CancelScope(shield=True):
             if await hop(attempt):
                 return
-        if not reported and anyio.current_time() - start >= REPORT_AFTER_S:
-            reported = True
+        if on_wait is not None and anyio.current_time() >= look_at:
+            look_at = anyio.current_time() + RELOOK_S
             holder = await hop(lock.holder)
-            assert on_wait is not None
-            on_wait(holder)
+            # a note missing between two holders is no news: only a holder is reported anew
+            if not reported or (holder is not None and holder != reported[-1]):
+                reported.append(holder)
+                on_wait(holder)
         await anyio.sleep(pause)
         pause = min(pause * 1.5, _POLL_MAX_S)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -10,9 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import attrs
 import filelock
 import pytest
+from _holders import holding_async
 
 import chunktune
 from chunktune import ProgressEvent, _locks
@@ -297,3 +300,38 @@ def test_the_containers_of_one_host_share_its_sweep_lock(monkeypatch: pytest.Mon
         monkeypatch.delenv(SWEEP_LOCK_ENV, raising=False)
         paths.add(_locks.sweep_lock_path())
     assert len(paths) == 1
+
+
+@pytest.mark.anyio
+async def test_a_wait_reports_again_when_another_process_takes_the_lock_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each new holder of a lock waited for is reported once; a missing note is no news."""
+    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_locks, "RELOOK_S", 0.0)
+    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
+    seen: list[str] = []
+    news = [anyio.Event(), anyio.Event()]
+
+    def report(holder: _locks.Holder | None) -> None:
+        seen.append(holder.describe().split(", since")[0] if holder else "-")
+        news[min(len(seen), 2) - 1].set()
+
+    def noted(pid: int, host: str) -> None:
+        lock.holder_path.write_text(json.dumps({"pid": pid, "since": 0.0, "host": host}))
+
+    noted(111, "node1")
+    async with anyio.create_task_group() as tg, holding_async(lock.path):
+        tg.start_soon(functools.partial(_locks.acquire, lock, on_wait=report))
+        with anyio.fail_after(30):  # not a speed limit: a missing report fails, not hangs
+            await news[0].wait()
+        lock.holder_path.unlink()  # between two holders: nothing to say
+        await anyio.sleep(0.2)
+        noted(222, "node2")  # the first was killed; a process on another host took over
+        with anyio.fail_after(30):
+            await news[1].wait()
+        noted(222, "node2")  # the same holder, read again
+        await anyio.sleep(0.2)
+        # leaving, the holder is killed and the wait takes the lock
+    lock.release()
+    assert seen == ["pid 111 on node1", "pid 222 on node2"]
