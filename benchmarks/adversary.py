@@ -53,7 +53,7 @@ from typing import NamedTuple
 import attrs
 import numpy as np
 from measure import bench_settings, policies_named, scored
-from unseen import draw_cases
+from unseen import HARM, SUMMARY_HEAD, draw_cases, summarize, summary_line
 
 import chunktune
 from chunktune import Policy, ProgressEvent, Settings
@@ -61,7 +61,6 @@ from chunktune._stats import estimate
 from chunktune._workload import native_chunk, upper_chunk
 from chunktune.sim import ModeledTime
 
-HARM = 0.005  # a run more than this slower than native is a harmful one
 BUDGET_S = 10.0  # the budget K is priced by: balanced's
 KINDS = ("calm", "step", "markov", "trend", "sizenoise", "tail", "periodic", "bimodal")
 FAMILIES = ("random", "native", "hard")
@@ -357,54 +356,15 @@ def adversary_rows(
     return rows
 
 
-class Summary(NamedTuple):
-    runs: int
-    median: float
-    p90: float
-    harmful: int
-    worst: float  # the largest chosen / native - 1
-    offered: float  # summed over runs
-    captured: float  # summed over runs
-    probe_s: float  # mean per run
-
-
-def summarize(rows: Sequence[Row]) -> dict[str, Summary]:
-    out = {}
-    for name in dict.fromkeys(r.policy for r in rows):
-        mine = [r for r in rows if r.policy == name]
-        regret = np.array([r.regret for r in mine])
-        harm = np.array([r.vs_native for r in mine])
-        out[name] = Summary(
-            runs=len(mine),
-            median=float(np.median(regret)),
-            p90=float(np.percentile(regret, 90)),
-            harmful=int(np.sum(harm > HARM)),
-            worst=float(harm.max()),
-            offered=float(sum(r.offered for r in mine)),
-            captured=float(-harm.sum()),
-            probe_s=float(np.mean([r.probe_seconds for r in mine])),
-        )
-    return out
-
-
 def table(rows: Sequence[Row]) -> str:
-    head = (
-        f"{'policy':10s} {'runs':>5s} {'median':>7s} {'p90':>7s} {'>0.5% slower':>13s} "
-        f"{'worst vs nat':>13s} {'captured':>9s} {'of offered':>11s} {'share':>6s} "
-        f"{'probe s/run':>12s} {'harmful native/hard/random':>27s}"
-    )
+    head = f"{SUMMARY_HEAD} {'harmful native/hard/random':>27s}"
     lines = [head, "-" * len(head)]
     for name, s in summarize(rows).items():
-        share = s.captured / s.offered if s.offered > 0 else 0.0
         by = "/".join(
             str(sum(r.vs_native > HARM for r in rows if r.policy == name and r.family == f))
             for f in ("native", "hard", "random")
         )
-        lines.append(
-            f"{name:10s} {s.runs:5d} {s.median:7.2%} {s.p90:7.2%} {s.harmful:13d} "
-            f"{s.worst:+13.2%} {s.captured / s.runs:9.2%} {s.offered / s.runs:11.2%} "
-            f"{share:6.1%} {s.probe_s:12.1f} {by:>27s}"
-        )
+        lines.append(f"{summary_line(name, s)} {by:>27s}")
     return "\n".join(lines)
 
 

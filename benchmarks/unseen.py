@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import attrs
 import numpy as np
@@ -163,7 +163,22 @@ class Summary(NamedTuple):
     probe_s: float  # mean per run
 
 
-def summarize(rows: Sequence[UnseenRow]) -> dict[str, Summary]:
+class Scored(Protocol):
+    """A run scored by the exact model: :class:`UnseenRow`, or ``adversary.py``'s rows."""
+
+    @property
+    def policy(self) -> str: ...
+    @property
+    def regret(self) -> float: ...
+    @property
+    def vs_native(self) -> float: ...
+    @property
+    def offered(self) -> float: ...
+    @property
+    def probe_seconds(self) -> float: ...
+
+
+def summarize(rows: Sequence[Scored]) -> dict[str, Summary]:
     out = {}
     for name in dict.fromkeys(r.policy for r in rows):
         mine = [r for r in rows if r.policy == name]
@@ -182,20 +197,26 @@ def summarize(rows: Sequence[UnseenRow]) -> dict[str, Summary]:
     return out
 
 
-def report(rows: Sequence[UnseenRow]) -> str:
-    head = (
-        f"{'policy':10s} {'runs':>5s} {'median':>7s} {'p90':>7s} {'>0.5% slower':>13s} "
-        f"{'worst vs nat':>13s} {'captured':>9s} {'of offered':>11s} {'share':>6s} "
-        f"{'probe s/run':>12s}"
+SUMMARY_HEAD = (
+    f"{'policy':10s} {'runs':>5s} {'median':>7s} {'p90':>7s} {'>0.5% slower':>13s} "
+    f"{'worst vs nat':>13s} {'captured':>9s} {'of offered':>11s} {'share':>6s} "
+    f"{'probe s/run':>12s}"
+)
+
+
+def summary_line(name: str, s: Summary) -> str:
+    """``name``'s row under :data:`SUMMARY_HEAD`."""
+    share = s.captured / s.offered if s.offered > 0 else 0.0
+    return (
+        f"{name:10s} {s.runs:5d} {s.median:7.2%} {s.p90:7.2%} {s.harmful:13d} "
+        f"{s.worst:+13.2%} {s.captured / s.runs:9.2%} {s.offered / s.runs:11.2%} "
+        f"{share:6.1%} {s.probe_s:12.1f}"
     )
-    lines = [head, "-" * len(head)]
-    for name, s in summarize(rows).items():
-        share = s.captured / s.offered if s.offered > 0 else 0.0
-        lines.append(
-            f"{name:10s} {s.runs:5d} {s.median:7.2%} {s.p90:7.2%} {s.harmful:13d} "
-            f"{s.worst:+13.2%} {s.captured / s.runs:9.2%} {s.offered / s.runs:11.2%} "
-            f"{share:6.1%} {s.probe_s:12.1f}"
-        )
+
+
+def report(rows: Sequence[UnseenRow]) -> str:
+    lines = [SUMMARY_HEAD, "-" * len(SUMMARY_HEAD)]
+    lines += [summary_line(name, s) for name, s in summarize(rows).items()]
     return "\n".join(lines)
 
 

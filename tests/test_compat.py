@@ -225,11 +225,10 @@ async def test_on_an_event_loop_it_blocks_and_answers_as_the_older_tuner_did(
     assert call(pool, np.zeros((256, 5))) == first and len(pool.calls) == n  # cached
 
 
-@pytest.mark.anyio
-async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
+def _owned_on_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A task of the blocked loop measuring the same workload: None at the bound, no hang."""
+) -> tuple[FakePool, np.ndarray, PoolStepWorkload]:
+    """A pool, its state, and the workload a task of the loop measures it by (a short bound)."""
     _fast_policy(tmp_path)
     monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.5)
     pool = FakePool()
@@ -238,6 +237,15 @@ async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
         pool=pool, state=state, model=FakeModel(), n_variants=1, num_envs=256, nthread=4,
         dtype=np.float32, post_step_forward_sensor=False, bench_nsteps=3,
     )  # fmt: skip
+    return pool, state, owner
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task of the blocked loop measuring the same workload: None at the bound, no hang."""
+    pool, state, owner = _owned_on_the_loop(tmp_path, monkeypatch)
     decided: list[chunktune.Decision] = []
     probing = anyio.Event()
 
@@ -260,14 +268,7 @@ async def test_on_an_event_loop_what_it_gave_up_on_never_steps_the_pool_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past the bound it answers None and drops its resolve: nothing later steps the pool."""
-    _fast_policy(tmp_path)
-    monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.5)
-    pool = FakePool()
-    state = np.zeros((256, 5))
-    owner = PoolStepWorkload(
-        pool=pool, state=state, model=FakeModel(), n_variants=1, num_envs=256, nthread=4,
-        dtype=np.float32, post_step_forward_sensor=False, bench_nsteps=3,
-    )  # fmt: skip
+    pool, state, owner = _owned_on_the_loop(tmp_path, monkeypatch)
     probing = anyio.Event()
 
     async def own() -> None:
