@@ -241,8 +241,10 @@ class DecisionCache:
         return filelock.FileLock(self.path.parent / "locks" / f"{key}.lock", thread_local=False)
 
     @contextlib.contextmanager
-    def _write_lock(self) -> Iterator[None]:
+    def _write_lock(self, *, wait: bool = True) -> Iterator[None]:
         """Hold the write lock, waiting as long as its holders keep changing the file.
+
+        ``wait`` False: one look, no wait; held by another process, that is the timeout.
 
         Raises:
             TimeoutError: (an OSError) the file did not change for :data:`WRITE_STALL_S`
@@ -256,9 +258,13 @@ class DecisionCache:
         lock = filelock.FileLock(self.lock_path, thread_local=False)
         while True:
             try:
-                lock.acquire(timeout=_WRITE_POLL_S)
+                lock.acquire(timeout=_WRITE_POLL_S if wait else 0)
                 break
             except filelock.Timeout:
+                if not wait:
+                    raise TimeoutError(
+                        f"its write lock {self.lock_path} is held by another process"
+                    ) from None
                 now = self._stat()
                 if now != seen:  # a writer ahead of this one finished: the queue moves
                     seen, since = now, time.monotonic()
@@ -496,6 +502,14 @@ class DecisionCache:
         broken = self._broken
         return stat if stat is not None and broken is not None and broken[0] == stat else None
 
+    def _served_read_only(self) -> bool:
+        """Whether the file there is the unusable one already served read-only.
+
+        Its lock is then given one look, no wait: a writer stuck holding it would
+        otherwise cost every later read and write of this cache the whole stall.
+        """
+        return self._salvaged is not None and self._salvaged[0] == self._still_broken()
+
     def _first_time(self, what: object) -> bool:
         """Whether ``what`` is warned about for the first time: True once, however threads race."""
         mark = object()
@@ -525,7 +539,7 @@ class DecisionCache:
             return dict(self._load(fresh=False))
         except UnusableCache:
             try:
-                with self._write_lock():
+                with self._write_lock(wait=not self._served_read_only()):
                     try:
                         return dict(self._load(fresh=True))
                     except UnusableCache as exc:
@@ -623,7 +637,7 @@ class DecisionCache:
         Raises:
             OSError: the cache cannot be written.
         """
-        with self._write_lock():
+        with self._write_lock(wait=not self._served_read_only()):
             current = self._current()
             for key, entry in changes.items():
                 if entry is None:

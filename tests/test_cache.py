@@ -1058,6 +1058,38 @@ def test_a_damaged_cache_that_could_not_go_aside_goes_once_it_can(
     assert set(DecisionCache(path).entries()) == whole  # the fresh file holds them
 
 
+def test_a_damaged_cache_whose_lock_a_stuck_writer_holds_waits_out_the_stall_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stuck write-lock holder: only the first read waits the stall, no later read or write."""
+    path = tmp_path / "c.json"
+    damaged, lost = _damaged_cache(path, "digit")
+    whole = set(DAMAGED_KEYS) - {lost}
+    cache = DecisionCache(path)
+    served: list[set[str]] = []
+
+    def read_again() -> None:
+        served.append(set(cache.entries()))
+        served.append({k for k in DAMAGED_KEYS if cache.get(k) is not None})
+        served.append({"written"} if cache.put("new", entry()) else set())
+
+    with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
+        monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
+        assert set(cache.entries()) == whole  # waited the stall, then served read-only
+        # a stall no later read may wait out: each must look at the lock and go on
+        monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
+        reader = threading.Thread(target=read_again, daemon=True)
+        reader.start()
+        reader.join(timeout=120)  # a hang guard, not a timing: the old code waits an hour
+        assert served == [whole, whole, set()]  # nothing written: the file is read-only
+    assert caplog.text.count("could not move it aside") == 1
+    assert path.read_bytes() == damaged
+    # the holder gone, the next read takes the lock at once and moves the file aside
+    assert set(cache.entries()) == whole
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert aside.read_bytes() == damaged
+
+
 def test_resolve_over_a_damaged_cache_it_cannot_move_aside_hits_its_whole_entries(
     isolated: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
