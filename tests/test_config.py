@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -308,6 +309,16 @@ def test_repository_example_loads() -> None:
     root = Path(__file__).resolve().parent.parent
     s = load_settings(root / "chunktune.toml")
     assert s.get_policy("mine").candidates.strategy == "explicit"
+
+
+def test_repository_example_says_what_a_missing_description_becomes() -> None:
+    """The example's note on leaving out description quotes what the policy then describes."""
+    text = (Path(__file__).resolve().parent.parent / "chunktune.toml").read_text()
+    note = re.search(r'without it: "([^"]*)"', text.replace("\n# ", " "))
+    assert note
+    data = tomllib.loads(text)
+    del data["policies"]["mine"]["description"]
+    assert settings_from_dict(data).get_policy("mine").description == note.group(1)
 
 
 # ---------------------------------------------------------------- hostile files
