@@ -101,3 +101,19 @@ def test_the_layout_names_every_module_of_the_package() -> None:
     modules -= {"__init__", "__main__", "__pycache__"}
     assert modules <= named, sorted(modules - named)
     assert named <= modules, sorted(named - modules)
+
+
+def test_the_trace_count_is_the_traces_recorded() -> None:
+    """The README counts the batches under benchmarks/traces/ as there are traces there."""
+    words = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+    said = re.search(r"Traces of (\w+) real batches recorded on this machine", README)
+    assert said
+    assert words[said.group(1)] == len(list((ROOT / "benchmarks" / "traces").glob("*.json")))
+
+
+def test_the_lock_wait_rereads_its_holder_as_often_as_said() -> None:
+    """The README's interval for reading a lock's holder note again is the code's."""
+    from chunktune._locks import RELOOK_S
+
+    said = re.search(r"it reads the note again every\s+(\d+(?:\.\d+)?) s", README)
+    assert said and float(said.group(1)) == RELOOK_S
