@@ -28,13 +28,16 @@ class ProgressEvent:
 
     ``waiting``: another sweep holds the machine, or another process measures this
     workload (under ``chunktune.ray.resolve``, another worker measures its node type);
-    ``message`` says whom it waits for and since when, once per wait, told a second
-    into it; ``elapsed_s`` is how long that wait has lasted so far (a resolve that waits
-    for another process's key, then for the sweep lock, counts each wait from its start).
+    ``message`` says whom it waits for and since when, told a second into the wait and
+    again whenever another process takes the lock over (under ``chunktune.ray.resolve``,
+    once per sweeping worker); ``elapsed_s`` is how long that wait has lasted so far (a
+    resolve that waits for another process's key, then for the sweep lock, counts each
+    wait from its start).
     ``candidates``: the sizes about to be measured (``None`` = native). Sent again,
     with a ``message`` saying why, when a slow pool's budget cuts the opening field.
     ``extended``: a policy with ``extend_budget`` stretched its budget to ``seconds``;
-    ``message`` says why (the budget could not judge one candidate, or confirm a gain).
+    ``message`` says why (a call too slow to judge one candidate, a race's leader still
+    within the noise, a plausible gain or the confirmation's plan more than it pays for).
     ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
     ``raced_out``: ``chunk_size`` is clearly behind and is measured no more.
     ``refined``: ``candidates`` join the race (schedules next to the contenders).

@@ -9,7 +9,7 @@ A lock whose file cannot be created (a read-only or missing directory, a home th
 is not a directory) degrades instead of failing the resolve, with one warning per
 path (for key locks, per directory): the sweep lock to a lock of this process, a key
 lock to none (this process's flight still makes its tasks share one sweep). Whoever
-holds a lock writes its pid and since when into ``<lock>.holder``, so that a waiter
+holds a lock writes its pid, host and since when into ``<lock>.holder``, so that a waiter
 can say whom it waits for.
 """
 
@@ -184,7 +184,7 @@ class Lock:
 
     @property
     def holder_path(self) -> Path:
-        """Where the holder's pid and start time are written."""
+        """Where the holder's pid, host and start time are written."""
         return self.path.with_name(self.path.name + ".holder")
 
     def _fall_back(self, exc: OSError) -> None:
