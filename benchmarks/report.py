@@ -14,8 +14,11 @@ import numpy as np
 from measure import LiveRow, SimRow, TraceRow
 
 __all__ = [
+    "TARGET_POLICY",
     "Check",
     "check_targets",
+    "claims_table",
+    "live_reasons",
     "live_table",
     "pct",
     "plot",
@@ -24,6 +27,7 @@ __all__ = [
     "sim_summary_table",
     "summarize_sim",
     "summarize_traces",
+    "table",
     "targets_table",
     "trace_case_table",
     "trace_summary_table",

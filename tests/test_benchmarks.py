@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 import tarfile
@@ -557,3 +558,16 @@ def test_trace_scripts_print_a_dash_where_a_short_trace_has_no_held_out_gain(
     assert "nan" not in out
     assert out.splitlines()[1].split()[-2:] == ["-", "-"]  # trace_stats: held out, noise
     assert "held-out      - captured" in out  # ceiling
+
+
+def test_report_all_lists_every_name_the_scripts_take_from_it() -> None:
+    """Every name a benchmark script imports from report.py is in report's __all__."""
+    report = _script("report")
+    taken = {
+        alias.name
+        for script in BENCH.glob("*.py")
+        for node in ast.walk(ast.parse(script.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "report"
+        for alias in node.names
+    }
+    assert taken <= set(report.__all__), sorted(taken - set(report.__all__))
