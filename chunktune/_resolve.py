@@ -253,7 +253,9 @@ async def resolve(
     sweep has finished, while its entry is being written, lets that whole entry land).
     A ``signature()`` that blocks is left behind in the same way; a decision measured
     in time is returned at the limit even while its entry still waits for the cache's
-    write lock (it is written once that lock is free).
+    write lock (it is written once that lock is free, or given up with a warning, as for
+    an unwritable cache, if the lock's holder changes nothing for
+    :data:`chunktune._cache.WRITE_STALL_S` seconds and a second per MB of the file).
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
