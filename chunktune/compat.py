@@ -264,9 +264,9 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
     )
     if not done or decision is None:
         _logger.warning(
-            "chunktune: resolve_chunk_size kept the native chunk: no decision within %.3g s "
-            "(a task of the blocked loop may be measuring the same workload); the one being "
-            "made is cached when it lands",
+            "chunktune: resolve_chunk_size kept the native chunk: no decision within %.3g s, "
+            "so it dropped its resolve (a task of the blocked loop may be measuring the same "
+            "workload: that sweep is cached once the loop runs again)",
             wait_s,
         )
         return None

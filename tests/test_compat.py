@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -283,6 +284,28 @@ async def test_on_an_event_loop_what_it_gave_up_on_never_steps_the_pool_later(
     await anyio.sleep(0.5)  # a resolve left behind would now take the key and sweep
     assert wait_for_sweeps(30)
     assert not (tmp_path / "cache.json").exists()
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_past_the_bound_it_says_it_dropped_its_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past the bound its warning says its own resolve was dropped, not that it will land."""
+    pool, state, owner = _owned_on_the_loop(tmp_path, monkeypatch)
+    probing = anyio.Event()
+
+    async def own() -> None:
+        await chunktune.resolve(owner, on_progress=lambda _: probing.set())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(own)
+        await probing.wait()
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            assert call(pool, state) is None
+        tg.cancel_scope.cancel()
+    assert wait_for_sweeps(30)
+    (kept,) = [r.getMessage() for r in caplog.records if "kept the native" in r.getMessage()]
+    assert "dropped its resolve" in kept and "the one being made" not in kept
 
 
 class _Interrupted(Exception):
