@@ -12,7 +12,9 @@ write. An entry whose checksum fails (a file cut at a line's end, a changed digi
 edit) makes the file go aside as a broken one does, its whole entries kept. Such a file
 that cannot be moved aside (a read-only directory or mount, a write lock that cannot be
 taken) serves those whole entries read-only, with one warning, and goes aside once it
-can. Reads re-parse only when the file changed. The document format lives in
+can (a write lock that a stuck process holds is waited for once, :data:`WRITE_STALL_S`;
+later reads and writes of that file give it one look and go on). Reads re-parse only
+when the file changed. The document format lives in
 ``_cache_format``.
 """
 
