@@ -117,3 +117,14 @@ def test_the_lock_wait_rereads_its_holder_as_often_as_said() -> None:
 
     said = re.search(r"it reads the note again every\s+(\d+(?:\.\d+)?) s", README)
     assert said and float(said.group(1)) == RELOOK_S
+
+
+def test_the_json_keys_listed_are_those_tune_prints() -> None:
+    """The README lists exactly the keys of the object `chunktune tune --json` prints."""
+    from chunktune import Decision
+
+    start = README.index("`--json` prints only the decision, one JSON object with")
+    listed = README[start : README.index(";", start)]
+    keys = set(re.findall(r"`(\w+)`", listed))
+    printed = Decision(chunk_size=None, native_chunk=1, source="trivial", reason="").to_json()
+    assert keys == set(printed)
