@@ -271,7 +271,7 @@ def check_signature(signature: object) -> dict[str, SignatureValue]:
     for key, raw in signature.items():
         if not isinstance(key, str):
             raise WorkloadError(
-                f"signature() key {key!r} is a {type(key).__name__}; keys must be strings"
+                f"signature() key {key!r} is of type {type(key).__name__}; keys must be strings"
             )
         value = _plain(raw)
         if isinstance(value, bool | str):

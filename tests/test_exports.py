@@ -6,6 +6,7 @@ import ast
 import importlib
 import inspect
 import traceback
+import typing
 from pathlib import Path
 from types import ModuleType
 
@@ -101,6 +102,16 @@ def test_exported_records_still_resolve_their_types(module: ModuleType) -> None:
         if inspect.isclass(value) and attrs.has(value):
             attrs.resolve_types(value)
             assert all(not isinstance(f.type, str) for f in attrs.fields(value)), name
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_exported_classes_give_their_type_hints(module: ModuleType) -> None:
+    """typing.get_type_hints works on every exported class (and function) after the fix-up."""
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            hints = typing.get_type_hints(value, include_extras=True)
+            assert not any(isinstance(h, str) for h in hints.values()), name
 
 
 @pytest.mark.parametrize("module", PRIVATE)

@@ -57,7 +57,7 @@ def add_parser(
     """Add ``cache`` and its verbs to ``commands``; every verb takes ``common``'s options."""
     cache = commands.add_parser(
         "cache",
-        help="inspect, clear, export or import the decision cache",
+        help="inspect, clear, export, import or merge the decision cache",
         description="Inspect and manage the decision cache.",
         epilog=_CACHE_EPILOG,
         formatter_class=help_formatter,

@@ -152,7 +152,7 @@ def take_models(model: Any, num_envs: int) -> tuple[Any, ...]:
     for index, m in enumerate(models):
         if not isinstance(m, mujoco.MjModel):
             raise InvalidArgumentError(
-                f"model variant {index} is a {type(m).__name__}, not a mujoco.MjModel"
+                f"model variant {index} is of type {type(m).__name__}, not a mujoco.MjModel"
             )
     check_compatible(models)
     if len(models) > num_envs:
