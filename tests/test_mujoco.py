@@ -261,8 +261,8 @@ def test_bad_chunk_size_is_rejected_with_the_value(value: Any, shown: str) -> No
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        pytest.param(["model.xml"], r"variant 0 is a str, not a mujoco\.MjModel", id="list"),
-        pytest.param(42, r"variant 0 is a int", id="int"),
+        pytest.param(["model.xml"], r"variant 0 is of type str, not a mujoco\.MjModel", id="list"),
+        pytest.param(42, r"variant 0 is of type int", id="int"),
         pytest.param("model.xml", r"got the path 'model\.xml'.*from_xml", id="path"),
         pytest.param([], "non-empty", id="empty"),
     ],
