@@ -52,7 +52,7 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
-from measure import bench_settings, policies_named, scored
+from measure import bench_settings, own_sweep_lock, policies_named, scored
 from unseen import HARM, SUMMARY_HEAD, draw_cases, summarize, summary_line
 
 import chunktune
@@ -397,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--diagnose", action="store_true", help="say where each harmful run got through"
     )
     args = parser.parse_args(argv)
+    own_sweep_lock()
     kinds = args.kinds.split(",")
     if unknown := [k for k in kinds if k not in KINDS]:
         parser.error(f"--kinds: unknown {', '.join(unknown)}; known: {', '.join(KINDS)}")

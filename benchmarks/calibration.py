@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import attrs
 from cases import trace_files, trace_name
-from measure import bench_settings, scored
+from measure import bench_settings, own_sweep_lock, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -106,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worst", type=float, default=-0.03, help="slowest gain offered")
     parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
     args = parser.parse_args(argv)
+    own_sweep_lock()
     settings = bench_settings()
     policy = settings.get_policy(args.policy)
     rows: list[CalibrationRow] = []

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import numpy as np
 import record_traces as rt
-from measure import _Hog, bench_settings, remeasure
+from measure import _Hog, bench_settings, own_sweep_lock, remeasure
 
 import chunktune
 from chunktune._candidates import SeedCandidates
@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         "(NAME-tT.json; a trailing '+hog' on a name adds a CPU hog halfway through each tune)",
     )
     args = parser.parse_args(argv)
+    own_sweep_lock()
     if args.live_from:
         return live_only(args)
     t0 = time.monotonic()

@@ -35,7 +35,14 @@ import attrs
 import numpy as np
 from cases import trace_files, trace_name
 from ceiling import confirm_known_best
-from measure import BenchmarkError, bench_settings, check_replayable, policies_named, scored
+from measure import (
+    BenchmarkError,
+    bench_settings,
+    check_replayable,
+    own_sweep_lock,
+    policies_named,
+    scored,
+)
 
 import chunktune
 from chunktune import ChunktuneError, Policy, Settings
@@ -192,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ceiling", action="store_true", help="add the known-best confirmation (ceiling.py)"
     )
     args = parser.parse_args(argv)
+    own_sweep_lock()
     settings = bench_settings()
     policies = policies_named(settings, args.policies.split(","))
     ceiling = next(iter(policies.values())) if args.ceiling else None

@@ -8,8 +8,10 @@ truth; live rows on a paired re-measurement against native.
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,12 +37,25 @@ __all__ = [
     "bench_settings",
     "check_replayable",
     "live_rows",
+    "own_sweep_lock",
     "policies_named",
     "remeasure",
     "scored",
     "sim_rows",
     "trace_rows",
 ]
+
+
+_LOCK_HOME: list[tempfile.TemporaryDirectory[str]] = []  # kept for the process's life
+
+
+def own_sweep_lock() -> None:
+    """Give this process a sweep lock of its own (``$CHUNKTUNE_SWEEP_LOCK`` in a
+    temporary folder), once: a benchmark's sweeps must neither wait on a trainer's
+    sweep on this machine nor make one wait. For a script's ``main``."""
+    if not _LOCK_HOME:
+        _LOCK_HOME.append(tempfile.TemporaryDirectory(prefix="chunktune-bench-"))
+        os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(Path(_LOCK_HOME[0].name) / "sweep.lock")
 
 
 def bench_settings() -> Settings:

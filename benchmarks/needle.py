@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
-from measure import bench_settings, policies_named, scored
+from measure import bench_settings, own_sweep_lock, policies_named, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -117,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gain", type=float, default=0.06, help="how much faster the needle is")
     parser.add_argument("--policies", default="balanced", help="comma-separated names")
     args = parser.parse_args(argv)
+    own_sweep_lock()
     settings = bench_settings()
     policies = policies_named(settings, args.policies.split(","))
     rows = needle_rows(policies, args.draws, args.gain, (0.03, 0.06, 0.10), settings)

@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -36,6 +35,7 @@ from measure import (
     bench_settings,
     check_replayable,
     live_rows,
+    own_sweep_lock,
     policies_named,
     sim_rows,
     trace_rows,
@@ -107,9 +107,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
-    # our own sweep lock: a benchmark must not wait on, or block, a trainer's sweep
-    lock_dir = tempfile.TemporaryDirectory(prefix="chunktune-bench-")
-    os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(Path(lock_dir.name) / "sweep.lock")
+    own_sweep_lock()
     settings = bench_settings()
     names = args.policies or list(QUICK_POLICIES if args.quick else FULL_POLICIES)
     policies = live_policies = policies_named(settings, names)
@@ -134,7 +132,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_replayable(files, policies)
         except (BenchmarkError, ChunktuneError) as exc:  # a TraceError: a file not a trace
             print(f"run.py: error: {exc}", file=sys.stderr)
-            lock_dir.cleanup()
             return 2
     sim: list[SimRow] = []
     traces: list[TraceRow] = []
@@ -214,7 +211,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {args.json}")
     if args.plot:
         print(f"wrote {args.plot}" if plot(sim, args.plot) else "no matplotlib: no plot")
-    lock_dir.cleanup()
     return 0
 
 

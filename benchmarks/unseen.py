@@ -27,7 +27,7 @@ from typing import NamedTuple, Protocol
 
 import attrs
 import numpy as np
-from measure import bench_settings, policies_named, scored
+from measure import bench_settings, own_sweep_lock, policies_named, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -230,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--memory", default="0,0", help="LOW,HIGH: the range of each case's noise memory"
     )
     args = parser.parse_args(argv)
+    own_sweep_lock()
     try:
         low, high = (float(x) for x in args.memory.split(","))
     except ValueError:

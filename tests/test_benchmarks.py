@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
 import sys
 import tarfile
 import time
@@ -14,8 +15,10 @@ from types import ModuleType
 import attrs
 import numpy as np
 import pytest
+from _holders import holding
 from _pools import remembering
 
+from chunktune._locks import sweep_lock_path
 from chunktune._trace import Trace, dump_trace
 from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
 
@@ -571,3 +574,23 @@ def test_report_all_lists_every_name_the_scripts_take_from_it() -> None:
         for alias in node.names
     }
     assert taken <= set(report.__all__), sorted(taken - set(report.__all__))
+
+
+@pytest.mark.parametrize("script", ["unseen", "needle"])
+def test_a_benchmark_neither_waits_on_nor_blocks_a_trainers_sweep(
+    script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the machine's sweep lock held (a trainer sweeping), a benchmark runs on its own."""
+    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    lock = sweep_lock_path()
+    lock.parent.mkdir(parents=True)
+    args = {"unseen": ["--cases", "1", "--seeds", "1"], "needle": ["--draws", "1"]}[script]
+    with holding(lock):
+        done = subprocess.run(
+            [sys.executable, str(BENCH / f"{script}.py"), *args, "--policies", "quick"],
+            capture_output=True,
+            text=True,
+            timeout=300,  # a hang guard: the old scripts wait for the holder forever
+        )
+    assert done.returncode == 0, done.stderr
