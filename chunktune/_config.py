@@ -216,6 +216,28 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     return [f"{path}: {message}" if path else message]
 
 
+def _user_parent(name: str, user: Mapping[str, Any]) -> str | None:
+    """The user policy that policy ``name`` extends, if it extends one (not a preset)."""
+    table = user.get(name)
+    parent = table.get("extends") if isinstance(table, Mapping) else None
+    return parent if isinstance(parent, str) and parent != name and parent in user else None
+
+
+def _sets(table: Any, problem: str) -> bool:
+    """Whether a policy's own table sets the key a problem (its path past the policy's) is at.
+
+    A problem at a key the policy only inherits is its parent's, reported there: the
+    key is nowhere under this policy's name in the file.
+    """
+    if not problem.startswith("."):
+        return False  # a rule between fields: its parent breaks it too, and says so
+    for key in problem[1:].split(":", 1)[0].split("."):
+        if not isinstance(table, Mapping) or key not in table:
+            return False
+        table = table[key]
+    return True
+
+
 def _structure(data: Any, cls: type[Any], path: str, problems: list[str]) -> Any:
     try:
         return _CONVERTER.structure(data, cls)
@@ -340,11 +362,22 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
         user = {}
     tables = resolve_tables(presets, user, problems)
     policies: dict[str, Policy] = {}
+    found: dict[str, list[str]] = {}  # each policy's problems, past its own path
     for name, table in tables.items():
         layer = "policies" if name in user else "presets"
-        pol = _structure(table, Policy, f"{layer}.{name}", problems)
+        own: list[str] = []
+        pol = _structure(table, Policy, f"{layer}.{name}", own)
+        found[name] = [p[len(f"{layer}.{name}") :] for p in own]
         if pol is not None:
             policies[name] = pol
+    for name in tables:
+        layer = "policies" if name in user else "presets"
+        inherited = set(found.get(_user_parent(name, user) or "", ()))
+        problems.extend(
+            f"{layer}.{name}{p}"
+            for p in found[name]
+            if p not in inherited or _sets(user.get(name), p)
+        )
 
     cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = _structure(data.get("log", {}), LogSettings, "log", problems)

@@ -377,6 +377,23 @@ def test_each_extends_cycle_is_reported_once() -> None:
     assert "cycle a -> b -> c -> a" in info.value.problems[0]
 
 
+def test_a_problem_in_an_extended_policy_is_reported_once_where_it_is_written() -> None:
+    """A bad field of a parent is one problem at its own path, not one more per child."""
+    policies = {
+        "a": {"extends": "b", "tie_tol": 0.02},
+        "c": {"extends": "a"},
+        "b": {"margn": 0.1, "candidates": {"strategy": "explicit", "sizes": [0]}},
+        "d": {"extends": "b", "margn": 0.1},  # its own typo, the same as its parent's
+    }
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "c", "policies": policies})
+    assert sorted(p.split(":")[0] for p in info.value.problems) == [
+        "policies.b.candidates.sizes",
+        "policies.b.margn",
+        "policies.d.margn",
+    ]
+
+
 @pytest.mark.parametrize(
     ("path", "message"),
     [
