@@ -333,7 +333,10 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
         return Path(path)
     env = os.environ.get(CONFIG_ENV)
     if env:
-        return Path(env)
+        try:  # ~ expanded, as in $CHUNKTUNE_CACHE: a service's or container's value no shell saw
+            return Path(env).expanduser()
+        except RuntimeError:  # no such user's home: the path as written, reported missing
+            return Path(env)
     local = Path.cwd() / "chunktune.toml"
     return local if local.is_file() else None
 
@@ -413,8 +416,9 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     """Load the effective settings.
 
-    Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``,
-    then built-in defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
+    Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG`` (``~`` expanded; its errors
+    say that the variable named the file), then ``./chunktune.toml``, then built-in
+    defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
     ``[cache] path`` and ``$CHUNKTUNE_SYSTEM_CACHE`` ``[cache] system_path`` (an empty
     variable counts as unset).
 
@@ -428,7 +432,14 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     file = find_config(path)
     if file is None:
         return settings_from_dict({}, source=None)
-    return settings_from_dict(_read_toml(file), source=str(file))
+    try:
+        return settings_from_dict(_read_toml(file), source=str(file))
+    except ConfigError as exc:
+        if path is not None or exc.source != str(file):
+            raise
+        # a variable set long ago (a shell profile, a job script) names a file the
+        # command never mentioned: say where that name came from
+        raise ConfigError(exc.problems, source=f"{file} (named by ${CONFIG_ENV})") from None
 
 
 # ---------------------------------------------------------------- dumping

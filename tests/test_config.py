@@ -290,6 +290,32 @@ def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert load_settings(explicit).policy == "seed"
 
 
+def test_chunktune_config_expands_home_as_chunktune_cache_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CONFIG='~/x.toml' (a value no shell expanded) reads the file in $HOME."""
+    write(tmp_path / "ct.toml", 'policy = "seed"\n')
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "~/ct.toml")
+    assert load_settings().policy == "seed"
+
+
+def test_a_file_chunktune_config_names_is_said_to_come_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing or bad file the variable names: the error says $CHUNKTUNE_CONFIG named it."""
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(tmp_path / "gone.toml"))
+    with pytest.raises(
+        ConfigError, match=r"gone\.toml \(named by \$CHUNKTUNE_CONFIG\): .*not found"
+    ):
+        load_settings()
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(write(tmp_path / "bad.toml", "policy = 3\n")))
+    with pytest.raises(ConfigError, match=r"bad\.toml \(named by \$CHUNKTUNE_CONFIG\): policy"):
+        load_settings()
+    with pytest.raises(ConfigError, match=r"bad\.toml: policy"):  # named here: no variable
+        load_settings(tmp_path / "bad.toml")
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     """A named settings file that does not exist is an error, not the defaults."""
     with pytest.raises(ConfigError, match="not found"):
