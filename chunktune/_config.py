@@ -8,6 +8,7 @@ file's problems are all reported at once, each with its dotted TOML path.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import difflib
 import functools
@@ -265,10 +266,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
     """
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            raw = f.read()
+        return tomllib.loads(raw.decode())
     except FileNotFoundError:
         raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
+        if raw.startswith(codecs.BOM_UTF8):  # some Windows editors write one; TOML has none
+            raise ConfigError(
+                "TOML syntax error: the file starts with a UTF-8 byte-order mark (BOM); "
+                "expected plain UTF-8 (save it without the BOM)",
+                source=str(path),
+            ) from None
         raise ConfigError(f"TOML syntax error: {exc}", source=str(path)) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(

@@ -349,12 +349,13 @@ def test_repository_example_loads() -> None:
             b"a = " + b"[" * 50 + b"]" * 50, "a.0.0.0.0.0.0.0.0: nested more than 8", id="deep-50"
         ),
         pytest.param(b"[" + b".".join([b"t"] * 3000) + b"]\n", "nested more than 8", id="dotted"),
+        pytest.param(b"\xef\xbb\xbfpolicy = 'quick'\n", "byte-order mark", id="bom"),
     ],
 )
 def test_a_file_no_settings_could_be_is_a_config_error(
     tmp_path: Path, content: bytes, message: str
 ) -> None:
-    """Undecodable bytes or nesting beyond any setting: one ConfigError naming the file."""
+    """Undecodable bytes, a BOM or nesting beyond any setting: one ConfigError naming the file."""
     cfg = tmp_path / "hostile.toml"
     cfg.write_bytes(content)
     with pytest.raises(ConfigError, match=message) as info:
