@@ -211,16 +211,19 @@ def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
 
 
 def failed_decision(
-    req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0
+    req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0, *, keying: bool = False
 ) -> Decision:
-    """Native, because the workload raised ``exc`` while it was being keyed or measured."""
+    """Native, because the workload raised ``exc`` while it was being keyed (its
+    ``signature()``, with ``keying``) or measured."""
     if isinstance(exc, WorkloadRaised):
         exc = exc.original
+    # a signature() that raised measured nothing: saying so points at the right method
+    what = "the workload's signature() failed" if keying else "the workload failed while measuring"
     return Decision(
         chunk_size=None,
         native_chunk=req.native,
         source="fallback",
-        reason=f"kept the native chunk {req.native}: the workload failed while measuring "
+        reason=f"kept the native chunk {req.native}: {what} "
         f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})",
         key=key,
         probe_seconds=probe_seconds,
