@@ -328,7 +328,11 @@ def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
     """
     mode = settings.log.stderr
     # collectors in spawned subprocesses have no logging configured: say it anyway
-    if mode == "always" or (mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)):
+    told = mode == "always" or (
+        mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)
+    )
+    # no stderr at all (`2>&-`, pythonw): print(file=None) would write into the trainer's stdout
+    if told and sys.stderr is not None:
         print(f"[chunktune] {line}", file=sys.stderr, flush=True)
     if mode != "always":
         logger.info(line)
