@@ -8,6 +8,7 @@ file's problems are all reported at once, each with its dotted TOML path.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import difflib
 import functools
@@ -216,6 +217,28 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     return [f"{path}: {message}" if path else message]
 
 
+def _user_parent(name: str, user: Mapping[str, Any]) -> str | None:
+    """The user policy that policy ``name`` extends, if it extends one (not a preset)."""
+    table = user.get(name)
+    parent = table.get("extends") if isinstance(table, Mapping) else None
+    return parent if isinstance(parent, str) and parent != name and parent in user else None
+
+
+def _sets(table: Any, problem: str) -> bool:
+    """Whether a policy's own table sets the key a problem (its path past the policy's) is at.
+
+    A problem at a key the policy only inherits is its parent's, reported there: the
+    key is nowhere under this policy's name in the file.
+    """
+    if not problem.startswith("."):
+        return False  # a rule between fields: its parent breaks it too, and says so
+    for key in problem[1:].split(":", 1)[0].split("."):
+        if not isinstance(table, Mapping) or key not in table:
+            return False
+        table = table[key]
+    return True
+
+
 def _structure(data: Any, cls: type[Any], path: str, problems: list[str]) -> Any:
     try:
         return _CONVERTER.structure(data, cls)
@@ -243,10 +266,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
     """
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            raw = f.read()
+        return tomllib.loads(raw.decode())
     except FileNotFoundError:
         raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
+        if raw.startswith(codecs.BOM_UTF8):  # some Windows editors write one; TOML has none
+            raise ConfigError(
+                "TOML syntax error: the file starts with a UTF-8 byte-order mark (BOM); "
+                "expected plain UTF-8 (save it without the BOM)",
+                source=str(path),
+            ) from None
         raise ConfigError(f"TOML syntax error: {exc}", source=str(path)) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
@@ -311,7 +341,10 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
         return Path(path)
     env = os.environ.get(CONFIG_ENV)
     if env:
-        return Path(env)
+        try:  # ~ expanded, as in $CHUNKTUNE_CACHE: a service's or container's value no shell saw
+            return Path(env).expanduser()
+        except RuntimeError:  # no such user's home: the path as written, reported missing
+            return Path(env)
     local = Path.cwd() / "chunktune.toml"
     return local if local.is_file() else None
 
@@ -340,11 +373,22 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
         user = {}
     tables = resolve_tables(presets, user, problems)
     policies: dict[str, Policy] = {}
+    found: dict[str, list[str]] = {}  # each policy's problems, past its own path
     for name, table in tables.items():
         layer = "policies" if name in user else "presets"
-        pol = _structure(table, Policy, f"{layer}.{name}", problems)
+        own: list[str] = []
+        pol = _structure(table, Policy, f"{layer}.{name}", own)
+        found[name] = [p[len(f"{layer}.{name}") :] for p in own]
         if pol is not None:
             policies[name] = pol
+    for name in tables:
+        layer = "policies" if name in user else "presets"
+        inherited = set(found.get(_user_parent(name, user) or "", ()))
+        problems.extend(
+            f"{layer}.{name}{p}"
+            for p in found[name]
+            if p not in inherited or _sets(user.get(name), p)
+        )
 
     cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = _structure(data.get("log", {}), LogSettings, "log", problems)
@@ -380,8 +424,9 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     """Load the effective settings.
 
-    Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG``, then ``./chunktune.toml``,
-    then built-in defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
+    Discovery order: ``path``, then ``$CHUNKTUNE_CONFIG`` (``~`` expanded; its errors
+    say that the variable named the file), then ``./chunktune.toml``, then built-in
+    defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
     ``[cache] path`` and ``$CHUNKTUNE_SYSTEM_CACHE`` ``[cache] system_path`` (an empty
     variable counts as unset).
 
@@ -395,7 +440,14 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     file = find_config(path)
     if file is None:
         return settings_from_dict({}, source=None)
-    return settings_from_dict(_read_toml(file), source=str(file))
+    try:
+        return settings_from_dict(_read_toml(file), source=str(file))
+    except ConfigError as exc:
+        if path is not None or exc.source != str(file):
+            raise
+        # a variable set long ago (a shell profile, a job script) names a file the
+        # command never mentioned: say where that name came from
+        raise ConfigError(exc.problems, source=f"{file} (named by ${CONFIG_ENV})") from None
 
 
 # ---------------------------------------------------------------- dumping

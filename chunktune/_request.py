@@ -211,16 +211,19 @@ def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
 
 
 def failed_decision(
-    req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0
+    req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0, *, keying: bool = False
 ) -> Decision:
-    """Native, because the workload raised ``exc`` while it was being keyed or measured."""
+    """Native, because the workload raised ``exc`` while it was being keyed (its
+    ``signature()``, with ``keying``) or measured."""
     if isinstance(exc, WorkloadRaised):
         exc = exc.original
+    # a signature() that raised measured nothing: saying so points at the right method
+    what = "the workload's signature() failed" if keying else "the workload failed while measuring"
     return Decision(
         chunk_size=None,
         native_chunk=req.native,
         source="fallback",
-        reason=f"kept the native chunk {req.native}: the workload failed while measuring "
+        reason=f"kept the native chunk {req.native}: {what} "
         f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})",
         key=key,
         probe_seconds=probe_seconds,
@@ -325,7 +328,11 @@ def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
     """
     mode = settings.log.stderr
     # collectors in spawned subprocesses have no logging configured: say it anyway
-    if mode == "always" or (mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)):
+    told = mode == "always" or (
+        mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)
+    )
+    # no stderr at all (`2>&-`, pythonw): print(file=None) would write into the trainer's stdout
+    if told and sys.stderr is not None:
         print(f"[chunktune] {line}", file=sys.stderr, flush=True)
     if mode != "always":
         logger.info(line)

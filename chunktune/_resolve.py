@@ -214,7 +214,7 @@ async def _answer(req: Request) -> Decision:
         except ChunktuneError:
             raise
         except Exception as exc:  # a workload whose signature() fails is a failing workload
-            return failed_decision(req, "", exc)
+            return failed_decision(req, "", exc, keying=True)
     if keyed is None:
         assert req.policy.hard_limit_s is not None
         return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)

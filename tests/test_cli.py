@@ -845,6 +845,42 @@ def test_results_that_cannot_be_written_are_one_error_and_exit_2(
     assert result.stderr == f"chunktune: error: cannot write the results to stdout: {why}\n"
 
 
+def test_with_stderr_closed_tune_json_writes_only_the_decision_to_stdout(
+    env: dict[str, Path], model: Path
+) -> None:
+    """stderr never open (`2>&-`): progress goes nowhere, stdout holds one JSON object."""
+    result = subprocess.run(
+        [sys.executable, "-m", "chunktune", "tune", str(model), *SMALL, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        preexec_fn=lambda: os.close(2),
+    )
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["source"] == "benchmark"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("cache", "path"), id="cache-path"),
+        pytest.param(("tune", "--nstep", "0"), id="usage"),
+    ],
+)
+def test_with_stdout_and_stderr_closed_a_failure_is_exit_2_not_a_traceback(
+    env: dict[str, Path], args: tuple[str, ...]
+) -> None:
+    """`>&- 2>&-`: exit 2, as with stdout alone closed, not Python's 1 for a traceback."""
+    result = subprocess.run(
+        [sys.executable, "-m", "chunktune", *args],
+        timeout=60,
+        env=dict(os.environ),
+        preexec_fn=lambda: (os.close(1), os.close(2)),
+    )
+    assert result.returncode == 2
+
+
 def test_ctrl_c_while_the_command_is_still_loading_exits_130_quietly() -> None:
     """SIGINT between the first import of chunktune and main(): exit 130, no traceback."""
     script = (

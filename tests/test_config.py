@@ -291,6 +291,32 @@ def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert load_settings(explicit).policy == "seed"
 
 
+def test_chunktune_config_expands_home_as_chunktune_cache_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CONFIG='~/x.toml' (a value no shell expanded) reads the file in $HOME."""
+    write(tmp_path / "ct.toml", 'policy = "seed"\n')
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "~/ct.toml")
+    assert load_settings().policy == "seed"
+
+
+def test_a_file_chunktune_config_names_is_said_to_come_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing or bad file the variable names: the error says $CHUNKTUNE_CONFIG named it."""
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(tmp_path / "gone.toml"))
+    with pytest.raises(
+        ConfigError, match=r"gone\.toml \(named by \$CHUNKTUNE_CONFIG\): .*not found"
+    ):
+        load_settings()
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(write(tmp_path / "bad.toml", "policy = 3\n")))
+    with pytest.raises(ConfigError, match=r"bad\.toml \(named by \$CHUNKTUNE_CONFIG\): policy"):
+        load_settings()
+    with pytest.raises(ConfigError, match=r"bad\.toml: policy"):  # named here: no variable
+        load_settings(tmp_path / "bad.toml")
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     """A named settings file that does not exist is an error, not the defaults."""
     with pytest.raises(ConfigError, match="not found"):
@@ -334,12 +360,13 @@ def test_repository_example_says_what_a_missing_description_becomes() -> None:
             b"a = " + b"[" * 50 + b"]" * 50, "a.0.0.0.0.0.0.0.0: nested more than 8", id="deep-50"
         ),
         pytest.param(b"[" + b".".join([b"t"] * 3000) + b"]\n", "nested more than 8", id="dotted"),
+        pytest.param(b"\xef\xbb\xbfpolicy = 'quick'\n", "byte-order mark", id="bom"),
     ],
 )
 def test_a_file_no_settings_could_be_is_a_config_error(
     tmp_path: Path, content: bytes, message: str
 ) -> None:
-    """Undecodable bytes or nesting beyond any setting: one ConfigError naming the file."""
+    """Undecodable bytes, a BOM or nesting beyond any setting: one ConfigError naming the file."""
     cfg = tmp_path / "hostile.toml"
     cfg.write_bytes(content)
     with pytest.raises(ConfigError, match=message) as info:
@@ -386,6 +413,23 @@ def test_each_extends_cycle_is_reported_once() -> None:
         settings_from_dict({"policy": "d", "policies": policies})
     assert len(info.value.problems) == 1
     assert "cycle a -> b -> c -> a" in info.value.problems[0]
+
+
+def test_a_problem_in_an_extended_policy_is_reported_once_where_it_is_written() -> None:
+    """A bad field of a parent is one problem at its own path, not one more per child."""
+    policies = {
+        "a": {"extends": "b", "tie_tol": 0.02},
+        "c": {"extends": "a"},
+        "b": {"margn": 0.1, "candidates": {"strategy": "explicit", "sizes": [0]}},
+        "d": {"extends": "b", "margn": 0.1},  # its own typo, the same as its parent's
+    }
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "c", "policies": policies})
+    assert sorted(p.split(":")[0] for p in info.value.problems) == [
+        "policies.b.candidates.sizes",
+        "policies.b.margn",
+        "policies.d.margn",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,17 @@ def test_a_cached_answer_is_told_on_stderr_once_per_process(
     sources = [chunktune.resolve_sync(plateau(seed=7), settings=s).source for _ in range(3)]
     assert sources == ["benchmark", "cache", "cache"]
     assert capsys.readouterr().err.count("[chunktune] chunk_size=") == lines
+
+
+@pytest.mark.parametrize("mode", ["auto", "always"])
+def test_with_no_stderr_the_decision_line_stays_out_of_stdout(
+    mode: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sys.stderr None (`2>&-`, pythonw): the line is dropped, not printed into stdout."""
+    monkeypatch.setattr(sys, "stderr", None)
+    s = attrs.evolve(load_settings(), log=chunktune.LogSettings(stderr=mode))
+    assert chunktune.resolve_sync(plateau(), settings=s, policy="quick").source == "benchmark"
+    assert capsys.readouterr().out == ""
 
 
 def test_log_auto_uses_logging_when_configured(

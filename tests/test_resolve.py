@@ -248,6 +248,34 @@ async def test_what_a_workload_raises_is_its_failure_not_the_caller_s(
     assert cache_entries(isolated) == {}
 
 
+@pytest.mark.parametrize(
+    ("method", "said"),
+    [
+        pytest.param("run", "the workload failed while measuring (KeyError: 'env')", id="run"),
+        pytest.param("signature", "the workload's signature() failed (KeyError: 'env')", id="sig"),
+    ],
+)
+async def test_a_failing_workload_s_reason_names_what_failed(
+    isolated: Path, method: str, said: str
+) -> None:
+    """signature() raising is said to be signature()'s failure, not one while measuring."""
+
+    class Raising(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if method == "run" and self.calls >= 3:
+                raise KeyError("env")
+            return super().run(chunk_size)
+
+        def signature(self) -> Mapping[str, SignatureValue]:
+            if method == "signature":
+                raise KeyError("env")
+            return super().signature()
+
+    d = await chunktune.resolve(Raising(uneven().costs, nthread=8))
+    assert (d.source, d.reason) == ("fallback", f"kept the native chunk {d.native_chunk}: {said}")
+    assert cache_entries(isolated) == {}
+
+
 async def test_a_sweep_that_timed_no_candidate_is_not_remembered(isolated: Path) -> None:
     """Too slow for the budget: native, not cached, so a larger budget measures next time."""
     pool = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=16, mean_s=0.01)

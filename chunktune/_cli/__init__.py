@@ -129,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     real, out = sys.stdout, Stdout(sys.stdout)
     sys.stdout = out
+    real_err = sys.stderr
+    if real_err is None:
+        # stderr closed at start (`2>&-`, a daemon's): print(file=None) and rich write to
+        # stdout instead, so progress would corrupt `--json`, and an error line would fail
+        # on a closed stdout and end in a traceback; what goes to stderr goes nowhere
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
     try:
         _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below
         code = _main(argv)
@@ -153,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     finally:
         sys.stdout = real
+        if real_err is None:
+            sys.stderr.close()
+            sys.stderr = real_err
 
 
 def _interrupted(exc: BaseException) -> bool:
