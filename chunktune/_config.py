@@ -394,13 +394,14 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     log = _structure(data.get("log", {}), LogSettings, "log", problems)
     ray = _structure(data.get("ray", {}), RaySettings, "ray", problems)
 
+    variables: list[str] = []  # problems of the environment, not of the file
     for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
         value = os.environ.get(env)
         if value and cache is not None:
             try:
                 cache = attrs.evolve(cache, **{field: value})
             except ConfigError as exc:
-                problems.extend(f"${env}: {p}" for p in exc.problems)
+                variables.extend(f"${env}: {p}" for p in exc.problems)
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
@@ -408,8 +409,9 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     elif active not in tables and active not in user:  # a broken one's problem is listed
         problems.append(f"policy: {unknown_policy(active, set(tables) | set(user))}")
 
-    if problems:
-        raise ConfigError(problems, source=source)
+    if problems or variables:
+        # a variable's problem alone is no fault of the file it was read beside
+        raise ConfigError([*problems, *variables], source=source if problems else None)
     return Settings(
         policy=active,
         policies=policies,
@@ -443,7 +445,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     try:
         return settings_from_dict(_read_toml(file), source=str(file))
     except ConfigError as exc:
-        if path is not None or exc.source != str(file):
+        if path is not None or not os.environ.get(CONFIG_ENV) or exc.source != str(file):
             raise
         # a variable set long ago (a shell profile, a job script) names a file the
         # command never mentioned: say where that name came from

@@ -317,6 +317,22 @@ def test_a_file_chunktune_config_names_is_said_to_come_from_it(
         load_settings(tmp_path / "bad.toml")
 
 
+def test_a_file_found_here_or_a_bad_variable_is_not_blamed_on_chunktune_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """./chunktune.toml's error names no variable; a bad $CHUNKTUNE_CACHE blames no file."""
+    write(tmp_path / "chunktune.toml", "policy = 3\n")
+    with pytest.raises(ConfigError, match=r"chunktune\.toml: policy") as bad:
+        load_settings()
+    assert "CHUNKTUNE_CONFIG" not in str(bad.value)
+    write(tmp_path / "chunktune.toml", 'policy = "seed"\n')
+    monkeypatch.setenv("CHUNKTUNE_CACHE", "~nosuchuser-chunktune/c.json")
+    with pytest.raises(ConfigError) as variable:
+        load_settings()
+    assert str(variable.value).startswith("invalid settings: $CHUNKTUNE_CACHE: ")
+    assert variable.value.source is None
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     """A named settings file that does not exist is an error, not the defaults."""
     with pytest.raises(ConfigError, match="not found"):
