@@ -379,9 +379,9 @@ def parse_cache(
     else:
         schema = doc.get("schema")
         if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
+            has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
             raise UnusableCache(
-                "is neither a chunktune cache nor an older tuner's JSON cache "
-                f"(schema {shown(schema)})"
+                f"is neither a chunktune cache nor an older tuner's JSON cache ({has})"
             )
         if schema > SCHEMA:
             raise NewerCache(
