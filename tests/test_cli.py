@@ -649,7 +649,7 @@ def test_cache_import_legacy_json(
     [
         pytest.param("{not json", "does not parse as JSON", id="not-json"),
         pytest.param("[1, 2]", "is not a cache", id="not-a-table"),
-        pytest.param('{"x": 1}', r"nor an older .*\(no schema\)", id="unknown-shape"),
+        pytest.param('{"x": 1}', "JSON cache (no schema)", id="unknown-shape"),
         pytest.param('{"schema": 99, "entries": {}}', "newer than this chunktune", id="newer"),
     ],
 )
