@@ -9,8 +9,9 @@ was killed, its node died) goes to the next worker that asks, so nothing waits o
 a dead sweep for longer than one lease. All times are the actor's monotonic
 seconds; callers only ever hand back what it gave them.
 
-The actor restarts when its process or node dies (``max_restarts=-1``), perhaps on
-another host, with its state lost and a monotonic clock of another origin. Each start
+It runs on the head node (whose loss ends the cluster), not on a worker node an
+autoscaler may remove once idle. Ray restarts it when its process dies
+(``max_restarts=-1``), with its state lost and a monotonic clock of another origin. Each start
 is an incarnation with its own id, and the ``since`` and claim tokens it hands out
 carry that id: one handed back to a later incarnation is never read on its clock.
 Such a caller asked before that incarnation began, so every answer and failure the
@@ -44,6 +45,7 @@ __all__ = ["REGISTRY_NAME", "REGISTRY_NAMESPACE", "Registry", "Since", "Token", 
 REGISTRY_NAME = "chunktune-registry"
 REGISTRY_NAMESPACE = "chunktune"
 _EVENTS_KEPT = 10_000
+HEAD_NODE_RESOURCE = "node:__internal_head__"  # Ray gives the head node one of it
 
 Since = tuple[str, float]  # (the incarnation that handed it out, its monotonic seconds)
 Token = tuple[str, int]  # (the incarnation that granted the claim, the key's claim count)
@@ -276,6 +278,10 @@ def registry_handle(ray: Any, *, fresh: bool = False) -> Any:
                 lifetime="detached",
                 get_if_exists=True,
                 num_cpus=0,
+                # on the head node, as Ray Train's state actor, and outside any placement
+                # group of the caller's (where the head's resource is not to be had)
+                resources={HEAD_NODE_RESOURCE: 0.001},
+                scheduling_strategy="DEFAULT",
                 max_restarts=-1,
                 max_concurrency=10_000,
             )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 import types
+import uuid
 from typing import Any
 
 import anyio
 import pytest
 
 from chunktune import CacheEntry
-from chunktune._ray_registry import Registry
+from chunktune._ray_registry import Registry, registry_handle
 
 pytestmark = pytest.mark.anyio
 
@@ -244,3 +245,24 @@ async def test_a_claim_of_a_restarted_registry_is_not_ended_by_a_token_from_befo
     }
     assert not await calls[call]()
     assert await new.heartbeat(KEY, now["token"], 5.0)  # w2 still holds its claim
+
+
+def test_the_registry_is_made_on_the_head_node_outside_any_placement_group() -> None:
+    """The registry asks for the head node's resource, so no autoscaler removes its node."""
+    made: dict[str, Any] = {}
+
+    class FakeRay:
+        def get_runtime_context(self) -> Any:
+            return types.SimpleNamespace(get_job_id=lambda: f"job-{uuid.uuid4().hex}")
+
+        def remote(self, cls: type) -> Any:
+            def options(**kwargs: Any) -> Any:
+                made.update(kwargs)
+                return types.SimpleNamespace(remote=lambda: "handle")
+
+            return types.SimpleNamespace(options=options)
+
+    assert registry_handle(FakeRay()) == "handle"
+    assert made["resources"] == {"node:__internal_head__": 0.001}
+    assert made["scheduling_strategy"] == "DEFAULT"
+    assert (made["lifetime"], made["max_restarts"]) == ("detached", -1)
