@@ -49,7 +49,7 @@ from ._cache_format import (
 )
 from ._cache_salvage import salvage
 from ._errors import CacheError
-from ._locks import holds_file_at
+from ._locks import remove_idle, sweep_lock_litter
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, shown_some, user_path
 
@@ -283,34 +283,10 @@ class DecisionCache:
             lock.release()
 
     def _remove_idle_key_locks(self) -> int:
-        """Delete the key-lock files no process holds now; returns how many went.
-
-        Each is taken without waiting and unlinked while held, with the holder's note
-        a killed holder left beside it: a process that opened the old file meanwhile
-        finds it unlinked once it gets the lock, and retries on a fresh file
-        (``_locks.holds_file_at``). One that is held stays, and so does its note.
-        """
-        removed = 0
+        """Delete the key-lock files no process holds now (:func:`chunktune._locks.remove_idle`)."""
         with contextlib.suppress(OSError):
-            files = sorted((self.path.parent / "locks").glob("*.lock"))
-            for file in files:
-                lock = filelock.FileLock(file, thread_local=False)
-                try:
-                    lock.acquire(timeout=0)
-                except (filelock.Timeout, OSError):
-                    continue
-                try:
-                    # another `clear` may have put a new, held file where this one was
-                    if holds_file_at(lock, file):
-                        # a note beside an idle lock is a holder's that was killed
-                        file.with_name(file.name + ".holder").unlink(missing_ok=True)
-                        file.unlink()
-                        removed += 1
-                except OSError:
-                    pass
-                finally:
-                    lock.release()
-        return removed
+            return remove_idle(sorted((self.path.parent / "locks").glob("*.lock")))
+        return 0
 
     # -- reading -------------------------------------------------------------------
 
@@ -693,8 +669,10 @@ class DecisionCache:
         """Delete every entry present now, and the debris of earlier runs; returns how many.
 
         Debris: key-lock files no process holds (and the notes of holders killed
-        while holding them), and temporary files of writers that died mid-write
-        (older than ``_atomic.STALE_TEMP_S``, five minutes).
+        while holding them), the default sweep lock's files that none holds (one per
+        machine and boot, left by a sweeper killed while holding it;
+        :func:`chunktune._locks.sweep_lock_litter`), and temporary files of writers
+        that died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
 
         Raises:
             CacheError: the cache cannot be read or written (nothing was deleted).
@@ -709,4 +687,5 @@ class DecisionCache:
             ) from exc
         remove_stale_temps(self.path)
         self._remove_idle_key_locks()
+        remove_idle(sweep_lock_litter())
         return len(keys)

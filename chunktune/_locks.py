@@ -23,7 +23,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Literal
@@ -44,7 +44,9 @@ __all__ = [
     "hold_blocking",
     "holds_file_at",
     "key_lock",
+    "remove_idle",
     "sweep_lock",
+    "sweep_lock_litter",
     "sweep_lock_path",
     "this_machine",
 ]
@@ -77,6 +79,50 @@ def sweep_lock_path() -> Path:
             return Path(env)
     root = platformdirs.user_cache_path(appauthor=False)
     return root / f"chunktune-sweep-{this_machine()}.lock"
+
+
+def sweep_lock_litter() -> list[Path]:
+    """The default sweep-lock files in the user cache root, of every machine and boot
+    (none while ``$CHUNKTUNE_SWEEP_LOCK`` names the lock instead).
+
+    Each holder removes its file as it lets go; one killed while holding it leaves it,
+    and a new boot never opens it again (:func:`remove_idle` clears those).
+    """
+    if os.environ.get(SWEEP_LOCK_ENV):
+        return []
+    root = platformdirs.user_cache_path(appauthor=False)
+    with suppress(OSError):
+        return sorted(root.glob("chunktune-sweep-*.lock"))
+    return []
+
+
+def remove_idle(files: Iterable[Path]) -> int:
+    """Delete the lock files among ``files`` that no process holds now; returns how many went.
+
+    Each is taken without waiting and unlinked while held, with the holder's note
+    a killed holder left beside it: a process that opened the old file meanwhile
+    finds it unlinked once it gets the lock, and retries on a fresh file
+    (:func:`holds_file_at`). One that is held stays, and so does its note.
+    """
+    removed = 0
+    for file in files:
+        lock = filelock.FileLock(file, thread_local=False)
+        try:
+            lock.acquire(timeout=0)
+        except (filelock.Timeout, OSError):
+            continue
+        try:
+            # another `clear` may have put a new, held file where this one was
+            if holds_file_at(lock, file):
+                # a note beside an idle lock is a holder's that was killed
+                file.with_name(file.name + ".holder").unlink(missing_ok=True)
+                file.unlink()
+                removed += 1
+        except OSError:
+            pass
+        finally:
+            lock.release()
+    return removed
 
 
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")

@@ -644,6 +644,31 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
     assert not held.exists()
 
 
+def test_clear_removes_idle_default_sweep_lock_files_but_not_a_held_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`clear` deletes the per-boot sweep-lock files a killed sweeper left; a held one stays."""
+    monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "xdg"
+    root.mkdir()
+    old_boot, other_host = (
+        root / "chunktune-sweep-0123456789ab.lock",
+        root / "chunktune-sweep-n2.lock",
+    )
+    for file in (old_boot, other_host):
+        file.touch()
+    (root / "chunktune-sweep-0123456789ab.lock.holder").write_text('{"pid": 1, "since": 0}')
+    unrelated = root / "other-tool.lock"
+    unrelated.touch()
+    cache = DecisionCache(tmp_path / "c.json")
+    with holding(other_host):  # a sweep running on another host of a shared home
+        cache.clear()
+    assert sorted(p.name for p in root.iterdir()) == ["chunktune-sweep-n2.lock", "other-tool.lock"]
+    cache.clear()
+    assert sorted(p.name for p in root.iterdir()) == ["other-tool.lock"]
+
+
 def test_clear_never_removes_a_lock_file_put_in_place_while_it_looked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
