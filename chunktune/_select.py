@@ -45,7 +45,9 @@ def pick(
     if tie_break == "toward_upper":
         return min(band, key=lambda c: (abs(c - upper), c))
     if tie_break == "toward_native":
-        return min(band, key=lambda c: (abs(math.log(c) - math.log(native)), c))
+        # rounded as center's is: sizes equally far from native in log scale (8 and 18
+        # around 12) differ in the last bits, and the smaller must win that tie
+        return min(band, key=lambda c: (round(abs(math.log(c) - math.log(native)), 9), c))
     if tie_break == "smallest":
         return band[0]
     # center: the middle of the fast plateau in log scale (chunk sizes scale by ratios),

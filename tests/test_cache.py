@@ -1279,3 +1279,40 @@ def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
     assert "Permission denied" in warning and "serving the 3 of its entries" in warning
     assert path.read_bytes() == damaged
     assert sorted(p.name for p in folder.iterdir()) == listed
+
+
+def test_another_policy_of_the_same_rule_and_effort_answers_a_lookup(tmp_path: Path) -> None:
+    """An entry of the same rule and as much effort answers; the most effort wins; less does not."""
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update(
+        {
+            "k.same": entry(policy_hash="same", policy_effort=208),
+            "k.more": entry(16, policy_hash="more", policy_effort=300),
+        }
+    )
+    found = cache.lookup("k", policy_hash="mine", rule="margin=0.03", effort=208)
+    assert found is not None and found[0] == "k.more"
+    assert cache.update({"k.more": None})
+    found = cache.lookup("k", policy_hash="mine", rule="margin=0.03", effort=208)
+    assert found is not None and found[0] == "k.same"
+    assert cache.lookup("k", policy_hash="mine", rule="margin=0.03", effort=209) is None
+    own = cache.lookup("k", policy_hash="same", rule="other", effort=10_000)
+    assert own is not None and own[0] == "k.same"  # its own entry, whatever else
+
+
+def test_merge_keeps_the_local_entry_on_a_tie_of_dates(tmp_path: Path) -> None:
+    """An incoming entry as old as the local one, but different, leaves the local one."""
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.put("a", entry(8, created=5.0))
+    report = cache.merge({"a": entry(16, created=5.0)})
+    assert (report.replaced, report.kept) == ((), ("a",))
+    assert DecisionCache(tmp_path / "c.json").entries()["a"].chunk_size == 8
+
+
+def test_a_merge_that_only_replaces_entries_writes_them(tmp_path: Path) -> None:
+    """A merge bringing only newer versions of local entries stores them."""
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.put("a", entry(8, created=1.0))
+    report = cache.merge({"a": entry(16, created=2.0)})
+    assert (report.added, report.replaced) == ((), ("a",))
+    assert DecisionCache(tmp_path / "c.json").entries()["a"].chunk_size == 16

@@ -431,3 +431,14 @@ def test_a_known_entry_is_reused_only_for_a_table_with_its_checksum(fmt: str) ->
     )
     damaged = parse_cache(edited, fmt, mtime=0.0, source="x", known=first.known)  # type: ignore[arg-type]
     assert damaged.altered == (_KEY,) and _KEY not in damaged.entries
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [pytest.param(b"junk", id="junk"), pytest.param(b'{"schema": 1}\n', id="second-document")],
+)
+def test_a_json_document_with_bytes_after_it_is_unusable(tail: bytes) -> None:
+    """Bytes after a JSON cache's closing brace make it unusable, as json.loads says."""
+    raw = encode(GOLDEN, "json") + tail
+    with pytest.raises(UnusableCache, match="does not parse as JSON"):
+        parse_cache(raw, "json", mtime=0.0, source="c.json")

@@ -149,3 +149,9 @@ def test_a_first_look_due_at_an_odd_count_reports_its_estimate(min_pairs: int) -
         d += pair_gains([e.chunk_size for e in block], [e.seconds or 0.0 for e in block])
     assert r.gain_ci is not None and r.confirm_pairs == min_pairs + 1
     assert r.gain == pytest.approx(-math.expm1(-estimate(d, "trimmed_mean")))
+
+
+def test_a_gain_clear_of_zero_but_under_the_margin_is_rejected() -> None:
+    """A steady 0.5% gain, surely above 0, is under the 1% margin: rejected, never confirmed."""
+    d = [math.log(1 / 0.995) + 0.001 * (-1) ** k for k in range(16)]
+    assert verdict(d, sigma=0.001) == "rejected"

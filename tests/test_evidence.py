@@ -7,6 +7,7 @@ import math
 import pytest
 
 from chunktune._evidence import Evidence
+from chunktune._stats import standard_error
 
 
 def evidence(table: dict[int | None, list[float | None]], *, paired: bool = True) -> Evidence:
@@ -75,3 +76,22 @@ def test_a_pair_s_noise_is_that_of_a_call_against_its_native_partner(paired: boo
     ev = evidence(table, paired=paired)
     sigma, dof = ev.sigma()
     assert ev.pair_sigma() == pytest.approx((sigma if paired else math.sqrt(2.0) * sigma, dof))
+
+
+def test_a_comparison_counts_the_common_rounds_whichever_side_joined_late() -> None:
+    """The early size against the late one: the count and error of their common rounds only."""
+    ev = evidence(
+        {None: [2.0, 2.0, 2.0, 1.0, 1.0], 4: [1.8, 1.9, 1.7, 0.9, 0.95],
+         8: [None, None, None, 0.8, 0.85]}
+    )  # fmt: skip
+    early, late = ev.compare(4, 8), ev.compare(8, 4)
+    assert early.n == late.n == 2
+    assert early.se == pytest.approx(late.se)
+    assert early.diff == pytest.approx(-late.diff)
+
+
+def test_an_unpaired_comparison_has_the_noise_of_a_pair() -> None:
+    """Unpaired, the difference of two estimates carries a pair's noise: sqrt(2) times a call's."""
+    ev = evidence({None: [1.0, 1.1, 0.95, 1.05], 4: [0.9, 1.0, 0.97, 0.92]}, paired=False)
+    cmp = ev.compare(4, None)
+    assert cmp.se == pytest.approx(standard_error(ev.pair_sigma()[0], 4, "trimmed_mean"))

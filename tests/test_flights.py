@@ -352,3 +352,44 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
         d = chunktune.resolve_sync(w, policy=pol, refresh=True, on_progress=take_over)
     assert len(successors) == 1 and d.source == "fallback"
     assert f"pid {successors[0].pid} on node5" in d.reason and "node3" not in d.reason
+
+
+class Held:
+    """A lock that counts its releases."""
+
+    def __init__(self) -> None:
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def test_a_lock_released_for_an_abandoned_owner_is_not_its_to_release() -> None:
+    """abandon releases the owner's locks once; unclaim then tells the owner they are gone."""
+    flight, owner = _flights.board("test-unclaim")
+    lock = Held()
+    assert owner and flight.claim(lock)  # type: ignore[arg-type]
+    _flights.abandon(flight)
+    assert lock.released == 1
+    assert not flight.unclaim(lock)  # type: ignore[arg-type]
+
+
+def test_abandoning_a_flight_that_landed_releases_nothing() -> None:
+    """An owner that gave up at its hard limit landed; its loop closing later frees no lock."""
+    flight, _ = _flights.board("test-landed")
+    lock = Held()
+    assert flight.claim(lock)  # type: ignore[arg-type]
+    _flights.land(flight, None)
+    _flights.abandon(flight)
+    assert lock.released == 0
+
+
+def test_landing_an_old_flight_again_leaves_the_next_owner_s_flight() -> None:
+    """A flight landed late (its abandoned owner unwinding) does not unboard its successor."""
+    old, _ = _flights.board("test-successor")
+    _flights.land(old, None)
+    new, owner = _flights.board("test-successor")
+    assert owner and new is not old
+    _flights.land(old, None)
+    assert _flights.board("test-successor") == (new, False)
+    _flights.land(new, None)

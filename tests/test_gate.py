@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+import attrs
+import pytest
+
 import chunktune
 from chunktune._evidence import Comparison
 from chunktune._gate import NoiseGate
@@ -51,3 +54,65 @@ def test_a_reserve_held_for_a_leader_that_is_gone_is_released() -> None:
     field.leader = None  # raced out; only fresh refinements, not yet judged, are live
     gate.reserve()
     assert pace.reserved[-1] == 0
+
+
+class Race:
+    """A race as the noise gate reads it: a leader ``gain`` ahead of native, ``sigma`` a pair."""
+
+    def __init__(self, gain: float, sigma: float, **policy: object) -> None:
+        self.p = attrs.evolve(chunktune.load_settings().get_policy("balanced"), **policy)  # type: ignore[arg-type]
+        self.need = -math.log1p(-self.p.margin)
+        self.live = [4]
+        self.diff, self.sigma = math.log1p(-gain), sigma
+        self.ev = self
+
+    def front(self) -> int | None:
+        return 4
+
+    def compare(self, a: int | None, b: int | None) -> Comparison:
+        return Comparison(diff=self.diff, se=0.01, n=6)
+
+    def pair_sigma(self) -> tuple[float, int]:
+        return self.sigma, 10
+
+
+class Budget:
+    """What is left of the budget: ``pairs`` confirmation pairs."""
+
+    def __init__(self, pairs: int) -> None:
+        self.pairs = pairs
+
+    def affordable_pairs(self, cap: int) -> int:
+        return min(cap, self.pairs)
+
+
+def too_noisy(race: Race, pairs: int) -> str | None:
+    gate = NoiseGate(race, Budget(pairs), stretch=None)  # type: ignore[arg-type]
+    return gate.too_noisy(final=True)
+
+
+def test_a_leader_short_of_the_margin_is_gated_as_if_at_the_margin() -> None:
+    """At the race's end a 0.5% leader is gated as if at the 1% margin: the margin keeps native."""
+    assert too_noisy(Race(0.005, 0.03), 64) is None
+    assert too_noisy(Race(0.01, 0.06), 64) is not None  # the gate still stops real noise
+
+
+def test_the_gate_asks_for_even_odds_not_power() -> None:
+    """A 5% gain whose pairs succeed as often as they fail within the budget is not gated."""
+    # 44 pairs give even odds of confirming it at sigma 0.2; 80% power would take 98
+    assert too_noisy(Race(0.05, 0.2), 64) is None
+    assert too_noisy(Race(0.05, 0.3), 64) is not None
+
+
+def test_a_budget_short_of_the_first_look_still_pays_for_its_pairs() -> None:
+    """The confirmation runs its first look's pairs whatever is left: three needed are no gamble."""
+    assert too_noisy(Race(0.05, 0.054), 2) is None
+    assert too_noisy(Race(0.05, 0.1), 2) is not None
+
+
+def test_an_undecided_race_is_one_whose_leader_clears_the_margin() -> None:
+    """A leader within the noise but only 0.5% ahead of a 1% margin asks for no more rounds."""
+    ahead = NoiseGate(Race(0.015, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
+    short = NoiseGate(Race(0.005, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
+    assert ahead.undecided() == (4, pytest.approx(0.015))
+    assert short.undecided() is None

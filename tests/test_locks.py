@@ -335,3 +335,17 @@ async def test_a_wait_reports_again_when_another_process_takes_the_lock_over(
         # leaving, the holder is killed and the wait takes the lock
     lock.release()
     assert seen == ["pid 111 on node1", "pid 222 on node2"]
+
+
+def test_a_holder_whose_file_was_replaced_leaves_the_new_one_at_release(tmp_path: Path) -> None:
+    """Releasing a key lock whose file another made anew keeps that file, and its holder's hold."""
+    path = tmp_path / "k.lock"
+    first = key_lock(path)
+    assert first.try_acquire()
+    path.unlink()  # removed under it (as `cache clear` may): another makes a fresh file
+    second = key_lock(path)
+    assert second.try_acquire()
+    first.release()
+    assert path.exists()
+    assert not key_lock(path).try_acquire()
+    second.release()

@@ -115,3 +115,28 @@ def test_every_tie_chosen_clears_the_margin() -> None:
     )
     assert choice.band == (6,)
     assert choice.chunk_size == 6
+
+
+def test_evidence_takes_the_measured_best_among_ties() -> None:
+    """tie_break evidence takes the measured best, not the smallest size of the band."""
+    choice = select(PLATEAU, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_break="evidence")
+    assert choice.band[0] == 1
+    assert choice.chunk_size == choice.best == 2
+
+
+def test_toward_native_breaks_an_even_distance_toward_the_smaller_size() -> None:
+    """8 and 18 lie equally far from native 12 in log scale: toward_native takes 8."""
+    table = {None: 1.0, 8: 0.9, 18: 0.9}
+    choice = select(
+        table, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_break="toward_native"
+    )
+    assert choice.band == (8, 18)
+    assert choice.chunk_size == 8
+
+
+def test_at_margin_zero_a_tie_only_as_fast_as_native_is_not_chosen() -> None:
+    """margin 0: a tie of the best that merely equals native stays out of the band."""
+    table = {None: 1.0, 4: 0.99, 16: 1.0}
+    choice = select(table, native=12, upper=16, margin=0.0, tie_tol=0.02, tie_break="toward_upper")
+    assert choice.band == (4,)
+    assert choice.chunk_size == 4
