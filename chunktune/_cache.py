@@ -13,9 +13,9 @@ edit) makes the file go aside as a broken one does, its whole entries kept. Such
 that cannot be moved aside (a read-only directory or mount, a write lock that cannot be
 taken) serves those whole entries read-only, with one warning, and goes aside once it
 can (a write lock that a stuck process holds is waited for once, :data:`WRITE_STALL_S`;
-later reads and writes of that file give it one look and go on). Reads re-parse only
-when the file changed. The document format lives in
-``_cache_format``.
+later reads and writes of that file wait only :data:`WRITE_LOOK_S` for its holder to
+move it, as a live one does, and go on). Reads re-parse only when the file changed.
+The document format lives in ``_cache_format``.
 """
 
 from __future__ import annotations
@@ -78,6 +78,13 @@ a broken file) is given up, as for an unwritable cache."""
 WRITE_BYTES_PER_S = 1e6
 """The slowest rate at which a healthy writer reads, updates and rewrites the cache
 file (7.6 MB/s measured on a 2-core VM): a holder of a large file gets that much longer."""
+
+WRITE_LOOK_S = 0.25
+"""How long a read or write of a damaged file already served read-only (its write lock's
+holder stalled once) waits for the lock's holder to change the file, plus a second per
+:data:`WRITE_BYTES_PER_S`: a stuck holder never does, but a live one that took the lock
+since (another process, or thread, writing) moves it aside first, and the wait then goes
+on as for any writer."""
 
 _WRITE_POLL_S = 0.05
 
@@ -246,7 +253,8 @@ class DecisionCache:
     def _write_lock(self, *, wait: bool = True) -> Iterator[None]:
         """Hold the write lock, waiting as long as its holders keep changing the file.
 
-        ``wait`` False: one look, no wait; held by another process, that is the timeout.
+        ``wait`` False (a file served read-only): the holder has :data:`WRITE_LOOK_S`, not
+        :data:`WRITE_STALL_S`, to change the file before the wait is given up.
 
         Raises:
             TimeoutError: (an OSError) the file did not change for :data:`WRITE_STALL_S`
@@ -260,18 +268,15 @@ class DecisionCache:
         lock = filelock.FileLock(self.lock_path, thread_local=False)
         while True:
             try:
-                lock.acquire(timeout=_WRITE_POLL_S if wait else 0)
+                lock.acquire(timeout=_WRITE_POLL_S)
                 break
             except filelock.Timeout:
-                if not wait:
-                    raise TimeoutError(
-                        f"its write lock {self.lock_path} is held by another process"
-                    ) from None
                 now = self._stat()
                 if now != seen:  # a writer ahead of this one finished: the queue moves
-                    seen, since = now, time.monotonic()
+                    seen, since, wait = now, time.monotonic(), True
                 # a healthy holder of a large file takes longer to change it
-                allowed = WRITE_STALL_S + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
+                stall = WRITE_STALL_S if wait else WRITE_LOOK_S
+                allowed = stall + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
                 if time.monotonic() - since >= allowed:
                     raise TimeoutError(
                         f"its write lock {self.lock_path} was held by another process that "
@@ -483,8 +488,10 @@ class DecisionCache:
     def _served_read_only(self) -> bool:
         """Whether the file there is the unusable one already served read-only.
 
-        Its lock is then given one look, no wait: a writer stuck holding it would
-        otherwise cost every later read and write of this cache the whole stall.
+        Its lock's holder then gets :data:`WRITE_LOOK_S`, not the whole stall: a writer
+        stuck holding it would otherwise cost every later read and write of this cache
+        that stall, while a live one moves the file at once (a write given up at once
+        would lose its entry to it).
         """
         return self._salvaged is not None and self._salvaged[0] == self._still_broken()
 

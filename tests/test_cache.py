@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import filelock
 import platformdirs
 import pytest
 from _holders import holding
 
 import chunktune
 from chunktune import CacheEntry, CacheError, DecisionCache, _cache, _recent
-from chunktune._cache import default_cache_path
+from chunktune._cache import default_cache_path, write_cache_file
 from chunktune._cache_format import SCHEMA, cache_format, parse_cache
 
 DATA = Path(__file__).parent / "data"
@@ -1113,6 +1114,35 @@ def test_a_damaged_cache_whose_lock_a_stuck_writer_holds_waits_out_the_stall_onc
     assert set(cache.entries()) == whole
     (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert aside.read_bytes() == damaged
+
+
+def test_a_write_to_a_damaged_cache_served_read_only_waits_for_a_live_lock_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served read-only past a stuck holder, a write waits for a live holder moving the file."""
+    path = tmp_path / "c.json"
+    _, lost = _damaged_cache(path, "digit")
+    whole = set(DAMAGED_KEYS) - {lost}
+    cache = DecisionCache(path)
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
+    with holding(cache.lock_path):
+        assert set(cache.entries()) == whole  # the stuck holder: served read-only
+    # a look no write may give up early (the old code gave it up at once)
+    monkeypatch.setattr(_cache, "WRITE_LOOK_S", 3600.0, raising=False)
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
+    # another writer took the lock since: it moves the damaged file aside, as a live one does
+    live = filelock.FileLock(cache.lock_path, thread_local=False)
+    live.acquire()
+    stored: list[bool] = []
+    writer = threading.Thread(target=lambda: stored.append(cache.put("new", entry())), daemon=True)
+    writer.start()
+    time.sleep(0.3)  # the write looks at the lock while the file is still the damaged one
+    path.rename(path.with_name("c.json.corrupt-live"))
+    write_cache_file(path, {k: entry() for k in whole})
+    live.release()
+    writer.join(timeout=120)  # a hang guard, not a timing
+    assert stored == [True]
+    assert set(DecisionCache(path).entries()) == whole | {"new"}
 
 
 def test_resolve_over_a_damaged_cache_it_cannot_move_aside_hits_its_whole_entries(
