@@ -676,8 +676,8 @@ class DecisionCache:
         """Delete every entry present now, and the debris of earlier runs; returns how many.
 
         Debris: key-lock files no process holds (and the notes of holders killed
-        while holding them), the default sweep lock's files that none holds (one per
-        machine and boot, left by a sweeper killed while holding it;
+        while holding them), this host's default sweep-lock files that none holds (one
+        per boot, left by a sweeper killed while holding it;
         :func:`chunktune._locks.sweep_lock_litter`), and temporary files of writers
         that died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
 

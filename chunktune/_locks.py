@@ -82,18 +82,33 @@ def sweep_lock_path() -> Path:
 
 
 def sweep_lock_litter() -> list[Path]:
-    """The default sweep-lock files in the user cache root, of every machine and boot
-    (none while ``$CHUNKTUNE_SWEEP_LOCK`` names the lock instead).
+    """This host's default sweep-lock files in the user cache root, of every boot (none
+    while ``$CHUNKTUNE_SWEEP_LOCK`` names the lock instead).
 
     Each holder removes its file as it lets go; one killed while holding it leaves it,
-    and a new boot never opens it again (:func:`remove_idle` clears those).
+    and its note, and a new boot never opens it again (:func:`remove_idle` clears
+    those). Only files whose note names this host are listed: on a home that the
+    nodes of a cluster share, a mount whose locks do not reach across hosts would let
+    this host take, and delete, a file another host's sweeper holds.
     """
     if os.environ.get(SWEEP_LOCK_ENV):
         return []
     root = platformdirs.user_cache_path(appauthor=False)
+    here = socket.gethostname()
     with suppress(OSError):
-        return sorted(root.glob("chunktune-sweep-*.lock"))
+        files = sorted(root.glob("chunktune-sweep-*.lock"))
+        return [f for f in files if _noted_host(f) == here]
     return []
+
+
+def _noted_host(file: Path) -> str | None:
+    """The host the holder note beside lock ``file`` names (a note from before hosts
+    were noted: this host's), or None without a readable note."""
+    try:
+        note = json.loads(file.with_name(file.name + ".holder").read_text())
+        return str(note.get("host") or socket.gethostname())
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def remove_idle(files: Iterable[Path]) -> int:

@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -645,29 +646,31 @@ def test_clear_removes_idle_key_locks_but_not_held_ones(tmp_path: Path) -> None:
     assert not held.exists()
 
 
-def test_clear_removes_idle_default_sweep_lock_files_but_not_a_held_one(
+def test_clear_removes_this_hosts_idle_sweep_lock_files_but_not_a_held_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`clear` deletes the per-boot sweep-lock files a killed sweeper left; a held one stays."""
+    """`clear` deletes the sweep-lock files this host's killed sweepers left; held ones stay."""
     monkeypatch.delenv("CHUNKTUNE_SWEEP_LOCK")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     root = tmp_path / "xdg"
     root.mkdir()
-    old_boot, other_host = (
-        root / "chunktune-sweep-0123456789ab.lock",
-        root / "chunktune-sweep-n2.lock",
-    )
-    for file in (old_boot, other_host):
+    here = socket.gethostname()
+    old_boot, held = root / "chunktune-sweep-0123456789ab.lock", root / "chunktune-sweep-b2.lock"
+    elsewhere = root / "chunktune-sweep-n2.lock"  # another node's, on a shared home
+    for file, host in ((old_boot, here), (held, here), (elsewhere, "node2")):
         file.touch()
-    (root / "chunktune-sweep-0123456789ab.lock.holder").write_text('{"pid": 1, "since": 0}')
+        note = {"pid": 1, "since": 0, "host": host}
+        file.with_name(file.name + ".holder").write_text(json.dumps(note))
     unrelated = root / "other-tool.lock"
     unrelated.touch()
     cache = DecisionCache(tmp_path / "c.json")
-    with holding(other_host):  # a sweep running on another host of a shared home
+    with holding(held):  # a sweep running on this host
         cache.clear()
-    assert sorted(p.name for p in root.iterdir()) == ["chunktune-sweep-n2.lock", "other-tool.lock"]
+    left = sorted(p.name for p in root.iterdir() if not p.name.endswith(".holder"))
+    assert left == [held.name, elsewhere.name, unrelated.name]
     cache.clear()
-    assert sorted(p.name for p in root.iterdir()) == ["other-tool.lock"]
+    left = sorted(p.name for p in root.iterdir() if not p.name.endswith(".holder"))
+    assert left == [elsewhere.name, unrelated.name]  # only node2 may tell whether it is idle
 
 
 def test_clear_never_removes_a_lock_file_put_in_place_while_it_looked(
