@@ -252,6 +252,18 @@ def test_older_tuner_file_is_migrated_with_a_backup(tmp_path: Path) -> None:
     assert (tmp_path / "c.json.schema0").read_bytes() == original
 
 
+def test_an_older_file_migrated_again_keeps_the_first_backup(tmp_path: Path) -> None:
+    """The older tuner writing its file over a migrated cache again keeps the first backup."""
+    path = tmp_path / "c.json"
+    original = json.dumps(LEGACY).encode()
+    path.write_bytes(original)
+    DecisionCache(path).put("new", entry())
+    path.write_bytes(json.dumps({"89abcdef": LEGACY["0123abcd"]}).encode())  # written again
+    DecisionCache(path).put("newer", entry())
+    assert set(DecisionCache(path).entries()) == {"legacy-89abcdef", "newer"}
+    assert (tmp_path / "c.json.schema0").read_bytes() == original
+
+
 def test_merge_keeps_the_newer_entry(tmp_path: Path) -> None:
     """merge adds new keys, replaces older entries, keeps newer local ones and skips equal ones."""
     import attrs
@@ -558,6 +570,13 @@ def test_an_invalid_entry_is_refused_on_write(
         assert not cache.put("neg", entry(-5))
         assert not cache.put("np", entry(signature={"n": np.int64(5)}))
     assert "neg" in caplog.text and "np" in caplog.text
+    assert set(DecisionCache(tmp_path / "c.json").entries()) == {"good"}
+
+
+def test_an_update_with_a_refused_entry_stores_the_others_and_returns_false(tmp_path: Path) -> None:
+    """update() writes the valid entries of a batch but returns False when it refused one."""
+    cache = DecisionCache(tmp_path / "c.json")
+    assert not cache.update({"good": entry(), "neg": entry(-5)})
     assert set(DecisionCache(tmp_path / "c.json").entries()) == {"good"}
 
 

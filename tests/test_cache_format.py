@@ -379,6 +379,21 @@ def test_older_tuner_entries_go_through_the_same_checks() -> None:
     assert parsed.entries["legacy-native"].chunk_size is None
 
 
+def test_a_file_of_tables_without_chunk_sizes_is_no_older_tuners_cache() -> None:
+    """A schema-less file of tables, one with no chunk_size, is unusable, not migrated."""
+    doc = {"ok": {"chunk_size": 8}, "other": {"size": 8}}
+    with pytest.raises(UnusableCache, match="neither a chunktune cache nor an older tuner's"):
+        parse_cache(json.dumps(doc).encode(), "json", mtime=0.0, source="x")
+
+
+def test_entries_that_open_with_no_brace_do_not_parse() -> None:
+    """A JSON file whose entries open with '[' where '{' was is unusable, not read past it."""
+    raw = encode(GOLDEN, "json").replace(b'"entries": {', b'"entries": [', 1)
+    assert b'"entries": [' in raw
+    with pytest.raises(UnusableCache, match="does not parse as JSON"):
+        parse_cache(raw, "json", mtime=0.0, source="x")
+
+
 def test_one_format_decision() -> None:
     """`.toml` is TOML, `.json` JSON; auto maps anything else to JSON; an explicit format wins."""
     assert suffix_format(Path("a.TOML")) == "toml"

@@ -92,3 +92,13 @@ def test_an_extending_policy_asks_the_noise_gate_after_the_margin() -> None:
     assert chosen(f) == (8, "the best candidate, 8, looked 10.0% faster than native", False)
     size, reason, gated = chosen(f, Gate("too noisy to confirm"))
     assert (size, reason, gated) == (None, "kept the native chunk 12: too noisy to confirm", True)
+
+
+def test_a_best_measured_in_one_round_keeps_native_for_want_of_a_noise_figure() -> None:
+    """One round gives no noise estimate: native, and the reason says the rounds were too few."""
+    size, reason, gated = chosen(field(balanced(min_rounds=1), {8: 0.9}, wobble=(1.0,)))
+    assert size is None and not gated
+    assert reason == (
+        "kept the native chunk 12: the best candidate, 8, looked 10.0% faster than native, "
+        "in too few rounds to know the noise"
+    )

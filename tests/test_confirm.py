@@ -155,3 +155,23 @@ def test_a_gain_clear_of_zero_but_under_the_margin_is_rejected() -> None:
     """A steady 0.5% gain, surely above 0, is under the 1% margin: rejected, never confirmed."""
     d = [math.log(1 / 0.995) + 0.001 * (-1) ** k for k in range(16)]
     assert verdict(d, sigma=0.001) == "rejected"
+
+
+def test_a_gain_that_missed_the_margin_at_its_first_look_is_reported_as_measured() -> None:
+    """An earlier look could stop only past the margin: a 10% gain confirmed later is not shrunk."""
+    need = -math.log1p(-0.1)
+    d = list(need * 1.02 + 0.02 * np.tile([1.0, -1.0], 4))  # 10.2% over 8 pairs, sigma ~2%
+    v = judge(
+        d,
+        prior_sigma=0.02,
+        prior_dof=10,
+        margin=0.1,
+        bounds=success_z(0.05, 3),
+        z_futility=FUTILITY_Z,
+        min_pairs=4,
+        max_pairs=16,
+        earlier=[4],  # its first look, 3 standard errors clear of 0 but under the margin
+    )
+    assert v.outcome == "confirmed" and v.pairs == 8
+    assert v.ci[0] < 1.0 - math.exp(-need * 1.02) < v.ci[1]
+    assert v.gain > 0.09

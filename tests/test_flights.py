@@ -393,3 +393,35 @@ def test_landing_an_old_flight_again_leaves_the_next_owner_s_flight() -> None:
     _flights.land(old, None)
     assert _flights.board("test-successor") == (new, False)
     _flights.land(new, None)
+
+
+async def test_a_wait_on_a_flight_that_already_landed_returns_at_once() -> None:
+    """Waiting on a flight that has landed returns its decision at once and leaves no waiter."""
+    flight, _ = _flights.board("test-landed-wait")
+    _flights.land(flight, None)
+    with anyio.fail_after(HANG_GUARD_S):
+        assert await flight.wait() is None
+    assert flight.waiters == []
+
+
+def test_a_child_forked_while_the_janitor_runs_starts_one_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent's janitor thread is not forked: the child's first flight on a loop starts one."""
+    import multiprocessing
+
+    monkeypatch.setattr(_flights, "_janitor_running", True)  # as while the parent's runs
+    child = multiprocessing.get_context("fork").Process(target=_child_starts_a_janitor)
+    child.start()
+    child.join(HANG_GUARD_S)
+    assert child.exitcode == 0
+
+
+def _child_starts_a_janitor() -> None:
+    async def board() -> bool:
+        flight, owner = _flights.board("test-child-janitor")
+        started = any(t.name == "chunktune-flights" for t in threading.enumerate())
+        _flights.land(flight, None)
+        return owner and started
+
+    raise SystemExit(0 if asyncio.run(board()) else 1)

@@ -116,3 +116,19 @@ def test_an_undecided_race_is_one_whose_leader_clears_the_margin() -> None:
     short = NoiseGate(Race(0.005, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
     assert ahead.undecided() == (4, pytest.approx(0.015))
     assert short.undecided() is None
+
+
+def test_an_extending_policy_holds_no_pairs_back_from_the_race() -> None:
+    """patient stretches its budget for the confirmation's pairs, so its race reserves none."""
+    field, pace = Field(), Pace()
+    field.p = chunktune.load_settings().get_policy("patient")
+    NoiseGate(field, pace, stretch=None).reserve()  # type: ignore[arg-type]
+    assert pace.reserved == []
+
+
+def test_a_racing_leader_that_cannot_reach_the_margin_is_not_called_too_noisy() -> None:
+    """Mid-race, a size that can at best gain 0.5%, under the 1% margin, is not called too noisy."""
+    behind = NoiseGate(Race(-0.015, 0.3), Budget(4), stretch=None)  # type: ignore[arg-type]
+    assert behind.too_noisy(final=False) is None
+    level = NoiseGate(Race(0.0, 0.3), Budget(4), stretch=None)  # type: ignore[arg-type]
+    assert level.too_noisy(final=False) is not None  # plausibly past the margin: too noisy

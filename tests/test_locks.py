@@ -15,11 +15,11 @@ import anyio
 import attrs
 import filelock
 import pytest
-from _holders import holding_async
+from _holders import holding, holding_async
 
 import chunktune
 from chunktune import ProgressEvent, _locks
-from chunktune._locks import SWEEP_LOCK_ENV, Lock, key_lock
+from chunktune._locks import SWEEP_LOCK_ENV, Lock, hold_blocking, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -349,3 +349,14 @@ def test_a_holder_whose_file_was_replaced_leaves_the_new_one_at_release(tmp_path
     assert path.exists()
     assert not key_lock(path).try_acquire()
     second.release()
+
+
+def test_a_blocking_wait_that_gives_up_leaves_the_holders_files(tmp_path: Path) -> None:
+    """hold_blocking that gave up on another process's lock leaves that lock's file and note."""
+    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none", remove_on_release=True)
+    note = json.dumps({"pid": 4242, "since": 0.0, "host": "node17"})
+    with holding(lock.path):
+        lock.holder_path.write_text(note)
+        with hold_blocking(lock, timeout_s=0.05) as got:
+            assert not got
+        assert lock.path.exists() and lock.holder_path.read_text() == note

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import attrs
 import pytest
 
-from chunktune import Decision, load_settings
-from chunktune._request import report, worth_storing
+from chunktune import CacheEntry, Decision, LogSettings, load_settings
+from chunktune._probe import SweepResult
+from chunktune._request import (
+    Request,
+    entry_decision,
+    measured_decision,
+    pick_policy,
+    report,
+    say,
+    worth_storing,
+)
+from chunktune._select import Choice
+from chunktune.sim import SimulatedWorkload
 
 
 def test_a_decision_that_timed_native_alone_is_not_worth_storing() -> None:
@@ -32,3 +44,74 @@ def test_auto_says_a_key_s_cached_decision_on_stderr_once(
     for _ in range(3):
         report(hit, settings)
     assert capsys.readouterr().err.count("[chunktune] chunk_size=8") == 1
+
+
+def swept(*, budget_s: float, raced_out: dict[int | None, int]) -> Decision:
+    """The decision of a partial balanced sweep that ended with ``budget_s``, native kept."""
+    settings = load_settings()
+    policy = settings.get_policy("balanced")
+    req = Request(
+        workload=SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=2),
+        num_envs=64,
+        nthread=2,
+        native=12,
+        policy=policy,
+        policy_name="balanced",
+        settings=settings,
+        refresh=False,
+        on_progress=None,
+    )
+    result = SweepResult(
+        samples={None: (0.1, 0.1), 1: (0.3,), 4: (0.2,)},
+        estimates={None: 0.1, 1: 0.3, 4: 0.2},
+        errors={},
+        raced_out=raced_out,
+        rounds=2,
+        probe_seconds=0.7,
+        elapsed_s=budget_s,
+        partial=True,
+        stop="budget",
+        sigma=0.05,
+        choice=Choice(None, None, (), "kept the native chunk 12: no candidate measured faster"),
+        budget_s=budget_s,
+    )
+    return measured_decision(req, result, "k" * 32)
+
+
+def test_a_partial_sweep_names_the_budget_that_ended_it() -> None:
+    """Cut at the policy's own budget, a sweep names that budget; past it, the stretched one."""
+    budget = load_settings().get_policy("balanced").time_budget_s
+    plain = swept(budget_s=budget, raced_out={})
+    assert plain.reason.endswith(f"(partial: the {budget:g} s budget ended the sweep)")
+    stretched = swept(budget_s=2 * budget, raced_out={})
+    assert stretched.reason.endswith("(partial: the stretched budget ended the sweep)")
+
+
+def test_a_decision_lists_size_1_among_the_sizes_raced_out() -> None:
+    """raced_out holds each candidate the race dropped, 1 among them, in order."""
+    assert swept(budget_s=10.0, raced_out={4: 1, 1: 1}).raced_out == (1, 4)
+
+
+def test_a_hit_on_an_entry_with_no_policy_name_calls_it_earlier() -> None:
+    """A cached entry that names no policy reads as 'cached earlier decision', not a blank."""
+    stored = CacheEntry(chunk_size=8, native_chunk=12, reason="8 was faster", policy="")
+    hit = entry_decision(stored, "k" * 32, 12)
+    assert hit.reason == "cached earlier decision: 8 was faster"
+
+
+def test_a_policy_object_is_named_custom() -> None:
+    """A Policy passed as an object, not a name, is called 'custom' in decisions and the cache."""
+    settings = load_settings()
+    policy = settings.get_policy("quick")
+    assert pick_policy(settings, policy) == ("custom", policy)
+
+
+def test_always_says_a_line_on_stderr_and_not_to_the_logger_too(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under stderr "always" the line goes to stderr only: a logger shown there would repeat it."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr="always"))
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        say("chunk_size=8", settings)
+    assert capsys.readouterr().err == "[chunktune] chunk_size=8\n"
+    assert caplog.records == []
