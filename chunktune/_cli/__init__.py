@@ -135,6 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout instead, so progress would corrupt `--json`, and an error line would fail
         # on a closed stdout and end in a traceback; what goes to stderr goes nowhere
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+        if sys.stderr.fileno() == 2:
+            # in stderr's own place, so child processes inherit it: one started with no
+            # stderr fails where it loads a library (older mujoco's glfw checks itself in
+            # a child on import: no mujoco at all)
+            os.set_inheritable(2, True)
     try:
         _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below
         code = _main(argv)
