@@ -250,10 +250,10 @@ class DecisionCache:
         return filelock.FileLock(self.path.parent / "locks" / f"{key}.lock", thread_local=False)
 
     @contextlib.contextmanager
-    def _write_lock(self, *, wait: bool = True) -> Iterator[None]:
+    def _write_lock(self, *, brief: bool = False) -> Iterator[None]:
         """Hold the write lock, waiting as long as its holders keep changing the file.
 
-        ``wait`` False (a file served read-only): the holder has :data:`WRITE_LOOK_S`, not
+        ``brief`` (a file served read-only): the holder has :data:`WRITE_LOOK_S`, not
         :data:`WRITE_STALL_S`, to change the file before the wait is given up.
 
         Raises:
@@ -273,9 +273,9 @@ class DecisionCache:
             except filelock.Timeout:
                 now = self._stat()
                 if now != seen:  # a writer ahead of this one finished: the queue moves
-                    seen, since, wait = now, time.monotonic(), True
+                    seen, since, brief = now, time.monotonic(), False
                 # a healthy holder of a large file takes longer to change it
-                stall = WRITE_STALL_S if wait else WRITE_LOOK_S
+                stall = WRITE_LOOK_S if brief else WRITE_STALL_S
                 allowed = stall + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
                 if time.monotonic() - since >= allowed:
                     raise TimeoutError(
@@ -524,7 +524,7 @@ class DecisionCache:
             return dict(self._load(fresh=False))
         except UnusableCache:
             try:
-                with self._write_lock(wait=not self._served_read_only()):
+                with self._write_lock(brief=self._served_read_only()):
                     try:
                         return dict(self._load(fresh=True))
                     except UnusableCache as exc:
@@ -622,7 +622,7 @@ class DecisionCache:
         Raises:
             OSError: the cache cannot be written.
         """
-        with self._write_lock(wait=not self._served_read_only()):
+        with self._write_lock(brief=self._served_read_only()):
             current = self._current()
             for key, entry in changes.items():
                 if entry is None:
