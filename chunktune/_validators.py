@@ -51,11 +51,14 @@ def shown_some(values: Sequence[object], limit: int) -> str:
     return listed + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
-def _plain_number(value: Any) -> Any:
+def _plain_number(value: object) -> object:
     """numpy's numbers (any ``numbers.Integral`` or ``Real``) as the int or float they hold.
 
     A settings object is fingerprinted and written as TOML, which know plain numbers
     only; a bool, and anything that is no number, is left for the validator to judge.
+    (``object``, not ``Any``: attrs copies this annotation into the ``__init__`` of every
+    class that uses it, where a string ``"Any"`` names nothing, and
+    ``inspect.signature(..., eval_str=True)`` failed on them.)
     """
     if isinstance(value, bool) or type(value) in (int, float):
         return value

@@ -114,6 +114,16 @@ def test_exported_classes_give_their_type_hints(module: ModuleType) -> None:
             assert not any(isinstance(h, str) for h in hints.values()), name
 
 
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_exported_signatures_evaluate(module: ModuleType) -> None:
+    """inspect.signature(eval_str=True) works on every exported class and function."""
+    for name in module.__all__:
+        value = getattr(module, name)
+        is_error = inspect.isclass(value) and issubclass(value, BaseException)
+        if (inspect.isclass(value) and not is_error) or inspect.isfunction(value):
+            inspect.signature(value, eval_str=True)
+
+
 @pytest.mark.parametrize("module", PRIVATE)
 def test_private_all_names_only_what_the_module_defines(module: str) -> None:
     """A private module's __all__ lists names its own top-level code defines, never imports."""
