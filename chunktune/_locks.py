@@ -97,17 +97,22 @@ def sweep_lock_litter() -> list[Path]:
     here = socket.gethostname()
     with suppress(OSError):
         files = sorted(root.glob("chunktune-sweep-*.lock"))
-        return [f for f in files if _noted_host(f) == here]
+        noted = [(f, _read_note(f.with_name(f.name + ".holder"))) for f in files]
+        return [f for f, holder in noted if holder is not None and holder.host == here]
     return []
 
 
-def _noted_host(file: Path) -> str | None:
-    """The host the holder note beside lock ``file`` names (a note from before hosts
-    were noted: this host's), or None without a readable note."""
+def _read_note(path: Path) -> Holder | None:
+    """The holder a note at ``path`` names, or None without a readable note.
+
+    A note written before hosts were noted is this host's (it was then the sweep
+    lock's, which never left the host, or a key lock's on a local disk).
+    """
     try:
-        note = json.loads(file.with_name(file.name + ".holder").read_text())
-        return str(note.get("host") or socket.gethostname())
-    except (OSError, ValueError, TypeError, AttributeError):
+        note = json.loads(path.read_text())
+        host = str(note.get("host") or socket.gethostname())
+        return Holder(pid=int(note["pid"]), since=float(note["since"]), host=host)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
 
@@ -321,14 +326,7 @@ class Lock:
         if self.mode == "local":
             holders = self._local()[1]
             return holders[0] if holders else None
-        try:
-            note = json.loads(self.holder_path.read_text())
-            # a note written before hosts were noted is this host's (it was then the
-            # sweep lock's, which never left the host, or a key lock's on a local disk)
-            host = str(note.get("host") or socket.gethostname())
-            return Holder(pid=int(note["pid"]), since=float(note["since"]), host=host)
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
+        return _read_note(self.holder_path)
 
     def _write_holder(self) -> None:
         with suppress(OSError):  # only a waiter's message loses the pid

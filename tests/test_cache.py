@@ -1044,7 +1044,7 @@ def test_threads_racing_on_a_damaged_cache_that_cannot_go_aside_warn_once(
     gate = threading.Barrier(8)
 
     def slow_salvage(*args: Any) -> Any:
-        gate.wait(timeout=10)  # every thread is salvaging before any has warned
+        gate.wait(timeout=60)  # a hang guard: every thread is salvaging before any has warned
         return real_salvage(*args)
 
     monkeypatch.setattr(_cache, "salvage", slow_salvage)

@@ -33,7 +33,7 @@ from chunktune.sim import SimulatedWorkload
 
 _locks._BOOT_ID = out / f"{host}.boot_id"
 _locks.REPORT_AFTER_S = 0.0
-BARRIER_S = 20.0  # generous: only a sweep that never overlaps the others' reaches it
+BARRIER_S = 90.0  # a hang guard: only a sweep that never overlaps the others' reaches it
 
 
 class OnHost(SimulatedWorkload):

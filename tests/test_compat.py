@@ -241,6 +241,25 @@ def _owned_on_the_loop(
     return pool, state, owner
 
 
+async def _given_up_beside_its_owner(
+    pool: FakePool, state: np.ndarray, owner: PoolStepWorkload
+) -> None:
+    """compat asked on the loop's thread while a task of the loop sweeps ``owner``: None
+    at the bound (the task's flight cannot land); then the task is cancelled, its sweep
+    with it, caching nothing, and the sweeps are waited out."""
+    probing = anyio.Event()
+
+    async def own() -> None:
+        await chunktune.resolve(owner, on_progress=lambda _: probing.set())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(own)
+        await probing.wait()
+        assert call(pool, state) is None
+        tg.cancel_scope.cancel()
+    assert wait_for_sweeps(30)
+
+
 @pytest.mark.anyio
 async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -269,18 +288,7 @@ async def test_on_an_event_loop_what_it_gave_up_on_never_steps_the_pool_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past the bound it answers None and drops its resolve: nothing later steps the pool."""
-    pool, state, owner = _owned_on_the_loop(tmp_path, monkeypatch)
-    probing = anyio.Event()
-
-    async def own() -> None:
-        await chunktune.resolve(owner, on_progress=lambda _: probing.set())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(own)
-        await probing.wait()
-        assert call(pool, state) is None  # the bound: the task's flight cannot land
-        tg.cancel_scope.cancel()  # the owner goes, its sweep with it, caching nothing
-    assert wait_for_sweeps(30)
+    await _given_up_beside_its_owner(*_owned_on_the_loop(tmp_path, monkeypatch))
     await anyio.sleep(0.5)  # a resolve left behind would now take the key and sweep
     assert wait_for_sweeps(30)
     assert not (tmp_path / "cache.json").exists()
@@ -291,19 +299,8 @@ async def test_on_an_event_loop_past_the_bound_it_says_it_dropped_its_resolve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Past the bound its warning says its own resolve was dropped, not that it will land."""
-    pool, state, owner = _owned_on_the_loop(tmp_path, monkeypatch)
-    probing = anyio.Event()
-
-    async def own() -> None:
-        await chunktune.resolve(owner, on_progress=lambda _: probing.set())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(own)
-        await probing.wait()
-        with caplog.at_level(logging.WARNING, logger="chunktune"):
-            assert call(pool, state) is None
-        tg.cancel_scope.cancel()
-    assert wait_for_sweeps(30)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        await _given_up_beside_its_owner(*_owned_on_the_loop(tmp_path, monkeypatch))
     (kept,) = [r.getMessage() for r in caplog.records if "kept the native" in r.getMessage()]
     assert "dropped its resolve" in kept and "the one being made" not in kept
 
