@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from ._errors import ConfigError
-from ._validators import integer, number, plain_numbers, positive_sizes, shown
+from ._validators import integer, number, plain_numbers, positive_sizes, spelled
 from ._workload import native_chunk, upper_chunk
 
 __all__ = [
@@ -196,7 +196,7 @@ def _as_size_tuple(value: object) -> tuple[int, ...]:
             int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
             for v in value
         )
-    raise ConfigError(f"{shown(value)} is not valid for sizes; expected a list of chunk sizes")
+    raise ConfigError(f"{spelled(value)} is not valid for sizes; expected a list of chunk sizes")
 
 
 @attrs.frozen(kw_only=True, field_transformer=plain_numbers)

@@ -36,7 +36,7 @@ from ._settings import (
     Settings,
     unknown_policy,
 )
-from ._validators import is_path, shown
+from ._validators import is_path, shown, spelled
 
 __all__ = [
     "CACHE_ENV",
@@ -65,28 +65,28 @@ MAX_DEPTH = 8
 
 def _strict_float(value: Any, _t: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{shown(value)} is not a number")
+        raise ValueError(f"{spelled(value)} is not a number")
     try:
         return float(value)
     except OverflowError:  # an integer of hundreds of digits
-        raise ValueError(f"{shown(value)} is not a finite number") from None
+        raise ValueError(f"{spelled(value)} is not a finite number") from None
 
 
 def _strict_int(value: Any, _t: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{shown(value)} is not an integer")
+        raise ValueError(f"{spelled(value)} is not an integer")
     return value
 
 
 def _strict_str(value: Any, _t: type) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{shown(value)} is not a string")
+        raise ValueError(f"{spelled(value)} is not a string")
     return value
 
 
 def _strict_bool(value: Any, _t: type) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{shown(value)} is not true or false")
+        raise ValueError(f"{spelled(value)} is not true or false")
     return value
 
 
@@ -95,7 +95,7 @@ def _tables_only(structure_fn: Any) -> Any:
 
     def structure(value: Any, cls: type) -> Any:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{shown(value)} is not a table")
+            raise ValueError(f"{spelled(value)} is not a table")
         return structure_fn(value, cls)
 
     return structure
@@ -126,7 +126,13 @@ def _make_converter() -> cattrs.Converter:
             if field.converter is not None and callable(field.converter):
                 result = field.converter(result)
             if field.validator is not None:
-                field.validator(None, field, result)
+                try:
+                    field.validator(None, field, result)
+                except ConfigError:
+                    if type(value) is int and type(result) is float:
+                        # the message spells the number as the file does: 0, not 0.0
+                        field.validator(None, field, value)
+                    raise
             return result
 
         return hook
@@ -145,9 +151,9 @@ def _make_converter() -> cattrs.Converter:
 
     def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{shown(value)} is not a table with a 'strategy' key")
+            raise ValueError(f"{spelled(value)} is not a table with a strategy key")
         name = value.get("strategy")
-        known = ", ".join(repr(s) for s in STRATEGIES)
+        known = ", ".join(spelled(s) for s in STRATEGIES)
         if name is None:
             # without extends there is no strategy to keep: a bare cap would read as None
             raise ValueError(
@@ -155,7 +161,7 @@ def _make_converter() -> cattrs.Converter:
                 "extends another keeps its strategy, and may then leave it out)"
             )
         if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
-            raise ValueError(f"strategy {shown(name)} is not known; expected one of {known}")
+            raise ValueError(f"strategy {spelled(name)} is not known; expected one of {known}")
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])
 
@@ -193,7 +199,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         strategy = getattr(exc.cl, "strategy", None)
         if isinstance(strategy, str):  # a [candidates] table, its strategy key taken out
             valid.insert(0, "strategy")
-            unknown = f"unknown key for strategy {strategy!r}"
+            unknown = f"unknown key for strategy {spelled(strategy)}"
         return [
             f"{_join(path, key)}: {unknown}; {_suggest(key, valid)}"
             for key in sorted(exc.extra_fields)
@@ -337,7 +343,7 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
         if not is_path(path):
             raise ConfigError(f"{shown(path)} is not a settings file's path (a str or os.PathLike)")
         if not os.fspath(path):  # Path("") is ".", a directory: name what was given
-            raise ConfigError("'' is not a settings file's path; expected a file name")
+            raise ConfigError('"" is not a settings file\'s path; expected a file name')
         return Path(path)
     env = os.environ.get(CONFIG_ENV)
     if env:
@@ -369,7 +375,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     presets = _preset_tables()
     user = data.get("policies", {})
     if not isinstance(user, Mapping):
-        problems.append(f"policies: {shown(user)} is not a table of policies")
+        problems.append(f"policies: {spelled(user)} is not a table of policies")
         user = {}
     tables = resolve_tables(presets, user, problems)
     policies: dict[str, Policy] = {}
@@ -405,7 +411,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
-        problems.append(f"policy: {shown(active)} is not valid; expected a policy name")
+        problems.append(f"policy: {spelled(active)} is not valid; expected a policy name")
     elif active not in tables and active not in user:  # a broken one's problem is listed
         problems.append(f"policy: {unknown_policy(active, set(tables) | set(user))}")
 

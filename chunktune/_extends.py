@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._settings import unknown_policy
-from ._validators import shown
+from ._validators import spelled
 
 __all__ = ["resolve_tables"]
 
@@ -69,14 +69,14 @@ def resolve_tables(
         name, layer = node
         table = (user if layer == "user" else presets)[name]
         if not isinstance(table, Mapping):
-            return f"{where(node)}: {shown(table)} is not a table"
+            return f"{where(node)}: {spelled(table)} is not a table"
         parent = table.get("extends")
         if parent is None and layer == "user" and name in presets:
             parent = name  # [policies.balanced] tweaks the shipped balanced preset
         if parent is None:
             return table, None
         if not isinstance(parent, str):
-            return f"{where(node)}.extends: {shown(parent)} is not a policy name"
+            return f"{where(node)}.extends: {spelled(parent)} is not a policy name"
         if parent == name and layer == "user" and name not in presets:
             return f"{where(node)}.extends: cycle {name} -> {name}"
         # a user policy extends another user policy of that name, else the preset

@@ -24,7 +24,17 @@ import attrs
 
 from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
-from ._validators import boolean, choice, integer, number, path_text, plain_numbers, shown, text
+from ._validators import (
+    boolean,
+    choice,
+    integer,
+    number,
+    path_text,
+    plain_numbers,
+    shown,
+    spelled,
+    text,
+)
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -148,8 +158,8 @@ class Policy:
             )
         if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
             problems.append(
-                f"hard_limit_s {self.hard_limit_s:g} is below time_budget_s "
-                f"{self.time_budget_s:g}; expected hard_limit_s >= time_budget_s"
+                f"hard_limit_s {spelled(self.hard_limit_s)} is below time_budget_s "
+                f"{spelled(self.time_budget_s)}; expected hard_limit_s >= time_budget_s"
             )
         rounds_only = [
             name
@@ -329,7 +339,7 @@ def unknown_policy(name: object, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
     hint = f"did you mean {close[0]}? " if close else ""
     known_ones = f"known policies: {', '.join(names)}" if names else "no policies are defined"
-    return f"unknown policy {shown(name)}; {hint}{known_ones}"
+    return f"unknown policy {spelled(name)}; {hint}{known_ones}"
 
 
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:

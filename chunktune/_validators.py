@@ -6,11 +6,14 @@ They guard the settings classes, so a bad value raises :class:`~chunktune.Config
 
 from __future__ import annotations
 
+import datetime
 import math
 import numbers
 import os
+import re
 import reprlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from ._errors import ConfigError
 
 __all__ = [
     "boolean",
+    "bound",
     "choice",
     "integer",
     "is_path",
@@ -30,6 +34,7 @@ __all__ = [
     "positive_sizes",
     "shown",
     "shown_some",
+    "spelled",
     "text",
     "user_path",
 ]
@@ -43,6 +48,85 @@ _repr.maxstring = _repr.maxother = 60
 def shown(value: object) -> str:
     """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
     return _repr.repr(value)
+
+
+_TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_TOML_ESCAPES.update({'"': '\\"', "\\": "\\\\"})
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: double quotes, control characters escaped."""
+    return '"' + "".join(_TOML_ESCAPES.get(c) or _toml_char(c) for c in text) + '"'
+
+
+def _toml_char(c: str) -> str:
+    return f"\\u{ord(c):04X}" if ord(c) < 0x20 or ord(c) == 0x7F else c
+
+
+class _TomlRepr(reprlib.Repr):
+    """``reprlib``'s bounds on length and depth, with values spelled as TOML spells them.
+
+    A settings file's user wrote ``true`` and ``"0.03"``; Python's ``True`` and ``'0.03'``
+    would send them looking for something they never wrote. What TOML cannot hold (None,
+    an object from a constructor call) keeps its repr.
+    """
+
+    def repr_bool(self, x: bool, level: int) -> str:
+        return "true" if x else "false"
+
+    def repr_float(self, x: float, level: int) -> str:
+        if math.isnan(x):
+            return "nan"
+        return repr(x) if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+    def repr_str(self, x: str, level: int) -> str:
+        if len(x) <= self.maxstring:
+            return _toml_string(x)
+        head = max(0, (self.maxstring - 3) // 2)
+        tail = max(0, self.maxstring - 3 - head)
+        return _toml_string(x[:head])[:-1] + self.fillvalue + _toml_string(x[len(x) - tail :])[1:]
+
+    def repr_tuple(self, x: tuple[object, ...], level: int) -> str:
+        # a TOML array; one past maxlist keeps the "..." that says more were left out
+        return self.repr_list(list(islice(x, self.maxlist + 1)), level)
+
+    def repr_dict(self, x: Mapping[object, object], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{" + self.fillvalue + "}"
+        pieces = [
+            f"{self._key(key, level - 1)} = {self.repr1(value, level - 1)}"
+            for key, value in islice(x.items(), self.maxdict)
+        ]
+        if len(x) > self.maxdict:
+            pieces.append(self.fillvalue)
+        return "{" + ", ".join(pieces) + "}"
+
+    def _key(self, key: object, level: int) -> str:
+        if isinstance(key, str) and _BARE_KEY.fullmatch(key):
+            return key
+        return self.repr1(key, level)
+
+    def repr_date(self, x: datetime.date | datetime.time, level: int) -> str:
+        return x.isoformat()  # a TOML date, time or date-time is written in ISO 8601
+
+    repr_datetime = repr_time = repr_date
+
+
+_toml = _TomlRepr()
+_toml.maxstring = _toml.maxother = 60
+
+
+def spelled(value: object) -> str:
+    """``value`` for a message as a TOML file spells it (``true``, ``"0.03"``, ``[1, "x"]``).
+
+    Bounded in length and depth as :func:`shown` is. Settings values, policy names and
+    the command line's words are shown this way; a repr is kept for what only Python
+    code can pass (an object where a path belongs).
+    """
+    return _toml.repr(value)
 
 
 def shown_some(values: Sequence[object], limit: int) -> str:
@@ -74,13 +158,25 @@ def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.
     return [f if f.converter is not None else f.evolve(converter=_plain_number) for f in fields]
 
 
+def bound(x: float) -> str:
+    """A limit for a message, exactly: ``9223372036854775807``, ``0.1``, ``1`` for 1.0.
+
+    ``%g`` printed the largest seed as ``9.22337e+18``, a number no one can type back.
+    """
+    if isinstance(x, int):
+        return str(x)
+    if x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return spelled(x)
+
+
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
     if lo is not None and hi is not None:
-        return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        return f"in {'(' if lo_open else '['}{bound(lo)}, {bound(hi)}{')' if hi_open else ']'}"
     if lo is not None:
-        return f"{'>' if lo_open else '>='} {lo:g}"
+        return f"{'>' if lo_open else '>='} {bound(lo)}"
     if hi is not None:
-        return f"{'<' if hi_open else '<='} {hi:g}"
+        return f"{'<' if hi_open else '<='} {bound(hi)}"
     return "finite"
 
 
@@ -112,7 +208,7 @@ def number(
                 and (hi is None or (x < hi if hi_open else x <= hi))
             )
         if not ok:
-            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected {expected}")
+            raise ConfigError(f"{spelled(value)} is not valid for {attr.name}; expected {expected}")
 
     return check
 
@@ -129,7 +225,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
             and (hi is None or value <= hi)
         )
         if not ok:
-            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected {expected}")
+            raise ConfigError(f"{spelled(value)} is not valid for {attr.name}; expected {expected}")
 
     return check
 
@@ -140,7 +236,7 @@ def boolean() -> Validator:
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, bool):
             raise ConfigError(
-                f"{shown(value)} is not valid for {attr.name}; expected true or false"
+                f"{spelled(value)} is not valid for {attr.name}; expected true or false"
             )
 
     return check
@@ -148,12 +244,12 @@ def boolean() -> Validator:
 
 def choice(options: Collection[str]) -> Validator:
     """One of a fixed set of strings."""
-    listed = ", ".join(repr(o) for o in options)
+    listed = ", ".join(spelled(o) for o in options)
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value not in options:
             raise ConfigError(
-                f"{shown(value)} is not valid for {attr.name}; expected one of {listed}"
+                f"{spelled(value)} is not valid for {attr.name}; expected one of {listed}"
             )
 
     return check
@@ -164,7 +260,7 @@ def text() -> Validator:
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str):
-            raise ConfigError(f"{shown(value)} is not valid for {attr.name}; expected a string")
+            raise ConfigError(f"{spelled(value)} is not valid for {attr.name}; expected a string")
 
     return check
 
@@ -178,9 +274,9 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
         ]
         if bad or len(value) < min_len:
             raise ConfigError(
-                f"{shown(list(value))} is not valid for {attr.name}; expected a list of at "
+                f"{spelled(list(value))} is not valid for {attr.name}; expected a list of at "
                 f"least {min_len} integer chunk size(s) >= 1"
-                + (f" (bad: {', '.join(shown(b) for b in bad)})" if bad else "")
+                + (f" (bad: {', '.join(spelled(b) for b in bad)})" if bad else "")
             )
 
     return check
@@ -207,15 +303,15 @@ def user_path(value: str) -> Path:
             that does not exist (``~nosuchuser/x``).
     """
     if not value:
-        raise ValueError("'' is not a path; expected a file name")
+        raise ValueError('"" is not a path; expected a file name')
     if "\0" in value:
-        raise ValueError(f"{shown(value)} holds a NUL byte, which no path can")
+        raise ValueError(f"{spelled(value)} holds a NUL byte, which no path can")
     try:
         return Path(value).expanduser()
     except RuntimeError:  # pathlib cannot find that user's home (or any home)
         head = value.split("/", 1)[0]
         raise ValueError(
-            f"{shown(value)} starts with {shown(head)}, but no such home directory exists"
+            f"{spelled(value)} starts with {spelled(head)}, but no such home directory exists"
         ) from None
 
 
@@ -227,7 +323,7 @@ def path_text(*, optional: bool = False) -> Validator:
             return
         if not isinstance(value, str):
             raise ConfigError(
-                f"{shown(value)} is not valid for {attr.name}; expected a path (a string)"
+                f"{spelled(value)} is not valid for {attr.name}; expected a path (a string)"
             )
         try:
             user_path(value)

@@ -322,7 +322,7 @@ def _error_case(tmp_path: Path, case: str) -> list[str]:
         pytest.param("missing model", "model file not found", id="missing-model"),
         pytest.param("malformed model", "cannot load model file", id="malformed-model"),
         pytest.param("num-envs 0", "--num-envs: must be an integer >= 1", id="num-envs-0"),
-        pytest.param("unknown policy", "unknown policy 'nope'", id="unknown-policy"),
+        pytest.param("unknown policy", 'unknown policy "nope"', id="unknown-policy"),
         pytest.param("bad config", "margn: unknown key; did you mean margin?", id="bad-config"),
     ],
 )
@@ -442,8 +442,8 @@ def test_cache_show_prints_the_stored_table(
 @pytest.mark.parametrize(
     ("prefix", "message"),
     [
-        pytest.param("zzz", "no cache entry's key starts with 'zzz'", id="no-match"),
-        pytest.param("ab", "'ab' matches 2 entries", id="ambiguous"),
+        pytest.param("zzz", 'no cache entry\'s key starts with "zzz"', id="no-match"),
+        pytest.param("ab", '"ab" matches 2 entries', id="ambiguous"),
     ],
 )
 def test_cache_show_bad_prefix_exits_2(
@@ -479,7 +479,7 @@ def test_cache_show_an_empty_prefix_exits_2_even_with_one_entry(
     """`cache show ""` names no entry: exit 2, not the only entry shown by accident."""
     fill(env["cache"], {"ab1" + "0" * 29: entry(1.0)})
     assert main(["cache", "show", prefix]) == 2
-    assert f"key prefix {prefix!r} is empty" in capsys.readouterr().err
+    assert f'key prefix "{prefix}" is empty' in capsys.readouterr().err
 
 
 def test_cache_clear_yes_deletes_everything(
@@ -707,19 +707,19 @@ def test_policy_show_unknown_exits_2(
     """`policy show NAME` of an unknown policy exits 2 and lists the known ones."""
     assert main(["policy", "show", "nope"]) == 2
     err = capsys.readouterr().err
-    assert "unknown policy 'nope'" in err and "fast" in err
+    assert 'unknown policy "nope"' in err and "fast" in err
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(("policy", "show", "nope"), "policy show NAME: unknown policy 'nope'",
+        pytest.param(("policy", "show", "nope"), 'policy show NAME: unknown policy "nope"',
                      id="policy-show-unknown"),
-        pytest.param(("policy", "show", ""), "policy show NAME: unknown policy ''",
+        pytest.param(("policy", "show", ""), 'policy show NAME: unknown policy ""',
                      id="policy-show-empty"),
         pytest.param(("tune", "--policy", "fsat"),
-                     "--policy: unknown policy 'fsat'; did you mean fast?", id="tune-policy"),
-        pytest.param(("policy", "show", "--config", ""), "'' is not a settings file's path",
+                     '--policy: unknown policy "fsat"; did you mean fast?', id="tune-policy"),
+        pytest.param(("policy", "show", "--config", ""), '"" is not a settings file\'s path',
                      id="config-empty"),
         pytest.param(("tune", "."), "is a directory; expected an MJCF", id="model-is-a-dir"),
         pytest.param(("tune", "--nthread", "9" * 23), f"--nthread {'9' * 23}: expected at most",
@@ -739,6 +739,26 @@ def test_what_the_command_line_got_wrong_is_named_once(
     # the settings file is not blamed for the command line, and no warning comes first
     assert err.count("\n") == 1 and message in err and "invalid settings in" not in err, err
     assert not env["cache"].exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(("tune", "--num-envs", "x"), 'argument --num-envs: "x" is not an integer',
+                     id="num-envs"),
+        pytest.param(("record", "--sizes", "a,b", "-o", "t.json"),
+                     'argument --sizes: "a,b" is not "all" or a comma-separated list',
+                     id="sizes"),
+        pytest.param(("tune", "--policy", " "), 'argument --policy: " " is not a policy name',
+                     id="policy"),
+    ],
+)  # fmt: skip
+def test_a_bad_word_on_the_command_line_is_quoted_as_the_settings_quote_it(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    """A word the parser refuses is quoted as settings values are ("x"), not as a repr ('x')."""
+    assert main(list(args)) == 2
+    assert message in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the program
@@ -960,7 +980,7 @@ def test_an_empty_policy_name_is_an_error(
 ) -> None:
     """`--policy ''` names no policy: exit 2 with a message, not the active policy."""
     assert main(["tune", "--policy", ""]) == 2
-    assert "--policy: '' is not a policy name" in capsys.readouterr().err
+    assert '--policy: "" is not a policy name' in capsys.readouterr().err
 
 
 def test_a_trivial_batch_is_answered_without_building_anything(

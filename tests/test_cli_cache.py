@@ -113,7 +113,7 @@ def test_clear_of_an_empty_cache_still_removes_idle_locks(
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        pytest.param('[cache]\npath = ""\n', "cache.path: '' is not a path", id="empty"),
+        pytest.param('[cache]\npath = ""\n', 'cache.path: "" is not a path', id="empty"),
         pytest.param('[cache]\npath = "~nosuchuser-ct/c.json"\n', "no such home", id="user"),
         pytest.param('[cache]\npath = "a\\u0000b"\n', "NUL byte", id="nul"),
     ],

@@ -137,14 +137,53 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = str(info.value)
     assert str(cfg) in text
     assert "policies.mine.margn: unknown key; did you mean margin?" in text
-    assert (
-        "policies.mine.tie_tol: 2.0 is not valid for tie_tol; expected a number in [0, 1)" in text
-    )
+    assert "policies.mine.tie_tol: 2 is not valid for tie_tol; expected a number in [0, 1)" in text
     assert "policies.mine.race: 1 is not true or false" in text
-    assert "policies.mine.tie_break: 'left'" in text and "'center'" in text
+    assert 'policies.mine.tie_break: "left"' in text and '"center"' in text
     assert "policies.mine.candidates.sizes" in text and "bad: 0" in text
     assert "cache.path: 3 is not a string" in text
     assert len(info.value.problems) == 6
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        pytest.param("tie_tol = true", "tie_tol: true is not a number", id="bool"),
+        pytest.param('margin = "0.03"', 'margin: "0.03" is not a number', id="string"),
+        pytest.param("prime = 1.5", "prime: 1.5 is not an integer", id="float"),
+        pytest.param(
+            "seed = -1", "seed: -1 is not valid for seed; expected an integer in "
+            "[0, 9223372036854775807]", id="int-bound"
+        ),
+        pytest.param(
+            "time_budget_s = 0", "time_budget_s: 0 is not valid for time_budget_s; expected a "
+            "number in (0, 1000000]", id="int-as-written"
+        ),
+        pytest.param(
+            'tie_break = "left"', 'tie_break: "left" is not valid for tie_break; expected one '
+            'of "evidence", "center",', id="choice"
+        ),
+        pytest.param(
+            '[policies.m.candidates]\nstrategy = "explicit"\nsizes = [0, "3", true]',
+            '(bad: 0, "3", true)', id="sizes"
+        ),
+        pytest.param(
+            '[policies.m.candidates]\nstrategy = "balanced"\nmin_chunks_per_thread = 0',
+            "expected an integer in [1, 1000000]", id="strategy-bound"
+        ),
+        pytest.param('[policies.m.candidates]\nstrategy = "Seed"',
+                     'strategy "Seed" is not known; expected one of "seed",', id="strategy"),
+        pytest.param('extends = "Quick"', 'extends: unknown policy "Quick"', id="extends"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_is_spelled_as_the_file_writes_it(
+    tmp_path: Path, toml: str, problem: str
+) -> None:
+    """A bad value and its bounds read as TOML writes them: true, "0.03", every digit of a bound."""
+    cfg = write(tmp_path / "bad.toml", f'policy = "m"\n[policies.m]\n{toml}\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    assert problem in str(info.value)
 
 
 def test_sections_that_are_no_tables_and_numbers_past_floats_are_named(tmp_path: Path) -> None:
@@ -156,7 +195,7 @@ def test_sections_that_are_no_tables_and_numbers_past_floats_are_named(tmp_path:
     with pytest.raises(ConfigError) as info:
         load_settings(cfg)
     assert sorted(info.value.problems) == [
-        "cache: 'x' is not a table",
+        'cache: "x" is not a table',
         "log: 3 is not a table",
         "policies.m.margin: 100000000000000000...0000000000000000000 is not a finite number",
         "ray: [] is not a table",
@@ -177,7 +216,7 @@ def test_every_broken_rule_and_bad_size_of_a_policy_is_reported_at_once(tmp_path
     assert len(problems) == 3
     assert any("max_rounds 3 is below min_rounds 5" in p for p in problems)
     assert any("confirm_max_pairs 5 is below confirm_min_pairs 10" in p for p in problems)
-    assert any(p.endswith("(bad: 0, -1, True)") for p in problems)
+    assert any(p.endswith("(bad: 0, -1, true)") for p in problems)
 
 
 def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
@@ -193,20 +232,20 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
         pytest.param(
             {"max_candidates": 5},
             None,
-            "policies.m.candidates: missing required key strategy; expected one of 'seed',",
+            'policies.m.candidates: missing required key strategy; expected one of "seed",',
             id="no-strategy-no-extends",
         ),
         pytest.param(
             {"stratgy": "geometric"},
             "quick",
-            "policies.m.candidates.stratgy: unknown key for strategy 'balanced'; "
+            'policies.m.candidates.stratgy: unknown key for strategy "balanced"; '
             "did you mean strategy?",
             id="misspelt-strategy",
         ),
         pytest.param(
             {"strategy": "geometric", "sizes": [3]},
             None,
-            "policies.m.candidates.sizes: unknown key for strategy 'geometric'; "
+            'policies.m.candidates.sizes: unknown key for strategy "geometric"; '
             "expected one of strategy, ratio, max_candidates",
             id="another-strategys-key",
         ),
@@ -224,17 +263,19 @@ def test_a_candidates_table_names_what_its_strategy_lacks(
     assert message in str(err.value)
 
 
-@pytest.mark.parametrize("strategy", [[1, 2], {"a": 1}], ids=["list", "table"])
-def test_a_strategy_that_is_no_name_is_named_as_unknown(strategy: object) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "spelled"), [([1, 2], "[1, 2]"), ({"a": 1}, "{a = 1}")], ids=["list", "table"]
+)
+def test_a_strategy_that_is_no_name_is_named_as_unknown(strategy: object, spelled: str) -> None:
     """A strategy given as an array or a table is an unknown strategy, not 'unhashable type'."""
     with pytest.raises(ConfigError) as err:
         settings_from_dict({"policies": {"m": {"candidates": {"strategy": strategy}}}})
-    assert f"policies.m.candidates: strategy {strategy!r} is not known" in str(err.value)
+    assert f"policies.m.candidates: strategy {spelled} is not known" in str(err.value)
 
 
 def test_unknown_active_policy_lists_known_ones() -> None:
     """policy = an unknown name suggests the closest one and lists all."""
-    with pytest.raises(ConfigError, match=r"unknown policy 'balancd'; did you mean balanced\?"):
+    with pytest.raises(ConfigError, match=r'unknown policy "balancd"; did you mean balanced\?'):
         settings_from_dict({"policy": "balancd"})
 
 
@@ -451,7 +492,7 @@ def test_a_problem_in_an_extended_policy_is_reported_once_where_it_is_written() 
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        pytest.param("", "cache.path: '' is not a path", id="empty"),
+        pytest.param("", 'cache.path: "" is not a path', id="empty"),
         pytest.param("~nosuchuser-chunktune/x.json", "cache.path: .* no such home", id="user"),
         pytest.param("a\0b.json", "cache.path: .* NUL byte", id="nul"),
     ],

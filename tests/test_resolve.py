@@ -375,7 +375,7 @@ async def test_an_unknown_policy_asked_for_does_not_blame_the_settings() -> None
     """resolve(policy="fastest"): the error names the policy, not invalid settings."""
     with pytest.raises(chunktune.ConfigError) as info:
         await chunktune.resolve(uneven(), policy="fastest")
-    assert str(info.value).startswith("unknown policy 'fastest'; ")
+    assert str(info.value).startswith('unknown policy "fastest"; ')
     assert pickle.loads(pickle.dumps(info.value)).args == info.value.args  # as a Ray task's
 
 

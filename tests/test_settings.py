@@ -175,7 +175,7 @@ def test_choices_come_from_their_literal_types() -> None:
     """TIE_BREAKS and ESTIMATORS list exactly the values of the TieBreak and Estimator types."""
     assert get_args(TieBreak) == TIE_BREAKS and "evidence" in TIE_BREAKS
     assert get_args(Estimator) == ESTIMATORS and "trimmed_mean" in ESTIMATORS
-    with pytest.raises(ValueError, match="expected one of 'evidence'"):
+    with pytest.raises(ValueError, match='expected one of "evidence"'):
         Policy(tie_break="left")  # type: ignore[arg-type]
 
 
@@ -187,18 +187,18 @@ def test_choices_come_from_their_literal_types() -> None:
         (lambda: chunktune.ExplicitCandidates(sizes=[]), r"\[\] is not valid for sizes"),
         (lambda: chunktune.GeometricCandidates(ratio=1.0), "1.0 is not valid for ratio"),
         (lambda: chunktune.BalancedCandidates(max_candidates=0), "0 is not valid for max_"),
-        (lambda: chunktune.Settings(policies={}, policy="x"), "'x'; no policies are defined"),
-        (lambda: chunktune.CacheSettings(path=""), "'' is not a path"),
+        (lambda: chunktune.Settings(policies={}, policy="x"), '"x"; no policies are defined'),
+        (lambda: chunktune.CacheSettings(path=""), '"" is not a path'),
         # an int past any float, a list that is none, a mapping that is none
         (lambda: chunktune.Policy(margin=10**400), r"1000+\.\.\.0+ is not valid for margin"),
         (lambda: chunktune.GeometricCandidates(ratio=10**400), "is not valid for ratio"),
         (lambda: chunktune.ExplicitCandidates(sizes=5), "5 is not valid for sizes"),
-        (lambda: chunktune.ExplicitCandidates(sizes="123"), "'123' is not valid for sizes"),
+        (lambda: chunktune.ExplicitCandidates(sizes="123"), '"123" is not valid for sizes'),
         (lambda: chunktune.Settings(policies=None), "None is not valid for policies"),
         (lambda: chunktune.Settings(policies=[1, 2]), r"\[1, 2\] is not valid for policies"),
         # a bool field takes only a bool, in every settings class
         (lambda: chunktune.Policy(race=1), "1 is not valid for race; expected true or false"),
-        (lambda: chunktune.RaySettings(init_local="yes"), "'yes' is not valid for init_local"),
+        (lambda: chunktune.RaySettings(init_local="yes"), '"yes" is not valid for init_local'),
         # budgets past any use would overflow the pacing's arithmetic
         (lambda: chunktune.Policy(time_budget_s=1e307), "1e\\+307 is not valid for time_budget"),
         (lambda: chunktune.Policy(hard_limit_s=1e7), "10000000.0 is not valid for hard_limit"),

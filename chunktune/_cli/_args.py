@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgumentError
 from .._fingerprint import usable_cpus
+from .._validators import spelled
 from .._workload import MAX_COUNT
 from ._common import warn
 
@@ -55,7 +56,7 @@ def _int_from(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"{spelled(text)} is not an integer") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
     return value

@@ -15,6 +15,7 @@ from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
 from .._cache_format import LEGACY_PREFIX, suffix_format
 from .._errors import InvalidArgumentError
+from .._validators import spelled
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -158,21 +159,22 @@ def _matches(key: str, prefix: str) -> bool:
 def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
     if not prefix.strip():
         raise InvalidArgumentError(
-            f"key prefix {prefix!r} is empty; expected the start of an entry's key "
+            f"key prefix {spelled(prefix)} is empty; expected the start of an entry's key "
             "(see `chunktune cache list`)"
         )
     entries = cache.entries(strict=True)
     matches = sorted(k for k in entries if _matches(k, prefix))
     if not matches:
         raise InvalidArgumentError(
-            f"no cache entry's key starts with {prefix!r} (see `chunktune cache list`)"
+            f"no cache entry's key starts with {spelled(prefix)} (see `chunktune cache list`)"
         )
     if len(matches) > 1:
         short = _short_keys(matches)
         listed = ", ".join(short[k] for k in matches[:8])
         more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
         raise InvalidArgumentError(
-            f"{prefix!r} matches {entries_of(len(matches))} ({listed}{more}); give more characters"
+            f"{spelled(prefix)} matches {entries_of(len(matches))} ({listed}{more}); "
+            "give more characters"
         )
     return matches[0], entries[matches[0]]
 

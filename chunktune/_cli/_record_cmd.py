@@ -17,6 +17,7 @@ from .._events import ProgressEvent
 from .._locks import hold_blocking, sweep_lock
 from .._record import check_sizes, record
 from .._trace import dump_trace
+from .._validators import spelled
 from ._args import add_workload_options, load_workload, pool_threads, positive_int, seed_int
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
@@ -43,10 +44,10 @@ def _sizes(text: str) -> list[int] | None:
         sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not 'all' or a comma-separated list of chunk sizes"
+            f'{spelled(text)} is not "all" or a comma-separated list of chunk sizes'
         ) from None
     if not sizes:
-        raise argparse.ArgumentTypeError("expected 'all' or at least one chunk size")
+        raise argparse.ArgumentTypeError('expected "all" or at least one chunk size')
     return sizes
 
 

@@ -19,7 +19,7 @@ from .._locks import hold_blocking, sweep_lock
 from .._request import worth_storing
 from .._resolve import resolve
 from .._threads import wait_for_sweeps
-from .._validators import model_file_problem
+from .._validators import model_file_problem, spelled
 from .._workload import SignatureValue, Workload, upper_chunk
 from ._args import add_workload_options, default_envs, load_workload, pool_threads
 from ._common import (
@@ -62,7 +62,7 @@ again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 
 def _policy_name(text: str) -> str:
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a policy name")
+        raise argparse.ArgumentTypeError(f"{spelled(text)} is not a policy name")
     return text
 
 
