@@ -816,6 +816,7 @@ def test_main_help_names_the_commands_that_read_settings() -> None:
     [
         pytest.param(("policy", "show"), id="policy-show"),
         pytest.param(("cache", "list"), id="cache-list"),
+        pytest.param(("--help",), id="help"),  # argparse swallows what its write raises
     ],
 )
 def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
@@ -834,6 +835,36 @@ def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141, err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("tune", "--policy", "nosuch"), id="tune-policy"),
+        pytest.param(("policy", "show", "nosuch"), id="policy-show"),
+        pytest.param(("cache", "show", "zz"), id="cache-show"),
+        pytest.param((), id="no-command"),  # the usage, through argparse
+    ],
+)
+@pytest.mark.parametrize("stdout", ["pipe", "same-pipe"])
+def test_an_error_told_to_a_closed_stderr_still_exits_2(
+    env: dict[str, Path], args: tuple[str, ...], stdout: str
+) -> None:
+    """`2>&1 | head -0`: the error line meets a closed pipe; exit 2, silently, not 141."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command starts: every write gets EPIPE
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "chunktune", *args],
+            stdout=subprocess.PIPE if stdout == "pipe" else write,
+            stderr=write,
+            timeout=60,
+            env=dict(os.environ),
+        )
+    finally:
+        os.close(write)
+    assert result.returncode == 2
+    assert not result.stdout
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,10 @@
 code 2 (so does a failed write of the results to stdout: a full disk, ``>&-``),
 Ctrl-C exit code 130 (from the moment chunktune's code runs: see ``_sigint``), a reader
 that closes stdout early (``| head -1``) exit code 141, as for a process killed
-by SIGPIPE, all without a traceback. Results go to stdout, progress and warnings
-to stderr, so ``chunktune tune --json`` prints nothing but the decision.
+by SIGPIPE, all without a traceback. A reader that closes stderr (``2>&1 | head -0``)
+only silences what follows there: the exit code is the command's own. Results go to
+stdout, progress and warnings to stderr, so ``chunktune tune --json`` prints nothing
+but the decision.
 
 This module builds the parser and maps errors to exit codes; each command lives in
 its own module (``_tune_cmd``, ``_record_cmd``, ``_cache_cmd`` with ``_merge_cmd``,
@@ -32,6 +34,7 @@ from ._common import (
     EXIT_INTERRUPTED,
     EXIT_PIPE,
     EXIT_USAGE,
+    Stderr,
     Stdout,
     StdoutFailed,
     error,
@@ -140,12 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             # stderr fails where it loads a library (older mujoco's glfw checks itself in
             # a child on import: no mujoco at all)
             os.set_inheritable(2, True)
+    else:
+        sys.stderr = Stderr(real_err)
     try:
         _sigint.release()  # from here on Ctrl-C is a KeyboardInterrupt, handled below
         code = _main(argv)
         sys.stdout.flush()  # a small result still in the buffer fails here, not at exit
         if out.failure is not None:  # --help and --version write through argparse, which
-            raise out.failure  # swallows a failed write
+            raise out.failure  # swallows a failed write (a closed pipe's too)
         return code
     except StdoutFailed as exc:
         error(str(exc))
@@ -166,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = real
         if real_err is None:
             sys.stderr.close()
-            sys.stderr = real_err
+        sys.stderr = real_err
 
 
 def _interrupted(exc: BaseException) -> bool:

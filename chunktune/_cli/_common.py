@@ -25,6 +25,7 @@ __all__ = [
     "EXIT_PIPE",
     "EXIT_USAGE",
     "EXIT_WORKLOAD_FAILED",
+    "Stderr",
     "Stdout",
     "StdoutFailed",
     "console_on",
@@ -66,7 +67,8 @@ class Stdout:
     def __init__(self, stream: TextIO | None) -> None:
         self.closed_at_start = stream is None
         self._stream: TextIO = open(os.devnull, "w") if stream is None else stream  # noqa: SIM115
-        self.failure: StdoutFailed | None = None  # kept: argparse swallows what --help raises
+        # kept: argparse swallows what --help raises (a closed pipe too: then 141, not 0)
+        self.failure: StdoutFailed | BrokenPipeError | None = None
 
     def _failed(self, why: str) -> StdoutFailed:
         self.failure = StdoutFailed(f"cannot write the results to stdout: {why}")
@@ -77,7 +79,8 @@ class Stdout:
             raise self._failed("it is closed")
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
+            self.failure = exc
             raise
         except OSError as exc:
             raise self._failed(exc.strerror or str(exc)) from None
@@ -89,6 +92,49 @@ class Stdout:
             raise
         except OSError as exc:
             raise self._failed(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class Stderr:
+    """``sys.stderr`` while a command runs: a reader that closed it drops what follows.
+
+    ``chunktune tune --policy nosuch 2>&1 | head -0``: the error line met a closed pipe,
+    and the ``BrokenPipeError`` it raised, taken for stdout's, made the exit code 141
+    instead of 2. Progress, warnings and errors are for a person; once no one reads them
+    they go nowhere, as with stderr closed at start (``2>&-``), and the command goes on
+    to the exit code of what it did. The descriptor itself is pointed at /dev/null, so
+    what is still buffered, and a child process that inherits it, meet no closed pipe.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.dropped = False
+
+    def _drop(self) -> None:
+        self.dropped = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no real descriptor (captured, say): nothing to move
+            pass
+
+    def write(self, text: str) -> int:
+        if not self.dropped:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.dropped:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
