@@ -6,6 +6,7 @@ a file. ``_keys`` finds a request's answer in the caches; ``_resolve`` runs the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -333,7 +334,10 @@ def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
     )
     # no stderr at all (`2>&-`, pythonw): print(file=None) would write into the trainer's stdout
     if told and sys.stderr is not None:
-        print(f"[chunktune] {line}", file=sys.stderr, flush=True)
+        # a stderr whose reader has gone (a collector's log pipe) or that the program
+        # closed: the line is a report, and the decision it reports is still returned
+        with contextlib.suppress(OSError, ValueError):
+            print(f"[chunktune] {line}", file=sys.stderr, flush=True)
     if mode != "always":
         logger.info(line)
 

@@ -115,3 +115,23 @@ def test_always_says_a_line_on_stderr_and_not_to_the_logger_too(
         say("chunk_size=8", settings)
     assert capsys.readouterr().err == "[chunktune] chunk_size=8\n"
     assert caplog.records == []
+
+
+class _GoneReader:
+    """A stderr whose reader has gone: every write is a broken pipe."""
+
+    def write(self, _text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("mode", ["always", "auto"])
+def test_a_report_to_a_stderr_no_one_reads_never_fails_the_resolve(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A one-line report that meets a closed stderr is dropped, not raised into the trainer."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr=mode))
+    monkeypatch.setattr("sys.stderr", _GoneReader())
+    say("chunk_size=8", settings)  # raised BrokenPipeError out of resolve, ending the trainer
