@@ -286,6 +286,9 @@ def _path_str(value: Any) -> Any:
 class CacheSettings:
     """Where decisions are stored. ``path=None`` means the platform's user cache dir.
 
+    ``format = "auto"`` goes by the path's name: ``.toml`` (any case) is TOML, any other
+    name JSON (``cache.db`` too, as every release has read and written it).
+
     ``system_path`` names a read-only cache (an image's shipped answers), consulted
     after ``path`` on lookup and never written.
     """

@@ -808,6 +808,16 @@ def test_main_help_names_the_commands_that_read_settings() -> None:
     assert named == {name for name, command in commands.items() if takes_config(command)}
 
 
+@pytest.mark.parametrize("args", [("--help",), ("cache", "--help")], ids=["main", "cache"])
+def test_the_help_says_which_cache_file_names_store_toml(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """$CHUNKTUNE_CACHE=x.txt writes JSON: the help says so, not only that .toml is TOML."""
+    assert main(list(args)) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "a name ending in .toml is stored as TOML, any other as JSON" in help_text
+
+
 # ---------------------------------------------------------------- hostile and careless use
 
 

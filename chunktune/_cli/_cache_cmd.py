@@ -48,6 +48,8 @@ examples:
                                        many hosts' caches into one file
 
 On import and merge, a key present in both keeps the entry created later.
+The cache file: a name ending in .toml is stored as TOML, any other as JSON
+([cache] format can say which); export and merge -o take .json or .toml names.
 """
 
 
