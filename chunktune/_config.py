@@ -294,7 +294,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
             f"nested too deeply to parse; no setting nests more than {MAX_DEPTH} levels",
             source=str(path),
         ) from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+    except IsADirectoryError:
+        raise ConfigError(
+            f"settings file {path} is a directory; expected a TOML file", source=str(path)
+        ) from None
+    except OSError as exc:  # the path again, and Python's [Errno N], said nothing more
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot read settings file {path}: {why}", source=str(path)) from None
+    except ValueError as exc:  # a NUL byte in the name
         raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
 
 

@@ -431,6 +431,23 @@ def test_a_file_no_settings_could_be_is_a_config_error(
     assert str(cfg) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        pytest.param(".", "settings file . is a directory; expected a TOML file", id="directory"),
+        pytest.param("x" * 300, "cannot read settings file xxx", id="name-too-long"),
+    ],
+)
+def test_a_settings_path_that_cannot_be_read_says_why_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, message: str
+) -> None:
+    """A folder or an unusable name: what is wrong with it, without Python's [Errno N] and repr."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        load_settings(name)
+    assert "Errno" not in str(info.value) and "'" not in str(info.value)
+
+
 def test_a_nul_byte_in_the_settings_path_is_a_config_error() -> None:
     """A settings path that no file can have is a ConfigError, not a ValueError from open()."""
     with pytest.raises(ConfigError, match="cannot read settings file"):
