@@ -403,7 +403,10 @@ class RolloutWorkload:
                 "UTF-8, which MuJoCo cannot open; rename the file"
             ) from None
         except (ValueError, mujoco.FatalError) as exc:
-            raise InvalidArgumentError(f"cannot load model file {file}: {exc}") from exc
+            # MuJoCo's parser reports on several lines (what, then where): one line here,
+            # so the CLI's error stays one line under its "chunktune: error:" prefix
+            why = " ".join(str(exc).split())
+            raise InvalidArgumentError(f"cannot load model file {file}: {why}") from exc
         variants = [model]
         if n > 1:
             rng = np.random.default_rng(check_seed(kwargs.get("seed", 0)))
