@@ -72,7 +72,7 @@ def test_record_measures_in_fresh_random_rounds() -> None:
         pytest.param(["--rounds", "0"], "--rounds: must be an integer >= 1", id="rounds-0"),
         pytest.param(["--seed", "-1"], "--seed: must be an integer >= 0", id="seed-negative"),
         pytest.param(["--sizes", "1,99"], "chunk size 99 is outside 1..4", id="size-too-big"),
-        pytest.param(["--sizes", "a,b"], "is not 'all' or a comma-separated", id="not-sizes"),
+        pytest.param(["--sizes", "a,b"], 'is not "all" or a comma-separated', id="not-sizes"),
         pytest.param(["nope.xml"], "model file not found", id="missing-model"),
         pytest.param(["-o", "x.txt"], "must end in .json", id="not-json-name"),
     ],
