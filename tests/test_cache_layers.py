@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -10,6 +11,9 @@ import attrs
 import pytest
 
 import chunktune
+from chunktune._cache_entry import CacheEntry, entry_to_table
+from chunktune._cache_format import SCHEMA
+from chunktune._cache_layers import SystemCache, system_cache_for
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
@@ -136,3 +140,53 @@ def test_a_missing_system_cache_is_not_an_error(
     monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(isolated / "absent.json"))
     assert chunktune.resolve_sync(workload(), policy="quick").source == "benchmark"
     assert not (isolated / "absent.json").exists()
+
+
+def _entry(chunk: int) -> CacheEntry:
+    return CacheEntry(chunk_size=chunk, native_chunk=1, reason="measured")
+
+
+def test_a_replaced_system_file_is_read_again(tmp_path: Path) -> None:
+    """A system file changed under a running process (an image update) serves its new entries."""
+    path = tmp_path / "system.json"
+    assert chunktune.DecisionCache(path).put("a" * 32, _entry(4))
+    system = SystemCache(path)
+    assert set(system.entries()) == {"a" * 32}
+    assert chunktune.DecisionCache(path).put("b" * 32, _entry(8))
+    assert set(system.entries()) == {"a" * 32, "b" * 32}
+
+
+def test_a_disabled_cache_consults_no_system_cache(tmp_path: Path) -> None:
+    """[cache] enabled = false turns the system layer off too: nothing is served from it."""
+    settings = chunktune.load_settings()
+    on = attrs.evolve(settings.cache, system_path=str(tmp_path / "system.json"))
+    assert system_cache_for(attrs.evolve(settings, cache=on)) is not None
+    off = attrs.evolve(on, enabled=False)
+    assert system_cache_for(attrs.evolve(settings, cache=off)) is None
+
+
+def test_invalid_entries_of_a_system_file_are_named_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A system file's invalid entries are skipped, and one warning names them."""
+    path = tmp_path / "system.json"
+    good = entry_to_table(_entry(4))
+    doc = {"schema": SCHEMA, "entries": {"good": good, "bad": {**good, "chunk_size": -1}}}
+    path.write_text(json.dumps(doc))
+    system = SystemCache(path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert set(system.entries()) == {"good"}
+        assert set(system.entries()) == {"good"}
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "holds 1 invalid entries (bad)" in said and str(path) in said
+
+
+def test_a_missing_system_file_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every lookup of a system file that is not there finds nothing; the warning comes once."""
+    system = SystemCache(tmp_path / "absent.json")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        for _ in range(3):
+            assert system.lookup("a" * 32, policy_hash="p", rule="", effort=0) is None
+    assert len(caplog.records) == 1 and "is unavailable" in caplog.records[0].getMessage()

@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 import chunktune
-from chunktune import DecisionCache
-from chunktune._fingerprint import cpu_quota, device_fingerprint
-from chunktune._keys import cache_key
+from chunktune import DecisionCache, _fingerprint
+from chunktune._fingerprint import cpu_model, cpu_quota, device_fingerprint
+from chunktune._keys import cache_for, cache_key
 from chunktune.sim import Noise, SimulatedWorkload
 
 SIG = {"kind": "mujoco.rollout", "model_sha": "abc", "nstep": 10, "n_variants": 1}
@@ -160,3 +160,57 @@ def test_an_entry_with_the_older_rule_form_still_answers_its_own_policy(tmp_path
     again = chunktune.resolve_sync(w, policy="balanced")
     assert again.source == "cache" and again.key == first.key
     assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+
+
+def test_a_cgroup_v1_quota_is_read_in_cpus_and_minus_one_is_no_limit(tmp_path: Path) -> None:
+    """Without cpu.max, the v1 CFS quota over its period; a quota of -1 means unlimited (None)."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("250000\n")
+    assert cpu_quota(tmp_path) == 2.5
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cpu_quota(tmp_path) is None
+
+
+def test_one_cache_path_in_two_formats_gives_two_caches(tmp_path: Path) -> None:
+    """cache_for keys its caches by path and format: a second format is not served the first."""
+    path = str(tmp_path / "decisions.dat")
+    settings = chunktune.load_settings()
+    as_json, as_toml = (
+        cache_for(attrs.evolve(settings, cache=attrs.evolve(settings.cache, path=path, format=f)))
+        for f in ("json", "toml")
+    )
+    assert as_json is not None and as_toml is not None
+    assert (as_json.format, as_toml.format) == ("json", "toml")
+
+
+def test_the_cpu_model_is_the_model_name_proc_cpuinfo_gives() -> None:
+    """On Linux the fingerprint's cpu is /proc/cpuinfo's model name, not the bare architecture."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(errors="replace").splitlines()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo here")
+    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
+    if not names:
+        pytest.skip("this /proc/cpuinfo names no model")
+    assert cpu_model() == names[0] == device_fingerprint()["cpu"]
+
+
+def test_a_changed_quota_is_seen_within_a_second_and_not_read_more_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The container's quota is re-read once its last reading is a second old, never sooner."""
+    now = [1000.0]
+    quota: list[float | None] = [2.0]
+    monkeypatch.setattr(_fingerprint.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(_fingerprint, "cpu_quota", lambda: quota[0])
+    monkeypatch.setattr(_fingerprint, "_quota_seen", (-float("inf"), None))
+    assert device_fingerprint()["cpu_quota"] == 2.0
+    quota[0] = 1.0
+    now[0] += 0.5
+    assert device_fingerprint()["cpu_quota"] == 2.0
+    now[0] += 0.6
+    assert device_fingerprint()["cpu_quota"] == 1.0
+    quota[0] = None
+    now[0] += 1.0
+    assert device_fingerprint()["cpu_quota"] == "none"

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chunktune import InvalidArgumentError
+from chunktune import InvalidArgumentError, WorkloadError
 from chunktune._cli import main
 from chunktune._record import check_sizes, record
 from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
@@ -334,3 +334,49 @@ def test_a_recording_waits_for_another_sweep_and_says_whose(
     err = capsys.readouterr().err
     assert f"waiting for another sweep to finish (pid {holder.pid}, since " in err
     assert load_trace(tmp_path / "t.json").rounds == 1
+
+
+def test_a_cancelled_recording_stops_at_the_next_call() -> None:
+    """record checks for cancellation before every call, not only before the warm-up."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
+    checks = 0
+
+    def cancel_on_third() -> None:
+        nonlocal checks
+        checks += 1
+        if checks == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        record(w, rounds=4, sizes=[2, 8], check_cancelled=cancel_on_third)
+    assert w.calls == 2  # the warm-up and the first probe
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, True, "0.1"])
+def test_a_run_that_returns_no_seconds_is_a_workload_error_naming_the_size(bad: object) -> None:
+    """A recording refuses what run() returned when it is no seconds, before it goes in a trace."""
+
+    class Broken:
+        num_envs, nthread = 64, 4
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> object:
+            return 0.1 if chunk_size is None else bad
+
+    with pytest.raises(WorkloadError, match=r"run\(\d+\) returned"):
+        record(Broken(), rounds=1, sizes=[2])  # type: ignore[arg-type]
+
+
+def test_check_sizes_refuses_an_empty_list() -> None:
+    """sizes=[] is an InvalidArgumentError, not a recording of native alone."""
+    with pytest.raises(InvalidArgumentError, match="sizes is empty"):
+        check_sizes([], 16, 2)
+
+
+def test_a_recording_keeps_the_machines_load_at_its_start_and_end() -> None:
+    """The trace's machine holds the load average before and after the recording."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
+    machine = record(w, rounds=1, sizes=[2]).machine
+    assert isinstance(machine["loadavg_start"], list) and isinstance(machine["loadavg_end"], list)

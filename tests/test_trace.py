@@ -15,6 +15,7 @@ from _pools import remembering
 import chunktune
 from chunktune import TraceError
 from chunktune._candidates import ExplicitCandidates
+from chunktune._replay import standardized_noise
 from chunktune._trace import Trace, dump_trace, load_trace
 from chunktune.sim import ReplayWorkload
 
@@ -68,6 +69,8 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
                      "chunk sizes must be integers in 1..16", id="size-above-upper"),
         pytest.param(lambda d: d["samples"].update({"0": [0.1] * 12}) or d,
                      "samples['0']", id="size-zero"),
+        pytest.param(lambda d: d["samples"].update({"02": d["samples"]["2"]}) or d,
+                     "samples['02']", id="size-written-twice-as-02"),
         pytest.param(lambda d: d["samples"]["3"].pop() and d, "list of 12 seconds",
                      id="short-row"),
         pytest.param(lambda d: d.update(native=5) or d, "native is 5", id="wrong-native"),
@@ -368,3 +371,64 @@ def test_held_out_gain_scores_each_half_by_its_own_replay_truth() -> None:
     best = picking.oracle()[0]
     expected = 1.0 - scoring.true_time(best) / scoring.true_time(None)
     assert replay.offered_gain(splits=1)[1] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_traces_description_and_call_order_round_trip_through_its_file(tmp_path: Path) -> None:
+    """dump_trace keeps the description and the order the calls ran in; load_trace reads them."""
+    trace = attrs.evolve(
+        synthetic(rounds=2), description="tail-heavy 24 boxes", order=(tuple(range(1, 17)),) * 2
+    )
+    back = load_trace(write(tmp_path, dump_trace(trace)))
+    assert back.description == "tail-heavy 24 boxes" and back.order == trace.order
+    assert back == trace
+
+
+def test_traces_of_the_same_sizes_but_other_seconds_replay_under_other_keys() -> None:
+    """A replay's signature hashes the recorded seconds, not only the sizes: no shared cache key."""
+    one, other = synthetic(seed=0), synthetic(seed=1)
+    assert sorted(one.samples) == sorted(other.samples)
+    assert ReplayWorkload(one).signature() == ReplayWorkload(synthetic(seed=0)).signature()
+    assert ReplayWorkload(one).signature() != ReplayWorkload(other).signature()
+
+
+def test_a_replay_from_a_file_is_named_by_the_file(tmp_path: Path) -> None:
+    """ReplayWorkload.from_file without a name takes the file's name, as tables print it."""
+    path = write(tmp_path, dump_trace(synthetic()), name="tail-heavy.json")
+    assert ReplayWorkload.from_file(path).name == "tail-heavy.json"
+    assert ReplayWorkload.from_file(path, name="mine").name == "mine"
+
+
+def test_truth_is_the_geometric_mean_of_the_recorded_calls_without_an_order() -> None:
+    """Sizes that move alike with the rounds' levels: each one's truth is its calls' geomean."""
+    trace = Trace(
+        num_envs=64, nthread=4, rounds=3, samples={1: (0.1, 0.1, 0.2), 2: (0.05, 0.05, 0.1)}
+    )
+    w = ReplayWorkload(trace)
+    assert w.true_time(None) == pytest.approx(0.1 * 2 ** (1 / 3), rel=1e-12)
+    assert w.oracle() == (2, pytest.approx(0.05 * 2 ** (1 / 3), rel=1e-12))
+
+
+def test_truth_error_is_the_sample_spread_of_the_ratios_over_root_rounds() -> None:
+    """truth_error uses the sample standard deviation (ddof=1) of the per-round log ratios."""
+    calls = (0.09, 0.1, 0.12)
+    trace = Trace(num_envs=64, nthread=4, rounds=3, samples={1: (0.1,) * 3, 2: calls})
+    expected = float(np.std(np.log(calls), ddof=1)) / math.sqrt(3)
+    assert ReplayWorkload(trace).truth_error(2) == pytest.approx(expected, rel=1e-9)
+
+
+def test_an_unrecorded_size_message_cuts_a_long_list_of_recorded_sizes() -> None:
+    """Past 8 runs of sizes the message lists the first 8 and counts them all."""
+    odd = {c: (0.1,) * 2 for c in range(1, 32, 2)}  # 16 runs of one size each
+    trace = Trace(num_envs=128, nthread=4, rounds=2, samples={**odd, 3: (0.1,) * 2})
+    with pytest.raises(chunktune.InvalidArgumentError) as info:
+        ReplayWorkload(trace).run(2)
+    assert "recorded: 1, 3, 5, 7, 9, 11, 13, 15, ... (16 sizes)" in str(info.value)
+
+
+def test_spreads_that_differ_by_sampling_alone_are_pulled_together() -> None:
+    """standardized_noise pulls each size's spread toward the others' by what sampling explains."""
+    base = np.array([1.0, -1.0, 1.0, -1.0])
+    residuals = np.stack([base, 1.2 * base])  # 20% apart, from 4 rounds: within sampling
+    spread, noise = standardized_noise(residuals, ((1, 2),) * 4, [1, 2])
+    assert spread == pytest.approx([math.sqrt(1.2)] * 2)
+    assert noise[0] == pytest.approx([1.0, 1.0])

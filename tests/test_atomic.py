@@ -1,0 +1,54 @@
+"""Atomic replacement: links written through, FIFOs written into, temporaries cleaned up."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from chunktune._atomic import STALE_TEMP_S, check_writable, remove_stale_temps, write_atomic
+
+
+def test_a_write_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path: Path) -> None:
+    """write_atomic of a symlink writes its target (on another volume, say); the link stays."""
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    target = volume / "trace.json"
+    target.write_bytes(b"old")
+    link = tmp_path / "trace.json"
+    link.symlink_to(target)
+    write_atomic(link, b"new")
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json", "volume"]
+
+
+def test_checking_a_fifo_makes_no_temporary_file_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check_writable of a FIFO makes no temporary: a FIFO is written into, in any folder."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+
+    def no_temporaries(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_temporaries)
+    check_writable(fifo)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe.json"]
+
+
+def test_only_whole_temporary_names_count_as_stale(tmp_path: Path) -> None:
+    """remove_stale_temps deletes ``.<name>.<random>.tmp`` exactly, not names that only start so."""
+    path = tmp_path / "c.json"
+    old = time.time() - STALE_TEMP_S - 60
+    stale = tmp_path / ".c.json.ab12cd34.tmp"
+    kept = [tmp_path / ".c.json.ab12cd34.tmp.bak", tmp_path / ".c.json.ab12cd34.tmpx"]
+    for file in (stale, *kept):
+        file.write_text("half a write")
+        os.utime(file, (old, old))
+    assert remove_stale_temps(path) == 1
+    assert not stale.exists() and all(file.exists() for file in kept)
