@@ -189,7 +189,8 @@ class Policy:
         Every field but those declared outside the identity (``description``,
         ``enabled``, ``time_budget_s``, ``hard_limit_s``, ``extend_budget``); the
         candidate strategy as a table of its fields plus ``strategy``, its name. Unset (None) fields
-        are left out, tuples become lists, and numbers stay as given.
+        are left out, tuples become lists, and numbers are as the fields hold them (a
+        float field holds a float, however it was given).
         """
         return _identity(self)
 

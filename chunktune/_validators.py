@@ -153,9 +153,36 @@ def _plain_number(value: object) -> object:
     return value
 
 
+def _plain_float(value: object) -> object:
+    """:func:`_plain_number` for a float field: an integer becomes the float it is.
+
+    ``Policy(tie_z=1)`` equals ``Policy(tie_z=1.0)``, and the TOML loader gives 1.0 for
+    ``tie_z = 1``; kept an int, the fingerprint (exact JSON) told them apart, and a
+    policy built in code missed the cache entries of the same policy read from a file.
+    An integer too large for a float is left for the validator to refuse.
+    """
+    value = _plain_number(value)
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+    return value
+
+
+def _is_float_field(field: attrs.Attribute[Any]) -> bool:
+    return field.type in (float, "float", "float | None")
+
+
 def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
-    """An attrs ``field_transformer``: every field without a converter takes numpy's numbers."""
-    return [f if f.converter is not None else f.evolve(converter=_plain_number) for f in fields]
+    """An attrs ``field_transformer``: every field without a converter takes numpy's
+    numbers, and a float field's integer becomes a float."""
+    return [
+        f
+        if f.converter is not None
+        else f.evolve(converter=_plain_float if _is_float_field(f) else _plain_number)
+        for f in fields
+    ]
 
 
 def bound(x: float) -> str:

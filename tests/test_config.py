@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from chunktune import ConfigError, Policy, dump_policy, dump_settings, load_settings
+from chunktune import ConfigError, Policy, RaySettings, dump_policy, dump_settings, load_settings
 from chunktune._config import preset_names, settings_from_dict
 
 PRESETS = ["balanced", "off", "patient", "quick", "seed", "thorough"]
@@ -34,6 +34,17 @@ def test_each_preset_dumps_and_reloads_equal(name: str) -> None:
     again = settings_from_dict(tomllib.loads(text))
     assert again.get_policy(name) == settings.get_policy(name)
     assert tomllib.loads(dump_policy(settings.get_policy(name)))
+
+
+def test_ray_settings_dump_and_reload_equal() -> None:
+    """dump_settings writes the [ray] table, so settings that change it read back equal."""
+    settings = attrs.evolve(
+        load_settings(),
+        ray=RaySettings(init_local=True, while_sweeping="native", wait_timeout_s=5.0, lease_s=2.0),
+    )
+    again = settings_from_dict(tomllib.loads(dump_settings(settings)))
+    assert again.ray == settings.ray
+    assert again == settings
 
 
 def test_seed_preset_is_the_older_tuner() -> None:

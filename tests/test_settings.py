@@ -160,6 +160,26 @@ def test_equal_policies_fingerprint_alike_however_built(tmp_path: Path) -> None:
     assert loaded.measurement_fields()["candidates"] == {"strategy": "explicit", "sizes": [3, 7]}
 
 
+def test_an_integer_for_a_float_field_is_the_float_in_the_fingerprint(tmp_path: Path) -> None:
+    """Policy(tie_z=1), Policy(tie_z=1.0) and tie_z = 1 in a file share one fingerprint."""
+    path = tmp_path / "chunktune.toml"
+    path.write_text('policy = "mine"\n[policies.mine]\ntie_z = 1\nmargin = 0\n')
+    loaded = chunktune.load_settings(path).active
+    built = Policy(tie_z=1, margin=0, time_budget_s=10)
+    assert (built.tie_z, built.margin, built.time_budget_s) == (1.0, 0.0, 10.0)
+    assert type(built.tie_z) is float
+    assert built.fingerprint() == Policy(tie_z=1.0, margin=0.0).fingerprint()
+    assert built.fingerprint() == loaded.fingerprint()
+    assert type(BalancedCandidates(k_ratio=2).k_ratio) is float
+
+
+@pytest.mark.parametrize("field", ["prime", "max_rounds", "seed", "confirm_min_pairs"])
+def test_a_bool_is_no_integer_in_a_policy_built_in_code(field: str) -> None:
+    """Policy(prime=True) is a ConfigError naming the field, not a count of one."""
+    with pytest.raises(ConfigError, match=rf"true is not valid for {field}; expected an integer"):
+        Policy(**{field: True})
+
+
 def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
     """_settings imports no _config (the serializer) and nothing that measures, even lazily."""
     tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())
