@@ -28,12 +28,13 @@ def write_atomic(path: Path, data: bytes) -> None:
     stays there), and a file that is there but no regular file (``/dev/stdout``, a FIFO)
     is written into, never replaced by one.
     """
-    path = Path(os.path.realpath(path))
     with contextlib.suppress(FileNotFoundError):
+        # by the name given: /dev/stdout onto a pipe has a real path of pipe:[N], no file
         if not stat.S_ISREG(os.stat(path).st_mode):
             with open(path, "wb") as f:
                 f.write(data)
             return
+    path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -62,10 +63,10 @@ def check_writable(path: Path) -> None:
     Raises:
         OSError: the file cannot be made (a read-only or forbidden directory).
     """
-    path = Path(os.path.realpath(path))
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISREG(os.stat(path).st_mode):
             return  # written into, not replaced; opening a FIFO now would block
+    path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.close(fd)

@@ -105,7 +105,8 @@ def _chunk_or_native(value: Any, _t: Any = None) -> int | None:
 def _chunk_key(key: str) -> int | None:
     if key == NATIVE:
         return None
-    if not (key.isascii() and key.isdecimal() and len(key) <= 10):
+    # "08" is refused as traces refuse it: beside "8" it would silently replace it
+    if not (key.isascii() and key.isdecimal() and len(key) <= 10) or key != str(int(key)):
         raise ValueError(f"key {shown(key)} is not 'native' or a chunk size")
     return _chunk(int(key))
 

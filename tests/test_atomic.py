@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,3 +54,15 @@ def test_only_whole_temporary_names_count_as_stale(tmp_path: Path) -> None:
         os.utime(file, (old, old))
     assert remove_stale_temps(path) == 1
     assert not stale.exists() and all(file.exists() for file in kept)
+
+
+def test_dev_stdout_onto_a_pipe_is_checked_and_written_into() -> None:
+    """/dev/stdout that is a pipe (its real path, pipe:[N], is no file) is written into."""
+    code = (
+        "from pathlib import Path\n"
+        "from chunktune._atomic import check_writable, write_atomic\n"
+        "check_writable(Path('/dev/stdout'))\n"
+        "write_atomic(Path('/dev/stdout'), b'written')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"written", b"")

@@ -168,6 +168,8 @@ def test_files_of_the_first_format_read_back_every_field(fmt: str, name: str) ->
         pytest.param({"timings_ms": {"8": float("nan")}}, "timings_ms", id="timing-nan"),
         pytest.param({"timings_ms": {"eight": 1.0}}, "timings_ms", id="timing-key"),
         pytest.param({"timings_ms": {"+8": 1.0}}, "timings_ms", id="timing-key-signed"),
+        pytest.param({"timings_ms": {"08": 1.0}}, "timings_ms", id="timing-key-zero-led"),
+        pytest.param({"samples": {"08": 2}}, "samples", id="samples-key-zero-led"),
         pytest.param({"timings_ms": {"512": 1.0}}, "timings_ms", id="timing-key-above-n"),
         pytest.param({"timings_ms": [1.0]}, "timings_ms", id="timings-list"),
         pytest.param({"samples": {"8": -1}}, "samples", id="samples-negative"),
