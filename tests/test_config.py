@@ -543,3 +543,20 @@ def test_a_settings_path_that_is_no_path_is_a_config_error(path: object) -> None
     """load_settings(3) and the like: ConfigError naming the value, not a TypeError."""
     with pytest.raises(ConfigError, match="is not a settings file's path"):
         load_settings(path)  # type: ignore[arg-type]
+
+
+def test_empty_cache_variables_count_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CHUNKTUNE_CACHE= and CHUNKTUNE_SYSTEM_CACHE= leave the file's cache paths in force."""
+    path = write(
+        tmp_path / "c.toml",
+        f'[cache]\npath = "{tmp_path / "mine.json"}"\nsystem_path = "{tmp_path / "site.json"}"\n',
+    )
+    monkeypatch.setenv("CHUNKTUNE_CACHE", "")
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", "")
+    cache = load_settings(path).cache
+    assert (cache.path, cache.system_path) == (
+        str(tmp_path / "mine.json"),
+        str(tmp_path / "site.json"),
+    )
