@@ -18,7 +18,7 @@ from chunktune import (
     native_chunk,
     upper_chunk,
 )
-from chunktune._candidates import _spread_over_range, candidate_list, thin_log
+from chunktune._candidates import _spread_over_range, candidate_list, largest_chunk, thin_log
 
 # Worked out by hand from the older tuner's documented grid: a band of
 # round(heur * {0.5, 1, 1.5, 2, 3}) around heur = round(N / 10T), a x1.8 geometric
@@ -97,9 +97,15 @@ def test_every_strategy_clamps_and_keeps_native(strategy: object, n: int, t: int
         pytest.param(ExhaustiveCandidates(), id="exhaustive"),
     ],
 )
-def test_non_seed_strategies_do_not_measure_native_twice(strategy: object) -> None:
+@pytest.mark.parametrize(
+    ("n", "t"),
+    [
+        pytest.param(1000, 8, id="1000x8"),
+        pytest.param(90, 2, id="90x2-native-is-a-balanced-size"),  # ceil(90 / (12 * 2)) == 4
+    ],
+)
+def test_non_seed_strategies_do_not_measure_native_twice(strategy: object, n: int, t: int) -> None:
     """The integer equal to the native chunk is left to the None entry."""
-    n, t = 1000, 8
     assert native_chunk(n, t) not in strategy.propose(n, t)  # type: ignore[attr-defined]
 
 
@@ -187,3 +193,12 @@ def test_exhaustive_over_the_largest_batch_lists_no_range() -> None:
     sizes = ExhaustiveCandidates().propose(2**31 - 1, 1)
     assert len(sizes) == 64 and sizes[0] == 1 and sizes[-1] == 2**31 - 1
     assert native_chunk(2**31 - 1, 1) not in sizes
+
+
+@pytest.mark.parametrize(("n", "t"), [(1000, 8), (4096, 16), (90, 2), (7, 4)])
+def test_balanced_refines_no_higher_than_its_own_largest_size(n: int, t: int) -> None:
+    """The largest size a balanced sweep may reach is ceil(N / (2T)): its own largest proposal."""
+    b = BalancedCandidates()
+    largest = largest_chunk(b, n, t)
+    assert largest == min(upper_chunk(n, t), max(1, math.ceil(n / (2 * t))))
+    assert largest == max([*b.propose(n, t), native_chunk(n, t)])

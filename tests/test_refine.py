@@ -32,6 +32,13 @@ def test_a_contender_at_the_end_of_the_range_looks_toward_the_end() -> None:
     assert got == [3, 23]  # sqrt(1 * 8) = 2.8 toward the end; the tooth 23 (k = 15) toward 64
 
 
+def test_a_contender_at_the_top_of_the_range_looks_toward_the_largest_schedule() -> None:
+    """With no measured size above it, the contender halves toward ceil(N/T) itself."""
+    got = proposals(N, T, SIZES, TEETH, measured=[86, 171], top=[171], estimates=None)
+    assert SIZES[-1] == 342
+    assert got == [114, 241]  # the tooth 114 (k = 3) toward 86; sqrt(171 * 342) = 241.8
+
+
 def test_measured_sizes_are_never_proposed() -> None:
     """Neighbours already measured leave nothing between them to propose."""
     measured = list(range(40, 60))

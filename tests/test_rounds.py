@@ -10,9 +10,10 @@ from _pools import lognormal_32
 
 from chunktune import Policy, load_settings
 from chunktune._candidates import BalancedCandidates, candidate_list
-from chunktune._confirm import look_points
+from chunktune._confirm import look_points, pair_gains
 from chunktune._events import ProgressEvent
 from chunktune._pacing import SLACK
+from chunktune._stats import estimate
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
 
@@ -270,19 +271,20 @@ def heavy(seed: int = 0) -> SimulatedWorkload:
     return SimulatedWorkload(costs, nthread=4, noise=Noise(sigma=0.01), seed=seed)
 
 
-def test_a_budget_that_cannot_judge_one_candidate_measures_nothing() -> None:
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_a_budget_that_cannot_judge_one_candidate_measures_nothing(warmup: int) -> None:
     """Calls too slow for the budget: native is kept at once, with the budget that would do."""
     w = heavy()
     assert 0.8 < w.true_time(None) < 1.5
     events: list[ProgressEvent] = []
-    r = run(w, balanced(), on_event=events.append)
+    r = run(w, balanced(warmup=warmup), on_event=events.append)
     assert r.choice.chunk_size is None and not r.partial and r.stop == "too_slow"
     assert "too long for the budget to judge even one candidate" in r.choice.reason
     assert [e.kind for e in events] == ["candidates", "warmup", "warmup", "done"]
     assert w.calls == 2  # the priming call and one more to check its price
     # the budget it names judges a candidate and confirms it
     budget = float(r.choice.reason.split("time_budget_s of at least ")[1].split(" s")[0])
-    again = run(heavy(), balanced(time_budget_s=budget))
+    again = run(heavy(), balanced(time_budget_s=budget, warmup=warmup))
     assert "too long" not in again.choice.reason
     assert max(n for c, n in again.counts().items() if c is not None) >= 2
 
@@ -516,3 +518,162 @@ def test_a_leader_that_needs_more_pairs_than_the_share_ends_the_race_early() -> 
     confirmed = [c for c in chosen if c is not None]
     assert len(confirmed) >= 4  # held to its share, 2 of these 12 confirmed
     assert all(truth.true_time(c) < native for c in confirmed)
+
+
+def clocked(w: Slowing, pol: Policy, on_event: list[ProgressEvent] | None = None):  # type: ignore[no-untyped-def]
+    """Sweep ``w`` on a clock that advances by the seconds each call reports."""
+    now = [0.0]
+    late: list[ProgressEvent] = []
+
+    def tick(event: ProgressEvent) -> None:
+        if event.seconds is not None:
+            if now[0] > pol.time_budget_s:
+                late.append(event)
+            now[0] += event.seconds
+        if on_event is not None:
+            on_event.append(event)
+
+    cands = candidate_list(pol.candidates, w.num_envs, w.nthread)
+    return sweep(w, cands, pol, on_event=tick, clock=lambda: now[0]), late  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("after", [15, 16])
+def test_a_round_cut_after_min_rounds_marks_the_sweep_partial(after: int) -> None:
+    """A tenfold slowdown cutting a round past min_rounds marks the sweep partial too."""
+    inner = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    pol = balanced(time_budget_s=40 * inner.true_time(None), early_stop=False)
+    r, _ = clocked(Slowing(inner, after=after, factor=10.0), pol)
+    assert r.rounds > pol.min_rounds and r.stop == "budget" and r.confirm_pairs == 0
+    assert r.partial
+
+
+def test_a_race_ended_between_rounds_once_judged_is_not_partial() -> None:
+    """A budget ending the race between rounds, every candidate at min_rounds, is no cut."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    pol = balanced(time_budget_s=16 * w.true_time(None), early_stop=False)
+    r = run(w, pol)
+    assert r.stop == "budget" and r.rounds == pol.min_rounds
+    assert not r.partial
+
+
+def test_a_budget_spent_in_the_warm_up_measures_no_round() -> None:
+    """Warm-up calls that spend the race's share end the sweep before round one."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(time_budget_s=4 * w.true_time(None), prime=0, warmup=2),
+            on_event=events.append)  # fmt: skip
+    assert r.stop == "budget" and r.partial
+    assert r.rounds == 0 and r.samples == {}
+    assert "probe" not in [e.kind for e in events]
+
+
+def test_a_settled_race_spends_its_refinements_before_it_stops() -> None:
+    """A race that settles with refine_steps left refines around its leader first."""
+    r = run(narrow(0), balanced(min_rounds=1))
+    assert r.stop == "settled" and r.choice.chunk_size == 52
+    assert {47, 58} <= set(r.samples)  # 52's neighbours, from the refinements after settling
+
+
+def test_a_gain_chosen_without_confirmation_is_the_race_s_estimate() -> None:
+    """With confirm off, the gain reported is the chosen size's measured lead over native."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    r = run(w, balanced(confirm=False))
+    assert r.choice.chunk_size is not None and r.gain_ci is None
+    assert 0.0 < r.gain < 0.2
+    assert f"looked {r.gain:.1%} faster than native" in r.choice.reason
+
+
+def test_a_plan_of_exactly_the_least_pairs_confirms() -> None:
+    """confirm_min_pairs equal to confirm_max_pairs is a plan of one look, and it can confirm."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    r = run(w, balanced(confirm_min_pairs=4, confirm_max_pairs=4))
+    assert r.choice.chunk_size is not None and r.confirm_pairs == 4
+    assert "confirmed on 4 fresh pairs" in r.choice.reason
+
+
+def test_two_pairs_borrow_the_race_s_noise_to_confirm() -> None:
+    """Two pairs have no noise figure of their own: pooling the race's, a clear gain confirms."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=1
+    )
+    r = run(w, balanced(confirm_min_pairs=2, confirm_max_pairs=2, seed=1))
+    assert r.choice.chunk_size is not None and r.confirm_pairs == 2
+    assert "confirmed on 2 fresh pairs" in r.choice.reason
+
+
+def test_an_odd_number_of_affordable_pairs_plans_whole_blocks_within_the_budget() -> None:
+    """Pairs come two to a block: a plan rounds down to whole blocks and ends within budget."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, heavy_factor=1.1, noise=Noise(sigma=0.05), seed=1
+    )
+    pol = balanced(time_budget_s=20 * w.true_time(None), seed=1)
+    r = run(w, pol)
+    assert r.confirm_pairs % 2 == 0 and r.elapsed_s <= pol.time_budget_s
+
+
+def test_a_gain_confirmed_after_passing_a_look_is_adjusted_for_it() -> None:
+    """The gain of a confirmation that passed earlier looks is below its pairs' plain estimate."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, heavy_factor=1.3, noise=Noise(sigma=0.06), seed=0
+    )
+    pol = balanced(seed=0, time_budget_s=1000.0, confirm_max_pairs=40)
+    events: list[ProgressEvent] = []
+    r = run(w, pol, on_event=events.append)
+    assert r.choice.chunk_size is not None and r.confirm_pairs > pol.confirm_min_pairs
+    calls = [e for e in events if e.kind == "confirm"]
+    d: list[float] = []
+    for k in range(0, len(calls), 4):
+        block = calls[k : k + 4]
+        d += pair_gains([e.chunk_size for e in block], [e.seconds or 0.0 for e in block])
+    plain = 1.0 - math.exp(-estimate(d, pol.estimator, trim=pol.trim))
+    assert 0.0 < r.gain < plain
+
+
+def test_confirmation_blocks_are_numbered_from_one() -> None:
+    """Confirmation events number their ABBA blocks 1, 2, ... as race rounds are numbered."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(), on_event=events.append)
+    rounds = [e.round for e in events if e.kind == "confirm"]
+    assert r.confirm_pairs >= 2
+    assert rounds == [1 + k // 4 for k in range(len(rounds))]
+
+
+def test_a_confirmation_makes_no_call_once_the_budget_is_spent() -> None:
+    """A block that ends past the budget is the confirmation's last: no further call starts."""
+    inner = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
+    )
+    pol = balanced(time_budget_s=40 * inner.true_time(None), confirm_max_pairs=40)
+    r, late = clocked(Slowing(inner, after=22, factor=4.0), pol)
+    assert r.partial and r.confirm_pairs > 0
+    assert late == []
+
+
+def test_a_race_without_confirmation_ended_by_the_budget_says_budget() -> None:
+    """With confirm off nothing is held back for pairs: a race the budget ends says 'budget'."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, heavy_factor=1.1, noise=Noise(sigma=0.06), seed=0
+    )
+    pol = balanced(time_budget_s=10 * w.true_time(None), confirm=False, early_stop=False)
+    r = run(w, pol)
+    assert r.stop == "budget" and r.rounds >= pol.min_rounds
+
+
+def test_a_budget_that_judges_one_candidate_but_cannot_confirm_it_measures_nothing() -> None:
+    """A race's share that pays for the rounds is not enough: the first pairs must fit too."""
+    r = run(heavy(), balanced(time_budget_s=16.0))
+    assert r.stop == "too_slow" and r.samples == {}
+    assert "too long for the budget to judge even one candidate" in r.choice.reason

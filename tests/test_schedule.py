@@ -87,3 +87,12 @@ def test_model_fit_proposes_a_tooth_on_even_envs() -> None:
     best = min(model, key=lambda c: model[c])
     assert truth[best] == pytest.approx(min(truth.values()), rel=1e-6)
     assert fit_uniform_model(n, t, {3: 1.0, 17: 1.0}, sizes) is None  # too few points
+
+
+def test_three_points_fit_no_model() -> None:
+    """Three measured sizes fit a three-term model exactly, which says nothing: no model."""
+    n, t = 4096, 16
+    sizes = schedules(n, t)
+    times = {c: 1e-3 * uniform_makespan(n, t, c)[0] for c in (3, 17, 100)}
+    assert fit_uniform_model(n, t, times, sizes) is None
+    assert fit_uniform_model(n, t, {**times, 40: 1e-3 * uniform_makespan(n, t, 40)[0]}, sizes)

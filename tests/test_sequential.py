@@ -14,6 +14,8 @@ from chunktune._stats import estimate, normal_quantile, pooled_sigma, standard_e
 TWO_LOOKS = Design(se=(0.03, 0.015), upper=(0.09,), lower=(-math.inf,))
 TWO_LOOKS_ONE = Design(se=(0.03,), upper=(), lower=())  # one look: S > observed
 THREE_LOOKS = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, -0.036))
+# a futility bound that stops a good share of the paths at the second look
+FUTILE = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, 0.0))
 
 
 def _simulated_more_extreme(theta: float, design: Design, observed: float) -> float:
@@ -39,6 +41,7 @@ def _simulated_more_extreme(theta: float, design: Design, observed: float) -> fl
         pytest.param(TWO_LOOKS, 0.03, 0.02, id="two-looks"),
         pytest.param(TWO_LOOKS, 0.05, 0.06, id="two-looks-high"),
         pytest.param(THREE_LOOKS, 0.05, 0.03, id="three-looks-futility"),
+        pytest.param(FUTILE, 0.02, 0.0, id="three-looks-futility-binding"),
     ],
 )
 def test_more_extreme_is_the_chance_the_random_walk_gives(
@@ -169,3 +172,11 @@ def test_a_root_beyond_the_first_bracket_is_found_not_clamped_to_its_edge() -> N
     lower = _solve(design, 0.03, 0.025)
     assert lower < 0.03 - 12 * 0.01  # past the first bracket
     assert more_extreme(lower, design, 0.03) == pytest.approx(0.025, abs=1e-6)
+
+
+def test_a_target_past_every_bracket_is_answered_by_the_bracket_s_end_on_its_side() -> None:
+    """A chance of 0 lies below every bracket and a chance of 1 above it: the near end answers."""
+    from chunktune._sequential import _solve
+
+    assert _solve(THREE_LOOKS, 0.05, 0.0) < 0.05 - 12 * 0.02
+    assert _solve(THREE_LOOKS, 0.05, 1.0) > 0.05 + 12 * 0.02

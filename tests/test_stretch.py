@@ -34,3 +34,92 @@ def test_the_first_stretch_is_told_however_small_and_later_ones_by_a_tenth() -> 
         pace.budget_s = budget
         stretch.announce_if_news("a reason")
     assert probe.events == [("extended", 10.3), ("extended", 11.4)]
+
+
+class Room:
+    """A pace whose cap pays for ``at_cap`` confirmation pairs; it records what is asked of it."""
+
+    def __init__(self, at_cap: int = 40, *, cap_s: float = 36.0) -> None:
+        self.budget_s, self.cap_s, self.at_cap = 10.0, cap_s, at_cap
+        self.asked: list[int] = []
+
+    def pairs_at_cap(self, cap: int, *, racing: bool) -> int:
+        return min(cap, self.at_cap)
+
+    def extend_for(self, pairs: int, *, racing: bool) -> bool:
+        self.asked.append(pairs)
+        self.budget_s = 20.0
+        return True
+
+    def extend_to(self, budget_s: float) -> bool:
+        self.budget_s = max(self.budget_s, budget_s)
+        return True
+
+
+def two(pairs: int) -> float:
+    """A confirmation's last bound, whatever its plan: z = 2."""
+    return 2.0
+
+
+def test_a_gain_the_cap_cannot_confirm_half_the_time_is_no_reason_to_stretch() -> None:
+    """400 pairs for even odds against a cap of 40: no stretch is asked for, none is told."""
+    probe, pace = Told(), Room(40)
+    stretch = Stretch(probe, pace)  # type: ignore[arg-type]
+    assert not stretch.pairs(0.01, 0.1, two, racing=True)
+    assert pace.asked == [] and probe.events == []
+
+
+def test_after_the_race_the_stretch_is_for_the_whole_plan_the_cap_allows() -> None:
+    """After the race the stretch asks for the cap's 40 pairs, not the 9 that 80% power takes."""
+    pace = Room(40)
+    assert Stretch(Told(), pace).pairs(0.05, 0.05, two, racing=False)  # type: ignore[arg-type]
+    assert pace.asked == [40]
+
+
+def test_during_the_race_the_stretch_is_for_80_percent_power_and_at_least_the_first_look() -> None:
+    """A 5% gain at 5% noise asks for 9 pairs; one needing a single pair asks for min_pairs."""
+    pace = Room(40)
+    stretch = Stretch(Told(), pace)  # type: ignore[arg-type]
+    assert stretch.pairs(0.05, 0.05, two, racing=True)
+    assert stretch.pairs(0.5, 0.05, two, racing=True)
+    assert pace.asked == [9, Told().policy.confirm_min_pairs]
+
+
+def test_a_slow_pool_with_no_room_above_the_budget_is_not_stretched() -> None:
+    """A cap no higher than the budget leaves a slow pool unstretched, and nothing is told."""
+    probe, pace = Told(), Room(cap_s=10.0)
+    assert not Stretch(probe, pace).slow_pool(0.1)  # type: ignore[arg-type]
+    assert pace.budget_s == 10.0 and probe.events == []
+
+
+class Spent(Told):
+    """A probe whose sweep has spent ``elapsed_s`` seconds so far."""
+
+    def __init__(self, elapsed_s: float) -> None:
+        super().__init__()
+        self.elapsed_s = elapsed_s
+
+    def elapsed(self) -> float:
+        return self.elapsed_s
+
+
+def test_a_stretch_the_sweep_did_not_use_adds_no_note_to_the_reason() -> None:
+    """Stretched to 20 s but done in 8 s: no note; done in 12 s: the note names the budget."""
+    pace = Pace()
+    pace.budget_s = 20.0
+    assert Stretch(Spent(8.0), pace).spent() == ""  # type: ignore[arg-type]
+    assert Stretch(Spent(12.0), pace).spent() == "; the budget was extended to 20 s"  # type: ignore[arg-type]
+
+
+def test_a_race_whose_budget_is_at_its_cap_is_not_stretched() -> None:
+    """An undecided race with the budget already at the cap gets no stretch and no event."""
+    probe, pace = Told(), Room(cap_s=10.0)
+    assert not Stretch(probe, pace).race(3, 0.05)  # type: ignore[arg-type]
+    assert pace.budget_s == 10.0 and probe.events == []
+
+
+def test_a_cap_short_of_the_first_look_is_no_reason_to_stretch() -> None:
+    """A cap paying for 2 pairs, under min_pairs 4, is not stretched to, however clear the gain."""
+    pace = Room(2)
+    assert not Stretch(Told(), pace).pairs(0.5, 0.05, two, racing=True)  # type: ignore[arg-type]
+    assert pace.asked == []

@@ -1,0 +1,62 @@
+"""What the budget pays for, and how far it stretches: the pace of one sweep."""
+
+from __future__ import annotations
+
+import attrs
+
+import chunktune
+from chunktune._pacing import SLACK, Pace
+
+
+class Calls:
+    """The probe's side of a pace: its policy, its calls and the seconds they took."""
+
+    def __init__(self, calls: int, elapsed_s: float, hard_limit_s: float = 40.0) -> None:
+        balanced = chunktune.load_settings().get_policy("balanced")
+        self.policy = attrs.evolve(balanced, extend_budget=True, hard_limit_s=hard_limit_s)
+        self.limit_s = None
+        self.calls, self.elapsed_s = calls, elapsed_s
+
+    def elapsed(self) -> float:
+        return self.elapsed_s
+
+
+def test_a_stretch_to_less_than_the_budget_never_shrinks_it() -> None:
+    """Asked to stretch 10 s to 5 s, the budget and the race's share stay as they were."""
+    pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
+    race_limit = pace.race_limit
+    assert pace.extend_to(5.0)
+    assert pace.budget_s == 10.0 and pace.race_limit == race_limit
+
+
+def test_pairs_after_the_race_never_stretch_past_the_cap() -> None:
+    """At 30 s spent, 10 more pairs would end past the 36 s cap: refused, the budget unchanged."""
+    pace = Pace(Calls(30, 30.0))  # type: ignore[arg-type]
+    assert pace.cap_s == 36.0
+    assert pace.cap_s < 30.0 + 2 * 10 * SLACK
+    assert not pace.extend_for(10, racing=False)
+    assert pace.budget_s == 10.0
+    assert pace.extend_for(2, racing=False) and pace.budget_s == 30.0 + 2 * 2 * SLACK
+
+
+def test_a_hard_limit_just_over_the_budget_caps_the_stretch_at_the_budget() -> None:
+    """Nine tenths of a 10.5 s hard limit is under the 10 s budget: the cap is the budget."""
+    pace = Pace(Calls(4, 2.0, hard_limit_s=10.5))  # type: ignore[arg-type]
+    assert pace.cap_s == 10.0
+
+
+def test_pairs_during_the_race_stretch_to_what_is_spent_plus_the_pairs() -> None:
+    """9 s spent: 2 pairs stretch to 9 s plus their price, past twice their price (the share)."""
+    pace = Pace(Calls(9, 9.0))  # type: ignore[arg-type]
+    pair_s = 2 * 2 * SLACK
+    assert 9.0 + pair_s > pair_s / 0.5 > 0 and 9.0 + pair_s > 10.0
+    assert pace.extend_for(2, racing=True)
+    assert pace.budget_s == 9.0 + pair_s
+
+
+def test_the_cap_pays_the_race_its_share_and_the_confirmation_what_is_left() -> None:
+    """During the race the cap's pairs are its confirmation share's; after it, what is left."""
+    pace = Pace(Calls(9, 9.0))  # type: ignore[arg-type]
+    per_pair = 2 * SLACK
+    assert pace.pairs_at_cap(64, racing=True) == int(36.0 * 0.5 / per_pair)
+    assert pace.pairs_at_cap(64, racing=False) == int((36.0 - 9.0) / per_pair)
