@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "ESTIMATORS",
     "MAX_LIMIT_S",
+    "ONE_SIDED_ESTIMATORS",
     "TIE_BREAKS",
     "CacheSettings",
     "Estimator",
@@ -58,6 +59,9 @@ TieBreak = Literal["evidence", "center", "toward_upper", "toward_native", "small
 
 ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
 TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
+# estimators of one side of a size's values: where load only adds time, each size's
+# own seconds; of differences between two sizes' calls they measure no gain
+ONE_SIDED_ESTIMATORS: tuple[Estimator, ...] = ("min", "lower_mean")
 CACHE_FORMATS = ("auto", "json", "toml")
 STDERR_MODES = ("auto", "always", "never")
 WHILE_SWEEPING = ("wait", "native")
@@ -174,6 +178,19 @@ class Policy:
                 f"false: {'it acts' if one else 'they act'} on the paired rounds, and "
                 "interleave = false measures each candidate's samples in a row instead "
                 "(the older tuner's schedule)"
+            )
+        on_differences = [name for name in ("paired", "confirm") if getattr(self, name)]
+        if self.estimator in ONE_SIDED_ESTIMATORS and on_differences:
+            one = len(on_differences) == 1
+            named = " and ".join(on_differences)
+            part = "least" if self.estimator == "min" else "faster half"
+            problems.append(
+                f"estimator {spelled(self.estimator)} is not valid with {named} true; expected "
+                f'"trimmed_mean", "median" or "mean": {named} {"judges" if one else "judge"} '
+                "a size by the differences between its calls and native's, and the "
+                f"{part} of those differences is the luck of the draw, not the gain "
+                f"(or set {named} to false: each size's own {self.estimator} is compared, "
+                "as the older tuner compared them)"
             )
         if self.extend_budget and self.hard_limit_s is None:
             problems.append(

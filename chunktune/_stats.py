@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from statistics import NormalDist
@@ -19,9 +20,9 @@ __all__ = [
     "standard_error",
 ]
 
-# standard error of the estimator relative to the mean's, for normal-ish noise
+# standard error of the estimator relative to the mean's, for normal-ish noise (min's
+# depends on how many values it is given: _min_efficiency)
 ESTIMATOR_EFFICIENCY = {
-    "min": 1.25,
     "median": 1.25,
     "trimmed_mean": 1.1,
     "lower_mean": 1.2,
@@ -102,7 +103,28 @@ def standard_error(sigma: float, n: int, estimator: str) -> float:
     """Standard error of an estimate from ``n`` values of noise ``sigma`` (same units)."""
     if n <= 0:
         return math.inf
-    return ESTIMATOR_EFFICIENCY.get(estimator, 1.25) * sigma / math.sqrt(n)
+    if estimator == "min":
+        return _min_efficiency(n) * sigma / math.sqrt(n)
+    return ESTIMATOR_EFFICIENCY[estimator] * sigma / math.sqrt(n)
+
+
+@functools.lru_cache(maxsize=256)
+def _min_efficiency(n: int) -> float:
+    """The spread of the least of ``n`` normal draws over the spread of their mean.
+
+    Unlike the other estimators', it grows with ``n`` (1.17 at 2, 1.74 at 8, 2.40 at 20):
+    the least value narrows only slowly as more are drawn. From the least draw's
+    density, ``n phi(x) (1 - Phi(x))^(n-1)``, on a fine grid.
+    """
+    x = np.linspace(-12.0, 12.0, 24001)
+    dx = x[1] - x[0]
+    phi = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    survival = np.clip(1.0 - np.cumsum(phi) * dx, 0.0, 1.0)
+    density = n * phi * survival ** (n - 1)
+    density /= density.sum() * dx
+    mean = float((x * density).sum() * dx)
+    spread = math.sqrt(float(((x - mean) ** 2 * density).sum() * dx))
+    return spread * math.sqrt(n)
 
 
 def normal_quantile(p: float) -> float:

@@ -25,7 +25,7 @@ from chunktune import (
     load_settings,
 )
 from chunktune._config import settings_from_dict
-from chunktune._settings import ESTIMATORS, TIE_BREAKS
+from chunktune._settings import ESTIMATORS, ONE_SIDED_ESTIMATORS, TIE_BREAKS
 
 fractions = st.floats(0.0, 0.99, allow_nan=False)
 strategies = st.one_of(
@@ -53,7 +53,7 @@ def policies(draw: st.DrawFn) -> Policy:
         tie_tol=draw(fractions),
         tie_break=draw(st.sampled_from(TIE_BREAKS)),
         confidence_z=draw(st.floats(0.0, 10.0)),
-        estimator=draw(st.sampled_from(ESTIMATORS)),
+        estimator=(estimator := draw(st.sampled_from(ESTIMATORS))),
         trim=draw(st.floats(0.0, 0.49)),
         prime=draw(st.integers(0, 5)),
         warmup=draw(st.integers(0, 5)),
@@ -62,8 +62,10 @@ def policies(draw: st.DrawFn) -> Policy:
         interleave=(rounds := draw(st.booleans())),
         # the rounds' own features need the rounds
         race=rounds and draw(st.booleans()),
-        paired=rounds and draw(st.booleans()),
-        confirm=rounds and draw(st.booleans()),
+        # a one-sided estimator measures each size's own calls, not differences
+        paired=(differences := rounds and estimator not in ONE_SIDED_ESTIMATORS)
+        and draw(st.booleans()),
+        confirm=differences and draw(st.booleans()),
         noise_gate=rounds and draw(st.booleans()),
         race_z=draw(st.floats(0.1, 10.0)),
         early_stop=draw(st.booleans()),

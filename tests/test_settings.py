@@ -180,6 +180,24 @@ def test_a_bool_is_no_integer_in_a_policy_built_in_code(field: str) -> None:
         Policy(**{field: True})
 
 
+@pytest.mark.parametrize("estimator", ["min", "lower_mean"])
+def test_a_one_sided_estimator_needs_unpaired_unconfirmed_rounds(estimator: str) -> None:
+    """min or lower_mean with paired or confirm (balanced's) is a ConfigError naming both."""
+    with pytest.raises(ConfigError, match=rf'estimator "{estimator}" is not valid with paired'):
+        Policy(estimator=estimator)
+    with pytest.raises(ConfigError, match=r"not valid with confirm true"):
+        Policy(estimator=estimator, paired=False)
+    assert Policy(estimator=estimator, paired=False, confirm=False).estimator == estimator
+
+
+def test_a_policy_file_extending_balanced_with_min_is_told_where(tmp_path: Path) -> None:
+    """estimator = "min" in a policy extending balanced is reported at that policy."""
+    path = tmp_path / "chunktune.toml"
+    path.write_text('[policies.mine]\nextends = "balanced"\nestimator = "min"\n')
+    with pytest.raises(ConfigError, match=r"policies\.mine: estimator \"min\" is not valid"):
+        chunktune.load_settings(path)
+
+
 def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
     """_settings imports no _config (the serializer) and nothing that measures, even lazily."""
     tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())

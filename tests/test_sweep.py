@@ -193,6 +193,7 @@ def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]
         max_rounds=5,
         prime=0,
         paired=False,
+        confirm=False,
         refine_steps=0,
     )
     w = blocked(sigma=0.05)
