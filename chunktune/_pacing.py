@@ -19,7 +19,7 @@ import math
 from ._probe import Probe
 from ._settings import Policy
 
-__all__ = ["EXTEND_SHARE", "SLACK", "Pace", "first_calls", "least_budget"]
+__all__ = ["EXTEND_SHARE", "NOISE_ROUNDS", "SLACK", "Pace", "first_calls", "least_budget"]
 
 SLACK = 7.0 / 6.0
 """A call's price over the mean call so far: calls that run slower must still fit."""
@@ -29,13 +29,21 @@ EXTEND_SHARE = 0.9
 (counted from the resolve's start: a sweep that began after waits has that much less)."""
 
 
+NOISE_ROUNDS = 3
+"""The fewest rounds of one candidate and native that give a noise figure: their values'
+three differences (:func:`chunktune._stats.pooled_sigma`). Without one, a leader is
+never chosen, however fast it looked."""
+
+
 def first_calls(p: Policy) -> tuple[int, int]:
     """The fewest calls that judge one candidate and confirm it: ``(race, confirmation)``.
 
-    Native and the candidate through the warm-up and ``min_rounds`` rounds, then the
-    confirmation's first pairs (none when the policy does not confirm).
+    Native and the candidate through the warm-up and ``min_rounds`` rounds, at least
+    the rounds that give a noise figure, then the confirmation's first pairs (none when
+    the policy does not confirm).
     """
-    return 2 * (p.warmup + p.min_rounds), (2 * p.confirm_min_pairs if p.confirm else 0)
+    rounds = p.warmup + max(p.min_rounds, NOISE_ROUNDS)
+    return 2 * rounds, (2 * p.confirm_min_pairs if p.confirm else 0)
 
 
 def least_budget(p: Policy, mean_call_s: float) -> float:

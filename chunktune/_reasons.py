@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ._confirm import FUTILITY_Z, Confirmation, futility_bound
-from ._pacing import least_budget
+from ._pacing import NOISE_ROUNDS, least_budget
 from ._settings import Policy
 from ._stats import normal_cdf
 
@@ -43,7 +43,7 @@ def too_slow(p: Policy, *, mean_call_s: float, extended_to: float | None = None)
     )
     return (
         f"one call takes about {mean_call_s:.2g} s, too long for {budget} to judge "
-        f"even one candidate against native in {p.min_rounds} rounds"
+        f"even one candidate against native in {max(p.min_rounds, NOISE_ROUNDS)} rounds"
         + (f" and confirm it on {p.confirm_min_pairs} pairs" if p.confirm else "")
         + f"; that takes a time_budget_s of at least {math.ceil(need)} s"
     )

@@ -198,8 +198,8 @@ async def test_a_workload_failing_after_a_stretch_reports_only_its_calls_seconds
                 raise RuntimeError("simulator exploded")
             return super().run(chunk_size)
 
-    # 2 s a call: too slow for patient's 10 s, which stretches before the pool fails
-    w = SlowThenBroken(uneven().costs * 32, nthread=8)
+    # 1.5 s a call: too slow for patient's 10 s, which stretches before the pool fails
+    w = SlowThenBroken(uneven().costs * 24, nthread=8)
     events: list[ProgressEvent] = []
     d = await chunktune.resolve(w, policy="patient", on_progress=events.append)
     assert d.source == "fallback" and "extended" in {e.kind for e in events}

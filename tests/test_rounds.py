@@ -284,9 +284,12 @@ def test_a_budget_that_cannot_judge_one_candidate_measures_nothing(warmup: int) 
     assert w.calls == 2  # the priming call and one more to check its price
     # the budget it names judges a candidate and confirms it
     budget = float(r.choice.reason.split("time_budget_s of at least ")[1].split(" s")[0])
+    assert "against native in 3 rounds and confirm it on 4 pairs" in r.choice.reason
     again = run(heavy(), balanced(time_budget_s=budget, warmup=warmup))
     assert "too long" not in again.choice.reason
-    assert max(n for c, n in again.counts().items() if c is not None) >= 2
+    assert "too few rounds to know the noise" not in again.choice.reason
+    assert max(n for c, n in again.counts().items() if c is not None) >= 3
+    assert again.choice.chunk_size is not None  # its 10% gain, confirmed
 
 
 def test_a_slow_pool_opens_with_the_candidates_its_budget_can_judge() -> None:
@@ -554,7 +557,7 @@ def test_a_race_ended_between_rounds_once_judged_is_not_partial() -> None:
     w = SimulatedWorkload.from_layout(
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.03), seed=0
     )
-    pol = balanced(time_budget_s=16 * w.true_time(None), early_stop=False)
+    pol = balanced(time_budget_s=20 * w.true_time(None), early_stop=False, min_rounds=3)
     r = run(w, pol)
     assert r.stop == "budget" and r.rounds == pol.min_rounds
     assert not r.partial
