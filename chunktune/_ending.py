@@ -101,7 +101,6 @@ def result(
     return SweepResult(
         samples=samples,
         estimates=ev.estimates(samples),
-        errors={c: ev.compare(c, None).se for c in samples},
         raced_out=field.dropped,
         rounds=field.round,
         probe_seconds=field.probe.probe_seconds,

@@ -24,7 +24,7 @@ StopReason = Literal["settled", "max_rounds", "budget", "confirming", "noisy", "
 
 @attrs.frozen(kw_only=True)
 class SweepResult:
-    """What a sweep measured and chose. Times in seconds; ``errors`` and ``sigma`` in log-seconds.
+    """What a sweep measured and chose. Times in seconds; ``sigma`` in log-seconds.
 
     ``gain`` is the estimated fraction by which the choice beats native (0.0 when
     native is kept); ``gain_ci`` its confidence interval when a confirmation confirmed it.
@@ -36,7 +36,6 @@ class SweepResult:
 
     samples: dict[Chunk, tuple[float, ...]]
     estimates: dict[Chunk, float]
-    errors: dict[Chunk, float]
     raced_out: dict[Chunk, int]
     rounds: int
     probe_seconds: float

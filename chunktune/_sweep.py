@@ -93,7 +93,6 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
     return SweepResult(
         samples={c: tuple(s) for c, s in measured.items()},
         estimates=est,
-        errors=err,
         raced_out={},
         rounds=rounds,
         probe_seconds=probe.probe_seconds,

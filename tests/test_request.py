@@ -64,7 +64,6 @@ def swept(*, budget_s: float, raced_out: dict[int | None, int]) -> Decision:
     result = SweepResult(
         samples={None: (0.1, 0.1), 1: (0.3,), 4: (0.2,)},
         estimates={None: 0.1, 1: 0.3, 4: 0.2},
-        errors={},
         raced_out=raced_out,
         rounds=2,
         probe_seconds=0.7,
