@@ -26,6 +26,7 @@ from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
 from ._validators import (
     boolean,
+    bound,
     choice,
     integer,
     number,
@@ -162,8 +163,8 @@ class Policy:
             )
         if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
             problems.append(
-                f"hard_limit_s {spelled(self.hard_limit_s)} is below time_budget_s "
-                f"{spelled(self.time_budget_s)}; expected hard_limit_s >= time_budget_s"
+                f"hard_limit_s {bound(self.hard_limit_s)} is below time_budget_s "
+                f"{bound(self.time_budget_s)}; expected hard_limit_s >= time_budget_s"
             )
         rounds_only = [
             name

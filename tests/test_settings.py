@@ -198,6 +198,12 @@ def test_a_policy_file_extending_balanced_with_min_is_told_where(tmp_path: Path)
         chunktune.load_settings(path)
 
 
+def test_a_hard_limit_below_the_budget_is_told_in_the_numbers_written() -> None:
+    """hard_limit_s = 5 under time_budget_s = 20 says 5 and 20, not 5.0 and 20.0."""
+    with pytest.raises(ConfigError, match=r"hard_limit_s 5 is below time_budget_s 20; expected"):
+        Policy(hard_limit_s=5, time_budget_s=20)
+
+
 def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
     """_settings imports no _config (the serializer) and nothing that measures, even lazily."""
     tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())
