@@ -21,7 +21,7 @@ from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
 from ._probe import SweepResult
 from ._settings import Policy, Settings
-from ._validators import shown
+from ._validators import shown, spelled
 from ._workload import Workload, WorkloadRaised, check_chunk_size, check_workload
 
 __all__ = [
@@ -238,7 +238,7 @@ def nothing_to_measure(policy_name: str, native: int, num_envs: int, nthread: in
         chunk_size=None,
         native_chunk=native,
         source="trivial",
-        reason=f"policy {policy_name!r} has no candidate but the native chunk "
+        reason=f"policy {spelled(policy_name)} has no candidate but the native chunk "
         f"{native} for {num_envs} envs on {nthread} threads; nothing to measure",
         policy=policy_name,
     )

@@ -46,6 +46,7 @@ from ._request import (
 from ._settings import Policy, Settings
 from ._sweep import sweep
 from ._threads import KEYING_THREAD, call_soon, hop, in_own_thread, run_blocking
+from ._validators import spelled
 from ._workload import Workload, native_chunk, upper_chunk
 
 __all__ = ["resolve", "resolve_since", "resolve_sync"]
@@ -305,7 +306,7 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
             chunk_size=None,
             native_chunk=native,
             source="disabled",
-            reason=f"policy {name!r} never measures; using the native chunk {native}",
+            reason=f"policy {spelled(name)} never measures; using the native chunk {native}",
             policy=name,
         )
     elif upper_chunk(num_envs, nthread) <= 1:

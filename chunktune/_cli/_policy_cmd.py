@@ -10,6 +10,7 @@ from rich.table import Table
 
 from .._config import dump_policy, load_settings, preset_names
 from .._settings import Settings
+from .._validators import spelled
 from ._common import EXIT_OK, console_on, help_formatter, named_policy
 
 __all__ = ["add_parser"]
@@ -77,6 +78,6 @@ def _cmd_policy_show(args: argparse.Namespace) -> int:
     name, policy = named_policy(settings, args.name, "policy show NAME")
     origin = _policy_origin(name, settings, settings.user_policies, set(preset_names()))
     active = "; the active policy" if name == settings.policy else ""
-    sys.stdout.write(f"# policy {name!r}, fully resolved (from {origin}{active})\n")
+    sys.stdout.write(f"# policy {spelled(name)}, fully resolved (from {origin}{active})\n")
     sys.stdout.write(dump_policy(policy))
     return EXIT_OK
