@@ -524,8 +524,17 @@ async def test_resolve_sync_on_the_loop_thread_raises() -> None:
 
 async def test_resolve_sync_from_a_worker_thread_runs_on_the_loop() -> None:
     """From an anyio worker thread resolve_sync runs on the caller's loop and returns."""
-    d = await anyio.to_thread.run_sync(chunktune.resolve_sync, uneven())
+    loop_thread = threading.get_ident()
+    seen: set[int] = set()  # progress arrives on the loop that ran the resolve
+
+    def resolve() -> chunktune.Decision:
+        return chunktune.resolve_sync(
+            uneven(), on_progress=lambda e: seen.add(threading.get_ident())
+        )
+
+    d = await anyio.to_thread.run_sync(resolve)
     assert d.source == "benchmark"
+    assert seen == {loop_thread}
 
 
 def test_resolve_sync_from_plain_code() -> None:
