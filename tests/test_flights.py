@@ -189,6 +189,27 @@ def test_a_flight_left_on_a_closed_loop_is_taken_over_by_the_next_resolve(
     assert list(json.loads((isolated / "cache.json").read_text())["entries"]) == [decision.key]
 
 
+def test_a_sweep_left_on_a_closed_loop_keeps_the_machine_until_its_thread_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its owner's loop closed mid-sweep: the flight is freed, the sweep lock only by the sweep."""
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 0.05)
+    dead = Blocking(workload("x").costs, nthread=8, name="closed")
+    flight = _left_on_a_closed_loop(dead, small_policy())
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not flight.landed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flight.landed
+    lock = _locks.sweep_lock()
+    try:
+        assert not lock.try_acquire()  # its probe in flight still runs on the machine
+    finally:
+        dead.release.set()
+    assert wait_for_sweeps(HANG_GUARD_S)
+    assert lock.try_acquire()
+    lock.release()
+
+
 def _keys_are_free(isolated: Path) -> bool:
     """Whether another process could take every key lock now."""
     for lock_file in (isolated / "locks").glob("*.lock"):

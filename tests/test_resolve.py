@@ -28,6 +28,7 @@ from chunktune import (
     ProgressEvent,
     UsageError,
     WorkloadError,
+    _locks,
 )
 from chunktune._threads import wait_for_sweeps
 from chunktune._workload import SignatureValue
@@ -446,7 +447,8 @@ async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: 
     assert await anyio.to_thread.run_sync(wait_for_sweeps, 10.0)
     assert slow.calls <= calls + 1  # no probe started after the cancel took effect
     assert cache_entries(isolated) == {}
-    d = await chunktune.resolve(w)
+    with anyio.fail_after(60):  # hang guard: a sweep lock left held would block it for good
+        d = await chunktune.resolve(w)
     assert d.source == "benchmark"
 
 
@@ -471,6 +473,49 @@ async def test_concurrent_resolves_share_one_sweep() -> None:
     assert len({d.chunk_size for d in results}) == 1
 
 
+async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
+    """Tasks that shared another's sweep spent no run() seconds: 0.0, and the reason says so."""
+    w = uneven()
+    results: list[chunktune.Decision] = []
+
+    async def one() -> None:
+        results.append(await chunktune.resolve(w))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    owner = [d for d in results if d.source == "benchmark"]
+    shared = [d for d in results if d.source != "benchmark"]
+    assert len(owner) == 1 and owner[0].probe_seconds > 0
+    assert len(shared) == 2
+    assert all(d.probe_seconds == 0.0 for d in shared)
+    assert all(d.reason.startswith("shared a concurrent sweep") for d in shared)
+
+
+async def test_a_cancelled_sweep_leaves_the_machine_wide_lock_free() -> None:
+    """Once a cancelled resolve's sweep thread has ended, the sweep lock can be taken at once."""
+    started = anyio.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.kind == "probe":
+            started.set()
+
+    class Slow(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            time.sleep(0.002)
+            return super().run(chunk_size)
+
+    slow = Slow(uneven().costs, nthread=8)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: chunktune.resolve(slow, on_progress=on_progress))
+        await started.wait()
+        tg.cancel_scope.cancel()
+    assert await anyio.to_thread.run_sync(wait_for_sweeps, 10.0)
+    lock = _locks.sweep_lock()
+    assert await anyio.to_thread.run_sync(lock.try_acquire)
+    lock.release()
+
+
 async def test_resolve_sync_on_the_loop_thread_raises() -> None:
     """resolve_sync called on the event loop's thread says to await resolve instead."""
     with pytest.raises(UsageError, match=r"await chunktune\.resolve"):
@@ -479,8 +524,17 @@ async def test_resolve_sync_on_the_loop_thread_raises() -> None:
 
 async def test_resolve_sync_from_a_worker_thread_runs_on_the_loop() -> None:
     """From an anyio worker thread resolve_sync runs on the caller's loop and returns."""
-    d = await anyio.to_thread.run_sync(chunktune.resolve_sync, uneven())
+    loop_thread = threading.get_ident()
+    seen: set[int] = set()  # progress arrives on the loop that ran the resolve
+
+    def resolve() -> chunktune.Decision:
+        return chunktune.resolve_sync(
+            uneven(), on_progress=lambda e: seen.add(threading.get_ident())
+        )
+
+    d = await anyio.to_thread.run_sync(resolve)
     assert d.source == "benchmark"
+    assert seen == {loop_thread}
 
 
 def test_resolve_sync_from_plain_code() -> None:
@@ -834,7 +888,8 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
 
     class Unkeyable(SimulatedWorkload):
         def signature(self) -> dict[str, object]:
-            release.wait()
+            # hang guard: a resolve that waited for signature() returns at last and fails
+            release.wait(60)
             return dict(super().signature())
 
     pol = attrs.evolve(
@@ -913,6 +968,24 @@ async def test_resolve_since_counts_the_hard_limit_from_the_time_given() -> None
     assert "hard limit of 5 s" in d.reason
     fresh = await resolve_since(anyio.current_time(), asked)
     assert fresh.source == "benchmark"
+
+
+async def test_a_stretched_budget_stays_inside_what_the_hard_limit_still_leaves() -> None:
+    """extend_budget with 3 s of a 10 s hard limit left: the sweep's calls stay inside 3 s."""
+    from chunktune._request import ask
+    from chunktune._resolve import resolve_since
+
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"),
+        time_budget_s=0.5,
+        hard_limit_s=10.0,
+        extend_budget=True,
+    )
+    # 0.27 s calls: judging a candidate wants a stretch to about 9 s
+    w = SimulatedWorkload([4 * c for c in uneven().costs], nthread=8, noise=Noise(sigma=0.05))
+    asked = ask(w, settings=None, policy=pol, manual=None, refresh=False, on_progress=None)
+    d = await resolve_since(anyio.current_time() - 7.0, asked)
+    assert 0.0 < d.probe_seconds <= 3.0
 
 
 def test_a_child_forked_mid_sweep_owns_no_flight_and_holds_no_lock() -> None:

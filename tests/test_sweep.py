@@ -202,10 +202,13 @@ def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]
         assert r.estimates[chunk] == pytest.approx(expect(list(samples)))
 
 
-def test_events_report_candidates_probes_and_done() -> None:
+@pytest.mark.parametrize(
+    "name", [pytest.param("balanced", id="rounds"), pytest.param("seed", id="sequential")]
+)
+def test_events_report_candidates_probes_and_done(name: str) -> None:
     """on_event sees the candidate list first, every probe, raced-out sizes and a final done."""
     events: list[ProgressEvent] = []
-    pol = balanced()
+    pol = load_settings().get_policy(name)
     r = sweep(blocked(), candidate_list(pol.candidates, 1024, 16), pol, on_event=events.append)
     kinds = [e.kind for e in events]
     assert kinds[0] == "candidates" and kinds[-1] == "done"
@@ -304,6 +307,26 @@ def test_the_older_tuner_s_schedule_measures_native_once_however_short_the_budge
     pol = attrs.evolve(seed, time_budget_s=0.5 * w.true_time(None))
     r = sweep(w, candidate_list(pol.candidates, 1024, 8), pol)
     assert r.partial and list(r.estimates) == [None] and r.choice.chunk_size is None
+
+
+def test_the_older_tuner_s_schedule_reports_the_gain_of_what_it_chose() -> None:
+    """seed's schedule choosing a size other than native's: gain is 1 - its estimate/native's."""
+    seed = load_settings().get_policy("seed")
+    w = blocked(sigma=0.0)
+    r = sweep(w, candidate_list(seed.candidates, 1024, 16), seed)
+    chosen = r.choice.chunk_size
+    assert chosen is not None and chosen != native_chunk(1024, 16)
+    assert r.gain == pytest.approx(1.0 - r.estimates[chosen] / r.estimates[None])
+    assert r.gain > 0.0
+
+
+def test_native_is_measured_first_when_the_list_does_not_name_it() -> None:
+    """Candidates without None: native still runs first, so a short budget still measures it."""
+    w = SimulatedWorkload([1e-3] * 1024, nthread=8, dispatch_s=0.0)
+    pol = attrs.evolve(load_settings().get_policy("seed"), time_budget_s=0.5 * w.true_time(None))
+    r = sweep(w, [4, 16], pol)
+    assert w.history[0][0] is None
+    assert list(r.estimates) == [None] and r.choice.chunk_size is None
 
 
 def test_the_older_tuner_choosing_native_s_own_size_reports_no_gain() -> None:

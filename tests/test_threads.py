@@ -15,7 +15,7 @@ import anyio.to_thread
 import pytest
 
 import chunktune
-from chunktune._threads import call_soon, run_beside
+from chunktune._threads import call_soon, in_own_thread, run_beside
 from chunktune.sim import SimulatedWorkload
 
 
@@ -136,3 +136,19 @@ async def test_a_child_forked_on_a_loop_resolves_on_a_loop_of_its_own(where: str
     else:
         exitcode = await anyio.to_thread.run_sync(_fork_and_resolve)
     assert exitcode == 0
+
+
+@pytest.mark.anyio
+async def test_a_thread_that_cannot_start_still_runs_finally(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """in_own_thread with no thread to be had: finally_ runs here and the error is raised."""
+    ran: list[str] = []
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(RuntimeError, match="can't start"):
+        await in_own_thread(lambda: ran.append("func"), finally_=lambda: ran.append("finally"))
+    assert ran == ["finally"]
