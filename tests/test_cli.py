@@ -1243,3 +1243,247 @@ def test_an_answer_that_is_never_stored_names_no_cache_key(
     assert main(["tune", "--num-envs", "12", "--nthread", "8", "--policy", "balanced"]) == 0
     out = capsys.readouterr().out
     assert "nothing to measure" in out and "cache key" not in out
+
+
+# ---------------------------------------------------------------- what the options reach
+
+# measures nothing: the workload is built, and the decision is 'policy disabled'
+OFF_CONFIG = """
+policy = "idle"
+
+[policies.idle]
+enabled = false
+"""
+
+
+@pytest.fixture
+def off(env: dict[str, Path]) -> Path:
+    """A settings file whose active policy never measures, beside `env`'s fast one."""
+    config = env["config"].with_name("off.toml")
+    config.write_text(OFF_CONFIG)
+    return config
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize(
+    ("workload", "steps"),
+    [
+        pytest.param((True, "--nstep", "3"), 3, id="model-nstep"),
+        pytest.param((True,), 10, id="model-default"),
+        pytest.param(("--nstep", "3"), 3, id="demo-nstep"),
+    ],
+)
+def test_nstep_reaches_the_workload_the_header_names(
+    off: Path,
+    model: Path,
+    capsys: pytest.CaptureFixture[str],
+    workload: tuple[Any, ...],
+    steps: int,
+) -> None:
+    """--nstep sets the steps of a model's or the demo's rollouts, and the header says how many."""
+    args = [str(model) if a is True else a for a in workload]
+    assert main(["tune", *args, "--num-envs", "16", "--nthread", "2", "--config", str(off)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert f"16 envs, 2 threads, {steps} steps per rollout; policy idle" in header
+
+
+def test_policy_names_the_policy_resolve_uses(
+    env: dict[str, Path], off: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--policy P tunes with P, not with the settings' active policy."""
+    env["config"].write_text(FAST_CONFIG + OFF_CONFIG.replace('policy = "idle"\n', ""))
+    args = ["tune", "--num-envs", "16", "--nthread", "2", "--nstep", "2", "--json"]
+    assert main([*args, "--policy", "idle"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "disabled"
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["tune", "--config", "OFF"], id="tune"),
+        pytest.param(["record", "--rounds", "1", "-q", "-o", "trace.json"], id="record"),
+    ],
+)
+def test_a_command_closes_the_workload_it_built(
+    off: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """tune and record close their RolloutWorkload (and so its pool) before returning."""
+    from chunktune._mujoco import RolloutWorkload
+
+    closed: list[RolloutWorkload] = []
+    real_close = RolloutWorkload.close
+
+    def close(self: RolloutWorkload, timeout_s: float | None = None) -> bool:
+        closed.append(self)
+        return real_close(self, timeout_s)
+
+    monkeypatch.setattr(RolloutWorkload, "close", close)
+    args = [str(off) if a == "OFF" else a for a in command]
+    assert main([*args, "--num-envs", "8", "--nthread", "2", "--nstep", "2"]) == 0
+    assert len(closed) == 1 and closed[0]._closed
+
+
+def test_a_plot_name_of_no_image_format_is_refused_before_measuring(
+    env: dict[str, Path], model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--plot x.nosuch: exit 2 naming the suffixes it can write, before any sweep or cache."""
+    pytest.importorskip("matplotlib")
+    assert main(["tune", str(model), *SMALL, "--plot", "sweep.nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell the image format from the suffix; use one of" in err and ".png" in err
+    assert not env["cache"].exists()
+
+
+@pytest.mark.mujoco
+def test_the_balance_bound_is_the_summed_cost_over_the_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plot's balance bound is sum(single-thread cost per env) / nthread, in seconds."""
+    import numpy as np
+
+    from chunktune import _mujoco
+
+    monkeypatch.setattr(_mujoco, "per_env_costs", lambda w, repeats: np.array([0.1, 0.2, 0.5]))
+    with _mujoco.RolloutWorkload.from_xml(
+        _mujoco.demo_model_path(), num_envs=3, nthread=2, nstep=1
+    ) as workload:
+        assert _tune_cmd._balance_bound(workload) == pytest.approx(0.4)
+
+
+def test_a_cache_hit_names_its_key_but_no_probe_time() -> None:
+    """A decision from the cache shows its cache key; the probe time is a sweep's alone."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    decision = Decision(
+        chunk_size=4,
+        native_chunk=12,
+        source="cache",
+        reason="chose 4",
+        timings={None: 0.066, 4: 0.055},
+        probe_seconds=3.0,
+        key="0123456789abcdef",
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    assert "cache key 0123456789ab" in out.getvalue()
+    assert "probe time" not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("timings", "line"),
+    [
+        pytest.param({None: 0.066}, "not cached: nothing but native was timed", id="native-only"),
+        pytest.param({None: 0.066, 4: 0.055}, "cache key 0123456789ab", id="a-candidate"),
+    ],
+)
+def test_a_sweep_that_timed_only_native_says_it_was_not_cached(
+    timings: dict[int | None, float], line: str
+) -> None:
+    """A sweep that timed native alone says it was not stored; one that timed more names its key."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    decision = Decision(
+        chunk_size=None,
+        native_chunk=12,
+        source="benchmark",
+        reason="kept native",
+        timings=timings,
+        probe_seconds=3.0,
+        key="0123456789abcdef",
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    text = out.getvalue()
+    assert line in text
+    assert ("cache key" in text) != ("not cached" in text)
+
+
+def test_cache_list_puts_the_newest_entry_first(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` orders its rows by age, the entry created last first."""
+    now = time.time()
+    fill(
+        env["cache"],
+        {"a" * 32: entry(now - 7200), "b" * 32: entry(now - 30), "c" * 32: entry(now - 600)},
+    )
+    assert main(["cache", "list"]) == 0
+    rows = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if ln[:1] in "abc"]
+    assert rows == ["b" * 12, "c" * 12, "a" * 12]
+
+
+@pytest.mark.parametrize(("partial", "shown"), [(True, "1.50 s (partial)"), (False, "1.50 s")])
+def test_cache_show_says_when_the_stored_sweep_was_partial(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], partial: bool, shown: str
+) -> None:
+    """`cache show` marks the probe time of an entry from a partial sweep '(partial)'."""
+    fill(env["cache"], {"d" * 32: entry(time.time(), partial=partial, probe_seconds=1.5)})
+    assert main(["cache", "show", "ddd"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("probe time")]
+    assert line.split(None, 2)[2] == shown
+
+
+def test_policy_list_says_which_policies_override_a_preset(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A settings file's policy named as a preset is said to override it; its own are not."""
+    # a short relative name, so that the 'from' column fits on its row
+    Path("q.toml").write_text(FAST_CONFIG + '\n[policies.quick]\nextends = "balanced"\n')
+    assert main(["policy", "list", "--config", "q.toml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln.split()[0]: ln for ln in lines if ln and ln.split()[0].isidentifier()}
+    assert rows["quick"].rstrip().endswith("q.toml (overrides the preset)")
+    assert rows["fast"].rstrip().endswith("q.toml")
+
+
+def test_policy_show_says_whether_the_policy_is_the_active_one(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy show`'s first line names the policy's origin and, for the active one, says so."""
+    assert main(["policy", "show"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"# policy 'fast', fully resolved (from {env['config']}; the active policy)"
+    )
+    assert main(["policy", "show", "seed"]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[0] == "# policy 'seed', fully resolved (from preset)"
+    )
+
+
+def test_ctrl_c_behind_an_error_raised_while_handling_it_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error raised while a Ctrl-C was being handled (its __context__, no `from`): exit 130."""
+
+    def loading(*args: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed")  # noqa: B904
+
+    monkeypatch.setattr(_tune_cmd, "_tune_workload", loading)
+    assert main(["tune", "--num-envs", "256", "--nthread", "2"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_a_missing_model_is_an_error_even_for_a_trivial_batch(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch of one chunk per thread still names a missing model file: exit 2, no answer."""
+    missing = tmp_path / "nosuch.xml"
+    assert main(["tune", str(missing), "--num-envs", "2", "--nthread", "2", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "model file not found" in err
+
+
+@pytest.mark.parametrize("verb", [["export", "--force"], ["import"]])
+def test_the_cache_file_itself_is_refused_as_export_or_import_file(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], verb: list[str]
+) -> None:
+    """`cache export --force` to, or `cache import` from, the cache file itself: exit 2."""
+    fill(env["cache"], {"a" * 32: entry(time.time())})
+    assert main(["cache", verb[0], str(env["cache"]), *verb[1:]]) == 2
+    assert "that is the cache file itself" in capsys.readouterr().err

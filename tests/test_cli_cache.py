@@ -247,3 +247,17 @@ def test_a_damaged_cache_with_no_whole_entry_that_cannot_go_aside_is_not_cleared
     assert "nothing to clear" not in out
     assert "nothing was deleted" in one_error(err)
     assert path.read_bytes() == damaged
+
+
+def test_exactly_five_bad_entries_are_all_named_and_none_counted(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five bad entries are named one by one, with no 'and 0 more' line after them."""
+    other = isolated / "other.json"
+    good = entry_to_table(entry())
+    doc = {"good": good, **{f"bad{i}": {**good, "chunk_size": -1 - i} for i in range(5)}}
+    other.write_text(json.dumps({"schema": 1, "entries": doc}))
+    assert main(["cache", "import", str(other)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("chunktune: warning:   'bad") == 5
+    assert "more" not in err

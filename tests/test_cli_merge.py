@@ -169,3 +169,17 @@ def test_a_write_that_fails_midway_names_what_was_merged(
     line = one_error(capsys.readouterr().err)
     assert "No space left on device" in line and f"{fleet[0]} had been merged" in line
     assert set(DecisionCache(out_file).entries()) == {"own1", "shared"}
+
+
+def test_each_line_names_the_input_that_holds_the_key_now(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """Later lines name the input that holds a key now, and the summary counts each outcome."""
+    n3 = host(isolated / "n3.json", shared=entry(32, age_s=300))  # newer than n1's, older than n2's
+    n4 = host(isolated / "n4.json", shared=entry(64, age_s=1))
+    args = [str(fleet[0]), str(fleet[1]), str(n3), str(n4), "-o", str(isolated / "out.json")]
+    assert main(["cache", "merge", *args]) == 0
+    out = capsys.readouterr().out
+    assert f"kept shared from {fleet[1]}: {n3}'s entry is not newer" in out
+    assert f"replaced shared: {n4}'s entry is newer than {fleet[1]}'s" in out
+    assert "3 added, 2 replaced by newer entries, 1 older ones not taken, 0 already present" in out

@@ -621,3 +621,69 @@ def test_close_waits_for_a_run_in_flight_on_the_caller_s_pool() -> None:
     with busy._busy:
         assert busy.close(timeout_s=0) is False
     assert busy.close(timeout_s=0) is True
+
+
+def test_run_hands_the_pool_the_chunk_size_it_was_given() -> None:
+    """run(c) calls the pool with chunk_size=c (None stays None, MuJoCo's own default)."""
+    sizes: list[int | None] = []
+
+    class Recording(CountingRollout):  # type: ignore[misc]
+        def rollout(self, *args: Any, **kwargs: Any) -> Any:
+            sizes.append(kwargs["chunk_size"])
+            return super().rollout(*args, **kwargs)
+
+    pool = Recording(nthread=2)
+    with tiny_workload(rollout=pool) as workload:
+        for chunk in (3, None, 1):
+            workload.run(chunk)
+    pool.close()
+    assert sizes == [3, None, 1]
+
+
+def test_close_closes_the_pool_the_workload_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool a workload made for itself is closed by close(), its threads released."""
+    made: list[Any] = []
+
+    class Made(mujoco.rollout.Rollout):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(mujoco.rollout, "Rollout", Made)
+    with tiny_workload() as workload:
+        workload.run(None)
+        assert len(made) == 1 and made[0].rollout_ is not None
+    assert made[0].rollout_ is None
+
+
+def test_callers_initial_states_are_keyed_as_the_caller_s() -> None:
+    """Caller-given states are keyed 'caller', not 'default', without the unused perturbation."""
+    default = tiny_workload()
+    given = tiny_workload(initial_state=default.initial_state.copy(), perturbation=0.5)
+    assert given.signature()["states"] == "caller"
+    assert default.signature()["states"] == "default"
+    assert "perturbation" not in given.signature()
+
+
+def test_demo_workload_takes_its_nstep_and_seed() -> None:
+    """demo_workload takes its nstep, its seed (the perturbed states) and a caller's pool."""
+    pool = CountingRollout(nthread=2)
+    one = demo_workload(num_envs=8, nthread=2, nstep=3, seed=1, rollout=pool)
+    one.run(None)
+    assert pool.calls == 1
+    pool.close()
+    other = demo_workload(num_envs=8, nthread=2, nstep=3, seed=2)
+    assert one.nstep == 3 and one.signature()["nstep"] == 3
+    assert not np.array_equal(one.initial_state, other.initial_state)
+    again = demo_workload(num_envs=8, nthread=2, nstep=3, seed=1)
+    assert np.array_equal(one.initial_state, again.initial_state)
+
+
+def test_the_batch_memory_counts_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory check counts the outputs of every step, not of one."""
+    from chunktune._mujoco import _limits
+
+    monkeypatch.setattr(_limits, "available_memory", lambda: 2**20)
+    _limits.check_batch_memory(num_envs=10, nstep=1, nstate=20, nsensordata=0, nu=0)
+    with pytest.raises(InvalidArgumentError, match="nstep=1000 needs about"):
+        _limits.check_batch_memory(num_envs=10, nstep=1000, nstate=20, nsensordata=0, nu=0)

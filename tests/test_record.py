@@ -380,3 +380,24 @@ def test_a_recording_keeps_the_machines_load_at_its_start_and_end() -> None:
     w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)
     machine = record(w, rounds=1, sizes=[2]).machine
     assert isinstance(machine["loadavg_start"], list) and isinstance(machine["loadavg_end"], list)
+
+
+@pytest.mark.mujoco
+def test_record_measures_the_sizes_and_seed_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--sizes and --seed reach the recording: only those sizes (and native's), in that order."""
+    from chunktune._cli import _record_cmd
+
+    seen: dict[str, Any] = {}
+
+    def spy(workload: Any, **kwargs: Any) -> Trace:
+        seen.update(kwargs)
+        return record(workload, **kwargs)
+
+    monkeypatch.setattr(_record_cmd, "record", spy)
+    out = tmp_path / "few.json"
+    args = ["record", *TINY, "--rounds", "2", "--sizes", "2", "--seed", "7", "-q", "-o", str(out)]
+    assert main(args) == 0
+    assert (seen["sizes"], seen["seed"]) == ([2], 7)
+    assert sorted(load_trace(out).samples) == [1, 2]  # native's size for 8 envs on 2 threads is 1

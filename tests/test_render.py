@@ -113,3 +113,25 @@ def test_a_schedule_that_races_nothing_notes_no_contenders() -> None:
     """Without a size raced out (the seed schedule), the others carry no note."""
     notes = _notes({None: 0.1, 4: 0.09, 8: 0.11}, 4, raced=())
     assert notes == {"native": "native", "4": "<- chosen", "8": ""}
+
+
+def test_a_row_s_ratio_is_its_time_over_native_s() -> None:
+    """'vs native' is the candidate's time divided by native's: below 1 means faster."""
+    rows = candidate_rows({None: 0.060, 4: 0.045, 8: 0.090}, chunk_size=4)
+    assert [(r.chunk, r.ratio) for r in rows] == [(None, 1.0), (4, 0.75), (8, 1.5)]
+
+
+def test_the_size_native_would_pick_is_noted_as_native() -> None:
+    """A candidate equal to the native chunk is noted '= native', so one size is not seen as two."""
+    notes = _notes({None: 0.1, 4: 0.09, 12: 0.1}, 4, raced=())
+    assert notes == {"native": "native", "4": "<- chosen", "12": "= native"}
+
+
+def test_the_table_shows_each_size_s_sample_count() -> None:
+    """The samples column shows how many calls each size's estimate rests on."""
+    rows = candidate_rows({None: 0.1, 4: 0.09}, chunk_size=4, samples={None: 7, 4: 5})
+    out = io.StringIO()
+    Console(file=out, width=120, no_color=True).print(candidate_table(rows, native_chunk=12))
+    lines = out.getvalue().splitlines()
+    assert next(ln for ln in lines if ln.lstrip().startswith("native")).split()[4] == "7"
+    assert next(ln for ln in lines if ln.split()[:1] == ["4"]).split()[3] == "5"
