@@ -1445,11 +1445,11 @@ def test_policy_show_says_whether_the_policy_is_the_active_one(
     """`policy show`'s first line names the policy's origin and, for the active one, says so."""
     assert main(["policy", "show"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == (
-        f"# policy 'fast', fully resolved (from {env['config']}; the active policy)"
+        f'# policy "fast", fully resolved (from {env["config"]}; the active policy)'
     )
     assert main(["policy", "show", "seed"]) == 0
     assert (
-        capsys.readouterr().out.splitlines()[0] == "# policy 'seed', fully resolved (from preset)"
+        capsys.readouterr().out.splitlines()[0] == '# policy "seed", fully resolved (from preset)'
     )
 
 
