@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 
 import anyio
@@ -22,7 +22,6 @@ from chunktune._threads import (
     SWEEP_THREAD,
     call_soon,
     in_own_thread,
-    loop_closed_probe,
     run_beside,
     wait_for_sweeps,
 )
@@ -206,15 +205,3 @@ def test_wait_for_sweeps_reports_a_sweep_still_running() -> None:
     finally:
         release.set()
     assert wait_for_sweeps(timeout_s=30) is True
-
-
-def test_the_loop_closed_probe_tells_a_closed_asyncio_loop() -> None:
-    """loop_closed_probe on asyncio answers False while the loop runs, True once it is closed."""
-
-    async def probe() -> Callable[[], bool]:
-        closed = loop_closed_probe()
-        assert not closed()
-        return closed
-
-    closed = asyncio.run(probe())
-    assert closed()
