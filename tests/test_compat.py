@@ -456,3 +456,47 @@ def test_ctrl_c_under_asyncio_run_interrupts_the_wait_and_frees_the_key(tmp_path
     expected = ["stepping", "interrupted", "restored", "benchmark", "cancelled", "default"]
     assert said == expected, errors.read_text()
     assert proc.returncode == 0, errors.read_text()
+
+
+def _on_loop_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "running event loop" in r.getMessage()]
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_the_wait_is_bounded_by_the_hard_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A policy's hard_limit_s, where set, is the bound of the wait on the loop's thread."""
+    (tmp_path / "chunktune.toml").write_text(
+        'policy = "fast"\n[policies.fast]\nextends = "quick"\n'
+        "time_budget_s = 0.3\nhard_limit_s = 7.0\n"
+    )
+    monkeypatch.setattr(compat, "_warned_on_loop", False)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        call(FakePool(), np.zeros((256, 5)))
+    (warned,) = _on_loop_warnings(caplog)
+    assert "(up to 7 s)" in warned
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_it_warns_once_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning that it blocks the loop comes on the first call only, not on every reset."""
+    _fast_policy(tmp_path)
+    monkeypatch.setattr(compat, "_warned_on_loop", False)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        call(FakePool(), np.zeros((256, 5)))
+        call(FakePool(), np.zeros((256, 5)))
+    assert len(_on_loop_warnings(caplog)) == 1
+
+
+def test_off_an_event_loop_it_never_warns_of_blocking_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Off any event loop it decides as resolve_sync does, without the loop's warning."""
+    _fast_policy(tmp_path)
+    monkeypatch.setattr(compat, "_warned_on_loop", False)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        call(FakePool(), np.zeros((256, 5)))
+    assert _on_loop_warnings(caplog) == []

@@ -214,3 +214,15 @@ def test_a_changed_quota_is_seen_within_a_second_and_not_read_more_often(
     quota[0] = None
     now[0] += 1.0
     assert device_fingerprint()["cpu_quota"] == "none"
+
+
+def test_a_hit_gives_the_native_chunk_of_the_request_not_of_the_entry(isolated: Path) -> None:
+    """A hit whose entry has another native_chunk (hand-edited, say) gives this N/T's."""
+    w = uneven()
+    first = chunktune.resolve_sync(w, policy="quick")
+    cache = DecisionCache(isolated / "cache.json")
+    entry = cache.get(first.key)
+    assert entry is not None
+    cache.put(first.key, attrs.evolve(entry, native_chunk=1))
+    hit = chunktune.resolve_sync(w, policy="quick")
+    assert hit.source == "cache" and hit.native_chunk == first.native_chunk == 512 // 80

@@ -97,3 +97,52 @@ async def test_refresh_is_never_answered_from_memory(settings: chunktune.Setting
     await warm(w, settings)
     fresh = await chunktune.resolve(w, settings=settings, policy="quick", refresh=True)
     assert fresh.source == "benchmark"
+
+
+def _decision() -> chunktune.Decision:
+    return chunktune.Decision(chunk_size=8, native_chunk=6, source="cache", reason="cached")
+
+
+async def test_answers_for_gone_or_expired_workloads_are_let_go(
+    settings: chunktune.Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remembering an answer drops those whose workload is gone or whose time ran out."""
+    policy = settings.get_policy("quick")
+    gone, expired, kept = Counted(), Counted(), Counted()
+    _recent.remember(gone, settings, policy, (256, 4), _decision())
+    ttl = _recent.TTL_S
+    monkeypatch.setattr(_recent, "TTL_S", 0.0)  # out of time as soon as it is said
+    _recent.remember(expired, settings, policy, (256, 4), _decision())
+    monkeypatch.setattr(_recent, "TTL_S", ttl)
+    ids = {id(gone), id(expired)}
+    del gone
+    _recent.remember(kept, settings, policy, (256, 4), _decision())
+    assert not ids & set(_recent._said)
+    assert _recent.recall(kept, settings, policy, (256, 4)) == _decision()
+
+
+@pytest.mark.parametrize("change", ["policy", "shape"])
+async def test_one_thing_changed_right_after_a_hit_is_asked_afresh(
+    settings: chunktune.Settings, change: str
+) -> None:
+    """Right after a remembered hit, another policy or batch shape alone is never answered by it."""
+    w = Counted()
+    await warm(w, settings)
+    policy = "balanced" if change == "policy" else "quick"
+    if change == "shape":
+        w.num_envs = 128
+    other = await chunktune.resolve(w, settings=settings, policy=policy)
+    assert other.source == "benchmark"
+    assert other.policy == policy and other.native_chunk == w.num_envs // 40
+
+
+async def test_an_answer_is_never_given_to_another_object_at_the_same_id(
+    settings: chunktune.Settings,
+) -> None:
+    """An object that took a gone workload's id (CPython reuses them) is asked afresh."""
+    policy = settings.get_policy("quick")
+    gone, twin = Counted(), Counted()
+    _recent.remember(gone, settings, policy, (256, 4), _decision())
+    _recent._said[id(twin)] = _recent._said.pop(id(gone))  # as if twin now had gone's id
+    del gone
+    assert _recent.recall(twin, settings, policy, (256, 4)) is None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 import anyio
@@ -15,7 +17,14 @@ import anyio.to_thread
 import pytest
 
 import chunktune
-from chunktune._threads import call_soon, in_own_thread, run_beside
+import chunktune._threads
+from chunktune._threads import (
+    SWEEP_THREAD,
+    call_soon,
+    in_own_thread,
+    run_beside,
+    wait_for_sweeps,
+)
 from chunktune.sim import SimulatedWorkload
 
 
@@ -152,3 +161,47 @@ async def test_a_thread_that_cannot_start_still_runs_finally(
     with pytest.raises(RuntimeError, match="can't start"):
         await in_own_thread(lambda: ran.append("func"), finally_=lambda: ran.append("finally"))
     assert ran == ["finally"]
+
+
+def test_an_interrupt_before_the_loop_beside_starts_cancels_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wait interrupted before run_beside's own loop has started: the call never goes on."""
+    interrupted = threading.Event()
+    went_on = threading.Event()
+    real_run = anyio.run
+
+    def late_run(*args: object, **kwargs: object) -> object:
+        interrupted.wait(5)  # the loop beside starts only once the wait was interrupted
+        return real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def interrupt_at_once() -> Iterator[None]:
+        raise _Interrupted
+        yield
+
+    async def step() -> None:
+        await anyio.lowlevel.checkpoint()
+        went_on.set()
+
+    monkeypatch.setattr(anyio, "run", late_run)
+    monkeypatch.setattr(chunktune._threads, "interruptible", interrupt_at_once)
+    with pytest.raises(_Interrupted):
+        run_beside(step, timeout_s=60, name="chunktune test beside")
+    interrupted.set()
+    for thread in threading.enumerate():
+        if thread.name == "chunktune test beside":
+            thread.join(10)  # a hang guard, not a timing
+    assert not went_on.is_set()
+
+
+def test_wait_for_sweeps_reports_a_sweep_still_running() -> None:
+    """wait_for_sweeps gives False while a sweep thread outlives its timeout, True once it ended."""
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, args=(30,), name=SWEEP_THREAD, daemon=True)
+    thread.start()
+    try:
+        assert wait_for_sweeps(timeout_s=0.01) is False
+    finally:
+        release.set()
+    assert wait_for_sweeps(timeout_s=30) is True

@@ -12,7 +12,12 @@ import pytest
 from _pools import remembering
 
 from chunktune import WorkloadError
-from chunktune._workload import CountedCalls, check_seconds, check_signature
+from chunktune._workload import (
+    CountedCalls,
+    call_workload,
+    check_seconds,
+    check_signature,
+)
 from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
 
 
@@ -129,3 +134,13 @@ def test_modeled_workloads_count_their_calls_into_their_clock(
     assert workload.clock() == workload.elapsed_s == sum(seconds)
     workload.reset()
     assert (workload.calls, workload.history, workload.clock()) == (0, [], 0.0)
+
+
+def _interrupt() -> float:
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_in_a_workload_passes_as_itself() -> None:
+    """call_workload lets KeyboardInterrupt through as itself, never wrapped as a failure."""
+    with pytest.raises(KeyboardInterrupt):
+        call_workload(_interrupt)

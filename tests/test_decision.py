@@ -1,0 +1,46 @@
+"""The Decision a resolve returns: the chunk the pool uses, and its JSON form."""
+
+from __future__ import annotations
+
+from chunktune import Decision
+
+
+def decided(**over: object) -> Decision:
+    fields: dict[str, object] = {
+        "chunk_size": 8,
+        "native_chunk": 3,
+        "source": "benchmark",
+        "reason": "measured",
+        "timings": {None: 0.0125, 8: 0.01},
+        "probe_seconds": 1.5,
+        "gain": 0.2,
+        "gain_ci": (0.1, 0.3),
+    }
+    fields.update(over)
+    return Decision(**fields)  # type: ignore[arg-type]
+
+
+def test_the_effective_chunk_of_native_is_the_native_chunk() -> None:
+    """chunk_size None means the pool's own chunk, native_chunk; a chosen size is itself."""
+    assert decided(chunk_size=None).effective_chunk == 3
+    assert decided().effective_chunk == 8
+
+
+def test_to_json_gives_milliseconds_probe_seconds_and_the_interval() -> None:
+    """to_json shows timings in ms (native first), probe_seconds and gain_ci as they are."""
+    shown = decided().to_json()
+    assert shown["timings_ms"] == {"native": 12.5, "8": 10.0}
+    assert shown["probe_seconds"] == 1.5
+    assert shown["gain_ci"] == [0.1, 0.3]
+    assert decided(gain_ci=None).to_json()["gain_ci"] is None
+
+
+def test_a_decision_keeps_its_own_copy_of_the_timings() -> None:
+    """Timings and samples passed in are copied: changing the caller's dict changes no Decision."""
+    timings: dict[int | None, float] = {None: 0.0125, 8: 0.01}
+    samples: dict[int | None, int] = {None: 4, 8: 4}
+    decision = decided(timings=timings, samples=samples)
+    timings[8] = 1.0
+    samples[8] = 99
+    assert decision.timings == {None: 0.0125, 8: 0.01}
+    assert decision.samples == {None: 4, 8: 4}

@@ -1,0 +1,19 @@
+"""Progress events a resolve reports while it waits and measures."""
+
+from __future__ import annotations
+
+import pytest
+
+import chunktune
+from chunktune.sim import SimulatedWorkload
+
+
+@pytest.mark.anyio
+async def test_events_before_the_first_round_say_round_zero() -> None:
+    """The candidates and warmup events come before any round: their round is 0, not 1."""
+    events: list[chunktune.ProgressEvent] = []
+    workload = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=4)
+    await chunktune.resolve(workload, policy="quick", on_progress=events.append)
+    early = [e for e in events if e.kind in ("candidates", "warmup")]
+    assert early and {e.round for e in early} == {0}
+    assert min(e.round for e in events if e.kind == "probe") == 1
