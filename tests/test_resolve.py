@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import anyio
 import anyio.to_thread
@@ -421,27 +421,37 @@ async def test_a_progress_callback_that_always_raises_is_logged_once(
     assert len([r for r in caplog.records if "raised again" in r.getMessage()]) == calls - 1
 
 
-async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: Path) -> None:
-    """Cancelling during the sweep stops it at a probe boundary, stores nothing, frees the locks."""
-    w = uneven()
+class SlowSim(SimulatedWorkload):
+    """A simulated pool whose calls also take a little real time, so a cancel lands mid-sweep."""
+
+    def __init__(self, *args: Any, sleep_s: float = 0.002, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sleep_s = sleep_s
+
+    def run(self, chunk_size: int | None) -> float:
+        time.sleep(self.sleep_s)
+        return super().run(chunk_size)
+
+
+async def cancel_mid_sweep(workload: SimulatedWorkload) -> None:
+    """Start a resolve of ``workload`` and cancel it once its first probe is reported."""
     started = anyio.Event()
 
     def on_progress(event: ProgressEvent) -> None:
         if event.kind == "probe":
             started.set()
 
-    class Slow(SimulatedWorkload):
-        def run(self, chunk_size: int | None) -> float:
-            import time
-
-            time.sleep(0.002)
-            return super().run(chunk_size)
-
-    slow = Slow(w.costs, nthread=8)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: chunktune.resolve(slow, on_progress=on_progress))
+        tg.start_soon(lambda: chunktune.resolve(workload, on_progress=on_progress))
         await started.wait()
         tg.cancel_scope.cancel()
+
+
+async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: Path) -> None:
+    """Cancelling during the sweep stops it at a probe boundary, stores nothing, frees the locks."""
+    w = uneven()
+    slow = SlowSim(w.costs, nthread=8)
+    await cancel_mid_sweep(slow)
     calls = slow.calls
     # the cancel returns at once; the abandoned sweep finishes its probe in flight and stops
     assert await anyio.to_thread.run_sync(wait_for_sweeps, 10.0)
@@ -494,22 +504,7 @@ async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
 
 async def test_a_cancelled_sweep_leaves_the_machine_wide_lock_free() -> None:
     """Once a cancelled resolve's sweep thread has ended, the sweep lock can be taken at once."""
-    started = anyio.Event()
-
-    def on_progress(event: ProgressEvent) -> None:
-        if event.kind == "probe":
-            started.set()
-
-    class Slow(SimulatedWorkload):
-        def run(self, chunk_size: int | None) -> float:
-            time.sleep(0.002)
-            return super().run(chunk_size)
-
-    slow = Slow(uneven().costs, nthread=8)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: chunktune.resolve(slow, on_progress=on_progress))
-        await started.wait()
-        tg.cancel_scope.cancel()
+    await cancel_mid_sweep(SlowSim(uneven().costs, nthread=8))
     assert await anyio.to_thread.run_sync(wait_for_sweeps, 10.0)
     lock = _locks.sweep_lock()
     assert await anyio.to_thread.run_sync(lock.try_acquire)
@@ -697,14 +692,8 @@ async def test_a_raced_out_candidate_is_never_chosen() -> None:
 def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
     """task.cancel() on an asyncio task awaiting resolve stops the sweep and caches nothing."""
     import asyncio
-    import time
 
-    class Slow(SimulatedWorkload):
-        def run(self, chunk_size: int | None) -> float:
-            time.sleep(0.005)
-            return super().run(chunk_size)
-
-    slow = Slow(uneven().costs, nthread=8)
+    slow = SlowSim(uneven().costs, nthread=8, sleep_s=0.005)
     at_cancel: list[int] = []
 
     async def main() -> None:
