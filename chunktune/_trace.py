@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidArgumentError, TraceError
-from ._validators import is_path, shown
+from ._validators import is_path, jsoned, shown
 from ._workload import (
     MAX_COUNT,
     MAX_SECONDS,
@@ -106,11 +106,11 @@ class Trace:
 
 def _count(doc: Mapping[str, Any], field: str, where: str) -> int:
     if field not in doc:
-        raise TraceError(f"{where}: missing field {field!r}")
+        raise TraceError(f'{where}: missing field "{field}"')
     value = doc[field]
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
         raise TraceError(
-            f"{where}: {field} is {shown(value)}; expected an integer from 1 to {MAX_COUNT}"
+            f"{where}: {field} is {jsoned(value)}; expected an integer from 1 to {MAX_COUNT}"
         )
     return value
 
@@ -118,7 +118,7 @@ def _count(doc: Mapping[str, Any], field: str, where: str) -> int:
 def _table(doc: Mapping[str, Any], field: str, where: str) -> dict[str, Any]:
     value = doc.get(field, {})
     if not isinstance(value, dict):
-        raise TraceError(f"{where}: {field} is {shown(value)}; expected an object")
+        raise TraceError(f"{where}: {field} is {jsoned(value)}; expected an object")
     return value
 
 
@@ -136,14 +136,14 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     native = native_chunk(num_envs, nthread)
     if "native" in doc and doc["native"] != native:
         raise TraceError(
-            f"{where}: native is {shown(doc['native'])}, but {num_envs} envs on {nthread} threads "
+            f"{where}: native is {jsoned(doc['native'])}, but {num_envs} envs on {nthread} threads "
             f"make the native chunk {native}"
         )
-    raw = doc.get("samples")
-    if raw is None:
-        raise TraceError(f"{where}: missing field 'samples'")
+    if "samples" not in doc:
+        raise TraceError(f'{where}: missing field "samples"')
+    raw = doc["samples"]
     if not isinstance(raw, dict) or not raw:
-        raise TraceError(f"{where}: samples is {shown(raw)}; expected an object of chunk sizes")
+        raise TraceError(f"{where}: samples is {jsoned(raw)}; expected an object of chunk sizes")
     upper = upper_chunk(num_envs, nthread)
     samples: dict[int, tuple[float, ...]] = {}
     for key, values in raw.items():
@@ -153,18 +153,19 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
             chunk = 0
         if str(chunk) != key or not 1 <= chunk <= upper:
             raise TraceError(
-                f"{where}: samples[{shown(key)}]: chunk sizes must be integers in 1..{upper} "
+                f"{where}: samples[{jsoned(key)}]: chunk sizes must be integers in 1..{upper} "
                 f"(ceil(N/T) for {num_envs} envs on {nthread} threads)"
             )
         if not isinstance(values, list) or len(values) != rounds:
             raise TraceError(
-                f"{where}: samples[{key!r}] must be a list of {rounds} seconds (one per round)"
+                f"{where}: samples[{jsoned(key)}] must be a list of {rounds} seconds "
+                "(one per round)"
             )
         seconds = [as_seconds(t) for t in values]
         for r, (t, s) in enumerate(zip(values, seconds, strict=True)):
             if s is None:
                 raise TraceError(
-                    f"{where}: samples[{key!r}][{r}] is {shown(t)}; expected seconds "
+                    f"{where}: samples[{jsoned(key)}][{r}] is {jsoned(t)}; expected seconds "
                     f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
                 )
         samples[chunk] = tuple(s for s in seconds if s is not None)
@@ -174,7 +175,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     recorded = doc.get("recorded", "")
     for field, value in (("description", description), ("recorded", recorded)):
         if not isinstance(value, str):
-            raise TraceError(f"{where}: {field} is {shown(value)}; expected a string")
+            raise TraceError(f"{where}: {field} is {jsoned(value)}; expected a string")
     order_raw = doc.get("order", [])
     if not isinstance(order_raw, list):
         raise TraceError(f"{where}: order must be a list of rounds, each a list of chunk sizes")
@@ -191,7 +192,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
             and sorted(calls) == sizes
         ):
             raise TraceError(
-                f"{where}: order[{r}] is {shown(calls)}; expected the recorded chunk sizes, "
+                f"{where}: order[{r}] is {jsoned(calls)}; expected the recorded chunk sizes, "
                 "each once, in the order they ran"
             )
     return Trace(
@@ -226,7 +227,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         doc = json.loads(text, object_pairs_hook=_once_each)
     except _Repeated as exc:
         raise TraceError(
-            f"{file}: {shown(exc.key)} is given more than once in one object; expected "
+            f"{file}: {jsoned(exc.key)} is given more than once in one object; expected "
             "each field and chunk size once"
         ) from None
     except (ValueError, RecursionError) as exc:

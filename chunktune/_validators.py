@@ -7,6 +7,7 @@ They guard the settings classes, so a bad value raises :class:`~chunktune.Config
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import numbers
 import os
@@ -27,6 +28,7 @@ __all__ = [
     "choice",
     "integer",
     "is_path",
+    "jsoned",
     "model_file_problem",
     "number",
     "path_text",
@@ -48,6 +50,19 @@ _repr.maxstring = _repr.maxother = 60
 def shown(value: object) -> str:
     """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
     return _repr.repr(value)
+
+
+def jsoned(value: object) -> str:
+    """``value`` for a message as a JSON file spells it (``true``, ``"8"``, ``null``).
+
+    Bounded in length as :func:`shown` is; what JSON cannot spell (or a document too
+    deep to write) falls back to :func:`shown`. A trace file's values are shown this way.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return shown(value)
+    return text if len(text) <= 60 else f"{text[:28]}...{text[-28:]}"
 
 
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
