@@ -207,3 +207,8 @@ def test_every_resolve_takes_resolves_keywords_typed_with_its_defaults(entry: st
     function = getattr(importlib.import_module(module), name)
     # the annotations as written (from __future__ import annotations): help() shows these
     assert inspect.signature(function).parameters == inspect.signature(chunktune.resolve).parameters
+
+
+def test_the_package_ships_a_py_typed_marker() -> None:
+    """chunktune/py.typed is there, so a user's type checker reads the annotations, not Any."""
+    assert (PACKAGE / "py.typed").is_file()
