@@ -32,6 +32,7 @@ from ._validators import (
     number,
     path_text,
     plain_numbers,
+    record,
     shown,
     spelled,
     text,
@@ -385,9 +386,9 @@ class Settings:
 
     policies: dict[str, Policy] = attrs.field(converter=_policy_map)
     policy: str = attrs.field(default=DEFAULT_POLICY, validator=_known_policy)
-    cache: CacheSettings = attrs.field(factory=CacheSettings)
-    log: LogSettings = attrs.field(factory=LogSettings)
-    ray: RaySettings = attrs.field(factory=RaySettings)
+    cache: CacheSettings = attrs.field(factory=CacheSettings, validator=record(CacheSettings))
+    log: LogSettings = attrs.field(factory=LogSettings, validator=record(LogSettings))
+    ray: RaySettings = attrs.field(factory=RaySettings, validator=record(RaySettings))
     source: str | None = attrs.field(default=None, eq=False)
     user_policies: frozenset[str] = attrs.field(default=frozenset(), eq=False)
 

@@ -223,6 +223,11 @@ def test_choices_come_from_their_literal_types() -> None:
         Policy(tie_break="left")  # type: ignore[arg-type]
 
 
+def _one_policy(**fields: Any) -> chunktune.Settings:
+    """Settings of one valid policy, with ``fields`` as given."""
+    return chunktune.Settings(policies={"p": Policy()}, policy="p", **fields)
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -240,6 +245,10 @@ def test_choices_come_from_their_literal_types() -> None:
         (lambda: chunktune.ExplicitCandidates(sizes="123"), '"123" is not valid for sizes'),
         (lambda: chunktune.Settings(policies=None), "None is not valid for policies"),
         (lambda: chunktune.Settings(policies=[1, 2]), r"\[1, 2\] is not valid for policies"),
+        # the records a Settings holds are records, not what a file's table would hold
+        (lambda: _one_policy(cache=3), "3 is not valid for cache; expected a CacheSettings"),
+        (lambda: _one_policy(log="never"), '"never" is not valid for log; expected a LogSett'),
+        (lambda: _one_policy(ray=None), "None is not valid for ray; expected a RaySettings"),
         # a bool field takes only a bool, in every settings class
         (lambda: chunktune.Policy(race=1), "1 is not valid for race; expected true or false"),
         (lambda: chunktune.RaySettings(init_local="yes"), '"yes" is not valid for init_local'),
