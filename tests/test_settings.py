@@ -19,7 +19,18 @@ from chunktune import (
     Policy,
     SeedCandidates,
 )
-from chunktune._settings import ESTIMATORS, TIE_BREAKS, Estimator, TieBreak
+from chunktune._settings import (
+    CACHE_FORMATS,
+    ESTIMATORS,
+    STDERR_MODES,
+    TIE_BREAKS,
+    WHILE_SWEEPING,
+    Estimator,
+    FormatSetting,
+    StderrMode,
+    TieBreak,
+    WhileSweeping,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,9 +227,21 @@ def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
 
 
 def test_choices_come_from_their_literal_types() -> None:
-    """TIE_BREAKS and ESTIMATORS list exactly the values of the TieBreak and Estimator types."""
+    """Each settings choice (tie_break, estimator, cache format, stderr, while_sweeping) lists
+    exactly the values of the Literal type its field is annotated with."""
     assert get_args(TieBreak) == TIE_BREAKS and "evidence" in TIE_BREAKS
     assert get_args(Estimator) == ESTIMATORS and "trimmed_mean" in ESTIMATORS
+    assert get_args(FormatSetting) == CACHE_FORMATS and "auto" in CACHE_FORMATS
+    assert get_args(StderrMode) == STDERR_MODES and "auto" in STDERR_MODES
+    assert get_args(WhileSweeping) == WHILE_SWEEPING and "wait" in WHILE_SWEEPING
+    for cls, name, literal in [
+        (Policy, "tie_break", TieBreak),
+        (Policy, "estimator", Estimator),
+        (chunktune.CacheSettings, "format", FormatSetting),
+        (chunktune.LogSettings, "stderr", StderrMode),
+        (chunktune.RaySettings, "while_sweeping", WhileSweeping),
+    ]:
+        assert attrs.fields_dict(cls)[name].type == literal, name
     with pytest.raises(ValueError, match='expected one of "evidence"'):
         Policy(tie_break="left")  # type: ignore[arg-type]
 
