@@ -82,11 +82,11 @@ def test_public_classes_and_functions_are_all_in_all(module: ModuleType) -> None
 
 @pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
 def test_public_names_report_the_public_module(module: ModuleType) -> None:
-    """Each exported class and function says it lives in the module that exports it (or, for
-    one chunktune itself exports too, such as chunktune.ray's MissingExtraError, chunktune)."""
+    """Each exported class and function names the module that exports it (or chunktune)."""
     for name in module.__all__:
         value = getattr(module, name)  # also loads the lazy MuJoCo names
         if inspect.isclass(value) or inspect.isfunction(value):
+            # one chunktune exports too (chunktune.ray's MissingExtraError) says chunktune
             home = "chunktune" if getattr(chunktune, name, None) is value else module.__name__
             assert value.__module__ == home, name
 

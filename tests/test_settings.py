@@ -227,8 +227,7 @@ def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
 
 
 def test_choices_come_from_their_literal_types() -> None:
-    """Each settings choice (tie_break, estimator, cache format, stderr, while_sweeping) lists
-    exactly the values of the Literal type its field is annotated with."""
+    """Each settings choice lists exactly the values of the Literal its field is annotated with."""
     assert get_args(TieBreak) == TIE_BREAKS and "evidence" in TIE_BREAKS
     assert get_args(Estimator) == ESTIMATORS and "trimmed_mean" in ESTIMATORS
     assert get_args(FormatSetting) == CACHE_FORMATS and "auto" in CACHE_FORMATS
