@@ -142,7 +142,8 @@ def land(flight: Flight, decision: Decision | None) -> None:
     with _lock:
         if _flights.get(flight.key) is flight:
             del _flights[flight.key]
-        flight.decision = decision
+        # the waiters' own copy: the owner's caller may edit its timings before they wake
+        flight.decision = None if decision is None else attrs.evolve(decision)
         flight.landed = True
         waiters, flight.waiters = flight.waiters, []
     for token, event in waiters:

@@ -68,7 +68,8 @@ def changes() -> int:
 def recall(
     workload: object, settings: Settings, policy: Policy, shape: tuple[int, int]
 ) -> Decision | None:
-    """The answer given to this very question less than ``TTL_S`` ago, if any."""
+    """The answer given to this very question less than ``TTL_S`` ago, if any, as a copy
+    of its own (what one caller does to its timings never reaches the next)."""
     said = _said.get(id(workload))
     if (
         said is None
@@ -80,7 +81,8 @@ def recall(
         or said.policy != policy
     ):
         return None
-    return said.decision
+    # a copy: a Decision is frozen, but its timings and samples are dicts the caller may edit
+    return attrs.evolve(said.decision)
 
 
 def remember(
@@ -90,13 +92,13 @@ def remember(
     shape: tuple[int, int],
     decision: Decision,
 ) -> None:
-    """Keep ``decision`` for repeats of this question within ``TTL_S``."""
+    """Keep a copy of ``decision`` for repeats of this question within ``TTL_S``."""
     try:
         ref = weakref.ref(workload)
     except TypeError:  # an object without weak references is not remembered
         return
     now = time.monotonic()
-    said = _Said(ref, settings, policy, shape, changes(), decision, now + TTL_S)
+    said = _Said(ref, settings, policy, shape, changes(), attrs.evolve(decision), now + TTL_S)
     with _lock:
         for key in [k for k, v in _said.items() if v.until <= now or v.workload() is None]:
             del _said[key]

@@ -32,6 +32,7 @@ from ._validators import (
     number,
     path_text,
     plain_numbers,
+    record,
     shown,
     spelled,
     text,
@@ -45,11 +46,14 @@ __all__ = [
     "TIE_BREAKS",
     "CacheSettings",
     "Estimator",
+    "FormatSetting",
     "LogSettings",
     "Policy",
     "RaySettings",
     "Settings",
+    "StderrMode",
     "TieBreak",
+    "WhileSweeping",
     "unknown_policy",
 ]
 
@@ -57,15 +61,21 @@ Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]
 """How a candidate's samples become one figure (``_stats.estimate``)."""
 TieBreak = Literal["evidence", "center", "toward_upper", "toward_native", "smallest"]
 """How one chunk is picked among ties (``_select.pick``)."""
+FormatSetting = Literal["auto", "json", "toml"]
+"""How the cache file is stored: by its name's suffix, or as said."""
+StderrMode = Literal["auto", "always", "never"]
+"""When the one-line decision goes to stderr."""
+WhileSweeping = Literal["wait", "native"]
+"""What a Ray worker does while another worker measures its node type."""
 
 ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
 TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
 # estimators of one side of a size's values: where load only adds time, each size's
 # own seconds; of differences between two sizes' calls they measure no gain
 ONE_SIDED_ESTIMATORS: tuple[Estimator, ...] = ("min", "lower_mean")
-CACHE_FORMATS = ("auto", "json", "toml")
-STDERR_MODES = ("auto", "always", "never")
-WHILE_SWEEPING = ("wait", "native")
+CACHE_FORMATS: tuple[FormatSetting, ...] = get_args(FormatSetting)
+STDERR_MODES: tuple[StderrMode, ...] = get_args(StderrMode)
+WHILE_SWEEPING: tuple[WhileSweeping, ...] = get_args(WhileSweeping)
 DEFAULT_POLICY = "balanced"
 
 # Field metadata of Policy (see the module docstring).
@@ -315,7 +325,7 @@ class CacheSettings:
     path: str | None = attrs.field(
         default=None, converter=_path_str, validator=path_text(optional=True)
     )
-    format: str = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
+    format: FormatSetting = attrs.field(default="auto", validator=choice(CACHE_FORMATS))
     enabled: bool = attrs.field(default=True, validator=boolean())
     system_path: str | None = attrs.field(
         default=None, converter=_path_str, validator=path_text(optional=True)
@@ -332,7 +342,7 @@ class LogSettings:
     process, a sweep's every time.
     """
 
-    stderr: str = attrs.field(default="auto", validator=choice(STDERR_MODES))
+    stderr: StderrMode = attrs.field(default="auto", validator=choice(STDERR_MODES))
 
 
 @attrs.frozen(kw_only=True, field_transformer=plain_numbers)
@@ -348,7 +358,7 @@ class RaySettings:
     """
 
     init_local: bool = attrs.field(default=False, validator=boolean())
-    while_sweeping: str = attrs.field(default="wait", validator=choice(WHILE_SWEEPING))
+    while_sweeping: WhileSweeping = attrs.field(default="wait", validator=choice(WHILE_SWEEPING))
     wait_timeout_s: float = attrs.field(
         default=600.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True)
     )
@@ -385,9 +395,9 @@ class Settings:
 
     policies: dict[str, Policy] = attrs.field(converter=_policy_map)
     policy: str = attrs.field(default=DEFAULT_POLICY, validator=_known_policy)
-    cache: CacheSettings = attrs.field(factory=CacheSettings)
-    log: LogSettings = attrs.field(factory=LogSettings)
-    ray: RaySettings = attrs.field(factory=RaySettings)
+    cache: CacheSettings = attrs.field(factory=CacheSettings, validator=record(CacheSettings))
+    log: LogSettings = attrs.field(factory=LogSettings, validator=record(LogSettings))
+    ray: RaySettings = attrs.field(factory=RaySettings, validator=record(RaySettings))
     source: str | None = attrs.field(default=None, eq=False)
     user_policies: frozenset[str] = attrs.field(default=frozenset(), eq=False)
 

@@ -34,6 +34,7 @@ __all__ = [
     "path_text",
     "plain_numbers",
     "positive_sizes",
+    "record",
     "shown",
     "shown_some",
     "spelled",
@@ -292,6 +293,18 @@ def choice(options: Collection[str]) -> Validator:
         if value not in options:
             raise ConfigError(
                 f"{spelled(value)} is not valid for {attr.name}; expected one of {listed}"
+            )
+
+    return check
+
+
+def record(cls: type) -> Validator:
+    """An instance of the settings record ``cls`` (in a file, the table that builds one)."""
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, cls):
+            raise ConfigError(
+                f"{spelled(value)} is not valid for {attr.name}; expected a {cls.__name__}"
             )
 
     return check

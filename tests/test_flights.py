@@ -446,3 +446,21 @@ def _child_starts_a_janitor() -> None:
         return owner and started
 
     raise SystemExit(0 if asyncio.run(board()) else 1)
+
+
+async def test_what_the_owner_s_caller_does_to_its_decision_never_reaches_a_sharer() -> None:
+    """Tasks sharing one sweep each get timings of their own, whoever empties theirs first."""
+    pol = small_policy()
+    w = workload("edited")
+    counts: list[int] = []
+
+    async def one() -> None:
+        decision = await chunktune.resolve(w, policy=pol)
+        counts.append(len(decision.timings))
+        decision.timings.clear()  # at once, before any other task runs
+
+    with anyio.fail_after(HANG_GUARD_S):
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(one)
+    assert len(counts) == 4 and min(counts) > 0 and len(set(counts)) == 1

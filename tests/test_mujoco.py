@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import pathlib
 import re
 from typing import Any
@@ -590,7 +591,22 @@ def test_a_compiled_mjb_loads_and_keys_as_its_xml(tmp_path: pathlib.Path) -> Non
     b = RolloutWorkload.from_xml(mjb, num_envs=12, nthread=2, nstep=6)
     assert a.signature()["model_sha"] == b.signature()["model_sha"]
     with pytest.raises(InvalidArgumentError, match="leave model_file out"):
-        RolloutWorkload.from_xml(xml, num_envs=12, nthread=2, model_file="x")
+        RolloutWorkload.from_xml(xml, num_envs=12, nthread=2, model_file="x")  # type: ignore[call-arg]
+
+
+def test_from_xml_types_the_keywords_it_passes_on_as_the_constructor_does() -> None:
+    """from_xml's typed extra keywords are the constructor's others, each annotated alike."""
+    from chunktune._mujoco._rollout import RolloutOptions
+
+    own = {"self", "model", "num_envs", "nthread", "nstep", "model_file"}
+    passed_on = {
+        name: parameter.annotation
+        for name, parameter in inspect.signature(RolloutWorkload.__init__).parameters.items()
+        if name not in own
+    }
+    typed = {name: hint.__forward_arg__ for name, hint in RolloutOptions.__annotations__.items()}
+    assert typed == passed_on
+    assert RolloutOptions.__optional_keys__ == set(passed_on)
 
 
 def test_close_waits_for_a_run_in_flight_on_the_caller_s_pool() -> None:

@@ -146,3 +146,20 @@ async def test_an_answer_is_never_given_to_another_object_at_the_same_id(
     _recent._said[id(twin)] = _recent._said.pop(id(gone))  # as if twin now had gone's id
     del gone
     assert _recent.recall(twin, settings, policy, (256, 4)) is None
+
+
+async def test_what_a_caller_does_to_its_decision_never_reaches_the_next(
+    settings: chunktune.Settings,
+) -> None:
+    """A remembered hit is a copy: emptying one answer's timings and samples leaves the next's."""
+    w = Counted()
+    await warm(w, settings)
+    first = await chunktune.resolve(w, settings=settings, policy="quick")
+    timings, samples = dict(first.timings), dict(first.samples)
+    assert timings and samples
+    first.timings.clear()
+    first.samples.clear()
+    again = await chunktune.resolve(w, settings=settings, policy="quick")
+    assert again.timings == timings and again.samples == samples
+    again.timings.clear()
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).timings == timings

@@ -19,7 +19,18 @@ from chunktune import (
     Policy,
     SeedCandidates,
 )
-from chunktune._settings import ESTIMATORS, TIE_BREAKS, Estimator, TieBreak
+from chunktune._settings import (
+    CACHE_FORMATS,
+    ESTIMATORS,
+    STDERR_MODES,
+    TIE_BREAKS,
+    WHILE_SWEEPING,
+    Estimator,
+    FormatSetting,
+    StderrMode,
+    TieBreak,
+    WhileSweeping,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,11 +227,27 @@ def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
 
 
 def test_choices_come_from_their_literal_types() -> None:
-    """TIE_BREAKS and ESTIMATORS list exactly the values of the TieBreak and Estimator types."""
+    """Each settings choice lists exactly the values of the Literal its field is annotated with."""
     assert get_args(TieBreak) == TIE_BREAKS and "evidence" in TIE_BREAKS
     assert get_args(Estimator) == ESTIMATORS and "trimmed_mean" in ESTIMATORS
+    assert get_args(FormatSetting) == CACHE_FORMATS and "auto" in CACHE_FORMATS
+    assert get_args(StderrMode) == STDERR_MODES and "auto" in STDERR_MODES
+    assert get_args(WhileSweeping) == WHILE_SWEEPING and "wait" in WHILE_SWEEPING
+    for cls, name, literal in [
+        (Policy, "tie_break", TieBreak),
+        (Policy, "estimator", Estimator),
+        (chunktune.CacheSettings, "format", FormatSetting),
+        (chunktune.LogSettings, "stderr", StderrMode),
+        (chunktune.RaySettings, "while_sweeping", WhileSweeping),
+    ]:
+        assert attrs.fields_dict(cls)[name].type == literal, name
     with pytest.raises(ValueError, match='expected one of "evidence"'):
         Policy(tie_break="left")  # type: ignore[arg-type]
+
+
+def _one_policy(**fields: Any) -> chunktune.Settings:
+    """Settings of one valid policy, with ``fields`` as given."""
+    return chunktune.Settings(policies={"p": Policy()}, policy="p", **fields)
 
 
 @pytest.mark.parametrize(
@@ -240,6 +267,10 @@ def test_choices_come_from_their_literal_types() -> None:
         (lambda: chunktune.ExplicitCandidates(sizes="123"), '"123" is not valid for sizes'),
         (lambda: chunktune.Settings(policies=None), "None is not valid for policies"),
         (lambda: chunktune.Settings(policies=[1, 2]), r"\[1, 2\] is not valid for policies"),
+        # the records a Settings holds are records, not what a file's table would hold
+        (lambda: _one_policy(cache=3), "3 is not valid for cache; expected a CacheSettings"),
+        (lambda: _one_policy(log="never"), '"never" is not valid for log; expected a LogSett'),
+        (lambda: _one_policy(ray=None), "None is not valid for ray; expected a RaySettings"),
         # a bool field takes only a bool, in every settings class
         (lambda: chunktune.Policy(race=1), "1 is not valid for race; expected true or false"),
         (lambda: chunktune.RaySettings(init_local="yes"), '"yes" is not valid for init_local'),

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 
 import mujoco  # untyped: its objects are Any
 import mujoco.rollout
@@ -32,13 +32,24 @@ from ._models import (
     take_models,
 )
 
-__all__ = ["DEFAULT_PERTURBATION", "MAX_PERTURBATION", "RolloutWorkload"]
+__all__ = ["DEFAULT_PERTURBATION", "MAX_PERTURBATION", "RolloutOptions", "RolloutWorkload"]
 
 DEFAULT_PERTURBATION = 0.01
 """The standard deviation of the noise added to the default initial states' qpos and qvel."""
 
 MAX_PERTURBATION = 10.0
 """The most noise the default initial states take: beyond it every env blows up at once."""
+
+
+class RolloutOptions(TypedDict, total=False):
+    """The keywords of :class:`RolloutWorkload` that ``from_xml`` passes on to it."""
+
+    initial_state: npt.ArrayLike | None
+    control: npt.ArrayLike | None
+    rollout: Any
+    seed: int
+    perturbation: float
+    states_label: str | None
 
 
 class RolloutWorkload:
@@ -366,7 +377,7 @@ class RolloutWorkload:
         nthread: int,
         nstep: int = 10,
         n_variants: int = 1,
-        **kwargs: Any,
+        **kwargs: Unpack[RolloutOptions],
     ) -> RolloutWorkload:
         """Load an MJCF (or URDF) file, or a compiled ``.mjb``, and build the workload over it.
 
