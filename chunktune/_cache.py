@@ -11,11 +11,11 @@ fails validation is skipped with a warning, never served, and dropped by the nex
 write. An entry whose checksum fails (a file cut at a line's end, a changed digit, a hand
 edit) makes the file go aside as a broken one does, its whole entries kept. Such a file
 that cannot be moved aside (a read-only directory or mount, a write lock that cannot be
-taken) serves those whole entries read-only, with one warning, and goes aside once it
-can (a write lock that a stuck process holds is waited for once, :data:`WRITE_STALL_S`;
-later reads and writes of that file wait only :data:`WRITE_LOOK_S` for its holder to
-move it, as a live one does, and go on). Reads re-parse only when the file changed.
-The document format lives in ``_cache_format``.
+taken, a disk too full for the fresh file) serves those whole entries read-only, with one
+warning, and goes aside once it can (a write lock that a stuck process holds is waited
+for once, :data:`WRITE_STALL_S`; later reads and writes of that file wait only
+:data:`WRITE_LOOK_S` for its holder to move it, as a live one does, and go on). Reads
+re-parse only when the file changed. The document format lives in ``_cache_format``.
 """
 
 from __future__ import annotations
@@ -367,8 +367,9 @@ class DecisionCache:
         file: :func:`chunktune._cache_salvage.salvage`).
 
         Raises:
-            OSError: the kept entries cannot be written (the file is aside already, and a
-                warning says where).
+            OSError: the kept entries cannot be written (a full disk): the file is moved
+                back, to be served read-only; should that fail too, a warning says where
+                it went.
         """
         name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         aside = self.path.with_name(name)
@@ -391,15 +392,21 @@ class DecisionCache:
             try:
                 self._write(kept)
             except OSError:
-                # the file is aside already: where it went must be said, whatever follows
-                logger.warning(
-                    "chunktune: cache file %s %s; moved it to %s, but could not write the "
-                    "%d of its entries that were whole to a fresh cache",
-                    self.path,
-                    why,
-                    aside,
-                    len(kept),
-                )
+                # a full disk: moved back, the file serves its whole entries read-only, as
+                # one that cannot be moved aside does; left aside, they would be lost to the
+                # cache, and the next write would start a file without them
+                try:
+                    os.replace(aside, self.path)
+                except OSError:
+                    # the file is aside for good: where it went must be said, whatever follows
+                    logger.warning(
+                        "chunktune: cache file %s %s; moved it to %s, but could not write the "
+                        "%d of its entries that were whole to a fresh cache",
+                        self.path,
+                        why,
+                        aside,
+                        len(kept),
+                    )
                 raise
             self._memo = None
         logger.warning(

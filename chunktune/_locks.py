@@ -288,7 +288,14 @@ class Lock:
             OSError: the lock file cannot be made (a timeout with no file there, again
                 and again: a holder would have created it).
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            # a file where the folder goes: "File exists" would speak of a lock file that is
+            # not there
+            raise OSError(
+                errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path.parent)
+            ) from None
         for _ in range(_VANISHED_TRIES):
             try:
                 self._file.acquire(timeout=0)

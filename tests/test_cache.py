@@ -1062,6 +1062,31 @@ def test_threads_racing_on_a_damaged_cache_that_cannot_go_aside_warn_once(
     assert len(caplog.records) == 1
 
 
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_cache_on_a_full_disk_stays_in_place_and_serves_its_whole_entries(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A fresh file that does not fit puts the damaged one back: served read-only, then kept."""
+    path = tmp_path / "c.json"
+    damaged, lost = _damaged_cache(path, damage)
+    whole = set(DAMAGED_KEYS) - {lost}
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    cache = DecisionCache(path)
+    with monkeypatch.context() as disk, caplog.at_level(logging.WARNING, logger="chunktune"):
+        disk.setattr(os, "fsync", full)
+        assert set(cache.entries()) == whole
+        assert cache.put("new", entry()) is False
+        assert set(DecisionCache(path).entries()) == whole  # another process's read
+    assert path.read_bytes() == damaged
+    assert [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name or p.suffix == ".tmp"] == []
+    assert "No space left on device" in caplog.text and "read-only" in caplog.text
+    assert cache.put("new", entry())  # space again: the file goes aside, its entries stay
+    assert set(DecisionCache(path).entries()) == whole | {"new"}
+
+
 def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import random
 import re
 import tomllib
@@ -236,17 +237,24 @@ def test_a_block_nested_past_the_recursion_limit_is_dropped_not_raised(
 def test_a_broken_file_whose_entries_cannot_be_written_back_still_says_where_it_went(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The salvaged entries' write failing (a disk still full) still names the file moved aside."""
+    """The salvaged entries' write and the move back both failing still names the file aside."""
     from chunktune import _cache
 
     raw, _ = dozen("json")
     path = tmp_path / "c.json"
     path.write_bytes(raw[: len(raw) // 2])
+    real_replace = os.replace
 
     def full(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    def no_way_back(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst) == path:
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(src, dst)
+
     monkeypatch.setattr(_cache, "write_atomic", full)
+    monkeypatch.setattr(os, "replace", no_way_back)
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         assert DecisionCache(path).entries() == {}
     (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,17 @@ def test_a_corrupt_output_is_refused_and_left_alone(
     assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
     assert "does not parse" in one_error(capsys.readouterr().err)
     assert out_file.read_bytes() == b"not json"
+
+
+def test_an_output_that_is_no_regular_file_is_refused_unread(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """An OUT linked to a device (/dev/zero would be read until memory ran out) is refused."""
+    out_file = isolated / "fleet.json"
+    out_file.symlink_to(os.devnull)
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
+    assert "it is no regular file" in one_error(capsys.readouterr().err)
+    assert out_file.is_symlink()
 
 
 def test_an_output_with_an_altered_entry_is_refused_and_left_alone(

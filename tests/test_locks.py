@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -103,6 +104,28 @@ def test_a_degraded_sweep_lock_still_excludes_this_process(tmp_path: Path) -> No
     assert b.try_acquire()
     b.release()
     assert key_lock(path).try_acquire()  # a key lock degrades to none: always free
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        pytest.param(lambda f: Lock(f / "sweep.lock", what="the sweep lock", degrade="local"),
+                     "the sweep lock", id="sweep-lock"),
+        pytest.param(lambda f: key_lock(f / "k.lock"), "the cache key locks", id="key-lock"),
+    ],
+)  # fmt: skip
+def test_a_lock_whose_folder_is_a_file_says_not_a_directory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, make: Any, what: str
+) -> None:
+    """A regular file where the lock's folder goes is warned about as such, not 'File exists'."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    folder = tmp_path / "locks"
+    folder.write_text("a file, not a directory")
+    lock = make(folder)
+    assert lock.try_acquire()
+    lock.release()
+    (warning,) = warnings_about(caplog, f"cannot use {what}")
+    assert "Not a directory" in warning and "File exists" not in warning
 
 
 def test_the_holder_writes_its_pid_and_removes_it_on_release(tmp_path: Path) -> None:

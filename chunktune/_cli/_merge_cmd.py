@@ -59,6 +59,12 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
     if fmt is None:
         raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")
     if out.exists():
+        if not out.is_file():
+            # never read: /dev/zero has no end (all memory went), a FIFO blocks for good
+            raise CacheError(
+                f"merge -o {out}: it is no regular file (a device, FIFO or socket); "
+                "expected a cache file's name"
+            )
         # an existing OUT must be a cache as chunktune wrote it: never quarantine it here
         altered = read_cache_file(out).altered
         if altered:
