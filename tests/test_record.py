@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -186,10 +187,36 @@ def test_a_trace_that_cannot_be_written_leaves_nothing_behind(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(_atomic.os, "fsync", full)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "nowhere"))  # full as well
     assert main(["record", *TINY, "--rounds", "2", "-q", "-o", str(tmp_path / "t.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("chunktune: error: cannot write the trace") and "No space left" in err
+    assert "kept" not in err
     assert [p.name for p in tmp_path.iterdir() if p.name != "sweep.lock"] == []
+
+
+@pytest.mark.mujoco
+def test_a_trace_its_output_cannot_take_is_kept_in_the_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The output's disk fills while recording: the recording is kept elsewhere, and named."""
+    from chunktune._cli import _record_cmd
+
+    def full(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_record_cmd, "write_atomic", full)
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))
+    out = tmp_path / "t.json"
+    assert main(["record", *TINY, "--rounds", "2", "--sizes", "1,3", "-q", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    (kept,) = spare.iterdir()
+    assert f"cannot write the trace {out}: No space left on device" in err
+    assert f"the recording is kept in {kept}" in err and not out.exists()
+    trace = load_trace(kept)
+    assert trace.rounds == 2 and sorted(trace.samples) == [1, 3]
 
 
 @pytest.mark.parametrize("seed", [-1, 1.5, True])

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import nullcontext
+from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -155,10 +158,33 @@ def _cmd_record(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
     finally:
         workload.close()
+    data = dump_trace(trace).encode()
     try:  # whole or not at all: a failed write (a full disk) leaves no half file behind
-        write_atomic(out, dump_trace(trace).encode())
+        write_atomic(out, data)
     except OSError as exc:
-        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}") from exc
+        kept = _keep_elsewhere(data)
+        where = f"; the recording is kept in {kept}" if kept else ""
+        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}{where}") from exc
     if not args.quiet:
         say(f"wrote {out}")
     return EXIT_OK
+
+
+def _keep_elsewhere(data: bytes) -> Path | None:
+    """Write a recording that ``-o`` could not take to the temporary directory, or None.
+
+    Minutes of measuring are not thrown away because the output's disk filled up
+    meanwhile; where the temporary directory is full too, nothing is left behind.
+    """
+    try:
+        fd, name = tempfile.mkstemp(prefix="chunktune-trace-", suffix=".json")
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        return None
+    return Path(name)
