@@ -909,6 +909,32 @@ def test_results_that_cannot_be_written_are_one_error_and_exit_2(
     assert result.stderr == f"chunktune: error: cannot write the results to stdout: {why}\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        pytest.param(("tune", "--policy", "nosuch"), 2, id="error"),
+        pytest.param(("record", "--num-envs", "4", "--nthread", "2", "--nstep", "1",
+                      "--rounds", "2", "--sizes", "1,2"), 0, id="record"),
+    ],
+)  # fmt: skip
+def test_a_stderr_on_a_full_disk_leaves_the_exit_code_the_commands_own(
+    env: dict[str, Path], tmp_path: Path, args: tuple[str, ...], code: int
+) -> None:
+    """`2>log` on a full disk: an error still exits 2, a recording is still made (exit 0)."""
+    out = tmp_path / "trace.json"
+    extra = ("-o", str(out)) if args[0] == "record" else ()
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "chunktune", *args, *extra],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            timeout=120,
+            env=dict(os.environ),
+        )
+    assert result.returncode == code
+    assert out.exists() == (args[0] == "record")
+
+
 def test_with_stderr_closed_tune_json_writes_only_the_decision_to_stdout(
     env: dict[str, Path], model: Path
 ) -> None:

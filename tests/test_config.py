@@ -185,6 +185,8 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         pytest.param('[policies.m.candidates]\nstrategy = "Seed"',
                      'strategy "Seed" is not known; expected one of "seed",', id="strategy"),
         pytest.param('extends = "Quick"', 'extends: unknown policy "Quick"', id="extends"),
+        pytest.param("margin = 1979-05-27", "margin: 1979-05-27 is not a number", id="date"),
+        pytest.param("margin = -inf", "margin: -inf is not valid for margin", id="minus-inf"),
     ],
 )  # fmt: skip
 def test_a_bad_value_is_spelled_as_the_file_writes_it(

@@ -215,6 +215,49 @@ def test_a_hard_limit_below_the_budget_is_told_in_the_numbers_written() -> None:
         Policy(hard_limit_s=5, time_budget_s=20)
 
 
+@pytest.mark.parametrize(
+    ("fields", "spelled"),
+    [
+        pytest.param({"margin": float("nan")}, "nan", id="nan"),
+        pytest.param({"margin": float("-inf")}, "-inf", id="minus-inf"),
+        pytest.param({"tie_break": 'C:\\x"y'}, '"C:\\\\x\\"y"', id="backslash-quote"),
+        pytest.param({"tie_break": "a\x7f"}, '"a\\u007F"', id="delete"),
+        pytest.param({"margin": tuple(range(8))}, "[0, 1, 2, 3, 4, 5, ...]", id="long-tuple"),
+        pytest.param({"margin": dict.fromkeys("abcde", 1)}, "{a = 1, b = 1, c = 1, d = 1, ...}",
+                     id="big-table"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_built_in_code_is_spelled_as_toml_writes_it(
+    fields: dict[str, Any], spelled: str
+) -> None:
+    """nan, -inf, escapes, and what was left out of a long array or table read as TOML's."""
+    with pytest.raises(ConfigError) as info:
+        Policy(**fields)
+    assert f"{spelled} is not valid for {next(iter(fields))}" in str(info.value)
+
+
+def test_a_one_sided_estimator_refused_names_what_it_takes_and_the_way_out() -> None:
+    """lower_mean with paired and confirm names both, the faster half, and setting both false."""
+    with pytest.raises(ConfigError) as info:
+        Policy(estimator="lower_mean")
+    message = str(info.value)
+    assert 'estimator "lower_mean" is not valid with paired and confirm true' in message
+    assert "paired and confirm judge a size by the differences" in message
+    assert "the faster half of those differences is the luck of the draw" in message
+    assert "(or set paired and confirm to false: each size's own lower_mean" in message
+
+
+def test_a_hard_limit_below_the_budget_gives_every_digit_written() -> None:
+    """hard_limit_s = 12.3456789 under a budget of 20 says 12.3456789, not 12.3457."""
+    with pytest.raises(ConfigError, match=r"hard_limit_s 12\.3456789 is below time_budget_s 20;"):
+        Policy(hard_limit_s=12.3456789, time_budget_s=20)
+
+
+def test_an_integer_for_an_optional_float_field_is_a_float() -> None:
+    """Policy(hard_limit_s=30) holds 30.0, as a float field given an integer does."""
+    assert type(Policy(hard_limit_s=30).hard_limit_s) is float
+
+
 def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
     """_settings imports no _config (the serializer) and nothing that measures, even lazily."""
     tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())

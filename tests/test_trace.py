@@ -73,6 +73,8 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
                      'samples["0"]', id="size-zero"),
         pytest.param(lambda d: d["samples"].update({"02": d["samples"]["2"]}) or d,
                      'samples["02"]', id="size-written-twice-as-02"),
+        pytest.param(lambda d: d["samples"].update({"é": [0.1] * 12}) or d,
+                     'samples["é"]', id="size-not-ascii"),
         pytest.param(lambda d: d["samples"]["3"].pop() and d, "list of 12 seconds",
                      id="short-row"),
         pytest.param(lambda d: d.update(native=5) or d, "native is 5", id="wrong-native"),

@@ -104,7 +104,9 @@ class Stderr:
     and the ``BrokenPipeError`` it raised, taken for stdout's, made the exit code 141
     instead of 2. Progress, warnings and errors are for a person; once no one reads them
     they go nowhere, as with stderr closed at start (``2>&-``), and the command goes on
-    to the exit code of what it did. The descriptor itself is pointed at /dev/null, so
+    to the exit code of what it did. So do they once they cannot be written (``2>log``
+    on a full disk): the first line of progress failed, and ``record`` ended, exit 1,
+    before measuring anything. The descriptor itself is pointed at /dev/null, so
     what is still buffered, and a child process that inherits it, meet no closed pipe.
     """
 
@@ -125,7 +127,7 @@ class Stderr:
         if not self.dropped:
             try:
                 return self._stream.write(text)
-            except BrokenPipeError:
+            except OSError:  # a closed pipe, a full disk (2>log on it), an I/O error
                 self._drop()
         return len(text)
 
@@ -133,7 +135,7 @@ class Stderr:
         if not self.dropped:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
+            except OSError:
                 self._drop()
 
     def __getattr__(self, name: str) -> Any:
