@@ -1192,6 +1192,42 @@ def test_a_write_to_a_damaged_cache_served_read_only_waits_for_a_live_lock_holde
     assert set(DecisionCache(path).entries()) == whole | {"new"}
 
 
+def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A brief wait whose holder changes the file is a queue that moves: the full stall, then."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, {"a": entry()})
+    cache = DecisionCache(path)
+    monkeypatch.setattr(_cache, "WRITE_LOOK_S", 0.3)
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
+    looked = threading.Event()
+    first_look = cache._stat
+
+    def stat_then_say() -> tuple[int, int, int] | None:
+        seen = first_look()
+        looked.set()
+        return seen
+
+    monkeypatch.setattr(cache, "_stat", stat_then_say)
+    live = filelock.FileLock(cache.lock_path, thread_local=False)
+    live.acquire()
+    held: list[bool] = []
+
+    def wait_briefly() -> None:
+        with cache._write_lock(brief=True):
+            held.append(True)
+
+    waiter = threading.Thread(target=wait_briefly, daemon=True)
+    waiter.start()
+    assert looked.wait(timeout=120)  # a hang guard: the wait has seen the file as it was
+    write_cache_file(path, {"a": entry(), "b": entry()})  # the holder writes: progress
+    time.sleep(5 * 0.3)  # then holds on, past the brief look but far inside the stall
+    live.release()
+    waiter.join(timeout=120)
+    assert held == [True]
+
+
 def test_resolve_over_a_damaged_cache_it_cannot_move_aside_hits_its_whole_entries(
     isolated: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
