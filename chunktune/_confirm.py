@@ -153,18 +153,18 @@ def plan_bounds(alpha: float, min_pairs: int, max_pairs: int) -> tuple[float, fl
     return success_z(alpha, looks_of(min_pairs, max_pairs))
 
 
-def pairs_needed(
-    gain: float, sigma: float, z: float, *, estimator: str, power_z: float = 0.84
-) -> float:
+def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) -> float:
     """Pairs a true log-gain ``gain`` needs to clear a ``z`` bound (with 80% power).
 
-    ``sigma`` is one pair's noise; the test judges the ``estimator`` of the pairs, whose
-    standard error is the mean's times its efficiency (1.1 for the trimmed mean): pairs
-    counted for the mean would give a trimmed mean's test 72% power, not 80%.
+    Counted for a plain mean of the pairs, ``sigma`` one pair's noise. The test judges
+    the policy's estimator, whose standard error is larger (1.1x for the trimmed mean),
+    so at this count its power is about 72%, and at ``power_z=0`` it succeeds about 44%
+    of the time, not half. Counting for the estimator's own standard error reserved
+    more pairs, ended races sooner and captured less (session 32, benchmarks/RESULTS.md).
     """
     if gain <= 0:
         return math.inf
-    return ((z + power_z) * standard_error(sigma, 1, estimator) / gain) ** 2
+    return ((z + power_z) * sigma / gain) ** 2
 
 
 def _gain(log_gain: float) -> float:

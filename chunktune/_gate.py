@@ -68,9 +68,7 @@ class NoiseGate:
             self.pace.reserve(0)
             return
         sigma = field.ev.pair_sigma()[0]
-        needed = pairs_needed(
-            gain, sigma, self.last_bound(p.confirm_max_pairs), estimator=p.estimator
-        )
+        needed = pairs_needed(gain, sigma, self.last_bound(p.confirm_max_pairs))
         # a gain of exactly 0 (possible at margin 0) would need every pair there is
         pairs = math.ceil(needed) if math.isfinite(needed) else p.confirm_max_pairs
         self.pace.reserve(max(p.confirm_min_pairs, min(p.confirm_max_pairs, pairs)))
@@ -101,9 +99,7 @@ class NoiseGate:
         # the pairs with which a confirmation of that gain succeeds as often as it fails:
         # beyond the budget, measuring on would be a gamble, not a decision
         afford = self.affordable_pairs()
-        needed = pairs_needed(
-            gain, sigma, self.bounds(afford)[1], estimator=p.estimator, power_z=0.0
-        )
+        needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
         if needed <= max(afford, p.confirm_min_pairs):
             return None
         if not p.extend_budget:
@@ -111,9 +107,7 @@ class NoiseGate:
         if self.stretch.pairs(gain, sigma, self.last_bound, racing=not final):
             return None
         at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
-        needed = pairs_needed(
-            gain, sigma, self.last_bound(at_cap), estimator=p.estimator, power_z=0.0
-        )
+        needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
         return too_noisy(
             sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.stretch.cap()
         )

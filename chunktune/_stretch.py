@@ -89,9 +89,9 @@ class Stretch:
         if not self.on or at_cap < p.confirm_min_pairs:
             return False
         z = bound(at_cap)
-        if pairs_needed(gain, sigma, z, estimator=p.estimator, power_z=0.0) > at_cap:
+        if pairs_needed(gain, sigma, z, power_z=0.0) > at_cap:
             return False
-        power = math.ceil(pairs_needed(gain, sigma, z, estimator=p.estimator)) if racing else at_cap
+        power = math.ceil(pairs_needed(gain, sigma, z)) if racing else at_cap
         want = max(p.confirm_min_pairs, min(at_cap, power))
         if not self.pace.extend_for(want, racing=racing):
             return False

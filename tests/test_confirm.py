@@ -22,7 +22,7 @@ from chunktune._confirm import (
     success_z,
 )
 from chunktune._events import ProgressEvent
-from chunktune._stats import estimate, normal_cdf, standard_error
+from chunktune._stats import estimate, normal_cdf
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -102,18 +102,8 @@ def test_one_spike_among_few_pairs_does_not_decide() -> None:
 
 def test_pairs_needed_grows_with_noise_over_gain_squared() -> None:
     """Twice the noise needs four times the pairs; no gain needs infinitely many."""
-    twice = pairs_needed(0.02, 0.10, 2.0, estimator="mean")
-    assert twice == pytest.approx(4 * pairs_needed(0.02, 0.05, 2.0, estimator="mean"))
-    assert pairs_needed(0.0, 0.05, 2.0, estimator="mean") == math.inf
-
-
-@pytest.mark.parametrize("estimator", ["mean", "trimmed_mean", "median"])
-def test_pairs_needed_give_the_test_of_that_estimator_80_percent_power(estimator: str) -> None:
-    """At the pairs named, the gain sits 0.84 of that estimator's standard error past the bound."""
-    gain, sigma, z = 0.03, 0.10, 1.70
-    n = pairs_needed(gain, sigma, z, estimator=estimator)
-    se = standard_error(sigma, 1, estimator) / math.sqrt(n)
-    assert (gain - z * se) / se == pytest.approx(0.84)
+    assert pairs_needed(0.02, 0.10, 2.0) == pytest.approx(4 * pairs_needed(0.02, 0.05, 2.0))
+    assert pairs_needed(0.0, 0.05, 2.0) == math.inf
 
 
 def test_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:

@@ -187,7 +187,7 @@ def test_the_race_leaves_the_confirmation_its_share_of_the_budget() -> None:
     )
     # the list of one chunk per worker and up, whose race this budget ends
     wide = BalancedCandidates(min_chunks_per_thread=1)
-    pol = balanced(time_budget_s=70 * w.true_time(None), candidates=wide)
+    pol = balanced(time_budget_s=60 * w.true_time(None), candidates=wide)
     r = run(w, pol, on_event=tick, clock=clock)
     # the race ended between rounds and the confirmation by its plan: nothing was cut
     assert r.stop == "budget" and not r.partial

@@ -77,12 +77,12 @@ def test_after_the_race_the_stretch_is_for_the_whole_plan_the_cap_allows() -> No
 
 
 def test_during_the_race_the_stretch_is_for_80_percent_power_and_at_least_the_first_look() -> None:
-    """A 5% gain at 5% noise asks for 10 pairs (a trimmed mean's); a clear one, min_pairs."""
+    """A 5% gain at 5% noise asks for 9 pairs; one needing a single pair asks for min_pairs."""
     pace = Room(40)
     stretch = Stretch(Told(), pace)  # type: ignore[arg-type]
     assert stretch.pairs(0.05, 0.05, two, racing=True)
     assert stretch.pairs(0.5, 0.05, two, racing=True)
-    assert pace.asked == [10, Told().policy.confirm_min_pairs]
+    assert pace.asked == [9, Told().policy.confirm_min_pairs]
 
 
 def test_a_slow_pool_with_no_room_above_the_budget_is_not_stretched() -> None:
