@@ -13,6 +13,8 @@ from chunktune._candidates import BalancedCandidates, candidate_list
 from chunktune._confirm import look_points, pair_gains
 from chunktune._events import ProgressEvent
 from chunktune._pacing import SLACK
+from chunktune._probe import Probe
+from chunktune._rounds import _Rounds
 from chunktune._stats import estimate
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
@@ -680,3 +682,32 @@ def test_a_budget_that_judges_one_candidate_but_cannot_confirm_it_measures_nothi
     r = run(heavy(), balanced(time_budget_s=16.0))
     assert r.stop == "too_slow" and r.samples == {}
     assert "too long for the budget to judge even one candidate" in r.choice.reason
+
+
+def test_a_round_with_room_for_one_candidate_keeps_the_best_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the budget pays for one more round of a single candidate, the best one races on."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
+    probe = Probe(w, balanced(), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    rounds = _Rounds(probe, [None, 8, 16, 32])
+    for r in range(2):
+        rounds.field.ev.add(None, r, 1.0)
+        for c, level in ((8, 0.95), (16, 0.9), (32, 0.97)):
+            rounds.field.ev.add(c, r, level)
+    monkeypatch.setattr(rounds.pace, "round_room", lambda field: 1)
+    assert rounds.fit_round()
+    assert rounds.field.live == [16] and sorted(rounds.field.dropped) == [8, 32]
+
+
+def test_a_slow_pool_thins_candidates_given_in_any_order_to_a_spread() -> None:
+    """Candidates handed over middle first are thinned as if ascending: the ends are kept."""
+    w = heavy()
+    cands = [c for c in candidate_list(balanced().candidates, w.num_envs, w.nthread) if c]
+    rotated = cands[len(cands) // 2 :] + cands[: len(cands) // 2]
+    events: list[ProgressEvent] = []
+    sweep(w, [None, *rotated], balanced(time_budget_s=60.0), on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"]
+    field = [c for c in opened[-1].candidates if c is not None]
+    assert len(opened) == 2 and 3 <= len(field) < len(cands)
+    assert field == sorted(field) and field[0] == min(cands) and field[-1] == max(cands)
