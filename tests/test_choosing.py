@@ -186,3 +186,12 @@ def test_a_tie_exactly_at_the_margin_joins_the_band() -> None:
     pol = balanced(margin=0.5, tie_break="toward_upper", tie_tol=0.2, tie_z=0.0)
     f = field(pol, {8: 0.45, 16: 0.5}, wobble=(1.0,) * 6)
     assert chosen(f) == (16, "the best candidate, 16, looked 50.0% faster than native", False)
+
+
+def test_at_margin_zero_a_tie_only_as_fast_as_native_is_not_chosen() -> None:
+    """margin 0: a tie of the best that merely equals native stays out of the band, as in select."""
+    pol = balanced(margin=0.0, tie_break="toward_upper", tie_tol=0.02, tie_z=0.0)
+    f = field(pol, {8: 0.99, 16: 1.0}, wobble=(1.0,) * 6)
+    _, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (choice.chunk_size, choice.band) == (8, (8,))
+    assert choice.reason == "the best candidate, 8, looked 1.0% faster than native"
