@@ -711,3 +711,35 @@ def test_a_slow_pool_thins_candidates_given_in_any_order_to_a_spread() -> None:
     field = [c for c in opened[-1].candidates if c is not None]
     assert len(opened) == 2 and 3 <= len(field) < len(cands)
     assert field == sorted(field) and field[0] == min(cands) and field[-1] == max(cands)
+
+
+def test_a_slow_pool_that_can_judge_one_candidate_does_not_stretch_for_it() -> None:
+    """Room for one candidate is enough: an extending budget does not say it was too slow."""
+    events: list[ProgressEvent] = []
+    pol = balanced(time_budget_s=24.0, hard_limit_s=200.0, extend_budget=True)
+    run(heavy(), pol, on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"][-1]
+    assert "the budget can judge 1 candidates" in opened.message
+    assert not any("too long for 24 s" in e.message for e in events if e.kind == "extended")
+
+
+class LongBurstFirst(SimulatedWorkload):
+    """The priming call runs sixty times slower; every other is normal."""
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        if self.calls == 1:
+            self.elapsed_s += 59 * seconds
+            return 60 * seconds
+        return seconds
+
+
+def test_round_one_measures_the_whole_opened_field_after_a_long_priming_burst() -> None:
+    """The field opened on the checked price gets its first round whole, not cut by the burst."""
+    costs = env_costs("blocked", 1024, mean_s=1.5e-4, heavy_fraction=0.25)
+    w = LongBurstFirst(costs, nthread=4, noise=Noise(sigma=0.01), seed=0)
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(time_budget_s=10.0), on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"][-1].candidates
+    assert {e.chunk_size for e in events if e.kind == "probe" and e.round == 1} == set(opened)
+    assert len(opened) > 2 and r.rounds >= 2 and not r.partial
