@@ -38,11 +38,14 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
     band: tuple[int, ...] = (best,)
     chosen = best
     if p.tie_break != "evidence":
+        # a tie joins only if it, too, clears the margin over native; at margin 0 a size
+        # only as fast as native is no gain (as in select), so it must be faster than native
         ties = [
             c
             for c in eligible
             if (cmp := ev.compare(c, best)).diff <= field.band + p.tie_z * cmp.se
-            and -ev.compare(c, None).diff >= field.need
+            and (ahead := -ev.compare(c, None).diff) >= field.need
+            and ahead > 0
         ]
         band = tuple(sorted({best, *ties}))
         chosen = pick(list(band), p.tie_break, native=native, upper=field.probe.upper)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from chunktune import Policy, load_settings
 from chunktune._choosing import choose
 from chunktune._field import Field
 from chunktune._probe import Probe
+from chunktune._reasons import pct
 from chunktune.sim import SimulatedWorkload
 
 # per-round noise: each size's calls alternate this far either side of its level
@@ -102,3 +105,93 @@ def test_a_best_measured_in_one_round_keeps_native_for_want_of_a_noise_figure() 
         "kept the native chunk 12: the best candidate, 8, looked 10.0% faster than native, "
         "in too few rounds to know the noise"
     )
+
+
+class Pace:
+    """The pace as choose asks it: a call's price."""
+
+    def mean_call(self) -> float:
+        return 0.5
+
+
+def test_sizes_measured_exactly_alike_are_ties_even_at_tie_tol_zero() -> None:
+    """tie_tol 0 still counts an exact tie of the best: toward_upper takes the larger."""
+    pol = balanced(tie_break="toward_upper", tie_tol=0.0, tie_z=0.0)
+    assert chosen(field(pol, {8: 0.9, 16: 0.9}))[0] == 16
+
+
+def test_a_gain_within_the_noise_says_how_wide_the_noise_is() -> None:
+    """Native kept within the noise: the reason gives the noise as a positive figure."""
+    noisy = (0.97, 1.03, 0.97, 1.03, 0.97, 1.03)
+    f = field(balanced(confidence_z=2.0), {8: 0.99}, wobble=noisy)
+    doubt = 1.0 - math.exp(-2.0 * f.ev.compare(8, None).se)
+    assert chosen(f) == (
+        None,
+        "kept the native chunk 12: the best candidate, 8, looked 1.0% faster than native, "
+        f"within the noise (±{pct(doubt)})",
+        False,
+    )
+    assert doubt > 0
+
+
+def test_a_gain_of_exactly_the_margin_is_chosen() -> None:
+    """A best measured exactly the margin faster than native clears it."""
+    f = field(balanced(margin=0.5), {8: 0.5}, wobble=(1.0,) * 6)
+    assert chosen(f) == (8, "the best candidate, 8, looked 50.0% faster than native", False)
+
+
+def test_a_gain_under_the_margin_by_its_own_ratio_keeps_native() -> None:
+    """The margin is a fraction of native's time: 9.5% faster is under a 10% margin."""
+    assert chosen(field(balanced(margin=0.1), {8: 0.905})) == (
+        None,
+        "kept the native chunk 12: the best candidate, 8, looked 9.5% faster than native, "
+        "under the 10.0% margin",
+        False,
+    )
+
+
+def test_the_reason_gives_the_gain_of_the_size_the_tie_break_took() -> None:
+    """toward_upper takes 16 from the band: the reason's gain is 16's, not the best's."""
+    pol = balanced(tie_break="toward_upper", tie_tol=0.02)
+    assert chosen(field(pol, {8: 0.94, 16: 0.95}))[:2] == (
+        16,
+        "the best candidate, 16, looked 5.0% faster than native",
+    )
+
+
+def test_the_band_of_ties_is_ascending() -> None:
+    """The choice's band lists its ties in ascending size, whatever their order in a set."""
+    pol = balanced(tie_break="toward_upper", tie_tol=0.02)
+    _, choice, _ = choose(field(pol, {4: 0.94, 9: 0.941}), Gate())  # type: ignore[arg-type]
+    assert choice.band == (4, 9)
+
+
+def test_a_race_too_short_to_judge_prices_the_whole_field_with_native() -> None:
+    """The budget the reason asks for gives native and every candidate, dropped too, its rounds."""
+    f = field(balanced(min_rounds=8), {8: 0.9, 16: 0.95})
+    f.drop(16)
+    gate = Gate()
+    gate.pace = Pace()  # type: ignore[attr-defined]
+    assert chosen(f, gate) == (
+        None,
+        "kept the native chunk 12: the budget ended before any candidate had enough rounds: "
+        "one call takes about 0.5 s, and a time_budget_s of about 25 s would give the field "
+        "its 8 rounds",
+        False,
+    )
+
+
+def test_a_tie_exactly_at_the_margin_joins_the_band() -> None:
+    """A tie of the best measured exactly the margin faster than native clears the margin."""
+    pol = balanced(margin=0.5, tie_break="toward_upper", tie_tol=0.2, tie_z=0.0)
+    f = field(pol, {8: 0.45, 16: 0.5}, wobble=(1.0,) * 6)
+    assert chosen(f) == (16, "the best candidate, 16, looked 50.0% faster than native", False)
+
+
+def test_at_margin_zero_a_tie_only_as_fast_as_native_is_not_chosen() -> None:
+    """margin 0: a tie of the best that merely equals native stays out of the band, as in select."""
+    pol = balanced(margin=0.0, tie_break="toward_upper", tie_tol=0.02, tie_z=0.0)
+    f = field(pol, {8: 0.99, 16: 1.0}, wobble=(1.0,) * 6)
+    _, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (choice.chunk_size, choice.band) == (8, (8,))
+    assert choice.reason == "the best candidate, 8, looked 1.0% faster than native"

@@ -13,14 +13,17 @@ from chunktune._candidates import candidate_list
 from chunktune._confirm import (
     FUTILITY_Z,
     INTERIM_Z,
+    Confirmation,
     futility_bound,
     judge,
     look_points,
     looks_of,
     pair_gains,
     pairs_needed,
+    plan_bounds,
     success_z,
 )
+from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
 from chunktune._stats import estimate, normal_cdf
 from chunktune._sweep import sweep
@@ -175,3 +178,61 @@ def test_a_gain_that_missed_the_margin_at_its_first_look_is_reported_as_measured
     assert v.outcome == "confirmed" and v.pairs == 8
     assert v.ci[0] < 1.0 - math.exp(-need * 1.02) < v.ci[1]
     assert v.gain > 0.09
+
+
+class ScriptedProbe:
+    """Native takes 1 s a call, the winner its scripted seconds in turn; the budget ends after
+    ``budget_calls`` calls (never when None)."""
+
+    def __init__(self, winner_s: list[float], budget_calls: int | None = None) -> None:
+        self.policy = load_settings().get_policy("balanced")
+        self.winner_s = winner_s
+        self.budget_calls = budget_calls
+        self.calls = 0
+        self.winner_calls = 0
+
+    def __call__(self, chunk: int | None, *, kind: str, round_: int) -> float:
+        self.calls += 1
+        if chunk is None:
+            return 1.0
+        self.winner_calls += 1
+        return self.winner_s[(self.winner_calls - 1) % len(self.winner_s)]
+
+    def over(self, limit: float) -> bool:
+        return self.budget_calls is not None and self.calls >= self.budget_calls
+
+
+class Budget:
+    budget_s = 1.0
+
+
+def confirm(probe: ScriptedProbe, plan: int = 16) -> tuple[Confirmation, bool]:
+    return run_confirmation(probe, Budget(), 8, plan=plan, sigma=0.05, dof=10)  # type: ignore[arg-type]
+
+
+def test_a_confirmation_past_its_first_look_is_adjusted_for_the_look_it_took() -> None:
+    """Not clear at 4 pairs (the interim bound is 3), confirmed at 8: adjusted for a look at 4."""
+    pol = load_settings().get_policy("balanced")
+    probe = ScriptedProbe([0.9, 0.95, 0.85, 0.92, 0.97, 0.88])
+    verdict, cut = confirm(probe)
+    d: list[float] = []
+    for block in range(4):  # the winner's calls come two to a block, in script order
+        a, b = probe.winner_s[2 * block % 6], probe.winner_s[(2 * block + 1) % 6]
+        if block % 2 == 0:
+            d += pair_gains([None, 8, 8, None], [1.0, a, b, 1.0])
+        else:
+            d += pair_gains([8, None, None, 8], [a, 1.0, 1.0, b])
+    expected = judge(
+        d, prior_sigma=0.05, prior_dof=10, margin=pol.margin,
+        bounds=plan_bounds(pol.confirm_alpha, 4, 16), z_futility=FUTILITY_Z, min_pairs=4,
+        max_pairs=16, estimator=pol.estimator, trim=pol.trim, earlier=[4],
+    )  # fmt: skip
+    assert (verdict, cut) == (expected, False)
+    assert expected.outcome == "confirmed" and expected.pairs == 8
+
+
+def test_a_plan_completed_as_the_budget_ends_is_not_cut_short() -> None:
+    """The budget running out on the plan's very last call leaves the confirmation whole."""
+    probe = ScriptedProbe([0.95, 1.0, 0.9, 0.97, 0.93], budget_calls=32)
+    verdict, cut = confirm(probe)
+    assert verdict.pairs == 16 and not cut

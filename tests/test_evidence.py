@@ -95,3 +95,25 @@ def test_an_unpaired_comparison_has_the_noise_of_a_pair() -> None:
     ev = evidence({None: [1.0, 1.1, 0.95, 1.05], 4: [0.9, 1.0, 0.97, 0.92]}, paired=False)
     cmp = ev.compare(4, None)
     assert cmp.se == pytest.approx(standard_error(ev.pair_sigma()[0], 4, "trimmed_mean"))
+
+
+def test_one_common_round_is_compared_at_the_pooled_noise() -> None:
+    """A size that joined in the last round is compared on that round, with the pooled error."""
+    ev = evidence(
+        {None: [1.0, 1.0, 1.0, 1.0], 4: [0.9, 0.95, 0.9, 0.95], 8: [None, None, None, 0.8]}
+    )
+    cmp = ev.compare(8, None)
+    assert cmp.n == 1 and cmp.diff == pytest.approx(math.log(0.8))
+    assert cmp.se == pytest.approx(standard_error(ev.sigma()[0], 1, "trimmed_mean"))
+
+
+def test_unpaired_estimates_skip_a_size_not_yet_measured() -> None:
+    """Unpaired, a size with no call yet has no estimate (and asking for one raises nothing)."""
+    ev = evidence({None: [1.0, 1.0], 4: [0.9, 0.9]}, paired=False)
+    assert ev.estimates([None, 4, 8]) == pytest.approx({None: 1.0, 4: 0.9})
+
+
+def test_an_unmeasured_size_is_located_behind_every_measured_one() -> None:
+    """A size with no round yet has an infinite location, so ranking puts it last."""
+    ev = evidence({None: [1.0, 1.0], 4: [1.5, 1.5]})
+    assert ev.location(8) == math.inf > ev.location(4)

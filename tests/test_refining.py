@@ -8,7 +8,11 @@ import pytest
 from chunktune import Policy, load_settings
 from chunktune._candidates import candidate_list, largest_chunk
 from chunktune._events import ProgressEvent
-from chunktune._refining import refine_space
+from chunktune._field import Field
+from chunktune._pacing import Pace
+from chunktune._probe import Probe
+from chunktune._refining import Refiner, refine_space
+from chunktune._schedule import representative
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
 
@@ -32,3 +36,33 @@ def test_a_race_refines_no_more_than_refine_steps_times(steps: int) -> None:
     events: list[ProgressEvent] = []
     sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol, on_event=events.append)
     assert sum(e.kind == "refined" for e in events) == steps
+
+
+def test_native_is_refined_around_as_the_schedule_it_runs_as() -> None:
+    """Native 51 of 1030 envs runs as 50: the refiner looks halfway from 50, not from 51."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1030, nthread=2)
+    probe = Probe(w, balanced(), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    assert (probe.native, representative(1030, probe.native)) == (51, 50)
+    f = Field(probe, [None, 10, 20, 100, 200])
+    for r in range(4):  # native leads, 100 next: the two refined around
+        f.ev.add(None, r, 1.0)
+        for c, level in ((10, 1.2), (20, 1.1), (100, 1.05), (200, 1.3)):
+            f.ev.add(c, r, level * (1.0 + 0.001 * (r % 2)))
+    f.round = 3
+    # 31: halfway from 50 down to 20 in log scale (sqrt(20 * 50) = 31.6)
+    assert Refiner(f, Pace(probe)).refine() == [31, 74, 129, 258]
+
+
+def test_the_model_fits_native_at_the_schedule_it_runs_as() -> None:
+    """Native 51 of 1030 envs runs as 50: the model's fit puts native's time there."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1030, nthread=2)
+    probe = Probe(w, balanced(), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    levels = {20: 1.267, 23: 0.979, 32: 1.086, 74: 0.961}
+    f = Field(probe, [None, *levels])
+    for r in range(4):
+        f.ev.add(None, r, 1.097)
+        for c, seconds in levels.items():
+            f.ev.add(c, r, seconds)
+    f.round = 3
+    # 258 is the model's pick with native's point at 50; placed at 51, the fit picks otherwise
+    assert Refiner(f, Pace(probe)).refine() == [21, 28, 58, 129, 258]

@@ -13,6 +13,8 @@ from chunktune._candidates import BalancedCandidates, candidate_list
 from chunktune._confirm import look_points, pair_gains
 from chunktune._events import ProgressEvent
 from chunktune._pacing import SLACK
+from chunktune._probe import Probe
+from chunktune._rounds import _Rounds
 from chunktune._stats import estimate
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
@@ -680,3 +682,64 @@ def test_a_budget_that_judges_one_candidate_but_cannot_confirm_it_measures_nothi
     r = run(heavy(), balanced(time_budget_s=16.0))
     assert r.stop == "too_slow" and r.samples == {}
     assert "too long for the budget to judge even one candidate" in r.choice.reason
+
+
+def test_a_round_with_room_for_one_candidate_keeps_the_best_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the budget pays for one more round of a single candidate, the best one races on."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
+    probe = Probe(w, balanced(), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    rounds = _Rounds(probe, [None, 8, 16, 32])
+    for r in range(2):
+        rounds.field.ev.add(None, r, 1.0)
+        for c, level in ((8, 0.95), (16, 0.9), (32, 0.97)):
+            rounds.field.ev.add(c, r, level)
+    monkeypatch.setattr(rounds.pace, "round_room", lambda field: 1)
+    assert rounds.fit_round()
+    assert rounds.field.live == [16] and sorted(rounds.field.dropped) == [8, 32]
+
+
+def test_a_slow_pool_thins_candidates_given_in_any_order_to_a_spread() -> None:
+    """Candidates handed over middle first are thinned as if ascending: the ends are kept."""
+    w = heavy()
+    cands = [c for c in candidate_list(balanced().candidates, w.num_envs, w.nthread) if c]
+    rotated = cands[len(cands) // 2 :] + cands[: len(cands) // 2]
+    events: list[ProgressEvent] = []
+    sweep(w, [None, *rotated], balanced(time_budget_s=60.0), on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"]
+    field = [c for c in opened[-1].candidates if c is not None]
+    assert len(opened) == 2 and 3 <= len(field) < len(cands)
+    assert field == sorted(field) and field[0] == min(cands) and field[-1] == max(cands)
+
+
+def test_a_slow_pool_that_can_judge_one_candidate_does_not_stretch_for_it() -> None:
+    """Room for one candidate is enough: an extending budget does not say it was too slow."""
+    events: list[ProgressEvent] = []
+    pol = balanced(time_budget_s=24.0, hard_limit_s=200.0, extend_budget=True)
+    run(heavy(), pol, on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"][-1]
+    assert "the budget can judge 1 candidates" in opened.message
+    assert not any("too long for 24 s" in e.message for e in events if e.kind == "extended")
+
+
+class LongBurstFirst(SimulatedWorkload):
+    """The priming call runs sixty times slower; every other is normal."""
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        if self.calls == 1:
+            self.elapsed_s += 59 * seconds
+            return 60 * seconds
+        return seconds
+
+
+def test_round_one_measures_the_whole_opened_field_after_a_long_priming_burst() -> None:
+    """The field opened on the checked price gets its first round whole, not cut by the burst."""
+    costs = env_costs("blocked", 1024, mean_s=1.5e-4, heavy_fraction=0.25)
+    w = LongBurstFirst(costs, nthread=4, noise=Noise(sigma=0.01), seed=0)
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(time_budget_s=10.0), on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"][-1].candidates
+    assert {e.chunk_size for e in events if e.kind == "probe" and e.round == 1} == set(opened)
+    assert len(opened) > 2 and r.rounds >= 2 and not r.partial

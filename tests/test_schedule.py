@@ -10,6 +10,7 @@ from chunktune._schedule import (
     between,
     chunk_count,
     fit_uniform_model,
+    nearest_index,
     representative,
     schedules,
     teeth,
@@ -96,3 +97,11 @@ def test_three_points_fit_no_model() -> None:
     times = {c: 1e-3 * uniform_makespan(n, t, c)[0] for c in (3, 17, 100)}
     assert fit_uniform_model(n, t, times, sizes) is None
     assert fit_uniform_model(n, t, {**times, 40: 1e-3 * uniform_makespan(n, t, 40)[0]}, sizes)
+
+
+def test_nearest_index_of_the_largest_schedule_and_beyond_is_the_last() -> None:
+    """The largest schedule, or a size past it (native above ceil(N/T)), runs as the last index."""
+    sizes = schedules(1000, 8)
+    last = len(sizes) - 1
+    assert nearest_index(sizes, sizes[-1]) == nearest_index(sizes, 10 * sizes[-1]) == last
+    assert nearest_index(sizes, sizes[-2]) == last - 1

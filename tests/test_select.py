@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from chunktune._select import select
+from chunktune._select import _ms, pick, select
 
 PLATEAU = {None: 1.00, 1: 0.905, 2: 0.90, 4: 0.90, 8: 0.902, 16: 0.904, 32: 0.95, 64: 1.5}
 
@@ -140,3 +142,84 @@ def test_at_margin_zero_a_tie_only_as_fast_as_native_is_not_chosen() -> None:
     choice = select(table, native=12, upper=16, margin=0.0, tie_tol=0.02, tie_break="toward_upper")
     assert choice.band == (4,)
     assert choice.chunk_size == 4
+
+
+def test_milliseconds_keep_about_four_significant_digits() -> None:
+    """Reasons print times with four significant digits, whatever their magnitude."""
+    assert (_ms(0.1076), _ms(0.0985), _ms(0.0013)) == ("107.6 ms", "98.50 ms", "1.300 ms")
+
+
+def test_a_best_exactly_at_the_margin_is_chosen() -> None:
+    """A gain of exactly the margin clears it: the size is chosen, and it is its own band."""
+    choice = select({None: 1.0, 8: 0.75}, native=12, upper=128, margin=0.25, tie_tol=0.01)
+    assert (choice.chunk_size, choice.band) == (8, (8,))
+
+
+def test_a_best_exactly_as_fast_as_native_is_reported_as_no_faster() -> None:
+    """An exact tie with native keeps native, and the reason calls it 0.0% faster, not slower."""
+    choice = select({None: 1.0, 4: 1.0}, native=12, upper=128, margin=0.03, tie_tol=0.01)
+    assert choice.reason == (
+        "kept the native chunk 12: the best candidate, 4 at 1000.0 ms, was 0.0% faster than "
+        "native (1000.0 ms), under the 3.0% margin"
+    )
+
+
+def test_a_gain_of_exactly_confidence_z_errors_is_within_the_noise() -> None:
+    """The best must beat native by more than confidence_z errors: exactly that keeps native."""
+    errors = {None: 0.0, 8: math.log(1.0 / 0.5)}
+    choice = select(
+        {None: 1.0, 8: 0.5}, native=12, upper=128, margin=0.03, tie_tol=0.01, errors=errors,
+        confidence_z=1.0,
+    )  # fmt: skip
+    assert choice.chunk_size is None and "too noisy" in choice.reason
+
+
+def test_a_best_without_an_error_is_too_noisy_to_be_sure_of() -> None:
+    """With confidence_z, a best with no standard error given counts as infinitely noisy."""
+    choice = select(
+        {None: 1.0, 8: 0.5}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        errors={None: 0.01}, confidence_z=2.0,
+    )  # fmt: skip
+    assert choice.chunk_size is None and "too noisy" in choice.reason
+
+
+def test_at_tie_tol_zero_the_best_is_its_own_band() -> None:
+    """tie_tol 0: the best still ties itself, so it is chosen alone."""
+    choice = select({None: 1.0, 4: 0.9, 8: 0.95}, native=12, upper=128, margin=0.03, tie_tol=0.0)
+    assert (choice.chunk_size, choice.band) == (4, (4,))
+
+
+def test_tie_z_zero_ignores_errors_even_infinite_ones() -> None:
+    """tie_z 0 adds no slack, so infinite errors (one sample each) leave the band to tie_tol."""
+    inf = math.inf
+    choice = select(
+        {None: 1.0, 4: 0.9, 8: 0.905}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        errors={None: inf, 4: inf, 8: inf},
+    )  # fmt: skip
+    assert (choice.chunk_size, choice.band) == (4, (4, 8))
+
+
+def test_an_exact_tie_of_the_best_goes_to_the_smaller_size() -> None:
+    """Two sizes measured exactly alike: the best is the smaller, whatever the table's order."""
+    choice = select(
+        {None: 1.0, 8: 0.9, 4: 0.9}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        tie_break="evidence",
+    )  # fmt: skip
+    assert (choice.best, choice.chunk_size) == (4, 4)
+
+
+def test_a_band_of_two_names_both_and_the_tie_break() -> None:
+    """A band of two ties says which two and how one was taken."""
+    choice = select(
+        {None: 1.0, 4: 0.9, 8: 0.9}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        tie_break="smallest",
+    )  # fmt: skip
+    assert choice.reason.endswith(
+        "2 candidates (4, 8) were within 1.0% of the best; tie-break smallest"
+    )
+
+
+def test_evidence_without_a_best_in_the_band_takes_its_first_size() -> None:
+    """pick's evidence tie-break falls back to the band's smallest size."""
+    assert pick([4, 8, 16], "evidence", native=12, upper=128) == 4
+    assert pick([4, 8, 16], "evidence", native=12, upper=128, best=32) == 4

@@ -1,0 +1,75 @@
+"""The race's field (chunktune._field.Field): its leader, when it has settled, and what it drops."""
+
+from __future__ import annotations
+
+import attrs
+
+from chunktune import Policy, load_settings
+from chunktune._field import Field
+from chunktune._probe import Probe
+from chunktune.sim import SimulatedWorkload
+
+# per-round noise: each size's calls alternate this far either side of its level
+WOBBLE = (0.998, 1.002, 0.999, 1.001, 0.997, 1.003)
+
+
+def balanced(**changes: object) -> Policy:
+    return attrs.evolve(load_settings().get_policy("balanced"), **changes)  # type: ignore[arg-type]
+
+
+def field(
+    pol: Policy, rows: dict[int, tuple[float, ...]], *, wobble: tuple[float, ...] = WOBBLE
+) -> Field:
+    """Paired rounds, one per wobble: native at 1 s, each size at its row's level that round."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
+    probe = Probe(w, pol, check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    f = Field(probe, [None, *rows])
+    for r, jitter in enumerate(wobble):
+        f.ev.add(None, r, 1.0)
+        for chunk, levels in rows.items():
+            f.ev.add(chunk, r, levels[min(r, len(levels) - 1)] * jitter)
+    f.round = len(wobble) - 1
+    return f
+
+
+def test_native_leads_a_candidate_measured_exactly_like_it() -> None:
+    """On an exact tie with native the leader is native: a candidate must be faster to lead."""
+    f = field(balanced(), {8: (1.0,)}, wobble=(1.0,) * 4)
+    assert f.leader() is None
+
+
+def test_contenders_measured_exactly_alike_are_settled_at_tie_tol_zero() -> None:
+    """tie_tol 0 and tie_z 0: a contender exactly as fast as the leader is within the band."""
+    f = field(balanced(tie_tol=0.0, tie_z=0.0), {8: (0.9,), 16: (0.9,)}, wobble=(1.0,) * 4)
+    assert f.settled()
+
+
+def test_only_the_first_round_screens_out_the_hopeless() -> None:
+    """A candidate that took twice native's time in a later round is not screened out."""
+    f = field(balanced(), {8: (0.9, 0.9, 2.5)}, wobble=(1.0, 1.0, 1.0))
+    f.screen()
+    assert f.live == [8]
+    hopeless = field(balanced(), {8: (2.5,)}, wobble=(1.0,))
+    hopeless.screen()
+    assert hopeless.live == [] and hopeless.dropped == {8: 0}
+
+
+def test_racing_drops_a_size_clearly_behind_the_leader_after_min_rounds() -> None:
+    """After exactly min_rounds rounds, a size clearly outside the leader's band is dropped."""
+    f = field(balanced(min_rounds=6), {8: (0.8,), 16: (0.9,)})
+    f.race()
+    assert f.live == [8] and 16 in f.dropped
+
+
+def test_racing_drops_a_size_clearly_short_of_the_margin_after_min_rounds() -> None:
+    """After exactly min_rounds rounds, a tie of the leader clearly under the margin is dropped."""
+    f = field(balanced(min_rounds=6, margin=0.03, tie_tol=0.01), {8: (0.99,), 16: (0.995,)})
+    f.race()
+    assert f.live == [8] and 16 in f.dropped
+
+
+def test_racing_never_drops_the_leader() -> None:
+    """The leader stays in the race even when it is itself clearly short of the margin."""
+    f = field(balanced(margin=0.03), {8: (0.99,)})
+    f.race()
+    assert f.live == [8] and f.dropped == {}
