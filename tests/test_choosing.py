@@ -5,33 +5,18 @@ from __future__ import annotations
 import math
 
 import attrs
+from _fields import WOBBLE, balanced
+from _fields import field as race_of
 
-from chunktune import Policy, load_settings
+from chunktune import Policy
 from chunktune._choosing import choose
 from chunktune._field import Field
-from chunktune._probe import Probe
 from chunktune._reasons import pct
-from chunktune.sim import SimulatedWorkload
-
-# per-round noise: each size's calls alternate this far either side of its level
-WOBBLE = (0.998, 1.002, 0.999, 1.001, 0.997, 1.003)
-
-
-def balanced(**changes: object) -> Policy:
-    return attrs.evolve(load_settings().get_policy("balanced"), **changes)  # type: ignore[arg-type]
 
 
 def field(pol: Policy, levels: dict[int, float], *, wobble: tuple[float, ...] = WOBBLE) -> Field:
     """A race of six paired rounds: native at 1 s, each size at its level (native 12, upper 128)."""
-    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
-    probe = Probe(w, pol, check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
-    f = Field(probe, [None, *levels])
-    for r, jitter in enumerate(wobble):
-        f.ev.add(None, r, 1.0)
-        for chunk, level in levels.items():
-            f.ev.add(chunk, r, level * jitter)
-    f.round = len(wobble) - 1
-    return f
+    return race_of(pol, {c: (level,) for c, level in levels.items()}, wobble=wobble)
 
 
 class Gate:

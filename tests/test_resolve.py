@@ -158,17 +158,23 @@ async def test_a_policy_with_no_candidate_but_native_measures_nothing(isolated: 
     assert w.calls == 0 and "no candidate but the native chunk 1" in decisions[0].reason
 
 
-async def test_tasks_resolving_a_batch_with_nothing_to_measure_at_once_share_no_sweep() -> None:
-    """Concurrent resolves of a batch with nothing to measure all say so; none shared a sweep."""
-    w = SimulatedWorkload.from_layout("uniform", num_envs=12, nthread=8)
+async def resolve_together(w: Any, n: int, **kwargs: Any) -> list[chunktune.Decision]:
+    """``n`` tasks resolving ``w`` at once; their decisions in the order they came back."""
     decisions: list[chunktune.Decision] = []
 
     async def one() -> None:
-        decisions.append(await chunktune.resolve(w))
+        decisions.append(await chunktune.resolve(w, **kwargs))
 
     async with anyio.create_task_group() as tg:
-        for _ in range(4):
+        for _ in range(n):
             tg.start_soon(one)
+    return decisions
+
+
+async def test_tasks_resolving_a_batch_with_nothing_to_measure_at_once_share_no_sweep() -> None:
+    """Concurrent resolves of a batch with nothing to measure all say so; none shared a sweep."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=12, nthread=8)
+    decisions = await resolve_together(w, 4)
     assert {(d.source, d.reason) for d in decisions} == {
         ("trivial", decisions[0].reason.removeprefix("shared a concurrent sweep: "))
     }
@@ -465,19 +471,13 @@ async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: 
 async def test_concurrent_resolves_share_one_sweep() -> None:
     """Five concurrent resolves of one key run one sweep and agree."""
     w = uneven()
-    results: list[chunktune.Decision] = []
     sweeps: list[ProgressEvent] = []
 
     def on_progress(event: ProgressEvent) -> None:
         if event.kind == "done":  # one per sweep, however its field opened
             sweeps.append(event)
 
-    async def one() -> None:
-        results.append(await chunktune.resolve(w, on_progress=on_progress))
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(5):
-            tg.start_soon(one)
+    results = await resolve_together(w, 5, on_progress=on_progress)
     assert len(sweeps) == 1
     assert [d.source for d in results].count("benchmark") == 1
     assert len({d.chunk_size for d in results}) == 1
@@ -485,15 +485,7 @@ async def test_concurrent_resolves_share_one_sweep() -> None:
 
 async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
     """Tasks that shared another's sweep spent no run() seconds: 0.0, and the reason says so."""
-    w = uneven()
-    results: list[chunktune.Decision] = []
-
-    async def one() -> None:
-        results.append(await chunktune.resolve(w))
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(3):
-            tg.start_soon(one)
+    results = await resolve_together(uneven(), 3)
     owner = [d for d in results if d.source == "benchmark"]
     shared = [d for d in results if d.source != "benchmark"]
     assert len(owner) == 1 and owner[0].probe_seconds > 0

@@ -343,13 +343,15 @@ def test_warm_up_rounds_count_against_the_opening_field() -> None:
 
 
 class BurstFirst(SimulatedWorkload):
-    """The priming call runs five times slower (a neighbour's burst); every other is normal."""
+    """The priming call runs ``slower`` times slower (a neighbour's burst); the rest are normal."""
+
+    slower = 5
 
     def run(self, chunk_size: int | None) -> float:
         seconds = super().run(chunk_size)
         if self.calls == 1:
-            self.elapsed_s += 4 * seconds
-            return 5 * seconds
+            self.elapsed_s += (self.slower - 1) * seconds
+            return self.slower * seconds
         return seconds
 
 
@@ -723,15 +725,10 @@ def test_a_slow_pool_that_can_judge_one_candidate_does_not_stretch_for_it() -> N
     assert not any("too long for 24 s" in e.message for e in events if e.kind == "extended")
 
 
-class LongBurstFirst(SimulatedWorkload):
+class LongBurstFirst(BurstFirst):
     """The priming call runs sixty times slower; every other is normal."""
 
-    def run(self, chunk_size: int | None) -> float:
-        seconds = super().run(chunk_size)
-        if self.calls == 1:
-            self.elapsed_s += 59 * seconds
-            return 60 * seconds
-        return seconds
+    slower = 60
 
 
 def test_round_one_measures_the_whole_opened_field_after_a_long_priming_burst() -> None:
