@@ -49,7 +49,7 @@ from ._cache_format import (
 )
 from ._cache_salvage import salvage
 from ._errors import CacheError
-from ._locks import remove_idle, sweep_lock_litter
+from ._locks import holds_file_at, remove_idle, sweep_lock_litter
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, shown_some, user_path
 
@@ -242,7 +242,8 @@ class DecisionCache:
 
     @property
     def lock_path(self) -> Path:
-        """The file lock that serializes writers of this cache."""
+        """The file lock that serializes writers of this cache (each holder removes it as
+        it lets go)."""
         return self.path.with_name(self.path.name + ".lock")
 
     def key_lock(self, key: str) -> filelock.BaseFileLock:
@@ -269,7 +270,6 @@ class DecisionCache:
         while True:
             try:
                 lock.acquire(timeout=_WRITE_POLL_S)
-                break
             except filelock.Timeout:
                 now = self._stat()
                 if now != seen:  # a writer ahead of this one finished: the queue moves
@@ -282,9 +282,20 @@ class DecisionCache:
                         f"its write lock {self.lock_path} was held by another process that "
                         f"changed nothing for {allowed:.3g} s"
                     ) from None
+                continue
+            if holds_file_at(lock, self.lock_path):
+                break
+            # its holder removed it as it let go, after this process opened it: whoever
+            # opens the path now gets another file, so holding this one excludes nobody
+            lock.release()
         try:
             yield
         finally:
+            # removed while still held, as a key lock's file is: no lock file outlives its
+            # writers beside the cache (or beside the one file `merge -o` was asked for)
+            if holds_file_at(lock, self.lock_path):
+                with contextlib.suppress(OSError):  # Windows: an open file stays
+                    self.lock_path.unlink()
             lock.release()
 
     def _remove_idle_key_locks(self) -> int:

@@ -218,7 +218,6 @@ def test_a_damaged_cache_that_cannot_go_aside_is_listed_whole_and_not_cleared(
     damaged = path.read_bytes().replace(b"test 2", b"test 3")  # a digit changed by hand
     path.write_bytes(damaged)
     lock = isolated / "cache.json.lock"
-    lock.unlink()
     lock.mkdir()  # the write lock cannot be taken (a read-only folder, for root too)
     assert main(["cache", "list"]) == 0
     out, err = capsys.readouterr()
@@ -240,7 +239,6 @@ def test_a_damaged_cache_with_no_whole_entry_that_cannot_go_aside_is_not_cleared
     damaged = path.read_bytes().replace(b"test 1", b"test 3")
     path.write_bytes(damaged)
     lock = isolated / "cache.json.lock"
-    lock.unlink()
     lock.mkdir()  # the write lock cannot be taken (a read-only folder, for root too)
     assert main(["cache", "clear", "--yes"]) == 2
     out, err = capsys.readouterr()
