@@ -50,6 +50,7 @@ from ._cache_format import (
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._locks import holds_file_at, remove_idle, sweep_lock_litter
+from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, shown_some, user_path
 
@@ -123,15 +124,21 @@ def read_cache_file(path: str | os.PathLike[str]) -> ParsedCache:
     the file was (``ParsedCache.kind``).
 
     Raises:
-        CacheError: the file cannot be read, does not parse, is of the wrong shape,
-            has a newer schema, or is neither kind of cache.
+        CacheError: the file cannot be read, holds more than
+            :data:`~chunktune._reading.MAX_CACHE_BYTES` (256 MiB), does not parse, is of
+            the wrong shape, has a newer schema, or is neither kind of cache.
     """
     file = _cache_path(path)
     try:
-        raw = file.read_bytes()
+        raw = read_capped(file, MAX_CACHE_BYTES)  # a pipe has no size to check first
         mtime = file.stat().st_mtime
     except OSError as exc:
         raise CacheError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    except TooLarge as exc:
+        raise CacheError(
+            f"cannot read {file}: it holds more than {exc.limit}; expected a chunktune "
+            "cache (about 1.6 KB an entry)"
+        ) from None
     try:
         return parse_cache(raw, cache_format(file), mtime=mtime, source=str(file))
     except UnusableCache as exc:

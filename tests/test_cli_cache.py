@@ -259,3 +259,18 @@ def test_exactly_five_bad_entries_are_all_named_and_none_counted(
     err = capsys.readouterr().err
     assert err.count("chunktune: warning:   'bad") == 5
     assert "more" not in err
+
+
+def test_importing_a_file_that_never_ends_is_refused_at_its_cap(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache import /dev/zero` exits 2 with one sentence naming the file and the cap."""
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "MAX_CACHE_BYTES", 2**20)  # 256 MiB of zeros, spared
+    assert main(["cache", "import", "/dev/zero"]) == 2
+    assert one_error(capsys.readouterr().err) == (
+        "chunktune: error: cannot read /dev/zero: it holds more than 1 MiB; expected a "
+        "chunktune cache (about 1.6 KB an entry)"
+    )
+    assert not (isolated / "cache.json").exists()
