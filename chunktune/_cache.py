@@ -49,7 +49,8 @@ from ._cache_format import (
 )
 from ._cache_salvage import salvage
 from ._errors import CacheError
-from ._locks import remove_idle, sweep_lock_litter
+from ._locks import holds_file_at, remove_idle, sweep_lock_litter
+from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, shown_some, user_path
 
@@ -123,15 +124,21 @@ def read_cache_file(path: str | os.PathLike[str]) -> ParsedCache:
     the file was (``ParsedCache.kind``).
 
     Raises:
-        CacheError: the file cannot be read, does not parse, is of the wrong shape,
-            has a newer schema, or is neither kind of cache.
+        CacheError: the file cannot be read, holds more than
+            :data:`~chunktune._reading.MAX_CACHE_BYTES` (256 MiB), does not parse, is of
+            the wrong shape, has a newer schema, or is neither kind of cache.
     """
     file = _cache_path(path)
     try:
-        raw = file.read_bytes()
+        raw = read_capped(file, MAX_CACHE_BYTES)  # a pipe has no size to check first
         mtime = file.stat().st_mtime
     except OSError as exc:
         raise CacheError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    except TooLarge as exc:
+        raise CacheError(
+            f"cannot read {file}: it holds more than {exc.limit}; expected a chunktune "
+            "cache (about 1.6 KB an entry)"
+        ) from None
     try:
         return parse_cache(raw, cache_format(file), mtime=mtime, source=str(file))
     except UnusableCache as exc:
@@ -242,7 +249,8 @@ class DecisionCache:
 
     @property
     def lock_path(self) -> Path:
-        """The file lock that serializes writers of this cache."""
+        """The file lock that serializes writers of this cache (each holder removes it as
+        it lets go)."""
         return self.path.with_name(self.path.name + ".lock")
 
     def key_lock(self, key: str) -> filelock.BaseFileLock:
@@ -269,7 +277,6 @@ class DecisionCache:
         while True:
             try:
                 lock.acquire(timeout=_WRITE_POLL_S)
-                break
             except filelock.Timeout:
                 now = self._stat()
                 if now != seen:  # a writer ahead of this one finished: the queue moves
@@ -282,9 +289,20 @@ class DecisionCache:
                         f"its write lock {self.lock_path} was held by another process that "
                         f"changed nothing for {allowed:.3g} s"
                     ) from None
+                continue
+            if holds_file_at(lock, self.lock_path):
+                break
+            # its holder removed it as it let go, after this process opened it: whoever
+            # opens the path now gets another file, so holding this one excludes nobody
+            lock.release()
         try:
             yield
         finally:
+            # removed while still held, as a key lock's file is: no lock file outlives its
+            # writers beside the cache (or beside the one file `merge -o` was asked for)
+            if holds_file_at(lock, self.lock_path):
+                with contextlib.suppress(OSError):  # Windows: an open file stays
+                    self.lock_path.unlink()
             lock.release()
 
     def _remove_idle_key_locks(self) -> int:

@@ -22,6 +22,7 @@ from ._cache_entry import CacheEntry
 from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
 from ._cache_salvage import salvage
 from ._errors import CacheError
+from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._settings import Settings
 from ._validators import user_path
 
@@ -67,10 +68,13 @@ class SystemCache:
         if memo is not None and memo[0] == stat:
             return dict(memo[1])
         try:
-            raw = self.path.read_bytes()
+            raw = read_capped(self.path, MAX_CACHE_BYTES)  # /dev/zero would never end
             parsed = parse_cache(raw, self.format, mtime=st.st_mtime, source=str(self.path))
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
+            return {}
+        except TooLarge as exc:
+            self._warn_once(f"holds more than {exc.limit}, no cache does; continuing without it")
             return {}
         except NewerCache as exc:
             self._warn_once(f"{exc}; ignoring it (it is read-only to chunktune, so left as is)")

@@ -27,6 +27,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError
 from ._extends import resolve_tables
+from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
     DEFAULT_POLICY,
     CacheSettings,
@@ -267,15 +268,21 @@ def _read_toml(path: Path) -> dict[str, Any]:
     """The parsed file.
 
     Raises:
-        ConfigError: it is missing or unreadable, not UTF-8, not TOML, or nested
-            beyond what the parser can follow.
+        ConfigError: it is missing or unreadable, holds more than
+            :data:`~chunktune._reading.MAX_SETTINGS_BYTES` (16 MiB), is not UTF-8, not
+            TOML, or nested beyond what the parser can follow.
     """
     try:
-        with path.open("rb") as f:
-            raw = f.read()
+        raw = read_capped(path, MAX_SETTINGS_BYTES)  # `--config <(...)` has no size to check
         return tomllib.loads(raw.decode())
     except FileNotFoundError:
         raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
+    except TooLarge as exc:
+        raise ConfigError(
+            f"settings file {path} holds more than {exc.limit}; expected a TOML settings "
+            "file (a few KB)",
+            source=str(path),
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         if raw.startswith(codecs.BOM_UTF8):  # some Windows editors write one; TOML has none
             raise ConfigError(

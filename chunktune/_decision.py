@@ -22,7 +22,9 @@ def timings_to_ms(timings: Mapping[int | None, float]) -> dict[str, float]:
     return {("native" if k is None else str(k)): v * 1e3 for k, v in ordered}
 
 
-@attrs.frozen(kw_only=True)
+# unsafe_hash=False: timings and samples are dicts, so a hash would raise; __hash__ is
+# None, as type checkers then say (equality stays by value)
+@attrs.frozen(kw_only=True, unsafe_hash=False)
 class Decision:
     """Which chunk to pass to ``rollout(chunk_size=...)``, and why.
 
@@ -34,6 +36,7 @@ class Decision:
     confidence interval from the confirmation against native, when it confirmed a
     gain (``None`` otherwise: an inconclusive confirmation's figures are in ``reason``);
     both allow for when the sequential test stopped (:mod:`chunktune._sequential`).
+    Decisions compare by value and do not hash (``timings`` is a dict).
     """
 
     chunk_size: int | None

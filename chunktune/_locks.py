@@ -87,18 +87,21 @@ def sweep_lock_litter() -> list[Path]:
 
     Each holder removes its file as it lets go; one killed while holding it leaves it,
     and its note, and a new boot never opens it again (:func:`remove_idle` clears
-    those). Only files whose note names this host are listed: on a home that the
-    nodes of a cluster share, a mount whose locks do not reach across hosts would let
-    this host take, and delete, a file another host's sweeper holds.
+    those). Only this host's files are listed: the one named for this machine now,
+    whatever its note (none, or one cut short, where its holder was killed while
+    writing or removing it), and any other whose note names this host. On a home that
+    the nodes of a cluster share, a mount whose locks do not reach across hosts would
+    let this host take, and delete, a file another host's sweeper holds; so a file of
+    another boot without a readable note, which could be any host's, stays.
     """
     if os.environ.get(SWEEP_LOCK_ENV):
         return []
     root = platformdirs.user_cache_path(appauthor=False)
-    here = socket.gethostname()
+    here, own = socket.gethostname(), sweep_lock_path()
     with suppress(OSError):
         files = sorted(root.glob("chunktune-sweep-*.lock"))
         noted = [(f, _read_note(f.with_name(f.name + ".holder"))) for f in files]
-        return [f for f, holder in noted if holder is not None and holder.host == here]
+        return [f for f, n in noted if f == own or (n is not None and n.host == here)]
     return []
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidArgumentError, TraceError
+from ._reading import MAX_TRACE_BYTES, TooLarge, read_capped
 from ._validators import is_path, jsoned, shown
 from ._workload import (
     MAX_COUNT,
@@ -37,7 +38,9 @@ from ._workload import (
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
 
-@attrs.frozen(kw_only=True)
+# unsafe_hash=False: samples and its tables are dicts, so a hash would raise; __hash__
+# is None, as type checkers then say (equality stays by value)
+@attrs.frozen(kw_only=True, unsafe_hash=False)
 class Trace:
     """A recorded landscape. ``samples`` maps chunk size to seconds, one per round."""
 
@@ -212,17 +215,23 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and validate a trace file.
 
     Raises:
-        TraceError: the file cannot be read, is not JSON, gives a key twice in one
-            object, or a field is missing or malformed; the message names the file and
-            the field.
+        TraceError: the file cannot be read, holds more than
+            :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, gives a
+            key twice in one object, or a field is missing or malformed; the message
+            names the file and the field.
     """
     if not is_path(path):
         raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_capped(file, MAX_TRACE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read trace {file}: {exc}") from exc
+    except TooLarge as exc:
+        raise TraceError(
+            f"cannot read trace {file}: it holds more than {exc.limit}; expected a recorded "
+            "trace (a few hundred KB)"
+        ) from None
     try:
         doc = json.loads(text, object_pairs_hook=_once_each)
     except _Repeated as exc:

@@ -44,7 +44,54 @@ __all__ = [
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
-_repr = reprlib.Repr()
+# one unit of a JSON or Python repr text: an escape whole (a JSON surrogate pair's two
+# together), else one character; read from the start, so `\\u0041` is `\\` then `u0041`
+_UNIT = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)|.",
+    re.DOTALL,
+)
+
+
+def _cut(text: str, head: int, tail: int, fill: str = "...") -> str:
+    """``text``'s first ``head`` and last ``tail`` characters around ``fill``, fewer where
+    a cut would split an escape (``\\u00e9``, ``\\"``, ``\\x00``): half of one reads as
+    another character, or as a broken string."""
+    units = _UNIT.findall(text)
+    front, size = 0, 0
+    while front < len(units) and size + len(units[front]) <= head:
+        size += len(units[front])
+        front += 1
+    back, size = len(units), 0
+    while back > front and size + len(units[back - 1]) <= tail:
+        back -= 1
+        size += len(units[back])
+    return "".join(units[:front]) + fill + "".join(units[back:])
+
+
+class _Repr(reprlib.Repr):
+    """``reprlib``'s bounds, but a long string or object is cut between escapes, not in one."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        text = repr(x[: self.maxstring])
+        if len(text) <= self.maxstring:
+            return text
+        head = max(0, (self.maxstring - 3) // 2)
+        tail = max(0, self.maxstring - 3 - head)
+        return _cut(repr(x[:head] + x[len(x) - tail :]), head, tail, self.fillvalue)
+
+    def repr_instance(self, x: object, level: int) -> str:
+        try:
+            text = repr(x)
+        except Exception:  # a broken __repr__: reprlib's stand-in, as before
+            return super().repr_instance(x, level)
+        if len(text) <= self.maxother:
+            return text
+        head = max(0, (self.maxother - 3) // 2)
+        return _cut(text, head, max(0, self.maxother - 3 - head), self.fillvalue)
+
+
+_repr = _Repr()
 _repr.maxstring = _repr.maxother = 60
 
 
@@ -63,7 +110,7 @@ def jsoned(value: object) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return shown(value)
-    return text if len(text) <= 60 else f"{text[:28]}...{text[-28:]}"
+    return text if len(text) <= 60 else _cut(text, 28, 28)
 
 
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -80,7 +127,7 @@ def _toml_char(c: str) -> str:
     return f"\\u{ord(c):04X}" if ord(c) < 0x20 or ord(c) == 0x7F else c
 
 
-class _TomlRepr(reprlib.Repr):
+class _TomlRepr(_Repr):
     """``reprlib``'s bounds on length and depth, with values spelled as TOML spells them.
 
     A settings file's user wrote ``true`` and ``"0.03"``; Python's ``True`` and ``'0.03'``

@@ -756,6 +756,55 @@ def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}
 
 
+def test_a_write_removes_its_lock_file_as_it_lets_go(tmp_path: Path) -> None:
+    """Writes and merges leave no cache.json.lock: its holder removes it, as a key lock's."""
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({"a" * 32: entry(4)})
+    cache.merge({"b" * 32: entry(8)})
+    assert cache.clear() == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]
+
+
+def test_a_writer_that_locked_a_removed_lock_file_locks_the_one_in_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock file removed after the writer opened it excludes nobody: it locks a fresh one."""
+    import fcntl
+
+    cache = DecisionCache(tmp_path / "cache.json")
+    lock_path = cache.lock_path
+
+    class RemovedMeanwhile(filelock.FileLock):
+        removed = False
+
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            got = super().acquire(*args, **kwargs)
+            if not RemovedMeanwhile.removed:  # the writer ahead let go of it by removing it
+                RemovedMeanwhile.removed = True
+                lock_path.unlink()
+            return got
+
+    excluded: list[bool] = []
+    current = DecisionCache._current
+
+    def looking(self: DecisionCache) -> dict[str, CacheEntry]:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)  # as another writer would, now
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            excluded.append(False)
+        except BlockingIOError:
+            excluded.append(True)
+        finally:
+            os.close(fd)
+        return current(self)
+
+    monkeypatch.setattr("chunktune._cache.filelock.FileLock", RemovedMeanwhile)
+    monkeypatch.setattr(DecisionCache, "_current", looking)
+    assert cache.update({"a" * 32: entry(4)})
+    assert RemovedMeanwhile.removed and excluded == [True]
+    assert not lock_path.exists()
+
+
 def test_a_write_waits_on_while_the_writers_ahead_keep_changing_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -836,8 +885,8 @@ def test_a_linked_cache_is_written_through_the_link(tmp_path: Path) -> None:
     assert cache.update({"b" * 32: entry(8)})
     assert link.is_symlink()
     assert set(DecisionCache(volume / "chunktune" / "cache.json").entries()) == {"a" * 32, "b" * 32}
-    assert (volume / "chunktune" / "cache.json.lock").exists()
-    assert not (tmp_path / "cache.json.lock").exists()
+    assert sorted(p.name for p in (volume / "chunktune").iterdir()) == ["cache.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json", "volume"]
 
 
 def test_export_into_a_fifo_writes_into_it(tmp_path: Path) -> None:
@@ -1368,8 +1417,9 @@ def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
     damaged, lost = _damaged_cache(path, damage)
     lock_file = path.with_name(path.name + ".lock")
     if lock == "absent":  # as in an image: taking the lock would create it
-        lock_file.unlink()
+        assert not lock_file.exists()  # its writer removed it as it let go
     else:  # the lock is taken; moving the file aside is what fails
+        lock_file.touch(0o666)
         lock_file.chmod(0o666)
     path.chmod(0o444)
     folder.chmod(0o555)

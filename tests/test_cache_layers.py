@@ -113,6 +113,23 @@ def test_an_unusable_system_cache_is_ignored_and_left_alone(
     assert sum("system cache" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_a_system_cache_that_never_ends_is_ignored_at_its_cap(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """$CHUNKTUNE_SYSTEM_CACHE=/dev/zero is read to the cap, warned about once and ignored."""
+    from chunktune import _cache_layers
+
+    monkeypatch.setattr(_cache_layers, "MAX_CACHE_BYTES", 2**20)  # 256 MiB of zeros, spared
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", "/dev/zero")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert chunktune.resolve_sync(workload(), policy="quick").source == "benchmark"
+    (warning,) = [r.getMessage() for r in caplog.records if "system cache" in r.getMessage()]
+    assert warning == (
+        "chunktune: system cache /dev/zero holds more than 1 MiB, no cache does; "
+        "continuing without it"
+    )
+
+
 def test_a_damaged_system_cache_serves_its_whole_entries(
     isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -218,7 +218,6 @@ def test_a_damaged_cache_that_cannot_go_aside_is_listed_whole_and_not_cleared(
     damaged = path.read_bytes().replace(b"test 2", b"test 3")  # a digit changed by hand
     path.write_bytes(damaged)
     lock = isolated / "cache.json.lock"
-    lock.unlink()
     lock.mkdir()  # the write lock cannot be taken (a read-only folder, for root too)
     assert main(["cache", "list"]) == 0
     out, err = capsys.readouterr()
@@ -240,7 +239,6 @@ def test_a_damaged_cache_with_no_whole_entry_that_cannot_go_aside_is_not_cleared
     damaged = path.read_bytes().replace(b"test 1", b"test 3")
     path.write_bytes(damaged)
     lock = isolated / "cache.json.lock"
-    lock.unlink()
     lock.mkdir()  # the write lock cannot be taken (a read-only folder, for root too)
     assert main(["cache", "clear", "--yes"]) == 2
     out, err = capsys.readouterr()
@@ -261,3 +259,18 @@ def test_exactly_five_bad_entries_are_all_named_and_none_counted(
     err = capsys.readouterr().err
     assert err.count("chunktune: warning:   'bad") == 5
     assert "more" not in err
+
+
+def test_importing_a_file_that_never_ends_is_refused_at_its_cap(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache import /dev/zero` exits 2 with one sentence naming the file and the cap."""
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "MAX_CACHE_BYTES", 2**20)  # 256 MiB of zeros, spared
+    assert main(["cache", "import", "/dev/zero"]) == 2
+    assert one_error(capsys.readouterr().err) == (
+        "chunktune: error: cannot read /dev/zero: it holds more than 1 MiB; expected a "
+        "chunktune cache (about 1.6 KB an entry)"
+    )
+    assert not (isolated / "cache.json").exists()

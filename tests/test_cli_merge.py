@@ -43,6 +43,16 @@ def test_merge_into_a_file_keeps_the_newest_entry_per_key(
     assert "3 entries now" in out
 
 
+def test_merge_into_a_file_leaves_that_file_alone_beside_its_inputs(
+    isolated: Path, fleet: tuple[Path, Path]
+) -> None:
+    """merge -o OUT creates OUT and nothing else: no OUT.lock is left beside it."""
+    before = set(isolated.iterdir())
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 0
+    assert set(isolated.iterdir()) - before == {out_file}
+
+
 def test_an_older_entry_merged_later_is_named_not_taken(
     isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
 ) -> None:

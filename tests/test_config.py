@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -459,6 +460,25 @@ def test_a_settings_path_that_cannot_be_read_says_why_once(
     with pytest.raises(ConfigError, match=re.escape(message)) as info:
         load_settings(name)
     assert "Errno" not in str(info.value) and "'" not in str(info.value)
+
+
+def test_a_settings_file_that_never_ends_is_refused_at_its_cap() -> None:
+    """`--config /dev/zero` is read to 16 MiB and refused, naming the file and the cap."""
+    with pytest.raises(ConfigError) as info:
+        load_settings("/dev/zero")
+    assert "settings file /dev/zero holds more than 16 MiB" in str(info.value)
+    assert info.value.source == "/dev/zero"
+
+
+def test_settings_through_a_pipe_are_read(tmp_path: Path) -> None:
+    """A pipe (`--config <(cat x.toml)` names /dev/fd/63) is a settings file like any other."""
+    read, write = os.pipe()
+    os.write(write, b'policy = "quick"\n')
+    os.close(write)
+    try:
+        assert load_settings(f"/dev/fd/{read}").policy == "quick"
+    finally:
+        os.close(read)
 
 
 def test_a_nul_byte_in_the_settings_path_is_a_config_error() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from chunktune import Decision
 
 
@@ -44,3 +46,12 @@ def test_a_decision_keeps_its_own_copy_of_the_timings() -> None:
     samples[8] = 99
     assert decision.timings == {None: 0.0125, 8: 0.01}
     assert decision.samples == {None: 4, 8: 4}
+
+
+def test_a_decision_declares_itself_unhashable_and_compares_by_value() -> None:
+    """Decision.__hash__ is None (its timings are a dict) and equal fields still compare equal."""
+    assert Decision.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable type: 'Decision'"):
+        hash(decided())
+    assert decided() == decided(timings={8: 0.01, None: 0.0125})
+    assert decided() != decided(timings={None: 0.0125, 8: 0.011})

@@ -117,6 +117,29 @@ def test_exported_classes_give_their_type_hints(module: ModuleType) -> None:
             assert not any(isinstance(h, str) for h in hints.values()), name
 
 
+def _mutable(hint: object) -> bool:
+    """Whether a value of this type may be a dict, list or set (which do not hash)."""
+    origin = typing.get_origin(hint) or hint
+    if origin in (dict, list, set):
+        return True
+    if origin is typing.Literal:
+        return False
+    if inspect.isclass(origin) and attrs.has(origin):
+        return origin.__hash__ is None
+    return any(_mutable(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_exported_records_hash_only_when_every_compared_field_can(module: ModuleType) -> None:
+    """A record with a dict, list or set field compared by value declares __hash__ None."""
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) and attrs.has(value):
+            hints = typing.get_type_hints(value)
+            mutable = any(f.eq and _mutable(hints[f.name]) for f in attrs.fields(value))
+            assert (value.__hash__ is None) == mutable, name
+
+
 @pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
 def test_exported_signatures_evaluate(module: ModuleType) -> None:
     """inspect.signature(eval_str=True) works on every exported class and function."""

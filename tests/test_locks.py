@@ -383,3 +383,36 @@ def test_a_blocking_wait_that_gives_up_leaves_the_holders_files(tmp_path: Path) 
         with hold_blocking(lock, timeout_s=0.05) as got:
             assert not got
         assert lock.path.exists() and lock.holder_path.read_text() == note
+
+
+KILLED_WHILE_WRITING_ITS_NOTE = """
+import os, signal
+from chunktune._locks import sweep_lock
+lock = sweep_lock()
+assert lock.try_acquire()
+lock.holder_path.write_text("")  # killed with its note opened, nothing written yet
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("note", ["empty", "none"])
+def test_clear_removes_this_machines_sweep_lock_file_without_a_readable_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, note: str
+) -> None:
+    """A sweeper killed before its note was whole: clear removes the file named for this machine."""
+    from chunktune import DecisionCache
+
+    root = tmp_path / "xdg"
+    monkeypatch.delenv(SWEEP_LOCK_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root))
+    env = {k: v for k, v in os.environ.items() if k != SWEEP_LOCK_ENV}
+    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_WRITING_ITS_NOTE], env=env)
+    assert killed.returncode < 0
+    own = _locks.sweep_lock_path()
+    assert own.exists() and own.with_name(own.name + ".holder").read_text() == ""
+    if note == "none":  # killed as it let go, between removing its note and its file
+        own.with_name(own.name + ".holder").unlink()
+    other_boot = root / "chunktune-sweep-0123456789ab.lock"  # maybe another host's
+    other_boot.touch()
+    DecisionCache(tmp_path / "c.json").clear()
+    assert sorted(p.name for p in root.iterdir()) == [other_boot.name]

@@ -393,3 +393,14 @@ def test_the_rounds_features_without_the_rounds_are_refused() -> None:
         Policy(interleave=False)
     seed = chunktune.load_settings().policies["seed"]
     assert not seed.interleave and not (seed.confirm or seed.race or seed.paired)
+
+
+def test_settings_declare_themselves_unhashable_and_policies_hash() -> None:
+    """Settings.__hash__ is None (policies is a dict), equality is by value, a Policy hashes."""
+    settings = chunktune.load_settings()
+    assert chunktune.Settings.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable type: 'Settings'"):
+        hash(settings)
+    assert settings == attrs.evolve(settings, policies=dict(settings.policies), source="elsewhere")
+    assert settings != attrs.evolve(settings, policy="quick")
+    assert hash(settings.active) == hash(attrs.evolve(settings.active))

@@ -125,6 +125,16 @@ def test_a_huge_bad_value_in_a_trace_is_shown_shortened(tmp_path: Path, mutate: 
     assert len(str(info.value)) < 500 + len(str(path))
 
 
+def test_a_trace_that_never_ends_is_refused_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ReplayWorkload.from_file('/dev/zero') stops at the cap with a TraceError naming both."""
+    from chunktune import _trace
+
+    monkeypatch.setattr(_trace, "MAX_TRACE_BYTES", 2**20)  # 256 MiB of zeros, spared
+    with pytest.raises(TraceError) as info:
+        ReplayWorkload.from_file("/dev/zero")
+    assert str(info.value).startswith("cannot read trace /dev/zero: it holds more than 1 MiB;")
+
+
 def test_a_missing_trace_file_is_a_trace_error(tmp_path: Path) -> None:
     """A trace that is not there says so, with its path."""
     with pytest.raises(TraceError, match=r"nope\.json"):

@@ -1,0 +1,55 @@
+"""Values in messages: bounded in length, and a shortened one never cuts an escape in half."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from chunktune._validators import _cut, jsoned, shown, spelled
+
+# a cut 28 characters in and 28 from the end falls inside an escape at both ends
+HEAD_AND_TAIL = [
+    pytest.param("a" * 26 + '"' + "b" * 40 + "\n" + "c" * 26, id="quote-and-newline"),
+    pytest.param("a" * 25 + "\x01" + "b" * 40 + "\x1f" + "c" * 24, id="u-escapes"),
+    pytest.param("a" * 26 + "\\" + "b" * 40 + "\t" + "c" * 26, id="backslash-and-tab"),
+]
+
+
+def _halves(text: str) -> tuple[str, str]:
+    head, tail = text.split("...")
+    return head, tail
+
+
+@pytest.mark.parametrize("value", HEAD_AND_TAIL)
+def test_jsoned_shortens_a_string_between_escapes(value: str) -> None:
+    """Both ends of a shortened JSON string read back as the value's own start and end."""
+    head, tail = _halves(jsoned(value))
+    start, end = json.loads(head + '"'), json.loads('"' + tail)
+    assert value.startswith(start) and value.endswith(end)
+    assert len(start) >= 20 and len(end) >= 20  # shortened by a unit at most, not emptied
+
+
+@pytest.mark.parametrize("value", HEAD_AND_TAIL)
+@pytest.mark.parametrize("wrap", [str, lambda v: v.encode(), Path], ids=["str", "bytes", "path"])
+def test_shown_shortens_a_repr_between_escapes(value: str, wrap: object) -> None:
+    """Both ends of a shortened repr (of a str, or of an object: bytes) keep every escape whole."""
+    wrapped = wrap(value)  # type: ignore[operator]
+    for text in (shown(wrapped), spelled(wrapped)):
+        head, tail = _halves(text)
+        quote = "'" if "'" in head else '"'
+        start = head[head.index(quote) :] + quote
+        end = quote + tail[: tail.rindex(quote) + 1]
+        for piece in (start, end):
+            ast.literal_eval(("b" if isinstance(wrapped, bytes) else "") + piece)
+        assert len(text) < 100  # TOML escapes the kept characters after the cut
+
+
+def test_a_cut_keeps_a_surrogate_pairs_two_escapes_together() -> None:
+    """A JSON text of astral characters (ensure_ascii) is never cut between a pair's halves."""
+    text = json.dumps("a" * 14 + "\U0001f600" * 10)  # each a 12-character pair
+    head, tail = _halves(_cut(text, 28, 28))
+    assert json.loads(head + '"') == "a" * 14 + "\U0001f600"
+    assert json.loads('"' + tail) == "\U0001f600" * 2
