@@ -166,6 +166,24 @@ def write_cache_file(
         raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc
 
 
+def _link_aside(path: Path, aside: Path) -> bool:
+    """Give ``path``'s file the name ``aside`` too (True), or, where the file system makes
+    no hard links, rename it there (False).
+
+    Raises:
+        OSError: neither can be done (a read-only folder or mount); FileNotFoundError:
+            no file is there.
+    """
+    try:
+        os.link(path, aside)  # the cache path is a real path: no link to follow
+    except FileNotFoundError:
+        raise
+    except OSError:
+        os.replace(path, aside)
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- the cache
 
 
@@ -382,12 +400,15 @@ class DecisionCache:
         """Move an unusable file aside, bytes intact, and start afresh with its whole entries.
 
         The caller holds the write lock. Returns the entries kept (written to the fresh
-        file: :func:`chunktune._cache_salvage.salvage`).
+        file: :func:`chunktune._cache_salvage.salvage`). The file is linked aside and the
+        fresh one replaces it, so a process killed meanwhile leaves the unusable file where
+        it was, whole entries and all, for the next one to move; a file system without
+        hard links has it renamed aside first instead.
 
         Raises:
-            OSError: the kept entries cannot be written (a full disk): the file is moved
-                back, to be served read-only; should that fail too, a warning says where
-                it went.
+            OSError: the kept entries cannot be written (a full disk): the file stays (or,
+                renamed, is moved back), to be served read-only; should the move back fail
+                too, a warning says where it went.
         """
         name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         aside = self.path.with_name(name)
@@ -398,7 +419,7 @@ class DecisionCache:
             taken += 1
             aside = self.path.with_name(f"{name}-{taken}")
         try:
-            os.replace(self.path, aside)
+            linked = _link_aside(self.path, aside)
         except FileNotFoundError:
             return {}
         forget_recent()
@@ -406,27 +427,35 @@ class DecisionCache:
             kept = salvage(aside.read_bytes(), self.format)
         except OSError:
             kept = {}
-        if kept:
-            try:
+        try:
+            if kept:
                 self._write(kept)
-            except OSError:
-                # a full disk: moved back, the file serves its whole entries read-only, as
-                # one that cannot be moved aside does; left aside, they would be lost to the
-                # cache, and the next write would start a file without them
-                try:
-                    os.replace(aside, self.path)
-                except OSError:
-                    # the file is aside for good: where it went must be said, whatever follows
-                    logger.warning(
-                        "chunktune: cache file %s %s; moved it to %s, but could not write the "
-                        "%d of its entries that were whole to a fresh cache",
-                        self.path,
-                        why,
-                        aside,
-                        len(kept),
-                    )
+                self._memo = None
+            elif linked:
+                self.path.unlink(missing_ok=True)
+        except OSError:
+            if linked:
+                # the file never left: it serves its whole entries read-only, as one that
+                # cannot be moved aside does
+                with contextlib.suppress(OSError):
+                    aside.unlink()
                 raise
-            self._memo = None
+            # a full disk: moved back, the file serves its whole entries read-only, as
+            # one that cannot be moved aside does; left aside, they would be lost to the
+            # cache, and the next write would start a file without them
+            try:
+                os.replace(aside, self.path)
+            except OSError:
+                # the file is aside for good: where it went must be said, whatever follows
+                logger.warning(
+                    "chunktune: cache file %s %s; moved it to %s, but could not write the "
+                    "%d of its entries that were whole to a fresh cache",
+                    self.path,
+                    why,
+                    aside,
+                    len(kept),
+                )
+            raise
         logger.warning(
             "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",
             self.path,

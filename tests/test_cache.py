@@ -1028,6 +1028,11 @@ def _lock_that_cannot_be_taken(path: Path) -> None:
     lock.mkdir()
 
 
+def _refused(code: int, src: Any, dst: Any, **_kwargs: object) -> None:
+    """An ``os.link`` that the file system refuses with ``code``."""
+    raise OSError(code, os.strerror(code), str(src))
+
+
 def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     """Count the calls of ``_cache.<name>``."""
     calls: list[int] = []
@@ -1136,6 +1141,36 @@ def test_a_damaged_cache_on_a_full_disk_stays_in_place_and_serves_its_whole_entr
     assert set(DecisionCache(path).entries()) == whole | {"new"}
 
 
+_QUARANTINE_THEN_HANG = (  # reads the damaged cache; the fresh file's fsync never returns
+    "import os, sys, time\n"
+    "def hang(fd):\n"
+    "    print('writing', flush=True)\n"
+    "    time.sleep(600)\n"
+    "os.fsync = hang\n"
+    "from chunktune import DecisionCache\n"
+    "DecisionCache(sys.argv[1]).entries()\n"
+)
+
+
+@pytest.mark.parametrize("damage", ["digit", "cut"])
+def test_a_process_killed_moving_a_damaged_cache_aside_loses_none_of_its_whole_entries(
+    tmp_path: Path, damage: str
+) -> None:
+    """SIGKILL while a damaged cache's fresh file is written: the next reader gets its entries."""
+    path = tmp_path / "c.json"
+    damaged, lost = _damaged_cache(path, damage)
+    with subprocess.Popen(
+        [sys.executable, "-c", _QUARANTINE_THEN_HANG, str(path)], stdout=subprocess.PIPE, text=True
+    ) as mover:
+        assert mover.stdout is not None and mover.stdout.readline().strip() == "writing"
+        mover.kill()
+    assert path.read_bytes() == damaged  # still there, whole entries and all
+    assert set(DecisionCache(path).entries()) == set(DAMAGED_KEYS) - {lost}
+    assert set(DecisionCache(path).entries()) == set(DAMAGED_KEYS) - {lost}  # the fresh file's
+    asides = [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert asides and all(raw == damaged for raw in asides)
+
+
 def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1150,6 +1185,7 @@ def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", read_only_mount)
+    monkeypatch.setattr(os, "link", functools.partial(_refused, errno.EROFS))  # links too
     cache = DecisionCache(path)
     changes = _recent.changes()
     with caplog.at_level(logging.WARNING, logger="chunktune"):

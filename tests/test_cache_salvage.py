@@ -253,8 +253,12 @@ def test_a_broken_file_whose_entries_cannot_be_written_back_still_says_where_it_
             raise OSError(errno.EIO, "Input/output error")
         real_replace(src, dst)
 
+    def no_hard_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")  # the file is renamed aside
+
     monkeypatch.setattr(_cache, "write_atomic", full)
     monkeypatch.setattr(os, "replace", no_way_back)
+    monkeypatch.setattr(os, "link", no_hard_links)
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         assert DecisionCache(path).entries() == {}
     (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
