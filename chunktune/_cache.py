@@ -617,6 +617,16 @@ class DecisionCache:
 
     # -- writing -------------------------------------------------------------------
 
+    @property
+    def _backup_path(self) -> Path:
+        """Where a migrated older tuner's file is kept, as it was."""
+        return self.path.with_name(self.path.name + ".schema0")
+
+    def _remove_stale_temps(self) -> None:
+        """Delete the temporary files of writers killed mid-write: the cache's and its backup's."""
+        remove_stale_temps(self.path)
+        remove_stale_temps(self._backup_path)
+
     def _write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
         """Replace the file (caller holds the write lock); back up a migrated older file once.
 
@@ -624,9 +634,9 @@ class DecisionCache:
         for it before; those of ``replaced`` (and any other object) are converted and
         hashed afresh.
         """
-        remove_stale_temps(self.path)
+        self._remove_stale_temps()
         if self._legacy_bytes is not None:
-            backup = self.path.with_name(self.path.name + ".schema0")
+            backup = self._backup_path
             if not backup.exists():
                 write_atomic(backup, self._legacy_bytes)
                 logger.warning(
@@ -746,7 +756,7 @@ class DecisionCache:
             raise CacheError(
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
             ) from exc
-        remove_stale_temps(self.path)
+        self._remove_stale_temps()
         self._remove_idle_key_locks()
         remove_idle(sweep_lock_litter())
         return len(keys)
