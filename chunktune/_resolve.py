@@ -28,7 +28,7 @@ from ._decision import Decision
 from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
-from ._locks import acquire, hold, key_lock, sweep_lock
+from ._locks import Lock, acquire, hold, key_lock, sweep_lock
 from ._probe import SweepResult
 from ._recent import recall, remember
 from ._request import (
@@ -45,7 +45,7 @@ from ._request import (
 )
 from ._settings import Policy, Settings
 from ._sweep import sweep
-from ._threads import KEYING_THREAD, call_soon, hop, in_own_thread, run_blocking
+from ._threads import KEYING_THREAD, STORE_THREAD, call_soon, hop, in_own_thread, run_blocking
 from ._validators import spelled
 from ._workload import Workload, native_chunk, upper_chunk
 
@@ -64,8 +64,12 @@ async def _measure(
     cache: DecisionCache | None,
     watch: _flights.Watch,
     flight: _flights.Flight,
+    key_lock: Lock | None = None,
 ) -> Decision:
-    """Sweep under the machine-wide lock, select, store."""
+    """Sweep under the machine-wide lock, select, store.
+
+    ``key_lock``, held by the flight, is handed to the thread that stores the entry.
+    """
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
     token = anyio.lowlevel.current_token()
     stop = threading.Event()
@@ -114,9 +118,16 @@ async def _measure(
     watch.sweeping = False
     decision = watch.decided = measured_decision(req, result, key)
     if cache is not None and worth_storing(decision):
-        # a write stuck behind another process's lock must not hold the answer past
-        # hard_limit_s: the write is atomic, so it may finish on its own
-        await hop(cache.put, key, cache_entry(req, decision), abandon_on_cancel=True)
+        # A write stuck behind another process's lock must not hold the answer past
+        # hard_limit_s, nor a cancelled caller: the write is atomic, so it may finish on
+        # its own. The key stays locked until it has: a task or process that waits for
+        # the key then reads this entry instead of measuring the key again.
+        release = None
+        if key_lock is not None and flight.unclaim(key_lock):
+            release = key_lock.release
+        store = functools.partial(cache.put, key, cache_entry(req, decision))
+        # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
+        await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
     return decision
 
 
@@ -196,7 +207,7 @@ async def _owned(
             hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
             if hit is not None:
                 return hit
-        return await _measure(req, key, cache, watch, flight)
+        return await _measure(req, key, cache, watch, flight, lock)
 
 
 async def _answer(req: Request) -> Decision:
@@ -251,7 +262,8 @@ async def resolve(
     the sweep lock until it returns, so no later sweep overlaps its probes.
     Cancelling the awaiting task does the same: it returns at once, the sweep stops
     at its next probe boundary, and nothing is cached (a cancel that arrives once the
-    sweep has finished, while its entry is being written, lets that whole entry land).
+    sweep has finished, while its entry is being written, lets that whole entry land, and
+    the key stays locked until it has, so whoever waits for the key reads that entry).
     A ``signature()`` that blocks is left behind in the same way; a decision measured
     in time is returned at the limit even while its entry still waits for the cache's
     write lock (it is written once that lock is free, or given up with a warning, as for

@@ -29,6 +29,7 @@ from ._sigint import interruptible
 
 __all__ = [
     "KEYING_THREAD",
+    "STORE_THREAD",
     "SWEEP_THREAD",
     "call_soon",
     "hop",
@@ -48,6 +49,7 @@ Ts = TypeVarTuple("Ts")
 
 SWEEP_THREAD = "chunktune sweep"
 KEYING_THREAD = "chunktune keying"  # a signature() under a hard limit, which it may outlive
+STORE_THREAD = "chunktune store"  # a sweep's cache write, which its caller may leave
 
 # A hop never waits on another hop, so a few threads serve any number of resolves; and
 # hops are GIL-bound Python, so more threads only make them fight the event loop for
@@ -306,9 +308,14 @@ def run_beside(
 
 
 async def in_own_thread(
-    func: Callable[[], T], *, name: str = SWEEP_THREAD, finally_: Callable[[], None] | None = None
+    func: Callable[[], T],
+    *,
+    name: str = SWEEP_THREAD,
+    finally_: Callable[[], None] | None = None,
+    daemon: bool = True,
 ) -> T:
-    """Run ``func()`` in a new daemon thread; await what it returns or raises.
+    """Run ``func()`` in a new thread (a daemon unless ``daemon`` is False); await what it
+    returns or raises.
 
     The wait holds no worker thread. ``finally_()``, if given, runs after ``func`` in that
     thread, however it ends, or here if the thread cannot start. If the awaiting task
@@ -331,7 +338,7 @@ async def in_own_thread(
             finally:
                 call_soon(token, done.set)
 
-    thread = threading.Thread(target=main, name=name, daemon=True)
+    thread = threading.Thread(target=main, name=name, daemon=daemon)
     try:
         thread.start()
     except BaseException:

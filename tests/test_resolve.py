@@ -18,7 +18,7 @@ import anyio
 import anyio.to_thread
 import attrs
 import pytest
-from _holders import cached_eventually, holding_async
+from _holders import cached_eventually, holding, holding_async
 from _pools import lognormal_32
 
 import chunktune
@@ -30,7 +30,7 @@ from chunktune import (
     WorkloadError,
     _locks,
 )
-from chunktune._threads import wait_for_sweeps
+from chunktune._threads import STORE_THREAD, wait_for_sweeps
 from chunktune._workload import SignatureValue
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -932,6 +932,126 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
     assert await anyio.to_thread.run_sync(cached_eventually, cache.path, d.key)
     again = await chunktune.resolve(w, policy=pol)
     assert (again.source, again.chunk_size) == ("cache", d.chunk_size)
+
+
+def stores_ended() -> None:
+    """Wait for the threads that write sweeps' entries (blocking: run it in a thread)."""
+    for thread in threading.enumerate():
+        if thread.name == STORE_THREAD:
+            thread.join(60)
+
+
+async def test_the_key_stays_locked_while_an_entry_returned_at_the_hard_limit_is_written(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Returned at the hard limit, a resolve keeps the key locked until its entry is written."""
+    # so another process waiting for the key reads that entry and measures nothing
+    from chunktune import _cache
+
+    monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    cache = chunktune.DecisionCache(isolated / "cache.json")
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=2.5, hard_limit_s=3.0
+    )
+    async with holding_async(cache.lock_path):
+        with anyio.fail_after(60):  # a hang detector, not a timing
+            d = await chunktune.resolve(uneven(), policy=pol)
+        assert d.source == "benchmark"
+        key = _locks.key_lock(Path(cache.key_lock(d.key).lock_file))
+        assert not await anyio.to_thread.run_sync(key.try_acquire)
+    await anyio.to_thread.run_sync(stores_ended)
+    assert await anyio.to_thread.run_sync(key.try_acquire)
+    key.release()
+    assert d.key in cache_entries(isolated)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_process_that_exits_while_an_entry_is_written_lets_it_land(
+    tmp_path: Path, backend: str
+) -> None:
+    """The process's exit waits for an entry still being written (on trio too): it lands."""
+    import subprocess
+    import sys
+
+    script = (
+        "import anyio, attrs, chunktune\n"
+        "from chunktune import _cache\n"
+        "_cache.WRITE_STALL_S = 600.0\n"
+        "from chunktune.sim import Noise, SimulatedWorkload\n"
+        "w = SimulatedWorkload.from_layout('blocked', num_envs=512, nthread=8,\n"
+        "                                  noise=Noise(sigma=0.01))\n"
+        "pol = attrs.evolve(chunktune.load_settings().get_policy('balanced'),\n"
+        "                   time_budget_s=2.5, hard_limit_s=3.0)\n"
+        "async def main():\n"
+        "    return await chunktune.resolve(w, policy=pol)\n"
+        f"d = anyio.run(main, backend={backend!r})\n"
+        "print(d.source, d.key, flush=True)\n"
+    )
+    cache = tmp_path / "c.json"
+    here = str(Path(chunktune.__file__).parents[1])  # this chunktune, not an installed one
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(cache), "PYTHONPATH": here}
+    with (
+        holding(tmp_path / "c.json.lock") as holder,
+        subprocess.Popen(
+            [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
+        ) as child,
+    ):
+        assert child.stdout is not None
+        source, key = child.stdout.readline().split()
+        assert source == "benchmark" and holder.poll() is None  # returned; write lock held
+        holder.kill()  # the write goes on: the child exits once it is done
+        assert child.wait(120) == 0
+    assert key in json.loads(cache.read_text())["entries"]
+
+
+async def test_a_task_that_takes_over_from_an_owner_cancelled_while_storing_reads_its_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An owner cancelled while storing: the task sharing its sweep reads the entry, no sweep."""
+    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)  # a wait for the key is reported at once
+    writing, write = threading.Event(), threading.Event()
+    put = chunktune.DecisionCache.put
+
+    def held_put(cache: chunktune.DecisionCache, key: str, entry: chunktune.CacheEntry) -> bool:
+        writing.set()
+        write.wait(60)
+        return put(cache, key, entry)
+
+    monkeypatch.setattr(chunktune.DecisionCache, "put", held_put)
+    w = uneven()
+    measuring, waits_or_measures = anyio.Event(), anyio.Event()
+    seen: list[str] = []
+    shared: list[chunktune.Decision] = []
+
+    def owner_progress(event: ProgressEvent) -> None:
+        if event.kind == "probe":
+            measuring.set()
+
+    def waiter_progress(event: ProgressEvent) -> None:
+        seen.append(event.kind)
+        if event.kind in ("waiting", "candidates"):
+            waits_or_measures.set()
+
+    owner = anyio.CancelScope()
+
+    async def own() -> None:
+        with owner:
+            await chunktune.resolve(w, on_progress=owner_progress)
+
+    async def wait() -> None:
+        shared.append(await chunktune.resolve(w, on_progress=waiter_progress))
+
+    with anyio.fail_after(60):  # a hang detector, not a timing
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(own)
+            await measuring.wait()
+            tg.start_soon(wait)  # shares the owner's flight: the owner is still storing
+            await anyio.to_thread.run_sync(writing.wait)
+            owner.cancel()
+            await waits_or_measures.wait()
+            write.set()
+    assert owner.cancelled_caught
+    assert shared[0].source == "cache" and "candidates" not in seen
 
 
 async def test_resolve_since_counts_the_hard_limit_from_the_time_given() -> None:
