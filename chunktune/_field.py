@@ -111,16 +111,22 @@ class Field:
                 self.drop(c)
 
     def halve(self) -> None:
-        """Successive halving: keep the better half of the judged contenders (at least top + 1).
+        """Successive halving: drop the worse half of the judged contenders (at least top + 1
+        stay), but none the leader has not beaten on the rounds they share.
 
         Racing drops only what is clearly behind; under heavy noise that is slow, and
         every round pays for every live candidate. Halving spends the rounds on the
-        contenders, and refinement then looks around the best of them.
+        contenders, and refinement then looks around the best of them. The halves are
+        ranked by each size's own rounds, and a size that joined late has fewer: it is
+        dropped only where the leader is ahead of it by ``tie_z`` standard errors on their
+        common rounds, so a size the evidence cannot yet tell from the leader races on.
         """
         ranked = sorted(
             (c for c in self.live if self.ev.count(c) >= self.p.min_rounds),
             key=lambda c: (self.ev.location(c), c),
         )
         keep = max(self.p.refine_top + 1, math.ceil(len(ranked) / 2))
+        lead = self.leader()
         for c in ranked[keep:]:
-            self.drop(c)
+            if c != lead and self.ev.compare(c, lead).lower(self.p.tie_z) > 0:
+                self.drop(c)

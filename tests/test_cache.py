@@ -611,12 +611,11 @@ def test_a_strict_read_of_an_unreadable_cache_raises(tmp_path: Path) -> None:
 
 
 def test_stale_temporary_files_are_removed_on_write(tmp_path: Path) -> None:
-    """A write deletes temporaries of dead writers older than STALE_TEMP_S, and nothing else.
-
-    The migration's backup (``c.json.schema0``) is written the same way, so a writer
-    killed while writing it leaves a temporary of its own: that one goes too.
-    """
+    """A write deletes dead writers' temporaries (the backup's too) older than STALE_TEMP_S only."""
     from chunktune._atomic import STALE_TEMP_S
+
+    # the migration's backup (c.json.schema0) is written the same way, so a writer
+    # killed while writing it leaves a temporary of its own
 
     path = tmp_path / "c.json"
     old = time.time() - STALE_TEMP_S - 60

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from _fields import balanced, field
 
+from chunktune._field import Field
+from chunktune._probe import Probe
+from chunktune.sim import SimulatedWorkload
+
 
 def test_native_leads_a_candidate_measured_exactly_like_it() -> None:
     """On an exact tie with native the leader is native: a candidate must be faster to lead."""
@@ -46,3 +50,31 @@ def test_racing_never_drops_the_leader() -> None:
     f = field(balanced(margin=0.03), {8: (0.99,)})
     f.race()
     assert f.live == [8] and f.dropped == {}
+
+
+def _halved_field_with_a_late_joiner() -> Field:
+    """Six rounds of five sizes, each with noise of its own, and a sixth, 3.3% behind the
+    leader, that joined for the last two: it ranks in the worse half on its own rounds."""
+    pol = balanced()
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
+    probe = Probe(w, pol, check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    levels = {2: 0.90, 3: 0.91, 4: 0.92, 6: 0.99, 7: 1.00}
+    f = Field(probe, [None, *levels, 5])
+    jitter = (1.05, 0.95, 1.04, 0.96, 1.05, 0.95)
+    for r in range(6):
+        f.ev.add(None, r, 1.0)
+        for i, (chunk, level) in enumerate(levels.items()):
+            f.ev.add(chunk, r, level * jitter[(r + i) % 6])
+        if r >= 4:
+            f.ev.add(5, r, 0.93 * jitter[r])
+    f.round = 5
+    return f
+
+
+def test_halving_keeps_a_size_the_leader_has_not_beaten_on_their_common_rounds() -> None:
+    """Halving drops the worse half the leader is clearly ahead of, not a late joiner it is not."""
+    f = _halved_field_with_a_late_joiner()
+    assert f.leader() == 2
+    assert f.ev.compare(5, 2).lower(f.p.tie_z) <= 0 < f.ev.compare(6, 2).lower(f.p.tie_z)
+    f.halve()
+    assert f.live == [2, 3, 4, 5] and sorted(f.dropped) == [6, 7]
