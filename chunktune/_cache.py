@@ -396,6 +396,20 @@ class DecisionCache:
             )
         return parsed.entries
 
+    def _linked_aside_before(self) -> Path | None:
+        """The name aside a mover killed mid-move gave this very file, if there is one.
+
+        Such a mover linked the damaged file aside and died before the fresh file replaced
+        it; moving it again under that name keeps one copy aside, not two names of it.
+        """
+        prefix = f"{self.path.name}.corrupt-"
+        with contextlib.suppress(OSError), os.scandir(self.path.parent) as found:
+            for item in found:
+                with contextlib.suppress(OSError):
+                    if item.name.startswith(prefix) and os.path.samefile(item.path, self.path):
+                        return Path(item.path)
+        return None
+
     def _quarantine(self, why: str) -> dict[str, CacheEntry]:
         """Move an unusable file aside, bytes intact, and start afresh with its whole entries.
 
@@ -410,18 +424,23 @@ class DecisionCache:
                 renamed, is moved back), to be served read-only; should the move back fail
                 too, a warning says where it went.
         """
-        name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        aside = self.path.with_name(name)
-        # the write lock is held, so no other move runs meanwhile: a name that is taken is
-        # an earlier move's in the same second (this process's own), and its bytes must stay
-        taken = 1
-        while os.path.lexists(aside):
-            taken += 1
-            aside = self.path.with_name(f"{name}-{taken}")
-        try:
-            linked = _link_aside(self.path, aside)
-        except FileNotFoundError:
-            return {}
+        earlier = self._linked_aside_before()
+        if earlier is not None:  # a mover killed before its fresh file replaced this one
+            aside, linked = earlier, True
+        else:
+            name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+            aside = self.path.with_name(name)
+            # the write lock is held, so no other move runs meanwhile: a name that is taken
+            # is an earlier move's in the same second (this process's own), and its bytes
+            # must stay
+            taken = 1
+            while os.path.lexists(aside):
+                taken += 1
+                aside = self.path.with_name(f"{name}-{taken}")
+            try:
+                linked = _link_aside(self.path, aside)
+            except FileNotFoundError:
+                return {}
         forget_recent()
         try:
             kept = salvage(aside.read_bytes(), self.format)

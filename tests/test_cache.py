@@ -1174,6 +1174,21 @@ def test_a_process_killed_moving_a_damaged_cache_aside_loses_none_of_its_whole_e
     assert asides and all(raw == damaged for raw in asides)
 
 
+def test_a_move_aside_a_killed_mover_began_keeps_its_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged file already linked aside by a mover killed mid-move gets no second name."""
+    path = tmp_path / "c.json"
+    damaged, lost = _damaged_cache(path, "digit")
+    earlier = tmp_path / "c.json.corrupt-20261201T000000-1"
+    os.link(path, earlier)  # what the killed mover left: the file under both names
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert set(DecisionCache(path).entries()) == set(DAMAGED_KEYS) - {lost}
+    asides = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert asides == [earlier] and earlier.read_bytes() == damaged
+    assert path.read_bytes() != damaged and str(earlier) in caplog.text
+
+
 def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
