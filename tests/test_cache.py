@@ -808,6 +808,83 @@ def test_a_writer_that_locked_a_removed_lock_file_locks_the_one_in_its_place(
     assert not lock_path.exists()
 
 
+def test_the_next_writer_keeps_the_lock_file_it_takes_as_one_lets_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder removes its lock file before letting go, never the file the next one took."""
+    import fcntl
+
+    cache = DecisionCache(tmp_path / "cache.json")
+    lock_path = cache.lock_path
+    taken: list[int] = []
+
+    class NextWriterAtOnce(filelock.FileLock):
+        def release(self, *args: Any, **kwargs: Any) -> None:
+            super().release(*args, **kwargs)
+            if Path(self.lock_file) == lock_path and not taken:  # opens the path, locks it
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken.append(fd)
+
+    monkeypatch.setattr("chunktune._cache.filelock.FileLock", NextWriterAtOnce)
+    assert cache.update({"a" * 32: entry(4)})
+    (fd,) = taken
+    try:
+        assert lock_path.exists() and os.path.samestat(os.fstat(fd), os.stat(lock_path))
+    finally:
+        os.close(fd)
+
+
+def test_a_writer_whose_lock_file_was_replaced_leaves_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write lock file removed under its holder and made anew by another stays for that one."""
+    import fcntl
+
+    cache = DecisionCache(tmp_path / "cache.json")
+    lock_path = cache.lock_path
+    other: list[int] = []
+    current = DecisionCache._current
+
+    def replaced(self: DecisionCache) -> dict[str, CacheEntry]:
+        if not other:  # removed by hand mid-write; another writer makes and locks a fresh one
+            lock_path.unlink()
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            other.append(fd)
+        return current(self)
+
+    monkeypatch.setattr(DecisionCache, "_current", replaced)
+    assert cache.update({"a" * 32: entry(4)})
+    (fd,) = other
+    try:
+        assert lock_path.exists() and os.path.samestat(os.fstat(fd), os.stat(lock_path))
+    finally:
+        os.close(fd)
+
+
+def test_a_write_lock_file_that_cannot_be_removed_is_left_and_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where its holder cannot remove the lock file (Windows: an open file), the write stands."""
+    cache = DecisionCache(tmp_path / "cache.json")
+    lock_path = cache.lock_path
+    unlink = Path.unlink
+
+    def kept_open(self: Path, missing_ok: bool = False) -> None:
+        if self == lock_path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", kept_open)
+    assert cache.update({"a" * 32: entry(4)})
+    assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
+    assert lock_path.exists()
+    after = filelock.FileLock(lock_path, thread_local=False)
+    after.acquire(timeout=0)  # let go: another writer takes it at once
+    after.release()
+
+
 def test_a_write_waits_on_while_the_writers_ahead_keep_changing_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -416,3 +417,12 @@ def test_clear_removes_this_machines_sweep_lock_file_without_a_readable_note(
     other_boot.touch()
     DecisionCache(tmp_path / "c.json").clear()
     assert sorted(p.name for p in root.iterdir()) == [other_boot.name]
+
+
+def test_a_lock_that_keeps_no_descriptor_is_trusted(tmp_path: Path) -> None:
+    """holds_file_at trusts a filelock that exposes no descriptor, rather than retrying forever."""
+    path = tmp_path / "x.lock"
+    path.touch()
+    assert _locks.holds_file_at(types.SimpleNamespace(), path)  # type: ignore[arg-type]
+    no_fd = types.SimpleNamespace(_context=types.SimpleNamespace(lock_file_fd=None))
+    assert _locks.holds_file_at(no_fd, path)  # type: ignore[arg-type]

@@ -135,6 +135,15 @@ def test_a_trace_that_never_ends_is_refused_at_its_cap(monkeypatch: pytest.Monke
     assert str(info.value).startswith("cannot read trace /dev/zero: it holds more than 1 MiB;")
 
 
+def test_a_trace_is_read_as_utf_8(tmp_path: Path) -> None:
+    """A trace written with its text unescaped (a model named café) reads back as written."""
+    trace = attrs.evolve(synthetic(), signature={"model": "café.xml"}, description="naïve")
+    text = json.dumps(trace.to_dict(), ensure_ascii=False)
+    path = tmp_path / "t.json"
+    path.write_bytes(text.encode("utf-8"))
+    assert load_trace(path) == trace
+
+
 def test_a_missing_trace_file_is_a_trace_error(tmp_path: Path) -> None:
     """A trace that is not there says so, with its path."""
     with pytest.raises(TraceError, match=r"nope\.json"):

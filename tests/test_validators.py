@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ HEAD_AND_TAIL = [
     pytest.param("a" * 26 + '"' + "b" * 40 + "\n" + "c" * 26, id="quote-and-newline"),
     pytest.param("a" * 25 + "\x01" + "b" * 40 + "\x1f" + "c" * 24, id="u-escapes"),
     pytest.param("a" * 26 + "\\" + "b" * 40 + "\t" + "c" * 26, id="backslash-and-tab"),
+    pytest.param("a" * 20 + "\U000e0001" * 30 + "b" * 20, id="U-escapes"),  # unprintable
 ]
 
 
@@ -53,3 +56,55 @@ def test_a_cut_keeps_a_surrogate_pairs_two_escapes_together() -> None:
     head, tail = _halves(_cut(text, 28, 28))
     assert json.loads(head + '"') == "a" * 14 + "\U0001f600"
     assert json.loads('"' + tail) == "\U0001f600" * 2
+
+
+def test_a_cut_keeps_a_surrogate_pair_whole_where_only_half_would_fit() -> None:
+    """Where a pair's first escape fits before the cut and its second does not, both go."""
+    text = json.dumps("a" * 18 + "\U0001f600" * 10 + "b" * 4)  # cuts 6 into a pair at both ends
+    head, tail = _halves(_cut(text, 28, 28))
+    assert head == '"' + "a" * 18
+    assert json.loads('"' + tail) == "\U0001f600bbbb"
+
+
+class _Lines:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+LINES = "line\n" * 30
+
+
+@pytest.mark.parametrize(
+    ("show", "value", "expected"),
+    [
+        pytest.param(jsoned, "a" * 100, '"' + "a" * 27 + "..." + "a" * 27 + '"', id="json"),
+        pytest.param(jsoned, "a" * 40 + "\n" + "b" * 26, '"' + "a" * 27 + "..." + "b" * 26 + '"',
+                     id="json-escape-past-the-tail"),
+        pytest.param(jsoned, "a" * 26 + "\n" + "b" * 40, '"' + "a" * 26 + "..." + "b" * 27 + '"',
+                     id="json-escape-past-the-head"),
+        pytest.param(jsoned, "a" * 58, '"' + "a" * 58 + '"', id="json-of-60-whole"),
+        pytest.param(shown, "a" * 100, "'" + "a" * 27 + "..." + "a" * 28 + "'", id="repr"),
+        pytest.param(shown, "a" * 58, "'" + "a" * 58 + "'", id="repr-of-60-whole"),
+        pytest.param(shown, _Lines(LINES), LINES[:28] + "..." + LINES[-29:], id="lines"),
+        pytest.param(shown, _Lines("x" * 60), "x" * 60, id="object-of-60-whole"),
+    ],
+)  # fmt: skip
+def test_a_cut_without_an_escape_in_the_way_keeps_the_whole_room(
+    show: Callable[[object], str], value: object, expected: str
+) -> None:
+    """A shortened value keeps as many characters as its bounds allow, line breaks too."""
+    assert show(value) == expected
+
+
+class _Broken:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_an_object_whose_repr_fails_is_shown_by_reprlibs_stand_in() -> None:
+    """A __repr__ that raises does not escape a message: the class and address stand in."""
+    for show in (shown, spelled):
+        assert re.fullmatch(r"<_Broken instance at 0x[0-9a-f]+>", show(_Broken()))
