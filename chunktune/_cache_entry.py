@@ -42,9 +42,9 @@ __all__ = [
 NATIVE = "native"  # how None (the native chunk) is written: TOML has no null
 
 
-# unsafe_hash=False: its tables are dicts, so a hash would raise; __hash__ is None, as
+# hash=False: its tables are dicts, so a hash would raise; __hash__ is None, as
 # type checkers then say (equality stays by value)
-@attrs.frozen(kw_only=True, unsafe_hash=False)
+@attrs.frozen(kw_only=True, hash=False)
 class CacheEntry:
     """A stored decision and its evidence. Times in seconds; ``created`` in Unix seconds."""
 

@@ -22,9 +22,9 @@ def timings_to_ms(timings: Mapping[int | None, float]) -> dict[str, float]:
     return {("native" if k is None else str(k)): v * 1e3 for k, v in ordered}
 
 
-# unsafe_hash=False: timings and samples are dicts, so a hash would raise; __hash__ is
+# hash=False: timings and samples are dicts, so a hash would raise; __hash__ is
 # None, as type checkers then say (equality stays by value)
-@attrs.frozen(kw_only=True, unsafe_hash=False)
+@attrs.frozen(kw_only=True, hash=False)
 class Decision:
     """Which chunk to pass to ``rollout(chunk_size=...)``, and why.
 

@@ -389,9 +389,9 @@ def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
     return dict(value)
 
 
-# unsafe_hash=False: policies is a dict, so a hash would raise; __hash__ is None, as
+# hash=False: policies is a dict, so a hash would raise; __hash__ is None, as
 # type checkers then say (equality stays by value)
-@attrs.frozen(kw_only=True, unsafe_hash=False, field_transformer=plain_numbers)
+@attrs.frozen(kw_only=True, hash=False, field_transformer=plain_numbers)
 class Settings:
     """The effective settings: the active policy's name, every known policy, cache, log, ray."""
 

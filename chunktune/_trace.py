@@ -38,9 +38,9 @@ from ._workload import (
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
 
-# unsafe_hash=False: samples and its tables are dicts, so a hash would raise; __hash__
+# hash=False: samples and its tables are dicts, so a hash would raise; __hash__
 # is None, as type checkers then say (equality stays by value)
-@attrs.frozen(kw_only=True, unsafe_hash=False)
+@attrs.frozen(kw_only=True, hash=False)
 class Trace:
     """A recorded landscape. ``samples`` maps chunk size to seconds, one per round."""
 
