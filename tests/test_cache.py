@@ -759,6 +759,15 @@ def test_a_writer_stuck_holding_the_write_lock_is_waited_for_a_bounded_time(
     assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32, "b" * 32}
 
 
+def _lock_by_hand(path: Path) -> int:
+    """Open and flock ``path`` as another writer would; returns the descriptor to close."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
 def test_a_write_removes_its_lock_file_as_it_lets_go(tmp_path: Path) -> None:
     """Writes and merges leave no cache.json.lock: its holder removes it, as a key lock's."""
     cache = DecisionCache(tmp_path / "cache.json")
@@ -812,8 +821,6 @@ def test_the_next_writer_keeps_the_lock_file_it_takes_as_one_lets_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The holder removes its lock file before letting go, never the file the next one took."""
-    import fcntl
-
     cache = DecisionCache(tmp_path / "cache.json")
     lock_path = cache.lock_path
     taken: list[int] = []
@@ -822,9 +829,7 @@ def test_the_next_writer_keeps_the_lock_file_it_takes_as_one_lets_go(
         def release(self, *args: Any, **kwargs: Any) -> None:
             super().release(*args, **kwargs)
             if Path(self.lock_file) == lock_path and not taken:  # opens the path, locks it
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                taken.append(fd)
+                taken.append(_lock_by_hand(lock_path))
 
     monkeypatch.setattr("chunktune._cache.filelock.FileLock", NextWriterAtOnce)
     assert cache.update({"a" * 32: entry(4)})
@@ -839,8 +844,6 @@ def test_a_writer_whose_lock_file_was_replaced_leaves_the_new_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write lock file removed under its holder and made anew by another stays for that one."""
-    import fcntl
-
     cache = DecisionCache(tmp_path / "cache.json")
     lock_path = cache.lock_path
     other: list[int] = []
@@ -849,9 +852,7 @@ def test_a_writer_whose_lock_file_was_replaced_leaves_the_new_one(
     def replaced(self: DecisionCache) -> dict[str, CacheEntry]:
         if not other:  # removed by hand mid-write; another writer makes and locks a fresh one
             lock_path.unlink()
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            other.append(fd)
+            other.append(_lock_by_hand(lock_path))
         return current(self)
 
     monkeypatch.setattr(DecisionCache, "_current", replaced)
