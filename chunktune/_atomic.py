@@ -74,12 +74,17 @@ def check_writable(path: Path) -> None:
         os.unlink(tmp)
 
 
-def remove_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S) -> int:
+def remove_stale_temps(
+    path: Path, *, also: tuple[Path, ...] = (), older_than_s: float = STALE_TEMP_S
+) -> int:
     """Delete what writers killed mid-write left: ``.<name>.<random>.tmp`` older than the limit.
 
-    Only names :func:`write_atomic` makes for ``path`` match; returns how many went.
+    Only names :func:`write_atomic` makes for ``path``, or for the files of ``also`` (in
+    the same folder: one scan serves them all), match; returns how many went.
     """
-    pattern = re.compile(re.escape(f".{path.name}.") + r"[A-Za-z0-9_]+\.tmp")
+    pattern = re.compile(
+        "|".join(re.escape(f".{p.name}.") + r"[A-Za-z0-9_]+\.tmp" for p in (path, *also))
+    )
     cutoff = time.time() - older_than_s
     removed = 0
     with contextlib.suppress(OSError), os.scandir(path.parent) as found:

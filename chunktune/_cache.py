@@ -643,8 +643,7 @@ class DecisionCache:
 
     def _remove_stale_temps(self) -> None:
         """Delete the temporary files of writers killed mid-write: the cache's and its backup's."""
-        remove_stale_temps(self.path)
-        remove_stale_temps(self._backup_path)
+        remove_stale_temps(self.path, also=(self._backup_path,))
 
     def _write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
         """Replace the file (caller holds the write lock); back up a migrated older file once.

@@ -768,6 +768,15 @@ def _lock_by_hand(path: Path) -> int:
     return fd
 
 
+def _the_file_at_the_path_is_the_one_locked(path: Path, fds: list[int]) -> bool:
+    """Whether ``path`` is there and is the file the one descriptor of ``fds`` locks (closed)."""
+    (fd,) = fds
+    try:
+        return path.exists() and os.path.samestat(os.fstat(fd), os.stat(path))
+    finally:
+        os.close(fd)
+
+
 def test_a_write_removes_its_lock_file_as_it_lets_go(tmp_path: Path) -> None:
     """Writes and merges leave no cache.json.lock: its holder removes it, as a key lock's."""
     cache = DecisionCache(tmp_path / "cache.json")
@@ -833,11 +842,7 @@ def test_the_next_writer_keeps_the_lock_file_it_takes_as_one_lets_go(
 
     monkeypatch.setattr("chunktune._cache.filelock.FileLock", NextWriterAtOnce)
     assert cache.update({"a" * 32: entry(4)})
-    (fd,) = taken
-    try:
-        assert lock_path.exists() and os.path.samestat(os.fstat(fd), os.stat(lock_path))
-    finally:
-        os.close(fd)
+    assert _the_file_at_the_path_is_the_one_locked(lock_path, taken)
 
 
 def test_a_writer_whose_lock_file_was_replaced_leaves_the_new_one(
@@ -857,11 +862,7 @@ def test_a_writer_whose_lock_file_was_replaced_leaves_the_new_one(
 
     monkeypatch.setattr(DecisionCache, "_current", replaced)
     assert cache.update({"a" * 32: entry(4)})
-    (fd,) = other
-    try:
-        assert lock_path.exists() and os.path.samestat(os.fstat(fd), os.stat(lock_path))
-    finally:
-        os.close(fd)
+    assert _the_file_at_the_path_is_the_one_locked(lock_path, other)
 
 
 def test_a_write_lock_file_that_cannot_be_removed_is_left_and_let_go(
