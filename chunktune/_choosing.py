@@ -1,9 +1,13 @@
 """Choosing by evidence at the race's end: the candidate to confirm, or native.
 
-The measured best, unless native is within the noise of it (``confidence_z``), it is
-short of the margin, or confirming its gain would take more pairs than the budget
-allows (the noise gate, :class:`chunktune._gate.NoiseGate`): then native. Among ties
-(``tie_break`` other than ``"evidence"``), :func:`chunktune._select.pick` picks.
+The measured best, or (``tie_break = "evidence"``) the size measured on the most rounds
+among those the best has not beaten by ``tie_z`` standard errors on their common rounds
+and that clear the margin themselves: the best of a noisy field was also its luckiest,
+the more so on fewer rounds. Native instead when that size is within the noise of it
+(``confidence_z``), short of the margin, or when confirming the race's gain would take
+more pairs than the budget allows (the noise gate, :class:`chunktune._gate.NoiseGate`,
+which prices the best's estimate, the gain on offer). Among ties (``tie_break`` other
+than ``"evidence"``), :func:`chunktune._select.pick` picks.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 
 from ._field import Field
 from ._gate import NoiseGate
-from ._reasons import pct, too_short
+from ._reasons import pct, too_short, unbeaten
 from ._select import Choice, pick
 
 __all__ = ["choose"]
@@ -37,7 +41,22 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
     best = min(eligible, key=lambda c: (ev.location(c), c))
     band: tuple[int, ...] = (best,)
     chosen = best
-    if p.tie_break != "evidence":
+    if p.tie_break == "evidence":
+        # the race's best was also its luckiest: among the sizes it has not beaten by
+        # tie_z on their common rounds that look a gain worth confirming themselves,
+        # the one measured on the most rounds carries the least of that luck
+        contenders = [
+            c
+            for c in eligible
+            if c == best
+            or (
+                ev.compare(c, best).lower(p.tie_z) <= 0
+                and (ahead := -ev.compare(c, None).diff) >= field.need
+                and ahead > 0
+            )
+        ]
+        chosen = min(contenders, key=lambda c: (-ev.count(c), ev.location(c), c))
+    else:
         # a tie joins only if it, too, clears the margin over native; at margin 0 a size
         # only as fast as native is no gain (as in select), so it must be faster than native
         ties = [
@@ -52,7 +71,9 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
     vs = ev.compare(chosen, None)
     gain = 1.0 - math.exp(vs.diff)
     doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
-    lead = f"the best candidate, {chosen}, looked {pct(gain)} faster than native"
+    handover = unbeaten(chosen, best) if p.tie_break == "evidence" else None
+    who = f"the best candidate, {chosen}," if handover is None else f"{chosen} ({handover})"
+    lead = f"{who} looked {pct(gain)} faster than native"
     if gain <= 0:
         # a size raced out early may have looked faster than native then: the
         # sentence speaks of those that stayed, whose figures are the final ones

@@ -45,12 +45,15 @@ def finish(
         gate.stretch.plan(gate.affordable_pairs())
         verdict, confirm_cut = _confirm(field, gate.pace, chosen)
         cut = cut or confirm_cut
+        # a tie-break other than evidence picks among ties: its choice is not a handover
+        best = choice.best if p.tie_break == "evidence" else None
         if verdict.outcome == "confirmed":
             gain, gain_ci = verdict.gain, verdict.ci
-            why = confirmed(chosen, native, verdict)
+            why = confirmed(chosen, native, verdict, best=best)
             choice = Choice(chosen, choice.best, choice.band, why)
         else:
-            choice = Choice(None, choice.best, choice.band, kept(chosen, native, verdict, p))
+            why = kept(chosen, native, verdict, p, best=best)
+            choice = Choice(None, choice.best, choice.band, why)
     elif chosen is not None:
         gain = 1.0 - math.exp(field.ev.compare(chosen, None).diff)
         choice = Choice(chosen, choice.best, choice.band, f"chose {chosen}: {choice.reason}")

@@ -9,7 +9,7 @@ from ._pacing import NOISE_ROUNDS, least_budget
 from ._settings import Policy
 from ._stats import normal_cdf
 
-__all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow"]
+__all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow", "unbeaten"]
 
 
 def pct(fraction: float) -> str:
@@ -66,17 +66,33 @@ def too_noisy(
     )
 
 
-def confirmed(chosen: int, native: int, v: Confirmation) -> str:
-    """The reason for leaving native on a confirmed gain."""
+def unbeaten(chosen: int, best: int | None) -> str | None:
+    """Why ``chosen`` went to confirmation and not ``best``, the race's best; None if it was.
+
+    With tie-break ``evidence``, the race's best may hand over to a size measured on more
+    rounds that it has not beaten (:func:`chunktune._choosing.choose`).
+    """
+    if best is None or best == chosen:
+        return None
+    return f"on more rounds than the race's best, {best}, and not clear of it"
+
+
+def confirmed(chosen: int, native: int, v: Confirmation, *, best: int | None = None) -> str:
+    """The reason for leaving native on a confirmed gain (``best``: see :func:`unbeaten`)."""
+    why = unbeaten(chosen, best)
+    race = "after leading the race" if why is None else f"after the race ({why})"
     return (
         f"chose {chosen}: {pct(v.gain)} faster than the native chunk {native} "
         f"({pct(v.ci[0])} to {pct(v.ci[1])}), confirmed on {v.pairs} fresh pairs of "
-        f"calls against native after leading the race"
+        f"calls against native {race}"
     )
 
 
-def kept(chosen: int, native: int, v: Confirmation, p: Policy) -> str:
-    """The reason for keeping native when the race's best was not confirmed."""
+def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | None = None) -> str:
+    """The reason for keeping native when the race's pick was not confirmed (``best``: see
+    :func:`unbeaten`)."""
+    why = unbeaten(chosen, best)
+    who = f"the race's best, {chosen}," if why is None else f"{chosen} ({why})"
     measured = f"{pct(v.gain)} ({pct(v.ci[0])} to {pct(v.ci[1])})"
     if v.outcome == "rejected":
         # the bound the test rejected on, not v.ci: at an interim look that interval is
@@ -88,13 +104,13 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy) -> str:
         )
     elif v.pairs == 0:
         return (
-            f"kept the native chunk {native}: the race's best, {chosen}, looked faster, "
+            f"kept the native chunk {native}: {who} looked faster, "
             f"but what was left of the budget paid for fewer than the "
             f"{p.confirm_min_pairs} pairs of calls needed to confirm it against native"
         )
     else:
         why = f"could not confirm a gain: {measured}"
     return (
-        f"kept the native chunk {native}: the race's best, {chosen}, looked faster, but "
+        f"kept the native chunk {native}: {who} looked faster, but "
         f"{v.pairs} fresh pairs of calls against native {why}"
     )

@@ -19,16 +19,18 @@ def balanced(**changes: object) -> Policy:
 
 
 def field(
-    pol: Policy, rows: dict[int, tuple[float, ...]], *, wobble: tuple[float, ...] = WOBBLE
+    pol: Policy, rows: dict[int, tuple[float | None, ...]], *, wobble: tuple[float, ...] = WOBBLE
 ) -> Field:
     """Paired rounds, one per wobble: native at 1 s, each size at its row's level that round
-    (the row's last level from then on); native 12, upper 128."""
+    (the row's last level from then on; None: not measured that round); native 12, upper 128."""
     w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
     probe = Probe(w, pol, check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
     f = Field(probe, [None, *rows])
     for r, jitter in enumerate(wobble):
         f.ev.add(None, r, 1.0)
         for chunk, levels in rows.items():
-            f.ev.add(chunk, r, levels[min(r, len(levels) - 1)] * jitter)
+            level = levels[min(r, len(levels) - 1)]
+            if level is not None:
+                f.ev.add(chunk, r, level * jitter)
     f.round = len(wobble) - 1
     return f

@@ -180,3 +180,33 @@ def test_at_margin_zero_a_tie_only_as_fast_as_native_is_not_chosen() -> None:
     _, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
     assert (choice.chunk_size, choice.band) == (8, (8,))
     assert choice.reason == "the best candidate, 8, looked 1.0% faster than native"
+
+
+# a size that joined the race for its last two rounds, against one measured in all six
+NOISY = (0.95, 1.05, 0.95, 1.05, 0.95, 1.05)
+
+
+def test_an_unbeaten_size_measured_on_more_rounds_goes_to_confirmation() -> None:
+    """The best on two rounds, not clear of one on six by tie_z: the six-round size is confirmed."""
+    f = race_of(balanced(), {8: (None, None, None, None, 0.92), 16: (0.94,)}, wobble=NOISY)
+    size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (size, choice.best) == (16, 8)
+    assert choice.reason == (
+        "16 (on more rounds than the race's best, 8, and not clear of it) looked 6.1% faster "
+        "than native"
+    )
+
+
+def test_a_size_the_best_beat_by_tie_z_is_not_confirmed_for_its_rounds() -> None:
+    """Clear of the best on their common rounds, the size measured longer is not the one chosen."""
+    f = race_of(balanced(), {8: (None, None, None, None, 0.92), 16: (0.94,)})
+    assert chosen(f)[0] == 8
+
+
+def test_a_longer_measured_size_short_of_the_margin_is_not_confirmed_for_its_rounds() -> None:
+    """A size under the margin over native is never taken over the best for its rounds."""
+    f = race_of(
+        balanced(margin=0.03), {8: (None, None, None, None, 0.95), 16: (0.98,)}, wobble=NOISY
+    )
+    size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (size, choice.best) == (8, 8)

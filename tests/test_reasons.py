@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from chunktune._confirm import Confirmation
-from chunktune._reasons import kept, pct
+from chunktune._reasons import confirmed, kept, pct
 from chunktune._settings import Policy
 
 
@@ -27,3 +27,18 @@ def test_an_inconclusive_confirmation_gives_its_interval() -> None:
     assert reason.endswith(
         "10 fresh pairs of calls against native could not confirm a gain: 2.5% (-7.5% to 11.6%)"
     )
+
+
+def test_a_handed_over_size_is_not_said_to_have_led_the_race() -> None:
+    """A size confirmed or not in the race's best's place names that best and why."""
+    won = Confirmation("confirmed", 20, gain=0.04, ci=(0.01, 0.07), sigma=0.05)
+    lost = Confirmation("inconclusive", 10, gain=0.025, ci=(-0.075, 0.116), sigma=0.1)
+    why = "(on more rounds than the race's best, 8, and not clear of it)"
+    assert confirmed(16, 12, won, best=8).endswith(f"against native after the race {why}")
+    assert kept(16, 12, lost, Policy(), best=8).startswith(f"kept the native chunk 12: 16 {why}")
+    # the best itself, or no best given: it led the race
+    for best in (16, None):
+        assert confirmed(16, 12, won, best=best).endswith("after leading the race")
+        assert kept(16, 12, lost, Policy(), best=best).startswith(
+            "kept the native chunk 12: the race's best, 16, looked faster"
+        )

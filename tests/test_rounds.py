@@ -742,3 +742,19 @@ def test_round_one_measures_the_whole_opened_field_after_a_long_priming_burst() 
     opened = [e for e in events if e.kind == "candidates"][-1].candidates
     assert {e.chunk_size for e in events if e.kind == "probe" and e.round == 1} == set(opened)
     assert len(opened) > 2 and r.rounds >= 2 and not r.partial
+
+
+def test_the_race_hands_over_to_an_unbeaten_size_measured_longer_and_says_so() -> None:
+    """A best the race cannot tell from a longer-measured size hands over; the reason names it."""
+    truth = hard_to_confirm(0)
+    handed = []
+    for seed in range(12):
+        r = run(hard_to_confirm(seed), balanced(seed=seed))
+        if r.choice.best is not None and r.choice.chunk_size not in (None, r.choice.best):
+            handed.append(r)
+            assert r.choice.reason.endswith(
+                f"after the race (on more rounds than the race's best, {r.choice.best}, "
+                "and not clear of it)"
+            )
+    assert len(handed) >= 2
+    assert all(truth.true_time(r.choice.chunk_size) < truth.true_time(None) for r in handed)
