@@ -251,7 +251,8 @@ def test_an_entry_that_would_not_read_back_is_not_writable() -> None:
         pytest.param(b'{"schema": 0, "entries": {}}', "json", "neither", id="schema-0"),
         pytest.param(b'{"schema": -1000000000000}', "json", "neither", id="schema-negative"),
         pytest.param(b'{"schema": 2}', "json", "newer", id="newer-schema"),
-        pytest.param(b"[" * 5000, "json", "nested too deeply", id="deep-json"),
+        # Python 3.13's json follows 5000 levels and says an unclosed one "does not parse"
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, "json", "nested too deeply", id="deep-json"),
         pytest.param(b"a = " + b"[" * 5000 + b"]" * 5000, "toml", "nested too deeply", id="deep"),
         pytest.param(b"a = " + b"{b=" * 3000 + b"1" + b"}" * 3000, "toml", "nested", id="deep-t"),
         pytest.param(b"\xff\xfe\x00garbage", "toml", "does not parse", id="not-utf8"),

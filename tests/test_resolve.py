@@ -491,7 +491,9 @@ async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
     assert len(owner) == 1 and owner[0].probe_seconds > 0
     assert len(shared) == 2
     assert all(d.probe_seconds == 0.0 for d in shared)
-    assert all(d.reason.startswith("shared a concurrent sweep") for d in shared)
+    assert all(d.reason.startswith("shared a concurrent sweep") for d in shared), [
+        d.reason for d in shared
+    ]
 
 
 async def test_a_cancelled_sweep_leaves_the_machine_wide_lock_free() -> None:
