@@ -17,6 +17,7 @@ import anyio.to_thread
 import attrs
 import filelock
 import pytest
+from _forking import run_forked
 
 import chunktune
 from chunktune import Decision, ProgressEvent, _flights, _locks
@@ -429,13 +430,8 @@ def test_a_child_forked_while_the_janitor_runs_starts_one_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The parent's janitor thread is not forked: the child's first flight on a loop starts one."""
-    import multiprocessing
-
     monkeypatch.setattr(_flights, "_janitor_running", True)  # as while the parent's runs
-    child = multiprocessing.get_context("fork").Process(target=_child_starts_a_janitor)
-    child.start()
-    child.join(HANG_GUARD_S)
-    assert child.exitcode == 0
+    assert run_forked(_child_starts_a_janitor, hang_guard_s=HANG_GUARD_S) == 0
 
 
 def _child_starts_a_janitor() -> None:

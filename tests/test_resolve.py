@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 import attrs
 import pytest
+from _forking import run_forked
 from _holders import cached_eventually, holding, holding_async
 from _pools import lognormal_32
 
@@ -1093,8 +1094,6 @@ async def test_a_stretched_budget_stays_inside_what_the_hard_limit_still_leaves(
 
 def test_a_child_forked_mid_sweep_owns_no_flight_and_holds_no_lock() -> None:
     """After a fork the child starts afresh: the parent's flights and local locks are not its."""
-    import multiprocessing
-
     from chunktune import _flights, _locks
 
     flight, owner = _flights.board("k" * 32)
@@ -1103,11 +1102,7 @@ def test_a_child_forked_mid_sweep_owns_no_flight_and_holds_no_lock() -> None:
     lock.acquire()  # as a parent's sweep thread holds a degraded sweep lock
     try:
         assert owner
-        ctx = multiprocessing.get_context("fork")
-        child = ctx.Process(target=_child_starts_afresh, args=("k" * 32,))
-        child.start()
-        child.join(60)
-        assert child.exitcode == 0
+        assert run_forked(lambda: _child_starts_afresh("k" * 32), hang_guard_s=60) == 0
     finally:
         lock.release()
         _flights.land(flight, None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
 import os
 import signal
 import threading
@@ -15,6 +14,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
+from _forking import run_forked
 
 import chunktune
 import chunktune._threads
@@ -126,13 +126,8 @@ def _resolve_in_child() -> None:
 
 
 def _fork_and_resolve() -> int | None:
-    child = multiprocessing.get_context("fork").Process(target=_resolve_in_child)
-    child.start()
-    child.join(20)
-    if child.exitcode is None:  # waiting for good on a loop that stayed in the parent
-        child.kill()
-        child.join()
-    return child.exitcode
+    # None: still waiting after 20 s, for good, on a loop that stayed in the parent
+    return run_forked(_resolve_in_child, hang_guard_s=20)
 
 
 @pytest.mark.anyio
