@@ -43,9 +43,22 @@ def test_ci_runs_the_suite_on_the_dependency_floors() -> None:
     install = next(line for line in lines if "--resolution lowest-direct" in line)
     venv = re.search(r"--python (\S+)", install)
     assert venv and "-e '.[test]'" in install
-    assert f"rm -rf .venv {venv.group(1)}" in lines
+    removed = next(line for line in lines if line.startswith("rm -rf .venv "))
+    assert venv.group(1) in removed.split()
     assert f"{venv.group(1)}/bin/python -m pytest" in lines
     assert f"{venv.group(1)}/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_ci_runs_the_suite_on_the_newest_python_where_the_machine_has_it() -> None:
+    """.ci/run runs the suite again in a fresh, git-ignored venv on Python 3.13 when present."""
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert 'uv venv --python "$newest" .venv-newest' in lines
+    assert "uv pip install --python .venv-newest -e '.[test]'" in lines
+    assert ".venv-newest/bin/python -m pytest" in lines
+    assert (
+        ".venv-newest" in next(line for line in lines if line.startswith("rm -rf .venv ")).split()
+    )
+    assert ".venv-newest/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_example_settings_block_loads(tmp_path: Path) -> None:
