@@ -65,6 +65,13 @@ LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's fla
 # them would need a new schema, since this one could not tell it from damage.
 CHECKSUMS = "sha256"
 _CHECKSUM = "checksum"  # the field of an entry's table that holds its own
+# Far deeper than any cache (an entry's timings sit 4 levels down), so a damaged entry
+# nested a few hundred levels is still one skipped entry, and within what Python 3.11's
+# json follows (about 1000 levels, less the caller's stack); 3.12's follows about 1500
+# and 3.13's about 10000. Past it a document is too deep on every version, not whole-file
+# damage on one and a wrong top level or one skipped entry on another. (tomllib follows
+# under 500 levels on all of them.)
+MAX_NESTING = 500
 
 CacheFormat = Literal["json", "toml"]
 
@@ -205,7 +212,7 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
     try:
         doc = tomllib.loads(raw.decode()) if fmt == "toml" else _json_by_entry(raw)
     except RecursionError:
-        raise UnusableCache(f"is nested too deeply to parse as {fmt.upper()}") from None
+        raise UnusableCache(_too_deep(fmt)) from None
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError
         raise UnusableCache(f"does not parse as {fmt.upper()}: {exc}") from None
     if fmt == "toml" and raw and not raw.endswith(b"\n"):
@@ -213,6 +220,24 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
         # value cut ("chunk_size = 1" of 16). Every file chunktune writes ends in a newline.
         raise UnusableCache("ends inside a line, as a file cut short does")
     return doc
+
+
+def _too_deep(fmt: CacheFormat) -> str:
+    return f"is nested too deeply to parse as {fmt.upper()}"
+
+
+def _nests_deeper(doc: object, limit: int) -> bool:
+    """Whether ``doc`` holds a list or table more than ``limit`` levels down (no recursion)."""
+    level, depth = [doc], 0
+    while level:
+        if depth > limit:
+            return True
+        deeper: list[object] = []
+        for node in level:
+            values = node.values() if type(node) is dict else node if type(node) is list else ()
+            deeper.extend(v for v in values if type(v) is dict or type(v) is list)
+        level, depth = deeper, depth + 1
+    return False
 
 
 # one encoder for every entry (json.dumps with options builds one a call: a third of the
@@ -282,6 +307,12 @@ def altered(key: str, table: object, *, declared: bool) -> str | None:
             "after chunktune wrote it"
         )
     return None
+
+
+def _check_nesting(doc: object, fmt: CacheFormat) -> None:
+    """Raises UnusableCache where ``doc`` nests deeper than :data:`MAX_NESTING`."""
+    if _nests_deeper(doc, MAX_NESTING):
+        raise UnusableCache(_too_deep(fmt))
 
 
 def _declares_checksums(doc: Mapping[str, Any]) -> bool:
@@ -361,10 +392,14 @@ def parse_cache(
     checksum matched and equals ``known[key].checksum`` reads as ``known[key].entry``.
 
     Raises:
-        UnusableCache: the document does not decode or is of the wrong shape.
+        UnusableCache: the document does not decode, is of the wrong shape, or nests
+            deeper than :data:`MAX_NESTING` levels.
         NewerCache: (an UnusableCache) the document has a newer schema.
     """
     doc = decode(raw, fmt)
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if not (type(schema) is int and schema > SCHEMA):  # a newer chunktune's file: left alone
+        _check_nesting(doc, fmt)
     if not isinstance(doc, dict):
         raise UnusableCache("is not a cache: its top level is not a table")
     entries: dict[str, CacheEntry] = {}

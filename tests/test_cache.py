@@ -422,6 +422,21 @@ def test_a_cache_of_the_wrong_shape_is_moved_aside_intact(
     assert cache.put("k", entry()) and set(DecisionCache(path).entries()) == {"k"}
 
 
+def test_an_entry_nested_thousands_deep_moves_the_file_aside_on_every_python(
+    tmp_path: Path,
+) -> None:
+    """An entry nested 5000 deep (which 3.13's json reads) moves the file aside, whole ones kept."""
+    path = tmp_path / "c.json"
+    assert DecisionCache(path).put("good", entry())
+    doc = json.loads(path.read_text())
+    doc["entries"]["deep"] = "@"
+    raw = json.dumps(doc, indent=1, sort_keys=True).replace('"@"', "[" * 5000 + "]" * 5000)
+    path.write_text(raw)
+    assert set(DecisionCache(path).entries()) == {"good"}
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("c.json.corrupt-")]
+    assert aside.read_text() == raw
+
+
 def test_a_wrong_shape_does_not_make_resolve_fall_back(isolated: Path) -> None:
     """resolve over a cache of the wrong shape moves it aside and measures (no fallback)."""
     import chunktune

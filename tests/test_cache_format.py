@@ -13,7 +13,9 @@ import pytest
 from chunktune import CacheEntry
 from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
 from chunktune._cache_format import (
+    MAX_NESTING,
     Known,
+    NewerCache,
     UnusableCache,
     cache_format,
     checksum,
@@ -264,6 +266,50 @@ def test_a_document_of_the_wrong_shape_is_unusable(raw: bytes, fmt: str, message
     """A document that does not decode or is of the wrong shape is UnusableCache, saying why."""
     with pytest.raises(UnusableCache, match=message):
         parse_cache(raw, fmt, mtime=0.0, source="x")  # type: ignore[arg-type]
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+def _with_deep_entry(depth: int) -> bytes:
+    """A JSON cache of one good entry and one whose signature nests ``depth`` lists down."""
+    good = CacheEntry(chunk_size=8, native_chunk=12, reason="kept")
+    doc = json.loads(encode({"good": good}, "json"))
+    doc["entries"]["deep"] = {"chunk_size": 8, "native_chunk": 12, "signature": {"x": "@"}}
+    return json.dumps(doc).replace('"@"', _nested(depth)).encode()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # Python 3.11's json gives up near 1000 levels, 3.12's near 1500, 3.13's near
+        # 10000: in between, the same file read as whole-file damage on one version and
+        # as a wrong top level, or one skipped entry, on another
+        pytest.param(_nested(5000).encode(), id="top-5000"),
+        pytest.param(_with_deep_entry(5000), id="entry-5000"),
+        pytest.param(_with_deep_entry(1200), id="entry-1200"),
+        pytest.param(_with_deep_entry(MAX_NESTING - 2), id="entry-just-past"),
+    ],
+)
+def test_a_document_nested_past_any_cache_is_too_deep_on_every_python(raw: bytes) -> None:
+    """A document nested past MAX_NESTING is "nested too deeply", whatever its parser follows."""
+    with pytest.raises(UnusableCache, match="nested too deeply") as caught:
+        parse_cache(raw, "json", mtime=0.0, source="x")
+    assert type(caught.value) is UnusableCache
+
+
+def test_a_document_nested_as_deep_as_allowed_still_reads() -> None:
+    """Nesting up to MAX_NESTING is read as before: the deep entry skipped, the good one kept."""
+    parsed = parse_cache(_with_deep_entry(MAX_NESTING - 3), "json", mtime=0.0, source="x")
+    assert set(parsed.entries) == {"good"} and [k for k, _ in parsed.skipped] == ["deep"]
+
+
+def test_a_newer_schema_nested_deep_is_still_left_to_its_chunktune() -> None:
+    """A newer chunktune's document is NewerCache however deep it nests, never "too deep"."""
+    raw = f'{{"schema": 99, "x": {_nested(MAX_NESTING + 100)}}}'.encode()
+    with pytest.raises(NewerCache):
+        parse_cache(raw, "json", mtime=0.0, source="x")
 
 
 def test_a_toml_document_cut_inside_a_line_is_unusable_not_read_with_a_cut_value() -> None:
