@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -101,6 +100,10 @@ _flights: dict[str, Flight] = {}
 
 
 _janitor_running = False  # guarded by _lock
+# set (under _lock) when the last flight the janitor watches lands: it ends at once rather
+# than up to OWNER_CHECK_S later, so a program that forks right after resolve_sync
+# forks no thread of ours (Python 3.12+ warns of a fork in a multi-threaded process)
+_idle = threading.Event()
 
 
 def board(key: str) -> tuple[Flight, bool]:
@@ -126,9 +129,10 @@ def _janitor() -> None:
     """
     global _janitor_running
     while True:
-        time.sleep(OWNER_CHECK_S)
+        _idle.wait(OWNER_CHECK_S)
         with _lock:
-            watched = [f for f in _flights.values() if f.owner_gone is not never]
+            _idle.clear()
+            watched = _watched()
             if not watched:
                 _janitor_running = False
                 return
@@ -137,11 +141,18 @@ def _janitor() -> None:
                 abandon(flight)
 
 
+def _watched() -> list[Flight]:
+    """The flights whose owners' loops the janitor watches (call with _lock held)."""
+    return [f for f in _flights.values() if f.owner_gone is not never]
+
+
 def land(flight: Flight, decision: Decision | None) -> None:
     """End an owned flight with its decision (None: none was made) and wake every waiter."""
     with _lock:
         if _flights.get(flight.key) is flight:
             del _flights[flight.key]
+        if _janitor_running and not _watched():
+            _idle.set()
         # the waiters' own copy: the owner's caller may edit its timings before they wake
         flight.decision = None if decision is None else attrs.evolve(decision)
         flight.landed = True
@@ -206,10 +217,11 @@ def _forget_in_child() -> None:
     The child starts afresh: its tasks miss, wait on the cross-process key lock (the
     parent's sweep still holds it) and then read the parent's answer from the cache.
     """
-    global _lock, _janitor_running
+    global _lock, _janitor_running, _idle
     _lock = threading.Lock()
     _flights.clear()
     _janitor_running = False
+    _idle = threading.Event()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

@@ -444,6 +444,25 @@ def _child_starts_a_janitor() -> None:
     raise SystemExit(0 if asyncio.run(board()) else 1)
 
 
+def test_the_janitor_ends_as_the_last_flight_it_watches_lands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No thread of ours outlives the last flight on a loop by a janitor round (a fork after)."""
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 3600.0)  # a round longer than any test
+    janitors: list[threading.Thread] = []
+
+    async def fly() -> None:
+        flight, owner = _flights.board("test-janitor-ends")
+        assert owner
+        janitors.extend(t for t in threading.enumerate() if t.name == "chunktune-flights")
+        _flights.land(flight, None)
+
+    asyncio.run(fly())
+    assert len(janitors) == 1
+    janitors[0].join(HANG_GUARD_S)
+    assert not janitors[0].is_alive()
+
+
 async def test_what_the_owner_s_caller_does_to_its_decision_never_reaches_a_sharer() -> None:
     """Tasks sharing one sweep each get timings of their own, whoever empties theirs first."""
     pol = small_policy()
