@@ -309,12 +309,6 @@ def altered(key: str, table: object, *, declared: bool) -> str | None:
     return None
 
 
-def _check_nesting(doc: object, fmt: CacheFormat) -> None:
-    """Raises UnusableCache where ``doc`` nests deeper than :data:`MAX_NESTING`."""
-    if _nests_deeper(doc, MAX_NESTING):
-        raise UnusableCache(_too_deep(fmt))
-
-
 def _declares_checksums(doc: Mapping[str, Any]) -> bool:
     """Whether a document declares checksummed entries.
 
@@ -398,8 +392,9 @@ def parse_cache(
     """
     doc = decode(raw, fmt)
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if not (type(schema) is int and schema > SCHEMA):  # a newer chunktune's file: left alone
-        _check_nesting(doc, fmt)
+    newer = type(schema) is int and schema > SCHEMA  # a newer chunktune's file: left alone
+    if not newer and _nests_deeper(doc, MAX_NESTING):
+        raise UnusableCache(_too_deep(fmt))
     if not isinstance(doc, dict):
         raise UnusableCache("is not a cache: its top level is not a table")
     entries: dict[str, CacheEntry] = {}
