@@ -40,7 +40,14 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
         return None, Choice(None, None, (), f"kept the native chunk {native}: {what}"), False
     best = min(eligible, key=lambda c: (ev.location(c), c))
     band: tuple[int, ...] = (best,)
-    chosen = best
+    chosen, handover = best, None
+
+    def worth_confirming(c: int) -> bool:
+        # at least the margin over native; at margin 0 a size only as fast as native is
+        # no gain (as in select), so it must be faster than native
+        ahead = -ev.compare(c, None).diff
+        return ahead >= field.need and ahead > 0
+
     if p.tie_break == "evidence":
         # the race's best was also its luckiest: among the sizes it has not beaten by
         # tie_z on their common rounds that look a gain worth confirming themselves,
@@ -48,30 +55,23 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
         contenders = [
             c
             for c in eligible
-            if c == best
-            or (
-                ev.compare(c, best).lower(p.tie_z) <= 0
-                and (ahead := -ev.compare(c, None).diff) >= field.need
-                and ahead > 0
-            )
+            if c == best or (ev.compare(c, best).lower(p.tie_z) <= 0 and worth_confirming(c))
         ]
         chosen = min(contenders, key=lambda c: (-ev.count(c), ev.location(c), c))
+        handover = unbeaten(chosen, best)
     else:
-        # a tie joins only if it, too, clears the margin over native; at margin 0 a size
-        # only as fast as native is no gain (as in select), so it must be faster than native
+        # a tie joins only if it, too, is a gain worth confirming
         ties = [
             c
             for c in eligible
             if (cmp := ev.compare(c, best)).diff <= field.band + p.tie_z * cmp.se
-            and (ahead := -ev.compare(c, None).diff) >= field.need
-            and ahead > 0
+            and worth_confirming(c)
         ]
         band = tuple(sorted({best, *ties}))
         chosen = pick(list(band), p.tie_break, native=native, upper=field.probe.upper)
     vs = ev.compare(chosen, None)
     gain = 1.0 - math.exp(vs.diff)
     doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
-    handover = unbeaten(chosen, best) if p.tie_break == "evidence" else None
     who = f"the best candidate, {chosen}," if handover is None else f"{chosen} ({handover})"
     lead = f"{who} looked {pct(gain)} faster than native"
     if gain <= 0:
