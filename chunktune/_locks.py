@@ -58,6 +58,9 @@ _POLL_S = 0.02  # first pause between attempts; it grows to _POLL_MAX_S
 _POLL_MAX_S = 0.25
 REPORT_AFTER_S = 1.0  # a wait longer than this is reported
 RELOOK_S = 2.0  # then who holds the lock is read again this often: reported if it changed
+# A holder writes its note just after taking the lock: a first look that finds none looks
+# again on each attempt for this long before it reports the holder unknown.
+NOTE_GRACE_S = 1.0
 _VANISHED_TRIES = 4  # tries in a row that find no lock file before it is deemed unmakeable
 
 
@@ -387,7 +390,8 @@ async def acquire(
     """Wait for ``lock`` without blocking the event loop; cancellable between attempts.
 
     ``on_wait(holder)`` is called on the loop when the wait has lasted
-    :data:`REPORT_AFTER_S` seconds, and again whenever another process is found holding
+    :data:`REPORT_AFTER_S` seconds (``None`` for a holder whose note is still missing
+    :data:`NOTE_GRACE_S` later), and again whenever another process is found holding
     the lock (read every :data:`RELOOK_S`: the first was killed, and another, perhaps
     on another host of a shared cache, took over). ``claim(lock)``, if given, runs in
     the thread that took the lock, before the caller resumes: it records the lock where
@@ -398,6 +402,7 @@ async def acquire(
     pause = _POLL_S
     look_at = start + REPORT_AFTER_S  # when to read who holds the lock next
     reported: list[Holder | None] = []  # the holder reported last, once reported
+    unknown_after = start + REPORT_AFTER_S + NOTE_GRACE_S
 
     def attempt() -> bool:
         if not lock.try_acquire():
@@ -415,12 +420,15 @@ async def acquire(
             if await hop(attempt):
                 return
         if on_wait is not None and anyio.current_time() >= look_at:
-            look_at = anyio.current_time() + RELOOK_S
             holder = await hop(lock.holder)
-            # a note missing between two holders is no news: only a holder is reported anew
-            if not reported or (holder is not None and holder != reported[-1]):
-                reported.append(holder)
-                on_wait(holder)
+            # no note on a first look: the lock was taken a moment ago and its note is not
+            # yet written, so look again at the next attempt (up to NOTE_GRACE_S)
+            if holder is not None or reported or anyio.current_time() >= unknown_after:
+                look_at = anyio.current_time() + RELOOK_S
+                # a note missing between two holders is no news: only a holder is reported
+                if not reported or (holder is not None and holder != reported[-1]):
+                    reported.append(holder)
+                    on_wait(holder)
         await anyio.sleep(pause)
         pause = min(pause * 1.5, _POLL_MAX_S)
 

@@ -32,8 +32,9 @@ from chunktune import _locks
 from chunktune.sim import SimulatedWorkload
 
 _locks._BOOT_ID = out / f"{host}.boot_id"
-_locks.REPORT_AFTER_S = 0.0
 BARRIER_S = 90.0  # a hang guard: only a sweep that never overlaps the others' reaches it
+_locks.REPORT_AFTER_S = 0.0
+_locks.NOTE_GRACE_S = BARRIER_S  # a wait is reported once it can name the sweeper
 
 
 class OnHost(SimulatedWorkload):
