@@ -29,6 +29,7 @@ from chunktune import (
     ProgressEvent,
     UsageError,
     WorkloadError,
+    _flights,
     _locks,
 )
 from chunktune._threads import STORE_THREAD, wait_for_sweeps
@@ -469,9 +470,27 @@ async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: 
     assert d.source == "benchmark"
 
 
+class AwaitsSharers(SimulatedWorkload):
+    """A simulated pool whose first call waits until ``sharers`` tasks wait on its flight:
+    on a loaded machine a task may else start only after the sweep landed (a cache hit)."""
+
+    def __init__(self, sharers: int) -> None:
+        super().__init__(uneven().costs, nthread=8, noise=Noise(sigma=0.01))
+        self.sharers = sharers
+
+    def run(self, chunk_size: int | None) -> float:
+        deadline = time.monotonic() + 60.0  # a hang guard, not a speed limit
+        while not self.calls and time.monotonic() < deadline:
+            with _flights._lock:
+                if any(len(f.waiters) >= self.sharers for f in _flights._flights.values()):
+                    break
+            time.sleep(0.005)
+        return super().run(chunk_size)
+
+
 async def test_concurrent_resolves_share_one_sweep() -> None:
     """Five concurrent resolves of one key run one sweep and agree."""
-    w = uneven()
+    w = AwaitsSharers(4)
     sweeps: list[ProgressEvent] = []
 
     def on_progress(event: ProgressEvent) -> None:
@@ -486,7 +505,7 @@ async def test_concurrent_resolves_share_one_sweep() -> None:
 
 async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
     """Tasks that shared another's sweep spent no run() seconds: 0.0, and the reason says so."""
-    results = await resolve_together(uneven(), 3)
+    results = await resolve_together(AwaitsSharers(2), 3)
     owner = [d for d in results if d.source == "benchmark"]
     shared = [d for d in results if d.source != "benchmark"]
     assert len(owner) == 1 and owner[0].probe_seconds > 0
