@@ -35,6 +35,7 @@ from ._cache_entry import (
     entry_to_table,
 )
 from ._errors import CacheError
+from ._reading import MAX_NESTING, nests_deeper
 from ._validators import shown
 
 __all__ = [
@@ -65,13 +66,6 @@ LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's fla
 # them would need a new schema, since this one could not tell it from damage.
 CHECKSUMS = "sha256"
 _CHECKSUM = "checksum"  # the field of an entry's table that holds its own
-# Far deeper than any cache (an entry's timings sit 4 levels down), so a damaged entry
-# nested a few hundred levels is still one skipped entry, and within what Python 3.11's
-# json follows (about 1000 levels, less the caller's stack); 3.12's follows about 1500
-# and 3.13's about 10000. Past it a document is too deep on every version, not whole-file
-# damage on one and a wrong top level or one skipped entry on another. (tomllib follows
-# under 500 levels on all of them.)
-MAX_NESTING = 500
 
 CacheFormat = Literal["json", "toml"]
 
@@ -226,20 +220,6 @@ def _too_deep(fmt: CacheFormat) -> str:
     return f"is nested too deeply to parse as {fmt.upper()}"
 
 
-def _nests_deeper(doc: object, limit: int) -> bool:
-    """Whether ``doc`` holds a list or table more than ``limit`` levels down (no recursion)."""
-    level, depth = [doc], 0
-    while level:
-        if depth > limit:
-            return True
-        deeper: list[object] = []
-        for node in level:
-            values = node.values() if type(node) is dict else node if type(node) is list else ()
-            deeper.extend(v for v in values if type(v) is dict or type(v) is list)
-        level, depth = deeper, depth + 1
-    return False
-
-
 # one encoder for every entry (json.dumps with options builds one a call: a third of the
 # cost); default=repr: a hand-edited TOML date; NaN allowed: a damaged number. A decoded
 # table cannot refer to itself, so no check for cycles.
@@ -387,13 +367,13 @@ def parse_cache(
 
     Raises:
         UnusableCache: the document does not decode, is of the wrong shape, or nests
-            deeper than :data:`MAX_NESTING` levels.
+            deeper than :data:`~chunktune._reading.MAX_NESTING` levels.
         NewerCache: (an UnusableCache) the document has a newer schema.
     """
     doc = decode(raw, fmt)
     schema = doc.get("schema") if isinstance(doc, dict) else None
     newer = type(schema) is int and schema > SCHEMA  # a newer chunktune's file: left alone
-    if not newer and _nests_deeper(doc, MAX_NESTING):
+    if not newer and nests_deeper(doc, MAX_NESTING):
         raise UnusableCache(_too_deep(fmt))
     if not isinstance(doc, dict):
         raise UnusableCache("is not a cache: its top level is not a table")

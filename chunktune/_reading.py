@@ -12,7 +12,15 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_CACHE_BYTES", "MAX_SETTINGS_BYTES", "MAX_TRACE_BYTES", "TooLarge", "read_capped"]
+__all__ = [
+    "MAX_CACHE_BYTES",
+    "MAX_NESTING",
+    "MAX_SETTINGS_BYTES",
+    "MAX_TRACE_BYTES",
+    "TooLarge",
+    "nests_deeper",
+    "read_capped",
+]
 
 # a settings file is a few KB, a recorded trace at most a few hundred KB, and a cache
 # about 1.6 KB an entry (8 MB for 5000): the caps leave room for hundreds of times that
@@ -21,6 +29,14 @@ MAX_TRACE_BYTES = 256 * 2**20
 MAX_CACHE_BYTES = 256 * 2**20
 
 _CHUNK = 2**20
+
+# Far deeper than any cache or trace (a cache entry's timings sit 4 levels down, a
+# trace's calls 3), so a damaged cache entry nested a few hundred levels is still one
+# skipped entry, and within what Python 3.11's json follows (about 1000 levels, less
+# the caller's stack); 3.12's follows about 1500 and 3.13's about 10000. Past it a
+# document is too deep on every version, not a parse error on one and a wrong field on
+# another. (tomllib follows under 500 levels on all of them.)
+MAX_NESTING = 500
 
 
 class TooLarge(ValueError):
@@ -53,3 +69,17 @@ def read_capped(path: Path, cap: int) -> bytes:
                 raise TooLarge(path, cap)
             chunks.append(chunk)
     return b"".join(chunks)
+
+
+def nests_deeper(doc: object, limit: int) -> bool:
+    """Whether ``doc`` holds a list or table more than ``limit`` levels down (no recursion)."""
+    level, depth = [doc], 0
+    while level:
+        if depth > limit:
+            return True
+        deeper: list[object] = []
+        for node in level:
+            values = node.values() if type(node) is dict else node if type(node) is list else ()
+            deeper.extend(v for v in values if type(v) is dict or type(v) is list)
+        level, depth = deeper, depth + 1
+    return False

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidArgumentError, TraceError
-from ._reading import MAX_TRACE_BYTES, TooLarge, read_capped
+from ._reading import MAX_NESTING, MAX_TRACE_BYTES, TooLarge, nests_deeper, read_capped
 from ._validators import is_path, jsoned, shown
 from ._workload import (
     MAX_COUNT,
@@ -216,9 +216,10 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
 
     Raises:
         TraceError: the file cannot be read, holds more than
-            :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, gives a
-            key twice in one object, or a field is missing or malformed; the message
-            names the file and the field.
+            :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, nests
+            deeper than :data:`~chunktune._reading.MAX_NESTING` levels, gives a key twice
+            in one object, or a field is missing or malformed; the message names the file
+            and the field.
     """
     if not is_path(path):
         raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
@@ -232,6 +233,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
             f"cannot read trace {file}: it holds more than {exc.limit}; expected a recorded "
             "trace (a few hundred KB)"
         ) from None
+    too_deep = False
     try:
         doc = json.loads(text, object_pairs_hook=_once_each)
     except _Repeated as exc:
@@ -239,8 +241,16 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
             f"{file}: {jsoned(exc.key)} is given more than once in one object; expected "
             "each field and chunk size once"
         ) from None
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        too_deep = True  # deeper than this Python's json follows
+    except ValueError as exc:
         raise TraceError(f"{file} is not a JSON trace: {exc}") from exc
+    if too_deep or nests_deeper(doc, MAX_NESTING):
+        # the same on every Python, whichever depth its json parser follows
+        raise TraceError(
+            f"{file} is nested more than {MAX_NESTING} levels deep; expected a recorded "
+            "trace (its calls 3 levels down)"
+        )
     return trace_from_dict(doc, where=str(file))
 
 

@@ -13,7 +13,6 @@ import pytest
 from chunktune import CacheEntry
 from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
 from chunktune._cache_format import (
-    MAX_NESTING,
     Known,
     NewerCache,
     UnusableCache,
@@ -25,6 +24,7 @@ from chunktune._cache_format import (
     stored_tables,
     suffix_format,
 )
+from chunktune._reading import MAX_NESTING
 
 DATA = Path(__file__).parent / "data"
 

@@ -39,6 +39,11 @@ def write(tmp_path: Path, doc: Any, name: str = "t.json") -> Path:
     return path
 
 
+def nested(levels: int) -> str:
+    """A JSON list ``levels`` deep."""
+    return "[" * levels + "]" * levels
+
+
 def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
     """dump_trace writes what load_trace reads back equal."""
     trace = synthetic()
@@ -92,6 +97,13 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
                      "order[11] is [1, 1]", id="order-ragged"),
         pytest.param(lambda d: d.update(order=[[True, *range(2, 17)]] * 12) or d,
                      "order[0] is [true, 2,", id="order-bool"),
+        # past MAX_NESTING, within what every json follows / past 3.11's but not 3.13's
+        pytest.param(lambda d: json.dumps(d)[:-1] + ', "x": ' + nested(600) + "}",
+                     "nested more than 500 levels deep", id="nested-600"),
+        pytest.param(lambda d: json.dumps(d)[:-1] + ', "x": ' + nested(5000) + "}",
+                     "nested more than 500 levels deep", id="nested-5000"),
+        pytest.param(lambda d: d.update(description=json.loads(nested(400))) or d,
+                     "description is [[[", id="nested-400-read-as-a-value"),
     ],
 )  # fmt: skip
 def test_a_bad_trace_names_the_file_and_the_field(tmp_path: Path, mutate: Any, field: str) -> None:
