@@ -754,6 +754,14 @@ def test_what_the_command_line_got_wrong_is_named_once(
                      id="sizes"),
         pytest.param(("tune", "--policy", " "), 'argument --policy: " " is not a policy name',
                      id="policy"),
+        pytest.param(("frob",),
+                     'argument COMMAND: "frob" is not one of tune, record, cache, policy\n',
+                     id="command"),
+        pytest.param(("cache", "lsit"),
+                     'argument VERB: "lsit" is not one of path, list, show, clear, export, '
+                     "import, merge; did you mean list?", id="cache-verb"),
+        pytest.param(("policy", "it's"),
+                     """argument VERB: "it's" is not one of list, show""", id="policy-verb"),
     ],
 )  # fmt: skip
 def test_a_bad_word_on_the_command_line_is_quoted_as_the_settings_quote_it(

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 from .. import _sigint
 from .._errors import ChunktuneError
 from .._fingerprint import chunktune_version, mujoco_version
+from .._validators import spelled
 from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import (
     EXIT_INTERRUPTED,
@@ -65,9 +68,25 @@ the cache file (a name ending in .toml is stored as TOML, any other as JSON).
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with an unknown command or verb quoted as settings values are
+    ("frob", not 'frob') and a near miss named; its subcommands' parsers are of this class."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(c) for c in choices]
+        close = difflib.get_close_matches(str(value), names, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise argparse.ArgumentError(
+            action, f"{spelled(value)} is not one of {', '.join(names)}{hint}"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``chunktune`` argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="chunktune",
         description="Pick the chunk_size of MuJoCo's rollout thread pool by measurement,\n"
         "once per job and machine, and remember the answer.",
@@ -79,7 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="version",
         version=f"chunktune {chunktune_version()} (mujoco {mujoco_version()})",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # the subcommands' parsers are _Parser too (argparse makes them of the parser's class)
+    commands = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND"),
+    )
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
