@@ -44,6 +44,7 @@ __all__ = [
     "hold_blocking",
     "holds_file_at",
     "key_lock",
+    "noted_holder",
     "remove_idle",
     "sweep_lock",
     "sweep_lock_litter",
@@ -452,6 +453,15 @@ async def hold(
     finally:
         if unclaim is None or unclaim(lock):
             lock.release()
+
+
+def noted_holder(lock: Lock) -> Holder | None:
+    """Blocking: who holds ``lock``, read again for up to :data:`NOTE_GRACE_S` while its
+    note is missing (a holder writes it just after taking the lock)."""
+    deadline = time.monotonic() + NOTE_GRACE_S
+    while (holder := lock.holder()) is None and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    return holder
 
 
 @contextmanager

@@ -418,6 +418,31 @@ async def test_a_holder_that_never_writes_its_note_is_reported_unknown(
     assert seen == [None]
 
 
+def test_a_blocking_read_of_the_holder_waits_for_a_note_not_yet_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """noted_holder names a holder whose note comes a moment late; None once the grace is over."""
+    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
+    looks = 0
+    real = Lock.holder
+
+    def looking(self: Lock) -> _locks.Holder | None:
+        nonlocal looks
+        looks += 1
+        if looks == 3:  # the holder writes its note only now
+            self.holder_path.write_text(json.dumps({"pid": 444, "since": 0.0, "host": "n4"}))
+        return real(self)
+
+    monkeypatch.setattr(Lock, "holder", looking)
+    monkeypatch.setattr(_locks, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
+    with holding(lock.path):
+        holder = _locks.noted_holder(lock)
+        assert holder is not None and holder.describe().startswith("pid 444 on n4, since ")
+        lock.holder_path.unlink()
+        monkeypatch.setattr(_locks, "NOTE_GRACE_S", 0.0)
+        assert _locks.noted_holder(lock) is None
+
+
 def test_a_holder_whose_file_was_replaced_leaves_the_new_one_at_release(tmp_path: Path) -> None:
     """Releasing a key lock whose file another made anew keeps that file, and its holder's hold."""
     path = tmp_path / "k.lock"

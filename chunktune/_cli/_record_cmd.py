@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .._atomic import check_writable, write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
-from .._locks import hold_blocking, sweep_lock
+from .._locks import hold_blocking, noted_holder, sweep_lock
 from .._record import check_sizes, record
 from .._trace import dump_trace
 from .._validators import spelled
@@ -103,7 +103,7 @@ def _machine_to_ourselves() -> Iterator[None]:
         finally:
             lock.release()
         return
-    holder = lock.holder()
+    holder = noted_holder(lock)
     who = holder.describe() if holder is not None else "holder unknown"
     say(f"waiting for another sweep to finish ({who}; lock {lock.path})")
     with hold_blocking(lock, timeout_s=math.inf):
