@@ -20,7 +20,13 @@ from ._pacing import Pace
 from ._reasons import too_noisy
 from ._stretch import Stretch
 
-__all__ = ["NoiseGate"]
+__all__ = ["LAST_TRY_Z", "NoiseGate"]
+
+LAST_TRY_Z = -0.5
+"""The power, as a z, down to which the race's end still tries a confirmation: about one
+chance in three (at even odds, 0, some gains that the budget could still confirm were
+given up; a gain confirmed is worth leaving native for, and ``confirm_alpha`` bounds each
+try's false confirmations, so what is left of the budget is spent on a fair chance)."""
 
 
 class NoiseGate:
@@ -78,8 +84,10 @@ class NoiseGate:
 
         During the race (``final`` False) only the most any live candidate may
         plausibly gain counts, its upper bound, so a good candidate is never given
-        up on after a few unlucky rounds. At the race's end, the leader's estimate
-        (and no less than the margin): the gain a confirmation would have to show.
+        up on after a few unlucky rounds; the pairs asked for give a confirmation even
+        odds. At the race's end, the leader's estimate (and no less than the margin):
+        the gain a confirmation would have to show; a budget that cannot stretch then
+        asks only for a fair chance (:data:`LAST_TRY_Z`).
         """
         p, field = self.p, self.field
         if not (p.noise_gate and p.confirm and field.live):
@@ -96,11 +104,15 @@ class NoiseGate:
                 return None  # the race drops them; that is not the noise's doing
         if gain <= 0:
             return None  # nothing faster to confirm (margin 0): no noise stands in the way
-        # the pairs with which a confirmation of that gain succeeds as often as it fails:
-        # beyond the budget, measuring on would be a gamble, not a decision
+        # the pairs with which a confirmation of that gain succeeds as often as it fails
+        # (the reason says them): mid-race, beyond the budget, racing on is a gamble; at
+        # the race's end, with a budget that cannot stretch, what is left is spent on a
+        # confirmation with a fair chance (LAST_TRY_Z)
         afford = self.affordable_pairs()
-        needed = pairs_needed(gain, sigma, self.bounds(afford)[1], power_z=0.0)
-        if needed <= max(afford, p.confirm_min_pairs):
+        bound = self.bounds(afford)[1]
+        needed = pairs_needed(gain, sigma, bound, power_z=0.0)
+        chance_z = LAST_TRY_Z if final and not p.extend_budget else 0.0
+        if pairs_needed(gain, sigma, bound, power_z=chance_z) <= max(afford, p.confirm_min_pairs):
             return None
         if not p.extend_budget:
             return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
