@@ -23,10 +23,9 @@ from ._stretch import Stretch
 __all__ = ["LAST_TRY_Z", "NoiseGate"]
 
 LAST_TRY_Z = -0.5
-"""The power, as a z, down to which the race's end still tries a confirmation: about one
-chance in three (at even odds, 0, some gains that the budget could still confirm were
-given up; a gain confirmed is worth leaving native for, and ``confirm_alpha`` bounds each
-try's false confirmations, so what is left of the budget is spent on a fair chance)."""
+"""How far below even odds (0) the race's end still tries a confirmation, as a z: Phi(-0.5),
+about one chance in three. What is left of a budget that cannot stretch buys nothing else,
+and ``confirm_alpha`` bounds each try's false confirmations."""
 
 
 class NoiseGate:
