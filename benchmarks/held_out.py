@@ -63,6 +63,7 @@ class HeldOutRow(NamedTuple):
     best_gain: float  # the same for half A's best size
     truth_error: float  # half B's standard error of the chosen size against native
     probe_seconds: float
+    reason: str = ""  # the decision's reason (the ceiling's rows: none)
 
 
 def halves(rounds: int, draw: int) -> tuple[list[int], list[int]]:
@@ -129,6 +130,7 @@ def held_out_rows(
                     best_gain=best_gain,
                     truth_error=judge.truth_error(decision.chunk_size),
                     probe_seconds=decision.probe_seconds,
+                    reason=decision.reason,
                 )
             )
     return rows
@@ -166,6 +168,50 @@ def summarize(rows: Sequence[HeldOutRow]) -> dict[str, Summary]:
     return out
 
 
+# what each kind of decision's reason says, first match wins; a size chosen is "left native"
+REASON_KINDS: tuple[tuple[str, str], ...] = (
+    ("could not confirm", "not confirmed"),
+    ("too noisy to confirm", "noise gate"),
+    ("upper bound): short of the", "rejected"),
+    ("too long for the budget", "pool too slow"),
+    ("measured faster than native", "nothing faster"),
+    ("within the noise", "within the noise"),
+    ("margin", "under the margin"),
+)
+
+
+def reason_kind(chunk_size: int | None, reason: str) -> str:
+    """The kind of a decision, for the loss by reason (``--reasons``)."""
+    if chunk_size is not None:
+        return "left native"
+    return next((kind for phrase, kind in REASON_KINDS if phrase in reason), "other")
+
+
+def reasons_report(rows: Sequence[HeldOutRow]) -> str:
+    """Per policy and kind of decision: the draws, A's best scored on B, what was captured.
+
+    Summed over draws (not averaged per trace as the main table is), so a kind's loss is
+    the gain the draws of that kind left: where a policy's held-out loss goes.
+    """
+    lines = [
+        f"{'policy':10s} {'decision':18s} {'draws':>5s} {'A best':>8s} {'captured':>9s} "
+        f"{'loss':>8s}"
+    ]
+    for policy in dict.fromkeys(r.policy for r in rows if r.policy != "ceiling"):
+        kinds: dict[str, list[HeldOutRow]] = {}
+        for r in rows:
+            if r.policy == policy:
+                kinds.setdefault(reason_kind(r.chunk_size, r.reason), []).append(r)
+        by_loss = sorted(kinds.items(), key=lambda kv: -sum(r.best_gain - r.gain for r in kv[1]))
+        for kind, mine in by_loss:
+            best, got = sum(r.best_gain for r in mine), sum(r.gain for r in mine)
+            lines.append(
+                f"{policy:10s} {kind:18s} {len(mine):5d} {best:+8.1%} {got:+9.1%} "
+                f"{best - got:+8.1%}"
+            )
+    return "\n".join(lines)
+
+
 def report(rows: Sequence[HeldOutRow]) -> str:
     """Per trace, then per policy."""
     policies = list(dict.fromkeys(r.policy for r in rows))
@@ -198,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ceiling", action="store_true", help="add the known-best confirmation (ceiling.py)"
     )
+    parser.add_argument(
+        "--reasons", action="store_true", help="also the loss by kind of decision, per policy"
+    )
     args = parser.parse_args(argv)
     own_sweep_lock()
     settings = bench_settings()
@@ -220,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(gain = 1 - chosen/native by the scoring half)\n"
     )
     print(report(rows))
+    if args.reasons:
+        print("\nwhere the held-out gain went, summed over draws, by kind of decision:\n")
+        print(reasons_report(rows))
     return 0
 
 

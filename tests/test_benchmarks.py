@@ -243,6 +243,26 @@ def test_held_out_scores_capture_a_real_gain_and_expose_a_lucky_one(
     assert "balanced" in held_out.report(real + flat)
 
 
+def test_held_out_reasons_sort_each_decision_by_what_kept_native(
+    bench: dict[str, ModuleType],
+) -> None:
+    """--reasons files a real gain under 'left native' and a flat trace's draws under why not."""
+    held_out, measure = bench["held_out"], bench["measure"]
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced"])
+    real = held_out.held_out_rows(_split_trace(40, 4, 0.15), "real", policies, 2, settings)
+    flat = held_out.held_out_rows(
+        _split_trace(24, 4, 0.0, noise=0.1), "flat", policies, 4, settings
+    )
+    kinds = {held_out.reason_kind(r.chunk_size, r.reason) for r in real}
+    assert kinds == {"left native"}
+    kept = [held_out.reason_kind(r.chunk_size, r.reason) for r in flat if r.chunk_size is None]
+    assert kept and "other" not in kept  # each reason a kind the table names
+    table = held_out.reasons_report(real + flat)
+    assert table.splitlines()[0].split()[:3] == ["policy", "decision", "draws"]
+    assert "balanced   left native" in table
+
+
 def test_calibration_offers_each_size_alone_and_bins_by_true_gain(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
