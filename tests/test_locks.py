@@ -361,6 +361,38 @@ async def test_a_wait_reports_again_when_another_process_takes_the_lock_over(
     assert seen == ["pid 111 on node1", "pid 222 on node2"]
 
 
+def note_written_late(monkeypatch: pytest.MonkeyPatch, pid: int, host: str) -> list[Lock]:
+    """The holder writes its note only as ``Lock.holder`` looks the third time; the looks."""
+    looks: list[Lock] = []
+    real = Lock.holder
+
+    def looking(self: Lock) -> _locks.Holder | None:
+        looks.append(self)
+        if len(looks) == 3:
+            self.holder_path.write_text(json.dumps({"pid": pid, "since": 0.0, "host": host}))
+        return real(self)
+
+    monkeypatch.setattr(Lock, "holder", looking)
+    return looks
+
+
+async def first_report(lock: Lock) -> list[_locks.Holder | None]:
+    """What a wait for ``lock``, held by another process, reports until its first report."""
+    seen: list[_locks.Holder | None] = []
+    reported = anyio.Event()
+
+    def report(holder: _locks.Holder | None) -> None:
+        seen.append(holder)
+        reported.set()
+
+    async with anyio.create_task_group() as tg, holding_async(lock.path):
+        tg.start_soon(functools.partial(_locks.acquire, lock, on_wait=report))
+        with anyio.fail_after(30):  # not a speed limit: a missing report fails, not hangs
+            await reported.wait()
+    lock.release()
+    return seen
+
+
 @pytest.mark.anyio
 async def test_a_holder_whose_note_is_not_yet_written_is_named_once_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -368,30 +400,9 @@ async def test_a_holder_whose_note_is_not_yet_written_is_named_once_it_is(
     """A wait that first looks between the holder's lock and its note reports the holder."""
     monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
     monkeypatch.setattr(_locks, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
-    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
-    seen: list[_locks.Holder | None] = []
-    reported = anyio.Event()
-    looks = 0
-    real = Lock.holder
-
-    def looking(self: Lock) -> _locks.Holder | None:
-        nonlocal looks
-        looks += 1
-        if looks == 3:  # the holder writes its note only now
-            self.holder_path.write_text(json.dumps({"pid": 333, "since": 0.0, "host": "n3"}))
-        return real(self)
-
-    def report(holder: _locks.Holder | None) -> None:
-        seen.append(holder)
-        reported.set()
-
-    monkeypatch.setattr(Lock, "holder", looking)
-    async with anyio.create_task_group() as tg, holding_async(lock.path):
-        tg.start_soon(functools.partial(_locks.acquire, lock, on_wait=report))
-        with anyio.fail_after(30):  # not a speed limit: a missing report fails, not hangs
-            await reported.wait()
-    lock.release()
-    assert looks >= 3 and len(seen) == 1
+    looks = note_written_late(monkeypatch, 333, "n3")
+    seen = await first_report(Lock(tmp_path / "x.lock", what="a lock", degrade="none"))
+    assert len(looks) >= 3 and len(seen) == 1
     assert seen[0] is not None and seen[0].describe().startswith("pid 333 on n3, since ")
 
 
@@ -402,19 +413,7 @@ async def test_a_holder_that_never_writes_its_note_is_reported_unknown(
     """A wait for a holder with no note reports it unknown once the note's grace is over."""
     monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
     monkeypatch.setattr(_locks, "NOTE_GRACE_S", 0.0)
-    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
-    seen: list[_locks.Holder | None] = []
-    reported = anyio.Event()
-
-    def report(holder: _locks.Holder | None) -> None:
-        seen.append(holder)
-        reported.set()
-
-    async with anyio.create_task_group() as tg, holding_async(lock.path):
-        tg.start_soon(functools.partial(_locks.acquire, lock, on_wait=report))
-        with anyio.fail_after(30):  # not a speed limit: a missing report fails, not hangs
-            await reported.wait()
-    lock.release()
+    seen = await first_report(Lock(tmp_path / "x.lock", what="a lock", degrade="none"))
     assert seen == [None]
 
 
@@ -423,17 +422,7 @@ def test_a_blocking_read_of_the_holder_waits_for_a_note_not_yet_written(
 ) -> None:
     """noted_holder names a holder whose note comes a moment late; None once the grace is over."""
     lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
-    looks = 0
-    real = Lock.holder
-
-    def looking(self: Lock) -> _locks.Holder | None:
-        nonlocal looks
-        looks += 1
-        if looks == 3:  # the holder writes its note only now
-            self.holder_path.write_text(json.dumps({"pid": 444, "since": 0.0, "host": "n4"}))
-        return real(self)
-
-    monkeypatch.setattr(Lock, "holder", looking)
+    note_written_late(monkeypatch, 444, "n4")
     monkeypatch.setattr(_locks, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
     with holding(lock.path):
         holder = _locks.noted_holder(lock)
