@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import math
 import subprocess
 import sys
 import tarfile
@@ -614,3 +615,26 @@ def test_a_benchmark_neither_waits_on_nor_blocks_a_trainers_sweep(
             timeout=300,  # a hang guard: the old scripts wait for the holder forever
         )
     assert done.returncode == 0, done.stderr
+
+
+def test_cpu_time_summary_separates_a_shared_slowdown_from_a_real_gain() -> None:
+    """CPU time that carries each call's slowdown but not the size's gain takes the noise out."""
+    summarize = _script("cpu_time").summarize
+    rng = np.random.default_rng(5)
+    speed = np.exp(rng.normal(0.0, 0.05, (400, 2)))  # each call's machine, shared by both clocks
+    seconds = np.empty((400, 2, 2))
+    seconds[:, 0, 0], seconds[:, 1, 0] = speed[:, 0] * 1.0, speed[:, 1] * 0.96
+    seconds[:, :, 1] = 2.0 * speed * np.exp(rng.normal(0.0, 0.005, (400, 2)))
+    seen = summarize(8, seconds)
+    assert seen.pairs == 400 and abs(seen.wall_gain - math.log(1 / 0.96)) < 0.01
+    assert abs(seen.cpu_gain) < 0.01 and seen.corr > 0.9 and seen.kept < 0.1
+
+
+def test_cpu_time_script_measures_the_demo_on_both_clocks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks/cpu_time.py on a tiny demo batch prints one finite row per size."""
+    assert _script("cpu_time").main(["--sizes", "1", "2", "--rounds", "3", "--num-envs", "8"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [r.split()[:2] for r in rows] == [["1", "3"], ["2", "3"]]
+    assert "nan" not in " ".join(rows)
