@@ -54,7 +54,8 @@ def timed(run: Callable[[int | None], object], chunk: int | None) -> tuple[float
 
 
 def measure(run: Callable[[int | None], object], size: int, rounds: int) -> _Array:
-    """``rounds x 2 x 2`` seconds: per round native then size, each ``(wall, cpu)``."""
+    """``rounds x 2 x 2`` seconds: ``[r, 0]`` native's call, ``[r, 1]`` the size's, each
+    ``(wall, cpu)``; native runs first in even rounds, second in odd ones."""
     out = np.empty((rounds, 2, 2))
     for r in range(rounds):
         order: list[int | None] = [None, size] if r % 2 == 0 else [size, None]
@@ -67,9 +68,11 @@ def summarize(size: int, seconds: _Array) -> Covariate:
     """What ``seconds`` (as :func:`measure` returns) say of the CPU time as a covariate."""
     dw = np.log(seconds[:, 0, 0] / seconds[:, 1, 0])
     dc = np.log(seconds[:, 0, 1] / seconds[:, 1, 1])
-    corr = float(np.corrcoef(dw, dc)[0, 1]) if dw.size > 2 else math.nan
-    slope = float(np.cov(dw, dc)[0, 1] / dc.var(ddof=1)) if dw.size > 2 else math.nan
-    kept = float((dw - slope * dc).var(ddof=1) / dw.var(ddof=1)) if dw.size > 2 else math.nan
+    corr = slope = kept = math.nan
+    if dw.size > 2:
+        corr = float(np.corrcoef(dw, dc)[0, 1])
+        slope = float(np.cov(dw, dc)[0, 1] / dc.var(ddof=1))
+        kept = float((dw - slope * dc).var(ddof=1) / dw.var(ddof=1))
     sd = (lambda a: float(a.std(ddof=1))) if dw.size > 1 else (lambda a: math.nan)
     return Covariate(
         size, int(dw.size), float(dw.mean()), sd(dw), float(dc.mean()), sd(dc), corr, slope, kept
