@@ -141,3 +141,16 @@ def test_the_json_keys_listed_are_those_tune_prints() -> None:
     keys = set(re.findall(r"`(\w+)`", listed))
     printed = Decision(chunk_size=None, native_chunk=1, source="trivial", reason="").to_json()
     assert keys == set(printed)
+
+
+def test_the_reasons_quoted_are_those_a_sweep_gives() -> None:
+    """The README quotes the slow-pool and noise-gate reasons as the code words them."""
+    import math
+
+    from chunktune import Policy
+    from chunktune._reasons import too_noisy, too_slow
+
+    text = " ".join(README.split())
+    assert too_slow(Policy(), mean_call_s=1.1) in text
+    noisy = too_noisy(sigma=0.147 * math.sqrt(2.0), gain=0.02, needed=100, afford=10)
+    assert noisy.split("; ")[0] + "; ..." in text
