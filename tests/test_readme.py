@@ -154,3 +154,13 @@ def test_the_reasons_quoted_are_those_a_sweep_gives() -> None:
     assert too_slow(Policy(), mean_call_s=1.1) in text
     noisy = too_noisy(sigma=0.147 * math.sqrt(2.0), gain=0.02, needed=100, afford=10)
     assert noisy.split("; ")[0] + "; ..." in text
+
+
+def test_the_hard_limit_row_states_its_rule_against_the_budget() -> None:
+    """The README's hard_limit_s row says what Policy enforces: no less than time_budget_s."""
+    from chunktune import ConfigError, Policy
+
+    row = next(line for line in README.splitlines() if line.startswith("| `hard_limit_s`"))
+    assert "at least `time_budget_s`" in row
+    with pytest.raises(ConfigError, match="expected hard_limit_s >= time_budget_s"):
+        Policy(hard_limit_s=1.0, time_budget_s=2.0)
