@@ -164,3 +164,16 @@ def test_the_hard_limit_row_states_its_rule_against_the_budget() -> None:
     assert "at least `time_budget_s`" in row
     with pytest.raises(ConfigError, match="expected hard_limit_s >= time_budget_s"):
         Policy(hard_limit_s=1.0, time_budget_s=2.0)
+
+
+def test_manual_looks_up_no_policy_as_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under manual, no settings file is read and an unknown policy name is no error."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload
+
+    said = "under `manual`, no settings file is read and an unknown name is no error"
+    assert said in " ".join(README.split())
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(tmp_path / "missing.toml"))  # an error if read
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=2)
+    d = chunktune.resolve_sync(w, manual=3, policy="no-such-policy")
+    assert (d.chunk_size, d.source, w.calls) == (3, "manual", 0)
