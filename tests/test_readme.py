@@ -177,3 +177,49 @@ def test_manual_looks_up_no_policy_as_said(tmp_path: Path, monkeypatch: pytest.M
     w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=2)
     d = chunktune.resolve_sync(w, manual=3, policy="no-such-policy")
     assert (d.chunk_size, d.source, w.calls) == (3, "manual", 0)
+
+
+def _constant(module: str, name: str) -> float:
+    """``chunktune.<module>.<name>``, a number."""
+    import importlib
+
+    value = getattr(importlib.import_module(f"chunktune.{module}"), name)
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+@pytest.mark.parametrize(
+    ("said", "module", "name", "scale"),
+    [
+        pytest.param(r"changes nothing for (\d+) s, plus a second per MB", "_cache",
+                     "WRITE_STALL_S", 1.0, id="write-stall"),
+        pytest.param(r"plus a second per (MB)", "_cache", "WRITE_BYTES_PER_S", 1e6,
+                     id="write-per-mb"),
+        pytest.param(r"give its holder (\d+(?:\.\d+)?) s to move", "_cache", "WRITE_LOOK_S",
+                     1.0, id="write-look"),
+        pytest.param(r"older than (\d+) minutes\)", "_atomic", "STALE_TEMP_S", 60.0,
+                     id="stale-temp"),
+        pytest.param(r"nests deeper than (\d+) levels", "_config", "MAX_DEPTH", 1.0,
+                     id="settings-depth"),
+        pytest.param(r"holds more than (\d+) MiB is refused", "_reading", "MAX_SETTINGS_BYTES",
+                     2**20, id="settings-size"),
+        pytest.param(r"A trace file of more than (\d+) MiB", "_reading", "MAX_TRACE_BYTES",
+                     2**20, id="trace-size"),
+        pytest.param(r"refuses a file of more than (\d+) MiB", "_reading", "MAX_CACHE_BYTES",
+                     2**20, id="cache-size"),
+        pytest.param(r"nested more than (\d+) levels deep", "_reading", "MAX_NESTING", 1.0,
+                     id="cache-depth"),
+        pytest.param(r"twice `time_budget_s` plus (\d+) s", "compat", "LOOP_GRACE_S", 1.0,
+                     id="compat-grace"),
+        pytest.param(r"given up after (\d+) s a call", "_ray_resolve", "_CALL_TIMEOUT_S", 1.0,
+                     id="registry-call"),
+    ],
+)  # fmt: skip
+def test_the_limits_the_readme_states_are_the_code_s(
+    said: str, module: str, name: str, scale: float
+) -> None:
+    """Each limit the README gives in numbers is the constant the code uses."""
+    found = re.search(said, " ".join(README.split()))
+    assert found, said
+    number = 1.0 if found.group(1) == "MB" else float(found.group(1))
+    assert number * scale == _constant(module, name)
