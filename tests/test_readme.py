@@ -223,3 +223,10 @@ def test_the_limits_the_readme_states_are_the_code_s(
     assert found, said
     number = 1.0 if found.group(1) == "MB" else float(found.group(1))
     assert number * scale == _constant(module, name)
+
+
+def test_the_example_settings_give_the_rule_auto_follows_for_stderr() -> None:
+    """chunktune.toml's [log] comment states LogSettings' rule: stderr while INFO would not show."""
+    text = (ROOT / "chunktune.toml").read_text()
+    comment = text[text.index("[log]") : text.index("stderr =")]
+    assert "logger would not show INFO" in " ".join(comment.replace("#", " ").split())
