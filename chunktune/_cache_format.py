@@ -132,7 +132,7 @@ def cache_format(path: Path, format: str = "auto") -> CacheFormat:
         return suffix_format(path) or "json"
     if format in _SUFFIXES.values():
         return cast(CacheFormat, format)
-    raise CacheError(f"cache format {format!r} is not json or toml")
+    raise CacheError(f'cache format {format!r} is not valid; expected "auto", "json" or "toml"')
 
 
 # ---------------------------------------------------------------- documents

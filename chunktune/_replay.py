@@ -208,10 +208,16 @@ class ReplayWorkload(CountedCalls):
     only if it holds every size the policy may probe (:meth:`unrecorded`).
 
     Raises:
-        InvalidArgumentError: ``seed`` is not an integer >= 0.
+        InvalidArgumentError: ``trace`` is not a :class:`Trace` (a path, say: use
+            :meth:`from_file`), or ``seed`` is not an integer >= 0.
     """
 
     def __init__(self, trace: Trace, *, seed: int = 0, name: str = "") -> None:
+        if not isinstance(trace, Trace):
+            raise InvalidArgumentError(
+                f"trace must be a chunktune.sim.Trace, got {shown(trace)} "
+                f"({type(trace).__name__}); replay a file with ReplayWorkload.from_file(path)"
+            )
         seed = check_seed(seed)
         self.trace = trace
         self.num_envs = trace.num_envs

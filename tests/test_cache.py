@@ -1627,3 +1627,9 @@ def test_a_merge_that_only_replaces_entries_writes_them(tmp_path: Path) -> None:
     report = cache.merge({"a": entry(16, created=2.0)})
     assert (report.added, report.replaced) == ((), ("a",))
     assert DecisionCache(tmp_path / "c.json").entries()["a"].chunk_size == 16
+
+
+def test_an_unknown_format_names_every_format_there_is(tmp_path: Path) -> None:
+    """DecisionCache(format="yaml") is a CacheError listing auto too, as its docstring does."""
+    with pytest.raises(CacheError, match=r"'yaml'.*expected \"auto\", \"json\" or \"toml\""):
+        DecisionCache(tmp_path / "c.json", format="yaml")

@@ -823,10 +823,11 @@ def test_main_help_names_the_commands_that_read_settings() -> None:
 def test_the_help_says_which_cache_file_names_store_toml(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
 ) -> None:
-    """$CHUNKTUNE_CACHE=x.txt writes JSON: the help says so, not only that .toml is TOML."""
+    """The help says a name not ending in .toml is JSON, unless [cache] format says which."""
     assert main(list(args)) == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "a name ending in .toml is stored as TOML, any other as JSON" in help_text
+    assert "[cache] format can say which" in help_text  # a format set there wins over the name
 
 
 # ---------------------------------------------------------------- hostile and careless use

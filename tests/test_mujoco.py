@@ -573,6 +573,7 @@ def test_how_far_default_states_stray_is_in_the_key_unless_default() -> None:
         pytest.param({"states_label": ""}, "states_label '' is not a name", id="label-empty"),
         pytest.param({"perturbation": 1e300}, "perturbation must be a number from 0 to 10",
                      id="perturbation-huge"),
+        pytest.param({"seed": -1}, "seed must be an integer >= 0, got -1", id="seed-negative"),
     ],
 )  # fmt: skip
 def test_bad_workload_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:

@@ -141,3 +141,92 @@ def test_the_json_keys_listed_are_those_tune_prints() -> None:
     keys = set(re.findall(r"`(\w+)`", listed))
     printed = Decision(chunk_size=None, native_chunk=1, source="trivial", reason="").to_json()
     assert keys == set(printed)
+
+
+def test_the_reasons_quoted_are_those_a_sweep_gives() -> None:
+    """The README quotes the slow-pool and noise-gate reasons as the code words them."""
+    import math
+
+    from chunktune import Policy
+    from chunktune._reasons import too_noisy, too_slow
+
+    text = " ".join(README.split())
+    assert too_slow(Policy(), mean_call_s=1.1) in text
+    noisy = too_noisy(sigma=0.147 * math.sqrt(2.0), gain=0.02, needed=100, afford=10)
+    assert noisy.split("; ")[0] + "; ..." in text
+
+
+def test_the_hard_limit_row_states_its_rule_against_the_budget() -> None:
+    """The README's hard_limit_s row says what Policy enforces: no less than time_budget_s."""
+    from chunktune import ConfigError, Policy
+
+    row = next(line for line in README.splitlines() if line.startswith("| `hard_limit_s`"))
+    assert "at least `time_budget_s`" in row
+    with pytest.raises(ConfigError, match="expected hard_limit_s >= time_budget_s"):
+        Policy(hard_limit_s=1.0, time_budget_s=2.0)
+
+
+def test_manual_looks_up_no_policy_as_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under manual, no settings file is read and an unknown policy name is no error."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload
+
+    said = "under `manual`, no settings file is read and an unknown name is no error"
+    assert said in " ".join(README.split())
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(tmp_path / "missing.toml"))  # an error if read
+    w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=2)
+    d = chunktune.resolve_sync(w, manual=3, policy="no-such-policy")
+    assert (d.chunk_size, d.source, w.calls) == (3, "manual", 0)
+
+
+def _constant(module: str, name: str) -> float:
+    """``chunktune.<module>.<name>``, a number."""
+    import importlib
+
+    value = getattr(importlib.import_module(f"chunktune.{module}"), name)
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+@pytest.mark.parametrize(
+    ("said", "module", "name", "scale"),
+    [
+        pytest.param(r"changes nothing for (\d+) s, plus a second per MB", "_cache",
+                     "WRITE_STALL_S", 1.0, id="write-stall"),
+        pytest.param(r"plus a second per (MB)", "_cache", "WRITE_BYTES_PER_S", 1e6,
+                     id="write-per-mb"),
+        pytest.param(r"give its holder (\d+(?:\.\d+)?) s to move", "_cache", "WRITE_LOOK_S",
+                     1.0, id="write-look"),
+        pytest.param(r"older than (\d+) minutes\)", "_atomic", "STALE_TEMP_S", 60.0,
+                     id="stale-temp"),
+        pytest.param(r"nests deeper than (\d+) levels", "_config", "MAX_DEPTH", 1.0,
+                     id="settings-depth"),
+        pytest.param(r"holds more than (\d+) MiB is refused", "_reading", "MAX_SETTINGS_BYTES",
+                     2**20, id="settings-size"),
+        pytest.param(r"A trace file of more than (\d+) MiB", "_reading", "MAX_TRACE_BYTES",
+                     2**20, id="trace-size"),
+        pytest.param(r"refuses a file of more than (\d+) MiB", "_reading", "MAX_CACHE_BYTES",
+                     2**20, id="cache-size"),
+        pytest.param(r"nested more than (\d+) levels deep", "_reading", "MAX_NESTING", 1.0,
+                     id="cache-depth"),
+        pytest.param(r"twice `time_budget_s` plus (\d+) s", "compat", "LOOP_GRACE_S", 1.0,
+                     id="compat-grace"),
+        pytest.param(r"given up after (\d+) s a call", "_ray_resolve", "_CALL_TIMEOUT_S", 1.0,
+                     id="registry-call"),
+    ],
+)  # fmt: skip
+def test_the_limits_the_readme_states_are_the_code_s(
+    said: str, module: str, name: str, scale: float
+) -> None:
+    """Each limit the README gives in numbers is the constant the code uses."""
+    found = re.search(said, " ".join(README.split()))
+    assert found, said
+    number = 1.0 if found.group(1) == "MB" else float(found.group(1))
+    assert number * scale == _constant(module, name)
+
+
+def test_the_example_settings_give_the_rule_auto_follows_for_stderr() -> None:
+    """chunktune.toml's [log] comment states LogSettings' rule: stderr while INFO would not show."""
+    text = (ROOT / "chunktune.toml").read_text()
+    comment = text[text.index("[log]") : text.index("stderr =")]
+    assert "logger would not show INFO" in " ".join(comment.replace("#", " ").split())

@@ -467,3 +467,16 @@ def test_spreads_that_differ_by_sampling_alone_are_pulled_together() -> None:
     spread, noise = standardized_noise(residuals, ((1, 2),) * 4, [1, 2])
     assert spread == pytest.approx([math.sqrt(1.2)] * 2)
     assert noise[0] == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        pytest.param("benchmarks/traces/demo-tail-256.json", id="path"),
+        pytest.param(None, id="none"),
+    ],
+)
+def test_a_replay_of_no_trace_is_an_error_naming_it(trace: object) -> None:
+    """ReplayWorkload(a path or None) is an InvalidArgumentError pointing at from_file."""
+    with pytest.raises(chunktune.InvalidArgumentError, match=rf"got {trace!r} .*from_file"):
+        ReplayWorkload(trace)  # type: ignore[arg-type]

@@ -64,7 +64,8 @@ or file error, or results that cannot be written to stdout; 130 interrupted; 141
 stdout was closed before all was written (as by `| head`).
 settings (tune, cache, policy; record reads none): --config F, else
 $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults; $CHUNKTUNE_CACHE names
-the cache file (a name ending in .toml is stored as TOML, any other as JSON).
+the cache file (a name ending in .toml is stored as TOML, any other as JSON;
+[cache] format can say which).
 """
 
 

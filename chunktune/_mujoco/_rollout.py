@@ -89,8 +89,10 @@ class RolloutWorkload:
 
     Raises:
         InvalidArgumentError: a count is not an integer >= 1, ``nthread`` or the batch
-            is beyond what this machine can hold, variants differ in size, or
-            ``initial_state``, ``control`` or ``rollout`` do not fit.
+            is beyond what this machine can hold, variants differ in size,
+            ``initial_state``, ``control`` or ``rollout`` do not fit, ``seed`` is negative,
+            ``perturbation`` is not a number from 0 to 10, ``model_file`` is no path, or
+            ``states_label`` is not a non-empty string.
     """
 
     num_envs: int
