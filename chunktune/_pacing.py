@@ -17,17 +17,12 @@ from __future__ import annotations
 import math
 
 from ._probe import Probe
-from ._settings import Policy
+from ._settings import EXTEND_SHARE, Policy
 
 __all__ = ["EXTEND_SHARE", "NOISE_ROUNDS", "SLACK", "Pace", "first_calls", "least_budget"]
 
 SLACK = 7.0 / 6.0
 """A call's price over the mean call so far: calls that run slower must still fit."""
-
-EXTEND_SHARE = 0.9
-"""An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself
-(counted from the resolve's start: a sweep that began after waits has that much less)."""
-
 
 NOISE_ROUNDS = 3
 """The fewest rounds of one candidate and native that give a noise figure: their values'

@@ -41,6 +41,7 @@ from ._validators import (
 __all__ = [
     "DEFAULT_POLICY",
     "ESTIMATORS",
+    "EXTEND_SHARE",
     "MAX_LIMIT_S",
     "ONE_SIDED_ESTIMATORS",
     "TIE_BREAKS",
@@ -83,6 +84,9 @@ _RULE = {"rule": True}
 
 MAX_LIMIT_S = 1e6
 """The most seconds a budget, limit or wait may be (11.6 days): past it, no limit at all."""
+EXTEND_SHARE = 0.9
+"""An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself
+(counted from the resolve's start: a sweep that began after waits has that much less)."""
 _NOT_IDENTITY = {"identity": False}
 
 
@@ -203,10 +207,19 @@ class Policy:
                 f"(or set {named} to false: each size's own {self.estimator} is compared, "
                 "as the older tuner compared them)"
             )
+        room = self.time_budget_s / EXTEND_SHARE  # a stretch ends by 9/10 of hard_limit_s
         if self.extend_budget and self.hard_limit_s is None:
             problems.append(
                 "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "
-                "(the most an extended sweep may take) above time_budget_s"
+                f"(an extended sweep ends by nine tenths of it) above time_budget_s / "
+                f"{EXTEND_SHARE:g} ({room:.4g} s)"
+            )
+        elif self.extend_budget and self.hard_limit_s is not None and self.hard_limit_s <= room:
+            problems.append(
+                f"extend_budget is true but hard_limit_s {bound(self.hard_limit_s)} leaves no "
+                f"room past time_budget_s {bound(self.time_budget_s)}: an extended sweep ends "
+                f"by nine tenths of hard_limit_s; expected hard_limit_s above time_budget_s / "
+                f"{EXTEND_SHARE:g} ({room:.4g} s), or extend_budget false"
             )
         if problems:
             raise ConfigError(problems)

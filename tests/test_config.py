@@ -315,6 +315,20 @@ def test_extend_budget_needs_a_hard_limit() -> None:
     assert ok.get_policy("x").extend_budget
 
 
+@pytest.mark.parametrize("hard", [10.0, 10.5, 11.1])
+def test_extend_budget_refuses_a_hard_limit_that_leaves_no_room_to_stretch(hard: float) -> None:
+    """A stretch ends by 9/10 of hard_limit_s: at or under 10 / 0.9 s nothing could stretch."""
+    doc = {"policies": {"x": {"extend_budget": True, "hard_limit_s": hard, "time_budget_s": 10}}}
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict(doc)
+    assert f"hard_limit_s {hard:g} leaves no room past time_budget_s 10" in str(err.value)
+    assert "expected hard_limit_s above time_budget_s / 0.9 (11.11 s)" in str(err.value)
+    doc["policies"]["x"]["hard_limit_s"] = 11.2
+    assert settings_from_dict(doc).get_policy("x").extend_budget
+    doc["policies"]["x"] |= {"hard_limit_s": hard, "extend_budget": False}
+    assert settings_from_dict(doc).get_policy("x").hard_limit_s == hard
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -25,7 +25,7 @@ from chunktune import (
     load_settings,
 )
 from chunktune._config import settings_from_dict
-from chunktune._settings import ESTIMATORS, ONE_SIDED_ESTIMATORS, TIE_BREAKS
+from chunktune._settings import ESTIMATORS, EXTEND_SHARE, ONE_SIDED_ESTIMATORS, TIE_BREAKS
 
 fractions = st.floats(0.0, 0.99, allow_nan=False)
 strategies = st.one_of(
@@ -72,7 +72,8 @@ def policies(draw: st.DrawFn) -> Policy:
         seed=draw(st.integers(0, 2**32)),
         time_budget_s=budget,
         hard_limit_s=(hard := draw(st.one_of(st.none(), st.floats(budget, 1000.0)))),
-        extend_budget=hard is not None and draw(st.booleans()),
+        # a stretch ends by nine tenths of the hard limit: less leaves it no room
+        extend_budget=hard is not None and hard * EXTEND_SHARE > budget and draw(st.booleans()),
         candidates=draw(strategies),
     )
 

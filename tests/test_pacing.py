@@ -39,12 +39,6 @@ def test_pairs_after_the_race_never_stretch_past_the_cap() -> None:
     assert pace.extend_for(2, racing=False) and pace.budget_s == 30.0 + 2 * 2 * SLACK
 
 
-def test_a_hard_limit_just_over_the_budget_caps_the_stretch_at_the_budget() -> None:
-    """Nine tenths of a 10.5 s hard limit is under the 10 s budget: the cap is the budget."""
-    pace = Pace(Calls(4, 2.0, hard_limit_s=10.5))  # type: ignore[arg-type]
-    assert pace.cap_s == 10.0
-
-
 def test_pairs_during_the_race_stretch_to_what_is_spent_plus_the_pairs() -> None:
     """9 s spent: 2 pairs stretch to 9 s plus their price, past twice their price (the share)."""
     pace = Pace(Calls(9, 9.0))  # type: ignore[arg-type]
