@@ -65,7 +65,7 @@ import numpy.typing as npt
 from ._errors import InvalidArgumentError
 from ._settings import Policy
 from ._sweep import may_probe
-from ._trace import Trace, load_trace
+from ._trace import Trace, load_trace, trace_from_dict
 from ._validators import shown
 from ._workload import (
     CountedCalls,
@@ -210,6 +210,8 @@ class ReplayWorkload(CountedCalls):
     Raises:
         InvalidArgumentError: ``trace`` is not a :class:`Trace` (a path, say: use
             :meth:`from_file`), or ``seed`` is not an integer >= 0.
+        TraceError: the trace breaks a rule a trace file is held to (the message names
+            the field), as :func:`~chunktune.sim.load_trace` says.
     """
 
     def __init__(self, trace: Trace, *, seed: int = 0, name: str = "") -> None:
@@ -219,6 +221,9 @@ class ReplayWorkload(CountedCalls):
                 f"({type(trace).__name__}); replay a file with ReplayWorkload.from_file(path)"
             )
         seed = check_seed(seed)
+        # a Trace built in code gets every check a trace file gets (a time that is not
+        # positive, a size past ceil(N/T), rounds of unequal length)
+        trace = trace_from_dict(trace.to_dict(), where=f"trace {name or trace.description}")
         self.trace = trace
         self.num_envs = trace.num_envs
         self.nthread = trace.nthread

@@ -480,3 +480,23 @@ def test_a_replay_of_no_trace_is_an_error_naming_it(trace: object) -> None:
     """ReplayWorkload(a path or None) is an InvalidArgumentError pointing at from_file."""
     with pytest.raises(chunktune.InvalidArgumentError, match=rf"got {trace!r} .*from_file"):
         ReplayWorkload(trace)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("samples", "named"),
+    [
+        ({12: (1.0, 1.0), 3: (1.0,)}, 'samples["3"] must be a list of 2 seconds'),
+        ({12: (1.0, -1.0)}, 'samples["12"][1] is -1.0; expected seconds'),
+        ({12: (1.0, math.nan)}, 'samples["12"][1] is NaN; expected seconds'),
+        ({12: (1.0, 1.0), 500: (1.0, 1.0)}, "chunk sizes must be integers in 1..128"),
+        ({3: (1.0, 1.0)}, "samples has no entry for the native chunk 12"),
+    ],
+)
+def test_a_trace_built_in_code_is_held_to_a_trace_files_rules(
+    samples: dict[int, tuple[float, ...]], named: str
+) -> None:
+    """ReplayWorkload(Trace(...)) with a bad time, size or round count: TraceError naming it."""
+    trace = Trace(num_envs=256, nthread=2, rounds=2, samples=samples, description="mine")
+    with pytest.raises(TraceError) as err:
+        ReplayWorkload(trace)
+    assert str(err.value).startswith("trace mine: ") and named in str(err.value)
