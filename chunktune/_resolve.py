@@ -23,8 +23,8 @@ import attrs
 from . import _flights
 from ._cache import DecisionCache
 from ._candidates import candidate_list, only_native
-from ._config import load_settings
 from ._decision import Decision
+from ._discovered import discovered_settings
 from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
@@ -311,7 +311,8 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
             report(decision, settings)
         return decision
     if settings is None:
-        settings = await hop(load_settings)
+        # the same object while the file is unchanged: a repeat can be answered from memory
+        settings = await hop(discovered_settings)
     name, pol = pick_policy(settings, asked.policy)
     if not pol.enabled:
         decision = Decision(
