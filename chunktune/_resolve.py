@@ -45,7 +45,15 @@ from ._request import (
 )
 from ._settings import Policy, Settings
 from ._sweep import sweep
-from ._threads import KEYING_THREAD, STORE_THREAD, call_soon, hop, in_own_thread, run_blocking
+from ._threads import (
+    KEYING_THREAD,
+    STORE_THREAD,
+    call_soon,
+    hop,
+    in_own_thread,
+    loop_running_here,
+    run_blocking,
+)
 from ._validators import spelled
 from ._workload import Workload, native_chunk, upper_chunk
 
@@ -290,40 +298,39 @@ async def resolve(
     return await resolve_since(anyio.current_time(), asked)
 
 
-async def resolve_since(started: float, asked: Ask) -> Decision:
-    """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
-    (the loop's clock).
+def _manual(asked: Ask) -> Decision:
+    """The decision of a manual chunk size (``asked.manual`` is set)."""
+    assert asked.manual is not None
+    return Decision(
+        chunk_size=asked.manual,
+        native_chunk=native_chunk(asked.num_envs, asked.nthread),
+        source="manual",
+        reason=f"manual override: chunk_size={asked.manual}",
+    )
 
-    For a caller that spent part of the limit before handing over (a Ray worker that
-    waited for the registry).
+
+def _in_memory(asked: Ask, settings: Settings) -> Decision | None:
+    """What ``asked`` is answered without a thread, a file or a wait: a disabled policy, a
+    trivial batch, the same question a moment ago (``_recent``), or nothing to measure.
+
+    None: the cache, or a sweep, must answer it.
+
+    Raises:
+        ConfigError: an unknown policy name.
     """
-    workload, num_envs, nthread = asked.workload, asked.num_envs, asked.nthread
-    settings = asked.settings
+    num_envs, nthread = asked.num_envs, asked.nthread
     native = native_chunk(num_envs, nthread)
-    if asked.manual is not None:
-        decision = Decision(
-            chunk_size=asked.manual,
-            native_chunk=native,
-            source="manual",
-            reason=f"manual override: chunk_size={asked.manual}",
-        )
-        if settings is not None:
-            report(decision, settings)
-        return decision
-    if settings is None:
-        # the same object while the file is unchanged: a repeat can be answered from memory
-        settings = await hop(discovered_settings)
     name, pol = pick_policy(settings, asked.policy)
     if not pol.enabled:
-        decision = Decision(
+        return Decision(
             chunk_size=None,
             native_chunk=native,
             source="disabled",
             reason=f"policy {spelled(name)} never measures; using the native chunk {native}",
             policy=name,
         )
-    elif upper_chunk(num_envs, nthread) <= 1:
-        decision = Decision(
+    if upper_chunk(num_envs, nthread) <= 1:
+        return Decision(
             chunk_size=None,
             native_chunk=native,
             source="trivial",
@@ -331,34 +338,80 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
             "thread; chunk size cannot matter",
             policy=name,
         )
-    else:
-        shape = (num_envs, nthread)
-        may_recall = not asked.refresh and settings.cache.enabled
-        recent = recall(workload, settings, pol, shape) if may_recall else None
+    if not asked.refresh and settings.cache.enabled:
+        recent = recall(asked.workload, settings, pol, (num_envs, nthread))
         if recent is not None:
-            decision = recent  # the same question a moment ago: no thread, no file
-        elif only_native(pol.candidates, num_envs, nthread):
-            # a sweep would time native against nothing, and such a result is never
-            # stored: every resolve would take the machine and spend those calls again
-            decision = nothing_to_measure(name, native, num_envs, nthread)
-        else:
-            on_progress = asked.on_progress
-            req = Request(
-                workload=workload,
-                num_envs=num_envs,
-                nthread=nthread,
-                native=native,
-                policy=pol,
-                policy_name=name,
-                settings=settings,
-                refresh=asked.refresh,
-                on_progress=None if on_progress is None else _flights.Guarded(on_progress),
-                deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
-            )
-            decision = await _answer(req)
-            if decision.source == "cache":
-                remember(workload, settings, pol, shape, decision)
+            return recent  # the same question a moment ago: no thread, no file
+    if only_native(pol.candidates, num_envs, nthread):
+        # a sweep would time native against nothing, and such a result is never
+        # stored: every resolve would take the machine and spend those calls again
+        return nothing_to_measure(name, native, num_envs, nthread)
+    return None
+
+
+def _at_once(asked: Ask) -> tuple[Ask, Decision | None]:
+    """Blocking (settings are discovered here for ``settings=None``): ``asked`` with its
+    settings, and its decision (reported) if :func:`_in_memory` has one.
+
+    For synchronous callers, whose answer from memory then needs no event loop.
+    """
+    if asked.manual is not None:
+        manual = _manual(asked)
+        if asked.settings is not None:
+            report(manual, asked.settings)
+        return asked, manual
+    if asked.settings is None:
+        asked = attrs.evolve(asked, settings=discovered_settings())
+    assert asked.settings is not None
+    decision = _in_memory(asked, asked.settings)
+    if decision is not None:
+        report(decision, asked.settings)
+    return asked, decision
+
+
+async def resolve_since(started: float, asked: Ask) -> Decision:
+    """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
+    (the loop's clock).
+
+    For a caller that spent part of the limit before handing over (a Ray worker that
+    waited for the registry).
+    """
+    if asked.manual is not None:
+        manual = _manual(asked)
+        if asked.settings is not None:
+            report(manual, asked.settings)
+        return manual
+    settings = asked.settings
+    if settings is None:
+        # the same object while the file is unchanged: a repeat can be answered from memory
+        settings = await hop(discovered_settings)
+    decision = _in_memory(asked, settings)
+    if decision is None:
+        decision = await _measured_or_cached(started, asked, settings)
     report(decision, settings)
+    return decision
+
+
+async def _measured_or_cached(started: float, asked: Ask, settings: Settings) -> Decision:
+    """What the cache, or a sweep, answers for ``asked`` (a hit is remembered)."""
+    workload, num_envs, nthread = asked.workload, asked.num_envs, asked.nthread
+    name, pol = pick_policy(settings, asked.policy)
+    on_progress = asked.on_progress
+    req = Request(
+        workload=workload,
+        num_envs=num_envs,
+        nthread=nthread,
+        native=native_chunk(num_envs, nthread),
+        policy=pol,
+        policy_name=name,
+        settings=settings,
+        refresh=asked.refresh,
+        on_progress=None if on_progress is None else _flights.Guarded(on_progress),
+        deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
+    )
+    decision = await _answer(req)
+    if decision.source == "cache":
+        remember(workload, settings, pol, (num_envs, nthread), decision)
     return decision
 
 
@@ -374,7 +427,9 @@ def resolve_sync(
     """Blocking :func:`resolve` for synchronous callers.
 
     From plain code it runs its own event loop; from a worker thread of a running
-    anyio loop it runs on that loop.
+    anyio loop it runs on that loop. An answer that needs neither a thread nor the cache
+    file (``manual``, a policy that never measures, a trivial batch, a repeat of the same
+    question within ``_recent.TTL_S``) is given on the calling thread, with no loop.
 
     Raises:
         UsageError: called on an event loop's own thread, in a task or in a plain
@@ -390,6 +445,11 @@ def resolve_sync(
         refresh=refresh,
         on_progress=on_progress,
     )
+    if not loop_running_here():  # there run_blocking raises, whatever the answer
+        # an answer from memory starts no event loop and no worker thread
+        asked, decision = _at_once(asked)
+        if decision is not None:
+            return decision
 
     async def call() -> Decision:
         return await resolve_since(anyio.current_time(), asked)

@@ -31,6 +31,7 @@ from chunktune import (
     WorkloadError,
     _flights,
     _locks,
+    _resolve,
 )
 from chunktune._threads import STORE_THREAD, wait_for_sweeps
 from chunktune._workload import SignatureValue
@@ -529,6 +530,57 @@ async def test_resolve_sync_on_the_loop_thread_raises() -> None:
     """resolve_sync called on the event loop's thread says to await resolve instead."""
     with pytest.raises(UsageError, match=r"await chunktune\.resolve"):
         chunktune.resolve_sync(uneven())
+
+
+async def test_resolve_sync_on_the_loop_thread_raises_even_for_a_remembered_hit() -> None:
+    """A hit resolve_sync could answer from memory still raises UsageError on the loop's thread."""
+    w = uneven()
+    settings = chunktune.load_settings()
+    await chunktune.resolve(w, settings=settings, policy="quick")
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "cache"
+    with pytest.raises(UsageError, match=r"await chunktune\.resolve"):
+        chunktune.resolve_sync(w, settings=settings, policy="quick")
+
+
+def _no_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any resolve_sync that starts an event loop fail."""
+
+    def refused(*_args: object, **_kw: object) -> None:
+        raise AssertionError("resolve_sync started an event loop")
+
+    monkeypatch.setattr(_resolve, "run_blocking", refused)
+
+
+def test_resolve_sync_answers_a_repeat_from_memory_without_a_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A repeated hit of one workload object in plain code starts no event loop or thread."""
+    w, v = uneven(), uneven()
+    settings = chunktune.load_settings()
+    assert chunktune.resolve_sync(w, settings=settings, policy="quick").source == "benchmark"
+    assert chunktune.resolve_sync(w, settings=settings, policy="quick").source == "cache"
+    assert chunktune.resolve_sync(v, policy="quick").source == "cache"  # discovered settings
+    _no_loop(monkeypatch)
+    assert chunktune.resolve_sync(w, settings=settings, policy="quick").source == "cache"
+    assert chunktune.resolve_sync(v, policy="quick").source == "cache"
+
+
+@pytest.mark.parametrize(
+    ("kw", "source"),
+    [
+        pytest.param({"manual": 7}, "manual", id="manual"),
+        pytest.param({"policy": "off"}, "disabled", id="disabled"),
+        pytest.param({"policy": "quick", "num_envs": 8}, "trivial", id="trivial"),
+    ],
+)
+def test_resolve_sync_answers_without_measuring_without_a_loop(
+    monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any], source: str
+) -> None:
+    """A manual, disabled or trivial answer from resolve_sync starts no event loop."""
+    _no_loop(monkeypatch)
+    num_envs = kw.pop("num_envs", 512)
+    w = SimulatedWorkload.from_layout("blocked", num_envs=num_envs, nthread=8)
+    assert chunktune.resolve_sync(w, **kw).source == source
 
 
 async def test_resolve_sync_from_a_worker_thread_runs_on_the_loop() -> None:
