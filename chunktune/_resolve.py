@@ -387,32 +387,56 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
         settings = await hop(discovered_settings)
     decision = _in_memory(asked, settings)
     if decision is None:
-        decision = await _measured_or_cached(started, asked, settings)
+        req = _request(asked, settings, started)
+        return _settled(req, await _answer(req))
     report(decision, settings)
     return decision
 
 
-async def _measured_or_cached(started: float, asked: Ask, settings: Settings) -> Decision:
-    """What the cache, or a sweep, answers for ``asked`` (a hit is remembered)."""
-    workload, num_envs, nthread = asked.workload, asked.num_envs, asked.nthread
+def _request(asked: Ask, settings: Settings, started: float | None) -> Request:
+    """The request the cache, or a sweep, answers; its deadline ``hard_limit_s`` after
+    ``started`` (the loop's clock; None: the policy must have no limit)."""
     name, pol = pick_policy(settings, asked.policy)
+    limit = pol.hard_limit_s
+    assert started is not None or limit is None
     on_progress = asked.on_progress
-    req = Request(
-        workload=workload,
-        num_envs=num_envs,
-        nthread=nthread,
-        native=native_chunk(num_envs, nthread),
+    return Request(
+        workload=asked.workload,
+        num_envs=asked.num_envs,
+        nthread=asked.nthread,
+        native=native_chunk(asked.num_envs, asked.nthread),
         policy=pol,
         policy_name=name,
         settings=settings,
         refresh=asked.refresh,
         on_progress=None if on_progress is None else _flights.Guarded(on_progress),
-        deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
+        deadline=None if limit is None or started is None else started + limit,
     )
-    decision = await _answer(req)
+
+
+def _settled(req: Request, decision: Decision) -> Decision:
+    """``decision`` reported (and, a hit, remembered for a repeat of ``req``)."""
     if decision.source == "cache":
-        remember(workload, settings, pol, (num_envs, nthread), decision)
+        shape = (req.num_envs, req.nthread)
+        remember(req.workload, req.settings, req.policy, shape, decision)
+    report(decision, req.settings)
     return decision
+
+
+def _key_here(req: Request) -> Decision | tuple[Request, str, DecisionCache | None]:
+    """Blocking, on the calling thread: :func:`_answer`'s keying and lookup, for a policy
+    without ``hard_limit_s`` (no limit to leave a blocking ``signature()`` behind at).
+
+    Returns the hit (or the fallback of a failing ``signature()``), else the keyed request,
+    its key and the cache to store in.
+    """
+    try:
+        req, key, hit, cache = identify_and_look(req, cache_for(req.settings))
+    except ChunktuneError:
+        raise
+    except Exception as exc:  # a workload whose signature() fails is a failing workload
+        return failed_decision(req, "", exc, keying=True)
+    return hit if hit is not None else (req, key, cache)
 
 
 def resolve_sync(
@@ -429,7 +453,9 @@ def resolve_sync(
     From plain code it runs its own event loop; from a worker thread of a running
     anyio loop it runs on that loop. An answer that needs neither a thread nor the cache
     file (``manual``, a policy that never measures, a trivial batch, a repeat of the same
-    question within ``_recent.TTL_S``) is given on the calling thread, with no loop.
+    question within ``_recent.TTL_S``) is given on the calling thread, with no loop; so,
+    under a policy without ``hard_limit_s``, is a cache hit (``signature()`` and the
+    cache file are read on the calling thread; a miss then sweeps on a loop).
 
     Raises:
         UsageError: called on an event loop's own thread, in a task or in a plain
@@ -450,6 +476,21 @@ def resolve_sync(
         asked, decision = _at_once(asked)
         if decision is not None:
             return decision
+        assert asked.settings is not None
+        if pick_policy(asked.settings, asked.policy)[1].hard_limit_s is None:
+            # a hit needs no event loop either: key the workload and read the cache here
+            unkeyed = _request(asked, asked.settings, None)
+            found = _key_here(unkeyed)
+            if isinstance(found, Decision):
+                return _settled(unkeyed, found)
+            req, key, cache = found
+
+            async def miss() -> Decision:
+                return _settled(req, await _resolve_key(req, key, cache))
+
+            return run_blocking(
+                miss, instead="await chunktune.resolve(...)", where=" (resolve_sync)"
+            )
 
     async def call() -> Decision:
         return await resolve_since(anyio.current_time(), asked)

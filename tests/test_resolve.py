@@ -565,6 +565,51 @@ def test_resolve_sync_answers_a_repeat_from_memory_without_a_loop(
     assert chunktune.resolve_sync(v, policy="quick").source == "cache"
 
 
+class _Keyed(SimulatedWorkload):
+    """The uneven batch, counting its signature() calls; ``broken`` makes them raise."""
+
+    broken = False
+
+    def __init__(self) -> None:
+        super().__init__(uneven().costs, nthread=8, noise=Noise(sigma=0.01))
+        self.signatures = 0
+
+    def signature(self) -> dict[str, SignatureValue]:
+        self.signatures += 1
+        if self.broken:
+            raise RuntimeError("no signature today")
+        return super().signature()
+
+
+def test_resolve_sync_answers_a_hit_without_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache hit of a new workload object in plain code is keyed and read on the caller's
+    thread: no event loop, one signature() call."""
+    settings = chunktune.load_settings()
+    assert chunktune.resolve_sync(_Keyed(), settings=settings, policy="quick").source == "benchmark"
+    _no_loop(monkeypatch)
+    w = _Keyed()
+    hit = chunktune.resolve_sync(w, settings=settings, policy="quick")
+    assert (hit.source, w.signatures) == ("cache", 1)
+    assert hit.key and hit.reason.startswith("cached quick decision")
+
+
+def test_resolve_sync_keys_a_miss_once() -> None:
+    """A miss keyed on the caller's thread is swept on the loop without keying it again."""
+    w = _Keyed()
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert w.signatures == 1
+
+
+def test_resolve_sync_falls_back_when_signature_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature() that raises, keyed on the caller's thread, is native with the error."""
+    _no_loop(monkeypatch)
+    w = _Keyed()
+    w.broken = True
+    decision = chunktune.resolve_sync(w, policy="quick")
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert "signature() failed (RuntimeError: no signature today)" in decision.reason
+
+
 @pytest.mark.parametrize(
     ("kw", "source"),
     [
