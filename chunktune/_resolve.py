@@ -349,11 +349,17 @@ def _in_memory(asked: Ask, settings: Settings) -> Decision | None:
     return None
 
 
-def _at_once(asked: Ask) -> tuple[Ask, Decision | None]:
-    """Blocking (settings are discovered here for ``settings=None``): ``asked`` with its
-    settings, and its decision (reported) if :func:`_in_memory` has one.
+_Keyed = tuple[Request, str, DecisionCache | None]
 
-    For synchronous callers, whose answer from memory then needs no event loop.
+
+def _here(asked: Ask) -> tuple[Ask, Decision | _Keyed | None]:
+    """Blocking: what can be decided on this thread, with no event loop.
+
+    Settings are discovered for ``settings=None``; an answer from memory
+    (:func:`_in_memory`) or, under a policy without ``hard_limit_s`` (no limit to leave
+    a blocking ``signature()`` behind at), a cache hit is returned reported. Returns
+    ``asked`` with its settings, and that decision, else the keyed request of a miss,
+    its key and its cache, else None (a policy with a limit: keyed on the loop).
     """
     if asked.manual is not None:
         manual = _manual(asked)
@@ -362,11 +368,17 @@ def _at_once(asked: Ask) -> tuple[Ask, Decision | None]:
         return asked, manual
     if asked.settings is None:
         asked = attrs.evolve(asked, settings=discovered_settings())
-    assert asked.settings is not None
-    decision = _in_memory(asked, asked.settings)
+    settings = asked.settings
+    assert settings is not None
+    decision = _in_memory(asked, settings)
     if decision is not None:
-        report(decision, asked.settings)
-    return asked, decision
+        report(decision, settings)
+        return asked, decision
+    if pick_policy(settings, asked.policy)[1].hard_limit_s is not None:
+        return asked, None
+    unkeyed = _request(asked, settings, None)
+    found = _key_here(unkeyed)
+    return asked, _settled(unkeyed, found) if isinstance(found, Decision) else found
 
 
 async def resolve_since(started: float, asked: Ask) -> Decision:
@@ -381,10 +393,17 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
         if asked.settings is not None:
             report(manual, asked.settings)
         return manual
+    if asked.settings is None:
+        # one hop discovers the settings (the same object while the file is unchanged, so
+        # a repeat is answered from memory) and, where it can, keys and looks up too
+        asked, found = await hop(_here, asked)
+        if isinstance(found, Decision):
+            return found
+        if found is not None:
+            req, key, cache = found
+            return _settled(req, await _resolve_key(req, key, cache))
     settings = asked.settings
-    if settings is None:
-        # the same object while the file is unchanged: a repeat can be answered from memory
-        settings = await hop(discovered_settings)
+    assert settings is not None
     decision = _in_memory(asked, settings)
     if decision is None:
         req = _request(asked, settings, started)
@@ -472,17 +491,11 @@ def resolve_sync(
         on_progress=on_progress,
     )
     if not loop_running_here():  # there run_blocking raises, whatever the answer
-        # an answer from memory starts no event loop and no worker thread
-        asked, decision = _at_once(asked)
-        if decision is not None:
-            return decision
-        assert asked.settings is not None
-        if pick_policy(asked.settings, asked.policy)[1].hard_limit_s is None:
-            # a hit needs no event loop either: key the workload and read the cache here
-            unkeyed = _request(asked, asked.settings, None)
-            found = _key_here(unkeyed)
-            if isinstance(found, Decision):
-                return _settled(unkeyed, found)
+        # an answer from memory or a hit starts no event loop and no worker thread
+        asked, found = _here(asked)
+        if isinstance(found, Decision):
+            return found
+        if found is not None:
             req, key, cache = found
 
             async def miss() -> Decision:

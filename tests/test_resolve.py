@@ -610,6 +610,34 @@ def test_resolve_sync_falls_back_when_signature_raises(monkeypatch: pytest.Monke
     assert "signature() failed (RuntimeError: no signature today)" in decision.reason
 
 
+async def test_a_hit_with_discovered_settings_takes_one_hop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """await resolve(settings=None) of a new object discovers, keys and looks up in one hop."""
+    assert (await chunktune.resolve(_Keyed(), policy="quick")).source == "benchmark"
+    hops: list[object] = []
+    real = _resolve.hop
+
+    async def counted(func: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        hops.append(func)
+        return await real(func, *args, **kw)
+
+    monkeypatch.setattr(_resolve, "hop", counted)
+    w = _Keyed()
+    assert (await chunktune.resolve(w, policy="quick")).source == "cache"
+    assert (len(hops), w.signatures) == (1, 1)
+
+
+async def test_discovered_settings_under_a_hard_limit_are_keyed_on_the_loop() -> None:
+    """A policy with hard_limit_s and settings=None still sweeps once, then hits."""
+    quick = chunktune.load_settings().get_policy("quick")
+    limited = attrs.evolve(quick, hard_limit_s=60.0)
+    w = _Keyed()
+    assert (await chunktune.resolve(w, policy=limited)).source == "benchmark"
+    assert (await chunktune.resolve(_Keyed(), policy=limited)).source == "cache"
+    assert w.signatures == 1
+
+
 @pytest.mark.parametrize(
     ("kw", "source"),
     [
