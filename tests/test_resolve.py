@@ -582,8 +582,7 @@ class _Keyed(SimulatedWorkload):
 
 
 def test_resolve_sync_answers_a_hit_without_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cache hit of a new workload object in plain code is keyed and read on the caller's
-    thread: no event loop, one signature() call."""
+    """A hit of a new workload object in plain code starts no event loop; one signature()."""
     settings = chunktune.load_settings()
     assert chunktune.resolve_sync(_Keyed(), settings=settings, policy="quick").source == "benchmark"
     _no_loop(monkeypatch)
