@@ -6,13 +6,16 @@
   of ``--entries`` entries: median, p90 and min over ``--calls`` calls of the same
   workload object (answered on the loop within a second of the last hit), and over
   ``--calls / 4`` new but equal objects (each through a worker thread).
-- ``chunktune.resolve_sync(w, settings=s)`` the same way (it starts its own loop).
+- ``chunktune.resolve_sync(w, settings=s)`` the same way: the same object again, and
+  a new object each time (a hit is keyed and read on the calling thread, with no loop).
 - The event loop's stall while 50 resolves of one workload object no resolve has seen
   start at once (a trainer's runners starting together): a ticker on the loop reports
   its largest lateness.
 - The stall of the process's first read of a cache of ``--entries`` entries the size
   of a real sweep's (timings and samples of every size measured): the file is parsed
   in a worker thread, but the parser holds the GIL while it reads the JSON.
+- Last, hits with ``settings=None`` (the README's way: settings discovered from a file
+  named by ``$CHUNKTUNE_CONFIG``, parsed again only when it changes).
 
 The workload is simulated (its ``signature()`` is a small dict, as a trainer's would
 be); the cache file is real. Not a test: it prints figures.
@@ -62,7 +65,9 @@ def _stats(samples: list[float]) -> str:
     )
 
 
-async def _async_hits(w: SimulatedWorkload, settings: chunktune.Settings, n: int) -> list[float]:
+async def _async_hits(
+    w: SimulatedWorkload, settings: chunktune.Settings | None, n: int
+) -> list[float]:
     out = []
     for _ in range(n):
         start = time.perf_counter()
@@ -72,7 +77,9 @@ async def _async_hits(w: SimulatedWorkload, settings: chunktune.Settings, n: int
     return out
 
 
-async def _first_hits(ws: list[SimulatedWorkload], settings: chunktune.Settings) -> list[float]:
+async def _first_hits(
+    ws: list[SimulatedWorkload], settings: chunktune.Settings | None
+) -> list[float]:
     """One hit each of distinct but equal workload objects: every one crosses a thread."""
     out = []
     for w in ws:
@@ -147,6 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             chunktune.resolve_sync(w, settings=settings)
             sync.append(time.perf_counter() - start)
         print(f"resolve_sync() hit, {args.entries} entries: {_stats(sync)}")
+        sync = []
+        for x in [_workload() for _ in range(max(1, args.calls // 4))]:
+            start = time.perf_counter()
+            chunktune.resolve_sync(x, settings=settings)
+            sync.append(time.perf_counter() - start)
+        print(
+            f"resolve_sync() hit, {args.entries} entries, a new workload object each time: "
+            f"{_stats(sync)}"
+        )
         # one object no resolve has seen: 50 env runners starting together, nothing remembered
         burst = [_workload()] * 50
         stall = anyio.run(_stall, burst, settings, backend=args.backend)
@@ -162,6 +178,27 @@ def main(argv: list[str] | None = None) -> int:
             f"the process's first read of a {args.entries}-entry cache ({size / 1e6:.2f} MB, "
             f"entries as large as a real sweep's): the loop stalled at most {stall * 1e3:.2f} ms"
         )
+        # last, so that what it leaves in memory moves no figure above
+        # settings=None, as the README calls it: discovered from a settings file
+        config = Path(d) / "chunktune.toml"
+        config.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
+        os.environ["CHUNKTUNE_CONFIG"] = str(config)
+        found = anyio.run(_async_hits, w, None, args.calls, backend=args.backend)
+        print(
+            f"await resolve() hit, settings=None ({args.backend}), the same workload object "
+            f"again: {_stats(found)}"
+        )
+        found = anyio.run(_first_hits, [_workload() for _ in fresh], None, backend=args.backend)
+        print(
+            f"await resolve() hit, settings=None ({args.backend}), a new workload object each "
+            f"time: {_stats(found)}"
+        )
+        sync = []
+        for x in [_workload() for _ in range(max(1, args.calls // 4))]:
+            start = time.perf_counter()
+            chunktune.resolve_sync(x)
+            sync.append(time.perf_counter() - start)
+        print(f"resolve_sync() hit, settings=None, a new workload object each time: {_stats(sync)}")
     return 0
 
 

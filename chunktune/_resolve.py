@@ -23,8 +23,8 @@ import attrs
 from . import _flights
 from ._cache import DecisionCache
 from ._candidates import candidate_list, only_native
-from ._config import load_settings
 from ._decision import Decision
+from ._discovered import discovered_settings
 from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._keys import cache_for, identify_and_look, lookup
@@ -45,7 +45,15 @@ from ._request import (
 )
 from ._settings import Policy, Settings
 from ._sweep import sweep
-from ._threads import KEYING_THREAD, STORE_THREAD, call_soon, hop, in_own_thread, run_blocking
+from ._threads import (
+    KEYING_THREAD,
+    STORE_THREAD,
+    call_soon,
+    hop,
+    in_own_thread,
+    loop_running_here,
+    run_blocking,
+)
 from ._validators import spelled
 from ._workload import Workload, native_chunk, upper_chunk
 
@@ -290,39 +298,39 @@ async def resolve(
     return await resolve_since(anyio.current_time(), asked)
 
 
-async def resolve_since(started: float, asked: Ask) -> Decision:
-    """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
-    (the loop's clock).
+def _manual(asked: Ask) -> Decision:
+    """The decision of a manual chunk size (``asked.manual`` is set)."""
+    assert asked.manual is not None
+    return Decision(
+        chunk_size=asked.manual,
+        native_chunk=native_chunk(asked.num_envs, asked.nthread),
+        source="manual",
+        reason=f"manual override: chunk_size={asked.manual}",
+    )
 
-    For a caller that spent part of the limit before handing over (a Ray worker that
-    waited for the registry).
+
+def _in_memory(asked: Ask, settings: Settings) -> Decision | None:
+    """What ``asked`` is answered without a thread, a file or a wait: a disabled policy, a
+    trivial batch, the same question a moment ago (``_recent``), or nothing to measure.
+
+    None: the cache, or a sweep, must answer it.
+
+    Raises:
+        ConfigError: an unknown policy name.
     """
-    workload, num_envs, nthread = asked.workload, asked.num_envs, asked.nthread
-    settings = asked.settings
+    num_envs, nthread = asked.num_envs, asked.nthread
     native = native_chunk(num_envs, nthread)
-    if asked.manual is not None:
-        decision = Decision(
-            chunk_size=asked.manual,
-            native_chunk=native,
-            source="manual",
-            reason=f"manual override: chunk_size={asked.manual}",
-        )
-        if settings is not None:
-            report(decision, settings)
-        return decision
-    if settings is None:
-        settings = await hop(load_settings)
     name, pol = pick_policy(settings, asked.policy)
     if not pol.enabled:
-        decision = Decision(
+        return Decision(
             chunk_size=None,
             native_chunk=native,
             source="disabled",
             reason=f"policy {spelled(name)} never measures; using the native chunk {native}",
             policy=name,
         )
-    elif upper_chunk(num_envs, nthread) <= 1:
-        decision = Decision(
+    if upper_chunk(num_envs, nthread) <= 1:
+        return Decision(
             chunk_size=None,
             native_chunk=native,
             source="trivial",
@@ -330,35 +338,124 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
             "thread; chunk size cannot matter",
             policy=name,
         )
-    else:
-        shape = (num_envs, nthread)
-        may_recall = not asked.refresh and settings.cache.enabled
-        recent = recall(workload, settings, pol, shape) if may_recall else None
+    if not asked.refresh and settings.cache.enabled:
+        recent = recall(asked.workload, settings, pol, (num_envs, nthread))
         if recent is not None:
-            decision = recent  # the same question a moment ago: no thread, no file
-        elif only_native(pol.candidates, num_envs, nthread):
-            # a sweep would time native against nothing, and such a result is never
-            # stored: every resolve would take the machine and spend those calls again
-            decision = nothing_to_measure(name, native, num_envs, nthread)
-        else:
-            on_progress = asked.on_progress
-            req = Request(
-                workload=workload,
-                num_envs=num_envs,
-                nthread=nthread,
-                native=native,
-                policy=pol,
-                policy_name=name,
-                settings=settings,
-                refresh=asked.refresh,
-                on_progress=None if on_progress is None else _flights.Guarded(on_progress),
-                deadline=None if pol.hard_limit_s is None else started + pol.hard_limit_s,
-            )
-            decision = await _answer(req)
-            if decision.source == "cache":
-                remember(workload, settings, pol, shape, decision)
+            return recent  # the same question a moment ago: no thread, no file
+    if only_native(pol.candidates, num_envs, nthread):
+        # a sweep would time native against nothing, and such a result is never
+        # stored: every resolve would take the machine and spend those calls again
+        return nothing_to_measure(name, native, num_envs, nthread)
+    return None
+
+
+_Keyed = tuple[Request, str, DecisionCache | None]
+
+
+def _here(asked: Ask) -> tuple[Ask, Decision | _Keyed | None]:
+    """Blocking: what can be decided on this thread, with no event loop.
+
+    Settings are discovered for ``settings=None``; an answer from memory
+    (:func:`_in_memory`) or, under a policy without ``hard_limit_s`` (no limit to leave
+    a blocking ``signature()`` behind at), a cache hit is returned reported. Returns
+    ``asked`` with its settings, and that decision, else the keyed request of a miss,
+    its key and its cache, else None (a policy with a limit: keyed on the loop).
+    """
+    if asked.manual is not None:
+        manual = _manual(asked)
+        if asked.settings is not None:
+            report(manual, asked.settings)
+        return asked, manual
+    if asked.settings is None:
+        asked = attrs.evolve(asked, settings=discovered_settings())
+    settings = asked.settings
+    assert settings is not None
+    decision = _in_memory(asked, settings)
+    if decision is not None:
+        report(decision, settings)
+        return asked, decision
+    if pick_policy(settings, asked.policy)[1].hard_limit_s is not None:
+        return asked, None
+    unkeyed = _request(asked, settings, None)
+    found = _key_here(unkeyed)
+    return asked, _settled(unkeyed, found) if isinstance(found, Decision) else found
+
+
+async def resolve_since(started: float, asked: Ask) -> Decision:
+    """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
+    (the loop's clock).
+
+    For a caller that spent part of the limit before handing over (a Ray worker that
+    waited for the registry).
+    """
+    if asked.manual is not None:
+        manual = _manual(asked)
+        if asked.settings is not None:
+            report(manual, asked.settings)
+        return manual
+    if asked.settings is None:
+        # one hop discovers the settings (the same object while the file is unchanged, so
+        # a repeat is answered from memory) and, where it can, keys and looks up too
+        asked, found = await hop(_here, asked)
+        if isinstance(found, Decision):
+            return found
+        if found is not None:
+            req, key, cache = found
+            return _settled(req, await _resolve_key(req, key, cache))
+    settings = asked.settings
+    assert settings is not None
+    decision = _in_memory(asked, settings)
+    if decision is None:
+        req = _request(asked, settings, started)
+        return _settled(req, await _answer(req))
     report(decision, settings)
     return decision
+
+
+def _request(asked: Ask, settings: Settings, started: float | None) -> Request:
+    """The request the cache, or a sweep, answers; its deadline ``hard_limit_s`` after
+    ``started`` (the loop's clock; None: the policy must have no limit)."""
+    name, pol = pick_policy(settings, asked.policy)
+    limit = pol.hard_limit_s
+    assert started is not None or limit is None
+    on_progress = asked.on_progress
+    return Request(
+        workload=asked.workload,
+        num_envs=asked.num_envs,
+        nthread=asked.nthread,
+        native=native_chunk(asked.num_envs, asked.nthread),
+        policy=pol,
+        policy_name=name,
+        settings=settings,
+        refresh=asked.refresh,
+        on_progress=None if on_progress is None else _flights.Guarded(on_progress),
+        deadline=None if limit is None or started is None else started + limit,
+    )
+
+
+def _settled(req: Request, decision: Decision) -> Decision:
+    """``decision`` reported (and, a hit, remembered for a repeat of ``req``)."""
+    if decision.source == "cache":
+        shape = (req.num_envs, req.nthread)
+        remember(req.workload, req.settings, req.policy, shape, decision)
+    report(decision, req.settings)
+    return decision
+
+
+def _key_here(req: Request) -> Decision | tuple[Request, str, DecisionCache | None]:
+    """Blocking, on the calling thread: :func:`_answer`'s keying and lookup, for a policy
+    without ``hard_limit_s`` (no limit to leave a blocking ``signature()`` behind at).
+
+    Returns the hit (or the fallback of a failing ``signature()``), else the keyed request,
+    its key and the cache to store in.
+    """
+    try:
+        req, key, hit, cache = identify_and_look(req, cache_for(req.settings))
+    except ChunktuneError:
+        raise
+    except Exception as exc:  # a workload whose signature() fails is a failing workload
+        return failed_decision(req, "", exc, keying=True)
+    return hit if hit is not None else (req, key, cache)
 
 
 def resolve_sync(
@@ -373,7 +470,11 @@ def resolve_sync(
     """Blocking :func:`resolve` for synchronous callers.
 
     From plain code it runs its own event loop; from a worker thread of a running
-    anyio loop it runs on that loop.
+    anyio loop it runs on that loop. An answer that needs neither a thread nor the cache
+    file (``manual``, a policy that never measures, a trivial batch, a repeat of the same
+    question within ``_recent.TTL_S``) is given on the calling thread, with no loop; so,
+    under a policy without ``hard_limit_s``, is a cache hit (``signature()`` and the
+    cache file are read on the calling thread; a miss then sweeps on a loop).
 
     Raises:
         UsageError: called on an event loop's own thread, in a task or in a plain
@@ -389,6 +490,20 @@ def resolve_sync(
         refresh=refresh,
         on_progress=on_progress,
     )
+    if not loop_running_here():  # there run_blocking raises, whatever the answer
+        # an answer from memory or a hit starts no event loop and no worker thread
+        asked, found = _here(asked)
+        if isinstance(found, Decision):
+            return found
+        if found is not None:
+            req, key, cache = found
+
+            async def miss() -> Decision:
+                return _settled(req, await _resolve_key(req, key, cache))
+
+            return run_blocking(
+                miss, instead="await chunktune.resolve(...)", where=" (resolve_sync)"
+            )
 
     async def call() -> Decision:
         return await resolve_since(anyio.current_time(), asked)

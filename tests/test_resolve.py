@@ -31,6 +31,7 @@ from chunktune import (
     WorkloadError,
     _flights,
     _locks,
+    _resolve,
 )
 from chunktune._threads import STORE_THREAD, wait_for_sweeps
 from chunktune._workload import SignatureValue
@@ -529,6 +530,129 @@ async def test_resolve_sync_on_the_loop_thread_raises() -> None:
     """resolve_sync called on the event loop's thread says to await resolve instead."""
     with pytest.raises(UsageError, match=r"await chunktune\.resolve"):
         chunktune.resolve_sync(uneven())
+
+
+async def test_resolve_sync_on_the_loop_thread_raises_even_for_a_remembered_hit() -> None:
+    """A hit resolve_sync could answer from memory still raises UsageError on the loop's thread."""
+    w = uneven()
+    settings = chunktune.load_settings()
+    await chunktune.resolve(w, settings=settings, policy="quick")
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "cache"
+    with pytest.raises(UsageError, match=r"await chunktune\.resolve"):
+        chunktune.resolve_sync(w, settings=settings, policy="quick")
+
+
+def _no_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any resolve_sync that starts an event loop fail."""
+
+    def refused(*_args: object, **_kw: object) -> None:
+        raise AssertionError("resolve_sync started an event loop")
+
+    monkeypatch.setattr(_resolve, "run_blocking", refused)
+
+
+def test_resolve_sync_answers_a_repeat_from_memory_without_a_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A repeated hit of one workload object in plain code starts no event loop or thread."""
+    w, v = uneven(), uneven()
+    settings = chunktune.load_settings()
+    assert chunktune.resolve_sync(w, settings=settings, policy="quick").source == "benchmark"
+    assert chunktune.resolve_sync(w, settings=settings, policy="quick").source == "cache"
+    assert chunktune.resolve_sync(v, policy="quick").source == "cache"  # discovered settings
+    _no_loop(monkeypatch)
+    assert chunktune.resolve_sync(w, settings=settings, policy="quick").source == "cache"
+    assert chunktune.resolve_sync(v, policy="quick").source == "cache"
+
+
+class _Keyed(SimulatedWorkload):
+    """The uneven batch, counting its signature() calls; ``broken`` makes them raise."""
+
+    broken = False
+
+    def __init__(self) -> None:
+        super().__init__(uneven().costs, nthread=8, noise=Noise(sigma=0.01))
+        self.signatures = 0
+
+    def signature(self) -> dict[str, SignatureValue]:
+        self.signatures += 1
+        if self.broken:
+            raise RuntimeError("no signature today")
+        return super().signature()
+
+
+def test_resolve_sync_answers_a_hit_without_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hit of a new workload object in plain code starts no event loop; one signature()."""
+    settings = chunktune.load_settings()
+    assert chunktune.resolve_sync(_Keyed(), settings=settings, policy="quick").source == "benchmark"
+    _no_loop(monkeypatch)
+    w = _Keyed()
+    hit = chunktune.resolve_sync(w, settings=settings, policy="quick")
+    assert (hit.source, w.signatures) == ("cache", 1)
+    assert hit.key and hit.reason.startswith("cached quick decision")
+
+
+def test_resolve_sync_keys_a_miss_once() -> None:
+    """A miss keyed on the caller's thread is swept on the loop without keying it again."""
+    w = _Keyed()
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert w.signatures == 1
+
+
+def test_resolve_sync_falls_back_when_signature_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature() that raises, keyed on the caller's thread, is native with the error."""
+    _no_loop(monkeypatch)
+    w = _Keyed()
+    w.broken = True
+    decision = chunktune.resolve_sync(w, policy="quick")
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert "signature() failed (RuntimeError: no signature today)" in decision.reason
+
+
+async def test_a_hit_with_discovered_settings_takes_one_hop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """await resolve(settings=None) of a new object discovers, keys and looks up in one hop."""
+    assert (await chunktune.resolve(_Keyed(), policy="quick")).source == "benchmark"
+    hops: list[object] = []
+    real = _resolve.hop
+
+    async def counted(func: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        hops.append(func)
+        return await real(func, *args, **kw)
+
+    monkeypatch.setattr(_resolve, "hop", counted)
+    w = _Keyed()
+    assert (await chunktune.resolve(w, policy="quick")).source == "cache"
+    assert (len(hops), w.signatures) == (1, 1)
+
+
+async def test_discovered_settings_under_a_hard_limit_are_keyed_on_the_loop() -> None:
+    """A policy with hard_limit_s and settings=None still sweeps once, then hits."""
+    quick = chunktune.load_settings().get_policy("quick")
+    limited = attrs.evolve(quick, hard_limit_s=60.0)
+    w = _Keyed()
+    assert (await chunktune.resolve(w, policy=limited)).source == "benchmark"
+    assert (await chunktune.resolve(_Keyed(), policy=limited)).source == "cache"
+    assert w.signatures == 1
+
+
+@pytest.mark.parametrize(
+    ("kw", "source"),
+    [
+        pytest.param({"manual": 7}, "manual", id="manual"),
+        pytest.param({"policy": "off"}, "disabled", id="disabled"),
+        pytest.param({"policy": "quick", "num_envs": 8}, "trivial", id="trivial"),
+    ],
+)
+def test_resolve_sync_answers_without_measuring_without_a_loop(
+    monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any], source: str
+) -> None:
+    """A manual, disabled or trivial answer from resolve_sync starts no event loop."""
+    _no_loop(monkeypatch)
+    num_envs = kw.pop("num_envs", 512)
+    w = SimulatedWorkload.from_layout("blocked", num_envs=num_envs, nthread=8)
+    assert chunktune.resolve_sync(w, **kw).source == source
 
 
 async def test_resolve_sync_from_a_worker_thread_runs_on_the_loop() -> None:

@@ -1,0 +1,71 @@
+"""The settings a resolve discovers (``settings=None``), parsed again only when they change.
+
+:func:`chunktune.load_settings` reads and validates the settings file and every policy on
+each call (about 0.4 ms here), and a new Settings object is never the one a moment ago,
+so a trainer that resolves with ``settings=None`` paid that on every cache hit and never
+had a repeat answered from memory (``_recent`` keys on the settings object). A resolve
+now gets the same Settings object while the file discovery names, its identity on disk
+and the variables that discovery heeds are unchanged: a changed or replaced file, or a
+new ``$CHUNKTUNE_CONFIG``, ``$CHUNKTUNE_CACHE`` or ``$CHUNKTUNE_SYSTEM_CACHE``, is read
+afresh on the next resolve. Blocking (a stat): call it off the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ._config import CACHE_ENV, CONFIG_ENV, SYSTEM_CACHE_ENV, find_config, load_settings
+from ._settings import Settings
+
+__all__ = ["discovered_settings"]
+
+_Identity = tuple[object, ...]
+_seen: tuple[_Identity, Settings] | None = None
+_lock = threading.Lock()
+
+
+def _reset_in_child() -> None:
+    global _lock  # a parent's thread may have held it at the fork
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
+
+def _identity() -> _Identity | None:
+    """What discovery would read now, or None where only reading it can say (an error).
+
+    Raises:
+        ConfigError: as :func:`chunktune._config.find_config`.
+    """
+    variables = tuple(os.environ.get(name) for name in (CONFIG_ENV, CACHE_ENV, SYSTEM_CACHE_ENV))
+    file = find_config(None)
+    if file is None:
+        return (None, variables)
+    try:
+        st = Path(file).stat()
+    except (OSError, ValueError):
+        return None  # missing or unreadable: load_settings says how, every time
+    # ctime too: a rewrite of the same size within the clock's tick changes it
+    return (str(file.absolute()), st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, variables)
+
+
+def discovered_settings() -> Settings:
+    """``load_settings()``, the same object while its file and variables are unchanged.
+
+    Raises:
+        ConfigError: as :func:`chunktune.load_settings` (a bad file is read, and
+            reported, on every call).
+    """
+    global _seen
+    ident = _identity()
+    seen = _seen
+    if ident is not None and seen is not None and seen[0] == ident:
+        return seen[1]
+    settings = load_settings()
+    if ident is not None and ident == _identity():  # not changed while it was read
+        with _lock:
+            _seen = (ident, settings)
+    return settings

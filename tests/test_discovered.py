@@ -1,0 +1,108 @@
+"""Settings discovered by a resolve are parsed again only when their file or variables change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import chunktune
+from chunktune import _discovered
+from chunktune.sim import Noise, SimulatedWorkload
+
+
+class Counted(SimulatedWorkload):
+    """A simulated pool that counts its signature() calls (a hit from memory reads none)."""
+
+    def __init__(self) -> None:
+        costs = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=4).costs
+        super().__init__(costs, nthread=4, noise=Noise(sigma=0.01))
+        self.signatures = 0
+
+    def signature(self) -> dict[str, chunktune.SignatureValue]:
+        self.signatures += 1
+        return super().signature()
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
+    """Every Settings that discovery parsed, in order."""
+    parsed: list[chunktune.Settings] = []
+
+    def counting() -> chunktune.Settings:
+        parsed.append(chunktune.load_settings())
+        return parsed[-1]
+
+    monkeypatch.setattr(_discovered, "load_settings", counting)
+    return parsed
+
+
+@pytest.fixture
+def config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A settings file named by $CHUNKTUNE_CONFIG, active policy quick."""
+    file = isolated / "settings.toml"
+    file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
+    return file
+
+
+def test_an_unchanged_file_is_not_parsed_again(
+    config: Path, loads: list[chunktune.Settings]
+) -> None:
+    """Two discoveries of an unchanged file parse it once and give the same object."""
+    first = _discovered.discovered_settings()
+    assert _discovered.discovered_settings() is first
+    assert len(loads) == 1
+    assert first.policy == "quick"
+
+
+def test_a_changed_file_is_read_again(config: Path, loads: list[chunktune.Settings]) -> None:
+    """A rewritten settings file (even one of the same size and time stamp) is read afresh."""
+    first = _discovered.discovered_settings()
+    st = config.stat()
+    config.write_text('policy = "seed" \n[log]\nstderr = "never"\n')  # the same size
+    os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime: ctime still moves
+    again = _discovered.discovered_settings()
+    assert again is not first
+    assert again.policy == "seed"
+    assert len(loads) == 2
+
+
+def test_a_changed_variable_is_read_again(
+    config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch, isolated: Path
+) -> None:
+    """A new $CHUNKTUNE_CACHE, or no settings file any more, is discovered afresh."""
+    first = _discovered.discovered_settings()
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "other.json"))
+    moved = _discovered.discovered_settings()
+    assert moved.cache.path == str(isolated / "other.json") != first.cache.path
+    monkeypatch.delenv("CHUNKTUNE_CONFIG")
+    assert _discovered.discovered_settings().policy == "balanced"
+    assert len(loads) == 3
+
+
+def test_a_bad_file_raises_every_time(config: Path) -> None:
+    """A settings file that does not parse is reported on each call, never remembered."""
+    config.write_text("policy = \n")
+    for _ in range(2):
+        with pytest.raises(chunktune.ConfigError):
+            _discovered.discovered_settings()
+
+
+def test_a_repeat_with_discovered_settings_is_answered_from_memory(config: Path) -> None:
+    """resolve(settings=None) again within a second does not key the workload again."""
+    w = Counted()
+    assert chunktune.resolve_sync(w).source == "benchmark"
+    assert chunktune.resolve_sync(w).source == "cache"
+    keyed = w.signatures
+    assert chunktune.resolve_sync(w).source == "cache"
+    assert w.signatures == keyed
+
+
+def test_a_resolve_sees_a_changed_settings_file(config: Path) -> None:
+    """A settings file changed between two resolves is what the second one uses."""
+    w = Counted()
+    assert chunktune.resolve_sync(w).policy == "quick"
+    config.write_text('policy = "off"\n[log]\nstderr = "never"\n')
+    assert chunktune.resolve_sync(w).source == "disabled"
