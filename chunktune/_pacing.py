@@ -19,7 +19,7 @@ import math
 from ._probe import Probe
 from ._settings import EXTEND_SHARE, Policy
 
-__all__ = ["EXTEND_SHARE", "NOISE_ROUNDS", "SLACK", "Pace", "first_calls", "least_budget"]
+__all__ = ["NOISE_ROUNDS", "SLACK", "Pace", "first_calls", "least_budget"]
 
 SLACK = 7.0 / 6.0
 """A call's price over the mean call so far: calls that run slower must still fit."""
