@@ -25,7 +25,7 @@ from chunktune._confirm import (
 )
 from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
-from chunktune._stats import estimate, normal_cdf
+from chunktune._stats import estimate, normal_cdf, normal_quantile
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -53,6 +53,13 @@ def test_bounds_keep_the_false_confirmation_rate_under_alpha() -> None:
     assert 1.645 < last < 2.0
     many = success_z(0.05, 200)  # too many looks for z = 3: alpha split evenly
     assert many[0] == many[1] > INTERIM_Z
+
+
+def test_a_single_look_is_a_plain_one_sided_test_at_alpha() -> None:
+    """One look spends nothing on interim looks: its bound is the one-sided z of alpha."""
+    interim, final = success_z(0.05, 1)
+    assert interim == INTERIM_Z and final == pytest.approx(normal_quantile(0.95))
+    assert success_z(0.05, 0) == success_z(0.05, 1)
 
 
 def test_looks_start_at_the_minimum_and_double_up_to_the_plan() -> None:
@@ -115,6 +122,25 @@ def test_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:
     assert verdict(hogged, sigma=0.01) is None  # not confirmed on the calm race's noise
     calm = [0.24, 0.23, 0.25, 0.24]  # the same gain, as steady as the race was
     assert verdict(calm, sigma=0.01) == "confirmed"
+
+
+def test_three_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:
+    """Three pairs already give a noise figure: a spread of 50% is not judged at the race's 1%."""
+    d = [0.5, 0.0, 0.45]
+    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 5),
+              z_futility=FUTILITY_Z, min_pairs=3, max_pairs=32)  # fmt: skip
+    assert v.outcome is None
+    assert v.sigma > 0.3
+
+
+def test_a_gain_of_exactly_the_margin_is_confirmed() -> None:
+    """An estimate exactly on the margin, clear of 0, is confirmed: the margin is the least gain."""
+    need = -math.log1p(-0.02)
+    d = [need] * 4
+    assert estimate(d, "trimmed_mean") == need  # the estimate sits exactly on the margin
+    v = judge(d, prior_sigma=0.001, prior_dof=40, margin=0.02, bounds=success_z(0.05, 5),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=32)  # fmt: skip
+    assert v.outcome == "confirmed"
 
 
 @pytest.mark.parametrize("center", [-0.03, -0.01, 0.0, 0.005, 0.01, 0.02])

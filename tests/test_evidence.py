@@ -117,3 +117,24 @@ def test_an_unmeasured_size_is_located_behind_every_measured_one() -> None:
     """A size with no round yet has an infinite location, so ranking puts it last."""
     ev = evidence({None: [1.0, 1.0], 4: [1.5, 1.5]})
     assert ev.location(8) == math.inf > ev.location(4)
+
+
+def test_an_unpaired_comparison_is_the_difference_of_the_two_estimates() -> None:
+    """Unpaired, a chunk 10% faster than native in every round compares at log(0.9), not its sum."""
+    ev = evidence({None: [2.0, 4.0, 2.0, 2.0], 4: [1.8, 3.6, 1.8, 1.8]}, paired=False)
+    assert ev.compare(4, None).diff == pytest.approx(math.log(0.9))
+
+
+def test_sizes_with_no_round_in_common_are_no_evidence_either_way() -> None:
+    """Two sizes never measured in one round compare as level, with an infinite error."""
+    ev = evidence({None: [1.0, 1.0, 1.0], 4: [0.9, 0.9, None], 8: [None, None, 0.8]})
+    cmp = ev.compare(8, 4)
+    assert (cmp.diff, cmp.se, cmp.n) == (0.0, math.inf, 0)
+
+
+def test_before_any_noise_figure_no_comparison_is_clear() -> None:
+    """Too few rounds for a noise figure: a comparison's error is infinite, not zero."""
+    ev = evidence({None: [1.0, 1.0], 4: [0.9, 0.9]})
+    assert ev.sigma() == (0.0, 0)
+    cmp = ev.compare(4, None)
+    assert cmp.diff == pytest.approx(math.log(0.9)) and cmp.se == math.inf

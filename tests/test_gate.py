@@ -8,6 +8,7 @@ import attrs
 import pytest
 
 import chunktune
+from chunktune._confirm import pairs_needed, plan_bounds
 from chunktune._evidence import Comparison
 from chunktune._gate import NoiseGate
 
@@ -136,3 +137,108 @@ def test_a_racing_leader_that_cannot_reach_the_margin_is_not_called_too_noisy() 
     assert behind.too_noisy(final=False) is None
     level = NoiseGate(Race(0.0, 0.3), Budget(4), stretch=None)  # type: ignore[arg-type]
     assert level.too_noisy(final=False) is not None  # plausibly past the margin: too noisy
+
+
+class NoisyEvidence(Evidence):
+    """The same 10% leader, at 20% noise a pair: confirming it takes more than the first look."""
+
+    def pair_sigma(self) -> tuple[float, int]:
+        return 0.2, 10
+
+
+class ShortEvidence(Evidence):
+    """A leader 0.5% ahead of native: one standard error below that, under the 1% margin."""
+
+    def compare(self, a: int | None, b: int | None) -> Comparison:
+        return Comparison(diff=math.log(0.995), se=0.01, n=6)
+
+
+def test_the_reserve_is_the_pairs_for_80_percent_power_at_the_plan_s_last_bound() -> None:
+    """The leader's gain less a standard error, at the whole plan's last bound, sets the pairs."""
+    field, pace = Field(), Pace()
+    field.ev = NoisyEvidence()
+    NoiseGate(field, pace, stretch=None).reserve()  # type: ignore[arg-type]
+    p = field.p
+    gain = -math.log(0.9) - 0.01
+    bound = plan_bounds(p.confirm_alpha, p.confirm_min_pairs, p.confirm_max_pairs)[1]
+    assert pace.reserved == [math.ceil(pairs_needed(gain, 0.2, bound))]
+    assert p.confirm_min_pairs < pace.reserved[0] < p.confirm_max_pairs
+
+
+def test_a_leader_that_may_not_clear_the_margin_holds_nothing_back() -> None:
+    """One standard error below its estimate a leader misses the margin: the race keeps it all."""
+    field, pace = Field(), Pace()
+    field.ev = ShortEvidence()
+    NoiseGate(field, pace, stretch=None).reserve()  # type: ignore[arg-type]
+    assert pace.reserved == [0]
+
+
+def test_a_policy_without_the_noise_gate_is_never_too_noisy() -> None:
+    """noise_gate = false measures on whatever the noise: sigma 0.35 no longer stops the race."""
+    assert too_noisy(Race(0.05, 0.35), 64) is not None
+    assert too_noisy(Race(0.05, 0.35, noise_gate=False), 64) is None
+
+
+def test_a_level_leader_at_margin_0_is_not_called_too_noisy() -> None:
+    """With margin 0 and nothing faster than native, there is no gain the noise could hide."""
+    assert too_noisy(Race(0.0, 0.3, margin=0.0), 64) is None
+
+
+def test_a_budget_short_of_the_first_look_pays_for_the_first_look_s_pairs() -> None:
+    """Two pairs left, but a confirmation runs its first four: three needed are no gamble."""
+    assert too_noisy(Race(0.05, 0.08), 2) is None
+
+
+class Stretcher:
+    """A stretch that records what it is asked and never stretches for pairs."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, bool]] = []
+        self.raced: list[tuple[int, float]] = []
+
+    def pairs(self, gain: float, sigma: float, bound: object, *, racing: bool) -> bool:
+        self.asked.append(("pairs", racing))
+        return False
+
+    def cap(self) -> float | None:
+        return 50.0
+
+    def race(self, lead: int, gain: float) -> bool:
+        self.raced.append((lead, gain))
+        return True
+
+
+class Capped(Budget):
+    """A budget that records whether its cap was asked for during the race."""
+
+    def __init__(self, pairs: int, stretch: Stretcher) -> None:
+        super().__init__(pairs)
+        self.stretch = stretch
+
+    def pairs_at_cap(self, cap: int, *, racing: bool) -> int:
+        self.stretch.asked.append(("cap", racing))
+        return min(cap, self.pairs)
+
+
+@pytest.mark.parametrize("final", [pytest.param(False, id="racing"), pytest.param(True, id="end")])
+def test_an_extending_gate_asks_the_stretch_as_racing_exactly_while_the_race_runs(
+    final: bool,
+) -> None:
+    """Mid-race the stretch and the cap are asked for a race's pairs; at its end, for the plan's."""
+    stretch = Stretcher()
+    race = Race(0.05, 0.45, extend_budget=True, hard_limit_s=60.0)
+    gate = NoiseGate(race, Capped(64, stretch), stretch)  # type: ignore[arg-type]
+    assert gate.too_noisy(final=final) is not None
+    assert stretch.asked == [("pairs", not final), ("cap", not final)]
+
+
+def test_an_undecided_race_is_extended_only_by_an_extending_policy() -> None:
+    """A leader ahead but within the noise gets another round only where the budget may stretch."""
+    stretch = Stretcher()
+    race = Race(0.015, 0.05, confidence_z=2.0, extend_budget=True, hard_limit_s=60.0)
+    assert NoiseGate(race, Budget(64), stretch).extend_race()  # type: ignore[arg-type]
+    [(lead, gain)] = stretch.raced
+    assert lead == 4 and gain == pytest.approx(0.015)
+    fixed = Race(0.015, 0.05, confidence_z=2.0)
+    assert not NoiseGate(fixed, Budget(64), stretch).extend_race()  # type: ignore[arg-type]
+    assert len(stretch.raced) == 1

@@ -16,6 +16,8 @@ TWO_LOOKS_ONE = Design(se=(0.03,), upper=(), lower=())  # one look: S > observed
 THREE_LOOKS = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, -0.036))
 # a futility bound that stops a good share of the paths at the second look
 FUTILE = Design(se=(0.04, 0.028, 0.02), upper=(0.12, 0.085), lower=(-math.inf, 0.0))
+NOISY = Design(se=(2.0, 1.9), upper=(5.0,), lower=(-math.inf,))
+UNREACHABLE = Design(se=(0.03, 0.015), upper=(50.0,), lower=(-math.inf,))
 
 
 def _simulated_more_extreme(theta: float, design: Design, observed: float) -> float:
@@ -42,6 +44,10 @@ def _simulated_more_extreme(theta: float, design: Design, observed: float) -> fl
         pytest.param(TWO_LOOKS, 0.05, 0.06, id="two-looks-high"),
         pytest.param(THREE_LOOKS, 0.05, 0.03, id="three-looks-futility"),
         pytest.param(FUTILE, 0.02, 0.0, id="three-looks-futility-binding"),
+        # standard errors near 1: less than one unit of information between the looks
+        pytest.param(NOISY, 1.0, 0.5, id="little-information"),
+        # a bound no path reaches: the first look's grid spans the paths, not up to the bound
+        pytest.param(UNREACHABLE, 0.03, 0.02, id="unreachable-bound"),
     ],
 )
 def test_more_extreme_is_the_chance_the_random_walk_gives(
@@ -180,3 +186,12 @@ def test_a_target_past_every_bracket_is_answered_by_the_bracket_s_end_on_its_sid
 
     assert _solve(THREE_LOOKS, 0.05, 0.0) < 0.05 - 12 * 0.02
     assert _solve(THREE_LOOKS, 0.05, 1.0) > 0.05 + 12 * 0.02
+
+
+def test_a_target_past_every_bracket_is_answered_by_the_widest_bracket_s_end() -> None:
+    """The bracket widens fourfold five times from 12 standard errors: its last end answers."""
+    from chunktune._sequential import _solve
+
+    widest = 12 * 0.02 * 4**5
+    assert _solve(THREE_LOOKS, 0.05, 0.0) == pytest.approx(0.05 - widest)
+    assert _solve(THREE_LOOKS, 0.05, 1.0) == pytest.approx(0.05 + widest)

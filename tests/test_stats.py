@@ -44,6 +44,13 @@ def test_each_series_gives_one_degree_of_freedom_fewer_than_its_values() -> None
     assert sigma > 0 and dof == 3
 
 
+def test_three_differences_are_enough_for_a_noise_figure() -> None:
+    """One series of three values gives three differences: a noise figure with 2 dof."""
+    sigma, dof = pooled_sigma([[0.0, 1.0, 3.0]])
+    assert dof == 2
+    assert sigma == pytest.approx(1.4826 * 2.0 / np.sqrt(2.0))  # median |difference| is 2
+
+
 def test_too_few_samples_give_zero() -> None:
     """No candidate with two samples means no noise figure yet."""
     assert pooled_log_sigma([[1.0], [2.0]]) == 0.0
