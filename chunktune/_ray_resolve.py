@@ -29,8 +29,8 @@ import attrs
 from . import _locks
 from ._cache_entry import CacheEntry
 from ._candidates import only_native
-from ._config import load_settings
 from ._decision import Decision
+from ._discovered import discovered_settings
 from ._events import ProgressCallback, ProgressEvent
 from ._flights import Guarded
 from ._ray_api import connected_ray, ray_module
@@ -385,7 +385,7 @@ async def _resolve(asked: Ask) -> Decision:
     started = anyio.current_time()
     await wait_in_thread(ray_module)
     if asked.settings is None and asked.manual is None:
-        asked = attrs.evolve(asked, settings=await wait_in_thread(load_settings))
+        asked = attrs.evolve(asked, settings=await wait_in_thread(discovered_settings))
     plain = functools.partial(resolve_since, started, asked)
     settings = asked.settings
     if asked.manual is not None or settings is None:

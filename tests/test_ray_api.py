@@ -514,3 +514,29 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     assert first.startswith("waiting for another worker's sweep of node type a (w1, since ")
     assert second.startswith("waiting for another worker's sweep of node type a (w2, since ")
     assert all(e.elapsed_s >= _locks.REPORT_AFTER_S for e in events)
+
+
+def test_ray_resolve_parses_an_unchanged_settings_file_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """chunktune.ray.resolve(settings=None) reads the file as resolve does: once while unchanged."""
+    from chunktune import _discovered
+
+    file = tmp_path / "settings.toml"
+    file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
+    parsed: list[chunktune.Settings] = []
+
+    def counting() -> chunktune.Settings:
+        parsed.append(chunktune.load_settings())
+        return parsed[-1]
+
+    monkeypatch.setattr(_discovered, "load_settings", counting)
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
+    w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
+    first = chunktune.ray.resolve_sync(w)
+    again = chunktune.ray.resolve_sync(w)
+    assert (first.source, first.policy, again.source) == ("trivial", "quick", "trivial")
+    assert len(parsed) == 1
+    file.write_text('policy = "balanced"\n[log]\nstderr = "never"\n# changed\n')
+    assert chunktune.ray.resolve_sync(w).policy == "balanced" and len(parsed) == 2
