@@ -40,7 +40,9 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
 
 @pytest.fixture
 def config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A settings file named by $CHUNKTUNE_CONFIG, active policy quick."""
+    """A settings file named by $CHUNKTUNE_CONFIG, active policy quick, trusted as soon as
+    written (as on a file system whose stamps move on every change)."""
+    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0, raising=False)
     file = isolated / "settings.toml"
     file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
@@ -67,6 +69,41 @@ def test_a_changed_file_is_read_again(config: Path, loads: list[chunktune.Settin
     assert again is not first
     assert again.policy == "seed"
     assert len(loads) == 2
+
+
+def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
+    config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system whose stamps stay put within a tick, a just-written file is parsed
+    again on each call, so a same-size rewrite within that tick is seen (failed before)."""
+    monkeypatch.setattr(_discovered, "SETTLED_S", 3.0, raising=False)
+    real = os.stat
+    frozen = config.stat()
+    tick = frozen.st_ctime_ns  # every change within this tick is stamped with it
+
+    class Coarse:
+        """A stat result whose time stamps are the tick's."""
+
+        def __init__(self, st: os.stat_result) -> None:
+            self.st = st
+            self.st_mtime_ns = self.st_ctime_ns = tick
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.st, name)
+
+    def coarse(path: object, *args: object, **kwargs: object) -> object:
+        st = real(path, *args, **kwargs)  # type: ignore[arg-type]
+        return Coarse(st) if str(path) == str(config) else st
+
+    monkeypatch.setattr(os, "stat", coarse)
+    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 10**8, raising=False)
+    assert _discovered.discovered_settings().policy == "quick"
+    config.write_text('policy = "seed" \n[log]\nstderr = "never"\n')  # the same size
+    assert _discovered.discovered_settings().policy == "seed"
+    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 4 * 10**9, raising=False)
+    settled = _discovered.discovered_settings()
+    assert _discovered.discovered_settings() is settled  # settled: remembered again
+    assert len(loads) == 3
 
 
 def test_a_changed_variable_is_read_again(

@@ -532,6 +532,7 @@ def test_ray_resolve_parses_an_unchanged_settings_file_once(
         return parsed[-1]
 
     monkeypatch.setattr(_discovered, "load_settings", counting)
+    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0)  # trusted as soon as written
     monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
     w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
     first = chunktune.ray.resolve_sync(w)
