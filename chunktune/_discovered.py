@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from time import time_ns
 
-from ._config import CACHE_ENV, CONFIG_ENV, SYSTEM_CACHE_ENV, find_config, load_settings
+from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
 
 __all__ = ["SETTLED_S", "discovered_settings"]
@@ -41,16 +41,12 @@ def _reset_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_in_child)
 
 
-def _identity() -> _Identity | None:
-    """What discovery would read now, or None where only reading it can say (an error) or
-    where a change within the file system's clock tick could keep it (changed lately).
-
-    Raises:
-        ConfigError: as :func:`chunktune._config.find_config`.
+def _identity(file: Path | None, variables: _Identity) -> _Identity | None:
+    """What discovery found: ``file`` (absolute, or None) and the ``variables`` it was found
+    by; None where only reading the file can say (an error) or where a change within the
+    file system's clock tick could keep its identity (changed lately).
     """
     now = time_ns()  # before the stat: a change after it is stamped later than this tick
-    variables = tuple(os.environ.get(name) for name in (CONFIG_ENV, CACHE_ENV, SYSTEM_CACHE_ENV))
-    file = find_config(None)
     if file is None:
         return (None, variables)
     try:
@@ -61,7 +57,7 @@ def _identity() -> _Identity | None:
         return None  # racy (as git calls it): a same-size rewrite now may keep the stamps
     # ctime too: os.utime sets mtime back, never ctime; st_dev: inodes repeat across mounts
     return (
-        str(file.absolute()),
+        str(file),
         st.st_mtime_ns,
         st.st_ctime_ns,
         st.st_size,
@@ -79,12 +75,18 @@ def discovered_settings() -> Settings:
             reported, on every call).
     """
     global _seen
-    ident = _identity()
+    # one look at the variables and the working directory: the file and values read are
+    # the ones identified, whatever another thread sets (and sets back) meanwhile
+    variables = {name: os.environ.get(name) for name in VARIABLES}
+    file = discover_config(variables[CONFIG_ENV])
+    file = None if file is None else file.absolute()
+    values = tuple(variables.values())
+    ident = _identity(file, values)
     seen = _seen
     if ident is not None and seen is not None and seen[0] == ident:
         return seen[1]
-    settings = load_settings()
-    if ident is not None and ident == _identity():  # not changed while it was read
+    settings = load_discovered(file, variables)
+    if ident is not None and ident == _identity(file, values):  # not changed while it was read
         with _lock:
             _seen = (ident, settings)
     return settings

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 import chunktune
-from chunktune import _discovered
+from chunktune import _config, _discovered
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -30,11 +32,13 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
     """Every Settings that discovery parsed, in order."""
     parsed: list[chunktune.Settings] = []
 
-    def counting() -> chunktune.Settings:
-        parsed.append(chunktune.load_settings())
+    real = _discovered.load_discovered
+
+    def counting(file: Path | None, variables: Mapping[str, str | None]) -> chunktune.Settings:
+        parsed.append(real(file, variables))
         return parsed[-1]
 
-    monkeypatch.setattr(_discovered, "load_settings", counting)
+    monkeypatch.setattr(_discovered, "load_discovered", counting)
     return parsed
 
 
@@ -74,8 +78,7 @@ def test_a_changed_file_is_read_again(config: Path, loads: list[chunktune.Settin
 def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
     config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On a file system whose stamps stay put within a tick, a just-written file is parsed
-    again on each call, so a same-size rewrite within that tick is seen (failed before)."""
+    """A same-size rewrite within a coarse time stamp tick is seen (failed before)."""
     monkeypatch.setattr(_discovered, "SETTLED_S", 3.0, raising=False)
     real = os.stat
     frozen = config.stat()
@@ -104,6 +107,34 @@ def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
     settled = _discovered.discovered_settings()
     assert _discovered.discovered_settings() is settled  # settled: remembered again
     assert len(loads) == 3
+
+
+@pytest.mark.parametrize("moved", ["cwd", "variable"])
+def test_what_another_thread_sets_and_sets_back_meanwhile_is_not_remembered(
+    config: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch, moved: str
+) -> None:
+    """Another thread's cwd or variable, set and set back meanwhile, is not kept (failed before)."""
+    # contextlib.chdir in another thread: the file read was another directory's, yet the
+    # one named after it was unchanged, so its settings were remembered for good
+    if moved == "cwd":
+        monkeypatch.delenv("CHUNKTUNE_CONFIG")
+        config.rename(isolated / "chunktune.toml")
+    elsewhere = isolated / "elsewhere"
+    elsewhere.mkdir()  # holds no chunktune.toml: built-in defaults
+    real = _config.find_config
+
+    def meanwhile(path: str | os.PathLike[str] | None = None) -> Path | None:
+        if moved == "cwd":
+            with contextlib.chdir(elsewhere):
+                return real(path)
+        with monkeypatch.context() as other_thread:
+            other_thread.setenv("CHUNKTUNE_CONFIG", str(elsewhere / "none.toml"))
+            (elsewhere / "none.toml").write_text('policy = "off"\n')
+            return real(path)
+
+    monkeypatch.setattr(_config, "find_config", meanwhile)
+    _discovered.discovered_settings()
+    assert _discovered.discovered_settings().policy == "quick"
 
 
 def test_a_changed_variable_is_read_again(

@@ -612,8 +612,7 @@ def test_resolve_sync_falls_back_when_signature_raises(monkeypatch: pytest.Monke
 async def test_threads_and_tasks_on_one_cold_key_share_one_sweep(
     isolated: Path, anyio_backend: str
 ) -> None:
-    """resolve_sync(settings=None) from plain threads and from this loop's worker threads,
-    with awaiting tasks, on one cold key: one sweep, one answer, no thread left hanging."""
+    """Threads, a loop's worker threads and tasks on one cold key share one sweep and answer."""
     (isolated / "chunktune.toml").write_text('policy = "quick"\n[log]\nstderr = "never"\n')
     calls = itertools.count()
 
