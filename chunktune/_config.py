@@ -43,9 +43,12 @@ __all__ = [
     "CACHE_ENV",
     "CONFIG_ENV",
     "SYSTEM_CACHE_ENV",
+    "VARIABLES",
+    "discover_config",
     "dump_policy",
     "dump_settings",
     "find_config",
+    "load_discovered",
     "load_settings",
     "preset_names",
     "settings_from_dict",
@@ -55,6 +58,7 @@ __all__ = [
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
 SYSTEM_CACHE_ENV = "CHUNKTUNE_SYSTEM_CACHE"
+VARIABLES = (CONFIG_ENV, CACHE_ENV, SYSTEM_CACHE_ENV)  # every variable that settings heed
 TOP_LEVEL_KEYS = ("policy", "cache", "log", "ray", "policies")
 # [policies.NAME.candidates] sizes = [...] nests 4 deep; anything far deeper is no
 # setting, and refusing it up front keeps every later step clear of recursion limits
@@ -359,7 +363,12 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
         if not os.fspath(path):  # Path("") is ".", a directory: name what was given
             raise ConfigError('"" is not a settings file\'s path; expected a file name')
         return Path(path)
-    env = os.environ.get(CONFIG_ENV)
+    return discover_config(os.environ.get(CONFIG_ENV))
+
+
+def discover_config(env: str | None) -> Path | None:
+    """The settings file discovery names where ``$CHUNKTUNE_CONFIG`` holds ``env``: that
+    file, else ``./chunktune.toml`` if there is one, else None (built-in defaults)."""
     if env:
         try:  # ~ expanded, as in $CHUNKTUNE_CACHE: a service's or container's value no shell saw
             return Path(env).expanduser()
@@ -369,8 +378,15 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
     return local if local.is_file() else None
 
 
-def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> Settings:
+def settings_from_dict(
+    data: Mapping[str, Any],
+    *,
+    source: str | None = None,
+    environ: Mapping[str, str | None] | None = None,
+) -> Settings:
     """Build validated Settings from a parsed TOML document.
+
+    ``environ``: the values of :data:`VARIABLES` to apply (None: the environment's now).
 
     Raises:
         ConfigError: listing every problem found, each with its dotted TOML path.
@@ -416,7 +432,7 @@ def settings_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
 
     variables: list[str] = []  # problems of the environment, not of the file
     for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
-        value = os.environ.get(env)
+        value = (os.environ if environ is None else environ).get(env)
         if value and cache is not None:
             try:
                 cache = attrs.evolve(cache, **{field: value})
@@ -459,13 +475,27 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
             with its TOML path; an empty ``[cache] path``, or a cache path there or
             in ``$CHUNKTUNE_CACHE`` that holds a NUL byte or names an unknown ``~user``).
     """
+    if path is None:
+        variables = {name: os.environ.get(name) for name in VARIABLES}
+        return load_discovered(discover_config(variables[CONFIG_ENV]), variables)
     file = find_config(path)
+    assert file is not None  # an explicit path
+    return settings_from_dict(_read_toml(file), source=str(file))
+
+
+def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> Settings:
+    """``load_settings()`` of what discovery found: ``file`` (None: built-in defaults), under
+    ``variables`` (the values of :data:`VARIABLES` that found it), read as they were then.
+
+    Raises:
+        ConfigError: as :func:`load_settings`.
+    """
     if file is None:
-        return settings_from_dict({}, source=None)
+        return settings_from_dict({}, source=None, environ=variables)
     try:
-        return settings_from_dict(_read_toml(file), source=str(file))
+        return settings_from_dict(_read_toml(file), source=str(file), environ=variables)
     except ConfigError as exc:
-        if path is not None or not os.environ.get(CONFIG_ENV) or exc.source != str(file):
+        if not variables.get(CONFIG_ENV) or exc.source != str(file):
             raise
         # a variable set long ago (a shell profile, a job script) names a file the
         # command never mentioned: say where that name came from

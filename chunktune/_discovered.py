@@ -7,7 +7,11 @@ had a repeat answered from memory (``_recent`` keys on the settings object). A r
 now gets the same Settings object while the file discovery names, its identity on disk
 and the variables that discovery heeds are unchanged: a changed or replaced file, or a
 new ``$CHUNKTUNE_CONFIG``, ``$CHUNKTUNE_CACHE`` or ``$CHUNKTUNE_SYSTEM_CACHE``, is read
-afresh on the next resolve. Blocking (a stat): call it off the event loop.
+afresh on the next resolve. A file changed less than :data:`SETTLED_S` before it was looked
+at is parsed on every call until it has settled: a file system stamps changes from a
+coarse clock (1-2 s on HFS+, FAT and some NFS servers; a few ms on Linux before 6.13), so a
+rewrite of the same size within one tick keeps every field of its stat. Blocking (a
+stat): call it off the event loop.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from time import time_ns
 
-from ._config import CACHE_ENV, CONFIG_ENV, SYSTEM_CACHE_ENV, find_config, load_settings
+from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
 
-__all__ = ["discovered_settings"]
+__all__ = ["SETTLED_S", "discovered_settings"]
+
+SETTLED_S = 3.0  # past FAT's 2 s time stamps and a coarse clock's lag behind time_ns()
 
 _Identity = tuple[object, ...]
 _seen: tuple[_Identity, Settings] | None = None
@@ -34,22 +41,30 @@ def _reset_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_in_child)
 
 
-def _identity() -> _Identity | None:
-    """What discovery would read now, or None where only reading it can say (an error).
-
-    Raises:
-        ConfigError: as :func:`chunktune._config.find_config`.
+def _identity(file: Path | None, variables: _Identity) -> _Identity | None:
+    """What discovery found: ``file`` (absolute, or None) and the ``variables`` it was found
+    by; None where only reading the file can say (an error) or where a change within the
+    file system's clock tick could keep its identity (changed lately).
     """
-    variables = tuple(os.environ.get(name) for name in (CONFIG_ENV, CACHE_ENV, SYSTEM_CACHE_ENV))
-    file = find_config(None)
+    now = time_ns()  # before the stat: a change after it is stamped later than this tick
     if file is None:
         return (None, variables)
     try:
         st = Path(file).stat()
     except (OSError, ValueError):
         return None  # missing or unreadable: load_settings says how, every time
-    # ctime too: a rewrite of the same size within the clock's tick changes it
-    return (str(file.absolute()), st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, variables)
+    if now - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_S * 1e9:
+        return None  # racy (as git calls it): a same-size rewrite now may keep the stamps
+    # ctime too: os.utime sets mtime back, never ctime; st_dev: inodes repeat across mounts
+    return (
+        str(file),
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_size,
+        st.st_ino,
+        st.st_dev,
+        variables,
+    )
 
 
 def discovered_settings() -> Settings:
@@ -60,12 +75,18 @@ def discovered_settings() -> Settings:
             reported, on every call).
     """
     global _seen
-    ident = _identity()
+    # one look at the variables and the working directory: the file and values read are
+    # the ones identified, whatever another thread sets (and sets back) meanwhile
+    variables = {name: os.environ.get(name) for name in VARIABLES}
+    file = discover_config(variables[CONFIG_ENV])
+    file = None if file is None else file.absolute()
+    values = tuple(variables.values())
+    ident = _identity(file, values)
     seen = _seen
     if ident is not None and seen is not None and seen[0] == ident:
         return seen[1]
-    settings = load_settings()
-    if ident is not None and ident == _identity():  # not changed while it was read
+    settings = load_discovered(file, variables)
+    if ident is not None and ident == _identity(file, values):  # not changed while it was read
         with _lock:
             _seen = (ident, settings)
     return settings

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 import chunktune
-from chunktune import _discovered
+from chunktune import _config, _discovered
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -30,17 +32,21 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
     """Every Settings that discovery parsed, in order."""
     parsed: list[chunktune.Settings] = []
 
-    def counting() -> chunktune.Settings:
-        parsed.append(chunktune.load_settings())
+    real = _discovered.load_discovered
+
+    def counting(file: Path | None, variables: Mapping[str, str | None]) -> chunktune.Settings:
+        parsed.append(real(file, variables))
         return parsed[-1]
 
-    monkeypatch.setattr(_discovered, "load_settings", counting)
+    monkeypatch.setattr(_discovered, "load_discovered", counting)
     return parsed
 
 
 @pytest.fixture
 def config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A settings file named by $CHUNKTUNE_CONFIG, active policy quick."""
+    """A settings file named by $CHUNKTUNE_CONFIG, active policy quick, trusted as soon as
+    written (as on a file system whose stamps move on every change)."""
+    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0, raising=False)
     file = isolated / "settings.toml"
     file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
@@ -67,6 +73,68 @@ def test_a_changed_file_is_read_again(config: Path, loads: list[chunktune.Settin
     assert again is not first
     assert again.policy == "seed"
     assert len(loads) == 2
+
+
+def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
+    config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A same-size rewrite within a coarse time stamp tick is seen (failed before)."""
+    monkeypatch.setattr(_discovered, "SETTLED_S", 3.0, raising=False)
+    real = os.stat
+    frozen = config.stat()
+    tick = frozen.st_ctime_ns  # every change within this tick is stamped with it
+
+    class Coarse:
+        """A stat result whose time stamps are the tick's."""
+
+        def __init__(self, st: os.stat_result) -> None:
+            self.st = st
+            self.st_mtime_ns = self.st_ctime_ns = tick
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.st, name)
+
+    def coarse(path: object, *args: object, **kwargs: object) -> object:
+        st = real(path, *args, **kwargs)  # type: ignore[arg-type]
+        return Coarse(st) if str(path) == str(config) else st
+
+    monkeypatch.setattr(os, "stat", coarse)
+    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 10**8, raising=False)
+    assert _discovered.discovered_settings().policy == "quick"
+    config.write_text('policy = "seed" \n[log]\nstderr = "never"\n')  # the same size
+    assert _discovered.discovered_settings().policy == "seed"
+    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 4 * 10**9, raising=False)
+    settled = _discovered.discovered_settings()
+    assert _discovered.discovered_settings() is settled  # settled: remembered again
+    assert len(loads) == 3
+
+
+@pytest.mark.parametrize("moved", ["cwd", "variable"])
+def test_what_another_thread_sets_and_sets_back_meanwhile_is_not_remembered(
+    config: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch, moved: str
+) -> None:
+    """Another thread's cwd or variable, set and set back meanwhile, is not kept (failed before)."""
+    # contextlib.chdir in another thread: the file read was another directory's, yet the
+    # one named after it was unchanged, so its settings were remembered for good
+    if moved == "cwd":
+        monkeypatch.delenv("CHUNKTUNE_CONFIG")
+        config.rename(isolated / "chunktune.toml")
+    elsewhere = isolated / "elsewhere"
+    elsewhere.mkdir()  # holds no chunktune.toml: built-in defaults
+    real = _config.find_config
+
+    def meanwhile(path: str | os.PathLike[str] | None = None) -> Path | None:
+        if moved == "cwd":
+            with contextlib.chdir(elsewhere):
+                return real(path)
+        with monkeypatch.context() as other_thread:
+            other_thread.setenv("CHUNKTUNE_CONFIG", str(elsewhere / "none.toml"))
+            (elsewhere / "none.toml").write_text('policy = "off"\n')
+            return real(path)
+
+    monkeypatch.setattr(_config, "find_config", meanwhile)
+    _discovered.discovered_settings()
+    assert _discovered.discovered_settings().policy == "quick"
 
 
 def test_a_changed_variable_is_read_again(

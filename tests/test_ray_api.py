@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -527,11 +527,14 @@ def test_ray_resolve_parses_an_unchanged_settings_file_once(
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
     parsed: list[chunktune.Settings] = []
 
-    def counting() -> chunktune.Settings:
-        parsed.append(chunktune.load_settings())
+    real = _discovered.load_discovered
+
+    def counting(found: Path | None, variables: Mapping[str, str | None]) -> chunktune.Settings:
+        parsed.append(real(found, variables))
         return parsed[-1]
 
-    monkeypatch.setattr(_discovered, "load_settings", counting)
+    monkeypatch.setattr(_discovered, "load_discovered", counting)
+    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0)  # trusted as soon as written
     monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
     w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
     first = chunktune.ray.resolve_sync(w)

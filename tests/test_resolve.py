@@ -609,6 +609,52 @@ def test_resolve_sync_falls_back_when_signature_raises(monkeypatch: pytest.Monke
     assert "signature() failed (RuntimeError: no signature today)" in decision.reason
 
 
+async def test_threads_and_tasks_on_one_cold_key_share_one_sweep(
+    isolated: Path, anyio_backend: str
+) -> None:
+    """Threads, a loop's worker threads and tasks on one cold key share one sweep and answer."""
+    (isolated / "chunktune.toml").write_text('policy = "quick"\n[log]\nstderr = "never"\n')
+    calls = itertools.count()
+
+    class Counted(SimulatedWorkload):
+        """The uneven batch, counting its run() calls across threads."""
+
+        def run(self, chunk_size: int | None) -> float:
+            next(calls)
+            return super().run(chunk_size)
+
+    def make() -> Counted:
+        return Counted(uneven().costs, nthread=8, noise=Noise(sigma=0.01))
+
+    got: list[chunktune.Decision] = []
+    plain = [
+        threading.Thread(target=lambda: got.append(chunktune.resolve_sync(make())))
+        for _ in range(6)
+    ]
+    for t in plain:
+        t.start()
+
+    async def task(on_worker: bool) -> None:
+        w = make()
+        if on_worker:
+            got.append(await anyio.to_thread.run_sync(lambda: chunktune.resolve_sync(w)))
+        else:
+            got.append(await chunktune.resolve(w))
+
+    with anyio.fail_after(120):  # a hang guard, not a time asserted
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(task, i % 2 == 0)
+        for t in plain:
+            await anyio.to_thread.run_sync(t.join)
+    assert len(got) == 14
+    assert [d.source for d in got].count("benchmark") == 1
+    assert len({(d.chunk_size, d.key) for d in got}) == 1
+    measured = next(calls)
+    hit = await anyio.to_thread.run_sync(lambda: chunktune.resolve_sync(make()))
+    assert hit.source == "cache" and next(calls) == measured + 1  # no run() since
+
+
 async def test_a_hit_with_discovered_settings_takes_one_hop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
