@@ -220,26 +220,18 @@ async def _owned(
 
 async def _answer(req: Request) -> Decision:
     """Key ``req`` in a worker thread, then answer it from the cache or by measuring."""
-    cache = cache_for(req.settings)
     keyed = None
-    keying = functools.partial(identify_and_look, req, cache)
     with anyio.move_on_after(_left(req.deadline)):
-        try:
-            if req.deadline is None:
-                keyed = await hop(keying)
-            else:
-                # signature() is the workload's own code: one that blocks is left behind
-                # at the limit, in a daemon thread that never holds up the process's exit
-                keyed = await in_own_thread(keying, name=KEYING_THREAD)
-        except ChunktuneError:
-            raise
-        except Exception as exc:  # a workload whose signature() fails is a failing workload
-            return failed_decision(req, "", exc, keying=True)
+        if req.deadline is None:
+            keyed = await hop(_key_here, req)
+        else:
+            # signature() is the workload's own code: one that blocks is left behind
+            # at the limit, in a daemon thread that never holds up the process's exit
+            keyed = await in_own_thread(functools.partial(_key_here, req), name=KEYING_THREAD)
     if keyed is None:
         assert req.policy.hard_limit_s is not None
         return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
-    req, key, hit, cache = keyed
-    return hit if hit is not None else await _resolve_key(req, key, cache)
+    return keyed if isinstance(keyed, Decision) else await _resolve_key(*keyed)
 
 
 async def resolve(
@@ -299,14 +291,18 @@ async def resolve(
 
 
 def _manual(asked: Ask) -> Decision:
-    """The decision of a manual chunk size (``asked.manual`` is set)."""
+    """The decision of a manual chunk size (``asked.manual`` is set), reported under the
+    settings given (none are looked for: a manual size uses no policy)."""
     assert asked.manual is not None
-    return Decision(
+    decision = Decision(
         chunk_size=asked.manual,
         native_chunk=native_chunk(asked.num_envs, asked.nthread),
         source="manual",
         reason=f"manual override: chunk_size={asked.manual}",
     )
+    if asked.settings is not None:
+        report(decision, asked.settings)
+    return decision
 
 
 def _in_memory(asked: Ask, settings: Settings) -> Decision | None:
@@ -362,10 +358,7 @@ def _here(asked: Ask) -> tuple[Ask, Decision | _Keyed | None]:
     its key and its cache, else None (a policy with a limit: keyed on the loop).
     """
     if asked.manual is not None:
-        manual = _manual(asked)
-        if asked.settings is not None:
-            report(manual, asked.settings)
-        return asked, manual
+        return asked, _manual(asked)
     if asked.settings is None:
         asked = attrs.evolve(asked, settings=discovered_settings())
     settings = asked.settings
@@ -389,10 +382,7 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     waited for the registry).
     """
     if asked.manual is not None:
-        manual = _manual(asked)
-        if asked.settings is not None:
-            report(manual, asked.settings)
-        return manual
+        return _manual(asked)
     if asked.settings is None:
         # one hop discovers the settings (the same object while the file is unchanged, so
         # a repeat is answered from memory) and, where it can, keys and looks up too
@@ -442,9 +432,8 @@ def _settled(req: Request, decision: Decision) -> Decision:
     return decision
 
 
-def _key_here(req: Request) -> Decision | tuple[Request, str, DecisionCache | None]:
-    """Blocking, on the calling thread: :func:`_answer`'s keying and lookup, for a policy
-    without ``hard_limit_s`` (no limit to leave a blocking ``signature()`` behind at).
+def _key_here(req: Request) -> Decision | _Keyed:
+    """Blocking, on the calling thread: key ``req`` and look it up.
 
     Returns the hit (or the fallback of a failing ``signature()``), else the keyed request,
     its key and the cache to store in.
