@@ -46,7 +46,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
 def config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings file named by $CHUNKTUNE_CONFIG, active policy quick, trusted as soon as
     written (as on a file system whose stamps move on every change)."""
-    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0, raising=False)
+    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0)
     file = isolated / "settings.toml"
     file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
@@ -79,7 +79,7 @@ def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
     config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A same-size rewrite within a coarse time stamp tick is seen (failed before)."""
-    monkeypatch.setattr(_discovered, "SETTLED_S", 3.0, raising=False)
+    monkeypatch.setattr(_discovered, "SETTLED_S", 3.0)
     real = os.stat
     frozen = config.stat()
     tick = frozen.st_ctime_ns  # every change within this tick is stamped with it
@@ -99,11 +99,11 @@ def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
         return Coarse(st) if str(path) == str(config) else st
 
     monkeypatch.setattr(os, "stat", coarse)
-    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 10**8, raising=False)
+    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 10**8)
     assert _discovered.discovered_settings().policy == "quick"
     config.write_text('policy = "seed" \n[log]\nstderr = "never"\n')  # the same size
     assert _discovered.discovered_settings().policy == "seed"
-    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 4 * 10**9, raising=False)
+    monkeypatch.setattr(_discovered, "time_ns", lambda: tick + 4 * 10**9)
     settled = _discovered.discovered_settings()
     assert _discovered.discovered_settings() is settled  # settled: remembered again
     assert len(loads) == 3
