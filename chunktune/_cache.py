@@ -522,10 +522,10 @@ class DecisionCache:
         if stat is None:
             return {}
         memo, newer, broken = self._memo, self._newer, self._broken
+        if not fresh and memo is not None and memo[0][1] is None and memo[0][0] == stat:
+            return memo[1]  # settled when parsed, so settled now: the stat alone tells
         settled = not changed_lately(stat[0], stat[3], now)
         if settled:  # no write can carry these stamps now: the stat alone tells
-            if not fresh and memo is not None and memo[0] == (stat, None):
-                return memo[1]
             if newer is not None and newer[0] == (stat, None):
                 raise _written_by_newer(self.path, newer[1])
             if broken is not None and broken[0] == (stat, None):
