@@ -23,9 +23,9 @@ from time import time_ns
 
 from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
-from ._settled import SETTLED_S
+from ._settled import SETTLED_S  # read here at each look, so a test may set it here
 
-__all__ = ["SETTLED_S", "discovered_settings"]
+__all__ = ["discovered_settings"]
 
 _Identity = tuple[object, ...]
 _seen: tuple[_Identity, Settings] | None = None
