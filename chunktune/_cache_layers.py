@@ -7,7 +7,9 @@ its answer in the user's cache, and a system file that is missing, unreadable or
 malformed is warned about once, never moved aside or repaired, since it may sit on a
 read-only image that other users share. A damaged file still serves its whole entries
 (those a move aside would keep, checksums matching); one that does not parse at all, or
-that a newer chunktune wrote, is ignored.
+that a newer chunktune wrote, is ignored. As the user's cache does, it is parsed again only
+when it changed: its stat tells, except within the clock tick of its last change
+(:mod:`chunktune._settled`), where its bytes are compared with those last parsed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from time import time_ns
 
 from ._cache import best_entry
 from ._cache_entry import CacheEntry
@@ -24,6 +27,7 @@ from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._settings import Settings
+from ._settled import changed_lately
 from ._validators import user_path
 
 __all__ = ["SystemCache", "system_cache_for", "system_lookup"]
@@ -45,7 +49,8 @@ class SystemCache:
         except ValueError as exc:
             raise CacheError(f"system cache path: {exc}") from None
         self.format = cache_format(self.path, format)
-        self._memo: tuple[tuple[int, int, int], dict[str, CacheEntry]] | None = None
+        # the file's stat, and its bytes where it was read within the tick of its change
+        self._memo: tuple[tuple[tuple[int, ...], bytes | None], dict[str, CacheEntry]] | None = None
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
@@ -58,17 +63,23 @@ class SystemCache:
 
     def entries(self) -> dict[str, CacheEntry]:
         """Every valid entry, by key; a damaged file, its whole entries (warned once)."""
+        now = time_ns()  # before the stat: a change after it is stamped later than this
         try:
             st = self.path.stat()
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
             return {}
-        stat = (st.st_mtime_ns, st.st_size, st.st_ino)
+        stat = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_dev)
         memo = self._memo
-        if memo is not None and memo[0] == stat:
-            return dict(memo[1])
+        if memo is not None and memo[0] == (stat, None):
+            return dict(memo[1])  # settled when parsed, so settled now: the stat alone tells
+        settled = not changed_lately(st.st_mtime_ns, st.st_ctime_ns, now)
         try:
             raw = read_capped(self.path, MAX_CACHE_BYTES)  # /dev/zero would never end
+            if memo is not None and memo[0] == (stat, raw):  # a same-size rewrite keeps stat
+                if settled:
+                    self._memo = ((stat, None), memo[1])
+                return dict(memo[1])
             parsed = parse_cache(raw, self.format, mtime=st.st_mtime, source=str(self.path))
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
@@ -92,7 +103,7 @@ class SystemCache:
                 self._warn_once(
                     f"holds {len(parsed.skipped)} invalid entries ({keys}); they are never served"
                 )
-        self._memo = (stat, entries)
+        self._memo = ((stat, None if settled else raw), entries)
         return dict(entries)
 
     def lookup(

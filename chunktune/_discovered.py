@@ -23,10 +23,9 @@ from time import time_ns
 
 from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
+from ._settled import SETTLED_S  # read here at each look, so a test may set it here
 
-__all__ = ["SETTLED_S", "discovered_settings"]
-
-SETTLED_S = 3.0  # past FAT's 2 s time stamps and a coarse clock's lag behind time_ns()
+__all__ = ["discovered_settings"]
 
 _Identity = tuple[object, ...]
 _seen: tuple[_Identity, Settings] | None = None

@@ -1238,6 +1238,30 @@ def test_a_damaged_cache_on_a_full_disk_stays_in_place_and_serves_its_whole_entr
     assert set(DecisionCache(path).entries()) == whole | {"new"}
 
 
+def test_a_damaged_cache_on_a_full_disk_without_hard_links_is_served_once_moved_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renamed aside and back (no hard links), a damaged file on a full disk serves its entries."""
+    path = tmp_path / "c.json"
+    damaged, lost = _damaged_cache(path, "digit")
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def no_hard_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")  # the file is renamed aside
+
+    cache = DecisionCache(path)
+    with monkeypatch.context() as disk, caplog.at_level(logging.WARNING, logger="chunktune"):
+        disk.setattr(os, "fsync", full)
+        disk.setattr(os, "link", no_hard_links)
+        # the move back changed the file's ctime, not its bytes: still the file found damaged
+        for _ in range(3):
+            assert set(cache.entries()) == set(DAMAGED_KEYS) - {lost}
+    assert path.read_bytes() == damaged
+    assert caplog.text.count("read-only") == 1
+
+
 _QUARANTINE_THEN_HANG = (  # reads the damaged cache; the fresh file's fsync never returns
     "import os, sys, time\n"
     "def hang(fd):\n"
@@ -1633,3 +1657,126 @@ def test_an_unknown_format_names_every_format_there_is(tmp_path: Path) -> None:
     """DecisionCache(format="yaml") is a CacheError listing auto too, as its docstring does."""
     with pytest.raises(CacheError, match=r"'yaml'.*expected \"auto\", \"json\" or \"toml\""):
         DecisionCache(tmp_path / "c.json", format="yaml")
+
+
+# ---------------------------------------------------------------- a coarse clock
+
+_REWRITE_IN_PLACE = """
+import os, sys
+path, new, atime, mtime = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = open(new, "rb").read()
+with open(path, "r+b") as f:
+    f.write(data)
+os.utime(path, ns=(atime, mtime))
+"""
+
+
+def _within_one_tick(
+    monkeypatch: pytest.MonkeyPatch, cache: DecisionCache, *, after_s: float
+) -> Callable[[float], None]:
+    """Every stat of ``cache``'s file from now on is this one (a clock tick that never ends,
+    the inode reused), looked at ``after_s`` seconds after it; the setter returned moves
+    the looking time."""
+    first = cache._stat()
+    now = time.time_ns()  # after the write: the file's stamps are no later than this
+
+    def look_at(seconds: float) -> None:
+        monkeypatch.setattr(_cache, "time_ns", lambda: now + int(seconds * 1e9), raising=False)
+
+    monkeypatch.setattr(cache, "_stat", lambda: first)
+    look_at(after_s)
+    return look_at
+
+
+def test_a_same_size_rewrite_that_keeps_the_mtime_is_read_afresh(tmp_path: Path) -> None:
+    """A same-size in-place rewrite by another process, its mtime set back, is read."""
+    path, new = tmp_path / "c.json", tmp_path / "new.json"
+    write_cache_file(path, {"k": entry(4)})
+    write_cache_file(new, {"k": entry(8)})
+    assert new.stat().st_size == path.stat().st_size
+    cache = DecisionCache(path)
+    first = cache.get("k")
+    assert first is not None and first.chunk_size == 4
+    st = path.stat()
+    times = [str(st.st_atime_ns), str(st.st_mtime_ns)]
+    subprocess.run(
+        [sys.executable, "-c", _REWRITE_IN_PLACE, str(path), str(new), *times],
+        check=True,
+        timeout=120,
+    )
+    after = path.stat()
+    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (
+        st.st_mtime_ns,
+        st.st_size,
+        st.st_ino,
+    )
+    again = cache.get("k")
+    assert again is not None and again.chunk_size == 8
+
+
+def test_a_rewrite_within_one_clock_tick_is_never_served_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file replaced within its stamp's tick, every field of its stat kept, is read afresh."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, {"k.abc": entry(4)})
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=0.1)
+    found = cache.lookup("k", policy_hash="abc", rule="margin=0.03", effort=208)
+    assert found is not None and found[1].chunk_size == 4
+    write_cache_file(path, {"k.abc": entry(8)})  # another writer, the same size
+    found = cache.lookup("k", policy_hash="abc", rule="margin=0.03", effort=208)
+    assert found is not None and found[1].chunk_size == 8  # no stale hit
+    DecisionCache(path).put("j.abc", entry(16))  # another writer adds a key
+    found = cache.lookup("j", policy_hash="abc", rule="margin=0.03", effort=208)
+    assert found is not None and found[1].chunk_size == 16  # the key is seen
+    assert set(cache.entries()) == {"k.abc", "j.abc"}
+
+
+def test_a_newer_chunktunes_file_replaced_within_one_tick_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newer chunktune's file that a current one replaced within the tick is read, not skipped."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=0.1)
+    assert cache.entries() == {}
+    write_cache_file(path, {"k": entry(8)})
+    assert set(cache.entries()) == {"k"}
+
+
+def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the tick a hit reads the file, parsing it only when changed; once settled, a stat."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, {"k": entry(4)})
+    cache = DecisionCache(path)
+    look_at = _within_one_tick(monkeypatch, cache, after_s=0.1)
+    parsed, read = [], []
+    parse, read_bytes = cache._parse, Path.read_bytes
+
+    def counted_parse(raw: bytes) -> dict[str, CacheEntry]:
+        parsed.append(raw)
+        return parse(raw)
+
+    def counted_read(self: Path) -> bytes:
+        read.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(cache, "_parse", counted_parse)
+    monkeypatch.setattr(Path, "read_bytes", counted_read)
+    for _ in range(5):
+        assert cache.get("k") is not None
+    assert (len(parsed), len(read)) == (1, 5)  # each hit compares the bytes; one parse
+    write_cache_file(path, {"k": entry(8)})
+    for _ in range(5):
+        got = cache.get("k")
+        assert got is not None and got.chunk_size == 8
+    assert (len(parsed), len(read)) == (2, 10)
+    look_at(4.0)  # settled: one look at the bytes, then the stat alone tells
+    for _ in range(5):
+        got = cache.get("k")
+        assert got is not None and got.chunk_size == 8
+    assert (len(parsed), len(read)) == (2, 11)

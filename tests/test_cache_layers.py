@@ -207,3 +207,31 @@ def test_a_missing_system_file_is_warned_about_once(
         for _ in range(3):
             assert system.lookup("a" * 32, policy_hash="p", rule="", effort=0) is None
     assert len(caplog.records) == 1 and "is unavailable" in caplog.records[0].getMessage()
+
+
+def test_a_system_file_rewritten_within_one_clock_tick_is_read_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system file replaced within its stamp's tick, every field of its stat kept, is read."""
+    from chunktune import _cache_layers
+    from chunktune._cache import write_cache_file
+
+    def shipped(chunk: int) -> dict[str, CacheEntry]:
+        made = CacheEntry(chunk_size=chunk, native_chunk=12, reason="x", num_envs=64, nthread=2)
+        return {"k.abc": made}
+
+    path = tmp_path / "system.json"
+    write_cache_file(path, shipped(4))
+    first, real_stat = path.stat(), Path.stat
+
+    def one_tick(self: Path, *, follow_symlinks: bool = True) -> os.stat_result:
+        # a clock tick that never ends, the inode reused: every stat of the file is this one
+        return first if self == path else real_stat(self, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(Path, "stat", one_tick)
+    looked = max(first.st_mtime_ns, first.st_ctime_ns) + 10**8  # 0.1 s after its stamp
+    monkeypatch.setattr(_cache_layers, "time_ns", lambda: looked, raising=False)
+    system = SystemCache(path)
+    assert system.entries()["k.abc"].chunk_size == 4
+    write_cache_file(path, shipped(8))  # the image's file replaced within the tick
+    assert system.entries()["k.abc"].chunk_size == 8

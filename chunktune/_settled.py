@@ -1,0 +1,22 @@
+"""Whether a file's stat can vouch for its bytes: not within the clock tick of its last change.
+
+A file system stamps changes from a coarse clock (1-2 s on HFS+, FAT and some NFS servers;
+a few ms, the kernel's tick, on Linux before 6.13), so a rewrite of the same size within
+one tick keeps the mtime, the ctime and the size, and an atomic replace alternates between
+two inode numbers: every field of the stat may repeat. As git does for "racily clean"
+files, a file whose last change is less than :data:`SETTLED_S` older than the moment it
+was looked at is not told from another by its stat; once it is older, no later write can
+carry its stamps.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SETTLED_S", "changed_lately"]
+
+SETTLED_S = 3.0  # past FAT's 2 s time stamps and a coarse clock's lag behind time_ns()
+
+
+def changed_lately(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
+    """Whether a file stamped ``mtime_ns`` and ``ctime_ns`` changed less than
+    :data:`SETTLED_S` before ``now_ns`` (``time.time_ns()``, taken before the stat)."""
+    return now_ns - max(mtime_ns, ctime_ns) < SETTLED_S * 1e9
