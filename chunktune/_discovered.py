@@ -7,11 +7,11 @@ had a repeat answered from memory (``_recent`` keys on the settings object). A r
 now gets the same Settings object while the file discovery names, its identity on disk
 and the variables that discovery heeds are unchanged: a changed or replaced file, or a
 new ``$CHUNKTUNE_CONFIG``, ``$CHUNKTUNE_CACHE`` or ``$CHUNKTUNE_SYSTEM_CACHE``, is read
-afresh on the next resolve. A file changed less than :data:`SETTLED_S` before it was looked
-at is parsed on every call until it has settled: a file system stamps changes from a
-coarse clock (1-2 s on HFS+, FAT and some NFS servers; a few ms on Linux before 6.13), so a
-rewrite of the same size within one tick keeps every field of its stat. Blocking (a
-stat): call it off the event loop.
+afresh on the next resolve. A file changed less than :data:`~chunktune._settled.SETTLED_S`
+before it was looked at is parsed on every call until it has settled: a file system
+stamps changes from a coarse clock (:mod:`chunktune._settled`), so a rewrite of the same
+size within one tick keeps every field of its stat. Blocking (a stat): call it off the
+event loop.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from time import time_ns
 
 from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
-from ._settled import SETTLED_S  # read here at each look, so a test may set it here
+from ._settled import changed_lately
 
 __all__ = ["discovered_settings"]
 
@@ -52,7 +52,7 @@ def _identity(file: Path | None, variables: _Identity) -> _Identity | None:
         st = Path(file).stat()
     except (OSError, ValueError):
         return None  # missing or unreadable: load_settings says how, every time
-    if now - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_S * 1e9:
+    if changed_lately(st.st_mtime_ns, st.st_ctime_ns, now):
         return None  # racy (as git calls it): a same-size rewrite now may keep the stamps
     # ctime too: os.utime sets mtime back, never ctime; st_dev: inodes repeat across mounts
     return (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import chunktune
-from chunktune import _config, _discovered
+from chunktune import _config, _discovered, _settled
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -46,7 +46,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
 def config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings file named by $CHUNKTUNE_CONFIG, active policy quick, trusted as soon as
     written (as on a file system whose stamps move on every change)."""
-    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0)
+    monkeypatch.setattr(_settled, "SETTLED_S", 0.0)
     file = isolated / "settings.toml"
     file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
@@ -79,7 +79,7 @@ def test_a_same_size_rewrite_within_a_coarse_tick_is_read_again(
     config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A same-size rewrite within a coarse time stamp tick is seen (failed before)."""
-    monkeypatch.setattr(_discovered, "SETTLED_S", 3.0)
+    monkeypatch.setattr(_settled, "SETTLED_S", 3.0)
     real = os.stat
     frozen = config.stat()
     tick = frozen.st_ctime_ns  # every change within this tick is stamped with it

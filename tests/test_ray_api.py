@@ -520,7 +520,7 @@ def test_ray_resolve_parses_an_unchanged_settings_file_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """chunktune.ray.resolve(settings=None) reads the file as resolve does: once while unchanged."""
-    from chunktune import _discovered
+    from chunktune import _discovered, _settled
 
     file = tmp_path / "settings.toml"
     file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
@@ -534,7 +534,7 @@ def test_ray_resolve_parses_an_unchanged_settings_file_once(
         return parsed[-1]
 
     monkeypatch.setattr(_discovered, "load_discovered", counting)
-    monkeypatch.setattr(_discovered, "SETTLED_S", 0.0)  # trusted as soon as written
+    monkeypatch.setattr(_settled, "SETTLED_S", 0.0)  # trusted as soon as written
     monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
     w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
     first = chunktune.ray.resolve_sync(w)
