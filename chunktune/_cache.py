@@ -514,13 +514,21 @@ class DecisionCache:
         Raises:
             UnusableCache: the file does not parse, is of the wrong shape or holds an
                 altered entry (said again without reading it while it is unchanged).
-            OSError: the file cannot be read, or a newer chunktune wrote it: it is
-                unavailable to this one, not broken.
+            OSError: the file cannot be read, holds more than
+                :data:`~chunktune._reading.MAX_CACHE_BYTES`, or a newer chunktune wrote it:
+                it is unavailable to this one, not broken.
         """
         now = time_ns()  # before the stat: a change after it is stamped later than this
         stat = self._stat()
         if stat is None:
             return {}
+        if stat[1] > MAX_CACHE_BYTES:  # no cache is this large: not read into memory, not moved
+            raise OSError(
+                errno.EFBIG,
+                f"it holds more than {MAX_CACHE_BYTES // 2**20} MiB; expected a chunktune "
+                "cache (about 1.6 KB an entry)",
+                str(self.path),
+            )
         memo, newer, broken = self._memo, self._newer, self._broken
         if not fresh and memo is not None and memo[0][1] is None and memo[0][0] == stat:
             return memo[1]  # settled when parsed, so settled now: the stat alone tells

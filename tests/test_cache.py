@@ -1780,3 +1780,21 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
         got = cache.get("k")
         assert got is not None and got.chunk_size == 8
     assert (len(parsed), len(read)) == (2, 11)
+
+
+def test_a_cache_file_past_the_size_cap_is_left_alone_and_unread(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 257 MiB cache file (sparse) is unavailable, one warning: not read, moved or written."""
+    path = tmp_path / "cache.json"
+    with path.open("wb") as file:
+        file.truncate(257 * 2**20)  # a hole: no disk is used
+    cache = DecisionCache(path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert cache.entries() == {} and cache.get("k") is None
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "holds more than 256 MiB" in said[0]
+    with pytest.raises(CacheError, match="holds more than 256 MiB; expected a chunktune cache"):
+        cache.entries(strict=True)
+    assert not cache.put("k", entry())
+    assert path.stat().st_size == 257 * 2**20 and sorted(tmp_path.iterdir()) == [path]
