@@ -1681,7 +1681,7 @@ def _within_one_tick(
     now = time.time_ns()  # after the write: the file's stamps are no later than this
 
     def look_at(seconds: float) -> None:
-        monkeypatch.setattr(_cache, "time_ns", lambda: now + int(seconds * 1e9), raising=False)
+        monkeypatch.setattr(_cache, "time_ns", lambda: now + int(seconds * 1e9))
 
     monkeypatch.setattr(cache, "_stat", lambda: first)
     look_at(after_s)

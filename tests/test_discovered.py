@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from _discoveries import counted_loads
 
 import chunktune
 from chunktune import _config, _discovered, _settled
@@ -30,16 +30,7 @@ class Counted(SimulatedWorkload):
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
     """Every Settings that discovery parsed, in order."""
-    parsed: list[chunktune.Settings] = []
-
-    real = _discovered.load_discovered
-
-    def counting(file: Path | None, variables: Mapping[str, str | None]) -> chunktune.Settings:
-        parsed.append(real(file, variables))
-        return parsed[-1]
-
-    monkeypatch.setattr(_discovered, "load_discovered", counting)
-    return parsed
+    return counted_loads(monkeypatch)
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _discoveries import counted_loads
 
 import chunktune
 import chunktune.ray
@@ -520,20 +521,12 @@ def test_ray_resolve_parses_an_unchanged_settings_file_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """chunktune.ray.resolve(settings=None) reads the file as resolve does: once while unchanged."""
-    from chunktune import _discovered, _settled
+    from chunktune import _settled
 
     file = tmp_path / "settings.toml"
     file.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(file))
-    parsed: list[chunktune.Settings] = []
-
-    real = _discovered.load_discovered
-
-    def counting(found: Path | None, variables: Mapping[str, str | None]) -> chunktune.Settings:
-        parsed.append(real(found, variables))
-        return parsed[-1]
-
-    monkeypatch.setattr(_discovered, "load_discovered", counting)
+    parsed = counted_loads(monkeypatch)
     monkeypatch.setattr(_settled, "SETTLED_S", 0.0)  # trusted as soon as written
     monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=False))
     w = SimulatedWorkload(env_costs("uniform", 12), nthread=8, name="api")
