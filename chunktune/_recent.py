@@ -17,6 +17,7 @@ import os
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 import attrs
@@ -40,7 +41,9 @@ class _Said:
     until: float
 
 
-_said: dict[int, _Said] = {}
+# oldest first: with one TTL_S, the order in which answers were said is the order they
+# expire in, so letting go of the spent ones looks only at the front
+_said: OrderedDict[int, _Said] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -100,6 +103,10 @@ def remember(
     now = time.monotonic()
     said = _Said(ref, settings, policy, shape, changes(), attrs.evolve(decision), now + TTL_S)
     with _lock:
-        for key in [k for k, v in _said.items() if v.until <= now or v.workload() is None]:
-            del _said[key]
         _said[id(workload)] = said
+        _said.move_to_end(id(workload))
+        while _said:  # a gone workload behind a live one waits for its turn: TTL_S at most
+            oldest = next(iter(_said.values()))
+            if oldest.until > now and oldest.workload() is not None:
+                break
+            _said.popitem(last=False)
