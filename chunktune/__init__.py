@@ -23,7 +23,8 @@ from ._candidates import (
     GeometricCandidates,
     SeedCandidates,
 )
-from ._config import dump_policy, dump_settings, load_settings
+from ._config import load_settings
+from ._converter import dump_policy, dump_settings
 from ._decision import Decision
 from ._errors import (
     CacheError,

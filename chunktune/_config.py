@@ -1,30 +1,25 @@
-"""Loading, merging and dumping settings: TOML in, validated records out.
+"""Finding and reading settings files: discovery, presets, ``extends``, validated Settings.
 
-One cattrs converter, configured to forbid unknown keys and to accept no
-silent coercion (``"3"`` is not an int, ``true`` is not a number), structures
-every table; each field's own attrs validator runs as it is structured, so a
-file's problems are all reported at once, each with its dotted TOML path.
+Turning each table into a record, and a record back into TOML, is ``_converter``'s;
+this module decides which file is read, reads it within its limits, flattens policy
+chains and reports every problem of the file at once.
 """
 
 from __future__ import annotations
 
 import codecs
 import copy
-import difflib
 import functools
 import os
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Any
 
 import attrs
-import cattrs
-import tomli_w
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
+from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import resolve_tables
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
@@ -45,14 +40,11 @@ __all__ = [
     "SYSTEM_CACHE_ENV",
     "VARIABLES",
     "discover_config",
-    "dump_policy",
-    "dump_settings",
     "find_config",
     "load_discovered",
     "load_settings",
     "preset_names",
     "settings_from_dict",
-    "unstructure_policy",
 ]
 
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
@@ -64,168 +56,7 @@ TOP_LEVEL_KEYS = ("policy", "cache", "log", "ray", "policies")
 # setting, and refusing it up front keeps every later step clear of recursion limits
 MAX_DEPTH = 8
 
-
-# ---------------------------------------------------------------- the converter
-
-
-def _strict_float(value: Any, _t: type) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{spelled(value)} is not a number")
-    try:
-        return float(value)
-    except OverflowError:  # an integer of hundreds of digits
-        raise ValueError(f"{spelled(value)} is not a finite number") from None
-
-
-def _strict_int(value: Any, _t: type) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{spelled(value)} is not an integer")
-    return value
-
-
-def _strict_str(value: Any, _t: type) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{spelled(value)} is not a string")
-    return value
-
-
-def _strict_bool(value: Any, _t: type) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{spelled(value)} is not true or false")
-    return value
-
-
-def _tables_only(structure_fn: Any) -> Any:
-    """``structure_fn`` of a settings table, refusing a value that is no table first."""
-
-    def structure(value: Any, cls: type) -> Any:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{spelled(value)} is not a table")
-        return structure_fn(value, cls)
-
-    return structure
-
-
-def _make_converter() -> cattrs.Converter:
-    # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
-    # on a plain Converter: that preconf exists only from cattrs 26.1
-    conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
-    conv.register_structure_hook(float, _strict_float)
-    conv.register_structure_hook(int, _strict_int)
-    conv.register_structure_hook(str, _strict_str)
-    conv.register_structure_hook(bool, _strict_bool)
-    conv.register_structure_hook(float | None, lambda v, _t: _strict_float(v, float))
-    conv.register_structure_hook(str | None, lambda v, _t: _strict_str(v, str))
-
-    def _validated(cls: type, field: attrs.Attribute[Any]) -> Any:
-        structure_type: Any = field.type
-        if cls is Policy and field.name == "candidates":
-            structure_type = CandidateStrategy
-        elif cls is ExplicitCandidates and field.name == "sizes":
-            structure_type = Any  # its validator names every bad size, not the first
-        elif get_origin(structure_type) is Literal:
-            structure_type = str  # the field's choice() validator names the options
-
-        def hook(value: Any, _t: Any) -> Any:
-            result = conv.structure(value, structure_type)
-            if field.converter is not None and callable(field.converter):
-                result = field.converter(result)
-            if field.validator is not None:
-                try:
-                    field.validator(None, field, result)
-                except ConfigError:
-                    if type(value) is int and type(result) is float:
-                        # the message spells the number as the file does: 0, not 0.0
-                        field.validator(None, field, value)
-                    raise
-            return result
-
-        return hook
-
-    for cls in (Policy, CacheSettings, LogSettings, RaySettings, *STRATEGIES.values()):
-        attrs.resolve_types(cls)
-        fields = attrs.fields(cls)
-        overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
-        structure_fn: Any = make_dict_structure_fn(
-            cls,
-            conv,
-            _cattrs_forbid_extra_keys=True,
-            **overrides,  # type: ignore[arg-type]
-        )
-        conv.register_structure_hook(cls, _tables_only(structure_fn))
-
-    def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{spelled(value)} is not a table with a strategy key")
-        name = value.get("strategy")
-        known = ", ".join(spelled(s) for s in STRATEGIES)
-        if name is None:
-            # without extends there is no strategy to keep: a bare cap would read as None
-            raise ValueError(
-                f"missing required key strategy; expected one of {known} (a policy that "
-                "extends another keeps its strategy, and may then leave it out)"
-            )
-        if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
-            raise ValueError(f"strategy {spelled(name)} is not known; expected one of {known}")
-        rest = {k: v for k, v in value.items() if k != "strategy"}
-        return conv.structure(rest, STRATEGIES[name])
-
-    def _tagged(cls: type[Any]) -> Any:
-        plain = make_dict_unstructure_fn(cls, conv)
-        return lambda value: {"strategy": cls.strategy, **plain(value)}
-
-    conv.register_structure_hook(CandidateStrategy, _structure_strategy)
-    for strategy_cls in STRATEGIES.values():
-        conv.register_unstructure_hook(strategy_cls, _tagged(strategy_cls))
-    return conv
-
-
-_CONVERTER = _make_converter()
-
-# ---------------------------------------------------------------- errors
-
-
-def _suggest(key: str, valid: list[str]) -> str:
-    close = difflib.get_close_matches(key, valid, n=1)
-    if close:
-        return f"did you mean {close[0]}?"
-    return f"expected one of {', '.join(valid)}"
-
-
-def _join(path: str, part: object) -> str:
-    return f"{path}.{part}" if path else str(part)
-
-
-def _problems(exc: BaseException, path: str) -> list[str]:
-    """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
-    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
-        unknown = "unknown key"
-        strategy = getattr(exc.cl, "strategy", None)
-        if isinstance(strategy, str):  # a [candidates] table, its strategy key taken out
-            valid.insert(0, "strategy")
-            unknown = f"unknown key for strategy {spelled(strategy)}"
-        return [
-            f"{_join(path, key)}: {unknown}; {_suggest(key, valid)}"
-            for key in sorted(exc.extra_fields)
-        ]
-    if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
-        found: list[str] = []
-        with_notes, without_notes = exc.group_exceptions()
-        for sub, note in with_notes:
-            part = getattr(note, "name", None)
-            if part is None:
-                part = getattr(note, "index", "?")
-            found.extend(_problems(sub, _join(path, part)))
-        for sub in without_notes:
-            found.extend(_problems(sub, path))
-        return found
-    if isinstance(exc, KeyError):
-        return [f"{path}: missing required key {exc.args[0]!s}"]
-    if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
-        return [f"{path}: {p}" if path else p for p in exc.problems]
-    message = str(exc) or type(exc).__name__
-    return [f"{path}: {message}" if path else message]
+# ---------------------------------------------------------------- whose problem
 
 
 def _user_parent(name: str, user: Mapping[str, Any]) -> str | None:
@@ -248,14 +79,6 @@ def _sets(table: Any, problem: str) -> bool:
             return False
         table = table[key]
     return True
-
-
-def _structure(data: Any, cls: type[Any], path: str, problems: list[str]) -> Any:
-    try:
-        return _CONVERTER.structure(data, cls)
-    except Exception as exc:  # cattrs wraps every failure; we report, never re-raise here
-        problems.extend(_problems(exc, path))
-        return None
 
 
 # ---------------------------------------------------------------- presets
@@ -341,7 +164,7 @@ def _too_deep(data: Mapping[str, Any]) -> str | None:
         items = value.items() if isinstance(value, Mapping) else enumerate(value)
         for key, item in items:
             if isinstance(item, dict | list):
-                stack.append((item, _join(path, key), depth + 1))
+                stack.append((item, join_path(path, key), depth + 1))
     return None
 
 
@@ -400,7 +223,7 @@ def settings_from_dict(
     problems: list[str] = []
     for key in data:
         if key not in TOP_LEVEL_KEYS:
-            problems.append(f"{key}: unknown key; {_suggest(key, list(TOP_LEVEL_KEYS))}")
+            problems.append(f"{key}: unknown key; {suggest(key, list(TOP_LEVEL_KEYS))}")
 
     presets = _preset_tables()
     user = data.get("policies", {})
@@ -413,7 +236,7 @@ def settings_from_dict(
     for name, table in tables.items():
         layer = "policies" if name in user else "presets"
         own: list[str] = []
-        pol = _structure(table, Policy, f"{layer}.{name}", own)
+        pol = structure(table, Policy, f"{layer}.{name}", own)
         found[name] = [p[len(f"{layer}.{name}") :] for p in own]
         if pol is not None:
             policies[name] = pol
@@ -426,9 +249,9 @@ def settings_from_dict(
             if p not in inherited or _sets(user.get(name), p)
         )
 
-    cache = _structure(data.get("cache", {}), CacheSettings, "cache", problems)
-    log = _structure(data.get("log", {}), LogSettings, "log", problems)
-    ray = _structure(data.get("ray", {}), RaySettings, "ray", problems)
+    cache = structure(data.get("cache", {}), CacheSettings, "cache", problems)
+    log = structure(data.get("log", {}), LogSettings, "log", problems)
+    ray = structure(data.get("ray", {}), RaySettings, "ray", problems)
 
     variables: list[str] = []  # problems of the environment, not of the file
     for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
@@ -500,41 +323,3 @@ def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> S
         # a variable set long ago (a shell profile, a job script) names a file the
         # command never mentioned: say where that name came from
         raise ConfigError(exc.problems, source=f"{file} (named by ${CONFIG_ENV})") from None
-
-
-# ---------------------------------------------------------------- dumping
-
-
-def _drop_none(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list | tuple):
-        return [_drop_none(v) for v in value]
-    return value
-
-
-def unstructure_policy(policy: Policy) -> dict[str, Any]:
-    """A policy as a TOML-ready table (unset optional fields left out)."""
-    data: dict[str, Any] = _drop_none(_CONVERTER.unstructure(policy))
-    return data
-
-
-def dump_policy(policy: Policy) -> str:
-    """A policy as a standalone TOML table (the format of the files in ``policies/``)."""
-    return tomli_w.dumps(unstructure_policy(policy))
-
-
-def dump_settings(settings: Settings) -> str:
-    """Effective settings as a TOML document: every policy in full, the presets included.
-
-    ``load_settings`` reads the document of loaded settings back equal. Settings built
-    in code without every preset read back with the missing presets added.
-    """
-    doc: dict[str, Any] = {
-        "policy": settings.policy,
-        "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),
-        "log": _CONVERTER.unstructure(settings.log),
-        "ray": _CONVERTER.unstructure(settings.ray),
-        "policies": {name: unstructure_policy(p) for name, p in settings.policies.items()},
-    }
-    return tomli_w.dumps(doc)

@@ -8,7 +8,8 @@ import sys
 from rich import box
 from rich.table import Table
 
-from .._config import dump_policy, load_settings, preset_names
+from .._config import load_settings, preset_names
+from .._converter import dump_policy
 from .._settings import Settings
 from .._validators import spelled
 from ._common import EXIT_OK, console_on, help_formatter, named_policy

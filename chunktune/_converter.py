@@ -1,0 +1,245 @@
+"""Settings records to and from TOML tables: one strict converter, its failures as paths.
+
+One cattrs converter, configured to forbid unknown keys and to accept no
+silent coercion (``"3"`` is not an int, ``true`` is not a number), structures
+every table; each field's own attrs validator runs as it is structured, so a
+file's problems are all reported at once, each with its dotted TOML path.
+Finding, reading and merging the files is ``_config``'s.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any, Literal, get_origin
+
+import attrs
+import cattrs
+import tomli_w
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
+from ._errors import ConfigError
+from ._settings import CacheSettings, LogSettings, Policy, RaySettings, Settings
+from ._validators import spelled
+
+__all__ = [
+    "dump_policy",
+    "dump_settings",
+    "join_path",
+    "structure",
+    "suggest",
+    "unstructure_policy",
+]
+
+
+# ---------------------------------------------------------------- the converter
+
+
+def _strict_float(value: Any, _t: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{spelled(value)} is not a number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise ValueError(f"{spelled(value)} is not a finite number") from None
+
+
+def _strict_int(value: Any, _t: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{spelled(value)} is not an integer")
+    return value
+
+
+def _strict_str(value: Any, _t: type) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{spelled(value)} is not a string")
+    return value
+
+
+def _strict_bool(value: Any, _t: type) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{spelled(value)} is not true or false")
+    return value
+
+
+def _tables_only(structure_fn: Any) -> Any:
+    """``structure_fn`` of a settings table, refusing a value that is no table first."""
+
+    def structure(value: Any, cls: type) -> Any:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{spelled(value)} is not a table")
+        return structure_fn(value, cls)
+
+    return structure
+
+
+def _make_converter() -> cattrs.Converter:
+    # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
+    # on a plain Converter: that preconf exists only from cattrs 26.1
+    conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(float | None, lambda v, _t: _strict_float(v, float))
+    conv.register_structure_hook(str | None, lambda v, _t: _strict_str(v, str))
+
+    def _validated(cls: type, field: attrs.Attribute[Any]) -> Any:
+        structure_type: Any = field.type
+        if cls is Policy and field.name == "candidates":
+            structure_type = CandidateStrategy
+        elif cls is ExplicitCandidates and field.name == "sizes":
+            structure_type = Any  # its validator names every bad size, not the first
+        elif get_origin(structure_type) is Literal:
+            structure_type = str  # the field's choice() validator names the options
+
+        def hook(value: Any, _t: Any) -> Any:
+            result = conv.structure(value, structure_type)
+            if field.converter is not None and callable(field.converter):
+                result = field.converter(result)
+            if field.validator is not None:
+                try:
+                    field.validator(None, field, result)
+                except ConfigError:
+                    if type(value) is int and type(result) is float:
+                        # the message spells the number as the file does: 0, not 0.0
+                        field.validator(None, field, value)
+                    raise
+            return result
+
+        return hook
+
+    for cls in (Policy, CacheSettings, LogSettings, RaySettings, *STRATEGIES.values()):
+        attrs.resolve_types(cls)
+        fields = attrs.fields(cls)
+        overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
+        structure_fn: Any = make_dict_structure_fn(
+            cls,
+            conv,
+            _cattrs_forbid_extra_keys=True,
+            **overrides,  # type: ignore[arg-type]
+        )
+        conv.register_structure_hook(cls, _tables_only(structure_fn))
+
+    def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{spelled(value)} is not a table with a strategy key")
+        name = value.get("strategy")
+        known = ", ".join(spelled(s) for s in STRATEGIES)
+        if name is None:
+            # without extends there is no strategy to keep: a bare cap would read as None
+            raise ValueError(
+                f"missing required key strategy; expected one of {known} (a policy that "
+                "extends another keeps its strategy, and may then leave it out)"
+            )
+        if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
+            raise ValueError(f"strategy {spelled(name)} is not known; expected one of {known}")
+        rest = {k: v for k, v in value.items() if k != "strategy"}
+        return conv.structure(rest, STRATEGIES[name])
+
+    def _tagged(cls: type[Any]) -> Any:
+        plain = make_dict_unstructure_fn(cls, conv)
+        return lambda value: {"strategy": cls.strategy, **plain(value)}
+
+    conv.register_structure_hook(CandidateStrategy, _structure_strategy)
+    for strategy_cls in STRATEGIES.values():
+        conv.register_unstructure_hook(strategy_cls, _tagged(strategy_cls))
+    return conv
+
+
+_CONVERTER = _make_converter()
+
+# ---------------------------------------------------------------- errors
+
+
+def suggest(key: str, valid: list[str]) -> str:
+    """What an unknown ``key`` may have meant: the closest of ``valid``, else all of them."""
+    close = difflib.get_close_matches(key, valid, n=1)
+    if close:
+        return f"did you mean {close[0]}?"
+    return f"expected one of {', '.join(valid)}"
+
+
+def join_path(path: str, part: object) -> str:
+    """The dotted TOML path of ``part`` under ``path`` (``path`` empty: the top level)."""
+    return f"{path}.{part}" if path else str(part)
+
+
+def _problems(exc: BaseException, path: str) -> list[str]:
+    """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
+        unknown = "unknown key"
+        strategy = getattr(exc.cl, "strategy", None)
+        if isinstance(strategy, str):  # a [candidates] table, its strategy key taken out
+            valid.insert(0, "strategy")
+            unknown = f"unknown key for strategy {spelled(strategy)}"
+        return [
+            f"{join_path(path, key)}: {unknown}; {suggest(key, valid)}"
+            for key in sorted(exc.extra_fields)
+        ]
+    if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
+        found: list[str] = []
+        with_notes, without_notes = exc.group_exceptions()
+        for sub, note in with_notes:
+            part = getattr(note, "name", None)
+            if part is None:
+                part = getattr(note, "index", "?")
+            found.extend(_problems(sub, join_path(path, part)))
+        for sub in without_notes:
+            found.extend(_problems(sub, path))
+        return found
+    if isinstance(exc, KeyError):
+        return [f"{path}: missing required key {exc.args[0]!s}"]
+    if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
+        return [f"{path}: {p}" if path else p for p in exc.problems]
+    message = str(exc) or type(exc).__name__
+    return [f"{path}: {message}" if path else message]
+
+
+def structure(data: Any, cls: type[Any], path: str, problems: list[str]) -> Any:
+    """``data`` as a ``cls`` record, or None with its problems at ``path`` added to ``problems``."""
+    try:
+        return _CONVERTER.structure(data, cls)
+    except Exception as exc:  # cattrs wraps every failure; we report, never re-raise here
+        problems.extend(_problems(exc, path))
+        return None
+
+
+# ---------------------------------------------------------------- dumping
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def unstructure_policy(policy: Policy) -> dict[str, Any]:
+    """A policy as a TOML-ready table (unset optional fields left out)."""
+    data: dict[str, Any] = _drop_none(_CONVERTER.unstructure(policy))
+    return data
+
+
+def dump_policy(policy: Policy) -> str:
+    """A policy as a standalone TOML table (the format of the files in ``policies/``)."""
+    return tomli_w.dumps(unstructure_policy(policy))
+
+
+def dump_settings(settings: Settings) -> str:
+    """Effective settings as a TOML document: every policy in full, the presets included.
+
+    ``load_settings`` reads the document of loaded settings back equal. Settings built
+    in code without every preset read back with the missing presets added.
+    """
+    doc: dict[str, Any] = {
+        "policy": settings.policy,
+        "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),
+        "log": _CONVERTER.unstructure(settings.log),
+        "ray": _CONVERTER.unstructure(settings.ray),
+        "policies": {name: unstructure_policy(p) for name, p in settings.policies.items()},
+    }
+    return tomli_w.dumps(doc)
