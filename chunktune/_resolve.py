@@ -5,7 +5,9 @@ the key's cross-process lock -> cache hit now? -> the machine-wide sweep lock ->
 sweep in a thread of its own -> store. Every blocking step (file I/O, lock waits, the
 sweep) runs off the event loop, and none holds a thread while it waits (see
 ``_threads`` and ``_flights``); the sweep checks for a stop before every probe.
-Keying and looking up a request is ``_keys``; the decisions it yields, ``_request``.
+Keying and looking up a request is ``_keys``; the decisions it yields, ``_request``;
+what is answered on the calling thread, with no loop (a manual size, a repeat, a hit
+keyed there), ``_here``.
 """
 
 from __future__ import annotations
@@ -22,15 +24,13 @@ import attrs
 
 from . import _flights
 from ._cache import DecisionCache
-from ._candidates import candidate_list, only_native
+from ._candidates import candidate_list
 from ._decision import Decision
-from ._discovered import discovered_settings
-from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
-from ._keys import cache_for, identify_and_look, lookup
+from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
+from ._keys import lookup
 from ._locks import Lock, acquire, hold, key_lock, sweep_lock
 from ._probe import SweepResult
-from ._recent import recall, remember
 from ._request import (
     Ask,
     Request,
@@ -38,8 +38,6 @@ from ._request import (
     cache_entry,
     failed_decision,
     measured_decision,
-    nothing_to_measure,
-    pick_policy,
     report,
     worth_storing,
 )
@@ -54,8 +52,7 @@ from ._threads import (
     loop_running_here,
     run_blocking,
 )
-from ._validators import spelled
-from ._workload import Workload, native_chunk, upper_chunk
+from ._workload import Workload
 
 __all__ = ["resolve", "resolve_since", "resolve_sync"]
 
@@ -223,11 +220,11 @@ async def _answer(req: Request) -> Decision:
     keyed = None
     with anyio.move_on_after(_left(req.deadline)):
         if req.deadline is None:
-            keyed = await hop(_key_here, req)
+            keyed = await hop(key_here, req)
         else:
             # signature() is the workload's own code: one that blocks is left behind
             # at the limit, in a daemon thread that never holds up the process's exit
-            keyed = await in_own_thread(functools.partial(_key_here, req), name=KEYING_THREAD)
+            keyed = await in_own_thread(functools.partial(key_here, req), name=KEYING_THREAD)
     if keyed is None:
         assert req.policy.hard_limit_s is not None
         return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
@@ -290,90 +287,6 @@ async def resolve(
     return await resolve_since(anyio.current_time(), asked)
 
 
-def _manual(asked: Ask) -> Decision:
-    """The decision of a manual chunk size (``asked.manual`` is set), reported under the
-    settings given (none are looked for: a manual size uses no policy)."""
-    assert asked.manual is not None
-    decision = Decision(
-        chunk_size=asked.manual,
-        native_chunk=native_chunk(asked.num_envs, asked.nthread),
-        source="manual",
-        reason=f"manual override: chunk_size={asked.manual}",
-    )
-    if asked.settings is not None:
-        report(decision, asked.settings)
-    return decision
-
-
-def _in_memory(asked: Ask, settings: Settings) -> Decision | None:
-    """What ``asked`` is answered without a thread, a file or a wait: a disabled policy, a
-    trivial batch, the same question a moment ago (``_recent``), or nothing to measure.
-
-    None: the cache, or a sweep, must answer it.
-
-    Raises:
-        ConfigError: an unknown policy name.
-    """
-    num_envs, nthread = asked.num_envs, asked.nthread
-    native = native_chunk(num_envs, nthread)
-    name, pol = pick_policy(settings, asked.policy)
-    if not pol.enabled:
-        return Decision(
-            chunk_size=None,
-            native_chunk=native,
-            source="disabled",
-            reason=f"policy {spelled(name)} never measures; using the native chunk {native}",
-            policy=name,
-        )
-    if upper_chunk(num_envs, nthread) <= 1:
-        return Decision(
-            chunk_size=None,
-            native_chunk=native,
-            source="trivial",
-            reason=f"{num_envs} envs on {nthread} threads make at most one chunk per "
-            "thread; chunk size cannot matter",
-            policy=name,
-        )
-    if not asked.refresh and settings.cache.enabled:
-        recent = recall(asked.workload, settings, pol, (num_envs, nthread))
-        if recent is not None:
-            return recent  # the same question a moment ago: no thread, no file
-    if only_native(pol.candidates, num_envs, nthread):
-        # a sweep would time native against nothing, and such a result is never
-        # stored: every resolve would take the machine and spend those calls again
-        return nothing_to_measure(name, native, num_envs, nthread)
-    return None
-
-
-_Keyed = tuple[Request, str, DecisionCache | None]
-
-
-def _here(asked: Ask) -> tuple[Ask, Decision | _Keyed | None]:
-    """Blocking: what can be decided on this thread, with no event loop.
-
-    Settings are discovered for ``settings=None``; an answer from memory
-    (:func:`_in_memory`) or, under a policy without ``hard_limit_s`` (no limit to leave
-    a blocking ``signature()`` behind at), a cache hit is returned reported. Returns
-    ``asked`` with its settings, and that decision, else the keyed request of a miss,
-    its key and its cache, else None (a policy with a limit: keyed on the loop).
-    """
-    if asked.manual is not None:
-        return asked, _manual(asked)
-    if asked.settings is None:
-        asked = attrs.evolve(asked, settings=discovered_settings())
-    settings = asked.settings
-    assert settings is not None
-    decision = _in_memory(asked, settings)
-    if decision is not None:
-        report(decision, settings)
-        return asked, decision
-    if pick_policy(settings, asked.policy)[1].hard_limit_s is not None:
-        return asked, None
-    unkeyed = _request(asked, settings, None)
-    found = _key_here(unkeyed)
-    return asked, _settled(unkeyed, found) if isinstance(found, Decision) else found
-
-
 async def resolve_since(started: float, asked: Ask) -> Decision:
     """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
     (the loop's clock).
@@ -382,69 +295,24 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     waited for the registry).
     """
     if asked.manual is not None:
-        return _manual(asked)
+        return manual_decision(asked)
     if asked.settings is None:
         # one hop discovers the settings (the same object while the file is unchanged, so
         # a repeat is answered from memory) and, where it can, keys and looks up too
-        asked, found = await hop(_here, asked)
+        asked, found = await hop(decide_here, asked)
         if isinstance(found, Decision):
             return found
         if found is not None:
             req, key, cache = found
-            return _settled(req, await _resolve_key(req, key, cache))
+            return settle(req, await _resolve_key(req, key, cache))
     settings = asked.settings
     assert settings is not None
-    decision = _in_memory(asked, settings)
+    decision = in_memory(asked, settings)
     if decision is None:
-        req = _request(asked, settings, started)
-        return _settled(req, await _answer(req))
+        req = new_request(asked, settings, started)
+        return settle(req, await _answer(req))
     report(decision, settings)
     return decision
-
-
-def _request(asked: Ask, settings: Settings, started: float | None) -> Request:
-    """The request the cache, or a sweep, answers; its deadline ``hard_limit_s`` after
-    ``started`` (the loop's clock; None: the policy must have no limit)."""
-    name, pol = pick_policy(settings, asked.policy)
-    limit = pol.hard_limit_s
-    assert started is not None or limit is None
-    on_progress = asked.on_progress
-    return Request(
-        workload=asked.workload,
-        num_envs=asked.num_envs,
-        nthread=asked.nthread,
-        native=native_chunk(asked.num_envs, asked.nthread),
-        policy=pol,
-        policy_name=name,
-        settings=settings,
-        refresh=asked.refresh,
-        on_progress=None if on_progress is None else _flights.Guarded(on_progress),
-        deadline=None if limit is None or started is None else started + limit,
-    )
-
-
-def _settled(req: Request, decision: Decision) -> Decision:
-    """``decision`` reported (and, a hit, remembered for a repeat of ``req``)."""
-    if decision.source == "cache":
-        shape = (req.num_envs, req.nthread)
-        remember(req.workload, req.settings, req.policy, shape, decision)
-    report(decision, req.settings)
-    return decision
-
-
-def _key_here(req: Request) -> Decision | _Keyed:
-    """Blocking, on the calling thread: key ``req`` and look it up.
-
-    Returns the hit (or the fallback of a failing ``signature()``), else the keyed request,
-    its key and the cache to store in.
-    """
-    try:
-        req, key, hit, cache = identify_and_look(req, cache_for(req.settings))
-    except ChunktuneError:
-        raise
-    except Exception as exc:  # a workload whose signature() fails is a failing workload
-        return failed_decision(req, "", exc, keying=True)
-    return hit if hit is not None else (req, key, cache)
 
 
 def resolve_sync(
@@ -481,14 +349,14 @@ def resolve_sync(
     )
     if not loop_running_here():  # there run_blocking raises, whatever the answer
         # an answer from memory or a hit starts no event loop and no worker thread
-        asked, found = _here(asked)
+        asked, found = decide_here(asked)
         if isinstance(found, Decision):
             return found
         if found is not None:
             req, key, cache = found
 
             async def miss() -> Decision:
-                return _settled(req, await _resolve_key(req, key, cache))
+                return settle(req, await _resolve_key(req, key, cache))
 
             return run_blocking(
                 miss, instead="await chunktune.resolve(...)", where=" (resolve_sync)"
