@@ -259,14 +259,14 @@ def test_an_integer_for_an_optional_float_field_is_a_float() -> None:
 
 
 def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
-    """_settings imports no _config (the serializer) and nothing that measures, even lazily."""
+    """_settings imports neither the loader (_config) nor the converter, nor what measures."""
     tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())
     imported = {
         node.module
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
     }
-    assert not imported & {"_config", "_sweep", "_rounds", "_resolve", "_cache"}
+    assert not imported & {"_config", "_converter", "_sweep", "_rounds", "_resolve", "_cache"}
 
 
 def test_choices_come_from_their_literal_types() -> None:
