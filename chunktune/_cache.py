@@ -15,50 +15,33 @@ taken, a disk too full for the fresh file) serves those whole entries read-only,
 warning, and goes aside once it can (a write lock that a stuck process holds is waited
 for once, :data:`WRITE_STALL_S`; later reads and writes of that file wait only
 :data:`WRITE_LOOK_S` for its holder to move it, as a live one does, and go on). Reads
-re-parse only when the file changed: its stat (mtime, ctime, size, inode, device) tells,
-except within the clock tick of its last change (:mod:`chunktune._settled`), where a
-same-size rewrite may keep every field of it; there a read compares the file's bytes with
-those last parsed, and parses only when they differ. The document format lives in
-``_cache_format``.
+re-parse only when the file changed (:mod:`chunktune._cache_file` holds what was last
+read). The document format lives in ``_cache_format``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
-import stat
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from time import time_ns
 
 import attrs
 import filelock
 import platformdirs
 
-from ._atomic import remove_stale_temps, write_atomic
+from ._atomic import write_atomic
 from ._cache_entry import BadEntry, CacheEntry, check_entry
-from ._cache_format import (
-    SCHEMA,
-    Known,
-    NewerCache,
-    ParsedCache,
-    UnusableCache,
-    cache_format,
-    encode,
-    encode_tables,
-    parse_cache,
-    stored_tables,
-)
+from ._cache_file import CacheFile, Version, same_file
+from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._locks import holds_file_at, remove_idle, sweep_lock_litter
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._recent import forget as forget_recent
-from ._settled import changed_lately
-from ._validators import is_path, shown, shown_some, user_path
+from ._validators import is_path, shown, user_path
 
 __all__ = [
     "DecisionCache",
@@ -70,8 +53,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chunktune")
-
-_WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
 
 WRITE_STALL_S = 5.0
 """How long a wait for the cache's write lock may see no writer make progress, plus a
@@ -95,20 +76,6 @@ on as for any writer."""
 
 _WRITE_POLL_S = 0.05
 
-_Stat = tuple[int, int, int, int, int]
-"""A file's identity: mtime_ns, size (the write lock's wait reads it), inode, ctime_ns and
-device (inodes repeat across mounts)."""
-
-_Version = tuple[_Stat, bytes | None]
-"""What was read: the file's stat and, when it was looked at within the clock tick of its
-last change (:func:`chunktune._settled.changed_lately`), the bytes read, since there the
-stat alone cannot tell that file from a same-size rewrite."""
-
-
-def _same_file(a: _Stat, b: _Stat) -> bool:
-    """Whether ``a`` and ``b`` agree on all but the ctime (which a link or a rename moves)."""
-    return a[:3] == b[:3] and a[4] == b[4]
-
 
 def default_cache_path() -> Path:
     """``<user cache dir>/chunktune/cache.json`` (platformdirs)."""
@@ -122,16 +89,6 @@ def _cache_path(path: str | os.PathLike[str]) -> Path:
         return user_path(os.fspath(path))
     except ValueError as exc:
         raise CacheError(f"cache path: {exc}") from None
-
-
-def _not_a_cache_file(path: Path) -> OSError:
-    return OSError(
-        errno.EINVAL, "it is no regular file (a directory, device, FIFO or socket)", str(path)
-    )
-
-
-def _written_by_newer(path: Path, why: str) -> OSError:
-    return OSError(errno.EINVAL, f"it {why}; this chunktune leaves it as it is", str(path))
 
 
 # ---------------------------------------------------------------- whole files
@@ -268,20 +225,16 @@ class DecisionCache:
         # beside it), not a new file put in the link's place
         self.path = Path(os.path.realpath(_cache_path(path)))
         self.format = cache_format(self.path, format)
-        self._memo: tuple[_Version, dict[str, CacheEntry]] | None = None
-        self._newer: tuple[_Version, str] | None = None  # a newer chunktune's file
-        # an unusable file (what is wrong with it), and its whole entries while it cannot be
-        # moved aside: neither is parsed again until the file changes
-        self._broken: tuple[_Version, str] | None = None
-        self._salvaged: tuple[_Version, dict[str, CacheEntry]] | None = None
-        self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
-        self._legacy_bytes: bytes | None = None
+        self._file = CacheFile(self.path, self.format)
+        # bound once: a hit makes the one call it made before CacheFile took the reading
+        # over, with no attribute hop on the way
+        self._load = self._file.load
+        # the whole entries of the unusable file (CacheFile.broken) while it cannot be
+        # moved aside: not parsed again until the file changes
+        self._salvaged: tuple[Version, dict[str, CacheEntry]] | None = None
         # what was warned about (at most once each): setdefault, atomic, so threads that
         # race on one cache object warn once without a lock a fork could leave held
         self._said: dict[object, object] = {}
-        # entries read from checksummed tables, and the tables written for them: a re-read
-        # or rewrite of an unchanged entry reuses them (every checksum is still checked)
-        self._known: dict[str, Known] = {}
 
     # -- locks ---------------------------------------------------------------------
 
@@ -309,14 +262,14 @@ class DecisionCache:
         """
         # first: no regular file there (or a folder that is a file: "Not a directory",
         # where mkdir would say "File exists"), and nothing is made
-        seen, since = self._stat(), time.monotonic()
+        seen, since = self._file.stat(), time.monotonic()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(self.lock_path, thread_local=False)
         while True:
             try:
                 lock.acquire(timeout=_WRITE_POLL_S)
             except filelock.Timeout:
-                now = self._stat()
+                now = self._file.stat()
                 if now != seen:  # a writer ahead of this one finished: the queue moves
                     seen, since, brief = now, time.monotonic(), False
                 # a healthy holder of a large file takes longer to change it
@@ -355,67 +308,10 @@ class DecisionCache:
         """False when the path names something that is no regular file, or cannot be
         looked at: nothing is read from it, stored in it or locked beside it."""
         try:
-            self._stat()
+            self._file.stat()
         except OSError:
             return False
         return True
-
-    def _stat(self) -> _Stat | None:
-        """The file's identity, or None if there is none.
-
-        Raises:
-            OSError: the path names something that is no regular file. It is never
-                read (a FIFO would block for good), moved aside or replaced (a device).
-        """
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_a_cache_file(self.path)
-        # ctime too: os.utime sets the mtime back, never the ctime
-        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_dev)
-
-    def _parse(self, raw: bytes) -> dict[str, CacheEntry]:
-        """The valid entries of ``raw``, each skipped one warned about.
-
-        Raises:
-            UnusableCache: the document as a whole cannot be used, or holds an entry
-                whose checksum fails (named in the message).
-        """
-        parsed = parse_cache(
-            raw, self.format, mtime=self._mtime, source=str(self.path), known=self._known
-        )
-        self._known = parsed.known
-        if parsed.altered:
-            # damage that left the file parsing (a cut at a line's end, a changed digit),
-            # or a hand edit: the whole file is suspect, and goes aside as a broken one does
-            count = len(parsed.altered)
-            keys = shown_some(parsed.altered, _WARN_SKIPPED)
-            raise UnusableCache(
-                f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
-                "does not match: edited or damaged after chunktune wrote "
-                f"{'it' if count == 1 else 'them'}, so never served (to fix a chunk size, "
-                "pass manual= to resolve)"
-            )
-        # schema 0, the older tuner's flat file: migrated in memory, rewritten on the
-        # next write, which first keeps a copy of the original bytes
-        self._legacy_bytes = raw if parsed.legacy else None
-        for key, why in parsed.skipped[:_WARN_SKIPPED]:
-            logger.warning(
-                "chunktune: skipping cache entry %s in %s (%s); it is never served, "
-                "and the next write drops it",
-                shown(key),
-                self.path,
-                why,
-            )
-        if len(parsed.skipped) > _WARN_SKIPPED:
-            logger.warning(
-                "chunktune: skipping %d more invalid cache entries in %s",
-                len(parsed.skipped) - _WARN_SKIPPED,
-                self.path,
-            )
-        return parsed.entries
 
     def _linked_aside_before(self) -> Path | None:
         """The name aside a mover killed mid-move gave this very file, if there is one.
@@ -470,8 +366,8 @@ class DecisionCache:
         kept = {} if data is None else salvage(data, self.format)
         try:
             if kept:
-                self._write(kept)
-                self._memo = None
+                self._file.write(kept)
+                self._file.forget()
             elif linked:
                 self.path.unlink(missing_ok=True)
         except OSError:
@@ -508,81 +404,23 @@ class DecisionCache:
         )
         return kept
 
-    def _load(self, *, fresh: bool) -> dict[str, CacheEntry]:
-        """The file's valid entries.
-
-        Raises:
-            UnusableCache: the file does not parse, is of the wrong shape or holds an
-                altered entry (said again without reading it while it is unchanged).
-            OSError: the file cannot be read, holds more than
-                :data:`~chunktune._reading.MAX_CACHE_BYTES`, or a newer chunktune wrote it:
-                it is unavailable to this one, not broken.
-        """
-        now = time_ns()  # before the stat: a change after it is stamped later than this
-        stat = self._stat()
-        if stat is None:
-            return {}
-        if stat[1] > MAX_CACHE_BYTES:  # no cache is this large: not read into memory, not moved
-            raise OSError(
-                errno.EFBIG,
-                f"it holds more than {MAX_CACHE_BYTES // 2**20} MiB; expected a chunktune "
-                "cache (about 1.6 KB an entry)",
-                str(self.path),
-            )
-        memo, newer, broken = self._memo, self._newer, self._broken
-        if not fresh and memo is not None and memo[0][1] is None and memo[0][0] == stat:
-            return memo[1]  # settled when parsed, so settled now: the stat alone tells
-        settled = not changed_lately(stat[0], stat[3], now)
-        if settled:  # no write can carry these stamps now: the stat alone tells
-            if newer is not None and newer[0] == (stat, None):
-                raise _written_by_newer(self.path, newer[1])
-            if broken is not None and broken[0] == (stat, None):
-                raise UnusableCache(broken[1])
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        # read within the tick (now, or when a memo was made): the bytes tell, and a read
-        # and comparison cost far less than a parse (0.03 ms against 12.5 ms for 1000
-        # entries here: benchmarks/racy_bench.py)
-        if not fresh and memo is not None and memo[0] == (stat, raw):
-            if settled:  # from now on the stat alone tells
-                self._memo = ((stat, None), memo[1])
-            return memo[1]
-        if newer is not None and newer[0] == (stat, raw):
-            raise _written_by_newer(self.path, newer[1])
-        if broken is not None and broken[0] == (stat, raw):
-            raise UnusableCache(broken[1])
-        version: _Version = (stat, None if settled else raw)
-        self._mtime = stat[0] / 1e9
-        try:
-            entries = self._parse(raw)
-        except NewerCache as exc:
-            self._newer = (version, str(exc))
-            raise _written_by_newer(self.path, str(exc)) from None
-        except UnusableCache as exc:
-            self._broken = (version, str(exc))
-            raise
-        self._memo = (version, entries)
-        return entries
-
     def _kept_in_place(self, data: bytes | None) -> None:
         """The unusable file last read, linked aside and unlinked there (or moved aside and
         back) under the write lock, is still that file: the link or the move changed its
         ctime, not ``data``, its bytes (None: unknown, so it is read again)."""
-        broken = self._broken
+        broken = self._file.broken
         try:
-            stat = self._stat()
+            stat = self._file.stat()
         except OSError:
             return
         if broken is None or stat is None or data is None:
             return
-        if _same_file(broken[0][0], stat):
+        if same_file(broken[0][0], stat):
             version = (stat, data)  # changed just now: the bytes tell
             salvaged = self._salvaged
             if salvaged is not None and salvaged[0] == broken[0]:
                 self._salvaged = (version, salvaged[1])
-            self._broken = (version, broken[1])
+            self._file.broken = (version, broken[1])
 
     def _read_only(self, exc: OSError) -> dict[str, CacheEntry] | None:
         """The whole entries of the unusable file that ``exc`` kept from being moved aside,
@@ -591,7 +429,7 @@ class DecisionCache:
         The same entries a move aside would keep (:func:`chunktune._cache_salvage.salvage`),
         read once per version of the file.
         """
-        version, broken = self._still_broken(), self._broken
+        version, broken = self._still_broken(), self._file.broken
         if version is None or broken is None:
             return None  # moved aside (then its entries could not be written), or replaced
         if self._salvaged is not None and self._salvaged[0] == version:
@@ -618,13 +456,13 @@ class DecisionCache:
         )
         return kept
 
-    def _still_broken(self) -> _Version | None:
+    def _still_broken(self) -> Version | None:
         """What was read of the file there if it is the unusable one last read, else None."""
         try:
-            stat = self._stat()
+            stat = self._file.stat()
         except OSError:
             return None
-        broken = self._broken
+        broken = self._file.broken
         if stat is None or broken is None or broken[0][0] != stat:
             return None
         raw = broken[0][1]
@@ -714,45 +552,6 @@ class DecisionCache:
 
     # -- writing -------------------------------------------------------------------
 
-    @property
-    def _backup_path(self) -> Path:
-        """Where a migrated older tuner's file is kept, as it was."""
-        return self.path.with_name(self.path.name + ".schema0")
-
-    def _remove_stale_temps(self) -> None:
-        """Delete the temporary files of writers killed mid-write: the cache's and its backup's."""
-        remove_stale_temps(self.path, also=(self._backup_path,))
-
-    def _write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
-        """Replace the file (caller holds the write lock); back up a migrated older file once.
-
-        An entry read from the file and written back as it is reuses the table written
-        for it before; those of ``replaced`` (and any other object) are converted and
-        hashed afresh.
-        """
-        self._remove_stale_temps()
-        if self._legacy_bytes is not None:
-            backup = self._backup_path
-            if not backup.exists():
-                write_atomic(backup, self._legacy_bytes)
-                logger.warning(
-                    "chunktune: migrated the older tuner's cache %s to schema %d; "
-                    "the original is kept as %s",
-                    self.path,
-                    SCHEMA,
-                    backup,
-                )
-            self._legacy_bytes = None
-        known = {k: seen for k, seen in self._known.items() if k not in replaced}
-        tables = stored_tables(entries, known)
-        write_atomic(self.path, encode_tables(tables, self.format))
-        self._known = {
-            k: seen if seen.stored is not None else Known(seen.checksum, seen.entry, tables[k])
-            for k, seen in known.items()
-            if k in entries and entries[k] is seen.entry
-        }
-        forget_recent()
-
     def _current(self) -> dict[str, CacheEntry]:
         """The file's entries as of now (caller holds the write lock); unusable: moved aside."""
         try:
@@ -789,8 +588,8 @@ class DecisionCache:
                     current.pop(key, None)
                 else:
                     current[key] = entry
-            self._write(current, replaced=changes.keys())
-            self._memo = None
+            self._file.write(current, replaced=changes.keys())
+            self._file.forget()
 
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
         """Merge another cache's entries under the write lock; on a conflict the newer wins.
@@ -822,8 +621,8 @@ class DecisionCache:
                         continue
                     current[key] = entry
                 if added or replaced:
-                    self._write(current, replaced=storable.keys())
-                self._memo = None
+                    self._file.write(current, replaced=storable.keys())
+                self._file.forget()
         except OSError as exc:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
         return MergeReport(tuple(added), tuple(replaced), tuple(kept), tuple(same))
@@ -852,7 +651,7 @@ class DecisionCache:
             raise CacheError(
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
             ) from exc
-        self._remove_stale_temps()
+        self._file.remove_stale_temps()
         self._remove_idle_key_locks()
         remove_idle(sweep_lock_litter())
         return len(keys)

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import filelock
@@ -26,7 +27,7 @@ import pytest
 from _holders import holding
 
 import chunktune
-from chunktune import CacheEntry, CacheError, DecisionCache, _cache, _recent
+from chunktune import CacheEntry, CacheError, DecisionCache, _cache, _cache_file, _recent
 from chunktune._cache import default_cache_path, write_cache_file
 from chunktune._cache_format import SCHEMA, cache_format, parse_cache
 
@@ -1130,16 +1131,16 @@ def _refused(code: int, src: Any, dst: Any, **_kwargs: object) -> None:
     raise OSError(code, os.strerror(code), str(src))
 
 
-def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Count the calls of ``_cache.<name>``."""
+def _counted(monkeypatch: pytest.MonkeyPatch, module: ModuleType, name: str) -> list[int]:
+    """Count the calls of ``<module>.<name>``."""
     calls: list[int] = []
-    real: Callable[..., Any] = getattr(_cache, name)
+    real: Callable[..., Any] = getattr(module, name)
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_cache, name, counting)
+    monkeypatch.setattr(module, name, counting)
     return calls
 
 
@@ -1159,7 +1160,8 @@ def test_a_damaged_cache_whose_lock_cannot_be_taken_serves_its_whole_entries(
     path = tmp_path / f"c.{fmt}"
     damaged, lost = _damaged_cache(path, damage)
     _lock_that_cannot_be_taken(path)
-    parses, salvages = _counted(monkeypatch, "parse_cache"), _counted(monkeypatch, "salvage")
+    parses = _counted(monkeypatch, _cache_file, "parse_cache")
+    salvages = _counted(monkeypatch, _cache, "salvage")
     cache = DecisionCache(path)
     whole = set(DAMAGED_KEYS) - {lost}
     with caplog.at_level(logging.WARNING, logger="chunktune"):
@@ -1423,14 +1425,14 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     monkeypatch.setattr(_cache, "WRITE_LOOK_S", 0.3)
     monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
     looked = threading.Event()
-    first_look = cache._stat
+    first_look = cache._file.stat
 
     def stat_then_say() -> tuple[int, int, int] | None:
         seen = first_look()
         looked.set()
         return seen
 
-    monkeypatch.setattr(cache, "_stat", stat_then_say)
+    monkeypatch.setattr(cache._file, "stat", stat_then_say)
     live = filelock.FileLock(cache.lock_path, thread_local=False)
     live.acquire()
     held: list[bool] = []
@@ -1677,13 +1679,13 @@ def _within_one_tick(
     """Every stat of ``cache``'s file from now on is this one (a clock tick that never ends,
     the inode reused), looked at ``after_s`` seconds after it; the setter returned moves
     the looking time."""
-    first = cache._stat()
+    first = cache._file.stat()
     now = time.time_ns()  # after the write: the file's stamps are no later than this
 
     def look_at(seconds: float) -> None:
-        monkeypatch.setattr(_cache, "time_ns", lambda: now + int(seconds * 1e9))
+        monkeypatch.setattr(_cache_file, "time_ns", lambda: now + int(seconds * 1e9))
 
-    monkeypatch.setattr(cache, "_stat", lambda: first)
+    monkeypatch.setattr(cache._file, "stat", lambda: first)
     look_at(after_s)
     return look_at
 
@@ -1755,7 +1757,7 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
     cache = DecisionCache(path)
     look_at = _within_one_tick(monkeypatch, cache, after_s=0.1)
     parsed, read = [], []
-    parse, read_bytes = cache._parse, Path.read_bytes
+    parse, read_bytes = cache._file.parse, Path.read_bytes
 
     def counted_parse(raw: bytes) -> dict[str, CacheEntry]:
         parsed.append(raw)
@@ -1765,7 +1767,7 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
         read.append(self)
         return read_bytes(self)
 
-    monkeypatch.setattr(cache, "_parse", counted_parse)
+    monkeypatch.setattr(cache._file, "parse", counted_parse)
     monkeypatch.setattr(Path, "read_bytes", counted_read)
     for _ in range(5):
         assert cache.get("k") is not None

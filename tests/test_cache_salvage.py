@@ -238,7 +238,7 @@ def test_a_broken_file_whose_entries_cannot_be_written_back_still_says_where_it_
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The salvaged entries' write and the move back both failing still names the file aside."""
-    from chunktune import _cache
+    from chunktune import _cache_file
 
     raw, _ = dozen("json")
     path = tmp_path / "c.json"
@@ -256,7 +256,7 @@ def test_a_broken_file_whose_entries_cannot_be_written_back_still_says_where_it_
     def no_hard_links(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.EPERM, "Operation not permitted")  # the file is renamed aside
 
-    monkeypatch.setattr(_cache, "write_atomic", full)
+    monkeypatch.setattr(_cache_file, "write_atomic", full)
     monkeypatch.setattr(os, "replace", no_way_back)
     monkeypatch.setattr(os, "link", no_hard_links)
     with caplog.at_level(logging.WARNING, logger="chunktune"):

@@ -911,14 +911,14 @@ def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> Non
     chunktune.resolve_sync(w, settings=s)
     cache = cache_for(s)
     assert cache is not None
-    parsed = cache._parse  # count re-parses of the file from here on
+    parsed = cache._file.parse  # count re-parses of the file from here on
     calls = {"n": 0}
 
     def counting(raw: bytes) -> dict[str, chunktune.CacheEntry]:
         calls["n"] += 1
         return parsed(raw)
 
-    cache._parse = counting  # type: ignore[method-assign]
+    cache._file.parse = counting  # type: ignore[method-assign]
     for _ in range(3):
         assert chunktune.resolve_sync(w, settings=s).source == "cache"
     assert calls["n"] <= 1

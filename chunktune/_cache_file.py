@@ -1,0 +1,251 @@
+"""The cache file's entries, read again only when the file changed, and written back whole.
+
+:class:`CacheFile` holds what was last read of one file: its entries (the memo), what is
+wrong with it when it is unusable, and the checksummed tables of its entries, so that a
+re-read or a rewrite of an unchanged entry reuses them. Its stat (mtime, ctime, size,
+inode, device) tells whether the file changed, except within the clock tick of its last
+change (:mod:`chunktune._settled`), where a same-size rewrite may keep every field of it;
+there a read compares the file's bytes with those last parsed, and parses only when they
+differ. It takes no lock and moves nothing aside: :mod:`chunktune._cache` does, around it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import stat
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from time import time_ns
+
+from ._atomic import remove_stale_temps, write_atomic
+from ._cache_entry import CacheEntry
+from ._cache_format import (
+    SCHEMA,
+    CacheFormat,
+    Known,
+    NewerCache,
+    UnusableCache,
+    encode_tables,
+    parse_cache,
+    stored_tables,
+)
+from ._reading import MAX_CACHE_BYTES
+from ._recent import forget as forget_recent
+from ._settled import changed_lately
+from ._validators import shown, shown_some
+
+__all__ = ["CacheFile", "Stat", "Version", "same_file"]
+
+logger = logging.getLogger("chunktune")
+
+_WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
+
+Stat = tuple[int, int, int, int, int]
+"""A file's identity: mtime_ns, size (the write lock's wait reads it), inode, ctime_ns and
+device (inodes repeat across mounts)."""
+
+Version = tuple[Stat, bytes | None]
+"""What was read: the file's stat and, when it was looked at within the clock tick of its
+last change (:func:`chunktune._settled.changed_lately`), the bytes read, since there the
+stat alone cannot tell that file from a same-size rewrite."""
+
+
+def same_file(a: Stat, b: Stat) -> bool:
+    """Whether ``a`` and ``b`` agree on all but the ctime (which a link or a rename moves)."""
+    return a[:3] == b[:3] and a[4] == b[4]
+
+
+def _not_a_cache_file(path: Path) -> OSError:
+    return OSError(
+        errno.EINVAL, "it is no regular file (a directory, device, FIFO or socket)", str(path)
+    )
+
+
+def _written_by_newer(path: Path, why: str) -> OSError:
+    return OSError(errno.EINVAL, f"it {why}; this chunktune leaves it as it is", str(path))
+
+
+class CacheFile:
+    """One cache file's entries, as last read, and the writing of them back.
+
+    ``path`` is a real path (no link to follow); ``format`` is ``"json"`` or ``"toml"``.
+    Shared between threads: each field is replaced whole, never changed in place.
+    """
+
+    def __init__(self, path: Path, format: CacheFormat) -> None:
+        self.path = path
+        self.format = format
+        self._memo: tuple[Version, dict[str, CacheEntry]] | None = None
+        self._newer: tuple[Version, str] | None = None  # a newer chunktune's file
+        # an unusable file (what is wrong with it): not parsed again until the file
+        # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
+        self.broken: tuple[Version, str] | None = None
+        self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
+        self._legacy_bytes: bytes | None = None
+        # entries read from checksummed tables, and the tables written for them: a re-read
+        # or rewrite of an unchanged entry reuses them (every checksum is still checked)
+        self._known: dict[str, Known] = {}
+
+    def stat(self) -> Stat | None:
+        """The file's identity, or None if there is none.
+
+        Raises:
+            OSError: the path names something that is no regular file. It is never
+                read (a FIFO would block for good), moved aside or replaced (a device).
+        """
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_a_cache_file(self.path)
+        # ctime too: os.utime sets the mtime back, never the ctime
+        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_dev)
+
+    def parse(self, raw: bytes) -> dict[str, CacheEntry]:
+        """The valid entries of ``raw``, each skipped one warned about.
+
+        Raises:
+            UnusableCache: the document as a whole cannot be used, or holds an entry
+                whose checksum fails (named in the message).
+        """
+        parsed = parse_cache(
+            raw, self.format, mtime=self._mtime, source=str(self.path), known=self._known
+        )
+        self._known = parsed.known
+        if parsed.altered:
+            # damage that left the file parsing (a cut at a line's end, a changed digit),
+            # or a hand edit: the whole file is suspect, and goes aside as a broken one does
+            count = len(parsed.altered)
+            keys = shown_some(parsed.altered, _WARN_SKIPPED)
+            raise UnusableCache(
+                f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
+                "does not match: edited or damaged after chunktune wrote "
+                f"{'it' if count == 1 else 'them'}, so never served (to fix a chunk size, "
+                "pass manual= to resolve)"
+            )
+        # schema 0, the older tuner's flat file: migrated in memory, rewritten on the
+        # next write, which first keeps a copy of the original bytes
+        self._legacy_bytes = raw if parsed.legacy else None
+        for key, why in parsed.skipped[:_WARN_SKIPPED]:
+            logger.warning(
+                "chunktune: skipping cache entry %s in %s (%s); it is never served, "
+                "and the next write drops it",
+                shown(key),
+                self.path,
+                why,
+            )
+        if len(parsed.skipped) > _WARN_SKIPPED:
+            logger.warning(
+                "chunktune: skipping %d more invalid cache entries in %s",
+                len(parsed.skipped) - _WARN_SKIPPED,
+                self.path,
+            )
+        return parsed.entries
+
+    def load(self, *, fresh: bool) -> dict[str, CacheEntry]:
+        """The file's valid entries, shared with the memo: never changed in place (copy them).
+
+        ``fresh``: read and parse the file whatever the memo says (the write lock is held).
+
+        Raises:
+            UnusableCache: the file does not parse, is of the wrong shape or holds an
+                altered entry (said again without reading it while it is unchanged).
+            OSError: the file cannot be read, holds more than
+                :data:`~chunktune._reading.MAX_CACHE_BYTES`, or a newer chunktune wrote it:
+                it is unavailable to this one, not broken.
+        """
+        now = time_ns()  # before the stat: a change after it is stamped later than this
+        stat = self.stat()
+        if stat is None:
+            return {}
+        if stat[1] > MAX_CACHE_BYTES:  # no cache is this large: not read into memory, not moved
+            raise OSError(
+                errno.EFBIG,
+                f"it holds more than {MAX_CACHE_BYTES // 2**20} MiB; expected a chunktune "
+                "cache (about 1.6 KB an entry)",
+                str(self.path),
+            )
+        memo, newer, broken = self._memo, self._newer, self.broken
+        if not fresh and memo is not None and memo[0][1] is None and memo[0][0] == stat:
+            return memo[1]  # settled when parsed, so settled now: the stat alone tells
+        settled = not changed_lately(stat[0], stat[3], now)
+        if settled:  # no write can carry these stamps now: the stat alone tells
+            if newer is not None and newer[0] == (stat, None):
+                raise _written_by_newer(self.path, newer[1])
+            if broken is not None and broken[0] == (stat, None):
+                raise UnusableCache(broken[1])
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        # read within the tick (now, or when a memo was made): the bytes tell, and a read
+        # and comparison cost far less than a parse (0.03 ms against 12.5 ms for 1000
+        # entries here: benchmarks/racy_bench.py)
+        if not fresh and memo is not None and memo[0] == (stat, raw):
+            if settled:  # from now on the stat alone tells
+                self._memo = ((stat, None), memo[1])
+            return memo[1]
+        if newer is not None and newer[0] == (stat, raw):
+            raise _written_by_newer(self.path, newer[1])
+        if broken is not None and broken[0] == (stat, raw):
+            raise UnusableCache(broken[1])
+        version: Version = (stat, None if settled else raw)
+        self._mtime = stat[0] / 1e9
+        try:
+            entries = self.parse(raw)
+        except NewerCache as exc:
+            self._newer = (version, str(exc))
+            raise _written_by_newer(self.path, str(exc)) from None
+        except UnusableCache as exc:
+            self.broken = (version, str(exc))
+            raise
+        self._memo = (version, entries)
+        return entries
+
+    def forget(self) -> None:
+        """Read the file afresh next time, whatever its stat says."""
+        self._memo = None
+
+    @property
+    def backup_path(self) -> Path:
+        """Where a migrated older tuner's file is kept, as it was."""
+        return self.path.with_name(self.path.name + ".schema0")
+
+    def remove_stale_temps(self) -> None:
+        """Delete the temporary files of writers killed mid-write: the cache's and its backup's."""
+        remove_stale_temps(self.path, also=(self.backup_path,))
+
+    def write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
+        """Replace the file (caller holds the write lock); back up a migrated older file once.
+
+        An entry read from the file and written back as it is reuses the table written
+        for it before; those of ``replaced`` (and any other object) are converted and
+        hashed afresh.
+
+        Raises:
+            OSError: the file (or the backup) cannot be written.
+        """
+        self.remove_stale_temps()
+        if self._legacy_bytes is not None:
+            backup = self.backup_path
+            if not backup.exists():
+                write_atomic(backup, self._legacy_bytes)
+                logger.warning(
+                    "chunktune: migrated the older tuner's cache %s to schema %d; "
+                    "the original is kept as %s",
+                    self.path,
+                    SCHEMA,
+                    backup,
+                )
+            self._legacy_bytes = None
+        known = {k: seen for k, seen in self._known.items() if k not in replaced}
+        tables = stored_tables(entries, known)
+        write_atomic(self.path, encode_tables(tables, self.format))
+        self._known = {
+            k: seen if seen.stored is not None else Known(seen.checksum, seen.entry, tables[k])
+            for k, seen in known.items()
+            if k in entries and entries[k] is seen.entry
+        }
+        forget_recent()
