@@ -13,10 +13,11 @@ edit) makes the file go aside as a broken one does, its whole entries kept. Such
 that cannot be moved aside (a read-only directory or mount, a write lock that cannot be
 taken, a disk too full for the fresh file) serves those whole entries read-only, with one
 warning, and goes aside once it can (a write lock that a stuck process holds is waited
-for once, :data:`WRITE_STALL_S`; later reads and writes of that file wait only
-:data:`WRITE_LOOK_S` for its holder to move it, as a live one does, and go on). Reads
-re-parse only when the file changed (:mod:`chunktune._cache_file` holds what was last
-read). The document format lives in ``_cache_format``.
+for once, :data:`~chunktune._cache_lock.WRITE_STALL_S`; later reads and writes of that
+file wait only :data:`~chunktune._cache_lock.WRITE_LOOK_S` for its holder to move it, as
+a live one does, and go on). Reads re-parse only when the file changed
+(:mod:`chunktune._cache_file` holds what was last read). The document format lives in
+``_cache_format``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -36,9 +37,10 @@ from ._atomic import write_atomic
 from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._cache_file import CacheFile, Version, same_file
 from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, parse_cache
+from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_salvage import salvage
 from ._errors import CacheError
-from ._locks import holds_file_at, remove_idle, sweep_lock_litter
+from ._locks import remove_idle, sweep_lock_litter
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._recent import forget as forget_recent
 from ._validators import is_path, shown, user_path
@@ -53,28 +55,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chunktune")
-
-WRITE_STALL_S = 5.0
-"""How long a wait for the cache's write lock may see no writer make progress, plus a
-second per :data:`WRITE_BYTES_PER_S` of the file. Writers hold the lock for one
-read-modify-write of the file (0.6 s for 5000 entries, 4.7 MB, here), so while others
-queue ahead the file keeps changing and the wait goes on; a holder that changes nothing
-for this long is stopped or stuck, and waiting on would hang its waiter past
-``hard_limit_s``, cancellation and Ctrl-C alike. Then the write (or the moving aside of
-a broken file) is given up, as for an unwritable cache."""
-
-WRITE_BYTES_PER_S = 1e6
-"""The slowest rate at which a healthy writer reads, updates and rewrites the cache
-file (7.6 MB/s measured on a 2-core VM): a holder of a large file gets that much longer."""
-
-WRITE_LOOK_S = 0.25
-"""How long a read or write of a damaged file already served read-only (its write lock's
-holder stalled once) waits for the lock's holder to change the file, plus a second per
-:data:`WRITE_BYTES_PER_S`: a stuck holder never does, but a live one that took the lock
-since (another process, or thread, writing) moves it aside first, and the wait then goes
-on as for any writer."""
-
-_WRITE_POLL_S = 0.05
 
 
 def default_cache_path() -> Path:
@@ -242,65 +222,11 @@ class DecisionCache:
     def lock_path(self) -> Path:
         """The file lock that serializes writers of this cache (each holder removes it as
         it lets go)."""
-        return self.path.with_name(self.path.name + ".lock")
+        return lock_path(self.path)
 
     def key_lock(self, key: str) -> filelock.BaseFileLock:
         """A cross-process lock for sweeping one key (not thread-local: any thread may release)."""
-        return filelock.FileLock(self.path.parent / "locks" / f"{key}.lock", thread_local=False)
-
-    @contextlib.contextmanager
-    def _write_lock(self, *, brief: bool = False) -> Iterator[None]:
-        """Hold the write lock, waiting as long as its holders keep changing the file.
-
-        ``brief`` (a file served read-only): the holder has :data:`WRITE_LOOK_S`, not
-        :data:`WRITE_STALL_S`, to change the file before the wait is given up.
-
-        Raises:
-            TimeoutError: (an OSError) the file did not change for :data:`WRITE_STALL_S`
-                (longer for a large file: :data:`WRITE_BYTES_PER_S`)
-                while another process held the lock.
-        """
-        # first: no regular file there (or a folder that is a file: "Not a directory",
-        # where mkdir would say "File exists"), and nothing is made
-        seen, since = self._file.stat(), time.monotonic()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(self.lock_path, thread_local=False)
-        while True:
-            try:
-                lock.acquire(timeout=_WRITE_POLL_S)
-            except filelock.Timeout:
-                now = self._file.stat()
-                if now != seen:  # a writer ahead of this one finished: the queue moves
-                    seen, since, brief = now, time.monotonic(), False
-                # a healthy holder of a large file takes longer to change it
-                stall = WRITE_LOOK_S if brief else WRITE_STALL_S
-                allowed = stall + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
-                if time.monotonic() - since >= allowed:
-                    raise TimeoutError(
-                        f"its write lock {self.lock_path} was held by another process that "
-                        f"changed nothing for {allowed:.3g} s"
-                    ) from None
-                continue
-            if holds_file_at(lock, self.lock_path):
-                break
-            # its holder removed it as it let go, after this process opened it: whoever
-            # opens the path now gets another file, so holding this one excludes nobody
-            lock.release()
-        try:
-            yield
-        finally:
-            # removed while still held, as a key lock's file is: no lock file outlives its
-            # writers beside the cache (or beside the one file `merge -o` was asked for)
-            if holds_file_at(lock, self.lock_path):
-                with contextlib.suppress(OSError):  # Windows: an open file stays
-                    self.lock_path.unlink()
-            lock.release()
-
-    def _remove_idle_key_locks(self) -> int:
-        """Delete the key-lock files no process holds now (:func:`chunktune._locks.remove_idle`)."""
-        with contextlib.suppress(OSError):
-            return remove_idle(sorted((self.path.parent / "locks").glob("*.lock")))
-        return 0
+        return key_lock(self.path, key)
 
     # -- reading -------------------------------------------------------------------
 
@@ -477,10 +403,10 @@ class DecisionCache:
     def _served_read_only(self) -> bool:
         """Whether the file there is the unusable one already served read-only.
 
-        Its lock's holder then gets :data:`WRITE_LOOK_S`, not the whole stall: a writer
-        stuck holding it would otherwise cost every later read and write of this cache
-        that stall, while a live one moves the file at once (a write given up at once
-        would lose its entry to it).
+        Its lock's holder then gets :data:`~chunktune._cache_lock.WRITE_LOOK_S`, not the
+        whole stall: a writer stuck holding it would otherwise cost every later read and
+        write of this cache that stall, while a live one moves the file at once (a write
+        given up at once would lose its entry to it).
         """
         return self._salvaged is not None and self._salvaged[0] == self._still_broken()
 
@@ -513,7 +439,7 @@ class DecisionCache:
             return dict(self._load(fresh=False))
         except UnusableCache:
             try:
-                with self._write_lock(brief=self._served_read_only()):
+                with write_lock(self._file, brief=self._served_read_only()):
                     try:
                         return dict(self._load(fresh=True))
                     except UnusableCache as exc:
@@ -581,7 +507,7 @@ class DecisionCache:
         Raises:
             OSError: the cache cannot be written.
         """
-        with self._write_lock(brief=self._served_read_only()):
+        with write_lock(self._file, brief=self._served_read_only()):
             current = self._current()
             for key, entry in changes.items():
                 if entry is None:
@@ -605,7 +531,7 @@ class DecisionCache:
         same: list[str] = []
         storable = {k: e for k, e in _storable(incoming).items() if e is not None}
         try:
-            with self._write_lock():
+            with write_lock(self._file):
                 current = self._current()
                 for key, entry in sorted(storable.items()):
                     mine = current.get(key)
@@ -652,6 +578,6 @@ class DecisionCache:
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
             ) from exc
         self._file.remove_stale_temps()
-        self._remove_idle_key_locks()
+        remove_idle_key_locks(self.path)
         remove_idle(sweep_lock_litter())
         return len(keys)

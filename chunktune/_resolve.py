@@ -265,7 +265,7 @@ async def resolve(
     in time is returned at the limit even while its entry still waits for the cache's
     write lock (it is written once that lock is free, or given up with a warning, as for
     an unwritable cache, if the lock's holder changes nothing for
-    :data:`chunktune._cache.WRITE_STALL_S` seconds and a second per MB of the file).
+    :data:`chunktune._cache_lock.WRITE_STALL_S` seconds and a second per MB of the file).
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or

@@ -27,9 +27,18 @@ import pytest
 from _holders import holding
 
 import chunktune
-from chunktune import CacheEntry, CacheError, DecisionCache, _cache, _cache_file, _recent
+from chunktune import (
+    CacheEntry,
+    CacheError,
+    DecisionCache,
+    _cache,
+    _cache_file,
+    _cache_lock,
+    _recent,
+)
 from chunktune._cache import default_cache_path, write_cache_file
 from chunktune._cache_format import SCHEMA, cache_format, parse_cache
+from chunktune._cache_lock import write_lock
 
 DATA = Path(__file__).parent / "data"
 
@@ -732,7 +741,7 @@ def test_clear_never_removes_a_lock_file_put_in_place_while_it_looked(
             os.replace(fresh, path)  # another clear removed it; a resolver made it anew
             return got
 
-    monkeypatch.setattr("chunktune._cache.filelock.FileLock", Swapped)
+    monkeypatch.setattr("chunktune._cache_lock.filelock.FileLock", Swapped)
     cache.clear()
     assert path.exists()
 
@@ -754,9 +763,9 @@ def test_a_cache_path_that_is_no_path_is_a_cache_error(path: object) -> None:
 @pytest.fixture
 def stalling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DecisionCache:
     """A cache holding one entry (key ``"a" * 32``) whose writes give up after a 0.2 s stall."""
-    from chunktune import _cache
+    from chunktune import _cache_lock
 
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
     return cache
@@ -835,7 +844,7 @@ def test_a_writer_that_locked_a_removed_lock_file_locks_the_one_in_its_place(
             os.close(fd)
         return current(self)
 
-    monkeypatch.setattr("chunktune._cache.filelock.FileLock", RemovedMeanwhile)
+    monkeypatch.setattr("chunktune._cache_lock.filelock.FileLock", RemovedMeanwhile)
     monkeypatch.setattr(DecisionCache, "_current", looking)
     assert cache.update({"a" * 32: entry(4)})
     assert RemovedMeanwhile.removed and excluded == [True]
@@ -856,7 +865,7 @@ def test_the_next_writer_keeps_the_lock_file_it_takes_as_one_lets_go(
             if Path(self.lock_file) == lock_path and not taken:  # opens the path, locks it
                 taken.append(_lock_by_hand(lock_path))
 
-    monkeypatch.setattr("chunktune._cache.filelock.FileLock", NextWriterAtOnce)
+    monkeypatch.setattr("chunktune._cache_lock.filelock.FileLock", NextWriterAtOnce)
     assert cache.update({"a" * 32: entry(4)})
     assert _the_file_at_the_path_is_the_one_locked(lock_path, taken)
 
@@ -907,10 +916,10 @@ def test_a_write_waits_on_while_the_writers_ahead_keep_changing_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A holder that rewrites the cache as it goes is waited for, past the stall limit."""
-    from chunktune import _cache
+    from chunktune import _cache_lock
 
     # a stall limit far above the holder's steps: a busy machine must not make it flaky
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 1.0)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
     script = (  # holds the lock 3 s, replacing the file (same entries) every 0.05 s
@@ -1008,13 +1017,13 @@ def test_a_large_file_gives_its_writer_longer_before_the_wait_gives_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The stall allowance grows with the file: a healthy writer of a big cache takes longer."""
-    from chunktune import _cache
+    from chunktune import _cache_lock
 
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
     size = cache.path.stat().st_size
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.1)
-    monkeypatch.setattr(_cache, "WRITE_BYTES_PER_S", size / 0.4)  # this file: 0.4 s more
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.1)
+    monkeypatch.setattr(_cache_lock, "WRITE_BYTES_PER_S", size / 0.4)  # this file: 0.4 s more
     with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
         assert not cache.update({"b" * 32: entry(8)})
     assert "changed nothing for 0.5 s" in caplog.text
@@ -1370,10 +1379,10 @@ def test_a_damaged_cache_whose_lock_a_stuck_writer_holds_waits_out_the_stall_onc
         served.append({"written"} if cache.put("new", entry()) else set())
 
     with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
-        monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
+        monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
         assert set(cache.entries()) == whole  # waited the stall, then served read-only
         # a stall no later read may wait out: each must look at the lock and go on
-        monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
+        monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 3600.0)
         reader = threading.Thread(target=read_again, daemon=True)
         reader.start()
         reader.join(timeout=120)  # a hang guard, not a timing: the old code waits an hour
@@ -1394,12 +1403,12 @@ def test_a_write_to_a_damaged_cache_served_read_only_waits_for_a_live_lock_holde
     _, lost = _damaged_cache(path, "digit")
     whole = set(DAMAGED_KEYS) - {lost}
     cache = DecisionCache(path)
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 0.2)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
     with holding(cache.lock_path):
         assert set(cache.entries()) == whole  # the stuck holder: served read-only
     # a look no write may give up early (the old code gave it up at once)
-    monkeypatch.setattr(_cache, "WRITE_LOOK_S", 3600.0, raising=False)
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
+    monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 3600.0, raising=False)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 3600.0)
     # another writer took the lock since: it moves the damaged file aside, as a live one does
     live = filelock.FileLock(cache.lock_path, thread_local=False)
     live.acquire()
@@ -1422,8 +1431,8 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     path = tmp_path / "c.json"
     write_cache_file(path, {"a": entry()})
     cache = DecisionCache(path)
-    monkeypatch.setattr(_cache, "WRITE_LOOK_S", 0.3)
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 3600.0)
+    monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 0.3)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 3600.0)
     looked = threading.Event()
     first_look = cache._file.stat
 
@@ -1438,7 +1447,7 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     held: list[bool] = []
 
     def wait_briefly() -> None:
-        with cache._write_lock(brief=True):
+        with write_lock(cache._file, brief=True):
             held.append(True)
 
     waiter = threading.Thread(target=wait_briefly, daemon=True)

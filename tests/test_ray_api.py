@@ -292,10 +292,10 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     import anyio.to_thread
     from _holders import cached_eventually, holding_async
 
-    from chunktune import _cache
+    from chunktune import _cache_lock
     from chunktune._ray_resolve import _adopt
 
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     settings = chunktune.load_settings()
     workload = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="adopted")
     job = Job(

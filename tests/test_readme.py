@@ -191,11 +191,11 @@ def _constant(module: str, name: str) -> float:
 @pytest.mark.parametrize(
     ("said", "module", "name", "scale"),
     [
-        pytest.param(r"changes nothing for (\d+) s, plus a second per MB", "_cache",
+        pytest.param(r"changes nothing for (\d+) s, plus a second per MB", "_cache_lock",
                      "WRITE_STALL_S", 1.0, id="write-stall"),
-        pytest.param(r"plus a second per (MB)", "_cache", "WRITE_BYTES_PER_S", 1e6,
+        pytest.param(r"plus a second per (MB)", "_cache_lock", "WRITE_BYTES_PER_S", 1e6,
                      id="write-per-mb"),
-        pytest.param(r"give its holder (\d+(?:\.\d+)?) s to move", "_cache", "WRITE_LOOK_S",
+        pytest.param(r"give its holder (\d+(?:\.\d+)?) s to move", "_cache_lock", "WRITE_LOOK_S",
                      1.0, id="write-look"),
         pytest.param(r"older than (\d+) minutes\)", "_atomic", "STALE_TEMP_S", 60.0,
                      id="stale-temp"),

@@ -1107,9 +1107,9 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
     """A decision behind another process's cache write lock returns at the limit; stored later."""
     # its entry is written once the lock is free
 
-    from chunktune import _cache
+    from chunktune import _cache_lock
 
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     cache = chunktune.DecisionCache(isolated / "cache.json")
     pol = attrs.evolve(  # a budget of modeled seconds that times candidates: worth storing
         chunktune.load_settings().get_policy("balanced"), time_budget_s=2.5, hard_limit_s=3.0
@@ -1138,9 +1138,9 @@ async def test_the_key_stays_locked_while_an_entry_returned_at_the_hard_limit_is
 ) -> None:
     """Returned at the hard limit, a resolve keeps the key locked until its entry is written."""
     # so another process waiting for the key reads that entry and measures nothing
-    from chunktune import _cache
+    from chunktune import _cache_lock
 
-    monkeypatch.setattr(_cache, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     cache = chunktune.DecisionCache(isolated / "cache.json")
     pol = attrs.evolve(
         chunktune.load_settings().get_policy("balanced"), time_budget_s=2.5, hard_limit_s=3.0
@@ -1167,8 +1167,8 @@ def test_a_process_that_exits_while_an_entry_is_written_lets_it_land(
 
     script = (
         "import anyio, attrs, chunktune\n"
-        "from chunktune import _cache\n"
-        "_cache.WRITE_STALL_S = 600.0\n"
+        "from chunktune import _cache_lock\n"
+        "_cache_lock.WRITE_STALL_S = 600.0\n"
         "from chunktune.sim import Noise, SimulatedWorkload\n"
         "w = SimulatedWorkload.from_layout('blocked', num_envs=512, nthread=8,\n"
         "                                  noise=Noise(sigma=0.01))\n"
