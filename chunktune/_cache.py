@@ -15,17 +15,19 @@ taken, a disk too full for the fresh file) serves those whole entries read-only,
 warning, and goes aside once it can (a write lock that a stuck process holds is waited
 for once, :data:`~chunktune._cache_lock.WRITE_STALL_S`; later reads and writes of that
 file wait only :data:`~chunktune._cache_lock.WRITE_LOOK_S` for its holder to move it, as
-a live one does, and go on). Reads re-parse only when the file changed
-(:mod:`chunktune._cache_file` holds what was last read). The document format lives in
+a live one does, and go on). Reads re-parse only when the file changed.
+
+Here: :class:`DecisionCache`, the API over :mod:`chunktune._cache_file` (what was last
+read of the file, and writing it back), :mod:`chunktune._cache_lock` (its write lock and
+key locks) and :mod:`chunktune._cache_quarantine` (an unusable file moved aside or served
+read-only), and whole files read and written as they are. The document format lives in
 ``_cache_format``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,14 +37,13 @@ import platformdirs
 
 from ._atomic import write_atomic
 from ._cache_entry import BadEntry, CacheEntry, check_entry
-from ._cache_file import CacheFile, Version, same_file
+from ._cache_file import CacheFile
 from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
-from ._cache_salvage import salvage
+from ._cache_quarantine import Quarantine
 from ._errors import CacheError
 from ._locks import remove_idle, sweep_lock_litter
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
-from ._recent import forget as forget_recent
 from ._validators import is_path, shown, user_path
 
 __all__ = [
@@ -123,24 +124,6 @@ def write_cache_file(
         raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc
 
 
-def _link_aside(path: Path, aside: Path) -> bool:
-    """Give ``path``'s file the name ``aside`` too (True), or, where the file system makes
-    no hard links, rename it there (False).
-
-    Raises:
-        OSError: neither can be done (a read-only folder or mount); FileNotFoundError:
-            no file is there.
-    """
-    try:
-        os.link(path, aside)  # the cache path is a real path: no link to follow
-    except FileNotFoundError:
-        raise
-    except OSError:
-        os.replace(path, aside)
-        return False
-    return True
-
-
 # ---------------------------------------------------------------- the cache
 
 
@@ -186,9 +169,6 @@ def _storable(changes: Mapping[str, CacheEntry | None]) -> dict[str, CacheEntry 
     return kept
 
 
-_UNAVAILABLE = "unavailable"  # the one warning that the cache cannot be used
-
-
 class DecisionCache:
     """A cache file. Safe to share between threads and processes.
 
@@ -209,12 +189,7 @@ class DecisionCache:
         # bound once: a hit makes the one call it made before CacheFile took the reading
         # over, with no attribute hop on the way
         self._load = self._file.load
-        # the whole entries of the unusable file (CacheFile.broken) while it cannot be
-        # moved aside: not parsed again until the file changes
-        self._salvaged: tuple[Version, dict[str, CacheEntry]] | None = None
-        # what was warned about (at most once each): setdefault, atomic, so threads that
-        # race on one cache object warn once without a lock a fork could leave held
-        self._said: dict[object, object] = {}
+        self._quarantine = Quarantine(self._file)
 
     # -- locks ---------------------------------------------------------------------
 
@@ -239,193 +214,6 @@ class DecisionCache:
             return False
         return True
 
-    def _linked_aside_before(self) -> Path | None:
-        """The name aside a mover killed mid-move gave this very file, if there is one.
-
-        Such a mover linked the damaged file aside and died before the fresh file replaced
-        it; moving it again under that name keeps one copy aside, not two names of it.
-        """
-        prefix = f"{self.path.name}.corrupt-"
-        with contextlib.suppress(OSError), os.scandir(self.path.parent) as found:
-            for item in found:
-                with contextlib.suppress(OSError):
-                    if item.name.startswith(prefix) and os.path.samefile(item.path, self.path):
-                        return Path(item.path)
-        return None
-
-    def _quarantine(self, why: str) -> dict[str, CacheEntry]:
-        """Move an unusable file aside, bytes intact, and start afresh with its whole entries.
-
-        The caller holds the write lock. Returns the entries kept (written to the fresh
-        file: :func:`chunktune._cache_salvage.salvage`). The file is linked aside and the
-        fresh one replaces it, so a process killed meanwhile leaves the unusable file where
-        it was, whole entries and all, for the next one to move; a file system without
-        hard links has it renamed aside first instead.
-
-        Raises:
-            OSError: the kept entries cannot be written (a full disk): the file stays (or,
-                renamed, is moved back), to be served read-only; should the move back fail
-                too, a warning says where it went.
-        """
-        earlier = self._linked_aside_before()
-        if earlier is not None:  # a mover killed before its fresh file replaced this one
-            aside, linked = earlier, True
-        else:
-            name = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-            aside = self.path.with_name(name)
-            # the write lock is held, so no other move runs meanwhile: a name that is taken
-            # is an earlier move's in the same second (this process's own), and its bytes
-            # must stay
-            taken = 1
-            while os.path.lexists(aside):
-                taken += 1
-                aside = self.path.with_name(f"{name}-{taken}")
-            try:
-                linked = _link_aside(self.path, aside)
-            except FileNotFoundError:
-                return {}
-        forget_recent()
-        try:
-            data: bytes | None = aside.read_bytes()
-        except OSError:
-            data = None
-        kept = {} if data is None else salvage(data, self.format)
-        try:
-            if kept:
-                self._file.write(kept)
-                self._file.forget()
-            elif linked:
-                self.path.unlink(missing_ok=True)
-        except OSError:
-            if linked:
-                # the file never left: it serves its whole entries read-only, as one that
-                # cannot be moved aside does
-                with contextlib.suppress(OSError):
-                    aside.unlink()
-                self._kept_in_place(data)
-                raise
-            # a full disk: moved back, the file serves its whole entries read-only, as
-            # one that cannot be moved aside does; left aside, they would be lost to the
-            # cache, and the next write would start a file without them
-            try:
-                os.replace(aside, self.path)
-                self._kept_in_place(data)
-            except OSError:
-                # the file is aside for good: where it went must be said, whatever follows
-                logger.warning(
-                    "chunktune: cache file %s %s; moved it to %s, but could not write the "
-                    "%d of its entries that were whole to a fresh cache",
-                    self.path,
-                    why,
-                    aside,
-                    len(kept),
-                )
-            raise
-        logger.warning(
-            "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",
-            self.path,
-            why,
-            aside,
-            f", keeping the {len(kept)} of its entries that were whole" if kept else "",
-        )
-        return kept
-
-    def _kept_in_place(self, data: bytes | None) -> None:
-        """The unusable file last read, linked aside and unlinked there (or moved aside and
-        back) under the write lock, is still that file: the link or the move changed its
-        ctime, not ``data``, its bytes (None: unknown, so it is read again)."""
-        broken = self._file.broken
-        try:
-            stat = self._file.stat()
-        except OSError:
-            return
-        if broken is None or stat is None or data is None:
-            return
-        if same_file(broken[0][0], stat):
-            version = (stat, data)  # changed just now: the bytes tell
-            salvaged = self._salvaged
-            if salvaged is not None and salvaged[0] == broken[0]:
-                self._salvaged = (version, salvaged[1])
-            self._file.broken = (version, broken[1])
-
-    def _read_only(self, exc: OSError) -> dict[str, CacheEntry] | None:
-        """The whole entries of the unusable file that ``exc`` kept from being moved aside,
-        served as they are (one warning); None if the file there is no longer that one.
-
-        The same entries a move aside would keep (:func:`chunktune._cache_salvage.salvage`),
-        read once per version of the file.
-        """
-        version, broken = self._still_broken(), self._file.broken
-        if version is None or broken is None:
-            return None  # moved aside (then its entries could not be written), or replaced
-        if self._salvaged is not None and self._salvaged[0] == version:
-            return self._salvaged[1]
-        raw = version[1]  # read within the tick of its change: the very bytes found unusable
-        if raw is None:
-            try:
-                raw = self.path.read_bytes()
-            except OSError:
-                return None
-        kept = salvage(raw, self.format)
-        self._salvaged = (version, kept)
-        self._first_time(_UNAVAILABLE)  # a failed write would only say again what this says
-        seen = version[0]  # a failed move's link changes the ctime each time: not said again
-        if not self._first_time(("read-only", seen[:3], seen[4])):
-            return kept  # another thread salvaged this very file at the same moment
-        logger.warning(
-            "chunktune: cache file %s %s; could not move it aside (%s), so serving the %d of "
-            "its entries that are whole, read-only: nothing is written to it",
-            self.path,
-            broken[1],
-            exc,
-            len(kept),
-        )
-        return kept
-
-    def _still_broken(self) -> Version | None:
-        """What was read of the file there if it is the unusable one last read, else None."""
-        try:
-            stat = self._file.stat()
-        except OSError:
-            return None
-        broken = self._file.broken
-        if stat is None or broken is None or broken[0][0] != stat:
-            return None
-        raw = broken[0][1]
-        if raw is not None:  # found unusable within the tick of its change: the bytes tell
-            try:
-                if self.path.read_bytes() != raw:
-                    return None
-            except OSError:
-                return None
-        return broken[0]
-
-    def _served_read_only(self) -> bool:
-        """Whether the file there is the unusable one already served read-only.
-
-        Its lock's holder then gets :data:`~chunktune._cache_lock.WRITE_LOOK_S`, not the
-        whole stall: a writer stuck holding it would otherwise cost every later read and
-        write of this cache that stall, while a live one moves the file at once (a write
-        given up at once would lose its entry to it).
-        """
-        return self._salvaged is not None and self._salvaged[0] == self._still_broken()
-
-    def _first_time(self, what: object) -> bool:
-        """Whether ``what`` is warned about for the first time: True once, however threads race."""
-        mark = object()
-        return self._said.setdefault(what, mark) is mark
-
-    def _unavailable(self, exc: OSError, *, strict: bool) -> dict[str, CacheEntry]:
-        if strict:
-            raise CacheError(f"cannot read the cache {self.path}: {exc.strerror or exc}") from exc
-        if self._first_time(_UNAVAILABLE):
-            logger.warning(
-                "chunktune: cache %s is unavailable (%s); continuing without a cache",
-                self.path,
-                exc,
-            )
-        return {}
-
     def entries(self, *, strict: bool = False) -> dict[str, CacheEntry]:
         """Every valid entry, by key. An unusable file is moved aside, keeping its whole
         entries; one that cannot be moved aside serves them read-only (one warning).
@@ -439,18 +227,18 @@ class DecisionCache:
             return dict(self._load(fresh=False))
         except UnusableCache:
             try:
-                with write_lock(self._file, brief=self._served_read_only()):
+                with write_lock(self._file, brief=self._quarantine.served_read_only()):
                     try:
                         return dict(self._load(fresh=True))
                     except UnusableCache as exc:
-                        return dict(self._quarantine(str(exc)))
+                        return dict(self._quarantine.move_aside(str(exc)))
             except OSError as os_exc:
-                kept = self._read_only(os_exc)
+                kept = self._quarantine.read_only(os_exc)
                 if kept is not None:
                     return dict(kept)
-                return self._unavailable(os_exc, strict=strict)
+                return self._quarantine.unavailable(os_exc, strict=strict)
         except OSError as exc:
-            return self._unavailable(exc, strict=strict)
+            return self._quarantine.unavailable(exc, strict=strict)
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry stored under ``key``, or None."""
@@ -483,7 +271,7 @@ class DecisionCache:
         try:
             return dict(self._load(fresh=True))
         except UnusableCache as exc:
-            return self._quarantine(str(exc))
+            return self._quarantine.move_aside(str(exc))
 
     def update(self, changes: Mapping[str, CacheEntry | None]) -> bool:
         """Merge ``changes`` (None deletes) into the file under the lock.
@@ -497,7 +285,7 @@ class DecisionCache:
         try:
             self._store(storable)
         except OSError as exc:
-            self._unavailable(exc, strict=False)
+            self._quarantine.unavailable(exc, strict=False)
             return False
         return len(storable) == len(changes)
 
@@ -507,7 +295,7 @@ class DecisionCache:
         Raises:
             OSError: the cache cannot be written.
         """
-        with write_lock(self._file, brief=self._served_read_only()):
+        with write_lock(self._file, brief=self._quarantine.served_read_only()):
             current = self._current()
             for key, entry in changes.items():
                 if entry is None:
@@ -571,7 +359,7 @@ class DecisionCache:
         """
         keys = list(self.entries(strict=True))
         try:
-            if keys or self._still_broken() is not None:
+            if keys or self._quarantine.still_broken() is not None:
                 self._store(dict.fromkeys(keys))
         except OSError as exc:
             raise CacheError(

@@ -31,9 +31,9 @@ from chunktune import (
     CacheEntry,
     CacheError,
     DecisionCache,
-    _cache,
     _cache_file,
     _cache_lock,
+    _cache_quarantine,
     _recent,
 )
 from chunktune._cache import default_cache_path, write_cache_file
@@ -1170,7 +1170,7 @@ def test_a_damaged_cache_whose_lock_cannot_be_taken_serves_its_whole_entries(
     damaged, lost = _damaged_cache(path, damage)
     _lock_that_cannot_be_taken(path)
     parses = _counted(monkeypatch, _cache_file, "parse_cache")
-    salvages = _counted(monkeypatch, _cache, "salvage")
+    salvages = _counted(monkeypatch, _cache_quarantine, "salvage")
     cache = DecisionCache(path)
     whole = set(DAMAGED_KEYS) - {lost}
     with caplog.at_level(logging.WARNING, logger="chunktune"):
@@ -1202,14 +1202,14 @@ def test_threads_racing_on_a_damaged_cache_that_cannot_go_aside_warn_once(
     path = tmp_path / "c.json"
     _, lost = _damaged_cache(path, "digit")
     _lock_that_cannot_be_taken(path)
-    real_salvage = _cache.salvage
+    real_salvage = _cache_quarantine.salvage
     gate = threading.Barrier(8)
 
     def slow_salvage(*args: Any) -> Any:
         gate.wait(timeout=60)  # a hang guard: every thread is salvaging before any has warned
         return real_salvage(*args)
 
-    monkeypatch.setattr(_cache, "salvage", slow_salvage)
+    monkeypatch.setattr(_cache_quarantine, "salvage", slow_salvage)
     cache = DecisionCache(path)
     seen: list[set[str]] = []
     with caplog.at_level(logging.WARNING, logger="chunktune"):
