@@ -1,9 +1,10 @@
 """The MuJoCo adapter: the only package of chunktune that imports mujoco.
 
-``_rollout`` holds the Workload over ``mujoco.rollout.Rollout``, ``_models`` what it
-needs to know of models (sizes, variants, content hashes), ``_limits`` what this
-machine can hold, ``_demo`` the bundled demo scene, and ``_measure`` the
-measurements benchmarks and plots make around a workload. MuJoCo ships no type
+``_rollout`` holds the Workload over ``mujoco.rollout.Rollout``, ``_inputs`` its
+arguments checked and its default arrays, ``_models`` what it needs to know of models
+(loading, sizes, variants, content hashes), ``_limits`` what this machine can hold,
+``_demo`` the bundled demo scene, and ``_measure`` the measurements benchmarks and
+plots make around a workload. MuJoCo ships no type
 stubs, so its objects are typed ``Any`` here, and every number that leaves a mujoco
 call is converted to a Python or numpy type before it is returned.
 """

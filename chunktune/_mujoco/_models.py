@@ -1,11 +1,12 @@
-"""Models for the adapter: the variants taken, their sizes and compatibility, content hashes,
-perturbed states."""
+"""Models for the adapter: loaded from files, the variants taken, their sizes and
+compatibility, content hashes, perturbed states."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
 import os
+import pathlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import mujoco  # untyped: its objects are Any
 import numpy as np
 import numpy.typing as npt
 
+from .._cache_entry import writable_text
 from .._errors import InvalidArgumentError
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "INTEGRATION",
     "check_compatible",
     "float_array",
+    "load_model",
     "model_digest",
     "perturb",
     "randomized",
@@ -176,3 +179,25 @@ def _collapsed(models: tuple[Any, ...], num_envs: int) -> tuple[Any, ...]:
         return models
     same = all(runs[i * k // num_envs] is models[i * n // num_envs] for i in range(num_envs))
     return runs if same else models
+
+
+def load_model(file: pathlib.Path) -> Any:
+    """The MjModel in ``file``: compiled MJB by its suffix, else MJCF or URDF.
+
+    Raises:
+        InvalidArgumentError: MuJoCo cannot load the file, or its name is not UTF-8.
+    """
+    try:
+        if file.suffix.lower() == ".mjb":
+            return mujoco.MjModel.from_binary_path(os.fspath(file))
+        return mujoco.MjModel.from_xml_path(os.fspath(file))
+    except TypeError:  # MuJoCo takes UTF-8 file names only
+        raise InvalidArgumentError(
+            f"cannot load model file {writable_text(os.fspath(file))}: its name is not "
+            "UTF-8, which MuJoCo cannot open; rename the file"
+        ) from None
+    except (ValueError, mujoco.FatalError) as exc:
+        # MuJoCo's parser reports on several lines (what, then where): one line here,
+        # so the CLI's error stays one line under its "chunktune: error:" prefix
+        why = " ".join(str(exc).split())
+        raise InvalidArgumentError(f"cannot load model file {file}: {why}") from exc

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 import pathlib
 import threading
@@ -17,28 +15,23 @@ import mujoco.rollout
 import numpy as np
 import numpy.typing as npt
 
-from .._cache_entry import writable_text
 from .._errors import InvalidArgumentError, UsageError
-from .._validators import model_file_problem, shown
+from .._validators import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
-from ._limits import check_batch_memory, check_nthread
-from ._models import (
-    FULLPHYSICS,
-    float_array,
-    model_digest,
-    perturb,
-    randomized,
-    read_only,
-    take_models,
+from ._inputs import (
+    DEFAULT_PERTURBATION,
+    check_model_file,
+    check_perturbation,
+    check_states_label,
+    default_states,
+    given_control,
+    given_states,
+    take_pool,
 )
+from ._limits import check_batch_memory, check_nthread
+from ._models import FULLPHYSICS, load_model, model_digest, randomized, read_only, take_models
 
-__all__ = ["DEFAULT_PERTURBATION", "MAX_PERTURBATION", "RolloutOptions", "RolloutWorkload"]
-
-DEFAULT_PERTURBATION = 0.01
-"""The standard deviation of the noise added to the default initial states' qpos and qvel."""
-
-MAX_PERTURBATION = 10.0
-"""The most noise the default initial states take: beyond it every env blows up at once."""
+__all__ = ["RolloutOptions", "RolloutWorkload"]
 
 
 class RolloutOptions(TypedDict, total=False):
@@ -133,7 +126,7 @@ class RolloutWorkload:
         self._nstep = check_count(nstep, what="nstep")
         check_nthread(self.nthread)
         seed = check_seed(seed)
-        scale = _check_perturbation(perturbation)
+        scale = check_perturbation(perturbation)
         self._perturbation = scale if initial_state is None else None
         self._models = take_models(model, self.num_envs)
         m0 = self._models[0]
@@ -149,68 +142,22 @@ class RolloutWorkload:
         n_var = len(self._models)
         # contiguous equal blocks, as a trainer's domain randomization lays them out
         self._env_models = [self._models[i * n_var // self.num_envs] for i in range(self.num_envs)]
-        self._pool = _take_pool(rollout, self.nthread)
+        self._pool = take_pool(rollout, self.nthread)
         self._owns_pool = rollout is None
         self._busy = threading.Lock()
         self._closed = False
         self._digest: str | None = None
-        if model_file is not None and not isinstance(model_file, str | os.PathLike):
-            raise InvalidArgumentError(
-                f"model_file {model_file!r} is not a path (a str or os.PathLike)"
-            )
-        if states_label is not None and (not isinstance(states_label, str) or not states_label):
-            raise InvalidArgumentError(
-                f"states_label {states_label!r} is not a name for the initial states "
-                "(a non-empty string)"
-            )
-        self._model_file = None if model_file is None else os.fspath(model_file)
+        self._model_file = check_model_file(model_file)
+        label = check_states_label(states_label)
         if initial_state is None:
-            self._initial_state = self._default_states(seed, scale)
+            self._initial_state = default_states(
+                self._models, self._env_models, self._nstate, seed, scale
+            )
         else:
-            self._initial_state = self._given_states(initial_state)
-        self._states_kind = states_label or ("default" if initial_state is None else "caller")
-        self._control = self._given_control(control, int(m0.nu))
+            self._initial_state = given_states(initial_state, self.num_envs, self._nstate)
+        self._states_kind = label or ("default" if initial_state is None else "caller")
+        self._control = given_control(control, self.num_envs, self._nstep, int(m0.nu))
         self._allocate_outputs(int(m0.nsensordata))
-
-    # -- construction helpers -------------------------------------------------
-
-    def _default_states(self, seed: int, scale: float) -> npt.NDArray[np.float64]:
-        rng = np.random.default_rng(seed)
-        datas = {id(m): mujoco.MjData(m) for m in self._models}
-        states = np.empty((self.num_envs, self._nstate))
-        for i, m in enumerate(self._env_models):
-            d = datas[id(m)]
-            if m.nkey > 0:
-                mujoco.mj_resetDataKeyframe(m, d, 0)
-            else:
-                mujoco.mj_resetData(m, d)
-            perturb(m, d, rng, scale)
-            mujoco.mj_getState(m, d, states[i], FULLPHYSICS)
-        return states
-
-    def _given_states(self, value: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        array = float_array(value, "initial_state")
-        n, nstate = self.num_envs, self._nstate
-        if array.shape == (nstate,) or array.shape == (1, nstate):
-            array = np.broadcast_to(array.reshape(nstate), (n, nstate))
-        elif array.shape != (n, nstate):
-            raise InvalidArgumentError(
-                f"initial_state must have shape (num_envs, nstate) = ({n}, {nstate}) or "
-                f"(nstate,) = ({nstate},), got {array.shape}"
-            )
-        return np.ascontiguousarray(array)
-
-    def _given_control(self, value: npt.ArrayLike | None, nu: int) -> npt.NDArray[np.float64]:
-        n, k = self.num_envs, self._nstep
-        if value is None:
-            return np.zeros((n, k, nu))
-        array = float_array(value, "control")
-        if array.shape not in ((n, k, nu), (k, nu), (nu,)):
-            raise InvalidArgumentError(
-                f"control must have shape (num_envs, nstep, nu) = ({n}, {k}, {nu}), "
-                f"(nstep, nu) = ({k}, {nu}) or (nu,) = ({nu},), got {array.shape}"
-            )
-        return np.ascontiguousarray(np.broadcast_to(array, (n, k, nu)))
 
     def _allocate_outputs(self, nsensordata: int) -> None:
         n, k = self.num_envs, self._nstep
@@ -404,22 +351,7 @@ class RolloutWorkload:
             raise InvalidArgumentError(
                 "from_xml() names the model file itself: leave model_file out"
             )
-        binary = file.suffix.lower() == ".mjb"
-        try:
-            if binary:
-                model = mujoco.MjModel.from_binary_path(os.fspath(file))
-            else:
-                model = mujoco.MjModel.from_xml_path(os.fspath(file))
-        except TypeError:  # MuJoCo takes UTF-8 file names only
-            raise InvalidArgumentError(
-                f"cannot load model file {writable_text(os.fspath(file))}: its name is not "
-                "UTF-8, which MuJoCo cannot open; rename the file"
-            ) from None
-        except (ValueError, mujoco.FatalError) as exc:
-            # MuJoCo's parser reports on several lines (what, then where): one line here,
-            # so the CLI's error stays one line under its "chunktune: error:" prefix
-            why = " ".join(str(exc).split())
-            raise InvalidArgumentError(f"cannot load model file {file}: {why}") from exc
+        model = load_model(file)
         variants = [model]
         if n > 1:
             rng = np.random.default_rng(check_seed(kwargs.get("seed", 0)))
@@ -432,33 +364,3 @@ class RolloutWorkload:
             model_file=file,
             **kwargs,
         )
-
-
-def _check_perturbation(value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or not 0 <= float(value) <= MAX_PERTURBATION
-    ):
-        raise InvalidArgumentError(
-            f"perturbation must be a number from 0 to {MAX_PERTURBATION:g}, got {shown(value)}"
-        )
-    return float(value)
-
-
-def _take_pool(rollout: Any, nthread: int) -> Any:
-    """The caller's pool, if any, checked to have ``nthread`` workers."""
-    if rollout is not None:
-        if not callable(getattr(rollout, "rollout", None)):
-            raise InvalidArgumentError(
-                f"rollout {rollout!r} is not a pool: expected a mujoco.rollout.Rollout "
-                "(an object with a rollout() method)"
-            )
-        pool_threads = getattr(rollout, "nthread", None)
-        if pool_threads is not None and pool_threads != nthread:
-            raise InvalidArgumentError(
-                f"the rollout pool has nthread={pool_threads!r} but the workload has "
-                f"nthread={nthread}; they must match (worker i steps data[i])"
-            )
-    return rollout
