@@ -80,31 +80,76 @@ def select(
     if not cand:
         return Choice(None, None, (), "only the native chunk was measured; kept it")
     best = min(sorted(cand), key=lambda c: cand[c])
-    best_t = cand[best]
     if native_t is not None:
-        gain = 1.0 - best_t / native_t
-        # at margin 0 a size only as fast as native is no gain: native stays among true ties
-        if best_t > native_t * (1.0 - margin) or best_t >= native_t:
-            verdict = f"{gain:.1%} faster" if gain >= 0 else f"{-gain:.1%} slower"
+        kept = _kept_native(
+            best,
+            cand[best],
+            native_t,
+            native=native,
+            margin=margin,
+            errors=errors,
+            confidence_z=confidence_z,
+        )
+        if kept is not None:
+            return kept
+    band = _tie_band(
+        cand, best, native_t, margin=margin, tie_tol=tie_tol, errors=errors, tie_z=tie_z
+    )
+    chosen = pick(band, tie_break, native=native, upper=upper, best=best)
+    lead = _lead(chosen, cand[chosen], native_t, native=native)
+    within = f"{tie_tol:.1%}" + (" or the noise" if tie_z > 0 and errors is not None else "")
+    return Choice(chosen, best, tuple(band), f"{lead}; {_tail(band, tie_break, within)}")
+
+
+def _kept_native(
+    best: int,
+    best_t: float,
+    native_t: float,
+    *,
+    native: int,
+    margin: float,
+    errors: Mapping[int | None, float] | None,
+    confidence_z: float,
+) -> Choice | None:
+    """Native kept, and why, when the best is under the margin or within the noise; else None."""
+    gain = 1.0 - best_t / native_t
+    # at margin 0 a size only as fast as native is no gain: native stays among true ties
+    if best_t > native_t * (1.0 - margin) or best_t >= native_t:
+        verdict = f"{gain:.1%} faster" if gain >= 0 else f"{-gain:.1%} slower"
+        return Choice(
+            None,
+            best,
+            (),
+            f"kept the native chunk {native}: the best candidate, {best} at "
+            f"{_ms(best_t)}, was {verdict} than native ({_ms(native_t)}), under the "
+            f"{margin:.1%} margin",
+        )
+    if confidence_z > 0 and errors is not None:
+        spread = math.hypot(errors.get(None, math.inf), errors.get(best, math.inf))
+        if math.log(native_t / best_t) <= confidence_z * spread:
             return Choice(
                 None,
                 best,
                 (),
-                f"kept the native chunk {native}: the best candidate, {best} at "
-                f"{_ms(best_t)}, was {verdict} than native ({_ms(native_t)}), under the "
-                f"{margin:.1%} margin",
+                f"kept the native chunk {native}: the best candidate, {best}, looked "
+                f"{gain:.1%} faster but the measurements are too noisy to be sure "
+                f"(±{confidence_z * spread:.1%})",
             )
-        if confidence_z > 0 and errors is not None:
-            spread = math.hypot(errors.get(None, math.inf), errors.get(best, math.inf))
-            if math.log(native_t / best_t) <= confidence_z * spread:
-                return Choice(
-                    None,
-                    best,
-                    (),
-                    f"kept the native chunk {native}: the best candidate, {best}, looked "
-                    f"{gain:.1%} faster but the measurements are too noisy to be sure "
-                    f"(±{confidence_z * spread:.1%})",
-                )
+    return None
+
+
+def _tie_band(
+    cand: Mapping[int, float],
+    best: int,
+    native_t: float | None,
+    *,
+    margin: float,
+    tie_tol: float,
+    errors: Mapping[int | None, float] | None,
+    tie_z: float,
+) -> list[int]:
+    """The ascending candidates within ``tie_tol`` (plus ``tie_z`` of the noise) of the best."""
+    best_t = cand[best]
 
     def slack(c: int) -> float:
         if tie_z <= 0 or errors is None:
@@ -113,33 +158,35 @@ def select(
 
     # a tie of the best joins the band only if it, too, clears the margin over native
     ceiling = math.inf if native_t is None else native_t * (1.0 - margin)
-    band = sorted(
+    return sorted(
         c
         for c, t in cand.items()
         if math.log(t / best_t) <= math.log1p(tie_tol) + slack(c)
         and t <= ceiling
         and (native_t is None or t < native_t)
     )
-    chosen = pick(band, tie_break, native=native, upper=upper, best=best)
-    chosen_t = cand[chosen]
+
+
+def _lead(chosen: int, chosen_t: float, native_t: float | None, *, native: int) -> str:
+    """The reason's first clause: the chosen size and its time, against native's."""
     if native_t is None:
-        lead = f"chose {chosen} at {_ms(chosen_t)} (native was not measured)"
-    else:
-        lead = (
-            f"chose {chosen}: {1.0 - chosen_t / native_t:.1%} faster than the native chunk "
-            f"{native} ({_ms(chosen_t)} vs {_ms(native_t)})"
-        )
-    within = f"{tie_tol:.1%}" + (" or the noise" if tie_z > 0 and errors is not None else "")
+        return f"chose {chosen} at {_ms(chosen_t)} (native was not measured)"
+    return (
+        f"chose {chosen}: {1.0 - chosen_t / native_t:.1%} faster than the native chunk "
+        f"{native} ({_ms(chosen_t)} vs {_ms(native_t)})"
+    )
+
+
+def _tail(band: list[int], tie_break: str, within: str) -> str:
+    """The reason's second clause: the ties the chosen size had, and how it was picked."""
     if len(band) == 1:
-        tail = f"no other candidate came within {within} of it"
-    elif tie_break == "center":
-        tail = (
+        return f"no other candidate came within {within} of it"
+    if tie_break == "center":
+        return (
             f"{len(band)} candidates ({', '.join(map(str, band))}) were within {within} "
             "of the best; took the middle of that plateau, away from the large-chunk cliff"
         )
-    else:
-        tail = (
-            f"{len(band)} candidates ({', '.join(map(str, band))}) were within {within} "
-            f"of the best; tie-break {tie_break.replace('_', ' ')}"
-        )
-    return Choice(chosen, best, tuple(band), f"{lead}; {tail}")
+    return (
+        f"{len(band)} candidates ({', '.join(map(str, band))}) were within {within} "
+        f"of the best; tie-break {tie_break.replace('_', ' ')}"
+    )
