@@ -142,6 +142,29 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
             f"{where}: native is {jsoned(doc['native'])}, but {num_envs} envs on {nthread} threads "
             f"make the native chunk {native}"
         )
+    samples = _samples(doc, num_envs, nthread, rounds, where)
+    if native not in samples:
+        raise TraceError(f"{where}: samples has no entry for the native chunk {native}")
+    description = _text(doc, "description", where)
+    recorded = _text(doc, "recorded", where)
+    order = _order(doc, rounds, sorted(samples), where)
+    return Trace(
+        num_envs=num_envs,
+        nthread=nthread,
+        rounds=rounds,
+        samples=samples,
+        signature=_table(doc, "signature", where),
+        machine=_table(doc, "machine", where),
+        recorded=recorded,
+        description=description,
+        order=order,
+    )
+
+
+def _samples(
+    doc: Mapping[str, Any], num_envs: int, nthread: int, rounds: int, where: str
+) -> dict[int, tuple[float, ...]]:
+    """The ``samples`` field: chunk sizes in 1..ceil(N/T), each with one seconds per round."""
     if "samples" not in doc:
         raise TraceError(f'{where}: missing field "samples"')
     raw = doc["samples"]
@@ -172,13 +195,21 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
                     f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
                 )
         samples[chunk] = tuple(s for s in seconds if s is not None)
-    if native not in samples:
-        raise TraceError(f"{where}: samples has no entry for the native chunk {native}")
-    description = doc.get("description", "")
-    recorded = doc.get("recorded", "")
-    for field, value in (("description", description), ("recorded", recorded)):
-        if not isinstance(value, str):
-            raise TraceError(f"{where}: {field} is {jsoned(value)}; expected a string")
+    return samples
+
+
+def _text(doc: Mapping[str, Any], field: str, where: str) -> str:
+    """An optional string field (``""`` when absent)."""
+    value = doc.get(field, "")
+    if not isinstance(value, str):
+        raise TraceError(f"{where}: {field} is {jsoned(value)}; expected a string")
+    return value
+
+
+def _order(
+    doc: Mapping[str, Any], rounds: int, sizes: list[int], where: str
+) -> tuple[tuple[int, ...], ...]:
+    """The optional ``order`` field: per round, the ascending ``sizes`` in the order they ran."""
     order_raw = doc.get("order", [])
     if not isinstance(order_raw, list):
         raise TraceError(f"{where}: order must be a list of rounds, each a list of chunk sizes")
@@ -186,7 +217,6 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
         raise TraceError(
             f"{where}: order lists {len(order_raw)} rounds; expected {rounds} (one per round)"
         )
-    sizes = sorted(samples)
     for r, calls in enumerate(order_raw):
         # each round ran every recorded size once; anything else is not the order they ran in
         if not (
@@ -198,17 +228,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
                 f"{where}: order[{r}] is {jsoned(calls)}; expected the recorded chunk sizes, "
                 "each once, in the order they ran"
             )
-    return Trace(
-        num_envs=num_envs,
-        nthread=nthread,
-        rounds=rounds,
-        samples=samples,
-        signature=_table(doc, "signature", where),
-        machine=_table(doc, "machine", where),
-        recorded=recorded,
-        description=description,
-        order=tuple(tuple(r) for r in order_raw),
-    )
+    return tuple(tuple(r) for r in order_raw)
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:
