@@ -232,27 +232,11 @@ def tune_cluster(
     here = settings if settings is not None else load_settings()
     pick_policy(here, policy)
     ray = connected_ray(here)
-    try:  # what every sweep task would fail on, after all the nodes were probed
-        ray.cloudpickle.dumps(make_workload)
-    except Exception as exc:
-        raise InvalidArgumentError(
-            f"make_workload {shown(make_workload)} cannot be sent to the cluster's nodes: "
-            f"it does not pickle ({type(exc).__name__}: {exc}); use a module-level function "
-            "or a closure over picklable values"
-        ) from None
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    if not alive:
-        raise UsageError("the Ray cluster has no live node to tune")
-    for node in alive:
-        if not node.get("Resources", {}).get("CPU"):
-            # a head started with num_cpus=0, say: no worker of a job ever runs there
-            report(f"node {_short(str(node['NodeID']))}: skipped: it offers Ray no CPUs", here)
-    alive = [n for n in alive if n.get("Resources", {}).get("CPU")]
+    _check_picklable(ray, make_workload)
+    alive = _live_nodes(ray, here)
     probing = time.monotonic()
     nodes = _probe(ray, alive, settings, here)
-    groups: dict[str, list[_Node]] = {}
-    for node in sorted(nodes, key=lambda n: (-n.cpus, n.node_id)):
-        groups.setdefault(node.node_type, []).append(node)
+    groups = _by_type(nodes)
     report(
         f"tuning {len(groups)} node type(s) on {len(nodes)} of {len(alive)} live node(s) "
         f"(probed in {time.monotonic() - probing:.1f} s)",
@@ -267,7 +251,59 @@ def tune_cluster(
             num_cpus=chosen.cpus, max_retries=0, scheduling_strategy=_pinned(chosen.node_id)
         ).remote(make_workload, policy, settings)
         pending[ref] = kind
-    limit = _sweep_limit_s(here, policy)
+    return _collect(ray, pending, groups, started, _sweep_limit_s(here, policy), settings, here)
+
+
+def _check_picklable(ray: Any, make_workload: Callable[[], Workload]) -> None:
+    """Raise InvalidArgumentError unless ``make_workload`` pickles for the cluster's nodes."""
+    try:  # what every sweep task would fail on, after all the nodes were probed
+        ray.cloudpickle.dumps(make_workload)
+    except Exception as exc:
+        raise InvalidArgumentError(
+            f"make_workload {shown(make_workload)} cannot be sent to the cluster's nodes: "
+            f"it does not pickle ({type(exc).__name__}: {exc}); use a module-level function "
+            "or a closure over picklable values"
+        ) from None
+
+
+def _live_nodes(ray: Any, here: Settings) -> list[Mapping[str, Any]]:
+    """The live nodes that offer Ray CPUs; reports those that offer none.
+
+    Raises:
+        UsageError: the cluster has no live node.
+    """
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    if not alive:
+        raise UsageError("the Ray cluster has no live node to tune")
+    for node in alive:
+        if not node.get("Resources", {}).get("CPU"):
+            # a head started with num_cpus=0, say: no worker of a job ever runs there
+            report(f"node {_short(str(node['NodeID']))}: skipped: it offers Ray no CPUs", here)
+    return [n for n in alive if n.get("Resources", {}).get("CPU")]
+
+
+def _by_type(nodes: list[_Node]) -> dict[str, list[_Node]]:
+    """The probed nodes by node type, each type's most CPUs first (its first node sweeps)."""
+    groups: dict[str, list[_Node]] = {}
+    for node in sorted(nodes, key=lambda n: (-n.cpus, n.node_id)):
+        groups.setdefault(node.node_type, []).append(node)
+    return groups
+
+
+def _collect(
+    ray: Any,
+    pending: dict[Any, str],
+    groups: Mapping[str, list[_Node]],
+    started: float,
+    limit: float,
+    settings: Settings | None,
+    here: Settings,
+) -> dict[str, Decision]:
+    """Each type's decision as its sweep finishes, stored on its nodes; late ones cancelled.
+
+    ``pending`` maps each sweep task to its node type and is emptied as they answer;
+    ``limit`` is the seconds from ``started`` (``time.monotonic``) the sweeps may take.
+    """
     results: dict[str, Decision] = {}
     while pending:
         left = limit - (time.monotonic() - started)
