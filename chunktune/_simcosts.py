@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -107,55 +108,100 @@ def env_costs(
             f"layout {layout!r} has no shape parameter {', '.join(map(repr, unknown))}; "
             f"its parameters are: {valid}"
         )
-    params = {**defaults, **shape}
-
-    def real(key: str, *, low: float, low_open: bool = False, high: float | None = None) -> float:
-        return check_real(f"{layout} {key}", params[key], low=low, low_open=low_open, high=high)
-
-    def count(key: str) -> int:
-        return check_chunk_size(params[key], what=f"{layout} {key}")
-
-    costs: FloatArray
-    if layout == "uniform":
-        costs = np.ones(n)
-    elif layout == "lognormal":
-        costs = rng.lognormal(0.0, real("sigma", low=0.0), n)
-    elif layout == "blocked":
-        fraction = real("heavy_fraction", low=0.0, high=1.0)
-        factor = real("heavy_factor", low=0.0, low_open=True)
-        position = params["position"]
-        if position not in _POSITIONS:
-            raise InvalidArgumentError(
-                f"blocked position must be one of {', '.join(_POSITIONS)}, got {shown(position)}"
-            )
-        heavy = round(fraction * n)
-        start = {"start": 0, "middle": (n - heavy) // 2, "end": n - heavy}[str(position)]
-        costs = np.ones(n)
-        costs[start : start + heavy] = factor
-    elif layout == "blocks":
-        blocks = count("n_blocks")
-        fraction = real("heavy_fraction", low=0.0, high=1.0)
-        factor = real("heavy_factor", low=0.0, low_open=True)
-        size = round(fraction * n / blocks)
-        costs = np.ones(n)
-        if size:
-            # cut the light envs into blocks + 1 gaps at random, a heavy block in between
-            light = n - size * blocks
-            if light < 0:
-                raise InvalidArgumentError(
-                    f"blocks: {blocks} blocks of {size} envs do not fit in {n} envs"
-                )
-            cuts = np.sort(rng.integers(0, light + 1, blocks))
-            for k, cut in enumerate(cuts):
-                start = int(cut) + k * size
-                costs[start : start + size] = factor
-    elif layout == "variants":
-        variants = count("n_variants")
-        factors = rng.lognormal(0.0, real("variant_sigma", low=0.0), variants)
-        block = (np.arange(n) * variants) // n
-        costs = factors[block] * rng.lognormal(0.0, real("jitter", low=0.0), n)
-    else:  # interleaved
-        period = count("period")
-        factor = real("heavy_factor", low=0.0, low_open=True)
-        costs = np.where(np.arange(n) % period == 0, factor, 1.0)
+    costs = _LAYOUT_COSTS[layout](n, rng, _Shape(layout, {**defaults, **shape}))
     return np.asarray(costs * (mean / float(np.mean(costs))), dtype=np.float64)
+
+
+class _Shape:
+    """One layout's shape parameters, defaults filled in; each read is checked and named."""
+
+    __slots__ = ("layout", "params")
+
+    def __init__(self, layout: str, params: dict[str, float | int | str]) -> None:
+        self.layout = layout
+        self.params = params
+
+    def real(
+        self, key: str, *, low: float, low_open: bool = False, high: float | None = None
+    ) -> float:
+        """Parameter ``key`` as a finite float in the range, or InvalidArgumentError."""
+        what = f"{self.layout} {key}"
+        return check_real(what, self.params[key], low=low, low_open=low_open, high=high)
+
+    def count(self, key: str) -> int:
+        """Parameter ``key`` as an integer >= 1, or InvalidArgumentError."""
+        return check_chunk_size(self.params[key], what=f"{self.layout} {key}")
+
+
+def _uniform(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
+    """Every env costs the same."""
+    return np.ones(n)
+
+
+def _lognormal(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
+    """Independent lognormal costs of log-spread ``sigma``."""
+    return rng.lognormal(0.0, shape.real("sigma", low=0.0), n)
+
+
+def _blocked(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
+    """One contiguous heavy block at the start, middle or end."""
+    fraction = shape.real("heavy_fraction", low=0.0, high=1.0)
+    factor = shape.real("heavy_factor", low=0.0, low_open=True)
+    position = shape.params["position"]
+    if position not in _POSITIONS:
+        raise InvalidArgumentError(
+            f"blocked position must be one of {', '.join(_POSITIONS)}, got {shown(position)}"
+        )
+    heavy = round(fraction * n)
+    start = {"start": 0, "middle": (n - heavy) // 2, "end": n - heavy}[str(position)]
+    costs = np.ones(n)
+    costs[start : start + heavy] = factor
+    return costs
+
+
+def _blocks(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
+    """``n_blocks`` heavy blocks of equal size at seeded random, non-overlapping places."""
+    blocks = shape.count("n_blocks")
+    fraction = shape.real("heavy_fraction", low=0.0, high=1.0)
+    factor = shape.real("heavy_factor", low=0.0, low_open=True)
+    size = round(fraction * n / blocks)
+    costs = np.ones(n)
+    if size:
+        # cut the light envs into blocks + 1 gaps at random, a heavy block in between
+        light = n - size * blocks
+        if light < 0:
+            raise InvalidArgumentError(
+                f"blocks: {blocks} blocks of {size} envs do not fit in {n} envs"
+            )
+        cuts = np.sort(rng.integers(0, light + 1, blocks))
+        for k, cut in enumerate(cuts):
+            start = int(cut) + k * size
+            costs[start : start + size] = factor
+    return costs
+
+
+def _variants(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
+    """Contiguous equal blocks of lognormal variant factors, each env jittered."""
+    variants = shape.count("n_variants")
+    factors = rng.lognormal(0.0, shape.real("variant_sigma", low=0.0), variants)
+    block = (np.arange(n) * variants) // n
+    costs: FloatArray = factors[block] * rng.lognormal(0.0, shape.real("jitter", low=0.0), n)
+    return costs
+
+
+def _interleaved(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
+    """Every ``period``-th env, from env 0, heavy."""
+    period = shape.count("period")
+    factor = shape.real("heavy_factor", low=0.0, low_open=True)
+    return np.where(np.arange(n) % period == 0, factor, 1.0)
+
+
+# Each layout's costs before scaling to the mean, by name (the keys of _SHAPES).
+_LAYOUT_COSTS: dict[str, Callable[[int, np.random.Generator, _Shape], FloatArray]] = {
+    "uniform": _uniform,
+    "lognormal": _lognormal,
+    "blocked": _blocked,
+    "blocks": _blocks,
+    "variants": _variants,
+    "interleaved": _interleaved,
+}
