@@ -28,47 +28,9 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
     p, native, ev = field.p, field.probe.native, field.ev
     eligible = [c for c in field.live if ev.count(c) >= p.min_rounds]
     if not eligible:
-        what = "every candidate fell clearly behind native or short of the margin"
-        if not field.live and not field.dropped:
-            what = "the candidate list holds no size but native's; nothing to compare"
-        elif field.live:  # candidates left, none with the rounds to be judged
-            what = too_short(
-                p,
-                mean_call_s=gate.pace.mean_call(),
-                field=1 + len(field.live) + len(field.dropped),
-            )
-        return None, Choice(None, None, (), f"kept the native chunk {native}: {what}"), False
+        return None, _none_eligible(field, gate), False
     best = min(eligible, key=lambda c: (ev.location(c), c))
-    band: tuple[int, ...] = (best,)
-    chosen, handover = best, None
-
-    def worth_confirming(c: int) -> bool:
-        # at least the margin over native; at margin 0 a size only as fast as native is
-        # no gain (as in select), so it must be faster than native
-        ahead = -ev.compare(c, None).diff
-        return ahead >= field.need and ahead > 0
-
-    if p.tie_break == "evidence":
-        # the race's best was also its luckiest: among the sizes it has not beaten by
-        # tie_z on their common rounds that look a gain worth confirming themselves,
-        # the one measured on the most rounds carries the least of that luck
-        contenders = [
-            c
-            for c in eligible
-            if c == best or (ev.compare(c, best).lower(p.tie_z) <= 0 and worth_confirming(c))
-        ]
-        chosen = min(contenders, key=lambda c: (-ev.count(c), ev.location(c), c))
-        handover = unbeaten(chosen, best)
-    else:
-        # a tie joins only if it, too, is a gain worth confirming
-        ties = [
-            c
-            for c in eligible
-            if (cmp := ev.compare(c, best)).diff <= field.band + p.tie_z * cmp.se
-            and worth_confirming(c)
-        ]
-        band = tuple(sorted({best, *ties}))
-        chosen = pick(list(band), p.tie_break, native=native, upper=field.probe.upper)
+    chosen, band, handover = _contender(field, eligible, best)
     vs = ev.compare(chosen, None)
     gain = 1.0 - math.exp(vs.diff)
     doubt = 1.0 - math.exp(-p.confidence_z * vs.se)
@@ -100,3 +62,53 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
     if noisy is not None:
         return None, Choice(None, best, band, f"kept the native chunk {native}: {noisy}"), True
     return chosen, Choice(chosen, best, band, lead), False
+
+
+def _none_eligible(field: Field, gate: NoiseGate) -> Choice:
+    """Native kept when no candidate has the rounds to be judged, and why."""
+    what = "every candidate fell clearly behind native or short of the margin"
+    if not field.live and not field.dropped:
+        what = "the candidate list holds no size but native's; nothing to compare"
+    elif field.live:  # candidates left, none with the rounds to be judged
+        what = too_short(
+            field.p,
+            mean_call_s=gate.pace.mean_call(),
+            field=1 + len(field.live) + len(field.dropped),
+        )
+    return Choice(None, None, (), f"kept the native chunk {field.probe.native}: {what}")
+
+
+def _contender(
+    field: Field, eligible: list[int], best: int
+) -> tuple[int, tuple[int, ...], str | None]:
+    """The size to hold against native, the band of ties it came from, and why it is not
+    the race's best (None: it is, or the tie-break picked it from the best's ties)."""
+    p, ev = field.p, field.ev
+
+    def worth_confirming(c: int) -> bool:
+        # at least the margin over native; at margin 0 a size only as fast as native is
+        # no gain (as in select), so it must be faster than native
+        ahead = -ev.compare(c, None).diff
+        return ahead >= field.need and ahead > 0
+
+    if p.tie_break == "evidence":
+        # the race's best was also its luckiest: among the sizes it has not beaten by
+        # tie_z on their common rounds that look a gain worth confirming themselves,
+        # the one measured on the most rounds carries the least of that luck
+        contenders = [
+            c
+            for c in eligible
+            if c == best or (ev.compare(c, best).lower(p.tie_z) <= 0 and worth_confirming(c))
+        ]
+        chosen = min(contenders, key=lambda c: (-ev.count(c), ev.location(c), c))
+        return chosen, (best,), unbeaten(chosen, best)
+    # a tie joins only if it, too, is a gain worth confirming
+    ties = [
+        c
+        for c in eligible
+        if (cmp := ev.compare(c, best)).diff <= field.band + p.tie_z * cmp.se
+        and worth_confirming(c)
+    ]
+    band = tuple(sorted({best, *ties}))
+    chosen = pick(list(band), p.tie_break, native=field.probe.native, upper=field.probe.upper)
+    return chosen, band, None
