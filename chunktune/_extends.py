@@ -48,6 +48,35 @@ def _inherited(parent: str, table: Mapping[str, Any]) -> str:
 _Node = tuple[str, str]  # (policy name, "user" or "preset")
 
 
+def _where(node: _Node) -> str:
+    """The node's TOML path, as problems name it: ``policies.NAME`` or ``presets.NAME``."""
+    return f"{'policies' if node[1] == 'user' else 'presets'}.{node[0]}"
+
+
+def _link(
+    node: _Node, presets: Mapping[str, dict[str, Any]], user: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], _Node | None] | str:
+    """The node's own table and the node it extends (None: nothing), or its problem."""
+    name, layer = node
+    table = (user if layer == "user" else presets)[name]
+    if not isinstance(table, Mapping):
+        return f"{_where(node)}: {spelled(table)} is not a table"
+    parent = table.get("extends")
+    if parent is None and layer == "user" and name in presets:
+        parent = name  # [policies.balanced] tweaks the shipped balanced preset
+    if parent is None:
+        return table, None
+    if not isinstance(parent, str):
+        return f"{_where(node)}.extends: {spelled(parent)} is not a policy name"
+    if parent == name and layer == "user" and name not in presets:
+        return f"{_where(node)}.extends: cycle {name} -> {name}"
+    # a user policy extends another user policy of that name, else the preset
+    parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
+    if parent_layer == "preset" and parent not in presets:
+        return f"{_where(node)}.extends: {unknown_policy(parent, set(presets) | set(user))}"
+    return table, (parent, parent_layer)
+
+
 def resolve_tables(
     presets: Mapping[str, dict[str, Any]],
     user: Mapping[str, Any],
@@ -61,30 +90,6 @@ def resolve_tables(
     """
     done: dict[_Node, dict[str, Any] | None] = {}  # None: broken, its problem reported
 
-    def where(node: _Node) -> str:
-        return f"{'policies' if node[1] == 'user' else 'presets'}.{node[0]}"
-
-    def link(node: _Node) -> tuple[Mapping[str, Any], _Node | None] | str:
-        """The node's own table and parent, or its problem."""
-        name, layer = node
-        table = (user if layer == "user" else presets)[name]
-        if not isinstance(table, Mapping):
-            return f"{where(node)}: {spelled(table)} is not a table"
-        parent = table.get("extends")
-        if parent is None and layer == "user" and name in presets:
-            parent = name  # [policies.balanced] tweaks the shipped balanced preset
-        if parent is None:
-            return table, None
-        if not isinstance(parent, str):
-            return f"{where(node)}.extends: {spelled(parent)} is not a policy name"
-        if parent == name and layer == "user" and name not in presets:
-            return f"{where(node)}.extends: cycle {name} -> {name}"
-        # a user policy extends another user policy of that name, else the preset
-        parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
-        if parent_layer == "preset" and parent not in presets:
-            return f"{where(node)}.extends: {unknown_policy(parent, set(presets) | set(user))}"
-        return table, (parent, parent_layer)
-
     def resolve(start: _Node) -> dict[str, Any] | None:
         chain: list[tuple[_Node, Mapping[str, Any]]] = []
         on_chain: dict[_Node, int] = {}
@@ -96,10 +101,10 @@ def resolve_tables(
                 break
             if node in on_chain:
                 names = [n for (n, _), _t in chain[on_chain[node] :]] + [node[0]]
-                problems.append(f"{where(chain[-1][0])}.extends: cycle {' -> '.join(names)}")
+                problems.append(f"{_where(chain[-1][0])}.extends: cycle {' -> '.join(names)}")
                 base = None
                 break
-            linked = link(node)
+            linked = _link(node, presets, user)
             if isinstance(linked, str):
                 problems.append(linked)
                 done[node] = base = None
