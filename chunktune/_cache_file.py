@@ -32,23 +32,14 @@ from ._cache_format import (
 )
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
-from ._settled import changed_lately
+from ._settled import Stat, Version, changed_lately, identity
 from ._validators import shown, shown_some
 
-__all__ = ["CacheFile", "Stat", "Version", "same_file"]
+__all__ = ["CacheFile", "same_file"]
 
 logger = logging.getLogger("chunktune")
 
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
-
-Stat = tuple[int, int, int, int, int]
-"""A file's identity: mtime_ns, size (the write lock's wait reads it), inode, ctime_ns and
-device (inodes repeat across mounts)."""
-
-Version = tuple[Stat, bytes | None]
-"""What was read: the file's stat and, when it was looked at within the clock tick of its
-last change (:func:`chunktune._settled.changed_lately`), the bytes read, since there the
-stat alone cannot tell that file from a same-size rewrite."""
 
 
 def same_file(a: Stat, b: Stat) -> bool:
@@ -100,8 +91,7 @@ class CacheFile:
             return None
         if not stat.S_ISREG(st.st_mode):
             raise _not_a_cache_file(self.path)
-        # ctime too: os.utime sets the mtime back, never the ctime
-        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_dev)
+        return identity(st)  # its size: the write lock's wait reads it
 
     def parse(self, raw: bytes) -> dict[str, CacheEntry]:
         """The valid entries of ``raw``, each skipped one warned about.

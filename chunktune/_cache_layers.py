@@ -27,7 +27,7 @@ from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._settings import Settings
-from ._settled import changed_lately
+from ._settled import Version, changed_lately, identity
 from ._validators import user_path
 
 __all__ = ["SystemCache", "system_cache_for", "system_lookup"]
@@ -50,7 +50,7 @@ class SystemCache:
             raise CacheError(f"system cache path: {exc}") from None
         self.format = cache_format(self.path, format)
         # the file's stat, and its bytes where it was read within the tick of its change
-        self._memo: tuple[tuple[tuple[int, ...], bytes | None], dict[str, CacheEntry]] | None = None
+        self._memo: tuple[Version, dict[str, CacheEntry]] | None = None
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
@@ -69,7 +69,7 @@ class SystemCache:
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
             return {}
-        stat = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_dev)
+        stat = identity(st)
         memo = self._memo
         if memo is not None and memo[0] == (stat, None):
             return dict(memo[1])  # settled when parsed, so settled now: the stat alone tells

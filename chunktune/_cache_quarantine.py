@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 from ._cache_entry import CacheEntry
-from ._cache_file import CacheFile, Version, same_file
+from ._cache_file import CacheFile, same_file
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._recent import forget as forget_recent
+from ._settled import Version
 
 __all__ = ["Quarantine"]
 

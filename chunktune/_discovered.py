@@ -23,7 +23,7 @@ from time import time_ns
 
 from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
-from ._settled import changed_lately
+from ._settled import changed_lately, identity
 
 __all__ = ["discovered_settings"]
 
@@ -54,16 +54,7 @@ def _identity(file: Path | None, variables: _Identity) -> _Identity | None:
         return None  # missing or unreadable: load_settings says how, every time
     if changed_lately(st.st_mtime_ns, st.st_ctime_ns, now):
         return None  # racy (as git calls it): a same-size rewrite now may keep the stamps
-    # ctime too: os.utime sets mtime back, never ctime; st_dev: inodes repeat across mounts
-    return (
-        str(file),
-        st.st_mtime_ns,
-        st.st_ctime_ns,
-        st.st_size,
-        st.st_ino,
-        st.st_dev,
-        variables,
-    )
+    return (str(file), identity(st), variables)
 
 
 def discovered_settings() -> Settings:

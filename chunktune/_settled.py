@@ -11,9 +11,26 @@ carry its stamps.
 
 from __future__ import annotations
 
-__all__ = ["SETTLED_S", "changed_lately"]
+import os
+
+__all__ = ["SETTLED_S", "Stat", "Version", "changed_lately", "identity"]
 
 SETTLED_S = 3.0  # past FAT's 2 s time stamps and a coarse clock's lag behind time_ns()
+
+
+Stat = tuple[int, int, int, int, int]
+"""A file's identity on disk: mtime_ns, size, inode, ctime_ns and device."""
+
+Version = tuple[Stat, bytes | None]
+"""What was read: the file's stat and, when it was looked at within the clock tick of its
+last change (:func:`changed_lately`), the bytes read, since there the stat alone cannot
+tell that file from a same-size rewrite."""
+
+
+def identity(st: os.stat_result) -> Stat:
+    """``st`` as a :data:`Stat`: the ctime too (``os.utime`` sets the mtime back, never the
+    ctime), and the device (inodes repeat across mounts)."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_dev)
 
 
 def changed_lately(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
