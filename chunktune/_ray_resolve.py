@@ -171,22 +171,14 @@ async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision
     return report_decision(decision, job.settings)
 
 
-async def _sweep(
-    ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any], started: float
-) -> Decision:
-    """This worker holds the claim: resolve here, renewing the lease, then publish.
+async def _measure(ray: Any, registry: Any, job: Job, token: object, started: float) -> Decision:
+    """The claimant's own resolve, its lease renewed meanwhile; on failure the claim goes back.
 
-    ``hard_limit_s`` counts from ``started``, the resolve's start: the wait for the
-    claim spent part of it.
+    Raises:
+        whatever :func:`resolve_since` raised, and a cancellation: the claim is
+        released first, so no worker of the type waits out the lease.
     """
-    token: object = reply["token"]  # opaque: handed back to the registry as given
     lease_s = job.settings.ray.lease_s
-    if reply.get("took_over"):
-        report(
-            f"node type {job.node_type}: took over the sweep from {reply['took_over']} "
-            f"(its claim lapsed: no heartbeat for {lease_s:g} s)",
-            job.settings,
-        )
 
     async def heartbeat() -> None:
         while True:
@@ -212,6 +204,66 @@ async def _sweep(
         _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise failure
     assert decision is not None
+    return decision
+
+
+async def _outcome(
+    registry: Any, job: Job, token: object, holder: str, decision: Decision
+) -> Callable[[], Any]:
+    """The registry call that tells the claimant's ``decision``: its failure, or its entry."""
+    if decision.source == "fallback":
+        reason = decision.reason
+        return functools.partial(registry.fail.remote, job.registry_key, token, reason, holder)
+    entry = await wait_in_thread(
+        functools.partial(
+            entry_of,
+            decision,
+            settings=job.settings,
+            policy=job.policy,
+            signature=job.signature,
+            device=job.device,
+            num_envs=job.asked.num_envs,
+            nthread=job.asked.nthread,
+            model_file=getattr(job.asked.workload, "model_file", None),
+        )
+    )
+    # a claimant whose host's cache held the answer by now measured nothing itself
+    by = holder if decision.source == "benchmark" else f"{holder} (from its host's cache)"
+    return functools.partial(registry.publish.remote, job.registry_key, token, entry, by)
+
+
+async def _publish(ray: Any, send: Callable[[], Any], until: float) -> None:
+    """Send the claimant's outcome; waited for until ``until`` (``hard_limit_s``), not past it.
+
+    A registry gone by now is logged as a warning: the decision stands all the same.
+    """
+    try:
+        if anyio.current_time() >= until:
+            _tell(ray, send)  # past hard_limit_s: sent, not waited for
+        else:
+            await _call(ray, send, until=until)
+    except _OutOfTime:
+        pass  # submitted before the limit came: Ray delivers it; nobody waits for it
+    except _RegistryGone as exc:
+        logger.warning("chunktune: could not publish to the registry (%s)", exc)
+
+
+async def _sweep(
+    ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any], started: float
+) -> Decision:
+    """This worker holds the claim: resolve here, renewing the lease, then publish.
+
+    ``hard_limit_s`` counts from ``started``, the resolve's start: the wait for the
+    claim spent part of it.
+    """
+    token: object = reply["token"]  # opaque: handed back to the registry as given
+    if reply.get("took_over"):
+        report(
+            f"node type {job.node_type}: took over the sweep from {reply['took_over']} "
+            f"(its claim lapsed: no heartbeat for {job.settings.ray.lease_s:g} s)",
+            job.settings,
+        )
+    decision = await _measure(ray, registry, job, token, started)
     until = _deadline(job.policy, started)
     if decision.source == "fallback" and anyio.current_time() >= until:
         # its own hard_limit_s ended it, not the workload: a worker with more time may
@@ -223,37 +275,102 @@ async def _sweep(
         # the claim goes back, and the next worker of the type measures for itself
         _tell(ray, lambda: registry.release.remote(job.registry_key, token))
         return decision
-    send: Callable[[], Any]
-    if decision.source == "fallback":
-        reason = decision.reason
-        send = functools.partial(registry.fail.remote, job.registry_key, token, reason, holder)
-    else:
-        entry = await wait_in_thread(
-            functools.partial(
-                entry_of,
-                decision,
-                settings=job.settings,
-                policy=job.policy,
-                signature=job.signature,
-                device=job.device,
-                num_envs=job.asked.num_envs,
-                nthread=job.asked.nthread,
-                model_file=getattr(job.asked.workload, "model_file", None),
-            )
-        )
-        # a claimant whose host's cache held the answer by now measured nothing itself
-        by = holder if decision.source == "benchmark" else f"{holder} (from its host's cache)"
-        send = functools.partial(registry.publish.remote, job.registry_key, token, entry, by)
-    try:
-        if anyio.current_time() >= until:
-            _tell(ray, send)  # past hard_limit_s: sent, not waited for
-        else:
-            await _call(ray, send, until=until)
-    except _OutOfTime:
-        pass  # submitted before the limit came: Ray delivers it; nobody waits for it
-    except _RegistryGone as exc:
-        logger.warning("chunktune: could not publish to the registry (%s)", exc)
+    send = await _outcome(registry, job, token, holder, decision)
+    await _publish(ray, send, until)
     return decision
+
+
+async def _look_up(ray: Any, *, fresh: bool, until: float) -> Any:
+    """The registry actor's handle (``fresh``: looked up anew, not this process's), by ``until``.
+
+    Raises:
+        _OutOfTime: the hard limit ran out during the lookup.
+        _RegistryGone: Ray is not initialised any more, or the lookup failed.
+    """
+    if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
+        raise _RegistryGone("Ray is not initialised in this process any more")
+    with anyio.CancelScope(deadline=until) as scope:
+        try:
+            registry = await wait_in_thread(
+                functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
+            )
+        except Exception as exc:
+            raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+    if scope.cancelled_caught:
+        raise _OutOfTime("the hard limit ran out while the registry was looked up")
+    return registry
+
+
+async def _claim(
+    ray: Any, registry: Any, job: Job, holder: str, since: object, until: float
+) -> dict[str, Any]:
+    """The registry's reply to ``holder``'s claim: an answer, the claim, a failure, or busy.
+
+    Raises:
+        _OutOfTime, _RegistryGone: as :func:`_call` does; and a cancellation. Past the
+            hard limit or cancelled, the claim is abandoned first.
+    """
+    try:
+        reply: dict[str, Any] = await _call(
+            ray,
+            functools.partial(
+                registry.claim.remote,
+                job.registry_key,
+                holder,
+                since=since,
+                refresh=job.asked.refresh,
+                lease_s=job.settings.ray.lease_s,
+            ),
+            until=until,
+        )
+    except (_OutOfTime, anyio.get_cancelled_exc_class()):
+        # the claim may yet be granted to nobody who waits (past the hard limit, or
+        # cancelled): give it up after it, or the type's workers wait out its lease
+        _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
+        raise
+    return reply
+
+
+async def _wait(
+    ray: Any,
+    registry: Any,
+    job: Job,
+    reply: dict[str, Any],
+    waiting: _Waiting,
+    wait_until: float,
+    limit_until: float,
+) -> Decision | None:
+    """Wait a slice for the sweep a busy ``reply`` names: None to ask again, or native at the end.
+
+    The wait ends at ``wait_until`` (``[ray] wait_timeout_s``) or at ``limit_until``
+    (``hard_limit_s``), whichever is first; then this worker keeps the native chunk.
+    """
+    options, limit = job.settings.ray, job.policy.hard_limit_s
+    waited = (
+        f"until the hard limit of {limit:g} s (hard_limit_s)"
+        if limit is not None and limit_until <= wait_until
+        else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
+    )
+    why = (
+        f"waited {waited} for {reply['holder']}'s sweep of node type "
+        f"{job.node_type}; nothing was cached"
+    )
+    report_in = waiting.busy(reply["holder"], reply.get("held_s"))
+    left = min(wait_until, limit_until) - anyio.current_time()
+    if left <= 0:
+        return report_decision(native_decision(job, why), job.settings)
+    # a wait still to be told wakes when it is due (the registry is asked again then)
+    slice_s = min(left, options.lease_s, report_in)
+    try:
+        await _call(
+            ray,
+            functools.partial(registry.wait.remote, job.registry_key, slice_s),
+            limit_s=slice_s + _CALL_TIMEOUT_S,
+            until=limit_until,
+        )
+    except _OutOfTime:  # the wait ran to the limit (its reply just after): say so
+        return report_decision(native_decision(job, why), job.settings)
+    return None
 
 
 async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Decision:
@@ -263,44 +380,16 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     wait for another worker's sweep ends at ``[ray] wait_timeout_s``, or at the policy's
     ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
     """
-    if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
-        raise _RegistryGone("Ray is not initialised in this process any more")
-    limit, limit_until = job.policy.hard_limit_s, _deadline(job.policy, started)
-    with anyio.CancelScope(deadline=limit_until) as scope:
-        try:
-            registry = await wait_in_thread(
-                functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
-            )
-        except Exception as exc:
-            raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
-    if scope.cancelled_caught:
-        raise _OutOfTime("the hard limit ran out while the registry was looked up")
+    limit_until = _deadline(job.policy, started)
+    registry = await _look_up(ray, fresh=fresh, until=limit_until)
     holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
     options = job.settings.ray
     wait_until = anyio.current_time() + options.wait_timeout_s
-    deadline = min(wait_until, limit_until)
     since: object = None  # the registry's own (of its incarnation), handed back as given
     on_progress = job.asked.on_progress
     waiting = _Waiting(job.node_type, None if on_progress is None else Guarded(on_progress))
     while True:
-        try:
-            reply = await _call(
-                ray,
-                functools.partial(
-                    registry.claim.remote,
-                    job.registry_key,
-                    holder,
-                    since=since,
-                    refresh=job.asked.refresh,
-                    lease_s=options.lease_s,
-                ),
-                until=limit_until,
-            )
-        except (_OutOfTime, anyio.get_cancelled_exc_class()):
-            # the claim may yet be granted to nobody who waits (past the hard limit, or
-            # cancelled): give it up after it, or the type's workers wait out its lease
-            _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
-            raise
+        reply = await _claim(ray, registry, job, holder, since, limit_until)
         since = reply["since"]
         state = reply["state"]
         if state == "answer":
@@ -316,30 +405,9 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                 '([ray] while_sweeping = "native"); a later resolve picks its answer up'
             )
             return report_decision(native_decision(job, why), job.settings)
-        waited = (
-            f"until the hard limit of {limit:g} s (hard_limit_s)"
-            if limit is not None and limit_until <= wait_until
-            else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
-        )
-        why = (
-            f"waited {waited} for {reply['holder']}'s sweep of node type "
-            f"{job.node_type}; nothing was cached"
-        )
-        report_in = waiting.busy(reply["holder"], reply.get("held_s"))
-        left = deadline - anyio.current_time()
-        if left <= 0:
-            return report_decision(native_decision(job, why), job.settings)
-        # a wait still to be told wakes when it is due (the registry is asked again then)
-        slice_s = min(left, options.lease_s, report_in)
-        try:
-            await _call(
-                ray,
-                functools.partial(registry.wait.remote, job.registry_key, slice_s),
-                limit_s=slice_s + _CALL_TIMEOUT_S,
-                until=limit_until,
-            )
-        except _OutOfTime:  # the wait ran to the limit (its reply just after): say so
-            return report_decision(native_decision(job, why), job.settings)
+        gave_up = await _wait(ray, registry, job, reply, waiting, wait_until, limit_until)
+        if gave_up is not None:
+            return gave_up
 
 
 async def resolve(
