@@ -1,9 +1,9 @@
 """The host side of ``chunktune.ray.resolve``: a request keyed for this host and the registry.
 
-Blocking helpers, each run in a worker thread by ``_ray_resolve``: the request's
-keys (this host's cache key, and the registry's key, where the node type stands in
-for the machine), this host's caches (the user's, then the system layer), the entry
-behind a decision, and the lines a decision is reported with.
+Blocking helpers, each run in a worker thread by ``_ray_resolve`` or ``_ray_claim``:
+the request's keys (this host's cache key, and the registry's key, where the node
+type stands in for the machine), this host's caches (the user's, then the system
+layer), the entry behind a decision, and the lines a decision is reported with.
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def test_ray_settings_load_and_validate(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
     """Ray shut down, or a handle of an earlier session: the registry counts as gone."""
-    from chunktune import _ray_resolve
+    from chunktune import _ray_claim
 
     sent: list[str] = []
 
@@ -231,15 +231,15 @@ async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
         raise Exception("Can't find actor ... from a different cluster")  # as Ray says it
 
     down = fake_ray(initialised=False)
-    with pytest.raises(_ray_resolve._RegistryGone, match="not initialised"):
-        await _ray_resolve._call(down, lambda: sent.append("claim"))
-    _ray_resolve._tell(down, lambda: sent.append("heartbeat"))
+    with pytest.raises(_ray_claim._RegistryGone, match="not initialised"):
+        await _ray_claim._call(down, lambda: sent.append("claim"))
+    _ray_claim._tell(down, lambda: sent.append("heartbeat"))
     assert sent == [] and down.calls == []  # nothing submitted, no Ray started
     up = fake_ray(initialised=True)
     up.get = lambda ref, timeout: ref
-    with pytest.raises(_ray_resolve._RegistryGone, match="different cluster"):
-        await _ray_resolve._call(up, stale)
-    _ray_resolve._tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
+    with pytest.raises(_ray_claim._RegistryGone, match="different cluster"):
+        await _ray_claim._call(up, stale)
+    _ray_claim._tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
 
 
 @pytest.mark.anyio
@@ -247,7 +247,7 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
     """ray.get's SystemExit of a Ray shut down meanwhile, or a registry past hard_limit_s."""
     import anyio
 
-    from chunktune import _ray_resolve
+    from chunktune import _ray_claim
 
     state = {"up": True}
     ray = types.SimpleNamespace(is_initialized=lambda: state["up"])
@@ -257,15 +257,15 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
         raise SystemExit(0)  # what ray.get raises then
 
     ray.get = shut_down
-    with pytest.raises(_ray_resolve._RegistryGone, match="shut down"):
-        await _ray_resolve._call(ray, lambda: "ref")
+    with pytest.raises(_ray_claim._RegistryGone, match="shut down"):
+        await _ray_claim._call(ray, lambda: "ref")
 
     def exiting(ref: object, timeout: float) -> object:
         raise SystemExit(0)  # a worker that Ray is ending (Ray still up): its exit goes on
 
     state["up"], ray.get = True, exiting
     with pytest.raises(SystemExit):
-        await _ray_resolve._call(ray, lambda: "ref")
+        await _ray_claim._call(ray, lambda: "ref")
 
     asked: list[float] = []
 
@@ -276,10 +276,10 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
 
     ray.get = stuck
     until = anyio.current_time() + 0.5
-    with pytest.raises(_ray_resolve._OutOfTime):
-        await _ray_resolve._call(ray, lambda: "ref", until=until)
+    with pytest.raises(_ray_claim._OutOfTime):
+        await _ray_claim._call(ray, lambda: "ref", until=until)
     # the wait asked of Ray ends at the hard limit, not after a whole call's allowance
-    assert asked and asked[0] <= 0.5 < _ray_resolve._CALL_TIMEOUT_S
+    assert asked and asked[0] <= 0.5 < _ray_claim._CALL_TIMEOUT_S
 
 
 @pytest.mark.anyio
@@ -293,7 +293,7 @@ async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     from _holders import cached_eventually, holding_async
 
     from chunktune import _cache_lock
-    from chunktune._ray_resolve import _adopt
+    from chunktune._ray_claim import _adopt
 
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     settings = chunktune.load_settings()
@@ -332,7 +332,7 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
 
     import anyio
 
-    from chunktune import _ray_resolve
+    from chunktune import _ray_claim
 
     sent: list[tuple[str, tuple[object, ...]]] = []
     replied = threading.Event()  # the registry answers only once the caller has gone
@@ -341,13 +341,13 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
         return types.SimpleNamespace(remote=lambda *args, **_: sent.append((name, args)) or name)
 
     registry = types.SimpleNamespace(claim=method("claim"), abandon=method("abandon"))
-    monkeypatch.setattr(_ray_resolve, "registry_handle", lambda ray, fresh: registry)
+    monkeypatch.setattr(_ray_claim, "registry_handle", lambda ray, fresh: registry)
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: replied.wait(timeout) and {"state": "claimed", "token": 1}
     job = a_job()
     try:
         with anyio.move_on_after(0.2):  # a trainer's own timeout around the resolve
-            await _ray_resolve._coordinate(ray, job, fresh=False, started=anyio.current_time())
+            await _ray_claim._coordinate(ray, job, fresh=False, started=anyio.current_time())
     finally:
         replied.set()
     assert [name for name, _ in sent] == ["claim", "abandon"]
@@ -359,7 +359,7 @@ async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A claimant that publishes a hit of its host's cache is named as sharing, not measuring."""
-    from chunktune import _ray_resolve
+    from chunktune import _ray_claim
 
     published: list[tuple[object, ...]] = []
     registry = types.SimpleNamespace(
@@ -375,15 +375,15 @@ async def test_an_answer_a_claimant_found_in_its_hosts_cache_is_not_said_to_be_i
     async def found(started: float, asked: Ask) -> chunktune.Decision:
         return hit  # another process of this host stored it after the local check
 
-    monkeypatch.setattr(_ray_resolve, "resolve_since", found)
-    monkeypatch.setattr(_ray_resolve, "entry_of", lambda *_, **__: entry)
+    monkeypatch.setattr(_ray_claim, "resolve_since", found)
+    monkeypatch.setattr(_ray_claim, "entry_of", lambda *_, **__: entry)
     job = a_job()
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: None
-    await _ray_resolve._sweep(ray, registry, job, "w1", {"state": "claimed", "token": 1}, 0.0)
+    await _ray_claim._sweep(ray, registry, job, "w1", {"state": "claimed", "token": 1}, 0.0)
     by = published[0][3]
     assert by == "w1 (from its host's cache)"
-    adopted = await _ray_resolve._adopt(job, entry, str(by), math.inf)
+    adopted = await _ray_claim._adopt(job, entry, str(by), math.inf)
     assert "measured by w1" not in adopted.reason
     assert "measured on vm, shared by w1 (from its host's cache)" in adopted.reason
 
@@ -478,7 +478,7 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     import anyio
     import attrs
 
-    from chunktune import _locks, _ray_resolve
+    from chunktune import _locks, _ray_claim
     from chunktune._events import ProgressEvent
 
     monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.05)
@@ -502,13 +502,13 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     registry = types.SimpleNamespace(
         claim=types.SimpleNamespace(remote=claim), wait=types.SimpleNamespace(remote=wait)
     )
-    monkeypatch.setattr(_ray_resolve, "registry_handle", lambda ray, fresh: registry)
+    monkeypatch.setattr(_ray_claim, "registry_handle", lambda ray, fresh: registry)
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: ref()
     job = a_job()
     job = attrs.evolve(job, asked=attrs.evolve(job.asked, on_progress=on_progress))
     with anyio.fail_after(60):  # a hang detector, not a timing
-        d = await _ray_resolve._coordinate(ray, job, fresh=False, started=anyio.current_time())
+        d = await _ray_claim._coordinate(ray, job, fresh=False, started=anyio.current_time())
     assert (d.source, d.chunk_size) == ("fallback", None)
     assert [e.kind for e in events] == ["waiting", "waiting"]
     first, second = (e.message for e in events)

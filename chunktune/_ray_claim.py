@@ -1,0 +1,421 @@
+"""What a Ray worker does with the registry on a miss: claim the job, or wait for its answer.
+
+One concern: the protocol a worker runs against the registry actor (``_ray_registry``)
+once its host's caches had no answer. It asks for the claim; the claimant resolves on
+its own host, renewing its lease with heartbeats, then publishes what it stored (or
+the failure, or gives the claim back); a waiter waits in bounded slices, telling the
+wait as a plain resolve does, and stores the answer it is given in its host's cache.
+Every registry call is bounded in time and a failed one counts as the registry being
+gone: it is looked up anew once, then :func:`coordinated` says so and the caller
+(``_ray_resolve``) resolves on its host alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import attrs
+
+from . import _locks
+from ._cache_entry import CacheEntry
+from ._decision import Decision
+from ._events import ProgressCallback, ProgressEvent
+from ._flights import Guarded
+from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
+from ._ray_registry import registry_handle
+from ._request import entry_decision, worth_storing
+from ._resolve import resolve_since
+from ._settings import Policy
+from ._threads import wait_in_thread
+
+__all__ = ["coordinated", "deadline"]
+
+logger = logging.getLogger("chunktune")
+
+_CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
+
+
+class _RegistryGone(Exception):
+    """The registry actor could not be reached; the caller resolves on its host alone."""
+
+
+class _OutOfTime(_RegistryGone):
+    """The registry had not answered when the policy's ``hard_limit_s`` ran out."""
+
+
+async def _call(
+    ray: Any, submit: Callable[[], Any], limit_s: float = _CALL_TIMEOUT_S, until: float = math.inf
+) -> Any:
+    """The result of the registry call ``submit()`` makes, waited for in a worker thread.
+
+    Submitting is inside the guard too: a handle from an earlier Ray session (``ray.init``
+    again in this process) fails there, and so does a Ray shut down meanwhile, which is
+    never started again on the caller's behalf. The wait ends after ``limit_s`` seconds,
+    or at ``until`` (the loop's clock: the resolve's hard limit), whichever comes first.
+
+    Raises:
+        _OutOfTime: ``until`` came before the answer.
+        _RegistryGone: Ray is not initialised any more (shut down meanwhile, too), or
+            the call failed or took longer than ``limit_s`` seconds.
+    """
+    if not ray.is_initialized():
+        raise _RegistryGone("Ray is not initialised in this process any more")
+    left = until - anyio.current_time()
+    if left <= 0:
+        raise _OutOfTime("the hard limit ran out first")
+    try:
+        get = functools.partial(ray.get, submit(), timeout=min(limit_s, left))
+        return await wait_in_thread(get, abandon_on_cancel=True)
+    except SystemExit as exc:
+        # what a ray.get raises when this process's Ray is shut down under it; in a
+        # worker that Ray is ending, Ray is still up here and the exit goes on
+        if ray.is_initialized():
+            raise
+        raise _RegistryGone("Ray was shut down in this process meanwhile") from exc
+    except Exception as exc:
+        if anyio.current_time() >= until:
+            raise _OutOfTime("the hard limit ran out first") from exc
+        raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+
+
+@attrs.define
+class _Waiting:
+    """A worker's wait for other workers' sweeps, told as a plain resolve tells its waits.
+
+    Once the wait has lasted :data:`_locks.REPORT_AFTER_S` seconds, each claimant it is
+    for is told once (a takeover brings a new one): a ``"waiting"`` progress event,
+    ``elapsed_s`` the seconds waited so far, and an INFO line.
+    """
+
+    node_type: str
+    on_progress: ProgressCallback | None
+    started: float | None = None  # the loop's clock at the first "busy" reply
+    told: str | None = None  # the claimant last told
+
+    def busy(self, holder: str, held_s: float | None) -> float:
+        """Note that ``holder`` sweeps (its claim ``held_s`` seconds old, None: unknown),
+        telling it if due; the seconds until a report is due (``inf``: none is)."""
+        now = anyio.current_time()
+        if self.started is None:
+            self.started = now
+        waited = now - self.started
+        if holder == self.told:
+            return math.inf
+        if waited < _locks.REPORT_AFTER_S:
+            return _locks.REPORT_AFTER_S - waited
+        self.told = holder
+        # a registry of an older chunktune does not say how old the claim is
+        since = time.time() - (waited if held_s is None else held_s)
+        message = (
+            f"waiting for another worker's sweep of node type {self.node_type} "
+            f"({holder}, since {time.strftime('%H:%M:%S', time.localtime(since))})"
+        )
+        logger.info("chunktune: %s", message)
+        if self.on_progress is not None:
+            self.on_progress(ProgressEvent(kind="waiting", elapsed_s=waited, message=message))
+        return math.inf
+
+
+def deadline(policy: Policy, started: float) -> float:
+    """Where the policy's ``hard_limit_s``, counted from ``started``, ends (inf without one)."""
+    return math.inf if policy.hard_limit_s is None else started + policy.hard_limit_s
+
+
+def _tell(ray: Any, submit: Callable[[], Any]) -> None:
+    """Send a registry call whose answer nobody waits for (a heartbeat, a release)."""
+    if not ray.is_initialized():
+        return  # shut down meanwhile: a call would start a Ray of its own
+    try:
+        submit()
+    except Exception as exc:  # a lapsed lease does what this call would have
+        logger.debug("chunktune: registry call not sent (%r)", exc)
+
+
+async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision:
+    """Another worker's answer: stored here, and returned by ``until`` (``hard_limit_s``).
+
+    A write stuck behind another process's lock on this host's cache goes on in the
+    background past it (it is atomic), so the answer is not held up.
+    """
+    key = job.local_key(entry.policy_hash)
+    with anyio.CancelScope(deadline=until):
+        await wait_in_thread(store, job, key, entry, abandon_on_cancel=True)
+    decision = attrs.evolve(
+        entry_decision(entry, key, job.native),
+        reason=f"node type {job.node_type}'s answer, measured on {entry.host}, shared by "
+        f"{by}: {entry.reason}",
+    )
+    return report_decision(decision, job.settings)
+
+
+async def _measure(ray: Any, registry: Any, job: Job, token: object, started: float) -> Decision:
+    """The claimant's own resolve, its lease renewed meanwhile; on failure the claim goes back.
+
+    Raises:
+        whatever :func:`resolve_since` raised, and a cancellation: the claim is
+        released first, so no worker of the type waits out the lease.
+    """
+    lease_s = job.settings.ray.lease_s
+
+    async def heartbeat() -> None:
+        while True:
+            await anyio.sleep(lease_s / 4)
+            _tell(ray, lambda: registry.heartbeat.remote(job.registry_key, token, lease_s))
+
+    failure: Exception | None = None
+    decision: Decision | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            try:
+                decision = await resolve_since(started, job.asked)
+            except Exception as exc:  # re-raised below, outside the task group
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseException:
+        # cancelled: give the claim up now rather than after a lease
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        raise
+    if failure is not None:
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        raise failure
+    assert decision is not None
+    return decision
+
+
+async def _outcome(
+    registry: Any, job: Job, token: object, holder: str, decision: Decision
+) -> Callable[[], Any]:
+    """The registry call that tells the claimant's ``decision``: its failure, or its entry."""
+    if decision.source == "fallback":
+        reason = decision.reason
+        return functools.partial(registry.fail.remote, job.registry_key, token, reason, holder)
+    entry = await wait_in_thread(
+        functools.partial(
+            entry_of,
+            decision,
+            settings=job.settings,
+            policy=job.policy,
+            signature=job.signature,
+            device=job.device,
+            num_envs=job.asked.num_envs,
+            nthread=job.asked.nthread,
+            model_file=getattr(job.asked.workload, "model_file", None),
+        )
+    )
+    # a claimant whose host's cache held the answer by now measured nothing itself
+    by = holder if decision.source == "benchmark" else f"{holder} (from its host's cache)"
+    return functools.partial(registry.publish.remote, job.registry_key, token, entry, by)
+
+
+async def _publish(ray: Any, send: Callable[[], Any], until: float) -> None:
+    """Send the claimant's outcome; waited for until ``until`` (``hard_limit_s``), not past it.
+
+    A registry gone by now is logged as a warning: the decision stands all the same.
+    """
+    try:
+        if anyio.current_time() >= until:
+            _tell(ray, send)  # past hard_limit_s: sent, not waited for
+        else:
+            await _call(ray, send, until=until)
+    except _OutOfTime:
+        pass  # submitted before the limit came: Ray delivers it; nobody waits for it
+    except _RegistryGone as exc:
+        logger.warning("chunktune: could not publish to the registry (%s)", exc)
+
+
+async def _sweep(
+    ray: Any, registry: Any, job: Job, holder: str, reply: dict[str, Any], started: float
+) -> Decision:
+    """This worker holds the claim: resolve here, renewing the lease, then publish.
+
+    ``hard_limit_s`` counts from ``started``, the resolve's start: the wait for the
+    claim spent part of it.
+    """
+    token: object = reply["token"]  # opaque: handed back to the registry as given
+    if reply.get("took_over"):
+        report(
+            f"node type {job.node_type}: took over the sweep from {reply['took_over']} "
+            f"(its claim lapsed: no heartbeat for {job.settings.ray.lease_s:g} s)",
+            job.settings,
+        )
+    decision = await _measure(ray, registry, job, token, started)
+    until = deadline(job.policy, started)
+    if decision.source == "fallback" and anyio.current_time() >= until:
+        # its own hard_limit_s ended it, not the workload: a worker with more time may
+        # measure, so the claim goes back instead of failing the node type for everyone
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        return decision
+    if decision.source != "fallback" and not worth_storing(decision):
+        # nothing but native timed (too slow for this worker's budget): nothing to share;
+        # the claim goes back, and the next worker of the type measures for itself
+        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        return decision
+    send = await _outcome(registry, job, token, holder, decision)
+    await _publish(ray, send, until)
+    return decision
+
+
+async def _look_up(ray: Any, *, fresh: bool, until: float) -> Any:
+    """The registry actor's handle (``fresh``: looked up anew, not this process's), by ``until``.
+
+    Raises:
+        _OutOfTime: the hard limit ran out during the lookup.
+        _RegistryGone: Ray is not initialised any more, or the lookup failed.
+    """
+    if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
+        raise _RegistryGone("Ray is not initialised in this process any more")
+    with anyio.CancelScope(deadline=until) as scope:
+        try:
+            registry = await wait_in_thread(
+                functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
+            )
+        except Exception as exc:
+            raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+    if scope.cancelled_caught:
+        raise _OutOfTime("the hard limit ran out while the registry was looked up")
+    return registry
+
+
+async def _claim(
+    ray: Any, registry: Any, job: Job, holder: str, since: object, until: float
+) -> dict[str, Any]:
+    """The registry's reply to ``holder``'s claim: an answer, the claim, a failure, or busy.
+
+    Raises:
+        _OutOfTime, _RegistryGone: as :func:`_call` does; and a cancellation. Past the
+            hard limit or cancelled, the claim is abandoned first.
+    """
+    try:
+        reply: dict[str, Any] = await _call(
+            ray,
+            functools.partial(
+                registry.claim.remote,
+                job.registry_key,
+                holder,
+                since=since,
+                refresh=job.asked.refresh,
+                lease_s=job.settings.ray.lease_s,
+            ),
+            until=until,
+        )
+    except (_OutOfTime, anyio.get_cancelled_exc_class()):
+        # the claim may yet be granted to nobody who waits (past the hard limit, or
+        # cancelled): give it up after it, or the type's workers wait out its lease
+        _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
+        raise
+    return reply
+
+
+async def _wait(
+    ray: Any,
+    registry: Any,
+    job: Job,
+    reply: dict[str, Any],
+    waiting: _Waiting,
+    wait_until: float,
+    limit_until: float,
+) -> Decision | None:
+    """Wait a slice for the sweep a busy ``reply`` names: None to ask again, or native at the end.
+
+    The wait ends at ``wait_until`` (``[ray] wait_timeout_s``) or at ``limit_until``
+    (``hard_limit_s``), whichever is first; then this worker keeps the native chunk.
+    """
+    options, limit = job.settings.ray, job.policy.hard_limit_s
+    waited = (
+        f"until the hard limit of {limit:g} s (hard_limit_s)"
+        if limit is not None and limit_until <= wait_until
+        else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
+    )
+    why = (
+        f"waited {waited} for {reply['holder']}'s sweep of node type "
+        f"{job.node_type}; nothing was cached"
+    )
+    report_in = waiting.busy(reply["holder"], reply.get("held_s"))
+    left = min(wait_until, limit_until) - anyio.current_time()
+    if left <= 0:
+        return report_decision(native_decision(job, why), job.settings)
+    # a wait still to be told wakes when it is due (the registry is asked again then)
+    slice_s = min(left, options.lease_s, report_in)
+    try:
+        await _call(
+            ray,
+            functools.partial(registry.wait.remote, job.registry_key, slice_s),
+            limit_s=slice_s + _CALL_TIMEOUT_S,
+            until=limit_until,
+        )
+    except _OutOfTime:  # the wait ran to the limit (its reply just after): say so
+        return report_decision(native_decision(job, why), job.settings)
+    return None
+
+
+async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Decision:
+    """Ask the registry until this worker has an answer, the claim, or must fall back.
+
+    ``fresh`` looks the registry up again instead of using this process's handle. The
+    wait for another worker's sweep ends at ``[ray] wait_timeout_s``, or at the policy's
+    ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
+    """
+    limit_until = deadline(job.policy, started)
+    registry = await _look_up(ray, fresh=fresh, until=limit_until)
+    holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
+    options = job.settings.ray
+    wait_until = anyio.current_time() + options.wait_timeout_s
+    since: object = None  # the registry's own (of its incarnation), handed back as given
+    on_progress = job.asked.on_progress
+    waiting = _Waiting(job.node_type, None if on_progress is None else Guarded(on_progress))
+    while True:
+        reply = await _claim(ray, registry, job, holder, since, limit_until)
+        since = reply["since"]
+        state = reply["state"]
+        if state == "answer":
+            return await _adopt(job, reply["entry"], reply["by"], limit_until)
+        if state == "claimed":
+            return await _sweep(ray, registry, job, holder, reply, started)
+        if state == "failed":
+            why = f"node type {job.node_type}'s sweep by {reply['by']} failed ({reply['reason']})"
+            return report_decision(native_decision(job, why), job.settings)
+        if options.while_sweeping == "native":
+            why = (
+                f"{reply['holder']} is measuring node type {job.node_type} now "
+                '([ray] while_sweeping = "native"); a later resolve picks its answer up'
+            )
+            return report_decision(native_decision(job, why), job.settings)
+        gave_up = await _wait(ray, registry, job, reply, waiting, wait_until, limit_until)
+        if gave_up is not None:
+            return gave_up
+
+
+async def coordinated(ray: Any, job: Job, started: float) -> Decision | None:
+    """The job's answer as the registry shares it across the cluster; None: it is unreachable.
+
+    ``hard_limit_s`` counts from ``started`` (the resolve's start): a registry that has
+    not answered by then leaves the native chunk, and nothing measured. A registry that
+    cannot be reached, with this process's handle or one looked up anew, is said in a
+    warning; the caller then resolves on its host alone.
+    """
+    # a killed registry, or one of an earlier Ray session, is looked up anew
+    for fresh in (False, True):
+        try:
+            return await _coordinate(ray, job, fresh=fresh, started=started)
+        except _OutOfTime:
+            why = (
+                f"gave up after the hard limit of {job.policy.hard_limit_s:g} s (hard_limit_s) "
+                "while the Ray registry had not answered; nothing was measured"
+            )
+            return report_decision(native_decision(job, why), job.settings)
+        except _RegistryGone as exc:
+            gone = exc
+    logger.warning(
+        "chunktune: the Ray registry is unreachable (%s); resolving on this host alone", gone
+    )
+    return None
