@@ -24,7 +24,8 @@ import attrs
 
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
-from ._locks import Holder, Lock
+from ._lock_note import Holder
+from ._locks import Lock
 from ._threads import call_soon, hop, loop_closed_probe, never
 
 __all__ = [

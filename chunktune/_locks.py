@@ -9,14 +9,12 @@ A lock whose file cannot be created (a read-only or missing directory, a home th
 is not a directory) degrades instead of failing the resolve, with one warning per
 path (for key locks, per directory): the sweep lock to a lock of this process, a key
 lock to none (this process's flight still makes its tasks share one sweep). Whoever
-holds a lock writes its pid, host and since when into ``<lock>.holder``, so that a waiter
-can say whom it waits for.
+holds a lock notes who it is beside it (``_lock_note``).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import re
@@ -29,15 +27,14 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import attrs
 import filelock
 import platformdirs
 
+from ._lock_note import Holder, note_path, read_note, write_note
 from ._threads import hop
 
 __all__ = [
     "SWEEP_LOCK_ENV",
-    "Holder",
     "Lock",
     "acquire",
     "hold",
@@ -104,23 +101,9 @@ def sweep_lock_litter() -> list[Path]:
     here, own = socket.gethostname(), sweep_lock_path()
     with suppress(OSError):
         files = sorted(root.glob("chunktune-sweep-*.lock"))
-        noted = [(f, _read_note(f.with_name(f.name + ".holder"))) for f in files]
+        noted = [(f, read_note(note_path(f))) for f in files]
         return [f for f, n in noted if f == own or (n is not None and n.host == here)]
     return []
-
-
-def _read_note(path: Path) -> Holder | None:
-    """The holder a note at ``path`` names, or None without a readable note.
-
-    A note written before hosts were noted is this host's (it was then the sweep
-    lock's, which never left the host, or a key lock's on a local disk).
-    """
-    try:
-        note = json.loads(path.read_text())
-        host = str(note.get("host") or socket.gethostname())
-        return Holder(pid=int(note["pid"]), since=float(note["since"]), host=host)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
 
 
 def remove_idle(files: Iterable[Path]) -> int:
@@ -142,7 +125,7 @@ def remove_idle(files: Iterable[Path]) -> int:
             # another `clear` may have put a new, held file where this one was
             if holds_file_at(lock, file):
                 # a note beside an idle lock is a holder's that was killed
-                file.with_name(file.name + ".holder").unlink(missing_ok=True)
+                note_path(file).unlink(missing_ok=True)
                 file.unlink()
                 removed += 1
         except OSError:
@@ -168,23 +151,6 @@ def this_machine() -> str:
         name = ""
     name = name or socket.gethostname() or "local"
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
-@attrs.frozen
-class Holder:
-    """Who holds a lock: a process id, since when (Unix seconds), and on which host
-    (a key lock beside a cache on a shared home may be held by another node's process)."""
-
-    pid: int
-    since: float
-    host: str = attrs.field(factory=socket.gethostname)
-
-    def describe(self) -> str:
-        """``"pid 4242, since 14:03:07"`` (local time), ``"pid 4242 on node17, ..."`` when
-        the holder is another host's process."""
-        where = "" if self.host == socket.gethostname() else f" on {self.host}"
-        at = time.strftime("%H:%M:%S", time.localtime(self.since))
-        return f"pid {self.pid}{where}, since {at}"
 
 
 _warned: set[tuple[Path, str]] = set()
@@ -258,7 +224,7 @@ class Lock:
     @property
     def holder_path(self) -> Path:
         """Where the holder's pid, host and start time are written."""
-        return self.path.with_name(self.path.name + ".holder")
+        return note_path(self.path)
 
     def _fall_back(self, exc: OSError) -> None:
         self.mode = self.degrade
@@ -279,7 +245,7 @@ class Lock:
                 self._fall_back(exc)
             else:
                 if got:
-                    self._write_holder()
+                    write_note(self.holder_path)
                 return got
         if self.mode == "local":
             lock, holders = self._local()
@@ -340,12 +306,7 @@ class Lock:
         if self.mode == "local":
             holders = self._local()[1]
             return holders[0] if holders else None
-        return _read_note(self.holder_path)
-
-    def _write_holder(self) -> None:
-        with suppress(OSError):  # only a waiter's message loses the pid
-            note = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
-            self.holder_path.write_text(json.dumps(note))
+        return read_note(self.holder_path)
 
     def _local(self) -> tuple[threading.Lock, list[Holder]]:
         with _state_lock:

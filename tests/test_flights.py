@@ -20,7 +20,7 @@ import pytest
 from _forking import run_forked
 
 import chunktune
-from chunktune import Decision, ProgressEvent, _flights, _locks
+from chunktune import Decision, ProgressEvent, _flights, _lock_note, _locks
 from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -315,7 +315,7 @@ async def test_a_waiting_event_says_how_long_the_wait_has_lasted() -> None:
     watch = _flights.Watch(events.append, native=3, policy_name="balanced")
     on_wait = watch.waiting("sweep", _locks.sweep_lock())
     await anyio.sleep(0.05)  # the wait goes on until the lock's holder is told of
-    on_wait(_locks.Holder(pid=4242, since=time.time()))
+    on_wait(_lock_note.Holder(pid=4242, since=time.time()))
     assert [e.kind for e in events] == ["waiting"]
     assert events[0].message.startswith("waiting for another sweep (pid 4242, since ")
     assert events[0].elapsed_s >= 0.05

@@ -20,7 +20,7 @@ import pytest
 from _holders import holding, holding_async
 
 import chunktune
-from chunktune import ProgressEvent, _locks
+from chunktune import ProgressEvent, _lock_note, _locks
 from chunktune._locks import SWEEP_LOCK_ENV, Lock, hold_blocking, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -337,7 +337,7 @@ async def test_a_wait_reports_again_when_another_process_takes_the_lock_over(
     seen: list[str] = []
     news = [anyio.Event(), anyio.Event()]
 
-    def report(holder: _locks.Holder | None) -> None:
+    def report(holder: _lock_note.Holder | None) -> None:
         seen.append(holder.describe().split(", since")[0] if holder else "-")
         news[min(len(seen), 2) - 1].set()
 
@@ -366,7 +366,7 @@ def note_written_late(monkeypatch: pytest.MonkeyPatch, pid: int, host: str) -> l
     looks: list[Lock] = []
     real = Lock.holder
 
-    def looking(self: Lock) -> _locks.Holder | None:
+    def looking(self: Lock) -> _lock_note.Holder | None:
         looks.append(self)
         if len(looks) == 3:
             self.holder_path.write_text(json.dumps({"pid": pid, "since": 0.0, "host": host}))
@@ -376,12 +376,12 @@ def note_written_late(monkeypatch: pytest.MonkeyPatch, pid: int, host: str) -> l
     return looks
 
 
-async def first_report(lock: Lock) -> list[_locks.Holder | None]:
+async def first_report(lock: Lock) -> list[_lock_note.Holder | None]:
     """What a wait for ``lock``, held by another process, reports until its first report."""
-    seen: list[_locks.Holder | None] = []
+    seen: list[_lock_note.Holder | None] = []
     reported = anyio.Event()
 
-    def report(holder: _locks.Holder | None) -> None:
+    def report(holder: _lock_note.Holder | None) -> None:
         seen.append(holder)
         reported.set()
 

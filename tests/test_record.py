@@ -319,7 +319,8 @@ def test_a_recording_names_itself_as_the_sweep_lock_holder(
 ) -> None:
     """While recording, the sweep lock's holder note names this process, as a sweep's does."""
     import chunktune._cli._record_cmd as record_cmd
-    from chunktune._locks import Holder, sweep_lock
+    from chunktune._lock_note import Holder
+    from chunktune._locks import sweep_lock
 
     seen: list[Holder | None] = []
 
