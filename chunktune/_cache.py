@@ -42,7 +42,7 @@ from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, par
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_quarantine import Quarantine
 from ._errors import CacheError
-from ._locks import remove_idle, sweep_lock_litter
+from ._lock_files import remove_idle, sweep_lock_litter
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._validators import is_path, shown, user_path
 
@@ -351,7 +351,7 @@ class DecisionCache:
         Debris: key-lock files no process holds (and the notes of holders killed
         while holding them), this host's default sweep-lock files that none holds (one
         per boot, left by a sweeper killed while holding it;
-        :func:`chunktune._locks.sweep_lock_litter`), and temporary files of writers
+        :func:`chunktune._lock_files.sweep_lock_litter`), and temporary files of writers
         that died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
 
         Raises:

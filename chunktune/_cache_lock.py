@@ -16,7 +16,7 @@ from pathlib import Path
 import filelock
 
 from ._cache_file import CacheFile
-from ._locks import holds_file_at, remove_idle
+from ._lock_files import holds_file_at, remove_idle
 
 __all__ = [
     "WRITE_BYTES_PER_S",
@@ -62,7 +62,7 @@ def key_lock(cache: Path, key: str) -> filelock.BaseFileLock:
 
 
 def remove_idle_key_locks(cache: Path) -> int:
-    """Delete the key-lock files no process holds now (:func:`chunktune._locks.remove_idle`)."""
+    """Delete the key-lock files no process holds now (:func:`_lock_files.remove_idle`)."""
     with contextlib.suppress(OSError):
         return remove_idle(sorted((cache.parent / "locks").glob("*.lock")))
     return 0

@@ -1,9 +1,9 @@
-"""Cross-process locks held from async code, and where the machine-wide sweep lock lives.
+"""Cross-process locks held from async code: the machine's sweep lock and a cache key's lock.
 
 Two sweeps at once on one machine ruin each other's timings, so a sweep holds the
-sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep-<machine>.lock`` in the
-user cache root); a process that measures one cache key holds that key's lock, so other
-processes wait for its answer instead of measuring again.
+sweep lock (where it lives: ``_lock_files``); a process that measures one cache key
+holds that key's lock, so other processes wait for its answer instead of measuring
+again.
 
 A lock whose file cannot be created (a read-only or missing directory, a home that
 is not a directory) degrades instead of failing the resolve, with one warning per
@@ -17,41 +17,32 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
-import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Literal
 
 import anyio
 import filelock
-import platformdirs
 
+from ._lock_files import SWEEP_LOCK_ENV, holds_file_at, sweep_lock_path
 from ._lock_note import Holder, note_path, read_note, write_note
 from ._threads import hop
 
 __all__ = [
-    "SWEEP_LOCK_ENV",
     "Lock",
     "acquire",
     "hold",
     "hold_blocking",
-    "holds_file_at",
     "key_lock",
     "noted_holder",
-    "remove_idle",
     "sweep_lock",
-    "sweep_lock_litter",
-    "sweep_lock_path",
-    "this_machine",
 ]
 
 logger = logging.getLogger("chunktune")
 
-SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
 _POLL_S = 0.02  # first pause between attempts; it grows to _POLL_MAX_S
 _POLL_MAX_S = 0.25
 REPORT_AFTER_S = 1.0  # a wait longer than this is reported
@@ -60,97 +51,6 @@ RELOOK_S = 2.0  # then who holds the lock is read again this often: reported if 
 # again on each attempt for this long before it reports the holder unknown.
 NOTE_GRACE_S = 1.0
 _VANISHED_TRIES = 4  # tries in a row that find no lock file before it is deemed unmakeable
-
-
-def sweep_lock_path() -> Path:
-    """The machine-wide (per user) lock that keeps two sweeps from measuring at once.
-
-    ``$CHUNKTUNE_SWEEP_LOCK`` (``~`` expanded, as in ``$CHUNKTUNE_CACHE``: a value no
-    shell expanded must not name a ``~`` folder in each process's working directory,
-    where processes started in different ones would not exclude each other), else
-    ``chunktune-sweep-<machine>.lock`` in the user cache root, named for this machine
-    (:func:`this_machine`): a cluster's nodes often share the home directory, and one
-    lock there would make every node's sweep wait for every other's.
-    """
-    env = os.environ.get(SWEEP_LOCK_ENV)
-    if env:
-        try:
-            return Path(env).expanduser()
-        except RuntimeError:  # no such user's home: the path as written, as before
-            return Path(env)
-    root = platformdirs.user_cache_path(appauthor=False)
-    return root / f"chunktune-sweep-{this_machine()}.lock"
-
-
-def sweep_lock_litter() -> list[Path]:
-    """This host's default sweep-lock files in the user cache root, of every boot (none
-    while ``$CHUNKTUNE_SWEEP_LOCK`` names the lock instead).
-
-    Each holder removes its file as it lets go; one killed while holding it leaves it,
-    and its note, and a new boot never opens it again (:func:`remove_idle` clears
-    those). Only this host's files are listed: the one named for this machine now,
-    whatever its note (none, or one cut short, where its holder was killed while
-    writing or removing it), and any other whose note names this host. On a home that
-    the nodes of a cluster share, a mount whose locks do not reach across hosts would
-    let this host take, and delete, a file another host's sweeper holds; so a file of
-    another boot without a readable note, which could be any host's, stays.
-    """
-    if os.environ.get(SWEEP_LOCK_ENV):
-        return []
-    root = platformdirs.user_cache_path(appauthor=False)
-    here, own = socket.gethostname(), sweep_lock_path()
-    with suppress(OSError):
-        files = sorted(root.glob("chunktune-sweep-*.lock"))
-        noted = [(f, read_note(note_path(f))) for f in files]
-        return [f for f, n in noted if f == own or (n is not None and n.host == here)]
-    return []
-
-
-def remove_idle(files: Iterable[Path]) -> int:
-    """Delete the lock files among ``files`` that no process holds now; returns how many went.
-
-    Each is taken without waiting and unlinked while held, with the holder's note
-    a killed holder left beside it: a process that opened the old file meanwhile
-    finds it unlinked once it gets the lock, and retries on a fresh file
-    (:func:`holds_file_at`). One that is held stays, and so does its note.
-    """
-    removed = 0
-    for file in files:
-        lock = filelock.FileLock(file, thread_local=False)
-        try:
-            lock.acquire(timeout=0)
-        except (filelock.Timeout, OSError):
-            continue
-        try:
-            # another `clear` may have put a new, held file where this one was
-            if holds_file_at(lock, file):
-                # a note beside an idle lock is a holder's that was killed
-                note_path(file).unlink(missing_ok=True)
-                file.unlink()
-                removed += 1
-        except OSError:
-            pass
-        finally:
-            lock.release()
-    return removed
-
-
-_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-
-
-def this_machine() -> str:
-    """A name for the machine whose cores a sweep measures, fit for a file name.
-
-    Linux's boot id (12 hex digits of it): one per running kernel, so the containers of
-    one host, which share its cores, share it, and the hosts of a cluster differ. Else
-    the host name, else ``"local"``.
-    """
-    try:
-        name = _BOOT_ID.read_text().strip().replace("-", "")[:12]
-    except (OSError, UnicodeDecodeError):
-        name = ""
-    name = name or socket.gethostname() or "local"
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 _warned: set[tuple[Path, str]] = set()
@@ -174,22 +74,6 @@ def _warn_once(path: Path, what: str, instead: str, exc: OSError) -> None:
             return
         _warned.add((path, what))
     logger.warning("chunktune: cannot use %s %s (%s); %s", what, path, exc.strerror or exc, instead)
-
-
-def holds_file_at(lock: filelock.BaseFileLock, path: Path) -> bool:
-    """Whether ``path`` still names the file that ``lock`` (held) has locked.
-
-    A lock file removed (by ``cache clear``) after a waiter opened it is locked by that
-    waiter to no effect: whoever opens the path next gets another file. filelock 4
-    retries such a file itself; the 3.x releases the dependency floor allows do not.
-    """
-    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
-    if not isinstance(fd, int):  # a filelock that keeps no descriptor: trust it
-        return True
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except OSError:
-        return False
 
 
 class Lock:

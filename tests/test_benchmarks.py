@@ -19,7 +19,7 @@ import pytest
 from _holders import holding
 from _pools import remembering
 
-from chunktune._locks import sweep_lock_path
+from chunktune._lock_files import sweep_lock_path
 from chunktune._trace import Trace, dump_trace
 from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
 

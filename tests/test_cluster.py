@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import chunktune
-from chunktune._locks import SWEEP_LOCK_ENV
+from chunktune._lock_files import SWEEP_LOCK_ENV
 
 HANG_GUARD_S = 120.0  # not a speed limit: a hang fails the test instead of the suite
 
@@ -28,10 +28,10 @@ host, job, mode, out = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
 others = [h for h in sys.argv[5].split(",") if h != host]
 socket.gethostname = lambda: host  # before chunktune is imported
 import chunktune
-from chunktune import _locks
+from chunktune import _lock_files, _locks
 from chunktune.sim import SimulatedWorkload
 
-_locks._BOOT_ID = out / f"{host}.boot_id"
+_lock_files._BOOT_ID = out / f"{host}.boot_id"
 BARRIER_S = 90.0  # a hang guard: only a sweep that never overlaps the others' reaches it
 _locks.REPORT_AFTER_S = 0.0
 _locks.NOTE_GRACE_S = BARRIER_S  # a wait is reported once it can name the sweeper

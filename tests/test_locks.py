@@ -20,8 +20,9 @@ import pytest
 from _holders import holding, holding_async
 
 import chunktune
-from chunktune import ProgressEvent, _lock_note, _locks
-from chunktune._locks import SWEEP_LOCK_ENV, Lock, hold_blocking, key_lock
+from chunktune import ProgressEvent, _lock_files, _lock_note, _locks
+from chunktune._lock_files import SWEEP_LOCK_ENV
+from chunktune._locks import Lock, hold_blocking, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -45,7 +46,7 @@ def test_the_sweep_lock_variable_expands_the_home(
     """A ~ in $CHUNKTUNE_SWEEP_LOCK (as no shell expanded it) names the home, not a ~ folder."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", "~/locks/sweep.lock")
-    assert _locks.sweep_lock_path() == tmp_path / "locks" / "sweep.lock"
+    assert _lock_files.sweep_lock_path() == tmp_path / "locks" / "sweep.lock"
 
 
 def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
@@ -56,7 +57,7 @@ def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
     first = chunktune.resolve_sync(uneven("a"))
     second = chunktune.resolve_sync(uneven("b"))
     assert (first.source, second.source) == ("benchmark", "benchmark")
-    assert str(unusable_home) in str(_locks.sweep_lock_path())
+    assert str(unusable_home) in str(_lock_files.sweep_lock_path())
     assert len(warnings_about(caplog, "cannot use the sweep lock")) == 1
     # the cache is warned about once, and no key lock is taken beside a cache that
     # cannot store the answer another process would wait for; no key is cached
@@ -248,8 +249,8 @@ def test_a_lock_on_a_file_removed_after_it_was_opened_is_not_held(
 HOLD_ANOTHER_MACHINES_SWEEP_LOCK = """
 import sys, time
 from pathlib import Path
-from chunktune import _locks
-_locks._BOOT_ID = Path(sys.argv[1])  # another kernel: another host of the cluster
+from chunktune import _lock_files, _locks
+_lock_files._BOOT_ID = Path(sys.argv[1])  # another kernel: another host of the cluster
 lock = _locks.sweep_lock()
 assert lock.try_acquire()
 print("held", flush=True)
@@ -268,7 +269,7 @@ def test_hosts_sharing_a_home_directory_sweep_at_once(
     boot = {host: tmp_path / f"{host}.boot_id" for host in ("this", "other")}
     boot["this"].write_text("0b7c2f7e-1d4a-4c7e-9f3e-aa0000000001\n")
     boot["other"].write_text("5e1a9c44-77b2-4f0d-8e6c-bb0000000002\n")
-    monkeypatch.setattr(_locks, "_BOOT_ID", boot["this"], raising=False)
+    monkeypatch.setattr(_lock_files, "_BOOT_ID", boot["this"], raising=False)
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", SWEEP_LOCK_ENV)}
     with subprocess.Popen(
         [sys.executable, "-c", HOLD_ANOTHER_MACHINES_SWEEP_LOCK, str(boot["other"])],
@@ -300,7 +301,7 @@ def test_a_machines_sweep_lock_file_goes_with_its_holder(
     for n in range(3):
         boot = tmp_path / f"boot{n}"
         boot.write_text(f"{n:08x}-1d4a-4c7e-9f3e-aa0000000001\n")
-        monkeypatch.setattr(_locks, "_BOOT_ID", boot)
+        monkeypatch.setattr(_lock_files, "_BOOT_ID", boot)
         d = chunktune.resolve_sync(uneven(f"job{n}"), policy="quick")
         assert d.source == "benchmark"
     assert list((home / ".cache").glob("chunktune-sweep-*")) == []
@@ -320,9 +321,9 @@ def test_the_containers_of_one_host_share_its_sweep_lock(monkeypatch: pytest.Mon
     """Host names differ between containers; the kernel's boot id, and so the lock, does not."""
     paths = set()
     for name in ("web-1", "trainer-7"):
-        monkeypatch.setattr(_locks.socket, "gethostname", lambda name=name: name)
+        monkeypatch.setattr(_lock_files.socket, "gethostname", lambda name=name: name)
         monkeypatch.delenv(SWEEP_LOCK_ENV, raising=False)
-        paths.add(_locks.sweep_lock_path())
+        paths.add(_lock_files.sweep_lock_path())
     assert len(paths) == 1
 
 
@@ -480,7 +481,7 @@ def test_clear_removes_this_machines_sweep_lock_file_without_a_readable_note(
     env = {k: v for k, v in os.environ.items() if k != SWEEP_LOCK_ENV}
     killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_WRITING_ITS_NOTE], env=env)
     assert killed.returncode < 0
-    own = _locks.sweep_lock_path()
+    own = _lock_files.sweep_lock_path()
     assert own.exists() and own.with_name(own.name + ".holder").read_text() == ""
     if note == "none":  # killed as it let go, between removing its note and its file
         own.with_name(own.name + ".holder").unlink()
@@ -494,6 +495,6 @@ def test_a_lock_that_keeps_no_descriptor_is_trusted(tmp_path: Path) -> None:
     """holds_file_at trusts a filelock that exposes no descriptor, rather than retrying forever."""
     path = tmp_path / "x.lock"
     path.touch()
-    assert _locks.holds_file_at(types.SimpleNamespace(), path)  # type: ignore[arg-type]
+    assert _lock_files.holds_file_at(types.SimpleNamespace(), path)  # type: ignore[arg-type]
     no_fd = types.SimpleNamespace(_context=types.SimpleNamespace(lock_file_fd=None))
-    assert _locks.holds_file_at(no_fd, path)  # type: ignore[arg-type]
+    assert _lock_files.holds_file_at(no_fd, path)  # type: ignore[arg-type]
