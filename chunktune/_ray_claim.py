@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import attrs
 
-from . import _locks
+from . import _lock_wait
 from ._cache_entry import CacheEntry
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
@@ -90,7 +90,7 @@ async def _call(
 class _Waiting:
     """A worker's wait for other workers' sweeps, told as a plain resolve tells its waits.
 
-    Once the wait has lasted :data:`_locks.REPORT_AFTER_S` seconds, each claimant it is
+    Once the wait has lasted :data:`_lock_wait.REPORT_AFTER_S` seconds, each claimant it is
     for is told once (a takeover brings a new one): a ``"waiting"`` progress event,
     ``elapsed_s`` the seconds waited so far, and an INFO line.
     """
@@ -109,8 +109,8 @@ class _Waiting:
         waited = now - self.started
         if holder == self.told:
             return math.inf
-        if waited < _locks.REPORT_AFTER_S:
-            return _locks.REPORT_AFTER_S - waited
+        if waited < _lock_wait.REPORT_AFTER_S:
+            return _lock_wait.REPORT_AFTER_S - waited
         self.told = holder
         # a registry of an older chunktune does not say how old the claim is
         since = time.time() - (waited if held_s is None else held_s)

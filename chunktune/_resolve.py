@@ -29,7 +29,8 @@ from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
-from ._locks import Lock, acquire, hold, key_lock, sweep_lock
+from ._lock_wait import acquire, hold
+from ._locks import Lock, key_lock, sweep_lock
 from ._probe import SweepResult
 from ._request import (
     Ask,

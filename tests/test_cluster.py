@@ -28,13 +28,13 @@ host, job, mode, out = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
 others = [h for h in sys.argv[5].split(",") if h != host]
 socket.gethostname = lambda: host  # before chunktune is imported
 import chunktune
-from chunktune import _lock_files, _locks
+from chunktune import _lock_files, _lock_wait
 from chunktune.sim import SimulatedWorkload
 
 _lock_files._BOOT_ID = out / f"{host}.boot_id"
 BARRIER_S = 90.0  # a hang guard: only a sweep that never overlaps the others' reaches it
-_locks.REPORT_AFTER_S = 0.0
-_locks.NOTE_GRACE_S = BARRIER_S  # a wait is reported once it can name the sweeper
+_lock_wait.REPORT_AFTER_S = 0.0
+_lock_wait.NOTE_GRACE_S = BARRIER_S  # a wait is reported once it can name the sweeper
 
 
 class OnHost(SimulatedWorkload):

@@ -20,7 +20,7 @@ import pytest
 from _forking import run_forked
 
 import chunktune
-from chunktune import Decision, ProgressEvent, _flights, _lock_note, _locks
+from chunktune import Decision, ProgressEvent, _flights, _lock_note, _lock_wait, _locks
 from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -351,7 +351,7 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A waiter giving up after the holder it reported was killed names the one measuring now."""
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
     pol = attrs.evolve(small_policy(), time_budget_s=0.05, hard_limit_s=0.5)
     w = workload("taken-over")
     lock = isolated / "locks" / f"{chunktune.resolve_sync(w, policy=pol).key}.lock"

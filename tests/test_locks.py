@@ -20,9 +20,10 @@ import pytest
 from _holders import holding, holding_async
 
 import chunktune
-from chunktune import ProgressEvent, _lock_files, _lock_note, _locks
+from chunktune import ProgressEvent, _lock_files, _lock_note, _lock_wait, _locks
 from chunktune._lock_files import SWEEP_LOCK_ENV
-from chunktune._locks import Lock, hold_blocking, key_lock
+from chunktune._lock_wait import hold_blocking
+from chunktune._locks import Lock, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -170,7 +171,7 @@ def test_a_wait_for_another_process_is_reported_and_bounded(
 ) -> None:
     """A wait for another process's sweep is reported once and hard_limit_s ends it with native."""
     # one 'waiting' report with the holder's pid; the fallback's reason names the holder
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
     caplog.set_level(logging.INFO, logger="chunktune")
     with subprocess.Popen(
         [sys.executable, "-c", HOLD_SWEEP_LOCK], stdout=subprocess.PIPE, text=True
@@ -332,8 +333,8 @@ async def test_a_wait_reports_again_when_another_process_takes_the_lock_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each new holder of a lock waited for is reported once; a missing note is no news."""
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
-    monkeypatch.setattr(_locks, "RELOOK_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "RELOOK_S", 0.0)
     lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
     seen: list[str] = []
     news = [anyio.Event(), anyio.Event()]
@@ -347,7 +348,7 @@ async def test_a_wait_reports_again_when_another_process_takes_the_lock_over(
 
     noted(111, "node1")
     async with anyio.create_task_group() as tg, holding_async(lock.path):
-        tg.start_soon(functools.partial(_locks.acquire, lock, on_wait=report))
+        tg.start_soon(functools.partial(_lock_wait.acquire, lock, on_wait=report))
         with anyio.fail_after(30):  # not a speed limit: a missing report fails, not hangs
             await news[0].wait()
         lock.holder_path.unlink()  # between two holders: nothing to say
@@ -387,7 +388,7 @@ async def first_report(lock: Lock) -> list[_lock_note.Holder | None]:
         reported.set()
 
     async with anyio.create_task_group() as tg, holding_async(lock.path):
-        tg.start_soon(functools.partial(_locks.acquire, lock, on_wait=report))
+        tg.start_soon(functools.partial(_lock_wait.acquire, lock, on_wait=report))
         with anyio.fail_after(30):  # not a speed limit: a missing report fails, not hangs
             await reported.wait()
     lock.release()
@@ -399,8 +400,8 @@ async def test_a_holder_whose_note_is_not_yet_written_is_named_once_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A wait that first looks between the holder's lock and its note reports the holder."""
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
-    monkeypatch.setattr(_locks, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
     looks = note_written_late(monkeypatch, 333, "n3")
     seen = await first_report(Lock(tmp_path / "x.lock", what="a lock", degrade="none"))
     assert len(looks) >= 3 and len(seen) == 1
@@ -412,8 +413,8 @@ async def test_a_holder_that_never_writes_its_note_is_reported_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A wait for a holder with no note reports it unknown once the note's grace is over."""
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
-    monkeypatch.setattr(_locks, "NOTE_GRACE_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "NOTE_GRACE_S", 0.0)
     seen = await first_report(Lock(tmp_path / "x.lock", what="a lock", degrade="none"))
     assert seen == [None]
 
@@ -424,13 +425,13 @@ def test_a_blocking_read_of_the_holder_waits_for_a_note_not_yet_written(
     """noted_holder names a holder whose note comes a moment late; None once the grace is over."""
     lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
     note_written_late(monkeypatch, 444, "n4")
-    monkeypatch.setattr(_locks, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
+    monkeypatch.setattr(_lock_wait, "NOTE_GRACE_S", 3600.0)  # the note surely comes first
     with holding(lock.path):
-        holder = _locks.noted_holder(lock)
+        holder = _lock_wait.noted_holder(lock)
         assert holder is not None and holder.describe().startswith("pid 444 on n4, since ")
         lock.holder_path.unlink()
-        monkeypatch.setattr(_locks, "NOTE_GRACE_S", 0.0)
-        assert _locks.noted_holder(lock) is None
+        monkeypatch.setattr(_lock_wait, "NOTE_GRACE_S", 0.0)
+        assert _lock_wait.noted_holder(lock) is None
 
 
 def test_a_holder_whose_file_was_replaced_leaves_the_new_one_at_release(tmp_path: Path) -> None:

@@ -478,10 +478,10 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     import anyio
     import attrs
 
-    from chunktune import _locks, _ray_claim
+    from chunktune import _lock_wait, _ray_claim
     from chunktune._events import ProgressEvent
 
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.05)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
     events: list[ProgressEvent] = []
 
     def on_progress(event: ProgressEvent) -> None:
@@ -514,7 +514,7 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     first, second = (e.message for e in events)
     assert first.startswith("waiting for another worker's sweep of node type a (w1, since ")
     assert second.startswith("waiting for another worker's sweep of node type a (w2, since ")
-    assert all(e.elapsed_s >= _locks.REPORT_AFTER_S for e in events)
+    assert all(e.elapsed_s >= _lock_wait.REPORT_AFTER_S for e in events)
 
 
 def test_ray_resolve_parses_an_unchanged_settings_file_once(

@@ -126,7 +126,7 @@ def test_the_trace_count_is_the_traces_recorded() -> None:
 
 def test_the_lock_wait_rereads_its_holder_as_often_as_said() -> None:
     """The README's interval for reading a lock's holder note again is the code's."""
-    from chunktune._locks import RELOOK_S
+    from chunktune._lock_wait import RELOOK_S
 
     said = re.search(r"it reads the note again every\s+(\d+(?:\.\d+)?) s", README)
     assert said and float(said.group(1)) == RELOOK_S

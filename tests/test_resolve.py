@@ -30,6 +30,7 @@ from chunktune import (
     UsageError,
     WorkloadError,
     _flights,
+    _lock_wait,
     _locks,
     _resolve,
 )
@@ -770,9 +771,9 @@ async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
     # caches nothing
     import attrs
 
-    from chunktune import _locks
+    from chunktune import _lock_wait
 
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
     blocked, release = threading.Event(), threading.Event()
 
     class Stuck(SimulatedWorkload):
@@ -1200,7 +1201,7 @@ async def test_a_task_that_takes_over_from_an_owner_cancelled_while_storing_read
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An owner cancelled while storing: the task sharing its sweep reads the entry, no sweep."""
-    monkeypatch.setattr(_locks, "REPORT_AFTER_S", 0.0)  # a wait for the key is reported at once
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)  # a wait for the key is reported at once
     writing, write = threading.Event(), threading.Event()
     put = chunktune.DecisionCache.put
 

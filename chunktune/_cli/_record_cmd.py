@@ -17,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .._atomic import check_writable, write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
-from .._locks import hold_blocking, noted_holder, sweep_lock
+from .._lock_wait import hold_blocking, noted_holder
+from .._locks import sweep_lock
 from .._record import check_sizes, record
 from .._trace import dump_trace
 from .._validators import spelled

@@ -15,7 +15,8 @@ from rich.console import Console
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
-from .._locks import hold_blocking, sweep_lock
+from .._lock_wait import hold_blocking
+from .._locks import sweep_lock
 from .._request import worth_storing
 from .._resolve import resolve
 from .._threads import wait_for_sweeps
