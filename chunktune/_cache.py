@@ -44,7 +44,8 @@ from ._cache_quarantine import Quarantine
 from ._errors import CacheError
 from ._lock_files import remove_idle, sweep_lock_litter
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
-from ._validators import is_path, shown, user_path
+from ._shown import shown
+from ._validators import is_path, user_path
 
 __all__ = [
     "DecisionCache",

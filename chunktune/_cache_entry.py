@@ -23,7 +23,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._decision import timings_to_ms
-from ._validators import shown
+from ._shown import shown
 from ._workload import MAX_COUNT
 
 __all__ = [

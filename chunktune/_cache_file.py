@@ -33,7 +33,7 @@ from ._cache_format import (
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
 from ._settled import Stat, Version, changed_lately, identity
-from ._validators import shown, shown_some
+from ._shown import shown, shown_some
 
 __all__ = ["CacheFile", "same_file"]
 

@@ -36,7 +36,7 @@ from ._cache_entry import (
 )
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
-from ._validators import shown
+from ._shown import shown
 
 __all__ = [
     "CHECKSUMS",

@@ -20,7 +20,8 @@ import attrs
 import numpy as np
 
 from ._errors import ConfigError
-from ._validators import integer, number, plain_numbers, positive_sizes, spelled
+from ._shown import spelled
+from ._validators import integer, number, plain_numbers, positive_sizes
 from ._workload import native_chunk, upper_chunk
 
 __all__ = [

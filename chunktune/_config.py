@@ -32,7 +32,8 @@ from ._settings import (
     Settings,
     unknown_policy,
 )
-from ._validators import is_path, shown, spelled
+from ._shown import shown, spelled
+from ._validators import is_path
 
 __all__ = [
     "CACHE_ENV",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._settings import unknown_policy
-from ._validators import spelled
+from ._shown import spelled
 
 __all__ = ["resolve_tables"]
 

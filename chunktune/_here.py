@@ -28,7 +28,7 @@ from ._request import (
     report,
 )
 from ._settings import Settings
-from ._validators import spelled
+from ._shown import spelled
 from ._workload import native_chunk, upper_chunk
 
 __all__ = [

@@ -31,7 +31,7 @@ from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
 from ._request import check_policy, check_settings, pick_policy, worth_storing
 from ._settings import Policy, Settings
-from ._validators import shown
+from ._shown import shown
 from ._workload import Workload, check_workload
 
 __all__ = ["tune_cluster"]

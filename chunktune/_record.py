@@ -13,8 +13,8 @@ import numpy as np
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint
+from ._shown import shown
 from ._trace import Trace
-from ._validators import shown
 from ._workload import (
     Workload,
     check_count,

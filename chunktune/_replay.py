@@ -64,9 +64,9 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._settings import Policy
+from ._shown import shown
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict
-from ._validators import shown
 from ._workload import (
     CountedCalls,
     SignatureValue,

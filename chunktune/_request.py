@@ -21,7 +21,7 @@ from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
 from ._probe import SweepResult
 from ._settings import Policy, Settings
-from ._validators import shown, spelled
+from ._shown import shown, spelled
 from ._workload import Workload, WorkloadRaised, check_chunk_size, check_workload
 
 __all__ = [

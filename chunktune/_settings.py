@@ -24,19 +24,8 @@ import attrs
 
 from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError
-from ._validators import (
-    boolean,
-    bound,
-    choice,
-    integer,
-    number,
-    path_text,
-    plain_numbers,
-    record,
-    shown,
-    spelled,
-    text,
-)
+from ._shown import bound, shown, spelled
+from ._validators import boolean, choice, integer, number, path_text, plain_numbers, record, text
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
-from ._validators import shown
+from ._shown import shown
 from ._workload import check_chunk_size, check_seed
 
 __all__ = ["LAYOUTS", "FloatArray", "check_real", "env_costs"]

@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
+from ._shown import shown
 from ._simcosts import FloatArray, check_real, env_costs
-from ._validators import shown
 from ._workload import (
     CountedCalls,
     SignatureValue,

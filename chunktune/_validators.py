@@ -1,201 +1,40 @@
 """attrs validators whose messages say what was expected and what was given.
 
 They guard the settings classes, so a bad value raises :class:`~chunktune.ConfigError`
-(a ``ValueError``) whether it came from a file or from a constructor call.
+(a ``ValueError``) whether it came from a file or from a constructor call. How a
+value is shown in those messages is ``_shown``'s.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import numbers
 import os
-import re
-import reprlib
-from collections.abc import Callable, Collection, Mapping, Sequence
-from itertools import islice
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ._errors import ConfigError
+from ._shown import bound, spelled
 
 __all__ = [
     "boolean",
-    "bound",
     "choice",
     "integer",
     "is_path",
-    "jsoned",
     "model_file_problem",
     "number",
     "path_text",
     "plain_numbers",
     "positive_sizes",
     "record",
-    "shown",
-    "shown_some",
-    "spelled",
     "text",
     "user_path",
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
-
-# one unit of a JSON or Python repr text: an escape whole (a JSON surrogate pair's two
-# together), else one character; read from the start, so `\\u0041` is `\\` then `u0041`
-_UNIT = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-    r"|\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)|.",
-    re.DOTALL,
-)
-
-
-def _cut(text: str, head: int, tail: int, fill: str = "...") -> str:
-    """``text``'s first ``head`` and last ``tail`` characters around ``fill``, fewer where
-    a cut would split an escape (``\\u00e9``, ``\\"``, ``\\x00``): half of one reads as
-    another character, or as a broken string."""
-    units = _UNIT.findall(text)
-    front, size = 0, 0
-    while front < len(units) and size + len(units[front]) <= head:
-        size += len(units[front])
-        front += 1
-    back, size = len(units), 0
-    while back > front and size + len(units[back - 1]) <= tail:
-        back -= 1
-        size += len(units[back])
-    return "".join(units[:front]) + fill + "".join(units[back:])
-
-
-class _Repr(reprlib.Repr):
-    """``reprlib``'s bounds, but a long string or object is cut between escapes, not in one."""
-
-    def repr_str(self, x: str, level: int) -> str:
-        text = repr(x[: self.maxstring])
-        if len(text) <= self.maxstring:
-            return text
-        head = max(0, (self.maxstring - 3) // 2)
-        tail = max(0, self.maxstring - 3 - head)
-        return _cut(repr(x[:head] + x[len(x) - tail :]), head, tail, self.fillvalue)
-
-    def repr_instance(self, x: object, level: int) -> str:
-        try:
-            text = repr(x)
-        except Exception:  # a broken __repr__: reprlib's stand-in, as before
-            return super().repr_instance(x, level)
-        if len(text) <= self.maxother:
-            return text
-        head = max(0, (self.maxother - 3) // 2)
-        return _cut(text, head, max(0, self.maxother - 3 - head), self.fillvalue)
-
-
-_repr = _Repr()
-_repr.maxstring = _repr.maxother = 60
-
-
-def shown(value: object) -> str:
-    """A repr for messages, bounded in length and depth whatever the value (deep, huge)."""
-    return _repr.repr(value)
-
-
-def jsoned(value: object) -> str:
-    """``value`` for a message as a JSON file spells it (``true``, ``"8"``, ``null``).
-
-    Bounded in length as :func:`shown` is; what JSON cannot spell (or a document too
-    deep to write) falls back to :func:`shown`. A trace file's values are shown this way.
-    """
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        return shown(value)
-    return text if len(text) <= 60 else _cut(text, 28, 28)
-
-
-_TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-_TOML_ESCAPES.update({'"': '\\"', "\\": "\\\\"})
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _toml_string(text: str) -> str:
-    """``text`` as a TOML basic string: double quotes, control characters escaped."""
-    return '"' + "".join(_TOML_ESCAPES.get(c) or _toml_char(c) for c in text) + '"'
-
-
-def _toml_char(c: str) -> str:
-    return f"\\u{ord(c):04X}" if ord(c) < 0x20 or ord(c) == 0x7F else c
-
-
-class _TomlRepr(_Repr):
-    """``reprlib``'s bounds on length and depth, with values spelled as TOML spells them.
-
-    A settings file's user wrote ``true`` and ``"0.03"``; Python's ``True`` and ``'0.03'``
-    would send them looking for something they never wrote. What TOML cannot hold (None,
-    an object from a constructor call) keeps its repr.
-    """
-
-    def repr_bool(self, x: bool, level: int) -> str:
-        return "true" if x else "false"
-
-    def repr_float(self, x: float, level: int) -> str:
-        if math.isnan(x):
-            return "nan"
-        return repr(x) if math.isfinite(x) else ("inf" if x > 0 else "-inf")
-
-    def repr_str(self, x: str, level: int) -> str:
-        if len(x) <= self.maxstring:
-            return _toml_string(x)
-        head = max(0, (self.maxstring - 3) // 2)
-        tail = max(0, self.maxstring - 3 - head)
-        return _toml_string(x[:head])[:-1] + self.fillvalue + _toml_string(x[len(x) - tail :])[1:]
-
-    def repr_tuple(self, x: tuple[object, ...], level: int) -> str:
-        # a TOML array; one past maxlist keeps the "..." that says more were left out
-        return self.repr_list(list(islice(x, self.maxlist + 1)), level)
-
-    def repr_dict(self, x: Mapping[object, object], level: int) -> str:
-        if not x:
-            return "{}"
-        if level <= 0:
-            return "{" + self.fillvalue + "}"
-        pieces = [
-            f"{self._key(key, level - 1)} = {self.repr1(value, level - 1)}"
-            for key, value in islice(x.items(), self.maxdict)
-        ]
-        if len(x) > self.maxdict:
-            pieces.append(self.fillvalue)
-        return "{" + ", ".join(pieces) + "}"
-
-    def _key(self, key: object, level: int) -> str:
-        if isinstance(key, str) and _BARE_KEY.fullmatch(key):
-            return key
-        return self.repr1(key, level)
-
-    def repr_date(self, x: datetime.date | datetime.time, level: int) -> str:
-        return x.isoformat()  # a TOML date, time or date-time is written in ISO 8601
-
-    repr_datetime = repr_time = repr_date
-
-
-_toml = _TomlRepr()
-_toml.maxstring = _toml.maxother = 60
-
-
-def spelled(value: object) -> str:
-    """``value`` for a message as a TOML file spells it (``true``, ``"0.03"``, ``[1, "x"]``).
-
-    Bounded in length and depth as :func:`shown` is. Settings values, policy names and
-    the command line's words are shown this way; a repr is kept for what only Python
-    code can pass (an object where a path belongs).
-    """
-    return _toml.repr(value)
-
-
-def shown_some(values: Sequence[object], limit: int) -> str:
-    """The first ``limit`` of ``values`` for a message, the rest counted: ``'a' and 3 more``."""
-    listed = ", ".join(shown(value) for value in values[:limit])
-    return listed + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
 def _plain_number(value: object) -> object:
@@ -246,18 +85,6 @@ def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.
         else f.evolve(converter=_plain_float if _is_float_field(f) else _plain_number)
         for f in fields
     ]
-
-
-def bound(x: float) -> str:
-    """A limit for a message, exactly: ``9223372036854775807``, ``0.1``, ``1`` for 1.0.
-
-    ``%g`` printed the largest seed as ``9.22337e+18``, a number no one can type back.
-    """
-    if isinstance(x, int):
-        return str(x)
-    if x.is_integer() and abs(x) < 1e16:
-        return str(int(x))
-    return spelled(x)
 
 
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:

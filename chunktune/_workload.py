@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
-from ._validators import shown
+from ._shown import shown
 
 __all__ = [
     "MAX_COUNT",

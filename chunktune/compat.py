@@ -30,9 +30,9 @@ from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
+from ._shown import shown as _shown
 from ._threads import loop_running_here as _loop_running_here
 from ._threads import run_beside as _run_beside
-from ._validators import shown as _shown
 from ._workload import MAX_COUNT as _MAX_COUNT
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size

@@ -31,7 +31,7 @@ from typing import Any, cast
 from .. import _sigint
 from .._errors import ChunktuneError
 from .._fingerprint import chunktune_version, mujoco_version
-from .._validators import spelled
+from .._shown import spelled
 from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import (
     EXIT_INTERRUPTED,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgumentError
 from .._fingerprint import usable_cpus
-from .._validators import spelled
+from .._shown import spelled
 from .._workload import MAX_COUNT
 from ._common import warn
 

@@ -15,7 +15,7 @@ from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
 from .._cache_format import LEGACY_PREFIX, suffix_format
 from .._errors import InvalidArgumentError
-from .._validators import spelled
+from .._shown import spelled
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,

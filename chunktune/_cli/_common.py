@@ -17,7 +17,8 @@ from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError, OutputError
 from .._keys import cache_for
 from .._settings import Policy, Settings, unknown_policy
-from .._validators import shown, user_path
+from .._shown import shown
+from .._validators import user_path
 
 __all__ = [
     "EXIT_INTERRUPTED",

@@ -14,7 +14,7 @@ import argparse
 from .._cache import DecisionCache, read_cache_file
 from .._cache_format import ParsedCache, suffix_format
 from .._errors import CacheError, InvalidArgumentError
-from .._validators import shown_some
+from .._shown import shown_some
 from ._common import (
     EXIT_OK,
     entries_of,

@@ -11,7 +11,7 @@ from rich.table import Table
 from .._config import load_settings, preset_names
 from .._converter import dump_policy
 from .._settings import Settings
-from .._validators import spelled
+from .._shown import spelled
 from ._common import EXIT_OK, console_on, help_formatter, named_policy
 
 __all__ = ["add_parser"]

@@ -20,8 +20,8 @@ from .._events import ProgressEvent
 from .._lock_wait import hold_blocking, noted_holder
 from .._locks import sweep_lock
 from .._record import check_sizes, record
+from .._shown import spelled
 from .._trace import dump_trace
-from .._validators import spelled
 from ._args import add_workload_options, load_workload, pool_threads, positive_int, seed_int
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 

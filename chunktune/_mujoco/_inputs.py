@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError
-from .._validators import shown
+from .._shown import shown
 from ._models import FULLPHYSICS, float_array, perturb
 
 __all__ = [

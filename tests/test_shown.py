@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chunktune._validators import _cut, jsoned, shown, spelled
+from chunktune._shown import _cut, jsoned, shown, spelled
 
 # a cut 28 characters in and 28 from the end falls inside an escape at both ends
 HEAD_AND_TAIL = [
