@@ -58,7 +58,7 @@ from report import (
 
 from chunktune import ChunktuneError
 from chunktune._fingerprint import cpu_model, usable_cpus
-from chunktune._settings import MAX_LIMIT_S
+from chunktune._policy import MAX_LIMIT_S
 
 QUICK_POLICIES = ("balanced", "seed")
 FULL_POLICIES = ("balanced", "quick", "thorough", "seed")

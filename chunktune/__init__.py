@@ -38,8 +38,9 @@ from ._errors import (
     WorkloadError,
 )
 from ._events import ProgressEvent
+from ._policy import Policy
 from ._resolve import resolve, resolve_sync
-from ._settings import CacheSettings, LogSettings, Policy, RaySettings, Settings
+from ._settings import CacheSettings, LogSettings, RaySettings, Settings
 from ._workload import Workload, native_chunk, upper_chunk
 
 if TYPE_CHECKING:

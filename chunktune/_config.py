@@ -22,12 +22,12 @@ import attrs
 from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import resolve_tables
+from ._policy import Policy
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
     DEFAULT_POLICY,
     CacheSettings,
     LogSettings,
-    Policy,
     RaySettings,
     Settings,
     unknown_policy,

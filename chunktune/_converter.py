@@ -20,7 +20,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError
-from ._settings import CacheSettings, LogSettings, Policy, RaySettings, Settings
+from ._policy import Policy
+from ._settings import CacheSettings, LogSettings, RaySettings, Settings
 from ._shown import spelled
 
 __all__ = [

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
+from ._policy import EXTEND_SHARE, Policy
 from ._probe import Probe
-from ._settings import EXTEND_SHARE, Policy
 
 __all__ = ["NOISE_ROUNDS", "SLACK", "Pace", "first_calls", "least_budget"]
 

@@ -12,8 +12,8 @@ from typing import Literal
 import attrs
 
 from ._events import EventKind, ProgressCallback, ProgressEvent
+from ._policy import Policy
 from ._select import Choice
-from ._settings import Policy
 from ._workload import Workload, call_workload, check_seconds, native_chunk, upper_chunk
 
 __all__ = ["Chunk", "Probe", "StopReason", "SweepResult"]

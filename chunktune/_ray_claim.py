@@ -29,11 +29,11 @@ from ._cache_entry import CacheEntry
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._flights import Guarded
+from ._policy import Policy
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
 from ._ray_registry import registry_handle
 from ._request import entry_decision, worth_storing
 from ._resolve import resolve_since
-from ._settings import Policy
 from ._threads import wait_in_thread
 
 __all__ = ["coordinated", "deadline"]

@@ -26,11 +26,12 @@ from ._decision import Decision
 from ._errors import CacheError, InvalidArgumentError, UsageError
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
+from ._policy import Policy
 from ._ray_api import connected_ray, node_labels, node_type, ray_module
 from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
 from ._request import check_policy, check_settings, pick_policy, worth_storing
-from ._settings import Policy, Settings
+from ._settings import Settings
 from ._shown import shown
 from ._workload import Workload, check_workload
 

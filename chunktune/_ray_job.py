@@ -18,10 +18,11 @@ from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
+from ._policy import Policy
 from ._ray_api import node_labels, node_type
 from ._request import Ask, decision_entry, pick_policy, say
 from ._request import report as report_request
-from ._settings import Policy, Settings
+from ._settings import Settings
 from ._workload import native_chunk
 
 __all__ = [

@@ -27,12 +27,13 @@ from ._candidates import only_native
 from ._decision import Decision
 from ._discovered import discovered_settings
 from ._events import ProgressCallback
+from ._policy import Policy
 from ._ray_api import connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import identify, local_hit
 from ._request import Ask, ask, pick_policy
 from ._resolve import resolve_since
-from ._settings import Policy, Settings
+from ._settings import Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
 from ._workload import Workload, upper_chunk
 

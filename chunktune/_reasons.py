@@ -6,7 +6,7 @@ import math
 
 from ._confirm import FUTILITY_Z, Confirmation, futility_bound
 from ._pacing import NOISE_ROUNDS, least_budget
-from ._settings import Policy
+from ._policy import Policy
 from ._stats import normal_cdf
 
 __all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow", "unbeaten"]

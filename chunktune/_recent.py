@@ -23,7 +23,8 @@ from typing import Any
 import attrs
 
 from ._decision import Decision
-from ._settings import Policy, Settings
+from ._policy import Policy
+from ._settings import Settings
 
 __all__ = ["TTL_S", "changes", "forget", "recall", "remember"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from ._candidates import largest_chunk
 from ._field import Field
 from ._pacing import Pace
+from ._policy import Policy
 from ._refine import proposals
 from ._schedule import representative, schedules, teeth
-from ._settings import Policy
 
 __all__ = ["Refiner", "refine_space"]
 

@@ -63,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
-from ._settings import Policy
+from ._policy import Policy
 from ._shown import shown
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict

@@ -19,8 +19,9 @@ from ._decision import Decision, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
+from ._policy import Policy
 from ._probe import SweepResult
-from ._settings import Policy, Settings
+from ._settings import Settings
 from ._shown import shown, spelled
 from ._workload import Workload, WorkloadRaised, check_chunk_size, check_workload
 

@@ -31,6 +31,7 @@ from ._here import decide_here, in_memory, key_here, manual_decision, new_reques
 from ._keys import lookup
 from ._lock_wait import acquire, hold
 from ._locks import Lock, key_lock, sweep_lock
+from ._policy import Policy
 from ._probe import SweepResult
 from ._request import (
     Ask,
@@ -42,7 +43,7 @@ from ._request import (
     report,
     worth_storing,
 )
-from ._settings import Policy, Settings
+from ._settings import Settings
 from ._sweep import sweep
 from ._threads import (
     KEYING_THREAD,

@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from ._events import ProgressCallback
+from ._policy import Policy
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._refining import refine_space
 from ._rounds import run_rounds
 from ._select import select
-from ._settings import Policy
 from ._stats import estimate, pooled_log_sigma, standard_error
 from ._workload import ModeledTime, Workload, native_chunk
 

@@ -25,7 +25,7 @@ from chunktune import (
     load_settings,
 )
 from chunktune._config import settings_from_dict
-from chunktune._settings import ESTIMATORS, EXTEND_SHARE, ONE_SIDED_ESTIMATORS, TIE_BREAKS
+from chunktune._policy import ESTIMATORS, EXTEND_SHARE, ONE_SIDED_ESTIMATORS, TIE_BREAKS
 
 fractions = st.floats(0.0, 0.99, allow_nan=False)
 strategies = st.one_of(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from chunktune._confirm import Confirmation
+from chunktune._policy import Policy
 from chunktune._reasons import confirmed, kept, pct
-from chunktune._settings import Policy
 
 
 def test_a_rejection_gives_the_bound_it_was_rejected_on() -> None:

@@ -19,16 +19,13 @@ from chunktune import (
     Policy,
     SeedCandidates,
 )
+from chunktune._policy import ESTIMATORS, TIE_BREAKS, Estimator, TieBreak
 from chunktune._settings import (
     CACHE_FORMATS,
-    ESTIMATORS,
     STDERR_MODES,
-    TIE_BREAKS,
     WHILE_SWEEPING,
-    Estimator,
     FormatSetting,
     StderrMode,
-    TieBreak,
     WhileSweeping,
 )
 
@@ -258,9 +255,10 @@ def test_an_integer_for_an_optional_float_field_is_a_float() -> None:
     assert type(Policy(hard_limit_s=30).hard_limit_s) is float
 
 
-def test_settings_import_neither_the_loader_nor_the_sweep() -> None:
-    """_settings imports neither the loader (_config) nor the converter, nor what measures."""
-    tree = ast.parse((ROOT / "chunktune" / "_settings.py").read_text())
+@pytest.mark.parametrize("module", ["_settings", "_policy"])
+def test_settings_import_neither_the_loader_nor_the_sweep(module: str) -> None:
+    """_settings and _policy import neither the loader (_config), the converter, nor the sweep."""
+    tree = ast.parse((ROOT / "chunktune" / f"{module}.py").read_text())
     imported = {
         node.module
         for node in ast.walk(tree)

@@ -1,0 +1,282 @@
+"""The policy record: how a sweep measures and how its winner is chosen.
+
+An invalid ``Policy`` cannot exist: every field has a validator, and cross-field
+rules run in ``__attrs_post_init__``. Nothing here touches files or imports the sweep;
+the settings that hold every known policy are ``_settings``'.
+
+A policy's identity (what its cache entries are keyed by) is declared on its
+fields, not derived from its TOML form: each field's metadata says whether it is
+part of the selection rule (``rule``), and whether it stays out of the identity
+because it changes neither what a sweep measures nor what it picks (``identity``
+False: the description, the on/off switch and the time limits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal, get_args
+
+import attrs
+
+from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
+from ._errors import ConfigError
+from ._shown import bound, shown, spelled
+from ._validators import boolean, choice, integer, number, plain_numbers, text
+
+__all__ = [
+    "ESTIMATORS",
+    "EXTEND_SHARE",
+    "MAX_LIMIT_S",
+    "ONE_SIDED_ESTIMATORS",
+    "TIE_BREAKS",
+    "Estimator",
+    "Policy",
+    "TieBreak",
+]
+
+Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]
+"""How a candidate's samples become one figure (``_stats.estimate``)."""
+TieBreak = Literal["evidence", "center", "toward_upper", "toward_native", "smallest"]
+"""How one chunk is picked among ties (``_select.pick``)."""
+
+ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
+TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
+# estimators of one side of a size's values: where load only adds time, each size's
+# own seconds; of differences between two sizes' calls they measure no gain
+ONE_SIDED_ESTIMATORS: tuple[Estimator, ...] = ("min", "lower_mean")
+
+MAX_LIMIT_S = 1e6
+"""The most seconds a budget, limit or wait may be (11.6 days): past it, no limit at all."""
+EXTEND_SHARE = 0.9
+"""An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself
+(counted from the resolve's start: a sweep that began after waits has that much less)."""
+
+# Field metadata of Policy (see the module docstring).
+_RULE = {"rule": True}
+_NOT_IDENTITY = {"identity": False}
+
+
+def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple(STRATEGIES.values())):
+        raise ConfigError(
+            f"{shown(value)} is not valid for {attr.name}; expected a candidate strategy "
+            f"({', '.join(STRATEGIES)})"
+        )
+
+
+@attrs.frozen(kw_only=True, field_transformer=plain_numbers)
+class Policy:
+    """How a sweep measures and how its winner is chosen.
+
+    Times are in seconds. ``margin`` and ``tie_tol`` are fractions (0.03 = 3%). Every
+    default is the ``balanced`` preset's, so a policy written without ``extends`` starts
+    from the default policy (a test holds them equal).
+    """
+
+    description: str = attrs.field(default="", validator=text(), metadata=_NOT_IDENTITY)
+    enabled: bool = attrs.field(default=True, validator=boolean(), metadata=_NOT_IDENTITY)
+    # selection
+    margin: float = attrs.field(
+        default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
+    )
+    tie_tol: float = attrs.field(
+        default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
+    )
+    tie_break: TieBreak = attrs.field(
+        default="evidence", validator=choice(TIE_BREAKS), metadata=_RULE
+    )
+    confidence_z: float = attrs.field(default=0.0, validator=number(0.0, 10.0), metadata=_RULE)
+    tie_z: float = attrs.field(default=1.0, validator=number(0.0, 10.0), metadata=_RULE)
+    # measurement
+    estimator: Estimator = attrs.field(
+        default="trimmed_mean", validator=choice(ESTIMATORS), metadata=_RULE
+    )
+    trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True), metadata=_RULE)
+    prime: int = attrs.field(default=1, validator=integer(0, 1000))
+    warmup: int = attrs.field(default=0, validator=integer(0, 1000))
+    min_rounds: int = attrs.field(default=2, validator=integer(1, 100_000))
+    max_rounds: int = attrs.field(default=12, validator=integer(1, 100_000))
+    interleave: bool = attrs.field(default=True, validator=boolean())
+    paired: bool = attrs.field(default=True, validator=boolean())
+    race: bool = attrs.field(default=True, validator=boolean())
+    race_z: float = attrs.field(default=2.0, validator=number(0.0, 10.0, lo_open=True))
+    early_stop: bool = attrs.field(default=True, validator=boolean())
+    # the order of every round: it changes which calls are measured, so it is identity
+    seed: int = attrs.field(default=0, validator=integer(0, 2**63 - 1))
+    # refinement in chunk-count space
+    refine_steps: int = attrs.field(default=3, validator=integer(0, 1000))
+    refine_top: int = attrs.field(default=2, validator=integer(1, 1000))
+    # confirmation against native, and the noise gate
+    confirm: bool = attrs.field(default=True, validator=boolean(), metadata=_RULE)
+    confirm_alpha: float = attrs.field(
+        default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True), metadata=_RULE
+    )
+    confirm_min_pairs: int = attrs.field(default=4, validator=integer(2, 100_000))
+    confirm_max_pairs: int = attrs.field(default=64, validator=integer(2, 100_000))
+    confirm_share: float = attrs.field(default=0.5, validator=number(0.0, 0.9))
+    noise_gate: bool = attrs.field(default=True, validator=boolean())
+    # limits
+    time_budget_s: float = attrs.field(
+        default=10.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True), metadata=_NOT_IDENTITY
+    )
+    hard_limit_s: float | None = attrs.field(
+        default=None,
+        validator=number(0.0, MAX_LIMIT_S, lo_open=True, optional=True),
+        metadata=_NOT_IDENTITY,
+    )
+    # past time_budget_s, up to nine tenths of hard_limit_s, where that is what a
+    # confirmation of a plausible gain (or judging one candidate) takes
+    extend_budget: bool = attrs.field(default=False, validator=boolean(), metadata=_NOT_IDENTITY)
+    candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
+
+    def __attrs_post_init__(self) -> None:
+        problems = []  # every rule broken, not just the first
+        if self.max_rounds < self.min_rounds:
+            problems.append(
+                f"max_rounds {self.max_rounds} is below min_rounds {self.min_rounds}; "
+                "expected max_rounds >= min_rounds"
+            )
+        if self.confirm_max_pairs < self.confirm_min_pairs:
+            problems.append(
+                f"confirm_max_pairs {self.confirm_max_pairs} is below confirm_min_pairs "
+                f"{self.confirm_min_pairs}; expected confirm_max_pairs >= confirm_min_pairs"
+            )
+        if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
+            problems.append(
+                f"hard_limit_s {bound(self.hard_limit_s)} is below time_budget_s "
+                f"{bound(self.time_budget_s)}; expected hard_limit_s >= time_budget_s"
+            )
+        rounds_only = [
+            name
+            for name in ("race", "paired", "confirm", "noise_gate")
+            if not self.interleave and getattr(self, name)
+        ]
+        if rounds_only:
+            one = len(rounds_only) == 1
+            named = ", ".join(rounds_only[:-1]) + (" and " if not one else "") + rounds_only[-1]
+            problems.append(
+                f"interleave is false but {named} {'is' if one else 'are'} true; expected "
+                f"false: {'it acts' if one else 'they act'} on the paired rounds, and "
+                "interleave = false measures each candidate's samples in a row instead "
+                "(the older tuner's schedule)"
+            )
+        on_differences = [name for name in ("paired", "confirm") if getattr(self, name)]
+        if self.estimator in ONE_SIDED_ESTIMATORS and on_differences:
+            one = len(on_differences) == 1
+            named = " and ".join(on_differences)
+            part = "least" if self.estimator == "min" else "faster half"
+            problems.append(
+                f"estimator {spelled(self.estimator)} is not valid with {named} true; expected "
+                f'"trimmed_mean", "median" or "mean": {named} {"judges" if one else "judge"} '
+                "a size by the differences between its calls and native's, and the "
+                f"{part} of those differences is the luck of the draw, not the gain "
+                f"(or set {named} to false: each size's own {self.estimator} is compared, "
+                "as the older tuner compared them)"
+            )
+        room = self.time_budget_s / EXTEND_SHARE  # a stretch ends by 9/10 of hard_limit_s
+        if self.extend_budget and self.hard_limit_s is None:
+            problems.append(
+                "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "
+                f"(an extended sweep ends by nine tenths of it) above time_budget_s / "
+                f"{EXTEND_SHARE:g} ({room:.4g} s)"
+            )
+        elif self.extend_budget and self.hard_limit_s is not None and self.hard_limit_s <= room:
+            problems.append(
+                f"extend_budget is true but hard_limit_s {bound(self.hard_limit_s)} leaves no "
+                f"room past time_budget_s {bound(self.time_budget_s)}: an extended sweep ends "
+                f"by nine tenths of hard_limit_s; expected hard_limit_s above time_budget_s / "
+                f"{EXTEND_SHARE:g} ({room:.4g} s), or extend_budget false"
+            )
+        if problems:
+            raise ConfigError(problems)
+
+    def measurement_fields(self) -> dict[str, Any]:
+        """The fields that change what a sweep measures or picks, by name, as JSON values.
+
+        Every field but those declared outside the identity (``description``,
+        ``enabled``, ``time_budget_s``, ``hard_limit_s``, ``extend_budget``); the
+        candidate strategy as a table of its fields plus ``strategy``, its name. Unset (None) fields
+        are left out, tuples become lists, and numbers are as the fields hold them (a
+        float field holds a float, however it was given).
+        """
+        return _identity(self)
+
+    def effort(self) -> int:
+        """Probes the policy may spend per sweep at most: (candidates + native) x max_rounds,
+        and the confirmation's calls (two a pair, ``confirm_max_pairs`` pairs) when it confirms.
+
+        A result answers requests of policies of lesser effort (and the same rule): one
+        confirmed on 2 pairs must not answer a request that would have asked for 64.
+        """
+        cap = getattr(self.candidates, "max_candidates", None)
+        if cap is None:
+            cap = len(getattr(self.candidates, "sizes", ()))
+        pairs = 2 * self.confirm_max_pairs if self.confirm else 0
+        return (int(cap) + 1) * self.max_rounds + pairs
+
+    def rule(self) -> str:
+        """How the winner is picked from measurements; results reuse only across equal rules.
+
+        The fields declared part of the rule, as ``name=value`` joined by ``;``:
+        the margin and the noise a gain must clear (``margin``, ``confidence_z``),
+        what counts as a tie and which tie wins (``tie_tol``, ``tie_z``,
+        ``tie_break``), the figure compared (``estimator``, ``trim``), and the
+        proof needed to leave native (``confirm``, ``confirm_alpha``).
+
+        The choice also reads fields left out on purpose, because they set how much
+        evidence is gathered, not what it must show, and a result made with more of
+        it answers the same question: the rounds and pairs (``min_rounds``,
+        ``confirm_min_pairs``, ``confirm_max_pairs``: ``confirm_alpha`` bounds false
+        confirmations whatever the number of looks), pairing (``paired``: the same
+        ratio, measured more or less precisely), the budget, and the noise gate
+        (``noise_gate``: it keeps native only when the budget cannot pay for a
+        confirmation). Those enter ``effort()`` and the fingerprint instead.
+        """
+        return ";".join(
+            f"{f.name}={_rule_value(getattr(self, f.name))}"
+            for f in attrs.fields(Policy)
+            if f.metadata.get("rule", False)
+        )
+
+    def fingerprint(self) -> str:
+        """A short hash of ``measurement_fields()``: results under equal hashes are comparable.
+
+        The hash of sorted, compact JSON: equal to what versions that derived it
+        from the TOML form computed, so their cache entries keep answering.
+        """
+        blob = json.dumps(self.measurement_fields(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _rule_value(value: object) -> str:
+    """Exact and type-blind: ``0.01``, ``1.0`` (also for an int 1), ``true``, ``evidence``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(float(value))
+    return str(value)
+
+
+def _identity_value(value: object) -> Any:
+    """``value`` as JSON: scalars as they are, tuples as lists, records as tables."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple | list):
+        return [_identity_value(v) for v in value]
+    if attrs.has(type(value)):
+        return _identity(value)
+    raise TypeError(f"{value!r} has no identity encoding; give its type a case here")
+
+
+def _identity(record: Any) -> dict[str, Any]:
+    """The identity fields of an attrs record; a candidate strategy adds its ``strategy`` name."""
+    data: dict[str, Any] = {
+        f.name: _identity_value(getattr(record, f.name))
+        for f in attrs.fields(type(record))
+        if f.metadata.get("identity", True) and getattr(record, f.name) is not None
+    }
+    strategy = getattr(type(record), "strategy", None)
+    if isinstance(strategy, str):
+        data["strategy"] = strategy
+    return data
