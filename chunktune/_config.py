@@ -82,6 +82,33 @@ def _sets(table: Any, problem: str) -> bool:
     return True
 
 
+def _policies(
+    tables: Mapping[str, Any], user: Mapping[str, Any], problems: list[str]
+) -> dict[str, Policy]:
+    """Each flattened policy table as a Policy; its problems go to ``problems``, once.
+
+    A problem a policy only inherits is its parent's, reported there (see :func:`_sets`).
+    """
+    policies: dict[str, Policy] = {}
+    found: dict[str, list[str]] = {}  # each policy's problems, past its own path
+    for name, table in tables.items():
+        layer = "policies" if name in user else "presets"
+        own: list[str] = []
+        pol = structure(table, Policy, f"{layer}.{name}", own)
+        found[name] = [p[len(f"{layer}.{name}") :] for p in own]
+        if pol is not None:
+            policies[name] = pol
+    for name in tables:
+        layer = "policies" if name in user else "presets"
+        inherited = set(found.get(_user_parent(name, user) or "", ()))
+        problems.extend(
+            f"{layer}.{name}{p}"
+            for p in found[name]
+            if p not in inherited or _sets(user.get(name), p)
+        )
+    return policies
+
+
 # ---------------------------------------------------------------- presets
 
 
@@ -202,6 +229,21 @@ def discover_config(env: str | None) -> Path | None:
     return local if local.is_file() else None
 
 
+def _with_variables(cache: Any, environ: Mapping[str, str | None]) -> tuple[Any, list[str]]:
+    """``cache`` (CacheSettings, or None where its table is broken) with ``$CHUNKTUNE_CACHE``
+    and ``$CHUNKTUNE_SYSTEM_CACHE`` applied (an empty one counts as unset), and the problems
+    of their values: the environment's, not the file's."""
+    variables: list[str] = []
+    for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
+        value = environ.get(env)
+        if value and cache is not None:
+            try:
+                cache = attrs.evolve(cache, **{field: value})
+            except ConfigError as exc:
+                variables.extend(f"${env}: {p}" for p in exc.problems)
+    return cache, variables
+
+
 def settings_from_dict(
     data: Mapping[str, Any],
     *,
@@ -232,36 +274,12 @@ def settings_from_dict(
         problems.append(f"policies: {spelled(user)} is not a table of policies")
         user = {}
     tables = resolve_tables(presets, user, problems)
-    policies: dict[str, Policy] = {}
-    found: dict[str, list[str]] = {}  # each policy's problems, past its own path
-    for name, table in tables.items():
-        layer = "policies" if name in user else "presets"
-        own: list[str] = []
-        pol = structure(table, Policy, f"{layer}.{name}", own)
-        found[name] = [p[len(f"{layer}.{name}") :] for p in own]
-        if pol is not None:
-            policies[name] = pol
-    for name in tables:
-        layer = "policies" if name in user else "presets"
-        inherited = set(found.get(_user_parent(name, user) or "", ()))
-        problems.extend(
-            f"{layer}.{name}{p}"
-            for p in found[name]
-            if p not in inherited or _sets(user.get(name), p)
-        )
+    policies = _policies(tables, user, problems)
 
     cache = structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = structure(data.get("log", {}), LogSettings, "log", problems)
     ray = structure(data.get("ray", {}), RaySettings, "ray", problems)
-
-    variables: list[str] = []  # problems of the environment, not of the file
-    for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
-        value = (os.environ if environ is None else environ).get(env)
-        if value and cache is not None:
-            try:
-                cache = attrs.evolve(cache, **{field: value})
-            except ConfigError as exc:
-                variables.extend(f"${env}: {p}" for p in exc.problems)
+    cache, variables = _with_variables(cache, os.environ if environ is None else environ)
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):
