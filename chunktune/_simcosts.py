@@ -17,19 +17,6 @@ __all__ = ["LAYOUTS", "FloatArray", "check_real", "env_costs"]
 
 FloatArray = npt.NDArray[np.float64]
 
-# Each layout's shape parameters and their defaults; a key not listed here is an error.
-_SHAPES: dict[str, dict[str, float | int | str]] = {
-    "uniform": {},
-    "lognormal": {"sigma": 0.5},
-    "blocked": {"heavy_fraction": 0.25, "heavy_factor": 4.0, "position": "end"},
-    "blocks": {"n_blocks": 3, "heavy_fraction": 0.25, "heavy_factor": 4.0},
-    "variants": {"n_variants": 4, "variant_sigma": 0.5, "jitter": 0.05},
-    "interleaved": {"period": 4, "heavy_factor": 4.0},
-}
-
-#: The layout names :func:`env_costs` accepts.
-LAYOUTS: tuple[str, ...] = tuple(_SHAPES)
-
 _POSITIONS = ("end", "start", "middle")
 
 
@@ -93,14 +80,14 @@ def env_costs(
         InvalidArgumentError: an unknown layout or shape keyword, a shape value out of
             range, ``num_envs`` below 1, ``mean_s`` not positive, or a negative seed.
     """
-    if not isinstance(layout, str) or layout not in _SHAPES:
+    if not isinstance(layout, str) or layout not in _LAYOUTS:
         raise InvalidArgumentError(
             f"unknown layout {layout!r}; the layouts are {', '.join(LAYOUTS)}"
         )
     n = check_chunk_size(num_envs, what="num_envs")
     mean = check_real("mean_s", mean_s, low=0.0, low_open=True)
     rng = np.random.default_rng(check_seed(seed))
-    defaults = _SHAPES[layout]
+    defaults, costs_of = _LAYOUTS[layout]
     unknown = sorted(set(shape) - set(defaults))
     if unknown:
         valid = ", ".join(defaults) if defaults else "none"
@@ -108,7 +95,7 @@ def env_costs(
             f"layout {layout!r} has no shape parameter {', '.join(map(repr, unknown))}; "
             f"its parameters are: {valid}"
         )
-    costs = _LAYOUT_COSTS[layout](n, rng, _Shape(layout, {**defaults, **shape}))
+    costs = costs_of(n, rng, _Shape(layout, {**defaults, **shape}))
     return np.asarray(costs * (mean / float(np.mean(costs))), dtype=np.float64)
 
 
@@ -196,12 +183,18 @@ def _interleaved(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
     return np.where(np.arange(n) % period == 0, factor, 1.0)
 
 
-# Each layout's costs before scaling to the mean, by name (the keys of _SHAPES).
-_LAYOUT_COSTS: dict[str, Callable[[int, np.random.Generator, _Shape], FloatArray]] = {
-    "uniform": _uniform,
-    "lognormal": _lognormal,
-    "blocked": _blocked,
-    "blocks": _blocks,
-    "variants": _variants,
-    "interleaved": _interleaved,
+_Costs = Callable[[int, np.random.Generator, _Shape], FloatArray]
+
+# Each layout: its shape parameters with their defaults (a key not listed is an error),
+# and its costs before scaling to the mean.
+_LAYOUTS: dict[str, tuple[dict[str, float | int | str], _Costs]] = {
+    "uniform": ({}, _uniform),
+    "lognormal": ({"sigma": 0.5}, _lognormal),
+    "blocked": ({"heavy_fraction": 0.25, "heavy_factor": 4.0, "position": "end"}, _blocked),
+    "blocks": ({"n_blocks": 3, "heavy_fraction": 0.25, "heavy_factor": 4.0}, _blocks),
+    "variants": ({"n_variants": 4, "variant_sigma": 0.5, "jitter": 0.05}, _variants),
+    "interleaved": ({"period": 4, "heavy_factor": 4.0}, _interleaved),
 }
+
+#: The layout names :func:`env_costs` accepts.
+LAYOUTS: tuple[str, ...] = tuple(_LAYOUTS)
