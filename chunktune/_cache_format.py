@@ -11,16 +11,16 @@ are read as they are, every entry served. A document that does not decode, ends 
 a line (TOML cut short), or is of the wrong shape (not a table, no schema, a newer schema,
 ``entries`` not a table), is :class:`UnusableCache`; the caller moves it aside or reports
 it, except a newer schema's (:class:`NewerCache`), which another chunktune still uses.
-The older tuner's flat JSON cache (schema 0) goes through the same validation.
+The older tuner's flat JSON cache (schema 0) goes through the same validation. JSON is
+decoded an entry at a time (:mod:`chunktune._cache_json`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -34,6 +34,7 @@ from ._cache_entry import (
     entry_from_table,
     entry_to_table,
 )
+from ._cache_json import json_by_entry
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
@@ -138,64 +139,6 @@ def cache_format(path: Path, format: str = "auto") -> CacheFormat:
 # ---------------------------------------------------------------- documents
 
 
-_WS = re.compile(r"[ \t\n\r]*")
-# the C parser of one JSON value at an index: what json.loads runs on the whole text
-_SCAN = cast("Callable[[str, int], tuple[Any, int]]", vars(json.JSONDecoder())["scan_once"])
-
-
-def _skip(text: str, at: int) -> int:
-    """Past the whitespace at ``at``."""
-    return cast("re.Match[str]", _WS.match(text, at)).end()
-
-
-def _json_by_entry(raw: bytes) -> Any:
-    """``json.loads(raw)``, the top-level object and its ``entries`` one member at a time.
-
-    The C parser holds the GIL for a whole document (about 13 ms a MB here): read in a
-    worker thread, a large cache would still stall the event loop that long. One call
-    per entry lets the loop's thread run between them. Anything this does not follow
-    (another top level, odd bytes) goes to ``json.loads``, which parses it or says why not.
-    """
-    try:
-        text = raw.decode()
-        start = _skip(text, 0)
-        if text[start] != "{":
-            raise ValueError("not an object")
-        doc, end = _json_object(text, start, nested="entries")
-        if _skip(text, end) != len(text):
-            raise ValueError("extra data")
-        return doc
-    except (ValueError, IndexError, StopIteration):
-        return json.loads(raw)
-
-
-def _json_object(text: str, at: int, *, nested: str | None) -> tuple[dict[str, Any], int]:
-    """The object at ``text[at] == "{"`` and where it ends; member ``nested`` member by member."""
-    scan = _SCAN
-    out: dict[str, Any] = {}
-    at = _skip(text, at + 1)
-    if text[at] == "}":
-        return out, at + 1
-    while True:
-        if text[at] != '"':
-            raise ValueError("expected a name")
-        key, at = scan(text, at)
-        at = _skip(text, at)
-        if text[at] != ":":
-            raise ValueError("expected ':'")
-        at = _skip(text, at + 1)
-        if key == nested and text[at] == "{":
-            out[key], at = _json_object(text, at, nested=None)
-        else:
-            out[key], at = scan(text, at)
-        at = _skip(text, at)
-        if text[at] == "}":
-            return out, at + 1
-        if text[at] != ",":
-            raise ValueError("expected ','")
-        at = _skip(text, at + 1)
-
-
 def decode(raw: bytes, fmt: CacheFormat) -> Any:
     """The document in ``raw``.
 
@@ -204,7 +147,7 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
             or (TOML) does not end with a line break.
     """
     try:
-        doc = tomllib.loads(raw.decode()) if fmt == "toml" else _json_by_entry(raw)
+        doc = tomllib.loads(raw.decode()) if fmt == "toml" else json_by_entry(raw)
     except RecursionError:
         raise UnusableCache(_too_deep(fmt)) from None
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError
