@@ -19,16 +19,15 @@ from pathlib import Path
 from time import time_ns
 
 from ._atomic import remove_stale_temps, write_atomic
+from ._cache_checksums import Known, stored_tables
 from ._cache_entry import CacheEntry
 from ._cache_format import (
     SCHEMA,
     CacheFormat,
-    Known,
     NewerCache,
     UnusableCache,
     encode_tables,
     parse_cache,
-    stored_tables,
 )
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent

@@ -3,21 +3,20 @@
 A document is ``{"schema": 1, "checksums": "sha256", "entries": {key: table}}``; each
 table is read and written by :mod:`chunktune._cache_entry`, every field checked, and an
 entry that fails is skipped and named, never served. Each table also carries a
-``checksum`` of its key and content (:func:`checksum`): damage that leaves a table valid
-(a TOML file cut at a line's end, a digit changed) or a hand edit fails it, and the
-entry is :attr:`ParsedCache.altered`. ``checksums`` declares them, ahead of every entry,
-so no cut of the file can lose it; files written before checksums (no declaration)
-are read as they are, every entry served. A document that does not decode, ends inside
-a line (TOML cut short), or is of the wrong shape (not a table, no schema, a newer schema,
-``entries`` not a table), is :class:`UnusableCache`; the caller moves it aside or reports
-it, except a newer schema's (:class:`NewerCache`), which another chunktune still uses.
-The older tuner's flat JSON cache (schema 0) goes through the same validation. JSON is
-decoded an entry at a time (:mod:`chunktune._cache_json`).
+checksum of its key and content (:mod:`chunktune._cache_checksums`): an entry whose
+checksum fails was edited or damaged, and is :attr:`ParsedCache.altered`. ``checksums``
+declares them, ahead of every entry, so no cut of the file can lose it; files written
+before checksums (no declaration) are read as they are, every entry served. A document
+that does not decode, ends inside a line (TOML cut short), or is of the wrong shape (not
+a table, no schema, a newer schema, ``entries`` not a table), is :class:`UnusableCache`;
+the caller moves it aside or reports it, except a newer schema's (:class:`NewerCache`),
+which another chunktune still uses. The older tuner's flat JSON cache (schema 0) goes
+through the same validation. JSON is decoded an entry at a time
+(:mod:`chunktune._cache_json`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from collections.abc import Mapping
@@ -27,46 +26,30 @@ from typing import Any, Literal, cast
 import attrs
 import tomli_w
 
-from ._cache_entry import (
-    NATIVE,
-    BadEntry,
-    CacheEntry,
-    entry_from_table,
-    entry_to_table,
-)
+from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
+from ._cache_entry import NATIVE, BadEntry, CacheEntry, entry_from_table
 from ._cache_json import json_by_entry
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
 
 __all__ = [
-    "CHECKSUMS",
     "LEGACY_PREFIX",
     "SCHEMA",
     "CacheFormat",
-    "Known",
     "NewerCache",
     "ParsedCache",
     "UnusableCache",
-    "altered",
     "cache_format",
-    "checksum",
     "decode",
     "encode",
     "encode_tables",
     "parse_cache",
-    "stored_tables",
     "suffix_format",
 ]
 
 SCHEMA = 1
 LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
-# The declaration that every entry carries a checksum, and how it is made. Older
-# chunktunes of the same schema ignore both (they serve the entries and, writing, drop
-# the checksums: the file reads as one written before checksums). Another way of making
-# them would need a new schema, since this one could not tell it from damage.
-CHECKSUMS = "sha256"
-_CHECKSUM = "checksum"  # the field of an entry's table that holds its own
 
 CacheFormat = Literal["json", "toml"]
 
@@ -77,21 +60,6 @@ class UnusableCache(Exception):
 
 class NewerCache(UnusableCache):
     """A document of a newer schema: another chunktune's cache, to be left as it is."""
-
-
-@attrs.frozen
-class Known:
-    """An entry read from a table whose checksum matched, and the table written for it.
-
-    A table with the same checksum (and key) reads as this very entry, so a later read
-    reuses it instead of converting the table again; ``stored`` is what
-    :func:`stored_tables` made of ``entry`` itself, so a write of this very object
-    reuses it instead of converting and hashing it again.
-    """
-
-    checksum: str
-    entry: CacheEntry
-    stored: dict[str, Any] | None = None
 
 
 @attrs.frozen
@@ -161,75 +129,6 @@ def decode(raw: bytes, fmt: CacheFormat) -> Any:
 
 def _too_deep(fmt: CacheFormat) -> str:
     return f"is nested too deeply to parse as {fmt.upper()}"
-
-
-# one encoder for every entry (json.dumps with options builds one a call: a third of the
-# cost); default=repr: a hand-edited TOML date; NaN allowed: a damaged number. A decoded
-# table cannot refer to itself, so no check for cycles.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), default=repr, check_circular=False
-)
-
-
-def checksum(key: str, table: Mapping[str, Any]) -> str:
-    """16 hex digits of the SHA-256 of ``key`` and ``table`` (its own checksum left out).
-
-    Over the table as stored, not the entry read from it (which fills in missing fields
-    and converts milliseconds), in a canonical JSON: keys sorted, numbers as Python
-    writes them, which both formats read back to the same values.
-    """
-    if _CHECKSUM in table:
-        table = {name: value for name, value in table.items() if name != _CHECKSUM}
-    return hashlib.sha256(_CANONICAL.encode([key, table]).encode()).hexdigest()[:16]
-
-
-def _stored(key: str, entry: CacheEntry) -> dict[str, Any]:
-    table = entry_to_table(entry)
-    return {_CHECKSUM: checksum(key, table), **table}
-
-
-def stored_tables(
-    entries: Mapping[str, CacheEntry], known: Mapping[str, Known] | None = None
-) -> dict[str, dict[str, Any]]:
-    """The table written for each entry, with its checksum, keys sorted.
-
-    Where ``known[key]`` was made from the very object ``entries[key]`` (identity, not
-    equality: an entry that merely compares equal may convert to other bytes, an int
-    where a float was), its ``stored`` table is reused, not made and hashed again.
-    """
-    known = known or {}
-    tables = {}
-    for key, entry in sorted(entries.items()):
-        seen = known.get(key)
-        if seen is not None and seen.entry is entry and seen.stored is not None:
-            tables[key] = seen.stored
-        else:
-            tables[key] = _stored(key, entry)
-    return tables
-
-
-def altered(key: str, table: object, *, declared: bool) -> str | None:
-    """Why the stored ``table`` of ``key`` is not as chunktune wrote it, or None.
-
-    A table without a checksum is taken as written only where the file declares none.
-    """
-    if not isinstance(table, dict):
-        return None  # not an entry at all: its validation says so
-    stored = table.get(_CHECKSUM)
-    if stored is None:
-        if not declared:
-            return None
-        return f"{_CHECKSUM}: missing, where every entry of the file has one: it was cut or edited"
-    try:
-        matches = stored == checksum(key, table)
-    except RecursionError:  # nested past what json.dumps follows: damage too
-        matches = False
-    if not matches:
-        return (
-            f"{_CHECKSUM}: {shown(stored)} does not match the entry: it was edited or damaged "
-            "after chunktune wrote it"
-        )
-    return None
 
 
 def _declares_checksums(doc: Mapping[str, Any]) -> bool:
@@ -354,7 +253,7 @@ def parse_cache(
             changed.append(name)
             continue
         # a checksum here matched its table: the same checksum, the same table
-        stored = value.get(_CHECKSUM) if not legacy and isinstance(value, dict) else None
+        stored = value.get(CHECKSUM_FIELD) if not legacy and isinstance(value, dict) else None
         if stored is not None:
             earlier = before.get(key)
             if earlier is not None and earlier.checksum == stored:

@@ -22,8 +22,9 @@ import tomllib
 from collections.abc import Iterator
 from typing import Any
 
+from ._cache_checksums import altered
 from ._cache_entry import BadEntry, CacheEntry, entry_from_table
-from ._cache_format import SCHEMA, CacheFormat, altered
+from ._cache_format import SCHEMA, CacheFormat
 
 __all__ = ["salvage"]
 

@@ -11,17 +11,15 @@ import attrs
 import pytest
 
 from chunktune import CacheEntry
+from chunktune._cache_checksums import Known, checksum, stored_tables
 from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
 from chunktune._cache_format import (
-    Known,
     NewerCache,
     UnusableCache,
     cache_format,
-    checksum,
     encode,
     encode_tables,
     parse_cache,
-    stored_tables,
     suffix_format,
 )
 from chunktune._reading import MAX_NESTING
