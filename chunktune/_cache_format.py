@@ -10,9 +10,9 @@ before checksums (no declaration) are read as they are, every entry served. A do
 that does not decode, ends inside a line (TOML cut short), or is of the wrong shape (not
 a table, no schema, a newer schema, ``entries`` not a table), is :class:`UnusableCache`;
 the caller moves it aside or reports it, except a newer schema's (:class:`NewerCache`),
-which another chunktune still uses. The older tuner's flat JSON cache (schema 0) goes
-through the same validation. JSON is decoded an entry at a time
-(:mod:`chunktune._cache_json`).
+which another chunktune still uses. The older tuner's flat JSON cache (schema 0,
+:mod:`chunktune._cache_legacy`) goes through the same validation. JSON is decoded an
+entry at a time (:mod:`chunktune._cache_json`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ import attrs
 import tomli_w
 
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
-from ._cache_entry import NATIVE, BadEntry, CacheEntry, entry_from_table
+from ._cache_entry import BadEntry, CacheEntry, entry_from_table
 from ._cache_json import json_by_entry
+from ._cache_legacy import is_legacy, legacy_entries
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
 
 __all__ = [
-    "LEGACY_PREFIX",
     "SCHEMA",
     "CacheFormat",
     "NewerCache",
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 SCHEMA = 1
-LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
 
 CacheFormat = Literal["json", "toml"]
 
@@ -162,35 +161,6 @@ def encode_tables(tables: Mapping[str, Mapping[str, Any]], fmt: CacheFormat) -> 
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 
-def _is_legacy(doc: Mapping[str, Any]) -> bool:
-    return (
-        "schema" not in doc
-        and bool(doc)
-        and all(isinstance(v, dict) and "chunk_size" in v for v in doc.values())
-    )
-
-
-def _legacy_table(value: dict[str, Any], *, created: float, source: str) -> dict[str, Any]:
-    """An older tuner's ``{"chunk_size", "per_candidate_ms", ...}`` in today's form."""
-    per_ms = value.get("per_candidate_ms") or {}
-    if not isinstance(per_ms, dict):
-        raise BadEntry([f"per_candidate_ms: {shown(per_ms)} is not a table"])
-    chunk = value["chunk_size"]
-    table = {
-        "chunk_size": NATIVE if chunk is None else chunk,
-        "native_chunk": 0,  # not stored by the older tuner
-        "reason": f"migrated from the older tuner's cache {source}",
-        "timings_ms": {(NATIVE if k == "None" else k): ms for k, ms in per_ms.items()},
-        "policy": "legacy",
-        "created": created,
-        "signature": {"kind": "legacy"},
-        "host": value.get("hostname") or "",
-    }
-    if value.get("model_file") is not None:
-        table["model_file"] = value["model_file"]
-    return table
-
-
 def parse_cache(
     raw: bytes,
     fmt: CacheFormat,
@@ -219,41 +189,35 @@ def parse_cache(
         raise UnusableCache(_too_deep(fmt))
     if not isinstance(doc, dict):
         raise UnusableCache("is not a cache: its top level is not a table")
+    if is_legacy(doc):
+        legacy, skipped_legacy = legacy_entries(doc, mtime=mtime, source=source)
+        return ParsedCache(legacy, tuple(skipped_legacy), legacy=True)
     entries: dict[str, CacheEntry] = {}
     skipped: list[tuple[str, str]] = []
     changed: list[str] = []
     before = known or {}
     seen: dict[str, Known] = {}
-    legacy = _is_legacy(doc)
-    declared = False
-    if legacy:
-        tables = doc.items()
-    else:
-        schema = doc.get("schema")
-        if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
-            has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
-            raise UnusableCache(
-                f"is neither a chunktune cache nor an older tuner's JSON cache ({has})"
-            )
-        if schema > SCHEMA:
-            raise NewerCache(
-                f"has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
-                "upgrade chunktune to read it"
-            )
-        declared = _declares_checksums(doc)
-        table = doc.get("entries", {})
-        if not isinstance(table, dict):
-            raise UnusableCache(f"is not a cache: its entries, {shown(table)}, are not a table")
-        tables = table.items()
-    for key, value in tables:
-        name = f"{LEGACY_PREFIX}{key}" if legacy else key
-        why = None if legacy else altered(key, value, declared=declared)
+    schema = doc.get("schema")
+    if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
+        has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
+        raise UnusableCache(f"is neither a chunktune cache nor an older tuner's JSON cache ({has})")
+    if schema > SCHEMA:
+        raise NewerCache(
+            f"has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
+            "upgrade chunktune to read it"
+        )
+    declared = _declares_checksums(doc)
+    table = doc.get("entries", {})
+    if not isinstance(table, dict):
+        raise UnusableCache(f"is not a cache: its entries, {shown(table)}, are not a table")
+    for key, value in table.items():
+        why = altered(key, value, declared=declared)
         if why is not None:
-            skipped.append((name, why))
-            changed.append(name)
+            skipped.append((key, why))
+            changed.append(key)
             continue
         # a checksum here matched its table: the same checksum, the same table
-        stored = value.get(CHECKSUM_FIELD) if not legacy and isinstance(value, dict) else None
+        stored = value.get(CHECKSUM_FIELD) if isinstance(value, dict) else None
         if stored is not None:
             earlier = before.get(key)
             if earlier is not None and earlier.checksum == stored:
@@ -261,12 +225,10 @@ def parse_cache(
                 seen[key] = earlier
                 continue
         try:
-            if legacy:
-                value = _legacy_table(value, created=mtime, source=source)
-            entries[name] = entry_from_table(value)
+            entries[key] = entry_from_table(value)
         except BadEntry as exc:
-            skipped.append((name, str(exc)))
+            skipped.append((key, str(exc)))
             continue
         if stored is not None:
             seen[key] = Known(stored, entries[key])
-    return ParsedCache(entries, tuple(skipped), legacy, tuple(changed), seen)
+    return ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)

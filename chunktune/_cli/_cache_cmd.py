@@ -13,7 +13,8 @@ from rich.table import Table
 
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
-from .._cache_format import LEGACY_PREFIX, suffix_format
+from .._cache_format import suffix_format
+from .._cache_legacy import LEGACY_PREFIX
 from .._errors import InvalidArgumentError
 from .._shown import spelled
 from ._common import (

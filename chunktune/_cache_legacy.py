@@ -1,0 +1,68 @@
+"""The older tuner's flat JSON cache (schema 0), read as today's entries.
+
+Its document is ``{key: {"chunk_size", "per_candidate_ms", ...}}``, with no schema, no
+date and no checksums. Each table is put in today's form and goes through the same
+validation as any entry; keys become ``legacy-<key>``: they hashed too little to be
+trusted for a hit, but the evidence is kept, listed and exported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._cache_entry import NATIVE, BadEntry, CacheEntry, entry_from_table
+from ._shown import shown
+
+__all__ = ["LEGACY_PREFIX", "is_legacy", "legacy_entries"]
+
+LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
+
+
+def is_legacy(doc: Mapping[str, Any]) -> bool:
+    """Whether a decoded document is the older tuner's: no schema, every value an entry."""
+    return (
+        "schema" not in doc
+        and bool(doc)
+        and all(isinstance(v, dict) and "chunk_size" in v for v in doc.values())
+    )
+
+
+def legacy_entries(
+    doc: Mapping[str, Any], *, mtime: float, source: str
+) -> tuple[dict[str, CacheEntry], list[tuple[str, str]]]:
+    """The valid entries of an older tuner's document, and ``(key, why)`` for each one skipped.
+
+    ``mtime`` (Unix seconds) dates them, since they carry no date; ``source`` names the
+    file in their reason. ``doc`` is one :func:`is_legacy` accepts.
+    """
+    entries: dict[str, CacheEntry] = {}
+    skipped: list[tuple[str, str]] = []
+    for key, value in doc.items():
+        name = f"{LEGACY_PREFIX}{key}"
+        try:
+            entries[name] = entry_from_table(_legacy_table(value, created=mtime, source=source))
+        except BadEntry as exc:
+            skipped.append((name, str(exc)))
+    return entries, skipped
+
+
+def _legacy_table(value: dict[str, Any], *, created: float, source: str) -> dict[str, Any]:
+    """An older tuner's ``{"chunk_size", "per_candidate_ms", ...}`` in today's form."""
+    per_ms = value.get("per_candidate_ms") or {}
+    if not isinstance(per_ms, dict):
+        raise BadEntry([f"per_candidate_ms: {shown(per_ms)} is not a table"])
+    chunk = value["chunk_size"]
+    table = {
+        "chunk_size": NATIVE if chunk is None else chunk,
+        "native_chunk": 0,  # not stored by the older tuner
+        "reason": f"migrated from the older tuner's cache {source}",
+        "timings_ms": {(NATIVE if k == "None" else k): ms for k, ms in per_ms.items()},
+        "policy": "legacy",
+        "created": created,
+        "signature": {"kind": "legacy"},
+        "host": value.get("hostname") or "",
+    }
+    if value.get("model_file") is not None:
+        table["model_file"] = value["model_file"]
+    return table
