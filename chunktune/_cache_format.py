@@ -182,6 +182,20 @@ def parse_cache(
             deeper than :data:`~chunktune._reading.MAX_NESTING` levels.
         NewerCache: (an UnusableCache) the document has a newer schema.
     """
+    doc = _top_table(raw, fmt)
+    if is_legacy(doc):
+        entries, skipped = legacy_entries(doc, mtime=mtime, source=source)
+        return ParsedCache(entries, tuple(skipped), legacy=True)
+    tables, declared = _entry_tables(doc)
+    return _read_entries(tables, declared=declared, known=known or {})
+
+
+def _top_table(raw: bytes, fmt: CacheFormat) -> dict[str, Any]:
+    """The document in ``raw``, a table no deeper than a cache's (unless of a newer schema).
+
+    Raises:
+        UnusableCache: it does not decode, nests too deeply, or is not a table.
+    """
     doc = decode(raw, fmt)
     schema = doc.get("schema") if isinstance(doc, dict) else None
     newer = type(schema) is int and schema > SCHEMA  # a newer chunktune's file: left alone
@@ -189,14 +203,17 @@ def parse_cache(
         raise UnusableCache(_too_deep(fmt))
     if not isinstance(doc, dict):
         raise UnusableCache("is not a cache: its top level is not a table")
-    if is_legacy(doc):
-        legacy, skipped_legacy = legacy_entries(doc, mtime=mtime, source=source)
-        return ParsedCache(legacy, tuple(skipped_legacy), legacy=True)
-    entries: dict[str, CacheEntry] = {}
-    skipped: list[tuple[str, str]] = []
-    changed: list[str] = []
-    before = known or {}
-    seen: dict[str, Known] = {}
+    return doc
+
+
+def _entry_tables(doc: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A chunktune document's ``entries`` table, and whether it declares checksums.
+
+    Raises:
+        UnusableCache: no schema or not one of chunktune's, checksums made some other
+            way, or ``entries`` not a table.
+        NewerCache: (an UnusableCache) a newer schema.
+    """
     schema = doc.get("schema")
     if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
         has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
@@ -210,7 +227,18 @@ def parse_cache(
     table = doc.get("entries", {})
     if not isinstance(table, dict):
         raise UnusableCache(f"is not a cache: its entries, {shown(table)}, are not a table")
-    for key, value in table.items():
+    return table, declared
+
+
+def _read_entries(
+    tables: Mapping[str, Any], *, declared: bool, known: Mapping[str, Known]
+) -> ParsedCache:
+    """Each table's entry: skipped if altered or invalid, reused from ``known``, or read."""
+    entries: dict[str, CacheEntry] = {}
+    skipped: list[tuple[str, str]] = []
+    changed: list[str] = []
+    seen: dict[str, Known] = {}
+    for key, value in tables.items():
         why = altered(key, value, declared=declared)
         if why is not None:
             skipped.append((key, why))
@@ -219,7 +247,7 @@ def parse_cache(
         # a checksum here matched its table: the same checksum, the same table
         stored = value.get(CHECKSUM_FIELD) if isinstance(value, dict) else None
         if stored is not None:
-            earlier = before.get(key)
+            earlier = known.get(key)
             if earlier is not None and earlier.checksum == stored:
                 entries[key] = earlier.entry
                 seen[key] = earlier
