@@ -48,6 +48,19 @@ def _link_aside(path: Path, aside: Path) -> bool:
     return True
 
 
+def _fresh_aside(path: Path) -> Path:
+    """A name aside for ``path`` that no file has yet: the time, the process id, a count."""
+    name = f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    aside = path.with_name(name)
+    # the write lock is held, so no other move runs meanwhile: a name that is taken is an
+    # earlier move's in the same second (this process's own), and its bytes must stay
+    taken = 1
+    while os.path.lexists(aside):
+        taken += 1
+        aside = path.with_name(f"{name}-{taken}")
+    return aside
+
+
 class Quarantine:
     """The unusable file that a :class:`~chunktune._cache_file.CacheFile` last read
     (``CacheFile.broken``): moving it aside, or serving its whole entries read-only.
@@ -98,15 +111,7 @@ class Quarantine:
         if earlier is not None:  # a mover killed before its fresh file replaced this one
             aside, linked = earlier, True
         else:
-            name = f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-            aside = path.with_name(name)
-            # the write lock is held, so no other move runs meanwhile: a name that is taken
-            # is an earlier move's in the same second (this process's own), and its bytes
-            # must stay
-            taken = 1
-            while os.path.lexists(aside):
-                taken += 1
-                aside = path.with_name(f"{name}-{taken}")
+            aside = _fresh_aside(path)
             try:
                 linked = _link_aside(path, aside)
             except FileNotFoundError:
@@ -124,29 +129,7 @@ class Quarantine:
             elif linked:
                 path.unlink(missing_ok=True)
         except OSError:
-            if linked:
-                # the file never left: it serves its whole entries read-only, as one that
-                # cannot be moved aside does
-                with contextlib.suppress(OSError):
-                    aside.unlink()
-                self._kept_in_place(data)
-                raise
-            # a full disk: moved back, the file serves its whole entries read-only, as
-            # one that cannot be moved aside does; left aside, they would be lost to the
-            # cache, and the next write would start a file without them
-            try:
-                os.replace(aside, path)
-                self._kept_in_place(data)
-            except OSError:
-                # the file is aside for good: where it went must be said, whatever follows
-                logger.warning(
-                    "chunktune: cache file %s %s; moved it to %s, but could not write the "
-                    "%d of its entries that were whole to a fresh cache",
-                    path,
-                    why,
-                    aside,
-                    len(kept),
-                )
+            self._undo_move(aside, linked, data, why, len(kept))
             raise
         logger.warning(
             "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",
@@ -156,6 +139,35 @@ class Quarantine:
             f", keeping the {len(kept)} of its entries that were whole" if kept else "",
         )
         return kept
+
+    def _undo_move(
+        self, aside: Path, linked: bool, data: bytes | None, why: str, kept: int
+    ) -> None:
+        """Undo a move whose ``kept`` whole entries could not be written, or warn where it went."""
+        if linked:
+            # the file never left: it serves its whole entries read-only, as one that
+            # cannot be moved aside does
+            with contextlib.suppress(OSError):
+                aside.unlink()
+            self._kept_in_place(data)
+            return
+        # a full disk: moved back, the file serves its whole entries read-only, as
+        # one that cannot be moved aside does; left aside, they would be lost to the
+        # cache, and the next write would start a file without them
+        path = self._file.path
+        try:
+            os.replace(aside, path)
+            self._kept_in_place(data)
+        except OSError:
+            # the file is aside for good: where it went must be said, whatever follows
+            logger.warning(
+                "chunktune: cache file %s %s; moved it to %s, but could not write the "
+                "%d of its entries that were whole to a fresh cache",
+                path,
+                why,
+                aside,
+                kept,
+            )
 
     def _kept_in_place(self, data: bytes | None) -> None:
         """The unusable file last read, linked aside and unlinked there (or moved aside and
