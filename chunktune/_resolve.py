@@ -16,6 +16,7 @@ import functools
 import logging
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -65,21 +66,15 @@ class _Stopped(Exception):
     """The task awaiting the sweep is gone; the worker stops at the next probe."""
 
 
-async def _measure(
+def _sweeper(
     req: Request,
-    key: str,
-    cache: DecisionCache | None,
+    sizes: list[int | None],
     watch: _flights.Watch,
-    flight: _flights.Flight,
-    key_lock: Lock | None = None,
-) -> Decision:
-    """Sweep under the machine-wide lock, select, store.
-
-    ``key_lock``, held by the flight, is handed to the thread that stores the entry.
-    """
-    sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
-    token = anyio.lowlevel.current_token()
-    stop = threading.Event()
+    token: object,
+    stop: threading.Event,
+    limit_s: float | None,
+) -> Callable[[], SweepResult]:
+    """The sweep for its thread: it tells ``watch`` and the loop, and stops once ``stop`` is set."""
 
     def on_event(event: ProgressEvent) -> None:
         # an ``extended`` event's seconds are the stretched budget, not a call's
@@ -103,6 +98,24 @@ async def _measure(
             limit_s=limit_s,
         )
 
+    return run_sweep
+
+
+async def _measure(
+    req: Request,
+    key: str,
+    cache: DecisionCache | None,
+    watch: _flights.Watch,
+    flight: _flights.Flight,
+    key_lock: Lock | None = None,
+) -> Decision:
+    """Sweep under the machine-wide lock, select, store.
+
+    ``key_lock``, held by the flight, is handed to the thread that stores the entry.
+    """
+    sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
+    token = anyio.lowlevel.current_token()
+    stop = threading.Event()
     lock = sweep_lock()
     # the flight holds the machine until the sweep's thread takes it over
     await acquire(lock, on_wait=watch.waiting("sweep", lock), claim=flight.claim)
@@ -110,6 +123,7 @@ async def _measure(
     watch.waiting_for, watch.sweeping = None, True
     # what hard_limit_s leaves after the waits: a stretched budget must end inside it
     limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
+    run_sweep = _sweeper(req, sizes, watch, token, stop, limit_s)
     try:
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
