@@ -89,44 +89,11 @@ class _PlainProgress(_NoProgress):
         if event.kind == "waiting":
             say(event.message)
         elif event.kind == "candidates":
-            self.candidates = len(event.candidates)
-            sizes = ", ".join("native" if c is None else str(c) for c in event.candidates)
-            if event.message:  # the field was cut to what the budget can judge
-                say(f"{event.message}: measuring only {sizes}")
-            else:
-                say(
-                    f"measuring {self.candidates} candidates ({sizes}); policy "
-                    f"{self.policy_name!r}, budget {self.budget_s:g} s"
-                )
+            self._planned(event)
         elif event.kind == "extended":
             say(event.message)
         elif event.kind in ("probe", "warmup"):
-            # the first probe of a new round (or candidate) closes the previous one, as of
-            # the probe before
-            if event.kind == "probe" and self.rounds and event.round != self.round:
-                if self.round > 0 and self._line_due():
-                    say(
-                        f"round {self.round} done: "
-                        f"{_plural(self.candidates - self.raced, 'candidate')} "
-                        f"in the race, {_plural(self.probes, 'probe')}, "
-                        f"{self.prev_elapsed_s:.1f} s"
-                    )
-                self.round = event.round
-            elif (
-                event.kind == "probe"
-                and not self.rounds
-                and _first_of(event, self.started, self.chunk)
-            ):
-                if self.started > 0 and self._line_due():
-                    say(
-                        f"{_chunk_name(self.chunk)} done: {self.started} of "
-                        f"{self.candidates} candidates measured, "
-                        f"{_plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
-                    )
-                self.started += 1
-                self.chunk = event.chunk_size
-            self.probes += 1
-            self.prev_elapsed_s = event.elapsed_s
+            self._probed(event)
         elif event.kind == "raced_out":
             self.raced += 1
             say(f"chunk {event.chunk_size} raced out after round {event.round}")
@@ -141,18 +108,60 @@ class _PlainProgress(_NoProgress):
             self.probes += 1
             self.prev_elapsed_s = event.elapsed_s
         elif event.kind == "done":
-            why = _STOPS.get(event.message, event.message)
-            if event.message == "max_rounds" and not self.rounds:
-                why = "every candidate had all its calls"
-            done = (
-                f"after {_plural(event.round, 'round')}"
-                if self.rounds
-                else f"with {self.started} of {self.candidates} candidates measured"
-            )
+            self._done(event)
+
+    def _planned(self, event: ProgressEvent) -> None:
+        """Say which candidates the sweep measures: all, or those the budget can judge."""
+        self.candidates = len(event.candidates)
+        sizes = ", ".join("native" if c is None else str(c) for c in event.candidates)
+        if event.message:  # the field was cut to what the budget can judge
+            say(f"{event.message}: measuring only {sizes}")
+        else:
             say(
-                f"sweep done {done}, {_plural(self.probes, 'probe')} in "
-                f"{event.elapsed_s:.1f} s ({why})"
+                f"measuring {self.candidates} candidates ({sizes}); policy "
+                f"{self.policy_name!r}, budget {self.budget_s:g} s"
             )
+
+    def _probed(self, event: ProgressEvent) -> None:
+        """Count a probe or warm-up; the first of a round (or candidate) closes the one before."""
+        # the first probe of a new round (or candidate) closes the previous one, as of
+        # the probe before
+        if event.kind == "probe" and self.rounds and event.round != self.round:
+            if self.round > 0 and self._line_due():
+                say(
+                    f"round {self.round} done: "
+                    f"{_plural(self.candidates - self.raced, 'candidate')} "
+                    f"in the race, {_plural(self.probes, 'probe')}, "
+                    f"{self.prev_elapsed_s:.1f} s"
+                )
+            self.round = event.round
+        elif (
+            event.kind == "probe" and not self.rounds and _first_of(event, self.started, self.chunk)
+        ):
+            if self.started > 0 and self._line_due():
+                say(
+                    f"{_chunk_name(self.chunk)} done: {self.started} of "
+                    f"{self.candidates} candidates measured, "
+                    f"{_plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
+                )
+            self.started += 1
+            self.chunk = event.chunk_size
+        self.probes += 1
+        self.prev_elapsed_s = event.elapsed_s
+
+    def _done(self, event: ProgressEvent) -> None:
+        """Say how the sweep ended: after how many rounds (or candidates) and probes, and why."""
+        why = _STOPS.get(event.message, event.message)
+        if event.message == "max_rounds" and not self.rounds:
+            why = "every candidate had all its calls"
+        done = (
+            f"after {_plural(event.round, 'round')}"
+            if self.rounds
+            else f"with {self.started} of {self.candidates} candidates measured"
+        )
+        say(
+            f"sweep done {done}, {_plural(self.probes, 'probe')} in {event.elapsed_s:.1f} s ({why})"
+        )
 
 
 class _LiveProgress:
