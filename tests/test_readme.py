@@ -143,6 +143,47 @@ def test_the_json_keys_listed_are_those_tune_prints() -> None:
     assert keys == set(printed)
 
 
+def test_the_readme_names_every_option_of_tune() -> None:
+    """Each option `chunktune tune --help` lists is named in the README (either spelling)."""
+    import argparse
+
+    from chunktune._cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    tune = commands.choices["tune"]
+    spans = re.findall(r"`([^`\n]+)`", README)
+    named = {o for span in spans for o in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", span)}
+    for action in tune._actions:
+        if action.option_strings and "--help" not in action.option_strings:
+            assert named & set(action.option_strings), action.option_strings
+
+
+def test_the_notes_of_the_tune_table_are_explained() -> None:
+    """Every note the candidate table can show is explained in the README's note item."""
+    import io
+
+    from rich.console import Console
+
+    from chunktune._cli._render import candidate_rows, candidate_table
+
+    start = README.index("- **note**:")
+    item = README[start : README.index("\n\n", start)]
+    explained = set(re.findall(r"`([^`]+)`", item))
+    shown: set[str] = set()
+    timings = {None: 1.0, 1: 0.9, 2: 1.1, 4: 1.2, 5: 1.0}  # 5: native's size, as seed lists it
+    for chunk_size in (None, 1):
+        rows = candidate_rows(timings, chunk_size=chunk_size, raced_out=[2])
+        out = io.StringIO()
+        Console(file=out, width=200).print(candidate_table(rows, native_chunk=5))
+        lines = out.getvalue().splitlines()
+        column = lines[0].index("note")
+        for line in lines[2:]:
+            shown |= {note for note in line[column:].strip().split(", ") if note}
+    assert shown == {"native", "= native", "<- chosen", "raced out", "contender"}
+    assert shown <= explained, shown - explained
+
+
 def test_the_reasons_quoted_are_those_a_sweep_gives() -> None:
     """The README quotes the slow-pool and noise-gate reasons as the code words them."""
     import math
@@ -213,6 +254,8 @@ def _constant(module: str, name: str) -> float:
                      id="compat-grace"),
         pytest.param(r"given up after (\d+) s a call", "_ray_claim", "_CALL_TIMEOUT_S", 1.0,
                      id="registry-call"),
+        pytest.param(r"a round every (\d+) s at most", "_cli._progress", "_ROUND_LINE_EVERY_S",
+                     1.0, id="progress-round-line"),
     ],
 )  # fmt: skip
 def test_the_limits_the_readme_states_are_the_code_s(
