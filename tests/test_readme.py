@@ -124,6 +124,16 @@ def test_the_trace_count_is_the_traces_recorded() -> None:
     assert words[said.group(1)] == len(list((ROOT / "benchmarks" / "traces").glob("*.json")))
 
 
+def test_the_later_traces_are_counted_as_recorded() -> None:
+    """The README counts the traces under benchmarks/traces-later/ and the folders they fill."""
+    words = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+    said = re.search(r"\((\d+) traces in\s+`benchmarks/traces-later/`, (\w+) recordings", README)
+    assert said
+    traces = list((ROOT / "benchmarks" / "traces-later").rglob("*.json"))
+    assert int(said.group(1)) == len(traces)
+    assert words[said.group(2)] == len({trace.parent for trace in traces})
+
+
 def test_the_lock_wait_rereads_its_holder_as_often_as_said() -> None:
     """The README's interval for reading a lock's holder note again is the code's."""
     from chunktune._lock_wait import RELOOK_S
