@@ -647,6 +647,30 @@ def test_cache_import_legacy_json(
     assert any(ln.split()[:1] == ["8"] and "<- chosen" in ln for ln in shown.splitlines())
 
 
+def test_cache_import_names_a_legacy_key_as_cache_list_does(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A legacy entry replaced or kept on import is named whole, as `cache list` names it."""
+    legacy = tmp_path / "chunk_size.json"
+
+    def older_tuner(chunk: int, mtime: float) -> None:
+        table = {"chunk_size": chunk, "per_candidate_ms": {"None": 10.0, str(chunk): 9.0}}
+        legacy.write_text(json.dumps({"0123abcdef98": table}))
+        os.utime(legacy, (mtime, mtime))
+
+    older_tuner(8, 1_000_000.0)
+    assert main(["cache", "import", str(legacy)]) == 0
+    older_tuner(4, 2_000_000.0)
+    capsys.readouterr()
+    assert main(["cache", "import", str(legacy)]) == 0
+    assert "replaced legacy-0123abcdef98: the imported entry is newer" in capsys.readouterr().out
+    older_tuner(2, 1_500_000.0)
+    assert main(["cache", "import", str(legacy)]) == 0
+    out = capsys.readouterr().out
+    assert "kept legacy-0123abcdef98: the entry already in the cache is newer" in out
+    assert DecisionCache(env["cache"]).entries()["legacy-0123abcdef98"].chunk_size == 4
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

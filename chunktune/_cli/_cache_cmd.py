@@ -267,10 +267,11 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     incoming, kind = parsed.entries, parsed.kind
     warn_skipped(parsed, source)
     report = cache.merge(incoming)
+    short = _short_keys(incoming)  # as `cache list` shows them: a legacy key whole
     for key in report.replaced:
-        print(f"replaced {key[:12]}: the imported entry is newer")
+        print(f"replaced {short[key]}: the imported entry is newer")
     for key in report.kept:
-        print(f"kept {key[:12]}: the entry already in the cache is newer")
+        print(f"kept {short[key]}: the entry already in the cache is newer")
     added, replaced, kept, same = (
         len(report.added),
         len(report.replaced),
