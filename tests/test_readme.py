@@ -283,3 +283,11 @@ def test_the_example_settings_give_the_rule_auto_follows_for_stderr() -> None:
     text = (ROOT / "chunktune.toml").read_text()
     comment = text[text.index("[log]") : text.index("stderr =")]
     assert "logger would not show INFO" in " ".join(comment.replace("#", " ").split())
+
+
+def test_the_record_progress_interval_is_the_codes() -> None:
+    """The README's interval between a recording's round lines off a terminal is the code's."""
+    from chunktune._cli._record_cmd import PLAIN_EVERY_S
+
+    said = re.search(r"a line for each finished\s+round, at most one every (\d+) s", README)
+    assert said and float(said.group(1)) == PLAIN_EVERY_S

@@ -54,6 +54,23 @@ def test_off_a_terminal_record_says_two_lines_and_no_blank_one(
     assert lines[1] == f"chunktune: wrote {out}"
 
 
+@pytest.mark.mujoco
+def test_off_a_terminal_record_says_its_finished_rounds_now_and_then(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off a terminal, a finished round is said (at most every PLAIN_EVERY_S), the last not."""
+    from chunktune._cli import _record_cmd
+
+    monkeypatch.setattr(_record_cmd, "PLAIN_EVERY_S", 0.0)
+    out = tmp_path / "demo.json"
+    assert main(["record", *TINY, "--rounds", "3", "-o", str(out)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4, lines
+    assert lines[1].startswith("chunktune: round 1/3 done: 4 of 12 calls in ")
+    assert lines[2].startswith("chunktune: round 2/3 done: 8 of 12 calls in ")
+    assert lines[3] == f"chunktune: wrote {out}"
+
+
 def test_record_measures_in_fresh_random_rounds() -> None:
     """Every round measures each size once, in an order that changes between rounds."""
     w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=4)

@@ -25,7 +25,10 @@ from .._trace import dump_trace
 from ._args import add_workload_options, load_workload, pool_threads, positive_int, seed_int
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
-__all__ = ["add_parser"]
+__all__ = ["PLAIN_EVERY_S", "add_parser"]
+
+PLAIN_EVERY_S = 30.0
+"""Off a terminal, a finished round is said at most this often: a log, not a bar."""
 
 _RECORD_EPILOG = """\
 examples:
@@ -139,9 +142,22 @@ def _cmd_record(args: argparse.Namespace) -> int:
             disable=not bar,
         )
         task = progress.add_task("recording", total=total)
+        # off a terminal (a log), a finished round is said instead, now and then
+        plain = not args.quiet and not bar
+        calls, said_s = 0, 0.0
 
         def on_event(event: ProgressEvent) -> None:
+            nonlocal calls, said_s
+            calls += 1
             progress.update(task, advance=1, description=f"round {event.round}/{args.rounds}")
+            elapsed = event.elapsed_s or 0.0
+            round_done = calls % len(sizes) == 0 and calls < total  # the last: "wrote"
+            if plain and round_done and elapsed - said_s >= PLAIN_EVERY_S:
+                said_s = elapsed
+                say(
+                    f"round {event.round}/{args.rounds} done: {calls} of {total} calls "
+                    f"in {elapsed:.0f} s"
+                )
 
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
