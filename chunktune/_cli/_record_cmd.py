@@ -129,46 +129,17 @@ def _cmd_record(args: argparse.Namespace) -> int:
         total = len(sizes) * args.rounds
         if not args.quiet:
             say(f"recording {what}: {len(sizes)} sizes x {args.rounds} rounds = {total} calls")
-        console = console_on(sys.stderr)
-        # a bar is drawn on a terminal only; elsewhere (a log) it would leave a blank line
-        bar = not args.quiet and console.is_terminal
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=not bar,
-        )
-        task = progress.add_task("recording", total=total)
-        # off a terminal (a log), a finished round is said instead, now and then
-        plain = not args.quiet and not bar
-        calls, said_s = 0, 0.0
-
-        def on_event(event: ProgressEvent) -> None:
-            nonlocal calls, said_s
-            calls += 1
-            progress.update(task, advance=1, description=f"round {event.round}/{args.rounds}")
-            elapsed = event.elapsed_s or 0.0
-            round_done = calls % len(sizes) == 0 and calls < total  # the last: "wrote"
-            if plain and round_done and elapsed - said_s >= PLAIN_EVERY_S:
-                said_s = elapsed
-                say(
-                    f"round {event.round}/{args.rounds} done: {calls} of {total} calls "
-                    f"in {elapsed:.0f} s"
-                )
-
+        shown = _Shown(args.rounds, len(sizes), quiet=args.quiet)
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
-            with _machine_to_ourselves(), progress if bar else nullcontext():
+            with _machine_to_ourselves(), shown.progress if shown.bar else nullcontext():
                 trace = record(
                     workload,
                     rounds=args.rounds,
                     sizes=args.sizes,
                     seed=args.seed,
                     description=what,
-                    on_event=on_event,
+                    on_event=shown,
                 )
         except KeyboardInterrupt:
             say("interrupted: no trace was written")
@@ -185,6 +156,39 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if not args.quiet:
         say(f"wrote {out}")
     return EXIT_OK
+
+
+class _Shown:
+    """A recording's progress on stderr: a bar on a terminal; elsewhere (a log, where a bar
+    would leave a blank line) a finished round, at most every :data:`PLAIN_EVERY_S`."""
+
+    def __init__(self, rounds: int, per_round: int, *, quiet: bool) -> None:
+        self.rounds, self.per_round, self.total = rounds, per_round, rounds * per_round
+        console = console_on(sys.stderr)
+        self.bar = not quiet and console.is_terminal
+        self.plain = not quiet and not self.bar
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not self.bar,
+        )
+        self.task = self.progress.add_task("recording", total=self.total)
+        self.calls, self.said_s = 0, 0.0
+
+    def __call__(self, event: ProgressEvent) -> None:
+        """One call measured: the bar moves, or a finished round is said if one is due."""
+        self.calls += 1
+        where = f"round {event.round}/{self.rounds}"
+        self.progress.update(self.task, advance=1, description=where)
+        elapsed = event.elapsed_s or 0.0
+        round_done = self.calls % self.per_round == 0 and self.calls < self.total  # last: wrote
+        if self.plain and round_done and elapsed - self.said_s >= PLAIN_EVERY_S:
+            self.said_s = elapsed
+            say(f"{where} done: {self.calls} of {self.total} calls in {elapsed:.0f} s")
 
 
 def _keep_elsewhere(data: bytes) -> Path | None:
