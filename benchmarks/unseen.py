@@ -27,6 +27,7 @@ from typing import NamedTuple, Protocol
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 from measure import bench_settings, own_sweep_lock, policies_named, scored
 
 import chunktune
@@ -34,6 +35,8 @@ from chunktune import Policy, Settings
 from chunktune.sim import LAYOUTS, Noise, SimulatedWorkload, env_costs
 
 HARM = 0.005  # a run more than this slower than native is a harmful one
+
+FloatArray = npt.NDArray[np.float64]
 
 
 class UnseenCase(NamedTuple):
@@ -57,11 +60,14 @@ class UnseenCase(NamedTuple):
         """The seed of this case's env costs."""
         return _seed(self.base, self.index, _COSTS)
 
+    def costs(self) -> FloatArray:
+        """The per-env costs in seconds: the layout's, of mean ``mean_s``."""
+        return env_costs(self.layout, self.num_envs, mean_s=self.mean_s, seed=self.costs_seed)
+
     def workload(self, seed: int | None = None) -> SimulatedWorkload:
         """The pool: noiseless (the truth) when ``seed`` is None, else with its noise."""
-        costs = env_costs(self.layout, self.num_envs, mean_s=self.mean_s, seed=self.costs_seed)
         return SimulatedWorkload(
-            costs,
+            self.costs(),
             nthread=self.nthread,
             queue_s=self.queue_s,
             noise=Noise() if seed is None else self.noise,
@@ -116,6 +122,7 @@ class UnseenRow(NamedTuple):
     vs_native: float  # chosen / native - 1: above 0 is slower than native
     offered: float  # 1 - best / native
     probe_seconds: float
+    reason: str  # the decision's reason
 
 
 def unseen_rows(
@@ -147,6 +154,7 @@ def unseen_rows(
                         chosen / native - 1.0,
                         1.0 - best / native,
                         decision.probe_seconds,
+                        decision.reason,
                     )
                 )
     return rows
