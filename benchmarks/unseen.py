@@ -228,16 +228,23 @@ def report(rows: Sequence[UnseenRow]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def case_options(parser: argparse.ArgumentParser, *, policies: str) -> None:
+    """Add the options of a judge of drawn cases: ``--cases``, ``--seeds``, ``--base``,
+    ``--policies`` (``policies`` by default) and ``--memory``."""
     parser.add_argument("--cases", type=int, default=300, help="random landscapes to draw")
     parser.add_argument("--seeds", type=int, default=3, help="noise draws per case and policy")
     parser.add_argument("--base", type=int, default=777, help="the seed the cases are drawn from")
-    parser.add_argument("--policies", default="balanced,patient", help="comma-separated names")
+    parser.add_argument("--policies", default=policies, help="comma-separated names")
     parser.add_argument(
         "--memory", default="0,0", help="LOW,HIGH: the range of each case's noise memory"
     )
-    args = parser.parse_args(argv)
+
+
+def case_setup(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[tuple[float, float], Settings, dict[str, Policy]]:
+    """The memory range, the settings and the policies :func:`case_options` named, with
+    a sweep lock of this process's own; a bad option exits through ``parser.error``."""
     own_sweep_lock()
     try:
         low, high = (float(x) for x in args.memory.split(","))
@@ -248,11 +255,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         policies = policies_named(settings, args.policies.split(","))
     except chunktune.ConfigError as exc:
         parser.error(f"--policies: {exc}")
-    cases = draw_cases(args.cases, args.base, (low, high))
+    return (low, high), settings, policies
+
+
+def memory_note(memory: tuple[float, float]) -> str:
+    """What the headline says of the noise memory: nothing when there is none."""
+    return f", noise memory {memory[0]:g}-{memory[1]:g}" if memory[1] > 0 else ""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    case_options(parser, policies="balanced,patient")
+    args = parser.parse_args(argv)
+    memory, settings, policies = case_setup(parser, args)
+    cases = draw_cases(args.cases, args.base, memory)
     rows = unseen_rows(cases, policies, args.seeds, settings)
-    memory = f", noise memory {low:g}-{high:g}" if high > 0 else ""
     print(
-        f"{args.cases} random landscapes (base {args.base}{memory}) x {args.seeds} noise draws; "
+        f"{args.cases} random landscapes (base {args.base}{memory_note(memory)}) x "
+        f"{args.seeds} noise draws; "
         "captured and offered are means per run of 1 - chosen/native and 1 - best/native\n"
     )
     print(report(rows))
