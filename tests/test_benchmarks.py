@@ -21,7 +21,7 @@ from _pools import remembering
 
 from chunktune._lock_files import sweep_lock_path
 from chunktune._trace import Trace, dump_trace
-from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
+from chunktune.sim import LAYOUTS, Noise, ReplayWorkload, SimulatedWorkload
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -41,6 +41,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
         names += ("device_landscapes", "unseen", "needle", "replay_fidelity", "adversary")
+        names += ("novel",)
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -471,6 +472,45 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     summary = unseen.summarize(rows)
     assert set(summary) == {"balanced", "quick"} and summary["balanced"].runs == 4
     assert "balanced" in unseen.report(rows)
+
+
+def test_novel_costs_are_shapes_of_its_own_on_unseen_pools_and_tiny_cases_fill_each_table(
+    bench: dict[str, ModuleType],
+) -> None:
+    """Families no layout names, dealt evenly on unseen.py's pools; every table has its rows."""
+    novel, unseen, measure = bench["novel"], bench["unseen"], bench["measure"]
+    assert len(novel.FAMILIES) >= 5 and not set(novel.FAMILIES) & set(LAYOUTS)
+    cases = novel.draw(2 * len(novel.FAMILIES), 5)
+    assert cases == novel.draw(len(cases), 5) and cases != novel.draw(len(cases), 6)
+    pools = unseen.draw_cases(len(cases), 5)
+    assert [c._replace(layout="") for c in cases] == [p._replace(layout="") for p in pools]
+    assert sorted(c.layout for c in cases) == sorted(2 * list(novel.FAMILIES))
+    for case in cases:
+        costs = case.costs()
+        assert costs.shape == (case.num_envs,) and costs.min() > 0.0 and costs.std() > 0.0
+        assert costs.mean() == pytest.approx(case.mean_s)
+    firsts = [next(c for c in cases if c.layout == family) for family in list(novel.FAMILIES)[:3]]
+    tiny = [c._replace(num_envs=37 + i, nthread=4, queue_s=0.0) for i, c in enumerate(firsts)]
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["quick", "seed"])
+    runs = novel.novel_runs(tiny, policies, 2, settings)
+    assert [row.case for _, row in runs] == [c.name for c in tiny for _ in range(4)]
+    harm = (tiny[0], runs[0][1]._replace(vs_native=0.02, reason="a reason of its own"))
+    overall, families, calm = novel.tables(runs).split("\n\n")
+    *_, harmful = novel.tables([*runs, harm], worst=1).split("\n\n")
+    assert [line.split()[:2] for line in overall.splitlines()[2:]] == [
+        ["quick", "6"],
+        ["seed", "6"],
+    ]
+    assert [line.split()[:4] for line in families.splitlines()[2:]] == [
+        [c.layout, "1", name, "2"] for c in tiny for name in ("quick", "seed")
+    ]
+    assert [line.split(":")[0] for line in calm.splitlines()[1:] if line[0] != " "] == [
+        "quick",
+        "seed",
+    ]
+    assert harmful.splitlines()[1].startswith("quick: ")
+    assert "+2.00% vs native" in harmful and "reason: a reason of its own" in harmful
 
 
 def test_adversary_families_hold_their_promise_and_size_noise_keeps_each_size_mean(
