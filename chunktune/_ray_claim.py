@@ -5,9 +5,9 @@ once its host's caches had no answer. It asks for the claim; the claimant resolv
 its own host, renewing its lease with heartbeats, then publishes what it stored (or
 the failure, or gives the claim back); a waiter waits in bounded slices, telling the
 wait as a plain resolve does, and stores the answer it is given in its host's cache.
-Every registry call is bounded in time and a failed one counts as the registry being
-gone: it is looked up anew once, then :func:`coordinated` says so and the caller
-(``_ray_resolve``) resolves on its host alone.
+Every registry call goes through ``_ray_calls`` (bounded in time; a failed one counts
+as the registry being gone): the registry is looked up anew once, then
+:func:`coordinated` says so and the caller (``_ray_resolve``) resolves on its host alone.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._flights import Guarded
 from ._policy import Policy
+from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryGone, call, look_up, tell
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
-from ._ray_registry import registry_handle
 from ._request import entry_decision, worth_storing
 from ._resolve import resolve_since
 from ._threads import wait_in_thread
@@ -39,51 +39,6 @@ from ._threads import wait_in_thread
 __all__ = ["coordinated", "deadline"]
 
 logger = logging.getLogger("chunktune")
-
-_CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
-
-
-class _RegistryGone(Exception):
-    """The registry actor could not be reached; the caller resolves on its host alone."""
-
-
-class _OutOfTime(_RegistryGone):
-    """The registry had not answered when the policy's ``hard_limit_s`` ran out."""
-
-
-async def _call(
-    ray: Any, submit: Callable[[], Any], limit_s: float = _CALL_TIMEOUT_S, until: float = math.inf
-) -> Any:
-    """The result of the registry call ``submit()`` makes, waited for in a worker thread.
-
-    Submitting is inside the guard too: a handle from an earlier Ray session (``ray.init``
-    again in this process) fails there, and so does a Ray shut down meanwhile, which is
-    never started again on the caller's behalf. The wait ends after ``limit_s`` seconds,
-    or at ``until`` (the loop's clock: the resolve's hard limit), whichever comes first.
-
-    Raises:
-        _OutOfTime: ``until`` came before the answer.
-        _RegistryGone: Ray is not initialised any more (shut down meanwhile, too), or
-            the call failed or took longer than ``limit_s`` seconds.
-    """
-    if not ray.is_initialized():
-        raise _RegistryGone("Ray is not initialised in this process any more")
-    left = until - anyio.current_time()
-    if left <= 0:
-        raise _OutOfTime("the hard limit ran out first")
-    try:
-        get = functools.partial(ray.get, submit(), timeout=min(limit_s, left))
-        return await wait_in_thread(get, abandon_on_cancel=True)
-    except SystemExit as exc:
-        # what a ray.get raises when this process's Ray is shut down under it; in a
-        # worker that Ray is ending, Ray is still up here and the exit goes on
-        if ray.is_initialized():
-            raise
-        raise _RegistryGone("Ray was shut down in this process meanwhile") from exc
-    except Exception as exc:
-        if anyio.current_time() >= until:
-            raise _OutOfTime("the hard limit ran out first") from exc
-        raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
 
 
 @attrs.define
@@ -129,16 +84,6 @@ def deadline(policy: Policy, started: float) -> float:
     return math.inf if policy.hard_limit_s is None else started + policy.hard_limit_s
 
 
-def _tell(ray: Any, submit: Callable[[], Any]) -> None:
-    """Send a registry call whose answer nobody waits for (a heartbeat, a release)."""
-    if not ray.is_initialized():
-        return  # shut down meanwhile: a call would start a Ray of its own
-    try:
-        submit()
-    except Exception as exc:  # a lapsed lease does what this call would have
-        logger.debug("chunktune: registry call not sent (%r)", exc)
-
-
 async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision:
     """Another worker's answer: stored here, and returned by ``until`` (``hard_limit_s``).
 
@@ -168,7 +113,7 @@ async def _measure(ray: Any, registry: Any, job: Job, token: object, started: fl
     async def heartbeat() -> None:
         while True:
             await anyio.sleep(lease_s / 4)
-            _tell(ray, lambda: registry.heartbeat.remote(job.registry_key, token, lease_s))
+            tell(ray, lambda: registry.heartbeat.remote(job.registry_key, token, lease_s))
 
     failure: Exception | None = None
     decision: Decision | None = None
@@ -183,10 +128,10 @@ async def _measure(ray: Any, registry: Any, job: Job, token: object, started: fl
                 tg.cancel_scope.cancel()
     except BaseException:
         # cancelled: give the claim up now rather than after a lease
-        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise
     if failure is not None:
-        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        tell(ray, lambda: registry.release.remote(job.registry_key, token))
         raise failure
     assert decision is not None
     return decision
@@ -224,12 +169,12 @@ async def _publish(ray: Any, send: Callable[[], Any], until: float) -> None:
     """
     try:
         if anyio.current_time() >= until:
-            _tell(ray, send)  # past hard_limit_s: sent, not waited for
+            tell(ray, send)  # past hard_limit_s: sent, not waited for
         else:
-            await _call(ray, send, until=until)
-    except _OutOfTime:
+            await call(ray, send, until=until)
+    except OutOfTime:
         pass  # submitted before the limit came: Ray delivers it; nobody waits for it
-    except _RegistryGone as exc:
+    except RegistryGone as exc:
         logger.warning("chunktune: could not publish to the registry (%s)", exc)
 
 
@@ -253,37 +198,16 @@ async def _sweep(
     if decision.source == "fallback" and anyio.current_time() >= until:
         # its own hard_limit_s ended it, not the workload: a worker with more time may
         # measure, so the claim goes back instead of failing the node type for everyone
-        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        tell(ray, lambda: registry.release.remote(job.registry_key, token))
         return decision
     if decision.source != "fallback" and not worth_storing(decision):
         # nothing but native timed (too slow for this worker's budget): nothing to share;
         # the claim goes back, and the next worker of the type measures for itself
-        _tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        tell(ray, lambda: registry.release.remote(job.registry_key, token))
         return decision
     send = await _outcome(registry, job, token, holder, decision)
     await _publish(ray, send, until)
     return decision
-
-
-async def _look_up(ray: Any, *, fresh: bool, until: float) -> Any:
-    """The registry actor's handle (``fresh``: looked up anew, not this process's), by ``until``.
-
-    Raises:
-        _OutOfTime: the hard limit ran out during the lookup.
-        _RegistryGone: Ray is not initialised any more, or the lookup failed.
-    """
-    if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
-        raise _RegistryGone("Ray is not initialised in this process any more")
-    with anyio.CancelScope(deadline=until) as scope:
-        try:
-            registry = await wait_in_thread(
-                functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
-            )
-        except Exception as exc:
-            raise _RegistryGone(f"{type(exc).__name__}: {exc}") from exc
-    if scope.cancelled_caught:
-        raise _OutOfTime("the hard limit ran out while the registry was looked up")
-    return registry
 
 
 async def _claim(
@@ -292,11 +216,11 @@ async def _claim(
     """The registry's reply to ``holder``'s claim: an answer, the claim, a failure, or busy.
 
     Raises:
-        _OutOfTime, _RegistryGone: as :func:`_call` does; and a cancellation. Past the
+        OutOfTime, RegistryGone: as :func:`call` does; and a cancellation. Past the
             hard limit or cancelled, the claim is abandoned first.
     """
     try:
-        reply: dict[str, Any] = await _call(
+        reply: dict[str, Any] = await call(
             ray,
             functools.partial(
                 registry.claim.remote,
@@ -308,10 +232,10 @@ async def _claim(
             ),
             until=until,
         )
-    except (_OutOfTime, anyio.get_cancelled_exc_class()):
+    except (OutOfTime, anyio.get_cancelled_exc_class()):
         # the claim may yet be granted to nobody who waits (past the hard limit, or
         # cancelled): give it up after it, or the type's workers wait out its lease
-        _tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
+        tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
         raise
     return reply
 
@@ -347,13 +271,13 @@ async def _wait(
     # a wait still to be told wakes when it is due (the registry is asked again then)
     slice_s = min(left, options.lease_s, report_in)
     try:
-        await _call(
+        await call(
             ray,
             functools.partial(registry.wait.remote, job.registry_key, slice_s),
-            limit_s=slice_s + _CALL_TIMEOUT_S,
+            limit_s=slice_s + CALL_TIMEOUT_S,
             until=limit_until,
         )
-    except _OutOfTime:  # the wait ran to the limit (its reply just after): say so
+    except OutOfTime:  # the wait ran to the limit (its reply just after): say so
         return report_decision(native_decision(job, why), job.settings)
     return None
 
@@ -366,7 +290,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     ``hard_limit_s`` counted from ``started`` (the resolve's start), whichever is first.
     """
     limit_until = deadline(job.policy, started)
-    registry = await _look_up(ray, fresh=fresh, until=limit_until)
+    registry = await look_up(ray, fresh=fresh, until=limit_until)
     holder = f"{job.node_id[:8]}/pid{os.getpid()}/{uuid.uuid4().hex[:6]}"
     options = job.settings.ray
     wait_until = anyio.current_time() + options.wait_timeout_s
@@ -407,13 +331,13 @@ async def coordinated(ray: Any, job: Job, started: float) -> Decision | None:
     for fresh in (False, True):
         try:
             return await _coordinate(ray, job, fresh=fresh, started=started)
-        except _OutOfTime:
+        except OutOfTime:
             why = (
                 f"gave up after the hard limit of {job.policy.hard_limit_s:g} s (hard_limit_s) "
                 "while the Ray registry had not answered; nothing was measured"
             )
             return report_decision(native_decision(job, why), job.settings)
-        except _RegistryGone as exc:
+        except RegistryGone as exc:
             gone = exc
     logger.warning(
         "chunktune: the Ray registry is unreachable (%s); resolving on this host alone", gone

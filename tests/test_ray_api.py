@@ -223,7 +223,7 @@ def test_ray_settings_load_and_validate(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
     """Ray shut down, or a handle of an earlier session: the registry counts as gone."""
-    from chunktune import _ray_claim
+    from chunktune import _ray_calls
 
     sent: list[str] = []
 
@@ -231,15 +231,15 @@ async def test_a_registry_call_never_starts_ray_or_escapes_raw() -> None:
         raise Exception("Can't find actor ... from a different cluster")  # as Ray says it
 
     down = fake_ray(initialised=False)
-    with pytest.raises(_ray_claim._RegistryGone, match="not initialised"):
-        await _ray_claim._call(down, lambda: sent.append("claim"))
-    _ray_claim._tell(down, lambda: sent.append("heartbeat"))
+    with pytest.raises(_ray_calls.RegistryGone, match="not initialised"):
+        await _ray_calls.call(down, lambda: sent.append("claim"))
+    _ray_calls.tell(down, lambda: sent.append("heartbeat"))
     assert sent == [] and down.calls == []  # nothing submitted, no Ray started
     up = fake_ray(initialised=True)
     up.get = lambda ref, timeout: ref
-    with pytest.raises(_ray_claim._RegistryGone, match="different cluster"):
-        await _ray_claim._call(up, stale)
-    _ray_claim._tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
+    with pytest.raises(_ray_calls.RegistryGone, match="different cluster"):
+        await _ray_calls.call(up, stale)
+    _ray_calls.tell(up, stale)  # a lost heartbeat is what a lapsed lease handles
 
 
 @pytest.mark.anyio
@@ -247,7 +247,7 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
     """ray.get's SystemExit of a Ray shut down meanwhile, or a registry past hard_limit_s."""
     import anyio
 
-    from chunktune import _ray_claim
+    from chunktune import _ray_calls
 
     state = {"up": True}
     ray = types.SimpleNamespace(is_initialized=lambda: state["up"])
@@ -257,15 +257,15 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
         raise SystemExit(0)  # what ray.get raises then
 
     ray.get = shut_down
-    with pytest.raises(_ray_claim._RegistryGone, match="shut down"):
-        await _ray_claim._call(ray, lambda: "ref")
+    with pytest.raises(_ray_calls.RegistryGone, match="shut down"):
+        await _ray_calls.call(ray, lambda: "ref")
 
     def exiting(ref: object, timeout: float) -> object:
         raise SystemExit(0)  # a worker that Ray is ending (Ray still up): its exit goes on
 
     state["up"], ray.get = True, exiting
     with pytest.raises(SystemExit):
-        await _ray_claim._call(ray, lambda: "ref")
+        await _ray_calls.call(ray, lambda: "ref")
 
     asked: list[float] = []
 
@@ -276,10 +276,10 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
 
     ray.get = stuck
     until = anyio.current_time() + 0.5
-    with pytest.raises(_ray_claim._OutOfTime):
-        await _ray_claim._call(ray, lambda: "ref", until=until)
+    with pytest.raises(_ray_calls.OutOfTime):
+        await _ray_calls.call(ray, lambda: "ref", until=until)
     # the wait asked of Ray ends at the hard limit, not after a whole call's allowance
-    assert asked and asked[0] <= 0.5 < _ray_claim._CALL_TIMEOUT_S
+    assert asked and asked[0] <= 0.5 < _ray_calls.CALL_TIMEOUT_S
 
 
 @pytest.mark.anyio
@@ -332,7 +332,7 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
 
     import anyio
 
-    from chunktune import _ray_claim
+    from chunktune import _ray_calls, _ray_claim
 
     sent: list[tuple[str, tuple[object, ...]]] = []
     replied = threading.Event()  # the registry answers only once the caller has gone
@@ -341,7 +341,7 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
         return types.SimpleNamespace(remote=lambda *args, **_: sent.append((name, args)) or name)
 
     registry = types.SimpleNamespace(claim=method("claim"), abandon=method("abandon"))
-    monkeypatch.setattr(_ray_claim, "registry_handle", lambda ray, fresh: registry)
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: replied.wait(timeout) and {"state": "claimed", "token": 1}
     job = a_job()
@@ -478,7 +478,7 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     import anyio
     import attrs
 
-    from chunktune import _lock_wait, _ray_claim
+    from chunktune import _lock_wait, _ray_calls, _ray_claim
     from chunktune._events import ProgressEvent
 
     monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
@@ -502,7 +502,7 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
     registry = types.SimpleNamespace(
         claim=types.SimpleNamespace(remote=claim), wait=types.SimpleNamespace(remote=wait)
     )
-    monkeypatch.setattr(_ray_claim, "registry_handle", lambda ray, fresh: registry)
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
     ray = fake_ray(initialised=True)
     ray.get = lambda ref, timeout: ref()
     job = a_job()

@@ -262,7 +262,7 @@ def _constant(module: str, name: str) -> float:
                      id="cache-depth"),
         pytest.param(r"twice `time_budget_s` plus (\d+) s", "compat", "LOOP_GRACE_S", 1.0,
                      id="compat-grace"),
-        pytest.param(r"given up after (\d+) s a call", "_ray_claim", "_CALL_TIMEOUT_S", 1.0,
+        pytest.param(r"given up after (\d+) s a call", "_ray_calls", "CALL_TIMEOUT_S", 1.0,
                      id="registry-call"),
         pytest.param(r"a round every (\d+) s at most", "_cli._progress", "_ROUND_LINE_EVERY_S",
                      1.0, id="progress-round-line"),

@@ -1,0 +1,103 @@
+"""Calls to the registry actor from a worker, each bounded in time, and the registry gone.
+
+One concern: reaching the registry actor (``_ray_registry``) at all. A call is waited
+for in a worker thread, for at most :data:`CALL_TIMEOUT_S` seconds or until the
+resolve's hard limit; a call nobody waits for is sent and forgotten; the actor's handle
+is looked up (anew, after a failed call). A registry that cannot be reached (killed, of
+an earlier Ray session, Ray shut down meanwhile) is raised as :class:`RegistryGone`, one
+that had not answered by the hard limit as :class:`OutOfTime`; what a worker does then
+is ``_ray_claim``'s. Nothing here ever starts Ray.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from ._ray_registry import registry_handle
+from ._threads import wait_in_thread
+
+__all__ = ["CALL_TIMEOUT_S", "OutOfTime", "RegistryGone", "call", "look_up", "tell"]
+
+logger = logging.getLogger("chunktune")
+
+CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
+
+
+class RegistryGone(Exception):
+    """The registry actor could not be reached; the caller resolves on its host alone."""
+
+
+class OutOfTime(RegistryGone):
+    """The registry had not answered when the policy's ``hard_limit_s`` ran out."""
+
+
+async def call(
+    ray: Any, submit: Callable[[], Any], limit_s: float = CALL_TIMEOUT_S, until: float = math.inf
+) -> Any:
+    """The result of the registry call ``submit()`` makes, waited for in a worker thread.
+
+    Submitting is inside the guard too: a handle from an earlier Ray session (``ray.init``
+    again in this process) fails there, and so does a Ray shut down meanwhile, which is
+    never started again on the caller's behalf. The wait ends after ``limit_s`` seconds,
+    or at ``until`` (the loop's clock: the resolve's hard limit), whichever comes first.
+
+    Raises:
+        OutOfTime: ``until`` came before the answer.
+        RegistryGone: Ray is not initialised any more (shut down meanwhile, too), or
+            the call failed or took longer than ``limit_s`` seconds.
+    """
+    if not ray.is_initialized():
+        raise RegistryGone("Ray is not initialised in this process any more")
+    left = until - anyio.current_time()
+    if left <= 0:
+        raise OutOfTime("the hard limit ran out first")
+    try:
+        get = functools.partial(ray.get, submit(), timeout=min(limit_s, left))
+        return await wait_in_thread(get, abandon_on_cancel=True)
+    except SystemExit as exc:
+        # what a ray.get raises when this process's Ray is shut down under it; in a
+        # worker that Ray is ending, Ray is still up here and the exit goes on
+        if ray.is_initialized():
+            raise
+        raise RegistryGone("Ray was shut down in this process meanwhile") from exc
+    except Exception as exc:
+        if anyio.current_time() >= until:
+            raise OutOfTime("the hard limit ran out first") from exc
+        raise RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+
+
+def tell(ray: Any, submit: Callable[[], Any]) -> None:
+    """Send a registry call whose answer nobody waits for (a heartbeat, a release)."""
+    if not ray.is_initialized():
+        return  # shut down meanwhile: a call would start a Ray of its own
+    try:
+        submit()
+    except Exception as exc:  # a lapsed lease does what this call would have
+        logger.debug("chunktune: registry call not sent (%r)", exc)
+
+
+async def look_up(ray: Any, *, fresh: bool, until: float) -> Any:
+    """The registry actor's handle (``fresh``: looked up anew, not this process's), by ``until``.
+
+    Raises:
+        OutOfTime: the hard limit ran out during the lookup.
+        RegistryGone: Ray is not initialised any more, or the lookup failed.
+    """
+    if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
+        raise RegistryGone("Ray is not initialised in this process any more")
+    with anyio.CancelScope(deadline=until) as scope:
+        try:
+            registry = await wait_in_thread(
+                functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
+            )
+        except Exception as exc:
+            raise RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+    if scope.cancelled_caught:
+        raise OutOfTime("the hard limit ran out while the registry was looked up")
+    return registry
