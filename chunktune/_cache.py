@@ -43,9 +43,9 @@ from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_quarantine import Quarantine
 from ._errors import CacheError
 from ._lock_files import remove_idle, sweep_lock_litter
+from ._paths import is_path, user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._shown import shown
-from ._validators import is_path, user_path
 
 __all__ = [
     "DecisionCache",

@@ -25,10 +25,10 @@ from ._cache_entry import CacheEntry
 from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
 from ._cache_salvage import salvage
 from ._errors import CacheError
+from ._paths import user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._settings import Settings
 from ._settled import Version, changed_lately, identity
-from ._validators import user_path
 
 __all__ = ["SystemCache", "system_cache_for", "system_lookup"]
 

@@ -22,6 +22,7 @@ import attrs
 from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import resolve_tables
+from ._paths import is_path
 from ._policy import Policy
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
@@ -33,7 +34,6 @@ from ._settings import (
     unknown_policy,
 )
 from ._shown import shown, spelled
-from ._validators import is_path
 
 __all__ = [
     "CACHE_ENV",

@@ -24,9 +24,9 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidArgumentError, TraceError
+from ._paths import is_path
 from ._reading import MAX_NESTING, MAX_TRACE_BYTES, TooLarge, nests_deeper, read_capped
 from ._shown import jsoned, shown
-from ._validators import is_path
 from ._workload import (
     MAX_COUNT,
     MAX_SECONDS,

@@ -9,29 +9,25 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ._errors import ConfigError
+from ._paths import user_path
 from ._shown import bound, spelled
 
 __all__ = [
     "boolean",
     "choice",
     "integer",
-    "is_path",
-    "model_file_problem",
     "number",
     "path_text",
     "plain_numbers",
     "positive_sizes",
     "record",
     "text",
-    "user_path",
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -209,39 +205,6 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
             )
 
     return check
-
-
-def is_path(value: object) -> bool:
-    """Whether ``value`` can name a file: a ``str`` or an ``os.PathLike`` of one."""
-    return isinstance(value, str | os.PathLike)
-
-
-def model_file_problem(file: Path) -> str:
-    """Why ``file``, which is no regular file, cannot be a model: missing, or what it is."""
-    if not file.exists():
-        return f"model file not found: {file}"
-    kind = "a directory" if file.is_dir() else "not a regular file"
-    return f"model file {file} is {kind}; expected an MJCF (.xml) or .mjb file"
-
-
-def user_path(value: str) -> Path:
-    """``value`` as a path with ``~`` expanded.
-
-    Raises:
-        ValueError: it is empty, holds a NUL byte, or starts with the home of a user
-            that does not exist (``~nosuchuser/x``).
-    """
-    if not value:
-        raise ValueError('"" is not a path; expected a file name')
-    if "\0" in value:
-        raise ValueError(f"{spelled(value)} holds a NUL byte, which no path can")
-    try:
-        return Path(value).expanduser()
-    except RuntimeError:  # pathlib cannot find that user's home (or any home)
-        head = value.split("/", 1)[0]
-        raise ValueError(
-            f"{spelled(value)} starts with {spelled(head)}, but no such home directory exists"
-        ) from None
 
 
 def path_text(*, optional: bool = False) -> Validator:

@@ -16,10 +16,10 @@ from .._cache_format import ParsedCache
 from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError, OutputError
 from .._keys import cache_for
+from .._paths import user_path
 from .._policy import Policy
 from .._settings import Settings, unknown_policy
 from .._shown import shown
-from .._validators import user_path
 
 __all__ = [
     "EXIT_INTERRUPTED",

@@ -17,11 +17,11 @@ from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
 from .._lock_wait import hold_blocking
 from .._locks import sweep_lock
+from .._paths import model_file_problem
 from .._request import worth_storing
 from .._resolve import resolve
 from .._shown import spelled
 from .._threads import wait_for_sweeps
-from .._validators import model_file_problem
 from .._workload import SignatureValue, Workload, upper_chunk
 from ._args import add_workload_options, default_envs, load_workload, pool_threads
 from ._common import (

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError, UsageError
-from .._validators import model_file_problem
+from .._paths import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
 from ._inputs import (
     DEFAULT_PERTURBATION,

@@ -1,0 +1,49 @@
+"""Paths a user names: what can name a file, the path it names, and why it is no model.
+
+A user names files as ``str`` or ``os.PathLike`` values (arguments, settings, environment
+variables); this module says whether a value can name one, turns its text into a
+``Path`` with ``~`` expanded (refusing what no path can be), and words why a named
+model file cannot be read. The attrs validator over these names is ``_validators``'s.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._shown import spelled
+
+__all__ = ["is_path", "model_file_problem", "user_path"]
+
+
+def is_path(value: object) -> bool:
+    """Whether ``value`` can name a file: a ``str`` or an ``os.PathLike`` of one."""
+    return isinstance(value, str | os.PathLike)
+
+
+def model_file_problem(file: Path) -> str:
+    """Why ``file``, which is no regular file, cannot be a model: missing, or what it is."""
+    if not file.exists():
+        return f"model file not found: {file}"
+    kind = "a directory" if file.is_dir() else "not a regular file"
+    return f"model file {file} is {kind}; expected an MJCF (.xml) or .mjb file"
+
+
+def user_path(value: str) -> Path:
+    """``value`` as a path with ``~`` expanded.
+
+    Raises:
+        ValueError: it is empty, holds a NUL byte, or starts with the home of a user
+            that does not exist (``~nosuchuser/x``).
+    """
+    if not value:
+        raise ValueError('"" is not a path; expected a file name')
+    if "\0" in value:
+        raise ValueError(f"{spelled(value)} holds a NUL byte, which no path can")
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:  # pathlib cannot find that user's home (or any home)
+        head = value.split("/", 1)[0]
+        raise ValueError(
+            f"{spelled(value)} starts with {spelled(head)}, but no such home directory exists"
+        ) from None
