@@ -60,14 +60,14 @@ MAX_DEPTH = 8
 # ---------------------------------------------------------------- whose problem
 
 
-def _user_parent(name: str, user: Mapping[str, Any]) -> str | None:
+def _user_parent(name: str, user: Mapping[str, object]) -> str | None:
     """The user policy that policy ``name`` extends, if it extends one (not a preset)."""
     table = user.get(name)
     parent = table.get("extends") if isinstance(table, Mapping) else None
     return parent if isinstance(parent, str) and parent != name and parent in user else None
 
 
-def _sets(table: Any, problem: str) -> bool:
+def _sets(table: object, problem: str) -> bool:
     """Whether a policy's own table sets the key a problem (its path past the policy's) is at.
 
     A problem at a key the policy only inherits is its parent's, reported there: the
@@ -83,7 +83,7 @@ def _sets(table: Any, problem: str) -> bool:
 
 
 def _policies(
-    tables: Mapping[str, Any], user: Mapping[str, Any], problems: list[str]
+    tables: Mapping[str, Mapping[str, Any]], user: Mapping[str, object], problems: list[str]
 ) -> dict[str, Policy]:
     """Each flattened policy table as a Policy; its problems go to ``problems``, once.
 
@@ -229,18 +229,24 @@ def discover_config(env: str | None) -> Path | None:
     return local if local.is_file() else None
 
 
-def _with_variables(cache: Any, environ: Mapping[str, str | None]) -> tuple[Any, list[str]]:
-    """``cache`` (CacheSettings, or None where its table is broken) with ``$CHUNKTUNE_CACHE``
-    and ``$CHUNKTUNE_SYSTEM_CACHE`` applied (an empty one counts as unset), and the problems
-    of their values: the environment's, not the file's."""
+def _with_variables(
+    cache: CacheSettings, environ: Mapping[str, str | None]
+) -> tuple[CacheSettings, list[str]]:
+    """``cache`` with ``$CHUNKTUNE_CACHE`` and ``$CHUNKTUNE_SYSTEM_CACHE`` applied (an empty
+    one counts as unset), and the problems of their values: the environment's, not the
+    file's."""
     variables: list[str] = []
-    for env, field in ((CACHE_ENV, "path"), (SYSTEM_CACHE_ENV, "system_path")):
+    for env in (CACHE_ENV, SYSTEM_CACHE_ENV):
         value = environ.get(env)
-        if value and cache is not None:
-            try:
-                cache = attrs.evolve(cache, **{field: value})
-            except ConfigError as exc:
-                variables.extend(f"${env}: {p}" for p in exc.problems)
+        if not value:
+            continue
+        try:
+            if env == CACHE_ENV:
+                cache = attrs.evolve(cache, path=value)
+            else:
+                cache = attrs.evolve(cache, system_path=value)
+        except ConfigError as exc:
+            variables.extend(f"${env}: {p}" for p in exc.problems)
     return cache, variables
 
 
@@ -279,7 +285,9 @@ def settings_from_dict(
     cache = structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = structure(data.get("log", {}), LogSettings, "log", problems)
     ray = structure(data.get("ray", {}), RaySettings, "ray", problems)
-    cache, variables = _with_variables(cache, os.environ if environ is None else environ)
+    variables: list[str] = []
+    if cache is not None:  # None: a broken [cache] table, its problems listed above
+        cache, variables = _with_variables(cache, os.environ if environ is None else environ)
 
     active = data.get("policy", DEFAULT_POLICY)
     if not isinstance(active, str):

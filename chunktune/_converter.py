@@ -10,7 +10,7 @@ Finding, reading and merging the files is ``_config``'s.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_origin
 
 import attrs
@@ -37,7 +37,7 @@ __all__ = [
 # ---------------------------------------------------------------- the converter
 
 
-def _strict_float(value: Any, _t: type) -> float:
+def _strict_float(value: object, _t: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{spelled(value)} is not a number")
     try:
@@ -46,28 +46,30 @@ def _strict_float(value: Any, _t: type) -> float:
         raise ValueError(f"{spelled(value)} is not a finite number") from None
 
 
-def _strict_int(value: Any, _t: type) -> int:
+def _strict_int(value: object, _t: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{spelled(value)} is not an integer")
     return value
 
 
-def _strict_str(value: Any, _t: type) -> str:
+def _strict_str(value: object, _t: type) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{spelled(value)} is not a string")
     return value
 
 
-def _strict_bool(value: Any, _t: type) -> bool:
+def _strict_bool(value: object, _t: type) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{spelled(value)} is not true or false")
     return value
 
 
-def _tables_only(structure_fn: Any) -> Any:
+def _tables_only(
+    structure_fn: Callable[[Mapping[str, Any], type], object],
+) -> Callable[[object, type], object]:
     """``structure_fn`` of a settings table, refusing a value that is no table first."""
 
-    def structure(value: Any, cls: type) -> Any:
+    def structure(value: object, cls: type) -> object:
         if not isinstance(value, Mapping):
             raise ValueError(f"{spelled(value)} is not a table")
         return structure_fn(value, cls)
@@ -86,7 +88,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float | None, lambda v, _t: _strict_float(v, float))
     conv.register_structure_hook(str | None, lambda v, _t: _strict_str(v, str))
 
-    def _validated(cls: type, field: attrs.Attribute[Any]) -> Any:
+    def _validated(cls: type, field: attrs.Attribute[Any]) -> Callable[[Any, Any], Any]:
         structure_type: Any = field.type
         if cls is Policy and field.name == "candidates":
             structure_type = CandidateStrategy
@@ -95,7 +97,7 @@ def _make_converter() -> cattrs.Converter:
         elif get_origin(structure_type) is Literal:
             structure_type = str  # the field's choice() validator names the options
 
-        def hook(value: Any, _t: Any) -> Any:
+        def hook(value: object, _t: Any) -> Any:
             result = conv.structure(value, structure_type)
             if field.converter is not None and callable(field.converter):
                 result = field.converter(result)
@@ -123,7 +125,7 @@ def _make_converter() -> cattrs.Converter:
         )
         conv.register_structure_hook(cls, _tables_only(structure_fn))
 
-    def _structure_strategy(value: Any, _t: Any) -> CandidateStrategy:
+    def _structure_strategy(value: object, _t: Any) -> CandidateStrategy:
         if not isinstance(value, Mapping):
             raise ValueError(f"{spelled(value)} is not a table with a strategy key")
         name = value.get("strategy")
@@ -139,7 +141,7 @@ def _make_converter() -> cattrs.Converter:
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])
 
-    def _tagged(cls: type[Any]) -> Any:
+    def _tagged(cls: type[CandidateStrategy]) -> Callable[[CandidateStrategy], dict[str, Any]]:
         plain = make_dict_unstructure_fn(cls, conv)
         return lambda value: {"strategy": cls.strategy, **plain(value)}
 
@@ -199,7 +201,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     return [f"{path}: {message}" if path else message]
 
 
-def structure(data: Any, cls: type[Any], path: str, problems: list[str]) -> Any:
+def structure(data: object, cls: type[Any], path: str, problems: list[str]) -> Any:
     """``data`` as a ``cls`` record, or None with its problems at ``path`` added to ``problems``."""
     try:
         return _CONVERTER.structure(data, cls)
