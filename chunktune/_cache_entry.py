@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +22,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._decision import timings_to_ms
+from ._paths import fspath_text
 from ._shown import shown
 from ._workload import MAX_COUNT
 
@@ -33,7 +33,6 @@ __all__ = [
     "check_entry",
     "entry_from_table",
     "entry_to_table",
-    "path_text",
     "writable_path",
     "writable_signature",
     "writable_text",
@@ -153,24 +152,14 @@ def writable_text(text: str | None) -> str | None:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def path_text(value: object) -> str | None:
-    """The text of a str, bytes or ``os.PathLike`` path; None for anything else."""
-    if not isinstance(value, str | bytes | os.PathLike):
-        return None
-    try:
-        return os.fsdecode(value)
-    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
-        return None
-
-
 def writable_path(value: object) -> str | None:
     """A workload's ``model_file`` as an entry may hold it: :func:`writable_text` of
-    :func:`path_text`; None for anything that names no file.
+    :func:`chunktune._paths.fspath_text`; None for anything that names no file.
 
     The attribute is informal (any workload may have one), so what it holds never stops
     a measured decision from being stored.
     """
-    return writable_text(path_text(value))
+    return writable_text(fspath_text(value))
 
 
 def writable_signature(signature: Mapping[str, Any]) -> dict[str, Any]:

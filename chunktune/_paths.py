@@ -1,9 +1,10 @@
 """Paths a user names: what can name a file, the path it names, and why it is no model.
 
 A user names files as ``str`` or ``os.PathLike`` values (arguments, settings, environment
-variables); this module says whether a value can name one, turns its text into a
-``Path`` with ``~`` expanded (refusing what no path can be), and words why a named
-model file cannot be read. The attrs validator over these names is ``_validators``'s.
+variables; a workload's informal ``model_file`` may also be ``bytes``); this module says
+whether a value can name one, gives its text, turns that text into a ``Path`` with ``~``
+expanded (refusing what no path can be), and words why a named model file cannot be
+read. The attrs validator over these names is ``_validators``'s.
 """
 
 from __future__ import annotations
@@ -13,12 +14,22 @@ from pathlib import Path
 
 from ._shown import spelled
 
-__all__ = ["is_path", "model_file_problem", "user_path"]
+__all__ = ["fspath_text", "is_path", "model_file_problem", "user_path"]
 
 
 def is_path(value: object) -> bool:
     """Whether ``value`` can name a file: a ``str`` or an ``os.PathLike`` of one."""
     return isinstance(value, str | os.PathLike)
+
+
+def fspath_text(value: object) -> str | None:
+    """The text of a str, bytes or ``os.PathLike`` path; None for anything else."""
+    if not isinstance(value, str | bytes | os.PathLike):
+        return None
+    try:
+        return os.fsdecode(value)
+    except TypeError:  # a PathLike whose __fspath__ returns neither str nor bytes
+        return None
 
 
 def model_file_problem(file: Path) -> str:

@@ -24,9 +24,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._cache_entry import path_text as _path_text
 from ._config import load_settings as _load_settings
 from ._errors import InvalidArgumentError as _InvalidArgumentError
+from ._paths import fspath_text as _fspath_text
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
@@ -95,7 +95,7 @@ def _model_file(model_file: object) -> str | None:
     """``model_file`` as the text of its path (None stays None)."""
     if model_file is None:
         return None
-    text = _path_text(model_file)
+    text = _fspath_text(model_file)
     if text is None:
         raise _InvalidArgumentError(
             f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
