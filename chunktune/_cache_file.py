@@ -31,7 +31,7 @@ from ._cache_format import (
 )
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
-from ._settled import Stat, Version, changed_lately, identity
+from ._settled import LastParse, Stat, Version, changed_lately, identity
 from ._shown import shown, shown_some
 
 __all__ = ["CacheFile", "same_file"]
@@ -66,7 +66,7 @@ class CacheFile:
     def __init__(self, path: Path, format: CacheFormat) -> None:
         self.path = path
         self.format = format
-        self._memo: tuple[Version, dict[str, CacheEntry]] | None = None
+        self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
         self._newer: tuple[Version, str] | None = None  # a newer chunktune's file
         # an unusable file (what is wrong with it): not parsed again until the file
         # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
@@ -156,9 +156,9 @@ class CacheFile:
                 "cache (about 1.6 KB an entry)",
                 str(self.path),
             )
-        memo, newer, broken = self._memo, self._newer, self.broken
-        if not fresh and memo is not None and memo[0][1] is None and memo[0][0] == stat:
-            return memo[1]  # settled when parsed, so settled now: the stat alone tells
+        if not fresh and (entries := self._memo.by_stat(stat)) is not None:
+            return entries
+        newer, broken = self._newer, self.broken
         settled = not changed_lately(stat[0], stat[3], now)
         if settled:  # no write can carry these stamps now: the stat alone tells
             if newer is not None and newer[0] == (stat, None):
@@ -172,10 +172,8 @@ class CacheFile:
         # read within the tick (now, or when a memo was made): the bytes tell, and a read
         # and comparison cost far less than a parse (0.03 ms against 12.5 ms for 1000
         # entries here: benchmarks/racy_bench.py)
-        if not fresh and memo is not None and memo[0] == (stat, raw):
-            if settled:  # from now on the stat alone tells
-                self._memo = ((stat, None), memo[1])
-            return memo[1]
+        if not fresh and (entries := self._memo.by_bytes(stat, raw, settled=settled)) is not None:
+            return entries
         if newer is not None and newer[0] == (stat, raw):
             raise _written_by_newer(self.path, newer[1])
         if broken is not None and broken[0] == (stat, raw):
@@ -190,12 +188,12 @@ class CacheFile:
         except UnusableCache as exc:
             self.broken = (version, str(exc))
             raise
-        self._memo = (version, entries)
+        self._memo.keep(version, entries)
         return entries
 
     def forget(self) -> None:
         """Read the file afresh next time, whatever its stat says."""
-        self._memo = None
+        self._memo.forget()
 
     @property
     def backup_path(self) -> Path:

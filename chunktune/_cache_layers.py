@@ -28,7 +28,7 @@ from ._errors import CacheError
 from ._paths import user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._settings import Settings
-from ._settled import Version, changed_lately, identity
+from ._settled import LastParse, changed_lately, identity
 
 __all__ = ["SystemCache", "system_cache_for", "system_lookup"]
 
@@ -50,7 +50,7 @@ class SystemCache:
             raise CacheError(f"system cache path: {exc}") from None
         self.format = cache_format(self.path, format)
         # the file's stat, and its bytes where it was read within the tick of its change
-        self._memo: tuple[Version, dict[str, CacheEntry]] | None = None
+        self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
@@ -70,16 +70,15 @@ class SystemCache:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
             return {}
         stat = identity(st)
-        memo = self._memo
-        if memo is not None and memo[0] == (stat, None):
-            return dict(memo[1])  # settled when parsed, so settled now: the stat alone tells
+        last = self._memo.by_stat(stat)
+        if last is not None:
+            return dict(last)
         settled = not changed_lately(st.st_mtime_ns, st.st_ctime_ns, now)
         try:
             raw = read_capped(self.path, MAX_CACHE_BYTES)  # /dev/zero would never end
-            if memo is not None and memo[0] == (stat, raw):  # a same-size rewrite keeps stat
-                if settled:
-                    self._memo = ((stat, None), memo[1])
-                return dict(memo[1])
+            last = self._memo.by_bytes(stat, raw, settled=settled)
+            if last is not None:
+                return dict(last)
             parsed = parse_cache(raw, self.format, mtime=st.st_mtime, source=str(self.path))
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
@@ -103,7 +102,7 @@ class SystemCache:
                 self._warn_once(
                     f"holds {len(parsed.skipped)} invalid entries ({keys}); they are never served"
                 )
-        self._memo = ((stat, None if settled else raw), entries)
+        self._memo.keep((stat, None if settled else raw), entries)
         return dict(entries)
 
     def lookup(
