@@ -175,6 +175,8 @@ class CacheFile:
         if not fresh and (entries := self._memo.by_bytes(stat, raw, settled=settled)) is not None:
             return entries
         if newer is not None and newer[0] == (stat, raw):
+            if settled:  # from now on the stat alone tells, as for a parse (LastParse)
+                self._newer = ((stat, None), newer[1])
             raise _written_by_newer(self.path, newer[1])
         if broken is not None and broken[0] == (stat, raw):
             raise UnusableCache(broken[1])

@@ -1757,6 +1757,31 @@ def test_a_newer_chunktunes_file_replaced_within_one_tick_is_read(
     assert set(cache.entries()) == {"k"}
 
 
+def test_a_newer_chunktunes_file_once_settled_is_told_by_its_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newer chunktune's file first read within the tick is, once settled, not read again."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
+    cache = DecisionCache(path)
+    look_at = _within_one_tick(monkeypatch, cache, after_s=0.1)
+    read: list[Path] = []
+    read_bytes = Path.read_bytes
+
+    def counted_read(self: Path) -> bytes:
+        read.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted_read)
+    for _ in range(3):
+        assert cache.entries() == {}
+    assert len(read) == 3  # within the tick the bytes tell
+    look_at(4.0)  # settled: one look at the bytes, then the stat alone tells
+    for _ in range(3):
+        assert cache.entries() == {}
+    assert len(read) == 4
+
+
 def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
