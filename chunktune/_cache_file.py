@@ -67,7 +67,7 @@ class CacheFile:
         self.path = path
         self.format = format
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
-        self._newer: tuple[Version, str] | None = None  # a newer chunktune's file
+        self._newer: LastParse[str] = LastParse()  # a newer chunktune's file: why
         # an unusable file (what is wrong with it): not parsed again until the file
         # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
         self.broken: tuple[Version, str] | None = None
@@ -158,11 +158,11 @@ class CacheFile:
             )
         if not fresh and (entries := self._memo.by_stat(stat)) is not None:
             return entries
-        newer, broken = self._newer, self.broken
+        broken = self.broken
         settled = not changed_lately(stat[0], stat[3], now)
         if settled:  # no write can carry these stamps now: the stat alone tells
-            if newer is not None and newer[0] == (stat, None):
-                raise _written_by_newer(self.path, newer[1])
+            if (why := self._newer.by_stat(stat)) is not None:
+                raise _written_by_newer(self.path, why)
             if broken is not None and broken[0] == (stat, None):
                 raise UnusableCache(broken[1])
         try:
@@ -174,10 +174,8 @@ class CacheFile:
         # entries here: benchmarks/racy_bench.py)
         if not fresh and (entries := self._memo.by_bytes(stat, raw, settled=settled)) is not None:
             return entries
-        if newer is not None and newer[0] == (stat, raw):
-            if settled:  # from now on the stat alone tells, as for a parse (LastParse)
-                self._newer = ((stat, None), newer[1])
-            raise _written_by_newer(self.path, newer[1])
+        if (why := self._newer.by_bytes(stat, raw, settled=settled)) is not None:
+            raise _written_by_newer(self.path, why)
         if broken is not None and broken[0] == (stat, raw):
             raise UnusableCache(broken[1])
         version: Version = (stat, None if settled else raw)
@@ -185,7 +183,7 @@ class CacheFile:
         try:
             entries = self.parse(raw)
         except NewerCache as exc:
-            self._newer = (version, str(exc))
+            self._newer.keep(version, str(exc))
             raise _written_by_newer(self.path, str(exc)) from None
         except UnusableCache as exc:
             self.broken = (version, str(exc))

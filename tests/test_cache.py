@@ -1699,6 +1699,30 @@ def _within_one_tick(
     return look_at
 
 
+def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every path ``Path.read_bytes`` reads from now on, in order."""
+    read: list[Path] = []
+    read_bytes = Path.read_bytes
+
+    def counted_read(self: Path) -> bytes:
+        read.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted_read)
+    return read
+
+
+def _newer_file_within_one_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, DecisionCache, Callable[[float], None]]:
+    """A newer chunktune's empty cache file and a cache over it, looked at within the tick
+    (:func:`_within_one_tick`)."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
+    cache = DecisionCache(path)
+    return path, cache, _within_one_tick(monkeypatch, cache, after_s=0.1)
+
+
 def test_a_same_size_rewrite_that_keeps_the_mtime_is_read_afresh(tmp_path: Path) -> None:
     """A same-size in-place rewrite by another process, its mtime set back, is read."""
     path, new = tmp_path / "c.json", tmp_path / "new.json"
@@ -1748,10 +1772,7 @@ def test_a_newer_chunktunes_file_replaced_within_one_tick_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A newer chunktune's file that a current one replaced within the tick is read, not skipped."""
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
-    cache = DecisionCache(path)
-    _within_one_tick(monkeypatch, cache, after_s=0.1)
+    path, cache, _ = _newer_file_within_one_tick(tmp_path, monkeypatch)
     assert cache.entries() == {}
     write_cache_file(path, {"k": entry(8)})
     assert set(cache.entries()) == {"k"}
@@ -1761,18 +1782,8 @@ def test_a_newer_chunktunes_file_once_settled_is_told_by_its_stat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A newer chunktune's file first read within the tick is, once settled, not read again."""
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
-    cache = DecisionCache(path)
-    look_at = _within_one_tick(monkeypatch, cache, after_s=0.1)
-    read: list[Path] = []
-    read_bytes = Path.read_bytes
-
-    def counted_read(self: Path) -> bytes:
-        read.append(self)
-        return read_bytes(self)
-
-    monkeypatch.setattr(Path, "read_bytes", counted_read)
+    _, cache, look_at = _newer_file_within_one_tick(tmp_path, monkeypatch)
+    read = _counted_reads(monkeypatch)
     for _ in range(3):
         assert cache.entries() == {}
     assert len(read) == 3  # within the tick the bytes tell
@@ -1790,19 +1801,15 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
     write_cache_file(path, {"k": entry(4)})
     cache = DecisionCache(path)
     look_at = _within_one_tick(monkeypatch, cache, after_s=0.1)
-    parsed, read = [], []
-    parse, read_bytes = cache._file.parse, Path.read_bytes
+    parsed = []
+    parse = cache._file.parse
 
     def counted_parse(raw: bytes) -> dict[str, CacheEntry]:
         parsed.append(raw)
         return parse(raw)
 
-    def counted_read(self: Path) -> bytes:
-        read.append(self)
-        return read_bytes(self)
-
     monkeypatch.setattr(cache._file, "parse", counted_parse)
-    monkeypatch.setattr(Path, "read_bytes", counted_read)
+    read = _counted_reads(monkeypatch)
     for _ in range(5):
         assert cache.get("k") is not None
     assert (len(parsed), len(read)) == (1, 5)  # each hit compares the bytes; one parse
