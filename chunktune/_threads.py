@@ -291,8 +291,8 @@ def run_beside(
             call_soon(token, scope.cancel)
 
     thread = threading.Thread(target=main, name=name, daemon=True)
-    thread.start()
-    try:
+    try:  # Ctrl-C may come while the thread starts, before the wait: cancel that call too
+        thread.start()
         with interruptible():
             thread.join(timeout_s)
     except BaseException:

@@ -74,20 +74,43 @@ def test_an_interrupted_wait_beside_cancels_the_call() -> None:
 
     async def forever() -> None:
         try:
+            os.kill(os.getpid(), signal.SIGUSR1)  # to the main thread, in or about to wait
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             cancelled.set()
             raise
 
     previous = signal.signal(signal.SIGUSR1, _interrupt)
-    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1))
     try:
-        timer.start()
         with pytest.raises(_Interrupted):
             run_beside(forever, timeout_s=60, name="chunktune test beside")
     finally:
-        timer.cancel()
         signal.signal(signal.SIGUSR1, previous)
+    assert cancelled.wait(5)
+
+
+def test_an_interrupt_while_the_thread_starts_cancels_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C arriving while run_beside starts its thread, before the wait, cancels the call."""
+    cancelled = threading.Event()
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+
+    class InterruptedStart(threading.Thread):
+        def start(self) -> None:
+            super().start()
+            if self.name == "chunktune test start":
+                raise _Interrupted
+
+    monkeypatch.setattr(chunktune._threads.threading, "Thread", InterruptedStart)
+    with pytest.raises(_Interrupted):
+        run_beside(forever, timeout_s=60, name="chunktune test start")
     assert cancelled.wait(5)
 
 
