@@ -86,7 +86,7 @@ def test_an_interrupted_wait_beside_cancels_the_call() -> None:
             run_beside(forever, timeout_s=60, name="chunktune test beside")
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    assert cancelled.wait(5)
+    assert cancelled.wait(30)
 
 
 def test_an_interrupt_while_the_thread_starts_cancels_the_call(
@@ -111,7 +111,7 @@ def test_an_interrupt_while_the_thread_starts_cancels_the_call(
     monkeypatch.setattr(chunktune._threads.threading, "Thread", InterruptedStart)
     with pytest.raises(_Interrupted):
         run_beside(forever, timeout_s=60, name="chunktune test start")
-    assert cancelled.wait(5)
+    assert cancelled.wait(30)
 
 
 def _own_ctrl_c(signum: int, frame: FrameType | None) -> None:
