@@ -18,6 +18,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from time import time_ns
 
+import attrs
+
 from ._atomic import remove_stale_temps, write_atomic
 from ._cache_checksums import Known, stored_tables
 from ._cache_entry import CacheEntry
@@ -34,11 +36,24 @@ from ._recent import forget as forget_recent
 from ._settled import LastParse, Stat, Version, changed_lately, identity
 from ._shown import shown, shown_some
 
-__all__ = ["CacheFile", "same_file"]
+__all__ = ["Broken", "CacheFile", "same_file"]
 
 logger = logging.getLogger("chunktune")
 
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
+
+
+@attrs.frozen(eq=False)
+class Broken:
+    """What one parse found wrong with a cache file's bytes (completing "the file ...").
+
+    Told apart by identity, never by value: two files may be wrong in the same words, and
+    what is made of these very bytes (:mod:`chunktune._cache_quarantine` salvages their
+    whole entries) holds wherever the memo of them goes, promoted to the stat alone or
+    moved to the stat a failed move aside left.
+    """
+
+    why: str
 
 
 def same_file(a: Stat, b: Stat) -> bool:
@@ -70,7 +85,7 @@ class CacheFile:
         self._newer: LastParse[str] = LastParse()  # a newer chunktune's file: why
         # an unusable file (what is wrong with it): not parsed again until the file
         # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
-        self.broken: tuple[Version, str] | None = None
+        self.broken: LastParse[Broken] = LastParse()
         self._mtime = 0.0  # of the file being parsed: dates the older tuner's entries
         self._legacy_bytes: bytes | None = None
         # entries read from checksummed tables, and the tables written for them: a re-read
@@ -158,13 +173,12 @@ class CacheFile:
             )
         if not fresh and (entries := self._memo.by_stat(stat)) is not None:
             return entries
-        broken = self.broken
         settled = not changed_lately(stat[0], stat[3], now)
         if settled:  # no write can carry these stamps now: the stat alone tells
             if (why := self._newer.by_stat(stat)) is not None:
                 raise _written_by_newer(self.path, why)
-            if broken is not None and broken[0] == (stat, None):
-                raise UnusableCache(broken[1])
+            if (broken := self.broken.by_stat(stat)) is not None:
+                raise UnusableCache(broken.why)
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -176,8 +190,8 @@ class CacheFile:
             return entries
         if (why := self._newer.by_bytes(stat, raw, settled=settled)) is not None:
             raise _written_by_newer(self.path, why)
-        if broken is not None and broken[0] == (stat, raw):
-            raise UnusableCache(broken[1])
+        if (broken := self.broken.by_bytes(stat, raw, settled=settled)) is not None:
+            raise UnusableCache(broken.why)
         version: Version = (stat, None if settled else raw)
         self._mtime = stat[0] / 1e9
         try:
@@ -186,7 +200,7 @@ class CacheFile:
             self._newer.keep(version, str(exc))
             raise _written_by_newer(self.path, str(exc)) from None
         except UnusableCache as exc:
-            self.broken = (version, str(exc))
+            self.broken.keep(version, Broken(str(exc)))
             raise
         self._memo.keep(version, entries)
         return entries

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ._cache_entry import CacheEntry
-from ._cache_file import CacheFile, same_file
+from ._cache_file import Broken, CacheFile, same_file
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._recent import forget as forget_recent
@@ -71,8 +71,9 @@ class Quarantine:
     def __init__(self, file: CacheFile) -> None:
         self._file = file
         # its whole entries while it cannot be moved aside: not salvaged again until the
-        # file changes
-        self._salvaged: tuple[Version, dict[str, CacheEntry]] | None = None
+        # file changes (then another Broken is read: the memo of these bytes is promoted,
+        # or moved to the stat a failed move left, but stays the same Broken)
+        self._salvaged: tuple[Broken, dict[str, CacheEntry]] | None = None
         # what was warned about (at most once each): setdefault, atomic, so threads that
         # race on one cache object warn once without a lock a fork could leave held
         self._said: dict[object, object] = {}
@@ -173,19 +174,15 @@ class Quarantine:
         """The unusable file last read, linked aside and unlinked there (or moved aside and
         back) under the write lock, is still that file: the link or the move changed its
         ctime, not ``data``, its bytes (None: unknown, so it is read again)."""
-        broken = self._file.broken
+        broken = self._file.broken.last()
         try:
             stat = self._file.stat()
         except OSError:
             return
         if broken is None or stat is None or data is None:
             return
-        if same_file(broken[0][0], stat):
-            version = (stat, data)  # changed just now: the bytes tell
-            salvaged = self._salvaged
-            if salvaged is not None and salvaged[0] == broken[0]:
-                self._salvaged = (version, salvaged[1])
-            self._file.broken = (version, broken[1])
+        if same_file(broken[0][0], stat):  # changed just now: the bytes tell
+            self._file.broken.keep((stat, data), broken[1])  # its whole entries follow
 
     def read_only(self, exc: OSError) -> dict[str, CacheEntry] | None:
         """The whole entries of the unusable file that ``exc`` kept from being moved aside,
@@ -194,10 +191,11 @@ class Quarantine:
         The same entries a move aside would keep (:func:`chunktune._cache_salvage.salvage`),
         read once per version of the file.
         """
-        version, broken = self.still_broken(), self._file.broken
-        if version is None or broken is None:
+        found = self.still_broken()
+        if found is None:
             return None  # moved aside (then its entries could not be written), or replaced
-        if self._salvaged is not None and self._salvaged[0] == version:
+        version, broken = found
+        if self._salvaged is not None and self._salvaged[0] is broken:
             return self._salvaged[1]
         raw = version[1]  # read within the tick of its change: the very bytes found unusable
         if raw is None:
@@ -206,7 +204,7 @@ class Quarantine:
             except OSError:
                 return None
         kept = salvage(raw, self._file.format)
-        self._salvaged = (version, kept)
+        self._salvaged = (broken, kept)
         self._first_time(_UNAVAILABLE)  # a failed write would only say again what this says
         seen = version[0]  # a failed move's link changes the ctime each time: not said again
         if not self._first_time(("read-only", seen[:3], seen[4])):
@@ -215,19 +213,20 @@ class Quarantine:
             "chunktune: cache file %s %s; could not move it aside (%s), so serving the %d of "
             "its entries that are whole, read-only: nothing is written to it",
             self._file.path,
-            broken[1],
+            broken.why,
             exc,
             len(kept),
         )
         return kept
 
-    def still_broken(self) -> Version | None:
-        """What was read of the file there if it is the unusable one last read, else None."""
+    def still_broken(self) -> tuple[Version, Broken] | None:
+        """What was read of the file there, and what is wrong with it, if it is the unusable
+        one last read; else None."""
         try:
             stat = self._file.stat()
         except OSError:
             return None
-        broken = self._file.broken
+        broken = self._file.broken.last()
         if stat is None or broken is None or broken[0][0] != stat:
             return None
         raw = broken[0][1]
@@ -237,7 +236,7 @@ class Quarantine:
                     return None
             except OSError:
                 return None
-        return broken[0]
+        return broken
 
     def served_read_only(self) -> bool:
         """Whether the file there is the unusable one already served read-only.
@@ -247,7 +246,8 @@ class Quarantine:
         write of this cache that stall, while a live one moves the file at once (a write
         given up at once would lose its entry to it).
         """
-        return self._salvaged is not None and self._salvaged[0] == self.still_broken()
+        salvaged, found = self._salvaged, self.still_broken()
+        return salvaged is not None and found is not None and salvaged[0] is found[1]
 
     def _first_time(self, what: object) -> bool:
         """Whether ``what`` is warned about for the first time: True once, however threads race."""

@@ -72,6 +72,11 @@ class LastParse(Generic[_T]):
             return last[1]
         return None
 
+    def last(self) -> tuple[Version, _T] | None:
+        """The :data:`Version` last read (or its promotion to the stat alone) and what it
+        parsed to, as one pair; None if nothing is remembered."""
+        return self._last
+
     def keep(self, version: Version, parsed: _T) -> None:
         """Remember ``parsed``, what the file read as ``version`` parses to."""
         self._last = (version, parsed)

@@ -37,7 +37,7 @@ from chunktune import (
     _recent,
 )
 from chunktune._cache import default_cache_path, write_cache_file
-from chunktune._cache_format import SCHEMA, cache_format, parse_cache
+from chunktune._cache_format import SCHEMA, UnusableCache, cache_format, parse_cache
 from chunktune._cache_lock import write_lock
 
 DATA = Path(__file__).parent / "data"
@@ -1791,6 +1791,54 @@ def test_a_newer_chunktunes_file_once_settled_is_told_by_its_stat(
     for _ in range(3):
         assert cache.entries() == {}
     assert len(read) == 4
+
+
+def _unmovable_damaged_file_within_one_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[DecisionCache, str, Callable[[float], None]]:
+    """A damaged cache file whose write lock cannot be taken (so it cannot go aside), the
+    key of its entry that is lost, and a cache over it looked at within the tick
+    (:func:`_within_one_tick`)."""
+    path = tmp_path / "c.json"
+    _, lost = _damaged_cache(path, "cut")
+    _lock_that_cannot_be_taken(path)
+    cache = DecisionCache(path)
+    return cache, lost, _within_one_tick(monkeypatch, cache, after_s=0.1)
+
+
+def test_a_damaged_file_that_cannot_go_aside_once_settled_is_told_by_its_stat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged, unmovable file first read within the tick is, once settled, not read again."""
+    cache, lost, look_at = _unmovable_damaged_file_within_one_tick(tmp_path, monkeypatch)
+    whole = set(DAMAGED_KEYS) - {lost}
+    salvages = _counted(monkeypatch, _cache_quarantine, "salvage")
+    with pytest.raises(UnusableCache) as first:
+        cache._file.load(fresh=False)
+    why = str(first.value)
+
+    def served_as_before() -> None:
+        assert set(cache.entries()) == whole
+        assert cache.get(lost) is None and cache.get(DAMAGED_KEYS[0]) is not None
+        with pytest.raises(UnusableCache) as again:
+            cache._file.load(fresh=False)
+        assert type(again.value) is UnusableCache and str(again.value) == why
+        assert cache._quarantine.served_read_only()  # a stuck lock holder gets the brief look
+
+    read = _counted_reads(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        for _ in range(3):
+            served_as_before()
+        assert len(read) >= 3  # within the tick the bytes tell, at every look
+        look_at(4.0)  # settled: one look at the bytes, then the stat alone tells
+        read.clear()
+        served_as_before()
+        assert len(read) == 1
+        for _ in range(3):
+            served_as_before()
+        assert len(read) == 1
+    assert len(salvages) == 1  # the whole entries follow the file's memo: salvaged once
+    assert caplog.text.count("could not move it aside") == 1
 
 
 def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
