@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["STALE_TEMP_S", "check_writable", "remove_stale_temps", "write_atomic"]
+__all__ = ["STALE_TEMP_S", "check_writable", "remove_stale_temps", "umask", "write_atomic"]
 
 STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died mid-write
 
@@ -26,18 +26,25 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     A symbolic link is written through to its target (a file linked onto another volume
     stays there), and a file that is there but no regular file (``/dev/stdout``, a FIFO)
-    is written into, never replaced by one.
+    is written into, never replaced by one. The new file has the permissions of the one
+    it replaces, or, where there was none, those ``open()`` would give it (``0o666``
+    less the umask), never the temporary file's own ``0o600``: a cache or a trace that
+    others may read stays readable to them.
     """
+    mode: int | None = None
     with contextlib.suppress(FileNotFoundError):
         # by the name given: /dev/stdout onto a pipe has a real path of pipe:[N], no file
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        found = os.stat(path)
+        if not stat.S_ISREG(found.st_mode):
             with open(path, "wb") as f:
                 f.write(data)
             return
+        mode = stat.S_IMODE(found.st_mode) & 0o777
     path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.chmod(tmp, (0o666 & ~umask()) if mode is None else mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -52,6 +59,24 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where the system tells it (Linux 4.7+).
+
+    Elsewhere it is set and put back at once; for that instant a file another thread
+    makes gets fewer permissions than it asked for, never more.
+    """
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as status,
+    ):
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def check_writable(path: Path) -> None:

@@ -1,8 +1,10 @@
-"""Atomic replacement: links written through, FIFOs written into, temporaries cleaned up."""
+"""Atomic replacement: links written through, FIFOs written into, permissions kept,
+temporaries cleaned up."""
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -11,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from chunktune._atomic import STALE_TEMP_S, check_writable, remove_stale_temps, write_atomic
+import chunktune._atomic
+from chunktune._atomic import (
+    STALE_TEMP_S,
+    check_writable,
+    remove_stale_temps,
+    umask,
+    write_atomic,
+)
 
 
 def test_a_write_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path: Path) -> None:
@@ -66,3 +75,60 @@ def test_dev_stdout_onto_a_pipe_is_checked_and_written_into() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"written", b"")
+
+
+_WRITE_WITH_UMASK = """
+import os, stat, sys
+from pathlib import Path
+os.umask(int(sys.argv[2], 8))
+from chunktune._atomic import umask, write_atomic
+write_atomic(Path(sys.argv[1]), b"new")
+print(stat.S_IMODE(os.stat(sys.argv[1]).st_mode), umask(), os.umask(0))
+"""
+
+
+@pytest.mark.parametrize(
+    ("mask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)], ids=oct
+)
+def test_a_new_file_gets_the_permissions_open_would_give_it(
+    tmp_path: Path, mask: int, mode: int
+) -> None:
+    """A file that was not there is made 0o666 less the umask, not mkstemp's private 0o600."""
+    target = tmp_path / "cache.json"
+    out = subprocess.run(
+        [sys.executable, "-c", _WRITE_WITH_UMASK, str(target), oct(mask)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert [int(n) for n in out] == [mode, mask, mask]  # and reading the umask left it as it was
+    assert target.read_bytes() == b"new"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o444], ids=oct)
+def test_a_replaced_file_keeps_its_permissions(tmp_path: Path, mode: int) -> None:
+    """A file written over keeps the permissions it had, through a link to it as well."""
+    target = tmp_path / "trace.json"
+    target.write_bytes(b"old")
+    target.chmod(mode)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_atomic(target, b"new")
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    write_atomic(link, b"newer")
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    assert target.read_bytes() == b"newer"
+
+
+def test_the_umask_is_told_where_the_system_does_not_say_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without /proc the umask is set and put back: the same figure, and left as it was."""
+    told = umask()
+
+    def no_proc(*args: object, **kwargs: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory", "/proc/self/status")
+
+    monkeypatch.setattr(chunktune._atomic, "open", no_proc, raising=False)
+    assert umask() == told
+    assert umask() == told

@@ -1553,6 +1553,21 @@ print(json.dumps([entry is not None, DecisionCache(sys.argv[2]).put("k", entry)]
 """
 
 
+@pytest.mark.parametrize("fmt", ["json", "toml"])
+def test_a_cache_file_keeps_the_permissions_it_was_given(tmp_path: Path, fmt: str) -> None:
+    """A cache file made readable to a group stays so through later writes and a clear."""
+    path = tmp_path / f"cache.{fmt}"
+    cache = DecisionCache(path)
+    assert cache.put("a", entry())
+    path.chmod(0o640)
+    assert cache.put("b", entry(4))
+    assert path.stat().st_mode & 0o777 == 0o640
+    cache.clear()
+    assert cache.put("c", entry(2))
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert DecisionCache(path).get("c") is not None
+
+
 def test_read_only_directory_degrades_to_no_cache(shared_dir: Path) -> None:
     """An unwritable cache directory makes put() return False instead of raising."""
     prefix, why_not = _another_user()
