@@ -1888,6 +1888,80 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
     assert (len(parsed), len(read)) == (2, 11)
 
 
+def test_an_mtime_set_back_leaves_a_same_stat_rewrite_told_by_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose mtime was set back an hour is recent by its ctime: a rewrite is read."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, {"k": entry(4)})
+    hour_ago = path.stat().st_mtime_ns - 3600 * 10**9
+    os.utime(path, ns=(hour_ago, hour_ago))  # the ctime moves to now, as on any change
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=0.1)
+    first = cache.get("k")
+    assert first is not None and first.chunk_size == 4
+    write_cache_file(path, {"k": entry(8)})  # the same size; the stat stays as it was
+    again = cache.get("k")
+    assert again is not None and again.chunk_size == 8
+
+
+def test_a_file_settled_when_first_read_is_told_by_its_stat_from_then_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache file already settled at its first read is read once; each later hit takes a stat."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, {"k": entry(4)})
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=4.0)
+    read = _counted_reads(monkeypatch)
+    for _ in range(5):
+        assert cache.get("k") is not None
+    assert read == [path]
+
+
+def test_a_stat_that_lags_loses_no_writers_entry_and_hides_no_own_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stat that never moves (an attribute cache): a write reads the file, then it is read."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, {"a.abc": entry(4)})
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=4.0)  # settled, and its stat says so for good
+    assert set(cache.entries()) == {"a.abc"}
+    DecisionCache(path).put("b.abc", entry(8))  # another writer: this cache's stat stays
+    assert cache.put("c.abc", entry(16))
+    assert set(DecisionCache(path).entries()) == {"a.abc", "b.abc", "c.abc"}
+    assert set(cache.entries()) == {"a.abc", "b.abc", "c.abc"}
+
+
+def test_an_older_tuners_file_touched_again_is_dated_by_its_new_mtime(tmp_path: Path) -> None:
+    """The older tuner's entries take the file's mtime: the same bytes touched read as touched."""
+    path = tmp_path / "c.json"
+    path.write_bytes(json.dumps(LEGACY).encode())
+    cache = DecisionCache(path)
+    written = path.stat().st_mtime_ns
+    assert cache.entries()["legacy-0123abcd"].created == pytest.approx(written / 1e9)
+    hour_ago = written - 3600 * 10**9
+    os.utime(path, ns=(hour_ago, hour_ago))  # within the tick: the bytes are compared
+    assert cache.entries()["legacy-0123abcd"].created == pytest.approx(hour_ago / 1e9)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_cache_served_read_only_once_settled_is_told_by_its_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A damaged file that cannot go aside, settled when read, is parsed once and not re-read."""
+    path = tmp_path / "c.json"
+    _damaged_cache(path, damage)
+    _lock_that_cannot_be_taken(path)
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=4.0)
+    parses = _counted(monkeypatch, _cache_file, "parse_cache")
+    for _ in range(3):
+        assert len(cache.entries()) == 3
+    assert len(parses) == 1
+
+
 def test_a_cache_file_past_the_size_cap_is_left_alone_and_unread(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
