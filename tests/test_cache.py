@@ -753,9 +753,9 @@ def test_default_cache_path_is_in_the_user_cache_dir() -> None:
     assert path.name == "cache.json"
 
 
-@pytest.mark.parametrize("path", [3, None])
+@pytest.mark.parametrize("path", [3, None, b"c.json"])
 def test_a_cache_path_that_is_no_path_is_a_cache_error(path: object) -> None:
-    """DecisionCache(3) and the like: CacheError naming the value, not a TypeError."""
+    """DecisionCache(3), a bytes name and the like: CacheError naming the value, no TypeError."""
     with pytest.raises(CacheError, match=r"is not a str or os\.PathLike"):
         DecisionCache(path)  # type: ignore[arg-type]
 

@@ -379,9 +379,9 @@ def test_a_replayed_trace_resolves_like_any_workload() -> None:
     assert d.chunk_size in (3, 4, 5)
 
 
-@pytest.mark.parametrize("path", [None, 3])
+@pytest.mark.parametrize("path", [None, 3, b"trace.json"])
 def test_a_trace_path_that_is_no_path_is_a_trace_error(path: object) -> None:
-    """ReplayWorkload.from_file(None) and the like: TraceError naming the value."""
+    """ReplayWorkload.from_file(None), a bytes name and the like: TraceError naming the value."""
     with pytest.raises(TraceError, match="is not a trace file's path"):
         ReplayWorkload.from_file(path)  # type: ignore[arg-type]
 
