@@ -283,6 +283,73 @@ async def test_a_registry_call_under_a_shutdown_or_past_the_limit_ends_in_time()
 
 
 @pytest.mark.anyio
+async def test_a_registry_call_whose_hard_limit_has_come_is_never_sent() -> None:
+    """A call made at its hard limit (or past it): OutOfTime, and nothing is submitted."""
+    import anyio
+
+    from chunktune import _ray_calls
+
+    sent: list[str] = []
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: ref
+    with pytest.raises(_ray_calls.OutOfTime):
+        await _ray_calls.call(ray, lambda: sent.append("claim"), until=anyio.current_time())
+    assert sent == []
+
+
+@pytest.mark.anyio
+async def test_a_registry_lookup_never_starts_ray_and_names_what_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """look_up with Ray down asks nothing; a lookup that fails is RegistryGone, not OutOfTime."""
+    from chunktune import _ray_calls
+
+    looked: list[bool] = []
+
+    def failing(ray: object, fresh: bool) -> object:
+        looked.append(fresh)
+        raise ConnectionError("no head node")
+
+    monkeypatch.setattr(_ray_calls, "registry_handle", failing)
+    down = fake_ray(initialised=False)
+    with pytest.raises(_ray_calls.RegistryGone, match="not initialised"):
+        await _ray_calls.look_up(down, fresh=True, until=math.inf)
+    assert looked == [] and down.calls == []
+    with pytest.raises(_ray_calls.RegistryGone, match="ConnectionError: no head node") as gone:
+        await _ray_calls.look_up(fake_ray(initialised=True), fresh=True, until=math.inf)
+    assert type(gone.value) is _ray_calls.RegistryGone  # the caller may look it up anew
+    assert looked == [True]
+
+
+@pytest.mark.anyio
+async def test_a_registry_lookup_past_the_hard_limit_is_out_of_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lookup that has not returned by the hard limit ends there, as OutOfTime."""
+    import threading
+
+    import anyio
+
+    from chunktune import _ray_calls
+
+    answered = threading.Event()
+
+    def stuck(ray: object, fresh: bool) -> object:
+        answered.wait(30)  # a hang guard: the lookup is left behind at the limit
+        return "handle"
+
+    monkeypatch.setattr(_ray_calls, "registry_handle", stuck)
+    ray = fake_ray(initialised=True)
+    try:
+        with anyio.fail_after(30), pytest.raises(_ray_calls.OutOfTime):  # a hang detector
+            await _ray_calls.look_up(ray, fresh=False, until=anyio.current_time() + 0.2)
+    finally:
+        answered.set()
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: "handle")
+    assert await _ray_calls.look_up(ray, fresh=False, until=anyio.current_time() + 60) == "handle"
+
+
+@pytest.mark.anyio
 async def test_adopting_an_answer_is_not_held_up_by_a_stuck_cache_writer(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
