@@ -127,6 +127,12 @@ def test_a_ctrl_c_handler_set_during_a_wait_under_asyncio_run_is_kept() -> None:
     seen: list[object] = []
 
     async def changes_ctrl_c() -> None:
+        # the wait sets Python's default for itself: signal only then, or the handler
+        # would run before the wait began and the test would hold whatever the wait did
+        default = signal.default_int_handler
+        with anyio.fail_after(30):  # a hang detector, not a timing
+            while signal.getsignal(signal.SIGINT) is not default:  # noqa: ASYNC110 -- no event
+                await anyio.sleep(0.001)
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)  # in the wait
 
     async def main() -> None:
