@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -21,8 +22,11 @@ import chunktune._threads
 from chunktune._threads import (
     SWEEP_THREAD,
     call_soon,
+    hop,
     in_own_thread,
+    loop_running_here,
     run_beside,
+    run_blocking,
     wait_for_sweeps,
 )
 from chunktune.sim import SimulatedWorkload
@@ -229,3 +233,92 @@ def test_wait_for_sweeps_reports_a_sweep_still_running() -> None:
     finally:
         release.set()
     assert wait_for_sweeps(timeout_s=30) is True
+
+
+def test_run_beside_raises_what_the_call_raised() -> None:
+    """An exception the call beside raises comes out of run_beside, not as its result."""
+
+    async def fails() -> None:
+        raise LookupError("no such key")
+
+    with pytest.raises(LookupError, match="no such key"):
+        run_beside(fails, timeout_s=60, name="chunktune test beside")
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_a_finally_that_raises_still_hands_back_the_outcome() -> None:
+    """in_own_thread whose finally_ raises: the awaiting task still gets what func returned."""
+
+    def cleanup() -> None:
+        raise RuntimeError("cleanup failed")
+
+    name = "chunktune test finally"
+    with anyio.fail_after(30):  # a hang detector, not a timing
+        assert await in_own_thread(lambda: 5, name=name, finally_=cleanup) == 5
+    for thread in threading.enumerate():
+        if thread.name == name:
+            thread.join(30)  # its error is raised there, within this test
+
+
+@pytest.mark.anyio
+async def test_hops_borrow_from_one_limiter_of_two_threads_per_loop() -> None:
+    """Every hop on a loop takes a thread of one limiter of its own, two threads wide."""
+    limiter = chunktune._threads._own_limiter(chunktune._threads._hops, 2)
+    assert chunktune._threads._own_limiter(chunktune._threads._hops, 2) is limiter
+    borrowed = await hop(lambda: limiter.borrowed_tokens)
+    assert (limiter.total_tokens, borrowed, limiter.borrowed_tokens) == (2, 1, 0)
+
+
+def test_run_blocking_in_a_cancelled_worker_thread_runs_on_its_loop() -> None:
+    """A worker thread whose task was cancelled is still its loop's: the call runs there."""
+    started, cancelled = threading.Event(), threading.Event()
+    ran_on: list[int] = []
+
+    async def where() -> None:
+        ran_on.append(threading.get_ident())
+
+    def worker() -> None:
+        started.set()
+        cancelled.wait(30)  # a hang guard
+        run_blocking(where, instead="await where()")
+
+    async def main() -> int:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(anyio.to_thread.run_sync, worker))
+            await anyio.to_thread.run_sync(started.wait, 30)
+            tg.cancel_scope.cancel()
+            cancelled.set()
+        return threading.get_ident()
+
+    for backend in ("asyncio", "trio"):
+        ran_on.clear()
+        started.clear()
+        cancelled.clear()
+        assert ran_on == [] and anyio.run(main, backend=backend) == threading.get_ident()
+        assert ran_on == [threading.get_ident()], backend
+
+
+def _loop_state_in_child() -> None:
+    # the loop stayed in the parent: this thread runs none; a loop started on a fresh
+    # thread is a loop like any other, where blocking is refused
+    refused: list[bool] = []
+
+    async def block() -> None:
+        workload = SimulatedWorkload.from_layout("blocked", num_envs=4, nthread=4)
+        try:
+            chunktune.resolve_sync(workload)
+        except chunktune.UsageError:
+            refused.append(True)
+
+    fresh = threading.Thread(target=anyio.run, args=(block,), kwargs={"backend": "trio"})
+    fresh.start()
+    fresh.join(20)
+    raise SystemExit(0 if (loop_running_here(), refused) == (False, [True]) else 1)
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+async def test_a_child_forked_in_a_task_is_on_no_loop_until_it_starts_one() -> None:
+    """Forked in a task: the child's thread runs no loop; a trio loop on a fresh thread does."""
+    assert run_forked(_loop_state_in_child, hang_guard_s=20) == 0
