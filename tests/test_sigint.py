@@ -1,0 +1,158 @@
+"""Ctrl-C in the command's own process, in a library's, and in a wait on asyncio.run's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from chunktune import _sigint
+from chunktune._threads import run_beside
+
+PYTHON = "/usr/bin/python3"
+MAIN = "/site-packages/chunktune/__main__.py"  # sys.argv[0] under `python -m chunktune`
+
+
+def _own_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    pass
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """SIGINT's handler put back as it was after the test."""
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture
+def the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads as `chunktune tune`."""
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/chunktune", "tune"])
+    monkeypatch.setattr(sys, "orig_argv", [PYTHON, "/usr/bin/chunktune", "tune"])
+
+
+def _in_thread(func: Callable[[], object]) -> list[BaseException]:
+    """What ``func()`` raised in a thread of its own (nothing: [])."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            func()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)  # a hang guard, not a timing
+    return raised
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "command"),
+    [
+        pytest.param(["/usr/bin/chunktune", "tune"], [], True, id="script"),
+        pytest.param(["/opt/bin/chunktune.exe"], [], True, id="exe"),
+        pytest.param(["/opt/bin/chunktune-script.py"], [], True, id="setuptools-script"),
+        pytest.param([MAIN, "tune"], [PYTHON, "-m", "chunktune", "tune"], True, id="dash-m"),
+        pytest.param([MAIN, "tune"], [PYTHON, "-mchunktune", "tune"], True, id="dash-m-joined"),
+        pytest.param(
+            [MAIN], [PYTHON, "-X", "dev", "-m", "chunktune", "cache", "list"], True, id="options"
+        ),
+        pytest.param(["train.py"], [PYTHON, "train.py"], False, id="a-script"),
+        pytest.param(
+            ["/site-packages/pytest/__main__.py"], [PYTHON, "-m", "pytest"], False, id="another-m"
+        ),
+        pytest.param(["/x/__main__.py"], [PYTHON, "-m", "chunktune_x"], False, id="a-longer-name"),
+        pytest.param(["/opt/bin/chunktune2"], [PYTHON, "/opt/bin/chunktune2"], False, id="alike"),
+    ],
+)
+def test_the_command_is_told_by_its_argv(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], orig_argv: list[str], command: bool
+) -> None:
+    """`chunktune`, its .exe and -script.py forms and `python -m chunktune` guard; others do not."""
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert _sigint._is_the_command() is command
+
+
+@pytest.mark.parametrize(
+    "handler", [pytest.param(signal.SIG_IGN, id="ignored"), pytest.param(_own_ctrl_c, id="own")]
+)
+@pytest.mark.usefixtures("ctrl_c", "the_command")
+def test_the_guard_leaves_a_handler_the_process_already_had(handler: Any) -> None:
+    """In the command, a SIGINT already ignored (a background job) or handled stays so."""
+    signal.signal(signal.SIGINT, handler)
+    _sigint.guard()
+    assert signal.getsignal(signal.SIGINT) is handler
+    _sigint.release()
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+@pytest.mark.usefixtures("ctrl_c", "the_command")
+def test_guard_and_release_on_another_thread_change_nothing() -> None:
+    """guard() and release() off the main thread (which alone sets handlers) raise nothing."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert _in_thread(_sigint.guard) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    _sigint.guard()
+    guarded = signal.getsignal(signal.SIGINT)
+    assert guarded is not signal.default_int_handler
+    assert _in_thread(_sigint.release) == []
+    assert signal.getsignal(signal.SIGINT) is guarded
+    _sigint.release()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_interruptible_leaves_a_handler_of_the_programs_own() -> None:
+    """Where SIGINT's handler is not asyncio.run's, a wait made interruptible changes nothing."""
+    signal.signal(signal.SIGINT, _own_ctrl_c)
+    with _sigint.interruptible():
+        assert signal.getsignal(signal.SIGINT) is _own_ctrl_c
+    assert signal.getsignal(signal.SIGINT) is _own_ctrl_c
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_interruptible_on_asyncio_runs_loop_sets_its_handler_aside_for_the_wait() -> None:
+    """On asyncio.run's thread: Python's default within, asyncio's very handler after; one set
+    within is kept."""
+    seen: list[bool] = []
+
+    async def main() -> None:
+        asyncios = signal.getsignal(signal.SIGINT)
+        with _sigint.interruptible():
+            seen.append(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        seen.append(signal.getsignal(signal.SIGINT) is asyncios)
+        with _sigint.interruptible():
+            signal.signal(signal.SIGINT, _own_ctrl_c)  # as another signal's handler may
+        seen.append(signal.getsignal(signal.SIGINT) is _own_ctrl_c)
+        signal.signal(signal.SIGINT, asyncios)  # asyncio.run puts back only over its own
+
+    asyncio.run(main())
+    assert seen == [True, True, True]
+
+
+def test_a_wait_beside_in_a_worker_thread_under_asyncio_run_answers() -> None:
+    """run_beside from a worker thread of an asyncio.run loop waits and answers, raising nothing."""
+
+    async def answer() -> int:
+        return 7
+
+    async def main() -> tuple[bool, int | None]:
+        beside = run_beside
+        return await anyio.to_thread.run_sync(
+            lambda: beside(answer, timeout_s=60, name="chunktune test beside")
+        )
+
+    assert asyncio.run(main()) == (True, 7)
