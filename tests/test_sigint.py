@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 import threading
@@ -27,8 +28,9 @@ def _own_ctrl_c(signum: int, frame: FrameType | None) -> None:
 
 @pytest.fixture
 def ctrl_c() -> Iterator[None]:
-    """SIGINT's handler put back as it was after the test."""
-    before = signal.getsignal(signal.SIGINT)
+    """SIGINT's handler Python's default for the test (a shell's background job has it
+    ignored, and asyncio.run sets its own only over the default), then put back."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
@@ -102,7 +104,6 @@ def test_the_guard_leaves_a_handler_the_process_already_had(handler: Any) -> Non
 @pytest.mark.usefixtures("ctrl_c", "the_command")
 def test_guard_and_release_on_another_thread_change_nothing() -> None:
     """guard() and release() off the main thread (which alone sets handlers) raise nothing."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     assert _in_thread(_sigint.guard) == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     _sigint.guard()
@@ -143,6 +144,7 @@ def test_interruptible_on_asyncio_runs_loop_sets_its_handler_aside_for_the_wait(
     assert seen == [True, True, True]
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_a_wait_beside_in_a_worker_thread_under_asyncio_run_answers() -> None:
     """run_beside from a worker thread of an asyncio.run loop waits and answers, raising nothing."""
 
@@ -150,9 +152,7 @@ def test_a_wait_beside_in_a_worker_thread_under_asyncio_run_answers() -> None:
         return 7
 
     async def main() -> tuple[bool, int | None]:
-        beside = run_beside
-        return await anyio.to_thread.run_sync(
-            lambda: beside(answer, timeout_s=60, name="chunktune test beside")
-        )
+        beside = functools.partial(run_beside, answer, timeout_s=60, name="chunktune test beside")
+        return await anyio.to_thread.run_sync(beside)
 
     assert asyncio.run(main()) == (True, 7)

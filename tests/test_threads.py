@@ -143,12 +143,15 @@ def test_a_ctrl_c_handler_set_during_a_wait_under_asyncio_run_is_kept() -> None:
         run_beside(changes_ctrl_c, timeout_s=60, name="chunktune test beside")
         seen.append(signal.getsignal(signal.SIGINT))
 
+    # asyncio.run sets its handler only over Python's default, which a shell's background
+    # job (SIGINT ignored) does not have
+    ctrl_c = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGUSR1, _set_own_ctrl_c)
     try:
         asyncio.run(main())
     finally:
         signal.signal(signal.SIGUSR1, previous)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, ctrl_c)
     assert seen == [_own_ctrl_c]
 
 
