@@ -34,10 +34,26 @@ def _is_the_command() -> bool:
     argv0 = os.path.basename(sys.argv[0]) if sys.argv else ""
     if argv0 in (_COMMAND, f"{_COMMAND}.exe", f"{_COMMAND}-script.py"):
         return True
-    orig = list(getattr(sys, "orig_argv", ()))
-    if f"-m{_COMMAND}" in orig:
-        return True
-    return "-m" in orig and orig[orig.index("-m") + 1 :][:1] == [_COMMAND]
+    return _module_run(list(getattr(sys, "orig_argv", ()))[1:]) == _COMMAND
+
+
+def _module_run(options: list[str]) -> str | None:
+    """The module ``python OPTIONS`` runs with ``-m``, read from the interpreter's own options
+    only: a script's arguments (``python train.py -m chunktune``) name no module run."""
+    args = iter(options)
+    for arg in args:
+        if arg in ("-", "--") or not arg.startswith("-") or arg.startswith("--"):
+            return None  # the script, stdin, or a long option (none of Python's takes -m)
+        for i, flag in enumerate(arg[1:], start=1):
+            if flag == "m":
+                return arg[i + 1 :] or next(args, None)
+            if flag == "c":
+                return None
+            if flag in "WX":  # its value joined (-Wignore) or next: not options
+                if not arg[i + 1 :]:
+                    next(args, None)
+                break
+    return None
 
 
 def _exit_interrupted(signum: int, frame: FrameType | None) -> None:

@@ -71,7 +71,24 @@ def _in_thread(func: Callable[[], object]) -> list[BaseException]:
         pytest.param(
             [MAIN], [PYTHON, "-X", "dev", "-m", "chunktune", "cache", "list"], True, id="options"
         ),
+        pytest.param([MAIN], [PYTHON, "-Im", "chunktune"], True, id="flags-joined"),
+        pytest.param([MAIN], [PYTHON, "-Wignore", "-B", "-mchunktune"], True, id="joined-value"),
         pytest.param(["train.py"], [PYTHON, "train.py"], False, id="a-script"),
+        pytest.param(
+            ["train.py", "-m", "chunktune"],
+            [PYTHON, "train.py", "-m", "chunktune"],
+            False,
+            id="a-scripts-own-arguments",
+        ),
+        pytest.param(
+            ["train.py", "-mchunktune"],
+            [PYTHON, "-X", "dev", "train.py", "-mchunktune"],
+            False,
+            id="a-scripts-joined-argument",
+        ),
+        pytest.param(["-c"], [PYTHON, "-c", "pass", "-m", "chunktune"], False, id="dash-c"),
+        pytest.param([MAIN], [PYTHON, "-W", "-m", "-m", "pytest"], False, id="w-takes-a-value"),
+        pytest.param(["-"], [PYTHON, "-", "-m", "chunktune"], False, id="stdin"),
         pytest.param(
             ["/site-packages/pytest/__main__.py"], [PYTHON, "-m", "pytest"], False, id="another-m"
         ),
@@ -126,8 +143,7 @@ def test_interruptible_leaves_a_handler_of_the_programs_own() -> None:
 
 @pytest.mark.usefixtures("ctrl_c")
 def test_interruptible_on_asyncio_runs_loop_sets_its_handler_aside_for_the_wait() -> None:
-    """On asyncio.run's thread: Python's default within, asyncio's very handler after; one set
-    within is kept."""
+    """On asyncio.run's thread: Python's default within, then asyncio's very handler or one set."""
     seen: list[bool] = []
 
     async def main() -> None:
