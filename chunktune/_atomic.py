@@ -44,7 +44,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            os.chmod(tmp, (0o666 & ~umask()) if mode is None else mode)
+            with contextlib.suppress(OSError):  # a file system without modes (vfat, some FUSE)
+                os.chmod(tmp, (0o666 & ~umask()) if mode is None else mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

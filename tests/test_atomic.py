@@ -132,3 +132,17 @@ def test_the_umask_is_told_where_the_system_does_not_say_it(
     monkeypatch.setattr(chunktune._atomic, "open", no_proc, raising=False)
     assert umask() == told
     assert umask() == told
+
+
+def test_a_file_system_that_refuses_modes_still_gets_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where chmod is refused (vfat, some FUSE mounts) the write lands all the same."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(chunktune._atomic.os, "chmod", refused)
+    target = tmp_path / "cache.json"
+    write_atomic(target, b"new")
+    assert target.read_bytes() == b"new"
