@@ -1714,6 +1714,22 @@ def _within_one_tick(
     return look_at
 
 
+def _written_within_one_tick(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    entries: dict[str, CacheEntry],
+    *,
+    after_s: float,
+) -> tuple[Path, DecisionCache]:
+    """A cache file of ``entries`` and a cache over it, looked at ``after_s`` seconds into a
+    tick that never ends (:func:`_within_one_tick`)."""
+    path = tmp_path / "c.json"
+    write_cache_file(path, entries)
+    cache = DecisionCache(path)
+    _within_one_tick(monkeypatch, cache, after_s=after_s)
+    return path, cache
+
+
 def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every path ``Path.read_bytes`` reads from now on, in order."""
     read: list[Path] = []
@@ -1768,10 +1784,7 @@ def test_a_rewrite_within_one_clock_tick_is_never_served_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file replaced within its stamp's tick, every field of its stat kept, is read afresh."""
-    path = tmp_path / "c.json"
-    write_cache_file(path, {"k.abc": entry(4)})
-    cache = DecisionCache(path)
-    _within_one_tick(monkeypatch, cache, after_s=0.1)
+    path, cache = _written_within_one_tick(tmp_path, monkeypatch, {"k.abc": entry(4)}, after_s=0.1)
     found = cache.lookup("k", policy_hash="abc", rule="margin=0.03", effort=208)
     assert found is not None and found[1].chunk_size == 4
     write_cache_file(path, {"k.abc": entry(8)})  # another writer, the same size
@@ -1909,10 +1922,7 @@ def test_a_file_settled_when_first_read_is_told_by_its_stat_from_then_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cache file already settled at its first read is read once; each later hit takes a stat."""
-    path = tmp_path / "c.json"
-    write_cache_file(path, {"k": entry(4)})
-    cache = DecisionCache(path)
-    _within_one_tick(monkeypatch, cache, after_s=4.0)
+    path, cache = _written_within_one_tick(tmp_path, monkeypatch, {"k": entry(4)}, after_s=4.0)
     read = _counted_reads(monkeypatch)
     for _ in range(5):
         assert cache.get("k") is not None
@@ -1923,10 +1933,8 @@ def test_a_stat_that_lags_loses_no_writers_entry_and_hides_no_own_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stat that never moves (an attribute cache): a write reads the file, then it is read."""
-    path = tmp_path / "c.json"
-    write_cache_file(path, {"a.abc": entry(4)})
-    cache = DecisionCache(path)
-    _within_one_tick(monkeypatch, cache, after_s=4.0)  # settled, and its stat says so for good
+    # settled, and its stat says so for good
+    path, cache = _written_within_one_tick(tmp_path, monkeypatch, {"a.abc": entry(4)}, after_s=4.0)
     assert set(cache.entries()) == {"a.abc"}
     DecisionCache(path).put("b.abc", entry(8))  # another writer: this cache's stat stays
     assert cache.put("c.abc", entry(16))
