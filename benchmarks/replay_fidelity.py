@@ -9,7 +9,11 @@ places later in the order they ran, the robust sigma of the residuals, and how m
 variance alternating native and a size (N W N W N W N W) leaves in a paired estimate
 than N W W N W N N W over the same eight calls. The last is what decides whether a
 confirmation should alternate; a replay that smoothed the noise would say "no
-difference" where the recording says otherwise.
+difference" where the recording says otherwise. Two more look at each size's own
+noise: the share of calls more than five of their size's robust sigmas from its mean
+(rare spikes), and, on the re-recording's row, the correlation of the sizes' robust
+sigmas with the recording's (1: each size swings as far as it did when recorded; 0: the
+replay keeps none of the differences between sizes).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 LAGS = (1, 3, 5)
 ALTERNATING = np.array([-1, 1, -1, 1, -1, 1, -1, 1]) / 4
 ABBA = np.array([-1, 1, 1, -1, 1, -1, -1, 1]) / 4
+SPIKE = 5.0  # a call this many of its size's robust sigmas from its mean is a spike
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -40,6 +45,18 @@ def residual_sequences(trace: Trace) -> list[FloatArray]:
     _, adjusted = decompose(np.log(np.array([trace.samples[c] for c in sizes])))
     residual = adjusted - adjusted.mean(axis=1, keepdims=True)
     return [np.array([residual[index[c], r] for c in calls]) for r, calls in enumerate(trace.order)]
+
+
+def own_noise(trace: Trace) -> tuple[FloatArray, float]:
+    """Each size's robust sigma (its residuals' MAD, scaled), and the share of calls more
+    than :data:`SPIKE` of their size's sigmas from its mean."""
+    sizes = sorted(trace.samples)
+    _, adjusted = decompose(np.log(np.array([trace.samples[c] for c in sizes])))
+    residual = adjusted - adjusted.mean(axis=1, keepdims=True)
+    median = np.median(residual, axis=1, keepdims=True)
+    sigma = 1.4826 * np.median(np.abs(residual - median), axis=1)
+    safe = np.where(sigma > 0, sigma, np.inf)[:, None]
+    return sigma, float(np.mean(np.abs(residual) > SPIKE * safe))
 
 
 def memory(sequences: list[FloatArray]) -> dict[str, float]:
@@ -94,18 +111,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files = args.files or sorted((HERE / "traces").glob("**/*.json"))
     cols = " ".join(f"{'lag-' + str(lag):>6s}" for lag in LAGS)
-    print(f"{'trace':42s} {'':10s} {cols} {'sigma':>6s} {'alternation':>11s}")
+    print(f"{'trace':42s} {'':10s} {cols} {'sigma':>6s} {'alternation':>11s} "
+          f"{'spikes':>6s} {'sizes r':>7s}")  # fmt: skip
     for f in files:
         trace = load_trace(f)
         if not trace.order:
             print(f"{trace_name(f):42s} (no call order recorded: skipped)")
             continue
+        recorded_sigma, _ = own_noise(trace)
         for label, t in (("recorded", trace), ("replayed", rerecord(trace, seed=args.seed))):
             m = memory(residual_sequences(t))
+            sigma, spikes = own_noise(t)
             name = trace_name(f)
             lags = " ".join(f"{m[f'lag{lag}']:6.2f}" for lag in LAGS)
-            print(f"{name if label == 'recorded' else '':42s} {label:10s} {lags} "
-                  f"{m['sigma']:6.1%} {m['alternation']:11.2f}")  # fmt: skip
+            alike = "" if t is trace else f"{np.corrcoef(recorded_sigma, sigma)[0, 1]:7.2f}"
+            shape = f"{m['sigma']:6.1%} {m['alternation']:11.2f} {spikes:6.2%} {alike:>7s}"
+            print(f"{name if label == 'recorded' else '':42s} {label:10s} {lags} {shape}")
     return 0
 
 

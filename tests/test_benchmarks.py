@@ -610,6 +610,24 @@ def test_replay_fidelity_sees_memory_that_favours_alternation_and_a_replay_that_
     assert recorded["alternation"] < 0.85 and replayed["alternation"] < 0.85
 
 
+def test_replay_fidelity_counts_each_sizes_spikes_and_tells_its_spread(
+    bench: dict[str, ModuleType],
+) -> None:
+    """own_noise gives each size its robust sigma, untouched by a spike, and counts the spike."""
+    fidelity = bench["replay_fidelity"]
+    trace = remembering(rho=0.0, spreads={3: 0.3}, seed=2)  # size 3 swings three times as far
+    samples = dict(trace.samples)
+    samples[5] = (samples[5][0] * 3.0, *samples[5][1:])  # one call of size 5 three times slow
+    spiked = attrs.evolve(trace, samples=samples)
+    sigma, spikes = fidelity.own_noise(spiked)
+    sizes = sorted(trace.samples)
+    others = np.delete(sigma, [sizes.index(3), sizes.index(5)])
+    assert sigma[sizes.index(3)] / np.median(others) == pytest.approx(3.0, rel=0.3)
+    assert sigma[sizes.index(5)] == pytest.approx(np.median(others), rel=0.3)
+    assert spikes == pytest.approx(1 / (16 * 60))
+    assert fidelity.own_noise(trace)[1] == 0.0
+
+
 def test_trace_scripts_print_a_dash_where_a_short_trace_has_no_held_out_gain(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
