@@ -15,7 +15,7 @@ from _pools import remembering
 import chunktune
 from chunktune import TraceError
 from chunktune._candidates import ExplicitCandidates
-from chunktune._replay import standardized_noise
+from chunktune._replay import sizes_text, standardized_noise, without_machine_state
 from chunktune._trace import Trace, dump_trace, load_trace
 from chunktune.sim import ReplayWorkload
 
@@ -61,6 +61,7 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
         pytest.param(lambda d: d.pop("samples") and d, 'missing field "samples"', id="no-samples"),
         pytest.param(lambda d: d.update(nthread=0) or d, "nthread is 0", id="nthread-0"),
         pytest.param(lambda d: d.update(rounds="12") or d, 'rounds is "12"', id="rounds-text"),
+        pytest.param(lambda d: d.update(num_envs=True) or d, "num_envs is true", id="envs-bool"),
         pytest.param(lambda d: d.update(samples=None) or d, "samples is null", id="samples-null"),
         pytest.param(lambda d: d["samples"]["2"].__setitem__(3, -1.0) or d,
                      'samples["2"][3] is -1.0', id="negative-time"),
@@ -426,6 +427,13 @@ def test_traces_of_the_same_sizes_but_other_seconds_replay_under_other_keys() ->
     assert ReplayWorkload(one).signature() != ReplayWorkload(other).signature()
 
 
+def test_replays_of_one_trace_share_a_key_whatever_their_seed_and_name() -> None:
+    """The signature is the trace's alone: another seed or name replays under the same key."""
+    trace = synthetic()
+    seeded = ReplayWorkload(trace, seed=7, name="other")
+    assert seeded.signature() == ReplayWorkload(trace).signature()
+
+
 def test_a_replay_from_a_file_is_named_by_the_file(tmp_path: Path) -> None:
     """ReplayWorkload.from_file without a name takes the file's name, as tables print it."""
     path = write(tmp_path, dump_trace(synthetic()), name="tail-heavy.json")
@@ -460,6 +468,12 @@ def test_an_unrecorded_size_message_cuts_a_long_list_of_recorded_sizes() -> None
     assert "recorded: 1, 3, 5, 7, 9, 11, 13, 15, ... (16 sizes)" in str(info.value)
 
 
+def test_a_size_list_of_exactly_eight_runs_is_listed_whole() -> None:
+    """sizes_text cuts only past 8 runs: eight are all listed, a ninth brings the count."""
+    assert sizes_text(range(1, 16, 2)) == "1, 3, 5, 7, 9, 11, 13, 15"
+    assert sizes_text(range(1, 18, 2)) == "1, 3, 5, 7, 9, 11, 13, 15, ... (9 sizes)"
+
+
 def test_spreads_that_differ_by_sampling_alone_are_pulled_together() -> None:
     """standardized_noise pulls each size's spread toward the others' by what sampling explains."""
     base = np.array([1.0, -1.0, 1.0, -1.0])
@@ -467,6 +481,31 @@ def test_spreads_that_differ_by_sampling_alone_are_pulled_together() -> None:
     spread, noise = standardized_noise(residuals, ((1, 2),) * 4, [1, 2])
     assert spread == pytest.approx([math.sqrt(1.2)] * 2)
     assert noise[0] == pytest.approx([1.0, 1.0])
+
+
+def test_spreads_are_pulled_together_by_the_share_sampling_explains() -> None:
+    """Log spreads from R rounds vary by 1/(2(R-1)); scattered twice that, each goes halfway."""
+    # 3 rounds: sampling explains a variance of 1/4; the two log spreads scatter by 1/2
+    apart = math.sqrt(2.0)  # log spread of size 2 less that of size 1: variance (apart/2)^2 = 1/2
+    base = np.array([-1.0, 0.0, 1.0])
+    residuals = np.stack([base, math.exp(apart) * base])
+    spread, noise = standardized_noise(residuals, ((1, 2),) * 3, [1, 2])
+    mean = math.log(math.sqrt(2 / 3)) + apart / 2
+    assert np.log(spread) == pytest.approx([mean - apart / 4, mean + apart / 4], rel=1e-12)
+    assert noise[0] == pytest.approx([-math.sqrt(1.5)] * 2)  # against each size's own spread
+
+
+def test_the_machine_state_is_the_centered_mean_of_seven_calls_in_the_order_they_ran() -> None:
+    """without_machine_state takes out the mean of the calls k-3..k+3, cut at the round's ends."""
+    sizes = list(range(1, 9))
+    order = (tuple(reversed(sizes)),)  # size 5 ran 4th (position 3)
+    residuals = np.zeros((8, 1))
+    residuals[4, 0] = 7.0
+    own = without_machine_state(residuals, order, sizes)
+    # the state by position: 7 over the calls each window holds, 0 where 5 is out of it
+    state = [7 / 4, 7 / 5, 7 / 6, 1.0, 1.0, 7 / 6, 7 / 5, 0.0]
+    expected = [residuals[c - 1, 0] - state[order[0].index(c)] for c in sizes]
+    assert own[:, 0] == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize(
