@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from chunktune import _refine
 from chunktune._refine import proposals
 from chunktune._schedule import schedules, teeth, uniform_makespan
 
@@ -61,3 +64,12 @@ def test_the_models_pick_comes_first() -> None:
     assert got[0] == min(sizes, key=cost) == 256  # one chunk per thread, never measured
     without = proposals(n, t, sizes, teeth(n, t), measured=estimates, top=[17], estimates=None)
     assert got[1:] == [c for c in without if c != got[0]]
+
+
+def test_a_tie_in_the_model_is_broken_toward_the_smaller_schedule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two schedules the model predicts alike: the smaller is its pick, whatever the dict order."""
+    monkeypatch.setattr(_refine, "fit_uniform_model", lambda *args: {241: 1.0, 114: 1.0, 171: 2.0})
+    got = proposals(N, T, SIZES, TEETH, measured=[14, 86], top=[86], estimates={86: 1.0})
+    assert got == [114, 35, 171]  # then the halfway points around 86, as without a model

@@ -6,14 +6,15 @@ import attrs
 import pytest
 
 from chunktune import Policy, load_settings
-from chunktune._candidates import candidate_list, largest_chunk
+from chunktune._candidates import ExplicitCandidates, candidate_list, largest_chunk
 from chunktune._events import ProgressEvent
 from chunktune._field import Field
 from chunktune._pacing import Pace
 from chunktune._probe import Probe
 from chunktune._refining import Refiner, refine_space
 from chunktune._schedule import representative
-from chunktune._sweep import sweep
+from chunktune._sweep import may_probe, sweep
+from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
 
 
@@ -53,8 +54,8 @@ def test_native_is_refined_around_as_the_schedule_it_runs_as() -> None:
     assert Refiner(f, Pace(probe)).refine() == [31, 74, 129, 258]
 
 
-def test_the_model_fits_native_at_the_schedule_it_runs_as() -> None:
-    """Native 51 of 1030 envs runs as 50: the model's fit puts native's time there."""
+def modeled_field() -> Field:
+    """1030 envs on 2 threads, four sizes and native measured: the model's pick is 258."""
     w = SimulatedWorkload.from_layout("uniform", num_envs=1030, nthread=2)
     probe = Probe(w, balanced(), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
     levels = {20: 1.267, 23: 0.979, 32: 1.086, 74: 0.961}
@@ -64,5 +65,35 @@ def test_the_model_fits_native_at_the_schedule_it_runs_as() -> None:
         for c, seconds in levels.items():
             f.ev.add(c, r, seconds)
     f.round = 3
+    return f
+
+
+def test_the_model_fits_native_at_the_schedule_it_runs_as() -> None:
+    """Native 51 of 1030 envs runs as 50: the model's fit puts native's time there."""
+    f = modeled_field()
     # 258 is the model's pick with native's point at 50; placed at 51, the fit picks otherwise
-    assert Refiner(f, Pace(probe)).refine() == [21, 28, 58, 129, 258]
+    assert Refiner(f, Pace(f.probe)).refine() == [21, 28, 58, 129, 258]
+
+
+class RoomForOne(Pace):
+    """A race's share that can still judge one new candidate, whatever the field."""
+
+    def room_for_new(self, live: int, rounds: int) -> int:
+        return 1
+
+
+def test_room_for_one_new_schedule_takes_the_most_promising_proposal() -> None:
+    """With room for one, the refiner adds the model's pick (proposed first), not the smallest."""
+    f = modeled_field()
+    assert Refiner(f, RoomForOne(f.probe)).refine() == [258]
+    assert f.live[-1] == 258 and 21 not in f.measured
+
+
+def test_a_race_that_never_refines_has_no_refine_space() -> None:
+    """refine_steps 0, or candidates not refinable: no refine space, and may_probe adds none."""
+    assert refine_space(balanced(refine_steps=0), 1000, 8) == []
+    explicit = balanced(candidates=ExplicitCandidates(sizes=(4, 8)))
+    assert refine_space(explicit, 1000, 8) == []
+    assert may_probe(balanced(refine_steps=0), 1000, 8) == sorted(
+        {native_chunk(1000, 8), *balanced().candidates.propose(1000, 8)}
+    )
