@@ -434,6 +434,16 @@ def test_a_slow_pool_stretches_to_judge_one_candidate_within_the_cap() -> None:
     assert f"even extended to {max(10.0, 0.9 * hard):.3g} s," in short.choice.reason
 
 
+def test_a_budget_one_priming_call_nearly_spends_still_times_native_again_to_stretch() -> None:
+    """A call past time_budget_s but within the cap: native is timed again, then stretched."""
+    # the priming call takes about 1.1 s: a second one ends past 2 s, well inside 180 s
+    events: list[ProgressEvent] = []
+    pol = balanced(time_budget_s=2.0, hard_limit_s=200.0, extend_budget=True)
+    r = run(heavy(), pol, on_event=events.append)
+    assert [e.kind for e in events][:4] == ["candidates", "warmup", "warmup", "extended"]
+    assert r.stop != "too_slow" and r.rounds >= 1
+
+
 def test_a_sweep_that_starts_late_stretches_only_within_what_its_hard_limit_leaves() -> None:
     """After waits, the stretch ends a tenth of hard_limit_s before the resolve's limit."""
     for seed in range(6):
@@ -679,6 +689,16 @@ def test_a_race_without_confirmation_ended_by_the_budget_says_budget() -> None:
     pol = balanced(time_budget_s=10 * w.true_time(None), confirm=False, early_stop=False)
     r = run(w, pol)
     assert r.stop == "budget" and r.rounds >= pol.min_rounds
+
+
+def test_the_done_event_names_the_last_round_measured_and_why_it_stopped() -> None:
+    """The sweep's last event, done, carries the rounds the result counts and its stop reason."""
+    events: list[ProgressEvent] = []
+    r = run(lognormal_32(0), balanced(), on_event=events.append)
+    done = events[-1]
+    assert done.kind == "done" and r.rounds >= 3
+    assert (done.round, done.message) == (r.rounds, r.stop)
+    assert max(e.round for e in events if e.kind == "probe") == r.rounds
 
 
 def test_a_budget_that_judges_one_candidate_but_cannot_confirm_it_measures_nothing() -> None:

@@ -123,3 +123,45 @@ def test_a_cap_short_of_the_first_look_is_no_reason_to_stretch() -> None:
     pace = Room(2)
     assert not Stretch(Told(), pace).pairs(0.5, 0.05, two, racing=True)  # type: ignore[arg-type]
     assert pace.asked == []
+
+
+def test_a_cap_of_exactly_the_first_look_is_stretched_to() -> None:
+    """A cap paying for exactly min_pairs pairs is enough: a clear gain stretches to them."""
+    least = Told().policy.confirm_min_pairs
+    pace = Room(least)
+    assert Stretch(Told(), pace).pairs(0.5, 0.05, two, racing=True)  # type: ignore[arg-type]
+    assert pace.asked == [least]
+
+
+def test_a_gain_the_cap_confirms_as_often_as_not_is_stretched_for() -> None:
+    """Even odds at the cap (25 of its 40 pairs), short of 80% power (50): still stretched to 40."""
+    for racing in (True, False):
+        pace = Room(40)
+        assert Stretch(Told(), pace).pairs(0.02, 0.05, two, racing=racing)  # type: ignore[arg-type]
+        assert pace.asked == [40]
+
+
+class RaceShare(Room):
+    """A pace whose race-scaled cap pays for 10 pairs, the cap after the race for 40."""
+
+    def pairs_at_cap(self, cap: int, *, racing: bool) -> int:
+        return min(cap, 10 if racing else 40)
+
+
+def test_during_the_race_the_stretch_stays_within_what_the_race_scaled_cap_pays() -> None:
+    """80% power takes 13 pairs, the race-scaled cap pays 10: the race stretches for 10."""
+    pace = RaceShare()
+    assert Stretch(Told(), pace).pairs(0.04, 0.05, two, racing=True)  # type: ignore[arg-type]
+    assert pace.asked == [10]
+
+
+def widening(pairs: int) -> float:
+    """A test's last bound that grows with its plan: 2.1 at the first look's 4 pairs, 3 at 40."""
+    return 2.0 + pairs / 40
+
+
+def test_even_odds_are_judged_at_the_last_bound_of_the_plan_the_cap_pays() -> None:
+    """At the cap's 40 pairs (z = 3) a 2% gain needs 56 for even odds: no stretch (at z 2.1, 28)."""
+    pace = Room(40)
+    assert not Stretch(Told(), pace).pairs(0.02, 0.05, widening, racing=False)  # type: ignore[arg-type]
+    assert pace.asked == []
