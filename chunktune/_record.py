@@ -31,12 +31,12 @@ def _no_check() -> None:
     return None
 
 
-def _sizes_are(values: Sequence[object]) -> str:
-    """``"chunk size 9 is"`` or ``"chunk sizes 0, 9 are"``: each value once, as given."""
+def _sizes_are(values: Sequence[object], one: str, many: str) -> str:
+    """``"chunk size 9 <one>"`` or ``"chunk sizes 0, 9 <many>"``: each value once, as given."""
     texts = list(dict.fromkeys(map(shown, values)))
     if len(texts) == 1:
-        return f"chunk size {texts[0]} is"
-    return f"chunk sizes {', '.join(texts)} are"
+        return f"chunk size {texts[0]} {one}"
+    return f"chunk sizes {', '.join(texts)} {many}"
 
 
 def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> list[int]:
@@ -56,10 +56,11 @@ def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> lis
     # numpy's integers count, as everywhere a chunk size is taken (np.arange gives them)
     odd = [c for c in sizes if isinstance(c, bool) or not isinstance(c, numbers.Integral)]
     if odd:
-        raise InvalidArgumentError(f"{_sizes_are(odd)} not integers; expected integers in {where}")
+        odd_sizes = _sizes_are(odd, "is not an integer", "are not integers")
+        raise InvalidArgumentError(f"{odd_sizes}; expected integers in {where}")
     bad = [c for c in sizes if not 1 <= c <= upper]
     if bad:
-        raise InvalidArgumentError(f"{_sizes_are(bad)} outside {where}")
+        raise InvalidArgumentError(f"{_sizes_are(bad, 'is outside', 'are outside')} {where}")
     return sorted({*(int(c) for c in sizes), native_chunk(num_envs, nthread)})
 
 

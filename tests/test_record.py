@@ -280,7 +280,8 @@ def load_trace_text(text: str) -> Trace:
     [
         pytest.param([2.0, "3"], 2, r"chunk sizes 2\.0, '3' are not integers; expected integers "
                      r"in 1\.\.16", id="not-integers"),
-        pytest.param([True, 2], 2, r"chunk size True is not", id="bool"),
+        pytest.param([True, 2], 2, r"chunk size True is not an integer; expected integers in "
+                     r"1\.\.", id="bool"),
         pytest.param([2], 2**31, r"rounds must be an integer from 1 to 2147483647",
                      id="rounds-past-a-trace"),
     ],
