@@ -120,6 +120,20 @@ def test_a_replaced_file_keeps_its_permissions(tmp_path: Path, mode: int) -> Non
     assert target.read_bytes() == b"newer"
 
 
+@pytest.mark.parametrize("mode", [0o4755, 0o2755, 0o1644], ids=oct)
+def test_a_replaced_file_passes_on_no_setuid_setgid_or_sticky_bit(
+    tmp_path: Path, mode: int
+) -> None:
+    """A file written over keeps its read, write and execute bits only, as a write would."""
+    target = tmp_path / "trace.json"
+    target.write_bytes(b"old")
+    target.chmod(mode)
+    if stat.S_IMODE(target.stat().st_mode) != mode:
+        pytest.skip(f"this file system does not keep mode {mode:#o}")
+    write_atomic(target, b"new")
+    assert stat.S_IMODE(target.stat().st_mode) == mode & 0o777
+
+
 def test_the_umask_is_told_where_the_system_does_not_say_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
