@@ -166,6 +166,18 @@ def test_a_race_too_short_to_judge_prices_the_whole_field_with_native() -> None:
     )
 
 
+def test_a_race_too_short_without_confirmation_asks_for_the_races_budget_alone() -> None:
+    """A policy that does not confirm gives the whole budget to the race: 12.5 s asked as 13 s."""
+    f = field(balanced(min_rounds=8, confirm=False), {8: 0.9, 16: 0.95})
+    f.drop(16)
+    gate = Gate()
+    gate.pace = Pace()  # type: ignore[attr-defined]
+    assert chosen(f, gate)[1].endswith(
+        "one call takes about 0.5 s, and a time_budget_s of about 13 s would give the field "
+        "its 8 rounds"
+    )
+
+
 def test_a_tie_exactly_at_the_margin_joins_the_band() -> None:
     """A tie of the best measured exactly the margin faster than native clears the margin."""
     pol = balanced(margin=0.5, tie_break="toward_upper", tie_tol=0.2, tie_z=0.0)

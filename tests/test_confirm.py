@@ -25,6 +25,7 @@ from chunktune._confirm import (
 )
 from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
+from chunktune._reasons import kept
 from chunktune._stats import estimate, normal_cdf, normal_quantile
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload
@@ -262,3 +263,14 @@ def test_a_plan_completed_as_the_budget_ends_is_not_cut_short() -> None:
     probe = ScriptedProbe([0.95, 1.0, 0.9, 0.97, 0.93], budget_calls=32)
     verdict, cut = confirm(probe)
     assert verdict.pairs == 16 and not cut
+
+
+def test_a_plan_short_of_the_first_look_measures_nothing_and_says_why() -> None:
+    """A plan under confirm_min_pairs steps nothing; the reason blames the budget, not the gain."""
+    probe = ScriptedProbe([0.9])
+    verdict, cut = confirm(probe, plan=3)
+    assert (verdict.outcome, verdict.pairs, cut, probe.calls) == ("inconclusive", 0, False, 0)
+    assert kept(8, 12, verdict, probe.policy) == (
+        "kept the native chunk 12: the race's best, 8, looked faster, but what was left of the "
+        "budget paid for fewer than the 4 pairs of calls needed to confirm it against native"
+    )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from chunktune._confirm import Confirmation
 from chunktune._policy import Policy
-from chunktune._reasons import confirmed, kept, pct
+from chunktune._reasons import confirmed, kept, pct, too_noisy
 
 
 def test_a_rejection_gives_the_bound_it_was_rejected_on() -> None:
@@ -42,3 +43,25 @@ def test_a_handed_over_size_is_not_said_to_have_led_the_race() -> None:
         assert kept(16, 12, lost, Policy(), best=best).startswith(
             "kept the native chunk 12: the race's best, 16, looked faster"
         )
+
+
+def test_a_gain_that_rounds_to_nothing_reads_zero_never_minus_zero() -> None:
+    """A measured gain a hair under 0 reads 0.0% in a reason, not -0.0%; -0.1% stays negative."""
+    assert (pct(-0.0004), pct(-0.0006), pct(0.0)) == ("0.0%", "-0.1%", "0.0%")
+    v = Confirmation("inconclusive", 10, gain=-0.0004, ci=(-0.05, 0.049), sigma=0.1)
+    assert kept(4, 12, v, Policy()).endswith("could not confirm a gain: 0.0% (-5.0% to 4.9%)")
+
+
+def test_a_confirmed_gain_gives_its_interval_from_low_to_high() -> None:
+    """A confirmed gain's reason gives its interval low end first."""
+    won = Confirmation("confirmed", 20, gain=0.04, ci=(0.01, 0.07), sigma=0.05)
+    assert confirmed(16, 12, won) == (
+        "chose 16: 4.0% faster than the native chunk 12 (1.0% to 7.0%), confirmed on 20 fresh "
+        "pairs of calls against native after leading the race"
+    )
+
+
+def test_the_noise_gate_gives_the_gain_at_stake_as_a_fraction_of_natives_time() -> None:
+    """The gate's gain is a log ratio: a size taking 0.9 of native's time is 10.0% faster."""
+    reason = too_noisy(sigma=0.1, gain=math.log(1 / 0.9), needed=40.2, afford=12)
+    assert "confirming a 10.0% gain would take about 41 pairs of calls" in reason

@@ -419,6 +419,19 @@ def test_an_extending_budget_never_leaves_native_on_a_flat_landscape() -> None:
         assert c is None or truth.true_time(c) <= 1.005 * truth.true_time(None)
 
 
+def test_a_too_slow_pool_under_a_policy_that_does_not_confirm_is_told_no_pairs() -> None:
+    """Too slow to judge one candidate, without confirmation: the budget asked holds no pairs."""
+    pol = balanced(time_budget_s=0.5, confirm=False)
+    w = SimulatedWorkload.from_layout("blocked", num_envs=1024, nthread=16, mean_s=0.01)
+    r = sweep(w, candidate_list(pol.candidates, 1024, 16), pol)
+    assert (r.stop, r.choice.reason) == (
+        "too_slow",
+        "kept the native chunk 6: one call takes about 0.69 s, too long for the budget to judge "
+        "even one candidate against native in 3 rounds; that takes a time_budget_s of at least "
+        "7 s",
+    )
+
+
 def test_a_slow_pool_stretches_to_judge_one_candidate_within_the_cap() -> None:
     """Too slow for 10 s: the budget stretches to what one candidate takes, or says the cap."""
     r = run(heavy(), balanced())
