@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chunktune._shown import _cut, jsoned, shown, spelled
+from chunktune._shown import _cut, bound, jsoned, shown, shown_some, spelled
 
 # a cut 28 characters in and 28 from the end falls inside an escape at both ends
 HEAD_AND_TAIL = [
@@ -108,3 +108,71 @@ def test_an_object_whose_repr_fails_is_shown_by_reprlibs_stand_in() -> None:
     """A __repr__ that raises does not escape a message: the class and address stand in."""
     for show in (shown, spelled):
         assert re.fullmatch(r"<_Broken instance at 0x[0-9a-f]+>", show(_Broken()))
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param({"a": 1, "b": 2, "c": 3, "d": 4}, "{a = 1, b = 2, c = 3, d = 4}",
+                     id="four-keys-whole"),
+        pytest.param({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}, "{a = 1, b = 2, c = 3, d = 4, ...}",
+                     id="five-keys-cut"),
+        pytest.param({"time-budget_s": 1, "a b": 2, "x.y": 3}, '{time-budget_s = 1, "a b" = 2, '
+                     '"x.y" = 3}', id="bare-and-quoted-keys"),
+        pytest.param(_nested(6), "{k = {k = {k = {k = {k = {k = 1}}}}}}", id="six-deep-whole"),
+        pytest.param(_nested(7), "{k = {k = {k = {k = {k = {k = {...}}}}}}}", id="seven-deep-cut"),
+        pytest.param("x" * 60, '"' + "x" * 60 + '"', id="string-of-60-whole"),
+        pytest.param("x" * 61, '"' + "x" * 28 + "..." + "x" * 29 + '"', id="string-of-61-cut"),
+    ],
+)  # fmt: skip
+def test_spelled_writes_tables_and_strings_as_toml_does_within_reprs_bounds(
+    value: object, expected: str
+) -> None:
+    """Tables: bare keys where TOML allows them, cut past 4 keys or 6 levels; strings past 60."""
+    assert spelled(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        pytest.param([], "", id="none"),
+        pytest.param(["a", "b", "c"], "'a', 'b', 'c'", id="at-the-limit"),
+        pytest.param(["a", "b", "c", "d", "e"], "'a', 'b', 'c' and 2 more", id="past-it"),
+    ],
+)
+def test_shown_some_lists_up_to_its_limit_and_counts_the_rest(
+    values: list[str], expected: str
+) -> None:
+    """shown_some shows up to ``limit`` values and counts only those left out."""
+    assert shown_some(values, 3) == expected
+
+
+@pytest.mark.parametrize(
+    ("x", "expected"),
+    [
+        pytest.param(9.9e15, "9900000000000000", id="integral-float-in-digits"),
+        pytest.param(1e16, "1e+16", id="past-1e16"),
+        pytest.param(1e300, "1e+300", id="huge"),
+        pytest.param(2.5, "2.5", id="fraction"),
+    ],
+)
+def test_a_bound_is_exact_and_short(x: float, expected: str) -> None:
+    """A float bound prints its digits while they are few, else as TOML writes it: never 300."""
+    assert bound(x) == expected
+
+
+def test_a_value_too_deep_for_json_is_shown_bounded() -> None:
+    """jsoned of a list nested past the recursion limit falls back to the bounded repr."""
+    deep: list[object] = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    assert jsoned(deep) == "[[[[[[[...]]]]]]]"
