@@ -286,6 +286,24 @@ def test_choices_come_from_their_literal_types() -> None:
         Policy(tie_break="left")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("table", "key", "values"),
+    [
+        pytest.param("cache", "format", CACHE_FORMATS, id="cache.format"),
+        pytest.param("log", "stderr", STDERR_MODES, id="log.stderr"),
+        pytest.param("ray", "while_sweeping", WHILE_SWEEPING, id="ray.while_sweeping"),
+    ],
+)
+def test_a_settings_file_may_give_every_value_of_each_choice(
+    tmp_path: Path, table: str, key: str, values: tuple[str, ...]
+) -> None:
+    """Each value a choice's Literal lists is valid in a settings file and kept as written."""
+    for value in values:
+        path = tmp_path / f"{value}.toml"
+        path.write_text(f'[{table}]\n{key} = "{value}"\n')
+        assert getattr(getattr(chunktune.load_settings(path), table), key) == value
+
+
 def _one_policy(**fields: Any) -> chunktune.Settings:
     """Settings of one valid policy, with ``fields`` as given."""
     return chunktune.Settings(policies={"p": Policy()}, policy="p", **fields)
@@ -318,8 +336,15 @@ def _one_policy(**fields: Any) -> chunktune.Settings:
         # budgets past any use would overflow the pacing's arithmetic
         (lambda: chunktune.Policy(time_budget_s=1e307), "1e\\+307 is not valid for time_budget"),
         (lambda: chunktune.Policy(hard_limit_s=1e7), "10000000.0 is not valid for hard_limit"),
+        # a wait of no time at all is no wait: while_sweeping = "native" says that
+        (lambda: chunktune.RaySettings(wait_timeout_s=0), "0 is not valid for wait_timeout_s"),
+        # None only where a number may be left unset (hard_limit_s)
+        (lambda: chunktune.Policy(time_budget_s=None), "None is not valid for time_budget_s"),
+        # the active policy is a name: a list is refused as one, not hashed
+        (lambda: chunktune.Settings(policies={"p": Policy()}, policy=["p"]),
+         r"\['p'\] is not valid for policy; expected a policy name"),
     ],
-)
+)  # fmt: skip
 def test_settings_classes_built_in_code_raise_config_error(build: Any, message: str) -> None:
     """A bad value given to a settings class's constructor is a ConfigError naming it."""
     with pytest.raises(ConfigError, match=message):
@@ -339,6 +364,13 @@ def test_a_bad_policies_entry_is_named_for_what_is_wrong_with_it(
     """A policies entry with a non-str name or a non-Policy value says which of the two is wrong."""
     with pytest.raises(ConfigError, match=message):
         chunktune.Settings(policies=policies, policy="a")
+
+
+def test_a_policy_asked_for_by_a_name_that_is_no_string_is_unknown_like_any_other() -> None:
+    """get_policy(3) is an unknown policy (ConfigError, the known ones listed), not a TypeError."""
+    settings = _one_policy()
+    with pytest.raises(ConfigError, match=r"^unknown policy 3; known policies: p$"):
+        settings.get_policy(3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
