@@ -13,6 +13,8 @@ from _pools import remembering
 
 from chunktune import WorkloadError
 from chunktune._workload import (
+    MAX_SECONDS,
+    MIN_SECONDS,
     CountedCalls,
     call_workload,
     check_seconds,
@@ -31,6 +33,8 @@ from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
         pytest.param(np.int64(2), id="np.int64"),
         pytest.param(np.array(0.25), id="0-d array"),
         pytest.param(fractions.Fraction(1, 4), id="Fraction"),
+        pytest.param(MIN_SECONDS, id="shortest"),
+        pytest.param(MAX_SECONDS, id="longest"),
     ],
 )
 def test_any_positive_real_number_of_seconds_is_accepted(value: object) -> None:
@@ -138,11 +142,12 @@ def test_modeled_workloads_count_their_calls_into_their_clock(
     assert (workload.calls, workload.history, workload.clock()) == (0, [], 0.0)
 
 
-def _interrupt() -> float:
-    raise KeyboardInterrupt
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, SystemExit, GeneratorExit])
+def test_ctrl_c_or_an_exit_in_a_workload_passes_as_itself(kind: type[BaseException]) -> None:
+    """call_workload lets KeyboardInterrupt, SystemExit and GeneratorExit through as themselves."""
 
+    def stop() -> float:
+        raise kind
 
-def test_ctrl_c_in_a_workload_passes_as_itself() -> None:
-    """call_workload lets KeyboardInterrupt through as itself, never wrapped as a failure."""
-    with pytest.raises(KeyboardInterrupt):
-        call_workload(_interrupt)
+    with pytest.raises(kind):
+        call_workload(stop)
