@@ -12,7 +12,7 @@ from chunktune import Policy, WorkloadError, load_settings
 from chunktune._candidates import ExhaustiveCandidates, GeometricCandidates, candidate_list
 from chunktune._events import ProgressEvent
 from chunktune._sweep import may_probe, sweep
-from chunktune._workload import native_chunk
+from chunktune._workload import CountedCalls, native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -385,3 +385,75 @@ def test_a_resolve_runs_only_sizes_that_may_probe_names(name: str, strategy: obj
             chunktune.resolve_sync(w, policy=attrs.evolve(policy, seed=seed))
             ran = {native_chunk(n, t) if c is None else c for c, _ in w.history}
             assert ran <= set(may_probe(policy, n, t)), (layout, seed)
+
+
+class Quarters(CountedCalls):
+    """Every call a modeled 0.25 s, a binary fraction: the calls' sum lands exactly on a budget."""
+
+    num_envs, nthread = 64, 2
+
+    def __init__(self) -> None:
+        self._forget_calls()
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "quarters"}
+
+    def run(self, chunk_size: int | None) -> float:
+        return self._counted(chunk_size, 0.25)
+
+
+def test_a_budget_spent_exactly_ends_the_sweep_there() -> None:
+    """A call that brings the clock exactly to time_budget_s ends the sweep: no call past it."""
+    w = Quarters()
+    seed = load_settings().get_policy("seed")  # 2 warm-ups, then repetitions
+    r = sweep(w, [4, 8], attrs.evolve(seed, time_budget_s=1.0))
+    assert (w.calls, r.counts(), r.stop) == (4, {None: 2}, "budget")
+
+
+def test_the_older_tuner_s_schedule_counts_the_rounds_of_its_longest_candidate() -> None:
+    """A budget ending in the second candidate's repetitions: rounds is native's 20, not its 4."""
+    w = Quarters()
+    events: list[ProgressEvent] = []
+    seed = attrs.evolve(load_settings().get_policy("seed"), time_budget_s=7.0)
+    r = sweep(w, [4, 8], seed, on_event=events.append)
+    assert (r.counts(), r.stop) == ({None: 20, 4: 4}, "budget")
+    assert r.rounds == 20 and events[-1].round == 20
+
+
+def test_events_tell_the_time_on_the_sweep_s_clock() -> None:
+    """Each event's elapsed_s is the sweep's clock since its start, not the seconds run() said."""
+    w = Quarters()
+    events: list[ProgressEvent] = []
+    seed = attrs.evolve(load_settings().get_policy("seed"), min_rounds=2, max_rounds=2)
+    sweep(w, [4], seed, on_event=events.append, clock=lambda: 100.0 + 3.0 * w.calls)
+    timed = [(e.kind, e.elapsed_s) for e in events if e.seconds is not None]
+    assert timed == [
+        ("warmup", 3.0), ("warmup", 6.0), ("probe", 9.0), ("probe", 12.0),
+        ("warmup", 15.0), ("warmup", 18.0), ("probe", 21.0), ("probe", 24.0),
+    ]  # fmt: skip
+
+
+def test_a_bad_return_names_the_size_that_gave_it() -> None:
+    """run() fine for native but not for a candidate: the error names that candidate's call."""
+
+    class BadAtFour:
+        num_envs, nthread = 64, 2
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> object:
+            return "0.5 s" if chunk_size == 4 else 0.01
+
+    with pytest.raises(WorkloadError, match=r"run\(4\) returned '0\.5 s'"):
+        sweep(BadAtFour(), [None, 4], balanced())  # type: ignore[arg-type]
+
+
+def test_a_policy_measuring_in_a_row_may_probe_no_refinement() -> None:
+    """Sizes measured in a row are never refined: may_probe is native's size and the proposals."""
+    pol = attrs.evolve(
+        balanced(), interleave=False, race=False, paired=False, confirm=False, noise_gate=False
+    )
+    assert pol.refine_steps and pol.candidates.refinable
+    proposed = pol.candidates.propose(256, 2)
+    assert may_probe(pol, 256, 2) == sorted({native_chunk(256, 2), *proposed})
