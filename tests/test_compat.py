@@ -36,6 +36,7 @@ class FakePool:
     def __init__(self, fail: bool = False) -> None:
         self.sim = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=4, mean_s=2e-5)
         self.calls: list[dict[str, Any]] = []
+        self.flags: tuple[bool, bool] | None = None  # return_sensor, post_step_forward_sensor
         self.fail = fail
 
     def step(
@@ -51,6 +52,7 @@ class FakePool:
         if self.fail:
             raise RuntimeError("pool is gone")
         self.calls.append({"nstep": nstep, "control": control.shape, "chunk": chunk_size})
+        self.flags = (return_sensor, post_step_forward_sensor)
         state += 1.0  # must be a copy: the caller's state never changes
         time.sleep(self.sim.true_time(chunk_size))
 
@@ -77,6 +79,13 @@ def test_manual_override_first() -> None:
     """manual_chunk_size wins even with adaptive on, and nothing is stepped."""
     pool = FakePool()
     assert call(pool, np.zeros((256, 5)), manual_chunk_size=9) == 9
+    assert pool.calls == []
+
+
+def test_manual_override_comes_before_adaptive_off() -> None:
+    """manual_chunk_size is the answer with adaptive off too, as the older tuner's was."""
+    pool = FakePool()
+    assert call(pool, np.zeros((256, 5)), manual_chunk_size=9, adaptive=False) == 9
     assert pool.calls == []
 
 
@@ -148,6 +157,23 @@ def test_adaptive_off_gives_none() -> None:
     assert pool.calls == []
 
 
+@pytest.mark.parametrize(
+    "over",
+    [
+        pytest.param({"adaptive": False}, id="adaptive-off"),
+        pytest.param({"nthread": 0}, id="no-threads"),
+        pytest.param({"num_envs": 4}, id="one-work-chunk"),
+    ],
+)
+def test_an_answer_without_measuring_looks_at_no_measuring_argument(
+    over: dict[str, object],
+) -> None:
+    """None without measuring comes before dtype and bench_nsteps are checked: none raises."""
+    pool = FakePool()
+    assert call(pool, np.zeros((4, 5)), dtype="bogus", bench_nsteps=0, **over) is None
+    assert pool.calls == []
+
+
 def test_one_work_chunk_gives_none_without_measuring() -> None:
     """num_envs <= nthread cannot be tuned: None, nothing stepped."""
     pool = FakePool()
@@ -167,6 +193,35 @@ def test_sweeps_pool_step_on_a_copy_with_zero_controls_then_caches() -> None:
     assert len(pool.calls) == n
 
 
+@pytest.mark.parametrize("forward", [False, True])
+def test_pool_step_is_called_with_sensors_and_the_forward_flag_given(forward: bool) -> None:
+    """Each timed pool.step returns sensors and runs the post-step forward only if asked."""
+    pool = FakePool()
+    call(pool, np.zeros((256, 5)), post_step_forward_sensor=forward)
+    assert pool.calls and pool.flags == (True, forward)
+
+
+def test_the_key_holds_the_variants_and_the_model_s_sizes_numpy_s_too() -> None:
+    """n_variants and each size of the model (as numpy integers too) are in the signature."""
+
+    class NumpyModel:
+        nq, nv, nu = np.int64(7), np.int32(6), np.int64(2)
+
+    def signature(model: object, n_variants: int) -> dict[str, object]:
+        return dict(
+            PoolStepWorkload(
+                pool=FakePool(), state=np.zeros((256, 5)), model=model, n_variants=n_variants,
+                num_envs=256, nthread=4, dtype=np.float32, post_step_forward_sensor=False,
+                bench_nsteps=3,
+            ).signature()
+        )  # fmt: skip
+
+    sig = signature(NumpyModel(), 4)
+    assert (sig["n_variants"], sig["nq"], sig["nv"], sig["nu"]) == (4, 7, 6, 2)
+    assert signature(NumpyModel(), 1) != sig
+    assert signature(FakeModel(), 4)["nq"] == 7
+
+
 def test_failing_pool_never_raises() -> None:
     """A pool.step that raises gives None (native), not an exception."""
     assert call(FakePool(fail=True), np.zeros((256, 5))) is None
@@ -180,6 +235,7 @@ def test_failing_pool_never_raises() -> None:
         pytest.param({"num_envs": 2.5}, id="envs-float"),
         pytest.param({"nthread": -1}, id="threads-negative"),
         pytest.param({"nthread": "4"}, id="threads-text"),
+        pytest.param({"nthread": True}, id="threads-bool"),
         pytest.param({"num_envs": -1, "manual_chunk_size": 8}, id="before-manual"),
         pytest.param({"num_envs": -1, "adaptive": False}, id="before-adaptive"),
     ],
@@ -476,6 +532,19 @@ async def test_on_an_event_loop_the_wait_is_bounded_by_the_hard_limit(
         call(FakePool(), np.zeros((256, 5)))
     (warned,) = _on_loop_warnings(caplog)
     assert "(up to 7 s)" in warned
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_the_wait_is_twice_the_budget_and_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without a hard_limit_s the wait on the loop's thread is 2 * time_budget_s + LOOP_GRACE_S."""
+    _fast_policy(tmp_path)  # time_budget_s 0.3
+    monkeypatch.setattr(compat, "_warned_on_loop", False)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        call(FakePool(), np.zeros((256, 5)))
+    (warned,) = _on_loop_warnings(caplog)
+    assert f"(up to {0.6 + compat.LOOP_GRACE_S:.3g} s)" in warned
 
 
 @pytest.mark.anyio
