@@ -186,6 +186,58 @@ def test_tune_table_marks_native_and_chosen(
 
 
 @pytest.mark.mujoco
+@pytest.mark.parametrize(("load", "busy"), [(0.4, False), (2.0, True), (7.5, True)])
+def test_a_fresh_tune_tells_the_machines_load_and_whether_it_was_busy(
+    env: dict[str, Path],
+    model: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    load: float,
+    busy: bool,
+) -> None:
+    """A sweep's output gives the load as it began; a load of every CPU says the gain may not
+    hold when calm; a cache hit, measured at another time, gives none."""
+    monkeypatch.setattr(_tune_cmd.os, "getloadavg", lambda: (load, 0.1, 0.1))
+    monkeypatch.setattr(_tune_cmd.os, "cpu_count", lambda: 2)
+    assert main(["tune", str(model), *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert f"load {load:.2f} on 2 CPUs" in out
+    assert ("the machine was busy as the sweep began" in out) is busy
+
+    assert main(["tune", str(model), *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "from the cache" in out
+    assert "load" not in out and "busy" not in out
+
+
+def test_a_system_without_a_load_average_tells_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the system keeps no load average (Windows; no /proc), the output names no load."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    def no_load() -> tuple[float, float, float]:
+        raise OSError("no load average")
+
+    monkeypatch.setattr(_tune_cmd.os, "getloadavg", no_load)
+    assert _tune_cmd._Load.now() is None
+    monkeypatch.delattr(_tune_cmd.os, "getloadavg")
+    assert _tune_cmd._Load.now() is None
+    decision = Decision(
+        chunk_size=None,
+        native_chunk=12,
+        source="benchmark",
+        reason="kept native",
+        timings={None: 0.066, 4: 0.065},
+        probe_seconds=3.0,
+        key="0123456789abcdef",
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo", _tune_cmd._Load.now())
+    assert "probe time 3.00 s" in out.getvalue()
+    assert "load" not in out.getvalue()
+
+
+@pytest.mark.mujoco
 def test_tune_refresh_measures_again(
     env: dict[str, Path], model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -134,6 +135,28 @@ def _balance_bound(workload: Workload) -> float | None:
     return float(sum(costs)) / workload.nthread
 
 
+@attrs.frozen
+class _Load:
+    """The machine's load average when the sweep began, and the CPUs it counts over."""
+
+    load: float
+    cpus: int
+
+    @property
+    def busy(self) -> bool:
+        """Other work kept every CPU busy: what a sweep measures then is a loaded landscape."""
+        return self.load >= self.cpus
+
+    @classmethod
+    def now(cls) -> _Load | None:
+        """The one-minute load average now, or None where the system keeps none."""
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # Windows; a system without /proc/loadavg
+            return None
+        return cls(load, os.cpu_count() or 1)
+
+
 def _describe(decision: Decision) -> str:
     chosen = (
         f"chunk_size=None (native, {decision.native_chunk})"
@@ -151,7 +174,10 @@ def _describe(decision: Decision) -> str:
     return f"{chosen}; {where}"
 
 
-def _print_decision(console: Console, decision: Decision, header: str) -> None:
+def _print_decision(
+    console: Console, decision: Decision, header: str, load: _Load | None = None
+) -> None:
+    """The table, the choice, its gain and reason; ``load`` the machine's as the sweep began."""
     console.print(header)
     if decision.timings:
         rows = candidate_rows(
@@ -177,9 +203,18 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
             f"gain over native: {decision.gain:.1%} (not confirmed: the sweep's estimate)"
         )
     console.print(decision.reason)
+    measured = decision.source == "benchmark"
+    if measured and load is not None and load.busy:
+        console.print(
+            f"the machine was busy as the sweep began (load {load.load:.2f} on {load.cpus} "
+            "CPUs): a gain measured under load can shrink or vanish when it is calm; "
+            "--refresh in a calmer moment measures again"
+        )
     details = []
-    if decision.source == "benchmark":
+    if measured:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
+        if load is not None:
+            details.append(f"load {load.load:.2f} on {load.cpus} CPUs")
     if decision.partial:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
@@ -222,6 +257,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             refresh=args.refresh,
             on_progress=progress,
         )
+        load = _Load.now()  # before the sweep's own threads add to it
         try:
             with progress:
                 decision = anyio.run(call)
@@ -234,7 +270,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(decision.to_json()), flush=True)
         else:
-            _print_decision(console_on(sys.stdout), decision, f"{what}; policy {policy_name}")
+            header = f"{what}; policy {policy_name}"
+            _print_decision(console_on(sys.stdout), decision, header, load)
         if args.plot is not None:
             _plot(args.plot, decision, workload, what)
     finally:
