@@ -210,6 +210,27 @@ def test_a_fresh_tune_tells_the_machines_load_and_whether_it_was_busy(
     assert "load" not in out and "busy" not in out
 
 
+def test_the_load_is_read_as_the_sweep_begins_after_any_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The load is the one at the sweep's first candidates (a wait for another sweep comes
+    before), read once, and every event still reaches the progress display."""
+    from chunktune import ProgressEvent
+
+    readings = iter([1.0, 2.0, 3.0])
+    monkeypatch.setattr(_tune_cmd.os, "getloadavg", lambda: (next(readings), 0.0, 0.0))
+    seen: list[str] = []
+    started = _tune_cmd._LoadAtStart(lambda event: seen.append(event.kind))
+    assert started.load is None
+    started(ProgressEvent(kind="waiting", message="another sweep"))
+    assert started.load is None
+    started(ProgressEvent(kind="candidates", candidates=(None, 2)))
+    started(ProgressEvent(kind="candidates", candidates=(None,), message="cut"))
+    started(ProgressEvent(kind="probe", chunk_size=2, seconds=0.1))
+    assert started.load is not None and started.load.load == 1.0
+    assert seen == ["waiting", "candidates", "candidates", "probe"]
+
+
 def test_a_system_without_a_load_average_tells_none(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the system keeps no load average (Windows; no /proc), the output names no load."""
     from chunktune import Decision

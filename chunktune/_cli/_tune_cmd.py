@@ -16,6 +16,7 @@ from rich.console import Console
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
+from .._events import ProgressCallback, ProgressEvent
 from .._lock_wait import hold_blocking
 from .._locks import sweep_lock
 from .._paths import model_file_problem
@@ -157,6 +158,22 @@ class _Load:
         return cls(load, os.cpu_count() or 1)
 
 
+@attrs.define
+class _LoadAtStart:
+    """Passes a sweep's progress on, noting the machine's load at its first candidates: after
+    any wait for another sweep, before its own calls add to the load."""
+
+    forward: ProgressCallback
+    load: _Load | None = None
+    _seen: bool = False
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.kind == "candidates" and not self._seen:
+            self._seen = True
+            self.load = _Load.now()
+        self.forward(event)
+
+
 def _describe(decision: Decision) -> str:
     chosen = (
         f"chunk_size=None (native, {decision.native_chunk})"
@@ -249,15 +266,15 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         progress = progress_display(
             policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave
         )
+        started = _LoadAtStart(progress)
         call = functools.partial(
             resolve,
             workload,
             settings=settings,
             policy=policy_name,
             refresh=args.refresh,
-            on_progress=progress,
+            on_progress=started,
         )
-        load = _Load.now()  # before the sweep's own threads add to it
         try:
             with progress:
                 decision = anyio.run(call)
@@ -271,7 +288,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print(json.dumps(decision.to_json()), flush=True)
         else:
             header = f"{what}; policy {policy_name}"
-            _print_decision(console_on(sys.stdout), decision, header, load)
+            _print_decision(console_on(sys.stdout), decision, header, started.load)
         if args.plot is not None:
             _plot(args.plot, decision, workload, what)
     finally:
