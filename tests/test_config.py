@@ -600,3 +600,116 @@ def test_empty_cache_variables_count_as_unset(
         str(tmp_path / "mine.json"),
         str(tmp_path / "site.json"),
     )
+
+
+def test_a_preset_tweak_that_extends_its_preset_by_name_reports_its_own_broken_rule() -> None:
+    """[policies.balanced] extends = "balanced", breaking a rule between fields, is told so."""
+    policies = {"balanced": {"extends": "balanced", "min_rounds": 50, "max_rounds": 10}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policies": policies}, environ={})
+    assert info.value.problems == (
+        "policies.balanced: max_rounds 10 is below min_rounds 50; "
+        "expected max_rounds >= min_rounds",
+    )
+
+
+def test_a_broken_rule_a_child_only_inherits_is_reported_once_at_its_parent() -> None:
+    """A rule between fields that a parent breaks is its one problem; a child adds none."""
+    policies = {
+        "a": {"extends": "balanced", "min_rounds": 50, "max_rounds": 10},
+        "b": {"extends": "a"},
+    }
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "b", "policies": policies}, environ={})
+    assert info.value.problems == (
+        "policies.a: max_rounds 10 is below min_rounds 50; expected max_rounds >= min_rounds",
+    )
+
+
+def test_a_cycle_reached_through_a_policy_off_it_is_reported_where_it_closes() -> None:
+    """x extends a, a and b extend each other: the cycle is b's extends, not x's, and once."""
+    policies = {"x": {"extends": "a"}, "a": {"extends": "b"}, "b": {"extends": "a"}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "x", "policies": policies}, environ={})
+    assert info.value.problems == ("policies.b.extends: cycle a -> b -> a",)
+
+
+def test_a_policy_extending_one_with_an_unknown_parent_repeats_no_problem() -> None:
+    """a extends an unknown policy and b extends a: one problem, a's, not one more for b."""
+    policies = {"a": {"extends": "nosuch"}, "b": {"extends": "a"}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "b", "policies": policies}, environ={})
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith('policies.a.extends: unknown policy "nosuch"')
+
+
+def test_a_policy_that_is_no_table_is_named_as_no_table() -> None:
+    """[policies] a = 3 is 'policies.a: 3 is not a table'."""
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "balanced", "policies": {"a": 3}}, environ={})
+    assert info.value.problems == ("policies.a: 3 is not a table",)
+
+
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        pytest.param(
+            {"min_rounds": True}, "policies.a.min_rounds: true is not an integer", id="bool-int"
+        ),
+        pytest.param(
+            {"candidates": {"strategy": "explicit"}},
+            "policies.a.candidates.sizes: missing required key sizes",
+            id="missing-sizes",
+        ),
+        pytest.param(
+            {"candidates": {"strategy": "explicit", "sizes": 3}},
+            "policies.a.candidates.sizes: 3 is not valid for sizes; expected a list of chunk sizes",
+            id="sizes-no-list",
+        ),
+    ],
+)
+def test_a_policy_value_of_the_wrong_kind_is_named_for_what_it_is(
+    table: dict[str, object], problem: str
+) -> None:
+    """true for an integer, a missing sizes list and a number for it: each named exactly."""
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policies": {"a": {"extends": "balanced", **table}}}, environ={})
+    assert info.value.problems == (problem,)
+
+
+def test_a_value_nested_too_deep_is_named_by_its_path_from_the_top() -> None:
+    """The too-deep value's path starts at its top-level key (a.b...), with no leading dot."""
+    data: dict[str, object] = {"j": 1}
+    for key in "ihgfedcba":
+        data = {key: data}
+    with pytest.raises(ConfigError, match=r"^invalid settings: a\.b\.c\.d\.e\.f\.g\.h\.i: nested"):
+        settings_from_dict(data, environ={})
+
+
+def test_a_bad_cache_variable_beside_chunktune_config_is_not_blamed_on_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CONFIG names a good file, $CHUNKTUNE_CACHE is bad: the error names no file."""
+    good = write(tmp_path / "c.toml", 'policy = "quick"\n')
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(good))
+    monkeypatch.setenv("CHUNKTUNE_CACHE", "~nosuchuser-chunktune/x.json")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert info.value.source is None
+    assert str(info.value).startswith("invalid settings: $CHUNKTUNE_CACHE: ")
+
+
+def test_a_settings_path_through_a_file_says_not_a_directory(tmp_path: Path) -> None:
+    """A path whose parent is a file is unreadable for the reason the system gives."""
+    file = write(tmp_path / "c.toml", "")
+    with pytest.raises(ConfigError, match=r"cannot read settings file .*: Not a directory$"):
+        load_settings(file / "inner.toml")
+
+
+def test_an_empty_chunktune_config_counts_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CONFIG set to "" names no file: ./chunktune.toml is found as without it."""
+    write(tmp_path / "chunktune.toml", 'policy = "quick"\n')
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    assert load_settings().policy == "quick"
