@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from _discoveries import counted_loads
+from _forking import run_forked
 
 import chunktune
 from chunktune import _config, _discovered, _settled
@@ -165,3 +166,21 @@ def test_a_resolve_sees_a_changed_settings_file(config: Path) -> None:
     assert chunktune.resolve_sync(w).policy == "quick"
     config.write_text('policy = "off"\n[log]\nstderr = "never"\n')
     assert chunktune.resolve_sync(w).source == "disabled"
+
+
+def test_built_in_defaults_are_remembered_as_a_file_is(loads: list[chunktune.Settings]) -> None:
+    """With no settings file to find, two discoveries parse once and give the same object."""
+    first = _discovered.discovered_settings()
+    assert first.source is None
+    assert _discovered.discovered_settings() is first
+    assert len(loads) == 1
+
+
+def test_a_child_forked_while_the_lock_is_held_remembers_with_a_lock_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fork while the memory's lock is held leaves the child a free lock: its discovery ends."""
+    monkeypatch.setattr(_discovered, "_seen", None)  # the child must store, so take the lock
+    with _discovered._lock:
+        status = run_forked(_discovered.discovered_settings, hang_guard_s=20)
+    assert status == 0
