@@ -9,7 +9,13 @@ import pytest
 
 import chunktune
 from chunktune import DecisionCache, _fingerprint
-from chunktune._fingerprint import cpu_model, cpu_quota, device_fingerprint
+from chunktune._fingerprint import (
+    cpu_model,
+    cpu_quota,
+    device_fingerprint,
+    mujoco_version,
+    usable_cpus,
+)
 from chunktune._keys import cache_for, cache_key
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -226,3 +232,36 @@ def test_a_hit_gives_the_native_chunk_of_the_request_not_of_the_entry(isolated: 
     cache.put(first.key, attrs.evolve(entry, native_chunk=1))
     hit = chunktune.resolve_sync(w, policy="quick")
     assert hit.source == "cache" and hit.native_chunk == first.native_chunk == 512 // 80
+
+
+def test_a_quota_is_kept_to_the_thousandth_of_a_cpu(tmp_path: Path) -> None:
+    """cpu.max of 12345 over 100000 is 0.123 CPUs: three places, not fewer."""
+    (tmp_path / "cpu.max").write_text("12345 100000\n")
+    assert cpu_quota(tmp_path) == 0.123
+
+
+def test_a_cpu_max_that_cannot_be_read_as_numbers_falls_back_to_the_v1_quota(
+    tmp_path: Path,
+) -> None:
+    """A cpu.max of one word is passed over for the cgroup v1 files, not raised."""
+    (tmp_path / "cpu.max").write_text("max\n")
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("250000\n")
+    assert cpu_quota(tmp_path) == 2.5
+
+
+def test_the_usable_cpus_are_the_affinity_masks_not_the_machines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pinned to 3 of 64 CPUs, usable_cpus and the fingerprint say 3."""
+    monkeypatch.setattr(_fingerprint.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(_fingerprint.os, "cpu_count", lambda: 64)
+    assert usable_cpus() == 3
+    assert device_fingerprint()["usable_cpus"] == 3
+
+
+def test_the_mujoco_version_is_the_installed_mujocos() -> None:
+    """The fingerprint's mujoco is the version the mujoco package reports."""
+    mujoco = pytest.importorskip("mujoco")
+    assert mujoco_version() == mujoco.__version__ == device_fingerprint()["mujoco"]
