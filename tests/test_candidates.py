@@ -9,6 +9,7 @@ import pytest
 
 from chunktune import (
     BalancedCandidates,
+    ConfigError,
     ExhaustiveCandidates,
     ExplicitCandidates,
     GeometricCandidates,
@@ -18,7 +19,13 @@ from chunktune import (
     native_chunk,
     upper_chunk,
 )
-from chunktune._candidates import _spread_over_range, candidate_list, largest_chunk, thin_log
+from chunktune._candidates import (
+    CandidateStrategy,
+    _spread_over_range,
+    candidate_list,
+    largest_chunk,
+    thin_log,
+)
 
 # Worked out by hand from the older tuner's documented grid: a band of
 # round(heur * {0.5, 1, 1.5, 2, 3}) around heur = round(N / 10T), a x1.8 geometric
@@ -181,7 +188,16 @@ def test_geometric_ratio_changes_the_grid() -> None:
     assert GeometricCandidates(ratio=4.0).propose(1024, 4) == [1, 4, 16, 64, 256]
 
 
-@pytest.mark.parametrize(("upper", "cap", "skip"), [(100, 10, 3), (5000, 64, 1), (777, 16, 777)])
+@pytest.mark.parametrize(
+    ("upper", "cap", "skip"),
+    [
+        (100, 10, 3),
+        (5000, 64, 1),
+        (777, 16, 777),
+        # 650 = 25 * 26: the middle target lies as near 25 as 26, and the smaller is taken
+        (650, 3, 216),
+    ],
+)
 def test_a_range_is_spread_as_thin_log_spreads_its_list(upper: int, cap: int, skip: int) -> None:
     """The listless spread of 1..upper picks exactly what thin_log picks from the list."""
     every = [c for c in range(1, upper + 1) if c != skip]
@@ -202,3 +218,16 @@ def test_balanced_refines_no_higher_than_its_own_largest_size(n: int, t: int) ->
     largest = largest_chunk(b, n, t)
     assert largest == min(upper_chunk(n, t), max(1, math.ceil(n / (2 * t))))
     assert largest == max([*b.propose(n, t), native_chunk(n, t)])
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [SeedCandidates, BalancedCandidates, GeometricCandidates, ExhaustiveCandidates],
+    ids=lambda cls: cls.strategy,
+)
+def test_a_cap_of_one_candidate_is_refused(strategy: type[CandidateStrategy]) -> None:
+    """max_candidates = 1 is refused by every capped strategy: it leaves nothing to compare."""
+    with pytest.raises(
+        ConfigError, match=r"1 is not valid for max_candidates; expected an integer in \[2, "
+    ):
+        strategy(max_candidates=1)  # type: ignore[call-arg]
