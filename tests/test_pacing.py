@@ -11,10 +11,16 @@ from chunktune._pacing import SLACK, Pace
 class Calls:
     """The probe's side of a pace: its policy, its calls and the seconds they took."""
 
-    def __init__(self, calls: int, elapsed_s: float, hard_limit_s: float = 40.0) -> None:
+    def __init__(
+        self,
+        calls: int,
+        elapsed_s: float,
+        hard_limit_s: float = 40.0,
+        limit_s: float | None = None,
+    ) -> None:
         balanced = chunktune.load_settings().get_policy("balanced")
         self.policy = attrs.evolve(balanced, extend_budget=True, hard_limit_s=hard_limit_s)
-        self.limit_s = None
+        self.limit_s = limit_s  # what the resolve's hard limit leaves (None: it did not wait)
         self.calls, self.elapsed_s = calls, elapsed_s
 
     def elapsed(self) -> float:
@@ -54,3 +60,34 @@ def test_the_cap_pays_the_race_its_share_and_the_confirmation_what_is_left() -> 
     per_pair = 2 * SLACK
     assert pace.pairs_at_cap(64, racing=True) == int(36.0 * 0.5 / per_pair)
     assert pace.pairs_at_cap(64, racing=False) == int((36.0 - 9.0) / per_pair)
+
+
+def test_a_stretch_to_exactly_the_cap_is_allowed() -> None:
+    """The cap is the most the budget may reach: stretching to exactly 36 s of 36 s succeeds."""
+    pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
+    assert pace.extend_to(pace.cap_s)
+    assert pace.budget_s == pace.cap_s == 36.0
+
+
+def test_pairs_after_the_race_that_end_exactly_at_the_cap_are_allowed() -> None:
+    """6 s spent at 1 s a call: 15 pairs end at exactly the 36 s cap, and are paid for."""
+    pace = Pace(Calls(7, 6.0))  # type: ignore[arg-type]
+    assert pace.per_call() == 1.0 and pace.cap_s == 6.0 + 2 * 15 * 1.0
+    assert pace.extend_for(15, racing=False)
+    assert pace.budget_s == 36.0
+
+
+def test_a_resolve_that_waited_past_the_stretch_keeps_its_whole_budget() -> None:
+    """A hard limit leaving less than the budget caps no stretch below it: the cap is the budget."""
+    pace = Pace(Calls(4, 2.0, limit_s=8.0))  # type: ignore[arg-type]
+    assert pace.cap_s == pace.budget_s == 10.0
+    assert pace.extend_to(10.0)
+
+
+def test_the_opening_runs_when_what_is_left_pays_for_exactly_the_least_calls() -> None:
+    """8 s left at 0.5 s a call pays for exactly 16 calls: an opening that needs 16 opens."""
+    pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
+    call_s = 0.5 / SLACK
+    assert (pace.budget_s - 2.0) / (SLACK * call_s) == 16
+    assert pace.opening_room(call_s, 3, 16, 10) == 1
+    assert pace.opening_room(call_s, 3, 17, 10) == 0
