@@ -8,7 +8,7 @@ import attrs
 import pytest
 from _pools import lognormal_32
 
-from chunktune import Policy, load_settings
+from chunktune import ExplicitCandidates, Policy, load_settings
 from chunktune._candidates import BalancedCandidates, candidate_list
 from chunktune._confirm import look_points, pair_gains
 from chunktune._events import ProgressEvent
@@ -791,3 +791,44 @@ def test_the_race_hands_over_to_an_unbeaten_size_measured_longer_and_says_so() -
             )
     assert len(handed) >= 2
     assert all(truth.true_time(r.choice.chunk_size) < truth.true_time(None) for r in handed)
+
+
+def test_a_tie_break_pick_is_no_handover_from_the_races_best() -> None:
+    """toward_upper picking 8 among ties with the race's best, 1: the reason claims no handover."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.02), seed=1
+    )
+    r = run(w, balanced(tie_break="toward_upper", seed=1, tie_tol=0.05))
+    assert (r.choice.chunk_size, r.choice.best) == (8, 1) and r.confirm_pairs > 0
+    assert "race's best" not in r.choice.reason
+    assert r.choice.reason.endswith("after leading the race")
+
+
+def test_a_race_its_plan_ends_before_min_rounds_is_partial() -> None:
+    """Calls turning twice as slow early: round 3 no longer fits, so 2 of 3 rounds is partial."""
+    clock_now = [0.0]
+
+    def tick(event: ProgressEvent) -> None:
+        if event.seconds is not None:
+            clock_now[0] += event.seconds
+
+    inner = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.0), seed=0
+    )
+    pol = balanced(time_budget_s=8 * inner.true_time(None), prime=0, warmup=0, confirm=False,
+                   min_rounds=3, candidates=ExplicitCandidates(sizes=(64,)))  # fmt: skip
+    w = Slowing(inner, after=2, factor=2.0)
+    r = sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol,
+              on_event=tick, clock=lambda: clock_now[0])  # fmt: skip
+    assert r.stop == "budget" and r.rounds == 2 < pol.min_rounds
+    assert r.partial
+
+
+def test_a_choice_made_without_confirming_names_the_size_chosen_first() -> None:
+    """A policy that does not confirm says 'chose 2: the best candidate, 2, looked ...'."""
+    w = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    r = run(w, balanced(confirm=False))
+    assert r.choice.chunk_size == 2 and r.confirm_pairs == 0
+    assert r.choice.reason.startswith("chose 2: the best candidate, 2, looked ")
