@@ -17,3 +17,16 @@ async def test_events_before_the_first_round_say_round_zero() -> None:
     early = [e for e in events if e.kind in ("candidates", "warmup")]
     assert early and {e.round for e in early} == {0}
     assert min(e.round for e in events if e.kind == "probe") == 1
+
+
+def test_an_event_given_only_its_kind_has_empty_fields() -> None:
+    """ProgressEvent(kind=...) names no chunk, time, round, candidates or message."""
+    event = chunktune.ProgressEvent(kind="done")
+    assert event.chunk_size is None and event.seconds is None
+    assert (event.round, event.candidates, event.elapsed_s, event.message) == (0, (), 0.0, "")
+
+
+def test_an_event_is_built_by_keyword_only() -> None:
+    """ProgressEvent's fields are given by name: ProgressEvent("probe") is a TypeError."""
+    with pytest.raises(TypeError, match="positional"):
+        chunktune.ProgressEvent("probe")  # type: ignore[misc]
