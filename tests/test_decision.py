@@ -55,3 +55,9 @@ def test_a_decision_declares_itself_unhashable_and_compares_by_value() -> None:
         hash(decided())
     assert decided() == decided(timings={8: 0.01, None: 0.0125})
     assert decided() != decided(timings={None: 0.0125, 8: 0.011})
+
+
+def test_to_json_gives_the_cache_key_and_whether_it_was_cut_short() -> None:
+    """to_json's key is the decision's cache key (not its policy), and partial is its own."""
+    shown = decided(key="abc.def", policy="quick", partial=True).to_json()
+    assert (shown["key"], shown["partial"]) == ("abc.def", True)
