@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import subprocess
+import sys
 import traceback
 import typing
 from pathlib import Path
@@ -17,6 +19,7 @@ import chunktune
 import chunktune.compat
 import chunktune.ray
 import chunktune.sim
+from chunktune._exports import present_as
 
 PACKAGE = Path(chunktune.__file__).parent
 PUBLIC: list[ModuleType] = [chunktune, chunktune.sim, chunktune.compat, chunktune.ray]
@@ -238,3 +241,33 @@ def test_every_resolve_takes_resolves_keywords_typed_with_its_defaults(entry: st
 def test_the_package_ships_a_py_typed_marker() -> None:
     """chunktune/py.typed is there, so a user's type checker reads the annotations, not Any."""
     assert (PACKAGE / "py.typed").is_file()
+
+
+def test_present_as_leaves_what_a_public_module_defines_itself() -> None:
+    """A function whose module is public (chunktune.sim) keeps it; only private ones move."""
+
+    def helper() -> None:
+        pass
+
+    helper.__module__ = "chunktune.sim"
+    present_as("chunktune", [helper])
+    assert helper.__module__ == "chunktune.sim"
+
+
+_FIELD_TYPES = """
+import attrs, inspect, chunktune, chunktune.sim
+for module in (chunktune, chunktune.sim):
+    for name in module.__all__:
+        if name in getattr(module, "_LAZY", ()):
+            continue  # the MuJoCo adapter: importing it costs a third of a second
+        value = getattr(module, name)
+        if inspect.isclass(value) and attrs.has(value):
+            for field in attrs.fields(value):
+                assert not isinstance(field.type, str), (name, field.name, field.type)
+"""
+
+
+def test_exported_records_field_types_are_resolved_on_import() -> None:
+    """In a fresh process, every exported record's attrs field types are types, not strings."""
+    done = subprocess.run([sys.executable, "-c", _FIELD_TYPES], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
