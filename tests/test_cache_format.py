@@ -431,6 +431,33 @@ def test_older_tuner_entries_go_through_the_same_checks() -> None:
     assert parsed.entries["legacy-native"].chunk_size is None
 
 
+def test_an_older_tuners_entry_names_its_file_in_its_reason() -> None:
+    """A migrated entry's reason says which older tuner's file it came from."""
+    doc = {"k": {"chunk_size": 8}}
+    parsed = parse_cache(json.dumps(doc).encode(), "json", mtime=1.0, source="/x/old.json")
+    assert parsed.entries["legacy-k"].reason == "migrated from the older tuner's cache /x/old.json"
+
+
+@pytest.mark.parametrize(
+    ("timings", "kept"),
+    [
+        pytest.param(None, True, id="null-migrates-without-timings"),
+        pytest.param([10.0, 9.0], False, id="list-skipped"),
+    ],
+)
+def test_an_older_tuners_timings_that_are_no_table(timings: Any, kept: bool) -> None:
+    """per_candidate_ms null migrates with no timings; a list skips its entry, not the file."""
+    doc = {"k": {"chunk_size": 8, "per_candidate_ms": timings}, "ok": {"chunk_size": 4}}
+    parsed = parse_cache(json.dumps(doc).encode(), "json", mtime=1.0, source="x")
+    assert set(parsed.entries) == ({"legacy-k", "legacy-ok"} if kept else {"legacy-ok"})
+    if kept:
+        assert parsed.entries["legacy-k"].timings == {}
+    else:
+        assert list(parsed.skipped) == [
+            ("legacy-k", "per_candidate_ms: [10.0, 9.0] is not a table")
+        ]
+
+
 def test_a_file_of_tables_without_chunk_sizes_is_no_older_tuners_cache() -> None:
     """A schema-less file of tables, one with no chunk_size, is unusable, not migrated."""
     doc = {"ok": {"chunk_size": 8}, "other": {"size": 8}}
