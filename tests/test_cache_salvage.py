@@ -132,6 +132,33 @@ def test_a_toml_entry_whose_sub_table_header_broke_is_dropped_not_shortened(name
     assert set(kept) == set(entries) - lost
 
 
+def test_a_json_file_whose_checksum_declaration_broke_still_requires_each_checksum() -> None:
+    """Its entries carry checksums, so one whose checksum is gone is dropped, the rest kept."""
+    raw, entries = dozen("json")
+    raw = raw.replace(b'"checksums": "sha256"', b'"checksumz": "sha256"')
+    raw, cut = re.subn(rb'(  "0005.key": \{\n)   "checksum": "[0-9a-f]+",\n', rb"\1", raw)
+    assert cut == 1
+    assert set(salvage(raw, "json")) == set(entries) - {"0005.key"}
+
+
+def test_a_json_member_whose_colon_broke_is_dropped() -> None:
+    """A member with a damaged colon is damage: dropped, though its table and checksum are whole."""
+    raw, entries = dozen("json")
+    member = b'  "0003.key": {'
+    assert member in raw
+    assert set(salvage(raw.replace(member, b'  "0003.key"; {'), "json")) == set(entries) - {
+        "0003.key"
+    }
+
+
+def test_a_toml_file_with_checksums_but_no_declaration_keeps_its_last_entry() -> None:
+    """Entries that carry checksums are checked by them: no TOML entry is dropped on suspicion."""
+    raw, entries = dozen("toml")
+    declaration = b'checksums = "sha256"\n'
+    assert declaration in raw
+    assert salvage(raw.replace(declaration, b""), "toml") == entries
+
+
 def test_a_newer_schemas_broken_file_yields_nothing() -> None:
     """Entries of a schema this chunktune does not know are not read into its own."""
     raw, _ = dozen("toml")
