@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import pathlib
 import re
+import types
 from typing import Any
 
 import mujoco
@@ -574,6 +575,10 @@ def test_how_far_default_states_stray_is_in_the_key_unless_default() -> None:
         pytest.param({"perturbation": 1e300}, "perturbation must be a number from 0 to 10",
                      id="perturbation-huge"),
         pytest.param({"seed": -1}, "seed must be an integer >= 0, got -1", id="seed-negative"),
+        pytest.param({"perturbation": True}, "perturbation must be a number from 0 to 10",
+                     id="perturbation-bool"),
+        pytest.param({"rollout": types.SimpleNamespace(rollout=None, nthread=2)},
+                     "is not a pool", id="rollout-attribute-not-callable"),
     ],
 )  # fmt: skip
 def test_bad_workload_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
@@ -704,3 +709,176 @@ def test_the_batch_memory_counts_every_step(monkeypatch: pytest.MonkeyPatch) -> 
     _limits.check_batch_memory(num_envs=10, nstep=1, nstate=20, nsensordata=0, nu=0)
     with pytest.raises(InvalidArgumentError, match="nstep=1000 needs about"):
         _limits.check_batch_memory(num_envs=10, nstep=1000, nstate=20, nsensordata=0, nu=0)
+
+
+# -- limits, inputs and models: cases the mutants13 audit found untested ------------------
+
+
+def test_eight_threads_per_cpu_are_allowed_and_one_cpu_is_named_singular(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """nthread of exactly 8x the usable CPUs builds; one more is refused naming '1 CPU'."""
+    from chunktune._mujoco import _limits
+
+    monkeypatch.setattr(_limits, "usable_cpus", lambda: 1)
+    assert tiny_workload(nthread=8).nthread == 8
+    with pytest.raises(InvalidArgumentError, match=r"8 times the 1 CPU this process may use"):
+        tiny_workload(nthread=9)
+
+
+def test_the_batch_memory_counts_the_initial_states_and_the_controls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memory check counts each env's initial state and every step's controls too."""
+    from chunktune._mujoco import _limits
+
+    sizes = {"num_envs": 10, "nstep": 5, "nstate": 20, "nsensordata": 3, "nu": 2}
+    need = 8 * 10 * (20 + 5 * (20 + 3 + 2))
+    monkeypatch.setattr(_limits, "available_memory", lambda: need)
+    _limits.check_batch_memory(**sizes)
+    monkeypatch.setattr(_limits, "available_memory", lambda: need - 1)
+    with pytest.raises(InvalidArgumentError, match="num_envs=10 with nstep=5 needs about"):
+        _limits.check_batch_memory(**sizes)
+
+
+def test_initial_state_of_shape_one_by_nstate_is_tiled() -> None:
+    """A (1, nstate) initial_state is used for every env, as an (nstate,) one is."""
+    row = tiny_workload(num_envs=1).initial_state[:1]
+    workload = tiny_workload(initial_state=row)
+    assert np.array_equal(workload.initial_state, np.tile(row, (12, 1)))
+
+
+def test_a_path_like_model_file_is_kept_as_its_file_system_path() -> None:
+    """model_file given as an os.PathLike is stored as what __fspath__ returns, not its str()."""
+
+    class Where:
+        def __fspath__(self) -> str:
+            return "/models/robot.xml"
+
+    assert tiny_workload(model_file=Where()).model_file == "/models/robot.xml"
+
+
+def test_model_sha_is_sixteen_hex_digits() -> None:
+    """The signature's model_sha is the first 16 hex digits of a sha256."""
+    sha = tiny_workload().signature()["model_sha"]
+    assert isinstance(sha, str) and re.fullmatch("[0-9a-f]{16}", sha)
+
+
+def test_variants_repeating_a_model_in_another_place_key_differently() -> None:
+    """Variants [a, b, a] and [a, b, b] are different batches: their model_sha differs."""
+    a, b = tiny_model(box=0.1), tiny_model(box=0.2)
+    aba = RolloutWorkload([a, b, a], num_envs=3, nthread=1).signature()
+    abb = RolloutWorkload([a, b, b], num_envs=3, nthread=1).signature()
+    assert aba["model_sha"] != abb["model_sha"]
+
+
+def test_from_xml_variants_scale_inertia_with_mass_and_recompute_constants(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Each variant's inertia follows its masses, and its subtree masses are recomputed."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    base, *variants = RolloutWorkload.from_xml(
+        path, num_envs=3, nthread=1, nstep=2, n_variants=3
+    ).models
+    for variant in variants:
+        assert not np.allclose(variant.body_mass[1:], base.body_mass[1:])
+        scale = variant.body_mass[1:] / base.body_mass[1:]
+        assert np.allclose(variant.body_inertia[1:], base.body_inertia[1:] * scale[:, None])
+        assert variant.body_subtreemass[0] == pytest.approx(variant.body_mass.sum())
+
+
+def test_a_compiled_model_with_an_upper_case_suffix_loads(tmp_path: pathlib.Path) -> None:
+    """A .MJB file is read as compiled MJB, whatever the case of its suffix."""
+    mjb = tmp_path / "tiny.MJB"
+    mujoco.mj_saveModel(tiny_model(), str(mjb), None)
+    workload = RolloutWorkload.from_xml(mjb, num_envs=2, nthread=1, nstep=2)
+    assert workload.signature()["model_sha"] == tiny_workload(num_envs=2).signature()["model_sha"]
+
+
+def test_close_with_a_negative_timeout_waits_no_time_and_closes() -> None:
+    """close(timeout_s=-0.5) is taken as no wait: an idle workload closes and says so."""
+    workload = tiny_workload()
+    assert workload.close(timeout_s=-0.5) is True
+    with pytest.raises(UsageError, match="closed"):
+        workload.run(None)
+
+
+def test_from_xml_variants_follow_the_seed(tmp_path: pathlib.Path) -> None:
+    """from_xml's randomized variants are drawn from its seed: the same seed, the same ones."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+
+    def masses(seed: int) -> bytes:
+        workload = RolloutWorkload.from_xml(
+            path, num_envs=2, nthread=1, nstep=2, n_variants=2, seed=seed
+        )
+        return bytes(workload.models[1].body_mass.tobytes())
+
+    assert masses(1) == masses(1) != masses(2)
+
+
+def test_the_signature_holds_the_models_own_sizes() -> None:
+    """nq, nv, nu and ngeom in the signature are the model's (one geom on two bodies here)."""
+    model = mujoco.MjModel.from_xml_string(KEYFRAME_XML)
+    assert (model.ngeom, model.nbody) == (1, 2)
+    signature = RolloutWorkload(model, num_envs=2, nthread=1).signature()
+    assert (signature["nq"], signature["nv"], signature["nu"], signature["ngeom"]) == (1, 1, 0, 1)
+
+
+def test_per_env_costs_are_each_envs_least_over_the_repeats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each env's cost is its smallest time over all repeats, whichever repeat gave it."""
+    from chunktune._mujoco import _measure
+
+    # (start, end) per call, repeat by repeat: env 0 takes 3 s then 5 s, env 1 5 s then 3 s
+    clock = iter([0.0, 3.0, 10.0, 15.0, 20.0, 25.0, 30.0, 33.0])
+    monkeypatch.setattr(_measure, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    costs = per_env_costs(tiny_workload(num_envs=2, nthread=1), repeats=2)
+    assert costs.tolist() == [3.0, 3.0]
+
+
+def test_per_env_costs_refuses_zero_repeats() -> None:
+    """repeats=0 is an InvalidArgumentError naming repeats, not a row of infinities."""
+    with pytest.raises(InvalidArgumentError, match="repeats"):
+        per_env_costs(tiny_workload(), repeats=0)
+
+
+def test_measurements_refuse_a_closed_workload() -> None:
+    """per_env_costs and batch_seconds raise UsageError for a workload that was closed."""
+    workload = tiny_workload()
+    workload.close()
+    with pytest.raises(UsageError, match="closed"):
+        per_env_costs(workload)
+    with pytest.raises(UsageError, match="closed"):
+        batch_seconds(workload)
+
+
+def test_batch_takes_the_workloads_controls() -> None:
+    """batch_seconds steps the envs with the workload's controls, as the rollout does."""
+    pytest.importorskip("mujoco.batch")
+    workload = tiny_workload(control=[0.8])
+    workload.run(None)
+    expected = workload.state.copy(), workload.sensordata.copy()
+    batch_seconds(workload)
+    assert np.array_equal(workload.state, expected[0])
+    assert np.array_equal(workload.sensordata, expected[1])
+
+
+def test_demo_envs_start_at_time_zero_with_flyers_at_rest_each_perturbed_its_own_way() -> None:
+    """Demo envs start at t=0, 3 of 12 in the pile, flyers not falling, each state its own."""
+    from chunktune._mujoco._demo import _DEMO_PILE
+
+    workload = demo_workload(num_envs=12, nthread=2, nstep=2)
+    model = workload.models[0]
+    contacts = [ncon(model, state) for state in workload.initial_state]
+    assert all(n == 0 for n in contacts[:9]) and all(n > 4 for n in contacts[9:])
+    free = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+    flyers = [int(model.jnt_dofadr[j]) for k, j in enumerate(free) if k not in _DEMO_PILE]
+    data = mujoco.MjData(model)
+    for state in workload.initial_state:
+        mujoco.mj_setState(model, data, np.array(state), FULLPHYSICS)
+        assert data.time == 0.0
+        assert max(abs(data.qvel[a : a + 6]).max() for a in flyers) < 0.05
+    assert len({state.tobytes() for state in workload.initial_state}) == 12
