@@ -1986,3 +1986,15 @@ def test_a_cache_file_past_the_size_cap_is_left_alone_and_unread(
         cache.entries(strict=True)
     assert not cache.put("k", entry())
     assert path.stat().st_size == 257 * 2**20 and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_a_move_aside_of_a_file_already_gone_keeps_nothing_and_raises_nothing(
+    tmp_path: Path,
+) -> None:
+    """A broken file that vanished before its move aside (another process moved it): no entries."""
+    from chunktune._cache_file import CacheFile
+    from chunktune._cache_quarantine import Quarantine
+
+    path = tmp_path / "c.json"
+    assert Quarantine(CacheFile(path, "json")).move_aside("does not parse") == {}
+    assert list(tmp_path.iterdir()) == []

@@ -61,6 +61,18 @@ async def test_a_change_this_process_makes_to_the_cache_is_seen_at_once(
     assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "benchmark"
 
 
+async def test_a_damaged_cache_this_process_moves_aside_is_seen_at_once(
+    settings: chunktune.Settings, isolated: Path
+) -> None:
+    """A damaged file moved aside with no whole entry to write back: the next resolve sweeps."""
+    w = Counted()
+    await warm(w, settings)
+    path = isolated / "cache.json"
+    path.write_bytes(b"{ damaged")
+    assert DecisionCache(path).entries() == {} and not path.exists()
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "benchmark"
+
+
 async def test_another_object_settings_shape_or_policy_is_asked_afresh(
     settings: chunktune.Settings,
 ) -> None:
