@@ -588,6 +588,7 @@ class _Terminal(io.StringIO):
     ("answer", "left"),
     [
         pytest.param("y\n", 0, id="yes"),
+        pytest.param(" YES \n", 0, id="yes-spelled-out"),
         pytest.param("n\n", 1, id="no"),
         pytest.param("", 1, id="eof"),
     ],
@@ -1619,3 +1620,164 @@ def test_the_cache_file_itself_is_refused_as_export_or_import_file(
     fill(env["cache"], {"a" * 32: entry(time.time())})
     assert main(["cache", verb[0], str(env["cache"]), *verb[1:]]) == 2
     assert "that is the cache file itself" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- found by the mutants13 audit
+
+
+def test_the_default_batch_of_many_threads_is_what_a_pool_can_count() -> None:
+    """Without --num-envs, 128 envs per thread are asked for, but no more than a pool counts."""
+    import argparse
+
+    from chunktune._workload import MAX_COUNT
+
+    assert _args.default_envs(argparse.Namespace(num_envs=None), 2) == 256
+    assert _args.default_envs(argparse.Namespace(num_envs=None), MAX_COUNT // 64) == MAX_COUNT
+
+
+def test_policy_list_puts_presets_first_and_a_missing_description_as_a_dash(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy list`: presets first, then the file's own (even 'aaa'); '-' for no description."""
+    Path("p.toml").write_text(
+        'policy = "aaa"\n[policies.aaa]\nextends = "quick"\ndescription = ""\n'
+    )
+    assert main(["policy", "list", "--config", "p.toml"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:-1]
+    names = [row.split()[0] for row in rows]
+    assert names[-1] == "aaa" and names[:-1] == sorted(names[:-1]) and "quick" in names
+    assert rows[-1].split()[1:3] == ["*", "-"]
+
+
+def test_policy_list_without_a_settings_file_names_the_built_in_default(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no settings file, `policy list` says the active policy is the built-in default."""
+    assert main(["policy", "list"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "* the active policy (built-in default)"
+
+
+def test_a_partial_sweep_says_so_beside_its_probe_time() -> None:
+    """A decision from a sweep cut short ends with 'partial sweep' in its details line."""
+    out = _printed(reason="chose 4", timings={None: 0.066, 4: 0.055}, partial=True)
+    assert "partial sweep" in out
+
+
+def test_the_cache_key_shown_is_its_first_twelve_characters() -> None:
+    """The details line names the cache key by its first 12 characters only."""
+    out = _printed(reason="chose 4", timings={None: 0.066, 4: 0.055}, key="0123456789abcdef")
+    assert "cache key 0123456789ab" in out and "0123456789abc" not in out
+
+
+def test_a_fallback_with_a_key_names_no_cache_key() -> None:
+    """A fallback's answer is never stored, so no cache key is named even where it has one."""
+    from chunktune import Decision
+    from chunktune._cli._common import console_on
+
+    decision = Decision(
+        chunk_size=None, native_chunk=12, source="fallback", reason="failed", key="0123456789ab"
+    )
+    out = io.StringIO()
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    assert "cache key" not in out.getvalue()
+
+
+# in a row, not in rounds: the older tuner's schedule, cut down to two calls per candidate
+ROW_CONFIG = """
+policy = "row"
+
+[policies.row]
+extends = "seed"
+warmup = 0
+min_rounds = 2
+max_rounds = 2
+time_budget_s = 5.0
+"""
+
+
+@pytest.mark.mujoco
+def test_tune_shows_a_policy_that_measures_in_a_row_by_candidate(
+    env: dict[str, Path], model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tune with a policy that does not interleave counts candidates in its progress, not rounds."""
+    config = tmp_path / "row.toml"
+    config.write_text(ROW_CONFIG)
+    assert main(["tune", str(model), *SMALL, "--config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "sweep done with" in err and "candidates measured" in err
+
+
+def test_cache_list_shows_what_an_entry_does_not_know_as_a_question_mark(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry with no batch shape and no policy (as a migrated one) lists '?' for each."""
+    fill(env["cache"], {"c" * 32: entry(time.time() - 30, 4, num_envs=0, nthread=0, policy="")})
+    assert main(["cache", "list"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("c" * 12))
+    assert row.split()[3:] == ["?", "?", "4", "30s", "?"]
+
+
+def test_a_prefix_that_matches_exactly_eight_keys_lists_them_all_and_no_more(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache show` of a prefix eight keys share names all eight, with no 'and 0 more'."""
+    fill(env["cache"], {f"ab{i}" + "0" * 29: entry(1.0) for i in range(8)})
+    assert main(["cache", "show", "ab"]) == 2
+    line = capsys.readouterr().err
+    assert '"ab" matches 8 entries (' in line and "ab7" in line and " more)" not in line
+
+
+def test_plain_progress_counts_the_race_and_says_a_round_once_five_seconds_passed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Plain progress: the race after drops and refinements, rounds every 5 s, one confirm."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    probes = [(None, 1, 1.0), (4, 1, 2.0), (8, 1, 3.0)]
+    events = [ProgressEvent(kind="candidates", candidates=(None, 4, 8))]
+    events += [
+        ProgressEvent(kind="probe", chunk_size=c, round=r, elapsed_s=s) for c, r, s in probes
+    ]
+    events += [
+        ProgressEvent(kind="raced_out", chunk_size=8, round=1),
+        ProgressEvent(kind="refined", candidates=(6,), round=1),
+    ]
+    probes = [
+        (None, 2, 4.0),
+        (4, 2, 6.0),
+        (6, 2, 8.0),
+        (None, 3, 9.0),
+        (4, 3, 10.0),
+        (None, 4, 11.0),
+    ]
+    events += [
+        ProgressEvent(kind="probe", chunk_size=c, round=r, elapsed_s=s) for c, r, s in probes
+    ]
+    events += [
+        ProgressEvent(kind="confirm", chunk_size=4, round=4, elapsed_s=12.0),
+        ProgressEvent(kind="confirm", chunk_size=4, round=4, elapsed_s=13.0),
+        ProgressEvent(kind="done", round=4, message="settled", elapsed_s=14.0),
+    ]
+    display = progress_display("quick", 3.0, quiet=False)
+    for event in events:
+        display(event)
+    assert capsys.readouterr().err.splitlines() == [
+        "chunktune: measuring 3 candidates (native, 4, 8); policy 'quick', budget 3 s",
+        "chunktune: chunk 8 raced out after round 1",
+        "chunktune: refining after round 1: also measuring 6",
+        "chunktune: round 1 done: 3 candidates in the race, 3 probes, 3.0 s",
+        "chunktune: round 2 done: 3 candidates in the race, 6 probes, 8.0 s",
+        "chunktune: confirming chunk 4 against native on fresh pairs",
+        "chunktune: sweep done after 4 rounds, 11 probes in 14.0 s (the answer is settled)",
+    ]
+
+
+def test_cache_clear_at_the_end_of_its_input_deletes_nothing_and_says_so(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a terminal whose input ends before an answer, `cache clear` says nothing was deleted."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0)})
+    monkeypatch.setattr(sys, "stdin", _Terminal(""))
+    assert main(["cache", "clear"]) == 0
+    assert "nothing deleted" in capsys.readouterr().out and len(cache.entries()) == 1
