@@ -205,3 +205,42 @@ def test_each_line_names_the_input_that_holds_the_key_now(
     assert f"kept shared from {fleet[1]}: {n3}'s entry is not newer" in out
     assert f"replaced shared: {n4}'s entry is newer than {fleet[1]}'s" in out
     assert "3 added, 2 replaced by newer entries, 1 older ones not taken, 0 already present" in out
+
+
+def test_an_output_with_several_altered_entries_names_them_all(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """The refusal of an OUT with two altered entries names both keys, not only the first."""
+    out_file = host(isolated / "fleet.json", a=entry(2), b=entry(8))
+    edited = out_file.read_bytes().replace(b'"chunk_size": 8', b'"chunk_size": 16')
+    out_file.write_bytes(edited.replace(b'"chunk_size": 2', b'"chunk_size": 32'))
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
+    assert "2 entries ('a', 'b') whose checksum does not match" in one_error(
+        capsys.readouterr().err
+    )
+
+
+def test_a_write_that_fails_at_the_first_input_says_only_why(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first input's write fails: its own message, with no 'had been merged' list."""
+    from chunktune import CacheError
+
+    def fails(self: DecisionCache, incoming: Any) -> Any:
+        raise CacheError(f"cannot write the cache {self.path}: No space left on device")
+
+    monkeypatch.setattr(DecisionCache, "merge", fails)
+    n1 = host(isolated / "n1.json", own1=entry(2))
+    assert main(["cache", "merge", str(n1), "-o", str(isolated / "out.json")]) == 2
+    line = one_error(capsys.readouterr().err)
+    assert line.endswith("No space left on device")
+
+
+def test_the_summary_counts_what_out_holds_now_entries_from_before_too(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Merged into an OUT that held an entry already, the summary counts that one too."""
+    out_file = host(isolated / "fleet.json", before=entry(2))
+    n1 = host(isolated / "n1.json", own1=entry(4))
+    assert main(["cache", "merge", str(n1), "-o", str(out_file)]) == 0
+    assert "1 added, 0 replaced" in (out := capsys.readouterr().out) and "2 entries now" in out
