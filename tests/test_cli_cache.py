@@ -274,3 +274,32 @@ def test_importing_a_file_that_never_ends_is_refused_at_its_cap(
         "chunktune cache (about 1.6 KB an entry)"
     )
     assert not (isolated / "cache.json").exists()
+
+
+def test_one_skipped_entry_is_named_in_the_singular(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An import that skips exactly one entry says '1 malformed entry', not '1 ... entries'."""
+    other = isolated / "other.json"
+    good = entry_to_table(entry())
+    doc = {"good": good, "neg": {**good, "chunk_size": -5}}
+    other.write_text(json.dumps({"schema": 1, "entries": doc}))
+    assert main(["cache", "import", str(other)]) == 0
+    assert f"skipped 1 malformed entry in {other}:" in capsys.readouterr().err
+
+
+def test_an_export_of_no_entries_counts_them_in_the_plural(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exporting an empty cache says '0 entries', not '0 entry'."""
+    assert main(["cache", "export", str(isolated / "out.json")]) == 0
+    assert capsys.readouterr().out.startswith("exported 0 entries from ")
+
+
+def test_the_cache_file_under_another_spelling_is_refused_as_import_file(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache import ./cache.json`, the cache itself by a relative name, is refused as itself."""
+    DecisionCache(isolated / "cache.json").put("mine", entry())
+    assert main(["cache", "import", "./cache.json"]) == 2
+    assert "that is the cache file itself" in one_error(capsys.readouterr().err)
