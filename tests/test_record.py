@@ -91,6 +91,7 @@ def test_record_measures_in_fresh_random_rounds() -> None:
         pytest.param(["--seed", "-1"], "--seed: must be an integer >= 0", id="seed-negative"),
         pytest.param(["--sizes", "1,99"], "chunk size 99 is outside 1..4", id="size-too-big"),
         pytest.param(["--sizes", "a,b"], 'is not "all" or a comma-separated', id="not-sizes"),
+        pytest.param(["--sizes", ","], 'expected "all" or at least one chunk size', id="no-sizes"),
         pytest.param(["nope.xml"], "model file not found", id="missing-model"),
         pytest.param(["-o", "x.txt"], "must end in .json", id="not-json-name"),
     ],
@@ -448,3 +449,46 @@ def test_record_measures_the_sizes_and_seed_asked_for(
     assert main(args) == 0
     assert (seen["sizes"], seen["seed"]) == ([2], 7)
     assert sorted(load_trace(out).samples) == [1, 2]  # native's size for 8 envs on 2 threads is 1
+
+
+def test_record_sizes_all_or_a_list_with_a_trailing_comma_parse() -> None:
+    """--sizes all means every size (None); a list's empty parts (a last comma) are dropped."""
+    from chunktune._cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["record", "--sizes", "all", "-o", "t.json"]).sizes is None
+    assert parser.parse_args(["record", "--sizes", "2,4,", "-o", "t.json"]).sizes == [2, 4]
+
+
+@pytest.mark.mujoco
+def test_record_takes_a_json_suffix_in_capitals(tmp_path: Path) -> None:
+    """-o NAME.JSON is a JSON trace's name as NAME.json is: the recording is written."""
+    out = tmp_path / "t.JSON"
+    assert main(["record", *TINY, "--rounds", "1", "--sizes", "2", "-q", "-o", str(out)]) == 0
+    assert load_trace(out).rounds == 1
+
+
+@pytest.mark.mujoco
+def test_record_says_how_many_calls_the_sizes_asked_for_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first line counts the sizes asked for (and native's) times the rounds."""
+    out = tmp_path / "t.json"
+    assert main(["record", *TINY, "--rounds", "3", "--sizes", "2", "-o", str(out)]) == 0
+    assert ": 2 sizes x 3 rounds = 6 calls" in capsys.readouterr().err.splitlines()[0]
+
+
+def test_off_a_terminal_a_round_is_said_once_due_and_the_last_never(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Off a terminal a round is said once PLAIN_EVERY_S (or exactly it) passed; the last never."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._record_cmd import PLAIN_EVERY_S, _Shown
+
+    shown = _Shown(3, 2, quiet=False)
+    calls = [(1, 1.0), (1, PLAIN_EVERY_S), (2, 35.0), (2, 40.0), (3, 50.0), (3, 100.0)]
+    for round_, elapsed in calls:
+        shown(ProgressEvent(kind="probe", chunk_size=2, round=round_, elapsed_s=elapsed))
+    assert capsys.readouterr().err.splitlines() == [
+        "chunktune: round 1/3 done: 2 of 6 calls in 30 s"
+    ]
