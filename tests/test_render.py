@@ -13,7 +13,9 @@ from chunktune import CacheEntry
 from chunktune._cli._render import (
     candidate_rows,
     candidate_table,
+    chunk_label,
     entry_age,
+    format_age,
     format_created,
     model_summary,
     signature_summary,
@@ -135,3 +137,38 @@ def test_the_table_shows_each_size_s_sample_count() -> None:
     lines = out.getvalue().splitlines()
     assert next(ln for ln in lines if ln.lstrip().startswith("native")).split()[4] == "7"
     assert next(ln for ln in lines if ln.split()[:1] == ["4"]).split()[3] == "5"
+
+
+def test_a_native_chunk_of_zero_is_unknown_and_not_shown() -> None:
+    """native_chunk 0 means unknown (a migrated entry): the label is 'native', with no '(=0)'."""
+    assert chunk_label(None, 0) == "native"
+    assert chunk_label(None, 12) == "native (=12)"
+
+
+def test_estimates_show_the_fastest_to_three_significant_digits() -> None:
+    """Fastest 10 ms: every estimate shows one decimal (10.0, 12.3), not two."""
+    rows = candidate_rows({None: 0.0100, 4: 0.0123}, chunk_size=None)
+    out = io.StringIO()
+    Console(file=out, width=200).print(candidate_table(rows, native_chunk=12))
+    assert "10.0 " in out.getvalue() and "12.3 " in out.getvalue()
+    assert "10.00" not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(59.9, "59s"), (60.0, "1m"), (3600.0, "1h"), (86400.0, "1d")],
+)
+def test_an_age_of_exactly_a_unit_is_shown_in_that_unit(seconds: float, shown: str) -> None:
+    """An age of exactly a minute, hour or day is 1m, 1h or 1d, not 60s, 60m or 24h."""
+    assert format_age(seconds) == shown
+
+
+def test_a_signature_value_of_exactly_twelve_characters_is_shown_whole() -> None:
+    """A value of 12 characters fits the summary as it is; only longer ones are cut."""
+    assert signature_summary({"kind": "k", "a": "x" * 12}) == f"k a={'x' * 12}"
+    assert signature_summary({"kind": "k", "a": "x" * 13}) == f"k a={'x' * 11}…"
+
+
+def test_a_signature_of_exactly_three_items_past_its_kind_is_shown_whole() -> None:
+    """A summary cuts ('…') only a signature with more than three items besides its kind."""
+    assert signature_summary({"kind": "k", "a": 1, "b": 2, "c": 3}) == "k a=1 b=2 c=3"
