@@ -195,8 +195,7 @@ def test_a_fresh_tune_tells_the_machines_load_and_whether_it_was_busy(
     load: float,
     busy: bool,
 ) -> None:
-    """A sweep's output gives the load as it began; a load of every CPU says the gain may not
-    hold when calm; a cache hit, measured at another time, gives none."""
+    """A sweep gives the load as it began, and calls every CPU loaded busy; a cache hit neither."""
     monkeypatch.setattr(_tune_cmd.os, "getloadavg", lambda: (load, 0.1, 0.1))
     monkeypatch.setattr(_tune_cmd.os, "cpu_count", lambda: 2)
     assert main(["tune", str(model), *SMALL]) == 0
@@ -213,8 +212,7 @@ def test_a_fresh_tune_tells_the_machines_load_and_whether_it_was_busy(
 def test_the_load_is_read_as_the_sweep_begins_after_any_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The load is the one at the sweep's first candidates (a wait for another sweep comes
-    before), read once, and every event still reaches the progress display."""
+    """The load is read once, at the first candidates after any wait; every event passes on."""
     from chunktune import ProgressEvent
 
     readings = iter([1.0, 2.0, 3.0])
