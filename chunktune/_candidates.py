@@ -11,6 +11,7 @@ the integer equal to the native chunk so it is not measured twice.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import numbers
@@ -39,19 +40,42 @@ __all__ = [
 ]
 
 
+def _targets(first: int, last: int, cap: int) -> list[float]:
+    """``cap`` points spread evenly in log scale from ``first`` to ``last``."""
+    return [float(t) for t in np.linspace(math.log(first), math.log(last), cap)]
+
+
+def _distance(size: int, target: float) -> float:
+    """How far ``size`` lies from ``target`` in log scale.
+
+    The standard library's ``log``, not numpy's: numpy's vectorised ``log`` differs in the
+    last bits between versions and CPUs, and a size as near as its neighbour (650 = 25 *
+    26 around sqrt(650)) is told from it by those bits alone.
+    """
+    return abs(math.log(size) - target)
+
+
 def thin_log(sizes: list[int], cap: int) -> list[int]:
-    """Keep at most ``cap`` of ``sizes`` (sorted), spread evenly in log scale, ends kept."""
+    """Keep at most ``cap`` of ``sizes`` (sorted), spread evenly in log scale, ends kept.
+
+    Each target takes the nearest size not yet kept (so thinning never returns fewer
+    than ``cap``), the smaller of two as near.
+    """
     if len(sizes) <= cap:
         return sizes
-    logs = np.log(np.asarray(sizes, dtype=float))
-    targets = np.linspace(logs[0], logs[-1], cap)
+    logs = [math.log(c) for c in sizes]
     keep: set[int] = set()
-    for t in targets:
-        # nearest not-yet-kept size to each target, so thinning never returns fewer than cap
-        for i in np.argsort(np.abs(logs - t)):
-            if sizes[int(i)] not in keep:
-                keep.add(sizes[int(i)])
-                break
+    for t in _targets(sizes[0], sizes[-1], cap):
+        hi = bisect.bisect_left(logs, t)
+        lo = hi - 1
+        while lo >= 0 and sizes[lo] in keep:
+            lo -= 1
+        while hi < len(sizes) and sizes[hi] in keep:
+            hi += 1
+        if lo >= 0 and (hi == len(sizes) or _distance(sizes[lo], t) <= _distance(sizes[hi], t)):
+            keep.add(sizes[lo])
+        else:
+            keep.add(sizes[hi])
     return sorted(keep)
 
 
@@ -173,13 +197,13 @@ def _spread_over_range(upper: int, cap: int, *, skip: int) -> list[int]:
     """
     first, last = (2 if skip == 1 else 1), (upper - 1 if skip == upper else upper)
     keep: set[int] = set()
-    for t in np.linspace(math.log(first), math.log(last), cap):
+    for t in _targets(first, last, cap):
         lo = min(last, max(first, math.floor(math.exp(t))))
         hi = lo + 1
         while True:  # walk outward from the target to the nearest free size
             below = lo >= first and lo not in keep and lo != skip
             above = hi <= last and hi not in keep and hi != skip
-            if below and (not above or abs(math.log(lo) - t) <= abs(math.log(hi) - t)):
+            if below and (not above or _distance(lo, t) <= _distance(hi, t)):
                 keep.add(lo)
                 break
             if above:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -231,3 +232,21 @@ def test_a_cap_of_one_candidate_is_refused(strategy: type[CandidateStrategy]) ->
         ConfigError, match=r"1 is not valid for max_candidates; expected an integer in \[2, "
     ):
         strategy(max_candidates=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("nudge", [-1.0, 1.0])
+def test_which_of_two_sizes_as_near_a_target_is_kept_does_not_turn_on_numpys_log(
+    monkeypatch: pytest.MonkeyPatch, nudge: float
+) -> None:
+    """A near tie in log distance (136 * 147 = 4 * 4998) keeps what it kept, numpy's log nudged."""
+    sizes = [4, 136, 147, 4998]
+    kept = thin_log(sizes, 3)
+    real_log = np.log
+
+    def nudged(x: Any) -> Any:
+        values = real_log(x)
+        odd = np.asarray(x) % 2 == 1
+        return np.where(odd, np.nextafter(values, nudge * np.inf), values)
+
+    monkeypatch.setattr(np, "log", nudged)
+    assert thin_log(sizes, 3) == kept
