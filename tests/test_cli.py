@@ -231,8 +231,6 @@ def test_the_load_is_read_as_the_sweep_begins_after_any_wait(
 
 def test_a_system_without_a_load_average_tells_none(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the system keeps no load average (Windows; no /proc), the output names no load."""
-    from chunktune import Decision
-    from chunktune._cli._common import console_on
 
     def no_load() -> tuple[float, float, float]:
         raise OSError("no load average")
@@ -241,19 +239,16 @@ def test_a_system_without_a_load_average_tells_none(monkeypatch: pytest.MonkeyPa
     assert _tune_cmd._Load.now() is None
     monkeypatch.delattr(_tune_cmd.os, "getloadavg")
     assert _tune_cmd._Load.now() is None
-    decision = Decision(
+    out = _printed(
+        _tune_cmd._Load.now(),
         chunk_size=None,
-        native_chunk=12,
-        source="benchmark",
         reason="kept native",
         timings={None: 0.066, 4: 0.065},
         probe_seconds=3.0,
         key="0123456789abcdef",
     )
-    out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo", _tune_cmd._Load.now())
-    assert "probe time 3.00 s" in out.getvalue()
-    assert "load" not in out.getvalue()
+    assert "probe time 3.00 s" in out
+    assert "load" not in out
 
 
 @pytest.mark.mujoco
@@ -1331,14 +1326,14 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
 
 
-def _printed(**fields: Any) -> str:
-    """What `chunktune tune` prints for a sweep's decision to leave native for 4."""
+def _printed(load: _tune_cmd._Load | None = None, **fields: Any) -> str:
+    """What `chunktune tune` prints for a decision: by default a sweep's, to leave native for 4."""
     from chunktune import Decision
     from chunktune._cli._common import console_on
 
-    decision = Decision(chunk_size=4, native_chunk=12, source="benchmark", **fields)
+    decision = Decision(**{"chunk_size": 4, "native_chunk": 12, "source": "benchmark", **fields})
     out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo")
+    _tune_cmd._print_decision(console_on(out), decision, "demo", load)
     return out.getvalue()
 
 
@@ -1484,22 +1479,15 @@ def test_the_balance_bound_is_the_summed_cost_over_the_threads(
 
 def test_a_cache_hit_names_its_key_but_no_probe_time() -> None:
     """A decision from the cache shows its cache key; the probe time is a sweep's alone."""
-    from chunktune import Decision
-    from chunktune._cli._common import console_on
-
-    decision = Decision(
-        chunk_size=4,
-        native_chunk=12,
+    out = _printed(
         source="cache",
         reason="chose 4",
         timings={None: 0.066, 4: 0.055},
         probe_seconds=3.0,
         key="0123456789abcdef",
     )
-    out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo")
-    assert "cache key 0123456789ab" in out.getvalue()
-    assert "probe time" not in out.getvalue()
+    assert "cache key 0123456789ab" in out
+    assert "probe time" not in out
 
 
 @pytest.mark.parametrize(
@@ -1513,21 +1501,13 @@ def test_a_sweep_that_timed_only_native_says_it_was_not_cached(
     timings: dict[int | None, float], line: str
 ) -> None:
     """A sweep that timed native alone says it was not stored; one that timed more names its key."""
-    from chunktune import Decision
-    from chunktune._cli._common import console_on
-
-    decision = Decision(
+    text = _printed(
         chunk_size=None,
-        native_chunk=12,
-        source="benchmark",
         reason="kept native",
         timings=timings,
         probe_seconds=3.0,
         key="0123456789abcdef",
     )
-    out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo")
-    text = out.getvalue()
     assert line in text
     assert ("cache key" in text) != ("not cached" in text)
 
@@ -1669,15 +1649,8 @@ def test_the_cache_key_shown_is_its_first_twelve_characters() -> None:
 
 def test_a_fallback_with_a_key_names_no_cache_key() -> None:
     """A fallback's answer is never stored, so no cache key is named even where it has one."""
-    from chunktune import Decision
-    from chunktune._cli._common import console_on
-
-    decision = Decision(
-        chunk_size=None, native_chunk=12, source="fallback", reason="failed", key="0123456789ab"
-    )
-    out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo")
-    assert "cache key" not in out.getvalue()
+    out = _printed(chunk_size=None, source="fallback", reason="failed", key="0123456789ab")
+    assert "cache key" not in out
 
 
 # in a row, not in rounds: the older tuner's schedule, cut down to two calls per candidate

@@ -13,7 +13,7 @@ from chunktune._candidates import BalancedCandidates, candidate_list
 from chunktune._confirm import look_points, pair_gains
 from chunktune._events import ProgressEvent
 from chunktune._pacing import SLACK
-from chunktune._probe import Probe
+from chunktune._probe import Probe, SweepResult
 from chunktune._rounds import _Rounds
 from chunktune._stats import estimate
 from chunktune._sweep import sweep
@@ -215,22 +215,28 @@ class Slowing:
         return seconds * (self.factor if self.calls > self.after else 1.0)
 
 
-@pytest.mark.parametrize("after", [10, 20])
-def test_calls_turning_slower_than_planned_mark_the_sweep_partial(after: int) -> None:
-    """A machine that slows fivefold early in the race cuts a round short of its plan: partial."""
+def swept_on_its_own_clock(w: Slowing, pol: Policy) -> SweepResult:
+    """A sweep of ``w`` whose clock is the sum of the seconds its calls took, so a workload
+    that slows spends the budget as on a real clock."""
     clock_now = [0.0]
 
     def tick(event: ProgressEvent) -> None:
         if event.seconds is not None:
             clock_now[0] += event.seconds
 
+    return sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol,
+                 on_event=tick, clock=lambda: clock_now[0])  # fmt: skip
+
+
+@pytest.mark.parametrize("after", [10, 20])
+def test_calls_turning_slower_than_planned_mark_the_sweep_partial(after: int) -> None:
+    """A machine that slows fivefold early in the race cuts a round short of its plan: partial."""
     inner = SimulatedWorkload.from_layout(
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
     )
     pol = balanced(time_budget_s=40 * inner.true_time(None))
     w = Slowing(inner, after=after, factor=5.0)
-    r = sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol,
-              on_event=tick, clock=lambda: clock_now[0])  # fmt: skip
+    r = swept_on_its_own_clock(w, pol)
     assert r.partial and r.choice.chunk_size is None
 
 
@@ -806,20 +812,13 @@ def test_a_tie_break_pick_is_no_handover_from_the_races_best() -> None:
 
 def test_a_race_its_plan_ends_before_min_rounds_is_partial() -> None:
     """Calls turning twice as slow early: round 3 no longer fits, so 2 of 3 rounds is partial."""
-    clock_now = [0.0]
-
-    def tick(event: ProgressEvent) -> None:
-        if event.seconds is not None:
-            clock_now[0] += event.seconds
-
     inner = SimulatedWorkload.from_layout(
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.0), seed=0
     )
     pol = balanced(time_budget_s=8 * inner.true_time(None), prime=0, warmup=0, confirm=False,
                    min_rounds=3, candidates=ExplicitCandidates(sizes=(64,)))  # fmt: skip
     w = Slowing(inner, after=2, factor=2.0)
-    r = sweep(w, candidate_list(pol.candidates, w.num_envs, w.nthread), pol,
-              on_event=tick, clock=lambda: clock_now[0])  # fmt: skip
+    r = swept_on_its_own_clock(w, pol)
     assert r.stop == "budget" and r.rounds == 2 < pol.min_rounds
     assert r.partial
 
