@@ -38,6 +38,7 @@ from ._errors import (
     WorkloadError,
 )
 from ._events import ProgressEvent
+from ._load import MachineLoad
 from ._policy import Policy
 from ._resolve import resolve, resolve_sync
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
@@ -60,6 +61,7 @@ __all__ = [
     "GeometricCandidates",
     "InvalidArgumentError",
     "LogSettings",
+    "MachineLoad",
     "MissingExtraError",
     "OutputError",
     "Policy",

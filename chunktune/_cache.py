@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -53,6 +53,7 @@ __all__ = [
     "best_entry",
     "default_cache_path",
     "read_cache_file",
+    "serves_any",
     "write_cache_file",
 ]
 
@@ -128,22 +129,37 @@ def write_cache_file(
 # ---------------------------------------------------------------- the cache
 
 
+def serves_any(_entry: CacheEntry) -> bool:
+    """Every entry may answer (:meth:`DecisionCache.lookup`'s default ``serves``)."""
+    return True
+
+
 def best_entry(
-    entries: Mapping[str, CacheEntry], base_key: str, *, policy_hash: str, rule: str, effort: int
+    entries: Mapping[str, CacheEntry],
+    base_key: str,
+    *,
+    policy_hash: str,
+    rule: str,
+    effort: int,
+    serves: Callable[[CacheEntry], bool] = serves_any,
 ) -> tuple[str, CacheEntry] | None:
     """The entry of ``entries`` that answers a request (see :meth:`DecisionCache.lookup`)."""
     own = f"{base_key}.{policy_hash}"
-    if own in entries:
+    if own in entries and serves(entries[own]):
         return own, entries[own]
     stronger = [
         (e.policy_effort, k, e)
         for k, e in entries.items()
-        if k.startswith(base_key + ".") and e.policy_rule == rule and e.policy_effort >= effort
+        if k != own
+        and k.startswith(base_key + ".")
+        and e.policy_rule == rule
+        and e.policy_effort >= effort
     ]
-    if not stronger:
-        return None
-    _, key, entry = max(stronger, key=lambda t: (t[0], t[1]))
-    return key, entry
+    # the strongest that may answer now; ``serves`` is asked of no more than it must be
+    for _, key, entry in sorted(stronger, key=lambda t: (t[0], t[1]), reverse=True):
+        if serves(entry):
+            return key, entry
+    return None
 
 
 @attrs.frozen
@@ -249,7 +265,13 @@ class DecisionCache:
             return self.entries().get(key)
 
     def lookup(
-        self, base_key: str, *, policy_hash: str, rule: str, effort: int
+        self,
+        base_key: str,
+        *,
+        policy_hash: str,
+        rule: str,
+        effort: int,
+        serves: Callable[[CacheEntry], bool] = serves_any,
     ) -> tuple[str, CacheEntry] | None:
         """The entry that answers a request: its own policy's, else a stronger one's.
 
@@ -257,13 +279,17 @@ class DecisionCache:
         another policy serves the request when that policy picks by the same rule
         (``Policy.rule()``: margin, ties, estimator, confirmation) and may spend at
         least as many probes: a ``balanced`` result serves ``quick`` requests, never
-        the reverse. Among several, the one with the most effort wins.
+        the reverse. Among several, the one with the most effort wins. An entry
+        ``serves`` refuses answers nothing (one measured on a busy machine, now calm:
+        :func:`chunktune._load.serves_now`).
         """
         try:
             entries = self._load(fresh=False)  # read-only here: no copy on the hit path
         except (UnusableCache, OSError):
             entries = self.entries()  # moves an unusable file aside, or warns once
-        return best_entry(entries, base_key, policy_hash=policy_hash, rule=rule, effort=effort)
+        return best_entry(
+            entries, base_key, policy_hash=policy_hash, rule=rule, effort=effort, serves=serves
+        )
 
     # -- writing -------------------------------------------------------------------
 

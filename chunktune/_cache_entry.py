@@ -22,6 +22,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._decision import timings_to_ms
+from ._load import MachineLoad
 from ._paths import fspath_text
 from ._shown import shown
 from ._workload import MAX_COUNT
@@ -70,6 +71,7 @@ class CacheEntry:
     model_file: str | None = None
     gain: float = 0.0
     gain_ci: tuple[float, float] | None = None
+    load: MachineLoad | None = None
 
 
 class BadEntry(ValueError):
@@ -211,6 +213,28 @@ def _interval_in(value: Any, _t: Any = None) -> tuple[float, float] | None:
     return (low, high)
 
 
+def _load_in(value: Any, _t: Any = None) -> MachineLoad | None:
+    if value is None:
+        return None
+    table = _table(value)
+    if "average" not in table or "cpus" not in table:
+        raise ValueError(f"{shown(value)} is not a table of average and cpus")
+    average, cpus = table["average"], table["cpus"]
+    try:
+        number = _finite(average)
+    except ValueError:
+        number = -1.0
+    if number < 0:
+        raise ValueError(f"average {shown(average)} is not a load average (a number >= 0)")
+    if type(cpus) is not int or not 1 <= cpus <= MAX_COUNT:
+        raise ValueError(f"cpus {shown(cpus)} is not a number of CPUs (an integer >= 1)")
+    return MachineLoad(number, cpus)
+
+
+def _load_out(load: MachineLoad | None) -> dict[str, Any] | None:
+    return None if load is None else {"average": load.average, "cpus": load.cpus}
+
+
 def _samples_in(value: Any, _t: Any = None) -> dict[int | None, int]:
     return _in_order({_chunk_key(key): _count(n) for key, n in _table(value).items()})
 
@@ -261,6 +285,7 @@ def _make_converter() -> cattrs.Converter:
         "signature": (_scalars, dict),
         "device": (_scalars, dict),
         "gain_ci": (_interval_in, lambda ci: None if ci is None else list(ci)),
+        "load": (_load_in, _load_out),
     }
     attrs.resolve_types(CacheEntry)
     structure: Any = make_dict_structure_fn(
@@ -282,7 +307,7 @@ def _make_converter() -> cattrs.Converter:
             name: override(
                 rename=_STORED_NAME.get(name),
                 unstruct_hook=hooks[1],
-                omit_if_default=name == "gain_ci",
+                omit_if_default=name in ("gain_ci", "load"),
             )
             for name, hooks in special.items()
         },

@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from time import time_ns
 
-from ._cache import best_entry
+from ._cache import best_entry, serves_any
 from ._cache_entry import CacheEntry
 from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
 from ._cache_salvage import salvage
@@ -106,11 +107,22 @@ class SystemCache:
         return dict(entries)
 
     def lookup(
-        self, base_key: str, *, policy_hash: str, rule: str, effort: int
+        self,
+        base_key: str,
+        *,
+        policy_hash: str,
+        rule: str,
+        effort: int,
+        serves: Callable[[CacheEntry], bool] = serves_any,
     ) -> tuple[str, CacheEntry] | None:
         """The entry that answers a request, by the rules of :meth:`DecisionCache.lookup`."""
         return best_entry(
-            self.entries(), base_key, policy_hash=policy_hash, rule=rule, effort=effort
+            self.entries(),
+            base_key,
+            policy_hash=policy_hash,
+            rule=rule,
+            effort=effort,
+            serves=serves,
         )
 
 
@@ -146,10 +158,16 @@ def system_cache_for(settings: Settings) -> SystemCache | None:
 
 
 def system_lookup(
-    settings: Settings, base_key: str, *, policy_hash: str, rule: str, effort: int
+    settings: Settings,
+    base_key: str,
+    *,
+    policy_hash: str,
+    rule: str,
+    effort: int,
+    serves: Callable[[CacheEntry], bool] = serves_any,
 ) -> tuple[str, CacheEntry] | None:
     """Blocking: the system cache's answer to a request the user's cache did not answer."""
     system = system_cache_for(settings)
     if system is None:
         return None
-    return system.lookup(base_key, policy_hash=policy_hash, rule=rule, effort=effort)
+    return system.lookup(base_key, policy_hash=policy_hash, rule=rule, effort=effort, serves=serves)

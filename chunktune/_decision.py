@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ._load import MachineLoad
+
 __all__ = ["Decision", "Source", "timings_to_ms"]
 
 Source = Literal["manual", "disabled", "trivial", "cache", "benchmark", "fallback"]
@@ -36,6 +38,10 @@ class Decision:
     confidence interval from the confirmation against native, when it confirmed a
     gain (``None`` otherwise: an inconclusive confirmation's figures are in ``reason``);
     both allow for when the sequential test stopped (:mod:`chunktune._sequential`).
+    ``load`` is the machine's load as the sweep that made the decision began (``None``
+    where the system keeps none, for a decision no sweep made, and for one cached before
+    it was recorded); a decision measured while every CPU was busy is measured again by
+    the first request that finds the machine calm (:mod:`chunktune._load`).
     Decisions compare by value and do not hash (``timings`` is a dict).
     """
 
@@ -52,6 +58,7 @@ class Decision:
     policy: str = ""
     gain: float = 0.0
     gain_ci: tuple[float, float] | None = None
+    load: MachineLoad | None = None
 
     @property
     def effective_chunk(self) -> int:
@@ -71,4 +78,5 @@ class Decision:
             "gain": self.gain,
             "gain_ci": None if self.gain_ci is None else list(self.gain_ci),
             "partial": self.partial,
+            "load": None if self.load is None else attrs.asdict(self.load),
         }

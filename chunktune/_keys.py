@@ -20,6 +20,7 @@ from ._cache import DecisionCache, default_cache_path
 from ._cache_layers import system_lookup
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
+from ._load import serves_now
 from ._request import Request, entry_decision, policy_identity
 from ._settings import Settings
 from ._workload import call_workload, check_signature
@@ -101,12 +102,19 @@ def _identify(req: Request) -> tuple[dict[str, Any], dict[str, Any], str]:
 
 
 def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:
-    """Blocking: the cached decision that answers this request, if any."""
+    """Blocking: the cached decision that answers this request, if any.
+
+    Not one measured while the machine was busy, now that it is calm
+    (:func:`chunktune._load.serves_now`): this request then measures again.
+    """
     base, _, own = key.rpartition(".")
     _, rule, effort = policy_identity(req.policy)
-    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort)
+    serves = serves_now()
+    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort, serves=serves)
     if found is None:  # then the read-only system layer an image may ship
-        found = system_lookup(req.settings, base, policy_hash=own, rule=rule, effort=effort)
+        found = system_lookup(
+            req.settings, base, policy_hash=own, rule=rule, effort=effort, serves=serves
+        )
     if found is None:
         return None
     return entry_decision(found[1], found[0], req.native)

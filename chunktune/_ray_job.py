@@ -18,6 +18,7 @@ from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
+from ._load import serves_now
 from ._policy import Policy
 from ._ray_api import node_labels, node_type
 from ._request import Ask, decision_entry, pick_policy, say
@@ -115,9 +116,10 @@ def local_hit(job: Job) -> bool:
         return False
     base, _, own = job.key.rpartition(".")
     rule, effort = job.policy.rule(), job.policy.effort()
-    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort) or system_lookup(
-        job.settings, base, policy_hash=own, rule=rule, effort=effort
-    )
+    serves = serves_now()
+    found = cache.lookup(
+        base, policy_hash=own, rule=rule, effort=effort, serves=serves
+    ) or system_lookup(job.settings, base, policy_hash=own, rule=rule, effort=effort, serves=serves)
     return found is not None
 
 

@@ -19,6 +19,7 @@ from ._decision import Decision, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
+from ._load import MachineLoad
 from ._policy import Policy
 from ._probe import SweepResult
 from ._settings import Settings
@@ -184,11 +185,14 @@ def entry_decision(entry: CacheEntry, key: str, native: int) -> Decision:
         policy=entry.policy,
         gain=entry.gain,
         gain_ci=entry.gain_ci,
+        load=entry.load,
     )
 
 
-def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
-    """The decision a finished sweep made."""
+def measured_decision(
+    req: Request, result: SweepResult, key: str, load: MachineLoad | None = None
+) -> Decision:
+    """The decision a finished sweep made, ``load`` the machine's as it began."""
     reason = result.choice.reason
     budget = req.policy.time_budget_s
     if result.partial and result.budget_s > budget:
@@ -209,6 +213,7 @@ def measured_decision(req: Request, result: SweepResult, key: str) -> Decision:
         policy=req.policy_name,
         gain=result.gain,
         gain_ci=result.gain_ci,
+        load=load,
     )
 
 
@@ -301,6 +306,7 @@ def decision_entry(
         model_file=writable_path(model_file),
         gain=decision.gain,
         gain_ci=decision.gain_ci,
+        load=decision.load,
     )
 
 

@@ -30,6 +30,7 @@ from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
+from ._load import MachineLoad, machine_load
 from ._lock_wait import acquire, hold
 from ._locks import Lock, key_lock, sweep_lock
 from ._policy import Policy
@@ -73,8 +74,12 @@ def _sweeper(
     token: object,
     stop: threading.Event,
     limit_s: float | None,
-) -> Callable[[], SweepResult]:
-    """The sweep for its thread: it tells ``watch`` and the loop, and stops once ``stop`` is set."""
+) -> Callable[[], tuple[SweepResult, MachineLoad | None]]:
+    """The sweep for its thread: it tells ``watch`` and the loop, and stops once ``stop`` is set.
+
+    It returns the machine's load as it began too: read in the thread, once the sweep
+    lock is held (another sweep's calls are over), before its own calls add to it.
+    """
 
     def on_event(event: ProgressEvent) -> None:
         # an ``extended`` event's seconds are the stretched budget, not a call's
@@ -88,8 +93,9 @@ def _sweeper(
         if stop.is_set():
             raise _Stopped
 
-    def run_sweep() -> SweepResult:
-        return sweep(
+    def run_sweep() -> tuple[SweepResult, MachineLoad | None]:
+        load = machine_load()
+        result = sweep(
             req.workload,
             sizes,
             req.policy,
@@ -97,6 +103,7 @@ def _sweeper(
             on_event=on_event,
             limit_s=limit_s,
         )
+        return result, load
 
     return run_sweep
 
@@ -128,7 +135,7 @@ async def _measure(
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
         # flight returns, so no later sweep, here or in another process, overlaps it.
-        result = await in_own_thread(run_sweep, finally_=lock.release)
+        result, load = await in_own_thread(run_sweep, finally_=lock.release)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
         if isinstance(exc, Exception):
@@ -137,7 +144,7 @@ async def _measure(
             return failed_decision(req, key, exc, watch.probe_seconds)
         raise
     watch.sweeping = False
-    decision = watch.decided = measured_decision(req, result, key)
+    decision = watch.decided = measured_decision(req, result, key, load)
     if cache is not None and worth_storing(decision):
         # A write stuck behind another process's lock must not hold the answer past
         # hard_limit_s, nor a cancelled caller: the write is atomic, so it may finish on

@@ -23,6 +23,7 @@ from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _tune_cmd, main
 from chunktune._fingerprint import usable_cpus
+from chunktune._load import MachineLoad
 
 # A plane and three free boxes, two of them resting on it: contact, tiny and fast.
 TINY_XML = """
@@ -73,6 +74,7 @@ DECISION_KEYS = {
     "gain",
     "gain_ci",
     "partial",
+    "load",
 }
 
 
@@ -195,60 +197,58 @@ def test_a_fresh_tune_tells_the_machines_load_and_whether_it_was_busy(
     load: float,
     busy: bool,
 ) -> None:
-    """A sweep gives the load as it began, and calls every CPU loaded busy; a cache hit neither."""
-    monkeypatch.setattr(_tune_cmd.os, "getloadavg", lambda: (load, 0.1, 0.1))
-    monkeypatch.setattr(_tune_cmd.os, "cpu_count", lambda: 2)
+    """A sweep gives the load as it began and calls every CPU loaded busy; a hit, its entry's."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.1, 0.1))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert main(["tune", str(model), *SMALL]) == 0
     out = capsys.readouterr().out
-    assert f"load {load:.2f} on 2 CPUs" in out
+    assert "probe time" in out and f"· load {load:.2f} on 2 CPUs" in out
     assert ("the machine was busy as the sweep began" in out) is busy
 
     assert main(["tune", str(model), *SMALL]) == 0
     out = capsys.readouterr().out
     assert "from the cache" in out
-    assert "load" not in out and "busy" not in out
+    assert f"measured at load {load:.2f} on 2 CPUs" in out
+    assert "busy" not in out
 
 
-def test_the_load_is_read_as_the_sweep_begins_after_any_wait(
+@pytest.mark.mujoco
+def test_a_tune_measured_busy_is_measured_again_once_the_machine_is_calm(
+    env: dict[str, Path],
+    model: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The load is read once, at the first candidates after any wait; every event passes on."""
-    from chunktune import ProgressEvent
+    """A decision swept under load is not served once calm: the next tune measures, then hits."""
+    loads = {"now": 3.0}
+    monkeypatch.setattr(os, "getloadavg", lambda: (loads["now"], 0.1, 0.1))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0  # still busy: served
+    loads["now"] = 0.5
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    shown = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["source"] for d in shown] == ["benchmark", "cache", "benchmark", "cache"]
+    assert [d["load"] for d in shown] == [{"average": 3.0, "cpus": 2}] * 2 + [
+        {"average": 0.5, "cpus": 2}
+    ] * 2
+    assert len(json.loads(env["cache"].read_text())["entries"]) == 1
 
-    readings = iter([1.0, 2.0, 3.0])
-    monkeypatch.setattr(_tune_cmd.os, "getloadavg", lambda: (next(readings), 0.0, 0.0))
-    seen: list[str] = []
-    started = _tune_cmd._LoadAtStart(lambda event: seen.append(event.kind))
-    assert started.load is None
-    started(ProgressEvent(kind="waiting", message="another sweep"))
-    assert started.load is None
-    started(ProgressEvent(kind="candidates", candidates=(None, 2)))
-    started(ProgressEvent(kind="candidates", candidates=(None,), message="cut"))
-    started(ProgressEvent(kind="probe", chunk_size=2, seconds=0.1))
-    assert started.load is not None and started.load.load == 1.0
-    assert seen == ["waiting", "candidates", "candidates", "probe"]
 
-
-def test_a_system_without_a_load_average_tells_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the system keeps no load average (Windows; no /proc), the output names no load."""
-
-    def no_load() -> tuple[float, float, float]:
-        raise OSError("no load average")
-
-    monkeypatch.setattr(_tune_cmd.os, "getloadavg", no_load)
-    assert _tune_cmd._Load.now() is None
-    monkeypatch.delattr(_tune_cmd.os, "getloadavg")
-    assert _tune_cmd._Load.now() is None
-    out = _printed(
-        _tune_cmd._Load.now(),
-        chunk_size=None,
-        reason="kept native",
-        timings={None: 0.066, 4: 0.065},
-        probe_seconds=3.0,
-        key="0123456789abcdef",
-    )
-    assert "probe time 3.00 s" in out
-    assert "load" not in out
+def test_a_system_without_a_load_average_tells_none() -> None:
+    """A decision with no load (the system keeps none; cached before it was recorded) names none."""
+    for source in ("benchmark", "cache"):
+        out = _printed(
+            source=source,
+            chunk_size=None,
+            reason="kept native",
+            timings={None: 0.066, 4: 0.065},
+            probe_seconds=3.0,
+            key="0123456789abcdef",
+        )
+        assert "cache key 0123456789ab" in out
+        assert "load" not in out
 
 
 @pytest.mark.mujoco
@@ -1326,14 +1326,14 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
 
 
-def _printed(load: _tune_cmd._Load | None = None, **fields: Any) -> str:
+def _printed(**fields: Any) -> str:
     """What `chunktune tune` prints for a decision: by default a sweep's, to leave native for 4."""
     from chunktune import Decision
     from chunktune._cli._common import console_on
 
     decision = Decision(**{"chunk_size": 4, "native_chunk": 12, "source": "benchmark", **fields})
     out = io.StringIO()
-    _tune_cmd._print_decision(console_on(out), decision, "demo", load)
+    _tune_cmd._print_decision(console_on(out), decision, "demo")
     return out.getvalue()
 
 
@@ -1534,6 +1534,27 @@ def test_cache_show_says_when_the_stored_sweep_was_partial(
     fill(env["cache"], {"d" * 32: entry(time.time(), partial=partial, probe_seconds=1.5)})
     assert main(["cache", "show", "ddd"]) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("probe time")]
+    assert line.split(None, 2)[2] == shown
+
+
+@pytest.mark.parametrize(
+    ("load", "shown"),
+    [
+        (None, "load not recorded"),
+        (MachineLoad(0.75, 4), "load 0.75 on 4 CPUs"),
+        (
+            MachineLoad(4.0, 4),
+            "load 4.00 on 4 CPUs (busy: measured again once the machine is calm)",
+        ),
+    ],
+)
+def test_cache_show_gives_the_load_the_entry_was_measured_at(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], load: MachineLoad | None, shown: str
+) -> None:
+    """`cache show` gives the entry's load as its sweep began, and says when that was busy."""
+    fill(env["cache"], {"d" * 32: entry(time.time(), load=load)})
+    assert main(["cache", "show", "ddd"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("measured at")]
     assert line.split(None, 2)[2] == shown
 
 

@@ -182,6 +182,15 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
     return matches[0], entries[matches[0]]
 
 
+def _measured_at(entry: CacheEntry) -> str:
+    """The load its sweep began at; busy: served only while the machine stays busy."""
+    if entry.load is None:
+        return "load not recorded"
+    if entry.load.busy:
+        return f"{entry.load} (busy: measured again once the machine is calm)"
+    return str(entry.load)
+
+
 def _cmd_cache_show(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
     key, entry = _find_entry(cache, args.key)
@@ -199,6 +208,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
             f"chunktune {entry.chunktune_version or '?'}, mujoco {entry.mujoco_version or '?'}",
         ),
         ("probe time", f"{entry.probe_seconds:.2f} s" + (" (partial)" if entry.partial else "")),
+        ("measured at", _measured_at(entry)),
     ]
     width = max(len(name) for name, _ in facts)
     for name, value in facts:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from rich.console import Console
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
-from .._events import ProgressCallback, ProgressEvent
 from .._lock_wait import hold_blocking
 from .._locks import sweep_lock
 from .._paths import model_file_problem
@@ -136,44 +134,6 @@ def _balance_bound(workload: Workload) -> float | None:
     return float(sum(costs)) / workload.nthread
 
 
-@attrs.frozen
-class _Load:
-    """The machine's load average when the sweep began, and the CPUs it counts over."""
-
-    load: float
-    cpus: int
-
-    @property
-    def busy(self) -> bool:
-        """Other work kept every CPU busy: what a sweep measures then is a loaded landscape."""
-        return self.load >= self.cpus
-
-    @classmethod
-    def now(cls) -> _Load | None:
-        """The one-minute load average now, or None where the system keeps none."""
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):  # Windows; a system without /proc/loadavg
-            return None
-        return cls(load, os.cpu_count() or 1)
-
-
-@attrs.define
-class _LoadAtStart:
-    """Passes a sweep's progress on, noting the machine's load at its first candidates: after
-    any wait for another sweep, before its own calls add to the load."""
-
-    forward: ProgressCallback
-    load: _Load | None = None
-    _seen: bool = False
-
-    def __call__(self, event: ProgressEvent) -> None:
-        if event.kind == "candidates" and not self._seen:
-            self._seen = True
-            self.load = _Load.now()
-        self.forward(event)
-
-
 def _describe(decision: Decision) -> str:
     chosen = (
         f"chunk_size=None (native, {decision.native_chunk})"
@@ -191,10 +151,8 @@ def _describe(decision: Decision) -> str:
     return f"{chosen}; {where}"
 
 
-def _print_decision(
-    console: Console, decision: Decision, header: str, load: _Load | None = None
-) -> None:
-    """The table, the choice, its gain and reason; ``load`` the machine's as the sweep began."""
+def _print_decision(console: Console, decision: Decision, header: str) -> None:
+    """The table, the choice, its gain and reason, and the machine's load as its sweep began."""
     console.print(header)
     if decision.timings:
         rows = candidate_rows(
@@ -220,18 +178,18 @@ def _print_decision(
             f"gain over native: {decision.gain:.1%} (not confirmed: the sweep's estimate)"
         )
     console.print(decision.reason)
-    measured = decision.source == "benchmark"
+    measured, load = decision.source == "benchmark", decision.load
     if measured and load is not None and load.busy:
         console.print(
-            f"the machine was busy as the sweep began (load {load.load:.2f} on {load.cpus} "
-            "CPUs): a gain measured under load can shrink or vanish when it is calm; "
-            "--refresh in a calmer moment measures again"
+            f"the machine was busy as the sweep began ({load}): a gain measured under load "
+            "can shrink or vanish when it is calm; the first request that finds it calm "
+            "measures again"
         )
     details = []
     if measured:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
-        if load is not None:
-            details.append(f"load {load.load:.2f} on {load.cpus} CPUs")
+    if load is not None and decision.source in ("benchmark", "cache"):
+        details.append(str(load) if measured else f"measured at {load}")
     if decision.partial:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
@@ -266,14 +224,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         progress = progress_display(
             policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave
         )
-        started = _LoadAtStart(progress)
         call = functools.partial(
             resolve,
             workload,
             settings=settings,
             policy=policy_name,
             refresh=args.refresh,
-            on_progress=started,
+            on_progress=progress,
         )
         try:
             with progress:
@@ -288,7 +245,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print(json.dumps(decision.to_json()), flush=True)
         else:
             header = f"{what}; policy {policy_name}"
-            _print_decision(console_on(sys.stdout), decision, header, started.load)
+            _print_decision(console_on(sys.stdout), decision, header)
         if args.plot is not None:
             _plot(args.plot, decision, workload, what)
     finally:
