@@ -3,15 +3,18 @@
 A sweep measures the machine as it is while it runs. Where other work kept every CPU
 busy, the landscape it measured is a loaded one: small chunks that balance around
 preempted threads can win by tens of percent there and by nothing once the machine is
-calm (benchmarks/RESULTS.md, sessions 28-42). Such a decision is provisional: the
+calm (benchmarks/RESULTS.md, sessions 28-43). Such a decision is provisional: the
 first lookup that finds the machine calm does not serve it, so that request measures
-again and its entry, measured calm, replaces it. A decision measured calm, or before
-the load was recorded, answers whatever the load; so does any while the machine is
-still busy. Each busy entry is thus measured again at most once per calm spell.
+again and its entry, measured calm, replaces it. A decision measured while not busy, or
+before the load was recorded, answers whatever the load; so does a busy one while the
+machine is not calm. Each busy entry is thus measured again at most once per calm spell.
 
-The figure is the one-minute load average (runnable and waiting tasks, system-wide)
-against the CPUs the system counts: both are whole-machine figures, so a process
-confined to some CPUs compares like with like.
+Busy is a one-minute load average of at least the CPU count; calm, at most half of it.
+The gap between the two keeps a load that merely dips below the CPU count from
+measuring again, and, as the average decays by at most a factor ``e`` a minute, puts
+more than 40 s between a sweep that began busy and the first lookup that can find the
+machine calm. The figures are system-wide (runnable and waiting tasks, the CPUs the
+system counts), so a process confined to some CPUs compares like with like.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ class MachineLoad:
         """Other work kept every CPU busy: what a sweep measures then is a loaded landscape."""
         return self.average >= self.cpus
 
+    @property
+    def calm(self) -> bool:
+        """At most half the CPUs' worth of work: a busy decision is measured again now."""
+        return self.average <= self.cpus / 2
+
     def __str__(self) -> str:
         return f"load {self.average:.2f} on {self.cpus} CPUs"
 
@@ -61,8 +69,8 @@ class _Loaded(Protocol):
 
 
 def serves_now(read: Callable[[], MachineLoad | None] = machine_load) -> Callable[[_Loaded], bool]:
-    """A test of whether a cached decision may answer now: not one measured busy while
-    the machine is calm.
+    """A test of whether a cached decision may answer now: not one measured busy once the
+    machine is calm.
 
     The load is read once, and only when an entry measured busy is tested, so a hit on a
     calm entry reads nothing.
@@ -76,7 +84,7 @@ def serves_now(read: Callable[[], MachineLoad | None] = machine_load) -> Callabl
         if not now:
             now.append(read())
         current = now[0]
-        if current is None or current.busy:
+        if current is None or not current.calm:
             return True
         logger.info(
             "chunktune: not serving a decision measured while the machine was busy (%s): "
