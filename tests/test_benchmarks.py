@@ -696,3 +696,28 @@ def test_cpu_time_script_measures_the_demo_on_both_clocks(
     rows = capsys.readouterr().out.splitlines()[1:]
     assert [r.split()[:2] for r in rows] == [["1", "3"], ["2", "3"]]
     assert "nan" not in " ".join(rows)
+
+
+def _regime_trace(path: Path, best: int, gain: float) -> Path:
+    """16 envs on 4 threads (native 1, sizes 1-4): ``best`` ``gain`` faster, the rest as native."""
+    samples = {c: tuple(0.01 * ((1 - gain) if c == best else 1.0) * (1 + 0.01 * (r % 3))
+                        for r in range(12)) for c in range(1, 5)}  # fmt: skip
+    path.write_text(dump_trace(Trace(num_envs=16, nthread=4, rounds=12, samples=samples)))
+    return path
+
+
+def test_cross_regime_scores_each_regimes_choice_by_the_other_regimes_truth(
+    tmp_path: Path,
+) -> None:
+    """A size that wins busy and loses calm is scored as a loss by the calm truth, and counted."""
+    script = _script("cross_regime")
+    # balanced's one candidate besides native here is 2
+    busy = _regime_trace(tmp_path / "busy.json", best=2, gain=0.2)
+    calm = _regime_trace(tmp_path / "calm.json", best=2, gain=-0.1)
+    settings = _script("measure").bench_settings()
+    row = script.cross(busy, calm, settings.get_policy("balanced"), 2, settings)
+    assert row.chosen == {"busy": (2, 2), "calm": (None, None)}
+    assert row.offer == pytest.approx({"busy": 0.2, "calm": 0.0})
+    assert row.gains["busy"] == pytest.approx({"busy": 0.2, "calm": -0.1})
+    assert row.gains["calm"] == pytest.approx({"busy": 0.0, "calm": 0.0})
+    assert row.slower == {"busy": {"busy": 0, "calm": 2}, "calm": {"busy": 0, "calm": 0}}

@@ -183,7 +183,7 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
 
 
 def _measured_at(entry: CacheEntry) -> str:
-    """The load its sweep began at; busy: served only while the machine stays busy."""
+    """The load its sweep began at; busy: served until the machine is calm, then measured again."""
     if entry.load is None:
         return "load not recorded"
     if entry.load.busy:

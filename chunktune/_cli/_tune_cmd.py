@@ -188,7 +188,7 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     details = []
     if measured:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
-    if load is not None and decision.source in ("benchmark", "cache"):
+    if load is not None:  # only a sweep's decision has one, measured now or cached
         details.append(str(load) if measured else f"measured at {load}")
     if decision.partial:
         details.append("partial sweep")
