@@ -18,7 +18,6 @@ from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
-from ._load import serves_now
 from ._policy import Policy
 from ._ray_api import node_labels, node_type
 from ._request import Ask, decision_entry, pick_policy, say
@@ -110,16 +109,21 @@ def identify(ray: Any, asked: Ask, settings: Settings) -> Job:
 
 
 def local_hit(job: Job) -> bool:
-    """Blocking: whether this host's caches (user, then system) already answer the job."""
+    """Blocking: whether this host's caches (user, then system) already answer the job.
+
+    An entry measured while the machine was busy counts, whatever the load now: where the
+    machine is calm, the plain resolve that a hit leads to passes over it and measures
+    again on this host (:func:`chunktune._load.serves_now`). Through the registry it would
+    be the node type's published answer again, adopted and stored on every resolve.
+    """
     cache = cache_for(job.settings)
     if cache is None:
         return False
     base, _, own = job.key.rpartition(".")
     rule, effort = job.policy.rule(), job.policy.effort()
-    serves = serves_now()
-    found = cache.lookup(
-        base, policy_hash=own, rule=rule, effort=effort, serves=serves
-    ) or system_lookup(job.settings, base, policy_hash=own, rule=rule, effort=effort, serves=serves)
+    found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort) or system_lookup(
+        job.settings, base, policy_hash=own, rule=rule, effort=effort
+    )
     return found is not None
 
 

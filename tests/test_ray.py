@@ -128,6 +128,23 @@ class Worker:
         return {**outcome(decision, workload), "waits": [e for e in events if e.kind == "waiting"]}
 
 
+def resolve_at_load(worker: Worker, job: str, average: float) -> dict[str, Any]:
+    """``worker.resolve(job, 0.0)`` with the machine's load read as ``average`` on 2 CPUs."""
+    real = os.getloadavg, os.cpu_count
+    os.getloadavg, os.cpu_count = (lambda: (average, 0.0, 0.0)), (lambda: 2)
+    try:
+        return worker.resolve(job, 0.0)
+    finally:
+        os.getloadavg, os.cpu_count = real
+
+
+class LoadedWorker(Worker):
+    """A worker that can resolve as if the machine's load were a given figure."""
+
+    def resolve_at(self, job: str, average: float) -> dict[str, Any]:
+        return resolve_at_load(self, job, average)
+
+
 class AsyncWorker:
     """An env worker as an async Ray actor: it awaits on Ray's own event loop."""
 
@@ -189,8 +206,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         made = Fleet(root=root, node_ids=ids, workers={})
         made.workers.update(
             {
-                "a1": [made.spawn("a1"), made.spawn("a1")],
-                "a2": [made.spawn("a2"), made.spawn("a2")],
+                "a1": [made.spawn("a1", LoadedWorker), made.spawn("a1")],
+                "a2": [made.spawn("a2", LoadedWorker), made.spawn("a2")],
                 "b1": [made.spawn("b1", AsyncWorker), made.spawn("b1", AsyncWorker)],
             }
         )
@@ -415,3 +432,28 @@ def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
     assert kinds == ["claim", "expired", "takeover", "publish"]
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(refs[victim], timeout=WAIT_S)
+
+
+def test_a_hosts_entry_measured_busy_is_measured_again_there_once_calm(fleet: Fleet) -> None:
+    """Calm, a host passes over its busy entry and sweeps itself; another host adopts, then does."""
+    job = new_job()
+    a1, a2 = fleet.workers["a1"][0], fleet.workers["a2"][0]
+    busy = ray.get(a1.resolve_at.remote(job, 100.0), timeout=WAIT_S)
+    assert busy["source"] == "benchmark"
+    [entry] = fleet.entries("a1", job)
+    assert entry.load == chunktune.MachineLoad(100.0, 2)
+
+    calm = ray.get(a1.resolve_at.remote(job, 0.0), timeout=WAIT_S)
+    assert calm["source"] == "benchmark" and calm["calls"] > 0  # on its host, not adopted
+    [entry] = fleet.entries("a1", job)
+    assert entry.load == chunktune.MachineLoad(0.0, 2)
+    assert ray.get(a1.resolve_at.remote(job, 0.0), timeout=WAIT_S)["source"] == "cache"
+
+    # a2 had nothing: it adopts the node type's answer as published (measured busy) ...
+    adopted = ray.get(a2.resolve_at.remote(job, 0.0), timeout=WAIT_S)
+    assert adopted["source"] == "cache" and "node type a's answer" in adopted["reason"]
+    assert [e.load for e in fleet.entries("a2", job)] == [chunktune.MachineLoad(100.0, 2)]
+    # ... and, calm, measures it again on its own host at its next resolve
+    again = ray.get(a2.resolve_at.remote(job, 0.0), timeout=WAIT_S)
+    assert again["source"] == "benchmark" and again["calls"] > 0
+    assert [e.load for e in fleet.entries("a2", job)] == [chunktune.MachineLoad(0.0, 2)]
