@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import attrs
 import numpy as np
@@ -721,3 +722,22 @@ def test_cross_regime_scores_each_regimes_choice_by_the_other_regimes_truth(
     assert row.gains["busy"] == pytest.approx({"busy": 0.2, "calm": -0.1})
     assert row.gains["calm"] == pytest.approx({"busy": 0.0, "calm": 0.0})
     assert row.slower == {"busy": {"busy": 0, "calm": 2}, "calm": {"busy": 0, "calm": 0}}
+
+
+def test_hog_blocks_pools_blocks_on_the_log_ratio_by_inverse_variance() -> None:
+    """One block pools to itself; two equally sure ones to their log-mean, sqrt(2) narrower."""
+    script, measure = _script("hog_blocks"), _script("measure")
+
+    def block(diff: float, se: float) -> Any:
+        """A block as remeasure gives it: the gain and 95% interval of a log ratio."""
+        low, high = -math.expm1(diff + 1.96 * se), -math.expm1(diff - 1.96 * se)
+        return measure.Measured(gain=-math.expm1(diff), low=low, high=high, rounds=50)
+
+    one = block(math.log(0.87), 0.3)
+    assert script.pooled([one]) == pytest.approx((one.gain, one.low, one.high))
+    diffs, se = (math.log(0.95), math.log(0.99)), 0.01
+    gain, low, high = script.pooled([block(d, se) for d in diffs])
+    mid, half = sum(diffs) / 2, 1.96 * se / math.sqrt(2)
+    assert (gain, low, high) == pytest.approx(
+        (-math.expm1(mid), -math.expm1(mid + half), -math.expm1(mid - half))
+    )
