@@ -25,6 +25,7 @@ import filelock
 import platformdirs
 import pytest
 from _holders import holding
+from _users import child_env, unprivileged
 
 import chunktune
 from chunktune import (
@@ -1518,33 +1519,6 @@ print(json.dumps({"seen": seen, "got": got, "put": put, "warned": warned}))
 """
 
 
-def _child_env() -> dict[str, str]:
-    """The environment of a child that imports this very chunktune."""
-    paths = [str(Path(chunktune.__file__).parent.parent), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-
-
-@functools.cache
-def _another_user() -> tuple[list[str], str]:
-    """The command prefix that runs a child without root's power over permissions, or
-    why there is none."""
-    if os.geteuid() != 0:
-        return [], ""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return [], "running as root, and no setpriv to drop to an unprivileged user"
-    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-    probe = subprocess.run(
-        [*prefix, sys.executable, "-c", "import chunktune"],
-        env=_child_env(),
-        capture_output=True,
-        text=True,
-    )
-    if probe.returncode != 0:
-        return [], f"an unprivileged user cannot run this chunktune: {probe.stderr[-200:]}"
-    return prefix, ""
-
-
 _PUTTER = """
 import json, sys
 from chunktune import DecisionCache
@@ -1570,7 +1544,7 @@ def test_a_cache_file_keeps_the_permissions_it_was_given(tmp_path: Path, fmt: st
 
 def test_read_only_directory_degrades_to_no_cache(shared_dir: Path) -> None:
     """An unwritable cache directory makes put() return False instead of raising."""
-    prefix, why_not = _another_user()
+    prefix, why_not = unprivileged()
     if why_not:
         pytest.skip(why_not)
     source = shared_dir / "source.json"
@@ -1581,7 +1555,7 @@ def test_read_only_directory_degrades_to_no_cache(shared_dir: Path) -> None:
     ro.chmod(0o555)  # root ignores it: the put runs as another user when the suite is root
     putter = subprocess.run(
         [*prefix, sys.executable, "-c", _PUTTER, str(source), str(ro / "c.json")],
-        env=_child_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -1606,7 +1580,7 @@ def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
     shared_dir: Path, fmt: str, damage: str, lock: str
 ) -> None:
     """Another process that may only read the folder gets the whole entries and one warning."""
-    prefix, why_not = _another_user()
+    prefix, why_not = unprivileged()
     if why_not:
         pytest.skip(why_not)
     folder = shared_dir / "ro"
@@ -1624,7 +1598,7 @@ def test_a_damaged_cache_in_a_read_only_folder_serves_its_whole_entries(
     listed = sorted(p.name for p in folder.iterdir())
     reader = subprocess.run(
         [*prefix, sys.executable, "-c", _READER, str(path), *DAMAGED_KEYS],
-        env=_child_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
