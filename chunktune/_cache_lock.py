@@ -16,7 +16,7 @@ from pathlib import Path
 import filelock
 
 from ._cache_file import CacheFile
-from ._lock_files import holds_file_at, remove_idle
+from ._lock_files import file_lock, holds_file_at, remove_idle
 
 __all__ = [
     "WRITE_BYTES_PER_S",
@@ -58,7 +58,7 @@ def lock_path(cache: Path) -> Path:
 
 def key_lock(cache: Path, key: str) -> filelock.BaseFileLock:
     """A cross-process lock for sweeping one key (not thread-local: any thread may release)."""
-    return filelock.FileLock(cache.parent / "locks" / f"{key}.lock", thread_local=False)
+    return file_lock(cache.parent / "locks" / f"{key}.lock")
 
 
 def remove_idle_key_locks(cache: Path) -> int:
@@ -87,7 +87,7 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     # where mkdir would say "File exists"), and nothing is made
     seen, since = file.stat(), time.monotonic()
     file.path.parent.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(path, thread_local=False)
+    lock = file_lock(path)
     while True:
         try:
             lock.acquire(timeout=_WRITE_POLL_S)

@@ -1,10 +1,12 @@
-"""Lock files on disk: where the machine-wide sweep lock lives, and the files locks leave.
+"""Lock files on disk: how they are made, where the machine-wide sweep lock lives, and the
+files locks leave.
 
-Two sweeps at once on one machine ruin each other's timings, so a sweep holds the
-sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep-<machine>.lock`` in the
-user cache root). A holder killed while holding a lock leaves its file, and its note;
-:func:`remove_idle` clears the files no process holds, and :func:`holds_file_at` tells a
-holder whether the file it locked is still the one at its path.
+Every lock file is made through :func:`file_lock`, with the permissions a file chunktune
+writes gets. Two sweeps at once on one machine ruin each other's timings, so a sweep
+holds the sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep-<machine>.lock``
+in the user cache root). A holder killed while holding a lock leaves its file, and its
+note; :func:`remove_idle` clears the files no process holds, and :func:`holds_file_at`
+tells a holder whether the file it locked is still the one at its path.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from pathlib import Path
 import filelock
 import platformdirs
 
+from ._atomic import umask
 from ._lock_note import note_path, read_note
 
 __all__ = [
     "SWEEP_LOCK_ENV",
+    "file_lock",
     "holds_file_at",
     "remove_idle",
     "sweep_lock_litter",
@@ -31,6 +35,29 @@ __all__ = [
 ]
 
 SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
+
+# filelock 3.24 and later make a lock file as open() would (0o666 less the umask, or what
+# a folder's default ACL gives) and leave an existing one's mode alone; given a mode, they
+# would chmod the file to it, past a default ACL. The earlier releases the dependency
+# floor allows make every one 0o644 whatever the umask, so on a folder a team shares
+# through its group no one else could open it to take the lock.
+_UMASK_HONOURED = hasattr(filelock.BaseFileLock, "has_explicit_mode")
+
+
+def file_lock(path: Path) -> filelock.BaseFileLock:
+    """A cross-process lock on the file ``path`` (not thread-local: any thread may release).
+
+    The lock file it makes gets what ``open()`` would give it, as a file chunktune
+    writes does: ``0o666`` less the umask (``0o664`` under umask ``002``, so that the
+    others of a group sharing the folder can take the lock too); its group and others
+    never get more than the umask allows.
+    """
+    if _UMASK_HONOURED:
+        return filelock.FileLock(path, thread_local=False)
+    # these releases chmod the file to the mode whenever its owner takes it, and pass over
+    # a refusal (EPERM); the owner keeps read and write whatever the umask, as 0o644 gave
+    # it: a lock file its owner cannot open again is no lock
+    return filelock.FileLock(path, mode=0o600 | (0o666 & ~umask()), thread_local=False)
 
 
 def sweep_lock_path() -> Path:
@@ -87,7 +114,7 @@ def remove_idle(files: Iterable[Path]) -> int:
     """
     removed = 0
     for file in files:
-        lock = filelock.FileLock(file, thread_local=False)
+        lock = file_lock(file)
         try:
             lock.acquire(timeout=0)
         except (filelock.Timeout, OSError):

@@ -25,7 +25,7 @@ from typing import Literal
 
 import filelock
 
-from ._lock_files import SWEEP_LOCK_ENV, holds_file_at, sweep_lock_path
+from ._lock_files import SWEEP_LOCK_ENV, file_lock, holds_file_at, sweep_lock_path
 from ._lock_note import Holder, note_path, read_note, write_note
 
 __all__ = ["Lock", "key_lock", "sweep_lock"]
@@ -85,7 +85,7 @@ class Lock:
         self.remove_on_release = remove_on_release
         self.warn_path = path if warn_path is None else warn_path
         self.mode: Literal["file", "local", "none"] = "file"
-        self._file = filelock.FileLock(path, thread_local=False)
+        self._file = file_lock(path)
 
     @property
     def holder_path(self) -> Path:
