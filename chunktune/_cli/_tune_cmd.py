@@ -181,9 +181,9 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     measured, load = decision.source == "benchmark", decision.load
     if measured and load is not None and load.busy:
         console.print(
-            f"the machine was busy as the sweep began ({load}): a gain measured under load "
-            "can shrink or vanish when it is calm; the first request that finds it calm "
-            "measures again"
+            f"the machine was busy as the sweep began ({load}): what a sweep measures under "
+            "load may not hold when the machine is calm; the first request that finds it "
+            "calm measures again"
         )
     details = []
     if measured:
