@@ -138,13 +138,23 @@ def _suspect(
 ) -> set[str | None]:
     """The entries of a file without checksums that damage may have shortened unseen."""
     damaged = {key for key, text in blocks if text is None}
-    if preamble_broke:  # the first entry's header may be what broke
+    # the first entry's header may be what broke the preamble: then the first block is one
+    # of its sub-tables; a first block that opens with its own header is all of its entry
+    if preamble_broke and not _opens_own_entry(blocks[0][1]):
         damaged.add(blocks[0][0])
     for i, (key, _) in enumerate(blocks):
         if key is None:
             damaged.update(blocks[j][0] for j in (i - 1, i + 1) if 0 <= j < len(blocks))
     damaged.add(blocks[-1][0])
     return damaged
+
+
+def _opens_own_entry(text: str | None) -> bool:
+    """Whether a block's ``text`` opens with its entry's own ``[entries."key"]`` header, not
+    with a sub-table's (``[entries."key".timings_ms]``)."""
+    header = _toml_table(text.partition("\n")[0].encode()) if text is not None else None
+    names = (header or {}).get("entries")
+    return isinstance(names, dict) and list(names.values()) == [{}]
 
 
 def _toml_key(segment: bytes) -> str | None:

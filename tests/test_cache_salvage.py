@@ -178,6 +178,50 @@ def test_an_entry_at_the_end_of_a_toml_file_is_not_kept_when_it_may_be_cut() -> 
     assert last not in salvage(cut, "toml")
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(b"schema = \xff\n", id="not-utf8"),
+        pytest.param(b"schema = \n", id="value-lost"),
+        pytest.param(b"schema = 1 1\n", id="garbled"),
+    ],
+)
+def test_a_toml_file_without_checksums_whose_preamble_broke_keeps_its_whole_first_entry(
+    tmp_path: Path, damage: bytes
+) -> None:
+    """Damage before the first entry only: that entry, whole and valid, is kept, not suspected."""
+    raw, entries = dozen("toml", checksums=False)
+    assert raw.startswith(b"schema = 1\n\n[entries.")
+    broken = damage + raw[len(b"schema = 1\n") :]
+    path = tmp_path / "c.toml"
+    path.write_bytes(broken)
+    kept = DecisionCache(path).entries()
+    assert kept == {k: e for k, e in entries.items() if k != max(entries)}  # the last: maybe cut
+    assert [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [broken]
+
+
+@pytest.mark.parametrize(
+    ("header", "salvaged"),
+    [
+        pytest.param(b'[entr\xffies."0000.key"]', True, id="not-utf8"),
+        pytest.param(b'[entries"0000.key"]', True, id="not-toml"),
+        pytest.param(b'[entrie."0000.key"]', False, id="another-table"),  # the file parses
+    ],
+)
+def test_a_toml_first_entry_whose_own_header_broke_is_dropped_not_read_from_its_sub_tables(
+    tmp_path: Path, header: bytes, salvaged: bool
+) -> None:
+    """The first entry's header broken (into the preamble): its sub-tables alone are not served."""
+    raw, entries = dozen("toml", checksums=False)
+    broken = raw.replace(b'[entries."0000.key"]', header, 1)
+    assert broken != raw and b'[entries."0000.key".timings_ms]' in broken
+    path = tmp_path / "c.toml"
+    path.write_bytes(broken)
+    kept = DecisionCache(path).entries()
+    lost = {"0000.key", max(entries)} if salvaged else {"0000.key"}  # salvaged: the last maybe cut
+    assert kept == {k: e for k, e in entries.items() if k not in lost}
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_broken_cache_file_starts_afresh_with_its_whole_entries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, fmt: CacheFormat
