@@ -1972,3 +1972,105 @@ def test_a_move_aside_of_a_file_already_gone_keeps_nothing_and_raises_nothing(
     path = tmp_path / "c.json"
     assert Quarantine(CacheFile(path, "json")).move_aside("does not parse") == {}
     assert list(tmp_path.iterdir()) == []
+
+
+# what taking the lock of _lock_that_cannot_be_taken raises
+_EISDIR = OSError(errno.EISDIR, "Is a directory")
+
+
+def _looked_at(monkeypatch: pytest.MonkeyPatch, path: Path, *, after_s: float) -> None:
+    """Every read of a cache file looks at it ``after_s`` seconds after ``path``'s last
+    change (within the tick below 3 s, settled past it); its stat is left real."""
+    st = path.stat()
+    now = max(st.st_mtime_ns, st.st_ctime_ns) + int(after_s * 1e9)
+    monkeypatch.setattr(_cache_file, "time_ns", lambda: now)
+
+
+def _changed_right_after(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, path: Path, then: str
+) -> None:
+    """The next call of ``owner.<name>`` (a stat or a read) is followed at once by ``path``
+    replaced on disk by a whole file of one entry (``then="replaced"``), or removed."""
+    real: Callable[..., Any] = getattr(owner, name)
+    armed = [True]
+
+    def and_then(*args: Any) -> Any:
+        seen = real(*args)
+        if armed and (not args or args[0] == path):
+            armed.clear()
+            if then == "replaced":
+                write_cache_file(path, {"new.abc": entry()})
+            else:
+                path.unlink()
+        return seen
+
+    monkeypatch.setattr(owner, name, and_then)
+
+
+@pytest.mark.parametrize("then", ["replaced", "removed"])
+def test_a_damaged_file_replaced_between_the_stat_and_the_read_is_no_longer_served_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """Replaced (or removed) right after the stat, the bytes tell it is not the damaged file."""
+    path = tmp_path / "c.json"
+    _damaged_cache(path, "digit")
+    _lock_that_cannot_be_taken(path)
+    _looked_at(monkeypatch, path, after_s=0.1)  # within the tick: the bytes are kept
+    cache = DecisionCache(path)
+    assert len(cache.entries()) == 3  # the whole entries, read-only
+    assert cache._quarantine.served_read_only()
+    _changed_right_after(monkeypatch, cache._file, "stat", path, then)
+    # not the damaged file: a writer waits for a live lock holder in full, and the newer
+    # file's entries are read, not the damaged one's salvaged
+    assert not cache._quarantine.served_read_only()
+    assert cache._quarantine.read_only(_EISDIR) is None
+    assert set(cache.entries()) == ({"new.abc"} if then == "replaced" else set())
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+def test_a_settled_damaged_file_replaced_after_it_was_read_is_not_taken_for_the_damaged_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replaced after a settled read found it damaged: its new stat tells; no move-aside warning."""
+    path = tmp_path / "c.json"
+    _damaged_cache(path, "digit")
+    _lock_that_cannot_be_taken(path)
+    _looked_at(monkeypatch, path, after_s=4.0)  # settled: the stat alone tells
+    cache = DecisionCache(path)
+    _changed_right_after(monkeypatch, Path, "read_bytes", path, "replaced")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        cache.entries()  # read damaged, then replaced before the quarantine looks
+        assert not cache._quarantine.served_read_only()
+        assert set(cache.entries()) == {"new.abc"}
+    said = caplog.text
+    assert "could not move it aside" not in said and "does not match" not in said
+
+
+def test_a_settled_damaged_file_removed_after_its_stat_serves_nothing_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settled (no bytes kept), removed right after the stat: nothing is salvaged from it."""
+    path = tmp_path / "c.json"
+    _damaged_cache(path, "digit")
+    _looked_at(monkeypatch, path, after_s=4.0)
+    cache = DecisionCache(path)
+    with pytest.raises(UnusableCache):
+        cache._file.load(fresh=False)
+    _changed_right_after(monkeypatch, cache._file, "stat", path, "removed")
+    assert cache._quarantine.read_only(_EISDIR) is None  # then: unavailable, or strict's error
+
+
+def test_a_damaged_file_replaced_after_its_bytes_were_compared_salvages_those_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read-only serves the whole entries of the very bytes found damaged, not a newer file's."""
+    path = tmp_path / "c.json"
+    _, lost = _damaged_cache(path, "digit")
+    _looked_at(monkeypatch, path, after_s=0.1)
+    cache = DecisionCache(path)
+    with pytest.raises(UnusableCache):
+        cache._file.load(fresh=False)
+    _changed_right_after(monkeypatch, Path, "read_bytes", path, "replaced")
+    kept = cache._quarantine.read_only(_EISDIR)  # compares the bytes: then the file is replaced
+    assert kept is not None and set(kept) == set(DAMAGED_KEYS) - {lost}
+    assert set(cache.entries()) == {"new.abc"}  # the newer file, read as it is
