@@ -302,6 +302,27 @@ def test_incompatible_variants_are_rejected_naming_the_size() -> None:
         RolloutWorkload([tiny_model(), other], num_envs=4, nthread=2)
 
 
+def _sized(size: str) -> Any:
+    """The tiny model with a ``<size .../>`` of ``size`` (user parameters, user data)."""
+    xml = TINY_XML.format(box=0.1, iterations=50)
+    return mujoco.MjModel.from_xml_string(xml.replace("<mujoco>", f"<mujoco><size {size}/>", 1))
+
+
+def test_variants_differing_only_in_user_parameter_sizes_are_compatible() -> None:
+    """nuser_* sizes shape model arrays only (site_user, ...), never MjData: such variants run."""
+    # of objects the model has none of, so that its buffer keeps its size (nbuffer)
+    user = _sized('nuser_site="2" nuser_cam="1" nuser_tendon="3"')
+    assert (user.nuser_site, user.nuser_cam, user.nuser_tendon) == (2, 1, 3)
+    workload = tiny_workload(model=[tiny_model(), user])
+    assert workload.n_variants == 2 and workload.run(3) > 0
+
+
+def test_variants_differing_in_user_data_size_are_rejected() -> None:
+    """nuserdata sizes MjData.userdata: variants that differ in it are refused, naming it."""
+    with pytest.raises(InvalidArgumentError, match=r"variant 1 .* nuserdata \(0 vs 3\)"):
+        tiny_workload(model=[tiny_model(), _sized('nuserdata="3"')])
+
+
 def test_more_variants_than_envs_are_rejected() -> None:
     """Three variants for two envs raise InvalidArgumentError."""
     with pytest.raises(InvalidArgumentError, match="3 model variants for num_envs=2"):
@@ -786,6 +807,23 @@ def test_from_xml_variants_scale_inertia_with_mass_and_recompute_constants(
         scale = variant.body_mass[1:] / base.body_mass[1:]
         assert np.allclose(variant.body_inertia[1:], base.body_inertia[1:] * scale[:, None])
         assert variant.body_subtreemass[0] == pytest.approx(variant.body_mass.sum())
+
+
+def test_from_xml_variants_scale_each_geoms_sliding_friction_alone(tmp_path: pathlib.Path) -> None:
+    """Each geom's sliding friction gets its own factor in [0.9, 1.1]; the other columns stay."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    written = mujoco.MjModel.from_xml_path(str(path))
+    base, *variants = RolloutWorkload.from_xml(
+        path, num_envs=3, nthread=1, nstep=2, n_variants=3
+    ).models
+    assert np.array_equal(base.geom_friction, written.geom_friction)  # variant 0: as written
+    for variant in variants:
+        factor = variant.geom_friction[:, 0] / written.geom_friction[:, 0]
+        assert np.all((factor >= 0.9) & (factor <= 1.1))
+        assert len(set(factor)) == written.ngeom  # one factor per geom
+        assert np.array_equal(variant.geom_friction[:, 1:], written.geom_friction[:, 1:])
+    assert not np.array_equal(variants[0].geom_friction, variants[1].geom_friction)
 
 
 def test_a_compiled_model_with_an_upper_case_suffix_loads(tmp_path: pathlib.Path) -> None:
