@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import io
 import json
+import logging
 import os
 import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from collections.abc import Mapping
@@ -21,7 +23,8 @@ import pytest
 
 from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
-from chunktune._cli import _args, _tune_cmd, main
+from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
+from chunktune._errors import CacheError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad
 
@@ -113,6 +116,12 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
     )
 
 
+def buffered_env() -> dict[str, str]:
+    """This process's environment without PYTHONUNBUFFERED: stdout block-buffered, as a shell
+    runs the command, so that what is still buffered meets the closed or full stdout late."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 def entry(created: float, chunk: int | None = 4, **fields: Any) -> CacheEntry:
     """A stored decision with a small table of evidence."""
     values: dict[str, Any] = {
@@ -163,6 +172,17 @@ def test_tune_json_benchmark_then_cache(env: dict[str, Path], model: Path) -> No
     assert again["key"] == decision["key"]
     assert again["chunk_size"] == decision["chunk_size"]
     assert again["timings_ms"] == pytest.approx(decision["timings_ms"])
+
+
+@pytest.mark.mujoco
+def test_tune_leaves_its_decision_to_the_table_and_only_progress_on_stderr(
+    env: dict[str, Path], model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """resolve's own one-line report is not shown: the CLI draws the decision itself."""
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["source"] == "benchmark"
+    assert err and all(line.startswith("chunktune: ") for line in err.splitlines()), err
 
 
 @pytest.mark.mujoco
@@ -878,6 +898,84 @@ def test_no_command_prints_usage_and_exits_2(capsys: pytest.CaptureFixture[str])
     assert "usage: chunktune" in capsys.readouterr().err
 
 
+def test_main_leaves_the_process_as_it_found_it(env: dict[str, Path]) -> None:
+    """After a command, ok or failed: the caller's stdout, stderr and the logger's level again."""
+    log = logging.getLogger("chunktune")
+    level, handlers = log.level, list(log.handlers)
+    log.setLevel(logging.ERROR)
+    try:
+        for args, code in ((["cache", "path"], 0), (["policy", "show", "nosuch"], 2)):
+            out, err = sys.stdout, sys.stderr
+            assert main(args) == code
+            assert (sys.stdout, sys.stderr) == (out, err)
+            assert (log.level, log.handlers) == (logging.ERROR, handlers)
+    finally:
+        log.setLevel(level)
+
+
+def test_an_error_whose_message_ends_in_a_newline_is_still_one_line(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ChunktuneError's message is told stripped, on one line: no blank line follows it."""
+
+    def gone(_config: str | None) -> DecisionCache:
+        raise CacheError("the cache is gone\n")
+
+    monkeypatch.setattr(_cache_cmd, "open_cache", gone)
+    assert main(["cache", "path"]) == 2
+    assert capsys.readouterr().err == "chunktune: error: the cache is gone\n"
+
+
+def test_ctrl_c_outside_a_sweep_says_interrupted_and_exits_130(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A KeyboardInterrupt where no command handles it (opening the cache): one line, exit 130."""
+
+    def interrupted(_config: str | None) -> DecisionCache:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cache_cmd, "open_cache", interrupted)
+    assert main(["cache", "path"]) == 130
+    assert capsys.readouterr() == ("", "chunktune: interrupted\n")
+
+
+def test_an_error_whose_causes_loop_is_not_taken_for_ctrl_c() -> None:
+    """A chain of causes that loops back on itself is walked once: no interrupt, no hang."""
+    first, second = RuntimeError("first"), ImportError("second")
+    first.__cause__, second.__context__ = second, first
+    told: list[bool] = []
+    walker = threading.Thread(target=lambda: told.append(_interrupted(first)), daemon=True)
+    walker.start()
+    walker.join(timeout=60)  # a hang guard, not a timing
+    assert told == [False]
+
+
+def test_with_stderr_closed_a_child_the_command_starts_has_dev_null_for_stderr(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`2>&-`: /dev/null takes descriptor 2, inheritable by the command's children; then closed."""
+    children: list[int] = []
+    real_open = _cache_cmd.open_cache
+
+    def open_after_a_child(config: str | None) -> DecisionCache:
+        child = subprocess.run([sys.executable, "-c", "import os; os.fstat(2)"], timeout=60)
+        children.append(child.returncode)  # 1: the child found no descriptor 2
+        return real_open(config)
+
+    monkeypatch.setattr(_cache_cmd, "open_cache", open_after_a_child)
+    monkeypatch.setattr(sys, "stderr", None)  # as Python starts with descriptor 2 closed
+    saved = os.dup(2)
+    try:
+        os.close(2)
+        code = main(["cache", "path"])
+        with pytest.raises(OSError):
+            os.fstat(2)  # main closed its /dev/null
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    assert code == 0 and children == [0]
+
+
 def test_python_m_chunktune_help() -> None:
     """`python -m chunktune --help` works like the command and shows examples."""
     result = run_cli("--help")
@@ -941,7 +1039,7 @@ def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(os.environ),
+        env=buffered_env(),
     ) as proc:
         assert proc.stdout is not None
         proc.stdout.close()  # the only reader is gone: every write gets EPIPE
@@ -1001,7 +1099,7 @@ def test_results_that_cannot_be_written_are_one_error_and_exit_2(
             stderr=subprocess.PIPE,
             text=True,
             timeout=60,
-            env=dict(os.environ),
+            env=buffered_env(),
             preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None,
         )
     why = "No space left on device" if stdout == "full" else "it is closed"
