@@ -310,9 +310,16 @@ def _sized(size: str) -> Any:
 
 def test_variants_differing_only_in_user_parameter_sizes_are_compatible() -> None:
     """nuser_* sizes shape model arrays only (site_user, ...), never MjData: such variants run."""
-    # of objects the model has none of, so that its buffer keeps its size (nbuffer)
     user = _sized('nuser_site="2" nuser_cam="1" nuser_tendon="3"')
     assert (user.nuser_site, user.nuser_cam, user.nuser_tendon) == (2, 1, 3)
+    workload = tiny_workload(model=[tiny_model(), user])
+    assert workload.n_variants == 2 and workload.run(3) > 0
+
+
+def test_variants_whose_model_buffers_differ_in_size_are_compatible() -> None:
+    """User parameters of bodies and geoms the model has grow its buffer, not MjData: they run."""
+    user = _sized('nuser_body="4" nuser_geom="2"')
+    assert user.nbuffer != tiny_model().nbuffer
     workload = tiny_workload(model=[tiny_model(), user])
     assert workload.n_variants == 2 and workload.run(3) > 0
 

@@ -48,6 +48,8 @@ _MODEL_ONLY_SIZES = frozenset(
         "nmeshvert", "nmeshnormal", "nmeshtexcoord", "nmeshface", "nmeshgraph", "nmeshpoly",
         "nmeshpolyvert", "nmeshpolymap", "nskin", "nskinvert", "nskintexvert", "nskinface",
         "nskinbone", "nskinbonevert", "npluginattr",
+        # the model's own buffer: every model-only array above (and each nuser_*) sizes it
+        "nbuffer",
     }
 )  # fmt: skip
 
