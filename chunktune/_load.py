@@ -88,7 +88,7 @@ def serves_now(read: Callable[[], MachineLoad | None] = machine_load) -> Callabl
             return True
         logger.info(
             "chunktune: not serving a decision measured while the machine was busy (%s): "
-            "it is calm now (%s), so this request measures again",
+            "it is calm now (%s); unless another entry answers, this request measures again",
             measured,
             current,
         )
