@@ -1610,6 +1610,20 @@ def test_a_sweep_that_timed_only_native_says_it_was_not_cached(
     assert ("cache key" in text) != ("not cached" in text)
 
 
+def test_cache_list_counts_the_entries_measured_busy(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` says how many entries were measured busy; with none busy, says nothing."""
+    now = time.time()
+    calm, busy = MachineLoad(0.5, 2), MachineLoad(2.5, 2)
+    fill(env["cache"], {"a" * 32: entry(now, load=calm), "b" * 32: entry(now, load=None)})
+    assert main(["cache", "list"]) == 0
+    assert "busy" not in capsys.readouterr().out
+    fill(env["cache"], {"c" * 32: entry(now, load=busy), "d" * 32: entry(now, load=busy)})
+    assert main(["cache", "list"]) == 0
+    assert "2 of them measured while the machine was busy" in capsys.readouterr().out
+
+
 def test_cache_list_puts_the_newest_entry_first(
     env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

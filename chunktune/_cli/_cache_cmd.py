@@ -130,6 +130,12 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     console = console_on(sys.stdout)
     console.print(table)
     console.print(f"{entries_of(len(entries))} in {cache.path}")
+    busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())
+    if busy:
+        console.print(
+            f"{busy} of them measured while the machine was busy: each is measured again "
+            "by the first request that finds it calm (`cache show KEY` says which)"
+        )
     return EXIT_OK
 
 
