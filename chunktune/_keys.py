@@ -105,7 +105,8 @@ def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:
     """Blocking: the cached decision that answers this request, if any.
 
     Not one measured while the machine was busy, now that it is calm
-    (:func:`chunktune._load.serves_now`): this request then measures again.
+    (:func:`chunktune._load.serves_now`): unless another entry answers, this request
+    then measures again.
     """
     base, _, own = key.rpartition(".")
     _, rule, effort = policy_identity(req.policy)

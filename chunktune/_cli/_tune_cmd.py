@@ -188,8 +188,11 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     details = []
     if measured:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
-    if load is not None:  # only a sweep's decision has one, measured now or cached
-        details.append(str(load) if measured else f"measured at {load}")
+    if load is not None and measured:
+        details.append(str(load))
+    elif load is not None:  # a cached sweep's, or a shared one's
+        busy = " (busy: measured again once the machine is calm)" if load.busy else ""
+        details.append(f"measured at {load}{busy}")
     if decision.partial:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
