@@ -32,7 +32,14 @@ from ._common import (
     warn_skipped,
 )
 from ._merge_cmd import add_merge_parser
-from ._render import chunk_label, entry_age, entry_table, format_created, model_summary
+from ._render import (
+    chunk_label,
+    entry_age,
+    entry_table,
+    format_created,
+    load_label,
+    model_summary,
+)
 
 __all__ = ["add_parser"]
 
@@ -188,15 +195,6 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
     return matches[0], entries[matches[0]]
 
 
-def _measured_at(entry: CacheEntry) -> str:
-    """The load its sweep began at; busy: served until the machine is calm, then measured again."""
-    if entry.load is None:
-        return "load not recorded"
-    if entry.load.busy:
-        return f"{entry.load} (busy: measured again once the machine is calm)"
-    return str(entry.load)
-
-
 def _cmd_cache_show(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
     key, entry = _find_entry(cache, args.key)
@@ -214,7 +212,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
             f"chunktune {entry.chunktune_version or '?'}, mujoco {entry.mujoco_version or '?'}",
         ),
         ("probe time", f"{entry.probe_seconds:.2f} s" + (" (partial)" if entry.partial else "")),
-        ("measured at", _measured_at(entry)),
+        ("measured at", "load not recorded" if entry.load is None else load_label(entry.load)),
     ]
     width = max(len(name) for name, _ in facts)
     for name, value in facts:

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._cache_entry import CacheEntry
+from .._load import MachineLoad
 
 __all__ = [
     "Row",
@@ -30,6 +31,7 @@ __all__ = [
     "entry_table",
     "format_age",
     "format_created",
+    "load_label",
     "model_summary",
     "plot_formats",
     "signature_summary",
@@ -57,6 +59,13 @@ def chunk_label(chunk: int | None, native_chunk: int) -> str:
     if chunk is not None:
         return str(chunk)
     return f"native (={native_chunk})" if native_chunk > 0 else "native"
+
+
+def load_label(load: MachineLoad) -> str:
+    """``"load 0.75 on 4 CPUs"``; a busy one says it is measured again once calm."""
+    if load.busy:
+        return f"{load} (busy: measured again once the machine is calm)"
+    return str(load)
 
 
 def candidate_rows(

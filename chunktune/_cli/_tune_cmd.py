@@ -38,7 +38,7 @@ from ._common import (
     warn,
 )
 from ._progress import progress_display
-from ._render import candidate_rows, candidate_table, plot_formats, write_plot
+from ._render import candidate_rows, candidate_table, load_label, plot_formats, write_plot
 
 __all__ = ["add_parser"]
 
@@ -191,8 +191,7 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     if load is not None and measured:
         details.append(str(load))
     elif load is not None:  # a cached sweep's, or a shared one's
-        busy = " (busy: measured again once the machine is calm)" if load.busy else ""
-        details.append(f"measured at {load}{busy}")
+        details.append(f"measured at {load_label(load)}")
     if decision.partial:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
