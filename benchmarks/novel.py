@@ -1,7 +1,8 @@
 """Policies on landscapes of cost shapes that no layout of ``chunktune.sim`` names.
 
     python benchmarks/novel.py [--cases 300] [--seeds 3] [--base 777] [--policies balanced,seed]
-                               [--memory LOW,HIGH] [--worst 5]
+                               [--memory LOW,HIGH] [--noise LOW,HIGH]
+                               [--spikes MAX] [--worst 5]
 
 ``unseen.py`` draws its pools at random, but their per-env costs come from the six
 layouts ``chunktune.sim.env_costs`` knows, the shapes the policies were looked at on.
@@ -38,15 +39,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from unseen import (
+    DEFAULT_RANGES,
     HARM,
     SUMMARY_HEAD,
     FloatArray,
+    NoiseRanges,
     UnseenCase,
     UnseenRow,
     case_options,
     case_setup,
     draw_cases,
-    memory_note,
     report,
     summarize,
     summary_line,
@@ -148,13 +150,13 @@ class NovelCase(UnseenCase):
         return shape * (self.mean_s / float(np.mean(shape)))
 
 
-def draw(count: int, base: int, memory: tuple[float, float] = (0.0, 0.0)) -> list[NovelCase]:
+def draw(count: int, base: int, ranges: NoiseRanges = DEFAULT_RANGES) -> list[NovelCase]:
     """``count`` cases of ``base``: ``unseen.py``'s pools, the families dealt evenly over them."""
     names = list(FAMILIES)
     deal = np.random.default_rng([base, _DEAL]).permutation(np.resize(range(len(names)), count))
     return [
         NovelCase(*pool._replace(layout=names[family]))
-        for pool, family in zip(draw_cases(count, base, memory), deal.tolist(), strict=True)
+        for pool, family in zip(draw_cases(count, base, ranges), deal.tolist(), strict=True)
     ]
 
 
@@ -224,12 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     case_options(parser, policies="balanced,seed")
     parser.add_argument("--worst", type=int, default=5, help="harmful runs shown a policy")
     args = parser.parse_args(argv)
-    memory, settings, policies = case_setup(parser, args)
-    cases = draw(args.cases, args.base, memory)
+    ranges, settings, policies = case_setup(parser, args)
+    cases = draw(args.cases, args.base, ranges)
     runs = novel_runs(cases, policies, args.seeds, settings)
     print(
         f"{args.cases} landscapes of {len(FAMILIES)} cost shapes no layout names "
-        f"(base {args.base}{memory_note(memory)}) x {args.seeds} noise draws; "
+        f"(base {args.base}{ranges.note()}) x {args.seeds} noise draws; "
         "captured and offered are means per run of 1 - chosen/native and 1 - best/native\n"
     )
     print(tables(runs, args.worst))

@@ -1,7 +1,7 @@
 """Policies on landscapes drawn at random: shapes, sizes and noise the suite never named.
 
     python benchmarks/unseen.py [--cases 300] [--seeds 3] [--base 777] [--policies balanced,patient]
-                                [--memory LOW,HIGH]
+                                [--memory LOW,HIGH] [--noise LOW,HIGH] [--spikes MAX]
 
 The simulated suite (``cases.py``) is a fixed list, and a policy tuned on it may fit
 it. Here every case is drawn from ``--base``: a layout (any of ``chunktune.sim``'s),
@@ -15,7 +15,10 @@ on offer (native against the best size) captured, summed over every run. Differe
 is fitting, not a method. ``--memory LOW,HIGH`` gives each case's noise a memory drawn
 from that range (``Noise.memory``: the correlation of neighbouring calls' noise; the
 recorded 2-core VM has about 0.5) from a generator of its own, so the landscapes stay
-those of the same base without it.
+those of the same base without it. ``--noise LOW,HIGH`` and ``--spikes MAX`` widen (or
+narrow) the range each case's noise and share of spiked calls are drawn from (this
+project's 2-core VM varies 10-14% a call); at their defaults the draws are the ones
+every earlier figure of a base was made on.
 """
 
 from __future__ import annotations
@@ -37,6 +40,30 @@ from chunktune.sim import LAYOUTS, Noise, SimulatedWorkload, env_costs
 HARM = 0.005  # a run more than this slower than native is a harmful one
 
 FloatArray = npt.NDArray[np.float64]
+
+
+class NoiseRanges(NamedTuple):
+    """The ranges each drawn case's noise comes from: its noise a call (``sigma``), the
+    most of its calls spiked (``spikes``) and the memory of neighbouring calls."""
+
+    sigma: tuple[float, float] = (0.01, 0.10)
+    spikes: float = 0.06
+    memory: tuple[float, float] = (0.0, 0.0)
+
+    def note(self) -> str:
+        """What a headline says of these ranges: nothing of those at their defaults."""
+        default = DEFAULT_RANGES
+        parts = []
+        if self.sigma != default.sigma:
+            parts.append(f", noise {self.sigma[0]:.0%}-{self.sigma[1]:.0%} a call")
+        if self.spikes != default.spikes:
+            parts.append(f", spikes up to {self.spikes:.0%} of calls")
+        if self.memory[1] > 0:
+            parts.append(f", noise memory {self.memory[0]:g}-{self.memory[1]:g}")
+        return "".join(parts)
+
+
+DEFAULT_RANGES = NoiseRanges()
 
 
 class UnseenCase(NamedTuple):
@@ -85,8 +112,8 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence(parts).generate_state(1)[0])
 
 
-def draw_cases(count: int, base: int, memory: tuple[float, float] = (0.0, 0.0)) -> list[UnseenCase]:
-    """``count`` random landscapes, the same for the same ``base``; noise memory from ``memory``."""
+def draw_cases(count: int, base: int, ranges: NoiseRanges = DEFAULT_RANGES) -> list[UnseenCase]:
+    """``count`` random landscapes, the same for the same ``base``; their noise from ``ranges``."""
     rng = np.random.default_rng(base)
     remembers = np.random.default_rng([base, 1])
     cases = []
@@ -99,12 +126,12 @@ def draw_cases(count: int, base: int, memory: tuple[float, float] = (0.0, 0.0)) 
         call_s = float(np.exp(rng.uniform(np.log(0.02), np.log(0.5))))
         queue_s = float(rng.choice([0.0, 0.0, 1e-6, 5e-6, 2e-5]))
         noise = Noise(
-            sigma=float(rng.uniform(0.01, 0.10)),
-            spike_prob=float(rng.uniform(0.0, 0.06)),
+            sigma=float(rng.uniform(*ranges.sigma)),
+            spike_prob=float(rng.uniform(0.0, ranges.spikes)),
             spike_scale=0.5,
             drift=float(rng.uniform(0.0, 0.15)),
             drift_period=97.0,
-            memory=float(remembers.uniform(*memory)) if memory[1] > 0 else 0.0,
+            memory=float(remembers.uniform(*ranges.memory)) if ranges.memory[1] > 0 else 0.0,
         )
         mean_s = call_s * nthread / num_envs
         cases.append(UnseenCase(layout, num_envs, nthread, mean_s, queue_s, noise, index, base))
@@ -230,7 +257,7 @@ def report(rows: Sequence[UnseenRow]) -> str:
 
 def case_options(parser: argparse.ArgumentParser, *, policies: str) -> None:
     """Add the options of a judge of drawn cases: ``--cases``, ``--seeds``, ``--base``,
-    ``--policies`` (``policies`` by default) and ``--memory``."""
+    ``--policies`` (``policies`` by default), ``--memory``, ``--noise`` and ``--spikes``."""
     parser.add_argument("--cases", type=int, default=300, help="random landscapes to draw")
     parser.add_argument("--seeds", type=int, default=3, help="noise draws per case and policy")
     parser.add_argument("--base", type=int, default=777, help="the seed the cases are drawn from")
@@ -238,40 +265,55 @@ def case_options(parser: argparse.ArgumentParser, *, policies: str) -> None:
     parser.add_argument(
         "--memory", default="0,0", help="LOW,HIGH: the range of each case's noise memory"
     )
+    parser.add_argument(
+        "--noise", default="0.01,0.10", help="LOW,HIGH: the range of each case's noise a call"
+    )
+    parser.add_argument(
+        "--spikes", type=float, default=0.06, help="MAX: the most of a case's calls spiked"
+    )
+
+
+def _pair(
+    parser: argparse.ArgumentParser, option: str, text: str, high: float
+) -> tuple[float, float]:
+    """``LOW,HIGH`` of ``option``: two numbers, 0 <= LOW <= HIGH <= ``high``, else
+    ``parser.error``."""
+    try:
+        low, up = (float(x) for x in text.split(","))
+    except ValueError:
+        parser.error(f"{option} {text}: expected LOW,HIGH (two numbers, as 0.2,0.6)")
+    if not 0.0 <= low <= up <= high:
+        parser.error(f"{option} {text}: expected 0 <= LOW <= HIGH <= {high:g}")
+    return low, up
 
 
 def case_setup(
     parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> tuple[tuple[float, float], Settings, dict[str, Policy]]:
-    """The memory range, the settings and the policies :func:`case_options` named, with
+) -> tuple[NoiseRanges, Settings, dict[str, Policy]]:
+    """The noise ranges, the settings and the policies :func:`case_options` named, with
     a sweep lock of this process's own; a bad option exits through ``parser.error``."""
     own_sweep_lock()
-    try:
-        low, high = (float(x) for x in args.memory.split(","))
-    except ValueError:
-        parser.error(f"--memory {args.memory}: expected LOW,HIGH (two numbers, as 0.2,0.6)")
+    memory = _pair(parser, "--memory", args.memory, 0.99)
+    sigma = _pair(parser, "--noise", args.noise, 2.0)
+    if not 0.0 <= args.spikes <= 1.0:
+        parser.error(f"--spikes {args.spikes:g}: expected a share of calls from 0 to 1")
     settings = bench_settings()
     try:
         policies = policies_named(settings, args.policies.split(","))
     except chunktune.ConfigError as exc:
         parser.error(f"--policies: {exc}")
-    return (low, high), settings, policies
-
-
-def memory_note(memory: tuple[float, float]) -> str:
-    """What the headline says of the noise memory: nothing when there is none."""
-    return f", noise memory {memory[0]:g}-{memory[1]:g}" if memory[1] > 0 else ""
+    return NoiseRanges(sigma, args.spikes, memory), settings, policies
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     case_options(parser, policies="balanced,patient")
     args = parser.parse_args(argv)
-    memory, settings, policies = case_setup(parser, args)
-    cases = draw_cases(args.cases, args.base, memory)
+    ranges, settings, policies = case_setup(parser, args)
+    cases = draw_cases(args.cases, args.base, ranges)
     rows = unseen_rows(cases, policies, args.seeds, settings)
     print(
-        f"{args.cases} random landscapes (base {args.base}{memory_note(memory)}) x "
+        f"{args.cases} random landscapes (base {args.base}{ranges.note()}) x "
         f"{args.seeds} noise draws; "
         "captured and offered are means per run of 1 - chosen/native and 1 - best/native\n"
     )

@@ -446,7 +446,7 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     cases = unseen.draw_cases(4, 5)
     assert cases == unseen.draw_cases(4, 5) and cases != unseen.draw_cases(4, 6)
     # noise memory comes from a generator of its own: the same landscapes, remembering
-    remembering = unseen.draw_cases(4, 5, (0.2, 0.6))
+    remembering = unseen.draw_cases(4, 5, unseen.NoiseRanges(memory=(0.2, 0.6)))
     assert [c._replace(noise=attrs.evolve(c.noise, memory=0.0)) for c in remembering] == cases
     assert all(0.2 <= c.noise.memory <= 0.6 for c in remembering)
     assert all(c.noise.memory == 0.0 for c in cases)
@@ -473,6 +473,42 @@ def test_unseen_cases_are_drawn_from_their_base_and_scored_by_the_exact_model(
     summary = unseen.summarize(rows)
     assert set(summary) == {"balanced", "quick"} and summary["balanced"].runs == 4
     assert "balanced" in unseen.report(rows)
+
+
+def test_unseen_noise_ranges_widen_the_noise_of_the_same_landscapes(
+    bench: dict[str, ModuleType],
+) -> None:
+    """--noise and --spikes ranges: the same pools and costs, noise drawn from the new range."""
+    unseen = bench["unseen"]
+    cases = unseen.draw_cases(40, 5)
+    harsh = unseen.draw_cases(40, 5, unseen.NoiseRanges(sigma=(0.1, 0.2), spikes=0.08))
+    assert [c._replace(noise=None) for c in harsh] == [c._replace(noise=None) for c in cases]
+    assert all(0.1 <= c.noise.sigma <= 0.2 and c.noise.spike_prob <= 0.08 for c in harsh)
+    assert [c.noise.drift for c in harsh] == [c.noise.drift for c in cases]
+    assert max(c.noise.spike_prob for c in harsh) > 0.06  # the wider range is drawn from
+    assert unseen.NoiseRanges().note() == ""
+    note = unseen.NoiseRanges(sigma=(0.1, 0.2), spikes=0.08, memory=(0.3, 0.6)).note()
+    assert note == ", noise 10%-20% a call, spikes up to 8% of calls, noise memory 0.3-0.6"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--noise", "0.2,0.1"], "--noise 0.2,0.1: expected 0 <= LOW <= HIGH <= 2"),
+        (["--noise", "0.1"], "--noise 0.1: expected LOW,HIGH"),
+        (["--memory", "0.3,1.5"], "--memory 0.3,1.5: expected 0 <= LOW <= HIGH <= 0.99"),
+        (["--spikes", "1.5"], "--spikes 1.5: expected a share of calls from 0 to 1"),
+    ],
+)
+def test_unseen_script_refuses_noise_ranges_out_of_bounds_with_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """unseen.py with a reversed, single or out-of-range noise option: exit 2 naming it."""
+    script = _script("unseen")
+    with pytest.raises(SystemExit) as exit_:
+        script.main([*argv, "--cases", "1", "--seeds", "1"])
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
 
 
 def test_novel_costs_are_shapes_of_its_own_on_unseen_pools_and_tiny_cases_fill_each_table(
