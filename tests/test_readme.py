@@ -292,3 +292,67 @@ def test_the_record_progress_interval_is_the_codes() -> None:
 
     said = re.search(r"a line for each finished\s+round, at most one every (\d+) s", README)
     assert said and float(said.group(1)) == PLAIN_EVERY_S
+
+
+def _options_of(script: Path) -> set[str]:
+    """The ``--options`` a benchmark script's parser declares, in it or in the benchmark
+    modules it imports (``novel.py`` takes ``unseen.py``'s)."""
+    import ast
+
+    found: set[str] = {"--help"}
+    tree = ast.parse(script.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            found |= {
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and str(a.value).startswith("--")
+            }
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            local = script.parent / f"{node.module}.py"
+            if local.exists() and local != script:
+                found |= _options_of(local)
+    return found
+
+
+def _benchmark_commands() -> list[tuple[str, str, str]]:
+    """Every ``python benchmarks/NAME.py ...`` command the two READMEs quote: (readme, script,
+    arguments), from code blocks and from inline code (``NAME.py ...`` too), across line
+    breaks."""
+    found = []
+    for name in ("README.md", "benchmarks/README.md"):
+        text = (ROOT / name).read_text()
+        for block in re.findall(r"```\w*\n(.*?)```", text, flags=re.S):
+            for line in block.splitlines():
+                command = re.match(r"python (benchmarks/\w+\.py)(.*)", line.split("#")[0])
+                if command:
+                    found.append((name, command.group(1), command.group(2)))
+        prose = " ".join(re.sub(r"```.*?```", "", text, flags=re.S).split())
+        for script, arguments in re.findall(
+            r"`(?:python )?(?:benchmarks/)?(\w+\.py)([^`]*)`", prose
+        ):
+            found.append((name, f"benchmarks/{script}", arguments))
+    return found
+
+
+def test_the_benchmark_commands_quoted_name_options_their_scripts_take() -> None:
+    """Each benchmark command the READMEs quote names a script there and only its options."""
+    commands = _benchmark_commands()
+    assert len(commands) >= 30
+    for readme, script, arguments in commands:
+        path = ROOT / script
+        assert path.is_file(), (readme, script)
+        named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", arguments))
+        assert named <= _options_of(path), (readme, script, named - _options_of(path))
+
+
+def test_the_live_tunes_command_re_measures_in_the_rounds_said() -> None:
+    """The README's live tunes are re-measured in the rounds its quoted command asks for."""
+    text = " ".join(README.split())
+    said = re.search(
+        r"re-measured against native in (\d+) paired rounds[^`]*`(python benchmarks/run\.py[^`]*)`",
+        text,
+    )
+    assert said
+    rounds = re.search(r"--rounds (\d+)", said.group(2))
+    assert rounds and rounds.group(1) == said.group(1)
