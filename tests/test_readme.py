@@ -294,6 +294,48 @@ def test_the_record_progress_interval_is_the_codes() -> None:
     assert said and float(said.group(1)) == PLAIN_EVERY_S
 
 
+def _opening(call_s: float) -> int:
+    """How many sizes balanced's opening keeps on the demo's batch (256 envs, 2 threads) when
+    one call takes ``call_s`` seconds: its last ``candidates`` event, native left out."""
+    import chunktune
+    from chunktune.sim import SimulatedWorkload
+
+    unit = SimulatedWorkload.from_layout("uniform", num_envs=256, nthread=2, mean_s=1e-3)
+    scale = call_s / unit.true_time(None)
+    w = SimulatedWorkload.from_layout("uniform", num_envs=256, nthread=2, mean_s=1e-3 * scale)
+    events: list[chunktune.ProgressEvent] = []
+    no_cache = chunktune.Settings(
+        policies=chunktune.load_settings().policies,
+        cache=chunktune.CacheSettings(enabled=False),
+    )
+    chunktune.resolve_sync(w, settings=no_cache, policy="balanced", on_progress=events.append)
+    opened = [e.candidates for e in events if e.kind == "candidates"]
+    return len(opened[-1]) - 1
+
+
+def test_the_opening_field_is_as_large_as_said_for_a_call_that_long() -> None:
+    """The README's counts of sizes a slow pool's opening keeps are balanced's at those calls."""
+    words = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "ten": 10}
+    text = " ".join(README.split())
+    said: list[tuple[float, int]] = []
+    example = re.search(
+        r"one call took about ([\d.]+) s, so the 10 s budget could judge (\w+)", text
+    )
+    other = re.search(r"a call of ([\d.]+) s keeps (\w+)\)", text)
+    spread = re.search(
+        r"calls of (\d+), (\d+) and (\d+) ms open (\d+), (\d+) and (\d+) candidates, "
+        r"and calls under (\d+) ms the whole field",
+        text,
+    )
+    assert example and other and spread
+    for found in (example, other):
+        said.append((float(found.group(1)), words[found.group(2)]))
+    ms, counts = spread.groups()[:3], spread.groups()[3:6]
+    said += [(int(t) / 1000, int(n)) for t, n in zip(ms, counts, strict=True)]
+    said.append((int(spread.group(7)) / 1000, 10))  # the whole field: balanced's 10 sizes
+    assert [(call_s, _opening(call_s)) for call_s, _ in said] == said
+
+
 def _options_of(script: Path) -> set[str]:
     """The ``--options`` a benchmark script's parser declares, in it or in the benchmark
     modules it imports (``novel.py`` takes ``unseen.py``'s)."""
