@@ -398,3 +398,14 @@ def test_the_live_tunes_command_re_measures_in_the_rounds_said() -> None:
     assert said
     rounds = re.search(r"--rounds (\d+)", said.group(2))
     assert rounds and rounds.group(1) == said.group(1)
+
+
+def test_the_ray_start_labels_example_is_in_the_form_ray_parses_without_a_warning() -> None:
+    """The README's `ray start --labels` is in Ray's key=value form and names chunktune's label."""
+    import chunktune.ray
+
+    labels = pytest.importorskip("ray._private.label_utils")
+    said = re.search(r"`ray start --labels\s+([^`]+)`", README)
+    assert said
+    parsed = labels.parse_node_labels_string(said.group(1))  # JSON raises here, then warns
+    assert list(parsed) == [chunktune.ray.NODE_TYPE_LABEL]
