@@ -409,3 +409,32 @@ def test_the_ray_start_labels_example_is_in_the_form_ray_parses_without_a_warnin
     assert said
     parsed = labels.parse_node_labels_string(said.group(1))  # JSON raises here, then warns
     assert list(parsed) == [chunktune.ray.NODE_TYPE_LABEL]
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize(
+    ("shown", "name"),
+    [
+        pytest.param("RolloutWorkload(", "RolloutWorkload", id="RolloutWorkload"),
+        pytest.param("chunktune.demo_workload(", "demo_workload", id="demo_workload"),
+    ],
+)
+def test_the_signatures_written_out_are_the_code_s(shown: str, name: str) -> None:
+    """A call the README writes out with every keyword has the function's names and defaults."""
+    import inspect
+
+    import chunktune
+
+    text = " ".join(README.split())
+    start = text.index(f"`{shown}")
+    written = text[start + len(shown) + 1 : text.index(")`", start)]
+    said = {}
+    for part in written.split(", "):
+        key, _, default = part.partition("=")
+        said[key] = default or None
+    params = inspect.signature(getattr(chunktune, name)).parameters
+    actual = {
+        key: None if p.default is inspect.Parameter.empty else repr(p.default)
+        for key, p in params.items()
+    }
+    assert said == actual
