@@ -438,3 +438,15 @@ def test_the_signatures_written_out_are_the_code_s(shown: str, name: str) -> Non
         for key, p in params.items()
     }
     assert said == actual
+
+
+def test_the_decision_paragraph_names_every_public_attribute() -> None:
+    """Each field and property of Decision and MachineLoad is named where the README lists them."""
+    from chunktune import Decision, MachineLoad
+
+    start = README.index("A `Decision` holds")
+    paragraph = README[start : README.index("\n\n", start)]
+    named = set(re.findall(r"`(\w+)(?:\(\))?`", paragraph))
+    for record in (Decision, MachineLoad):
+        public = {n for n in dir(record) if not n.startswith("_")}
+        assert public <= named, (record.__name__, public - named)
