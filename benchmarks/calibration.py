@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import attrs
-from cases import trace_files, trace_name
+from cases import trace_files, trace_name, traces_folder
 from measure import bench_settings, own_sweep_lock, scored
 
 import chunktune
@@ -104,7 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=5, help="replays per size")
     parser.add_argument("--policy", default="balanced")
     parser.add_argument("--worst", type=float, default=-0.03, help="slowest gain offered")
-    parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
+    parser.add_argument(
+        "--traces", type=traces_folder, help="directory of traces (default: traces/)"
+    )
     args = parser.parse_args(argv)
     own_sweep_lock()
     settings = bench_settings()

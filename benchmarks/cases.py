@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "SimCase",
     "trace_files",
     "trace_name",
+    "traces_folder",
 ]
 
 TRACE_DIR = Path(__file__).resolve().parent / "traces"
@@ -134,6 +136,19 @@ SIM_CASES: tuple[SimCase, ...] = (
 
 
 # ------------------------------------------------------------------------ traces
+
+
+def traces_folder(value: str) -> Path:
+    """``--traces``'s argparse type: a folder holding a trace (``*.json``) in it or below.
+
+    A folder that is not there, or holds none, would replay nothing and print empty tables.
+    """
+    folder = Path(value)
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: expected a folder of traces, found none")
+    if not trace_files(folder):
+        raise argparse.ArgumentTypeError(f"{value}: expected traces (*.json) in it, found none")
+    return folder
 
 
 def trace_files(directory: Path = TRACE_DIR) -> list[Path]:

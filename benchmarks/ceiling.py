@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import attrs
 import numpy as np
-from cases import SIM_CASES, trace_files, trace_name
+from cases import SIM_CASES, trace_files, trace_name, traces_folder
 from measure import bench_settings
 from report import signed_pct
 
@@ -100,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=10, help="noise draws per case and trace")
     parser.add_argument("--budget", type=float, help="seconds (default: the policy's budget)")
     parser.add_argument("--policy", default="balanced")
-    parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
+    parser.add_argument(
+        "--traces", type=traces_folder, help="directory of traces (default: traces/)"
+    )
     parser.add_argument("--no-sim", action="store_true", help="the traces only")
     args = parser.parse_args(argv)
     policy = bench_settings().get_policy(args.policy)

@@ -28,12 +28,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 import attrs
 import numpy as np
-from cases import trace_files, trace_name
+from cases import trace_files, trace_name, traces_folder
 from ceiling import confirm_known_best
 from measure import (
     BenchmarkError,
@@ -240,7 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20, help="random splits per trace")
     parser.add_argument("--policies", default="balanced,seed", help="comma-separated names")
-    parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
+    parser.add_argument(
+        "--traces", type=traces_folder, help="directory of traces (default: traces/)"
+    )
     parser.add_argument(
         "--ceiling", action="store_true", help="add the known-best confirmation (ceiling.py)"
     )

@@ -26,7 +26,7 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import REAL_CASES, SIM_CASES, trace_files, trace_name
+from cases import REAL_CASES, SIM_CASES, trace_files, trace_name, traces_folder
 from measure import (
     BenchmarkError,
     LiveRow,
@@ -87,7 +87,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--draws", type=int, help="replays per trace (5 quick, 10 full)")
     parser.add_argument("--no-sim", action="store_true", help="skip the simulated suite")
     parser.add_argument("--no-traces", action="store_true", help="skip the replayed traces")
-    parser.add_argument("--traces", type=Path, help="directory of traces (default: traces/)")
+    parser.add_argument(
+        "--traces", type=traces_folder, help="directory of traces (default: traces/)"
+    )
     parser.add_argument("--live", action="store_true", help="real tunes, re-measured")
     parser.add_argument("--hog", action="store_true", help="live: a CPU hog halfway through")
     parser.add_argument("--tunes", type=int, default=3, help="live: tunes per policy")

@@ -187,6 +187,23 @@ def test_a_file_that_is_no_trace_is_refused_with_one_line(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("script", ["run", "held_out", "calibration", "ceiling"])
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_a_traces_folder_that_holds_no_trace_is_refused_with_one_line(
+    script: str, folder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--traces naming no folder, or one without a trace: exit 2 naming it, not empty tables."""
+    where = tmp_path / folder
+    if folder == "empty":
+        where.mkdir()
+        (where / "notes.txt").write_text("no trace here")
+    with pytest.raises(SystemExit) as exit_:
+        _script(script).main(["--traces", str(where), "--draws", "1"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --traces: {where}: expected" in err and "Traceback" not in err
+
+
 def test_held_out_refuses_a_trace_lacking_sizes_a_policy_probes(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -31,7 +31,12 @@ ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers siz
 def add_workload_options(parser: argparse.ArgumentParser) -> None:
     """``MODEL``, ``--num-envs``, ``--nthread`` and ``--nstep``, with the defaults
     :func:`load_workload` and :func:`pool_threads` give them."""
-    parser.add_argument("model", nargs="?", metavar="MODEL.xml", help="MJCF file (default: demo)")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        metavar="MODEL.xml",
+        help="MJCF (.xml) or compiled (.mjb) model file (default: the demo)",
+    )
     parser.add_argument(
         "--num-envs",
         type=positive_int,
