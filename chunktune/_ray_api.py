@@ -1,7 +1,9 @@
 """Ray, imported on use, and what chunktune asks of it: a connection and a node's type.
 
-The only module that imports ``ray``, and only inside :func:`ray_module`, so plain
-``import chunktune`` (and ``import chunktune.ray``) never pays for it. Ray is typed
+The only module that imports ``ray`` itself, and only inside :func:`ray_module`
+(:mod:`chunktune._ray_cluster` loads one submodule of it, the scheduling strategies, when
+it pins a task to a node), so plain ``import chunktune`` (and ``import chunktune.ray``)
+never pays for it. Ray is typed
 as ``Any`` here: its annotations vary between releases, and chunktune calls few of
 its functions.
 """
