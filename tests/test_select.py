@@ -223,3 +223,48 @@ def test_evidence_without_a_best_in_the_band_takes_its_first_size() -> None:
     """pick's evidence tie-break falls back to the band's smallest size."""
     assert pick([4, 8, 16], "evidence", native=12, upper=128) == 4
     assert pick([4, 8, 16], "evidence", native=12, upper=128, best=32) == 4
+
+
+def test_toward_upper_breaks_an_even_distance_toward_the_smaller_size() -> None:
+    """Two ties equally far from ceil(N/T), one on each side: toward_upper takes the smaller."""
+    assert pick([10, 14], "toward_upper", native=12, upper=12) == 10
+
+
+def test_a_native_without_an_error_is_too_noisy_to_be_sure_of() -> None:
+    """With confidence_z, native with no standard error given counts as infinitely noisy."""
+    choice = select(
+        {None: 1.0, 8: 0.5}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        errors={8: 0.01}, confidence_z=2.0,
+    )  # fmt: skip
+    assert choice.chunk_size is None and "too noisy" in choice.reason
+
+
+def test_an_empty_table_of_errors_is_too_noisy_to_be_sure_of() -> None:
+    """With confidence_z, errors given as an empty table know no size's noise: native stays."""
+    choice = select(
+        {None: 1.0, 8: 0.5}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        errors={}, confidence_z=2.0,
+    )  # fmt: skip
+    assert choice.chunk_size is None and "too noisy" in choice.reason
+
+
+def test_tie_z_without_errors_names_tie_tol_alone() -> None:
+    """The reason says 'or the noise' only when tie_z has errors to count."""
+    table = {None: 1.0, 4: 0.9, 8: 0.95}
+    bare = select(table, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_z=1.0)
+    assert bare.reason.endswith("; no other candidate came within 1.0% of it")
+    noisy = select(
+        table, native=12, upper=128, margin=0.03, tie_tol=0.01, tie_z=1.0,
+        errors={None: 0.001, 4: 0.001, 8: 0.001},
+    )  # fmt: skip
+    assert noisy.reason.endswith("; no other candidate came within 1.0% or the noise of it")
+
+
+def test_tie_z_counts_the_noise_of_both_the_tie_and_the_best() -> None:
+    """A tie's slack is tie_z times the combined error of the size and the best."""
+    # 8 is 5.4% behind 4: within 1% plus hypot(0.03, 0.04) = 5%, not 1% plus hypot(0.03, 0.03)
+    choice = select(
+        {None: 1.0, 4: 0.9, 8: 0.95}, native=12, upper=128, margin=0.03, tie_tol=0.01,
+        errors={None: 0.01, 4: 0.04, 8: 0.03}, tie_z=1.0, tie_break="smallest",
+    )  # fmt: skip
+    assert choice.band == (4, 8)
