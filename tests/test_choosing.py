@@ -222,3 +222,45 @@ def test_a_longer_measured_size_short_of_the_margin_is_not_confirmed_for_its_rou
     )
     size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
     assert (size, choice.best) == (8, 8)
+
+
+def test_the_best_of_sizes_measured_exactly_alike_is_the_smaller() -> None:
+    """Two sizes measured exactly alike: the choice names the smaller as the race's best."""
+    _, choice, _ = choose(field(balanced(), {8: 0.9, 16: 0.9}), Gate())  # type: ignore[arg-type]
+    assert (choice.chunk_size, choice.best) == (8, 8)
+
+
+def test_a_gain_of_exactly_confidence_z_errors_is_within_the_noise() -> None:
+    """A best whose upper bound at confidence_z is exactly native's time keeps native."""
+    vs = field(balanced(), {8: 0.95}, wobble=NOISY).ev.compare(8, None)
+    z = -vs.diff / vs.se
+    for _ in range(64):  # settle z on the float that puts the bound exactly at 0
+        if (upper := vs.upper(z)) == 0.0:
+            break
+        z = math.nextafter(z, math.inf if upper < 0 else -math.inf)
+    assert vs.upper(z) == 0.0
+    size, reason, _ = chosen(field(balanced(confidence_z=z), {8: 0.95}, wobble=NOISY))
+    assert size is None and "within the noise" in reason
+
+
+def test_an_extending_policy_under_the_margin_keeps_native_for_the_margin() -> None:
+    """With extend_budget a gain under the margin is kept for the margin; the gate is not asked."""
+    pol = balanced(extend_budget=True, hard_limit_s=60.0, margin=0.03)
+    size, reason, gated = chosen(field(pol, {8: 0.985}), Gate("too noisy to confirm"))
+    assert (size, gated) == (None, False)
+    assert reason.endswith("looked 1.5% faster than native, under the 3.0% margin")
+
+
+def test_a_size_exactly_as_fast_as_the_best_on_their_rounds_is_unbeaten() -> None:
+    """A size measured longer that the best has not beaten at all (to the last bit) is confirmed."""
+    f = race_of(balanced(), {8: (None, None, None, None, 0.92), 16: (0.92,)}, wobble=(1.0,) * 6)
+    assert f.ev.compare(16, 8).lower(f.p.tie_z) == 0.0
+    size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (size, choice.best) == (16, 8)
+
+
+def test_a_size_handed_over_to_keeps_the_races_best_as_its_band() -> None:
+    """With tie-break evidence the band the chosen size came from is the race's best alone."""
+    f = race_of(balanced(), {8: (None, None, None, None, 0.92), 16: (0.94,)}, wobble=NOISY)
+    _, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (choice.chunk_size, choice.band) == (16, (8,))
