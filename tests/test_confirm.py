@@ -26,7 +26,7 @@ from chunktune._confirm import (
 from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
 from chunktune._reasons import kept
-from chunktune._stats import estimate, normal_cdf, normal_quantile
+from chunktune._stats import estimate, normal_cdf, normal_quantile, standard_error
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -274,3 +274,45 @@ def test_a_plan_short_of_the_first_look_measures_nothing_and_says_why() -> None:
         "kept the native chunk 12: the race's best, 8, looked faster, but what was left of the "
         "budget paid for fewer than the 4 pairs of calls needed to confirm it against native"
     )
+
+
+def test_a_winner_slower_than_native_is_rejected_at_twice_the_first_look() -> None:
+    """2% slower than native: the futility bound (z 1.645) gives up at 8 pairs, 16 calls."""
+    probe = ScriptedProbe([1.02])
+    verdict, cut = confirm(probe)
+    assert (verdict.outcome, verdict.pairs, cut, probe.calls) == ("rejected", 8, False, 16)
+
+
+def test_a_one_look_confirmation_reports_the_plain_one_sided_interval() -> None:
+    """A plan of one look spends all of alpha there: the interval is center -/+ z(alpha) errors."""
+    v = judge(
+        [0.05, 0.04, 0.06, 0.05], prior_sigma=0.02, prior_dof=10, margin=0.01,
+        bounds=plan_bounds(0.05, 4, 4), z_futility=FUTILITY_Z, min_pairs=4, max_pairs=4,
+    )  # fmt: skip
+    assert v.outcome == "confirmed"
+    center = -math.log1p(-v.gain)
+    half = normal_quantile(0.95) * standard_error(v.sigma, 4, "trimmed_mean")
+    assert v.ci == pytest.approx((1.0 - math.exp(half - center), 1.0 - math.exp(-half - center)))
+
+
+def test_a_first_look_that_cannot_reject_leaves_the_adjustment_alone() -> None:
+    """Confirmed at 8 pairs after a look at 4, where no rejection was possible: any z_futility."""
+    d = [0.03, 0.01, 0.05, 0.0, 0.04, 0.02, 0.035, 0.025]
+
+    def judged(z_futility: float) -> Confirmation:
+        return judge(
+            d, prior_sigma=0.02, prior_dof=10, margin=0.01, bounds=plan_bounds(0.05, 4, 16),
+            z_futility=z_futility, min_pairs=4, max_pairs=16, earlier=[4],
+        )  # fmt: skip
+
+    assert judged(FUTILITY_Z).outcome == "confirmed"
+    assert judged(FUTILITY_Z) == judged(0.0)
+
+
+def test_pairs_without_any_noise_figure_give_an_interval_of_everything() -> None:
+    """Two pairs and no prior noise: no standard error, so the interval is (-inf, inf)."""
+    v = judge(
+        [0.05, 0.04], prior_sigma=0.0, prior_dof=0, margin=0.01, bounds=plan_bounds(0.05, 2, 8),
+        z_futility=FUTILITY_Z, min_pairs=2, max_pairs=8,
+    )  # fmt: skip
+    assert v.outcome is None and v.ci == (-math.inf, math.inf)
