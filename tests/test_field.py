@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from _fields import balanced, field
 
+from chunktune._events import ProgressEvent
 from chunktune._field import Field
 from chunktune._probe import Probe
 from chunktune.sim import SimulatedWorkload
@@ -78,3 +79,57 @@ def test_halving_keeps_a_size_the_leader_has_not_beaten_on_their_common_rounds()
     assert f.ev.compare(5, 2).lower(f.p.tie_z) <= 0 < f.ev.compare(6, 2).lower(f.p.tie_z)
     f.halve()
     assert f.live == [2, 3, 4, 5] and sorted(f.dropped) == [6, 7]
+
+
+def test_joining_no_sizes_tells_no_refinement() -> None:
+    """join([]) adds nothing and emits no 'refined' event; join of sizes emits one naming them."""
+    events: list[ProgressEvent] = []
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
+    probe = Probe(
+        w, balanced(), check_cancelled=lambda: None, on_event=events.append, clock=lambda: 0.0
+    )
+    f = Field(probe, [None, 8])
+    f.join([])
+    assert (f.live, events) == ([8], [])
+    f.join([16])
+    assert [(e.kind, e.candidates) for e in events] == [("refined", (16,))]
+
+
+def test_screening_judges_only_a_sizes_first_round() -> None:
+    """A size hopeless in its first round but screened after its second is left to racing."""
+    f = field(balanced(), {8: (2.5, 0.9)}, wobble=(1.0, 1.0))
+    f.screen()
+    assert f.live == [8]
+
+
+def test_unpaired_evidence_is_never_screened() -> None:
+    """Unpaired, a size's values are log seconds, not ratios: 3 s against native's 4 s stays."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=1024, nthread=8)
+    probe = Probe(
+        w, balanced(paired=False), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0
+    )
+    f = Field(probe, [None, 8])
+    f.ev.add(None, 0, 4.0)
+    f.ev.add(8, 0, 3.0)
+    f.screen()
+    assert f.live == [8]
+
+
+def test_the_front_of_sizes_measured_exactly_alike_is_the_smaller() -> None:
+    """front() breaks an exact tie toward the smaller size."""
+    f = field(balanced(), {8: (0.9,), 16: (0.9,)}, wobble=(1.0,) * 4)
+    assert f.front() == 8
+
+
+def test_keeping_the_best_breaks_an_exact_tie_toward_the_smaller_size() -> None:
+    """keep_best(1) of two sizes measured exactly alike keeps the smaller."""
+    f = field(balanced(), {16: (0.9,), 8: (0.9,)}, wobble=(1.0,) * 4)
+    f.keep_best(1)
+    assert f.live == [8] and list(f.dropped) == [16]
+
+
+def test_the_tie_band_is_tie_tol_as_a_ratio() -> None:
+    """tie_tol 0.5: a size 1.55x the leader's time is clearly outside the band (log 1.5)."""
+    f = field(balanced(min_rounds=6, tie_tol=0.5), {8: (0.5,), 16: (0.775,)})
+    f.race()
+    assert f.live == [8] and 16 in f.dropped
