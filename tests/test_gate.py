@@ -242,3 +242,78 @@ def test_an_undecided_race_is_extended_only_by_an_extending_policy() -> None:
     fixed = Race(0.015, 0.05, confidence_z=2.0)
     assert not NoiseGate(fixed, Budget(64), stretch).extend_race()  # type: ignore[arg-type]
     assert len(stretch.raced) == 1
+
+
+class ExactEvidence(Evidence):
+    """A leader exactly the 1% margin ahead of native, with no standard error."""
+
+    def compare(self, a: int | None, b: int | None) -> Comparison:
+        return Comparison(diff=math.log1p(-0.01), se=0.0, n=6)
+
+
+def test_a_leader_exactly_at_the_margin_holds_its_pairs_back() -> None:
+    """A leader whose gain less a standard error is exactly the margin still reserves its pairs."""
+    field, pace = Field(), Pace()
+    field.ev = ExactEvidence()
+    NoiseGate(field, pace, stretch=None).reserve()  # type: ignore[arg-type]
+    assert pace.reserved and pace.reserved[0] >= field.p.confirm_min_pairs
+
+
+class LevelEvidence(Evidence):
+    """A leader 1% ahead, one standard error (1%) of it: a gain of exactly 0 one error below."""
+
+    def compare(self, a: int | None, b: int | None) -> Comparison:
+        return Comparison(diff=-0.01, se=0.01, n=6)
+
+
+def test_a_gain_of_exactly_0_at_margin_0_reserves_every_pair() -> None:
+    """At margin 0 a leader whose gain less its error is 0 needs every pair: confirm_max_pairs."""
+    field, pace = Field(), Pace()
+    field.p = attrs.evolve(field.p, margin=0.0)
+    field.need = 0.0
+    field.ev = LevelEvidence()
+    NoiseGate(field, pace, stretch=None).reserve()  # type: ignore[arg-type]
+    assert pace.reserved == [field.p.confirm_max_pairs]
+
+
+def test_a_leader_half_the_margin_ahead_is_priced_at_the_margin() -> None:
+    """A 0.5% leader at sigma 0.05 is priced as a 1% gain (about 36 pairs), not 0.5% (144)."""
+    assert too_noisy(Race(0.005, 0.05), 64) is None
+
+
+def test_an_extending_policy_asks_even_odds_at_the_race_end_too() -> None:
+    """A budget that may stretch asks the race's end for even odds, not one chance in three."""
+    stretch = Stretcher()
+    race = Race(0.05, 0.3, extend_budget=True, hard_limit_s=60.0)  # even odds: 99 pairs
+    gate = NoiseGate(race, Capped(64, stretch), stretch)  # type: ignore[arg-type]
+    assert gate.too_noisy(final=True) is not None
+    assert stretch.asked == [("pairs", False), ("cap", False)]
+
+
+def test_a_leader_exactly_the_margin_ahead_within_the_noise_is_undecided() -> None:
+    """A leader exactly 1% ahead of the 1% margin, within the noise, asks for another round."""
+    gate = NoiseGate(Race(0.01, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
+    assert gate.undecided() == (4, pytest.approx(0.01))
+
+
+def test_a_policy_that_does_not_confirm_is_never_too_noisy() -> None:
+    """confirm = false has no confirmation to price: sigma 0.35 does not stop it."""
+    assert too_noisy(Race(0.05, 0.35, confirm=False), 64) is None
+
+
+class ShortCap(Capped):
+    """A budget that pays 16 pairs as it stands and 48 at its stretched cap."""
+
+    def affordable_pairs(self, cap: int) -> int:
+        return 16
+
+    def pairs_at_cap(self, cap: int, *, racing: bool) -> int:
+        return 48
+
+
+def test_a_stretched_budget_too_short_names_what_its_cap_allows() -> None:
+    """The extending gate's reason gives the pairs the budget stretched to its cap would pay."""
+    stretch = Stretcher()
+    race = Race(0.05, 0.45, extend_budget=True, hard_limit_s=60.0)
+    reason = NoiseGate(race, ShortCap(64, stretch), stretch).too_noisy(final=True)  # type: ignore[arg-type]
+    assert reason is not None and reason.endswith("the budget extended to 50 s allows 48")
