@@ -286,3 +286,43 @@ def test_a_stronger_policys_busy_entry_gives_way_once_calm_and_no_loop(
     assert chunktune.resolve_sync(uneven(), policy=weak).source == "benchmark"
     assert chunktune.resolve_sync(uneven(), policy=weak).source == "cache"
     assert len(entries_in(isolated)) == 2
+
+
+def test_a_system_caches_busy_entry_gives_way_once_calm(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-only system layer's busy entry serves while busy; calm, the request measures."""
+    loads = Loads(monkeypatch, 3.0)
+    first = chunktune.resolve_sync(uneven())
+    system = isolated / "image" / "system.json"
+    system.parent.mkdir()
+    (isolated / "cache.json").rename(system)
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    hit = chunktune.resolve_sync(uneven())
+    assert (hit.source, hit.load) == ("cache", first.load)
+    loads.now = 0.4
+    again = chunktune.resolve_sync(uneven())
+    assert (again.source, again.load) == ("benchmark", MachineLoad(0.4, 2))
+    assert stored(entries_in(isolated), first.key) == {"average": 0.4, "cpus": 2}
+    assert chunktune.resolve_sync(uneven()).source == "cache"
+
+
+def test_a_system_layer_behind_a_refused_entry_reads_no_load_of_its_own(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calm, a busy user entry and a busy system entry cost the reads of the user entry alone."""
+    loads = Loads(monkeypatch, 3.0)
+    chunktune.resolve_sync(uneven())
+    busy = (isolated / "cache.json").read_bytes()
+    system = isolated / "image" / "system.json"
+    system.parent.mkdir()
+    system.write_bytes(busy)
+    reads: dict[bool, int] = {}
+    for layered in (False, True):
+        if layered:
+            monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+        (isolated / "cache.json").write_bytes(busy)
+        loads.now, loads.reads = 0.4, 0
+        assert chunktune.resolve_sync(uneven()).source == "benchmark"
+        reads[layered] = loads.reads
+    assert reads[True] == reads[False] > 0
