@@ -427,6 +427,7 @@ def test_bad_workload_arguments_are_rejected_naming_the_value(
         pytest.param({"memory": 1.0}, "1.0", id="memory-of-1"),
         pytest.param({"memory": -0.2}, "-0.2", id="negative-memory"),
         pytest.param({"sigma": "3%"}, "'3%'", id="text-sigma"),
+        pytest.param({"sigma": True}, "True", id="bool-sigma"),
     ],
 )
 def test_bad_noise_is_rejected_naming_the_value(kwargs: dict[str, object], shown: str) -> None:
@@ -469,3 +470,134 @@ def test_a_huge_bad_argument_is_shown_shortened_in_its_message(build: Any) -> No
     with pytest.raises(InvalidArgumentError) as info:
         build()
     assert len(str(info.value)) < 300
+
+
+# ------------------------------------------------------------- queue, noise and seeds
+
+
+def test_takes_from_the_queue_are_serialized() -> None:
+    """queue_s 0.5 on 2 workers, four 1 s envs in chunks of 1: takes end at 0.5, 1, 2, 2.5."""
+    workload = SimulatedWorkload([1.0] * 4, nthread=2, dispatch_s=0.0, queue_s=0.5)
+    # the fourth take waits for the second worker (free at 2) and ends at 2.5; runs to 3.5
+    assert workload.true_time(1) == 3.5
+
+
+def test_compare_models_the_queues_lock_as_the_workload_does() -> None:
+    """compare() with queue_s gives what a workload of that layout and queue_s gives."""
+    timed = compare("uniform", num_envs=256, nthread=8, chunks=[1, 4], queue_s=1e-4)
+    workload = SimulatedWorkload.from_layout("uniform", num_envs=256, nthread=8, queue_s=1e-4)
+    assert timed == {1: workload.true_time(1), 4: workload.true_time(4)}
+    assert timed[1] > compare("uniform", num_envs=256, nthread=8, chunks=[1])[1]
+
+
+def test_the_signature_names_queue_s_only_when_it_is_set() -> None:
+    """A workload without a queue cost keeps the signature (and cache key) it had before queue_s."""
+    costs = env_costs("uniform", 16)
+    assert "queue_s" not in SimulatedWorkload(costs, nthread=2).signature()
+    assert SimulatedWorkload(costs, nthread=2, queue_s=1e-6).signature()["queue_s"] == 1e-6
+
+
+def test_noise_with_drift_alone_is_not_silent() -> None:
+    """silent means every call reports the model's time: drift alone breaks it."""
+    assert Noise().silent
+    assert not Noise(drift=0.1).silent
+    assert not Noise(sigma=0.01).silent and not Noise(spike_prob=0.1).silent
+
+
+def test_reset_replays_noise_with_memory() -> None:
+    """reset() forgets the last call's jitter too, so correlated noise replays from the start."""
+    workload = SimulatedWorkload.from_layout(
+        "uniform", num_envs=64, nthread=4, noise=Noise(sigma=0.1, memory=0.5)
+    )
+    first = [workload.run(4) for _ in range(5)]
+    workload.reset()
+    assert [workload.run(4) for _ in range(5)] == first
+
+
+def test_oracle_counts_a_rounding_error_as_a_tie() -> None:
+    """49 uniform envs on 4 threads: chunk 12 is faster than 1 only by float rounding; 1 wins."""
+    workload = SimulatedWorkload.from_layout(
+        "uniform", num_envs=49, nthread=4, dispatch_s=0.0, mean_s=0.1
+    )
+    assert workload.true_time(12) < workload.true_time(1)  # by a rounding error alone
+    assert workload.true_time(1) == pytest.approx(workload.true_time(12), rel=1e-12)
+    assert workload.oracle()[0] == 1
+
+
+def test_a_bad_cost_is_named_with_its_env() -> None:
+    """The error names the first bad cost's env index (counted from 0)."""
+    with pytest.raises(InvalidArgumentError, match=r"-2\.0\)? at env 2$"):
+        SimulatedWorkload([1.0, 1.0, -2.0, 0.0], nthread=2)
+
+
+# ------------------------------------------------------------------- layouts' details
+
+
+def test_values_at_the_top_of_their_range_are_taken() -> None:
+    """Upper bounds are inclusive: spike_prob 1, drift and memory 0.99, heavy_fraction 1."""
+    Noise(spike_prob=1.0, drift=0.99, memory=0.99)
+    assert len(set(env_costs("blocked", 8, heavy_fraction=1.0).tolist())) == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        pytest.param(
+            lambda: env_costs("uniform", 8, mean_s=0.0),
+            "mean_s must be a finite number > 0.0, got 0.0",
+            id="open-bound",
+        ),
+        pytest.param(
+            lambda: Noise(sigma=-0.1),
+            "Noise.sigma must be a finite number >= 0.0, got -0.1",
+            id="closed-bound",
+        ),
+        pytest.param(
+            lambda: env_costs("lognormal", 8, sigma=-1.0),
+            "lognormal sigma must be a finite number >= 0.0, got -1.0",
+            id="layout-named",
+        ),
+        pytest.param(
+            lambda: env_costs("uniform", 8, sigma=0.5),
+            "layout 'uniform' has no shape parameter 'sigma'; its parameters are: none",
+            id="no-parameters",
+        ),
+        pytest.param(
+            lambda: env_costs(["uniform"], 8),  # type: ignore[arg-type]
+            "unknown layout ['uniform']",
+            id="unhashable-layout",
+        ),
+    ],
+)
+def test_range_errors_say_the_rule_and_the_name(call: Any, message: str) -> None:
+    """Errors say whether the bound is open or closed, and which layout's parameter broke it."""
+    with pytest.raises(InvalidArgumentError) as info:
+        call()
+    assert str(info.value).startswith(message)
+
+
+def heavy(costs: np.ndarray[Any, Any]) -> int:
+    """How many envs cost more than the lightest."""
+    return int((costs > costs.min() * 1.5).sum())
+
+
+def test_heavy_counts_round_to_the_nearest_env() -> None:
+    """0.3 of 16 envs is 5 heavy (4.8 rounded); blocks of 0.25 * 20 / 3 are 2 envs each."""
+    assert heavy(env_costs("blocked", 16, heavy_fraction=0.3)) == 5
+    assert heavy(env_costs("blocks", 20, n_blocks=3, heavy_fraction=0.25)) == 6
+
+
+def test_blocks_may_fill_the_whole_batch() -> None:
+    """Four blocks of 2 envs in 8 envs fit exactly: every env is heavy, all cost the same."""
+    assert len(set(env_costs("blocks", 8, n_blocks=4, heavy_fraction=1.0).tolist())) == 1
+
+
+def test_blocks_never_overlap_and_reach_both_ends() -> None:
+    """Every seed places all the heavy envs; over seeds, a block starts at env 0 and ends last."""
+    first, last = set(), set()
+    for seed in range(40):
+        costs = env_costs("blocks", 24, n_blocks=2, heavy_fraction=0.5, seed=seed)
+        assert heavy(costs) == 12
+        first.add(bool(costs[0] > costs.min()))
+        last.add(bool(costs[-1] > costs.min()))
+    assert first == {True, False} and last == {True, False}
