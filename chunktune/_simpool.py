@@ -186,8 +186,9 @@ class SimulatedWorkload(CountedCalls):
         bad = ~(np.isfinite(array) & (array > 0))
         if bad.any():
             index = int(np.argmax(bad))
+            got = float(array[index])
             raise InvalidArgumentError(
-                f"costs must be positive and finite seconds, got {array[index]!r} at env {index}"
+                f"costs must be positive and finite seconds, got {got!r} at env {index}"
             )
         if not isinstance(noise, Noise):
             raise InvalidArgumentError(f"noise must be a chunktune.sim.Noise, got {shown(noise)}")
