@@ -52,7 +52,7 @@ class NoiseRanges(NamedTuple):
 
     def note(self) -> str:
         """What a headline says of these ranges: nothing of those at their defaults."""
-        default = DEFAULT_RANGES
+        default = NoiseRanges()
         parts = []
         if self.sigma != default.sigma:
             parts.append(f", noise {self.sigma[0]:.0%}-{self.sigma[1]:.0%} a call")
