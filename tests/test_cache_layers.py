@@ -9,8 +9,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _forking import run_forked
 
 import chunktune
+from chunktune import _cache_layers
 from chunktune._cache_entry import CacheEntry, entry_to_table
 from chunktune._cache_format import SCHEMA
 from chunktune._cache_layers import SystemCache, system_cache_for
@@ -235,3 +237,89 @@ def test_a_system_file_rewritten_within_one_clock_tick_is_read_afresh(
     assert system.entries()["k.abc"].chunk_size == 4
     write_cache_file(path, shipped(8))  # the image's file replaced within the tick
     assert system.entries()["k.abc"].chunk_size == 8
+
+
+def test_a_system_file_with_many_invalid_entries_names_the_first_five(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Of six invalid entries of a system file, the one warning counts six and names five."""
+    path = tmp_path / "system.json"
+    good = entry_to_table(_entry(4))
+    bad = {f"bad{i}": {**good, "chunk_size": -1} for i in range(1, 7)}
+    path.write_text(json.dumps({"schema": SCHEMA, "entries": {"good": good, **bad}}))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert set(SystemCache(path).entries()) == {"good"}
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "holds 6 invalid entries (bad1, bad2, bad3, bad4, bad5);" in said
+
+
+def test_a_newer_system_file_serves_nothing_however_it_is_laid_out(tmp_path: Path) -> None:
+    """A system file of a newer schema is ignored whole, even laid out where its entries salvage."""
+    path = tmp_path / "system.json"
+    assert chunktune.DecisionCache(path).put("a" * 32, _entry(4))
+    raw = path.read_bytes()
+    assert raw.count(b'\n "schema": 1\n') == 1
+    # a newer chunktune's own layout: its schema line is not where this one writes it
+    path.write_bytes(raw.replace(b'\n "schema": 1\n', b'\n "schema" : 2\n'))
+    assert SystemCache(path).entries() == {}
+
+
+def _settled_after(path: Path, lag_ns: int) -> int:
+    st = path.stat()
+    return max(st.st_mtime_ns, st.st_ctime_ns) + lag_ns
+
+
+def test_a_settled_system_file_is_not_read_again_while_its_stat_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lookups of a system file settled past its stamp's tick, its stat unchanged, read it once."""
+    path = tmp_path / "system.json"
+    assert chunktune.DecisionCache(path).put("a" * 32, _entry(4))
+    looked = _settled_after(path, 10**10)  # 10 s after its stamp
+    monkeypatch.setattr(_cache_layers, "time_ns", lambda: looked)
+    reads: list[Path] = []
+    real = _cache_layers.read_capped
+
+    def counted(file: Path, cap: int) -> bytes:
+        reads.append(file)
+        return real(file, cap)
+
+    monkeypatch.setattr(_cache_layers, "read_capped", counted)
+    system = SystemCache(path)
+    for _ in range(3):
+        assert set(system.entries()) == {"a" * 32}
+    assert reads == [path]
+
+
+@pytest.mark.parametrize(
+    "lag_ns", [pytest.param(10**8, id="within-its-tick"), pytest.param(10**10, id="settled")]
+)
+def test_each_read_of_a_system_file_hands_out_entries_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lag_ns: int
+) -> None:
+    """A caller emptying what entries() gave it takes nothing from the next read's answer."""
+    path = tmp_path / "system.json"
+    assert chunktune.DecisionCache(path).put("a" * 32, _entry(4))
+    looked = _settled_after(path, lag_ns)
+    monkeypatch.setattr(_cache_layers, "time_ns", lambda: looked)
+    system = SystemCache(path)
+    for _ in range(3):
+        got = system.entries()
+        assert set(got) == {"a" * 32}
+        got.clear()
+
+
+def test_a_child_forked_while_the_systems_lock_is_held_finds_its_system_cache(
+    tmp_path: Path,
+) -> None:
+    """A fork while the system caches' lock is held leaves the child a free lock of its own."""
+    settings = chunktune.load_settings()
+    on = attrs.evolve(settings.cache, system_path=str(tmp_path / "system.json"))
+    named = attrs.evolve(settings, cache=on)
+
+    def child() -> None:
+        assert system_cache_for(named) is not None
+
+    with _cache_layers._systems_lock:
+        status = run_forked(child, hang_guard_s=20)
+    assert status == 0
