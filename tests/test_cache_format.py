@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 from chunktune import CacheEntry
-from chunktune._cache_checksums import Known, checksum, stored_tables
+from chunktune._cache_checksums import Known, altered, checksum, stored_tables
 from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
 from chunktune._cache_format import (
     NewerCache,
@@ -23,6 +23,7 @@ from chunktune._cache_format import (
     suffix_format,
 )
 from chunktune._reading import MAX_NESTING
+from chunktune._shown import shown
 
 DATA = Path(__file__).parent / "data"
 
@@ -210,12 +211,20 @@ def test_a_bad_field_is_named(changes: dict[str, Any], field: str) -> None:
         pytest.param({"created": ..., "host": ..., "reason": ...}, id="optional-missing"),
         pytest.param({"unknown_field": [1]}, id="extra-field-ignored"),
         pytest.param({"chunk_size": 256}, id="chunk-equal-to-num-envs"),
+        pytest.param({"samples": {"2147483647": 1}, "num_envs": 0}, id="a-ten-digit-size"),
         pytest.param({"chunk_size": 10**6, "num_envs": 0}, id="num-envs-unknown"),
     ],
 )
 def test_valid_variations_are_accepted(changes: dict[str, Any]) -> None:
     """Native written either way, any finite date, missing optional fields: all accepted."""
     entry_from_table(table(**changes))
+
+
+def test_entries_of_a_file_without_checksums_are_not_known() -> None:
+    """A file written before checksums gives no known entries: none was read by its checksum."""
+    raw = (DATA / "cache_v1.json").read_bytes()
+    parsed = parse_cache(raw, "json", mtime=0.0, source="x")
+    assert set(parsed.entries) == set(GOLDEN) and parsed.known == {}
 
 
 def test_missing_date_and_host_read_as_unknown_not_now() -> None:
@@ -258,6 +267,9 @@ def test_an_entry_that_would_not_read_back_is_not_writable() -> None:
         pytest.param(b"\xff\xfe\x00garbage", "toml", "does not parse", id="not-utf8"),
         pytest.param(b'{"schema": 1, "entries": {', "json", "does not parse", id="truncated"),
         pytest.param(b"1" * 5000, "json", "does not parse", id="huge-int"),
+        pytest.param(b"", "toml", r"\(no schema\)$", id="empty-toml"),
+        pytest.param(b'{"schema": "1"}', "json", r"\(schema '1'\)$", id="schema-named"),
+        pytest.param(b"{,}", "json", "does not parse as JSON: Expecting property name", id="why"),
     ],
 )
 def test_a_document_of_the_wrong_shape_is_unusable(raw: bytes, fmt: str, message: str) -> None:
@@ -386,6 +398,25 @@ def test_a_checksum_is_checked_even_where_the_file_declares_none() -> None:
     )
     parsed = parse_cache(changed, "json", mtime=0.0, source="x")
     assert len(parsed.altered) == 1 and "edited or damaged" in parsed.skipped[0][1]
+
+
+def test_an_edited_entry_is_skipped_naming_the_checksum_it_carries() -> None:
+    """The reason an edited entry is skipped names the checksum its table carries."""
+    key, table = next(iter(stored_tables(GOLDEN).items()))
+    why = altered(key, {**table, "reason": "hand-edited"}, declared=True)
+    assert why == (
+        f"checksum: {shown(table['checksum'])} does not match the entry: "
+        "it was edited or damaged after chunktune wrote it"
+    )
+
+
+def test_a_table_nested_past_what_json_encodes_fails_its_checksum() -> None:
+    """A stored table nested too deeply for its checksum to be made is damage, never a match."""
+    key, table = next(iter(stored_tables(GOLDEN).items()))
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert altered(key, {**table, "extra": deep}, declared=True) is not None
 
 
 @pytest.mark.parametrize(
@@ -534,5 +565,27 @@ def test_a_known_entry_is_reused_only_for_a_table_with_its_checksum(fmt: str) ->
 def test_a_json_document_with_bytes_after_it_is_unusable(tail: bytes) -> None:
     """Bytes after a JSON cache's closing brace make it unusable, as json.loads says."""
     raw = encode(GOLDEN, "json") + tail
+    with pytest.raises(UnusableCache, match="does not parse as JSON"):
+        parse_cache(raw, "json", mtime=0.0, source="c.json")
+
+
+@pytest.mark.parametrize(
+    ("wrote", "damaged"),
+    [
+        pytest.param(b'"checksums": ', b'"checksums"= ', id="no-colon"),
+        pytest.param(b'"sha256",', b'"sha256";', id="no-comma"),
+        pytest.param(b"\n}\n", b"\n]\n", id="closed-by-a-bracket"),
+        pytest.param(b'"checksums":', b"0:", id="a-name-not-a-string"),
+        pytest.param(b'{\n "checksums"', b'[\n "checksums"', id="opened-by-a-bracket"),
+        pytest.param(b',\n "entries"', b',\x0c"entries"', id="a-form-feed-between"),
+    ],
+)
+def test_a_json_document_one_byte_off_json_is_unusable(wrote: bytes, damaged: bytes) -> None:
+    """A JSON cache with one separator, bracket or space damaged is unusable, as json.loads says."""
+    raw = encode(GOLDEN, "json")
+    assert raw.count(wrote) == 1
+    raw = raw.replace(wrote, damaged)
+    with pytest.raises(ValueError):
+        json.loads(raw)
     with pytest.raises(UnusableCache, match="does not parse as JSON"):
         parse_cache(raw, "json", mtime=0.0, source="c.json")
