@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,56 @@ def test_a_degraded_sweep_lock_still_excludes_this_process(tmp_path: Path) -> No
     assert b.try_acquire()
     b.release()
     assert key_lock(path).try_acquire()  # a key lock degrades to none: always free
+
+
+def test_a_released_degraded_lock_names_no_holder(tmp_path: Path) -> None:
+    """Once this process lets go of a degraded sweep lock, no holder is named for it."""
+    path = tmp_path / "file" / "sweep.lock"
+    (tmp_path / "file").write_text("")
+    lock = Lock(path, what="the sweep lock", degrade="local")
+    assert lock.try_acquire() and lock.mode == "local"
+    assert lock.holder() is not None
+    lock.release()
+    assert lock.holder() is None
+
+
+def test_key_locks_in_one_unusable_folder_are_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every key lock in an unusable folder degrades; one warning names the folder, not a key."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    (tmp_path / "file").write_text("")
+    folder = tmp_path / "file" / "locks"
+    for key in ("a", "b", "c"):
+        lock = key_lock(folder / f"{key}.lock")
+        assert lock.try_acquire() and lock.mode == "none"
+        lock.release()
+    (warning,) = warnings_about(caplog, "cannot use the cache key locks")
+    assert warning.startswith(f"chunktune: cannot use the cache key locks in {folder} (")
+
+
+@pytest.mark.parametrize(
+    ("make", "instead"),
+    [
+        pytest.param(lambda f: Lock(f / "sweep.lock", what="the sweep lock", degrade="local"),
+                     "sweeps of this process still take turns, other processes are not excluded",
+                     id="sweep-lock"),
+        pytest.param(lambda f: key_lock(f / "k.lock"),
+                     "this process's tasks still share one sweep per key, other processes may "
+                     "measure the same key", id="key-lock"),
+    ],
+)  # fmt: skip
+def test_a_degraded_lock_says_what_still_holds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, make: Any, instead: str
+) -> None:
+    """The warning of a degraded lock ends with what its stand-in still keeps from happening."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    (tmp_path / "file").write_text("")
+    lock = make(tmp_path / "file")
+    assert lock.try_acquire()
+    lock.release()
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.endswith(f"; {instead}")
 
 
 @pytest.mark.parametrize(
@@ -492,6 +543,41 @@ def test_clear_removes_this_machines_sweep_lock_file_without_a_readable_note(
     assert sorted(p.name for p in root.iterdir()) == [other_boot.name]
 
 
+def test_no_sweep_lock_file_is_litter_while_the_variable_names_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With $CHUNKTUNE_SWEEP_LOCK set, default sweep lock files are never this host's litter."""
+    root = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root))
+    root.mkdir()
+    other_boot = root / "chunktune-sweep-aaaaaaaaaaaa.lock"  # this host's, killed holding it
+    other_boot.touch()
+    note = {"pid": 1, "since": 0.0, "host": socket.gethostname()}
+    _lock_note.note_path(other_boot).write_text(json.dumps(note))
+    assert _lock_files.sweep_lock_litter() == []
+    monkeypatch.delenv(SWEEP_LOCK_ENV)
+    assert _lock_files.sweep_lock_litter() == [other_boot]
+
+
+def test_remove_idle_counts_the_files_it_removed(tmp_path: Path) -> None:
+    """remove_idle deletes idle lock files and their notes, and says how many files went."""
+    files = [tmp_path / "a.lock", tmp_path / "b.lock"]
+    for file in files:
+        file.touch()
+        _lock_note.note_path(file).write_text("{}")
+    assert _lock_files.remove_idle(files) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_host_name_becomes_a_file_name_where_there_is_no_boot_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a boot id the host name names the machine, its odd characters made safe."""
+    monkeypatch.setattr(_lock_files, "_BOOT_ID", tmp_path / "no-boot-id")
+    monkeypatch.setattr(_lock_files.socket, "gethostname", lambda: "node 17/a:b")
+    assert _lock_files.this_machine() == "node_17_a_b"
+
+
 def test_a_lock_that_keeps_no_descriptor_is_trusted(tmp_path: Path) -> None:
     """holds_file_at trusts a filelock that exposes no descriptor, rather than retrying forever."""
     path = tmp_path / "x.lock"
@@ -499,3 +585,91 @@ def test_a_lock_that_keeps_no_descriptor_is_trusted(tmp_path: Path) -> None:
     assert _lock_files.holds_file_at(types.SimpleNamespace(), path)  # type: ignore[arg-type]
     no_fd = types.SimpleNamespace(_context=types.SimpleNamespace(lock_file_fd=None))
     assert _lock_files.holds_file_at(no_fd, path)  # type: ignore[arg-type]
+
+
+def _granted_on_try(path: Path, n: int) -> Lock:
+    """A lock that another holder (pid 4242) keeps until the ``n``-th try takes it."""
+    lock = Lock(path, what="a lock", degrade="none")
+    tries = iter([False] * (n - 1) + [True])
+    lock.try_acquire = lambda: next(tries)  # type: ignore[method-assign]
+    lock.holder = lambda: _lock_note.Holder(pid=4242, since=0.0)  # type: ignore[method-assign]
+    lock.release = lambda: None  # type: ignore[method-assign]
+    return lock
+
+
+@pytest.mark.anyio
+async def test_a_wait_shorter_than_the_report_delay_is_not_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock taken before the wait has lasted REPORT_AFTER_S is taken without a report."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 3600.0)
+    seen: list[Any] = []
+    await _lock_wait.acquire(_granted_on_try(tmp_path / "x.lock", 3), on_wait=seen.append)
+    assert seen == []
+
+
+def test_a_blocking_wait_tries_again_until_the_lock_is_free(tmp_path: Path) -> None:
+    """hold_blocking tries again within its timeout, and holds a lock freed meanwhile."""
+    with hold_blocking(_granted_on_try(tmp_path / "x.lock", 3), timeout_s=3600.0) as got:
+        assert got
+
+
+@pytest.mark.anyio
+async def test_a_held_block_without_unclaim_releases_its_lock(tmp_path: Path) -> None:
+    """hold() with no claim or unclaim releases the lock as its block ends."""
+    path = tmp_path / "x.lock"
+    held = Lock(path, what="a lock", degrade="none")
+    async with _lock_wait.hold(held):
+        assert not Lock(path, what="a lock", degrade="none").try_acquire()
+    after = Lock(path, what="a lock", degrade="none")
+    assert after.try_acquire()
+    after.release()
+
+
+def test_remove_idle_passes_over_a_lock_file_that_cannot_be_made(tmp_path: Path) -> None:
+    """A lock file whose folder is a regular file is passed over, not raised about."""
+    (tmp_path / "file").write_text("")
+    assert _lock_files.remove_idle([tmp_path / "file" / "k.lock"]) == 0
+
+
+def test_a_boot_id_that_is_not_text_names_the_machine_by_its_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A boot id file of bytes that are not UTF-8 is passed over for the host name."""
+    boot = tmp_path / "boot_id"
+    boot.write_bytes(b"\xff\xfe\x00\n")
+    monkeypatch.setattr(_lock_files, "_BOOT_ID", boot)
+    monkeypatch.setattr(_lock_files.socket, "gethostname", lambda: "node17")
+    assert _lock_files.this_machine() == "node17"
+
+
+def test_a_holder_is_described_with_its_local_start_to_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A holder's description gives its start in local time, hours, minutes and seconds."""
+    monkeypatch.setenv("TZ", "XXX-05:30")
+    time.tzset()
+    try:
+        holder = _lock_note.Holder(pid=7, since=45.0, host=socket.gethostname())
+        assert holder.describe() == "pid 7, since 05:30:45"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_note_that_is_no_json_object_names_no_holder(tmp_path: Path) -> None:
+    """A holder note holding JSON that is no object (a list) reads as no holder."""
+    note = tmp_path / "x.lock.holder"
+    note.write_text("[4242, 0.0]")
+    assert _lock_note.read_note(note) is None
+
+
+def test_a_note_gives_its_holders_start_in_unix_seconds(tmp_path: Path) -> None:
+    """The note a holder writes says since when in Unix seconds, as time.time() counts."""
+    note = tmp_path / "x.lock.holder"
+    before = time.time()
+    _lock_note.write_note(note)
+    after = time.time()
+    holder = _lock_note.read_note(note)
+    assert holder is not None and holder.pid == os.getpid()
+    assert before <= holder.since <= after
