@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -1306,3 +1307,77 @@ def _child_starts_afresh(key: str) -> None:
     lock, _ = local._local()
     got = lock.acquire(timeout=5)
     raise SystemExit(0 if owner and got else 1)
+
+
+_REPORTED = re.compile(r"^chunk_size=\S+ \(native=\d+, (\w+)\): ")
+
+
+def test_every_answer_of_resolve_sync_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """resolve_sync reports a manual size, a policy that never measures, a sweep and a hit."""
+    w = uneven()
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        chunktune.resolve_sync(w, manual=7, settings=chunktune.load_settings())
+        chunktune.resolve_sync(w, policy="off")
+        chunktune.resolve_sync(w)
+        chunktune.resolve_sync(w)
+    said = [m.group(1) for r in caplog.records if (m := _REPORTED.match(r.getMessage()))]
+    assert said == ["manual", "disabled", "benchmark", "cache"]
+
+
+async def test_a_policy_that_never_measures_is_named_in_its_decision() -> None:
+    """The decision of a policy that never measures names that policy."""
+    assert (await chunktune.resolve(uneven(), policy="off")).policy == "off"
+
+
+async def test_a_manual_size_wins_with_settings_given() -> None:
+    """A manual chunk size with settings given is returned as is; nothing runs."""
+    w = uneven()
+    d = await chunktune.resolve(w, manual=7, settings=chunktune.load_settings())
+    assert (d.chunk_size, d.source, w.calls) == (7, "manual", 0)
+
+
+async def test_with_the_cache_disabled_a_shared_sweep_is_not_answered_again(
+    tmp_path: Path,
+) -> None:
+    """With the cache off, a sweep two tasks shared is not repeated from memory: it measures."""
+    config = tmp_path / "nocache.toml"
+    config.write_text("[cache]\nenabled = false\n")
+    w, settings = uneven(), chunktune.load_settings(config)
+    sources: list[str] = []
+
+    async def one() -> None:
+        sources.append((await chunktune.resolve(w, settings=settings)).source)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    assert sorted(sources) == ["benchmark", "cache"]
+    assert (await chunktune.resolve(w, settings=settings)).source == "benchmark"
+
+
+async def test_a_workload_failing_while_confirming_counts_the_confirming_calls() -> None:
+    """A fallback's probe_seconds counts the seconds of the confirming calls before the failure."""
+    full, events = uneven(), []
+    assert (await chunktune.resolve(full, on_progress=events.append)).source == "benchmark"
+    assert [e.kind for e in events if e.kind in ("warmup", "probe", "confirm")][-2:] == [
+        "confirm",
+        "confirm",
+    ]
+
+    class BrokenAtItsLastCall(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls >= full.calls - 1:
+                raise RuntimeError("simulator exploded")
+            return super().run(chunk_size)
+
+    w = BrokenAtItsLastCall(full.costs, nthread=8, noise=Noise(sigma=0.01))
+    d = await chunktune.resolve(w, refresh=True)
+    assert d.source == "fallback" and w.calls == full.calls - 1
+    assert d.probe_seconds == pytest.approx(sum(seconds for _c, seconds in w.history))
+
+
+async def test_a_miss_keys_its_workload_once() -> None:
+    """A resolve that discovers its settings and misses calls signature() once, not again."""
+    w = _Keyed()
+    assert (await chunktune.resolve(w)).source == "benchmark"
+    assert w.signatures == 1
