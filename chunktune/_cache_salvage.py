@@ -152,15 +152,20 @@ def _suspect(
 def _opens_own_entry(text: str | None) -> bool:
     """Whether a block's ``text`` opens with its entry's own ``[entries."key"]`` header, not
     with a sub-table's (``[entries."key".timings_ms]``)."""
-    header = _toml_table(text.partition("\n")[0].encode()) if text is not None else None
-    names = (header or {}).get("entries")
-    return isinstance(names, dict) and list(names.values()) == [{}]
+    names = _header_entries(text.encode()) if text is not None else None
+    return names is not None and list(names.values()) == [{}]
 
 
 def _toml_key(segment: bytes) -> str | None:
     """The entry a block's ``[entries."key"...]`` header names, or None if it does not parse."""
+    names = _header_entries(segment)
+    return next(iter(names), None) if names is not None and len(names) == 1 else None
+
+
+def _header_entries(segment: bytes) -> dict[str, Any] | None:
+    """The ``entries`` table that a block's first line, its header, makes; None if none."""
     names = (_toml_table(segment.partition(b"\n")[0]) or {}).get("entries")
-    return next(iter(names), None) if isinstance(names, dict) and len(names) == 1 else None
+    return names if isinstance(names, dict) else None
 
 
 def _toml_table(segment: bytes) -> dict[str, Any] | None:

@@ -3,9 +3,8 @@
 The only module that imports ``ray`` itself, and only inside :func:`ray_module`
 (:mod:`chunktune._ray_cluster` loads one submodule of it, the scheduling strategies, when
 it pins a task to a node), so plain ``import chunktune`` (and ``import chunktune.ray``)
-never pays for it. Ray is typed
-as ``Any`` here: its annotations vary between releases, and chunktune calls few of
-its functions.
+never pays for it. Ray is typed as ``Any`` here: its annotations vary between releases,
+and chunktune calls few of its functions.
 """
 
 from __future__ import annotations

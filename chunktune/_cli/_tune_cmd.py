@@ -188,10 +188,8 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     details = []
     if measured:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
-    if load is not None and measured:
-        details.append(str(load))
-    elif load is not None:  # a cached sweep's, or a shared one's
-        details.append(f"measured at {load_label(load)}")
+    if load is not None:  # only a sweep's decision has one: measured now, cached or shared
+        details.append(str(load) if measured else f"measured at {load_label(load)}")
     if decision.partial:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
