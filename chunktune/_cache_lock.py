@@ -16,7 +16,7 @@ from pathlib import Path
 import filelock
 
 from ._cache_file import CacheFile
-from ._lock_files import file_lock, holds_file_at, remove_idle
+from ._lock_files import file_lock, holds_file_at, make_folder, remove_idle, take
 
 __all__ = [
     "WRITE_BYTES_PER_S",
@@ -86,11 +86,11 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     # first: no regular file there (or a folder that is a file: "Not a directory",
     # where mkdir would say "File exists"), and nothing is made
     seen, since = file.stat(), time.monotonic()
-    file.path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(file.path.parent)
     lock = file_lock(path)
     while True:
         try:
-            lock.acquire(timeout=_WRITE_POLL_S)
+            take(lock, timeout=_WRITE_POLL_S)
         except filelock.Timeout:
             now = file.stat()
             if now != seen:  # a writer ahead of this one finished: the queue moves

@@ -2,11 +2,13 @@
 files locks leave.
 
 Every lock file is made through :func:`file_lock`, with the permissions a file chunktune
-writes gets. Two sweeps at once on one machine ruin each other's timings, so a sweep
-holds the sweep lock (``$CHUNKTUNE_SWEEP_LOCK``, else ``chunktune-sweep-<machine>.lock``
-in the user cache root). A holder killed while holding a lock leaves its file, and its
-note; :func:`remove_idle` clears the files no process holds, and :func:`holds_file_at`
-tells a holder whether the file it locked is still the one at its path.
+writes gets, and taken through :func:`take`, which keeps it open to its owner (in a folder
+:func:`make_folder` made, which its owner can write). Two sweeps at once on one machine
+ruin each other's timings, so a sweep holds the sweep lock (``$CHUNKTUNE_SWEEP_LOCK``,
+else ``chunktune-sweep-<machine>.lock`` in the user cache root). A holder killed while
+holding a lock leaves its file, and its note; :func:`remove_idle` clears the files no
+process holds, and :func:`holds_file_at` tells a holder whether the file it locked is
+still the one at its path.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -28,9 +31,11 @@ __all__ = [
     "SWEEP_LOCK_ENV",
     "file_lock",
     "holds_file_at",
+    "make_folder",
     "remove_idle",
     "sweep_lock_litter",
     "sweep_lock_path",
+    "take",
     "this_machine",
 ]
 
@@ -54,10 +59,103 @@ def file_lock(path: Path) -> filelock.BaseFileLock:
     """
     if _UMASK_HONOURED:
         return filelock.FileLock(path, thread_local=False)
-    # these releases chmod the file to the mode whenever its owner takes it, and pass over
-    # a refusal (EPERM); the owner keeps read and write whatever the umask, as 0o644 gave
-    # it: a lock file its owner cannot open again is no lock
-    return filelock.FileLock(path, mode=0o600 | (0o666 & ~umask()), thread_local=False)
+    # these releases chmod the file to the mode whenever a process of its owner opens it
+    # (to take it, or only to try), and pass over a refusal (EPERM): :func:`take` fits the
+    # mode to the file before each try; this one serves a lock taken without it, and keeps
+    # the owner's read and write whatever the umask, as 0o644 gave it
+    return filelock.FileLock(path, mode=_OWNER_RW | (0o666 & ~umask()), thread_local=False)
+
+
+_OWNER_RW = stat.S_IRUSR | stat.S_IWUSR
+
+
+def take(lock: filelock.BaseFileLock, *, timeout: float) -> None:
+    """``lock.acquire(timeout=timeout)`` on a lock from :func:`file_lock`, keeping its file
+    open to its owner, and a file already there as it is.
+
+    A umask that takes the owner's write (``277``) makes a lock file its owner cannot open
+    again (filelock 3.24+ makes it as ``open()`` would: ``0o400``), so another process of
+    the same user, or the next holder of a file that stays, would be refused it. The file
+    taken is given its owner's read and write, and one of this user's found without them
+    (made by a holder that had not yet given them, or by an older chunktune) is given them
+    and tried again; another user's stays as it is. Below filelock 3.24, which set the file
+    to the taker's mode, a file already there keeps its mode (a shared lock file made
+    ``0o664`` stays the group's after its owner took it under umask ``022``), and one made
+    anew gets what ``open()`` gives it (a folder's default ACL too), as with 3.24+.
+
+    Raises:
+        filelock.Timeout: another process held it for ``timeout`` seconds.
+        OSError: the file cannot be made or opened.
+    """
+    path = Path(lock.lock_file)
+    _fit_mode(lock, path)
+    try:
+        lock.acquire(timeout=timeout)
+    except PermissionError:
+        if not _open_to_owner(path, _OWNER_RW):
+            raise
+        _fit_mode(lock, path)
+        lock.acquire(timeout=timeout)
+    fd = _held_fd(lock)
+    _open_to_owner(path if fd is None else fd, _OWNER_RW)
+
+
+def _fit_mode(lock: filelock.BaseFileLock, path: Path) -> None:
+    """Below filelock 3.24, which sets the file to the mode it was given whenever a process
+    of its owner opens it: that mode becomes the file's own (plus the owner's read and
+    write), the file made first where none is, as ``open()`` makes it (a folder's default
+    ACL, else the umask), so that opening it changes nothing else."""
+    if _UMASK_HONOURED:
+        return
+    context = getattr(lock, "_context", None)  # 3.12 to 3.23 keep the mode there
+    if context is None or not hasattr(context, "mode"):
+        return
+    with suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    with suppress(OSError):
+        context.mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777 | _OWNER_RW
+
+
+def _open_to_owner(file: Path | int, bits: int) -> bool:
+    """Add ``bits`` (of the owner's) to the file or folder at ``file`` (a path or a
+    descriptor) if this user owns it and it lacks some; whether they were added."""
+    if not hasattr(os, "geteuid"):  # Windows: no modes to mend
+        return False
+    with suppress(OSError):
+        found = os.stat(file)
+        mode = stat.S_IMODE(found.st_mode)
+        if found.st_uid == os.geteuid() and mode & bits != bits:
+            os.chmod(file, mode | bits)
+            return True
+    return False
+
+
+def make_folder(folder: Path) -> None:
+    """``folder.mkdir(parents=True, exist_ok=True)``, where each folder made lets its owner
+    read, write and enter it whatever the umask (as ``mkdir -p`` lets the folders above the
+    last): one made ``0o500`` under umask ``277`` would refuse its owner's lock files.
+
+    Raises:
+        OSError: as ``mkdir`` (a file where a folder goes, no permission).
+    """
+    _make_folder(folder, parents=True)
+
+
+def _make_folder(folder: Path, *, parents: bool) -> None:
+    # pathlib's own steps, each folder mended as it is made
+    try:
+        folder.mkdir()
+    except FileNotFoundError:
+        if not parents or folder.parent == folder:
+            raise
+        _make_folder(folder.parent, parents=True)
+        _make_folder(folder, parents=False)
+        return
+    except OSError:
+        if not folder.is_dir():
+            raise
+        return
+    _open_to_owner(folder, stat.S_IRWXU)
 
 
 def sweep_lock_path() -> Path:
@@ -116,7 +214,7 @@ def remove_idle(files: Iterable[Path]) -> int:
     for file in files:
         lock = file_lock(file)
         try:
-            lock.acquire(timeout=0)
+            take(lock, timeout=0)
         except (filelock.Timeout, OSError):
             continue
         try:
@@ -158,10 +256,16 @@ def holds_file_at(lock: filelock.BaseFileLock, path: Path) -> bool:
     waiter to no effect: whoever opens the path next gets another file. filelock 4
     retries such a file itself; the 3.x releases the dependency floor allows do not.
     """
-    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
-    if not isinstance(fd, int):  # a filelock that keeps no descriptor: trust it
+    fd = _held_fd(lock)
+    if fd is None:  # a filelock that keeps no descriptor: trust it
         return True
     try:
         return os.path.samestat(os.fstat(fd), os.stat(path))
     except OSError:
         return False
+
+
+def _held_fd(lock: filelock.BaseFileLock) -> int | None:
+    """The descriptor of the file ``lock`` holds, where filelock tells it."""
+    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+    return fd if isinstance(fd, int) else None

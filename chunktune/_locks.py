@@ -25,7 +25,14 @@ from typing import Literal
 
 import filelock
 
-from ._lock_files import SWEEP_LOCK_ENV, file_lock, holds_file_at, sweep_lock_path
+from ._lock_files import (
+    SWEEP_LOCK_ENV,
+    file_lock,
+    holds_file_at,
+    make_folder,
+    sweep_lock_path,
+    take,
+)
 from ._lock_note import Holder, note_path, read_note, write_note
 
 __all__ = ["Lock", "key_lock", "sweep_lock"]
@@ -128,7 +135,7 @@ class Lock:
                 and again: a holder would have created it).
         """
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.path.parent)
         except FileExistsError:
             # a file where the folder goes: "File exists" would speak of a lock file that is
             # not there
@@ -137,7 +144,7 @@ class Lock:
             ) from None
         for _ in range(_VANISHED_TRIES):
             try:
-                self._file.acquire(timeout=0)
+                take(self._file, timeout=0)
             except filelock.Timeout:
                 if self.path.exists():
                     return False

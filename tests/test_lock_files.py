@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import filelock
 import pytest
-from _users import NOBODY, as_user, child_env
+from _users import NOBODY, as_user, child_env, unprivileged
 
 # Each lock a process takes beside a cache or for its sweeps: the cache's write lock, a
 # key's lock as DecisionCache hands it out, the same key's lock as a resolve takes it,
@@ -88,13 +91,13 @@ if action == "modes":  # under each umask given, in a folder of its own
         with taken(kind, cache) as mode:
             modes[mask] = oct(mode)
     print(json.dumps(modes))
-elif action == "hold":  # until told to let go
-    os.umask(0o002)
+elif action == "hold":  # until told to let go (under umask 002 unless one is given)
+    os.umask(int(sys.argv[4] if len(sys.argv) > 4 else "002", 8))
     with taken(kind, Path(sys.argv[3])) as mode:
         print(oct(mode), flush=True)
         sys.stdin.readline()
 else:  # one try now, another once told to
-    os.umask(0o002)
+    os.umask(int(sys.argv[4] if len(sys.argv) > 4 else "002", 8))
     print(attempt(kind, Path(sys.argv[3])), flush=True)
     sys.stdin.readline()
     print(attempt(kind, Path(sys.argv[3])), flush=True)
@@ -153,3 +156,197 @@ def test_another_member_of_the_group_can_take_the_lock(group_dir: Path, kind: st
             after = b.stdout.readline().strip()
             assert b.wait(timeout=60) == 0
     assert (mode, while_held, after) == ("0o664", "busy", "taken")
+
+
+# The locks chunktune takes itself; a key's lock DecisionCache hands out is its caller's to take.
+OWN_KINDS = [kind for kind in KINDS if kind != "cache key"]
+
+
+def _lock_file(kind: str, cache: Path) -> Path:
+    """Where the lock of ``kind`` beside ``cache`` has its file."""
+    if kind == "write":
+        return cache.with_name(cache.name + ".lock")
+    if kind == "sweep":
+        return cache.with_name("sweep.lock")
+    return cache.parent / "locks" / "k.lock"
+
+
+def _mode(path: Path) -> str:
+    """The file's permission bits, as oct() writes them, or "gone"."""
+    try:
+        return oct(stat.S_IMODE(path.stat().st_mode))
+    except FileNotFoundError:
+        return "gone"
+
+
+def _child(
+    prefix: list[str], kind: str, action: str, cache: Path, mask: str
+) -> subprocess.Popen[str]:
+    """A child that holds, or tries, the lock of ``kind`` beside ``cache`` under ``mask``."""
+    return subprocess.Popen(
+        [*prefix, sys.executable, "-c", _LOCKS, kind, action, str(cache), mask],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _held_and_tried(
+    holder: tuple[list[str], str], trier: tuple[list[str], str], kind: str, cache: Path
+) -> tuple[str, str, str, str]:
+    """The holder's mode as it holds; the other's try while held, the file's mode then, and
+    its try once the holder let go (each child: a command prefix and its umask)."""
+    with _child(holder[0], kind, "hold", cache, holder[1]) as a:
+        assert a.stdin is not None and a.stdout is not None
+        mode = a.stdout.readline().strip()
+        with _child(trier[0], kind, "try", cache, trier[1]) as b:
+            assert b.stdin is not None and b.stdout is not None
+            while_held = b.stdout.readline().strip()
+            mode_then = _mode(_lock_file(kind, cache))
+            a.stdin.close()  # the holder lets go
+            assert a.wait(timeout=60) == 0
+            b.stdin.close()
+            after = b.stdout.readline().strip()
+            assert b.wait(timeout=60) == 0
+    return mode, while_held, mode_then, after
+
+
+def _kept(mode: str) -> str:
+    """What the sweep lock's file is once let go: ``mode`` (it stays), or "gone" with a
+    filelock that removes a lock file as it releases it (3.23 and 3.24 did)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "probe.lock"
+        lock = filelock.FileLock(path)
+        lock.acquire()
+        lock.release()
+        return mode if path.exists() else "gone"
+
+
+def _own_user() -> list[str]:
+    """The prefix of a child without root's power over permissions (skips where none can run)."""
+    prefix, why_not = unprivileged()
+    if why_not:
+        pytest.skip(why_not)
+    return prefix
+
+
+@pytest.mark.parametrize("kind", OWN_KINDS)
+def test_a_lock_file_made_under_a_umask_without_the_owners_write_is_its_owners_to_open(
+    group_dir: Path, kind: str
+) -> None:
+    """Under umask 277 a lock file, and a folder made for it, still let their owner write."""
+    child = subprocess.run(
+        [*_own_user(), sys.executable, "-c", _LOCKS, kind, "modes", str(group_dir), "277"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout) == {"277": "0o600"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", OWN_KINDS)
+def test_its_owner_waits_for_then_takes_a_lock_made_under_umask_277(
+    group_dir: Path, kind: str
+) -> None:
+    """A lock one process holds under umask 277 is busy to another of the same user, then taken."""
+    me = (_own_user(), "277")
+    got = _held_and_tried(me, me, kind, group_dir / "cache.json")
+    assert got == ("0o600", "busy", "0o600", "taken")
+
+
+@pytest.mark.parametrize("kind", OWN_KINDS)
+def test_a_lock_file_of_ones_own_left_unwritable_is_opened_to_its_owner_and_taken(
+    group_dir: Path, kind: str
+) -> None:
+    """A lock file left 0o400 (made under umask 277 by an older chunktune) is taken, 0o600 after."""
+    prefix = _own_user()
+    path = _lock_file(kind, group_dir / "cache.json")
+    path.parent.mkdir(exist_ok=True)
+    path.touch()
+    if prefix:  # the child's user owns the file, as its own earlier run left it
+        os.chown(path.parent, NOBODY, NOBODY)
+        os.chown(path, NOBODY, NOBODY)
+    path.chmod(0o400)
+    with _child(prefix, kind, "try", group_dir / "cache.json", "022") as child:
+        assert child.stdin is not None and child.stdout is not None
+        first = child.stdout.readline().strip()
+        mode = _mode(path)
+        child.stdin.close()
+        assert (first, child.stdout.readline().strip()) == ("taken", "taken")
+        assert child.wait(timeout=60) == 0
+    # the sweep lock's file stays; the others' holders remove theirs
+    assert mode == (_kept("0o600") if kind == "sweep" else "gone")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", OWN_KINDS)
+def test_a_waiter_under_umask_022_leaves_a_held_lock_files_group_bits(
+    group_dir: Path, kind: str
+) -> None:
+    """A process of the owner trying a 0o664 lock under umask 022 leaves it 0o664 (filelock < 3.24
+    reset it to 0o644), then takes it; the sweep lock's file, which stays, stays 0o664."""
+    prefix = _own_user()
+    cache = group_dir / "cache.json"
+    got = _held_and_tried((prefix, "002"), (prefix, "022"), kind, cache)
+    assert got == ("0o664", "busy", "0o664", "taken")
+    assert _mode(_lock_file(kind, cache)) == (_kept("0o664") if kind == "sweep" else "gone")
+
+
+@pytest.mark.slow
+def test_another_member_takes_a_shared_sweep_lock_its_owner_took_under_umask_022(
+    group_dir: Path,
+) -> None:
+    """A shared sweep-lock file made under umask 002 stays the group's to lock after its owner
+    took it under umask 022 (filelock < 3.24 set it to 0o644: the other degraded to local)."""
+    prefixes = [as_user(uid, NOBODY) for uid in (NOBODY, NOBODY - 1)]
+    for _, why_not in prefixes:
+        if why_not:
+            pytest.skip(why_not)
+    (owner, _), (member, _) = prefixes
+    cache = group_dir / "cache.json"
+    tries = []
+    for prefix, mask in [(owner, "002"), (owner, "022"), (member, "002")]:
+        with _child(prefix, "sweep", "try", cache, mask) as child:
+            out, _ = child.communicate("\n", timeout=60)
+            tries.append((out.split("\n")[0], _mode(_lock_file("sweep", cache))))
+    assert tries == [("taken", _kept("0o664"))] * 3
+
+
+def _group_writing_default_acl(folder: Path) -> str:
+    """Give ``folder`` a default ACL of user rwx, group rwx, others r-x; why not, or ""."""
+    entries = [(0x01, 7), (0x04, 7), (0x20, 5)]  # ACL_USER_OBJ, ACL_GROUP_OBJ, ACL_OTHER
+    value = struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", t, p, 2**32 - 1) for t, p in entries
+    )
+    try:
+        os.setxattr(folder, "system.posix_acl_default", value)
+    except (AttributeError, OSError) as exc:
+        return f"no POSIX default ACL here: {exc}"
+    return ""
+
+
+@pytest.mark.parametrize("kind", OWN_KINDS)
+def test_a_lock_file_gets_what_a_default_acl_gives_over_the_umask(
+    tmp_path: Path, kind: str
+) -> None:
+    """A folder's default ACL giving the group write makes lock files 0o664 under umask 022, as
+    open() makes files there (filelock < 3.24 set them to 0o644)."""
+    (tmp_path / "022").mkdir()
+    why_not = _group_writing_default_acl(tmp_path / "022")
+    if why_not:
+        pytest.skip(why_not)
+    (tmp_path / "022" / "plain").touch()
+    assert _mode(tmp_path / "022" / "plain") == "0o664"  # what the ACL gives a file over umask 022
+    child = subprocess.run(
+        [sys.executable, "-c", _LOCKS, kind, "modes", str(tmp_path), "022"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout) == {"022": "0o664"}
