@@ -287,8 +287,8 @@ def test_a_lock_file_of_ones_own_left_unwritable_is_opened_to_its_owner_and_take
 def test_a_waiter_under_umask_022_leaves_a_held_lock_files_group_bits(
     group_dir: Path, kind: str
 ) -> None:
-    """A process of the owner trying a 0o664 lock under umask 022 leaves it 0o664 (filelock < 3.24
-    reset it to 0o644), then takes it; the sweep lock's file, which stays, stays 0o664."""
+    """The owner's process under umask 022 trying a held 0o664 lock leaves it so, then takes it."""
+    # filelock < 3.24 set it to 0o644 as it opened it; the sweep lock's file stays, 0o664
     prefix = _own_user()
     cache = group_dir / "cache.json"
     got = _held_and_tried((prefix, "002"), (prefix, "022"), kind, cache)
@@ -300,8 +300,8 @@ def test_a_waiter_under_umask_022_leaves_a_held_lock_files_group_bits(
 def test_another_member_takes_a_shared_sweep_lock_its_owner_took_under_umask_022(
     group_dir: Path,
 ) -> None:
-    """A shared sweep-lock file made under umask 002 stays the group's to lock after its owner
-    took it under umask 022 (filelock < 3.24 set it to 0o644: the other degraded to local)."""
+    """A shared 0o664 sweep-lock file stays the group's to lock once its owner took it under 022."""
+    # filelock < 3.24 set it to 0o644: the other member's sweep lock degraded to local
     prefixes = [as_user(uid, NOBODY) for uid in (NOBODY, NOBODY - 1)]
     for _, why_not in prefixes:
         if why_not:
@@ -333,8 +333,8 @@ def _group_writing_default_acl(folder: Path) -> str:
 def test_a_lock_file_gets_what_a_default_acl_gives_over_the_umask(
     tmp_path: Path, kind: str
 ) -> None:
-    """A folder's default ACL giving the group write makes lock files 0o664 under umask 022, as
-    open() makes files there (filelock < 3.24 set them to 0o644)."""
+    """Under a default ACL giving the group write, lock files are 0o664 under umask 022 too."""
+    # as open() makes files there; filelock < 3.24 set them to 0o644
     (tmp_path / "022").mkdir()
     why_not = _group_writing_default_acl(tmp_path / "022")
     if why_not:
