@@ -56,7 +56,16 @@ def read_note(path: Path) -> Holder | None:
 
 
 def write_note(path: Path) -> None:
-    """Note this process, on this host, from now, as the holder at ``path``; best effort."""
+    """Note this process, on this host, from now, as the holder at ``path``; best effort.
+
+    A note there is a killed holder's (each removes its own as it lets go); one this
+    process may not write over (made under a umask that took its owner's write, ``277``,
+    or another user's in a folder they share) is replaced, lest it name the dead holder.
+    """
     with suppress(OSError):  # only a waiter's message loses the pid
-        note = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
-        path.write_text(json.dumps(note))
+        note = json.dumps({"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()})
+        try:
+            path.write_text(note)
+        except PermissionError:
+            path.unlink()
+            path.write_text(note)

@@ -17,6 +17,8 @@ import filelock
 import pytest
 from _users import NOBODY, as_user, child_env, unprivileged
 
+from chunktune._lock_note import note_path, read_note
+
 # Each lock a process takes beside a cache or for its sweeps: the cache's write lock, a
 # key's lock as DecisionCache hands it out, the same key's lock as a resolve takes it,
 # and the sweep lock at a path $CHUNKTUNE_SWEEP_LOCK names (that file stays).
@@ -350,3 +352,27 @@ def test_a_lock_file_gets_what_a_default_acl_gives_over_the_umask(
     )
     assert child.returncode == 0, child.stderr
     assert json.loads(child.stdout) == {"022": "0o664"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["resolve key", "sweep"])
+def test_the_next_holder_replaces_the_note_a_holder_killed_under_umask_277_left(
+    group_dir: Path, kind: str
+) -> None:
+    """A killed holder's 0o400 note (umask 277) gives way to the next holder's: it names it."""
+    prefix = _own_user()
+    cache = group_dir / "cache.json"
+    note = note_path(_lock_file(kind, cache))
+    with _child(prefix, kind, "hold", cache, "277") as killed:
+        assert killed.stdout is not None and killed.stdout.readline().strip() == "0o600"
+        killed.kill()  # SIGKILL: its lock file and its note stay
+        killed.wait(timeout=60)
+    left = read_note(note)
+    assert left is not None and left.pid == killed.pid and _mode(note) == "0o400"
+    with _child(prefix, kind, "hold", cache, "277") as after:
+        assert after.stdin is not None and after.stdout is not None
+        assert after.stdout.readline().strip() == "0o600"
+        holder = read_note(note)
+        after.stdin.close()
+        assert after.wait(timeout=60) == 0
+    assert holder is not None and holder.pid == after.pid
