@@ -5,6 +5,10 @@ from __future__ import annotations
 import inspect
 import pathlib
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import types
 from typing import Any
 
@@ -12,6 +16,7 @@ import mujoco
 import mujoco.rollout
 import numpy as np
 import pytest
+from _users import child_env, unprivileged
 
 from chunktune._errors import InvalidArgumentError, UsageError
 from chunktune._mujoco import (
@@ -404,6 +409,46 @@ def test_from_xml_missing_file_names_the_path(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "nowhere.xml"
     with pytest.raises(InvalidArgumentError, match=r"model file not found: .*nowhere\.xml"):
         RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+
+
+def test_from_xml_of_an_empty_path_names_it_not_the_current_folder() -> None:
+    """An empty model path is refused as no file name, not as the folder "." it would open."""
+    with pytest.raises(InvalidArgumentError, match='model file "" is no file name'):
+        RolloutWorkload.from_xml("", num_envs=2, nthread=1)
+
+
+_FROM_XML = """
+import sys
+from chunktune import InvalidArgumentError, RolloutWorkload
+try:
+    RolloutWorkload.from_xml(sys.argv[1], num_envs=2, nthread=1)
+except InvalidArgumentError as exc:
+    print(exc)
+"""
+
+
+def test_from_xml_of_an_unreadable_file_says_it_cannot_be_read() -> None:
+    """A model file its reader may not open is named unreadable, not empty as MuJoCo says."""
+    prefix, why_not = unprivileged()
+    if why_not:
+        pytest.skip(why_not)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="chunktune-shared-"))
+    try:
+        folder.chmod(0o755)  # pytest's own folders are the owner's alone
+        path = folder / "tiny.xml"
+        path.write_text(TINY_XML.format(box=0.1, iterations=50))
+        path.chmod(0)  # root ignores it: the load runs as another user when the suite is root
+        child = subprocess.run(
+            [*prefix, sys.executable, "-c", _FROM_XML, str(path)],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        shutil.rmtree(folder)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout == f"cannot read model file {path}: Permission denied\n"
 
 
 @pytest.mark.parametrize("path", [None, 3])

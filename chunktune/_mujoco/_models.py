@@ -187,8 +187,15 @@ def load_model(file: pathlib.Path) -> Any:
     """The MjModel in ``file``: compiled MJB by its suffix, else MJCF or URDF.
 
     Raises:
-        InvalidArgumentError: MuJoCo cannot load the file, or its name is not UTF-8.
+        InvalidArgumentError: the file cannot be read, MuJoCo cannot load it, or its
+            name is not UTF-8.
     """
+    try:  # MuJoCo calls a file it may not open "empty"
+        file.open("rb").close()
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"cannot read model file {file}: {exc.strerror or exc}"
+        ) from None
     try:
         if file.suffix.lower() == ".mjb":
             return mujoco.MjModel.from_binary_path(os.fspath(file))

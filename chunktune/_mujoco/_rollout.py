@@ -343,6 +343,10 @@ class RolloutWorkload:
         """
         if not isinstance(path, str | os.PathLike):
             raise InvalidArgumentError(f"model file {path!r} is not a path (a str or os.PathLike)")
+        if not os.fspath(path):  # pathlib would read "" as ".", the current folder
+            raise InvalidArgumentError(
+                'model file "" is no file name; expected an MJCF (.xml) or .mjb file'
+            )
         file = pathlib.Path(path)
         if not file.is_file():
             raise InvalidArgumentError(model_file_problem(file))
