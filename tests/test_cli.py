@@ -872,6 +872,10 @@ def test_what_the_command_line_got_wrong_is_named_once(
         pytest.param(("cache", "lsit"),
                      'argument VERB: "lsit" is not one of path, list, show, clear, export, '
                      "import, merge; did you mean list?", id="cache-verb"),
+        pytest.param(("tune", ""), 'argument MODEL.xml: "" is not a model file\'s path',
+                     id="model-empty"),
+        pytest.param(("record", "", "-o", "t.json"),
+                     'argument MODEL.xml: "" is not a model file\'s path', id="record-model-empty"),
         pytest.param(("policy", "it's"),
                      """argument VERB: "it's" is not one of list, show""", id="policy-verb"),
     ],

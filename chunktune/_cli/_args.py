@@ -34,6 +34,7 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model",
         nargs="?",
+        type=_model_name,
         metavar="MODEL.xml",
         help="MJCF (.xml) or compiled (.mjb) model file (default: the demo)",
     )
@@ -55,6 +56,12 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="steps per rollout (default: 20 for the demo, 10 for a model)",
     )
+
+
+def _model_name(text: str) -> str:
+    if not text:  # not the current folder, as pathlib would read it
+        raise argparse.ArgumentTypeError(f"{spelled(text)} is not a model file's path")
+    return text
 
 
 def _int_from(text: str, low: int) -> int:
