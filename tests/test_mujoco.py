@@ -440,7 +440,8 @@ def test_from_xml_of_an_unreadable_file_says_it_cannot_be_read() -> None:
         path.chmod(0)  # root ignores it: the load runs as another user when the suite is root
         child = subprocess.run(
             [*prefix, sys.executable, "-c", _FROM_XML, str(path)],
-            env=child_env(),
+            # no GL: glfw's import runs the interpreter anew, by a path the user may not run
+            env={**child_env(), "MUJOCO_GL": "disable"},
             capture_output=True,
             text=True,
             timeout=60,
@@ -449,6 +450,56 @@ def test_from_xml_of_an_unreadable_file_says_it_cannot_be_read() -> None:
         shutil.rmtree(folder)
     assert child.returncode == 0, child.stderr
     assert child.stdout == f"cannot read model file {path}: Permission denied\n"
+
+
+def _cut_mjb(path: pathlib.Path) -> None:
+    """Write at ``path`` a compiled model cut short after its header."""
+    mujoco.mj_saveModel(tiny_model(), str(path), None)
+    path.write_bytes(path.read_bytes()[:20])
+
+
+@pytest.mark.parametrize(
+    ("write", "warning"),
+    [
+        pytest.param(lambda path: path.write_bytes(b"garbage\n"),
+                     "Model file has an incomplete header", id="garbage"),
+        pytest.param(_cut_mjb, "Truncated model file", id="cut-short"),
+    ],
+)  # fmt: skip
+def test_from_xml_of_a_broken_mjb_says_what_mujoco_warned_and_writes_nothing_else(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    write: Any,
+    warning: str,
+) -> None:
+    """A broken .mjb's error holds MuJoCo's warning; nothing is printed, no MUJOCO_LOG.TXT made."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "broken.mjb"
+    write(path)
+    capfd.readouterr()
+    with pytest.raises(InvalidArgumentError, match=rf"broken\.mjb: mj_loadModel: .*\({warning}"):
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+    assert capfd.readouterr() == ("", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.mjb"]
+    assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
+
+
+def test_from_xml_leaves_a_programs_own_mujoco_warning_handler_alone(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A warning handler the program set still gets MuJoCo's warnings from a load."""
+    path = tmp_path / "broken.mjb"
+    path.write_bytes(b"garbage\n")
+    heard: list[str] = []
+    mujoco.set_mju_user_warning(heard.append)
+    try:
+        with pytest.raises(InvalidArgumentError, match="failed to load"):
+            RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+        assert mujoco.get_mju_user_warning() == heard.append
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert heard == ["Model file has an incomplete header"]
 
 
 @pytest.mark.parametrize("path", [None, 3])

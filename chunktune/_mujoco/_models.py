@@ -3,11 +3,14 @@ compatibility, content hashes, perturbed states."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import logging
 import os
 import pathlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import mujoco  # untyped: its objects are Any
@@ -34,6 +37,9 @@ __all__ = [
 FULLPHYSICS = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)
 INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 FREE = int(mujoco.mjtJoint.mjJNT_FREE)
+
+_logger = logging.getLogger("chunktune")
+_loading = threading.Lock()  # one load at a time owns MuJoCo's process-wide warning hook
 
 # The sizes a user most likely got wrong come first, so the message names them.
 _KEY_SIZES = ("nq", "nv", "nu", "na", "nsensordata")
@@ -186,6 +192,10 @@ def _collapsed(models: tuple[Any, ...], num_envs: int) -> tuple[Any, ...]:
 def load_model(file: pathlib.Path) -> Any:
     """The MjModel in ``file``: compiled MJB by its suffix, else MJCF or URDF.
 
+    What MuJoCo warns of while loading goes into the error where the load fails, else to
+    the ``chunktune`` logger, rather than to stderr and a ``MUJOCO_LOG.TXT`` in the
+    current folder; a warning handler the program set gets them as before.
+
     Raises:
         InvalidArgumentError: the file cannot be read, MuJoCo cannot load it, or its
             name is not UTF-8.
@@ -196,10 +206,13 @@ def load_model(file: pathlib.Path) -> Any:
         raise InvalidArgumentError(
             f"cannot read model file {file}: {exc.strerror or exc}"
         ) from None
+    warned: list[str] = []
     try:
-        if file.suffix.lower() == ".mjb":
-            return mujoco.MjModel.from_binary_path(os.fspath(file))
-        return mujoco.MjModel.from_xml_path(os.fspath(file))
+        with _warnings_kept(warned):
+            if file.suffix.lower() == ".mjb":
+                model = mujoco.MjModel.from_binary_path(os.fspath(file))
+            else:
+                model = mujoco.MjModel.from_xml_path(os.fspath(file))
     except TypeError:  # MuJoCo takes UTF-8 file names only
         raise InvalidArgumentError(
             f"cannot load model file {writable_text(os.fspath(file))}: its name is not "
@@ -208,5 +221,24 @@ def load_model(file: pathlib.Path) -> Any:
     except (ValueError, mujoco.FatalError) as exc:
         # MuJoCo's parser reports on several lines (what, then where): one line here,
         # so the CLI's error stays one line under its "chunktune: error:" prefix
-        why = " ".join(str(exc).split())
+        why = " ".join(" ".join([str(exc), *(f"({w})" for w in warned)]).split())
         raise InvalidArgumentError(f"cannot load model file {file}: {why}") from exc
+    for warning in warned:
+        _logger.warning("MuJoCo, loading %s: %s", file, " ".join(warning.split()))
+    return model
+
+
+@contextlib.contextmanager
+def _warnings_kept(warned: list[str]) -> Iterator[None]:
+    """MuJoCo's warnings appended to ``warned`` while in the block, where the program set
+    no handler of its own (MuJoCo's default prints them and appends them to a log file in
+    the current folder)."""
+    with _loading:
+        if mujoco.get_mju_user_warning() is not None:
+            yield
+            return
+        mujoco.set_mju_user_warning(warned.append)
+        try:
+            yield
+        finally:
+            mujoco.set_mju_user_warning(None)
