@@ -88,6 +88,9 @@ def test_record_measures_in_fresh_random_rounds() -> None:
     ("args", "message"),
     [
         pytest.param(["--rounds", "0"], "--rounds: must be an integer >= 1", id="rounds-0"),
+        pytest.param(
+            ["--rounds", "9" * 12], "--rounds 999999999999: expected at most", id="rounds-past-int"
+        ),
         pytest.param(["--seed", "-1"], "--seed: must be an integer >= 0", id="seed-negative"),
         pytest.param(["--sizes", "1,99"], "chunk size 99 is outside 1..4", id="size-too-big"),
         pytest.param(["--sizes", "a,b"], 'is not "all" or a comma-separated', id="not-sizes"),

@@ -22,6 +22,7 @@ from .._locks import sweep_lock
 from .._record import check_sizes, record
 from .._shown import spelled
 from .._trace import dump_trace
+from .._workload import MAX_COUNT
 from ._args import add_workload_options, load_workload, pool_threads, positive_int, seed_int
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
@@ -122,6 +123,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
         check_writable(out)
     except OSError as exc:
         raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}") from exc
+    if args.rounds > MAX_COUNT:  # said now, not after the model is built and announced
+        raise InvalidArgumentError(f"--rounds {args.rounds}: expected at most {MAX_COUNT}")
     nthread = pool_threads(args.nthread)
     workload, what = load_workload(args, nthread)
     try:
