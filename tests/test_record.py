@@ -472,13 +472,20 @@ def test_record_takes_a_json_suffix_in_capitals(tmp_path: Path) -> None:
 
 
 @pytest.mark.mujoco
+@pytest.mark.parametrize(
+    ("rounds", "sizes", "said"),
+    [
+        pytest.param("3", "2", ": 2 sizes x 3 rounds = 6 calls", id="many"),
+        pytest.param("1", "1", ": 1 size x 1 round = 1 call", id="one-of-each"),
+    ],
+)
 def test_record_says_how_many_calls_the_sizes_asked_for_make(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rounds: str, sizes: str, said: str
 ) -> None:
-    """The first line counts the sizes asked for (and native's) times the rounds."""
+    """The first line counts the sizes asked for (and native's) times the rounds, in English."""
     out = tmp_path / "t.json"
-    assert main(["record", *TINY, "--rounds", "3", "--sizes", "2", "-o", str(out)]) == 0
-    assert ": 2 sizes x 3 rounds = 6 calls" in capsys.readouterr().err.splitlines()[0]
+    assert main(["record", *TINY, "--rounds", rounds, "--sizes", sizes, "-o", str(out)]) == 0
+    assert said in capsys.readouterr().err.splitlines()[0]
 
 
 def test_off_a_terminal_a_round_is_said_once_due_and_the_last_never(

@@ -131,7 +131,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
         sizes = check_sizes(args.sizes, workload.num_envs, workload.nthread)
         total = len(sizes) * args.rounds
         if not args.quiet:
-            say(f"recording {what}: {len(sizes)} sizes x {args.rounds} rounds = {total} calls")
+            counts = f"{_n(len(sizes), 'size')} x {_n(args.rounds, 'round')} = {_n(total, 'call')}"
+            say(f"recording {what}: {counts}")
         shown = _Shown(args.rounds, len(sizes), quiet=args.quiet)
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
@@ -159,6 +160,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if not args.quiet:
         say(f"wrote {out}")
     return EXIT_OK
+
+
+def _n(count: int, noun: str) -> str:
+    """``"1 round"``, ``"3 rounds"``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 class _Shown:
