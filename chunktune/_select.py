@@ -115,14 +115,15 @@ def _kept_native(
     gain = 1.0 - best_t / native_t
     # at margin 0 a size only as fast as native is no gain: native stays among true ties
     if best_t > native_t * (1.0 - margin) or best_t >= native_t:
+        # a slower best is no gain at all: "under the margin" would suggest a small one
         verdict = f"{gain:.1%} faster" if gain >= 0 else f"{-gain:.1%} slower"
+        short = f", under the {margin:.1%} margin" if gain >= 0 else ""
         return Choice(
             None,
             best,
             (),
             f"kept the native chunk {native}: the best candidate, {best} at "
-            f"{_ms(best_t)}, was {verdict} than native ({_ms(native_t)}), under the "
-            f"{margin:.1%} margin",
+            f"{_ms(best_t)}, was {verdict} than native ({_ms(native_t)}){short}",
         )
     if confidence_z > 0 and errors is not None:
         spread = math.hypot(errors.get(None, math.inf), errors.get(best, math.inf))

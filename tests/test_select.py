@@ -164,6 +164,15 @@ def test_a_best_exactly_as_fast_as_native_is_reported_as_no_faster() -> None:
     )
 
 
+def test_a_best_slower_than_native_is_reported_as_slower_with_no_margin_to_fall_under() -> None:
+    """A best slower than native keeps native, and the reason says slower, naming no margin."""
+    choice = select({None: 1.0, 4: 1.125}, native=12, upper=128, margin=0.0, tie_tol=0.01)
+    assert choice.reason == (
+        "kept the native chunk 12: the best candidate, 4 at 1125.0 ms, was 12.5% slower than "
+        "native (1000.0 ms)"
+    )
+
+
 def test_a_gain_of_exactly_confidence_z_errors_is_within_the_noise() -> None:
     """The best must beat native by more than confidence_z errors: exactly that keeps native."""
     errors = {None: 0.0, 8: math.log(1.0 / 0.5)}
