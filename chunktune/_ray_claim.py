@@ -240,6 +240,20 @@ async def _claim(
     return reply
 
 
+def _waited(job: Job, reply: dict[str, Any], wait_until: float, limit_until: float) -> str:
+    """Why a worker that waited for the sweep a busy ``reply`` named keeps the native chunk."""
+    limit = job.policy.hard_limit_s
+    waited = (
+        f"until the hard limit of {limit:g} s (hard_limit_s)"
+        if limit is not None and limit_until <= wait_until
+        else f"{job.settings.ray.wait_timeout_s:g} s ([ray] wait_timeout_s)"
+    )
+    return (
+        f"waited {waited} for {reply['holder']}'s sweep of node type "
+        f"{job.node_type}; nothing was cached"
+    )
+
+
 async def _wait(
     ray: Any,
     registry: Any,
@@ -254,16 +268,8 @@ async def _wait(
     The wait ends at ``wait_until`` (``[ray] wait_timeout_s``) or at ``limit_until``
     (``hard_limit_s``), whichever is first; then this worker keeps the native chunk.
     """
-    options, limit = job.settings.ray, job.policy.hard_limit_s
-    waited = (
-        f"until the hard limit of {limit:g} s (hard_limit_s)"
-        if limit is not None and limit_until <= wait_until
-        else f"{options.wait_timeout_s:g} s ([ray] wait_timeout_s)"
-    )
-    why = (
-        f"waited {waited} for {reply['holder']}'s sweep of node type "
-        f"{job.node_type}; nothing was cached"
-    )
+    options = job.settings.ray
+    why = _waited(job, reply, wait_until, limit_until)
     report_in = waiting.busy(reply["holder"], reply.get("held_s"))
     left = min(wait_until, limit_until) - anyio.current_time()
     if left <= 0:
@@ -297,8 +303,16 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
     since: object = None  # the registry's own (of its incarnation), handed back as given
     on_progress = job.asked.on_progress
     waiting = _Waiting(job.node_type, None if on_progress is None else Guarded(on_progress))
+    busy: dict[str, Any] | None = None  # the last reply that named another worker's sweep
     while True:
-        reply = await _claim(ray, registry, job, holder, since, limit_until)
+        try:
+            reply = await _claim(ray, registry, job, holder, since, limit_until)
+        except OutOfTime:
+            if busy is None:
+                raise
+            # the limit came between two of the wait's questions: the registry did answer
+            why = _waited(job, busy, wait_until, limit_until)
+            return report_decision(native_decision(job, why), job.settings)
         since = reply["since"]
         state = reply["state"]
         if state == "answer":
@@ -314,6 +328,7 @@ async def _coordinate(ray: Any, job: Job, *, fresh: bool, started: float) -> Dec
                 '([ray] while_sweeping = "native"); a later resolve picks its answer up'
             )
             return report_decision(native_decision(job, why), job.settings)
+        busy = reply
         gave_up = await _wait(ray, registry, job, reply, waiting, wait_until, limit_until)
         if gave_up is not None:
             return gave_up

@@ -409,12 +409,20 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
 
     registry = types.SimpleNamespace(claim=method("claim"), abandon=method("abandon"))
     monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
+    returned: list[bool] = []
+
+    def get(ref: object, timeout: float) -> object:
+        answered = replied.wait(min(timeout, 5.0))  # a hang guard, not a timing
+        returned.append(answered)
+        return answered and {"state": "claimed", "token": 1}
+
     ray = fake_ray(initialised=True)
-    ray.get = lambda ref, timeout: replied.wait(timeout) and {"state": "claimed", "token": 1}
+    ray.get = get
     job = a_job()
     try:
         with anyio.move_on_after(0.2):  # a trainer's own timeout around the resolve
             await _ray_claim._coordinate(ray, job, fresh=False, started=anyio.current_time())
+        assert returned == []  # the resolve left the registry's reply behind
     finally:
         replied.set()
     assert [name for name, _ in sent] == ["claim", "abandon"]
@@ -550,16 +558,22 @@ async def test_a_wait_for_another_workers_sweep_is_told_once_per_claimant(
 
     monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
     events: list[ProgressEvent] = []
+    told_w1: list[bool] = []
 
     def on_progress(event: ProgressEvent) -> None:
         events.append(event)
         raise RuntimeError("a broken progress bar")
 
     def claim(*_: object, **__: object) -> Callable[[], dict[str, Any]]:
-        # w1 sweeps until the waiter has told of it; then w2 takes over; then it fails
+        # w1 sweeps until the waiter has told of it, and for three replies more; then w2
+        # takes over; then it fails
+        w1 = {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 3600.0}
         if not events:
-            return lambda: {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 3600.0}
+            return lambda: w1
         if len(events) == 1:
+            told_w1.append(True)
+            if len(told_w1) <= 3:
+                return lambda: w1
             return lambda: {"state": "busy", "since": 0.0, "holder": "w2", "held_s": 0.0}
         return lambda: {"state": "failed", "since": 0.0, "reason": "broke", "by": "w2"}
 
@@ -603,3 +617,109 @@ def test_ray_resolve_parses_an_unchanged_settings_file_once(
     assert len(parsed) == 1
     file.write_text('policy = "balanced"\n[log]\nstderr = "never"\n# changed\n')
     assert chunktune.ray.resolve_sync(w).policy == "balanced" and len(parsed) == 2
+
+
+def test_init_local_raises_what_ray_init_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local Ray that fails to start: connected_ray raises ray.init()'s own error."""
+    fake = fake_ray(initialised=False)
+
+    def refuse() -> None:
+        raise RuntimeError("no room for Ray's object store")
+
+    fake.init = refuse
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    allowed = chunktune.Settings(
+        policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
+    )
+    with pytest.raises(RuntimeError, match="object store"):
+        connected_ray(allowed)
+
+
+def test_two_threads_connecting_at_once_start_one_local_ray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two callers that both found Ray down start it once: the second finds it started."""
+    import threading
+
+    checks: list[bool] = []
+    both_checked = threading.Event()
+    fake = fake_ray(initialised=False)
+    up = fake.is_initialized
+
+    def is_initialized() -> bool:
+        checks.append(up())
+        if len(checks) >= 3:  # both callers' first check, and the first one's under the lock
+            both_checked.set()
+        return checks[-1]
+
+    def init() -> None:
+        both_checked.wait(30)  # a hang guard: the second caller checks while this one starts
+        fake.calls.append("init")
+
+    fake.is_initialized, fake.init = is_initialized, init
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    allowed = chunktune.Settings(
+        policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
+    )
+    callers = [threading.Thread(target=connected_ray, args=(allowed,)) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(60)
+    assert fake.calls == ["init"]
+
+
+def test_node_labels_of_a_ray_that_reports_none_are_empty() -> None:
+    """A runtime context whose get_node_labels() answers None: no labels, not a crash."""
+    from chunktune._ray_api import node_labels
+
+    ray = types.SimpleNamespace(
+        get_runtime_context=lambda: types.SimpleNamespace(get_node_labels=lambda: None)
+    )
+    assert node_labels(ray) == {}
+
+
+def test_a_fingerprints_type_does_not_depend_on_its_key_order() -> None:
+    """One device fingerprint, its keys in another order: the same node type."""
+    device = {"cpu": "x", "logical_cpus": 2, "boot": "b"}
+    reordered = dict(reversed(list(device.items())))
+    assert node_type({}, reordered) == node_type({}, device)
+
+
+def test_an_empty_node_type_label_counts_as_no_label() -> None:
+    """A node labelled with an empty type is typed by its fingerprint, not as ''."""
+    device = {"cpu": "x", "logical_cpus": 2}
+    assert node_type({NODE_TYPE_LABEL: ""}, device) == fingerprint_type(device)
+
+
+@pytest.mark.anyio
+async def test_a_waiter_whose_hard_limit_comes_between_two_questions_says_whom_it_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A registry that answered busy every time is never said to have not answered."""
+    import anyio
+    import attrs
+
+    from chunktune import _ray_calls, _ray_claim
+
+    def claim(*_: object, **__: object) -> Callable[[], dict[str, Any]]:
+        return lambda: {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 0.0}
+
+    def wait(key: str, timeout_s: float) -> Callable[[], None]:
+        return lambda: time.sleep(min(timeout_s, 0.01))  # a registry that wakes often
+
+    registry = types.SimpleNamespace(
+        claim=types.SimpleNamespace(remote=claim),
+        wait=types.SimpleNamespace(remote=wait),
+        abandon=types.SimpleNamespace(remote=lambda *_: None),
+    )
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
+    ray = fake_ray(initialised=True)
+    ray.get = lambda ref, timeout: ref()
+    job = a_job()
+    job = attrs.evolve(job, policy=attrs.evolve(job.policy, time_budget_s=0.3, hard_limit_s=0.3))
+    with anyio.fail_after(60):  # a hang detector, not a timing
+        d = await _ray_claim.coordinated(ray, job, anyio.current_time())
+    assert d is not None and (d.source, d.chunk_size) == ("fallback", None)
+    assert "waited until the hard limit of 0.3 s (hard_limit_s) for w1's sweep" in d.reason
+    assert "had not answered" not in d.reason
