@@ -266,3 +266,74 @@ def test_the_registry_is_made_on_the_head_node_outside_any_placement_group() -> 
     assert made["resources"] == {"node:__internal_head__": 0.001}
     assert made["scheduling_strategy"] == "DEFAULT"
     assert (made["lifetime"], made["max_restarts"]) == ("detached", -1)
+
+
+@pytest.mark.parametrize("end", ["publish", "fail", "release", "abandon"])
+async def test_every_end_of_a_claim_wakes_its_waiters_at_once(end: str) -> None:
+    """Two waiters parked in wait() both wake when the claim ends, however it ends."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    ends = {
+        "publish": lambda: reg.publish(KEY, first["token"], entry(), "w1"),
+        "fail": lambda: reg.fail(KEY, first["token"], "boom", "w1"),
+        "release": lambda: reg.release(KEY, first["token"]),
+        "abandon": lambda: reg.abandon(KEY, "w1"),
+    }
+    woke: list[int] = []
+
+    async def waiter(i: int) -> None:
+        await reg.wait(KEY, 30.0)
+        woke.append(i)
+
+    with anyio.fail_after(10):  # a hang detector: the lease and the timeout are 30 s
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter, 1)
+            tg.start_soon(waiter, 2)
+            await anyio.sleep(0.05)
+            assert not woke
+            await ends[end]()
+    assert sorted(woke) == [1, 2]
+
+
+async def test_wait_on_a_released_key_returns_at_once() -> None:
+    """A key whose claim was given up has nobody to wait for, though its lease still runs."""
+    reg = Registry()
+    first = await claim(reg, "w1", lease_s=30.0)
+    await reg.release(KEY, first["token"])
+    with anyio.fail_after(5):
+        await reg.wait(KEY, 30.0)
+
+
+async def test_wait_returns_by_the_callers_timeout() -> None:
+    """wait(timeout_s) shorter than the lease returns by then, the claim still held."""
+    reg = Registry()
+    await claim(reg, "w1", lease_s=30.0)
+    with anyio.fail_after(5):
+        await reg.wait(KEY, 0.1)
+    assert (await claim(reg, "w2"))["state"] == "busy"
+
+
+async def test_a_busy_reply_says_how_long_the_lease_has_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller told the key is busy learns when the claim lapses without a heartbeat."""
+    from chunktune import _ray_registry
+
+    clock = [100.0]
+    monkeypatch.setattr(
+        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    )
+    reg = Registry()
+    await claim(reg, "w1", lease_s=5.0)
+    clock[0] = 102.0
+    assert (await claim(reg, "w2"))["lease_left_s"] == 3.0
+
+
+async def test_a_token_released_is_spent() -> None:
+    """A claimant's fail after its release never fails the waits of those who asked before."""
+    reg = Registry()
+    first = await claim(reg, "w1")
+    waiting = await claim(reg, "w2")
+    await reg.release(KEY, first["token"])
+    await reg.fail(KEY, first["token"], "too late", "w1")
+    assert (await claim(reg, "w2", since=waiting["since"]))["state"] == "claimed"
