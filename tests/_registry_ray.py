@@ -1,0 +1,79 @@
+"""A Ray stand-in that runs the real registry in this process, on its own event loop.
+
+``chunktune.ray`` asks the registry through ``handle.method.remote(...)`` and
+``ray.get(ref, timeout=...)``; here a call is the real :class:`Registry` coroutine
+scheduled on a loop thread (in the order the calls were sent, as an actor runs them),
+and ``ray.get`` waits for its result. Every worker resolving through one
+:class:`RegistryRay` shares one registry, as the workers of one cluster do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from chunktune._ray_api import NODE_TYPE_LABEL
+from chunktune._ray_registry import Registry
+
+
+class _Handle:
+    """An actor handle: ``handle.claim.remote(...)`` runs ``Registry.claim`` on the loop."""
+
+    def __init__(self, registry: Registry, loop: asyncio.AbstractEventLoop, sent: list[str]):
+        self._registry, self._loop, self._sent = registry, loop, sent
+
+    def __getattr__(self, name: str) -> types.SimpleNamespace:
+        method = getattr(self._registry, name)
+
+        def remote(*args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+            self._sent.append(name)
+            return asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop)
+
+        return types.SimpleNamespace(remote=remote)
+
+
+class RegistryRay:
+    """``ray`` as ``chunktune.ray`` uses it, on node type ``node_type``, with one registry."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, node_type: str = "a") -> None:
+        self.registry = Registry()
+        self.sent: list[str] = []  # the registry methods called, in order
+        self.handle = _Handle(self.registry, loop, self.sent)
+        self._loop = loop
+        self._labels = {NODE_TYPE_LABEL: node_type}
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get(self, ref: concurrent.futures.Future[Any], timeout: float | None = None) -> Any:
+        return ref.result(timeout)
+
+    def get_runtime_context(self) -> types.SimpleNamespace:
+        return types.SimpleNamespace(
+            get_node_id=lambda: "n" * 56,
+            get_job_id=lambda: "01000000",
+            get_node_labels=lambda: dict(self._labels),
+        )
+
+    def run(self, coroutine: Any) -> Any:
+        """Run a registry coroutine (``ray.registry.events(...)``, say) on its loop."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(60)
+
+
+@contextlib.contextmanager
+def registry_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop on a daemon thread, as the registry actor's, for the block."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="registry", daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

@@ -1,0 +1,374 @@
+"""chunktune.ray's resolve against the real registry, run in this process (no Ray cluster).
+
+Each test's "hosts" are settings that name their own cache file; the registry is the
+real :class:`Registry` on a loop thread of its own, as the cluster's actor would be.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+from _registry_ray import RegistryRay, registry_loop
+
+import chunktune
+import chunktune.ray
+from chunktune import _ray_calls, _ray_claim
+from chunktune._ray_job import identify
+from chunktune._request import ask
+from chunktune.sim import SimulatedWorkload, env_costs
+
+
+class Slow:
+    """The simulated workload's modeled seconds, plus a real sleep per call; may fail."""
+
+    def __init__(self, name: str, sleep_s: float = 0.0, *, fail: bool = False) -> None:
+        self.inner = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=name)
+        self.num_envs, self.nthread = self.inner.num_envs, self.inner.nthread
+        self.sleep_s, self.fail = sleep_s, fail
+        self.calls = 0
+
+    def signature(self) -> dict[str, Any]:
+        return dict(self.inner.signature())
+
+    def run(self, chunk_size: int | None) -> float:
+        time.sleep(self.sleep_s)
+        if self.fail:
+            raise RuntimeError("the simulator broke")
+        self.calls += 1
+        return self.inner.run(chunk_size)
+
+
+@pytest.fixture
+def ray(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryRay]:
+    """Ray, connected, on node type "a", whose registry is this process's own."""
+    with registry_loop() as loop:
+        fake = RegistryRay(loop)
+        monkeypatch.setitem(sys.modules, "ray", fake)
+        monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: fake.handle)
+        yield fake
+
+
+def host(name: str, tmp: Path, policy: str | chunktune.Policy = "quick", **ray: Any) -> Any:
+    """The settings of host ``name``: its own cache file; [ray] options as given."""
+    settings = chunktune.load_settings()
+    return attrs.evolve(
+        settings,
+        cache=attrs.evolve(settings.cache, path=str(tmp / name / "cache.json")),
+        ray=attrs.evolve(settings.ray, **ray),
+        policy=policy if isinstance(policy, str) else settings.policy,
+    )
+
+
+def events(ray: RegistryRay) -> list[str]:
+    return [e["event"] for e in ray.run(ray.registry.events())]
+
+
+def registry_key(ray: RegistryRay, workload: Slow, settings: chunktune.Settings) -> str:
+    asked = ask(
+        workload, settings=settings, policy=None, manual=None, refresh=False, on_progress=None
+    )
+    return identify(ray, asked, settings).registry_key
+
+
+def in_background(call: Any) -> tuple[threading.Thread, list[Any]]:
+    """Run ``call()`` on a thread; its result lands in the list."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def wait_for(ray: RegistryRay, event: str) -> None:
+    """Return once the registry has recorded ``event`` (a hang guard of 60 s)."""
+    deadline = time.monotonic() + 60
+    while event not in events(ray):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_a_hit_in_the_hosts_cache_never_asks_the_registry(ray: RegistryRay, isolated: Path) -> None:
+    """A job this host's cache answers is answered there: no registry call at all."""
+    here = host("h1", isolated)
+    first = chunktune.ray.resolve_sync(Slow("hit"), settings=here)
+    assert first.source == "benchmark" and events(ray) == ["claim", "publish"]
+    sent = list(ray.sent)
+    again = chunktune.ray.resolve_sync(Slow("hit"), settings=here)
+    assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
+    assert "node type" not in again.reason  # the host's own entry, not the registry's
+    assert ray.sent == sent
+
+
+def test_a_hit_in_the_system_layer_never_asks_the_registry(
+    ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job only the read-only system cache answers is answered there, not shared again."""
+    chunktune.resolve_sync(Slow("layer"), settings=host("image", isolated))
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(isolated / "image" / "cache.json"))
+    here = host("h1", isolated)
+    decision = chunktune.ray.resolve_sync(Slow("layer"), settings=here)
+    assert decision.source == "cache" and ray.sent == []
+
+
+def test_a_host_without_a_cache_still_shares_one_sweep(ray: RegistryRay, isolated: Path) -> None:
+    """Caching off on a host: its resolve goes to the registry, and adopts the type's answer."""
+    swept = chunktune.ray.resolve_sync(Slow("nocache"), settings=host("h1", isolated))
+    off = host("h2", isolated)
+    off = attrs.evolve(off, cache=attrs.evolve(off.cache, enabled=False))
+    workload = Slow("nocache")
+    adopted = chunktune.ray.resolve_sync(workload, settings=off)
+    assert (adopted.chunk_size, workload.calls) == (swept.chunk_size, 0)
+    assert "node type a's answer" in adopted.reason
+
+
+@pytest.mark.anyio
+async def test_refresh_through_ray_sweeps_again_past_both_caches(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """refresh=True (sync and async) ignores the host's entry and the registry's answer."""
+    here = host("h1", isolated)
+    await chunktune.ray.resolve(Slow("fresh"), settings=here)
+    again = Slow("fresh")
+    refreshed = await chunktune.ray.resolve(again, settings=here, refresh=True)
+    assert refreshed.source == "benchmark" and again.calls > 0
+    synced = Slow("fresh")
+    blocking = await anyio.to_thread.run_sync(
+        lambda: chunktune.ray.resolve_sync(synced, settings=here, refresh=True)
+    )
+    assert blocking.source == "benchmark" and synced.calls > 0
+    assert events(ray) == ["claim", "publish"] * 3
+
+
+def test_another_hosts_worker_adopts_the_answer_and_it_is_reported(
+    ray: RegistryRay, isolated: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker on another host stores the type's answer and reports it as a resolve does."""
+    swept = chunktune.ray.resolve_sync(Slow("shared"), settings=host("h1", isolated))
+    other = host("h2", isolated)
+    workload = Slow("shared")
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        adopted = chunktune.ray.resolve_sync(workload, settings=other)
+    assert (adopted.source, adopted.chunk_size, workload.calls) == ("cache", swept.chunk_size, 0)
+    assert adopted.native_chunk == swept.native_chunk
+    assert adopted.reason in caplog.text
+    assert chunktune.DecisionCache(isolated / "h2" / "cache.json").get(adopted.key) is not None
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        pytest.param({"manual": 4}, id="manual"),
+        pytest.param({"policy": "off"}, id="disabled"),
+    ],
+)
+def test_a_resolve_with_nothing_to_ask_never_needs_ray_up(
+    monkeypatch: pytest.MonkeyPatch, keywords: dict[str, Any]
+) -> None:
+    """A manual size or the off policy is answered without Ray connected, as resolve answers."""
+    down = type("Down", (), {"is_initialized": staticmethod(lambda: False)})()
+    monkeypatch.setitem(sys.modules, "ray", down)
+    workload = Slow("nothing")
+    plain = chunktune.resolve_sync(workload, **keywords)
+    on_ray = chunktune.ray.resolve_sync(workload, **keywords)
+    assert (on_ray.source, on_ray.chunk_size) == (plain.source, plain.chunk_size)
+    assert workload.calls == 0
+
+
+def test_a_failing_signature_falls_back_without_asking_the_registry(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """signature() raising: native, the error in the reason, and no claim anyone waits on."""
+
+    class Broken(Slow):
+        def signature(self) -> dict[str, Any]:
+            raise ValueError("no signature today")
+
+    decision = chunktune.ray.resolve_sync(Broken("broken"), settings=host("h1", isolated))
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert "no signature today" in decision.reason
+    assert ray.sent == []
+
+
+def test_a_signature_slower_than_the_hard_limit_asks_no_registry(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """Keying past hard_limit_s: the plain resolve's fallback, and no claim made."""
+
+    class SlowKey(Slow):
+        keyed = 0
+
+        def signature(self) -> dict[str, Any]:
+            SlowKey.keyed += 1
+            if SlowKey.keyed == 1:
+                time.sleep(0.6)  # the first keying, the Ray one, outlasts the limit
+            return super().signature()
+
+    here = host("h1", isolated)
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=0.3, time_budget_s=0.3)
+    decision = chunktune.ray.resolve_sync(SlowKey("slowkey"), settings=here, policy=limited)
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert ray.sent == []
+
+
+def test_an_unreachable_registry_leaves_a_resolve_on_the_host_alone(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No registry to be had: a warning, then the host measures and caches for itself."""
+
+    def gone(ray: object, fresh: bool) -> object:
+        raise ConnectionError("no head node")
+
+    monkeypatch.setattr(_ray_calls, "registry_handle", gone)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(Slow("alone"), settings=host("h1", isolated))
+    assert decision.source == "benchmark"
+    assert "registry is unreachable" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_a_sweep_cancelled_midway_gives_its_claim_back(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A trainer's timeout around the claimant's resolve: the claim is released at once."""
+    with anyio.move_on_after(0.5):
+        await chunktune.ray.resolve(Slow("cancelled", 0.05), settings=host("h1", isolated))
+    await anyio.to_thread.run_sync(wait_for, ray, "release")
+    assert events(ray) == ["claim", "release"]
+
+
+@pytest.mark.anyio
+async def test_a_claimant_whose_resolve_raises_gives_the_claim_back(
+    ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claimant's own resolve raising: the error propagates and the claim is released."""
+
+    async def broken(started: float, asked: object) -> chunktune.Decision:
+        raise chunktune.ConfigError("the settings changed under it")
+
+    monkeypatch.setattr(_ray_claim, "resolve_since", broken)
+    with pytest.raises(chunktune.ConfigError):
+        await chunktune.ray.resolve(Slow("raises"), settings=host("h1", isolated))
+    await anyio.to_thread.run_sync(wait_for, ray, "release")
+    assert events(ray) == ["claim", "release"]
+
+
+def test_a_sweep_longer_than_its_lease_keeps_its_claim(ray: RegistryRay, isolated: Path) -> None:
+    """Heartbeats renew the lease: a claim older than several leases is still busy."""
+    here = host("h1", isolated, lease_s=0.2)
+    workload = Slow("long", 0.05)
+    sweeper, done = in_background(lambda: chunktune.ray.resolve_sync(workload, settings=here))
+    wait_for(ray, "claim")
+    time.sleep(1.0)  # five leases
+    key = registry_key(ray, workload, here)
+    reply = ray.run(ray.registry.claim(key, "w2", since=None, refresh=False, lease_s=0.2))
+    sweeper.join(120)
+    assert reply["state"] == "busy"
+    assert done[0].source == "benchmark" and "expired" not in events(ray)
+
+
+def test_a_failed_sweep_is_told_to_its_waiters_with_who_failed_and_why(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A waiter of a sweep that fails keeps native; its reason names the claimant and the error."""
+    workload = Slow("fails", 0.3, fail=True)
+    sweeper, _ = in_background(
+        lambda: chunktune.ray.resolve_sync(workload, settings=host("h1", isolated))
+    )
+    wait_for(ray, "claim")
+    waiter = chunktune.ray.resolve_sync(Slow("fails"), settings=host("h2", isolated))
+    sweeper.join(120)
+    holder = ray.run(ray.registry.events())[0]["holder"]
+    assert (waiter.source, waiter.chunk_size) == ("fallback", None)
+    assert re.search(
+        rf"sweep by {re.escape(holder)} failed \(.*the simulator broke.*\)", waiter.reason
+    ), waiter.reason
+
+
+def test_a_sweep_that_timed_only_native_gives_its_claim_back(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A claimant whose budget timed native alone shares nothing: the next worker claims."""
+    slow = SimulatedWorkload([0.5] * 64, nthread=2, name="native-only")  # a call past the budget
+    here = host("h1", isolated, policy="balanced")
+    decision = chunktune.ray.resolve_sync(slow, settings=here)
+    assert all(c is None for c in decision.timings)
+    assert events(ray) == ["claim", "release"]
+
+
+def test_a_claimant_stopped_by_its_own_hard_limit_gives_the_claim_back(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """Its hard_limit_s, not the workload, ended the sweep: released, never failed for all."""
+
+    class Stalls(Slow):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls == 2:
+                time.sleep(1.0)  # the third call outlasts the hard limit
+            return super().run(chunk_size)
+
+    here = host("h1", isolated)
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=0.3, time_budget_s=0.05)
+    decision = chunktune.ray.resolve_sync(Stalls("limited"), settings=here, policy=limited)
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert events(ray) == ["claim", "release"]
+
+
+def test_a_takeover_is_reported(
+    ray: RegistryRay, isolated: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker that takes a lapsed claim over says whose it was."""
+    here = host("h1", isolated, lease_s=0.1)
+    key = registry_key(ray, Slow("taken"), here)
+    ray.run(ray.registry.claim(key, "dead-worker", since=None, refresh=False, lease_s=0.1))
+    time.sleep(0.2)  # its lease lapses
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(Slow("taken"), settings=here)
+    assert decision.source == "benchmark"
+    assert "took over the sweep from dead-worker" in caplog.text
+
+
+def test_a_waiter_at_its_hard_limit_says_whose_sweep_it_waited_for(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A waiter out of time keeps native, naming the sweep it waited for and its hard limit."""
+    here = host("h1", isolated)
+    key = registry_key(ray, Slow("waited"), here)
+    ray.run(ray.registry.claim(key, "w1", since=None, refresh=False, lease_s=60.0))
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=0.3, time_budget_s=0.3)
+    decision = chunktune.ray.resolve_sync(Slow("waited"), settings=here, policy=limited)
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert "waited until the hard limit of 0.3 s (hard_limit_s) for w1's sweep" in decision.reason
+
+
+@pytest.mark.anyio
+async def test_a_registry_that_cannot_take_the_answer_leaves_the_decision_standing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Publishing to a registry gone, or past the hard limit: no error; a gone one warned of."""
+    up = type("Up", (), {"is_initialized": staticmethod(lambda: True)})()
+
+    def stuck(ref: object, timeout: float) -> object:
+        time.sleep(timeout)
+        raise TimeoutError("GetTimeoutError")
+
+    def broken(ref: object, timeout: float) -> object:
+        raise ConnectionError("the registry died")
+
+    up.get = stuck  # type: ignore[attr-defined]
+    await _ray_claim._publish(up, lambda: "ref", anyio.current_time() + 0.2)
+    up.get = broken  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        await _ray_claim._publish(up, lambda: "ref", anyio.current_time() + 60)
+    assert "could not publish to the registry (ConnectionError: the registry died)" in caplog.text
