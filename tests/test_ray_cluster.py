@@ -1,0 +1,186 @@
+"""tune_cluster's driver and node tasks, without a cluster: nodes, groups, answers, stores."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import chunktune
+import chunktune.ray
+from chunktune import _ray_cluster
+from chunktune._ray_cluster import _by_type, _collect, _distribute, _live_nodes, _Node, _Swept
+from chunktune.sim import SimulatedWorkload, env_costs
+
+
+def workload(name: str = "cluster") -> SimulatedWorkload:
+    return SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=name)
+
+
+def loud() -> chunktune.Settings:
+    """Settings that print every report line to stderr."""
+    here = chunktune.load_settings()
+    return attrs.evolve(here, log=attrs.evolve(here.log, stderr="always"))
+
+
+def node(node_id: str, cpus: float | None, *, alive: bool = True) -> dict[str, Any]:
+    resources = {} if cpus is None else {"CPU": cpus}
+    return {"NodeID": node_id, "Alive": alive, "Resources": resources}
+
+
+def test_only_live_nodes_with_cpus_are_tuned(capsys: pytest.CaptureFixture[str]) -> None:
+    """A dead node is left out silently; a live one that offers no CPUs is reported and left out."""
+    ray = types.SimpleNamespace(
+        nodes=lambda: [node("dead0000", 4, alive=False), node("head0000", 0), node("w0000000", 2)]
+    )
+    assert [n["NodeID"] for n in _live_nodes(ray, loud())] == ["w0000000"]
+    err = capsys.readouterr().err
+    assert "node head0000: skipped: it offers Ray no CPUs" in err
+    assert "dead0000" not in err
+
+
+def test_a_cluster_without_a_live_node_is_a_usage_error() -> None:
+    """tune_cluster on a cluster whose nodes are all dead says so, naming no live node."""
+    ray = types.SimpleNamespace(nodes=lambda: [node("dead0000", 4, alive=False)])
+    with pytest.raises(chunktune.UsageError, match="no live node"):
+        _live_nodes(ray, loud())
+
+
+def test_each_type_is_swept_on_its_node_with_the_most_cpus() -> None:
+    """Nodes grouped by type; within a type, the node with most CPUs comes first (it sweeps)."""
+    nodes = [
+        _Node("n1", 2.0, "a"),
+        _Node("n2", 8.0, "a"),
+        _Node("n3", 4.0, "b"),
+        _Node("n0", 8.0, "a"),
+    ]
+    groups = _by_type(nodes)
+    assert {k: [n.node_id for n in v] for k, v in groups.items()} == {
+        "a": ["n0", "n2", "n1"],
+        "b": ["n3"],
+    }
+
+
+def test_an_unknown_policy_name_is_refused_before_ray_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tune_cluster(policy='nope'): the ConfigError resolve gives, before any Ray call."""
+    down = types.SimpleNamespace(is_initialized=lambda: False)
+    monkeypatch.setitem(sys.modules, "ray", down)
+    with pytest.raises(chunktune.ConfigError, match='unknown policy "nope"'):
+        chunktune.ray.tune_cluster(workload, policy="nope")
+
+
+def test_a_make_workload_that_is_not_callable_is_refused() -> None:
+    """tune_cluster(a workload instead of a factory): InvalidArgumentError saying what it needs."""
+    with pytest.raises(chunktune.InvalidArgumentError, match="make_workload must be a callable"):
+        chunktune.ray.tune_cluster(workload())  # type: ignore[arg-type]
+
+
+def test_a_task_error_is_told_by_its_own_last_line() -> None:
+    """A failed task is reported by the task's exception, or by its traceback's last line."""
+    from chunktune._ray_cluster import _why
+
+    class RayTaskError(Exception):
+        def __init__(self, text: str, cause: BaseException | None = None) -> None:
+            super().__init__(text)
+            self.cause = cause
+
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: boom'
+    assert _why(RayTaskError(traceback)) == "RayTaskError: ValueError: boom"
+    assert _why(RayTaskError(traceback, KeyError("bad toml"))) == ("KeyError: 'bad toml'")
+
+
+def swept(decision_key: str = "k.p", *, entry: bool = True) -> _Swept:
+    here = chunktune.load_settings()
+    d = chunktune.Decision(
+        chunk_size=8, native_chunk=3, source="benchmark", reason="", key=decision_key,
+        timings={None: 0.01, 8: 0.009},
+    )  # fmt: skip
+    made = chunktune.CacheEntry(chunk_size=8, native_chunk=3, reason="chose 8") if entry else None
+    return _Swept(d, made, {"name": "c"}, 64, 2, here.active.fingerprint())
+
+
+def test_an_answer_with_nothing_to_store_is_not_stored(isolated: Path) -> None:
+    """A type whose sweep handed no entry says so, and the driver's cache stays empty."""
+    no_ray = types.SimpleNamespace(remote=lambda f: f)
+    said = _distribute(no_ray, swept(entry=False), [_Node("n", 1.0, "t")], None, loud())
+    assert said == "nothing to store"
+    assert chunktune.DecisionCache(isolated / "cache.json").entries() == {}
+
+
+def test_a_driver_without_a_cache_says_the_answer_is_not_on_it() -> None:
+    """The driver's caching is off: the answer's line says it is not on the driver, and why."""
+    here = chunktune.load_settings()
+    here = attrs.evolve(here, cache=attrs.evolve(here.cache, enabled=False))
+    no_ray = types.SimpleNamespace(remote=lambda f: f)
+    said = _distribute(no_ray, swept(), [_Node("n", 1.0, "t")], None, here)
+    assert said.startswith("stored on 1 of 1 node(s) not on the driver (")
+    assert "enabled = false" in said
+
+
+def test_a_type_whose_sweep_failed_leaves_the_others_answered(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One type's sweep task fails: it is reported, and the other types' answers still come."""
+    refs = ["a-ref", "b-ref", "c-ref"]
+
+    def get(ref: str) -> _Swept:
+        if ref == "a-ref":
+            raise RuntimeError("the node went away")
+        return swept(f"{ref}.p", entry=False)
+
+    ray = types.SimpleNamespace(
+        wait=lambda pending, num_returns, timeout: ([pending[0]], pending[1:]),
+        get=get,
+        remote=lambda f: f,
+    )
+    groups = {kind: [_Node(f"{kind}-node", 1.0, kind)] for kind in "abc"}
+    pending = dict(zip(refs, "abc", strict=True))
+    answers = _collect(ray, pending, groups, 0.0, 1e9, None, loud())
+    assert set(answers) == {"b", "c"}
+    assert "node type a: skipped: its sweep failed (RuntimeError: the node went away)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_node_whose_cache_had_the_answer_hands_it_to_the_others(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tune_cluster again after a node joined: a sweeping node's cache hit is still shared."""
+    monkeypatch.setattr(_ray_cluster, "resolve_sync", chunktune.resolve_sync)
+    first = _ray_cluster._sweep_on_node(workload, "quick", None)
+    again = _ray_cluster._sweep_on_node(workload, "quick", None)
+    assert (first.decision.source, again.decision.source) == ("benchmark", "cache")
+    stored = chunktune.DecisionCache(isolated / "cache.json").get(again.decision.key)
+    assert again.entry is not None and again.entry == stored
+
+
+def test_a_node_answered_by_its_system_layer_hands_that_entry_on(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose read-only system cache answers shares the shipped entry, as measured."""
+    monkeypatch.setattr(_ray_cluster, "resolve_sync", chunktune.resolve_sync)
+    first = chunktune.resolve_sync(workload(), policy="quick")
+    system = isolated / "system.json"
+    (isolated / "cache.json").rename(system)
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    shipped = chunktune.DecisionCache(system).get(first.key)
+    answered = _ray_cluster._sweep_on_node(workload, "quick", None)
+    assert answered.decision.source == "cache"
+    assert answered.entry == shipped
+
+
+def test_a_type_alone_is_never_told_it_shares_a_cache_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The first type answered (itself among the results) shares its key with nobody."""
+    from chunktune._ray_cluster import _say_if_shared
+
+    a = swept().decision
+    _say_if_shared("a", a, {"a": a}, loud())
+    assert capsys.readouterr().err == ""
