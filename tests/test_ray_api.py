@@ -653,7 +653,7 @@ def test_two_threads_connecting_at_once_start_one_local_ray(
         return checks[-1]
 
     def init() -> None:
-        both_checked.wait(30)  # a hang guard: the second caller checks while this one starts
+        both_checked.wait(5)  # a hang guard: the second caller checks while this one starts
         fake.calls.append("init")
 
     fake.is_initialized, fake.init = is_initialized, init

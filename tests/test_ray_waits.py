@@ -1,0 +1,165 @@
+"""A Ray worker's waits on the registry: bounded by its hard limit, told, keyed as resolve's."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+from _registry_ray import RegistryRay, registry_loop
+
+import chunktune
+import chunktune.ray
+from chunktune import _lock_wait, _ray_calls, _ray_claim
+from chunktune._events import ProgressEvent
+from chunktune._ray_job import Job, identify
+from chunktune._request import ask
+from chunktune.sim import SimulatedWorkload, env_costs
+
+
+def a_job(*, hard_limit_s: float | None = None, **keywords: Any) -> Job:
+    """A worker's job on node type "a" (its hard limit as given), as the Ray resolve builds it."""
+    settings = chunktune.load_settings()
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="waits")
+    policy = settings.active
+    if hard_limit_s is not None:
+        policy = attrs.evolve(policy, time_budget_s=hard_limit_s, hard_limit_s=hard_limit_s)
+    asked = ask(w, settings=settings, policy=None, manual=None, refresh=False, on_progress=None)
+    return Job(
+        asked=attrs.evolve(asked, **keywords), settings=settings, policy=policy,
+        policy_name="balanced", signature=dict(w.signature()), device={}, key="k.p",
+        node_id="n" * 16, node_type="a", registry_key="r",
+    )  # fmt: skip
+
+
+def up() -> Any:
+    return types.SimpleNamespace(is_initialized=lambda: True)
+
+
+def busy_registry(
+    sent: list[str], wait: Callable[[str, float], Callable[[], None]]
+) -> types.SimpleNamespace:
+    """A registry whose key w1 sweeps for ever (its claim an hour old)."""
+
+    def method(name: str, reply: Callable[..., Any]) -> types.SimpleNamespace:
+        return types.SimpleNamespace(remote=lambda *a, **k: sent.append(name) or reply(*a, **k))
+
+    busy = {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 3600.0}
+    return types.SimpleNamespace(
+        claim=method("claim", lambda *_, **__: lambda: busy),
+        wait=method("wait", wait),
+        abandon=method("abandon", lambda *_: None),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_wait_is_told_with_when_the_claim_began_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The 'waiting' event says when the claimant began (an hour ago), and an INFO line says it."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
+    events: list[ProgressEvent] = []
+    registry = busy_registry([], lambda key, timeout_s: lambda: time.sleep(min(timeout_s, 0.01)))
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
+    ray = up()
+    ray.get = lambda ref, timeout: ref()
+    job = a_job(hard_limit_s=0.3, on_progress=events.append)
+    with caplog.at_level(logging.INFO, logger="chunktune"), anyio.fail_after(60):
+        await _ray_claim.coordinated(ray, job, anyio.current_time())
+    [event] = [e for e in events if e.kind == "waiting"]
+    since = re.search(r"since (\d\d:\d\d:\d\d)\)", event.message)
+    assert since is not None
+    an_hour_ago = {
+        time.strftime("%H:%M:%S", time.localtime(time.time() - 3600 - d)) for d in (0, 1, 2)
+    }
+    assert since.group(1) in an_hour_ago
+    assert event.message in caplog.text
+
+
+@pytest.mark.anyio
+async def test_a_stuck_registry_wait_never_holds_a_worker_past_its_hard_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The registry's wait() not returning: the worker keeps native at its hard limit."""
+    released = threading.Event()
+    returned: list[bool] = []
+
+    def stuck(key: str, timeout_s: float) -> Callable[[], None]:
+        return lambda: returned.append(released.wait(10))  # a hang guard, not a timing
+
+    registry = busy_registry([], stuck)
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
+    ray = up()
+    ray.get = lambda ref, timeout: _bounded(ref, timeout)
+    job = a_job(hard_limit_s=0.3)
+    try:
+        d = await _ray_claim.coordinated(ray, job, anyio.current_time())
+        assert returned == []  # it left the stuck wait behind
+    finally:
+        released.set()
+    assert d is not None and (d.source, d.chunk_size) == ("fallback", None)
+    assert "for w1's sweep" in d.reason
+
+
+def _bounded(ref: Callable[[], Any], timeout: float) -> Any:
+    """ray.get(ref, timeout): the call's result, or GetTimeoutError after ``timeout`` seconds."""
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(ref()), daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not done:
+        raise TimeoutError("GetTimeoutError")
+    return done[0]
+
+
+@pytest.mark.anyio
+async def test_a_claim_unanswered_at_the_hard_limit_is_abandoned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A registry that has not answered the claim by the hard limit: native, and abandon follows."""
+    sent: list[str] = []
+    registry = busy_registry(sent, lambda key, timeout_s: lambda: None)
+    registry.claim = types.SimpleNamespace(
+        remote=lambda *a, **k: sent.append("claim") or (lambda: time.sleep(5))
+    )
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
+    ray = up()
+    ray.get = _bounded
+    d = await _ray_claim.coordinated(ray, a_job(hard_limit_s=0.3), anyio.current_time())
+    assert d is not None and (d.source, d.chunk_size) == ("fallback", None)
+    assert sent == ["claim", "abandon"]
+
+
+@pytest.mark.anyio
+async def test_an_async_waiter_is_told_and_keyed_as_a_plain_resolve(
+    isolated: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chunktune.ray.resolve tells on_progress of its wait; its native answer has the host's key."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
+    settings = chunktune.load_settings()
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="async-wait")
+    policy = attrs.evolve(settings.get_policy("quick"), time_budget_s=0.5, hard_limit_s=0.5)
+    with registry_loop() as loop:
+        ray = RegistryRay(loop)
+        monkeypatch.setitem(sys.modules, "ray", ray)
+        monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray_, fresh: ray.handle)
+        asked = ask(
+            w, settings=settings, policy=policy, manual=None, refresh=False, on_progress=None
+        )
+        job = identify(ray, asked, settings)
+        ray.run(ray.registry.claim(job.registry_key, "w1", since=None, refresh=False, lease_s=60.0))
+        events: list[ProgressEvent] = []
+        d = await chunktune.ray.resolve(
+            w, settings=settings, policy=policy, on_progress=events.append
+        )
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert [e.kind for e in events if e.kind == "waiting"] == ["waiting"]
+    assert d.key == job.key
