@@ -377,3 +377,17 @@ async def test_a_registry_that_cannot_take_the_answer_leaves_the_decision_standi
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         await _ray_claim._publish(up, lambda: "ref", anyio.current_time() + 60)
     assert "could not publish to the registry (ConnectionError: the registry died)" in caplog.text
+
+
+def test_a_claim_lapses_after_the_settings_lease_even_before_a_heartbeat(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A claimant's claim is granted for its [ray] lease_s: one killed at once frees it by then."""
+    here = host("h1", isolated, lease_s=5.0)
+    workload = Slow("leased", 0.05)
+    sweeper, _ = in_background(lambda: chunktune.ray.resolve_sync(workload, settings=here))
+    wait_for(ray, "claim")
+    key = registry_key(ray, workload, here)
+    reply = ray.run(ray.registry.claim(key, "w2", since=None, refresh=False, lease_s=5.0))
+    sweeper.join(120)
+    assert reply["state"] == "busy" and reply["lease_left_s"] <= 5.0
