@@ -716,7 +716,8 @@ def test_cache_import_legacy_json(
     )
     assert main(["cache", "import", str(legacy)]) == 0
     out, err = capsys.readouterr()
-    assert "imported 2 of 2 entries from older tuner's cache" in out
+    assert "imported 2 of 3 entries from older tuner's cache" in out
+    assert "(1 malformed, skipped)" in out
     assert "skipped 1 malformed" in err
     entries = DecisionCache(env["cache"]).entries()
     assert set(entries) == {"legacy-0123abcd", "legacy-4567efgh"}

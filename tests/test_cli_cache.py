@@ -71,7 +71,7 @@ def test_importing_bad_entries_names_them_and_imports_the_rest(
     other.write_text(json.dumps({"schema": 1, "entries": doc}))
     assert main(["cache", "import", str(other)]) == 0
     out, err = capsys.readouterr()
-    assert "imported 1 of 1 entry" in out
+    assert "imported 1 of 3 entries" in out and "(2 malformed, skipped)" in out
     assert "skipped 2 malformed entries" in err
     assert "'neg': chunk_size: -5" in err and "'inf': created: inf" in err
     assert set(DecisionCache(isolated / "cache.json").entries()) == {"good"}
@@ -202,7 +202,7 @@ def test_a_disabled_cache_is_named_with_the_settings_file_that_disabled_it(
     config.write_text("[cache]\nenabled = false\n")
     assert main(["cache", *verb, "--config", str(config)]) == 2
     assert one_error(capsys.readouterr().err) == (
-        f"chunktune: error: invalid settings: cache.enabled: the cache is disabled in {config}"
+        f"chunktune: error: the cache is disabled ([cache] enabled = false in {config})"
         + advice
     )
 

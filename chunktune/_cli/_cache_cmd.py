@@ -292,8 +292,11 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
         len(report.kept),
         len(report.same),
     )
-    summary = f"imported {added + replaced} of {entries_of(len(incoming))} from {kind} {source}"
+    offered = len(incoming) + len(parsed.skipped)  # a malformed entry is one not imported
+    summary = f"imported {added + replaced} of {entries_of(offered)} from {kind} {source}"
     extras = []
+    if parsed.skipped:
+        extras.append(f"{len(parsed.skipped)} malformed, skipped")
     if replaced:
         extras.append(f"{replaced} replacing older entries")
     if kept:

@@ -211,7 +211,10 @@ def open_cache(config: str | None, *, instead: str = "") -> DecisionCache:
     cache = cache_for(settings)
     if cache is None:
         where = f" in {settings.source}" if settings.source else ""
-        raise ConfigError(f"cache.enabled: the cache is disabled{where}{instead}")
+        # the settings are valid, so the message is not "invalid settings: ..."
+        raise ConfigError(
+            f"the cache is disabled ([cache] enabled = false{where}){instead}", asked=True
+        )
     return cache
 
 
