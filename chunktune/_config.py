@@ -250,15 +250,30 @@ def _with_variables(
     return cache, variables
 
 
+def _anchored(cache: CacheSettings, folder: Path) -> CacheSettings:
+    """``cache`` with a relative ``path`` or ``system_path`` read from ``folder``: a settings
+    file names its cache the same whichever folder a trainer starts in."""
+
+    def anchored(value: str | None) -> str | None:
+        if value is None or Path(value).expanduser().is_absolute():
+            return value
+        return str(folder / value)
+
+    return attrs.evolve(cache, path=anchored(cache.path), system_path=anchored(cache.system_path))
+
+
 def settings_from_dict(
     data: Mapping[str, Any],
     *,
     source: str | None = None,
     environ: Mapping[str, str | None] | None = None,
+    folder: Path | None = None,
 ) -> Settings:
     """Build validated Settings from a parsed TOML document.
 
     ``environ``: the values of :data:`VARIABLES` to apply (None: the environment's now).
+    ``folder``: where a relative ``[cache] path`` or ``system_path`` is read from (the
+    settings file's folder; None: the current one, when the cache is opened).
 
     Raises:
         ConfigError: listing every problem found, each with its dotted TOML path.
@@ -287,6 +302,8 @@ def settings_from_dict(
     ray = structure(data.get("ray", {}), RaySettings, "ray", problems)
     variables: list[str] = []
     if cache is not None:  # None: a broken [cache] table, its problems listed above
+        if folder is not None:
+            cache = _anchored(cache, folder)
         cache, variables = _with_variables(cache, os.environ if environ is None else environ)
 
     active = data.get("policy", DEFAULT_POLICY)
@@ -330,7 +347,12 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         return load_discovered(discover_config(variables[CONFIG_ENV]), variables)
     file = find_config(path)
     assert file is not None  # an explicit path
-    return settings_from_dict(_read_toml(file), source=str(file))
+    return settings_from_dict(_read_toml(file), source=str(file), folder=_folder_of(file))
+
+
+def _folder_of(file: Path) -> Path:
+    """The folder of a settings file, whole: what its relative cache paths are read from."""
+    return Path(os.path.abspath(file)).parent
 
 
 def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> Settings:
@@ -343,7 +365,9 @@ def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> S
     if file is None:
         return settings_from_dict({}, source=None, environ=variables)
     try:
-        return settings_from_dict(_read_toml(file), source=str(file), environ=variables)
+        return settings_from_dict(
+            _read_toml(file), source=str(file), environ=variables, folder=_folder_of(file)
+        )
     except ConfigError as exc:
         if not variables.get(CONFIG_ENV) or exc.source != str(file):
             raise

@@ -415,6 +415,52 @@ def test_cache_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert load_settings(cfg).cache.path == str(tmp_path / "x.toml")
 
 
+@pytest.mark.parametrize("how", ["argument", "variable", "discovered"])
+def test_a_relative_cache_path_is_read_from_the_settings_files_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """[cache] path and system_path written relative name files beside the settings file."""
+    project = tmp_path / "project"
+    project.mkdir()
+    cfg = write(
+        project / "chunktune.toml",
+        '[cache]\npath = "runs/cache.json"\nsystem_path = "shipped.json"\n',
+    )
+    monkeypatch.delenv("CHUNKTUNE_CACHE", raising=False)
+    monkeypatch.delenv("CHUNKTUNE_SYSTEM_CACHE", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(project if how == "discovered" else elsewhere)
+    if how == "variable":
+        monkeypatch.setenv("CHUNKTUNE_CONFIG", "../project/chunktune.toml")
+    else:
+        monkeypatch.delenv("CHUNKTUNE_CONFIG", raising=False)
+    settings = load_settings(Path("../project/chunktune.toml") if how == "argument" else None)
+    assert settings.source is not None and Path(settings.source).resolve() == cfg
+    assert Path(settings.cache.path or "") == project / "runs" / "cache.json"
+    assert Path(settings.cache.system_path or "") == project / "shipped.json"
+
+
+def test_absolute_and_home_cache_paths_and_the_variables_are_left_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a relative path in a settings file moves: ~, absolute and $CHUNKTUNE_* stay."""
+    cfg = write(
+        tmp_path / "c.toml",
+        f'[cache]\npath = "~/c.json"\nsystem_path = "{tmp_path / "s.json"}"\n',
+    )
+    monkeypatch.delenv("CHUNKTUNE_CACHE", raising=False)
+    monkeypatch.delenv("CHUNKTUNE_SYSTEM_CACHE", raising=False)
+    settings = load_settings(cfg)
+    assert (settings.cache.path, settings.cache.system_path) == (
+        "~/c.json",
+        str(tmp_path / "s.json"),
+    )
+    assert settings_from_dict({"cache": {"path": "x.json"}}).cache.path == "x.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", "here.json")  # a variable: the current folder's
+    assert load_settings(cfg).cache.path == "here.json"
+
+
 def test_repository_example_loads() -> None:
     """The commented chunktune.toml at the repository root is valid."""
     root = Path(__file__).resolve().parent.parent
