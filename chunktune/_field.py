@@ -66,10 +66,10 @@ class Field:
 
     # -- changing the field ---------------------------------------------------------
 
-    def drop(self, c: int) -> None:
+    def drop(self, c: int, why: str) -> None:
         self.live.remove(c)
         self.dropped[c] = self.round
-        self.probe.emit("raced_out", chunk_size=c, round=self.round)
+        self.probe.emit("raced_out", chunk_size=c, round=self.round, message=why)
 
     def thin(self, room: int) -> None:
         """Keep ``room`` of the opening candidates, spread in log scale (before any round)."""
@@ -87,14 +87,14 @@ class Field:
         """Drop all but the ``room`` best live candidates."""
         ranked = sorted(self.live, key=lambda c: (self.ev.location(c), c))
         for c in ranked[room:]:
-            self.drop(c)
+            self.drop(c, f"the field cut to its {room} best")
 
     def screen(self) -> None:
         """Drop the hopeless after their first round: twice native's time in the same round."""
         for c in list(self.live):
             values = self.ev.values(c)
             if self.ev.paired and len(values) == 1 and next(iter(values.values())) > _HOPELESS:
-                self.drop(c)
+                self.drop(c, "twice native's time")
 
     def race(self) -> None:
         """Drop who is clearly (``race_z``) outside the leader's tie band or short of the margin."""
@@ -105,10 +105,10 @@ class Field:
                 continue
             behind = self.ev.compare(c, lead)
             vs_native = self.ev.compare(c, None)
-            if (behind.n >= self.p.min_rounds and behind.lower(z) > self.band) or (
-                vs_native.n >= self.p.min_rounds and vs_native.lower(z) > -self.need
-            ):
-                self.drop(c)
+            if behind.n >= self.p.min_rounds and behind.lower(z) > self.band:
+                self.drop(c, f"clearly behind {lead}")
+            elif vs_native.n >= self.p.min_rounds and vs_native.lower(z) > -self.need:
+                self.drop(c, "clearly short of the margin over native")
 
     def halve(self) -> None:
         """Successive halving: drop the worse half of the judged contenders (at least top + 1
@@ -129,4 +129,4 @@ class Field:
         lead = self.leader()
         for c in ranked[keep:]:
             if c != lead and self.ev.compare(c, lead).lower(self.p.tie_z) > 0:
-                self.drop(c)
+                self.drop(c, f"the field halved, behind {lead}")

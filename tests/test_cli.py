@@ -1850,7 +1850,7 @@ def test_plain_progress_counts_the_race_and_says_a_round_once_five_seconds_passe
         ProgressEvent(kind="probe", chunk_size=c, round=r, elapsed_s=s) for c, r, s in probes
     ]
     events += [
-        ProgressEvent(kind="raced_out", chunk_size=8, round=1),
+        ProgressEvent(kind="raced_out", chunk_size=8, round=1, message="clearly behind 4"),
         ProgressEvent(kind="refined", candidates=(6,), round=1),
     ]
     probes = [
@@ -1874,7 +1874,7 @@ def test_plain_progress_counts_the_race_and_says_a_round_once_five_seconds_passe
         display(event)
     assert capsys.readouterr().err.splitlines() == [
         "chunktune: measuring 3 candidates (native, 4, 8); policy 'quick', budget 3 s",
-        "chunktune: chunk 8 raced out after round 1",
+        "chunktune: chunk 8 raced out after round 1 (clearly behind 4)",
         "chunktune: refining after round 1: also measuring 6",
         "chunktune: round 1 done: 3 candidates in the race, 3 probes, 3.0 s",
         "chunktune: round 2 done: 3 candidates in the race, 6 probes, 8.0 s",

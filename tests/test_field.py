@@ -81,6 +81,35 @@ def test_halving_keeps_a_size_the_leader_has_not_beaten_on_their_common_rounds()
     assert f.live == [2, 3, 4, 5] and sorted(f.dropped) == [6, 7]
 
 
+def _why_dropped(f: Field, step: str, *args: int) -> list[tuple[int | None, str | None]]:
+    """What ``f.<step>(*args)`` dropped, as its ``raced_out`` events say: (size, message)."""
+    events: list[ProgressEvent] = []
+    f.probe.on_event = events.append
+    getattr(f, step)(*args)
+    return [(e.chunk_size, e.message) for e in events if e.kind == "raced_out"]
+
+
+def test_each_way_out_of_the_race_says_why_in_its_event() -> None:
+    """raced_out events name their cause: behind the leader, short of the margin, halved,
+    twice native's time, cut to the best."""
+    behind = field(balanced(min_rounds=6), {8: (0.8,), 16: (0.9,)})
+    assert _why_dropped(behind, "race") == [(16, "clearly behind 8")]
+    short = field(balanced(min_rounds=6, margin=0.03, tie_tol=0.01), {8: (0.99,), 16: (0.995,)})
+    assert _why_dropped(short, "race") == [(16, "clearly short of the margin over native")]
+    halved = _halved_field_with_a_late_joiner()
+    assert _why_dropped(halved, "halve") == [
+        (6, "the field halved, behind 2"),
+        (7, "the field halved, behind 2"),
+    ]
+    hopeless = field(balanced(), {8: (2.5,)}, wobble=(1.0,))
+    assert _why_dropped(hopeless, "screen") == [(8, "twice native's time")]
+    cut = field(balanced(), {8: (0.8,), 16: (0.9,), 32: (0.95,)})
+    assert _why_dropped(cut, "keep_best", 1) == [
+        (16, "the field cut to its 1 best"),
+        (32, "the field cut to its 1 best"),
+    ]
+
+
 def test_joining_no_sizes_tells_no_refinement() -> None:
     """join([]) adds nothing and emits no 'refined' event; join of sizes emits one naming them."""
     events: list[ProgressEvent] = []

@@ -96,7 +96,8 @@ class _PlainProgress(_NoProgress):
             self._probed(event)
         elif event.kind == "raced_out":
             self.raced += 1
-            say(f"chunk {event.chunk_size} raced out after round {event.round}")
+            why = f" ({event.message})" if event.message else ""
+            say(f"chunk {event.chunk_size} raced out after round {event.round}{why}")
         elif event.kind == "refined":
             self.candidates += len(event.candidates)
             sizes = ", ".join(str(c) for c in event.candidates)
