@@ -64,7 +64,7 @@ def test_a_race_whose_every_candidate_was_dropped_says_so() -> None:
     """Candidates raced out leave native with that reason, not 'no size but native's'."""
     f = field(balanced(), {8: 1.3, 16: 2.5})
     for c in (8, 16):
-        f.drop(c)
+        f.drop(c, "dropped by the test")
     size, reason, _ = chosen(f)
     assert size is None
     assert reason == (
@@ -154,7 +154,7 @@ def test_the_band_of_ties_is_ascending() -> None:
 def test_a_race_too_short_to_judge_prices_the_whole_field_with_native() -> None:
     """The budget the reason asks for gives native and every candidate, dropped too, its rounds."""
     f = field(balanced(min_rounds=8), {8: 0.9, 16: 0.95})
-    f.drop(16)
+    f.drop(16, "dropped by the test")
     gate = Gate()
     gate.pace = Pace()  # type: ignore[attr-defined]
     assert chosen(f, gate) == (
@@ -169,7 +169,7 @@ def test_a_race_too_short_to_judge_prices_the_whole_field_with_native() -> None:
 def test_a_race_too_short_without_confirmation_asks_for_the_races_budget_alone() -> None:
     """A policy that does not confirm gives the whole budget to the race: 12.5 s asked as 13 s."""
     f = field(balanced(min_rounds=8, confirm=False), {8: 0.9, 16: 0.95})
-    f.drop(16)
+    f.drop(16, "dropped by the test")
     gate = Gate()
     gate.pace = Pace()  # type: ignore[attr-defined]
     assert chosen(f, gate)[1].endswith(

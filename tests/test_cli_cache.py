@@ -202,8 +202,7 @@ def test_a_disabled_cache_is_named_with_the_settings_file_that_disabled_it(
     config.write_text("[cache]\nenabled = false\n")
     assert main(["cache", *verb, "--config", str(config)]) == 2
     assert one_error(capsys.readouterr().err) == (
-        f"chunktune: error: the cache is disabled ([cache] enabled = false in {config})"
-        + advice
+        f"chunktune: error: the cache is disabled ([cache] enabled = false in {config})" + advice
     )
 
 

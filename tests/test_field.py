@@ -90,8 +90,7 @@ def _why_dropped(f: Field, step: str, *args: int) -> list[tuple[int | None, str 
 
 
 def test_each_way_out_of_the_race_says_why_in_its_event() -> None:
-    """raced_out events name their cause: behind the leader, short of the margin, halved,
-    twice native's time, cut to the best."""
+    """Each way a size leaves the race puts its cause in the raced_out event's message."""
     behind = field(balanced(min_rounds=6), {8: (0.8,), 16: (0.9,)})
     assert _why_dropped(behind, "race") == [(16, "clearly behind 8")]
     short = field(balanced(min_rounds=6, margin=0.03, tie_tol=0.01), {8: (0.99,), 16: (0.995,)})
