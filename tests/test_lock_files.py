@@ -10,8 +10,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import filelock
 import pytest
@@ -119,18 +120,28 @@ def group_dir() -> Iterator[Path]:
         shutil.rmtree(folder)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_lock_file_gets_what_the_umask_allows(tmp_path: Path, kind: str) -> None:
-    """A lock file is group-writable under umask 002, not under 022, private under 077."""
+def _modes_in_child(kind: str, folder: Path, *umasks: str, user: Sequence[str] = ()) -> Any:
+    """The modes ``kind``'s lock files get in a child under each of ``umasks`` (as
+    ``user``'s command prefix, if any), by umask."""
     child = subprocess.run(
-        [sys.executable, "-c", _LOCKS, kind, "modes", str(tmp_path), "002", "022", "077"],
+        [*user, sys.executable, "-c", _LOCKS, kind, "modes", str(folder), *umasks],
         env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert child.returncode == 0, child.stderr
-    assert json.loads(child.stdout) == {"002": "0o664", "022": "0o644", "077": "0o600"}
+    return json.loads(child.stdout)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_lock_file_gets_what_the_umask_allows(tmp_path: Path, kind: str) -> None:
+    """A lock file is group-writable under umask 002, not under 022, private under 077."""
+    assert _modes_in_child(kind, tmp_path, "002", "022", "077") == {
+        "002": "0o664",
+        "022": "0o644",
+        "077": "0o600",
+    }
 
 
 @pytest.mark.slow
@@ -238,15 +249,7 @@ def test_a_lock_file_made_under_a_umask_without_the_owners_write_is_its_owners_t
     group_dir: Path, kind: str
 ) -> None:
     """Under umask 277 a lock file, and a folder made for it, still let their owner write."""
-    child = subprocess.run(
-        [*_own_user(), sys.executable, "-c", _LOCKS, kind, "modes", str(group_dir), "277"],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert child.returncode == 0, child.stderr
-    assert json.loads(child.stdout) == {"277": "0o600"}
+    assert _modes_in_child(kind, group_dir, "277", user=_own_user()) == {"277": "0o600"}
 
 
 @pytest.mark.slow
@@ -343,15 +346,7 @@ def test_a_lock_file_gets_what_a_default_acl_gives_over_the_umask(
         pytest.skip(why_not)
     (tmp_path / "022" / "plain").touch()
     assert _mode(tmp_path / "022" / "plain") == "0o664"  # what the ACL gives a file over umask 022
-    child = subprocess.run(
-        [sys.executable, "-c", _LOCKS, kind, "modes", str(tmp_path), "022"],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert child.returncode == 0, child.stderr
-    assert json.loads(child.stdout) == {"022": "0o664"}
+    assert _modes_in_child(kind, tmp_path, "022") == {"022": "0o664"}
 
 
 @pytest.mark.slow

@@ -24,6 +24,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The registry's monotonic clock, read from ``clock[0]`` (100 s to start): set it to age."""
+    from chunktune import _ray_registry
+
+    now = [100.0]
+    monkeypatch.setattr(
+        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: now[0], time=time.time)
+    )
+    return now
+
+
 def entry(chunk: int | None = 8) -> CacheEntry:
     return CacheEntry(chunk_size=chunk, native_chunk=12, reason="measured")
 
@@ -161,16 +173,8 @@ async def test_a_claim_its_caller_stopped_waiting_for_is_abandoned_after_it() ->
     assert (await claim(reg, "third"))["holder"] == "next"
 
 
-async def test_a_busy_reply_says_how_long_the_claim_has_been_held(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_busy_reply_says_how_long_the_claim_has_been_held(clock: list[float]) -> None:
     """A caller told the key is busy learns how old the claim is, counted from a takeover."""
-    from chunktune import _ray_registry
-
-    clock = [100.0]
-    monkeypatch.setattr(
-        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
-    )
     reg = Registry()
     await claim(reg, "w1", lease_s=5.0)
     clock[0] = 106.0  # w1's lease lapsed
@@ -313,16 +317,8 @@ async def test_wait_returns_by_the_callers_timeout() -> None:
     assert (await claim(reg, "w2"))["state"] == "busy"
 
 
-async def test_a_busy_reply_says_how_long_the_lease_has_left(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_busy_reply_says_how_long_the_lease_has_left(clock: list[float]) -> None:
     """A caller told the key is busy learns when the claim lapses without a heartbeat."""
-    from chunktune import _ray_registry
-
-    clock = [100.0]
-    monkeypatch.setattr(
-        _ray_registry, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
-    )
     reg = Registry()
     await claim(reg, "w1", lease_s=5.0)
     clock[0] = 102.0
