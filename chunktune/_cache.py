@@ -42,7 +42,7 @@ from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, par
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_quarantine import Quarantine
 from ._errors import CacheError
-from ._lock_files import remove_idle, sweep_lock_litter
+from ._lock_files import make_folder, remove_idle, sweep_lock_litter
 from ._paths import is_path, user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._shown import shown
@@ -120,7 +120,7 @@ def write_cache_file(
         raise CacheError(f"cannot write {file}: {exc}") from exc
     try:
         file = Path(os.path.realpath(file))  # a link is written through to its target
-        file.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(file.parent)  # its owner's to write, whatever the umask
         write_atomic(file, data)
     except OSError as exc:
         raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc

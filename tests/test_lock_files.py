@@ -244,6 +244,31 @@ def _own_user() -> list[str]:
     return prefix
 
 
+def test_an_exported_cache_file_lands_in_folders_made_under_a_umask_without_the_owners_write(
+    group_dir: Path,
+) -> None:
+    """Under umask 277 write_cache_file makes the folders it needs writable by their owner."""
+    target = group_dir / "new" / "deeper" / "export.json"
+    script = (
+        "import os, sys\n"
+        "from chunktune import CacheEntry\n"
+        "from chunktune._cache import write_cache_file\n"
+        "os.umask(0o277)\n"
+        "entry = CacheEntry(chunk_size=4, native_chunk=12, reason='r')\n"
+        "write_cache_file(sys.argv[1], {'k': entry})\n"
+    )
+    child = subprocess.run(
+        [*_own_user(), sys.executable, "-c", script, str(target)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert json.loads(target.read_text())["entries"]["k"]["chunk_size"] == 4
+    assert int(_mode(target.parent), 8) & 0o777 == 0o700  # the owner's whole, the rest none
+
+
 @pytest.mark.parametrize("kind", OWN_KINDS)
 def test_a_lock_file_made_under_a_umask_without_the_owners_write_is_its_owners_to_open(
     group_dir: Path, kind: str
