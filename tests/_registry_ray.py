@@ -74,6 +74,20 @@ def registry_loop() -> Iterator[asyncio.AbstractEventLoop]:
     try:
         yield loop
     finally:
+        # Calls sent late (an ``abandon`` after the hard limit) run before the loop
+        # stops: a task left pending is destroyed later, in whatever test is running.
+        asyncio.run_coroutine_threadsafe(_drain(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+async def _drain() -> None:
+    """Let the loop's other tasks finish (a second at most), then cancel what is left."""
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if not others:
+        return
+    _, pending = await asyncio.wait(others, timeout=1.0)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
