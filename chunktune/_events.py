@@ -40,7 +40,8 @@ class ProgressEvent:
     within the noise, a plausible gain or the confirmation's plan more than it pays for).
     ``warmup`` / ``probe``: one ``run()`` with ``chunk_size`` took ``seconds``.
     ``raced_out``: ``chunk_size`` is measured no more; ``message`` says why (clearly
-    behind the leader or short of the margin, or cut when the field was halved or thinned).
+    behind the leader or short of the margin, twice native's time in its first round, or
+    cut when the field was halved or cut to the best the budget pays for).
     ``refined``: ``candidates`` join the race (schedules next to the contenders).
     ``confirm``: one ``run()`` of the confirmation against native (``round`` is its block).
     ``done``: the sweep stopped; ``message`` says why.

@@ -89,8 +89,8 @@ def demo_workload(
     the whole rollout, and the rest in the air; the others start with every
     body in free flight, high in the air. A pile env costs about 4.5-5x a
     flying one, so chunks that put the heavy envs on one worker leave the
-    other idle. Each env gets its own seeded perturbation. With the defaults,
-    ``num_envs=256, nthread=2`` takes about 100 ms per pool call (20 steps) on
+    other idle. Each env gets its own seeded perturbation. With ``num_envs=256,
+    nthread=2`` and the default 20 steps, one pool call takes about 100-120 ms on
     this project's 2-core x86 VM.
 
     Raises:
