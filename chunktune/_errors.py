@@ -5,7 +5,7 @@ built-in exception of the same meaning, so callers may catch either::
 
     ChunktuneError
     ├── ConfigError (ValueError)          a settings file or policy is invalid
-    ├── WorkloadError (TypeError)         an object does not implement Workload
+    ├── WorkloadError (TypeError)         an object does not implement Workload, or breaks it
     ├── InvalidArgumentError (ValueError) a bad num_envs, nthread, chunk size, ...
     ├── CacheError (OSError)              a cache file cannot be read or written
     ├── TraceError (ValueError)           a recorded trace file is unreadable or malformed
@@ -81,7 +81,10 @@ def _config_error(
 
 
 class WorkloadError(ChunktuneError, TypeError):
-    """An object handed to ``resolve`` does not implement the Workload protocol."""
+    """An object handed to ``resolve`` does not implement the Workload protocol, or breaks
+    it: a ``signature()`` value that is no str, int, finite float or bool (raised), or a
+    ``run()`` that returns no seconds (the decision falls back to native, this in its reason).
+    """
 
 
 class InvalidArgumentError(ChunktuneError, ValueError):

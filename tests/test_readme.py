@@ -450,3 +450,43 @@ def test_the_decision_paragraph_names_every_public_attribute() -> None:
     for record in (Decision, MachineLoad):
         public = {n for n in dir(record) if not n.startswith("_")}
         assert public <= named, (record.__name__, public - named)
+
+
+def test_the_ray_settings_block_loads_at_ray_settings_defaults(tmp_path: Path) -> None:
+    """The README's `[ray]` TOML block is valid settings, and each value it shows is the default."""
+    import attrs
+
+    import chunktune
+
+    blocks = re.findall(r"```toml\n(.*?)```", README, flags=re.S)
+    ray_block = next(block for block in blocks if block.startswith("[ray]"))
+    path = tmp_path / "ray.toml"
+    path.write_text(ray_block)
+    loaded = chunktune.load_settings(path).ray
+    assert loaded == chunktune.RaySettings()
+    shown = set(re.findall(r"^(\w+) =", ray_block, flags=re.M))
+    assert shown == {f.name for f in attrs.fields(chunktune.RaySettings)}
+
+
+def test_the_ray_snippet_calls_chunktune_ray_as_it_is() -> None:
+    """The README's Ray snippet compiles and calls chunktune.ray's functions with their keywords."""
+    import ast
+    import inspect
+
+    import chunktune.ray
+
+    blocks = re.findall(r"```py\n(.*?)```", README, flags=re.S)
+    assert len(blocks) == 1
+    tree = ast.parse(blocks[0])
+    called = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = ast.unparse(node.func.value)
+            if owner == "chunktune.ray":
+                called.append((node.func.attr, [k.arg for k in node.keywords]))
+    assert {name for name, _ in called} == {"tune_cluster", "resolve_sync"}
+    for name, keywords in called:
+        assert name in chunktune.ray.__all__
+        assert set(keywords) <= set(inspect.signature(getattr(chunktune.ray, name)).parameters)
+    comment = re.search(r"await (chunktune\.ray\.\w+)\(", blocks[0])
+    assert comment and comment.group(1).split(".")[-1] in chunktune.ray.__all__
