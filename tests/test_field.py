@@ -109,6 +109,21 @@ def test_each_way_out_of_the_race_says_why_in_its_event() -> None:
     ]
 
 
+def test_a_size_dropped_behind_native_names_native_not_none() -> None:
+    """When native leads, a size raced out or halved behind it is 'behind native', never 'None'."""
+    behind = field(balanced(min_rounds=6), {8: (1.2,), 16: (1.3,)})
+    assert behind.leader() is None
+    assert _why_dropped(behind, "race") == [
+        (8, "clearly behind native"),
+        (16, "clearly behind native"),
+    ]
+    rows = {c: (1.1 + c / 100,) for c in (2, 3, 4, 5, 6, 7)}
+    halved = field(balanced(min_rounds=2, race=False), rows)
+    assert halved.leader() is None
+    dropped = _why_dropped(halved, "halve")
+    assert dropped and all(why == "the field halved, behind native" for _, why in dropped)
+
+
 def test_joining_no_sizes_tells_no_refinement() -> None:
     """join([]) adds nothing and emits no 'refined' event; join of sizes emits one naming them."""
     events: list[ProgressEvent] = []
