@@ -490,3 +490,47 @@ def test_the_ray_snippet_calls_chunktune_ray_as_it_is() -> None:
         assert set(keywords) <= set(inspect.signature(getattr(chunktune.ray, name)).parameters)
     comment = re.search(r"await (chunktune\.ray\.\w+)\(", blocks[0])
     assert comment and comment.group(1).split(".")[-1] in chunktune.ray.__all__
+
+
+def test_the_tune_transcript_is_what_tune_prints_for_its_decision() -> None:
+    """The README's `chunktune tune` transcript is, line for line, what tune prints for it."""
+    import io
+
+    import chunktune
+    from chunktune._cli._common import console_on
+    from chunktune._cli._tune_cmd import _print_decision
+
+    block = re.search(r"```text\n\$ chunktune tune[^\n]*\n(.*?)```", README, flags=re.S)
+    assert block
+    header, *shown = block.group(1).splitlines()
+    rows = {}
+    for line in shown[2:]:
+        cells = re.match(r"\s*(native \(=12\)|\d+)\s+\d+\s+([\d.]+)\s+(\d+)\s", line)
+        if not cells:
+            break
+        chunk = None if cells.group(1).startswith("native") else int(cells.group(1))
+        rows[chunk] = (float(cells.group(2)), int(cells.group(3)))
+    reason = shown[len(rows) + 3]
+    footer = re.search(
+        r"probe time ([\d.]+) s · load ([\d.]+) on 2 CPUs · cache key (\w+)", shown[-1]
+    )
+    assert footer
+    probe, load, key = footer.groups()
+    native_s = 0.1204  # native's seconds: the figure the table shows rounded, as 120
+    decision = chunktune.Decision(
+        chunk_size=None,
+        native_chunk=12,
+        source="benchmark",
+        reason=reason,
+        key=key + "0" * 20,
+        timings={c: native_s * ratio for c, (ratio, _) in rows.items()},
+        samples={c: n for c, (_, n) in rows.items()},
+        probe_seconds=float(probe),
+        policy="balanced",
+        load=chunktune.MachineLoad(average=float(load), cpus=2),
+    )
+    out = io.StringIO()
+    _print_decision(console_on(out), decision, header)
+    assert [line.rstrip() for line in out.getvalue().splitlines()] == [
+        line.rstrip() for line in block.group(1).splitlines()
+    ]
