@@ -534,3 +534,22 @@ def test_the_tune_transcript_is_what_tune_prints_for_its_decision() -> None:
     assert [line.rstrip() for line in out.getvalue().splitlines()] == [
         line.rstrip() for line in block.group(1).splitlines()
     ]
+
+
+def test_every_concrete_chunktune_command_quoted_parses() -> None:
+    """Each `chunktune ...` command the README quotes without placeholders is one the CLI takes."""
+    import shlex
+
+    from chunktune._cli import build_parser
+
+    quoted = re.findall(r"`(chunktune [^`]+)`", README)
+    for block in re.findall(r"```(?:sh|text)\n(.*?)```", README, flags=re.S):
+        quoted += re.findall(r"^\$? ?(chunktune [^\n#]+)", block, flags=re.M)
+    concrete = [c.strip() for c in quoted if not re.search(r"[|\[\]]|\.\.\.|\b[A-Z]{2,}\b", c)]
+    assert "chunktune record --num-envs 256 --nthread 2 --rounds 24 -o demo.json" in concrete
+    parser = build_parser()
+    for command in concrete:
+        args = shlex.split(command)[1:]
+        if len(args) < 2 or args[-1] == "--help":
+            continue  # a command named in prose (`chunktune record` measures ...), or help
+        parser.parse_args(args)  # a bad option or value exits 2 here
