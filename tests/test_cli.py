@@ -618,7 +618,7 @@ def test_cache_clear_asks_on_a_terminal(
     cache = fill(env["cache"], {"a" * 32: entry(1.0)})
     monkeypatch.setattr(sys, "stdin", _Terminal(answer))
     assert main(["cache", "clear"]) == 0
-    assert "Delete all 1 entry" in capsys.readouterr().out
+    assert "Delete the 1 entry" in capsys.readouterr().out
     assert len(cache.entries()) == left
 
 

@@ -35,11 +35,12 @@ def test_merge_into_a_file_keeps_the_newest_entry_per_key(
     out_file = isolated / "fleet.toml"
     assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 0
     out = capsys.readouterr().out
+    assert f"merged 2 files into {out_file}: " in out
     merged = DecisionCache(out_file).entries()
     assert set(merged) == {"own1", "own2", "shared"}
     assert merged["shared"].chunk_size == 16
     assert f"replaced shared: {fleet[1]}'s entry is newer than {fleet[0]}'s" in out
-    assert "3 added, 1 replaced by newer entries, 0 older ones not taken" in out
+    assert "3 added, 1 replaced by newer entries, 0 not taken (not newer)" in out
     assert "3 entries now" in out
 
 
@@ -108,7 +109,9 @@ def test_bad_entries_are_named_and_the_rest_merged(
     source.write_text(json.dumps({"schema": 1, "entries": doc}))
     out_file = isolated / "fleet.json"
     assert main(["cache", "merge", str(source), "-o", str(out_file)]) == 0
-    assert "'neg': chunk_size: -5" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "'neg': chunk_size: -5" in err
+    assert f"merged 1 file into {out_file}: 1 added" in out
     assert set(DecisionCache(out_file).entries()) == {"good"}
 
 
@@ -204,7 +207,7 @@ def test_each_line_names_the_input_that_holds_the_key_now(
     out = capsys.readouterr().out
     assert f"kept shared from {fleet[1]}: {n3}'s entry is not newer" in out
     assert f"replaced shared: {n4}'s entry is newer than {fleet[1]}'s" in out
-    assert "3 added, 2 replaced by newer entries, 1 older ones not taken, 0 already present" in out
+    assert "3 added, 2 replaced by newer entries, 1 not taken (not newer), 0 already present" in out
 
 
 def test_an_output_with_several_altered_entries_names_them_all(

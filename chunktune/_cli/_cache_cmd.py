@@ -245,7 +245,8 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         try:
-            answer = input(f"Delete all {entries_of(count)} from {cache.path}? [y/N] ")
+            every = "the" if count == 1 else "all"
+            answer = input(f"Delete {every} {entries_of(count)} from {cache.path}? [y/N] ")
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):

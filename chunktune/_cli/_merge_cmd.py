@@ -110,8 +110,9 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
         totals["same"] += len(report.same)
     held = len(target.entries(strict=True))
     print(
-        f"merged {len(inputs)} file(s) into {target.path}: {totals['added']} added, "
-        f"{totals['replaced']} replaced by newer entries, {totals['kept']} older ones not "
-        f"taken, {totals['same']} already present; {entries_of(held)} now"
+        f"merged {len(inputs)} file{'' if len(inputs) == 1 else 's'} into {target.path}: "
+        f"{totals['added']} added, {totals['replaced']} replaced by newer entries, "
+        f"{totals['kept']} not taken (not newer), {totals['same']} already present; "
+        f"{entries_of(held)} now"
     )
     return EXIT_OK
