@@ -271,3 +271,12 @@ def test_exported_records_field_types_are_resolved_on_import() -> None:
     """In a fresh process, every exported record's attrs field types are types, not strings."""
     done = subprocess.run([sys.executable, "-c", _FIELD_TYPES], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_a_name_a_public_module_lacks_raises_attribute_error(module: ModuleType) -> None:
+    """An unknown name is an AttributeError naming it (hasattr False), never a quiet None."""
+    name = "no_such_name"
+    assert not hasattr(module, name)
+    with pytest.raises(AttributeError, match=name):
+        getattr(module, name)
