@@ -122,3 +122,17 @@ def test_each_kind_is_refused_one_byte_past_its_own_cap(
         f.truncate(size + 1)
     with pytest.raises(error, match=f"holds more than {cap}"):
         read(path)
+
+
+@pytest.mark.parametrize("kind", ["regular", "pipe"])
+def test_a_file_of_many_chunks_under_the_cap_is_read_whole_in_order(
+    tmp_path: Path, kind: str
+) -> None:
+    """Bytes past the first chunk read come back too, each where it stood."""
+    data = b"".join(bytes([n]) * MIB for n in range(3)) + b"tail"
+    if kind == "regular":
+        (tmp_path / "long.json").write_bytes(data)
+        assert read_capped(tmp_path / "long.json", 4 * MIB) == data
+    else:
+        with piped(data) as path:
+            assert read_capped(path, 4 * MIB) == data
