@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import anyio
 import pytest
+from _forking import run_forked
 
 import chunktune
 from chunktune import _recent
@@ -175,3 +177,68 @@ async def test_what_a_caller_does_to_its_decision_never_reaches_the_next(
     assert again.timings == timings and again.samples == samples
     again.timings.clear()
     assert (await chunktune.resolve(w, settings=settings, policy="quick")).timings == timings
+
+
+async def test_what_the_remembered_hit_s_caller_does_never_reaches_the_next(
+    settings: chunktune.Settings,
+) -> None:
+    """Emptying the timings of the very hit that was remembered leaves the repeat's whole."""
+    w = Counted()
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "benchmark"
+    hit = await chunktune.resolve(w, settings=settings, policy="quick")  # the one remembered
+    assert hit.source == "cache"
+    timings, samples = dict(hit.timings), dict(hit.samples)
+    assert timings and samples
+    hit.timings.clear()
+    hit.samples.clear()
+    again = await chunktune.resolve(w, settings=settings, policy="quick")
+    assert (again.timings, again.samples) == (timings, samples)
+
+
+class Slotted:
+    """A workload whose __slots__ leave out __weakref__: no weak reference can name it."""
+
+    __slots__ = ("nthread", "num_envs", "signatures", "sim")
+
+    def __init__(self) -> None:
+        self.sim = Counted()
+        self.num_envs, self.nthread, self.signatures = self.sim.num_envs, self.sim.nthread, 0
+
+    def signature(self) -> dict[str, chunktune.SignatureValue]:
+        self.signatures += 1
+        return self.sim.signature()
+
+    def run(self, chunk_size: int | None) -> float:
+        return self.sim.run(chunk_size)
+
+
+async def test_a_workload_without_weak_references_is_answered_but_not_remembered(
+    settings: chunktune.Settings,
+) -> None:
+    """Hits of an object no weak reference can name come from the cache each time, never raise."""
+    w = Slotted()
+    with pytest.raises(TypeError):
+        weakref.ref(w)
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "benchmark"
+    for _ in range(3):
+        assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "cache"
+    assert w.signatures == 4  # every hit keyed it again: none was answered from memory
+
+
+def test_a_child_forked_while_the_memory_s_lock_is_held_remembers_and_forgets(
+    isolated: Path,
+) -> None:
+    """A fork while a parent's thread holds the memory's lock leaves the child a free one."""
+    settings = chunktune.load_settings()
+    policy = settings.get_policy("quick")
+    w = Counted()
+    decision = _decision()
+
+    def child() -> None:
+        _recent.forget()  # a cache file this child changed
+        _recent.remember(w, settings, policy, (256, 4), decision)
+        assert _recent.recall(w, settings, policy, (256, 4)) == decision
+
+    with _recent._lock:
+        status = run_forked(child, hang_guard_s=20)
+    assert status == 0
