@@ -6,9 +6,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _forking import run_forked
 
 import chunktune
-from chunktune import DecisionCache, _fingerprint
+from chunktune import DecisionCache, _fingerprint, _keys
 from chunktune._fingerprint import (
     cpu_model,
     cpu_quota,
@@ -265,3 +266,35 @@ def test_the_mujoco_version_is_the_installed_mujocos() -> None:
     """The fingerprint's mujoco is the version the mujoco package reports."""
     mujoco = pytest.importorskip("mujoco")
     assert mujoco_version() == mujoco.__version__ == device_fingerprint()["mujoco"]
+
+
+def test_a_child_forked_while_the_caches_lock_is_held_finds_its_cache(tmp_path: Path) -> None:
+    """A fork while a parent's thread holds cache_for's lock leaves the child a free one."""
+    settings = chunktune.load_settings()
+    named = attrs.evolve(
+        settings, cache=attrs.evolve(settings.cache, path=str(tmp_path / "c.json"))
+    )
+
+    def child() -> None:
+        cache = cache_for(named)
+        assert cache is not None and cache.path == tmp_path / "c.json"
+
+    with _keys._caches_lock:
+        status = run_forked(child, hang_guard_s=20)
+    assert status == 0
+
+
+def test_a_sweep_stores_its_entry_under_its_jobs_key_with_the_machine_it_ran_on(
+    isolated: Path,
+) -> None:
+    """The key hashes this N and T, not swapped; the entry records the machine's fingerprint."""
+    w = uneven()
+    decision = chunktune.resolve_sync(w, policy="quick")
+    device = device_fingerprint()
+    policy_hash = decision.key.rsplit(".", 1)[1]
+    assert decision.key == cache_key(
+        w.signature(), num_envs=512, nthread=8, device=device, policy_hash=policy_hash
+    )
+    entry = DecisionCache(isolated / "cache.json").get(decision.key)
+    assert entry is not None
+    assert (entry.num_envs, entry.nthread, entry.device) == (512, 8, device)
