@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -2074,3 +2075,89 @@ def test_a_damaged_file_replaced_after_its_bytes_were_compared_salvages_those_by
     kept = cache._quarantine.read_only(_EISDIR)  # compares the bytes: then the file is replaced
     assert kept is not None and set(kept) == set(DAMAGED_KEYS) - {lost}
     assert set(cache.entries()) == {"new.abc"}  # the newer file, read as it is
+
+
+def test_one_hand_edited_entry_is_told_in_the_singular(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning for one altered entry reads 'holds 1 entry (...)' and 'wrote it'."""
+    path = tmp_path / "c.json"
+    DecisionCache(path).update({"edited": entry(8), "other": entry(4)})
+    path.write_text(path.read_text().replace('"chunk_size": 8', '"chunk_size": 2'))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert DecisionCache(path).get("edited") is None
+    assert "holds 1 entry ('edited') whose checksum does not match" in caplog.text
+    assert "damaged after chunktune wrote it, so never served" in caplog.text
+
+
+@pytest.mark.parametrize(("bad", "more"), [(5, None), (6, 1), (9, 4)])
+def test_skipped_entries_are_named_up_to_five_and_the_rest_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bad: int, more: int | None
+) -> None:
+    """Five invalid entries are each named; past five, one more warning counts the rest."""
+    from chunktune._cache_entry import entry_to_table
+
+    path = tmp_path / "c.json"
+    tables = {f"bad{n}": _table(-5) for n in range(bad)}
+    _write_doc(path, {"good": entry_to_table(entry()), **tables})
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert set(DecisionCache(path).entries()) == {"good"}
+    named = [r for r in caplog.records if "skipping cache entry" in r.getMessage()]
+    counted = [r.getMessage() for r in caplog.records if "more invalid" in r.getMessage()]
+    rest = f"chunktune: skipping {more} more invalid cache entries in {path}"
+    assert len(named) == 5
+    assert counted == ([] if more is None else [rest])
+
+
+def test_reading_a_cache_file_that_fails_names_the_file_and_why(tmp_path: Path) -> None:
+    """A missing file says the OS's reason; a file that does not parse is named before its fault."""
+    from chunktune._cache import read_cache_file
+
+    missing = tmp_path / "missing.json"
+    with pytest.raises(CacheError) as info:
+        read_cache_file(missing)
+    assert str(info.value) == f"cannot read {missing}: No such file or directory"
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    with pytest.raises(CacheError) as info:
+        read_cache_file(garbage)
+    assert str(info.value).startswith(f"{garbage} does not parse")
+
+
+def test_writing_an_entry_toml_cannot_encode_is_a_cache_error(tmp_path: Path) -> None:
+    """A reason holding a lone surrogate (an undecodable path) cannot be TOML: a CacheError."""
+    path = tmp_path / "out.toml"
+    with pytest.raises(CacheError, match=f"cannot write {path}: .*surrogates not allowed"):
+        write_cache_file(path, {"a" * 32: entry(4, reason="bad \udc80 path")})
+    assert not path.exists()
+
+
+def test_writing_a_cache_file_in_the_format_asked_whatever_its_suffix(tmp_path: Path) -> None:
+    """format= wins over the suffix: a .dat file asked as TOML is TOML, as JSON is JSON."""
+    for fmt in ("toml", "json"):
+        path = tmp_path / f"{fmt}.dat"
+        write_cache_file(path, {"a" * 32: entry(4)}, format=fmt)
+        cache = DecisionCache(path, format=fmt)
+        assert cache.format == fmt and cache.entries() == {"a" * 32: entry(4)}
+    assert tomllib.loads((tmp_path / "toml.dat").read_text())["entries"]
+
+
+def test_a_lookup_never_takes_another_job_whose_key_starts_alike(tmp_path: Path) -> None:
+    """A stronger entry answers only its own job: base key 'ab' is not served job 'abc''s entry."""
+    cache = DecisionCache(tmp_path / "c.json")
+    strong = entry(4)
+    assert cache.put("abc.other", strong)
+    rule, effort = strong.policy_rule, strong.policy_effort
+    assert cache.lookup("ab", policy_hash="mine", rule=rule, effort=effort) is None
+    found = cache.lookup("abc", policy_hash="mine", rule=rule, effort=effort)
+    assert found == ("abc.other", strong)
+
+
+def test_a_merge_into_a_cache_that_cannot_be_written_is_a_cache_error(tmp_path: Path) -> None:
+    """Merging where the cache's folder is a file raises CacheError, never a quiet empty report."""
+    folder = tmp_path / "folder"
+    folder.write_text("a file, not a folder")
+    cache = DecisionCache(folder / "c.json")
+    with pytest.raises(CacheError, match=f"cannot write the cache {folder / 'c.json'}: "):
+        cache.merge({"a" * 32: entry(4)})
+    assert folder.read_text() == "a file, not a folder"
