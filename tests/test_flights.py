@@ -448,6 +448,9 @@ def test_the_janitor_ends_as_the_last_flight_it_watches_lands(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """No thread of ours outlives the last flight on a loop by a janitor round (a fork after)."""
+    for earlier in threading.enumerate():  # an earlier test's, still in its round: this one's own
+        if earlier.name == "chunktune-flights":
+            earlier.join(HANG_GUARD_S)
     monkeypatch.setattr(_flights, "OWNER_CHECK_S", 3600.0)  # a round longer than any test
     janitors: list[threading.Thread] = []
 
@@ -479,3 +482,17 @@ async def test_what_the_owner_s_caller_does_to_its_decision_never_reaches_a_shar
             for _ in range(4):
                 tg.start_soon(one)
     assert len(counts) == 4 and min(counts) > 0 and len(set(counts)) == 1
+
+
+def test_a_child_forked_while_the_flights_lock_is_held_boards_and_lands() -> None:
+    """A fork while a parent's thread holds the flights' lock leaves the child a free one."""
+
+    def child() -> None:
+        flight, owner = _flights.board("test-forked-under-the-lock")
+        assert owner
+        _flights.land(flight, None)
+        assert _flights.board("test-forked-under-the-lock")[1]  # its key is free again
+
+    with _flights._lock:
+        status = run_forked(child, hang_guard_s=20)
+    assert status == 0

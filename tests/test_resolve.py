@@ -1076,7 +1076,7 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
             d = await chunktune.resolve(w, policy=pol)
     finally:
         release.set()
-    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert (d.source, d.chunk_size, w.calls, d.key) == ("fallback", None, 0, "")  # never keyed
     assert "hard limit of 0.2 s" in d.reason and "signature()" in d.reason
 
 
