@@ -2161,3 +2161,13 @@ def test_a_merge_into_a_cache_that_cannot_be_written_is_a_cache_error(tmp_path: 
     with pytest.raises(CacheError, match=f"cannot write the cache {folder / 'c.json'}: "):
         cache.merge({"a" * 32: entry(4)})
     assert folder.read_text() == "a file, not a folder"
+
+
+def test_writing_a_cache_file_through_a_link_writes_its_target(tmp_path: Path) -> None:
+    """An export onto a symlink writes the file it names (folders made), and the link stays."""
+    target = tmp_path / "volume" / "out.json"
+    link = tmp_path / "out.json"
+    link.symlink_to(target)  # dangling until written
+    write_cache_file(link, {"a" * 32: entry(4)})
+    assert link.is_symlink() and link.resolve() == target
+    assert DecisionCache(target).entries() == {"a" * 32: entry(4)}
