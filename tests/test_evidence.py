@@ -138,3 +138,27 @@ def test_before_any_noise_figure_no_comparison_is_clear() -> None:
     assert ev.sigma() == (0.0, 0)
     cmp = ev.compare(4, None)
     assert cmp.diff == pytest.approx(math.log(0.9)) and cmp.se == math.inf
+
+
+def test_a_size_counts_a_call_in_a_round_cut_before_native_s() -> None:
+    """count() is the rounds a size was measured in, one that native never reached included."""
+    ev = evidence({None: [1.0, 1.0, None], 4: [0.9, 0.9, 0.9]})
+    assert ev.count(4) == 3
+    assert len(ev.values(4)) == 2
+
+
+def test_unpaired_noise_pools_native_s_own_calls_too() -> None:
+    """Unpaired, native's calls are a series like any size's: their spread is noise."""
+    ev = evidence({None: [1.0, 1.2, 0.9, 1.1], 4: [0.9]}, paired=False)
+    sigma, dof = ev.sigma()
+    assert dof == 3 and sigma > 0.0
+
+
+def test_paired_estimates_scale_by_native_s_estimate_under_the_evidence_s_estimator() -> None:
+    """Paired, native's seconds are read by the evidence's own estimator (a mean here)."""
+    ev = Evidence(paired=True, estimator="mean", trim=0.2)
+    for r, (native, four) in enumerate([(1.0, 0.9), (1.0, 0.9), (4.0, 3.6)]):
+        ev.add(None, r, native)
+        ev.add(4, r, four)
+    assert ev.native_seconds() == pytest.approx(2.0)
+    assert ev.estimates([None, 4]) == pytest.approx({None: 2.0, 4: 1.8})
