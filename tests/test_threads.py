@@ -28,6 +28,7 @@ from chunktune._threads import (
     run_beside,
     run_blocking,
     wait_for_sweeps,
+    wait_in_thread,
 )
 from chunktune.sim import SimulatedWorkload
 
@@ -325,3 +326,49 @@ def _loop_state_in_child() -> None:
 async def test_a_child_forked_in_a_task_is_on_no_loop_until_it_starts_one() -> None:
     """Forked in a task: the child's thread runs no loop; a trio loop on a fresh thread does."""
     assert run_forked(_loop_state_in_child, hang_guard_s=20) == 0
+
+
+@pytest.mark.anyio
+async def test_two_hops_run_at_once_on_a_loop_s_own_threads() -> None:
+    """A hop that waits (an fsync, say) leaves a second thread for the next hop."""
+    both = threading.Barrier(2, timeout=30)  # a hang guard, not a timing
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(hop, both.wait)
+    assert not both.broken
+
+
+@pytest.mark.anyio
+async def test_a_hop_that_may_be_abandoned_leaves_its_cancelled_caller_at_once() -> None:
+    """With abandon_on_cancel the caller returns on cancellation while the step runs on."""
+    release, finished = threading.Event(), threading.Event()
+
+    def step() -> None:
+        release.wait(30)  # a hang guard
+        finished.set()
+
+    with anyio.fail_after(30):  # a hang detector: a hop that waited would never return
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(hop, step, abandon_on_cancel=True))
+                await anyio.wait_all_tasks_blocked()
+                scope.cancel()
+    assert scope.cancelled_caught and not finished.is_set()
+    release.set()
+    assert finished.wait(30)
+
+
+@pytest.mark.anyio
+async def test_long_waits_in_threads_leave_the_hops_their_threads() -> None:
+    """Waits that hold threads for long never take the hops' two: a hop still runs."""
+    release = threading.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(wait_in_thread, release.wait, 60)
+            await anyio.wait_all_tasks_blocked()
+            with anyio.fail_after(30):  # a hang detector, not a timing
+                assert await hop(lambda: 7) == 7
+            release.set()
+    finally:
+        release.set()
