@@ -73,6 +73,7 @@ def _in_thread(func: Callable[[], object]) -> list[BaseException]:
         ),
         pytest.param([MAIN], [PYTHON, "-Im", "chunktune"], True, id="flags-joined"),
         pytest.param([MAIN], [PYTHON, "-Wignore", "-B", "-mchunktune"], True, id="joined-value"),
+        pytest.param([MAIN], [PYTHON, "-Wignore", "-mchunktune"], True, id="joined-value-then-m"),
         pytest.param(["train.py"], [PYTHON, "train.py"], False, id="a-script"),
         pytest.param(
             ["train.py", "-m", "chunktune"],
@@ -87,6 +88,8 @@ def _in_thread(func: Callable[[], object]) -> list[BaseException]:
             id="a-scripts-joined-argument",
         ),
         pytest.param(["-c"], [PYTHON, "-c", "pass", "-m", "chunktune"], False, id="dash-c"),
+        # -c's command joined: "mchunktune" is code to run, not a module
+        pytest.param(["-c"], [PYTHON, "-cmchunktune"], False, id="dash-c-joined"),
         pytest.param([MAIN], [PYTHON, "-W", "-m", "-m", "pytest"], False, id="w-takes-a-value"),
         pytest.param(["-"], [PYTHON, "-", "-m", "chunktune"], False, id="stdin"),
         pytest.param(
@@ -130,6 +133,16 @@ def test_guard_and_release_on_another_thread_change_nothing() -> None:
     assert signal.getsignal(signal.SIGINT) is guarded
     _sigint.release()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_interruptible_leaves_a_partial_of_the_programs_own() -> None:
+    """A handler that is a functools.partial, but not of asyncio's runner, is left in place."""
+    own = functools.partial(_own_ctrl_c)
+    signal.signal(signal.SIGINT, own)
+    with _sigint.interruptible():
+        assert signal.getsignal(signal.SIGINT) is own
+    assert signal.getsignal(signal.SIGINT) is own
 
 
 @pytest.mark.usefixtures("ctrl_c")
