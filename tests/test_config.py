@@ -315,6 +315,13 @@ def test_extend_budget_needs_a_hard_limit() -> None:
     assert ok.get_policy("x").extend_budget
 
 
+def test_extend_budget_refuses_a_hard_limit_of_exactly_the_budget_over_nine_tenths() -> None:
+    """hard_limit_s at exactly time_budget_s / 0.9 leaves a stretch no room: refused."""
+    doc = {"policies": {"x": {"extend_budget": True, "hard_limit_s": 10.0, "time_budget_s": 9}}}
+    with pytest.raises(ConfigError, match="hard_limit_s 10 leaves no room past time_budget_s 9"):
+        settings_from_dict(doc)
+
+
 @pytest.mark.parametrize("hard", [10.0, 10.5, 11.1])
 def test_extend_budget_refuses_a_hard_limit_that_leaves_no_room_to_stretch(hard: float) -> None:
     """A stretch ends by 9/10 of hard_limit_s: at or under 10 / 0.9 s nothing could stretch."""
@@ -333,6 +340,7 @@ def test_extend_budget_refuses_a_hard_limit_that_leaves_no_room_to_stretch(hard:
     ("field", "value"),
     [
         pytest.param("margin", -0.1, id="margin"),
+        pytest.param("margin", 1.0, id="margin-whole"),
         pytest.param("tie_tol", 1.0, id="tie_tol"),
         pytest.param("estimator", "mode", id="estimator"),
         pytest.param("warmup", -1, id="warmup"),

@@ -402,6 +402,16 @@ def test_a_policy_written_without_extends_starts_from_balanced() -> None:
     assert attrs.evolve(Policy(), description=balanced.description) == balanced
 
 
+def test_effort_counts_every_call_a_sweep_may_make() -> None:
+    """effort() is (candidates + native) x max_rounds, plus two calls a pair if it confirms."""
+    sizes = chunktune.ExplicitCandidates(sizes=[3, 7, 11])
+    policy = Policy(candidates=sizes, max_rounds=5, confirm_max_pairs=10)
+    assert policy.effort() == (3 + 1) * 5 + 2 * 10
+    assert attrs.evolve(policy, confirm=False).effort() == (3 + 1) * 5
+    capped = attrs.evolve(policy, candidates=chunktune.BalancedCandidates(max_candidates=6))
+    assert capped.effort() == (6 + 1) * 5 + 2 * 10
+
+
 def test_numpy_numbers_in_code_built_settings_are_kept_as_plain_numbers() -> None:
     """A policy built from numpy's numbers holds ints and floats: it fingerprints and dumps."""
     import numpy as np
