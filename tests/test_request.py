@@ -46,7 +46,13 @@ def test_auto_says_a_key_s_cached_decision_on_stderr_once(
     assert capsys.readouterr().err.count("[chunktune] chunk_size=8") == 1
 
 
-def swept(*, budget_s: float, raced_out: dict[int | None, int]) -> Decision:
+def swept(
+    *,
+    budget_s: float,
+    raced_out: dict[int | None, int],
+    gain: float = 0.0,
+    gain_ci: tuple[float, float] | None = None,
+) -> Decision:
     """The decision of a partial balanced sweep that ended with ``budget_s``, native kept."""
     settings = load_settings()
     policy = settings.get_policy("balanced")
@@ -73,6 +79,8 @@ def swept(*, budget_s: float, raced_out: dict[int | None, int]) -> Decision:
         sigma=0.05,
         choice=Choice(None, None, (), "kept the native chunk 12: no candidate measured faster"),
         budget_s=budget_s,
+        gain=gain,
+        gain_ci=gain_ci,
     )
     return measured_decision(req, result, "k" * 32)
 
@@ -134,3 +142,50 @@ def test_a_report_to_a_stderr_no_one_reads_never_fails_the_resolve(
     settings = attrs.evolve(load_settings(), log=LogSettings(stderr=mode))
     monkeypatch.setattr("sys.stderr", _GoneReader())
     say("chunk_size=8", settings)  # raised BrokenPipeError out of resolve, ending the trainer
+
+
+def test_a_measured_decision_carries_the_confirmed_gain_and_its_interval() -> None:
+    """The gain a sweep confirmed comes into its decision with its confidence interval."""
+    decision = swept(budget_s=10.0, raced_out={}, gain=0.05, gain_ci=(0.01, 0.09))
+    assert (decision.gain, decision.gain_ci) == (0.05, (0.01, 0.09))
+
+
+def test_auto_leaves_stderr_to_a_chunktune_logger_that_listens(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under stderr "auto", with the chunktune logger at INFO the line goes to it alone."""
+    settings = load_settings()
+    assert settings.log.stderr == "auto"
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        say("chunk_size=8", settings)
+    assert capsys.readouterr().err == ""
+    assert [r.getMessage() for r in caplog.records] == ["chunk_size=8"]
+
+
+def test_auto_writes_a_new_sweep_s_decision_for_a_key_already_told(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under stderr "auto" only cache hits go quiet after the first: a fresh sweep is written."""
+    settings = load_settings()
+    key = uuid.uuid4().hex
+    hit = Decision(chunk_size=8, native_chunk=12, source="cache", reason="cached", key=key)
+    report(hit, settings)
+    report(attrs.evolve(hit, source="benchmark", reason="measured"), settings)
+    err = capsys.readouterr().err
+    assert err.count("[chunktune] chunk_size=8") == 2 and "(native=12, benchmark)" in err
+
+
+def test_auto_counts_a_hit_told_to_a_listening_logger_as_not_yet_on_stderr(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hit that went to the logger alone is written to stderr once the logger stops listening."""
+    settings = load_settings()
+    hit = Decision(
+        chunk_size=8, native_chunk=12, source="cache", reason="cached", key=uuid.uuid4().hex
+    )
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        report(hit, settings)
+    assert capsys.readouterr().err == ""
+    report(hit, settings)
+    report(hit, settings)
+    assert capsys.readouterr().err.count("[chunktune] chunk_size=8") == 1
