@@ -162,3 +162,12 @@ def test_paired_estimates_scale_by_native_s_estimate_under_the_evidence_s_estima
         ev.add(4, r, four)
     assert ev.native_seconds() == pytest.approx(2.0)
     assert ev.estimates([None, 4]) == pytest.approx({None: 2.0, 4: 1.8})
+
+
+def test_unpaired_estimates_trim_as_the_evidence_says() -> None:
+    """Unpaired, each size's seconds are reduced with the evidence's own trim (none here)."""
+    ev = Evidence(paired=False, estimator="trimmed_mean", trim=0.0)
+    for r, seconds in enumerate([1.0, 1.0, 1.0, 1.0, 5.0]):
+        ev.add(None, r, 1.0)
+        ev.add(4, r, seconds)
+    assert ev.estimates([None, 4]) == pytest.approx({None: 1.0, 4: 1.8})

@@ -107,3 +107,9 @@ def test_the_standard_error_of_a_min_is_its_spread_on_normal_noise(n: int) -> No
     draws = np.random.default_rng(n).normal(0.0, 1.0, (20000, n))
     spread = float(np.std(draws.min(axis=1)))
     assert standard_error(1.0, n, "min") == pytest.approx(spread, rel=0.04)
+
+
+def test_a_trim_that_is_a_whole_count_of_samples_cuts_exactly_that_many() -> None:
+    """28% of 25 samples is 7 at each end, though 0.28 * 25 is 7.000000000000001 in floats."""
+    # sorted, the 18th value is the last one kept by a cut of 7 and dropped by a cut of 8
+    assert estimate([0.0] * 17 + [11.0] * 8, "trimmed_mean", trim=0.28) == pytest.approx(1.0)
