@@ -372,3 +372,48 @@ async def test_long_waits_in_threads_leave_the_hops_their_threads() -> None:
             release.set()
     finally:
         release.set()
+
+
+@pytest.mark.anyio
+async def test_many_long_waits_run_side_by_side() -> None:
+    """Waits in threads are not queued behind each other: eight run at once."""
+    all_in = threading.Barrier(8, timeout=30)  # a hang guard, not a timing
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(wait_in_thread, all_in.wait)
+    assert not all_in.broken
+
+
+@pytest.mark.anyio
+async def test_a_wait_that_may_be_abandoned_leaves_its_cancelled_caller_at_once() -> None:
+    """With abandon_on_cancel a cancelled wait_in_thread returns at once; the wait runs on."""
+    release, finished = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        release.wait(30)  # a hang guard
+        finished.set()
+
+    with anyio.fail_after(30):  # a hang detector: a wait kept would never return
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(wait_in_thread, wait, abandon_on_cancel=True))
+                await anyio.wait_all_tasks_blocked()
+                scope.cancel()
+    assert scope.cancelled_caught and not finished.is_set()
+    release.set()
+    assert finished.wait(30)
+
+
+def test_wait_for_sweeps_without_a_timeout_waits_for_the_sweep_to_end() -> None:
+    """With no timeout, wait_for_sweeps returns only once every sweep thread has ended."""
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, args=(30,), name=SWEEP_THREAD, daemon=True)
+    thread.start()
+    timer = threading.Timer(0.2, release.set)  # ends the sweep while it is waited for
+    timer.start()
+    try:
+        assert wait_for_sweeps() is True
+        assert not thread.is_alive()
+    finally:
+        release.set()
+        timer.cancel()
