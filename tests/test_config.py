@@ -341,6 +341,8 @@ def test_extend_budget_refuses_a_hard_limit_that_leaves_no_room_to_stretch(hard:
     [
         pytest.param("margin", -0.1, id="margin"),
         pytest.param("margin", 1.0, id="margin-whole"),
+        pytest.param("confirm_alpha", 0.0, id="confirm_alpha"),
+        pytest.param("confirm_min_pairs", 1, id="confirm_min_pairs"),
         pytest.param("tie_tol", 1.0, id="tie_tol"),
         pytest.param("estimator", "mode", id="estimator"),
         pytest.param("warmup", -1, id="warmup"),

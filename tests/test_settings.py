@@ -402,6 +402,14 @@ def test_a_policy_written_without_extends_starts_from_balanced() -> None:
     assert attrs.evolve(Policy(), description=balanced.description) == balanced
 
 
+def test_the_balanced_rule_is_pinned() -> None:
+    """The rule string cache entries are matched by: changing its spelling orphans them."""
+    assert Policy().rule() == (
+        "margin=0.01;tie_tol=0.01;tie_break=evidence;confidence_z=0.0;tie_z=1.0;"
+        "estimator=trimmed_mean;trim=0.2;confirm=true;confirm_alpha=0.05"
+    )
+
+
 def test_effort_counts_every_call_a_sweep_may_make() -> None:
     """effort() is (candidates + native) x max_rounds, plus two calls a pair if it confirms."""
     sizes = chunktune.ExplicitCandidates(sizes=[3, 7, 11])

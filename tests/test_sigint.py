@@ -74,6 +74,10 @@ def _in_thread(func: Callable[[], object]) -> list[BaseException]:
         pytest.param([MAIN], [PYTHON, "-Im", "chunktune"], True, id="flags-joined"),
         pytest.param([MAIN], [PYTHON, "-Wignore", "-B", "-mchunktune"], True, id="joined-value"),
         pytest.param([MAIN], [PYTHON, "-Wignore", "-mchunktune"], True, id="joined-value-then-m"),
+        # a joined value is no run of flags: its c is not -c
+        pytest.param(
+            [MAIN], [PYTHON, "-Wignore::ResourceWarning", "-m", "chunktune"], True, id="c-in-value"
+        ),
         pytest.param(["train.py"], [PYTHON, "train.py"], False, id="a-script"),
         pytest.param(
             ["train.py", "-m", "chunktune"],
