@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import uuid
 
@@ -189,3 +190,35 @@ def test_auto_counts_a_hit_told_to_a_listening_logger_as_not_yet_on_stderr(
     report(hit, settings)
     report(hit, settings)
     assert capsys.readouterr().err.count("[chunktune] chunk_size=8") == 1
+
+
+def test_a_decision_counts_the_samples_each_size_had() -> None:
+    """A measured decision's samples are the rounds each size was timed in."""
+    assert swept(budget_s=10.0, raced_out={}).samples == {None: 2, 1: 1, 4: 1}
+
+
+def test_a_report_without_timings_ends_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    """A decision that timed nothing is reported without an empty list of timings after it."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr="always"))
+    report(Decision(chunk_size=None, native_chunk=12, source="manual", reason="asked"), settings)
+    assert capsys.readouterr().err == "[chunktune] chunk_size=native (native=12, manual): asked\n"
+
+
+def test_no_stderr_at_all_says_nothing_into_stdout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With sys.stderr None (pythonw, `2>&-`) a report goes nowhere, not to stdout."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr="always"))
+    monkeypatch.setattr("sys.stderr", None)
+    say("chunk_size=8", settings)
+    assert capsys.readouterr().out == ""
+
+
+def test_a_report_to_a_closed_stderr_never_fails_the_resolve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stderr the program closed (writing raises ValueError) drops the line, raises nothing."""
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr("sys.stderr", closed)
+    say("chunk_size=8", attrs.evolve(load_settings(), log=LogSettings(stderr="always")))
