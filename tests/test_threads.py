@@ -8,7 +8,7 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 
 import anyio
@@ -329,17 +329,26 @@ async def test_a_child_forked_in_a_task_is_on_no_loop_until_it_starts_one() -> N
 
 
 @pytest.mark.anyio
-async def test_two_hops_run_at_once_on_a_loop_s_own_threads() -> None:
-    """A hop that waits (an fsync, say) leaves a second thread for the next hop."""
-    both = threading.Barrier(2, timeout=30)  # a hang guard, not a timing
+@pytest.mark.parametrize(
+    ("run", "count"),
+    [pytest.param(hop, 2, id="two hops"), pytest.param(wait_in_thread, 8, id="eight waits")],
+)
+async def test_steps_in_threads_run_side_by_side(
+    run: Callable[..., Awaitable[object]], count: int
+) -> None:
+    """Hops (an fsync, say) and waits in threads are not queued behind each other."""
+    all_in = threading.Barrier(count, timeout=30)  # a hang guard, not a timing
     async with anyio.create_task_group() as tg:
-        for _ in range(2):
-            tg.start_soon(hop, both.wait)
-    assert not both.broken
+        for _ in range(count):
+            tg.start_soon(run, all_in.wait)
+    assert not all_in.broken
 
 
 @pytest.mark.anyio
-async def test_a_hop_that_may_be_abandoned_leaves_its_cancelled_caller_at_once() -> None:
+@pytest.mark.parametrize("run", [hop, wait_in_thread], ids=["hop", "wait_in_thread"])
+async def test_a_step_that_may_be_abandoned_leaves_its_cancelled_caller_at_once(
+    run: Callable[..., Awaitable[object]],
+) -> None:
     """With abandon_on_cancel the caller returns on cancellation while the step runs on."""
     release, finished = threading.Event(), threading.Event()
 
@@ -347,10 +356,10 @@ async def test_a_hop_that_may_be_abandoned_leaves_its_cancelled_caller_at_once()
         release.wait(30)  # a hang guard
         finished.set()
 
-    with anyio.fail_after(30):  # a hang detector: a hop that waited would never return
+    with anyio.fail_after(30):  # a hang detector: a step kept would never return
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(functools.partial(hop, step, abandon_on_cancel=True))
+                tg.start_soon(functools.partial(run, step, abandon_on_cancel=True))
                 await anyio.wait_all_tasks_blocked()
                 scope.cancel()
     assert scope.cancelled_caught and not finished.is_set()
@@ -372,36 +381,6 @@ async def test_long_waits_in_threads_leave_the_hops_their_threads() -> None:
             release.set()
     finally:
         release.set()
-
-
-@pytest.mark.anyio
-async def test_many_long_waits_run_side_by_side() -> None:
-    """Waits in threads are not queued behind each other: eight run at once."""
-    all_in = threading.Barrier(8, timeout=30)  # a hang guard, not a timing
-    async with anyio.create_task_group() as tg:
-        for _ in range(8):
-            tg.start_soon(wait_in_thread, all_in.wait)
-    assert not all_in.broken
-
-
-@pytest.mark.anyio
-async def test_a_wait_that_may_be_abandoned_leaves_its_cancelled_caller_at_once() -> None:
-    """With abandon_on_cancel a cancelled wait_in_thread returns at once; the wait runs on."""
-    release, finished = threading.Event(), threading.Event()
-
-    def wait() -> None:
-        release.wait(30)  # a hang guard
-        finished.set()
-
-    with anyio.fail_after(30):  # a hang detector: a wait kept would never return
-        with anyio.CancelScope() as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(functools.partial(wait_in_thread, wait, abandon_on_cancel=True))
-                await anyio.wait_all_tasks_blocked()
-                scope.cancel()
-    assert scope.cancelled_caught and not finished.is_set()
-    release.set()
-    assert finished.wait(30)
 
 
 def test_wait_for_sweeps_without_a_timeout_waits_for_the_sweep_to_end() -> None:
