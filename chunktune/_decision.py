@@ -9,7 +9,7 @@ import attrs
 
 from ._load import MachineLoad
 
-__all__ = ["Decision", "Source", "timings_to_ms"]
+__all__ = ["Decision", "Source", "size_name", "timings_to_ms"]
 
 Source = Literal["manual", "disabled", "trivial", "cache", "benchmark", "fallback"]
 
@@ -18,10 +18,15 @@ def _freeze(value: Mapping[int | None, Any]) -> dict[int | None, Any]:
     return dict(value)
 
 
+def size_name(chunk: int | None) -> str:
+    """A chunk size as messages and reports name it: ``"native"`` for None."""
+    return "native" if chunk is None else str(chunk)
+
+
 def timings_to_ms(timings: Mapping[int | None, float]) -> dict[str, float]:
     """``{None: 0.0123, 8: 0.0101}`` as ``{"native": 12.3, "8": 10.1}`` (milliseconds)."""
     ordered = sorted(timings.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0))
-    return {("native" if k is None else str(k)): v * 1e3 for k, v in ordered}
+    return {size_name(k): v * 1e3 for k, v in ordered}
 
 
 # hash=False: timings and samples are dicts, so a hash would raise; __hash__ is

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ._candidates import thin_log
+from ._decision import size_name
 from ._evidence import Evidence
 from ._probe import Chunk, Probe
 
@@ -106,7 +107,7 @@ class Field:
             behind = self.ev.compare(c, lead)
             vs_native = self.ev.compare(c, None)
             if behind.n >= self.p.min_rounds and behind.lower(z) > self.band:
-                self.drop(c, f"clearly behind {_named(lead)}")
+                self.drop(c, f"clearly behind {size_name(lead)}")
             elif vs_native.n >= self.p.min_rounds and vs_native.lower(z) > -self.need:
                 self.drop(c, "clearly short of the margin over native")
 
@@ -129,9 +130,4 @@ class Field:
         lead = self.leader()
         for c in ranked[keep:]:
             if c != lead and self.ev.compare(c, lead).lower(self.p.tie_z) > 0:
-                self.drop(c, f"the field halved, behind {_named(lead)}")
-
-
-def _named(chunk: Chunk) -> str:
-    """A size as a drop's reason names it: native by name, never ``None``."""
-    return "native" if chunk is None else str(chunk)
+                self.drop(c, f"the field halved, behind {size_name(lead)}")

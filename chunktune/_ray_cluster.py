@@ -22,7 +22,7 @@ import attrs
 
 from ._cache_entry import CacheEntry
 from ._config import load_settings
-from ._decision import Decision
+from ._decision import Decision, size_name
 from ._errors import CacheError, InvalidArgumentError, UsageError
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
@@ -191,7 +191,7 @@ def _sweep_limit_s(here: Settings, policy: str | Policy | None) -> float:
 
 
 def _describe(decision: Decision) -> str:
-    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
+    chosen = size_name(decision.chunk_size)
     what = f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}"
     if decision.probe_seconds:
         what += f", {decision.probe_seconds:.2f} s of probes"

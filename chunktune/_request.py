@@ -15,7 +15,7 @@ from typing import Any, cast
 import attrs
 
 from ._cache_entry import CacheEntry, writable_path, writable_signature
-from ._decision import Decision, timings_to_ms
+from ._decision import Decision, size_name, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
@@ -361,7 +361,7 @@ def report(decision: Decision, settings: Settings) -> None:
     if mode != "always" and (quiet or mode == "never") and not logging_on:
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
-    chosen = "native" if decision.chunk_size is None else str(decision.chunk_size)
+    chosen = size_name(decision.chunk_size)
     line = (
         f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
         f"{decision.reason}"

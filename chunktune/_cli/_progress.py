@@ -16,6 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from .._decision import size_name
 from .._events import ProgressEvent
 from ._common import console_on, say
 
@@ -114,7 +115,7 @@ class _PlainProgress(_NoProgress):
     def _planned(self, event: ProgressEvent) -> None:
         """Say which candidates the sweep measures: all, or those the budget can judge."""
         self.candidates = len(event.candidates)
-        sizes = ", ".join("native" if c is None else str(c) for c in event.candidates)
+        sizes = ", ".join(map(size_name, event.candidates))
         if event.message:  # the field was cut to what the budget can judge
             say(f"{event.message}: measuring only {sizes}")
         else:
