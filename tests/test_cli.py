@@ -1891,3 +1891,42 @@ def test_cache_clear_at_the_end_of_its_input_deletes_nothing_and_says_so(
     monkeypatch.setattr(sys, "stdin", _Terminal(""))
     assert main(["cache", "clear"]) == 0
     assert "nothing deleted" in capsys.readouterr().out and len(cache.entries()) == 1
+
+
+@pytest.mark.parametrize(
+    ("encoding", "name", "escaped"),
+    [
+        # a file name of bytes that are no UTF-8, under a UTF-8 locale (en_US.UTF-8)
+        pytest.param("utf-8:strict", "\udcff", b"\\udcff", id="undecodable-bytes"),
+        # a name the console's code page cannot hold (cp1252 and a Chinese name)
+        pytest.param("ascii", "模型", b"\\u6a21\\u578b", id="code-page"),
+    ],
+)
+def test_a_name_stdout_cannot_encode_is_printed_escaped_not_a_traceback(
+    env: dict[str, Path], tmp_path: Path, encoding: str, name: str, escaped: bytes
+) -> None:
+    """A path stdout's encoding cannot hold is written with escapes, as stderr writes it; exit 0."""
+    cache = f"{tmp_path}/{name}.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "path"],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "CHUNKTUNE_CACHE": cache, "PYTHONIOENCODING": encoding},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == os.fsencode(str(tmp_path)) + b"/" + escaped + b".json\n"
+
+
+def test_with_stderr_closed_an_error_naming_an_undecodable_file_still_exits_2(
+    env: dict[str, Path], tmp_path: Path
+) -> None:
+    """`2>&-`: an error line naming a file of bytes that are no UTF-8 exits 2, not 1."""
+    missing = f"{tmp_path}/\udcff.xml"  # os.fsencode: the byte 0xff
+    result = subprocess.run(
+        [sys.executable, "-m", "chunktune", "tune", missing, *SMALL],
+        capture_output=True,
+        timeout=60,
+        env=dict(os.environ),
+        preexec_fn=lambda: os.close(2),
+    )
+    assert result.returncode == 2

@@ -161,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stderr closed at start (`2>&-`, a daemon's): print(file=None) and rich write to
         # stdout instead, so progress would corrupt `--json`, and an error line would fail
         # on a closed stdout and end in a traceback; what goes to stderr goes nowhere
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+        # escaping as Python's own stderr does: an error naming a file of bytes that are no
+        # UTF-8 failed to encode, and ended the command in exit 1, not 2
+        sys.stderr = open(os.devnull, "w", errors="backslashreplace")  # noqa: SIM115
         if sys.stderr.fileno() == 2:
             # in stderr's own place, so child processes inherit it: one started with no
             # stderr fails where it loads a library (older mujoco's glfw checks itself in

@@ -33,6 +33,7 @@ __all__ = [
     "console_on",
     "entries_of",
     "error",
+    "escaped",
     "exists",
     "file_arg",
     "help_formatter",
@@ -80,7 +81,14 @@ class Stdout:
         if self.closed_at_start:
             raise self._failed("it is closed")
         try:
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:
+                # a name this encoding cannot hold (a file name of bytes that are no UTF-8
+                # under en_US.UTF-8, a Chinese one on a cp1252 console) ended the command
+                # in a traceback: it is written escaped, as Python writes it to stderr
+                self._stream.write(escaped(text, self._stream))
+                return len(text)
         except BrokenPipeError as exc:
             self.failure = exc
             raise
@@ -142,6 +150,12 @@ class Stderr:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def escaped(text: str, stream: TextIO) -> str:
+    """``text`` with what ``stream``'s encoding cannot hold as backslash escapes."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding)
 
 
 def help_formatter(prog: str) -> argparse.HelpFormatter:
