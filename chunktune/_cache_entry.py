@@ -32,6 +32,7 @@ __all__ = [
     "BadEntry",
     "CacheEntry",
     "check_entry",
+    "check_key",
     "entry_from_table",
     "entry_to_table",
     "writable_path",
@@ -165,8 +166,11 @@ def writable_path(value: object) -> str | None:
 
 
 def writable_signature(signature: Mapping[str, Any]) -> dict[str, Any]:
-    """A signature as an entry may hold it: :func:`writable_text` of every text value."""
-    return {k: writable_text(v) if isinstance(v, str) else v for k, v in signature.items()}
+    """A signature as an entry may hold it: :func:`writable_text` of every name and text value."""
+    return {
+        writable_text(k): writable_text(v) if isinstance(v, str) else v
+        for k, v in signature.items()
+    }
 
 
 def _optional_text(value: Any, _t: Any = None) -> str | None:
@@ -248,6 +252,7 @@ def _chunks_in(value: Any, _t: Any = None) -> tuple[int, ...]:
 def _scalars(value: Any, _t: Any = None) -> dict[str, Any]:
     # what a signature (and the device fingerprint) may hold: the Workload protocol's values
     for key, item in _table(value).items():
+        _text(key)  # TOML cannot hold a lone surrogate in a name either
         if not isinstance(item, str | int | float):
             raise ValueError(f"{key}: {shown(item)} is not a string, number or boolean")
         if isinstance(item, float) and not math.isfinite(item):
@@ -370,6 +375,19 @@ def entry_from_table(table: object) -> CacheEntry:
     if problems:
         raise BadEntry(problems)
     return entry
+
+
+def check_key(key: str) -> None:
+    """Check that an entry's ``key`` can be written in either format.
+
+    Raises:
+        BadEntry: it holds a lone surrogate (a name that was not UTF-8), which JSON
+            escapes and TOML cannot hold.
+    """
+    try:
+        _text(key)
+    except ValueError as exc:
+        raise BadEntry([f"key: {exc}"]) from None
 
 
 def check_entry(entry: CacheEntry) -> None:

@@ -27,7 +27,7 @@ import attrs
 import tomli_w
 
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
-from ._cache_entry import BadEntry, CacheEntry, entry_from_table
+from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
 from ._cache_json import json_by_entry
 from ._cache_legacy import is_legacy, legacy_entries
 from ._errors import CacheError
@@ -253,6 +253,7 @@ def _read_entries(
                 seen[key] = earlier
                 continue
         try:
+            check_key(key)
             entries[key] = entry_from_table(value)
         except BadEntry as exc:
             skipped.append((key, str(exc)))

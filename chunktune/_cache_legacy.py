@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._cache_entry import NATIVE, BadEntry, CacheEntry, entry_from_table
+from ._cache_entry import NATIVE, BadEntry, CacheEntry, check_key, entry_from_table
 from ._shown import shown
 
 __all__ = ["LEGACY_PREFIX", "is_legacy", "legacy_entries"]
@@ -41,6 +41,7 @@ def legacy_entries(
     for key, value in doc.items():
         name = f"{LEGACY_PREFIX}{key}"
         try:
+            check_key(name)
             entries[name] = entry_from_table(_legacy_table(value, created=mtime, source=source))
         except BadEntry as exc:
             skipped.append((name, str(exc)))

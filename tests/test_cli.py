@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from chunktune._cache import DecisionCache
+from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
 from chunktune._errors import CacheError
@@ -783,6 +783,46 @@ def test_cache_import_rejects_other_files(
     assert message in capsys.readouterr().err
     assert other.read_text() == content
     assert not env["cache"].exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "fields"),
+    [
+        pytest.param("\udce8" + "a" * 31 + ".policy", {}, id="entry-key"),
+        pytest.param("a" * 32 + ".policy", {"signature": {"sc\udce8ne": 1}}, id="signature-key"),
+    ],
+)
+def test_cache_import_into_toml_of_a_name_that_is_not_utf8_is_no_traceback(
+    env: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    key: str,
+    fields: dict[str, Any],
+) -> None:
+    """A JSON cache's key holding a lone surrogate, imported into a TOML cache: skipped, exit 0."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.toml"))
+    other = tmp_path / "other.json"  # JSON escapes the surrogate; TOML cannot hold it
+    write_cache_file(other, {key: entry(time.time(), **fields), "b" * 32 + ".p": entry(1.0)})
+    assert main(["cache", "import", str(other)]) == 0
+    assert "imported 1 of 2 entries" in capsys.readouterr().out
+    assert list(DecisionCache(tmp_path / "cache.toml").entries()) == ["b" * 32 + ".p"]
+
+
+def test_cache_import_into_toml_of_an_older_tuner_s_key_that_is_not_utf8_is_no_traceback(
+    env: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An older tuner's key with a lone surrogate, imported into a TOML cache: skipped, exit 0."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.toml"))
+    older = tmp_path / "older.json"
+    table = {"chunk_size": 4, "per_candidate_ms": {"None": 9.0, "4": 8.0}}
+    older.write_text(json.dumps({"\udce8" + "a" * 39: table, "b" * 40: table}))
+    assert main(["cache", "import", str(older)]) == 0
+    assert "imported 1 of 2 entries" in capsys.readouterr().out
+    assert list(DecisionCache(tmp_path / "cache.toml").entries()) == ["legacy-" + "b" * 40]
 
 
 # ---------------------------------------------------------------- policy

@@ -321,6 +321,24 @@ async def test_a_workload_named_by_a_path_that_is_not_utf8_is_cached_as_toml(
     assert stored.model_file == "sc\\udce8ne.xml"  # its bytes as escapes
 
 
+async def test_a_signature_keyed_by_a_name_that_is_not_utf8_is_cached_as_toml(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signature key holding a lone surrogate is stored with escapes; the resolve never raises."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "cache.toml"))
+    name = os.fsdecode(b"sc\xe8ne.xml")
+
+    class Keyed(SimulatedWorkload):
+        def signature(self) -> Mapping[str, SignatureValue]:
+            return {**super().signature(), name: 1}
+
+    first = await chunktune.resolve(Keyed(uneven().costs, nthread=8))
+    again = await chunktune.resolve(Keyed(uneven().costs, nthread=8))
+    assert first.source == "benchmark" and again.source == "cache"
+    (stored,) = chunktune.DecisionCache(isolated / "cache.toml").entries().values()
+    assert stored.signature["sc\\udce8ne.xml"] == 1  # its bytes as escapes
+
+
 async def test_not_a_workload_is_rejected() -> None:
     """An object without the Workload members raises WorkloadError naming what is missing."""
     with pytest.raises(WorkloadError, match="run"):
