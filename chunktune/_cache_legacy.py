@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._cache_entry import NATIVE, BadEntry, CacheEntry, check_key, entry_from_table
+from ._cache_entry import (
+    NATIVE,
+    BadEntry,
+    CacheEntry,
+    check_key,
+    entry_from_table,
+    writable_text,
+)
 from ._shown import shown
 
 __all__ = ["LEGACY_PREFIX", "is_legacy", "legacy_entries"]
@@ -57,7 +64,8 @@ def _legacy_table(value: dict[str, Any], *, created: float, source: str) -> dict
     table = {
         "chunk_size": NATIVE if chunk is None else chunk,
         "native_chunk": 0,  # not stored by the older tuner
-        "reason": f"migrated from the older tuner's cache {source}",
+        # a folder named by bytes that are no UTF-8 made every entry "malformed"
+        "reason": f"migrated from the older tuner's cache {writable_text(source)}",
         "timings_ms": {(NATIVE if k == "None" else k): ms for k, ms in per_ms.items()},
         "policy": "legacy",
         "created": created,

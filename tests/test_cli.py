@@ -825,6 +825,21 @@ def test_cache_import_into_toml_of_an_older_tuner_s_key_that_is_not_utf8_is_no_t
     assert list(DecisionCache(tmp_path / "cache.toml").entries()) == ["legacy-" + "b" * 40]
 
 
+def test_cache_import_of_an_older_tuner_s_cache_in_a_folder_not_named_in_utf8(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older tuner's cache under a name of bytes that are no UTF-8 is imported whole."""
+    folder = tmp_path / os.fsdecode(b"sc\xe8nes")
+    folder.mkdir()
+    older = folder / "older.json"
+    table = {"chunk_size": 4, "per_candidate_ms": {"None": 9.0, "4": 8.0}}
+    older.write_text(json.dumps({"a" * 40: table}))
+    assert main(["cache", "import", str(older)]) == 0
+    assert "imported 1 of 1 entry" in capsys.readouterr().out
+    (stored,) = DecisionCache(env["cache"]).entries().values()
+    assert "sc\\udce8nes" in stored.reason  # its bytes as escapes
+
+
 # ---------------------------------------------------------------- policy
 
 
