@@ -22,7 +22,7 @@ import attrs
 from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import resolve_tables
-from ._paths import is_path
+from ._paths import is_path, user_path
 from ._policy import Policy
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
@@ -219,12 +219,17 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
 
 def discover_config(env: str | None) -> Path | None:
     """The settings file discovery names where ``$CHUNKTUNE_CONFIG`` holds ``env``: that
-    file, else ``./chunktune.toml`` if there is one, else None (built-in defaults)."""
+    file, else ``./chunktune.toml`` if there is one, else None (built-in defaults).
+
+    Raises:
+        ConfigError: ``env`` names the home of a user that does not exist
+            (``~nosuchuser/x.toml``), or holds a NUL byte, as ``$CHUNKTUNE_CACHE`` would.
+    """
     if env:
         try:  # ~ expanded, as in $CHUNKTUNE_CACHE: a service's or container's value no shell saw
-            return Path(env).expanduser()
-        except RuntimeError:  # no such user's home: the path as written, reported missing
-            return Path(env)
+            return user_path(env)
+        except ValueError as exc:  # read as written, it would name a ./~nosuchuser folder
+            raise ConfigError(f"${CONFIG_ENV}: {exc}") from None
     local = Path.cwd() / "chunktune.toml"
     return local if local.is_file() else None
 
@@ -340,7 +345,8 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
             UTF-8, not valid TOML (file and line given), nested deeper than any
             setting (``MAX_DEPTH``), or holds invalid settings (every problem listed
             with its TOML path; an empty ``[cache] path``, or a cache path there or
-            in ``$CHUNKTUNE_CACHE`` that holds a NUL byte or names an unknown ``~user``).
+            in ``$CHUNKTUNE_CACHE`` that holds a NUL byte or names an unknown ``~user``),
+            or ``$CHUNKTUNE_CONFIG`` names an unknown ``~user``.
     """
     if path is None:
         variables = {name: os.environ.get(name) for name in VARIABLES}

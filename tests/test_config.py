@@ -12,6 +12,7 @@ import pytest
 
 from chunktune import ConfigError, Policy, RaySettings, dump_policy, dump_settings, load_settings
 from chunktune._config import preset_names, settings_from_dict
+from chunktune._discovered import discovered_settings
 
 PRESETS = ["balanced", "off", "patient", "quick", "seed", "thorough"]
 
@@ -378,6 +379,20 @@ def test_chunktune_config_expands_home_as_chunktune_cache_does(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("CHUNKTUNE_CONFIG", "~/ct.toml")
     assert load_settings().policy == "seed"
+
+
+@pytest.mark.parametrize("entry", ["load_settings", "discovered"])
+def test_chunktune_config_naming_an_unknown_home_is_refused_as_chunktune_cache_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    """$CHUNKTUNE_CONFIG='~nosuchuser/x.toml': ConfigError naming the variable, not a ./~ folder."""
+    (tmp_path / "~nosuchuser-chunktune").mkdir()  # a folder that reading it relative would find
+    write(tmp_path / "~nosuchuser-chunktune" / "x.toml", 'policy = "seed"\n')
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "~nosuchuser-chunktune/x.toml")
+    load = load_settings if entry == "load_settings" else discovered_settings
+    with pytest.raises(ConfigError, match=r"\$CHUNKTUNE_CONFIG: .* no such home") as info:
+        load()
+    assert info.value.source is None  # no file was read
 
 
 def test_a_file_chunktune_config_names_is_said_to_come_from_it(
