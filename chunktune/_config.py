@@ -31,6 +31,7 @@ from ._settings import (
     LogSettings,
     RaySettings,
     Settings,
+    policy_name_problem,
     unknown_policy,
 )
 from ._shown import shown, spelled
@@ -299,6 +300,11 @@ def settings_from_dict(
     if not isinstance(user, Mapping):
         problems.append(f"policies: {spelled(user)} is not a table of policies")
         user = {}
+    refused = {n: policy_name_problem(n) for n in user if isinstance(n, str)}
+    for name, problem in refused.items():
+        if problem is not None:  # its one problem: its own keys' paths would print it raw
+            problems.append(f"policies.{spelled(name)}: {problem}")
+            user = {**user, name: {}}  # what extends it or makes it active finds it
     tables = resolve_tables(presets, user, problems)
     policies = _policies(tables, user, problems)
 

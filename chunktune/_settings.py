@@ -17,7 +17,7 @@ import attrs
 
 from ._errors import ConfigError
 from ._policy import MAX_LIMIT_S, Policy
-from ._shown import shown, spelled
+from ._shown import shown, spelled, unprinted
 from ._validators import boolean, choice, number, path_text, plain_numbers, record
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Settings",
     "StderrMode",
     "WhileSweeping",
+    "policy_name_problem",
     "unknown_policy",
 ]
 
@@ -117,6 +118,18 @@ def unknown_policy(name: object, known: Iterable[str]) -> str:
     return f"unknown policy {spelled(name)}; {hint}{known_ones}"
 
 
+def policy_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a policy, or None: a control character (a newline, an
+    escape, a bidi override) would print raw in ``tune``'s header and every table."""
+    char = unprinted(name)
+    if char is None:
+        return None
+    return (
+        f"{spelled(name)} is not valid as a policy name: it holds a control character "
+        f"({char}); expected a name that prints as written"
+    )
+
+
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str):
         raise ConfigError(f"{shown(value)} is not valid for policy; expected a policy name")
@@ -153,6 +166,9 @@ class Settings:
                 raise ConfigError(
                     f"{shown(name)} is not valid as a name in policies; expected a str"
                 )
+            problem = policy_name_problem(name)
+            if problem is not None:
+                raise ConfigError(problem)
             if not isinstance(pol, Policy):
                 raise ConfigError(
                     f"{shown(pol)} is not valid for policies[{shown(name)}]; expected a Policy"

@@ -12,6 +12,7 @@ import json
 import math
 import re
 import reprlib
+import unicodedata
 from collections.abc import Mapping, Sequence
 from itertools import islice
 
@@ -21,6 +22,7 @@ __all__ = [
     "shown",
     "shown_some",
     "spelled",
+    "unprinted",
 ]
 
 
@@ -103,8 +105,25 @@ def _toml_string(text: str) -> str:
     return '"' + "".join(_TOML_ESCAPES.get(c) or _toml_char(c) for c in text) + '"'
 
 
+# control (C0, DEL, C1), format (a bidi override) and line or paragraph separators: written
+# raw, they break a message's line or reorder what follows it on a terminal
+_UNPRINTED = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
 def _toml_char(c: str) -> str:
-    return f"\\u{ord(c):04X}" if ord(c) < 0x20 or ord(c) == 0x7F else c
+    if unicodedata.category(c) not in _UNPRINTED:
+        return c
+    return f"\\u{ord(c):04X}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08X}"
+
+
+def unprinted(text: str) -> str | None:
+    """The first character of ``text`` that a terminal would not print as written (a
+    control, format or line-separator character: a newline, an escape, a bidi override),
+    as ``U+000A``; None when every character prints."""
+    for c in text:
+        if unicodedata.category(c) in _UNPRINTED:
+            return f"U+{ord(c):04X}"
+    return None
 
 
 class _TomlRepr(_Repr):
@@ -128,7 +147,8 @@ class _TomlRepr(_Repr):
             return _toml_string(x)
         head = max(0, (self.maxstring - 3) // 2)
         tail = max(0, self.maxstring - 3 - head)
-        return _toml_string(x[:head])[:-1] + self.fillvalue + _toml_string(x[len(x) - tail :])[1:]
+        # cut after escaping, each escape whole: an escaped character is up to 10 long
+        return _cut(_toml_string(x[:head] + x[len(x) - tail :]), head + 1, tail + 1, self.fillvalue)
 
     def repr_tuple(self, x: tuple[object, ...], level: int) -> str:
         # a TOML array; one past maxlist keeps the "..." that says more were left out

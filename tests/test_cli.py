@@ -922,6 +922,8 @@ def test_what_the_command_line_got_wrong_is_named_once(
                      id="sizes"),
         pytest.param(("tune", "--policy", " "), 'argument --policy: " " is not a policy name',
                      id="policy"),
+        pytest.param(("tune", "--policy", "a\nb"),
+                     'argument --policy: "a\\nb" is not a policy name', id="policy-newline"),
         pytest.param(("frob",),
                      'argument COMMAND: "frob" is not one of tune, record, cache, policy\n',
                      id="command"),
@@ -942,6 +944,18 @@ def test_a_bad_word_on_the_command_line_is_quoted_as_the_settings_quote_it(
     """A word the parser refuses is quoted as settings values are ("x"), not as a repr ('x')."""
     assert main(list(args)) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [("tune", "--num-envs", "4"), ("policy", "list")])
+def test_a_policy_name_with_a_newline_in_the_settings_is_one_line_of_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """[policies."a\\nb"] in ./chunktune.toml: exit 2, one line naming it escaped, nothing raw."""
+    (tmp_path / "chunktune.toml").write_text('[policies."a\\nb"]\nextends = "quick"\n')
+    assert main(list(args)) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and 'policies."a\\nb": ' in err, err
 
 
 # ---------------------------------------------------------------- the program

@@ -784,3 +784,47 @@ def test_an_empty_chunktune_config_counts_as_unset(
     write(tmp_path / "chunktune.toml", 'policy = "quick"\n')
     monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
     assert load_settings().policy == "quick"
+
+
+@pytest.mark.parametrize(
+    ("name", "escaped"),
+    [
+        pytest.param("a\nb", r"a\\nb", id="newline"),
+        pytest.param("a\x1b[31mb", r"a\\u001B\[31mb", id="escape"),
+        pytest.param("a\tb", r"a\\tb", id="tab"),
+        pytest.param("a\x7fb", r"a\\u007Fb", id="delete"),
+        pytest.param("a\x85b", r"a\\u0085b", id="c1-next-line"),
+        pytest.param("a\u2028b", r"a\\u2028b", id="line-separator"),
+        pytest.param("a\u202eb", r"a\\u202Eb", id="bidi-override"),
+    ],
+)
+def test_a_policy_name_with_a_control_character_is_refused_at_its_toml_path(
+    tmp_path: Path, name: str, escaped: str
+) -> None:
+    """[policies."a\\nb"] in a file: ConfigError at policies."a\\nb" naming the file."""
+    key = name.encode("unicode_escape").decode().replace("\\x", "\\u00")
+    file = write(tmp_path / "c.toml", f'policy = "quick"\n[policies."{key}"]\nmargin = 0.05\n')
+    with pytest.raises(ConfigError, match=rf'policies\."{escaped}": .*control') as info:
+        load_settings(file)
+    assert info.value.source == str(file)
+    assert len(info.value.problems) == 1
+    assert name[1] not in str(info.value)  # escaped wherever it is shown
+
+
+def test_a_policy_extending_or_made_active_by_a_refused_name_adds_no_second_problem() -> None:
+    """policy = "a\\nb" and extends = "a\\nb" beside [policies."a\\nb"]: that name's one problem."""
+    data = {
+        "policy": "a\nb",
+        "policies": {"a\nb": {"extends": "quick"}, "child": {"extends": "a\nb"}},
+    }
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict(data, environ={})
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith('policies."a\\nb": ')
+
+
+def test_printable_unicode_policy_names_are_kept() -> None:
+    """Names with spaces, accents or CJK text load: only control characters are refused."""
+    names = ["my policy", "schnell-ä", "快速", "a.b"]
+    settings = settings_from_dict({"policies": {n: {"extends": "quick"} for n in names}})
+    assert set(names) <= set(settings.policies)

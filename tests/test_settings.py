@@ -356,6 +356,11 @@ def test_settings_classes_built_in_code_raise_config_error(build: Any, message: 
     [
         pytest.param({1: Policy()}, "1 is not valid as a name in policies", id="name-not-str"),
         pytest.param({"a": 1}, r"1 is not valid for policies\['a'\]", id="value-not-policy"),
+        pytest.param(
+            {"a\nb": Policy()},
+            r'"a\\nb" is not valid as a policy name: .*control',
+            id="name-with-newline",
+        ),
     ],
 )
 def test_a_bad_policies_entry_is_named_for_what_is_wrong_with_it(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,3 +177,21 @@ def test_a_value_too_deep_for_json_is_shown_bounded() -> None:
         inner.append([])
         inner = inner[0]  # type: ignore[assignment]
     assert jsoned(deep) == "[[[[[[[...]]]]]]]"
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        pytest.param("a\x85b", r'"a\u0085b"', id="c1-next-line"),
+        pytest.param("a\u2028b", r'"a\u2028b"', id="line-separator"),
+        pytest.param("a\u202eb", r'"a\u202Eb"', id="bidi-override"),
+        pytest.param("a\U000e0001b", r'"a\U000E0001b"', id="astral-format"),
+        pytest.param("é 快", '"é 快"', id="printable-kept"),
+    ],
+)
+def test_spelled_escapes_every_character_a_terminal_would_not_print(
+    value: str, written: str
+) -> None:
+    """C1 controls, line separators and bidi overrides are TOML escapes, as C0 ones are."""
+    assert spelled(value) == written
+    assert tomllib.loads(f"x = {written}")["x"] == value

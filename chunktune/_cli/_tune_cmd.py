@@ -20,6 +20,7 @@ from .._locks import sweep_lock
 from .._paths import model_file_problem
 from .._request import worth_storing
 from .._resolve import resolve
+from .._settings import policy_name_problem
 from .._shown import spelled
 from .._threads import wait_for_sweeps
 from .._workload import SignatureValue, Workload, upper_chunk
@@ -63,7 +64,7 @@ again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 
 
 def _policy_name(text: str) -> str:
-    if not text.strip():
+    if not text.strip() or policy_name_problem(text) is not None:
         raise argparse.ArgumentTypeError(f"{spelled(text)} is not a policy name")
     return text
 
