@@ -33,7 +33,7 @@ from ._ray_resolve import resolve_sync
 from ._request import check_policy, check_settings, pick_policy, worth_storing
 from ._settings import Settings
 from ._shown import shown
-from ._workload import Workload, check_workload
+from ._workload import Workload, check_signature, check_workload
 
 __all__ = ["tune_cluster"]
 
@@ -81,7 +81,7 @@ def _sweep_on_node(
     num_envs, nthread = check_workload(workload)
     _, pol = pick_policy(here, policy)
     decision = resolve_sync(workload, settings=here, policy=policy)
-    signature = dict(workload.signature())
+    signature = check_signature(workload.signature())  # keyed as the node's resolves key it
     device = device_fingerprint()
     entry = None
     # as a local sweep: one that timed native alone is no evidence to hand to other hosts

@@ -23,7 +23,7 @@ from ._ray_api import node_labels, node_type
 from ._request import Ask, decision_entry, pick_policy, say
 from ._request import report as report_request
 from ._settings import Settings
-from ._workload import native_chunk
+from ._workload import call_workload, check_signature, native_chunk
 
 __all__ = [
     "Job",
@@ -80,11 +80,14 @@ def identify(ray: Any, asked: Ask, settings: Settings) -> Job:
     ``settings`` are ``asked.settings``, loaded where the caller gave none.
 
     Raises:
+        WorkloadError: the signature holds a value that cannot be keyed.
         Exception: whatever the workload's ``signature()`` raised.
     """
     num_envs, nthread = asked.num_envs, asked.nthread
     name, pol = pick_policy(settings, asked.policy)
-    signature = dict(asked.workload.signature())
+    # as resolve keys it (numpy numbers as the Python ones they hold): this host's key is
+    # the one its plain resolves store and read
+    signature = check_signature(call_workload(asked.workload.signature))
     device = device_fingerprint()
     kind = node_type(node_labels(ray), device)
 

@@ -17,12 +17,13 @@ from typing import Any
 
 import anyio
 import attrs
+import numpy as np
 import pytest
 from _registry_ray import RegistryRay, registry_loop
 
 import chunktune
 import chunktune.ray
-from chunktune import _ray_calls, _ray_claim
+from chunktune import _ray_calls, _ray_claim, _ray_cluster
 from chunktune._ray_job import identify
 from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
@@ -161,6 +162,39 @@ def test_another_hosts_worker_adopts_the_answer_and_it_is_reported(
     assert adopted.native_chunk == swept.native_chunk
     assert adopted.reason in caplog.text
     assert chunktune.DecisionCache(isolated / "h2" / "cache.json").get(adopted.key) is not None
+
+
+class NumpySigned(Slow):
+    """A workload whose signature holds numpy numbers, as resolve takes them."""
+
+    def signature(self) -> dict[str, Any]:
+        return {**self.inner.signature(), "nstep": np.int64(8), "contact": np.bool_(True)}
+
+
+def test_a_signature_of_numpy_numbers_keys_a_ray_resolve_as_a_plain_one(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """numpy numbers in signature(): an answer adopted on a host is its resolves' hit later."""
+    swept = chunktune.ray.resolve_sync(NumpySigned("np"), settings=host("h1", isolated))
+    adopted = chunktune.ray.resolve_sync(NumpySigned("np"), settings=host("h2", isolated))
+    again, plain = NumpySigned("np"), NumpySigned("np")
+    later = chunktune.ray.resolve_sync(again, settings=host("h2", isolated))
+    local = chunktune.resolve_sync(plain, settings=host("h2", isolated))
+    assert (adopted.source, later.source, local.source) == ("cache", "cache", "cache")
+    assert (again.calls, plain.calls) == (0, 0)
+    assert adopted.key == swept.key == later.key == local.key  # one machine: one key
+
+
+def test_a_cluster_sweep_of_numpy_numbers_is_stored_where_other_nodes_look(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """tune_cluster's answer for a numpy-signed workload is a plain resolve's hit on other nodes."""
+    swept = _ray_cluster._sweep_on_node(lambda: NumpySigned("np"), None, host("h1", isolated))
+    assert swept.entry is not None
+    _ray_cluster._store_here(host("h2", isolated), swept)
+    plain = NumpySigned("np")
+    local = chunktune.resolve_sync(plain, settings=host("h2", isolated))
+    assert (local.source, plain.calls, local.key) == ("cache", 0, swept.decision.key)
 
 
 @pytest.mark.parametrize(
