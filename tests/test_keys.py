@@ -298,3 +298,16 @@ def test_a_sweep_stores_its_entry_under_its_jobs_key_with_the_machine_it_ran_on(
     entry = DecisionCache(isolated / "cache.json").get(decision.key)
     assert entry is not None
     assert (entry.num_envs, entry.nthread, entry.device) == (512, 8, device)
+
+
+def test_a_cache_path_from_home_is_one_cache_however_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cache_for expands '~' before keying: ~/x and the whole path to x give one cache."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    settings = chunktune.load_settings()
+    tilde, whole = (
+        cache_for(attrs.evolve(settings, cache=attrs.evolve(settings.cache, path=p)))
+        for p in ("~/decisions.json", str(tmp_path / "decisions.json"))
+    )
+    assert tilde is not None and tilde is whole

@@ -242,3 +242,17 @@ def test_a_child_forked_while_the_memory_s_lock_is_held_remembers_and_forgets(
     with _recent._lock:
         status = run_forked(child, hang_guard_s=20)
     assert status == 0
+
+
+async def test_a_workload_said_again_goes_behind_the_others(
+    settings: chunktune.Settings,
+) -> None:
+    """A workload remembered again moves to the back: a gone one it passed is let go at once."""
+    policy = settings.get_policy("quick")
+    again, gone = Counted(), Counted()
+    _recent.remember(again, settings, policy, (256, 4), _decision())
+    _recent.remember(gone, settings, policy, (256, 4), _decision())
+    del gone
+    _recent.remember(again, settings, policy, (256, 4), _decision())
+    assert [s for s in _recent._said.values() if s.workload() is None] == []
+    assert _recent.recall(again, settings, policy, (256, 4)) == _decision()

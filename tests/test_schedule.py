@@ -68,6 +68,13 @@ def test_between_halves_in_log_scale_and_prefers_teeth() -> None:
     assert between(sizes, set(), 0, 3) == 2
 
 
+def test_between_breaks_an_exact_log_tie_toward_the_smaller_size() -> None:
+    """Two preferred sizes exactly as far from the log midpoint (6 * 24 = 4 * 36): the smaller."""
+    sizes = schedules(4096, 16)
+    assert between(sizes, {6, 24}, sizes.index(4), sizes.index(36)) == 6
+    assert between(sizes, {6, 24}, sizes.index(36), sizes.index(4)) == 6
+
+
 def test_uniform_makespan_counts_waves_and_the_short_last_chunk() -> None:
     """With even envs a size costs its busiest worker's chunks; a lone short chunk counts short."""
     assert uniform_makespan(16, 2, 4) == (8.0, 2)  # 4 chunks, 2 per worker
@@ -97,6 +104,14 @@ def test_three_points_fit_no_model() -> None:
     times = {c: 1e-3 * uniform_makespan(n, t, c)[0] for c in (3, 17, 100)}
     assert fit_uniform_model(n, t, times, sizes) is None
     assert fit_uniform_model(n, t, {**times, 40: 1e-3 * uniform_makespan(n, t, 40)[0]}, sizes)
+
+
+def test_sizes_of_one_makespan_fit_no_model() -> None:
+    """Sizes of one makespan (a rank-2 fit: work and constant are one column) fit no model."""
+    sizes = [1, 2, 4, 8]
+    assert {uniform_makespan(16, 2, c)[0] for c in sizes} == {8.0}
+    times = {c: 1.0 + 0.1 * uniform_makespan(16, 2, c)[1] for c in sizes}
+    assert fit_uniform_model(16, 2, times, sizes) is None
 
 
 def test_nearest_index_of_the_largest_schedule_and_beyond_is_the_last() -> None:
