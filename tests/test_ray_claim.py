@@ -7,6 +7,7 @@ real :class:`Registry` on a loop thread of its own, as the cluster's actor would
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sys
 import threading
@@ -24,7 +25,7 @@ from _registry_ray import RegistryRay, registry_loop
 import chunktune
 import chunktune.ray
 from chunktune import _ray_calls, _ray_claim, _ray_cluster
-from chunktune._ray_job import identify
+from chunktune._ray_job import identify, native_decision
 from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
 
@@ -365,7 +366,7 @@ def test_a_claimant_stopped_by_its_own_hard_limit_gives_the_claim_back(
 def test_a_takeover_is_reported(
     ray: RegistryRay, isolated: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A worker that takes a lapsed claim over says whose it was."""
+    """A worker that takes a lapsed claim over says whose it was, and the lease it lapsed after."""
     here = host("h1", isolated, lease_s=0.1)
     key = registry_key(ray, Slow("taken"), here)
     ray.run(ray.registry.claim(key, "dead-worker", since=None, refresh=False, lease_s=0.1))
@@ -374,6 +375,7 @@ def test_a_takeover_is_reported(
         decision = chunktune.ray.resolve_sync(Slow("taken"), settings=here)
     assert decision.source == "benchmark"
     assert "took over the sweep from dead-worker" in caplog.text
+    assert "(its claim lapsed: no heartbeat for 0.1 s)" in caplog.text
 
 
 def test_a_waiter_at_its_hard_limit_says_whose_sweep_it_waited_for(
@@ -425,3 +427,38 @@ def test_a_claim_lapses_after_the_settings_lease_even_before_a_heartbeat(
     reply = ray.run(ray.registry.claim(key, "w2", since=None, refresh=False, lease_s=5.0))
     sweeper.join(120)
     assert reply["state"] == "busy" and reply["lease_left_s"] <= 5.0
+
+
+def _job(ray: RegistryRay, isolated: Path) -> Any:
+    settings = host("h2", isolated)
+    asked = ask(
+        Slow("shared"), settings=settings, policy=None, manual=None, refresh=False, on_progress=None
+    )
+    return identify(ray, asked, settings)
+
+
+@pytest.mark.parametrize(
+    ("policy_hash", "suffix"),
+    [pytest.param("stronger", "stronger", id="another-policy"),
+     pytest.param("", None, id="no-policy-named")],
+)  # fmt: skip
+def test_a_shared_answer_is_stored_under_the_key_of_the_policy_it_names(
+    ray: RegistryRay, isolated: Path, policy_hash: str, suffix: str | None
+) -> None:
+    """An adopted answer is stored under its entry's policy's key (none named: this worker's)."""
+    job = _job(ray, isolated)
+    entry = chunktune.CacheEntry(
+        chunk_size=8, native_chunk=job.native, reason="measured", policy_hash=policy_hash
+    )
+    decision = anyio.run(_ray_claim._adopt, job, entry, "w1", math.inf)
+    key = job.key if suffix is None else f"{job.key.rpartition('.')[0]}.{suffix}"
+    assert decision.key == key
+    assert chunktune.DecisionCache(isolated / "h2" / "cache.json").get(key) is not None
+
+
+def test_a_native_fallback_of_the_registry_protocol_names_the_policy(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A worker's native fallback (a wait given up, a failed sweep) names its policy."""
+    decision = native_decision(_job(ray, isolated), "why")
+    assert (decision.source, decision.policy) == ("fallback", "quick")

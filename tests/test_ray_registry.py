@@ -333,3 +333,37 @@ async def test_a_token_released_is_spent() -> None:
     await reg.release(KEY, first["token"])
     await reg.fail(KEY, first["token"], "too late", "w1")
     assert (await claim(reg, "w2", since=waiting["since"]))["state"] == "claimed"
+
+
+async def test_a_since_the_registry_did_not_hand_out_counts_from_its_start(
+    clock: list[float],
+) -> None:
+    """An earlier incarnation's since counts from this one's start: a failure since ends a wait."""
+    reg = Registry()  # started at 100 s
+    sweeper = await claim(reg, "w1")
+    clock[0] = 101.0
+    await reg.fail(KEY, sweeper["token"], "boom", "w1")
+    clock[0] = 103.0
+    reply = await claim(reg, "w2", since=("an-earlier-incarnation", 50.0))
+    assert (reply["state"], reply["reason"]) == ("failed", "boom")
+
+
+async def test_a_lease_lapses_at_its_very_end(clock: list[float]) -> None:
+    """At exactly the end of its lease a claim has lapsed: the next caller takes it over."""
+    reg = Registry()
+    await claim(reg, "w1", lease_s=5.0)
+    clock[0] = 105.0
+    reply = await claim(reg, "w2", lease_s=5.0)
+    assert (reply["state"], reply["took_over"]) == ("claimed", "w1")
+
+
+async def test_a_caller_claiming_again_after_its_own_lease_lapsed_takes_over_nobody(
+    clock: list[float],
+) -> None:
+    """A claimant that asks again once its own lease lapsed claims afresh, not from itself."""
+    reg = Registry()
+    await claim(reg, "w1", lease_s=5.0)
+    clock[0] = 106.0
+    reply = await claim(reg, "w1", lease_s=5.0)
+    assert (reply["state"], reply["took_over"]) == ("claimed", None)
+    assert [e["event"] for e in await reg.events(KEY)] == ["claim", "expired", "claim"]
