@@ -13,10 +13,12 @@ still the one at its path.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
 import stat
+import threading
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -26,12 +28,15 @@ import platformdirs
 
 from ._atomic import umask
 from ._lock_note import note_path, read_note
+from ._paths import user_path
 
 __all__ = [
     "SWEEP_LOCK_ENV",
+    "default_sweep_lock_path",
     "file_lock",
     "holds_file_at",
     "make_folder",
+    "named_sweep_lock",
     "remove_idle",
     "sweep_lock_litter",
     "sweep_lock_path",
@@ -40,6 +45,20 @@ __all__ = [
 ]
 
 SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
+
+logger = logging.getLogger("chunktune")
+
+_warned_values: set[str] = set()  # $CHUNKTUNE_SWEEP_LOCK values already warned about
+_warned_lock = threading.Lock()
+
+
+def _reset_in_child() -> None:
+    """A forked child's lock: no parent's thread holds it, or ever will release it."""
+    global _warned_lock
+    _warned_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 # filelock 3.24 and later make a lock file as open() would (0o666 less the umask, or what
 # a folder's default ACL gives) and leave an existing one's mode alone; given a mode, they
@@ -161,26 +180,54 @@ def _make_folder(folder: Path, *, parents: bool) -> None:
 def sweep_lock_path() -> Path:
     """The machine-wide (per user) lock that keeps two sweeps from measuring at once.
 
-    ``$CHUNKTUNE_SWEEP_LOCK`` (``~`` expanded, as in ``$CHUNKTUNE_CACHE``: a value no
-    shell expanded must not name a ``~`` folder in each process's working directory,
-    where processes started in different ones would not exclude each other), else
+    The file ``$CHUNKTUNE_SWEEP_LOCK`` names (:func:`named_sweep_lock`), else
     ``chunktune-sweep-<machine>.lock`` in the user cache root, named for this machine
     (:func:`this_machine`): a cluster's nodes often share the home directory, and one
     lock there would make every node's sweep wait for every other's.
     """
+    named = named_sweep_lock()
+    return default_sweep_lock_path() if named is None else named
+
+
+def named_sweep_lock() -> Path | None:
+    """The file ``$CHUNKTUNE_SWEEP_LOCK`` names, ``~`` expanded (as in ``$CHUNKTUNE_CACHE``);
+    None when it is unset or empty, or names no path.
+
+    A value no shell expanded must not name a ``~`` folder in each process's working
+    directory, where processes started in different ones would not exclude each other.
+    It is read in the middle of a resolve, where an error must not crash a trainer: a
+    value that names no path (``~nosuchuser/lock``, the home of a user that does not
+    exist) is warned about once per value, and the default lock stands in, as if the
+    variable were unset (its file removed by each holder as it lets go).
+    """
     env = os.environ.get(SWEEP_LOCK_ENV)
-    if env:
-        try:
-            return Path(env).expanduser()
-        except RuntimeError:  # no such user's home: the path as written, as before
-            return Path(env)
+    if not env:
+        return None
+    try:
+        return user_path(env)
+    except ValueError as exc:
+        with _warned_lock:
+            first = env not in _warned_values
+            _warned_values.add(env)
+        if first:
+            logger.warning(
+                "chunktune: $%s: %s; the default sweep lock %s is used instead",
+                SWEEP_LOCK_ENV,
+                exc,
+                default_sweep_lock_path(),
+            )
+        return None
+
+
+def default_sweep_lock_path() -> Path:
+    """``chunktune-sweep-<machine>.lock`` in the user cache root (:func:`this_machine`)."""
     root = platformdirs.user_cache_path(appauthor=False)
     return root / f"chunktune-sweep-{this_machine()}.lock"
 
 
 def sweep_lock_litter() -> list[Path]:
     """This host's default sweep-lock files in the user cache root, of every boot (none
-    while ``$CHUNKTUNE_SWEEP_LOCK`` names the lock instead).
+    while ``$CHUNKTUNE_SWEEP_LOCK`` names the lock instead: :func:`named_sweep_lock`).
 
     Each holder removes its file as it lets go; one killed while holding it leaves it,
     and its note, and a new boot never opens it again (:func:`remove_idle` clears
@@ -191,10 +238,10 @@ def sweep_lock_litter() -> list[Path]:
     let this host take, and delete, a file another host's sweeper holds; so a file of
     another boot without a readable note, which could be any host's, stays.
     """
-    if os.environ.get(SWEEP_LOCK_ENV):
+    if named_sweep_lock() is not None:
         return []
     root = platformdirs.user_cache_path(appauthor=False)
-    here, own = socket.gethostname(), sweep_lock_path()
+    here, own = socket.gethostname(), default_sweep_lock_path()
     with suppress(OSError):
         files = sorted(root.glob("chunktune-sweep-*.lock"))
         noted = [(f, read_note(note_path(f))) for f in files]

@@ -26,11 +26,11 @@ from typing import Literal
 import filelock
 
 from ._lock_files import (
-    SWEEP_LOCK_ENV,
+    default_sweep_lock_path,
     file_lock,
     holds_file_at,
     make_folder,
-    sweep_lock_path,
+    named_sweep_lock,
     take,
 )
 from ._lock_note import Holder, note_path, read_note, write_note
@@ -191,13 +191,15 @@ def sweep_lock() -> Lock:
 
     The default one's file is removed by each holder as it lets go: named for the
     machine, and so anew each boot, such files would pile up in a home that a cluster's
-    nodes share. A file that ``$CHUNKTUNE_SWEEP_LOCK`` names is the user's, and stays.
+    nodes share. A file that ``$CHUNKTUNE_SWEEP_LOCK`` names is the user's, and stays
+    (a value that names no path is warned about, and the default stands in).
     """
+    named = named_sweep_lock()
     return Lock(
-        sweep_lock_path(),
+        default_sweep_lock_path() if named is None else named,
         what="the sweep lock",
         degrade="local",
-        remove_on_release=not os.environ.get(SWEEP_LOCK_ENV),
+        remove_on_release=named is None,
     )
 
 

@@ -51,6 +51,38 @@ def test_the_sweep_lock_variable_expands_the_home(
     assert _lock_files.sweep_lock_path() == tmp_path / "locks" / "sweep.lock"
 
 
+def test_a_sweep_lock_variable_naming_no_home_warns_once_and_uses_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """$CHUNKTUNE_SWEEP_LOCK='~nosuchuser/lock': one warning, the default lock, no ./~ folder."""
+    user = "~nosuchuser-chunktune"
+    with pytest.raises(RuntimeError):  # pathlib finds no such user's home ...
+        Path(user).expanduser()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
+    monkeypatch.setenv(SWEEP_LOCK_ENV, f"{user}/sweep.lock")
+    monkeypatch.setattr(_lock_files, "_warned_values", set(), raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    default = tmp_path / "home" / ".cache" / f"chunktune-sweep-{_lock_files.this_machine()}.lock"
+    assert _lock_files.sweep_lock_path() == default
+    lock = _locks.sweep_lock()
+    assert lock.path == default and lock.try_acquire() and lock.mode == "file"
+    assert default.exists()  # ... so the lock another process takes is this file
+    lock.release()
+    assert not default.exists()  # removed by its holder as the default lock is
+    assert chunktune.resolve_sync(uneven("a")).source == "benchmark"
+    assert chunktune.resolve_sync(uneven("b")).source == "benchmark"
+    assert list(work.iterdir()) == []  # never a junk ~nosuchuser folder in the cwd
+    (warning,) = warnings_about(caplog, SWEEP_LOCK_ENV)
+    assert f"{user}/sweep.lock" in warning and "no such home" in warning
+    assert str(default) in warning
+    default.touch()  # a killed holder's, which `cache clear` clears as the default's
+    assert _lock_files.sweep_lock_litter() == [default]
+
+
 def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
     unusable_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
