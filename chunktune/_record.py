@@ -20,6 +20,7 @@ from ._workload import (
     check_count,
     check_seconds,
     check_seed,
+    check_signature,
     native_chunk,
     upper_chunk,
 )
@@ -85,17 +86,22 @@ def record(
     """Measure every size (or ``sizes``) ``rounds`` times, each round in a fresh random order.
 
     One unrecorded native call first warms the pool. Events: one ``probe`` per call
-    (``round`` counts from 1).
+    (``round`` counts from 1). The trace's signature is the workload's as resolve keys it
+    (:func:`~chunktune._workload.check_signature`: numpy numbers as the Python numbers
+    they hold), taken before anything is measured.
 
     Raises:
         InvalidArgumentError: ``rounds`` is not an integer from 1 to 2**31 - 1, or a size
             is no integer or out of range.
-        WorkloadError: ``run()`` returned something other than positive seconds.
-        Exception: whatever ``run()`` or ``check_cancelled()`` raised.
+        WorkloadError: ``signature()`` returned a value that cannot be keyed, or ``run()``
+            returned something other than positive seconds.
+        Exception: whatever ``signature()``, ``run()`` or ``check_cancelled()`` raised.
     """
     rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)
+    # refused now, not after minutes of recording; keyed as a resolve of it would be
+    signature = check_signature(workload.signature())
     rng = np.random.default_rng(check_seed(seed))
     samples: dict[int, list[float]] = {c: [] for c in chunks}
     order: list[tuple[int, ...]] = []
@@ -127,7 +133,7 @@ def record(
         nthread=t,
         rounds=rounds,
         samples={c: tuple(s) for c, s in samples.items()},
-        signature=dict(workload.signature()),
+        signature=signature,
         machine=machine,
         recorded=recorded,
         description=description,

@@ -17,9 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chunktune import InvalidArgumentError, WorkloadError
+from chunktune import InvalidArgumentError, WorkloadError, load_settings, resolve_sync
 from chunktune._cli import main
+from chunktune._fingerprint import device_fingerprint
+from chunktune._keys import cache_key
 from chunktune._record import check_sizes, record
+from chunktune._request import pick_policy, policy_identity
 from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
@@ -502,3 +505,58 @@ def test_off_a_terminal_a_round_is_said_once_due_and_the_last_never(
     assert capsys.readouterr().err.splitlines() == [
         "chunktune: round 1/3 done: 2 of 6 calls in 30 s"
     ]
+
+
+class NumpySigned:
+    """A modeled workload whose signature() holds numpy numbers, as a trainer's often does."""
+
+    def __init__(self, signature: dict[str, object]) -> None:
+        self._sim = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4)
+        self.num_envs, self.nthread = self._sim.num_envs, self._sim.nthread
+        self._signature = signature
+        self.calls = 0
+
+    def signature(self) -> dict[str, object]:
+        return self._signature
+
+    def run(self, chunk_size: int | None) -> float:
+        self.calls += 1
+        return self._sim.run(chunk_size)
+
+
+def test_a_recorded_signature_of_numpy_numbers_is_keyed_as_resolve_keys_it() -> None:
+    """record() keeps a numpy signature as resolve does: plain numbers, the same cache key."""
+    w = NumpySigned(
+        {"kind": "np", "bodies": np.int64(24), "dt": np.float32(0.5), "soft": np.bool_(True),
+         "scale": np.array(2.5), "name": "box"}
+    )  # fmt: skip
+    trace = record(w, rounds=1, sizes=[2])  # type: ignore[arg-type]
+    decision = resolve_sync(w, policy="quick")  # type: ignore[arg-type]
+    key = cache_key(
+        trace.signature,
+        num_envs=trace.num_envs,
+        nthread=trace.nthread,
+        device=device_fingerprint(),
+        policy_hash=policy_identity(pick_policy(load_settings(), "quick")[1])[0],
+    )
+    assert key == decision.key
+    plain = {"kind": "np", "bodies": 24, "dt": 0.5, "soft": True, "scale": 2.5, "name": "box"}
+    assert trace.signature == plain
+    assert [type(v) for v in trace.signature.values()] == [type(v) for v in plain.values()]
+    assert load_trace_text(dump_trace(trace)).signature == plain  # and it reads back so
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(np.float64("nan"), id="nan"),
+        pytest.param(np.array([1, 2]), id="array"),
+        pytest.param(None, id="none"),
+    ],
+)
+def test_a_signature_resolve_would_refuse_is_refused_before_recording(bad: object) -> None:
+    """A signature value resolve cannot key is a WorkloadError before any run() is made."""
+    w = NumpySigned({"kind": "np", "bad": bad})
+    with pytest.raises(WorkloadError, match="signature"):
+        record(w, rounds=1, sizes=[2])  # type: ignore[arg-type]
+    assert w.calls == 0
