@@ -368,10 +368,15 @@ def _distribute(
         for node in members[1:]
     }
     failures: list[str] = []
+    pending: list[str] = []
     if refs:
         ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=_STORE_TIMEOUT_S)
-        for ref in late:
-            failures.append(f"{_short(refs[ref].node_id)}: no answer")
+        # A late store is left to finish, unlike a late probe (whose node is skipped) or
+        # sweep (which holds all its node's CPUs): it reserves no CPU, so it keeps no other
+        # task from its node; its own wait is bounded (the cache's write lock is given up
+        # once its holder changes nothing for 5 s); and when a slow node does run it (a
+        # worker slow to start), it stores there the answer it was sent to store.
+        pending = [_short(refs[ref].node_id) for ref in late]
         for ref in ready:
             try:
                 ray.get(ref)
@@ -384,8 +389,13 @@ def _distribute(
         driver = "and the driver"
     except CacheError as exc:
         driver = f"not on the driver ({exc})"
-    stored = len(members) - len(failures)
+    stored = len(members) - len(failures) - len(pending)
     line = f"stored on {stored} of {len(members)} node(s) {driver}"
     if failures:
         line += f"; failed on {', '.join(failures)}"
+    if pending:
+        line += (
+            f"; no answer within {_STORE_TIMEOUT_S:g} s from {', '.join(pending)} "
+            "(left to store it when it runs)"
+        )
     return line

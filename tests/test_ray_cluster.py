@@ -184,3 +184,35 @@ def test_a_type_alone_is_never_told_it_shares_a_cache_key(
     a = swept().decision
     _say_if_shared("a", a, {"a": a}, loud())
     assert capsys.readouterr().err == ""
+
+
+def test_a_store_that_does_not_answer_in_time_is_left_to_finish_and_said_so(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A late store task (zero CPUs, bounded) is not cancelled; its node is named as pending."""
+    monkeypatch.setattr(_ray_cluster, "_pinned", lambda node_id: node_id)
+    cancelled: list[object] = []
+    sent: list[str] = []
+
+    class Task:
+        def options(self, **options: Any) -> Task:
+            self.node = options["scheduling_strategy"]
+            return self
+
+        def remote(self, settings: object, answer: _Swept) -> str:
+            sent.append(self.node)
+            return f"store-{self.node}"
+
+    ray = types.SimpleNamespace(
+        remote=lambda f: Task(),
+        wait=lambda refs, num_returns, timeout: ([refs[0]], refs[1:]),
+        get=lambda ref: "stored",
+        cancel=lambda ref, **kw: cancelled.append(ref),
+    )
+    members = [_Node(f"node{i}-id", 1.0, "t") for i in range(3)]
+    said = _distribute(ray, swept(), members, None, loud())
+    assert sent == ["node1-id", "node2-id"] and cancelled == []
+    assert said == (
+        "stored on 2 of 3 node(s) and the driver; no answer within 60 s from node2-id "
+        "(left to store it when it runs)"
+    )
