@@ -18,7 +18,6 @@ import os
 import re
 import socket
 import stat
-import threading
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -48,17 +47,8 @@ SWEEP_LOCK_ENV = "CHUNKTUNE_SWEEP_LOCK"
 
 logger = logging.getLogger("chunktune")
 
-_warned_values: set[str] = set()  # $CHUNKTUNE_SWEEP_LOCK values already warned about
-_warned_lock = threading.Lock()
-
-
-def _reset_in_child() -> None:
-    """A forked child's lock: no parent's thread holds it, or ever will release it."""
-    global _warned_lock
-    _warned_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reset_in_child)
+# $CHUNKTUNE_SWEEP_LOCK values already warned about (two threads at once warn twice at most)
+_warned_values: set[str] = set()
 
 # filelock 3.24 and later make a lock file as open() would (0o666 less the umask, or what
 # a folder's default ACL gives) and leave an existing one's mode alone; given a mode, they
@@ -206,10 +196,8 @@ def named_sweep_lock() -> Path | None:
     try:
         return user_path(env)
     except ValueError as exc:
-        with _warned_lock:
-            first = env not in _warned_values
+        if env not in _warned_values:
             _warned_values.add(env)
-        if first:
             logger.warning(
                 "chunktune: $%s: %s; the default sweep lock %s is used instead",
                 SWEEP_LOCK_ENV,
