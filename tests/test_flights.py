@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -376,6 +377,22 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
     assert f"pid {successors[0].pid} on node5" in d.reason and "node3" not in d.reason
 
 
+class Untold:
+    """A lock that cannot tell who holds it (its holder let go, say)."""
+
+    def holder(self) -> None:
+        return None
+
+
+async def test_giving_up_names_the_holder_reported_when_the_lock_tells_none_now() -> None:
+    """Giving up names the holder the wait was told of when the lock can tell no holder now."""
+    watch = _flights.Watch(None, native=3, policy_name="balanced")
+    on_wait = watch.waiting("sweep", Untold())  # type: ignore[arg-type]
+    on_wait(_lock_note.Holder(pid=4242, since=time.time()))
+    d = await watch.gave_up("k", 1.0)
+    assert "while another sweep (pid 4242, since " in d.reason
+
+
 class Held:
     """A lock that counts its releases."""
 
@@ -404,6 +421,15 @@ def test_abandoning_a_flight_that_landed_releases_nothing() -> None:
     _flights.land(flight, None)
     _flights.abandon(flight)
     assert lock.released == 0
+
+
+def test_abandoning_a_flight_warns_with_its_key_cut_short(caplog: pytest.LogCaptureFixture) -> None:
+    """abandon's warning names the flight by the first 12 characters of its key, not all of it."""
+    key = "0123456789ab" + "cdef" * 8
+    flight, _ = _flights.board(key)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _flights.abandon(flight)
+    assert "measuring 0123456789ab was left pending" in caplog.text
 
 
 def test_landing_an_old_flight_again_leaves_the_next_owner_s_flight() -> None:
