@@ -679,6 +679,14 @@ def test_node_labels_of_a_ray_that_reports_none_are_empty() -> None:
     assert node_labels(ray) == {}
 
 
+def test_node_labels_of_a_ray_without_them_are_empty() -> None:
+    """A runtime context that has no get_node_labels at all (an older Ray): no labels."""
+    from chunktune._ray_api import node_labels
+
+    ray = types.SimpleNamespace(get_runtime_context=types.SimpleNamespace)
+    assert node_labels(ray) == {}
+
+
 def test_a_fingerprints_type_does_not_depend_on_its_key_order() -> None:
     """One device fingerprint, its keys in another order: the same node type."""
     device = {"cpu": "x", "logical_cpus": 2, "boot": "b"}

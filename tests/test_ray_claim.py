@@ -221,6 +221,21 @@ def test_a_resolve_with_nothing_to_ask_never_needs_ray_up(
     assert workload.calls == 0
 
 
+def test_a_manual_size_on_ray_never_reads_the_settings_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A manual size is answered on Ray with the settings file broken, as resolve answers it."""
+    down = type("Down", (), {"is_initialized": staticmethod(lambda: False)})()
+    monkeypatch.setitem(sys.modules, "ray", down)
+    broken = tmp_path / "chunktune.toml"
+    broken.write_text("[policy\n")
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(broken))
+    workload = Slow("manual-broken-settings")
+    plain = chunktune.resolve_sync(workload, manual=4)
+    on_ray = chunktune.ray.resolve_sync(workload, manual=4)
+    assert (on_ray.source, on_ray.chunk_size) == (plain.source, plain.chunk_size) == ("manual", 4)
+
+
 def test_a_failing_signature_falls_back_without_asking_the_registry(
     ray: RegistryRay, isolated: Path
 ) -> None:

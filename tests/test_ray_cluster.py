@@ -50,6 +50,26 @@ def test_a_cluster_without_a_live_node_is_a_usage_error() -> None:
         _live_nodes(ray, loud())
 
 
+def test_a_node_whose_probe_does_not_answer_is_cancelled_and_left_out(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A probe still running at the probe timeout: cancelled, reported, and its node not tuned."""
+    cancelled: list[str] = []
+    ray = types.SimpleNamespace(
+        remote=lambda f: types.SimpleNamespace(
+            options=lambda **kw: types.SimpleNamespace(remote=lambda *a: kw["scheduling_strategy"])
+        ),
+        wait=lambda refs, num_returns, timeout: (refs[:1], refs[1:]),
+        get=lambda ref: ({"cpu": "x"}, {}),
+        cancel=lambda ref, force: cancelled.append(ref),
+    )
+    monkeypatch.setattr(_ray_cluster, "_pinned", lambda node_id: node_id)
+    found = _ray_cluster._probe(ray, [node("n1000000", 2), node("n2000000", 2)], None, loud())
+    assert [n.node_id for n in found] == ["n1000000"]
+    assert cancelled == ["n2000000"]
+    assert "node n2000000: skipped: its probe did not answer within" in capsys.readouterr().err
+
+
 def test_each_type_is_swept_on_its_node_with_the_most_cpus() -> None:
     """Nodes grouped by type; within a type, the node with most CPUs comes first (it sweeps)."""
     nodes = [
@@ -113,6 +133,25 @@ def test_an_answer_with_nothing_to_store_is_not_stored(isolated: Path) -> None:
     assert chunktune.DecisionCache(isolated / "cache.json").entries() == {}
 
 
+def test_an_entry_of_another_policy_is_stored_under_that_policys_key(isolated: Path) -> None:
+    """An answer whose entry names a policy is stored under that policy's key, not the sweeper's."""
+    s = swept()
+    assert s.entry is not None
+    s = attrs.evolve(s, entry=attrs.evolve(s.entry, policy_hash="stronger"))
+    _ray_cluster._store_here(None, s)
+    keys = chunktune.DecisionCache(isolated / "cache.json").entries()
+    assert [k.rpartition(".")[2] for k in keys] == ["stronger"]
+
+
+def test_a_cache_that_refuses_the_answer_is_a_cache_error(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storing an answer the cache does not take raises CacheError naming the cache file."""
+    monkeypatch.setattr(chunktune.DecisionCache, "put", lambda self, key, entry: False)
+    with pytest.raises(chunktune.CacheError, match=r"could not write .*cache\.json"):
+        _ray_cluster._store_here(None, swept())
+
+
 def test_a_driver_without_a_cache_says_the_answer_is_not_on_it() -> None:
     """The driver's caching is off: the answer's line says it is not on the driver, and why."""
     here = chunktune.load_settings()
@@ -121,6 +160,28 @@ def test_a_driver_without_a_cache_says_the_answer_is_not_on_it() -> None:
     said = _distribute(no_ray, swept(), [_Node("n", 1.0, "t")], None, here)
     assert said.startswith("stored on 1 of 1 node(s) not on the driver (")
     assert "enabled = false" in said
+
+
+def test_a_node_that_failed_to_store_the_answer_is_not_counted_as_storing_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of a type's other nodes failing to store its answer: stored on all nodes but that one."""
+
+    def get(ref: str) -> None:
+        if ref == "n2000000":
+            raise RuntimeError("disk full")
+
+    ray = types.SimpleNamespace(
+        remote=lambda f: types.SimpleNamespace(
+            options=lambda **kw: types.SimpleNamespace(remote=lambda *a: kw["scheduling_strategy"])
+        ),
+        wait=lambda refs, num_returns, timeout: (refs, []),
+        get=get,
+    )
+    monkeypatch.setattr(_ray_cluster, "_pinned", lambda node_id: node_id)
+    members = [_Node(f"n{i}000000", 1.0, "t") for i in (1, 2, 3)]
+    said = _distribute(ray, swept(), members, None, loud())
+    assert said.startswith("stored on 2 of 3 node(s) and the driver; failed on n2000000")
 
 
 def test_a_type_whose_sweep_failed_leaves_the_others_answered(
@@ -173,6 +234,49 @@ def test_a_node_answered_by_its_system_layer_hands_that_entry_on(
     answered = _ray_cluster._sweep_on_node(workload, "quick", None)
     assert answered.decision.source == "cache"
     assert answered.entry == shipped
+
+
+def test_types_whose_answers_have_no_cache_key_are_never_told_they_share_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two types answered without a cache key (both empty) are not said to share a key."""
+    from chunktune._ray_cluster import _say_if_shared
+
+    a = attrs.evolve(swept().decision, key="")
+    _say_if_shared("b", a, {"a": a}, loud())
+    assert capsys.readouterr().err == ""
+
+
+def test_the_driver_waits_for_a_sweep_its_hard_limit_and_a_claim_s_wait() -> None:
+    """A type's sweep is waited for ray.wait_timeout_s plus its policy's hard limit (or budget)."""
+    from chunktune._ray_cluster import _sweep_limit_s
+
+    here = chunktune.load_settings()
+    pol = attrs.evolve(here.get_policy("quick"), time_budget_s=2.0, hard_limit_s=7.0)
+    assert _sweep_limit_s(here, pol) == here.ray.wait_timeout_s + 7.0
+    unlimited = attrs.evolve(pol, hard_limit_s=None)
+    assert _sweep_limit_s(here, unlimited) == here.ray.wait_timeout_s + 2.0
+
+
+def test_each_type_s_sweep_asks_ray_for_its_node_s_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep task of a type asks Ray for as many CPUs as its chosen node offers."""
+    asked: list[dict[str, Any]] = []
+
+    def options(**kwargs: Any) -> Any:
+        asked.append(kwargs)
+        return types.SimpleNamespace(remote=lambda *args: "ref")
+
+    ray = types.SimpleNamespace(
+        cloudpickle=types.SimpleNamespace(dumps=lambda f: b""),
+        nodes=lambda: [node("n4000000", 4)],
+        remote=lambda f: types.SimpleNamespace(options=options),
+    )
+    monkeypatch.setattr(_ray_cluster, "connected_ray", lambda here: ray)
+    monkeypatch.setattr(_ray_cluster, "_probe", lambda *a: [_Node("n4000000", 4.0, "t")])
+    monkeypatch.setattr(_ray_cluster, "_pinned", lambda node_id: node_id)
+    monkeypatch.setattr(_ray_cluster, "_collect", lambda *a: {})
+    assert chunktune.ray.tune_cluster(workload, settings=loud()) == {}
+    assert [(o["num_cpus"], o["scheduling_strategy"]) for o in asked] == [(4.0, "n4000000")]
 
 
 def test_a_type_alone_is_never_told_it_shares_a_cache_key(
