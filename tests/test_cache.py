@@ -1945,6 +1945,20 @@ def test_a_damaged_cache_served_read_only_once_settled_is_told_by_its_stat(
     assert len(parses) == 1
 
 
+def test_a_cache_file_of_exactly_the_size_cap_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache file whose size is the cap itself is read; one byte over the cap, it is not."""
+    path = tmp_path / "cache.json"
+    DecisionCache(path).put("k", entry())
+    size = path.stat().st_size
+    monkeypatch.setattr(_cache_file, "MAX_CACHE_BYTES", size)
+    assert set(DecisionCache(path).entries()) == {"k"}
+    monkeypatch.setattr(_cache_file, "MAX_CACHE_BYTES", size - 1)
+    with pytest.raises(CacheError, match="holds more than"):
+        DecisionCache(path).entries(strict=True)
+
+
 def test_a_cache_file_past_the_size_cap_is_left_alone_and_unread(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -2075,6 +2089,48 @@ def test_a_damaged_file_replaced_after_its_bytes_were_compared_salvages_those_by
     kept = cache._quarantine.read_only(_EISDIR)  # compares the bytes: then the file is replaced
     assert kept is not None and set(kept) == set(DAMAGED_KEYS) - {lost}
     assert set(cache.entries()) == {"new.abc"}  # the newer file, read as it is
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        pytest.param("", 'cache path: "" is not a path', id="empty"),
+        pytest.param("a\0b", 'cache path: "a\\u0000b" holds a NUL byte', id="nul"),
+        pytest.param(
+            "~no_such_user_x/c.json", 'cache path: "~no_such_user_x/c.json" starts', id="home"
+        ),
+    ],
+)
+def test_a_cache_path_that_names_no_file_is_a_cache_error_saying_so(path: str, why: str) -> None:
+    """A DecisionCache of a path that can name no file: a CacheError that says it is the path."""
+    with pytest.raises(CacheError) as raised:
+        DecisionCache(path)
+    assert str(raised.value).startswith(why)
+
+
+def test_five_hand_edited_entries_are_each_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning for five altered entries names all five, none merely counted."""
+    path = tmp_path / "c.json"
+    DecisionCache(path).update({k: entry(8) for k in "abcde"})
+    path.write_text(path.read_text().replace('"chunk_size": 8', '"chunk_size": 2'))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert DecisionCache(path).get("a") is None
+    assert "holds 5 entries ('a', 'b', 'c', 'd', 'e') whose checksum does not match" in (
+        caplog.text
+    )
+
+
+def test_an_entry_read_again_unchanged_is_the_one_read_before(tmp_path: Path) -> None:
+    """A file re-read after another writer's put hands back its unchanged entry as read before."""
+    path = tmp_path / "c.json"
+    DecisionCache(path).put("a", entry(8))
+    mine = DecisionCache(path)._file
+    first = mine.load(fresh=True)["a"]
+    DecisionCache(path).put("b", entry(4))
+    again = mine.load(fresh=True)
+    assert set(again) == {"a", "b"} and again["a"] is first
 
 
 def test_one_hand_edited_entry_is_told_in_the_singular(

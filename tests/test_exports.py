@@ -273,6 +273,13 @@ def test_exported_records_field_types_are_resolved_on_import() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_an_unknown_chunktune_name_is_told_in_python_s_own_words() -> None:
+    """chunktune.<unknown> raises AttributeError worded as Python words a module's missing name."""
+    with pytest.raises(AttributeError) as raised:
+        chunktune.no_such_name  # noqa: B018
+    assert str(raised.value) == "module 'chunktune' has no attribute 'no_such_name'"
+
+
 @pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
 def test_a_name_a_public_module_lacks_raises_attribute_error(module: ModuleType) -> None:
     """An unknown name is an AttributeError naming it (hasattr False), never a quiet None."""

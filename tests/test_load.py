@@ -164,6 +164,31 @@ def test_a_refused_entry_gives_way_to_the_strongest_that_serves() -> None:
     assert found(lambda e: False) is None
 
 
+def test_a_tie_between_stronger_entries_goes_the_same_way_whatever_their_order() -> None:
+    """Two stronger entries of one effort: lookup takes the same one in either order of entries."""
+    a, b = entry(30, None), attrs.evolve(entry(30, None), chunk_size=8)
+    found = [
+        best_entry(dict(pairs), "job", policy_hash="own", rule="rule", effort=10)
+        for pairs in ([("job.a", a), ("job.b", b)], [("job.b", b), ("job.a", a)])
+    ]
+    assert found[0] is not None and found[0] == found[1]
+
+
+def test_lookup_asks_whether_an_entry_serves_once_at_most() -> None:
+    """A lookup that finds no entry serving asks serves() once of each, its own included."""
+    busy = MachineLoad(3.0, 2)
+    entries = {"job.own": entry(10, busy), "job.a": entry(30, busy), "other.d": entry(50, busy)}
+    asked: list[CacheEntry] = []
+
+    def serves(e: CacheEntry) -> bool:
+        asked.append(e)
+        return False
+
+    hit = best_entry(entries, "job", policy_hash="own", rule="rule", effort=10, serves=serves)
+    assert hit is None
+    assert asked == [entries["job.own"], entries["job.a"]]
+
+
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
 def test_an_entrys_load_is_stored_and_read_back(tmp_path: Path, suffix: str) -> None:
     """The load round-trips in both formats; an entry without one reads back None."""

@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+from chunktune._cache_file import same_file
 from chunktune._settled import SETTLED_S, changed_lately, identity
 
 
@@ -15,6 +16,16 @@ def _with_device(st: os.stat_result, device: int) -> os.stat_result:
     fields[2] = device  # st_dev, in the order os.stat_result's sequence gives
     times = (st.st_atime, st.st_mtime, st.st_ctime, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns)
     return os.stat_result([*fields, *times])
+
+
+def test_a_file_of_one_inode_on_another_device_is_another_file(tmp_path: Path) -> None:
+    """same_file tells apart stats that differ only by device, but not ones differing by ctime."""
+    path = tmp_path / "cache.json"
+    path.write_text("{}")
+    st = os.stat(path)
+    here = identity(st)
+    assert not same_file(here, identity(_with_device(st, st.st_dev + 1)))
+    assert same_file(here, (*here[:3], here[3] + 1, here[4]))
 
 
 def test_a_change_exactly_settled_s_ago_has_settled() -> None:
