@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import time
@@ -685,6 +686,11 @@ def test_node_labels_of_a_ray_without_them_are_empty() -> None:
 
     ray = types.SimpleNamespace(get_runtime_context=types.SimpleNamespace)
     assert node_labels(ray) == {}
+
+
+def test_a_fingerprints_type_is_fp_and_twelve_hex_digits() -> None:
+    """A node type made of a device fingerprint reads 'fp-' and 12 hex digits of its hash."""
+    assert re.fullmatch(r"fp-[0-9a-f]{12}", fingerprint_type({"cpu": "x", "logical_cpus": 2}))
 
 
 def test_a_fingerprints_type_does_not_depend_on_its_key_order() -> None:

@@ -24,7 +24,7 @@ from _registry_ray import RegistryRay, registry_loop
 
 import chunktune
 import chunktune.ray
-from chunktune import _ray_calls, _ray_claim, _ray_cluster
+from chunktune import _lock_wait, _ray_calls, _ray_claim, _ray_cluster
 from chunktune._ray_job import identify, native_decision
 from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
@@ -272,6 +272,46 @@ def test_a_signature_slower_than_the_hard_limit_asks_no_registry(
     assert ray.sent == []
 
 
+def test_a_ray_resolve_falls_back_at_the_hard_limit_while_signature_still_blocks(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """signature() blocking past hard_limit_s: the Ray resolve falls back without waiting for it."""
+    release = threading.Event()
+    returned: list[bool] = []
+
+    class Blocking(Slow):
+        keyed = 0
+
+        def signature(self) -> dict[str, Any]:
+            Blocking.keyed += 1
+            if Blocking.keyed == 1:  # the Ray keying: blocks until the test lets it go
+                release.wait(10.0)  # not a speed limit: the resolve must not wait this out
+                returned.append(True)
+            return super().signature()
+
+    here = host("h1", isolated)
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=0.3, time_budget_s=0.3)
+    try:
+        decision = chunktune.ray.resolve_sync(Blocking("blocking"), settings=here, policy=limited)
+        assert returned == []
+    finally:
+        release.set()
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+
+
+def test_a_wait_is_due_for_a_report_counting_from_its_first_busy_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """busy() says a report is due REPORT_AFTER_S after the first busy reply, not after each."""
+    clock = [100.0]
+    monkeypatch.setattr(anyio, "current_time", lambda: clock[0])
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 2.0)
+    waiting = _ray_claim._Waiting("t", None)
+    assert waiting.busy("w1", None) == 2.0
+    clock[0] = 101.5
+    assert waiting.busy("w1", None) == 0.5
+
+
 def test_an_unreachable_registry_leaves_a_resolve_on_the_host_alone(
     ray: RegistryRay,
     isolated: Path,
@@ -477,3 +517,12 @@ def test_a_native_fallback_of_the_registry_protocol_names_the_policy(
     """A worker's native fallback (a wait given up, a failed sweep) names its policy."""
     decision = native_decision(_job(ray, isolated), "why")
     assert (decision.source, decision.policy) == ("fallback", "quick")
+
+
+def test_a_native_fallback_of_the_registry_protocol_says_it_kept_native(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A worker's native fallback reads 'kept the native chunk N: ' and then why."""
+    job = _job(ray, isolated)
+    decision = native_decision(job, "why")
+    assert decision.reason == f"kept the native chunk {job.native}: why"

@@ -115,6 +115,23 @@ def test_a_task_error_is_told_by_its_own_last_line() -> None:
     assert _why(RayTaskError(traceback, KeyError("bad toml"))) == ("KeyError: 'bad toml'")
 
 
+def test_a_task_error_without_words_is_told_by_its_type_alone() -> None:
+    """A failed task whose exception says nothing is reported by its type, no colon after it."""
+    from chunktune._ray_cluster import _why
+
+    assert _why(RuntimeError()) == "RuntimeError"
+
+
+def test_an_answer_that_cost_no_probe_is_described_without_probe_seconds() -> None:
+    """A type answered from a cache (no probe seconds) is described without a probes figure."""
+    from chunktune._ray_cluster import _describe
+
+    hit = attrs.evolve(swept().decision, source="cache", probe_seconds=0.0)
+    assert _describe(hit) == "chunk_size=8 (native=3, cache)"
+    measured = attrs.evolve(hit, source="benchmark", probe_seconds=1.5)
+    assert _describe(measured) == "chunk_size=8 (native=3, benchmark, 1.50 s of probes)"
+
+
 def swept(decision_key: str = "k.p", *, entry: bool = True) -> _Swept:
     here = chunktune.load_settings()
     d = chunktune.Decision(
