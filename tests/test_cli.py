@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import mujoco
 import pytest
 
 from chunktune._cache import DecisionCache, write_cache_file
@@ -172,6 +174,40 @@ def test_tune_json_benchmark_then_cache(env: dict[str, Path], model: Path) -> No
     assert again["key"] == decision["key"]
     assert again["chunk_size"] == decision["chunk_size"]
     assert again["timings_ms"] == pytest.approx(decision["timings_ms"])
+
+
+# one free box under a gravity no step survives: MuJoCo warns and resets it every step
+UNSTABLE_XML = """
+<mujoco>
+  <option timestep="0.5" gravity="0 0 -1e12"/>
+  <worldbody>
+    <body pos="0 0 .2"><freejoint/><geom type="box" size=".05 .05 .05"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.mujoco
+def test_tune_of_an_unstable_model_says_so_once_instead_of_flooding_stderr(
+    env: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """MuJoCo's warnings while measuring are one counted line, and no MUJOCO_LOG.TXT is made."""
+    path = tmp_path / "unstable.xml"
+    path.write_text(UNSTABLE_XML)
+    capfd.readouterr()
+    assert main(["tune", str(path), *SMALL, "--json", "-q"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["source"] == "benchmark"
+    assert err.count("The simulation is unstable") == 1, err[:2000]
+    (line,) = err.splitlines()
+    assert re.fullmatch(
+        r"chunktune: warning: MuJoCo warned \d+ times while measuring \(first: Nan, Inf or "
+        r"huge value in QACC at DOF \d+\. The simulation is unstable\. Time = [\d.]+\.\); the "
+        r"timings are of the model as it behaves, warnings and all",
+        line,
+    ), line
+    assert Path.cwd() == tmp_path and not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
 
 
 @pytest.mark.mujoco

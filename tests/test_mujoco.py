@@ -26,6 +26,7 @@ from chunktune._mujoco import (
     demo_workload,
     model_digest,
     per_env_costs,
+    warnings_counted,
 )
 from chunktune._workload import Workload
 
@@ -500,6 +501,41 @@ def test_from_xml_leaves_a_programs_own_mujoco_warning_handler_alone(
     finally:
         mujoco.set_mju_user_warning(None)
     assert heard == ["Model file has an incomplete header"]
+
+
+def test_warnings_counted_leaves_a_programs_own_mujoco_warning_handler_alone() -> None:
+    """A warning handler the program set hears a rollout's warnings; nothing is counted."""
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><option timestep="0.5" gravity="0 0 -1e12"/><worldbody><body><freejoint/>'
+        '<geom type="box" size=".05 .05 .05"/></body></worldbody></mujoco>'
+    )
+    heard: list[str] = []
+    mujoco.set_mju_user_warning(heard.append)
+    try:
+        with (
+            RolloutWorkload(model, num_envs=4, nthread=2, nstep=2) as w,
+            warnings_counted() as tally,
+        ):
+            w.run(None)
+        assert tally is None
+        assert mujoco.get_mju_user_warning() == heard.append
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert len(heard) >= 4 and all("The simulation is unstable" in text for text in heard)
+
+
+def test_warnings_counted_counts_a_rollouts_warnings_and_keeps_the_first() -> None:
+    """Without a handler of the program's, every warning of the pool's threads is counted."""
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><option timestep="0.5" gravity="0 0 -1e12"/><worldbody><body><freejoint/>'
+        '<geom type="box" size=".05 .05 .05"/></body></worldbody></mujoco>'
+    )
+    with RolloutWorkload(model, num_envs=6, nthread=2, nstep=2) as w, warnings_counted() as tally:
+        w.run(None)
+        w.run(1)
+    assert tally is not None and tally.count == 12  # once per env per call
+    assert tally.first is not None and tally.first.startswith("Nan, Inf or huge value in QACC")
+    assert mujoco.get_mju_user_warning() is None
 
 
 @pytest.mark.parametrize("path", [None, 3])

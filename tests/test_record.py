@@ -46,6 +46,26 @@ def test_record_the_demo_and_replay_it(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 @pytest.mark.mujoco
+def test_record_of_an_unstable_model_says_so_once_instead_of_flooding_stderr(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """MuJoCo's warnings while recording are one counted line, and no MUJOCO_LOG.TXT is made."""
+    model = tmp_path / "unstable.xml"
+    model.write_text(
+        '<mujoco><option timestep="0.5" gravity="0 0 -1e12"/><worldbody><body><freejoint/>'
+        '<geom type="box" size=".05 .05 .05"/></body></worldbody></mujoco>'
+    )
+    out = tmp_path / "unstable.json"
+    capfd.readouterr()
+    assert main(["record", str(model), *TINY, "--rounds", "2", "-q", "-o", str(out)]) == 0
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith("chunktune: warning: MuJoCo warned ")
+    assert " times while recording (first: Nan, Inf or huge value in QACC" in line
+    assert load_trace(out).rounds == 2
+    assert Path.cwd() == tmp_path and not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+@pytest.mark.mujoco
 def test_off_a_terminal_record_says_two_lines_and_no_blank_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgumentError
@@ -19,6 +21,7 @@ __all__ = [
     "add_workload_options",
     "default_envs",
     "load_workload",
+    "mujoco_warnings_told",
     "pool_threads",
     "positive_int",
     "seed_int",
@@ -129,3 +132,22 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
     warn_shared_cores(nthread)
     what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
     return workload, what
+
+
+@contextlib.contextmanager
+def mujoco_warnings_told(doing: str, then: str) -> Iterator[None]:
+    """MuJoCo's warnings in the block told as one line at its end, instead of printed each.
+
+    An unstable model warns once per env per call: thousands of lines on stderr, and a
+    ``MUJOCO_LOG.TXT`` grown in the current folder. ``doing`` says what the block did
+    ("measuring"), ``then`` what the user should make of it.
+    """
+    from .._mujoco import warnings_counted
+
+    with warnings_counted() as tally:
+        try:
+            yield
+        finally:
+            if tally is not None and tally.count:
+                times = "once" if tally.count == 1 else f"{tally.count} times"
+                warn(f"MuJoCo warned {times} while {doing} (first: {tally.first}); {then}")

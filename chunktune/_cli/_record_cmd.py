@@ -23,7 +23,14 @@ from .._record import check_sizes, record
 from .._shown import spelled
 from .._trace import dump_trace
 from .._workload import MAX_COUNT
-from ._args import add_workload_options, load_workload, pool_threads, positive_int, seed_int
+from ._args import (
+    add_workload_options,
+    load_workload,
+    mujoco_warnings_told,
+    pool_threads,
+    positive_int,
+    seed_int,
+)
 from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
 
 __all__ = ["PLAIN_EVERY_S", "add_parser"]
@@ -136,7 +143,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
         shown = _Shown(args.rounds, len(sizes), quiet=args.quiet)
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
-            with _machine_to_ourselves(), shown.progress if shown.bar else nullcontext():
+            with (
+                _machine_to_ourselves(),
+                mujoco_warnings_told("recording", "the trace records the model as it behaves"),
+                shown.progress if shown.bar else nullcontext(),
+            ):
                 trace = record(
                     workload,
                     rounds=args.rounds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
@@ -24,7 +25,13 @@ from .._settings import policy_name_problem
 from .._shown import spelled
 from .._threads import wait_for_sweeps
 from .._workload import SignatureValue, Workload, upper_chunk
-from ._args import add_workload_options, default_envs, load_workload, pool_threads
+from ._args import (
+    add_workload_options,
+    default_envs,
+    load_workload,
+    mujoco_warnings_told,
+    pool_threads,
+)
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -44,6 +51,7 @@ from ._render import candidate_rows, candidate_table, load_label, plot_formats, 
 __all__ = ["add_parser"]
 
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
+_WARNED_THEN = "the timings are of the model as it behaves, warnings and all"
 _SWEEP_END_S = 0.5  # a finished sweep's thread is gone by then; an abandoned one is not
 
 _TUNE_EPILOG = """\
@@ -233,8 +241,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             refresh=args.refresh,
             on_progress=progress,
         )
+        told = (
+            contextlib.nullcontext()
+            if isinstance(workload, _Trivial)  # builds nothing, so imports no mujoco
+            else mujoco_warnings_told("measuring", _WARNED_THEN)
+        )
         try:
-            with progress:
+            with told, progress:
                 decision = anyio.run(call)
         except KeyboardInterrupt:
             # the sweep stops at its next probe; wait for it, so the pool closes idle

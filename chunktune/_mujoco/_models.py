@@ -32,6 +32,7 @@ __all__ = [
     "randomized",
     "read_only",
     "take_models",
+    "warning_hook",
 ]
 
 FULLPHYSICS = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)
@@ -39,7 +40,7 @@ INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 FREE = int(mujoco.mjtJoint.mjJNT_FREE)
 
 _logger = logging.getLogger("chunktune")
-_loading = threading.Lock()  # one load at a time owns MuJoCo's process-wide warning hook
+warning_hook = threading.Lock()  # held by whoever swaps MuJoCo's process-wide warning hook
 
 # The sizes a user most likely got wrong come first, so the message names them.
 _KEY_SIZES = ("nq", "nv", "nu", "na", "nsensordata")
@@ -233,7 +234,7 @@ def _warnings_kept(warned: list[str]) -> Iterator[None]:
     """MuJoCo's warnings appended to ``warned`` while in the block, where the program set
     no handler of its own (MuJoCo's default prints them and appends them to a log file in
     the current folder)."""
-    with _loading:
+    with warning_hook:
         if mujoco.get_mju_user_warning() is not None:
             yield
             return
