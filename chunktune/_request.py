@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import sys
 from typing import Any, cast
@@ -65,6 +66,14 @@ class Ask:
     on_progress: ProgressCallback | None
 
 
+def _is_async(callback: object) -> bool:
+    """Whether calling ``callback`` makes a coroutine or an async generator, not a result."""
+    for f in (callback, inspect.getattr_static(type(callback), "__call__", None)):
+        if inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f):
+            return True
+    return False
+
+
 def ask(
     workload: object,
     *,
@@ -85,7 +94,8 @@ def ask(
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`.
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
-            from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable.
+            from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,
+            or async.
     """
     num_envs, nthread = check_workload(workload)
     checked_settings = check_settings(settings)
@@ -101,6 +111,13 @@ def ask(
         raise InvalidArgumentError(
             "on_progress must be a callable that takes a chunktune.ProgressEvent, got "
             f"{shown(on_progress)} ({type(on_progress).__name__})"
+        )
+    if on_progress is not None and _is_async(on_progress):
+        # called on the loop and never awaited, it would see no event at all, and each
+        # call would leave a "coroutine was never awaited" warning behind
+        raise InvalidArgumentError(
+            f"on_progress {shown(on_progress)} is async: resolve calls it on the event loop "
+            "and never awaits it; make it a plain function (def, not async def)"
         )
     return Ask(
         workload=cast(Workload, workload),  # check_workload found its members

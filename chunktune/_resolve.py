@@ -296,7 +296,8 @@ async def resolve(
             bool (numpy scalars are taken as the numbers they hold).
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
-            from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable.
+            from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,
+            or async.
         ConfigError: invalid settings or an unknown policy name (not under ``manual``).
     """
     asked = ask(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import pytest
@@ -138,6 +140,36 @@ async def test_a_keyword_of_the_wrong_type_is_rejected_whatever_answers(
     w = uneven()
     with pytest.raises(InvalidArgumentError, match=named):
         await chunktune.resolve(w, manual=manual, **keywords)  # type: ignore[arg-type]
+    assert w.calls == 0
+
+
+async def _heard_later(event: chunktune.ProgressEvent) -> None:
+    """An async progress callback, as an async trainer would write one."""
+    await anyio.lowlevel.checkpoint()
+
+
+class _AsyncCall:
+    """A callable object whose ``__call__`` is async."""
+
+    async def __call__(self, event: chunktune.ProgressEvent) -> None:
+        await anyio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize(
+    "callback",
+    [
+        pytest.param(_heard_later, id="async-def"),
+        pytest.param(functools.partial(_heard_later), id="partial"),
+        pytest.param(_AsyncCall(), id="async-call"),
+    ],
+)
+async def test_an_async_on_progress_is_rejected_rather_than_never_awaited(
+    callback: Callable[[chunktune.ProgressEvent], Any],
+) -> None:
+    """An async on_progress raises InvalidArgumentError up front instead of losing every event."""
+    w = uneven()
+    with pytest.raises(InvalidArgumentError, match=r"on_progress .* is async: .* never awaits"):
+        await chunktune.resolve(w, policy="quick", on_progress=callback)
     assert w.calls == 0
 
 
