@@ -44,11 +44,15 @@ def user_path(value: str) -> Path:
     """``value`` as a path with ``~`` expanded.
 
     Raises:
-        ValueError: it is empty, holds a NUL byte, or starts with the home of a user
-            that does not exist (``~nosuchuser/x``).
+        ValueError: it is empty or only blank space (a template's unfilled variable;
+            such a name would make a file named by spaces in the current folder), holds
+            a NUL byte, or starts with the home of a user that does not exist
+            (``~nosuchuser/x``).
     """
     if not value:
         raise ValueError('"" is not a path; expected a file name')
+    if value.isspace():
+        raise ValueError(f"{spelled(value)} is only blank space; expected a file name")
     if "\0" in value:
         raise ValueError(f"{spelled(value)} holds a NUL byte, which no path can")
     try:

@@ -634,10 +634,11 @@ def test_a_problem_in_an_extended_policy_is_reported_once_where_it_is_written() 
             id="user",
         ),
         pytest.param("a\0b.json", "cache.path: .* NUL byte", id="nul"),
+        pytest.param(" \t", 'cache.path: ".*" is only blank space', id="blank"),
     ],
 )
 def test_a_cache_path_no_file_can_have_is_a_config_error(path: str, message: str) -> None:
-    """[cache] path that is empty, has a NUL byte or an unknown ~user: ConfigError at load."""
+    """[cache] path that is empty, blank, has a NUL byte or an unknown ~user: ConfigError."""
     with pytest.raises(ConfigError, match=message):
         settings_from_dict({"cache": {"path": path}})
 
@@ -654,6 +655,17 @@ def test_a_settings_path_that_is_no_path_is_a_config_error(path: object) -> None
     """load_settings(3), a bytes name and the like: ConfigError naming the value, no TypeError."""
     with pytest.raises(ConfigError, match="is not a settings file's path"):
         load_settings(path)  # type: ignore[arg-type]
+
+
+def test_a_blank_chunktune_cache_is_a_config_error_not_a_file_named_by_spaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CACHE=' ': ConfigError naming the variable; no file ' ' in the folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CHUNKTUNE_CACHE", " ")
+    with pytest.raises(ConfigError, match=r'\$CHUNKTUNE_CACHE: " " is only blank space'):
+        load_settings()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_empty_cache_variables_count_as_unset(
