@@ -27,10 +27,11 @@ from ._candidates import only_native
 from ._decision import Decision
 from ._discovered import discovered_settings
 from ._events import ProgressCallback
+from ._flights import gave_up_keying
 from ._policy import Policy
 from ._ray_api import connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
-from ._ray_job import identify, local_hit
+from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, pick_policy
 from ._resolve import resolve_since
 from ._settings import Settings
@@ -60,6 +61,18 @@ async def resolve(
     ``refresh`` ignores answers older than the call, in the registry and in caches.
     Cancelled while sweeping, or while its claim is asked for, it gives the claim up
     and caches nothing.
+
+    The policy's ``hard_limit_s``, counted from the call, bounds the workload's
+    ``signature()`` and the lookup in this host's caches (a stalled file system, or a
+    damaged cache file whose write lock a stuck process holds, is left behind in a daemon
+    thread, and the plain resolve's fallback says the cache file had not answered; the
+    registry is not asked), every registry call and wait, and this worker's own sweep.
+    It does not bound three steps: importing Ray; connecting to it (``ray.init()``,
+    where ``[ray] init_local`` starts a local Ray: the process's one-time start-up, not
+    left half done; inside a Ray task or actor Ray is already up and this is a flag's
+    read); and, for ``settings=None``, reading the settings file, which names the policy
+    and so its limit. A claimant reads back the entry it stored to publish it, after its
+    sweep, unbounded too (the file it has just written).
 
     Raises:
         MissingExtraError: Ray is not installed.
@@ -100,7 +113,10 @@ async def _resolve(asked: Ask) -> Decision:
         return await plain()
     ray = await wait_in_thread(connected_ray, settings)
     job = None
-    # signature() is the workload's own code: past hard_limit_s the plain resolve says so
+    hit: bool | None = None
+    # signature() is the workload's own code, and the host's cache file may not answer (a
+    # stalled file system, a broken file whose write lock a stuck process holds): past
+    # hard_limit_s the plain resolve's fallback says so, as it does for its own lookup
     with anyio.CancelScope(deadline=deadline(pol, started)):
         keying = functools.partial(identify, ray, asked, settings)
         try:
@@ -108,12 +124,25 @@ async def _resolve(asked: Ask) -> Decision:
             job = await in_own_thread(keying, name=KEYING_THREAD)
         except Exception:  # a failing signature(): the plain resolve falls back and says why
             return await plain()
+        looking = functools.partial(local_hit, job)
+        hit = False if asked.refresh else await in_own_thread(looking, name=KEYING_THREAD)
     if job is None:
         return await plain()
-    if not asked.refresh and await wait_in_thread(local_hit, job):
+    if hit is None:
+        return _lookup_gave_up(job)
+    if hit:
         return await plain()
     decision = await coordinated(ray, job, started)
     return await plain() if decision is None else decision
+
+
+def _lookup_gave_up(job: Job) -> Decision:
+    """The plain resolve's fallback once ``hard_limit_s`` ran out before the host's caches
+    answered (nothing was measured, the registry was not asked), reported."""
+    limit = job.policy.hard_limit_s
+    assert limit is not None
+    decision = gave_up_keying(limit, job.native, job.policy_name)
+    return report_decision(attrs.evolve(decision, key=job.key), job.settings)
 
 
 def resolve_sync(

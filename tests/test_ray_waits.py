@@ -9,16 +9,20 @@ import threading
 import time
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 import attrs
 import pytest
+from _holders import holding_async
 from _registry_ray import RegistryRay, registry_loop
 
 import chunktune
 import chunktune.ray
 from chunktune import _lock_wait, _ray_calls, _ray_claim
+from chunktune._cache import DecisionCache
+from chunktune._cache_lock import lock_path
 from chunktune._events import ProgressEvent
 from chunktune._ray_job import Job, identify
 from chunktune._request import ask
@@ -163,3 +167,62 @@ async def test_an_async_waiter_is_told_and_keyed_as_a_plain_resolve(
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     assert [e.kind for e in events if e.kind == "waiting"] == ["waiting"]
     assert d.key == job.key
+
+
+def _ray_with_registry(monkeypatch: pytest.MonkeyPatch, loop: Any) -> RegistryRay:
+    """A RegistryRay standing in for ``ray`` in this process, its registry the one looked up."""
+    ray = RegistryRay(loop)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray_, fresh: ray.handle)
+    return ray
+
+
+@pytest.mark.anyio
+async def test_a_host_cache_that_stalls_never_holds_a_ray_worker_past_its_hard_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host's cache lookup that does not return: native at the hard limit, as resolve says it."""
+    released = threading.Event()
+    returned: list[bool] = []
+    real = DecisionCache.lookup
+
+    def stalled(self: DecisionCache, *args: Any, **kwargs: Any) -> Any:
+        returned.append(released.wait(10))  # a hang guard, not a timing
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DecisionCache, "lookup", stalled)
+    settings = chunktune.load_settings()
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="stalled-cache")
+    policy = attrs.evolve(settings.get_policy("quick"), time_budget_s=0.3, hard_limit_s=0.3)
+    try:
+        with registry_loop() as loop:
+            ray = _ray_with_registry(monkeypatch, loop)
+            d = await chunktune.ray.resolve(w, settings=settings, policy=policy)
+            assert returned == []  # it left the stalled lookup behind
+            job = identify(ray, ask(w, settings=settings, policy=policy, manual=None,
+                                    refresh=False, on_progress=None), settings)  # fmt: skip
+    finally:
+        released.set()
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "signature() (or the cache file) had not answered" in d.reason
+    assert ray.sent == [] and d.key == job.key
+
+
+@pytest.mark.anyio
+async def test_a_broken_host_cache_locked_by_a_stuck_process_is_given_up_at_the_hard_limit(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged host cache whose write lock a stopped process holds: native at the hard limit."""
+    # the lookup waits (WRITE_STALL_S) for the lock's holder to move the file aside
+    cache = isolated / "cache.json"
+    cache.write_text("{not json")
+    settings = chunktune.load_settings()
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="locked-cache")
+    policy = attrs.evolve(settings.get_policy("quick"), time_budget_s=0.3, hard_limit_s=0.3)
+    async with holding_async(lock_path(cache)):
+        with registry_loop() as loop:
+            ray = _ray_with_registry(monkeypatch, loop)
+            d = await chunktune.ray.resolve(w, settings=settings, policy=policy)
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "signature() (or the cache file) had not answered" in d.reason
+    assert ray.sent == []
