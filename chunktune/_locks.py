@@ -39,7 +39,9 @@ __all__ = ["Lock", "key_lock", "sweep_lock"]
 
 logger = logging.getLogger("chunktune")
 
-_VANISHED_TRIES = 4  # tries in a row that find no lock file before it is deemed unmakeable
+# tries in a row that find no lock file before the file is made here, to tell a `cache
+# clear` racing the tries from a file that cannot be made
+_VANISHED_TRIES = 4
 
 
 _warned: set[tuple[Path, str]] = set()
@@ -110,7 +112,8 @@ class Lock:
         _warn_once(self.warn_path, self.what, instead, exc)
 
     def try_acquire(self) -> bool:
-        """Take the lock if it is free; False if another holds it."""
+        """Take the lock if it is free; False if another holds it (or `cache clear` kept
+        removing its file at each try: the caller's wait tries again)."""
         if self.mode == "file":
             try:
                 got = self._try_file()
@@ -131,8 +134,8 @@ class Lock:
         """One try at the file lock: True if taken, False if another process holds it.
 
         Raises:
-            OSError: the lock file cannot be made (a timeout with no file there, again
-                and again: a holder would have created it).
+            OSError: the lock file cannot be made (after tries that each found no file
+                there, making it failed).
         """
         try:
             make_folder(self.path.parent)
@@ -157,7 +160,14 @@ class Lock:
             # the path now gets another file, so holding this one excludes nobody
             self._file.release()
             return False
-        raise OSError(errno.ENOENT, "the lock file cannot be created", str(self.path))
+        # No file after every try: `cache clear` (which holds each idle file as it removes
+        # it) won every race, or the file cannot be made. Making it says which: one that
+        # can be made is busy, not broken, and the caller's wait tries again within its
+        # own bound (hard_limit_s, a timeout, a cancel); going on without the lock would
+        # let two processes sweep one key at once.
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o666)  # OSError: cannot be made
+        os.close(fd)
+        return False
 
     def release(self) -> None:
         """Release the lock (from any thread)."""

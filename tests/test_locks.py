@@ -331,6 +331,110 @@ def test_a_lock_on_a_file_removed_after_it_was_opened_is_not_held(
     lock.release()
 
 
+TRY_KEY_LOCK = """
+import sys
+from pathlib import Path
+from chunktune._locks import key_lock
+lock = key_lock(Path(sys.argv[1]))
+print(lock.mode if lock.try_acquire() else "busy", flush=True)
+"""
+
+
+def test_a_key_lock_wait_that_cache_clear_beats_at_every_try_waits_on_not_unlocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache clear` removing the key-lock file at each try: the wait goes on, never unlocked."""
+    path = tmp_path / "locks" / "k.lock"
+    lock = key_lock(path)
+    real = lock._file.acquire
+    cleared: list[Path] = []
+
+    def cleared_at_the_try(timeout: float | None = None, **kw: object) -> object:
+        if len(cleared) < 3 * _locks._VANISHED_TRIES:
+            # clear held the file as this try came (a timeout), then removed it
+            cleared.append(path)
+            path.unlink(missing_ok=True)
+            raise filelock.Timeout(str(path))
+        return real(timeout=timeout, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lock._file, "acquire", cleared_at_the_try)
+    with hold_blocking(lock, timeout_s=3600.0) as got:
+        other = subprocess.run(
+            [sys.executable, "-c", TRY_KEY_LOCK, str(path)],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        assert other.stdout.strip() == "busy"  # another process is kept out
+        assert got and lock.mode == "file"
+    assert len(cleared) == 3 * _locks._VANISHED_TRIES
+
+
+CLEAR_KEY_LOCKS_NONSTOP = """
+import sys
+from pathlib import Path
+from chunktune._cache_lock import remove_idle_key_locks
+cache, stop = Path(sys.argv[1]), Path(sys.argv[2])
+print("clearing", flush=True)
+while not stop.exists():
+    remove_idle_key_locks(cache)
+"""
+
+TAKE_KEY_LOCK_ROUNDS = """
+import os, sys
+from pathlib import Path
+from chunktune._cache import DecisionCache
+from chunktune._lock_wait import hold_blocking
+from chunktune._locks import key_lock
+cache, rounds = Path(sys.argv[1]), int(sys.argv[2])
+inside = cache.parent / "inside"
+seen = {"held": 0, "overlaps": 0, "unlocked": 0}
+for _ in range(rounds):
+    lock = key_lock(Path(DecisionCache(cache).key_lock("k").lock_file))
+    with hold_blocking(lock, timeout_s=120) as got:
+        assert got, "a hang guard, not a timing"
+        seen["held"] += 1
+        seen["unlocked"] += lock.mode != "file"
+        try:
+            os.close(os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            seen["overlaps"] += 1
+            continue
+        os.unlink(inside)
+print(__import__("json").dumps(seen), flush=True)
+"""
+
+
+def test_key_lock_holders_never_overlap_while_cache_clear_runs_nonstop(tmp_path: Path) -> None:
+    """Three processes take one key's lock while two clear idle key locks nonstop: one at a time."""
+    cache, stop = tmp_path / "cache.json", tmp_path / "stop"
+    clearers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLEAR_KEY_LOCKS_NONSTOP, str(cache), str(stop)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for clearer in clearers:
+            assert clearer.stdout is not None and clearer.stdout.readline().strip() == "clearing"
+        holders = [
+            subprocess.Popen(
+                [sys.executable, "-c", TAKE_KEY_LOCK_ROUNDS, str(cache), "150"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
+        seen = [json.loads(h.communicate(timeout=240)[0]) for h in holders]
+    finally:
+        stop.touch()
+        for clearer in clearers:
+            clearer.wait(60)
+            if clearer.stdout is not None:
+                clearer.stdout.close()
+    assert seen == [{"held": 150, "overlaps": 0, "unlocked": 0}] * 3
+
+
 HOLD_ANOTHER_MACHINES_SWEEP_LOCK = """
 import sys, time
 from pathlib import Path
