@@ -35,6 +35,7 @@ __all__ = [
     "abandon",
     "board",
     "gave_up_keying",
+    "gave_up_reading_settings",
     "gave_up_sharing",
     "land",
 ]
@@ -207,6 +208,13 @@ def gave_up_keying(limit: float, native: int, policy_name: str) -> Decision:
         "while the workload's signature() (or the cache file) had not answered; "
         "nothing was measured"
     )
+    return _gave_up(why, "", limit, native, policy_name)
+
+
+def gave_up_reading_settings(limit: float, native: int, policy_name: str) -> Decision:
+    """The fallback of a task whose ``hard_limit_s`` (a Policy's it was given) ran out
+    before its settings file was read (``settings=None``)."""
+    why = "while the settings file had not answered; nothing was measured"
     return _gave_up(why, "", limit, native, policy_name)
 
 

@@ -25,7 +25,6 @@ import attrs
 
 from ._candidates import only_native
 from ._decision import Decision
-from ._discovered import discovered_settings
 from ._events import ProgressCallback
 from ._flights import gave_up_keying
 from ._policy import Policy
@@ -33,7 +32,7 @@ from ._ray_api import connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, pick_policy
-from ._resolve import resolve_since
+from ._resolve import resolve_since, with_settings
 from ._settings import Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
 from ._workload import Workload, upper_chunk
@@ -71,8 +70,10 @@ async def resolve(
     where ``[ray] init_local`` starts a local Ray: the process's one-time start-up, not
     left half done; inside a Ray task or actor Ray is already up and this is a flag's
     read); and, for ``settings=None``, reading the settings file, which names the policy
-    and so its limit. A claimant reads back the entry it stored to publish it, after its
-    sweep, unbounded too (the file it has just written).
+    and so its limit (a :class:`~chunktune.Policy` object given with ``hard_limit_s``
+    bounds that read too, as in :func:`chunktune.resolve`). A claimant reads back the
+    entry it stored to publish it, after its sweep, unbounded too (the file it has just
+    written).
 
     Raises:
         MissingExtraError: Ray is not installed.
@@ -96,7 +97,10 @@ async def _resolve(asked: Ask) -> Decision:
     started = anyio.current_time()
     await wait_in_thread(ray_module)
     if asked.settings is None and asked.manual is None:
-        asked = attrs.evolve(asked, settings=await wait_in_thread(discovered_settings))
+        found = await with_settings(asked, started)
+        if isinstance(found, Decision):
+            return found
+        asked = found
     plain = functools.partial(resolve_since, started, asked)
     settings = asked.settings
     if asked.manual is not None or settings is None:

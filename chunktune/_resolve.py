@@ -16,6 +16,7 @@ import functools
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from . import _flights
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
+from ._discovered import SETTINGS_THREAD, discovered_settings, discovered_within
 from ._events import ProgressCallback, ProgressEvent
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
@@ -55,10 +57,11 @@ from ._threads import (
     in_own_thread,
     loop_running_here,
     run_blocking,
+    wait_in_thread,
 )
-from ._workload import Workload
+from ._workload import Workload, native_chunk
 
-__all__ = ["resolve", "resolve_since", "resolve_sync"]
+__all__ = ["given_limit", "resolve", "resolve_since", "resolve_sync", "with_settings"]
 
 logger = logging.getLogger("chunktune")
 
@@ -254,6 +257,42 @@ async def _answer(req: Request) -> Decision:
     return keyed if isinstance(keyed, Decision) else await _resolve_key(*keyed)
 
 
+def given_limit(asked: Ask) -> float | None:
+    """The ``hard_limit_s`` of a Policy object the caller gave: known before any settings
+    file is read (a policy's name, or none, is looked up in the settings read)."""
+    return asked.policy.hard_limit_s if isinstance(asked.policy, Policy) else None
+
+
+def _unread_settings(asked: Ask, limit: float) -> Decision:
+    """The fallback once a given Policy's ``hard_limit_s`` ran out before the settings file
+    was read; logged as a warning, there being no settings to say how to report it."""
+    native = native_chunk(asked.num_envs, asked.nthread)
+    decision = _flights.gave_up_reading_settings(limit, native, "custom")
+    logger.warning("chunktune: %s", decision.reason)
+    return decision
+
+
+async def with_settings(asked: Ask, started: float) -> Ask | Decision:
+    """``asked`` with the settings discovery finds (for ``settings=None``).
+
+    Under a Policy given with ``hard_limit_s`` the read is bounded by that limit, counted
+    from ``started`` (the loop's clock): a read that has not ended by then is left behind in
+    a daemon thread, and the fallback is returned instead.
+
+    Raises:
+        ConfigError: as :func:`chunktune.load_settings`.
+    """
+    limit = given_limit(asked)
+    if limit is None:
+        return attrs.evolve(asked, settings=await wait_in_thread(discovered_settings))
+    settings = None
+    with anyio.move_on_after(started + limit - anyio.current_time()):
+        settings = await in_own_thread(discovered_settings, name=SETTINGS_THREAD)
+    if settings is None:
+        return _unread_settings(asked, limit)
+    return attrs.evolve(asked, settings=settings)
+
+
 async def resolve(
     workload: Workload,
     *,
@@ -290,6 +329,16 @@ async def resolve(
     an unwritable cache, if the lock's holder changes nothing for
     :data:`chunktune._cache_lock.WRITE_STALL_S` seconds and a second per MB of the file).
 
+    With ``settings=None`` the settings file is read before a policy named (or the
+    file's active one) is known, so its ``hard_limit_s`` cannot bound that read: a file
+    that does not answer (a stalled file system, a named pipe nobody writes) holds the
+    call, and a cancel waits for the read. A :class:`Policy` object given with
+    ``hard_limit_s`` does bound it: past the limit the read is left behind in a daemon
+    thread and the native chunk is returned (``source == "fallback"``, the reason says the
+    settings file had not answered; logged as a warning, no settings saying how else to
+    report it). Settings loaded once and passed as ``settings=`` keep the read out of
+    every call.
+
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
             its ``signature()`` holds a value that is not a str, int, finite float or
@@ -320,6 +369,11 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     """
     if asked.manual is not None:
         return manual_decision(asked)
+    if asked.settings is None and given_limit(asked) is not None:
+        found_in_time = await with_settings(asked, started)
+        if isinstance(found_in_time, Decision):
+            return found_in_time
+        asked = found_in_time
     if asked.settings is None:
         # one hop discovers the settings (the same object while the file is unchanged, so
         # a repeat is answered from memory) and, where it can, keys and looks up too
@@ -371,7 +425,16 @@ def resolve_sync(
         refresh=refresh,
         on_progress=on_progress,
     )
+    spent = 0.0  # seconds of the given Policy's hard_limit_s spent reading the settings
     if not loop_running_here():  # there run_blocking raises, whatever the answer
+        limit = given_limit(asked)
+        if asked.settings is None and asked.manual is None and limit is not None:
+            began = time.monotonic()
+            settings = discovered_within(limit)
+            if settings is None:
+                return _unread_settings(asked, limit)
+            asked = attrs.evolve(asked, settings=settings)
+            spent = time.monotonic() - began
         # an answer from memory or a hit starts no event loop and no worker thread
         asked, found = decide_here(asked)
         if isinstance(found, Decision):
@@ -387,6 +450,6 @@ def resolve_sync(
             )
 
     async def call() -> Decision:
-        return await resolve_since(anyio.current_time(), asked)
+        return await resolve_since(anyio.current_time() - spent, asked)
 
     return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import os
+import threading
 from pathlib import Path
 
+import anyio
+import attrs
 import pytest
-from _discoveries import counted_loads
+from _discoveries import counted_loads, silent_settings_file
 from _forking import run_forked
 
 import chunktune
@@ -184,3 +189,49 @@ def test_a_child_forked_while_the_lock_is_held_remembers_with_a_lock_of_its_own(
     with _discovered._lock:
         status = run_forked(_discovered.discovered_settings, hang_guard_s=20)
     assert status == 0
+
+
+def limited_policy() -> chunktune.Policy:
+    """The quick preset with a hard limit of 0.3 s (read before any settings file is named)."""
+    quick = chunktune.load_settings().get_policy("quick")
+    return attrs.evolve(quick, time_budget_s=0.3, hard_limit_s=0.3)
+
+
+def answered_in_thread(call: functools.partial[chunktune.Decision]) -> list[chunktune.Decision]:
+    """What ``call()`` returned, run in a daemon thread given 30 s (a hang guard, not a timing)."""
+    answers: list[chunktune.Decision] = []
+    caller = threading.Thread(target=lambda: answers.append(call()), daemon=True)
+    caller.start()
+    caller.join(30)
+    return answers
+
+
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
+def test_a_settings_file_that_never_answers_is_given_up_at_a_given_policys_limit(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """settings=None and a settings read that blocks: native at the given Policy's hard_limit_s."""
+    policy, w = limited_policy(), Counted()
+    if how == "resolve_sync":
+        call = functools.partial(chunktune.resolve_sync, w, policy=policy)
+    else:
+        resolving = functools.partial(chunktune.resolve, w, policy=policy)
+        call = functools.partial(anyio.run, resolving, backend=how)
+    with silent_settings_file(isolated, monkeypatch):
+        answers = answered_in_thread(call)
+        assert answers, "the resolve was still reading the settings file"
+    [d] = answers
+    assert (d.source, d.chunk_size, w.signatures, w.calls) == ("fallback", None, 0, 0)
+    assert "hard limit of 0.3 s (hard_limit_s) while the settings file had not answered" in d.reason
+
+
+def test_a_given_policy_with_a_limit_still_reads_a_settings_file_that_answers(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Policy with hard_limit_s given: the settings discovered (their cache path) still apply."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    mine = config.parent / "mine.json"
+    config.write_text(f'policy = "quick"\n[cache]\npath = "{mine}"\n[log]\nstderr = "never"\n')
+    policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
+    d = chunktune.resolve_sync(Counted(), policy=policy)
+    assert d.source == "benchmark" and d.key in json.loads(mine.read_text())["entries"]

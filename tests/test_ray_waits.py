@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+from _discoveries import silent_settings_file
 from _holders import holding_async
 from _registry_ray import RegistryRay, registry_loop
 
@@ -226,3 +228,23 @@ async def test_a_broken_host_cache_locked_by_a_stuck_process_is_given_up_at_the_
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     assert "signature() (or the cache file) had not answered" in d.reason
     assert ray.sent == []
+
+
+def test_a_ray_workers_settings_file_that_never_answers_is_given_up_at_a_given_limit(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chunktune.ray.resolve, settings=None and a settings read that blocks: native at the limit."""
+    quick = chunktune.load_settings().get_policy("quick")
+    policy = attrs.evolve(quick, time_budget_s=0.3, hard_limit_s=0.3)
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="silent-settings")
+    answers: list[chunktune.Decision] = []
+    with registry_loop() as loop, silent_settings_file(isolated, monkeypatch):
+        ray = _ray_with_registry(monkeypatch, loop)
+        resolving = functools.partial(chunktune.ray.resolve, w, policy=policy)
+        caller = threading.Thread(target=lambda: answers.append(anyio.run(resolving)), daemon=True)
+        caller.start()
+        caller.join(30)  # a hang guard, not a timing
+        assert answers, "the Ray resolve was still reading the settings file"
+    [d] = answers
+    assert (d.source, d.chunk_size, w.calls, ray.sent) == ("fallback", None, 0, [])
+    assert "while the settings file had not answered" in d.reason
