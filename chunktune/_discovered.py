@@ -25,7 +25,7 @@ from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
 from ._settled import changed_lately, identity
 
-__all__ = ["SETTINGS_THREAD", "discovered_settings", "discovered_within"]
+__all__ = ["SETTINGS_THREAD", "discovered_settings", "discovered_within", "remembered_settings"]
 
 SETTINGS_THREAD = "chunktune settings"  # a settings file read under a given Policy's limit
 
@@ -59,6 +59,35 @@ def _identity(file: Path | None, variables: _Identity) -> _Identity | None:
     return (str(file), identity(st), variables)
 
 
+def _discovery() -> tuple[Path | None, dict[str, str | None], _Identity | None]:
+    """The file discovery names, the variables it heeds, and their identity (a stat)."""
+    # one look at the variables and the working directory: the file and values read are
+    # the ones identified, whatever another thread sets (and sets back) meanwhile
+    variables = {name: os.environ.get(name) for name in VARIABLES}
+    file = discover_config(variables[CONFIG_ENV])
+    file = None if file is None else file.absolute()
+    return file, variables, _identity(file, tuple(variables.values()))
+
+
+def _remembered(ident: _Identity | None) -> Settings | None:
+    """The Settings last read under ``ident``, if any."""
+    seen = _seen
+    return seen[1] if ident is not None and seen is not None and seen[0] == ident else None
+
+
+def remembered_settings() -> Settings | None:
+    """What :func:`discovered_settings` would return without reading a file (its file and
+    the variables unchanged since it was last read); None where it would read one.
+
+    Blocking (a stat, never an open): a settings file that does not answer when read (a
+    named pipe) answers this at once.
+
+    Raises:
+        ConfigError: ``$CHUNKTUNE_CONFIG`` names the home of a user that does not exist.
+    """
+    return _remembered(_discovery()[2])
+
+
 def discovered_settings() -> Settings:
     """``load_settings()``, the same object while its file and variables are unchanged.
 
@@ -67,18 +96,13 @@ def discovered_settings() -> Settings:
             reported, on every call).
     """
     global _seen
-    # one look at the variables and the working directory: the file and values read are
-    # the ones identified, whatever another thread sets (and sets back) meanwhile
-    variables = {name: os.environ.get(name) for name in VARIABLES}
-    file = discover_config(variables[CONFIG_ENV])
-    file = None if file is None else file.absolute()
-    values = tuple(variables.values())
-    ident = _identity(file, values)
-    seen = _seen
-    if ident is not None and seen is not None and seen[0] == ident:
-        return seen[1]
+    file, variables, ident = _discovery()
+    known = _remembered(ident)
+    if known is not None:
+        return known
     settings = load_discovered(file, variables)
-    if ident is not None and ident == _identity(file, values):  # not changed while it was read
+    if ident is not None and ident == _identity(file, tuple(variables.values())):
+        # not changed while it was read
         with _lock:
             _seen = (ident, settings)
     return settings
@@ -94,6 +118,9 @@ def discovered_within(timeout_s: float) -> Settings | None:
     Raises:
         ConfigError: as :func:`discovered_settings`, when it ended in time.
     """
+    known = remembered_settings()  # a repeat starts no thread
+    if known is not None:
+        return known
     outcome: list[tuple[bool, object]] = []
 
     def read() -> None:

@@ -28,7 +28,12 @@ from . import _flights
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
-from ._discovered import SETTINGS_THREAD, discovered_settings, discovered_within
+from ._discovered import (
+    SETTINGS_THREAD,
+    discovered_settings,
+    discovered_within,
+    remembered_settings,
+)
 from ._events import ProgressCallback, ProgressEvent
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
@@ -285,7 +290,10 @@ async def with_settings(asked: Ask, started: float) -> Ask | Decision:
     limit = given_limit(asked)
     if limit is None:
         return attrs.evolve(asked, settings=await wait_in_thread(discovered_settings))
-    settings = None
+    # a repeat is answered by a stat in a hop, no thread of its own started
+    settings = await hop(remembered_settings)
+    if settings is not None:
+        return attrs.evolve(asked, settings=settings)
     with anyio.move_on_after(started + limit - anyio.current_time()):
         settings = await in_own_thread(discovered_settings, name=SETTINGS_THREAD)
     if settings is None:
@@ -333,7 +341,9 @@ async def resolve(
     file's active one) is known, so its ``hard_limit_s`` cannot bound that read: a file
     that does not answer (a stalled file system, a named pipe nobody writes) holds the
     call, and a cancel waits for the read. A :class:`Policy` object given with
-    ``hard_limit_s`` does bound it: past the limit the read is left behind in a daemon
+    ``hard_limit_s`` does bound it (all but a stat of the file, which a stalled file
+    system can hold; a repeat, the file unchanged, is answered by that stat alone, no
+    thread started): past the limit the read is left behind in a daemon
     thread and the native chunk is returned (``source == "fallback"``, the reason says the
     settings file had not answered; logged as a warning, no settings saying how else to
     report it). Settings loaded once and passed as ``settings=`` keep the read out of

@@ -235,3 +235,29 @@ def test_a_given_policy_with_a_limit_still_reads_a_settings_file_that_answers(
     policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
     d = chunktune.resolve_sync(Counted(), policy=policy)
     assert d.source == "benchmark" and d.key in json.loads(mine.read_text())["entries"]
+
+
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
+def test_a_repeat_under_a_given_limit_starts_no_thread_to_read_unchanged_settings(
+    config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A given Policy's bounded settings read: a repeat, the file unchanged, starts no thread."""
+    policy, w = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0), Counted()
+    if how == "resolve_sync":
+        call = functools.partial(chunktune.resolve_sync, w, policy=policy)
+    else:
+        call = functools.partial(anyio.run, functools.partial(chunktune.resolve, w, policy=policy))
+        call = functools.partial(call, backend=how)
+    first = call()
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def noted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", noted)
+    again = call()
+    assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
+    assert _discovered.SETTINGS_THREAD not in started
+    assert len(loads) == 1  # the file was parsed once, by the first call
