@@ -82,8 +82,9 @@ def _config_error(
 
 class WorkloadError(ChunktuneError, TypeError):
     """An object handed to ``resolve`` does not implement the Workload protocol, or breaks
-    it: a ``signature()`` value that is no str, int, finite float or bool (raised), or a
-    ``run()`` that returns no seconds (the decision falls back to native, this in its reason).
+    it: a ``signature()`` value that is no str, int (of at most 4300 digits), finite float
+    or bool (raised), or a ``run()`` that returns no seconds (the decision falls back to
+    native, this in its reason).
     """
 
 

@@ -351,8 +351,9 @@ async def resolve(
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
-            its ``signature()`` holds a value that is not a str, int, finite float or
-            bool (numpy scalars are taken as the numbers they hold).
+            its ``signature()`` holds a value that is not a str, int (of at most
+            :func:`~chunktune._workload.max_int_digits` digits), finite float or bool
+            (numpy scalars are taken as the numbers they hold).
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
             from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,

@@ -18,6 +18,7 @@ from itertools import islice
 
 __all__ = [
     "bound",
+    "digits",
     "jsoned",
     "shown",
     "shown_some",
@@ -51,8 +52,40 @@ def _cut(text: str, head: int, tail: int, fill: str = "...") -> str:
     return "".join(units[:front]) + fill + "".join(units[back:])
 
 
+def digits(x: int) -> int:
+    """How many decimal digits ``x`` has (its sign not counted), found without writing it out.
+
+    Python refuses to write an int of more than ``sys.get_int_max_str_digits()`` digits
+    (ValueError); this is arithmetic only, exact at any size.
+    """
+    a = abs(x)
+    count = max(1, int(a.bit_length() * 0.30102999566398120))  # log10(2): off by one at most
+    while a >= 10**count:
+        count += 1
+    while count > 1 and a < 10 ** (count - 1):
+        count -= 1
+    return count
+
+
+def _long_int(x: int, size: int) -> str:
+    """``x`` as reprlib cuts a long int (head, ``...``, tail: ``size`` characters), without
+    writing all of it: an int past Python's int-to-str limit has no repr at all."""
+    head = max(0, (size - 3) // 2)
+    tail = max(0, size - 3 - head)
+    a, sign = abs(x), "-" if x < 0 else ""
+    lead = a // 10 ** (digits(a) - (head - len(sign)))
+    return f"{sign}{lead}...{a % 10**tail:0{tail}d}"
+
+
 class _Repr(reprlib.Repr):
-    """``reprlib``'s bounds, but a long string or object is cut between escapes, not in one."""
+    """``reprlib``'s bounds, but a long string or object is cut between escapes, not in one,
+    and an int too long for Python to write out is cut too, not an error."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # past sys.get_int_max_str_digits(): repr(x) itself refuses
+            return _long_int(x, self.maxlong)
 
     def repr_str(self, x: str, level: int) -> str:
         text = repr(x[: self.maxstring])

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
-from ._shown import shown
+from ._shown import digits, shown
 
 __all__ = [
     "MAX_COUNT",
@@ -27,6 +28,7 @@ __all__ = [
     "check_seed",
     "check_signature",
     "check_workload",
+    "max_int_digits",
     "native_chunk",
     "upper_chunk",
 ]
@@ -260,33 +262,73 @@ def check_signature(signature: object) -> dict[str, SignatureValue]:
 
     Raises:
         WorkloadError: ``signature`` is not a mapping, a key is not a string, or a
-            value is none of str, int, float (finite) and bool.
+            value is none of str, int (of at most :func:`max_int_digits` digits), float
+            (finite) and bool.
     """
     if not isinstance(signature, Mapping):
         raise WorkloadError(
-            f"signature() returned {type(signature).__name__} {signature!r}; expected a "
+            f"signature() returned {type(signature).__name__} {shown(signature)}; expected a "
             "mapping of str to str, int, float or bool"
         )
     plain: dict[str, SignatureValue] = {}
     for key, raw in signature.items():
         if not isinstance(key, str):
             raise WorkloadError(
-                f"signature() key {key!r} is of type {type(key).__name__}; keys must be strings"
+                f"signature() key {shown(key)} is of type {type(key).__name__}; keys must be "
+                "strings"
             )
         value = _plain(raw)
         if isinstance(value, bool | str):
             # exactly str or bool, whatever subclass (an enum, say) carried it
             plain[key] = bool(value) if isinstance(value, bool) else str.__str__(value)
         elif isinstance(value, numbers.Integral):
-            plain[key] = int(value)
-        elif isinstance(value, numbers.Real) and math.isfinite(value):
+            plain[key] = _keyable_int(key, int(value))
+        elif isinstance(value, numbers.Real) and _finite(value):
             plain[key] = float(value)
         else:
             raise WorkloadError(
-                f"signature()[{key!r}] is {raw!r} ({type(raw).__name__}); expected a str, "
+                f"signature()[{key!r}] is {shown(raw)} ({type(raw).__name__}); expected a str, "
                 "int, finite float or bool"
             )
     return plain
+
+
+def max_int_digits() -> int:
+    """The most decimal digits a signature's int may have.
+
+    Python's int-to-str limit (``sys.get_int_max_str_digits()``, lowered or lifted by
+    the program), but never past its default: a cache key and a cache file write the
+    int out in decimal, and every process that reads the file back must be able to.
+    """
+    default = sys.int_info.default_max_str_digits
+    now = sys.get_int_max_str_digits()
+    return min(now, default) if now > 0 else default
+
+
+def _keyable_int(key: str, value: int) -> int:
+    """``value``, unless it has more digits than a cache key may write out.
+
+    Raises:
+        WorkloadError: ``value`` has more than :func:`max_int_digits` digits.
+    """
+    limit = max_int_digits()
+    # under 3 bits a digit it is short enough: only a long one pays for counting
+    if value.bit_length() > 3 * limit and (count := digits(value)) > limit:
+        raise WorkloadError(
+            f"signature()[{key!r}] is an int of {count} digits ({shown(value)}); expected a "
+            f"str, an int of at most {limit} digits, a finite float or a bool: the cache key "
+            "and file write ints out in decimal, which Python refuses past "
+            "sys.get_int_max_str_digits() (a hash of the number, as a str, keys it)"
+        )
+    return value
+
+
+def _finite(value: numbers.Real) -> bool:
+    """Whether ``value`` is a finite float: not inf or nan, nor too large for a float."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # a Fraction past float's range
+        return False
 
 
 def check_seconds(value: object, chunk: int | None) -> float:

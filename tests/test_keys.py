@@ -311,3 +311,31 @@ def test_a_cache_path_from_home_is_one_cache_however_spelled(
         for p in ("~/decisions.json", str(tmp_path / "decisions.json"))
     )
     assert tilde is not None and tilde is whole
+
+
+class Numbered(SimulatedWorkload):
+    """A simulated pool whose signature holds one (possibly very long) int."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(uneven().costs, nthread=8)
+        self.number = number
+
+    def signature(self) -> dict[str, chunktune.SignatureValue]:
+        return {**super().signature(), "number": self.number}
+
+
+def test_a_signature_int_too_long_to_write_out_is_refused_before_measuring() -> None:
+    """resolve raises a WorkloadError naming the long int, not a fallback blaming signature()."""
+    w = Numbered(10**5000)
+    with pytest.raises(chunktune.WorkloadError, match=r"\['number'\] is an int of 5001 digits"):
+        chunktune.resolve_sync(w, policy="quick")
+    assert w.calls == 0
+
+
+def test_a_signature_int_of_the_most_digits_allowed_is_keyed_stored_and_hit() -> None:
+    """An int of 4300 digits keys, is written to the cache file, and the next resolve hits it."""
+    first = chunktune.resolve_sync(Numbered(10**4300 - 1), policy="quick")
+    assert first.source == "benchmark" and first.key
+    again = chunktune.resolve_sync(Numbered(10**4300 - 1), policy="quick")
+    assert again.source == "cache" and again.key == first.key
+    assert chunktune.resolve_sync(Numbered(10**4300 - 2), policy="quick").key != first.key

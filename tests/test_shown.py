@@ -195,3 +195,39 @@ def test_spelled_escapes_every_character_a_terminal_would_not_print(
     """C1 controls, line separators and bidi overrides are TOML escapes, as C0 ones are."""
     assert spelled(value) == written
     assert tomllib.loads(f"x = {written}")["x"] == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(10**5000, id="past-the-limit"),
+        pytest.param(-(10**5000) + 7, id="negative"),
+        pytest.param(10**300, id="long-but-writable"),
+    ],
+)
+def test_an_int_of_any_length_is_shown_cut_as_reprlib_cuts_a_long_one(value: int) -> None:
+    """An int past Python's int-to-str limit is shown head...tail like a long one, not an error."""
+    import reprlib
+    import sys
+
+    text = shown(value)
+    assert len(text) == 40 and "..." in text
+    assert text == spelled(value)
+    if abs(value) >= 10**4300:  # JSON cannot write it out either: shown as above
+        assert jsoned(value) == text
+    with_limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # only to write the whole number for the comparison
+    try:
+        whole = reprlib.repr(value)
+    finally:
+        sys.set_int_max_str_digits(with_limit)
+    assert text == whole
+
+
+def test_digits_counts_an_int_past_the_limit_exactly() -> None:
+    """digits() gives an int's decimal digits, sign aside, at every size and at each power of 10."""
+    from chunktune._shown import digits
+
+    for n in (1, 2, 17, 4300, 4301, 20000):
+        assert (digits(10 ** (n - 1)), digits(10**n - 1), digits(-(10**n))) == (n, n, n + 1)
+    assert digits(0) == 1

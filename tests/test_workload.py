@@ -5,7 +5,8 @@ from __future__ import annotations
 import enum
 import fractions
 import math
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -107,6 +108,10 @@ def test_numpy_values_become_python_values() -> None:
         pytest.param({"a": np.zeros(3)}, "'a'", id="array"),
         pytest.param({5: "x"}, "5", id="int-key"),
         pytest.param([("n", 1)], "list", id="not-a-mapping"),
+        pytest.param({"x": fractions.Fraction(10**400)}, "'x'", id="fraction-past-float"),
+        pytest.param({"x": [10**5000]}, "'x'", id="list-of-a-long-int"),
+        pytest.param({10**5000: "x"}, r"100000000000000000\.\.\.0", id="long-int-key"),
+        pytest.param([10**5000], "list", id="not-a-mapping-of-a-long-int"),
     ],
 )
 def test_unkeyable_signatures_are_rejected_naming_the_key(signature: object, named: str) -> None:
@@ -151,3 +156,46 @@ def test_ctrl_c_or_an_exit_in_a_workload_passes_as_itself(kind: type[BaseExcepti
 
     with pytest.raises(kind):
         call_workload(stop)
+
+
+@pytest.fixture
+def int_limit() -> Iterator[Callable[[int], None]]:
+    """Sets Python's int-to-str limit for one test, and puts it back."""
+    before = sys.get_int_max_str_digits()
+    yield sys.set_int_max_str_digits
+    sys.set_int_max_str_digits(before)
+
+
+@pytest.mark.parametrize(
+    ("limit", "allowed"),
+    [
+        pytest.param(None, 4300, id="default"),
+        pytest.param(1000, 1000, id="lowered"),
+        pytest.param(0, 4300, id="lifted: files must stay readable at the default"),
+    ],
+)
+def test_an_int_too_long_to_write_out_is_refused_naming_it_and_the_limit(
+    limit: int | None, allowed: int, int_limit: Callable[[int], None]
+) -> None:
+    """A signature int of more digits than a key may write out raises a precise WorkloadError."""
+    if limit is not None:
+        int_limit(limit)
+    longest = 10**allowed - 1
+    assert check_signature({"n": longest}) == {"n": longest}
+    for too_long in (10**allowed, -(10**allowed)):
+        with pytest.raises(WorkloadError) as caught:
+            check_signature({"seed": too_long})
+        message = str(caught.value)
+        assert message.startswith(f"signature()['seed'] is an int of {allowed + 1} digits (")
+        assert f"at most {allowed} digits" in message
+        assert "sys.get_int_max_str_digits()" in message
+        assert "1000000000000000" in message and len(message) < 400
+
+
+def test_a_count_too_long_to_write_out_is_refused_as_an_invalid_argument() -> None:
+    """num_envs of 5001 digits raises InvalidArgumentError quoting it cut, not a bare ValueError."""
+    from chunktune import InvalidArgumentError
+    from chunktune._workload import check_count
+
+    with pytest.raises(InvalidArgumentError, match=r"got 100000000000000000\.\.\.0+$"):
+        check_count(10**5000, what="num_envs")
