@@ -37,7 +37,8 @@ class Decision:
 
     ``chunk_size`` is ``None`` for the native default, which for this workload
     means ``native_chunk``. ``timings`` maps every measured candidate to its
-    estimate in seconds; ``probe_seconds`` is the sum of ``run()`` seconds this
+    estimate in seconds, ``samples`` to the rounds that estimate rests on (confirmation
+    pairs not counted); ``probe_seconds`` is the sum of ``run()`` seconds this
     call spent (0.0 unless it swept). ``gain`` is the estimated fraction by which
     ``chunk_size`` beats native (0.0 when native is kept) and ``gain_ci`` its
     confidence interval from the confirmation against native, when it confirmed a

@@ -97,10 +97,16 @@ def result(
     gain_ci: tuple[float, float] | None = None,
     pairs: int = 0,
 ) -> SweepResult:
-    """The sweep's result: what was measured, the choice, and how it ended."""
+    """The sweep's result: what was measured, the choice, and how it ended.
+
+    Its samples are the calls each estimate rests on: a candidate's call in a round the
+    budget cut before native's is left out (it judged nothing), so a reported count of
+    samples is never more than the estimate beside it had.
+    """
     ev = field.ev
     chunks: list[Chunk] = [None, *sorted(field.measured)]
-    samples = {c: tuple(ev.seconds[c].values()) for c in chunks if ev.count(c)}
+    judged = {c: ev.judged(c) for c in chunks}
+    samples = {c: tuple(s.values()) for c, s in judged.items() if s}
     return SweepResult(
         samples=samples,
         estimates=ev.estimates(samples),

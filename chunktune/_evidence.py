@@ -61,8 +61,25 @@ class Evidence:
         self._sigma = None
 
     def count(self, chunk: Chunk) -> int:
-        """Rounds in which ``chunk`` was measured."""
+        """Rounds in which ``chunk`` was measured: its calls recorded, one a round.
+
+        A round the budget cut after ``chunk``'s call but before native's counts too,
+        though no comparison uses that call when paired (they pair on the rounds both
+        have). What a sweep reports is :meth:`judged`'s rounds, not this count.
+        """
         return len(self.seconds.get(chunk, {}))
+
+    def judged(self, chunk: Chunk) -> dict[int, float]:
+        """The seconds, by round, that ``chunk``'s estimate rests on.
+
+        Paired, a candidate's rounds that native was measured in too (a call in a round
+        cut before native's has no partner); unpaired, and native's own, every call.
+        """
+        own = self.seconds.get(chunk, {})
+        if not self.paired or chunk is None:
+            return dict(own)
+        native = self.seconds.get(None, {})
+        return {r: t for r, t in own.items() if r in native}
 
     def values(self, chunk: Chunk) -> dict[int, float]:
         """Per-round values: log ratio to native in that round (paired), else log seconds."""

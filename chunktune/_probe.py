@@ -26,6 +26,9 @@ StopReason = Literal["settled", "max_rounds", "budget", "confirming", "noisy", "
 class SweepResult:
     """What a sweep measured and chose. Times in seconds; ``sigma`` in log-seconds.
 
+    ``samples`` holds the calls each candidate's estimate rests on, in the order taken
+    (a paired race's call in a round cut before native's is not among them).
+
     ``gain`` is the estimated fraction by which the choice beats native (0.0 when
     native is kept); ``gain_ci`` its confidence interval when a confirmation confirmed it.
     ``stop`` says why measuring ended: ``"settled"``, ``"max_rounds"``,
@@ -50,7 +53,8 @@ class SweepResult:
     budget_s: float = 0.0  # the budget it ended with: above time_budget_s if it stretched
 
     def counts(self) -> dict[Chunk, int]:
-        """Samples taken per candidate (rounds; confirmation pairs not included)."""
+        """Samples per candidate that its estimate rests on (rounds; confirmation pairs not
+        included): what ``Decision.samples`` and ``tune``'s table report."""
         return {k: len(v) for k, v in self.samples.items()}
 
 

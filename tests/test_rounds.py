@@ -831,3 +831,22 @@ def test_a_choice_made_without_confirming_names_the_size_chosen_first() -> None:
     r = run(w, balanced(confirm=False))
     assert r.choice.chunk_size == 2 and r.confirm_pairs == 0
     assert r.choice.reason.startswith("chose 2: the best candidate, 2, looked ")
+
+
+def test_a_call_in_a_round_cut_before_native_s_is_not_reported_as_a_sample() -> None:
+    """samples count only rounds an estimate rests on: not a call whose round lost native's."""
+    inner = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    pol = balanced(time_budget_s=40 * inner.true_time(None), early_stop=False, seed=1)
+    events: list[ProgressEvent] = []
+    r, _ = clocked(Slowing(inner, after=13, factor=10.0), pol, events)
+    rounds: dict[int | None, set[int]] = {}
+    for e in events:
+        if e.kind == "probe":
+            rounds.setdefault(e.chunk_size, set()).add(e.round)
+    cut = max(rounds[1])  # the budget cut this round after chunk 1's call, before native's
+    assert r.stop == "budget" and cut == r.rounds and cut not in rounds[None]
+    assert r.counts() == {c: len(rs & rounds[None]) for c, rs in rounds.items()}
+    assert r.counts()[1] == len(rounds[1]) - 1 == r.counts()[None]
+    assert set(r.samples) == set(r.estimates)
