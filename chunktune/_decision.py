@@ -9,7 +9,7 @@ import attrs
 
 from ._load import MachineLoad
 
-__all__ = ["Decision", "Source", "size_name", "timings_to_ms"]
+__all__ = ["Decision", "Source", "headline", "size_name", "timings_to_ms"]
 
 Source = Literal["manual", "disabled", "trivial", "cache", "benchmark", "fallback"]
 
@@ -86,3 +86,17 @@ class Decision:
             "partial": self.partial,
             "load": None if self.load is None else attrs.asdict(self.load),
         }
+
+
+def headline(decision: Decision, *, probes: bool = False) -> str:
+    """What a decision says first: ``chunk_size=8 (native=12, benchmark)``.
+
+    With ``probes``, its probe seconds join the parentheses when it spent any
+    (``..., benchmark, 8.23 s of probes)``). Resolve's one-line report follows it with
+    the reason; ``tune_cluster``'s line per node type with where it was had.
+    """
+    what = f"chunk_size={size_name(decision.chunk_size)} (native={decision.native_chunk}, "
+    what += decision.source
+    if probes and decision.probe_seconds:
+        what += f", {decision.probe_seconds:.2f} s of probes"
+    return what + ")"

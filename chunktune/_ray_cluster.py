@@ -22,7 +22,7 @@ import attrs
 
 from ._cache_entry import CacheEntry
 from ._config import load_settings
-from ._decision import Decision, size_name
+from ._decision import Decision, headline
 from ._errors import CacheError, InvalidArgumentError, UsageError
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
@@ -190,14 +190,6 @@ def _sweep_limit_s(here: Settings, policy: str | Policy | None) -> float:
     return here.ray.wait_timeout_s + (pol.hard_limit_s or pol.time_budget_s)
 
 
-def _describe(decision: Decision) -> str:
-    chosen = size_name(decision.chunk_size)
-    what = f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}"
-    if decision.probe_seconds:
-        what += f", {decision.probe_seconds:.2f} s of probes"
-    return what + ")"
-
-
 def tune_cluster(
     make_workload: Callable[[], Workload],
     *,
@@ -327,8 +319,9 @@ def _collect(
         # a node whose cache (or another worker of its type) already had the answer swept
         # nothing: say where the answer was had, not that it was swept there
         how = "swept on" if swept.decision.source == "benchmark" else "answered on"
+        said = headline(swept.decision, probes=True)
         report(
-            f"node type {kind} ({len(groups[kind])} node(s)): {_describe(swept.decision)} "
+            f"node type {kind} ({len(groups[kind])} node(s)): {said} "
             f"{how} node {_short(groups[kind][0].node_id)} after "
             f"{time.monotonic() - started:.1f} s; {stored}",
             here,

@@ -16,7 +16,7 @@ from typing import Any, cast
 import attrs
 
 from ._cache_entry import CacheEntry, writable_path, writable_signature
-from ._decision import Decision, size_name, timings_to_ms
+from ._decision import Decision, headline, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
 from ._fingerprint import chunktune_version, mujoco_version
@@ -378,11 +378,7 @@ def report(decision: Decision, settings: Settings) -> None:
     if mode != "always" and (quiet or mode == "never") and not logging_on:
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
-    chosen = size_name(decision.chunk_size)
-    line = (
-        f"chunk_size={chosen} (native={decision.native_chunk}, {decision.source}): "
-        f"{decision.reason}"
-    )
+    line = f"{headline(decision)}: {decision.reason}"
     if timings:
         line += f" | {timings}"
     if mode == "auto" and decision.key and not logging_on:

@@ -124,12 +124,13 @@ def test_a_task_error_without_words_is_told_by_its_type_alone() -> None:
 
 def test_an_answer_that_cost_no_probe_is_described_without_probe_seconds() -> None:
     """A type answered from a cache (no probe seconds) is described without a probes figure."""
-    from chunktune._ray_cluster import _describe
+    from chunktune._decision import headline
 
     hit = attrs.evolve(swept().decision, source="cache", probe_seconds=0.0)
-    assert _describe(hit) == "chunk_size=8 (native=3, cache)"
+    assert headline(hit, probes=True) == "chunk_size=8 (native=3, cache)"
     measured = attrs.evolve(hit, source="benchmark", probe_seconds=1.5)
-    assert _describe(measured) == "chunk_size=8 (native=3, benchmark, 1.50 s of probes)"
+    assert headline(measured, probes=True) == "chunk_size=8 (native=3, benchmark, 1.50 s of probes)"
+    assert headline(measured) == "chunk_size=8 (native=3, benchmark)"  # resolve's report
 
 
 def swept(decision_key: str = "k.p", *, entry: bool = True) -> _Swept:
