@@ -276,6 +276,24 @@ def test_an_older_file_migrated_again_keeps_the_first_backup(tmp_path: Path) -> 
     assert (tmp_path / "c.json.schema0").read_bytes() == original
 
 
+def test_a_migrated_cache_removed_with_its_backup_gets_no_backup_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cache and backup deleted after a migration: the next write backs nothing up again."""
+    path = tmp_path / "c.json"
+    path.write_bytes(json.dumps(LEGACY).encode())
+    cache = DecisionCache(path)
+    cache.put("new", entry())
+    backup = tmp_path / "c.json.schema0"
+    assert backup.exists()
+    path.unlink()
+    backup.unlink()
+    caplog.clear()
+    cache.put("newer", entry())  # the same object: no file to read, so nothing was re-parsed
+    assert not backup.exists() and "migrated" not in caplog.text
+    assert set(DecisionCache(path).entries()) == {"newer"}
+
+
 def test_merge_keeps_the_newer_entry(tmp_path: Path) -> None:
     """merge adds new keys, replaces older entries, keeps newer local ones and skips equal ones."""
     import attrs

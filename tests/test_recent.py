@@ -256,3 +256,31 @@ async def test_a_workload_said_again_goes_behind_the_others(
     _recent.remember(again, settings, policy, (256, 4), _decision())
     assert [s for s in _recent._said.values() if s.workload() is None] == []
     assert _recent.recall(again, settings, policy, (256, 4)) == _decision()
+
+
+class _Clock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("later_s", "from_memory"),
+    [pytest.param(0.999, True, id="within-a-second"), pytest.param(1.0, False, id="a-second-on")],
+)
+async def test_a_hit_is_remembered_for_one_second(
+    settings: chunktune.Settings, monkeypatch: pytest.MonkeyPatch, later_s: float, from_memory: bool
+) -> None:
+    """A repeat 0.999 s after a hit is answered from memory; one 1.0 s after reads signature()."""
+    clock = _Clock()
+    monkeypatch.setattr(_recent, "time", clock)  # the memory's clock only, not the sweep's
+    w = Counted()
+    await warm(w, settings)  # the hit through the worker thread is remembered now
+    before = w.signatures
+    clock.now += later_s
+    assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "cache"
+    assert w.signatures == (before if from_memory else before + 1)
