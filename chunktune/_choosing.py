@@ -26,7 +26,7 @@ def choose(field: Field, gate: NoiseGate) -> tuple[int | None, Choice, bool]:
     """The candidate to confirm (None: keep native), the choice that explains it, and
     whether the noise gate kept native (too noisy to confirm a gain in the budget)."""
     p, native, ev = field.p, field.probe.native, field.ev
-    eligible = [c for c in field.live if ev.count(c) >= p.min_rounds]
+    eligible = [c for c in field.live if ev.rounds(c) >= p.min_rounds]
     if not eligible:
         return None, _none_eligible(field, gate), False
     best = min(eligible, key=lambda c: (ev.location(c), c))
@@ -100,7 +100,7 @@ def _contender(
             for c in eligible
             if c == best or (ev.compare(c, best).lower(p.tie_z) <= 0 and worth_confirming(c))
         ]
-        chosen = min(contenders, key=lambda c: (-ev.count(c), ev.location(c), c))
+        chosen = min(contenders, key=lambda c: (-ev.rounds(c), ev.location(c), c))
         return chosen, (best,), unbeaten(chosen, best)
     # a tie joins only if it, too, is a gain worth confirming
     ties = [

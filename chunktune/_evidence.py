@@ -65,9 +65,14 @@ class Evidence:
 
         A round the budget cut after ``chunk``'s call but before native's counts too,
         though no comparison uses that call when paired (they pair on the rounds both
-        have). What a sweep reports is :meth:`judged`'s rounds, not this count.
+        have). What a sweep judges and reports by is :meth:`rounds`, not this count.
         """
         return len(self.seconds.get(chunk, {}))
+
+    def rounds(self, chunk: Chunk) -> int:
+        """How many rounds ``chunk``'s estimate rests on: :meth:`judged`'s, what a size
+        needs ``min_rounds`` of to be judged and what a sweep reports as its samples."""
+        return len(self.judged(chunk))
 
     def judged(self, chunk: Chunk) -> dict[int, float]:
         """The seconds, by round, that ``chunk``'s estimate rests on.

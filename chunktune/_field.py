@@ -42,21 +42,21 @@ class Field:
 
     def judged(self) -> list[Chunk]:
         """Native and the live candidates with enough rounds to be compared."""
-        return [None, *(c for c in self.live if self.ev.count(c) >= self.p.min_rounds)]
+        return [None, *(c for c in self.live if self.ev.rounds(c) >= self.p.min_rounds)]
 
     def leader(self) -> Chunk:
         return min(self.judged(), key=lambda c: (self.ev.location(c), c is not None, c or 0))
 
     def front(self) -> int | None:
         """The best live candidate with the rounds to be judged (native aside), or None."""
-        judged = [c for c in self.live if self.ev.count(c) >= self.p.min_rounds]
+        judged = [c for c in self.live if self.ev.rounds(c) >= self.p.min_rounds]
         return min(judged, key=lambda c: (self.ev.location(c), c)) if judged else None
 
     def settled(self) -> bool:
         """No contender is left, or the leader is, with confidence, within tie_tol of each."""
         if not self.live:
             return True
-        if any(self.ev.count(c) < self.p.min_rounds for c in self.live):
+        if any(self.ev.rounds(c) < self.p.min_rounds for c in self.live):
             return False
         lead = self.leader()
         return all(
@@ -123,7 +123,7 @@ class Field:
         common rounds, so a size the evidence cannot yet tell from the leader races on.
         """
         ranked = sorted(
-            (c for c in self.live if self.ev.count(c) >= self.p.min_rounds),
+            (c for c in self.live if self.ev.rounds(c) >= self.p.min_rounds),
             key=lambda c: (self.ev.location(c), c),
         )
         keep = max(self.p.refine_top + 1, math.ceil(len(ranked) / 2))

@@ -264,3 +264,17 @@ def test_a_size_handed_over_to_keeps_the_races_best_as_its_band() -> None:
     f = race_of(balanced(), {8: (None, None, None, None, 0.92), 16: (0.94,)}, wobble=NOISY)
     _, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
     assert (choice.chunk_size, choice.band) == (16, (8,))
+
+
+def test_a_size_short_of_min_rounds_but_for_a_call_cut_from_native_is_not_chosen() -> None:
+    """A call in a round cut before native's is no round: under min_rounds, nothing to choose."""
+    f = field(balanced(min_rounds=2), {8: 0.8}, wobble=(1.0,))
+    f.ev.add(8, 1, 0.8)  # the budget cut round 1 after 8's call, before native's
+    f.round = 1
+    gate = Gate()
+    gate.pace = Pace()  # type: ignore[attr-defined]
+    size, reason, _ = chosen(f, gate)
+    assert size is None
+    assert reason.startswith(
+        "kept the native chunk 12: the budget ended before any candidate had enough rounds"
+    )

@@ -176,3 +176,12 @@ def test_the_tie_band_is_tie_tol_as_a_ratio() -> None:
     f = field(balanced(min_rounds=6, tie_tol=0.5), {8: (0.5,), 16: (0.775,)})
     f.race()
     assert f.live == [8] and 16 in f.dropped
+
+
+def test_a_call_in_a_round_cut_before_native_s_does_not_count_toward_min_rounds() -> None:
+    """min_rounds counts paired rounds: a size's call whose round lost native's is no round."""
+    f = field(balanced(min_rounds=2), {8: (0.9,)}, wobble=(1.0,))
+    f.ev.add(8, 1, 0.9)  # the budget cut round 1 after 8's call, before native's
+    f.round = 1
+    assert (f.ev.count(8), f.ev.rounds(8)) == (2, 1)
+    assert f.judged() == [None] and f.front() is None and not f.settled()
