@@ -78,7 +78,8 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     Raises:
         TimeoutError: (an OSError) the file did not change for :data:`WRITE_STALL_S`
             (longer for a large file: :data:`WRITE_BYTES_PER_S`)
-            while another process held the lock.
+            while another process held the lock, or while its lock file was removed
+            under this writer at each try.
         OSError: the cache path names something that is no regular file (then nothing is
             made), or its folder cannot be made.
     """
@@ -88,27 +89,34 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     seen, since = file.stat(), time.monotonic()
     make_folder(file.path.parent)
     lock = file_lock(path)
+    removed = False  # the last file taken was removed under this writer (not held)
     while True:
         try:
             take(lock, timeout=_WRITE_POLL_S)
         except filelock.Timeout:
-            now = file.stat()
-            if now != seen:  # a writer ahead of this one finished: the queue moves
-                seen, since, brief = now, time.monotonic(), False
-            # a healthy holder of a large file takes longer to change it
-            stall = WRITE_LOOK_S if brief else WRITE_STALL_S
-            allowed = stall + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
-            if time.monotonic() - since >= allowed:
-                raise TimeoutError(
-                    f"its write lock {path} was held by another process that "
-                    f"changed nothing for {allowed:.3g} s"
-                ) from None
-            continue
-        if holds_file_at(lock, path):
-            break
-        # its holder removed it as it let go, after this process opened it: whoever
-        # opens the path now gets another file, so holding this one excludes nobody
-        lock.release()
+            removed = False
+        else:
+            if holds_file_at(lock, path):
+                break
+            # its holder removed it as it let go, after this process opened it: whoever
+            # opens the path now gets another file, so holding this one excludes nobody.
+            # The stall limit holds here too: a file removed at every try (a `cache clear`
+            # or a writer in a loop that changes nothing) must not keep this one forever.
+            lock.release()
+            removed = True
+        now = file.stat()
+        if now != seen:  # a writer ahead of this one finished: the queue moves
+            seen, since, brief = now, time.monotonic(), False
+        # a healthy holder of a large file takes longer to change it
+        stall = WRITE_LOOK_S if brief else WRITE_STALL_S
+        allowed = stall + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
+        if time.monotonic() - since >= allowed:
+            why = (
+                "was removed under this writer at each try, while the file"
+                if removed
+                else "was held by another process that"
+            )
+            raise TimeoutError(f"its write lock {path} {why} changed nothing for {allowed:.3g} s")
     try:
         yield
     finally:

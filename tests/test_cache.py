@@ -910,6 +910,33 @@ def test_a_writer_whose_lock_file_was_replaced_leaves_the_new_one(
     assert _the_file_at_the_path_is_the_one_locked(lock_path, other)
 
 
+def test_a_write_lock_file_removed_at_every_try_is_given_up_as_a_stall(
+    tmp_path: Path, stalling: DecisionCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write lock file removed under the writer at each try: update gives up, entries kept."""
+    # a `cache clear` in a loop, or a flapping file: the stall limit bounds it too, so a
+    # sweep's store (a thread the process's exit waits for) cannot loop for good
+    cache, lock_path, flapping = stalling, stalling.lock_path, threading.Event()
+    flapping.set()
+
+    class Flapping(filelock.FileLock):
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            got = super().acquire(*args, **kwargs)
+            if flapping.is_set() and Path(self.lock_file) == lock_path:
+                lock_path.unlink()  # removed after this writer opened it
+            return got
+
+    monkeypatch.setattr("chunktune._cache_lock.filelock.FileLock", Flapping)
+    stored: list[bool] = []
+    writer = threading.Thread(target=lambda: stored.append(cache.update({"b" * 32: entry(8)})))
+    writer.start()
+    writer.join(60)  # a hang guard, not a timing
+    flapping.clear()  # lets a writer that looped for good end
+    writer.join(60)
+    assert stored == [False]
+    assert set(DecisionCache(tmp_path / "cache.json").entries()) == {"a" * 32}
+
+
 def test_a_write_lock_file_that_cannot_be_removed_is_left_and_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
