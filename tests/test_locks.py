@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -9,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -810,3 +812,42 @@ def test_a_note_gives_its_holders_start_in_unix_seconds(tmp_path: Path) -> None:
     holder = _lock_note.read_note(note)
     assert holder is not None and holder.pid == os.getpid()
     assert before <= holder.since <= after
+
+
+def _free_fifo(path: Path, thread: threading.Thread) -> None:
+    """Open both ends of the named pipe at ``path`` until ``thread`` ends (one stuck opening
+    it, reading or writing it goes on)."""
+    while thread.is_alive():
+        with contextlib.suppress(OSError):
+            reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            os.close(reader)
+        thread.join(0.05)
+
+
+def test_a_note_that_is_a_named_pipe_holds_neither_a_waiter_nor_the_taker(
+    tmp_path: Path,
+) -> None:
+    """A named pipe where a lock's note goes: a waiter's look and the taker's note return."""
+    # a hop stuck there held a resolve past hard_limit_s, and a taker stuck writing it
+    # held the lock (the machine's sweep lock) for good
+    path = tmp_path / "k.lock"
+    os.mkfifo(_lock_note.note_path(path))
+    lock = key_lock(path)
+    seen: list[object] = []
+
+    def look_then_take() -> None:
+        with holding(path):
+            seen.extend([lock.holder(), lock.try_acquire()])
+        seen.extend([lock.try_acquire(), lock.holder()])
+        lock.release()
+
+    worker = threading.Thread(target=look_then_take, daemon=True)
+    worker.start()
+    worker.join(60)  # a hang guard, not a timing
+    stuck = worker.is_alive()
+    _free_fifo(_lock_note.note_path(path), worker)
+    assert not stuck
+    assert seen[:3] == [None, False, True]
+    assert isinstance(seen[3], _lock_note.Holder) and seen[3].pid == os.getpid()
