@@ -48,6 +48,11 @@ _lock = threading.Lock()  # guards _flights and every flight's waiters and outco
 OWNER_CHECK_S = 1.0
 """How often the janitor looks whether flights' owners can still land them (loops closed)."""
 
+HOLDER_LOOK_S = 0.1
+"""How long giving up at ``hard_limit_s`` may spend reading who holds the lock waited for, to
+name it in the reason: a note that does not answer (a stalled file system) is left behind,
+and the holder reported last is named. The one margin a resolve may run past its limit."""
+
 
 @attrs.define(eq=False)
 class Flight:
@@ -298,12 +303,22 @@ class Watch:
 
     async def gave_up(self, key: str, limit: float) -> Decision:
         """The fallback once ``hard_limit_s`` ran out, saying where it stood."""
-        if self.waiting_for is not None and self.lock is not None:
+        lock = self.lock if self.waiting_for is not None else None
+        stalled = lock is not None and lock.trying
+        if lock is not None and not stalled:
             # the holder reported may be gone: killed, and another process (on another
             # host of a shared cache) took the lock over; name whoever holds it now
-            self.holder = await hop(self.lock.holder) or self.holder
+            with anyio.move_on_after(HOLDER_LOOK_S):
+                self.holder = await hop(lock.holder, abandon_on_cancel=True) or self.holder
         who = f" ({self.holder.describe()})" if self.holder is not None else ""
-        if self.waiting_for == "sweep":
+        if lock is not None and stalled:
+            # a try at the lock file had not answered: a stalled file system, not a holder
+            what = "the machine's sweep lock" if self.waiting_for == "sweep" else "this key's lock"
+            why = (
+                f"while its try at {what} ({lock.path}) had not answered (a stalled file "
+                "system?); nothing was measured"
+            )
+        elif self.waiting_for == "sweep":
             why = f"while another sweep{who} held the machine; nothing was measured"
         elif self.waiting_for == "key":
             why = f"while another process{who} was measuring this workload"

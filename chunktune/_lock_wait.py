@@ -8,6 +8,7 @@ reported with whom it waits for, read from the holder's note.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -42,8 +43,9 @@ async def acquire(
     *,
     on_wait: Callable[[Holder | None], None] | None = None,
     claim: Callable[[Lock], bool] | None = None,
+    unclaim: Callable[[Lock], bool] | None = None,
 ) -> None:
-    """Wait for ``lock`` without blocking the event loop; cancellable between attempts.
+    """Wait for ``lock`` without blocking the event loop; cancellable at any moment.
 
     ``on_wait(holder)`` is called on the loop when the wait has lasted
     :data:`REPORT_AFTER_S` seconds (``None`` for a holder whose note is still missing
@@ -52,7 +54,10 @@ async def acquire(
     on another host of a shared cache, took over). ``claim(lock)``, if given, runs in
     the thread that took the lock, before the caller resumes: it records the lock where
     it can be released should the caller never resume (its loop closed); False gives it
-    back.
+    back. A try (or a look at the holder's note) that a stalled file system holds is
+    left behind by a cancel (``hard_limit_s``): a lock it takes once the caller has left
+    is released there, ``unclaim(lock)`` first, and ``lock.trying`` says meanwhile that
+    a try was in flight.
     """
     start = anyio.current_time()
     pause = _POLL_S
@@ -60,23 +65,14 @@ async def acquire(
     reported: list[Holder | None] = []  # the holder reported last, once reported
     unknown_after = start + REPORT_AFTER_S + NOTE_GRACE_S
 
-    def attempt() -> bool:
-        if not lock.try_acquire():
-            return False
-        if claim is not None and not claim(lock):
-            lock.release()  # nobody is left to hold it
-            return False
-        return True
-
     while True:
         # A blocking acquire in a worker thread could not be cancelled without leaking a
-        # thread that may take the lock later; non-blocking attempts between sleeps can.
-        # Shielded: a lock taken in the thread must reach the caller, who releases it.
-        with anyio.CancelScope(shield=True):
-            if await hop(attempt):
-                return
+        # thread that may take the lock later; non-blocking tries between sleeps can.
+        if await _try(lock, claim, unclaim):
+            return
         if on_wait is not None and anyio.current_time() >= look_at:
-            holder = await hop(lock.holder)
+            # a read, whole wherever it stops: a cancel leaves a note that does not answer
+            holder = await hop(lock.holder, abandon_on_cancel=True)
             # no note on a first look: the lock was taken a moment ago and its note is not
             # yet written, so look again at the next attempt (up to NOTE_GRACE_S)
             if holder is not None or reported or anyio.current_time() >= unknown_after:
@@ -87,6 +83,45 @@ async def acquire(
                     on_wait(holder)
         await anyio.sleep(pause)
         pause = min(pause * 1.5, _POLL_MAX_S)
+
+
+async def _try(
+    lock: Lock,
+    claim: Callable[[Lock], bool] | None,
+    unclaim: Callable[[Lock], bool] | None,
+) -> bool:
+    """One try at ``lock`` in a worker thread; a cancel leaves it behind (a try that a stalled
+    file system holds must not hold its caller past ``hard_limit_s``).
+
+    A lock taken reaches the caller, or is released: by the thread, when the caller had left
+    before it took it, else by the caller as it leaves (in a thread of its own: the file
+    system may still be stalled).
+    """
+    guard = threading.Lock()
+    left, taken = [False], [False]
+
+    def attempt() -> bool:
+        try:
+            got = lock.try_acquire()
+        finally:
+            lock.trying = False
+        with guard:
+            if got and (left[0] or (claim is not None and not claim(lock))):
+                lock.release()  # nobody is left to hold it
+                return False
+            taken[0] = got
+        return got
+
+    lock.trying = True  # until the try returns: one a cancel leaves may still be stuck
+    try:
+        return await hop(attempt, abandon_on_cancel=True)
+    except BaseException:
+        with guard:
+            left[0] = True
+            owned = taken[0] and (unclaim is None or unclaim(lock))
+        if owned:
+            threading.Thread(target=lock.release, name="chunktune release", daemon=True).start()
+        raise
 
 
 @asynccontextmanager
@@ -102,7 +137,7 @@ async def hold(
     With ``claim``, ``unclaim(lock)`` says at the end whether the lock is still this
     block's to release (False: it was released for it, its loop having been closed).
     """
-    await acquire(lock, on_wait=on_wait, claim=claim)
+    await acquire(lock, on_wait=on_wait, claim=claim, unclaim=unclaim)
     try:
         yield
     finally:

@@ -94,6 +94,9 @@ class Lock:
         self.remove_on_release = remove_on_release
         self.warn_path = path if warn_path is None else warn_path
         self.mode: Literal["file", "local", "none"] = "file"
+        # set by a waiter while a try is in flight: one that a stalled file system holds
+        # at hard_limit_s is what the fallback's reason names
+        self.trying = False
         self._file = file_lock(path)
 
     @property

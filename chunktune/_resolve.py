@@ -133,7 +133,9 @@ async def _measure(
     stop = threading.Event()
     lock = sweep_lock()
     # the flight holds the machine until the sweep's thread takes it over
-    await acquire(lock, on_wait=watch.waiting("sweep", lock), claim=flight.claim)
+    await acquire(
+        lock, on_wait=watch.waiting("sweep", lock), claim=flight.claim, unclaim=flight.unclaim
+    )
     flight.unclaim(lock)
     watch.waiting_for, watch.sweeping = None, True
     # what hard_limit_s leaves after the waits: a stretched budget must end inside it

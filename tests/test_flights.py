@@ -380,6 +380,8 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
 class Untold:
     """A lock that cannot tell who holds it (its holder let go, say)."""
 
+    trying = False  # no try at it in flight
+
     def holder(self) -> None:
         return None
 

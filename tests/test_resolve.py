@@ -1431,3 +1431,97 @@ async def test_a_miss_keys_its_workload_once() -> None:
     w = _Keyed()
     assert (await chunktune.resolve(w)).source == "benchmark"
     assert w.signatures == 1
+
+
+@attrs.define
+class _Stall:
+    """Calls held as on a stalled file system until :meth:`end` (60 s at most: a hang guard)."""
+
+    release: threading.Event = attrs.field(factory=threading.Event)
+    entered: list[None] = attrs.field(factory=list)
+    freed: list[bool] = attrs.field(factory=list)  # each: let go by end() (False: the guard)
+
+    def hold(self) -> None:
+        self.entered.append(None)
+        self.freed.append(self.release.wait(60))
+
+    def end(self) -> list[bool]:
+        """Let the calls go; what :attr:`freed` says once each has come out (blocking)."""
+        self.release.set()
+        deadline = time.monotonic() + 60
+        while len(self.freed) < len(self.entered) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.freed
+
+
+def _stalled(
+    monkeypatch: pytest.MonkeyPatch, name: str, stalls: Callable[[_locks.Lock], bool]
+) -> _Stall:
+    """``Lock.<name>`` blocks, as on a stalled file system, for the locks ``stalls`` picks."""
+    stall, real = _Stall(), getattr(_locks.Lock, name)
+
+    def stalled(self: _locks.Lock) -> Any:
+        if stalls(self):
+            stall.hold()
+        return real(self)
+
+    monkeypatch.setattr(_locks.Lock, name, stalled)
+    return stall
+
+
+def _key_lock_free(lock_file: Path, within_s: float = 60.0) -> bool:
+    """Whether the key lock ``lock_file`` can be taken within ``within_s`` (blocking)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        lock = _locks.key_lock(lock_file)
+        if lock.try_acquire():
+            lock.release()
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_system_holds(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key lock's try that does not answer: native at the limit; the lock it takes is freed."""
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
+    )
+    stall = _stalled(monkeypatch, "try_acquire", lambda lock: lock.what != "the sweep lock")
+    w = uneven()
+    try:
+        d = await chunktune.resolve(w, policy=pol)
+    finally:
+        freed = await anyio.to_thread.run_sync(stall.end)
+    assert freed == [True]  # returned while the try was still stuck
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "this key's lock" in d.reason and "had not answered" in d.reason
+    # the try left behind takes the lock once the file system answers, and lets it go
+    monkeypatch.undo()
+    assert await anyio.to_thread.run_sync(_key_lock_free, isolated / "locks" / f"{d.key}.lock")
+    assert cache_entries(isolated) == {}
+    assert (await chunktune.resolve(w, policy=pol)).source == "benchmark"
+
+
+async def test_hard_limit_covers_a_look_at_the_holder_that_a_stalled_file_system_holds(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the key; reading its note does not answer: native at the limit."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)  # the holder is looked at at once
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
+    )
+    w = uneven()
+    key = (await chunktune.resolve(w, policy=pol, refresh=True)).key  # then forgotten
+    cache = chunktune.DecisionCache(isolated / "cache.json")
+    assert cache.update({key: None})
+    stall = _stalled(monkeypatch, "holder", lambda lock: True)
+    async with holding_async(Path(cache.key_lock(key).lock_file)):
+        try:
+            d = await chunktune.resolve(w, policy=pol)
+        finally:
+            freed = await anyio.to_thread.run_sync(stall.end)
+    assert freed and all(freed)  # returned while the looks were still stuck
+    assert (d.source, d.chunk_size, d.key) == ("fallback", None, key)
+    assert "while another process was measuring this workload" in d.reason
