@@ -32,7 +32,7 @@ from ._flights import Guarded
 from ._policy import Policy
 from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryGone, call, look_up, tell
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
-from ._request import entry_decision, worth_storing
+from ._request import decision_entry, entry_decision, worth_storing
 from ._resolve import resolve_since
 from ._threads import wait_in_thread
 
@@ -138,25 +138,32 @@ async def _measure(ray: Any, registry: Any, job: Job, token: object, started: fl
 
 
 async def _outcome(
-    registry: Any, job: Job, token: object, holder: str, decision: Decision
+    registry: Any, job: Job, token: object, holder: str, decision: Decision, until: float
 ) -> Callable[[], Any]:
-    """The registry call that tells the claimant's ``decision``: its failure, or its entry."""
+    """The registry call that tells the claimant's ``decision``: its failure, or its entry.
+
+    The entry is read back as stored in this host's cache, by ``until`` (``hard_limit_s``):
+    a read that has not answered by then (a stalled file system) is left behind in a daemon
+    thread, and the entry built from the decision, as for a cache that could not store it,
+    is published instead.
+    """
     if decision.source == "fallback":
         reason = decision.reason
         return functools.partial(registry.fail.remote, job.registry_key, token, reason, holder)
-    entry = await wait_in_thread(
-        functools.partial(
-            entry_of,
-            decision,
-            settings=job.settings,
-            policy=job.policy,
-            signature=job.signature,
-            device=job.device,
-            num_envs=job.asked.num_envs,
-            nthread=job.asked.nthread,
-            model_file=getattr(job.asked.workload, "model_file", None),
-        )
-    )
+    made: dict[str, Any] = {
+        "policy": job.policy,
+        "signature": job.signature,
+        "device": job.device,
+        "num_envs": job.asked.num_envs,
+        "nthread": job.asked.nthread,
+        "model_file": getattr(job.asked.workload, "model_file", None),
+    }
+    entry: CacheEntry | None = None
+    with anyio.move_on_after(until - anyio.current_time()):
+        read_back = functools.partial(entry_of, decision, settings=job.settings, **made)
+        entry = await wait_in_thread(read_back, abandon_on_cancel=True)
+    if entry is None:
+        entry = decision_entry(decision, **made)
     # a claimant whose host's cache held the answer by now measured nothing itself
     by = holder if decision.source == "benchmark" else f"{holder} (from its host's cache)"
     return functools.partial(registry.publish.remote, job.registry_key, token, entry, by)
@@ -205,7 +212,7 @@ async def _sweep(
         # the claim goes back, and the next worker of the type measures for itself
         tell(ray, lambda: registry.release.remote(job.registry_key, token))
         return decision
-    send = await _outcome(registry, job, token, holder, decision)
+    send = await _outcome(registry, job, token, holder, decision, until)
     await _publish(ray, send, until)
     return decision
 

@@ -72,8 +72,9 @@ async def resolve(
     read); and, for ``settings=None``, reading the settings file, which names the policy
     and so its limit (a :class:`~chunktune.Policy` object given with ``hard_limit_s``
     bounds that read too, as in :func:`chunktune.resolve`). A claimant reads back the
-    entry it stored to publish it, after its sweep, unbounded too (the file it has just
-    written).
+    entry it stored to publish it, after its sweep, within the limit too: a read that has
+    not answered by then is left behind, and the entry built from its decision is
+    published instead.
 
     Raises:
         MissingExtraError: Ray is not installed.

@@ -526,3 +526,29 @@ def test_a_native_fallback_of_the_registry_protocol_says_it_kept_native(
     job = _job(ray, isolated)
     decision = native_decision(job, "why")
     assert decision.reason == f"kept the native chunk {job.native}: why"
+
+
+def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
+    ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-back of the stored entry that never answers: published at the limit, all the same."""
+    # a stalled file system under the host's cache: the entry built from the decision goes
+    release, freed = threading.Event(), []
+    read_back = _ray_claim.entry_of
+
+    def stalled(*args: Any, **kwargs: Any) -> Any:
+        freed.append(release.wait(60))  # a hang guard, not a timing
+        return read_back(*args, **kwargs)
+
+    monkeypatch.setattr(_ray_claim, "entry_of", stalled)
+    here = host("h1", isolated)
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=5.0)
+    try:
+        swept = chunktune.ray.resolve_sync(Slow("stalled"), settings=here, policy=limited)
+        assert freed == []  # returned while the read-back was still stuck
+    finally:
+        release.set()
+    assert swept.source == "benchmark" and events(ray) == ["claim", "publish"]
+    workload = Slow("stalled")  # another host's worker adopts what was published
+    adopted = chunktune.ray.resolve_sync(workload, settings=host("h2", isolated), policy=limited)
+    assert (adopted.source, adopted.chunk_size, workload.calls) == ("cache", swept.chunk_size, 0)
