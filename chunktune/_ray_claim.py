@@ -34,7 +34,7 @@ from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryGone, call, look_up, 
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
 from ._request import decision_entry, entry_decision, worth_storing
 from ._resolve import resolve_since
-from ._threads import wait_in_thread
+from ._threads import KEYING_THREAD, in_own_thread, wait_in_thread
 
 __all__ = ["coordinated", "deadline"]
 
@@ -161,7 +161,8 @@ async def _outcome(
     entry: CacheEntry | None = None
     with anyio.move_on_after(until - anyio.current_time()):
         read_back = functools.partial(entry_of, decision, settings=job.settings, **made)
-        entry = await wait_in_thread(read_back, abandon_on_cancel=True)
+        # a daemon thread: one left behind never holds up the process's exit
+        entry = await in_own_thread(read_back, name=KEYING_THREAD)
     if entry is None:
         entry = decision_entry(decision, **made)
     # a claimant whose host's cache held the answer by now measured nothing itself
