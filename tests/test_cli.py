@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
 import logging
@@ -208,6 +209,33 @@ def test_tune_of_an_unstable_model_says_so_once_instead_of_flooding_stderr(
     ), line
     assert Path.cwd() == tmp_path and not (tmp_path / "MUJOCO_LOG.TXT").exists()
     assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
+
+
+@pytest.mark.parametrize(
+    ("warnings", "told"),
+    [
+        pytest.param(0, None, id="none"),
+        pytest.param(1, "MuJoCo warned once while measuring (first: W0.); mind it", id="once"),
+        pytest.param(2, "MuJoCo warned 2 times while measuring (first: W0.); mind it", id="twice"),
+    ],
+)
+@pytest.mark.parametrize("interrupted", [False, True], ids=["ended", "interrupted"])
+def test_mujoco_warnings_told_says_once_how_many_even_when_interrupted(
+    warnings: int, told: str | None, interrupted: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The block's MuJoCo warnings are one line at its end (once, N times), Ctrl-C or not."""
+    with contextlib.ExitStack() as stack:
+        if interrupted:
+            stack.enter_context(pytest.raises(KeyboardInterrupt))
+        stack.enter_context(_args.mujoco_warnings_told("measuring", "mind it"))
+        hook = mujoco.get_mju_user_warning()
+        for i in range(warnings):
+            hook(f"W{i}.")
+        if interrupted:
+            raise KeyboardInterrupt
+    err = capsys.readouterr().err
+    assert err == ("" if told is None else f"chunktune: warning: {told}\n")
+    assert mujoco.get_mju_user_warning() is None
 
 
 @pytest.mark.mujoco

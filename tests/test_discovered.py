@@ -16,7 +16,9 @@ from _discoveries import counted_loads, silent_settings_file
 from _forking import run_forked
 
 import chunktune
-from chunktune import _config, _discovered, _settled
+from chunktune import _config, _discovered, _resolve, _settled
+from chunktune._request import ask
+from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -208,7 +210,7 @@ def answered_in_thread(call: functools.partial[chunktune.Decision]) -> list[chun
 
 @pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
 def test_a_settings_file_that_never_answers_is_given_up_at_a_given_policys_limit(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, how: str
 ) -> None:
     """settings=None and a settings read that blocks: native at the given Policy's hard_limit_s."""
     policy, w = limited_policy(), Counted()
@@ -223,6 +225,10 @@ def test_a_settings_file_that_never_answers_is_given_up_at_a_given_policys_limit
     [d] = answers
     assert (d.source, d.chunk_size, w.signatures, w.calls) == ("fallback", None, 0, 0)
     assert "hard limit of 0.3 s (hard_limit_s) while the settings file had not answered" in d.reason
+    assert (d.native_chunk, d.policy) == (native_chunk(256, 4), "custom")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"chunktune: {d.reason}")
+    ]
 
 
 def test_a_given_policy_with_a_limit_still_reads_a_settings_file_that_answers(
@@ -261,3 +267,107 @@ def test_a_repeat_under_a_given_limit_starts_no_thread_to_read_unchanged_setting
     assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
     assert _discovered.SETTINGS_THREAD not in started
     assert len(loads) == 1  # the file was parsed once, by the first call
+
+
+def test_a_settings_read_given_up_is_left_to_a_daemon_thread_of_its_own_name(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """discovered_within past its timeout: None, the read going on in a named daemon thread."""
+    with silent_settings_file(isolated, monkeypatch):
+        assert _discovered.discovered_within(0.0) is None
+        left = [t for t in threading.enumerate() if t.name == _discovered.SETTINGS_THREAD]
+        assert left and all(t.daemon for t in left)
+
+
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
+def test_an_invalid_settings_file_under_a_given_limit_is_a_config_error(
+    config: Path, how: str
+) -> None:
+    """A Policy with hard_limit_s given and a broken settings file read in time: ConfigError."""
+    policy, w = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0), Counted()
+    config.write_text('policy = "quick"\n[cache]\npath = 3\n')
+    with pytest.raises(chunktune.ConfigError, match=r"cache\.path"):
+        if how == "resolve_sync":
+            chunktune.resolve_sync(w, policy=policy)
+        else:
+            anyio.run(functools.partial(chunktune.resolve, w, policy=policy), backend=how)
+    assert w.calls == 0
+
+
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
+def test_a_manual_size_under_a_given_limit_never_reads_the_settings_file(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """manual= with a limited Policy and a settings file that never answers: the manual size."""
+    policy, w = limited_policy(), Counted()
+    if how == "resolve_sync":
+        call = functools.partial(chunktune.resolve_sync, w, policy=policy, manual=4)
+    else:
+        resolving = functools.partial(chunktune.resolve, w, policy=policy, manual=4)
+        call = functools.partial(anyio.run, resolving, backend=how)
+    with silent_settings_file(isolated, monkeypatch):
+        answers = answered_in_thread(call)
+        assert answers, "the resolve was still reading the settings file"
+    [d] = answers
+    assert (d.source, d.chunk_size, w.calls) == ("manual", 4, 0)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_resolve_under_a_given_limit_applies_the_settings_file_it_reads(
+    config: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """await resolve with a limited Policy: the settings file read in time (its cache) applies."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.setenv("HOME", str(config.parent / "home"))  # no default cache outside tmp
+    mine = config.parent / "mine.json"
+    config.write_text(f'policy = "quick"\n[cache]\npath = "{mine}"\n[log]\nstderr = "never"\n')
+    policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
+    resolving = functools.partial(chunktune.resolve, Counted(), policy=policy)
+    d = anyio.run(resolving, backend=backend)
+    assert d.source == "benchmark" and d.key in json.loads(mine.read_text())["entries"]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_settings_read_starts_its_limit_from_when_the_call_began(
+    config: Path, backend: str
+) -> None:
+    """with_settings counts hard_limit_s from ``started``: a limit spent before it reads nothing."""
+    policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=3600.0)
+    asked = ask(Counted(), settings=None, policy=policy, manual=None, refresh=False,
+                on_progress=None)  # fmt: skip
+
+    async def spent_before() -> object:
+        with anyio.fail_after(60):  # a hang guard, not a timing
+            return await _resolve.with_settings(asked, anyio.current_time() - 3600.0)
+
+    answer = anyio.run(spent_before, backend=backend)
+    assert isinstance(answer, chunktune.Decision) and answer.source == "fallback"
+    assert "while the settings file had not answered" in answer.reason
+
+
+class _Clock:
+    """A monotonic clock that reads ``start`` once, then ``start + jump_s`` from then on."""
+
+    def __init__(self, jump_s: float) -> None:
+        self.reads = 0
+        self.jump_s = jump_s
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return 1000.0 if self.reads == 1 else 1000.0 + self.jump_s
+
+
+@pytest.mark.parametrize(
+    ("read_s", "source"),
+    [pytest.param(0.0, "benchmark", id="read-at-once"), pytest.param(60.0, "fallback", id="all")],
+)
+def test_resolve_sync_counts_the_settings_read_against_a_given_hard_limit(
+    config: Path, monkeypatch: pytest.MonkeyPatch, read_s: float, source: str
+) -> None:
+    """The seconds resolve_sync spent reading settings leave that much less of hard_limit_s."""
+    clock = _Clock(read_s)
+    monkeypatch.setattr(_resolve, "time", clock)  # resolve_sync's clock for the read only
+    policy, w = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0), Counted()
+    d = chunktune.resolve_sync(w, policy=policy)
+    assert d.source == source
+    assert (w.calls > 0) == (source == "benchmark")

@@ -21,6 +21,7 @@ from _users import child_env, unprivileged
 from chunktune._errors import InvalidArgumentError, UsageError
 from chunktune._mujoco import (
     RolloutWorkload,
+    WarningTally,
     batch_seconds,
     demo_model_path,
     demo_workload,
@@ -536,6 +537,14 @@ def test_warnings_counted_counts_a_rollouts_warnings_and_keeps_the_first() -> No
     assert tally is not None and tally.count == 12  # once per env per call
     assert tally.first is not None and tally.first.startswith("Nan, Inf or huge value in QACC")
     assert mujoco.get_mju_user_warning() is None
+
+
+def test_a_warning_tally_keeps_the_first_warning_on_one_line() -> None:
+    """WarningTally counts every warning and keeps the first, its runs of white space one space."""
+    tally = WarningTally()
+    tally("Nan in QACC.\n  Time = 0.5.")
+    tally("Another warning.")
+    assert (tally.count, tally.first) == (2, "Nan in QACC. Time = 0.5.")
 
 
 @pytest.mark.parametrize("path", [None, 3])
