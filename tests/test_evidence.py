@@ -171,3 +171,11 @@ def test_unpaired_estimates_trim_as_the_evidence_says() -> None:
         ev.add(None, r, 1.0)
         ev.add(4, r, seconds)
     assert ev.estimates([None, 4]) == pytest.approx({None: 1.0, 4: 1.8})
+
+
+def test_unpaired_a_candidates_every_call_is_a_round_it_rests_on() -> None:
+    """Unpaired, a size's call in a round native missed still counts: rounds == count."""
+    ev = evidence({None: [1.0, 1.0], 8: [0.9, 0.9, 0.9]}, paired=False)
+    assert (ev.count(8), ev.rounds(8), sorted(ev.judged(8))) == (3, 3, [0, 1, 2])
+    paired = evidence({None: [1.0, 1.0], 8: [0.9, 0.9, 0.9]})
+    assert (paired.count(8), paired.rounds(8)) == (3, 2)

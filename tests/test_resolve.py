@@ -12,7 +12,7 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -148,6 +148,12 @@ async def _heard_later(event: chunktune.ProgressEvent) -> None:
     await anyio.lowlevel.checkpoint()
 
 
+async def _streamed(event: chunktune.ProgressEvent) -> AsyncIterator[None]:
+    """An async generator as a progress callback: calling it runs none of its body."""
+    await anyio.lowlevel.checkpoint()
+    yield
+
+
 class _AsyncCall:
     """A callable object whose ``__call__`` is async."""
 
@@ -161,6 +167,7 @@ class _AsyncCall:
         pytest.param(_heard_later, id="async-def"),
         pytest.param(functools.partial(_heard_later), id="partial"),
         pytest.param(_AsyncCall(), id="async-call"),
+        pytest.param(_streamed, id="async-generator"),
     ],
 )
 async def test_an_async_on_progress_is_rejected_rather_than_never_awaited(

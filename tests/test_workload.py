@@ -171,6 +171,7 @@ def int_limit() -> Iterator[Callable[[int], None]]:
     [
         pytest.param(None, 4300, id="default"),
         pytest.param(1000, 1000, id="lowered"),
+        pytest.param(10000, 4300, id="raised: files must stay readable at the default"),
         pytest.param(0, 4300, id="lifted: files must stay readable at the default"),
     ],
 )
