@@ -236,6 +236,14 @@ def test_a_manual_size_on_ray_never_reads_the_settings_file(
     assert (on_ray.source, on_ray.chunk_size) == (plain.source, plain.chunk_size) == ("manual", 4)
 
 
+def test_a_worker_given_no_settings_reads_them_and_claims_through_the_registry(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """settings=None on Ray: the settings discovered, the sweep claimed through the registry."""
+    decision = chunktune.ray.resolve_sync(Slow("no-settings"), policy="quick")
+    assert decision.source == "benchmark" and "claim" in ray.sent
+
+
 def test_a_failing_signature_falls_back_without_asking_the_registry(
     ray: RegistryRay, isolated: Path
 ) -> None:

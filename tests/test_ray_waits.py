@@ -22,7 +22,7 @@ from _registry_ray import RegistryRay, registry_loop
 
 import chunktune
 import chunktune.ray
-from chunktune import _lock_wait, _ray_calls, _ray_claim
+from chunktune import _lock_wait, _ray_calls, _ray_claim, _ray_resolve
 from chunktune._cache import DecisionCache
 from chunktune._cache_lock import lock_path
 from chunktune._events import ProgressEvent
@@ -181,7 +181,7 @@ def _ray_with_registry(monkeypatch: pytest.MonkeyPatch, loop: Any) -> RegistryRa
 
 @pytest.mark.anyio
 async def test_a_host_cache_that_stalls_never_holds_a_ray_worker_past_its_hard_limit(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A host's cache lookup that does not return: native at the hard limit, as resolve says it."""
     released = threading.Event()
@@ -199,7 +199,8 @@ async def test_a_host_cache_that_stalls_never_holds_a_ray_worker_past_its_hard_l
     try:
         with registry_loop() as loop:
             ray = _ray_with_registry(monkeypatch, loop)
-            d = await chunktune.ray.resolve(w, settings=settings, policy=policy)
+            with caplog.at_level(logging.INFO, logger="chunktune"):
+                d = await chunktune.ray.resolve(w, settings=settings, policy=policy)
             assert returned == []  # it left the stalled lookup behind
             job = identify(ray, ask(w, settings=settings, policy=policy, manual=None,
                                     refresh=False, on_progress=None), settings)  # fmt: skip
@@ -208,6 +209,8 @@ async def test_a_host_cache_that_stalls_never_holds_a_ray_worker_past_its_hard_l
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     assert "signature() (or the cache file) had not answered" in d.reason
     assert ray.sent == [] and d.key == job.key
+    assert (d.native_chunk, d.policy) == (job.native, job.policy_name)
+    assert f"chunk_size=native (native={job.native}, fallback): {d.reason}" in caplog.text
 
 
 @pytest.mark.anyio
@@ -246,5 +249,26 @@ def test_a_ray_workers_settings_file_that_never_answers_is_given_up_at_a_given_l
         caller.join(30)  # a hang guard, not a timing
         assert answers, "the Ray resolve was still reading the settings file"
     [d] = answers
+    assert (d.source, d.chunk_size, w.calls, ray.sent) == ("fallback", None, 0, [])
+    assert "while the settings file had not answered" in d.reason
+
+
+def test_the_time_ray_took_to_import_counts_against_a_given_settings_read_limit(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hard_limit_s counts from the call: spent importing Ray, the settings read gives up."""
+    quick = chunktune.load_settings().get_policy("quick")
+    policy = attrs.evolve(quick, time_budget_s=0.2, hard_limit_s=0.2)
+    real = _ray_resolve.ray_module
+
+    def slow_import() -> Any:
+        time.sleep(0.4)  # importing Ray outlasts the whole limit
+        return real()
+
+    monkeypatch.setattr(_ray_resolve, "ray_module", slow_import)
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="slow-import")
+    with registry_loop() as loop:
+        ray = _ray_with_registry(monkeypatch, loop)
+        d = anyio.run(functools.partial(chunktune.ray.resolve, w, policy=policy))
     assert (d.source, d.chunk_size, w.calls, ray.sent) == ("fallback", None, 0, [])
     assert "while the settings file had not answered" in d.reason
