@@ -278,3 +278,13 @@ def test_a_size_short_of_min_rounds_but_for_a_call_cut_from_native_is_not_chosen
     assert reason.startswith(
         "kept the native chunk 12: the budget ended before any candidate had enough rounds"
     )
+
+
+def test_a_call_cut_from_native_s_round_does_not_make_a_size_the_longest_measured() -> None:
+    """Sizes on equal paired rounds: a call whose round lost native's does not win the tie-break."""
+    rows = {8: (None, None, 0.92), 16: (None, None, 0.94)}
+    f = race_of(balanced(), rows, wobble=NOISY)
+    f.ev.add(16, 6, 0.94)  # the budget cut round 6 after 16's call, before native's
+    f.round = 6
+    size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (size, choice.best) == (8, 8)

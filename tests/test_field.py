@@ -185,3 +185,13 @@ def test_a_call_in_a_round_cut_before_native_s_does_not_count_toward_min_rounds(
     f.round = 1
     assert (f.ev.count(8), f.ev.rounds(8)) == (2, 1)
     assert f.judged() == [None] and f.front() is None and not f.settled()
+
+
+def test_halving_ranks_no_size_whose_second_call_lost_native_s_round() -> None:
+    """Halving ranks sizes on paired rounds: one short of min_rounds but for a cut call races on."""
+    rows = {2: (0.9,), 3: (0.95,), 4: (1.0,), 5: (1.3,), 6: (1.5, None)}
+    f = field(balanced(min_rounds=2, refine_top=1), rows, wobble=(1.0, 1.002))
+    f.ev.add(6, 2, 1.5)  # the budget cut round 2 after 6's call, before native's
+    f.round = 2
+    f.halve()
+    assert 6 in f.live and 5 not in f.live

@@ -274,6 +274,8 @@ def test_tune_cluster_sweeps_once_per_node_type(
     assert {e.chunk_size for e in driver.values()} <= {d.chunk_size for d in answers.values()}
     assert driver
     assert "swept on node" in err
+    probed = f"benchmark, {answers['a'].probe_seconds:.2f} s of probes) swept on node"
+    assert probed in err  # a swept type's line says what its sweep cost
     caplog.clear()  # again: every type's node has its answer now, and says so
     with caplog.at_level(logging.INFO, logger="chunktune"):
         again = chunktune.ray.tune_cluster(functools.partial(Sleepy, job, 0.0), policy=POLICY)
