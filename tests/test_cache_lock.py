@@ -1,0 +1,107 @@
+"""The cache's write lock: a wait given up names what it saw, a lock file removed or held."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import filelock
+import pytest
+
+from chunktune import _cache_lock
+from chunktune._cache_file import CacheFile
+from chunktune._cache_lock import lock_path, write_lock
+
+
+def _cache_file(tmp_path: Path) -> CacheFile:
+    """A cache file that is there (its content does not matter to its lock)."""
+    path = tmp_path / "cache.json"
+    path.write_text("{}")
+    return CacheFile(path, "json")
+
+
+def _removed_at_tries(
+    monkeypatch: pytest.MonkeyPatch,
+    path: Path,
+    *,
+    times: int | None = None,
+    then: Callable[[], None] = lambda: None,
+) -> list[int]:
+    """The first ``times`` tries (None: every try) that take ``path``'s lock find its file
+    removed under them (a `cache clear` in a loop), after which ``then()`` runs; returns
+    the list of such tries."""
+    removed: list[int] = []
+
+    class Flapping(filelock.FileLock):
+        def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            got = super().acquire(*args, **kwargs)
+            if Path(self.lock_file) == path and self.is_locked and len(removed) != times:
+                path.unlink()  # removed after this writer opened it
+                removed.append(1)
+                then()
+            return got
+
+    monkeypatch.setattr("chunktune._cache_lock.filelock.FileLock", Flapping)
+    return removed
+
+
+def test_a_write_lock_removed_at_every_try_says_so_as_it_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock file removed under the writer at each try: the stall says it was removed."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+    file = _cache_file(tmp_path)
+    removed = _removed_at_tries(monkeypatch, lock_path(file.path))
+    with (
+        pytest.raises(TimeoutError, match="was removed under this writer at each try"),
+        write_lock(file),
+    ):
+        pass
+    assert removed  # the file was taken, and removed under it, at least once
+
+
+def test_a_write_lock_held_after_a_removed_try_says_it_was_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock file removed once, then held by another writer that stalls: the stall says held."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+    file = _cache_file(tmp_path)
+    path, fds = lock_path(file.path), []
+
+    def taken_by_another() -> None:
+        if not fds:  # the next file there is another writer's, which it holds and stalls
+            fds.append(os.open(path, os.O_RDWR | os.O_CREAT))
+            fcntl.flock(fds[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    removed = _removed_at_tries(monkeypatch, path, times=1, then=taken_by_another)
+    try:
+        with (
+            pytest.raises(TimeoutError, match="was held by another process that changed"),
+            write_lock(file),
+        ):
+            pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert removed == [1]
+
+
+def test_a_write_lock_removed_once_is_taken_anew_and_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock file removed under the writer once: it takes the new one, excluding others."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 60.0)  # a hang guard, not a timing
+    file = _cache_file(tmp_path)
+    path = lock_path(file.path)
+    removed = _removed_at_tries(monkeypatch, path, times=1)
+    with write_lock(file):
+        fd = os.open(path, os.O_RDWR)
+        try:  # another writer cannot take the file at the path: this one holds it
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert removed == [1]
