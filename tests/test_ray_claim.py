@@ -560,3 +560,35 @@ def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
     workload = Slow("stalled")  # another host's worker adopts what was published
     adopted = chunktune.ray.resolve_sync(workload, settings=host("h2", isolated), policy=limited)
     assert (adopted.source, adopted.chunk_size, workload.calls) == ("cache", swept.chunk_size, 0)
+
+
+def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_stored(
+    ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry built from the decision at the limit says what the host's own entry says."""
+    release, read_back = threading.Event(), _ray_claim.entry_of
+
+    def stalled(*args: Any, **kwargs: Any) -> Any:
+        release.wait(60)  # a hang guard, not a timing
+        return read_back(*args, **kwargs)
+
+    monkeypatch.setattr(_ray_claim, "entry_of", stalled)
+    here = host("h1", isolated)
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=5.0)
+    scene = isolated / "scene.xml"
+    scene.write_text("<mujoco/>")
+    workload = Slow("described")
+    workload.model_file = str(scene)  # type: ignore[attr-defined]
+    try:
+        chunktune.ray.resolve_sync(workload, settings=here, policy=limited)
+    finally:
+        release.set()
+    other = Slow("described")
+    other.model_file = str(scene)  # type: ignore[attr-defined]
+    adopted = chunktune.ray.resolve_sync(other, settings=host("h2", isolated), policy=limited)
+    assert adopted.source == "cache" and other.calls == 0
+    (stored,) = chunktune.DecisionCache(isolated / "h1" / "cache.json").entries().values()
+    (shared,) = chunktune.DecisionCache(isolated / "h2" / "cache.json").entries().values()
+    fields = ("chunk_size", "num_envs", "nthread", "signature", "device", "model_file")
+    assert [getattr(shared, f) for f in fields] == [getattr(stored, f) for f in fields]
+    assert (stored.num_envs, stored.nthread) == (workload.num_envs, workload.nthread)
