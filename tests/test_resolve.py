@@ -1532,3 +1532,22 @@ async def test_hard_limit_covers_a_look_at_the_holder_that_a_stalled_file_system
     assert freed and all(freed)  # returned while the looks were still stuck
     assert (d.source, d.chunk_size, d.key) == ("fallback", None, key)
     assert "while another process was measuring this workload" in d.reason
+
+
+async def test_hard_limit_names_the_sweep_lock_whose_try_a_stalled_file_system_holds(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep lock's try does not answer: native at the limit, naming that lock's file."""
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
+    )
+    stall = _stalled(monkeypatch, "try_acquire", lambda lock: lock.what == "the sweep lock")
+    w = uneven()
+    try:
+        d = await chunktune.resolve(w, policy=pol)
+    finally:
+        freed = await anyio.to_thread.run_sync(stall.end)
+    assert freed == [True]  # returned while the try was still stuck
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    path = _locks.sweep_lock().path
+    assert f"its try at the machine's sweep lock ({path}) had not answered" in d.reason
