@@ -106,7 +106,12 @@ async def _try(
         finally:
             lock.trying = False
         with guard:
-            if got and (left[0] or (claim is not None and not claim(lock))):
+            try:
+                kept = got and not left[0] and (claim is None or claim(lock))
+            except BaseException:
+                lock.release()  # a claim that failed records nobody to hold it
+                raise
+            if got and not kept:
                 lock.release()  # nobody is left to hold it
                 return False
             taken[0] = got

@@ -275,6 +275,18 @@ async def test_a_lock_its_claim_gives_back_is_released_and_tried_again(tmp_path:
         lock.release()
 
 
+async def test_a_claim_that_raises_lets_go_of_the_lock_it_was_given(tmp_path: Path) -> None:
+    """claim raising: the error reaches the caller, and the lock the try took is free again."""
+    path = tmp_path / "k.lock"
+
+    def claim(held: Lock) -> bool:
+        raise RuntimeError("the claim broke")
+
+    with pytest.raises(RuntimeError, match="the claim broke"):
+        await _lock_wait.acquire(key_lock(path), claim=claim)
+    assert _free(path)
+
+
 async def test_an_error_in_a_try_reaches_the_caller(tmp_path: Path) -> None:
     """A try that raises (not a cancel) raises in the caller, not taken for a busy lock."""
     lock = key_lock(tmp_path / "k.lock")
