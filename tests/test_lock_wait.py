@@ -45,6 +45,20 @@ def _finished_tries(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return done
 
 
+def _recorded_claims(calls: list[str]) -> dict[str, Callable[[Lock], bool]]:
+    """``claim`` and ``unclaim`` callbacks that each note their call in ``calls`` and agree."""
+
+    def claim(held: Lock) -> bool:
+        calls.append("claim")
+        return True
+
+    def unclaim(held: Lock) -> bool:
+        calls.append("unclaim")
+        return True
+
+    return {"claim": claim, "unclaim": unclaim}
+
+
 def _stalled_try(lock: Lock) -> tuple[threading.Event, threading.Event]:
     """``lock``'s tries block, as on a stalled file system, until the second event is set
     (60 s at most: a hang guard); the first is set once a try is stuck."""
@@ -91,15 +105,7 @@ async def test_a_try_left_behind_lets_go_of_the_lock_it_takes_once_its_caller_le
     finished = _finished_tries(monkeypatch)
     calls: list[str] = []
 
-    def claim(held: Lock) -> bool:
-        calls.append("claim")
-        return True
-
-    def unclaim(held: Lock) -> bool:
-        calls.append("unclaim")
-        return True
-
-    kwargs = {"claim": claim, "unclaim": unclaim} if claims else {}
+    kwargs = _recorded_claims(calls) if claims else {}
     returned = []
     async with anyio.create_task_group() as tg:
 
@@ -133,15 +139,7 @@ async def test_a_lock_taken_as_its_caller_is_cancelled_is_unclaimed_then_release
     lock.release = release  # type: ignore[method-assign]
     _cancelled_once_taken(monkeypatch, scope)
 
-    def claim(held: Lock) -> bool:
-        calls.append("claim")
-        return True
-
-    def unclaim(held: Lock) -> bool:
-        calls.append("unclaim")
-        return True
-
-    kwargs = {"claim": claim, "unclaim": unclaim} if claims else {}
+    kwargs = _recorded_claims(calls) if claims else {}
     returned = []
     with scope[0]:
         await _lock_wait.acquire(lock, **kwargs)

@@ -1488,20 +1488,35 @@ def _key_lock_free(lock_file: Path, within_s: float = 60.0) -> bool:
     return False
 
 
-async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_system_holds(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A key lock's try that does not answer: native at the limit; the lock it takes is freed."""
-    pol = attrs.evolve(
+def _quick_limit() -> chunktune.Policy:
+    """``balanced`` with a 0.05 s budget and a hard limit of 0.3 s."""
+    return attrs.evolve(
         chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
     )
-    stall = _stalled(monkeypatch, "try_acquire", lambda lock: lock.what != "the sweep lock")
-    w = uneven()
+
+
+async def _resolved_past_a_stalled_try(
+    monkeypatch: pytest.MonkeyPatch, w: Any, pol: chunktune.Policy, *, sweep_lock: bool
+) -> chunktune.Decision:
+    """``resolve(w)`` while tries at the sweep lock (or else at key locks) do not answer;
+    asserts it returned while the try was still stuck."""
+    stall = _stalled(
+        monkeypatch, "try_acquire", lambda lock: (lock.what == "the sweep lock") == sweep_lock
+    )
     try:
         d = await chunktune.resolve(w, policy=pol)
     finally:
         freed = await anyio.to_thread.run_sync(stall.end)
     assert freed == [True]  # returned while the try was still stuck
+    return d
+
+
+async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_system_holds(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key lock's try that does not answer: native at the limit; the lock it takes is freed."""
+    pol, w = _quick_limit(), uneven()
+    d = await _resolved_past_a_stalled_try(monkeypatch, w, pol, sweep_lock=False)
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     assert "this key's lock" in d.reason and "had not answered" in d.reason
     # the try left behind takes the lock once the file system answers, and lets it go
@@ -1538,16 +1553,8 @@ async def test_hard_limit_names_the_sweep_lock_whose_try_a_stalled_file_system_h
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The sweep lock's try does not answer: native at the limit, naming that lock's file."""
-    pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
-    )
-    stall = _stalled(monkeypatch, "try_acquire", lambda lock: lock.what == "the sweep lock")
-    w = uneven()
-    try:
-        d = await chunktune.resolve(w, policy=pol)
-    finally:
-        freed = await anyio.to_thread.run_sync(stall.end)
-    assert freed == [True]  # returned while the try was still stuck
+    pol, w = _quick_limit(), uneven()
+    d = await _resolved_past_a_stalled_try(monkeypatch, w, pol, sweep_lock=True)
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     path = _locks.sweep_lock().path
     assert f"its try at the machine's sweep lock ({path}) had not answered" in d.reason
