@@ -1,14 +1,16 @@
 """Record real many-core landscapes (4, 8 and 16 threads) inside one deadline, then tune live.
 
     python benchmarks/device_landscapes.py --out DIR --deadline 400
+    python benchmarks/device_landscapes.py --plan later --out DIR --deadline 450
 
 Written for a borrowed 16-core machine with minutes to spend: every trace is
 sized to its share of the deadline (one timed warm-up round through its sizes
 prices a round), written as soon as it is done and bundled into
 ``DIR/traces.tar.gz``, so a run cut short still returns what it finished. The
-16-thread traces go first, then live ``balanced`` tunes of two of those batches,
-each re-measured in paired rounds beside the trace's best sizes, then 8 and 4
-threads. Replay the traces here with ``benchmarks/run.py --no-sim --traces DIR/traces``.
+first four traces go first, then live ``balanced`` tunes of two of those batches,
+each re-measured in paired rounds beside the trace's best sizes, then the rest.
+``--plan later`` records shapes the first plan has not, for a later day. Replay the
+traces here with ``benchmarks/run.py --no-sim --traces DIR/traces``.
 """
 
 from __future__ import annotations
@@ -50,8 +52,20 @@ PLAN: list[tuple[str, Callable[[int], Any], int, float]] = [
     ("demo-tail-256", rt._demo("tail", 256), 4, 0.9),
     ("cheetah-768", rt._robot("cheetah", 768, 20), 4, 0.8),
 ]
+# A later day's plan: shapes the first plan has not (the heavy quarter at the head or
+# scattered, quadruped, cheetah on 8 threads, humanoid on 4) and one it has
+# (demo-tail-1024 on 16, to see a landscape's drift from one day to another).
+LATER: list[tuple[str, Callable[[int], Any], int, float]] = [
+    ("demo-head-1024", rt._demo("head", 1024), 16, 1.0),
+    ("quadruped-1024", rt._robot("quadruped", 1024, 10), 16, 1.0),
+    ("demo-scattered-512", rt._demo("scattered", 512), 8, 1.0),
+    ("cheetah-1024", rt._robot("cheetah", 1024, 20), 8, 0.9),
+    ("humanoid-256", rt._robot("humanoid", 256, 10), 4, 0.8),
+    ("demo-tail-1024", rt._demo("tail", 1024), 16, 0.9),
+]
+PLANS = {"first": PLAN, "later": LATER}
 LIVE_AFTER = 4  # the live tunes run after this many traces
-LIVE = "demo-tail-1024,cheetah-2048"
+LIVE = {"first": "demo-tail-1024,cheetah-2048", "later": "demo-head-1024,demo-scattered-512"}
 
 
 class _Deadline(Exception):
@@ -245,7 +259,7 @@ def live_only(args: argparse.Namespace) -> int:
     end = time.monotonic() + args.deadline
     args.out.mkdir(parents=True, exist_ok=True)
     print("machine:", json.dumps(facts()), flush=True)
-    builders = {name: build for name, build, _, _ in PLAN}
+    builders = {name: build for name, build, _, _ in [*PLAN, *LATER]}
     cases = args.live.split(",")
     rows: list[dict[str, Any]] = []
     for j, case in enumerate(cases):
@@ -268,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=400.0, help="seconds for everything")
     parser.add_argument("--live-s", type=float, default=70.0, help="seconds for the live tunes")
     parser.add_argument("--tunes", type=int, default=2)
-    parser.add_argument("--live", default=LIVE, help="comma-separated traces to tune live")
+    parser.add_argument("--plan", choices=sorted(PLANS), default="first", help="what to record")
+    parser.add_argument("--live", help="comma-separated traces to tune live (default: the plan's)")
     parser.add_argument("--traces-dir", type=Path, help="where the traces go (default: OUT/traces)")
     parser.add_argument("--only", help="comma-separated names from the plan (default: all)")
     parser.add_argument("--nthread", type=int, help="record every trace on this many threads")
@@ -280,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     own_sweep_lock()
+    args.live = args.live or LIVE[args.plan]
     if args.live_from:
         return live_only(args)
     t0 = time.monotonic()
@@ -291,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     info = facts()
     print("machine:", json.dumps(info), flush=True)
     (out / "machine.json").write_text(json.dumps(info, indent=1))
-    plan = [p for p in PLAN if not args.only or p[0] in args.only.split(",")]
+    plan = [p for p in PLANS[args.plan] if not args.only or p[0] in args.only.split(",")]
     if args.nthread:
         plan = [(n, b, args.nthread, s) for n, b, _, s in plan]
     weight = sum(s for *_, s in plan)
