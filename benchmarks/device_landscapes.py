@@ -62,6 +62,7 @@ LATER: list[tuple[str, Callable[[int], Any], int, float]] = [
     ("cheetah-1024", rt._robot("cheetah", 1024, 20), 8, 0.9),
     ("humanoid-256", rt._robot("humanoid", 256, 10), 4, 0.8),
     ("demo-tail-1024", rt._demo("tail", 1024), 16, 0.9),
+    ("quadruped-256", rt._robot("quadruped", 256, 10), 16, 0.9),
 ]
 PLANS = {"first": PLAN, "later": LATER}
 LIVE_AFTER = 4  # the live tunes run after this many traces
