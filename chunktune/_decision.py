@@ -44,6 +44,8 @@ class Decision:
     confidence interval from the confirmation against native, when it confirmed a
     gain (``None`` otherwise: an inconclusive confirmation's figures are in ``reason``);
     both allow for when the sequential test stopped (:mod:`chunktune._sequential`).
+    ``policy`` names the policy whose settings made the decision: on a cache hit, the
+    one whose sweep stored it (a ``balanced`` result may answer a ``quick`` request).
     ``load`` is the machine's load as the sweep that made the decision began (``None``
     where the system keeps none, for a decision no sweep made, and for one cached before
     it was recorded); a decision measured while every CPU was busy is measured again by
@@ -77,6 +79,7 @@ class Decision:
             "chunk_size": self.chunk_size,
             "native_chunk": self.native_chunk,
             "source": self.source,
+            "policy": self.policy,
             "reason": self.reason,
             "probe_seconds": self.probe_seconds,
             "key": self.key,

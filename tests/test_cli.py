@@ -73,6 +73,7 @@ DECISION_KEYS = {
     "chunk_size",
     "native_chunk",
     "source",
+    "policy",
     "reason",
     "probe_seconds",
     "key",
@@ -175,6 +176,18 @@ def test_tune_json_benchmark_then_cache(env: dict[str, Path], model: Path) -> No
     assert again["key"] == decision["key"]
     assert again["chunk_size"] == decision["chunk_size"]
     assert again["timings_ms"] == pytest.approx(decision["timings_ms"])
+
+
+@pytest.mark.mujoco
+def test_tune_json_names_the_policy_that_made_the_decision(
+    env: dict[str, Path], model: Path
+) -> None:
+    """--json's policy is the active policy of the settings file, measured and from the cache."""
+    for source in ("benchmark", "cache"):
+        done = run_cli("tune", str(model), *SMALL, "--json")
+        assert done.returncode == 0, done.stderr
+        decision = json.loads(done.stdout)
+        assert (decision["source"], decision["policy"]) == (source, "fast")
 
 
 # one free box under a gravity no step survives: MuJoCo warns and resets it every step
