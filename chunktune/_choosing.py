@@ -82,7 +82,7 @@ def _contender(
     field: Field, eligible: list[int], best: int
 ) -> tuple[int, tuple[int, ...], str | None]:
     """The size to hold against native, the band of ties it came from, and why it is not
-    the race's best (None: it is, or the tie-break picked it from the best's ties)."""
+    the race's best (None: it is)."""
     p, ev = field.p, field.ev
 
     def worth_confirming(c: int) -> bool:
@@ -111,4 +111,4 @@ def _contender(
     ]
     band = tuple(sorted({best, *ties}))
     chosen = pick(list(band), p.tie_break, native=field.probe.native, upper=field.probe.upper)
-    return chosen, band, None
+    return chosen, band, unbeaten(chosen, best, p.tie_break)

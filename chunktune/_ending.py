@@ -45,14 +45,14 @@ def finish(
         gate.stretch.plan(gate.affordable_pairs())
         verdict, confirm_cut = _confirm(field, gate.pace, chosen)
         cut = cut or confirm_cut
-        # a tie-break other than evidence picks among ties: its choice is not a handover
-        best = choice.best if p.tie_break == "evidence" else None
+        # the reason names the race's best when the size confirmed is another: a handover
+        # (evidence) or a tie-break's pick among the best's ties
         if verdict.outcome == "confirmed":
             gain, gain_ci = verdict.gain, verdict.ci
-            why = confirmed(chosen, native, verdict, best=best)
+            why = confirmed(chosen, native, verdict, best=choice.best, tie_break=p.tie_break)
             choice = Choice(chosen, choice.best, choice.band, why)
         else:
-            why = kept(chosen, native, verdict, p, best=best)
+            why = kept(chosen, native, verdict, p, best=choice.best)
             choice = Choice(None, choice.best, choice.band, why)
     elif chosen is not None:
         gain = 1.0 - math.exp(field.ev.compare(chosen, None).diff)

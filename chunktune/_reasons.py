@@ -66,20 +66,35 @@ def too_noisy(
     )
 
 
-def unbeaten(chosen: int, best: int | None) -> str | None:
+def unbeaten(chosen: int, best: int | None, tie_break: str = "evidence") -> str | None:
     """Why ``chosen`` went to confirmation and not ``best``, the race's best; None if it was.
 
     With tie-break ``evidence``, the race's best may hand over to a size measured on more
-    rounds that it has not beaten (:func:`chunktune._choosing.choose`).
+    rounds that it has not beaten (:func:`chunktune._choosing.choose`); with any other,
+    the tie-break may pick another size among the best's ties, and the sentence says so
+    rather than call that size the race's leader.
     """
     if best is None or best == chosen:
         return None
+    if tie_break != "evidence":
+        return (
+            f"picked by tie-break {tie_break.replace('_', ' ')} from the ties of the "
+            f"race's best, {best}"
+        )
     return f"on more rounds than the race's best, {best}, and not clear of it"
 
 
-def confirmed(chosen: int, native: int, v: Confirmation, *, best: int | None = None) -> str:
-    """The reason for leaving native on a confirmed gain (``best``: see :func:`unbeaten`)."""
-    why = unbeaten(chosen, best)
+def confirmed(
+    chosen: int,
+    native: int,
+    v: Confirmation,
+    *,
+    best: int | None = None,
+    tie_break: str = "evidence",
+) -> str:
+    """The reason for leaving native on a confirmed gain (``best``, ``tie_break``: see
+    :func:`unbeaten`)."""
+    why = unbeaten(chosen, best, tie_break)
     race = "after leading the race" if why is None else f"after the race ({why})"
     return (
         f"chose {chosen}: {pct(v.gain)} faster than the native chunk {native} "
@@ -89,9 +104,9 @@ def confirmed(chosen: int, native: int, v: Confirmation, *, best: int | None = N
 
 
 def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | None = None) -> str:
-    """The reason for keeping native when the race's pick was not confirmed (``best``: see
-    :func:`unbeaten`)."""
-    why = unbeaten(chosen, best)
+    """The reason for keeping native when the race's pick was not confirmed (``best``, with
+    ``p.tie_break``: see :func:`unbeaten`)."""
+    why = unbeaten(chosen, best, p.tie_break)
     who = f"the race's best, {chosen}," if why is None else f"{chosen} ({why})"
     measured = f"{pct(v.gain)} ({pct(v.ci[0])} to {pct(v.ci[1])})"
     if v.outcome == "rejected":

@@ -136,11 +136,12 @@ def test_a_gain_under_the_margin_by_its_own_ratio_keeps_native() -> None:
 
 
 def test_the_reason_gives_the_gain_of_the_size_the_tie_break_took() -> None:
-    """toward_upper takes 16 from the band: the reason's gain is 16's, not the best's."""
+    """toward_upper takes 16 from the band: the reason's gain is 16's, and 8 is named the best."""
     pol = balanced(tie_break="toward_upper", tie_tol=0.02)
     assert chosen(field(pol, {8: 0.94, 16: 0.95}))[:2] == (
         16,
-        "the best candidate, 16, looked 5.0% faster than native",
+        "16 (picked by tie-break toward upper from the ties of the race's best, 8) looked "
+        "5.0% faster than native",
     )
 
 
@@ -182,7 +183,12 @@ def test_a_tie_exactly_at_the_margin_joins_the_band() -> None:
     """A tie of the best measured exactly the margin faster than native clears the margin."""
     pol = balanced(margin=0.5, tie_break="toward_upper", tie_tol=0.2, tie_z=0.0)
     f = field(pol, {8: 0.45, 16: 0.5}, wobble=(1.0,) * 6)
-    assert chosen(f) == (16, "the best candidate, 16, looked 50.0% faster than native", False)
+    assert chosen(f) == (
+        16,
+        "16 (picked by tie-break toward upper from the ties of the race's best, 8) looked "
+        "50.0% faster than native",
+        False,
+    )
 
 
 def test_at_margin_zero_a_tie_only_as_fast_as_native_is_not_chosen() -> None:

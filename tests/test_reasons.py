@@ -45,6 +45,19 @@ def test_a_handed_over_size_is_not_said_to_have_led_the_race() -> None:
         )
 
 
+def test_a_tie_break_pick_is_named_as_one_not_as_the_races_leader() -> None:
+    """A size a tie-break took over the race's best says so, confirmed or kept; the best led."""
+    won = Confirmation("confirmed", 20, gain=0.04, ci=(0.01, 0.07), sigma=0.05)
+    lost = Confirmation("inconclusive", 10, gain=0.025, ci=(-0.075, 0.116), sigma=0.1)
+    why = "(picked by tie-break smallest from the ties of the race's best, 8)"
+    assert confirmed(4, 12, won, best=8, tie_break="smallest").endswith(
+        f"against native after the race {why}"
+    )
+    smallest = Policy(tie_break="smallest")
+    assert kept(4, 12, lost, smallest, best=8).startswith(f"kept the native chunk 12: 4 {why}")
+    assert confirmed(8, 12, won, best=8, tie_break="smallest").endswith("after leading the race")
+
+
 def test_a_gain_that_rounds_to_nothing_reads_zero_never_minus_zero() -> None:
     """A measured gain a hair under 0 reads 0.0% in a reason, not -0.0%; -0.1% stays negative."""
     assert (pct(-0.0004), pct(-0.0006), pct(0.0)) == ("0.0%", "-0.1%", "0.0%")

@@ -799,15 +799,17 @@ def test_the_race_hands_over_to_an_unbeaten_size_measured_longer_and_says_so() -
     assert all(truth.true_time(r.choice.chunk_size) < truth.true_time(None) for r in handed)
 
 
-def test_a_tie_break_pick_is_no_handover_from_the_races_best() -> None:
-    """toward_upper picking 8 among ties with the race's best, 1: the reason claims no handover."""
+def test_a_tie_break_pick_names_the_races_best_it_was_picked_over() -> None:
+    """toward_upper picking 8 among ties with the race's best, 1: the reason says so, no lead."""
     w = SimulatedWorkload.from_layout(
         "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.02), seed=1
     )
     r = run(w, balanced(tie_break="toward_upper", seed=1, tie_tol=0.05))
     assert (r.choice.chunk_size, r.choice.best) == (8, 1) and r.confirm_pairs > 0
-    assert "race's best" not in r.choice.reason
-    assert r.choice.reason.endswith("after leading the race")
+    assert "leading the race" not in r.choice.reason
+    assert r.choice.reason.endswith(
+        "after the race (picked by tie-break toward upper from the ties of the race's best, 1)"
+    )
 
 
 def test_a_race_its_plan_ends_before_min_rounds_is_partial() -> None:
