@@ -277,9 +277,9 @@ class DecisionCache:
 
         Entries live under ``"<base_key>.<policy_hash>"``. A result made under
         another policy serves the request when that policy picks by the same rule
-        (``Policy.rule()``: margin, ties, estimator, confirmation) and may spend at
-        least as many probes: a ``balanced`` result serves ``quick`` requests, never
-        the reverse. Among several, the one with the most effort wins. An entry
+        (``Policy.rule()``: margin, ties, estimator, confirmation, the sizes searched)
+        and may spend at least as many probes: a ``balanced`` result serves ``quick``
+        requests, never the reverse. Among several, the one with the most effort wins. An entry
         ``serves`` refuses answers nothing (one measured on a busy machine, now calm:
         :func:`chunktune._load.serves_now`).
         """

@@ -232,12 +232,21 @@ class Policy:
         ratio, measured more or less precisely), the budget, and the noise gate
         (``noise_gate``: it keeps native only when the budget cannot pay for a
         confirmation). Those enter ``effort()`` and the fingerprint instead.
+
+        The sizes a sweep may pick from are part of the question too: an ``explicit``
+        list (``sizes = [3, 7, 11]``) asks which of those, and a result picked from
+        ``balanced``'s sizes may name none of them. So a candidate search other than
+        ``balanced`` at its defaults adds ``candidates=`` (its strategy and keys, but
+        ``max_candidates``, which is effort); ``balanced``'s rule, and every preset's but
+        ``seed``'s, read as they always did, so their stored entries keep answering.
         """
-        return ";".join(
+        rule = ";".join(
             f"{f.name}={_rule_value(getattr(self, f.name))}"
             for f in attrs.fields(Policy)
             if f.metadata.get("rule", False)
         )
+        search = _search(self.candidates)
+        return rule if search is None else f"{rule};candidates={search}"
 
     def fingerprint(self) -> str:
         """A short hash of ``measurement_fields()``: results under equal hashes are comparable.
@@ -247,6 +256,21 @@ class Policy:
         """
         blob = json.dumps(self.measurement_fields(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _search(candidates: CandidateStrategy) -> str | None:
+    """The sizes a candidate strategy may pick from, as the rule names them; None for
+    ``balanced`` at its defaults (the rule of every policy before it said more).
+
+    Its identity but ``max_candidates`` (how many: effort), an ``explicit`` list as the
+    set it measures (order and repeats change nothing), in compact sorted JSON.
+    """
+    shape = {k: v for k, v in _identity(candidates).items() if k != "max_candidates"}
+    if "sizes" in shape:
+        shape["sizes"] = sorted(set(shape["sizes"]))
+    if shape == _BALANCED_SEARCH:
+        return None
+    return json.dumps(shape, sort_keys=True, separators=(",", ":"))
 
 
 def _rule_value(value: object) -> str:
@@ -280,3 +304,8 @@ def _identity(record: Any) -> dict[str, Any]:
     if isinstance(strategy, str):
         data["strategy"] = strategy
     return data
+
+
+_BALANCED_SEARCH = {
+    k: v for k, v in _identity(BalancedCandidates()).items() if k != "max_candidates"
+}

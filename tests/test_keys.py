@@ -9,7 +9,14 @@ import pytest
 from _forking import run_forked
 
 import chunktune
-from chunktune import DecisionCache, _fingerprint, _keys
+from chunktune import (
+    BalancedCandidates,
+    DecisionCache,
+    ExplicitCandidates,
+    GeometricCandidates,
+    _fingerprint,
+    _keys,
+)
 from chunktune._fingerprint import (
     cpu_model,
     cpu_quota,
@@ -125,6 +132,46 @@ def test_a_stronger_result_under_another_rule_does_not_serve(change: dict[str, o
     w = uneven()
     chunktune.resolve_sync(w, policy=strong)
     assert chunktune.resolve_sync(w, policy=weak).source == "benchmark"
+
+
+def test_a_result_from_other_sizes_does_not_answer_an_explicit_list() -> None:
+    """A balanced entry may name a size outside sizes = [7, 11]: that policy measures anew."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    listed = attrs.evolve(balanced, candidates=ExplicitCandidates(sizes=(11, 7)))
+    assert listed.effort() < balanced.effort()
+    w = uneven()
+    first = chunktune.resolve_sync(w, policy=balanced)
+    assert first.source == "benchmark" and first.chunk_size not in (7, 11)
+    again = chunktune.resolve_sync(w, policy=listed)
+    assert again.source == "benchmark" and again.chunk_size in (None, 7, 11)
+    assert chunktune.resolve_sync(w, policy=listed).source == "cache"  # its own entry
+
+
+def test_an_explicit_list_measured_longer_does_not_answer_a_wider_search() -> None:
+    """sizes = [7, 11] with more rounds than quick's search: a quick request measures anew."""
+    quick = chunktune.load_settings().get_policy("quick")
+    listed = attrs.evolve(quick, max_rounds=40, candidates=ExplicitCandidates(sizes=(7, 11)))
+    assert listed.effort() > quick.effort()
+    w = uneven()
+    chunktune.resolve_sync(w, policy=listed)
+    assert chunktune.resolve_sync(w, policy=quick).source == "benchmark"
+
+
+@pytest.mark.parametrize(
+    "candidates",
+    [
+        pytest.param(GeometricCandidates(), id="geometric"),
+        pytest.param(BalancedCandidates(k_ratio=2.0), id="balanced-k_ratio"),
+        pytest.param(BalancedCandidates(max_candidates=16), id="balanced-more"),
+    ],
+)
+def test_the_rule_names_a_search_other_than_balanceds_own(candidates: object) -> None:
+    """Another strategy or balanced's keys change the rule; balanced's max_candidates does not."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    other = attrs.evolve(balanced, candidates=candidates)
+    same = isinstance(candidates, BalancedCandidates) and candidates.k_ratio == 1.35
+    assert (other.rule() == balanced.rule()) is same
+    assert "candidates=" not in balanced.rule()
 
 
 def test_seed_policy_is_served_only_by_itself() -> None:
