@@ -37,6 +37,14 @@ __all__ = [
 # ---------------------------------------------------------------- the converter
 
 
+class _AtKey(ValueError):
+    """A problem at ``key`` of the table being structured: its path names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 def _strict_float(value: object, _t: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{spelled(value)} is not a number")
@@ -137,7 +145,9 @@ def _make_converter() -> cattrs.Converter:
                 "extends another keeps its strategy, and may then leave it out)"
             )
         if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
-            raise ValueError(f"strategy {spelled(name)} is not known; expected one of {known}")
+            raise _AtKey(
+                "strategy", f"{spelled(name)} is not valid for strategy; expected one of {known}"
+            )
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])
 
@@ -193,6 +203,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         for sub in without_notes:
             found.extend(_problems(sub, path))
         return found
+    if isinstance(exc, _AtKey):
+        return [f"{join_path(path, exc.key)}: {exc}"]
     if isinstance(exc, KeyError):
         return [f"{path}: missing required key {exc.args[0]!s}"]
     if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering

@@ -185,7 +185,8 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
             "expected an integer in [1, 1000000]", id="strategy-bound"
         ),
         pytest.param('[policies.m.candidates]\nstrategy = "Seed"',
-                     'strategy "Seed" is not known; expected one of "seed",', id="strategy"),
+                     'strategy: "Seed" is not valid for strategy; expected one of "seed",',
+                     id="strategy"),
         pytest.param('extends = "Quick"', 'extends: unknown policy "Quick"', id="extends"),
         pytest.param("margin = 1979-05-27", "margin: 1979-05-27 is not a number", id="date"),
         pytest.param("margin = -inf", "margin: -inf is not valid for margin", id="minus-inf"),
@@ -285,7 +286,20 @@ def test_a_strategy_that_is_no_name_is_named_as_unknown(strategy: object, spelle
     """A strategy given as an array or a table is an unknown strategy, not 'unhashable type'."""
     with pytest.raises(ConfigError) as err:
         settings_from_dict({"policies": {"m": {"candidates": {"strategy": strategy}}}})
-    assert f"policies.m.candidates: strategy {spelled} is not known" in str(err.value)
+    assert f"policies.m.candidates.strategy: {spelled} is not valid for strategy" in str(err.value)
+
+
+def test_an_unknown_strategy_is_named_at_its_full_key(tmp_path: Path) -> None:
+    """strategy = "geometic" in a file: the error names policies.NAME.candidates.strategy."""
+    cfg = write(
+        tmp_path / "bad.toml", '[policies.m.candidates]\nstrategy = "geometic"\nratio = 3.0\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg)
+    assert err.value.problems == (
+        'policies.m.candidates.strategy: "geometic" is not valid for strategy; expected one of '
+        '"seed", "balanced", "geometric", "exhaustive", "explicit"',
+    )
 
 
 def test_unknown_active_policy_lists_known_ones() -> None:
