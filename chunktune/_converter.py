@@ -23,6 +23,7 @@ from ._errors import ConfigError
 from ._policy import Policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
 from ._shown import spelled
+from ._validators import one_of
 
 __all__ = [
     "dump_policy",
@@ -146,7 +147,7 @@ def _make_converter() -> cattrs.Converter:
             )
         if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
             raise _AtKey(
-                "strategy", f"{spelled(name)} is not valid for strategy; expected one of {known}"
+                "strategy", f"{spelled(name)} is not valid for strategy; {one_of(name, STRATEGIES)}"
             )
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])

@@ -7,6 +7,7 @@ value is shown in those messages is ``_shown``'s.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 from collections.abc import Callable, Collection
@@ -23,6 +24,7 @@ __all__ = [
     "choice",
     "integer",
     "number",
+    "one_of",
     "path_text",
     "plain_numbers",
     "positive_sizes",
@@ -155,14 +157,22 @@ def boolean() -> Validator:
     return check
 
 
+def one_of(value: object, options: Collection[str]) -> str:
+    """What ``value`` should have been: ``did you mean "geometric"? expected one of ...``
+    (the nearest of ``options`` where one is near, for a misspelled name)."""
+    listed = ", ".join(spelled(o) for o in options)
+    close = difflib.get_close_matches(value, list(options), n=1) if isinstance(value, str) else []
+    hint = f"did you mean {spelled(close[0])}? " if close else ""
+    return f"{hint}expected one of {listed}"
+
+
 def choice(options: Collection[str]) -> Validator:
     """One of a fixed set of strings."""
-    listed = ", ".join(spelled(o) for o in options)
 
     def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value not in options:
             raise ConfigError(
-                f"{spelled(value)} is not valid for {attr.name}; expected one of {listed}"
+                f"{spelled(value)} is not valid for {attr.name}; {one_of(value, options)}"
             )
 
     return check

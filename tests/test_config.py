@@ -185,7 +185,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
             "expected an integer in [1, 1000000]", id="strategy-bound"
         ),
         pytest.param('[policies.m.candidates]\nstrategy = "Seed"',
-                     'strategy: "Seed" is not valid for strategy; expected one of "seed",',
+                     'strategy: "Seed" is not valid for strategy; did you mean "seed"?',
                      id="strategy"),
         pytest.param('extends = "Quick"', 'extends: unknown policy "Quick"', id="extends"),
         pytest.param("margin = 1979-05-27", "margin: 1979-05-27 is not a number", id="date"),
@@ -297,9 +297,28 @@ def test_an_unknown_strategy_is_named_at_its_full_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(cfg)
     assert err.value.problems == (
-        'policies.m.candidates.strategy: "geometic" is not valid for strategy; expected one of '
-        '"seed", "balanced", "geometric", "exhaustive", "explicit"',
+        'policies.m.candidates.strategy: "geometic" is not valid for strategy; did you mean '
+        '"geometric"? expected one of "seed", "balanced", "geometric", "exhaustive", "explicit"',
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "hint"),
+    [
+        ('tie_break = "evidnce"', 'did you mean "evidence"? expected one of'),
+        ('estimator = "trimed_mean"', 'did you mean "trimmed_mean"? expected one of'),
+        ('tie_break = "zzz"', '"zzz" is not valid for tie_break; expected one of'),
+    ],
+)
+def test_a_misspelled_choice_suggests_the_nearest_name(
+    tmp_path: Path, line: str, hint: str
+) -> None:
+    """A misspelled tie_break or estimator names the nearest valid one; a far miss lists all."""
+    cfg = write(tmp_path / "bad.toml", f'[policies.m]\nextends = "balanced"\n{line}\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg)
+    (problem,) = err.value.problems
+    assert hint in problem
 
 
 def test_unknown_active_policy_lists_known_ones() -> None:
