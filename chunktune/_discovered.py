@@ -25,7 +25,7 @@ from ._config import CONFIG_ENV, VARIABLES, discover_config, load_discovered
 from ._settings import Settings
 from ._settled import changed_lately, identity
 
-__all__ = ["SETTINGS_THREAD", "discovered_settings", "discovered_within", "remembered_settings"]
+__all__ = ["SETTINGS_THREAD", "discovered_settings", "remembered_settings"]
 
 SETTINGS_THREAD = "chunktune settings"  # a settings file read under a given Policy's limit
 
@@ -106,37 +106,3 @@ def discovered_settings() -> Settings:
         with _lock:
             _seen = (ident, settings)
     return settings
-
-
-def discovered_within(timeout_s: float) -> Settings | None:
-    """Blocking: :func:`discovered_settings`, waited for at most ``timeout_s`` seconds.
-
-    None: the read had not ended by then (a settings file on a stalled file system, a
-    pipe nobody writes); it goes on in a daemon thread, which never holds up the
-    process's exit, and its outcome is dropped.
-
-    Raises:
-        ConfigError: as :func:`discovered_settings`, when it ended in time.
-    """
-    known = remembered_settings()  # a repeat starts no thread
-    if known is not None:
-        return known
-    outcome: list[tuple[bool, object]] = []
-
-    def read() -> None:
-        try:
-            outcome.append((True, discovered_settings()))
-        except BaseException as exc:  # handed to the caller below
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=read, name=SETTINGS_THREAD, daemon=True)
-    thread.start()
-    thread.join(max(0.0, timeout_s))
-    if not outcome:
-        return None
-    ok, value = outcome[0]
-    if not ok:
-        assert isinstance(value, BaseException)
-        raise value
-    assert isinstance(value, Settings)
-    return value

@@ -28,12 +28,7 @@ from . import _flights
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
-from ._discovered import (
-    SETTINGS_THREAD,
-    discovered_settings,
-    discovered_within,
-    remembered_settings,
-)
+from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
 from ._events import ProgressCallback, ProgressEvent
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
@@ -279,6 +274,19 @@ def _unread_settings(asked: Ask, limit: float) -> Decision:
     return decision
 
 
+def _settings_at_hand(asked: Ask) -> Ask | None:
+    """``asked`` as :func:`decide_here` may take it on the calling thread; None where a
+    settings file is still to be read under a given Policy's ``hard_limit_s``, a read that
+    only the loop bounds (:func:`with_settings`).
+
+    Blocking (a stat): a repeat, the file unchanged, is answered here, no thread started.
+    """
+    if asked.manual is not None or asked.settings is not None or given_limit(asked) is None:
+        return asked
+    known = remembered_settings()
+    return None if known is None else attrs.evolve(asked, settings=known)
+
+
 async def with_settings(asked: Ask, started: float) -> Ask | Decision:
     """``asked`` with the settings discovery finds (for ``settings=None``).
 
@@ -423,6 +431,9 @@ def resolve_sync(
     question within ``_recent.TTL_S``) is given on the calling thread, with no loop; so,
     under a policy without ``hard_limit_s``, is a cache hit (``signature()`` and the
     cache file are read on the calling thread; a miss then sweeps on a loop).
+    ``hard_limit_s`` counts from the call. With ``settings=None`` and a :class:`Policy`
+    given with ``hard_limit_s``, a settings file that must be read is read on the loop,
+    bounded as :func:`resolve` bounds it; a repeat, the file unchanged, is a stat here.
 
     Raises:
         UsageError: called on an event loop's own thread, in a task or in a plain
@@ -438,18 +449,12 @@ def resolve_sync(
         refresh=refresh,
         on_progress=on_progress,
     )
-    spent = 0.0  # seconds of the given Policy's hard_limit_s spent reading the settings
-    if not loop_running_here():  # there run_blocking raises, whatever the answer
-        limit = given_limit(asked)
-        if asked.settings is None and asked.manual is None and limit is not None:
-            began = time.monotonic()
-            settings = discovered_within(limit)
-            if settings is None:
-                return _unread_settings(asked, limit)
-            asked = attrs.evolve(asked, settings=settings)
-            spent = time.monotonic() - began
+    began = time.monotonic()  # hard_limit_s counts from here, as resolve's from its start
+    # there run_blocking raises, whatever the answer
+    here = None if loop_running_here() else _settings_at_hand(asked)
+    if here is not None:
         # an answer from memory or a hit starts no event loop and no worker thread
-        asked, found = decide_here(asked)
+        asked, found = decide_here(here)
         if isinstance(found, Decision):
             return found
         if found is not None:
@@ -463,6 +468,7 @@ def resolve_sync(
             )
 
     async def call() -> Decision:
-        return await resolve_since(anyio.current_time() - spent, asked)
+        # a settings file still to read is read here, bounded as resolve bounds it
+        return await resolve_since(anyio.current_time() - (time.monotonic() - began), asked)
 
     return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")

@@ -7,7 +7,10 @@ import functools
 import json
 import os
 import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -16,7 +19,7 @@ from _discoveries import counted_loads, silent_settings_file
 from _forking import run_forked
 
 import chunktune
-from chunktune import _config, _discovered, _resolve, _settled
+from chunktune import _config, _discovered, _recent, _resolve, _settled
 from chunktune._request import ask
 from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
@@ -199,7 +202,18 @@ def limited_policy() -> chunktune.Policy:
     return attrs.evolve(quick, time_budget_s=0.3, hard_limit_s=0.3)
 
 
-def answered_in_thread(call: functools.partial[chunktune.Decision]) -> list[chunktune.Decision]:
+def resolving(
+    how: str, w: chunktune.Workload, policy: chunktune.Policy, **kwargs: Any
+) -> Callable[[], chunktune.Decision]:
+    """A call that resolves ``w`` under ``policy`` (settings=None): ``resolve_sync``, or
+    ``resolve`` on a loop of ``how``'s backend."""
+    if how == "resolve_sync":
+        return functools.partial(chunktune.resolve_sync, w, policy=policy, **kwargs)
+    call = functools.partial(chunktune.resolve, w, policy=policy, **kwargs)
+    return functools.partial(anyio.run, call, backend=how)
+
+
+def answered_in_thread(call: Callable[[], chunktune.Decision]) -> list[chunktune.Decision]:
     """What ``call()`` returned, run in a daemon thread given 30 s (a hang guard, not a timing)."""
     answers: list[chunktune.Decision] = []
     caller = threading.Thread(target=lambda: answers.append(call()), daemon=True)
@@ -213,12 +227,8 @@ def test_a_settings_file_that_never_answers_is_given_up_at_a_given_policys_limit
     isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, how: str
 ) -> None:
     """settings=None and a settings read that blocks: native at the given Policy's hard_limit_s."""
-    policy, w = limited_policy(), Counted()
-    if how == "resolve_sync":
-        call = functools.partial(chunktune.resolve_sync, w, policy=policy)
-    else:
-        resolving = functools.partial(chunktune.resolve, w, policy=policy)
-        call = functools.partial(anyio.run, resolving, backend=how)
+    w = Counted()
+    call = resolving(how, w, limited_policy())  # the policy read before the file stalls
     with silent_settings_file(isolated, monkeypatch):
         answers = answered_in_thread(call)
         assert answers, "the resolve was still reading the settings file"
@@ -248,12 +258,9 @@ def test_a_repeat_under_a_given_limit_starts_no_thread_to_read_unchanged_setting
     config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """A given Policy's bounded settings read: a repeat, the file unchanged, starts no thread."""
-    policy, w = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0), Counted()
-    if how == "resolve_sync":
-        call = functools.partial(chunktune.resolve_sync, w, policy=policy)
-    else:
-        call = functools.partial(anyio.run, functools.partial(chunktune.resolve, w, policy=policy))
-        call = functools.partial(call, backend=how)
+    monkeypatch.setattr(_recent, "TTL_S", 3600.0)  # the third call is a repeat however slow
+    policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
+    call = resolving(how, Counted(), policy)
     first = call()
     started: list[str] = []
     start = threading.Thread.start
@@ -266,17 +273,27 @@ def test_a_repeat_under_a_given_limit_starts_no_thread_to_read_unchanged_setting
     again = call()
     assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
     assert _discovered.SETTINGS_THREAD not in started
+    if how == "resolve_sync":  # a hit said a moment ago: a stat on this thread, no loop
+        started.clear()
+        assert call() == again and started == []
     assert len(loads) == 1  # the file was parsed once, by the first call
 
 
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
 def test_a_settings_read_given_up_is_left_to_a_daemon_thread_of_its_own_name(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """discovered_within past its timeout: None, the read going on in a named daemon thread."""
+    """A settings read given up at a given Policy's limit goes on in a named daemon thread."""
+    before, call = set(threading.enumerate()), resolving(how, Counted(), limited_policy())
     with silent_settings_file(isolated, monkeypatch):
-        assert _discovered.discovered_within(0.0) is None
-        left = [t for t in threading.enumerate() if t.name == _discovered.SETTINGS_THREAD]
-        assert left and all(t.daemon for t in left)
+        answers = answered_in_thread(call)
+        assert answers, "the resolve was still reading the settings file"
+        left = [
+            t
+            for t in threading.enumerate()
+            if t.name == _discovered.SETTINGS_THREAD and t not in before
+        ]
+        assert answers[0].source == "fallback" and left and all(t.daemon for t in left)
 
 
 @pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
@@ -287,10 +304,7 @@ def test_an_invalid_settings_file_under_a_given_limit_is_a_config_error(
     policy, w = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0), Counted()
     config.write_text('policy = "quick"\n[cache]\npath = 3\n')
     with pytest.raises(chunktune.ConfigError, match=r"cache\.path"):
-        if how == "resolve_sync":
-            chunktune.resolve_sync(w, policy=policy)
-        else:
-            anyio.run(functools.partial(chunktune.resolve, w, policy=policy), backend=how)
+        resolving(how, w, policy)()
     assert w.calls == 0
 
 
@@ -299,12 +313,8 @@ def test_a_manual_size_under_a_given_limit_never_reads_the_settings_file(
     isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """manual= with a limited Policy and a settings file that never answers: the manual size."""
-    policy, w = limited_policy(), Counted()
-    if how == "resolve_sync":
-        call = functools.partial(chunktune.resolve_sync, w, policy=policy, manual=4)
-    else:
-        resolving = functools.partial(chunktune.resolve, w, policy=policy, manual=4)
-        call = functools.partial(anyio.run, resolving, backend=how)
+    w = Counted()
+    call = resolving(how, w, limited_policy(), manual=4)
     with silent_settings_file(isolated, monkeypatch):
         answers = answered_in_thread(call)
         assert answers, "the resolve was still reading the settings file"
@@ -345,29 +355,54 @@ def test_a_settings_read_starts_its_limit_from_when_the_call_began(
     assert "while the settings file had not answered" in answer.reason
 
 
-class _Clock:
-    """A monotonic clock that reads ``start`` once, then ``start + jump_s`` from then on."""
+class SlowSignature(Counted):
+    """A simulated pool whose signature() takes ``SIGNATURE_S`` seconds."""
 
-    def __init__(self, jump_s: float) -> None:
-        self.reads = 0
-        self.jump_s = jump_s
+    SIGNATURE_S = 2.0
 
-    def monotonic(self) -> float:
-        self.reads += 1
-        return 1000.0 if self.reads == 1 else 1000.0 + self.jump_s
+    def signature(self) -> dict[str, chunktune.SignatureValue]:
+        time.sleep(self.SIGNATURE_S)
+        return super().signature()
 
 
+@contextlib.contextmanager
+def late_settings_file(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, late_s: float
+) -> Iterator[None]:
+    """``$CHUNKTUNE_CONFIG`` names a named pipe that answers ``late_s`` seconds after it is
+    opened for reading: a settings file on a slow file system."""
+    fifo = folder / "late.toml"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(fifo))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError), open(fifo, "w") as out:  # a reader opened it
+            time.sleep(late_s)
+            out.write('policy = "quick"\n[log]\nstderr = "never"\n')
+
+    writer = threading.Thread(target=answer, daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # a writer still waiting for a reader is let go
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(30)  # a hang guard, not a timing
+
+
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio"])
 @pytest.mark.parametrize(
-    ("read_s", "source"),
-    [pytest.param(0.0, "benchmark", id="read-at-once"), pytest.param(60.0, "fallback", id="all")],
+    ("late_s", "source"),
+    [pytest.param(0.0, "benchmark", id="read-at-once"), pytest.param(1.5, "fallback", id="late")],
 )
-def test_resolve_sync_counts_the_settings_read_against_a_given_hard_limit(
-    config: Path, monkeypatch: pytest.MonkeyPatch, read_s: float, source: str
+def test_the_seconds_a_settings_read_took_count_against_a_given_hard_limit(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str, late_s: float, source: str
 ) -> None:
-    """The seconds resolve_sync spent reading settings leave that much less of hard_limit_s."""
-    clock = _Clock(read_s)
-    monkeypatch.setattr(_resolve, "time", clock)  # resolve_sync's clock for the read only
-    policy, w = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0), Counted()
-    d = chunktune.resolve_sync(w, policy=policy)
+    """A 1.5 s settings read and a 2 s signature(), each within a 3 s limit: both, past it."""
+    policy, w = attrs.evolve(limited_policy(), time_budget_s=0.3, hard_limit_s=3.0), SlowSignature()
+    with late_settings_file(isolated, monkeypatch, late_s):
+        d = resolving(how, w, policy)()
     assert d.source == source
-    assert (w.calls > 0) == (source == "benchmark")
+    if source == "fallback":  # at the limit, while keying: the settings file had answered
+        assert "signature() (or the cache file) had not answered" in d.reason
+        assert w.calls == 0
