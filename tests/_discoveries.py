@@ -1,10 +1,12 @@
 """What settings discovery parses, counted, for the tests of settings kept between resolves;
-and a settings file whose read never ends."""
+and settings files whose read never ends, or ends late."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -40,3 +42,28 @@ def silent_settings_file(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
     finally:
         with contextlib.suppress(OSError):  # ENXIO: no reader is waiting
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@contextlib.contextmanager
+def late_settings_file(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, late_s: float
+) -> Iterator[None]:
+    """``$CHUNKTUNE_CONFIG`` names a named pipe that answers ``late_s`` seconds after it is
+    opened for reading: a settings file on a slow file system."""
+    fifo = folder / "late.toml"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(fifo))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError), open(fifo, "w") as out:  # a reader opened it
+            time.sleep(late_s)
+            out.write('policy = "quick"\n[log]\nstderr = "never"\n')
+
+    writer = threading.Thread(target=answer, daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # a writer still waiting for a reader is let go
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(30)  # a hang guard, not a timing

@@ -8,14 +8,14 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import attrs
 import pytest
-from _discoveries import counted_loads, silent_settings_file
+from _discoveries import counted_loads, late_settings_file, silent_settings_file
 from _forking import run_forked
 
 import chunktune
@@ -365,31 +365,6 @@ class SlowSignature(Counted):
         return super().signature()
 
 
-@contextlib.contextmanager
-def late_settings_file(
-    folder: Path, monkeypatch: pytest.MonkeyPatch, late_s: float
-) -> Iterator[None]:
-    """``$CHUNKTUNE_CONFIG`` names a named pipe that answers ``late_s`` seconds after it is
-    opened for reading: a settings file on a slow file system."""
-    fifo = folder / "late.toml"
-    os.mkfifo(fifo)
-    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(fifo))
-
-    def answer() -> None:
-        with contextlib.suppress(OSError), open(fifo, "w") as out:  # a reader opened it
-            time.sleep(late_s)
-            out.write('policy = "quick"\n[log]\nstderr = "never"\n')
-
-    writer = threading.Thread(target=answer, daemon=True)
-    writer.start()
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):  # a writer still waiting for a reader is let go
-            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-        writer.join(30)  # a hang guard, not a timing
-
-
 @pytest.mark.parametrize("how", ["resolve_sync", "asyncio"])
 @pytest.mark.parametrize(
     ("late_s", "source"),
@@ -406,3 +381,21 @@ def test_the_seconds_a_settings_read_took_count_against_a_given_hard_limit(
     if source == "fallback":  # at the limit, while keying: the settings file had answered
         assert "signature() (or the cache file) had not answered" in d.reason
         assert w.calls == 0
+
+
+def test_resolve_sync_counts_a_slow_look_at_the_settings_file_against_a_given_limit(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resolve_sync's limit counts from the call: a 1.5 s stat and a 2 s signature() pass 3 s."""
+    real, caller = os.stat, threading.current_thread()
+
+    def slow(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path) == str(config) and threading.current_thread() is caller:
+            time.sleep(1.5)  # a file system slow to answer, on the calling thread only
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    policy, w = attrs.evolve(limited_policy(), time_budget_s=0.3, hard_limit_s=3.0), SlowSignature()
+    monkeypatch.setattr(os, "stat", slow)
+    d = chunktune.resolve_sync(w, policy=policy)
+    assert d.source == "fallback" and w.calls == 0
+    assert "signature() (or the cache file) had not answered" in d.reason
