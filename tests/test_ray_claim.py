@@ -592,3 +592,35 @@ def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_sto
     fields = ("chunk_size", "num_envs", "nthread", "signature", "device", "model_file")
     assert [getattr(shared, f) for f in fields] == [getattr(stored, f) for f in fields]
     assert (stored.num_envs, stored.nthread) == (workload.num_envs, workload.nthread)
+
+
+def test_a_claimant_that_finds_its_hosts_cache_answered_publishes_the_entry_stored_there(
+    ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claimant whose host's cache answered since its look publishes that entry as stored."""
+    from chunktune import _ray_resolve
+
+    here = host("h1", isolated)
+    chunktune.resolve_sync(Slow("raced"), settings=here)  # another process of h1 measured it
+    mine = chunktune.DecisionCache(isolated / "h1" / "cache.json")
+    ((key, entry),) = mine.entries().items()
+    measured = attrs.evolve(entry, host="vm", created=entry.created - 3600.0)
+    assert mine.put(key, measured)
+    # ...after this worker looked in h1's cache and before it claimed the job
+    looked, missed = _ray_resolve.local_hit, []
+
+    def stale(job: Any) -> bool:
+        if not missed:  # this worker's look only; h2's looks in its own cache as usual
+            missed.append(job)
+            return False
+        return bool(looked(job))
+
+    monkeypatch.setattr(_ray_resolve, "local_hit", stale)
+    workload = Slow("raced")
+    claimed = chunktune.ray.resolve_sync(workload, settings=here)
+    assert (claimed.source, workload.calls) == ("cache", 0)
+    assert events(ray) == ["claim", "publish"]
+    adopted = chunktune.ray.resolve_sync(Slow("raced"), settings=host("h2", isolated))
+    assert adopted.source == "cache" and "measured on vm" in adopted.reason
+    (shared,) = chunktune.DecisionCache(isolated / "h2" / "cache.json").entries().values()
+    assert (shared.host, shared.created) == ("vm", measured.created)
