@@ -150,6 +150,30 @@ async def test_a_lock_taken_as_its_caller_is_cancelled_is_unclaimed_then_release
     assert _free(path)
 
 
+async def test_a_hold_cancelled_as_its_lock_is_taken_unclaims_it_then_lets_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold hands its unclaim to the wait: a lock taken as it is cancelled is unclaimed first."""
+    path = tmp_path / "k.lock"
+    lock, calls, scope = key_lock(path), [], [anyio.CancelScope()]
+    real_release = lock.release
+
+    def release() -> None:
+        calls.append("release")
+        real_release()
+
+    lock.release = release  # type: ignore[method-assign]
+    _cancelled_once_taken(monkeypatch, scope)
+    entered = []
+    with scope[0]:
+        async with _lock_wait.hold(lock, **_recorded_claims(calls)):
+            entered.append(True)
+    await anyio.to_thread.run_sync(_join_releases)
+    assert entered == []
+    assert calls == ["claim", "unclaim", "release"]
+    assert _free(path)
+
+
 async def test_a_lock_released_for_a_cancelled_caller_is_not_released_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,14 +297,23 @@ async def test_a_lock_its_claim_gives_back_is_released_and_tried_again(tmp_path:
         lock.release()
 
 
-async def test_a_claim_that_raises_lets_go_of_the_lock_it_was_given(tmp_path: Path) -> None:
+class _Halted(BaseException):
+    """Not an Exception: what a claim interrupted by something other than an error raises."""
+
+
+@pytest.mark.parametrize(
+    "error", [pytest.param(RuntimeError, id="error"), pytest.param(_Halted, id="base-exception")]
+)
+async def test_a_claim_that_raises_lets_go_of_the_lock_it_was_given(
+    tmp_path: Path, error: type[BaseException]
+) -> None:
     """claim raising: the error reaches the caller, and the lock the try took is free again."""
     path = tmp_path / "k.lock"
 
     def claim(held: Lock) -> bool:
-        raise RuntimeError("the claim broke")
+        raise error("the claim broke")
 
-    with pytest.raises(RuntimeError, match="the claim broke"):
+    with pytest.raises(error, match="the claim broke"):
         await _lock_wait.acquire(key_lock(path), claim=claim)
     assert _free(path)
 

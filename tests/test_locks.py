@@ -649,6 +649,23 @@ def test_a_blocking_wait_that_gives_up_leaves_the_holders_files(tmp_path: Path) 
         assert lock.path.exists() and lock.holder_path.read_text() == note
 
 
+def test_a_blocking_hold_lets_go_of_the_lock_it_took_as_its_block_ends(tmp_path: Path) -> None:
+    """hold_blocking that took the lock releases it after the block: another process takes it."""
+    path = tmp_path / "locks" / "k.lock"
+    lock = key_lock(path)
+
+    def other_process() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", TRY_KEY_LOCK, str(path)],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.strip()  # fmt: skip
+
+    with hold_blocking(lock, timeout_s=60.0) as got:
+        assert got and other_process() == "busy"
+    assert not lock.holder_path.exists()  # its note goes with it
+    assert other_process() == "file"
+
+
 KILLED_WHILE_WRITING_ITS_NOTE = """
 import os, signal
 from chunktune._locks import sweep_lock

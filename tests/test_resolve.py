@@ -240,6 +240,21 @@ async def test_failing_workload_falls_back_and_caches_nothing(isolated: Path) ->
     assert cache_entries(isolated) == {}
 
 
+def test_a_failed_sweep_lets_go_of_its_keys_lock_and_leaves_no_file_of_it(isolated: Path) -> None:
+    """A sweep whose run() raised releases its key's lock: neither lock file nor note is left."""
+    from chunktune._lock_note import note_path
+
+    class Broken(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            raise RuntimeError("simulator exploded")
+
+    d = chunktune.resolve_sync(Broken(uneven().costs, nthread=8))
+    assert d.source == "fallback"
+    lock = Path(chunktune.DecisionCache(isolated / "cache.json").key_lock(d.key).lock_file)
+    assert lock.parent.is_dir()  # the key was locked while it was measured
+    assert not lock.exists() and not note_path(lock).exists()
+
+
 async def test_a_workload_failing_after_a_stretch_reports_only_its_calls_seconds() -> None:
     """A fallback's probe_seconds sums run()'s seconds, not the stretched budget's."""
 
