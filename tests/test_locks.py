@@ -309,6 +309,20 @@ def test_a_lock_file_removed_during_a_try_is_made_again_not_given_up(
     assert not warnings_about(caplog, "cannot use the cache key locks")
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_lock_file_no_try_finds_and_none_can_make_degrades_the_lock(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lock file never there and that cannot be made (in /proc) degrades: not taken for busy."""
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    monkeypatch.setattr(_locks, "_warned", set())
+    path = Path("/proc/chunktune-test-k.lock")  # filelock's tries time out; open() says ENOENT
+    lock = key_lock(path)
+    assert lock.try_acquire() and lock.mode == "none"
+    assert warnings_about(caplog, f"cannot use the cache key locks in {path.parent}")
+    assert not path.exists()
+
+
 def test_a_lock_on_a_file_removed_after_it_was_opened_is_not_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
