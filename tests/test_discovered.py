@@ -19,7 +19,7 @@ from _discoveries import counted_loads, late_settings_file, silent_settings_file
 from _forking import run_forked
 
 import chunktune
-from chunktune import _config, _discovered, _recent, _resolve, _settled
+from chunktune import _discovered, _recent, _resolve, _settled
 from chunktune._request import ask
 from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
@@ -123,20 +123,64 @@ def test_what_another_thread_sets_and_sets_back_meanwhile_is_not_remembered(
         config.rename(isolated / "chunktune.toml")
     elsewhere = isolated / "elsewhere"
     elsewhere.mkdir()  # holds no chunktune.toml: built-in defaults
-    real = _config.find_config
+    real, calls = _discovered.discover_config, []
 
-    def meanwhile(path: str | os.PathLike[str] | None = None) -> Path | None:
+    def meanwhile(env: str | None) -> Path | None:
+        calls.append(env)
+        if len(calls) > 1:  # the other thread is done by the next discovery
+            return real(env)
         if moved == "cwd":
             with contextlib.chdir(elsewhere):
-                return real(path)
+                return real(env)
         with monkeypatch.context() as other_thread:
             other_thread.setenv("CHUNKTUNE_CONFIG", str(elsewhere / "none.toml"))
             (elsewhere / "none.toml").write_text('policy = "off"\n')
-            return real(path)
+            return real(env)
 
-    monkeypatch.setattr(_config, "find_config", meanwhile)
+    monkeypatch.setattr(_discovered, "discover_config", meanwhile)
     _discovered.discovered_settings()
     assert _discovered.discovered_settings().policy == "quick"
+
+
+def test_a_file_named_relative_to_the_folder_is_read_where_it_was_found(
+    config: Path, isolated: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative $CHUNKTUNE_CONFIG is read from the folder it was found in, whatever cwd is now."""
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", config.name)
+    elsewhere = isolated / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / config.name).write_text('policy = "off"\n')  # another file of that name
+    real = _discovered.load_discovered
+
+    def meanwhile(file: Path | None, variables: dict[str, str | None]) -> chunktune.Settings:
+        with contextlib.chdir(elsewhere):  # another thread's, as the file is read
+            return real(file, variables)
+
+    monkeypatch.setattr(_discovered, "load_discovered", meanwhile)
+    found = _discovered.discovered_settings()
+    assert (found.policy, found.source) == ("quick", str(config))
+    assert _discovered.discovered_settings() is found  # remembered as the file it is
+    assert len(loads) == 1
+
+
+class _Halted(BaseException):
+    """Not an Exception: what a settings read interrupted by something other than an error
+    raises."""
+
+
+@pytest.mark.parametrize("how", ["resolve_sync", "asyncio", "trio"])
+def test_a_settings_read_ended_by_no_exception_still_reaches_the_caller(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A bounded settings read ended by a BaseException raises it to the caller, no fallback."""
+
+    def halted() -> chunktune.Settings:
+        raise _Halted("the read was halted")
+
+    monkeypatch.setattr(_resolve, "discovered_settings", halted)
+    policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
+    with pytest.raises(_Halted, match="the read was halted"):
+        resolving(how, Counted(), policy)()
 
 
 def test_a_changed_variable_is_read_again(
