@@ -525,6 +525,18 @@ def test_warnings_counted_leaves_a_programs_own_mujoco_warning_handler_alone() -
     assert len(heard) >= 4 and all("The simulation is unstable" in text for text in heard)
 
 
+def test_a_handler_the_program_sets_inside_the_counted_block_stays_set_after_it() -> None:
+    """warnings_counted ends by taking back only its own handler: one set meanwhile stays."""
+    heard: list[str] = []
+    try:
+        with warnings_counted() as tally:
+            assert tally is not None and mujoco.get_mju_user_warning() == tally
+            mujoco.set_mju_user_warning(heard.append)  # the program's own, set meanwhile
+        assert mujoco.get_mju_user_warning() == heard.append
+    finally:
+        mujoco.set_mju_user_warning(None)
+
+
 def test_warnings_counted_counts_a_rollouts_warnings_and_keeps_the_first() -> None:
     """Without a handler of the program's, every warning of the pool's threads is counted."""
     model = mujoco.MjModel.from_xml_string(
