@@ -59,6 +59,17 @@ def _recorded_claims(calls: list[str]) -> dict[str, Callable[[Lock], bool]]:
     return {"claim": claim, "unclaim": unclaim}
 
 
+def _recorded_releases(lock: Lock, calls: list[str]) -> None:
+    """Each release of ``lock`` notes ``"release"`` in ``calls``, then releases it."""
+    real_release = lock.release
+
+    def release() -> None:
+        calls.append("release")
+        real_release()
+
+    lock.release = release  # type: ignore[method-assign]
+
+
 def _stalled_try(lock: Lock) -> tuple[threading.Event, threading.Event]:
     """``lock``'s tries block, as on a stalled file system, until the second event is set
     (60 s at most: a hang guard); the first is set once a try is stuck."""
@@ -130,13 +141,7 @@ async def test_a_lock_taken_as_its_caller_is_cancelled_is_unclaimed_then_release
     """A cancel between a try taking the lock and its caller resuming: unclaimed, then let go."""
     path = tmp_path / "k.lock"
     lock, calls, scope = key_lock(path), [], [anyio.CancelScope()]
-    real_release = lock.release
-
-    def release() -> None:
-        calls.append("release")
-        real_release()
-
-    lock.release = release  # type: ignore[method-assign]
+    _recorded_releases(lock, calls)
     _cancelled_once_taken(monkeypatch, scope)
 
     kwargs = _recorded_claims(calls) if claims else {}
@@ -156,13 +161,7 @@ async def test_a_hold_cancelled_as_its_lock_is_taken_unclaims_it_then_lets_go(
     """hold hands its unclaim to the wait: a lock taken as it is cancelled is unclaimed first."""
     path = tmp_path / "k.lock"
     lock, calls, scope = key_lock(path), [], [anyio.CancelScope()]
-    real_release = lock.release
-
-    def release() -> None:
-        calls.append("release")
-        real_release()
-
-    lock.release = release  # type: ignore[method-assign]
+    _recorded_releases(lock, calls)
     _cancelled_once_taken(monkeypatch, scope)
     entered = []
     with scope[0]:
