@@ -174,6 +174,16 @@ def test_the_rule_names_a_search_other_than_balanceds_own(candidates: object) ->
     assert "candidates=" not in balanced.rule()
 
 
+def test_an_explicit_list_names_the_same_rule_in_any_order_and_with_repeats() -> None:
+    """sizes = [11, 3, 7, 3] asks what [3, 7, 11] asks; [3, 7] asks something else."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+
+    def listed(*sizes: int) -> str:
+        return attrs.evolve(balanced, candidates=ExplicitCandidates(sizes=sizes)).rule()
+
+    assert listed(11, 3, 7, 3) == listed(3, 7, 11) != listed(3, 7)
+
+
 def test_seed_policy_is_served_only_by_itself() -> None:
     """The seed policy picks by another rule, so a thorough entry does not answer it."""
     w = uneven()
