@@ -246,6 +246,17 @@ def limited_policy() -> chunktune.Policy:
     return attrs.evolve(quick, time_budget_s=0.3, hard_limit_s=0.3)
 
 
+def test_settings_given_are_used_though_discovery_remembers_others(config: Path) -> None:
+    """resolve_sync(settings=S) under a limited Policy uses S, not the settings discovery kept."""
+    found = _discovered.discovered_settings()  # remembered, its cache on
+    given = attrs.evolve(found, cache=attrs.evolve(found.cache, enabled=False))
+    policy = attrs.evolve(limited_policy(), time_budget_s=10.0, hard_limit_s=60.0)
+    d = chunktune.resolve_sync(Counted(), settings=given, policy=policy)
+    assert d.source == "benchmark"
+    stored = Path(os.environ["CHUNKTUNE_CACHE"])
+    assert not stored.exists() or d.key not in stored.read_text()
+
+
 def resolving(
     how: str, w: chunktune.Workload, policy: chunktune.Policy, **kwargs: Any
 ) -> Callable[[], chunktune.Decision]:

@@ -812,6 +812,20 @@ def test_a_tie_break_pick_names_the_races_best_it_was_picked_over() -> None:
     )
 
 
+def test_a_tie_break_pick_not_confirmed_is_named_as_one_when_native_is_kept() -> None:
+    """center picking 4 among ties with the race's best, 1, unconfirmed: the reason names both."""
+    w = SimulatedWorkload.from_layout(
+        "uniform", num_envs=2048, nthread=16, noise=Noise(sigma=0.05), seed=0
+    )
+    r = run(w, balanced(tie_break="center", seed=0, tie_tol=0.05))
+    assert (r.choice.chunk_size, r.choice.best) == (None, 1) and r.confirm_pairs > 0
+    assert "the race's best, 4," not in r.choice.reason
+    assert r.choice.reason.startswith(
+        "kept the native chunk 12: 4 (picked by tie-break center from the ties of the race's "
+        "best, 1) looked faster"
+    )
+
+
 def test_a_race_its_plan_ends_before_min_rounds_is_partial() -> None:
     """Calls turning twice as slow early: round 3 no longer fits, so 2 of 3 rounds is partial."""
     inner = SimulatedWorkload.from_layout(
