@@ -367,7 +367,8 @@ def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
 
 
 def report(decision: Decision, settings: Settings) -> None:
-    """The one-line report of a decision: the ``chunktune`` logger, and stderr as set.
+    """The one-line report of a decision, naming its policy: the ``chunktune`` logger, and
+    stderr as set.
 
     Under ``[log] stderr = "auto"`` a key's cached decision is written to stderr once
     per process (a new sweep's always is); ``"always"`` writes every one.
@@ -379,6 +380,8 @@ def report(decision: Decision, settings: Settings) -> None:
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     line = f"{headline(decision)}: {decision.reason}"
+    if decision.policy:
+        line += f" | policy {decision.policy}"
     if timings:
         line += f" | {timings}"
     if mode == "auto" and decision.key and not logging_on:

@@ -204,6 +204,20 @@ def test_a_report_without_timings_ends_with_its_reason(capsys: pytest.CaptureFix
     assert capsys.readouterr().err == "[chunktune] chunk_size=native (native=12, manual): asked\n"
 
 
+def test_a_report_names_the_policy_that_made_the_decision(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The one-line report says which policy decided, before the timings."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr="always"))
+    d = Decision(chunk_size=8, native_chunk=12, source="cache", reason="cached", policy="quick",
+                 timings={None: 0.0418, 8: 0.0396})  # fmt: skip
+    report(d, settings)
+    assert capsys.readouterr().err == (
+        "[chunktune] chunk_size=8 (native=12, cache): cached | policy quick"
+        " | native=41.8ms, 8=39.6ms\n"
+    )
+
+
 def test_no_stderr_at_all_says_nothing_into_stdout(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
