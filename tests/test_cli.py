@@ -1023,6 +1023,28 @@ def test_a_bad_word_on_the_command_line_is_quoted_as_the_settings_quote_it(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(("tune", "--polcy", "quick"), "chunktune tune: error: unrecognized "
+                     "arguments: --polcy; did you mean --policy?", id="tune-option"),
+        pytest.param(("cache", "clear", "--yse"), "chunktune cache clear: error: unrecognized "
+                     "arguments: --yse; did you mean --yes?", id="cache-clear-option"),
+        pytest.param(("policy", "list", "--zzz"),
+                     "chunktune policy list: error: unrecognized arguments: --zzz\n",
+                     id="far-option"),
+        pytest.param(("tune", "a.xml", "b.xml"),
+                     "chunktune tune: error: unrecognized arguments: b.xml\n", id="extra-word"),
+    ],
+)  # fmt: skip
+def test_an_unknown_option_is_told_by_its_command_with_a_near_miss_named(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    """An unknown option is refused by the (sub)command it was given to, naming a near miss."""
+    assert main(list(args)) == 2
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args", [("tune", "--num-envs", "4"), ("policy", "list")])
 def test_a_policy_name_with_a_newline_in_the_settings_is_one_line_of_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]

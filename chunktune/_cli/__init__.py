@@ -216,10 +216,34 @@ def _interrupted(exc: BaseException) -> bool:
     return False
 
 
+def _owner(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser that ``args`` reached: ``chunktune cache clear``'s for it."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
+def _parsed(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, with an unknown option told by the command it was given
+    to, and a near miss of that command's options named (``--polcy``: ``--policy``)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        owner = _owner(parser, args)
+        options = [o for a in owner._actions for o in a.option_strings]
+        flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        close = difflib.get_close_matches(flag, options, n=1) if flag else []
+        hint = f"; did you mean {close[0]}?" if close else ""
+        owner.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    return args
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parsed(parser, argv)
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
