@@ -184,6 +184,31 @@ def test_an_explicit_list_names_the_same_rule_in_any_order_and_with_repeats() ->
     assert listed(11, 3, 7, 3) == listed(3, 7, 11) != listed(3, 7)
 
 
+@pytest.mark.parametrize(
+    ("candidates", "search"),
+    [
+        pytest.param(
+            BalancedCandidates(k_ratio=2.0, max_candidates=16),
+            '{"k_ratio":2.0,"min_chunks_per_thread":2,"strategy":"balanced"}',
+            id="balanced-k_ratio",
+        ),
+        pytest.param(
+            ExplicitCandidates(sizes=(11, 3, 7, 3)),
+            '{"sizes":[3,7,11],"strategy":"explicit"}',
+            id="explicit",
+        ),
+        pytest.param(GeometricCandidates(), '{"ratio":2.0,"strategy":"geometric"}', id="geometric"),
+    ],
+)
+def test_the_rule_of_a_search_is_pinned_so_stored_entries_keep_answering(
+    candidates: object, search: str
+) -> None:
+    """The candidates= part a cache entry stores is compact JSON, keys sorted, never reworded."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    other = attrs.evolve(balanced, candidates=candidates)
+    assert other.rule() == f"{balanced.rule()};candidates={search}"
+
+
 def test_seed_policy_is_served_only_by_itself() -> None:
     """The seed policy picks by another rule, so a thorough entry does not answer it."""
     w = uneven()
