@@ -377,6 +377,39 @@ def test_a_manual_size_under_a_given_limit_never_reads_the_settings_file(
     assert (d.source, d.chunk_size, w.calls) == ("manual", 4, 0)
 
 
+def test_resolve_sync_answers_a_manual_size_under_a_given_limit_without_a_loop(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """manual= with a limited Policy and settings not yet read: resolve_sync starts no loop."""
+
+    def refused(*_args: object, **_kw: object) -> None:
+        raise AssertionError("resolve_sync started an event loop")
+
+    monkeypatch.setattr(_resolve, "run_blocking", refused)
+    d = chunktune.resolve_sync(Counted(), policy=limited_policy(), manual=4)
+    assert (d.source, d.chunk_size) == ("manual", 4)
+
+
+def test_a_repeat_under_a_given_limit_parses_no_settings_on_the_calling_thread(
+    config: Path, loads: list[chunktune.Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resolve_sync under a limit uses the settings its stat found unchanged; it parses none."""
+    policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
+    first = chunktune.resolve_sync(Counted(), policy=policy)
+    stat = _resolve.remembered_settings
+
+    def then_rewritten() -> chunktune.Settings | None:
+        known = stat()
+        # changed just after the stat: only a read bounded on the loop may parse it now
+        config.write_text('policy = "quick"\n[log]\nstderr = "never"\n# changed\n')
+        return known
+
+    monkeypatch.setattr(_resolve, "remembered_settings", then_rewritten)
+    again = chunktune.resolve_sync(Counted(), policy=policy)
+    assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
+    assert len(loads) == 1  # the first call's parse; the repeat parsed nothing
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_an_async_resolve_under_a_given_limit_applies_the_settings_file_it_reads(
     config: Path, monkeypatch: pytest.MonkeyPatch, backend: str
