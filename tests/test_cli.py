@@ -1035,6 +1035,11 @@ def test_a_bad_word_on_the_command_line_is_quoted_as_the_settings_quote_it(
                      id="far-option"),
         pytest.param(("tune", "a.xml", "b.xml"),
                      "chunktune tune: error: unrecognized arguments: b.xml\n", id="extra-word"),
+        pytest.param(("tune", "--polcy=thorough"), "chunktune tune: error: unrecognized "
+                     "arguments: --polcy=thorough; did you mean --policy?", id="option-value"),
+        pytest.param(("tune", "a.xml", "b.xml", "--polcy"), "chunktune tune: error: "
+                     "unrecognized arguments: b.xml --polcy; did you mean --policy?",
+                     id="word-then-option"),
     ],
 )  # fmt: skip
 def test_an_unknown_option_is_told_by_its_command_with_a_near_miss_named(
