@@ -23,6 +23,7 @@ from typing import Any
 
 import mujoco
 import pytest
+from _terminal import run_on_terminal
 
 from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
@@ -260,6 +261,37 @@ def test_tune_leaves_its_decision_to_the_table_and_only_progress_on_stderr(
     out, err = capsys.readouterr()
     assert json.loads(out)["source"] == "benchmark"
     assert err and all(line.startswith("chunktune: ") for line in err.splitlines()), err
+
+
+@pytest.mark.mujoco
+def test_on_a_terminal_tune_draws_a_live_bar_there_and_plain_results_on_stdout(
+    env: dict[str, Path], model: Path
+) -> None:
+    """On a terminal, stderr gets the live bar (escape codes) and redirected stdout none."""
+    done = run_on_terminal("tune", str(model), *SMALL, term="xterm-256color")
+    assert done.returncode == 0, done.screen
+    assert "\x1b[" in done.screen and "chunktune: measuring" not in done.screen
+    assert "\x1b" not in done.stdout and "measured now" in done.stdout
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(("tune", "--json"), id="tune"), pytest.param(("record",), id="record")],
+)
+def test_on_a_dumb_terminal_progress_comes_as_plain_lines(
+    env: dict[str, Path], model: Path, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """On TERM=dumb (no live redraw), tune and record say progress in lines, as to a log."""
+    if command[0] == "record":
+        command = (*command, "--rounds", "2", "-o", str(tmp_path / "trace.json"))
+    done = run_on_terminal(command[0], str(model), *SMALL, *command[1:], term="dumb")
+    assert done.returncode == 0, done.screen
+    lines = done.screen.splitlines()
+    assert lines and all(line.startswith("chunktune: ") for line in lines), done.screen
+    first = "chunktune: measuring" if command[0] == "tune" else "chunktune: recording"
+    last = "chunktune: sweep done" if command[0] == "tune" else "chunktune: wrote"
+    assert lines[0].startswith(first) and lines[-1].startswith(last), done.screen
 
 
 @pytest.mark.mujoco

@@ -290,7 +290,7 @@ def test_the_record_progress_interval_is_the_codes() -> None:
     """The README's interval between a recording's round lines off a terminal is the code's."""
     from chunktune._cli._record_cmd import PLAIN_EVERY_S
 
-    said = re.search(r"a line for each finished\s+round, at most one every (\d+) s", README)
+    said = re.search(r"a line\s+for\s+each\s+finished\s+round, at most one every (\d+) s", README)
     assert said and float(said.group(1)) == PLAIN_EVERY_S
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "exists",
     "file_arg",
     "help_formatter",
+    "live_terminal",
     "named_policy",
     "open_cache",
     "output_file",
@@ -188,6 +189,15 @@ def console_on(file: TextIO) -> Console:
             soft_wrap=True,
         )
     return console
+
+
+def live_terminal(console: Console) -> bool:
+    """Whether ``console`` can redraw a live bar in place: a terminal, not a dumb one.
+
+    On a dumb terminal (``TERM=dumb``: an editor's shell buffer) rich draws no live
+    display at all, so progress there goes out as plain lines, as to a log.
+    """
+    return console.is_terminal and not console.is_dumb_terminal
 
 
 def say(message: str) -> None:

@@ -18,7 +18,7 @@ from rich.progress import (
 
 from .._decision import size_name
 from .._events import ProgressEvent
-from ._common import console_on, say
+from ._common import console_on, live_terminal, say
 
 __all__ = ["progress_display"]
 
@@ -264,13 +264,14 @@ def progress_display(
 ) -> _PlainProgress | _LiveProgress | _NoProgress:
     """The progress callback for a sweep, and the context that shows it (``budget_s`` seconds).
 
-    Nothing when ``quiet``, a live bar when stderr is a terminal, else plain lines.
+    Nothing when ``quiet``, a live bar when stderr is a terminal that can redraw one
+    (not ``TERM=dumb``), else plain lines.
     ``rounds``: the policy interleaves its candidates in rounds (``interleave``), rather
     than measuring each one's calls in a row.
     """
     if quiet:
         return _NoProgress()
     err_console = console_on(sys.stderr)
-    if err_console.is_terminal:
+    if live_terminal(err_console):
         return _LiveProgress(err_console, policy_name, budget_s, rounds=rounds)
     return _PlainProgress(policy_name, budget_s, rounds=rounds)

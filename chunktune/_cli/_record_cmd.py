@@ -31,7 +31,15 @@ from ._args import (
     positive_int,
     seed_int,
 )
-from ._common import EXIT_INTERRUPTED, EXIT_OK, console_on, help_formatter, output_file, say
+from ._common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    console_on,
+    help_formatter,
+    live_terminal,
+    output_file,
+    say,
+)
 
 __all__ = ["PLAIN_EVERY_S", "add_parser"]
 
@@ -179,13 +187,14 @@ def _n(count: int, noun: str) -> str:
 
 
 class _Shown:
-    """A recording's progress on stderr: a bar on a terminal; elsewhere (a log, where a bar
-    would leave a blank line) a finished round, at most every :data:`PLAIN_EVERY_S`."""
+    """A recording's progress on stderr: a bar on a terminal; elsewhere (a log, or a dumb
+    terminal, where a bar would leave a blank line) a finished round, at most every
+    :data:`PLAIN_EVERY_S`."""
 
     def __init__(self, rounds: int, per_round: int, *, quiet: bool) -> None:
         self.rounds, self.per_round, self.total = rounds, per_round, rounds * per_round
         console = console_on(sys.stderr)
-        self.bar = not quiet and console.is_terminal
+        self.bar = not quiet and live_terminal(console)
         self.plain = not quiet and not self.bar
         self.progress = Progress(
             TextColumn("{task.description}"),
