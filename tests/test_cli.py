@@ -727,7 +727,40 @@ def test_cache_clear_asks_on_a_terminal(
     cache = fill(env["cache"], {"a" * 32: entry(1.0)})
     monkeypatch.setattr(sys, "stdin", _Terminal(answer))
     assert main(["cache", "clear"]) == 0
-    assert "Delete the 1 entry" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert err.startswith(f"Delete the 1 entry from {env['cache']}? [y/N] ")
+    assert "Delete" not in out
+    assert len(cache.entries()) == left
+
+
+@pytest.mark.parametrize(
+    ("typed", "out", "left"),
+    [
+        pytest.param(b"n\n", "nothing deleted\n", 1, id="no"),
+        pytest.param(b"y\n", "deleted 1 entry from {cache}\n", 0, id="yes"),
+        pytest.param(b"\x04", "nothing deleted\n", 1, id="ctrl-d"),
+    ],
+)
+def test_cache_clear_asks_on_the_terminal_while_its_stdout_goes_to_a_file(
+    env: dict[str, Path], typed: bytes, out: str, left: int
+) -> None:
+    """`cache clear > log` typed at a terminal asks there, and only the outcome goes to stdout."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0)})
+    question = f"Delete the 1 entry from {env['cache']}? [y/N] "
+    done = run_on_terminal(
+        "cache",
+        "clear",
+        term="xterm",
+        stdin_tty=True,
+        typed=typed,
+        typed_after=question,
+        timeout=20,
+    )
+    assert done.returncode == 0, done.screen
+    assert question in done.screen
+    # the answer's line ends on the terminal, typed or (Ctrl-D) by chunktune
+    assert done.screen.split(question, 1)[1].endswith("\n")
+    assert done.stdout == out.format(cache=env["cache"])
     assert len(cache.entries()) == left
 
 

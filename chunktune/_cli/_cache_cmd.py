@@ -244,17 +244,27 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
                 "(stdin is not a terminal, so there is no one to ask)"
             )
             return EXIT_USAGE
-        try:
-            every = "the" if count == 1 else "all"
-            answer = input(f"Delete {every} {entries_of(count)} from {cache.path}? [y/N] ")
-        except EOFError:
-            answer = ""
+        every = "the" if count == 1 else "all"
+        answer = _ask(f"Delete {every} {entries_of(count)} from {cache.path}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return EXIT_OK
     removed = cache.clear()
     print(f"deleted {entries_of(removed)} from {cache.path}")
     return EXIT_OK
+
+
+def _ask(question: str) -> str:
+    """The line typed in answer to ``question``, asked on stderr; ``""`` at the end of input.
+
+    Asked on stderr, as ``rm -i`` asks, so that the question is seen when stdout is
+    redirected (``cache clear > log``) and does not end up in that file.
+    """
+    print(question, end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    if not answer.endswith("\n"):  # input ended (Ctrl-D): end the question's line
+        print(file=sys.stderr, flush=True)
+    return answer
 
 
 def _cmd_cache_export(args: argparse.Namespace) -> int:
