@@ -616,6 +616,41 @@ def test_cache_list_summarizes_entries(
     assert "2 entries in" in out
 
 
+def test_on_a_narrow_terminal_cache_list_keeps_every_key_whole(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 40 columns the key column, what `cache show` takes, is not cut; the others give way."""
+    fill(
+        env["cache"],
+        {
+            "a" * 32: entry(1.0, 4),
+            "b" * 32 + ".1234567890ab": entry(2.0, 4, policy="quick"),
+            "b" * 32 + ".cdef01234567": entry(3.0, 4),
+        },
+    )
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(["cache", "list"]) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
+    assert max(len(line) for line in shown.splitlines()) <= 40, shown
+    for key in ("a" * 12, "b" * 12 + ".123456", "b" * 12 + ".cdef01"):
+        assert re.search(rf"^{re.escape(key)}\s", shown, re.MULTILINE), shown
+
+
+def test_off_a_terminal_cache_list_writes_one_whole_line_per_entry(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Piped, a long model file name is neither cut nor wrapped: each entry stays one line."""
+    name = "half_cheetah_" + "randomized_" * 20 + "v17.xml"
+    fill(env["cache"], {"a" * 32: entry(1.0, 4, model_file=f"/models/{name}")})
+    assert main(["cache", "list"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("a" * 12)]
+    assert len(rows) == 1 and f"mujoco.rollout {name}" in rows[0], rows
+    assert "\u2026" not in rows[0]
+
+
 def test_cache_list_empty(env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     """`cache list` on an empty cache says so."""
     assert main(["cache", "list"]) == 0

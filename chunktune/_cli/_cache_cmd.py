@@ -111,9 +111,11 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no entries in {cache.path}")
         return EXIT_OK
+    short = _short_keys(entries)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    # the key is what `cache show` takes: never cut, however narrow the terminal
+    table.add_column("key", no_wrap=True, min_width=max(map(len, short.values())))
     for name, justify in (
-        ("key", "left"),
         ("model", "left"),
         ("N", "right"),
         ("T", "right"),
@@ -123,7 +125,6 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     now = time.time()
-    short = _short_keys(entries)
     for key, entry in sorted(entries.items(), key=lambda kv: -kv[1].created):
         table.add_row(
             short[key],
@@ -135,6 +136,9 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             entry.policy or "?",
         )
     console = console_on(sys.stdout)
+    if not console.is_terminal:  # piped: nothing cut or wrapped, one line an entry for grep
+        unbounded = console.options.update_width(1 << 20)
+        console.width = max(console.width, console.measure(table, options=unbounded).maximum)
     console.print(table)
     console.print(f"{entries_of(len(entries))} in {cache.path}")
     busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())
