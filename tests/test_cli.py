@@ -1034,6 +1034,28 @@ def test_policy_list_names_every_policy_and_its_origin(
     assert "tests: quick, 2 s, 3 rounds" in rows["fast"]
 
 
+def test_policy_list_keeps_names_whole_on_a_narrow_terminal_and_rows_whole_piped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A policy's name is never cut at 40 columns; piped, a long description stays on its row."""
+    name = "humanoid_long_runs_of_last_week"
+    description = "a description that goes on about margins, budgets and why " * 4
+    config = tmp_path / "long.toml"
+    config.write_text(f'[policies.{name}]\nextends = "quick"\ndescription = "{description}"\n')
+    assert main(["policy", "list", "--config", str(config)]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(name)]
+    assert len(rows) == 1 and description.strip() in rows[0], rows
+
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(["policy", "list", "--config", str(config)]) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
+    assert max(len(line) for line in shown.splitlines()) <= 40, shown
+    assert re.search(rf"^{name}\s", shown, re.MULTILINE), shown
+
+
 def test_policy_show_prints_resolved_toml(
     env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,6 +29,7 @@ from ._common import (
     open_cache,
     output_file,
     same_file,
+    table_console,
     warn_skipped,
 )
 from ._merge_cmd import add_merge_parser
@@ -135,10 +136,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             entry_age(entry, now),
             entry.policy or "?",
         )
-    console = console_on(sys.stdout)
-    if not console.is_terminal:  # piped: nothing cut or wrapped, one line an entry for grep
-        unbounded = console.options.update_width(1 << 20)
-        console.width = max(console.width, console.measure(table, options=unbounded).maximum)
+    console = table_console(table)
     console.print(table)
     console.print(f"{entries_of(len(entries))} in {cache.path}")
     busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.table import Table
 
 from .._cache import DecisionCache
 from .._cache_format import ParsedCache
@@ -43,6 +44,7 @@ __all__ = [
     "output_file",
     "same_file",
     "say",
+    "table_console",
     "warn",
     "warn_skipped",
 ]
@@ -188,6 +190,18 @@ def console_on(file: TextIO) -> Console:
             no_color=True,
             soft_wrap=True,
         )
+    return console
+
+
+def table_console(table: Table) -> Console:
+    """A console on stdout to print ``table`` on; piped, as wide as the table needs.
+
+    Piped (to grep, a file), no cell is cut short or wrapped: each row stays one line.
+    """
+    console = console_on(sys.stdout)
+    if not console.is_terminal:
+        unbounded = console.options.update_width(1 << 20)
+        console.width = max(console.width, console.measure(table, options=unbounded).maximum)
     return console
 
 

@@ -12,7 +12,7 @@ from .._config import load_settings, preset_names
 from .._converter import dump_policy
 from .._settings import Settings
 from .._shown import spelled
-from ._common import EXIT_OK, console_on, help_formatter, named_policy
+from ._common import EXIT_OK, help_formatter, named_policy, table_console
 
 __all__ = ["add_parser"]
 
@@ -58,7 +58,9 @@ def _cmd_policy_list(args: argparse.Namespace) -> int:
     user = settings.user_policies
     presets = set(preset_names())
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("policy")
+    # the name is what `policy show` and --policy take: never cut, however narrow
+    width = max(len(name) for name in settings.policies) + len(" *")
+    table.add_column("policy", no_wrap=True, min_width=width)
     table.add_column("description")
     table.add_column("from")
     for name in sorted(settings.policies, key=lambda n: (n in user, n)):
@@ -68,7 +70,7 @@ def _cmd_policy_list(args: argparse.Namespace) -> int:
             settings.policies[name].description or "-",
             _policy_origin(name, settings, user, presets),
         )
-    console = console_on(sys.stdout)
+    console = table_console(table)
     console.print(table)
     console.print(f"* the active policy ({settings.source or 'built-in default'})")
     return EXIT_OK
