@@ -842,6 +842,38 @@ def test_cache_export_refuses(
     assert main(["cache", "export", str(tmp_path / "exists.json"), "--force"]) == 0
 
 
+def test_cache_export_to_a_dash_writes_the_cache_as_json_on_stdout_and_nothing_else(
+    env: dict[str, Path], tmp_path: Path
+) -> None:
+    """`cache export -` writes the cache as a JSON cache file on stdout, and no file named -."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0, 4), "b" * 32: entry(2.0, None)})
+    done = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "export", "-"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["schema"] == 1
+    copy = tmp_path / "copy.json"
+    copy.write_text(done.stdout)
+    assert DecisionCache(copy).entries() == cache.entries()
+    assert not (tmp_path / "-").exists()
+
+
+def test_cache_export_to_a_dash_that_fails_writes_nothing_to_stdout(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache export -` of an unreadable cache says why on stderr (exit 2); stdout stays empty."""
+    env["cache"].write_text('{"schema": 99, "entries": {}}')
+    assert main(["cache", "export", "-"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith(f"chunktune: error: cannot read the cache {env['cache']}: ")
+
+
 def test_cache_import_keeps_the_newer_entry(
     env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,9 +13,9 @@ from rich.table import Table
 
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
-from .._cache_format import suffix_format
+from .._cache_format import encode, suffix_format
 from .._cache_legacy import LEGACY_PREFIX
-from .._errors import InvalidArgumentError
+from .._errors import CacheError, InvalidArgumentError
 from .._shown import spelled
 from ._common import (
     EXIT_OK,
@@ -44,6 +44,8 @@ from ._render import (
 
 __all__ = ["add_parser"]
 
+_STDOUT = "-"  # export's FILE for stdout, as `tar -f -` writes it
+
 _CACHE_EPILOG = """\
 examples:
   chunktune cache path                 where the cache file is
@@ -51,6 +53,7 @@ examples:
   chunktune cache show 3fa9c1          the stored table of one entry (key prefix)
   chunktune cache clear --yes          delete every entry
   chunktune cache export backup.toml   a copy, in the format of the suffix
+  chunktune cache export - | jq .      the cache as JSON on stdout
   chunktune cache import other.json    merge another machine's cache, or an older
                                        tuner's JSON cache (keys legacy-<key>)
   chunktune cache merge n*.json -o fleet.json
@@ -58,7 +61,8 @@ examples:
 
 On import and merge, a key present in both keeps the entry created later.
 The cache file: a name ending in .toml is stored as TOML, any other as JSON
-([cache] format can say which); export and merge -o take .json or .toml names.
+([cache] format can say which); export and merge -o take .json or .toml names,
+and export takes - for stdout (as JSON).
 """
 
 
@@ -88,9 +92,11 @@ def add_parser(
     clear.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(handler=_cmd_cache_clear)
     export = verbs.add_parser(
-        "export", parents=[common], help="write a copy (.json or .toml by the suffix)"
+        "export", parents=[common], help="write a copy (.json or .toml by the suffix; - for stdout)"
     )
-    export.add_argument("file", metavar="FILE")
+    export.add_argument(
+        "file", metavar="FILE", help="a .json or .toml name, or - for JSON on stdout"
+    )
     export.add_argument("--force", action="store_true", help="replace FILE if it exists")
     export.set_defaults(handler=_cmd_cache_export)
     imp = verbs.add_parser(
@@ -271,6 +277,9 @@ def _ask(question: str) -> str:
 
 def _cmd_cache_export(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
+    if args.file == _STDOUT:
+        _export_to_stdout(cache)
+        return EXIT_OK
     target = output_file("export", args.file)
     fmt = suffix_format(target)
     if fmt is None:
@@ -283,6 +292,20 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
     write_cache_file(target, entries, format=fmt)
     print(f"exported {entries_of(len(entries))} from {cache.path} to {target}")
     return EXIT_OK
+
+
+def _export_to_stdout(cache: DecisionCache) -> None:
+    """The cache as a JSON cache file on stdout, and nothing else there (``export - | jq``).
+
+    Raises:
+        CacheError: the cache cannot be read, or an entry cannot be encoded.
+    """
+    entries = cache.entries(strict=True)
+    try:
+        data = encode(entries, "json")
+    except (TypeError, ValueError) as exc:
+        raise CacheError(f"cannot export {cache.path}: {exc}") from exc
+    sys.stdout.write(data.decode())
 
 
 def _cmd_cache_import(args: argparse.Namespace) -> int:
