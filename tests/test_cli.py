@@ -225,6 +225,40 @@ def test_tune_of_an_unstable_model_says_so_once_instead_of_flooding_stderr(
     assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
 
 
+# loads, but MuJoCo 4 warns while compiling it: settotalmass is deprecated
+WARNED_XML = """
+<mujoco>
+  <compiler settotalmass="2"/>
+  <worldbody><body><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.mujoco
+def test_what_mujoco_warns_while_loading_a_model_is_a_chunktune_line(
+    env: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """MuJoCo's warning from loading the model reaches stderr as one `chunktune:` line."""
+    path = tmp_path / "warned.xml"
+    path.write_text(WARNED_XML)
+    heard: list[str] = []
+    mujoco.set_mju_user_warning(heard.append)
+    try:
+        mujoco.MjModel.from_xml_path(str(path))
+    finally:
+        mujoco.set_mju_user_warning(None)
+    if not heard:
+        pytest.skip(f"mujoco {mujoco.__version__} does not warn of settotalmass")
+    (config := tmp_path / "off.toml").write_text('policy = "off"\n')
+    capfd.readouterr()
+    assert main(["tune", str(path), *SMALL, "--config", str(config), "--json", "-q"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["source"] == "disabled"
+    assert err.splitlines() == [
+        f"chunktune: MuJoCo warned while loading {path}: {' '.join(heard[0].split())}"
+    ]
+
+
 @pytest.mark.parametrize(
     ("warnings", "told"),
     [
@@ -434,6 +468,30 @@ def test_plot_writes_png(
     assert main(["tune", str(model), *SMALL, "--plot", str(target)]) == 0
     assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert f"plot written to {target}" in capsys.readouterr().err
+
+
+@pytest.mark.mujoco
+def test_plot_of_an_unstable_model_tells_mujocos_warnings_as_chunktune_lines(
+    env: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--plot's balance bound counts MuJoCo's warnings too: no bare lines, no MUJOCO_LOG.TXT."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "unstable.xml"
+    path.write_text(UNSTABLE_XML)
+    target = tmp_path / "sweep.png"
+    capfd.readouterr()
+    assert main(["tune", str(path), *SMALL, "--json", "-q", "--plot", str(target)]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["source"] == "benchmark"
+    assert all(line.startswith("chunktune: ") for line in err.splitlines()), err[:2000]
+    assert re.search(
+        r"^chunktune: warning: MuJoCo warned \d+ times while timing each env for the plot "
+        r"\(first: Nan, Inf or huge value in QACC",
+        err,
+        flags=re.M,
+    ), err[:2000]
+    assert Path.cwd() == tmp_path and not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_plot_without_matplotlib_exits_2(

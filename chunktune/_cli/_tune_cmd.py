@@ -52,6 +52,7 @@ __all__ = ["add_parser"]
 
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
 _WARNED_THEN = "the timings are of the model as it behaves, warnings and all"
+_BOUND_WARNED_THEN = "the plot's balance bound is of the model as it behaves, warnings and all"
 _SWEEP_END_S = 0.5  # a finished sweep's thread is gone by then; an abandoned one is not
 
 _TUNE_EPILOG = """\
@@ -139,7 +140,10 @@ def _balance_bound(workload: Workload) -> float | None:
         if not held:
             warn("another sweep holds the machine; the plot has no balance bound")
             return None
-        costs = per_env_costs(workload, repeats=3)
+        # counted as the sweep's are: MuJoCo's own handler wrote each to stderr, unprefixed,
+        # and to a MUJOCO_LOG.TXT in the current folder
+        with mujoco_warnings_told("timing each env for the plot", _BOUND_WARNED_THEN):
+            costs = per_env_costs(workload, repeats=3)
     return float(sum(costs)) / workload.nthread
 
 

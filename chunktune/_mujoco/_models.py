@@ -225,7 +225,10 @@ def load_model(file: pathlib.Path) -> Any:
         why = " ".join(" ".join([str(exc), *(f"({w})" for w in warned)]).split())
         raise InvalidArgumentError(f"cannot load model file {file}: {why}") from exc
     for warning in warned:
-        _logger.warning("MuJoCo, loading %s: %s", file, " ".join(warning.split()))
+        # prefixed as every other line chunktune writes to stderr
+        _logger.warning(
+            "chunktune: MuJoCo warned while loading %s: %s", file, " ".join(warning.split())
+        )
     return model
 
 
