@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import selectors
+import signal
 import struct
 import subprocess
 import sys
@@ -44,14 +45,16 @@ def run_on_terminal(
     stdin_tty: bool = False,
     typed: bytes = b"",
     typed_after: str = "",
+    interrupt_after: str = "",
     timeout: float = 60,
 ) -> OnTerminal:
     """``python -m chunktune ARGS`` with stderr on a terminal of ``columns`` named ``term``.
 
     ``stdin_tty``: stdin is that terminal too, and ``typed`` is typed on it once the
     screen shows ``typed_after`` (at once if empty: the terminal holds it until the
-    command reads a line); else stdin is /dev/null. A command silent for ``timeout``
-    seconds is killed.
+    command reads a line); else stdin is /dev/null. ``interrupt_after``: the command gets
+    SIGINT (Ctrl-C) once the screen shows it. A command silent for ``timeout`` seconds
+    is killed.
     """
     env = {k: v for k, v in os.environ.items() if k not in _RICH_VARIABLES}
     env["TERM"] = term
@@ -91,6 +94,9 @@ def run_on_terminal(
                 if pending and typed_after.encode() in screen:
                     os.write(master, pending)
                     pending = b""
+                if interrupt_after and interrupt_after.encode() in screen:
+                    proc.send_signal(signal.SIGINT)
+                    interrupt_after = ""
             else:
                 proc.kill()
         proc.wait(timeout)

@@ -857,6 +857,39 @@ def test_cache_clear_asks_on_the_terminal_while_its_stdout_goes_to_a_file(
     assert len(cache.entries()) == left
 
 
+class _Interrupted(_Terminal):
+    def readline(self, size: int | None = -1) -> str:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_at_the_cache_clear_question_says_interrupted_on_a_line_of_its_own(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C at `cache clear`'s question ends its line, says interrupted, exits 130, keeps all."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0)})
+    monkeypatch.setattr(sys, "stdin", _Interrupted())
+    assert main(["cache", "clear"]) == 130
+    out, err = capsys.readouterr()
+    question = f"Delete the 1 entry from {env['cache']}? [y/N] "
+    assert (out, err) == ("", f"{question}\nchunktune: interrupted\n")
+    assert len(cache.entries()) == 1
+
+
+def test_sigint_at_the_cache_clear_question_on_a_terminal_says_interrupted_on_its_own_line(
+    env: dict[str, Path],
+) -> None:
+    """SIGINT while `cache clear` waits at a terminal: the question's line ends, exit 130."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0)})
+    question = f"Delete the 1 entry from {env['cache']}? [y/N] "
+    done = run_on_terminal(
+        "cache", "clear", term="xterm", stdin_tty=True, interrupt_after=question, timeout=20
+    )
+    assert done.returncode == 130, done.screen
+    assert done.screen.endswith(f"{question}\nchunktune: interrupted\n"), done.screen
+    assert done.stdout == ""
+    assert len(cache.entries()) == 1
+
+
 @pytest.mark.parametrize(
     "suffix", [pytest.param(".json", id="json"), pytest.param(".toml", id="toml")]
 )

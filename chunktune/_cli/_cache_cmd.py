@@ -268,8 +268,12 @@ def _ask(question: str) -> str:
     Asked on stderr, as ``rm -i`` asks, so that the question is seen when stdout is
     redirected (``cache clear > log``) and does not end up in that file.
     """
-    print(question, end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline()
+    try:
+        print(question, end="", file=sys.stderr, flush=True)
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:  # Ctrl-C: "interrupted" follows on a line of its own
+        print(file=sys.stderr, flush=True)
+        raise
     if not answer.endswith("\n"):  # input ended (Ctrl-D): end the question's line
         print(file=sys.stderr, flush=True)
     return answer
