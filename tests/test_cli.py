@@ -1258,6 +1258,13 @@ def test_what_the_command_line_got_wrong_is_named_once(
                      'argument MODEL.xml: "" is not a model file\'s path', id="record-model-empty"),
         pytest.param(("policy", "it's"),
                      """argument VERB: "it's" is not one of list, show""", id="policy-verb"),
+        pytest.param(("tune", "--json=1"),
+                     'chunktune tune: error: argument --json: takes no value, got "1"\n',
+                     id="flag-value"),
+        pytest.param(("cache", "clear", "--yes=it's"), "chunktune cache clear: error: "
+                     """argument --yes: takes no value, got "it's"\n""", id="flag-quote"),
+        pytest.param(("tune", "--quiet="), 'argument -q/--quiet: takes no value, got ""\n',
+                     id="flag-empty"),
     ],
 )  # fmt: skip
 def test_a_bad_word_on_the_command_line_is_quoted_as_the_settings_quote_it(

@@ -20,13 +20,15 @@ as it runs) and ``_render`` (tables and plots).
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import difflib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from .. import _sigint
 from .._errors import ChunktuneError
@@ -69,9 +71,21 @@ the cache file (a name ending in .toml is stored as TOML, any other as JSON;
 """
 
 
+# argparse's refusal of a value given to an option that takes none (--json=1), its repr
+_VALUE_TO_A_FLAG = re.compile(r"argument (\S+): ignored explicit argument ('.*'|\".*\")", re.S)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, with an unknown command or verb quoted as settings values are
-    ("frob", not 'frob') and a near miss named; its subcommands' parsers are of this class."""
+    """argparse's parser, with an unknown command or verb, and a value given to an option
+    that takes none, quoted as settings values are ("frob", not 'frob'), and a near miss
+    named; its subcommands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        flag = _VALUE_TO_A_FLAG.fullmatch(message)
+        if flag:  # "ignored" it was not: the command is refused
+            value = ast.literal_eval(flag.group(2))
+            message = f"argument {flag.group(1)}: takes no value, got {spelled(value)}"
+        super().error(message)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         choices = action.choices
