@@ -2205,10 +2205,24 @@ def test_a_partial_sweep_says_so_beside_its_probe_time() -> None:
     assert "partial sweep" in out
 
 
-def test_the_cache_key_shown_is_its_first_twelve_characters() -> None:
-    """The details line names the cache key by its first 12 characters only."""
-    out = _printed(reason="chose 4", timings={None: 0.066, 4: 0.055}, key="0123456789abcdef")
-    assert "cache key 0123456789ab" in out and "0123456789abc" not in out
+def test_the_cache_key_shown_is_the_whole_key_job_and_policy() -> None:
+    """The details line names the whole cache key, its policy part too, as --json's "key"."""
+    key = "0123456789abcdef0123456789abcdef.fedcba987654"
+    out = _printed(reason="chose 4", timings={None: 0.066, 4: 0.055}, key=key)
+    assert out.splitlines()[-1].endswith(f" · cache key {key}")
+
+
+def test_the_cache_key_a_tune_shows_is_one_cache_show_finds_among_its_policies(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key tune names picks its one entry out of a job's several policies' in `cache show`."""
+    job = "0123456789abcdef0123456789abcdef"
+    fill(env["cache"], {f"{job}.aaaaaaaaaaaa": entry(1.0), f"{job}.bbbbbbbbbbbb": entry(2.0)})
+    shown = _printed(reason="chose 4", timings={None: 0.066, 4: 0.055}, key=f"{job}.bbbbbbbbbbbb")
+    named = shown.splitlines()[-1].rpartition("cache key ")[2]
+    capsys.readouterr()
+    assert main(["cache", "show", named]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["key", f"{job}.bbbbbbbbbbbb"]
 
 
 def test_a_fallback_with_a_key_names_no_cache_key() -> None:

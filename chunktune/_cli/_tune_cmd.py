@@ -208,8 +208,10 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
         details.append("not cached: nothing but native was timed")
     elif decision.key and decision.source in ("benchmark", "cache"):
-        # a fallback's or a trivial batch's answer is never stored: it has no entry to name
-        details.append(f"cache key {decision.key[:12]}")
+        # a fallback's or a trivial batch's answer is never stored: it has no entry to name.
+        # The whole key, as --json's "key": its first 12 characters are only the job's
+        # part, which each policy's entry of the job shares (`cache show` found several)
+        details.append(f"cache key {decision.key}")
     if details:
         console.print(" · ".join(details))
 
