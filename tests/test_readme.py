@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +103,32 @@ def test_the_settings_table_documents_every_field_at_its_balanced_value() -> Non
     for name, text in shown.items():
         if name in values:
             assert tomllib.loads(f"v = {text}")["v"] == values[name], name
+
+
+def test_the_ranges_of_confirm_share_and_max_candidates_are_the_validators() -> None:
+    """README's settings table and chunktune.toml give both ranges as the validators check them."""
+    from chunktune import ConfigError, Policy
+    from chunktune._candidates import STRATEGIES
+
+    def expected(make: Callable[[], object]) -> str:
+        with pytest.raises(ConfigError) as refused:
+            make()
+        return str(refused.value).rpartition("; expected ")[2]
+
+    capped = [s for s in STRATEGIES.values() if "max_candidates" in attrs.fields_dict(s)]
+    caps = {expected(lambda s=s: s(max_candidates=0)) for s in capped}
+    assert len(caps) == 1 and len(capped) == len(STRATEGIES) - 1  # all but explicit
+    ranges = {
+        "confirm_share": expected(lambda: Policy(confirm_share=-1.0)),
+        "max_candidates": caps.pop(),
+    }
+    start = README.index("| field | meaning |")
+    rows = README[start : README.index("\n\n", start)].splitlines()
+    example = (ROOT / "chunktune.toml").read_text()
+    for name, allowed in ranges.items():
+        (row,) = [row for row in rows if f"`{name} = " in row]
+        assert f"({allowed})" in row, row
+        assert re.search(rf"^# {name} = \S+ +# .*: {re.escape(allowed)}$", example, flags=re.M)
 
 
 def test_the_layout_names_every_module_of_the_package() -> None:
