@@ -222,13 +222,15 @@ def check_chunk_size(value: object, *, what: str = "chunk_size", num_envs: int =
 
 
 _MEMBERS = ("num_envs", "nthread", "signature", "run")
+_METHODS = ("signature", "run")
 
 
 def check_workload(workload: object) -> tuple[int, int]:
     """Validate a workload and return its ``(num_envs, nthread)``.
 
     Raises:
-        WorkloadError: the object lacks ``num_envs``, ``nthread``, ``signature`` or ``run``.
+        WorkloadError: the object lacks ``num_envs``, ``nthread``, ``signature`` or ``run``,
+            or its ``signature`` or ``run`` is not callable.
         InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
     """
     # what isinstance(workload, Workload) checks, without typing's slow protocol walk:
@@ -239,6 +241,16 @@ def check_workload(workload: object) -> tuple[int, int]:
             f"{type(workload).__name__!s} object is not a chunktune.Workload: it lacks "
             f"{', '.join(missing)} (a workload needs num_envs, nthread, signature() and run())"
         )
+    for name in _METHODS:
+        # a member that is no method would fail only once called: a manual size would
+        # answer, a policy that measures would fall back to native, neither naming it
+        member = getattr(workload, name)
+        if not callable(member):
+            raise WorkloadError(
+                f"{type(workload).__name__!s} object is not a chunktune.Workload: its "
+                f"{name} is {shown(member)} ({type(member).__name__}); expected a method "
+                f"{name}() (a workload needs num_envs, nthread, signature() and run())"
+            )
     checked = cast(Workload, workload)
     return (
         check_count(checked.num_envs, what="num_envs"),

@@ -399,6 +399,30 @@ async def test_not_a_workload_is_rejected() -> None:
         await chunktune.resolve(object())  # type: ignore[arg-type]
 
 
+class _NoMethod(SimulatedWorkload):
+    """A workload whose method is replaced by a value (set per test)."""
+
+
+@pytest.mark.parametrize(
+    ("member", "value", "manual"),
+    [
+        pytest.param("run", None, None, id="run-None"),
+        pytest.param("run", 3, 4, id="run-int-under-manual"),
+        pytest.param("signature", "abc", None, id="signature-str"),
+        pytest.param("signature", {"kind": "x"}, 4, id="signature-dict-under-manual"),
+    ],
+)
+async def test_a_workload_member_that_is_no_method_is_rejected_naming_it(
+    member: str, value: object, manual: int | None
+) -> None:
+    """A run or signature that cannot be called raises WorkloadError naming it; nothing runs."""
+    workload = _NoMethod(uneven().costs, nthread=8)
+    setattr(workload, member, value)
+    with pytest.raises(WorkloadError, match=rf"its {member} is .*expected a method {member}\(\)"):
+        await chunktune.resolve(workload, manual=manual)
+    assert workload.calls == 0
+
+
 @pytest.mark.parametrize(
     ("model_file", "stored"),
     [
