@@ -19,10 +19,10 @@ import tomli_w
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
-from ._errors import ConfigError
+from ._errors import ConfigError, InvalidArgumentError
 from ._policy import Policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
-from ._shown import spelled
+from ._shown import shown, spelled
 from ._validators import one_of
 
 __all__ = [
@@ -241,7 +241,17 @@ def unstructure_policy(policy: Policy) -> dict[str, Any]:
 
 
 def dump_policy(policy: Policy) -> str:
-    """A policy as a standalone TOML table (the format of the files in ``policies/``)."""
+    """A policy as a standalone TOML table (the format of the files in ``policies/``).
+
+    Raises:
+        InvalidArgumentError: ``policy`` is not a :class:`chunktune.Policy` (a name, say).
+    """
+    if not isinstance(policy, Policy):
+        raise InvalidArgumentError(
+            f"dump_policy takes a chunktune.Policy, got {shown(policy)} "
+            f"({type(policy).__name__}); look a name up with "
+            "chunktune.load_settings().get_policy(name)"
+        )
     return tomli_w.dumps(unstructure_policy(policy))
 
 
@@ -250,7 +260,16 @@ def dump_settings(settings: Settings) -> str:
 
     ``load_settings`` reads the document of loaded settings back equal. Settings built
     in code without every preset read back with the missing presets added.
+
+    Raises:
+        InvalidArgumentError: ``settings`` is not a :class:`chunktune.Settings` (a path,
+            say).
     """
+    if not isinstance(settings, Settings):
+        raise InvalidArgumentError(
+            f"dump_settings takes a chunktune.Settings, got {shown(settings)} "
+            f"({type(settings).__name__}); load one with chunktune.load_settings(path)"
+        )
     doc: dict[str, Any] = {
         "policy": settings.policy,
         "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),

@@ -10,7 +10,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-from chunktune import ConfigError, Policy, RaySettings, dump_policy, dump_settings, load_settings
+from chunktune import (
+    ChunktuneError,
+    ConfigError,
+    InvalidArgumentError,
+    Policy,
+    RaySettings,
+    dump_policy,
+    dump_settings,
+    load_settings,
+)
 from chunktune._config import preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
 
@@ -36,6 +45,25 @@ def test_each_preset_dumps_and_reloads_equal(name: str) -> None:
     again = settings_from_dict(tomllib.loads(text))
     assert again.get_policy(name) == settings.get_policy(name)
     assert tomllib.loads(dump_policy(settings.get_policy(name)))
+
+
+@pytest.mark.parametrize(
+    ("dump", "value", "named"),
+    [
+        pytest.param(dump_policy, "balanced", "'balanced' (str)", id="policy-name"),
+        pytest.param(dump_policy, {"margin": 0.02}, "(dict)", id="policy-dict"),
+        pytest.param(dump_settings, None, "None (NoneType)", id="settings-None"),
+        pytest.param(dump_settings, "chunktune.toml", "'chunktune.toml' (str)", id="settings-path"),
+    ],
+)
+def test_dumping_what_is_no_record_raises_naming_it(
+    dump: object, value: object, named: str
+) -> None:
+    """dump_policy / dump_settings of a name, dict or None raise InvalidArgumentError naming it."""
+    assert callable(dump)
+    with pytest.raises(InvalidArgumentError, match=re.escape(named)) as raised:
+        dump(value)
+    assert isinstance(raised.value, ChunktuneError)
 
 
 def test_ray_settings_dump_and_reload_equal() -> None:
