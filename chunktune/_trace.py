@@ -39,21 +39,37 @@ from ._workload import (
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
 
+def _samples_repr(samples: dict[int, tuple[float, ...]]) -> str:
+    """``samples`` as a repr says it: how many sizes, from which to which, not every second
+    (a recorded trace holds thousands, which a log line or a debugger would print whole)."""
+    if not samples:
+        return "{}"
+    return f"<{len(samples)} sizes from {min(samples)} to {max(samples)}>"
+
+
+def _order_repr(order: tuple[tuple[int, ...], ...]) -> str:
+    """``order`` as a repr says it: how many rounds it orders, not each round's order."""
+    return f"<{len(order)} rounds>" if order else "()"
+
+
 # hash=False: samples and its tables are dicts, so a hash would raise; __hash__
 # is None, as type checkers then say (equality stays by value)
 @attrs.frozen(kw_only=True, hash=False)
 class Trace:
-    """A recorded landscape. ``samples`` maps chunk size to seconds, one per round."""
+    """A recorded landscape. ``samples`` maps chunk size to seconds, one per round.
+
+    Its repr gives how many sizes and rounds it holds, not the seconds themselves.
+    """
 
     num_envs: int
     nthread: int
     rounds: int
-    samples: dict[int, tuple[float, ...]]
+    samples: dict[int, tuple[float, ...]] = attrs.field(repr=_samples_repr)
     signature: dict[str, Any] = attrs.field(factory=dict)
     machine: dict[str, Any] = attrs.field(factory=dict)
     recorded: str = ""
     description: str = ""
-    order: tuple[tuple[int, ...], ...] = ()
+    order: tuple[tuple[int, ...], ...] = attrs.field(default=(), repr=_order_repr)
 
     @property
     def native(self) -> int:

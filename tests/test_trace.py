@@ -539,3 +539,15 @@ def test_a_trace_built_in_code_is_held_to_a_trace_files_rules(
     with pytest.raises(TraceError) as err:
         ReplayWorkload(trace)
     assert str(err.value).startswith("trace mine: ") and named in str(err.value)
+
+
+def test_a_recorded_trace_s_repr_counts_its_samples_rather_than_listing_them() -> None:
+    """repr(Trace) of a recorded landscape names N, T, rounds and sizes, not every second."""
+    path = Path(__file__).parents[1] / "benchmarks/traces/manycore/cheetah-2048-t16.json"
+    trace = load_trace(path)
+    text = repr(trace)
+    assert len(text) < 1000
+    assert "num_envs=2048, nthread=16, rounds=20" in text
+    assert f"samples=<{len(trace.samples)} sizes from 1 to {max(trace.samples)}>" in text
+    assert repr(trace.samples[1][0]) not in text
+    assert repr(Trace(num_envs=4, nthread=2, rounds=1, samples={})).count("samples={}") == 1
