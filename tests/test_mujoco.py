@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import pathlib
+import pickle
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import types
+from collections.abc import Callable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import mujoco
@@ -143,6 +147,25 @@ def test_workload_implements_the_protocol_and_reports_its_shape() -> None:
     assert workload.model_file is None
     assert workload.state.shape == (5, 4, workload.nstate)
     assert workload.sensordata.shape == (5, 4, model.nsensordata)
+
+
+@pytest.mark.parametrize(
+    "ship",
+    [
+        pytest.param(pickle.dumps, id="pickle"),
+        pytest.param(ForkingPickler.dumps, id="multiprocessing"),
+        pytest.param(copy.deepcopy, id="deepcopy"),
+    ],
+)
+def test_a_workload_sent_to_another_process_is_refused_saying_what_to_send(
+    ship: Callable[[Any], object],
+) -> None:
+    """Pickling a RolloutWorkload raises UsageError naming it and the Decision to send instead."""
+    workload = tiny_workload()
+    workload.run(None)  # its pool made
+    with pytest.raises(UsageError, match=r"RolloutWorkload\(.*cannot be pickled.*Decision"):
+        ship(workload)
+    workload.close()
 
 
 def test_single_thread_workload_runs_on_a_pool() -> None:

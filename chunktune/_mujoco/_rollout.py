@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self, TypedDict, Unpack
+from typing import Any, NoReturn, Self, SupportsIndex, TypedDict, Unpack
 
 import mujoco  # untyped: its objects are Any
 import mujoco.rollout
@@ -74,7 +74,9 @@ class RolloutWorkload:
     ``rollout`` is the caller's own pool: the workload uses it and never closes
     it, and its ``nthread`` must equal ``nthread``. Without one, the workload
     makes its own on first use and closes it in :meth:`close` (or on leaving a
-    ``with`` block). A workload runs one call at a time.
+    ``with`` block). A workload runs one call at a time. It cannot be pickled or
+    copied (a ``UsageError`` says so): build it in the process that measures, and send
+    other processes the :class:`chunktune.Decision`, which pickles.
 
     Every limit is checked before anything per env or per thread is allocated:
     ``nthread`` may be at most 8 times the CPUs this process may use, and the
@@ -266,6 +268,16 @@ class RolloutWorkload:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        # pickle's own refusal names a lock deep inside ("cannot pickle '_thread.lock'"):
+        # a trainer that ships one to a spawned worker is told what to send instead
+        raise UsageError(
+            f"{self!r} cannot be pickled or copied: it holds a MuJoCo thread pool, its "
+            "MjData and its batch's arrays; build it where it runs (RolloutWorkload.from_xml"
+            "(path, ...) in the child process) and send the child the Decision or its "
+            "chunk_size, which pickle"
+        )
 
     def __repr__(self) -> str:
         return (
