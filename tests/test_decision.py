@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
+from typing import Any
+
+import attrs
 import pytest
 
-from chunktune import Decision
+from chunktune import Decision, MachineLoad, load_settings
 
 
 def decided(**over: object) -> Decision:
@@ -61,3 +66,31 @@ def test_to_json_gives_the_cache_key_and_whether_it_was_cut_short() -> None:
     """to_json's key is the decision's cache key (not its policy), and partial is its own."""
     shown = decided(key="abc.def", policy="quick", partial=True).to_json()
     assert (shown["key"], shown["partial"]) == ("abc.def", True)
+
+
+def _echo(inbox: Any, outbox: Any) -> None:
+    """A spawned trainer worker: send back what it was sent, and what it reads as."""
+    for obj in iter(inbox.get, None):
+        outbox.put((obj, repr(obj)))
+
+
+def test_a_decision_policy_and_settings_reach_a_spawned_process_equal() -> None:
+    """A Decision, Policy and Settings sent to a spawn child and back compare equal, repr too."""
+    settings = load_settings()
+    policy = attrs.evolve(settings.get_policy("quick"), margin=0.02)
+    decision = decided(load=MachineLoad(average=1.5, cpus=2), samples={None: 4, 8: 4})
+    ctx = multiprocessing.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_echo, args=(inbox, outbox))
+    child.start()
+    try:
+        for sent in (decision, policy, settings):
+            inbox.put(sent)
+            back, shown_there = outbox.get(timeout=120)
+            assert back == sent and type(back) is type(sent)
+            assert shown_there == repr(sent)
+        assert pickle.loads(pickle.dumps(decision)).effective_chunk == 8
+    finally:
+        inbox.put(None)
+        child.join(60)
+    assert child.exitcode == 0
