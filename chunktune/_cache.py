@@ -41,7 +41,7 @@ from ._cache_file import CacheFile
 from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, parse_cache
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_quarantine import Quarantine
-from ._errors import CacheError
+from ._errors import CacheError, InvalidArgumentError
 from ._lock_files import make_folder, remove_idle, sweep_lock_litter
 from ._paths import is_path, user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
@@ -173,9 +173,27 @@ class MergeReport:
 
 
 def _storable(changes: Mapping[str, CacheEntry | None]) -> dict[str, CacheEntry | None]:
-    """``changes`` without entries that would not read back valid (each refused with a warning)."""
+    """``changes`` without entries that would not read back valid (each refused with a warning).
+
+    Raises:
+        InvalidArgumentError: ``changes`` is not a mapping.
+    """
+    if not isinstance(changes, Mapping):
+        raise InvalidArgumentError(
+            f"expected a mapping of cache keys to CacheEntry, got {shown(changes)} "
+            f"({type(changes).__name__})"
+        )
     kept: dict[str, CacheEntry | None] = {}
     for key, entry in changes.items():
+        if not isinstance(key, str):
+            # written as its str but checksummed as itself, it would read back as damaged,
+            # and the whole file be moved aside with every other entry in it
+            logger.warning(
+                "chunktune: not caching entry %s: a cache key is a str, not %s",
+                shown(key),
+                type(key).__name__,
+            )
+            continue
         if entry is not None:
             try:
                 check_entry(entry)
@@ -303,8 +321,12 @@ class DecisionCache:
     def update(self, changes: Mapping[str, CacheEntry | None]) -> bool:
         """Merge ``changes`` (None deletes) into the file under the lock.
 
-        An entry that would not read back valid is refused with a warning, never
-        written. Returns False if the cache is unwritable or an entry was refused.
+        An entry that would not read back valid, or whose key is no str, is refused with
+        a warning, never written. Returns False if the cache is unwritable or an entry was
+        refused.
+
+        Raises:
+            InvalidArgumentError: ``changes`` is not a mapping.
         """
         storable = _storable(changes)
         if not storable:
@@ -335,10 +357,12 @@ class DecisionCache:
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
         """Merge another cache's entries under the write lock; on a conflict the newer wins.
 
-        An entry that would not read back valid is refused with a warning.
+        An entry that would not read back valid, or whose key is no str, is refused with a
+        warning.
 
         Raises:
             CacheError: the cache cannot be written.
+            InvalidArgumentError: ``incoming`` is not a mapping.
         """
         added: list[str] = []
         replaced: list[str] = []
@@ -369,7 +393,8 @@ class DecisionCache:
         return MergeReport(tuple(added), tuple(replaced), tuple(kept), tuple(same))
 
     def put(self, key: str, entry: CacheEntry) -> bool:
-        """Store one entry (other keys untouched). False if unwritable or the entry is invalid."""
+        """Store one entry (other keys untouched). False if unwritable, or the entry or its
+        key (no str) is invalid."""
         return self.update({key: entry})
 
     def clear(self) -> int:

@@ -33,6 +33,7 @@ from chunktune import (
     CacheEntry,
     CacheError,
     DecisionCache,
+    InvalidArgumentError,
     _cache_file,
     _cache_lock,
     _cache_quarantine,
@@ -2272,3 +2273,26 @@ def test_writing_a_cache_file_through_a_link_writes_its_target(tmp_path: Path) -
     write_cache_file(link, {"a" * 32: entry(4)})
     assert link.is_symlink() and link.resolve() == target
     assert DecisionCache(target).entries() == {"a" * 32: entry(4)}
+
+
+@pytest.mark.parametrize("key", [pytest.param(3, id="int"), pytest.param(None, id="None")])
+def test_an_entry_under_a_key_that_is_no_str_is_refused_and_the_file_kept(
+    tmp_path: Path, key: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """put() under a non-str key refuses it with a warning; the other entries stay served."""
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.put("mine", entry())
+    assert cache.put(key, entry(4)) is False  # type: ignore[arg-type]
+    assert "a cache key is a str" in caplog.text
+    assert list(DecisionCache(tmp_path / "c.json").entries()) == ["mine"]
+    assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name] == []
+
+
+@pytest.mark.parametrize("method", ["update", "merge"])
+def test_changes_that_are_no_mapping_are_an_invalid_argument_naming_them(
+    tmp_path: Path, method: str
+) -> None:
+    """update() / merge() of a list raise InvalidArgumentError naming it, not AttributeError."""
+    cache = DecisionCache(tmp_path / "c.json")
+    with pytest.raises(InvalidArgumentError, match=r"expected a mapping .* got \[.*\] \(list\)"):
+        getattr(cache, method)([("k", entry())])
