@@ -47,10 +47,22 @@ class Workload(Protocol):
     a step; it goes into the cache key. ``run(chunk_size)`` performs one
     blocking pool call with that chunk size (``None`` = the pool's native
     default) and returns the seconds it took; the sweep trusts that figure.
+
+    chunktune only reads ``num_envs`` and ``nthread``, so a plain attribute, a
+    property or a frozen record's field each satisfies the protocol.
     """
 
-    num_envs: int
-    nthread: int
+    # read-only properties: a settable attribute declared here would refuse, to a type
+    # checker, every workload whose counts are properties or frozen fields
+    @property
+    def num_envs(self) -> int:
+        """The batch size N: how many envs one call steps."""
+        ...
+
+    @property
+    def nthread(self) -> int:
+        """The pool's worker count T."""
+        ...
 
     def signature(self) -> Mapping[str, SignatureValue]:
         """What besides N and T changes the cost of a step: str keys, scalar values."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 import enum
 import fractions
 import math
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +203,99 @@ def test_a_count_too_long_to_write_out_is_refused_as_an_invalid_argument() -> No
 
     with pytest.raises(InvalidArgumentError, match=r"got 100000000000000000\.\.\.0+$"):
         check_count(10**5000, what="num_envs")
+
+
+USER_WORKLOADS = """
+    from __future__ import annotations
+
+    import time
+    from typing import Final
+
+    import attrs
+
+    import chunktune
+
+
+    class MyPool:  # README's own workload
+        num_envs = 512
+        nthread = 8
+
+        def signature(self) -> dict[str, str | int | float | bool]:
+            return {"kind": "my-simulator", "model": "hopper-v3", "nstep": 4}
+
+        def run(self, chunk_size: int | None) -> float:
+            start = time.perf_counter()
+            return time.perf_counter() - start
+
+
+    class Counted:  # counts as read-only properties
+        def __init__(self, n: int) -> None:
+            self._n = n
+
+        @property
+        def num_envs(self) -> int:
+            return self._n
+
+        @property
+        def nthread(self) -> int:
+            return 4
+
+        def signature(self) -> dict[str, str]:
+            return {"kind": "counted"}
+
+        def run(self, chunk_size: int | None) -> float:
+            return 0.001
+
+
+    @attrs.frozen
+    class Frozen:  # a frozen record, as chunktune's own style writes them
+        num_envs: int
+        nthread: int
+
+        def signature(self) -> dict[str, int]:
+            return {"n": 1}
+
+        def run(self, chunk_size: int | None) -> float:
+            return 0.001
+
+
+    class Constant:
+        num_envs: Final = 64
+        nthread: Final = 2
+
+        def signature(self) -> dict[str, bool]:
+            return {"b": True}
+
+        def run(self, chunk_size: int | None) -> float:
+            return 0.001
+
+
+    workloads: list[chunktune.Workload] = [MyPool(), Counted(64), Frozen(64, 2), Constant()]
+    for w in workloads:
+        decision: chunktune.Decision = chunktune.resolve_sync(w, manual=2)
+        chunk: int | None = decision.chunk_size
+"""
+
+
+def test_a_user_s_workloads_type_check_as_workloads_under_mypy_strict(tmp_path: Path) -> None:
+    """Workloads with attribute, property, frozen-field or Final counts pass mypy --strict."""
+    user = tmp_path / "trainer.py"
+    user.write_text(textwrap.dedent(USER_WORKLOADS))
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--",
+            str(user),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
