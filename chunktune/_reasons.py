@@ -103,6 +103,15 @@ def confirmed(
     )
 
 
+def _typical_only(v: Confirmation, margin: float) -> bool:
+    """Whether ``v`` passed on its robust estimate and failed only on the plain mean's gain.
+
+    Its interval clear of 0 and its estimate past the margin would have confirmed it,
+    but the mean of every pair fell short: the pairs the trimming drops went against it.
+    """
+    return v.mean_gain is not None and v.mean_gain < margin <= v.gain and v.ci[0] > 0
+
+
 def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | None = None) -> str:
     """The reason for keeping native when the race's pick was not confirmed (``best``, with
     ``p.tie_break``: see :func:`unbeaten`)."""
@@ -122,6 +131,12 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | No
             f"kept the native chunk {native}: {who} looked faster, "
             f"but what was left of the budget paid for fewer than the "
             f"{p.confirm_min_pairs} pairs of calls needed to confirm it against native"
+        )
+    elif _typical_only(v, p.margin):
+        why = (
+            f"measured {measured} in the typical pair but {pct(v.mean_gain or 0.0)} on "
+            f"average, short of the {pct(p.margin)} margin: its slowest calls lose more "
+            "than native's"
         )
     else:
         why = f"could not confirm a gain: {measured}"

@@ -28,6 +28,7 @@ from chunktune._events import ProgressEvent
 from chunktune._reasons import kept
 from chunktune._stats import estimate, normal_cdf, normal_quantile, standard_error
 from chunktune._sweep import sweep
+from chunktune._workload import ModeledTime
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -316,3 +317,88 @@ def test_pairs_without_any_noise_figure_give_an_interval_of_everything() -> None
         z_futility=FUTILITY_Z, min_pairs=2, max_pairs=8,
     )  # fmt: skip
     assert v.outcome is None and v.ci == (-math.inf, math.inf)
+
+
+def test_a_winner_that_loses_its_unlucky_pairs_by_much_is_not_confirmed() -> None:
+    """A 3% typical gain, every fifth pair losing 30%: the trimmed mean passes, the mean fails."""
+    typical = math.log(1 / 0.97)
+    tail = math.log(1 / 1.3)
+    d = [tail if i % 5 == 4 else typical + 0.002 * (-1) ** i for i in range(16)]
+    assert estimate(d, "trimmed_mean") > typical - 0.01  # the robust estimate drops the tail
+    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16)  # fmt: skip
+    assert v.outcome == "inconclusive"
+    assert v.ci[0] > 0 and v.gain > 0.02  # what would have confirmed it alone
+    assert v.mean_gain == pytest.approx(1 - math.exp(-float(np.mean(d))))
+    assert v.mean_gain is not None and v.mean_gain < 0
+    steady = [x for x in d if x > 0]  # the same typical pairs without the unlucky ones
+    w = judge(steady, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16)  # fmt: skip
+    assert w.outcome == "confirmed"
+
+
+def test_a_mean_gain_under_the_margin_keeps_native_even_when_above_zero() -> None:
+    """The margin applies to the mean too: a 3% typical gain that averages 0.5% is no gain."""
+    typical = math.log(1 / 0.97)
+    d = [typical] * 13 + [math.log(1 / 1.12)] * 3  # mean about +0.3%, trimmed 3%
+    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16)  # fmt: skip
+    assert v.mean_gain is not None and 0 < v.mean_gain < 0.01
+    assert v.outcome == "inconclusive"
+
+
+def test_a_confirmation_whose_winner_a_burst_slows_keeps_native_and_says_so() -> None:
+    """Every fifth winner call 30% slower: inconclusive at the plan, the reason names the mean."""
+    probe = ScriptedProbe([0.97, 0.97, 0.97, 0.97, 1.3])
+    verdict, cut = confirm(probe)
+    assert (verdict.outcome, verdict.pairs, cut) == ("inconclusive", 16, False)
+    reason = kept(8, 12, verdict, probe.policy)
+    assert reason.startswith(
+        "kept the native chunk 12: the race's best, 8, looked faster, but 16 fresh pairs of "
+        "calls against native measured "
+    )
+    assert "in the typical pair but " in reason
+    assert reason.endswith(
+        " on average, short of the 1.0% margin: its slowest calls lose more than native's"
+    )
+    steady, _ = confirm(ScriptedProbe([0.97]))
+    assert steady.outcome == "confirmed"
+
+
+class BurstHit(ModeledTime):
+    """A uniform batch beside a neighbour's bursts: sizes of few chunks per thread are 3%
+    faster between bursts and 40% slower in one call of five (their chunks cannot be
+    rebalanced); every other size is native's, each call with 2% noise."""
+
+    num_envs, nthread = 256, 2
+
+    def __init__(self, *, bursts: bool, seed: int = 0) -> None:
+        self.bursts = bursts
+        self.rng = np.random.default_rng(seed)
+        self.seconds = 0.0
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "burst-hit"}
+
+    def run(self, chunk_size: int | None) -> float:
+        noise = float(np.exp(self.rng.normal(0.0, 0.02)))
+        coarse = chunk_size is not None and chunk_size >= 43
+        hit = self.bursts and coarse and self.rng.random() < 0.2
+        seconds = 0.02 * noise * (1.4 if hit else 0.97 if coarse else 1.0)
+        self.seconds += seconds
+        return seconds
+
+    def clock(self) -> float:
+        return self.seconds
+
+
+@pytest.mark.parametrize("seed", [0, 4, 6])
+def test_a_coarse_size_that_bursts_slow_is_not_chosen_and_a_steady_one_is(seed: int) -> None:
+    """balanced keeps native for a size that wins typical calls but loses 40% in one of five."""
+    pol = load_settings().get_policy("balanced")
+    sizes = candidate_list(pol.candidates, 256, 2)
+    assert any(c is not None and c >= 43 for c in sizes)
+    hit = sweep(BurstHit(bursts=True, seed=seed), sizes, pol)
+    assert hit.choice.chunk_size is None or hit.choice.chunk_size < 43
+    steady = sweep(BurstHit(bursts=False, seed=seed), sizes, pol)
+    assert steady.choice.chunk_size is not None and steady.choice.chunk_size >= 43
