@@ -321,12 +321,19 @@ def trace_rows(
 
 @attrs.frozen(kw_only=True)
 class Measured:
-    """A size re-measured in paired rounds: its gain over native and that gain's CI (95%)."""
+    """A size re-measured in paired rounds: its gain over native and that gain's CI (95%).
+
+    ``gain`` is the trimmed mean's, as a sweep judges; ``paid`` is ``1 - sum(size's
+    seconds) / sum(native's)`` over the same rounds, what a trainer pays, every call
+    counted (a size that loses the calls a burst of other work hits by much can
+    measure a gain by the first and a loss by the second).
+    """
 
     gain: float
     low: float
     high: float
     rounds: int
+    paid: float = math.nan
 
 
 def remeasure(
@@ -341,12 +348,15 @@ def remeasure(
     rng = np.random.default_rng(seed)
     field: list[int | None] = [None, *sorted(set(sizes))]
     ev = Evidence(paired=True, estimator="trimmed_mean", trim=0.2)
+    spent = dict.fromkeys(field, 0.0)
     for c in field:  # warm-up
         workload.run(c)
     for r in range(rounds):
         for i in rng.permutation(len(field)):
             c = field[int(i)]
-            ev.add(c, r, float(workload.run(c)))
+            seconds = float(workload.run(c))
+            ev.add(c, r, seconds)
+            spent[c] += seconds
     out: dict[int | None, Measured] = {}
     for c in field:
         cmp = ev.compare(c, None)
@@ -356,6 +366,7 @@ def remeasure(
             low=-math.expm1(cmp.diff + 1.96 * se),
             high=-math.expm1(cmp.diff - 1.96 * se),
             rounds=rounds,
+            paid=1.0 - spent[c] / spent[None],
         )
     return out
 
@@ -365,7 +376,8 @@ class LiveRow:
     """One real tune, and what a paired re-measurement says of its choice.
 
     ``measured_gain`` (with its 95% CI) is the choice's gain over native in the
-    re-measurement; ``best_known`` / ``best_known_gain`` (and its 95% CI) the best
+    re-measurement, ``measured_paid`` its gain by the seconds summed (:class:`Measured`);
+    ``best_known`` / ``best_known_gain`` (and its 95% CI) the best
     of the case's known-good sizes in the same rounds. ``hog`` marks a tune with a CPU hog
     started halfway through its budget.
     """
@@ -393,6 +405,7 @@ class LiveRow:
     hog: bool
     uneven: bool
     kind: str = "live"
+    measured_paid: float = math.nan
 
 
 _HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
@@ -470,6 +483,7 @@ def live_rows(
                     measured_gain=m.gain,
                     measured_low=m.low,
                     measured_high=m.high,
+                    measured_paid=m.paid,
                     best_known=best,
                     best_known_gain=measured[best].gain,
                     best_known_ci=(measured[best].low, measured[best].high),

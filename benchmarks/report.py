@@ -244,13 +244,16 @@ def check_targets(
             )
     for (case, hog), rows in _group([r for r in live if r.policy == policy], "case", "hog").items():
         label = f"live {case}{' +hog' if hog else ''}"
-        worst = min(rows, key=lambda r: r.measured_gain)
+        # slower by the trimmed mean or by what the trainer pays, whichever says more
+        worst = min(rows, key=_worse_gain)
         add(
             f"{label}: none > 1% slower than native",
-            -worst.measured_gain,
+            -_worse_gain(worst),
             LIVE_SLOWER,
-            -worst.measured_gain <= LIVE_SLOWER,
-            "; ".join(f"{_chunk(r.chunk_size)} {r.measured_gain:+.2%}" for r in rows),
+            -_worse_gain(worst) <= LIVE_SLOWER,
+            "; ".join(
+                f"{_chunk(r.chunk_size)} {r.measured_gain:+.2%} (paid {_paid(r)})" for r in rows
+            ),
         )
         if rows[0].uneven and not hog:
             short = max(r.best_known_gain - r.measured_gain for r in rows)
@@ -408,6 +411,17 @@ def claims_table(rows: Sequence[Any]) -> str:
     return table(headers, body)
 
 
+def _worse_gain(r: LiveRow) -> float:
+    """The lower of a live choice's trimmed-mean gain and its gain by the seconds summed."""
+    return r.measured_gain if math.isnan(r.measured_paid) else min(r.measured_gain, r.measured_paid)
+
+
+def _paid(r: LiveRow) -> str:
+    if math.isnan(r.measured_paid) or r.chunk_size is None:
+        return "-"
+    return signed_pct(r.measured_paid)
+
+
 def _known(r: LiveRow) -> str:
     low, high = r.best_known_ci
     return f"{r.best_known} {signed_pct(r.best_known_gain)} ({signed_pct(low)}..{signed_pct(high)})"
@@ -419,12 +433,12 @@ def _span(ci: tuple[float, float] | None) -> str:
 
 def live_table(rows: Sequence[LiveRow]) -> str:
     headers = ["case", "T", "policy", "tune", "hog", "chunk", "claimed", "claimed CI",
-               "measured", "measured 95% CI", "best known", "partial", "probe s",
+               "measured", "measured 95% CI", "paid", "best known", "partial", "probe s",
                "wall s"]  # fmt: skip
     body = [
         [r.case, r.nthread, r.policy, r.tune, "yes" if r.hog else "", _chunk(r.chunk_size),
          signed_pct(r.claimed_gain), _span(r.claimed_ci),
-         signed_pct(r.measured_gain), _span((r.measured_low, r.measured_high)),
+         signed_pct(r.measured_gain), _span((r.measured_low, r.measured_high)), _paid(r),
          _known(r),
          "yes" if r.partial else "",
          f"{r.probe_seconds:.2f}", f"{r.sweep_wall_s:.2f}"]

@@ -794,3 +794,39 @@ def test_hog_blocks_pools_blocks_on_the_log_ratio_by_inverse_variance() -> None:
     assert (gain, low, high) == pytest.approx(
         (-math.expm1(mid), -math.expm1(mid + half), -math.expm1(mid - half))
     )
+
+
+class _BurstHitFake:
+    """Native 10 ms a call; size 8 is 3% faster, except every fifth of its calls, 40% slower."""
+
+    num_envs, nthread = 64, 2
+
+    def __init__(self) -> None:
+        self.calls8 = 0
+
+    def run(self, chunk_size: int | None) -> float:
+        if chunk_size != 8:
+            return 0.010
+        self.calls8 += 1
+        return 0.014 if self.calls8 % 5 == 0 else 0.0097
+
+
+def test_a_live_choice_that_bursts_slow_is_judged_by_what_a_trainer_pays(
+    bench: dict[str, ModuleType],
+) -> None:
+    """remeasure's paid gain counts every call; the live target fails a choice it finds slower."""
+    measure, report = bench["measure"], bench["report"]
+    m = measure.remeasure(_BurstHitFake(), [8], 20)[8]
+    assert m.gain > 0.02  # the trimmed mean drops the slow calls
+    assert m.paid == pytest.approx(1 - (16 * 0.0097 + 4 * 0.014) / 0.2, abs=1e-3)
+    assert m.paid < -0.01
+    live = measure.LiveRow(
+        case="uniform", nthread=2, num_envs=64, policy="balanced", tune=0, chunk_size=8,
+        native_chunk=3, claimed_gain=0.03, claimed_ci=(0.01, 0.05), partial=False,
+        probe_seconds=1.0, sweep_wall_s=1.0, reason="chose 8", measured_gain=m.gain,
+        measured_low=m.low, measured_high=m.high, best_known=8, best_known_gain=m.gain,
+        best_known_ci=(m.low, m.high), rounds=20, hog=False, uneven=False, measured_paid=m.paid,
+    )  # fmt: skip
+    (check,) = [c for c in report.check_targets([], [], [live]) if "slower" in c.target]
+    assert not check.met and check.value == pytest.approx(-m.paid)
+    assert "paid" in report.live_table([live])
