@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 from chunktune import _lock_wait
-from chunktune._lock_note import note_path, read_note
+from chunktune._lock_note import Holder, note_path, read_note
 from chunktune._locks import Lock, key_lock
 
 pytestmark = pytest.mark.anyio
@@ -353,3 +355,153 @@ async def test_a_busy_lock_is_tried_again_until_its_holder_lets_go(tmp_path: Pat
         assert len(tries) == 3 and not _free(path)
     finally:
         lock.release()
+
+
+class _FakeClock:
+    """``_lock_wait``'s anyio with a clock that moves only by its sleeps, which it notes."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def current_time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+        await anyio.lowlevel.checkpoint()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(anyio, name)
+
+
+def _fake_clock(monkeypatch: pytest.MonkeyPatch) -> _FakeClock:
+    """A fake clock for ``_lock_wait``'s waits (a sleep takes no real time)."""
+    clock = _FakeClock()
+    monkeypatch.setattr(_lock_wait, "anyio", clock)
+    return clock
+
+
+def _held_until(
+    path: Path, clock: _FakeClock, free_at: float, holder: Callable[[float], Holder | None]
+) -> tuple[Lock, list[float]]:
+    """A lock another process holds until the clock reads ``free_at`` (or the 1000th try: a
+    hang guard for a clock that stands still), whose note names ``holder(now)``; the
+    clock's readings at each look at the note."""
+    lock, looks, tries = key_lock(path), [], []
+
+    def noted() -> Holder | None:
+        looks.append(clock.now)
+        return holder(clock.now)
+
+    def attempt() -> bool:
+        tries.append(None)
+        return clock.now >= free_at or len(tries) >= 1000
+
+    lock.try_acquire = attempt  # type: ignore[method-assign]
+    lock.holder = noted  # type: ignore[method-assign]
+    lock.release = lambda: None  # type: ignore[method-assign]
+    return lock, looks
+
+
+_OTHER = Holder(pid=4242, since=0.0, host="node17")
+
+
+async def test_the_pause_between_tries_grows_from_a_fiftieth_to_a_quarter_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tries are 0.02 s apart at first, each pause 1.5 times the last, never over 0.25 s."""
+    clock = _fake_clock(monkeypatch)
+    lock, _ = _held_until(tmp_path / "k.lock", clock, 3.0, lambda now: _OTHER)
+    await _lock_wait.acquire(lock)
+    pauses = clock.pauses
+    assert pauses[0] == pytest.approx(0.02)
+    for before, after in itertools.pairwise(pauses):
+        assert after == pytest.approx(min(before * 1.5, 0.25))
+    assert max(pauses) == pytest.approx(0.25) and clock.now >= 3.0
+
+
+async def test_a_wait_reported_at_once_names_the_holder_before_its_first_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With REPORT_AFTER_S at 0 the first busy try is followed by a report, then a pause."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    clock = _fake_clock(monkeypatch)
+    lock, _ = _held_until(tmp_path / "k.lock", clock, 1.0, lambda now: _OTHER)
+    reports: list[tuple[float, Holder | None]] = []
+    await _lock_wait.acquire(lock, on_wait=lambda holder: reports.append((clock.now, holder)))
+    assert reports == [(0.0, _OTHER)]
+
+
+async def test_a_long_wait_without_on_wait_takes_the_lock_unreported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wait past REPORT_AFTER_S with no on_wait reads no note and takes the lock."""
+    clock = _fake_clock(monkeypatch)
+    lock, looks = _held_until(tmp_path / "k.lock", clock, 5.0, lambda now: _OTHER)
+    await _lock_wait.acquire(lock)
+    assert looks == [] and clock.now >= 5.0
+
+
+@pytest.mark.parametrize(
+    ("noted_at", "named"),
+    [pytest.param(1.5, True, id="within-grace"), pytest.param(99.0, False, id="never")],
+)
+async def test_a_note_missing_at_the_first_look_is_awaited_for_its_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, noted_at: float, named: bool
+) -> None:
+    """A note coming within 1 s of the first look is named; one that never comes, unknown."""
+    clock = _fake_clock(monkeypatch)
+    lock, _ = _held_until(
+        tmp_path / "k.lock", clock, 6.0, lambda now: _OTHER if now >= noted_at else None
+    )
+    reports: list[tuple[float, Holder | None]] = []
+    await _lock_wait.acquire(lock, on_wait=lambda holder: reports.append((clock.now, holder)))
+    assert reports[0][1] == (_OTHER if named else None)
+    assert reports[0][0] >= (noted_at if named else 2.0)
+    assert len(reports) == 1
+
+
+@pytest.mark.parametrize(
+    "leaves_at", [pytest.param(99.0, id="steady"), pytest.param(1.2, id="note-gone")]
+)
+async def test_the_holder_is_read_again_only_every_relook_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leaves_at: float
+) -> None:
+    """Once reported, the note is read again RELOOK_S after its last read, not on each try."""
+    monkeypatch.setattr(_lock_wait, "RELOOK_S", 0.5)  # within the grace (until 2.0 s)
+    clock = _fake_clock(monkeypatch)
+    lock, looks = _held_until(
+        tmp_path / "k.lock", clock, 6.0, lambda now: _OTHER if now < leaves_at else None
+    )
+    reports: list[Holder | None] = []
+    await _lock_wait.acquire(lock, on_wait=reports.append)
+    assert reports == [_OTHER]
+    assert looks[0] >= 1.0 and len(looks) >= 5
+    for before, after in itertools.pairwise(looks):
+        assert after - before >= 0.5
+
+
+async def test_a_cancel_while_the_holder_is_read_leaves_the_read_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wait cancelled while its read of the holder's note is stuck returns before the read."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    lock = key_lock(tmp_path / "k.lock")
+    entered, finished = threading.Event(), threading.Event()
+
+    def stuck() -> Holder | None:
+        entered.set()
+        threading.Event().wait(5)  # a stalled file system (a hang guard: 5 s)
+        finished.set()
+        return None
+
+    lock.try_acquire = lambda: False  # type: ignore[method-assign]
+    lock.holder = stuck  # type: ignore[method-assign]
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(_lock_wait.acquire, lock, on_wait=lambda h: None))
+            assert await anyio.to_thread.run_sync(entered.wait, 60)  # a hang guard
+            scope.cancel()
+    assert not finished.is_set()

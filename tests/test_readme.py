@@ -171,6 +171,14 @@ def test_the_lock_wait_rereads_its_holder_as_often_as_said() -> None:
     assert said and float(said.group(1)) == RELOOK_S
 
 
+def test_a_lock_wait_is_reported_after_the_second_said() -> None:
+    """The README's 'waited a second' before a lock wait is reported is the code's delay."""
+    from chunktune._lock_wait import REPORT_AFTER_S
+
+    assert "A resolve that has waited a second for it says so once" in README
+    assert REPORT_AFTER_S == 1.0
+
+
 def test_the_json_keys_listed_are_those_tune_prints() -> None:
     """The README lists exactly the keys of the object `chunktune tune --json` prints."""
     from chunktune import Decision
