@@ -344,7 +344,9 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     say that the variable named the file), then ``./chunktune.toml``, then built-in
     defaults (the ``balanced`` policy). ``$CHUNKTUNE_CACHE`` overrides
     ``[cache] path`` and ``$CHUNKTUNE_SYSTEM_CACHE`` ``[cache] system_path`` (an empty
-    variable counts as unset).
+    variable counts as unset). The variables are read once, as the call begins: the file
+    and caches they name then are the ones used, and a variable another thread changes
+    meanwhile is the next call's.
 
     Raises:
         ConfigError: the file is missing (when named explicitly), unreadable, not

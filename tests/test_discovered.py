@@ -19,7 +19,7 @@ from _discoveries import counted_loads, late_settings_file, silent_settings_file
 from _forking import run_forked
 
 import chunktune
-from chunktune import _discovered, _recent, _resolve, _settled
+from chunktune import _config, _discovered, _recent, _resolve, _settled
 from chunktune._request import ask
 from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
@@ -140,6 +140,54 @@ def test_what_another_thread_sets_and_sets_back_meanwhile_is_not_remembered(
     monkeypatch.setattr(_discovered, "discover_config", meanwhile)
     _discovered.discovered_settings()
     assert _discovered.discovered_settings().policy == "quick"
+
+
+class _MovedAsRead:
+    """``os`` for a module whose look at the environment is overtaken: as it reads
+    ``$CHUNKTUNE_SYSTEM_CACHE``, the last variable, another thread points
+    ``$CHUNKTUNE_CONFIG`` and ``$CHUNKTUNE_CACHE`` elsewhere (and leaves them there)."""
+
+    def __init__(self, moves: dict[str, str]) -> None:
+        self.moves = moves
+
+    @property
+    def environ(self) -> _MovedAsRead:
+        return self
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        value = os.environ.get(name, default)
+        if name == "CHUNKTUNE_SYSTEM_CACHE" and self.moves:
+            os.environ.update(self.moves)
+            self.moves = {}
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
+@pytest.mark.parametrize("named", [pytest.param(True, id="file"), pytest.param(False, id="none")])
+@pytest.mark.parametrize("load", ["discovered", "load_settings"])
+def test_a_variable_changed_as_they_are_read_is_the_next_calls(
+    config: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch, load: str, named: bool
+) -> None:
+    """A call reads the file and cache named as it began; a variable moved meanwhile, the next."""
+    other = isolated / "other.toml"
+    other.write_text('policy = "seed"\n[log]\nstderr = "never"\n')
+    first_cache = os.environ["CHUNKTUNE_CACHE"]
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(config))  # undone at the end, moved or not
+    monkeypatch.setenv("CHUNKTUNE_CACHE", first_cache)
+    if not named:  # built-in defaults at first
+        monkeypatch.delenv("CHUNKTUNE_CONFIG")
+    moves = {"CHUNKTUNE_CONFIG": str(other), "CHUNKTUNE_CACHE": str(isolated / "other.json")}
+    module = _discovered if load == "discovered" else _config
+    monkeypatch.setattr(module, "os", _MovedAsRead(moves))
+    call = _discovered.discovered_settings if load == "discovered" else chunktune.load_settings
+    first = call()
+    began = ("quick", str(config)) if named else ("balanced", None)
+    assert (first.policy, first.source, first.cache.path) == (*began, first_cache)
+    second = call()
+    assert (second.policy, second.source) == ("seed", str(other))
+    assert second.cache.path == str(isolated / "other.json")
 
 
 def test_a_file_named_relative_to_the_folder_is_read_where_it_was_found(
