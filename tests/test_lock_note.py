@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -9,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from chunktune._lock_note import read_note, write_note
+import chunktune
+from chunktune import _lock_note
+from chunktune._lock_note import note_path, read_note, write_note
+from chunktune._locks import Lock, key_lock
+from chunktune.sim import Noise, SimulatedWorkload
 
 
 def test_a_shorter_note_written_over_a_longer_one_is_read_whole(tmp_path: Path) -> None:
@@ -80,3 +85,62 @@ def test_a_named_pipe_at_the_note_is_read_as_no_note_whatever_it_holds(tmp_path:
         assert read_note(path) is None
     finally:
         os.close(feeder)
+
+
+def test_a_lock_whose_note_is_a_folder_is_held_and_let_go_unnamed(tmp_path: Path) -> None:
+    """A folder where the note goes: the lock is still taken, names no holder, and let go."""
+    lock = key_lock(tmp_path / "k.lock")
+    lock.holder_path.mkdir()
+    assert lock.try_acquire()
+    try:
+        assert lock.holder() is None
+        assert not key_lock(tmp_path / "k.lock").try_acquire()
+    finally:
+        lock.release()
+    again = key_lock(tmp_path / "k.lock")
+    assert again.try_acquire()
+    again.release()
+
+
+def test_a_note_this_process_may_not_write_over_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A note that refuses this process's write (another user's) is removed and written anew."""
+    path = tmp_path / "k.lock.holder"
+    path.write_text(json.dumps({"pid": 1, "since": 0.0}))
+    real, refused = _lock_note._write, []
+
+    def refusing(at: Path, text: str) -> None:
+        if not refused:
+            refused.append(at)
+            raise PermissionError(errno.EACCES, "Permission denied", str(at))
+        real(at, text)
+
+    monkeypatch.setattr(_lock_note, "_write", refusing)
+    write_note(path)
+    holder = read_note(path)
+    assert refused and holder is not None and holder.pid == os.getpid()
+
+
+@pytest.mark.parametrize("how", ["folder", "refused"])
+def test_a_sweep_whose_notes_cannot_be_written_still_answers_and_stores(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """With no lock note writable a miss is still measured and stored, its locks let go."""
+    sweep = isolated / "sweep.lock"
+    if how == "folder":
+        note_path(sweep).mkdir()
+    else:
+
+        def refused(at: Path, text: str) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied", str(at))
+
+        monkeypatch.setattr(_lock_note, "_write", refused)
+    costs = SimulatedWorkload.from_layout("blocked", num_envs=256, nthread=4).costs
+    workload = SimulatedWorkload(costs, nthread=4, noise=Noise(sigma=0.01))
+    first = chunktune.resolve_sync(workload)
+    assert first.source == "benchmark"
+    assert chunktune.resolve_sync(workload).source == "cache"
+    after = Lock(sweep, what="the sweep lock", degrade="none")
+    assert after.try_acquire()
+    after.release()
