@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,98 @@ def test_a_file_system_that_refuses_modes_still_gets_the_write(
     target = tmp_path / "cache.json"
     write_atomic(target, b"new")
     assert target.read_bytes() == b"new"
+
+
+def test_a_symlink_loop_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """write_atomic of a link that loops raises OSError and leaves the link, no temporary."""
+    loop = tmp_path / "c.json"
+    loop.symlink_to(loop)
+    with pytest.raises(OSError):
+        write_atomic(loop, b"new")
+    assert loop.is_symlink() and [p.name for p in tmp_path.iterdir()] == ["c.json"]
+
+
+def test_the_data_is_synced_before_the_file_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_atomic fsyncs the temporary file before it renames it over the target."""
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync-file" if stat.S_ISREG(os.fstat(fd).st_mode) else "fsync-folder")
+        real_fsync(fd)
+
+    def replace(src: str, dst: Path) -> None:
+        calls.append("replace")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomic(tmp_path / "c.json", b"new")
+    assert calls[:2] == ["fsync-file", "replace"]
+    assert (tmp_path / "c.json").read_bytes() == b"new"
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left"), KeyboardInterrupt()])
+def test_a_write_stopped_midway_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> None:
+    """An error or a Ctrl-C during the write raises, keeps the old file, removes the temporary."""
+    path = tmp_path / "c.json"
+    path.write_bytes(b"old")
+
+    def failing(fd: int) -> None:
+        raise error
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(type(error)):
+        write_atomic(path, b"new")
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["c.json"]
+
+
+def test_checking_a_link_into_a_folder_that_is_gone_fails_as_the_write_would(
+    tmp_path: Path,
+) -> None:
+    """check_writable of a link whose target's folder is gone raises, as write_atomic does."""
+    link = tmp_path / "c.json"
+    link.symlink_to(tmp_path / "gone" / "c.json")
+    with pytest.raises(OSError):
+        write_atomic(link, b"new")
+    with pytest.raises(OSError):
+        check_writable(link)
+
+
+def test_checking_a_place_leaves_nothing_there(tmp_path: Path) -> None:
+    """check_writable makes its temporary file and removes it: the folder is as it was."""
+    (tmp_path / "c.json").write_bytes(b"old")
+    check_writable(tmp_path / "c.json")
+    check_writable(tmp_path / "new.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["c.json"]
+
+
+def test_what_only_looks_like_a_stale_temporary_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No random part, a symbolic link, or exactly the limit's age: not a dead writer's."""
+    path = tmp_path / "c.json"
+    now = 1_000_000_000.0
+    bare = tmp_path / ".c.json..tmp"
+    link = tmp_path / ".c.json.ab12cd34.tmp"
+    edge = tmp_path / ".c.json.ef56gh78.tmp"
+    target = tmp_path / "target"
+    for file in (bare, target):
+        file.write_text("kept")
+        os.utime(file, (now - 1000, now - 1000))
+    link.symlink_to(target)
+    os.utime(link, (now - 1000, now - 1000), follow_symlinks=False)
+    edge.write_text("just now")
+    os.utime(edge, (now - 300, now - 300))
+    monkeypatch.setattr(chunktune._atomic, "time", types.SimpleNamespace(time=lambda: now))
+    assert remove_stale_temps(path, older_than_s=300) == 0
+    assert bare.exists() and link.is_symlink() and target.exists() and edge.exists()
+
+
+def test_a_folder_that_is_gone_has_no_stale_temporaries(tmp_path: Path) -> None:
+    """remove_stale_temps beside a path whose folder does not exist removes none, raises nothing."""
+    assert remove_stale_temps(tmp_path / "gone" / "c.json") == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import datetime
 import json
 import re
 import tomllib
@@ -231,3 +232,27 @@ def test_digits_counts_an_int_past_the_limit_exactly() -> None:
     for n in (1, 2, 17, 4300, 4301, 20000):
         assert (digits(10 ** (n - 1)), digits(10**n - 1), digits(-(10**n))) == (n, n, n + 1)
     assert digits(0) == 1
+
+
+def test_jsoned_shows_a_character_outside_ascii_as_written() -> None:
+    """jsoned spells é and 快 as a JSON file holds them, not as \\u escapes."""
+    assert jsoned(["é", "快"]) == '["é", "快"]'
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("a\\b", r'"a\\b"', id="backslash"),
+        pytest.param(False, "false", id="false"),
+        pytest.param(True, "true", id="true"),
+        pytest.param(float("-inf"), "-inf", id="minus-inf"),
+        pytest.param(float("inf"), "inf", id="inf"),
+        pytest.param(tuple(range(10)), "[0, 1, 2, 3, 4, 5, ...]", id="long-tuple"),
+        pytest.param((1, 2), "[1, 2]", id="short-tuple"),
+        pytest.param(datetime.time(7, 30), "07:30:00", id="time"),
+        pytest.param(datetime.date(2026, 12, 4), "2026-12-04", id="date"),
+    ],
+)
+def test_spelled_writes_scalars_and_arrays_as_toml_does(value: object, expected: str) -> None:
+    """spelled writes backslashes, booleans, infinities, tuples and times as TOML spells them."""
+    assert spelled(value) == expected
