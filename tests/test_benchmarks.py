@@ -20,6 +20,7 @@ import pytest
 from _holders import holding
 from _pools import remembering
 
+from chunktune import load_settings
 from chunktune._lock_files import sweep_lock_path
 from chunktune._trace import Trace, dump_trace
 from chunktune.sim import LAYOUTS, Noise, ReplayWorkload, SimulatedWorkload
@@ -42,7 +43,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
     try:
         names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
         names += ("device_landscapes", "unseen", "needle", "replay_fidelity", "adversary")
-        names += ("novel",)
+        names += ("novel", "burst_pairs")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -830,3 +831,18 @@ def test_a_live_choice_that_bursts_slow_is_judged_by_what_a_trainer_pays(
     (check,) = [c for c in report.check_targets([], [], [live]) if "slower" in c.target]
     assert not check.met and check.value == pytest.approx(-m.paid)
     assert "paid" in report.live_table([live])
+
+
+def test_burst_pairs_tells_a_typical_gain_from_a_paid_loss(bench: dict[str, ModuleType]) -> None:
+    """gains: trimmed says faster, sums slower; resampled: the confirmation holds it back."""
+    bp = bench["burst_pairs"]
+    native = np.full(50, 0.010)
+    size = np.where(np.arange(50) % 5 == 4, 0.014, 0.0097)
+    g = bp.gains(native, size)
+    assert g["trimmed"] > 0.02 and g["median"] > 0.02
+    assert g["mean"] < 0 and g["paid"] < -0.01
+    policy = load_settings(None).get_policy("balanced")
+    alone, confirmed = bp.resampled(native, size, trials=50, policy=policy)
+    assert alone > 0.5 and confirmed < alone
+    steady = 0.0095 * np.exp(np.random.default_rng(0).normal(0, 0.01, 50))
+    assert bp.resampled(native, steady, trials=20, policy=policy) == (1.0, 1.0)
