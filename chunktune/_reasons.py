@@ -103,13 +103,16 @@ def confirmed(
     )
 
 
-def _typical_only(v: Confirmation, margin: float) -> bool:
+def _typical_only(v: Confirmation, p: Policy) -> bool:
     """Whether ``v`` passed on its robust estimate and failed only on the plain mean's gain.
 
-    Its interval clear of 0 and its estimate past the margin would have confirmed it,
-    but the mean of every pair fell short: the pairs the trimming drops went against it.
+    On enough pairs to decide, its interval clear of 0 and its estimate past the margin
+    would have confirmed it, but the mean of every pair fell short: the pairs the
+    trimming drops went against it.
     """
-    return v.mean_gain is not None and v.mean_gain < margin <= v.gain and v.ci[0] > 0
+    if v.mean_gain is None or v.pairs < p.confirm_min_pairs:
+        return False
+    return v.mean_gain < p.margin <= v.gain and v.ci[0] > 0
 
 
 def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | None = None) -> str:
@@ -132,7 +135,7 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | No
             f"but what was left of the budget paid for fewer than the "
             f"{p.confirm_min_pairs} pairs of calls needed to confirm it against native"
         )
-    elif _typical_only(v, p.margin):
+    elif _typical_only(v, p):
         why = (
             f"measured {measured} in the typical pair but {pct(v.mean_gain or 0.0)} on "
             f"average, short of the {pct(p.margin)} margin: its slowest calls lose more "

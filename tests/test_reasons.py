@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+import attrs
+
 from chunktune._confirm import Confirmation
 from chunktune._policy import Policy
 from chunktune._reasons import confirmed, kept, pct, too_noisy
@@ -78,3 +80,19 @@ def test_the_noise_gate_gives_the_gain_at_stake_as_a_fraction_of_natives_time() 
     """The gate's gain is a log ratio: a size taking 0.9 of native's time is 10.0% faster."""
     reason = too_noisy(sigma=0.1, gain=math.log(1 / 0.9), needed=40.2, afford=12)
     assert "confirming a 10.0% gain would take about 41 pairs of calls" in reason
+
+
+def test_a_typical_gain_the_mean_held_back_is_named_only_on_enough_pairs() -> None:
+    """'in the typical pair but ... on average' needs confirm_min_pairs pairs; fewer, no."""
+    held = Confirmation("inconclusive", 16, 0.03, (0.01, 0.05), 0.03, mean_gain=-0.02)
+    assert kept(43, 12, held, Policy()).endswith(
+        "16 fresh pairs of calls against native measured 3.0% (1.0% to 5.0%) in the typical "
+        "pair but -2.0% on average, short of the 1.0% margin: its slowest calls lose more "
+        "than native's"
+    )
+    cut = attrs.evolve(held, pairs=2)  # the budget ended it before the first look
+    assert kept(43, 12, cut, Policy()).endswith(
+        "2 fresh pairs of calls against native could not confirm a gain: 3.0% (1.0% to 5.0%)"
+    )
+    steady = attrs.evolve(held, mean_gain=0.02)  # the mean clears the margin: not this
+    assert "typical pair" not in kept(43, 12, steady, Policy())
