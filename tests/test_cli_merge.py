@@ -247,3 +247,18 @@ def test_the_summary_counts_what_out_holds_now_entries_from_before_too(
     n1 = host(isolated / "n1.json", own1=entry(4))
     assert main(["cache", "merge", str(n1), "-o", str(out_file)]) == 0
     assert "1 added, 0 replaced" in (out := capsys.readouterr().out) and "2 entries now" in out
+
+
+def test_one_job_s_entries_under_two_policies_are_named_apart(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replaced and kept lines name a job's two policies' keys as `cache list` does, not alike."""
+    job = "0123456789abcdef0123"
+    k1, k2 = f"{job}.aaaaaaaaaaaa", f"{job}.bbbbbbbbbbbb"
+    old = host(isolated / "old.json", **{k1: entry(4, age_s=600), k2: entry(4, age_s=60)})
+    new = host(isolated / "new.json", **{k1: entry(8, age_s=300), k2: entry(8, age_s=900)})
+    out_file = isolated / "out.json"
+    assert main(["cache", "merge", str(old), str(new), "-o", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert f"replaced 0123456789ab.aaaaaa: {new}'s entry is newer than {old}'s" in out
+    assert f"kept 0123456789ab.bbbbbb from {old}: {new}'s entry is not newer" in out

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import Counter
-from collections.abc import Iterable
 
 from rich import box
 from rich.table import Table
@@ -14,7 +12,6 @@ from rich.table import Table
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
 from .._cache_format import encode, suffix_format
-from .._cache_legacy import LEGACY_PREFIX
 from .._errors import CacheError, InvalidArgumentError
 from .._shown import spelled
 from ._common import (
@@ -29,6 +26,7 @@ from ._common import (
     open_cache,
     output_file,
     same_file,
+    short_keys,
     table_console,
     warn_skipped,
 )
@@ -118,7 +116,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no entries in {cache.path}")
         return EXIT_OK
-    short = _short_keys(entries)
+    short = short_keys(entries)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     # the key is what `cache show` takes: never cut, however narrow the terminal
     table.add_column("key", no_wrap=True, min_width=max(map(len, short.values())))
@@ -154,23 +152,6 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _short_keys(keys: Iterable[str]) -> dict[str, str]:
-    """Each key as ``cache list`` shows it: 12 characters, and where one workload has
-    entries under several policies, a dot and the start of each's policy hash too."""
-    keys = list(keys)
-    heads = Counter(k[:12] for k in keys if not k.startswith(LEGACY_PREFIX))
-    short = {}
-    for key in keys:
-        if key.startswith(LEGACY_PREFIX):
-            short[key] = key[: len(LEGACY_PREFIX) + 12]
-        elif heads[key[:12]] > 1:
-            base, _, policy = key.rpartition(".")
-            short[key] = f"{base[:12]}.{policy[:6]}"
-        else:
-            short[key] = key[:12]
-    return short
-
-
 def _matches(key: str, prefix: str) -> bool:
     """Whether ``prefix`` names ``key``: its start, or (``base.policy``) the start of each part."""
     if key.startswith(prefix):
@@ -193,7 +174,7 @@ def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
             f"no cache entry's key starts with {spelled(prefix)} (see `chunktune cache list`)"
         )
     if len(matches) > 1:
-        short = _short_keys(matches)
+        short = short_keys(matches)
         listed = ", ".join(short[k] for k in matches[:8])
         more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
         raise InvalidArgumentError(
@@ -321,7 +302,7 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     incoming, kind = parsed.entries, parsed.kind
     warn_skipped(parsed, source)
     report = cache.merge(incoming)
-    short = _short_keys(incoming)  # as `cache list` shows them: a legacy key whole
+    short = short_keys(incoming)  # as `cache list` shows them: a legacy key whole
     for key in report.replaced:
         print(f"replaced {short[key]}: the imported entry is newer")
     for key in report.kept:

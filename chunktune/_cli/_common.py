@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -14,6 +16,7 @@ from rich.table import Table
 
 from .._cache import DecisionCache
 from .._cache_format import ParsedCache
+from .._cache_legacy import LEGACY_PREFIX
 from .._config import load_settings
 from .._errors import ConfigError, InvalidArgumentError, OutputError
 from .._keys import cache_for
@@ -44,6 +47,7 @@ __all__ = [
     "output_file",
     "same_file",
     "say",
+    "short_keys",
     "table_console",
     "warn",
     "warn_skipped",
@@ -324,3 +328,20 @@ def exists(path: Path) -> bool:
         return path.exists()
     except OSError:  # a name too long, say
         return False
+
+
+def short_keys(keys: Iterable[str]) -> dict[str, str]:
+    """Each key as ``cache list`` shows it: 12 characters, and where one workload has
+    entries under several policies, a dot and the start of each's policy hash too."""
+    keys = list(keys)
+    heads = Counter(k[:12] for k in keys if not k.startswith(LEGACY_PREFIX))
+    short = {}
+    for key in keys:
+        if key.startswith(LEGACY_PREFIX):
+            short[key] = key[: len(LEGACY_PREFIX) + 12]
+        elif heads[key[:12]] > 1:
+            base, _, policy = key.rpartition(".")
+            short[key] = f"{base[:12]}.{policy[:6]}"
+        else:
+            short[key] = key[:12]
+    return short

@@ -23,6 +23,7 @@ from ._common import (
     open_cache,
     output_file,
     same_file,
+    short_keys,
     warn_skipped,
 )
 
@@ -98,10 +99,13 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
             done = ", ".join(merged)
             raise CacheError(f"{exc}; {done} had been merged before it failed") from exc
         merged.append(name)
+        short = short_keys(parsed.entries)  # as `cache list` shows them: one job's policies apart
         for key in report.replaced:
-            print(f"replaced {key[:12]}: {name}'s entry is newer than {origin.get(key, before)}'s")
+            print(
+                f"replaced {short[key]}: {name}'s entry is newer than {origin.get(key, before)}'s"
+            )
         for key in report.kept:
-            print(f"kept {key[:12]} from {origin.get(key, before)}: {name}'s entry is not newer")
+            print(f"kept {short[key]} from {origin.get(key, before)}: {name}'s entry is not newer")
         for key in (*report.added, *report.replaced):
             origin[key] = name
         totals["added"] += len(report.added)
