@@ -20,7 +20,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError, InvalidArgumentError
-from ._policy import Policy
+from ._policy import Policy, given_policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
 from ._shown import shown, spelled
 from ._validators import one_of
@@ -246,13 +246,7 @@ def dump_policy(policy: Policy) -> str:
     Raises:
         InvalidArgumentError: ``policy`` is not a :class:`chunktune.Policy` (a name, say).
     """
-    if not isinstance(policy, Policy):
-        raise InvalidArgumentError(
-            f"dump_policy takes a chunktune.Policy, got {shown(policy)} "
-            f"({type(policy).__name__}); look a name up with "
-            "chunktune.load_settings().get_policy(name)"
-        )
-    return tomli_w.dumps(unstructure_policy(policy))
+    return tomli_w.dumps(unstructure_policy(given_policy(policy, "dump_policy")))
 
 
 def dump_settings(settings: Settings) -> str:

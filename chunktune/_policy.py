@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args
 import attrs
 
 from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
-from ._errors import ConfigError
+from ._errors import ConfigError, InvalidArgumentError
 from ._shown import bound, shown, spelled
 from ._validators import boolean, choice, integer, number, plain_numbers, text
 
@@ -33,6 +33,7 @@ __all__ = [
     "Estimator",
     "Policy",
     "TieBreak",
+    "given_policy",
 ]
 
 Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]
@@ -309,3 +310,18 @@ def _identity(record: Any) -> dict[str, Any]:
 _BALANCED_SEARCH = {
     k: v for k, v in _identity(BalancedCandidates()).items() if k != "max_candidates"
 }
+
+
+def given_policy(value: object, what: str) -> Policy:
+    """``value``, checked to be a :class:`Policy` where ``what`` (a function) takes one.
+
+    Raises:
+        InvalidArgumentError: ``value`` is not a Policy (a preset's name, say), with how to
+            look one up.
+    """
+    if not isinstance(value, Policy):
+        raise InvalidArgumentError(
+            f"{what} takes a chunktune.Policy, got {shown(value)} ({type(value).__name__}); "
+            "look a name up with chunktune.load_settings().get_policy(name)"
+        )
+    return value

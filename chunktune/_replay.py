@@ -63,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
-from ._policy import Policy
+from ._policy import Policy, given_policy
 from ._shown import shown
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict
@@ -318,13 +318,8 @@ class ReplayWorkload(CountedCalls):
         Raises:
             InvalidArgumentError: ``policy`` is not a :class:`chunktune.Policy` (a name, say).
         """
-        if not isinstance(policy, Policy):
-            raise InvalidArgumentError(
-                f"policy must be a chunktune.Policy, got {shown(policy)} "
-                f"({type(policy).__name__}); look a name up with "
-                "chunktune.load_settings().get_policy(name)"
-            )
-        return [c for c in may_probe(policy, self.num_envs, self.nthread) if c not in self._index]
+        probed = may_probe(given_policy(policy, "unrecorded()"), self.num_envs, self.nthread)
+        return [c for c in probed if c not in self._index]
 
     def run(self, chunk_size: int | None) -> float:
         """One replayed call: this size at the current point of the walk through the recorded noise.
