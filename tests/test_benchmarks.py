@@ -11,7 +11,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import attrs
@@ -846,3 +846,121 @@ def test_burst_pairs_tells_a_typical_gain_from_a_paid_loss(bench: dict[str, Modu
     assert alone > 0.5 and confirmed < alone
     steady = 0.0095 * np.exp(np.random.default_rng(0).normal(0, 0.01, 50))
     assert bp.resampled(native, steady, trials=20, policy=policy) == (1.0, 1.0)
+
+
+def _live(measure: ModuleType, chunk: int | None, gain: float, **more: Any) -> Any:
+    """A live row of case "u" whose re-measurement found ``gain`` (and ``more``)."""
+    fields: dict[str, Any] = dict(
+        case="u", nthread=2, num_envs=64, policy="balanced", tune=0, chunk_size=chunk,
+        native_chunk=3, claimed_gain=0.03, claimed_ci=(0.01, 0.05), partial=False,
+        probe_seconds=1.0, sweep_wall_s=1.0, reason="r", measured_gain=gain,
+        measured_low=gain - 0.01, measured_high=gain + 0.01, best_known=8,
+        best_known_gain=0.03, best_known_ci=(0.02, 0.04), rounds=20, hog=False, uneven=False,
+    )  # fmt: skip
+    return measure.LiveRow(**(fields | more))
+
+
+def _slower(report: ModuleType, rows: list[Any]) -> Any:
+    (check,) = [c for c in report.check_targets([], [], rows) if "slower" in c.target]
+    return check
+
+
+@pytest.mark.parametrize(
+    ("rows", "value", "met"),
+    [
+        pytest.param([(8, 0.02, -0.05), (16, -0.01, 0.01)], 0.05, False, id="paid-worst"),
+        pytest.param([(8, -0.06, 0.01), (16, 0.02, 0.02)], 0.06, False, id="trimmed-worst"),
+        pytest.param([(8, 0.02, -0.01)], 0.01, True, id="paid-at-the-limit"),
+        pytest.param([(8, -0.005, math.nan)], 0.005, True, id="no-paid-figure"),
+    ],
+)  # fmt: skip
+def test_the_live_target_takes_each_choice_s_worse_gain_and_the_worst_choice(
+    bench: dict[str, ModuleType], rows: list[tuple[int, float, float]], value: float, met: bool
+) -> None:
+    """'none > 1% slower': the worst row by the lower of trimmed and paid gain; 1% itself is met."""
+    measure, report = bench["measure"], bench["report"]
+    check = _slower(report, [_live(measure, c, g, measured_paid=p) for c, g, p in rows])
+    assert (check.value, check.met) == (pytest.approx(value), met)
+
+
+def test_the_live_target_and_table_show_each_choice_s_paid_gain(
+    bench: dict[str, ModuleType],
+) -> None:
+    """The evidence and the paid column give a size's paid gain; native's and a missing one '-'."""
+    measure, report = bench["measure"], bench["report"]
+    rows = [
+        _live(measure, 8, 0.02, measured_paid=-0.0416),
+        _live(measure, None, 0.0, measured_paid=0.0),
+        _live(measure, 16, 0.01),  # a row from before the paid figure
+    ]
+    assert math.isnan(rows[2].measured_paid)
+    assert _slower(report, rows).evidence == (
+        "8 +2.00% (paid -4.16%); native +0.00% (paid -); 16 +1.00% (paid -)"
+    )
+    lines = report.live_table(rows).splitlines()
+    end = lines[0].index("  paid  ") + len("  paid")  # the column is right-aligned
+    assert [line[:end].split()[-1] for line in lines[2:]] == ["-4.16%", "-", "-"]
+
+
+class _Counting:
+    """Every size 10 ms a call; counts the calls of each size."""
+
+    num_envs, nthread = 64, 2
+
+    def __init__(self) -> None:
+        self.calls: dict[int | None, int] = {}
+
+    def run(self, chunk_size: int | None) -> float:
+        self.calls[chunk_size] = self.calls.get(chunk_size, 0) + 1
+        return 0.010
+
+
+def test_remeasure_runs_each_size_once_a_round_after_one_warm_up_and_pays_them_all(
+    bench: dict[str, ModuleType],
+) -> None:
+    """remeasure: rounds + 1 calls a size, the warm-up unpaid; a Measured without paid: NaN."""
+    measure = bench["measure"]
+    fake = _Counting()
+    out = measure.remeasure(fake, [4, 8], 7)
+    assert fake.calls == {None: 8, 4: 8, 8: 8}
+    assert [out[c].paid for c in (None, 4, 8)] == [0.0, 0.0, 0.0]
+    assert math.isnan(measure.Measured(gain=0.0, low=0.0, high=0.0, rounds=1).paid)
+
+
+def test_burst_pairs_gains_are_the_four_figures_of_the_paired_rounds(
+    bench: dict[str, ModuleType],
+) -> None:
+    """gains: trimmed mean, mean and median of the log ratios, and 1 - the ratio of the sums."""
+    native = np.full(5, 0.010)
+    size = np.array([0.0097, 0.0097, 0.014, 0.0097, 0.0097])
+    logs = np.log(size / native)
+    assert bench["burst_pairs"].gains(native, size) == pytest.approx(
+        {
+            "trimmed": 0.03,  # a fifth dropped at each end: the 0.97s are left
+            "mean": -math.expm1(float(np.mean(logs))),
+            "median": 0.03,
+            "paid": 1 - 0.0528 / 0.05,
+        }
+    )
+
+
+class _TunableBurstHit(_BurstHitFake):
+    """_BurstHitFake as a workload resolve can tune: a signature, and a close for live_rows."""
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "burst-hit-fake"}
+
+    def close(self) -> None:
+        pass
+
+
+def test_live_rows_carry_each_choice_s_paid_gain(bench: dict[str, ModuleType]) -> None:
+    """live_rows' row has its choice's paid gain from the re-measurement (native's is 0)."""
+    measure = bench["measure"]
+    fake = _TunableBurstHit()
+    case = SimpleNamespace(name="u", build=lambda nthread: fake, known_good=(8,), uneven=False)
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced"])
+    (row,) = measure.live_rows(case, policies, settings, nthread=2, tunes=1, rounds=10)
+    assert not math.isnan(row.measured_paid)
+    assert row.chunk_size is not None or row.measured_paid == 0.0

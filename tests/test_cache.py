@@ -19,7 +19,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import filelock
@@ -2296,3 +2296,10 @@ def test_changes_that_are_no_mapping_are_an_invalid_argument_naming_them(
     cache = DecisionCache(tmp_path / "c.json")
     with pytest.raises(InvalidArgumentError, match=r"expected a mapping .* got \[.*\] \(list\)"):
         getattr(cache, method)([("k", entry())])
+
+
+def test_changes_in_any_mapping_are_stored(tmp_path: Path) -> None:
+    """update() takes any Mapping (a read-only MappingProxyType too), not only a dict."""
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.update(MappingProxyType({"mine": entry()}))
+    assert list(DecisionCache(tmp_path / "c.json").entries()) == ["mine"]

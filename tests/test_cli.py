@@ -486,7 +486,8 @@ def test_plot_of_an_unstable_model_tells_mujocos_warnings_as_chunktune_lines(
     assert all(line.startswith("chunktune: ") for line in err.splitlines()), err[:2000]
     assert re.search(
         r"^chunktune: warning: MuJoCo warned \d+ times while timing each env for the plot "
-        r"\(first: Nan, Inf or huge value in QACC",
+        r"\(first: Nan, Inf or huge value in QACC.*\); the plot's balance bound is of the model "
+        r"as it behaves, warnings and all$",
         err,
         flags=re.M,
     ), err[:2000]
@@ -2369,3 +2370,14 @@ def test_with_stderr_closed_an_error_naming_an_undecodable_file_still_exits_2(
         preexec_fn=lambda: os.close(2),
     )
     assert result.returncode == 2
+
+
+def test_cache_export_to_a_dash_writes_what_export_to_a_json_file_writes(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache export -` puts on stdout exactly the bytes `cache export x.json` writes, no more."""
+    fill(env["cache"], {"a" * 32: entry(1.0, 4), "b" * 32: entry(2.0, None)})
+    assert main(["cache", "export", str(tmp_path / "x.json")]) == 0
+    capsys.readouterr()
+    assert main(["cache", "export", "-"]) == 0
+    assert capsys.readouterr().out == (tmp_path / "x.json").read_text()

@@ -54,12 +54,13 @@ def test_each_preset_dumps_and_reloads_equal(name: str) -> None:
         pytest.param(dump_policy, {"margin": 0.02}, "(dict)", id="policy-dict"),
         pytest.param(dump_settings, None, "None (NoneType)", id="settings-None"),
         pytest.param(dump_settings, "chunktune.toml", "'chunktune.toml' (str)", id="settings-path"),
+        pytest.param(dump_settings, Policy(), "(Policy)", id="settings-policy"),
     ],
 )
 def test_dumping_what_is_no_record_raises_naming_it(
     dump: object, value: object, named: str
 ) -> None:
-    """dump_policy / dump_settings of a name, dict or None raise InvalidArgumentError naming it."""
+    """dump_policy / dump_settings of a name, dict, None or the other record raise naming it."""
     assert callable(dump)
     with pytest.raises(InvalidArgumentError, match=re.escape(named)) as raised:
         dump(value)

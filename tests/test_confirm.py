@@ -402,3 +402,12 @@ def test_a_coarse_size_that_bursts_slow_is_not_chosen_and_a_steady_one_is(seed: 
     assert hit.choice.chunk_size is None or hit.choice.chunk_size < 43
     steady = sweep(BurstHit(bursts=False, seed=seed), sizes, pol)
     assert steady.choice.chunk_size is not None and steady.choice.chunk_size >= 43
+
+
+def test_a_confirmation_on_no_pairs_has_no_mean_gain() -> None:
+    """mean_gain is None before any pair: judged on none, or a plan too short to measure."""
+    v = judge([], prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16, final=True)  # fmt: skip
+    assert (v.outcome, v.pairs, v.mean_gain) == ("inconclusive", 0, None)
+    short, cut = confirm(ScriptedProbe([0.97]), plan=2)
+    assert (short.outcome, short.pairs, short.mean_gain, cut) == ("inconclusive", 0, None, False)

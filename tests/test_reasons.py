@@ -6,6 +6,7 @@ import math
 import re
 
 import attrs
+import pytest
 
 from chunktune._confirm import Confirmation
 from chunktune._policy import Policy
@@ -96,3 +97,33 @@ def test_a_typical_gain_the_mean_held_back_is_named_only_on_enough_pairs() -> No
     )
     steady = attrs.evolve(held, mean_gain=0.02)  # the mean clears the margin: not this
     assert "typical pair" not in kept(43, 12, steady, Policy())
+
+
+_HELD = Confirmation("inconclusive", 16, 0.03, (0.01, 0.05), 0.03, mean_gain=-0.02)
+
+
+@pytest.mark.parametrize(
+    ("changes", "policy", "typical"),
+    [
+        pytest.param({}, Policy(), True, id="held-back"),
+        pytest.param({"mean_gain": 0.01}, Policy(), False, id="mean-at-the-margin"),
+        pytest.param({"gain": 0.01}, Policy(), True, id="trimmed-at-the-margin"),
+        pytest.param({"gain": 0.005, "ci": (0.001, 0.01)}, Policy(), False, id="trimmed-short"),
+        pytest.param({"ci": (0.0, 0.05)}, Policy(), False, id="interval-at-0"),
+        pytest.param({"ci": (-0.01, 0.05)}, Policy(), False, id="interval-across-0"),
+        pytest.param({"pairs": 4}, Policy(), True, id="at-min-pairs"),
+        pytest.param({"mean_gain": 0.015}, Policy(margin=0.02), True, id="policy-margin"),
+        pytest.param({"mean_gain": 0.025}, Policy(margin=0.02), False, id="mean-past-its-margin"),
+    ],
+)  # fmt: skip
+def test_the_typical_pair_reason_needs_every_test_passed_but_the_mean(
+    changes: dict[str, object], policy: Policy, typical: bool
+) -> None:
+    """'in the typical pair' only where the interval clears 0 and the trimmed gain the margin."""
+    reason = kept(43, 12, attrs.evolve(_HELD, **changes), policy)
+    assert ("in the typical pair but " in reason) is typical
+    if typical:
+        assert reason.endswith(
+            f"on average, short of the {pct(policy.margin)} margin: its slowest calls lose "
+            "more than native's"
+        )

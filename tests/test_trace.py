@@ -551,3 +551,4 @@ def test_a_recorded_trace_s_repr_counts_its_samples_rather_than_listing_them() -
     assert f"samples=<{len(trace.samples)} sizes from 1 to {max(trace.samples)}>" in text
     assert repr(trace.samples[1][0]) not in text
     assert repr(Trace(num_envs=4, nthread=2, rounds=1, samples={})).count("samples={}") == 1
+    assert "order=()" in repr(Trace(num_envs=4, nthread=2, rounds=1, samples={}))
