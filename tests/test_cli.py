@@ -848,7 +848,6 @@ def test_cache_clear_asks_on_the_terminal_while_its_stdout_goes_to_a_file(
         stdin_tty=True,
         typed=typed,
         typed_after=question,
-        timeout=20,
     )
     assert done.returncode == 0, done.screen
     assert question in done.screen
@@ -882,9 +881,7 @@ def test_sigint_at_the_cache_clear_question_on_a_terminal_says_interrupted_on_it
     """SIGINT while `cache clear` waits at a terminal: the question's line ends, exit 130."""
     cache = fill(env["cache"], {"a" * 32: entry(1.0)})
     question = f"Delete the 1 entry from {env['cache']}? [y/N] "
-    done = run_on_terminal(
-        "cache", "clear", term="xterm", stdin_tty=True, interrupt_after=question, timeout=20
-    )
+    done = run_on_terminal("cache", "clear", term="xterm", stdin_tty=True, interrupt_after=question)
     assert done.returncode == 130, done.screen
     assert done.screen.endswith(f"{question}\nchunktune: interrupted\n"), done.screen
     assert done.stdout == ""
