@@ -493,7 +493,7 @@ async def test_a_cancel_while_the_holder_is_read_leaves_the_read_behind(
 
     def stuck() -> Holder | None:
         entered.set()
-        threading.Event().wait(5)  # a stalled file system (a hang guard: 5 s)
+        threading.Event().wait(15)  # a stalled file system (a hang guard: 15 s)
         finished.set()
         return None
 
