@@ -348,15 +348,13 @@ def remeasure(
     rng = np.random.default_rng(seed)
     field: list[int | None] = [None, *sorted(set(sizes))]
     ev = Evidence(paired=True, estimator="trimmed_mean", trim=0.2)
-    spent = dict.fromkeys(field, 0.0)
     for c in field:  # warm-up
         workload.run(c)
     for r in range(rounds):
         for i in rng.permutation(len(field)):
             c = field[int(i)]
-            seconds = float(workload.run(c))
-            ev.add(c, r, seconds)
-            spent[c] += seconds
+            ev.add(c, r, float(workload.run(c)))
+    spent = {c: sum(ev.seconds[c].values()) for c in field}  # every round's call, paid
     out: dict[int | None, Measured] = {}
     for c in field:
         cmp = ev.compare(c, None)
