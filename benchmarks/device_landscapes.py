@@ -220,6 +220,7 @@ def live(
                     "reason": d.reason,
                     "measured_gain": m.gain,
                     "measured_ci": [m.low, m.high],
+                    "measured_paid": m.paid,
                     "rounds": rounds,
                     "hog": hog,
                     "known": {
@@ -231,7 +232,8 @@ def live(
                 f"live{' (hog)' if hog else ''} {name} T={trace.nthread} tune {k}: "
                 f"chose {d.chunk_size} (native {d.native_chunk}) claimed {d.gain:+.2%}, "
                 f"re-measured {m.gain:+.2%} "
-                f"({m.low:+.2%}..{m.high:+.2%}) over {rounds} rounds; best known "
+                f"({m.low:+.2%}..{m.high:+.2%}), paid {m.paid:+.2%}, "
+                f"over {rounds} rounds; best known "
                 + ", ".join(f"{c}: {measured[c].gain:+.2%}" for c in known)
                 + f"; partial={d.partial}; {d.reason}",
                 flush=True,
