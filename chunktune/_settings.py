@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from ._errors import ConfigError
+from ._errors import ConfigError, InvalidArgumentError
 from ._policy import MAX_LIMIT_S, Policy
 from ._shown import shown, spelled, unprinted
 from ._validators import boolean, choice, number, path_text, plain_numbers, record
@@ -179,7 +179,14 @@ class Settings:
 
         Raises:
             ConfigError: no policy has that name (the message lists the known ones).
+            InvalidArgumentError: ``name`` is neither a str nor None (a Policy, a number).
         """
+        if name is not None and not isinstance(name, str):
+            # the caller's mistake, not a misspelled name: "unknown policy 3" misled
+            raise InvalidArgumentError(
+                f"get_policy takes a policy's name (a str), or None for the active policy, "
+                f"got {shown(name)} ({type(name).__name__})"
+            )
         key = self.policy if name is None else name
         try:
             return self.policies[key]

@@ -16,6 +16,7 @@ from chunktune import (
     ExhaustiveCandidates,
     ExplicitCandidates,
     GeometricCandidates,
+    InvalidArgumentError,
     Policy,
     SeedCandidates,
 )
@@ -372,11 +373,23 @@ def test_a_bad_policies_entry_is_named_for_what_is_wrong_with_it(
         chunktune.Settings(policies=policies, policy="a")
 
 
-def test_a_policy_asked_for_by_a_name_that_is_no_string_is_unknown_like_any_other() -> None:
-    """get_policy(3) is an unknown policy (ConfigError, the known ones listed), not a TypeError."""
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        pytest.param(3, r"3 \(int\)", id="int"),
+        pytest.param(["p"], r"\['p'\] \(list\)", id="list"),
+        pytest.param(Policy(), r"Policy\(.*\) \(Policy\)", id="policy"),
+    ],
+)
+def test_a_policy_asked_for_by_a_name_that_is_no_string_is_a_usage_error(
+    name: object, shown: str
+) -> None:
+    """get_policy(3) is the caller's mistake (InvalidArgumentError naming it), not unknown."""
     settings = _one_policy()
-    with pytest.raises(ConfigError, match=r"^unknown policy 3; known policies: p$"):
-        settings.get_policy(3)  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidArgumentError, match=rf"^get_policy takes a policy's name \(a str\).*, got {shown}$"
+    ):
+        settings.get_policy(name)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
