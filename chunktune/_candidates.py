@@ -89,6 +89,7 @@ class SeedCandidates:
 
     strategy: ClassVar[str] = "seed"
     refinable: ClassVar[bool] = False
+    _invalid_as: ClassVar[str] = "candidates"
     max_candidates: int = attrs.field(default=16, validator=integer(2, 4096))
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:
@@ -128,6 +129,7 @@ class BalancedCandidates:
 
     strategy: ClassVar[str] = "balanced"
     refinable: ClassVar[bool] = True
+    _invalid_as: ClassVar[str] = "candidates"
     max_candidates: int = attrs.field(default=10, validator=integer(2, 4096))
     min_chunks_per_thread: int = attrs.field(default=2, validator=integer(1, 1_000_000))
     k_ratio: float = attrs.field(default=1.35, validator=number(1.0, 16.0, lo_open=True))
@@ -153,6 +155,7 @@ class GeometricCandidates:
 
     strategy: ClassVar[str] = "geometric"
     refinable: ClassVar[bool] = True
+    _invalid_as: ClassVar[str] = "candidates"
     ratio: float = attrs.field(default=2.0, validator=number(1.0, 64.0, lo_open=True))
     max_candidates: int = attrs.field(default=16, validator=integer(2, 4096))
 
@@ -174,6 +177,7 @@ class ExhaustiveCandidates:
 
     strategy: ClassVar[str] = "exhaustive"
     refinable: ClassVar[bool] = True
+    _invalid_as: ClassVar[str] = "candidates"
     max_candidates: int = attrs.field(default=64, validator=integer(2, 4096))
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:
@@ -221,7 +225,10 @@ def _as_size_tuple(value: object) -> tuple[int, ...]:
             int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
             for v in value
         )
-    raise ConfigError(f"{spelled(value)} is not valid for sizes; expected a list of chunk sizes")
+    raise ConfigError(
+        f"{spelled(value)} is not valid for sizes; expected a list of chunk sizes",
+        subject="candidates",
+    )
 
 
 @attrs.frozen(kw_only=True, field_transformer=plain_numbers)
@@ -230,6 +237,7 @@ class ExplicitCandidates:
 
     strategy: ClassVar[str] = "explicit"
     refinable: ClassVar[bool] = False
+    _invalid_as: ClassVar[str] = "candidates"
     sizes: tuple[int, ...] = attrs.field(converter=_as_size_tuple, validator=positive_sizes())
 
     def propose(self, num_envs: int, nthread: int) -> list[int]:

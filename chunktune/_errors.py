@@ -45,29 +45,38 @@ class ConfigError(ChunktuneError, ValueError):
     ``problems`` holds one line per problem found (all of them, not just the
     first), each starting with its dotted TOML path; ``source`` names the file.
     ``asked``: the problem is a name the caller asked for (``resolve(policy=...)``), not
-    the settings', and the message says only that.
+    the settings', and the message says only that. ``subject`` says what is invalid where
+    no file is named: ``"settings"``, or ``"policy"`` for a :class:`~chunktune.Policy`
+    (or a candidate strategy) built in code, which no settings file is to blame for.
     """
 
     def __init__(
-        self, problems: Sequence[str] | str, *, source: str | None = None, asked: bool = False
+        self,
+        problems: Sequence[str] | str,
+        *,
+        source: str | None = None,
+        asked: bool = False,
+        subject: str = "settings",
     ) -> None:
         self.problems: tuple[str, ...] = (
             (problems,) if isinstance(problems, str) else tuple(problems)
         )
         self.source = source
         self.asked = asked
+        self.subject = subject
         super().__init__(self._render())
 
     def __reduce__(self) -> tuple[Any, ...]:
         # the default would call ConfigError(message): the message rendered twice, the
         # problems lost; an error that crosses processes (a Ray task's) must read the same
-        return (_config_error, (self.problems, self.source, self.asked))
+        return (_config_error, (self.problems, self.source, self.asked, self.subject))
 
     def _render(self) -> str:
         if self.asked and len(self.problems) == 1:
             # a name the caller asked for (resolve(policy=...)): the settings are not at fault
             return self.problems[0]
-        where = f"invalid settings in {self.source}" if self.source else "invalid settings"
+        # a file's problems are its settings' (a policy table's too): the file is named
+        where = f"invalid settings in {self.source}" if self.source else f"invalid {self.subject}"
         if len(self.problems) == 1:
             return f"{where}: {self.problems[0]}"
         lines = "\n".join(f"  - {p}" for p in self.problems)
@@ -75,9 +84,9 @@ class ConfigError(ChunktuneError, ValueError):
 
 
 def _config_error(
-    problems: tuple[str, ...], source: str | None, asked: bool = False
+    problems: tuple[str, ...], source: str | None, asked: bool = False, subject: str = "settings"
 ) -> ConfigError:
-    return ConfigError(problems, source=source, asked=asked)
+    return ConfigError(problems, source=source, asked=asked, subject=subject)
 
 
 class WorkloadError(ChunktuneError, TypeError):

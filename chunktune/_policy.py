@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import attrs
 
 from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError, InvalidArgumentError
 from ._shown import bound, shown, spelled
-from ._validators import boolean, choice, integer, number, plain_numbers, text
+from ._validators import boolean, choice, integer, number, plain_numbers, refused, text
 
 __all__ = [
     "ESTIMATORS",
@@ -58,11 +58,12 @@ _RULE = {"rule": True}
 _NOT_IDENTITY = {"identity": False}
 
 
-def _is_strategy(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+def _is_strategy(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, tuple(STRATEGIES.values())):
-        raise ConfigError(
+        raise refused(
+            inst,
             f"{shown(value)} is not valid for {attr.name}; expected a candidate strategy "
-            f"({', '.join(STRATEGIES)})"
+            f"({', '.join(STRATEGIES)})",
         )
 
 
@@ -75,6 +76,8 @@ class Policy:
     from the default policy (a test holds them equal).
     """
 
+    # built in code, a bad field is the policy's ("invalid policy: ..."), not a file's
+    _invalid_as: ClassVar[str] = "policy"
     description: str = attrs.field(default="", validator=text(), metadata=_NOT_IDENTITY)
     enabled: bool = attrs.field(default=True, validator=boolean(), metadata=_NOT_IDENTITY)
     # selection
@@ -190,7 +193,7 @@ class Policy:
                 f"{EXTEND_SHARE:g} ({room:.4g} s), or extend_budget false"
             )
         if problems:
-            raise ConfigError(problems)
+            raise ConfigError(problems, subject=self._invalid_as)
 
     def measurement_fields(self) -> dict[str, Any]:
         """The fields that change what a sweep measures or picks, by name, as JSON values.

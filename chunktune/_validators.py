@@ -2,7 +2,9 @@
 
 They guard the settings classes, so a bad value raises :class:`~chunktune.ConfigError`
 (a ``ValueError``) whether it came from a file or from a constructor call. How a
-value is shown in those messages is ``_shown``'s.
+value is shown in those messages is ``_shown``'s. Built in code, a record says what is
+invalid by its class's ``_invalid_as`` (``"policy"``, ``"candidates"``; else
+``"settings"``); read from a file, the loader names the file and the key instead.
 """
 
 from __future__ import annotations
@@ -29,10 +31,18 @@ __all__ = [
     "plain_numbers",
     "positive_sizes",
     "record",
+    "refused",
     "text",
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def refused(inst: object, message: str) -> ConfigError:
+    """The error for a bad value of a field of ``inst`` (None: no record yet, as the
+    loader checks a file's values): ``invalid policy: ...`` for a Policy built in code,
+    ``invalid settings: ...`` for a settings record."""
+    return ConfigError(message, subject=getattr(type(inst), "_invalid_as", "settings"))
 
 
 def _plain_number(value: object) -> object:
@@ -108,7 +118,7 @@ def number(
     if optional:
         expected += " (or leave it unset)"
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value is None and optional:
             return
         ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -123,7 +133,9 @@ def number(
                 and (hi is None or (x < hi if hi_open else x <= hi))
             )
         if not ok:
-            raise ConfigError(f"{spelled(value)} is not valid for {attr.name}; expected {expected}")
+            raise refused(
+                inst, f"{spelled(value)} is not valid for {attr.name}; expected {expected}"
+            )
 
     return check
 
@@ -132,7 +144,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
     """An int (not a bool) within ``[lo, hi]``."""
     expected = f"an integer {_interval(lo, hi, False, False)}"
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         ok = (
             isinstance(value, int)
             and not isinstance(value, bool)
@@ -140,7 +152,9 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
             and (hi is None or value <= hi)
         )
         if not ok:
-            raise ConfigError(f"{spelled(value)} is not valid for {attr.name}; expected {expected}")
+            raise refused(
+                inst, f"{spelled(value)} is not valid for {attr.name}; expected {expected}"
+            )
 
     return check
 
@@ -148,10 +162,10 @@ def integer(lo: int | None = None, hi: int | None = None) -> Validator:
 def boolean() -> Validator:
     """True or false (not 1, 0 or "yes")."""
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, bool):
-            raise ConfigError(
-                f"{spelled(value)} is not valid for {attr.name}; expected true or false"
+            raise refused(
+                inst, f"{spelled(value)} is not valid for {attr.name}; expected true or false"
             )
 
     return check
@@ -169,10 +183,10 @@ def one_of(value: object, options: Collection[str]) -> str:
 def choice(options: Collection[str]) -> Validator:
     """One of a fixed set of strings."""
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value not in options:
-            raise ConfigError(
-                f"{spelled(value)} is not valid for {attr.name}; {one_of(value, options)}"
+            raise refused(
+                inst, f"{spelled(value)} is not valid for {attr.name}; {one_of(value, options)}"
             )
 
     return check
@@ -181,10 +195,10 @@ def choice(options: Collection[str]) -> Validator:
 def record(cls: type) -> Validator:
     """An instance of the settings record ``cls`` (in a file, the table that builds one)."""
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, cls):
-            raise ConfigError(
-                f"{spelled(value)} is not valid for {attr.name}; expected a {cls.__name__}"
+            raise refused(
+                inst, f"{spelled(value)} is not valid for {attr.name}; expected a {cls.__name__}"
             )
 
     return check
@@ -193,9 +207,9 @@ def record(cls: type) -> Validator:
 def text() -> Validator:
     """A string."""
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str):
-            raise ConfigError(f"{spelled(value)} is not valid for {attr.name}; expected a string")
+            raise refused(inst, f"{spelled(value)} is not valid for {attr.name}; expected a string")
 
     return check
 
@@ -203,15 +217,16 @@ def text() -> Validator:
 def positive_sizes(*, min_len: int = 1) -> Validator:
     """A tuple of ints >= 1, at least ``min_len`` long."""
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         bad = [
             v for v in value if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
         ]
         if bad or len(value) < min_len:
-            raise ConfigError(
+            raise refused(
+                inst,
                 f"{spelled(list(value))} is not valid for {attr.name}; expected a list of at "
                 f"least {min_len} integer chunk size(s) >= 1"
-                + (f" (bad: {', '.join(spelled(b) for b in bad)})" if bad else "")
+                + (f" (bad: {', '.join(spelled(b) for b in bad)})" if bad else ""),
             )
 
     return check
@@ -220,16 +235,16 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
 def path_text(*, optional: bool = False) -> Validator:
     """A string that names a path (see :func:`user_path`), or None when ``optional``."""
 
-    def check(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value is None and optional:
             return
         if not isinstance(value, str):
-            raise ConfigError(
-                f"{spelled(value)} is not valid for {attr.name}; expected a path (a string)"
+            raise refused(
+                inst, f"{spelled(value)} is not valid for {attr.name}; expected a path (a string)"
             )
         try:
             user_path(value)
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            raise refused(inst, str(exc)) from None
 
     return check

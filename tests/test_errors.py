@@ -57,3 +57,12 @@ def test_a_name_asked_for_among_several_problems_still_lists_them_all() -> None:
     assert str(several) == "invalid settings (2 problems):\n  - a: bad\n  - b: worse"
     back = pickle.loads(pickle.dumps(lone))
     assert (str(back), back.asked) == ("unknown policy 'x'", True)
+
+
+def test_a_policy_error_reads_the_same_after_crossing_processes() -> None:
+    """A Policy built in code with a bad field says "invalid policy" pickled and back too."""
+    with pytest.raises(chunktune.ConfigError) as caught:
+        chunktune.Policy(margin=-1)
+    back = pickle.loads(pickle.dumps(caught.value))
+    assert str(back) == str(caught.value)
+    assert str(back).startswith("invalid policy: -1.0 is not valid for margin")

@@ -471,3 +471,43 @@ def test_settings_declare_themselves_unhashable_and_policies_hash() -> None:
     assert settings == attrs.evolve(settings, policies=dict(settings.policies), source="elsewhere")
     assert settings != attrs.evolve(settings, policy="quick")
     assert hash(settings.active) == hash(attrs.evolve(settings.active))
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        pytest.param(lambda: Policy(margin=-1), "invalid policy: -1.0 is not valid for margin; ",
+                     id="policy-field"),
+        pytest.param(lambda: attrs.evolve(Policy(), tie_z="x"), 'invalid policy: "x" is not',
+                     id="policy-evolved"),
+        pytest.param(lambda: Policy(min_rounds=5, max_rounds=2),
+                     "invalid policy: max_rounds 2 is below min_rounds 5", id="policy-rule"),
+        pytest.param(lambda: Policy(candidates=3), "invalid policy: 3 is not valid for candidates",
+                     id="policy-strategy"),
+        pytest.param(lambda: ExplicitCandidates(sizes=[0]),
+                     "invalid candidates: [0] is not valid for sizes", id="candidates-size"),
+        pytest.param(lambda: ExplicitCandidates(sizes=3),
+                     "invalid candidates: 3 is not valid for sizes", id="candidates-sizes"),
+        pytest.param(lambda: BalancedCandidates(k_ratio=1),
+                     "invalid candidates: 1.0 is not valid for k_ratio", id="candidates-field"),
+        pytest.param(lambda: chunktune.CacheSettings(format="x"),
+                     'invalid settings: "x" is not valid for format', id="settings-record"),
+    ],
+)  # fmt: skip
+def test_a_record_built_in_code_says_what_is_invalid(build: Any, message: str) -> None:
+    """A bad Policy or strategy built in code is an invalid policy, not settings no file holds."""
+    with pytest.raises(ConfigError) as caught:
+        build()
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_a_bad_policy_in_a_file_still_names_the_file_and_its_key(tmp_path: Path) -> None:
+    """The same bad margin read from a file is invalid settings in that file, at its dotted key."""
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('policy = "mine"\n[policies.mine]\nmargin = -1\n')
+    with pytest.raises(ConfigError) as caught:
+        chunktune.load_settings(cfg)
+    assert str(caught.value) == (
+        f"invalid settings in {cfg}: policies.mine.margin: -1 is not valid for margin; "
+        "expected a number in [0, 1)"
+    )
