@@ -963,6 +963,52 @@ def test_cache_export_to_a_dash_that_fails_writes_nothing_to_stdout(
     assert line.startswith(f"chunktune: error: cannot read the cache {env['cache']}: ")
 
 
+def test_cache_export_format_toml_to_a_dash_writes_toml_that_imports_back(
+    env: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache export --format toml -` writes the .toml export's bytes; saved, they import back."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0, 4), "b" * 32: entry(2.0, None)})
+    assert run_cli("cache", "export", str(tmp_path / "x.toml")).returncode == 0
+    done = run_cli("cache", "export", "--format", "toml", "-")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (tmp_path / "x.toml").read_text()
+    assert tomllib.loads(done.stdout)["schema"] == 1
+    saved = tmp_path / "saved.toml"
+    saved.write_text(done.stdout)
+    other = tmp_path / "other.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(other))
+    imported = run_cli("cache", "import", str(saved))
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 2 of 2 entries" in imported.stdout
+    assert DecisionCache(other).entries() == cache.entries()
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        pytest.param("x.json", "toml", id="toml-to-json"),
+        pytest.param("x.TOML", "json", id="json-to-toml"),
+    ],
+)
+def test_cache_export_refuses_a_format_that_contradicts_the_suffix(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, fmt: str
+) -> None:
+    """`cache export --format F FILE`, the suffix saying another format: exit 2, one line."""
+    fill(env["cache"], {"a" * 32: entry(1.0)})
+    target = tmp_path / name
+    assert main(["cache", "export", "--format", fmt, str(target), "--force"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"chunktune: error: export {target}: --format {fmt} contradicts the name's suffix "
+        f"{target.suffix}; expected a .{fmt} name, or no --format\n"
+    )
+    assert not target.exists()
+    agreeing = "json" if fmt == "toml" else "toml"
+    assert main(["cache", "export", "--format", agreeing, str(target)]) == 0
+    assert target.exists()
+
+
 def test_cache_import_keeps_the_newer_entry(
     env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

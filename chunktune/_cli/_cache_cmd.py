@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import get_args
 
 from rich import box
 from rich.table import Table
 
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_entry import CacheEntry
-from .._cache_format import encode, suffix_format
+from .._cache_format import CacheFormat, encode, suffix_format
 from .._errors import CacheError, InvalidArgumentError
 from .._shown import spelled
 from ._common import (
@@ -43,6 +44,7 @@ from ._render import (
 __all__ = ["add_parser"]
 
 _STDOUT = "-"  # export's FILE for stdout, as `tar -f -` writes it
+_FORMATS: tuple[CacheFormat, ...] = get_args(CacheFormat)  # export --format's choices
 
 _CACHE_EPILOG = """\
 examples:
@@ -52,6 +54,8 @@ examples:
   chunktune cache clear --yes          delete every entry
   chunktune cache export backup.toml   a copy, in the format of the suffix
   chunktune cache export - | jq .      the cache as JSON on stdout
+  chunktune cache export --format toml - > backup.toml
+                                       the cache as TOML on stdout
   chunktune cache import other.json    merge another machine's cache, or an older
                                        tuner's JSON cache (keys legacy-<key>)
   chunktune cache merge n*.json -o fleet.json
@@ -60,7 +64,8 @@ examples:
 On import and merge, a key present in both keeps the entry created later.
 The cache file: a name ending in .toml is stored as TOML, any other as JSON
 ([cache] format can say which); export and merge -o take .json or .toml names,
-and export takes - for stdout (as JSON).
+and export takes - for stdout (JSON, or TOML with --format toml). A --format that
+contradicts FILE's suffix is refused.
 """
 
 
@@ -93,7 +98,12 @@ def add_parser(
         "export", parents=[common], help="write a copy (.json or .toml by the suffix; - for stdout)"
     )
     export.add_argument(
-        "file", metavar="FILE", help="a .json or .toml name, or - for JSON on stdout"
+        "file", metavar="FILE", help="a .json or .toml name, or - for stdout (JSON by default)"
+    )
+    export.add_argument(
+        "--format",
+        choices=_FORMATS,
+        help="json or toml (default: FILE's suffix; json for -); must agree with FILE's suffix",
     )
     export.add_argument("--force", action="store_true", help="replace FILE if it exists")
     export.set_defaults(handler=_cmd_cache_export)
@@ -263,12 +273,18 @@ def _ask(question: str) -> str:
 def _cmd_cache_export(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
     if args.file == _STDOUT:
-        _export_to_stdout(cache)
+        _export_to_stdout(cache, args.format or "json")
         return EXIT_OK
     target = output_file("export", args.file)
     fmt = suffix_format(target)
     if fmt is None:
         raise InvalidArgumentError(f"export {target}: the name must end in .json or .toml")
+    if args.format is not None and args.format != fmt:
+        # a .json file holding TOML would not read back: import goes by the suffix
+        raise InvalidArgumentError(
+            f"export {target}: --format {args.format} contradicts the name's suffix "
+            f"{target.suffix}; expected a .{args.format} name, or no --format"
+        )
     if same_file(target, cache.path):
         raise InvalidArgumentError(f"export {target}: that is the cache file itself")
     if exists(target) and not args.force:
@@ -279,15 +295,16 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _export_to_stdout(cache: DecisionCache) -> None:
-    """The cache as a JSON cache file on stdout, and nothing else there (``export - | jq``).
+def _export_to_stdout(cache: DecisionCache, fmt: CacheFormat) -> None:
+    """The cache as a cache file in ``fmt`` on stdout, and nothing else there
+    (``export - | jq``): the bytes ``export`` writes to a file of that suffix.
 
     Raises:
         CacheError: the cache cannot be read, or an entry cannot be encoded.
     """
     entries = cache.entries(strict=True)
     try:
-        data = encode(entries, "json")
+        data = encode(entries, fmt)
     except (TypeError, ValueError) as exc:
         raise CacheError(f"cannot export {cache.path}: {exc}") from exc
     sys.stdout.write(data.decode())
