@@ -91,6 +91,19 @@ def _threads(nthread: object) -> int:
     return int(cast(int, nthread))
 
 
+def _switch(adaptive: object) -> bool:
+    """``adaptive`` as the bool it is: True or False (numpy's too), nothing else.
+
+    The older tuner took its truth, so ``adaptive="no"`` (or ``"false"``, a config
+    file's text) measured: the opposite of what the caller meant.
+    """
+    if not isinstance(adaptive, bool | np.bool_):
+        raise _InvalidArgumentError(
+            f"adaptive must be True or False, got {_shown(adaptive)} ({type(adaptive).__name__})"
+        )
+    return bool(adaptive)
+
+
 def _model_file(model_file: object) -> str | None:
     """``model_file`` as the text of its path (None stays None)."""
     if model_file is None:
@@ -204,7 +217,9 @@ def resolve_chunk_size(
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
-            integer >= 0, ``manual_chunk_size`` not an integer from 1 to ``num_envs``;
+            integer >= 0, ``adaptive`` not True or False (the older tuner took the truth
+            of anything, so ``"no"`` measured), ``manual_chunk_size`` not an integer
+            from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
             ``dtype`` no numpy data type, ``model.nu`` no count of controls, or
             ``model_file`` no path.
@@ -213,6 +228,7 @@ def resolve_chunk_size(
     # first, before anything is sized by them
     num_envs = _check_chunk_size(num_envs, what="num_envs")
     nthread = _threads(nthread)
+    adaptive = _switch(adaptive)  # wrong even where manual_chunk_size answers
     if manual_chunk_size is not None:
         return _check_chunk_size(manual_chunk_size, what="manual_chunk_size", num_envs=num_envs)
     if not adaptive or nthread == 0 or _upper_chunk(num_envs, nthread) <= 1:

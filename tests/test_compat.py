@@ -158,6 +158,46 @@ def test_adaptive_off_gives_none() -> None:
 
 
 @pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        pytest.param({"adaptive": "no"}, r"adaptive must be True or False, got 'no' \(str\)",
+                     id="text-no"),
+        pytest.param({"adaptive": "false"}, r"got 'false' \(str\)", id="text-false"),
+        pytest.param({"adaptive": 1}, r"got 1 \(int\)", id="int"),
+        pytest.param({"adaptive": None}, r"got None \(NoneType\)", id="none"),
+        pytest.param({"adaptive": np.array([True])}, r"\(ndarray\)", id="array"),
+        pytest.param({"adaptive": "no", "manual_chunk_size": 8}, r"got 'no'", id="with-manual"),
+    ],
+)  # fmt: skip
+def test_an_adaptive_that_is_no_bool_raises_naming_it(
+    over: dict[str, object], message: str
+) -> None:
+    """adaptive="no" raises InvalidArgumentError naming it, instead of measuring as the truthy."""
+    pool = FakePool()
+    with pytest.raises(InvalidArgumentError, match=message):
+        call(pool, np.zeros((256, 5)), **over)
+    assert pool.calls == []
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "stepped"),
+    [
+        pytest.param(np.False_, False, id="numpy-false"),
+        pytest.param(np.True_, True, id="numpy-true"),
+    ],
+)
+def test_a_numpy_bool_adaptive_is_taken_as_the_bool_it_holds(
+    adaptive: np.bool_, stepped: bool
+) -> None:
+    """adaptive=np.True_ (np.any(...), a config array's) measures; np.False_ returns None."""
+    pool = FakePool()
+    chunk = call(pool, np.zeros((256, 5)), adaptive=adaptive)
+    assert bool(pool.calls) == stepped
+    if not stepped:
+        assert chunk is None
+
+
+@pytest.mark.parametrize(
     "over",
     [
         pytest.param({"adaptive": False}, id="adaptive-off"),
