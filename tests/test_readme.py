@@ -322,6 +322,24 @@ def test_the_example_settings_give_the_rule_auto_follows_for_stderr() -> None:
     assert "logger would not show INFO" in " ".join(comment.replace("#", " ").split())
 
 
+def test_the_commented_shared_policy_keeps_every_size_within_one_of_native(tmp_path: Path) -> None:
+    """chunktune.toml's commented `shared` policy, uncommented, measures no size over native + 1."""
+    import chunktune
+    from chunktune._candidates import largest_chunk, native_chunk
+
+    text = (ROOT / "chunktune.toml").read_text()
+    block = text[text.index("# [policies.shared]") :]
+    uncommented = "\n".join(line.removeprefix("# ") for line in block.splitlines())
+    config = tmp_path / "chunktune.toml"
+    config.write_text(uncommented + "\n")
+    policy = chunktune.load_settings(config).get_policy("shared")
+    for num_envs, nthread in [(256, 2), (192, 2), (1000, 24), (4096, 16), (96, 8), (32768, 128)]:
+        sizes = policy.candidates.propose(num_envs, nthread)
+        largest = largest_chunk(policy.candidates, num_envs, nthread)
+        native = native_chunk(num_envs, nthread)
+        assert sizes and max(sizes) <= largest <= native + 1
+
+
 def test_the_record_progress_interval_is_the_codes() -> None:
     """The README's interval between a recording's round lines off a terminal is the code's."""
     from chunktune._cli._record_cmd import PLAIN_EVERY_S
