@@ -123,12 +123,19 @@ class _Model(FakeModel):
         pytest.param({"n_variants": 0}, "n_variants must be an integer", id="variants-zero"),
         pytest.param({"model": _Model(-1)}, "model.nu -1 is not a count", id="nu-negative"),
         pytest.param({"model": _Model("a")}, "model.nu 'a' is not a count", id="nu-text"),
+        pytest.param({"adaptive": "no"}, r"adaptive must be True or False, got 'no' \(str\)",
+                     id="text-no"),
+        pytest.param({"adaptive": "false"}, r"got 'false' \(str\)", id="text-false"),
+        pytest.param({"adaptive": 1}, r"got 1 \(int\)", id="int"),
+        pytest.param({"adaptive": None}, r"got None \(NoneType\)", id="none"),
+        pytest.param({"adaptive": np.array([True])}, r"\(ndarray\)", id="array"),
+        pytest.param({"adaptive": "no", "manual_chunk_size": 8}, r"got 'no'", id="with-manual"),
     ],
 )  # fmt: skip
 def test_bad_arguments_for_measuring_raise_naming_them(
     over: dict[str, object], message: str
 ) -> None:
-    """A dtype, n_variants or model.nu that cannot be measured with: InvalidArgumentError."""
+    """A dtype, n_variants, model.nu or adaptive compat cannot use: InvalidArgumentError."""
     pool = FakePool()
     with pytest.raises(InvalidArgumentError, match=message):
         call(pool, np.zeros((256, 5)), **over)
@@ -154,28 +161,6 @@ def test_adaptive_off_gives_none() -> None:
     """adaptive=False returns None without stepping."""
     pool = FakePool()
     assert call(pool, np.zeros((256, 5)), adaptive=False) is None
-    assert pool.calls == []
-
-
-@pytest.mark.parametrize(
-    ("over", "message"),
-    [
-        pytest.param({"adaptive": "no"}, r"adaptive must be True or False, got 'no' \(str\)",
-                     id="text-no"),
-        pytest.param({"adaptive": "false"}, r"got 'false' \(str\)", id="text-false"),
-        pytest.param({"adaptive": 1}, r"got 1 \(int\)", id="int"),
-        pytest.param({"adaptive": None}, r"got None \(NoneType\)", id="none"),
-        pytest.param({"adaptive": np.array([True])}, r"\(ndarray\)", id="array"),
-        pytest.param({"adaptive": "no", "manual_chunk_size": 8}, r"got 'no'", id="with-manual"),
-    ],
-)  # fmt: skip
-def test_an_adaptive_that_is_no_bool_raises_naming_it(
-    over: dict[str, object], message: str
-) -> None:
-    """adaptive="no" raises InvalidArgumentError naming it, instead of measuring as the truthy."""
-    pool = FakePool()
-    with pytest.raises(InvalidArgumentError, match=message):
-        call(pool, np.zeros((256, 5)), **over)
     assert pool.calls == []
 
 
