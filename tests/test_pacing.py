@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import attrs
+import pytest
 
 import chunktune
-from chunktune._pacing import SLACK, Pace
+from chunktune._pacing import SLACK, Pace, first_calls, least_budget
 
 
 class Calls:
@@ -91,3 +92,41 @@ def test_the_opening_runs_when_what_is_left_pays_for_exactly_the_least_calls() -
     assert (pace.budget_s - 2.0) / (SLACK * call_s) == 16
     assert pace.opening_room(call_s, 3, 16, 10) == 1
     assert pace.opening_room(call_s, 3, 17, 10) == 0
+
+
+def test_the_least_budget_pays_the_confirmation_s_first_pairs_even_past_its_share() -> None:
+    """A small confirm_share: the least budget is the race's calls plus the first pairs' price."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    race_calls, pair_calls = first_calls(balanced)
+    need = (balanced.prime + 1) + SLACK * race_calls  # the race's calls at 1 s each
+    small = attrs.evolve(balanced, confirm_share=0.1)
+    assert need / 0.9 < need + SLACK * pair_calls
+    assert least_budget(small, 1.0) == pytest.approx(need + SLACK * pair_calls)
+    large = attrs.evolve(balanced, confirm_share=0.9)
+    assert least_budget(large, 1.0) == pytest.approx(need / 0.1)
+
+
+def test_a_reserve_holds_back_both_calls_of_each_pair() -> None:
+    """3 pairs at 1 s a call hold back 6 calls: past the share, the race ends sooner."""
+    pace = Pace(Calls(6, 6.0 / SLACK))  # type: ignore[arg-type]
+    assert pace.per_call() == pytest.approx(1.0)
+    pace.reserve(3)
+    assert pace.held_s == pytest.approx(6.0) and pace.holding()
+    assert pace.race_limit == pytest.approx(pace.budget_s - 6.0)
+    pace.reserve(2)  # 4 s: under the 5 s share, which is the floor again
+    assert not pace.holding() and pace.race_limit == pytest.approx(5.0)
+
+
+def test_pairs_after_the_race_that_the_budget_already_pays_for_never_shrink_it() -> None:
+    """2 s spent and 1 pair (about 2.3 s) well within 10 s: allowed, the budget stays 10 s."""
+    pace = Pace(Calls(2, 2.0))  # type: ignore[arg-type]
+    assert pace.extend_for(1, racing=False)
+    assert pace.budget_s == 10.0
+
+
+def test_with_no_price_yet_the_budget_pays_for_every_pair_asked() -> None:
+    """Calls that took no time give no price: affordable_pairs and pairs_at_cap give the cap."""
+    pace = Pace(Calls(0, 0.0))  # type: ignore[arg-type]
+    assert pace.per_call() == 0.0
+    assert pace.affordable_pairs(8) == 8
+    assert pace.pairs_at_cap(8, racing=False) == 8

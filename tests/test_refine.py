@@ -73,3 +73,20 @@ def test_a_tie_in_the_model_is_broken_toward_the_smaller_schedule(
     monkeypatch.setattr(_refine, "fit_uniform_model", lambda *args: {241: 1.0, 114: 1.0, 171: 2.0})
     got = proposals(N, T, SIZES, TEETH, measured=[14, 86], top=[86], estimates={86: 1.0})
     assert got == [114, 35, 171]  # then the halfway points around 86, as without a model
+
+
+def test_a_pool_with_no_schedule_to_refine_into_proposes_nothing_even_with_a_model() -> None:
+    """No sizes: no proposals, though the estimates fit a model (it predicts no size to pick)."""
+    n, t = 4096, 16
+    estimates = {c: 1e-3 * uniform_makespan(n, t, c)[0] + 2e-6 * uniform_makespan(n, t, c)[1]
+                 for c in (3, 17, 40, 100, 128)}  # fmt: skip
+    got = proposals(n, t, [], set(), measured=estimates, top=[17], estimates=estimates)
+    assert got == []
+
+
+def test_measured_sizes_given_once_as_an_iterator_count_as_neighbours() -> None:
+    """``measured`` read once (a generator) gives the same proposals as the list itself."""
+    measured = [14, 86, 342]
+    once = proposals(N, T, SIZES, TEETH, measured=iter(measured), top=[86], estimates=None)
+    assert once == proposals(N, T, SIZES, TEETH, measured=measured, top=[86], estimates=None)
+    assert once == [35, 171]

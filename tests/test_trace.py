@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -552,3 +553,39 @@ def test_a_recorded_trace_s_repr_counts_its_samples_rather_than_listing_them() -
     assert repr(trace.samples[1][0]) not in text
     assert repr(Trace(num_envs=4, nthread=2, rounds=1, samples={})).count("samples={}") == 1
     assert "order=()" in repr(Trace(num_envs=4, nthread=2, rounds=1, samples={}))
+
+
+def _levelled(rounds: int, sizes: list[int], *, seed: int = 0, with_order: bool = False) -> Trace:
+    """Each size's calls: its cost times its round's level (1.0, 1.1, ...), noisy with order."""
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(0, 0.05 if with_order else 0.0, (len(sizes), rounds))
+    samples = {
+        c: tuple(0.01 * c * (1.0 + 0.1 * r) * math.exp(noise[i, r]) for r in range(rounds))
+        for i, c in enumerate(sizes)
+    }  # fmt: skip
+    order = tuple(tuple(int(c) for c in rng.permutation(sizes)) for _ in range(rounds))
+    return Trace(num_envs=64, nthread=4, rounds=rounds, samples=samples,
+                 order=order if with_order else ())  # fmt: skip
+
+
+def test_without_the_order_the_replay_moves_to_a_random_round_once_in_sizes_calls() -> None:
+    """No order: after each call the machine moves to a random round with probability 1/sizes."""
+    replay = ReplayWorkload(_levelled(8, [1, 2, 3, 4]), seed=3)
+    seconds = [replay.run(2) for _ in range(2000)]
+    assert len({round(s, 9) for s in seconds}) == 8  # one value per round's level
+    moves = sum(not math.isclose(a, b, rel_tol=1e-9) for a, b in itertools.pairwise(seconds))
+    # 1999 chances at 1/4, a move landing on another of the 8 rounds 7 times in 8: about 437
+    assert 380 < moves < 500
+
+
+def test_the_replay_walks_through_every_call_of_a_recorded_round_the_last_included() -> None:
+    """With the order, a replay of one size meets every call of each round, the last too."""
+    replay = ReplayWorkload(_levelled(4, [1, 2, 4], with_order=True), seed=1)
+    seconds = {round(replay.run(2), 12) for _ in range(600)}
+    assert len(seconds) == 4 * 3  # 4 rounds, 3 calls each, every one of them met
+
+
+def test_a_trace_of_three_rounds_offers_no_held_out_gain() -> None:
+    """offered_gain's held-out figure needs two rounds a half: NaN at 3 rounds, a number at 4."""
+    assert math.isnan(ReplayWorkload(synthetic(rounds=3)).offered_gain(splits=5)[1])
+    assert math.isfinite(ReplayWorkload(synthetic(rounds=4)).offered_gain(splits=5)[1])
