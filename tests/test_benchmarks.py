@@ -980,3 +980,58 @@ def test_burst_pairs_resampled_holds_back_a_size_no_faster_than_native(
     small = native * np.exp(np.where(np.arange(50) % 2 == 0, -0.012, 0.004))  # 0.4% faster
     alone, confirmed = bp.resampled(native, small, trials=100, policy=policy)
     assert confirmed <= alone <= 0.2  # short of the margin: the trimmed test alone seldom passes
+
+
+def test_burst_pairs_resampled_counts_a_confirmation_whose_adjusted_gain_is_under_the_margin(
+    bench: dict[str, ModuleType],
+) -> None:
+    """resampled: a trial confirmed with its adjusted gain under the margin passes alone too."""
+    bp = bench["burst_pairs"]
+    policy = load_settings(None).get_policy("balanced")
+    native = np.full(50, 0.010)
+    # 1.2% faster, steady: confirmed, its median-unbiased gain often pulled under 1%
+    size = native * np.exp(-0.012 + np.random.default_rng(1).normal(0, 0.005, 50))
+    assert bp.resampled(native, size, trials=40, policy=policy) == (1.0, 1.0)
+
+
+def test_burst_pairs_resampled_passes_a_steady_gain_of_exactly_the_margin_alone(
+    bench: dict[str, ModuleType],
+) -> None:
+    """resampled: a size steadily 1% faster (balanced's margin) passes the trimmed test alone."""
+    bp = bench["burst_pairs"]
+    policy = load_settings(None).get_policy("balanced")
+    native = np.full(50, 0.010)
+    size = native * (1.0 - policy.margin)  # its log gain is the margin's less a rounding error
+    assert float(np.log(native / size)[0]) != -math.log1p(-policy.margin)
+    assert bp.resampled(native, size, trials=5, policy=policy)[0] == 1.0
+
+
+def test_burst_pairs_resampled_plans_each_trial_as_the_policy_s_confirmation(
+    bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resampled: each trial judges its plan's looks (4..64 pairs for balanced), planned to 64."""
+    bp = bench["burst_pairs"]
+    policy = load_settings(None).get_policy("balanced")
+    looks = list(bp.look_points(policy.confirm_min_pairs, policy.confirm_max_pairs))
+    bounds = bp.plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, 64)
+    seen: list[tuple[int, int, int, tuple[float, float]]] = []
+
+    def spy(d: list[float], **kw: Any) -> Any:
+        seen.append((len(d), kw["max_pairs"], kw["min_pairs"], kw["bounds"]))
+        return judge(d, **kw)
+
+    judge = bp.judge
+    monkeypatch.setattr(bp, "judge", spy)
+    native = np.full(50, 0.010)
+    # 0.5% faster and noisy: most trials stay undecided up to the plan's last look
+    size = native * np.exp(-0.005 + np.random.default_rng(1).normal(0, 0.02, 50))
+    bp.resampled(native, size, trials=10, policy=policy)
+    assert looks == [4, 8, 16, 32, 64]
+    assert {(m, lo, b) for _, m, lo, b in seen} == {(64, 4, bounds)}
+    trials: list[list[int]] = []
+    for n, *_ in seen:
+        if n == looks[0]:
+            trials.append([])
+        trials[-1].append(n)
+    assert len(trials) == 10 and all(t == looks[: len(t)] for t in trials)
+    assert sum(t == looks for t in trials) >= 5
