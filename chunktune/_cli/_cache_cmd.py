@@ -319,7 +319,8 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     incoming, kind = parsed.entries, parsed.kind
     warn_skipped(parsed, source)
     report = cache.merge(incoming)
-    short = short_keys(incoming)  # as `cache list` shows them: a legacy key whole
+    # as `cache list` shows them: a legacy key whole, a job's policies apart
+    short = short_keys({*cache.entries(), *incoming})
     for key in report.replaced:
         print(f"replaced {short[key]}: the imported entry is newer")
     for key in report.kept:
