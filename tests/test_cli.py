@@ -983,6 +983,41 @@ def test_cache_export_format_toml_to_a_dash_writes_toml_that_imports_back(
     assert DecisionCache(other).entries() == cache.entries()
 
 
+def test_cache_export_to_a_dash_piped_into_import_dev_stdin_copies_the_cache(
+    env: dict[str, Path], tmp_path: Path
+) -> None:
+    """`cache export - | cache import /dev/stdin` copies every entry; `import -` reads no stdin."""
+    cache = fill(env["cache"], {"a" * 32: entry(1.0, 4), "b" * 32: entry(2.0, None)})
+    other = tmp_path / "other.json"
+    command = [sys.executable, "-m", "chunktune", "cache"]
+    exporter = subprocess.Popen([*command, "export", "-"], stdout=subprocess.PIPE)
+    assert exporter.stdout is not None
+    importer = subprocess.run(
+        [*command, "import", "/dev/stdin"],
+        stdin=exporter.stdout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CHUNKTUNE_CACHE": str(other)},
+    )
+    exporter.stdout.close()
+    assert exporter.wait(timeout=60) == 0
+    assert importer.returncode == 0, importer.stderr
+    assert "imported 2 of 2 entries" in importer.stdout
+    assert DecisionCache(other).entries() == cache.entries()
+    dash = subprocess.run(
+        [*command, "import", "-"],
+        input=json.dumps({"schema": 1, "entries": {}}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "CHUNKTUNE_CACHE": str(other)},
+    )
+    assert dash.returncode == 2
+    assert dash.stderr.startswith("chunktune: error: cannot read -: ")
+
+
 @pytest.mark.parametrize(
     ("name", "fmt"),
     [
