@@ -244,6 +244,45 @@ def test_the_reasons_quoted_are_those_a_sweep_gives() -> None:
     assert noisy.split("; ")[0] + "; ..." in text
 
 
+def test_the_typical_pair_reason_quoted_is_the_one_a_kept_native_gives() -> None:
+    """Step 5 quotes the plain mean's kept-native reason as the code words it."""
+    from chunktune import Policy
+    from chunktune._confirm import Confirmation
+    from chunktune._reasons import kept
+
+    text = " ".join(README.split())
+    held = Confirmation("inconclusive", 64, 0.019, (0.007, 0.031), 0.05, mean_gain=-0.038)
+    reason = kept(43, 12, held, Policy())
+    assert "in the typical pair but" in reason
+    assert f"`... {reason.split('against native ', 1)[1]}`" in text
+
+
+def test_the_one_line_decision_quoted_is_the_one_resolve_writes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The `[log] stderr` row's example line is, field for field, what resolve writes."""
+    import chunktune
+    from chunktune._request import report
+
+    text = " ".join(README.split())
+    quoted = re.search(r"`(\[chunktune\] chunk_size=[^`]*)`", text)
+    assert quoted
+    decision = chunktune.Decision(
+        chunk_size=8,
+        native_chunk=12,
+        source="cache",
+        reason="REASON",
+        key="k" * 32,
+        timings={None: 0.0418, 8: 0.0396},
+        policy="quick",
+    )
+    always = chunktune.Settings(
+        policies={"balanced": chunktune.Policy()}, log=chunktune.LogSettings(stderr="always")
+    )
+    report(decision, always)
+    assert capsys.readouterr().err.strip() == quoted.group(1)
+
+
 def test_the_hard_limit_row_states_its_rule_against_the_budget() -> None:
     """The README's hard_limit_s row says what Policy enforces: no less than time_budget_s."""
     from chunktune import ConfigError, Policy
