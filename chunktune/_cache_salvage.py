@@ -10,8 +10,10 @@ validated like any entry, and its checksum checked, so a block the damage touche
 dropped and the others are kept; none is repaired or guessed at. A file written before
 checksums has none to check: there TOML's last entry is dropped too (a cut at a line's
 end leaves it parsing, shorter), and so are the neighbours of a block whose header
-broke. A file laid out otherwise (written by hand, or by something else) yields what it
-yields, possibly nothing; the caller keeps the original bytes either way.
+broke. A file that parses as a whole and holds checksums (one altered entry made it
+unusable) keeps each entry whose checksum matches, however it is laid out (by hand,
+``jq .``). Any other file laid out otherwise yields what it yields, possibly nothing;
+the caller keeps the original bytes either way.
 """
 
 from __future__ import annotations
@@ -41,7 +43,11 @@ def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
     Checksums are required where the file declares them, or (its declaration damaged)
     where any block holds one, as every entry of a file chunktune wrote does. Never raises.
     """
-    blocks, declared = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
+    whole = _checked_whole(raw, fmt)
+    if whole is not None:
+        blocks, declared = whole, True
+    else:
+        blocks, declared = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
     declared = declared or any(isinstance(t, dict) and "checksum" in t for _, t in blocks)
     kept: dict[str, CacheEntry] = {}
     for key, table in blocks:
@@ -52,6 +58,30 @@ def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
         except BadEntry:
             continue
     return kept
+
+
+def _checked_whole(raw: bytes, fmt: CacheFormat) -> list[tuple[str, Any]] | None:
+    """Every ``entries`` member of a file that parses as a whole and holds checksums, or None.
+
+    Such a file is unusable only for an altered entry, and each other entry's checksum
+    vouches for it wherever it sits: laid out anew (by hand, ``jq .``, on one line), its
+    blocks are not where :func:`_json_blocks` looks. Without checksums, the layout's rules
+    stand (a TOML file cut at a line's end parses as a whole).
+    """
+    text = _text(raw)
+    try:
+        document = (tomllib.loads if fmt == "toml" else json.loads)(text) if text else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("entries"), dict):
+        return None
+    schema = document.get("schema")
+    if type(schema) is int and schema > SCHEMA:
+        return []
+    tables = [(k, t) for k, t in document["entries"].items() if isinstance(t, dict)]
+    if "checksums" not in document and not any("checksum" in t for _, t in tables):
+        return None
+    return tables
 
 
 def _segments(raw: bytes, starts: list[int]) -> Iterator[bytes]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import random
@@ -335,3 +336,24 @@ def test_a_broken_file_whose_entries_cannot_be_written_back_still_says_where_it_
     (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert aside.read_bytes() == raw[: len(raw) // 2]
     assert str(aside) in caplog.text and "No space left on device" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "indent",
+    [pytest.param(None, id="one-line"), pytest.param(2, id="jq"), pytest.param(4, id="four")],
+)
+def test_a_json_cache_laid_out_anew_keeps_its_whole_entries_beside_an_altered_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, indent: int | None
+) -> None:
+    """A cache rewritten by hand or `jq .` with one entry altered keeps every other entry."""
+    raw, entries = dozen("json")
+    table = json.loads(raw)
+    altered = next(iter(table["entries"]))
+    table["entries"][altered]["chunk_size"] = 12
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(table, indent=indent))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        kept = DecisionCache(path).entries()
+    assert kept == {key: e for key, e in entries.items() if key != altered}
+    assert "keeping the 11 of its entries that were whole" in caplog.text
+    assert DecisionCache(path).entries() == kept  # the fresh file holds them
