@@ -1945,6 +1945,20 @@ def _printed(**fields: Any) -> str:
     return out.getvalue()
 
 
+@pytest.mark.parametrize(
+    ("chunk_size", "source", "noted"),
+    [(43, "benchmark", True), (13, "cache", True), (12, "benchmark", False),
+     (4, "benchmark", False), (None, "benchmark", False)],
+)  # fmt: skip
+def test_a_size_coarser_than_native_is_noted_as_a_bet_on_free_cores(
+    chunk_size: int | None, source: str, noted: bool
+) -> None:
+    """A chosen size above native's, measured now or cached, says its gain can turn under load."""
+    out = _printed(chunk_size=chunk_size, source=source, reason="chose it")
+    assert ("is coarser than native's 12" in out) is noted
+    assert ("can turn into a loss under load" in out) is noted
+
+
 def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:
     """The confirmed gain line tells its figure from the table's ratio (the race's) for one size."""
     out = _printed(

@@ -191,6 +191,14 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
             f"gain over native: {decision.gain:.1%} (not confirmed: the sweep's estimate)"
         )
     console.print(decision.reason)
+    if decision.chunk_size is not None and decision.chunk_size > decision.native_chunk:
+        # measured: a coarser size's gain holds while the cores stay free (README)
+        console.print(
+            f"{decision.chunk_size} is coarser than native's {decision.native_chunk}: fewer "
+            "chunks to hand to a free thread when other work takes a core, so its gain is "
+            "the machine's as measured and can turn into a loss under load (README, "
+            "candidate strategies: min_chunks_per_thread)"
+        )
     measured, load = decision.source == "benchmark", decision.load
     if measured and load is not None and load.busy:
         console.print(
