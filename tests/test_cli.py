@@ -1044,6 +1044,20 @@ def test_cache_export_refuses_a_format_that_contradicts_the_suffix(
     assert target.exists()
 
 
+def test_cache_export_names_a_contradicting_format_before_an_existing_file(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --format against an existing FILE's suffix is refused as that, not sent to --force."""
+    fill(env["cache"], {"a" * 32: entry(1.0)})
+    target = tmp_path / "x.json"
+    target.write_text("kept")
+    assert main(["cache", "export", "--format", "toml", str(target)]) == 2
+    _out, err = capsys.readouterr()
+    assert "--format toml contradicts the name's suffix .json" in err
+    assert "--force" not in err
+    assert target.read_text() == "kept"
+
+
 def test_cache_import_keeps_the_newer_entry(
     env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

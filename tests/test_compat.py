@@ -263,6 +263,8 @@ def test_failing_pool_never_raises() -> None:
         pytest.param({"nthread": True}, id="threads-bool"),
         pytest.param({"num_envs": -1, "manual_chunk_size": 8}, id="before-manual"),
         pytest.param({"num_envs": -1, "adaptive": False}, id="before-adaptive"),
+        pytest.param({"num_envs": -1, "adaptive": "no"}, id="before-a-bad-adaptive"),
+        pytest.param({"nthread": -1, "adaptive": 1}, id="threads-before-a-bad-adaptive"),
     ],
 )
 def test_bad_sizes_are_rejected_first(over: dict[str, object]) -> None:
