@@ -197,12 +197,33 @@ def test_geometric_ratio_changes_the_grid() -> None:
         (777, 16, 777),
         # 650 = 25 * 26: the middle target lies as near 25 as 26, and the smaller is taken
         (650, 3, 216),
+        # a target at e (2.72) that rounds to the skipped 3: the 2 below is nearer than 4
+        (20, 4, 3),
     ],
 )
 def test_a_range_is_spread_as_thin_log_spreads_its_list(upper: int, cap: int, skip: int) -> None:
     """The listless spread of 1..upper picks exactly what thin_log picks from the list."""
     every = [c for c in range(1, upper + 1) if c != skip]
     assert _spread_over_range(upper, cap, skip=skip) == thin_log(every, cap)
+
+
+def test_a_far_last_size_taken_early_leaves_the_last_target_the_next_size_below() -> None:
+    """thin_log keeps cap sizes though an earlier target took the far last one: 12 is left out."""
+    sizes = [*range(1, 31), 1000]
+    assert thin_log(sizes, 30) == [s for s in sizes if s != 12]
+
+
+def test_balanced_uncapped_lists_each_k_of_its_rounded_ratio_down_to_size_one() -> None:
+    """256 envs, 2 threads: k = 2, 3, 4, 5, 7, 9, 12, 16, 22, 30, 40, 54, 73, 99, 134."""
+    # each next k is round(k * 1.35), at least k + 1; sizes ceil(128 / k), native 12 left out
+    sizes = BalancedCandidates(max_candidates=4096).propose(256, 2)
+    assert sizes == [1, 2, 3, 4, 5, 6, 8, 11, 15, 19, 26, 32, 43, 64]
+
+
+def test_geometric_rounds_each_power_of_a_fractional_ratio() -> None:
+    """A ratio of 1.5 takes each step's size rounded (4.5 to 4, 6.75 to 7), then ceil(N/T)."""
+    sizes = GeometricCandidates(ratio=1.5, max_candidates=4096).propose(256, 2)
+    assert sizes == [1, 2, 3, 4, 7, 10, 15, 23, 34, 51, 77, 115, 128]
 
 
 def test_exhaustive_over_the_largest_batch_lists_no_range() -> None:

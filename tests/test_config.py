@@ -131,6 +131,15 @@ def test_a_policy_without_a_description_says_what_it_extends_and_changes() -> No
     assert s.get_policy("thorough").description.startswith("thorough: ")
 
 
+def test_a_chain_met_child_first_names_each_policys_own_parent() -> None:
+    """b, listed before the a it extends, is 'as a', and a is 'thorough, with margin changed'."""
+    s = settings_from_dict(
+        {"policies": {"b": {"extends": "a"}, "a": {"extends": "thorough", "margin": 0.1}}}
+    )
+    assert s.get_policy("b").description == "as a"
+    assert s.get_policy("a").description == "thorough, with margin changed"
+
+
 def test_same_strategy_merges_candidate_tables() -> None:
     """Overriding one candidate parameter keeps the preset's other parameters."""
     s = settings_from_dict(
@@ -772,6 +781,16 @@ def test_a_policy_extending_one_with_an_unknown_parent_repeats_no_problem() -> N
     with pytest.raises(ConfigError) as info:
         settings_from_dict({"policy": "b", "policies": policies}, environ={})
     assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith('policies.a.extends: unknown policy "nosuch"')
+
+
+def test_a_policy_under_a_broken_one_is_not_judged_against_the_defaults() -> None:
+    """b extends a, whose parent is unknown: b's min_rounds 20 is not weighed against max 12."""
+    # without a's real parent, b's fields have nothing to be checked against
+    policies = {"a": {"extends": "nosuch"}, "b": {"extends": "a", "min_rounds": 20}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "b", "policies": policies}, environ={})
+    assert len(info.value.problems) == 1, info.value.problems
     assert info.value.problems[0].startswith('policies.a.extends: unknown policy "nosuch"')
 
 
