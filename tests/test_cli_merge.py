@@ -264,15 +264,21 @@ def test_one_job_s_entries_under_two_policies_are_named_apart(
     assert f"kept 0123456789ab.bbbbbb from {old}: {new}'s entry is not newer" in out
 
 
-def test_a_key_whose_job_has_another_policy_in_the_cache_is_named_apart(
-    isolated: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """An input holding one policy's entry of a job the cache holds two of names it as list does."""
+def _one_policy_each_of_a_job_cached_under_two(isolated: Path) -> tuple[Path, Path]:
+    """A cache holding a job under two policies; a newer input of one, an older of the other."""
     job = "0123456789abcdef0123"
     k1, k2 = f"{job}.aaaaaaaaaaaa", f"{job}.bbbbbbbbbbbb"
     host(isolated / "cache.json", **{k1: entry(4, age_s=600), k2: entry(4, age_s=60)})
     newer = host(isolated / "newer.json", **{k1: entry(8, age_s=300)})
     older = host(isolated / "older.json", **{k2: entry(2, age_s=900)})
+    return newer, older
+
+
+def test_a_key_whose_job_has_another_policy_in_the_cache_is_named_apart(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An input holding one policy's entry of a job the cache holds two of names it as list does."""
+    newer, older = _one_policy_each_of_a_job_cached_under_two(isolated)
     assert main(["cache", "merge", str(newer), str(older)]) == 0
     out = capsys.readouterr().out
     assert f"replaced 0123456789ab.aaaaaa: {newer}'s entry is newer than the cache's" in out
@@ -284,11 +290,7 @@ def test_import_names_a_key_whose_job_has_another_policy_in_the_cache_apart(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Import names a replaced or kept key as `cache list` does beside its job's other policy."""
-    job = "0123456789abcdef0123"
-    k1, k2 = f"{job}.aaaaaaaaaaaa", f"{job}.bbbbbbbbbbbb"
-    host(isolated / "cache.json", **{k1: entry(4, age_s=600), k2: entry(4, age_s=60)})
-    newer = host(isolated / "newer.json", **{k1: entry(8, age_s=300)})
-    older = host(isolated / "older.json", **{k2: entry(2, age_s=900)})
+    newer, older = _one_policy_each_of_a_job_cached_under_two(isolated)
     assert main(["cache", "import", str(newer)]) == 0
     assert "replaced 0123456789ab.aaaaaa: the imported entry is newer" in capsys.readouterr().out
     assert main(["cache", "import", str(older)]) == 0
