@@ -26,7 +26,7 @@ from typing import Any
 
 from ._cache_checksums import altered
 from ._cache_entry import BadEntry, CacheEntry, entry_from_table
-from ._cache_format import SCHEMA, CacheFormat
+from ._cache_format import SCHEMA, CacheFormat, UnusableCache, decode
 
 __all__ = ["salvage"]
 
@@ -68,10 +68,9 @@ def _checked_whole(raw: bytes, fmt: CacheFormat) -> list[tuple[str, Any]] | None
     blocks are not where :func:`_json_blocks` looks. Without checksums, the layout's rules
     stand (a TOML file cut at a line's end parses as a whole).
     """
-    text = _text(raw)
     try:
-        document = (tomllib.loads if fmt == "toml" else json.loads)(text) if text else None
-    except (ValueError, RecursionError):
+        document = decode(raw, fmt)  # as a read of the cache parses it
+    except UnusableCache:
         return None
     if not isinstance(document, dict) or not isinstance(document.get("entries"), dict):
         return None
