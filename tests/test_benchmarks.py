@@ -1035,3 +1035,49 @@ def test_burst_pairs_resampled_plans_each_trial_as_the_policy_s_confirmation(
         trials[-1].append(n)
     assert len(trials) == 10 and all(t == looks[: len(t)] for t in trials)
     assert sum(t == looks for t in trials) >= 5
+
+
+def test_stalls_without_bursts_is_the_calm_models_time() -> None:
+    """At no load the burst model's list scheduling gives the calm model's exact seconds."""
+    script, cases = _script("stalls"), _script("cases")
+    quiet = script.Stalls(0.0)
+    for index in (0, 24):  # a plain pool, and one whose queue's takes are serialized
+        pool = cases.SIM_CASES[index].workload(index)
+        for chunk in (1, 5, 40):
+            got = script.burst_makespan(pool, chunk, quiet, np.random.default_rng(0))
+            assert got == pytest.approx(pool.true_time(chunk), rel=1e-12)
+
+
+def test_stalls_a_burst_stretches_a_workers_chunk_by_its_speed() -> None:
+    """Work begun in a burst that outlasts it runs at the burst's speed; outside, at full."""
+    script = _script("stalls")
+    rng = np.random.default_rng(0)
+    assert script.Bursts(rng, 1e9, 1e-9, 0.25).finish(2.0, 1.0) == pytest.approx(6.0)
+    assert script.Bursts(rng, 1e-9, 1e9, 0.25).finish(2.0, 1.0) == pytest.approx(3.0)
+
+
+def test_stalls_cost_a_chunk_per_worker_more_than_sizes_finer_than_native() -> None:
+    """Under bursts one chunk a worker loses to native, and a size finer than native does not."""
+    script = _script("stalls")
+    pool = SimulatedWorkload(np.full(256, 3e-4), nthread=2, dispatch_s=5e-6)
+    stalls = script.Stalls(0.25)
+
+    def gain(chunk: int) -> float:
+        """1 - chunk's expected seconds over native's (12), the same bursts for both."""
+        seconds = script.expected_seconds(pool, chunk, stalls, draws=300, seed=1)
+        return 1.0 - seconds / script.expected_seconds(pool, 12, stalls, draws=300, seed=1)
+
+    assert gain(128) < -0.02 and gain(4) > -0.01
+    assert pool.true_time(128) < pool.true_time(12)  # calm, the coarse size is the faster
+
+
+def test_stalls_main_scores_a_policys_choices_calm_and_busy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The script tunes a case and prints each policy's gain calm and at each busy share."""
+    script = _script("stalls")
+    argv = ["--only", "uniform-256x8", "--seeds", "1", "--draws", "3", "--busy", "0.1"]
+    assert script.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "uniform-256x8" in out and "busy 0.1" in out
+    assert any(line.startswith("balanced ") for line in out.splitlines())
