@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 import filelock
@@ -38,13 +40,20 @@ import platformdirs
 from ._atomic import write_atomic
 from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._cache_file import CacheFile
-from ._cache_format import ParsedCache, UnusableCache, cache_format, encode, parse_cache
+from ._cache_format import (
+    CacheFormat,
+    ParsedCache,
+    UnusableCache,
+    cache_format,
+    encode,
+    parse_cache,
+)
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_quarantine import Quarantine
 from ._errors import CacheError, InvalidArgumentError
 from ._lock_files import make_folder, remove_idle, sweep_lock_litter
 from ._paths import is_path, user_path
-from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
+from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped, read_capped_from
 from ._shown import shown
 
 __all__ = [
@@ -53,6 +62,7 @@ __all__ = [
     "best_entry",
     "default_cache_path",
     "read_cache_file",
+    "read_cache_stream",
     "serves_any",
     "write_cache_file",
 ]
@@ -95,14 +105,40 @@ def read_cache_file(path: str | os.PathLike[str]) -> ParsedCache:
     except OSError as exc:
         raise CacheError(f"cannot read {file}: {exc.strerror or exc}") from exc
     except TooLarge as exc:
-        raise CacheError(
-            f"cannot read {file}: it holds more than {exc.limit}; expected a chunktune "
-            "cache (about 1.6 KB an entry)"
-        ) from None
+        raise _too_large(str(file), exc) from None
+    return _parsed(raw, cache_format(file), mtime=mtime, name=str(file))
+
+
+def read_cache_stream(stream: BinaryIO, *, name: str) -> ParsedCache:
+    """Read a JSON cache (chunktune's or the older tuner's) from ``stream``, open already.
+
+    ``name`` says where it came from in messages (``"stdin"``). Its entries are dated,
+    where the older tuner's carry no date, by the time it was read.
+
+    Raises:
+        CacheError: as :func:`read_cache_file`'s.
+    """
     try:
-        return parse_cache(raw, cache_format(file), mtime=mtime, source=str(file))
+        raw = read_capped_from(stream, MAX_CACHE_BYTES, Path(name))
+    except OSError as exc:
+        raise CacheError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    except TooLarge as exc:
+        raise _too_large(name, exc) from None
+    return _parsed(raw, "json", mtime=time.time(), name=name)
+
+
+def _too_large(name: str, exc: TooLarge) -> CacheError:
+    return CacheError(
+        f"cannot read {name}: it holds more than {exc.limit}; expected a chunktune "
+        "cache (about 1.6 KB an entry)"
+    )
+
+
+def _parsed(raw: bytes, fmt: CacheFormat, *, mtime: float, name: str) -> ParsedCache:
+    try:
+        return parse_cache(raw, fmt, mtime=mtime, source=name)
     except UnusableCache as exc:
-        raise CacheError(f"{file} {exc}") from None
+        raise CacheError(f"{name} {exc}") from None
 
 
 def write_cache_file(

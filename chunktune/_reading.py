@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "MAX_CACHE_BYTES",
@@ -20,6 +21,7 @@ __all__ = [
     "TooLarge",
     "nests_deeper",
     "read_capped",
+    "read_capped_from",
 ]
 
 # a settings file is a few KB, a recorded trace at most a few hundred KB, and a cache
@@ -58,16 +60,31 @@ def read_capped(path: Path, cap: int) -> bytes:
             before anything is read).
     """
     with path.open("rb") as file:
-        info = os.fstat(file.fileno())
-        if stat.S_ISREG(info.st_mode) and info.st_size > cap:
+        return read_capped_from(file, cap, path)
+
+
+def read_capped_from(file: BinaryIO, cap: int, path: Path) -> bytes:
+    """The bytes left in ``file``, opened already (stdin), at most ``cap`` of them;
+    ``path`` names it in :class:`TooLarge`.
+
+    Raises:
+        OSError: it cannot be read.
+        TooLarge: it holds more than ``cap`` bytes (a regular file is judged by its size
+            before anything is read).
+    """
+    try:
+        info: os.stat_result | None = os.fstat(file.fileno())
+    except (OSError, ValueError):  # no descriptor (an in-memory stream): read it to see
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > cap:
+        raise TooLarge(path, cap)
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := file.read(_CHUNK):
+        size += len(chunk)
+        if size > cap:
             raise TooLarge(path, cap)
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := file.read(_CHUNK):
-            size += len(chunk)
-            if size > cap:
-                raise TooLarge(path, cap)
-            chunks.append(chunk)
+        chunks.append(chunk)
     return b"".join(chunks)
 
 

@@ -983,21 +983,23 @@ def test_cache_export_format_toml_to_a_dash_writes_toml_that_imports_back(
     assert DecisionCache(other).entries() == cache.entries()
 
 
-def test_cache_export_to_a_dash_piped_into_import_dev_stdin_copies_the_cache(
-    env: dict[str, Path], tmp_path: Path
+@pytest.mark.parametrize("source", ["-", "/dev/stdin"])
+def test_cache_export_to_a_dash_piped_into_import_from_stdin_copies_the_cache(
+    env: dict[str, Path], tmp_path: Path, source: str
 ) -> None:
-    """`cache export - | cache import /dev/stdin` copies every entry; `import -` reads no stdin."""
+    """`cache export - | cache import -` (or `/dev/stdin`) copies every entry, real processes."""
     cache = fill(env["cache"], {"a" * 32: entry(1.0, 4), "b" * 32: entry(2.0, None)})
     other = tmp_path / "other.json"
     command = [sys.executable, "-m", "chunktune", "cache"]
     exporter = subprocess.Popen([*command, "export", "-"], stdout=subprocess.PIPE)
     assert exporter.stdout is not None
     importer = subprocess.run(
-        [*command, "import", "/dev/stdin"],
+        [*command, "import", source],
         stdin=exporter.stdout,
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=tmp_path,
         env={**os.environ, "CHUNKTUNE_CACHE": str(other)},
     )
     exporter.stdout.close()
@@ -1005,17 +1007,33 @@ def test_cache_export_to_a_dash_piped_into_import_dev_stdin_copies_the_cache(
     assert importer.returncode == 0, importer.stderr
     assert "imported 2 of 2 entries" in importer.stdout
     assert DecisionCache(other).entries() == cache.entries()
-    dash = subprocess.run(
-        [*command, "import", "-"],
-        input=json.dumps({"schema": 1, "entries": {}}),
+
+
+@pytest.mark.parametrize(
+    ("closed", "said"),
+    [
+        pytest.param(False, "stdin does not parse as JSON: ", id="empty"),
+        pytest.param(True, "cannot read stdin: it is closed; ", id="closed"),
+    ],
+)
+def test_cache_import_dash_without_a_cache_on_stdin_names_stdin(
+    env: dict[str, Path], tmp_path: Path, closed: bool, said: str
+) -> None:
+    """`cache import -` with nothing (or no stdin at all) piped in: exit 2, naming stdin."""
+    fill(env["cache"], {"a" * 32: entry(1.0, 4)})
+    before = env["cache"].read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "import", "-"],
+        stdin=subprocess.DEVNULL,
+        preexec_fn=(lambda: os.close(0)) if closed else None,
         capture_output=True,
         text=True,
         timeout=60,
         cwd=tmp_path,
-        env={**os.environ, "CHUNKTUNE_CACHE": str(other)},
     )
-    assert dash.returncode == 2
-    assert dash.stderr.startswith("chunktune: error: cannot read -: ")
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"chunktune: error: {said}"), done.stderr
+    assert env["cache"].read_bytes() == before
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -296,3 +298,43 @@ def test_import_names_a_key_whose_job_has_another_policy_in_the_cache_apart(
     assert main(["cache", "import", str(older)]) == 0
     out = capsys.readouterr().out
     assert "kept 0123456789ab.bbbbbb: the entry already in the cache is newer" in out
+
+
+def test_a_dash_merges_the_cache_piped_to_stdin(isolated: Path, fleet: tuple[Path, Path]) -> None:
+    """`cache export - | cache merge n1.json - -o OUT` merges the piped cache in its place."""
+    n1, n2 = fleet
+    out_file = isolated / "fleet.json"
+    command = [sys.executable, "-m", "chunktune", "cache"]
+    exporter = subprocess.Popen(
+        [*command, "export", "-"],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "CHUNKTUNE_CACHE": str(n2)},
+    )
+    assert exporter.stdout is not None
+    merged = subprocess.run(
+        [*command, "merge", str(n1), "-", "-o", str(out_file)],
+        stdin=exporter.stdout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    exporter.stdout.close()
+    assert exporter.wait(timeout=60) == 0
+    assert merged.returncode == 0, merged.stderr
+    assert f"replaced shared: stdin's entry is newer than {n1}'s" in merged.stdout
+    assert DecisionCache(out_file).entries() == {
+        **DecisionCache(n1).entries(),
+        **DecisionCache(n2).entries(),
+    }
+
+
+def test_a_dash_given_twice_is_refused_before_reading(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """stdin holds one cache: `merge - -` is exit 2, naming the dash, and OUT is not made."""
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", "-", str(fleet[0]), "-", "-o", str(out_file)]) == 2
+    assert "- (stdin) is given 2 times; expected it once at most" in one_error(
+        capsys.readouterr().err
+    )
+    assert not out_file.exists()

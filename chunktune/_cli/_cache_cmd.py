@@ -18,6 +18,8 @@ from .._shown import spelled
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
+    STDIN,
+    STDIN_NAME,
     console_on,
     entries_of,
     error,
@@ -26,6 +28,7 @@ from ._common import (
     help_formatter,
     open_cache,
     output_file,
+    read_stdin_cache,
     same_file,
     short_keys,
     table_console,
@@ -58,14 +61,17 @@ examples:
                                        the cache as TOML on stdout
   chunktune cache import other.json    merge another machine's cache, or an older
                                        tuner's JSON cache (keys legacy-<key>)
+  ssh node7 chunktune cache export - | chunktune cache import -
+                                       another machine's cache, piped
   chunktune cache merge n*.json -o fleet.json
                                        many hosts' caches into one file
 
 On import and merge, a key present in both keeps the entry created later.
 The cache file: a name ending in .toml is stored as TOML, any other as JSON
 ([cache] format can say which); export and merge -o take .json or .toml names,
-and export takes - for stdout (JSON, or TOML with --format toml). A --format that
-contradicts FILE's suffix is refused.
+and export takes - for stdout (JSON, or TOML with --format toml). import and merge
+read a file by its suffix, and take - for stdin (JSON). A --format that contradicts
+FILE's suffix is refused.
 """
 
 
@@ -110,7 +116,9 @@ def add_parser(
     imp = verbs.add_parser(
         "import", parents=[common], help="merge a chunktune cache or an older tuner's cache"
     )
-    imp.add_argument("file", metavar="FILE")
+    imp.add_argument(
+        "file", metavar="FILE", help="a .json or .toml cache file, or - for stdin (JSON)"
+    )
     imp.set_defaults(handler=_cmd_cache_import)
     add_merge_parser(verbs, common)
 
@@ -312,10 +320,13 @@ def _export_to_stdout(cache: DecisionCache, fmt: CacheFormat) -> None:
 
 def _cmd_cache_import(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
-    source = file_arg("import", args.file)
-    if exists(source) and same_file(source, cache.path):
-        raise InvalidArgumentError(f"import {source}: that is the cache file itself")
-    parsed = read_cache_file(source)
+    if args.file == STDIN:
+        source, parsed = STDIN_NAME, read_stdin_cache()
+    else:
+        path = file_arg("import", args.file)
+        if exists(path) and same_file(path, cache.path):
+            raise InvalidArgumentError(f"import {path}: that is the cache file itself")
+        source, parsed = str(path), read_cache_file(path)
     incoming, kind = parsed.entries, parsed.kind
     warn_skipped(parsed, source)
     report = cache.merge(incoming)

@@ -14,11 +14,11 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from .._cache import DecisionCache
+from .._cache import DecisionCache, read_cache_stream
 from .._cache_format import ParsedCache
 from .._cache_legacy import LEGACY_PREFIX
 from .._config import load_settings
-from .._errors import ConfigError, InvalidArgumentError, OutputError
+from .._errors import CacheError, ConfigError, InvalidArgumentError, OutputError
 from .._keys import cache_for
 from .._paths import user_path
 from .._policy import Policy
@@ -31,6 +31,8 @@ __all__ = [
     "EXIT_PIPE",
     "EXIT_USAGE",
     "EXIT_WORKLOAD_FAILED",
+    "STDIN",
+    "STDIN_NAME",
     "Stderr",
     "Stdout",
     "StdoutFailed",
@@ -45,6 +47,7 @@ __all__ = [
     "named_policy",
     "open_cache",
     "output_file",
+    "read_stdin_cache",
     "same_file",
     "say",
     "short_keys",
@@ -58,6 +61,9 @@ EXIT_WORKLOAD_FAILED = 1  # also when hard_limit_s ran out: no measured decision
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports
+
+STDIN = "-"  # a cache file to read, as `tar -f -` reads stdin (JSON, as /dev/stdin is read)
+STDIN_NAME = "stdin"  # what messages call it
 
 _SHOW_SKIPPED = 5  # skipped entries named one by one on import and merge; the rest are counted
 
@@ -312,6 +318,18 @@ def _is_dir(what: str, path: Path) -> bool:
         return path.is_dir()
     except OSError as exc:  # a name too long, say
         raise OutputError(f"{what} {path}: {exc.strerror or exc}") from None
+
+
+def read_stdin_cache() -> ParsedCache:
+    """The cache file piped to stdin (:data:`STDIN` on the command line), read as JSON.
+
+    Raises:
+        CacheError: stdin is closed or cannot be read, or holds no cache
+            (:func:`read_cache_stream`).
+    """
+    if sys.stdin is None:  # closed at start (<&-)
+        raise CacheError(f"cannot read {STDIN_NAME}: it is closed; expected a JSON cache piped in")
+    return read_cache_stream(sys.stdin.buffer, name=STDIN_NAME)
 
 
 def same_file(a: Path, b: Path) -> bool:

@@ -17,11 +17,14 @@ from .._errors import CacheError, InvalidArgumentError
 from .._shown import shown_some
 from ._common import (
     EXIT_OK,
+    STDIN,
+    STDIN_NAME,
     entries_of,
     exists,
     file_arg,
     open_cache,
     output_file,
+    read_stdin_cache,
     same_file,
     short_keys,
     warn_skipped,
@@ -41,7 +44,12 @@ def add_merge_parser(
         parents=[common],
         help="merge cache files into the cache (or -o OUT); the newest entry per key wins",
     )
-    merge.add_argument("files", nargs="+", metavar="FILE", help="chunktune caches, merged in order")
+    merge.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="chunktune caches, merged in order (- reads one from stdin, as JSON)",
+    )
     merge.add_argument(
         "-o",
         "--output",
@@ -81,7 +89,14 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
 def _cmd_cache_merge(args: argparse.Namespace) -> int:
     target, before = _target(args)
     inputs: list[tuple[str, ParsedCache]] = []
+    if args.files.count(STDIN) > 1:
+        raise InvalidArgumentError(
+            f"merge: - (stdin) is given {args.files.count(STDIN)} times; expected it once at most"
+        )
     for value in args.files:
+        if value == STDIN:
+            inputs.append((STDIN_NAME, read_stdin_cache()))
+            continue
         path = file_arg("merge FILE", value)
         if exists(path) and same_file(path, target.path):
             raise InvalidArgumentError(f"merge {path}: that is the file being merged into")
