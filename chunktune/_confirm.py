@@ -43,6 +43,7 @@ from typing import Literal
 
 import attrs
 
+from ._margin import least_gain
 from ._sequential import Design, adjusted
 from ._stats import estimate, normal_cdf, normal_quantile, pooled_sigma, standard_error
 
@@ -236,7 +237,7 @@ def judge(
     z = bounds[1] if last else bounds[0]
     low, high = center - z * se, center + z * se
     ci = (_gain(low), _gain(high)) if math.isfinite(se) else (-math.inf, math.inf)
-    need = -math.log1p(-margin)
+    need = least_gain(margin)  # a gain exactly the margin clears it, its log's rounding aside
     # what a trainer pays: every pair, the ones a burst of other work hit included
     mean = math.fsum(d) / n if n else 0.0
     outcome: Outcome | None = None

@@ -15,6 +15,7 @@ import math
 from ._candidates import thin_log
 from ._decision import size_name
 from ._evidence import Evidence
+from ._margin import least_gain
 from ._probe import Chunk, Probe
 
 __all__ = ["Field"]
@@ -36,7 +37,7 @@ class Field:
         self.dropped: dict[Chunk, int] = {}
         self.round = 0  # the round measured last
         self.band = math.log1p(p.tie_tol)
-        self.need = -math.log1p(-p.margin)
+        self.need = least_gain(p.margin)  # a size exactly the margin faster clears it
 
     # -- judging ------------------------------------------------------------------
 

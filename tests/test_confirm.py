@@ -145,6 +145,49 @@ def test_a_gain_of_exactly_the_margin_is_confirmed() -> None:
     assert v.outcome == "confirmed"
 
 
+@pytest.mark.parametrize("margin", [0.01, 0.03, 0.05])
+@pytest.mark.parametrize("native_s", [0.02, 0.013, 1.0])
+def test_timings_exactly_the_margin_apart_are_confirmed(native_s: float, margin: float) -> None:
+    """Pairs timed exactly the margin apart clear it, whatever their logs' rounding."""
+    winner_s = native_s * (1.0 - margin)
+    d = pair_gains([None, 8, 8, None], [native_s, winner_s, winner_s, native_s]) * 4
+    v = judge(d, prior_sigma=0.001, prior_dof=40, margin=margin, bounds=success_z(0.05, 5),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=8)  # fmt: skip
+    assert v.outcome == "confirmed"
+
+
+class ExactlyTheMargin:
+    """Native takes 20 ms a call, size 6 exactly 1% less, every other size 5% more; no noise."""
+
+    num_envs = 256
+    nthread = 2
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "exactly-the-margin"}
+
+    def run(self, chunk_size: int | None) -> float:
+        native = 0.02
+        seconds = native * (0.99 if chunk_size == 6 else 1.05 if chunk_size else 1.0)
+        self.seconds += seconds
+        return seconds
+
+    def clock(self) -> float:
+        return self.seconds
+
+
+def test_a_size_exactly_the_margin_faster_leaves_native() -> None:
+    """balanced (margin 1%) chooses a size whose every call is exactly 1% under native's."""
+    pol = load_settings().get_policy("balanced")
+    assert pol.margin == 0.01
+    sizes = candidate_list(pol.candidates, 256, 2)
+    assert 6 in sizes
+    result = sweep(ExactlyTheMargin(), sizes, pol)
+    assert result.choice.chunk_size == 6, result.choice.reason
+
+
 @pytest.mark.parametrize("center", [-0.03, -0.01, 0.0, 0.005, 0.01, 0.02])
 def test_the_futility_bound_is_what_a_rejection_judged(center: float) -> None:
     """futility_bound is under the margin exactly when judge rejects (past the first look)."""
