@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import resource
 import selectors
 import signal
 import subprocess
@@ -154,6 +155,33 @@ def fill(path: Path, entries: Mapping[str, CacheEntry]) -> DecisionCache:
 
 
 # ---------------------------------------------------------------- tune
+
+
+def _address_space_of_1_gib() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("command", ["tune", "record"])
+def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
+    env: dict[str, Path], model: Path, tmp_path: Path, command: str
+) -> None:
+    """--num-envs too large for `ulimit -v` (1 GiB): exit 2 naming the value, no traceback."""
+    out = ["-o", str(tmp_path / "trace.json")] if command == "record" else []
+    batch = ["--num-envs", "4000000", "--nthread", "1", "--nstep", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "chunktune", command, str(model), *batch, *out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_address_space_of_1_gib,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    # the machine's available memory may refuse it first; either way the value is named
+    assert line.startswith(("chunktune: error: --num-envs 4000000 ", "chunktune: error: num_envs"))
+    assert "4000000" in line and line.endswith("use fewer envs or steps")
 
 
 @pytest.mark.mujoco

@@ -121,17 +121,42 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
     num_envs = default_envs(args, nthread)
     if args.model is None:
         nstep = args.nstep or DEMO_NSTEP
-        demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
+        with _fits(num_envs, args.nstep):
+            demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
         warn_shared_cores(nthread)
         what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
         return demo, what
     kwargs: dict[str, Any] = {}
     if args.nstep is not None:
         kwargs["nstep"] = args.nstep
-    workload = RolloutWorkload.from_xml(args.model, num_envs=num_envs, nthread=nthread, **kwargs)
+    with _fits(num_envs, args.nstep):
+        workload = RolloutWorkload.from_xml(
+            args.model, num_envs=num_envs, nthread=nthread, **kwargs
+        )
     warn_shared_cores(nthread)
     what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
     return workload, what
+
+
+@contextlib.contextmanager
+def _fits(num_envs: int, nstep: int | None) -> Iterator[None]:
+    """A batch whose arrays cannot be allocated, told as a bad ``--num-envs``, not a traceback.
+
+    The workload refuses a batch larger than the memory the machine has available; a
+    smaller one can still fail where this process may allocate less (``ulimit -v``, a
+    batch scheduler's address-space limit).
+
+    Raises:
+        InvalidArgumentError: allocating the batch's arrays raised MemoryError.
+    """
+    try:
+        yield
+    except MemoryError as exc:
+        steps = "" if nstep is None else f" with --nstep {nstep}"
+        raise InvalidArgumentError(
+            f"--num-envs {num_envs}{steps}: the batch's arrays do not fit in the memory this "
+            f"process may allocate ({exc or 'out of memory'}); use fewer envs or steps"
+        ) from None
 
 
 @contextlib.contextmanager
