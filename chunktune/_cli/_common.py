@@ -324,11 +324,16 @@ def read_stdin_cache() -> ParsedCache:
     """The cache file piped to stdin (:data:`STDIN` on the command line), read as JSON.
 
     Raises:
-        CacheError: stdin is closed or cannot be read, or holds no cache
+        CacheError: stdin is closed, a terminal or cannot be read, or holds no cache
             (:func:`read_cache_stream`).
     """
     if sys.stdin is None:  # closed at start (<&-)
         raise CacheError(f"cannot read {STDIN_NAME}: it is closed; expected a JSON cache piped in")
+    if sys.stdin.isatty():  # as tar refuses to: `import -` typed alone would wait for Ctrl-D
+        raise CacheError(
+            f"cannot read {STDIN_NAME}: it is a terminal; expected a JSON cache piped in "
+            "(chunktune cache export - | chunktune cache import -)"
+        )
     return read_cache_stream(sys.stdin.buffer, name=STDIN_NAME)
 
 
