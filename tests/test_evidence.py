@@ -179,3 +179,28 @@ def test_unpaired_a_candidates_every_call_is_a_round_it_rests_on() -> None:
     assert (ev.count(8), ev.rounds(8), sorted(ev.judged(8))) == (3, 3, [0, 1, 2])
     paired = evidence({None: [1.0, 1.0], 8: [0.9, 0.9, 0.9]})
     assert (paired.count(8), paired.rounds(8)) == (3, 2)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_locations_comparisons_and_native_s_seconds_trim_as_the_evidence_says(
+    paired: bool,
+) -> None:
+    """With trim 0 a trimmed mean keeps every round's value: one fast round moves each figure."""
+    ev = Evidence(paired=paired, estimator="trimmed_mean", trim=0.0)
+    for r, (native, ratio) in enumerate([(1.0, 1.0)] * 4 + [(6.0, math.exp(-0.5))]):
+        ev.add(None, r, native)
+        ev.add(4, r, native * ratio)
+    # 4's log ratios to native are [0, 0, 0, 0, -0.5]: their mean is -0.1 (trimmed, 0)
+    cmp = ev.compare(4, None)
+    assert cmp.diff == pytest.approx(-0.1)
+    assert ev.native_seconds() == pytest.approx(2.0)  # the mean of 1, 1, 1, 1, 6 (trimmed, 1)
+    if paired:
+        assert ev.location(4) == pytest.approx(-0.1)
+        assert ev.estimates([4]) == pytest.approx({4: 2.0 * math.exp(-0.1)})
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_without_a_native_call_there_are_no_estimates(paired: bool) -> None:
+    """Before native's first call nothing has a scale: no estimates, and no error."""
+    ev = evidence({4: [0.9, 0.9, 0.9]}, paired=paired)
+    assert ev.estimates([None, 4]) == {}
