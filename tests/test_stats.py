@@ -8,6 +8,8 @@ import pytest
 from chunktune._stats import (
     ESTIMATOR_EFFICIENCY,
     estimate,
+    normal_cdf,
+    normal_quantile,
     pooled_log_sigma,
     pooled_sigma,
     standard_error,
@@ -51,6 +53,11 @@ def test_three_differences_are_enough_for_a_noise_figure() -> None:
     assert sigma == pytest.approx(1.4826 * 2.0 / np.sqrt(2.0))  # median |difference| is 2
 
 
+def test_two_differences_are_not_yet_a_noise_figure() -> None:
+    """Two series of two values give only two differences: no noise figure, no dof."""
+    assert pooled_sigma([[0.0, 1.0], [5.0, 7.0]]) == (0.0, 0)
+
+
 def test_too_few_samples_give_zero() -> None:
     """No candidate with two samples means no noise figure yet."""
     assert pooled_log_sigma([[1.0], [2.0]]) == 0.0
@@ -82,6 +89,11 @@ def test_of_an_even_count_the_median_and_the_fast_half_split_it_in_two(
 ) -> None:
     """Of four values the median is the middle two's mean, and the fast half is exactly two."""
     assert estimate([4.0, 1.0, 100.0, 2.0], how) == pytest.approx(expected)
+
+
+def test_a_trimmed_mean_that_keeps_three_values_averages_them() -> None:
+    """Of seven values a 20% trim drops two at each end and averages the middle three."""
+    assert estimate([100.0, 0.0, 6.0, 2.0, 0.0, 100.0, 1.0], "trimmed_mean", trim=0.2) == 3.0
 
 
 def test_unknown_estimator_and_empty_samples_raise() -> None:
@@ -127,3 +139,9 @@ def test_a_trim_that_is_a_whole_count_of_samples_cuts_exactly_that_many() -> Non
     """28% of 25 samples is 7 at each end, though 0.28 * 25 is 7.000000000000001 in floats."""
     # sorted, the 18th value is the last one kept by a cut of 7 and dropped by a cut of 8
     assert estimate([0.0] * 17 + [11.0] * 8, "trimmed_mean", trim=0.28) == pytest.approx(1.0)
+
+
+def test_the_normal_quantile_and_distribution_function_are_the_upper_tail_s() -> None:
+    """normal_quantile(0.975) is 1.96 and normal_cdf(1.96) is 0.975: each undoes the other."""
+    assert normal_quantile(0.975) == pytest.approx(1.959964, abs=1e-6)
+    assert normal_cdf(1.959964) == pytest.approx(0.975, abs=1e-6)
