@@ -35,6 +35,7 @@ from cases import REAL_CASES
 
 import chunktune
 from chunktune._confirm import FUTILITY_Z, judge, look_points, plan_bounds
+from chunktune._margin import least_gain
 from chunktune._stats import estimate, pooled_sigma
 
 __all__ = ["gains", "main", "resampled"]
@@ -71,7 +72,7 @@ def resampled(
     d_all = np.log(native / size)  # positive: the size is faster
     plan = policy.confirm_max_pairs
     bounds = plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, plan)
-    need = -math.log1p(-policy.margin)
+    need = least_gain(policy.margin)
     alone = confirmed = 0
     for _ in range(trials):
         d = list(rng.choice(d_all, plan))
@@ -94,7 +95,7 @@ def resampled(
             # estimate the margin (an unconfirmed verdict's figures are the raw ones); it
             # rejects where the confirmation does (a pass never rejects)
             passes = v.outcome == "confirmed" or (
-                v.ci[0] > 0 and -math.log1p(-v.gain) >= need - 1e-12
+                v.ci[0] > 0 and -math.log1p(-v.gain) >= need
             )
             if not alone_done and (passes or v.outcome == "rejected"):
                 alone += passes
