@@ -94,9 +94,7 @@ def resampled(
             # the trimmed mean's test alone confirms where its interval clears 0 and its
             # estimate the margin (an unconfirmed verdict's figures are the raw ones); it
             # rejects where the confirmation does (a pass never rejects)
-            passes = v.outcome == "confirmed" or (
-                v.ci[0] > 0 and -math.log1p(-v.gain) >= need
-            )
+            passes = v.outcome == "confirmed" or (v.ci[0] > 0 and -math.log1p(-v.gain) >= need)
             if not alone_done and (passes or v.outcome == "rejected"):
                 alone += passes
                 alone_done = True

@@ -1297,7 +1297,7 @@ def test_policy_list_names_every_policy_and_its_origin(
     assert main(["policy", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = {ln.split()[0]: ln for ln in lines if ln and ln.split()[0].isidentifier()}
-    for preset in ("quick", "balanced", "patient", "thorough", "seed", "off"):
+    for preset in ("quick", "balanced", "patient", "shared", "thorough", "seed", "off"):
         assert rows[preset].rstrip().endswith("preset")
     assert rows["fast"].split()[1] == "*"
     assert str(env["config"]) in rows["fast"]
@@ -2021,10 +2021,12 @@ def _printed(**fields: Any) -> str:
 def test_a_size_coarser_than_native_is_noted_as_a_bet_on_free_cores(
     chunk_size: int | None, source: str, noted: bool
 ) -> None:
-    """A chosen size above native's, measured now or cached, says its gain can turn under load."""
+    """A chosen size above native's, measured now or cached, says its gain can turn, and how not."""
     out = _printed(chunk_size=chunk_size, source=source, reason="chose it")
-    assert ("is coarser than native's 12" in out) is noted
-    assert ("can turn into a loss under load" in out) is noted
+    flat = " ".join(out.split())
+    assert ("is coarser than native's 12" in flat) is noted
+    assert ("can turn into a loss beside work that comes and goes" in flat) is noted
+    assert ("--policy shared" in flat) is noted
 
 
 def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:

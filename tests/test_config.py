@@ -23,7 +23,7 @@ from chunktune import (
 from chunktune._config import preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
 
-PRESETS = ["balanced", "off", "patient", "quick", "seed", "thorough"]
+PRESETS = ["balanced", "off", "patient", "quick", "seed", "shared", "thorough"]
 
 
 def write(path: Path, text: str) -> Path:

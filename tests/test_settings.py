@@ -20,6 +20,7 @@ from chunktune import (
     Policy,
     SeedCandidates,
 )
+from chunktune._config import preset_names
 from chunktune._policy import ESTIMATORS, TIE_BREAKS, Estimator, TieBreak
 from chunktune._settings import (
     CACHE_FORMATS,
@@ -38,6 +39,7 @@ PRESET_FINGERPRINTS = {
     "patient": "b55cb9e1791f",  # balanced's identity: only its budget stretches
     "quick": "5b6bc0d37e2a",
     "seed": "61feff8ac90c",
+    "shared": "6e7099bcb2cf",  # balanced's measuring, with a floor of ten chunks a worker
     "thorough": "b135b8e6e7dd",
 }
 
@@ -98,6 +100,7 @@ def test_preset_fingerprints_are_pinned() -> None:
     # fields on purpose changes its fingerprint (its old entries stop answering it):
     # then update PRESET_FINGERPRINTS, the one place they are listed.
     presets = chunktune.load_settings().policies
+    assert sorted(PRESET_FINGERPRINTS) == preset_names()  # a new preset is pinned too
     assert {name: presets[name].fingerprint() for name in PRESET_FINGERPRINTS} == (
         PRESET_FINGERPRINTS
     )

@@ -196,8 +196,8 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
         console.print(
             f"{decision.chunk_size} is coarser than native's {decision.native_chunk}: fewer "
             "chunks to hand to a free thread when other work takes a core, so its gain is "
-            "the machine's as measured and can turn into a loss under load (README, "
-            "candidate strategies: min_chunks_per_thread)"
+            "the machine's as measured and can turn into a loss beside work that comes and "
+            "goes (README, candidate strategies; --policy shared keeps to native's side)"
         )
     measured, load = decision.source == "benchmark", decision.load
     if measured and load is not None and load.busy:
