@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import pathlib
 import pickle
 import re
@@ -1103,3 +1104,198 @@ def test_demo_envs_start_at_time_zero_with_flyers_at_rest_each_perturbed_its_own
         assert data.time == 0.0
         assert max(abs(data.qvel[a : a + 6]).max() for a in flyers) < 0.05
     assert len({state.tobytes() for state in workload.initial_state}) == 12
+
+
+# -- the adapter: cases the mut30 audit found untested ----------------------------------
+
+
+def test_run_times_the_pool_call_alone_not_the_pool_made_on_first_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """run()'s seconds span the pool's rollout call only, not the making of its own pool."""
+    from chunktune._mujoco import _rollout
+
+    now = [0.0]
+    monkeypatch.setattr(_rollout, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    class Slow(mujoco.rollout.Rollout):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            now[0] += 100.0  # making the pool
+
+        def rollout(self, *args: Any, **kwargs: Any) -> Any:
+            now[0] += 2.0  # the call itself
+            return super().rollout(*args, **kwargs)
+
+    monkeypatch.setattr(mujoco.rollout, "Rollout", Slow)
+    with tiny_workload() as workload:
+        assert workload.run(None) == 2.0
+
+
+def test_run_asks_the_pool_to_skip_its_argument_checks() -> None:
+    """run() passes skip_checks=True: the inputs were checked once, not on every timed call."""
+    seen: list[object] = []
+
+    class Recording(CountingRollout):  # type: ignore[misc]
+        def rollout(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(kwargs.get("skip_checks"))
+            return super().rollout(*args, **kwargs)
+
+    pool = Recording(nthread=2)
+    with tiny_workload(rollout=pool) as workload:
+        workload.run(None)
+    pool.close()
+    assert seen == [True]
+
+
+@pytest.mark.parametrize("name", ["initial_state", "state", "sensordata"])
+def test_the_workloads_arrays_are_read_only(name: str) -> None:
+    """initial_state, state and sensordata refuse writes: a caller cannot change the batch."""
+    with tiny_workload() as workload:
+        workload.run(None)
+        array = getattr(workload, name)
+        with pytest.raises(ValueError, match="read-only"):
+            array[...] = 0.0
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [pytest.param(0, "0", id="zero"), pytest.param(1.5, "1.5", id="float")],
+)
+def test_from_xml_refuses_a_bad_n_variants_naming_it(
+    tmp_path: pathlib.Path, value: object, shown: str
+) -> None:
+    """n_variants that is no integer >= 1 raises InvalidArgumentError naming it and its value."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    with pytest.raises(
+        InvalidArgumentError, match=rf"n_variants must be an integer >= 1, got {shown}"
+    ):
+        RolloutWorkload.from_xml(path, num_envs=4, nthread=1, n_variants=value)  # type: ignore[arg-type]
+
+
+def test_the_batch_memory_check_counts_every_step_of_the_workload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workload whose nstep outputs do not fit is refused, though one step's would fit."""
+    from chunktune._mujoco import _limits
+
+    nstate = tiny_workload(num_envs=1).nstate
+    one_step = 8 * 12 * (nstate + 1 * (nstate + 4 + 1))  # 4 sensor values, 1 control
+    monkeypatch.setattr(_limits, "available_memory", lambda: one_step)
+    assert tiny_workload(nstep=1).nstep == 1
+    with pytest.raises(InvalidArgumentError, match="num_envs=12 with nstep=6 needs about"):
+        tiny_workload(nstep=6)
+
+
+@pytest.mark.parametrize("name", ["initial_state", "control"])
+def test_the_callers_arrays_are_copied_so_later_edits_change_nothing(name: str) -> None:
+    """Editing the initial_state or control array after building changes nothing the runs do."""
+    base = tiny_workload(perturbation=0.0)
+    given = {
+        "initial_state": np.array(base.initial_state),
+        "control": np.full((12, 6, 1), 0.5),
+    }[name]
+    workload = tiny_workload(**{name: given})
+    workload.run(None)
+    before = workload.state.copy()
+    given[...] = 0.0  # the caller reuses its buffer
+    workload.run(None)
+    assert np.array_equal(workload.state, before)
+
+
+def test_a_perturbation_of_exactly_the_maximum_is_taken_and_more_is_refused() -> None:
+    """perturbation=10 builds; 10.5 raises InvalidArgumentError naming the range and the value."""
+    assert tiny_workload(perturbation=10.0).signature()["perturbation"] == 10.0
+    with pytest.raises(InvalidArgumentError, match=r"from 0 to 10, got 10\.5$"):
+        tiny_workload(perturbation=10.5)
+
+
+def test_a_callers_pool_that_does_not_say_its_nthread_is_used() -> None:
+    """A pool with a rollout() method but no nthread attribute is taken and runs the calls."""
+    inner = CountingRollout(nthread=2)
+
+    class Wrapped:  # a trainer's wrapper around its pool, without the attribute
+        def rollout(self, *args: Any, **kwargs: Any) -> Any:
+            return inner.rollout(*args, **kwargs)
+
+    with tiny_workload(rollout=Wrapped()) as workload:
+        workload.run(None)
+    assert inner.calls == 1 and inner.rollout_ is not None  # used, and left open
+    inner.close()
+
+
+def test_from_xml_variants_without_a_seed_are_those_of_seed_zero(tmp_path: pathlib.Path) -> None:
+    """from_xml's variants default to seed 0, the constructor's default seed."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    kwargs: dict[str, Any] = {"num_envs": 2, "nthread": 1, "nstep": 2, "n_variants": 2}
+    unseeded = RolloutWorkload.from_xml(path, **kwargs)
+    zero = RolloutWorkload.from_xml(path, seed=0, **kwargs)
+    assert unseeded.signature() == zero.signature()
+
+
+def test_from_xml_of_a_file_name_that_is_not_utf8_says_so(tmp_path: pathlib.Path) -> None:
+    """A model file whose name is not UTF-8 raises InvalidArgumentError asking for a rename."""
+    raw = os.fsencode(tmp_path) + b"/robot\xff.xml"
+    with open(raw, "w") as file:
+        file.write(TINY_XML.format(box=0.1, iterations=50))
+    with pytest.raises(InvalidArgumentError, match=r"its name is not UTF-8.*rename the file"):
+        RolloutWorkload.from_xml(os.fsdecode(raw), num_envs=2, nthread=1)
+
+
+def test_run_hands_the_pool_contiguous_arrays_of_its_own() -> None:
+    """The pool gets C-contiguous initial states and controls, even for a tiled row and a (nu,)."""
+    seen: list[tuple[bool, bool]] = []
+
+    class Recording(CountingRollout):  # type: ignore[misc]
+        def rollout(self, *args: Any, **kwargs: Any) -> Any:
+            initial, control = args[2:4]
+            seen.append((initial.flags.c_contiguous, control.flags.c_contiguous))
+            return super().rollout(*args, **kwargs)
+
+    pool = Recording(nthread=2)
+    row = tiny_workload(num_envs=1).initial_state[0]
+    with tiny_workload(rollout=pool, initial_state=row, control=[0.3]) as workload:
+        workload.run(None)
+    pool.close()
+    assert seen == [(True, True)]
+
+
+def test_a_machine_whose_available_memory_is_unknown_builds_the_workload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where available memory cannot be read (None), the memory check lets the batch through."""
+    from chunktune._mujoco import _limits
+
+    monkeypatch.setattr(_limits, "available_memory", lambda: None)
+    assert tiny_workload().run(None) > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param({"model": [tiny_model(), tiny_model(box=0.2)]}, id="variants"),
+        pytest.param({"control": np.linspace(-1.0, 1.0, 12)[:, None, None] * np.ones((12, 6, 1))},
+                     id="controls"),
+    ],
+)  # fmt: skip
+def test_per_env_costs_roll_out_each_env_as_the_batch_does(kwargs: dict[str, Any]) -> None:
+    """Each env alone runs its own variant, its own controls and every step: the batch's states."""
+    batch = tiny_workload(**kwargs)
+    batch.run(None)
+    alone = tiny_workload(**kwargs)
+    per_env_costs(alone)
+    assert np.array_equal(alone.state, batch.state)
+    assert np.array_equal(alone.sensordata, batch.sensordata)
+
+
+def test_batch_records_the_states_and_sensor_values_of_a_fresh_workload() -> None:
+    """batch_seconds alone fills the states and sensordata run() would: Batch records both."""
+    pytest.importorskip("mujoco.batch")
+    rolled = tiny_workload(control=[0.4])
+    rolled.run(None)
+    batched = tiny_workload(control=[0.4])
+    batch_seconds(batched)
+    assert np.array_equal(batched.state, rolled.state)
+    assert np.array_equal(batched.sensordata, rolled.sensordata)
