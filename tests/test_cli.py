@@ -2015,18 +2015,35 @@ def _printed(**fields: Any) -> str:
 
 @pytest.mark.parametrize(
     ("chunk_size", "source", "noted"),
-    [(43, "benchmark", True), (13, "cache", True), (12, "benchmark", False),
-     (4, "benchmark", False), (None, "benchmark", False)],
+    [(43, "benchmark", True), (14, "cache", True), (13, "benchmark", False),
+     (13, "cache", False), (12, "benchmark", False), (4, "benchmark", False),
+     (None, "benchmark", False)],
 )  # fmt: skip
 def test_a_size_coarser_than_native_is_noted_as_a_bet_on_free_cores(
     chunk_size: int | None, source: str, noted: bool
 ) -> None:
-    """A chosen size above native's, measured now or cached, says its gain can turn, and how not."""
+    """A size over one env above native's, measured or cached, says its gain can turn, and how not."""
     out = _printed(chunk_size=chunk_size, source=source, reason="chose it")
     flat = " ".join(out.split())
     assert ("is coarser than native's 12" in flat) is noted
     assert ("can turn into a loss beside work that comes and goes" in flat) is noted
     assert ("--policy shared" in flat) is noted
+
+
+@pytest.mark.parametrize(("num_envs", "nthread"), [(256, 2), (192, 2), (1000, 24), (39, 2)])
+def test_the_largest_size_the_shared_preset_may_choose_is_not_noted(
+    num_envs: int, nthread: int
+) -> None:
+    """`shared`'s coarsest size, one env over native's, is never told to use --policy shared."""
+    import chunktune
+    from chunktune._candidates import largest_chunk, native_chunk
+
+    candidates = chunktune.load_settings(None).get_policy("shared").candidates
+    largest = largest_chunk(candidates, num_envs, nthread)
+    native = native_chunk(num_envs, nthread)
+    assert largest == native + 1  # a batch where shared can choose a size above native's
+    out = _printed(chunk_size=largest, native_chunk=native, reason="chose it")
+    assert "coarser than native" not in " ".join(out.split())
 
 
 def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:

@@ -191,8 +191,10 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
             f"gain over native: {decision.gain:.1%} (not confirmed: the sweep's estimate)"
         )
     console.print(decision.reason)
-    if decision.chunk_size is not None and decision.chunk_size > decision.native_chunk:
-        # measured: a coarser size's gain holds while the cores stay free (README)
+    if decision.chunk_size is not None and decision.chunk_size > decision.native_chunk + 1:
+        # measured: a coarser size's gain holds while the cores stay free (README). One env
+        # over native's is native's side: `shared` may choose it, and must not be told to
+        # use itself
         console.print(
             f"{decision.chunk_size} is coarser than native's {decision.native_chunk}: fewer "
             "chunks to hand to a free thread when other work takes a core, so its gain is "
