@@ -242,7 +242,8 @@ class Policy:
         ``balanced``'s sizes may name none of them. So a candidate search other than
         ``balanced`` at its defaults adds ``candidates=`` (its strategy and keys, but
         ``max_candidates``, which is effort); ``balanced``'s rule, and every preset's but
-        ``seed``'s, read as they always did, so their stored entries keep answering.
+        ``seed``'s and ``shared``'s (ten chunks a worker at least), read as they always
+        did, so their stored entries keep answering.
         """
         rule = ";".join(
             f"{f.name}={_rule_value(getattr(self, f.name))}"

@@ -209,6 +209,19 @@ def test_the_rule_of_a_search_is_pinned_so_stored_entries_keep_answering(
     assert other.rule() == f"{balanced.rule()};candidates={search}"
 
 
+def test_shared_and_balanced_entries_never_answer_each_other() -> None:
+    """`shared` searches other sizes than balanced: neither's entry answers the other, nor quick."""
+    w = uneven()
+    chunktune.resolve_sync(w, policy="balanced")
+    assert chunktune.resolve_sync(w, policy="shared").source == "benchmark"
+    assert chunktune.resolve_sync(w, policy="shared").source == "cache"
+    w = uneven()
+    w.name = "another job"  # only shared's entry exists for it
+    chunktune.resolve_sync(w, policy="shared")
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert chunktune.resolve_sync(w, policy="balanced").source == "benchmark"
+
+
 def test_seed_policy_is_served_only_by_itself() -> None:
     """The seed policy picks by another rule, so a thorough entry does not answer it."""
     w = uneven()
