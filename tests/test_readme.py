@@ -375,6 +375,17 @@ def test_the_shared_preset_keeps_every_size_within_one_of_native() -> None:
         assert sizes and max(sizes) <= largest <= native + 1
 
 
+def test_the_example_settings_name_every_shipped_preset() -> None:
+    """chunktune.toml's comment on `policy` lists exactly the presets that ship."""
+    from chunktune._config import preset_names
+
+    text = (ROOT / "chunktune.toml").read_text()
+    comment = " ".join(text[: text.index("policy =")].replace("#", " ").split())
+    listed = re.search(r"a shipped preset \(([^)]*)\)", comment)
+    assert listed is not None
+    assert sorted(listed.group(1).split(", ")) == preset_names()
+
+
 def test_the_record_progress_interval_is_the_codes() -> None:
     """The README's interval between a recording's round lines off a terminal is the code's."""
     from chunktune._cli._record_cmd import PLAIN_EVERY_S
