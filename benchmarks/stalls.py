@@ -7,7 +7,7 @@
 A sweep measures the pool as it is while it runs, usually calm, as a trainer starts;
 the trainer then runs for days beside whatever else the machine does. Live on the
 2-core VM, load that comes and goes (test suites starting, a process spinning in
-bursts) cost sizes of two to four chunks per worker 4-26% by the seconds summed, while
+bursts) cost sizes of two to four chunks per worker 1-27% by the seconds summed, while
 sizes finer than native held or gained and two processes spinning without pause moved
 nothing (benchmarks/RESULTS.md, sessions 52-53). The simulated pools of ``run.py``
 never slow, so they cannot see that.
