@@ -1064,11 +1064,15 @@ def test_cache_import_dash_without_a_cache_on_stdin_names_stdin(
     assert env["cache"].read_bytes() == before
 
 
-def test_cache_import_dash_on_a_terminal_refuses_without_waiting(env: dict[str, Path]) -> None:
-    """`cache import -` typed with stdin on a terminal: exit 2 at once, not a wait for Ctrl-D."""
-    done = run_on_terminal("cache", "import", "-", term="xterm", stdin_tty=True, timeout=20)
+@pytest.mark.parametrize("verb", ["import", "merge"])
+def test_cache_import_dash_on_a_terminal_refuses_without_waiting(
+    env: dict[str, Path], verb: str
+) -> None:
+    """`cache import -` (or merge -) on a terminal: exit 2 at once, showing that verb piped to."""
+    done = run_on_terminal("cache", verb, "-", term="xterm", stdin_tty=True, timeout=20)
     assert done.returncode == 2, done.screen
     assert done.screen.startswith("chunktune: error: cannot read stdin: it is a terminal; ")
+    assert f"chunktune cache {verb} -" in " ".join(done.screen.split())
     assert not env["cache"].exists()
 
 

@@ -321,7 +321,7 @@ def _export_to_stdout(cache: DecisionCache, fmt: CacheFormat) -> None:
 def _cmd_cache_import(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
     if args.file == STDIN:
-        source, parsed = STDIN_NAME, read_stdin_cache()
+        source, parsed = STDIN_NAME, read_stdin_cache("import")
     else:
         path = file_arg("import", args.file)
         if exists(path) and same_file(path, cache.path):

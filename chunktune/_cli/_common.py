@@ -320,8 +320,11 @@ def _is_dir(what: str, path: Path) -> bool:
         raise OutputError(f"{what} {path}: {exc.strerror or exc}") from None
 
 
-def read_stdin_cache() -> ParsedCache:
+def read_stdin_cache(verb: str) -> ParsedCache:
     """The cache file piped to stdin (:data:`STDIN` on the command line), read as JSON.
+
+    ``verb`` (``import``, ``merge``) is the ``chunktune cache`` verb reading it, which a
+    terminal's refusal shows piped to.
 
     Raises:
         CacheError: stdin is closed, a terminal or cannot be read, or holds no cache
@@ -332,7 +335,7 @@ def read_stdin_cache() -> ParsedCache:
     if sys.stdin.isatty():  # as tar refuses to: `import -` typed alone would wait for Ctrl-D
         raise CacheError(
             f"cannot read {STDIN_NAME}: it is a terminal; expected a JSON cache piped in "
-            "(chunktune cache export - | chunktune cache import -)"
+            f"(chunktune cache export - | chunktune cache {verb} -)"
         )
     return read_cache_stream(sys.stdin.buffer, name=STDIN_NAME)
 

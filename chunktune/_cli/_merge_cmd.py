@@ -95,7 +95,7 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
         )
     for value in args.files:
         if value == STDIN:
-            inputs.append((STDIN_NAME, read_stdin_cache()))
+            inputs.append((STDIN_NAME, read_stdin_cache("merge")))
             continue
         path = file_arg("merge FILE", value)
         if exists(path) and same_file(path, target.path):
