@@ -2026,7 +2026,7 @@ def _printed(**fields: Any) -> str:
 def test_a_size_coarser_than_native_is_noted_as_a_bet_on_free_cores(
     chunk_size: int | None, source: str, noted: bool
 ) -> None:
-    """A size over one env above native's, measured or cached, says its gain can turn, and how not."""
+    """A size over native + 1, measured or cached, says its gain can turn, and how not."""
     out = _printed(chunk_size=chunk_size, source=source, reason="chose it")
     flat = " ".join(out.split())
     assert ("is coarser than native's 12" in flat) is noted
