@@ -1081,3 +1081,120 @@ def test_stalls_main_scores_a_policys_choices_calm_and_busy(
     out = capsys.readouterr().out
     assert "uniform-256x8" in out and "busy 0.1" in out
     assert any(line.startswith("balanced ") for line in out.splitlines())
+
+
+class _Scripted:
+    """A generator whose draws are given: ``random()`` returns the ``firsts`` in order,
+    ``exponential()`` the ``lengths``; the scales it was asked for are kept in ``scales``."""
+
+    def __init__(self, firsts: list[float], lengths: list[float]) -> None:
+        self._firsts, self._lengths, self.scales = iter(firsts), iter(lengths), list[float]()
+
+    def random(self) -> float:
+        return next(self._firsts)
+
+    def exponential(self, scale: float) -> float:
+        self.scales.append(scale)
+        return next(self._lengths)
+
+
+@pytest.mark.parametrize(("first", "on"), [(0.2, True), (0.3, False)])
+def test_stalls_a_worker_starts_in_a_burst_as_often_as_bursts_take_its_time(
+    first: float, on: bool
+) -> None:
+    """Bursts 1 s long, 3 s apart: a uniform draw under 1/4 starts in a burst, one over it free."""
+    script = _script("stalls")
+    rng = _Scripted([first], [1e9])
+    bursts = script.Bursts(rng, 1.0, 3.0, 0.5)
+    assert rng.scales == [1.0 if on else 3.0]  # the first spell is a burst's or a free one's
+    assert bursts.finish(0.0, 1.0) == (2.0 if on else 1.0)
+
+
+def test_stalls_work_across_a_spells_end_runs_at_each_spells_speed() -> None:
+    """Work spanning a burst's edge runs at the burst's speed inside it and at full speed out."""
+    script = _script("stalls")
+    rng = _Scripted([0.0], [1.0, 2.0, 10.0])  # a burst until 1, free until 3, a burst until 13
+    bursts = script.Bursts(rng, 1.0, 3.0, 0.5)
+    assert bursts.finish(0.5, 1.0) == 1.75  # 0.25 done in the burst, 0.75 free
+    assert bursts.finish(2.5, 1.0) == 4.0  # 0.5 done free, 0.5 at half speed
+    assert rng.scales == [1.0, 3.0, 1.0]  # each spell's length drawn at its own kind's mean
+
+
+def test_stalls_a_worker_stopped_by_a_burst_resumes_when_it_ends() -> None:
+    """At speed 0 a burst does none of the work: it carries on, whole, once the burst is over."""
+    script = _script("stalls")
+    bursts = script.Bursts(_Scripted([0.0], [1.0, 2.0, 10.0]), 1.0, 3.0, 0.0)
+    assert bursts.finish(0.5, 1.0) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("firsts", "chunks"),
+    [
+        pytest.param([0.1, 0.1], 8, id="both-in-bursts"),
+        pytest.param([0.9, 0.9], 4, id="both-free"),
+        pytest.param([0.1, 0.9], 6, id="the-first-in-a-burst"),
+    ],
+)
+def test_stalls_each_worker_has_bursts_of_its_own_sized_by_native_s_call(
+    firsts: list[float], chunks: int
+) -> None:
+    """Each worker draws its own bursts, ``burst`` times native's calm call long on average,
+    apart enough to fill ``busy`` of its time, and runs its own chunks at its own speed."""
+    script = _script("stalls")
+    pool = SimulatedWorkload(np.full(64, 1e-3), nthread=2, dispatch_s=5e-6)
+    rng = _Scripted(firsts, [1e9, 1e9])  # no spell ends within the call
+    seconds = script.burst_makespan(pool, 8, script.Stalls(0.25, burst=0.5, speed=0.5), rng)
+    on_s = 0.5 * pool.true_time(None)
+    assert rng.scales == pytest.approx([on_s if f < 0.25 else 3 * on_s for f in firsts])
+    # 8 chunks of 8 envs: calm, 4 chunks' time; at half speed, 8; one worker slowed, 6
+    # (it does 3 of them, the free one 5)
+    chunk_s = 8e-3 + 5e-6
+    assert seconds == pytest.approx(chunks * chunk_s, rel=1e-9)
+
+
+def test_stalls_expected_seconds_is_the_mean_of_its_draws_from_its_seed() -> None:
+    """expected_seconds averages ``draws`` calls whose bursts all come from ``seed``."""
+    script = _script("stalls")
+    pool = SimulatedWorkload(np.full(64, 1e-3), nthread=2, dispatch_s=5e-6)
+    stalls = script.Stalls(0.25)
+    rng = np.random.default_rng(5)
+    calls = [script.burst_makespan(pool, 8, stalls, rng) for _ in range(7)]
+    got = script.expected_seconds(pool, 8, stalls, draws=7, seed=5)
+    assert got == pytest.approx(float(np.mean(calls)), rel=1e-12)
+    assert got != pytest.approx(float(np.median(calls)), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--seeds", "0"], id="seeds-0"),
+        pytest.param(["--draws", "0"], id="draws-0"),
+        pytest.param(["--busy", "0"], id="busy-0"),
+        pytest.param(["--busy", "0.1", "1"], id="busy-1"),
+        pytest.param(["--burst", "0"], id="burst-0"),
+        pytest.param(["--speed", "1"], id="speed-1"),
+        pytest.param(["--speed", "-0.5"], id="speed-negative"),
+        pytest.param(["--only", "no-such-case", "--seeds", "1"], id="unknown-case"),
+    ],
+)
+def test_stalls_main_refuses_arguments_out_of_range(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seeds or draws under 1, a busy share outside (0, 1), a burst of no length, a speed
+    outside [0, 1) or an unknown case: a usage error (exit 2) before anything is tuned."""
+    script = _script("stalls")
+    with pytest.raises(SystemExit) as exited:
+        script.main(argv)
+    assert exited.value.code == 2
+    assert "error: " in capsys.readouterr().err
+
+
+def test_stalls_calibrate_takes_a_burst_that_stops_the_worker(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--speed 0 (a worker that does nothing in a burst) is in range: --calibrate models it."""
+    script = _script("stalls")
+    assert script.main(["--calibrate", "--draws", "1", "--busy", "0.5", "--speed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("uniform 256 envs x 2 workers, native 12, Stalls(busy=0.5, ")
+    assert "speed=0.0)" in out
