@@ -29,7 +29,7 @@ from _terminal import run_on_terminal
 from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
-from chunktune._errors import CacheError
+from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad
 
@@ -182,6 +182,27 @@ def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
     # the machine's available memory may refuse it first; either way the value is named
     assert line.startswith(("chunktune: error: --num-envs 4000000 ", "chunktune: error: num_envs"))
     assert "4000000" in line and line.endswith("use fewer envs or steps")
+
+
+@pytest.mark.parametrize(
+    ("nstep", "error", "said"),
+    [
+        pytest.param(None, MemoryError(), "--num-envs 10: the batch's arrays do not fit in the "
+                     "memory this process may allocate (out of memory); use fewer envs or steps",
+                     id="bare"),
+        pytest.param(5, MemoryError("Unable to allocate 9 GiB"), "--num-envs 10 with --nstep 5: "
+                     "the batch's arrays do not fit in the memory this process may allocate "
+                     "(Unable to allocate 9 GiB); use fewer envs or steps", id="numpy's"),
+    ],
+)  # fmt: skip
+def test_a_memory_error_building_the_batch_says_why_in_one_sentence(
+    nstep: int | None, error: MemoryError, said: str
+) -> None:
+    """A MemoryError while the workload is built names --num-envs, --nstep if given, and the
+    allocator's reason (`out of memory` where it gave none)."""
+    with pytest.raises(InvalidArgumentError) as info, _args._fits(10, nstep):
+        raise error
+    assert str(info.value) == said
 
 
 @pytest.mark.mujoco

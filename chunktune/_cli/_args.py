@@ -155,7 +155,7 @@ def _fits(num_envs: int, nstep: int | None) -> Iterator[None]:
         steps = "" if nstep is None else f" with --nstep {nstep}"
         raise InvalidArgumentError(
             f"--num-envs {num_envs}{steps}: the batch's arrays do not fit in the memory this "
-            f"process may allocate ({exc or 'out of memory'}); use fewer envs or steps"
+            f"process may allocate ({str(exc) or 'out of memory'}); use fewer envs or steps"
         ) from None
 
 
