@@ -184,6 +184,26 @@ def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
     assert "4000000" in line and line.endswith("use fewer envs or steps")
 
 
+@pytest.mark.mujoco
+def test_a_demo_batch_past_the_memory_this_process_may_use_is_a_usage_error(
+    env: dict[str, Path],
+) -> None:
+    """The demo scene too (no MODEL) under `ulimit -v`: exit 2 naming --num-envs, and no
+    --nstep where none was given (the demo's own 20 steps are not the user's)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "chunktune", "tune", "--num-envs", "100000", "--nthread", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_address_space_of_1_gib,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    # about 5 GiB: the machine's available memory may refuse it first
+    assert line.startswith(("chunktune: error: --num-envs 100000: ", "chunktune: error: num_envs"))
+
+
 @pytest.mark.parametrize(
     ("nstep", "error", "said"),
     [
@@ -1094,6 +1114,72 @@ def test_cache_import_dash_on_a_terminal_refuses_without_waiting(
     assert done.returncode == 2, done.screen
     assert done.screen.startswith("chunktune: error: cannot read stdin: it is a terminal; ")
     assert f"chunktune cache {verb} -" in " ".join(done.screen.split())
+    assert not env["cache"].exists()
+
+
+def test_cache_import_dash_dates_an_older_tuner_s_piped_cache_when_it_is_read(
+    env: dict[str, Path], tmp_path: Path
+) -> None:
+    """An older tuner's cache piped to `import -` has no file to date it: its entries are
+    dated as it is read, and the summary names stdin."""
+    before = time.time()
+    done = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "import", "-"],
+        input=json.dumps({"0123abcd": {"chunk_size": 8, "per_candidate_ms": {"None": 10.0}}}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "imported 1 of 1 entry from older tuner's cache stdin into" in done.stdout
+    (imported,) = DecisionCache(env["cache"]).entries().values()
+    assert before <= imported.created <= time.time()
+
+
+@pytest.mark.parametrize("endless", [False, True], ids=["file-past-the-cap", "dev-zero"])
+def test_cache_import_dash_refuses_a_stdin_past_the_cache_cap(
+    env: dict[str, Path], tmp_path: Path, endless: bool
+) -> None:
+    """Stdin holding more than 256 MiB (a file past it, or /dev/zero): exit 2 naming stdin and
+    the cap, nothing imported."""
+    source = Path("/dev/zero") if endless else tmp_path / "huge.json"
+    if not endless:
+        with source.open("wb") as f:
+            f.truncate(256 * 2**20 + 1)  # sparse: nothing of it is on disk
+    with source.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "chunktune", "cache", "import", "-"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    assert done.returncode == 2, done.stderr
+    said = "chunktune: error: cannot read stdin: it holds more than 256 MiB; expected a chunktune"
+    assert done.stderr.startswith(f"{said} cache"), done.stderr
+    assert not env["cache"].exists()
+
+
+def test_cache_import_dash_from_a_stdin_it_cannot_read_names_stdin_and_why(
+    env: dict[str, Path], tmp_path: Path
+) -> None:
+    """Stdin open for writing only: exit 2, `cannot read stdin` and the system's reason."""
+    stdin = os.open(tmp_path / "written.json", os.O_WRONLY | os.O_CREAT)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "chunktune", "cache", "import", "-"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    finally:
+        os.close(stdin)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "chunktune: error: cannot read stdin: Bad file descriptor\n"
     assert not env["cache"].exists()
 
 
