@@ -25,6 +25,7 @@ from chunktune._confirm import (
 )
 from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
+from chunktune._margin import least_gain
 from chunktune._reasons import kept
 from chunktune._stats import estimate, normal_cdf, normal_quantile, standard_error
 from chunktune._sweep import sweep
@@ -145,8 +146,10 @@ def test_a_gain_of_exactly_the_margin_is_confirmed() -> None:
     assert v.outcome == "confirmed"
 
 
-@pytest.mark.parametrize("margin", [0.01, 0.03, 0.05])
-@pytest.mark.parametrize("native_s", [0.02, 0.013, 1.0])
+# (0.1 s, 19%): the largest rounding of the grid 1..30% by 0.013..3 s seen, 1.1 units in the
+# last place under the margin's log
+@pytest.mark.parametrize("margin", [0.01, 0.03, 0.05, 0.19])
+@pytest.mark.parametrize("native_s", [0.02, 0.013, 1.0, 0.1])
 def test_timings_exactly_the_margin_apart_are_confirmed(native_s: float, margin: float) -> None:
     """Pairs timed exactly the margin apart clear it, whatever their logs' rounding."""
     winner_s = native_s * (1.0 - margin)
@@ -154,6 +157,21 @@ def test_timings_exactly_the_margin_apart_are_confirmed(native_s: float, margin:
     v = judge(d, prior_sigma=0.001, prior_dof=40, margin=margin, bounds=success_z(0.05, 5),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=8)  # fmt: skip
     assert v.outcome == "confirmed"
+
+
+@pytest.mark.parametrize("margin", [0.01, 0.02])
+def test_the_least_gain_is_confirmed_and_a_gain_a_hair_under_the_margin_is_not(
+    margin: float,
+) -> None:
+    """A steady gain of exactly least_gain(margin) is confirmed; one 1e-12 under the margin's
+    log (far past any rounding, far under what a timing shows) is not."""
+    kw = {"prior_sigma": 0.001, "prior_dof": 40, "margin": margin, "bounds": success_z(0.05, 5),
+          "z_futility": FUTILITY_Z, "min_pairs": 4, "max_pairs": 32}  # fmt: skip
+    need = least_gain(margin)
+    assert estimate([need] * 4, "trimmed_mean") == need  # the estimate sits exactly on it
+    assert judge([need] * 4, **kw).outcome == "confirmed"
+    short = -math.log1p(-margin) - 1e-12
+    assert judge([short] * 4, **kw).outcome != "confirmed"
 
 
 class ExactlyTheMargin:

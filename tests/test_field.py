@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from _fields import balanced, field
 
 from chunktune._events import ProgressEvent
@@ -44,6 +46,17 @@ def test_racing_drops_a_size_clearly_short_of_the_margin_after_min_rounds() -> N
     f = field(balanced(min_rounds=6, margin=0.03, tie_tol=0.01), {8: (0.99,), 16: (0.995,)})
     f.race()
     assert f.live == [8] and 16 in f.dropped
+
+
+def test_racing_drops_a_size_a_hair_short_of_the_margin_and_keeps_one_exactly_on_it() -> None:
+    """Without noise, a size 1e-12 under the margin's log gain is clearly short of it and
+    dropped; one timed exactly the margin faster than native, its log's rounding aside, stays."""
+    margin = 0.03
+    short = (1.0 - margin) * math.exp(1e-12)
+    f = field(balanced(margin=margin), {8: (0.965,), 16: (short,), 32: (1.0 - margin,)},
+              wobble=(1.0,) * 6)  # fmt: skip
+    f.race()
+    assert f.live == [8, 32] and 16 in f.dropped
 
 
 def test_racing_never_drops_the_leader() -> None:
