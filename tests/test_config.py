@@ -87,6 +87,15 @@ def test_seed_preset_is_the_older_tuner() -> None:
     assert seed.candidates.strategy == "seed"
 
 
+def test_shared_preset_is_balanced_with_a_floor_of_ten_chunks_a_worker() -> None:
+    """shared: balanced's every setting, its budget included, but a floor of 10 chunks a worker."""
+    presets = load_settings().policies
+    shared, balanced = presets["shared"], presets["balanced"]
+    assert shared.candidates == attrs.evolve(balanced.candidates, min_chunks_per_thread=10)
+    as_balanced = attrs.evolve(shared, candidates=balanced.candidates)
+    assert attrs.evolve(as_balanced, description=balanced.description) == balanced
+
+
 def test_user_policy_extends_a_preset(tmp_path: Path) -> None:
     """A user policy starts from its preset and overrides only what it names."""
     cfg = write(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import threading
 import tracemalloc
@@ -14,7 +15,7 @@ import pytest
 
 from chunktune import CacheError, ConfigError, TraceError, load_settings
 from chunktune._cache import read_cache_file
-from chunktune._reading import TooLarge, read_capped
+from chunktune._reading import TooLarge, read_capped, read_capped_from
 from chunktune._trace import load_trace
 
 MIB = 2**20
@@ -136,3 +137,11 @@ def test_a_file_of_many_chunks_under_the_cap_is_read_whole_in_order(
     else:
         with piped(data) as path:
             assert read_capped(path, 4 * MIB) == data
+
+
+def test_a_stream_without_a_descriptor_is_read_and_capped_as_a_pipe() -> None:
+    """An in-memory stream has no descriptor to ask its size: it is read whole, or refused
+    past the cap naming the path it was given."""
+    assert read_capped_from(io.BytesIO(b"x" * MIB), MIB, Path("mem")) == b"x" * MIB
+    with pytest.raises(TooLarge, match=r"^mem holds more than 1 MiB$"):
+        read_capped_from(io.BytesIO(b"x" * (MIB + 1)), MIB, Path("mem"))
