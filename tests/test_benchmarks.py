@@ -21,7 +21,9 @@ from _holders import holding
 from _pools import remembering
 
 from chunktune import load_settings
+from chunktune._confirm import Confirmation
 from chunktune._lock_files import sweep_lock_path
+from chunktune._margin import least_gain
 from chunktune._trace import Trace, dump_trace
 from chunktune.sim import LAYOUTS, Noise, ReplayWorkload, SimulatedWorkload
 
@@ -1004,6 +1006,27 @@ def test_burst_pairs_resampled_passes_a_steady_gain_of_exactly_the_margin_alone(
     size = native * (1.0 - policy.margin)  # its log gain is the margin's less a rounding error
     assert float(np.log(native / size)[0]) != -math.log1p(-policy.margin)
     assert bp.resampled(native, size, trials=5, policy=policy)[0] == 1.0
+
+
+def test_burst_pairs_resampled_s_test_alone_passes_from_the_confirmation_s_least_gain(
+    bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resampled: an undecided verdict clear of 0 whose gain's log is exactly least_gain passes
+    the trimmed test alone; one whose log is the next float under does not."""
+    bp = bench["burst_pairs"]
+    policy = load_settings(None).get_policy("balanced")
+    need = least_gain(policy.margin)
+    gain = -math.expm1(-need)
+    while -math.log1p(-gain) < need:  # the gain whose log comes out exactly on it
+        gain = math.nextafter(gain, 1.0)
+    while -math.log1p(-math.nextafter(gain, 0.0)) >= need:
+        gain = math.nextafter(gain, 0.0)
+    assert -math.log1p(-gain) == need
+    native = np.full(8, 0.010)
+    for verdict_gain, share in ((gain, 1.0), (math.nextafter(gain, 0.0), 0.0)):
+        verdict = Confirmation(None, 4, verdict_gain, (0.001, 0.05), 0.01)
+        monkeypatch.setattr(bp, "judge", lambda d, verdict=verdict, **kw: verdict)
+        assert bp.resampled(native, native * 0.99, trials=3, policy=policy)[0] == share
 
 
 def test_burst_pairs_resampled_plans_each_trial_as_the_policy_s_confirmation(
