@@ -1011,8 +1011,8 @@ def test_burst_pairs_resampled_passes_a_steady_gain_of_exactly_the_margin_alone(
 def test_burst_pairs_resampled_s_test_alone_passes_from_the_confirmation_s_least_gain(
     bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """resampled: an undecided verdict clear of 0 whose gain's log is exactly least_gain passes
-    the trimmed test alone; one whose log is the next float under does not."""
+    """resampled: an undecided gain clear of 0 passes alone from least_gain, not a float under."""
+    # a verdict whose gain's log is exactly least_gain passes; the next float under does not
     bp = bench["burst_pairs"]
     policy = load_settings(None).get_policy("balanced")
     need = least_gain(policy.margin)
@@ -1161,8 +1161,8 @@ def test_stalls_a_worker_stopped_by_a_burst_resumes_when_it_ends() -> None:
 def test_stalls_each_worker_has_bursts_of_its_own_sized_by_native_s_call(
     firsts: list[float], chunks: int
 ) -> None:
-    """Each worker draws its own bursts, ``burst`` times native's calm call long on average,
-    apart enough to fill ``busy`` of its time, and runs its own chunks at its own speed."""
+    """Each worker has its own bursts, burst x native's call long, filling busy of its time."""
+    # and runs its own chunks at its own speed
     script = _script("stalls")
     pool = SimulatedWorkload(np.full(64, 1e-3), nthread=2, dispatch_s=5e-6)
     rng = _Scripted(firsts, [1e9, 1e9])  # no spell ends within the call
@@ -1203,8 +1203,8 @@ def test_stalls_expected_seconds_is_the_mean_of_its_draws_from_its_seed() -> Non
 def test_stalls_main_refuses_arguments_out_of_range(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Seeds or draws under 1, a busy share outside (0, 1), a burst of no length, a speed
-    outside [0, 1) or an unknown case: a usage error (exit 2) before anything is tuned."""
+    """Seeds, draws, busy, burst, speed out of range or an unknown case: exit 2, nothing tuned."""
+    # seeds or draws under 1, busy outside (0, 1), burst 0, speed outside [0, 1)
     script = _script("stalls")
     with pytest.raises(SystemExit) as exited:
         script.main(argv)

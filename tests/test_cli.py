@@ -188,8 +188,8 @@ def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
 def test_a_demo_batch_past_the_memory_this_process_may_use_is_a_usage_error(
     env: dict[str, Path],
 ) -> None:
-    """The demo scene too (no MODEL) under `ulimit -v`: exit 2 naming --num-envs, and no
-    --nstep where none was given (the demo's own 20 steps are not the user's)."""
+    """The demo under `ulimit -v`: exit 2 naming --num-envs alone, as no --nstep was given."""
+    # the demo's own 20 steps are not the user's --nstep
     done = subprocess.run(
         [sys.executable, "-m", "chunktune", "tune", "--num-envs", "100000", "--nthread", "1"],
         capture_output=True,
@@ -218,8 +218,8 @@ def test_a_demo_batch_past_the_memory_this_process_may_use_is_a_usage_error(
 def test_a_memory_error_building_the_batch_says_why_in_one_sentence(
     nstep: int | None, error: MemoryError, said: str
 ) -> None:
-    """A MemoryError while the workload is built names --num-envs, --nstep if given, and the
-    allocator's reason (`out of memory` where it gave none)."""
+    """A MemoryError building the batch names --num-envs, --nstep if given, and the reason."""
+    # the allocator's reason, or `out of memory` where it gave none
     with pytest.raises(InvalidArgumentError) as info, _args._fits(10, nstep):
         raise error
     assert str(info.value) == said
@@ -1120,8 +1120,7 @@ def test_cache_import_dash_on_a_terminal_refuses_without_waiting(
 def test_cache_import_dash_dates_an_older_tuner_s_piped_cache_when_it_is_read(
     env: dict[str, Path], tmp_path: Path
 ) -> None:
-    """An older tuner's cache piped to `import -` has no file to date it: its entries are
-    dated as it is read, and the summary names stdin."""
+    """An older tuner's cache piped to `import -` is dated as it is read; the summary says stdin."""
     before = time.time()
     done = subprocess.run(
         [sys.executable, "-m", "chunktune", "cache", "import", "-"],
@@ -1141,8 +1140,7 @@ def test_cache_import_dash_dates_an_older_tuner_s_piped_cache_when_it_is_read(
 def test_cache_import_dash_refuses_a_stdin_past_the_cache_cap(
     env: dict[str, Path], tmp_path: Path, endless: bool
 ) -> None:
-    """Stdin holding more than 256 MiB (a file past it, or /dev/zero): exit 2 naming stdin and
-    the cap, nothing imported."""
+    """Stdin past 256 MiB (a file, /dev/zero): exit 2 naming stdin and the cap, nothing imported."""
     source = Path("/dev/zero") if endless else tmp_path / "huge.json"
     if not endless:
         with source.open("wb") as f:

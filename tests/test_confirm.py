@@ -163,8 +163,8 @@ def test_timings_exactly_the_margin_apart_are_confirmed(native_s: float, margin:
 def test_the_least_gain_is_confirmed_and_a_gain_a_hair_under_the_margin_is_not(
     margin: float,
 ) -> None:
-    """A steady gain of exactly least_gain(margin) is confirmed; one 1e-12 under the margin's
-    log (far past any rounding, far under what a timing shows) is not."""
+    """A steady gain of least_gain(margin) is confirmed; one 1e-12 under the margin's is not."""
+    # 1e-12 is far past any rounding of a log gain, far under what a timing shows
     kw = {"prior_sigma": 0.001, "prior_dof": 40, "margin": margin, "bounds": success_z(0.05, 5),
           "z_futility": FUTILITY_Z, "min_pairs": 4, "max_pairs": 32}  # fmt: skip
     need = least_gain(margin)

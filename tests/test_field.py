@@ -49,8 +49,7 @@ def test_racing_drops_a_size_clearly_short_of_the_margin_after_min_rounds() -> N
 
 
 def test_racing_drops_a_size_a_hair_short_of_the_margin_and_keeps_one_exactly_on_it() -> None:
-    """Without noise, a size 1e-12 under the margin's log gain is clearly short of it and
-    dropped; one timed exactly the margin faster than native, its log's rounding aside, stays."""
+    """No noise: a size 1e-12 short of the margin's log is dropped, one exactly on it stays."""
     margin = 0.03
     short = (1.0 - margin) * math.exp(1e-12)
     f = field(balanced(margin=margin), {8: (0.965,), 16: (short,), 32: (1.0 - margin,)},

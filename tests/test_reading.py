@@ -140,8 +140,7 @@ def test_a_file_of_many_chunks_under_the_cap_is_read_whole_in_order(
 
 
 def test_a_stream_without_a_descriptor_is_read_and_capped_as_a_pipe() -> None:
-    """An in-memory stream has no descriptor to ask its size: it is read whole, or refused
-    past the cap naming the path it was given."""
+    """An in-memory stream (no descriptor) is read whole, or refused past the cap by its path."""
     assert read_capped_from(io.BytesIO(b"x" * MIB), MIB, Path("mem")) == b"x" * MIB
     with pytest.raises(TooLarge, match=r"^mem holds more than 1 MiB$"):
         read_capped_from(io.BytesIO(b"x" * (MIB + 1)), MIB, Path("mem"))
