@@ -161,16 +161,11 @@ def _address_space_of_1_gib() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
 
 
-@pytest.mark.mujoco
-@pytest.mark.parametrize("command", ["tune", "record"])
-def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
-    env: dict[str, Path], model: Path, tmp_path: Path, command: str
-) -> None:
-    """--num-envs too large for `ulimit -v` (1 GiB): exit 2 naming the value, no traceback."""
-    out = ["-o", str(tmp_path / "trace.json")] if command == "record" else []
-    batch = ["--num-envs", "4000000", "--nthread", "1", "--nstep", "1"]
+def _refused_in_1_gib(*argv: str) -> str:
+    """The one line `chunktune ARGV` prints on stderr where it may allocate 1 GiB, having
+    exited 2 without a traceback."""
     done = subprocess.run(
-        [sys.executable, "-m", "chunktune", command, str(model), *batch, *out],
+        [sys.executable, "-m", "chunktune", *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -179,6 +174,18 @@ def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.splitlines()
+    return line
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("command", ["tune", "record"])
+def test_a_batch_past_the_memory_this_process_may_use_is_a_usage_error(
+    env: dict[str, Path], model: Path, tmp_path: Path, command: str
+) -> None:
+    """--num-envs too large for `ulimit -v` (1 GiB): exit 2 naming the value, no traceback."""
+    out = ["-o", str(tmp_path / "trace.json")] if command == "record" else []
+    batch = ["--num-envs", "4000000", "--nthread", "1", "--nstep", "1"]
+    line = _refused_in_1_gib(command, str(model), *batch, *out)
     # the machine's available memory may refuse it first; either way the value is named
     assert line.startswith(("chunktune: error: --num-envs 4000000 ", "chunktune: error: num_envs"))
     assert "4000000" in line and line.endswith("use fewer envs or steps")
@@ -190,16 +197,7 @@ def test_a_demo_batch_past_the_memory_this_process_may_use_is_a_usage_error(
 ) -> None:
     """The demo under `ulimit -v`: exit 2 naming --num-envs alone, as no --nstep was given."""
     # the demo's own 20 steps are not the user's --nstep
-    done = subprocess.run(
-        [sys.executable, "-m", "chunktune", "tune", "--num-envs", "100000", "--nthread", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_address_space_of_1_gib,
-    )
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    (line,) = done.stderr.splitlines()
+    line = _refused_in_1_gib("tune", "--num-envs", "100000", "--nthread", "1")
     # about 5 GiB: the machine's available memory may refuse it first
     assert line.startswith(("chunktune: error: --num-envs 100000: ", "chunktune: error: num_envs"))
 
@@ -1136,6 +1134,18 @@ def test_cache_import_dash_dates_an_older_tuner_s_piped_cache_when_it_is_read(
     assert before <= imported.created <= time.time()
 
 
+def _import_dash(stdin: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`chunktune cache import -` run in ``cwd`` with ``stdin`` (a file or descriptor) as stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "import", "-"],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
 @pytest.mark.parametrize("endless", [False, True], ids=["file-past-the-cap", "dev-zero"])
 def test_cache_import_dash_refuses_a_stdin_past_the_cache_cap(
     env: dict[str, Path], tmp_path: Path, endless: bool
@@ -1146,14 +1156,7 @@ def test_cache_import_dash_refuses_a_stdin_past_the_cache_cap(
         with source.open("wb") as f:
             f.truncate(256 * 2**20 + 1)  # sparse: nothing of it is on disk
     with source.open("rb") as stdin:
-        done = subprocess.run(
-            [sys.executable, "-m", "chunktune", "cache", "import", "-"],
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-        )
+        done = _import_dash(stdin, tmp_path)
     assert done.returncode == 2, done.stderr
     said = "chunktune: error: cannot read stdin: it holds more than 256 MiB; expected a chunktune"
     assert done.stderr.startswith(f"{said} cache"), done.stderr
@@ -1166,14 +1169,7 @@ def test_cache_import_dash_from_a_stdin_it_cannot_read_names_stdin_and_why(
     """Stdin open for writing only: exit 2, `cannot read stdin` and the system's reason."""
     stdin = os.open(tmp_path / "written.json", os.O_WRONLY | os.O_CREAT)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "chunktune", "cache", "import", "-"],
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-        )
+        done = _import_dash(stdin, tmp_path)
     finally:
         os.close(stdin)
     assert done.returncode == 2, done.stderr
