@@ -92,12 +92,23 @@ def burst_makespan(
     frees first, a take holding the queue's mutex ``queue_s``), each worker's chunk
     stretched by the bursts it meets. With ``stalls.busy`` 0 it is the calm model's time.
     """
+    return _scheduled(workload, _chunk_seconds(workload, chunk), stalls, rng)
+
+
+def _chunk_seconds(workload: SimulatedWorkload, chunk: int) -> list[float]:
+    """Each chunk's calm seconds at ``chunk``, in queue order: its envs' costs and a dispatch."""
     costs = np.asarray(workload.costs, dtype=float)
     n = len(costs)
     prefix = np.concatenate(([0.0], np.cumsum(costs)))
     bounds = np.arange(0, n + chunk, chunk)
     bounds[-1] = n
-    chunks = (np.diff(prefix[bounds]) + workload.dispatch_s).tolist()
+    return (np.diff(prefix[bounds]) + workload.dispatch_s).tolist()
+
+
+def _scheduled(
+    workload: SimulatedWorkload, chunks: list[float], stalls: Stalls, rng: np.random.Generator
+) -> float:
+    """One call's makespan of ``chunks`` (seconds each) on the pool's workers, bursts drawn."""
     if stalls.busy <= 0.0:
         workers = None
     else:
@@ -122,7 +133,8 @@ def expected_seconds(
 ) -> float:
     """The mean of ``draws`` calls under ``stalls``; a ``seed`` gives every size the same bursts."""
     rng = np.random.default_rng(seed)
-    return float(np.mean([burst_makespan(workload, chunk, stalls, rng) for _ in range(draws)]))
+    chunks = _chunk_seconds(workload, chunk)  # the same every draw
+    return float(np.mean([_scheduled(workload, chunks, stalls, rng) for _ in range(draws)]))
 
 
 class _Expected:

@@ -103,6 +103,7 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
         inputs.append((str(path), read_cache_file(path)))  # all read before any write
     origin: dict[str, str] = {}  # key -> the input its current entry came from
     every = {key for _, parsed in inputs for key in parsed.entries}
+    short: dict[str, str] | None = None
     totals = {"added": 0, "replaced": 0, "kept": 0, "same": 0}
     merged: list[str] = []
     for name, parsed in inputs:
@@ -115,8 +116,11 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
             done = ", ".join(merged)
             raise CacheError(f"{exc}; {done} had been merged before it failed") from exc
         merged.append(name)
-        # as `cache list` shows them: apart from the job's other policies, in OUT or to come
-        short = short_keys({*target.entries(), *every})
+        if short is None:
+            # as `cache list` shows them: apart from the job's other policies, in OUT or to
+            # come; the same set after every input (OUT holds its keys and the inputs'), so
+            # OUT is read for it once
+            short = short_keys({*target.entries(), *every})
         for key in report.replaced:
             print(
                 f"replaced {short[key]}: {name}'s entry is newer than {origin.get(key, before)}'s"
