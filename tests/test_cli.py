@@ -1076,6 +1076,26 @@ def test_cache_export_to_a_dash_piped_into_import_from_stdin_copies_the_cache(
     assert DecisionCache(other).entries() == cache.entries()
 
 
+@pytest.mark.parametrize("good", [True, False], ids=["cache", "not-a-cache"])
+def test_cache_import_of_a_file_named_dash_names_it_by_its_path_not_as_stdin(
+    env: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: bool
+) -> None:
+    """`cache import ./-` reads the file named "-" and names it by its whole path, never "-"."""
+    source = tmp_path / "-"
+    if good:
+        fill(source, {"a" * 32: entry(1.0, 4)})
+    else:
+        source.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    done = run_cli("cache", "import", "./-")
+    if good:
+        assert done.returncode == 0, done.stderr
+        assert f" {source} into " in done.stdout
+    else:
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"chunktune: error: {source} is neither a chunktune cache")
+
+
 @pytest.mark.parametrize(
     ("closed", "said"),
     [

@@ -291,9 +291,15 @@ def file_arg(what: str, value: str) -> Path:
         InvalidArgumentError: the name is empty, holds a NUL byte or names an unknown home.
     """
     try:
-        return user_path(value)
+        path = user_path(value)
     except ValueError as exc:
         raise InvalidArgumentError(f"{what}: {exc}") from None
+    if str(path) == STDIN:  # `./-`, a file named "-": messages must not read as stdin
+        try:
+            return path.absolute()
+        except OSError:  # the working directory is gone: the name as given
+            return path
+    return path
 
 
 def output_file(what: str, value: str) -> Path:
