@@ -528,3 +528,93 @@ def test_a_bad_policy_in_a_file_still_names_the_file_and_its_key(tmp_path: Path)
         f"invalid settings in {cfg}: policies.mine.margin: -1 is not valid for margin; "
         "expected a number in [0, 1)"
     )
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: Policy(tie_z=True), id="policy-tie_z"),
+        pytest.param(lambda: Policy(confidence_z=False), id="policy-confidence_z"),
+        pytest.param(lambda: chunktune.RaySettings(lease_s=True), id="ray-lease_s"),
+    ],
+)
+def test_a_bool_is_no_number_for_a_float_field_built_in_code(build: Any) -> None:
+    """Policy(tie_z=True) is a ConfigError, not the number 1.0 (a float field takes no bool)."""
+    # tie_z, confidence_z and lease_s each take 1.0 or 0.0: only the bool check refuses these
+    with pytest.raises(ConfigError, match=r"(true|false) is not valid for \w+; expected a number"):
+        build()
+
+
+def test_an_optional_number_says_it_may_be_left_unset() -> None:
+    """A bad hard_limit_s is refused with "(or leave it unset)": None is a valid value there."""
+    with pytest.raises(ConfigError, match=r"for hard_limit_s; expected a number .* unset\)$"):
+        Policy(hard_limit_s=-1.0)
+    assert Policy(hard_limit_s=None).hard_limit_s is None
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: chunktune.CacheSettings(format=3), id="format-int"),
+        pytest.param(lambda: chunktune.CacheSettings(format=None), id="format-none"),
+        pytest.param(lambda: chunktune.LogSettings(stderr=True), id="stderr-bool"),
+        pytest.param(lambda: chunktune.RaySettings(while_sweeping=["wait"]), id="sweeping-list"),
+        pytest.param(lambda: Policy(estimator=1), id="estimator-int"),
+    ],
+)
+def test_a_choice_given_no_string_in_code_is_refused(build: Any) -> None:
+    """A choice field given a number, None, a bool or a list is a ConfigError listing options."""
+    with pytest.raises(ConfigError, match=r"is not valid for \w+; expected one of \"\w+\", "):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "valid"),
+    [
+        pytest.param("lease_s", 0.05, False, id="lease-below"),
+        pytest.param("lease_s", 0.1, True, id="lease-floor"),
+        pytest.param("lease_s", 3600.0, True, id="lease-ceiling"),
+        pytest.param("lease_s", 3600.5, False, id="lease-above"),
+        pytest.param("wait_timeout_s", 1e6, True, id="wait-ceiling"),
+        pytest.param("wait_timeout_s", 1e6 + 1, False, id="wait-above"),
+    ],
+)
+def test_ray_settings_keep_their_lease_and_wait_in_range(
+    field: str, value: float, valid: bool
+) -> None:
+    """lease_s is in [0.1, 3600] and wait_timeout_s in (0, 1e6]; a value past either is named."""
+    if valid:
+        assert getattr(chunktune.RaySettings(**{field: value}), field) == value
+    else:
+        with pytest.raises(ConfigError, match=rf"is not valid for {field}; expected a number in "):
+            chunktune.RaySettings(**{field: value})
+
+
+def test_an_unknown_policy_lists_the_known_ones_sorted() -> None:
+    """Settings(policy="x") beside policies zeta and alpha lists them as alpha, zeta."""
+    with pytest.raises(ConfigError, match=r'unknown policy "x"; known policies: alpha, zeta$'):
+        chunktune.Settings(policies={"zeta": Policy(), "alpha": Policy()}, policy="x")
+
+
+def test_settings_keep_their_own_copy_of_the_policies_given() -> None:
+    """A policies dict changed after Settings(policies=d) changes nothing in the Settings."""
+    given = {"p": Policy()}
+    settings = chunktune.Settings(policies=given, policy="p")
+    given["q"] = 3  # type: ignore[assignment]  # would never pass the validator
+    del given["p"]
+    assert list(settings.policies) == ["p"]
+    assert settings.active == Policy()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param("", '"" is not a path', id="empty"),
+        pytest.param("a\0b", "NUL", id="nul"),
+        pytest.param(3, "3 is not valid for system_path; expected a path", id="int"),
+    ],
+)
+def test_a_bad_system_cache_path_built_in_code_is_refused(value: Any, message: str) -> None:
+    """CacheSettings(system_path=...) is checked as path is: an empty, NUL or non-str one raises."""
+    with pytest.raises(ConfigError, match=message):
+        chunktune.CacheSettings(system_path=value)
