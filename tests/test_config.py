@@ -22,6 +22,7 @@ from chunktune import (
 )
 from chunktune._config import preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
+from chunktune._keys import cache_for
 
 PRESETS = ["balanced", "off", "patient", "quick", "seed", "shared", "thorough"]
 
@@ -917,3 +918,37 @@ def test_printable_unicode_policy_names_are_kept() -> None:
     names = ["my policy", "schnell-ä", "快速", "a.b"]
     settings = settings_from_dict({"policies": {n: {"extends": "quick"} for n in names}})
     assert set(names) <= set(settings.policies)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("margin = 5", id="bad-value"),
+        pytest.param("marign = 0.05", id="unknown-key"),
+        pytest.param('extends = "nosuch"', id="unknown-parent"),
+    ],
+)
+def test_a_refused_policy_name_is_its_one_problem_whatever_its_table_holds(
+    tmp_path: Path, body: str
+) -> None:
+    """[policies."a\\u001Bb"] with a bad key under it: the name's one problem, never shown raw."""
+    # its own keys' problems would print their path, the escape in it, raw
+    file = write(tmp_path / "c.toml", f'policy = "quick"\n[policies."a\\u001Bb"]\n{body}\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(file)
+    assert len(info.value.problems) == 1, info.value.problems
+    assert info.value.problems[0].startswith('policies."a\\u001Bb": ')
+    assert "\x1b" not in str(info.value)
+
+
+def test_a_cache_path_ending_toml_is_a_toml_cache_when_no_format_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[cache] path = "d.toml" and no format: format is "auto", so the cache is TOML (README)."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE", raising=False)
+    file = write(tmp_path / "c.toml", '[cache]\npath = "d.toml"\n')
+    settings = load_settings(file)
+    assert settings.cache.format == "auto"
+    cache = cache_for(settings)
+    assert cache is not None
+    assert (cache.path.name, cache.format) == ("d.toml", "toml")
