@@ -96,13 +96,14 @@ def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.
 
 
 def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
+    """``" in [0, 1)"``, ``" >= 2"``, or ``""`` for no bound: what follows "a number"."""
     if lo is not None and hi is not None:
-        return f"in {'(' if lo_open else '['}{bound(lo)}, {bound(hi)}{')' if hi_open else ']'}"
+        return f" in {'(' if lo_open else '['}{bound(lo)}, {bound(hi)}{')' if hi_open else ']'}"
     if lo is not None:
-        return f"{'>' if lo_open else '>='} {bound(lo)}"
+        return f" {'>' if lo_open else '>='} {bound(lo)}"
     if hi is not None:
-        return f"{'<' if hi_open else '<='} {bound(hi)}"
-    return "finite"
+        return f" {'<' if hi_open else '<='} {bound(hi)}"
+    return ""
 
 
 def number(
@@ -114,7 +115,8 @@ def number(
     optional: bool = False,
 ) -> Validator:
     """A real number (not a bool) within the given interval."""
-    expected = f"a number {_interval(lo, hi, lo_open, hi_open)}"
+    interval = _interval(lo, hi, lo_open, hi_open)
+    expected = f"a number{interval}" if interval else "a finite number"
     if optional:
         expected += " (or leave it unset)"
 
@@ -142,7 +144,7 @@ def number(
 
 def integer(lo: int | None = None, hi: int | None = None) -> Validator:
     """An int (not a bool) within ``[lo, hi]``."""
-    expected = f"an integer {_interval(lo, hi, False, False)}"
+    expected = f"an integer{_interval(lo, hi, False, False)}"
 
     def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         ok = (
