@@ -122,9 +122,24 @@ def board(key: str) -> tuple[Flight, bool]:
             return flight, False
         flight = _flights[key] = Flight(key, owner_gone=loop_closed_probe())
         if flight.owner_gone is not never and not _janitor_running:
-            _janitor_running = True
-            threading.Thread(target=_janitor, name="chunktune-flights", daemon=True).start()
+            _janitor_running = _start_janitor()
         return flight, True
+
+
+def _start_janitor() -> bool:
+    """Start the janitor's thread (call with _lock held); False where none could start.
+
+    A process out of threads (``ulimit -u``, memory for a stack) still resolves: only a
+    loop closed under a pending owner goes unwatched, and the next flight tries again.
+    Raising here would leave the flight just boarded without an owner to land it, and
+    every later resolve of its key in this process waiting for it for good.
+    """
+    try:
+        threading.Thread(target=_janitor, name="chunktune-flights", daemon=True).start()
+    except RuntimeError as exc:  # "can't start new thread"
+        logger.debug("chunktune: cannot start the flights' janitor (%s)", exc)
+        return False
+    return True
 
 
 def _janitor() -> None:

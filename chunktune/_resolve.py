@@ -17,8 +17,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -56,6 +57,7 @@ from ._threads import (
     hop,
     in_own_thread,
     loop_running_here,
+    no_thread,
     run_blocking,
     wait_in_thread,
 )
@@ -143,7 +145,8 @@ async def _measure(
         result, load = await in_own_thread(run_sweep, finally_=lock.release)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
-        if isinstance(exc, Exception):
+        # a sweep thread that could not start is chunktune's failure, not the workload's
+        if isinstance(exc, Exception) and not no_thread(exc):
             # a failing workload must never crash the trainer
             logger.warning("chunktune: workload failed while measuring: %r", exc)
             return failed_decision(req, key, exc, watch.probe_seconds)
@@ -160,7 +163,13 @@ async def _measure(
             release = key_lock.release
         store = functools.partial(cache.put, key, cache_entry(req, decision))
         # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
-        await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
+        try:
+            await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
+        except RuntimeError as exc:
+            if not no_thread(exc):
+                raise
+            # the decision stands: only its entry is lost (the key's lock was let go)
+            logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
     return decision
 
 
@@ -381,6 +390,25 @@ async def resolve(
     return await resolve_since(anyio.current_time(), asked)
 
 
+def _without_threads(asked: Ask, exc: RuntimeError) -> Decision:
+    """The fallback of a resolve that could not start a thread it needed (``ulimit -u``
+    reached, or no memory for a stack), logged as a warning: a trainer near such a limit
+    gets the native chunk, not chunktune's exception."""
+    native = native_chunk(asked.num_envs, asked.nthread)
+    policy = "custom" if isinstance(asked.policy, Policy) else asked.policy or ""
+    decision = Decision(
+        chunk_size=None,
+        native_chunk=native,
+        source="fallback",
+        reason=f"kept the native chunk {native}: chunktune could not start a thread "
+        f"({exc}: the process's thread limit, or memory for a stack, is spent); "
+        "nothing was cached",
+        policy=policy,
+    )
+    logger.warning("chunktune: %s", decision.reason)
+    return decision
+
+
 async def resolve_since(started: float, asked: Ask) -> Decision:
     """:func:`resolve` of what ``asked`` holds, its ``hard_limit_s`` counted from ``started``
     (the loop's clock).
@@ -388,6 +416,16 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     For a caller that spent part of the limit before handing over (a Ray worker that
     waited for the registry).
     """
+    try:
+        return await _resolve_since(started, asked)
+    except RuntimeError as exc:
+        if not no_thread(exc):
+            raise
+        return _without_threads(asked, exc)
+
+
+async def _resolve_since(started: float, asked: Ask) -> Decision:
+    """:func:`resolve_since`, but a thread that cannot start raises."""
     if asked.manual is not None:
         return manual_decision(asked)
     if asked.settings is None and given_limit(asked) is not None:
@@ -463,12 +501,21 @@ def resolve_sync(
             async def miss() -> Decision:
                 return settle(req, await _resolve_key(req, key, cache))
 
-            return run_blocking(
-                miss, instead="await chunktune.resolve(...)", where=" (resolve_sync)"
-            )
+            return _blocking(asked, miss)
 
     async def call() -> Decision:
         # a settings file still to read is read here, bounded as resolve bounds it
         return await resolve_since(anyio.current_time() - (time.monotonic() - began), asked)
 
-    return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")
+    return _blocking(asked, call)
+
+
+def _blocking(asked: Ask, call: Callable[[], Coroutine[Any, Any, Decision]]) -> Decision:
+    """``await call()`` from :func:`resolve_sync`; the fallback where a thread it needed
+    could not start."""
+    try:
+        return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")
+    except RuntimeError as exc:
+        if not no_thread(exc):
+            raise
+        return _without_threads(asked, exc)

@@ -37,6 +37,7 @@ __all__ = [
     "loop_closed_probe",
     "loop_running_here",
     "never",
+    "no_thread",
     "run_beside",
     "run_blocking",
     "sweeping",
@@ -61,6 +62,12 @@ _hops: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chu
 # lease) take threads apart from the hops, so no number of them can starve a hop.
 _WAIT_THREADS = 256
 _waits: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_waits")
+
+
+def no_thread(exc: BaseException) -> bool:
+    """Whether ``exc`` is what Python raises when no thread can start: the process's
+    thread limit (``ulimit -u``) reached, or no memory left for a thread's stack."""
+    return isinstance(exc, RuntimeError) and str(exc) == "can't start new thread"
 
 
 def _own_limiter(

@@ -1597,3 +1597,89 @@ async def test_hard_limit_names_the_sweep_lock_whose_try_a_stalled_file_system_h
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     path = _locks.sweep_lock().path
     assert f"its try at the machine's sweep lock ({path}) had not answered" in d.reason
+
+
+# A process whose threads are spent: the Thread.start named by argv[1] fails once, as
+# Python's does past `ulimit -u` (root is exempt from that limit, so it is stood in for);
+# "hop" names a worker thread of anyio's or trio's. Prints the first decision (or what it
+# raised), the thread that failed, then the source of a second resolve with threads back.
+_NO_THREAD = """\
+import asyncio, json, sys, threading
+import trio
+import chunktune
+from chunktune.sim import SimulatedWorkload
+which, caller = sys.argv[1], sys.argv[2]
+start, failed = threading.Thread.start, []
+def failing(self):
+    chunktune_s = self.name.startswith("chunktune")
+    if not failed and (self.name == which or (which == "hop" and not chunktune_s)):
+        failed.append(self.name)
+        raise RuntimeError("can't start new thread")
+    start(self)
+def resolved():
+    w = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
+    if caller == "sync":
+        return chunktune.resolve_sync(w)
+    if caller == "asyncio":
+        return asyncio.run(chunktune.resolve(w))
+    return trio.run(chunktune.resolve, w)
+threading.Thread.start = failing
+try:
+    d = resolved()
+    first = [d.source, d.reason]
+except BaseException as exc:
+    first = ["raised", repr(exc)]
+threading.Thread.start = start
+print(json.dumps({"first": first, "failed": failed, "again": resolved().source}), flush=True)
+"""
+
+
+def _without_a_thread(tmp_path: Path, which: str, caller: str) -> dict[str, Any]:
+    """What the _NO_THREAD script prints, run in a fresh process of its own."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(tmp_path / "c.json")}
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _NO_THREAD, which, caller],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said: dict[str, Any] = json.loads(done.stdout)
+    assert said["failed"], "no thread of that name was started"
+    return said
+
+
+@pytest.mark.parametrize("caller", ["sync", "asyncio", "trio"])
+@pytest.mark.parametrize("which", ["hop", "chunktune sweep"])
+def test_a_thread_that_cannot_start_gives_native_and_says_so(
+    tmp_path: Path, which: str, caller: str
+) -> None:
+    """A hop's or the sweep's thread failing to start: native, chunktune's reason, no raise."""
+    # the sweep's was once called the workload's failure, a hop's raised into the trainer
+    said = _without_a_thread(tmp_path, which, caller)
+    source, reason = said["first"]
+    assert source == "fallback", reason
+    assert "chunktune could not start a thread (can't start new thread" in reason
+    assert said["again"] == "benchmark"  # nothing was cached, nothing is left locked
+
+
+@pytest.mark.parametrize("caller", ["sync", "asyncio", "trio"])
+def test_a_store_thread_that_cannot_start_leaves_the_measured_decision_uncached(
+    tmp_path: Path, caller: str
+) -> None:
+    """The cache write's thread failing to start: the measured decision, not stored."""
+    said = _without_a_thread(tmp_path, STORE_THREAD, caller)
+    assert said["first"][0] == "benchmark"
+    assert said["again"] == "benchmark"
+
+
+@pytest.mark.parametrize("caller", ["sync", "asyncio"])
+def test_a_janitor_that_cannot_start_leaves_the_key_to_the_next_resolve(
+    tmp_path: Path, caller: str
+) -> None:
+    """The flights' janitor failing to start: the resolve measures; the next one hits."""
+    # it raised once, leaving the key's flight boarded for good: the next resolve hung
+    said = _without_a_thread(tmp_path, "chunktune-flights", caller)
+    assert said["first"][0] == "benchmark"
+    assert said["again"] == "cache"
