@@ -12,14 +12,14 @@ keyed there), ``_here``.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -61,7 +61,7 @@ from ._threads import (
     run_blocking,
     wait_in_thread,
 )
-from ._workload import Workload, native_chunk
+from ._workload import Workload, native_chunk, raised_by_workload
 
 __all__ = ["given_limit", "resolve", "resolve_since", "resolve_sync", "with_settings"]
 
@@ -145,8 +145,9 @@ async def _measure(
         result, load = await in_own_thread(run_sweep, finally_=lock.release)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
-        # a sweep thread that could not start is chunktune's failure, not the workload's
-        if isinstance(exc, Exception) and not no_thread(exc):
+        # threads or file descriptors spent outside the workload's own code (the sweep's
+        # thread, a module the sweep imports) are chunktune's failure, not the workload's
+        if isinstance(exc, Exception) and (raised_by_workload(exc) or not _spent(exc)):
             # a failing workload must never crash the trainer
             logger.warning("chunktune: workload failed while measuring: %r", exc)
             return failed_decision(req, key, exc, watch.probe_seconds)
@@ -387,22 +388,40 @@ async def resolve(
         refresh=refresh,
         on_progress=on_progress,
     )
-    return await resolve_since(anyio.current_time(), asked)
+    try:
+        started = anyio.current_time()  # anyio may import its backend's module here
+    except OSError as exc:
+        if not _spent(exc):
+            raise
+        return _without(asked, exc)
+    return await resolve_since(started, asked)
 
 
-def _without_threads(asked: Ask, exc: RuntimeError) -> Decision:
-    """The fallback of a resolve that could not start a thread it needed (``ulimit -u``
-    reached, or no memory for a stack), logged as a warning: a trainer near such a limit
-    gets the native chunk, not chunktune's exception."""
+def _spent(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process can start no thread or open no file descriptor."""
+    return no_thread(exc) or (
+        isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)
+    )
+
+
+def _without(asked: Ask, exc: Exception) -> Decision:
+    """The fallback of a resolve that could not start a thread (``ulimit -u`` reached, or no
+    memory for a stack) or open a file descriptor (``ulimit -n``) it needed, logged as a
+    warning: a trainer near such a limit gets the native chunk, not chunktune's exception."""
     native = native_chunk(asked.num_envs, asked.nthread)
     policy = "custom" if isinstance(asked.policy, Policy) else asked.policy or ""
+    if no_thread(exc):
+        why = (
+            f"chunktune could not start a thread ({exc}: the process's thread limit, or "
+            "memory for a stack, is spent)"
+        )
+    else:
+        why = f"chunktune could not open a file ({exc}: the process's file descriptors are spent)"
     decision = Decision(
         chunk_size=None,
         native_chunk=native,
         source="fallback",
-        reason=f"kept the native chunk {native}: chunktune could not start a thread "
-        f"({exc}: the process's thread limit, or memory for a stack, is spent); "
-        "nothing was cached",
+        reason=f"kept the native chunk {native}: {why}; nothing was cached",
         policy=policy,
     )
     logger.warning("chunktune: %s", decision.reason)
@@ -418,10 +437,10 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     """
     try:
         return await _resolve_since(started, asked)
-    except RuntimeError as exc:
-        if not no_thread(exc):
+    except (RuntimeError, OSError) as exc:
+        if not _spent(exc):
             raise
-        return _without_threads(asked, exc)
+        return _without(asked, exc)
 
 
 async def _resolve_since(started: float, asked: Ask) -> Decision:
@@ -488,6 +507,17 @@ def resolve_sync(
         on_progress=on_progress,
     )
     began = time.monotonic()  # hard_limit_s counts from here, as resolve's from its start
+    try:
+        return _resolved_here(asked, began)
+    except (RuntimeError, OSError) as exc:
+        if not _spent(exc):
+            raise
+        return _without(asked, exc)
+
+
+def _resolved_here(asked: Ask, began: float) -> Decision:
+    """:func:`resolve_sync` of what ``asked`` holds, ``hard_limit_s`` counted from ``began``
+    (``time.monotonic()``); a thread or file descriptor it cannot have raises."""
     # there run_blocking raises, whatever the answer
     here = None if loop_running_here() else _settings_at_hand(asked)
     if here is not None:
@@ -501,21 +531,12 @@ def resolve_sync(
             async def miss() -> Decision:
                 return settle(req, await _resolve_key(req, key, cache))
 
-            return _blocking(asked, miss)
+            return run_blocking(
+                miss, instead="await chunktune.resolve(...)", where=" (resolve_sync)"
+            )
 
     async def call() -> Decision:
         # a settings file still to read is read here, bounded as resolve bounds it
         return await resolve_since(anyio.current_time() - (time.monotonic() - began), asked)
 
-    return _blocking(asked, call)
-
-
-def _blocking(asked: Ask, call: Callable[[], Coroutine[Any, Any, Decision]]) -> Decision:
-    """``await call()`` from :func:`resolve_sync`; the fallback where a thread it needed
-    could not start."""
-    try:
-        return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")
-    except RuntimeError as exc:
-        if not no_thread(exc):
-            raise
-        return _without_threads(asked, exc)
+    return run_blocking(call, instead="await chunktune.resolve(...)", where=" (resolve_sync)")

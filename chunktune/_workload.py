@@ -30,6 +30,7 @@ __all__ = [
     "check_workload",
     "max_int_digits",
     "native_chunk",
+    "raised_by_workload",
     "upper_chunk",
 ]
 
@@ -105,6 +106,17 @@ def call_workload(method: Callable[[], _T]) -> _T:
         raise
     except BaseException as exc:
         raise WorkloadRaised(exc) from exc
+
+
+def raised_by_workload(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of a workload's own method, through :func:`call_workload`
+    (not out of chunktune's code around it)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is call_workload.__code__:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 class ModeledTime:

@@ -1683,3 +1683,69 @@ def test_a_janitor_that_cannot_start_leaves_the_key_to_the_next_resolve(
     said = _without_a_thread(tmp_path, "chunktune-flights", caller)
     assert said["first"][0] == "benchmark"
     assert said["again"] == "cache"
+
+
+# A process whose file descriptors are spent but `free` (argv[1]): its trainer's loop
+# made first, then every descriptor it may open taken. Prints the decision or what it raised.
+_NO_FDS = """\
+import asyncio, json, os, sys
+import trio
+import chunktune
+from chunktune.sim import SimulatedWorkload
+free, caller = int(sys.argv[1]), sys.argv[2]
+held = []
+def spend():
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for _ in range(free):
+        os.close(held.pop())
+def resolved():
+    w = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
+    if caller == "sync":
+        spend()
+        return chunktune.resolve_sync(w)
+    async def main():
+        spend()
+        return await chunktune.resolve(w)
+    return asyncio.run(main()) if caller == "asyncio" else trio.run(main)
+try:
+    d = resolved()
+    said = [d.source, d.reason]
+except BaseException as exc:
+    said = ["raised", repr(exc)]
+for fd in held:
+    os.close(fd)
+print(json.dumps(said), flush=True)
+"""
+
+
+def _limit_descriptors() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+
+@pytest.mark.parametrize("caller", ["sync", "asyncio", "trio"])
+@pytest.mark.parametrize("free", [0, 1, 2])
+def test_file_descriptors_spent_give_native_and_say_so(
+    tmp_path: Path, free: int, caller: str
+) -> None:
+    """`ulimit -n` all but spent: native (or a decision), chunktune's reason, never a raise."""
+    # it raised OSError out of resolve (its own loop, anyio's backend import), or called a
+    # module the sweep imports failing to open the workload's failure
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(tmp_path / "c.json")}
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _NO_FDS, str(free), caller], env=env, capture_output=True,
+        text=True, timeout=120, preexec_fn=_limit_descriptors,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    source, reason = json.loads(done.stdout)
+    assert source in {"fallback", "benchmark"} and (free or source == "fallback"), reason
+    if source == "fallback":
+        assert "chunktune could not open a file ([Errno 24] Too many open files" in reason
