@@ -602,6 +602,7 @@ def test_failing_workload_reports_native_and_exits_1(
     assert decision["source"] == "fallback"
     assert decision["chunk_size"] is None
     assert "the simulation exploded" in err
+    assert f"chunktune: warning: {decision['reason']}" in err.splitlines()
     assert "Traceback" not in err
 
 
@@ -1751,6 +1752,22 @@ def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
+def test_help_to_a_reader_gone_exits_141_with_stdout_unbuffered(env: dict[str, Path]) -> None:
+    """`--help` to a closed pipe under PYTHONUNBUFFERED: the write fails in argparse, still 141."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "chunktune", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**buffered_env(), "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        assert proc.stdout is not None
+        proc.stdout.close()  # the only reader is gone: the first write gets EPIPE
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -2127,6 +2144,57 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
 
 
+def _live(*events: Any, budget_s: float = 10.0) -> Any:
+    """The live bar's task after ``events``, drawn on a terminal console that goes nowhere."""
+    from rich.console import Console
+
+    from chunktune._cli._progress import _LiveProgress
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=300, highlight=False)
+    with _LiveProgress(console, "balanced", budget_s) as live:
+        for event in events:
+            live(event)
+        return live.progress.tasks[0]
+
+
+def test_the_live_bar_names_the_size_it_confirms_through_native_s_calls() -> None:
+    """A confirmation's native calls (chunk None) keep the bar on 'confirming 4 against native'."""
+    from chunktune import ProgressEvent
+
+    task = _live(
+        ProgressEvent(kind="candidates", candidates=(None, 4)),
+        ProgressEvent(kind="probe", chunk_size=None, round=1, elapsed_s=1.0),
+        ProgressEvent(kind="confirm", chunk_size=4, round=1, elapsed_s=2.0),
+        ProgressEvent(kind="confirm", chunk_size=None, round=1, elapsed_s=3.0),
+    )
+    assert task.description == "confirming 4 against native"
+    assert task.fields["probes"] == 3
+
+
+def test_the_live_bar_is_full_when_the_sweep_ends_before_its_budget() -> None:
+    """A sweep done at 3 s of a 10 s budget fills the bar; before that, it stood at 3 s."""
+    from chunktune import ProgressEvent
+
+    probe = ProgressEvent(kind="probe", chunk_size=None, round=1, elapsed_s=3.0)
+    assert _live(probe).completed == 3.0
+    done = ProgressEvent(kind="done", round=1, message="settled", elapsed_s=3.0)
+    assert _live(probe, done).completed == 10.0
+
+
+def test_the_live_bar_counts_refined_sizes_into_the_race() -> None:
+    """After a drop and a refinement, the bar counts the race as its live sizes of all added."""
+    from chunktune import ProgressEvent
+
+    task = _live(
+        ProgressEvent(kind="candidates", candidates=(None, 4, 8)),
+        ProgressEvent(kind="probe", chunk_size=None, round=1, elapsed_s=1.0),
+        ProgressEvent(kind="raced_out", chunk_size=8, round=1, message="clearly behind 4"),
+        ProgressEvent(kind="refined", candidates=(6,), round=1),
+        ProgressEvent(kind="probe", chunk_size=None, round=2, elapsed_s=2.0),
+    )
+    assert task.description == "round 2, 3/4 candidates"
+
+
 def _printed(**fields: Any) -> str:
     """What `chunktune tune` prints for a decision: by default a sweep's, to leave native for 4."""
     from chunktune import Decision
@@ -2169,6 +2237,33 @@ def test_the_largest_size_the_shared_preset_may_choose_is_not_noted(
     assert largest == native + 1  # a batch where shared can choose a size above native's
     out = _printed(chunk_size=largest, native_chunk=native, reason="chose it")
     assert "coarser than native" not in " ".join(out.split())
+
+
+def test_tune_s_table_notes_the_sizes_the_race_dropped() -> None:
+    """tune's table marks a size its race dropped 'raced out' and the others 'contender'."""
+    timings = {None: 0.066, 4: 0.055, 8: 0.058, 64: 0.2}
+    out = _printed(reason="chose 4", timings=timings, raced_out=(64,))
+    notes = {ln.split()[0]: ln for ln in out.splitlines() if ln.split()[:1] in (["8"], ["64"])}
+    assert notes["64"].rstrip().endswith("raced out")
+    assert notes["8"].rstrip().endswith("contender")
+
+
+def test_the_native_size_chosen_as_a_candidate_claims_no_gain() -> None:
+    """seed choosing native's own size (gain 0) prints no 'gain over native' line, not 0.0%."""
+    out = _printed(chunk_size=12, reason="chose 12, the native chunk's own size", gain=0.0)
+    assert "gain over native" not in out
+
+
+def test_a_kept_native_names_no_gain_even_with_an_interval_stored() -> None:
+    """A native answer prints no gain line, even one whose entry holds an interval."""
+    out = _printed(chunk_size=None, source="cache", reason="kept native", gain_ci=(-0.01, 0.02))
+    assert "gain over native" not in out
+
+
+def test_a_decision_that_measured_nothing_says_so_in_place_of_the_table() -> None:
+    """A disabled policy's answer prints '(no candidates measured)' where the table would be."""
+    out = _printed(chunk_size=None, source="disabled", reason="the policy is disabled")
+    assert out.splitlines()[1] == "(no candidates measured)"
 
 
 def test_a_confirmed_gain_says_the_tables_ratios_are_the_races() -> None:
@@ -2222,6 +2317,50 @@ def off(env: dict[str, Path]) -> Path:
     config = env["config"].with_name("off.toml")
     config.write_text(OFF_CONFIG)
     return config
+
+
+def test_the_plot_draws_the_sizes_the_race_dropped_as_raced_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--plot hands the race's drops to the image as raced out, as the table notes them."""
+    pytest.importorskip("matplotlib")
+    from chunktune import Decision
+
+    drawn: list[Any] = []
+    real = _tune_cmd.write_plot
+
+    def recording(path: Any, rows: Any, **kwargs: Any) -> None:
+        drawn.extend(rows)
+        real(path, rows, **kwargs)
+
+    monkeypatch.setattr(_tune_cmd, "write_plot", recording)
+    timings = {None: 0.066, 4: 0.055, 64: 0.2}
+    decision = Decision(
+        chunk_size=4,
+        native_chunk=12,
+        source="benchmark",
+        reason="",
+        timings=timings,
+        raced_out=(64,),
+    )
+    target = tmp_path / "sweep.png"
+    _tune_cmd._plot(str(target), decision, _tune_cmd._Trivial(16, 2), "demo")
+    assert {row.chunk: row.raced_out for row in drawn} == {None: False, 4: False, 64: True}
+    assert target.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.mujoco
+def test_a_plot_of_a_tune_that_measured_nothing_is_not_written(
+    off: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--plot with a disabled policy: a warning that nothing was measured, and no image file."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "sweep.png"
+    assert main(["tune", *SMALL, "--config", str(off), "--plot", str(target)]) == 0
+    err = capsys.readouterr().err
+    assert "chunktune: warning: nothing was measured (disabled); no plot written" in err
+    assert "plot written" not in err.replace("no plot written", "")
+    assert not target.exists()
 
 
 @pytest.mark.mujoco

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -580,3 +582,76 @@ def test_a_signature_resolve_would_refuse_is_refused_before_recording(bad: objec
     with pytest.raises(WorkloadError, match="signature"):
         record(w, rounds=1, sizes=[2])  # type: ignore[arg-type]
     assert w.calls == 0
+
+
+@pytest.mark.parametrize("option", ["--rounds", "--seed"])
+def test_record_s_defaults_are_those_its_help_states(option: str) -> None:
+    """--rounds and --seed default to the values `record --help` gives for them."""
+    from chunktune._cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in commands.choices["record"]._actions if option in a.option_strings)
+    stated = re.search(r"\(default: (\d+)\)", action.help or "")
+    assert stated
+    assert parser.parse_args(["record", "-o", "t.json"]).__dict__[action.dest] == int(stated[1])
+
+
+def test_record_takes_rounds_up_to_the_count_it_states(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--rounds 2**31-1 is in range: the refusal that follows is of the missing model, not it."""
+    from chunktune._workload import MAX_COUNT
+
+    out = tmp_path / "t.json"
+    argv = ["record", str(tmp_path / "none.xml"), "--rounds", str(MAX_COUNT), "-o", str(out)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "none.xml" in line and "--rounds" not in line
+    assert main([*argv[:3], str(MAX_COUNT + 1), *argv[4:]]) == 2
+    assert f"--rounds {MAX_COUNT + 1}: expected at most {MAX_COUNT}" in capsys.readouterr().err
+
+
+@pytest.mark.mujoco
+def test_a_recording_cut_short_lets_the_sweep_lock_go(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ctrl-C in a recording (exit 130) releases the sweep lock: the next sweep takes it at once."""
+    import chunktune._cli._record_cmd as record_cmd
+    from chunktune._locks import sweep_lock
+
+    def interrupted(*args: Any, **kwargs: Any) -> Trace:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record_cmd, "record", interrupted)
+    assert main(["record", *TINY, "--rounds", "1", "-q", "-o", str(tmp_path / "t.json")]) == 130
+    lock = sweep_lock()
+    assert lock.holder() is None
+    assert lock.try_acquire()
+    lock.release()
+
+
+def test_a_quiet_recording_says_no_round(capsys: pytest.CaptureFixture[str]) -> None:
+    """-q: off a terminal, rounds that are due to be said are not, nor is anything else."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._record_cmd import PLAIN_EVERY_S, _Shown
+
+    shown = _Shown(3, 1, quiet=True)
+    for round_ in (1, 2, 3):
+        shown(
+            ProgressEvent(
+                kind="probe", chunk_size=2, round=round_, elapsed_s=PLAIN_EVERY_S * round_
+            )
+        )
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("name", ["t.Json", "t.jSON"])
+def test_a_json_suffix_in_any_case_is_a_trace_s_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """-o t.Json passes the suffix check in any mix of cases: what is refused next is the model."""
+    argv = ["record", str(tmp_path / "none.xml"), "-o", str(tmp_path / name)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "none.xml" in line and "must end in .json" not in line

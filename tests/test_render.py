@@ -15,6 +15,7 @@ from chunktune._cli._render import (
     candidate_table,
     chunk_label,
     entry_age,
+    entry_table,
     format_age,
     format_created,
     model_summary,
@@ -172,3 +173,65 @@ def test_a_signature_value_of_exactly_twelve_characters_is_shown_whole() -> None
 def test_a_signature_of_exactly_three_items_past_its_kind_is_shown_whole() -> None:
     """A summary cuts ('…') only a signature with more than three items besides its kind."""
     assert signature_summary({"kind": "k", "a": 1, "b": 2, "c": 3}) == "k a=1 b=2 c=3"
+
+
+def _drawn(table: object) -> list[str]:
+    """A table as a console 200 columns wide and colourless prints it, line by line."""
+    out = io.StringIO()
+    Console(file=out, width=200, no_color=True).print(table)
+    return out.getvalue().splitlines()
+
+
+def test_estimates_of_microseconds_show_four_decimals() -> None:
+    """Fastest 12.3 us: estimates show four decimals (0.0123 ms), the most a table gives."""
+    rows = candidate_rows({None: 12.3e-6, 4: 1.23e-6}, chunk_size=4)
+    lines = _drawn(candidate_table(rows, native_chunk=12))
+    assert next(ln for ln in lines if ln.lstrip().startswith("native")).split()[2] == "0.0123"
+    assert next(ln for ln in lines if ln.split()[:1] == ["4"]).split()[1] == "0.0012"
+
+
+def test_native_is_no_contender_when_a_race_chose_another_size() -> None:
+    """A race that chose 4 leaves native's row noted 'native' alone, never 'contender'."""
+    timings = {None: 0.1, 3: 0.095, 4: 0.09, 64: 0.15}
+    assert _notes(timings, 4, raced=(64,)) == {
+        "native": "native",
+        "3": "contender",
+        "4": "<- chosen",
+        "64": "raced out",
+    }
+
+
+def test_a_stored_entry_s_table_shows_its_sample_counts() -> None:
+    """`cache show`'s table gives each size the samples its stored estimate rests on."""
+    entry = CacheEntry(
+        chunk_size=4,
+        native_chunk=12,
+        reason="",
+        timings={None: 0.1, 4: 0.09},
+        samples={None: 7, 4: 5},
+    )
+    lines = _drawn(entry_table(entry))
+    assert next(ln for ln in lines if ln.lstrip().startswith("native")).split()[4] == "7"
+    assert next(ln for ln in lines if ln.split()[:1] == ["4"]).split()[3] == "5"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.0, "0s"), (119.9, "1m"), (5399.0, "1h"), (86400.0 * 1.9, "1d")],
+)
+def test_an_age_is_counted_in_whole_units_down(seconds: float, shown: str) -> None:
+    """An age is the whole units passed, rounded down (119 s is 1m); no time at all is 0s."""
+    assert format_age(seconds) == shown
+
+
+def test_an_entry_made_this_second_is_zero_seconds_old() -> None:
+    """An entry created at the clock's now is '0s' old, not an unknown age ('?')."""
+    now = time.time()
+    assert format_created(now, now).endswith("(0s ago)")
+    entry = CacheEntry(chunk_size=None, native_chunk=1, reason="", created=now)
+    assert entry_age(entry, now) == "0s"
+
+
+def test_a_float_in_a_signature_summary_is_written_short() -> None:
+    """A float is shown as %g writes it (0.3, 100000), not as its repr (0.30000000000000004)."""
+    assert signature_summary({"kind": "k", "a": 0.1 + 0.2, "b": 1e5}) == "k a=0.3 b=100000"
