@@ -653,6 +653,17 @@ def test_a_strict_read_of_an_unreadable_cache_raises(tmp_path: Path) -> None:
         cache.entries(strict=True)
 
 
+def test_a_strict_read_names_the_cache_and_says_why_in_words(tmp_path: Path) -> None:
+    """A strict read of a folder names the cache and the reason, without an errno or path again."""
+    path = tmp_path / "c.json"
+    path.mkdir()
+    with pytest.raises(CacheError) as raised:
+        DecisionCache(path).entries(strict=True)
+    assert str(raised.value) == (
+        f"cannot read the cache {path}: it is no regular file (a directory, device, FIFO or socket)"
+    )
+
+
 # ---------------------------------------------------------------- debris
 
 
@@ -1364,6 +1375,81 @@ def test_a_move_aside_a_killed_mover_began_keeps_its_name(
     asides = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert asides == [earlier] and earlier.read_bytes() == damaged
     assert path.read_bytes() != damaged and str(earlier) in caplog.text
+
+
+def test_a_damaged_file_with_no_whole_entry_a_killed_mover_linked_aside_is_gone_after_a_read(
+    tmp_path: Path,
+) -> None:
+    """A killed mover's link of a file with no whole entry: the next read leaves it only aside."""
+    path = tmp_path / "c.json"
+    path.write_bytes(b"{not json")
+    earlier = tmp_path / "c.json.corrupt-20261201T000000-1"
+    os.link(path, earlier)  # what the killed mover left: the file under both names
+    assert DecisionCache(path).entries() == {}
+    assert not path.exists()  # not left in place, to be moved aside again at every read
+    assert [p for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [earlier]
+    assert earlier.read_bytes() == b"{not json"
+
+
+def test_the_warning_of_a_move_aside_counts_the_whole_entries_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged file moved aside with three whole entries: the warning says three were kept."""
+    path = tmp_path / "c.json"
+    _damaged_cache(path, "digit")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert len(DecisionCache(path).entries()) == 3
+    assert "keeping the 3 of its entries that were whole" in caplog.text
+
+
+def test_a_damaged_cache_renamed_aside_for_good_says_where_it_went(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renamed aside (no hard links), not written afresh nor moved back: the warning names it."""
+    path = tmp_path / "c.json"
+    damaged, _ = _damaged_cache(path, "digit")
+    real_replace = os.replace
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def no_way_back(src: Any, dst: Any) -> None:
+        if Path(dst) == path:  # the move back: refused
+            raise OSError(errno.EIO, "Input/output error", str(src))
+        real_replace(src, dst)
+
+    with monkeypatch.context() as disk, caplog.at_level(logging.WARNING, logger="chunktune"):
+        disk.setattr(os, "fsync", full)
+        disk.setattr(os, "link", functools.partial(_refused, errno.EPERM))
+        disk.setattr(os, "replace", no_way_back)
+        DecisionCache(path).entries()
+    (aside,) = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert aside.read_bytes() == damaged  # its entries are there, and the warning says so
+    assert f"moved it to {aside}, but could not write the 3 of its entries" in caplog.text
+
+
+def test_another_damaged_file_in_place_of_one_served_read_only_waits_the_stall_and_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new damaged file after one served read-only: its own stall and warning, its entries."""
+    path = tmp_path / "c.json"
+    _, lost = _damaged_cache(path, "digit")
+    other = tmp_path / "other" / "c.json"
+    other.parent.mkdir()
+    _, other_lost = _damaged_cache(other, "cut")
+    cache = DecisionCache(path)
+    served: list[set[str]] = []
+    with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
+        monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+        assert set(cache.entries()) == set(DAMAGED_KEYS) - {lost}
+        os.replace(other, path)  # another file, damaged too: not the one served read-only
+        # its holder gets the stall, not the look given a live holder of the file served
+        monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 3600.0)
+        reader = threading.Thread(target=lambda: served.append(set(cache.entries())), daemon=True)
+        reader.start()
+        reader.join(timeout=120)  # a hang guard, not a timing
+    assert served == [set(DAMAGED_KEYS) - {other_lost}]
+    assert caplog.text.count("could not move it aside") == 2
 
 
 def test_a_damaged_cache_that_cannot_be_renamed_serves_its_whole_entries(

@@ -469,6 +469,20 @@ def test_an_older_tuners_entry_names_its_file_in_its_reason() -> None:
     assert parsed.entries["legacy-k"].reason == "migrated from the older tuner's cache /x/old.json"
 
 
+def test_an_older_tuners_entry_holds_no_native_chunk() -> None:
+    """The older tuner stored no native chunk: a migrated entry's is 0, never a made-up size."""
+    doc = {"k": {"chunk_size": 8, "hostname": "h1"}}
+    parsed = parse_cache(json.dumps(doc).encode(), "json", mtime=1.0, source="x")
+    got = parsed.entries["legacy-k"]
+    assert (got.native_chunk, got.chunk_size, got.host) == (0, 8, "h1")
+
+
+def test_an_empty_object_is_no_older_tuners_cache() -> None:
+    """A schema-less empty JSON object has no entry to say it is the older tuner's: unusable."""
+    with pytest.raises(UnusableCache, match="neither a chunktune cache nor an older tuner's"):
+        parse_cache(b"{}", "json", mtime=1.0, source="x")
+
+
 @pytest.mark.parametrize(
     ("timings", "kept"),
     [
