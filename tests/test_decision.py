@@ -94,3 +94,10 @@ def test_a_decision_policy_and_settings_reach_a_spawned_process_equal() -> None:
         inbox.put(None)
         child.join(60)
     assert child.exitcode == 0
+
+
+def test_to_json_lists_the_timings_native_first_then_by_size_and_gives_the_gain() -> None:
+    """timings_ms goes native first, then by size, whatever the order given; gain is the gain."""
+    got = decided(timings={16: 0.02, None: 0.0125, 4: 0.011, 8: 0.01}).to_json()["timings_ms"]
+    assert list(got) == ["native", "4", "8", "16"]
+    assert decided(gain=0.25).to_json()["gain"] == 0.25

@@ -30,3 +30,13 @@ def test_an_event_is_built_by_keyword_only() -> None:
     """ProgressEvent's fields are given by name: ProgressEvent("probe") is a TypeError."""
     with pytest.raises(TypeError, match="positional"):
         chunktune.ProgressEvent("probe")  # type: ignore[misc]
+
+
+def test_an_event_cannot_be_changed_by_the_callback_it_reaches() -> None:
+    """A ProgressEvent is frozen: a callback that sets a field gets an error, the event stays."""
+    import attrs
+
+    event = chunktune.ProgressEvent(kind="probe", chunk_size=8, seconds=0.5)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        event.seconds = 0.0  # type: ignore[misc]
+    assert event.seconds == 0.5

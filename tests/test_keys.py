@@ -18,6 +18,8 @@ from chunktune import (
     _keys,
 )
 from chunktune._fingerprint import (
+    available_memory,
+    chunktune_version,
     cpu_model,
     cpu_quota,
     device_fingerprint,
@@ -274,6 +276,17 @@ def test_a_cgroup_v1_quota_is_read_in_cpus_and_minus_one_is_no_limit(tmp_path: P
     assert cpu_quota(tmp_path) is None
 
 
+@pytest.mark.parametrize(("quota", "period"), [("0", "100000"), ("250000", "0")])
+def test_a_cgroup_v1_quota_or_period_of_zero_is_no_limit(
+    tmp_path: Path, quota: str, period: str
+) -> None:
+    """A v1 CFS quota of 0, or a period of 0, sets no limit: None, neither 0 CPUs nor an error."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text(f"{period}\n")
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+    assert cpu_quota(tmp_path) is None
+
+
 def test_one_cache_path_in_two_formats_gives_two_caches(tmp_path: Path) -> None:
     """cache_for keys its caches by path and format: a second format is not served the first."""
     path = str(tmp_path / "decisions.dat")
@@ -355,6 +368,70 @@ def test_the_usable_cpus_are_the_affinity_masks_not_the_machines(
     monkeypatch.setattr(_fingerprint.os, "cpu_count", lambda: 64)
     assert usable_cpus() == 3
     assert device_fingerprint()["usable_cpus"] == 3
+
+
+def test_the_logical_cpus_are_the_machines_whatever_the_affinity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pinned to 3 of 64 CPUs, the fingerprint's logical_cpus says the machine's 64."""
+    monkeypatch.setattr(_fingerprint.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(_fingerprint.os, "cpu_count", lambda: 64)
+    _fingerprint._fixed_facts.cache_clear()
+    try:
+        assert device_fingerprint()["logical_cpus"] == 64
+    finally:
+        _fingerprint._fixed_facts.cache_clear()  # no later test may see 64
+
+
+def test_a_chunktune_run_from_a_bare_tree_is_version_0_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without installed metadata, chunktune's version reads "0+unknown", not an error."""
+
+    def not_installed(name: str) -> str:
+        raise _fingerprint.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_fingerprint.metadata, "version", not_installed)
+    chunktune_version.cache_clear()
+    try:
+        assert chunktune_version() == "0+unknown"
+    finally:
+        chunktune_version.cache_clear()
+
+
+def test_available_memory_is_meminfos_under_a_roomier_cgroup_limit(tmp_path: Path) -> None:
+    """A memory.max with more room than MemAvailable leaves MemAvailable: the least of the two."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemAvailable:    4000 kB\n")
+    cgroup = tmp_path / "sys/fs/cgroup"
+    cgroup.mkdir(parents=True)
+    (cgroup / "memory.max").write_text("90000000\n")
+    (cgroup / "memory.current").write_text("1000000\n")
+    assert available_memory(tmp_path) == 4000 * 1024
+
+
+@pytest.mark.parametrize(
+    ("meminfo", "limit"),
+    [
+        pytest.param("MemAvailable:\n", "max\n", id="meminfo-without-a-number"),
+        pytest.param("MemAvailable:    4000 kB\n", "lots\n", id="memory-max-no-number"),
+    ],
+)
+def test_available_memory_passes_over_what_it_cannot_read_as_numbers(
+    tmp_path: Path, meminfo: str, limit: str
+) -> None:
+    """A MemAvailable line with no number, or a memory.max of words, is passed over, not raised."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text(meminfo)
+    cgroup = tmp_path / "sys/fs/cgroup"
+    cgroup.mkdir(parents=True)
+    (cgroup / "memory.max").write_text(limit)
+    (cgroup / "memory.current").write_text("1000000\n")
+    got = available_memory(tmp_path)
+    if meminfo.split()[1:]:
+        assert got == 4000 * 1024
+    else:  # the free pages sysconf tells instead
+        assert got is not None and got > 0
 
 
 def test_the_mujoco_version_is_the_installed_mujocos() -> None:

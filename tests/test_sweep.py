@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import attrs
@@ -457,3 +458,48 @@ def test_a_policy_measuring_in_a_row_may_probe_no_refinement() -> None:
     assert pol.refine_steps and pol.candidates.refinable
     proposed = pol.candidates.propose(256, 2)
     assert may_probe(pol, 256, 2) == sorted({native_chunk(256, 2), *proposed})
+
+
+class _Scripted:
+    """A workload whose calls take the seconds given, in turn, per chunk size (wall clock)."""
+
+    def __init__(self, times: dict[int | None, list[float]]) -> None:
+        self.num_envs, self.nthread = 64, 2
+        self._times = {c: itertools.cycle(ts) for c, ts in times.items()}
+
+    def run(self, chunk_size: int | None) -> float:
+        return next(self._times[chunk_size])
+
+
+def test_the_older_tuner_s_schedule_weighs_a_gain_against_the_noise_when_asked() -> None:
+    """In a row, with confidence_z: a gain past the margin but inside the noise keeps native."""
+    assert native_chunk(64, 2) != 2
+    noisy = [1.0, 1.4, 0.7]  # the candidate's times are 10% less, as noisy
+    w = _Scripted({None: noisy, 2: [0.9 * t for t in noisy]})
+    seed = attrs.evolve(load_settings().get_policy("seed"), time_budget_s=3600.0)
+    assert sweep(w, [2], seed).choice.chunk_size == 2  # no noise test: the gain clears the margin
+    careful = attrs.evolve(seed, confidence_z=3.0)
+    r = sweep(_Scripted({None: noisy, 2: [0.9 * t for t in noisy]}), [2], careful)
+    assert r.choice.chunk_size is None and "±" in r.choice.reason
+
+
+def test_a_policy_that_never_measures_may_probe_no_size() -> None:
+    """A disabled policy runs nothing: may_probe is empty, not native's size and the proposals."""
+    assert may_probe(attrs.evolve(balanced(), enabled=False), 1024, 16) == []
+
+
+def test_a_sweep_s_probe_seconds_are_every_call_s_seconds_summed() -> None:
+    """probe_seconds adds up the seconds of every run() call, warm-ups and priming included."""
+    w = blocked()
+    r = sweep(w, [4, 16, 64], load_settings().get_policy("seed"))
+    assert len(w.history) > 3
+    assert r.probe_seconds == pytest.approx(sum(s for _, s in w.history))
+
+
+def test_a_tie_toward_upper_between_sizes_as_near_ceil_n_over_t_takes_the_smaller() -> None:
+    """Sizes 31 and 33 tie, equally near 64 envs' ceil(N/T) of 32 on 2 threads: the smaller wins."""
+    seed = attrs.evolve(
+        load_settings().get_policy("seed"), time_budget_s=3600.0, tie_break="toward_upper"
+    )
+    r = sweep(_Scripted({None: [1.0], 31: [0.5], 33: [0.5]}), [31, 33], seed)
+    assert r.choice.chunk_size == 31
