@@ -458,6 +458,11 @@ def test_a_child_forked_while_the_janitor_runs_starts_one_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The parent's janitor thread is not forked: the child's first flight on a loop starts one."""
+    # an earlier test's janitor, still in its round, ends first: ending during this test, it
+    # would clear the flag that the patch then restores as set, with no janitor running
+    for earlier in threading.enumerate():
+        if earlier.name == "chunktune-flights":
+            earlier.join(HANG_GUARD_S)
     monkeypatch.setattr(_flights, "_janitor_running", True)  # as while the parent's runs
     assert run_forked(_child_starts_a_janitor, hang_guard_s=HANG_GUARD_S) == 0
 
