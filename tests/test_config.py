@@ -89,11 +89,12 @@ def test_seed_preset_is_the_older_tuner() -> None:
 
 
 def test_shared_preset_is_balanced_with_a_floor_of_ten_chunks_a_worker() -> None:
-    """shared: balanced's every setting, its budget included, but a floor of 10 chunks a worker."""
+    """shared: balanced's every setting but a floor of 10 chunks a worker and the finest tie."""
     presets = load_settings().policies
     shared, balanced = presets["shared"], presets["balanced"]
     assert shared.candidates == attrs.evolve(balanced.candidates, min_chunks_per_thread=10)
-    as_balanced = attrs.evolve(shared, candidates=balanced.candidates)
+    assert (shared.tie_break, balanced.tie_break) == ("smallest", "evidence")
+    as_balanced = attrs.evolve(shared, candidates=balanced.candidates, tie_break="evidence")
     assert attrs.evolve(as_balanced, description=balanced.description) == balanced
 
 

@@ -39,7 +39,7 @@ PRESET_FINGERPRINTS = {
     "patient": "b55cb9e1791f",  # balanced's identity: only its budget stretches
     "quick": "5b6bc0d37e2a",
     "seed": "61feff8ac90c",
-    "shared": "6e7099bcb2cf",  # balanced's measuring, with a floor of ten chunks a worker
+    "shared": "e3a9df8c7ed1",  # balanced's measuring, a floor of ten chunks a worker, finest tie
     "thorough": "b135b8e6e7dd",
 }
 
