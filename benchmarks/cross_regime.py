@@ -1,9 +1,12 @@
 """A decision measured busy, served calm: batches recorded both ways, choices scored by both truths.
 
     python benchmarks/cross_regime.py [--draws 10] [--policy balanced] [--only NAME ...]
+                                      [--pair BUSY_DIR CALM_DIR ...]
 
 For every trace in ``benchmarks/traces/busy/`` (recorded beside other work) and its calm
-twin of the same name in ``benchmarks/traces/``, the policy runs on ``--draws`` replays
+twin of the same name in ``benchmarks/traces/`` (or in each ``--pair`` of folders
+instead, such as ``traces-later/2026-12-04-busy`` and ``traces-later/2026-12-04-calm``,
+the same batches an hour apart), the policy runs on ``--draws`` replays
 of each, and every choice is scored by the calm truth and by the busy truth: the gain
 over native that the chosen size gives, summed over batches. "busy on calm" is what a
 decision measured while the machine was busy is worth once it is calm, the case in
@@ -80,25 +83,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--policy", default="balanced")
     parser.add_argument("--only", nargs="*", default=None, help="trace names (stems) to run")
+    parser.add_argument(
+        "--pair",
+        nargs=2,
+        action="append",
+        type=Path,
+        metavar=("BUSY_DIR", "CALM_DIR"),
+        help="folders of twins to cross (repeatable; default traces/busy traces)",
+    )
     args = parser.parse_args(argv)
     if args.draws < 1:
         parser.error(f"--draws {args.draws}: expected at least 1")
+    pairs = args.pair or [(TRACES / "busy", TRACES)]
+    twins = [(b, calm / b.name) for busy, calm in pairs for b in sorted(busy.glob("*.json"))]
+    if args.only:
+        twins = [(b, c) for b, c in twins if b.stem in args.only]
+    if not twins:
+        parser.error(f"no busy trace to cross{' of those names' if args.only else ''}")
+    if missing := [str(c) for _, c in twins if not c.is_file()]:
+        parser.error(f"no calm twin: {', '.join(missing)}")
     own_sweep_lock()
     settings = bench_settings()
     policy = settings.get_policy(args.policy)
-    busy_paths = sorted((TRACES / "busy").glob("*.json"))
-    if args.only:
-        busy_paths = [p for p in busy_paths if p.stem in args.only]
-        if not busy_paths:
-            parser.error(f"--only {' '.join(args.only)}: no busy trace of that name")
     print(
         "| batch | offer calm | busy choice on calm truth | calm choice on calm truth "
         "| offer busy | busy choice on busy truth | calm choice on busy truth |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     rows = []
-    for busy in busy_paths:
-        row = cross(busy, TRACES / busy.name, policy, args.draws, settings)
+    for busy, calm in twins:
+        row = cross(busy, calm, policy, args.draws, settings)
+        if len(pairs) > 1:  # one batch recorded on several days keeps a row each
+            row = attrs.evolve(row, name=f"{busy.parent.name}/{row.name}")
         rows.append(row)
         print(
             f"| {row.name} | {row.offer['calm']:+.2%} | {_cell(row, 'busy', 'calm')} "

@@ -780,6 +780,28 @@ def test_cross_regime_scores_each_regimes_choice_by_the_other_regimes_truth(
     assert row.slower == {"busy": {"busy": 0, "calm": 2}, "calm": {"busy": 0, "calm": 0}}
 
 
+def test_cross_regime_crosses_each_pair_of_folders_and_names_rows_by_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--pair BUSY CALM twice: every twin crossed, each row named by its busy folder."""
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    script = _script("cross_regime")
+    argv = ["--draws", "1"]
+    for day in ("d1", "d2"):
+        for regime, gain in (("busy", 0.2), ("calm", -0.1)):
+            (tmp_path / f"{day}-{regime}").mkdir()
+            _regime_trace(tmp_path / f"{day}-{regime}" / "b.json", best=2, gain=gain)
+        argv += ["--pair", str(tmp_path / f"{day}-busy"), str(tmp_path / f"{day}-calm")]
+    assert script.main(argv) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| d")]
+    assert [row.split(" | ")[0] for row in rows] == ["| d1-busy/b", "| d2-busy/b"]
+    (tmp_path / "d2-calm" / "b.json").unlink()
+    with pytest.raises(SystemExit) as exited:
+        script.main(argv)
+    assert exited.value.code == 2
+    assert f"no calm twin: {tmp_path / 'd2-calm' / 'b.json'}" in capsys.readouterr().err
+
+
 def test_hog_blocks_pools_blocks_on_the_log_ratio_by_inverse_variance() -> None:
     """One block pools to itself; two equally sure ones to their log-mean, sqrt(2) narrower."""
     script, measure = _script("hog_blocks"), _script("measure")
