@@ -389,12 +389,12 @@ async def resolve(
         on_progress=on_progress,
     )
     try:
-        started = anyio.current_time()  # anyio may import its backend's module here
-    except OSError as exc:
+        # anyio may import its backend's module at its first current_time(): guarded too
+        return await _resolve_since(anyio.current_time(), asked)
+    except (RuntimeError, OSError) as exc:
         if not _spent(exc):
             raise
         return _without(asked, exc)
-    return await resolve_since(started, asked)
 
 
 def _spent(exc: BaseException) -> bool:

@@ -1129,7 +1129,7 @@ def test_cache_import_dash_on_a_terminal_refuses_without_waiting(
     env: dict[str, Path], verb: str
 ) -> None:
     """`cache import -` (or merge -) on a terminal: exit 2 at once, showing that verb piped to."""
-    done = run_on_terminal("cache", verb, "-", term="xterm", stdin_tty=True, timeout=20)
+    done = run_on_terminal("cache", verb, "-", term="xterm", stdin_tty=True)
     assert done.returncode == 2, done.screen
     assert done.screen.startswith("chunktune: error: cannot read stdin: it is a terminal; ")
     assert f"chunktune cache {verb} -" in " ".join(done.screen.split())
