@@ -7,11 +7,13 @@ node has its own cache file and sweep lock, as separate hosts would.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import os
 import re
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -93,6 +95,49 @@ def outcome(decision: chunktune.Decision, workload: Sleepy) -> dict[str, Any]:
         "node": ray.get_runtime_context().get_node_id(),
         "cache": os.environ["CHUNKTUNE_CACHE"],
         "pid": os.getpid(),
+    }
+
+
+# one free box under a gravity no step survives: MuJoCo warns and resets it every step
+UNSTABLE_XML = (
+    '<mujoco><option timestep="0.5" gravity="0 0 -1e12"/><worldbody><body><freejoint/>'
+    '<geom type="box" size=".05 .05 .05"/></body></worldbody></mujoco>'
+)
+
+
+def resolve_unstable(model: str, folder: str, *, handler: bool) -> dict[str, Any]:
+    """A Ray task: resolve an unstable model from ``folder``, with its own MuJoCo warning
+    handler or MuJoCo's, and say what the resolve printed (fds 1 and 2) and left there."""
+    import mujoco
+
+    heard: list[str] = []
+    if handler:
+        mujoco.set_mju_user_warning(heard.append)
+    os.chdir(folder)
+    workload = chunktune.RolloutWorkload.from_xml(model, num_envs=16, nthread=2, nstep=2)
+    with tempfile.TemporaryFile("w+") as printed:
+        saved = [os.dup(1), os.dup(2)]
+        for fd in (1, 2):
+            os.dup2(printed.fileno(), fd)
+        try:
+            decision = chunktune.ray.resolve_sync(
+                workload, settings=node_settings(), policy=POLICY, refresh=True
+            )
+        finally:
+            sys.stdout.flush()
+            ctypes.CDLL(None).fflush(None)
+            for fd, copy in zip((1, 2), saved, strict=True):
+                os.dup2(copy, fd)
+                os.close(copy)
+        printed.seek(0)
+        text = printed.read()
+    return {
+        "source": decision.source,
+        "reason": decision.reason,
+        "printed": text,
+        "heard": len(heard),
+        "handler_kept": mujoco.get_mju_user_warning() == heard.append if handler else None,
+        "log_file": os.path.exists("MUJOCO_LOG.TXT"),
     }
 
 
@@ -434,6 +479,38 @@ def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
     assert kinds == ["claim", "expired", "takeover", "publish"]
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(refs[victim], timeout=WAIT_S)
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("handler", [False, True], ids=["mujocos-handler", "own-handler"])
+def test_mujocos_warnings_in_a_ray_sweep_go_where_the_workers_handler_sends_them(
+    fleet: Fleet, tmp_path: Path, handler: bool
+) -> None:
+    """An unstable model swept through Ray: MuJoCo's warnings reach the worker's own handler,
+    or MuJoCo's (printed, MUJOCO_LOG.TXT), as in a plain resolve; chunktune adds none."""
+    model = tmp_path / "unstable.xml"
+    model.write_text(UNSTABLE_XML)
+    pinned = strategies.NodeAffinitySchedulingStrategy(fleet.node_ids["b1"], soft=False)
+    # a worker process of its own: a handler it sets stays set in a process Ray reuses
+    task = ray.remote(num_cpus=0, max_calls=1)(resolve_unstable)
+    ref = task.options(scheduling_strategy=pinned).remote(
+        str(model), str(tmp_path), handler=handler
+    )
+    result = ray.get(ref, timeout=WAIT_S)
+    assert result["source"] == "benchmark", result["reason"]
+    assert "MuJoCo" not in result["reason"] and "warn" not in result["reason"]
+    lines = [line for line in result["printed"].splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("[chunktune] ")]
+    assert len(ours) == 1  # the decision's report, as a plain resolve makes it
+    raw = [line for line in lines if line not in ours]
+    if handler:
+        assert result["heard"] > 0 and result["handler_kept"]
+        assert raw == [] and not result["log_file"]
+    else:
+        # MuJoCo's pool threads print at once: a line may hold a fragment of another's
+        assert any("The simulation is unstable" in line for line in raw), raw[:3]
+        assert all("WARNING" in line or "unstable" in line for line in raw), raw[:3]
+        assert result["log_file"]
 
 
 def test_a_hosts_entry_measured_busy_is_measured_again_there_once_calm(fleet: Fleet) -> None:
