@@ -486,8 +486,7 @@ def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
 def test_mujocos_warnings_in_a_ray_sweep_go_where_the_workers_handler_sends_them(
     fleet: Fleet, tmp_path: Path, handler: bool
 ) -> None:
-    """An unstable model swept through Ray: MuJoCo's warnings reach the worker's own handler,
-    or MuJoCo's (printed, MUJOCO_LOG.TXT), as in a plain resolve; chunktune adds none."""
+    """A Ray sweep's MuJoCo warnings reach the worker's handler or MuJoCo's; chunktune adds none."""
     model = tmp_path / "unstable.xml"
     model.write_text(UNSTABLE_XML)
     pinned = strategies.NodeAffinitySchedulingStrategy(fleet.node_ids["b1"], soft=False)
