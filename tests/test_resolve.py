@@ -1551,15 +1551,17 @@ async def _resolved_past_a_stalled_try(
 
 
 async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_system_holds(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
+    isolated: Path,
 ) -> None:
     """A key lock's try that does not answer: native at the limit; the lock it takes is freed."""
     pol, w = _quick_limit(), uneven()
-    d = await _resolved_past_a_stalled_try(monkeypatch, w, pol, sweep_lock=False)
+    # its own patch: monkeypatch.undo() would undo `isolated` too, and the resolve below
+    # would read and write the cache of whoever runs the tests
+    with pytest.MonkeyPatch.context() as stalling:
+        d = await _resolved_past_a_stalled_try(stalling, w, pol, sweep_lock=False)
     assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
     assert "this key's lock" in d.reason and "had not answered" in d.reason
     # the try left behind takes the lock once the file system answers, and lets it go
-    monkeypatch.undo()
     assert await anyio.to_thread.run_sync(_key_lock_free, isolated / "locks" / f"{d.key}.lock")
     assert cache_entries(isolated) == {}
     # the same key, without the 0.3 s limit a loaded machine's sweep can outrun
