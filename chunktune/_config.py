@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import copy
+import errno
 import functools
 import os
 import tomllib
@@ -163,7 +164,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
         ) from None
     except OSError as exc:  # the path again, and Python's [Errno N], said nothing more
         why = exc.strerror or type(exc).__name__
-        raise ConfigError(f"cannot read settings file {path}: {why}", source=str(path)) from None
+        error = ConfigError(f"cannot read settings file {path}: {why}", source=str(path))
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            # the process's file descriptors, not the file, are at fault: a resolve finds
+            # the cause (chunktune._failures.spent) and keeps the native chunk
+            raise error from exc
+        raise error from None
     except ValueError as exc:  # a NUL byte in the name
         raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
 
@@ -387,4 +393,6 @@ def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> S
             raise
         # a variable set long ago (a shell profile, a job script) names a file the
         # command never mentioned: say where that name came from
-        raise ConfigError(exc.problems, source=f"{file} (named by ${CONFIG_ENV})") from None
+        raise ConfigError(
+            exc.problems, source=f"{file} (named by ${CONFIG_ENV})"
+        ) from exc.__cause__  # None, or the spent descriptors a resolve looks for

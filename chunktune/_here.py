@@ -17,11 +17,13 @@ from ._candidates import only_native
 from ._decision import Decision
 from ._discovered import discovered_settings
 from ._errors import ChunktuneError
+from ._failures import blames_workload, log_bug, spent
 from ._keys import cache_for, identify_and_look
 from ._recent import recall, remember
 from ._request import (
     Ask,
     Request,
+    broken_decision,
     failed_decision,
     nothing_to_measure,
     pick_policy,
@@ -159,13 +161,19 @@ def settle(req: Request, decision: Decision) -> Decision:
 def key_here(req: Request) -> Decision | Keyed:
     """Blocking, on the calling thread: key ``req`` and look it up.
 
-    Returns the hit (or the fallback of a failing ``signature()``), else the keyed request,
-    its key and the cache to store in.
+    Returns the hit (or the fallback of a failing ``signature()``, or of chunktune's own
+    code failing), else the keyed request, its key and the cache to store in.
     """
     try:
         req, key, hit, cache = identify_and_look(req, cache_for(req.settings))
     except ChunktuneError:
         raise
-    except Exception as exc:  # a workload whose signature() fails is a failing workload
-        return failed_decision(req, "", exc, keying=True)
+    except Exception as exc:
+        if blames_workload(exc):  # a workload whose signature() fails is a failing workload
+            return failed_decision(req, "", exc, keying=True)
+        if spent(exc):  # the process's threads or file descriptors: resolve says so
+            raise
+        # chunktune's own bug (a cache lookup, the machine's fingerprint): not the workload's
+        log_bug(exc, "keying the workload")
+        return broken_decision(req, "", exc, keying=True)
     return hit if hit is not None else (req, key, cache)

@@ -89,7 +89,8 @@ def _identify(req: Request) -> tuple[dict[str, Any], dict[str, Any], str]:
             before anything is measured).
         Exception: whatever the workload's ``signature()`` raised.
     """
-    signature = check_signature(call_workload(req.workload.signature))
+    # reading what signature() returned runs the workload's code too (its mapping's items())
+    signature = call_workload(lambda: check_signature(req.workload.signature()))
     device = device_fingerprint()
     key = cache_key(
         signature,

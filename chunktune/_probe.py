@@ -97,7 +97,8 @@ class Probe:
     def __call__(self, chunk: Chunk, *, kind: EventKind = "probe", round_: int = 0) -> float:
         """One ``run(chunk)``: its seconds, checked, counted and reported."""
         self.check_cancelled()
-        seconds = check_seconds(call_workload(lambda: self.workload.run(chunk)), chunk)
+        # reading what run() returned runs the workload's code too (its number's __float__)
+        seconds = call_workload(lambda: check_seconds(self.workload.run(chunk), chunk))
         self.probe_seconds += seconds
         self.calls += 1
         self.emit(kind, chunk_size=chunk, seconds=seconds, round=round_)

@@ -31,6 +31,7 @@ __all__ = [
     "Ask",
     "Request",
     "ask",
+    "broken_decision",
     "cache_entry",
     "check_policy",
     "check_settings",
@@ -249,6 +250,25 @@ def failed_decision(
         source="fallback",
         reason=f"kept the native chunk {req.native}: {what} "
         f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})",
+        key=key,
+        probe_seconds=probe_seconds,
+        policy=req.policy_name,
+    )
+
+
+def broken_decision(
+    req: Request, key: str, exc: BaseException, probe_seconds: float = 0.0, *, keying: bool = False
+) -> Decision:
+    """Native, because chunktune's own code raised ``exc`` (a bug, or memory it could not
+    have) while keying the request (``keying``) or measuring it: not the workload's failure."""
+    what = "keying the workload" if keying else "measuring"
+    return Decision(
+        chunk_size=None,
+        native_chunk=req.native,
+        source="fallback",
+        reason=f"kept the native chunk {req.native}: chunktune failed while {what} "
+        f"({type(exc).__name__}{f': {exc}' if str(exc) else ''}; a bug in chunktune, its "
+        "traceback logged); nothing was cached",
         key=key,
         probe_seconds=probe_seconds,
         policy=req.policy_name,

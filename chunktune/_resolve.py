@@ -12,7 +12,6 @@ keyed there), ``_here``.
 
 from __future__ import annotations
 
-import errno
 import functools
 import logging
 import math
@@ -30,7 +29,9 @@ from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
+from ._errors import ConfigError
 from ._events import ProgressCallback, ProgressEvent
+from ._failures import blames_workload, log_bug, spent, spent_cause
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
 from ._load import MachineLoad, machine_load
@@ -42,6 +43,7 @@ from ._request import (
     Ask,
     Request,
     ask,
+    broken_decision,
     cache_entry,
     failed_decision,
     measured_decision,
@@ -61,7 +63,7 @@ from ._threads import (
     run_blocking,
     wait_in_thread,
 )
-from ._workload import Workload, native_chunk, raised_by_workload
+from ._workload import Workload, native_chunk
 
 __all__ = ["given_limit", "resolve", "resolve_since", "resolve_sync", "with_settings"]
 
@@ -143,34 +145,48 @@ async def _measure(
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
         # flight returns, so no later sweep, here or in another process, overlaps it.
         result, load = await in_own_thread(run_sweep, finally_=lock.release)
+        watch.sweeping = False
+        decision = watch.decided = measured_decision(req, result, key, load)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
-        # threads or file descriptors spent outside the workload's own code (the sweep's
-        # thread, a module the sweep imports) are chunktune's failure, not the workload's
-        if isinstance(exc, Exception) and (raised_by_workload(exc) or not _spent(exc)):
+        if not isinstance(exc, Exception):
+            raise
+        if blames_workload(exc):
             # a failing workload must never crash the trainer
             logger.warning("chunktune: workload failed while measuring: %r", exc)
             return failed_decision(req, key, exc, watch.probe_seconds)
-        raise
-    watch.sweeping = False
-    decision = watch.decided = measured_decision(req, result, key, load)
+        # threads or file descriptors spent outside the workload's own code (the sweep's
+        # thread, a module the sweep imports) are the process's: resolve says so
+        if spent(exc):
+            raise
+        # nor may chunktune's own bug crash it: native, the bug named and its traceback
+        # logged for the trainer to report; not cached, as a failing workload's is not
+        log_bug(exc, "measuring")
+        return broken_decision(req, key, exc, watch.probe_seconds)
     if cache is not None and worth_storing(decision):
         # A write stuck behind another process's lock must not hold the answer past
         # hard_limit_s, nor a cancelled caller: the write is atomic, so it may finish on
         # its own. The key stays locked until it has: a task or process that waits for
         # the key then reads this entry instead of measuring the key again.
+        try:
+            entry = cache_entry(req, decision)
+        except Exception as exc:
+            # the decision stands: only its entry is lost (the key's lock is the flight's)
+            log_bug(exc, f"storing {key[:12]} in the cache (the decision stands, uncached)")
+            return decision
         release = None
         if key_lock is not None and flight.unclaim(key_lock):
             release = key_lock.release
-        store = functools.partial(cache.put, key, cache_entry(req, decision))
+        store = functools.partial(cache.put, key, entry)
         # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
         try:
             await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
-        except RuntimeError as exc:
-            if not no_thread(exc):
-                raise
+        except Exception as exc:
             # the decision stands: only its entry is lost (the key's lock was let go)
-            logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
+            if no_thread(exc):
+                logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
+            else:
+                log_bug(exc, f"storing {key[:12]} in the cache (the decision stands, uncached)")
     return decision
 
 
@@ -391,20 +407,14 @@ async def resolve(
     try:
         # anyio may import its backend's module at its first current_time(): guarded too
         return await _resolve_since(anyio.current_time(), asked)
-    except (RuntimeError, OSError) as exc:
-        if not _spent(exc):
+    except (RuntimeError, OSError, ConfigError) as exc:
+        cause = spent_cause(exc)
+        if cause is None:
             raise
-        return _without(asked, exc)
+        return _without(asked, cause)
 
 
-def _spent(exc: BaseException) -> bool:
-    """Whether ``exc`` says the process can start no thread or open no file descriptor."""
-    return no_thread(exc) or (
-        isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)
-    )
-
-
-def _without(asked: Ask, exc: Exception) -> Decision:
+def _without(asked: Ask, exc: BaseException) -> Decision:
     """The fallback of a resolve that could not start a thread (``ulimit -u`` reached, or no
     memory for a stack) or open a file descriptor (``ulimit -n``) it needed, logged as a
     warning: a trainer near such a limit gets the native chunk, not chunktune's exception."""
@@ -437,10 +447,11 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     """
     try:
         return await _resolve_since(started, asked)
-    except (RuntimeError, OSError) as exc:
-        if not _spent(exc):
+    except (RuntimeError, OSError, ConfigError) as exc:
+        cause = spent_cause(exc)
+        if cause is None:
             raise
-        return _without(asked, exc)
+        return _without(asked, cause)
 
 
 async def _resolve_since(started: float, asked: Ask) -> Decision:
@@ -509,10 +520,11 @@ def resolve_sync(
     began = time.monotonic()  # hard_limit_s counts from here, as resolve's from its start
     try:
         return _resolved_here(asked, began)
-    except (RuntimeError, OSError) as exc:
-        if not _spent(exc):
+    except (RuntimeError, OSError, ConfigError) as exc:
+        cause = spent_cause(exc)
+        if cause is None:
             raise
-        return _without(asked, exc)
+        return _without(asked, cause)
 
 
 def _resolved_here(asked: Ask, began: float) -> Decision:

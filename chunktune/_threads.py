@@ -25,6 +25,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import UsageError
+from ._failures import no_thread
 from ._sigint import interruptible
 
 __all__ = [
@@ -62,12 +63,6 @@ _hops: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chu
 # lease) take threads apart from the hops, so no number of them can starve a hop.
 _WAIT_THREADS = 256
 _waits: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("chunktune_waits")
-
-
-def no_thread(exc: BaseException) -> bool:
-    """Whether ``exc`` is what Python raises when no thread can start: the process's
-    thread limit (``ulimit -u``) reached, or no memory left for a thread's stack."""
-    return isinstance(exc, RuntimeError) and str(exc) == "can't start new thread"
 
 
 def _own_limiter(

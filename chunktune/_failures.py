@@ -1,0 +1,62 @@
+"""Who a failure during a resolve is blamed on: the workload, the process, or chunktune.
+
+A resolve never raises what it meets at run time into the trainer; it keeps the native
+chunk and says why. Saying why right needs the culprit: the workload's own code (its
+``run()``, its ``signature()``, what they returned), a process whose threads or file
+descriptors are spent, or chunktune's own code (a bug, or memory it could not have), whose
+traceback is logged so that a trainer can report it. Pure functions over exceptions:
+nothing here imports anyio.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+from ._errors import ConfigError, WorkloadError
+from ._workload import WorkloadRaised, raised_by_workload
+
+__all__ = ["blames_workload", "log_bug", "no_thread", "spent", "spent_cause"]
+
+logger = logging.getLogger("chunktune")
+
+
+def no_thread(exc: BaseException) -> bool:
+    """Whether ``exc`` is what Python raises when no thread can start: the process's
+    thread limit (``ulimit -u``) reached, or no memory left for a thread's stack."""
+    return isinstance(exc, RuntimeError) and str(exc) == "can't start new thread"
+
+
+def spent(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process can start no thread or open no file descriptor
+    (a settings file unread for want of one too: see :func:`spent_cause`)."""
+    return spent_cause(exc) is not None
+
+
+def spent_cause(exc: BaseException) -> BaseException | None:
+    """What in ``exc`` says the process can start no thread or open no file descriptor:
+    ``exc`` itself, or the ``OSError`` behind a :class:`~chunktune.ConfigError` of a
+    settings file that could not be opened for want of one; None if nothing does."""
+    if isinstance(exc, ConfigError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    if no_thread(exc) or (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)):
+        return exc
+    return None
+
+
+def blames_workload(exc: BaseException) -> bool:
+    """Whether ``exc`` is the workload's failure: raised by its own code (through
+    :func:`~chunktune._workload.call_workload`), or chunktune's verdict on what it
+    returned (a :class:`~chunktune.WorkloadError`)."""
+    return isinstance(exc, WorkloadError | WorkloadRaised) or raised_by_workload(exc)
+
+
+def log_bug(exc: BaseException, doing: str) -> None:
+    """Log ``exc``, raised by chunktune's own code while ``doing``, with its traceback."""
+    logger.warning(
+        "chunktune: chunktune failed while %s (%s), a bug in chunktune: please report it "
+        "with this traceback",
+        doing,
+        type(exc).__name__,
+        exc_info=exc,
+    )

@@ -1,0 +1,313 @@
+"""Who a failure during a resolve is blamed on: the workload, or chunktune's own code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+
+import chunktune
+from chunktune import Decision, compat
+from chunktune._workload import SignatureValue
+from chunktune.sim import Noise, SimulatedWorkload
+
+CALLERS = ["sync", "asyncio", "trio"]
+
+
+def uneven() -> SimulatedWorkload:
+    return SimulatedWorkload.from_layout(
+        "blocked", num_envs=512, nthread=8, noise=Noise(sigma=0.01)
+    )
+
+
+def resolved(caller: str, workload: chunktune.Workload) -> Decision:
+    """``workload`` resolved by ``resolve_sync``, or by ``resolve`` on asyncio or trio."""
+    if caller == "sync":
+        return chunktune.resolve_sync(workload)
+
+    async def main() -> Decision:
+        return await chunktune.resolve(workload)
+
+    return asyncio.run(main()) if caller == "asyncio" else trio.run(main)
+
+
+def cache_entries(tmp: Path) -> dict[str, object]:
+    path = tmp / "cache.json"
+    return dict(json.loads(path.read_text())["entries"]) if path.exists() else {}
+
+
+def _raising(exc: BaseException) -> Callable[..., Any]:
+    def fail(*args: object, **kwargs: object) -> Any:
+        raise exc
+
+    return fail
+
+
+def bugs_logged(caplog: pytest.LogCaptureFixture, exc: BaseException) -> list[logging.LogRecord]:
+    """The warnings that logged ``exc`` with its traceback."""
+    return [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.exc_info is not None and r.exc_info[1] is exc
+    ]
+
+
+@pytest.fixture
+def logged(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        yield caplog
+
+
+BUGS = [
+    pytest.param(lambda: TypeError("unsupported operand"), id="TypeError"),
+    pytest.param(lambda: MemoryError(), id="MemoryError"),
+    pytest.param(lambda: RecursionError("maximum recursion depth exceeded"), id="RecursionError"),
+]
+
+
+@pytest.mark.parametrize("make", BUGS)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_bug_in_the_sweep_keeps_native_and_blames_chunktune(
+    isolated: Path,
+    logged: pytest.LogCaptureFixture,
+    caller: str,
+    make: Callable[[], BaseException],
+) -> None:
+    """The sweep's own code raising: native, chunktune named, its traceback logged, uncached."""
+    # it read "the workload failed while measuring", and logged no traceback to report
+    bug = make()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._sweep.run_rounds", _raising(bug))
+        d = resolved(caller, uneven())
+    assert (d.chunk_size, d.source) == (None, "fallback")
+    name = type(bug).__name__
+    assert d.reason.startswith(f"kept the native chunk {d.native_chunk}: chunktune failed while "
+                               f"measuring ({name}"), d.reason  # fmt: skip
+    assert "workload" not in d.reason and "nothing was cached" in d.reason
+    assert len(bugs_logged(logged, bug)) == 1
+    assert cache_entries(isolated) == {}
+    assert resolved(caller, uneven()).source == "benchmark"  # nothing left locked or remembered
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_bug_while_keying_keeps_native_and_blames_chunktune(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, logged: pytest.LogCaptureFixture, caller: str
+) -> None:
+    """The cache key's own code raising: native, chunktune named, not the workload's signature()."""
+    # it read "the workload's signature() failed"
+    bug = TypeError("unhashable type: 'dict'")
+    monkeypatch.setattr("chunktune._keys.device_fingerprint", _raising(bug))
+    d = resolved(caller, uneven())
+    assert (d.chunk_size, d.source) == (None, "fallback")
+    assert "chunktune failed while keying the workload (TypeError: unhashable" in d.reason
+    assert "signature()" not in d.reason
+    assert len(bugs_logged(logged, bug)) == 1
+    assert cache_entries(isolated) == {}
+
+
+@pytest.mark.parametrize(
+    "where", ["chunktune._resolve.cache_entry", "chunktune._cache.DecisionCache.put"]
+)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_bug_while_storing_keeps_the_decision_uncached(
+    isolated: Path,
+    logged: pytest.LogCaptureFixture,
+    caller: str,
+    where: str,
+) -> None:
+    """The cache entry's own code raising: the decision stands uncached, the bug logged."""
+    # it raised out of resolve: the trainer lost the decision it had paid for
+    bug = ValueError("bad entry")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(where, _raising(bug))
+        d = resolved(caller, uneven())
+    assert d.source == "benchmark"
+    assert len(bugs_logged(logged, bug)) == 1
+    assert cache_entries(isolated) == {}
+    assert resolved(caller, uneven()).source == "benchmark"  # the key's lock was let go
+
+
+class _Seconds(float):
+    """A number of seconds whose own conversion fails: the workload's code, read by chunktune."""
+
+    def __float__(self) -> float:
+        raise ArithmeticError("no seconds")
+
+
+class _Signature(Mapping[str, SignatureValue]):
+    """A signature whose own iteration fails."""
+
+    def __getitem__(self, key: str) -> SignatureValue:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise LookupError("no keys")
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize(
+    ("method", "said"),
+    [
+        pytest.param("run", "the workload failed while measuring (ArithmeticError", id="run"),
+        pytest.param("signature", "the workload's signature() failed (LookupError", id="sig"),
+    ],
+)
+def test_what_the_workload_returned_failing_to_read_is_its_failure(
+    isolated: Path, method: str, said: str
+) -> None:
+    """run() or signature() returning a value whose own methods raise: the workload's failure."""
+
+    class Odd(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            seconds = super().run(chunk_size)
+            return _Seconds(seconds) if method == "run" and self.calls >= 3 else seconds
+
+        def signature(self) -> Mapping[str, SignatureValue]:
+            return _Signature() if method == "signature" else super().signature()
+
+    d = chunktune.resolve_sync(Odd(uneven().costs, nthread=8))
+    assert d.source == "fallback" and said in d.reason, d.reason
+    assert cache_entries(isolated) == {}
+
+
+class _Pool:
+    """A pool with the older tuner's step signature."""
+
+    def step(self, state: np.ndarray, **kwargs: object) -> None:
+        time.sleep(1e-4)
+
+
+class _Model:
+    nq, nv, nu, nbody, njnt, ngeom, nsensordata = 7, 6, 2, 2, 1, 3, 0
+
+
+def test_a_bug_in_the_sweep_answers_native_through_compat(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, logged: pytest.LogCaptureFixture
+) -> None:
+    """compat.resolve_chunk_size over a sweep whose own code raises: None, never the error."""
+    bug = TypeError("unsupported operand")
+    monkeypatch.setattr("chunktune._sweep.run_rounds", _raising(bug))
+    chunk = compat.resolve_chunk_size(
+        pool=_Pool(), state=np.zeros((256, 8)), model=_Model(), n_variants=1, num_envs=256,
+        nthread=4, dtype=np.float32, post_step_forward_sensor=False, bench_nsteps=1,
+        manual_chunk_size=None, adaptive=True,
+    )  # fmt: skip
+    assert chunk is None
+    assert len(bugs_logged(logged, bug)) == 1
+    assert cache_entries(isolated) == {}
+
+
+# A trainer whose file descriptors are spent (all but `free`, argv[1]) once chunktune is
+# warm (its modules imported, its loop made): the settings file, which $CHUNKTUNE_CONFIG
+# names, is then read afresh (argv[3] rewrites it: a file changed lately is never taken
+# from memory). Prints the decision, or what it raised.
+_NO_FDS_FOR_SETTINGS = """\
+import asyncio, json, os, sys
+import trio
+import chunktune
+from chunktune.sim import SimulatedWorkload
+free, caller = int(sys.argv[1]), sys.argv[2]
+w = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
+given = chunktune.load_settings(os.environ["CHUNKTUNE_CONFIG"])
+held = []
+def spend():
+    with open(os.environ["CHUNKTUNE_CONFIG"], "a") as file:
+        file.write("\\n")  # changed lately: read again, not remembered
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for _ in range(free):
+        os.close(held.pop())
+def resolved():
+    if caller == "sync":
+        chunktune.resolve_sync(w, settings=given, refresh=True)
+        spend()
+        return chunktune.resolve_sync(w)
+    async def main():
+        await chunktune.resolve(w, settings=given, refresh=True)
+        spend()
+        return await chunktune.resolve(w)
+    return asyncio.run(main()) if caller == "asyncio" else trio.run(main)
+try:
+    d = resolved()
+    said = [d.source, d.reason]
+except BaseException as exc:
+    said = ["raised", repr(exc)]
+for fd in held:
+    os.close(fd)
+print(json.dumps(said), flush=True)
+"""
+
+
+def _limit_descriptors() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_settings_file_unread_for_want_of_descriptors_gives_native(
+    tmp_path: Path, caller: str
+) -> None:
+    """`ulimit -n` spent as the settings file is read: native, chunktune's reason, no raise."""
+    # it raised ConfigError ("cannot read settings file ...: Too many open files") out of
+    # resolve_sync into the trainer, as if the file were the user's mistake
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "chunktune.toml"
+    config.write_text('policy = "quick"\n')
+    env = {
+        **os.environ,
+        "CHUNKTUNE_CACHE": str(tmp_path / "c.json"),
+        "CHUNKTUNE_SWEEP_LOCK": str(tmp_path / "sweep.lock"),
+        "CHUNKTUNE_CONFIG": str(config),
+    }
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _NO_FDS_FOR_SETTINGS, "0", caller], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, preexec_fn=_limit_descriptors,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    source, reason = json.loads(done.stdout)
+    assert source == "fallback", reason
+    assert f"chunktune could not open a file ([Errno 24] Too many open files: '{config}'" in reason
+
+
+def test_the_cli_says_a_settings_file_unread_for_want_of_descriptors_in_one_message(
+    tmp_path: Path,
+) -> None:
+    """`chunktune tune` with `ulimit -n` spent as it reads the settings file: exit 2, one line."""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "chunktune.toml"
+    config.write_text('policy = "quick"\n')
+    spend = (
+        "import os, sys\n"
+        "from chunktune._cli import main\n"
+        "held = []\n"
+        "try:\n"
+        "    while True: held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError: pass\n"
+        "sys.exit(main(['policy', 'show', '--config', sys.argv[1]]))\n"
+    )
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", spend, str(config)], env={**os.environ}, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, preexec_fn=_limit_descriptors,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Too many open files" in done.stderr and "Traceback" not in done.stderr
