@@ -16,7 +16,7 @@ from ._cache import DecisionCache
 from ._candidates import only_native
 from ._decision import Decision
 from ._discovered import discovered_settings
-from ._errors import ChunktuneError
+from ._errors import ChunktuneError, WorkloadError
 from ._failures import blames_workload, log_bug, spent
 from ._keys import cache_for, identify_and_look
 from ._recent import recall, remember
@@ -166,12 +166,15 @@ def key_here(req: Request) -> Decision | Keyed:
     """
     try:
         req, key, hit, cache = identify_and_look(req, cache_for(req.settings))
-    except ChunktuneError:
-        raise
+    except WorkloadError:
+        raise  # a signature that cannot be keyed: the caller's to fix, before anything runs
     except Exception as exc:
-        if blames_workload(exc):  # a workload whose signature() fails is a failing workload
+        # a workload whose signature() fails is a failing workload, as one whose run() does,
+        # whatever it raised (one of chunktune's own errors too)
+        if blames_workload(exc):
             return failed_decision(req, "", exc, keying=True)
-        if spent(exc):  # the process's threads or file descriptors: resolve says so
+        # chunktune's deliberate errors; the process's threads or file descriptors spent
+        if isinstance(exc, ChunktuneError) or spent(exc):
             raise
         # chunktune's own bug (a cache lookup, the machine's fingerprint): not the workload's
         log_bug(exc, "keying the workload")

@@ -59,7 +59,11 @@ class SweepResult:
 
 
 class Probe:
-    """Times ``run()`` calls for a sweep: cancellation, validation, events, the budget."""
+    """Times ``run()`` calls for a sweep: cancellation, validation, events, the budget.
+
+    ``shape``: the workload's ``(num_envs, nthread)`` as read once by the caller (None:
+    read here).
+    """
 
     def __init__(
         self,
@@ -69,8 +73,14 @@ class Probe:
         on_event: ProgressCallback | None,
         clock: Callable[[], float],
         limit_s: float | None = None,
+        shape: tuple[int, int] | None = None,
     ) -> None:
         self.workload = workload
+        # the counts the resolve read once, as it was called: a property that says
+        # otherwise later must not change the native chunk or the schedules mid-sweep
+        self.num_envs, self.nthread = (
+            (workload.num_envs, workload.nthread) if shape is None else shape
+        )
         self.limit_s = limit_s  # what the caller's hard limit leaves, from the start on
         self.policy = policy
         self.check_cancelled = check_cancelled
@@ -79,8 +89,8 @@ class Probe:
         self.start = clock()
         self.probe_seconds = 0.0
         self.calls = 0
-        self.native = native_chunk(workload.num_envs, workload.nthread)
-        self.upper = upper_chunk(workload.num_envs, workload.nthread)
+        self.native = native_chunk(self.num_envs, self.nthread)
+        self.upper = upper_chunk(self.num_envs, self.nthread)
 
     def emit(self, kind: EventKind, **fields: object) -> None:
         if self.on_event is not None:

@@ -32,8 +32,8 @@ class Refiner:
         self.field = field
         self.pace = pace
         p = field.p
-        self.n = n = field.probe.workload.num_envs
-        self.t = t = field.probe.workload.nthread
+        self.n = n = field.probe.num_envs
+        self.t = t = field.probe.nthread
         refines = p.refine_steps if p.candidates.refinable else 0
         self.sizes = refine_space(p, n, t)
         self.teeth = teeth(n, t) if refines else set()

@@ -109,6 +109,7 @@ def _sweeper(
             check_cancelled=check_cancelled,
             on_event=on_event,
             limit_s=limit_s,
+            shape=(req.num_envs, req.nthread),
         )
         return result, load
 

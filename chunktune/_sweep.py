@@ -129,6 +129,7 @@ def sweep(
     on_event: ProgressCallback | None = None,
     clock: Callable[[], float] | None = None,
     limit_s: float | None = None,
+    shape: tuple[int, int] | None = None,
 ) -> SweepResult:
     """Measure ``candidates`` (``None`` = native, always included) on ``workload`` and choose.
 
@@ -138,6 +139,7 @@ def sweep(
     (:class:`~chunktune._workload.ModeledTime`: its modeled seconds), else the wall clock.
     ``limit_s``: the seconds the caller's ``hard_limit_s`` still leaves (after its
     waits); an ``extend_budget`` policy's stretched budget stays inside it too.
+    ``shape``: ``(num_envs, nthread)`` as the caller read them (None: read here, once).
 
     Raises:
         WorkloadError: ``run()`` returned something other than positive seconds.
@@ -146,7 +148,7 @@ def sweep(
     if clock is None:
         clock = _clock_of(workload)
     ordered: list[Chunk] = list(dict.fromkeys([None, *candidates]))
-    probe = Probe(workload, policy, check_cancelled, on_event, clock, limit_s)
+    probe = Probe(workload, policy, check_cancelled, on_event, clock, limit_s, shape)
     probe.emit("candidates", candidates=tuple(ordered))
     for _ in range(policy.prime):
         probe(None, kind="warmup")

@@ -311,3 +311,71 @@ def test_the_cli_says_a_settings_file_unread_for_want_of_descriptors_in_one_mess
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "Too many open files" in done.stderr and "Traceback" not in done.stderr
+
+
+class _Shifting:
+    """A simulated pool whose ``num_envs`` property says ``later`` once it has been read
+    twice (``check_workload``'s ``hasattr`` and its value, as the resolve is called)."""
+
+    def __init__(self, later: object) -> None:
+        self.inner = uneven()
+        self.later, self.reads, self.nthread = later, 0, 8
+
+    @property
+    def num_envs(self) -> int:
+        self.reads += 1
+        if self.reads <= 2:
+            return 512
+        if isinstance(self.later, BaseException):
+            raise self.later
+        return self.later  # type: ignore[return-value]
+
+    def signature(self) -> Mapping[str, SignatureValue]:
+        return self.inner.signature()
+
+    def run(self, chunk_size: int | None) -> float:
+        return self.inner.run(chunk_size)
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        pytest.param(64, id="fewer"),
+        pytest.param(100_000, id="more"),
+        pytest.param("x", id="no-count"),
+        pytest.param(AttributeError("gone"), id="raises"),
+    ],
+)
+def test_the_counts_are_read_once_as_the_resolve_is_called(isolated: Path, later: object) -> None:
+    """num_envs saying otherwise mid-sweep changes nothing: the sweep uses the counts asked."""
+    # the sweep read them again: it raced against native 1250 while the decision said 6,
+    # or read "x" and fell back blaming chunktune
+    w = _Shifting(later)
+    d = chunktune.resolve_sync(w)
+    assert (d.source, d.native_chunk) == ("benchmark", 6), d.reason
+    assert "native chunk 6" in d.reason and "1250" not in d.reason
+    assert max(c for c in d.timings if c is not None) <= 64  # ceil(512 / 8)
+
+
+@pytest.mark.parametrize("method", ["run", "signature"])
+def test_one_of_chunktune_s_errors_raised_by_the_workload_is_its_failure(
+    isolated: Path, method: str
+) -> None:
+    """run() or signature() raising a ChunktuneError of its own: a fallback naming it."""
+    # from signature() it was raised into the trainer (from run() it fell back)
+
+    class Raising(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if method == "run" and self.calls >= 3:
+                raise chunktune.TraceError("trace gone")
+            return super().run(chunk_size)
+
+        def signature(self) -> Mapping[str, SignatureValue]:
+            if method == "signature":
+                raise chunktune.TraceError("trace gone")
+            return super().signature()
+
+    d = chunktune.resolve_sync(Raising(uneven().costs, nthread=8))
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    assert "(TraceError: trace gone)" in d.reason and "workload" in d.reason
+    assert cache_entries(isolated) == {}
