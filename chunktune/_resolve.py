@@ -31,7 +31,7 @@ from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
 from ._errors import ConfigError
 from ._events import ProgressCallback, ProgressEvent
-from ._failures import blames_workload, log_bug, spent, spent_cause
+from ._failures import blames_workload, log_bug, no_thread, spent, spent_cause
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
 from ._load import MachineLoad, machine_load
@@ -59,7 +59,6 @@ from ._threads import (
     hop,
     in_own_thread,
     loop_running_here,
-    no_thread,
     run_blocking,
     wait_in_thread,
 )

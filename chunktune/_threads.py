@@ -25,7 +25,6 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import UsageError
-from ._failures import no_thread
 from ._sigint import interruptible
 
 __all__ = [
@@ -38,7 +37,6 @@ __all__ = [
     "loop_closed_probe",
     "loop_running_here",
     "never",
-    "no_thread",
     "run_beside",
     "run_blocking",
     "sweeping",
