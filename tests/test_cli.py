@@ -606,6 +606,41 @@ def test_failing_workload_reports_native_and_exits_1(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("exc", "said", "helped"),
+    [
+        pytest.param(TypeError("unsupported operand"), "chunktune failed while measuring",
+                     "chunktune's own code failed", id="chunktune-bug"),
+        pytest.param(RuntimeError("can't start new thread"), "chunktune could not start a thread",
+                     "the process ran out of threads or file descriptors", id="no-thread"),
+    ],
+)  # fmt: skip
+def test_a_fallback_not_of_the_workload_exits_1_as_the_help_says(
+    env: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    exc: BaseException,
+    said: str,
+    helped: str,
+) -> None:
+    """chunktune's own bug or spent threads while measuring: exit 1, and --help names the cause."""
+    # the help's status 1 named only the workload's failure and hard_limit_s
+    monkeypatch.setattr("chunktune._sweep.run_rounds", lambda *args, **kwargs: _raise(exc))
+    assert main(["tune", "--json", *SMALL]) == 1
+    out, err = capsys.readouterr()
+    decision = json.loads(out)
+    assert (decision["source"], decision["chunk_size"]) == ("fallback", None)
+    assert said in decision["reason"], decision["reason"]
+    assert f"chunktune: warning: {decision['reason']}" in err.splitlines()
+    assert main(["--help"]) == 0
+    status = " ".join(capsys.readouterr().out.split()).split("exit status: ")[1]
+    assert helped in status.split("; 2 ")[0], status
+
+
+def _raise(exc: BaseException) -> Any:
+    raise exc
+
+
 class _LongFailure(_FailingWorkload):
     def run(self, chunk_size: int | None) -> float:
         raise RuntimeError("the simulation exploded" + ", again" * 40)

@@ -61,8 +61,9 @@ examples:
   chunktune record -o demo.json       every chunk size of the demo, as a trace
 
 exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
-workload failed while measuring or in signature(), or hard_limit_s ran out); 2 a
-usage, settings or file error, or results that cannot be written to stdout; 130
+workload failed while measuring or in signature(), chunktune's own code failed, the
+process ran out of threads or file descriptors, or hard_limit_s ran out); 2 a usage,
+settings or file error, or results that cannot be written to stdout; 130
 interrupted; 141 stdout was closed before all was written (as by `| head`).
 settings (tune, cache, policy; record reads none): --config F, else
 $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults; $CHUNKTUNE_CACHE names

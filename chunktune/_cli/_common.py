@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 EXIT_OK = 0
-EXIT_WORKLOAD_FAILED = 1  # also when hard_limit_s ran out: no measured decision either
+EXIT_WORKLOAD_FAILED = 1  # any fallback (hard_limit_s, chunktune's bug, spent threads) too
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports

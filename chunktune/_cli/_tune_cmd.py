@@ -284,7 +284,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if callable(close) and wait_for_sweeps(_SWEEP_END_S):
             close()
     if decision.source == "fallback":
-        # the reason says which: the workload failed, or hard_limit_s ran out
+        # the reason says which: the workload or chunktune failed, the process's threads or
+        # descriptors were spent, or hard_limit_s ran out
         warn(decision.reason)
         return EXIT_WORKLOAD_FAILED
     return EXIT_OK
