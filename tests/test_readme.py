@@ -655,3 +655,124 @@ def test_every_concrete_chunktune_command_quoted_parses() -> None:
         if len(args) < 2 or args[-1] == "--help":
             continue  # a command named in prose (`chunktune record` measures ...), or help
         parser.parse_args(args)  # a bad option or value exits 2 here
+
+
+def _preset_row(name: str) -> str:
+    """The row of the README's preset table that describes ``name``."""
+    start = README.index("| policy | what it does |")
+    rows = README[start : README.index("\n\n", start)].splitlines()
+    (row,) = [row for row in rows if row.startswith(f"| `{name}`")]
+    return row
+
+
+def _said(pattern: str, text: str) -> tuple[str, ...]:
+    found = re.search(pattern, text)
+    assert found, (pattern, text)
+    return found.groups()
+
+
+def test_the_preset_table_gives_each_preset_s_own_numbers() -> None:
+    """Each number the README's preset table gives is that preset's setting, as shipped."""
+    import chunktune
+
+    settings = chunktune.load_settings(None)
+
+    def policy(name: str) -> chunktune.Policy:
+        return settings.get_policy(name)
+
+    balanced, quick, thorough = policy("balanced"), policy("quick"), policy("thorough")
+    seed, patient, shared = policy("seed"), policy("patient"), policy("shared")
+    row = _preset_row("balanced")
+    sizes, refinements = _said(r"over (\d+) sizes.*?(\d+) refinements", row)
+    pairs, margin = _said(r"up to (\d+) fresh pairs.*?gain of (\d+)% or more", row)
+    (budget,) = _said(r"; (\d+) s budget", row)
+    assert balanced.candidates.max_candidates == int(sizes)
+    assert balanced.refine_steps == int(refinements)
+    assert (balanced.confirm_max_pairs, balanced.margin) == (int(pairs), int(margin) / 100)
+    assert balanced.time_budget_s == float(budget)
+    row = _preset_row("quick")
+    sizes, rounds, refinements = _said(r"(\d+) sizes, (\d+) rounds, (\d+) refinements", row)
+    pairs, budget = _said(r"at most (\d+) confirmation pairs; (\d+) s budget", row)
+    assert (quick.candidates.max_candidates, quick.max_rounds) == (int(sizes), int(rounds))
+    assert (quick.refine_steps, quick.confirm_max_pairs) == (int(refinements), int(pairs))
+    assert quick.time_budget_s == float(budget)
+    row = _preset_row("thorough")
+    sizes, rounds, refinements, top = _said(
+        r"(\d+) sizes, up to (\d+) rounds, (\d+) refinements of the best (\d+)", row
+    )
+    pairs, budget = _said(r"at most (\d+) confirmation pairs; (\d+) s budget", row)
+    assert (thorough.candidates.max_candidates, thorough.max_rounds) == (int(sizes), int(rounds))
+    assert (thorough.refine_steps, thorough.refine_top) == (int(refinements), int(top))
+    assert (thorough.confirm_max_pairs, thorough.time_budget_s) == (int(pairs), float(budget))
+    row = _preset_row("seed")
+    warmups, reps = _said(r"(\d+) warm-ups and (\d+) repetitions", row)
+    margin, ties, budget = _said(r"margin (\d+)%, ties within (\d+)%.*?(\d+) s budget", row)
+    assert (seed.warmup, seed.min_rounds, seed.max_rounds) == (int(warmups), int(reps), int(reps))
+    assert (seed.estimator, seed.tie_break, seed.candidates.strategy) == (
+        "min", "toward_upper", "seed",
+    )  # fmt: skip
+    assert (seed.margin, seed.tie_tol) == (int(margin) / 100, int(ties) / 100)
+    assert seed.time_budget_s == float(budget)
+    start, end = _said(r"stretches from (\d+) s up to (\d+) s", _preset_row("patient"))
+    assert patient.extend_budget and patient.hard_limit_s is not None
+    assert (patient.time_budget_s, 0.9 * patient.hard_limit_s) == (float(start), float(end))
+    floor, tie_break = _said(r'`min_chunks_per_thread = (\d+)`.*`tie_break = "(\w+)"`',
+                             _preset_row("shared"))  # fmt: skip
+    assert isinstance(shared.candidates, chunktune.BalancedCandidates)
+    assert (shared.candidates.min_chunks_per_thread, shared.tie_break) == (int(floor), tie_break)
+    assert not policy("off").enabled
+
+
+def test_the_demo_s_sizes_listed_are_balanced_s_for_its_batch() -> None:
+    """The ten sizes the README lists for the demo's 256 envs on 2 threads are balanced's."""
+    import chunktune
+
+    text = " ".join(README.split())
+    count, listed = _said(r"could judge \w+ of the (\w+) sizes listed \(([\d, ]+)\)", text)
+    sizes = [int(size) for size in listed.split(", ")]
+    policy = chunktune.load_settings(None).get_policy("balanced")
+    assert policy.candidates.propose(256, 2) == sizes
+    assert {"ten": 10}[count] == len(sizes)
+
+
+def test_the_misspelled_key_quoted_is_the_error_a_settings_file_gets(tmp_path: Path) -> None:
+    """The README's example of a settings error is what loading that misspelling reports."""
+    import chunktune
+
+    (quoted,) = _said(r"`(policies\.mine\.margn: [^`]*)`", " ".join(README.split()))
+    path = tmp_path / "chunktune.toml"
+    path.write_text("[policies.mine]\nmargn = 0.03\n")
+    with pytest.raises(chunktune.ConfigError) as refused:
+        chunktune.load_settings(path)
+    assert str(refused.value) == f"invalid settings in {path}: {quoted}"
+
+
+def test_the_last_look_s_bound_is_the_z_said() -> None:
+    """Step 5's z for the last look of a 64-pair plan is the test's, at balanced's alpha."""
+    import chunktune
+    from chunktune._confirm import plan_bounds
+
+    interim, last, pairs = _said(
+        r"must clear z = (\d+); .*?z = (\d+\.\d+) for a plan of (\d+) pairs",
+        " ".join(README.split()),
+    )
+    policy = chunktune.load_settings(None).get_policy("balanced")
+    bounds = plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, int(pairs))
+    assert (f"{bounds[0]:g}", f"{bounds[1]:.2f}") == (interim, last)
+
+
+def test_the_description_quoted_for_a_policy_without_one_is_the_one_it_gets(
+    tmp_path: Path,
+) -> None:
+    """The fallback description chunktune.toml and the README quote is what `mine` gets."""
+    import chunktune
+
+    example = (ROOT / "chunktune.toml").read_text()
+    comment = " ".join(example[example.index("[policies.mine]") :].replace("#", " ").split())
+    (quoted,) = _said(r'\(without it: "([^"]+)"\)', comment)
+    path = tmp_path / "chunktune.toml"
+    path.write_text(re.sub(r"(?m)^description = .*$", "", example))
+    assert chunktune.load_settings(path).get_policy("mine").description == quoted
+    (elided,) = _said(r'\(else\s+#\s+"([^"]+)"\)', README)
+    head, tail = elided.split(" ... ")
+    assert quoted.startswith(head) and quoted.endswith(tail)
