@@ -385,6 +385,12 @@ async def resolve(
     report it). Settings loaded once and passed as ``settings=`` keep the read out of
     every call.
 
+    What fails at run time is not raised: a ``run()`` or ``signature()`` that raises
+    (whatever it raises), chunktune's own code failing (its traceback logged as a
+    warning), or a process out of threads or file descriptors (a settings file unread for
+    want of one too) gives the native chunk, ``source == "fallback"``, the reason naming
+    the culprit, and nothing is cached (:mod:`chunktune._failures`).
+
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
             its ``signature()`` holds a value that is not a str, int (of at most
@@ -394,7 +400,8 @@ async def resolve(
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
             from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,
             or async.
-        ConfigError: invalid settings or an unknown policy name (not under ``manual``).
+        ConfigError: invalid settings or an unknown policy name (not under ``manual``);
+            not a settings file that could not be opened for want of a file descriptor.
     """
     asked = ask(
         workload,
