@@ -683,7 +683,7 @@ def test_the_preset_table_gives_each_preset_s_own_numbers() -> None:
     balanced, quick, thorough = policy("balanced"), policy("quick"), policy("thorough")
     seed, patient, shared = policy("seed"), policy("patient"), policy("shared")
     row = _preset_row("balanced")
-    sizes, refinements = _said(r"over (\d+) sizes.*?(\d+) refinements", row)
+    sizes, refinements = _said(r"over up to (\d+) sizes.*?(\d+) refinements", row)
     pairs, margin = _said(r"up to (\d+) fresh pairs.*?gain of (\d+)% or more", row)
     (budget,) = _said(r"; (\d+) s budget", row)
     assert balanced.candidates.max_candidates == int(sizes)
@@ -691,14 +691,14 @@ def test_the_preset_table_gives_each_preset_s_own_numbers() -> None:
     assert (balanced.confirm_max_pairs, balanced.margin) == (int(pairs), int(margin) / 100)
     assert balanced.time_budget_s == float(budget)
     row = _preset_row("quick")
-    sizes, rounds, refinements = _said(r"(\d+) sizes, (\d+) rounds, (\d+) refinements", row)
+    sizes, rounds, refinements = _said(r"up to (\d+) sizes, (\d+) rounds, (\d+) refinements", row)
     pairs, budget = _said(r"at most (\d+) confirmation pairs; (\d+) s budget", row)
     assert (quick.candidates.max_candidates, quick.max_rounds) == (int(sizes), int(rounds))
     assert (quick.refine_steps, quick.confirm_max_pairs) == (int(refinements), int(pairs))
     assert quick.time_budget_s == float(budget)
     row = _preset_row("thorough")
     sizes, rounds, refinements, top = _said(
-        r"(\d+) sizes, up to (\d+) rounds, (\d+) refinements of the best (\d+)", row
+        r"up to (\d+) sizes, up to (\d+) rounds, (\d+) refinements of the best (\d+)", row
     )
     pairs, budget = _said(r"at most (\d+) confirmation pairs; (\d+) s budget", row)
     assert (thorough.candidates.max_candidates, thorough.max_rounds) == (int(sizes), int(rounds))
