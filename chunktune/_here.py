@@ -89,7 +89,12 @@ def in_memory(asked: Ask, settings: Settings) -> Decision | None:
             policy=name,
         )
     if not asked.refresh and settings.cache.enabled:
-        recent = recall(asked.workload, settings, pol, (num_envs, nthread))
+        try:
+            recent = recall(asked.workload, settings, pol, (num_envs, nthread))
+        except Exception as exc:
+            # memory is a shortcut: the cache, or a sweep, still answers
+            log_bug(exc, "recalling a recent decision (answered without it)")
+            recent = None
         if recent is not None:
             return recent  # the same question a moment ago: no thread, no file
     if only_native(pol.candidates, num_envs, nthread):
@@ -153,7 +158,11 @@ def settle(req: Request, decision: Decision) -> Decision:
     """``decision`` reported (and, a hit, remembered for a repeat of ``req``)."""
     if decision.source == "cache":
         shape = (req.num_envs, req.nthread)
-        remember(req.workload, req.settings, req.policy, shape, decision)
+        try:
+            remember(req.workload, req.settings, req.policy, shape, decision)
+        except Exception as exc:
+            # the decision stands: a repeat only reads the cache again
+            log_bug(exc, "remembering a decision (the decision stands)")
     report(decision, req.settings)
     return decision
 

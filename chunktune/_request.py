@@ -19,6 +19,7 @@ from ._cache_entry import CacheEntry, writable_path, writable_signature
 from ._decision import Decision, headline, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
+from ._failures import log_bug
 from ._fingerprint import chunktune_version, mujoco_version
 from ._load import MachineLoad
 from ._policy import Policy
@@ -393,6 +394,15 @@ def report(decision: Decision, settings: Settings) -> None:
     Under ``[log] stderr = "auto"`` a key's cached decision is written to stderr once
     per process (a new sweep's always is); ``"always"`` writes every one.
     """
+    try:
+        _report(decision, settings)
+    except Exception as exc:
+        # a report is a line: the decision it reports is still returned
+        log_bug(exc, "reporting a decision (the decision stands)")
+
+
+def _report(decision: Decision, settings: Settings) -> None:
+    """:func:`report`, whose own failure raises."""
     mode = settings.log.stderr
     logging_on = logger.isEnabledFor(logging.INFO)
     quiet = mode == "auto" and decision.source == "cache" and decision.key in _TOLD

@@ -29,7 +29,7 @@ from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
-from ._errors import ConfigError
+from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import blames_workload, log_bug, no_thread, spent, spent_cause
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
@@ -135,11 +135,17 @@ async def _measure(
     await acquire(
         lock, on_wait=watch.waiting("sweep", lock), claim=flight.claim, unclaim=flight.unclaim
     )
+    try:
+        watch.waiting_for, watch.sweeping = None, True
+        # what hard_limit_s leaves after the waits: a stretched budget must end inside it
+        limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
+        run_sweep = _sweeper(req, sizes, watch, token, stop, limit_s)
+    except BaseException:
+        # no thread took the machine over: a lock kept here would stop every later sweep
+        if flight.unclaim(lock):
+            lock.release()
+        raise
     flight.unclaim(lock)
-    watch.waiting_for, watch.sweeping = None, True
-    # what hard_limit_s leaves after the waits: a stretched budget must end inside it
-    limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
-    run_sweep = _sweeper(req, sizes, watch, token, stop, limit_s)
     try:
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
@@ -413,20 +419,53 @@ async def resolve(
     )
     try:
         # anyio may import its backend's module at its first current_time(): guarded too
-        return await _resolve_since(anyio.current_time(), asked)
-    except (RuntimeError, OSError, ConfigError) as exc:
+        started = anyio.current_time()
+    except (RuntimeError, OSError) as exc:
         cause = spent_cause(exc)
         if cause is None:
-            raise
+            raise  # no event loop here: the caller's mistake, not chunktune's bug
         return _without(asked, cause)
+    return await resolve_since(started, asked)
+
+
+def _fallback(asked: Ask, exc: Exception) -> Decision | None:
+    """The native fallback of a resolve that ``exc`` ended; None where ``exc`` is to be
+    raised: one of chunktune's deliberate errors (bad arguments or settings, a misuse).
+
+    The process's threads or file descriptors spent (:func:`_without`), or chunktune's own
+    code raising anywhere in the flow (its locks, the flights' bookkeeping, a lookup, the
+    settings' discovery): a bug must not crash a trainer that the native chunk serves. Its
+    traceback is logged for the trainer to report; nothing was cached.
+    """
+    cause = spent_cause(exc)
+    if cause is not None:
+        return _without(asked, cause)
+    if isinstance(exc, ChunktuneError):
+        return None
+    log_bug(exc, "resolving")
+    return _native(
+        asked,
+        f"chunktune failed while resolving ({type(exc).__name__}{f': {exc}' if str(exc) else ''}"
+        "; a bug in chunktune, its traceback logged)",
+    )
+
+
+def _native(asked: Ask, why: str) -> Decision:
+    """The native chunk for ``asked``, kept because ``why``; nothing was cached."""
+    native = native_chunk(asked.num_envs, asked.nthread)
+    return Decision(
+        chunk_size=None,
+        native_chunk=native,
+        source="fallback",
+        reason=f"kept the native chunk {native}: {why}; nothing was cached",
+        policy="custom" if isinstance(asked.policy, Policy) else asked.policy or "",
+    )
 
 
 def _without(asked: Ask, exc: BaseException) -> Decision:
     """The fallback of a resolve that could not start a thread (``ulimit -u`` reached, or no
     memory for a stack) or open a file descriptor (``ulimit -n``) it needed, logged as a
     warning: a trainer near such a limit gets the native chunk, not chunktune's exception."""
-    native = native_chunk(asked.num_envs, asked.nthread)
-    policy = "custom" if isinstance(asked.policy, Policy) else asked.policy or ""
     if no_thread(exc):
         why = (
             f"chunktune could not start a thread ({exc}: the process's thread limit, or "
@@ -434,13 +473,7 @@ def _without(asked: Ask, exc: BaseException) -> Decision:
         )
     else:
         why = f"chunktune could not open a file ({exc}: the process's file descriptors are spent)"
-    decision = Decision(
-        chunk_size=None,
-        native_chunk=native,
-        source="fallback",
-        reason=f"kept the native chunk {native}: {why}; nothing was cached",
-        policy=policy,
-    )
+    decision = _native(asked, why)
     logger.warning("chunktune: %s", decision.reason)
     return decision
 
@@ -454,11 +487,11 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     """
     try:
         return await _resolve_since(started, asked)
-    except (RuntimeError, OSError, ConfigError) as exc:
-        cause = spent_cause(exc)
-        if cause is None:
+    except Exception as exc:
+        fallback = _fallback(asked, exc)
+        if fallback is None:
             raise
-        return _without(asked, cause)
+        return fallback
 
 
 async def _resolve_since(started: float, asked: Ask) -> Decision:
@@ -527,11 +560,11 @@ def resolve_sync(
     began = time.monotonic()  # hard_limit_s counts from here, as resolve's from its start
     try:
         return _resolved_here(asked, began)
-    except (RuntimeError, OSError, ConfigError) as exc:
-        cause = spent_cause(exc)
-        if cause is None:
+    except Exception as exc:
+        fallback = _fallback(asked, exc)
+        if fallback is None:
             raise
-        return _without(asked, cause)
+        return fallback
 
 
 def _resolved_here(asked: Ask, began: float) -> Decision:

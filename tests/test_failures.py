@@ -379,3 +379,96 @@ def test_one_of_chunktune_s_errors_raised_by_the_workload_is_its_failure(
     assert (d.source, d.chunk_size) == ("fallback", None)
     assert "(TraceError: trace gone)" in d.reason and "workload" in d.reason
     assert cache_entries(isolated) == {}
+
+
+def _guarded(resolving: Callable[[], Decision]) -> str:
+    """The source of ``resolving()``'s decision, or "hung" if it has not answered within a
+    minute (a lock left taken): a hang guard, not a timing."""
+    import threading
+
+    said: list[str] = []
+    thread = threading.Thread(target=lambda: said.append(resolving().source), daemon=True)
+    thread.start()
+    thread.join(60)
+    return said[0] if said else "hung"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("chunktune._resolve.lookup", id="lookup-under-the-key-lock"),
+        pytest.param("chunktune._flights.board", id="flights"),
+        pytest.param("chunktune._locks.Lock.try_acquire", id="lock"),
+        pytest.param("chunktune._here.only_native", id="in-memory"),
+        pytest.param("chunktune._resolve._sweeper", id="machine-taken"),
+    ],
+)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_bug_elsewhere_in_the_resolve_flow_keeps_native_and_frees_the_key(
+    isolated: Path, logged: pytest.LogCaptureFixture, caller: str, where: str
+) -> None:
+    """chunktune's code outside keying and measuring raising: native, its traceback logged,
+    nothing cached, and the key and the machine free for the next resolve."""
+    # it raised out of resolve; the bug after the sweep lock was taken also kept that lock,
+    # so that every later sweep on the machine waited for it for good
+    bug = TypeError("unsupported operand")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(where, _raising(bug))
+        d = resolved(caller, uneven())
+    assert (d.chunk_size, d.source) == (None, "fallback")
+    said = f"kept the native chunk {d.native_chunk}: chunktune failed while resolving (TypeError"
+    assert d.reason.startswith(f"{said}: unsupported operand"), d.reason
+    assert "nothing was cached" in d.reason and d.policy == ""
+    assert len(bugs_logged(logged, bug)) == 1
+    assert cache_entries(isolated) == {}
+    assert _guarded(lambda: resolved(caller, uneven())) == "benchmark"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("chunktune._here.recall", id="recall"),
+        pytest.param("chunktune._here.remember", id="remember"),
+        pytest.param("chunktune._request.headline", id="report"),
+    ],
+)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_bug_in_memory_or_in_the_report_keeps_the_answer(
+    isolated: Path, logged: pytest.LogCaptureFixture, caller: str, where: str
+) -> None:
+    """Recalling, remembering or reporting a decision raising: the hit is still the answer."""
+    # it raised out of resolve: a cache hit, found and sound, lost to a shortcut or a log line
+    logged.set_level(logging.INFO, logger="chunktune")  # every hit's line is then made
+    w = uneven()
+    assert resolved(caller, w).source == "benchmark"
+    bug = TypeError("unhashable type: 'dict'")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(where, _raising(bug))
+        d = resolved(caller, w)
+    (entry,) = cache_entries(isolated).values()
+    assert (d.source, d.chunk_size) == ("cache", entry["chunk_size"])  # type: ignore[index]
+    assert len(bugs_logged(logged, bug)) >= 1
+    assert resolved(caller, w).source == "cache"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: KeyboardInterrupt(), id="KeyboardInterrupt"),
+        pytest.param(lambda: chunktune.CacheError("cache gone"), id="CacheError"),
+        pytest.param(lambda: chunktune.InvalidArgumentError("bad"), id="InvalidArgumentError"),
+    ],
+)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_an_interrupt_or_a_deliberate_error_in_the_flow_still_raises(
+    isolated: Path, caller: str, make: Callable[[], BaseException]
+) -> None:
+    """Ctrl-C, or one of chunktune's own errors, raised in the flow reaches the caller."""
+    # the guard against chunktune's bugs must not swallow these
+    raised = make()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._flights.board", _raising(raised))
+        with pytest.raises(type(raised)) as caught:
+            resolved(caller, uneven())
+    assert caught.value is raised
+    assert _guarded(lambda: resolved(caller, uneven())) == "benchmark"
