@@ -87,7 +87,7 @@ def identify(ray: Any, asked: Ask, settings: Settings) -> Job:
     name, pol = pick_policy(settings, asked.policy)
     # as resolve keys it (numpy numbers as the Python ones they hold): this host's key is
     # the one its plain resolves store and read
-    signature = check_signature(call_workload(asked.workload.signature))
+    signature = call_workload(lambda: check_signature(asked.workload.signature()))
     device = device_fingerprint()
     kind = node_type(node_labels(ray), device)
 

@@ -25,13 +25,16 @@ import attrs
 
 from ._candidates import only_native
 from ._decision import Decision
+from ._errors import ChunktuneError
 from ._events import ProgressCallback
+from ._failures import blames_workload, log_bug, spent
 from ._flights import gave_up_keying
+from ._here import new_request
 from ._policy import Policy
 from ._ray_api import connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
-from ._request import Ask, ask, pick_policy
+from ._request import Ask, ask, broken_decision, pick_policy
 from ._resolve import resolve_since, with_settings
 from ._settings import Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
@@ -127,10 +130,19 @@ async def _resolve(asked: Ask) -> Decision:
         try:
             # a daemon thread: one left behind never holds up the process's exit
             job = await in_own_thread(keying, name=KEYING_THREAD)
-        except Exception:  # a failing signature(): the plain resolve falls back and says why
-            return await plain()
-        looking = functools.partial(local_hit, job)
-        hit = False if asked.refresh else await in_own_thread(looking, name=KEYING_THREAD)
+            looking = functools.partial(local_hit, job)
+            hit = False if asked.refresh else await in_own_thread(looking, name=KEYING_THREAD)
+        except Exception as exc:
+            # a failing signature(), a signature no key can hold, a deliberate error, or a
+            # process out of threads: the plain resolve keys again, and falls back, raises
+            # or says so as it does for its own keying
+            if blames_workload(exc) or isinstance(exc, ChunktuneError) or spent(exc):
+                return await plain()
+            # chunktune's own bug (the node type, the host's lookup): as the plain keying's
+            log_bug(exc, "keying the workload for the cluster")
+            req = new_request(asked, settings, started)
+            key = "" if job is None else job.key
+            return report_decision(broken_decision(req, key, exc, keying=True), settings)
     if job is None:
         return await plain()
     if hit is None:

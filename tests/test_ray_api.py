@@ -737,3 +737,62 @@ async def test_a_waiter_whose_hard_limit_comes_between_two_questions_says_whom_i
     assert d is not None and (d.source, d.chunk_size) == ("fallback", None)
     assert "waited until the hard limit of 0.3 s (hard_limit_s) for w1's sweep" in d.reason
     assert "had not answered" not in d.reason
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("chunktune._ray_job.node_type", id="node-type"),
+        pytest.param("chunktune._ray_resolve.local_hit", id="hosts-lookup"),
+    ],
+)
+def test_a_bug_while_keying_for_the_cluster_keeps_native_and_blames_chunktune(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, where: str
+) -> None:
+    """The Ray keying's own code raising: native, chunktune named, its traceback logged."""
+    # a bug naming the node type measured on this host, unshared and unlogged, as if no
+    # cluster were there; one in the host's lookup was raised out of resolve
+    import logging
+
+    ray = fake_ray(initialised=True)
+    ray.get_runtime_context = lambda: types.SimpleNamespace(get_node_id=lambda: "n" * 16)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    bug = TypeError("unhashable type: 'dict'")
+
+    def raising(*args: object, **kwargs: object) -> object:
+        raise bug
+
+    def never(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the registry was asked")
+
+    monkeypatch.setattr(where, raising)
+    monkeypatch.setattr("chunktune._ray_resolve.coordinated", never)
+    w = workload()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        d = chunktune.ray.resolve_sync(w)
+    assert (d.chunk_size, d.source, w.calls) == (None, "fallback", 0)
+    assert "chunktune failed while keying the workload (TypeError: unhashable" in d.reason
+    assert "signature()" not in d.reason
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+    assert not (isolated / "cache.json").exists()
+
+
+def test_a_failing_signature_under_ray_is_the_workloads_failure(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """signature() raising, or what it returned failing to read, under the Ray resolve:
+    the plain fallback naming signature(), nothing measured."""
+    monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=True))
+
+    class Items(dict[str, Any]):
+        def items(self) -> Any:
+            raise KeyError("gone")
+
+    class Failing(SimulatedWorkload):
+        def signature(self) -> Any:
+            return Items(kind="x")
+
+    w = Failing(env_costs("blocked", 64), nthread=2, name="api")
+    d = chunktune.ray.resolve_sync(w)
+    assert (d.chunk_size, d.source, w.calls) == (None, "fallback", 0)
+    assert "the workload's signature() failed (KeyError: 'gone')" in d.reason
