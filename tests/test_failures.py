@@ -235,6 +235,11 @@ def resolved():
         chunktune.resolve_sync(w, settings=given, refresh=True)
         spend()
         return chunktune.resolve_sync(w)
+    if caller == "sync-limit":  # a Policy with hard_limit_s: the file is read on the loop
+        limited = chunktune.Policy(hard_limit_s=60.0)
+        chunktune.resolve_sync(w, settings=given, policy=limited, refresh=True)
+        spend()
+        return chunktune.resolve_sync(w, policy=limited)
     async def main():
         await chunktune.resolve(w, settings=given, refresh=True)
         spend()
@@ -257,7 +262,7 @@ def _limit_descriptors() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
 
-@pytest.mark.parametrize("caller", CALLERS)
+@pytest.mark.parametrize("caller", [*CALLERS, "sync-limit"])
 def test_a_settings_file_unread_for_want_of_descriptors_gives_native(
     tmp_path: Path, caller: str
 ) -> None:
@@ -276,8 +281,11 @@ def test_a_settings_file_unread_for_want_of_descriptors_gives_native(
         "CHUNKTUNE_SWEEP_LOCK": str(tmp_path / "sweep.lock"),
         "CHUNKTUNE_CONFIG": str(config),
     }
+    # under hard_limit_s the file is read in a thread of resolve_sync's own loop: three
+    # descriptors left make that loop (epoll, its wake-up pair), none the file's
+    free = "3" if caller == "sync-limit" else "0"
     done = subprocess.run(  # the timeout is a hang guard, not a timing
-        [sys.executable, "-c", _NO_FDS_FOR_SETTINGS, "0", caller], env=env, cwd=tmp_path,
+        [sys.executable, "-c", _NO_FDS_FOR_SETTINGS, free, caller], env=env, cwd=tmp_path,
         capture_output=True, text=True, timeout=120, preexec_fn=_limit_descriptors,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
