@@ -415,8 +415,7 @@ def _guarded(resolving: Callable[[], Decision]) -> str:
 def test_a_bug_elsewhere_in_the_resolve_flow_keeps_native_and_frees_the_key(
     isolated: Path, logged: pytest.LogCaptureFixture, caller: str, where: str
 ) -> None:
-    """chunktune's code outside keying and measuring raising: native, its traceback logged,
-    nothing cached, and the key and the machine free for the next resolve."""
+    """chunktune's code outside keying and measuring raising: native, logged, the key freed."""
     # it raised out of resolve; the bug after the sweep lock was taken also kept that lock,
     # so that every later sweep on the machine waited for it for good
     bug = TypeError("unsupported operand")

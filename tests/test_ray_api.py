@@ -780,8 +780,7 @@ def test_a_bug_while_keying_for_the_cluster_keeps_native_and_blames_chunktune(
 def test_a_failing_signature_under_ray_is_the_workloads_failure(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """signature() raising, or what it returned failing to read, under the Ray resolve:
-    the plain fallback naming signature(), nothing measured."""
+    """What signature() returned failing to read, under Ray: native, naming signature()."""
     monkeypatch.setitem(sys.modules, "ray", fake_ray(initialised=True))
 
     class Items(dict[str, Any]):
