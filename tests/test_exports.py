@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import subprocess
@@ -37,8 +38,21 @@ def _found(check: str, module: str, problems: set[str]) -> None:
     assert problems == KNOWN.get((check, module), set())
 
 
+@functools.cache
 def _tree(module: str) -> ast.Module:
+    """The module's syntax tree, parsed once a session (no check changes it)."""
     return ast.parse((PACKAGE / f"{module.rsplit('.', 1)[1]}.py").read_text())
+
+
+@functools.cache
+def _imported_from() -> dict[str, frozenset[str]]:
+    """Each module's short name: the names chunktune's other modules import from it."""
+    wanted: dict[str, set[str]] = {}
+    for other in [*PRIVATE, "chunktune.__init__", "chunktune.sim", "chunktune.compat"]:
+        for node in ast.walk(_tree(other)):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                wanted.setdefault(node.module, set()).update(a.name for a in node.names)
+    return {short: frozenset(names) for short, names in wanted.items()}
 
 
 def _top_level(module: str) -> dict[str, ast.stmt]:
@@ -176,12 +190,7 @@ def test_private_all_lists_its_public_classes_and_functions(module: str) -> None
 @pytest.mark.parametrize("module", PRIVATE)
 def test_private_all_lists_what_other_modules_import(module: str) -> None:
     """Whatever chunktune's other modules import from a private module is in its __all__."""
-    short = module.rsplit(".", 1)[1]
-    wanted: set[str] = set()
-    for other in [*PRIVATE, "chunktune.__init__", "chunktune.sim", "chunktune.compat"]:
-        for node in ast.walk(_tree(other)):
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == short:
-                wanted.update(alias.name for alias in node.names)
+    wanted = _imported_from().get(module.rsplit(".", 1)[1], frozenset())
     listed = set(importlib.import_module(module).__all__)
     # an explicit re-export (``import X as X``) is importable too
     aliased = {
