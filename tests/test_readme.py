@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -437,9 +438,10 @@ def test_the_opening_field_is_as_large_as_said_for_a_call_that_long() -> None:
     assert [(call_s, _opening(call_s)) for call_s, _ in said] == said
 
 
-def _options_of(script: Path) -> set[str]:
+@functools.cache
+def _options_of(script: Path) -> frozenset[str]:
     """The ``--options`` a benchmark script's parser declares, in it or in the benchmark
-    modules it imports (``novel.py`` takes ``unseen.py``'s)."""
+    modules it imports (``novel.py`` takes ``unseen.py``'s); each script is read once."""
     import ast
 
     found: set[str] = {"--help"}
@@ -455,7 +457,7 @@ def _options_of(script: Path) -> set[str]:
             local = script.parent / f"{node.module}.py"
             if local.exists() and local != script:
                 found |= _options_of(local)
-    return found
+    return frozenset(found)
 
 
 def _benchmark_commands() -> list[tuple[str, str, str]]:
