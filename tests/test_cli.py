@@ -29,6 +29,7 @@ from _terminal import run_on_terminal
 from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
+from chunktune._cli._common import Stderr
 from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad
@@ -2859,3 +2860,162 @@ def test_cache_export_to_a_dash_writes_what_export_to_a_json_file_writes(
     capsys.readouterr()
     assert main(["cache", "export", "-"]) == 0
     assert capsys.readouterr().out == (tmp_path / "x.json").read_text()
+
+
+# ------------------------------------------------------------ found by the mutation round 35 audit
+
+
+def test_cache_list_heads_its_columns_in_the_order_of_its_cells(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list`'s header names key, model, N, T, chunk, age and policy, as its rows hold."""
+    fill(env["cache"], {"a" * 32: entry(time.time(), 4)})
+    assert main(["cache", "list"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.split() == ["key", "model", "N", "T", "chunk", "age", "policy"]
+
+
+def test_on_a_very_narrow_terminal_cache_list_still_keeps_every_key_whole(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 25 columns, fewer than the row needs, the key column still holds a 19-character key."""
+    fill(
+        env["cache"],
+        {
+            "b" * 32 + ".1234567890ab": entry(2.0, 4, policy="quick"),
+            "b" * 32 + ".cdef01234567": entry(3.0, 4),
+        },
+    )
+    monkeypatch.setenv("COLUMNS", "25")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(["cache", "list"]) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
+    for key in ("b" * 12 + ".123456", "b" * 12 + ".cdef01"):
+        assert re.search(rf"^{re.escape(key)}\s", shown, re.MULTILINE), shown
+
+
+def test_a_dropped_stderr_is_dev_null_to_a_child_that_inherits_its_descriptor() -> None:
+    """Once stderr's reader is gone, its descriptor is /dev/null: a child writing there succeeds."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone (`2>&1 | head -0`): every write gets EPIPE
+    stream = open(write, "w")  # noqa: SIM115
+    try:
+        dropped = Stderr(stream)
+        dropped.write("chunktune: a line no one reads\n")
+        dropped.flush()  # fails on the closed pipe: what follows is dropped
+        child = subprocess.run(
+            [sys.executable, "-c", "import os; os.write(2, b'x')"], stderr=write, timeout=60
+        )
+    finally:
+        with contextlib.suppress(OSError):  # still the pipe, had it not been dropped
+            stream.close()
+    assert dropped.dropped
+    assert child.returncode == 0  # 1 (BrokenPipeError) had descriptor 2 stayed the pipe
+
+
+def test_cache_show_of_a_prefix_many_keys_share_lists_eight_and_counts_the_rest(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten keys under one prefix: the refusal lists the first eight and says '2 more'."""
+    keys = [f"ab{i}" + "0" * 29 for i in range(10)]
+    fill(env["cache"], {key: entry(float(i + 1)) for i, key in enumerate(keys)})
+    assert main(["cache", "show", "ab"]) == 2
+    err = capsys.readouterr().err
+    listed = ", ".join(key[:12] for key in keys[:8])
+    assert f'"ab" matches 10 entries ({listed} and 2 more); give more characters' in err
+
+
+def test_cache_show_states_the_batch_the_policy_s_hash_and_the_host(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache show` gives envs x threads in that order, the policy with its hash, and the host."""
+    stored = entry(time.time(), 4, num_envs=256, nthread=8, policy_hash="0a1b2c3d", host="node7")
+    fill(env["cache"], {"e" * 32: stored})
+    assert main(["cache", "show", "eee"]) == 0
+    facts = dict(ln.split(None, 1) for ln in capsys.readouterr().out.splitlines()[:9])
+    assert facts["envs"].split() == ["x", "threads", "256", "x", "8"]
+    assert facts["policy"].strip() == "balanced (0a1b2c3d)"
+    assert facts["host"].strip() == "node7"
+
+
+def test_cache_show_writes_the_signature_sorted_by_name(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache show`'s signature line lists its fields by name, whatever their stored order."""
+    cache = env["cache"].with_suffix(".toml")  # TOML keeps a table's order; JSON sorts it
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(cache))
+    signature = {"kind": "mujoco.rollout", "nstep": 10, "dtype": "float64", "model_sha": "ab12"}
+    fill(cache, {"f" * 32: entry(time.time(), 4, signature=signature)})
+    assert main(["cache", "show", "fff"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("signature")]
+    assert line.split(None, 1)[1] == "dtype=float64, kind=mujoco.rollout, model_sha=ab12, nstep=10"
+
+
+def test_cache_show_of_an_entry_with_no_timings_says_none_were_stored(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry without measurements shows '(no candidates stored)' in place of an empty table."""
+    bare = entry(time.time(), None, timings={}, samples={}, raced_out=())
+    fill(env["cache"], {"9" * 32: bare})
+    assert main(["cache", "show", "999"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "(no candidates stored)" in lines
+    assert not any(ln.split()[:1] == ["chunk"] for ln in lines)  # no table header
+
+
+def test_cache_clear_counts_what_it_deleted_not_what_it_asked_about(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry stored while `cache clear` waits for its answer is deleted and counted."""
+    fill(env["cache"], {"a" * 32: entry(1.0), "b" * 32: entry(2.0)})
+
+    def answer_after_another_store(question: str) -> str:
+        assert question.startswith("Delete all 2 entries")
+        fill(env["cache"], {"c" * 32: entry(3.0)})  # another process's sweep, meanwhile
+        return "y\n"
+
+    monkeypatch.setattr(sys, "stdin", _Terminal(""))  # a terminal: it asks
+    monkeypatch.setattr(_cache_cmd, "_ask", answer_after_another_store)
+    assert main(["cache", "clear"]) == 0
+    assert "deleted 3 entries from" in capsys.readouterr().out
+    assert DecisionCache(env["cache"]).entries() == {}
+
+
+def test_policy_list_keeps_the_active_mark_of_a_long_name_on_a_terminal_just_as_wide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal exactly as wide as 'NAME *', the active long-named policy shows whole."""
+    name = "humanoid_long_runs_of_last_week"
+    config = tmp_path / "long.toml"
+    config.write_text(
+        f'policy = "{name}"\n[policies.{name}]\nextends = "quick"\n'
+        f'description = "{"a description that goes on about margins and budgets " * 2}"\n'
+    )
+    monkeypatch.setenv("COLUMNS", str(len(f"{name} *")))
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(["policy", "list", "--config", str(config)]) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
+    assert re.search(rf"^{name} \*", shown, re.MULTILINE), shown
+
+
+def test_nthread_may_be_as_many_as_a_pool_can_count_and_no_more() -> None:
+    """--nthread 2**31-1 (a C int's most) is taken as asked; one more is a usage error."""
+    from chunktune._workload import MAX_COUNT
+
+    assert _args.pool_threads(MAX_COUNT) == MAX_COUNT
+    with pytest.raises(InvalidArgumentError, match=f"--nthread {MAX_COUNT + 1}: expected at most"):
+        _args.pool_threads(MAX_COUNT + 1)
+
+
+def test_an_unknown_option_before_any_command_is_a_usage_error_with_a_near_miss(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`chunktune --verison` (no command): exit 2 naming it and --version, not a traceback."""
+    assert main(["--verison"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: chunktune ")
+    assert "unrecognized arguments: --verison; did you mean --version?" in err

@@ -338,3 +338,13 @@ def test_a_dash_given_twice_is_refused_before_reading(
         capsys.readouterr().err
     )
     assert not out_file.exists()
+
+
+def test_an_input_merged_twice_counts_its_entries_already_present(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """The same file given twice: its entries are added once, then counted 'already present'."""
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", str(fleet[0]), str(fleet[0]), "-o", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert "2 added, 0 replaced by newer entries, 0 not taken (not newer), 2 already present" in out

@@ -655,3 +655,15 @@ def test_a_json_suffix_in_any_case_is_a_trace_s_name(
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "none.xml" in line and "must end in .json" not in line
+
+
+def test_record_to_a_directory_is_refused_before_a_call_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o naming a directory: exit 2 at once, saying so, not after minutes of measuring."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.json").mkdir()
+    assert main(["record", *TINY, "-o", "d.json"]) == 2
+    err = capsys.readouterr().err
+    assert "-o d.json is a directory; expected a file's name" in err
+    assert "recording" not in err and "Traceback" not in err
