@@ -937,6 +937,8 @@ def test_cache_clear_asks_on_a_terminal(
         pytest.param(b"n\n", "nothing deleted\n", 1, id="no"),
         pytest.param(b"y\n", "deleted 1 entry from {cache}\n", 0, id="yes"),
         pytest.param(b"\x04", "nothing deleted\n", 1, id="ctrl-d"),
+        # "n" sent by a first Ctrl-D without Enter, the input ended by a second
+        pytest.param(b"n\x04\x04", "nothing deleted\n", 1, id="n-then-ctrl-d"),
     ],
 )
 def test_cache_clear_asks_on_the_terminal_while_its_stdout_goes_to_a_file(
@@ -2532,7 +2534,10 @@ def test_cache_list_counts_the_entries_measured_busy(
     assert "busy" not in capsys.readouterr().out
     fill(env["cache"], {"c" * 32: entry(now, load=busy), "d" * 32: entry(now, load=busy)})
     assert main(["cache", "list"]) == 0
-    assert "2 of them measured while the machine was busy" in capsys.readouterr().out
+    assert (
+        "2 of them measured while the machine was busy: each is measured again by the first "
+        "request that finds it calm (`cache show KEY` says which)"
+    ) in capsys.readouterr().out
 
 
 def test_cache_list_puts_the_newest_entry_first(

@@ -302,3 +302,13 @@ def test_the_cache_file_under_another_spelling_is_refused_as_import_file(
     DecisionCache(isolated / "cache.json").put("mine", entry())
     assert main(["cache", "import", "./cache.json"]) == 2
     assert "that is the cache file itself" in one_error(capsys.readouterr().err)
+
+
+def test_an_export_to_a_symlink_loop_is_one_error(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache export --force loop.json`, a link to itself: exit 2 and one message, no traceback."""
+    DecisionCache(isolated / "cache.json").put("mine", entry())
+    (isolated / "loop.json").symlink_to("loop.json")
+    assert main(["cache", "export", "--force", "loop.json"]) == 2
+    assert "Too many levels of symbolic links" in one_error(capsys.readouterr().err)

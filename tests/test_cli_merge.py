@@ -348,3 +348,15 @@ def test_an_input_merged_twice_counts_its_entries_already_present(
     assert main(["cache", "merge", str(fleet[0]), str(fleet[0]), "-o", str(out_file)]) == 0
     out = capsys.readouterr().out
     assert "2 added, 0 replaced by newer entries, 0 not taken (not newer), 2 already present" in out
+
+
+def test_an_empty_output_name_is_refused_not_taken_for_the_cache(
+    isolated: Path, capsys: pytest.CaptureFixture[str], fleet: tuple[Path, Path]
+) -> None:
+    """`merge FILE -o ""` is a usage error; nothing is merged into the user's cache instead."""
+    cache = DecisionCache(isolated / "cache.json")
+    cache.put("mine", entry())
+    before = cache.path.read_bytes()
+    assert main(["cache", "merge", *map(str, fleet), "-o", ""]) == 2
+    assert "merge -o" in one_error(capsys.readouterr().err)
+    assert cache.path.read_bytes() == before

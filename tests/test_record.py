@@ -667,3 +667,15 @@ def test_record_to_a_directory_is_refused_before_a_call_is_measured(
     err = capsys.readouterr().err
     assert "-o d.json is a directory; expected a file's name" in err
     assert "recording" not in err and "Traceback" not in err
+
+
+def test_record_to_a_name_too_long_is_refused_before_a_call_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o with a name longer than the file system takes: exit 2 at once, not after measuring."""
+    monkeypatch.chdir(tmp_path)
+    name = "a" * 300 + ".json"
+    assert main(["record", *TINY, "-o", name]) == 2
+    err = capsys.readouterr().err
+    assert f"-o {name}: File name too long" in err
+    assert "recording" not in err and "Traceback" not in err
