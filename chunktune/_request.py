@@ -245,16 +245,7 @@ def failed_decision(
         exc = exc.original
     # a signature() that raised measured nothing: saying so points at the right method
     what = "the workload's signature() failed" if keying else "the workload failed while measuring"
-    return Decision(
-        chunk_size=None,
-        native_chunk=req.native,
-        source="fallback",
-        reason=f"kept the native chunk {req.native}: {what} "
-        f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})",
-        key=key,
-        probe_seconds=probe_seconds,
-        policy=req.policy_name,
-    )
+    return _kept_native(req, key, f"{what} ({_named(exc)})", probe_seconds)
 
 
 def broken_decision(
@@ -263,13 +254,22 @@ def broken_decision(
     """Native, because chunktune's own code raised ``exc`` (a bug, or memory it could not
     have) while keying the request (``keying``) or measuring it: not the workload's failure."""
     what = "keying the workload" if keying else "measuring"
+    why = f"chunktune failed while {what} ({_named(exc)}; a bug in chunktune, its traceback logged)"
+    return _kept_native(req, key, f"{why}; nothing was cached", probe_seconds)
+
+
+def _named(exc: BaseException) -> str:
+    """``exc`` as a reason names it: its type, and its message if it has one."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _kept_native(req: Request, key: str, why: str, probe_seconds: float) -> Decision:
+    """The fallback decision for ``req``: the native chunk, kept because ``why``."""
     return Decision(
         chunk_size=None,
         native_chunk=req.native,
         source="fallback",
-        reason=f"kept the native chunk {req.native}: chunktune failed while {what} "
-        f"({type(exc).__name__}{f': {exc}' if str(exc) else ''}; a bug in chunktune, its "
-        "traceback logged); nothing was cached",
+        reason=f"kept the native chunk {req.native}: {why}",
         key=key,
         probe_seconds=probe_seconds,
         policy=req.policy_name,
