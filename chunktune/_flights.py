@@ -24,6 +24,7 @@ import attrs
 
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
+from ._failures import log_bug
 from ._lock_note import Holder
 from ._locks import Lock
 from ._threads import call_soon, hop, loop_closed_probe, never
@@ -159,7 +160,12 @@ def _janitor() -> None:
                 _janitor_running = False
                 return
         for flight in watched:
-            if flight.owner_gone():
+            try:
+                gone = flight.owner_gone()
+            except Exception as exc:  # a janitor that died would watch no loop again
+                log_bug(exc, f"checking the loop of the task measuring {flight.key[:12]}")
+                continue
+            if gone:
                 abandon(flight)
 
 
@@ -169,18 +175,32 @@ def _watched() -> list[Flight]:
 
 
 def land(flight: Flight, decision: Decision | None) -> None:
-    """End an owned flight with its decision (None: none was made) and wake every waiter."""
+    """End an owned flight with its decision (None: none was made) and wake every waiter.
+
+    Nothing here leaves the flight boarded or a waiter asleep: what can fail (the waiters'
+    copy of the decision, waking one waiter) is done apart from taking the flight off the
+    board, and fails alone, logged as chunktune's bug. A waiter whose copy failed is woken
+    with no decision and tries to own the key itself (finding the owner's entry cached).
+    """
+    try:
+        # the waiters' own copy: the owner's caller may edit its timings before they wake
+        shared = None if decision is None else attrs.evolve(decision)
+    except Exception as exc:
+        log_bug(exc, f"sharing the decision on {flight.key[:12]} with the tasks waiting for it")
+        shared = None
     with _lock:
         if _flights.get(flight.key) is flight:
             del _flights[flight.key]
         if _janitor_running and not _watched():
             _idle.set()
-        # the waiters' own copy: the owner's caller may edit its timings before they wake
-        flight.decision = None if decision is None else attrs.evolve(decision)
+        flight.decision = shared
         flight.landed = True
         waiters, flight.waiters = flight.waiters, []
     for token, event in waiters:
-        call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
+        try:
+            call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
+        except Exception as exc:
+            log_bug(exc, f"waking a task waiting for {flight.key[:12]}")
 
 
 def abandon(flight: Flight) -> None:
@@ -189,19 +209,25 @@ def abandon(flight: Flight) -> None:
     The owner never runs again: nothing else would free the key for this process's
     tasks, or its lock for other processes. A flight that landed (its owner gave up at
     ``hard_limit_s``, and its loop ended before the abandoned sweep did) is left alone.
+    A lock whose release fails is logged as chunktune's bug: the flight lands all the same.
     """
     with _lock:
         if flight.landed:
             return
         held, flight.held = flight.held, []
-    for lock in held:
-        lock.release()
-    logger.warning(
-        "chunktune: the task measuring %s was left pending on an event loop that was "
-        "closed; its key is free again (nothing of its sweep was cached)",
-        flight.key[:12],
-    )
-    land(flight, None)
+    try:
+        for lock in held:
+            try:
+                lock.release()
+            except Exception as exc:
+                log_bug(exc, f"releasing a lock of the task measuring {flight.key[:12]}")
+        logger.warning(
+            "chunktune: the task measuring %s was left pending on an event loop that was "
+            "closed; its key is free again (nothing of its sweep was cached)",
+            flight.key[:12],
+        )
+    finally:
+        land(flight, None)
 
 
 def _gave_up(why: str, key: str, limit: float, native: int, policy_name: str) -> Decision:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -529,3 +530,53 @@ def test_a_child_forked_while_the_flights_lock_is_held_boards_and_lands() -> Non
     with _flights._lock:
         status = run_forked(child, hang_guard_s=20)
     assert status == 0
+
+
+async def test_a_landing_that_fails_still_wakes_every_task_sharing_the_flight(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug while landing (the decision's copy fails): the sharers wake, later resolves too."""
+    bug = TypeError("cannot copy the decision")
+
+    def evolve(*args: object, **kwargs: object) -> object:
+        raise bug
+
+    # the one attrs call landing makes: the sharers' copy of the owner's decision
+    monkeypatch.setattr(_flights, "attrs", types.SimpleNamespace(evolve=evolve))
+    pol = small_policy()
+    w = workload("land-fails")
+    decisions: list[Decision] = []
+
+    async def one() -> None:
+        decisions.append(await chunktune.resolve(w, policy=pol))
+
+    with caplog.at_level(logging.WARNING, logger="chunktune"), anyio.fail_after(HANG_GUARD_S):
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(one)
+        later = await chunktune.resolve(w, policy=pol)
+    measured = [d for d in decisions if d.source == "benchmark"]
+    assert len(measured) == 1 and later.chunk_size == measured[0].chunk_size
+    assert sorted(d.source for d in decisions) == ["benchmark", "cache", "cache"]
+    assert later.source == "cache"
+    assert bug in [r.exc_info[1] for r in caplog.records if r.exc_info]
+
+
+def test_a_lock_that_fails_to_release_for_an_abandoned_owner_still_frees_its_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """abandon lands the flight though releasing a lock raised: the key's next resolve owns it."""
+    bug = OSError("release failed")
+
+    class Broken(Held):
+        def release(self) -> None:
+            raise bug
+
+    flight, _ = _flights.board("test-release-fails")
+    assert flight.claim(Broken())  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _flights.abandon(flight)
+    successor, owner = _flights.board("test-release-fails")
+    assert owner and successor is not flight and flight.landed
+    _flights.land(successor, None)
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
