@@ -25,7 +25,10 @@ from typing import Any, cast
 import numpy as np
 
 from ._config import load_settings as _load_settings
+from ._errors import ChunktuneError as _ChunktuneError
 from ._errors import InvalidArgumentError as _InvalidArgumentError
+from ._failures import log_bug as _log_bug
+from ._failures import spent_cause as _spent_cause
 from ._paths import fspath_text as _fspath_text
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
@@ -206,7 +209,8 @@ def resolve_chunk_size(
 ) -> int | None:
     """The older tuner's entry point, answered by chunktune. Returns the chunk or None (native).
 
-    A failing ``pool.step`` never raises out of here: the answer is None. ``nthread=0``
+    A failing ``pool.step`` never raises out of here, nor does chunktune's own failure (its
+    traceback logged) or a process out of threads: the answer is None. ``nthread=0``
     (the pool steps on the calling thread) answers None: chunks cannot matter. On an
     event loop's thread it blocks that loop, as the older tuner did, for up to twice
     ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None
@@ -252,6 +256,33 @@ def resolve_chunk_size(
 
 
 def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
+    """Called on an event loop's thread: :func:`_decided_blocking_the_loop`, failing as
+    ``resolve_sync`` does off a loop.
+
+    Its steps outside the resolve (the settings' discovery, the policy's lookup, the thread
+    it waits on) are chunktune's: a bug there, or a process out of threads or file
+    descriptors, answers None (native), the bug's traceback logged; only chunktune's
+    deliberate errors (invalid settings, an unknown policy) raise, and ``KeyboardInterrupt``.
+    """
+    try:
+        return _decided_blocking_the_loop(workload)
+    except Exception as exc:
+        cause = _spent_cause(exc)
+        if cause is None and isinstance(exc, _ChunktuneError):
+            raise
+        if cause is None:
+            _log_bug(exc, "deciding on a running event loop's thread")
+        else:
+            _logger.warning(
+                "chunktune: resolve_chunk_size kept the native chunk: chunktune could not "
+                "start a thread or open a file (%s: the process's threads or file "
+                "descriptors are spent); nothing was cached",
+                cause,
+            )
+        return None
+
+
+def _decided_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
     """Called on an event loop's thread: resolve on a loop of its own, the caller's blocked.
 
     The wait is bounded: a task of the blocked loop may own this workload's sweep, and it

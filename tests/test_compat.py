@@ -388,8 +388,8 @@ async def test_on_an_event_loop_past_the_bound_it_says_it_dropped_its_resolve(
     assert "dropped its resolve" in kept and "the one being made" not in kept
 
 
-class _Interrupted(Exception):
-    """Stands for KeyboardInterrupt, which pytest would take for the user's own."""
+class _Interrupted(BaseException):
+    """Stands for KeyboardInterrupt (a BaseException too), which pytest takes as the user's."""
 
 
 class InterruptingPool(FakePool):
@@ -596,3 +596,47 @@ def test_off_an_event_loop_it_never_warns_of_blocking_one(
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         call(FakePool(), np.zeros((256, 5)))
     assert _on_loop_warnings(caplog) == []
+
+
+def _raises(exc: Exception) -> Any:
+    def raising(*args: object, **kwargs: object) -> object:
+        raise exc
+
+    return raising
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("where", "exc"),
+    [
+        pytest.param("_pick_policy", TypeError("a bug in the lookup"), id="bug"),
+        pytest.param("_run_beside", RuntimeError("can't start new thread"), id="no-thread"),
+    ],
+)
+async def test_on_an_event_loop_chunktunes_own_failure_outside_the_resolve_answers_native(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+    exc: Exception,
+) -> None:
+    """On the loop's thread a bug or spent threads before the resolve answer None, logged."""
+    _fast_policy(tmp_path)
+    monkeypatch.setattr(compat, where, _raises(exc))
+    pool = FakePool()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert call(pool, np.zeros((256, 5))) is None
+    assert pool.calls == [] and not (tmp_path / "cache.json").exists()
+    logged = [r.exc_info[1] for r in caplog.records if r.exc_info]
+    if where == "_pick_policy":
+        assert logged == [exc] and "a bug in chunktune" in caplog.text
+    else:
+        assert logged == [] and "can't start new thread" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_an_unknown_policy_still_raises(tmp_path: Path) -> None:
+    """On the loop's thread a settings file naming no known policy is the caller's error."""
+    (tmp_path / "chunktune.toml").write_text('policy = "nosuch"\n')
+    with pytest.raises(chunktune.ConfigError, match="nosuch"):
+        call(FakePool(), np.zeros((256, 5)))
