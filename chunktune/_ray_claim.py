@@ -28,6 +28,7 @@ from . import _lock_wait
 from ._cache_entry import CacheEntry
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
+from ._failures import log_bug, spent
 from ._flights import Guarded
 from ._policy import Policy
 from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryGone, call, look_up, tell
@@ -202,20 +203,42 @@ async def _sweep(
             job.settings,
         )
     decision = await _measure(ray, registry, job, token, started)
+    try:
+        await _share(ray, registry, job, holder, token, decision, started)
+    except Exception as exc:
+        # the decision stands, stored in this host's cache: only sharing it failed; the
+        # claim goes back, so the type's next worker claims rather than waiting out a lease
+        tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        if spent(exc):
+            logger.warning("chunktune: could not publish to the registry (%s)", exc)
+        else:
+            log_bug(exc, f"publishing node type {job.node_type}'s answer (the decision stands)")
+    return decision
+
+
+async def _share(
+    ray: Any,
+    registry: Any,
+    job: Job,
+    holder: str,
+    token: object,
+    decision: Decision,
+    started: float,
+) -> None:
+    """Publish the claimant's ``decision`` (or its failure), or give the claim back."""
     until = deadline(job.policy, started)
     if decision.source == "fallback" and anyio.current_time() >= until:
         # its own hard_limit_s ended it, not the workload: a worker with more time may
         # measure, so the claim goes back instead of failing the node type for everyone
         tell(ray, lambda: registry.release.remote(job.registry_key, token))
-        return decision
+        return
     if decision.source != "fallback" and not worth_storing(decision):
         # nothing but native timed (too slow for this worker's budget): nothing to share;
         # the claim goes back, and the next worker of the type measures for itself
         tell(ray, lambda: registry.release.remote(job.registry_key, token))
-        return decision
+        return
     send = await _outcome(registry, job, token, holder, decision, until)
     await _publish(ray, send, until)
-    return decision
 
 
 async def _claim(

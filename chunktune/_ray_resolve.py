@@ -19,6 +19,7 @@ What it does with the registry on a miss, claiming or waiting, is ``_ray_claim``
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import anyio
 import attrs
@@ -35,7 +36,7 @@ from ._ray_api import connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, broken_decision, pick_policy
-from ._resolve import resolve_since, with_settings
+from ._resolve import fallback_of, resolve_since, with_settings
 from ._settings import Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
 from ._workload import Workload, upper_chunk
@@ -96,30 +97,58 @@ async def resolve(
 
 
 async def _resolve(asked: Ask) -> Decision:
-    """:func:`resolve` of what ``asked`` holds."""
-    # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
-    started = anyio.current_time()
-    await wait_in_thread(ray_module)
-    if asked.settings is None and asked.manual is None:
-        found = await with_settings(asked, started)
-        if isinstance(found, Decision):
-            return found
-        asked = found
+    """:func:`resolve` of what ``asked`` holds.
+
+    What fails at run time falls back as the plain resolve's failures do
+    (:func:`~chunktune._resolve.fallback_of`): chunktune's own bug anywhere here (the
+    settings' checks, the registry's protocol, adopting another worker's answer) keeps
+    native, its traceback logged. Ray's own failures keep theirs: Ray that cannot be
+    imported or started raises (:class:`MissingExtraError`, what ``ray.init()`` raised), and
+    a registry that cannot be reached is resolved around (:func:`coordinated`).
+    """
+    in_ray = True  # importing or connecting Ray: its errors are Ray's, raised as they are
+    try:
+        started = anyio.current_time()
+        # Ray missing: say so now, whatever this call turns out to need (importing it is slow)
+        await wait_in_thread(ray_module)
+        in_ray = False
+        if asked.settings is None and asked.manual is None:
+            found = await with_settings(asked, started)
+            if isinstance(found, Decision):
+                return found
+            asked = found
+        plain = functools.partial(resolve_since, started, asked)
+        settings = asked.settings
+        if asked.manual is not None or settings is None:
+            return await plain()
+        _, pol = pick_policy(settings, asked.policy)
+        num_envs, nthread = asked.num_envs, asked.nthread
+        if (
+            not pol.enabled
+            or upper_chunk(num_envs, nthread) <= 1
+            or only_native(pol.candidates, num_envs, nthread)
+        ):
+            # disabled, or nothing to measure: nothing is ever published, so a claim would
+            # only queue the node type's workers (or tell them, under "native", that one is)
+            return await plain()
+        in_ray = True
+        ray = await wait_in_thread(connected_ray, settings)
+        in_ray = False
+        return await _on_ray(ray, asked, settings, pol, started)
+    except Exception as exc:
+        if in_ray and not spent(exc):
+            raise
+        fallback = fallback_of(asked, exc)
+        if fallback is None:
+            raise
+        return fallback
+
+
+async def _on_ray(
+    ray: Any, asked: Ask, settings: Settings, pol: Policy, started: float
+) -> Decision:
+    """Key the request, look in this host's caches, then ask the registry (connected Ray)."""
     plain = functools.partial(resolve_since, started, asked)
-    settings = asked.settings
-    if asked.manual is not None or settings is None:
-        return await plain()
-    _, pol = pick_policy(settings, asked.policy)
-    num_envs, nthread = asked.num_envs, asked.nthread
-    if (
-        not pol.enabled
-        or upper_chunk(num_envs, nthread) <= 1
-        or only_native(pol.candidates, num_envs, nthread)
-    ):
-        # disabled, or nothing to measure: nothing is ever published, so a claim would
-        # only queue the node type's workers (or tell them, under "native", that one is)
-        return await plain()
-    ray = await wait_in_thread(connected_ray, settings)
     job = None
     hit: bool | None = None
     # signature() is the workload's own code, and the host's cache file may not answer (a

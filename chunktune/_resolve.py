@@ -64,7 +64,14 @@ from ._threads import (
 )
 from ._workload import Workload, native_chunk
 
-__all__ = ["given_limit", "resolve", "resolve_since", "resolve_sync", "with_settings"]
+__all__ = [
+    "fallback_of",
+    "given_limit",
+    "resolve",
+    "resolve_since",
+    "resolve_sync",
+    "with_settings",
+]
 
 logger = logging.getLogger("chunktune")
 
@@ -428,7 +435,7 @@ async def resolve(
     return await resolve_since(started, asked)
 
 
-def _fallback(asked: Ask, exc: Exception) -> Decision | None:
+def fallback_of(asked: Ask, exc: Exception) -> Decision | None:
     """The native fallback of a resolve that ``exc`` ended; None where ``exc`` is to be
     raised: one of chunktune's deliberate errors (bad arguments or settings, a misuse).
 
@@ -488,7 +495,7 @@ async def resolve_since(started: float, asked: Ask) -> Decision:
     try:
         return await _resolve_since(started, asked)
     except Exception as exc:
-        fallback = _fallback(asked, exc)
+        fallback = fallback_of(asked, exc)
         if fallback is None:
             raise
         return fallback
@@ -561,7 +568,7 @@ def resolve_sync(
     try:
         return _resolved_here(asked, began)
     except Exception as exc:
-        fallback = _fallback(asked, exc)
+        fallback = fallback_of(asked, exc)
         if fallback is None:
             raise
         return fallback

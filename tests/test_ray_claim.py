@@ -624,3 +624,86 @@ def test_a_claimant_that_finds_its_hosts_cache_answered_publishes_the_entry_stor
     assert adopted.source == "cache" and "measured on vm" in adopted.reason
     (shared,) = chunktune.DecisionCache(isolated / "h2" / "cache.json").entries().values()
     assert (shared.host, shared.created) == ("vm", measured.created)
+
+
+def _bugs(caplog: pytest.LogCaptureFixture) -> list[BaseException | None]:
+    """The exceptions logged with a traceback (chunktune's bugs, via log_bug)."""
+    return [r.exc_info[1] for r in caplog.records if r.exc_info]
+
+
+def test_a_bug_while_publishing_keeps_the_claimants_decision_and_gives_the_claim_back(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The claimant's read-back raising: its decision and entry stand, the claim is released."""
+    bug = TypeError("a bug reading the entry back")
+
+    def raising(*args: object, **kwargs: object) -> object:
+        raise bug
+
+    monkeypatch.setattr(_ray_claim, "entry_of", raising)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(Slow("unpublished"), settings=host("h1", isolated))
+    assert decision.source == "benchmark" and _bugs(caplog) == [bug]
+    assert chunktune.DecisionCache(isolated / "h1" / "cache.json").get(decision.key) is not None
+    wait_for(ray, "release")
+    assert events(ray) == ["claim", "release"]
+    # the type's next worker claims at once (no lease to wait out) and measures
+    other = Slow("unpublished")
+    assert chunktune.ray.resolve_sync(other, settings=host("h2", isolated)).source == "benchmark"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("chunktune._ray_claim.entry_decision", id="adopting"),
+        pytest.param("chunktune._ray_resolve.only_native", id="policy-checks"),
+    ],
+)
+def test_a_bug_in_a_ray_resolve_outside_keying_keeps_native_and_blames_chunktune(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+) -> None:
+    """chunktune's own code raising around the registry: native, the bug's traceback logged."""
+    chunktune.ray.resolve_sync(Slow("buggy"), settings=host("h1", isolated))
+    bug = TypeError("a bug in chunktune")
+
+    def raising(*args: object, **kwargs: object) -> object:
+        raise bug
+
+    monkeypatch.setattr(where, raising)
+    workload = Slow("buggy")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(workload, settings=host("h2", isolated))
+    assert (decision.source, decision.chunk_size, workload.calls) == ("fallback", None, 0)
+    assert "chunktune failed while resolving (TypeError: a bug in chunktune" in decision.reason
+    assert _bugs(caplog) == [bug]
+
+
+def test_a_ray_resolve_still_raises_what_starting_ray_raised(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray's own start-up failure under init_local is raised as it is, not taken for a bug."""
+    import types
+
+    def refuse() -> None:
+        raise RuntimeError("no room for Ray's object store")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=refuse)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(RuntimeError, match="object store"):
+        chunktune.ray.resolve_sync(Slow("no-ray"), settings=host("h1", isolated, init_local=True))
+
+
+@pytest.mark.anyio
+async def test_a_deliberate_error_in_a_ray_resolve_is_still_raised(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """An unknown policy's name given to chunktune.ray.resolve is the caller's error, raised."""
+    with pytest.raises(chunktune.ConfigError, match="nosuch"):
+        await chunktune.ray.resolve(Slow("unknown"), settings=host("h1", isolated), policy="nosuch")
