@@ -16,7 +16,15 @@ import logging
 from ._errors import ConfigError, WorkloadError
 from ._workload import WorkloadRaised, raised_by_workload
 
-__all__ = ["blames_workload", "log_bug", "no_thread", "spent", "spent_cause"]
+__all__ = [
+    "blames_workload",
+    "bug_reason",
+    "log_bug",
+    "named",
+    "no_thread",
+    "spent",
+    "spent_cause",
+]
 
 logger = logging.getLogger("chunktune")
 
@@ -49,6 +57,18 @@ def blames_workload(exc: BaseException) -> bool:
     :func:`~chunktune._workload.call_workload`), or chunktune's verdict on what it
     returned (a :class:`~chunktune.WorkloadError`)."""
     return isinstance(exc, WorkloadError | WorkloadRaised) or raised_by_workload(exc)
+
+
+def named(exc: BaseException) -> str:
+    """``exc`` as a decision's reason names it: its type, and its message if it has one."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def bug_reason(exc: BaseException, doing: str) -> str:
+    """Why a decision kept native when chunktune's own code raised ``exc`` while ``doing``."""
+    return (
+        f"chunktune failed while {doing} ({named(exc)}; a bug in chunktune, its traceback logged)"
+    )
 
 
 def log_bug(exc: BaseException, doing: str) -> None:

@@ -19,7 +19,7 @@ from ._cache_entry import CacheEntry, writable_path, writable_signature
 from ._decision import Decision, headline, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
-from ._failures import log_bug
+from ._failures import bug_reason, log_bug, named
 from ._fingerprint import chunktune_version, mujoco_version
 from ._load import MachineLoad
 from ._policy import Policy
@@ -245,7 +245,7 @@ def failed_decision(
         exc = exc.original
     # a signature() that raised measured nothing: saying so points at the right method
     what = "the workload's signature() failed" if keying else "the workload failed while measuring"
-    return _kept_native(req, key, f"{what} ({_named(exc)})", probe_seconds)
+    return _kept_native(req, key, f"{what} ({named(exc)})", probe_seconds)
 
 
 def broken_decision(
@@ -254,13 +254,7 @@ def broken_decision(
     """Native, because chunktune's own code raised ``exc`` (a bug, or memory it could not
     have) while keying the request (``keying``) or measuring it: not the workload's failure."""
     what = "keying the workload" if keying else "measuring"
-    why = f"chunktune failed while {what} ({_named(exc)}; a bug in chunktune, its traceback logged)"
-    return _kept_native(req, key, f"{why}; nothing was cached", probe_seconds)
-
-
-def _named(exc: BaseException) -> str:
-    """``exc`` as a reason names it: its type, and its message if it has one."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return _kept_native(req, key, f"{bug_reason(exc, what)}; nothing was cached", probe_seconds)
 
 
 def _kept_native(req: Request, key: str, why: str, probe_seconds: float) -> Decision:

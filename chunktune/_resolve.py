@@ -31,7 +31,7 @@ from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
 from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
-from ._failures import blames_workload, log_bug, no_thread, spent, spent_cause
+from ._failures import blames_workload, bug_reason, log_bug, no_thread, spent, spent_cause
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
 from ._load import MachineLoad, machine_load
@@ -182,20 +182,15 @@ async def _measure(
         # its own. The key stays locked until it has: a task or process that waits for
         # the key then reads this entry instead of measuring the key again.
         try:
-            entry = cache_entry(req, decision)
-        except Exception as exc:
-            # the decision stands: only its entry is lost (the key's lock is the flight's)
-            log_bug(exc, f"storing {key[:12]} in the cache (the decision stands, uncached)")
-            return decision
-        release = None
-        if key_lock is not None and flight.unclaim(key_lock):
-            release = key_lock.release
-        store = functools.partial(cache.put, key, entry)
-        # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
-        try:
+            store = functools.partial(cache.put, key, cache_entry(req, decision))
+            release = None
+            if key_lock is not None and flight.unclaim(key_lock):
+                release = key_lock.release
+            # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
             await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
         except Exception as exc:
-            # the decision stands: only its entry is lost (the key's lock was let go)
+            # the decision stands: only its entry is lost (the key's lock let go, or still
+            # the flight's where building the entry failed)
             if no_thread(exc):
                 logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
             else:
@@ -450,11 +445,7 @@ def fallback_of(asked: Ask, exc: Exception) -> Decision | None:
     if isinstance(exc, ChunktuneError):
         return None
     log_bug(exc, "resolving")
-    return _native(
-        asked,
-        f"chunktune failed while resolving ({type(exc).__name__}{f': {exc}' if str(exc) else ''}"
-        "; a bug in chunktune, its traceback logged)",
-    )
+    return _native(asked, bug_reason(exc, "resolving"))
 
 
 def _native(asked: Ask, why: str) -> Decision:
