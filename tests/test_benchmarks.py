@@ -1243,3 +1243,41 @@ def test_stalls_calibrate_takes_a_burst_that_stops_the_worker(
     out = capsys.readouterr().out
     assert out.startswith("uniform 256 envs x 2 workers, native 12, Stalls(busy=0.5, ")
     assert "speed=0.0)" in out
+
+
+def test_recordings_script_sums_each_folder_oldest_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """recordings.py prints a row per folder of traces, oldest recording first, then all summed."""
+    for folder, stamp, gain in (("a-later", "2026-12-02T00:00:00+00:00", 0.3),
+                                ("b-earlier", "2026-12-01T00:00:00+00:00", 0.0)):  # fmt: skip
+        (tmp_path / folder).mkdir()
+        trace = attrs.evolve(_split_trace(8, 4, gain), recorded=stamp)
+        (tmp_path / folder / "batch.json").write_text(dump_trace(trace))
+    argv = ["--traces", str(tmp_path), "--draws", "1", "--policies", "balanced"]
+    assert _script("recordings").main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == [
+        "| `b-earlier`",
+        "| `a-later`",
+        "| all (2)",
+    ]
+    offered = [ReplayWorkload.from_file(tmp_path / f / "batch.json").offered_gain()[0]
+               for f in ("b-earlier", "a-later")]  # fmt: skip
+    cells = [line.split(" | ")[4] for line in lines[2:]]
+    assert [c.split()[0] for c in cells] == [f"{o:.2%}" for o in (*offered, sum(offered))]
+    assert lines[2].split(" | ")[1:3] == ["2026-12-01", "batch"]
+
+
+def test_recordings_script_refuses_a_file_that_is_no_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """recordings.py on a folder holding a JSON file that is no trace exits 2 with one line."""
+    (tmp_path / "broken.json").write_text("{}")
+    assert _script("recordings").main(["--traces", str(tmp_path), "--draws", "1"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("recordings.py: error:")
+        and "broken.json" in err
+        and len(err.splitlines()) == 1
+    )
