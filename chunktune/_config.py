@@ -55,6 +55,7 @@ CACHE_ENV = "CHUNKTUNE_CACHE"
 SYSTEM_CACHE_ENV = "CHUNKTUNE_SYSTEM_CACHE"
 VARIABLES = (CONFIG_ENV, CACHE_ENV, SYSTEM_CACHE_ENV)  # every variable that settings heed
 TOP_LEVEL_KEYS = ("policy", "cache", "log", "ray", "policies")
+POLICY_KEYS = frozenset(f.name for f in attrs.fields(Policy)) | {"extends"}
 # [policies.NAME.candidates] sizes = [...] nests 4 deep; anything far deeper is no
 # setting, and refusing it up front keeps every later step clear of recursion limits
 MAX_DEPTH = 8
@@ -262,6 +263,17 @@ def _with_variables(
     return cache, variables
 
 
+def _top_level_hint(key: str) -> str:
+    """What an unknown top-level ``key`` may have meant: a policy's own key belongs under a
+    policy's table (a policy as ``policy show`` prints it, pasted whole, has them all at
+    the top), else the nearest top-level key."""
+    if key == "candidates":
+        return "a policy's table: expected it as [policies.NAME.candidates]"
+    if key in POLICY_KEYS:
+        return "a policy's field: expected it under [policies.NAME]"
+    return suggest(key, list(TOP_LEVEL_KEYS))
+
+
 def _anchored(cache: CacheSettings, folder: Path) -> CacheSettings:
     """``cache`` with a relative ``path`` or ``system_path`` read from ``folder``: a settings
     file names its cache the same whichever folder a trainer starts in."""
@@ -296,10 +308,9 @@ def settings_from_dict(
             f"{deep}: nested more than {MAX_DEPTH} levels deep; no setting nests that deep",
             source=source,
         )
-    problems: list[str] = []
-    for key in data:
-        if key not in TOP_LEVEL_KEYS:
-            problems.append(f"{key}: unknown key; {suggest(key, list(TOP_LEVEL_KEYS))}")
+    problems: list[str] = [
+        f"{key}: unknown key; {_top_level_hint(key)}" for key in data if key not in TOP_LEVEL_KEYS
+    ]
 
     presets = _preset_tables()
     user = data.get("policies", {})

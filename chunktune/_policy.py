@@ -82,10 +82,10 @@ class Policy:
     enabled: bool = attrs.field(default=True, validator=boolean(), metadata=_NOT_IDENTITY)
     # selection
     margin: float = attrs.field(
-        default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
+        default=0.01, validator=number(0.0, 1.0, hi_open=True, fraction=True), metadata=_RULE
     )
     tie_tol: float = attrs.field(
-        default=0.01, validator=number(0.0, 1.0, hi_open=True), metadata=_RULE
+        default=0.01, validator=number(0.0, 1.0, hi_open=True, fraction=True), metadata=_RULE
     )
     tie_break: TieBreak = attrs.field(
         default="evidence", validator=choice(TIE_BREAKS), metadata=_RULE

@@ -113,10 +113,16 @@ def number(
     lo_open: bool = False,
     hi_open: bool = False,
     optional: bool = False,
+    fraction: bool = False,
 ) -> Validator:
-    """A real number (not a bool) within the given interval."""
+    """A real number (not a bool) within the given interval.
+
+    ``fraction``: the number is a fraction (0.03 = 3%), and the message says so; a value
+    that reads as a percent (3 for 3%) is told the fraction it meant.
+    """
     interval = _interval(lo, hi, lo_open, hi_open)
-    expected = f"a number{interval}" if interval else "a finite number"
+    kind = "a fraction" if fraction else "a number"
+    expected = f"{kind}{interval}" if interval else "a finite number"
     if optional:
         expected += " (or leave it unset)"
 
@@ -136,10 +142,20 @@ def number(
             )
         if not ok:
             raise refused(
-                inst, f"{spelled(value)} is not valid for {attr.name}; expected {expected}"
+                inst,
+                f"{spelled(value)} is not valid for {attr.name}; expected {expected}"
+                + (_as_fraction(value) if fraction else ""),
             )
 
     return check
+
+
+def _as_fraction(value: object) -> str:
+    """What a fraction field's refused value meant, where it reads as a percent (3 for 3%):
+    ``": 3% is 0.03"``; else the unit, ``" (0.03 is 3%)"``."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value < 100:
+        return f": {bound(value)}% is {bound(round(value / 100, 12))}"
+    return " (0.03 is 3%)"
 
 
 def integer(lo: int | None = None, hi: int | None = None) -> Validator:

@@ -199,7 +199,10 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = str(info.value)
     assert str(cfg) in text
     assert "policies.mine.margn: unknown key; did you mean margin?" in text
-    assert "policies.mine.tie_tol: 2 is not valid for tie_tol; expected a number in [0, 1)" in text
+    assert (
+        "policies.mine.tie_tol: 2 is not valid for tie_tol; expected a fraction in [0, 1): "
+        "2% is 0.02"
+    ) in text
     assert "policies.mine.race: 1 is not true or false" in text
     assert 'policies.mine.tie_break: "left"' in text and '"center"' in text
     assert "policies.mine.candidates.sizes" in text and "bad: 0" in text
@@ -367,6 +370,52 @@ def test_unknown_top_level_key_is_reported() -> None:
     """A misspelt top-level table is an error, not silently ignored."""
     with pytest.raises(ConfigError, match="polices: unknown key; did you mean policies"):
         settings_from_dict({"polices": {}})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        pytest.param("margin", 3, "expected a fraction in [0, 1): 3% is 0.03", id="margin-3"),
+        pytest.param(
+            "tie_tol", 2.5, "expected a fraction in [0, 1): 2.5% is 0.025", id="tie_tol-2.5"
+        ),
+        pytest.param("margin", -1, "expected a fraction in [0, 1) (0.03 is 3%)", id="negative"),
+    ],
+)
+def test_a_percent_given_for_a_fraction_is_told_the_unit(
+    tmp_path: Path, key: str, value: float, expected: str
+) -> None:
+    """margin = 3 (meaning 3%) is refused naming the file, key and value, and saying 3% is 0.03."""
+    cfg = write(tmp_path / "pct.toml", f'policy = "m"\n[policies.m]\n{key} = {value}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cfg)
+    assert str(caught.value) == (
+        f"invalid settings in {cfg}: policies.m.{key}: {value} is not valid for {key}; {expected}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        pytest.param(
+            {"margin": 0.03},
+            "margin: unknown key; a policy's field: expected it under [policies.NAME]",
+            id="field",
+        ),
+        pytest.param(
+            {"candidates": {"strategy": "seed"}},
+            "candidates: unknown key; a policy's table: expected it as [policies.NAME.candidates]",
+            id="candidates",
+        ),
+    ],
+)
+def test_a_policy_field_at_the_top_level_says_where_it_belongs(
+    data: dict[str, object], problem: str
+) -> None:
+    """A policy's key written at the top level (as `policy show` prints it) names its table."""
+    with pytest.raises(ConfigError) as caught:
+        settings_from_dict(data)
+    assert caught.value.problems == (problem,)
 
 
 def test_cross_field_rule() -> None:

@@ -526,7 +526,7 @@ def test_a_bad_policy_in_a_file_still_names_the_file_and_its_key(tmp_path: Path)
         chunktune.load_settings(cfg)
     assert str(caught.value) == (
         f"invalid settings in {cfg}: policies.mine.margin: -1 is not valid for margin; "
-        "expected a number in [0, 1)"
+        "expected a fraction in [0, 1) (0.03 is 3%)"
     )
 
 
