@@ -180,17 +180,38 @@ def join_path(path: str, part: object) -> str:
     return f"{path}.{part}" if path else str(part)
 
 
+def _elsewhere(cls: type | None, key: str) -> str | None:
+    """Where ``key``, unknown to the table of ``cls``, belongs: the [candidates] table, for a
+    policy's key; the strategies that take it, for a [candidates] table's (a policy that
+    extends a preset keeps its strategy, so ``sizes`` alone there is a key of
+    ``explicit`` that ``balanced`` does not take); None where it belongs nowhere."""
+    owners = [
+        spelled(name)
+        for name, strategy in STRATEGIES.items()
+        if key in {f.name for f in attrs.fields(strategy)}
+    ]
+    if cls is Policy and (owners or key == "strategy"):
+        return f"a key of the policy's [candidates] table: expected it there as candidates.{key}"
+    if not owners or not isinstance(getattr(cls, "strategy", None), str):
+        return None
+    if len(owners) == 1:
+        return f"a key of strategy {owners[0]} (set strategy = {owners[0]} to use it)"
+    return f"a key of strategy {', '.join(owners[:-1])} or {owners[-1]}"
+
+
 def _problems(exc: BaseException, path: str) -> list[str]:
     """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
+        if exc.cl is Policy:  # a key of every policy table, flattened away before this
+            valid.insert(0, "extends")
         unknown = "unknown key"
         strategy = getattr(exc.cl, "strategy", None)
         if isinstance(strategy, str):  # a [candidates] table, its strategy key taken out
             valid.insert(0, "strategy")
             unknown = f"unknown key for strategy {spelled(strategy)}"
         return [
-            f"{join_path(path, key)}: {unknown}; {suggest(key, valid)}"
+            f"{join_path(path, key)}: {unknown}; {_elsewhere(exc.cl, key) or suggest(key, valid)}"
             for key in sorted(exc.extra_fields)
         ]
     if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):

@@ -319,17 +319,38 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
         pytest.param(
             {"strategy": "geometric", "sizes": [3]},
             None,
-            'policies.m.candidates.sizes: unknown key for strategy "geometric"; '
-            "expected one of strategy, ratio, max_candidates",
+            'policies.m.candidates.sizes: unknown key for strategy "geometric"; a key of '
+            'strategy "explicit" (set strategy = "explicit" to use it)',
             id="another-strategys-key",
+        ),
+        pytest.param(
+            {"sizes": [3, 7]},
+            "quick",
+            'policies.m.candidates.sizes: unknown key for strategy "balanced"; a key of '
+            'strategy "explicit" (set strategy = "explicit" to use it)',
+            id="sizes-under-an-inherited-strategy",
+        ),
+        pytest.param(
+            {},
+            "quick",
+            "policies.m.max_candidates: unknown key; a key of the policy's [candidates] table: "
+            "expected it there as candidates.max_candidates",
+            id="a-candidates-key-in-the-policy",
+        ),
+        pytest.param(
+            {"strategy": "explicit", "sizes": [3], "max_candidates": 4},
+            None,
+            'policies.m.candidates.max_candidates: unknown key for strategy "explicit"; a key '
+            'of strategy "seed", "balanced", "geometric" or "exhaustive"',
+            id="a-key-of-several-strategies",
         ),
     ],
 )
 def test_a_candidates_table_names_what_its_strategy_lacks(
     candidates: dict[str, object], extends: str | None, message: str
 ) -> None:
-    """A [candidates] problem names the strategy, or says the strategy key is missing."""
-    table: dict[str, object] = {"candidates": candidates}
+    """A [candidates] problem names the strategy (and a key's own strategy), or the missing key."""
+    table: dict[str, object] = {"candidates": candidates} if candidates else {"max_candidates": 6}
     if extends:
         table["extends"] = extends
     with pytest.raises(ConfigError) as err:
@@ -364,6 +385,14 @@ def test_unknown_active_policy_lists_known_ones() -> None:
     """policy = an unknown name suggests the closest one and lists all."""
     with pytest.raises(ConfigError, match=r'unknown policy "balancd"; did you mean balanced\?'):
         settings_from_dict({"policy": "balancd"})
+
+
+@pytest.mark.parametrize("key", ["extend", "extnds", "extends_"])
+def test_a_misspelt_extends_is_suggested(key: str) -> None:
+    """A misspelt `extends` is told `did you mean extends?`, not extend_budget or nothing."""
+    with pytest.raises(ConfigError) as caught:
+        settings_from_dict({"policies": {"m": {key: "quick"}}})
+    assert caught.value.problems == (f"policies.m.{key}: unknown key; did you mean extends?",)
 
 
 def test_unknown_top_level_key_is_reported() -> None:
