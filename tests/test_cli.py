@@ -26,6 +26,7 @@ import mujoco
 import pytest
 from _terminal import run_on_terminal
 
+from chunktune import load_settings
 from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
@@ -1503,6 +1504,26 @@ def test_policy_show_prints_resolved_toml(
 
     assert main(["policy", "show", "seed"]) == 0
     assert tomllib.loads(capsys.readouterr().out)["estimator"] == "min"
+
+
+@pytest.mark.parametrize("name", ["fast", "quick", "seed", "patient"])
+def test_policy_show_pasted_as_it_says_reads_back_as_the_same_policy(
+    env: dict[str, Path], name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy show`, put under [policies.NAME] as its comment says, loads as the same policy."""
+    assert main(["policy", "show", name]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == (
+        "# as a policy of your own: these keys under [policies.NAME] in a settings file, "
+        "[candidates] as [policies.NAME.candidates]"
+    )
+    table = "\n".join(lines).replace("[candidates]", "[policies.copy.candidates]")
+    pasted = env["config"].parent / "pasted.toml"
+    pasted.write_text(f"{FAST_CONFIG}\n[policies.copy]\n{table}\n")
+    settings = load_settings(pasted)
+    assert settings.get_policy("copy") == settings.get_policy(name)
+    assert main(["policy", "show", "copy", "--config", str(pasted)]) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == lines[2:]
 
 
 def test_policy_show_unknown_exits_2(

@@ -24,6 +24,12 @@ examples:
 """
 
 
+_AS_YOUR_OWN = (
+    "# as a policy of your own: these keys under [policies.NAME] in a settings file, "
+    "[candidates] as [policies.NAME.candidates]\n"
+)
+
+
 def add_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     common: argparse.ArgumentParser,
@@ -82,5 +88,7 @@ def _cmd_policy_show(args: argparse.Namespace) -> int:
     origin = _policy_origin(name, settings, settings.user_policies, set(preset_names()))
     active = "; the active policy" if name == settings.policy else ""
     sys.stdout.write(f"# policy {spelled(name)}, fully resolved (from {origin}{active})\n")
+    # printed as a file of policies/ is written; a settings file holds it one table down
+    sys.stdout.write(_AS_YOUR_OWN)
     sys.stdout.write(dump_policy(policy))
     return EXIT_OK
