@@ -134,6 +134,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raw = read_capped(path, MAX_SETTINGS_BYTES)  # `--config <(...)` has no size to check
         return tomllib.loads(raw.decode())
     except FileNotFoundError:
+        if path.is_symlink():  # "not found" of a name that ls lists misled
+            raise ConfigError(
+                f"settings file {path} is a link to {os.readlink(path)}, which does not "
+                "exist; expected a TOML file",
+                source=str(path),
+            ) from None
         raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
     except TooLarge as exc:
         raise ConfigError(
@@ -239,7 +245,10 @@ def discover_config(env: str | None) -> Path | None:
         except ValueError as exc:  # read as written, it would name a ./~nosuchuser folder
             raise ConfigError(f"${CONFIG_ENV}: {exc}") from None
     local = Path.cwd() / "chunktune.toml"
-    return local if local.is_file() else None
+    # a folder or a link to nothing by that name is read, to say so: skipped, it left the
+    # user's settings silently the defaults (a pipe is still skipped: reading one blocks)
+    dangling = local.is_symlink() and not local.exists()
+    return local if local.is_file() or local.is_dir() or dangling else None
 
 
 def _with_variables(

@@ -20,6 +20,7 @@ from chunktune import (
     dump_settings,
     load_settings,
 )
+from chunktune._cli import main
 from chunktune._config import preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
 from chunktune._keys import cache_for
@@ -516,6 +517,30 @@ def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert load_settings().policy == "thorough"
     explicit = write(tmp_path / "explicit.toml", 'policy = "seed"\n')
     assert load_settings(explicit).policy == "seed"
+
+
+@pytest.mark.parametrize("kind", ["folder", "dangling-link"])
+def test_a_local_chunktune_toml_that_is_no_file_is_an_error(
+    isolated: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """./chunktune.toml that is a folder or a link to nothing is a ConfigError (CLI: exit 2),
+    not silently the built-in defaults."""
+    local = isolated / "chunktune.toml"
+    if kind == "folder":
+        local.mkdir()
+        expected = f"settings file {local} is a directory; expected a TOML file"
+    else:
+        local.symlink_to(isolated / "gone.toml")
+        expected = (
+            f"settings file {local} is a link to {isolated / 'gone.toml'}, which does not "
+            "exist; expected a TOML file"
+        )
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == f"invalid settings in {local}: {expected}"
+    assert main(["policy", "list"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"chunktune: error: invalid settings in {local}: {expected}\n"
 
 
 def test_chunktune_config_expands_home_as_chunktune_cache_does(
