@@ -233,7 +233,8 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
 
 def discover_config(env: str | None) -> Path | None:
     """The settings file discovery names where ``$CHUNKTUNE_CONFIG`` holds ``env``: that
-    file, else ``./chunktune.toml`` if there is one, else None (built-in defaults).
+    file, else ``./chunktune.toml`` if there is one (a folder or a link to nothing by that
+    name too, for reading to refuse), else None (built-in defaults).
 
     Raises:
         ConfigError: ``env`` names the home of a user that does not exist
