@@ -523,8 +523,7 @@ def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_local_chunktune_toml_that_is_no_file_is_an_error(
     isolated: Path, kind: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """./chunktune.toml that is a folder or a link to nothing is a ConfigError (CLI: exit 2),
-    not silently the built-in defaults."""
+    """./chunktune.toml as a folder or a link to nothing is an error (exit 2), not the defaults."""
     local = isolated / "chunktune.toml"
     if kind == "folder":
         local.mkdir()
