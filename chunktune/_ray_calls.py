@@ -5,8 +5,9 @@ for in a worker thread, for at most :data:`CALL_TIMEOUT_S` seconds or until the
 resolve's hard limit; a call nobody waits for is sent and forgotten; the actor's handle
 is looked up (anew, after a failed call). A registry that cannot be reached (killed, of
 an earlier Ray session, Ray shut down meanwhile) is raised as :class:`RegistryGone`, one
-that had not answered by the hard limit as :class:`OutOfTime`; what a worker does then
-is ``_ray_claim``'s. Nothing here ever starts Ray.
+that had not answered by the hard limit as :class:`OutOfTime`, and one whose own code
+(chunktune's) raised in the actor as :class:`RegistryBug`; what a worker does then is
+``_ray_claim``'s. Nothing here ever starts Ray.
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ import anyio
 from ._ray_registry import registry_handle
 from ._threads import wait_in_thread
 
-__all__ = ["CALL_TIMEOUT_S", "OutOfTime", "RegistryGone", "call", "look_up", "tell"]
+__all__ = [
+    "CALL_TIMEOUT_S",
+    "OutOfTime",
+    "RegistryBug",
+    "RegistryGone",
+    "call",
+    "look_up",
+    "tell",
+]
 
 logger = logging.getLogger("chunktune")
 
@@ -37,6 +46,35 @@ class OutOfTime(RegistryGone):
     """The registry had not answered when the policy's ``hard_limit_s`` ran out."""
 
 
+class RegistryBug(Exception):
+    """The registry's own code (chunktune's) raised inside the actor: a bug, not Ray failing.
+
+    ``raised`` is that exception as the actor raised it (Ray's ``RayTaskError``'s
+    ``cause``); the ``RayTaskError`` itself, which carries the actor's traceback, is the
+    ``__cause__``.
+    """
+
+    def __init__(self, raised: Exception) -> None:
+        super().__init__(f"{type(raised).__name__}: {raised}")
+        self.raised = raised
+
+
+def raised_in_actor(ray: Any, exc: BaseException) -> Exception | None:
+    """What the registry actor's own code raised, if ``exc`` is Ray handing that on; None
+    for Ray's own failures (the actor died, the cluster is gone, a timeout)."""
+    # Ray wraps an exception raised in an actor's method in a RayTaskError, ``cause`` the
+    # original; a cause that is itself Ray's error is Ray failing, not the method
+    errors = getattr(ray, "exceptions", None)  # a stand-in Ray may have none
+    task_error = getattr(errors, "RayTaskError", None)
+    if task_error is None or not isinstance(exc, task_error):
+        return None
+    cause = getattr(exc, "cause", None)
+    ray_error = getattr(errors, "RayError", ())
+    if not isinstance(cause, Exception) or isinstance(cause, ray_error):
+        return None
+    return cause
+
+
 async def call(
     ray: Any, submit: Callable[[], Any], limit_s: float = CALL_TIMEOUT_S, until: float = math.inf
 ) -> Any:
@@ -49,6 +87,7 @@ async def call(
 
     Raises:
         OutOfTime: ``until`` came before the answer.
+        RegistryBug: the registry's own code raised inside the actor.
         RegistryGone: Ray is not initialised any more (shut down meanwhile, too), or
             the call failed or took longer than ``limit_s`` seconds.
     """
@@ -67,6 +106,9 @@ async def call(
             raise
         raise RegistryGone("Ray was shut down in this process meanwhile") from exc
     except Exception as exc:
+        raised = raised_in_actor(ray, exc)
+        if raised is not None:
+            raise RegistryBug(raised) from exc
         if anyio.current_time() >= until:
             raise OutOfTime("the hard limit ran out first") from exc
         raise RegistryGone(f"{type(exc).__name__}: {exc}") from exc

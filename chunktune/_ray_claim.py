@@ -8,6 +8,8 @@ wait as a plain resolve does, and stores the answer it is given in its host's ca
 Every registry call goes through ``_ray_calls`` (bounded in time; a failed one counts
 as the registry being gone): the registry is looked up anew once, then
 :func:`coordinated` says so and the caller (``_ray_resolve``) resolves on its host alone.
+A call that the registry's own code failed (chunktune's bug inside the actor) is no
+registry gone: the worker keeps the native chunk, the bug's traceback logged.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from . import _lock_wait
 from ._cache_entry import CacheEntry
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
-from ._failures import log_bug, spent
+from ._failures import bug_reason, log_bug, spent
 from ._flights import Guarded
 from ._policy import Policy
-from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryGone, call, look_up, tell
+from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryBug, RegistryGone, call, look_up, tell
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
 from ._request import decision_entry, entry_decision, worth_storing
 from ._resolve import resolve_since
@@ -196,12 +198,18 @@ async def _sweep(
     claim spent part of it.
     """
     token: object = reply["token"]  # opaque: handed back to the registry as given
-    if reply.get("took_over"):
-        report(
-            f"node type {job.node_type}: took over the sweep from {reply['took_over']} "
-            f"(its claim lapsed: no heartbeat for {job.settings.ray.lease_s:g} s)",
-            job.settings,
-        )
+    try:
+        if reply.get("took_over"):
+            report(
+                f"node type {job.node_type}: took over the sweep from {reply['took_over']} "
+                f"(its claim lapsed: no heartbeat for {job.settings.ray.lease_s:g} s)",
+                job.settings,
+            )
+    except BaseException:
+        # telling the takeover failed (a bug, an interrupt): the claim goes back now, so
+        # the type's next worker claims rather than waiting out a lease nobody renews
+        tell(ray, lambda: registry.release.remote(job.registry_key, token))
+        raise
     decision = await _measure(ray, registry, job, token, started)
     try:
         await _share(ray, registry, job, holder, token, decision, started)
@@ -247,8 +255,9 @@ async def _claim(
     """The registry's reply to ``holder``'s claim: an answer, the claim, a failure, or busy.
 
     Raises:
-        OutOfTime, RegistryGone: as :func:`call` does; and a cancellation. Past the
-            hard limit or cancelled, the claim is abandoned first.
+        OutOfTime, RegistryBug, RegistryGone: as :func:`call` does; and a cancellation.
+            Past the hard limit, cancelled or failed by the registry's own code, the
+            claim is abandoned first.
     """
     try:
         reply: dict[str, Any] = await call(
@@ -263,9 +272,10 @@ async def _claim(
             ),
             until=until,
         )
-    except (OutOfTime, anyio.get_cancelled_exc_class()):
-        # the claim may yet be granted to nobody who waits (past the hard limit, or
-        # cancelled): give it up after it, or the type's workers wait out its lease
+    except (OutOfTime, RegistryBug, anyio.get_cancelled_exc_class()):
+        # the claim may yet be granted, or have been before the registry's code raised, to
+        # nobody who waits (past the hard limit, cancelled, a bug): give it up after it, or
+        # the type's workers wait out its lease
         tell(ray, lambda: registry.abandon.remote(job.registry_key, holder))
         raise
     return reply
@@ -369,9 +379,10 @@ async def coordinated(ray: Any, job: Job, started: float) -> Decision | None:
     """The job's answer as the registry shares it across the cluster; None: it is unreachable.
 
     ``hard_limit_s`` counts from ``started`` (the resolve's start): a registry that has
-    not answered by then leaves the native chunk, and nothing measured. A registry that
-    cannot be reached, with this process's handle or one looked up anew, is said in a
-    warning; the caller then resolves on its host alone.
+    not answered by then leaves the native chunk, and nothing measured. A registry whose
+    own code raised in the actor (chunktune's bug) leaves the native chunk too, the bug's
+    traceback logged. A registry that cannot be reached, with this process's handle or
+    one looked up anew, is said in a warning; the caller then resolves on its host alone.
     """
     # a killed registry, or one of an earlier Ray session, is looked up anew
     for fresh in (False, True):
@@ -382,6 +393,12 @@ async def coordinated(ray: Any, job: Job, started: float) -> Decision | None:
                 f"gave up after the hard limit of {job.policy.hard_limit_s:g} s (hard_limit_s) "
                 "while the Ray registry had not answered; nothing was measured"
             )
+            return report_decision(native_decision(job, why), job.settings)
+        except RegistryBug as exc:
+            doing = "asking the Ray registry"
+            # logged with the RayTaskError behind it, which carries the actor's traceback
+            log_bug(exc, doing)
+            why = f"{bug_reason(exc.raised, doing)}; nothing was cached"
             return report_decision(native_decision(job, why), job.settings)
         except RegistryGone as exc:
             gone = exc

@@ -3,8 +3,9 @@
 ``chunktune.ray`` asks the registry through ``handle.method.remote(...)`` and
 ``ray.get(ref, timeout=...)``; here a call is the real :class:`Registry` coroutine
 scheduled on a loop thread (in the order the calls were sent, as an actor runs them),
-and ``ray.get`` waits for its result. Every worker resolving through one
-:class:`RegistryRay` shares one registry, as the workers of one cluster do.
+and ``ray.get`` waits for its result, handing on what the method raised wrapped as Ray
+wraps it (a ``RayTaskError`` whose ``cause`` is the original). Every worker resolving
+through one :class:`RegistryRay` shares one registry, as the workers of one cluster do.
 """
 
 from __future__ import annotations
@@ -19,6 +20,18 @@ from typing import Any
 
 from chunktune._ray_api import NODE_TYPE_LABEL
 from chunktune._ray_registry import Registry
+
+
+class RayError(Exception):
+    """``ray.exceptions.RayError``: the base of Ray's own errors."""
+
+
+class RayTaskError(RayError):
+    """``ray.exceptions.RayTaskError``: an actor's method raised ``cause``."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"ray::Registry (the actor raised {type(cause).__name__}: {cause})")
+        self.cause = cause
 
 
 class _Handle:
@@ -46,12 +59,18 @@ class RegistryRay:
         self.handle = _Handle(self.registry, loop, self.sent)
         self._loop = loop
         self._labels = {NODE_TYPE_LABEL: node_type}
+        self.exceptions = types.SimpleNamespace(RayError=RayError, RayTaskError=RayTaskError)
 
     def is_initialized(self) -> bool:
         return True
 
     def get(self, ref: concurrent.futures.Future[Any], timeout: float | None = None) -> Any:
-        return ref.result(timeout)
+        try:
+            return ref.result(timeout)
+        except Exception as exc:
+            if not ref.done() or ref.cancelled():
+                raise  # the wait timed out (Ray's GetTimeoutError), or nothing ran
+            raise RayTaskError(exc) from exc
 
     def get_runtime_context(self) -> types.SimpleNamespace:
         return types.SimpleNamespace(

@@ -707,3 +707,80 @@ async def test_a_deliberate_error_in_a_ray_resolve_is_still_raised(
     """An unknown policy's name given to chunktune.ray.resolve is the caller's error, raised."""
     with pytest.raises(chunktune.ConfigError, match="nosuch"):
         await chunktune.ray.resolve(Slow("unknown"), settings=host("h1", isolated), policy="nosuch")
+
+
+def test_a_bug_inside_the_registry_keeps_native_and_blames_chunktune(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The actor's own code raising in a claim: native, the bug logged, never "unreachable"."""
+    bug = TypeError("a bug in the registry")
+    noted = ray.registry._note
+
+    def note(key: str, event: str, holder: str | None, **extra: Any) -> None:
+        if event == "claim":
+            raise bug  # after the claim was granted: the slot is held
+        noted(key, event, holder, **extra)
+
+    monkeypatch.setattr(ray.registry, "_note", note)
+    here = host("h1", isolated)
+    workload = Slow("inside")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(workload, settings=here)
+    assert (decision.source, decision.chunk_size, workload.calls) == ("fallback", None, 0)
+    assert (
+        "chunktune failed while asking the Ray registry (TypeError: a bug in the registry; "
+        "a bug in chunktune, its traceback logged); nothing was cached" in decision.reason
+    )
+    [logged] = _bugs(caplog)
+    assert isinstance(logged, _ray_calls.RegistryBug) and logged.raised is bug
+    assert "unreachable" not in caplog.text
+    # the claim granted before the bug was abandoned: the type's next worker claims at once
+    monkeypatch.setattr(ray.registry, "_note", noted)
+    key = registry_key(ray, Slow("inside"), here)
+    reply = ray.run(ray.registry.claim(key, "w2", since=None, refresh=False, lease_s=60.0))
+    assert reply["state"] == "claimed"
+
+
+def test_rays_wrapping_of_an_actors_exception_is_told_from_rays_own_failures() -> None:
+    """A RayTaskError's cause is the actor's own exception; a dead actor or a timeout is Ray's."""
+    ray_ = pytest.importorskip("ray")
+    errors = ray_.exceptions
+    bug = TypeError("a bug")
+    wrapped = errors.RayTaskError("claim", "Traceback ...", bug, proctitle="p", pid=1, ip="ip")
+    assert _ray_calls.raised_in_actor(ray_, wrapped.as_instanceof_cause()) is bug
+    assert _ray_calls.raised_in_actor(ray_, wrapped) is bug
+    rays_own = errors.RayTaskError("claim", "tb", errors.RaySystemError("x"), "p", 1, "ip")
+    assert _ray_calls.raised_in_actor(ray_, rays_own) is None
+    assert _ray_calls.raised_in_actor(ray_, errors.ActorDiedError()) is None
+    assert _ray_calls.raised_in_actor(ray_, errors.GetTimeoutError("late")) is None
+    assert _ray_calls.raised_in_actor(object(), TypeError("no Ray exceptions here")) is None
+
+
+def test_a_bug_telling_a_takeover_gives_the_claim_back(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Reporting the takeover raising: native, the bug logged, the claim released at once."""
+    here = host("h1", isolated, lease_s=0.1)
+    key = registry_key(ray, Slow("retold"), here)
+    ray.run(ray.registry.claim(key, "dead-worker", since=None, refresh=False, lease_s=0.1))
+    time.sleep(0.2)  # its lease lapses
+    bug = TypeError("a bug telling the takeover")
+
+    def raising(*args: object, **kwargs: object) -> None:
+        raise bug
+
+    monkeypatch.setattr(_ray_claim, "report", raising)
+    slow = attrs.evolve(here, ray=attrs.evolve(here.ray, lease_s=600.0))
+    workload = Slow("retold")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(workload, settings=slow)
+    assert (decision.source, decision.chunk_size, workload.calls) == ("fallback", None, 0)
+    assert _bugs(caplog) == [bug]
+    wait_for(ray, "release")
+    assert events(ray) == ["claim", "expired", "takeover", "release"]
