@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import sys
@@ -370,7 +371,8 @@ def _finite(value: numbers.Real) -> bool:
 def check_seconds(value: object, chunk: int | None) -> float:
     """What ``run(chunk)`` returned, as a float of seconds.
 
-    Any real number counts (numpy scalars and 0-d arrays too), but not a bool.
+    Any real number counts (numpy scalars and 0-d arrays, a ``Fraction``, a ``Decimal``),
+    but not a bool.
 
     Raises:
         WorkloadError: ``value`` is not a real number in [:data:`MIN_SECONDS`,
@@ -387,12 +389,14 @@ def check_seconds(value: object, chunk: int | None) -> float:
 
 def as_seconds(value: object) -> float | None:
     """``value`` as float seconds in [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] (numpy
-    scalars too), else None."""
+    scalars and ``Decimal`` too), else None."""
     plain = _plain(value)
-    if isinstance(plain, bool) or not isinstance(plain, numbers.Real):
+    # a Decimal holds a real number, but is no numbers.Real (it will not mix with floats)
+    if isinstance(plain, bool) or not isinstance(plain, numbers.Real | decimal.Decimal):
         return None
     try:
         seconds = float(plain)
-    except OverflowError:  # an integer past any float (JSON and Python allow one)
+    # an integer past any float (JSON and Python allow one), a signaling NaN Decimal
+    except (OverflowError, ValueError):
         return None
     return seconds if math.isfinite(seconds) and MIN_SECONDS <= seconds <= MAX_SECONDS else None

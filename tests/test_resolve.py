@@ -1077,6 +1077,21 @@ async def test_run_may_return_numpy_seconds() -> None:
     assert d.source == "benchmark" and d.timings
 
 
+async def test_run_may_return_decimal_or_fraction_seconds() -> None:
+    """run() returning a Decimal or a Fraction of seconds is measured like a float."""
+    import decimal
+    import fractions
+
+    class ExactSeconds(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            seconds = super().run(chunk_size)
+            exact = decimal.Decimal(seconds) if self.calls % 2 else fractions.Fraction(seconds)
+            return exact  # type: ignore[return-value]
+
+    d = await chunktune.resolve(ExactSeconds(uneven().costs, nthread=8))
+    assert d.source == "benchmark" and d.timings
+
+
 async def test_resolve_sync_in_a_plain_callback_of_the_loop_raises() -> None:
     """resolve_sync from a loop callback (call_soon) raises UsageError and creates no coroutine."""
     import sniffio

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import enum
 import fractions
 import math
@@ -37,6 +38,7 @@ from chunktune.sim import Noise, ReplayWorkload, SimulatedWorkload
         pytest.param(np.int64(2), id="np.int64"),
         pytest.param(np.array(0.25), id="0-d array"),
         pytest.param(fractions.Fraction(1, 4), id="Fraction"),
+        pytest.param(decimal.Decimal("0.25"), id="Decimal"),
         pytest.param(MIN_SECONDS, id="shortest"),
         pytest.param(MAX_SECONDS, id="longest"),
     ],
@@ -62,6 +64,10 @@ def test_any_positive_real_number_of_seconds_is_accepted(value: object) -> None:
         pytest.param("0.5", id="str"),
         pytest.param(None, id="None"),
         pytest.param(np.array([0.5]), id="1-d array"),
+        pytest.param(decimal.Decimal("NaN"), id="Decimal-nan"),
+        pytest.param(decimal.Decimal("sNaN"), id="Decimal-snan"),
+        pytest.param(decimal.Decimal("-Infinity"), id="Decimal-inf"),
+        pytest.param(decimal.Decimal("1e-400"), id="Decimal-past-float"),
     ],
 )
 def test_anything_but_positive_finite_seconds_is_rejected(value: object) -> None:
