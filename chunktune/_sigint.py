@@ -1,4 +1,5 @@
-"""Ctrl-C where Python's own handling would not do: the command starting, a blocked loop.
+"""Ctrl-C where Python's own handling would not do: the command starting, a blocked loop,
+and SIGTERM in the command, which ends it as Ctrl-C does.
 
 Importing chunktune (numpy, anyio, rich, ...) takes a few tenths of a second before
 ``main`` can catch ``KeyboardInterrupt``. In the command's own process, and only
@@ -10,6 +11,10 @@ Importing this module guards, and ``chunktune/__init__.py`` imports it first.
 
 :func:`interruptible` is for a synchronous wait on the thread of ``asyncio.run``'s
 loop, whose handler only cancels a task that cannot run until the wait ends.
+
+:func:`terminated_as_interrupted` is for the command's run: SIGTERM (a scheduler's time
+limit, ``kill``) would end the process at once and in silence; taken as Ctrl-C, the
+command stops its sweep or recording the way it does for one, says so, and exits 143.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["guard", "interruptible", "release"]
+__all__ = ["Termination", "guard", "interruptible", "release", "terminated_as_interrupted"]
 
 _COMMAND = "chunktune"
 _EXIT_INTERRUPTED = 130
+_EXIT_TERMINATED = 143
 
 
 def _is_the_command() -> bool:
@@ -113,6 +119,42 @@ def interruptible() -> Iterator[None]:
     finally:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, handler)
+
+
+class Termination:
+    """Whether a SIGTERM came while :func:`terminated_as_interrupted` held it."""
+
+    def __init__(self) -> None:
+        self.came = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM's handler: do what Ctrl-C does now (SIGINT's handler, whichever it is)."""
+        self.came = True
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is _exit_interrupted:  # the command still starting: nothing to stop
+            os._exit(_EXIT_TERMINATED)
+        if callable(handler):
+            # Python's KeyboardInterrupt, or asyncio.run's cancel of its main task
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored (a shell's background job): SIGTERM must still end it
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def terminated_as_interrupted() -> Iterator[Termination]:
+    """For the block, on the main thread, SIGTERM does what Ctrl-C does (see
+    :class:`Termination`); a handler the process already had for it is left alone."""
+    termination = Termination()
+    on_main = threading.current_thread() is threading.main_thread()
+    if not (on_main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        yield termination
+        return
+    signal.signal(signal.SIGTERM, termination)
+    try:
+        yield termination
+    finally:
+        if signal.getsignal(signal.SIGTERM) is termination:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 guard()  # on import: before the rest of the package has started to load

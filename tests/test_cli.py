@@ -703,10 +703,14 @@ def test_errors_exit_2_with_a_message(
 
 
 @pytest.mark.mujoco
-def test_ctrl_c_stops_the_sweep_caches_nothing_exit_130(
-    env: dict[str, Path], model: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [pytest.param(signal.SIGINT, 130, id="ctrl-c"), pytest.param(signal.SIGTERM, 143, id="term")],
+)
+def test_an_interrupt_stops_the_sweep_and_caches_nothing(
+    env: dict[str, Path], model: Path, tmp_path: Path, signum: signal.Signals, status: int
 ) -> None:
-    """SIGINT during a sweep stops it within a probe, caches nothing and exits 130."""
+    """SIGINT (SIGTERM) during a sweep stops it within a probe, caches nothing, exits 130 (143)."""
     slow = tmp_path / "slow.toml"
     slow.write_text(SLOW_CONFIG)
     with subprocess.Popen(
@@ -725,13 +729,13 @@ def test_ctrl_c_stops_the_sweep_caches_nothing_exit_130(
                 assert sel.select(timeout=30), "the sweep did not start"
             assert "measuring" in proc.stderr.readline()
             time.sleep(0.3)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    assert proc.returncode == 130, err
+    assert proc.returncode == status, err
     assert "interrupted" in err and "nothing was cached" in err
     assert "Traceback" not in err
     assert out == ""

@@ -189,3 +189,39 @@ def test_a_wait_beside_in_a_worker_thread_under_asyncio_run_answers() -> None:
         return await anyio.to_thread.run_sync(beside)
 
     assert asyncio.run(main()) == (True, 7)
+
+
+@pytest.mark.parametrize(
+    "on_ctrl_c",
+    [
+        pytest.param(signal.default_int_handler, id="default"),
+        pytest.param(signal.SIG_IGN, id="ignored"),
+    ],
+)
+@pytest.mark.usefixtures("ctrl_c")
+def test_sigterm_in_the_command_ends_it_as_ctrl_c_does(on_ctrl_c: Any) -> None:
+    """Within terminated_as_interrupted, SIGTERM raises KeyboardInterrupt (SIGINT ignored too)."""
+    signal.signal(signal.SIGINT, on_ctrl_c)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(KeyboardInterrupt), _sigint.terminated_as_interrupted() as termination:
+            # never the default here: it would end this process
+            assert signal.getsignal(signal.SIGTERM) is termination
+            signal.raise_signal(signal.SIGTERM)
+        assert termination.came
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_sigterm_handled_by_the_process_already_is_left_alone() -> None:
+    """A SIGTERM handler the process had (a trainer's own) is neither replaced nor reset."""
+    before = signal.signal(signal.SIGTERM, _own_ctrl_c)
+    try:
+        with _sigint.terminated_as_interrupted() as termination:
+            assert signal.getsignal(signal.SIGTERM) is _own_ctrl_c
+            signal.raise_signal(signal.SIGTERM)
+        assert not termination.came
+        assert signal.getsignal(signal.SIGTERM) is _own_ctrl_c
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -3,7 +3,8 @@
 ``main(argv) -> int`` never raises for a problem a person can fix: a
 :class:`ChunktuneError` becomes ``chunktune: error: <message>`` on stderr and exit
 code 2 (so does a failed write of the results to stdout: a full disk, ``>&-``),
-Ctrl-C exit code 130 (from the moment chunktune's code runs: see ``_sigint``), a reader
+Ctrl-C exit code 130 (from the moment chunktune's code runs: see ``_sigint``), SIGTERM
+what Ctrl-C does but exit code 143 (while ``main`` runs), a reader
 that closes stdout early (``| head -1``) exit code 141, as for a process killed
 by SIGPIPE, all without a traceback. A reader that closes stderr (``2>&1 | head -0``)
 only silences what follows there: the exit code is the command's own. Results go to
@@ -38,6 +39,7 @@ from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_PIPE,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     Stderr,
     Stdout,
@@ -64,7 +66,8 @@ exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
 workload failed while measuring or in signature(), chunktune's own code failed, the
 process ran out of threads or file descriptors, or hard_limit_s ran out); 2 a usage,
 settings or file error, or results that cannot be written to stdout; 130
-interrupted; 141 stdout was closed before all was written (as by `| head`).
+interrupted; 141 stdout was closed before all was written (as by `| head`); 143
+terminated (SIGTERM, which is handled as Ctrl-C is).
 settings (tune, cache, policy; record reads none): --config F, else
 $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults; $CHUNKTUNE_CACHE names
 the cache file (a name ending in .toml is stored as TOML, any other as JSON;
@@ -167,8 +170,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code.
 
     0 ok, 1 no measured decision (workload failed or hard limit), 2 error, 130
-    interrupted, 141 stdout closed early.
+    interrupted, 141 stdout closed early, 143 terminated (SIGTERM, handled as Ctrl-C is:
+    a sweep stops and caches nothing, a recording writes nothing, and it is said).
     """
+    with _sigint.terminated_as_interrupted() as termination:
+        code = _run(argv)
+    return EXIT_TERMINATED if code == EXIT_INTERRUPTED and termination.came else code
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """:func:`main`, SIGTERM aside."""
     real, out = sys.stdout, Stdout(sys.stdout)
     sys.stdout = out
     real_err = sys.stderr

@@ -29,6 +29,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PIPE",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "EXIT_WORKLOAD_FAILED",
     "STDIN",
@@ -60,6 +61,7 @@ EXIT_OK = 0
 EXIT_WORKLOAD_FAILED = 1  # any fallback (hard_limit_s, chunktune's bug, spent threads) too
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is: what a process it killed reports
 EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports
 
 STDIN = "-"  # a cache file to read, as `tar -f -` reads stdin (JSON, as /dev/stdin is read)
