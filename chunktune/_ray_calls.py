@@ -30,6 +30,7 @@ __all__ = [
     "RegistryGone",
     "call",
     "look_up",
+    "raised_in_actor",
     "tell",
 ]
 
