@@ -582,6 +582,30 @@ def test_plot_without_matplotlib_exits_2(
     assert not env["cache"].exists()
 
 
+def test_tune_refuses_a_plot_in_a_directory_it_cannot_write_before_measuring(
+    env: dict[str, Path],
+    model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--plot into a directory no file can be made in: exit 2, one message, nothing measured."""
+    place = tmp_path / "read-only"
+    place.mkdir(mode=0o500)
+    if os.access(place, os.W_OK):  # root writes anywhere it may; /proc takes no new file
+        place = Path("/proc")
+        if not place.is_dir():
+            pytest.skip("no directory here refuses new files to this user")
+    monkeypatch.setattr(
+        _tune_cmd, "load_settings", lambda *a: pytest.fail("the tune started before --plot")
+    )
+    assert main(["tune", str(model), *SMALL, "--plot", str(place / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"chunktune: error: cannot write the plot {place / 'x.png'}: ")
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert not env["cache"].exists()
+
+
 class _FailingWorkload:
     num_envs = 16
     nthread = 2

@@ -13,6 +13,7 @@ import anyio
 import attrs
 from rich.console import Console
 
+from .._atomic import check_writable
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
@@ -234,12 +235,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             error(PLOT_HINT)
             return EXIT_USAGE
         # its folder is checked now, not after a sweep whose table it would then lose
-        suffix = output_file("--plot", args.plot).suffix.lower().lstrip(".")
+        target = output_file("--plot", args.plot)
+        suffix = target.suffix.lower().lstrip(".")
         if suffix not in formats:
             raise InvalidArgumentError(
                 f"--plot {args.plot}: cannot tell the image format from the suffix; "
                 f"use one of {', '.join('.' + f for f in sorted(formats))}"
             )
+        try:
+            check_writable(target)
+        except OSError as exc:
+            raise OutputError(f"cannot write the plot {target}: {exc.strerror or exc}") from exc
     settings = load_settings(args.config)
     policy_name, policy = named_policy(settings, args.policy, "--policy")
 
