@@ -25,14 +25,17 @@ from typing import Any, cast
 import numpy as np
 
 from ._config import load_settings as _load_settings
+from ._discovered import remembered_settings as _remembered_settings
 from ._errors import ChunktuneError as _ChunktuneError
 from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._failures import log_bug as _log_bug
 from ._failures import spent_cause as _spent_cause
+from ._older_cache import warn_of_older_cache as _warn_of_older_cache
 from ._paths import fspath_text as _fspath_text
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
+from ._settings import Settings as _Settings
 from ._shown import shown as _shown
 from ._threads import loop_running_here as _loop_running_here
 from ._threads import run_beside as _run_beside
@@ -217,7 +220,10 @@ def resolve_chunk_size(
     and drops its resolve (a sweep of its own stops at its next ``pool.step``); Ctrl-C
     there raises ``KeyboardInterrupt`` (under ``asyncio.run`` too, whose own
     handler is set aside for the wait), stops the sweep at its next call to
-    ``pool.step`` and caches nothing, as off a loop.
+    ``pool.step`` and caches nothing, as off a loop. The older tuner's cache variables
+    (``$UNISIM_CHUNK_SIZE_CACHE``, ``$UNILAB_CHUNK_SIZE_CACHE``) and file are neither read
+    nor written: where one is set and nothing chooses chunktune's file, a measuring call
+    warns once a process.
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
@@ -250,9 +256,22 @@ def resolve_chunk_size(
         backend_type=backend_type,
         model_file=model_file,
     )
-    if not _loop_running_here():
-        return _resolve_sync(workload).chunk_size
-    return _decide_blocking_the_loop(workload)
+    if _loop_running_here():
+        return _decide_blocking_the_loop(workload)
+    chunk = _resolve_sync(workload).chunk_size
+    try:
+        _warn_of_older_cache(_settings_seen())
+    except Exception as exc:  # only a warning failed: the decision stands
+        _log_bug(exc, "checking for the older tuner's cache variables")
+    return chunk
+
+
+def _settings_seen() -> _Settings | None:
+    """The settings the resolve just discovered, where known without reading a file."""
+    try:
+        return _remembered_settings()
+    except _ChunktuneError:  # $CHUNKTUNE_CONFIG names no home: the resolve raised it first
+        return None
 
 
 def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
@@ -293,6 +312,7 @@ def _decided_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
     """
     settings = _load_settings()
     _, policy = _pick_policy(settings, None)
+    _warn_of_older_cache(settings)
     limit = policy.hard_limit_s
     wait_s = 2 * policy.time_budget_s + LOOP_GRACE_S if limit is None else limit
     global _warned_on_loop

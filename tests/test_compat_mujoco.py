@@ -1,0 +1,177 @@
+"""The drop-in for the older tuner's resolve_chunk_size, over a real MuJoCo pool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import pytest
+from mujoco import rollout
+
+from chunktune import _older_cache, _settled
+from chunktune._cache import default_cache_path
+from chunktune._older_cache import OLDER_CACHE_VARIABLES
+from chunktune.compat import resolve_chunk_size
+
+pytestmark = pytest.mark.mujoco
+
+TINY = """
+<mujoco>
+  <worldbody>
+    <body><joint name="a" type="hinge"/><geom type="box" size=".05 .05 .05"/></body>
+    <body pos=".3 0 0"><joint name="b" type="hinge"/><geom type="box" size=".05 .05 .05"/></body>
+  </worldbody>
+  <actuator><motor joint="a"/><motor joint="b"/></actuator>
+</mujoco>
+"""
+
+NUM_ENVS, NTHREAD = 32, 2
+
+# one older tuner's entry, as it wrote them
+OLDER_DOC = {
+    "ab" * 20: {
+        "chunk_size": 4,
+        "per_candidate_ms": {"None": 1.2, "4": 1.0},
+        "model_file": None,
+        "hostname": "node7",
+    }
+}
+
+
+class RolloutPool:
+    """A trainer's pool with the older tuner's step signature, over mujoco.rollout."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.data = [mujoco.MjData(model) for _ in range(NTHREAD)]
+        self.rollout = rollout.Rollout(nthread=NTHREAD)
+        self.calls = 0
+
+    def step(
+        self,
+        state: np.ndarray,
+        *,
+        nstep: int,
+        control: np.ndarray,
+        chunk_size: int | None,
+        return_sensor: bool,
+        post_step_forward_sensor: bool,
+    ) -> None:
+        self.calls += 1
+        self.rollout.rollout(
+            self.model, self.data, state, control, nstep=nstep, chunk_size=chunk_size
+        )
+
+    def close(self) -> None:
+        self.rollout.close()
+
+
+def initial_states(model: Any) -> np.ndarray:
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state = np.empty(mujoco.mj_stateSize(model, spec))
+    mujoco.mj_getState(model, mujoco.MjData(model), state, spec)
+    return np.tile(state, (NUM_ENVS, 1))
+
+
+def resolve(pool: RolloutPool) -> int | None:
+    """resolve_chunk_size as the older tuner's callers call it."""
+    return resolve_chunk_size(
+        pool=pool,
+        state=initial_states(pool.model),
+        model=pool.model,
+        n_variants=1,
+        num_envs=NUM_ENVS,
+        nthread=NTHREAD,
+        dtype=np.float64,
+        post_step_forward_sensor=False,
+        bench_nsteps=2,
+        manual_chunk_size=None,
+        adaptive=True,
+    )
+
+
+@pytest.fixture
+def pool(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    # settled as soon as written, as a job's settings file is: a resolve's settings are
+    # then known afterwards without reading the file again
+    monkeypatch.setattr(_settled, "SETTLED_S", 0.0)
+    (isolated / "chunktune.toml").write_text(
+        'policy = "fast"\n[policies.fast]\nextends = "quick"\nmax_rounds = 3\n'
+        "min_rounds = 2\ntime_budget_s = 0.5\n"
+    )
+    pool = RolloutPool(mujoco.MjModel.from_xml_string(TINY))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def older_cache(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The older tuner's cache file, which nothing in chunktune has warned of yet."""
+    path = isolated / "unisim" / "chunk_size.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(OLDER_DOC, indent=2, sort_keys=True))
+    monkeypatch.setattr(_older_cache, "_warned", False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(isolated / "xdg"))  # chunktune's default file
+    return path
+
+
+def _older_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "older tuner's cache" in r.getMessage()]
+
+
+@pytest.mark.parametrize("variable", OLDER_CACHE_VARIABLES)
+@pytest.mark.parametrize("where", ["plain", "event loop"])
+def test_the_older_tuners_cache_variable_is_warned_of_once_and_its_file_left_alone(
+    pool: RolloutPool,
+    older_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    variable: str,
+    where: str,
+) -> None:
+    """A variable naming the older tuner's cache: one warning saying where chunktune caches."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.setenv(variable, str(older_cache))
+    before = older_cache.read_bytes()
+
+    async def on_a_loop() -> int | None:
+        return resolve(pool)
+
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        first = asyncio.run(on_a_loop()) if where == "event loop" else resolve(pool)
+        measured = pool.calls
+        assert resolve(pool) == first and pool.calls == measured > 0  # the second a cache hit
+    (warning,) = _older_warnings(caplog)
+    assert f"${variable}" in warning and str(older_cache) in warning
+    assert str(default_cache_path()) in warning and "CHUNKTUNE_CACHE" in warning
+    assert older_cache.read_bytes() == before  # neither read as chunktune's nor migrated
+    assert sorted(p.name for p in older_cache.parent.iterdir()) == ["chunk_size.json"]
+    (key,) = json.loads(default_cache_path().read_text())["entries"]
+    assert not key.startswith("legacy-")
+
+
+@pytest.mark.parametrize("chosen", ["CHUNKTUNE_CACHE", "[cache] path"])
+def test_a_chosen_cache_file_is_no_reason_to_warn_of_the_older_variable(
+    pool: RolloutPool,
+    older_cache: Path,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    chosen: str,
+) -> None:
+    """With chunktune's own cache file chosen, the older tuner's variable is no surprise."""
+    monkeypatch.setenv(OLDER_CACHE_VARIABLES[0], str(older_cache))
+    if chosen == "[cache] path":
+        monkeypatch.delenv("CHUNKTUNE_CACHE")
+        settings = isolated / "chunktune.toml"
+        settings.write_text(f'{settings.read_text()}[cache]\npath = "mine.json"\n')
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        resolve(pool)
+    assert pool.calls > 0 and _older_warnings(caplog) == []
+    name = "cache.json" if chosen == "CHUNKTUNE_CACHE" else "mine.json"
+    assert len(json.loads((isolated / name).read_text())["entries"]) == 1
