@@ -19,7 +19,7 @@ import logging
 import numbers
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -259,10 +259,7 @@ def resolve_chunk_size(
     if _loop_running_here():
         return _decide_blocking_the_loop(workload)
     chunk = _resolve_sync(workload).chunk_size
-    try:
-        _warn_of_older_cache(_settings_seen())
-    except Exception as exc:  # only a warning failed: the decision stands
-        _log_bug(exc, "checking for the older tuner's cache variables")
+    _tell_of_older_cache(_settings_seen)
     return chunk
 
 
@@ -272,6 +269,15 @@ def _settings_seen() -> _Settings | None:
         return _remembered_settings()
     except _ChunktuneError:  # $CHUNKTUNE_CONFIG names no home: the resolve raised it first
         return None
+
+
+def _tell_of_older_cache(settings: Callable[[], _Settings | None]) -> None:
+    """:func:`~chunktune._older_cache.warn_of_older_cache` of ``settings()``: a bug there
+    is logged, since only a warning is at stake, never the answer."""
+    try:
+        _warn_of_older_cache(settings())
+    except Exception as exc:
+        _log_bug(exc, "checking for the older tuner's cache variables")
 
 
 def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
@@ -312,7 +318,7 @@ def _decided_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
     """
     settings = _load_settings()
     _, policy = _pick_policy(settings, None)
-    _warn_of_older_cache(settings)
+    _tell_of_older_cache(lambda: settings)
     limit = policy.hard_limit_s
     wait_s = 2 * policy.time_budget_s + LOOP_GRACE_S if limit is None else limit
     global _warned_on_loop

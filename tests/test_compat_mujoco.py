@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from mujoco import rollout
 
-from chunktune import _older_cache, _settled
+from chunktune import _older_cache, _settled, compat
 from chunktune._cache import default_cache_path
 from chunktune._older_cache import OLDER_CACHE_VARIABLES
 from chunktune.compat import resolve_chunk_size
@@ -175,3 +175,32 @@ def test_a_chosen_cache_file_is_no_reason_to_warn_of_the_older_variable(
     assert pool.calls > 0 and _older_warnings(caplog) == []
     name = "cache.json" if chosen == "CHUNKTUNE_CACHE" else "mine.json"
     assert len(json.loads((isolated / name).read_text())["entries"]) == 1
+
+
+@pytest.mark.parametrize("where", ["plain", "event loop"])
+def test_a_bug_in_warning_of_the_older_cache_leaves_the_answer(
+    pool: RolloutPool,
+    older_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+) -> None:
+    """chunktune failing while it checks the older variables: logged, the decision returned."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.setenv(OLDER_CACHE_VARIABLES[0], str(older_cache))
+    bug = TypeError("a bug in the check")
+
+    def failing(settings: object) -> None:
+        raise bug
+
+    monkeypatch.setattr(compat, "_warn_of_older_cache", failing)
+
+    async def on_a_loop() -> int | None:
+        return resolve(pool)
+
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        answer = asyncio.run(on_a_loop()) if where == "event loop" else resolve(pool)
+    (entry,) = json.loads(default_cache_path().read_text())["entries"].values()
+    assert answer == (None if entry["chunk_size"] == "native" else entry["chunk_size"])
+    assert pool.calls > 0 and "a bug in chunktune" in caplog.text
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
