@@ -6,7 +6,9 @@ chunktune caching in the user cache folder instead, and measuring again in every
 container, without a word. The older entries cannot answer chunktune's requests (their
 keys hashed too little), so the file is not read, and an older tuner still using it keeps
 it as it was. The compat drop-in says so, once a process, where one of the variables is
-set and the settings choose no file of chunktune's.
+set and the settings choose no file of chunktune's. Off an event loop it goes by the
+settings its resolve discovered, where a stat still vouches for them: a settings file
+changed within the last few seconds leaves the warning to a later call.
 """
 
 from __future__ import annotations

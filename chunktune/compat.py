@@ -222,8 +222,8 @@ def resolve_chunk_size(
     handler is set aside for the wait), stops the sweep at its next call to
     ``pool.step`` and caches nothing, as off a loop. The older tuner's cache variables
     (``$UNISIM_CHUNK_SIZE_CACHE``, ``$UNILAB_CHUNK_SIZE_CACHE``) and file are neither read
-    nor written: where one is set and nothing chooses chunktune's file, a measuring call
-    warns once a process.
+    nor written: where one is set and nothing chooses chunktune's file, a call that reaches
+    the cache warns, once a process.
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
