@@ -11,7 +11,8 @@ that does not decode, ends inside a line (TOML cut short), or is of the wrong sh
 a table, no schema, a newer schema, ``entries`` not a table), is :class:`UnusableCache`;
 the caller moves it aside or reports it, except a newer schema's (:class:`NewerCache`),
 which another chunktune still uses. The older tuner's flat JSON cache (schema 0,
-:mod:`chunktune._cache_legacy`) goes through the same validation. JSON is decoded an
+:mod:`chunktune._cache_legacy`) goes through the same validation, as do the entries an
+older tuner still pointed at a migrated cache stores beside its ``entries``. JSON is decoded an
 entry at a time (:mod:`chunktune._cache_json`).
 """
 
@@ -29,7 +30,7 @@ import tomli_w
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
 from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
 from ._cache_json import json_by_entry
-from ._cache_legacy import is_legacy, legacy_entries
+from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 SCHEMA = 1
+_DOCUMENT_KEYS = ("schema", "checksums", "entries")  # a document's own top-level keys
 
 CacheFormat = Literal["json", "toml"]
 
@@ -174,7 +176,8 @@ def parse_cache(
     ``mtime`` (Unix seconds) dates the older tuner's entries, which carry no date;
     ``source`` names the file in their reason. Keys of the older tuner's entries
     become ``legacy-<key>``: they hashed too little to be trusted for a hit, but the
-    evidence is kept, listed and exported. Every checksum is checked; a table whose
+    evidence is kept, listed and exported; so are those an older tuner stored at the top
+    level of a chunktune document. Every checksum is checked; a table whose
     checksum matched and equals ``known[key].checksum`` reads as ``known[key].entry``.
 
     Raises:
@@ -187,7 +190,18 @@ def parse_cache(
         entries, skipped = legacy_entries(doc, mtime=mtime, source=source)
         return ParsedCache(entries, tuple(skipped), legacy=True)
     tables, declared = _entry_tables(doc)
-    return _read_entries(tables, declared=declared, known=known or {})
+    parsed = _read_entries(tables, declared=declared, known=known or {})
+    strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
+    if not strays:
+        return parsed
+    # written after chunktune's last write, which moves them among the entries: newer
+    extra, skipped = legacy_entries(strays, mtime=mtime, source=source)
+    return attrs.evolve(
+        parsed,
+        entries={**parsed.entries, **extra},
+        skipped=(*parsed.skipped, *skipped),
+        known={k: v for k, v in parsed.known.items() if k not in extra},
+    )
 
 
 def _top_table(raw: bytes, fmt: CacheFormat) -> dict[str, Any]:

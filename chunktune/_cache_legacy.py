@@ -8,7 +8,7 @@ trusted for a hit, but the evidence is kept, listed and exported.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ._cache_entry import (
@@ -21,7 +21,7 @@ from ._cache_entry import (
 )
 from ._shown import shown
 
-__all__ = ["LEGACY_PREFIX", "is_legacy", "legacy_entries"]
+__all__ = ["LEGACY_PREFIX", "is_legacy", "legacy_entries", "stray_legacy"]
 
 LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
 
@@ -33,6 +33,20 @@ def is_legacy(doc: Mapping[str, Any]) -> bool:
         and bool(doc)
         and all(isinstance(v, dict) and "chunk_size" in v for v in doc.values())
     )
+
+
+def stray_legacy(doc: Mapping[str, Any], *, own: Collection[str]) -> dict[str, Any]:
+    """The older tuner's entries at the top level of a chunktune document, by their keys.
+
+    An older tuner pointed at a migrated cache still stores there: it loads the whole
+    document, sets its key at the top level beside chunktune's ``own`` keys and writes it
+    back. Read as its entries, they are kept by the next write instead of dropped.
+    """
+    return {
+        key: value
+        for key, value in doc.items()
+        if key not in own and isinstance(value, dict) and "chunk_size" in value
+    }
 
 
 def legacy_entries(

@@ -277,6 +277,27 @@ def test_an_older_file_migrated_again_keeps_the_first_backup(tmp_path: Path) -> 
     assert (tmp_path / "c.json.schema0").read_bytes() == original
 
 
+def _older_tuner_stores(path: Path, key: str, value: dict[str, Any]) -> None:
+    """Store as the older tuner does: load the whole document, set one top-level key, dump."""
+    doc = json.loads(path.read_text())
+    doc[key] = value
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def test_an_older_tuner_still_writing_to_a_migrated_cache_loses_no_entry(tmp_path: Path) -> None:
+    """An older tuner's entry written beside a migrated cache's entries is read and kept."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(LEGACY))
+    DecisionCache(path).put("new", entry())  # migrated: a chunktune document now
+    _older_tuner_stores(path, "89abcdef", LEGACY["0123abcd"])
+    assert DecisionCache(path).entries()["legacy-89abcdef"].chunk_size == 8
+    DecisionCache(path).put("newer", entry())
+    entries = DecisionCache(path).entries()
+    assert set(entries) == {"legacy-0123abcd", "legacy-4567ef01", "legacy-89abcdef", "new", "newer"}
+    assert "89abcdef" not in json.loads(path.read_text())  # now among the entries, checksummed
+    assert not any(k for k, _ in parse_cache(path.read_bytes(), "json", mtime=0, source="").skipped)
+
+
 def test_a_migrated_cache_removed_with_its_backup_gets_no_backup_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
