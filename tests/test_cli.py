@@ -3007,6 +3007,20 @@ def test_cache_show_writes_the_signature_sorted_by_name(
     assert line.split(None, 1)[1] == "dtype=float64, kind=mujoco.rollout, model_sha=ab12, nstep=10"
 
 
+def test_cache_show_names_the_machine_the_entry_was_measured_on(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache show` gives the machine part of the key, so two machines' entries tell apart."""
+    device = {"cpu": "EPYC 9654", "logical_cpus": 192, "usable_cpus": 8, "cpu_quota": 8.0}
+    fill(env["cache"], {"a" * 32: entry(time.time(), 4, device=device), "b" * 32: entry(1.0)})
+    assert main(["cache", "show", "aaa"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("machine")]
+    assert line.split(None, 1)[1] == "cpu=EPYC 9654, cpu_quota=8.0, logical_cpus=192, usable_cpus=8"
+    assert main(["cache", "show", "bbb"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("machine")]
+    assert line.split(None, 1)[1] == "not recorded"
+
+
 def test_cache_show_of_an_entry_with_no_timings_says_none_were_stored(
     env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from typing import get_args
 
 from rich import box
@@ -214,6 +215,8 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         ("policy", f"{entry.policy or '?'} ({entry.policy_hash or 'no hash'})"),
         ("created", format_created(entry.created)),
         ("host", entry.host or "?"),
+        # the key's machine part: entries of one job from two kinds of machine differ here
+        ("machine", _pairs(entry.device) or "not recorded"),
         (
             "versions",
             f"chunktune {entry.chunktune_version or '?'}, mujoco {entry.mujoco_version or '?'}",
@@ -225,8 +228,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     for name, value in facts:
         console.print(f"{name:<{width}}  {value}")
     if entry.signature:
-        sig = ", ".join(f"{k}={v}" for k, v in sorted(entry.signature.items()))
-        console.print(f"{'signature':<{width}}  {sig}")
+        console.print(f"{'signature':<{width}}  {_pairs(entry.signature)}")
     if entry.timings:
         console.print(entry_table(entry))
     else:
@@ -235,6 +237,11 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     if entry.reason:
         console.print(entry.reason)
     return EXIT_OK
+
+
+def _pairs(table: Mapping[str, object]) -> str:
+    """``name=value`` for each of ``table``'s items, by name, whatever their stored order."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(table.items()))
 
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:
