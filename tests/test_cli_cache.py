@@ -10,6 +10,7 @@ from _cache_cli import entry, one_error
 
 import chunktune
 from chunktune import DecisionCache
+from chunktune._cache import write_cache_file
 from chunktune._cache_entry import entry_to_table
 from chunktune._cli import main
 
@@ -169,6 +170,22 @@ def test_list_and_show_tell_custom_workloads_apart(
     assert main(["cache", "show", decision.key[:12]]) == 0
     shown = capsys.readouterr().out
     assert f"notes={'x' * 40}" in shown and "task=reach-v3" in shown
+
+
+def test_list_shows_an_entry_alike_from_a_json_and_a_toml_cache(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` summarizes a signature by its names' order, not the file's (TOML keeps it)."""
+    signature = {"kind": "reach", "task": "reach-v3", "robot": "ur5e", "horizon": 200}
+    rows = []
+    for suffix in (".json", ".toml"):
+        path = isolated / f"c{suffix}"
+        write_cache_file(path, {"a" * 32: entry(signature=signature)})
+        monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+        assert main(["cache", "list"]) == 0
+        rows.append(capsys.readouterr().out.splitlines()[2].split()[:5])
+    assert rows[0] == rows[1]
+    assert rows[0] == ["aaaaaaaaaaaa", "reach", "horizon=200", "robot=ur5e", "task=reach-v3"]
 
 
 def test_importing_many_bad_entries_names_five_and_counts_the_rest(

@@ -193,12 +193,15 @@ def _short(value: object) -> str:
 
 
 def signature_summary(signature: Mapping[str, Any]) -> str:
-    """A signature in a few words: its kind, then its first keys with their values, shortened.
+    """A signature in a few words: its kind, then its first keys by name with their values,
+    shortened.
 
-    For example ``reach task=reach-v3 robot=ur5e horizon=200 …``; ``"?"`` when empty.
+    For example ``reach horizon=200 robot=ur5e task=reach-v3 …``; ``"?"`` when empty. By
+    name, not as stored: JSON files store a table sorted, TOML files as it was made, and one
+    entry lists alike from either.
     """
     words = [str(signature["kind"])] if "kind" in signature else []
-    items = [(k, v) for k, v in signature.items() if k != "kind"]
+    items = sorted((k, v) for k, v in signature.items() if k != "kind")
     words += [f"{k}={_short(v)}" for k, v in items[:_SUMMARY_ITEMS]]
     if len(items) > _SUMMARY_ITEMS:
         words.append("…")
