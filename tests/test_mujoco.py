@@ -397,6 +397,28 @@ def test_signature_changes_with_the_model(changed: dict[str, Any]) -> None:
     assert other != base
 
 
+def test_what_compiles_to_the_same_model_shares_a_signature_and_a_rename_does_not(
+    tmp_path: pathlib.Path,
+) -> None:
+    """XML comments, whitespace, folder and the saved .mjb keep the key; a body's rename not."""
+    xml = TINY_XML.format(box=0.1, iterations=50)
+    (tmp_path / "a").mkdir()
+    plain, cosmetic, mjb = tmp_path / "tiny.xml", tmp_path / "a" / "other.xml", tmp_path / "t.mjb"
+    plain.write_text(xml)
+    cosmetic.write_text(
+        "<!-- tuned -->\n" + xml.replace("  ", "\t").replace("<worldbody>", "<worldbody>\n\n")
+    )
+    mujoco.mj_saveModel(mujoco.MjModel.from_xml_path(str(plain)), str(mjb), None)
+    renamed = tmp_path / "renamed.xml"
+    renamed.write_text(xml.replace('name="capsule"', 'name="pill"'))
+
+    def signature(path: pathlib.Path) -> Any:
+        return RolloutWorkload.from_xml(path, num_envs=12, nthread=2, nstep=6).signature()
+
+    assert signature(plain) == signature(cosmetic) == signature(mjb)
+    assert signature(renamed)["model_sha"] != signature(plain)["model_sha"]
+
+
 def test_signature_changes_with_nstep() -> None:
     """A longer rollout gives a different signature."""
     assert tiny_workload(nstep=6).signature() != tiny_workload(nstep=7).signature()
