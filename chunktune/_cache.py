@@ -6,7 +6,8 @@ different keys all survive and a crash leaves either the old or the new file.
 A file that does not parse or is of the wrong shape is moved aside with its bytes
 intact, never overwritten. A file written by a newer chunktune is left as it is, neither
 read nor written: that chunktune still uses it, and moving it aside on every run of this
-one would throw away its answers each time. An entry that
+one would throw away its answers each time. So is a table with none of a cache's keys,
+some other program's file named as the cache by mistake. An entry that
 fails validation is skipped with a warning, never served, and dropped by the next
 write. An entry whose checksum fails (a file cut at a line's end, a changed digit, a hand
 edit) makes the file go aside as a broken one does, its whole entries kept. Such a file

@@ -26,7 +26,7 @@ from ._cache_entry import CacheEntry
 from ._cache_format import (
     SCHEMA,
     CacheFormat,
-    NewerCache,
+    LeftAlone,
     UnusableCache,
     encode_tables,
     parse_cache,
@@ -67,7 +67,7 @@ def _not_a_cache_file(path: Path) -> OSError:
     )
 
 
-def _written_by_newer(path: Path, why: str) -> OSError:
+def _left_alone(path: Path, why: str) -> OSError:
     return OSError(errno.EINVAL, f"it {why}; this chunktune leaves it as it is", str(path))
 
 
@@ -82,7 +82,8 @@ class CacheFile:
         self.path = path
         self.format = format
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
-        self._newer: LastParse[str] = LastParse()  # a newer chunktune's file: why
+        # a file left as it is (a newer chunktune's, or another program's): why
+        self._newer: LastParse[str] = LastParse()
         # an unusable file (what is wrong with it): not parsed again until the file
         # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
         self.broken: LastParse[Broken] = LastParse()
@@ -157,8 +158,8 @@ class CacheFile:
             UnusableCache: the file does not parse, is of the wrong shape or holds an
                 altered entry (said again without reading it while it is unchanged).
             OSError: the file cannot be read, holds more than
-                :data:`~chunktune._reading.MAX_CACHE_BYTES`, or a newer chunktune wrote it:
-                it is unavailable to this one, not broken.
+                :data:`~chunktune._reading.MAX_CACHE_BYTES`, or a newer chunktune (or
+                another program) wrote it: it is unavailable to this one, not broken.
         """
         now = time_ns()  # before the stat: a change after it is stamped later than this
         stat = self.stat()
@@ -176,7 +177,7 @@ class CacheFile:
         settled = not changed_lately(stat[0], stat[3], now)
         if settled:  # no write can carry these stamps now: the stat alone tells
             if (why := self._newer.by_stat(stat)) is not None:
-                raise _written_by_newer(self.path, why)
+                raise _left_alone(self.path, why)
             if (broken := self.broken.by_stat(stat)) is not None:
                 raise UnusableCache(broken.why)
         try:
@@ -189,16 +190,16 @@ class CacheFile:
         if not fresh and (entries := self._memo.by_bytes(stat, raw, settled=settled)) is not None:
             return entries
         if (why := self._newer.by_bytes(stat, raw, settled=settled)) is not None:
-            raise _written_by_newer(self.path, why)
+            raise _left_alone(self.path, why)
         if (broken := self.broken.by_bytes(stat, raw, settled=settled)) is not None:
             raise UnusableCache(broken.why)
         version: Version = (stat, None if settled else raw)
         self._mtime = stat[0] / 1e9
         try:
             entries = self.parse(raw)
-        except NewerCache as exc:
+        except LeftAlone as exc:
             self._newer.keep(version, str(exc))
-            raise _written_by_newer(self.path, str(exc)) from None
+            raise _left_alone(self.path, str(exc)) from None
         except UnusableCache as exc:
             self.broken.keep(version, Broken(str(exc)))
             raise

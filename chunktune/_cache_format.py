@@ -1,19 +1,20 @@
 """The cache file's format: one parser and one encoder for its JSON and TOML documents.
 
-A document is ``{"schema": 1, "checksums": "sha256", "entries": {key: table}}``; each
-table is read and written by :mod:`chunktune._cache_entry`, every field checked, and an
-entry that fails is skipped and named, never served. Each table also carries a
-checksum of its key and content (:mod:`chunktune._cache_checksums`): an entry whose
-checksum fails was edited or damaged, and is :attr:`ParsedCache.altered`. ``checksums``
-declares them, ahead of every entry, so no cut of the file can lose it; files written
-before checksums (no declaration) are read as they are, every entry served. A document
-that does not decode, ends inside a line (TOML cut short), or is of the wrong shape (not
-a table, no schema, a newer schema, ``entries`` not a table), is :class:`UnusableCache`;
-the caller moves it aside or reports it, except a newer schema's (:class:`NewerCache`),
-which another chunktune still uses. The older tuner's flat JSON cache (schema 0,
+A document is ``{"schema": 1, "checksums": "sha256", "entries": {key: table}}``; each table
+is read and written by :mod:`chunktune._cache_entry`, every field checked, and an entry
+that fails is skipped and named, never served. Each table also carries a checksum of its
+key and content (:mod:`chunktune._cache_checksums`): an entry whose checksum fails was
+edited or damaged, and is :attr:`ParsedCache.altered`. ``checksums`` declares them, ahead
+of every entry, so no cut of the file can lose it; files written before checksums (no
+declaration) are read as they are, every entry served. A document that does not decode,
+ends inside a line (TOML cut short), or is of the wrong shape (not a table, no schema, a
+newer schema, ``entries`` not a table), is :class:`UnusableCache`; the caller moves it
+aside or reports it, except a newer schema's (:class:`NewerCache`), which another chunktune
+still uses, and a table with none of a cache's keys (:class:`ForeignDocument`), some other
+program's file: both are :class:`LeftAlone`. The older tuner's flat JSON cache (schema 0,
 :mod:`chunktune._cache_legacy`) goes through the same validation, as do the entries an
-older tuner still pointed at a migrated cache stores beside its ``entries``. JSON is decoded an
-entry at a time (:mod:`chunktune._cache_json`).
+older tuner still pointed at a migrated cache stores beside its ``entries``. JSON is
+decoded an entry at a time (:mod:`chunktune._cache_json`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from ._shown import shown
 __all__ = [
     "SCHEMA",
     "CacheFormat",
+    "ForeignDocument",
+    "LeftAlone",
     "NewerCache",
     "ParsedCache",
     "UnusableCache",
@@ -59,8 +62,16 @@ class UnusableCache(Exception):
     """A document that cannot be read as a whole; the message completes "the file ..."."""
 
 
-class NewerCache(UnusableCache):
+class LeftAlone(UnusableCache):
+    """A document to be left as it is, neither read nor written nor moved aside."""
+
+
+class NewerCache(LeftAlone):
     """A document of a newer schema: another chunktune's cache, to be left as it is."""
+
+
+class ForeignDocument(LeftAlone):
+    """A table with none of a cache's keys: some other program's file, named by mistake."""
 
 
 @attrs.frozen
@@ -184,6 +195,7 @@ def parse_cache(
         UnusableCache: the document does not decode, is of the wrong shape, or nests
             deeper than :data:`~chunktune._reading.MAX_NESTING` levels.
         NewerCache: (an UnusableCache) the document has a newer schema.
+        ForeignDocument: (an UnusableCache) the document is some other program's table.
     """
     doc = _top_table(raw, fmt)
     if is_legacy(doc):
@@ -227,11 +239,18 @@ def _entry_tables(doc: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         UnusableCache: no schema or not one of chunktune's, checksums made some other
             way, or ``entries`` not a table.
         NewerCache: (an UnusableCache) a newer schema.
+        ForeignDocument: (an UnusableCache) a table, not empty, with none of a cache's keys.
     """
     schema = doc.get("schema")
     if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
         has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
-        raise UnusableCache(f"is neither a chunktune cache nor an older tuner's JSON cache ({has})")
+        why = f"is neither a chunktune cache nor an older tuner's JSON cache ({has})"
+        if doc and not any(key in doc for key in _DOCUMENT_KEYS):
+            # no damage leaves a table that parses and holds none of them: a settings file
+            # or some other program's, named as the cache by mistake; moving it aside would
+            # take it from that program (a chunktune.toml would stop being found)
+            raise ForeignDocument(why)
+        raise UnusableCache(why)
     if schema > SCHEMA:
         raise NewerCache(
             f"has cache schema {schema}, newer than this chunktune's {SCHEMA}; "

@@ -200,6 +200,31 @@ def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
     assert caplog.text.count("newer than this chunktune") == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        pytest.param(
+            "chunktune.toml", b'policy = "off"\n[cache]\npath = "c.json"\n', id="settings"
+        ),
+        pytest.param("package.json", b'{"name": "x", "version": "1.0"}', id="other-json"),
+    ],
+)
+def test_some_other_programs_file_named_as_the_cache_is_left_as_it_is(
+    tmp_path: Path, name: str, raw: bytes
+) -> None:
+    """A table with none of a cache's keys (a settings file named by mistake) is never moved."""
+    path = tmp_path / name
+    path.write_bytes(raw)
+    cache = DecisionCache(path)
+    assert cache.entries() == {} and cache.put("k", entry()) is False
+    with pytest.raises(CacheError, match=r"neither a chunktune cache .* leaves it as it is"):
+        cache.entries(strict=True)
+    with pytest.raises(CacheError, match="leaves it as it is"):
+        cache.clear()
+    assert path.read_bytes() == raw
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
 def test_missing_parent_is_created(tmp_path: Path) -> None:
     """A cache path in a directory that does not exist yet works."""
     path = tmp_path / "a" / "b" / "c.json"

@@ -100,6 +100,19 @@ def test_list_of_a_wrong_shape_moves_it_aside(
     assert "no entries" in out and str(path) in err and str(aside) in err
 
 
+def test_list_of_a_settings_file_named_as_the_cache_leaves_it_in_place(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` with $CHUNKTUNE_CACHE naming the settings file exits 2 and renames nothing."""
+    settings = isolated / "chunktune.toml"
+    settings.write_text('policy = "off"\n')
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(settings))
+    assert main(["cache", "list"]) == 2
+    assert "neither a chunktune cache" in one_error(capsys.readouterr().err)
+    assert settings.read_text() == 'policy = "off"\n'
+    assert not list(isolated.glob("chunktune.toml.corrupt-*"))
+
+
 def test_clear_of_an_empty_cache_still_removes_idle_locks(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
