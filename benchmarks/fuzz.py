@@ -40,7 +40,15 @@ import tomli_w
 from chunktune import CacheEntry, ChunktuneError, ConfigError, DecisionCache, load_settings
 from chunktune._cache import read_cache_file
 from chunktune._cache_entry import check_entry, entry_to_table
-from chunktune._cache_format import CacheFormat, encode
+from chunktune._cache_format import (
+    CacheFormat,
+    LeftAlone,
+    NewerCache,
+    UnusableCache,
+    cache_format,
+    encode,
+    parse_cache,
+)
 from chunktune._cli import main
 
 N = 256  # num_envs of every generated entry
@@ -404,24 +412,37 @@ def _safe(entry: CacheEntry) -> bool:
     )
 
 
+def _left_alone(raw: bytes, path: Path) -> str | None:
+    """Why chunktune leaves a cache file holding ``raw`` as it is, or None if it does not."""
+    try:
+        parse_cache(raw, cache_format(path), mtime=0.0, source="")
+    except NewerCache:
+        return "newer schema"
+    except LeftAlone:
+        return "another program's"
+    except UnusableCache:
+        pass
+    return None
+
+
 def check_cache(doc: Document, path: Path) -> str:
     """Read, look up and write a cache file holding ``doc``; the outcome, or a FAIL line."""
     raw, promise, originals = doc
     path.write_bytes(raw)
-    newer = False
+    left = None
     try:
         imported = read_cache_file(path)
-    except ChunktuneError as exc:
+    except ChunktuneError:
         imported = None
-        newer = "newer than this chunktune" in str(exc)
+        left = _left_alone(raw, path)
     cache = DecisionCache(path)
     served = cache.entries()
     aside = sorted(path.parent.glob(f"{path.name}.corrupt-*"))
-    if newer:  # another chunktune's file: neither served, moved aside nor written
+    if left is not None:  # another chunktune's or program's file: not served, moved, written
         extra = CacheEntry(chunk_size=2, native_chunk=1, reason="fuzz", num_envs=N)
         if served or aside or cache.put("fuzz-new", extra) or path.read_bytes() != raw:
-            return "FAIL a newer chunktune's file was not left alone"
-        return "left alone (newer schema)"
+            return f"FAIL a file to leave alone ({left}) was not left alone"
+        return f"left alone ({left})"
     if aside:
         # a file import refuses goes aside; so does one import reads with an altered entry
         # skipped (the other entries are imported, none of them altered, as the cache keeps)
