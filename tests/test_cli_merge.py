@@ -46,6 +46,19 @@ def test_merge_into_a_file_keeps_the_newest_entry_per_key(
     assert "3 entries now" in out
 
 
+def test_entries_of_one_key_created_at_the_same_time_keep_the_one_merged_first(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two inputs' entries of one key, equally new: the first input's stays, the other is named."""
+    created = 1_700_000_000.0
+    n1 = host(isolated / "n1.json", shared=entry(4, created=created))
+    n2 = host(isolated / "n2.json", shared=entry(8, created=created))
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", str(n1), str(n2), "-o", str(out_file)]) == 0
+    assert DecisionCache(out_file).entries()["shared"].chunk_size == 4
+    assert f"kept shared from {n1}: {n2}'s entry is not newer" in capsys.readouterr().out
+
+
 def test_merge_into_a_file_leaves_that_file_alone_beside_its_inputs(
     isolated: Path, fleet: tuple[Path, Path]
 ) -> None:
