@@ -22,9 +22,9 @@ import attrs
 
 from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
-from ._extends import resolve_tables
+from ._extends import origins, resolve_tables
 from ._paths import is_path, user_path
-from ._policy import Policy
+from ._policy import Policy, noted
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
     DEFAULT_POLICY,
@@ -85,12 +85,30 @@ def _sets(table: object, problem: str) -> bool:
     return True
 
 
+def _notes(
+    name: str, presets: Mapping[str, dict[str, Any]], user: Mapping[str, Any]
+) -> dict[str, str]:
+    """What a broken rule of user policy ``name`` says after each value it does not set:
+    ``from preset "patient"`` (an ancestor's), ``the default`` (no table of its chain's)."""
+    notes = {key: f"from {where}" for key, where in origins(name, presets, user).items()}
+    own = user.get(name)
+    for key in POLICY_KEYS:
+        if key not in notes and not (isinstance(own, Mapping) and key in own):
+            notes[key] = "the default"
+    return notes
+
+
 def _policies(
-    tables: Mapping[str, Mapping[str, Any]], user: Mapping[str, object], problems: list[str]
+    tables: Mapping[str, Mapping[str, Any]],
+    user: Mapping[str, object],
+    presets: Mapping[str, dict[str, Any]],
+    problems: list[str],
 ) -> dict[str, Policy]:
     """Each flattened policy table as a Policy; its problems go to ``problems``, once.
 
     A problem a policy only inherits is its parent's, reported there (see :func:`_sets`).
+    A broken rule between fields says which of the values it names the policy inherits,
+    and from where (see :func:`_notes`).
     """
     policies: dict[str, Policy] = {}
     found: dict[str, list[str]] = {}  # each policy's problems, past its own path
@@ -104,11 +122,19 @@ def _policies(
     for name in tables:
         layer = "policies" if name in user else "presets"
         inherited = set(found.get(_user_parent(name, user) or "", ()))
-        problems.extend(
-            f"{layer}.{name}{p}"
-            for p in found[name]
-            if p not in inherited or _sets(user.get(name), p)
-        )
+        kept = [
+            i for i, p in enumerate(found[name]) if p not in inherited or _sets(user.get(name), p)
+        ]
+        said = found[name]
+        if name in user and any(not said[i].startswith(".") for i in kept):
+            # again, its rules noting inherited values: the plain lines above are what
+            # tell a parent's problem from the policy's own
+            again: list[str] = []
+            with noted(_notes(name, presets, user)):
+                structure(tables[name], Policy, f"{layer}.{name}", again)
+            if len(again) == len(said):
+                said = [p[len(f"{layer}.{name}") :] for p in again]
+        problems.extend(f"{layer}.{name}{said[i]}" for i in kept)
     return policies
 
 
@@ -333,7 +359,7 @@ def settings_from_dict(
             problems.append(f"policies.{spelled(name)}: {problem}")
             user = {**user, name: {}}  # what extends it or makes it active finds it
     tables = resolve_tables(presets, user, problems)
-    policies = _policies(tables, user, problems)
+    policies = _policies(tables, user, presets, problems)
 
     cache = structure(data.get("cache", {}), CacheSettings, "cache", problems)
     log = structure(data.get("log", {}), LogSettings, "log", problems)

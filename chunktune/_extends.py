@@ -14,7 +14,7 @@ from typing import Any
 from ._settings import unknown_policy
 from ._shown import spelled
 
-__all__ = ["resolve_tables"]
+__all__ = ["origins", "resolve_tables"]
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,3 +128,34 @@ def resolve_tables(
         if got is not None:
             resolved[name] = got
     return resolved
+
+
+def origins(
+    name: str, presets: Mapping[str, dict[str, Any]], user: Mapping[str, Any]
+) -> dict[str, str]:
+    """Where each key user policy ``name`` does not set itself comes from, as a rule's
+    problem says it: ``preset "patient"`` or ``policy "base"``, the nearest up its
+    ``extends`` chain whose own table sets the key.
+
+    A value the user never wrote, named in a problem without this, read as theirs
+    (``hard_limit_s 40`` of a policy that extends ``patient``). Keys no table of the
+    chain sets are left out; a broken link or a cycle ends the walk.
+    """
+    own = user.get(name)
+    mine = set(own) if isinstance(own, Mapping) else set()
+    found: dict[str, str] = {}
+    node: _Node | None = (name, "user")
+    seen: set[_Node] = set()
+    while node is not None and node not in seen:
+        seen.add(node)
+        linked = _link(node, presets, user)
+        if isinstance(linked, str):
+            break
+        table, parent = linked
+        if node != (name, "user"):
+            kind = "policy" if node[1] == "user" else "preset"
+            for key in table:
+                if key not in mine and key not in found:
+                    found[key] = f"{kind} {spelled(node[0])}"
+        node = parent
+    return found

@@ -13,8 +13,11 @@ False: the description, the on/off switch and the time limits).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, ClassVar, Literal, get_args
 
 import attrs
@@ -34,6 +37,7 @@ __all__ = [
     "Policy",
     "TieBreak",
     "given_policy",
+    "noted",
 ]
 
 Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]
@@ -52,6 +56,43 @@ MAX_LIMIT_S = 1e6
 EXTEND_SHARE = 0.9
 """An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself
 (counted from the resolve's start: a sweep that began after waits has that much less)."""
+
+# What the cross-field rules say after each value they name, by field name (see noted()).
+_NOTES: ContextVar[Mapping[str, str] | None] = ContextVar("chunktune_policy_notes", default=None)
+
+
+@contextlib.contextmanager
+def noted(notes: Mapping[str, str]) -> Iterator[None]:
+    """While a policy read from a file is built: a note for each value it does not set
+    itself (``from preset "patient"``, ``the default``), which a broken cross-field rule
+    puts after the value it names.
+
+    The loader knows where an inherited value came from, the record does not; without
+    the note, ``hard_limit_s 40`` of a policy that extends ``patient`` read as a value
+    the user wrote.
+    """
+    token = _NOTES.set(notes)
+    try:
+        yield
+    finally:
+        _NOTES.reset(token)
+
+
+def _listed(names: list[str], notes: Mapping[str, str]) -> tuple[str, str]:
+    """``race, paired and confirm``, and the note their values share (`` (the default)``,
+    said once after what they are), or each name with its own note and ``""``."""
+    said = {notes.get(name, "") for name in names}
+    if len(said) == 1:
+        words, shared = names, said.pop()
+    else:
+        words, shared = [name + _note(name, notes) for name in names], ""
+    listed = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
+    return listed, f" ({shared})" if shared else ""
+
+
+def _note(name: str, notes: Mapping[str, str]) -> str:
+    return f" ({notes[name]})" if name in notes else ""
+
 
 # Field metadata of Policy (see the module docstring).
 _RULE = {"rule": True}
@@ -135,21 +176,28 @@ class Policy:
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
     def __attrs_post_init__(self) -> None:
+        notes = _NOTES.get() or {}
+
+        def said(name: str, value: object) -> str:  # "hard_limit_s 40 (from preset ...)"
+            return f"{name} {value}{_note(name, notes)}"
+
         problems = []  # every rule broken, not just the first
         if self.max_rounds < self.min_rounds:
             problems.append(
-                f"max_rounds {self.max_rounds} is below min_rounds {self.min_rounds}; "
-                "expected max_rounds >= min_rounds"
+                f"{said('max_rounds', self.max_rounds)} is below "
+                f"{said('min_rounds', self.min_rounds)}; expected max_rounds >= min_rounds"
             )
         if self.confirm_max_pairs < self.confirm_min_pairs:
             problems.append(
-                f"confirm_max_pairs {self.confirm_max_pairs} is below confirm_min_pairs "
-                f"{self.confirm_min_pairs}; expected confirm_max_pairs >= confirm_min_pairs"
+                f"{said('confirm_max_pairs', self.confirm_max_pairs)} is below "
+                f"{said('confirm_min_pairs', self.confirm_min_pairs)}; expected "
+                "confirm_max_pairs >= confirm_min_pairs"
             )
         if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
             problems.append(
-                f"hard_limit_s {bound(self.hard_limit_s)} is below time_budget_s "
-                f"{bound(self.time_budget_s)}; expected hard_limit_s >= time_budget_s"
+                f"{said('hard_limit_s', bound(self.hard_limit_s))} is below "
+                f"{said('time_budget_s', bound(self.time_budget_s))}; expected "
+                "hard_limit_s >= time_budget_s"
             )
         rounds_only = [
             name
@@ -158,9 +206,10 @@ class Policy:
         ]
         if rounds_only:
             one = len(rounds_only) == 1
-            named = ", ".join(rounds_only[:-1]) + (" and " if not one else "") + rounds_only[-1]
+            listed, shared = _listed(rounds_only, notes)
             problems.append(
-                f"interleave is false but {named} {'is' if one else 'are'} true; expected "
+                f"{said('interleave', 'is false')} but {listed} "
+                f"{'is' if one else 'are'} true{shared}; expected "
                 f"false: {'it acts' if one else 'they act'} on the paired rounds, and "
                 "interleave = false measures each candidate's samples in a row instead "
                 "(the older tuner's schedule)"
@@ -170,8 +219,10 @@ class Policy:
             one = len(on_differences) == 1
             named = " and ".join(on_differences)
             part = "least" if self.estimator == "min" else "faster half"
+            listed, shared = _listed(on_differences, notes)
             problems.append(
-                f"estimator {spelled(self.estimator)} is not valid with {named} true; expected "
+                f"{said('estimator', spelled(self.estimator))} is not valid with "
+                f"{listed} true{shared}; expected "
                 f'"trimmed_mean", "median" or "mean": {named} {"judges" if one else "judge"} '
                 "a size by the differences between its calls and native's, and the "
                 f"{part} of those differences is the luck of the draw, not the gain "
@@ -181,14 +232,16 @@ class Policy:
         room = self.time_budget_s / EXTEND_SHARE  # a stretch ends by 9/10 of hard_limit_s
         if self.extend_budget and self.hard_limit_s is None:
             problems.append(
-                "extend_budget is true but hard_limit_s is not set; expected a hard_limit_s "
-                f"(an extended sweep ends by nine tenths of it) above time_budget_s / "
-                f"{EXTEND_SHARE:g} ({room:.4g} s)"
+                f"{said('extend_budget', 'is true')} but hard_limit_s is not set; expected a "
+                f"hard_limit_s (an extended sweep ends by nine tenths of it) above "
+                f"time_budget_s{_note('time_budget_s', notes)} / {EXTEND_SHARE:g} "
+                f"({room:.4g} s)"
             )
         elif self.extend_budget and self.hard_limit_s is not None and self.hard_limit_s <= room:
             problems.append(
-                f"extend_budget is true but hard_limit_s {bound(self.hard_limit_s)} leaves no "
-                f"room past time_budget_s {bound(self.time_budget_s)}: an extended sweep ends "
+                f"{said('extend_budget', 'is true')} but "
+                f"{said('hard_limit_s', bound(self.hard_limit_s))} leaves no room past "
+                f"{said('time_budget_s', bound(self.time_budget_s))}: an extended sweep ends "
                 f"by nine tenths of hard_limit_s; expected hard_limit_s above time_budget_s / "
                 f"{EXTEND_SHARE:g} ({room:.4g} s), or extend_budget false"
             )
