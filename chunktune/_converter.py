@@ -23,7 +23,7 @@ from ._errors import ConfigError, InvalidArgumentError
 from ._policy import Policy, given_policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
 from ._shown import shown, spelled
-from ._validators import one_of
+from ._validators import one_of, percent_of
 
 __all__ = [
     "dump_policy",
@@ -107,7 +107,13 @@ def _make_converter() -> cattrs.Converter:
             structure_type = str  # the field's choice() validator names the options
 
         def hook(value: object, _t: Any) -> Any:
-            result = conv.structure(value, structure_type)
+            try:
+                result = conv.structure(value, structure_type)
+            except ValueError:
+                if field.validator is not None and percent_of(value) is not None:
+                    # "3%": the field's validator says what it takes (a fraction's, 0.03)
+                    field.validator(None, field, value)
+                raise
             if field.converter is not None and callable(field.converter):
                 result = field.converter(result)
             if field.validator is not None:

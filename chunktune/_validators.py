@@ -28,6 +28,7 @@ __all__ = [
     "number",
     "one_of",
     "path_text",
+    "percent_of",
     "plain_numbers",
     "positive_sizes",
     "record",
@@ -151,11 +152,25 @@ def number(
 
 
 def _as_fraction(value: object) -> str:
-    """What a fraction field's refused value meant, where it reads as a percent (3 for 3%):
-    ``": 3% is 0.03"``; else the unit, ``" (0.03 is 3%)"``."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value < 100:
-        return f": {bound(value)}% is {bound(round(value / 100, 12))}"
+    """What a fraction field's refused value meant, where it reads as a percent (3 or
+    ``"3%"`` for 3%): ``": 3% is 0.03"``; else the unit, ``" (0.03 is 3%)"``."""
+    percent = percent_of(value)
+    if percent is None and isinstance(value, int | float) and not isinstance(value, bool):
+        percent = float(value) if 1 <= value < 100 else None
+    if percent is not None:
+        return f": {bound(percent)}% is {bound(round(percent / 100, 12))}"
     return " (0.03 is 3%)"
+
+
+def percent_of(value: object) -> float | None:
+    """The percent a string such as ``"3%"`` or ``"2.5 %"`` writes (0 to under 100), else None."""
+    if not isinstance(value, str) or not value.rstrip().endswith("%"):
+        return None
+    try:
+        percent = float(value.rstrip()[:-1])
+    except ValueError:
+        return None
+    return percent if 0 <= percent < 100 else None
 
 
 def integer(lo: int | None = None, hi: int | None = None) -> Validator:

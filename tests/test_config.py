@@ -410,12 +410,16 @@ def test_unknown_top_level_key_is_reported() -> None:
             "tie_tol", 2.5, "expected a fraction in [0, 1): 2.5% is 0.025", id="tie_tol-2.5"
         ),
         pytest.param("margin", -1, "expected a fraction in [0, 1) (0.03 is 3%)", id="negative"),
+        pytest.param("margin", '"3%"', "expected a fraction in [0, 1): 3% is 0.03", id="text-3%"),
+        pytest.param(
+            "tie_tol", '"2.5 %"', "expected a fraction in [0, 1): 2.5% is 0.025", id="text-2.5%"
+        ),
     ],
 )
 def test_a_percent_given_for_a_fraction_is_told_the_unit(
-    tmp_path: Path, key: str, value: float, expected: str
+    tmp_path: Path, key: str, value: float | str, expected: str
 ) -> None:
-    """margin = 3 (meaning 3%) is refused naming the file, key and value, and saying 3% is 0.03."""
+    """margin = 3 or "3%" (meaning 3%) is refused naming file, key and value, saying 3% is 0.03."""
     cfg = write(tmp_path / "pct.toml", f'policy = "m"\n[policies.m]\n{key} = {value}\n')
     with pytest.raises(ConfigError) as caught:
         load_settings(cfg)
