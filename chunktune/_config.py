@@ -162,15 +162,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         if path.is_symlink():  # "not found" of a name that ls lists misled
             raise ConfigError(
-                f"settings file {path} is a link to {os.readlink(path)}, which does not "
-                "exist; expected a TOML file",
+                f"it is a link to {os.readlink(path)}, which does not exist; expected a TOML file",
                 source=str(path),
             ) from None
-        raise ConfigError(f"settings file not found: {path}", source=str(path)) from None
+        raise ConfigError("settings file not found", source=str(path)) from None
     except TooLarge as exc:
         raise ConfigError(
-            f"settings file {path} holds more than {exc.limit}; expected a TOML settings "
-            "file (a few KB)",
+            f"it holds more than {exc.limit}; expected a TOML settings file (a few KB)",
             source=str(path),
         ) from None
     except tomllib.TOMLDecodeError as exc:
@@ -192,12 +190,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
             source=str(path),
         ) from None
     except IsADirectoryError:
-        raise ConfigError(
-            f"settings file {path} is a directory; expected a TOML file", source=str(path)
-        ) from None
+        raise ConfigError("it is a directory; expected a TOML file", source=str(path)) from None
     except OSError as exc:  # the path again, and Python's [Errno N], said nothing more
         why = exc.strerror or type(exc).__name__
-        error = ConfigError(f"cannot read settings file {path}: {why}", source=str(path))
+        error = ConfigError(f"cannot read settings file: {why}", source=str(path))
         if exc.errno in (errno.EMFILE, errno.ENFILE):
             # the process's file descriptors, not the file, are at fault: a resolve finds
             # the cause (chunktune._failures.spent) and keeps the native chunk

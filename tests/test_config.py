@@ -594,12 +594,11 @@ def test_a_local_chunktune_toml_that_is_no_file_is_an_error(
     local = isolated / "chunktune.toml"
     if kind == "folder":
         local.mkdir()
-        expected = f"settings file {local} is a directory; expected a TOML file"
+        expected = "it is a directory; expected a TOML file"
     else:
         local.symlink_to(isolated / "gone.toml")
         expected = (
-            f"settings file {local} is a link to {isolated / 'gone.toml'}, which does not "
-            "exist; expected a TOML file"
+            f"it is a link to {isolated / 'gone.toml'}, which does not exist; expected a TOML file"
         )
     with pytest.raises(ConfigError) as caught:
         load_settings()
@@ -771,17 +770,27 @@ def test_a_file_no_settings_could_be_is_a_config_error(
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        pytest.param(".", "settings file . is a directory; expected a TOML file", id="directory"),
-        pytest.param("x" * 300, "cannot read settings file xxx", id="name-too-long"),
+        pytest.param("dir.toml", "it is a directory; expected a TOML file", id="directory"),
+        pytest.param("x" * 300, "cannot read settings file: File name too long",
+                     id="name-too-long"),
+        pytest.param("gone.toml", "settings file not found", id="missing"),
+        pytest.param("c.toml/in.toml", "cannot read settings file: Not a directory",
+                     id="not-a-dir"),
+        pytest.param("/dev/zero", "it holds more than 16 MiB; expected a TOML settings file",
+                     id="too-large"),
     ],
-)
+)  # fmt: skip
 def test_a_settings_path_that_cannot_be_read_says_why_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, message: str
 ) -> None:
-    """A folder or an unusable name: what is wrong with it, without Python's [Errno N] and repr."""
+    """A folder or an unusable name: why, the path named once, without [Errno N] and repr."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+    (tmp_path / "dir.toml").mkdir()
+    write(tmp_path / "c.toml", "")
+    with pytest.raises(ConfigError) as info:
         load_settings(name)
+    assert str(info.value).startswith(f"invalid settings in {name}: {message}")
+    assert str(info.value).count(name) == 1
     assert "Errno" not in str(info.value) and "'" not in str(info.value)
 
 
@@ -789,7 +798,7 @@ def test_a_settings_file_that_never_ends_is_refused_at_its_cap() -> None:
     """`--config /dev/zero` is read to 16 MiB and refused, naming the file and the cap."""
     with pytest.raises(ConfigError) as info:
         load_settings("/dev/zero")
-    assert "settings file /dev/zero holds more than 16 MiB" in str(info.value)
+    assert "invalid settings in /dev/zero: it holds more than 16 MiB" in str(info.value)
     assert info.value.source == "/dev/zero"
 
 
@@ -1033,7 +1042,9 @@ def test_a_bad_cache_variable_beside_chunktune_config_is_not_blamed_on_that_file
 def test_a_settings_path_through_a_file_says_not_a_directory(tmp_path: Path) -> None:
     """A path whose parent is a file is unreadable for the reason the system gives."""
     file = write(tmp_path / "c.toml", "")
-    with pytest.raises(ConfigError, match=r"cannot read settings file .*: Not a directory$"):
+    with pytest.raises(
+        ConfigError, match=r"inner\.toml: cannot read settings file: Not a directory$"
+    ):
         load_settings(file / "inner.toml")
 
 
