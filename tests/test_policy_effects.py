@@ -140,6 +140,26 @@ def test_seed_changes_the_measurement_order() -> None:
     assert [c for c, _ in a.history] != [c for c, _ in b.history]
 
 
+def test_refine_top_decides_whose_neighbours_are_measured() -> None:
+    """Refining around the best 4 survivors measures sizes that refining around the best 1 skips."""
+    sizes = {}
+    for top in (1, 4):
+        pol = base(refine_top=top)
+        r = sweep(plateau(), candidate_list(pol.candidates, 2048, 16), pol)
+        sizes[top] = set(r.samples)
+    assert sizes[1] < sizes[4]
+
+
+def test_confirm_alpha_sets_the_reported_interval() -> None:
+    """A smaller confirm_alpha reports a wider interval around the same confirmed gain."""
+    strict = chunktune.resolve_sync(plateau(), policy=base(confirm_alpha=0.01))
+    loose = chunktune.resolve_sync(plateau(), policy=base(confirm_alpha=0.3), refresh=True)
+    assert strict.chunk_size == loose.chunk_size is not None
+    assert strict.gain == pytest.approx(loose.gain)
+    assert strict.gain_ci is not None and loose.gain_ci is not None
+    assert strict.gain_ci[0] < loose.gain_ci[0] <= loose.gain_ci[1] < strict.gain_ci[1]
+
+
 def test_candidates_strategy_decides_what_is_measured() -> None:
     """An explicit strategy measures exactly native and its sizes."""
     d = chunktune.resolve_sync(plateau(), policy=base(candidates=ExplicitCandidates(sizes=(3, 9))))
