@@ -155,14 +155,18 @@ def test_the_trace_count_is_the_traces_recorded() -> None:
 
 
 def test_the_later_traces_are_counted_as_recorded() -> None:
-    """The README counts the traces under benchmarks/traces-later/ and the folders they fill."""
-    words = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
-    words |= {"eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15}
-    said = re.search(r"\((\d+) traces in\s+`benchmarks/traces-later/`, (\w+) recordings", README)
+    """The README's table of later days has a row per recording folder and counts its traces."""
+    later = ROOT / "benchmarks" / "traces-later"
+    traces = list(later.rglob("*.json"))
+    folders = {"./" if t.parent == later else str(t.parent.relative_to(later)) for t in traces}
+    said = re.search(r"(\d+) traces in\s+`benchmarks/traces-later/`, (\w+) recordings", README)
     assert said
-    traces = list((ROOT / "benchmarks" / "traces-later").rglob("*.json"))
-    assert int(said.group(1)) == len(traces)
-    assert words[said.group(2)] == len({trace.parent for trace in traces})
+    words = {"fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19}
+    assert (int(said.group(1)), words[said.group(2)]) == (len(traces), len(folders))
+    rows = re.findall(r"^\| `([^`]+)` \| \d{4}-\d\d-\d\d \|", README, flags=re.M)
+    assert sorted(rows) == sorted(folders)
+    total = re.search(r"^\| all \((\d+)\) \| +\| (\d+) traces, 10 draws each \|", README, re.M)
+    assert total and (int(total.group(1)), int(total.group(2))) == (len(folders), len(traces))
 
 
 def test_the_lock_wait_rereads_its_holder_as_often_as_said() -> None:
