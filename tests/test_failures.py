@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import time
@@ -479,3 +480,112 @@ def test_an_interrupt_or_a_deliberate_error_in_the_flow_still_raises(
             resolved(caller, uneven())
     assert caught.value is raised
     assert _guarded(lambda: resolved(caller, uneven())) == "benchmark"
+
+
+@pytest.mark.parametrize(
+    ("policy", "named_as"),
+    [
+        pytest.param("quick", "quick", id="by-name"),
+        pytest.param(chunktune.Policy(time_budget_s=0.5), "custom", id="object"),
+    ],
+)
+def test_a_bug_in_the_flow_keeps_native_naming_the_policy_and_the_bug(
+    isolated: Path, logged: pytest.LogCaptureFixture, policy: str | chunktune.Policy, named_as: str
+) -> None:
+    """A bug outside keying and measuring: the fallback names the policy asked for and a bug."""
+    bug = TypeError("unsupported operand")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._flights.board", _raising(bug))
+        d = chunktune.resolve_sync(uneven(), policy=policy)
+    assert (d.source, d.policy) == ("fallback", named_as)
+    assert d.reason.endswith(
+        "(TypeError: unsupported operand; a bug in chunktune, its traceback logged); "
+        "nothing was cached"
+    ), d.reason
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        pytest.param(
+            lambda: RuntimeError("can't start new thread"), "could not start a thread", id="thread"
+        ),
+        pytest.param(
+            lambda: OSError(errno.ENFILE, "Too many open files in system"),
+            "could not open a file",
+            id="ENFILE",
+        ),
+    ],
+)
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("chunktune._keys.device_fingerprint", id="keying"),
+        pytest.param("chunktune._flights.board", id="flights"),
+    ],
+)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_threads_or_descriptors_spent_in_the_flow_give_native_with_a_warning(
+    isolated: Path,
+    logged: pytest.LogCaptureFixture,
+    caller: str,
+    where: str,
+    make: Callable[[], BaseException],
+    said: str,
+) -> None:
+    """The process out of threads or (system-wide) descriptors mid-flow: native, warned once."""
+    spent = make()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(where, _raising(spent))
+        d = resolved(caller, uneven())
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    assert f"chunktune {said} ({spent}" in d.reason, d.reason
+    warned = [r for r in logged.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warned] == [f"chunktune: {d.reason}"]
+    assert bugs_logged(logged, spent) == [] and cache_entries(isolated) == {}
+
+
+def test_a_store_out_of_threads_keeps_the_decision_with_a_warning(
+    isolated: Path, logged: pytest.LogCaptureFixture
+) -> None:
+    """The cache write failing for want of a thread: the decision stands, warned, no traceback."""
+    spent = RuntimeError("can't start new thread")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._cache.DecisionCache.put", _raising(spent))
+        d = chunktune.resolve_sync(uneven())
+    assert d.source == "benchmark" and cache_entries(isolated) == {}
+    said = f"chunktune: cannot store {d.key[:12]} in the cache (can't start new thread)"
+    assert [r.getMessage() for r in logged.records if r.levelno == logging.WARNING] == [said]
+    assert bugs_logged(logged, spent) == []
+
+
+def test_a_bug_in_the_sweep_keeps_the_key_the_policy_and_the_seconds_it_probed(
+    isolated: Path, logged: pytest.LogCaptureFixture
+) -> None:
+    """The sweep's own code raising after its warmup: the fallback has the key, policy, seconds."""
+    warmups: list[float] = []
+
+    def on_progress(event: chunktune.ProgressEvent) -> None:
+        if event.kind == "warmup":
+            warmups.append(event.seconds or 0.0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._sweep.run_rounds", _raising(TypeError("unsupported operand")))
+        d = chunktune.resolve_sync(uneven(), on_progress=on_progress)
+    measured = chunktune.resolve_sync(uneven())
+    assert (d.source, measured.source) == ("fallback", "benchmark")
+    assert (d.key, d.policy) == (measured.key, measured.policy) and d.key and d.policy
+    assert len(warmups) == 1 and d.probe_seconds == warmups[0] > 0
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_one_of_chunktune_s_own_errors_while_keying_still_raises(
+    isolated: Path, logged: pytest.LogCaptureFixture, caller: str
+) -> None:
+    """A ChunktuneError raised by chunktune's keying reaches the caller, no bug logged."""
+    raised = chunktune.CacheError("cache gone")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._keys.device_fingerprint", _raising(raised))
+        with pytest.raises(chunktune.CacheError) as caught:
+            resolved(caller, uneven())
+    assert caught.value is raised and bugs_logged(logged, raised) == []
