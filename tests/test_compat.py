@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -640,3 +641,25 @@ async def test_on_an_event_loop_an_unknown_policy_still_raises(tmp_path: Path) -
     (tmp_path / "chunktune.toml").write_text('policy = "nosuch"\n')
     with pytest.raises(chunktune.ConfigError, match="nosuch"):
         call(FakePool(), np.zeros((256, 5)))
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_a_settings_file_unread_for_want_of_descriptors_answers_native(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On the loop's thread the settings' read failing for want of descriptors: None, warned."""
+    spent = OSError(errno.EMFILE, "Too many open files")
+    unread = chunktune.ConfigError("cannot read settings file chunktune.toml: Too many open files")
+    unread.__cause__ = spent  # as _config raises it: the process's descriptors, not the file
+
+    def load(*args: object, **kwargs: object) -> object:
+        raise unread
+
+    monkeypatch.setattr(compat, "_load_settings", load)
+    pool = FakePool()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert call(pool, np.zeros((256, 5))) is None
+    assert pool.calls == [] and not (tmp_path / "cache.json").exists()
+    assert [r.exc_info for r in caplog.records if r.exc_info] == []
+    said = "([Errno 24] Too many open files: the process's threads or file descriptors are spent)"
+    assert said in caplog.text

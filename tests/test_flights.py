@@ -580,3 +580,76 @@ def test_a_lock_that_fails_to_release_for_an_abandoned_owner_still_frees_its_key
     assert owner and successor is not flight and flight.landed
     _flights.land(successor, None)
     assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+
+
+def test_a_janitor_whose_look_at_one_loop_fails_still_frees_the_other_flights(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An owner_gone probe raising is logged as a bug; the janitor goes on to the next flight."""
+    for earlier in threading.enumerate():  # an earlier test's janitor: this test's is its own
+        if earlier.name == "chunktune-flights":
+            earlier.join(HANG_GUARD_S)
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 0.01)
+    bug = TypeError("cannot probe the loop")
+    looks: list[str] = []
+
+    def failing_once() -> bool:
+        looks.append("failing")
+        if len(looks) == 1:
+            raise bug
+        return True
+
+    failing, _ = _flights.board("test-janitor-probe-fails")
+    closed, _ = _flights.board("test-janitor-probe-next")
+    failing.owner_gone, closed.owner_gone = failing_once, lambda: True
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _flights._janitor()  # returns once no flight is left to watch
+    assert closed.landed and failing.landed and looks == ["failing", "failing"]
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+
+
+class _Asleep:
+    """A waiter's event, as land reaches it: only its ``set`` is taken."""
+
+    def set(self) -> None:
+        raise AssertionError("woken other than through call_soon")
+
+
+def test_a_waiter_that_cannot_be_woken_leaves_the_others_woken(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Waking one sharer raising is logged as a bug: the flight lands and the others wake."""
+    bug = RuntimeError("the loop is gone")
+    woken: list[object] = []
+
+    def call_soon(token: object, func: object) -> None:
+        if token == "first":
+            raise bug
+        woken.append(token)
+
+    monkeypatch.setattr(_flights, "call_soon", call_soon)
+    flight, _ = _flights.board("test-wake-fails")
+    flight.waiters = [("first", _Asleep()), ("second", _Asleep())]  # type: ignore[list-item]
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _flights.land(flight, None)
+    assert woken == ["second"] and flight.landed
+    assert _flights.board("test-wake-fails")[1]  # the key is free: the next task owns it
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+    _flights.land(_flights._flights["test-wake-fails"], None)
+
+
+def test_an_interrupt_while_releasing_an_abandoned_owner_s_lock_still_lands_its_flight() -> None:
+    """Ctrl-C as abandon releases a lock reaches the caller, and the flight has landed."""
+    stop = KeyboardInterrupt()
+
+    class Interrupted(Held):
+        def release(self) -> None:
+            raise stop
+
+    flight, _ = _flights.board("test-release-interrupted")
+    assert flight.claim(Interrupted())  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        _flights.abandon(flight)
+    successor, owner = _flights.board("test-release-interrupted")
+    assert owner and successor is not flight and flight.landed
+    _flights.land(successor, None)
