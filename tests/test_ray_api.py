@@ -795,3 +795,56 @@ def test_a_failing_signature_under_ray_is_the_workloads_failure(
     d = chunktune.ray.resolve_sync(w)
     assert (d.chunk_size, d.source, w.calls) == (None, "fallback", 0)
     assert "the workload's signature() failed (KeyError: 'gone')" in d.reason
+
+
+def _ray_keying_raises(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
+    """A connected stand-in for Ray whose host lookup raises ``exc``; the registry never asked."""
+    ray = fake_ray(initialised=True)
+    ray.get_runtime_context = lambda: types.SimpleNamespace(get_node_id=lambda: "n" * 16)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+
+    def raising(*args: object, **kwargs: object) -> object:
+        raise exc
+
+    def never(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the registry was asked")
+
+    monkeypatch.setattr("chunktune._ray_resolve.local_hit", raising)
+    monkeypatch.setattr("chunktune._ray_resolve.coordinated", never)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        pytest.param(RuntimeError("can't start new thread"), id="no-thread"),
+        pytest.param(chunktune.CacheError("cache gone"), id="deliberate"),
+    ],
+)
+def test_spent_threads_or_a_deliberate_error_while_keying_for_the_cluster_key_plainly(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    exc: Exception,
+) -> None:
+    """The Ray keying out of threads, or raising a ChunktuneError: the plain resolve, no bug."""
+    import logging
+
+    _ray_keying_raises(monkeypatch, exc)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        d = chunktune.ray.resolve_sync(workload())
+    assert d.source == "benchmark", d.reason  # the plain keying and lookup answered
+    assert [r.exc_info for r in caplog.records if r.exc_info] == []
+
+
+def test_a_bug_in_the_hosts_lookup_for_the_cluster_keeps_the_key_and_is_reported(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug after the Ray keying made the key: the fallback has it and is reported."""
+    import logging
+
+    _ray_keying_raises(monkeypatch, TypeError("unhashable type: 'dict'"))
+    with caplog.at_level(logging.INFO, logger="chunktune"):
+        d = chunktune.ray.resolve_sync(workload())
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    assert any(d.reason in r.getMessage() for r in caplog.records)  # its report line
+    assert d.key and d.key == chunktune.resolve_sync(workload()).key

@@ -784,3 +784,95 @@ def test_a_bug_telling_a_takeover_gives_the_claim_back(
     assert _bugs(caplog) == [bug]
     wait_for(ray, "release")
     assert events(ray) == ["claim", "expired", "takeover", "release"]
+
+
+def test_a_ray_resolve_still_raises_what_importing_ray_raised(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ray's own import failing (not for want of it) is raised as it is, not taken for a bug."""
+    broken = RuntimeError("ray's own import failed")
+
+    def importing() -> None:
+        raise broken
+
+    monkeypatch.setattr("chunktune._ray_resolve.ray_module", importing)
+    with (
+        caplog.at_level(logging.WARNING, logger="chunktune"),
+        pytest.raises(RuntimeError) as caught,
+    ):
+        chunktune.ray.resolve_sync(Slow("broken-ray"), settings=host("h1", isolated))
+    assert caught.value is broken and _bugs(caplog) == []
+
+
+def test_a_ray_resolve_out_of_threads_while_connecting_keeps_native(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connecting Ray failing for want of a thread: native, chunktune's reason, no raise."""
+
+    def connecting(settings: chunktune.Settings) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr("chunktune._ray_resolve.connected_ray", connecting)
+    workload = Slow("no-thread")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(workload, settings=host("h1", isolated))
+    assert (decision.source, decision.chunk_size, workload.calls) == ("fallback", None, 0)
+    assert "chunktune could not start a thread (can't start new thread" in decision.reason
+    assert _bugs(caplog) == []
+
+
+class _Stop(BaseException):
+    """A stand-in for an interrupt: a BaseException that is no Exception."""
+
+
+def test_an_interrupt_in_a_ray_resolve_is_raised_not_taken_for_a_bug(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A BaseException (an interrupt) in a Ray resolve's checks reaches the caller as itself."""
+    stop = _Stop()
+
+    def interrupted(*args: object, **kwargs: object) -> bool:
+        raise stop
+
+    monkeypatch.setattr("chunktune._ray_resolve.only_native", interrupted)
+    with caplog.at_level(logging.WARNING, logger="chunktune"), pytest.raises(_Stop) as caught:
+        chunktune.ray.resolve_sync(Slow("interrupted"), settings=host("h1", isolated))
+    assert caught.value is stop and _bugs(caplog) == []
+
+
+def test_a_claimant_out_of_threads_while_publishing_warns_and_keeps_its_decision(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The read-back failing for want of a thread: the decision stands, a warning, no bug."""
+
+    def no_thread(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_ray_claim, "entry_of", no_thread)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(Slow("unthreaded"), settings=host("h1", isolated))
+    assert decision.source == "benchmark" and _bugs(caplog) == []
+    said = "chunktune: could not publish to the registry (can't start new thread)"
+    assert said in [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    wait_for(ray, "release")
+
+
+def test_an_interrupt_while_publishing_is_raised_not_taken_for_a_bug(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A BaseException (an interrupt) as the claimant publishes reaches the caller as itself."""
+    stop = _Stop()
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        raise stop
+
+    monkeypatch.setattr(_ray_claim, "entry_of", interrupted)
+    with caplog.at_level(logging.WARNING, logger="chunktune"), pytest.raises(_Stop) as caught:
+        chunktune.ray.resolve_sync(Slow("interrupted"), settings=host("h1", isolated))
+    assert caught.value is stop and _bugs(caplog) == []
