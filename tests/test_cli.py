@@ -24,6 +24,7 @@ from typing import Any
 
 import mujoco
 import pytest
+from _places import unwritable_folder
 from _terminal import run_on_terminal
 
 from chunktune import load_settings
@@ -590,12 +591,7 @@ def test_tune_refuses_a_plot_in_a_directory_it_cannot_write_before_measuring(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """--plot into a directory no file can be made in: exit 2, one message, nothing measured."""
-    place = tmp_path / "read-only"
-    place.mkdir(mode=0o500)
-    if os.access(place, os.W_OK):  # root writes anywhere it may; /proc takes no new file
-        place = Path("/proc")
-        if not place.is_dir():
-            pytest.skip("no directory here refuses new files to this user")
+    place = unwritable_folder(tmp_path)
     monkeypatch.setattr(
         _tune_cmd, "load_settings", lambda *a: pytest.fail("the tune started before --plot")
     )

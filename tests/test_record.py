@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _places import unwritable_folder
 
 from chunktune import InvalidArgumentError, WorkloadError, load_settings, resolve_sync
 from chunktune._cli import main
@@ -205,12 +206,7 @@ def test_an_unwritable_output_directory_is_refused_before_recording(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """-o in a directory no file can be made in: exit 2, one message, before any model loads."""
-    place = tmp_path / "read-only"
-    place.mkdir(mode=0o500)
-    if os.access(place, os.W_OK):  # root writes anywhere it may; /proc takes no new file
-        place = Path("/proc")
-        if not place.is_dir():
-            pytest.skip("no directory here refuses new files to this user")
+    place = unwritable_folder(tmp_path)
     monkeypatch.setattr(
         "chunktune._cli._record_cmd.load_workload",
         lambda *a: pytest.fail("the recording started before -o was checked"),
