@@ -278,11 +278,21 @@ class DecisionCache:
     # -- reading -------------------------------------------------------------------
 
     def usable(self) -> bool:
-        """False when the path names something that is no regular file, or cannot be
-        looked at: nothing is read from it, stored in it or locked beside it."""
+        """False when nothing will be stored in the file, so that nothing is locked beside
+        it either (no ``locks/`` folder made next to it): the path names something that is
+        no regular file or cannot be looked at, or the file is one this chunktune leaves as
+        it is (a newer chunktune's, another program's) or cannot read (unreadable, over
+        :data:`~chunktune._reading.MAX_CACHE_BYTES`); said in one warning. A broken file is
+        usable: a write moves it aside.
+
+        Blocking: reads the file unless its last reading still holds (a miss just made).
+        """
         try:
-            self._file.stat()
-        except OSError:
+            self._load(fresh=False)
+        except UnusableCache:
+            return True
+        except OSError as exc:
+            self._quarantine.unavailable(exc, strict=False)
             return False
         return True
 

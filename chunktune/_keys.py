@@ -128,8 +128,9 @@ def identify_and_look(
     """Blocking: key the request and, unless refreshing, look it up: one thread hop for a hit.
 
     Returns the keyed request, its key, the hit (or None), and the cache to store in:
-    None when there is none, or when its path names no regular file (a sweep then takes
-    no key lock beside it either).
+    None when there is none, or when nothing will be stored in it
+    (:meth:`DecisionCache.usable`: no regular file, or one left as it is): a sweep then
+    takes no key lock beside it either.
 
     Raises:
         Exception: whatever the workload's ``signature()`` raised.

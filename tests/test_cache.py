@@ -225,6 +225,42 @@ def test_some_other_programs_file_named_as_the_cache_is_left_as_it_is(
     assert [p.name for p in tmp_path.iterdir()] == [name]
 
 
+@pytest.mark.parametrize("refresh", [False, True], ids=["lookup", "refresh"])
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        pytest.param("cache.json", b'{"schema": 99, "entries": {}}', id="newer"),
+        pytest.param("chunktune.toml", b'policy = "off"\n', id="settings"),
+        pytest.param("cache.json", None, id="past-the-cap"),
+    ],
+)
+def test_a_sweep_beside_a_file_it_leaves_alone_makes_no_lock_folder(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    raw: bytes | None,
+    refresh: bool,
+) -> None:
+    """A cache file never written (newer, another program's, too large) gets no locks/ beside it."""
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    folder = isolated / "here"
+    folder.mkdir()
+    path = folder / name
+    if raw is None:
+        with path.open("wb") as file:
+            file.truncate(257 * 2**20)  # a hole: no disk is used
+    else:
+        path.write_bytes(raw)
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="alone")
+    assert chunktune.resolve_sync(w, policy="quick", refresh=refresh).source == "benchmark"
+    assert [p.name for p in folder.iterdir()] == [name]
+    assert caplog.text.count("is unavailable") == 1
+
+
 def test_missing_parent_is_created(tmp_path: Path) -> None:
     """A cache path in a directory that does not exist yet works."""
     path = tmp_path / "a" / "b" / "c.json"
