@@ -24,7 +24,7 @@ from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import origins, resolve_tables
 from ._paths import is_path, user_path
-from ._policy import Policy, noted
+from ._policy import DEFAULT_NOTE, Policy, noted
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
     DEFAULT_POLICY,
@@ -94,7 +94,7 @@ def _notes(
     own = user.get(name)
     for key in POLICY_KEYS:
         if key not in notes and not (isinstance(own, Mapping) and key in own):
-            notes[key] = "the default"
+            notes[key] = DEFAULT_NOTE
     return notes
 
 

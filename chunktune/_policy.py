@@ -28,6 +28,7 @@ from ._shown import bound, shown, spelled
 from ._validators import boolean, choice, integer, number, plain_numbers, refused, text
 
 __all__ = [
+    "DEFAULT_NOTE",
     "ESTIMATORS",
     "EXTEND_SHARE",
     "MAX_LIMIT_S",
@@ -78,12 +79,18 @@ def noted(notes: Mapping[str, str]) -> Iterator[None]:
         _NOTES.reset(token)
 
 
+DEFAULT_NOTE = "the default"
+"""The note of a value that no table of a policy's ``extends`` chain sets (see noted())."""
+
+
 def _listed(names: list[str], notes: Mapping[str, str]) -> tuple[str, str]:
-    """``race, paired and confirm``, and the note their values share (`` (the default)``,
+    """``race, paired and confirm``, and the note their values share (`` (the defaults)``,
     said once after what they are), or each name with its own note and ``""``."""
     said = {notes.get(name, "") for name in names}
     if len(said) == 1:
         words, shared = names, said.pop()
+        if shared == DEFAULT_NOTE and len(names) > 1:
+            shared += "s"  # several values, each its own default
     else:
         words, shared = [name + _note(name, notes) for name in names], ""
     listed = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]

@@ -524,6 +524,24 @@ def test_extend_budget_refuses_a_hard_limit_that_leaves_no_room_to_stretch(hard:
             "expected confirm_max_pairs >= confirm_min_pairs",
             id="default",
         ),
+        pytest.param(
+            {"m": {"interleave": False}},
+            "policies.m: interleave is false but race, paired, confirm and noise_gate are "
+            "true (the defaults); expected",
+            id="defaults",
+        ),
+        pytest.param(
+            {"m": {"estimator": "min"}},
+            'policies.m: estimator "min" is not valid with paired and confirm true '
+            "(the defaults); expected",
+            id="defaults-estimator",
+        ),
+        pytest.param(
+            {"m": {"estimator": "min", "confirm": False}},
+            'policies.m: estimator "min" is not valid with paired true (the default); '
+            "expected",
+            id="one-default",
+        ),
     ],
 )  # fmt: skip
 def test_a_broken_rule_says_which_values_the_policy_inherits(
