@@ -119,9 +119,10 @@ def _is_strategy(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
 class Policy:
     """How a sweep measures and how its winner is chosen.
 
-    Times are in seconds. ``margin`` and ``tie_tol`` are fractions (0.03 = 3%). Every
-    default is the ``balanced`` preset's, so a policy written without ``extends`` starts
-    from the default policy (a test holds them equal).
+    Times are in seconds. ``margin``, ``tie_tol``, ``trim``, ``confirm_alpha`` and
+    ``confirm_share`` are fractions (0.03 = 3%). Every default is the ``balanced``
+    preset's, so a policy written without ``extends`` starts from the default policy (a
+    test holds them equal).
     """
 
     # built in code, a bad field is the policy's ("invalid policy: ..."), not a file's
@@ -144,7 +145,9 @@ class Policy:
     estimator: Estimator = attrs.field(
         default="trimmed_mean", validator=choice(ESTIMATORS), metadata=_RULE
     )
-    trim: float = attrs.field(default=0.2, validator=number(0.0, 0.5, hi_open=True), metadata=_RULE)
+    trim: float = attrs.field(
+        default=0.2, validator=number(0.0, 0.5, hi_open=True, fraction=True), metadata=_RULE
+    )
     prime: int = attrs.field(default=1, validator=integer(0, 1000))
     warmup: int = attrs.field(default=0, validator=integer(0, 1000))
     min_rounds: int = attrs.field(default=2, validator=integer(1, 100_000))
@@ -162,11 +165,13 @@ class Policy:
     # confirmation against native, and the noise gate
     confirm: bool = attrs.field(default=True, validator=boolean(), metadata=_RULE)
     confirm_alpha: float = attrs.field(
-        default=0.05, validator=number(0.0, 0.5, lo_open=True, hi_open=True), metadata=_RULE
+        default=0.05,
+        validator=number(0.0, 0.5, lo_open=True, hi_open=True, fraction=True),
+        metadata=_RULE,
     )
     confirm_min_pairs: int = attrs.field(default=4, validator=integer(2, 100_000))
     confirm_max_pairs: int = attrs.field(default=64, validator=integer(2, 100_000))
-    confirm_share: float = attrs.field(default=0.5, validator=number(0.0, 0.9))
+    confirm_share: float = attrs.field(default=0.5, validator=number(0.0, 0.9, fraction=True))
     noise_gate: bool = attrs.field(default=True, validator=boolean())
     # limits
     time_budget_s: float = attrs.field(

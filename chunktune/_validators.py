@@ -119,13 +119,22 @@ def number(
     """A real number (not a bool) within the given interval.
 
     ``fraction``: the number is a fraction (0.03 = 3%), and the message says so; a value
-    that reads as a percent (3 for 3%) is told the fraction it meant.
+    that reads as a percent (3 for 3%) is told the fraction it meant, where that fraction
+    is within the interval (else only the unit: 95 for a fraction up to 0.9 is not told
+    0.95, which is refused too).
     """
     interval = _interval(lo, hi, lo_open, hi_open)
     kind = "a fraction" if fraction else "a number"
     expected = f"{kind}{interval}" if interval else "a finite number"
     if optional:
         expected += " (or leave it unset)"
+
+    def inside(x: float) -> bool:
+        return (
+            math.isfinite(x)
+            and (lo is None or (x > lo if lo_open else x >= lo))
+            and (hi is None or (x < hi if hi_open else x <= hi))
+        )
 
     def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         if value is None and optional:
@@ -136,29 +145,26 @@ def number(
                 x = float(value)
             except OverflowError:  # an int past any float (a TOML integer of 400 digits)
                 x = math.inf
-            ok = (
-                math.isfinite(x)
-                and (lo is None or (x > lo if lo_open else x >= lo))
-                and (hi is None or (x < hi if hi_open else x <= hi))
-            )
+            ok = inside(x)
         if not ok:
             raise refused(
                 inst,
                 f"{spelled(value)} is not valid for {attr.name}; expected {expected}"
-                + (_as_fraction(value) if fraction else ""),
+                + (_as_fraction(value, inside) if fraction else ""),
             )
 
     return check
 
 
-def _as_fraction(value: object) -> str:
+def _as_fraction(value: object, inside: Callable[[float], bool]) -> str:
     """What a fraction field's refused value meant, where it reads as a percent (3 or
-    ``"3%"`` for 3%): ``": 3% is 0.03"``; else the unit, ``" (0.03 is 3%)"``."""
+    ``"3%"`` for 3%) of a fraction ``inside`` the field's interval: ``": 3% is 0.03"``;
+    else the unit, ``" (0.03 is 3%)"``."""
     percent = percent_of(value)
     if percent is None and isinstance(value, int | float) and not isinstance(value, bool):
         percent = float(value) if 1 <= value < 100 else None
-    if percent is not None:
-        return f": {bound(percent)}% is {bound(round(percent / 100, 12))}"
+    if percent is not None and inside(meant := round(percent / 100, 12)):
+        return f": {bound(percent)}% is {bound(meant)}"
     return " (0.03 is 3%)"
 
 

@@ -414,12 +414,34 @@ def test_unknown_top_level_key_is_reported() -> None:
         pytest.param(
             "tie_tol", '"2.5 %"', "expected a fraction in [0, 1): 2.5% is 0.025", id="text-2.5%"
         ),
+        pytest.param("trim", 20, "expected a fraction in [0, 0.5): 20% is 0.2", id="trim-20"),
+        pytest.param(
+            "trim", '"20%"', "expected a fraction in [0, 0.5): 20% is 0.2", id="trim-text-20%"
+        ),
+        pytest.param(
+            "confirm_alpha", 5, "expected a fraction in (0, 0.5): 5% is 0.05", id="alpha-5"
+        ),
+        pytest.param(
+            "confirm_share", 50, "expected a fraction in [0, 0.9]: 50% is 0.5", id="share-50"
+        ),
+        # 95% would be 0.95, refused too: only the unit is said, never a value out of range
+        pytest.param(
+            "confirm_share", 95, "expected a fraction in [0, 0.9] (0.03 is 3%)", id="share-95"
+        ),
+        pytest.param(
+            "confirm_share", '"95%"', "expected a fraction in [0, 0.9] (0.03 is 3%)",
+            id="share-text-95%",
+        ),
+        pytest.param("trim", 50, "expected a fraction in [0, 0.5) (0.03 is 3%)", id="trim-50"),
+        pytest.param(
+            "confirm_alpha", 50, "expected a fraction in (0, 0.5) (0.03 is 3%)", id="alpha-50"
+        ),
     ],
-)
+)  # fmt: skip
 def test_a_percent_given_for_a_fraction_is_told_the_unit(
     tmp_path: Path, key: str, value: float | str, expected: str
 ) -> None:
-    """margin = 3 or "3%" (meaning 3%) is refused naming file, key and value, saying 3% is 0.03."""
+    """margin = 3 or "3%" is refused naming file, key and value, saying 3% is 0.03 (if allowed)."""
     cfg = write(tmp_path / "pct.toml", f'policy = "m"\n[policies.m]\n{key} = {value}\n')
     with pytest.raises(ConfigError) as caught:
         load_settings(cfg)
