@@ -164,12 +164,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
             raise ConfigError(
                 f"it is a link to {os.readlink(path)}, which does not exist; expected a TOML file",
                 source=str(path),
+                unread=True,
             ) from None
-        raise ConfigError("settings file not found", source=str(path)) from None
+        raise ConfigError("it does not exist", source=str(path), unread=True) from None
     except TooLarge as exc:
         raise ConfigError(
             f"it holds more than {exc.limit}; expected a TOML settings file (a few KB)",
             source=str(path),
+            unread=True,
         ) from None
     except tomllib.TOMLDecodeError as exc:
         if raw.startswith(codecs.BOM_UTF8):  # some Windows editors write one; TOML has none
@@ -190,17 +192,19 @@ def _read_toml(path: Path) -> dict[str, Any]:
             source=str(path),
         ) from None
     except IsADirectoryError:
-        raise ConfigError("it is a directory; expected a TOML file", source=str(path)) from None
+        raise ConfigError(
+            "it is a directory; expected a TOML file", source=str(path), unread=True
+        ) from None
     except OSError as exc:  # the path again, and Python's [Errno N], said nothing more
         why = exc.strerror or type(exc).__name__
-        error = ConfigError(f"cannot read settings file: {why}", source=str(path))
+        error = ConfigError(f"cannot read it: {why}", source=str(path), unread=True)
         if exc.errno in (errno.EMFILE, errno.ENFILE):
             # the process's file descriptors, not the file, are at fault: a resolve finds
             # the cause (chunktune._failures.spent) and keeps the native chunk
             raise error from exc
         raise error from None
     except ValueError as exc:  # a NUL byte in the name
-        raise ConfigError(f"cannot read settings file: {exc}", source=str(path)) from None
+        raise ConfigError(f"cannot read it: {exc}", source=str(path), unread=True) from None
 
 
 @functools.cache
@@ -437,5 +441,5 @@ def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> S
         # a variable set long ago (a shell profile, a job script) names a file the
         # command never mentioned: say where that name came from
         raise ConfigError(
-            exc.problems, source=f"{file} (named by ${CONFIG_ENV})"
+            exc.problems, source=f"{file} (named by ${CONFIG_ENV})", unread=exc.unread
         ) from exc.__cause__  # None, or the spent descriptors a resolve looks for

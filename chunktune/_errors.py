@@ -48,6 +48,9 @@ class ConfigError(ChunktuneError, ValueError):
     the settings', and the message says only that. ``subject`` says what is invalid where
     no file is named: ``"settings"``, or ``"policy"`` for a :class:`~chunktune.Policy`
     (or a candidate strategy) built in code, which no settings file is to blame for.
+    ``unread``: the file ``source`` names was not read at all (missing, a folder,
+    unreadable, past the size cap), so the message names it as ``settings file SOURCE``,
+    not as invalid settings.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class ConfigError(ChunktuneError, ValueError):
         source: str | None = None,
         asked: bool = False,
         subject: str = "settings",
+        unread: bool = False,
     ) -> None:
         self.problems: tuple[str, ...] = (
             (problems,) if isinstance(problems, str) else tuple(problems)
@@ -64,19 +68,29 @@ class ConfigError(ChunktuneError, ValueError):
         self.source = source
         self.asked = asked
         self.subject = subject
+        self.unread = unread
         super().__init__(self._render())
 
     def __reduce__(self) -> tuple[Any, ...]:
         # the default would call ConfigError(message): the message rendered twice, the
         # problems lost; an error that crosses processes (a Ray task's) must read the same
-        return (_config_error, (self.problems, self.source, self.asked, self.subject))
+        return (
+            _config_error,
+            (self.problems, self.source, self.asked, self.subject, self.unread),
+        )
 
     def _render(self) -> str:
         if self.asked and len(self.problems) == 1:
             # a name the caller asked for (resolve(policy=...)): the settings are not at fault
             return self.problems[0]
-        # a file's problems are its settings' (a policy table's too): the file is named
-        where = f"invalid settings in {self.source}" if self.source else f"invalid {self.subject}"
+        # a file's problems are its settings' (a policy table's too): the file is named;
+        # one not read at all holds no settings to call invalid
+        if self.source and self.unread:
+            where = f"settings file {self.source}"
+        elif self.source:
+            where = f"invalid settings in {self.source}"
+        else:
+            where = f"invalid {self.subject}"
         if len(self.problems) == 1:
             return f"{where}: {self.problems[0]}"
         lines = "\n".join(f"  - {p}" for p in self.problems)
@@ -84,9 +98,13 @@ class ConfigError(ChunktuneError, ValueError):
 
 
 def _config_error(
-    problems: tuple[str, ...], source: str | None, asked: bool = False, subject: str = "settings"
+    problems: tuple[str, ...],
+    source: str | None,
+    asked: bool = False,
+    subject: str = "settings",
+    unread: bool = False,
 ) -> ConfigError:
-    return ConfigError(problems, source=source, asked=asked, subject=subject)
+    return ConfigError(problems, source=source, asked=asked, subject=subject, unread=unread)
 
 
 class WorkloadError(ChunktuneError, TypeError):

@@ -642,10 +642,10 @@ def test_a_local_chunktune_toml_that_is_no_file_is_an_error(
         )
     with pytest.raises(ConfigError) as caught:
         load_settings()
-    assert str(caught.value) == f"invalid settings in {local}: {expected}"
+    assert str(caught.value) == f"settings file {local}: {expected}"
     assert main(["policy", "list"]) == 2
     err = capsys.readouterr().err
-    assert err == f"chunktune: error: invalid settings in {local}: {expected}\n"
+    assert err == f"chunktune: error: settings file {local}: {expected}\n"
 
 
 def test_chunktune_config_expands_home_as_chunktune_cache_does(
@@ -678,7 +678,8 @@ def test_a_file_chunktune_config_names_is_said_to_come_from_it(
     """A missing or bad file the variable names: the error says $CHUNKTUNE_CONFIG named it."""
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(tmp_path / "gone.toml"))
     with pytest.raises(
-        ConfigError, match=r"gone\.toml \(named by \$CHUNKTUNE_CONFIG\): .*not found"
+        ConfigError,
+        match=r"^settings file \S*gone\.toml \(named by \$CHUNKTUNE_CONFIG\): it does not exist$",
     ):
         load_settings()
     monkeypatch.setenv("CHUNKTUNE_CONFIG", str(write(tmp_path / "bad.toml", "policy = 3\n")))
@@ -705,9 +706,10 @@ def test_a_file_found_here_or_a_bad_variable_is_not_blamed_on_chunktune_config(
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
-    """A named settings file that does not exist is an error, not the defaults."""
-    with pytest.raises(ConfigError, match="not found"):
+    """A named settings file that does not exist is an error, not the defaults, saying so."""
+    with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path / "nope.toml")
+    assert str(caught.value) == f"settings file {tmp_path / 'nope.toml'}: it does not exist"
 
 
 def test_cache_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -811,11 +813,9 @@ def test_a_file_no_settings_could_be_is_a_config_error(
     ("name", "message"),
     [
         pytest.param("dir.toml", "it is a directory; expected a TOML file", id="directory"),
-        pytest.param("x" * 300, "cannot read settings file: File name too long",
-                     id="name-too-long"),
-        pytest.param("gone.toml", "settings file not found", id="missing"),
-        pytest.param("c.toml/in.toml", "cannot read settings file: Not a directory",
-                     id="not-a-dir"),
+        pytest.param("x" * 300, "cannot read it: File name too long", id="name-too-long"),
+        pytest.param("gone.toml", "it does not exist", id="missing"),
+        pytest.param("c.toml/in.toml", "cannot read it: Not a directory", id="not-a-dir"),
         pytest.param("/dev/zero", "it holds more than 16 MiB; expected a TOML settings file",
                      id="too-large"),
     ],
@@ -823,13 +823,13 @@ def test_a_file_no_settings_could_be_is_a_config_error(
 def test_a_settings_path_that_cannot_be_read_says_why_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, message: str
 ) -> None:
-    """A folder or an unusable name: why, the path named once, without [Errno N] and repr."""
+    """A folder or an unusable name: the settings file named once, why, no [Errno N] or repr."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "dir.toml").mkdir()
     write(tmp_path / "c.toml", "")
     with pytest.raises(ConfigError) as info:
         load_settings(name)
-    assert str(info.value).startswith(f"invalid settings in {name}: {message}")
+    assert str(info.value).startswith(f"settings file {name}: {message}")
     assert str(info.value).count(name) == 1
     assert "Errno" not in str(info.value) and "'" not in str(info.value)
 
@@ -838,7 +838,7 @@ def test_a_settings_file_that_never_ends_is_refused_at_its_cap() -> None:
     """`--config /dev/zero` is read to 16 MiB and refused, naming the file and the cap."""
     with pytest.raises(ConfigError) as info:
         load_settings("/dev/zero")
-    assert "invalid settings in /dev/zero: it holds more than 16 MiB" in str(info.value)
+    assert "settings file /dev/zero: it holds more than 16 MiB" in str(info.value)
     assert info.value.source == "/dev/zero"
 
 
@@ -855,8 +855,9 @@ def test_settings_through_a_pipe_are_read(tmp_path: Path) -> None:
 
 def test_a_nul_byte_in_the_settings_path_is_a_config_error() -> None:
     """A settings path that no file can have is a ConfigError, not a ValueError from open()."""
-    with pytest.raises(ConfigError, match="cannot read settings file"):
+    with pytest.raises(ConfigError) as caught:
         load_settings("a\0b.toml")
+    assert str(caught.value).startswith("settings file a\0b.toml: cannot read it: ")
 
 
 def test_a_long_extends_chain_merges_each_policy_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1083,7 +1084,7 @@ def test_a_settings_path_through_a_file_says_not_a_directory(tmp_path: Path) -> 
     """A path whose parent is a file is unreadable for the reason the system gives."""
     file = write(tmp_path / "c.toml", "")
     with pytest.raises(
-        ConfigError, match=r"inner\.toml: cannot read settings file: Not a directory$"
+        ConfigError, match=r"^settings file \S*inner\.toml: cannot read it: Not a directory$"
     ):
         load_settings(file / "inner.toml")
 

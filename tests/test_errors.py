@@ -17,6 +17,13 @@ def test_config_error_pickles_with_its_problems() -> None:
     assert (str(back), back.problems, back.source) == (str(error), error.problems, "x.toml")
 
 
+def test_config_error_of_a_file_not_read_pickles_as_such() -> None:
+    """A ConfigError of a file never read (missing) reads back naming the file, not its settings."""
+    error = chunktune.ConfigError("it does not exist", source="x.toml", unread=True)
+    back = pickle.loads(pickle.dumps(error))
+    assert str(back) == str(error) == "settings file x.toml: it does not exist"
+
+
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [

@@ -268,7 +268,7 @@ def test_a_settings_file_unread_for_want_of_descriptors_gives_native(
     tmp_path: Path, caller: str
 ) -> None:
     """`ulimit -n` spent as the settings file is read: native, chunktune's reason, no raise."""
-    # it raised ConfigError ("cannot read settings file ...: Too many open files") out of
+    # it raised ConfigError ("settings file ...: cannot read it: Too many open files") out of
     # resolve_sync into the trainer, as if the file were the user's mistake
     import os
     import subprocess
