@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -443,6 +443,31 @@ class DecisionCache:
         """Store one entry (other keys untouched). False if unwritable, or the entry or its
         key (no str) is invalid."""
         return self.update({key: entry})
+
+    def remove(self, keys: Iterable[str]) -> frozenset[str]:
+        """Delete the entries under ``keys`` that are there now; returns the keys deleted.
+
+        Done under the write lock on the file as it is then, as every write is: an entry
+        another process stores meanwhile, under any other key, stays.
+
+        Raises:
+            CacheError: the cache cannot be read or written (nothing was deleted).
+        """
+        wanted = set(keys)
+        try:
+            with write_lock(self._file, brief=self._quarantine.served_read_only()):
+                current = self._current()
+                gone = frozenset(wanted & current.keys())
+                if gone:
+                    for key in gone:
+                        del current[key]
+                    self._file.write(current, replaced=gone)
+                self._file.forget()
+        except OSError as exc:
+            raise CacheError(
+                f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
+            ) from exc
+        return gone
 
     def clear(self) -> int:
         """Delete every entry present now, and the debris of earlier runs; returns how many.

@@ -1,21 +1,18 @@
-"""``chunktune cache path|list|show|clear|export|import|merge``: the decision cache by hand."""
+"""``chunktune cache path|list|show|clear|export|import|merge``: the decision cache by hand.
+
+``list`` lives in :mod:`._list_cmd`, ``merge`` in :mod:`._merge_cmd`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Mapping
 from typing import get_args
 
-from rich import box
-from rich.table import Table
-
 from .._cache import DecisionCache, read_cache_file, write_cache_file
-from .._cache_entry import CacheEntry
 from .._cache_format import CacheFormat, encode, suffix_format
 from .._errors import CacheError, InvalidArgumentError
-from .._shown import spelled
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -32,18 +29,12 @@ from ._common import (
     read_stdin_cache,
     same_file,
     short_keys,
-    table_console,
     warn_skipped,
 )
+from ._entry_keys import MIN_CLEAR_CHARS, find_entry, named_keys
+from ._list_cmd import add_list_parser
 from ._merge_cmd import add_merge_parser
-from ._render import (
-    chunk_label,
-    entry_age,
-    entry_table,
-    format_created,
-    load_label,
-    model_summary,
-)
+from ._render import chunk_label, entry_table, format_created, load_label, model_summary
 
 __all__ = ["add_parser"]
 
@@ -54,8 +45,12 @@ _CACHE_EPILOG = """\
 examples:
   chunktune cache path                 where the cache file is
   chunktune cache list                 one line per stored decision
+  chunktune cache list --json | jq '.[] | select(.host == "node7") | .key'
+                                       the entries as JSON, for a program
   chunktune cache show 3fa9c1          the stored table of one entry (key prefix)
   chunktune cache clear --yes          delete every entry
+  chunktune cache clear 3fa9c1d2 --yes delete one entry (8 or more of its
+                                       key's characters, or the key as listed)
   chunktune cache export backup.toml   a copy, in the format of the suffix
   chunktune cache export - | jq .      the cache as JSON on stdout
   chunktune cache export --format toml - > backup.toml
@@ -92,13 +87,20 @@ def add_parser(
     verbs.add_parser("path", parents=[common], help="print the cache file's path").set_defaults(
         handler=_cmd_cache_path
     )
-    verbs.add_parser("list", parents=[common], help="one line per entry").set_defaults(
-        handler=_cmd_cache_list
-    )
+    add_list_parser(verbs, common)
     show = verbs.add_parser("show", parents=[common], help="the stored table of one entry")
     show.add_argument("key", metavar="KEY-PREFIX", help="the start of the entry's key")
     show.set_defaults(handler=_cmd_cache_show)
-    clear = verbs.add_parser("clear", parents=[common], help="delete every entry")
+    clear = verbs.add_parser(
+        "clear", parents=[common], help="delete every entry, or those the KEYs name"
+    )
+    clear.add_argument(
+        "keys",
+        nargs="*",
+        metavar="KEY",
+        help=f"an entry's key as `cache list` shows it, or its first {MIN_CLEAR_CHARS} or more "
+        "characters where they name one entry only (default: every entry)",
+    )
     clear.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(handler=_cmd_cache_clear)
     export = verbs.add_parser(
@@ -129,83 +131,9 @@ def _cmd_cache_path(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_cache_list(args: argparse.Namespace) -> int:
-    cache = open_cache(args.config)
-    entries = cache.entries(strict=True)
-    if not entries:
-        print(f"no entries in {cache.path}")
-        return EXIT_OK
-    short = short_keys(entries)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    # the key is what `cache show` takes: never cut, however narrow the terminal
-    table.add_column("key", no_wrap=True, min_width=max(map(len, short.values())))
-    for name, justify in (
-        ("model", "left"),
-        ("N", "right"),
-        ("T", "right"),
-        ("chunk", "right"),
-        ("age", "right"),
-        ("policy", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    now = time.time()
-    for key, entry in sorted(entries.items(), key=lambda kv: -kv[1].created):
-        table.add_row(
-            short[key],
-            model_summary(entry),
-            str(entry.num_envs or "?"),
-            str(entry.nthread or "?"),
-            chunk_label(entry.chunk_size, entry.native_chunk),
-            entry_age(entry, now),
-            entry.policy or "?",
-        )
-    console = table_console(table)
-    console.print(table)
-    console.print(f"{entries_of(len(entries))} in {cache.path}")
-    busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())
-    if busy:
-        console.print(
-            f"{busy} of them measured while the machine was busy: each is measured again "
-            "by the first request that finds it calm (`cache show KEY` says which)"
-        )
-    return EXIT_OK
-
-
-def _matches(key: str, prefix: str) -> bool:
-    """Whether ``prefix`` names ``key``: its start, or (``base.policy``) the start of each part."""
-    if key.startswith(prefix):
-        return True
-    head, dot, tail = prefix.partition(".")
-    base, _, policy = key.rpartition(".")
-    return bool(dot) and base.startswith(head) and policy.startswith(tail)
-
-
-def _find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
-    if not prefix.strip():
-        raise InvalidArgumentError(
-            f"key prefix {spelled(prefix)} is empty; expected the start of an entry's key "
-            "(see `chunktune cache list`)"
-        )
-    entries = cache.entries(strict=True)
-    matches = sorted(k for k in entries if _matches(k, prefix))
-    if not matches:
-        raise InvalidArgumentError(
-            f"no cache entry's key starts with {spelled(prefix)} (see `chunktune cache list`)"
-        )
-    if len(matches) > 1:
-        short = short_keys(matches)
-        listed = ", ".join(short[k] for k in matches[:8])
-        more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
-        raise InvalidArgumentError(
-            f"{spelled(prefix)} matches {entries_of(len(matches))} ({listed}{more}); "
-            "give more characters"
-        )
-    return matches[0], entries[matches[0]]
-
-
 def _cmd_cache_show(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
-    key, entry = _find_entry(cache, args.key)
+    key, entry = find_entry(cache, args.key)
     console = console_on(sys.stdout)
     facts = [
         ("key", key),
@@ -246,26 +174,58 @@ def _pairs(table: Mapping[str, object]) -> str:
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
+    if args.keys:
+        return _clear_named(cache, args.keys, yes=args.yes)
     count = len(cache.entries(strict=True))
     if count == 0:
         cache.clear()  # no entries, but idle key locks and dead writers' temporary files
         print(f"no entries in {cache.path}; nothing to clear")
         return EXIT_OK
-    if not args.yes:
-        if not sys.stdin.isatty():
-            error(
-                f"refusing to delete {entries_of(count)} from {cache.path} without --yes "
-                "(stdin is not a terminal, so there is no one to ask)"
-            )
-            return EXIT_USAGE
-        every = "the" if count == 1 else "all"
-        answer = _ask(f"Delete {every} {entries_of(count)} from {cache.path}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing deleted")
-            return EXIT_OK
+    every = "the" if count == 1 else "all"
+    refused = _refused(args.yes, f"{entries_of(count)} from {cache.path}", f"{every} ")
+    if refused is not None:
+        return refused
     removed = cache.clear()
     print(f"deleted {entries_of(removed)} from {cache.path}")
     return EXIT_OK
+
+
+def _clear_named(cache: DecisionCache, names: list[str], *, yes: bool) -> int:
+    """``cache clear KEY...``: delete the entries the names name, every other one kept.
+
+    Every name is checked before anything is deleted; the entries go under the write
+    lock, so an entry another process stores meanwhile stays.
+    """
+    entries = cache.entries(strict=True)
+    keys = named_keys(entries, names)
+    short = short_keys(entries)
+    listed = ", ".join(short[k] for k in keys)
+    refused = _refused(yes, f"{entries_of(len(keys))} ({listed}) from {cache.path}", "")
+    if refused is not None:
+        return refused
+    removed = cache.remove(keys)
+    for key in keys:
+        print(f"deleted {short[key]}" if key in removed else f"{short[key]} was already gone")
+    print(f"deleted {entries_of(len(removed))} from {cache.path}")
+    return EXIT_OK
+
+
+def _refused(yes: bool, what: str, every: str) -> int | None:
+    """None to go on deleting ``what`` (``--yes``, or a yes typed at the terminal), else
+    the exit code to end with: 2 off a terminal (there is no one to ask), 0 for a no."""
+    if yes:
+        return None
+    if not sys.stdin.isatty():
+        error(
+            f"refusing to delete {what} without --yes "
+            "(stdin is not a terminal, so there is no one to ask)"
+        )
+        return EXIT_USAGE
+    answer = _ask(f"Delete {every}{what}? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        print("nothing deleted")
+        return EXIT_OK
+    return None
 
 
 def _ask(question: str) -> str:

@@ -1,0 +1,146 @@
+"""``chunktune cache list [--json]``: one line per stored decision, or one JSON document.
+
+The table is for a person: keys as ``cache show`` and ``cache clear`` take them, newest
+first, a host column where the entries come from more than one host. ``--json`` is for
+a program: every entry's facts under stable names, and nothing else on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from .._cache_entry import CacheEntry
+from ._common import EXIT_OK, entries_of, open_cache, short_keys, table_console
+from ._render import chunk_label, entry_age, model_summary
+
+__all__ = ["add_list_parser"]
+
+_HOST_CHARS = 12  # a host's first name, cut to this: the column says where, `show` says all
+
+
+def add_list_parser(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add ``list`` to the ``cache`` verbs."""
+    listing = verbs.add_parser(
+        "list", parents=[common], help="one line per entry (--json: one JSON document)"
+    )
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="print the entries as one JSON list on stdout, newest first (fields: see README)",
+    )
+    listing.set_defaults(handler=_cmd_cache_list)
+
+
+def _cmd_cache_list(args: argparse.Namespace) -> int:
+    cache = open_cache(args.config)
+    entries = cache.entries(strict=True)
+    newest_first = sorted(entries.items(), key=lambda kv: -kv[1].created)
+    short = short_keys(entries)
+    if args.json:
+        listed = [entry_fields(key, short[key], entry) for key, entry in newest_first]
+        sys.stdout.write(json.dumps(listed, indent=2, allow_nan=False) + "\n")
+        return EXIT_OK
+    if not entries:
+        print(f"no entries in {cache.path}")
+        return EXIT_OK
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    # the key is what `cache show` takes: never cut, however narrow the terminal
+    table.add_column("key", no_wrap=True, min_width=max(map(len, short.values())))
+    for name, justify in (
+        ("model", "left"),
+        ("N", "right"),
+        ("T", "right"),
+        ("chunk", "right"),
+        ("age", "right"),
+        ("policy", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    # which host measured an entry matters once a merged cache holds several hosts'
+    hosts = len({entry.host for entry in entries.values()}) > 1
+    if hosts:
+        table.add_column("host")
+    now = time.time()
+    for key, entry in newest_first:
+        cells = [
+            short[key],
+            model_summary(entry),
+            str(entry.num_envs or "?"),
+            str(entry.nthread or "?"),
+            chunk_label(entry.chunk_size, entry.native_chunk),
+            entry_age(entry, now),
+            entry.policy or "?",
+        ]
+        table.add_row(*cells, *([short_host(entry.host)] if hosts else []))
+    console = table_console(table)
+    console.print(table)
+    console.print(f"{entries_of(len(entries))} in {cache.path}")
+    busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())
+    if busy:
+        console.print(
+            f"{busy} of them measured while the machine was busy: each is measured again "
+            "by the first request that finds it calm (`cache show KEY` says which)"
+        )
+    return EXIT_OK
+
+
+def short_host(host: str) -> str:
+    """``host``'s first name (``node7`` of ``node7.cluster.example``), at most 12 characters;
+    ``"?"`` where the entry does not know it."""
+    name = host.split(".", 1)[0] or host
+    if not name:
+        return "?"
+    return name if len(name) <= _HOST_CHARS else name[: _HOST_CHARS - 1] + "…"
+
+
+def iso_created(created: float) -> str | None:
+    """``created`` (seconds since the epoch) in ISO 8601, UTC; None where it is unknown
+    (zero, negative) or no date the platform can write (``1e300``)."""
+    if not (math.isfinite(created) and created > 0):
+        return None
+    try:
+        stamp = datetime.datetime.fromtimestamp(created, tz=datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return stamp.isoformat(timespec="seconds")
+
+
+def entry_fields(key: str, short: str, entry: CacheEntry) -> dict[str, Any]:
+    """One entry of ``cache list --json``: the README's fields, None for what it does not know."""
+    device = entry.device
+    return {
+        "key": key,
+        "short_key": short,
+        "chunk_size": entry.chunk_size,
+        "native_chunk": entry.native_chunk or None,
+        "num_envs": entry.num_envs or None,
+        "nthread": entry.nthread or None,
+        "model": model_summary(entry),
+        "model_file": entry.model_file,
+        "policy": entry.policy or None,
+        "policy_hash": entry.policy_hash or None,
+        "reason": entry.reason,
+        "gain": entry.gain,
+        "partial": entry.partial,
+        "busy": entry.load is not None and entry.load.busy,
+        "created": iso_created(entry.created),
+        "host": entry.host or None,
+        "machine": {
+            "cpu": device.get("cpu"),
+            "cpus": device.get("logical_cpus"),
+            "usable_cpus": device.get("usable_cpus"),
+            "mujoco": entry.mujoco_version or device.get("mujoco"),
+        },
+        "chunktune_version": entry.chunktune_version or None,
+        "signature": dict(sorted(entry.signature.items())),
+    }

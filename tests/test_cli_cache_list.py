@@ -1,0 +1,174 @@
+"""`chunktune cache list --json` and the table's host column, over real cache files."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+
+import pytest
+from _cache_cli import entry, one_error
+
+from chunktune import DecisionCache
+from chunktune._cli import main
+from chunktune._cli._list_cmd import entry_fields
+from chunktune._load import MachineLoad
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+DEVICE = {"cpu": "EPYC 9654", "logical_cpus": 192, "usable_cpus": 8, "mujoco": "3.3.0"}
+
+
+def _listed_json(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    """What `cache list --json` printed: exit 0, and stdout one JSON document, nothing else."""
+    assert main(["cache", "list", "--json"]) == 0
+    out = capsys.readouterr().out
+    listed = json.loads(out)
+    assert isinstance(listed, list)
+    return listed
+
+
+def test_list_json_gives_each_entry_s_facts_under_stable_names(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list --json`: one JSON list, newest first, chunk null for native, date ISO 8601."""
+    created = 1_780_000_000.0
+    DecisionCache(isolated / "cache.json").update(
+        {
+            "a" * 32 + ".111111aaaaaa": entry(
+                8,
+                created=created,
+                host="node7.cluster.example",
+                device=DEVICE,
+                mujoco_version="3.3.0",
+                policy_hash="111111aaaaaa",
+                load=MachineLoad(2.5, 2),
+                signature={"task": "reach", "horizon": 200},
+                model_file="/models/arm.xml",
+            ),
+            "b" * 32 + ".222222bbbbbb": entry(None, created=created - 3600, host=""),
+        }
+    )
+    first, second = _listed_json(capsys)
+    assert first == {
+        "key": "a" * 32 + ".111111aaaaaa",
+        "short_key": "a" * 12,
+        "chunk_size": 8,
+        "native_chunk": 3,
+        "num_envs": 64,
+        "nthread": 2,
+        "model": "? arm.xml",
+        "model_file": "/models/arm.xml",
+        "policy": "balanced",
+        "policy_hash": "111111aaaaaa",
+        "reason": "test",
+        "gain": 0.0,
+        "partial": False,
+        "busy": True,
+        "created": "2026-05-28T20:26:40+00:00",
+        "host": "node7.cluster.example",
+        "machine": {"cpu": "EPYC 9654", "cpus": 192, "usable_cpus": 8, "mujoco": "3.3.0"},
+        "chunktune_version": None,
+        "signature": {"horizon": 200, "task": "reach"},
+    }
+    assert datetime.datetime.fromisoformat(str(first["created"])).timestamp() == created
+    assert second["key"] == "b" * 32 + ".222222bbbbbb"
+    assert (second["chunk_size"], second["host"], second["busy"]) == (None, None, False)
+    assert second["machine"] == {"cpu": None, "cpus": None, "usable_cpus": None, "mujoco": None}
+
+
+@pytest.mark.parametrize("created", [0.0, -5.0, 1e300], ids=["unknown", "negative", "far"])
+def test_list_json_gives_a_date_it_cannot_write_as_null(
+    isolated: Path, capsys: pytest.CaptureFixture[str], created: float
+) -> None:
+    """An entry of unknown date, or one no clock can write (1e300), has `created: null`."""
+    DecisionCache(isolated / "cache.json").put("c" * 32, entry(created=created))
+    (only,) = _listed_json(capsys)
+    assert only["created"] is None
+
+
+def test_list_json_of_an_empty_cache_is_an_empty_list(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list --json` with no entries prints `[]`, not the table's 'no entries' line."""
+    assert _listed_json(capsys) == []
+
+
+def test_list_json_of_a_wrong_shape_warns_on_stderr_and_prints_only_json(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache of the wrong shape: moved aside, warned of on stderr; stdout is still `[]`."""
+    path = isolated / "cache.json"
+    path.write_text('{"schema": 1, "entries": null}')
+    assert main(["cache", "list", "--json"]) == 0
+    out, err = capsys.readouterr()
+    (aside,) = isolated.glob("cache.json.corrupt-*")
+    assert json.loads(out) == [] and str(path) in err and str(aside) in err
+
+
+def test_list_json_of_a_damaged_cache_that_cannot_go_aside_lists_its_whole_entries(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged cache whose lock cannot be taken: the whole entries as JSON, the warning apart."""
+    path = isolated / "cache.json"
+    DecisionCache(path).update(
+        {"a" * 32: entry(4, reason="test 1"), "b" * 32: entry(8, reason="test 2")}
+    )
+    path.write_bytes(path.read_bytes().replace(b"test 2", b"test 3"))
+    (isolated / "cache.json.lock").mkdir()  # the write lock cannot be taken
+    assert main(["cache", "list", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [row["key"] for row in json.loads(out)] == ["a" * 32]
+    (warning,) = err.splitlines()
+    assert "could not move it aside" in warning
+
+
+def test_list_json_of_an_unreadable_cache_is_exit_2_as_the_table_s(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache that cannot be read: `list --json` exits 2 with one message and no stdout."""
+    broken = isolated / "dir.json"
+    broken.mkdir()
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(broken))
+    assert main(["cache", "list", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "cannot read the cache" in one_error(err)
+
+
+def test_the_readme_lists_exactly_the_fields_list_json_prints() -> None:
+    """The README's `list --json` paragraph names every field of an entry and its machine."""
+    start = README.index("- `list --json` prints one JSON list")
+    listed = README[start : README.index("\n- ", start + 1)]
+    named = set(re.findall(r"`(\w+)`", listed))
+    fields = entry_fields("k", "k", entry())
+    assert set(fields) | set(fields["machine"]) <= named
+    assert named - set(fields) - set(fields["machine"]) <= {"null"}
+
+
+def test_list_shows_a_host_column_where_the_entries_come_from_several_hosts(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Entries of two hosts: a last column `host`, the name up to its first dot, cut at 12."""
+    DecisionCache(isolated / "cache.json").update(
+        {
+            "a" * 32: entry(4, age_s=10, host="node7.cluster.example"),
+            "b" * 32: entry(8, age_s=20, host="gpu-worker-0042-east.example"),
+            "c" * 32: entry(8, age_s=30, host=""),
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["key", "model", "N", "T", "chunk", "age", "policy", "host"]
+    hosts = [ln.split()[-1] for ln in lines[2:5]]
+    assert hosts == ["node7", "gpu-worker-…", "?"]
+
+
+def test_list_shows_no_host_column_where_one_host_made_every_entry(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Entries of one host only: the table keeps its columns, with no `host` column."""
+    DecisionCache(isolated / "cache.json").update(
+        {"a" * 32: entry(4, host="node7"), "b" * 32: entry(8, host="node7")}
+    )
+    assert main(["cache", "list"]) == 0
+    assert "host" not in capsys.readouterr().out.splitlines()[0]
