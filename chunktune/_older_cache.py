@@ -6,7 +6,8 @@ chunktune caching in the user cache folder instead, and measuring again in every
 container, without a word. The older entries cannot answer chunktune's requests (their
 keys hashed too little), so the file is not read, and an older tuner still using it keeps
 it as it was. The compat drop-in says so, once a process, where one of the variables is
-set and the settings choose no file of chunktune's. Off an event loop it goes by the
+set, the settings choose no file of chunktune's and their active policy measures (one
+that never does, ``off``, never reaches the cache). Off an event loop it goes by the
 settings its resolve discovered, where a stat still vouches for them: a settings file
 changed within the last few seconds leaves the warning to a later call.
 """
@@ -33,10 +34,13 @@ _lock = threading.Lock()
 def warn_of_older_cache(settings: Settings | None) -> None:
     """Warn, once a process, where a variable names the older tuner's cache file while
     ``settings`` (the resolve's; None where unknown: nothing is said this time) cache in
-    chunktune's default file: neither ``$CHUNKTUNE_CACHE`` nor ``[cache] path`` is set.
+    chunktune's default file: neither ``$CHUNKTUNE_CACHE`` nor ``[cache] path`` is set, and
+    the active policy measures (a disabled one, ``off``, never reaches the cache).
     """
     global _warned
     if _warned or settings is None or not settings.cache.enabled or settings.cache.path:
+        return
+    if not settings.active.enabled:
         return
     named = [(name, os.environ.get(name)) for name in OLDER_CACHE_VARIABLES]
     found = next(((name, value) for name, value in named if value), None)

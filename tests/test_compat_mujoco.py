@@ -178,6 +178,29 @@ def test_a_chosen_cache_file_is_no_reason_to_warn_of_the_older_variable(
 
 
 @pytest.mark.parametrize("where", ["plain", "event loop"])
+def test_a_policy_that_never_measures_is_no_reason_to_warn_of_the_older_variable(
+    pool: RolloutPool,
+    older_cache: Path,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+) -> None:
+    """policy = "off" never reaches the cache: no warning that chunktune caches elsewhere."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.setenv(OLDER_CACHE_VARIABLES[0], str(older_cache))
+    (isolated / "chunktune.toml").write_text('policy = "off"\n')
+
+    async def on_a_loop() -> int | None:
+        return resolve(pool)
+
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        answer = asyncio.run(on_a_loop()) if where == "event loop" else resolve(pool)
+    assert answer is None and pool.calls == 0
+    assert _older_warnings(caplog) == [] and not default_cache_path().exists()
+
+
+@pytest.mark.parametrize("where", ["plain", "event loop"])
 def test_a_bug_in_warning_of_the_older_cache_leaves_the_answer(
     pool: RolloutPool,
     older_cache: Path,
