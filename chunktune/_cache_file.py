@@ -83,7 +83,7 @@ class CacheFile:
         self.format = format
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
         # a file left as it is (a newer chunktune's, or another program's): why
-        self._newer: LastParse[str] = LastParse()
+        self._left: LastParse[str] = LastParse()
         # an unusable file (what is wrong with it): not parsed again until the file
         # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
         self.broken: LastParse[Broken] = LastParse()
@@ -176,7 +176,7 @@ class CacheFile:
             return entries
         settled = not changed_lately(stat[0], stat[3], now)
         if settled:  # no write can carry these stamps now: the stat alone tells
-            if (why := self._newer.by_stat(stat)) is not None:
+            if (why := self._left.by_stat(stat)) is not None:
                 raise _left_alone(self.path, why)
             if (broken := self.broken.by_stat(stat)) is not None:
                 raise UnusableCache(broken.why)
@@ -189,7 +189,7 @@ class CacheFile:
         # entries here: benchmarks/racy_bench.py)
         if not fresh and (entries := self._memo.by_bytes(stat, raw, settled=settled)) is not None:
             return entries
-        if (why := self._newer.by_bytes(stat, raw, settled=settled)) is not None:
+        if (why := self._left.by_bytes(stat, raw, settled=settled)) is not None:
             raise _left_alone(self.path, why)
         if (broken := self.broken.by_bytes(stat, raw, settled=settled)) is not None:
             raise UnusableCache(broken.why)
@@ -198,7 +198,7 @@ class CacheFile:
         try:
             entries = self.parse(raw)
         except LeftAlone as exc:
-            self._newer.keep(version, str(exc))
+            self._left.keep(version, str(exc))
             raise _left_alone(self.path, str(exc)) from None
         except UnusableCache as exc:
             self.broken.keep(version, Broken(str(exc)))

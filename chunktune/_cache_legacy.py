@@ -26,13 +26,14 @@ __all__ = ["LEGACY_PREFIX", "is_legacy", "legacy_entries", "stray_legacy"]
 LEGACY_PREFIX = "legacy-"  # keys of entries migrated from the older tuner's flat cache
 
 
+def _is_entry(value: object) -> bool:
+    """Whether a top-level value is shaped as the older tuner's entries are."""
+    return isinstance(value, dict) and "chunk_size" in value
+
+
 def is_legacy(doc: Mapping[str, Any]) -> bool:
     """Whether a decoded document is the older tuner's: no schema, every value an entry."""
-    return (
-        "schema" not in doc
-        and bool(doc)
-        and all(isinstance(v, dict) and "chunk_size" in v for v in doc.values())
-    )
+    return "schema" not in doc and bool(doc) and all(_is_entry(v) for v in doc.values())
 
 
 def stray_legacy(doc: Mapping[str, Any], *, own: Collection[str]) -> dict[str, Any]:
@@ -42,11 +43,7 @@ def stray_legacy(doc: Mapping[str, Any], *, own: Collection[str]) -> dict[str, A
     document, sets its key at the top level beside chunktune's ``own`` keys and writes it
     back. Read as its entries, they are kept by the next write instead of dropped.
     """
-    return {
-        key: value
-        for key, value in doc.items()
-        if key not in own and isinstance(value, dict) and "chunk_size" in value
-    }
+    return {key: value for key, value in doc.items() if key not in own and _is_entry(value)}
 
 
 def legacy_entries(
