@@ -649,7 +649,9 @@ async def test_on_an_event_loop_a_settings_file_unread_for_want_of_descriptors_a
 ) -> None:
     """On the loop's thread the settings' read failing for want of descriptors: None, warned."""
     spent = OSError(errno.EMFILE, "Too many open files")
-    unread = chunktune.ConfigError("cannot read settings file chunktune.toml: Too many open files")
+    unread = chunktune.ConfigError(
+        "cannot read it: Too many open files", source="chunktune.toml", unread=True
+    )
     unread.__cause__ = spent  # as _config raises it: the process's descriptors, not the file
 
     def load(*args: object, **kwargs: object) -> object:
