@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from .._atomic import check_writable
 from .._cache import DecisionCache, read_cache_stream
 from .._cache_format import ParsedCache
 from .._cache_legacy import LEGACY_PREFIX
@@ -48,6 +49,7 @@ __all__ = [
     "named_policy",
     "open_cache",
     "output_file",
+    "output_writable",
     "read_stdin_cache",
     "same_file",
     "say",
@@ -319,6 +321,19 @@ def output_file(what: str, value: str) -> Path:
     if _is_dir(what, path):
         raise OutputError(f"{what} {path} is a directory; expected a file's name")
     return path
+
+
+def output_writable(path: Path, what: str) -> None:
+    """Said before a command works for minutes: the file ``path`` (the ``what``: ``"plot"``,
+    ``"trace"``) can be written, as the write after the work would make it.
+
+    Raises:
+        OutputError: it cannot (a read-only or forbidden directory), naming the file and why.
+    """
+    try:
+        check_writable(path)
+    except OSError as exc:
+        raise OutputError(f"cannot write the {what} {path}: {exc.strerror or exc}") from exc
 
 
 def _is_dir(what: str, path: Path) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._atomic import check_writable, write_atomic
+from .._atomic import write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
 from .._lock_wait import hold_blocking, noted_holder
@@ -38,6 +38,7 @@ from ._common import (
     help_formatter,
     live_terminal,
     output_file,
+    output_writable,
     say,
 )
 
@@ -134,10 +135,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
-    try:  # said now, not after minutes of recording
-        check_writable(out)
-    except OSError as exc:
-        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}") from exc
+    output_writable(out, "trace")  # said now, not after minutes of recording
     if args.rounds > MAX_COUNT:  # said now, not after the model is built and announced
         raise InvalidArgumentError(f"--rounds {args.rounds}: expected at most {MAX_COUNT}")
     nthread = pool_threads(args.nthread)

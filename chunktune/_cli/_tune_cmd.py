@@ -13,7 +13,6 @@ import anyio
 import attrs
 from rich.console import Console
 
-from .._atomic import check_writable
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
@@ -43,6 +42,7 @@ from ._common import (
     help_formatter,
     named_policy,
     output_file,
+    output_writable,
     say,
     warn,
 )
@@ -242,10 +242,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                 f"--plot {args.plot}: cannot tell the image format from the suffix; "
                 f"use one of {', '.join('.' + f for f in sorted(formats))}"
             )
-        try:
-            check_writable(target)
-        except OSError as exc:
-            raise OutputError(f"cannot write the plot {target}: {exc.strerror or exc}") from exc
+        output_writable(target, "plot")
     settings = load_settings(args.config)
     policy_name, policy = named_policy(settings, args.policy, "--policy")
 
