@@ -64,22 +64,34 @@ def _span(low: float, high: float) -> str:
     return f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}-{high:.0%}"
 
 
+def _summed(rows: Sequence[TraceRow], policies: Sequence[str]) -> list[str]:
+    """The cells of ``rows`` summed: the gain offered (held out), then each policy's
+    capture and its draws slower than native."""
+    summary = summarize_traces(rows)
+    offered = summary[policies[0]]  # what was on offer: the same under every policy
+    cells = [f"{offered['offered']:.2%} ({offered['offered_held_out']:.2%})"]
+    for policy in policies:
+        took = summary[policy]
+        cells += [_share(took["captured"], offered["offered"]), str(took["draws_slower"])]
+    return cells
+
+
+def _markdown(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def row(name: str, paths: Sequence[Path], rows: Sequence[TraceRow], policies: Sequence[str]) -> str:
     """One recording's Markdown row (``rows``: its traces' replays, every policy's)."""
-    summary = summarize_traces(rows)
-    first = summary[policies[0]]
     sigmas = [stats(p)["sigma"] for p in paths]
-    cells = [
-        f"`{name}`",
-        _recorded(paths)[:10],
-        ", ".join(p.stem for p in paths),
-        _span(min(sigmas), max(sigmas)),
-        f"{first['offered']:.2%} ({first['offered_held_out']:.2%})",
-    ]
-    for policy in policies:
-        cells += [_share(summary[policy]["captured"], first["offered"]),
-                  str(summary[policy]["draws_slower"])]  # fmt: skip
-    return "| " + " | ".join(cells) + " |"
+    return _markdown(
+        [
+            f"`{name}`",
+            _recorded(paths)[:10],
+            ", ".join(p.stem for p in paths),
+            _span(min(sigmas), max(sigmas)),
+            *_summed(rows, policies),
+        ]
+    )
 
 
 def table(
@@ -90,20 +102,14 @@ def table(
     head = ["recording", "recorded", "batches", "a call", "offered (held out)"]
     for name in names:
         head += [name, "slower"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines = [_markdown(head), "|" + " --- |" * len(head)]
     groups = recordings(folder)
     for parent, paths in groups.items():
         name = str(parent.relative_to(folder)) if parent != folder else "./"
         lines.append(row(name, paths, [r for p in paths for r in runs[p]], names))
     everything = [r for rows in runs.values() for r in rows]
-    summary = summarize_traces(everything)
-    first = summary[names[0]]
-    cells = [f"all ({len(groups)})", "", f"{len(runs)} traces, {draws} draws each", "",
-             f"{first['offered']:.2%} ({first['offered_held_out']:.2%})"]  # fmt: skip
-    for name in names:
-        cells += [_share(summary[name]["captured"], first["offered"]),
-                  str(summary[name]["draws_slower"])]  # fmt: skip
-    lines.append("| " + " | ".join(cells) + " |")
+    totals = [f"all ({len(groups)})", "", f"{len(runs)} traces, {draws} draws each", ""]
+    lines.append(_markdown([*totals, *_summed(everything, names)]))
     return "\n".join(lines)
 
 
