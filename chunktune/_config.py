@@ -127,15 +127,27 @@ def _policies(
         ]
         said = found[name]
         if name in user and any(not said[i].startswith(".") for i in kept):
-            # again, its rules noting inherited values: the plain lines above are what
-            # tell a parent's problem from the policy's own
-            again: list[str] = []
-            with noted(_notes(name, presets, user)):
-                structure(tables[name], Policy, f"{layer}.{name}", again)
-            if len(again) == len(said):
-                said = [p[len(f"{layer}.{name}") :] for p in again]
+            # the plain lines are what tell a parent's problem from the policy's own
+            said = _noted_problems(name, tables[name], presets, user, said)
         problems.extend(f"{layer}.{name}{said[i]}" for i in kept)
     return policies
+
+
+def _noted_problems(
+    name: str,
+    table: Mapping[str, Any],
+    presets: Mapping[str, dict[str, Any]],
+    user: Mapping[str, Any],
+    plain: list[str],
+) -> list[str]:
+    """User policy ``name``'s problems (``plain``, past its path) said again, each broken
+    rule noting the values it inherits (see :func:`_notes`); ``plain`` should building it
+    again find other problems."""
+    path = f"policies.{name}"
+    again: list[str] = []
+    with noted(_notes(name, presets, user)):
+        structure(table, Policy, path, again)
+    return [p[len(path) :] for p in again] if len(again) == len(plain) else plain
 
 
 # ---------------------------------------------------------------- presets
