@@ -24,7 +24,8 @@ from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import origins, resolve_tables
 from ._paths import is_path, user_path
-from ._policy import DEFAULT_NOTE, Policy, noted
+from ._policy import Policy
+from ._policy_notes import DEFAULT_NOTE, noted
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
     DEFAULT_POLICY,

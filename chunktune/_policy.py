@@ -13,22 +13,19 @@ False: the description, the on/off switch and the time limits).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
 from typing import Any, ClassVar, Literal, get_args
 
 import attrs
 
 from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError, InvalidArgumentError
+from ._policy_notes import names_noted, note_of, notes_now
 from ._shown import bound, shown, spelled
 from ._validators import boolean, choice, integer, number, plain_numbers, refused, text
 
 __all__ = [
-    "DEFAULT_NOTE",
     "ESTIMATORS",
     "EXTEND_SHARE",
     "MAX_LIMIT_S",
@@ -38,7 +35,6 @@ __all__ = [
     "Policy",
     "TieBreak",
     "given_policy",
-    "noted",
 ]
 
 Estimator = Literal["min", "median", "trimmed_mean", "lower_mean", "mean"]
@@ -57,49 +53,6 @@ MAX_LIMIT_S = 1e6
 EXTEND_SHARE = 0.9
 """An extended sweep ends by this share of ``hard_limit_s``, which ends the flight itself
 (counted from the resolve's start: a sweep that began after waits has that much less)."""
-
-# What the cross-field rules say after each value they name, by field name (see noted()).
-_NOTES: ContextVar[Mapping[str, str] | None] = ContextVar("chunktune_policy_notes", default=None)
-
-
-@contextlib.contextmanager
-def noted(notes: Mapping[str, str]) -> Iterator[None]:
-    """While a policy read from a file is built: a note for each value it does not set
-    itself (``from preset "patient"``, ``the default``), which a broken cross-field rule
-    puts after the value it names.
-
-    The loader knows where an inherited value came from, the record does not; without
-    the note, ``hard_limit_s 40`` of a policy that extends ``patient`` read as a value
-    the user wrote.
-    """
-    token = _NOTES.set(notes)
-    try:
-        yield
-    finally:
-        _NOTES.reset(token)
-
-
-DEFAULT_NOTE = "the default"
-"""The note of a value that no table of a policy's ``extends`` chain sets (see noted())."""
-
-
-def _listed(names: list[str], notes: Mapping[str, str]) -> tuple[str, str]:
-    """``race, paired and confirm``, and the note their values share (`` (the defaults)``,
-    said once after what they are), or each name with its own note and ``""``."""
-    said = {notes.get(name, "") for name in names}
-    if len(said) == 1:
-        words, shared = names, said.pop()
-        if shared == DEFAULT_NOTE and len(names) > 1:
-            shared += "s"  # several values, each its own default
-    else:
-        words, shared = [name + _note(name, notes) for name in names], ""
-    listed = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
-    return listed, f" ({shared})" if shared else ""
-
-
-def _note(name: str, notes: Mapping[str, str]) -> str:
-    return f" ({notes[name]})" if name in notes else ""
-
 
 # Field metadata of Policy (see the module docstring).
 _RULE = {"rule": True}
@@ -188,10 +141,10 @@ class Policy:
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
     def __attrs_post_init__(self) -> None:
-        notes = _NOTES.get() or {}
+        notes = notes_now()
 
         def said(name: str, value: object) -> str:  # "hard_limit_s 40 (from preset ...)"
-            return f"{name} {value}{_note(name, notes)}"
+            return f"{name} {value}{note_of(name, notes)}"
 
         problems = []  # every rule broken, not just the first
         if self.max_rounds < self.min_rounds:
@@ -218,7 +171,7 @@ class Policy:
         ]
         if rounds_only:
             one = len(rounds_only) == 1
-            listed, shared = _listed(rounds_only, notes)
+            listed, shared = names_noted(rounds_only, notes)
             problems.append(
                 f"{said('interleave', 'is false')} but {listed} "
                 f"{'is' if one else 'are'} true{shared}; expected "
@@ -231,7 +184,7 @@ class Policy:
             one = len(on_differences) == 1
             named = " and ".join(on_differences)
             part = "least" if self.estimator == "min" else "faster half"
-            listed, shared = _listed(on_differences, notes)
+            listed, shared = names_noted(on_differences, notes)
             problems.append(
                 f"{said('estimator', spelled(self.estimator))} is not valid with "
                 f"{listed} true{shared}; expected "
@@ -246,7 +199,7 @@ class Policy:
             problems.append(
                 f"{said('extend_budget', 'is true')} but hard_limit_s is not set; expected a "
                 f"hard_limit_s (an extended sweep ends by nine tenths of it) above "
-                f"time_budget_s{_note('time_budget_s', notes)} / {EXTEND_SHARE:g} "
+                f"time_budget_s{note_of('time_budget_s', notes)} / {EXTEND_SHARE:g} "
                 f"({room:.4g} s)"
             )
         elif self.extend_budget and self.hard_limit_s is not None and self.hard_limit_s <= room:
