@@ -332,13 +332,6 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
             id="sizes-under-an-inherited-strategy",
         ),
         pytest.param(
-            {},
-            "quick",
-            "policies.m.max_candidates: unknown key; a key of the policy's [candidates] table: "
-            "expected it there as candidates.max_candidates",
-            id="a-candidates-key-in-the-policy",
-        ),
-        pytest.param(
             {"strategy": "explicit", "sizes": [3], "max_candidates": 4},
             None,
             'policies.m.candidates.max_candidates: unknown key for strategy "explicit"; a key '
@@ -351,12 +344,23 @@ def test_a_candidates_table_names_what_its_strategy_lacks(
     candidates: dict[str, object], extends: str | None, message: str
 ) -> None:
     """A [candidates] problem names the strategy (and a key's own strategy), or the missing key."""
-    table: dict[str, object] = {"candidates": candidates} if candidates else {"max_candidates": 6}
+    table: dict[str, object] = {"candidates": candidates}
     if extends:
         table["extends"] = extends
     with pytest.raises(ConfigError) as err:
         settings_from_dict({"policies": {"m": table}})
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["max_candidates", "sizes", "strategy"])
+def test_a_candidates_key_in_the_policys_own_table_names_the_candidates_table(key: str) -> None:
+    """A [candidates] key written in the policy's own table is told to go under candidates."""
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"policies": {"m": {"extends": "quick", key: 6}}})
+    assert err.value.problems == (
+        f"policies.m.{key}: unknown key; a key of the policy's [candidates] table: "
+        f"expected it there as candidates.{key}",
+    )
 
 
 @pytest.mark.parametrize(
