@@ -527,8 +527,33 @@ def test_off_a_terminal_a_round_is_said_once_due_and_the_last_never(
     for round_, elapsed in calls:
         shown(ProgressEvent(kind="probe", chunk_size=2, round=round_, elapsed_s=elapsed))
     assert capsys.readouterr().err.splitlines() == [
-        "chunktune: round 1/3 done: 2 of 6 calls in 30 s"
+        "chunktune: round 1/3 done: 2 of 6 calls in 30 s, about 60 s left"
     ]
+
+
+@pytest.mark.parametrize(
+    ("per_round", "elapsed", "said"),
+    [
+        pytest.param(
+            128, 44.0, "round 2/24 done: 256 of 3072 calls in 44 s, about 8 min left", id="minutes"
+        ),
+        pytest.param(
+            2, 40.0, "round 2/3 done: 4 of 6 calls in 40 s, about 20 s left", id="seconds"
+        ),
+    ],
+)
+def test_off_a_terminal_a_finished_round_says_about_how_long_is_left(
+    capsys: pytest.CaptureFixture[str], per_round: int, elapsed: float, said: str
+) -> None:
+    """A round said off a terminal gives the time left at the pace so far, in s or min."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._record_cmd import _Shown
+
+    shown = _Shown(3 if per_round == 2 else 24, per_round, quiet=False)
+    for call in range(2 * per_round):
+        at = elapsed if call == 2 * per_round - 1 else 1.0
+        shown(ProgressEvent(kind="probe", chunk_size=2, round=1 + call // per_round, elapsed_s=at))
+    assert capsys.readouterr().err.splitlines() == [f"chunktune: {said}"]
 
 
 class NumpySigned:
