@@ -1774,6 +1774,13 @@ def test_python_m_chunktune_help() -> None:
     assert "chunktune tune --json" in tune.stdout
 
 
+def test_main_help_says_how_a_trainer_uses_the_decision() -> None:
+    """The main help's first screen says how a program gets a chunk size and passes it on."""
+    result = run_cli("--help")
+    assert "chunktune.resolve_sync(workload)" in result.stdout
+    assert "chunk_size=decision.chunk_size" in result.stdout
+
+
 def test_main_help_names_the_commands_that_read_settings() -> None:
     """The main help's settings line names exactly the commands with a --config option."""
     import argparse

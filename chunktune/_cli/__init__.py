@@ -62,6 +62,10 @@ examples:
   chunktune policy show quick         a policy, fully resolved, as TOML
   chunktune record -o demo.json       every chunk size of the demo, as a trace
 
+in a trainer: decision = chunktune.resolve_sync(workload), or await
+chunktune.resolve(workload); then pass chunk_size=decision.chunk_size to each
+pool.rollout(...) call; None keeps the native chunk (README: "Using it from Python").
+
 exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
 workload failed while measuring or in signature(), chunktune's own code failed, the
 process ran out of threads or file descriptors, or hard_limit_s ran out); 2 a usage,
