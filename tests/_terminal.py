@@ -67,6 +67,8 @@ def run_on_terminal(
             stdout=subprocess.PIPE,
             stderr=slave,
             env=env,
+            # a shell may start background jobs with SIGINT ignored; Ctrl-C must reach it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     finally:
         os.close(slave)
