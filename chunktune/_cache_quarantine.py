@@ -264,9 +264,10 @@ class Quarantine:
         if strict:
             raise CacheError(f"cannot read the cache {path}: {exc.strerror or exc}") from exc
         if self._first_time(_UNAVAILABLE):
+            # the path is said once: str(exc) would repeat it, after an [Errno N]
             logger.warning(
                 "chunktune: cache %s is unavailable (%s); continuing without a cache",
                 path,
-                exc,
+                exc.strerror or exc,
             )
         return {}

@@ -225,6 +225,34 @@ def test_some_other_programs_file_named_as_the_cache_is_left_as_it_is(
     assert [p.name for p in tmp_path.iterdir()] == [name]
 
 
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        pytest.param("package.json", b'{"name": "x", "version": "1.0"}', id="other-json"),
+        pytest.param("cache.json", None, id="folder"),
+    ],
+)
+def test_the_warning_of_a_cache_left_alone_names_it_once_and_why_without_an_errno(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    raw: bytes | None,
+) -> None:
+    """A resolve beside another program's file or a folder warns once: the path once, no [Errno]."""
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    path = isolated / name
+    path.write_bytes(raw) if raw is not None else path.mkdir()
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="alone")
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    (said,) = [r.getMessage() for r in caplog.records if "is unavailable" in r.getMessage()]
+    assert said.startswith(f"chunktune: cache {path} is unavailable (it ")
+    assert said.count(str(path)) == 1 and "Errno" not in said
+
+
 @pytest.mark.parametrize("refresh", [False, True], ids=["lookup", "refresh"])
 @pytest.mark.parametrize(
     ("name", "raw"),
