@@ -783,3 +783,137 @@ def test_the_description_quoted_for_a_policy_without_one_is_the_one_it_gets(
     (elided,) = _said(r'\(else\s+#\s+"([^"]+)"\)', README)
     head, tail = elided.split(" ... ")
     assert quoted.startswith(head) and quoted.endswith(tail)
+
+
+def test_the_exit_statuses_tabled_are_the_command_line_s() -> None:
+    """The README's exit-status table lists every status the CLI has, SIGTERM's as 143."""
+    from chunktune._cli import _common
+
+    start = README.index("| status | meaning |")
+    table = README[start : README.index("\n\n", start)]
+    rows = dict(re.findall(r"^\| (\d+) \| (.*) \|$", table, flags=re.M))
+    codes = {getattr(_common, name) for name in _common.__all__ if name.startswith("EXIT_")}
+    assert {int(code) for code in rows} == codes
+    (terminated,) = [code for code, meaning in rows.items() if "SIGTERM" in meaning]
+    (interrupted,) = [code for code, meaning in rows.items() if "(Ctrl-C)" in meaning]
+    assert (int(terminated), int(interrupted)) == (
+        _common.EXIT_TERMINATED,
+        _common.EXIT_INTERRUPTED,
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "pattern"),
+    [
+        pytest.param("margin = 0.03\n", r"\(`(margin: unknown key; [^`]*)`", id="top-level"),
+        pytest.param(
+            '[policies.mine]\nextends = "quick"\n[policies.mine.candidates]\nsizes = [3]\n',
+            r"\(`(a key of strategy \"explicit\" [^`]*)`\)",
+            id="sizes-under-balanced",
+        ),
+        pytest.param(
+            "[policies.mine]\nmargin = 3\n", r"is told `(expected a fraction [^`]*)`", id="3"
+        ),
+        pytest.param(
+            '[policies.mine]\nmargin = "3%"\n',
+            r"is told `(expected a fraction [^`]*)`",
+            id="3%",
+        ),
+        pytest.param(
+            "[policies.mine]\nconfirm_share = 95\n",
+            r"`confirm_share = 95` is told only the unit, `(\([^`]*\))`",
+            id="share-95",
+        ),
+        pytest.param(
+            '[policies.mine]\nextends = "patient"\ntime_budget_s = 38\n',
+            r"`time_budget_s = 38`: `([^`]*)`",
+            id="inherited",
+        ),
+    ],
+)
+def test_the_settings_mistakes_quoted_are_what_loading_them_says(
+    tmp_path: Path, written: str, pattern: str
+) -> None:
+    """Each settings error the README quotes is what loading that mistake reports."""
+    import chunktune
+
+    (quoted,) = _said(pattern, " ".join(README.split()))
+    path = tmp_path / "chunktune.toml"
+    path.write_text(written)
+    with pytest.raises(chunktune.ConfigError) as refused:
+        chunktune.load_settings(path)
+    said = str(refused.value)
+    assert said.startswith(f"invalid settings in {path}: ") and quoted in said
+    if "share" in written:
+        assert said.endswith(quoted)
+
+
+def test_a_missing_settings_file_is_told_as_quoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named settings file that does not exist gets the README's message, by name or by $."""
+    import chunktune
+
+    text = " ".join(README.split())
+    (missing,) = _said(r"\(`(settings file FILE: [^`]*)`", text)
+    (by_variable,) = _said(r"or `(FILE \(named by \$CHUNKTUNE_CONFIG\))`", text)
+    path = tmp_path / "nope.toml"
+    with pytest.raises(chunktune.ConfigError) as refused:
+        chunktune.load_settings(path)
+    assert str(refused.value) == missing.replace("FILE", str(path))
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(chunktune.ConfigError) as refused:
+        chunktune.load_settings(None)
+    assert str(refused.value) == missing.replace("FILE", by_variable.replace("FILE", str(path)))
+
+
+def test_the_lengths_cache_clear_and_the_host_column_take_are_the_code_s() -> None:
+    """`clear KEY`'s shortest prefix and the host column's width are the code's numbers."""
+    from chunktune._cli._entry_keys import MIN_CLEAR_CHARS
+    from chunktune._cli._list_cmd import _HOST_CHARS
+
+    text = " ".join(README.split())
+    (prefix,) = _said(r"the whole key, or its first (\d+) or more characters", text)
+    (host,) = _said(r"up to its first dot \((\d+) characters at most", text)
+    assert (int(prefix), int(host)) == (MIN_CLEAR_CHARS, _HOST_CHARS)
+
+
+def test_the_older_tuner_s_cache_variables_named_are_those_compat_heeds() -> None:
+    """Where the README names the older tuner's cache file, it names both variables for it."""
+    from chunktune._older_cache import OLDER_CACHE_VARIABLES
+
+    text = " ".join(README.split())
+    places = re.findall(r"`~/\.cache/unisim/chunk_size\.json`([^)]*)\)", text)
+    assert places
+    for place in places:
+        assert tuple(re.findall(r"`\$(\w+)`", place)) == OLDER_CACHE_VARIABLES
+
+
+def test_what_list_json_leaves_null_for_an_older_tuner_s_entry_is_as_said(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list --json` of an older tuner's entry: the fields said null, dated by its file."""
+    import datetime
+    import json
+    import os
+
+    from chunktune._cli import main
+
+    (nulls, dated) = _said(
+        r"is `null` \(an older tuner's entry's ([^;]*) fields, say; its `(\w+)` is when\s+the "
+        r"file it came from was last written\)",
+        " ".join(README.split()),
+    )
+    old = isolated / "chunk_size.json"
+    old.write_text(json.dumps({"k": {"chunk_size": 8, "per_candidate_ms": {"None": 2.0}}}))
+    os.utime(old, (1_790_000_000, 1_790_000_000))
+    assert main(["cache", "import", str(old)]) == 0
+    capsys.readouterr()
+    assert main(["cache", "list", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    for field in re.findall(r"`(\w+)`", nulls):
+        value = listed[field]
+        assert value is None or set(value.values()) == {None}, (field, value)
+    stamp = datetime.datetime.fromisoformat(listed[dated])
+    assert stamp.timestamp() == 1_790_000_000
