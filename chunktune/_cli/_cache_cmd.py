@@ -45,7 +45,7 @@ _CACHE_EPILOG = """\
 examples:
   chunktune cache path                 where the cache file is
   chunktune cache list                 one line per stored decision
-  chunktune cache list --json | jq '.[] | select(.host == "node7") | .key'
+  chunktune cache list --json | jq '.[] | select((.host // "") | startswith("node7")) | .key'
                                        the entries as JSON, for a program
   chunktune cache show 3fa9c1          the stored table of one entry (key prefix)
   chunktune cache clear --yes          delete every entry
