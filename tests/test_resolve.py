@@ -1453,7 +1453,7 @@ async def test_with_the_cache_disabled_a_shared_sweep_is_not_answered_again(
     """With the cache off, a sweep two tasks shared is not repeated from memory: it measures."""
     config = tmp_path / "nocache.toml"
     config.write_text("[cache]\nenabled = false\n")
-    w, settings = uneven(), chunktune.load_settings(config)
+    w, settings = AwaitsSharers(1), chunktune.load_settings(config)
     sources: list[str] = []
 
     async def one() -> None:
