@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +31,21 @@ def test_snippet_runs(
     monkeypatch.chdir(ROOT)
     code = compile(SNIPPETS[index], f"README.md snippet {index + 1}", "exec")
     exec(code, {"__name__": f"readme_snippet_{index}"})
+
+
+@pytest.mark.mujoco
+@pytest.mark.slow
+def test_the_cancelled_resolve_snippet_steps_the_pool_without_crashing(tmp_path: Path) -> None:
+    """The README's cancel-then-step snippet closes the workload first, and its process lives."""
+    (snippet,) = [s for s in SNIPPETS if "move_on_after" in s and "pool.rollout(" in s]
+    assert "workload.close" in snippet
+    script = tmp_path / "cancelled.py"
+    script.write_text(snippet)
+    # a process of its own: two threads in one MuJoCo pool end the process, not a test
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -243,9 +243,10 @@ class RolloutWorkload:
         """Stop using the pool, once no :meth:`run` is using it; close it if the workload made it.
 
         A caller's pool stays open, and is the caller's again when this returns: a
-        ``run()`` that a ``hard_limit_s`` fallback left behind is waited for first (MuJoCo's
-        pool crashes the process when two threads call it at once). ``timeout_s``
-        bounds that wait; past it nothing is closed and the result is False.
+        ``run()`` that a cancelled resolve or a ``hard_limit_s`` fallback left behind is
+        waited for first, and none starts after (MuJoCo's pool crashes the process when
+        two threads call it at once). ``timeout_s`` bounds that wait; past it nothing is
+        closed and the result is False. It blocks: from a task, run it in a thread.
         """
         if not self._busy.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s)):
             return False
