@@ -615,6 +615,33 @@ async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
     ]
 
 
+async def test_a_task_that_shares_a_sweep_gets_none_of_its_events_as_the_readme_says() -> None:
+    """A sharer's own on_progress gets no event; its decision is "cache" with a shared reason."""
+    w = AwaitsSharers(1)
+    events: dict[str, list[str]] = {"first": [], "second": []}
+    decisions: dict[str, chunktune.Decision] = {}
+
+    async def one(name: str) -> None:
+        decisions[name] = await chunktune.resolve(
+            w, on_progress=lambda e: events[name].append(e.kind)
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, "first")
+        tg.start_soon(one, "second")
+    (owner,) = [name for name, d in decisions.items() if d.source == "benchmark"]
+    (sharer,) = set(decisions) - {owner}
+    assert "done" in events[owner] and events[sharer] == []
+    shared = decisions[sharer]
+    assert shared.source == "cache" and shared.probe_seconds == 0.0
+    assert shared.reason.startswith("shared a concurrent sweep: ")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (cache_row,) = [line for line in readme.splitlines() if line.startswith('| `"cache"` |')]
+    assert "shared a concurrent sweep: " in cache_row
+    (progress_row,) = [line for line in readme.splitlines() if line.startswith("| `on_progress` |")]
+    assert "shares another task's sweep of the same key gets none" in progress_row
+
+
 async def test_a_cancelled_sweep_leaves_the_machine_wide_lock_free() -> None:
     """Once a cancelled resolve's sweep thread has ended, the sweep lock can be taken at once."""
     await cancel_mid_sweep(SlowSim(uneven().costs, nthread=8))
