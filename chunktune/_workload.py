@@ -277,10 +277,19 @@ def check_workload(workload: object) -> tuple[int, int]:
                 f"{name}() (a workload needs num_envs, nthread, signature() and run())"
             )
     checked = cast(Workload, workload)
-    return (
-        check_count(checked.num_envs, what="num_envs"),
-        check_count(checked.nthread, what="nthread"),
-    )
+    # named as the workload's own: a bare "nthread must be ..." reads as an argument of
+    # resolve's, which has none of that name
+    owner = type(workload).__name__
+    num_envs = check_count(checked.num_envs, what=f"the workload's num_envs ({owner}.num_envs)")
+    nthread = checked.nthread
+    if isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool) and nthread == 0:
+        # MuJoCo's nthread=0 steps on the calling thread: there are no chunks to tune
+        raise InvalidArgumentError(
+            f"the workload's nthread ({owner}.nthread) must be an integer >= 1, got 0: a "
+            "pool of nthread=0 steps every env on the calling thread, where chunk_size "
+            "changes nothing; pass chunk_size=None to it without resolving"
+        )
+    return num_envs, check_count(nthread, what=f"the workload's nthread ({owner}.nthread)")
 
 
 def _plain(value: Any) -> Any:

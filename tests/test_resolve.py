@@ -473,6 +473,34 @@ async def test_bad_sizes_are_rejected(n: object, t: object, field: str) -> None:
         await chunktune.resolve(W())  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("n", "t", "said"),
+    [
+        pytest.param(0, 2, "the workload's num_envs (Pool.num_envs) must be", id="envs0"),
+        pytest.param(16, 2.0, "the workload's nthread (Pool.nthread) must be", id="threads-float"),
+        pytest.param(16, 0, "pass chunk_size=None to it without resolving", id="threads0"),
+    ],
+)
+async def test_a_bad_size_is_told_as_the_workload_s_attribute(
+    n: object, t: object, said: str
+) -> None:
+    """A custom workload's bad num_envs or nthread is named as its own; nthread=0 says what to do."""
+
+    class Pool:
+        num_envs = n
+        nthread = t
+
+        def signature(self) -> dict[str, str]:
+            return {}
+
+        def run(self, chunk_size: int | None) -> float:
+            return 1.0
+
+    with pytest.raises(InvalidArgumentError) as info:
+        await chunktune.resolve(Pool(), manual=1)  # type: ignore[arg-type]
+    assert said in str(info.value)
+
+
 async def test_unknown_policy_lists_known_ones() -> None:
     """An unknown policy name raises ConfigError listing the presets."""
     with pytest.raises(chunktune.ConfigError, match="balanced"):
