@@ -32,10 +32,13 @@ class Holder:
 
     def describe(self) -> str:
         """``"pid 4242, since 14:03:07"`` (local time), ``"pid 4242 on node17, ..."`` when
-        the holder is another host's process."""
-        where = "" if self.host == socket.gethostname() else f" on {self.host}"
+        the holder is another host's process, ``"this process, pid 4242, ..."`` when it is
+        this one (another task's or thread's sweep: a pid alone reads as another program)."""
+        here = self.host == socket.gethostname()
+        where = "" if here else f" on {self.host}"
+        mine = "this process, " if here and self.pid == os.getpid() else ""
         at = time.strftime("%H:%M:%S", time.localtime(self.since))
-        return f"pid {self.pid}{where}, since {at}"
+        return f"{mine}pid {self.pid}{where}, since {at}"
 
 
 def note_path(lock: Path) -> Path:

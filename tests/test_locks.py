@@ -241,6 +241,18 @@ def test_a_holder_on_another_host_is_named_with_its_host(tmp_path: Path) -> None
     lock.release()
 
 
+def test_a_holder_in_this_process_is_named_as_this_process(tmp_path: Path) -> None:
+    """A note of this process's pid (another task's sweep) says "this process"; another's not."""
+    lock = Lock(tmp_path / "x.lock", what="a lock", degrade="none")
+    lock.holder_path.write_text(json.dumps({"pid": os.getpid(), "since": 0.0}))
+    holder = lock.holder()
+    assert holder is not None
+    assert holder.describe().startswith(f"this process, pid {os.getpid()}, since ")
+    lock.holder_path.write_text(json.dumps({"pid": os.getpid() + 1, "since": 0.0}))
+    holder = lock.holder()
+    assert holder is not None and holder.describe().startswith(f"pid {os.getpid() + 1}, since ")
+
+
 HOLD_SWEEP_LOCK = """
 import time
 from chunktune._locks import sweep_lock
