@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from _users import child_env, unprivileged
 
+import chunktune
 from chunktune._errors import InvalidArgumentError, UsageError
 from chunktune._mujoco import (
     RolloutWorkload,
@@ -887,6 +888,18 @@ def test_run_hands_the_pool_the_chunk_size_it_was_given() -> None:
             workload.run(chunk)
     pool.close()
     assert sizes == [3, None, 1]
+
+
+def test_resolving_a_closed_workload_says_to_build_a_new_one() -> None:
+    """A closed workload's fallback reason says why it failed and what to do: build another."""
+    workload = tiny_workload()
+    workload.close()
+    decision = chunktune.resolve_sync(workload, policy="quick")
+    assert decision.source == "fallback"
+    assert "closed (its close() was called)" in decision.reason
+    assert "build a new one to measure again" in decision.reason
+    with pytest.raises(UsageError, match="rollout= stays open"):
+        workload.run(None)
 
 
 def test_close_closes_the_pool_the_workload_made(monkeypatch: pytest.MonkeyPatch) -> None:

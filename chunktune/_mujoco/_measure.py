@@ -18,14 +18,14 @@ import numpy.typing as npt
 from .._errors import UsageError
 from .._workload import check_chunk_size
 from ._models import FULLPHYSICS, INTEGRATION
-from ._rollout import RolloutWorkload
+from ._rollout import CLOSED, RolloutWorkload
 
 __all__ = ["batch_seconds", "per_env_costs"]
 
 
 def _open(workload: RolloutWorkload) -> RolloutWorkload:
     if workload._closed:
-        raise UsageError("this RolloutWorkload is closed")
+        raise UsageError(CLOSED)
     return workload
 
 

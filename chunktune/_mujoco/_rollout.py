@@ -31,7 +31,13 @@ from ._inputs import (
 from ._limits import check_batch_memory, check_nthread
 from ._models import FULLPHYSICS, load_model, model_digest, randomized, read_only, take_models
 
-__all__ = ["RolloutOptions", "RolloutWorkload"]
+__all__ = ["CLOSED", "RolloutOptions", "RolloutWorkload"]
+
+CLOSED = (
+    "this RolloutWorkload is closed (its close() was called) and measures no more; build a "
+    "new one to measure again (a pool given with rollout= stays open: hand it to the new one)"
+)
+"""What a closed workload's calls raise: a resolve's fallback reason quotes it."""
 
 
 class RolloutOptions(TypedDict, total=False):
@@ -234,7 +240,7 @@ class RolloutWorkload:
 
     def _get_pool(self) -> Any:
         if self._closed:
-            raise UsageError("this RolloutWorkload is closed")
+            raise UsageError(CLOSED)
         if self._pool is None:
             self._pool = mujoco.rollout.Rollout(nthread=self.nthread)
         return self._pool
