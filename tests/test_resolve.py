@@ -484,7 +484,7 @@ async def test_bad_sizes_are_rejected(n: object, t: object, field: str) -> None:
 async def test_a_bad_size_is_told_as_the_workload_s_attribute(
     n: object, t: object, said: str
 ) -> None:
-    """A custom workload's bad num_envs or nthread is named as its own; nthread=0 says what to do."""
+    """A workload's bad num_envs or nthread is named as its own; nthread=0 says what to do."""
 
     class Pool:
         num_envs = n
@@ -597,6 +597,9 @@ async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: 
     assert d.source == "benchmark"
 
 
+README_TEXT = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
 class AwaitsSharers(SimulatedWorkload):
     """A simulated pool whose first call waits until ``sharers`` tasks wait on its flight:
     on a loaded machine a task may else start only after the sweep landed (a cache hit)."""
@@ -663,7 +666,7 @@ async def test_a_task_that_shares_a_sweep_gets_none_of_its_events_as_the_readme_
     shared = decisions[sharer]
     assert shared.source == "cache" and shared.probe_seconds == 0.0
     assert shared.reason.startswith("shared a concurrent sweep: ")
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = README_TEXT
     (cache_row,) = [line for line in readme.splitlines() if line.startswith('| `"cache"` |')]
     assert "shared a concurrent sweep: " in cache_row
     (progress_row,) = [line for line in readme.splitlines() if line.startswith("| `on_progress` |")]
