@@ -21,25 +21,25 @@ a live one does, and go on). Reads re-parse only when the file changed.
 Here: :class:`DecisionCache`, the API over :mod:`chunktune._cache_file` (what was last
 read of the file, and writing it back), :mod:`chunktune._cache_lock` (its write lock and
 key locks) and :mod:`chunktune._cache_quarantine` (an unusable file moved aside or served
-read-only), and whole files read and written as they are. The document format lives in
-``_cache_format``.
+read-only), and whole files read and written as they are. Which entry answers a request
+is ``_cache_lookup``'s; which changes may be stored, and what a merge does with them,
+``_cache_changes``'; the document format, ``_cache_format``'s.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-import attrs
 import filelock
-import platformdirs
 
 from ._atomic import write_atomic
-from ._cache_entry import BadEntry, CacheEntry, check_entry
+from ._cache_changes import MergeReport as MergeReport
+from ._cache_changes import merge_into, storable
+from ._cache_entry import CacheEntry
 from ._cache_file import CacheFile
 from ._cache_format import (
     CacheFormat,
@@ -50,39 +50,18 @@ from ._cache_format import (
     parse_cache,
 )
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
+from ._cache_lookup import best_entry as best_entry
+from ._cache_lookup import serves_any as serves_any
+from ._cache_paths import checked_cache_path
+from ._cache_paths import default_cache_path as default_cache_path
 from ._cache_quarantine import Quarantine
-from ._errors import CacheError, InvalidArgumentError
+from ._errors import CacheError
 from ._lock_files import make_folder, remove_idle, sweep_lock_litter
-from ._paths import is_path, user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped, read_capped_from
-from ._shown import shown
 
-__all__ = [
-    "DecisionCache",
-    "MergeReport",
-    "best_entry",
-    "default_cache_path",
-    "read_cache_file",
-    "read_cache_stream",
-    "serves_any",
-    "write_cache_file",
-]
-
-logger = logging.getLogger("chunktune")
-
-
-def default_cache_path() -> Path:
-    """``<user cache dir>/chunktune/cache.json`` (platformdirs)."""
-    return platformdirs.user_cache_path("chunktune", appauthor=False) / "cache.json"
-
-
-def _cache_path(path: str | os.PathLike[str]) -> Path:
-    if not is_path(path):
-        raise CacheError(f"cache path: {shown(path)} is not a str or os.PathLike")
-    try:
-        return user_path(os.fspath(path))
-    except ValueError as exc:
-        raise CacheError(f"cache path: {exc}") from None
+# MergeReport, best_entry, serves_any and default_cache_path, once defined here, are
+# re-exported (``X as X``): tests and older callers import them from here
+__all__ = ["DecisionCache", "read_cache_file", "read_cache_stream", "write_cache_file"]
 
 
 # ---------------------------------------------------------------- whole files
@@ -99,7 +78,7 @@ def read_cache_file(path: str | os.PathLike[str]) -> ParsedCache:
             :data:`~chunktune._reading.MAX_CACHE_BYTES` (256 MiB), does not parse, is of
             the wrong shape, has a newer schema, or is neither kind of cache.
     """
-    file = _cache_path(path)
+    file = checked_cache_path(path)
     try:
         raw = read_capped(file, MAX_CACHE_BYTES)  # a pipe has no size to check first
         mtime = file.stat().st_mtime
@@ -150,7 +129,7 @@ def write_cache_file(
     Raises:
         CacheError: the file cannot be written, or an entry cannot be encoded.
     """
-    file = _cache_path(path)
+    file = checked_cache_path(path)
     try:
         data = encode(entries, cache_format(file, format))
     except (TypeError, ValueError) as exc:
@@ -164,81 +143,6 @@ def write_cache_file(
 
 
 # ---------------------------------------------------------------- the cache
-
-
-def serves_any(_entry: CacheEntry) -> bool:
-    """Every entry may answer (:meth:`DecisionCache.lookup`'s default ``serves``)."""
-    return True
-
-
-def best_entry(
-    entries: Mapping[str, CacheEntry],
-    base_key: str,
-    *,
-    policy_hash: str,
-    rule: str,
-    effort: int,
-    serves: Callable[[CacheEntry], bool] = serves_any,
-) -> tuple[str, CacheEntry] | None:
-    """The entry of ``entries`` that answers a request (see :meth:`DecisionCache.lookup`)."""
-    own = f"{base_key}.{policy_hash}"
-    if own in entries and serves(entries[own]):
-        return own, entries[own]
-    stronger = [
-        (e.policy_effort, k, e)
-        for k, e in entries.items()
-        if k != own
-        and k.startswith(base_key + ".")
-        and e.policy_rule == rule
-        and e.policy_effort >= effort
-    ]
-    # the strongest that may answer now; ``serves`` is asked of no more than it must be
-    for _, key, entry in sorted(stronger, key=lambda t: (t[0], t[1]), reverse=True):
-        if serves(entry):
-            return key, entry
-    return None
-
-
-@attrs.frozen
-class MergeReport:
-    """What a merge did, by key."""
-
-    added: tuple[str, ...] = ()
-    replaced: tuple[str, ...] = ()
-    kept: tuple[str, ...] = ()
-    same: tuple[str, ...] = ()
-
-
-def _storable(changes: Mapping[str, CacheEntry | None]) -> dict[str, CacheEntry | None]:
-    """``changes`` without entries that would not read back valid (each refused with a warning).
-
-    Raises:
-        InvalidArgumentError: ``changes`` is not a mapping.
-    """
-    if not isinstance(changes, Mapping):
-        raise InvalidArgumentError(
-            f"expected a mapping of cache keys to CacheEntry, got {shown(changes)} "
-            f"({type(changes).__name__})"
-        )
-    kept: dict[str, CacheEntry | None] = {}
-    for key, entry in changes.items():
-        if not isinstance(key, str):
-            # written as its str but checksummed as itself, it would read back as damaged,
-            # and the whole file be moved aside with every other entry in it
-            logger.warning(
-                "chunktune: not caching entry %s: a cache key is a str, not %s",
-                shown(key),
-                type(key).__name__,
-            )
-            continue
-        if entry is not None:
-            try:
-                check_entry(entry)
-            except BadEntry as exc:
-                logger.warning("chunktune: not caching entry %s: %s", shown(key), exc)
-                continue
-        kept[key] = entry
-    return kept
 
 
 class DecisionCache:
@@ -255,7 +159,7 @@ class DecisionCache:
     def __init__(self, path: str | os.PathLike[str], *, format: str = "auto") -> None:
         # a link is followed: the file it names is the cache (its writes and locks stay
         # beside it), not a new file put in the link's place
-        self.path = Path(os.path.realpath(_cache_path(path)))
+        self.path = Path(os.path.realpath(checked_cache_path(path)))
         self.format = cache_format(self.path, format)
         self._file = CacheFile(self.path, self.format)
         # bound once: a hit makes the one call it made before CacheFile took the reading
@@ -375,15 +279,15 @@ class DecisionCache:
         Raises:
             InvalidArgumentError: ``changes`` is not a mapping.
         """
-        storable = _storable(changes)
-        if not storable:
+        kept = storable(changes)
+        if not kept:
             return not changes
         try:
-            self._store(storable)
+            self._store(kept)
         except OSError as exc:
             self._quarantine.unavailable(exc, strict=False)
             return False
-        return len(storable) == len(changes)
+        return len(kept) == len(changes)
 
     def _store(self, changes: Mapping[str, CacheEntry | None]) -> None:
         """Apply ``changes`` (None deletes) to the file under the write lock.
@@ -411,33 +315,17 @@ class DecisionCache:
             CacheError: the cache cannot be written.
             InvalidArgumentError: ``incoming`` is not a mapping.
         """
-        added: list[str] = []
-        replaced: list[str] = []
-        kept: list[str] = []
-        same: list[str] = []
-        storable = {k: e for k, e in _storable(incoming).items() if e is not None}
+        entries = {k: e for k, e in storable(incoming).items() if e is not None}
         try:
             with write_lock(self._file):
                 current = self._current()
-                for key, entry in sorted(storable.items()):
-                    mine = current.get(key)
-                    if mine is None:
-                        added.append(key)
-                    elif mine == entry:
-                        same.append(key)
-                        continue
-                    elif entry.created > mine.created:
-                        replaced.append(key)
-                    else:
-                        kept.append(key)
-                        continue
-                    current[key] = entry
-                if added or replaced:
-                    self._file.write(current, replaced=storable.keys())
+                report = merge_into(current, entries)
+                if report.added or report.replaced:
+                    self._file.write(current, replaced=entries.keys())
                 self._file.forget()
         except OSError as exc:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
-        return MergeReport(tuple(added), tuple(replaced), tuple(kept), tuple(same))
+        return report
 
     def put(self, key: str, entry: CacheEntry) -> bool:
         """Store one entry (other keys untouched). False if unwritable, or the entry or its

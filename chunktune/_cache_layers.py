@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from time import time_ns
 
-from ._cache import best_entry, serves_any
 from ._cache_entry import CacheEntry
 from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
+from ._cache_lookup import best_entry, serves_any
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._paths import user_path

@@ -16,8 +16,9 @@ from typing import Any
 
 import attrs
 
-from ._cache import DecisionCache, default_cache_path
+from ._cache import DecisionCache
 from ._cache_layers import system_lookup
+from ._cache_paths import default_cache_path
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._load import serves_now

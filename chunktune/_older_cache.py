@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 
-from ._cache import default_cache_path
+from ._cache_paths import default_cache_path
 from ._settings import Settings
 
 __all__ = ["OLDER_CACHE_VARIABLES", "warn_of_older_cache"]
