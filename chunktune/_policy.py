@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, get_args
 
 import attrs
@@ -141,75 +142,9 @@ class Policy:
     candidates: CandidateStrategy = attrs.field(factory=BalancedCandidates, validator=_is_strategy)
 
     def __attrs_post_init__(self) -> None:
-        notes = notes_now()
-
-        def said(name: str, value: object) -> str:  # "hard_limit_s 40 (from preset ...)"
-            return f"{name} {value}{note_of(name, notes)}"
-
-        problems = []  # every rule broken, not just the first
-        if self.max_rounds < self.min_rounds:
-            problems.append(
-                f"{said('max_rounds', self.max_rounds)} is below "
-                f"{said('min_rounds', self.min_rounds)}; expected max_rounds >= min_rounds"
-            )
-        if self.confirm_max_pairs < self.confirm_min_pairs:
-            problems.append(
-                f"{said('confirm_max_pairs', self.confirm_max_pairs)} is below "
-                f"{said('confirm_min_pairs', self.confirm_min_pairs)}; expected "
-                "confirm_max_pairs >= confirm_min_pairs"
-            )
-        if self.hard_limit_s is not None and self.hard_limit_s < self.time_budget_s:
-            problems.append(
-                f"{said('hard_limit_s', bound(self.hard_limit_s))} is below "
-                f"{said('time_budget_s', bound(self.time_budget_s))}; expected "
-                "hard_limit_s >= time_budget_s"
-            )
-        rounds_only = [
-            name
-            for name in ("race", "paired", "confirm", "noise_gate")
-            if not self.interleave and getattr(self, name)
-        ]
-        if rounds_only:
-            one = len(rounds_only) == 1
-            listed, shared = names_noted(rounds_only, notes)
-            problems.append(
-                f"{said('interleave', 'is false')} but {listed} "
-                f"{'is' if one else 'are'} true{shared}; expected "
-                f"false: {'it acts' if one else 'they act'} on the paired rounds, and "
-                "interleave = false measures each candidate's samples in a row instead "
-                "(the older tuner's schedule)"
-            )
-        on_differences = [name for name in ("paired", "confirm") if getattr(self, name)]
-        if self.estimator in ONE_SIDED_ESTIMATORS and on_differences:
-            one = len(on_differences) == 1
-            named = " and ".join(on_differences)
-            part = "least" if self.estimator == "min" else "faster half"
-            listed, shared = names_noted(on_differences, notes)
-            problems.append(
-                f"{said('estimator', spelled(self.estimator))} is not valid with "
-                f"{listed} true{shared}; expected "
-                f'"trimmed_mean", "median" or "mean": {named} {"judges" if one else "judge"} '
-                "a size by the differences between its calls and native's, and the "
-                f"{part} of those differences is the luck of the draw, not the gain "
-                f"(or set {named} to false: each size's own {self.estimator} is compared, "
-                "as the older tuner compared them)"
-            )
-        room = self.time_budget_s / EXTEND_SHARE  # a stretch ends by 9/10 of hard_limit_s
-        if self.extend_budget and self.hard_limit_s is None:
-            problems.append(
-                f"{said('extend_budget', 'is true')} but hard_limit_s is not set; expected a "
-                f"hard_limit_s (an extended sweep ends by nine tenths of it) above "
-                f"time_budget_s{note_of('time_budget_s', notes)} / {EXTEND_SHARE:g} "
-                f"({room:.4g} s)"
-            )
-        elif self.extend_budget and self.hard_limit_s is not None and self.hard_limit_s <= room:
-            problems.append(
-                f"{said('extend_budget', 'is true')} but "
-                f"{said('hard_limit_s', bound(self.hard_limit_s))} leaves no room past "
-                f"{said('time_budget_s', bound(self.time_budget_s))}: an extended sweep ends "
-                f"by nine tenths of hard_limit_s; expected hard_limit_s above time_budget_s / "
-                f"{EXTEND_SHARE:g} ({room:.4g} s), or extend_budget false"
-            )
+        said = _Said(notes_now())
+        # every rule broken, not just the first
+        problems = [p for rule in _CROSS_FIELD_RULES if (p := rule(self, said)) is not None]
         if problems:
             raise ConfigError(problems, subject=self._invalid_as)
 
@@ -279,6 +214,129 @@ class Policy:
         """
         blob = json.dumps(self.measurement_fields(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------- cross-field rules
+
+
+@attrs.frozen
+class _Said:
+    """How a broken rule names the values it is about: each with the note of where it
+    came from, when a loader noted one (``hard_limit_s 40 (from preset "patient")``)."""
+
+    notes: Mapping[str, str]
+
+    def __call__(self, name: str, value: object) -> str:
+        return f"{name} {value}{self.note(name)}"
+
+    def note(self, name: str) -> str:
+        return note_of(name, self.notes)
+
+
+def _rounds_in_order(policy: Policy, said: _Said) -> str | None:
+    """``max_rounds`` is at least ``min_rounds``."""
+    if policy.max_rounds < policy.min_rounds:
+        return (
+            f"{said('max_rounds', policy.max_rounds)} is below "
+            f"{said('min_rounds', policy.min_rounds)}; expected max_rounds >= min_rounds"
+        )
+    return None
+
+
+def _pairs_in_order(policy: Policy, said: _Said) -> str | None:
+    """``confirm_max_pairs`` is at least ``confirm_min_pairs``."""
+    if policy.confirm_max_pairs < policy.confirm_min_pairs:
+        return (
+            f"{said('confirm_max_pairs', policy.confirm_max_pairs)} is below "
+            f"{said('confirm_min_pairs', policy.confirm_min_pairs)}; expected "
+            "confirm_max_pairs >= confirm_min_pairs"
+        )
+    return None
+
+
+def _limit_past_budget(policy: Policy, said: _Said) -> str | None:
+    """``hard_limit_s``, where set, is at least ``time_budget_s``."""
+    if policy.hard_limit_s is not None and policy.hard_limit_s < policy.time_budget_s:
+        return (
+            f"{said('hard_limit_s', bound(policy.hard_limit_s))} is below "
+            f"{said('time_budget_s', bound(policy.time_budget_s))}; expected "
+            "hard_limit_s >= time_budget_s"
+        )
+    return None
+
+
+def _rounds_for_round_switches(policy: Policy, said: _Said) -> str | None:
+    """Without interleaved rounds, none of the switches that act on them is on."""
+    rounds_only = [
+        name
+        for name in ("race", "paired", "confirm", "noise_gate")
+        if not policy.interleave and getattr(policy, name)
+    ]
+    if not rounds_only:
+        return None
+    one = len(rounds_only) == 1
+    listed, shared = names_noted(rounds_only, said.notes)
+    return (
+        f"{said('interleave', 'is false')} but {listed} "
+        f"{'is' if one else 'are'} true{shared}; expected "
+        f"false: {'it acts' if one else 'they act'} on the paired rounds, and "
+        "interleave = false measures each candidate's samples in a row instead "
+        "(the older tuner's schedule)"
+    )
+
+
+def _estimator_for_differences(policy: Policy, said: _Said) -> str | None:
+    """A one-sided estimator is not asked to judge the differences from native."""
+    on_differences = [name for name in ("paired", "confirm") if getattr(policy, name)]
+    if policy.estimator not in ONE_SIDED_ESTIMATORS or not on_differences:
+        return None
+    one = len(on_differences) == 1
+    named = " and ".join(on_differences)
+    part = "least" if policy.estimator == "min" else "faster half"
+    listed, shared = names_noted(on_differences, said.notes)
+    return (
+        f"{said('estimator', spelled(policy.estimator))} is not valid with "
+        f"{listed} true{shared}; expected "
+        f'"trimmed_mean", "median" or "mean": {named} {"judges" if one else "judge"} '
+        "a size by the differences between its calls and native's, and the "
+        f"{part} of those differences is the luck of the draw, not the gain "
+        f"(or set {named} to false: each size's own {policy.estimator} is compared, "
+        "as the older tuner compared them)"
+    )
+
+
+def _room_to_extend(policy: Policy, said: _Said) -> str | None:
+    """``extend_budget`` has a ``hard_limit_s`` whose nine tenths end past ``time_budget_s``."""
+    if not policy.extend_budget:
+        return None
+    room = policy.time_budget_s / EXTEND_SHARE  # a stretch ends by 9/10 of hard_limit_s
+    if policy.hard_limit_s is None:
+        return (
+            f"{said('extend_budget', 'is true')} but hard_limit_s is not set; expected a "
+            f"hard_limit_s (an extended sweep ends by nine tenths of it) above "
+            f"time_budget_s{said.note('time_budget_s')} / {EXTEND_SHARE:g} "
+            f"({room:.4g} s)"
+        )
+    if policy.hard_limit_s <= room:
+        return (
+            f"{said('extend_budget', 'is true')} but "
+            f"{said('hard_limit_s', bound(policy.hard_limit_s))} leaves no room past "
+            f"{said('time_budget_s', bound(policy.time_budget_s))}: an extended sweep "
+            "ends by nine tenths of hard_limit_s; expected hard_limit_s above "
+            f"time_budget_s / {EXTEND_SHARE:g} ({room:.4g} s), or extend_budget false"
+        )
+    return None
+
+
+# in the order their problems are listed
+_CROSS_FIELD_RULES: tuple[Callable[[Policy, _Said], str | None], ...] = (
+    _rounds_in_order,
+    _pairs_in_order,
+    _limit_past_budget,
+    _rounds_for_round_switches,
+    _estimator_for_differences,
+    _room_to_extend,
+)
 
 
 def _search(candidates: CandidateStrategy) -> str | None:
