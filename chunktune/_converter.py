@@ -86,61 +86,45 @@ def _tables_only(
     return structure
 
 
-def _make_converter() -> cattrs.Converter:
-    # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
-    # on a plain Converter: that preconf exists only from cattrs 26.1
-    conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
-    conv.register_structure_hook(float, _strict_float)
-    conv.register_structure_hook(int, _strict_int)
-    conv.register_structure_hook(str, _strict_str)
-    conv.register_structure_hook(bool, _strict_bool)
-    conv.register_structure_hook(float | None, lambda v, _t: _strict_float(v, float))
-    conv.register_structure_hook(str | None, lambda v, _t: _strict_str(v, str))
+def _field_hook(
+    conv: cattrs.Converter, cls: type, field: attrs.Attribute[Any]
+) -> Callable[[Any, Any], Any]:
+    """Structure one field of ``cls`` and run its own converter and validator on the result."""
+    structure_type: Any = field.type
+    if cls is Policy and field.name == "candidates":
+        structure_type = CandidateStrategy
+    elif cls is ExplicitCandidates and field.name == "sizes":
+        structure_type = Any  # its validator names every bad size, not the first
+    elif get_origin(structure_type) is Literal:
+        structure_type = str  # the field's choice() validator names the options
 
-    def _validated(cls: type, field: attrs.Attribute[Any]) -> Callable[[Any, Any], Any]:
-        structure_type: Any = field.type
-        if cls is Policy and field.name == "candidates":
-            structure_type = CandidateStrategy
-        elif cls is ExplicitCandidates and field.name == "sizes":
-            structure_type = Any  # its validator names every bad size, not the first
-        elif get_origin(structure_type) is Literal:
-            structure_type = str  # the field's choice() validator names the options
-
-        def hook(value: object, _t: Any) -> Any:
+    def hook(value: object, _t: Any) -> Any:
+        try:
+            result = conv.structure(value, structure_type)
+        except ValueError:
+            if field.validator is not None and percent_of(value) is not None:
+                # "3%": the field's validator says what it takes (a fraction's, 0.03)
+                field.validator(None, field, value)
+            raise
+        if field.converter is not None and callable(field.converter):
+            result = field.converter(result)
+        if field.validator is not None:
             try:
-                result = conv.structure(value, structure_type)
-            except ValueError:
-                if field.validator is not None and percent_of(value) is not None:
-                    # "3%": the field's validator says what it takes (a fraction's, 0.03)
+                field.validator(None, field, result)
+            except ConfigError:
+                if type(value) is int and type(result) is float:
+                    # the message spells the number as the file does: 0, not 0.0
                     field.validator(None, field, value)
                 raise
-            if field.converter is not None and callable(field.converter):
-                result = field.converter(result)
-            if field.validator is not None:
-                try:
-                    field.validator(None, field, result)
-                except ConfigError:
-                    if type(value) is int and type(result) is float:
-                        # the message spells the number as the file does: 0, not 0.0
-                        field.validator(None, field, value)
-                    raise
-            return result
+        return result
 
-        return hook
+    return hook
 
-    for cls in (Policy, CacheSettings, LogSettings, RaySettings, *STRATEGIES.values()):
-        attrs.resolve_types(cls)
-        fields = attrs.fields(cls)
-        overrides = {f.name: override(struct_hook=_validated(cls, f)) for f in fields}
-        structure_fn: Any = make_dict_structure_fn(
-            cls,
-            conv,
-            _cattrs_forbid_extra_keys=True,
-            **overrides,  # type: ignore[arg-type]
-        )
-        conv.register_structure_hook(cls, _tables_only(structure_fn))
 
-    def _structure_strategy(value: object, _t: Any) -> CandidateStrategy:
+def _strategy_hook(conv: cattrs.Converter) -> Callable[[object, Any], CandidateStrategy]:
+    """Structure a candidate-strategy table as the strategy its ``strategy`` key names."""
+
+    def structure_strategy(value: object, _t: Any) -> CandidateStrategy:
         if not isinstance(value, Mapping):
             raise ValueError(f"{spelled(value)} is not a table with a strategy key")
         name = value.get("strategy")
@@ -158,13 +142,41 @@ def _make_converter() -> cattrs.Converter:
         rest = {k: v for k, v in value.items() if k != "strategy"}
         return conv.structure(rest, STRATEGIES[name])
 
-    def _tagged(cls: type[CandidateStrategy]) -> Callable[[CandidateStrategy], dict[str, Any]]:
-        plain = make_dict_unstructure_fn(cls, conv)
-        return lambda value: {"strategy": cls.strategy, **plain(value)}
+    return structure_strategy
 
-    conv.register_structure_hook(CandidateStrategy, _structure_strategy)
+
+def _tagged(
+    conv: cattrs.Converter, cls: type[CandidateStrategy]
+) -> Callable[[CandidateStrategy], dict[str, Any]]:
+    """Unstructure a candidate strategy as its table, with its name under ``strategy``."""
+    plain = make_dict_unstructure_fn(cls, conv)
+    return lambda value: {"strategy": cls.strategy, **plain(value)}
+
+
+def _make_converter() -> cattrs.Converter:
+    # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
+    # on a plain Converter: that preconf exists only from cattrs 26.1
+    conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(float | None, lambda v, _t: _strict_float(v, float))
+    conv.register_structure_hook(str | None, lambda v, _t: _strict_str(v, str))
+    for cls in (Policy, CacheSettings, LogSettings, RaySettings, *STRATEGIES.values()):
+        attrs.resolve_types(cls)
+        fields = attrs.fields(cls)
+        overrides = {f.name: override(struct_hook=_field_hook(conv, cls, f)) for f in fields}
+        structure_fn: Any = make_dict_structure_fn(
+            cls,
+            conv,
+            _cattrs_forbid_extra_keys=True,
+            **overrides,  # type: ignore[arg-type]
+        )
+        conv.register_structure_hook(cls, _tables_only(structure_fn))
+    conv.register_structure_hook(CandidateStrategy, _strategy_hook(conv))
     for strategy_cls in STRATEGIES.values():
-        conv.register_unstructure_hook(strategy_cls, _tagged(strategy_cls))
+        conv.register_unstructure_hook(strategy_cls, _tagged(conv, strategy_cls))
     return conv
 
 

@@ -177,25 +177,40 @@ async def _measure(
         log_bug(exc, "measuring")
         return broken_decision(req, key, exc, watch.probe_seconds)
     if cache is not None and worth_storing(decision):
-        # A write stuck behind another process's lock must not hold the answer past
-        # hard_limit_s, nor a cancelled caller: the write is atomic, so it may finish on
-        # its own. The key stays locked until it has: a task or process that waits for
-        # the key then reads this entry instead of measuring the key again.
-        try:
-            store = functools.partial(cache.put, key, cache_entry(req, decision))
-            release = None
-            if key_lock is not None and flight.unclaim(key_lock):
-                release = key_lock.release
-            # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
-            await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
-        except Exception as exc:
-            # the decision stands: only its entry is lost (the key's lock let go, or still
-            # the flight's where building the entry failed)
-            if no_thread(exc):
-                logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
-            else:
-                log_bug(exc, f"storing {key[:12]} in the cache (the decision stands, uncached)")
+        await _store(req, key, decision, cache, flight, key_lock)
     return decision
+
+
+async def _store(
+    req: Request,
+    key: str,
+    decision: Decision,
+    cache: DecisionCache,
+    flight: _flights.Flight,
+    key_lock: Lock | None,
+) -> None:
+    """Write ``decision``'s entry in a thread of its own, which lets go of ``key_lock`` (held
+    by the flight) once the entry is written; a failure to store is logged, never raised.
+
+    A write stuck behind another process's lock must not hold the answer past
+    ``hard_limit_s``, nor a cancelled caller: the write is atomic, so it may finish on its
+    own. The key stays locked until it has: a task or process that waits for the key then
+    reads this entry instead of measuring the key again.
+    """
+    try:
+        store = functools.partial(cache.put, key, cache_entry(req, decision))
+        release = None
+        if key_lock is not None and flight.unclaim(key_lock):
+            release = key_lock.release
+        # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
+        await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
+    except Exception as exc:
+        # the decision stands: only its entry is lost (the key's lock let go, or still
+        # the flight's where building the entry failed)
+        if no_thread(exc):
+            logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
+        else:
+            log_bug(exc, f"storing {key[:12]} in the cache (the decision stands, uncached)")
 
 
 def _left(deadline: float | None) -> float:

@@ -41,8 +41,14 @@ def _clock_of(workload: Workload) -> Callable[[], float]:
     return workload.clock if isinstance(workload, ModeledTime) else time.monotonic
 
 
-def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
-    """The older tuner's schedule: each candidate's warm-ups and repetitions in a row."""
+def _in_a_row(
+    probe: Probe, candidates: Sequence[Chunk]
+) -> tuple[dict[Chunk, list[float]], int, StopReason]:
+    """Each candidate's warm-ups and repetitions in a row, until the budget runs out.
+
+    Returns every candidate's samples (empty for those never reached), the most
+    repetitions any candidate had, and why it stopped.
+    """
     p = probe.policy
     samples: dict[Chunk, list[float]] = {c: [] for c in candidates}
     stop: StopReason = "max_rounds"
@@ -63,6 +69,13 @@ def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
                 stop = "budget"
         if stop == "budget":
             break
+    return samples, rounds, stop
+
+
+def _sequential(probe: Probe, candidates: Sequence[Chunk]) -> SweepResult:
+    """The older tuner's schedule: each candidate's warm-ups and repetitions in a row."""
+    p = probe.policy
+    samples, rounds, stop = _in_a_row(probe, candidates)
     measured = {c: s for c, s in samples.items() if s}
     sigma = pooled_log_sigma(measured.values())
     est = {c: estimate(s, p.estimator, trim=p.trim) for c, s in measured.items()}
