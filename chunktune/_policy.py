@@ -233,36 +233,21 @@ class _Said:
         return note_of(name, self.notes)
 
 
-def _rounds_in_order(policy: Policy, said: _Said) -> str | None:
-    """``max_rounds`` is at least ``min_rounds``."""
-    if policy.max_rounds < policy.min_rounds:
-        return (
-            f"{said('max_rounds', policy.max_rounds)} is below "
-            f"{said('min_rounds', policy.min_rounds)}; expected max_rounds >= min_rounds"
-        )
-    return None
+_Rule = Callable[[Policy, _Said], str | None]
 
 
-def _pairs_in_order(policy: Policy, said: _Said) -> str | None:
-    """``confirm_max_pairs`` is at least ``confirm_min_pairs``."""
-    if policy.confirm_max_pairs < policy.confirm_min_pairs:
-        return (
-            f"{said('confirm_max_pairs', policy.confirm_max_pairs)} is below "
-            f"{said('confirm_min_pairs', policy.confirm_min_pairs)}; expected "
-            "confirm_max_pairs >= confirm_min_pairs"
-        )
-    return None
+def _ordered(low: str, high: str, *, show: Callable[[Any], object] = str) -> _Rule:
+    """The rule that field ``high``, where set, is at least field ``low``."""
 
+    def rule(policy: Policy, said: _Said) -> str | None:
+        lo, hi = getattr(policy, low), getattr(policy, high)
+        if hi is not None and hi < lo:
+            return (
+                f"{said(high, show(hi))} is below {said(low, show(lo))}; expected {high} >= {low}"
+            )
+        return None
 
-def _limit_past_budget(policy: Policy, said: _Said) -> str | None:
-    """``hard_limit_s``, where set, is at least ``time_budget_s``."""
-    if policy.hard_limit_s is not None and policy.hard_limit_s < policy.time_budget_s:
-        return (
-            f"{said('hard_limit_s', bound(policy.hard_limit_s))} is below "
-            f"{said('time_budget_s', bound(policy.time_budget_s))}; expected "
-            "hard_limit_s >= time_budget_s"
-        )
-    return None
+    return rule
 
 
 def _rounds_for_round_switches(policy: Policy, said: _Said) -> str | None:
@@ -329,10 +314,10 @@ def _room_to_extend(policy: Policy, said: _Said) -> str | None:
 
 
 # in the order their problems are listed
-_CROSS_FIELD_RULES: tuple[Callable[[Policy, _Said], str | None], ...] = (
-    _rounds_in_order,
-    _pairs_in_order,
-    _limit_past_budget,
+_CROSS_FIELD_RULES: tuple[_Rule, ...] = (
+    _ordered("min_rounds", "max_rounds"),
+    _ordered("confirm_min_pairs", "confirm_max_pairs"),
+    _ordered("time_budget_s", "hard_limit_s", show=bound),
     _rounds_for_round_switches,
     _estimator_for_differences,
     _room_to_extend,
