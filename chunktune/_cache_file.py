@@ -6,8 +6,7 @@ re-read or a rewrite of an unchanged entry reuses them. Its stat (mtime, ctime, 
 inode, device) tells whether the file changed, except within the clock tick of its last
 change (:mod:`chunktune._settled`), where a same-size rewrite may keep every field of it;
 there a read compares the file's bytes with those last parsed, and parses only when they
-differ. It takes no lock and moves nothing aside: :mod:`chunktune._decision_cache` does,
-around it.
+differ. It takes no lock and moves nothing aside: :mod:`chunktune._cache` does, around it.
 """
 
 from __future__ import annotations

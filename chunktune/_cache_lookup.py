@@ -1,6 +1,6 @@
 """Which cached entry answers a request: its own policy's, else a stronger one's of the same rule.
 
-Pure over a mapping of entries; :class:`~chunktune._decision_cache.DecisionCache` and the
+Pure over a mapping of entries; :class:`~chunktune._cache.DecisionCache` and the
 read-only system cache (``_cache_layers``) both look up through it.
 """
 
