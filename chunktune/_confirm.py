@@ -15,6 +15,10 @@ their number doubles, and at the end of its plan (:func:`look_points`):
   the plain mean of ``d`` (see below);
 - **rejected** when even the upper bound is below the margin (the gain, if any,
   is too small to be worth leaving native for);
+- **inconclusive** before the end of its plan when the plan is out of reach: even a
+  gain at that upper bound would give the pairs left under a 5% chance of a
+  confirmation at the last look (:func:`reach_floor`), so they would be spent on a
+  verdict already known;
 - otherwise it measures another block, up to ``max_pairs``: then it is
   **inconclusive**, and native stays.
 
@@ -61,6 +65,7 @@ __all__ = [
     "pair_gains",
     "pairs_needed",
     "plan_bounds",
+    "reach_floor",
     "success_z",
 ]
 
@@ -75,7 +80,8 @@ class Confirmation:
     estimate of ``d``; ``ci`` its confidence interval at the test's level. A confirmed
     gain and its interval allow for when the test stopped (:mod:`chunktune._sequential`).
     ``mean_gain`` is the gain by the plain mean of ``d``, every pair counted (None
-    before any pair).
+    before any pair). ``out_of_reach``: inconclusive before the end of its plan, because
+    no gain still plausible could have been confirmed by it (:func:`reach_floor`).
     """
 
     outcome: Outcome | None
@@ -84,6 +90,7 @@ class Confirmation:
     ci: tuple[float, float]
     sigma: float
     mean_gain: float | None = None
+    out_of_reach: bool = False
 
 
 INTERIM_Z = 3.0
@@ -181,6 +188,36 @@ def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) 
     return ((z + power_z) * sigma / gain) ** 2
 
 
+def reach_floor(
+    n: int,
+    se: float,
+    sigma: float,
+    *,
+    need: float,
+    z_final: float,
+    z_futility: float,
+    max_pairs: int,
+    estimator: str,
+) -> float:
+    """The log-gain estimate at ``n`` pairs under which a plan of ``max_pairs`` is out of reach.
+
+    Below it, even if the pairs left gained the estimate's upper bound (``z_futility``
+    standard errors ``se`` above it), the final estimate would have under a
+    ``1 - Phi(z_futility)`` chance (5%) of clearing both the margin (``need``) and the
+    last look's bound ``z_final``: the pairs left would buy a verdict already known.
+    The final estimate weighs the ``n`` pairs and the rest by their counts, and the
+    rest's noise (``sigma`` one pair's) is its spread. ``-inf`` with no pair left.
+    """
+    left = max_pairs - n
+    if left <= 0 or not math.isfinite(se):
+        return -math.inf
+    bar = max(need, z_final * standard_error(sigma, max_pairs, estimator))
+    # the final estimate, given the gain of the rest at the upper bound: its mean lies
+    # left/max_pairs of the way from the estimate to that bound, its spread the rest's noise
+    spread = math.sqrt(left) * standard_error(sigma, 1, estimator) / max_pairs
+    return bar - z_futility * (left / max_pairs * se + spread)
+
+
 def _gain(log_gain: float) -> float:
     return 1.0 - math.exp(-log_gain)
 
@@ -247,6 +284,22 @@ def judge(
         # giving up is decided on twice the pairs: a spike among the first few must not
         # cost a real gain its confirmation
         outcome = "rejected"
+    out_of_reach = False
+    if outcome is None and n >= 2 * min_pairs and not last:
+        floor = reach_floor(
+            n,
+            se,
+            sigma,
+            need=need,
+            z_final=bounds[1],
+            z_futility=z_futility,
+            max_pairs=max_pairs,
+            estimator=estimator,
+        )
+        # even a gain at its upper bound would leave the plan's last look out of reach
+        out_of_reach = center < floor
+        if out_of_reach:
+            outcome = "inconclusive"
     if outcome is None and last:
         outcome = "inconclusive"
     if outcome == "confirmed" and 0 < se < math.inf:
@@ -259,6 +312,7 @@ def judge(
             estimator=estimator,
             need=need,
             z_interim=bounds[0],
+            z_final=bounds[1],
             z_futility=z_futility,
             min_pairs=min_pairs,
             max_pairs=max_pairs,
@@ -266,7 +320,8 @@ def judge(
         level = _level(bounds, looks_of(min_pairs, max_pairs))
         center, (low, high) = adjusted(design, center, level)
         ci = (_gain(low), _gain(high))
-    return Confirmation(outcome, n, _gain(center), ci, sigma, _gain(mean) if n else None)
+    mean_gain = _gain(mean) if n else None
+    return Confirmation(outcome, n, _gain(center), ci, sigma, mean_gain, out_of_reach)
 
 
 def _level(bounds: tuple[float, float], looks: int) -> float:
@@ -288,6 +343,7 @@ def _design(
     estimator: str,
     need: float,
     z_interim: float,
+    z_final: float,
     z_futility: float,
     min_pairs: int,
     max_pairs: int,
@@ -295,7 +351,8 @@ def _design(
     """The looks a confirmation that stopped at ``n`` pairs made, as :class:`Design`.
 
     ``earlier``: the pair counts of the looks before the last, where the test took
-    them; None takes them at the plan's look points.
+    them; None takes them at the plan's look points. A look from twice ``min_pairs`` on
+    stopped below the futility bound or the plan's :func:`reach_floor`, the higher.
     """
     if earlier is None:
         earlier = look_points(min_pairs, max_pairs)
@@ -305,7 +362,21 @@ def _design(
         se=tuple(se),
         upper=tuple(max(z_interim * s, need) for s in se[:-1]),
         lower=tuple(
-            need - z_futility * s if k >= 2 * min_pairs else -math.inf
+            max(
+                need - z_futility * s,
+                reach_floor(
+                    k,
+                    s,
+                    sigma,
+                    need=need,
+                    z_final=z_final,
+                    z_futility=z_futility,
+                    max_pairs=max_pairs,
+                    estimator=estimator,
+                ),
+            )
+            if k >= 2 * min_pairs
+            else -math.inf
             for k, s in zip(before, se, strict=False)
         ),
     )

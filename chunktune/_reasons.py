@@ -141,6 +141,8 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | No
             f"average, short of the {pct(p.margin)} margin: its slowest calls lose more "
             "than native's"
         )
+    elif v.out_of_reach:
+        why = f"could not confirm a gain: {measured}, nor could the rest of its plan"
     else:
         why = f"could not confirm a gain: {measured}"
     return (

@@ -21,6 +21,7 @@ from chunktune._confirm import (
     pair_gains,
     pairs_needed,
     plan_bounds,
+    reach_floor,
     success_z,
 )
 from chunktune._confirming import run_confirmation
@@ -472,3 +473,45 @@ def test_a_confirmation_on_no_pairs_has_no_mean_gain() -> None:
     assert (v.outcome, v.pairs, v.mean_gain) == ("inconclusive", 0, None)
     short, cut = confirm(ScriptedProbe([0.97]), plan=2)
     assert (short.outcome, short.pairs, short.mean_gain, cut) == ("inconclusive", 0, None, False)
+
+
+def test_a_plan_out_of_reach_ends_inconclusive_at_its_look_and_says_so() -> None:
+    """Half a percent slower at 5% noise: at 32 of 64 pairs the plan is out of reach; it stops."""
+    probe = ScriptedProbe([0.95, 1.06, 1.0, 1.01])
+    verdict, cut = confirm(probe, plan=64)
+    assert (verdict.outcome, verdict.pairs, cut, probe.calls) == ("inconclusive", 32, False, 64)
+    assert verdict.out_of_reach
+    # not a rejection: a gain at the margin was still within its upper bound
+    se = standard_error(verdict.sigma, 32, probe.policy.estimator)
+    assert -math.log1p(-verdict.gain) + FUTILITY_Z * se >= least_gain(probe.policy.margin)
+    assert kept(8, 12, verdict, probe.policy).endswith(
+        "32 fresh pairs of calls against native could not confirm a gain: -0.5% (-3.7% to 2.6%), "
+        "nor could the rest of its plan"
+    )
+
+
+def test_the_reach_floor_stops_only_where_the_upper_bound_cannot_make_the_last_look() -> None:
+    """Just under the floor the plan ends inconclusive; just over it, the test measures on."""
+    n, plan, need = 32, 64, least_gain(0.01)
+
+    def judged(center: float) -> Confirmation:
+        d = [center + 0.05, center - 0.05] * (n // 2)
+        return judge(d, prior_sigma=0.05, prior_dof=1000, margin=0.01, bounds=(3.0, 1.7),
+                     z_futility=FUTILITY_Z, min_pairs=4, max_pairs=plan,
+                     estimator="mean")  # fmt: skip
+
+    sigma = judged(0.0).sigma  # the noise the test judges by (it does not move with the center)
+    se = standard_error(sigma, n, "mean")
+    floor = reach_floor(n, se, sigma, need=need, z_final=1.7, z_futility=FUTILITY_Z,
+                        max_pairs=plan, estimator="mean")  # fmt: skip
+    # at the floor, the final estimate's mean, the rest gaining the upper bound, sits
+    # FUTILITY_Z of its spread under what the last look needs
+    bar = max(need, 1.7 * standard_error(sigma, plan, "mean"))
+    mean = floor + (plan - n) / plan * FUTILITY_Z * se
+    assert mean + FUTILITY_Z * math.sqrt(plan - n) * sigma / plan == pytest.approx(bar)
+    assert floor + FUTILITY_Z * se >= need  # a floor above what the futility bound rejects
+    below, above = judged(floor - 1e-4), judged(floor + 1e-4)
+    assert (below.outcome, below.out_of_reach) == ("inconclusive", True)
+    assert (above.outcome, above.out_of_reach) == (None, False)
+    assert reach_floor(plan, se, sigma, need=need, z_final=1.7, z_futility=FUTILITY_Z,
+                       max_pairs=plan, estimator="mean") == -math.inf  # fmt: skip
