@@ -11,7 +11,10 @@ nothing here imports anyio.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
+import signal
+from types import CodeType
 
 from ._errors import ConfigError, WorkloadError
 from ._workload import WorkloadRaised, raised_by_workload
@@ -19,6 +22,7 @@ from ._workload import WorkloadRaised, raised_by_workload
 __all__ = [
     "blames_workload",
     "bug_reason",
+    "by_signal_handler",
     "log_bug",
     "named",
     "no_thread",
@@ -57,6 +61,37 @@ def blames_workload(exc: BaseException) -> bool:
     :func:`~chunktune._workload.call_workload`), or chunktune's verdict on what it
     returned (a :class:`~chunktune.WorkloadError`)."""
     return isinstance(exc, WorkloadError | WorkloadRaised) or raised_by_workload(exc)
+
+
+def by_signal_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by one of the process's Python signal handlers (a
+    trainer's watchdog alarm, say), wherever its main thread stood: the trainer's own
+    exception, raised on as Ctrl-C's ``KeyboardInterrupt`` is, never taken for a failure
+    of chunktune's or of the workload's."""
+    codes = _handler_codes()
+    tb = exc.__traceback__
+    while tb is not None and codes:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _handler_codes() -> set[CodeType]:
+    """The code of every Python function installed now as a signal's handler."""
+    codes: set[CodeType] = set()
+    for sig in signal.valid_signals():
+        try:
+            handler: object = signal.getsignal(sig)
+        except (OSError, ValueError):  # a number this platform lists but will not look up
+            continue
+        while isinstance(handler, functools.partial):
+            handler = handler.func
+        function = getattr(handler, "__func__", handler)  # a bound method's function
+        code = getattr(function, "__code__", None)
+        if isinstance(code, CodeType):
+            codes.add(code)
+    return codes
 
 
 def named(exc: BaseException) -> str:

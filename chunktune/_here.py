@@ -17,7 +17,7 @@ from ._candidates import only_native
 from ._decision import Decision
 from ._discovered import discovered_settings
 from ._errors import ChunktuneError, WorkloadError
-from ._failures import blames_workload, log_bug, spent
+from ._failures import blames_workload, by_signal_handler, log_bug, spent
 from ._keys import cache_for, identify_and_look
 from ._recent import recall, remember
 from ._request import (
@@ -92,6 +92,8 @@ def in_memory(asked: Ask, settings: Settings) -> Decision | None:
         try:
             recent = recall(asked.workload, settings, pol, (num_envs, nthread))
         except Exception as exc:
+            if by_signal_handler(exc):
+                raise
             # memory is a shortcut: the cache, or a sweep, still answers
             log_bug(exc, "recalling a recent decision (answered without it)")
             recent = None
@@ -161,6 +163,8 @@ def settle(req: Request, decision: Decision) -> Decision:
         try:
             remember(req.workload, req.settings, req.policy, shape, decision)
         except Exception as exc:
+            if by_signal_handler(exc):
+                raise
             # the decision stands: a repeat only reads the cache again
             log_bug(exc, "remembering a decision (the decision stands)")
     report(decision, req.settings)
@@ -178,6 +182,8 @@ def key_here(req: Request) -> Decision | Keyed:
     except WorkloadError:
         raise  # a signature that cannot be keyed: the caller's to fix, before anything runs
     except Exception as exc:
+        if by_signal_handler(exc):
+            raise  # the trainer's own, wherever its signal handler found the main thread
         # a workload whose signature() fails is a failing workload, as one whose run() does,
         # whatever it raised (one of chunktune's own errors too)
         if blames_workload(exc):

@@ -19,7 +19,7 @@ from ._cache_entry import CacheEntry, writable_path, writable_signature
 from ._decision import Decision, headline, timings_to_ms
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
-from ._failures import bug_reason, log_bug, named
+from ._failures import bug_reason, by_signal_handler, log_bug, named
 from ._fingerprint import chunktune_version, mujoco_version
 from ._load import MachineLoad
 from ._policy import Policy
@@ -391,6 +391,8 @@ def report(decision: Decision, settings: Settings) -> None:
     try:
         _report(decision, settings)
     except Exception as exc:
+        if by_signal_handler(exc):
+            raise
         # a report is a line: the decision it reports is still returned
         log_bug(exc, "reporting a decision (the decision stands)")
 

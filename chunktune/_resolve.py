@@ -31,7 +31,15 @@ from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
 from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
-from ._failures import blames_workload, bug_reason, log_bug, no_thread, spent, spent_cause
+from ._failures import (
+    blames_workload,
+    bug_reason,
+    by_signal_handler,
+    log_bug,
+    no_thread,
+    spent,
+    spent_cause,
+)
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
 from ._load import MachineLoad, machine_load
@@ -162,7 +170,7 @@ async def _measure(
         decision = watch.decided = measured_decision(req, result, key, load)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
-        if not isinstance(exc, Exception):
+        if not isinstance(exc, Exception) or by_signal_handler(exc):
             raise
         if blames_workload(exc):
             # a failing workload must never crash the trainer
@@ -195,7 +203,8 @@ async def _store(
     A write stuck behind another process's lock must not hold the answer past
     ``hard_limit_s``, nor a cancelled caller: the write is atomic, so it may finish on its
     own. The key stays locked until it has: a task or process that waits for the key then
-    reads this entry instead of measuring the key again.
+    reads this entry instead of measuring the key again. An exception the trainer's own
+    signal handler raised is raised on.
     """
     try:
         store = functools.partial(cache.put, key, cache_entry(req, decision))
@@ -207,6 +216,8 @@ async def _store(
     except Exception as exc:
         # the decision stands: only its entry is lost (the key's lock let go, or still
         # the flight's where building the entry failed)
+        if by_signal_handler(exc):
+            raise
         if no_thread(exc):
             logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
         else:
@@ -412,7 +423,8 @@ async def resolve(
     (whatever it raises), chunktune's own code failing (its traceback logged as a
     warning), or a process out of threads or file descriptors (a settings file unread for
     want of one too) gives the native chunk, ``source == "fallback"``, the reason naming
-    the culprit, and nothing is cached (:mod:`chunktune._failures`).
+    the culprit, and nothing is cached (:mod:`chunktune._failures`). What the trainer's own
+    signal handler raises (on the main thread, wherever the call stood) is raised.
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
@@ -447,13 +459,16 @@ async def resolve(
 
 def fallback_of(asked: Ask, exc: Exception) -> Decision | None:
     """The native fallback of a resolve that ``exc`` ended; None where ``exc`` is to be
-    raised: one of chunktune's deliberate errors (bad arguments or settings, a misuse).
+    raised: one of chunktune's deliberate errors (bad arguments or settings, a misuse), or
+    the trainer's own, raised by its signal handler (:func:`_failures.by_signal_handler`).
 
     The process's threads or file descriptors spent (:func:`_without`), or chunktune's own
     code raising anywhere in the flow (its locks, the flights' bookkeeping, a lookup, the
     settings' discovery): a bug must not crash a trainer that the native chunk serves. Its
     traceback is logged for the trainer to report; nothing was cached.
     """
+    if by_signal_handler(exc):
+        return None
     cause = spent_cause(exc)
     if cause is not None:
         return _without(asked, cause)

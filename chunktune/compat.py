@@ -28,6 +28,7 @@ from ._config import load_settings as _load_settings
 from ._discovered import remembered_settings as _remembered_settings
 from ._errors import ChunktuneError as _ChunktuneError
 from ._errors import InvalidArgumentError as _InvalidArgumentError
+from ._failures import by_signal_handler as _by_signal_handler
 from ._failures import log_bug as _log_bug
 from ._failures import spent_cause as _spent_cause
 from ._older_cache import warn_of_older_cache as _warn_of_older_cache
@@ -277,6 +278,8 @@ def _tell_of_older_cache(settings: Callable[[], _Settings | None]) -> None:
     try:
         _warn_of_older_cache(settings())
     except Exception as exc:
+        if _by_signal_handler(exc):
+            raise
         _log_bug(exc, "checking for the older tuner's cache variables")
 
 
@@ -293,7 +296,7 @@ def _decide_blocking_the_loop(workload: PoolStepWorkload) -> int | None:
         return _decided_blocking_the_loop(workload)
     except Exception as exc:
         cause = _spent_cause(exc)
-        if cause is None and isinstance(exc, _ChunktuneError):
+        if cause is None and (isinstance(exc, _ChunktuneError) or _by_signal_handler(exc)):
             raise
         if cause is None:
             _log_bug(exc, "deciding on a running event loop's thread")

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import json
 import logging
+import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -589,3 +590,83 @@ def test_one_of_chunktune_s_own_errors_while_keying_still_raises(
         with pytest.raises(chunktune.CacheError) as caught:
             resolved(caller, uneven())
     assert caught.value is raised and bugs_logged(logged, raised) == []
+
+
+class _Watchdog(Exception):
+    """What a trainer's own signal handler raises (a watchdog's alarm, say)."""
+
+
+@pytest.fixture
+def watchdog() -> Iterator[Callable[[], None]]:
+    """A SIGUSR1 handler that raises _Watchdog, installed as a trainer would; yields the
+    call that fires it (the handler runs on the main thread at once)."""
+
+    def bark(signum: int, frame: object) -> None:
+        raise _Watchdog(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGUSR1, bark)
+    try:
+        yield lambda: signal.raise_signal(signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def _firing(fire: Callable[[], None], original: Callable[..., Any]) -> Callable[..., Any]:
+    def fired(*args: Any, **kwargs: Any) -> Any:
+        fire()
+        return original(*args, **kwargs)
+
+    return fired
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_trainer_s_signal_handler_raising_while_the_entry_is_built_reaches_it(
+    isolated: Path, logged: pytest.LogCaptureFixture, watchdog: Callable[[], None], caller: str
+) -> None:
+    """The trainer's signal handler raising as the cache entry is built: raised, no bug logged."""
+    # it was taken for chunktune's bug: the decision returned, the trainer's alarm lost
+    from chunktune import _resolve
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_resolve, "cache_entry", _firing(watchdog, _resolve.cache_entry))
+        with pytest.raises(_Watchdog):
+            resolved(caller, uneven())
+    assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
+    assert resolved(caller, uneven()).source == "benchmark"  # the key's lock was let go
+    assert len(cache_entries(isolated)) == 1
+
+
+@pytest.mark.parametrize("caller", ["sync", "asyncio"])
+def test_a_trainer_s_signal_handler_raising_during_the_sweep_reaches_it(
+    isolated: Path, logged: pytest.LogCaptureFixture, watchdog: Callable[[], None], caller: str
+) -> None:
+    """The trainer's handler raising on the loop's thread while run() measures: raised."""
+    # the loop's wait was interrupted: "chunktune failed while resolving", native returned
+    inner = uneven()
+
+    class Barking:
+        num_envs, nthread = inner.num_envs, inner.nthread
+        signature = inner.signature
+        run = _firing(watchdog, inner.run)  # in the sweep's thread: the main thread barks
+
+    with pytest.raises(_Watchdog):
+        resolved(caller, Barking())
+    assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
+    assert cache_entries(isolated) == {}
+
+
+def test_a_trainer_s_signal_handler_raising_reaches_compat_s_caller(
+    isolated: Path, logged: pytest.LogCaptureFixture, watchdog: Callable[[], None]
+) -> None:
+    """compat.resolve_chunk_size with the trainer's handler raising mid-resolve: raised."""
+    from chunktune import _resolve
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_resolve, "cache_entry", _firing(watchdog, _resolve.cache_entry))
+        with pytest.raises(_Watchdog):
+            compat.resolve_chunk_size(
+                pool=_Pool(), state=np.zeros((256, 8)), model=_Model(), n_variants=1,
+                num_envs=256, nthread=4, dtype=np.float32, post_step_forward_sensor=False,
+                bench_nsteps=1, manual_chunk_size=None, adaptive=True,
+            )  # fmt: skip
+    assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
