@@ -28,11 +28,21 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["Termination", "guard", "interruptible", "release", "terminated_as_interrupted"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "Termination",
+    "guard",
+    "interruptible",
+    "release",
+    "terminated_as_interrupted",
+]
 
 _COMMAND = "chunktune"
-_EXIT_INTERRUPTED = 130
-_EXIT_TERMINATED = 143
+# the command's exit codes for the signals, here (the first module imported) so that the
+# handlers that end it while it starts and the CLI that ends it later say the same
+EXIT_INTERRUPTED = 130  # Ctrl-C: what a process SIGINT killed reports
+EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is: what a process it killed reports
 
 
 def _is_the_command() -> bool:
@@ -64,7 +74,7 @@ def _module_run(options: list[str]) -> str | None:
 
 def _exit_interrupted(signum: int, frame: FrameType | None) -> None:
     # nothing is written yet and nothing needs cleaning up: leave at once
-    os._exit(_EXIT_INTERRUPTED)
+    os._exit(EXIT_INTERRUPTED)
 
 
 def guard() -> None:
@@ -132,7 +142,7 @@ class Termination:
         self.came = True
         handler = signal.getsignal(signal.SIGINT)
         if handler is _exit_interrupted:  # the command still starting: nothing to stop
-            os._exit(_EXIT_TERMINATED)
+            os._exit(EXIT_TERMINATED)
         if callable(handler):
             # Python's KeyboardInterrupt, or asyncio.run's cancel of its main task
             handler(signal.SIGINT, frame)

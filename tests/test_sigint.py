@@ -225,3 +225,22 @@ def test_sigterm_handled_by_the_process_already_is_left_alone() -> None:
         assert signal.getsignal(signal.SIGTERM) is _own_ctrl_c
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_the_signal_exit_codes_are_defined_once_for_the_whole_package() -> None:
+    """130 and 143 are written in one module: the starting command and the CLI share them."""
+    import ast
+    from pathlib import Path
+
+    from chunktune._cli import _common
+
+    package = Path(_sigint.__file__).parent
+    defined: dict[int, list[str]] = {130: [], 143: []}
+    for file in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text())):
+            assigned = node.value if isinstance(node, ast.Assign) else None
+            value = assigned.value if isinstance(assigned, ast.Constant) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value in defined:
+                defined[value].append(str(file.relative_to(package)))
+    assert defined == {130: ["_sigint.py"], 143: ["_sigint.py"]}
+    assert (_common.EXIT_INTERRUPTED, _common.EXIT_TERMINATED) == (130, 143)

@@ -25,6 +25,7 @@ from .._paths import user_path
 from .._policy import Policy
 from .._settings import Settings, unknown_policy
 from .._shown import shown
+from .._sigint import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -62,8 +63,6 @@ __all__ = [
 EXIT_OK = 0
 EXIT_WORKLOAD_FAILED = 1  # any fallback (hard_limit_s, chunktune's bug, spent threads) too
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is: what a process it killed reports
 EXIT_PIPE = 141  # stdout closed early (`| head`): what a process killed by SIGPIPE reports
 
 STDIN = "-"  # a cache file to read, as `tar -f -` reads stdin (JSON, as /dev/stdin is read)
