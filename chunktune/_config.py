@@ -36,7 +36,7 @@ from ._settings import (
     policy_name_problem,
     unknown_policy,
 )
-from ._shown import shown, spelled
+from ._shown import shown, shown_path, spelled
 
 __all__ = [
     "CACHE_ENV",
@@ -217,7 +217,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
             raise error from exc
         raise error from None
     except ValueError as exc:  # a NUL byte in the name
-        raise ConfigError(f"cannot read it: {exc}", source=str(path), unread=True) from None
+        why = "its name holds a NUL byte, which no path can" if "\0" in str(path) else str(exc)
+        raise ConfigError(
+            f"cannot read it: {why}; expected a file name", source=str(path), unread=True
+        ) from None
 
 
 @functools.cache
@@ -454,5 +457,7 @@ def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> S
         # a variable set long ago (a shell profile, a job script) names a file the
         # command never mentioned: say where that name came from
         raise ConfigError(
-            exc.problems, source=f"{file} (named by ${CONFIG_ENV})", unread=exc.unread
+            exc.problems,
+            source=f"{shown_path(str(file))} (named by ${CONFIG_ENV})",
+            unread=exc.unread,
         ) from exc.__cause__  # None, or the spent descriptors a resolve looks for

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._shown import shown_path
+
 __all__ = [
     "CacheError",
     "ChunktuneError",
@@ -85,10 +87,12 @@ class ConfigError(ChunktuneError, ValueError):
             return self.problems[0]
         # a file's problems are its settings' (a policy table's too): the file is named;
         # one not read at all holds no settings to call invalid
-        if self.source and self.unread:
-            where = f"settings file {self.source}"
-        elif self.source:
-            where = f"invalid settings in {self.source}"
+        # a file's name with a control character in it is shown escaped, never raw
+        source = None if self.source is None else shown_path(self.source)
+        if source and self.unread:
+            where = f"settings file {source}"
+        elif source:
+            where = f"invalid settings in {source}"
         else:
             where = f"invalid {self.subject}"
         if len(self.problems) == 1:

@@ -21,6 +21,7 @@ __all__ = [
     "digits",
     "jsoned",
     "shown",
+    "shown_path",
     "shown_some",
     "spelled",
     "unprinted",
@@ -157,6 +158,14 @@ def unprinted(text: str) -> str | None:
         if unicodedata.category(c) in _UNPRINTED:
             return f"U+{ord(c):04X}"
     return None
+
+
+def shown_path(text: str) -> str:
+    """A path for a message, whole: as written where every character prints, else as TOML
+    spells it (quoted, each control character escaped: ``"a\\u0000b.toml"``), so that a NUL,
+    a newline or an escape sequence in a name neither cuts the message's line nor acts on
+    the terminal. Already shown, it stays as it is."""
+    return text if unprinted(text) is None else _toml_string(text)
 
 
 class _TomlRepr(_Repr):

@@ -861,7 +861,7 @@ def test_a_nul_byte_in_the_settings_path_is_a_config_error() -> None:
     """A settings path that no file can have is a ConfigError, not a ValueError from open()."""
     with pytest.raises(ConfigError) as caught:
         load_settings("a\0b.toml")
-    assert str(caught.value).startswith("settings file a\0b.toml: cannot read it: ")
+    assert str(caught.value).startswith('settings file "a\\u0000b.toml": cannot read it: ')
 
 
 def test_a_long_extends_chain_merges_each_policy_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1178,3 +1178,49 @@ def test_a_cache_path_ending_toml_is_a_toml_cache_when_no_format_is_given(
     cache = cache_for(settings)
     assert cache is not None
     assert (cache.path.name, cache.format) == ("d.toml", "toml")
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        pytest.param("a\0b.toml", '"a\\u0000b.toml"', id="nul"),
+        pytest.param("a\nb.toml", '"a\\nb.toml"', id="newline"),
+        pytest.param("a\x1b[31mred.toml", '"a\\u001B[31mred.toml"', id="escape-sequence"),
+    ],
+)
+def test_a_settings_path_with_a_control_character_is_named_escaped(
+    isolated: Path, name: str, shown: str
+) -> None:
+    """A settings file named with a NUL, newline or escape: a ConfigError naming it escaped."""
+    with pytest.raises(ConfigError) as caught:
+        load_settings(name)
+    message = str(caught.value)
+    assert message.startswith(f"settings file {shown}: "), message
+    assert message.isprintable(), message
+    if "\0" in name:
+        assert "its name holds a NUL byte, which no path can; expected a file name" in message
+
+
+def test_a_settings_path_from_the_environment_with_control_characters_exits_2_escaped(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """$CHUNKTUNE_CONFIG naming "x<BEL><LF>b.toml": exit 2 and one line naming it escaped."""
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "x\a\nb.toml")
+    assert main(["policy", "list"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        'chunktune: error: settings file "x\\u0007\\nb.toml" (named by $CHUNKTUNE_CONFIG): '
+        "it does not exist\n"
+    )
+
+
+def test_policy_list_names_a_settings_file_with_a_newline_in_its_name_escaped(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy list --config` of a file whose name holds a newline: its origin is escaped."""
+    config = write(isolated / "my\nsettings.toml", 'policy = "mine"\n[policies.mine]\n')
+    assert main(["policy", "list", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == f'* the active policy ("{isolated}/my\\nsettings.toml")'
+    [row] = [line for line in out.splitlines() if line.startswith("mine")]
+    assert row.rstrip().endswith('my\\nsettings.toml"')

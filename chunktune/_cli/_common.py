@@ -24,7 +24,7 @@ from .._keys import cache_for
 from .._paths import user_path
 from .._policy import Policy
 from .._settings import Settings, unknown_policy
-from .._shown import shown
+from .._shown import shown, shown_path
 from .._sigint import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 __all__ = [
@@ -261,7 +261,7 @@ def open_cache(config: str | None, *, instead: str = "") -> DecisionCache:
     settings = load_settings(config)
     cache = cache_for(settings)
     if cache is None:
-        where = f" in {settings.source}" if settings.source else ""
+        where = f" in {shown_path(settings.source)}" if settings.source else ""
         # the settings are valid, so the message is not "invalid settings: ..."
         raise ConfigError(
             f"the cache is disabled ([cache] enabled = false{where}){instead}", asked=True

@@ -11,7 +11,7 @@ from rich.table import Table
 from .._config import load_settings, preset_names
 from .._converter import dump_policy
 from .._settings import Settings
-from .._shown import spelled
+from .._shown import shown_path, spelled
 from ._common import EXIT_OK, help_formatter, named_policy, table_console
 
 __all__ = ["add_parser"]
@@ -53,9 +53,8 @@ def add_parser(
 
 def _policy_origin(name: str, settings: Settings, user: frozenset[str], presets: set[str]) -> str:
     if name in user:
-        return (
-            f"{settings.source} (overrides the preset)" if name in presets else str(settings.source)
-        )
+        source = shown_path(str(settings.source))
+        return f"{source} (overrides the preset)" if name in presets else source
     return "preset"
 
 
@@ -78,7 +77,8 @@ def _cmd_policy_list(args: argparse.Namespace) -> int:
         )
     console = table_console(table)
     console.print(table)
-    console.print(f"* the active policy ({settings.source or 'built-in default'})")
+    source = shown_path(settings.source) if settings.source else "built-in default"
+    console.print(f"* the active policy ({source})")
     return EXIT_OK
 
 
