@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import signal
 from types import CodeType
 
@@ -26,6 +27,7 @@ __all__ = [
     "log_bug",
     "named",
     "no_thread",
+    "raised_by_chunktune",
     "spent",
     "spent_cause",
 ]
@@ -92,6 +94,21 @@ def _handler_codes() -> set[CodeType]:
         if isinstance(code, CodeType):
             codes.add(code)
     return codes
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def raised_by_chunktune(exc: BaseException) -> bool:
+    """Whether chunktune's own code raised ``exc``: the innermost frame of its traceback
+    (where it was raised) is in one of chunktune's modules, not in a library chunktune
+    called (Ray failing to reach its cluster raises inside Ray)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE)
 
 
 def named(exc: BaseException) -> str:

@@ -6,7 +6,8 @@ resolve's hard limit; a call nobody waits for is sent and forgotten; the actor's
 is looked up (anew, after a failed call). A registry that cannot be reached (killed, of
 an earlier Ray session, Ray shut down meanwhile) is raised as :class:`RegistryGone`, one
 that had not answered by the hard limit as :class:`OutOfTime`, and one whose own code
-(chunktune's) raised in the actor as :class:`RegistryBug`; what a worker does then is
+(chunktune's) raised in the actor as :class:`RegistryBug`, and chunktune's own code
+raising while it looked the actor up as :class:`LookupBug`; what a worker does then is
 ``_ray_claim``'s. Nothing here ever starts Ray.
 """
 
@@ -20,11 +21,13 @@ from typing import Any
 
 import anyio
 
+from ._failures import raised_by_chunktune
 from ._ray_registry import registry_handle
 from ._threads import wait_in_thread
 
 __all__ = [
     "CALL_TIMEOUT_S",
+    "LookupBug",
     "OutOfTime",
     "RegistryBug",
     "RegistryGone",
@@ -53,6 +56,18 @@ class RegistryBug(Exception):
     ``raised`` is that exception as the actor raised it (Ray's ``RayTaskError``'s
     ``cause``); the ``RayTaskError`` itself, which carries the actor's traceback, is the
     ``__cause__``.
+    """
+
+    def __init__(self, raised: Exception) -> None:
+        super().__init__(f"{type(raised).__name__}: {raised}")
+        self.raised = raised
+
+
+class LookupBug(Exception):
+    """chunktune's own code raised while it looked the registry actor up (in
+    :func:`~chunktune._ray_registry.registry_handle`): a bug, not Ray failing to reach it.
+
+    ``raised`` is that exception (also the ``__cause__``), its traceback chunktune's.
     """
 
     def __init__(self, raised: Exception) -> None:
@@ -130,7 +145,8 @@ async def look_up(ray: Any, *, fresh: bool, until: float) -> Any:
 
     Raises:
         OutOfTime: the hard limit ran out during the lookup.
-        RegistryGone: Ray is not initialised any more, or the lookup failed.
+        LookupBug: chunktune's own code raised during the lookup.
+        RegistryGone: Ray is not initialised any more, or the lookup failed in Ray.
     """
     if not ray.is_initialized():  # shut down meanwhile: a lookup would start a Ray
         raise RegistryGone("Ray is not initialised in this process any more")
@@ -140,6 +156,8 @@ async def look_up(ray: Any, *, fresh: bool, until: float) -> Any:
                 functools.partial(registry_handle, ray, fresh=fresh), abandon_on_cancel=True
             )
         except Exception as exc:
+            if raised_by_chunktune(exc):
+                raise LookupBug(exc) from exc
             raise RegistryGone(f"{type(exc).__name__}: {exc}") from exc
     if scope.cancelled_caught:
         raise OutOfTime("the hard limit ran out while the registry was looked up")

@@ -33,7 +33,16 @@ from ._events import ProgressCallback, ProgressEvent
 from ._failures import bug_reason, log_bug, spent
 from ._flights import Guarded
 from ._policy import Policy
-from ._ray_calls import CALL_TIMEOUT_S, OutOfTime, RegistryBug, RegistryGone, call, look_up, tell
+from ._ray_calls import (
+    CALL_TIMEOUT_S,
+    LookupBug,
+    OutOfTime,
+    RegistryBug,
+    RegistryGone,
+    call,
+    look_up,
+    tell,
+)
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
 from ._request import decision_entry, entry_decision, worth_storing
 from ._resolve import resolve_since
@@ -382,7 +391,9 @@ async def coordinated(ray: Any, job: Job, started: float) -> Decision | None:
     not answered by then leaves the native chunk, and nothing measured. A registry whose
     own code raised in the actor (chunktune's bug) leaves the native chunk too, the bug's
     traceback logged. A registry that cannot be reached, with this process's handle or
-    one looked up anew, is said in a warning; the caller then resolves on its host alone.
+    one looked up anew, is said in a warning; the caller then resolves on its host alone,
+    as it does when chunktune's own code raised while looking the registry up (the bug's
+    traceback logged, never said to be the registry unreachable).
     """
     # a killed registry, or one of an earlier Ray session, is looked up anew
     for fresh in (False, True):
@@ -400,6 +411,11 @@ async def coordinated(ray: Any, job: Job, started: float) -> Decision | None:
             log_bug(exc, doing)
             why = f"{bug_reason(exc.raised, doing)}; nothing was cached"
             return report_decision(native_decision(job, why), job.settings)
+        except LookupBug as exc:
+            # chunktune failing, not the registry gone: said as such, with its traceback
+            log_bug(exc.raised, "looking up the Ray registry")
+            logger.warning("chunktune: resolving on this host alone, without the Ray registry")
+            return None
         except RegistryGone as exc:
             gone = exc
     logger.warning(

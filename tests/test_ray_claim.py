@@ -24,7 +24,7 @@ from _registry_ray import RegistryRay, registry_loop
 
 import chunktune
 import chunktune.ray
-from chunktune import _lock_wait, _ray_calls, _ray_claim, _ray_cluster
+from chunktune import _failures, _lock_wait, _ray_calls, _ray_claim, _ray_cluster, _ray_registry
 from chunktune._ray_job import identify, native_decision
 from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
@@ -336,6 +336,45 @@ def test_an_unreachable_registry_leaves_a_resolve_on_the_host_alone(
         decision = chunktune.ray.resolve_sync(Slow("alone"), settings=host("h1", isolated))
     assert decision.source == "benchmark"
     assert "registry is unreachable" in caplog.text
+
+
+def test_a_bug_while_looking_the_registry_up_resolves_on_the_host_and_blames_chunktune(
+    ray: RegistryRay,
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """chunktune's registry_handle raising TypeError: the host resolves alone, the bug logged
+    with its traceback as chunktune failing, never as the registry unreachable."""
+    monkeypatch.setattr(_ray_calls, "registry_handle", _ray_registry.registry_handle)
+    monkeypatch.setattr(_ray_registry, "_handles", None)  # `job in None`: a TypeError in it
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(Slow("alone"), settings=host("h1", isolated))
+    assert decision.source == "benchmark"
+    [logged] = _bugs(caplog)
+    assert isinstance(logged, TypeError)
+    assert (
+        "chunktune failed while looking up the Ray registry (TypeError), a bug in chunktune"
+        in caplog.text
+    )
+    assert "resolving on this host alone, without the Ray registry" in caplog.text
+    assert "unreachable" not in caplog.text
+    assert ray.sent == []  # no registry call was made
+
+
+def test_only_what_chunktunes_own_code_raised_is_blamed_on_chunktune() -> None:
+    """An exception raised in a chunktune module is chunktune's; one raised elsewhere is not."""
+
+    def elsewhere() -> None:
+        raise ConnectionError("no head node")
+
+    with pytest.raises(AttributeError) as ours:
+        _ray_registry.registry_handle(None)
+    with pytest.raises(ConnectionError) as theirs:
+        elsewhere()
+    assert _failures.raised_by_chunktune(ours.value)
+    assert not _failures.raised_by_chunktune(theirs.value)
+    assert not _failures.raised_by_chunktune(TypeError("never raised"))
 
 
 @pytest.mark.anyio
