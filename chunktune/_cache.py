@@ -333,10 +333,15 @@ class DecisionCache:
         return self.update({key: entry})
 
     def remove(self, keys: Iterable[str]) -> frozenset[str]:
-        """Delete the entries under ``keys`` that are there now; returns the keys deleted.
+        """Delete the entries under ``keys`` that are there now, and the debris of those
+        keys; returns the keys deleted.
 
         Done under the write lock on the file as it is then, as every write is: an entry
-        another process stores meanwhile, under any other key, stays.
+        another process stores meanwhile, under any other key, stays. Debris, as
+        :meth:`clear` removes it for every key: the lock files of ``keys`` (deleted or
+        already gone) that no process holds, with the notes of holders killed while
+        holding them, and the temporary files of writers that died mid-write. Other
+        keys' lock files and the sweep lock's are left to :meth:`clear`.
 
         Raises:
             CacheError: the cache cannot be read or written (nothing was deleted).
@@ -355,6 +360,8 @@ class DecisionCache:
             raise CacheError(
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
             ) from exc
+        self._file.remove_stale_temps()
+        remove_idle_key_locks(self.path, wanted)
         return gone
 
     def clear(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import filelock
@@ -23,6 +23,7 @@ __all__ = [
     "WRITE_LOOK_S",
     "WRITE_STALL_S",
     "key_lock",
+    "key_lock_path",
     "lock_path",
     "remove_idle_key_locks",
     "write_lock",
@@ -56,15 +57,26 @@ def lock_path(cache: Path) -> Path:
     return cache.with_name(cache.name + ".lock")
 
 
+def key_lock_path(cache: Path, key: str) -> Path:
+    """The lock file for sweeping ``key`` of the cache file ``cache``."""
+    return cache.parent / "locks" / f"{key}.lock"
+
+
 def key_lock(cache: Path, key: str) -> filelock.BaseFileLock:
     """A cross-process lock for sweeping one key (not thread-local: any thread may release)."""
-    return file_lock(cache.parent / "locks" / f"{key}.lock")
+    return file_lock(key_lock_path(cache, key))
 
 
-def remove_idle_key_locks(cache: Path) -> int:
-    """Delete the key-lock files no process holds now (:func:`_lock_files.remove_idle`)."""
+def remove_idle_key_locks(cache: Path, keys: Iterable[str] | None = None) -> int:
+    """Delete the key-lock files no process holds now (:func:`_lock_files.remove_idle`):
+    every key's, or only those of ``keys``."""
     with contextlib.suppress(OSError):
-        return remove_idle(sorted((cache.parent / "locks").glob("*.lock")))
+        if keys is None:
+            return remove_idle(sorted((cache.parent / "locks").glob("*.lock")))
+        folder = cache.parent / "locks"
+        files = [key_lock_path(cache, key) for key in sorted(set(keys)) if "\0" not in key]
+        # a key read from a file may hold a "/": only a file of the locks folder is its lock
+        return remove_idle(f for f in files if f.parent == folder and f.exists())
     return 0
 
 

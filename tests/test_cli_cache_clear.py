@@ -209,3 +209,51 @@ def test_clear_key_names_an_entry_deleted_while_it_asked_as_already_gone(
         f"deleted 1 entry from {cache.path}\n"
     )
     assert set(cache.entries()) == {f"{JOB_A}.222222bbbbbb", "c" * 32}
+
+
+def test_clear_key_tidies_the_named_keys_idle_lock_files_and_dead_writers_temporaries(
+    cache: DecisionCache, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`clear KEY` deletes the named keys' idle lock files (and notes) and dead writers'
+    temporaries, as `clear` does; a held lock and other keys' lock files stay."""
+    import fcntl
+    import os
+    import time
+
+    from chunktune._atomic import STALE_TEMP_S
+    from chunktune._lock_note import note_path
+
+    named, held, other = f"{JOB_A}.111111aaaaaa", f"{JOB_A}.222222bbbbbb", f"{JOB_B}.333333cccccc"
+    locks = cache.path.parent / "locks"
+    locks.mkdir()
+    for key in (named, held, other):
+        (locks / f"{key}.lock").touch()
+    note_path(locks / f"{named}.lock").write_text("a holder killed while holding it")
+    temp = cache.path.with_name(f".{cache.path.name}.dead1234.tmp")
+    temp.write_text("{")
+    old = time.time() - STALE_TEMP_S - 60
+    os.utime(temp, (old, old))
+    fd = os.open(locks / f"{held}.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another sweeper holds it
+        assert main(["cache", "clear", "aaaaaaaaaaaa.111111", "aaaaaaaaaaaa.222222", "--yes"]) == 0
+    finally:
+        os.close(fd)
+    assert "deleted 2 entries" in capsys.readouterr().out
+    assert sorted(p.name for p in locks.iterdir()) == [f"{held}.lock", f"{other}.lock"]
+    assert not temp.exists()
+    assert set(cache.entries()) == {other}
+
+
+def test_clear_key_already_gone_still_tidies_its_idle_lock_file(
+    cache: DecisionCache, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key deleted by another process meanwhile: its idle lock file goes all the same."""
+    key = f"{JOB_B}.333333cccccc"
+    lock = cache.path.parent / "locks" / f"{key}.lock"
+    lock.parent.mkdir()
+    lock.touch()
+    assert cache.remove([key]) == {key}
+    lock.touch()  # a sweeper killed since, while holding it
+    assert cache.remove([key]) == frozenset()
+    assert not lock.exists()
