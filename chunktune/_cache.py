@@ -57,6 +57,7 @@ from ._cache_paths import default_cache_path as default_cache_path
 from ._cache_quarantine import Quarantine
 from ._errors import CacheError
 from ._lock_files import make_folder, remove_idle, sweep_lock_litter
+from ._paths import kernel_folder_problem
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped, read_capped_from
 
 # MergeReport, best_entry, serves_any and default_cache_path, once defined here, are
@@ -157,11 +158,15 @@ class DecisionCache:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, format: str = "auto") -> None:
+        named = checked_cache_path(path)
+        # in /proc or /sys: refused (no file can be kept there), named as the user wrote it
+        # (/proc/self, not the pid it stands for in this process)
+        refused = kernel_folder_problem(named)
         # a link is followed: the file it names is the cache (its writes and locks stay
         # beside it), not a new file put in the link's place
-        self.path = Path(os.path.realpath(checked_cache_path(path)))
+        self.path = named.absolute() if refused else Path(os.path.realpath(named))
         self.format = cache_format(self.path, format)
-        self._file = CacheFile(self.path, self.format)
+        self._file = CacheFile(self.path, self.format, refused=refused)
         # bound once: a hit makes the one call it made before CacheFile took the reading
         # over, with no attribute hop on the way
         self._load = self._file.load

@@ -78,9 +78,11 @@ class CacheFile:
     Shared between threads: each field is replaced whole, never changed in place.
     """
 
-    def __init__(self, path: Path, format: CacheFormat) -> None:
+    def __init__(self, path: Path, format: CacheFormat, *, refused: str | None = None) -> None:
         self.path = path
         self.format = format
+        # why no file can be kept at the path (one in /proc), completing "it ..."
+        self._refused = refused
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
         # a file left as it is (a newer chunktune's, or another program's): why
         self._left: LastParse[str] = LastParse()
@@ -99,7 +101,10 @@ class CacheFile:
         Raises:
             OSError: the path names something that is no regular file. It is never
                 read (a FIFO would block for good), moved aside or replaced (a device).
+                Nor is one in ``/proc`` or ``/sys``, whatever is there.
         """
+        if self._refused is not None:
+            raise OSError(errno.EINVAL, f"it {self._refused}", str(self.path))
         try:
             st = self.path.stat()
         except FileNotFoundError:

@@ -27,7 +27,8 @@ import platformdirs
 
 from ._atomic import umask
 from ._lock_note import note_path, read_note
-from ._paths import user_path
+from ._paths import kernel_folder_problem, user_path
+from ._shown import shown_path
 
 __all__ = [
     "SWEEP_LOCK_ENV",
@@ -181,30 +182,41 @@ def sweep_lock_path() -> Path:
 
 def named_sweep_lock() -> Path | None:
     """The file ``$CHUNKTUNE_SWEEP_LOCK`` names, ``~`` expanded (as in ``$CHUNKTUNE_CACHE``);
-    None when it is unset or empty, or names no path.
+    None when it is unset or empty, or names no path, or one in ``/proc`` or ``/sys``.
 
     A value no shell expanded must not name a ``~`` folder in each process's working
     directory, where processes started in different ones would not exclude each other.
     It is read in the middle of a resolve, where an error must not crash a trainer: a
     value that names no path (``~nosuchuser/lock``, the home of a user that does not
     exist) is warned about once per value, and the default lock stands in, as if the
-    variable were unset (its file removed by each holder as it lets go).
+    variable were unset (its file removed by each holder as it lets go). So is one in
+    ``/proc`` or ``/sys`` (:func:`~chunktune._paths.kernel_folder_problem`), where no
+    file can be made (``/proc/x/lock``) or one of ``/proc/self`` would exclude no other
+    process.
     """
     env = os.environ.get(SWEEP_LOCK_ENV)
     if not env:
         return None
     try:
-        return user_path(env)
+        path = user_path(env)
     except ValueError as exc:
-        if env not in _warned_values:
-            _warned_values.add(env)
-            logger.warning(
-                "chunktune: $%s: %s; the default sweep lock %s is used instead",
-                SWEEP_LOCK_ENV,
-                exc,
-                default_sweep_lock_path(),
-            )
-        return None
+        problem = str(exc)
+    else:
+        # in /proc (or /sys) no lock file can be made, or /proc/self's excludes no other
+        # process: warned about, as a value that names no path is
+        refused = kernel_folder_problem(path)
+        if refused is None:
+            return path
+        problem = f"{shown_path(env)} {refused}"
+    if env not in _warned_values:
+        _warned_values.add(env)
+        logger.warning(
+            "chunktune: $%s: %s; the default sweep lock %s is used instead",
+            SWEEP_LOCK_ENV,
+            problem,
+            default_sweep_lock_path(),
+        )
+    return None
 
 
 def default_sweep_lock_path() -> Path:

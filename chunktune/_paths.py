@@ -4,7 +4,8 @@ A user names files as ``str`` or ``os.PathLike`` values (arguments, settings, en
 variables; a workload's informal ``model_file`` may also be ``bytes``); this module says
 whether a value can name one, gives its text, turns that text into a ``Path`` with ``~``
 expanded (refusing what no path can be), and words why a named model file cannot be
-read. The attrs validator over these names is ``_validators``'s.
+read, or why a folder the kernel makes up cannot hold a file chunktune keeps. The attrs
+validator over these names is ``_validators``'s.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ._shown import spelled
 
-__all__ = ["fspath_text", "is_path", "model_file_problem", "user_path"]
+__all__ = ["fspath_text", "is_path", "kernel_folder_problem", "model_file_problem", "user_path"]
 
 
 def is_path(value: object) -> bool:
@@ -62,3 +63,40 @@ def user_path(value: str) -> Path:
         raise ValueError(
             f"{spelled(value)} starts with {spelled(head)}, but no such home directory exists"
         ) from None
+
+
+# folders whose files the kernel makes up as they are read: none can be made there, and
+# what /proc/self names differs from one process to the next
+_KERNEL_FOLDERS = {
+    "/proc": "the kernel's view of its processes",
+    "/sys": "the kernel's view of its devices",
+}
+
+
+def kernel_folder_problem(path: Path) -> str | None:
+    """Why ``path`` can hold no file chunktune keeps (a lock, a cache), completing "it ...";
+    None where it can.
+
+    One in ``/proc`` or ``/sys`` (the nearest folder of it that exists is on that file
+    system, links followed: ``/proc/self/cwd/x`` is the working folder's) cannot be made,
+    or is no file of one's own: a lock there would exclude no other process. Blocking:
+    a few ``stat`` calls.
+    """
+    path = Path(os.path.abspath(path))
+    try:
+        root_dev = os.stat("/").st_dev
+        found = next(p for p in (path, *path.parents) if os.path.exists(p))
+        dev = os.stat(found).st_dev
+    except (OSError, ValueError, StopIteration):
+        return None
+    for folder, what in _KERNEL_FOLDERS.items():
+        try:
+            kernel_dev = os.stat(folder).st_dev
+        except OSError:
+            continue
+        if kernel_dev == dev and kernel_dev != root_dev:
+            return (
+                f"is in {folder}, {what}, where no file of one's own can be kept; "
+                "expected a path on a disk"
+            )
+    return None

@@ -342,3 +342,45 @@ def test_an_export_to_a_symlink_loop_is_one_error(
     (isolated / "loop.json").symlink_to("loop.json")
     assert main(["cache", "export", "--force", "loop.json"]) == 2
     assert "Too many levels of symbolic links" in one_error(capsys.readouterr().err)
+
+
+_IN_PROC = (
+    "is in /proc, the kernel's view of its processes, where no file of one's own can be "
+    "kept; expected a path on a disk"
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc here")
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("/proc/nosuchfolder/cache.json", id="cannot-be-made"),
+        pytest.param("/proc/self/cache.json", id="each-process-its-own"),
+    ],
+)
+def test_a_cache_in_proc_is_refused_naming_it_as_given(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+) -> None:
+    """$CHUNKTUNE_CACHE in /proc: a resolve warns naming it (not /proc/<pid>) and measures;
+    `cache list` and `cache clear` exit 2 saying why (before: "no entries", or a write lock
+    "held by another process" after a 5 s wait)."""
+    from chunktune.sim import SimulatedWorkload
+
+    monkeypatch.setenv("CHUNKTUNE_CACHE", path)
+    workload = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=2)
+    with caplog.at_level("WARNING", logger="chunktune"):
+        decision = chunktune.resolve_sync(workload, policy="quick")
+    assert decision.source == "benchmark"
+    assert (
+        f"chunktune: cache {path} is unavailable (it {_IN_PROC}); continuing without a cache"
+        in (caplog.text)
+    )
+    assert not (isolated / "locks").exists()
+    for verb in (["list"], ["clear", "--yes"]):
+        assert main(["cache", *verb]) == 2
+        error = one_error(capsys.readouterr().err)
+        assert error == f"chunktune: error: cannot read the cache {path}: it {_IN_PROC}"

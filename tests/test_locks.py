@@ -85,6 +85,54 @@ def test_a_sweep_lock_variable_naming_no_home_warns_once_and_uses_the_default(
     assert _lock_files.sweep_lock_litter() == [default]
 
 
+_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
+
+
+@_PROC
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("/proc/nosuchfolder/sweep.lock", id="cannot-be-made"),
+        pytest.param("/proc/self/status", id="each-process-its-own"),
+    ],
+)
+def test_a_sweep_lock_variable_in_proc_warns_once_naming_it_and_uses_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    """$CHUNKTUNE_SWEEP_LOCK in /proc: one warning naming it and what was expected, then the
+    default lock (before: a lock of this process alone, or silently one per process)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setenv(SWEEP_LOCK_ENV, value)
+    monkeypatch.setattr(_lock_files, "_warned_values", set(), raising=False)
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    default = tmp_path / "home" / ".cache" / f"chunktune-sweep-{_lock_files.this_machine()}.lock"
+    assert _lock_files.sweep_lock_path() == default
+    assert chunktune.resolve_sync(uneven("a")).source == "benchmark"
+    assert chunktune.resolve_sync(uneven("b")).source == "benchmark"
+    (warning,) = warnings_about(caplog, SWEEP_LOCK_ENV)
+    assert warning == (
+        f"chunktune: ${SWEEP_LOCK_ENV}: {value} is in /proc, the kernel's view of its "
+        "processes, where no file of one's own can be kept; expected a path on a disk; "
+        f"the default sweep lock {default} is used instead"
+    )
+    assert warnings_about(caplog, "cannot use the sweep lock") == []
+
+
+def test_only_a_path_in_proc_or_sys_is_refused_as_the_kernels(tmp_path: Path) -> None:
+    """/proc and /sys paths are refused; one on disk, or where /proc/self/cwd leads, is not."""
+    from chunktune._paths import kernel_folder_problem
+
+    assert kernel_folder_problem(tmp_path / "a" / "lock") is None
+    if os.path.isdir("/proc/self"):
+        assert kernel_folder_problem(Path("/proc/self/x.lock")) is not None
+        assert kernel_folder_problem(Path("/proc/nosuchfolder/x.lock")) is not None
+        assert kernel_folder_problem(Path("/proc/self/cwd/x.lock")) is None
+    if os.path.isdir("/sys/kernel"):
+        assert "is in /sys" in str(kernel_folder_problem(Path("/sys/kernel/x.lock")))
+
+
 def test_an_unusable_home_degrades_every_lock_with_one_warning_each(
     unusable_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
