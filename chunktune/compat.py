@@ -62,9 +62,11 @@ def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
         if isinstance(value, int | np.integer):
             facts[name] = int(value)
     try:
-        from ._mujoco import model_digest  # imports mujoco; the model came from it anyway
+        from ._mujoco import remembered_digest  # imports mujoco; the model came from it anyway
 
-        facts["model_sha"] = model_digest([model])
+        # model_digest([model]), its hash skipped when the model's bytes are as last hashed:
+        # a trainer calling every step pays a serialization and a compare, not a sha256
+        facts["model_sha"] = remembered_digest(model)
     except Exception:  # not a real MjModel (a stand-in in a test, say): sizes only
         facts["model_sha"] = "unknown"
     return facts

@@ -227,3 +227,46 @@ def test_a_bug_in_warning_of_the_older_cache_leaves_the_answer(
     assert answer == (None if entry["chunk_size"] == "native" else entry["chunk_size"])
     assert pool.calls > 0 and "a bug in chunktune" in caplog.text
     assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+
+
+def test_a_hit_hashes_an_unchanged_model_once_and_an_edited_one_again(
+    pool: RolloutPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls with one unedited model hash it once; an edit in place between calls (a new
+    mass) is seen: its key changes, as model_digest says, and nothing stale is served."""
+    import hashlib
+    import types
+
+    from chunktune._mujoco import _models, model_digest
+
+    hashed: list[int] = []
+
+    def sha256(data: bytes = b"") -> Any:
+        hashed.append(len(data))
+        return hashlib.sha256(data)
+
+    monkeypatch.setattr(_models, "hashlib", types.SimpleNamespace(sha256=sha256))
+    size = mujoco.mj_sizeModel(pool.model)
+    keys: list[str] = []
+    monkeypatch.setattr(compat, "_resolve_sync", _keeping_keys(compat._resolve_sync, keys))
+    resolve(pool)
+    first = hashed.count(size)
+    for _ in range(3):
+        resolve(pool)  # cache hits
+    assert first == 1 and hashed.count(size) == first
+    assert keys[0] == keys[-1]
+    pool.model.body_mass[1] *= 2.0  # edited in place, as domain randomization does
+    resolve(pool)
+    assert hashed.count(size) == first + 1
+    assert keys[-1] != keys[0]
+    assert keys[-1].split(".")[0] != keys[0].split(".")[0]  # the job's part: the model
+    assert compat._model_facts(pool.model, 1)["model_sha"] == model_digest([pool.model])
+
+
+def _keeping_keys(resolve_sync: Any, keys: list[str]) -> Any:
+    def kept(workload: Any, **kwargs: Any) -> Any:
+        decision = resolve_sync(workload, **kwargs)
+        keys.append(decision.key)
+        return decision
+
+    return kept

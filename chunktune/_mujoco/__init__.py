@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._demo import DEMO_NSTEP, demo_model_path, demo_workload
 from ._measure import batch_seconds, per_env_costs
-from ._models import model_digest
+from ._models import model_digest, remembered_digest
 from ._rollout import RolloutWorkload
 from ._warned import WarningTally, warnings_counted
 
@@ -27,5 +27,6 @@ __all__ = [
     "demo_workload",
     "model_digest",
     "per_env_costs",
+    "remembered_digest",
     "warnings_counted",
 ]

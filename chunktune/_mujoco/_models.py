@@ -10,6 +10,7 @@ import logging
 import os
 import pathlib
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "perturb",
     "randomized",
     "read_only",
+    "remembered_digest",
     "take_models",
     "warning_hook",
 ]
@@ -89,11 +91,11 @@ def check_compatible(models: Sequence[Any]) -> None:
             )
 
 
-def _model_bytes(model: Any) -> bytes:
+def _model_bytes(model: Any) -> bytearray:
     """The compiled model as MJB bytes: every parameter, option and size."""
-    buf = np.zeros(int(mujoco.mj_sizeModel(model)), np.uint8)
-    mujoco.mj_saveModel(model, None, buf)
-    return buf.tobytes()
+    buf = bytearray(int(mujoco.mj_sizeModel(model)))
+    mujoco.mj_saveModel(model, None, np.frombuffer(buf, np.uint8))  # written in place: no copy
+    return buf
 
 
 def model_digest(models: Sequence[Any]) -> str:
@@ -105,6 +107,34 @@ def model_digest(models: Sequence[Any]) -> str:
             seen[id(m)] = hashlib.sha256(_model_bytes(m)).digest()
         digest.update(seen[id(m)])
     return digest.hexdigest()[:16]
+
+
+# per model object: the MJB bytes last hashed and their digest. A model's parameters
+# can be edited in place between two calls (model.body_mass[:] = ..., a trainer's
+# domain randomization), so an object's digest is never taken on trust: its bytes are
+# serialized again and compared with those hashed (together a third of the hash's cost).
+_remembered: weakref.WeakKeyDictionary[Any, tuple[bytearray, str]] = weakref.WeakKeyDictionary()
+_remembered_lock = threading.Lock()
+
+
+def remembered_digest(model: Any) -> str:
+    """``model_digest([model])``, hashed again only when ``model``'s MJB bytes differ from
+    those this object had when last hashed here (an edit in place). Keeps one copy of
+    the bytes of each live model asked about (dropped with the model).
+
+    Raises:
+        Exception: as ``mj_saveModel`` does for something that is no MjModel; TypeError
+            for one that cannot be weakly referenced.
+    """
+    raw = _model_bytes(model)
+    with _remembered_lock:
+        known = _remembered.get(model)
+    if known is not None and known[0] == raw:
+        return known[1]
+    digest = hashlib.sha256(hashlib.sha256(raw).digest()).hexdigest()[:16]
+    with _remembered_lock:
+        _remembered[model] = (raw, digest)
+    return digest
 
 
 def float_array(value: object, name: str) -> npt.NDArray[np.float64]:
