@@ -365,9 +365,7 @@ def test_a_cache_in_proc_is_refused_naming_it_as_given(
     caplog: pytest.LogCaptureFixture,
     path: str,
 ) -> None:
-    """$CHUNKTUNE_CACHE in /proc: a resolve warns naming it (not /proc/<pid>) and measures;
-    `cache list` and `cache clear` exit 2 saying why (before: "no entries", or a write lock
-    "held by another process" after a 5 s wait)."""
+    """A cache in /proc: a resolve warns, naming it as given; `cache list|clear` exit 2."""
     from chunktune.sim import SimulatedWorkload
 
     monkeypatch.setenv("CHUNKTUNE_CACHE", path)

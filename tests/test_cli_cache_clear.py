@@ -214,8 +214,7 @@ def test_clear_key_names_an_entry_deleted_while_it_asked_as_already_gone(
 def test_clear_key_tidies_the_named_keys_idle_lock_files_and_dead_writers_temporaries(
     cache: DecisionCache, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`clear KEY` deletes the named keys' idle lock files (and notes) and dead writers'
-    temporaries, as `clear` does; a held lock and other keys' lock files stay."""
+    """`clear KEY` deletes its keys' idle lock files, their notes and dead temporaries; no more."""
     import fcntl
     import os
     import time

@@ -232,8 +232,7 @@ def test_a_bug_in_warning_of_the_older_cache_leaves_the_answer(
 def test_a_hit_hashes_an_unchanged_model_once_and_an_edited_one_again(
     pool: RolloutPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Calls with one unedited model hash it once; an edit in place between calls (a new
-    mass) is seen: its key changes, as model_digest says, and nothing stale is served."""
+    """Hits on one unedited model hash it once; an edit in place is hashed again, a new key."""
     import hashlib
     import types
 

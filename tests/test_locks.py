@@ -99,8 +99,7 @@ _PROC = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc her
 def test_a_sweep_lock_variable_in_proc_warns_once_naming_it_and_uses_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
 ) -> None:
-    """$CHUNKTUNE_SWEEP_LOCK in /proc: one warning naming it and what was expected, then the
-    default lock (before: a lock of this process alone, or silently one per process)."""
+    """$CHUNKTUNE_SWEEP_LOCK in /proc: one warning naming it and what is expected; the default."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))

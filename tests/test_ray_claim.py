@@ -344,8 +344,7 @@ def test_a_bug_while_looking_the_registry_up_resolves_on_the_host_and_blames_chu
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """chunktune's registry_handle raising TypeError: the host resolves alone, the bug logged
-    with its traceback as chunktune failing, never as the registry unreachable."""
+    """A bug in registry_handle: logged as chunktune's (not "unreachable"); the host resolves."""
     monkeypatch.setattr(_ray_calls, "registry_handle", _ray_registry.registry_handle)
     monkeypatch.setattr(_ray_registry, "_handles", None)  # `job in None`: a TypeError in it
     with caplog.at_level(logging.WARNING, logger="chunktune"):
