@@ -294,3 +294,70 @@ def test_a_call_cut_from_native_s_round_does_not_make_a_size_the_longest_measure
     f.round = 6
     size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
     assert (size, choice.best) == (8, 8)
+
+
+class AskedGate(Gate):
+    """The fixed-answer gate, noting the ``final`` of each question."""
+
+    def __init__(self, noisy: str | None = None) -> None:
+        super().__init__(noisy)
+        self.asked: list[bool] = []
+
+    def too_noisy(self, *, final: bool) -> str | None:
+        self.asked.append(final)
+        return self.noisy
+
+
+def test_a_best_slower_than_native_keeps_native_and_says_how_much_slower() -> None:
+    """A best 10% slower than native: native, not gated, the reason giving 10.0% slower."""
+    assert chosen(field(balanced(), {8: 1.1})) == (
+        None,
+        "kept the native chunk 12: no candidate measured faster than native "
+        "(the best, 8, was 10.0% slower)",
+        False,
+    )
+
+
+def test_a_policy_that_cannot_stretch_asks_the_noise_gate_at_the_race_s_end() -> None:
+    """Without extend_budget a gain the gate finds too noisy keeps native, gated, asked as final."""
+    gate = AskedGate("too noisy to confirm")
+    size, choice, gated = choose(field(balanced(), {8: 0.9}), gate)  # type: ignore[arg-type]
+    assert (size, choice.reason, gated) == (
+        None,
+        "kept the native chunk 12: too noisy to confirm",
+        True,
+    )
+    assert gate.asked == [True]
+
+
+def test_an_extending_policy_asks_the_noise_gate_as_the_race_s_end() -> None:
+    """With extend_budget the gate is asked once, after the margin, as the race's end (final)."""
+    gate = AskedGate()
+    pol = balanced(extend_budget=True, hard_limit_s=60.0)
+    assert choose(field(pol, {8: 0.9}), gate)[0] == 8  # type: ignore[arg-type]
+    assert gate.asked == [True]
+
+
+def test_a_field_of_native_alone_says_there_is_nothing_to_compare() -> None:
+    """No candidate but native: native kept, and the reason says there was nothing to compare."""
+    assert chosen(field(balanced(), {})) == (
+        None,
+        "kept the native chunk 12: the candidate list holds no size but native's; "
+        "nothing to compare",
+        False,
+    )
+
+
+def test_a_gain_of_exactly_the_least_gain_is_chosen() -> None:
+    """A best whose log gain is exactly the field's least gain (need) clears the margin."""
+    f = field(balanced(), {8: 0.9})
+    f.need = -f.ev.compare(8, None).diff
+    assert chosen(f) == (8, "the best candidate, 8, looked 10.0% faster than native", False)
+
+
+def test_a_size_measured_longer_gaining_exactly_the_least_gain_is_handed_over_to() -> None:
+    """Tie-break evidence: a size on more rounds gaining exactly the least gain is confirmed."""
+    f = race_of(balanced(), {8: (None, None, None, None, 0.92), 16: (0.94,)}, wobble=NOISY)
+    f.need = -f.ev.compare(16, None).diff
+    size, choice, _ = choose(f, Gate())  # type: ignore[arg-type]
+    assert (size, choice.best) == (16, 8)
