@@ -277,3 +277,13 @@ def test_tie_z_counts_the_noise_of_both_the_tie_and_the_best() -> None:
         errors={None: 0.01, 4: 0.04, 8: 0.03}, tie_z=1.0, tie_break="smallest",
     )  # fmt: skip
     assert choice.band == (4, 8)
+
+
+def test_milliseconds_under_one_keep_four_significant_digits() -> None:
+    """Under a millisecond the digits grow to four significant ones; exactly 1 ms has three."""
+    assert (_ms(0.001), _ms(0.0005), _ms(0.00005)) == ("1.000 ms", "0.5000 ms", "0.0500 ms")
+
+
+def test_a_time_of_zero_prints_with_four_decimals() -> None:
+    """Zero seconds, which has no magnitude to take digits from, prints as 0.0000 ms."""
+    assert _ms(0.0) == "0.0000 ms"
