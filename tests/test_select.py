@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from chunktune._select import _ms, pick, select
+from chunktune._select import Choice, _ms, pick, select
 
 PLATEAU = {None: 1.00, 1: 0.905, 2: 0.90, 4: 0.90, 8: 0.902, 16: 0.904, 32: 0.95, 64: 1.5}
 
@@ -287,3 +287,79 @@ def test_milliseconds_under_one_keep_four_significant_digits() -> None:
 def test_a_time_of_zero_prints_with_four_decimals() -> None:
     """Zero seconds, which has no magnitude to take digits from, prints as 0.0000 ms."""
     assert _ms(0.0) == "0.0000 ms"
+
+
+def at_1pct(
+    table: dict[int | None, float],
+    *,
+    errors: dict[int | None, float] | None = None,
+    confidence_z: float = 0.0,
+    tie_z: float = 0.0,
+) -> Choice:
+    """select with native 12, upper 16, margin and tie_tol 1% (native at 2 s in most tables,
+    so that a ratio to native and a product with it differ)."""
+    return select(
+        table,
+        native=12,
+        upper=16,
+        margin=0.01,
+        tie_tol=0.01,
+        errors=errors,
+        confidence_z=confidence_z,
+        tie_z=tie_z,
+    )
+
+
+def test_errors_without_tie_z_name_tie_tol_alone() -> None:
+    """Errors given but tie_z 0: the noise widened nothing, and the reason says tie_tol alone."""
+    errors = {None: 0.01, 8: 0.01, 16: 0.01}
+    choice = at_1pct({None: 2.0, 8: 1.8, 16: 1.9}, errors=errors, tie_z=0.0)
+    assert choice.reason == (
+        "chose 8: 10.0% faster than the native chunk 12 (1800.0 ms vs 2000.0 ms); "
+        "no other candidate came within 1.0% of it"
+    )
+
+
+def test_native_kept_under_the_margin_gives_the_gain_as_a_ratio_to_native() -> None:
+    """1.99 s against native's 2 s is 0.5% faster; 2.2 s is 10.0% slower."""
+    assert at_1pct({None: 2.0, 8: 1.99}).reason == (
+        "kept the native chunk 12: the best candidate, 8 at 1990.0 ms, was 0.5% faster than "
+        "native (2000.0 ms), under the 1.0% margin"
+    )
+    assert at_1pct({None: 2.0, 8: 2.2}).reason == (
+        "kept the native chunk 12: the best candidate, 8 at 2200.0 ms, was 10.0% slower than "
+        "native (2000.0 ms)"
+    )
+
+
+def test_confidence_z_without_errors_asks_for_no_noise_figure() -> None:
+    """confidence_z but no errors table: the noise is not judged, and the best is chosen."""
+    choice = at_1pct({None: 2.0, 8: 1.8}, confidence_z=2.0)
+    assert choice.chunk_size == 8
+
+
+def test_a_gain_clear_of_the_noise_is_judged_on_the_ratio_to_native() -> None:
+    """A 10% gain (log 0.105) clears 2 x 0.042 of noise whatever the scale of the times."""
+    errors = {None: 0.03, 8: 0.03}
+    choice = at_1pct({None: 0.2, 8: 0.18}, confidence_z=2.0, errors=errors)
+    assert choice.chunk_size == 8
+
+
+def test_a_gain_within_the_noise_says_how_wide_the_noise_is() -> None:
+    """Native kept within the noise: the reason's figure is confidence_z times the noise."""
+    errors = {None: 0.05, 8: 0.05}
+    choice = at_1pct({None: 2.0, 8: 1.8}, confidence_z=2.0, errors=errors)
+    assert choice.reason == (
+        "kept the native chunk 12: the best candidate, 8, looked 10.0% faster but the "
+        "measurements are too noisy to be sure (±14.1%)"
+    )
+
+
+def test_without_native_measured_the_band_and_reason_stand_alone() -> None:
+    """No native time: ties need no ceiling, and the reason says native was not measured."""
+    choice = at_1pct({8: 0.9, 16: 0.905})
+    assert (choice.chunk_size, choice.band) == (8, (8, 16))
+    assert choice.reason == (
+        "chose 8 at 900.0 ms (native was not measured); 2 candidates (8, 16) were within "
+        "1.0% of the best; took the middle of that plateau, away from the large-chunk cliff"
+    )
