@@ -6,7 +6,7 @@ import attrs
 import pytest
 
 import chunktune
-from chunktune._pacing import SLACK, Pace, first_calls, least_budget
+from chunktune._pacing import NOISE_ROUNDS, SLACK, Pace, first_calls, least_budget
 
 
 class Calls:
@@ -130,3 +130,19 @@ def test_with_no_price_yet_the_budget_pays_for_every_pair_asked() -> None:
     assert pace.per_call() == 0.0
     assert pace.affordable_pairs(8) == 8
     assert pace.pairs_at_cap(8, racing=False) == 8
+
+
+def test_a_policy_that_does_not_confirm_needs_no_confirmation_calls() -> None:
+    """confirm false: the fewest calls are the race's alone, not one for a confirmation."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    rounds = balanced.warmup + max(balanced.min_rounds, NOISE_ROUNDS)
+    assert first_calls(attrs.evolve(balanced, confirm=False)) == (2 * rounds, 0)
+
+
+def test_the_least_budget_scales_with_the_mean_call() -> None:
+    """At 0.5 s a call, every part of the least budget (the first pairs too) costs half."""
+    balanced = chunktune.load_settings().get_policy("balanced")
+    small = attrs.evolve(balanced, confirm_share=0.1)
+    assert least_budget(small, 0.5) == pytest.approx(least_budget(small, 1.0) / 2)
+    large = attrs.evolve(balanced, confirm_share=0.9)
+    assert least_budget(large, 0.5) == pytest.approx(least_budget(large, 1.0) / 2)
