@@ -146,3 +146,26 @@ def test_the_least_budget_scales_with_the_mean_call() -> None:
     assert least_budget(small, 0.5) == pytest.approx(least_budget(small, 1.0) / 2)
     large = attrs.evolve(balanced, confirm_share=0.9)
     assert least_budget(large, 0.5) == pytest.approx(least_budget(large, 1.0) / 2)
+
+
+def test_a_policy_that_may_not_stretch_is_capped_at_its_budget() -> None:
+    """extend_budget false, a hard limit set: the cap is the 10 s budget, and 11 s is refused."""
+    calls = Calls(4, 2.0)
+    calls.policy = attrs.evolve(calls.policy, extend_budget=False)
+    pace = Pace(calls)  # type: ignore[arg-type]
+    assert pace.cap_s == pace.budget_s == 10.0
+    assert not pace.extend_to(11.0)
+
+
+def test_a_resolve_that_waited_stretches_only_to_the_headroom_its_limit_leaves() -> None:
+    """30 s of a 40 s limit left: the cap keeps the limit's last tenth (4 s) free, 26 s."""
+    pace = Pace(Calls(4, 2.0, limit_s=30.0))  # type: ignore[arg-type]
+    assert pace.cap_s == pytest.approx(26.0)
+
+
+def test_a_stretch_past_the_cap_is_refused_and_changes_nothing() -> None:
+    """Asked for 37 s past the 36 s cap: False, the budget and the race's share as they were."""
+    pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
+    race_limit = pace.race_limit
+    assert not pace.extend_to(37.0)
+    assert pace.budget_s == 10.0 and pace.race_limit == race_limit
