@@ -169,3 +169,25 @@ def test_a_stretch_past_the_cap_is_refused_and_changes_nothing() -> None:
     race_limit = pace.race_limit
     assert not pace.extend_to(37.0)
     assert pace.budget_s == 10.0 and pace.race_limit == race_limit
+
+
+def test_pairs_during_the_race_stretch_the_whole_budget_so_its_share_pays_for_them() -> None:
+    """2 s spent, 10 pairs: the budget doubles their price (a 50% share), the race's half too."""
+    pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
+    pair_s = 2 * 10 * pace.per_call()
+    assert pair_s / 0.5 > 2.0 + pair_s
+    assert pace.extend_for(10, racing=True)
+    assert pace.budget_s == pytest.approx(pair_s / 0.5)
+    assert pace.race_limit == pytest.approx(pair_s)
+
+
+def test_pairs_during_a_race_without_a_confirmation_share_are_added_to_what_is_spent() -> None:
+    """confirm false (no share): racing, pairs are added to the 2 s spent, as after the race."""
+    calls = Calls(4, 2.0)
+    calls.policy = attrs.evolve(calls.policy, confirm=False)
+    pace = Pace(calls)  # type: ignore[arg-type]
+    pair_s = 2 * 10 * pace.per_call()
+    assert pace.extend_for(10, racing=True)
+    assert pace.budget_s == pytest.approx(2.0 + pair_s)
+    # and the cap pays for the pairs that fit in what is left of it, as after the race
+    assert pace.pairs_at_cap(64, racing=True) == int((36.0 - 2.0) / (2 * pace.per_call()))
