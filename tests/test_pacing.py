@@ -191,3 +191,15 @@ def test_pairs_during_a_race_without_a_confirmation_share_are_added_to_what_is_s
     assert pace.budget_s == pytest.approx(2.0 + pair_s)
     # and the cap pays for the pairs that fit in what is left of it, as after the race
     assert pace.pairs_at_cap(64, racing=True) == int((36.0 - 2.0) / (2 * pace.per_call()))
+
+
+def test_before_any_call_the_mean_call_is_zero_and_a_round_holds_the_whole_field() -> None:
+    """No call yet, no price: the mean call is 0 s and one more round measures every candidate."""
+    pace = Pace(Calls(0, 0.0))  # type: ignore[arg-type]
+    assert pace.mean_call() == 0.0
+    assert pace.round_room(5) == 5
+
+
+def test_one_call_is_priced_at_its_own_time() -> None:
+    """After one call of 1 s, a call costs that second plus a sixth."""
+    assert Pace(Calls(1, 1.0)).per_call() == SLACK  # type: ignore[arg-type]
