@@ -203,3 +203,9 @@ def test_before_any_call_the_mean_call_is_zero_and_a_round_holds_the_whole_field
 def test_one_call_is_priced_at_its_own_time() -> None:
     """After one call of 1 s, a call costs that second plus a sixth."""
     assert Pace(Calls(1, 1.0)).per_call() == SLACK  # type: ignore[arg-type]
+
+
+def test_a_race_past_its_share_has_room_for_no_new_candidate() -> None:
+    """10 s spent of a 5 s race share: room for none, never a negative count."""
+    pace = Pace(Calls(10, 10.0))  # type: ignore[arg-type]
+    assert pace.room_for_new(3, 3) == 0
