@@ -199,11 +199,13 @@ def test_a_target_past_every_bracket_is_answered_by_the_widest_bracket_s_end() -
 
 def _two_looks_exactly(theta: float, design: Design, observed: float) -> float:
     """more_extreme of a two-look design as one integral on a fine grid (100001 points): the
-    chance of B_1 above the bound, plus B_1's density below it times B_2's chance past observed."""
+    chance of B_1 above the bound, plus B_1's density between the bounds times B_2's chance
+    past observed."""
     i1, i2 = 1.0 / design.se[0] ** 2, 1.0 / design.se[1] ** 2
     bound = design.upper[0] * i1
     above = 0.5 * math.erfc((bound - theta * i1) / math.sqrt(2.0 * i1))
-    b = np.linspace(theta * i1 - 12.0 * math.sqrt(i1), bound, 100_001)
+    low = max(design.lower[0] * i1, theta * i1 - 12.0 * math.sqrt(i1))
+    b = np.linspace(low, bound, 100_001)
     density = np.exp(-0.5 * (b - theta * i1) ** 2 / i1) / math.sqrt(2.0 * math.pi * i1)
     z = (observed * i2 - b - theta * (i2 - i1)) / math.sqrt(2.0 * (i2 - i1))
     past = 0.5 * np.array([math.erfc(v) for v in z])
@@ -212,8 +214,17 @@ def _two_looks_exactly(theta: float, design: Design, observed: float) -> float:
     return above + float(np.dot(density * past, w))
 
 
-def test_more_extreme_of_two_looks_is_the_exact_integral_to_the_grid_s_accuracy() -> None:
+@pytest.mark.parametrize(
+    "design",
+    [
+        pytest.param(TWO_LOOKS, id="two-looks"),
+        pytest.param(Design(se=(0.03, 0.015), upper=(0.09,), lower=(-0.03,)), id="futility"),
+    ],
+)
+def test_more_extreme_of_two_looks_is_the_exact_integral_to_the_grid_s_accuracy(
+    design: Design,
+) -> None:
     """Against the two-look integral on a fine grid, the recursion's chance is within 1.5e-4."""
-    assert more_extreme(0.06, TWO_LOOKS, 0.05) == pytest.approx(
-        _two_looks_exactly(0.06, TWO_LOOKS, 0.05), abs=1.5e-4
+    assert more_extreme(0.06, design, 0.05) == pytest.approx(
+        _two_looks_exactly(0.06, design, 0.05), abs=1.5e-4
     )
