@@ -209,3 +209,14 @@ def test_a_race_past_its_share_has_room_for_no_new_candidate() -> None:
     """10 s spent of a 5 s race share: room for none, never a negative count."""
     pace = Pace(Calls(10, 10.0))  # type: ignore[arg-type]
     assert pace.room_for_new(3, 3) == 0
+
+
+def test_an_opening_with_no_price_yet_opens_the_whole_field() -> None:
+    """Calls that took no time: the opening gives every candidate of the field its rounds."""
+    assert Pace(Calls(4, 2.0)).opening_room(0.0, 3, 16, 10) == 10  # type: ignore[arg-type]
+
+
+def test_an_opening_the_budget_pays_many_times_over_opens_no_wider_than_the_field() -> None:
+    """At 1 ms a call the share would open hundreds: the opening is the field's 3, no more."""
+    pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
+    assert pace.opening_room(0.001, 3, 16, 3) == 3
