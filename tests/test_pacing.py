@@ -220,3 +220,11 @@ def test_an_opening_the_budget_pays_many_times_over_opens_no_wider_than_the_fiel
     """At 1 ms a call the share would open hundreds: the opening is the field's 3, no more."""
     pace = Pace(Calls(4, 2.0))  # type: ignore[arg-type]
     assert pace.opening_room(0.001, 3, 16, 3) == 3
+
+
+def test_an_opening_after_the_race_s_share_is_spent_opens_nothing() -> None:
+    """6 s spent of a 5 s race share, budget left for the least calls: the opening is 0."""
+    pace = Pace(Calls(6, 6.0))  # type: ignore[arg-type]
+    call_s = 0.1 / SLACK
+    assert (pace.budget_s - 6.0) / (SLACK * call_s) >= 16
+    assert pace.opening_room(call_s, 3, 16, 10) == 0
