@@ -70,7 +70,7 @@ from ._threads import (
     run_blocking,
     wait_in_thread,
 )
-from ._workload import Workload, native_chunk
+from ._workload import Workload, native_chunk, settles_on_cancel
 
 __all__ = [
     "fallback_of",
@@ -155,6 +155,9 @@ async def _measure(
         # what hard_limit_s leaves after the waits: a stretched budget must end inside it
         limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
         run_sweep = _sweeper(req, sizes, watch, token, stop, limit_s)
+        # a caller's pool must be the caller's again when a cancel (or the limit) returns:
+        # MuJoCo's pool crashes the process when two threads step it at once
+        settle = stop.set if settles_on_cancel(req.workload) else None
     except BaseException:
         # no thread took the machine over: a lock kept here would stop every later sweep
         if flight.unclaim(lock):
@@ -165,7 +168,8 @@ async def _measure(
         # The sweep's own thread releases the lock when it ends: a sweep the caller
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
         # flight returns, so no later sweep, here or in another process, overlaps it.
-        result, load = await in_own_thread(run_sweep, finally_=lock.release)
+        # A workload that settles on cancel is not left: the cancel waits for that probe.
+        result, load = await in_own_thread(run_sweep, finally_=lock.release, settle=settle)
         watch.sweeping = False
         decision = watch.decided = measured_decision(req, result, key, load)
     except BaseException as exc:

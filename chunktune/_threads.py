@@ -12,6 +12,7 @@ may be gone. The only code that branches on asyncio versus trio lives here.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -29,6 +30,7 @@ from ._sigint import interruptible
 
 __all__ = [
     "KEYING_THREAD",
+    "SETTLE_WARN_S",
     "STORE_THREAD",
     "SWEEP_THREAD",
     "call_soon",
@@ -46,6 +48,8 @@ __all__ = [
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
+
+logger = logging.getLogger("chunktune")
 
 SWEEP_THREAD = "chunktune sweep"
 KEYING_THREAD = "chunktune keying"  # a signature() under a hard limit, which it may outlive
@@ -260,9 +264,12 @@ def run_beside(
     ``(True, result)``, or ``(False, None)`` when the time ran out first: then the call
     is cancelled, as is one whose wait is interrupted (Ctrl-C: ``KeyboardInterrupt``,
     also on the thread of ``asyncio.run``'s loop, whose own handler is set aside for the
-    wait: see :func:`~chunktune._sigint.interruptible`), which raises at once. Either
-    way the caller leaves, and what it gave up on must not go on (a sweep would step a
-    pool the caller has back, and cache what nobody waited for).
+    wait: see :func:`~chunktune._sigint.interruptible`), which raises. Either way the
+    caller leaves once the cancelled call has ended, and what it gave up on must not go
+    on (a sweep would step a pool the caller has back, and cache what nobody waited
+    for). That is at once, unless the call is a resolve whose workload settles on cancel
+    (its ``run()`` in flight is waited for: one call past ``timeout_s``); a Ctrl-C during
+    that wait leaves it at once.
 
     Raises:
         BaseException: what ``call()`` raised, or what interrupted the wait.
@@ -297,14 +304,37 @@ def run_beside(
             thread.join(timeout_s)
     except BaseException:
         cancel()
+        _join_cancelled(thread)
         raise
     if not outcome:
         cancel()
+        _join_cancelled(thread)
         return False, None
     ok, value = outcome[0]
     if not ok:
         raise value
     return True, value
+
+
+def _join_cancelled(thread: threading.Thread) -> None:
+    """Wait for the thread of a call just cancelled to end (at once, unless the call settles
+    a probe in flight: see :func:`in_own_thread`), warning every :data:`SETTLE_WARN_S`
+    seconds; a Ctrl-C leaves the wait at once."""
+    if thread.ident is None:  # it never started
+        return
+    waited = 0.0
+    with interruptible():
+        while True:
+            thread.join(SETTLE_WARN_S)
+            if not thread.is_alive():
+                return
+            waited += SETTLE_WARN_S
+            logger.warning(
+                "chunktune: a cancelled call has waited %.0f s for %r to end (a resolve whose "
+                "workload settles on cancel waits for its run() in flight); Ctrl-C leaves",
+                waited,
+                thread.name,
+            )
 
 
 async def in_own_thread(
@@ -313,6 +343,7 @@ async def in_own_thread(
     name: str = SWEEP_THREAD,
     finally_: Callable[[], None] | None = None,
     daemon: bool = True,
+    settle: Callable[[], None] | None = None,
 ) -> T:
     """Run ``func()`` in a new thread (a daemon unless ``daemon`` is False); await what it
     returns or raises.
@@ -321,6 +352,11 @@ async def in_own_thread(
     thread, however it ends, or here if the thread cannot start. If the awaiting task
     is cancelled the thread is abandoned: it runs on, ``finally_`` still runs when it
     ends, and its outcome is dropped (the caller makes ``func`` stop by its own means).
+
+    With ``settle``, a cancel is not left at once: ``settle()`` is called (it tells
+    ``func`` to stop) and the cancelled task waits, shielded, until the thread has ended
+    (``finally_`` included), logging a warning every :data:`SETTLE_WARN_S` seconds of
+    waiting; then the cancel goes on. anyio's own ``to_thread.run_sync`` waits so too.
     """
     token = anyio.lowlevel.current_token()
     done = anyio.Event()
@@ -345,11 +381,44 @@ async def in_own_thread(
         if finally_ is not None:
             finally_()
         raise
-    await done.wait()
+    try:
+        await done.wait()
+    except BaseException:
+        if settle is None:
+            raise
+        settle()
+        with anyio.CancelScope(shield=True):
+            await _settled(done, name)
+        raise
     ok, value = outcome[0]
     if ok:
         return value  # type: ignore[no-any-return]
     raise value
+
+
+SETTLE_WARN_S = 10.0
+"""How long a cancelled task waits for a settling thread before each warning that it does."""
+
+
+async def _settled(done: anyio.Event, name: str) -> None:
+    """Wait for ``done``, warning every :data:`SETTLE_WARN_S` seconds that the wait goes on.
+
+    What the thread waits on (a workload's ``run()``) may never return: the caller, whose
+    own next call would hang the same way, is told why it waits.
+    """
+    waited = 0.0
+    while True:
+        with anyio.move_on_after(SETTLE_WARN_S):
+            await done.wait()
+            return
+        waited += SETTLE_WARN_S
+        logger.warning(
+            "chunktune: a cancelled resolve has waited %.0f s for the call in flight in "
+            "%r to return (the workload's settle_on_cancel is True: its pool is handed "
+            "back only once that call is over); a run() that never returns holds it for good",
+            waited,
+            name,
+        )
 
 
 def sweeping() -> bool:

@@ -16,6 +16,7 @@ __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
     "MIN_SECONDS",
+    "SETTLE_ON_CANCEL",
     "CountedCalls",
     "ModeledTime",
     "SignatureValue",
@@ -32,6 +33,7 @@ __all__ = [
     "max_int_digits",
     "native_chunk",
     "raised_by_workload",
+    "settles_on_cancel",
     "upper_chunk",
 ]
 
@@ -52,6 +54,14 @@ class Workload(Protocol):
 
     chunktune only reads ``num_envs`` and ``nthread``, so a plain attribute, a
     property or a frozen record's field each satisfies the protocol.
+
+    One member is optional, and no part of what ``isinstance`` checks:
+    ``settle_on_cancel``, a bool (default False). True says that ``run()`` steps a pool
+    its caller owns and may step again once the resolve returns: a resolve that is
+    cancelled, or that ``hard_limit_s`` ends, then returns only once the ``run()`` in
+    flight has returned, and no later one starts. False keeps the prompt return: the
+    call in flight finishes on its own, in the sweep's thread (see
+    :func:`settles_on_cancel`).
     """
 
     # read-only properties: a settable attribute declared here would refuse, to a type
@@ -255,7 +265,8 @@ def check_workload(workload: object) -> tuple[int, int]:
 
     Raises:
         WorkloadError: the object lacks ``num_envs``, ``nthread``, ``signature`` or ``run``,
-            or its ``signature`` or ``run`` is not callable.
+            its ``signature`` or ``run`` is not callable, or its ``settle_on_cancel`` is
+            neither True nor False.
         InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
     """
     # what isinstance(workload, Workload) checks, without typing's slow protocol walk:
@@ -289,7 +300,30 @@ def check_workload(workload: object) -> tuple[int, int]:
             "pool of nthread=0 steps every env on the calling thread, where chunk_size "
             "changes nothing; pass chunk_size=None to it without resolving"
         )
-    return num_envs, check_count(nthread, what=f"the workload's nthread ({owner}.nthread)")
+    nthread = check_count(nthread, what=f"the workload's nthread ({owner}.nthread)")
+    settles_on_cancel(workload)  # a wrong one is told before anything is measured
+    return num_envs, nthread
+
+
+SETTLE_ON_CANCEL = "settle_on_cancel"
+"""The optional workload member that asks a cancelled resolve to wait for its probe."""
+
+
+def settles_on_cancel(workload: object) -> bool:
+    """The workload's ``settle_on_cancel``: False where it has none.
+
+    Raises:
+        WorkloadError: it is neither True nor False (numpy's bools count as Python's).
+    """
+    value = getattr(workload, SETTLE_ON_CANCEL, False)
+    plain = _plain(value)
+    if isinstance(plain, bool):
+        return plain
+    raise WorkloadError(
+        f"the workload's settle_on_cancel ({type(workload).__name__}.settle_on_cancel) is "
+        f"{shown(value)} ({type(value).__name__}); expected True (a cancelled resolve waits "
+        "for the run() in flight: it steps the caller's pool) or False"
+    )
 
 
 def _plain(value: Any) -> Any:

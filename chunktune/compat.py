@@ -131,7 +131,12 @@ class PoolStepWorkload:
     ``run`` times only the ``pool.step`` call (seconds). The zero controls are made on
     the first ``run``: a cache hit allocates nothing, and controls too large to allocate
     fail the measuring (native is kept), as the older tuner's did, not the call.
+
+    The pool is the caller's: a resolve cancelled or ended by ``hard_limit_s`` returns
+    only once the ``pool.step`` in flight has (``settle_on_cancel``).
     """
+
+    settle_on_cancel = True
 
     def __init__(
         self,

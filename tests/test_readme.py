@@ -36,9 +36,9 @@ def test_snippet_runs(
 @pytest.mark.mujoco
 @pytest.mark.slow
 def test_the_cancelled_resolve_snippet_steps_the_pool_without_crashing(tmp_path: Path) -> None:
-    """The README's cancel-then-step snippet closes the workload first, and its process lives."""
+    """The README's cancel-then-step snippet steps the pool with no close() first, and lives."""
     (snippet,) = [s for s in SNIPPETS if "move_on_after" in s and "pool.rollout(" in s]
-    assert "workload.close" in snippet
+    assert "workload.close" not in snippet  # the pool is the caller's once the cancel returns
     script = tmp_path / "cancelled.py"
     script.write_text(snippet)
     # a process of its own: two threads in one MuJoCo pool end the process, not a test
@@ -364,6 +364,8 @@ def _constant(module: str, name: str) -> float:
                      id="compat-grace"),
         pytest.param(r"given up after (\d+) s a call", "_ray_calls", "CALL_TIMEOUT_S", 1.0,
                      id="registry-call"),
+        pytest.param(r"logger every (\d+) s of that wait", "_threads", "SETTLE_WARN_S", 1.0,
+                     id="settle-warning"),
         pytest.param(r"a round every (\d+) s at most", "_cli._progress", "_ROUND_LINE_EVERY_S",
                      1.0, id="progress-round-line"),
     ],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import mujoco
@@ -75,3 +77,107 @@ def test_chunk_size_never_changes_the_physics() -> None:
         native = np.array(w.state)
         w.run(1)
         assert np.array_equal(native, w.state)
+
+
+# The trainer's side of a resolve cancelled mid-probe, in a process of its own (two
+# threads in one MuJoCo pool end the process, not a test). The pool records whether it
+# was in use when the resolve returned and whether two threads were ever inside it.
+CANCEL_THEN_STEP = '''
+import sys
+import threading
+import time
+
+import anyio
+import mujoco
+import mujoco.rollout
+import numpy as np
+
+import chunktune
+
+MODE, BACKEND, XML = sys.argv[1], sys.argv[2], sys.argv[3]
+NUM_ENVS, NTHREAD, NSTEP = 64, 2, 1500
+
+
+class WatchedPool:
+    """The trainer's own pool: it records who is inside it."""
+
+    def __init__(self) -> None:
+        self.pool = mujoco.rollout.Rollout(nthread=NTHREAD)
+        self.nthread = NTHREAD
+        self.inside = 0
+        self.overlapped = False
+        self.lock = threading.Lock()
+        self.entered = threading.Event()
+
+    def rollout(self, *args, **kwargs):
+        with self.lock:
+            self.inside += 1
+            self.overlapped |= self.inside > 1
+        first = not self.entered.is_set()
+        self.entered.set()
+        try:
+            self.pool.rollout(*args, **kwargs)
+            if first:  # the probe in flight outlasts any prompt return of a cancel
+                time.sleep(0.5)
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
+model = mujoco.MjModel.from_xml_string(XML)
+pool = WatchedPool()
+workload = chunktune.RolloutWorkload(
+    model, num_envs=NUM_ENVS, nthread=NTHREAD, nstep=NSTEP, rollout=pool
+)
+balanced = chunktune.load_settings().get_policy("balanced")
+
+
+async def cancelled() -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chunktune.resolve, workload)
+        await anyio.to_thread.run_sync(pool.entered.wait)
+        tg.cancel_scope.cancel()
+
+
+if MODE == "cancel":
+    anyio.run(cancelled, backend=BACKEND)
+else:  # past hard_limit_s, from plain code
+    import attrs
+
+    policy = attrs.evolve(balanced, time_budget_s=0.05, hard_limit_s=0.1)
+    decision = chunktune.resolve_sync(workload, policy=policy)
+    assert decision.source == "fallback", decision
+in_use = pool.inside
+data = [mujoco.MjData(model) for _ in range(NTHREAD)]
+spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+state = np.empty(mujoco.mj_stateSize(model, spec))
+mujoco.mj_getState(model, data[0], state, spec)
+for _ in range(3):  # the trainer's steps, on its pool, with no close() first
+    pool.rollout(model, data, np.tile(state, (NUM_ENVS, 1)), nstep=20)
+if in_use or pool.overlapped:
+    sys.exit(f"the pool was in use at the return: {in_use}, overlapped: {pool.overlapped}")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "backend"),
+    [
+        pytest.param("cancel", "asyncio", id="cancel-asyncio"),
+        pytest.param("cancel", "trio", id="cancel-trio"),
+        pytest.param("limit", "asyncio", id="hard-limit-resolve-sync"),
+    ],
+)
+def test_a_cancelled_resolve_hands_the_callers_pool_back_idle(
+    isolated: Path, mode: str, backend: str
+) -> None:
+    """A resolve of the trainer's own pool, cancelled mid-probe, returns with the pool idle."""
+    script = isolated / "cancel_then_step.py"
+    script.write_text(CANCEL_THEN_STEP)
+    done = subprocess.run(
+        [sys.executable, str(script), mode, backend, TINY],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

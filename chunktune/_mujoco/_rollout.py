@@ -236,6 +236,18 @@ class RolloutWorkload:
             )
             return time.perf_counter() - start
 
+    @property
+    def settle_on_cancel(self) -> bool:
+        """True when the pool is the caller's (``rollout=``): a cancelled resolve, or one that
+        ``hard_limit_s`` ends, returns only once the probe in flight has stepped it.
+
+        The caller may step its pool as soon as the resolve returns, and MuJoCo's pool
+        crashes the process when two threads step it at once. A pool the workload made
+        itself is stepped by nobody else: a cancel returns at once, and :meth:`close`
+        waits for the probe.
+        """
+        return not self._owns_pool
+
     # -- resources ----------------------------------------------------------------
 
     def _get_pool(self) -> Any:
@@ -249,9 +261,12 @@ class RolloutWorkload:
         """Stop using the pool, once no :meth:`run` is using it; close it if the workload made it.
 
         A caller's pool stays open, and is the caller's again when this returns: a
-        ``run()`` that a cancelled resolve or a ``hard_limit_s`` fallback left behind is
-        waited for first, and none starts after (MuJoCo's pool crashes the process when
-        two threads call it at once). ``timeout_s`` bounds that wait; past it nothing is
+        ``run()`` still in progress (another task's resolve of this workload, a call of
+        your own in another thread) is waited for first, and none starts after (MuJoCo's
+        pool crashes the process when two threads call it at once). A resolve cancelled,
+        or ended by ``hard_limit_s``, has already waited for its own probe with such a
+        pool (:attr:`settle_on_cancel`); with the workload's own pool it has not, and
+        this waits for that probe. ``timeout_s`` bounds the wait; past it nothing is
         closed and the result is False. It blocks: from a task, run it in a thread.
         """
         if not self._busy.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s)):
