@@ -665,3 +665,55 @@ async def test_on_an_event_loop_a_settings_file_unread_for_want_of_descriptors_a
     assert [r.exc_info for r in caplog.records if r.exc_info] == []
     said = "([Errno 24] Too many open files: the process's threads or file descriptors are spent)"
     assert said in caplog.text
+
+
+class _HeldPool(FakePool):
+    """A FakePool whose first step holds until chunktune warns that a cancel waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.in_step = 0
+
+    def step(self, state: np.ndarray, **kwargs: Any) -> None:
+        self.in_step += 1
+        try:
+            if len(self.calls) == 0:
+                self.release.wait(60)
+            super().step(state, **kwargs)
+        finally:
+            self.in_step -= 1
+
+
+class _Releases(logging.Handler):
+    def __init__(self, pool: _HeldPool) -> None:
+        super().__init__()
+        self.pool = pool
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "waited" in record.getMessage():
+            self.pool.release.set()
+
+
+@pytest.mark.anyio
+async def test_on_an_event_loop_past_the_bound_it_returns_with_the_pool_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loop's thread, past hard_limit_s it answers None once the pool.step in flight ended."""
+    from chunktune import _threads
+
+    (tmp_path / "chunktune.toml").write_text(
+        'policy = "fast"\n[policies.fast]\nextends = "quick"\ntime_budget_s = 0.1\n'
+        "hard_limit_s = 0.2\n"
+    )
+    monkeypatch.setattr(_threads, "SETTLE_WARN_S", 0.05, raising=False)
+    pool = _HeldPool()
+    handler = _Releases(pool)
+    logging.getLogger("chunktune").addHandler(handler)
+    try:
+        answer = call(pool, np.zeros((256, 5)))
+        in_step = pool.in_step
+    finally:
+        pool.release.set()
+        logging.getLogger("chunktune").removeHandler(handler)
+    assert (answer, in_step, len(pool.calls)) == (None, 0, 1)
