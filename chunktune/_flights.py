@@ -318,6 +318,7 @@ class Watch:
     lock: Lock | None = None
     holder: Holder | None = None
     sweeping: bool = False
+    settles: bool = False  # the workload's run() in flight is waited for (settle_on_cancel)
     probe_seconds: float = 0.0  # the seconds of the calls the sweep has made so far
     decided: Decision | None = None  # measured; being stored
 
@@ -363,6 +364,11 @@ class Watch:
             why = f"while another sweep{who} held the machine; nothing was measured"
         elif self.waiting_for == "key":
             why = f"while another process{who} was measuring this workload"
+        elif self.sweeping and self.settles:
+            why = (
+                "before the sweep finished; the sweep was stopped once its run() in flight "
+                "had ended (the workload settles on cancel) and nothing more is measured"
+            )
         elif self.sweeping:
             why = (
                 "before the sweep finished; the sweep was abandoned: the run() in flight "

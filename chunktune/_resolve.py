@@ -158,6 +158,7 @@ async def _measure(
         # a caller's pool must be the caller's again when a cancel (or the limit) returns:
         # MuJoCo's pool crashes the process when two threads step it at once
         settle = stop.set if settles_on_cancel(req.workload) else None
+        watch.settles = settle is not None
     except BaseException:
         # no thread took the machine over: a lock kept here would stop every later sweep
         if flight.unclaim(lock):

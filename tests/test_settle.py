@@ -149,6 +149,8 @@ async def test_hard_limit_waits_for_the_run_in_flight_of_a_settling_workload(
         w.release.set()
     assert (d.source, d.chunk_size, in_run, w.calls) == ("fallback", None, 0, 1)
     assert "hard limit" in d.reason
+    assert "stopped once its run() in flight had ended" in d.reason, d.reason
+    assert "finishes on its own" not in d.reason
 
 
 def test_resolve_sync_under_hard_limit_waits_for_a_settling_workload(
