@@ -23,11 +23,12 @@ their number doubles, and at the end of its plan (:func:`look_points`):
   **inconclusive**, and native stays.
 
 Looking more than once must not inflate the false-confirmation rate above
-``alpha``: every look but the last needs a strict bound (z = 3), and the last
-one gets what is left of ``alpha`` (:func:`success_z`); with looks spaced by
-doubling, a plan of 64 pairs has 5 looks and its last bound is z = 1.70. The noise is pooled with
-the race's own noise figure, so the first looks do not trust a standard deviation
-from four numbers.
+``alpha``: the looks spend it by an alpha-spending function (:class:`Bounds`,
+:mod:`chunktune._spending`), little at the first looks and the rest at the last;
+with looks spaced by doubling, a plan of 64 pairs has 5 looks, with bounds from
+z = 3.55 at the first to 2.31 at half the plan and 1.70 at the last. The noise is
+pooled with the race's own noise figure, so the first looks do not trust a standard
+deviation from four numbers.
 
 The estimate is the policy's robust one (a trimmed mean), which keeps a spike on
 either side from deciding. It estimates the plain mean only while the winner's noise
@@ -49,11 +50,12 @@ import attrs
 
 from ._margin import least_gain
 from ._sequential import Design, adjusted
-from ._stats import estimate, normal_cdf, normal_quantile, pooled_sigma, standard_error
+from ._spending import spending_bounds
+from ._stats import estimate, normal_quantile, pooled_sigma, standard_error
 
 __all__ = [
     "FUTILITY_Z",
-    "INTERIM_Z",
+    "Bounds",
     "Confirmation",
     "Looks",
     "Outcome",
@@ -66,7 +68,6 @@ __all__ = [
     "pairs_needed",
     "plan_bounds",
     "reach_floor",
-    "success_z",
 ]
 
 Outcome = Literal["confirmed", "rejected", "inconclusive"]
@@ -92,9 +93,6 @@ class Confirmation:
     mean_gain: float | None = None
     out_of_reach: bool = False
 
-
-INTERIM_Z = 3.0
-"""The bound every look but the last must clear (Haybittle-Peto): only a clear gain stops early."""
 
 FUTILITY_Z = normal_quantile(0.95)
 """How clearly the gain must fall short of the margin for the test to give up early."""
@@ -129,28 +127,12 @@ class Looks:
         return True
 
 
-def success_z(alpha: float, looks: int) -> tuple[float, float]:
-    """The one-sided bounds ``(interim, final)`` that keep false confirmations under ``alpha``.
-
-    Every look but the last uses :data:`INTERIM_Z`, each spending at most
-    ``1 - Phi(INTERIM_Z)`` (0.13%) of ``alpha``; the last look gets the rest
-    (Bonferroni over the looks, so the total holds whatever the correlation
-    between looks). A clear gain stops at the first look, and a small one still
-    meets a final bound close to a single test's.
-    """
-    spent = (max(1, looks) - 1) * (1.0 - normal_cdf(INTERIM_Z))
-    if spent >= alpha / 2:  # too many looks for this scheme: split alpha evenly
-        even = normal_quantile(1.0 - alpha / max(1, looks))
-        return even, even
-    return INTERIM_Z, normal_quantile(1.0 - (alpha - spent))
-
-
 def look_points(min_pairs: int, max_pairs: int) -> tuple[int, ...]:
     """The pair counts a confirmation looks at: ``min_pairs``, doubling, and ``max_pairs``.
 
     Few looks, spaced geometrically: a clear gain still stops at the first, and
     the last keeps nearly all of ``alpha`` however long the plan (a look after
-    every block of a 70-pair plan would leave the last one a bound of z = 3).
+    every block would give each look less to spend).
     """
     points = [min_pairs]
     while points[-1] * 2 < max_pairs:
@@ -165,13 +147,40 @@ def looks_of(min_pairs: int, max_pairs: int) -> int:
     return len(look_points(min_pairs, max_pairs))
 
 
-def plan_bounds(alpha: float, min_pairs: int, max_pairs: int) -> tuple[float, float]:
-    """The bounds ``(interim, final)`` of a plan from ``min_pairs`` to ``max_pairs`` pairs.
+@attrs.frozen
+class Bounds:
+    """The success bounds of a plan of ``max_pairs`` pairs that spends ``alpha`` over its looks.
 
-    :func:`success_z` over the plan's looks (:func:`looks_of`): its last look is the
-    test's final one.
+    A look's bound depends on the looks taken before it (:func:`spending_bounds`):
+    pairs come two to a block, and the budget can end a plan early.
     """
-    return success_z(alpha, looks_of(min_pairs, max_pairs))
+
+    alpha: float
+    min_pairs: int
+    max_pairs: int
+
+    def z(self, before: Sequence[int], n: int, *, last: bool) -> float:
+        """The bound at ``n`` pairs, after looks at ``before``; ``last`` spends what is left."""
+        return self.all_z(before, n, last=last)[-1]
+
+    def all_z(self, before: Sequence[int], n: int, *, last: bool) -> tuple[float, ...]:
+        """The bounds of the looks at ``before`` and of the one at ``n`` pairs."""
+        looks = (*(k for k in before if k < n), n)
+        return spending_bounds(self.alpha, looks, self.max_pairs, last=last)
+
+    @property
+    def final(self) -> float:
+        """The bound of the plan's last look, its looks taken as planned (:func:`look_points`)."""
+        *before, n = look_points(self.min_pairs, self.max_pairs)
+        return self.z(before, n, last=True)
+
+
+def plan_bounds(alpha: float, min_pairs: int, max_pairs: int) -> Bounds:
+    """The bounds of a plan from ``min_pairs`` to ``max_pairs`` pairs, spending ``alpha``.
+
+    Its last look is the test's final one.
+    """
+    return Bounds(alpha, min_pairs, max_pairs)
 
 
 def pairs_needed(gain: float, sigma: float, z: float, *, power_z: float = 0.84) -> float:
@@ -239,7 +248,7 @@ def judge(
     prior_sigma: float,
     prior_dof: int,
     margin: float,
-    bounds: tuple[float, float],
+    bounds: Bounds,
     z_futility: float,
     min_pairs: int,
     max_pairs: int,
@@ -250,7 +259,7 @@ def judge(
 ) -> Confirmation:
     """Judge the paired log gains ``d`` collected so far.
 
-    ``bounds`` are the ``(interim, final)`` z of :func:`success_z`. ``final`` marks
+    ``bounds``: the test's (:func:`plan_bounds`), over its looks. ``final`` marks
     the last look (the budget ran out); reaching ``max_pairs`` makes a look final too,
     and an undecided final look is inconclusive. ``earlier``: the pair counts at which
     the test looked before (None: at the plan's :func:`look_points` under ``len(d)``);
@@ -258,6 +267,9 @@ def judge(
     """
     n = len(d)
     last = final or n >= max_pairs
+    if earlier is None:
+        earlier = look_points(min_pairs, max_pairs)
+    before = [k for k in earlier if k < n]
     own_sigma, own_dof = pooled_sigma([list(d)]) if n >= 3 else (0.0, 0)
     dof = prior_dof + own_dof
     # no noise estimate at all (a race of two rounds, two pairs): no gain can be clear
@@ -271,7 +283,7 @@ def judge(
     sigma = max(sigma, own_sigma)
     center = estimate(list(d), estimator, trim=trim) if n else 0.0
     se = standard_error(sigma, n, estimator)
-    z = bounds[1] if last else bounds[0]
+    z = bounds.z(before, n, last=last) if n else math.inf
     low, high = center - z * se, center + z * se
     ci = (_gain(low), _gain(high)) if math.isfinite(se) else (-math.inf, math.inf)
     need = least_gain(margin)  # a gain exactly the margin clears it, its log's rounding aside
@@ -291,7 +303,7 @@ def judge(
             se,
             sigma,
             need=need,
-            z_final=bounds[1],
+            z_final=bounds.final,
             z_futility=z_futility,
             max_pairs=max_pairs,
             estimator=estimator,
@@ -307,60 +319,48 @@ def judge(
         # of the gain, given when it stopped (median-unbiased), not the estimate itself
         design = _design(
             n,
-            earlier=earlier,
+            before=before,
             sigma=sigma,
             estimator=estimator,
             need=need,
-            z_interim=bounds[0],
-            z_final=bounds[1],
+            bounds=bounds,
             z_futility=z_futility,
             min_pairs=min_pairs,
             max_pairs=max_pairs,
         )
-        level = _level(bounds, looks_of(min_pairs, max_pairs))
-        center, (low, high) = adjusted(design, center, level)
+        # its interval at the whole test's level: every earlier look could also have
+        # confirmed a gain of 0, so at the last look's level alone a gain confirmed
+        # just past its bound got an interval reaching below 0
+        center, (low, high) = adjusted(design, center, bounds.alpha)
         ci = (_gain(low), _gain(high))
     mean_gain = _gain(mean) if n else None
     return Confirmation(outcome, n, _gain(center), ci, sigma, mean_gain, out_of_reach)
 
 
-def _level(bounds: tuple[float, float], looks: int) -> float:
-    """The one-sided level the test spends over its ``looks`` (``confirm_alpha``, from its bounds).
-
-    A confirmed gain's interval is at this level, not the final look's alone: every
-    earlier look could also have confirmed a gain of 0, so at the final look's level
-    a gain confirmed just past its bound got an interval reaching below 0.
-    """
-    interim, final = bounds
-    return (max(1, looks) - 1) * normal_cdf(-interim) + normal_cdf(-final)
-
-
 def _design(
     n: int,
     *,
-    earlier: Sequence[int] | None,
+    before: Sequence[int],
     sigma: float,
     estimator: str,
     need: float,
-    z_interim: float,
-    z_final: float,
+    bounds: Bounds,
     z_futility: float,
     min_pairs: int,
     max_pairs: int,
 ) -> Design:
     """The looks a confirmation that stopped at ``n`` pairs made, as :class:`Design`.
 
-    ``earlier``: the pair counts of the looks before the last, where the test took
-    them; None takes them at the plan's look points. A look from twice ``min_pairs`` on
-    stopped below the futility bound or the plan's :func:`reach_floor`, the higher.
+    ``before``: the pair counts of the looks before the last, where the test took
+    them. A look confirmed above its bound (and the margin); one from twice
+    ``min_pairs`` on stopped below the futility bound or the plan's
+    :func:`reach_floor`, the higher.
     """
-    if earlier is None:
-        earlier = look_points(min_pairs, max_pairs)
-    before = [k for k in earlier if k < n]
     se = [standard_error(sigma, k, estimator) for k in (*before, n)]
+    z = bounds.all_z(before, n, last=True)
     return Design(
         se=tuple(se),
-        upper=tuple(max(z_interim * s, need) for s in se[:-1]),
+        upper=tuple(max(z_k * s, need) for z_k, s in zip(z, se[:-1], strict=False)),
         lower=tuple(
             max(
                 need - z_futility * s,
@@ -369,7 +369,7 @@ def _design(
                     s,
                     sigma,
                     need=need,
-                    z_final=z_final,
+                    z_final=bounds.final,
                     z_futility=z_futility,
                     max_pairs=max_pairs,
                     estimator=estimator,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ._confirm import pairs_needed, plan_bounds
+from ._confirm import Bounds, pairs_needed, plan_bounds
 from ._field import Field
 from ._pacing import Pace
 from ._reasons import too_noisy
@@ -41,13 +41,13 @@ class NoiseGate:
         """Confirmation pairs the rest of the budget pays for (capped by confirm_max_pairs)."""
         return self.pace.affordable_pairs(self.p.confirm_max_pairs)
 
-    def bounds(self, max_pairs: int) -> tuple[float, float]:
+    def bounds(self, max_pairs: int) -> Bounds:
         """The test's bounds when its last look is at ``max_pairs`` (looks by doubling)."""
         return plan_bounds(self.p.confirm_alpha, self.p.confirm_min_pairs, max_pairs)
 
     def last_bound(self, max_pairs: int) -> float:
         """The test's last success bound for a plan of ``max_pairs`` (at least its first look)."""
-        return self.bounds(max(max_pairs, self.p.confirm_min_pairs))[1]
+        return self.bounds(max(max_pairs, self.p.confirm_min_pairs)).final
 
     def reserve(self) -> None:
         """Hold back from the race the pairs that confirming its leader takes (80% power).
@@ -108,7 +108,7 @@ class NoiseGate:
         # the race's end, with a budget that cannot stretch, what is left is spent on a
         # confirmation with a fair chance (LAST_TRY_Z)
         afford = self.affordable_pairs()
-        bound = self.bounds(afford)[1]
+        bound = self.bounds(afford).final
         needed = pairs_needed(gain, sigma, bound, power_z=0.0)
         chance_z = LAST_TRY_Z if final and not p.extend_budget else 0.0
         if pairs_needed(gain, sigma, bound, power_z=chance_z) <= max(afford, p.confirm_min_pairs):

@@ -12,7 +12,6 @@ from chunktune import load_settings
 from chunktune._candidates import candidate_list
 from chunktune._confirm import (
     FUTILITY_Z,
-    INTERIM_Z,
     Confirmation,
     futility_bound,
     judge,
@@ -22,13 +21,14 @@ from chunktune._confirm import (
     pairs_needed,
     plan_bounds,
     reach_floor,
-    success_z,
 )
 from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
 from chunktune._margin import least_gain
 from chunktune._reasons import kept
-from chunktune._stats import estimate, normal_cdf, normal_quantile, standard_error
+from chunktune._sequential import Design, more_extreme
+from chunktune._spending import SPENDING_RHO, spending_bounds
+from chunktune._stats import estimate, normal_quantile, pooled_sigma, standard_error
 from chunktune._sweep import sweep
 from chunktune._workload import ModeledTime
 from chunktune.sim import Noise, SimulatedWorkload
@@ -40,7 +40,7 @@ def verdict(d: list[float], *, final: bool = False, sigma: float = 0.05) -> str 
         prior_sigma=sigma,
         prior_dof=40,
         margin=0.01,
-        bounds=success_z(0.05, 15),
+        bounds=plan_bounds(0.05, 4, 32),
         z_futility=1.645,
         min_pairs=4,
         max_pairs=32,
@@ -48,22 +48,59 @@ def verdict(d: list[float], *, final: bool = False, sigma: float = 0.05) -> str 
     ).outcome
 
 
-def test_bounds_keep_the_false_confirmation_rate_under_alpha() -> None:
-    """Interim looks use z = 3; all looks together spend no more than alpha."""
-    interim, last = success_z(0.05, 15)
-    assert interim == INTERIM_Z
-    spent = 14 * (1 - normal_cdf(interim)) + (1 - normal_cdf(last))
-    assert spent == pytest.approx(0.05)
-    assert 1.645 < last < 2.0
-    many = success_z(0.05, 200)  # too many looks for z = 3: alpha split evenly
-    assert many[0] == many[1] > INTERIM_Z
+def test_bounds_keep_the_false_confirmation_rate_at_alpha() -> None:
+    """Over a 64-pair plan's looks, a walk with no gain crosses some bound alpha of the time."""
+    ns = np.array(look_points(4, 64))
+    z = np.array(plan_bounds(0.05, 4, 64).all_z(list(ns[:-1]), int(ns[-1]), last=True))
+    rng = np.random.default_rng(0)
+    steps = rng.standard_normal((200_000, len(ns))) * np.sqrt(np.diff(ns, prepend=0))
+    crossed = (np.cumsum(steps, axis=1) / np.sqrt(ns) > z).any(axis=1).mean()
+    assert crossed == pytest.approx(0.05, abs=0.002)  # 3.5 standard errors of the sample
+
+
+def test_each_look_spends_its_share_of_alpha_and_no_more() -> None:
+    """A look at n of N pairs crosses, with no gain, by alpha * (n/N)**2 in all, exactly."""
+    ns = look_points(4, 64)
+    z = plan_bounds(0.05, 4, 64).all_z(ns[:-1], ns[-1], last=True)
+    for k, n in enumerate(ns):
+        se = tuple(1.0 / math.sqrt(m) for m in ns[: k + 1])
+        design = Design(se, tuple(b * s for b, s in zip(z, se[:-1], strict=False)),
+                        (-math.inf,) * k)  # fmt: skip
+        spent = more_extreme(0.0, design, z[k] * se[-1])
+        assert spent == pytest.approx(0.05 * (n / 64) ** SPENDING_RHO, rel=1e-4)
+    assert z == pytest.approx((3.546, 3.225, 2.799, 2.306, 1.704), abs=1e-3)
 
 
 def test_a_single_look_is_a_plain_one_sided_test_at_alpha() -> None:
-    """One look spends nothing on interim looks: its bound is the one-sided z of alpha."""
-    interim, final = success_z(0.05, 1)
-    assert interim == INTERIM_Z and final == pytest.approx(normal_quantile(0.95))
-    assert success_z(0.05, 0) == success_z(0.05, 1)
+    """A plan of one look spends all of alpha there: its bound is the one-sided z of alpha."""
+    assert plan_bounds(0.05, 4, 4).final == pytest.approx(normal_quantile(0.95))
+    assert plan_bounds(0.05, 4, 4).z([], 4, last=False) == pytest.approx(normal_quantile(0.95))
+
+
+def test_a_look_the_budget_makes_last_spends_what_is_left() -> None:
+    """Cut short at 16 of 64 pairs, the look spends the rest of alpha: a lower bound."""
+    bounds = plan_bounds(0.05, 4, 64)
+    as_planned = bounds.z([4, 8], 16, last=False)
+    cut = bounds.z([4, 8], 16, last=True)
+    assert cut < as_planned
+    z = bounds.all_z([4, 8], 16, last=True)
+    se = (1 / 2, 1 / math.sqrt(8), 1 / 4)
+    design = Design(se, (z[0] * se[0], z[1] * se[1]), (-math.inf, -math.inf))
+    assert more_extreme(0.0, design, cut * se[2]) == pytest.approx(0.05, rel=1e-4)
+
+
+def test_a_look_s_bound_follows_the_looks_taken_before_it() -> None:
+    """A look taken a pair late (blocks of two) is judged after the looks really taken."""
+    bounds = plan_bounds(0.05, 3, 24)
+    assert bounds.z([4], 6, last=False) == spending_bounds(0.05, (4, 6), 24, last=False)[-1]
+    assert bounds.z([4], 6, last=False) != bounds.z([3], 6, last=False)
+
+
+def test_looks_that_do_not_rise_are_refused() -> None:
+    """Bounds for looks out of order, repeated or at no pairs are a ValueError, not a number."""
+    for looks in [(8, 4), (4, 4), (0, 4), ()]:
+        with pytest.raises(ValueError, match="rising pair counts"):
+            spending_bounds(0.05, looks, 16, last=True)
 
 
 def test_looks_start_at_the_minimum_and_double_up_to_the_plan() -> None:
@@ -76,19 +113,38 @@ def test_looks_start_at_the_minimum_and_double_up_to_the_plan() -> None:
 
 
 def test_a_long_plan_keeps_nearly_all_of_alpha_for_its_last_look() -> None:
-    """A 70-pair plan's last bound is close to a single test's, not a Bonferroni over blocks."""
-    single = success_z(0.05, 1)[1]
-    last = success_z(0.05, looks_of(4, 70))[1]
-    per_block = success_z(0.05, math.ceil((70 - 4) / 2) + 1)[1]
-    assert single < last < single + 0.1
-    assert per_block > 2.9  # what a look after every block would have cost
+    """A 64-pair plan's last bound is close to a single test's: its first looks spend little."""
+    single = normal_quantile(0.95)
+    assert single < plan_bounds(0.05, 4, 64).final < single + 0.1
+
+
+def test_a_gain_clear_at_half_its_plan_stops_there() -> None:
+    """2.5 standard errors over 0 at 32 of 64 pairs is confirmed there, not run to 64."""
+    spread = [0.02, -0.02] * 16
+    sigma = pooled_sigma([spread])[0]
+    se = standard_error(sigma, 32, "trimmed_mean")
+    d = [x + 2.5 * se for x in spread]
+    v = judge(d, prior_sigma=sigma, prior_dof=40, margin=0.0, bounds=plan_bounds(0.05, 4, 64),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=64)  # fmt: skip
+    assert (v.outcome, v.pairs) == ("confirmed", 32)
+    assert 0.0 < v.ci[0] < v.gain  # adjusted for stopping there, its interval still above 0
+
+
+def test_a_first_look_needs_more_than_z_3() -> None:
+    """At 4 of 64 pairs, 3.2 standard errors over 0 is not yet enough: that look spends little."""
+    spread = [0.02, -0.02] * 2
+    sigma = pooled_sigma([spread])[0]
+    d = [x + 3.2 * standard_error(sigma, 4, "trimmed_mean") for x in spread]
+    v = judge(d, prior_sigma=sigma, prior_dof=40, margin=0.0, bounds=plan_bounds(0.05, 4, 64),
+              z_futility=FUTILITY_Z, min_pairs=4, max_pairs=64)  # fmt: skip
+    assert v.outcome is None
 
 
 def test_a_clear_gain_is_confirmed_at_the_first_look() -> None:
     """Four pairs showing a 15% gain at 5% noise confirm at once, with a CI around it."""
     rng = np.random.default_rng(0)
     d = list(np.log(1 / 0.85) + rng.normal(0, 0.05, 4))
-    result = judge(d, prior_sigma=0.05, prior_dof=40, margin=0.01, bounds=success_z(0.05, 15),
+    result = judge(d, prior_sigma=0.05, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 4, 32),
                    z_futility=1.645, min_pairs=4, max_pairs=32)  # fmt: skip
     assert result.outcome == "confirmed"
     assert result.ci[0] < result.gain < result.ci[1]
@@ -109,7 +165,7 @@ def test_no_gain_is_rejected_and_a_small_one_inconclusive() -> None:
 def test_one_spike_among_few_pairs_does_not_decide() -> None:
     """A single +60% call in four pairs is trimmed, not averaged in."""
     d = [0.10, 0.09, 0.11, -0.47]  # a real 10% gain and one spiked winner call
-    result = judge(d, prior_sigma=0.03, prior_dof=40, margin=0.01, bounds=success_z(0.05, 15),
+    result = judge(d, prior_sigma=0.03, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 4, 32),
                    z_futility=1.645, min_pairs=4, max_pairs=32)  # fmt: skip
     assert result.gain > 0.05
 
@@ -131,7 +187,7 @@ def test_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:
 def test_three_pairs_noisier_than_the_race_are_judged_by_their_own_noise() -> None:
     """Three pairs already give a noise figure: a spread of 50% is not judged at the race's 1%."""
     d = [0.5, 0.0, 0.45]
-    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 5),
+    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 3, 32),
               z_futility=FUTILITY_Z, min_pairs=3, max_pairs=32)  # fmt: skip
     assert v.outcome is None
     assert v.sigma > 0.3
@@ -142,7 +198,7 @@ def test_a_gain_of_exactly_the_margin_is_confirmed() -> None:
     need = -math.log1p(-0.02)
     d = [need] * 4
     assert estimate(d, "trimmed_mean") == need  # the estimate sits exactly on the margin
-    v = judge(d, prior_sigma=0.001, prior_dof=40, margin=0.02, bounds=success_z(0.05, 5),
+    v = judge(d, prior_sigma=0.001, prior_dof=40, margin=0.02, bounds=plan_bounds(0.05, 4, 32),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=32)  # fmt: skip
     assert v.outcome == "confirmed"
 
@@ -155,7 +211,7 @@ def test_timings_exactly_the_margin_apart_are_confirmed(native_s: float, margin:
     """Pairs timed exactly the margin apart clear it, whatever their logs' rounding."""
     winner_s = native_s * (1.0 - margin)
     d = pair_gains([None, 8, 8, None], [native_s, winner_s, winner_s, native_s]) * 4
-    v = judge(d, prior_sigma=0.001, prior_dof=40, margin=margin, bounds=success_z(0.05, 5),
+    v = judge(d, prior_sigma=0.001, prior_dof=40, margin=margin, bounds=plan_bounds(0.05, 4, 8),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=8)  # fmt: skip
     assert v.outcome == "confirmed"
 
@@ -166,8 +222,9 @@ def test_the_least_gain_is_confirmed_and_a_gain_a_hair_under_the_margin_is_not(
 ) -> None:
     """A steady gain of least_gain(margin) is confirmed; one 1e-12 under the margin's is not."""
     # 1e-12 is far past any rounding of a log gain, far under what a timing shows
-    kw = {"prior_sigma": 0.001, "prior_dof": 40, "margin": margin, "bounds": success_z(0.05, 5),
-          "z_futility": FUTILITY_Z, "min_pairs": 4, "max_pairs": 32}  # fmt: skip
+    kw = {"prior_sigma": 0.001, "prior_dof": 40, "margin": margin,
+          "bounds": plan_bounds(0.05, 4, 32), "z_futility": FUTILITY_Z, "min_pairs": 4,
+          "max_pairs": 32}  # fmt: skip
     need = least_gain(margin)
     assert estimate([need] * 4, "trimmed_mean") == need  # the estimate sits exactly on it
     assert judge([need] * 4, **kw).outcome == "confirmed"
@@ -217,7 +274,7 @@ def test_the_futility_bound_is_what_a_rejection_judged(center: float) -> None:
         prior_sigma=0.02,
         prior_dof=40,
         margin=0.01,
-        bounds=success_z(0.05, 5),
+        bounds=plan_bounds(0.05, 4, 64),
         z_futility=FUTILITY_Z,
         min_pairs=4,
         max_pairs=64,
@@ -259,7 +316,7 @@ def test_a_gain_that_missed_the_margin_at_its_first_look_is_reported_as_measured
         prior_sigma=0.02,
         prior_dof=10,
         margin=0.1,
-        bounds=success_z(0.05, 3),
+        bounds=plan_bounds(0.05, 4, 16),
         z_futility=FUTILITY_Z,
         min_pairs=4,
         max_pairs=16,
@@ -301,10 +358,10 @@ def confirm(probe: ScriptedProbe, plan: int = 16) -> tuple[Confirmation, bool]:
 
 
 def test_a_confirmation_past_its_first_look_is_adjusted_for_the_look_it_took() -> None:
-    """Not clear at 4 pairs (the interim bound is 3), confirmed at 8: adjusted for a look at 4."""
+    """Not clear at 4 of 32 pairs (its bound is 3.16), confirmed at 8: adjusted for a look at 4."""
     pol = load_settings().get_policy("balanced")
     probe = ScriptedProbe([0.9, 0.95, 0.85, 0.92, 0.97, 0.88])
-    verdict, cut = confirm(probe)
+    verdict, cut = confirm(probe, plan=32)
     d: list[float] = []
     for block in range(4):  # the winner's calls come two to a block, in script order
         a, b = probe.winner_s[2 * block % 6], probe.winner_s[(2 * block + 1) % 6]
@@ -314,8 +371,8 @@ def test_a_confirmation_past_its_first_look_is_adjusted_for_the_look_it_took() -
             d += pair_gains([8, None, None, 8], [a, 1.0, 1.0, b])
     expected = judge(
         d, prior_sigma=0.05, prior_dof=10, margin=pol.margin,
-        bounds=plan_bounds(pol.confirm_alpha, 4, 16), z_futility=FUTILITY_Z, min_pairs=4,
-        max_pairs=16, estimator=pol.estimator, trim=pol.trim, earlier=[4],
+        bounds=plan_bounds(pol.confirm_alpha, 4, 32), z_futility=FUTILITY_Z, min_pairs=4,
+        max_pairs=32, estimator=pol.estimator, trim=pol.trim, earlier=[4],
     )  # fmt: skip
     assert (verdict, cut) == (expected, False)
     assert expected.outcome == "confirmed" and expected.pairs == 8
@@ -323,7 +380,7 @@ def test_a_confirmation_past_its_first_look_is_adjusted_for_the_look_it_took() -
 
 def test_a_plan_completed_as_the_budget_ends_is_not_cut_short() -> None:
     """The budget running out on the plan's very last call leaves the confirmation whole."""
-    probe = ScriptedProbe([0.95, 1.0, 0.9, 0.97, 0.93], budget_calls=32)
+    probe = ScriptedProbe([0.97, 1.0, 0.95, 0.99, 0.96], budget_calls=32)
     verdict, cut = confirm(probe)
     assert verdict.pairs == 16 and not cut
 
@@ -387,14 +444,14 @@ def test_a_winner_that_loses_its_unlucky_pairs_by_much_is_not_confirmed() -> Non
     tail = math.log(1 / 1.3)
     d = [tail if i % 5 == 4 else typical + 0.002 * (-1) ** i for i in range(16)]
     assert estimate(d, "trimmed_mean") > typical - 0.01  # the robust estimate drops the tail
-    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 4, 16),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16)  # fmt: skip
     assert v.outcome == "inconclusive"
     assert v.ci[0] > 0 and v.gain > 0.02  # what would have confirmed it alone
     assert v.mean_gain == pytest.approx(1 - math.exp(-float(np.mean(d))))
     assert v.mean_gain is not None and v.mean_gain < 0
     steady = [x for x in d if x > 0]  # the same typical pairs without the unlucky ones
-    w = judge(steady, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+    w = judge(steady, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 4, 16),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16)  # fmt: skip
     assert w.outcome == "confirmed"
 
@@ -403,7 +460,7 @@ def test_a_mean_gain_under_the_margin_keeps_native_even_when_above_zero() -> Non
     """The margin applies to the mean too: a 3% typical gain that averages 0.5% is no gain."""
     typical = math.log(1 / 0.97)
     d = [typical] * 13 + [math.log(1 / 1.12)] * 3  # mean about +0.3%, trimmed 3%
-    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+    v = judge(d, prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 4, 16),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16)  # fmt: skip
     assert v.mean_gain is not None and 0 < v.mean_gain < 0.01
     assert v.outcome == "inconclusive"
@@ -468,7 +525,7 @@ def test_a_coarse_size_that_bursts_slow_is_not_chosen_and_a_steady_one_is(seed: 
 
 def test_a_confirmation_on_no_pairs_has_no_mean_gain() -> None:
     """mean_gain is None before any pair: judged on none, or a plan too short to measure."""
-    v = judge([], prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=success_z(0.05, 3),
+    v = judge([], prior_sigma=0.01, prior_dof=40, margin=0.01, bounds=plan_bounds(0.05, 4, 16),
               z_futility=FUTILITY_Z, min_pairs=4, max_pairs=16, final=True)  # fmt: skip
     assert (v.outcome, v.pairs, v.mean_gain) == ("inconclusive", 0, None)
     short, cut = confirm(ScriptedProbe([0.97]), plan=2)
@@ -485,7 +542,7 @@ def test_a_plan_out_of_reach_ends_inconclusive_at_its_look_and_says_so() -> None
     se = standard_error(verdict.sigma, 32, probe.policy.estimator)
     assert -math.log1p(-verdict.gain) + FUTILITY_Z * se >= least_gain(probe.policy.margin)
     assert kept(8, 12, verdict, probe.policy).endswith(
-        "32 fresh pairs of calls against native could not confirm a gain: -0.5% (-3.7% to 2.6%), "
+        "32 fresh pairs of calls against native could not confirm a gain: -0.5% (-2.9% to 1.9%), "
         "nor could the rest of its plan"
     )
 
@@ -493,25 +550,26 @@ def test_a_plan_out_of_reach_ends_inconclusive_at_its_look_and_says_so() -> None
 def test_the_reach_floor_stops_only_where_the_upper_bound_cannot_make_the_last_look() -> None:
     """Just under the floor the plan ends inconclusive; just over it, the test measures on."""
     n, plan, need = 32, 64, least_gain(0.01)
+    bounds = plan_bounds(0.05, 4, plan)
 
     def judged(center: float) -> Confirmation:
         d = [center + 0.05, center - 0.05] * (n // 2)
-        return judge(d, prior_sigma=0.05, prior_dof=1000, margin=0.01, bounds=(3.0, 1.7),
+        return judge(d, prior_sigma=0.05, prior_dof=1000, margin=0.01, bounds=bounds,
                      z_futility=FUTILITY_Z, min_pairs=4, max_pairs=plan,
                      estimator="mean")  # fmt: skip
 
     sigma = judged(0.0).sigma  # the noise the test judges by (it does not move with the center)
     se = standard_error(sigma, n, "mean")
-    floor = reach_floor(n, se, sigma, need=need, z_final=1.7, z_futility=FUTILITY_Z,
+    floor = reach_floor(n, se, sigma, need=need, z_final=bounds.final, z_futility=FUTILITY_Z,
                         max_pairs=plan, estimator="mean")  # fmt: skip
     # at the floor, the final estimate's mean, the rest gaining the upper bound, sits
     # FUTILITY_Z of its spread under what the last look needs
-    bar = max(need, 1.7 * standard_error(sigma, plan, "mean"))
+    bar = max(need, bounds.final * standard_error(sigma, plan, "mean"))
     mean = floor + (plan - n) / plan * FUTILITY_Z * se
     assert mean + FUTILITY_Z * math.sqrt(plan - n) * sigma / plan == pytest.approx(bar)
     assert floor + FUTILITY_Z * se >= need  # a floor above what the futility bound rejects
     below, above = judged(floor - 1e-4), judged(floor + 1e-4)
     assert (below.outcome, below.out_of_reach) == ("inconclusive", True)
     assert (above.outcome, above.out_of_reach) == (None, False)
-    assert reach_floor(plan, se, sigma, need=need, z_final=1.7, z_futility=FUTILITY_Z,
+    assert reach_floor(plan, se, sigma, need=need, z_final=bounds.final, z_futility=FUTILITY_Z,
                        max_pairs=plan, estimator="mean") == -math.inf  # fmt: skip

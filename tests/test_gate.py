@@ -160,7 +160,7 @@ def test_the_reserve_is_the_pairs_for_80_percent_power_at_the_plan_s_last_bound(
     NoiseGate(field, pace, stretch=None).reserve()  # type: ignore[arg-type]
     p = field.p
     gain = -math.log(0.9) - 0.01
-    bound = plan_bounds(p.confirm_alpha, p.confirm_min_pairs, p.confirm_max_pairs)[1]
+    bound = plan_bounds(p.confirm_alpha, p.confirm_min_pairs, p.confirm_max_pairs).final
     assert pace.reserved == [math.ceil(pairs_needed(gain, 0.2, bound))]
     assert p.confirm_min_pairs < pace.reserved[0] < p.confirm_max_pairs
 

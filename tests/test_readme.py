@@ -773,18 +773,22 @@ def test_the_misspelled_key_quoted_is_the_error_a_settings_file_gets(tmp_path: P
     assert str(refused.value) == f"invalid settings in {path}: {quoted}"
 
 
-def test_the_last_look_s_bound_is_the_z_said() -> None:
-    """Step 5's z for the last look of a 64-pair plan is the test's, at balanced's alpha."""
+def test_the_looks_bounds_are_the_z_said() -> None:
+    """Step 5's bounds for the looks of a 64-pair plan are the test's, at balanced's alpha."""
     import chunktune
-    from chunktune._confirm import plan_bounds
+    from chunktune._confirm import look_points, plan_bounds
 
-    interim, last, pairs = _said(
-        r"must clear z = (\d+); .*?z = (\d+\.\d+) for a plan of (\d+) pairs",
+    plan, bounds, at = _said(
+        r"for a plan of (\d+) pairs the bounds are z = ([\d., and]+) at ([\d, and]+) pairs",
         " ".join(README.split()),
     )
     policy = chunktune.load_settings(None).get_policy("balanced")
-    bounds = plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, int(pairs))
-    assert (f"{bounds[0]:g}", f"{bounds[1]:.2f}") == (interim, last)
+    looks = look_points(policy.confirm_min_pairs, int(plan))
+    assert re.split(r", | and ", at) == [str(n) for n in looks]
+    z = plan_bounds(policy.confirm_alpha, policy.confirm_min_pairs, int(plan)).all_z(
+        looks[:-1], looks[-1], last=True
+    )
+    assert re.split(r", | and ", bounds) == [f"{b:.2f}" for b in z]
 
 
 def test_the_description_quoted_for_a_policy_without_one_is_the_one_it_gets(

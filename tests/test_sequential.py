@@ -110,7 +110,7 @@ def _judge(d: list[float], sigma: float) -> tuple[float, tuple[float, float], fl
 
 def test_a_confirmation_at_its_first_look_reports_its_estimate() -> None:
     """Stopped at its first look, a confirmation reports the pairs' estimate at the test's level."""
-    # its interval is the test's level, not the interim bound's z = 3
+    # its interval is the test's level, not its first look's bound (z = 3.16 of 32 pairs)
     d = [0.12, 0.10, 0.11, 0.13]
     gain, (low, high), center = _judge(d, 0.02)
     assert gain == pytest.approx(-math.expm1(-center))
@@ -147,7 +147,7 @@ def test_a_gain_confirmed_just_past_its_last_bound_has_an_interval_above_0(
     spread = np.tile([1.0, -1.0], max_pairs // 2)
     own, _dof = pooled_sigma([list(spread)])
     se = standard_error(sigma, max_pairs, "trimmed_mean")
-    d = list(spread * sigma / own + bounds[1] * se * 1.001)
+    d = list(spread * sigma / own + bounds.final * se * 1.001)
     verdict = judge(
         d,
         prior_sigma=sigma,
