@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +23,8 @@ from ._settings import Settings
 
 __all__ = [
     "NODE_TYPE_LABEL",
+    "RAY_ADDRESS",
+    "START_TIMEOUT_S",
     "connected_ray",
     "fingerprint_type",
     "node_labels",
@@ -29,6 +33,10 @@ __all__ = [
 ]
 
 NODE_TYPE_LABEL = "chunktune.io/node-type"
+RAY_ADDRESS = "RAY_ADDRESS"  # the variable ray.init() takes its cluster's address from
+# ray.init() under [ray] init_local: a start (a local Ray's, or joining the cluster
+# RAY_ADDRESS names) not done by then is refused; a local start takes seconds
+START_TIMEOUT_S = 60.0
 
 
 def ray_module() -> Any:
@@ -47,11 +55,19 @@ def ray_module() -> Any:
 
 
 def connected_ray(settings: Settings) -> Any:
-    """``ray``, connected: as it is, or started locally when ``[ray] init_local`` allows.
+    """``ray``, connected: as it is, or by ``ray.init()`` when ``[ray] init_local`` allows.
+
+    The start (``ray.init()``, which joins the cluster ``RAY_ADDRESS`` names where it is
+    set) is waited for at most :data:`START_TIMEOUT_S` seconds, counted from when it
+    began: a start still under way then is left to go on in the background, and this
+    call and every later one raise until it ends (see :func:`_start_for_good`).
 
     Raises:
         MissingExtraError: Ray is not installed.
-        UsageError: Ray is not initialised in this process and ``init_local`` is off.
+        UsageError: Ray is not initialised in this process and ``init_local`` is off, or
+            ``ray.init()`` had not returned within :data:`START_TIMEOUT_S` seconds (the
+            message names ``RAY_ADDRESS`` and its value where it is set).
+        what ``ray.init()`` raised, where it failed in time.
     """
     ray = ray_module()
     if not ray.is_initialized():
@@ -61,40 +77,102 @@ def connected_ray(settings: Settings) -> Any:
                 "(ray.init(address='auto') joins a running cluster), or set "
                 "[ray] init_local = true to let chunktune start a local Ray"
             )
-        _init_for_good(ray)
+        _start_for_good(ray)
     return ray
 
 
+class _Start:
+    """One ``ray.init()`` under ``init_local``: when it began, what ``RAY_ADDRESS`` said
+    then, whether it has returned, and what it raised if it failed."""
+
+    __slots__ = ("address", "began", "done", "failed")
+
+    def __init__(self, address: str | None) -> None:
+        self.address = address
+        self.began = time.monotonic()
+        self.done = threading.Event()
+        self.failed: list[BaseException] = []
+
+
 _init_lock = threading.Lock()
+_start: _Start | None = None  # the latest start; a new one only once it has returned
 
 
-def _init_for_good(ray: Any) -> None:
-    """``ray.init()`` on a thread that lives as long as the process.
+def _start_for_good(ray: Any) -> None:
+    """``ray.init()`` on a thread that lives as long as the process, waited for within
+    :data:`START_TIMEOUT_S` seconds of its start.
 
     Ray's own processes end with the thread that started them (they are told to die
     with their parent thread), so a local Ray started on a worker thread of an event
     loop went down when that loop ended. A daemon thread that starts it and then waits
     forever keeps it up; the caller waits for the start and gets its error, if any.
+
+    ``ray.init()`` cannot be stopped once called, and joining a cluster that is gone (a
+    stale ``RAY_ADDRESS``) retries for many minutes. There is only ever one start under
+    way: a caller that finds one joins it, waiting what is left of its
+    :data:`START_TIMEOUT_S` (nothing, once that has passed), so a start that hangs costs
+    the process that long once, not every call. Once it returns, Ray is up (the next
+    caller finds it initialised and uses it), or it failed (Ray left uninitialised, as
+    ``ray.init()`` leaves it when it raises) and the next caller starts again.
     """
+    global _start
     with _init_lock:
         if ray.is_initialized():
             return
-        started = threading.Event()
-        failed: list[BaseException] = []
+        start = _start
+        if start is None or start.done.is_set():
+            start = _start = _Start(os.environ.get(RAY_ADDRESS) or None)
+            threading.Thread(
+                target=_keep, args=(ray, start), name="chunktune-ray-init", daemon=True
+            ).start()
+    left = start.began + START_TIMEOUT_S - time.monotonic()
+    if not start.done.wait(max(0.0, left)):
+        raise UsageError(_overdue(start))
+    if start.failed:
+        raise start.failed[0]
 
-        def keep() -> None:
-            try:
-                ray.init()
-            except BaseException as exc:  # handed to the caller below
-                failed.append(exc)
-            started.set()
-            if not failed:
-                threading.Event().wait()  # Ray's processes live while this thread does
 
-        threading.Thread(target=keep, name="chunktune-ray-init", daemon=True).start()
-        started.wait()
-        if failed:
-            raise failed[0]
+def _keep(ray: Any, start: _Start) -> None:
+    """Start Ray (``start`` says how it went), then keep this thread, and so Ray, alive."""
+    try:
+        ray.init()
+    except BaseException as exc:  # handed to the callers waiting on the start
+        start.failed.append(exc)
+    start.done.set()
+    if not start.failed:
+        threading.Event().wait()  # Ray's processes live while this thread does
+
+
+def _overdue(start: _Start) -> str:
+    """Why a start still under way after :data:`START_TIMEOUT_S` is refused, and what to do."""
+    since = f"{time.monotonic() - start.began:.0f} s ago"
+    later = (
+        "it goes on in the background, and chunktune uses Ray once it is up, but refuses "
+        "at once while it is under way"
+    )
+    if start.address is not None:
+        return (
+            f"Ray did not connect within {START_TIMEOUT_S:g} s to the cluster that "
+            f"RAY_ADDRESS={start.address!r} names (ray.init() under [ray] init_local = "
+            f"true joins it, and keeps retrying an address nothing answers at; it began "
+            f"{since}); unset RAY_ADDRESS to let chunktune start a local Ray, or start "
+            f"that cluster, or call ray.init() yourself before chunktune does ({later})"
+        )
+    return (
+        f"a local Ray did not start within {START_TIMEOUT_S:g} s (ray.init() under [ray] "
+        f"init_local = true, begun {since}); Ray's logs (its session's logs folder) say "
+        f"what holds it up, or call ray.init() yourself before chunktune does ({later})"
+    )
+
+
+def _forget_in_child() -> None:
+    """In a forked child: the parent's start thread is not here, and will never end."""
+    global _init_lock, _start
+    _init_lock = threading.Lock()
+    _start = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def node_labels(ray: Any) -> dict[str, str]:

@@ -19,6 +19,7 @@ What it does with the registry on a miss, claiming or waiting, is ``_ray_claim``
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import anyio
@@ -32,14 +33,14 @@ from ._failures import blames_workload, log_bug, spent
 from ._flights import gave_up_keying
 from ._here import new_request
 from ._policy import Policy
-from ._ray_api import connected_ray, ray_module
+from ._ray_api import RAY_ADDRESS, connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, broken_decision, pick_policy
 from ._resolve import fallback_of, resolve_since, with_settings
 from ._settings import Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
-from ._workload import Workload, upper_chunk
+from ._workload import Workload, native_chunk, upper_chunk
 
 __all__ = ["resolve", "resolve_sync"]
 
@@ -69,20 +70,25 @@ async def resolve(
     ``signature()`` and the lookup in this host's caches (a stalled file system, or a
     damaged cache file whose write lock a stuck process holds, is left behind in a daemon
     thread, and the plain resolve's fallback says the cache file had not answered; the
-    registry is not asked), every registry call and wait, and this worker's own sweep.
-    It does not bound three steps: importing Ray; connecting to it (``ray.init()``,
-    where ``[ray] init_local`` starts a local Ray: the process's one-time start-up, not
-    left half done; inside a Ray task or actor Ray is already up and this is a flag's
-    read); and, for ``settings=None``, reading the settings file, which names the policy
-    and so its limit (a :class:`~chunktune.Policy` object given with ``hard_limit_s``
-    bounds that read too, as in :func:`chunktune.resolve`). A claimant reads back the
+    registry is not asked), every registry call and wait, this worker's own sweep, and
+    the wait for Ray's start where ``[ray] init_local`` calls ``ray.init()`` (native,
+    said so; the start goes on in its thread, for a later call to find). It does not
+    bound two steps: importing Ray; and, for ``settings=None``, reading the settings
+    file, which names the policy and so its limit (a :class:`~chunktune.Policy` object
+    given with ``hard_limit_s`` bounds that read too, as in :func:`chunktune.resolve`).
+    Ray's start is bounded on its own too, hard limit or not: a ``ray.init()`` not done
+    within :data:`~chunktune._ray_api.START_TIMEOUT_S` seconds of its start (a stale
+    ``RAY_ADDRESS``, whose cluster is gone) raises :class:`UsageError`, and so does a
+    later call while it is still under way. A claimant reads back the
     entry it stored to publish it, after its sweep, within the limit too: a read that has
     not answered by then is left behind, and the entry built from its decision is
     published instead.
 
     Raises:
         MissingExtraError: Ray is not installed.
-        UsageError: Ray is not initialised here and ``[ray] init_local`` is off.
+        UsageError: Ray is not initialised here and ``[ray] init_local`` is off, or the
+            ``ray.init()`` it calls had not returned within ``START_TIMEOUT_S`` seconds
+            (the message names ``RAY_ADDRESS`` and its value).
         the errors of :func:`chunktune.resolve`.
     """
     asked = ask(
@@ -132,8 +138,13 @@ async def _resolve(asked: Ask) -> Decision:
             # only queue the node type's workers (or tell them, under "native", that one is)
             return await plain()
         in_ray = True
-        ray = await wait_in_thread(connected_ray, settings)
+        # a start of Ray's (init_local) is bounded on its own too (START_TIMEOUT_S); one
+        # the hard limit leaves behind goes on in its thread, for a later call to find
+        with anyio.CancelScope(deadline=deadline(pol, started)) as scope:
+            ray = await wait_in_thread(connected_ray, settings, abandon_on_cancel=True)
         in_ray = False
+        if scope.cancelled_caught:
+            return _start_gave_up(asked, settings, pol)
         return await _on_ray(ray, asked, settings, pol, started)
     except Exception as exc:
         if in_ray and not spent(exc):
@@ -180,6 +191,27 @@ async def _on_ray(
         return await plain()
     decision = await coordinated(ray, job, started)
     return await plain() if decision is None else decision
+
+
+def _start_gave_up(asked: Ask, settings: Settings, pol: Policy) -> Decision:
+    """The fallback once ``hard_limit_s`` ran out while Ray was starting (``[ray]
+    init_local``): native, nothing measured, the registry not asked; reported."""
+    name, _ = pick_policy(settings, asked.policy)
+    native = native_chunk(asked.num_envs, asked.nthread)
+    address = os.environ.get(RAY_ADDRESS)
+    joining = f", joining RAY_ADDRESS={address!r}" if address else ""
+    assert pol.hard_limit_s is not None
+    decision = Decision(
+        chunk_size=None,
+        native_chunk=native,
+        source="fallback",
+        reason=f"kept the native chunk {native}: gave up after the hard limit of "
+        f"{pol.hard_limit_s:g} s (hard_limit_s) while Ray was starting (ray.init() under "
+        f"[ray] init_local{joining}); nothing was measured",
+        key="",
+        policy=name,
+    )
+    return report_decision(decision, settings)
 
 
 def _lookup_gave_up(job: Job) -> Decision:

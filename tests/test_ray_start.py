@@ -1,0 +1,214 @@
+"""Ray's start under ``[ray] init_local``: bounded, a stale RAY_ADDRESS named, later calls."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+import chunktune
+import chunktune.ray
+from chunktune import _ray_api
+from chunktune._ray_api import connected_ray
+from chunktune.sim import SimulatedWorkload, env_costs
+
+RAY_ADDRESS = "RAY_ADDRESS"
+GUARD_S = 60  # no call here may block longer: a hang fails the test instead
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+class HangingRay(types.SimpleNamespace):
+    """A stand-in Ray whose ``init()`` blocks until let go, as ``ray.init()`` does while it
+    retries a cluster that is gone; let go, it connects, or raises ``fails``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inits = 0
+        self.up = False
+        self.go = threading.Event()
+        self.fails: BaseException | None = None
+
+    def is_initialized(self) -> bool:
+        return self.up
+
+    def init(self) -> None:
+        self.inits += 1
+        self.go.wait(GUARD_S)
+        if self.fails is not None:
+            raise self.fails
+        self.up = True
+
+
+def local_init() -> chunktune.Settings:
+    """The default settings with ``[ray] init_local = true``."""
+    return chunktune.Settings(
+        policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
+    )
+
+
+@pytest.fixture
+def hanging(monkeypatch: pytest.MonkeyPatch) -> Iterator[HangingRay]:
+    """A hanging stand-in Ray, a start timeout of a fifth of a second, no start before."""
+    ray = HangingRay()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setattr(_ray_api, "START_TIMEOUT_S", 0.2, raising=False)
+    monkeypatch.setattr(_ray_api, "_start", None, raising=False)
+    monkeypatch.delenv(RAY_ADDRESS, raising=False)
+    yield ray
+    ray.go.set()  # the start thread ends (or waits for good, as after a real start)
+
+
+def connect(settings: chunktune.Settings) -> object:
+    """What ``connected_ray(settings)`` returned or raised, in a thread joined within GUARD_S."""
+    out: list[object] = []
+
+    def call() -> None:
+        try:
+            out.append(connected_ray(settings))
+        except BaseException as exc:
+            out.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(GUARD_S)
+    assert not caller.is_alive(), "connected_ray hung"
+    return out[0]
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        pytest.param(
+            "127.0.0.1:1",
+            r"within 0\.2 s to the cluster that RAY_ADDRESS='127\.0\.0\.1:1' names .*"
+            r"unset RAY_ADDRESS to let chunktune start a local Ray, or start that cluster, "
+            r"or call ray\.init\(\) yourself",
+            id="stale-address",
+        ),
+        pytest.param(
+            None, r"a local Ray did not start within 0\.2 s .*call ray\.init\(\) yourself",
+            id="local",
+        ),
+    ],
+)  # fmt: skip
+def test_a_start_still_under_way_at_the_timeout_raises_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, hanging: HangingRay, address: str | None, said: str
+) -> None:
+    """ray.init() not back within START_TIMEOUT_S: UsageError naming RAY_ADDRESS's value."""
+    if address is not None:
+        monkeypatch.setenv(RAY_ADDRESS, address)
+    raised = connect(local_init())
+    assert isinstance(raised, chunktune.UsageError), raised
+    assert re.search(said, str(raised)), str(raised)
+    assert hanging.inits == 1
+
+
+def test_a_later_call_during_an_overdue_start_refuses_and_starts_no_other(
+    hanging: HangingRay,
+) -> None:
+    """A call while the overdue ray.init() still runs raises too; once it connects, Ray is used."""
+    assert isinstance(connect(local_init()), chunktune.UsageError)
+    again = connect(local_init())
+    assert isinstance(again, chunktune.UsageError) and "under way" in str(again)
+    assert hanging.inits == 1
+    hanging.go.set()
+    assert _ray_api._start is not None and _ray_api._start.done.wait(GUARD_S)
+    assert connect(local_init()) is hanging
+    assert hanging.inits == 1
+
+
+def test_a_call_after_an_overdue_start_failed_starts_ray_again(hanging: HangingRay) -> None:
+    """The overdue ray.init() gave up, Ray left down: the next call calls ray.init() anew."""
+    assert isinstance(connect(local_init()), chunktune.UsageError)
+    hanging.fails = ConnectionError("Failed to connect to Ray cluster at 127.0.0.1:1")
+    hanging.go.set()
+    assert _ray_api._start is not None and _ray_api._start.done.wait(GUARD_S)
+    hanging.fails = None
+    assert connect(local_init()) is hanging
+    assert hanging.inits == 2
+
+
+@pytest.mark.anyio
+async def test_the_hard_limit_bounds_the_wait_for_rays_start(
+    monkeypatch: pytest.MonkeyPatch, hanging: HangingRay
+) -> None:
+    """hard_limit_s ends before Ray's start does: native, the reason says Ray was starting."""
+    import anyio
+
+    # the hard limit comes first
+    monkeypatch.setattr(_ray_api, "START_TIMEOUT_S", float(GUARD_S), raising=False)
+    monkeypatch.setenv(RAY_ADDRESS, "127.0.0.1:1")
+    here = local_init()
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=0.3, time_budget_s=0.3)
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="start")
+    with anyio.fail_after(GUARD_S):
+        decision = await chunktune.ray.resolve(w, settings=here, policy=limited)
+    assert (decision.source, decision.chunk_size) == ("fallback", None)
+    assert "hard limit of 0.3 s" in decision.reason
+    assert "while Ray was starting" in decision.reason and "'127.0.0.1:1'" in decision.reason
+    assert hanging.inits == 1
+
+
+def test_the_readme_gives_the_start_timeout_the_code_uses() -> None:
+    """The seconds the README says chunktune waits for Ray's start are START_TIMEOUT_S."""
+    found = re.search(r"waits for that start at most (\d+) s", " ".join(README.split()))
+    assert found and float(found.group(1)) == _ray_api.START_TIMEOUT_S
+
+
+STALE = """
+    import sys, threading
+    import chunktune, chunktune.ray
+    from chunktune import _ray_api
+    from chunktune.sim import SimulatedWorkload, env_costs
+
+    _ray_api.START_TIMEOUT_S = float(sys.argv[1])
+    settings = chunktune.Settings(
+        policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
+    )
+    w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="stale")
+    for _ in range(2):
+        try:
+            chunktune.ray.resolve_sync(w, settings=settings)
+            print("resolved")
+        except chunktune.UsageError as exc:
+            print("UsageError:", exc)
+    starting = [t for t in threading.enumerate() if t.name == "chunktune-ray-init"]
+    print("starts:", len(starting))
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_stale_ray_address_ends_in_a_usage_error_not_a_hang(tmp_path: Path) -> None:
+    """A real process, real Ray, RAY_ADDRESS at a closed port: UsageError twice, one start, exit."""
+    pytest.importorskip("ray")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RAY_")},
+        RAY_ADDRESS: "127.0.0.1:1",
+        "CHUNKTUNE_CACHE": str(tmp_path / "cache.json"),
+        "CHUNKTUNE_SWEEP_LOCK": str(tmp_path / "sweep.lock"),
+        "CHUNKTUNE_CONFIG": "",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(STALE), "3"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,  # the hang guard: ray.init() alone retries that address far longer
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["UsageError", "UsageError", "starts"]
+    assert "RAY_ADDRESS='127.0.0.1:1'" in lines[0] and "within 3 s" in lines[0]
+    assert "unset RAY_ADDRESS" in lines[0] and "under way" in lines[1]
+    assert lines[2] == "starts: 1"
