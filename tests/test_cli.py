@@ -2893,6 +2893,39 @@ def test_a_name_stdout_cannot_encode_is_printed_escaped_not_a_traceback(
     assert result.stdout == os.fsencode(str(tmp_path)) + b"/" + escaped + b".json\n"
 
 
+def test_on_an_ascii_stdout_chunktunes_own_punctuation_is_written_in_ascii_not_escaped(
+    env: dict[str, Path],
+) -> None:
+    """On an ASCII stdout (LC_ALL=C, PYTHONUTF8=0), `cache show` and `cache list` write their
+    ±, · and … as +/-, | and ..., never as \\xb1-style escapes."""
+    fill(
+        env["cache"],
+        {
+            "a" * 32: entry(
+                1.0, None, reason="kept native: within the noise (±1.2%)", host="a" * 20
+            ),
+            "b" * 32: entry(1.0, host="node7"),  # two hosts: `cache list` names them
+        },
+    )
+    ascii_env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    show, listed = (
+        subprocess.run(
+            [sys.executable, "-m", "chunktune", "cache", *verb],
+            capture_output=True,
+            text=True,
+            encoding="ascii",
+            timeout=60,
+            env=ascii_env,
+        )
+        for verb in (["show", "aaaa"], ["list"])
+    )
+    assert show.returncode == listed.returncode == 0, show.stderr + listed.stderr
+    assert "within the noise (+/-1.2%)" in show.stdout
+    assert "a" * 11 + "..." in listed.stdout
+    assert "\\x" not in show.stdout + listed.stdout
+    assert "\\u" not in show.stdout + listed.stdout
+
+
 def test_with_stderr_closed_an_error_naming_an_undecodable_file_still_exits_2(
     env: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ the user's cache."""
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 from collections import Counter
@@ -168,10 +169,31 @@ class Stderr:
         return getattr(self._stream, name)
 
 
+# chunktune's own punctuation, in ASCII where stdout cannot hold it (LC_ALL=C with
+# PYTHONUTF8=0, a cp1252 console): `cache key` lines read "1.48 s \xb7 load ..." and
+# cut names "node7.clust\u2026", as escapes of what was never a name
+_ASCII_PUNCTUATION = {"·": "|", "…": "...", "±": "+/-"}
+_ERRORS = "chunktune-ascii-punctuation"
+
+
+def _punctuation_in_ascii(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """A codec error handler: chunktune's punctuation in ASCII, anything else escaped."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    plain = _ASCII_PUNCTUATION.get(exc.object[exc.start])
+    if plain is None:
+        return codecs.backslashreplace_errors(exc)
+    return plain, exc.start + 1
+
+
+codecs.register_error(_ERRORS, _punctuation_in_ascii)
+
+
 def escaped(text: str, stream: TextIO) -> str:
-    """``text`` with what ``stream``'s encoding cannot hold as backslash escapes."""
+    """``text`` with what ``stream``'s encoding cannot hold as backslash escapes, except
+    chunktune's own punctuation (``·``, ``…``, ``±``), which is written in ASCII."""
     encoding = getattr(stream, "encoding", None) or "utf-8"
-    return text.encode(encoding, "backslashreplace").decode(encoding)
+    return text.encode(encoding, _ERRORS).decode(encoding)
 
 
 def help_formatter(prog: str) -> argparse.HelpFormatter:
