@@ -861,6 +861,34 @@ def test_cache_show_prints_the_stored_table(
     assert "chose 4 for the test" in out
 
 
+def test_on_a_narrow_terminal_cache_show_wraps_each_value_under_its_column(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 60 columns a long signature wraps under the values, not from the left edge, and the
+    key stays whole on one line."""
+    key = "a" * 32 + ".1234567890ab"
+    signature = {"kind": "mujoco.rollout", **{f"field{i}": "x" * 10 for i in range(8)}}
+    fill(env["cache"], {key: entry(1.0, 4, signature=signature)})
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(["cache", "show", "aaaa"]) == 0
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue()).splitlines()
+    assert max(len(line) for line in lines) <= 60, lines
+    assert key in lines
+    facts = lines[: next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("chunk"))]
+    start = facts.index(next(ln for ln in facts if ln.startswith("signature ")))
+    column = len(facts[start]) - len(facts[start][len("signature") :].lstrip())
+    wrapped = [facts[start][column:]]
+    for line in facts[start + 1 :]:
+        assert line[:column].isspace(), facts  # a continuation, not a new name
+        wrapped.append(line[column:])
+    assert " ".join(w.strip() for w in wrapped) == ", ".join(
+        f"{k}={v}" for k, v in sorted(signature.items())
+    )
+
+
 @pytest.mark.parametrize(
     ("prefix", "message"),
     [

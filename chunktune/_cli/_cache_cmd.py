@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping
 from typing import get_args
 
+from rich.table import Table
+
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_format import CacheFormat, encode, suffix_format
 from .._errors import CacheError, InvalidArgumentError
@@ -134,9 +136,7 @@ def _cmd_cache_path(args: argparse.Namespace) -> int:
 def _cmd_cache_show(args: argparse.Namespace) -> int:
     cache = open_cache(args.config)
     key, entry = find_entry(cache, args.key)
-    console = console_on(sys.stdout)
     facts = [
-        ("key", key),
         ("model", model_summary(entry)),
         ("model file", entry.model_file or "-"),
         ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
@@ -152,11 +152,25 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         ("probe time", f"{entry.probe_seconds:.2f} s" + (" (partial)" if entry.partial else "")),
         ("measured at", "load not recorded" if entry.load is None else load_label(entry.load)),
     ]
-    width = max(len(name) for name, _ in facts)
-    for name, value in facts:
-        console.print(f"{name:<{width}}  {value}")
     if entry.signature:
-        console.print(f"{'signature':<{width}}  {_pairs(entry.signature)}")
+        facts.append(("signature", _pairs(entry.signature)))
+    console = console_on(sys.stdout)
+    width = max(len(name) for name, _ in facts)
+    # the key on a line of its own: where it does not fit beside its name it goes whole to
+    # the next line, for a copy to paste, never cut in two
+    console.print(f"{'key':<{width}}  {key}")
+    if console.is_terminal:
+        # a grid: on a narrow terminal a long value (the machine, the signature) wraps
+        # within its column, under the value, not from the left edge under the names
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, value in facts:
+            grid.add_row(name, value)
+        console.print(grid)
+    else:  # piped: one line each, for grep, with no padding after it
+        for name, value in facts:
+            console.print(f"{name:<{width}}  {value}")
     if entry.timings:
         console.print(entry_table(entry))
     else:
