@@ -861,6 +861,22 @@ def test_cache_show_prints_the_stored_table(
     assert "chose 4 for the test" in out
 
 
+@pytest.mark.parametrize(
+    ("chunk", "line"),
+    [
+        pytest.param(None, "chunk_size=None (native, 3)", id="native"),
+        pytest.param(4, "chunk_size=4 (native would be 3)", id="chosen"),
+    ],
+)
+def test_cache_show_states_the_chunk_size_as_tune_does(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], chunk: int | None, line: str
+) -> None:
+    """`cache show` gives the choice in tune's words: what to pass as chunk_size, and native."""
+    fill(env["cache"], {"a" * 32: entry(1.0, chunk)})
+    assert main(["cache", "show", "aaaa"]) == 0
+    assert line in capsys.readouterr().out.splitlines()
+
+
 def test_on_a_narrow_terminal_cache_show_wraps_each_value_under_its_column(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,7 +36,7 @@ from ._common import (
 from ._entry_keys import MIN_CLEAR_CHARS, find_entry, named_keys
 from ._list_cmd import add_list_parser
 from ._merge_cmd import add_merge_parser
-from ._render import chunk_label, entry_table, format_created, load_label, model_summary
+from ._render import chunk_size_line, entry_table, format_created, load_label, model_summary
 
 __all__ = ["add_parser"]
 
@@ -175,7 +175,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         console.print(entry_table(entry))
     else:
         console.print("(no candidates stored)")
-    console.print(f"chunk_size={chunk_label(entry.chunk_size, entry.native_chunk)}")
+    console.print(chunk_size_line(entry.chunk_size, entry.native_chunk))
     if entry.reason:
         console.print(entry.reason)
     return EXIT_OK

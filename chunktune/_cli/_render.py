@@ -27,6 +27,7 @@ __all__ = [
     "candidate_rows",
     "candidate_table",
     "chunk_label",
+    "chunk_size_line",
     "entry_age",
     "entry_table",
     "format_age",
@@ -59,6 +60,17 @@ def chunk_label(chunk: int | None, native_chunk: int) -> str:
     if chunk is not None:
         return str(chunk)
     return f"native (={native_chunk})" if native_chunk > 0 else "native"
+
+
+def chunk_size_line(chunk: int | None, native_chunk: int) -> str:
+    """What to pass to ``rollout(chunk_size=...)``, as ``tune`` and ``cache show`` say it:
+    ``"chunk_size=None (native, 12)"``, ``"chunk_size=8 (native would be 12)"``; without
+    the native chunk where it is unknown (an older tuner's entry)."""
+    shown = "None" if chunk is None else str(chunk)
+    if native_chunk <= 0:
+        return f"chunk_size={shown}" + (" (native)" if chunk is None else "")
+    native = f"native, {native_chunk}" if chunk is None else f"native would be {native_chunk}"
+    return f"chunk_size={shown} ({native})"
 
 
 def load_label(load: MachineLoad) -> str:

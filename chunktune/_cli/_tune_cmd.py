@@ -47,7 +47,14 @@ from ._common import (
     warn,
 )
 from ._progress import progress_display
-from ._render import candidate_rows, candidate_table, load_label, plot_formats, write_plot
+from ._render import (
+    candidate_rows,
+    candidate_table,
+    chunk_size_line,
+    load_label,
+    plot_formats,
+    write_plot,
+)
 
 __all__ = ["add_parser"]
 
@@ -149,11 +156,7 @@ def _balance_bound(workload: Workload) -> float | None:
 
 
 def _describe(decision: Decision) -> str:
-    chosen = (
-        f"chunk_size=None (native, {decision.native_chunk})"
-        if decision.chunk_size is None
-        else f"chunk_size={decision.chunk_size} (native would be {decision.native_chunk})"
-    )
+    chosen = chunk_size_line(decision.chunk_size, decision.native_chunk)
     where = {
         "benchmark": "measured now",
         "cache": "from the cache",
