@@ -142,7 +142,10 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | No
             "than native's"
         )
     elif v.out_of_reach:
-        why = f"could not confirm a gain: {measured}, nor could the rest of its plan"
+        why = (
+            f"could not confirm a gain: {measured}; they stopped early, as the pairs left "
+            "could hardly have confirmed one"
+        )
     else:
         why = f"could not confirm a gain: {measured}"
     return (

@@ -542,8 +542,8 @@ def test_a_plan_out_of_reach_ends_inconclusive_at_its_look_and_says_so() -> None
     se = standard_error(verdict.sigma, 32, probe.policy.estimator)
     assert -math.log1p(-verdict.gain) + FUTILITY_Z * se >= least_gain(probe.policy.margin)
     assert kept(8, 12, verdict, probe.policy).endswith(
-        "32 fresh pairs of calls against native could not confirm a gain: -0.5% (-2.9% to 1.9%), "
-        "nor could the rest of its plan"
+        "32 fresh pairs of calls against native could not confirm a gain: -0.5% (-2.9% to 1.9%); "
+        "they stopped early, as the pairs left could hardly have confirmed one"
     )
 
 
