@@ -232,6 +232,10 @@ def _top_table(raw: bytes, fmt: CacheFormat) -> dict[str, Any]:
     return doc
 
 
+# what every trace `chunktune record` writes holds, and no cache does
+_TRACE_KEYS = frozenset({"num_envs", "nthread", "native", "rounds", "samples"})
+
+
 def _entry_tables(doc: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     """A chunktune document's ``entries`` table, and whether it declares checksums.
 
@@ -245,6 +249,12 @@ def _entry_tables(doc: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
         has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
         why = f"is neither a chunktune cache nor an older tuner's JSON cache ({has})"
+        if doc.keys() >= _TRACE_KEYS:
+            # a recording and a cache are both JSON files a user keeps side by side
+            why += (
+                "; it is a trace written by `chunktune record`: replay it with "
+                "chunktune.sim.ReplayWorkload.from_file"
+            )
         if doc and not any(key in doc for key in _DOCUMENT_KEYS):
             # no damage leaves a table that parses and holds none of them: a settings file
             # or some other program's, named as the cache by mistake; moving it aside would

@@ -62,6 +62,23 @@ def test_importing_a_malformed_file_leaves_the_cache_untouched(
     assert cache.path.read_bytes() == before and other.read_bytes() == content
 
 
+def test_importing_a_trace_says_it_is_a_trace_and_how_to_replay_it(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache import` of a file `chunktune record` wrote: exit 2, one line naming it a trace."""
+    trace = isolated / "trace.json"
+    record = ["record", "--num-envs", "4", "--nthread", "2", "--nstep", "1", "--rounds", "2"]
+    assert main([*record, "--sizes", "1", "-q", "-o", str(trace)]) == 0
+    cache = DecisionCache(isolated / "cache.json")
+    cache.put("mine", entry())
+    before = cache.path.read_bytes()
+    assert main(["cache", "import", str(trace)]) == 2
+    line = one_error(capsys.readouterr().err)
+    assert "a trace written by `chunktune record`" in line
+    assert "ReplayWorkload.from_file" in line
+    assert cache.path.read_bytes() == before
+
+
 def test_importing_bad_entries_names_them_and_imports_the_rest(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
