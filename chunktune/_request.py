@@ -214,7 +214,13 @@ def measured_decision(
     """The decision a finished sweep made, ``load`` the machine's as it began."""
     reason = result.choice.reason
     budget = req.policy.time_budget_s
-    if result.partial and result.budget_s > budget:
+    if result.partial and result.elapsed_s < budget:
+        # the race's share of the budget cut a round, and the sweep then ended for
+        # another reason (too noisy to confirm): the budget itself was not spent
+        reason += (
+            f" (partial: the race's share of the {budget:g} s budget cut its last round short)"
+        )
+    elif result.partial and result.budget_s > budget:
         reason += " (partial: the stretched budget ended the sweep)"
     elif result.partial:
         reason += f" (partial: the {budget:g} s budget ended the sweep)"

@@ -53,8 +53,10 @@ def swept(
     raced_out: dict[int | None, int],
     gain: float = 0.0,
     gain_ci: tuple[float, float] | None = None,
+    elapsed_s: float | None = None,
 ) -> Decision:
-    """The decision of a partial balanced sweep that ended with ``budget_s``, native kept."""
+    """The decision of a partial balanced sweep that ended with ``budget_s``, native kept,
+    ``elapsed_s`` (default: ``budget_s``) after it began."""
     settings = load_settings()
     policy = settings.get_policy("balanced")
     req = Request(
@@ -74,7 +76,7 @@ def swept(
         raced_out=raced_out,
         rounds=2,
         probe_seconds=0.7,
-        elapsed_s=budget_s,
+        elapsed_s=budget_s if elapsed_s is None else elapsed_s,
         partial=True,
         stop="budget",
         sigma=0.05,
@@ -93,6 +95,17 @@ def test_a_partial_sweep_names_the_budget_that_ended_it() -> None:
     assert plain.reason.endswith(f"(partial: the {budget:g} s budget ended the sweep)")
     stretched = swept(budget_s=2 * budget, raced_out={})
     assert stretched.reason.endswith("(partial: the stretched budget ended the sweep)")
+
+
+def test_a_partial_sweep_that_ended_before_its_budget_does_not_say_the_budget_ended_it() -> None:
+    """Cut at the race's share, then stopped (too noisy) at half its budget, a sweep says the
+    share cut its last round short, not that the budget ended it."""
+    budget = load_settings().get_policy("balanced").time_budget_s
+    early = swept(budget_s=budget, raced_out={}, elapsed_s=budget / 2)
+    assert "budget ended the sweep" not in early.reason
+    assert early.reason.endswith(
+        f"(partial: the race's share of the {budget:g} s budget cut its last round short)"
+    )
 
 
 def test_a_decision_lists_size_1_among_the_sizes_raced_out() -> None:
