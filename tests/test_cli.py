@@ -880,8 +880,7 @@ def test_cache_show_states_the_chunk_size_as_tune_does(
 def test_on_a_narrow_terminal_cache_show_wraps_each_value_under_its_column(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At 60 columns a long signature wraps under the values, not from the left edge, and the
-    key stays whole on one line."""
+    """At 60 columns a long signature wraps under its value column; the key keeps a whole line."""
     key = "a" * 32 + ".1234567890ab"
     signature = {"kind": "mujoco.rollout", **{f"field{i}": "x" * 10 for i in range(8)}}
     fill(env["cache"], {key: entry(1.0, 4, signature=signature)})
@@ -2940,8 +2939,7 @@ def test_a_name_stdout_cannot_encode_is_printed_escaped_not_a_traceback(
 def test_on_an_ascii_stdout_chunktunes_own_punctuation_is_written_in_ascii_not_escaped(
     env: dict[str, Path],
 ) -> None:
-    """On an ASCII stdout (LC_ALL=C, PYTHONUTF8=0), `cache show` and `cache list` write their
-    ±, · and … as +/-, | and ..., never as \\xb1-style escapes."""
+    """On an ASCII stdout, `cache show` and `cache list` write ± and … as +/- and ..., unescaped."""
     fill(
         env["cache"],
         {

@@ -98,8 +98,7 @@ def test_a_partial_sweep_names_the_budget_that_ended_it() -> None:
 
 
 def test_a_partial_sweep_that_ended_before_its_budget_does_not_say_the_budget_ended_it() -> None:
-    """Cut at the race's share, then stopped (too noisy) at half its budget, a sweep says the
-    share cut its last round short, not that the budget ended it."""
+    """Cut at the race's share and stopped at half its budget, a sweep does not blame the budget."""
     budget = load_settings().get_policy("balanced").time_budget_s
     early = swept(budget_s=budget, raced_out={}, elapsed_s=budget / 2)
     assert "budget ended the sweep" not in early.reason
