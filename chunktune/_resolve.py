@@ -406,10 +406,15 @@ async def resolve(
     at its next probe boundary, and nothing is cached (a cancel that arrives once the
     sweep has finished, while its entry is being written, lets that whole entry land, and
     the key stays locked until it has, so whoever waits for the key reads that entry).
-    A ``signature()`` that blocks is left behind in the same way; a decision measured
-    in time is returned at the limit even while its entry still waits for the cache's
-    write lock (it is written once that lock is free, or given up with a warning, as for
-    an unwritable cache, if the lock's holder changes nothing for
+    A workload that steps its caller's pool (``settle_on_cancel`` True, as
+    :class:`~chunktune.RolloutWorkload` given ``rollout=`` and ``compat``'s ``pool.step``)
+    is not left mid-call: cancelled, or past the limit, ``resolve`` returns once the
+    ``run()`` in flight has (up to one ``run()`` late) and starts no other, so the pool
+    is the caller's again.
+    A ``signature()`` that blocks is left behind at the limit, as a ``run()`` is; a
+    decision measured in time is returned at the limit even while its entry still waits
+    for the cache's write lock (it is written once that lock is free, or given up with a
+    warning, as for an unwritable cache, if the lock's holder changes nothing for
     :data:`chunktune._cache_lock.WRITE_STALL_S` seconds and a second per MB of the file).
 
     With ``settings=None`` the settings file is read before a policy named (or the

@@ -93,7 +93,9 @@ class LogSettings:
 class RaySettings:
     """How ``chunktune.ray`` behaves on a Ray cluster. Times in seconds.
 
-    ``init_local``: outside ``ray.init()``, start a local Ray instead of raising.
+    ``init_local``: outside ``ray.init()``, call ``ray.init()`` instead of raising (it
+    joins the cluster ``RAY_ADDRESS`` names where that is set, else starts a local Ray),
+    waiting for it at most ``chunktune._ray_api.START_TIMEOUT_S`` seconds.
     ``while_sweeping``: a worker whose node type is being measured by another worker
     ``"wait"`` s for that answer, or uses the ``"native"`` chunk now and picks the
     answer up on a later resolve. ``wait_timeout_s`` bounds that wait (then native,

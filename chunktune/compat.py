@@ -221,14 +221,18 @@ def resolve_chunk_size(
     """The older tuner's entry point, answered by chunktune. Returns the chunk or None (native).
 
     A failing ``pool.step`` never raises out of here, nor does chunktune's own failure (its
-    traceback logged) or a process out of threads: the answer is None. ``nthread=0``
+    traceback logged) or a process out of threads: the answer is None. What the trainer's
+    own signal handler raises meanwhile is raised. ``nthread=0``
     (the pool steps on the calling thread) answers None: chunks cannot matter. On an
     event loop's thread it blocks that loop, as the older tuner did, for up to twice
     ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None
-    and drops its resolve (a sweep of its own stops at its next ``pool.step``); Ctrl-C
-    there raises ``KeyboardInterrupt`` (under ``asyncio.run`` too, whose own
-    handler is set aside for the wait), stops the sweep at its next call to
-    ``pool.step`` and caches nothing, as off a loop. The older tuner's cache variables
+    and drops its resolve (a sweep of its own stops at its next ``pool.step``, and the
+    call returns once the ``pool.step`` in flight has: the pool is the caller's again);
+    Ctrl-C there raises ``KeyboardInterrupt`` (under ``asyncio.run`` too, whose own
+    handler is set aside for the wait) once that ``pool.step`` has returned, stops the
+    sweep and caches nothing, as off a loop. A repeat with the same ``model`` object
+    compares the model's serialized bytes with those it last hashed, rather than hashing
+    them again: an edit in place still changes the key. The older tuner's cache variables
     (``$UNISIM_CHUNK_SIZE_CACHE``, ``$UNILAB_CHUNK_SIZE_CACHE``) and file are neither read
     nor written: where one is set and nothing chooses chunktune's file, a call that reaches
     the cache warns, once a process.
