@@ -72,10 +72,16 @@ def connected_ray(settings: Settings) -> Any:
     ray = ray_module()
     if not ray.is_initialized():
         if not settings.ray.init_local:
+            address = os.environ.get(RAY_ADDRESS) or None
+            starts = (
+                "start a local Ray"
+                if address is None
+                else f"call ray.init(), which joins the cluster RAY_ADDRESS={address!r} names"
+            )
             raise UsageError(
                 "Ray is not initialised in this process; call ray.init() first "
                 "(ray.init(address='auto') joins a running cluster), or set "
-                "[ray] init_local = true to let chunktune start a local Ray"
+                f"[ray] init_local = true to let chunktune {starts}"
             )
         _start_for_good(ray)
     return ray

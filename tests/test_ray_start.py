@@ -212,3 +212,19 @@ def test_a_stale_ray_address_ends_in_a_usage_error_not_a_hang(tmp_path: Path) ->
     assert "RAY_ADDRESS='127.0.0.1:1'" in lines[0] and "within 3 s" in lines[0]
     assert "unset RAY_ADDRESS" in lines[0] and "under way" in lines[1]
     assert lines[2] == "starts: 1"
+
+
+def test_init_local_off_names_the_cluster_ray_address_would_join(
+    hanging: HangingRay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With init_local off and RAY_ADDRESS set, the error says init_local joins that cluster."""
+    monkeypatch.setenv(RAY_ADDRESS, "10.0.0.9:6379")
+    refused = connect(chunktune.Settings(policies=chunktune.load_settings().policies))
+    assert isinstance(refused, chunktune.UsageError)
+    assert "joins the cluster RAY_ADDRESS='10.0.0.9:6379' names" in str(refused)
+    assert "start a local Ray" not in str(refused)
+    assert hanging.inits == 0  # nothing was started
+    monkeypatch.delenv(RAY_ADDRESS)
+    refused = connect(chunktune.Settings(policies=chunktune.load_settings().policies))
+    assert isinstance(refused, chunktune.UsageError)
+    assert str(refused).endswith("[ray] init_local = true to let chunktune start a local Ray")
