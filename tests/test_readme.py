@@ -940,3 +940,21 @@ def test_what_list_json_leaves_null_for_an_older_tuner_s_entry_is_as_said(
         assert value is None or set(value.values()) == {None}, (field, value)
     stamp = datetime.datetime.fromisoformat(listed[dated])
     assert stamp.timestamp() == 1_790_000_000
+
+
+def test_the_performance_span_covers_every_session_its_figures_cite() -> None:
+    """The Performance section's 'sessions 1-N' reaches the latest session its figures name."""
+    start = README.index("## Performance")
+    section = " ".join(README[start : README.index("\n## ", start + 1)].split())
+    (last,) = _said(r"Measured from \S+ to \S+ \(sessions 1-(\d+)\)", section)
+    cited = [int(n) for n in re.findall(r"sessions? (\d+)", section)]
+    assert max(cited) <= int(last), (max(cited), last)
+
+
+def test_the_out_of_reach_chance_said_is_the_confirmation_s() -> None:
+    """Step 5's chance under which a plan is out of reach is 1 - Phi(FUTILITY_Z)."""
+    from chunktune._confirm import FUTILITY_Z
+    from chunktune._stats import normal_cdf
+
+    (percent,) = _said(r"would have under a (\d+)% chance of confirming", " ".join(README.split()))
+    assert int(percent) == round(100 * (1 - normal_cdf(FUTILITY_Z)))
