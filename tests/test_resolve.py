@@ -458,19 +458,21 @@ async def test_a_model_file_that_is_no_str_is_stored_as_text_or_not_at_all(
 )
 async def test_bad_sizes_are_rejected(n: object, t: object, field: str) -> None:
     """num_envs and nthread must be integers >= 1."""
-
-    class W:
-        num_envs = n
-        nthread = t
-
-        def signature(self) -> dict[str, str]:
-            return {}
-
-        def run(self, chunk_size: int | None) -> float:
-            return 1.0
-
     with pytest.raises(InvalidArgumentError, match=field):
-        await chunktune.resolve(W())  # type: ignore[arg-type]
+        await chunktune.resolve(Pool(n, t))  # type: ignore[arg-type]
+
+
+class Pool:
+    """A custom workload whose sizes are whatever it was given."""
+
+    def __init__(self, num_envs: object, nthread: object) -> None:
+        self.num_envs, self.nthread = num_envs, nthread
+
+    def signature(self) -> dict[str, str]:
+        return {}
+
+    def run(self, chunk_size: int | None) -> float:
+        return 1.0
 
 
 @pytest.mark.parametrize(
@@ -485,19 +487,8 @@ async def test_a_bad_size_is_told_as_the_workload_s_attribute(
     n: object, t: object, said: str
 ) -> None:
     """A workload's bad num_envs or nthread is named as its own; nthread=0 says what to do."""
-
-    class Pool:
-        num_envs = n
-        nthread = t
-
-        def signature(self) -> dict[str, str]:
-            return {}
-
-        def run(self, chunk_size: int | None) -> float:
-            return 1.0
-
     with pytest.raises(InvalidArgumentError) as info:
-        await chunktune.resolve(Pool(), manual=1)  # type: ignore[arg-type]
+        await chunktune.resolve(Pool(n, t), manual=1)  # type: ignore[arg-type]
     assert said in str(info.value)
 
 

@@ -11,7 +11,7 @@ import os
 import pathlib
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import mujoco  # untyped: its objects are Any
@@ -100,12 +100,18 @@ def _model_bytes(model: Any) -> bytearray:
 
 def model_digest(models: Sequence[Any]) -> str:
     """sha256 (16 hex digits) over the MJB bytes of ``models``, in order."""
-    digest = hashlib.sha256()
     seen: dict[int, bytes] = {}  # a model passed once per env is serialized once
     for m in models:
         if id(m) not in seen:
             seen[id(m)] = hashlib.sha256(_model_bytes(m)).digest()
-        digest.update(seen[id(m)])
+    return _combined(seen[id(m)] for m in models)
+
+
+def _combined(digests: Iterable[bytes]) -> str:
+    """The digest of models whose MJB bytes have the sha256 ``digests``, in order."""
+    digest = hashlib.sha256()
+    for one in digests:
+        digest.update(one)
     return digest.hexdigest()[:16]
 
 
@@ -131,7 +137,7 @@ def remembered_digest(model: Any) -> str:
         known = _remembered.get(model)
     if known is not None and known[0] == raw:
         return known[1]
-    digest = hashlib.sha256(hashlib.sha256(raw).digest()).hexdigest()[:16]
+    digest = _combined([hashlib.sha256(raw).digest()])
     with _remembered_lock:
         _remembered[model] = (raw, digest)
     return digest
