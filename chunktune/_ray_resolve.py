@@ -30,6 +30,7 @@ from ._decision import Decision
 from ._errors import ChunktuneError
 from ._events import ProgressCallback
 from ._failures import blames_workload, log_bug, spent
+from ._fallback import fallback_of
 from ._flights import gave_up_keying
 from ._here import new_request
 from ._policy import Policy
@@ -37,7 +38,7 @@ from ._ray_api import RAY_ADDRESS, connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, broken_decision, pick_policy
-from ._resolve import fallback_of, resolve_since, with_settings
+from ._resolve import resolve_since, with_settings
 from ._settings import Settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
 from ._workload import Workload, native_chunk, upper_chunk
@@ -106,7 +107,7 @@ async def _resolve(asked: Ask) -> Decision:
     """:func:`resolve` of what ``asked`` holds.
 
     What fails at run time falls back as the plain resolve's failures do
-    (:func:`~chunktune._resolve.fallback_of`): chunktune's own bug anywhere here (the
+    (:func:`~chunktune._fallback.fallback_of`): chunktune's own bug anywhere here (the
     settings' checks, the registry's protocol, adopting another worker's answer) keeps
     native, its traceback logged. Ray's own failures keep theirs: Ray that cannot be
     imported or started raises (:class:`MissingExtraError`, what ``ray.init()`` raised), and

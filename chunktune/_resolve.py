@@ -29,17 +29,16 @@ from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
-from ._errors import ChunktuneError
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import (
     blames_workload,
-    bug_reason,
     by_signal_handler,
     log_bug,
     no_thread,
     spent,
     spent_cause,
 )
+from ._fallback import fallback_of, without
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
 from ._load import MachineLoad, machine_load
@@ -73,7 +72,6 @@ from ._threads import (
 from ._workload import Workload, native_chunk, settles_on_cancel
 
 __all__ = [
-    "fallback_of",
     "given_limit",
     "resolve",
     "resolve_since",
@@ -463,57 +461,8 @@ async def resolve(
         cause = spent_cause(exc)
         if cause is None:
             raise  # no event loop here: the caller's mistake, not chunktune's bug
-        return _without(asked, cause)
+        return without(asked, cause)
     return await resolve_since(started, asked)
-
-
-def fallback_of(asked: Ask, exc: Exception) -> Decision | None:
-    """The native fallback of a resolve that ``exc`` ended; None where ``exc`` is to be
-    raised: one of chunktune's deliberate errors (bad arguments or settings, a misuse), or
-    the trainer's own, raised by its signal handler (:func:`_failures.by_signal_handler`).
-
-    The process's threads or file descriptors spent (:func:`_without`), or chunktune's own
-    code raising anywhere in the flow (its locks, the flights' bookkeeping, a lookup, the
-    settings' discovery): a bug must not crash a trainer that the native chunk serves. Its
-    traceback is logged for the trainer to report; nothing was cached.
-    """
-    if by_signal_handler(exc):
-        return None
-    cause = spent_cause(exc)
-    if cause is not None:
-        return _without(asked, cause)
-    if isinstance(exc, ChunktuneError):
-        return None
-    log_bug(exc, "resolving")
-    return _native(asked, bug_reason(exc, "resolving"))
-
-
-def _native(asked: Ask, why: str) -> Decision:
-    """The native chunk for ``asked``, kept because ``why``; nothing was cached."""
-    native = native_chunk(asked.num_envs, asked.nthread)
-    return Decision(
-        chunk_size=None,
-        native_chunk=native,
-        source="fallback",
-        reason=f"kept the native chunk {native}: {why}; nothing was cached",
-        policy="custom" if isinstance(asked.policy, Policy) else asked.policy or "",
-    )
-
-
-def _without(asked: Ask, exc: BaseException) -> Decision:
-    """The fallback of a resolve that could not start a thread (``ulimit -u`` reached, or no
-    memory for a stack) or open a file descriptor (``ulimit -n``) it needed, logged as a
-    warning: a trainer near such a limit gets the native chunk, not chunktune's exception."""
-    if no_thread(exc):
-        why = (
-            f"chunktune could not start a thread ({exc}: the process's thread limit, or "
-            "memory for a stack, is spent)"
-        )
-    else:
-        why = f"chunktune could not open a file ({exc}: the process's file descriptors are spent)"
-    decision = _native(asked, why)
-    logger.warning("chunktune: %s", decision.reason)
-    return decision
 
 
 async def resolve_since(started: float, asked: Ask) -> Decision:
