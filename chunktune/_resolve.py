@@ -15,9 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -26,50 +24,28 @@ import attrs
 
 from . import _flights
 from ._cache import DecisionCache
-from ._candidates import candidate_list
 from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
-from ._events import ProgressCallback, ProgressEvent
-from ._failures import (
-    blames_workload,
-    by_signal_handler,
-    log_bug,
-    no_thread,
-    spent,
-    spent_cause,
-)
+from ._events import ProgressCallback
+from ._failures import spent_cause
 from ._fallback import fallback_of, without
 from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
 from ._keys import lookup
-from ._load import MachineLoad, machine_load
-from ._lock_wait import acquire, hold
-from ._locks import Lock, key_lock, sweep_lock
+from ._lock_wait import hold
+from ._locks import key_lock
+from ._measure import measure
 from ._policy import Policy
-from ._probe import SweepResult
-from ._request import (
-    Ask,
-    Request,
-    ask,
-    broken_decision,
-    cache_entry,
-    failed_decision,
-    measured_decision,
-    report,
-    worth_storing,
-)
+from ._request import Ask, Request, ask, report
 from ._settings import Settings
-from ._sweep import sweep
 from ._threads import (
     KEYING_THREAD,
-    STORE_THREAD,
-    call_soon,
     hop,
     in_own_thread,
     loop_running_here,
     run_blocking,
     wait_in_thread,
 )
-from ._workload import Workload, native_chunk, settles_on_cancel
+from ._workload import Workload, native_chunk
 
 __all__ = [
     "given_limit",
@@ -80,151 +56,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chunktune")
-
-
-class _Stopped(Exception):
-    """The task awaiting the sweep is gone; the worker stops at the next probe."""
-
-
-def _sweeper(
-    req: Request,
-    sizes: list[int | None],
-    watch: _flights.Watch,
-    token: object,
-    stop: threading.Event,
-    limit_s: float | None,
-) -> Callable[[], tuple[SweepResult, MachineLoad | None]]:
-    """The sweep for its thread: it tells ``watch`` and the loop, and stops once ``stop`` is set.
-
-    It returns the machine's load as it began too: read in the thread, once the sweep
-    lock is held (another sweep's calls are over), before its own calls add to it.
-    """
-
-    def on_event(event: ProgressEvent) -> None:
-        # an ``extended`` event's seconds are the stretched budget, not a call's
-        if event.kind in ("warmup", "probe", "confirm") and event.seconds is not None:
-            watch.probe_seconds += event.seconds  # read back only if the sweep fails
-        if req.on_progress is not None:
-            # never block the sweep on the loop: the awaiting task may be gone
-            call_soon(token, functools.partial(req.on_progress, event))
-
-    def check_cancelled() -> None:
-        if stop.is_set():
-            raise _Stopped
-
-    def run_sweep() -> tuple[SweepResult, MachineLoad | None]:
-        load = machine_load()
-        result = sweep(
-            req.workload,
-            sizes,
-            req.policy,
-            check_cancelled=check_cancelled,
-            on_event=on_event,
-            limit_s=limit_s,
-            shape=(req.num_envs, req.nthread),
-        )
-        return result, load
-
-    return run_sweep
-
-
-async def _measure(
-    req: Request,
-    key: str,
-    cache: DecisionCache | None,
-    watch: _flights.Watch,
-    flight: _flights.Flight,
-    key_lock: Lock | None = None,
-) -> Decision:
-    """Sweep under the machine-wide lock, select, store.
-
-    ``key_lock``, held by the flight, is handed to the thread that stores the entry.
-    """
-    sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
-    token = anyio.lowlevel.current_token()
-    stop = threading.Event()
-    lock = sweep_lock()
-    # the flight holds the machine until the sweep's thread takes it over
-    await acquire(
-        lock, on_wait=watch.waiting("sweep", lock), claim=flight.claim, unclaim=flight.unclaim
-    )
-    try:
-        watch.waiting_for, watch.sweeping = None, True
-        # what hard_limit_s leaves after the waits: a stretched budget must end inside it
-        limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
-        run_sweep = _sweeper(req, sizes, watch, token, stop, limit_s)
-        # a caller's pool must be the caller's again when a cancel (or the limit) returns:
-        # MuJoCo's pool crashes the process when two threads step it at once
-        settle = stop.set if settles_on_cancel(req.workload) else None
-        watch.settles = settle is not None
-    except BaseException:
-        # no thread took the machine over: a lock kept here would stop every later sweep
-        if flight.unclaim(lock):
-            lock.release()
-        raise
-    flight.unclaim(lock)
-    try:
-        # The sweep's own thread releases the lock when it ends: a sweep the caller
-        # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
-        # flight returns, so no later sweep, here or in another process, overlaps it.
-        # A workload that settles on cancel is not left: the cancel waits for that probe.
-        result, load = await in_own_thread(run_sweep, finally_=lock.release, settle=settle)
-        watch.sweeping = False
-        decision = watch.decided = measured_decision(req, result, key, load)
-    except BaseException as exc:
-        stop.set()  # the worker stops at its next probe boundary
-        if not isinstance(exc, Exception) or by_signal_handler(exc):
-            raise
-        if blames_workload(exc):
-            # a failing workload must never crash the trainer
-            logger.warning("chunktune: workload failed while measuring: %r", exc)
-            return failed_decision(req, key, exc, watch.probe_seconds)
-        # threads or file descriptors spent outside the workload's own code (the sweep's
-        # thread, a module the sweep imports) are the process's: resolve says so
-        if spent(exc):
-            raise
-        # nor may chunktune's own bug crash it: native, the bug named and its traceback
-        # logged for the trainer to report; not cached, as a failing workload's is not
-        log_bug(exc, "measuring")
-        return broken_decision(req, key, exc, watch.probe_seconds)
-    if cache is not None and worth_storing(decision):
-        await _store(req, key, decision, cache, flight, key_lock)
-    return decision
-
-
-async def _store(
-    req: Request,
-    key: str,
-    decision: Decision,
-    cache: DecisionCache,
-    flight: _flights.Flight,
-    key_lock: Lock | None,
-) -> None:
-    """Write ``decision``'s entry in a thread of its own, which lets go of ``key_lock`` (held
-    by the flight) once the entry is written; a failure to store is logged, never raised.
-
-    A write stuck behind another process's lock must not hold the answer past
-    ``hard_limit_s``, nor a cancelled caller: the write is atomic, so it may finish on its
-    own. The key stays locked until it has: a task or process that waits for the key then
-    reads this entry instead of measuring the key again. An exception the trainer's own
-    signal handler raised is raised on.
-    """
-    try:
-        store = functools.partial(cache.put, key, cache_entry(req, decision))
-        release = None
-        if key_lock is not None and flight.unclaim(key_lock):
-            release = key_lock.release
-        # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
-        await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
-    except Exception as exc:
-        # the decision stands: only its entry is lost (the key's lock let go, or still
-        # the flight's where building the entry failed)
-        if by_signal_handler(exc):
-            raise
-        if no_thread(exc):
-            logger.warning("chunktune: cannot store %s in the cache (%s)", key[:12], exc)
-        else:
-            log_bug(exc, f"storing {key[:12]} in the cache (the decision stands, uncached)")
 
 
 def _left(deadline: float | None) -> float:
@@ -293,7 +124,7 @@ async def _owned(
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     if cache is None:
-        return await _measure(req, key, None, watch, flight)
+        return await measure(req, key, None, watch, flight)
     lock = key_lock(Path(cache.key_lock(key).lock_file))
     # claimed by the flight as it is taken: released for this task if its loop is closed
     waiting = watch.waiting("key", lock)
@@ -303,7 +134,7 @@ async def _owned(
             hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
             if hit is not None:
                 return hit
-        return await _measure(req, key, cache, watch, flight, lock)
+        return await measure(req, key, cache, watch, flight, lock)
 
 
 async def _answer(req: Request) -> Decision:

@@ -116,7 +116,7 @@ def test_a_bug_while_keying_keeps_native_and_blames_chunktune(
 
 
 @pytest.mark.parametrize(
-    "where", ["chunktune._resolve.cache_entry", "chunktune._cache.DecisionCache.put"]
+    "where", ["chunktune._measure.cache_entry", "chunktune._cache.DecisionCache.put"]
 )
 @pytest.mark.parametrize("caller", CALLERS)
 def test_a_bug_while_storing_keeps_the_decision_uncached(
@@ -410,7 +410,7 @@ def _guarded(resolving: Callable[[], Decision]) -> str:
         pytest.param("chunktune._flights.board", id="flights"),
         pytest.param("chunktune._locks.Lock.try_acquire", id="lock"),
         pytest.param("chunktune._here.only_native", id="in-memory"),
-        pytest.param("chunktune._resolve._sweeper", id="machine-taken"),
+        pytest.param("chunktune._measure._sweeper", id="machine-taken"),
     ],
 )
 @pytest.mark.parametrize("caller", CALLERS)
@@ -625,10 +625,10 @@ def test_a_trainer_s_signal_handler_raising_while_the_entry_is_built_reaches_it(
 ) -> None:
     """The trainer's signal handler raising as the cache entry is built: raised, no bug logged."""
     # it was taken for chunktune's bug: the decision returned, the trainer's alarm lost
-    from chunktune import _resolve
+    from chunktune import _measure
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_resolve, "cache_entry", _firing(watchdog, _resolve.cache_entry))
+        patch.setattr(_measure, "cache_entry", _firing(watchdog, _measure.cache_entry))
         with pytest.raises(_Watchdog):
             resolved(caller, uneven())
     assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
@@ -659,10 +659,10 @@ def test_a_trainer_s_signal_handler_raising_reaches_compat_s_caller(
     isolated: Path, logged: pytest.LogCaptureFixture, watchdog: Callable[[], None]
 ) -> None:
     """compat.resolve_chunk_size with the trainer's handler raising mid-resolve: raised."""
-    from chunktune import _resolve
+    from chunktune import _measure
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_resolve, "cache_entry", _firing(watchdog, _resolve.cache_entry))
+        patch.setattr(_measure, "cache_entry", _firing(watchdog, _measure.cache_entry))
         with pytest.raises(_Watchdog):
             compat.resolve_chunk_size(
                 pool=_Pool(), state=np.zeros((256, 8)), model=_Model(), n_variants=1,
