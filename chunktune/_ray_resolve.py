@@ -38,8 +38,9 @@ from ._ray_api import RAY_ADDRESS, connected_ray, ray_module
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, broken_decision, pick_policy
-from ._resolve import resolve_since, with_settings
+from ._resolve import resolve_since
 from ._settings import Settings
+from ._settings_read import with_settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
 from ._workload import Workload, native_chunk, upper_chunk
 

@@ -25,7 +25,6 @@ import attrs
 from . import _flights
 from ._cache import DecisionCache
 from ._decision import Decision
-from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
 from ._events import ProgressCallback
 from ._failures import spent_cause
 from ._fallback import fallback_of, without
@@ -37,23 +36,17 @@ from ._measure import measure
 from ._policy import Policy
 from ._request import Ask, Request, ask, report
 from ._settings import Settings
+from ._settings_read import given_limit, settings_at_hand, with_settings
 from ._threads import (
     KEYING_THREAD,
     hop,
     in_own_thread,
     loop_running_here,
     run_blocking,
-    wait_in_thread,
 )
-from ._workload import Workload, native_chunk
+from ._workload import Workload
 
-__all__ = [
-    "given_limit",
-    "resolve",
-    "resolve_since",
-    "resolve_sync",
-    "with_settings",
-]
+__all__ = ["resolve", "resolve_since", "resolve_sync"]
 
 logger = logging.getLogger("chunktune")
 
@@ -151,58 +144,6 @@ async def _answer(req: Request) -> Decision:
         assert req.policy.hard_limit_s is not None
         return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
     return keyed if isinstance(keyed, Decision) else await _resolve_key(*keyed)
-
-
-def given_limit(asked: Ask) -> float | None:
-    """The ``hard_limit_s`` of a Policy object the caller gave: known before any settings
-    file is read (a policy's name, or none, is looked up in the settings read)."""
-    return asked.policy.hard_limit_s if isinstance(asked.policy, Policy) else None
-
-
-def _unread_settings(asked: Ask, limit: float) -> Decision:
-    """The fallback once a given Policy's ``hard_limit_s`` ran out before the settings file
-    was read; logged as a warning, there being no settings to say how to report it."""
-    native = native_chunk(asked.num_envs, asked.nthread)
-    decision = _flights.gave_up_reading_settings(limit, native, "custom")
-    logger.warning("chunktune: %s", decision.reason)
-    return decision
-
-
-def _settings_at_hand(asked: Ask) -> Ask | None:
-    """``asked`` as :func:`decide_here` may take it on the calling thread; None where a
-    settings file is still to be read under a given Policy's ``hard_limit_s``, a read that
-    only the loop bounds (:func:`with_settings`).
-
-    Blocking (a stat): a repeat, the file unchanged, is answered here, no thread started.
-    """
-    if asked.manual is not None or asked.settings is not None or given_limit(asked) is None:
-        return asked
-    known = remembered_settings()
-    return None if known is None else attrs.evolve(asked, settings=known)
-
-
-async def with_settings(asked: Ask, started: float) -> Ask | Decision:
-    """``asked`` with the settings discovery finds (for ``settings=None``).
-
-    Under a Policy given with ``hard_limit_s`` the read is bounded by that limit, counted
-    from ``started`` (the loop's clock): a read that has not ended by then is left behind in
-    a daemon thread, and the fallback is returned instead.
-
-    Raises:
-        ConfigError: as :func:`chunktune.load_settings`.
-    """
-    limit = given_limit(asked)
-    if limit is None:
-        return attrs.evolve(asked, settings=await wait_in_thread(discovered_settings))
-    # a repeat is answered by a stat in a hop, no thread of its own started
-    settings = await hop(remembered_settings)
-    if settings is not None:
-        return attrs.evolve(asked, settings=settings)
-    with anyio.move_on_after(started + limit - anyio.current_time()):
-        settings = await in_own_thread(discovered_settings, name=SETTINGS_THREAD)
-    if settings is None:
-        return _unread_settings(asked, limit)
-    return attrs.evolve(asked, settings=settings)
 
 
 async def resolve(
@@ -389,7 +330,7 @@ def _resolved_here(asked: Ask, began: float) -> Decision:
     """:func:`resolve_sync` of what ``asked`` holds, ``hard_limit_s`` counted from ``began``
     (``time.monotonic()``); a thread or file descriptor it cannot have raises."""
     # there run_blocking raises, whatever the answer
-    here = None if loop_running_here() else _settings_at_hand(asked)
+    here = None if loop_running_here() else settings_at_hand(asked)
     if here is not None:
         # an answer from memory or a hit starts no event loop and no worker thread
         asked, found = decide_here(here)

@@ -19,7 +19,7 @@ from _discoveries import counted_loads, late_settings_file, silent_settings_file
 from _forking import run_forked
 
 import chunktune
-from chunktune import _config, _discovered, _recent, _resolve, _settled
+from chunktune import _config, _discovered, _recent, _resolve, _settings_read, _settled
 from chunktune._request import ask
 from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
@@ -225,7 +225,7 @@ def test_a_settings_read_ended_by_no_exception_still_reaches_the_caller(
     def halted() -> chunktune.Settings:
         raise _Halted("the read was halted")
 
-    monkeypatch.setattr(_resolve, "discovered_settings", halted)
+    monkeypatch.setattr(_settings_read, "discovered_settings", halted)
     policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
     with pytest.raises(_Halted, match="the read was halted"):
         resolving(how, Counted(), policy)()
@@ -444,7 +444,7 @@ def test_a_repeat_under_a_given_limit_parses_no_settings_on_the_calling_thread(
     """resolve_sync under a limit uses the settings its stat found unchanged; it parses none."""
     policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
     first = chunktune.resolve_sync(Counted(), policy=policy)
-    stat = _resolve.remembered_settings
+    stat = _settings_read.remembered_settings
 
     def then_rewritten() -> chunktune.Settings | None:
         known = stat()
@@ -452,7 +452,7 @@ def test_a_repeat_under_a_given_limit_parses_no_settings_on_the_calling_thread(
         config.write_text('policy = "quick"\n[log]\nstderr = "never"\n# changed\n')
         return known
 
-    monkeypatch.setattr(_resolve, "remembered_settings", then_rewritten)
+    monkeypatch.setattr(_settings_read, "remembered_settings", then_rewritten)
     again = chunktune.resolve_sync(Counted(), policy=policy)
     assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
     assert len(loads) == 1  # the first call's parse; the repeat parsed nothing
@@ -484,7 +484,7 @@ def test_a_settings_read_starts_its_limit_from_when_the_call_began(
 
     async def spent_before() -> object:
         with anyio.fail_after(60):  # a hang guard, not a timing
-            return await _resolve.with_settings(asked, anyio.current_time() - 3600.0)
+            return await _settings_read.with_settings(asked, anyio.current_time() - 3600.0)
 
     answer = anyio.run(spent_before, backend=backend)
     assert isinstance(answer, chunktune.Decision) and answer.source == "fallback"
