@@ -4,7 +4,7 @@ A manual size, a policy that never measures, a trivial batch, a repeat of the sa
 question (``_recent``) and, keyed on this thread, a cache hit: ``resolve_sync`` gives
 these without starting a loop or a thread, and ``resolve`` on the loop or in the one
 hop that discovers its settings. This module imports no anyio: the flow that waits,
-leaves the loop and sweeps is ``_resolve``'s.
+leaves the loop and sweeps is ``_resolve``'s (``_miss``, ``_measure``).
 """
 
 from __future__ import annotations

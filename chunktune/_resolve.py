@@ -5,145 +5,33 @@ the key's cross-process lock -> cache hit now? -> the machine-wide sweep lock ->
 sweep in a thread of its own -> store. Every blocking step (file I/O, lock waits, the
 sweep) runs off the event loop, and none holds a thread while it waits (see
 ``_threads`` and ``_flights``); the sweep checks for a stop before every probe.
-Keying and looking up a request is ``_keys``; the decisions it yields, ``_request``;
-what is answered on the calling thread, with no loop (a manual size, a repeat, a hit
-keyed there), ``_here``.
+This module holds the entry points; what is answered on the calling thread, with no
+loop (a manual size, a repeat, a hit keyed there), is ``_here``; a settings file read
+under a given Policy's limit, ``_settings_read``; a miss, shared or owned, ``_miss``;
+its sweep and store, ``_measure``; a failure's native chunk, ``_fallback``. Keying and
+looking up a request is ``_keys``; the decisions it yields, ``_request``.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import math
 import time
-from pathlib import Path
 
 import anyio
-import anyio.lowlevel
-import attrs
 
-from . import _flights
-from ._cache import DecisionCache
 from ._decision import Decision
 from ._events import ProgressCallback
 from ._failures import spent_cause
 from ._fallback import fallback_of, without
-from ._here import decide_here, in_memory, key_here, manual_decision, new_request, settle
-from ._keys import lookup
-from ._lock_wait import hold
-from ._locks import key_lock
-from ._measure import measure
+from ._here import decide_here, in_memory, manual_decision, new_request, settle
+from ._miss import answer, resolve_key
 from ._policy import Policy
-from ._request import Ask, Request, ask, report
+from ._request import Ask, ask, report
 from ._settings import Settings
 from ._settings_read import given_limit, settings_at_hand, with_settings
-from ._threads import (
-    KEYING_THREAD,
-    hop,
-    in_own_thread,
-    loop_running_here,
-    run_blocking,
-)
+from ._threads import hop, loop_running_here, run_blocking
 from ._workload import Workload
 
 __all__ = ["resolve", "resolve_since", "resolve_sync"]
-
-logger = logging.getLogger("chunktune")
-
-
-def _left(deadline: float | None) -> float:
-    """Seconds until ``deadline`` (``inf`` when there is none)."""
-    return math.inf if deadline is None else deadline - anyio.current_time()
-
-
-async def _resolve_key(req: Request, key: str, cache: DecisionCache | None) -> Decision:
-    """A cache miss: share this process's flight for the key, or own it and measure.
-
-    ``hard_limit_s`` bounds both: a task that shares another's sweep (the limit is no
-    part of the key, so a ``patient`` task may share a sweep with no limit) gives up
-    waiting for it at its own limit.
-    """
-    limit, deadline = req.policy.hard_limit_s, req.deadline
-    while True:
-        flight, owner = _flights.board(key)
-        if owner:
-            break
-        # another task of this process is deciding this key: share its answer
-        with anyio.move_on_after(_left(deadline)) as scope:
-            shared = await flight.wait()
-        if scope.cancelled_caught:
-            assert limit is not None
-            return _flights.gave_up_sharing(key, limit, req.native, req.policy_name)
-        if shared is not None:
-            return attrs.evolve(
-                shared,
-                source="cache" if shared.source == "benchmark" else shared.source,
-                probe_seconds=0.0,
-                reason=f"shared a concurrent sweep: {shared.reason}",
-            )
-        # the owner was cancelled or failed before deciding: try to become the owner
-
-    decision: Decision | None = None
-    try:
-        decision = await _owned_within_limit(req, key, cache, flight)
-        return decision
-    finally:
-        _flights.land(flight, decision)
-
-
-async def _owned_within_limit(
-    req: Request, key: str, cache: DecisionCache | None, flight: _flights.Flight
-) -> Decision:
-    """Own the key's flight until it is decided or ``hard_limit_s`` (by its deadline) runs out.
-
-    A decision made before the limit is the answer even while it is still being stored.
-    """
-    watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
-    with anyio.move_on_after(_left(req.deadline)):
-        return await _owned(req, key, cache, watch, flight)
-    if watch.decided is not None:
-        return watch.decided
-    limit = req.policy.hard_limit_s
-    assert limit is not None
-    return await watch.gave_up(key, limit)
-
-
-async def _owned(
-    req: Request,
-    key: str,
-    cache: DecisionCache | None,
-    watch: _flights.Watch,
-    flight: _flights.Flight,
-) -> Decision:
-    """This task owns the key's flight: lock, re-check, measure."""
-    if cache is None:
-        return await measure(req, key, None, watch, flight)
-    lock = key_lock(Path(cache.key_lock(key).lock_file))
-    # claimed by the flight as it is taken: released for this task if its loop is closed
-    waiting = watch.waiting("key", lock)
-    async with hold(lock, on_wait=waiting, claim=flight.claim, unclaim=flight.unclaim):
-        watch.waiting_for = None
-        if not req.refresh:
-            hit = await hop(lookup, req, key, cache, abandon_on_cancel=True)
-            if hit is not None:
-                return hit
-        return await measure(req, key, cache, watch, flight, lock)
-
-
-async def _answer(req: Request) -> Decision:
-    """Key ``req`` in a worker thread, then answer it from the cache or by measuring."""
-    keyed = None
-    with anyio.move_on_after(_left(req.deadline)):
-        if req.deadline is None:
-            keyed = await hop(key_here, req)
-        else:
-            # signature() is the workload's own code: one that blocks is left behind
-            # at the limit, in a daemon thread that never holds up the process's exit
-            keyed = await in_own_thread(functools.partial(key_here, req), name=KEYING_THREAD)
-    if keyed is None:
-        assert req.policy.hard_limit_s is not None
-        return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
-    return keyed if isinstance(keyed, Decision) else await _resolve_key(*keyed)
 
 
 async def resolve(
@@ -270,13 +158,13 @@ async def _resolve_since(started: float, asked: Ask) -> Decision:
             return found
         if found is not None:
             req, key, cache = found
-            return settle(req, await _resolve_key(req, key, cache))
+            return settle(req, await resolve_key(req, key, cache))
     settings = asked.settings
     assert settings is not None
     decision = in_memory(asked, settings)
     if decision is None:
         req = new_request(asked, settings, started)
-        return settle(req, await _answer(req))
+        return settle(req, await answer(req))
     report(decision, settings)
     return decision
 
@@ -340,7 +228,7 @@ def _resolved_here(asked: Ask, began: float) -> Decision:
             req, key, cache = found
 
             async def miss() -> Decision:
-                return settle(req, await _resolve_key(req, key, cache))
+                return settle(req, await resolve_key(req, key, cache))
 
             return run_blocking(
                 miss, instead="await chunktune.resolve(...)", where=" (resolve_sync)"

@@ -406,7 +406,7 @@ def _guarded(resolving: Callable[[], Decision]) -> str:
 @pytest.mark.parametrize(
     "where",
     [
-        pytest.param("chunktune._resolve.lookup", id="lookup-under-the-key-lock"),
+        pytest.param("chunktune._miss.lookup", id="lookup-under-the-key-lock"),
         pytest.param("chunktune._flights.board", id="flights"),
         pytest.param("chunktune._locks.Lock.try_acquire", id="lock"),
         pytest.param("chunktune._here.only_native", id="in-memory"),

@@ -35,7 +35,9 @@ from chunktune import (
     _flights,
     _lock_wait,
     _locks,
+    _miss,
     _resolve,
+    _settings_read,
 )
 from chunktune._threads import STORE_THREAD, wait_for_sweeps
 from chunktune._workload import SignatureValue
@@ -814,7 +816,8 @@ async def test_a_hit_with_discovered_settings_takes_one_hop(
         hops.append(func)
         return await real(func, *args, **kw)
 
-    monkeypatch.setattr(_resolve, "hop", counted)
+    for flow in (_resolve, _settings_read, _miss):
+        monkeypatch.setattr(flow, "hop", counted)
     w = _Keyed()
     assert (await chunktune.resolve(w, policy="quick")).source == "cache"
     assert (len(hops), w.signatures) == (1, 1)
