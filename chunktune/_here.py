@@ -20,6 +20,7 @@ from ._errors import ChunktuneError, WorkloadError
 from ._failures import blames_workload, by_signal_handler, log_bug, spent
 from ._keys import cache_for, identify_and_look
 from ._recent import recall, remember
+from ._report import report
 from ._request import (
     Ask,
     Request,
@@ -27,7 +28,6 @@ from ._request import (
     failed_decision,
     nothing_to_measure,
     pick_policy,
-    report,
 )
 from ._settings import Settings
 from ._shown import spelled

@@ -20,8 +20,9 @@ from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
 from ._policy import Policy
 from ._ray_api import node_labels, node_type
-from ._request import Ask, decision_entry, pick_policy, say
-from ._request import report as report_request
+from ._report import report as report_request
+from ._report import say
+from ._request import Ask, decision_entry, pick_policy
 from ._settings import Settings
 from ._workload import call_workload, check_signature, native_chunk
 

@@ -25,7 +25,8 @@ from ._fallback import fallback_of, without
 from ._here import decide_here, in_memory, manual_decision, new_request, settle
 from ._miss import answer, resolve_key
 from ._policy import Policy
-from ._request import Ask, ask, report
+from ._report import report
+from ._request import Ask, ask
 from ._settings import Settings
 from ._settings_read import given_limit, settings_at_hand, with_settings
 from ._threads import hop, loop_running_here, run_blocking

@@ -438,7 +438,7 @@ def test_a_bug_elsewhere_in_the_resolve_flow_keeps_native_and_frees_the_key(
     [
         pytest.param("chunktune._here.recall", id="recall"),
         pytest.param("chunktune._here.remember", id="remember"),
-        pytest.param("chunktune._request.headline", id="report"),
+        pytest.param("chunktune._report.headline", id="report"),
     ],
 )
 @pytest.mark.parametrize("caller", CALLERS)

@@ -286,7 +286,7 @@ def test_the_one_line_decision_quoted_is_the_one_resolve_writes(
 ) -> None:
     """The `[log] stderr` row's example line is, field for field, what resolve writes."""
     import chunktune
-    from chunktune._request import report
+    from chunktune._report import report
 
     text = " ".join(README.split())
     quoted = re.search(r"`(\[chunktune\] chunk_size=[^`]*)`", text)

@@ -11,13 +11,12 @@ import pytest
 
 from chunktune import CacheEntry, Decision, LogSettings, load_settings
 from chunktune._probe import SweepResult
+from chunktune._report import report, say
 from chunktune._request import (
     Request,
     entry_decision,
     measured_decision,
     pick_policy,
-    report,
-    say,
     worth_storing,
 )
 from chunktune._select import Choice
