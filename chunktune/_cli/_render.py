@@ -276,6 +276,28 @@ def write_plot(
     fig = Figure(figsize=(7.0, 4.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    _plot_candidates(ax, rows)
+    _mark_native_and_chosen(ax, rows, native_chunk)
+    if bound_s is not None:
+        ax.axhline(
+            bound_s * 1e3,
+            color="0.3",
+            linestyle=":",
+            linewidth=1.2,
+            label="balance bound sum(cost)/T",
+        )
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    ax.set_xlabel("chunk size (envs per chunk)")
+    ax.set_ylabel("time per pool call (ms)")
+    ax.set_title(title, fontsize="medium")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.savefig(Path(path), dpi=120)
+
+
+def _plot_candidates(ax: Any, rows: Sequence[Row]) -> None:
+    """Each sized row's time (ms) on ``ax``: a line through all, those raced out hollow."""
     sized = [(r.chunk, r) for r in rows if r.chunk is not None]
     live = [(c, r) for c, r in sized if not r.raced_out]
     raced = [(c, r) for c, r in sized if r.raced_out]
@@ -302,6 +324,11 @@ def write_plot(
             label="raced out",
             zorder=2,
         )
+
+
+def _mark_native_and_chosen(ax: Any, rows: Sequence[Row], native_chunk: int) -> None:
+    """Native's time (ms) on ``ax`` as a line and a diamond at ``native_chunk``; the chosen
+    row ringed."""
     native = next((r for r in rows if r.chunk is None), None)
     if native is not None and native_chunk > 0:
         ax.axhline(native.seconds * 1e3, color="tab:red", linestyle="--", linewidth=1)
@@ -327,19 +354,3 @@ def write_plot(
             label=f"chosen ({'native' if chosen.chunk is None else chosen.chunk})",
             zorder=4,
         )
-    if bound_s is not None:
-        ax.axhline(
-            bound_s * 1e3,
-            color="0.3",
-            linestyle=":",
-            linewidth=1.2,
-            label="balance bound sum(cost)/T",
-        )
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-    ax.set_xlabel("chunk size (envs per chunk)")
-    ax.set_ylabel("time per pool call (ms)")
-    ax.set_title(title, fontsize="medium")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.savefig(Path(path), dpi=120)
