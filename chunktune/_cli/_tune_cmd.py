@@ -212,6 +212,15 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
             "load may not hold when the machine is calm; the first request that finds it "
             "calm measures again"
         )
+    details = _details(decision)
+    if details:
+        console.print(" · ".join(details))
+
+
+def _details(decision: Decision) -> list[str]:
+    """The last line's parts: probe time, the machine's load, a partial sweep, the cache key
+    (or why it was not cached)."""
+    measured, load = decision.source == "benchmark", decision.load
     details = []
     if measured:
         details.append(f"probe time {decision.probe_seconds:.2f} s")
@@ -226,26 +235,38 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
         # The whole key, as --json's "key": its first 12 characters are only the job's
         # part, which each policy's entry of the job shares (`cache show` found several)
         details.append(f"cache key {decision.key}")
-    if details:
-        console.print(" · ".join(details))
+    return details
+
+
+def _plot_writable(plot: str) -> bool:
+    """Whether ``--plot plot`` can be drawn and written; False (the hint told) without
+    matplotlib.
+
+    Raises:
+        InvalidArgumentError: a bad name, or a suffix that names no image format
+            matplotlib writes.
+        OutputError: its directory does not exist, or the file cannot be written there.
+    """
+    try:
+        formats = plot_formats()
+    except ImportError:
+        error(PLOT_HINT)
+        return False
+    # its folder is checked now, not after a sweep whose table it would then lose
+    target = output_file("--plot", plot)
+    suffix = target.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise InvalidArgumentError(
+            f"--plot {plot}: cannot tell the image format from the suffix; "
+            f"use one of {', '.join('.' + f for f in sorted(formats))}"
+        )
+    output_writable(target, "plot")
+    return True
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    if args.plot is not None:
-        try:
-            formats = plot_formats()
-        except ImportError:
-            error(PLOT_HINT)
-            return EXIT_USAGE
-        # its folder is checked now, not after a sweep whose table it would then lose
-        target = output_file("--plot", args.plot)
-        suffix = target.suffix.lower().lstrip(".")
-        if suffix not in formats:
-            raise InvalidArgumentError(
-                f"--plot {args.plot}: cannot tell the image format from the suffix; "
-                f"use one of {', '.join('.' + f for f in sorted(formats))}"
-            )
-        output_writable(target, "plot")
+    if args.plot is not None and not _plot_writable(args.plot):
+        return EXIT_USAGE
     settings = load_settings(args.config)
     policy_name, policy = named_policy(settings, args.policy, "--policy")
 
