@@ -270,17 +270,7 @@ def judge(
     if earlier is None:
         earlier = look_points(min_pairs, max_pairs)
     before = [k for k in earlier if k < n]
-    own_sigma, own_dof = pooled_sigma([list(d)]) if n >= 3 else (0.0, 0)
-    dof = prior_dof + own_dof
-    # no noise estimate at all (a race of two rounds, two pairs): no gain can be clear
-    sigma = (
-        math.sqrt((prior_dof * prior_sigma**2 + own_dof * own_sigma**2) / dof)
-        if dof > 0
-        else math.inf
-    )
-    # the race's noise pooled in only holds if the machine is as calm now as then: when
-    # the pairs themselves are noisier (a neighbour's load arrived), theirs is the noise
-    sigma = max(sigma, own_sigma)
+    sigma = _noise(d, prior_sigma, prior_dof)
     center = estimate(list(d), estimator, trim=trim) if n else 0.0
     se = standard_error(sigma, n, estimator)
     z = bounds.z(before, n, last=last) if n else math.inf
@@ -335,6 +325,22 @@ def judge(
         ci = (_gain(low), _gain(high))
     mean_gain = _gain(mean) if n else None
     return Confirmation(outcome, n, _gain(center), ci, sigma, mean_gain, out_of_reach)
+
+
+def _noise(d: Sequence[float], prior_sigma: float, prior_dof: int) -> float:
+    """One pair's noise (the spread of a log gain): the race's ``prior_sigma``, of
+    ``prior_dof`` degrees of freedom, pooled with the pairs' own, and never under theirs."""
+    own_sigma, own_dof = pooled_sigma([list(d)]) if len(d) >= 3 else (0.0, 0)
+    dof = prior_dof + own_dof
+    # no noise estimate at all (a race of two rounds, two pairs): no gain can be clear
+    sigma = (
+        math.sqrt((prior_dof * prior_sigma**2 + own_dof * own_sigma**2) / dof)
+        if dof > 0
+        else math.inf
+    )
+    # the race's noise pooled in only holds if the machine is as calm now as then: when
+    # the pairs themselves are noisier (a neighbour's load arrived), theirs is the noise
+    return max(sigma, own_sigma)
 
 
 def _design(
