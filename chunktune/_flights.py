@@ -22,12 +22,13 @@ import anyio
 import anyio.lowlevel
 import attrs
 
+from ._backends import call_soon, loop_closed_probe, never
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
 from ._lock_note import Holder
 from ._locks import Lock
-from ._threads import call_soon, hop, loop_closed_probe, never
+from ._threads import hop
 
 __all__ = [
     "Flight",

@@ -18,6 +18,7 @@ import anyio
 import anyio.lowlevel
 
 from . import _flights
+from ._backends import call_soon
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
@@ -36,7 +37,7 @@ from ._request import (
     worth_storing,
 )
 from ._sweep import sweep
-from ._threads import STORE_THREAD, call_soon, in_own_thread
+from ._threads import STORE_THREAD, in_own_thread
 from ._workload import settles_on_cancel
 
 __all__ = ["measure"]

@@ -18,6 +18,7 @@ import time
 
 import anyio
 
+from ._backends import loop_running_here
 from ._decision import Decision
 from ._events import ProgressCallback
 from ._failures import spent_cause
@@ -29,7 +30,7 @@ from ._report import report
 from ._request import Ask, ask
 from ._settings import Settings
 from ._settings_read import given_limit, settings_at_hand, with_settings
-from ._threads import hop, loop_running_here, run_blocking
+from ._threads import hop, run_blocking
 from ._workload import Workload
 
 __all__ = ["resolve", "resolve_since", "resolve_sync"]

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ._backends import loop_running_here as _loop_running_here
 from ._config import load_settings as _load_settings
 from ._discovered import remembered_settings as _remembered_settings
 from ._errors import ChunktuneError as _ChunktuneError
@@ -38,7 +39,6 @@ from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
 from ._settings import Settings as _Settings
 from ._shown import shown as _shown
-from ._threads import loop_running_here as _loop_running_here
 from ._threads import run_beside as _run_beside
 from ._workload import MAX_COUNT as _MAX_COUNT
 from ._workload import SignatureValue

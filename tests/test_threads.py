@@ -19,12 +19,11 @@ from _forking import run_forked
 
 import chunktune
 import chunktune._threads
+from chunktune._backends import call_soon, loop_running_here
 from chunktune._threads import (
     SWEEP_THREAD,
-    call_soon,
     hop,
     in_own_thread,
-    loop_running_here,
     run_beside,
     run_blocking,
     wait_for_sweeps,
