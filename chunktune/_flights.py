@@ -288,7 +288,10 @@ class Guarded:
     """A caller's ``on_progress`` for one resolve: one that raises never breaks it.
 
     The first error is logged with its traceback, later ones at DEBUG: a callback that
-    fails on every event would otherwise log dozens of tracebacks per sweep.
+    fails on every event would otherwise log dozens of tracebacks per sweep. A
+    ``BaseException`` that is no ``Exception`` is such an error too (as a workload's is its
+    failure), but for ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit``: those
+    are the caller's, raised on (out of a sweep's event: :mod:`chunktune._relay`).
     """
 
     callback: ProgressCallback
@@ -297,7 +300,9 @@ class Guarded:
     def __call__(self, event: ProgressEvent) -> None:
         try:
             self.callback(event)
-        except Exception:
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException:
             if self.failed:
                 logger.debug("chunktune: on_progress raised again", exc_info=True)
                 return

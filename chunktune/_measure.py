@@ -9,16 +9,15 @@ lets go of the key's lock once it is written. A sweep that fails gives the nativ
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import anyio
 import anyio.lowlevel
 
 from . import _flights
-from ._backends import call_soon
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
@@ -28,6 +27,7 @@ from ._load import MachineLoad, machine_load
 from ._lock_wait import acquire
 from ._locks import Lock, sweep_lock
 from ._probe import SweepResult
+from ._relay import Relay
 from ._request import (
     Request,
     broken_decision,
@@ -53,11 +53,12 @@ def _sweeper(
     req: Request,
     sizes: list[int | None],
     watch: _flights.Watch,
-    token: object,
+    relay: Relay | None,
     stop: threading.Event,
     limit_s: float | None,
 ) -> Callable[[], tuple[SweepResult, MachineLoad | None]]:
-    """The sweep for its thread: it tells ``watch`` and the loop, and stops once ``stop`` is set.
+    """The sweep for its thread: it tells ``watch`` and ``relay`` (the caller's on_progress),
+    and stops once ``stop`` is set.
 
     It returns the machine's load as it began too: read in the thread, once the sweep
     lock is held (another sweep's calls are over), before its own calls add to it.
@@ -67,9 +68,8 @@ def _sweeper(
         # an ``extended`` event's seconds are the stretched budget, not a call's
         if event.kind in ("warmup", "probe", "confirm") and event.seconds is not None:
             watch.probe_seconds += event.seconds  # read back only if the sweep fails
-        if req.on_progress is not None:
-            # never block the sweep on the loop: the awaiting task may be gone
-            call_soon(token, functools.partial(req.on_progress, event))
+        if relay is not None:
+            relay.post(event)  # never blocks the sweep on the loop: the task may be gone
 
     def check_cancelled() -> None:
         if stop.is_set():
@@ -104,8 +104,10 @@ async def measure(
     ``key_lock``, held by the flight, is handed to the thread that stores the entry.
     """
     sizes = candidate_list(req.policy.candidates, req.num_envs, req.nthread)
-    token = anyio.lowlevel.current_token()
     stop = threading.Event()
+    callback = req.on_progress
+    token = anyio.lowlevel.current_token()
+    relay = None if callback is None else Relay(callback, token, stop)
     lock = sweep_lock()
     # the flight holds the machine until the sweep's thread takes it over
     await acquire(
@@ -115,7 +117,7 @@ async def measure(
         watch.waiting_for, watch.sweeping = None, True
         # what hard_limit_s leaves after the waits: a stretched budget must end inside it
         limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
-        run_sweep = _sweeper(req, sizes, watch, token, stop, limit_s)
+        run_sweep = _sweeper(req, sizes, watch, relay, stop, limit_s)
         # a caller's pool must be the caller's again when a cancel (or the limit) returns:
         # MuJoCo's pool crashes the process when two threads step it at once
         settle = stop.set if settles_on_cancel(req.workload) else None
@@ -131,11 +133,16 @@ async def measure(
         # left (cancelled, or past hard_limit_s) keeps the machine until its probe in
         # flight returns, so no later sweep, here or in another process, overlaps it.
         # A workload that settles on cancel is not left: the cancel waits for that probe.
-        result, load = await in_own_thread(run_sweep, finally_=lock.release, settle=settle)
+        with nullcontext() if relay is None else relay.scope:
+            result, load = await in_own_thread(run_sweep, finally_=lock.release, settle=settle)
+        if relay is not None:
+            relay.close()  # Ctrl-C or SystemExit that on_progress raised: the scope ended it
         watch.sweeping = False
         decision = watch.decided = measured_decision(req, result, key, load)
     except BaseException as exc:
         stop.set()  # the worker stops at its next probe boundary
+        if relay is not None:
+            relay.close()  # what on_progress raised is the caller's, whatever else ended it
         fallback = _unmeasured(req, key, exc, watch.probe_seconds)
         if fallback is None:
             raise

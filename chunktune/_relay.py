@@ -1,0 +1,75 @@
+"""The sweep's progress events, from its thread to the caller's ``on_progress`` on the loop.
+
+The callback runs as a plain callback of the caller's loop (:func:`_backends.call_soon`),
+never in its task, and there what it raises must not escape: trio takes an exception out
+of such a callback for its own bug and ends the trainer's whole run with
+``TrioInternalError``, and asyncio leaves Ctrl-C to unwind its loop from outside any task.
+:class:`~chunktune._flights.Guarded` keeps what a failing callback raises; what it lets
+through (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``: the caller's to have)
+is kept here, the sweep is stopped, and the task awaiting the sweep raises it as a
+cancel would return (a workload that settles on cancel is waited for as then).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+
+import anyio
+
+from ._events import ProgressCallback, ProgressEvent
+from ._backends import call_soon
+
+__all__ = ["Relay"]
+
+logger = logging.getLogger("chunktune")
+
+
+class Relay:
+    """One sweep's events to ``callback`` on the loop of ``token``; ``stop`` stops the sweep.
+
+    The awaiting task waits for the sweep inside :attr:`scope`, then calls :meth:`close`,
+    which raises what the callback raised meanwhile.
+    """
+
+    def __init__(self, callback: ProgressCallback, token: object, stop: threading.Event) -> None:
+        self.callback = callback
+        self.token = token
+        self.stop = stop
+        self.scope = anyio.CancelScope()
+        self.raised: BaseException | None = None
+        self.closed = False
+
+    def post(self, event: ProgressEvent) -> None:
+        """Send ``event`` to the callback on the loop (from any thread), without waiting:
+        the awaiting task may be gone."""
+        call_soon(self.token, functools.partial(self._deliver, event))
+
+    def _deliver(self, event: ProgressEvent) -> None:
+        try:
+            self.callback(event)
+        except BaseException as exc:
+            if self.closed:
+                # the event of a probe in flight when the resolve returned: nobody is
+                # left to raise it to, and raising into the loop would break the loop
+                logger.warning(
+                    "chunktune: on_progress raised %r after its resolve had returned; ignored",
+                    exc,
+                )
+                return
+            if self.raised is None:
+                self.raised = exc
+            self.stop.set()
+            self.scope.cancel()
+
+    def close(self) -> None:
+        """The sweep is awaited no more: raise what the callback raised while it was.
+
+        Raises:
+            BaseException: what the callback raised (the first, where it raised again).
+        """
+        self.closed = True
+        raised, self.raised = self.raised, None
+        if raised is not None:
+            raise raised

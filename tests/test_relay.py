@@ -1,0 +1,154 @@
+"""What a caller's on_progress raises during a sweep: the resolve goes on, or the caller gets it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+import trio
+
+import chunktune
+from chunktune import Decision, ProgressEvent
+from chunktune.sim import SimulatedWorkload
+
+CALLERS = ["sync", "asyncio", "trio"]
+
+
+class _Flag(BaseException):
+    """A trainer's own BaseException that is no Exception (an early-stop signal, say)."""
+
+
+def workload() -> SimulatedWorkload:
+    return SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
+
+
+def resolved(caller: str, on_progress: Callable[[ProgressEvent], None]) -> Decision:
+    """A resolve of :func:`workload` by ``resolve_sync``, or by ``resolve`` on asyncio or trio;
+    a hang fails the test."""
+    if caller == "sync":
+        return chunktune.resolve_sync(workload(), policy="quick", on_progress=on_progress)
+
+    async def main() -> Decision:
+        with anyio.fail_after(60):
+            return await chunktune.resolve(workload(), policy="quick", on_progress=on_progress)
+
+    return asyncio.run(main()) if caller == "asyncio" else trio.run(main)
+
+
+def raising_at(n: int, exc: BaseException) -> Callable[[ProgressEvent], None]:
+    """An on_progress that raises ``exc`` at its ``n``-th sweep event (a probe's, say)."""
+    seen = [0]
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.kind == "waiting":
+            return
+        seen[0] += 1
+        if seen[0] == n:
+            raise exc
+
+    return on_progress
+
+
+def entries(tmp: Path) -> dict[str, object]:
+    path = tmp / "cache.json"
+    return dict(json.loads(path.read_text())["entries"]) if path.exists() else {}
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_an_exit_raised_by_on_progress_mid_sweep_reaches_the_caller(
+    caller: str, isolated: Path
+) -> None:
+    """A callback's SystemExit mid-sweep is raised as itself (trio too); the key stays free."""
+    # before, trio ended the trainer's whole run with TrioInternalError
+    with pytest.raises(SystemExit) as raised:
+        resolved(caller, raising_at(4, SystemExit(3)))
+    assert raised.value.code == 3
+    assert entries(isolated) == {}
+    again = resolved(caller, lambda event: None)
+    assert again.source == "benchmark" and list(entries(isolated)) == [again.key]
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_base_exception_of_the_trainer_s_raised_by_on_progress_is_logged_and_the_sweep_goes_on(
+    caller: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A callback's own BaseException (no Exception) is logged once; the decision is made."""
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = resolved(caller, raising_at(4, _Flag("stop the progress bar")))
+    assert decision.source == "benchmark"
+    logged = [r for r in caplog.records if "on_progress raised" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+    assert isinstance(logged[0].exc_info[1], _Flag)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_ctrl_c_raised_by_on_progress_mid_sweep_reaches_the_caller(
+    backend: str, isolated: Path
+) -> None:
+    """Ctrl-C raised in the callback mid-sweep ends anyio.run as KeyboardInterrupt (trio too)."""
+    script = textwrap.dedent(
+        f"""
+        import anyio, chunktune
+        from chunktune.sim import SimulatedWorkload
+        seen = [0]
+        def on_progress(event):
+            seen[0] += 1
+            if seen[0] == 4:
+                raise KeyboardInterrupt
+        async def main():
+            w = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
+            await chunktune.resolve(w, policy="quick", on_progress=on_progress)
+        try:
+            anyio.run(main, backend={backend!r})
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt")
+        except BaseException as exc:
+            print(type(exc).__name__)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "KeyboardInterrupt", done.stderr[-2000:]
+    assert entries(isolated) == {}
+
+
+class _Settling(SimulatedWorkload):
+    """A simulated pool that settles on cancel and notes whether one of its calls is running."""
+
+    settle_on_cancel = True
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.running = 0
+
+    def run(self, chunk_size: int | None) -> float:
+        self.running += 1
+        try:
+            time.sleep(0.01)  # long enough for the event of the call before to arrive mid-call
+            return super().run(chunk_size)
+        finally:
+            self.running -= 1
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_exit_raised_by_on_progress_waits_for_a_settling_workload_s_call(backend: str) -> None:
+    """A callback's SystemExit leaves a workload that settles on cancel with no call running."""
+    pool = _Settling.from_layout("blocked", num_envs=512, nthread=8)
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            await chunktune.resolve(pool, policy="quick", on_progress=raising_at(4, SystemExit(3)))
+
+    with pytest.raises(SystemExit):
+        anyio.run(main, backend=backend)
+    assert pool.running == 0
