@@ -18,6 +18,7 @@ import os
 import re
 import socket
 import stat
+import weakref
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -108,6 +109,57 @@ def take(lock: filelock.BaseFileLock, *, timeout: float) -> None:
         lock.acquire(timeout=timeout)
     fd = _held_fd(lock)
     _open_to_owner(path if fd is None else fd, _OWNER_RW)
+    if fd is not None:
+        _note_taken(lock, fd)
+
+
+# The locks this process took, by id: a weak reference and the file each locked (device
+# and inode), so that a forked child can close its copies of their descriptors.
+_taken: dict[int, tuple[weakref.ref[filelock.BaseFileLock], tuple[int, int]]] = {}
+
+
+def _note_taken(lock: filelock.BaseFileLock, fd: int) -> None:
+    key = id(lock)
+
+    def gone(ref: weakref.ref[filelock.BaseFileLock]) -> None:
+        if _taken.get(key, (None,))[0] is ref:  # not a later lock given the same id
+            _taken.pop(key, None)
+
+    with suppress(OSError):
+        found = os.fstat(fd)
+        _taken[key] = (weakref.ref(lock, gone), (found.st_dev, found.st_ino))
+
+
+def _close_in_child() -> None:
+    """In a forked child: close its copies of the descriptors of the locks held at the fork.
+
+    A lock file is locked with ``flock``, whose lock belongs to the open file, which a fork
+    shares: the child's copy kept it locked after the parent let go or died. A trainer
+    killed mid-sweep (the OOM killer) whose data loader's workers lived on left the
+    machine's sweep lock and its key's lock held for as long as they did, and every other
+    trainer on the machine waited. Closing a copy releases nothing of the parent's, which
+    keeps its own. filelock 4 closes them itself (then the descriptor is gone or names
+    another file, and is left alone); the 3.x releases the dependency floor allows do not.
+    No thread of the child holds these locks, so their objects are marked free as well.
+    """
+    taken = list(_taken.values())
+    _taken.clear()
+    for ref, identity in taken:
+        lock = ref()
+        fd = None if lock is None or not lock.is_locked else _held_fd(lock)
+        if fd is None:
+            continue
+        with suppress(OSError):
+            found = os.fstat(fd)
+            if (found.st_dev, found.st_ino) == identity:
+                os.close(fd)
+                context = getattr(lock, "_context", None)
+                with suppress(AttributeError):
+                    context.lock_file_fd = None  # type: ignore[union-attr]
+                    context.lock_counter = 0  # type: ignore[union-attr]
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 def _fit_mode(lock: filelock.BaseFileLock, path: Path) -> None:

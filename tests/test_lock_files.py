@@ -19,6 +19,7 @@ import pytest
 from _users import NOBODY, as_user, child_env, unprivileged
 
 from chunktune._lock_note import note_path, read_note
+from chunktune._locks import key_lock, sweep_lock
 
 # Each lock a process takes beside a cache or for its sweeps: the cache's write lock, a
 # key's lock as DecisionCache hands it out, the same key's lock as a resolve takes it,
@@ -396,3 +397,53 @@ def test_the_next_holder_replaces_the_note_a_holder_killed_under_umask_277_left(
         after.stdin.close()
         assert after.wait(timeout=60) == 0
     assert holder is not None and holder.pid == after.pid
+
+
+_FORKED_THEN_KILLED = """
+import os, signal, sys, time
+import chunktune
+from chunktune.sim import SimulatedWorkload
+
+class Forking(SimulatedWorkload):
+    calls = 0
+
+    def run(self, chunk_size):
+        Forking.calls += 1
+        if Forking.calls == 3:  # mid-sweep: the machine's sweep lock and the key's are held
+            child = os.fork()
+            if child == 0:  # a data loader's worker, say, that outlives the trainer
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):  # the test reads the trainer's output up to its end
+                    os.dup2(null, fd)
+                time.sleep(60)
+                os._exit(0)
+            print(child, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)  # the trainer dies (the OOM killer)
+        return super().run(chunk_size)
+
+chunktune.resolve_sync(Forking.from_layout("blocked", num_envs=512, nthread=8), policy="quick")
+"""
+
+
+def test_a_child_forked_mid_sweep_does_not_keep_the_locks_of_a_killed_parent(
+    isolated: Path,
+) -> None:
+    """A process killed mid-sweep frees the sweep and key locks though a forked child lives on."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_THEN_KILLED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    child = int(done.stdout.split()[0])
+    try:
+        assert done.returncode == -9, done.stderr[-2000:]
+        keys = list((isolated / "locks").glob("*.lock"))
+        assert keys  # the killed holder left its key's lock file behind
+        # before, the child's copies of the descriptors held both for as long as it lived
+        for lock in [sweep_lock(), *(key_lock(path) for path in keys)]:
+            assert lock.try_acquire(), lock.path
+            lock.release()
+    finally:
+        os.kill(child, 9)
