@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import chunktune
-from chunktune import WorkloadError, _threads
+from chunktune import WorkloadError, _flights, _threads
 from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -187,3 +187,27 @@ async def test_a_settle_on_cancel_that_is_no_bool_is_rejected_naming_it(value: o
     with pytest.raises(WorkloadError, match=r"Held\.settle_on_cancel\) is .*expected True"):
         await chunktune.resolve(w)
     assert w.calls == 0
+
+
+async def test_cancelling_a_settling_owner_and_its_sharer_together_leaves_no_call_running(
+    settling_told: list[_ReleaseOnSettling],
+) -> None:
+    """A group cancelled while one task sweeps and one shares it exits once run() has ended."""
+    owner, sharer = held(settle=True), held(settle=True)  # two objects, one key
+    _listen(settling_told, owner)
+    try:
+        with anyio.fail_after(HOLD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: chunktune.resolve(owner))
+                await anyio.to_thread.run_sync(owner.entered.wait, HOLD_S)
+                tg.start_soon(lambda: chunktune.resolve(sharer))
+                # until the sharer waits on the owner's flight
+                while not any(f.waiters for f in _flights._flights.values()):  # noqa: ASYNC110
+                    await anyio.sleep(0.001)
+                tg.cancel_scope.cancel()
+        in_run = owner.in_run
+    finally:
+        owner.release.set()
+    assert (in_run, owner.calls, sharer.calls) == (0, 1, 0)
+    sharer.release.set()
+    assert (await chunktune.resolve(sharer)).source == "benchmark"  # the key is free
