@@ -9,6 +9,7 @@ lets go of the key's lock once it is written. A sweep that fails gives the nativ
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable

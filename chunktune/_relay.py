@@ -18,8 +18,8 @@ import threading
 
 import anyio
 
-from ._events import ProgressCallback, ProgressEvent
 from ._backends import call_soon
+from ._events import ProgressCallback, ProgressEvent
 
 __all__ = ["Relay"]
 
