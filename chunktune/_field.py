@@ -20,8 +20,9 @@ from ._probe import Chunk, Probe
 
 __all__ = ["Field"]
 
-# A candidate that took this many times native's time in the same round is dropped after
-# one round: no machine noise explains a factor of 2 on a candidate that is any good.
+# A candidate that took more than this many times native's time in the same round is
+# dropped after one round: no machine noise explains a factor of 2 on a candidate that is
+# any good.
 _HOPELESS = math.log(2.0)
 
 

@@ -207,3 +207,105 @@ def test_halving_ranks_no_size_whose_second_call_lost_native_s_round() -> None:
     f.round = 2
     f.halve()
     assert 6 in f.live and 5 not in f.live
+
+
+def test_the_leader_of_sizes_measured_exactly_alike_is_the_smaller_in_any_order() -> None:
+    """leader() breaks an exact tie between candidates toward the smaller, whatever the order."""
+    f = field(balanced(), {16: (0.9,), 8: (0.9,)}, wobble=(1.0,) * 4)
+    assert f.live == [16, 8] and f.leader() == 8
+
+
+def test_a_size_with_exactly_min_rounds_rounds_is_at_the_front() -> None:
+    """front() judges a size measured in exactly min_rounds rounds."""
+    f = field(balanced(min_rounds=4), {8: (0.9,)}, wobble=(1.0,) * 4)
+    assert f.front() == 8
+
+
+def test_contenders_with_exactly_min_rounds_rounds_can_be_settled() -> None:
+    """Two sizes measured alike in exactly min_rounds rounds, at tie_tol 0: the race settled."""
+    f = field(balanced(min_rounds=4, tie_tol=0.0, tie_z=0.0), {8: (0.9,), 16: (0.9,)},
+              wobble=(1.0,) * 4)  # fmt: skip
+    assert f.settled()
+
+
+def test_a_field_with_every_candidate_dropped_has_settled() -> None:
+    """With no live candidate left (the hopeless screened out), the race has settled."""
+    f = field(balanced(), {8: (2.5,)}, wobble=(1.0,))
+    f.screen()
+    assert f.live == [] and f.settled()
+
+
+def test_a_contender_the_noise_cannot_tell_from_the_leader_keeps_the_race_open() -> None:
+    """tie_tol 0 with round-to-round noise: a size measured like the leader has not settled."""
+    f = field(balanced(min_rounds=6, tie_tol=0.0), {8: (0.9,), 16: (0.9,)})
+    assert f.leader() == 8 and not f.settled()
+
+
+def test_a_size_exactly_twice_native_s_time_is_not_screened_out() -> None:
+    """Screening drops more than twice native's time: a size at exactly twice it races on."""
+    f = field(balanced(), {8: (2.0,)}, wobble=(1.0,))
+    assert next(iter(f.ev.values(8).values())) == math.log(2.0)
+    f.screen()
+    assert f.live == [8]
+
+
+def test_a_size_with_fewer_common_rounds_than_min_rounds_is_not_raced_out() -> None:
+    """A size that joined for the last round, far behind and short of the margin, races on."""
+    f = field(balanced(min_rounds=2), {8: (0.8,), 16: (None,) * 5 + (0.999,)})
+    assert f.ev.compare(16, 8).n == 1
+    f.race()
+    assert f.live == [8, 16] and f.dropped == {}
+
+
+def test_a_size_exactly_the_tie_band_behind_the_leader_is_not_raced_out() -> None:
+    """No noise: a size whose lead is exactly the tie band stays; one 1e-12 past it is dropped."""
+    f = field(balanced(min_rounds=6), {8: (0.8,), 16: (0.9,)}, wobble=(1.0,) * 6)
+    f.band = f.ev.compare(16, 8).diff
+    f.race()
+    assert f.live == [8, 16]
+    f.band -= 1e-12
+    assert _why_dropped(f, "race") == [(16, "clearly behind 8")]
+
+
+def test_a_size_whose_gain_is_exactly_the_least_gain_is_not_raced_out() -> None:
+    """No noise: a size gaining exactly `need` over native stays; 1e-12 less and it is dropped."""
+    f = field(balanced(min_rounds=6, tie_tol=0.5), {8: (0.95,), 16: (0.96,)}, wobble=(1.0,) * 6)
+    f.need = -f.ev.compare(16, None).diff
+    f.race()
+    assert f.live == [8, 16]
+    f.need += 1e-12
+    assert _why_dropped(f, "race") == [(16, "clearly short of the margin over native")]
+
+
+def _spaced(pol_top: int, count: int) -> Field:
+    """``count`` sizes 5% apart in time after six noisy rounds, refine_top ``pol_top``."""
+    rows = {2**k: (0.9 * 1.05**k,) for k in range(count)}
+    return field(balanced(min_rounds=2, refine_top=pol_top, race=False), rows)
+
+
+def test_halving_keeps_refine_top_plus_one_where_that_is_more_than_half() -> None:
+    """Four sizes clearly apart, refine_top 2: halving keeps three and drops the slowest."""
+    f = _spaced(2, 4)
+    f.halve()
+    assert f.live == [1, 2, 4] and list(f.dropped) == [8]
+
+
+def test_halving_keeps_the_better_half_rounded_up() -> None:
+    """Six sizes clearly apart, refine_top 1: halving keeps three (more than refine_top + 1)."""
+    f = _spaced(1, 6)
+    f.halve()
+    assert f.live == [1, 2, 4] and sorted(f.dropped) == [8, 16, 32]
+
+
+def test_halving_keeps_sizes_measured_exactly_like_the_leader() -> None:
+    """No noise, six sizes measured alike: the leader is not ahead of any, so halving drops none."""
+    rows = {2**k: (0.9,) for k in range(6)}
+    f = field(balanced(min_rounds=2, refine_top=1, race=False), rows, wobble=(1.0,) * 6)
+    f.halve()
+    assert f.live == [1, 2, 4, 8, 16, 32] and f.dropped == {}
+
+
+def test_a_contender_clearly_behind_the_leader_settles_the_race_at_tie_tol_zero() -> None:
+    """tie_tol 0 with noise: a size 12% behind the leader is settled; the leader is no contender."""
+    f = field(balanced(min_rounds=6, tie_tol=0.0), {8: (0.8,), 16: (0.9,)})
+    assert f.leader() == 8 and f.settled()
