@@ -96,11 +96,35 @@ def test_a_look_s_bound_follows_the_looks_taken_before_it() -> None:
     assert bounds.z([4], 6, last=False) != bounds.z([3], 6, last=False)
 
 
+def test_a_look_past_its_plan_spends_all_of_alpha_and_no_more() -> None:
+    """A look at 6 pairs of a 5-pair plan (a block's second pair) spends alpha, as a last look."""
+    past = spending_bounds(0.05, (4, 6), 5, last=False)
+    assert past == spending_bounds(0.05, (4, 6), 5, last=True)
+    se = (1 / 2, 1 / math.sqrt(6))
+    design = Design(se, (past[0] * se[0],), (-math.inf,))
+    assert more_extreme(0.0, design, past[1] * se[1]) == pytest.approx(0.05, rel=1e-4)
+
+
+def test_a_large_alpha_s_last_bound_may_fall_under_half_a_standard_error() -> None:
+    """alpha 0.45 over looks at 4 and 8 of 8 pairs: the last bound is z = 0.149, spending it all."""
+    z = spending_bounds(0.45, (4, 8), 8, last=True)
+    assert z == pytest.approx((normal_quantile(1 - 0.45 / 4), 0.1491), abs=1e-4)
+    se = (1 / 2, 1 / math.sqrt(8))
+    design = Design(se, (z[0] * se[0],), (-math.inf,))
+    assert more_extreme(0.0, design, z[1] * se[1]) == pytest.approx(0.45, rel=1e-6)
+
+
 def test_looks_that_do_not_rise_are_refused() -> None:
     """Bounds for looks out of order, repeated or at no pairs are a ValueError, not a number."""
     for looks in [(8, 4), (4, 4), (0, 4), ()]:
         with pytest.raises(ValueError, match="rising pair counts"):
             spending_bounds(0.05, looks, 16, last=True)
+
+
+def test_a_first_look_at_a_single_pair_is_allowed() -> None:
+    """Looks from one pair are rising pair counts: a plan looking at 1 and 4 pairs has bounds."""
+    z = spending_bounds(0.05, (1, 4), 4, last=True)
+    assert z[0] == pytest.approx(normal_quantile(1 - 0.05 / 16)) and z[1] < z[0]
 
 
 def test_looks_start_at_the_minimum_and_double_up_to_the_plan() -> None:
@@ -394,6 +418,13 @@ def test_a_plan_short_of_the_first_look_measures_nothing_and_says_why() -> None:
         "kept the native chunk 12: the race's best, 8, looked faster, but what was left of the "
         "budget paid for fewer than the 4 pairs of calls needed to confirm it against native"
     )
+
+
+def test_a_plan_short_of_the_first_look_claims_no_gain_and_bounds_nothing() -> None:
+    """A plan under confirm_min_pairs: a gain of 0 within (-inf, inf), the race's noise, no mean."""
+    verdict, _ = confirm(ScriptedProbe([0.9]), plan=3)
+    assert verdict == Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), 0.05)
+    assert verdict.mean_gain is None and not verdict.out_of_reach
 
 
 def test_a_winner_slower_than_native_is_rejected_at_twice_the_first_look() -> None:
