@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 import chunktune
+from chunktune._pacing import least_budget
 from chunktune._stretch import Stretch
 
 
@@ -165,3 +166,139 @@ def test_even_odds_are_judged_at_the_last_bound_of_the_plan_the_cap_pays() -> No
     pace = Room(40)
     assert not Stretch(Told(), pace).pairs(0.02, 0.05, widening, racing=False)  # type: ignore[arg-type]
     assert pace.asked == []
+
+
+def test_the_cap_a_reason_names_is_there_only_above_the_budget_and_with_extend_budget() -> None:
+    """cap(): the cap when above time_budget_s; None at exactly the budget or without extending."""
+    probe = Told()
+    budget = probe.policy.time_budget_s
+    assert Stretch(probe, Room(cap_s=36.0)).cap() == 36.0  # type: ignore[arg-type]
+    assert Stretch(probe, Room(cap_s=budget)).cap() is None  # type: ignore[arg-type]
+    probe.policy = attrs.evolve(probe.policy, extend_budget=False)
+    assert Stretch(probe, Room(cap_s=36.0)).cap() is None  # type: ignore[arg-type]
+
+
+def test_a_slow_pool_whose_need_is_exactly_the_cap_is_stretched_to_the_cap() -> None:
+    """Judging one candidate needs exactly the cap's seconds: the budget stretches to the cap."""
+    probe = Told()
+    pace = Room(cap_s=least_budget(probe.policy, 2.0))
+    assert Stretch(probe, pace).slow_pool(2.0)  # type: ignore[arg-type]
+    assert pace.budget_s == pace.cap_s and [k for k, _ in probe.events] == ["extended"]
+
+
+def test_without_extend_budget_no_stretch_is_made() -> None:
+    """extend_budget off: no slow pool, race, gain or plan stretches the budget or is told."""
+    probe = Told()
+    probe.policy = attrs.evolve(probe.policy, extend_budget=False)
+    pace = Room(cap_s=36.0)
+    stretch = Stretch(probe, pace)  # type: ignore[arg-type]
+    assert not stretch.slow_pool(0.1) and not stretch.race(3, 0.05)
+    assert not stretch.pairs(0.05, 0.05, two, racing=True)
+    stretch.plan(1)
+    assert pace.budget_s == 10.0 and pace.asked == [] and probe.events == []
+
+
+def test_a_slow_pool_needing_more_than_the_cap_is_not_stretched() -> None:
+    """Judging one candidate needs a hair more than the cap: no stretch, nothing told."""
+    probe = Told()
+    pace = Room(cap_s=least_budget(probe.policy, 2.0) * (1 - 1e-9))
+    assert not Stretch(probe, pace).slow_pool(2.0)  # type: ignore[arg-type]
+    assert pace.budget_s == 10.0 and probe.events == []
+
+
+def test_a_slow_pool_is_stretched_a_tenth_past_what_it_needs() -> None:
+    """With room under the cap, a slow pool's budget becomes 1.1 times the least that judges one."""
+    probe = Told()
+    pace = Room(cap_s=1000.0)
+    assert Stretch(probe, pace).slow_pool(2.0)  # type: ignore[arg-type]
+    assert pace.budget_s == 1.1 * least_budget(probe.policy, 2.0)
+
+
+def test_an_undecided_race_doubles_the_budget_up_to_the_cap() -> None:
+    """An undecided race: 10 s becomes 20 s under a 36 s cap, and 15 s under a 15 s cap, told."""
+    for cap_s, doubled in ((36.0, 20.0), (15.0, 15.0)):
+        probe, pace = Told(), Room(cap_s=cap_s)
+        assert Stretch(probe, pace).race(3, 0.05)  # type: ignore[arg-type]
+        assert pace.budget_s == doubled and probe.events == [("extended", doubled)]
+
+
+def test_even_odds_are_judged_with_no_power_to_spare() -> None:
+    """A 2% gain at 5% noise needs 25 pairs for even odds: a cap of 30 stretches (39 would not)."""
+    pace = Room(30)
+    assert Stretch(Told(), pace).pairs(0.02, 0.05, two, racing=False)  # type: ignore[arg-type]
+    assert pace.asked == [30]
+
+
+def test_a_cap_paying_exactly_the_pairs_for_even_odds_is_stretched_to() -> None:
+    """A 5% gain at 5% noise needs exactly 4 pairs for even odds: a cap of 4 pairs stretches."""
+    pace = Room(4)
+    assert Stretch(Told(), pace).pairs(0.05, 0.05, two, racing=False)  # type: ignore[arg-type]
+    assert pace.asked == [4]
+
+
+class Refusing(Room):
+    """A pace that records each stretch asked of it, with its ``racing``, and grants none."""
+
+    def __init__(self, at_cap: int = 40) -> None:
+        super().__init__(at_cap)
+        self.racing: list[bool] = []
+
+    def extend_for(self, pairs: int, *, racing: bool) -> bool:
+        self.asked.append(pairs)
+        self.racing.append(racing)
+        return False
+
+
+def test_a_stretch_the_pace_refuses_is_no_stretch_and_is_not_told() -> None:
+    """The pace refuses to extend for the pairs: pairs() is False, plan() tells nothing."""
+    probe, pace = Told(), Refusing()
+    stretch = Stretch(probe, pace)  # type: ignore[arg-type]
+    assert not stretch.pairs(0.05, 0.05, two, racing=False)
+    stretch.plan(1)
+    assert pace.asked == [40, 40] and pace.racing == [False, False] and probe.events == []
+
+
+def test_the_plan_stretches_only_when_what_is_affordable_falls_short_of_it() -> None:
+    """plan(): 40 affordable of a 40-pair plan asks nothing; 39 asks for 40 pairs and is told."""
+    probe, pace = Told(), Room(40)
+    stretch = Stretch(probe, pace)  # type: ignore[arg-type]
+    stretch.plan(40)
+    assert pace.asked == [] and probe.events == []
+    stretch.plan(39)
+    assert pace.asked == [40] and probe.events == [("extended", 20.0)]
+
+
+def test_the_plan_is_priced_as_after_the_race() -> None:
+    """plan() asks for the cap's pairs after the race (40), not the race-scaled cap's (10)."""
+    pace = RaceShare()
+    Stretch(Told(), pace).plan(5)  # type: ignore[arg-type]
+    assert pace.asked == [40]
+
+
+def test_a_budget_not_stretched_or_not_outrun_adds_no_note_to_the_reason() -> None:
+    """No note at a budget of exactly time_budget_s, at exactly that elapsed, or when off."""
+    pace = Pace()
+    pace.budget_s = 10.0
+    assert Stretch(Spent(12.0), pace).spent() == ""  # type: ignore[arg-type]
+    pace.budget_s = 20.0
+    assert Stretch(Spent(10.0), pace).spent() == ""  # type: ignore[arg-type]
+    off = Spent(12.0)
+    off.policy = attrs.evolve(off.policy, extend_budget=False)
+    assert Stretch(off, pace).spent() == ""  # type: ignore[arg-type]
+
+
+def test_a_budget_of_exactly_time_budget_s_is_no_news() -> None:
+    """announce_if_news at a budget still exactly time_budget_s tells nothing."""
+    probe, pace = Told(), Pace()
+    Stretch(probe, pace).announce_if_news("a reason")  # type: ignore[arg-type]
+    assert probe.events == []
+
+
+def test_a_stretch_of_exactly_a_tenth_past_the_last_told_is_not_news() -> None:
+    """Told at 10.3 s, a budget of exactly 1.1 times that is no news; a hair more is."""
+    probe, pace = Told(), Pace()
+    stretch = Stretch(probe, pace)  # type: ignore[arg-type]
+    for budget in (10.3, 1.1 * 10.3, 1.1 * 10.3 + 1e-9):
+        pace.budget_s = budget
+        stretch.announce_if_news("a reason")
+    assert probe.events == [("extended", 10.3), ("extended", 1.1 * 10.3 + 1e-9)]
