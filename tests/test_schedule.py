@@ -21,7 +21,8 @@ from chunktune._schedule import (
 @pytest.mark.parametrize(
     ("n", "t"),
     [pytest.param(256, 2, id="256x2"), pytest.param(1000, 24, id="1000x24"),
-     pytest.param(32768, 96, id="32768x96"), pytest.param(7, 8, id="fewer-envs-than-threads")],
+     pytest.param(32768, 96, id="32768x96"), pytest.param(7, 8, id="fewer-envs-than-threads"),
+     pytest.param(10, 1, id="one-thread")],
 )  # fmt: skip
 def test_schedules_are_exactly_the_distinct_chunk_counts(n: int, t: int) -> None:
     """schedules() lists ceil(N/m) for every chunk count m >= T, each once, ascending."""
@@ -68,6 +69,12 @@ def test_between_halves_in_log_scale_and_prefers_teeth() -> None:
     assert between(sizes, set(), 0, 3) == 2
 
 
+def test_between_two_sizes_one_apart_in_the_list_is_the_one_between() -> None:
+    """Two schedules with exactly one between them: between() names it, preferred or not."""
+    sizes = schedules(4096, 16)
+    assert between(sizes, set(), sizes.index(4), sizes.index(6)) == 5
+
+
 def test_between_breaks_an_exact_log_tie_toward_the_smaller_size() -> None:
     """Two preferred sizes exactly as far from the log midpoint (6 * 24 = 4 * 36): the smaller."""
     sizes = schedules(4096, 16)
@@ -95,6 +102,30 @@ def test_model_fit_proposes_a_tooth_on_even_envs() -> None:
     best = min(model, key=lambda c: model[c])
     assert truth[best] == pytest.approx(min(truth.values()), rel=1e-6)
     assert fit_uniform_model(n, t, {3: 1.0, 17: 1.0}, sizes) is None  # too few points
+
+
+def _exact(work_s: float, chunk_s: float) -> tuple[dict[int, float], list[int]]:
+    """Times of 4096 even envs on 16 threads: ``work_s`` an env-cost, ``chunk_s`` a chunk, +1 s."""
+    n, t = 4096, 16
+    sizes = schedules(n, t)
+    return {c: 1.0 + work_s * uniform_makespan(n, t, c)[0] + chunk_s * uniform_makespan(n, t, c)[1]
+            for c in sizes}, sizes  # fmt: skip
+
+
+def test_an_exact_fit_predicts_every_size_s_time() -> None:
+    """Five exact points of the model: it predicts each size's time, work and chunks apart."""
+    truth, sizes = _exact(1e-3, 2e-2)
+    model = fit_uniform_model(4096, 16, {c: truth[c] for c in (3, 17, 40, 100, 256)}, sizes)
+    assert model is not None and model == pytest.approx(truth, rel=1e-9)
+
+
+def test_a_fit_whose_time_falls_with_the_work_is_no_model_and_a_cheap_chunk_is() -> None:
+    """Times falling as the busiest worker's work grows fit no model; a negative chunk cost does."""
+    points = (3, 17, 40, 100, 256)
+    falling, sizes = _exact(-1e-3, 2e-2)
+    assert fit_uniform_model(4096, 16, {c: falling[c] for c in points}, sizes) is None
+    cheap, _ = _exact(1e-3, -2e-4)
+    assert fit_uniform_model(4096, 16, {c: cheap[c] for c in points}, sizes) is not None
 
 
 def test_three_points_fit_no_model() -> None:
