@@ -61,29 +61,33 @@ async def resolve_key(req: Request, key: str, cache: DecisionCache | None) -> De
             )
         # the owner was cancelled or failed before deciding: try to become the owner
 
-    decision: Decision | None = None
+    for_sharers: Decision | None = None
     try:
-        decision = await _owned_within_limit(req, key, cache, flight)
+        decision, for_sharers = await _owned_within_limit(req, key, cache, flight)
         return decision
     finally:
-        _flights.land(flight, decision)
+        _flights.land(flight, for_sharers)
 
 
 async def _owned_within_limit(
     req: Request, key: str, cache: DecisionCache | None, flight: _flights.Flight
-) -> Decision:
+) -> tuple[Decision, Decision | None]:
     """Own the key's flight until it is decided or ``hard_limit_s`` (by its deadline) runs out.
 
+    Returns this task's decision and what the tasks sharing the flight get: the same,
+    but None where this task's own limit ran out (the limit is no part of the key, so a
+    sharer with none, or a later one, waits on by its own and may measure the key itself).
     A decision made before the limit is the answer even while it is still being stored.
     """
     watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
     with anyio.move_on_after(_left(req.deadline)):
-        return await _owned(req, key, cache, watch, flight)
+        decision = await _owned(req, key, cache, watch, flight)
+        return decision, decision
     if watch.decided is not None:
-        return watch.decided
+        return watch.decided, watch.decided
     limit = req.policy.hard_limit_s
     assert limit is not None
-    return await watch.gave_up(key, limit)
+    return await watch.gave_up(key, limit), None
 
 
 async def _owned(

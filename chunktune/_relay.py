@@ -47,6 +47,11 @@ class Relay:
         call_soon(self.token, functools.partial(self._deliver, event))
 
     def _deliver(self, event: ProgressEvent) -> None:
+        if self.stop.is_set():
+            # the resolve has left (cancelled, past its limit: it sets ``stop`` on the loop
+            # as it leaves) or the callback raised: events the sweep sent meanwhile (the
+            # probe in flight, the race's steps up to the next probe) reach nobody
+            return
         try:
             self.callback(event)
         except BaseException as exc:

@@ -590,6 +590,34 @@ async def test_cancel_mid_sweep_caches_nothing_and_next_resolve_works(isolated: 
     assert d.source == "benchmark"
 
 
+async def test_a_cancelled_resolve_s_callback_hears_nothing_after_it_raised() -> None:
+    """Once a cancelled resolve has raised, its on_progress gets no event of the stopping sweep."""
+    in_flight, left = threading.Event(), threading.Event()
+
+    class HoldsItsSecondCall(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls == 1:  # in flight as the cancel lands; returns once it has
+                in_flight.set()
+                left.wait(30.0)
+            return super().run(chunk_size)
+
+    w = HoldsItsSecondCall(uneven().costs, nthread=8)
+    heard: list[str] = []
+
+    with anyio.fail_after(60):  # a hang detector, not a timing
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(chunktune.resolve, w, on_progress=heard.append))
+            assert await anyio.to_thread.run_sync(in_flight.wait, 30.0)
+            tg.cancel_scope.cancel()
+        await anyio.sleep(0.05)  # what the sweep sent before the cancel has reached the loop
+        before = list(heard)
+        left.set()  # the call in flight returns: the sweep reports it and stops
+        assert await anyio.to_thread.run_sync(wait_for_sweeps, 30.0)
+        await anyio.sleep(0.05)  # what the sweep's thread sent since has reached the loop
+    assert w.calls == 2  # the call in flight was made, then no other
+    assert heard == before
+
+
 README_TEXT = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
@@ -1218,6 +1246,49 @@ async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> Non
     finally:
         release.set()
     assert owner[0].source == "benchmark"
+
+
+async def test_a_sharer_is_not_handed_the_fallback_of_the_owner_s_own_hard_limit() -> None:
+    """A task sharing a sweep whose owner gave up at its hard_limit_s measures the key itself."""
+    blocked, release = threading.Event(), threading.Event()
+
+    class Stuck(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls == 2:  # the owner's third call blocks until released
+                blocked.set()
+                release.wait()
+            return super().run(chunk_size)
+
+    balanced = chunktune.load_settings().get_policy("balanced")
+    # the same key: budgets and limits are no part of a policy's identity
+    limited = attrs.evolve(balanced, time_budget_s=3.0, hard_limit_s=3.0)
+    patient = attrs.evolve(balanced, time_budget_s=3.0)
+    stuck = Stuck(uneven().costs, nthread=8)
+    owner: list[chunktune.Decision] = []
+    sharer: list[chunktune.Decision] = []
+
+    owned = anyio.Event()
+
+    async def own() -> None:
+        owner.append(await chunktune.resolve(stuck, policy=limited))
+        owned.set()
+
+    async def share() -> None:
+        sharer.append(await chunktune.resolve(stuck, policy=patient))
+
+    try:
+        with anyio.fail_after(60):  # a hang detector, not a timing
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(own)
+                assert await anyio.to_thread.run_sync(blocked.wait, 30.0)
+                tg.start_soon(share)  # waits on the owner's flight
+                await owned.wait()
+                release.set()  # the abandoned call returns; the sharer may take the machine
+    finally:
+        release.set()
+    assert owner[0].source == "fallback" and "hard limit" in owner[0].reason
+    assert sharer[0].source == "benchmark", sharer[0].reason
+    assert "hard limit" not in sharer[0].reason
 
 
 async def test_hard_limit_covers_a_signature_that_blocks() -> None:
