@@ -4,20 +4,23 @@ What ended the resolve decides: the process's threads or file descriptors spent,
 chunktune's own bug anywhere in the flow, gives the native chunk (``source ==
 "fallback"``), logged, nothing cached; chunktune's deliberate errors and the trainer's own
 signal handler's are raised on (:mod:`chunktune._failures` says who a failure is blamed on).
+A resolve made while Python shuts down is answered before it could fail: native, at once.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
 from ._decision import Decision
 from ._errors import ChunktuneError
 from ._failures import bug_reason, by_signal_handler, log_bug, no_thread, spent_cause
+from ._here import manual_decision
 from ._policy import Policy
 from ._request import Ask
 from ._workload import native_chunk
 
-__all__ = ["fallback_of", "without"]
+__all__ = ["at_shutdown", "fallback_of", "without"]
 
 logger = logging.getLogger("chunktune")
 
@@ -41,6 +44,22 @@ def fallback_of(asked: Ask, exc: Exception) -> Decision | None:
         return None
     log_bug(exc, "resolving")
     return _native(asked, bug_reason(exc, "resolving"))
+
+
+def at_shutdown(asked: Ask) -> Decision | None:
+    """The native chunk for a resolve made while Python shuts down (``sys.is_finalizing()``:
+    a ``__del__`` or a weakref callback run as the interpreter tears its modules down); None
+    at any other time.
+
+    Given at once: nothing is measured, imported, logged or started in a thread, since the
+    import system, logging's handlers and new threads are going or gone by then. A manual
+    size is the caller's own: it is answered, unreported.
+    """
+    if not sys.is_finalizing():
+        return None
+    if asked.manual is not None:
+        return manual_decision(asked, reported=False)
+    return _native(asked, "Python is shutting down, so nothing was measured")
 
 
 def _native(asked: Ask, why: str) -> Decision:

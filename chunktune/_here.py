@@ -44,9 +44,10 @@ __all__ = [
 ]
 
 
-def manual_decision(asked: Ask) -> Decision:
+def manual_decision(asked: Ask, *, reported: bool = True) -> Decision:
     """The decision of a manual chunk size (``asked.manual`` is set), reported under the
-    settings given (none are looked for: a manual size uses no policy)."""
+    settings given (none are looked for: a manual size uses no policy) unless not
+    ``reported``."""
     assert asked.manual is not None
     decision = Decision(
         chunk_size=asked.manual,
@@ -54,7 +55,7 @@ def manual_decision(asked: Ask) -> Decision:
         source="manual",
         reason=f"manual override: chunk_size={asked.manual}",
     )
-    if asked.settings is not None:
+    if reported and asked.settings is not None:
         report(decision, asked.settings)
     return decision
 

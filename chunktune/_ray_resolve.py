@@ -30,7 +30,7 @@ from ._decision import Decision
 from ._errors import ChunktuneError
 from ._events import ProgressCallback
 from ._failures import blames_workload, log_bug, spent
-from ._fallback import fallback_of
+from ._fallback import at_shutdown, fallback_of
 from ._flights import gave_up_keying
 from ._here import new_request
 from ._policy import Policy
@@ -101,6 +101,8 @@ async def resolve(
         refresh=refresh,
         on_progress=on_progress,
     )
+    if (ending := at_shutdown(asked)) is not None:
+        return ending
     return await _resolve(asked)
 
 
@@ -249,6 +251,8 @@ def resolve_sync(
         refresh=refresh,
         on_progress=on_progress,
     )
+    if (ending := at_shutdown(asked)) is not None:
+        return ending  # a __del__ at exit: no import, thread or log works by then
 
     async def call() -> Decision:
         return await _resolve(asked)

@@ -22,7 +22,7 @@ from ._backends import loop_running_here
 from ._decision import Decision
 from ._events import ProgressCallback
 from ._failures import spent_cause
-from ._fallback import fallback_of, without
+from ._fallback import at_shutdown, fallback_of, without
 from ._here import decide_here, in_memory, manual_decision, new_request, settle
 from ._miss import answer, resolve_key
 from ._policy import Policy
@@ -95,6 +95,10 @@ async def resolve(
     want of one too) gives the native chunk, ``source == "fallback"``, the reason naming
     the culprit, and nothing is cached (:mod:`chunktune._failures`). What the trainer's own
     signal handler raises (on the main thread, wherever the call stood) is raised.
+    Called while Python shuts down (``sys.is_finalizing()``: from a ``__del__`` or a weakref
+    callback as modules are torn down), it returns the native chunk at once (a manual size:
+    that size), ``source == "fallback"``, the reason saying so: nothing is measured,
+    imported, logged or started in a thread.
 
     Raises:
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
@@ -116,6 +120,8 @@ async def resolve(
         refresh=refresh,
         on_progress=on_progress,
     )
+    if (ending := at_shutdown(asked)) is not None:
+        return ending
     try:
         # anyio may import its backend's module at its first current_time(): guarded too
         started = anyio.current_time()
@@ -206,6 +212,8 @@ def resolve_sync(
         refresh=refresh,
         on_progress=on_progress,
     )
+    if (ending := at_shutdown(asked)) is not None:
+        return ending  # a __del__ at exit: no import, thread or log works by then
     began = time.monotonic()  # hard_limit_s counts from here, as resolve's from its start
     try:
         return _resolved_here(asked, began)
