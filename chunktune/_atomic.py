@@ -3,7 +3,9 @@
 A write goes to a temporary file in the same directory, is fsynced, and renamed
 over the target: readers see the old file or the new one, never half of either.
 A writer killed with SIGKILL leaves its ``.<name>.<random>.tmp``; the next writer
-(or ``chunktune cache clear``) deletes those old enough to belong to no live writer.
+(or ``chunktune cache clear``) deletes them, holding the lock that every writer of the
+file holds while it writes: a file's age alone cannot prove its writer dead, since the
+wall clock may step forward mid-write.
 """
 
 from __future__ import annotations
@@ -106,7 +108,10 @@ def remove_stale_temps(
     """Delete what writers killed mid-write left: ``.<name>.<random>.tmp`` older than the limit.
 
     Only names :func:`write_atomic` makes for ``path``, or for the files of ``also`` (in
-    the same folder: one scan serves them all), match; returns how many went.
+    the same folder: one scan serves them all), match; returns how many went. The caller
+    holds the lock that every writer of these files holds while it writes (the cache's
+    write lock): then none is a live writer's, whatever the clock did. The age (by the
+    wall clock, against the file's time) only spares those of writers that ignore it.
     """
     pattern = re.compile(
         "|".join(re.escape(f".{p.name}.") + r"[A-Za-z0-9_]+\.tmp" for p in (path, *also))

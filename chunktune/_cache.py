@@ -28,6 +28,7 @@ is ``_cache_lookup``'s; which changes may be stored, and what a merge does with 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -359,15 +360,27 @@ class DecisionCache:
                 if gone:
                     for key in gone:
                         del current[key]
-                    self._file.write(current, replaced=gone)
+                    self._file.write(current, replaced=gone)  # the temporaries go too
+                else:
+                    self._file.remove_stale_temps()
                 self._file.forget()
         except OSError as exc:
             raise CacheError(
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
             ) from exc
-        self._file.remove_stale_temps()
         remove_idle_key_locks(self.path, wanted)
         return gone
+
+    def _remove_stale_temps(self) -> None:
+        """Delete dead writers' temporary files, holding the write lock: whoever holds it may
+        be mid-write, whatever the files' times say (a clock stepped forward), and is waited
+        for as a writer waits for a stuck one, but briefly (``WRITE_LOOK_S``); one that does
+        not let go leaves them to a later write. A folder that is not there has none, and is
+        not made."""
+        with contextlib.suppress(OSError):
+            if self.path.parent.is_dir():
+                with write_lock(self._file, brief=True):
+                    self._file.remove_stale_temps()
 
     def clear(self) -> int:
         """Delete every entry present now, and the debris of earlier runs; returns how many.
@@ -376,7 +389,8 @@ class DecisionCache:
         while holding them), this host's default sweep-lock files that none holds (one
         per boot, left by a sweeper killed while holding it;
         :func:`chunktune._lock_files.sweep_lock_litter`), and temporary files of writers
-        that died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes).
+        that died mid-write (older than ``_atomic.STALE_TEMP_S``, five minutes, and deleted
+        holding the write lock, so that no live writer's is taken for one).
 
         Raises:
             CacheError: the cache cannot be read or written (nothing was deleted).
@@ -384,12 +398,13 @@ class DecisionCache:
         keys = list(self.entries(strict=True))
         try:
             if keys or self._quarantine.still_broken() is not None:
-                self._store(dict.fromkeys(keys))
+                self._store(dict.fromkeys(keys))  # its write deletes the temporaries too
+            else:
+                self._remove_stale_temps()
         except OSError as exc:
             raise CacheError(
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
             ) from exc
-        self._file.remove_stale_temps()
         remove_idle_key_locks(self.path)
         remove_idle(sweep_lock_litter())
         return len(keys)

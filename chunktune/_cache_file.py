@@ -221,7 +221,8 @@ class CacheFile:
         return self.path.with_name(self.path.name + ".schema0")
 
     def remove_stale_temps(self) -> None:
-        """Delete the temporary files of writers killed mid-write: the cache's and its backup's."""
+        """Delete the temporary files of writers killed mid-write: the cache's and its backup's
+        (caller holds the write lock, which every writer of them holds while it writes)."""
         remove_stale_temps(self.path, also=(self.backup_path,))
 
     def write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:

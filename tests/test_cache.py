@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -796,6 +797,96 @@ def test_stale_temporary_files_are_removed_on_write(tmp_path: Path) -> None:
     assert DecisionCache(path).put("k", entry())
     assert not any(file.exists() for file in stale)
     assert fresh.exists() and all(file.exists() for file in others)
+
+
+# A writer of the cache at argv[1], mid-write: it holds the write lock and its temporary
+# file, made as write_atomic makes it, is an hour old by the file's time (the wall clock
+# stepped forward an hour since it began). It prints that file's path, then holds on
+# until its stdin closes, then lets go of both, as a write that failed would.
+_MID_WRITE = """
+import os, sys, tempfile, time
+from pathlib import Path
+from chunktune._cache_file import CacheFile
+from chunktune._cache_lock import write_lock
+path = Path(sys.argv[1])
+with write_lock(CacheFile(path, "json")):
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.write(fd, b'{"half a wr')
+    an_hour_ago = time.time() - 3600
+    os.utime(tmp, (an_hour_ago, an_hour_ago))
+    print(tmp, flush=True)
+    sys.stdin.read()
+    os.close(fd)
+    os.unlink(tmp)
+"""
+
+
+def _mid_write(path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A writer of the cache ``path`` in another process, mid-write (:data:`_MID_WRITE`), and
+    the path of its temporary file."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _MID_WRITE, str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert writer.stdout is not None
+    tmp = Path(writer.stdout.readline().strip())
+    assert tmp.name.startswith(f".{path.name}.") and tmp.exists()
+    return writer, tmp
+
+
+def test_clear_keeps_a_live_writer_s_temporary_however_old_its_time_says_it_is(
+    tmp_path: Path,
+) -> None:
+    """`clear` spares the temporary of a writer mid-write (an hour old by a stepped clock)."""
+    # it once deleted it, outside the write lock, for its age alone; the writer's own write
+    # then failed. Once that writer is gone (killed mid-write), its file goes.
+    cache = DecisionCache(tmp_path / "c.json")
+    writer, tmp = _mid_write(cache.path)
+    try:
+        assert cache.clear() == 0
+        assert tmp.exists()
+    finally:
+        writer.kill()
+        writer.communicate(timeout=60)  # a hang guard
+    assert cache.clear() == 0
+    assert not tmp.exists()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda cache: cache.clear(), id="clear"),
+        pytest.param(lambda cache: cache.remove(["k"]), id="clear-KEY"),
+        pytest.param(lambda cache: cache.remove(["gone"]), id="clear-KEY-already-gone"),
+    ],
+)
+def test_a_writer_that_takes_the_lock_as_clear_lets_go_keeps_its_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: Callable[[DecisionCache], object]
+) -> None:
+    """A writer mid-write just after `clear` let go of the write lock keeps its temporary."""
+    from chunktune import _cache
+
+    cache = DecisionCache(tmp_path / "c.json")
+    assert cache.put("k", entry())
+    writers: list[tuple[subprocess.Popen[str], Path]] = []
+    real = _cache.write_lock
+
+    @contextlib.contextmanager
+    def then_another_writer(*args: Any, **kwargs: Any) -> Iterator[None]:
+        with real(*args, **kwargs):
+            yield
+        if not writers:  # another process takes the lock at once, and writes
+            writers.append(_mid_write(cache.path))
+
+    monkeypatch.setattr(_cache, "write_lock", then_another_writer)
+    try:
+        call(cache)
+        assert len(writers) == 1
+        assert writers[0][1].exists()
+    finally:
+        for writer, _ in writers:
+            writer.communicate("", timeout=60)  # it finishes; a hang guard
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
 _HOLD = """
