@@ -50,6 +50,13 @@ _lock = threading.Lock()  # guards _flights and every flight's waiters and outco
 OWNER_CHECK_S = 1.0
 """How often the janitor looks whether flights' owners can still land them (loops closed)."""
 
+STALLED_TRY_S = 1.0
+"""How long a try at a lock file may go unanswered before giving up at ``hard_limit_s``
+suggests a stalled file system: a healthy one answers a try within milliseconds, and a
+loaded machine starts the try's thread well within this. A try in flight for less is
+named only as not yet answered (or, where earlier tries found the lock held, not named:
+the wait is for that holder)."""
+
 HOLDER_LOOK_S = 0.1
 """How long giving up at ``hard_limit_s`` may spend reading who holds the lock waited for, to
 name it in the reason: a note that does not answer (a stalled file system) is left behind,
@@ -352,19 +359,24 @@ class Watch:
     async def gave_up(self, key: str, limit: float) -> Decision:
         """The fallback once ``hard_limit_s`` ran out, saying where it stood."""
         lock = self.lock if self.waiting_for is not None else None
-        stalled = lock is not None and lock.trying
-        if lock is not None and not stalled:
+        # how long the try in flight had gone unanswered, where that is what is known: its
+        # first try, or one long unanswered. One only slow to answer after earlier tries
+        # found the lock held tells nothing new: the wait is for that holder, as between tries
+        unanswered = None if lock is None else lock.in_flight_s()
+        if lock is not None and lock.refused and (unanswered or 0.0) < STALLED_TRY_S:
+            unanswered = None
+        if lock is not None and unanswered is None:
             # the holder reported may be gone: killed, and another process (on another
             # host of a shared cache) took the lock over; name whoever holds it now
             with anyio.move_on_after(HOLDER_LOOK_S):
                 self.holder = await hop(lock.holder, abandon_on_cancel=True) or self.holder
         who = f" ({self.holder.describe()})" if self.holder is not None else ""
-        if lock is not None and stalled:
-            # a try at the lock file had not answered: a stalled file system, not a holder
+        if lock is not None and unanswered is not None:
             what = "the machine's sweep lock" if self.waiting_for == "sweep" else "this key's lock"
+            stalled = " (a stalled file system?)" if unanswered >= STALLED_TRY_S else ""
             why = (
-                f"while its try at {what} ({lock.path}) had not answered (a stalled file "
-                "system?); nothing was measured"
+                f"while its try at {what} ({lock.path}) had not answered after "
+                f"{unanswered:.2g} s{stalled}; nothing was measured"
             )
         elif self.waiting_for == "sweep":
             why = f"while another sweep{who} held the machine; nothing was measured"

@@ -56,8 +56,8 @@ async def acquire(
     it can be released should the caller never resume (its loop closed); False gives it
     back. A try (or a look at the holder's note) that a stalled file system holds is
     left behind by a cancel (``hard_limit_s``): a lock it takes once the caller has left
-    is released there, ``unclaim(lock)`` first, and ``lock.trying`` says meanwhile that
-    a try was in flight.
+    is released there, ``unclaim(lock)`` first, and ``lock.trying_since`` says meanwhile
+    when the try in flight began; ``lock.refused``, whether a try found the lock held.
     """
     start = anyio.current_time()
     pause = _POLL_S
@@ -70,6 +70,7 @@ async def acquire(
         # thread that may take the lock later; non-blocking tries between sleeps can.
         if await _try(lock, claim, unclaim):
             return
+        lock.refused = True  # held by another (or its file removed at this try)
         if on_wait is not None and anyio.current_time() >= look_at:
             # a read, whole wherever it stops: a cancel leaves a note that does not answer
             holder = await hop(lock.holder, abandon_on_cancel=True)
@@ -104,7 +105,7 @@ async def _try(
         try:
             got = lock.try_acquire()
         finally:
-            lock.trying = False
+            lock.trying_since = None
         with guard:
             try:
                 kept = got and not left[0] and (claim is None or claim(lock))
@@ -117,7 +118,8 @@ async def _try(
             taken[0] = got
         return got
 
-    lock.trying = True  # until the try returns: one a cancel leaves may still be stuck
+    # until the try returns: one a cancel leaves may still be stuck
+    lock.trying_since = time.monotonic()
     try:
         return await hop(attempt, abandon_on_cancel=True)
     except BaseException:

@@ -94,10 +94,23 @@ class Lock:
         self.remove_on_release = remove_on_release
         self.warn_path = path if warn_path is None else warn_path
         self.mode: Literal["file", "local", "none"] = "file"
-        # set by a waiter while a try is in flight: one that a stalled file system holds
-        # at hard_limit_s is what the fallback's reason names
-        self.trying = False
+        # set by a waiter: when the try in flight began (time.monotonic()), and whether a
+        # try of its wait found the lock held. What the fallback's reason names at
+        # hard_limit_s: a try long unanswered (a stalled file system?), one only slow to
+        # answer, or another holder
+        self.trying_since: float | None = None
+        self.refused = False
         self._file = file_lock(path)
+
+    @property
+    def trying(self) -> bool:
+        """Whether a waiter's try at the lock is in flight (see :attr:`trying_since`)."""
+        return self.trying_since is not None
+
+    def in_flight_s(self) -> float | None:
+        """How long the try in flight has gone unanswered, in seconds; None if none is."""
+        since = self.trying_since
+        return None if since is None else max(0.0, time.monotonic() - since)
 
     @property
     def holder_path(self) -> Path:

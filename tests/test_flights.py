@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -381,7 +382,10 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
 class Untold:
     """A lock that cannot tell who holds it (its holder let go, say)."""
 
-    trying = False  # no try at it in flight
+    refused = True  # its tries found it held
+
+    def in_flight_s(self) -> None:
+        return None  # no try at it in flight
 
     def holder(self) -> None:
         return None
@@ -394,6 +398,54 @@ async def test_giving_up_names_the_holder_reported_when_the_lock_tells_none_now(
     on_wait(_lock_note.Holder(pid=4242, since=time.time()))
     d = await watch.gave_up("k", 1.0)
     assert "while another sweep (pid 4242, since " in d.reason
+
+
+def _trying(tmp_path: Path, *, for_s: float, refused: bool) -> _locks.Lock:
+    """The sweep lock at ``tmp_path``, a try at it in flight for ``for_s`` seconds now;
+    ``refused``: an earlier try of the wait found it held."""
+    lock = _locks.Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local")
+    lock.trying_since, lock.refused = time.monotonic() - for_s, refused
+    return lock
+
+
+async def test_giving_up_on_a_first_try_only_slow_to_answer_does_not_say_stalled(
+    tmp_path: Path,
+) -> None:
+    """A first try in flight a moment at the limit: 'had not answered after', no stall named."""
+    # it was once called "(a stalled file system?)" however briefly it had been in flight
+    watch = _flights.Watch(None, native=3, policy_name="balanced")
+    lock = _trying(tmp_path, for_s=0.05, refused=False)
+    watch.waiting("sweep", lock)
+    d = await watch.gave_up("k", 0.1)
+    said = re.search(r"its try at the machine's sweep lock \((.*)\) had not answered after "
+                     r"([0-9.]+) s; nothing was measured", d.reason)  # fmt: skip
+    assert said is not None, d.reason
+    assert said[1] == str(lock.path) and 0.05 <= float(said[2]) < _flights.STALLED_TRY_S
+    assert "stalled" not in d.reason
+
+
+async def test_giving_up_on_a_try_long_unanswered_suggests_a_stalled_file_system(
+    tmp_path: Path,
+) -> None:
+    """A try in flight STALLED_TRY_S or more at the limit: named, with a stalled file system."""
+    for refused in (False, True):
+        watch = _flights.Watch(None, native=3, policy_name="balanced")
+        watch.waiting("sweep", _trying(tmp_path, for_s=_flights.STALLED_TRY_S, refused=refused))
+        d = await watch.gave_up("k", 5.0)
+        assert re.search(r"had not answered after [0-9.]+ s \(a stalled file system\?\)", d.reason)
+
+
+async def test_giving_up_on_a_slow_try_after_the_lock_was_found_held_names_the_holder(
+    tmp_path: Path,
+) -> None:
+    """A try in flight a moment after earlier ones found the lock held: the wait for its holder."""
+    # it was once reported as a try that "had not answered (a stalled file system?)"
+    watch = _flights.Watch(None, native=3, policy_name="balanced")
+    on_wait = watch.waiting("sweep", _trying(tmp_path, for_s=0.05, refused=True))
+    on_wait(_lock_note.Holder(pid=4242, since=time.time()))
+    d = await watch.gave_up("k", 0.1)
+    assert "while another sweep (pid 4242, since " in d.reason
+    assert "had not answered" not in d.reason
 
 
 class Held:

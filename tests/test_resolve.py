@@ -1741,6 +1741,36 @@ async def test_hard_limit_names_the_sweep_lock_whose_try_a_stalled_file_system_h
     assert f"its try at the machine's sweep lock ({path}) had not answered" in d.reason
 
 
+async def test_a_try_at_a_held_sweep_lock_only_slow_at_the_limit_names_the_other_sweep(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another sweep holds the machine; a later try still in flight at the limit: that sweep."""
+    # such a try was once reported as one that "had not answered (a stalled file system?)"
+    tries: list[None] = []
+    real = _locks.Lock.try_acquire
+    stall = _Stall()
+
+    def slow_after_the_first(lock: _locks.Lock) -> bool:
+        if lock.what == "the sweep lock":
+            tries.append(None)
+            if len(tries) > 1:  # in flight when the limit comes, as on a busy machine
+                stall.hold()
+        return real(lock)
+
+    monkeypatch.setattr(_locks.Lock, "try_acquire", slow_after_the_first)
+    monkeypatch.setattr(_flights, "STALLED_TRY_S", 600.0)  # "slow", however loaded the machine
+    pol, w = attrs.evolve(_quick_limit(), hard_limit_s=2.0), uneven()
+    async with holding_async(_locks.sweep_lock().path):
+        try:
+            d = await chunktune.resolve(w, policy=pol)
+        finally:
+            freed = await anyio.to_thread.run_sync(stall.end)
+    assert freed == [True]  # returned while its second try was in flight
+    assert (d.source, d.chunk_size, w.calls) == ("fallback", None, 0)
+    assert "while another sweep" in d.reason and "held the machine" in d.reason
+    assert "had not answered" not in d.reason and "stalled" not in d.reason
+
+
 # A process whose threads are spent: the Thread.start named by argv[1] fails once, as
 # Python's does past `ulimit -u` (root is exempt from that limit, so it is stood in for);
 # "hop" names a worker thread of anyio's or trio's. Prints the first decision (or what it
