@@ -8,16 +8,19 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 import trio
 
 import chunktune
 from chunktune import Decision, ProgressEvent
+from chunktune._relay import Relay
 from chunktune.sim import SimulatedWorkload
 
 CALLERS = ["sync", "asyncio", "trio"]
@@ -152,3 +155,46 @@ def test_an_exit_raised_by_on_progress_waits_for_a_settling_workload_s_call(back
     with pytest.raises(SystemExit):
         anyio.run(main, backend=backend)
     assert pool.running == 0
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_relay_keeps_the_first_exit_stops_the_sweep_and_ignores_one_after_close(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Exits on the loop: the first is close()'s, stop set, scope cancelled; a later one logged."""
+    exits: list[BaseException] = [SystemExit(1), SystemExit(2), SystemExit(3)]
+    arrived: list[anyio.Event] = []
+
+    def callback(event: ProgressEvent) -> None:
+        arrived[3 - len(exits)].set()
+        raise exits.pop(0)
+
+    async def main() -> tuple[Relay, int | str | None]:
+        arrived.extend(anyio.Event() for _ in exits)
+        relay = Relay(callback, anyio.lowlevel.current_token(), threading.Event())
+        with anyio.fail_after(10):
+            with relay.scope:
+                relay.post(ProgressEvent(kind="probe"))
+                relay.post(ProgressEvent(kind="probe"))
+                await anyio.sleep_forever()
+            await arrived[1].wait()
+            first: int | str | None = None
+            try:
+                relay.close()
+            except SystemExit as exc:
+                first = exc.code
+            # a probe in flight when the resolve returned: its event comes after close()
+            relay.post(ProgressEvent(kind="probe"))
+            await arrived[2].wait()
+            await anyio.sleep(0.05)
+            relay.close()  # nothing left to raise: the late exit was logged
+        return relay, first
+
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        relay, first = anyio.run(main, backend=backend)
+    assert first == 1 and exits == []
+    assert relay.stop.is_set() and relay.scope.cancel_called
+    late = [r.getMessage() for r in caplog.records if "after its resolve" in r.getMessage()]
+    assert late == [
+        "chunktune: on_progress raised SystemExit(3) after its resolve had returned; ignored"
+    ]
