@@ -506,14 +506,18 @@ def test_a_bug_in_the_flow_keeps_native_naming_the_policy_and_the_bug(
 
 
 @pytest.mark.parametrize(
-    ("make", "said"),
+    ("make", "said", "why"),
     [
         pytest.param(
-            lambda: RuntimeError("can't start new thread"), "could not start a thread", id="thread"
+            lambda: RuntimeError("can't start new thread"),
+            "could not start a thread",
+            "the process's thread limit, or memory for a stack, is spent",
+            id="thread",
         ),
         pytest.param(
             lambda: OSError(errno.ENFILE, "Too many open files in system"),
             "could not open a file",
+            "the process's file descriptors are spent",
             id="ENFILE",
         ),
     ],
@@ -533,6 +537,7 @@ def test_threads_or_descriptors_spent_in_the_flow_give_native_with_a_warning(
     where: str,
     make: Callable[[], BaseException],
     said: str,
+    why: str,
 ) -> None:
     """The process out of threads or (system-wide) descriptors mid-flow: native, warned once."""
     spent = make()
@@ -540,7 +545,7 @@ def test_threads_or_descriptors_spent_in_the_flow_give_native_with_a_warning(
         patch.setattr(where, _raising(spent))
         d = resolved(caller, uneven())
     assert (d.source, d.chunk_size) == ("fallback", None)
-    assert f"chunktune {said} ({spent}" in d.reason, d.reason
+    assert d.reason.endswith(f"chunktune {said} ({spent}: {why}); nothing was cached"), d.reason
     warned = [r for r in logged.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warned] == [f"chunktune: {d.reason}"]
     assert bugs_logged(logged, spent) == [] and cache_entries(isolated) == {}
