@@ -7,6 +7,8 @@ import contextlib
 import functools
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
@@ -15,6 +17,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
+import trio
+import trio.lowlevel
 from _forking import run_forked
 
 import chunktune
@@ -395,3 +399,36 @@ def test_wait_for_sweeps_without_a_timeout_waits_for_the_sweep_to_end() -> None:
     finally:
         release.set()
         timer.cancel()
+
+
+def _told_on_trio() -> tuple[bool, bool]:
+    """Whether loop_running_here() holds in a trio run's task and in a plain thread beside it."""
+
+    async def main() -> tuple[bool, bool]:
+        beside = await anyio.to_thread.run_sync(loop_running_here)
+        return loop_running_here(), beside
+
+    return trio.run(main)
+
+
+def test_a_trio_run_is_told_with_and_without_trio_s_in_trio_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trio run's own thread is told, a thread beside it not, before trio 0.26 as after."""
+    assert _told_on_trio() == (True, False)
+    monkeypatch.delattr(trio.lowlevel, "in_trio_run")  # trio before 0.26 has none
+    assert _told_on_trio() == (True, False)
+    assert loop_running_here() is False
+
+
+def test_a_process_that_never_imported_trio_is_on_no_loop() -> None:
+    """Without trio (nor a loop) imported, a plain thread is on no loop: resolve_sync may run."""
+    script = (
+        "import sys, chunktune._backends as b\n"
+        "assert 'trio' not in sys.modules, 'trio was imported'\n"
+        "print(b.loop_running_here(), b.in_worker_thread(), b.inherited())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.split() == ["False", "False", "False"], done.stderr[-2000:]
