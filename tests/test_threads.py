@@ -421,14 +421,38 @@ def test_a_trio_run_is_told_with_and_without_trio_s_in_trio_run(
     assert loop_running_here() is False
 
 
-def test_a_process_that_never_imported_trio_is_on_no_loop() -> None:
-    """Without trio (nor a loop) imported, a plain thread is on no loop: resolve_sync may run."""
+def test_a_process_that_never_imported_trio_or_sniffio_is_on_no_loop() -> None:
+    """Without trio or sniffio imported, a plain thread and a child it forks are on no loop."""
     script = (
-        "import sys, chunktune._backends as b\n"
+        "import os, sys, chunktune._backends as b\n"
         "assert 'trio' not in sys.modules, 'trio was imported'\n"
         "print(b.loop_running_here(), b.in_worker_thread(), b.inherited())\n"
+        "sys.modules.pop('sniffio', None)  # as if no library had imported it\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(1 if b.inherited() else 0)\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
-    assert done.stdout.split() == ["False", "False", "False"], done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False", "False", "0"], done.stderr[-2000:]
+
+
+def _trio_told_in_child() -> None:
+    # forked from a thread on no loop: nothing came along, so a run started here is told
+    told = trio.run(functools.partial(anyio.to_thread.run_sync, loop_running_here))
+    here = trio.run(_loop_running_here_async)
+    raise SystemExit(0 if (told, here, loop_running_here()) == (False, True, False) else 1)
+
+
+async def _loop_running_here_async() -> bool:
+    return loop_running_here()
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_child_forked_on_no_loop_tells_a_trio_run_it_starts_on_that_thread() -> None:
+    """Forked from a thread on no loop: a trio run on the child's own thread is told as a loop."""
+    import sniffio  # noqa: F401  # imported, as anyio's users have it: names no library here
+
+    assert run_forked(_trio_told_in_child, hang_guard_s=20) == 0
