@@ -1314,6 +1314,34 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
     assert "hard limit of 0.2 s" in d.reason and "signature()" in d.reason
 
 
+async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cache's re-check under the key's lock blocking: native at hard_limit_s, left behind."""
+    release = threading.Event()
+    checked: list[str] = []
+
+    def stuck_lookup(*args: object) -> None:
+        checked.append("re-check")
+        release.wait(20)  # hang guard: a resolve that waited for it returns at last
+
+    monkeypatch.setattr("chunktune._miss.lookup", stuck_lookup)
+    pol = attrs.evolve(
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.2
+    )
+    w = uneven()
+    try:
+        with anyio.fail_after(60):  # a hang detector, not a timing
+            d = await chunktune.resolve(w, policy=pol)
+        left_behind = not release.is_set()
+    finally:
+        release.set()
+    assert checked == ["re-check"] and left_behind and w.calls == 0
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    # the key's lock was held by then: no other process was measuring this workload
+    assert d.reason.endswith("before the sweep started; nothing was cached"), d.reason
+
+
 def test_a_process_whose_signature_blocks_for_good_still_exits(tmp_path: Path) -> None:
     """The signature() left behind at hard_limit_s never holds up the interpreter's exit."""
     import subprocess
