@@ -437,6 +437,7 @@ def test_a_process_that_never_imported_trio_or_sniffio_is_on_no_loop() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.split() == ["False", "False", "False", "0"], done.stderr[-2000:]
+    assert done.stderr == ""  # the fork's hook raised nothing ("Exception ignored in ...")
 
 
 def _trio_told_in_child() -> None:
