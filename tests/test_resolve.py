@@ -39,7 +39,7 @@ from chunktune import (
     _resolve,
     _settings_read,
 )
-from chunktune._threads import STORE_THREAD, wait_for_sweeps
+from chunktune._threads import KEYING_THREAD, STORE_THREAD, wait_for_sweeps
 from chunktune._workload import SignatureValue
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -1340,6 +1340,25 @@ async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
     assert (d.source, d.chunk_size) == ("fallback", None)
     # the key's lock was held by then: no other process was measuring this workload
     assert d.reason.endswith("before the sweep started; nothing was cached"), d.reason
+
+
+@pytest.mark.parametrize("hard_limit_s", [None, 30.0], ids=["no-limit", "limit"])
+async def test_signature_runs_in_a_thread_of_its_own_only_under_a_hard_limit(
+    hard_limit_s: float | None,
+) -> None:
+    """Keying with settings given: a hop's worker thread, a daemon thread of its own at a limit."""
+    ran_in: list[str] = []
+
+    class Noted(SimulatedWorkload):
+        def signature(self) -> dict[str, object]:
+            ran_in.append(threading.current_thread().name)
+            return dict(super().signature())
+
+    settings = chunktune.load_settings()
+    pol = attrs.evolve(settings.get_policy("balanced"), hard_limit_s=hard_limit_s)
+    d = await chunktune.resolve(Noted(uneven().costs, nthread=8), policy=pol, settings=settings)
+    assert d.source == "benchmark" and len(ran_in) == 1
+    assert (ran_in[0] == KEYING_THREAD) == (hard_limit_s is not None), ran_in
 
 
 def test_a_process_whose_signature_blocks_for_good_still_exits(tmp_path: Path) -> None:
