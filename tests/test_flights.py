@@ -705,3 +705,20 @@ def test_an_interrupt_while_releasing_an_abandoned_owner_s_lock_still_lands_its_
     successor, owner = _flights.board("test-release-interrupted")
     assert owner and successor is not flight and flight.landed
     _flights.land(successor, None)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_only_an_owner_on_asyncio_is_watched_for_its_loop_closing(backend: str) -> None:
+    """An owner on asyncio is watched (its loop open); on trio, which leaves no task, it is not."""
+
+    async def main() -> tuple[bool, bool, bool]:
+        flight, owner = _flights.board("a key owned on " + backend)
+        try:
+            with _flights._lock:
+                watched = flight in _flights._watched()
+            return owner, watched, flight.owner_gone()
+        finally:
+            _flights.land(flight, None)
+
+    owner, watched, gone = anyio.run(main, backend=backend)
+    assert (owner, watched, gone) == (True, backend == "asyncio", False)
