@@ -1384,6 +1384,38 @@ def test_a_process_whose_signature_blocks_for_good_still_exits(tmp_path: Path) -
     assert (done.returncode, done.stdout.strip()) == (0, "fallback"), done.stderr
 
 
+def test_a_process_that_ends_while_its_entry_is_written_waits_for_the_write(
+    tmp_path: Path,
+) -> None:
+    """Returned at hard_limit_s while storing, then the process ends: the entry is written."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading, time, attrs, chunktune\n"
+        "from chunktune._cache import DecisionCache\n"
+        "from chunktune.sim import SimulatedWorkload\n"
+        "returned, put = threading.Event(), DecisionCache.put\n"
+        "def slow_put(self, *args, **kwargs):\n"
+        "    returned.wait(60)  # the write goes on once resolve has returned\n"
+        "    time.sleep(0.5)  # and takes a while: the interpreter is exiting meanwhile\n"
+        "    return put(self, *args, **kwargs)\n"
+        "DecisionCache.put = slow_put\n"
+        "pol = attrs.evolve(chunktune.load_settings().get_policy('balanced'),\n"
+        "                   time_budget_s=2.5, hard_limit_s=3.0)  # modeled: worth storing\n"
+        "w = SimulatedWorkload.from_layout('blocked', num_envs=512, nthread=8)\n"
+        "print(chunktune.resolve_sync(w, policy=pol).source, flush=True)\n"
+        "returned.set()\n"
+    )
+    cache = tmp_path / "c.json"
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "benchmark"), done.stderr
+    assert len(json.loads(cache.read_text())["entries"]) == 1
+
+
 async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_limit(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
