@@ -1213,21 +1213,27 @@ def test_a_stretched_sweep_cut_short_says_so() -> None:
     assert d.reason.endswith("(partial: the stretched budget ended the sweep)")
 
 
+class _StuckAtThirdCall(SimulatedWorkload):
+    """The uneven pool on 8 threads whose third call (the owner's) blocks until ``release``."""
+
+    def __init__(self, blocked: threading.Event, release: threading.Event) -> None:
+        super().__init__(uneven().costs, nthread=8)
+        self.blocked, self.release = blocked, release
+
+    def run(self, chunk_size: int | None) -> float:
+        if self.calls == 2:
+            self.blocked.set()
+            self.release.wait()
+        return super().run(chunk_size)
+
+
 async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> None:
     """A task sharing a sweep with no limit returns native at its own hard_limit_s."""
     blocked, release = threading.Event(), threading.Event()
-
-    class Stuck(SimulatedWorkload):
-        def run(self, chunk_size: int | None) -> float:
-            if self.calls == 2:  # the owner's third call blocks until released
-                blocked.set()
-                release.wait()
-            return super().run(chunk_size)
-
     balanced = chunktune.load_settings().get_policy("balanced")
     # the same key: budgets and limits are no part of a policy's identity
     limited = attrs.evolve(balanced, time_budget_s=0.1, hard_limit_s=0.2)
-    stuck = Stuck(uneven().costs, nthread=8)
+    stuck = _StuckAtThirdCall(blocked, release)
     owner: list[chunktune.Decision] = []
 
     async def own() -> None:
@@ -1251,19 +1257,11 @@ async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> Non
 async def test_a_sharer_is_not_handed_the_fallback_of_the_owner_s_own_hard_limit() -> None:
     """A task sharing a sweep whose owner gave up at its hard_limit_s measures the key itself."""
     blocked, release = threading.Event(), threading.Event()
-
-    class Stuck(SimulatedWorkload):
-        def run(self, chunk_size: int | None) -> float:
-            if self.calls == 2:  # the owner's third call blocks until released
-                blocked.set()
-                release.wait()
-            return super().run(chunk_size)
-
     balanced = chunktune.load_settings().get_policy("balanced")
     # the same key: budgets and limits are no part of a policy's identity
     limited = attrs.evolve(balanced, time_budget_s=3.0, hard_limit_s=3.0)
     patient = attrs.evolve(balanced, time_budget_s=3.0)
-    stuck = Stuck(uneven().costs, nthread=8)
+    stuck = _StuckAtThirdCall(blocked, release)
     owner: list[chunktune.Decision] = []
     sharer: list[chunktune.Decision] = []
 
