@@ -56,8 +56,9 @@ class Relay:
             self.callback(event)
         except BaseException as exc:
             if self.closed:
-                # the event of a probe in flight when the resolve returned: nobody is
-                # left to raise it to, and raising into the loop would break the loop
+                # an event handled after a resolve that returned with no stop set (the
+                # events of a finished sweep come before its answer; this is a guard):
+                # nobody is left to raise it to, and raising into the loop would break it
                 logger.warning(
                     "chunktune: on_progress raised %r after its resolve had returned; ignored",
                     exc,
