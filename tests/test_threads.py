@@ -422,6 +422,13 @@ def test_a_trio_run_is_told_with_and_without_trio_s_in_trio_run(
     assert loop_running_here() is False
 
 
+def _python(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by this Python in a fresh process (a minute at most), its output kept."""
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_a_process_that_never_imported_trio_or_sniffio_is_on_no_loop() -> None:
     """Without trio or sniffio imported, a plain thread and a child it forks are on no loop."""
     script = (
@@ -434,9 +441,7 @@ def test_a_process_that_never_imported_trio_or_sniffio_is_on_no_loop() -> None:
         "    os._exit(1 if b.inherited() else 0)\n"
         "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
+    done = _python(script)
     assert done.stdout.split() == ["False", "False", "False", "0"], done.stderr[-2000:]
     assert done.stderr == ""  # the fork's hook raised nothing ("Exception ignored in ...")
 
@@ -457,7 +462,5 @@ def test_a_child_forked_on_no_loop_tells_a_trio_run_it_starts_on_that_thread() -
         "    os._exit(0 if seen == (False, True, False) else 1)\n"
         "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
+    done = _python(script)
     assert done.stdout.split() == ["0"], done.stderr[-2000:]
