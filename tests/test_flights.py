@@ -401,10 +401,11 @@ async def test_giving_up_names_the_holder_reported_when_the_lock_tells_none_now(
 
 
 def _trying(tmp_path: Path, *, for_s: float, refused: bool) -> _locks.Lock:
-    """The sweep lock at ``tmp_path``, a try at it in flight for ``for_s`` seconds now;
-    ``refused``: an earlier try of the wait found it held."""
+    """The sweep lock at ``tmp_path``, a try at it in flight for ``for_s`` seconds, whatever
+    the wall clock does meanwhile; ``refused``: an earlier try of the wait found it held."""
     lock = _locks.Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local")
     lock.trying_since, lock.refused = time.monotonic() - for_s, refused
+    lock.in_flight_s = lambda: for_s  # type: ignore[method-assign]  # a loaded machine's pause
     return lock
 
 
