@@ -36,6 +36,7 @@ from ._common import (
 from ._entry_keys import MIN_CLEAR_CHARS, find_entry, named_keys
 from ._list_cmd import add_list_parser
 from ._merge_cmd import add_merge_parser
+from ._own_files import not_own_file
 from ._render import chunk_size_line, entry_table, format_created, load_label, model_summary
 
 __all__ = ["add_parser"]
@@ -276,6 +277,7 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
         )
     if same_file(target, cache.path):
         raise InvalidArgumentError(f"export {target}: that is the cache file itself")
+    not_own_file(target, "export", args.config)  # a lock, the system cache
     if exists(target) and not args.force:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
     entries = cache.entries(strict=True)

@@ -48,6 +48,7 @@ from ._common import (
     output_writable,
     say,
 )
+from ._own_files import not_own_file
 
 __all__ = ["PLAIN_EVERY_S", "add_parser"]
 
@@ -142,6 +143,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
+    not_own_file(out, "trace")  # before a temporary is made beside the live cache
     output_writable(out, "trace")  # said now, not after minutes of recording
     if args.rounds > MAX_COUNT:  # said now, not after the model is built and announced
         raise InvalidArgumentError(f"--rounds {args.rounds}: expected at most {MAX_COUNT}")

@@ -46,6 +46,7 @@ from ._common import (
     say,
     warn,
 )
+from ._own_files import not_own_file
 from ._progress import progress_display
 from ._render import (
     candidate_rows,
@@ -238,14 +239,15 @@ def _details(decision: Decision) -> list[str]:
     return details
 
 
-def _plot_writable(plot: str) -> bool:
+def _plot_writable(plot: str, config: str | None) -> bool:
     """Whether ``--plot plot`` can be drawn and written; False (the hint told) without
     matplotlib.
 
     Raises:
         InvalidArgumentError: a bad name, or a suffix that names no image format
             matplotlib writes.
-        OutputError: its directory does not exist, or the file cannot be written there.
+        OutputError: its directory does not exist, the file cannot be written there, or
+            it is a file chunktune keeps (the cache, a lock), as ``config`` names them.
     """
     try:
         formats = plot_formats()
@@ -260,12 +262,13 @@ def _plot_writable(plot: str) -> bool:
             f"--plot {plot}: cannot tell the image format from the suffix; "
             f"use one of {', '.join('.' + f for f in sorted(formats))}"
         )
+    not_own_file(target, "plot", config)
     output_writable(target, "plot")
     return True
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    if args.plot is not None and not _plot_writable(args.plot):
+    if args.plot is not None and not _plot_writable(args.plot, args.config):
         return EXIT_USAGE
     settings = load_settings(args.config)
     policy_name, policy = named_policy(settings, args.policy, "--policy")

@@ -1,0 +1,93 @@
+"""The files chunktune keeps (the cache, its locks, the sweep lock), refused as a command's output.
+
+A trace, a plot or an export written over one of them would not be a write beside
+chunktune's own: it would replace the live cache with a trace (every entry gone), or a
+held lock's file with a new one (which the next sweep locks while the old one is still
+held, so two sweeps measure at once). Such a name is said before the command works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from .._cache_lock import lock_path
+from .._cache_paths import default_cache_path
+from .._config import CACHE_ENV, load_settings
+from .._errors import ChunktuneError, OutputError
+from .._lock_files import sweep_lock_path
+from .._lock_note import note_path
+from .._paths import user_path
+from .._settings import Settings
+
+__all__ = ["not_own_file"]
+
+
+def not_own_file(path: Path, what: str, config: str | None = None) -> None:
+    """Refuse ``path`` as the ``what`` (``"trace"``, ``"plot"``) when chunktune keeps that file.
+
+    The settings (``config``, else discovered) name the cache; settings that do not load
+    leave ``$CHUNKTUNE_CACHE``'s file, or the default one, to guard (the command that
+    reads them says what is wrong with them).
+
+    Raises:
+        OutputError: ``path`` is the cache file, its write lock, a cache key's lock, the
+            system cache or the machine's sweep lock (or a lock's holder note).
+    """
+    kind = _own_file(path, config)
+    if kind is not None:
+        raise OutputError(
+            f"cannot write the {what} {path}: it is {kind}, which chunktune keeps; "
+            "expected the name of another file"
+        )
+
+
+def _own_file(path: Path, config: str | None = None) -> str | None:
+    """What chunktune keeps in ``path`` (``"the cache file /x/cache.json"``), or None."""
+    target = _real(path)
+    if target is None:
+        return None
+    kept = _kept(config)
+    for kind, file in kept:
+        if _real(file) == target:
+            return f"{kind} {file}"
+    locks = _real(kept[0][1].parent / "locks")
+    if target.parent == locks and target.name.endswith((".lock", ".lock.holder")):
+        return f"a cache key's lock in {locks}"
+    return None
+
+
+def _real(path: Path) -> Path | None:
+    """``path`` with links and ``..`` resolved, as far as it exists; None where that
+    cannot be told (a name too long, a link loop: writing it will say so)."""
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+def _kept(config: str | None) -> list[tuple[str, Path]]:
+    settings: Settings | None
+    try:
+        settings = load_settings(config)
+    except ChunktuneError:
+        settings = None
+    cache = _cache_path(settings)
+    kept = [("the cache file", cache)]
+    locks = ((lock_path(cache), "the cache's write lock"), (sweep_lock_path(), "the sweep lock"))
+    for lock, name in locks:
+        kept += [(name, lock), (f"the holder note of {name}", note_path(lock))]
+    if settings is not None and settings.cache.system_path:
+        kept.append(("the system cache", Path(settings.cache.system_path).expanduser()))
+    return kept
+
+
+def _cache_path(settings: Settings | None) -> Path:
+    """The cache file the settings name; without settings, ``$CHUNKTUNE_CACHE``'s, else
+    the default one."""
+    named = settings.cache.path if settings is not None else os.environ.get(CACHE_ENV)
+    if named:
+        with contextlib.suppress(ValueError):
+            return user_path(named)
+    return default_cache_path()

@@ -1,0 +1,159 @@
+"""A command's output named as a file chunktune keeps (the cache, a lock) is refused, untouched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from _cache_cli import entry, one_error
+
+from chunktune._cache import DecisionCache
+from chunktune._cli import main
+from chunktune._cli._own_files import not_own_file
+from chunktune._errors import OutputError
+
+SMALL = ("--num-envs", "4", "--nthread", "2", "--nstep", "1")
+RECORD = ("record", *SMALL, "--rounds", "1", "--sizes", "2", "-q")
+
+
+@pytest.fixture
+def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A live cache of one entry and a sweep lock in tmp_path, named by the environment."""
+    paths = {"cache": tmp_path / "cache.json", "lock": tmp_path / "sweep.lock"}
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(paths["cache"]))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(paths["lock"]))
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    monkeypatch.chdir(tmp_path)  # no ./chunktune.toml of the checkout's
+    assert DecisionCache(paths["cache"]).update({"a" * 32: entry()})
+    return paths
+
+
+def _untouched(path: Path, before: bytes) -> None:
+    assert path.read_bytes() == before
+    # and no temporary of a trial write was left beside it, or made there at all
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_record_refuses_the_live_cache_file_as_its_trace(
+    places: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`record -o` naming the cache file: exit 2, a message naming it, every entry kept."""
+    cache = places["cache"]
+    before = cache.read_bytes()
+    assert main([*RECORD, "-o", str(cache)]) == 2
+    line = one_error(capsys.readouterr().err)
+    assert line == (
+        f"chunktune: error: cannot write the trace {cache}: it is the cache file {cache}, "
+        "which chunktune keeps; expected the name of another file"
+    )
+    _untouched(cache, before)
+    assert list(DecisionCache(cache).entries()) == ["a" * 32]
+
+
+def test_record_refuses_the_cache_through_a_link_or_another_spelling(
+    places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A symlink to the cache file, or a path with `..` in it, is the cache file too."""
+    cache = places["cache"]
+    before = cache.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(cache)
+    (tmp_path / "sub").mkdir()
+    for name in (str(link), str(tmp_path / "sub" / ".." / "cache.json"), "cache.json"):
+        assert main([*RECORD, "-o", name]) == 2
+        assert f"it is the cache file {cache}" in one_error(capsys.readouterr().err)
+    _untouched(cache, before)
+
+
+def test_record_refuses_the_cache_a_settings_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no $CHUNKTUNE_CACHE, the cache that ./chunktune.toml's [cache] path names is kept."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE", raising=False)
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "decisions.json"
+    (tmp_path / "chunktune.toml").write_text(f'[cache]\npath = "{cache}"\n')
+    assert DecisionCache(cache).update({"b" * 32: entry()})
+    before = cache.read_bytes()
+    assert main([*RECORD, "-o", str(cache)]) == 2
+    assert f"it is the cache file {cache}" in one_error(capsys.readouterr().err)
+    _untouched(cache, before)
+
+
+def test_record_refuses_the_sweep_lock_it_would_hold_while_recording(
+    places: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A trace over the sweep lock's file would replace the held lock: refused, the file kept."""
+    lock = tmp_path / "sweep.json"
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(lock))
+    lock.write_bytes(b"")
+    inode = os.stat(lock).st_ino
+    assert main([*RECORD, "-o", str(lock)]) == 2
+    assert f"it is the sweep lock {lock}" in one_error(capsys.readouterr().err)
+    assert os.stat(lock).st_ino == inode and lock.read_bytes() == b""
+
+
+def test_tune_refuses_a_plot_named_as_the_cache_its_config_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tune --config F --plot X` where F's cache is X: exit 2 before measuring, X kept."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.delenv("CHUNKTUNE_CACHE", raising=False)
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    cache = tmp_path / "cache.png"  # a cache file may have any name
+    config = tmp_path / "mine.toml"
+    config.write_text(f'[cache]\npath = "{cache}"\n')
+    assert DecisionCache(cache).update({"c" * 32: entry()})
+    before = cache.read_bytes()
+    assert main(["tune", *SMALL, "--config", str(config), "--plot", str(cache)]) == 2
+    assert f"cannot write the plot {cache}: it is the cache file {cache}" in one_error(
+        capsys.readouterr().err
+    )
+    _untouched(cache, before)
+
+
+def test_export_refuses_the_sweep_lock(
+    places: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`cache export --force` over the sweep lock's file: exit 2, the lock file kept."""
+    lock = tmp_path / "sweep.toml"
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(lock))
+    lock.write_bytes(b"")
+    assert main(["cache", "export", str(lock), "--force"]) == 2
+    assert f"it is the sweep lock {lock}" in one_error(capsys.readouterr().err)
+    assert lock.read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("cache.json.lock", id="write-lock"),
+        pytest.param("cache.json.lock.holder", id="write-lock-note"),
+        pytest.param("locks/" + "d" * 32 + ".lock", id="key-lock"),
+        pytest.param("sweep.lock", id="sweep-lock"),
+        pytest.param("sweep.lock.holder", id="sweep-lock-note"),
+    ],
+)
+def test_every_lock_of_the_cache_and_the_sweep_is_refused(
+    places: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    """The cache's write lock, a key's lock, the sweep lock and their holder notes are kept."""
+    with pytest.raises(OutputError, match="which chunktune keeps; expected the name of another"):
+        not_own_file(tmp_path / name, "trace")
+
+
+def test_another_file_beside_the_cache_is_no_kept_file(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    """A trace beside the cache, or a .lock file outside its locks folder, is written as asked."""
+    for name in ("trace.json", "cache.json.bak", "other/x.lock", "cache.toml"):
+        not_own_file(tmp_path / name, "trace")
