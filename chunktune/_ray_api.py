@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from ._errors import MissingExtraError, UsageError
 from ._settings import Settings
 
@@ -25,11 +27,13 @@ __all__ = [
     "NODE_TYPE_LABEL",
     "RAY_ADDRESS",
     "START_TIMEOUT_S",
+    "StartRefused",
     "connected_ray",
     "fingerprint_type",
     "node_labels",
     "node_type",
     "ray_module",
+    "started_ray",
 ]
 
 NODE_TYPE_LABEL = "chunktune.io/node-type"
@@ -57,17 +61,50 @@ def ray_module() -> Any:
 def connected_ray(settings: Settings) -> Any:
     """``ray``, connected: as it is, or by ``ray.init()`` when ``[ray] init_local`` allows.
 
-    The start (``ray.init()``, which joins the cluster ``RAY_ADDRESS`` names where it is
-    set) is waited for at most :data:`START_TIMEOUT_S` seconds, counted from when it
-    began: a start still under way then is left to go on in the background, and this
-    call and every later one raise until it ends (see :func:`_start_for_good`).
+    :func:`started_ray`, raising where Ray cannot be used: ``tune_cluster`` can do
+    nothing without it.
 
     Raises:
         MissingExtraError: Ray is not installed.
         UsageError: Ray is not initialised in this process and ``init_local`` is off, or
             ``ray.init()`` had not returned within :data:`START_TIMEOUT_S` seconds (the
-            message names ``RAY_ADDRESS`` and its value where it is set).
-        what ``ray.init()`` raised, where it failed in time.
+            message names ``RAY_ADDRESS`` and its value where it is set), or this
+            process's start failed or was overdue before (the message says why).
+        what ``ray.init()`` raised, to the callers that waited for it to fail.
+    """
+    ray = started_ray(settings)
+    if isinstance(ray, StartRefused):
+        if ray.error is not None:
+            raise ray.error
+        raise UsageError(ray.why)
+    return ray
+
+
+@attrs.frozen
+class StartRefused:
+    """Why Ray cannot be used in this process: its start under ``[ray] init_local`` failed,
+    or had not connected within :data:`START_TIMEOUT_S` seconds; ``why`` says which, and
+    what to do. ``error`` is what ``ray.init()`` raised, for the callers that waited for
+    it to fail (None for those that came later, or when it had not returned)."""
+
+    why: str
+    error: BaseException | None = None
+
+
+def started_ray(settings: Settings) -> Any:
+    """``ray``, connected as :func:`connected_ray` connects it, or :class:`StartRefused`.
+
+    The start (``ray.init()``, which joins the cluster ``RAY_ADDRESS`` names where it is
+    set) is waited for at most :data:`START_TIMEOUT_S` seconds, counted from when it
+    began. A start that failed, or that was still under way then (it goes on in the
+    background, and Ray is used if it connects), is remembered for the process: every
+    later call answers :class:`StartRefused` at once, starting no other, so a stale
+    ``RAY_ADDRESS`` costs a process that wait once, not every call (see
+    :func:`_start_for_good`).
+
+    Raises:
+        MissingExtraError: Ray is not installed.
+        UsageError: Ray is not initialised in this process and ``init_local`` is off.
     """
     ray = ray_module()
     if not ray.is_initialized():
@@ -83,30 +120,39 @@ def connected_ray(settings: Settings) -> Any:
                 "(ray.init(address='auto') joins a running cluster), or set "
                 f"[ray] init_local = true to let chunktune {starts}"
             )
-        _start_for_good(ray)
+        refused = _start_for_good(ray)
+        if refused is not None:
+            return refused
     return ray
 
 
 class _Start:
     """One ``ray.init()`` under ``init_local``: when it began, what ``RAY_ADDRESS`` said
-    then, whether it has returned, and what it raised if it failed."""
+    then, whether it has returned, what it raised if it failed, and whether a caller
+    gave up waiting for it (``overdue``)."""
 
-    __slots__ = ("address", "began", "done", "failed")
+    __slots__ = ("address", "began", "done", "failed", "overdue")
 
     def __init__(self, address: str | None) -> None:
         self.address = address
         self.began = time.monotonic()
         self.done = threading.Event()
         self.failed: list[BaseException] = []
+        self.overdue = False
+
+    def refused(self) -> bool:
+        """Whether this start is one no later call waits for or repeats: it failed, or
+        it was given up while still under way (and is so still)."""
+        return bool(self.failed) or (self.overdue and not self.done.is_set())
 
 
 _init_lock = threading.Lock()
-_start: _Start | None = None  # the latest start; a new one only once it has returned
+_start: _Start | None = None  # the latest start; a new one only after one that connected
 
 
-def _start_for_good(ray: Any) -> None:
+def _start_for_good(ray: Any) -> StartRefused | None:
     """``ray.init()`` on a thread that lives as long as the process, waited for within
-    :data:`START_TIMEOUT_S` seconds of its start.
+    :data:`START_TIMEOUT_S` seconds of its start; None once Ray is up.
 
     Ray's own processes end with the thread that started them (they are told to die
     with their parent thread), so a local Ray started on a worker thread of an event
@@ -114,28 +160,35 @@ def _start_for_good(ray: Any) -> None:
     forever keeps it up; the caller waits for the start and gets its error, if any.
 
     ``ray.init()`` cannot be stopped once called, and joining a cluster that is gone (a
-    stale ``RAY_ADDRESS``) retries for many minutes. There is only ever one start under
-    way: a caller that finds one joins it, waiting what is left of its
-    :data:`START_TIMEOUT_S` (nothing, once that has passed), so a start that hangs costs
-    the process that long once, not every call. Once it returns, Ray is up (the next
-    caller finds it initialised and uses it), or it failed (Ray left uninitialised, as
-    ``ray.init()`` leaves it when it raises) and the next caller starts again.
+    stale ``RAY_ADDRESS``) retries for many minutes and then fails. There is only ever
+    one start under way: a caller that finds one joins it, waiting what is left of its
+    :data:`START_TIMEOUT_S`. A start that failed, or was given up while under way, is
+    never repeated: a trainer that resolves many workloads would otherwise pay the wait
+    again and again; every later caller is refused at once with the reason (and uses
+    Ray once it is up: a ``ray.init()`` of the caller's own, or the abandoned start
+    connecting after all). Only after a start that connected (and a ``ray.shutdown()``
+    since) does a caller start again.
     """
     global _start
     with _init_lock:
         if ray.is_initialized():
-            return
+            return None
         start = _start
+        if start is not None and start.refused():
+            return StartRefused(_refusal(start))
         if start is None or start.done.is_set():
-            start = _start = _Start(os.environ.get(RAY_ADDRESS) or None)
+            start = _Start(os.environ.get(RAY_ADDRESS) or None)
             threading.Thread(
                 target=_keep, args=(ray, start), name="chunktune-ray-init", daemon=True
             ).start()
+            _start = start  # once its thread runs: a start that never began is no start
     left = start.began + START_TIMEOUT_S - time.monotonic()
     if not start.done.wait(max(0.0, left)):
-        raise UsageError(_overdue(start))
+        start.overdue = True
+        return StartRefused(_refusal(start))
     if start.failed:
-        raise start.failed[0]
+        return StartRefused(_refusal(start), start.failed[0])
+    return None
 
 
 def _keep(ray: Any, start: _Start) -> None:
@@ -149,26 +202,39 @@ def _keep(ray: Any, start: _Start) -> None:
         threading.Event().wait()  # Ray's processes live while this thread does
 
 
-def _overdue(start: _Start) -> str:
-    """Why a start still under way after :data:`START_TIMEOUT_S` is refused, and what to do."""
-    since = f"{time.monotonic() - start.began:.0f} s ago"
-    later = (
-        "it goes on in the background, and chunktune uses Ray once it is up, but refuses "
-        "at once while it is under way"
-    )
-    if start.address is not None:
-        return (
+def _refusal(start: _Start) -> str:
+    """Why Ray cannot be used once ``start`` failed or was overdue, and what to do."""
+    began = f"{time.monotonic() - start.began:.0f} s ago"
+    if start.failed:
+        error = start.failed[0]
+        lines = str(error).strip().splitlines()
+        told = f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
+        joining = "" if start.address is None else f", joining RAY_ADDRESS={start.address!r}"
+        what = f"Ray's start (ray.init() under [ray] init_local{joining}) failed ({told})"
+    elif start.address is not None:
+        what = (
             f"Ray did not connect within {START_TIMEOUT_S:g} s to the cluster that "
-            f"RAY_ADDRESS={start.address!r} names (ray.init() under [ray] init_local = "
-            f"true joins it, and keeps retrying an address nothing answers at; it began "
-            f"{since}); unset RAY_ADDRESS to let chunktune start a local Ray, or start "
-            f"that cluster, or call ray.init() yourself before chunktune does ({later})"
+            f"RAY_ADDRESS={start.address!r} names (ray.init() under [ray] init_local = true "
+            f"joins it, and keeps retrying an address nothing answers at; it began {began}, "
+            "goes on in the background, and is used if it connects)"
         )
-    return (
-        f"a local Ray did not start within {START_TIMEOUT_S:g} s (ray.init() under [ray] "
-        f"init_local = true, begun {since}); Ray's logs (its session's logs folder) say "
-        f"what holds it up, or call ray.init() yourself before chunktune does ({later})"
-    )
+    else:
+        what = (
+            f"a local Ray did not start within {START_TIMEOUT_S:g} s (ray.init() under [ray] "
+            f"init_local = true, begun {began}; it goes on in the background, and is used if "
+            "it starts)"
+        )
+    if start.address is not None:
+        fix = (
+            "unset RAY_ADDRESS to let chunktune start a local Ray, or start that cluster, "
+            "or call ray.init() yourself before chunktune does"
+        )
+    else:
+        fix = (
+            "Ray's logs (its session's logs folder) say what holds it up, or call "
+            "ray.init() yourself before chunktune does"
+        )
+    return f"{what}; chunktune does not start Ray again in this process: {fix}"
 
 
 def _forget_in_child() -> None:

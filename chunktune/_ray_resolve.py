@@ -34,7 +34,7 @@ from ._fallback import at_shutdown, fallback_of
 from ._flights import gave_up_keying
 from ._here import new_request
 from ._policy import Policy
-from ._ray_api import RAY_ADDRESS, connected_ray, ray_module
+from ._ray_api import RAY_ADDRESS, StartRefused, ray_module, started_ray
 from ._ray_claim import coordinated, deadline
 from ._ray_job import Job, identify, local_hit, report_decision
 from ._request import Ask, ask, broken_decision, pick_policy
@@ -80,17 +80,17 @@ async def resolve(
     given with ``hard_limit_s`` bounds that read too, as in :func:`chunktune.resolve`).
     Ray's start is bounded on its own too, hard limit or not: a ``ray.init()`` not done
     within :data:`~chunktune._ray_api.START_TIMEOUT_S` seconds of its start (a stale
-    ``RAY_ADDRESS``, whose cluster is gone) raises :class:`UsageError`, and so does a
-    later call while it is still under way. A claimant reads back the
+    ``RAY_ADDRESS``, whose cluster is gone), or one that failed, keeps native, the
+    reason saying why and what to do; that start is never repeated in the process, so
+    every later call keeps native at once with that reason (and uses Ray once it is up).
+    A claimant reads back the
     entry it stored to publish it, after its sweep, within the limit too: a read that has
     not answered by then is left behind, and the entry built from its decision is
     published instead.
 
     Raises:
         MissingExtraError: Ray is not installed.
-        UsageError: Ray is not initialised here and ``[ray] init_local`` is off, or the
-            ``ray.init()`` it calls had not returned within ``START_TIMEOUT_S`` seconds
-            (the message names ``RAY_ADDRESS`` and its value).
+        UsageError: Ray is not initialised here and ``[ray] init_local`` is off.
         the errors of :func:`chunktune.resolve`.
     """
     asked = ask(
@@ -113,8 +113,9 @@ async def _resolve(asked: Ask) -> Decision:
     (:func:`~chunktune._fallback.fallback_of`): chunktune's own bug anywhere here (the
     settings' checks, the registry's protocol, adopting another worker's answer) keeps
     native, its traceback logged. Ray's own failures keep theirs: Ray that cannot be
-    imported or started raises (:class:`MissingExtraError`, what ``ray.init()`` raised), and
-    a registry that cannot be reached is resolved around (:func:`coordinated`).
+    imported raises (:class:`MissingExtraError`), Ray that cannot be started keeps native
+    (:func:`_start_refused`), and a registry that cannot be reached is resolved around
+    (:func:`coordinated`).
     """
     in_ray = True  # importing or connecting Ray: its errors are Ray's, raised as they are
     try:
@@ -145,10 +146,12 @@ async def _resolve(asked: Ask) -> Decision:
         # a start of Ray's (init_local) is bounded on its own too (START_TIMEOUT_S); one
         # the hard limit leaves behind goes on in its thread, for a later call to find
         with anyio.CancelScope(deadline=deadline(pol, started)) as scope:
-            ray = await wait_in_thread(connected_ray, settings, abandon_on_cancel=True)
+            ray = await wait_in_thread(started_ray, settings, abandon_on_cancel=True)
         in_ray = False
         if scope.cancelled_caught:
             return _start_gave_up(asked, settings, pol)
+        if isinstance(ray, StartRefused):
+            return _start_refused(asked, settings, ray)
         return await _on_ray(ray, asked, settings, pol, started)
     except Exception as exc:
         if in_ray and not spent(exc):
@@ -212,6 +215,23 @@ def _start_gave_up(asked: Ask, settings: Settings, pol: Policy) -> Decision:
         reason=f"kept the native chunk {native}: gave up after the hard limit of "
         f"{pol.hard_limit_s:g} s (hard_limit_s) while Ray was starting (ray.init() under "
         f"[ray] init_local{joining}); nothing was measured",
+        key="",
+        policy=name,
+    )
+    return report_decision(decision, settings)
+
+
+def _start_refused(asked: Ask, settings: Settings, refused: StartRefused) -> Decision:
+    """The fallback once Ray's start under ``[ray] init_local`` failed, or was overdue
+    (now, or earlier in this process): native, nothing measured, the reason saying why
+    Ray cannot be used; reported."""
+    name, _ = pick_policy(settings, asked.policy)
+    native = native_chunk(asked.num_envs, asked.nthread)
+    decision = Decision(
+        chunk_size=None,
+        native_chunk=native,
+        source="fallback",
+        reason=f"kept the native chunk {native}: {refused.why}; nothing was measured",
         key="",
         policy=name,
     )

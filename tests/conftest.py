@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from chunktune import _ray_api
+
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Point the cache and the sweep lock into tmp_path and hide any chunktune.toml."""
+    """Point the cache and the sweep lock into tmp_path and hide any chunktune.toml; no
+    start of Ray's (init_local) that an earlier test failed is remembered."""
+    monkeypatch.setattr(_ray_api, "_start", None)
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
     monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
     monkeypatch.delenv("CHUNKTUNE_CONFIG", raising=False)

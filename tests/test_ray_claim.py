@@ -723,10 +723,10 @@ def test_a_bug_in_a_ray_resolve_outside_keying_keeps_native_and_blames_chunktune
     assert _bugs(caplog) == [bug]
 
 
-def test_a_ray_resolve_still_raises_what_starting_ray_raised(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_ray_resolve_whose_ray_fails_to_start_keeps_native_with_rays_error(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Ray's own start-up failure under init_local is raised as it is, not taken for a bug."""
+    """Ray's own start-up failure under init_local: native, its error in the reason, no bug."""
     import types
 
     def refuse() -> None:
@@ -734,8 +734,14 @@ def test_a_ray_resolve_still_raises_what_starting_ray_raised(
 
     fake = types.SimpleNamespace(is_initialized=lambda: False, init=refuse)
     monkeypatch.setitem(sys.modules, "ray", fake)
-    with pytest.raises(RuntimeError, match="object store"):
-        chunktune.ray.resolve_sync(Slow("no-ray"), settings=host("h1", isolated, init_local=True))
+    workload = Slow("no-ray")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        decision = chunktune.ray.resolve_sync(
+            workload, settings=host("h1", isolated, init_local=True)
+        )
+    assert (decision.source, decision.chunk_size, workload.calls) == ("fallback", None, 0)
+    assert "failed (RuntimeError: no room for Ray's object store)" in decision.reason
+    assert _bugs(caplog) == []
 
 
 @pytest.mark.anyio
@@ -850,7 +856,7 @@ def test_a_ray_resolve_out_of_threads_while_connecting_keeps_native(
     def connecting(settings: chunktune.Settings) -> None:
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr("chunktune._ray_resolve.connected_ray", connecting)
+    monkeypatch.setattr("chunktune._ray_resolve.started_ray", connecting)
     workload = Slow("no-thread")
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         decision = chunktune.ray.resolve_sync(workload, settings=host("h1", isolated))

@@ -118,7 +118,8 @@ def test_a_later_call_during_an_overdue_start_refuses_and_starts_no_other(
     """A call while the overdue ray.init() still runs raises too; once it connects, Ray is used."""
     assert isinstance(connect(local_init()), chunktune.UsageError)
     again = connect(local_init())
-    assert isinstance(again, chunktune.UsageError) and "under way" in str(again)
+    assert isinstance(again, chunktune.UsageError)
+    assert "does not start Ray again in this process" in str(again)
     assert hanging.inits == 1
     hanging.go.set()
     assert _ray_api._start is not None and _ray_api._start.done.wait(GUARD_S)
@@ -126,15 +127,87 @@ def test_a_later_call_during_an_overdue_start_refuses_and_starts_no_other(
     assert hanging.inits == 1
 
 
-def test_a_call_after_an_overdue_start_failed_starts_ray_again(hanging: HangingRay) -> None:
-    """The overdue ray.init() gave up, Ray left down: the next call calls ray.init() anew."""
+def test_a_start_that_failed_after_it_was_overdue_is_not_repeated(hanging: HangingRay) -> None:
+    """The overdue ray.init() gave up, Ray left down: later calls refuse at once, saying why."""
     assert isinstance(connect(local_init()), chunktune.UsageError)
     hanging.fails = ConnectionError("Failed to connect to Ray cluster at 127.0.0.1:1")
     hanging.go.set()
     assert _ray_api._start is not None and _ray_api._start.done.wait(GUARD_S)
     hanging.fails = None
+    for _ in range(3):
+        refused = connect(local_init())
+        assert isinstance(refused, chunktune.UsageError), refused
+        assert "failed (ConnectionError: Failed to connect to Ray cluster at 127.0.0.1:1)" in str(
+            refused
+        )
+        assert "does not start Ray again in this process" in str(refused)
+    assert hanging.inits == 1
+
+
+def test_a_start_that_failed_in_time_raises_its_error_once_then_refuses(
+    hanging: HangingRay,
+) -> None:
+    """ray.init() failing at once: its own error to that caller, a UsageError saying so later."""
+    hanging.fails = RuntimeError("no room for Ray's object store\nmore detail")
+    hanging.go.set()
+    first = connect(local_init())
+    assert first is hanging.fails
+    later = connect(local_init())
+    assert isinstance(later, chunktune.UsageError)
+    assert "failed (RuntimeError: no room for Ray's object store)" in str(later)
+    assert hanging.inits == 1
+
+
+def test_ray_up_after_a_refused_start_is_used(hanging: HangingRay) -> None:
+    """A ray.init() of the trainer's own after a refused start: later calls use that Ray."""
+    assert isinstance(connect(local_init()), chunktune.UsageError)
+    hanging.up = True  # the trainer's own ray.init(), while the abandoned one still retries
     assert connect(local_init()) is hanging
-    assert hanging.inits == 2
+    assert hanging.inits == 1
+
+
+def _resolve_many(settings: chunktune.Settings, count: int) -> list[chunktune.Decision]:
+    """``count`` resolve_sync calls of one Ray workload, in a thread joined within GUARD_S."""
+    out: list[chunktune.Decision] = []
+
+    def call() -> None:
+        w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="start")
+        out.extend(chunktune.ray.resolve_sync(w, settings=settings) for _ in range(count))
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(GUARD_S)
+    assert not caller.is_alive(), "resolve_sync hung"
+    return out
+
+
+@pytest.mark.parametrize(
+    "fails",
+    [
+        pytest.param(None, id="overdue"),
+        pytest.param(ConnectionError("Failed to connect to GCS"), id="failed"),
+    ],
+)
+def test_a_ray_resolve_whose_start_fails_keeps_native_and_says_why_every_time(
+    monkeypatch: pytest.MonkeyPatch, hanging: HangingRay, fails: BaseException | None
+) -> None:
+    """Overdue or failed start: native each time, the reason naming RAY_ADDRESS; one start."""
+    monkeypatch.setenv(RAY_ADDRESS, "127.0.0.1:1")
+    if fails is not None:
+        hanging.fails = fails
+        hanging.go.set()
+    decisions = _resolve_many(local_init(), 3)
+    assert [(d.source, d.chunk_size) for d in decisions] == [("fallback", None)] * 3
+    for decision in decisions:
+        assert decision.reason.startswith(f"kept the native chunk {decision.native_chunk}: ")
+        assert "RAY_ADDRESS='127.0.0.1:1'" in decision.reason
+        assert "does not start Ray again in this process" in decision.reason
+        assert decision.reason.endswith("; nothing was measured")
+    if fails is not None:
+        assert "failed (ConnectionError: Failed to connect to GCS)" in decisions[0].reason
+    else:
+        assert "did not connect within 0.2 s" in decisions[0].reason
+    assert hanging.inits == 1
 
 
 @pytest.mark.anyio
@@ -175,21 +248,22 @@ STALE = """
         policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
     )
     w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="stale")
-    for _ in range(2):
-        try:
-            chunktune.ray.resolve_sync(w, settings=settings)
-            print("resolved")
-        except chunktune.UsageError as exc:
-            print("UsageError:", exc)
+    for _ in range(3):
+        decision = chunktune.ray.resolve_sync(w, settings=settings)
+        print(decision.source, decision.chunk_size, decision.reason, sep="|")
+    try:
+        chunktune.ray.tune_cluster(lambda: w, settings=settings)
+    except chunktune.UsageError as exc:
+        print("UsageError|", exc)
     starting = [t for t in threading.enumerate() if t.name == "chunktune-ray-init"]
-    print("starts:", len(starting))
+    print("starts|", len(starting))
 """
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_stale_ray_address_ends_in_a_usage_error_not_a_hang(tmp_path: Path) -> None:
-    """A real process, real Ray, RAY_ADDRESS at a closed port: UsageError twice, one start, exit."""
+def test_a_stale_ray_address_keeps_native_and_is_waited_for_once(tmp_path: Path) -> None:
+    """Real Ray, RAY_ADDRESS at a closed port: native three times, then UsageError; one start."""
     pytest.importorskip("ray")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("RAY_")},
@@ -207,11 +281,14 @@ def test_a_stale_ray_address_ends_in_a_usage_error_not_a_hang(tmp_path: Path) ->
         timeout=240,  # the hang guard: ray.init() alone retries that address far longer
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["UsageError", "UsageError", "starts"]
-    assert "RAY_ADDRESS='127.0.0.1:1'" in lines[0] and "within 3 s" in lines[0]
-    assert "unset RAY_ADDRESS" in lines[0] and "under way" in lines[1]
-    assert lines[2] == "starts: 1"
+    lines = [line.split("|") for line in done.stdout.splitlines()]
+    assert [line[:2] for line in lines[:3]] == [["fallback", "None"]] * 3
+    for line in lines[:3]:
+        assert "RAY_ADDRESS='127.0.0.1:1'" in line[2] and "within 3 s" in line[2]
+        assert "unset RAY_ADDRESS" in line[2]
+        assert "does not start Ray again in this process" in line[2]
+    assert lines[3][0] == "UsageError" and "does not start Ray again" in lines[3][1]
+    assert lines[4] == ["starts", " 1"]
 
 
 def test_init_local_off_names_the_cluster_ray_address_would_join(
@@ -228,3 +305,23 @@ def test_init_local_off_names_the_cluster_ray_address_would_join(
     refused = connect(chunktune.Settings(policies=chunktune.load_settings().policies))
     assert isinstance(refused, chunktune.UsageError)
     assert str(refused).endswith("[ray] init_local = true to let chunktune start a local Ray")
+
+
+def test_a_start_whose_thread_could_not_start_is_no_start(
+    monkeypatch: pytest.MonkeyPatch, hanging: HangingRay
+) -> None:
+    """Out of threads at the start: that caller's error; the next call starts Ray anew at once."""
+    real = threading.Thread.start
+    refusals = [RuntimeError("can't start new thread")]
+
+    def start(thread: threading.Thread) -> None:
+        if refusals and thread.name == "chunktune-ray-init":
+            raise refusals.pop()
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    hanging.go.set()
+    failed = connect(local_init())
+    assert isinstance(failed, RuntimeError) and "can't start new thread" in str(failed)
+    assert connect(local_init()) is hanging  # not refused as an overdue start never begun
+    assert hanging.inits == 1
