@@ -18,6 +18,7 @@ import functools
 import logging
 import numbers
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -223,7 +224,9 @@ def resolve_chunk_size(
     A failing ``pool.step`` never raises out of here, nor does chunktune's own failure (its
     traceback logged) or a process out of threads: the answer is None. What the trainer's
     own signal handler raises meanwhile is raised. ``nthread=0``
-    (the pool steps on the calling thread) answers None: chunks cannot matter. On an
+    (the pool steps on the calling thread) answers None: chunks cannot matter; so does a
+    call while Python shuts down (a ``__del__`` or weakref callback as modules are torn
+    down), at once, stepping, importing and logging nothing. On an
     event loop's thread it blocks that loop, as the older tuner did, for up to twice
     ``time_budget_s`` plus :data:`LOOP_GRACE_S` (or ``hard_limit_s``), then answers None
     and drops its resolve (a sweep of its own stops at its next ``pool.step``, and the
@@ -254,6 +257,10 @@ def resolve_chunk_size(
     if manual_chunk_size is not None:
         return _check_chunk_size(manual_chunk_size, what="manual_chunk_size", num_envs=num_envs)
     if not adaptive or nthread == 0 or _upper_chunk(num_envs, nthread) <= 1:
+        return None
+    if sys.is_finalizing():
+        # a __del__ or weakref callback as Python tears its modules down: as resolve's
+        # at_shutdown, native at once; building the workload (numpy's dtype) would import
         return None
     workload = PoolStepWorkload(
         pool=pool,

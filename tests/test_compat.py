@@ -717,3 +717,114 @@ async def test_on_an_event_loop_past_the_bound_it_returns_with_the_pool_idle(
         pool.release.set()
         logging.getLogger("chunktune").removeHandler(handler)
     assert (answer, in_step, len(pool.calls)) == (None, 0, 1)
+
+
+# ---------------------------------------------------------------- while Python shuts down
+
+# Calls resolve_chunk_size from where argv[1] says, with a real MuJoCo model and a pool
+# that counts its steps, writing the answer (or what it raised) as a JSON line to fd 1
+# with os.write: print() may be gone by then. "del": a __del__ of an object only the
+# module table keeps, run as modules are torn down; "weakref": a weakref callback run
+# then; "manual": that __del__ with manual_chunk_size=5; "atexit": an atexit handler
+# (Python is not finalizing yet: it measures as ever).
+_COMPAT_AT_EXIT = """\
+import atexit, json, os, sys, weakref
+import mujoco
+import numpy as np
+from chunktune.compat import resolve_chunk_size
+
+MODEL = mujoco.MjModel.from_xml_string(
+    '<mujoco><worldbody><body><freejoint/><geom size="0.1"/></body></worldbody></mujoco>'
+)
+
+class Pool:
+    steps = 0
+    def step(self, state, *, nstep, control, chunk_size, return_sensor,
+             post_step_forward_sensor):
+        Pool.steps += 1
+
+def resolve(**over):
+    kw = dict(pool=Pool(), state=np.zeros((64, MODEL.nq + MODEL.nv + 1)), model=MODEL,
+              n_variants=1, num_envs=64, nthread=2, dtype=np.float64,
+              post_step_forward_sensor=False, bench_nsteps=1, manual_chunk_size=None,
+              adaptive=True)
+    kw.update(over)
+    try:
+        said = {"chunk": resolve_chunk_size(**kw), "steps": Pool.steps,
+                "finalizing": sys.is_finalizing()}
+    except BaseException as exc:
+        said = {"raised": type(exc).__name__ + ": " + str(exc)}
+    os.write(1, (json.dumps(said) + "\\n").encode())
+
+class Late:
+    def __init__(self, **kw):
+        self.kw = kw
+    def __del__(self):
+        resolve(**self.kw)
+
+class Target:
+    pass
+
+where = sys.argv[1]
+if where == "del":
+    sys.modules["__late"] = Late()
+elif where == "manual":
+    sys.modules["__late"] = Late(manual_chunk_size=5)
+elif where == "weakref":
+    target = Target()
+    sys.modules["__target"] = target
+    sys.modules["__ref"] = weakref.ref(target, lambda ref: resolve())
+    del target
+else:
+    atexit.register(resolve)
+"""
+
+
+def _compat_at_exit(tmp_path: Path, where: str) -> tuple[dict[str, object], str]:
+    """What the _COMPAT_AT_EXIT script answered for ``where``, and its stderr."""
+    config = tmp_path / "quick.toml"
+    config.write_text('policy = "quick"\n')
+    env = {
+        **os.environ,
+        "CHUNKTUNE_CACHE": str(tmp_path / "c.json"),
+        "CHUNKTUNE_CONFIG": str(config),
+    }
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _COMPAT_AT_EXIT, where],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout + done.stderr
+    said: dict[str, object] = json.loads(lines[0])
+    return said, done.stderr
+
+
+@pytest.mark.parametrize(
+    "where",
+    [pytest.param("del", id="__del__"), pytest.param("weakref", id="weakref-callback")],
+)
+def test_resolve_chunk_size_while_python_shuts_down_answers_native_at_once(
+    tmp_path: Path, where: str
+) -> None:
+    """The compat entry as modules are torn down: None (native), no step, nothing raised or said."""
+    # it raised "ImportError: sys.meta_path is None" into the trainer's __del__: building
+    # the workload asked numpy for the dtype, which imports
+    said, stderr = _compat_at_exit(tmp_path, where)
+    assert said == {"chunk": None, "steps": 0, "finalizing": True}
+    assert stderr == ""
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_resolve_chunk_size_with_a_manual_size_while_python_shuts_down(tmp_path: Path) -> None:
+    """A manual size asked for of the compat entry as modules are torn down is that size."""
+    said, stderr = _compat_at_exit(tmp_path, "manual")
+    assert said == {"chunk": 5, "steps": 0, "finalizing": True}
+    assert stderr == ""
+
+
+def test_resolve_chunk_size_in_an_atexit_handler_still_measures(tmp_path: Path) -> None:
+    """An atexit handler runs before Python finalizes: the compat entry steps the pool."""
+    said, _ = _compat_at_exit(tmp_path, "atexit")
+    assert said["finalizing"] is False and "raised" not in said
+    assert isinstance(said["steps"], int) and said["steps"] > 0
