@@ -65,7 +65,8 @@ Every round measures each size once, in a fresh random order, so what the machin
 does during the recording hits every size alike. The file is written only when
 every round is done (Ctrl-C writes nothing). Replay it with
 chunktune.sim.ReplayWorkload.from_file(path); a trace of some sizes (--sizes)
-replays only a policy that probes those sizes alone. No settings file is read.
+replays only a policy that probes those sizes alone. No settings are used: a
+settings file is read only for the cache's name, which -o may not replace.
 """
 
 
@@ -86,10 +87,12 @@ def _sizes(text: str) -> list[int] | None:
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``record`` to ``commands``.
 
-    Unlike the other commands it takes no ``--config``: it reads no settings. It
+    Unlike the other commands it takes no ``--config``: it uses no settings. It
     measures the sizes asked for, not a policy's, stores nothing in the cache, and
     its sweep lock is ``$CHUNKTUNE_SWEEP_LOCK``'s, which no settings file names; an
-    option that is never read would only let a user believe otherwise.
+    option that is never read would only let a user believe otherwise. (The
+    discovered settings are read for one thing: the cache's name, which ``-o`` may not
+    replace; settings that do not load leave ``$CHUNKTUNE_CACHE``'s or the default.)
     """
     rec = commands.add_parser(
         "record",
