@@ -960,3 +960,26 @@ def test_the_out_of_reach_chance_said_is_the_confirmation_s() -> None:
 
     (percent,) = _said(r"would have under a (\d+)% chance of confirming", " ".join(README.split()))
     assert int(percent) == round(100 * (1 - normal_cdf(FUTILITY_Z)))
+
+
+def test_the_exit_status_table_names_every_cause_the_help_names() -> None:
+    """Each cause of exit 1 and 2 that `chunktune --help` lists is in the README's table."""
+    from chunktune._cli import _MAIN_EPILOG
+
+    def plain(text: str) -> str:
+        return " ".join(text.replace("`", "").replace("its signature", "signature").split())
+
+    help_text = plain(_MAIN_EPILOG)
+    rows = {
+        line.split("|")[1].strip(): plain(line.split("|")[2])
+        for line in README.splitlines()
+        if re.match(r"\| [12] \|", line)
+    }
+    causes = {
+        "1": re.search(r"\b1 no measured decision.*?\((.*?)\); 2 ", help_text),
+        "2": re.search(r"; 2 (.*?); 130 ", help_text),
+    }
+    for code, found in causes.items():
+        assert found, code
+        for cause in re.split(r", or |, | or ", found.group(1)):
+            assert cause.strip() in rows[code], (code, cause)
