@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 import attrs
 import pytest
+from _untyped import untyped
 
 import chunktune
 from chunktune import (
@@ -190,11 +191,11 @@ def test_an_integer_for_a_float_field_is_the_float_in_the_fingerprint(tmp_path: 
 def test_a_bool_is_no_integer_in_a_policy_built_in_code(field: str) -> None:
     """Policy(prime=True) is a ConfigError naming the field, not a count of one."""
     with pytest.raises(ConfigError, match=rf"true is not valid for {field}; expected an integer"):
-        Policy(**{field: True})
+        Policy(**{field: untyped(True)})
 
 
 @pytest.mark.parametrize("estimator", ["min", "lower_mean"])
-def test_a_one_sided_estimator_needs_unpaired_unconfirmed_rounds(estimator: str) -> None:
+def test_a_one_sided_estimator_needs_unpaired_unconfirmed_rounds(estimator: Estimator) -> None:
     """min or lower_mean with paired or confirm (balanced's) is a ConfigError naming both."""
     with pytest.raises(ConfigError, match=rf'estimator "{estimator}" is not valid with paired'):
         Policy(estimator=estimator)
@@ -286,7 +287,8 @@ def test_choices_come_from_their_literal_types() -> None:
         (chunktune.LogSettings, "stderr", StderrMode),
         (chunktune.RaySettings, "while_sweeping", WhileSweeping),
     ]:
-        assert attrs.fields_dict(cls)[name].type == literal, name
+        declared: object = attrs.fields_dict(cls)[name].type  # attrs types it as a class
+        assert declared == literal, name
     with pytest.raises(ValueError, match='expected one of "evidence"'):
         Policy(tie_break="left")  # type: ignore[arg-type]
 
@@ -327,26 +329,30 @@ def _one_policy(**fields: Any) -> chunktune.Settings:
         # an int past any float, a list that is none, a mapping that is none
         (lambda: chunktune.Policy(margin=10**400), r"1000+\.\.\.0+ is not valid for margin"),
         (lambda: chunktune.GeometricCandidates(ratio=10**400), "is not valid for ratio"),
-        (lambda: chunktune.ExplicitCandidates(sizes=5), "5 is not valid for sizes"),
+        (lambda: chunktune.ExplicitCandidates(sizes=untyped(5)), "5 is not valid for sizes"),
         (lambda: chunktune.ExplicitCandidates(sizes="123"), '"123" is not valid for sizes'),
-        (lambda: chunktune.Settings(policies=None), "None is not valid for policies"),
-        (lambda: chunktune.Settings(policies=[1, 2]), r"\[1, 2\] is not valid for policies"),
+        (lambda: chunktune.Settings(policies=untyped(None)), "None is not valid for policies"),
+        (lambda: chunktune.Settings(policies=untyped([1, 2])),
+         r"\[1, 2\] is not valid for policies"),
         # the records a Settings holds are records, not what a file's table would hold
         (lambda: _one_policy(cache=3), "3 is not valid for cache; expected a CacheSettings"),
         (lambda: _one_policy(log="never"), '"never" is not valid for log; expected a LogSett'),
         (lambda: _one_policy(ray=None), "None is not valid for ray; expected a RaySettings"),
         # a bool field takes only a bool, in every settings class
-        (lambda: chunktune.Policy(race=1), "1 is not valid for race; expected true or false"),
-        (lambda: chunktune.RaySettings(init_local="yes"), '"yes" is not valid for init_local'),
+        (lambda: chunktune.Policy(race=untyped(1)),
+         "1 is not valid for race; expected true or false"),
+        (lambda: chunktune.RaySettings(init_local=untyped("yes")),
+         '"yes" is not valid for init_local'),
         # budgets past any use would overflow the pacing's arithmetic
         (lambda: chunktune.Policy(time_budget_s=1e307), "1e\\+307 is not valid for time_budget"),
         (lambda: chunktune.Policy(hard_limit_s=1e7), "10000000.0 is not valid for hard_limit"),
         # a wait of no time at all is no wait: while_sweeping = "native" says that
         (lambda: chunktune.RaySettings(wait_timeout_s=0), "0 is not valid for wait_timeout_s"),
         # None only where a number may be left unset (hard_limit_s)
-        (lambda: chunktune.Policy(time_budget_s=None), "None is not valid for time_budget_s"),
+        (lambda: chunktune.Policy(time_budget_s=untyped(None)),
+         "None is not valid for time_budget_s"),
         # the active policy is a name: a list is refused as one, not hashed
-        (lambda: chunktune.Settings(policies={"p": Policy()}, policy=["p"]),
+        (lambda: chunktune.Settings(policies={"p": Policy()}, policy=untyped(["p"])),
          r"\['p'\] is not valid for policy; expected a policy name"),
     ],
 )  # fmt: skip
@@ -398,7 +404,7 @@ def test_a_policy_asked_for_by_a_name_that_is_no_string_is_a_usage_error(
 @pytest.mark.parametrize(
     "build",
     [
-        pytest.param(lambda: Policy(candidates=list(range(100_000))), id="strategy"),
+        pytest.param(lambda: Policy(candidates=untyped(list(range(100_000)))), id="strategy"),
         pytest.param(lambda: chunktune.CacheSettings(path="x" * 100_000 + "\0"), id="nul-path"),
         pytest.param(lambda: chunktune.CacheSettings(path="~" + "u" * 100_000), id="no-home"),
     ],
@@ -446,10 +452,12 @@ def test_numpy_numbers_in_code_built_settings_are_kept_as_plain_numbers() -> Non
     """A policy built from numpy's numbers holds ints and floats: it fingerprints and dumps."""
     import numpy as np
 
-    p = Policy(margin=np.float64(0.02), min_rounds=np.int32(2), max_rounds=np.int64(12))
+    p = Policy(
+        margin=np.float64(0.02), min_rounds=untyped(np.int32(2)), max_rounds=untyped(np.int64(12))
+    )
     assert type(p.margin) is float and type(p.max_rounds) is int and type(p.min_rounds) is int
     assert p.fingerprint() == Policy(margin=0.02, min_rounds=2, max_rounds=12).fingerprint()
-    strategy = chunktune.BalancedCandidates(max_candidates=np.int64(10))
+    strategy = chunktune.BalancedCandidates(max_candidates=untyped(np.int64(10)))
     assert type(strategy.max_candidates) is int
     with pytest.raises(ConfigError, match="expected true or false"):
         Policy(race=np.bool_(True))  # type: ignore[arg-type]
@@ -481,12 +489,12 @@ def test_settings_declare_themselves_unhashable_and_policies_hash() -> None:
     [
         pytest.param(lambda: Policy(margin=-1), "invalid policy: -1.0 is not valid for margin; ",
                      id="policy-field"),
-        pytest.param(lambda: attrs.evolve(Policy(), tie_z="x"), 'invalid policy: "x" is not',
-                     id="policy-evolved"),
+        pytest.param(lambda: attrs.evolve(Policy(), tie_z=untyped("x")),
+                     'invalid policy: "x" is not', id="policy-evolved"),
         pytest.param(lambda: Policy(min_rounds=5, max_rounds=2),
                      "invalid policy: max_rounds 2 is below min_rounds 5", id="policy-rule"),
-        pytest.param(lambda: Policy(candidates=3), "invalid policy: 3 is not valid for candidates",
-                     id="policy-strategy"),
+        pytest.param(lambda: Policy(candidates=untyped(3)),
+                     "invalid policy: 3 is not valid for candidates", id="policy-strategy"),
         pytest.param(lambda: ExplicitCandidates(sizes=[0]),
                      "invalid candidates: [0] is not valid for sizes", id="candidates-size"),
         pytest.param(lambda: ExplicitCandidates(sizes=3),
@@ -495,11 +503,11 @@ def test_settings_declare_themselves_unhashable_and_policies_hash() -> None:
                      "invalid candidates: 1.0 is not valid for k_ratio", id="candidates-field"),
         pytest.param(lambda: Policy(refine_top=0),
                      "invalid policy: 0 is not valid for refine_top", id="policy-integer"),
-        pytest.param(lambda: Policy(race="yes"),
+        pytest.param(lambda: Policy(race=untyped("yes")),
                      'invalid policy: "yes" is not valid for race', id="policy-boolean"),
-        pytest.param(lambda: Policy(estimator="mode"),
+        pytest.param(lambda: Policy(estimator=untyped("mode")),
                      'invalid policy: "mode" is not valid for estimator', id="policy-choice"),
-        pytest.param(lambda: Policy(description=3),
+        pytest.param(lambda: Policy(description=untyped(3)),
                      "invalid policy: 3 is not valid for description", id="policy-text"),
         pytest.param(lambda: SeedCandidates(max_candidates=1),
                      "invalid candidates: 1 is not valid for max_candidates", id="seed-field"),
@@ -507,7 +515,7 @@ def test_settings_declare_themselves_unhashable_and_policies_hash() -> None:
                      "invalid candidates: 1.0 is not valid for ratio", id="geometric-field"),
         pytest.param(lambda: ExhaustiveCandidates(max_candidates=1),
                      "invalid candidates: 1 is not valid for max_candidates", id="exhaustive"),
-        pytest.param(lambda: chunktune.CacheSettings(format="x"),
+        pytest.param(lambda: chunktune.CacheSettings(format=untyped("x")),
                      'invalid settings: "x" is not valid for format', id="settings-record"),
     ],
 )  # fmt: skip
@@ -555,11 +563,13 @@ def test_an_optional_number_says_it_may_be_left_unset() -> None:
 @pytest.mark.parametrize(
     "build",
     [
-        pytest.param(lambda: chunktune.CacheSettings(format=3), id="format-int"),
-        pytest.param(lambda: chunktune.CacheSettings(format=None), id="format-none"),
-        pytest.param(lambda: chunktune.LogSettings(stderr=True), id="stderr-bool"),
-        pytest.param(lambda: chunktune.RaySettings(while_sweeping=["wait"]), id="sweeping-list"),
-        pytest.param(lambda: Policy(estimator=1), id="estimator-int"),
+        pytest.param(lambda: chunktune.CacheSettings(format=untyped(3)), id="format-int"),
+        pytest.param(lambda: chunktune.CacheSettings(format=untyped(None)), id="format-none"),
+        pytest.param(lambda: chunktune.LogSettings(stderr=untyped(True)), id="stderr-bool"),
+        pytest.param(
+            lambda: chunktune.RaySettings(while_sweeping=untyped(["wait"])), id="sweeping-list"
+        ),
+        pytest.param(lambda: Policy(estimator=untyped(1)), id="estimator-int"),
     ],
 )
 def test_a_choice_given_no_string_in_code_is_refused(build: Any) -> None:
@@ -583,11 +593,12 @@ def test_ray_settings_keep_their_lease_and_wait_in_range(
     field: str, value: float, valid: bool
 ) -> None:
     """lease_s is in [0.1, 3600] and wait_timeout_s in (0, 1e6]; a value past either is named."""
+    given: dict[str, Any] = {field: value}  # one field, named at run time
     if valid:
-        assert getattr(chunktune.RaySettings(**{field: value}), field) == value
+        assert getattr(chunktune.RaySettings(**given), field) == value
     else:
         with pytest.raises(ConfigError, match=rf"is not valid for {field}; expected a number in "):
-            chunktune.RaySettings(**{field: value})
+            chunktune.RaySettings(**given)
 
 
 def test_an_unknown_policy_lists_the_known_ones_sorted() -> None:
