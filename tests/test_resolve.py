@@ -12,7 +12,7 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,7 +39,7 @@ from chunktune import (
     _resolve,
     _settings_read,
 )
-from chunktune._threads import KEYING_THREAD, STORE_THREAD, wait_for_sweeps
+from chunktune._threads import KEYING_THREAD, STORE_THREAD, hop, wait_for_sweeps
 from chunktune._workload import SignatureValue
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -305,7 +305,7 @@ async def test_what_a_workload_raises_is_its_failure_not_the_caller_s(
                 raise_()
             return super().run(chunk_size)
 
-        def signature(self) -> Mapping[str, SignatureValue]:
+        def signature(self) -> dict[str, SignatureValue]:
             if method == "signature":
                 raise_()
             return super().signature()
@@ -334,7 +334,7 @@ async def test_a_failing_workload_s_reason_names_what_failed(
                 raise KeyError("env")
             return super().run(chunk_size)
 
-        def signature(self) -> Mapping[str, SignatureValue]:
+        def signature(self) -> dict[str, SignatureValue]:
             if method == "signature":
                 raise KeyError("env")
             return super().signature()
@@ -366,7 +366,7 @@ async def test_a_workload_named_by_a_path_that_is_not_utf8_is_cached_as_toml(
     class Named(SimulatedWorkload):
         model_file = name
 
-        def signature(self) -> Mapping[str, SignatureValue]:
+        def signature(self) -> dict[str, SignatureValue]:
             return {**super().signature(), "file": name}
 
     w = Named(uneven().costs, nthread=8)
@@ -385,7 +385,7 @@ async def test_a_signature_keyed_by_a_name_that_is_not_utf8_is_cached_as_toml(
     name = os.fsdecode(b"sc\xe8ne.xml")
 
     class Keyed(SimulatedWorkload):
-        def signature(self) -> Mapping[str, SignatureValue]:
+        def signature(self) -> dict[str, SignatureValue]:
             return {**super().signature(), name: 1}
 
     first = await chunktune.resolve(Keyed(uneven().costs, nthread=8))
@@ -602,7 +602,7 @@ async def test_a_cancelled_resolve_s_callback_hears_nothing_after_it_raised() ->
             return super().run(chunk_size)
 
     w = HoldsItsSecondCall(uneven().costs, nthread=8)
-    heard: list[str] = []
+    heard: list[ProgressEvent] = []
 
     with anyio.fail_after(60):  # a hang detector, not a timing
         async with anyio.create_task_group() as tg:
@@ -838,7 +838,7 @@ async def test_a_hit_with_discovered_settings_takes_one_hop(
     """await resolve(settings=None) of a new object discovers, keys and looks up in one hop."""
     assert (await chunktune.resolve(_Keyed(), policy="quick")).source == "benchmark"
     hops: list[object] = []
-    real = _resolve.hop
+    real = hop
 
     async def counted(func: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         hops.append(func)
@@ -1045,7 +1045,7 @@ async def test_a_raced_out_candidate_is_never_chosen() -> None:
         max_rounds=12,
         candidates=chunktune.ExplicitCandidates(sizes=(4, 8)),
     )
-    d = await chunktune.resolve(Drifting(), policy=pol)  # type: ignore[arg-type]
+    d = await chunktune.resolve(Drifting(), policy=pol)
     assert d.raced_out == (4,)
     assert d.timings[4] < d.timings[8]
     assert d.chunk_size == 8
@@ -1103,11 +1103,11 @@ def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> Non
 
 
 class Keyed(SimulatedWorkload):
-    """A simulated workload with the signature the test gives it."""
+    """A simulated workload with the signature the test gives it (unkeyable values too)."""
 
-    extra: ClassVar[dict[str, object]] = {}
+    extra: dict[str, Any]  # any value a workload might put in its signature
 
-    def signature(self) -> dict[str, object]:  # type: ignore[override]
+    def signature(self) -> dict[str, SignatureValue]:
         return {**super().signature(), **self.extra}
 
 
@@ -1176,6 +1176,7 @@ async def test_resolve_sync_in_a_plain_callback_of_the_loop_raises() -> None:
     """resolve_sync from a loop callback (call_soon) raises UsageError and creates no coroutine."""
     import sniffio
 
+    schedule: Callable[[Callable[[], None]], object]  # a plain callback of the running loop
     if sniffio.current_async_library() == "asyncio":
         import asyncio
 
@@ -1294,7 +1295,7 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
     release = threading.Event()
 
     class Unkeyable(SimulatedWorkload):
-        def signature(self) -> dict[str, object]:
+        def signature(self) -> dict[str, SignatureValue]:
             # hang guard: a resolve that waited for signature() returns at last and fails
             release.wait(60)
             return dict(super().signature())
@@ -1348,7 +1349,7 @@ async def test_signature_runs_in_a_thread_of_its_own_only_under_a_hard_limit(
     ran_in: list[str] = []
 
     class Noted(SimulatedWorkload):
-        def signature(self) -> dict[str, object]:
+        def signature(self) -> dict[str, SignatureValue]:
             ran_in.append(threading.current_thread().name)
             return dict(super().signature())
 
@@ -1668,7 +1669,8 @@ async def test_with_the_cache_disabled_a_shared_sweep_is_not_answered_again(
 
 async def test_a_workload_failing_while_confirming_counts_the_confirming_calls() -> None:
     """A fallback's probe_seconds counts the seconds of the confirming calls before the failure."""
-    full, events = uneven(), []
+    full = uneven()
+    events: list[ProgressEvent] = []
     assert (await chunktune.resolve(full, on_progress=events.append)).source == "benchmark"
     assert [e.kind for e in events if e.kind in ("warmup", "probe", "confirm")][-2:] == [
         "confirm",
