@@ -42,7 +42,10 @@ def test_comparisons_use_only_the_rounds_both_were_measured_in() -> None:
 
 def test_noise_is_pooled_over_candidates_and_shrinks_the_error_with_rounds() -> None:
     """The standard error of a comparison falls as 1/sqrt(rounds) at a pooled noise figure."""
-    rows = {None: [1.0] * 16, 4: [0.9 * (1.05 if r % 2 else 0.95) for r in range(16)]}
+    rows: dict[int | None, list[float | None]] = {
+        None: [1.0] * 16,
+        4: [0.9 * (1.05 if r % 2 else 0.95) for r in range(16)],
+    }
     few = evidence({c: v[:4] for c, v in rows.items()}).compare(4, None)
     many = evidence(rows).compare(4, None)
     assert many.se < few.se

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import attrs
 import pytest
@@ -117,7 +118,7 @@ _HELD = Confirmation("inconclusive", 16, 0.03, (0.01, 0.05), 0.03, mean_gain=-0.
     ],
 )  # fmt: skip
 def test_the_typical_pair_reason_needs_every_test_passed_but_the_mean(
-    changes: dict[str, object], policy: Policy, typical: bool
+    changes: dict[str, Any], policy: Policy, typical: bool
 ) -> None:
     """'in the typical pair' only where the interval clears 0 and the trimmed gain the margin."""
     reason = kept(43, 12, attrs.evolve(_HELD, **changes), policy)

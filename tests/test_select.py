@@ -23,7 +23,7 @@ def test_at_margin_zero_a_size_only_as_fast_as_native_is_no_gain(tie_break: str)
     """margin 0: the best measured exactly as fast as native keeps native (true ties)."""
     choice = select(
         {None: 1.0, 4: 1.0, 8: 1.0}, native=12, upper=128, margin=0.0, tie_tol=0.02,
-        tie_break=tie_break,  # type: ignore[arg-type]
+        tie_break=tie_break,
     )  # fmt: skip
     assert choice.chunk_size is None
 

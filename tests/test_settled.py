@@ -12,7 +12,7 @@ from chunktune._settled import SETTLED_S, changed_lately, identity
 
 def _with_device(st: os.stat_result, device: int) -> os.stat_result:
     """``st`` as another mount would give it: only the device differs."""
-    fields: list[object] = list(st)
+    fields: list[float] = list(st)
     fields[2] = device  # st_dev, in the order os.stat_result's sequence gives
     times = (st.st_atime, st.st_mtime, st.st_ctime, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns)
     return os.stat_result([*fields, *times])

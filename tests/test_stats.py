@@ -20,7 +20,7 @@ from chunktune._stats import (
 def test_pooled_sigma_is_unbiased_for_small_samples(n: int) -> None:
     """With few samples per candidate the pooled noise is still about the true sigma."""
     rng = np.random.default_rng(n)
-    sets = [np.exp(rng.normal(0.0, 0.03, n)) * (1 + k) for k in range(40)]
+    sets = [list(np.exp(rng.normal(0.0, 0.03, n)) * (1 + k)) for k in range(40)]
     assert pooled_log_sigma(sets) == pytest.approx(0.03, rel=0.2)
 
 
