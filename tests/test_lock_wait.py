@@ -7,7 +7,7 @@ import itertools
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 import anyio.lowlevel
@@ -16,6 +16,7 @@ import pytest
 from chunktune import _lock_wait
 from chunktune._lock_note import Holder, note_path, read_note
 from chunktune._locks import Lock, key_lock
+from chunktune._threads import hop as real_hop
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +33,7 @@ def _free(path: Path) -> bool:
 def _finished_tries(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """An event set once a try (a hop of ``_lock_wait``) has returned in its thread, even
     one its caller left behind."""
-    done, real = threading.Event(), _lock_wait.hop
+    done, real = threading.Event(), real_hop
 
     async def hop(func: Callable[..., Any], *args: Any, abandon_on_cancel: bool = False) -> Any:
         def run() -> Any:
@@ -47,7 +48,14 @@ def _finished_tries(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return done
 
 
-def _recorded_claims(calls: list[str]) -> dict[str, Callable[[Lock], bool]]:
+class _Claims(TypedDict, total=False):
+    """The claim callbacks ``acquire`` and ``hold`` take."""
+
+    claim: Callable[[Lock], bool]
+    unclaim: Callable[[Lock], bool]
+
+
+def _recorded_claims(calls: list[str]) -> _Claims:
     """``claim`` and ``unclaim`` callbacks that each note their call in ``calls`` and agree."""
 
     def claim(held: Lock) -> bool:
@@ -89,7 +97,7 @@ def _stalled_try(lock: Lock) -> tuple[threading.Event, threading.Event]:
 def _cancelled_once_taken(monkeypatch: pytest.MonkeyPatch, scope: list[anyio.CancelScope]) -> None:
     """The caller is cancelled just after a try returns, before it resumes (as a cancel that
     races the try's answer is)."""
-    real = _lock_wait.hop
+    real = real_hop
 
     async def hop(func: Callable[..., Any], *args: Any, abandon_on_cancel: bool = False) -> Any:
         got = await real(func, *args, abandon_on_cancel=abandon_on_cancel)
@@ -118,7 +126,7 @@ async def test_a_try_left_behind_lets_go_of_the_lock_it_takes_once_its_caller_le
     finished = _finished_tries(monkeypatch)
     calls: list[str] = []
 
-    kwargs = _recorded_claims(calls) if claims else {}
+    kwargs: _Claims = _recorded_claims(calls) if claims else {}
     returned = []
     async with anyio.create_task_group() as tg:
 
@@ -142,11 +150,12 @@ async def test_a_lock_taken_as_its_caller_is_cancelled_is_unclaimed_then_release
 ) -> None:
     """A cancel between a try taking the lock and its caller resuming: unclaimed, then let go."""
     path = tmp_path / "k.lock"
-    lock, calls, scope = key_lock(path), [], [anyio.CancelScope()]
+    lock, scope = key_lock(path), [anyio.CancelScope()]
+    calls: list[str] = []
     _recorded_releases(lock, calls)
     _cancelled_once_taken(monkeypatch, scope)
 
-    kwargs = _recorded_claims(calls) if claims else {}
+    kwargs: _Claims = _recorded_claims(calls) if claims else {}
     returned = []
     with scope[0]:
         await _lock_wait.acquire(lock, **kwargs)
@@ -162,7 +171,8 @@ async def test_a_hold_cancelled_as_its_lock_is_taken_unclaims_it_then_lets_go(
 ) -> None:
     """hold hands its unclaim to the wait: a lock taken as it is cancelled is unclaimed first."""
     path = tmp_path / "k.lock"
-    lock, calls, scope = key_lock(path), [], [anyio.CancelScope()]
+    lock, scope = key_lock(path), [anyio.CancelScope()]
+    calls: list[str] = []
     _recorded_releases(lock, calls)
     _cancelled_once_taken(monkeypatch, scope)
     entered = []
@@ -339,7 +349,8 @@ async def test_an_error_in_a_try_reaches_the_caller(tmp_path: Path) -> None:
 async def test_a_busy_lock_is_tried_again_until_its_holder_lets_go(tmp_path: Path) -> None:
     """A lock another taker holds is not the caller's: tried again until let go, then held."""
     path = tmp_path / "k.lock"
-    other, lock, tries = key_lock(path), key_lock(path), []
+    other, lock = key_lock(path), key_lock(path)
+    tries: list[None] = []
     assert other.try_acquire()
     real = lock.try_acquire
 
@@ -389,7 +400,9 @@ def _held_until(
     """A lock another process holds until the clock reads ``free_at`` (or the 1000th try: a
     hang guard for a clock that stands still), whose note names ``holder(now)``; the
     clock's readings at each look at the note."""
-    lock, looks, tries = key_lock(path), [], []
+    lock = key_lock(path)
+    looks: list[float] = []
+    tries: list[None] = []
 
     def noted() -> Holder | None:
         looks.append(clock.now)
