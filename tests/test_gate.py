@@ -119,7 +119,7 @@ def test_an_undecided_race_is_one_whose_leader_clears_the_margin() -> None:
     """A leader within the noise but only 0.5% ahead of a 1% margin asks for no more rounds."""
     ahead = NoiseGate(Race(0.015, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
     short = NoiseGate(Race(0.005, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
-    assert ahead.undecided() == (4, pytest.approx(0.015))
+    assert ahead.undecided() == pytest.approx((4, 0.015))
     assert short.undecided() is None
 
 
@@ -293,7 +293,7 @@ def test_an_extending_policy_asks_even_odds_at_the_race_end_too() -> None:
 def test_a_leader_exactly_the_margin_ahead_within_the_noise_is_undecided() -> None:
     """A leader exactly 1% ahead of the 1% margin, within the noise, asks for another round."""
     gate = NoiseGate(Race(0.01, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
-    assert gate.undecided() == (4, pytest.approx(0.01))
+    assert gate.undecided() == pytest.approx((4, 0.01))
 
 
 def test_a_policy_that_does_not_confirm_is_never_too_noisy() -> None:
