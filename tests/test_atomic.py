@@ -157,7 +157,7 @@ def test_a_file_system_that_refuses_modes_still_gets_the_write(
     def refused(*args: object, **kwargs: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(chunktune._atomic.os, "chmod", refused)
+    monkeypatch.setattr(os, "chmod", refused)  # the os module chunktune._atomic uses
     target = tmp_path / "cache.json"
     write_atomic(target, b"new")
     assert target.read_bytes() == b"new"

@@ -69,7 +69,8 @@ def test_a_write_lock_held_after_a_removed_try_says_it_was_held(
     """A lock file removed once, then held by another writer that stalls: the stall says held."""
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
     file = _cache_file(tmp_path)
-    path, fds = lock_path(file.path), []
+    path = lock_path(file.path)
+    fds: list[int] = []
 
     def taken_by_another() -> None:
         if not fds:  # the next file there is another writer's, which it holds and stalls

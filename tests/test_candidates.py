@@ -151,7 +151,7 @@ def test_explicit_clamps_oversized_entries() -> None:
 def test_explicit_rejects_bad_sizes(sizes: list[object]) -> None:
     """A size below 1, a non-integer or an empty list cannot make an explicit strategy."""
     with pytest.raises(ValueError, match="sizes"):
-        ExplicitCandidates(sizes=sizes)  # type: ignore[arg-type]
+        ExplicitCandidates(sizes=sizes)
 
 
 def test_explicit_sizes_of_numpy_integers_are_plain_ints() -> None:
