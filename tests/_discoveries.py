@@ -7,7 +7,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -15,11 +15,20 @@ import pytest
 import chunktune
 from chunktune import _discovered
 
+Load = Callable[[Path | None, Mapping[str, str | None]], chunktune.Settings]
+
+
+def discovery_loads() -> Load:
+    """What discovery calls now to parse a settings file: ``load_discovered``, or the
+    wrapper a test has put in its place (which a further wrapper must call in turn)."""
+    load: Load = vars(_discovered)["load_discovered"]  # _discovered's own, not _config's
+    return load
+
 
 def counted_loads(monkeypatch: pytest.MonkeyPatch) -> list[chunktune.Settings]:
     """Every Settings that discovery parses from now on, in order."""
     parsed: list[chunktune.Settings] = []
-    real = _discovered.load_discovered
+    real = discovery_loads()
 
     def counting(file: Path | None, variables: Mapping[str, str | None]) -> chunktune.Settings:
         parsed.append(real(file, variables))

@@ -15,11 +15,13 @@ from typing import Any
 import anyio
 import attrs
 import pytest
-from _discoveries import counted_loads, late_settings_file, silent_settings_file
+from _discoveries import counted_loads, discovery_loads, late_settings_file, silent_settings_file
 from _forking import run_forked
 
 import chunktune
 from chunktune import _config, _discovered, _recent, _resolve, _settings_read, _settled
+from chunktune._config import discover_config
+from chunktune._discovered import remembered_settings
 from chunktune._request import ask
 from chunktune._workload import native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
@@ -123,7 +125,8 @@ def test_what_another_thread_sets_and_sets_back_meanwhile_is_not_remembered(
         config.rename(isolated / "chunktune.toml")
     elsewhere = isolated / "elsewhere"
     elsewhere.mkdir()  # holds no chunktune.toml: built-in defaults
-    real, calls = _discovered.discover_config, []
+    real = discover_config
+    calls: list[str | None] = []
 
     def meanwhile(env: str | None) -> Path | None:
         calls.append(env)
@@ -198,7 +201,7 @@ def test_a_file_named_relative_to_the_folder_is_read_where_it_was_found(
     elsewhere = isolated / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / config.name).write_text('policy = "off"\n')  # another file of that name
-    real = _discovered.load_discovered
+    real = discovery_loads()  # the loads fixture's counting wrapper
 
     def meanwhile(file: Path | None, variables: dict[str, str | None]) -> chunktune.Settings:
         with contextlib.chdir(elsewhere):  # another thread's, as the file is read
@@ -444,7 +447,7 @@ def test_a_repeat_under_a_given_limit_parses_no_settings_on_the_calling_thread(
     """resolve_sync under a limit uses the settings its stat found unchanged; it parses none."""
     policy = attrs.evolve(limited_policy(), time_budget_s=30.0, hard_limit_s=60.0)
     first = chunktune.resolve_sync(Counted(), policy=policy)
-    stat = _settings_read.remembered_settings
+    stat = remembered_settings
 
     def then_rewritten() -> chunktune.Settings | None:
         known = stat()
