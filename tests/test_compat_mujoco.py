@@ -16,6 +16,7 @@ from mujoco import rollout
 from chunktune import _older_cache, _settled, compat
 from chunktune._cache import default_cache_path
 from chunktune._older_cache import OLDER_CACHE_VARIABLES
+from chunktune._resolve import resolve_sync
 from chunktune.compat import resolve_chunk_size
 
 pytestmark = pytest.mark.mujoco
@@ -247,7 +248,7 @@ def test_a_hit_hashes_an_unchanged_model_once_and_an_edited_one_again(
     monkeypatch.setattr(_models, "hashlib", types.SimpleNamespace(sha256=sha256))
     size = mujoco.mj_sizeModel(pool.model)
     keys: list[str] = []
-    monkeypatch.setattr(compat, "_resolve_sync", _keeping_keys(compat._resolve_sync, keys))
+    monkeypatch.setattr(compat, "_resolve_sync", _keeping_keys(resolve_sync, keys))
     resolve(pool)
     first = hashed.count(size)
     for _ in range(3):

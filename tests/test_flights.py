@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -97,7 +98,7 @@ async def test_a_saturated_default_thread_limiter_does_not_starve_resolve() -> N
     try:
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(anyio.to_thread.run_sync, gate.wait)
+                tg.start_soon(functools.partial(anyio.to_thread.run_sync, gate.wait))
                 await anyio.wait_all_tasks_blocked()
                 assert limiter.borrowed_tokens == 1
                 d = await chunktune.resolve(workload("w"), policy=small_policy())

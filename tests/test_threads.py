@@ -10,8 +10,9 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from types import FrameType
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -116,7 +117,7 @@ def test_an_interrupt_while_the_thread_starts_cancels_the_call(
             if self.name == "chunktune test start":
                 raise _Interrupted
 
-    monkeypatch.setattr(chunktune._threads.threading, "Thread", InterruptedStart)
+    monkeypatch.setattr(threading, "Thread", InterruptedStart)  # the module _threads uses
     with pytest.raises(_Interrupted):
         run_beside(forever, timeout_s=60, name="chunktune test start")
     assert cancelled.wait(30)
@@ -337,7 +338,7 @@ async def test_a_child_forked_in_a_task_is_on_no_loop_until_it_starts_one() -> N
     [pytest.param(hop, 2, id="two hops"), pytest.param(wait_in_thread, 8, id="eight waits")],
 )
 async def test_steps_in_threads_run_side_by_side(
-    run: Callable[..., Awaitable[object]], count: int
+    run: Callable[..., Coroutine[Any, Any, object]], count: int
 ) -> None:
     """Hops (an fsync, say) and waits in threads are not queued behind each other."""
     all_in = threading.Barrier(count, timeout=30)  # a hang guard, not a timing
@@ -350,7 +351,7 @@ async def test_steps_in_threads_run_side_by_side(
 @pytest.mark.anyio
 @pytest.mark.parametrize("run", [hop, wait_in_thread], ids=["hop", "wait_in_thread"])
 async def test_a_step_that_may_be_abandoned_leaves_its_cancelled_caller_at_once(
-    run: Callable[..., Awaitable[object]],
+    run: Callable[..., Coroutine[Any, Any, object]],
 ) -> None:
     """With abandon_on_cancel the caller returns on cancellation while the step runs on."""
     release, finished = threading.Event(), threading.Event()
