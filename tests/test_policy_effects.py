@@ -15,6 +15,7 @@ import pytest
 import chunktune
 from chunktune import ExplicitCandidates, Policy, Settings, load_settings
 from chunktune._candidates import candidate_list
+from chunktune._settings import StderrMode
 from chunktune._stats import estimate
 from chunktune._sweep import sweep
 from chunktune.sim import Noise, SimulatedWorkload
@@ -187,7 +188,9 @@ def test_cache_path_and_format(isolated: Path) -> None:
 
 
 @pytest.mark.parametrize(("mode", "printed"), [("always", True), ("never", False)])
-def test_log_stderr_mode(mode: str, printed: bool, capsys: pytest.CaptureFixture[str]) -> None:
+def test_log_stderr_mode(
+    mode: StderrMode, printed: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     """[log] stderr = always prints the decision line; never keeps stderr quiet."""
     s = attrs.evolve(load_settings(), log=chunktune.LogSettings(stderr=mode))
     chunktune.resolve_sync(plateau(), settings=s, policy="quick")
@@ -196,7 +199,7 @@ def test_log_stderr_mode(mode: str, printed: bool, capsys: pytest.CaptureFixture
 
 @pytest.mark.parametrize(("mode", "lines"), [("auto", 1), ("always", 3)])
 def test_a_cached_answer_is_told_on_stderr_once_per_process(
-    isolated: Path, mode: str, lines: int, capsys: pytest.CaptureFixture[str]
+    isolated: Path, mode: StderrMode, lines: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """auto: a sweep's line, then its key's hits quietly; always: every resolve's line."""
     s = attrs.evolve(load_settings(), log=chunktune.LogSettings(stderr=mode))
@@ -207,7 +210,7 @@ def test_a_cached_answer_is_told_on_stderr_once_per_process(
 
 @pytest.mark.parametrize("mode", ["auto", "always"])
 def test_with_no_stderr_the_decision_line_stays_out_of_stdout(
-    mode: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    mode: StderrMode, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """sys.stderr None (`2>&-`, pythonw): the line is dropped, not printed into stdout."""
     monkeypatch.setattr(sys, "stderr", None)
@@ -259,9 +262,9 @@ def test_paired_cancels_what_the_machine_did_each_round() -> None:
         confidence_z=2.0,
         candidates=ExplicitCandidates(sizes=(4, 8)),
     )
-    paired = chunktune.resolve_sync(RoundDrift(), policy=base(paired=True, **common))  # type: ignore[arg-type]
+    paired = chunktune.resolve_sync(RoundDrift(), policy=base(paired=True, **common))
     plain = chunktune.resolve_sync(
-        RoundDrift(),  # type: ignore[arg-type]
+        RoundDrift(),
         policy=base(paired=False, **common),
         refresh=True,
     )

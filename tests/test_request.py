@@ -20,6 +20,7 @@ from chunktune._request import (
     worth_storing,
 )
 from chunktune._select import Choice
+from chunktune._settings import StderrMode
 from chunktune.sim import SimulatedWorkload
 
 
@@ -148,7 +149,7 @@ class _GoneReader:
 
 @pytest.mark.parametrize("mode", ["always", "auto"])
 def test_a_report_to_a_stderr_no_one_reads_never_fails_the_resolve(
-    monkeypatch: pytest.MonkeyPatch, mode: str
+    monkeypatch: pytest.MonkeyPatch, mode: StderrMode
 ) -> None:
     """A one-line report that meets a closed stderr is dropped, not raised into the trainer."""
     settings = attrs.evolve(load_settings(), log=LogSettings(stderr=mode))

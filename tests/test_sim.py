@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _untyped import untyped
 
 from chunktune._errors import InvalidArgumentError
 from chunktune._workload import Workload, check_workload, native_chunk, upper_chunk
@@ -460,7 +461,7 @@ def test_pool_arithmetic_rejects_what_no_pool_has(n: object, t: object, field: s
     [
         pytest.param(lambda: SimulatedWorkload("x" * 100_000, nthread=2), id="costs"),
         pytest.param(
-            lambda: SimulatedWorkload([1e-3] * 8, nthread=2, seed=[1] * 100_000), id="seed"
+            lambda: SimulatedWorkload([1e-3] * 8, nthread=2, seed=untyped([1] * 100_000)), id="seed"
         ),
         pytest.param(lambda: env_costs("blocked", 64, position="x" * 100_000), id="position"),
     ],
