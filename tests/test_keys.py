@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+from importlib import metadata
 from pathlib import Path
 
 import attrs
@@ -17,6 +20,7 @@ from chunktune import (
     _fingerprint,
     _keys,
 )
+from chunktune._candidates import CandidateStrategy
 from chunktune._fingerprint import (
     available_memory,
     chunktune_version,
@@ -167,7 +171,9 @@ def test_an_explicit_list_measured_longer_does_not_answer_a_wider_search() -> No
         pytest.param(BalancedCandidates(max_candidates=16), id="balanced-more"),
     ],
 )
-def test_the_rule_names_a_search_other_than_balanceds_own(candidates: object) -> None:
+def test_the_rule_names_a_search_other_than_balanceds_own(
+    candidates: CandidateStrategy,
+) -> None:
     """Another strategy or balanced's keys change the rule; balanced's max_candidates does not."""
     balanced = chunktune.load_settings().get_policy("balanced")
     other = attrs.evolve(balanced, candidates=candidates)
@@ -203,7 +209,7 @@ def test_an_explicit_list_names_the_same_rule_in_any_order_and_with_repeats() ->
     ],
 )
 def test_the_rule_of_a_search_is_pinned_so_stored_entries_keep_answering(
-    candidates: object, search: str
+    candidates: CandidateStrategy, search: str
 ) -> None:
     """The candidates= part a cache entry stores is compact JSON, keys sorted, never reworded."""
     balanced = chunktune.load_settings().get_policy("balanced")
@@ -317,7 +323,7 @@ def test_a_changed_quota_is_seen_within_a_second_and_not_read_more_often(
     """The container's quota is re-read once its last reading is a second old, never sooner."""
     now = [1000.0]
     quota: list[float | None] = [2.0]
-    monkeypatch.setattr(_fingerprint.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])  # the time _fingerprint reads
     monkeypatch.setattr(_fingerprint, "cpu_quota", lambda: quota[0])
     monkeypatch.setattr(_fingerprint, "_quota_seen", (-float("inf"), None))
     assert device_fingerprint()["cpu_quota"] == 2.0
@@ -364,8 +370,8 @@ def test_the_usable_cpus_are_the_affinity_masks_not_the_machines(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Pinned to 3 of 64 CPUs, usable_cpus and the fingerprint say 3."""
-    monkeypatch.setattr(_fingerprint.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    monkeypatch.setattr(_fingerprint.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert usable_cpus() == 3
     assert device_fingerprint()["usable_cpus"] == 3
 
@@ -374,8 +380,8 @@ def test_the_logical_cpus_are_the_machines_whatever_the_affinity(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Pinned to 3 of 64 CPUs, the fingerprint's logical_cpus says the machine's 64."""
-    monkeypatch.setattr(_fingerprint.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    monkeypatch.setattr(_fingerprint.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
     _fingerprint._fixed_facts.cache_clear()
     try:
         assert device_fingerprint()["logical_cpus"] == 64
@@ -389,9 +395,9 @@ def test_a_chunktune_run_from_a_bare_tree_is_version_0_unknown(
     """Without installed metadata, chunktune's version reads "0+unknown", not an error."""
 
     def not_installed(name: str) -> str:
-        raise _fingerprint.metadata.PackageNotFoundError(name)
+        raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(_fingerprint.metadata, "version", not_installed)
+    monkeypatch.setattr(metadata, "version", not_installed)
     chunktune_version.cache_clear()
     try:
         assert chunktune_version() == "0+unknown"

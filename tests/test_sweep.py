@@ -10,10 +10,16 @@ import pytest
 
 import chunktune
 from chunktune import Policy, WorkloadError, load_settings
-from chunktune._candidates import ExhaustiveCandidates, GeometricCandidates, candidate_list
+from chunktune._candidates import (
+    CandidateStrategy,
+    ExhaustiveCandidates,
+    GeometricCandidates,
+    candidate_list,
+)
 from chunktune._events import ProgressEvent
+from chunktune._policy import Estimator
 from chunktune._sweep import may_probe, sweep
-from chunktune._workload import CountedCalls, native_chunk
+from chunktune._workload import CountedCalls, SignatureValue, native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -184,7 +190,9 @@ def test_sequential_schedule_reproduces_the_older_tuner() -> None:
         pytest.param("median", lambda s: sorted(s)[len(s) // 2], id="median"),
     ],
 )
-def test_estimator_is_the_policy_s(estimator: str, expect: Callable[[list[float]], float]) -> None:
+def test_estimator_is_the_policy_s(
+    estimator: Estimator, expect: Callable[[list[float]], float]
+) -> None:
     """The reported estimate is the policy's estimator over the kept samples."""
     pol = attrs.evolve(
         balanced(),
@@ -373,7 +381,9 @@ def test_a_reason_that_no_size_beat_native_speaks_of_the_sizes_left_in_the_race(
         pytest.param("thorough", ExhaustiveCandidates(max_candidates=8), id="exhaustive"),
     ],
 )
-def test_a_resolve_runs_only_sizes_that_may_probe_names(name: str, strategy: object) -> None:
+def test_a_resolve_runs_only_sizes_that_may_probe_names(
+    name: str, strategy: CandidateStrategy | None
+) -> None:
     """Every size a resolve runs, refinements and confirmation included, is in may_probe."""
     policy = load_settings().get_policy(name)
     if strategy is not None:
@@ -469,6 +479,9 @@ class _Scripted:
 
     def run(self, chunk_size: int | None) -> float:
         return next(self._times[chunk_size])
+
+    def signature(self) -> dict[str, SignatureValue]:
+        return {}
 
 
 def test_the_older_tuner_s_schedule_weighs_a_gain_against_the_noise_when_asked() -> None:
