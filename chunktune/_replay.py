@@ -58,6 +58,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable
+from typing import Self
 
 import numpy as np
 import numpy.typing as npt
@@ -256,9 +257,7 @@ class ReplayWorkload(CountedCalls):
         self.reset()
 
     @classmethod
-    def from_file(
-        cls, path: str | os.PathLike[str], *, seed: int = 0, name: str = ""
-    ) -> ReplayWorkload:
+    def from_file(cls, path: str | os.PathLike[str], *, seed: int = 0, name: str = "") -> Self:
         """Replay the trace in ``path``.
 
         Raises:

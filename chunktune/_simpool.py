@@ -6,7 +6,7 @@ import hashlib
 import heapq
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 import attrs
 import numpy as np
@@ -218,7 +218,7 @@ class SimulatedWorkload(CountedCalls):
         dispatch_s: float = 5e-7,
         queue_s: float = 0.0,
         **shape: float | int | str,
-    ) -> SimulatedWorkload:
+    ) -> Self:
         """A workload over ``env_costs(layout, num_envs, mean_s=, seed=, **shape)``.
 
         ``seed`` seeds both the layout and the noise. The workload's ``name`` is the

@@ -361,7 +361,7 @@ class RolloutWorkload:
         nstep: int = 10,
         n_variants: int = 1,
         **kwargs: Unpack[RolloutOptions],
-    ) -> RolloutWorkload:
+    ) -> Self:
         """Load an MJCF (or URDF) file, or a compiled ``.mjb``, and build the workload over it.
 
         With ``n_variants > 1``, variant 0 is the model as written and each
