@@ -230,7 +230,7 @@ def test_an_integer_load_average_reads_as_a_float() -> None:
     table = entry_to_table(entry(1, MachineLoad(1.0, 2)))
     table["load"] = {"average": 3, "cpus": 2, "later": "ignored"}
     load = entry_from_table(table).load
-    assert load == MachineLoad(3.0, 2) and type(load.average) is float  # type: ignore[union-attr]
+    assert load == MachineLoad(3.0, 2) and type(load.average) is float
 
 
 def test_the_load_is_read_in_the_sweeps_thread_once_it_holds_the_machine(

@@ -108,7 +108,8 @@ def test_a_note_this_process_may_not_write_over_is_replaced(
     """A note that refuses this process's write (another user's) is removed and written anew."""
     path = tmp_path / "k.lock.holder"
     path.write_text(json.dumps({"pid": 1, "since": 0.0}))
-    real, refused = _lock_note._write, []
+    real = _lock_note._write
+    refused: list[Path] = []
 
     def refusing(at: Path, text: str) -> None:
         if not refused:

@@ -585,7 +585,7 @@ def test_the_containers_of_one_host_share_its_sweep_lock(monkeypatch: pytest.Mon
     """Host names differ between containers; the kernel's boot id, and so the lock, does not."""
     paths = set()
     for name in ("web-1", "trainer-7"):
-        monkeypatch.setattr(_lock_files.socket, "gethostname", lambda name=name: name)
+        monkeypatch.setattr(socket, "gethostname", lambda name=name: name)  # as _lock_files asks
         monkeypatch.delenv(SWEEP_LOCK_ENV, raising=False)
         paths.add(_lock_files.sweep_lock_path())
     assert len(paths) == 1
@@ -803,7 +803,7 @@ def test_a_host_name_becomes_a_file_name_where_there_is_no_boot_id(
 ) -> None:
     """Without a boot id the host name names the machine, its odd characters made safe."""
     monkeypatch.setattr(_lock_files, "_BOOT_ID", tmp_path / "no-boot-id")
-    monkeypatch.setattr(_lock_files.socket, "gethostname", lambda: "node 17/a:b")
+    monkeypatch.setattr(socket, "gethostname", lambda: "node 17/a:b")  # as _lock_files asks
     assert _lock_files.this_machine() == "node_17_a_b"
 
 
@@ -868,7 +868,7 @@ def test_a_boot_id_that_is_not_text_names_the_machine_by_its_host(
     boot = tmp_path / "boot_id"
     boot.write_bytes(b"\xff\xfe\x00\n")
     monkeypatch.setattr(_lock_files, "_BOOT_ID", boot)
-    monkeypatch.setattr(_lock_files.socket, "gethostname", lambda: "node17")
+    monkeypatch.setattr(socket, "gethostname", lambda: "node17")  # as _lock_files asks
     assert _lock_files.this_machine() == "node17"
 
 
