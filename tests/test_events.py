@@ -29,7 +29,7 @@ def test_an_event_given_only_its_kind_has_empty_fields() -> None:
 def test_an_event_is_built_by_keyword_only() -> None:
     """ProgressEvent's fields are given by name: ProgressEvent("probe") is a TypeError."""
     with pytest.raises(TypeError, match="positional"):
-        chunktune.ProgressEvent("probe")  # type: ignore[misc]
+        chunktune.ProgressEvent("probe")  # type: ignore[call-arg]
 
 
 def test_an_event_cannot_be_changed_by_the_callback_it_reaches() -> None:

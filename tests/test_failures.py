@@ -18,6 +18,7 @@ import trio
 
 import chunktune
 from chunktune import Decision, compat
+from chunktune._request import cache_entry
 from chunktune._workload import SignatureValue
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -178,7 +179,8 @@ def test_what_the_workload_returned_failing_to_read_is_its_failure(
             seconds = super().run(chunk_size)
             return _Seconds(seconds) if method == "run" and self.calls >= 3 else seconds
 
-        def signature(self) -> Mapping[str, SignatureValue]:
+        # a Mapping that is no dict, as the Workload protocol allows and SimulatedWorkload's is
+        def signature(self) -> Mapping[str, SignatureValue]:  # type: ignore[override]
             return _Signature() if method == "signature" else super().signature()
 
     d = chunktune.resolve_sync(Odd(uneven().costs, nthread=8))
@@ -384,7 +386,7 @@ def test_one_of_chunktune_s_errors_raised_by_the_workload_is_its_failure(
                 raise chunktune.TraceError("trace gone")
             return super().run(chunk_size)
 
-        def signature(self) -> Mapping[str, SignatureValue]:
+        def signature(self) -> dict[str, SignatureValue]:
             if method == "signature":
                 raise chunktune.TraceError("trace gone")
             return super().signature()
@@ -637,7 +639,7 @@ def test_a_trainer_s_signal_handler_raising_while_the_entry_is_built_reaches_it(
     from chunktune import _measure
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_measure, "cache_entry", _firing(watchdog, _measure.cache_entry))
+        patch.setattr(_measure, "cache_entry", _firing(watchdog, cache_entry))
         with pytest.raises(_Watchdog):
             resolved(caller, uneven())
     assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
@@ -671,7 +673,7 @@ def test_a_trainer_s_signal_handler_raising_reaches_compat_s_caller(
     from chunktune import _measure
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_measure, "cache_entry", _firing(watchdog, _measure.cache_entry))
+        patch.setattr(_measure, "cache_entry", _firing(watchdog, cache_entry))
         with pytest.raises(_Watchdog):
             compat.resolve_chunk_size(
                 pool=_Pool(), state=np.zeros((256, 8)), model=_Model(), n_variants=1,
