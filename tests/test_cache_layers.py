@@ -16,6 +16,7 @@ from chunktune import _cache_layers
 from chunktune._cache_entry import CacheEntry, entry_to_table
 from chunktune._cache_format import SCHEMA
 from chunktune._cache_layers import SystemCache, system_cache_for
+from chunktune._reading import read_capped
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
@@ -278,7 +279,7 @@ def test_a_settled_system_file_is_not_read_again_while_its_stat_holds(
     looked = _settled_after(path, 10**10)  # 10 s after its stamp
     monkeypatch.setattr(_cache_layers, "time_ns", lambda: looked)
     reads: list[Path] = []
-    real = _cache_layers.read_capped
+    real = read_capped
 
     def counted(file: Path, cap: int) -> bytes:
         reads.append(file)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import numpy as np
@@ -246,7 +247,7 @@ def test_the_least_gain_is_confirmed_and_a_gain_a_hair_under_the_margin_is_not(
 ) -> None:
     """A steady gain of least_gain(margin) is confirmed; one 1e-12 under the margin's is not."""
     # 1e-12 is far past any rounding of a log gain, far under what a timing shows
-    kw = {"prior_sigma": 0.001, "prior_dof": 40, "margin": margin,
+    kw: dict[str, Any] = {"prior_sigma": 0.001, "prior_dof": 40, "margin": margin,
           "bounds": plan_bounds(0.05, 4, 32), "z_futility": FUTILITY_Z, "min_pairs": 4,
           "max_pairs": 32}  # fmt: skip
     need = least_gain(margin)

@@ -155,7 +155,12 @@ def test_another_member_of_the_group_can_take_the_lock(group_dir: Path, kind: st
             pytest.skip(why_not)
     (first, _), (second, _) = prefixes
     cache = str(group_dir / "cache.json")
-    run = {"env": child_env(), "stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    run: dict[str, Any] = {
+        "env": child_env(),
+        "stdin": subprocess.PIPE,
+        "stdout": subprocess.PIPE,
+        "text": True,
+    }
     with subprocess.Popen([*first, sys.executable, "-c", _LOCKS, kind, "hold", cache], **run) as a:
         assert a.stdin is not None and a.stdout is not None
         mode = a.stdout.readline().strip()

@@ -877,7 +877,7 @@ def test_run_hands_the_pool_the_chunk_size_it_was_given() -> None:
     """run(c) calls the pool with chunk_size=c (None stays None, MuJoCo's own default)."""
     sizes: list[int | None] = []
 
-    class Recording(CountingRollout):  # type: ignore[misc]
+    class Recording(CountingRollout):
         def rollout(self, *args: Any, **kwargs: Any) -> Any:
             sizes.append(kwargs["chunk_size"])
             return super().rollout(*args, **kwargs)
@@ -1171,7 +1171,7 @@ def test_run_asks_the_pool_to_skip_its_argument_checks() -> None:
     """run() passes skip_checks=True: the inputs were checked once, not on every timed call."""
     seen: list[object] = []
 
-    class Recording(CountingRollout):  # type: ignore[misc]
+    class Recording(CountingRollout):
         def rollout(self, *args: Any, **kwargs: Any) -> Any:
             seen.append(kwargs.get("skip_checks"))
             return super().rollout(*args, **kwargs)
@@ -1283,7 +1283,7 @@ def test_run_hands_the_pool_contiguous_arrays_of_its_own() -> None:
     """The pool gets C-contiguous initial states and controls, even for a tiled row and a (nu,)."""
     seen: list[tuple[bool, bool]] = []
 
-    class Recording(CountingRollout):  # type: ignore[misc]
+    class Recording(CountingRollout):
         def rollout(self, *args: Any, **kwargs: Any) -> Any:
             initial, control = args[2:4]
             seen.append((initial.flags.c_contiguous, control.flags.c_contiguous))
