@@ -43,6 +43,8 @@ from chunktune import (
 from chunktune._cache import default_cache_path, write_cache_file
 from chunktune._cache_format import SCHEMA, UnusableCache, cache_format, parse_cache
 from chunktune._cache_lock import write_lock
+from chunktune._cache_salvage import salvage
+from chunktune._settled import Stat
 
 DATA = Path(__file__).parent / "data"
 
@@ -329,7 +331,7 @@ def test_processes_writing_distinct_keys_lose_nothing(tmp_path: Path) -> None:
     assert len(DecisionCache(path).entries()) == 40
 
 
-LEGACY = {
+LEGACY: dict[str, dict[str, Any]] = {  # an older tuner's JSON document
     "0123abcd": {
         "chunk_size": 8,
         "per_candidate_ms": {"None": 10.5, "4": 9.0, "8": 8.9},
@@ -869,7 +871,7 @@ def test_a_writer_that_takes_the_lock_as_clear_lets_go_keeps_its_temporary(
     cache = DecisionCache(tmp_path / "c.json")
     assert cache.put("k", entry())
     writers: list[tuple[subprocess.Popen[str], Path]] = []
-    real = _cache.write_lock
+    real = write_lock
 
     @contextlib.contextmanager
     def then_another_writer(*args: Any, **kwargs: Any) -> Iterator[None]:
@@ -1462,7 +1464,7 @@ def test_threads_racing_on_a_damaged_cache_that_cannot_go_aside_warn_once(
     path = tmp_path / "c.json"
     _, lost = _damaged_cache(path, "digit")
     _lock_that_cannot_be_taken(path)
-    real_salvage = _cache_quarantine.salvage
+    real_salvage = salvage
     gate = threading.Barrier(8)
 
     def slow_salvage(*args: Any) -> Any:
@@ -1771,7 +1773,7 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     looked = threading.Event()
     first_look = cache._file.stat
 
-    def stat_then_say() -> tuple[int, int, int] | None:
+    def stat_then_say() -> Stat | None:
         seen = first_look()
         looked.set()
         return seen
