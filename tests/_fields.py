@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
 from chunktune import Policy, load_settings
@@ -19,7 +21,7 @@ def balanced(**changes: object) -> Policy:
 
 
 def field(
-    pol: Policy, rows: dict[int, tuple[float | None, ...]], *, wobble: tuple[float, ...] = WOBBLE
+    pol: Policy, rows: Mapping[int, tuple[float | None, ...]], *, wobble: tuple[float, ...] = WOBBLE
 ) -> Field:
     """Paired rounds, one per wobble: native at 1 s, each size at its row's level that round
     (the row's last level from then on; None: not measured that round); native 12, upper 128."""

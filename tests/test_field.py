@@ -90,7 +90,7 @@ def test_halving_keeps_a_size_the_leader_has_not_beaten_on_their_common_rounds()
     assert f.leader() == 2
     assert f.ev.compare(5, 2).lower(f.p.tie_z) <= 0 < f.ev.compare(6, 2).lower(f.p.tie_z)
     f.halve()
-    assert f.live == [2, 3, 4, 5] and sorted(f.dropped) == [6, 7]
+    assert f.live == [2, 3, 4, 5] and set(f.dropped) == {6, 7}
 
 
 def _why_dropped(f: Field, step: str, *args: int) -> list[tuple[int | None, str | None]]:
@@ -294,7 +294,7 @@ def test_halving_keeps_the_better_half_rounded_up() -> None:
     """Six sizes clearly apart, refine_top 1: halving keeps three (more than refine_top + 1)."""
     f = _spaced(1, 6)
     f.halve()
-    assert f.live == [1, 2, 4] and sorted(f.dropped) == [8, 16, 32]
+    assert f.live == [1, 2, 4] and set(f.dropped) == {8, 16, 32}
 
 
 def test_halving_keeps_sizes_measured_exactly_like_the_leader() -> None:
