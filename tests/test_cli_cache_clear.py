@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _cache_cli import entry, one_error
@@ -170,7 +171,7 @@ def test_clear_key_beside_writing_processes_loses_none_of_their_entries(isolated
     cache = DecisionCache(isolated / "cache.json")
     assert cache.update({f"victim-{i:02}": entry(age_s=i + 1) for i in range(25)})
     tests = str(Path(__file__).parent)
-    procs = [
+    procs: list[subprocess.Popen[Any]] = [  # bytes from the writers, text from the clear
         subprocess.Popen([sys.executable, "-c", WRITE_KEYS, str(cache.path), str(w), tests])
         for w in range(2)
     ]

@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from chunktune import (
+    BalancedCandidates,
     ChunktuneError,
     ConfigError,
     InvalidArgumentError,
@@ -93,6 +94,7 @@ def test_shared_preset_is_balanced_with_a_floor_of_ten_chunks_a_worker() -> None
     """shared: balanced's every setting but a floor of 10 chunks a worker and the finest tie."""
     presets = load_settings().policies
     shared, balanced = presets["shared"], presets["balanced"]
+    assert isinstance(balanced.candidates, BalancedCandidates)
     assert shared.candidates == attrs.evolve(balanced.candidates, min_chunks_per_thread=10)
     assert (shared.tie_break, balanced.tie_break) == ("smallest", "evidence")
     as_balanced = attrs.evolve(shared, candidates=balanced.candidates, tie_break="evidence")
@@ -157,9 +159,9 @@ def test_same_strategy_merges_candidate_tables() -> None:
     s = settings_from_dict(
         {"policies": {"m": {"extends": "balanced", "candidates": {"max_candidates": 5}}}}
     )
-    assert s.get_policy("m").candidates == attrs.evolve(
-        s.get_policy("balanced").candidates, max_candidates=5
-    )
+    preset = s.get_policy("balanced").candidates
+    assert isinstance(preset, BalancedCandidates)
+    assert s.get_policy("m").candidates == attrs.evolve(preset, max_candidates=5)
 
 
 def test_table_named_like_a_preset_tweaks_it() -> None:
