@@ -31,7 +31,8 @@ from chunktune import load_settings
 from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
-from chunktune._cli._common import Stderr
+from chunktune._cli._common import Stderr, open_cache
+from chunktune._cli._render import write_plot
 from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad
@@ -1032,7 +1033,8 @@ def test_cache_clear_asks_on_the_terminal_while_its_stdout_goes_to_a_file(
 
 
 class _Interrupted(_Terminal):
-    def readline(self, size: int | None = -1) -> str:
+    # typeshed's text readline overrides _IOBase's bytes one the same way, with this ignore
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
         raise KeyboardInterrupt
 
 
@@ -1785,7 +1787,7 @@ def test_with_stderr_closed_a_child_the_command_starts_has_dev_null_for_stderr(
 ) -> None:
     """`2>&-`: /dev/null takes descriptor 2, inheritable by the command's children; then closed."""
     children: list[int] = []
-    real_open = _cache_cmd.open_cache
+    real_open = open_cache
 
     def open_after_a_child(config: str | None) -> DecisionCache:
         child = subprocess.run([sys.executable, "-c", "import os; os.fstat(2)"], timeout=60)
@@ -2013,11 +2015,16 @@ def test_with_stdout_and_stderr_closed_a_failure_is_exit_2_not_a_traceback(
     env: dict[str, Path], args: tuple[str, ...]
 ) -> None:
     """`>&- 2>&-`: exit 2, as with stdout alone closed, not Python's 1 for a traceback."""
+
+    def close_stdout_and_stderr() -> None:
+        os.close(1)
+        os.close(2)
+
     result = subprocess.run(
         [sys.executable, "-m", "chunktune", *args],
         timeout=60,
         env=dict(os.environ),
-        preexec_fn=lambda: (os.close(1), os.close(2)),
+        preexec_fn=close_stdout_and_stderr,
     )
     assert result.returncode == 2
 
@@ -2362,7 +2369,8 @@ def test_the_largest_size_the_shared_preset_may_choose_is_not_noted(
 ) -> None:
     """`shared`'s coarsest size, one env over native's, is never told to use --policy shared."""
     import chunktune
-    from chunktune._candidates import largest_chunk, native_chunk
+    from chunktune._candidates import largest_chunk
+    from chunktune._workload import native_chunk
 
     candidates = chunktune.load_settings(None).get_policy("shared").candidates
     largest = largest_chunk(candidates, num_envs, nthread)
@@ -2460,7 +2468,7 @@ def test_the_plot_draws_the_sizes_the_race_dropped_as_raced_out(
     from chunktune import Decision
 
     drawn: list[Any] = []
-    real = _tune_cmd.write_plot
+    real = write_plot
 
     def recording(path: Any, rows: Any, **kwargs: Any) -> None:
         drawn.extend(rows)
