@@ -43,7 +43,8 @@ def _script(name: str) -> ModuleType:
 def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(BENCH))
     try:
-        names = ("cases", "measure", "report", "ceiling", "held_out", "calibration")
+        names: tuple[str, ...] = ("cases", "measure", "report", "ceiling", "held_out")
+        names += ("calibration",)
         names += ("device_landscapes", "unseen", "needle", "replay_fidelity", "adversary")
         names += ("novel", "burst_pairs")
         yield {name: importlib.import_module(name) for name in names}
@@ -595,11 +596,11 @@ def test_adversary_families_hold_their_promise_and_size_noise_keeps_each_size_me
             factors = [machine.factor(k, chunk) for k in range(40_000)]
             assert np.mean(factors) == pytest.approx(1.0, abs=0.02), (kind, chunk)
     step = adversary.Machine("step", 100.0, 64, seed=3)
-    factors = np.log([step.factor(k, 4) for k in range(200)])
+    logs = np.log([step.factor(k, 4) for k in range(200)])
     slow = np.arange(200) >= step.at
     slow &= np.arange(200) < step.until
     if slow.any() and not slow.all():
-        assert factors[slow].mean() - factors[~slow].mean() > np.log1p(step.slow) - 0.02
+        assert logs[slow].mean() - logs[~slow].mean() > np.log1p(step.slow) - 0.02
 
 
 def test_adversary_runs_every_kind_and_prints_a_table_per_kind(
@@ -1109,8 +1110,9 @@ def test_stalls_cost_a_chunk_per_worker_more_than_sizes_finer_than_native() -> N
 
     def gain(chunk: int) -> float:
         """1 - chunk's expected seconds over native's (12), the same bursts for both."""
-        seconds = script.expected_seconds(pool, chunk, stalls, draws=300, seed=1)
-        return 1.0 - seconds / script.expected_seconds(pool, 12, stalls, draws=300, seed=1)
+        seconds: float = script.expected_seconds(pool, chunk, stalls, draws=300, seed=1)
+        native: float = script.expected_seconds(pool, 12, stalls, draws=300, seed=1)
+        return 1.0 - seconds / native
 
     assert gain(128) < -0.02 and gain(4) > -0.01
     assert pool.true_time(128) < pool.true_time(12)  # calm, the coarse size is the faster

@@ -95,7 +95,7 @@ def _notes(
     out = io.StringIO()
     Console(file=out, width=120, no_color=True).print(candidate_table(rows, native_chunk=12))
     row = re.compile(r"^\s*(native|\d+)(?: \(=12\))?\s+\S+\s+\S+\s+\S+\s*(.*?)\s*$")
-    return dict(m.groups() for ln in out.getvalue().splitlines() if (m := row.match(ln)))
+    return {m[1]: m[2] for ln in out.getvalue().splitlines() if (m := row.match(ln))}
 
 
 def test_every_row_of_a_race_has_a_note() -> None:

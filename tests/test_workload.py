@@ -20,7 +20,6 @@ from chunktune import WorkloadError
 from chunktune._workload import (
     MAX_SECONDS,
     MIN_SECONDS,
-    CountedCalls,
     call_workload,
     check_seconds,
     check_signature,
@@ -142,7 +141,7 @@ def test_unkeyable_signatures_are_rejected_naming_the_key(signature: object, nam
     ],
 )
 def test_modeled_workloads_count_their_calls_into_their_clock(
-    make: Callable[[], CountedCalls],
+    make: Callable[[], SimulatedWorkload | ReplayWorkload],
 ) -> None:
     """Simulated and replayed pools alike: calls, history and clock() tally run(); reset forgets."""
     workload = make()
