@@ -10,6 +10,7 @@ import subprocess
 import sys
 import traceback
 import typing
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from types import ModuleType
 
@@ -34,7 +35,7 @@ PRIVATE = sorted(
 KNOWN: dict[tuple[str, str], set[str]] = {}
 
 
-def _found(check: str, module: str, problems: set[str]) -> None:
+def _found(check: str, module: str, problems: AbstractSet[str]) -> None:
     assert problems == KNOWN.get((check, module), set())
 
 

@@ -135,7 +135,11 @@ def test_the_ranges_of_confirm_share_and_max_candidates_are_the_validators() -> 
         return str(refused.value).rpartition("; expected ")[2].removesuffix(" (0.03 is 3%)")
 
     capped = [s for s in STRATEGIES.values() if "max_candidates" in attrs.fields_dict(s)]
-    caps = {expected(lambda s=s: s(max_candidates=0)) for s in capped}
+
+    def capped_at_zero(strategy: Callable[..., object]) -> Callable[[], object]:
+        return lambda: strategy(max_candidates=0)
+
+    caps = {expected(capped_at_zero(s)) for s in capped}
     assert len(caps) == 1 and len(capped) == len(STRATEGIES) - 1  # all but explicit
     ranges = {
         "confirm_share": expected(lambda: Policy(confirm_share=-1.0)),
@@ -392,7 +396,8 @@ def test_the_example_settings_give_the_rule_auto_follows_for_stderr() -> None:
 def test_the_shared_preset_keeps_every_size_within_one_of_native() -> None:
     """The `shared` preset, which chunktune.toml points to, measures no size over native + 1."""
     import chunktune
-    from chunktune._candidates import largest_chunk, native_chunk
+    from chunktune._candidates import largest_chunk
+    from chunktune._workload import native_chunk
 
     assert 'policy = "shared"' in (ROOT / "chunktune.toml").read_text()
     policy = chunktune.load_settings(None).get_policy("shared")
@@ -477,7 +482,9 @@ def _options_of(script: Path) -> frozenset[str]:
             found |= {
                 a.value
                 for a in node.args
-                if isinstance(a, ast.Constant) and str(a.value).startswith("--")
+                if isinstance(a, ast.Constant)
+                and isinstance(a.value, str)
+                and a.value.startswith("--")
             }
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             local = script.parent / f"{node.module}.py"
@@ -708,20 +715,24 @@ def test_the_preset_table_gives_each_preset_s_own_numbers() -> None:
     def policy(name: str) -> chunktune.Policy:
         return settings.get_policy(name)
 
+    def max_candidates(p: chunktune.Policy) -> int:
+        assert not isinstance(p.candidates, chunktune.ExplicitCandidates)  # a capped search
+        return p.candidates.max_candidates
+
     balanced, quick, thorough = policy("balanced"), policy("quick"), policy("thorough")
     seed, patient, shared = policy("seed"), policy("patient"), policy("shared")
     row = _preset_row("balanced")
     sizes, refinements = _said(r"over up to (\d+) sizes.*?(\d+) refinements", row)
     pairs, margin = _said(r"up to (\d+) fresh pairs.*?gain of (\d+)% or more", row)
     (budget,) = _said(r"; (\d+) s budget", row)
-    assert balanced.candidates.max_candidates == int(sizes)
+    assert max_candidates(balanced) == int(sizes)
     assert balanced.refine_steps == int(refinements)
     assert (balanced.confirm_max_pairs, balanced.margin) == (int(pairs), int(margin) / 100)
     assert balanced.time_budget_s == float(budget)
     row = _preset_row("quick")
     sizes, rounds, refinements = _said(r"up to (\d+) sizes, (\d+) rounds, (\d+) refinements", row)
     pairs, budget = _said(r"at most (\d+) confirmation pairs; (\d+) s budget", row)
-    assert (quick.candidates.max_candidates, quick.max_rounds) == (int(sizes), int(rounds))
+    assert (max_candidates(quick), quick.max_rounds) == (int(sizes), int(rounds))
     assert (quick.refine_steps, quick.confirm_max_pairs) == (int(refinements), int(pairs))
     assert quick.time_budget_s == float(budget)
     row = _preset_row("thorough")
@@ -729,7 +740,7 @@ def test_the_preset_table_gives_each_preset_s_own_numbers() -> None:
         r"up to (\d+) sizes, up to (\d+) rounds, (\d+) refinements of the best (\d+)", row
     )
     pairs, budget = _said(r"at most (\d+) confirmation pairs; (\d+) s budget", row)
-    assert (thorough.candidates.max_candidates, thorough.max_rounds) == (int(sizes), int(rounds))
+    assert (max_candidates(thorough), thorough.max_rounds) == (int(sizes), int(rounds))
     assert (thorough.refine_steps, thorough.refine_top) == (int(refinements), int(top))
     assert (thorough.confirm_max_pairs, thorough.time_budget_s) == (int(pairs), float(budget))
     row = _preset_row("seed")
