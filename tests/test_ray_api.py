@@ -103,7 +103,12 @@ def test_init_local_starts_ray_on_a_thread_that_outlives_the_call(
 
     fake = fake_ray(initialised=False)
     starters: list[threading.Thread] = []
-    fake.init = lambda: (starters.append(threading.current_thread()), fake.calls.append("init"))
+
+    def init() -> None:
+        starters.append(threading.current_thread())
+        fake.calls.append("init")
+
+    fake.init = init
     monkeypatch.setitem(sys.modules, "ray", fake)
     allowed = chunktune.Settings(
         policies=chunktune.load_settings().policies, ray=chunktune.RaySettings(init_local=True)
@@ -406,7 +411,11 @@ async def test_a_resolve_cancelled_while_claiming_gives_the_claim_up(
     replied = threading.Event()  # the registry answers only once the caller has gone
 
     def method(name: str) -> types.SimpleNamespace:
-        return types.SimpleNamespace(remote=lambda *args, **_: sent.append((name, args)) or name)
+        def remote(*args: object, **_: object) -> str:
+            sent.append((name, args))
+            return name
+
+        return types.SimpleNamespace(remote=remote)
 
     registry = types.SimpleNamespace(claim=method("claim"), abandon=method("abandon"))
     monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)

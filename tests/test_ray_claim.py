@@ -25,7 +25,7 @@ from _registry_ray import RegistryRay, registry_loop
 import chunktune
 import chunktune.ray
 from chunktune import _failures, _lock_wait, _ray_calls, _ray_claim, _ray_cluster, _ray_registry
-from chunktune._ray_job import identify, native_decision
+from chunktune._ray_job import entry_of, identify, local_hit, native_decision
 from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
 
@@ -506,11 +506,11 @@ async def test_a_registry_that_cannot_take_the_answer_leaves_the_decision_standi
     def broken(ref: object, timeout: float) -> object:
         raise ConnectionError("the registry died")
 
-    up.get = stuck  # type: ignore[attr-defined]
+    up.get = stuck
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         await _ray_claim._publish(up, lambda: "ref", anyio.current_time() + 0.2)
     assert caplog.text == ""  # sent before the limit: Ray delivers it, nothing went wrong
-    up.get = broken  # type: ignore[attr-defined]
+    up.get = broken
     with caplog.at_level(logging.WARNING, logger="chunktune"):
         await _ray_claim._publish(up, lambda: "ref", anyio.current_time() + 60)
     assert "could not publish to the registry (ConnectionError: the registry died)" in caplog.text
@@ -580,7 +580,7 @@ def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
     """A read-back of the stored entry that never answers: published at the limit, all the same."""
     # a stalled file system under the host's cache: the entry built from the decision goes
     release, freed = threading.Event(), []
-    read_back = _ray_claim.entry_of
+    read_back = entry_of
 
     def stalled(*args: Any, **kwargs: Any) -> Any:
         freed.append(release.wait(60))  # a hang guard, not a timing
@@ -604,7 +604,7 @@ def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_sto
     ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The entry built from the decision at the limit says what the host's own entry says."""
-    release, read_back = threading.Event(), _ray_claim.entry_of
+    release, read_back = threading.Event(), entry_of
 
     def stalled(*args: Any, **kwargs: Any) -> Any:
         release.wait(60)  # a hang guard, not a timing
@@ -645,7 +645,8 @@ def test_a_claimant_that_finds_its_hosts_cache_answered_publishes_the_entry_stor
     measured = attrs.evolve(entry, host="vm", created=entry.created - 3600.0)
     assert mine.put(key, measured)
     # ...after this worker looked in h1's cache and before it claimed the job
-    looked, missed = _ray_resolve.local_hit, []
+    looked = local_hit
+    missed: list[Any] = []  # the job this worker looked for
 
     def stale(job: Any) -> bool:
         if not missed:  # this worker's look only; h2's looks in its own cache as usual

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import types
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -43,7 +44,7 @@ def entry(chunk: int | None = 8) -> CacheEntry:
 async def claim(
     reg: Registry,
     holder: str,
-    since: float | None = None,
+    since: object = None,  # what Registry.claim takes: None, or a since it returned
     *,
     refresh: bool = False,
     lease_s: float = 30.0,
@@ -241,7 +242,7 @@ async def test_a_claim_of_a_restarted_registry_is_not_ended_by_a_token_from_befo
     new = restart(monkeypatch, 100.0)
     now = await claim(new, "w2", lease_s=5.0)
     assert now["state"] == "claimed"
-    calls = {
+    calls: dict[str, Callable[[], Awaitable[bool | None]]] = {
         "release": lambda: new.release(KEY, before["token"]),
         "fail": lambda: new.fail(KEY, before["token"], "cancelled", "w1"),
         "heartbeat": lambda: new.heartbeat(KEY, before["token"], 5.0),

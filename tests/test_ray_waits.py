@@ -26,6 +26,7 @@ from chunktune import _lock_wait, _ray_calls, _ray_claim, _ray_resolve
 from chunktune._cache import DecisionCache
 from chunktune._cache_lock import lock_path
 from chunktune._events import ProgressEvent
+from chunktune._ray_api import ray_module
 from chunktune._ray_job import Job, identify
 from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
@@ -56,7 +57,11 @@ def busy_registry(
     """A registry whose key w1 sweeps for ever (its claim an hour old)."""
 
     def method(name: str, reply: Callable[..., Any]) -> types.SimpleNamespace:
-        return types.SimpleNamespace(remote=lambda *a, **k: sent.append(name) or reply(*a, **k))
+        def remote(*a: Any, **k: Any) -> Any:
+            sent.append(name)
+            return reply(*a, **k)
+
+        return types.SimpleNamespace(remote=remote)
 
     busy = {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 3600.0}
     return types.SimpleNamespace(
@@ -133,9 +138,12 @@ async def test_a_claim_unanswered_at_the_hard_limit_is_abandoned(
     """A registry that has not answered the claim by the hard limit: native, and abandon follows."""
     sent: list[str] = []
     registry = busy_registry(sent, lambda key, timeout_s: lambda: None)
-    registry.claim = types.SimpleNamespace(
-        remote=lambda *a, **k: sent.append("claim") or (lambda: time.sleep(5))
-    )
+
+    def remote_claim(*a: Any, **k: Any) -> Callable[[], None]:
+        sent.append("claim")
+        return lambda: time.sleep(5)
+
+    registry.claim = types.SimpleNamespace(remote=remote_claim)
     monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
     ray = up()
     ray.get = _bounded
@@ -259,7 +267,7 @@ def test_the_time_ray_took_to_import_counts_against_a_given_settings_read_limit(
     """hard_limit_s counts from the call: spent importing Ray, the settings read gives up."""
     quick = chunktune.load_settings().get_policy("quick")
     policy = attrs.evolve(quick, time_budget_s=0.2, hard_limit_s=0.2)
-    real = _ray_resolve.ray_module
+    real = ray_module
 
     def slow_import() -> Any:
         time.sleep(0.4)  # importing Ray outlasts the whole limit
