@@ -2,8 +2,8 @@
 
 The landscape over chunk counts is a sawtooth, not one valley, so a race refines
 around several of its best contenders at once. For each, it proposes the schedules
-halfway (in log scale, teeth first: :func:`chunktune._schedule.between`) to its nearest
-measured neighbours below and above; a list-scheduling model fit to the estimates so
+halfway (in log scale, teeth first, then half-teeth: :func:`chunktune._schedule.between`)
+to its nearest measured neighbours below and above; a list-scheduling model fit to the estimates so
 far (:func:`chunktune._schedule.fit_uniform_model`) proposes its own best first. The
 rounds schedule's refiner (:mod:`chunktune._refining`) decides how many of them the
 budget can still judge.
@@ -12,6 +12,7 @@ budget can still judge.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from ._schedule import between, fit_uniform_model, nearest_index
 
@@ -22,8 +23,9 @@ def proposals(
     num_envs: int,
     nthread: int,
     sizes: Sequence[int],
-    teeth: set[int],
+    teeth: AbstractSet[int],
     *,
+    halves: AbstractSet[int] = frozenset(),
     measured: Iterable[int],
     top: Sequence[int],
     estimates: Mapping[int, float] | None,
@@ -31,10 +33,11 @@ def proposals(
     """New schedules to measure, most promising first: the model's pick, then the halfway points.
 
     ``sizes`` are the pool's schedules (:func:`chunktune._schedule.schedules`) and
-    ``teeth`` the ones preferred between two points; ``measured`` every size measured so
-    far (native as the schedule it runs as); ``top`` the contenders to refine around,
-    best first; ``estimates`` seconds by size for the model, None when native has no
-    estimate yet. Sizes already measured are never proposed.
+    ``teeth`` the ones preferred between two points, ``halves`` the ones preferred where
+    no tooth lies between (:func:`chunktune._schedule.half_teeth`); ``measured`` every
+    size measured so far (native as the schedule it runs as); ``top`` the contenders to
+    refine around, best first; ``estimates`` seconds by size for the model, None when
+    native has no estimate yet. Sizes already measured are never proposed.
     """
     if not sizes:
         return []
@@ -51,7 +54,7 @@ def proposals(
         above = [j for j in points if j > i]
         # halfway in log scale toward the nearest measured schedule (or the end)
         for j in (max(below) if below else 0, min(above) if above else len(sizes) - 1):
-            mid = between(sizes, teeth, i, j)
+            mid = between(sizes, teeth, i, j, then=halves)
             if mid is not None:
                 new.append(mid)
     return [c for c in dict.fromkeys(new) if c not in seen]

@@ -12,7 +12,7 @@ from ._field import Field
 from ._pacing import Pace
 from ._policy import Policy
 from ._refine import proposals
-from ._schedule import representative, schedules, teeth
+from ._schedule import half_teeth, representative, schedules, teeth
 
 __all__ = ["Refiner", "refine_space"]
 
@@ -37,6 +37,7 @@ class Refiner:
         refines = p.refine_steps if p.candidates.refinable else 0
         self.sizes = refine_space(p, n, t)
         self.teeth = teeth(n, t) if refines else set()
+        self.halves = half_teeth(n, t) if refines else set()
         self.left = refines
 
     def refine(self) -> list[int]:
@@ -58,6 +59,7 @@ class Refiner:
             self.t,
             self.sizes,
             self.teeth,
+            halves=self.halves,
             measured=(*field.measured, native_c),
             top=[native_c if c is None else c for c in top],
             estimates=model_input,

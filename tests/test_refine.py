@@ -6,7 +6,7 @@ import pytest
 
 from chunktune import _refine
 from chunktune._refine import proposals
-from chunktune._schedule import schedules, teeth, uniform_makespan
+from chunktune._schedule import half_teeth, schedules, teeth, uniform_makespan
 
 N, T = 32768, 96
 SIZES = schedules(N, T)
@@ -90,3 +90,21 @@ def test_measured_sizes_given_once_as_an_iterator_count_as_neighbours() -> None:
     once = proposals(N, T, SIZES, TEETH, measured=iter(measured), top=[86], estimates=None)
     assert once == proposals(N, T, SIZES, TEETH, measured=measured, top=[86], estimates=None)
     assert once == [35, 171]
+
+
+def test_where_no_tooth_lies_between_the_half_tooth_is_proposed() -> None:
+    """114 and 171 are adjacent teeth: halfway between is the half-tooth 137 (k = 2.5), not 140.
+
+    Above 171 no tooth lies before the list's end 342 (k = 1) either: there the half-tooth 228.
+    """
+    got = proposals(
+        N, T, SIZES, TEETH, halves=half_teeth(N, T), measured=[69, 114, 171], top=[171],
+        estimates=None,
+    )  # fmt: skip
+    assert got == [137, 228]
+    # a tooth between still comes first: 69..171 holds 86 and 114 (sqrt(69 * 171) = 108.6)
+    got = proposals(
+        N, T, SIZES, TEETH, halves=half_teeth(N, T), measured=[69, 171], top=[171],
+        estimates=None,
+    )  # fmt: skip
+    assert got == [114, 228]

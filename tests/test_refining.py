@@ -97,3 +97,25 @@ def test_a_race_that_never_refines_has_no_refine_space() -> None:
     assert may_probe(balanced(refine_steps=0), 1000, 8) == sorted(
         {native_chunk(1000, 8), *balanced().candidates.propose(1000, 8)}
     )
+
+
+def test_a_blocked_batch_is_refined_onto_its_heavy_block_s_tooth() -> None:
+    """Between the teeth 114 and 171 of 32768 envs on 96 threads, a heavy block's tooth: 137.
+
+    40% heavy envs at the end: at 137 the heavy chunks come to 96, one a worker (240 chunks,
+    2.5 a worker), the fastest size of the batch. No ceil(N/(kT)) lies between 114 and 171,
+    so the refiner takes the half-tooth there rather than the log midpoint 140.
+    """
+    costs = env_costs("blocked", 32768, mean_s=5e-5, heavy_fraction=0.4)
+    w = SimulatedWorkload(costs, nthread=96, queue_s=2e-5, noise=Noise(), seed=0)
+    assert w.oracle()[0] == 137
+    probe = Probe(w, balanced(), check_cancelled=lambda: None, on_event=None, clock=lambda: 0.0)
+    sizes = (69, 86, 114, 171)
+    f = Field(probe, [None, *sizes])
+    for r in range(4):
+        f.ev.add(None, r, w.true_time(None))
+        for c in sizes:
+            f.ev.add(c, r, w.true_time(c) * (1.0 + 0.001 * (r % 2)))
+    f.round = 3
+    added = Refiner(f, Pace(probe)).refine()
+    assert 137 in added and 140 not in added

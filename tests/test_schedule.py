@@ -10,6 +10,7 @@ from chunktune._schedule import (
     between,
     chunk_count,
     fit_uniform_model,
+    half_teeth,
     nearest_index,
     representative,
     schedules,
@@ -67,6 +68,38 @@ def test_between_halves_in_log_scale_and_prefers_teeth() -> None:
     assert between(sizes, tee, sizes.index(86), sizes.index(114)) == 99  # no tooth between
     assert between(sizes, tee, sizes.index(86), sizes.index(87)) is None
     assert between(sizes, set(), 0, 3) == 2
+
+
+@pytest.mark.parametrize(
+    ("n", "t"),
+    [pytest.param(256, 2, id="256x2"), pytest.param(1000, 24, id="1000x24"),
+     pytest.param(32768, 96, id="32768x96"), pytest.param(7, 8, id="fewer-envs-than-threads"),
+     pytest.param(10, 1, id="one-thread"), pytest.param(1, 1, id="one-env")],
+)  # fmt: skip
+def test_half_teeth_are_exactly_the_half_multiples(n: int, t: int) -> None:
+    """half_teeth(N, T) is exactly {ceil(N/((k + 1/2)T)) for k >= 1}, down to size 1."""
+    brute = {math.ceil(2 * n / ((2 * k + 1) * t)) for k in range(1, n + 2)}
+    assert half_teeth(n, t) == brute
+
+
+def test_half_teeth_of_the_largest_batch_come_at_once() -> None:
+    """The largest batch (2**31 - 1 envs, one thread) has its half-teeth without listing every k."""
+    found = half_teeth(2**31 - 1, 1)
+    assert 1 in found and math.ceil(2 * (2**31 - 1) / 3) in found
+    assert len(found) <= 2 * math.isqrt(2 * (2**31 - 1)) + 2
+
+
+def test_between_prefers_half_teeth_only_where_no_tooth_lies_between() -> None:
+    """Teeth first; with none between, a half-tooth; with neither, the log midpoint."""
+    sizes = schedules(32768, 96)
+    tee, half = teeth(32768, 96), half_teeth(32768, 96)
+    assert 137 in half and 140 not in half
+    assert between(sizes, tee, sizes.index(114), sizes.index(171), then=half) == 137
+    assert between(sizes, tee, sizes.index(114), sizes.index(171)) == 140
+    assert between(sizes, tee, sizes.index(14), sizes.index(171), then=half) == 49  # a tooth
+    # 86..114: the half-tooth 98 (k = 3.5) rather than the log midpoint 99
+    assert between(sizes, tee, sizes.index(86), sizes.index(114), then=half) == 98
+    assert between(sizes, tee, sizes.index(137), sizes.index(140), then=half) == 138
 
 
 def test_between_two_sizes_one_apart_in_the_list_is_the_one_between() -> None:
