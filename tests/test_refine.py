@@ -93,10 +93,8 @@ def test_measured_sizes_given_once_as_an_iterator_count_as_neighbours() -> None:
 
 
 def test_where_no_tooth_lies_between_the_half_tooth_is_proposed() -> None:
-    """114 and 171 are adjacent teeth: halfway between is the half-tooth 137 (k = 2.5), not 140.
-
-    Above 171 no tooth lies before the list's end 342 (k = 1) either: there the half-tooth 228.
-    """
+    """114 and 171 are adjacent teeth: halfway between is the half-tooth 137 (k = 2.5), not 140."""
+    # above 171 no tooth lies before the list's end 342 (k = 1) either: the half-tooth 228
     got = proposals(
         N, T, SIZES, TEETH, halves=half_teeth(N, T), measured=[69, 114, 171], top=[171],
         estimates=None,

@@ -100,12 +100,9 @@ def test_a_race_that_never_refines_has_no_refine_space() -> None:
 
 
 def test_a_blocked_batch_is_refined_onto_its_heavy_block_s_tooth() -> None:
-    """Between the teeth 114 and 171 of 32768 envs on 96 threads, a heavy block's tooth: 137.
-
-    40% heavy envs at the end: at 137 the heavy chunks come to 96, one a worker (240 chunks,
-    2.5 a worker), the fastest size of the batch. No ceil(N/(kT)) lies between 114 and 171,
-    so the refiner takes the half-tooth there rather than the log midpoint 140.
-    """
+    """Between the teeth 114 and 171 (32768 envs, 96 threads) the refiner tries 137, not 140."""
+    # 40% heavy envs at the end: at 137 the heavy chunks come to 96, one a worker (240
+    # chunks, 2.5 a worker), the batch's fastest size; no ceil(N/(kT)) lies between
     costs = env_costs("blocked", 32768, mean_s=5e-5, heavy_fraction=0.4)
     w = SimulatedWorkload(costs, nthread=96, queue_s=2e-5, noise=Noise(), seed=0)
     assert w.oracle()[0] == 137
