@@ -621,7 +621,9 @@ def test_a_settled_race_spends_its_refinements_before_it_stops() -> None:
     """A race that settles with refine_steps left refines around its leader first."""
     r = run(narrow(0), balanced(min_rounds=1))
     assert r.stop == "settled" and r.choice.chunk_size == 52
-    assert {47, 58} <= set(r.samples)  # 52's neighbours, from the refinements after settling
+    # 52's neighbours, from the refinements after settling: no tooth lies between 43, 52
+    # and 64, so halfway is the half-tooth each side, 47 and 57 (k = 5.5 and 4.5)
+    assert {47, 57} <= set(r.samples)
 
 
 def test_a_gain_chosen_without_confirmation_is_the_race_s_estimate() -> None:
