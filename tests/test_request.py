@@ -248,3 +248,62 @@ def test_a_report_to_a_closed_stderr_never_fails_the_resolve(
     closed.close()
     monkeypatch.setattr("sys.stderr", closed)
     say("chunk_size=8", attrs.evolve(load_settings(), log=LogSettings(stderr="always")))
+
+
+class _CtrlC:
+    """A stderr that Ctrl-C interrupts mid-write."""
+
+    def write(self, _text: str) -> int:
+        raise KeyboardInterrupt
+
+    def flush(self) -> None:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_a_decision_is_reported_reaches_the_trainer(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ctrl-C landing in a report's write is raised on, never logged as a bug and swallowed."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr="always"))
+    monkeypatch.setattr("sys.stderr", _CtrlC())
+    with caplog.at_level(logging.WARNING, logger="chunktune"), pytest.raises(KeyboardInterrupt):
+        report(Decision(chunk_size=8, native_chunk=12, source="cache", reason="cached"), settings)
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("mode", ["never", "auto"])
+def test_a_report_no_one_reads_is_never_formatted(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    mode: str,
+) -> None:
+    """With no listening logger, "never" and "auto"'s repeated hit leave the line unformatted."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr=mode))
+    hit = Decision(
+        chunk_size=8, native_chunk=12, source="cache", reason="cached", key=uuid.uuid4().hex
+    )
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        report(hit, settings)  # "auto": the first hit is told
+        monkeypatch.setattr("chunktune._report.headline", _unformattable)
+        report(hit, settings)
+    assert caplog.records == []  # formatting it would have raised, logged as a bug
+    assert capsys.readouterr().err == ("" if mode == "never" else _HIT_LINE)
+
+
+_HIT_LINE = "[chunktune] chunk_size=8 (native=12, cache): cached\n"
+
+
+def _unformattable(_decision: Decision) -> str:
+    raise AssertionError("a line no one reads was formatted")
+
+
+def test_auto_says_a_line_on_stderr_when_no_logger_listens(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under stderr "auto", with the chunktune logger silent, a said line goes to stderr."""
+    settings = load_settings()
+    assert settings.log.stderr == "auto"
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        say("chunk_size=8", settings)
+    assert capsys.readouterr().err == "[chunktune] chunk_size=8\n"
