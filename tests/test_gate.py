@@ -10,7 +10,7 @@ import pytest
 import chunktune
 from chunktune._confirm import pairs_needed, plan_bounds
 from chunktune._evidence import Comparison
-from chunktune._gate import NoiseGate
+from chunktune._gate import LAST_TRY_Z, NoiseGate
 
 
 class Evidence:
@@ -317,3 +317,65 @@ def test_a_stretched_budget_too_short_names_what_its_cap_allows() -> None:
     race = Race(0.05, 0.45, extend_budget=True, hard_limit_s=60.0)
     reason = NoiseGate(race, ShortCap(64, stretch), stretch).too_noisy(final=True)  # type: ignore[arg-type]
     assert reason is not None and reason.endswith("the budget extended to 50 s allows 48")
+
+
+class AtMargin(Race):
+    """A race whose one live size may plausibly gain exactly the margin (no standard error)."""
+
+    def compare(self, a: int | None, b: int | None) -> Comparison:
+        return Comparison(diff=-self.need, se=0.0, n=6)
+
+
+def test_a_racing_size_that_may_gain_exactly_the_margin_is_still_gated() -> None:
+    """Mid-race, a size whose best plausible gain is exactly the margin is priced, not let go."""
+    race = AtMargin(0.0, 0.3)
+    assert -race.compare(4, None).lower(race.p.race_z) == race.need
+    assert NoiseGate(race, Budget(4), stretch=None).too_noisy(final=False) is not None  # type: ignore[arg-type]
+
+
+def _sigma_for(pairs: int, gain: float, bound: float, z: float) -> float:
+    """The pair noise at which a ``gain`` takes exactly ``pairs`` pairs at odds ``z``."""
+    sigma = math.sqrt(pairs) * gain / (bound + z)
+    for _ in range(64):
+        got = pairs_needed(gain, sigma, bound, power_z=z)
+        if got == pairs:
+            return sigma
+        sigma = math.nextafter(sigma, 0.0 if got > pairs else math.inf)
+    raise AssertionError(f"no sigma gives exactly {pairs} pairs")
+
+
+def test_a_confirmation_that_takes_exactly_the_pairs_left_is_tried() -> None:
+    """At the race's end, a fair chance needing exactly the 64 pairs left is no gamble."""
+    p = Race(0.05, 0.3).p
+    gain = -math.log1p(-0.05)
+    bound = plan_bounds(p.confirm_alpha, p.confirm_min_pairs, 64).final
+    sigma = _sigma_for(64, gain, bound, LAST_TRY_Z)
+    assert too_noisy(Race(0.05, sigma), 64) is None
+    assert too_noisy(Race(0.05, math.nextafter(sigma, math.inf) * 1.01), 64) is not None
+
+
+class EvenEvidence(Race):
+    """A leader 2% ahead, one standard error of 1%: at z 2 its upper bound is exactly 0."""
+
+    def compare(self, a: int | None, b: int | None) -> Comparison:
+        return Comparison(diff=-0.02, se=0.01, n=6)
+
+
+def test_a_leader_whose_upper_bound_is_exactly_level_is_undecided() -> None:
+    """A leader ahead whose upper confidence bound is exactly 0 is within the noise: undecided."""
+    race = EvenEvidence(0.0, 0.05, confidence_z=2.0)
+    assert race.compare(4, None).upper(2.0) == 0.0
+    lead = NoiseGate(race, Budget(64), stretch=None).undecided()  # type: ignore[arg-type]
+    assert lead == (4, pytest.approx(1.0 - math.exp(-0.02)))
+
+
+def test_a_stretched_budget_too_short_prices_the_pairs_at_its_cap_s_plan() -> None:
+    """The extending gate's reason counts the pairs for the plan its cap pays (48), not 16's."""
+    stretch = Stretcher()
+    race = Race(0.05, 0.45, extend_budget=True, hard_limit_s=60.0)
+    gate = NoiseGate(race, ShortCap(64, stretch), stretch)  # type: ignore[arg-type]
+    reason = gate.too_noisy(final=True)
+    gain = -math.log1p(-0.05)
+    needed = math.ceil(pairs_needed(gain, 0.45, gate.last_bound(48), power_z=0.0))
+    assert needed != math.ceil(pairs_needed(gain, 0.45, gate.bounds(16).final, power_z=0.0))
+    assert reason is not None and f"would take about {needed} pairs" in reason
