@@ -489,6 +489,21 @@ def test_an_interrupt_or_a_deliberate_error_in_the_flow_still_raises(
     assert _guarded(lambda: resolved(caller, uneven())) == "benchmark"
 
 
+@pytest.mark.parametrize("caller", CALLERS)
+def test_ctrl_c_before_the_sweep_s_thread_takes_the_machine_over_frees_it(
+    isolated: Path, caller: str
+) -> None:
+    """Ctrl-C between taking the sweep lock and handing it to the sweep's thread lets go of it."""
+    # caught only as an Exception, Ctrl-C there kept the lock: every later sweep waited for good
+    raised = KeyboardInterrupt()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("chunktune._measure._sweeper", _raising(raised))
+        with pytest.raises(KeyboardInterrupt) as caught:
+            resolved(caller, uneven())
+    assert caught.value is raised
+    assert _guarded(lambda: resolved(caller, uneven())) == "benchmark"
+
+
 @pytest.mark.parametrize(
     ("policy", "named_as"),
     [
