@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import trio
@@ -222,6 +223,8 @@ def test_a_bug_in_the_sweep_answers_native_through_compat(
 _NO_FDS_FOR_SETTINGS = """\
 import asyncio, json, os, sys
 import trio
+import attrs
+
 import chunktune
 from chunktune.sim import SimulatedWorkload
 free, caller = int(sys.argv[1]), sys.argv[2]
@@ -643,6 +646,21 @@ def _firing(fire: Callable[[], None], original: Callable[..., Any]) -> Callable[
         return original(*args, **kwargs)
 
     return fired
+
+
+def test_a_trainer_s_signal_handler_raising_while_a_decision_is_reported_reaches_it(
+    logged: pytest.LogCaptureFixture, watchdog: Callable[[], None]
+) -> None:
+    """The trainer's signal handler raising as a decision's line is made: raised, no bug logged."""
+    from chunktune import _report
+
+    settings = attrs.evolve(chunktune.load_settings(), log=chunktune.LogSettings(stderr="always"))
+    hit = Decision(chunk_size=8, native_chunk=12, source="cache", reason="cached")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_report, "headline", _firing(watchdog, _report.headline))
+        with pytest.raises(_Watchdog):
+            _report.report(hit, settings)
+    assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
 
 
 @pytest.mark.parametrize("caller", CALLERS)

@@ -379,3 +379,27 @@ def test_a_stretched_budget_too_short_prices_the_pairs_at_its_cap_s_plan() -> No
     needed = math.ceil(pairs_needed(gain, 0.45, gate.last_bound(48), power_z=0.0))
     assert needed != math.ceil(pairs_needed(gain, 0.45, gate.bounds(16).final, power_z=0.0))
     assert reason is not None and f"would take about {needed} pairs" in reason
+
+
+class Leaderless(Race):
+    """A race whose leader is gone (raced out), its gain still on the books."""
+
+    def front(self) -> int | None:
+        return None
+
+
+def test_a_race_without_a_leader_is_neither_too_noisy_at_its_end_nor_undecided() -> None:
+    """No judged leader: nothing to confirm at the race's end, and no round to extend for."""
+    stretch = Stretcher()
+    race = Leaderless(0.015, 0.05, confidence_z=2.0, extend_budget=True, hard_limit_s=60.0)
+    assert too_noisy(Race(0.05, 0.35), 64) is not None  # with its leader: too noisy
+    assert too_noisy(Leaderless(0.05, 0.35), 64) is None
+    gate = NoiseGate(race, Budget(64), stretch)  # type: ignore[arg-type]
+    assert gate.undecided() is None and not gate.extend_race()
+    assert stretch.raced == []
+
+
+def test_a_leader_clear_of_the_noise_is_decided() -> None:
+    """A leader 5% ahead whose upper bound is below level asks for no more rounds."""
+    gate = NoiseGate(Race(0.05, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
+    assert gate.undecided() is None
