@@ -284,3 +284,18 @@ async def test_a_hit_is_remembered_for_one_second(
     clock.now += later_s
     assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == "cache"
     assert w.signatures == (before if from_memory else before + 1)
+
+
+def test_an_answer_whose_second_is_up_to_the_instant_is_let_go(
+    settings: chunktune.Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer exactly TTL_S old is spent, as recall takes it: the next remember lets it go."""
+    clock = _Clock()
+    monkeypatch.setattr(_recent, "time", clock)
+    policy = settings.get_policy("quick")
+    spent, kept = Counted(), Counted()
+    _recent.remember(spent, settings, policy, (256, 4), _decision())
+    clock.now += _recent.TTL_S
+    assert _recent.recall(spent, settings, policy, (256, 4)) is None
+    _recent.remember(kept, settings, policy, (256, 4), _decision())
+    assert id(spent) not in _recent._said and id(kept) in _recent._said
