@@ -376,6 +376,23 @@ def test_the_counts_are_read_once_as_the_resolve_is_called(isolated: Path, later
     assert max(c for c in d.timings if c is not None) <= 64  # ceil(512 / 8)
 
 
+def test_a_workload_failing_mid_sweep_is_logged_as_its_own_failure(
+    isolated: Path, logged: pytest.LogCaptureFixture
+) -> None:
+    """run() raising mid-sweep logs one warning naming what it raised, and no bug of chunktune's."""
+
+    class Failing(SimulatedWorkload):
+        def run(self, chunk_size: int | None) -> float:
+            if self.calls >= 3:
+                raise KeyError("env")
+            return super().run(chunk_size)
+
+    d = chunktune.resolve_sync(Failing(uneven().costs, nthread=8))
+    assert (d.source, d.chunk_size) == ("fallback", None)
+    said = [r.getMessage() for r in logged.records if r.levelno == logging.WARNING]
+    assert said == ["chunktune: workload failed while measuring: KeyError('env')"]
+
+
 @pytest.mark.parametrize("method", ["run", "signature"])
 def test_one_of_chunktune_s_errors_raised_by_the_workload_is_its_failure(
     isolated: Path, method: str
