@@ -669,12 +669,12 @@ def test_a_trainer_s_signal_handler_raising_while_a_decision_is_reported_reaches
     logged: pytest.LogCaptureFixture, watchdog: Callable[[], None]
 ) -> None:
     """The trainer's signal handler raising as a decision's line is made: raised, no bug logged."""
-    from chunktune import _report
+    from chunktune import _decision, _report
 
     settings = attrs.evolve(chunktune.load_settings(), log=chunktune.LogSettings(stderr="always"))
     hit = Decision(chunk_size=8, native_chunk=12, source="cache", reason="cached")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_report, "headline", _firing(watchdog, _report.headline))
+        patch.setattr(_report, "headline", _firing(watchdog, _decision.headline))
         with pytest.raises(_Watchdog):
             _report.report(hit, settings)
     assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []

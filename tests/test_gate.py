@@ -366,7 +366,9 @@ def test_a_leader_whose_upper_bound_is_exactly_level_is_undecided() -> None:
     race = EvenEvidence(0.0, 0.05, confidence_z=2.0)
     assert race.compare(4, None).upper(2.0) == 0.0
     lead = NoiseGate(race, Budget(64), stretch=None).undecided()  # type: ignore[arg-type]
-    assert lead == (4, pytest.approx(1.0 - math.exp(-0.02)))
+    assert lead is not None
+    assert lead[0] == 4
+    assert lead[1] == pytest.approx(1.0 - math.exp(-0.02))
 
 
 def test_a_stretched_budget_too_short_prices_the_pairs_at_its_cap_s_plan() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import uuid
+from typing import Literal
 
 import attrs
 import pytest
@@ -276,7 +277,7 @@ def test_a_report_no_one_reads_is_never_formatted(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
-    mode: str,
+    mode: Literal["auto", "always", "never"],
 ) -> None:
     """With no listening logger, "never" and "auto"'s repeated hit leave the line unformatted."""
     settings = attrs.evolve(load_settings(), log=LogSettings(stderr=mode))
