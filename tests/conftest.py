@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from chunktune import _ray_api
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Write chunktune's bytecode once, before any test starts a child process.
+
+    Hundreds of tests run ``python -c ...`` or ``python -m chunktune``, and each child
+    imports the package. An editable install ships no bytecode, and where
+    PYTHONDONTWRITEBYTECODE is set (as on the machines CI runs on) no import writes it, so
+    every child compiled every module anew. Children still read bytecode that is there, and
+    Python checks each file against its source, so what a test sees is unchanged. A tree
+    that cannot be written is left as it is (compileall then reports failure, ignored).
+    """
+    spec = importlib.util.find_spec("chunktune")  # where it lies, without importing it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(folder, quiet=2)
 
 
 @pytest.fixture(autouse=True)
