@@ -121,7 +121,7 @@ class TableTruth(Truth):
 
 class Case(NamedTuple):
     family: str
-    index: int
+    number: int  # its place among its family's cases (not `index`: tuple's method)
     base: int
     truth: Truth
 
@@ -134,7 +134,7 @@ def draw(count: int, base: int) -> list[Case]:
     """``count`` landscapes of ``base``, a third of each family (random first)."""
     per = [count // 3 + (k < count % 3) for k in range(3)]
     cases = [
-        Case("random", u.index, base, SimTruth(u.workload())) for u in draw_cases(per[0], base)
+        Case("random", u.number, base, SimTruth(u.workload())) for u in draw_cases(per[0], base)
     ]
     rng = np.random.default_rng([base, _CASE])
     for family, n in zip(FAMILIES[1:], per[1:], strict=True):
@@ -244,7 +244,7 @@ def machine_for(case: Case, kind: str, seed: int) -> Machine:
     t = case.truth
     calls = BUDGET_S / t.true_time(None)
     upper = upper_chunk(t.num_envs, t.nthread)
-    ident = _seed(case.base, _MACHINE, FAMILIES.index(case.family), case.index, KINDS.index(kind))
+    ident = _seed(case.base, _MACHINE, FAMILIES.index(case.family), case.number, KINDS.index(kind))
     return Machine(kind, calls, upper, _seed(ident, seed + 1))
 
 
@@ -329,7 +329,7 @@ def adversary_rows(
                             policy=attrs.evolve(policy, seed=seed),
                             on_progress=events.append,
                         ),
-                        f"{name} on {kind} case {case.family} {case.index} seed {seed}",
+                        f"{name} on {kind} case {case.family} {case.number} seed {seed}",
                     )
                     chosen = truth.true_time(decision.chunk_size)
                     harm = chosen / native - 1.0

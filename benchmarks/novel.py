@@ -6,7 +6,7 @@
 
 ``unseen.py`` draws its pools at random, but their per-env costs come from the six
 layouts ``chunktune.sim.env_costs`` knows, the shapes the policies were looked at on.
-Here each case is ``unseen.py``'s case of the same ``--base`` and index (threads,
+Here each case is ``unseen.py``'s case of the same ``--base`` and number (threads,
 envs, native call, queue, noise and its memory), but its costs are of a shape built
 here from numpy, one of ``FAMILIES`` (each family's builder says what it models),
 dealt evenly over the cases in an order drawn from the base:
@@ -141,7 +141,7 @@ class NovelCase(UnseenCase):
     @property
     def costs_seed(self) -> int:
         """The seed of this case's env costs (none of ``unseen.py``'s)."""
-        return int(np.random.SeedSequence((self.base, self.index, _SHAPE)).generate_state(1)[0])
+        return int(np.random.SeedSequence((self.base, self.number, _SHAPE)).generate_state(1)[0])
 
     def costs(self) -> FloatArray:
         """The per-env costs in seconds: the family's shape, of mean ``mean_s``."""
@@ -175,7 +175,7 @@ def _by_family(runs: Sequence[Run]) -> str:
     lines = [head, "-" * len(head)]
     for family in FAMILIES:
         rows = [row for case, row in runs if case.layout == family]
-        count = len({case.index for case, _ in runs if case.layout == family})
+        count = len({case.number for case, _ in runs if case.layout == family})
         lines += [
             f"{family:11s} {count:5d} {summary_line(name, s)}"
             for name, s in summarize(rows).items()
@@ -188,7 +188,7 @@ def _where(case: NovelCase) -> str:
     noise = case.noise
     call = case.workload().true_time(None)
     return (
-        f"{case.layout} case {case.index}: {case.num_envs} envs x {case.nthread} threads, "
+        f"{case.layout} case {case.number}: {case.num_envs} envs x {case.nthread} threads, "
         f"native call {call * 1e3:.0f} ms, queue {case.queue_s * 1e6:g} us, noise "
         f"{noise.sigma:.1%} (spikes {noise.spike_prob:.1%}, drift {noise.drift:.1%}, "
         f"memory {noise.memory:.2f})"

@@ -75,7 +75,7 @@ class UnseenCase(NamedTuple):
     mean_s: float
     queue_s: float
     noise: Noise
-    index: int
+    number: int  # its place in the draw (not `index`: that is tuple's method)
     base: int
 
     @property
@@ -85,7 +85,7 @@ class UnseenCase(NamedTuple):
     @property
     def costs_seed(self) -> int:
         """The seed of this case's env costs."""
-        return _seed(self.base, self.index, _COSTS)
+        return _seed(self.base, self.number, _COSTS)
 
     def costs(self) -> FloatArray:
         """The per-env costs in seconds: the layout's, of mean ``mean_s``."""
@@ -98,7 +98,7 @@ class UnseenCase(NamedTuple):
             nthread=self.nthread,
             queue_s=self.queue_s,
             noise=Noise() if seed is None else self.noise,
-            seed=0 if seed is None else _seed(self.base, self.index, _NOISE, seed),
+            seed=0 if seed is None else _seed(self.base, self.number, _NOISE, seed),
             name=self.layout,
         )
 
@@ -168,7 +168,7 @@ def unseen_rows(
                         settings=settings,
                         policy=attrs.evolve(policy, seed=seed),
                     ),
-                    f"{name} on case {case.index} ({case.name}) seed {seed}",
+                    f"{name} on case {case.number} ({case.name}) seed {seed}",
                 )
                 chosen = truth.true_time(decision.chunk_size)
                 rows.append(
