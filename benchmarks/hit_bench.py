@@ -28,6 +28,7 @@ figures.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -119,7 +120,7 @@ async def _stall(ws: list[SimulatedWorkload], settings: chunktune.Settings) -> f
         await anyio.sleep(0.05)
         async with anyio.create_task_group() as burst:
             for w in ws:
-                burst.start_soon(lambda w=w: chunktune.resolve(w, settings=settings))
+                burst.start_soon(functools.partial(chunktune.resolve, w, settings=settings))
         done.set()
     return worst
 
@@ -150,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
             f"object again (a trainer's env runners): {_stats(hits)}"
         )
         fresh = [_workload() for _ in range(max(1, args.calls // 4))]
-        first = anyio.run(_first_hits, fresh, settings, backend=args.backend)
+        fresh_hits = anyio.run(_first_hits, fresh, settings, backend=args.backend)
         print(
             f"await resolve() hit, {args.entries} entries ({args.backend}), a new workload "
             f"object each time (signature() and the file's stat in a worker thread): "
-            f"{_stats(first)}"
+            f"{_stats(fresh_hits)}"
         )
         sync = []
         for _ in range(max(1, args.calls // 4)):

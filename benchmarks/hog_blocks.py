@@ -89,12 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for hog, blocks in by_kind.items():
         if not blocks:
             continue
-        cells = []
+        pooled_cells = []
         for c in args.sizes:
             mean, low, high = pooled([b[c] for b in blocks])
-            cells.append(f"{c} {mean:+.2%} ({low:+.2%}..{high:+.2%})")
+            pooled_cells.append(f"{c} {mean:+.2%} ({low:+.2%}..{high:+.2%})")
         kind = "with" if hog else "without"
-        print(f"pooled, {kind} hogs ({len(blocks)} blocks): {', '.join(cells)}")
+        print(f"pooled, {kind} hogs ({len(blocks)} blocks): {', '.join(pooled_cells)}")
     return 0
 
 

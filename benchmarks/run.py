@@ -174,12 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         nthread = args.nthread or usable_cpus()
         load["before_live"] = _loadavg()
         print(f"load average before the live rows: {load['before_live']}", flush=True)
-        for case in REAL_CASES:
-            if wanted(case.name):
+        for real in REAL_CASES:
+            if wanted(real.name):
                 t0 = time.perf_counter()
-                live += live_rows(case, live_policies, settings, nthread=nthread, tunes=args.tunes,
+                live += live_rows(real, live_policies, settings, nthread=nthread, tunes=args.tunes,
                                   rounds=args.rounds, hog=args.hog)  # fmt: skip
-                print(f"live {case.name}: {time.perf_counter() - t0:.1f} s", flush=True)
+                print(f"live {real.name}: {time.perf_counter() - t0:.1f} s", flush=True)
         load["after_live"] = _loadavg()
         print(f"load average after the live rows: {load['after_live']}\n")
         print(live_table(live) + "\n")
@@ -200,9 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "elapsed_s": elapsed,
             "loadavg": load,
         }  # fmt: skip
+        rows: list[SimRow | TraceRow | LiveRow] = [*sim, *traces, *live]
         payload = {
             "meta": meta,
-            "rows": [attrs.asdict(r) for r in [*sim, *traces, *live]],
+            "rows": [attrs.asdict(r) for r in rows],
             "summary": {
                 "simulated": summarize_sim(sim) if sim else {},
                 "traces": summarize_traces(traces) if traces else {},
