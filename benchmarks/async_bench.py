@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -25,7 +26,7 @@ from chunktune._mujoco import demo_workload
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
-def settings(**policy: object) -> tuple[chunktune.Settings, chunktune.Policy]:
+def settings(**policy: Any) -> tuple[chunktune.Settings, chunktune.Policy]:
     s = chunktune.load_settings()
     s = attrs.evolve(
         s, log=chunktune.LogSettings(stderr="never"), cache=attrs.evolve(s.cache, enabled=False)

@@ -73,7 +73,10 @@ def summarize(size: int, seconds: _Array) -> Covariate:
         corr = float(np.corrcoef(dw, dc)[0, 1])
         slope = float(np.cov(dw, dc)[0, 1] / dc.var(ddof=1))
         kept = float((dw - slope * dc).var(ddof=1) / dw.var(ddof=1))
-    sd = (lambda a: float(a.std(ddof=1))) if dw.size > 1 else (lambda a: math.nan)
+
+    def sd(a: _Array) -> float:
+        return float(a.std(ddof=1)) if a.size > 1 else math.nan
+
     return Covariate(
         size, int(dw.size), float(dw.mean()), sd(dw), float(dc.mean()), sd(dc), corr, slope, kept
     )

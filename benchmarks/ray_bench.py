@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -300,7 +301,8 @@ def build(args: argparse.Namespace, root: Path) -> Bench:
     import ray
     from ray.cluster_utils import Cluster
 
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # ray's vendored cloudpickle is unannotated
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
     def env(name: str) -> dict[str, str]:
         return {
@@ -367,16 +369,17 @@ def main() -> int:
     os.environ["CHUNKTUNE_CACHE"] = str(root / "driver" / "cache.json")
     os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(root / "driver" / "sweep.lock")
     bench = build(args, root)
+    scenarios: list[Callable[[], dict[str, Any]]] = [
+        lambda: scenario_resolve(bench, "registry-cold", "ray"),
+        lambda: scenario_resolve(bench, "registry", "ray"),
+        lambda: scenario_tune_cluster(bench),
+        lambda: scenario_resolve(bench, "per-host", "per-host"),
+        lambda: scenario_resolve(bench, "alone", "alone"),
+        lambda: scenario_takeover(bench, args.lease_s),
+    ]
     rows = []
     try:
-        for run in (
-            lambda: scenario_resolve(bench, "registry-cold", "ray"),
-            lambda: scenario_resolve(bench, "registry", "ray"),
-            lambda: scenario_tune_cluster(bench),
-            lambda: scenario_resolve(bench, "per-host", "per-host"),
-            lambda: scenario_resolve(bench, "alone", "alone"),
-            lambda: scenario_takeover(bench, args.lease_s),
-        ):
+        for run in scenarios:
             result = run()
             rows.append(result)
             print(json.dumps(result), flush=True)

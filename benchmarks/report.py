@@ -169,7 +169,10 @@ def check_targets(
 ) -> list[Check]:
     """Issue H's targets for ``policy``."""
     checks: list[Check] = []
-    add = lambda *a: checks.append(Check(*a))  # noqa: E731
+
+    def add(target: str, value: float | None, limit: float, met: bool, evidence: str) -> None:
+        checks.append(Check(target, value, limit, met, evidence))
+
     mine = [r for r in sim if r.policy == policy]
     if mine:
         s = summarize_sim(sim)[policy]

@@ -102,7 +102,8 @@ def _chunk_seconds(workload: SimulatedWorkload, chunk: int) -> list[float]:
     prefix = np.concatenate(([0.0], np.cumsum(costs)))
     bounds = np.arange(0, n + chunk, chunk)
     bounds[-1] = n
-    return (np.diff(prefix[bounds]) + workload.dispatch_s).tolist()
+    seconds: list[float] = (np.diff(prefix[bounds]) + workload.dispatch_s).tolist()
+    return seconds
 
 
 def _scheduled(
