@@ -99,8 +99,9 @@ def started_ray(settings: Settings) -> Any:
     began. A start that failed, or that was still under way then (it goes on in the
     background, and Ray is used if it connects), is remembered for the process: every
     later call answers :class:`StartRefused` at once, starting no other, so a stale
-    ``RAY_ADDRESS`` costs a process that wait once, not every call (see
-    :func:`_start_for_good`).
+    ``RAY_ADDRESS`` costs a process that wait once, not every call. A failed start is
+    remembered while ``RAY_ADDRESS`` stays as it was: a call after it changed starts
+    again (see :func:`_start_for_good`).
 
     Raises:
         MissingExtraError: Ray is not installed.
@@ -140,10 +141,13 @@ class _Start:
         self.failed: list[BaseException] = []
         self.overdue = False
 
-    def refused(self) -> bool:
-        """Whether this start is one no later call waits for or repeats: it failed, or
-        it was given up while still under way (and is so still)."""
-        return bool(self.failed) or (self.overdue and not self.done.is_set())
+    def refused(self, address: str | None) -> bool:
+        """Whether a call that finds this start, ``RAY_ADDRESS`` now ``address``, is refused
+        rather than waiting for it or starting again: the start was given up while under
+        way (and is so still), or it failed joining that same ``address``."""
+        if not self.done.is_set():
+            return self.overdue
+        return bool(self.failed) and address == self.address
 
 
 _init_lock = threading.Lock()
@@ -162,22 +166,25 @@ def _start_for_good(ray: Any) -> StartRefused | None:
     ``ray.init()`` cannot be stopped once called, and joining a cluster that is gone (a
     stale ``RAY_ADDRESS``) retries for many minutes and then fails. There is only ever
     one start under way: a caller that finds one joins it, waiting what is left of its
-    :data:`START_TIMEOUT_S`. A start that failed, or was given up while under way, is
-    never repeated: a trainer that resolves many workloads would otherwise pay the wait
+    :data:`START_TIMEOUT_S`. A start that was given up while under way, or that failed,
+    is not repeated: a trainer that resolves many workloads would otherwise pay the wait
     again and again; every later caller is refused at once with the reason (and uses
     Ray once it is up: a ``ray.init()`` of the caller's own, or the abandoned start
-    connecting after all). Only after a start that connected (and a ``ray.shutdown()``
-    since) does a caller start again.
+    connecting after all). A caller starts again only after a start that connected (and
+    a ``ray.shutdown()`` since), or after one that failed once ``RAY_ADDRESS`` has
+    changed since it began (unset, to start a local Ray, or naming another cluster), as
+    the refusal advises.
     """
     global _start
     with _init_lock:
         if ray.is_initialized():
             return None
         start = _start
-        if start is not None and start.refused():
+        address = os.environ.get(RAY_ADDRESS) or None
+        if start is not None and start.refused(address):
             return StartRefused(_refusal(start))
         if start is None or start.done.is_set():
-            start = _Start(os.environ.get(RAY_ADDRESS) or None)
+            start = _Start(address)
             threading.Thread(
                 target=_keep, args=(ray, start), name="chunktune-ray-init", daemon=True
             ).start()
@@ -234,7 +241,12 @@ def _refusal(start: _Start) -> str:
             "Ray's logs (its session's logs folder) say what holds it up, or call "
             "ray.init() yourself before chunktune does"
         )
-    return f"{what}; chunktune does not start Ray again in this process: {fix}"
+    if start.failed:
+        was = "unset" if start.address is None else f"{start.address!r}"
+        again = f"while RAY_ADDRESS stays {was}"
+    else:
+        again = "while that start goes on"
+    return f"{what}; chunktune does not start Ray again in this process {again}: {fix}"
 
 
 def _forget_in_child() -> None:

@@ -158,6 +158,37 @@ def test_a_start_that_failed_in_time_raises_its_error_once_then_refuses(
     assert hanging.inits == 1
 
 
+def test_a_failed_start_is_tried_again_once_ray_address_changes(
+    monkeypatch: pytest.MonkeyPatch, hanging: HangingRay
+) -> None:
+    """A start failed at a stale RAY_ADDRESS; RAY_ADDRESS unset, as advised: Ray starts again."""
+    monkeypatch.setenv(RAY_ADDRESS, "127.0.0.1:1")
+    hanging.fails = ConnectionError("Failed to connect to GCS")
+    hanging.go.set()
+    assert connect(local_init()) is hanging.fails
+    refused = connect(local_init())
+    assert isinstance(refused, chunktune.UsageError), refused
+    assert "while RAY_ADDRESS stays '127.0.0.1:1': unset RAY_ADDRESS" in str(refused)
+    assert hanging.inits == 1
+    hanging.fails = None
+    monkeypatch.delenv(RAY_ADDRESS)
+    assert connect(local_init()) is hanging
+    assert hanging.inits == 2
+
+
+def test_an_overdue_start_is_not_joined_by_another_when_ray_address_changes(
+    monkeypatch: pytest.MonkeyPatch, hanging: HangingRay
+) -> None:
+    """RAY_ADDRESS changed while the overdue ray.init() still runs: refused, no second init."""
+    monkeypatch.setenv(RAY_ADDRESS, "127.0.0.1:1")
+    assert isinstance(connect(local_init()), chunktune.UsageError)
+    monkeypatch.delenv(RAY_ADDRESS)
+    refused = connect(local_init())
+    assert isinstance(refused, chunktune.UsageError), refused
+    assert "does not start Ray again in this process while that start goes on" in str(refused)
+    assert hanging.inits == 1
+
+
 def test_ray_up_after_a_refused_start_is_used(hanging: HangingRay) -> None:
     """A ray.init() of the trainer's own after a refused start: later calls use that Ray."""
     assert isinstance(connect(local_init()), chunktune.UsageError)
