@@ -83,6 +83,32 @@ def test_record_refuses_the_cache_a_settings_file_names(
     _untouched(cache, before)
 
 
+@pytest.mark.parametrize(
+    "toml",
+    [
+        pytest.param('[cache]\nsystem_path = "{system}"\n', id="settings"),
+        pytest.param("[cache\n", id="variable-beside-settings-that-do-not-load"),
+    ],
+)
+def test_record_refuses_the_system_cache(
+    places: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    toml: str,
+) -> None:
+    """The system cache, named by the settings or (where they do not load) the variable."""
+    system = tmp_path / "system.json"
+    assert DecisionCache(system).update({"c" * 32: entry()})
+    before = system.read_bytes()
+    (tmp_path / "chunktune.toml").write_text(toml.format(system=system))
+    if toml.startswith("[cache\n"):
+        monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    assert main([*RECORD, "-o", str(system)]) == 2
+    assert f"it is the system cache {system}" in one_error(capsys.readouterr().err)
+    _untouched(system, before)
+
+
 def test_record_refuses_the_sweep_lock_it_would_hold_while_recording(
     places: dict[str, Path],
     tmp_path: Path,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._cache_lock import lock_path
 from .._cache_paths import default_cache_path
-from .._config import CACHE_ENV, load_settings
+from .._config import CACHE_ENV, SYSTEM_CACHE_ENV, load_settings
 from .._errors import ChunktuneError, OutputError
 from .._lock_files import sweep_lock_path
 from .._lock_note import note_path
@@ -27,9 +27,10 @@ __all__ = ["not_own_file"]
 def not_own_file(path: Path, what: str, config: str | None = None) -> None:
     """Refuse ``path`` as the ``what`` (``"trace"``, ``"plot"``) when chunktune keeps that file.
 
-    The settings (``config``, else discovered) name the cache; settings that do not load
-    leave ``$CHUNKTUNE_CACHE``'s file, or the default one, to guard (the command that
-    reads them says what is wrong with them).
+    The settings (``config``, else discovered) name the cache and the system cache;
+    settings that do not load leave the files ``$CHUNKTUNE_CACHE`` (else the default
+    one) and ``$CHUNKTUNE_SYSTEM_CACHE`` name to guard (a command that uses them says
+    what is wrong with them; ``record`` uses none).
 
     Raises:
         OutputError: ``path`` is the cache file, its write lock, a cache key's lock, the
@@ -68,26 +69,30 @@ def _real(path: Path) -> Path | None:
 
 
 def _kept(config: str | None) -> list[tuple[str, Path]]:
+    """The files chunktune keeps, each with what it is, the cache file first."""
     settings: Settings | None
     try:
         settings = load_settings(config)
     except ChunktuneError:
         settings = None
-    cache = _cache_path(settings)
+    if settings is not None:
+        named, system = settings.cache.path, settings.cache.system_path
+    else:  # as the settings would have read them: the variables name the caches
+        named, system = os.environ.get(CACHE_ENV), os.environ.get(SYSTEM_CACHE_ENV)
+    cache = _path(named) or default_cache_path()
     kept = [("the cache file", cache)]
     locks = ((lock_path(cache), "the cache's write lock"), (sweep_lock_path(), "the sweep lock"))
     for lock, name in locks:
         kept += [(name, lock), (f"the holder note of {name}", note_path(lock))]
-    if settings is not None and settings.cache.system_path:
-        kept.append(("the system cache", Path(settings.cache.system_path).expanduser()))
+    system_cache = _path(system)
+    if system_cache is not None:
+        kept.append(("the system cache", system_cache))
     return kept
 
 
-def _cache_path(settings: Settings | None) -> Path:
-    """The cache file the settings name; without settings, ``$CHUNKTUNE_CACHE``'s, else
-    the default one."""
-    named = settings.cache.path if settings is not None else os.environ.get(CACHE_ENV)
+def _path(named: str | None) -> Path | None:
+    """The file a setting or variable names, ``~`` expanded; None where it names none."""
     if named:
         with contextlib.suppress(ValueError):
             return user_path(named)
-    return default_cache_path()
+    return None
