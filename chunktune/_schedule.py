@@ -91,7 +91,9 @@ def half_teeth(num_envs: int, nthread: int) -> set[int]:
     where the chunks of a block of heavy envs come to a multiple of T, each worker
     ends on one heavy chunk. A heavy block of 40% of the envs does so at 2.5 chunks
     a worker (137 of 32768 envs on 96 threads), which no ``ceil(N/(k*T))`` names.
-    Built in O(sqrt(N/T)) steps, as :func:`teeth`.
+    With odd T, ``(k + 1/2)*T`` is no whole chunk count, and a size it gives may be no
+    schedule (:func:`schedules`): :func:`between` picks among schedules only, so such a
+    size is never preferred. Built in O(sqrt(N/T)) steps, as :func:`teeth`.
     """
     found: set[int] = set()
     twice = 2 * num_envs
