@@ -213,8 +213,8 @@ def tune_cluster(
         UsageError: Ray is not initialised and ``[ray] init_local`` is off, or the
             ``ray.init()`` it calls had not returned within ``START_TIMEOUT_S`` seconds
             (a stale ``RAY_ADDRESS``: the message names it), or this process's start
-            failed or was overdue before (it is not repeated), or the cluster has no
-            live node.
+            failed or was overdue before (a failed one is not repeated while
+            ``RAY_ADDRESS`` is unchanged), or the cluster has no live node.
         InvalidArgumentError: ``make_workload`` is not callable, or does not pickle;
             ``settings`` is not a Settings; ``policy`` is neither a name nor a Policy.
         ConfigError: invalid settings or an unknown policy name.
