@@ -203,35 +203,32 @@ async def _on_ray(
 def _start_gave_up(asked: Ask, settings: Settings, pol: Policy) -> Decision:
     """The fallback once ``hard_limit_s`` ran out while Ray was starting (``[ray]
     init_local``): native, nothing measured, the registry not asked; reported."""
-    name, _ = pick_policy(settings, asked.policy)
-    native = native_chunk(asked.num_envs, asked.nthread)
     address = os.environ.get(RAY_ADDRESS)
     joining = f", joining RAY_ADDRESS={address!r}" if address else ""
     assert pol.hard_limit_s is not None
-    decision = Decision(
-        chunk_size=None,
-        native_chunk=native,
-        source="fallback",
-        reason=f"kept the native chunk {native}: gave up after the hard limit of "
-        f"{pol.hard_limit_s:g} s (hard_limit_s) while Ray was starting (ray.init() under "
-        f"[ray] init_local{joining}); nothing was measured",
-        key="",
-        policy=name,
+    why = (
+        f"gave up after the hard limit of {pol.hard_limit_s:g} s (hard_limit_s) while Ray "
+        f"was starting (ray.init() under [ray] init_local{joining})"
     )
-    return report_decision(decision, settings)
+    return _native_without_ray(asked, settings, why)
 
 
 def _start_refused(asked: Ask, settings: Settings, refused: StartRefused) -> Decision:
     """The fallback once Ray's start under ``[ray] init_local`` failed, or was overdue
     (now, or earlier in this process): native, nothing measured, the reason saying why
     Ray cannot be used; reported."""
+    return _native_without_ray(asked, settings, refused.why)
+
+
+def _native_without_ray(asked: Ask, settings: Settings, why: str) -> Decision:
+    """Native for ``asked``, kept because ``why`` (Ray is not up), nothing measured; reported."""
     name, _ = pick_policy(settings, asked.policy)
     native = native_chunk(asked.num_envs, asked.nthread)
     decision = Decision(
         chunk_size=None,
         native_chunk=native,
         source="fallback",
-        reason=f"kept the native chunk {native}: {refused.why}; nothing was measured",
+        reason=f"kept the native chunk {native}: {why}; nothing was measured",
         key="",
         policy=name,
     )
