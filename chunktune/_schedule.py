@@ -85,27 +85,29 @@ def teeth(num_envs: int, nthread: int) -> set[int]:
 
 
 def half_teeth(num_envs: int, nthread: int) -> set[int]:
-    """The sizes ``ceil(N/((k + 1/2)*T))`` for ``k >= 1``: half a wave past a multiple of T.
+    """The sizes ``ceil(N/m)`` for chunk counts ``m`` half a wave past a multiple of T.
 
-    With even envs these are no low points, but an uneven batch has teeth of its own:
-    where the chunks of a block of heavy envs come to a multiple of T, each worker
-    ends on one heavy chunk. A heavy block of 40% of the envs does so at 2.5 chunks
-    a worker (137 of 32768 envs on 96 threads), which no ``ceil(N/(k*T))`` names.
-    With odd T, ``(k + 1/2)*T`` is no whole chunk count, and a size it gives may be no
-    schedule (:func:`schedules`): :func:`between` picks among schedules only, so such a
-    size is never preferred. Built in O(sqrt(N/T)) steps, as :func:`teeth`.
+    That is ``m = k*T + T/2`` for ``k >= 1`` (``ceil(N/((k + 1/2)*T))``); with odd T,
+    where half a wave is no whole count, both counts beside it, ``k*T + (T - 1)/2`` and
+    ``k*T + (T + 1)/2``. With even envs these are no low points, but an uneven batch
+    has teeth of its own: where the chunks of a block of heavy envs come to a multiple
+    of T, each worker ends on one heavy chunk. A heavy block of 40% of the envs does so
+    at 2.5 chunks a worker (137 of 32768 envs on 96 threads), which no ``ceil(N/(k*T))``
+    names. Every size is a schedule (:func:`schedules`). Built in O(sqrt(N/T)) steps, as
+    :func:`teeth`.
     """
     found: set[int] = set()
-    twice = 2 * num_envs
-    m = 3  # 2k + 1: the size is ceil(2N/(mT)) for odd m
-    while True:
-        size = -(-twice // (m * nthread))
-        found.add(size)
-        if size == 1:
-            return found
-        # the smallest m giving a smaller size: ceil(2N/(mT)) <= size - 1  <=>  mT >= 2N/(size - 1)
-        m = -(-twice // ((size - 1) * nthread))
-        m += 1 - m % 2
+    for r in {nthread // 2, (nthread + 1) // 2}:
+        m = nthread + r  # k = 1
+        while True:
+            size = -(-num_envs // m)
+            found.add(size)
+            if size == 1:
+                break
+            # the smallest m = kT + r giving a smaller size: m >= ceil(N/(size - 1))
+            least = -(-num_envs // (size - 1))
+            m = max(m + nthread, r + nthread * -(-(least - r) // nthread))
+    return found
 
 
 def between(

@@ -74,19 +74,28 @@ def test_between_halves_in_log_scale_and_prefers_teeth() -> None:
     ("n", "t"),
     [pytest.param(256, 2, id="256x2"), pytest.param(1000, 24, id="1000x24"),
      pytest.param(32768, 96, id="32768x96"), pytest.param(7, 8, id="fewer-envs-than-threads"),
-     pytest.param(10, 1, id="one-thread"), pytest.param(1, 1, id="one-env")],
+     pytest.param(10, 1, id="one-thread"), pytest.param(1, 1, id="one-env"),
+     pytest.param(1000, 5, id="odd-threads"), pytest.param(32768, 3, id="three-threads")],
 )  # fmt: skip
 def test_half_teeth_are_exactly_the_half_multiples(n: int, t: int) -> None:
-    """half_teeth(N, T) is exactly {ceil(N/((k + 1/2)T)) for k >= 1}, down to size 1."""
-    brute = {math.ceil(2 * n / ((2 * k + 1) * t)) for k in range(1, n + 2)}
-    assert half_teeth(n, t) == brute
+    """half_teeth(N, T) is ceil(N/m) for the counts m = kT + T/2 (both sides with odd T), k >= 1."""
+    counts = {k * t + r for k in range(1, n + 2) for r in {t // 2, (t + 1) // 2}}
+    assert half_teeth(n, t) == {math.ceil(n / m) for m in counts}
+    if t % 2 == 0:  # the same as ceil(N/((k + 1/2)T))
+        assert half_teeth(n, t) == {math.ceil(2 * n / ((2 * k + 1) * t)) for k in range(1, n + 2)}
+    assert half_teeth(n, t) <= set(schedules(n, t)) | {1}
 
 
 def test_half_teeth_of_the_largest_batch_come_at_once() -> None:
     """The largest batch (2**31 - 1 envs, one thread) has its half-teeth without listing every k."""
-    found = half_teeth(2**31 - 1, 1)
-    assert 1 in found and math.ceil(2 * (2**31 - 1) / 3) in found
-    assert len(found) <= 2 * math.isqrt(2 * (2**31 - 1)) + 2
+    for t, first in (
+        (1, 2**31 - 1),
+        (2, math.ceil((2**31 - 1) / 3)),
+        (3, math.ceil((2**31 - 1) / 4)),
+    ):
+        found = half_teeth(2**31 - 1, t)
+        assert 1 in found and first in found and max(found) == first
+        assert len(found) <= 4 * math.isqrt(2**31 - 1) + 4
 
 
 def test_between_prefers_half_teeth_only_where_no_tooth_lies_between() -> None:
@@ -100,6 +109,16 @@ def test_between_prefers_half_teeth_only_where_no_tooth_lies_between() -> None:
     # 86..114: the half-tooth 98 (k = 3.5) rather than the log midpoint 99
     assert between(sizes, tee, sizes.index(86), sizes.index(114), then=half) == 98
     assert between(sizes, tee, sizes.index(137), sizes.index(140), then=half) == 138
+
+
+def test_with_odd_threads_a_half_tooth_is_a_schedule_the_search_prefers() -> None:
+    """With 15 threads the counts 22 and 23 (1.5 waves) give half-teeth that between() prefers."""
+    sizes = schedules(1000, 15)
+    tee, half = teeth(1000, 15), half_teeth(1000, 15)
+    assert {46, 44} <= half  # ceil(1000/22), ceil(1000/23); ceil(1000/22.5) = 45 is no schedule
+    # 67 (15 chunks, one wave) and 34 (30 chunks, two) are adjacent teeth; the log midpoint is 48
+    assert between(sizes, tee, sizes.index(34), sizes.index(67)) == 48
+    assert between(sizes, tee, sizes.index(34), sizes.index(67), then=half) == 46
 
 
 def test_between_two_sizes_one_apart_in_the_list_is_the_one_between() -> None:
