@@ -1233,7 +1233,7 @@ async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> Non
     blocked, release = threading.Event(), threading.Event()
     balanced = chunktune.load_settings().get_policy("balanced")
     # the same key: budgets and limits are no part of a policy's identity
-    limited = attrs.evolve(balanced, time_budget_s=0.1, hard_limit_s=0.2)
+    limited = attrs.evolve(balanced, time_budget_s=0.1, hard_limit_s=1.0)
     stuck = _StuckAtThirdCall(blocked, release)
     owner: list[chunktune.Decision] = []
 
@@ -1326,7 +1326,7 @@ async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
 
     monkeypatch.setattr("chunktune._miss.lookup", stuck_lookup)
     pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.2
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=1.0
     )
     w = uneven()
     try:
