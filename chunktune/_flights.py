@@ -189,6 +189,9 @@ def land(flight: Flight, decision: Decision | None) -> None:
     copy of the decision, waking one waiter) is done apart from taking the flight off the
     board, and fails alone, logged as chunktune's bug. A waiter whose copy failed is woken
     with no decision and tries to own the key itself (finding the owner's entry cached).
+    Ctrl-C (or the trainer's signal handler) raising in the copy, or as a waiter is woken,
+    is raised on once the flight has landed (with no decision, where it was the copy's)
+    and every other waiter is woken.
     """
     try:
         # the waiters' own copy: the owner's caller may edit its timings before they wake
@@ -196,6 +199,11 @@ def land(flight: Flight, decision: Decision | None) -> None:
     except Exception as exc:
         log_bug(exc, f"sharing the decision on {flight.key[:12]} with the tasks waiting for it")
         shared = None
+    except BaseException:
+        # left boarded, the key's flight would keep every later resolve of it in this
+        # process (a notebook's, after its interrupt) waiting for good
+        land(flight, None)
+        raise
     with _lock:
         if _flights.get(flight.key) is flight:
             del _flights[flight.key]
@@ -204,11 +212,23 @@ def land(flight: Flight, decision: Decision | None) -> None:
         flight.decision = shared
         flight.landed = True
         waiters, flight.waiters = flight.waiters, []
-    for token, event in waiters:
+    _wake(waiters, flight.key)
+
+
+def _wake(waiters: list[tuple[object, anyio.Event]], key: str) -> None:
+    """Set each waiter's event on its own loop; one that fails is logged as chunktune's bug.
+
+    Ctrl-C (or the trainer's signal handler) raising as one is woken is raised on once
+    the others are: taken off the flight, a waiter not woken would sleep for good.
+    """
+    for n, (token, event) in enumerate(waiters):
         try:
             call_soon(token, event.set)  # a waiter whose loop has ended is listening no more
         except Exception as exc:
-            log_bug(exc, f"waking a task waiting for {flight.key[:12]}")
+            log_bug(exc, f"waking a task waiting for {key[:12]}")
+        except BaseException:
+            _wake(waiters[n + 1 :], key)
+            raise
 
 
 def abandon(flight: Flight) -> None:

@@ -724,3 +724,53 @@ def test_only_an_owner_on_asyncio_is_watched_for_its_loop_closing(backend: str) 
 
     owner, watched, gone = anyio.run(main, backend=backend)
     assert (owner, watched, gone) == (True, backend == "asyncio", False)
+
+
+def test_ctrl_c_as_a_decision_is_copied_for_its_sharers_lands_the_flight_then_reaches_the_owner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C in landing's copy: the sharers wake with none, the key is free, then it is raised."""
+    # the flight once stayed boarded: every later resolve of its key in the process (a
+    # notebook's, after the interrupt) waited for it for good
+    stop = KeyboardInterrupt()
+
+    def evolve(*args: object, **kwargs: object) -> object:
+        raise stop
+
+    woken: list[object] = []
+    monkeypatch.setattr(_flights, "attrs", types.SimpleNamespace(evolve=evolve))
+    monkeypatch.setattr(_flights, "call_soon", lambda token, func: woken.append(token))
+    flight, _ = _flights.board("test-copy-interrupted")
+    flight.waiters = [("sharer", _Asleep())]  # type: ignore[list-item]
+    with pytest.raises(KeyboardInterrupt) as raised:
+        _flights.land(flight, _flights.gave_up_keying(1.0, 3, "balanced"))
+    assert raised.value is stop and woken == ["sharer"]
+    assert flight.landed and flight.decision is None
+    successor, owner = _flights.board("test-copy-interrupted")
+    assert owner and successor is not flight
+    _flights.land(successor, None)
+
+
+def test_ctrl_c_as_one_sharer_is_woken_still_wakes_the_others_then_reaches_the_owner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while waking one sharer: the sharers after it are woken, then it is raised."""
+    # the sharers after it once slept for good: taken off the flight, nothing woke them
+    stop = KeyboardInterrupt()
+    woken: list[object] = []
+
+    def call_soon(token: object, func: object) -> None:
+        if token == "first":
+            raise stop
+        woken.append(token)
+
+    monkeypatch.setattr(_flights, "call_soon", call_soon)
+    flight, _ = _flights.board("test-wake-interrupted")
+    sharers = [(token, _Asleep()) for token in ("first", "second", "third")]
+    flight.waiters = sharers  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt) as raised:
+        _flights.land(flight, None)
+    assert raised.value is stop and woken == ["second", "third"] and flight.landed
+    successor, owner = _flights.board("test-wake-interrupted")
+    assert owner and successor is not flight
+    _flights.land(successor, None)
