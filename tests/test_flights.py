@@ -614,6 +614,9 @@ async def test_a_landing_that_fails_still_wakes_every_task_sharing_the_flight(
     assert sorted(d.source for d in decisions) == ["benchmark", "cache", "cache"]
     assert later.source == "cache"
     assert bug in [r.exc_info[1] for r in caplog.records if r.exc_info]
+    # the key cut to its first 12 characters, as every other line of chunktune's names it
+    doing = f"sharing the decision on {measured[0].key[:12]} with the tasks waiting for it"
+    assert any(f"while {doing} (TypeError)" in r.getMessage() for r in caplog.records)
 
 
 def test_a_lock_that_fails_to_release_for_an_abandoned_owner_still_frees_its_key(
@@ -634,6 +637,7 @@ def test_a_lock_that_fails_to_release_for_an_abandoned_owner_still_frees_its_key
     assert owner and successor is not flight and flight.landed
     _flights.land(successor, None)
     assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+    assert "while releasing a lock of the task measuring test-release (OSError)" in caplog.text
 
 
 def test_a_janitor_whose_look_at_one_loop_fails_still_frees_the_other_flights(
@@ -660,6 +664,7 @@ def test_a_janitor_whose_look_at_one_loop_fails_still_frees_the_other_flights(
         _flights._janitor()  # returns once no flight is left to watch
     assert closed.landed and failing.landed and looks == ["failing", "failing"]
     assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+    assert "while checking the loop of the task measuring test-janitor (TypeError)" in caplog.text
 
 
 class _Asleep:
@@ -689,6 +694,7 @@ def test_a_waiter_that_cannot_be_woken_leaves_the_others_woken(
     assert woken == ["second"] and flight.landed
     assert _flights.board("test-wake-fails")[1]  # the key is free: the next task owns it
     assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [bug]
+    assert "while waking a task waiting for test-wake-fa (RuntimeError)" in caplog.text
     _flights.land(_flights._flights["test-wake-fails"], None)
 
 
@@ -724,6 +730,62 @@ def test_only_an_owner_on_asyncio_is_watched_for_its_loop_closing(backend: str) 
 
     owner, watched, gone = anyio.run(main, backend=backend)
     assert (owner, watched, gone) == (True, backend == "asyncio", False)
+
+
+def _join_earlier_janitors() -> None:
+    """Wait out an earlier test's janitor, still in its round: the next one is this test's."""
+    for earlier in threading.enumerate():
+        if earlier.name == "chunktune-flights":
+            earlier.join(HANG_GUARD_S)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_owners_on_asyncio_share_one_daemon_janitor_and_owners_on_trio_start_none(
+    backend: str,
+) -> None:
+    """Two owners on asyncio start one janitor, a daemon no exit waits for; on trio, none."""
+    _join_earlier_janitors()
+
+    async def main() -> list[bool]:
+        flights = [_flights.board(f"janitors on {backend} {n}")[0] for n in range(2)]
+        try:
+            return [t.daemon for t in threading.enumerate() if t.name == "chunktune-flights"]
+        finally:
+            for flight in flights:
+                _flights.land(flight, None)
+
+    assert anyio.run(main, backend=backend) == ([True] if backend == "asyncio" else [])
+
+
+class _NoThreads:
+    """A thread that cannot start, as in a process out of threads."""
+
+    def __init__(self, **kwargs: object) -> None:
+        pass
+
+    def start(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+
+def test_a_janitor_that_could_not_start_is_started_by_the_next_owner_on_asyncio(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An owner boarded with no thread to spare gets no janitor; the next one starts it."""
+    _join_earlier_janitors()
+
+    async def owned(key: str) -> bool:
+        flight, owner = _flights.board(key)
+        started = any(t.name == "chunktune-flights" for t in threading.enumerate())
+        _flights.land(flight, None)
+        return owner and started
+
+    monkeypatch.setattr(_flights, "threading", types.SimpleNamespace(Thread=_NoThreads))
+    with caplog.at_level(logging.DEBUG, logger="chunktune"):
+        assert not asyncio.run(owned("test-no-thread-for-the-janitor"))
+    said = "chunktune: cannot start the flights' janitor (can't start new thread)"
+    assert said in caplog.messages
+    monkeypatch.undo()
+    assert asyncio.run(owned("test-a-thread-for-the-janitor-again"))
 
 
 def test_ctrl_c_as_a_decision_is_copied_for_its_sharers_lands_the_flight_then_reaches_the_owner(
