@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import logging
 import os
@@ -941,3 +942,46 @@ def test_a_note_that_is_a_named_pipe_holds_neither_a_waiter_nor_the_taker(
     assert not stuck
     assert seen[:3] == [None, False, True]
     assert isinstance(seen[3], _lock_note.Holder) and seen[3].pid == os.getpid()
+
+
+def test_a_lock_taken_let_go_and_dropped_is_forgotten(tmp_path: Path) -> None:
+    """The record of locks taken (for a forked child to close) lets go of a lock dropped."""
+    # a long-running trainer resolving key after key once kept one entry for each for good
+    lock = _lock_files.file_lock(tmp_path / "k.lock")
+    _lock_files.take(lock, timeout=0)
+    taken = id(lock)
+    assert taken in _lock_files._taken
+    lock.release()
+    del lock
+    gc.collect()
+    assert taken not in _lock_files._taken
+
+
+def test_make_folder_makes_every_missing_folder_above_it(tmp_path: Path) -> None:
+    """make_folder makes a folder three levels below the last one there, as mkdir -p does."""
+    folder = tmp_path / "a" / "b" / "c"
+    _lock_files.make_folder(folder)
+    assert folder.is_dir()
+
+
+def test_remove_idle_tries_a_held_file_once_without_waiting_and_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock file another holds stays: remove_idle tries it once, never waiting for its holder."""
+    path = tmp_path / "held.lock"
+    holder = _lock_files.file_lock(path)
+    _lock_files.take(holder, timeout=0)
+    timeouts: list[float] = []
+    take = _lock_files.take
+
+    def trying(lock: filelock.BaseFileLock, *, timeout: float) -> None:
+        timeouts.append(timeout)
+        take(lock, timeout=timeout)
+
+    monkeypatch.setattr(_lock_files, "take", trying)
+    try:
+        assert _lock_files.remove_idle([path]) == 0
+        assert path.exists()
+    finally:
+        holder.release()
+    assert timeouts == [0]
