@@ -855,3 +855,26 @@ def test_ctrl_c_as_one_sharer_is_woken_still_wakes_the_others_then_reaches_the_o
     successor, owner = _flights.board("test-wake-interrupted")
     assert owner and successor is not flight
     _flights.land(successor, None)
+
+
+def test_the_janitor_looks_at_no_owner_s_loop_before_its_round_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A janitor waits out its round (OWNER_CHECK_S) before it looks at an owner's loop."""
+    _join_earlier_janitors()
+    monkeypatch.setattr(_flights, "OWNER_CHECK_S", 3600.0)  # a round longer than any test
+    looks: list[str] = []
+
+    def look() -> bool:
+        looks.append("look")
+        return False
+
+    async def fly() -> None:
+        flight, owner = _flights.board("test-janitor-round")
+        assert owner
+        flight.owner_gone = look
+        await asyncio.sleep(0.1)  # a janitor that did not wait would look meanwhile
+        _flights.land(flight, None)
+
+    asyncio.run(fly())
+    assert looks == []
