@@ -21,6 +21,7 @@ import anyio
 import attrs
 import filelock
 import pytest
+from _forking import run_forked
 from _holders import holding, holding_async
 
 import chunktune
@@ -985,3 +986,62 @@ def test_remove_idle_tries_a_held_file_once_without_waiting_and_leaves_it(
     finally:
         holder.release()
     assert timeouts == [0]
+
+
+def test_a_lock_held_at_a_fork_is_free_in_the_child_and_still_the_parent_s(
+    tmp_path: Path,
+) -> None:
+    """A forked child sees the lock its parent took as not its own; the parent still holds it."""
+    path = tmp_path / "k.lock"
+    lock = _lock_files.file_lock(path)
+    _lock_files.take(lock, timeout=0)
+
+    def child() -> None:
+        assert not lock.is_locked
+        lock.release()  # nothing of the child's to let go, nor the parent's
+        with pytest.raises(filelock.Timeout):
+            _lock_files.file_lock(path).acquire(timeout=0)
+
+    try:
+        assert run_forked(child, hang_guard_s=20) == 0
+        assert lock.is_locked
+        with pytest.raises(filelock.Timeout):
+            _lock_files.file_lock(path).acquire(timeout=0)
+    finally:
+        lock.release()
+
+
+@pytest.mark.skipif(
+    int(filelock.__version__.split(".")[0]) >= 4,
+    reason="filelock 4 refuses an instance inherited across a fork (CI's floors pass runs it)",
+)
+def test_a_child_takes_and_lets_go_a_lock_its_parent_held_at_the_fork_once_the_parent_did(
+    tmp_path: Path,
+) -> None:
+    """Once the parent lets go, a forked child takes its copy of the lock and frees it whole."""
+    path = tmp_path / "k.lock"
+    lock = _lock_files.file_lock(path)
+    _lock_files.take(lock, timeout=0)
+    told, tell = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        code = 1
+        try:
+            os.close(tell)
+            os.read(told, 1)  # the parent let go
+            lock.acquire(timeout=0)
+            lock.release()
+            probe = _lock_files.file_lock(path)  # free: nothing of the child's kept it
+            probe.acquire(timeout=0)
+            probe.release()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(told)
+    try:
+        lock.release()
+    finally:
+        os.write(tell, b"x")
+        os.close(tell)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
