@@ -992,6 +992,9 @@ def test_a_lock_held_at_a_fork_is_free_in_the_child_and_still_the_parent_s(
     tmp_path: Path,
 ) -> None:
     """A forked child sees the lock its parent took as not its own; the parent still holds it."""
+    earlier = _lock_files.file_lock(tmp_path / "earlier.lock")  # taken, let go, still about
+    _lock_files.take(earlier, timeout=0)
+    earlier.release()
     path = tmp_path / "k.lock"
     lock = _lock_files.file_lock(path)
     _lock_files.take(lock, timeout=0)
