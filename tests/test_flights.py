@@ -878,3 +878,23 @@ def test_the_janitor_looks_at_no_owner_s_loop_before_its_round_ends(
 
     asyncio.run(fly())
     assert looks == []
+
+
+async def test_a_wait_on_a_flight_that_landed_with_a_decision_returns_that_decision() -> None:
+    """A task that comes to wait after the owner landed gets its decision at once, not none."""
+    flight, _ = _flights.board("test-landed-with-a-decision")
+    decision = _flights.gave_up_keying(1.0, 3, "balanced")
+    _flights.land(flight, decision)
+    with anyio.fail_after(HANG_GUARD_S):
+        assert await flight.wait() == decision
+
+
+async def test_a_task_that_stops_waiting_for_a_flight_is_no_longer_its_waiter() -> None:
+    """A sharer cancelled (its hard limit, say) leaves the flight's waiters as it goes."""
+    flight, _ = _flights.board("test-waiter-leaves")
+    try:
+        with anyio.move_on_after(0.01):
+            await flight.wait()
+        assert flight.waiters == []
+    finally:
+        _flights.land(flight, None)
