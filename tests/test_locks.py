@@ -1048,3 +1048,20 @@ def test_a_child_takes_and_lets_go_a_lock_its_parent_held_at_the_fork_once_the_p
         os.close(tell)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can take another user's unwritable file")
+@pytest.mark.skipif(
+    not _lock_files._UMASK_HONOURED,
+    reason="filelock < 3.24 sets the file's mode itself as root opens it (owner's rw added)",
+)
+def test_taking_another_user_s_lock_file_leaves_its_mode_as_it_is(tmp_path: Path) -> None:
+    """A lock file of another user's is taken without its mode mended: only one's own is."""
+    path = tmp_path / "theirs.lock"
+    path.touch()
+    os.chown(path, 65534, 65534)  # nobody's
+    path.chmod(0o444)
+    lock = _lock_files.file_lock(path)
+    _lock_files.take(lock, timeout=0)
+    lock.release()
+    assert path.stat().st_mode & 0o777 == 0o444
