@@ -588,6 +588,22 @@ def test_a_child_forked_while_the_flights_lock_is_held_boards_and_lands() -> Non
     assert status == 0
 
 
+def test_a_child_forked_while_the_janitor_s_wake_up_is_held_lands_its_flights() -> None:
+    """A fork while a parent's thread holds the janitor's wake-up leaves the child a free one."""
+
+    async def fly() -> None:
+        flight, owner = _flights.board("test-forked-under-the-wake-up")
+        assert owner
+        _flights.land(flight, None)  # the child's janitor is woken to end
+
+    def child() -> None:
+        asyncio.run(fly())
+
+    with _flights._idle._cond:  # type: ignore[attr-defined]  # as a parent thread setting it
+        status = run_forked(child, hang_guard_s=20)
+    assert status == 0
+
+
 def test_a_child_forked_while_its_parent_owns_a_flight_owns_that_key_itself() -> None:
     """A flight its parent owned at the fork never lands in the child: the child owns the key."""
     flight, owner = _flights.board("test-forked-mid-flight")

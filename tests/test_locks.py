@@ -65,7 +65,7 @@ def test_a_sweep_lock_variable_naming_no_home_warns_once_and_uses_the_default(
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
     monkeypatch.setenv(SWEEP_LOCK_ENV, f"{user}/sweep.lock")
-    monkeypatch.setattr(_lock_files, "_warned_values", set(), raising=False)
+    monkeypatch.setattr(_lock_files, "_warned_values", set())
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -106,7 +106,7 @@ def test_a_sweep_lock_variable_in_proc_warns_once_naming_it_and_uses_the_default
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
     monkeypatch.setenv(SWEEP_LOCK_ENV, value)
-    monkeypatch.setattr(_lock_files, "_warned_values", set(), raising=False)
+    monkeypatch.setattr(_lock_files, "_warned_values", set())
     caplog.set_level(logging.WARNING, logger="chunktune")
     default = tmp_path / "home" / ".cache" / f"chunktune-sweep-{_lock_files.this_machine()}.lock"
     assert _lock_files.sweep_lock_path() == default
