@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from _teardown import at_teardown, run_at_teardown
 
 import chunktune
 from chunktune import InvalidArgumentError, compat
@@ -721,13 +722,11 @@ async def test_on_an_event_loop_past_the_bound_it_returns_with_the_pool_idle(
 
 # ---------------------------------------------------------------- while Python shuts down
 
-# Calls resolve_chunk_size from where argv[1] says, with a real MuJoCo model and a pool
-# that counts its steps, writing the answer (or what it raised) as a JSON line to fd 1
-# with os.write: print() may be gone by then. "del": a __del__ of an object only the
-# module table keeps, run as modules are torn down; "weakref": a weakref callback run
-# then; "manual": that __del__ with manual_chunk_size=5; "atexit": an atexit handler
-# (Python is not finalizing yet: it measures as ever).
-_COMPAT_AT_EXIT = """\
+# Calls resolve_chunk_size from where argv[1] says (see _teardown), with a real MuJoCo
+# model and a pool that counts its steps, writing the answer (or what it raised) as a
+# JSON line to fd 1 with os.write: print() may be gone by then.
+_COMPAT_AT_EXIT = at_teardown(
+    """\
 import atexit, json, os, sys, weakref
 import mujoco
 import numpy as np
@@ -755,29 +754,9 @@ def resolve(**over):
     except BaseException as exc:
         said = {"raised": type(exc).__name__ + ": " + str(exc)}
     os.write(1, (json.dumps(said) + "\\n").encode())
-
-class Late:
-    def __init__(self, **kw):
-        self.kw = kw
-    def __del__(self):
-        resolve(**self.kw)
-
-class Target:
-    pass
-
-where = sys.argv[1]
-if where == "del":
-    sys.modules["__late"] = Late()
-elif where == "manual":
-    sys.modules["__late"] = Late(manual_chunk_size=5)
-elif where == "weakref":
-    target = Target()
-    sys.modules["__target"] = target
-    sys.modules["__ref"] = weakref.ref(target, lambda ref: resolve())
-    del target
-else:
-    atexit.register(resolve)
-"""
+""",
+    "manual_chunk_size",
+)
 
 
 def _compat_at_exit(tmp_path: Path, where: str) -> tuple[dict[str, object], str]:
@@ -789,15 +768,7 @@ def _compat_at_exit(tmp_path: Path, where: str) -> tuple[dict[str, object], str]
         "CHUNKTUNE_CACHE": str(tmp_path / "c.json"),
         "CHUNKTUNE_CONFIG": str(config),
     }
-    done = subprocess.run(  # the timeout is a hang guard, not a timing
-        [sys.executable, "-c", _COMPAT_AT_EXIT, where],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert len(lines) == 1, done.stdout + done.stderr
-    said: dict[str, object] = json.loads(lines[0])
-    return said, done.stderr
+    return run_at_teardown(_COMPAT_AT_EXIT, where, env)
 
 
 @pytest.mark.parametrize(

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _teardown import at_teardown, run_at_teardown
 
-# Resolves from where argv[1] says, writing each decision (or what it raised) as a JSON
-# line to fd 1 with os.write: print() and logging may be gone by the time it runs.
-# "del": a __del__ of an object that only the module table keeps, run as modules are torn
-# down; "weakref": a weakref callback run then; "manual": the same __del__ with manual=5;
-# "atexit": an atexit handler (Python is not finalizing yet: it measures as ever).
-_AT_EXIT = """\
+# Resolves from where argv[1] says (see _teardown), writing each decision (or what it
+# raised) as a JSON line to fd 1 with os.write: print() and logging may be gone by then.
+_AT_EXIT = at_teardown(
+    """\
 import atexit, json, os, sys, weakref
 import chunktune
 
@@ -37,43 +33,15 @@ def resolve(**kw):
     except BaseException as exc:
         said = {"raised": type(exc).__name__ + ": " + str(exc)}
     os.write(1, (json.dumps(said) + "\\n").encode())
-
-class Late:
-    def __init__(self, **kw):
-        self.kw = kw
-    def __del__(self):
-        resolve(**self.kw)
-
-class Target:
-    pass
-
-where = sys.argv[1]
-if where == "del":
-    sys.modules["__late"] = Late()
-elif where == "manual":
-    sys.modules["__late"] = Late(manual=5)
-elif where == "weakref":
-    target = Target()
-    sys.modules["__target"] = target
-    sys.modules["__ref"] = weakref.ref(target, lambda ref: resolve())
-    del target
-else:
-    atexit.register(resolve)
-"""
+""",
+    "manual",
+)
 
 
 def _resolved_at_exit(tmp_path: Path, where: str) -> tuple[dict[str, object], str]:
     """The decision the _AT_EXIT script printed for ``where``, and its stderr."""
     env = {**os.environ, "CHUNKTUNE_CACHE": str(tmp_path / "c.json")}
-    done = subprocess.run(  # the timeout is a hang guard, not a timing
-        [sys.executable, "-c", _AT_EXIT, where],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert len(lines) == 1, done.stdout + done.stderr
-    said: dict[str, object] = json.loads(lines[0])
-    return said, done.stderr
+    return run_at_teardown(_AT_EXIT, where, env)
 
 
 @pytest.mark.parametrize(

@@ -709,19 +709,32 @@ class _Asleep:
         raise AssertionError("woken other than through call_soon")
 
 
+def _assert_free(key: str, landed: _flights.Flight) -> None:
+    """The next task to board ``key`` owns a new flight (and lands it at once)."""
+    successor, owner = _flights.board(key)
+    assert owner and successor is not landed
+    _flights.land(successor, None)
+
+
+def _waking_fails_at_first(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> list[object]:
+    """Waking the sharer "first" raises ``exc``; the list fills with the others woken."""
+    woken: list[object] = []
+
+    def call_soon(token: object, func: object) -> None:
+        if token == "first":
+            raise exc
+        woken.append(token)
+
+    monkeypatch.setattr(_flights, "call_soon", call_soon)
+    return woken
+
+
 def test_a_waiter_that_cannot_be_woken_leaves_the_others_woken(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Waking one sharer raising is logged as a bug: the flight lands and the others wake."""
     bug = RuntimeError("the loop is gone")
-    woken: list[object] = []
-
-    def call_soon(token: object, func: object) -> None:
-        if token == "first":
-            raise bug
-        woken.append(token)
-
-    monkeypatch.setattr(_flights, "call_soon", call_soon)
+    woken = _waking_fails_at_first(monkeypatch, bug)
     flight, _ = _flights.board("test-wake-fails")
     flight.waiters = [("first", _Asleep()), ("second", _Asleep())]  # type: ignore[list-item]
     with caplog.at_level(logging.WARNING, logger="chunktune"):
@@ -843,9 +856,7 @@ def test_ctrl_c_as_a_decision_is_copied_for_its_sharers_lands_the_flight_then_re
         _flights.land(flight, _flights.gave_up_keying(1.0, 3, "balanced"))
     assert raised.value is stop and woken == ["sharer"]
     assert flight.landed and flight.decision is None
-    successor, owner = _flights.board("test-copy-interrupted")
-    assert owner and successor is not flight
-    _flights.land(successor, None)
+    _assert_free("test-copy-interrupted", flight)
 
 
 def test_ctrl_c_as_one_sharer_is_woken_still_wakes_the_others_then_reaches_the_owner(
@@ -854,23 +865,14 @@ def test_ctrl_c_as_one_sharer_is_woken_still_wakes_the_others_then_reaches_the_o
     """Ctrl-C while waking one sharer: the sharers after it are woken, then it is raised."""
     # the sharers after it once slept for good: taken off the flight, nothing woke them
     stop = KeyboardInterrupt()
-    woken: list[object] = []
-
-    def call_soon(token: object, func: object) -> None:
-        if token == "first":
-            raise stop
-        woken.append(token)
-
-    monkeypatch.setattr(_flights, "call_soon", call_soon)
+    woken = _waking_fails_at_first(monkeypatch, stop)
     flight, _ = _flights.board("test-wake-interrupted")
     sharers = [(token, _Asleep()) for token in ("first", "second", "third")]
     flight.waiters = sharers  # type: ignore[assignment]
     with pytest.raises(KeyboardInterrupt) as raised:
         _flights.land(flight, None)
     assert raised.value is stop and woken == ["second", "third"] and flight.landed
-    successor, owner = _flights.board("test-wake-interrupted")
-    assert owner and successor is not flight
-    _flights.land(successor, None)
+    _assert_free("test-wake-interrupted", flight)
 
 
 def test_the_janitor_looks_at_no_owner_s_loop_before_its_round_ends(

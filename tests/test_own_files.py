@@ -109,18 +109,27 @@ def test_record_refuses_the_system_cache(
     _untouched(system, before)
 
 
-def test_record_refuses_the_sweep_lock_it_would_hold_while_recording(
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        pytest.param("sweep.json", [*RECORD, "-o", "{lock}"], id="record"),
+        pytest.param("sweep.toml", ["cache", "export", "{lock}", "--force"], id="export"),
+    ],
+)
+def test_a_command_refuses_the_sweep_lock_it_would_replace(
+    name: str,
+    argv: list[str],
     places: dict[str, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A trace over the sweep lock's file would replace the held lock: refused, the file kept."""
-    lock = tmp_path / "sweep.json"
+    """A trace or an export over the sweep lock's file would replace a held lock: exit 2, kept."""
+    lock = tmp_path / name
     monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(lock))
     lock.write_bytes(b"")
     inode = os.stat(lock).st_ino
-    assert main([*RECORD, "-o", str(lock)]) == 2
+    assert main([arg.replace("{lock}", str(lock)) for arg in argv]) == 2
     assert f"it is the sweep lock {lock}" in one_error(capsys.readouterr().err)
     assert os.stat(lock).st_ino == inode and lock.read_bytes() == b""
 
@@ -142,21 +151,6 @@ def test_tune_refuses_a_plot_named_as_the_cache_its_config_names(
         capsys.readouterr().err
     )
     _untouched(cache, before)
-
-
-def test_export_refuses_the_sweep_lock(
-    places: dict[str, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """`cache export --force` over the sweep lock's file: exit 2, the lock file kept."""
-    lock = tmp_path / "sweep.toml"
-    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(lock))
-    lock.write_bytes(b"")
-    assert main(["cache", "export", str(lock), "--force"]) == 2
-    assert f"it is the sweep lock {lock}" in one_error(capsys.readouterr().err)
-    assert lock.read_bytes() == b""
 
 
 @pytest.mark.parametrize(

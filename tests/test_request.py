@@ -164,16 +164,27 @@ def test_a_measured_decision_carries_the_confirmed_gain_and_its_interval() -> No
     assert (decision.gain, decision.gain_ci) == (0.05, (0.01, 0.09))
 
 
-def test_auto_leaves_stderr_to_a_chunktune_logger_that_listens(
-    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("level", "err", "logged"),
+    [
+        pytest.param(logging.INFO, "", ["chunk_size=8"], id="logger-listens"),
+        pytest.param(logging.WARNING, "[chunktune] chunk_size=8\n", [], id="logger-silent"),
+    ],
+)
+def test_auto_says_a_line_to_a_listening_chunktune_logger_else_on_stderr(
+    level: int,
+    err: str,
+    logged: list[str],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Under stderr "auto", with the chunktune logger at INFO the line goes to it alone."""
+    """Under stderr "auto" a said line goes to the chunktune logger at INFO alone, else stderr."""
     settings = load_settings()
     assert settings.log.stderr == "auto"
-    with caplog.at_level(logging.INFO, logger="chunktune"):
+    with caplog.at_level(level, logger="chunktune"):
         say("chunk_size=8", settings)
-    assert capsys.readouterr().err == ""
-    assert [r.getMessage() for r in caplog.records] == ["chunk_size=8"]
+    assert capsys.readouterr().err == err
+    assert [r.getMessage() for r in caplog.records] == logged
 
 
 def test_auto_writes_a_new_sweep_s_decision_for_a_key_already_told(
@@ -297,14 +308,3 @@ _HIT_LINE = "[chunktune] chunk_size=8 (native=12, cache): cached\n"
 
 def _unformattable(_decision: Decision) -> str:
     raise AssertionError("a line no one reads was formatted")
-
-
-def test_auto_says_a_line_on_stderr_when_no_logger_listens(
-    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
-) -> None:
-    """Under stderr "auto", with the chunktune logger silent, a said line goes to stderr."""
-    settings = load_settings()
-    assert settings.log.stderr == "auto"
-    with caplog.at_level(logging.WARNING, logger="chunktune"):
-        say("chunk_size=8", settings)
-    assert capsys.readouterr().err == "[chunktune] chunk_size=8\n"
