@@ -114,7 +114,7 @@ async def _resolve(asked: Ask) -> Decision:
     settings' checks, the registry's protocol, adopting another worker's answer) keeps
     native, its traceback logged. Ray's own failures keep theirs: Ray that cannot be
     imported raises (:class:`MissingExtraError`), Ray that cannot be started keeps native
-    (:func:`_start_refused`), and a registry that cannot be reached is resolved around
+    (:func:`_native_without_ray`), and a registry that cannot be reached is resolved around
     (:func:`coordinated`).
     """
     in_ray = True  # importing or connecting Ray: its errors are Ray's, raised as they are
@@ -150,8 +150,8 @@ async def _resolve(asked: Ask) -> Decision:
         in_ray = False
         if scope.cancelled_caught:
             return _start_gave_up(asked, settings, pol)
-        if isinstance(ray, StartRefused):
-            return _start_refused(asked, settings, ray)
+        if isinstance(ray, StartRefused):  # it failed, or was overdue, now or before
+            return _native_without_ray(asked, settings, ray.why)
         return await _on_ray(ray, asked, settings, pol, started)
     except Exception as exc:
         if in_ray and not spent(exc):
@@ -211,13 +211,6 @@ def _start_gave_up(asked: Ask, settings: Settings, pol: Policy) -> Decision:
         f"was starting (ray.init() under [ray] init_local{joining})"
     )
     return _native_without_ray(asked, settings, why)
-
-
-def _start_refused(asked: Ask, settings: Settings, refused: StartRefused) -> Decision:
-    """The fallback once Ray's start under ``[ray] init_local`` failed, or was overdue
-    (now, or earlier in this process): native, nothing measured, the reason saying why
-    Ray cannot be used; reported."""
-    return _native_without_ray(asked, settings, refused.why)
 
 
 def _native_without_ray(asked: Ask, settings: Settings, why: str) -> Decision:

@@ -69,19 +69,9 @@ def teeth(num_envs: int, nthread: int) -> set[int]:
     """The sizes ``ceil(N/(k*T))``: chunk counts that are multiples of T (and the last below).
 
     With even envs these are the sawtooth's lowest points: the next larger size
-    adds a wave of chunks and leaves workers idle at the end. Built in
-    O(sqrt(N/T)) steps: each step jumps to the next ``k`` whose size differs.
+    adds a wave of chunks and leaves workers idle at the end.
     """
-    found: set[int] = set()
-    k, last = 1, upper_chunk(num_envs, nthread)
-    while k <= last:
-        size = -(-num_envs // (k * nthread))
-        found.add(size)
-        if size == 1:
-            break
-        # the largest k with this size: ceil(N/(kT)) > size - 1  <=>  kT < N/(size - 1)
-        k = -(-num_envs // ((size - 1) * nthread))
-    return found
+    return _past_waves(num_envs, nthread, 0)
 
 
 def half_teeth(num_envs: int, nthread: int) -> set[int]:
@@ -93,21 +83,28 @@ def half_teeth(num_envs: int, nthread: int) -> set[int]:
     has teeth of its own: where the chunks of a block of heavy envs come to a multiple
     of T, each worker ends on one heavy chunk. A heavy block of 40% of the envs does so
     at 2.5 chunks a worker (137 of 32768 envs on 96 threads), which no ``ceil(N/(k*T))``
-    names. Every size is a schedule (:func:`schedules`). Built in O(sqrt(N/T)) steps, as
-    :func:`teeth`.
+    names. Every size is a schedule (:func:`schedules`).
+    """
+    halves = {nthread // 2, (nthread + 1) // 2}
+    return set().union(*(_past_waves(num_envs, nthread, r) for r in halves))
+
+
+def _past_waves(num_envs: int, nthread: int, extra: int) -> set[int]:
+    """The sizes ``ceil(N/(k*T + extra))`` for ``k >= 1``, down to 1.
+
+    Built in O(sqrt(N/T)) steps: each jumps to the next ``k`` whose size differs.
     """
     found: set[int] = set()
-    for r in {nthread // 2, (nthread + 1) // 2}:
-        m = nthread + r  # k = 1
-        while True:
-            size = -(-num_envs // m)
-            found.add(size)
-            if size == 1:
-                break
-            # the smallest m = kT + r giving a smaller size: m >= ceil(N/(size - 1))
-            least = -(-num_envs // (size - 1))
-            m = max(m + nthread, r + nthread * -(-(least - r) // nthread))
-    return found
+    m = nthread + extra  # k = 1
+    while True:
+        size = -(-num_envs // m)
+        found.add(size)
+        if size == 1:
+            return found
+        # the smallest count giving a smaller size is ceil(N/(size - 1)), above m;
+        # the next k*T + extra at or past it
+        least = -(-num_envs // (size - 1))
+        m = extra + nthread * -(-(least - extra) // nthread)
 
 
 def between(
