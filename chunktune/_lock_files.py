@@ -164,9 +164,10 @@ os.register_at_fork(after_in_child=_close_in_child)
 
 def _fit_mode(lock: filelock.BaseFileLock, path: Path) -> None:
     """Below filelock 3.24, which sets the file to the mode it was given whenever a process
-    of its owner opens it: that mode becomes the file's own (plus the owner's read and
-    write), the file made first where none is, as ``open()`` makes it (a folder's default
-    ACL, else the umask), so that opening it changes nothing else."""
+    of its owner (or root) opens it: that mode becomes the file's own, the file made first
+    where none is, as ``open()`` makes it (a folder's default ACL, else the umask), so that
+    opening it changes nothing else; the owner's read and write are added to this user's
+    file only (root taking another user's file leaves its mode as it is)."""
     if _UMASK_HONOURED:
         return
     context = getattr(lock, "_context", None)  # 3.12 to 3.23 keep the mode there
@@ -175,7 +176,9 @@ def _fit_mode(lock: filelock.BaseFileLock, path: Path) -> None:
     with suppress(OSError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     with suppress(OSError):
-        context.mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777 | _OWNER_RW
+        found = os.stat(path)
+        own = not hasattr(os, "geteuid") or found.st_uid == os.geteuid()
+        context.mode = stat.S_IMODE(found.st_mode) & 0o777 | (_OWNER_RW if own else 0)
 
 
 def _open_to_owner(file: Path | int, bits: int) -> bool:

@@ -1051,10 +1051,6 @@ def test_a_child_takes_and_lets_go_a_lock_its_parent_held_at_the_fork_once_the_p
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can take another user's unwritable file")
-@pytest.mark.skipif(
-    not _lock_files._UMASK_HONOURED,
-    reason="below filelock 3.24 it sets the mode _fit_mode gives (owner rw added) as root opens",
-)
 def test_taking_another_user_s_lock_file_leaves_its_mode_as_it_is(tmp_path: Path) -> None:
     """A lock file of another user's is taken without its mode mended: only one's own is."""
     path = tmp_path / "theirs.lock"
