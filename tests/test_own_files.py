@@ -114,6 +114,7 @@ def test_record_refuses_the_system_cache(
     [
         pytest.param("sweep.json", [*RECORD, "-o", "{lock}"], id="record"),
         pytest.param("sweep.toml", ["cache", "export", "{lock}", "--force"], id="export"),
+        pytest.param("sweep.json", ["cache", "merge", "cache.json", "-o", "{lock}"], id="merge"),
     ],
 )
 def test_a_command_refuses_the_sweep_lock_it_would_replace(
@@ -124,7 +125,7 @@ def test_a_command_refuses_the_sweep_lock_it_would_replace(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A trace or an export over the sweep lock's file would replace a held lock: exit 2, kept."""
+    """A trace, export or merge over the sweep lock's file would replace a held lock: exit 2."""
     lock = tmp_path / name
     monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(lock))
     lock.write_bytes(b"")
@@ -177,3 +178,17 @@ def test_another_file_beside_the_cache_is_no_kept_file(
     """A trace beside the cache, or a .lock file outside its locks folder, is written as asked."""
     for name in ("trace.json", "cache.json.bak", "other/x.lock", "cache.toml"):
         not_own_file(tmp_path / name, "trace")
+
+
+def test_merge_may_write_into_the_cache_and_the_system_cache(
+    places: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`merge -o` naming the cache file or the system cache merges into it (under its lock)."""
+    system = tmp_path / "system.json"
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    fleet = tmp_path / "fleet.json"
+    assert DecisionCache(fleet).update({"e" * 32: entry()})
+    for out in (places["cache"], system):
+        assert main(["cache", "merge", str(fleet), "-o", str(out)]) == 0
+    assert sorted(DecisionCache(places["cache"]).entries()) == ["a" * 32, "e" * 32]
+    assert list(DecisionCache(system).entries()) == ["e" * 32]

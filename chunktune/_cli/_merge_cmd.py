@@ -29,6 +29,7 @@ from ._common import (
     short_keys,
     warn_skipped,
 )
+from ._own_files import not_own_file
 
 __all__ = ["add_merge_parser"]
 
@@ -67,6 +68,9 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
     fmt = suffix_format(out)
     if fmt is None:
         raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")
+    # a cache may be merged into, under its lock; a lock (the sweep lock named *.json)
+    # replaced would let two sweeps measure at once
+    not_own_file(out, "merged cache", args.config, caches_too=False)
     if out.exists():
         if not out.is_file():
             # never read: /dev/zero has no end (all memory went), a FIFO blocks for good

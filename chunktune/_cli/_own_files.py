@@ -3,7 +3,8 @@
 A trace, a plot or an export written over one of them would not be a write beside
 chunktune's own: it would replace the live cache with a trace (every entry gone), or a
 held lock's file with a new one (which the next sweep locks while the old one is still
-held, so two sweeps measure at once). Such a name is said before the command works.
+held, so two sweeps measure at once). A merged cache may go into a cache, under its
+lock, but not over a lock. Such a name is said before the command works.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ from .._settings import Settings
 __all__ = ["not_own_file"]
 
 
-def not_own_file(path: Path, what: str, config: str | None = None) -> None:
+def not_own_file(
+    path: Path, what: str, config: str | None = None, *, caches_too: bool = True
+) -> None:
     """Refuse ``path`` as the ``what`` (``"trace"``, ``"plot"``) when chunktune keeps that file.
+
+    ``caches_too=False`` (a merge, which writes a cache as a cache is written) refuses
+    only the locks and their notes: the cache file and the system cache may be written.
 
     The settings (``config``, else discovered) name the cache and the system cache;
     settings that do not load leave the files ``$CHUNKTUNE_CACHE`` (else the default
@@ -36,7 +42,7 @@ def not_own_file(path: Path, what: str, config: str | None = None) -> None:
         OutputError: ``path`` is the cache file, its write lock, a cache key's lock, the
             system cache or the machine's sweep lock (or a lock's holder note).
     """
-    kind = _own_file(path, config)
+    kind = _own_file(path, config, caches_too=caches_too)
     if kind is not None:
         raise OutputError(
             f"cannot write the {what} {path}: it is {kind}, which chunktune keeps; "
@@ -44,14 +50,14 @@ def not_own_file(path: Path, what: str, config: str | None = None) -> None:
         )
 
 
-def _own_file(path: Path, config: str | None = None) -> str | None:
+def _own_file(path: Path, config: str | None = None, *, caches_too: bool = True) -> str | None:
     """What chunktune keeps in ``path`` (``"the cache file /x/cache.json"``), or None."""
     target = _real(path)
     if target is None:
         return None
     kept = _kept(config)
     for kind, file in kept:
-        if _real(file) == target:
+        if (caches_too or kind not in _CACHES) and _real(file) == target:
             return f"{kind} {file}"
     locks = _real(kept[0][1].parent / "locks")
     if target.parent == locks and target.name.endswith((".lock", ".lock.holder")):
@@ -68,6 +74,10 @@ def _real(path: Path) -> Path | None:
         return None
 
 
+_CACHE_FILE, _SYSTEM_CACHE = "the cache file", "the system cache"
+_CACHES = (_CACHE_FILE, _SYSTEM_CACHE)
+
+
 def _kept(config: str | None) -> list[tuple[str, Path]]:
     """The files chunktune keeps, each with what it is, the cache file first."""
     settings: Settings | None
@@ -80,13 +90,13 @@ def _kept(config: str | None) -> list[tuple[str, Path]]:
     else:  # as the settings would have read them: the variables name the caches
         named, system = os.environ.get(CACHE_ENV), os.environ.get(SYSTEM_CACHE_ENV)
     cache = _path(named) or default_cache_path()
-    kept = [("the cache file", cache)]
+    kept = [(_CACHE_FILE, cache)]
     locks = ((lock_path(cache), "the cache's write lock"), (sweep_lock_path(), "the sweep lock"))
     for lock, name in locks:
         kept += [(name, lock), (f"the holder note of {name}", note_path(lock))]
     system_cache = _path(system)
     if system_cache is not None:
-        kept.append(("the system cache", system_cache))
+        kept.append((_SYSTEM_CACHE, system_cache))
     return kept
 
 
