@@ -965,7 +965,7 @@ async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
             return super().run(chunk_size)
 
     pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=1.0
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.5, hard_limit_s=1.0
     )
     stuck = Stuck(uneven().costs, nthread=8)
     other = uneven(seed=1)  # another key: it needs the machine, not this key's answer
@@ -1327,7 +1327,7 @@ async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
 
     monkeypatch.setattr("chunktune._miss.lookup", stuck_lookup)
     pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=1.0
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.5, hard_limit_s=1.0
     )
     w = uneven()
     try:
