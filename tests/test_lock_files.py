@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import filelock
 import pytest
 from _users import NOBODY, as_user, child_env, unprivileged
 
+from chunktune._lock_files import file_lock, make_folder, take
 from chunktune._lock_note import note_path, read_note
 from chunktune._locks import key_lock, sweep_lock
 
@@ -452,3 +454,41 @@ def test_a_child_forked_mid_sweep_does_not_keep_the_locks_of_a_killed_parent(
             lock.release()
     finally:
         os.kill(child, 9)
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    """This process's umask set to ``mask`` for the block, and the old one after."""
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _octal(path: Path) -> str:
+    """The permission bits of the file or folder at ``path``, as ``0o...``."""
+    return oct(stat.S_IMODE(os.stat(path).st_mode))
+
+
+def test_a_lock_taken_under_umask_277_leaves_its_file_open_to_its_owner(tmp_path: Path) -> None:
+    """take() under umask 277 leaves the lock file it made 0o600 while held, not open()'s 0o400."""
+    path = tmp_path / "own.lock"
+    lock = file_lock(path)
+    with _umask(0o277):
+        take(lock, timeout=0)
+    try:
+        assert _octal(path) == "0o600"
+    finally:
+        lock.release()
+
+
+def test_folders_made_under_umask_277_let_their_owner_in(tmp_path: Path) -> None:
+    """make_folder() under umask 277 leaves each folder it made 0o700 (mkdir gives 0o500)."""
+    (tmp_path / "kept").mkdir(mode=0o750)
+    target = tmp_path / "kept" / "new" / "deeper"
+    with _umask(0o277):
+        make_folder(target)
+        make_folder(target)  # already there: nothing to do, and no error
+    got = [_octal(f) for f in (tmp_path / "kept", target.parent, target)]
+    assert got == ["0o750", "0o700", "0o700"]
