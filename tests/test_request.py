@@ -252,6 +252,17 @@ def test_no_stderr_at_all_says_nothing_into_stdout(
     assert capsys.readouterr().out == ""
 
 
+def test_a_line_on_a_buffered_stderr_is_written_through_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A line said to a stderr that buffers whole blocks (redirected) reaches its file at once."""
+    settings = attrs.evolve(load_settings(), log=LogSettings(stderr="always"))
+    raw = io.BytesIO()
+    monkeypatch.setattr("sys.stderr", io.TextIOWrapper(raw, encoding="utf-8"))
+    say("chunk_size=8", settings)
+    assert raw.getvalue() == b"[chunktune] chunk_size=8\n"
+
+
 def test_a_report_to_a_closed_stderr_never_fails_the_resolve(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
