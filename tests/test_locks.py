@@ -790,6 +790,20 @@ def test_no_sweep_lock_file_is_litter_while_the_variable_names_the_lock(
     assert _lock_files.sweep_lock_litter() == [other_boot]
 
 
+def test_a_cache_root_that_cannot_be_listed_has_no_sweep_lock_litter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user cache root whose listing fails (an I/O error) lists no litter: an empty list."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(SWEEP_LOCK_ENV, raising=False)
+
+    def failing(self: Path, pattern: str) -> list[Path]:
+        raise OSError(5, "Input/output error", str(self))
+
+    monkeypatch.setattr(Path, "glob", failing)
+    assert _lock_files.sweep_lock_litter() == []
+
+
 def test_remove_idle_counts_the_files_it_removed(tmp_path: Path) -> None:
     """remove_idle deletes idle lock files and their notes, and says how many files went."""
     files = [tmp_path / "a.lock", tmp_path / "b.lock"]
