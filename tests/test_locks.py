@@ -790,6 +790,21 @@ def test_no_sweep_lock_file_is_litter_while_the_variable_names_the_lock(
     assert _lock_files.sweep_lock_litter() == [other_boot]
 
 
+@pytest.mark.parametrize("value", [None, ""], ids=["unset", "empty"])
+def test_a_sweep_lock_variable_unset_or_empty_names_no_lock_and_warns_nothing(
+    value: str | None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """$CHUNKTUNE_SWEEP_LOCK unset or empty names no lock file, without a warning."""
+    monkeypatch.setattr(_lock_files, "_warned_values", set())
+    if value is None:
+        monkeypatch.delenv(SWEEP_LOCK_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SWEEP_LOCK_ENV, value)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert _lock_files.named_sweep_lock() is None
+    assert caplog.records == []
+
+
 def test_a_cache_root_that_cannot_be_listed_has_no_sweep_lock_litter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
