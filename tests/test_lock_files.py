@@ -17,6 +17,7 @@ from typing import Any
 
 import filelock
 import pytest
+from _forking import run_forked
 from _users import NOBODY, as_user, child_env, unprivileged
 
 from chunktune._lock_files import file_lock, make_folder, take
@@ -492,3 +493,22 @@ def test_folders_made_under_umask_277_let_their_owner_in(tmp_path: Path) -> None
         make_folder(target)  # already there: nothing to do, and no error
     got = [_octal(f) for f in (tmp_path / "kept", target.parent, target)]
     assert got == ["0o750", "0o700", "0o700"]
+
+
+def test_a_child_forked_while_a_lock_is_held_starts_without_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork while this process holds a taken lock runs the child's fork hook without an error."""
+    told = tmp_path / "unraisable.txt"
+
+    def record(unraisable: Any) -> None:
+        told.write_text(f"{unraisable.exc_type.__name__}: {unraisable.exc_value}")
+
+    monkeypatch.setattr(sys, "unraisablehook", record)
+    lock = file_lock(tmp_path / "held.lock")
+    take(lock, timeout=0)
+    try:
+        assert run_forked(lambda: None, hang_guard_s=30) == 0
+    finally:
+        lock.release()
+    assert not told.exists(), told.read_text()
