@@ -512,3 +512,29 @@ def test_a_child_forked_while_a_lock_is_held_starts_without_an_error(
     finally:
         lock.release()
     assert not told.exists(), told.read_text()
+
+
+def test_a_lock_file_its_owner_was_refused_is_opened_to_it_and_then_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """take() refused a 0o400 lock file of its own user mends it to 0o600 and holds the lock."""
+    # root is never refused: the first try raises what a refused open() raises for others
+    path = tmp_path / "left.lock"
+    path.touch()
+    path.chmod(0o400)
+    lock = file_lock(path)
+    acquire = lock.acquire
+    tries: list[float | None] = []
+
+    def refused_once(timeout: float | None = None) -> Any:
+        tries.append(timeout)
+        if len(tries) == 1:
+            raise PermissionError(13, "Permission denied", str(path))
+        return acquire(timeout=timeout)
+
+    monkeypatch.setattr(lock, "acquire", refused_once)
+    take(lock, timeout=0)
+    try:
+        assert (lock.is_locked, _octal(path), tries) == (True, "0o600", [0, 0])
+    finally:
+        lock.release()
