@@ -10,8 +10,6 @@ import sys
 from collections.abc import Mapping
 from typing import get_args
 
-from rich.table import Table
-
 from .._cache import DecisionCache, read_cache_file, write_cache_file
 from .._cache_format import CacheFormat, encode, suffix_format
 from .._errors import CacheError, InvalidArgumentError
@@ -163,6 +161,8 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     if console.is_terminal:
         # a grid: on a narrow terminal a long value (the machine, the signature) wraps
         # within its column, under the value, not from the left edge under the names
+        from rich.table import Table  # rich loads only for a terminal's grid
+
         grid = Table.grid(padding=(0, 2))
         grid.add_column(no_wrap=True)
         grid.add_column(overflow="fold")

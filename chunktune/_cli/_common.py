@@ -10,10 +10,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._atomic import check_writable
 from .._cache import DecisionCache, read_cache_stream
@@ -27,6 +24,10 @@ from .._policy import Policy
 from .._settings import Settings, unknown_policy
 from .._shown import shown, shown_path
 from .._sigint import EXIT_INTERRUPTED, EXIT_TERMINATED
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -201,22 +202,17 @@ def help_formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=30)
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        # rich would exit 1, the code of a failed workload; main() maps this to 141
-        self.quiet = True
-        raise BrokenPipeError
-
-
 def console_on(file: TextIO) -> Console:
     """A console on ``file``; off a terminal, no colour and no wrapping of long lines.
 
     A closed pipe raises BrokenPipeError, which ``main`` turns into exit code 141.
     """
-    console = _Console(file=file, highlight=False, markup=False, emoji=False)
+    from ._console import PipeConsole  # rich loads here, not for --help or a usage error
+
+    console = PipeConsole(file=file, highlight=False, markup=False, emoji=False)
     if not console.is_terminal:
         # soft_wrap: a reason longer than the width stays one line, for grep and diff
-        console = _Console(
+        console = PipeConsole(
             file=file,
             highlight=False,
             markup=False,

@@ -15,9 +15,6 @@ import sys
 import time
 from typing import Any
 
-from rich import box
-from rich.table import Table
-
 from .._cache_entry import CacheEntry
 from ._common import EXIT_OK, entries_of, open_cache, short_keys, table_console
 from ._render import chunk_label, entry_age, model_summary
@@ -54,6 +51,9 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no entries in {cache.path}")
         return EXIT_OK
+    from rich import box  # rich loads only for a table to draw
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     # the key is what `cache show` takes: never cut, however narrow the terminal
     table.add_column("key", no_wrap=True, min_width=max(map(len, short.values())))

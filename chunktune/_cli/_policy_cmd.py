@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rich import box
-from rich.table import Table
-
 from .._config import load_settings, preset_names
 from .._converter import dump_policy
 from .._settings import Settings
@@ -62,6 +59,9 @@ def _cmd_policy_list(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     user = settings.user_policies
     presets = set(preset_names())
+    from rich import box  # rich loads only for a table to draw
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     # the name is what `policy show` and --policy take: never cut, however narrow
     width = max(len(name) for name in settings.policies) + len(" *")

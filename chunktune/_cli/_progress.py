@@ -5,20 +5,14 @@ from __future__ import annotations
 import math
 import sys
 from types import TracebackType
-from typing import Self
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from typing import TYPE_CHECKING, Self
 
 from .._decision import size_name
 from .._events import ProgressEvent
 from ._common import console_on, live_terminal, say
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["progress_display"]
 
@@ -183,6 +177,14 @@ class _LiveProgress:
         self.raced = 0
         self.probes = 0
         self.confirming: int | None = None
+        from rich.progress import (  # rich loads only for a live bar
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),

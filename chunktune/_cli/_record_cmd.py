@@ -12,15 +12,6 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from .._atomic import write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
@@ -206,6 +197,15 @@ class _Shown:
         console = console_on(sys.stderr)
         self.bar = not quiet and live_terminal(console)
         self.plain = not quiet and not self.bar
+        from rich.progress import (  # rich loads only for a recording
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -12,15 +12,15 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
 from .._cache_entry import CacheEntry
 from .._load import MachineLoad
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = [
     "Row",
@@ -117,6 +117,10 @@ def candidate_table(rows: Sequence[Row], *, native_chunk: int, title: str | None
     Where the race dropped some sizes (``raced out``), the sizes it had not dropped
     when it ended are its ``contender``s; a schedule that races nothing notes neither.
     """
+    from rich import box  # rich loads only for a table to draw
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(
         box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
     )

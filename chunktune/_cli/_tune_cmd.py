@@ -8,10 +8,10 @@ import functools
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import attrs
-from rich.console import Console
 
 from .._config import load_settings
 from .._decision import Decision
@@ -56,6 +56,9 @@ from ._render import (
     plot_formats,
     write_plot,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["add_parser"]
 
