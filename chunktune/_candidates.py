@@ -18,7 +18,6 @@ import numbers
 from typing import ClassVar
 
 import attrs
-import numpy as np
 
 from ._errors import ConfigError
 from ._shown import spelled
@@ -42,6 +41,8 @@ __all__ = [
 
 def _targets(first: int, last: int, cap: int) -> list[float]:
     """``cap`` points spread evenly in log scale from ``first`` to ``last``."""
+    import numpy as np
+
     return [float(t) for t in np.linspace(math.log(first), math.log(last), cap)]
 
 

@@ -8,8 +8,6 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint
@@ -97,6 +95,8 @@ def record(
             returned something other than positive seconds.
         Exception: whatever ``signature()``, ``run()`` or ``check_cancelled()`` raised.
     """
+    import numpy as np
+
     rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)

@@ -40,8 +40,6 @@ asks :class:`chunktune._stretch.Stretch` to stretch it instead.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ._ending import finish, result
 from ._field import Field
 from ._gate import NoiseGate
@@ -63,6 +61,8 @@ class _Rounds:
     """One race: its field, its budget, and the calls that measure it."""
 
     def __init__(self, probe: Probe, candidates: list[Chunk]) -> None:
+        import numpy as np
+
         self.probe = probe
         self.p = p = probe.policy
         self.field = Field(probe, candidates)
