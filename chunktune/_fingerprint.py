@@ -11,7 +11,6 @@ import functools
 import os
 import platform
 import time
-from importlib import metadata
 from pathlib import Path
 
 __all__ = [
@@ -93,6 +92,8 @@ def available_memory(root: Path = Path("/")) -> int | None:
 @functools.cache
 def chunktune_version() -> str:
     """This chunktune's installed version, or ``"0+unknown"`` when run from a bare tree."""
+    from importlib import metadata  # loads email and more: only where a version is read
+
     try:
         return metadata.version("chunktune")
     except metadata.PackageNotFoundError:
@@ -102,6 +103,8 @@ def chunktune_version() -> str:
 @functools.cache  # reading distribution metadata costs milliseconds, on every cache hit
 def mujoco_version() -> str:
     """The installed MuJoCo version, or ``"none"``."""
+    from importlib import metadata
+
     try:
         return metadata.version("mujoco")
     except metadata.PackageNotFoundError:

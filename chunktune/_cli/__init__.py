@@ -107,6 +107,21 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
+class _Version(argparse._VersionAction):
+    """``--version``, its versions read only when it is given: reading installed
+    distributions' metadata would cost every other command, ``--help`` included."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        self.version = f"chunktune {chunktune_version()} (mujoco {mujoco_version()})"
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``chunktune`` argument parser."""
     parser = _Parser(
@@ -116,11 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_MAIN_EPILOG,
         formatter_class=help_formatter,
     )
-    parser.add_argument(
-        "--version",
-        action="version",
-        version=f"chunktune {chunktune_version()} (mujoco {mujoco_version()})",
-    )
+    parser.add_argument("--version", action=_Version)
     # the subcommands' parsers are _Parser too (argparse makes them of the parser's class)
     commands = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
