@@ -1724,6 +1724,39 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith(f"chunktune {metadata.version('chunktune')} ")
 
 
+# A fresh process: the command named in argv, then the heavy modules it loaded, one a line.
+_LOADED = """\
+import contextlib, io, sys
+from chunktune._cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    main(sys.argv[1:])
+heavy = ("numpy", "rich", "cattrs", "importlib.metadata")
+print("\\n".join(m for m in heavy if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param((), id="no-command"),
+        pytest.param(("--help",), id="help"),
+        pytest.param(("tune", "--help"), id="tune-help"),
+        pytest.param(("tune", "--num-envs", "0"), id="refused-argument"),
+    ],
+)
+def test_help_and_a_refused_argument_load_no_numpy_rich_cattrs_or_metadata(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """--help and a refused argument start without numpy, rich, cattrs or package metadata."""
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(tmp_path / "c.json"), "CHUNKTUNE_CONFIG": ""}
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _LOADED, *argv], env=env, capture_output=True, text=True,
+        timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [], done.stdout
+
+
 def test_no_command_prints_usage_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """`chunktune` alone prints the help on stderr and exits 2."""
     assert main([]) == 2
