@@ -95,7 +95,7 @@ def record(
             returned something other than positive seconds.
         Exception: whatever ``signature()``, ``run()`` or ``check_cancelled()`` raised.
     """
-    import numpy as np
+    import numpy as np  # here, not at the top: import chunktune and --help need none
 
     rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
     n, t = workload.num_envs, workload.nthread

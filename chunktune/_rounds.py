@@ -61,7 +61,7 @@ class _Rounds:
     """One race: its field, its budget, and the calls that measure it."""
 
     def __init__(self, probe: Probe, candidates: list[Chunk]) -> None:
-        import numpy as np
+        import numpy as np  # here, not at the top: import chunktune and --help need none
 
         self.probe = probe
         self.p = p = probe.policy

@@ -159,7 +159,7 @@ def fit_uniform_model(
     None with fewer than four measured sizes or a degenerate fit. The model
     knows nothing of uneven envs; it only proposes where to look next.
     """
-    import numpy as np
+    import numpy as np  # here, not at the top: import chunktune and --help need none
 
     if len(measured) < 4:
         return None

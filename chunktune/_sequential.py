@@ -28,6 +28,8 @@ import attrs
 
 from ._stats import normal_quantile
 
+# numpy is imported in each function that computes with it: `import chunktune` and the
+# CLI's --help need none of it
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
+# numpy is imported in each function that computes with it: `import chunktune` and the
+# CLI's --help need none of it
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
