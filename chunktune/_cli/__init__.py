@@ -107,9 +107,18 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-class _Version(argparse._VersionAction):
+class _Version(argparse.Action):
     """``--version``, its versions read only when it is given: reading installed
     distributions' metadata would cost every other command, ``--help`` included."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
 
     def __call__(
         self,
@@ -118,8 +127,8 @@ class _Version(argparse._VersionAction):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        self.version = f"chunktune {chunktune_version()} (mujoco {mujoco_version()})"
-        super().__call__(parser, namespace, values, option_string)
+        print(f"chunktune {chunktune_version()} (mujoco {mujoco_version()})")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
