@@ -1283,3 +1283,44 @@ def test_recordings_script_refuses_a_file_that_is_no_trace(
         and "broken.json" in err
         and len(err.splitlines()) == 1
     )
+
+
+def test_regret_causes_sorts_each_loss_by_where_it_happened() -> None:
+    """regret_causes' categories: a size chosen, a confirmation run, the gate, the budget."""
+    cause = _script("regret_causes")._cause
+    assert cause(8, True, None, "settled", False) == "out-raced"
+    assert cause(8, False, True, "settled", False) == "never proposed"
+    assert cause(None, True, True, "budget", True) == "confirm inconclusive, good size held"
+    assert cause(None, True, False, "confirming", False) == (
+        "confirm inconclusive, weaker size held"
+    )
+    assert cause(None, True, None, "noisy", False) == "noise gate"
+    assert cause(None, False, None, "too_slow", False) == "budget"
+    assert cause(None, True, None, "settled", True) == "budget"
+    assert cause(None, True, None, "settled", False) == "kept at race end"
+
+
+def test_regret_causes_lists_every_run_of_a_named_case() -> None:
+    """regret_causes on one case with no threshold: a row per seed, each consistent with it."""
+    script = _script("regret_causes")
+    rows = script.causes("balanced", 2, -1.0, ["lognormal-768x12"])
+    assert [(r.case, r.seed) for r in rows] == [("lognormal-768x12", 0), ("lognormal-768x12", 1)]
+    for r in rows:
+        assert r.measured and r.best_measured in r.measured
+        if r.chosen is not None:  # a size chosen was measured: none measured did worse
+            assert 0.0 <= r.best_measured_regret <= r.regret
+        assert (r.held is not None) == (r.pairs > 0)
+        if r.chosen is None and r.held is not None:
+            assert r.cause.startswith("confirm inconclusive")
+
+
+def test_regret_causes_refuses_an_unknown_case() -> None:
+    """regret_causes.py --cases with a name no case has: exit 2 naming it, no traceback."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "regret_causes.py"), "--cases", "no-such-case"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "no-such-case" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,196 @@
+"""Why `balanced` lost where it lost: every simulated run above a regret, with its cause.
+
+    python benchmarks/regret_causes.py                   5 seeds, runs above 1%
+    python benchmarks/regret_causes.py --seeds 15 --above 0.01
+    python benchmarks/regret_causes.py --cases lognormal-768x12 --above -1   every run
+
+Runs the simulated suite of ``run.py`` (same cases, same seeds) under one policy, follows
+each sweep's progress events, and sorts every run whose regret exceeds ``--above`` by
+where the loss happened:
+
+- ``never proposed``: no size within ``--above`` of the best was ever measured;
+- ``out-raced``: one was measured, and the policy chose another size;
+- ``confirm inconclusive``: the race's choice was confirmed against native and failed,
+  split by whether the size held against native was itself within ``--above`` of the best
+  (``good size held``) or not (``weaker size held``);
+- ``noise gate``: the gate kept native (the margin could not be confirmed in the budget);
+- ``budget``: the budget ended the race before a candidate could be judged;
+- ``kept at race end``: the race ended with native chosen (within the noise, under the
+  margin, no candidate faster).
+
+Prints one line per run and the categories with their summed regret. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from collections.abc import Collection
+from pathlib import Path
+
+import attrs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cases import SIM_CASES
+from measure import bench_settings, own_sweep_lock
+
+import chunktune
+from chunktune._events import ProgressEvent
+
+
+@attrs.frozen(kw_only=True)
+class Cause:
+    """One lost run: where, what it chose, what it measured, and the cause."""
+
+    case: str
+    seed: int
+    regret: float
+    chosen: int | None
+    native: int
+    oracle: int
+    offered: float  # the best size's true gain over native
+    measured: tuple[int, ...]
+    best_measured: int
+    best_measured_regret: float
+    stop: str
+    confirmed: bool
+    cause: str
+    held: int | None  # the size held against native in the confirmation (None: none)
+    held_gain: float  # its true gain over native
+    pairs: int  # the confirmation's calls, halved
+    probe_s: float  # the sweep's probe seconds
+
+
+def _cause(
+    chosen: int | None,
+    near_measured: bool,
+    held_good: bool | None,
+    stop: str,
+    partial: bool,
+) -> str:
+    """Where a lost run lost: the categories of the module's docstring.
+
+    ``near_measured``: a size within the threshold of the best was measured;
+    ``held_good``: whether the size confirmed against native was one (None: no
+    confirmation ran).
+    """
+    if chosen is not None:
+        return "out-raced" if near_measured else "never proposed"
+    if held_good is not None:
+        return f"confirm inconclusive, {'good' if held_good else 'weaker'} size held"
+    if stop == "noisy":
+        return "noise gate"
+    if partial or stop in ("budget", "too_slow"):
+        return "budget"
+    return "kept at race end"
+
+
+def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = ()) -> list[Cause]:
+    """Every run of ``policy_name`` on the simulated suite whose regret exceeds ``above``.
+
+    ``cases``: the case names to run (empty: all); each keeps its index in the suite, so
+    its landscape and noise are ``run.py``'s.
+    """
+    settings = bench_settings()
+    policy = settings.get_policy(policy_name)
+    lost: list[Cause] = []
+    for index, case in enumerate(SIM_CASES):
+        if cases and case.name not in cases:
+            continue
+        truth = case.workload(index)
+        oracle, oracle_s = truth.oracle()
+        for s in range(seeds):
+            events: list[ProgressEvent] = []
+            decision = chunktune.resolve_sync(
+                case.workload(index, seed=1000 * index + s),
+                settings=settings,
+                policy=attrs.evolve(policy, seed=s),
+                on_progress=events.append,
+            )
+            regret = truth.regret(decision.chunk_size)
+            if regret <= above:
+                continue
+            measured = sorted(
+                {e.chunk_size for e in events if e.kind == "probe" and e.chunk_size is not None}
+            )
+            best = min(measured, key=truth.regret, default=decision.native_chunk)
+            confirms = sum(1 for e in events if e.kind == "confirm")
+            stop = next((e.message for e in reversed(events) if e.kind == "done"), "")
+            near = truth.regret(best) <= above
+            held = next(
+                (e.chunk_size for e in events if e.kind == "confirm" and e.chunk_size is not None),
+                None,
+            )
+            native_s = truth.true_time(None)
+            held_gain = 0.0 if held is None else 1.0 - truth.true_time(held) / native_s
+            lost.append(
+                Cause(
+                    case=case.name,
+                    seed=s,
+                    regret=regret,
+                    chosen=decision.chunk_size,
+                    native=decision.native_chunk,
+                    oracle=oracle,
+                    offered=1.0 - oracle_s / truth.true_time(None),
+                    measured=tuple(measured),
+                    best_measured=best,
+                    best_measured_regret=truth.regret(best),
+                    stop=stop,
+                    confirmed=decision.gain_ci is not None,
+                    cause=_cause(
+                        decision.chunk_size,
+                        near,
+                        None if held is None else truth.regret(held) <= above,
+                        stop,
+                        decision.partial,
+                    ),
+                    held=held,
+                    held_gain=held_gain,
+                    pairs=confirms // 2,
+                    probe_s=decision.probe_seconds,
+                )
+            )
+    return lost
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--above", type=float, default=0.01, help="regret threshold (0.01 = 1%%)")
+    parser.add_argument("--policy", default="balanced")
+    parser.add_argument("--cases", default="", help="comma-separated case names (all)")
+    args = parser.parse_args()
+    own_sweep_lock()
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    unknown = sorted(set(names) - {c.name for c in SIM_CASES})
+    if unknown:
+        parser.error(f"--cases names no simulated case: {', '.join(unknown)}")
+    lost = causes(args.policy, args.seeds, args.above, names)
+    print(
+        "case seed regret chosen native oracle(offered) best-measured(regret) stop cause "
+        "held(true gain, pairs) probe-s measured"
+    )
+    for c in lost:
+        chosen = "native" if c.chosen is None else str(c.chosen)
+        print(
+            f"{c.case} {c.seed} {c.regret:.2%} {chosen} {c.native} {c.oracle}({c.offered:.2%}) "
+            f"{c.best_measured}({c.best_measured_regret:.2%}) {c.stop} {c.cause} "
+            f"{c.held}({c.held_gain:.2%}, {c.pairs}) {c.probe_s:.2f} "
+            f"{','.join(map(str, c.measured))}"
+        )
+    total: dict[str, list[float]] = defaultdict(list)
+    for c in lost:
+        total[c.cause].append(c.regret)
+    small = {c.cause: 0 for c in lost}
+    for c in lost:
+        small[c.cause] += c.offered < 2 * args.above
+    print(f"\n{len(lost)} runs above {args.above:.2%}, by cause:")
+    print("  cause: runs, summed regret, runs whose best offers under twice --above")
+    for cause, regrets in sorted(total.items(), key=lambda kv: -sum(kv[1])):
+        print(f"  {cause}: {len(regrets)}, {sum(regrets):.2%}, {small[cause]}")
+
+
+if __name__ == "__main__":
+    main()
