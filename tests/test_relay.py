@@ -158,6 +158,32 @@ def test_an_exit_raised_by_on_progress_waits_for_a_settling_workload_s_call(back
     assert pool.running == 0
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_exit_raised_by_on_progress_as_the_caller_cancels_the_resolve_reaches_the_caller(
+    backend: str, isolated: Path
+) -> None:
+    """A callback's SystemExit raised while the caller cancels the resolve is raised, not lost."""
+    # the cancel reaches past the relay's own scope to the sweep's except branch, whose
+    # close() alone raises the exit: without it the caller saw a plain, quiet cancel
+    left: list[bool] = []
+
+    async def main() -> None:
+        with anyio.fail_after(60), anyio.CancelScope() as caller:
+
+            def on_progress(event: ProgressEvent) -> None:
+                if event.kind != "waiting":
+                    caller.cancel()  # the trainer leaves the resolve (its own deadline, say)
+                    raise SystemExit(3)
+
+            await chunktune.resolve(workload(), policy="quick", on_progress=on_progress)
+        left.append(True)
+
+    with pytest.raises(SystemExit) as raised:
+        anyio.run(main, backend=backend)
+    assert raised.value.code == 3 and left == []
+    assert entries(isolated) == {}
+
+
 async def _handled(relay: Relay) -> None:
     """Wait until the loop has handled every event posted to ``relay`` so far (FIFO)."""
     done = anyio.Event()
