@@ -829,6 +829,27 @@ def test_remove_idle_counts_the_files_it_removed(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_remove_idle_releases_each_lock_it_took_whether_the_file_went_or_stayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """remove_idle lets go of every lock it took, not leaving it to the garbage collector."""
+    made: list[filelock.BaseFileLock] = []
+    real = _lock_files.file_lock
+
+    def recorded(path: Path) -> filelock.BaseFileLock:
+        made.append(real(path))
+        return made[-1]
+
+    monkeypatch.setattr(_lock_files, "file_lock", recorded)
+    # one idle file goes; one another `clear` replaced meanwhile (a new file) stays
+    monkeypatch.setattr(_lock_files, "holds_file_at", lambda lock, path: path.name == "a.lock")
+    files = [tmp_path / "a.lock", tmp_path / "b.lock"]
+    for file in files:
+        file.touch()
+    assert _lock_files.remove_idle(files) == 1
+    assert len(made) == 2 and not any(lock.is_locked for lock in made)
+
+
 def test_a_host_name_becomes_a_file_name_where_there_is_no_boot_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
