@@ -495,6 +495,17 @@ def test_folders_made_under_umask_277_let_their_owner_in(tmp_path: Path) -> None
     assert got == ["0o750", "0o700", "0o700"]
 
 
+def test_make_folder_leaves_the_mode_of_a_folder_already_there_as_it_is(tmp_path: Path) -> None:
+    """make_folder() on a folder already there (0o500, its owner's choice) changes no mode."""
+    kept = tmp_path / "kept"
+    kept.mkdir(mode=0o500)
+    try:
+        make_folder(kept)
+        assert _octal(kept) == "0o500"
+    finally:
+        kept.chmod(0o700)
+
+
 def test_a_child_forked_while_a_lock_is_held_starts_without_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
