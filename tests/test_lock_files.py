@@ -506,6 +506,48 @@ def test_make_folder_leaves_the_mode_of_a_folder_already_there_as_it_is(tmp_path
         kept.chmod(0o700)
 
 
+def test_take_mends_the_file_it_holds_not_one_put_at_its_path_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """take() under umask 277 mends the file it locked, through its descriptor, not the path's."""
+    path = tmp_path / "own.lock"
+    lock = file_lock(path)
+    acquire = lock.acquire
+
+    def then_replaced(timeout: float | None = None) -> Any:
+        got = acquire(timeout=timeout)
+        path.rename(tmp_path / "held.lock")  # a `cache clear` and a new file, say
+        path.touch(mode=0o400)
+        return got
+
+    monkeypatch.setattr(lock, "acquire", then_replaced)
+    with _umask(0o277):
+        take(lock, timeout=0)
+    try:
+        assert (_octal(tmp_path / "held.lock"), _octal(path)) == ("0o600", "0o400")
+    finally:
+        lock.release()
+
+
+def test_a_refusal_that_mending_cannot_help_is_raised_after_one_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """take() refused a lock file its owner may already open raises the refusal without a retry."""
+    path = tmp_path / "open.lock"
+    path.touch(mode=0o600)
+    lock = file_lock(path)
+    tries: list[float | None] = []
+
+    def refused(timeout: float | None = None) -> Any:
+        tries.append(timeout)
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(lock, "acquire", refused)
+    with pytest.raises(PermissionError):
+        take(lock, timeout=0)
+    assert (tries, _octal(path)) == ([0], "0o600")
+
+
 def test_a_child_forked_while_a_lock_is_held_starts_without_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
