@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
+from chunktune import Policy
 from chunktune._stats import (
     ESTIMATOR_EFFICIENCY,
     estimate,
@@ -96,6 +99,13 @@ def test_a_trimmed_mean_that_keeps_three_values_averages_them() -> None:
     assert estimate([100.0, 0.0, 6.0, 2.0, 0.0, 100.0, 1.0], "trimmed_mean", trim=0.2) == 3.0
 
 
+def test_a_trimmed_mean_without_a_trim_cuts_the_policies_default_fifth() -> None:
+    """estimate()'s trim left out is a policy's default (0.2): two of ten values at each end go."""
+    values = [0.0, 1.0, 2.0, 3.0, 4.0, 10.0, 11.0, 102.0, 200.0, 300.0]
+    assert Policy().trim == 0.2  # the median would give 7, the mean 63.3
+    assert estimate(values, "trimmed_mean") == estimate(values, "trimmed_mean", trim=0.2) == 22.0
+
+
 def test_unknown_estimator_and_empty_samples_raise() -> None:
     """An unknown estimator or no samples is a ValueError."""
     with pytest.raises(ValueError, match="unknown estimator"):
@@ -125,6 +135,21 @@ def test_an_estimator_s_efficiency_is_its_spread_on_normal_noise(how: str) -> No
     draws = np.random.default_rng(0).normal(0.0, 1.0, (4000, 20))
     spread = np.std([estimate(d, how, trim=0.2) for d in draws]) / np.std(draws.mean(axis=1))
     assert ESTIMATOR_EFFICIENCY[how] == pytest.approx(spread, rel=0.08)
+
+
+@pytest.mark.parametrize(
+    ("n", "spread"),
+    [
+        (2, math.sqrt(1 - 1 / math.pi)),
+        (3, math.sqrt(1 + math.sqrt(3) / (2 * math.pi) - 9 / (4 * math.pi))),
+    ],
+)
+def test_the_standard_error_of_a_min_of_two_or_three_is_the_exact_spread(
+    n: int, spread: float
+) -> None:
+    """min's standard error at 2 and 3 draws is the least draw's spread in closed form, to 7e-5."""
+    # the Monte Carlo check below holds to 4%; an unnormalised density is 2e-4 off here
+    assert standard_error(1.0, n, "min") == pytest.approx(spread, abs=7e-5)
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 20])
