@@ -121,6 +121,18 @@ def test_standard_error_shrinks_with_samples() -> None:
     assert standard_error(0.04, 0, "median") == float("inf")
 
 
+def test_one_value_has_a_finite_standard_error() -> None:
+    """One value's standard error is sigma times the estimator's efficiency; only none's is inf."""
+    # the confirmation prices the spread of its pairs from one pair's standard error
+    assert standard_error(0.04, 1, "median") == pytest.approx(0.05)
+    assert standard_error(0.04, 1, "min") == pytest.approx(0.04)
+
+
+def test_series_of_one_value_each_give_no_noise_figure_and_no_dof() -> None:
+    """pooled_sigma of series of one value each is (0.0, 0): nothing to difference."""
+    assert pooled_sigma([[1.0], [2.0], [3.0]]) == (0.0, 0)
+
+
 @pytest.mark.parametrize("trim", [0.2, 0.3, 0.34, 0.45, 0.4999])
 @pytest.mark.parametrize("n", [3, 4, 5])
 def test_a_deeper_trim_is_never_less_robust_than_the_median(trim: float, n: int) -> None:
