@@ -121,6 +121,17 @@ def test_standard_error_shrinks_with_samples() -> None:
     assert standard_error(0.04, 0, "median") == float("inf")
 
 
+def test_the_fast_half_of_two_values_is_the_faster_one() -> None:
+    """lower_mean of two values is the faster alone (a half of one), not their mean."""
+    assert estimate([3.0, 1.0], "lower_mean") == 1.0
+
+
+def test_a_trim_that_leaves_a_third_averages_that_third() -> None:
+    """Of nine values a 30% trim cuts three at each end and averages the middle three."""
+    values = [0.0, 0.0, 0.0, 1.0, 2.0, 6.0, 50.0, 50.0, 50.0]
+    assert estimate(values, "trimmed_mean", trim=0.3) == 3.0  # the median would give 2
+
+
 def test_one_value_has_a_finite_standard_error() -> None:
     """One value's standard error is sigma times the estimator's efficiency; only none's is inf."""
     # the confirmation prices the spread of its pairs from one pair's standard error
