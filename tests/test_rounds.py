@@ -13,6 +13,7 @@ from chunktune import ExplicitCandidates, Policy, load_settings
 from chunktune._candidates import BalancedCandidates, candidate_list
 from chunktune._confirm import look_points, pair_gains
 from chunktune._events import ProgressEvent
+from chunktune._gate import NoiseGate
 from chunktune._pacing import SLACK
 from chunktune._probe import Probe, SweepResult
 from chunktune._rounds import _Rounds
@@ -107,6 +108,27 @@ def test_confirmation_decides_only_at_its_looks(seed: int) -> None:
     r = run(w, pol)
     if r.confirm_pairs:
         assert r.confirm_pairs in look_points(pol.confirm_min_pairs, 40)
+
+
+def test_a_sweep_reports_the_noise_of_its_timings() -> None:
+    """A sweep's sigma is the pooled noise of its log timings (1% here), not its dof."""
+    r = run(narrow(), balanced())
+    assert r.sigma == pytest.approx(0.01, rel=0.2)
+
+
+def test_a_race_the_noise_gate_ends_mid_race_keeps_native_with_the_gate_s_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gate's 'too noisy' mid-race keeps native, unchosen and unconfirmed, with its why."""
+
+    def mid_race(gate: NoiseGate, *, final: bool) -> str | None:
+        return None if final else "too noisy (a reason of the gate's)"
+
+    monkeypatch.setattr(NoiseGate, "too_noisy", mid_race)
+    r = run(narrow(), balanced())
+    assert (r.stop, r.choice.chunk_size, r.gain, r.confirm_pairs) == ("noisy", None, 0.0, 0)
+    assert r.choice.reason == "kept the native chunk 25: too noisy (a reason of the gate's)"
+    assert r.rounds == balanced().min_rounds
 
 
 def test_noise_gate_keeps_native_and_says_how_noisy() -> None:
@@ -291,6 +313,7 @@ def test_a_budget_that_cannot_judge_one_candidate_measures_nothing(warmup: int) 
     r = run(w, balanced(warmup=warmup), on_event=events.append)
     assert r.choice.chunk_size is None and not r.partial and r.stop == "too_slow"
     assert "too long for the budget to judge even one candidate" in r.choice.reason
+    assert (r.gain, r.gain_ci, r.confirm_pairs) == (0.0, None, 0)  # nothing was chosen
     assert [e.kind for e in events] == ["candidates", "warmup", "warmup", "done"]
     assert w.calls == 2  # the priming call and one more to check its price
     # the budget it names judges a candidate and confirms it
