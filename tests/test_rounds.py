@@ -304,6 +304,20 @@ def heavy(seed: int = 0) -> SimulatedWorkload:
     return SimulatedWorkload(costs, nthread=4, noise=Noise(sigma=0.01), seed=seed)
 
 
+def test_a_race_that_never_settles_runs_exactly_max_rounds() -> None:
+    """Without early stopping and with budget to spare, the race measures max_rounds rounds."""
+    r = run(narrow(), balanced(max_rounds=4, early_stop=False))
+    assert (r.stop, r.rounds) == ("max_rounds", 4)
+
+
+def test_a_budget_one_more_call_would_overrun_does_not_time_native_again() -> None:
+    """Calls of 1.1 s, a 1.5 s budget that cannot stretch: native is kept after the priming call."""
+    w = heavy()
+    r = run(w, balanced(time_budget_s=1.5, extend_budget=False))
+    assert r.stop == "too_slow" and r.choice.chunk_size is None
+    assert w.calls == 1  # a second timing of native would end past the budget
+
+
 @pytest.mark.parametrize("warmup", [0, 2])
 def test_a_budget_that_cannot_judge_one_candidate_measures_nothing(warmup: int) -> None:
     """Calls too slow for the budget: native is kept at once, with the budget that would do."""
