@@ -304,6 +304,15 @@ def heavy(seed: int = 0) -> SimulatedWorkload:
     return SimulatedWorkload(costs, nthread=4, noise=Noise(sigma=0.01), seed=seed)
 
 
+def test_a_single_refinement_step_is_taken_at_the_first_due_round() -> None:
+    """refine_steps=1 refines once (finding the narrow best, 52) though no race settles."""
+    pol = balanced(refine_steps=1, early_stop=False)
+    spread = set(candidate_list(pol.candidates, 4096, 16))
+    r = run(narrow(), pol)
+    assert sorted(set(r.samples) - spread - {None}) == [12, 20, 32, 52]
+    assert r.choice.chunk_size == 52
+
+
 def test_a_race_that_never_settles_runs_exactly_max_rounds() -> None:
     """Without early stopping and with budget to spare, the race measures max_rounds rounds."""
     r = run(narrow(), balanced(max_rounds=4, early_stop=False))
