@@ -15,18 +15,17 @@ import math
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._decision import timings_to_ms
 from ._load import MachineLoad
 from ._paths import fspath_text
 from ._shown import shown
 from ._workload import MAX_COUNT
-
-if TYPE_CHECKING:
-    import cattrs
 
 __all__ = [
     "NATIVE",
@@ -270,13 +269,7 @@ _STORED_NAME = {"timings": "timings_ms"}
 _READ_DEFAULTS: dict[str, Any] = {"reason": "", "created": 0.0, "host": ""}
 
 
-@functools.cache
-def _converter() -> cattrs.Converter:
-    """The entries' converter, built on the first entry read or written: importing
-    chunktune, ``--help`` and a refused argument need neither cattrs nor its generated code."""
-    import cattrs
-    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-
+def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     for kind, hook in (
         (int, _count),
@@ -329,15 +322,16 @@ def _converter() -> cattrs.Converter:
     return conv
 
 
+_CONVERTER = _make_converter()
+
+
 def entry_to_table(entry: CacheEntry) -> dict[str, Any]:
     """A TOML- and JSON-ready table for ``entry`` (``None`` written as ``"native"``)."""
-    table: dict[str, Any] = _converter().unstructure(entry)
+    table: dict[str, Any] = _CONVERTER.unstructure(entry)
     return table
 
 
 def _problems(exc: BaseException) -> list[str]:
-    import cattrs
-
     if isinstance(exc, cattrs.ClassValidationError):
         with_notes, without_notes = exc.group_exceptions()
         found = []
@@ -373,10 +367,8 @@ def entry_from_table(table: object) -> CacheEntry:
     """
     if not isinstance(table, dict):
         raise BadEntry([f"{shown(table)} is not a table"])
-    import cattrs
-
     try:
-        entry: CacheEntry = _converter().structure({**_READ_DEFAULTS, **table}, CacheEntry)
+        entry: CacheEntry = _CONVERTER.structure({**_READ_DEFAULTS, **table}, CacheEntry)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         raise BadEntry(_problems(exc)) from None
     problems = _beyond_num_envs(entry)

@@ -18,6 +18,7 @@ import numbers
 from typing import ClassVar
 
 import attrs
+import numpy as np
 
 from ._errors import ConfigError
 from ._shown import spelled
@@ -41,8 +42,6 @@ __all__ = [
 
 def _targets(first: int, last: int, cap: int) -> list[float]:
     """``cap`` points spread evenly in log scale from ``first`` to ``last``."""
-    import numpy as np  # here, not at the top: import chunktune and --help need none
-
     return [float(t) for t in np.linspace(math.log(first), math.log(last), cap)]
 
 

@@ -10,12 +10,13 @@ Finding, reading and merging the files is ``_config``'s.
 from __future__ import annotations
 
 import difflib
-import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, get_origin
+from typing import Any, Literal, get_origin
 
 import attrs
+import cattrs
 import tomli_w
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError, InvalidArgumentError
@@ -23,9 +24,6 @@ from ._policy import Policy, given_policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
 from ._shown import shown, spelled
 from ._validators import one_of, percent_of
-
-if TYPE_CHECKING:
-    import cattrs
 
 __all__ = [
     "dump_policy",
@@ -151,19 +149,11 @@ def _tagged(
     conv: cattrs.Converter, cls: type[CandidateStrategy]
 ) -> Callable[[CandidateStrategy], dict[str, Any]]:
     """Unstructure a candidate strategy as its table, with its name under ``strategy``."""
-    from cattrs.gen import make_dict_unstructure_fn
-
     plain = make_dict_unstructure_fn(cls, conv)
     return lambda value: {"strategy": cls.strategy, **plain(value)}
 
 
-@functools.cache
-def _converter() -> cattrs.Converter:
-    """The settings' converter, built on first use: importing chunktune, ``--help`` and a
-    refused argument need neither cattrs nor the code it generates for each record."""
-    import cattrs
-    from cattrs.gen import make_dict_structure_fn, override
-
+def _make_converter() -> cattrs.Converter:
     # what cattrs.preconf.tomllib configures that settings use (tuples out as arrays),
     # on a plain Converter: that preconf exists only from cattrs 26.1
     conv = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
@@ -189,6 +179,8 @@ def _converter() -> cattrs.Converter:
         conv.register_unstructure_hook(strategy_cls, _tagged(conv, strategy_cls))
     return conv
 
+
+_CONVERTER = _make_converter()
 
 # ---------------------------------------------------------------- errors
 
@@ -227,8 +219,6 @@ def _elsewhere(cls: type | None, key: str) -> str | None:
 
 def _problems(exc: BaseException, path: str) -> list[str]:
     """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
-    import cattrs
-
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
         if exc.cl is Policy:  # a key of every policy table, flattened away before this
@@ -266,7 +256,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
 def structure(data: object, cls: type[Any], path: str, problems: list[str]) -> Any:
     """``data`` as a ``cls`` record, or None with its problems at ``path`` added to ``problems``."""
     try:
-        return _converter().structure(data, cls)
+        return _CONVERTER.structure(data, cls)
     except Exception as exc:  # cattrs wraps every failure; we report, never re-raise here
         problems.extend(_problems(exc, path))
         return None
@@ -285,7 +275,7 @@ def _drop_none(value: Any) -> Any:
 
 def unstructure_policy(policy: Policy) -> dict[str, Any]:
     """A policy as a TOML-ready table (unset optional fields left out)."""
-    data: dict[str, Any] = _drop_none(_converter().unstructure(policy))
+    data: dict[str, Any] = _drop_none(_CONVERTER.unstructure(policy))
     return data
 
 
@@ -315,9 +305,9 @@ def dump_settings(settings: Settings) -> str:
         )
     doc: dict[str, Any] = {
         "policy": settings.policy,
-        "cache": _drop_none(_converter().unstructure(settings.cache)),
-        "log": _converter().unstructure(settings.log),
-        "ray": _converter().unstructure(settings.ray),
+        "cache": _drop_none(_CONVERTER.unstructure(settings.cache)),
+        "log": _CONVERTER.unstructure(settings.log),
+        "ray": _CONVERTER.unstructure(settings.ray),
         "policies": {name: unstructure_policy(p) for name, p in settings.policies.items()},
     }
     return tomli_w.dumps(doc)

@@ -11,6 +11,7 @@ import functools
 import os
 import platform
 import time
+from importlib import metadata
 from pathlib import Path
 
 __all__ = [
@@ -92,8 +93,6 @@ def available_memory(root: Path = Path("/")) -> int | None:
 @functools.cache
 def chunktune_version() -> str:
     """This chunktune's installed version, or ``"0+unknown"`` when run from a bare tree."""
-    from importlib import metadata  # loads email and more: only where a version is read
-
     try:
         return metadata.version("chunktune")
     except metadata.PackageNotFoundError:
@@ -103,8 +102,6 @@ def chunktune_version() -> str:
 @functools.cache  # reading distribution metadata costs milliseconds, on every cache hit
 def mujoco_version() -> str:
     """The installed MuJoCo version, or ``"none"``."""
-    from importlib import metadata
-
     try:
         return metadata.version("mujoco")
     except metadata.PackageNotFoundError:

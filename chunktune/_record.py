@@ -8,6 +8,8 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._fingerprint import device_fingerprint
@@ -95,8 +97,6 @@ def record(
             returned something other than positive seconds.
         Exception: whatever ``signature()``, ``run()`` or ``check_cancelled()`` raised.
     """
-    import numpy as np  # here, not at the top: import chunktune and --help need none
-
     rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)

@@ -40,6 +40,8 @@ asks :class:`chunktune._stretch.Stretch` to stretch it instead.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._ending import finish, result
 from ._field import Field
 from ._gate import NoiseGate
@@ -61,8 +63,6 @@ class _Rounds:
     """One race: its field, its budget, and the calls that measure it."""
 
     def __init__(self, probe: Probe, candidates: list[Chunk]) -> None:
-        import numpy as np  # here, not at the top: import chunktune and --help need none
-
         self.probe = probe
         self.p = p = probe.policy
         self.field = Field(probe, candidates)

@@ -19,6 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
+import numpy as np
+
 from ._workload import upper_chunk
 
 __all__ = [
@@ -159,8 +161,6 @@ def fit_uniform_model(
     None with fewer than four measured sizes or a degenerate fit. The model
     knows nothing of uneven envs; it only proposes where to look next.
     """
-    import numpy as np  # here, not at the top: import chunktune and --help need none
-
     if len(measured) < 4:
         return None
     feats = {c: uniform_makespan(num_envs, nthread, c) for c in {*measured, *sizes}}

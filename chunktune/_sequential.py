@@ -22,19 +22,12 @@ numbers.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from ._stats import normal_quantile
-
-# numpy is imported in each function that computes with it: `import chunktune` and the
-# CLI's --help need none of it
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _Array = npt.NDArray[np.float64]
 
 __all__ = ["Design", "adjusted", "more_extreme"]
 
@@ -43,6 +36,8 @@ _SPAN = 8.0  # standard deviations of B_k kept either side of its mean
 _ROOT_STEPS = 60
 _WIDENINGS = 6  # the root's bracket: 12 standard errors, then fourfold wider, five times
 _ROOT_TOL = 1e-6  # relative to the target chance, and in standard errors of the bracket
+
+_Array = npt.NDArray[np.float64]
 
 
 @attrs.frozen
@@ -64,22 +59,18 @@ class Design:
 
 
 def _norm_pdf(x: _Array) -> _Array:
-    import numpy as np
-
     return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
 
 
-def _norm_sf(x: _Array) -> _Array:
-    import numpy as np
+_erfc = np.frompyfunc(math.erfc, 1, 1)
 
-    erfc = np.frompyfunc(math.erfc, 1, 1)
-    return 0.5 * np.asarray(erfc(x / math.sqrt(2.0)), dtype=np.float64)
+
+def _norm_sf(x: _Array) -> _Array:
+    return 0.5 * np.asarray(_erfc(x / math.sqrt(2.0)), dtype=np.float64)
 
 
 def _grid(lo: float, hi: float) -> tuple[_Array, _Array]:
     """Trapezoid nodes and weights on ``[lo, hi]``."""
-    import numpy as np
-
     x = np.linspace(lo, hi, _GRID)
     w = np.full(_GRID, (hi - lo) / (_GRID - 1))
     w[0] = w[-1] = w[0] / 2
@@ -93,8 +84,6 @@ def more_extreme(theta: float, design: Design, observed: float) -> float:
     an earlier look, or reached the last look and estimated above ``observed`` there.
     It rises with ``theta``.
     """
-    import numpy as np
-
     info = [1.0 / s**2 for s in design.se]
     # B_k = estimate_k * I_k: a random walk with drift theta in information I_k
     total = 0.0

@@ -6,13 +6,9 @@ import functools
 import math
 from collections.abc import Iterable, Sequence
 from statistics import NormalDist
-from typing import TYPE_CHECKING
 
-# numpy is imported in each function that computes with it: `import chunktune` and the
-# CLI's --help need none of it
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "ESTIMATOR_EFFICIENCY",
@@ -47,8 +43,6 @@ def estimate(samples: Sequence[float], estimator: str, *, trim: float = 0.2) -> 
     Raises:
         ValueError: no samples, or an unknown estimator.
     """
-    import numpy as np
-
     if not len(samples):
         raise ValueError("cannot estimate from zero samples")
     data = np.sort(np.asarray(samples, dtype=float))
@@ -83,8 +77,6 @@ def pooled_sigma(series: Iterable[Sequence[float]]) -> tuple[float, int]:
     ``(sigma, degrees of freedom)``; ``(0.0, 0)`` when fewer than three
     differences exist.
     """
-    import numpy as np
-
     diffs: list[npt.NDArray[np.float64]] = []
     dof = 0
     for values in series:
@@ -104,8 +96,6 @@ def pooled_sigma(series: Iterable[Sequence[float]]) -> tuple[float, int]:
 
 def pooled_log_sigma(sample_sets: Iterable[Sequence[float]]) -> float:
     """:func:`pooled_sigma` of the log-seconds of each set of timings (seconds)."""
-    import numpy as np
-
     return pooled_sigma(np.log(np.asarray(s, dtype=float)) for s in sample_sets)[0]
 
 
@@ -126,8 +116,6 @@ def _min_efficiency(n: int) -> float:
     the least value narrows only slowly as more are drawn. From the least draw's
     density, ``n phi(x) (1 - Phi(x))^(n-1)``, on a fine grid.
     """
-    import numpy as np
-
     x = np.linspace(-12.0, 12.0, 24001)
     dx = x[1] - x[0]
     phi = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)

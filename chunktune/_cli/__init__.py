@@ -127,6 +127,7 @@ class _Version(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        """Print the versions on stdout and exit 0, as argparse's own version action does."""
         print(f"chunktune {chunktune_version()} (mujoco {mujoco_version()})")
         parser.exit()
 

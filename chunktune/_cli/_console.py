@@ -12,7 +12,10 @@ __all__ = ["PipeConsole"]
 
 
 class PipeConsole(Console):
+    """A rich console whose closed pipe raises ``BrokenPipeError`` for ``main`` to map."""
+
     def on_broken_pipe(self) -> None:
+        """Quiet from now on, then ``BrokenPipeError`` (rich itself would exit 1)."""
         # rich would exit 1, the code of a failed workload; main() maps this to 141
         self.quiet = True
         raise BrokenPipeError
