@@ -7,10 +7,11 @@ comes from the installed distribution's metadata).
 from __future__ import annotations
 
 import contextlib
-import functools
+import importlib
 import os
 import platform
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -25,9 +26,60 @@ __all__ = [
 ]
 
 
-@functools.cache
+# Facts read once a process and remembered: the CPU's model, installed versions. A read
+# that failed because this process could open no file (its descriptors spent) is not an
+# answer: remembered, its fallback would stand in every key for the process's life.
+_remembered: dict[str, str] = {}
+_read_while_spent: set[str] = set()  # read again only after importlib's caches are cleared
+
+
+def _can_open_files() -> bool:
+    """Whether this process can open a file now (False while its descriptors are spent)."""
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        return False
+    return True
+
+
+def _remember(fact: str, read: Callable[[], str | None], fallback: Callable[[], str]) -> str:
+    """``fact``'s value, ``read()`` once a process; ``fallback()`` where it reads None, and
+    that remembered only if this process could open files then."""
+    if fact in _remembered:
+        return _remembered[fact]
+    if fact in _read_while_spent:
+        _forget_listings()
+    value = read()
+    if value is None:
+        value = fallback()
+        if not _can_open_files():
+            _read_while_spent.add(fact)
+            return value
+    _read_while_spent.discard(fact)
+    _remembered[fact] = value
+    return value
+
+
+def _forget_listings() -> None:
+    """Drop the folder listings the import system keeps: importlib.metadata's too, the empty
+    one of a scan made out of file descriptors among them (Python 3.11's
+    ``importlib.invalidate_caches()`` leaves those)."""
+    importlib.invalidate_caches()
+    finder = getattr(metadata, "MetadataPathFinder", None)
+    if finder is not None:
+        finder().invalidate_caches()  # an instance's: 3.11's is no classmethod
+
+
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    return _remember(
+        "cpu",
+        _cpuinfo_model,
+        lambda: platform.processor() or platform.machine() or "unknown",
+    )
+
+
+def _cpuinfo_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             key, _, value = line.partition(":")
@@ -35,7 +87,7 @@ def cpu_model() -> str:
                 return value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown"
+    return None
 
 
 def usable_cpus() -> int:
@@ -90,27 +142,27 @@ def available_memory(root: Path = Path("/")) -> int | None:
     return avail
 
 
-@functools.cache
 def chunktune_version() -> str:
     """This chunktune's installed version, or ``"0+unknown"`` when run from a bare tree."""
-    try:
-        return metadata.version("chunktune")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return _remember("chunktune", lambda: _installed("chunktune"), lambda: "0+unknown")
 
 
-@functools.cache  # reading distribution metadata costs milliseconds, on every cache hit
 def mujoco_version() -> str:
     """The installed MuJoCo version, or ``"none"``."""
+    # remembered: reading distribution metadata costs milliseconds, on every cache hit
+    return _remember("mujoco", lambda: _installed("mujoco"), lambda: "none")
+
+
+def _installed(name: str) -> str | None:
+    """The installed version of the distribution ``name``, None where none is found."""
     try:
-        return metadata.version("mujoco")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return "none"
+        return None
 
 
-@functools.cache
 def _fixed_facts() -> tuple[tuple[str, str | int], ...]:
-    """The facts that cannot change while this process runs."""
+    """The facts that cannot change while this process runs (each read once, or cheap)."""
     return (
         ("cpu", cpu_model()),
         ("logical_cpus", os.cpu_count() or 1),

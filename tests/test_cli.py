@@ -1732,9 +1732,8 @@ from chunktune import _fingerprint
 from chunktune._cli import main
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
     main(sys.argv[1:])
-versions = (_fingerprint.chunktune_version, _fingerprint.mujoco_version)
 print("rich" if "rich" in sys.modules else "")
-print("\\n".join(f.__name__ for f in versions if f.cache_info().currsize))
+print("\\n".join(f for f in ("chunktune", "mujoco") if f in _fingerprint._remembered))
 """
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -382,11 +384,7 @@ def test_the_logical_cpus_are_the_machines_whatever_the_affinity(
     """Pinned to 3 of 64 CPUs, the fingerprint's logical_cpus says the machine's 64."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    _fingerprint._fixed_facts.cache_clear()
-    try:
-        assert device_fingerprint()["logical_cpus"] == 64
-    finally:
-        _fingerprint._fixed_facts.cache_clear()  # no later test may see 64
+    assert device_fingerprint()["logical_cpus"] == 64
 
 
 def test_a_chunktune_run_from_a_bare_tree_is_version_0_unknown(
@@ -398,11 +396,11 @@ def test_a_chunktune_run_from_a_bare_tree_is_version_0_unknown(
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "version", not_installed)
-    chunktune_version.cache_clear()
+    monkeypatch.delitem(_fingerprint._remembered, "chunktune", raising=False)
     try:
         assert chunktune_version() == "0+unknown"
     finally:
-        chunktune_version.cache_clear()
+        _fingerprint._remembered.pop("chunktune", None)
 
 
 def test_available_memory_is_meminfos_under_a_roomier_cgroup_limit(tmp_path: Path) -> None:
@@ -438,6 +436,45 @@ def test_available_memory_passes_over_what_it_cannot_read_as_numbers(
         assert got == 4000 * 1024
     else:  # the free pages sysconf tells instead
         assert got is not None and got > 0
+
+
+# A fresh process: the facts read with its file descriptors spent, then read again with
+# them free, one a line.
+_SPENT = """\
+import os, resource
+from chunktune import _fingerprint
+facts = (_fingerprint.cpu_model, _fingerprint.mujoco_version, _fingerprint.chunktune_version)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 2, hard))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+spent = [fact() for fact in facts]
+for fd in held:
+    os.close(fd)
+print(*spent, sep="\\n")
+print(*(fact() for fact in facts), sep="\\n")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_facts_read_with_the_file_descriptors_spent_are_read_again_later(
+    tmp_path: Path,
+) -> None:
+    """Out of file descriptors a fact falls back, but is not kept: read again once they free."""
+    here = str(Path(chunktune.__file__).parents[1])
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _SPENT], env={**os.environ, "PYTHONPATH": here},
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spent, later = done.stdout.splitlines()[:3], done.stdout.splitlines()[3:]
+    assert spent[1] == "none"  # the metadata could not be scanned: as if not installed
+    assert later == [cpu_model(), mujoco_version(), chunktune_version()]
+    assert later[1] == metadata.version("mujoco")
 
 
 def test_the_mujoco_version_is_the_installed_mujocos() -> None:
