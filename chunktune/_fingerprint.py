@@ -161,15 +161,25 @@ def _installed(name: str) -> str | None:
         return None
 
 
+_fixed: tuple[tuple[str, str | int], ...] | None = None
+
+
 def _fixed_facts() -> tuple[tuple[str, str | int], ...]:
-    """The facts that cannot change while this process runs (each read once, or cheap)."""
-    return (
+    """The facts that cannot change while this process runs: read once, as soon as the CPU's
+    model and mujoco's version were read for real (not fallbacks out of file descriptors)."""
+    global _fixed
+    if _fixed is not None:
+        return _fixed
+    facts: tuple[tuple[str, str | int], ...] = (
         ("cpu", cpu_model()),
         ("logical_cpus", os.cpu_count() or 1),
         ("system", platform.system()),
         ("machine", platform.machine()),
         ("mujoco", mujoco_version()),
     )
+    if "cpu" in _remembered and "mujoco" in _remembered:
+        _fixed = facts
+    return facts
 
 
 _QUOTA_TTL_S = 1.0  # a container's quota changes rarely: read its files at most once a second
