@@ -3,6 +3,7 @@
     python benchmarks/regret_causes.py                   5 seeds, runs above 1%
     python benchmarks/regret_causes.py --seeds 15 --above 0.01
     python benchmarks/regret_causes.py --cases lognormal-768x12 --above -1   every run
+    python benchmarks/regret_causes.py --traces benchmarks/traces     replayed traces
 
 Runs the simulated suite of ``run.py`` (same cases, same seeds) under one policy, follows
 each sweep's progress events, and sorts every run whose regret exceeds ``--above`` by
@@ -18,12 +19,23 @@ where the loss happened:
 - ``kept at race end``: the race ended with native chosen (within the noise, under the
   margin, no candidate faster).
 
-Prints one line per run and the categories with their summed regret. Not a test.
+Prints one line per run and the categories with their summed regret.
+
+``--traces DIR`` replays every trace under ``DIR`` instead, ``--draws`` times each with
+the draws of ``run.py``'s trace table (draw ``d`` seeds the replay and the policy), scores
+each choice by the trace's truth, and sorts every draw that captured less than half its
+trace's held-out offer (``ReplayWorkload.offered_gain``: the best size picked on half the
+rounds, scored on the other half) by the same causes, a size being "good" when its true
+gain is at least that half. A draw's lost points are the held-out offer less its gain;
+per trace they are averaged over draws (so they add up as the trace table's gains do).
+Per cause it also says what the budget paid for: the race's calls and the confirmation's
+pairs. Not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections import defaultdict
 from collections.abc import Collection
@@ -33,11 +45,12 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import SIM_CASES
+from cases import SIM_CASES, trace_files, trace_name, traces_folder
 from measure import bench_settings, own_sweep_lock
 
 import chunktune
 from chunktune._events import ProgressEvent
+from chunktune.sim import ReplayWorkload
 
 
 @attrs.frozen(kw_only=True)
@@ -155,14 +168,167 @@ def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = 
     return lost
 
 
+def _true_gain(truth: ReplayWorkload, native_s: float, size: int | None) -> float:
+    """``size``'s gain over native (``native_s`` seconds) by the trace's truth."""
+    return 1.0 - truth.true_time(size) / native_s
+
+
+@attrs.frozen(kw_only=True)
+class TraceLoss:
+    """One replayed draw that captured less than half its trace's held-out offer."""
+
+    trace: str
+    draw: int
+    gain: float  # the chosen size's true gain over native (the trace's truth)
+    held_out: float  # the trace's held-out offer
+    chosen: int | None
+    native: int
+    oracle: int
+    best_measured: int | None  # the measured size of the best true gain (None: none)
+    best_measured_gain: float
+    stop: str
+    cause: str
+    held: int | None  # the size held against native in the confirmation (None: none)
+    held_gain: float  # its true gain over native
+    calls: int  # the race's calls (probes, native's included)
+    pairs: int  # the confirmation's calls, halved
+    probe_s: float
+    measured: tuple[int, ...]
+
+    @property
+    def lost(self) -> float:
+        """The held-out offer less the gain this draw captured."""
+        return self.held_out - self.gain
+
+
+def trace_causes(
+    policy_name: str, draws: int, directory: Path
+) -> tuple[list[TraceLoss], dict[str, float]]:
+    """Every draw of ``policy_name`` on the traces under ``directory`` that captured less
+    than half its trace's held-out offer, and each trace's held-out offer by name.
+
+    Draw ``d`` seeds the replay and the policy, as ``run.py``'s trace table does.
+    """
+    settings = bench_settings()
+    policy = settings.get_policy(policy_name)
+    lost: list[TraceLoss] = []
+    offers: dict[str, float] = {}
+    for path in trace_files(directory):
+        name = trace_name(path, directory)
+        truth = ReplayWorkload.from_file(path)
+        oracle, _ = truth.oracle()
+        native_s = truth.true_time(None)
+        held_out = truth.offered_gain()[1]
+        offers[name] = held_out
+
+        gain = functools.partial(_true_gain, truth, native_s)
+        for d in range(draws):
+            events: list[ProgressEvent] = []
+            decision = chunktune.resolve_sync(
+                ReplayWorkload.from_file(path, seed=d),
+                settings=settings,
+                policy=attrs.evolve(policy, seed=d),
+                on_progress=events.append,
+            )
+            got = gain(decision.chunk_size)
+            if not got < held_out / 2:
+                continue
+            measured = sorted(
+                {e.chunk_size for e in events if e.kind == "probe" and e.chunk_size is not None}
+            )
+            best = max(measured, key=gain, default=None)
+            stop = next((e.message for e in reversed(events) if e.kind == "done"), "")
+            held = next(
+                (e.chunk_size for e in events if e.kind == "confirm" and e.chunk_size is not None),
+                None,
+            )
+            good = held_out / 2
+            lost.append(
+                TraceLoss(
+                    trace=name,
+                    draw=d,
+                    gain=got,
+                    held_out=held_out,
+                    chosen=decision.chunk_size,
+                    native=decision.native_chunk,
+                    oracle=oracle,
+                    best_measured=best,
+                    best_measured_gain=0.0 if best is None else gain(best),
+                    stop=stop,
+                    cause=_cause(
+                        decision.chunk_size,
+                        best is not None and gain(best) >= good,
+                        None if held is None else gain(held) >= good,
+                        stop,
+                        decision.partial,
+                    ),
+                    held=held,
+                    held_gain=0.0 if held is None else gain(held),
+                    calls=sum(1 for e in events if e.kind == "probe"),
+                    pairs=sum(1 for e in events if e.kind == "confirm") // 2,
+                    probe_s=decision.probe_seconds,
+                    measured=tuple(measured),
+                )
+            )
+    return lost, offers
+
+
+def trace_report(lost: list[TraceLoss], offers: dict[str, float], draws: int) -> str:
+    """One line per lost draw, then the lost points by cause and by trace."""
+    lines = [
+        "trace draw gain held-out-offer chosen native oracle best-measured(gain) stop cause "
+        "held(true gain, pairs) calls probe-s measured"
+    ]
+    for x in lost:
+        chosen = "native" if x.chosen is None else str(x.chosen)
+        lines.append(
+            f"{x.trace} {x.draw} {x.gain:+.2%} {x.held_out:+.2%} {chosen} {x.native} {x.oracle} "
+            f"{x.best_measured}({x.best_measured_gain:+.2%}) {x.stop} {x.cause} "
+            f"{x.held}({x.held_gain:+.2%}, {x.pairs}) {x.calls} {x.probe_s:.2f} "
+            f"{','.join(map(str, x.measured))}"
+        )
+    offered = sum(max(0.0, h) for h in offers.values())
+    lines.append(
+        f"\n{len(lost)} of {draws * len(offers)} draws captured under half their trace's "
+        f"held-out offer (summed over traces: {offered:.2%}); points lost per trace are "
+        "averaged over its draws"
+    )
+    lines.append("\nby cause: draws, points lost, mean race calls, mean confirmation pairs")
+    by_cause: dict[str, list[TraceLoss]] = defaultdict(list)
+    for x in lost:
+        by_cause[x.cause].append(x)
+    for cause, mine in sorted(by_cause.items(), key=lambda kv: -sum(x.lost for x in kv[1])):
+        lines.append(
+            f"  {cause}: {len(mine)}, {sum(x.lost for x in mine) / draws:.2%}, "
+            f"{sum(x.calls for x in mine) / len(mine):.1f}, "
+            f"{sum(x.pairs for x in mine) / len(mine):.1f}"
+        )
+    lines.append(f"  all: {len(lost)}, {sum(x.lost for x in lost) / draws:.2%}")
+    lines.append("\nby trace: held-out offer, draws lost, points lost")
+    for name, offer in offers.items():
+        mine = [x for x in lost if x.trace == name]
+        if mine:
+            lines.append(
+                f"  {name}: {offer:+.2%}, {len(mine)}, {sum(x.lost for x in mine) / draws:.2%}"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--above", type=float, default=0.01, help="regret threshold (0.01 = 1%%)")
     parser.add_argument("--policy", default="balanced")
     parser.add_argument("--cases", default="", help="comma-separated case names (all)")
+    parser.add_argument(
+        "--traces", type=traces_folder, help="replay the traces in DIR instead (run.py's draws)"
+    )
+    parser.add_argument("--draws", type=int, default=10, help="--traces: replays per trace")
     args = parser.parse_args()
     own_sweep_lock()
+    if args.traces is not None:
+        print(trace_report(*trace_causes(args.policy, args.draws, args.traces), args.draws))
+        return
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = sorted(set(names) - {c.name for c in SIM_CASES})
     if unknown:

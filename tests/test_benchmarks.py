@@ -1314,6 +1314,26 @@ def test_regret_causes_lists_every_run_of_a_named_case() -> None:
             assert r.cause.startswith("confirm inconclusive")
 
 
+def test_regret_causes_sorts_each_lost_trace_draw_by_cause(tmp_path: Path) -> None:
+    """regret_causes --traces: every draw under half the held-out offer, each consistent."""
+    script = _script("regret_causes")
+    (tmp_path / "busy").mkdir()
+    source = BENCH / "traces" / "busy" / "demo-tail-256.json"
+    (tmp_path / "busy" / "demo-tail-256.json").write_bytes(source.read_bytes())
+    lost, offers = script.trace_causes("balanced", 3, tmp_path)
+    offer = ReplayWorkload.from_file(source).offered_gain()[1]
+    assert offers == {"busy/demo-tail-256": offer}
+    assert lost and {x.draw for x in lost} <= {0, 1, 2}
+    for x in lost:
+        assert x.trace == "busy/demo-tail-256" and x.held_out == offer
+        assert x.gain < offer / 2 and math.isclose(x.lost, offer - x.gain)
+        assert (x.held is not None) == (x.pairs > 0) and x.calls > 0
+        if x.chosen is None and x.held is not None:
+            assert x.cause.startswith("confirm inconclusive")
+    text = script.trace_report(lost, offers, 3)
+    assert "by cause:" in text and "busy/demo-tail-256:" in text
+
+
 def test_regret_causes_refuses_an_unknown_case() -> None:
     """regret_causes.py --cases with a name no case has: exit 2 naming it, no traceback."""
     done = subprocess.run(
