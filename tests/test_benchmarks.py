@@ -1344,3 +1344,18 @@ def test_regret_causes_refuses_an_unknown_case() -> None:
     )
     assert done.returncode == 2 and "no-such-case" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_tooth_census_names_native_s_tooth_and_its_gain_on_even_envs() -> None:
+    """tooth_census.py: 32768 even envs on 128 threads, native 25's tooth is 26, 10 waves not 11."""
+    census = _script("tooth_census")
+    assert census.native_tooth(32768, 128) == 26
+    assert census.native_tooth(10000, 7) == 143
+    assert census.native_tooth(2560, 16) == 16  # 10 whole waves already: native is its tooth
+    pool = SimulatedWorkload(np.full(32768, 1e-4), nthread=128)
+    row = census.census("even", "even-32768x128", 32768, 128, pool)
+    assert (row.native, row.tooth) == (25, 26)
+    # 11 waves of 25 against 10 of 26 envs, each plus its chunk's dispatch
+    assert row.tooth_gain == pytest.approx(1 - 260 / 275, abs=0.002)
+    assert not row.listed and row.offered >= row.tooth_gain
+    assert "| even | 1 | 1 |" in census.table([("even", [row])])
