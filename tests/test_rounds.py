@@ -319,6 +319,41 @@ def test_a_race_that_never_settles_runs_exactly_max_rounds() -> None:
     assert (r.stop, r.rounds, len(r.samples[None])) == ("max_rounds", 4, 4)  # native each round
 
 
+def test_a_race_whose_field_empties_still_measures_native_to_max_rounds() -> None:
+    """A field raced down to native alone, early_stop off: native runs on to max_rounds."""
+    w = SimulatedWorkload.from_layout(
+        "uniform", num_envs=640, nthread=8, dispatch_s=0.0, noise=Noise(sigma=0.003), seed=2
+    )
+    events: list[ProgressEvent] = []
+    r = run(w, balanced(early_stop=False, max_rounds=8, seed=2), on_event=events.append)
+    raced_out = {e.chunk_size for e in events if e.kind == "raced_out"}
+    assert raced_out == set(r.samples) - {None}  # every candidate dropped before the end
+    assert (r.stop, r.rounds, len(r.samples[None])) == ("max_rounds", 8, 8)
+
+
+@pytest.mark.parametrize(("max_rounds", "after"), [(1, 3), (2, 5)])
+def test_a_round_the_budget_cuts_short_ends_the_race_as_budget(max_rounds: int, after: int) -> None:
+    """A round cut short ends the race 'budget' (not settled, not max_rounds), even its last."""
+    inner = SimulatedWorkload.from_layout(
+        "blocked", num_envs=2048, nthread=16, noise=Noise(sigma=0.01), seed=0
+    )
+    pol = balanced(
+        time_budget_s=40 * inner.true_time(None),
+        min_rounds=min(max_rounds, 2),
+        max_rounds=max_rounds,
+    )
+    r = swept_on_its_own_clock(Slowing(inner, after=after, factor=5.0), pol)
+    assert (r.stop, r.rounds, r.partial) == ("budget", max_rounds, True)
+
+
+def test_a_race_that_settles_with_one_refinement_step_left_takes_it() -> None:
+    """min_rounds 1, refine_steps 2: the race settles after one refinement and refines again."""
+    events: list[ProgressEvent] = []
+    r = run(narrow(0), balanced(min_rounds=1, refine_steps=2), on_event=events.append)
+    refined = [e.round for e in events if e.kind == "refined"]
+    assert refined == [1, 2] and r.stop == "settled" and r.rounds == 3
+
+
 def test_a_budget_one_more_call_would_overrun_does_not_time_native_again() -> None:
     """Calls of 1.1 s, a 1.5 s budget that cannot stretch: native is kept after the priming call."""
     w = heavy()
@@ -920,3 +955,21 @@ def test_a_call_in_a_round_cut_before_native_s_is_not_reported_as_a_sample() -> 
     assert r.counts() == {c: len(rs & rounds[None]) for c, rs in rounds.items()}
     assert r.counts()[1] == len(rounds[1]) - 1 == r.counts()[None]
     assert set(r.samples) == set(r.estimates)
+
+
+@pytest.mark.parametrize(("sigma", "seed", "calls", "rounds"), [(0.05, 1, 40, 5), (0.1, 0, 60, 6)])
+def test_a_stretch_that_cannot_pay_for_a_round_ends_the_race_there(
+    sigma: float, seed: int, calls: int, rounds: int
+) -> None:
+    """The race's share stretched for an open leader but still short of a round: no round more."""
+    costs = env_costs("blocked", 4096, mean_s=5e-5, heavy_fraction=0.4)
+    w = SimulatedWorkload(costs, nthread=16, queue_s=2e-5, noise=Noise(sigma=sigma), seed=seed)
+    budget_s = calls * w.true_time(None)
+    pol = balanced(
+        extend_budget=True, hard_limit_s=1.15 * budget_s, time_budget_s=budget_s,
+        confidence_z=1.0, seed=seed,
+    )  # fmt: skip
+    events: list[ProgressEvent] = []
+    r = run(w, pol, on_event=events.append)
+    assert [e.kind for e in events].count("extended") == 1
+    assert (r.stop, r.rounds, r.partial) == ("budget", rounds, False)
