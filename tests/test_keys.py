@@ -404,6 +404,58 @@ def test_a_chunktune_run_from_a_bare_tree_is_version_0_unknown(
         _fingerprint._remembered.pop("chunktune", None)
 
 
+def test_a_fallback_read_while_files_open_is_remembered_for_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fact read as None with descriptors free keeps its fallback: read() runs once."""
+    monkeypatch.setattr(_fingerprint, "_remembered", {})
+    reads: list[str] = []
+    answers: list[str | None] = [None, "9.9"]
+
+    def read() -> str | None:
+        reads.append("read")
+        return answers[len(reads) - 1]
+
+    first = _fingerprint._remember("fact", read, lambda: "fallback")
+    assert (first, _fingerprint._remember("fact", read, lambda: "other")) == ("fallback",) * 2
+    assert reads == ["read"]
+
+
+def test_the_fixed_facts_are_read_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once read for real, the fixed facts stand: a later os.cpu_count() answer is not seen."""
+    monkeypatch.setattr(_fingerprint, "_fixed", None)
+    before = device_fingerprint()["logical_cpus"]
+    assert isinstance(before, int)
+    monkeypatch.setattr(os, "cpu_count", lambda: before + 1)
+    assert device_fingerprint()["logical_cpus"] == before
+
+
+def test_a_machine_whose_cpu_count_is_unknown_has_one_logical_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """os.cpu_count() answering None (it cannot tell) gives logical_cpus 1, not None or 0."""
+    monkeypatch.setattr(_fingerprint, "_fixed", None)
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert device_fingerprint()["logical_cpus"] == 1
+
+
+def test_a_fact_read_while_the_descriptors_are_spent_leaves_the_facts_unfixed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """mujoco's version unread for want of descriptors: the next fingerprint reads it again."""
+    cpu = cpu_model()
+    monkeypatch.setattr(_fingerprint, "_remembered", {"cpu": cpu})
+    monkeypatch.setattr(_fingerprint, "_read_while_spent", set())
+    monkeypatch.setattr(_fingerprint, "_fixed", None)
+    monkeypatch.setattr(_fingerprint, "_can_open_files", lambda: False)
+    monkeypatch.setattr(_fingerprint, "_installed", lambda name: None)
+    assert device_fingerprint()["mujoco"] == "none"
+    monkeypatch.setattr(_fingerprint, "_can_open_files", lambda: True)
+    monkeypatch.setattr(_fingerprint, "_installed", lambda name: "3.9.1")
+    assert device_fingerprint()["mujoco"] == "3.9.1"
+    assert device_fingerprint()["cpu"] == cpu
+
+
 def test_available_memory_is_meminfos_under_a_roomier_cgroup_limit(tmp_path: Path) -> None:
     """A memory.max with more room than MemAvailable leaves MemAvailable: the least of the two."""
     (tmp_path / "proc").mkdir()
