@@ -180,6 +180,14 @@ def test_another_file_beside_the_cache_is_no_kept_file(
         not_own_file(tmp_path / name, "trace")
 
 
+def test_a_name_that_cannot_be_resolved_is_left_for_its_write_to_refuse(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    """A name realpath cannot resolve (a NUL byte in it) is no kept file: no error raised here."""
+    for what, caches_too in (("trace", True), ("merged cache", False)):
+        not_own_file(tmp_path / "cache\0.json", what, caches_too=caches_too)
+
+
 def test_merge_may_write_into_the_cache_and_the_system_cache(
     places: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
