@@ -32,6 +32,7 @@ from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
 from chunktune._cli._common import Stderr, open_cache
+from chunktune._cli._console import PipeConsole
 from chunktune._cli._render import write_plot
 from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
@@ -1920,6 +1921,27 @@ def test_a_reader_that_closes_early_gets_exit_141_and_no_traceback(
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141, err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+class _ClosedPipe(io.StringIO):
+    """A stream whose reader is gone: every write fails as a closed pipe's does."""
+
+    writes = 0
+
+    def write(self, s: str) -> int:
+        self.writes += 1
+        raise BrokenPipeError
+
+
+def test_a_console_on_a_closed_pipe_raises_broken_pipe_then_stays_quiet() -> None:
+    """A command's console raises BrokenPipeError (for exit 141) once, then writes nothing."""
+    stream = _ClosedPipe()
+    console = PipeConsole(file=stream)
+    with pytest.raises(BrokenPipeError):
+        console.print("a row")
+    tried = stream.writes
+    console.print("the next row")  # quiet now: no write tried, nothing raised
+    assert console.quiet and tried == stream.writes == 1
 
 
 def test_help_to_a_reader_gone_exits_141_with_stdout_unbuffered(env: dict[str, Path]) -> None:
