@@ -484,6 +484,24 @@ def test_a_lock_taken_under_umask_277_leaves_its_file_open_to_its_owner(tmp_path
         lock.release()
 
 
+@pytest.mark.skipif(
+    hasattr(filelock.BaseFileLock, "has_explicit_mode") or os.geteuid() != 0,
+    reason="filelock < 3.24 sets the mode it was given as root opens another's file",
+)
+def test_root_taking_another_users_lock_file_leaves_its_mode_as_it_is(tmp_path: Path) -> None:
+    """Root taking nobody's 0o444 lock file under filelock < 3.24: still 0o444, no owner write."""
+    path = tmp_path / "theirs.lock"
+    path.touch()
+    os.chown(path, NOBODY, NOBODY)
+    path.chmod(0o444)
+    lock = file_lock(path)
+    take(lock, timeout=0)
+    try:
+        assert _octal(path) == "0o444"
+    finally:
+        lock.release()
+
+
 def test_folders_made_under_umask_277_let_their_owner_in(tmp_path: Path) -> None:
     """make_folder() under umask 277 leaves each folder it made 0o700 (mkdir gives 0o500)."""
     (tmp_path / "kept").mkdir(mode=0o750)
