@@ -1561,6 +1561,28 @@ def test_policy_list_keeps_names_whole_on_a_narrow_terminal_and_rows_whole_piped
     assert re.search(rf"^{name}\s", shown, re.MULTILINE), shown
 
 
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+def test_a_description_that_looks_like_rich_markup_is_shown_as_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    terminal: bool,
+) -> None:
+    """A description with [tags], :emoji: codes and numbers is shown as written, unstyled."""
+    description = "[bold]fast[/bold] on :smile: 42 threads"
+    config = tmp_path / "marked.toml"
+    config.write_text(f'[policies.marked]\nextends = "quick"\ndescription = "{description}"\n')
+    stream = _Terminal()
+    if terminal:  # colours allowed: highlighting would style the 42
+        monkeypatch.setenv("COLUMNS", "200")
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        monkeypatch.setattr(sys, "stdout", stream)
+    assert main(["policy", "list", "--config", str(config)]) == 0
+    out = stream.getvalue() if terminal else capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("marked")]
+    assert len(rows) == 1 and description in rows[0], out
+
+
 def test_policy_show_prints_resolved_toml(
     env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
