@@ -1957,10 +1957,17 @@ class _ClosedPipe(io.StringIO):
 
 def test_a_console_on_a_closed_pipe_raises_broken_pipe_then_stays_quiet() -> None:
     """A command's console raises BrokenPipeError (for exit 141) once, then writes nothing."""
+    from rich.console import Console
+
     stream = _ClosedPipe()
     console = PipeConsole(file=stream)
     with pytest.raises(BrokenPipeError):
         console.print("a row")
+    if not hasattr(Console, "on_broken_pipe"):
+        # rich before on_broken_pipe (the floor, 12.0) lets the write's error through
+        # as it is, and main() exits 141 at once; nothing of ours runs to quiet it
+        assert stream.writes == 1
+        return
     tried = stream.writes
     console.print("the next row")  # quiet now: no write tried, nothing raised
     assert console.quiet and tried == stream.writes == 1
