@@ -50,7 +50,7 @@ from measure import bench_settings, own_sweep_lock
 
 import chunktune
 from chunktune._events import ProgressEvent
-from chunktune.sim import ReplayWorkload
+from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +100,30 @@ def _cause(
     return "kept at race end"
 
 
+@attrs.frozen
+class _Sweep:
+    """What one sweep's progress events say it did."""
+
+    measured: tuple[int, ...]  # the sizes probed in the race, native left out
+    stop: str  # the ``done`` event's message
+    held: int | None  # the size held against native in the confirmation (None: none)
+    calls: int  # the race's calls (probes, native's included)
+    pairs: int  # the confirmation's calls, halved
+
+    @classmethod
+    def read(cls, events: list[ProgressEvent]) -> _Sweep:
+        """The sweep that sent ``events``."""
+        probes = [e.chunk_size for e in events if e.kind == "probe"]
+        confirms = [e.chunk_size for e in events if e.kind == "confirm"]
+        return cls(
+            measured=tuple(sorted({c for c in probes if c is not None})),
+            stop=next((e.message for e in reversed(events) if e.kind == "done"), ""),
+            held=next((c for c in confirms if c is not None), None),
+            calls=len(probes),
+            pairs=len(confirms) // 2,
+        )
+
+
 def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = ()) -> list[Cause]:
     """Every run of ``policy_name`` on the simulated suite whose regret exceeds ``above``.
 
@@ -113,7 +137,8 @@ def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = 
         if cases and case.name not in cases:
             continue
         truth = case.workload(index)
-        oracle, oracle_s = truth.oracle()
+        oracle, _ = truth.oracle()
+        native_s = truth.true_time(None)
         for s in range(seeds):
             events: list[ProgressEvent] = []
             decision = chunktune.resolve_sync(
@@ -125,19 +150,9 @@ def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = 
             regret = truth.regret(decision.chunk_size)
             if regret <= above:
                 continue
-            measured = sorted(
-                {e.chunk_size for e in events if e.kind == "probe" and e.chunk_size is not None}
-            )
-            best = min(measured, key=truth.regret, default=decision.native_chunk)
-            confirms = sum(1 for e in events if e.kind == "confirm")
-            stop = next((e.message for e in reversed(events) if e.kind == "done"), "")
-            near = truth.regret(best) <= above
-            held = next(
-                (e.chunk_size for e in events if e.kind == "confirm" and e.chunk_size is not None),
-                None,
-            )
-            native_s = truth.true_time(None)
-            held_gain = 0.0 if held is None else 1.0 - truth.true_time(held) / native_s
+            sweep = _Sweep.read(events)
+            best = min(sweep.measured, key=truth.regret, default=decision.native_chunk)
+            held = sweep.held
             lost.append(
                 Cause(
                     case=case.name,
@@ -146,30 +161,32 @@ def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = 
                     chosen=decision.chunk_size,
                     native=decision.native_chunk,
                     oracle=oracle,
-                    offered=1.0 - oracle_s / truth.true_time(None),
-                    measured=tuple(measured),
+                    offered=_true_gain(truth, native_s, oracle),
+                    measured=sweep.measured,
                     best_measured=best,
                     best_measured_regret=truth.regret(best),
-                    stop=stop,
+                    stop=sweep.stop,
                     confirmed=decision.gain_ci is not None,
                     cause=_cause(
                         decision.chunk_size,
-                        near,
+                        truth.regret(best) <= above,
                         None if held is None else truth.regret(held) <= above,
-                        stop,
+                        sweep.stop,
                         decision.partial,
                     ),
                     held=held,
-                    held_gain=held_gain,
-                    pairs=confirms // 2,
+                    held_gain=0.0 if held is None else _true_gain(truth, native_s, held),
+                    pairs=sweep.pairs,
                     probe_s=decision.probe_seconds,
                 )
             )
     return lost
 
 
-def _true_gain(truth: ReplayWorkload, native_s: float, size: int | None) -> float:
-    """``size``'s gain over native (``native_s`` seconds) by the trace's truth."""
+def _true_gain(
+    truth: SimulatedWorkload | ReplayWorkload, native_s: float, size: int | None
+) -> float:
+    """``size``'s gain over native (``native_s`` seconds) by the landscape's truth."""
     return 1.0 - truth.true_time(size) / native_s
 
 
@@ -233,15 +250,9 @@ def trace_causes(
             got = gain(decision.chunk_size)
             if not got < held_out / 2:
                 continue
-            measured = sorted(
-                {e.chunk_size for e in events if e.kind == "probe" and e.chunk_size is not None}
-            )
-            best = max(measured, key=gain, default=None)
-            stop = next((e.message for e in reversed(events) if e.kind == "done"), "")
-            held = next(
-                (e.chunk_size for e in events if e.kind == "confirm" and e.chunk_size is not None),
-                None,
-            )
+            sweep = _Sweep.read(events)
+            best = max(sweep.measured, key=gain, default=None)
+            held = sweep.held
             good = held_out / 2
             lost.append(
                 TraceLoss(
@@ -254,20 +265,20 @@ def trace_causes(
                     oracle=oracle,
                     best_measured=best,
                     best_measured_gain=0.0 if best is None else gain(best),
-                    stop=stop,
+                    stop=sweep.stop,
                     cause=_cause(
                         decision.chunk_size,
                         best is not None and gain(best) >= good,
                         None if held is None else gain(held) >= good,
-                        stop,
+                        sweep.stop,
                         decision.partial,
                     ),
                     held=held,
                     held_gain=0.0 if held is None else gain(held),
-                    calls=sum(1 for e in events if e.kind == "probe"),
-                    pairs=sum(1 for e in events if e.kind == "confirm") // 2,
+                    calls=sweep.calls,
+                    pairs=sweep.pairs,
                     probe_s=decision.probe_seconds,
-                    measured=tuple(measured),
+                    measured=sweep.measured,
                 )
             )
     return lost, offers

@@ -27,6 +27,7 @@ from unseen import draw_cases
 
 from chunktune import BalancedCandidates
 from chunktune._replay import ReplayWorkload
+from chunktune._schedule import chunk_count
 from chunktune._workload import native_chunk
 
 _NEAR = 0.005  # "within 0.5% of the best"
@@ -43,7 +44,7 @@ class Truth(Protocol):
 def native_tooth(num_envs: int, nthread: int) -> int:
     """``ceil(N/(T*floor(m0/T)))``: the smallest size whose whole waves fit native's count."""
     native = native_chunk(num_envs, nthread)
-    waves = -(-num_envs // native) // nthread
+    waves = chunk_count(num_envs, native) // nthread
     if waves < 1:
         return native
     return -(-num_envs // (nthread * waves))
