@@ -2,6 +2,7 @@
 
     python benchmarks/device_landscapes.py --out DIR --deadline 400
     python benchmarks/device_landscapes.py --plan later --out DIR --deadline 450
+    python benchmarks/device_landscapes.py --plan third --out DIR --deadline 300
 
 Written for a borrowed 16-core machine with minutes to spend: every trace is
 sized to its share of the deadline (one timed warm-up round through its sizes
@@ -9,8 +10,8 @@ prices a round), written as soon as it is done and bundled into
 ``DIR/traces.tar.gz``, so a run cut short still returns what it finished. The
 first four traces go first, then live ``balanced`` tunes of two of those batches,
 each re-measured in paired rounds beside the trace's best sizes, then the rest.
-``--plan later`` records shapes the first plan has not, for a later day. Replay the
-traces here with ``benchmarks/run.py --no-sim --traces DIR/traces``.
+``--plan later`` and ``--plan third`` record shapes the earlier plans have not, for a
+later day. Replay the traces here with ``benchmarks/run.py --no-sim --traces DIR/traces``.
 """
 
 from __future__ import annotations
@@ -64,9 +65,24 @@ LATER: list[tuple[str, Callable[[int], Any], int, float]] = [
     ("demo-tail-1024", rt._demo("tail", 1024), 16, 0.9),
     ("quadruped-256", rt._robot("quadruped", 256, 10), 16, 0.9),
 ]
-PLANS = {"first": PLAN, "later": LATER}
+# A third day's plan: shapes neither earlier plan has (the heavy quarter scattered on 16
+# threads and at the head on 4, a uniform batch on 8, humanoid on 8, cheetah at 1536 on
+# 16), then the one recorded on both earlier days (demo-tail-1024 on 16: its drift).
+THIRD: list[tuple[str, Callable[[int], Any], int, float]] = [
+    ("demo-scattered-1024", rt._demo("scattered", 1024), 16, 1.0),
+    ("humanoid-1024", rt._robot("humanoid", 1024, 10), 8, 1.0),
+    ("demo-head-256", rt._demo("head", 256), 4, 0.9),
+    ("demo-uniform-1024", rt._demo("uniform", 1024), 8, 0.9),
+    ("cheetah-1536", rt._robot("cheetah", 1536, 20), 16, 1.0),
+    ("demo-tail-1024", rt._demo("tail", 1024), 16, 0.9),
+]
+PLANS = {"first": PLAN, "later": LATER, "third": THIRD}
 LIVE_AFTER = 4  # the live tunes run after this many traces
-LIVE = {"first": "demo-tail-1024,cheetah-2048", "later": "demo-head-1024,demo-scattered-512"}
+LIVE = {
+    "first": "demo-tail-1024,cheetah-2048",
+    "later": "demo-head-1024,demo-scattered-512",
+    "third": "demo-scattered-1024,humanoid-1024",
+}
 
 
 class _Deadline(Exception):
@@ -262,7 +278,7 @@ def live_only(args: argparse.Namespace) -> int:
     end = time.monotonic() + args.deadline
     args.out.mkdir(parents=True, exist_ok=True)
     print("machine:", json.dumps(facts()), flush=True)
-    builders = {name: build for name, build, _, _ in [*PLAN, *LATER]}
+    builders = {name: build for name, build, _, _ in [*PLAN, *LATER, *THIRD]}
     cases = args.live.split(",")
     rows: list[dict[str, Any]] = []
     for j, case in enumerate(cases):
