@@ -1359,3 +1359,35 @@ def test_tooth_census_names_native_s_tooth_and_its_gain_on_even_envs() -> None:
     assert row.tooth_gain == pytest.approx(1 - 260 / 275, abs=0.002)
     assert not row.listed and row.offered >= row.tooth_gain
     assert "| even | 1 | 1 |" in census.table([("even", [row])])
+
+
+def test_held_out_causes_sorts_each_draw_by_phase() -> None:
+    """held_out_causes' phases: a size chosen, a confirmation that kept native, the gate."""
+    cause = _script("held_out_causes").cause_of
+    assert cause(1, "chose 1: ...", 1, 1, True) == "chose A's best"
+    assert cause(3, "chose 3: ...", 3, 1, True) == "chose another, best measured"
+    assert cause(3, "chose 3: ...", 3, 1, False) == "chose another, best never measured"
+    could_not = "kept the native chunk 6: ... could not confirm a gain"
+    assert cause(None, could_not, 1, 1, True) == "not confirmed, best held"
+    assert cause(None, could_not, 4, 1, True) == "not confirmed, another held, best measured"
+    assert cause(None, "kept ...: at most 0.1% (95% upper bound)", 4, 1, False) == (
+        "rejected, another held, best never measured"
+    )
+    assert cause(None, "kept ...: too noisy to confirm a gain", None, 1, True) == "noise gate"
+    assert cause(None, "kept ...: within the noise", None, 1, True) == "native, other"
+
+
+def test_held_out_causes_adds_up_to_the_ceilings_lead(tmp_path: Path) -> None:
+    """held_out_causes on one trace: a row per draw, losses summing to ceiling less policy."""
+    script = _script("held_out_causes")
+    source = BENCH / "traces" / "manycore" / "demo-tail-256-t4.json"
+    (tmp_path / "t.json").write_bytes(source.read_bytes())
+    rows = script.held_out_causes("balanced", 2, tmp_path)
+    assert [(r.trace, r.draw) for r in rows] == [("t", 0), ("t", 1)]
+    for r in rows:
+        assert math.isclose(r.lost, r.ceiling_gain - r.gain)
+        assert (r.chosen is None) == (not r.cause.startswith("chose"))
+    text = script.report(rows, 2, verbose=True)
+    total = 100 * sum(r.lost for r in rows) / 2
+    assert f"{total:+12.2f}" in text.splitlines()[-1] and "t   " in text
+    assert script.main(["--traces", str(tmp_path / "none")]) == 2
