@@ -1184,12 +1184,12 @@ def test_a_write_waits_on_while_the_writers_ahead_keep_changing_the_file(
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
     cache = DecisionCache(tmp_path / "cache.json")
     assert cache.update({"a" * 32: entry(4)})
-    script = (  # holds the lock 3 s, replacing the file (same entries) every 0.05 s
+    script = (  # holds the lock 2 s (twice the stall limit), replacing the file every 0.05 s
         "import fcntl, os, shutil, sys, time\n"
         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
         "print('held', flush=True)\n"
-        "for _ in range(60):\n"
+        "for _ in range(40):\n"
         "    time.sleep(0.05)\n"
         "    shutil.copy(sys.argv[2], sys.argv[2] + '.tmp')\n"
         "    os.replace(sys.argv[2] + '.tmp', sys.argv[2])\n"

@@ -590,7 +590,9 @@ def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
 
     monkeypatch.setattr(_ray_claim, "entry_of", stalled)
     here = host("h1", isolated)
-    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=5.0)
+    # quick's 3 s budget is modeled seconds: its sweep takes about 0.05 s, so a limit of
+    # 3 s (the least quick allows) leaves the sweep near 3 s of slack on a busy machine
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=3.0)
     try:
         swept = chunktune.ray.resolve_sync(Slow("stalled"), settings=here, policy=limited)
         assert freed == []  # returned while the read-back was still stuck
@@ -614,7 +616,9 @@ def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_sto
 
     monkeypatch.setattr(_ray_claim, "entry_of", stalled)
     here = host("h1", isolated)
-    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=5.0)
+    # quick's 3 s budget is modeled seconds: its sweep takes about 0.05 s, so a limit of
+    # 3 s (the least quick allows) leaves the sweep near 3 s of slack on a busy machine
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=3.0)
     scene = isolated / "scene.xml"
     scene.write_text("<mujoco/>")
     workload = Slow("described")
