@@ -4,7 +4,9 @@ The first task to miss the cache for a key owns the key's flight and measures; e
 other task of the process that misses the same key meanwhile waits for the owner's
 decision. A waiter holds no thread: it awaits an event of its own loop, which the
 owner sets through that loop's token, since the owner may run on another thread's
-loop (``resolve_sync`` callers in different threads each run their own).
+loop (``resolve_sync`` callers in different threads each run their own). A waiter with
+an ``on_progress`` gets the owner's events meanwhile, on its own loop, through a
+:class:`~chunktune._relay.Relay` of its own (:meth:`Flight.wait`, :meth:`Flight.tell`).
 
 The owner's :class:`Watch` notes what it waits for, reports a long wait once, and
 says where it stood if ``hard_limit_s`` ends the flight.
@@ -16,6 +18,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Literal
 
 import anyio
@@ -28,9 +31,11 @@ from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
 from ._lock_note import Holder
 from ._locks import Lock
+from ._relay import Relay
 from ._threads import hop
 
 __all__ = [
+    "SHARING",
     "Flight",
     "Guarded",
     "Watch",
@@ -44,7 +49,10 @@ __all__ = [
 
 logger = logging.getLogger("chunktune")
 
-_lock = threading.Lock()  # guards _flights and every flight's waiters and outcome
+_lock = threading.Lock()  # guards _flights and every flight's waiters, relays and outcome
+
+SHARING = "waiting for another task of this process measuring this workload (sharing its sweep)"
+"""The message of the ``waiting`` event a task's ``on_progress`` gets as it joins a flight."""
 
 
 OWNER_CHECK_S = 1.0
@@ -69,7 +77,8 @@ class Flight:
 
     ``owner_gone`` tells that the owner's loop was closed with the owner still pending;
     ``held`` are the locks the owner holds (its key's; the machine's until its sweep's
-    thread takes it over), released for it then.
+    thread takes it over), released for it then. ``relays`` carry the owner's events to
+    the waiters that have an ``on_progress``, each to its own loop.
     """
 
     key: str
@@ -78,6 +87,7 @@ class Flight:
     waiters: list[tuple[object, anyio.Event]] = attrs.field(factory=list)  # (loop token, event)
     owner_gone: Callable[[], bool] = never
     held: list[Lock] = attrs.field(factory=list)
+    relays: list[Relay] = attrs.field(factory=list)
 
     def claim(self, lock: Lock) -> bool:
         """Record a lock the owner just took (in the taking thread); False: it was abandoned."""
@@ -95,21 +105,64 @@ class Flight:
                 return True
             return False
 
-    async def wait(self) -> Decision | None:
+    async def wait(self, on_progress: ProgressCallback | None = None) -> Decision | None:
         """The owner's decision, or None when it was cancelled or failed before deciding
-        (or its loop was closed with it still pending: see :func:`abandon`)."""
-        waiter = (anyio.lowlevel.current_token(), anyio.Event())
+        (or its loop was closed with it still pending: see :func:`abandon`).
+
+        ``on_progress`` (a :class:`Guarded` one) gets, on this task's loop, a ``waiting``
+        event (:data:`SHARING`) as the wait begins, then the owner's events (:meth:`tell`)
+        until the wait ends, and none after: not one the owner sent before. What it lets
+        through (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``) ends this wait
+        and is raised here, as the owner's relay raises it to the owner; the owner's sweep
+        and the other waiters go on.
+        """
+        token = anyio.lowlevel.current_token()
+        waiter = (token, anyio.Event())
+        relay = None if on_progress is None else Relay(on_progress, token, threading.Event())
         with _lock:
             if self.landed:
                 return self.decision
             self.waiters.append(waiter)
+            if relay is not None:
+                self.relays.append(relay)
         try:
-            await waiter[1].wait()
+            with nullcontext() if relay is None else relay.scope:
+                if relay is not None:
+                    # in this task, before any event posted to this loop: told first
+                    relay.deliver(ProgressEvent(kind="waiting", message=SHARING))
+                await waiter[1].wait()
         finally:
+            if relay is not None:
+                relay.stop.set()  # on this loop: an event already posted reaches nobody
             with _lock:
                 if any(w is waiter for w in self.waiters):
                     self.waiters.remove(waiter)
+                if relay is not None and any(r is relay for r in self.relays):
+                    self.relays.remove(relay)
+            if relay is not None:
+                relay.close()  # what on_progress let through is this task's, whatever else
         return self.decision
+
+    def tell(self, event: ProgressEvent) -> None:
+        """Send the owner's ``event`` to every waiter's ``on_progress``, each on its own loop.
+
+        From any thread (the sweep's, the owner's loop); never waits, and never calls a
+        callback here, nor with ``_lock`` held. A relay that fails to post is logged as
+        chunktune's bug and, like one whose loop has ended, sent nothing more: neither
+        breaks the owner's sweep nor reaches the other waiters.
+        """
+        with _lock:
+            relays = list(self.relays)
+        for relay in relays:
+            try:
+                posted = relay.post(event)
+            except Exception as exc:
+                log_bug(exc, f"telling a task sharing {self.key[:12]} of the sweep's progress")
+                posted = False
+            if not posted:
+                with _lock:
+                    if any(r is relay for r in self.relays):
+                        self.relays.remove(relay)
 
 
 _flights: dict[str, Flight] = {}
@@ -212,6 +265,7 @@ def land(flight: Flight, decision: Decision | None) -> None:
         flight.decision = shared
         flight.landed = True
         waiters, flight.waiters = flight.waiters, []
+        flight.relays = []  # an abandoned sweep's later events reach no waiter
     _wake(waiters, flight.key)
 
 
@@ -342,11 +396,15 @@ class Guarded:
 
 @attrs.define
 class Watch:
-    """Where an owned flight stands, so that giving up at the hard limit can say why."""
+    """Where an owned flight stands, so that giving up at the hard limit can say why.
+
+    Its waits are told to the owner's ``on_progress`` and to the tasks sharing ``flight``.
+    """
 
     on_progress: ProgressCallback | None
     native: int = attrs.field(kw_only=True)
     policy_name: str = attrs.field(kw_only=True)
+    flight: Flight | None = attrs.field(default=None, kw_only=True)
     waiting_for: Literal["key", "sweep"] | None = None
     lock: Lock | None = None
     holder: Holder | None = None
@@ -370,9 +428,12 @@ class Watch:
                 else f"waiting for another process measuring this workload ({who})"
             )
             logger.info("chunktune: %s", message)
+            waited = anyio.current_time() - began
+            event = ProgressEvent(kind="waiting", elapsed_s=waited, message=message)
+            if self.flight is not None:
+                self.flight.tell(event)
             if self.on_progress is not None:
-                waited = anyio.current_time() - began
-                self.on_progress(ProgressEvent(kind="waiting", elapsed_s=waited, message=message))
+                self.on_progress(event)
 
         return on_wait
 

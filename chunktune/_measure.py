@@ -55,11 +55,12 @@ def _sweeper(
     sizes: list[int | None],
     watch: _flights.Watch,
     relay: Relay | None,
+    flight: _flights.Flight,
     stop: threading.Event,
     limit_s: float | None,
 ) -> Callable[[], tuple[SweepResult, MachineLoad | None]]:
-    """The sweep for its thread: it tells ``watch`` and ``relay`` (the caller's on_progress),
-    and stops once ``stop`` is set.
+    """The sweep for its thread: it tells ``watch``, ``relay`` (the caller's on_progress) and
+    the tasks sharing ``flight``, and stops once ``stop`` is set.
 
     It returns the machine's load as it began too: read in the thread, once the sweep
     lock is held (another sweep's calls are over), before its own calls add to it.
@@ -71,6 +72,7 @@ def _sweeper(
             watch.probe_seconds += event.seconds  # read back only if the sweep fails
         if relay is not None:
             relay.post(event)  # never blocks the sweep on the loop: the task may be gone
+        flight.tell(event)  # nor on the sharers' loops
 
     def check_cancelled() -> None:
         if stop.is_set():
@@ -118,7 +120,7 @@ async def measure(
         watch.waiting_for, watch.sweeping = None, True
         # what hard_limit_s leaves after the waits: a stretched budget must end inside it
         limit_s = None if req.deadline is None else req.deadline - anyio.current_time()
-        run_sweep = _sweeper(req, sizes, watch, relay, stop, limit_s)
+        run_sweep = _sweeper(req, sizes, watch, relay, flight, stop, limit_s)
         # a caller's pool must be the caller's again when a cancel (or the limit) returns:
         # MuJoCo's pool crashes the process when two threads step it at once
         settle = stop.set if settles_on_cancel(req.workload) else None

@@ -46,9 +46,9 @@ async def resolve_key(req: Request, key: str, cache: DecisionCache | None) -> De
         flight, owner = _flights.board(key)
         if owner:
             break
-        # another task of this process is deciding this key: share its answer
+        # another task of this process is deciding this key: share its answer (and events)
         with anyio.move_on_after(_left(deadline)) as scope:
-            shared = await flight.wait()
+            shared = await flight.wait(req.on_progress)
         if scope.cancelled_caught:
             assert limit is not None
             return _flights.gave_up_sharing(key, limit, req.native, req.policy_name)
@@ -79,7 +79,9 @@ async def _owned_within_limit(
     sharer with none, or a later one, waits on by its own and may measure the key itself).
     A decision made before the limit is the answer even while it is still being stored.
     """
-    watch = _flights.Watch(req.on_progress, native=req.native, policy_name=req.policy_name)
+    watch = _flights.Watch(
+        req.on_progress, native=req.native, policy_name=req.policy_name, flight=flight
+    )
     with anyio.move_on_after(_left(req.deadline)):
         decision = await _owned(req, key, cache, watch, flight)
         return decision, decision

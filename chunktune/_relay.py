@@ -8,6 +8,10 @@ of such a callback for its own bug and ends the trainer's whole run with
 through (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``: the caller's to have)
 is kept here, the sweep is stopped, and the task awaiting the sweep raises it as a
 cancel would return (a workload that settles on cancel is waited for as then).
+
+A task that shares another task's sweep of its key has a relay of its own, to its own
+loop (:meth:`~chunktune._flights.Flight.wait`): its ``stop`` silences that relay alone,
+and what its callback lets through ends that task's wait, never the owner's sweep.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ logger = logging.getLogger("chunktune")
 
 
 class Relay:
-    """One sweep's events to ``callback`` on the loop of ``token``; ``stop`` stops the sweep.
+    """One sweep's events to ``callback`` on the loop of ``token``; once ``stop`` is set, none.
 
-    The awaiting task waits for the sweep inside :attr:`scope`, then calls :meth:`close`,
-    which raises what the callback raised meanwhile.
+    ``stop`` is the sweep's own for its owner (set, it stops the sweep too), a relay's own
+    for a task sharing the sweep. The awaiting task waits inside :attr:`scope`, then calls
+    :meth:`close`, which raises what the callback raised meanwhile.
     """
 
     def __init__(self, callback: ProgressCallback, token: object, stop: threading.Event) -> None:
@@ -41,12 +46,13 @@ class Relay:
         self.raised: BaseException | None = None
         self.closed = False
 
-    def post(self, event: ProgressEvent) -> None:
+    def post(self, event: ProgressEvent) -> bool:
         """Send ``event`` to the callback on the loop (from any thread), without waiting:
-        the awaiting task may be gone."""
-        call_soon(self.token, functools.partial(self._deliver, event))
+        the awaiting task may be gone. False: the loop has ended (nobody listens)."""
+        return call_soon(self.token, functools.partial(self.deliver, event))
 
-    def _deliver(self, event: ProgressEvent) -> None:
+    def deliver(self, event: ProgressEvent) -> None:
+        """Call the callback with ``event``; on the loop, whatever it raises kept."""
         if self.stop.is_set():
             # the resolve has left (cancelled, past its limit: it sets ``stop`` on the loop
             # as it leaves) or the callback raised: events the sweep sent meanwhile (the

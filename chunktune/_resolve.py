@@ -50,7 +50,9 @@ async def resolve(
     ``settings`` defaults to :func:`chunktune.load_settings` (discovery order
     applies); ``policy`` overrides the active policy by name or object;
     ``manual`` short-cuts everything; ``refresh`` ignores (and replaces) a
-    cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop.
+    cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop; a
+    call that shares another task's sweep of its key (see ``_flights``) receives that
+    sweep's, on its own loop, from when it joins until it returns.
     Every keyword is checked, whether or not the call comes to use it; a settings file
     (for ``settings=None``) is read, and a policy's name looked up, only where a policy
     is used: not under ``manual``.

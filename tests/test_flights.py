@@ -25,6 +25,7 @@ from _forking import run_forked
 
 import chunktune
 from chunktune import Decision, ProgressEvent, _flights, _lock_note, _lock_wait, _locks
+from chunktune._events import ProgressCallback
 from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -55,12 +56,12 @@ async def resolve_all(workloads: list[SimulatedWorkload]) -> tuple[list[Decision
     """Resolve every workload concurrently; the decisions and the sweeps started per key."""
     pol = small_policy()
     decisions: list[Decision] = []
-    sweeps: Counter[str] = Counter()
+    dones: dict[str, list[ProgressEvent]] = {}
 
     async def one(w: SimulatedWorkload) -> None:
         def on_progress(event: ProgressEvent) -> None:
-            if event.kind == "done":  # one per sweep
-                sweeps[w.name] += 1
+            if event.kind == "done":  # one per sweep, told to every task sharing it
+                dones.setdefault(w.name, []).append(event)
 
         decisions.append(await chunktune.resolve(w, policy=pol, on_progress=on_progress))
 
@@ -68,7 +69,8 @@ async def resolve_all(workloads: list[SimulatedWorkload]) -> tuple[list[Decision
         async with anyio.create_task_group() as tg:
             for w in workloads:
                 tg.start_soon(one, w)
-    return decisions, sweeps
+    # the tasks sharing a sweep are told the same event: a sweep is one event object
+    return decisions, Counter({name: len({id(e) for e in told}) for name, told in dones.items()})
 
 
 async def test_more_resolves_of_one_key_than_worker_threads_share_one_sweep() -> None:
@@ -117,7 +119,7 @@ def test_resolve_sync_from_many_threads_shares_one_sweep_across_loops() -> None:
     start = threading.Barrier(8)
 
     def on_progress(event: ProgressEvent) -> None:
-        if event.kind == "done":  # one per sweep
+        if event.kind == "done":  # one per sweep, told to every thread sharing it
             sweeps.append(event)
 
     def one() -> None:
@@ -130,7 +132,7 @@ def test_resolve_sync_from_many_threads_shares_one_sweep_across_loops() -> None:
     for t in threads:
         t.join(HANG_GUARD_S)
     assert len(decisions) == 8
-    assert len(sweeps) == 1
+    assert len({id(e) for e in sweeps}) == 1
     assert len({d.chunk_size for d in decisions}) == 1
 
 
@@ -918,3 +920,313 @@ async def test_a_task_that_stops_waiting_for_a_flight_is_no_longer_its_waiter() 
         assert flight.waiters == []
     finally:
         _flights.land(flight, None)
+
+
+# Tasks sharing a sweep get its progress, each on its own loop
+
+
+def _gated(name: str) -> Blocking:
+    """A sweep that can be caught mid-way (its third call blocks until released)."""
+    return Blocking(workload(name).costs, nthread=8, name=name)
+
+
+def _the_flight() -> _flights.Flight:
+    """This test's one flight in the air."""
+    (flight,) = _flights._flights.values()
+    return flight
+
+
+async def _caught(w: Blocking) -> None:
+    """Wait until the sweep of ``w`` is blocked mid-way."""
+    assert await anyio.to_thread.run_sync(w.blocked.wait, HANG_GUARD_S)
+
+
+async def _joined(sharers: int) -> None:
+    """Wait until ``sharers`` tasks wait for the flight in the air."""
+    with anyio.fail_after(HANG_GUARD_S):
+        while len(_the_flight().waiters) < sharers:  # noqa: ASYNC110 -- no event to await
+            await anyio.sleep(0.01)
+
+
+def _assert_shared(owner: list[ProgressEvent], sharer: list[ProgressEvent]) -> None:
+    """The sharer was told it shares a sweep, then got the owner's events from there to done."""
+    assert sharer, "the sharer got no event"
+    joined, *rest = sharer
+    assert joined.kind == "waiting" and "sharing its sweep" in joined.message
+    assert len(rest) >= 2 and rest[-1].kind == "done"
+    assert all(a is b for a, b in zip(rest, owner[-len(rest) :], strict=True))
+    assert "probe" in {e.kind for e in rest}
+    assert not any("sharing" in e.message for e in owner)
+
+
+async def test_two_tasks_on_one_loop_each_see_the_shared_sweep_with_their_own_callback() -> None:
+    """A task sharing another's sweep on the same loop gets its events in its own callback."""
+    w, pol = _gated("one loop"), small_policy()
+    seen: dict[str, list[ProgressEvent]] = {"owner": [], "sharer": []}
+    decided: dict[str, Decision] = {}
+
+    async def one(who: str) -> None:
+        decided[who] = await chunktune.resolve(w, policy=pol, on_progress=seen[who].append)
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "owner")
+                await _caught(w)
+                tg.start_soon(one, "sharer")
+                await _joined(1)
+                w.release.set()
+    finally:
+        w.release.set()
+    assert (decided["owner"].source, decided["sharer"].source) == ("benchmark", "cache")
+    _assert_shared(seen["owner"], seen["sharer"])
+
+
+def _resolved_on(runner: str, w: Blocking, pol: chunktune.Policy, cb: ProgressCallback) -> Decision:
+    """``w`` resolved by ``resolve_sync`` (its own asyncio loop) or by ``resolve`` on trio."""
+    if runner == "sync":
+        return chunktune.resolve_sync(w, policy=pol, on_progress=cb)
+    call = functools.partial(chunktune.resolve, w, policy=pol, on_progress=cb)
+    return anyio.run(call, backend="trio")
+
+
+@pytest.mark.parametrize(
+    ("owner_runner", "sharer_runner"),
+    [
+        pytest.param("sync", "sync", id="resolve_sync-both"),
+        pytest.param("sync", "trio", id="sharer-on-trio"),
+        pytest.param("trio", "sync", id="owner-on-trio"),
+    ],
+)
+def test_callers_in_two_threads_each_see_the_shared_sweep_on_their_own_thread(
+    owner_runner: str, sharer_runner: str
+) -> None:
+    """Two threads, a loop each, share a sweep: each callback gets its events on its thread."""
+    w, pol = _gated("two threads"), small_policy()
+    seen: dict[str, list[tuple[int, ProgressEvent]]] = {"owner": [], "sharer": []}
+    threads_of: dict[str, int] = {}
+    decided: dict[str, Decision] = {}
+
+    def one(who: str, runner: str) -> None:
+        threads_of[who] = threading.get_ident()
+
+        def on_progress(event: ProgressEvent) -> None:
+            seen[who].append((threading.get_ident(), event))
+
+        decided[who] = _resolved_on(runner, w, pol, on_progress)
+
+    owner = threading.Thread(target=one, args=("owner", owner_runner))
+    sharer = threading.Thread(target=one, args=("sharer", sharer_runner))
+    try:
+        owner.start()
+        assert w.blocked.wait(HANG_GUARD_S)
+        sharer.start()
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not _the_flight().waiters and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        w.release.set()
+        owner.join(HANG_GUARD_S)
+        sharer.join(HANG_GUARD_S)
+    assert (decided["owner"].source, decided["sharer"].source) == ("benchmark", "cache")
+    for who in ("owner", "sharer"):
+        assert {thread for thread, _ in seen[who]} == {threads_of[who]}
+    _assert_shared([e for _, e in seen["owner"]], [e for _, e in seen["sharer"]])
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        pytest.param(ValueError("the progress bar broke"), id="error"),
+        pytest.param(SystemExit(3), id="exit"),
+    ],
+)
+async def test_a_raising_sharer_callback_leaves_the_owner_and_the_other_sharer_intact(
+    exc: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sharer's callback that raises ends at most its own wait: the sweep and others go on."""
+    w, pol = _gated("raising sharer"), small_policy()
+    seen: dict[str, list[ProgressEvent]] = {"owner": [], "other": []}
+    decided: dict[str, Decision] = {}
+    calls: list[ProgressEvent] = []
+    raised: list[BaseException] = []
+
+    def raising(event: ProgressEvent) -> None:
+        calls.append(event)
+        raise exc
+
+    async def one(who: str) -> None:
+        decided[who] = await chunktune.resolve(w, policy=pol, on_progress=seen[who].append)
+
+    async def raising_one() -> None:
+        try:
+            decided["raising"] = await chunktune.resolve(w, policy=pol, on_progress=raising)
+        except SystemExit as exit_:
+            raised.append(exit_)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="chunktune"), anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "owner")
+                await _caught(w)
+                tg.start_soon(raising_one)
+                if isinstance(exc, Exception):
+                    await _joined(1)
+                else:  # it leaves as it is told that it shares the sweep
+                    while not raised:  # noqa: ASYNC110 -- no event to await
+                        await anyio.sleep(0.01)
+                tg.start_soon(one, "other")
+                await _joined(2 if isinstance(exc, Exception) else 1)
+                w.release.set()
+    finally:
+        w.release.set()
+    assert (decided["owner"].source, decided["other"].source) == ("benchmark", "cache")
+    _assert_shared(seen["owner"], seen["other"])
+    if isinstance(exc, Exception):  # logged once, and the sharer got every event all the same
+        assert decided["raising"].source == "cache" and len(calls) == len(seen["other"])
+        assert len([r for r in caplog.records if "on_progress raised" in r.getMessage()]) == 1
+    else:  # the sharer's to have: raised to it alone, and nothing more is told to it
+        assert raised == [exc] and "raising" not in decided and len(calls) == 1
+
+
+@pytest.mark.parametrize("how", ["cancelled", "hard_limit"])
+async def test_a_sharer_that_stops_waiting_gets_no_event_after(how: str) -> None:
+    """A sharer cancelled, or past its own hard_limit_s, is told nothing of the sweep after."""
+    w, pol = _gated("leaving sharer"), small_policy()
+    owner_seen: list[ProgressEvent] = []
+    seen: list[ProgressEvent] = []
+    decided: list[Decision] = []
+    left = anyio.Event()
+    scope = anyio.CancelScope()
+
+    async def sharer() -> None:
+        limited = (
+            attrs.evolve(pol, time_budget_s=1.0, hard_limit_s=1.0) if how == "hard_limit" else pol
+        )
+        with scope:
+            decided.append(await chunktune.resolve(w, policy=limited, on_progress=seen.append))
+        left.set()
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    functools.partial(
+                        chunktune.resolve, w, policy=pol, on_progress=owner_seen.append
+                    )
+                )
+                await _caught(w)
+                tg.start_soon(sharer)
+                if how == "cancelled":
+                    await _joined(1)
+                    scope.cancel()
+                await left.wait()
+                assert len(seen) == 1 and "sharing its sweep" in seen[0].message
+                w.release.set()
+    finally:
+        w.release.set()
+    assert len(seen) == 1 and owner_seen[-1].kind == "done"
+    if how == "hard_limit":
+        assert [d.source for d in decided] == ["fallback"]
+    else:
+        assert decided == [] and scope.cancelled_caught
+
+
+async def test_a_sharer_sees_the_sweep_of_an_owner_without_a_callback() -> None:
+    """The owner's caller wants no events; a task sharing its sweep that does gets them."""
+    w, pol = _gated("silent owner"), small_policy()
+    seen: list[ProgressEvent] = []
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(chunktune.resolve, w, policy=pol))
+                await _caught(w)
+                tg.start_soon(
+                    functools.partial(chunktune.resolve, w, policy=pol, on_progress=seen.append)
+                )
+                await _joined(1)
+                w.release.set()
+    finally:
+        w.release.set()
+    assert seen and seen[0].kind == "waiting" and "sharing its sweep" in seen[0].message
+    assert seen[-1].kind == "done" and "probe" in {e.kind for e in seen}
+
+
+def test_a_sharer_whose_loop_was_closed_is_called_no_more() -> None:
+    """A sharer left pending on an asyncio loop that was closed gets no call from the sweep."""
+    w, pol = _gated("closed sharer"), small_policy()
+    seen: list[ProgressEvent] = []
+    decided: list[Decision] = []
+    owner = threading.Thread(target=lambda: decided.append(chunktune.resolve_sync(w, policy=pol)))
+    loop = asyncio.new_event_loop()
+    try:
+        owner.start()
+        assert w.blocked.wait(HANG_GUARD_S)
+        task = loop.create_task(chunktune.resolve(w, policy=pol, on_progress=seen.append))
+        _left.append(task)  # kept alive: its coroutine never runs again
+        loop.run_until_complete(_joined(1))
+        loop.close()  # the sharer stays pending for good
+    finally:
+        w.release.set()
+        owner.join(HANG_GUARD_S)
+    assert [d.source for d in decided] == ["benchmark"]
+    assert len(seen) == 1 and "sharing its sweep" in seen[0].message
+
+
+async def test_the_owner_s_wait_for_the_machine_is_told_to_the_tasks_sharing_its_flight() -> None:
+    """While the owner waits for another sweep, a task sharing its flight is told so too."""
+    flight, owner = _flights.board("test-owner-waits")
+    assert owner
+    seen: list[ProgressEvent] = []
+    watch = _flights.Watch(None, native=3, policy_name="balanced", flight=flight)
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(flight.wait, seen.append)
+                with anyio.fail_after(HANG_GUARD_S):
+                    while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                        await anyio.sleep(0.01)
+                watch.waiting("sweep", _locks.sweep_lock())(
+                    _lock_note.Holder(pid=4242, since=time.time())
+                )
+                while len(seen) < 2:  # noqa: ASYNC110 -- the event comes through the loop
+                    await anyio.sleep(0.01)
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert [e.kind for e in seen] == ["waiting", "waiting"]
+    assert seen[1].message.startswith("waiting for another sweep (pid 4242, since ")
+
+
+def test_a_sharer_callback_that_blocks_holds_up_neither_the_sweep_nor_its_owner() -> None:
+    """A sharer's callback stuck on its own loop: the owner's sweep ends and returns meanwhile."""
+    w, pol = _gated("stuck sharer"), small_policy()
+    owner_returned = threading.Event()
+    decided: dict[str, Decision] = {}
+    calls: list[ProgressEvent] = []
+
+    def stuck(event: ProgressEvent) -> None:
+        calls.append(event)
+        owner_returned.wait(HANG_GUARD_S)  # its loop, and so its thread, is stuck till then
+
+    def owner() -> None:
+        decided["owner"] = chunktune.resolve_sync(w, policy=pol)
+        owner_returned.set()
+
+    def sharer() -> None:
+        decided["sharer"] = chunktune.resolve_sync(w, policy=pol, on_progress=stuck)
+
+    threads = [threading.Thread(target=owner), threading.Thread(target=sharer)]
+    try:
+        threads[0].start()
+        assert w.blocked.wait(HANG_GUARD_S)
+        threads[1].start()
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        w.release.set()
+        for thread in threads:
+            thread.join(HANG_GUARD_S)
+    assert owner_returned.is_set() and decided["owner"].source == "benchmark"
+    assert decided["sharer"].source == "cache" and calls[-1].kind == "done"

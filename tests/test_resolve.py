@@ -650,7 +650,8 @@ async def test_concurrent_resolves_share_one_sweep() -> None:
             sweeps.append(event)
 
     results = await resolve_together(w, 5, on_progress=on_progress)
-    assert len(sweeps) == 1
+    # every task is told of the one sweep: the same event, once each
+    assert len(sweeps) == 5 and len({id(e) for e in sweeps}) == 1
     assert [d.source for d in results].count("benchmark") == 1
     assert len({d.chunk_size for d in results}) == 1
 
@@ -668,8 +669,9 @@ async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
     ]
 
 
-async def test_a_task_that_shares_a_sweep_gets_none_of_its_events_as_the_readme_says() -> None:
-    """A sharer's own on_progress gets no event; its decision is "cache" with a shared reason."""
+async def test_a_task_that_shares_a_sweep_gets_its_events_as_the_readme_says() -> None:
+    """A sharer's own on_progress is told it shares, then gets the sweep's events; its
+    decision is "cache" with a shared reason."""
     w = AwaitsSharers(1)
     events: dict[str, list[str]] = {"first": [], "second": []}
     decisions: dict[str, chunktune.Decision] = {}
@@ -684,7 +686,9 @@ async def test_a_task_that_shares_a_sweep_gets_none_of_its_events_as_the_readme_
         tg.start_soon(one, "second")
     (owner,) = [name for name, d in decisions.items() if d.source == "benchmark"]
     (sharer,) = set(decisions) - {owner}
-    assert "done" in events[owner] and events[sharer] == []
+    assert "done" in events[owner] and events[sharer][0] == "waiting"
+    told = events[sharer][1:]  # the owner's, from when the sharer joined
+    assert told[-1] == "done" and told == events[owner][len(events[owner]) - len(told) :]
     shared = decisions[sharer]
     assert shared.source == "cache" and shared.probe_seconds == 0.0
     assert shared.reason.startswith("shared a concurrent sweep: ")
@@ -692,7 +696,8 @@ async def test_a_task_that_shares_a_sweep_gets_none_of_its_events_as_the_readme_
     (cache_row,) = [line for line in readme.splitlines() if line.startswith('| `"cache"` |')]
     assert "shared a concurrent sweep: " in cache_row
     (progress_row,) = [line for line in readme.splitlines() if line.startswith("| `on_progress` |")]
-    assert "shares another task's sweep of the same key gets none" in progress_row
+    assert "shares another task's sweep of the same key" in progress_row
+    assert "gets, on its own loop, a `waiting` event saying so, then that sweep's" in progress_row
 
 
 async def test_a_cancelled_sweep_leaves_the_machine_wide_lock_free() -> None:
