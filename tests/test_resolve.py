@@ -670,8 +670,7 @@ async def test_a_task_that_shares_a_sweep_reports_no_probe_seconds() -> None:
 
 
 async def test_a_task_that_shares_a_sweep_gets_its_events_as_the_readme_says() -> None:
-    """A sharer's own on_progress is told it shares, then gets the sweep's events; its
-    decision is "cache" with a shared reason."""
+    """A sharer's own on_progress gets the sweep's events; its decision is a shared "cache"."""
     w = AwaitsSharers(1)
     events: dict[str, list[str]] = {"first": [], "second": []}
     decisions: dict[str, chunktune.Decision] = {}
