@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
+from types import BuiltinMethodType, MethodType
 from typing import Literal
 
 import anyio
@@ -31,13 +32,12 @@ from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
 from ._lock_note import Holder
 from ._locks import Lock
-from ._relay import Relay
+from ._relay import Guarded, Relay
 from ._threads import hop
 
 __all__ = [
     "SHARING",
     "Flight",
-    "Guarded",
     "Watch",
     "abandon",
     "board",
@@ -78,7 +78,8 @@ class Flight:
     ``owner_gone`` tells that the owner's loop was closed with the owner still pending;
     ``held`` are the locks the owner holds (its key's; the machine's until its sweep's
     thread takes it over), released for it then. ``relays`` carry the owner's events to
-    the waiters that have an ``on_progress``, each to its own loop.
+    the waiters that have an ``on_progress``, each to its own loop; ``owner_progress`` is
+    the owner's own (as the caller passed it), which its sweep tells already.
     """
 
     key: str
@@ -88,6 +89,7 @@ class Flight:
     owner_gone: Callable[[], bool] = never
     held: list[Lock] = attrs.field(factory=list)
     relays: list[Relay] = attrs.field(factory=list)
+    owner_progress: ProgressCallback | None = None
 
     def claim(self, lock: Lock) -> bool:
         """Record a lock the owner just took (in the taking thread); False: it was abandoned."""
@@ -111,10 +113,12 @@ class Flight:
 
         ``on_progress`` (a :class:`Guarded` one) gets, on this task's loop, a ``waiting``
         event (:data:`SHARING`) as the wait begins, then the owner's events (:meth:`tell`)
-        until the wait ends, and none after: not one the owner sent before. What it lets
-        through (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``) ends this wait
-        and is raised here, as the owner's relay raises it to the owner; the owner's sweep
-        and the other waiters go on.
+        until the wait ends, and none after: not one the owner sent before. A function
+        that the owner or another waiter passed too gets each event once, not once per
+        task (nor the ``waiting`` event): the old advice, one function passed to several
+        tasks, reads as before. What it lets through (``KeyboardInterrupt``,
+        ``SystemExit``, ``GeneratorExit``) ends this wait and is raised here, as the
+        owner's relay raises it to the owner; the owner's sweep and the other waiters go on.
         """
         token = anyio.lowlevel.current_token()
         waiter = (token, anyio.Event())
@@ -123,11 +127,12 @@ class Flight:
             if self.landed:
                 return self.decision
             self.waiters.append(waiter)
+            told = relay is not None and self._told(_as_passed(relay.callback))
             if relay is not None:
                 self.relays.append(relay)
         try:
             with nullcontext() if relay is None else relay.scope:
-                if relay is not None:
+                if relay is not None and not told:
                     # in this task, before any event posted to this loop: told first
                     relay.deliver(ProgressEvent(kind="waiting", message=SHARING))
                 await waiter[1].wait()
@@ -143,23 +148,37 @@ class Flight:
                 relay.close()  # what on_progress let through is this task's, whatever else
         return self.decision
 
+    def _told(self, callback: ProgressCallback) -> bool:
+        """Whether ``callback`` gets the events already: the owner's, or a waiter's (_lock held)."""
+        return _same(callback, self.owner_progress) or any(
+            _same(_as_passed(r.callback), callback) for r in self.relays
+        )
+
     def tell(self, event: ProgressEvent) -> None:
         """Send the owner's ``event`` to every waiter's ``on_progress``, each on its own loop.
 
         From any thread (the sweep's, the owner's loop); never waits, and never calls a
-        callback here, nor with ``_lock`` held. A relay that fails to post is logged as
-        chunktune's bug and, like one whose loop has ended, sent nothing more: neither
-        breaks the owner's sweep nor reaches the other waiters.
+        callback here, nor with ``_lock`` held. A function the owner passed too, or an
+        earlier waiter, is skipped: each gets the event once (while the waiter it came
+        with waits; then through the next that passed it). A relay that fails to post is
+        logged as chunktune's bug and, like one whose loop has ended, sent nothing more:
+        neither breaks the owner's sweep nor reaches the other waiters.
         """
         with _lock:
             relays = list(self.relays)
+        told: list[ProgressCallback | None] = [self.owner_progress]
         for relay in relays:
+            passed = _as_passed(relay.callback)
+            if any(_same(passed, t) for t in told):
+                continue
             try:
                 posted = relay.post(event)
             except Exception as exc:
                 log_bug(exc, f"telling a task sharing {self.key[:12]} of the sweep's progress")
                 posted = False
-            if not posted:
+            if posted:
+                told.append(passed)
+            else:
                 with _lock:
                     if any(r is relay for r in self.relays):
                         self.relays.remove(relay)
@@ -175,14 +194,38 @@ _janitor_running = False  # guarded by _lock
 _idle = threading.Event()
 
 
-def board(key: str) -> tuple[Flight, bool]:
-    """The key's flight in this process, and whether the caller now owns it (it was none)."""
+def _as_passed(callback: ProgressCallback) -> ProgressCallback:
+    """The function the caller passed, under its :class:`Guarded` (each resolve wraps its own)."""
+    return callback.callback if isinstance(callback, Guarded) else callback
+
+
+def _same(a: ProgressCallback | None, b: ProgressCallback | None) -> bool:
+    """Whether two callbacks are one function: the same object, or the same method of the
+    same object (``bar.update`` makes a new bound method each time it is read)."""
+    if a is b:
+        return a is not None
+    if isinstance(a, MethodType) and isinstance(b, MethodType):
+        return a.__self__ is b.__self__ and a.__func__ is b.__func__
+    if isinstance(a, BuiltinMethodType) and isinstance(b, BuiltinMethodType):  # list.append
+        return a.__self__ is b.__self__ and a.__name__ == b.__name__
+    return False
+
+
+def board(key: str, on_progress: ProgressCallback | None = None) -> tuple[Flight, bool]:
+    """The key's flight in this process, and whether the caller now owns it (it was none).
+
+    ``on_progress`` is the caller's, kept as the owner's when it owns the flight.
+    """
     global _janitor_running
     with _lock:
         flight = _flights.get(key)
         if flight is not None:
             return flight, False
-        flight = _flights[key] = Flight(key, owner_gone=loop_closed_probe())
+        flight = _flights[key] = Flight(
+            key,
+            owner_gone=loop_closed_probe(),
+            owner_progress=None if on_progress is None else _as_passed(on_progress),
+        )
         if flight.owner_gone is not never and not _janitor_running:
             _janitor_running = _start_janitor()
         return flight, True
@@ -362,36 +405,6 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-
-
-@attrs.define
-class Guarded:
-    """A caller's ``on_progress`` for one resolve: one that raises never breaks it.
-
-    The first error is logged with its traceback, later ones at DEBUG: a callback that
-    fails on every event would otherwise log dozens of tracebacks per sweep. A
-    ``BaseException`` that is no ``Exception`` is such an error too (as a workload's is its
-    failure), but for ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit``: those
-    are the caller's, raised on (out of a sweep's event: :mod:`chunktune._relay`).
-    """
-
-    callback: ProgressCallback
-    failed: bool = False
-
-    def __call__(self, event: ProgressEvent) -> None:
-        try:
-            self.callback(event)
-        except (KeyboardInterrupt, SystemExit, GeneratorExit):
-            raise
-        except BaseException:
-            if self.failed:
-                logger.debug("chunktune: on_progress raised again", exc_info=True)
-                return
-            self.failed = True
-            logger.exception(
-                "chunktune: on_progress raised; continuing (its later errors in this "
-                "resolve are logged at DEBUG)"
-            )
 
 
 @attrs.define

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import attrs
 
-from . import _flights
 from ._cache import DecisionCache
 from ._candidates import only_native
 from ._decision import Decision
@@ -20,6 +19,7 @@ from ._errors import ChunktuneError, WorkloadError
 from ._failures import blames_workload, by_signal_handler, log_bug, spent
 from ._keys import cache_for, identify_and_look
 from ._recent import recall, remember
+from ._relay import Guarded
 from ._report import report
 from ._request import (
     Ask,
@@ -152,7 +152,7 @@ def new_request(asked: Ask, settings: Settings, started: float | None) -> Reques
         policy_name=name,
         settings=settings,
         refresh=asked.refresh,
-        on_progress=None if on_progress is None else _flights.Guarded(on_progress),
+        on_progress=None if on_progress is None else Guarded(on_progress),
         deadline=None if limit is None or started is None else started + limit,
     )
 

@@ -43,7 +43,7 @@ async def resolve_key(req: Request, key: str, cache: DecisionCache | None) -> De
     """
     limit, deadline = req.policy.hard_limit_s, req.deadline
     while True:
-        flight, owner = _flights.board(key)
+        flight, owner = _flights.board(key, req.on_progress)
         if owner:
             break
         # another task of this process is deciding this key: share its answer (and events)

@@ -31,7 +31,6 @@ from ._cache_entry import CacheEntry
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import bug_reason, log_bug, spent
-from ._flights import Guarded
 from ._policy import Policy
 from ._ray_calls import (
     CALL_TIMEOUT_S,
@@ -44,6 +43,7 @@ from ._ray_calls import (
     tell,
 )
 from ._ray_job import Job, entry_of, native_decision, report, report_decision, store
+from ._relay import Guarded
 from ._request import decision_entry, entry_decision, worth_storing
 from ._resolve import resolve_since
 from ._threads import KEYING_THREAD, in_own_thread, wait_in_thread

@@ -4,7 +4,7 @@ The callback runs as a plain callback of the caller's loop (:func:`_backends.cal
 never in its task, and there what it raises must not escape: trio takes an exception out
 of such a callback for its own bug and ends the trainer's whole run with
 ``TrioInternalError``, and asyncio leaves Ctrl-C to unwind its loop from outside any task.
-:class:`~chunktune._flights.Guarded` keeps what a failing callback raises; what it lets
+:class:`Guarded` keeps what a failing callback raises; what it lets
 through (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``: the caller's to have)
 is kept here, the sweep is stopped, and the task awaiting the sweep raises it as a
 cancel would return (a workload that settles on cancel is waited for as then).
@@ -21,13 +21,44 @@ import logging
 import threading
 
 import anyio
+import attrs
 
 from ._backends import call_soon
 from ._events import ProgressCallback, ProgressEvent
 
-__all__ = ["Relay"]
+__all__ = ["Guarded", "Relay"]
 
 logger = logging.getLogger("chunktune")
+
+
+@attrs.define
+class Guarded:
+    """A caller's ``on_progress`` for one resolve: one that raises never breaks it.
+
+    The first error is logged with its traceback, later ones at DEBUG: a callback that
+    fails on every event would otherwise log dozens of tracebacks per sweep. A
+    ``BaseException`` that is no ``Exception`` is such an error too (as a workload's is its
+    failure), but for ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit``: those
+    are the caller's, raised on (out of a sweep's event: :class:`Relay`).
+    """
+
+    callback: ProgressCallback
+    failed: bool = False
+
+    def __call__(self, event: ProgressEvent) -> None:
+        try:
+            self.callback(event)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException:
+            if self.failed:
+                logger.debug("chunktune: on_progress raised again", exc_info=True)
+                return
+            self.failed = True
+            logger.exception(
+                "chunktune: on_progress raised; continuing (its later errors in this "
+                "resolve are logged at DEBUG)"
+            )
 
 
 class Relay:

@@ -1152,6 +1152,73 @@ async def test_a_sharer_sees_the_sweep_of_an_owner_without_a_callback() -> None:
     assert seen[-1].kind == "done" and "probe" in {e.kind for e in seen}
 
 
+@pytest.mark.parametrize("passed", ["function", "bound method"])
+async def test_one_function_passed_to_the_owner_and_a_sharer_gets_each_event_once(
+    passed: str,
+) -> None:
+    """A callback the owner's task passed too is not called again for a sharing task."""
+    w, pol = _gated(f"one callback, {passed}"), small_policy()
+    seen: list[ProgressEvent] = []
+
+    def on_event(event: ProgressEvent) -> None:
+        seen.append(event)
+
+    def callback() -> ProgressCallback:
+        return on_event if passed == "function" else seen.append  # a new bound method each time
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    functools.partial(chunktune.resolve, w, policy=pol, on_progress=callback())
+                )
+                await _caught(w)
+                tg.start_soon(
+                    functools.partial(chunktune.resolve, w, policy=pol, on_progress=callback())
+                )
+                await _joined(1)
+                w.release.set()
+    finally:
+        w.release.set()
+    assert len({id(e) for e in seen}) == len(seen), "an event came twice"
+    assert [e.kind for e in seen].count("done") == 1 and "probe" in {e.kind for e in seen}
+    assert not any("sharing its sweep" in e.message for e in seen)
+
+
+async def test_one_function_passed_to_two_sharers_follows_the_one_still_waiting() -> None:
+    """Two sharers' one callback: each event once, and still told once the first has left."""
+    w, pol = _gated("two sharers, one callback"), small_policy()
+    seen: list[ProgressEvent] = []
+    first = anyio.CancelScope()
+
+    async def first_sharer() -> None:
+        with first:
+            await chunktune.resolve(w, policy=pol, on_progress=seen.append)
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(chunktune.resolve, w, policy=pol))
+                await _caught(w)
+                tg.start_soon(first_sharer)
+                await _joined(1)
+                tg.start_soon(
+                    functools.partial(chunktune.resolve, w, policy=pol, on_progress=seen.append)
+                )
+                await _joined(2)
+                first.cancel()
+                with anyio.fail_after(HANG_GUARD_S):
+                    while len(_the_flight().waiters) > 1:  # noqa: ASYNC110 -- no event to await
+                        await anyio.sleep(0.01)
+                w.release.set()
+    finally:
+        w.release.set()
+    assert first.cancelled_caught
+    assert len({id(e) for e in seen}) == len(seen), "an event came twice"
+    assert [e.message for e in seen].count(_flights.SHARING) == 1
+    assert seen[-1].kind == "done" and "probe" in {e.kind for e in seen}
+
+
 def test_a_sharer_whose_loop_was_closed_is_called_no_more() -> None:
     """A sharer left pending on an asyncio loop that was closed gets no call from the sweep."""
     w, pol = _gated("closed sharer"), small_policy()
