@@ -116,13 +116,19 @@ class Flight:
         until the wait ends, and none after: not one the owner sent before. A function
         that the owner or another waiter passed too gets each event once, not once per
         task (nor the ``waiting`` event): the old advice, one function passed to several
-        tasks, reads as before. What it lets through (``KeyboardInterrupt``,
-        ``SystemExit``, ``GeneratorExit``) ends this wait and is raised here, as the
-        owner's relay raises it to the owner; the owner's sweep and the other waiters go on.
+        tasks, reads as before; an event this task was to carry for it that comes once this
+        wait has ended goes to the next waiter that passed it. What it lets through
+        (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``) ends this wait and is
+        raised here, as the owner's relay raises it to the owner; the owner's sweep and the
+        other waiters go on.
         """
         token = anyio.lowlevel.current_token()
         waiter = (token, anyio.Event())
-        relay = None if on_progress is None else Relay(on_progress, token, threading.Event())
+        relay = (
+            None
+            if on_progress is None
+            else Relay(on_progress, token, threading.Event(), handover=self._hand_over)
+        )
         with _lock:
             if self.landed:
                 return self.decision
@@ -165,23 +171,42 @@ class Flight:
         neither breaks the owner's sweep nor reaches the other waiters.
         """
         with _lock:
-            relays = list(self.relays)
+            relays = [r for r in self.relays if not r.stop.is_set()]  # not those leaving
         told: list[ProgressCallback | None] = [self.owner_progress]
         for relay in relays:
             passed = _as_passed(relay.callback)
-            if any(_same(passed, t) for t in told):
-                continue
-            try:
-                posted = relay.post(event)
-            except Exception as exc:
-                log_bug(exc, f"telling a task sharing {self.key[:12]} of the sweep's progress")
-                posted = False
-            if posted:
+            if not any(_same(passed, t) for t in told) and self._post(relay, event):
                 told.append(passed)
-            else:
-                with _lock:
-                    if any(r is relay for r in self.relays):
-                        self.relays.remove(relay)
+
+    def _post(self, relay: Relay, event: ProgressEvent) -> bool:
+        """Post ``event`` to ``relay``; False (and the relay dropped) where that failed."""
+        try:
+            posted = relay.post(event)
+        except Exception as exc:
+            log_bug(exc, f"telling a task sharing {self.key[:12]} of the sweep's progress")
+            posted = False
+        if not posted:
+            with _lock:
+                if any(r is relay for r in self.relays):
+                    self.relays.remove(relay)
+        return posted
+
+    def _hand_over(self, left: Relay, event: ProgressEvent) -> None:
+        """Tell ``event``, which ``left`` was to carry but came once its wait had ended, to
+        the next waiter still waiting that passed the same callback (on its loop).
+
+        On the loop of ``left``, as a plain callback: what fails here is logged, never raised.
+        """
+        passed = _as_passed(left.callback)
+        with _lock:
+            heirs = [
+                r
+                for r in self.relays
+                if r is not left and not r.stop.is_set() and _same(_as_passed(r.callback), passed)
+            ]
+        for heir in heirs:
+            if self._post(heir, event):
+                return
 
 
 _flights: dict[str, Flight] = {}

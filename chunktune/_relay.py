@@ -11,7 +11,9 @@ cancel would return (a workload that settles on cancel is waited for as then).
 
 A task that shares another task's sweep of its key has a relay of its own, to its own
 loop (:meth:`~chunktune._flights.Flight.wait`): its ``stop`` silences that relay alone,
-and what its callback lets through ends that task's wait, never the owner's sweep.
+and what its callback lets through ends that task's wait, never the owner's sweep. An
+event it was to carry for a callback that another sharer passed too, and that reached it
+only once it had left, is handed over to that sharer (``handover``), not lost.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 
 import anyio
 import attrs
@@ -66,13 +69,21 @@ class Relay:
 
     ``stop`` is the sweep's own for its owner (set, it stops the sweep too), a relay's own
     for a task sharing the sweep. The awaiting task waits inside :attr:`scope`, then calls
-    :meth:`close`, which raises what the callback raised meanwhile.
+    :meth:`close`, which raises what the callback raised meanwhile. ``handover`` (a
+    sharer's) gets each event that came once ``stop`` was set, in place of the callback.
     """
 
-    def __init__(self, callback: ProgressCallback, token: object, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        callback: ProgressCallback,
+        token: object,
+        stop: threading.Event,
+        handover: Callable[[Relay, ProgressEvent], None] | None = None,
+    ) -> None:
         self.callback = callback
         self.token = token
         self.stop = stop
+        self.handover = handover
         self.scope = anyio.CancelScope()
         self.raised: BaseException | None = None
         self.closed = False
@@ -87,7 +98,9 @@ class Relay:
         if self.stop.is_set():
             # the resolve has left (cancelled, past its limit: it sets ``stop`` on the loop
             # as it leaves) or the callback raised: events the sweep sent meanwhile (the
-            # probe in flight, the race's steps up to the next probe) reach nobody
+            # probe in flight, the race's steps up to the next probe) reach nobody here
+            if self.handover is not None:
+                self.handover(self, event)
             return
         try:
             self.callback(event)

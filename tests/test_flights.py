@@ -1297,3 +1297,36 @@ def test_a_sharer_callback_that_blocks_holds_up_neither_the_sweep_nor_its_owner(
             thread.join(HANG_GUARD_S)
     assert owner_returned.is_set() and decided["owner"].source == "benchmark"
     assert decided["sharer"].source == "cache" and calls[-1].kind == "done"
+
+
+async def test_an_event_a_leaving_sharer_was_to_carry_reaches_the_next_with_its_callback() -> None:
+    """An event posted for a callback to a sharer that leaves first is told to its next sharer."""
+    flight, owner = _flights.board("test-handover")
+    assert owner
+    seen: list[ProgressEvent] = []
+    first, first_left = anyio.CancelScope(), anyio.Event()
+
+    async def first_sharer() -> None:
+        with first:
+            await flight.wait(seen.append)
+        first_left.set()
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first_sharer)
+                while len(flight.relays) < 1:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                tg.start_soon(flight.wait, seen.append)
+                while len(flight.relays) < 2:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                # the first sharer's wait ends before its loop handles the event told now
+                first.cancel()
+                flight.tell(ProgressEvent(kind="probe", chunk_size=4))
+                await first_left.wait()
+                while "probe" not in {e.kind for e in seen}:  # noqa: ASYNC110 -- nor here
+                    await anyio.sleep(0.01)
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert first.cancelled_caught and [e.kind for e in seen] == ["waiting", "probe"]
