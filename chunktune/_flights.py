@@ -19,7 +19,6 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from types import BuiltinMethodType, MethodType
 from typing import Literal
 
 import anyio
@@ -32,7 +31,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
 from ._lock_note import Holder
 from ._locks import Lock
-from ._relay import Guarded, Relay
+from ._relay import Relay, as_passed, same_callback
 from ._threads import hop
 
 __all__ = [
@@ -111,7 +110,7 @@ class Flight:
         """The owner's decision, or None when it was cancelled or failed before deciding
         (or its loop was closed with it still pending: see :func:`abandon`).
 
-        ``on_progress`` (a :class:`Guarded` one) gets, on this task's loop, a ``waiting``
+        ``on_progress`` (a :class:`~._relay.Guarded` one) gets, on this task's loop, a ``waiting``
         event (:data:`SHARING`) as the wait begins, then the owner's events (:meth:`tell`)
         until the wait ends, and none after: not one the owner sent before. A function
         that the owner or another waiter passed too gets each event once, not once per
@@ -133,7 +132,7 @@ class Flight:
             if self.landed:
                 return self.decision
             self.waiters.append(waiter)
-            told = relay is not None and self._told(_as_passed(relay.callback))
+            told = relay is not None and self._told(as_passed(relay.callback))
             if relay is not None:
                 self.relays.append(relay)
         try:
@@ -156,8 +155,8 @@ class Flight:
 
     def _told(self, callback: ProgressCallback) -> bool:
         """Whether ``callback`` gets the events already: the owner's, or a waiter's (_lock held)."""
-        return _same(callback, self.owner_progress) or any(
-            _same(_as_passed(r.callback), callback) for r in self.relays
+        return same_callback(callback, self.owner_progress) or any(
+            same_callback(as_passed(r.callback), callback) for r in self.relays
         )
 
     def tell(self, event: ProgressEvent) -> None:
@@ -174,8 +173,8 @@ class Flight:
             relays = [r for r in self.relays if not r.stop.is_set()]  # not those leaving
         told: list[ProgressCallback | None] = [self.owner_progress]
         for relay in relays:
-            passed = _as_passed(relay.callback)
-            if not any(_same(passed, t) for t in told) and self._post(relay, event):
+            passed = as_passed(relay.callback)
+            if not any(same_callback(passed, t) for t in told) and self._post(relay, event):
                 told.append(passed)
 
     def _post(self, relay: Relay, event: ProgressEvent) -> bool:
@@ -197,14 +196,9 @@ class Flight:
 
         On the loop of ``left``, as a plain callback: what fails here is logged, never raised.
         """
-        passed = _as_passed(left.callback)
         with _lock:
-            heirs = [
-                r
-                for r in self.relays
-                if r is not left and not r.stop.is_set() and _same(_as_passed(r.callback), passed)
-            ]
-        for heir in heirs:
+            heirs = [r for r in self.relays if r is not left and not r.stop.is_set()]
+        for heir in (h for h in heirs if same_callback(as_passed(h.callback), left.callback)):
             if self._post(heir, event):
                 return
 
@@ -217,23 +211,6 @@ _janitor_running = False  # guarded by _lock
 # than up to OWNER_CHECK_S later, so a program that forks right after resolve_sync
 # forks no thread of ours (Python 3.12+ warns of a fork in a multi-threaded process)
 _idle = threading.Event()
-
-
-def _as_passed(callback: ProgressCallback) -> ProgressCallback:
-    """The function the caller passed, under its :class:`Guarded` (each resolve wraps its own)."""
-    return callback.callback if isinstance(callback, Guarded) else callback
-
-
-def _same(a: ProgressCallback | None, b: ProgressCallback | None) -> bool:
-    """Whether two callbacks are one function: the same object, or the same method of the
-    same object (``bar.update`` makes a new bound method each time it is read)."""
-    if a is b:
-        return a is not None
-    if isinstance(a, MethodType) and isinstance(b, MethodType):
-        return a.__self__ is b.__self__ and a.__func__ is b.__func__
-    if isinstance(a, BuiltinMethodType) and isinstance(b, BuiltinMethodType):  # list.append
-        return a.__self__ is b.__self__ and a.__name__ == b.__name__
-    return False
 
 
 def board(key: str, on_progress: ProgressCallback | None = None) -> tuple[Flight, bool]:
@@ -249,7 +226,7 @@ def board(key: str, on_progress: ProgressCallback | None = None) -> tuple[Flight
         flight = _flights[key] = Flight(
             key,
             owner_gone=loop_closed_probe(),
-            owner_progress=None if on_progress is None else _as_passed(on_progress),
+            owner_progress=None if on_progress is None else as_passed(on_progress),
         )
         if flight.owner_gone is not never and not _janitor_running:
             _janitor_running = _start_janitor()

@@ -22,6 +22,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
+from types import BuiltinMethodType, MethodType
 
 import anyio
 import attrs
@@ -29,7 +30,7 @@ import attrs
 from ._backends import call_soon
 from ._events import ProgressCallback, ProgressEvent
 
-__all__ = ["Guarded", "Relay"]
+__all__ = ["Guarded", "Relay", "as_passed", "same_callback"]
 
 logger = logging.getLogger("chunktune")
 
@@ -62,6 +63,23 @@ class Guarded:
                 "chunktune: on_progress raised; continuing (its later errors in this "
                 "resolve are logged at DEBUG)"
             )
+
+
+def as_passed(callback: ProgressCallback) -> ProgressCallback:
+    """The function the caller passed, under its :class:`Guarded` (each resolve wraps its own)."""
+    return callback.callback if isinstance(callback, Guarded) else callback
+
+
+def same_callback(a: ProgressCallback | None, b: ProgressCallback | None) -> bool:
+    """Whether two callbacks are one function: the same object, or the same method of the
+    same object (``bar.update`` makes a new bound method each time it is read)."""
+    if a is b:
+        return a is not None
+    if isinstance(a, MethodType) and isinstance(b, MethodType):
+        return a.__self__ is b.__self__ and a.__func__ is b.__func__
+    if isinstance(a, BuiltinMethodType) and isinstance(b, BuiltinMethodType):  # list.append
+        return a.__self__ is b.__self__ and a.__name__ == b.__name__
+    return False
 
 
 class Relay:
