@@ -78,7 +78,9 @@ def same_callback(a: ProgressCallback | None, b: ProgressCallback | None) -> boo
     if isinstance(a, MethodType) and isinstance(b, MethodType):
         return a.__self__ is b.__self__ and a.__func__ is b.__func__
     if isinstance(a, BuiltinMethodType) and isinstance(b, BuiltinMethodType):  # list.append
-        return a.__self__ is b.__self__ and a.__name__ == b.__name__
+        # the same C function and the same self, by identity: no __eq__ of the caller's runs
+        # (a name is not enough: C static methods have no self, bytes' and str's maketrans)
+        return a == b
     return False
 
 

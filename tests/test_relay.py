@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import anyio
 import anyio.lowlevel
@@ -21,7 +22,8 @@ import trio
 import chunktune
 from chunktune import Decision, ProgressEvent
 from chunktune._backends import call_soon
-from chunktune._relay import Relay
+from chunktune._events import ProgressCallback
+from chunktune._relay import Relay, same_callback
 from chunktune.sim import SimulatedWorkload
 
 CALLERS = ["sync", "asyncio", "trio"]
@@ -248,3 +250,15 @@ def test_an_exit_raised_after_a_finished_resolve_closed_its_relay_is_logged_neve
     assert late == [
         "chunktune: on_progress raised SystemExit(3) after its resolve had returned; ignored"
     ]
+
+
+def test_built_in_functions_of_one_name_on_one_object_are_two_callbacks() -> None:
+    """Two built-in functions that share a name and ``__self__`` are not taken for one."""
+    # C-level static methods have no self (None): the same name in two types must not match
+    one, other = (cast(ProgressCallback, f) for f in (bytes.maketrans, str.maketrans))
+    assert one.__self__ is None and other.__self__ is None  # type: ignore[attr-defined]
+    assert not same_callback(one, other)
+    events: list[ProgressEvent] = []
+    assert same_callback(events.append, events.append)
+    others: list[ProgressEvent] = []
+    assert not same_callback(events.append, others.append)
