@@ -1330,3 +1330,24 @@ async def test_an_event_a_leaving_sharer_was_to_carry_reaches_the_next_with_its_
     finally:
         _flights.land(flight, None)
     assert first.cancelled_caught and [e.kind for e in seen] == ["waiting", "probe"]
+
+
+async def test_a_partial_made_for_each_sharer_is_called_for_each_as_the_readme_says() -> None:
+    """Two partials of one function are two callbacks: each sharer's is told every event."""
+    flight, owner = _flights.board("test-partials")
+    assert owner
+    seen: list[ProgressEvent] = []
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                for _ in range(2):
+                    tg.start_soon(flight.wait, functools.partial(seen.append))
+                while len(flight.relays) < 2:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                flight.tell(ProgressEvent(kind="probe", chunk_size=4))
+                while len(seen) < 4:  # noqa: ASYNC110 -- the events come through the loop
+                    await anyio.sleep(0.01)
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert sorted(e.kind for e in seen) == ["probe", "probe", "waiting", "waiting"]
