@@ -13,7 +13,7 @@ from . import _sigint  # noqa: F401
 # isort: split
 from typing import TYPE_CHECKING, Any
 
-from . import _exports
+from . import _eager, _exports  # noqa: F401
 from ._cache import DecisionCache
 from ._cache_entry import CacheEntry
 from ._candidates import (
