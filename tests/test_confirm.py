@@ -605,3 +605,122 @@ def test_the_reach_floor_stops_only_where_the_upper_bound_cannot_make_the_last_l
     assert (above.outcome, above.out_of_reach) == (None, False)
     assert reach_floor(plan, se, sigma, need=need, z_final=bounds.final, z_futility=FUTILITY_Z,
                        max_pairs=plan, estimator="mean") == -math.inf  # fmt: skip
+
+
+class OrderedProbe(ScriptedProbe):
+    """A ScriptedProbe that keeps the chunk of each call, native as None."""
+
+    def __init__(self, winner_s: list[float]) -> None:
+        super().__init__(winner_s)
+        self.order: list[int | None] = []
+
+    def __call__(self, chunk: int | None, *, kind: str, round_: int) -> float:
+        self.order.append(chunk)
+        return super().__call__(chunk, kind=kind, round_=round_)
+
+
+def test_a_confirmation_alternates_native_winner_winner_native_and_its_mirror() -> None:
+    """Blocks go N W W N, W N N W, N W W N, ... for as long as the confirmation measures."""
+    probe = OrderedProbe([0.97, 1.0, 0.95, 0.99, 0.96])
+    verdict, _ = confirm(probe)
+    assert verdict.pairs == 16
+    n_w_w_n, w_n_n_w = [None, 8, 8, None], [8, None, None, 8]
+    assert probe.order == (n_w_w_n + w_n_n_w) * 4
+
+
+def _judged(d: list[float], **given: Any) -> Confirmation:
+    settings: dict[str, Any] = {
+        "prior_sigma": 0.02, "prior_dof": 10, "margin": 0.01, "bounds": plan_bounds(0.05, 4, 16),
+        "z_futility": FUTILITY_Z, "min_pairs": 4, "max_pairs": 16,
+    }  # fmt: skip
+    return judge(d, **{**settings, **given})
+
+
+def test_only_an_inconclusive_stop_before_the_plan_s_end_is_out_of_reach() -> None:
+    """A confirmed, a rejected, an open and a final inconclusive verdict are not out of reach."""
+    confirmed = _judged([0.05, 0.04, 0.06, 0.05])
+    rejected = _judged([-0.02, -0.03, -0.01, -0.02] * 2)
+    open_ = _judged([0.012, 0.008, 0.011, 0.009])
+    final = _judged([0.012, 0.008, 0.011, 0.009] * 2, final=True)
+    outcomes = [v.outcome for v in (confirmed, rejected, open_, final)]
+    assert outcomes == ["confirmed", "rejected", None, "inconclusive"]
+    assert not any(v.out_of_reach for v in (confirmed, rejected, open_, final))
+
+
+def test_a_plan_can_be_out_of_reach_at_twice_the_first_look() -> None:
+    """At 8 pairs (twice min_pairs) of 16, an estimate over the futility bound but under the reach
+    floor ends the plan inconclusive there."""
+    n, plan, need = 8, 16, least_gain(0.01)
+    bounds = plan_bounds(0.05, 4, plan)
+
+    def judged(center: float) -> Confirmation:
+        return _judged([center + 0.05, center - 0.05] * (n // 2), prior_sigma=0.1,
+                       prior_dof=1000, bounds=bounds, estimator="mean")  # fmt: skip
+
+    sigma = judged(0.0).sigma  # the noise the test judges by (it does not move with the center)
+    se = standard_error(sigma, n, "mean")
+    floor = reach_floor(n, se, sigma, need=need, z_final=bounds.final, z_futility=FUTILITY_Z,
+                        max_pairs=plan, estimator="mean")  # fmt: skip
+    rejects_under = need - FUTILITY_Z * se
+    assert rejects_under < floor  # a band the futility bound leaves open and the floor closes
+    v = judged((rejects_under + floor) / 2)
+    assert (v.outcome, v.pairs, v.out_of_reach) == ("inconclusive", n, True)
+
+
+def test_judging_no_pairs_claims_no_gain_within_everything() -> None:
+    """A final look at no pairs: inconclusive, a gain of 0 within (-inf, inf), no mean gain."""
+    v = _judged([], final=True)
+    assert v == Confirmation("inconclusive", 0, 0.0, (-math.inf, math.inf), 0.02)
+
+
+def test_judge_s_default_estimator_is_the_default_policy_s_trimmed_mean() -> None:
+    """Left out, judge's estimator and trim are the balanced policy's (trimmed mean, 0.2)."""
+    pol = load_settings().get_policy("balanced")
+    d = [0.05, 0.04, 0.3, 0.05, -0.2, 0.045, 0.05, 0.055]  # a spike on each side
+    given = _judged(d, estimator=pol.estimator, trim=pol.trim)
+    assert (pol.estimator, pol.trim) == ("trimmed_mean", 0.2)
+    assert _judged(d) == given
+
+
+def test_two_pairs_are_judged_by_the_race_s_noise_alone() -> None:
+    """Under three pairs their spread is not counted: the noise is the race's, even of one dof."""
+    for prior_dof in (1, 10):
+        v = _judged([0.05, -0.01], prior_sigma=0.02, prior_dof=prior_dof, min_pairs=2)
+        assert v.sigma == pytest.approx(0.02, rel=1e-12)
+
+
+def test_a_first_look_never_ends_a_plan_as_out_of_reach() -> None:
+    """At min_pairs of 64 pairs, an estimate under the plan's reach floor still measures on."""
+    bounds = plan_bounds(0.05, 4, 64)
+
+    def judged(center: float) -> Confirmation:
+        return _judged([center + 0.05, center - 0.05] * 2, prior_sigma=0.05, prior_dof=1000,
+                       bounds=bounds, max_pairs=64, estimator="mean")  # fmt: skip
+
+    sigma = judged(0.0).sigma
+    floor = reach_floor(4, standard_error(sigma, 4, "mean"), sigma, need=least_gain(0.01),
+                        z_final=bounds.final, z_futility=FUTILITY_Z, max_pairs=64,
+                        estimator="mean")  # fmt: skip
+    v = judged(floor - 0.01)  # out of reach, were it judged so at this look
+    assert (v.outcome, v.pairs, v.out_of_reach) == (None, 4, False)
+
+
+def test_a_plan_one_pair_short_of_its_end_can_be_out_of_reach() -> None:
+    """At 12 pairs of 13 (looks at 3, 6, 12), an estimate between the futility bound and the
+    reach floor ends the plan inconclusive, the last pair unspent."""
+    n, plan, need = 12, 13, least_gain(0.01)
+    bounds = plan_bounds(0.05, 3, plan)
+
+    def judged(center: float) -> Confirmation:
+        return _judged([center + 0.05, center - 0.05] * (n // 2), prior_sigma=0.05,
+                       prior_dof=1000, bounds=bounds, min_pairs=3, max_pairs=plan,
+                       estimator="mean")  # fmt: skip
+
+    sigma = judged(0.0).sigma
+    se = standard_error(sigma, n, "mean")
+    floor = reach_floor(n, se, sigma, need=need, z_final=bounds.final, z_futility=FUTILITY_Z,
+                        max_pairs=plan, estimator="mean")  # fmt: skip
+    rejects_under = need - FUTILITY_Z * se
+    assert rejects_under < floor
+    v = judged((rejects_under + floor) / 2)
+    assert (v.outcome, v.pairs, v.out_of_reach) == ("inconclusive", n, True)

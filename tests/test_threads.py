@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ import anyio.to_thread
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 from _forking import run_forked
 
 import chunktune
@@ -465,3 +467,145 @@ def test_a_child_forked_on_no_loop_tells_a_trio_run_it_starts_on_that_thread() -
     )
     done = _python(script)
     assert done.stdout.split() == ["0"], done.stderr[-2000:]
+
+
+class _OnWarning(logging.Handler):
+    """Keeps the chunktune logger's warnings and sets ``then`` at each one."""
+
+    def __init__(self, then: threading.Event | None = None) -> None:
+        super().__init__(logging.WARNING)
+        self.then = then
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        if self.then is not None:
+            self.then.set()
+
+
+@contextlib.contextmanager
+def _warnings_heard(then: threading.Event | None = None) -> Iterator[_OnWarning]:
+    handler = _OnWarning(then)
+    logger = logging.getLogger("chunktune")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_settling_wait_warns_every_ten_seconds_it_goes_on() -> None:
+    """A cancelled task waiting 25 s for a settling thread warns at 10 s and at 20 s, saying so."""
+
+    async def main() -> float:
+        done = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(chunktune._threads._settled, done, "chunktune test settle")
+            await trio.sleep(25)
+            done.set()
+        return trio.current_time()
+
+    with _warnings_heard() as heard:  # a clock that jumps to each deadline: no real waiting
+        ended = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert ended == 25
+    said = [m.split(" for the call in flight")[0] for m in heard.messages]
+    assert said == [
+        "chunktune: a cancelled resolve has waited 10 s",
+        "chunktune: a cancelled resolve has waited 20 s",
+    ]
+    assert all("'chunktune test settle'" in m for m in heard.messages)
+
+
+def test_a_call_beside_that_outlives_its_cancel_is_waited_for_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """run_beside past its time waits for a call that ends only after a cancel, warning while it
+    waits, then gives (False, None)."""
+    monkeypatch.setattr(chunktune._threads, "SETTLE_WARN_S", 0.05)
+    release, ended = threading.Event(), threading.Event()
+
+    async def stubborn() -> int:
+        with anyio.CancelScope(shield=True):  # deaf to the cancel until released
+            await anyio.to_thread.run_sync(release.wait, 30)  # a hang guard
+        ended.set()
+        return 1
+
+    with _warnings_heard(then=release) as heard:  # the first warning lets the call end
+        outcome = run_beside(stubborn, timeout_s=0.01, name="chunktune test stubborn")
+    assert outcome == (False, None)
+    assert ended.is_set()  # it returned only once the call had ended
+    assert heard.messages[0].startswith("chunktune: a cancelled call has waited 0 s for ")
+    assert "'chunktune test stubborn' to end" in heard.messages[0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("run", [hop, wait_in_thread], ids=["hop", "wait_in_thread"])
+async def test_a_cancelled_step_waits_for_its_thread_by_default(
+    run: Callable[..., Coroutine[Any, Any, object]],
+) -> None:
+    """Without abandon_on_cancel a cancelled caller stays until its step has returned."""
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+    returned: list[bool] = []
+
+    def step() -> None:
+        entered.set()
+        release.wait(30)  # a hang guard
+        finished.set()
+
+    async def caller(scope: anyio.CancelScope) -> None:
+        with scope:
+            await run(step)
+        returned.append(True)
+
+    scope = anyio.CancelScope()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(caller, scope)
+            await anyio.to_thread.run_sync(entered.wait, 30)
+            scope.cancel()
+            await anyio.wait_all_tasks_blocked()
+            assert returned == []  # the cancel waits on the step in its thread
+            release.set()
+    finally:
+        release.set()
+    assert returned == [True] and finished.is_set()
+
+
+@pytest.mark.anyio
+async def test_256_long_waits_hold_threads_at_once_and_a_257th_waits_its_turn() -> None:
+    """wait_in_thread's own threads are 256: as many waits run at once, one more queues."""
+    release, all_in = threading.Event(), threading.Event()
+    lock = threading.Lock()
+    inside = [0]
+
+    def waiting() -> None:
+        with lock:
+            inside[0] += 1
+            if inside[0] == 256:
+                all_in.set()
+        release.wait(30)  # a hang guard
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(257):
+                tg.start_soon(wait_in_thread, waiting)
+            assert await anyio.to_thread.run_sync(all_in.wait, 30)  # a hang guard
+            await anyio.wait_all_tasks_blocked()
+            limiter = chunktune._threads._waits.get()
+            held = (limiter.borrowed_tokens, limiter.statistics().tasks_waiting)
+            release.set()
+    finally:
+        release.set()
+    assert held == (256, 1)
+    assert inside[0] == 257  # the one that queued ran once a thread was free
+
+
+@pytest.mark.anyio
+async def test_own_threads_are_daemons_unless_told_otherwise() -> None:
+    """in_own_thread's thread does not hold the process open at exit, unless daemon=False."""
+
+    def daemonic() -> bool:
+        return threading.current_thread().daemon
+
+    assert await in_own_thread(daemonic, name="chunktune test daemon") is True
+    assert await in_own_thread(daemonic, name="chunktune test kept", daemon=False) is False
