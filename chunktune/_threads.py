@@ -152,6 +152,8 @@ def run_beside(
     """
     outcome: list[tuple[bool, Any]] = []
     interrupted = threading.Event()
+    ended = threading.Event()  # not thread.is_alive(): a join a signal interrupted (Ctrl-C)
+    # marks the thread stopped while it runs on (CPython 3.11 and 3.12), and no later join waits
     scopes: list[tuple[object, anyio.CancelScope]] = []
 
     async def cancellable() -> T | None:
@@ -167,6 +169,8 @@ def run_beside(
             outcome.append((True, anyio.run(cancellable)))
         except BaseException as exc:
             outcome.append((False, exc))
+        finally:
+            ended.set()
 
     def cancel() -> None:
         interrupted.set()
@@ -180,11 +184,11 @@ def run_beside(
             thread.join(timeout_s)
     except BaseException:
         cancel()
-        _join_cancelled(thread)
+        _join_cancelled(thread, ended)
         raise
     if not outcome:
         cancel()
-        _join_cancelled(thread)
+        _join_cancelled(thread, ended)
         return False, None
     ok, value = outcome[0]
     if not ok:
@@ -192,18 +196,15 @@ def run_beside(
     return True, value
 
 
-def _join_cancelled(thread: threading.Thread) -> None:
-    """Wait for the thread of a call just cancelled to end (at once, unless the call settles
-    a probe in flight: see :func:`in_own_thread`), warning every :data:`SETTLE_WARN_S`
+def _join_cancelled(thread: threading.Thread, ended: threading.Event) -> None:
+    """Wait for the thread of a call just cancelled to set ``ended`` (at once, unless the call
+    settles a probe in flight: see :func:`in_own_thread`), warning every :data:`SETTLE_WARN_S`
     seconds; a Ctrl-C leaves the wait at once."""
     if thread.ident is None:  # it never started
         return
     waited = 0.0
     with interruptible():
-        while True:
-            thread.join(SETTLE_WARN_S)
-            if not thread.is_alive():
-                return
+        while not ended.wait(SETTLE_WARN_S):
             waited += SETTLE_WARN_S
             logger.warning(
                 "chunktune: a cancelled call has waited %.0f s for %r to end (a resolve whose "

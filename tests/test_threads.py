@@ -470,22 +470,24 @@ def test_a_child_forked_on_no_loop_tells_a_trio_run_it_starts_on_that_thread() -
 
 
 class _OnWarning(logging.Handler):
-    """Keeps the chunktune logger's warnings and sets ``then`` at each one."""
+    """Keeps the chunktune logger's warnings and sets ``then`` at the ``after``-th one."""
 
-    def __init__(self, then: threading.Event | None = None) -> None:
+    def __init__(self, then: threading.Event | None = None, after: int = 1) -> None:
         super().__init__(logging.WARNING)
-        self.then = then
+        self.then, self.after = then, after
         self.messages: list[str] = []
+        self.waited: list[object] = []  # each warning's first argument: the seconds waited
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
-        if self.then is not None:
+        self.waited.append(record.args[0] if isinstance(record.args, tuple) else None)
+        if self.then is not None and len(self.messages) >= self.after:
             self.then.set()
 
 
 @contextlib.contextmanager
-def _warnings_heard(then: threading.Event | None = None) -> Iterator[_OnWarning]:
-    handler = _OnWarning(then)
+def _warnings_heard(then: threading.Event | None = None, after: int = 1) -> Iterator[_OnWarning]:
+    handler = _OnWarning(then, after)
     logger = logging.getLogger("chunktune")
     logger.addHandler(handler)
     try:
@@ -530,12 +532,56 @@ def test_a_call_beside_that_outlives_its_cancel_is_waited_for_with_a_warning(
         ended.set()
         return 1
 
-    with _warnings_heard(then=release) as heard:  # the first warning lets the call end
+    with _warnings_heard(then=release, after=2) as heard:  # the second warning lets it end
         outcome = run_beside(stubborn, timeout_s=0.01, name="chunktune test stubborn")
     assert outcome == (False, None)
     assert ended.is_set()  # it returned only once the call had ended
+    assert heard.waited[:2] == pytest.approx([0.05, 0.1])  # the wait so far, at each warning
     assert heard.messages[0].startswith("chunktune: a cancelled call has waited 0 s for ")
     assert "'chunktune test stubborn' to end" in heard.messages[0]
+
+
+_JOINS = ("join", "_wait_for_tstate_lock")  # Thread.join's own frames (3.11 to 3.13)
+
+
+async def _main_thread_joining() -> None:
+    """Return once the main thread waits inside a Thread.join (a hang guard of 30 s)."""
+    main = threading.main_thread().ident
+    with anyio.fail_after(30):
+        while True:
+            frame = sys._current_frames().get(main or 0)
+            code = None if frame is None else frame.f_code
+            if code and code.co_filename == threading.__file__ and code.co_name in _JOINS:
+                return
+            await anyio.sleep(0.001)
+
+
+def test_an_interrupted_wait_beside_raises_once_the_cancelled_call_has_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A signal that interrupts run_beside's join is raised only once the cancelled call has
+    ended (on CPython 3.11 and 3.12 such a join marks the thread stopped while it runs on)."""
+    monkeypatch.setattr(chunktune._threads, "SETTLE_WARN_S", 0.05)
+    release, ended = threading.Event(), threading.Event()
+
+    async def slow_to_end() -> None:
+        try:
+            await _main_thread_joining()
+            os.kill(os.getpid(), signal.SIGUSR1)  # interrupts that join
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):  # ends only once released
+                await anyio.to_thread.run_sync(release.wait, 30)  # a hang guard
+            ended.set()
+
+    previous = signal.signal(signal.SIGUSR1, _interrupt)
+    try:
+        with _warnings_heard(then=release), pytest.raises(_Interrupted):
+            run_beside(slow_to_end, timeout_s=60, name="chunktune test slow to end")
+        assert ended.is_set()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        release.set()
 
 
 @pytest.mark.anyio
