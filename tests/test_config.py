@@ -24,6 +24,7 @@ from chunktune import (
 from chunktune._cli import main
 from chunktune._config import preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
+from chunktune._extends import origins
 from chunktune._keys import cache_for
 
 PRESETS = ["balanced", "off", "patient", "quick", "seed", "shared", "thorough"]
@@ -1226,3 +1227,26 @@ def test_policy_list_names_a_settings_file_with_a_newline_in_its_name_escaped(
     assert out.splitlines()[-1] == f'* the active policy ("{isolated}/my\\nsettings.toml")'
     [row] = [line for line in out.splitlines() if line.startswith("mine")]
     assert row.rstrip().endswith('my\\nsettings.toml"')
+
+
+def test_an_extends_that_is_no_string_is_refused_naming_it() -> None:
+    """extends = 5 is one problem: the value is not a policy name (not an unknown policy)."""
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policies": {"a": {"extends": 5}}})
+    assert str(info.value) == "invalid settings: policies.a.extends: 5 is not a policy name"
+
+
+def test_a_policy_extending_a_cycle_is_left_out_with_only_the_cycle_reported() -> None:
+    """c extends a policy of a cycle: the cycle is the one problem, c's own values unjudged."""
+    policies = {"a": {"extends": "b"}, "b": {"extends": "a"}, "c": {"extends": "a", "margin": 5}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policies": policies})
+    assert str(info.value) == "invalid settings: policies.b.extends: cycle a -> b -> a"
+
+
+def test_origins_stop_at_a_cycle_and_at_a_broken_link() -> None:
+    """origins walks up extends to a cycle's start or a broken link and ends there."""
+    cycle = {"a": {"extends": "b", "margin": 0.1}, "b": {"extends": "a", "tie_tol": 0.02}}
+    assert origins("a", {}, cycle) == {"tie_tol": 'policy "b"'}
+    broken = {"a": {"extends": "b"}, "b": {"extends": "nowhere", "margin": 0.1}}
+    assert origins("a", {}, broken) == {}

@@ -724,3 +724,12 @@ def test_a_plan_one_pair_short_of_its_end_can_be_out_of_reach() -> None:
     assert rejects_under < floor
     v = judged((rejects_under + floor) / 2)
     assert (v.outcome, v.pairs, v.out_of_reach) == ("inconclusive", n, True)
+
+
+def test_pairs_calmer_than_the_race_pool_their_noise_with_its_by_degrees_of_freedom() -> None:
+    """The race's 5% of 10 dof and the pairs' own spread pool as a dof-weighted variance."""
+    d = [0.03, 0.032, 0.029, 0.031, 0.030, 0.028, 0.033, 0.030]
+    own, own_dof = pooled_sigma([d])
+    v = _judged(d, prior_sigma=0.05, prior_dof=10)
+    assert 0 < own < 0.05 and own_dof == 7
+    assert v.sigma == pytest.approx(math.sqrt((10 * 0.05**2 + 7 * own**2) / 17), rel=1e-12)

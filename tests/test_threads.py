@@ -655,3 +655,12 @@ async def test_own_threads_are_daemons_unless_told_otherwise() -> None:
 
     assert await in_own_thread(daemonic, name="chunktune test daemon") is True
     assert await in_own_thread(daemonic, name="chunktune test kept", daemon=False) is False
+
+
+def test_the_loop_beside_runs_in_a_daemon_thread() -> None:
+    """run_beside's own thread does not hold the process open at exit."""
+
+    async def daemonic() -> bool:
+        return threading.current_thread().daemon
+
+    assert run_beside(daemonic, timeout_s=60, name="chunktune test daemon beside") == (True, True)
