@@ -648,8 +648,7 @@ def test_only_an_inconclusive_stop_before_the_plan_s_end_is_out_of_reach() -> No
 
 
 def test_a_plan_can_be_out_of_reach_at_twice_the_first_look() -> None:
-    """At 8 pairs (twice min_pairs) of 16, an estimate over the futility bound but under the reach
-    floor ends the plan inconclusive there."""
+    """At 8 (twice min_pairs) of 16 pairs, between futility bound and reach floor: inconclusive."""
     n, plan, need = 8, 16, least_gain(0.01)
     bounds = plan_bounds(0.05, 4, plan)
 
@@ -706,8 +705,7 @@ def test_a_first_look_never_ends_a_plan_as_out_of_reach() -> None:
 
 
 def test_a_plan_one_pair_short_of_its_end_can_be_out_of_reach() -> None:
-    """At 12 pairs of 13 (looks at 3, 6, 12), an estimate between the futility bound and the
-    reach floor ends the plan inconclusive, the last pair unspent."""
+    """At 12 of 13 pairs, between futility bound and reach floor: inconclusive, a pair unspent."""
     n, plan, need = 12, 13, least_gain(0.01)
     bounds = plan_bounds(0.05, 3, plan)
 

@@ -521,8 +521,7 @@ def test_a_settling_wait_warns_every_ten_seconds_it_goes_on() -> None:
 def test_a_call_beside_that_outlives_its_cancel_is_waited_for_with_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """run_beside past its time waits for a call that ends only after a cancel, warning while it
-    waits, then gives (False, None)."""
+    """run_beside past its time waits, warning, for a call deaf to a cancel: (False, None)."""
     monkeypatch.setattr(chunktune._threads, "SETTLE_WARN_S", 0.05)
     release, ended = threading.Event(), threading.Event()
 
@@ -559,8 +558,8 @@ async def _main_thread_joining() -> None:
 def test_an_interrupted_wait_beside_raises_once_the_cancelled_call_has_ended(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A signal that interrupts run_beside's join is raised only once the cancelled call has
-    ended (on CPython 3.11 and 3.12 such a join marks the thread stopped while it runs on)."""
+    """A signal that interrupts run_beside's join is raised only once the cancelled call ended."""
+    # on CPython 3.11 and 3.12 such a join marks the thread stopped while it still runs
     monkeypatch.setattr(chunktune._threads, "SETTLE_WARN_S", 0.05)
     release, ended = threading.Event(), threading.Event()
 
@@ -664,3 +663,40 @@ def test_the_loop_beside_runs_in_a_daemon_thread() -> None:
         return threading.current_thread().daemon
 
     assert run_beside(daemonic, timeout_s=60, name="chunktune test daemon beside") == (True, True)
+
+
+def test_a_call_beside_past_its_time_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_beside past timeout_s cancels the call it gave up on and gives (False, None)."""
+    monkeypatch.setattr(chunktune._threads, "SETTLE_WARN_S", 0.05)
+    release, cancelled = threading.Event(), threading.Event()
+
+    async def waits() -> int:
+        try:  # ends at once if cancelled; else only once a warning releases it
+            await anyio.to_thread.run_sync(release.wait, 30, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+        return 1
+
+    with _warnings_heard(then=release):
+        outcome = run_beside(waits, timeout_s=0.01, name="chunktune test past its time")
+    release.set()
+    assert outcome == (False, None) and cancelled.is_set()
+
+
+def test_a_call_beside_whose_thread_cannot_start_raises_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """run_beside with no thread to be had raises the start's own error, the call never made."""
+    made: list[bool] = []
+
+    async def call() -> None:
+        made.append(True)
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        run_beside(call, timeout_s=60, name="chunktune test no thread")
+    assert made == []
