@@ -71,6 +71,27 @@ def halves(rounds: int, draw: int) -> tuple[list[int], list[int]]:
     return sorted(perm[: rounds // 2]), sorted(perm[rounds // 2 :])
 
 
+class Split(NamedTuple):
+    """One draw's split of a trace: half A to replay, half B's truth to score on."""
+
+    seen: Trace  # half A
+    judge: ReplayWorkload  # half B
+    native_s: float  # native's time by half B
+    best: int  # A's best size
+
+    def gain(self, chunk_size: int | None) -> float:
+        """``chunk_size``'s gain over native by half B's truth."""
+        return 1.0 - self.judge.true_time(chunk_size) / self.native_s
+
+
+def split(trace: Trace, draw: int) -> Split:
+    """Draw ``draw``'s split of ``trace`` (:func:`halves`), judged and with A's best."""
+    replayed, scoring = halves(trace.rounds, draw)
+    seen = trace.select_rounds(replayed)
+    judge = ReplayWorkload(trace.select_rounds(scoring))
+    return Split(seen, judge, judge.true_time(None), ReplayWorkload(seen).oracle()[0])
+
+
 def held_out_rows(
     trace: Trace,
     name: str,
@@ -87,12 +108,8 @@ def held_out_rows(
     """
     rows: list[HeldOutRow] = []
     for d in range(draws):
-        replayed, scoring = halves(trace.rounds, d)
-        seen = trace.select_rounds(replayed)
-        judge = ReplayWorkload(trace.select_rounds(scoring))
-        native_s = judge.true_time(None)
-        best = ReplayWorkload(seen).oracle()[0]
-        best_gain = 1.0 - judge.true_time(best) / native_s
+        seen, judge, _, best = part = split(trace, d)
+        best_gain = part.gain(best)
         if ceiling is not None:
             replay = ReplayWorkload(seen, seed=d, name=name)
             ok = best != trace.native and confirm_known_best(
@@ -105,7 +122,7 @@ def held_out_rows(
                     policy="ceiling",
                     draw=d,
                     chunk_size=chosen,
-                    gain=1.0 - judge.true_time(chosen) / native_s,
+                    gain=part.gain(chosen),
                     best_gain=best_gain,
                     truth_error=judge.truth_error(chosen),
                     probe_seconds=replay.clock(),
@@ -125,7 +142,7 @@ def held_out_rows(
                     policy=policy_name,
                     draw=d,
                     chunk_size=decision.chunk_size,
-                    gain=1.0 - judge.true_time(decision.chunk_size) / native_s,
+                    gain=part.gain(decision.chunk_size),
                     best_gain=best_gain,
                     truth_error=judge.truth_error(decision.chunk_size),
                     probe_seconds=decision.probe_seconds,

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cases import trace_files, trace_name
 from ceiling import confirm_known_best
-from held_out import halves
+from held_out import split
 from measure import bench_settings, own_sweep_lock
 from regret_causes import _Sweep
 
@@ -90,11 +90,7 @@ def held_out_causes(policy_name: str, draws: int, directory: Path) -> list[HeldO
         name = trace_name(path, directory)
         trace = load_trace(path)
         for d in range(draws):
-            replayed, scoring = halves(trace.rounds, d)
-            seen = trace.select_rounds(replayed)
-            judge = ReplayWorkload(trace.select_rounds(scoring))
-            native_s = judge.true_time(None)
-            best = ReplayWorkload(seen).oracle()[0]
+            seen, _, _, best = part = split(trace, d)
             ok = best != trace.native and confirm_known_best(
                 ReplayWorkload(seen, seed=d, name=name), best, policy, policy.time_budget_s
             )
@@ -112,9 +108,9 @@ def held_out_causes(policy_name: str, draws: int, directory: Path) -> list[HeldO
                     trace=name,
                     draw=d,
                     best=best,
-                    ceiling_gain=1.0 - judge.true_time(best) / native_s if ok else 0.0,
+                    ceiling_gain=part.gain(best) if ok else 0.0,
                     chosen=chosen,
-                    gain=1.0 - judge.true_time(chosen) / native_s,
+                    gain=part.gain(chosen),
                     held=sweep.held,
                     stop=sweep.stop,
                     cause=cause_of(
