@@ -225,8 +225,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 @functools.cache
 def _parsed_presets() -> dict[str, dict[str, Any]]:
-    # installed files: read once per process, not on every resolve
-    return {file.stem: _read_toml(file) for file in sorted(_preset_dir().glob("*.toml"))}
+    # installed files: read once per process, not on every resolve. Listed by iterdir, which
+    # raises what the listing meets (descriptors spent, say), where Python 3.13's glob
+    # swallows it: no presets at all would read "no policies are defined"
+    files = sorted(f for f in _preset_dir().iterdir() if f.suffix == ".toml")
+    return {file.stem: _read_toml(file) for file in files}
 
 
 def _preset_tables() -> dict[str, dict[str, Any]]:

@@ -41,6 +41,24 @@ def test_presets_ship() -> None:
     assert load_settings().policy == "balanced"
 
 
+def test_a_preset_folder_that_cannot_be_listed_raises_not_reads_as_no_presets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Listing the presets failing (descriptors spent) raises its OSError, never gives none."""
+    import errno
+
+    from chunktune import _config
+
+    def spent(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    # Python 3.13's Path.glob swallowed this and read no presets: "no policies are defined"
+    monkeypatch.setattr(os, "scandir", spent)
+    monkeypatch.setattr(os, "listdir", spent)
+    with pytest.raises(OSError, match="Too many open files"):
+        _config._parsed_presets.__wrapped__()
+
+
 @pytest.mark.parametrize("name", PRESETS)
 def test_each_preset_dumps_and_reloads_equal(name: str) -> None:
     """A preset written as TOML and read back is the same policy."""
