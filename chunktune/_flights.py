@@ -196,9 +196,10 @@ class Flight:
 
         On the loop of ``left``, as a plain callback: what fails here is logged, never raised.
         """
+        passed = as_passed(left.callback)
         with _lock:
             heirs = [r for r in self.relays if r is not left and not r.stop.is_set()]
-        for heir in (h for h in heirs if same_callback(as_passed(h.callback), left.callback)):
+        for heir in (h for h in heirs if same_callback(as_passed(h.callback), passed)):
             if self._post(heir, event):
                 return
 

@@ -26,6 +26,7 @@ from _forking import run_forked
 import chunktune
 from chunktune import Decision, ProgressEvent, _flights, _lock_note, _lock_wait, _locks
 from chunktune._events import ProgressCallback
+from chunktune._relay import Guarded
 from chunktune._threads import wait_for_sweeps
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -1299,16 +1300,23 @@ def test_a_sharer_callback_that_blocks_holds_up_neither_the_sweep_nor_its_owner(
     assert decided["sharer"].source == "cache" and calls[-1].kind == "done"
 
 
-async def test_an_event_a_leaving_sharer_was_to_carry_reaches_the_next_with_its_callback() -> None:
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "guarded-as-resolve-wraps"])
+async def test_an_event_a_leaving_sharer_was_to_carry_reaches_the_next_with_its_callback(
+    wrapped: bool,
+) -> None:
     """An event posted for a callback to a sharer that leaves first is told to its next sharer."""
-    flight, owner = _flights.board("test-handover")
+    flight, owner = _flights.board(f"test-handover-{wrapped}")
     assert owner
     seen: list[ProgressEvent] = []
+
+    def callback() -> ProgressCallback:
+        return Guarded(seen.append) if wrapped else seen.append  # each resolve wraps its own
+
     first, first_left = anyio.CancelScope(), anyio.Event()
 
     async def first_sharer() -> None:
         with first:
-            await flight.wait(seen.append)
+            await flight.wait(callback())
         first_left.set()
 
     try:
@@ -1317,7 +1325,7 @@ async def test_an_event_a_leaving_sharer_was_to_carry_reaches_the_next_with_its_
                 tg.start_soon(first_sharer)
                 while len(flight.relays) < 1:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
-                tg.start_soon(flight.wait, seen.append)
+                tg.start_soon(flight.wait, callback())
                 while len(flight.relays) < 2:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 # the first sharer's wait ends before its loop handles the event told now
