@@ -6,7 +6,8 @@ decision. A waiter holds no thread: it awaits an event of its own loop, which th
 owner sets through that loop's token, since the owner may run on another thread's
 loop (``resolve_sync`` callers in different threads each run their own). A waiter with
 an ``on_progress`` gets the owner's events meanwhile, on its own loop, through a
-:class:`~chunktune._relay.Relay` of its own (:meth:`Flight.wait`, :meth:`Flight.tell`).
+:class:`~chunktune._relay.Relay` of its own, fed by the :class:`~chunktune._channel.Channel`
+of its function (:meth:`Flight.wait`, :meth:`Flight.tell`).
 
 The owner's :class:`Watch` notes what it waits for, reports a long wait once, and
 says where it stood if ``hard_limit_s`` ends the flight.
@@ -26,6 +27,7 @@ import anyio.lowlevel
 import attrs
 
 from ._backends import call_soon, loop_closed_probe, never
+from ._channel import Channel
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
@@ -48,7 +50,7 @@ __all__ = [
 
 logger = logging.getLogger("chunktune")
 
-_lock = threading.Lock()  # guards _flights and every flight's waiters, relays and outcome
+_lock = threading.Lock()  # guards _flights and every flight's waiters, relays, channels, outcome
 
 SHARING = "waiting for another task of this process measuring this workload (sharing its sweep)"
 """The message of the ``waiting`` event a task's ``on_progress`` gets as it joins a flight."""
@@ -77,8 +79,10 @@ class Flight:
     ``owner_gone`` tells that the owner's loop was closed with the owner still pending;
     ``held`` are the locks the owner holds (its key's; the machine's until its sweep's
     thread takes it over), released for it then. ``relays`` carry the owner's events to
-    the waiters that have an ``on_progress``, each to its own loop; ``owner_progress`` is
-    the owner's own (as the caller passed it), which its sweep tells already.
+    the waiters that have an ``on_progress``, each to its own loop, through ``channels``:
+    one per distinct function among them (all but the owner's), whose ordered queue one of
+    its relays delivers at a time; ``owner_progress`` is the owner's own (as the caller
+    passed it), which its sweep tells already.
     """
 
     key: str
@@ -89,6 +93,7 @@ class Flight:
     held: list[Lock] = attrs.field(factory=list)
     relays: list[Relay] = attrs.field(factory=list)
     owner_progress: ProgressCallback | None = None
+    channels: list[Channel] = attrs.field(factory=list)
 
     def claim(self, lock: Lock) -> bool:
         """Record a lock the owner just took (in the taking thread); False: it was abandoned."""
@@ -115,26 +120,25 @@ class Flight:
         until the wait ends, and none after: not one the owner sent before. A function
         that the owner or another waiter passed too gets each event once, not once per
         task (nor the ``waiting`` event): the old advice, one function passed to several
-        tasks, reads as before; an event this task was to carry for it that comes once this
-        wait has ended goes to the next waiter that passed it. What it lets through
+        tasks, reads as before; the events this task was to carry for it and had not when
+        this wait ended go to the next waiter that passed it, ahead of later ones, so the
+        function sees every event once and in the sweep's order. What it lets through
         (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``) ends this wait and is
         raised here, as the owner's relay raises it to the owner; the owner's sweep and the
         other waiters go on.
         """
         token = anyio.lowlevel.current_token()
         waiter = (token, anyio.Event())
-        relay = (
-            None
-            if on_progress is None
-            else Relay(on_progress, token, threading.Event(), handover=self._hand_over)
-        )
+        relay = None if on_progress is None else Relay(on_progress, token, threading.Event())
         with _lock:
             if self.landed:
                 return self.decision
             self.waiters.append(waiter)
-            told = relay is not None and self._told(as_passed(relay.callback))
+            channel, told = None, True
             if relay is not None:
                 self.relays.append(relay)
+                channel = self._channel(as_passed(relay.callback))
+                told = channel is None or not channel.join(relay)
         try:
             with nullcontext() if relay is None else relay.scope:
                 if relay is not None and not told:
@@ -144,6 +148,8 @@ class Flight:
         finally:
             if relay is not None:
                 relay.stop.set()  # on this loop: an event already posted reaches nobody
+            if channel is not None and relay is not None:
+                channel.leave(relay)  # what it had yet to deliver, the next one delivers
             with _lock:
                 if any(w is waiter for w in self.waiters):
                     self.waiters.remove(waiter)
@@ -153,55 +159,31 @@ class Flight:
                 relay.close()  # what on_progress let through is this task's, whatever else
         return self.decision
 
-    def _told(self, callback: ProgressCallback) -> bool:
-        """Whether ``callback`` gets the events already: the owner's, or a waiter's (_lock held)."""
-        return same_callback(callback, self.owner_progress) or any(
-            same_callback(as_passed(r.callback), callback) for r in self.relays
-        )
+    def _channel(self, callback: ProgressCallback) -> Channel | None:
+        """The channel of ``callback`` (as passed), made if new; None: the owner's (_lock held)."""
+        if same_callback(callback, self.owner_progress):
+            return None
+        for channel in self.channels:
+            if same_callback(channel.function, callback):
+                return channel
+        channel = Channel(callback, self.key[:12])
+        self.channels.append(channel)
+        return channel
 
     def tell(self, event: ProgressEvent) -> None:
         """Send the owner's ``event`` to every waiter's ``on_progress``, each on its own loop.
 
         From any thread (the sweep's, the owner's loop); never waits, and never calls a
-        callback here, nor with ``_lock`` held. A function the owner passed too, or an
-        earlier waiter, is skipped: each gets the event once (while the waiter it came
-        with waits; then through the next that passed it). A relay that fails to post is
-        logged as chunktune's bug and, like one whose loop has ended, sent nothing more:
-        neither breaks the owner's sweep nor reaches the other waiters.
+        callback here, nor with a lock held. A function the owner passed too is skipped,
+        and one that several waiters passed gets the event once, through its channel, in
+        the order told. A waiter whose relay fails to post is logged as chunktune's bug
+        and, like one whose loop has ended, sent nothing more: neither breaks the owner's
+        sweep nor keeps the event from the next waiter with its function, or the others.
         """
         with _lock:
-            relays = [r for r in self.relays if not r.stop.is_set()]  # not those leaving
-        told: list[ProgressCallback | None] = [self.owner_progress]
-        for relay in relays:
-            passed = as_passed(relay.callback)
-            if not any(same_callback(passed, t) for t in told) and self._post(relay, event):
-                told.append(passed)
-
-    def _post(self, relay: Relay, event: ProgressEvent) -> bool:
-        """Post ``event`` to ``relay``; False (and the relay dropped) where that failed."""
-        try:
-            posted = relay.post(event)
-        except Exception as exc:
-            log_bug(exc, f"telling a task sharing {self.key[:12]} of the sweep's progress")
-            posted = False
-        if not posted:
-            with _lock:
-                if any(r is relay for r in self.relays):
-                    self.relays.remove(relay)
-        return posted
-
-    def _hand_over(self, left: Relay, event: ProgressEvent) -> None:
-        """Tell ``event``, which ``left`` was to carry but came once its wait had ended, to
-        the next waiter still waiting that passed the same callback (on its loop).
-
-        On the loop of ``left``, as a plain callback: what fails here is logged, never raised.
-        """
-        passed = as_passed(left.callback)
-        with _lock:
-            heirs = [r for r in self.relays if r is not left and not r.stop.is_set()]
-        for heir in (h for h in heirs if same_callback(as_passed(h.callback), passed)):
-            if self._post(heir, event):
-                return
+            channels = list(self.channels)
+        for channel in channels:
+            channel.send(event)
 
 
 _flights: dict[str, Flight] = {}
@@ -311,7 +293,8 @@ def land(flight: Flight, decision: Decision | None) -> None:
         flight.decision = shared
         flight.landed = True
         waiters, flight.waiters = flight.waiters, []
-        flight.relays = []  # an abandoned sweep's later events reach no waiter
+        flight.relays = []
+        flight.channels = []  # an abandoned sweep's later events reach no waiter
     _wake(waiters, flight.key)
 
 

@@ -11,9 +11,9 @@ cancel would return (a workload that settles on cancel is waited for as then).
 
 A task that shares another task's sweep of its key has a relay of its own, to its own
 loop (:meth:`~chunktune._flights.Flight.wait`): its ``stop`` silences that relay alone,
-and what its callback lets through ends that task's wait, never the owner's sweep. An
-event it was to carry for a callback that another sharer passed too, and that reached it
-only once it had left, is handed over to that sharer (``handover``), not lost.
+and what its callback lets through ends that task's wait, never the owner's sweep. Its
+events come through the :class:`~chunktune._channel.Channel` of its function, which
+hands what it had yet to deliver to the next task that passed the same function.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable
 from types import BuiltinMethodType, MethodType
 
 import anyio
@@ -89,21 +88,13 @@ class Relay:
 
     ``stop`` is the sweep's own for its owner (set, it stops the sweep too), a relay's own
     for a task sharing the sweep. The awaiting task waits inside :attr:`scope`, then calls
-    :meth:`close`, which raises what the callback raised meanwhile. ``handover`` (a
-    sharer's) gets each event that came once ``stop`` was set, in place of the callback.
+    :meth:`close`, which raises what the callback raised meanwhile.
     """
 
-    def __init__(
-        self,
-        callback: ProgressCallback,
-        token: object,
-        stop: threading.Event,
-        handover: Callable[[Relay, ProgressEvent], None] | None = None,
-    ) -> None:
+    def __init__(self, callback: ProgressCallback, token: object, stop: threading.Event) -> None:
         self.callback = callback
         self.token = token
         self.stop = stop
-        self.handover = handover
         self.scope = anyio.CancelScope()
         self.raised: BaseException | None = None
         self.closed = False
@@ -119,8 +110,6 @@ class Relay:
             # the resolve has left (cancelled, past its limit: it sets ``stop`` on the loop
             # as it leaves) or the callback raised: events the sweep sent meanwhile (the
             # probe in flight, the race's steps up to the next probe) reach nobody here
-            if self.handover is not None:
-                self.handover(self, event)
             return
         try:
             self.callback(event)
