@@ -697,7 +697,9 @@ async def test_a_task_that_shares_a_sweep_gets_its_events_as_the_readme_says() -
     (progress_row,) = [line for line in readme.splitlines() if line.startswith("| `on_progress` |")]
     assert "shares another task's sweep of the same key" in progress_row
     assert "gets, on its own loop, a `waiting` event saying so, then that sweep's" in progress_row
-    assert "is called once for each event, not once per task" in progress_row
+    assert "is called once for each event, not once per task, and in the sweep's order" in (
+        progress_row
+    )
 
 
 async def test_a_cancelled_sweep_leaves_the_machine_wide_lock_free() -> None:
