@@ -1039,6 +1039,16 @@ def test_a_policy_extending_one_with_an_unknown_parent_repeats_no_problem() -> N
     assert info.value.problems[0].startswith('policies.a.extends: unknown policy "nosuch"')
 
 
+def test_an_unknown_parent_is_matched_against_the_presets_and_the_user_s_policies() -> None:
+    """A misspelt parent is told the closest of every policy, the presets' and the user's."""
+    policies = {"a": {"extends": "mien"}, "mine": {"extends": "patient"}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "a", "policies": policies}, environ={})
+    expected = 'policies.a.extends: unknown policy "mien"; did you mean mine? known policies: '
+    names = ", ".join(sorted({*preset_names(), "a", "mine"}))
+    assert info.value.problems == (expected + names,)
+
+
 def test_a_policy_under_a_broken_one_is_not_judged_against_the_defaults() -> None:
     """b extends a, whose parent is unknown: b's min_rounds 20 is not weighed against max 12."""
     # without a's real parent, b's fields have nothing to be checked against

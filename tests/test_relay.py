@@ -262,3 +262,50 @@ def test_built_in_functions_of_one_name_on_one_object_are_two_callbacks() -> Non
     assert same_callback(events.append, events.append)
     others: list[ProgressEvent] = []
     assert not same_callback(events.append, others.append)
+
+
+class _Bar:
+    """A progress bar whose methods a trainer passes as ``on_progress``."""
+
+    def update(self, event: ProgressEvent) -> None:
+        """Take one event."""
+
+    def close_on(self, event: ProgressEvent) -> None:
+        """Take one event another way."""
+
+
+def _plain(event: ProgressEvent) -> None:
+    """A plain function, no method of anything."""
+
+
+def test_a_method_read_twice_off_one_object_is_one_callback_and_no_other_is() -> None:
+    """``bar.update`` read twice is one callback; another bar's, or another method, is not."""
+    bar, other = _Bar(), _Bar()
+    assert bar.update is not bar.update  # a new bound method each time it is read
+    assert same_callback(bar.update, bar.update)
+    assert not same_callback(bar.update, other.update)
+    assert not same_callback(bar.update, bar.close_on)
+    assert not same_callback(bar.update, other.close_on)
+    assert not same_callback(bar.update, _plain) and not same_callback(_plain, bar.update)
+
+
+class _EqualsAnything:
+    """A caller's callable whose ``==`` says yes to anything (a test double's, say)."""
+
+    def __call__(self, event: ProgressEvent) -> None:
+        """Take one event."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def test_a_built_in_method_and_an_object_that_equals_all_are_two_callbacks() -> None:
+    """A built-in method beside a caller's object: the object's ``__eq__`` never decides."""
+    events: list[ProgressEvent] = []
+    anything = _EqualsAnything()
+    assert anything == events.append  # what a comparison by == would take for one callback
+    assert not same_callback(events.append, anything)
+    assert not same_callback(anything, events.append)
