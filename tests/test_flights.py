@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import filelock
@@ -25,6 +26,7 @@ from _forking import run_forked
 
 import chunktune
 from chunktune import Decision, ProgressEvent, _flights, _lock_note, _lock_wait, _locks
+from chunktune._backends import call_soon
 from chunktune._events import ProgressCallback
 from chunktune._relay import Guarded
 from chunktune._threads import wait_for_sweeps
@@ -1359,3 +1361,47 @@ async def test_a_partial_made_for_each_sharer_is_called_for_each_as_the_readme_s
     finally:
         _flights.land(flight, None)
     assert sorted(e.kind for e in seen) == ["probe", "probe", "waiting", "waiting"]
+
+
+async def _flushed() -> None:
+    """Wait until this loop has run every callback posted to it so far (they run in order)."""
+    done = anyio.Event()
+    call_soon(anyio.lowlevel.current_token(), done.set)
+    await done.wait()
+
+
+async def test_a_sharer_whose_relay_fails_to_post_is_logged_dropped_and_its_event_told_on(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relay failing to post is logged as a bug, dropped; the next with its callback is told."""
+    flight, owner = _flights.board("test-post-fails-0123456789")
+    assert owner
+    seen: list[ProgressEvent] = []
+    tries: list[ProgressEvent] = []
+
+    def broken(event: ProgressEvent) -> bool:
+        tries.append(event)
+        raise RuntimeError("no loop to post to")
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                for n in (1, 2):  # one after the other: the first relay is the first's
+                    tg.start_soon(flight.wait, seen.append)
+                    while len(flight.relays) < n:  # noqa: ASYNC110 -- no event to await
+                        await anyio.sleep(0.01)
+                first, second = flight.relays
+                monkeypatch.setattr(first, "post", broken)
+                with caplog.at_level(logging.WARNING, logger="chunktune"):
+                    flight.tell(ProgressEvent(kind="probe", chunk_size=4))
+                    flight.tell(ProgressEvent(kind="raced_out", chunk_size=4))
+                await _flushed()
+                assert flight.relays == [second]
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert [e.kind for e in seen] == ["waiting", "probe", "raced_out"]
+    assert [e.kind for e in tries] == ["probe"]
+    bugs = [r.getMessage() for r in caplog.records if "a bug in chunktune" in r.getMessage()]
+    want = "while telling a task sharing test-post-fa of the sweep's progress (RuntimeError)"
+    assert len(bugs) == 1 and want in bugs[0]
