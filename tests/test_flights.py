@@ -1405,3 +1405,32 @@ async def test_a_sharer_whose_relay_fails_to_post_is_logged_dropped_and_its_even
     bugs = [r.getMessage() for r in caplog.records if "a bug in chunktune" in r.getMessage()]
     want = "while telling a task sharing test-post-fa of the sweep's progress (RuntimeError)"
     assert len(bugs) == 1 and want in bugs[0]
+
+
+async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_more() -> None:
+    """A tell that took a sharer's relay just before the sharer left: its event reaches nobody."""
+    flight, owner = _flights.board("test-posted-after-it-left")
+    assert owner
+    seen: list[ProgressEvent] = []
+    scope, left = anyio.CancelScope(), anyio.Event()
+
+    async def sharer() -> None:
+        with scope:
+            await flight.wait(seen.append)
+        left.set()
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sharer)
+                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                (relay,) = flight.relays  # as tell takes them, then posts without the lock
+                scope.cancel()
+                await left.wait()
+                assert relay.post(ProgressEvent(kind="probe", chunk_size=4))
+                await _flushed()
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert scope.cancelled_caught and [e.kind for e in seen] == ["waiting"]

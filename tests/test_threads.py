@@ -272,6 +272,19 @@ async def test_a_finally_that_raises_still_hands_back_the_outcome() -> None:
 
 
 @pytest.mark.anyio
+async def test_in_own_thread_raises_what_its_function_raised() -> None:
+    """A function that raises in its own thread: the awaiting task gets that very exception."""
+    failure = ValueError("the sweep broke")
+
+    def fails() -> int:
+        raise failure
+
+    with anyio.fail_after(30), pytest.raises(ValueError) as raised:  # a hang detector
+        await in_own_thread(fails, name="chunktune test raises")
+    assert raised.value is failure
+
+
+@pytest.mark.anyio
 async def test_hops_borrow_from_one_limiter_of_two_threads_per_loop() -> None:
     """Every hop on a loop takes a thread of one limiter of its own, two threads wide."""
     limiter = chunktune._threads._own_limiter(chunktune._threads._hops, 2)
