@@ -1428,6 +1428,7 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
                 (relay,) = flight.relays  # as tell takes them, then posts without the lock
                 scope.cancel()
                 await left.wait()
+                assert not flight.relays  # nor is it told again
                 assert relay.post(ProgressEvent(kind="probe", chunk_size=4))
                 await _flushed()
                 _flights.land(flight, None)

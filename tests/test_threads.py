@@ -285,6 +285,25 @@ async def test_in_own_thread_raises_what_its_function_raised() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_cancelled_wait_for_an_own_thread_leaves_it_running_on() -> None:
+    """Cancelled with no settle: the task leaves at once; the thread runs on, finally_ after."""
+    release = threading.Event()
+    ended: list[str] = []
+    name = "chunktune test abandoned"
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await in_own_thread(
+            functools.partial(release.wait, 30), name=name, finally_=lambda: ended.append("f")
+        )
+    assert scope.cancelled_caught and ended == []
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == name:
+            thread.join(30)
+    assert ended == ["f"]
+
+
+@pytest.mark.anyio
 async def test_hops_borrow_from_one_limiter_of_two_threads_per_loop() -> None:
     """Every hop on a loop takes a thread of one limiter of its own, two threads wide."""
     limiter = chunktune._threads._own_limiter(chunktune._threads._hops, 2)
