@@ -1383,11 +1383,20 @@ async def test_a_sharer_whose_relay_fails_to_post_is_logged_dropped_and_its_even
         tries.append(event)
         raise RuntimeError("no loop to post to")
 
+    scope = anyio.CancelScope()
+
+    async def first_sharer() -> None:
+        with scope:
+            await flight.wait(seen.append)
+
     try:
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
-                for n in (1, 2):  # one after the other: the first relay is the first's
-                    tg.start_soon(flight.wait, seen.append)
+                for n, task in (
+                    (1, first_sharer),
+                    (2, functools.partial(flight.wait, seen.append)),
+                ):
+                    tg.start_soon(task)  # one after the other: the first relay is the first's
                     while len(flight.relays) < n:  # noqa: ASYNC110 -- no event to await
                         await anyio.sleep(0.01)
                 first, second = flight.relays
@@ -1397,11 +1406,14 @@ async def test_a_sharer_whose_relay_fails_to_post_is_logged_dropped_and_its_even
                     flight.tell(ProgressEvent(kind="raced_out", chunk_size=4))
                 await _flushed()
                 assert flight.relays == [second]
+                scope.cancel()  # the first leaves, its relay dropped already: the second stays
+                await _flushed()
+                assert flight.relays == [second]
                 _flights.land(flight, None)
     finally:
         _flights.land(flight, None)
     assert [e.kind for e in seen] == ["waiting", "probe", "raced_out"]
-    assert [e.kind for e in tries] == ["probe"]
+    assert [e.kind for e in tries] == ["probe"] and scope.cancelled_caught
     bugs = [r.getMessage() for r in caplog.records if "a bug in chunktune" in r.getMessage()]
     want = "while telling a task sharing test-post-fa of the sweep's progress (RuntimeError)"
     assert len(bugs) == 1 and want in bugs[0]
@@ -1435,3 +1447,35 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
     finally:
         _flights.land(flight, None)
     assert scope.cancelled_caught and [e.kind for e in seen] == ["waiting"]
+
+
+async def test_a_sharer_leaving_as_its_loop_ends_while_told_leaves_the_others_told() -> None:
+    """A relay gone from the flight by the time its post fails: the tell goes on to the rest."""
+    flight, owner = _flights.board("test-left-while-told")
+    assert owner
+    mine: list[ProgressEvent] = []
+    theirs: list[ProgressEvent] = []
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                for n, seen in ((1, mine), (2, theirs)):  # the first relay is the first's
+                    tg.start_soon(flight.wait, seen.append)
+                    while len(flight.relays) < n:  # noqa: ASYNC110 -- no event to await
+                        await anyio.sleep(0.01)
+                first, second = flight.relays
+
+                def left_and_ended(event: ProgressEvent) -> bool:
+                    with _flights._lock:  # its task left (its loop then ended) meanwhile
+                        flight.relays.remove(first)
+                    return False
+
+                first.post = left_and_ended  # type: ignore[method-assign]
+                flight.tell(ProgressEvent(kind="probe", chunk_size=4))
+                await _flushed()
+                assert flight.relays == [second]
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert [e.kind for e in theirs] == ["waiting", "probe"] and [e.kind for e in mine] == [
+        "waiting"
+    ]
