@@ -1370,55 +1370,6 @@ async def _flushed() -> None:
     await done.wait()
 
 
-async def test_a_sharer_whose_relay_fails_to_post_is_logged_dropped_and_its_event_told_on(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A relay failing to post is logged as a bug, dropped; the next with its callback is told."""
-    flight, owner = _flights.board("test-post-fails-0123456789")
-    assert owner
-    seen: list[ProgressEvent] = []
-    tries: list[ProgressEvent] = []
-
-    def broken(event: ProgressEvent) -> bool:
-        tries.append(event)
-        raise RuntimeError("no loop to post to")
-
-    scope = anyio.CancelScope()
-
-    async def first_sharer() -> None:
-        with scope:
-            await flight.wait(seen.append)
-
-    try:
-        with anyio.fail_after(HANG_GUARD_S):
-            async with anyio.create_task_group() as tg:
-                for n, task in (
-                    (1, first_sharer),
-                    (2, functools.partial(flight.wait, seen.append)),
-                ):
-                    tg.start_soon(task)  # one after the other: the first relay is the first's
-                    while len(flight.relays) < n:  # noqa: ASYNC110 -- no event to await
-                        await anyio.sleep(0.01)
-                first, second = flight.relays
-                monkeypatch.setattr(first, "post", broken)
-                with caplog.at_level(logging.WARNING, logger="chunktune"):
-                    flight.tell(ProgressEvent(kind="probe", chunk_size=4))
-                    flight.tell(ProgressEvent(kind="raced_out", chunk_size=4))
-                await _flushed()
-                assert flight.relays == [second]
-                scope.cancel()  # the first leaves, its relay dropped already: the second stays
-                await _flushed()
-                assert flight.relays == [second]
-                _flights.land(flight, None)
-    finally:
-        _flights.land(flight, None)
-    assert [e.kind for e in seen] == ["waiting", "probe", "raced_out"]
-    assert [e.kind for e in tries] == ["probe"] and scope.cancelled_caught
-    bugs = [r.getMessage() for r in caplog.records if "a bug in chunktune" in r.getMessage()]
-    want = "while telling a task sharing test-post-fa of the sweep's progress (RuntimeError)"
-    assert len(bugs) == 1 and want in bugs[0]
-
-
 async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_more() -> None:
     """A tell that took a sharer's relay just before the sharer left: its event reaches nobody."""
     flight, owner = _flights.board("test-posted-after-it-left")
@@ -1447,35 +1398,3 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
     finally:
         _flights.land(flight, None)
     assert scope.cancelled_caught and [e.kind for e in seen] == ["waiting"]
-
-
-async def test_a_sharer_leaving_as_its_loop_ends_while_told_leaves_the_others_told() -> None:
-    """A relay gone from the flight by the time its post fails: the tell goes on to the rest."""
-    flight, owner = _flights.board("test-left-while-told")
-    assert owner
-    mine: list[ProgressEvent] = []
-    theirs: list[ProgressEvent] = []
-    try:
-        with anyio.fail_after(HANG_GUARD_S):
-            async with anyio.create_task_group() as tg:
-                for n, seen in ((1, mine), (2, theirs)):  # the first relay is the first's
-                    tg.start_soon(flight.wait, seen.append)
-                    while len(flight.relays) < n:  # noqa: ASYNC110 -- no event to await
-                        await anyio.sleep(0.01)
-                first, second = flight.relays
-
-                def left_and_ended(event: ProgressEvent) -> bool:
-                    with _flights._lock:  # its task left (its loop then ended) meanwhile
-                        flight.relays.remove(first)
-                    return False
-
-                first.post = left_and_ended  # type: ignore[method-assign]
-                flight.tell(ProgressEvent(kind="probe", chunk_size=4))
-                await _flushed()
-                assert flight.relays == [second]
-                _flights.land(flight, None)
-    finally:
-        _flights.land(flight, None)
-    assert [e.kind for e in theirs] == ["waiting", "probe"] and [e.kind for e in mine] == [
-        "waiting"
-    ]
