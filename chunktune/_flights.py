@@ -155,6 +155,10 @@ class Flight:
                     self.waiters.remove(waiter)
                 if relay is not None and any(r is relay for r in self.relays):
                     self.relays.remove(relay)
+                if channel is not None and not channel.relays:
+                    # none of its tasks waits (a join is under _lock): kept, it would hold
+                    # their function, and what that holds, till the sweep ends
+                    self._drop(channel)
             if relay is not None:
                 relay.close()  # what on_progress let through is this task's, whatever else
         return self.decision
@@ -169,6 +173,11 @@ class Flight:
         channel = Channel(callback, self.key[:12])
         self.channels.append(channel)
         return channel
+
+    def _drop(self, channel: Channel) -> None:
+        """Forget ``channel`` (_lock held); the next task to pass its function makes a new one."""
+        if any(c is channel for c in self.channels):
+            self.channels.remove(channel)
 
     def tell(self, event: ProgressEvent) -> None:
         """Send the owner's ``event`` to every waiter's ``on_progress``, each on its own loop.

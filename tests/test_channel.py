@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import anyio
@@ -390,3 +392,35 @@ def test_what_a_carrier_on_a_closed_loop_had_not_delivered_reaches_the_next_shar
         sharer.join(HANG_GUARD_S)
     assert _numbers(seen) == [0, 1]
     assert [e.message for e in seen].count(_flights.SHARING) == 1
+
+
+# -- what a channel holds once its tasks have left ---------------------------------------
+
+
+class _Bar:
+    """A progress bar: its ``update`` is what a sharing task passes."""
+
+    def update(self, event: ProgressEvent) -> None:
+        """Take one event (nothing to show here)."""
+
+
+async def test_a_function_whose_tasks_all_left_is_not_held_while_the_sweep_goes_on() -> None:
+    """Once every task that passed a function has left, the flight holds it no more."""
+    flight, owner = _flights.board("test-channel-let-go")
+    assert owner
+    gone: list[weakref.ref[_Bar]] = []
+
+    async def sharer() -> None:
+        bar = _Bar()
+        gone.append(weakref.ref(bar))
+        with anyio.move_on_after(0.01):  # it gives up: the sweep flies on
+            await flight.wait(Guarded(bar.update))
+
+    try:
+        async with anyio.create_task_group() as tg:  # the cancel's traceback ends with it
+            tg.start_soon(sharer)
+        gc.collect()
+        assert gone[0]() is None  # the bar (and all it holds) can go
+        assert flight.channels == []
+    finally:
+        _flights.land(flight, None)
