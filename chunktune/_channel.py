@@ -16,7 +16,9 @@ posts a drain to the carrier's loop.
 from __future__ import annotations
 
 import functools
+import os
 import threading
+import weakref
 from collections import deque
 
 from ._backends import call_soon
@@ -40,6 +42,7 @@ class Channel:
         self._carrier: Relay | None = None
         self._queue: deque[ProgressEvent] = deque()  # told, not yet delivered
         self._lock = threading.Lock()  # guards the three above; never held round a callback
+        _channels.add(self)
 
     def join(self, relay: Relay) -> bool:
         """Add a relay that passed :attr:`function`; True: it carries (none else was waiting)."""
@@ -118,3 +121,20 @@ class Channel:
                 event = self._queue.popleft()
             relay.deliver(event)
         self._wake(heir)
+
+
+_channels: weakref.WeakSet[Channel] = weakref.WeakSet()  # every channel alive, for a fork
+
+
+def _forget_in_child() -> None:
+    """In a forked child: no channel's lock has a holder.
+
+    A parent's thread telling or delivering at the fork (the sweep's, another loop's) held
+    it, and never releases it here; a task of the forking thread's trio run that was
+    sharing a sweep, carried on in the child, would hang as it leaves.
+    """
+    for channel in list(_channels):
+        channel._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

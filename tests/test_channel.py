@@ -21,12 +21,14 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import pytest
+from _forking import run_forked
 
 import chunktune
 from chunktune import ProgressEvent, _flights
 from chunktune._backends import call_soon
+from chunktune._channel import Channel
 from chunktune._events import ProgressCallback
-from chunktune._relay import Guarded
+from chunktune._relay import Guarded, Relay
 from chunktune.sim import Noise, SimulatedWorkload
 
 pytestmark = pytest.mark.anyio
@@ -424,3 +426,26 @@ async def test_a_function_whose_tasks_all_left_is_not_held_while_the_sweep_goes_
         assert flight.channels == []
     finally:
         _flights.land(flight, None)
+
+
+async def _relay_to(token: object) -> Relay:
+    """A sharing task's relay to the loop of ``token`` (made where a cancel scope can be)."""
+    return Relay(Guarded(_Bar().update), token, threading.Event())
+
+
+def test_a_child_forked_while_a_channel_s_lock_is_held_tells_and_leaves() -> None:
+    """A fork while a parent's thread holds a channel's lock leaves the child a free one."""
+    ended = asyncio.new_event_loop()
+    ended.close()  # the carrier's loop: posts to it fail, so the child needs no loop
+    relay = anyio.run(_relay_to, ended)
+    channel = Channel(relay.callback, "test")
+    assert channel.join(relay)
+
+    def child() -> None:
+        # as a sharing task carried on in the child would: told an event, then leaving
+        channel.send(_numbered(0))
+        channel.leave(relay)
+
+    with channel._lock:  # as the sweep's thread telling at the fork
+        status = run_forked(child, hang_guard_s=20)
+    assert status == 0
