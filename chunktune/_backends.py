@@ -24,6 +24,7 @@ __all__ = [
     "inherited",
     "loop_closed_probe",
     "loop_running_here",
+    "loop_stopped",
     "never",
 ]
 
@@ -46,6 +47,16 @@ def call_soon(token: object, callback: Callable[[], None]) -> bool:
     except RuntimeError:  # a closed asyncio loop; trio's RunFinishedError
         return False
     return True
+
+
+def loop_stopped(token: object) -> bool:
+    """Whether the token's loop is stopped but not closed: an asyncio loop whose
+    ``run_until_complete`` returned with a task of it still pending. What is scheduled
+    there waits till it runs again, if ever; a trio run cannot stop and go on."""
+    native: Any = getattr(token, "native_token", token)
+    if not hasattr(native, "is_running"):  # trio's TrioToken
+        return False
+    return not native.is_running() and not native.is_closed()
 
 
 def never() -> bool:

@@ -21,7 +21,7 @@ import threading
 import weakref
 from collections import deque
 
-from ._backends import call_soon
+from ._backends import call_soon, loop_stopped
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
 from ._relay import Relay
@@ -91,9 +91,14 @@ class Channel:
         """Post a drain to the carrier's loop; where that fails, to the next carrier's.
 
         A carrier whose loop has ended, or whose post raised (logged as chunktune's bug), is
-        sent nothing more; its queue is not lost with it.
+        sent nothing more; its queue is not lost with it. One whose loop is stopped (not
+        closed) leaves the queue to one whose loop runs, if another waits, and waits on.
         """
         while carrier is not None:
+            if loop_stopped(carrier.token):
+                carrier = self._pass_on(carrier)
+                if carrier is None:
+                    return
             try:
                 if call_soon(carrier.token, functools.partial(self._drain, carrier)):
                     return
@@ -103,6 +108,24 @@ class Channel:
                 if any(r is carrier for r in self.relays):
                     self.relays.remove(carrier)
                 carrier = self._succeed(carrier)
+
+    def _pass_on(self, stopped: Relay) -> Relay | None:
+        """The carrier in place of ``stopped``, whose loop is stopped: the first other relay
+        still waiting whose loop runs, else ``stopped`` itself (its loop may run again); None
+        where ``stopped`` carries no more (whoever took over was woken)."""
+        with self._lock:
+            if self._carrier is not stopped:
+                return None
+            heir = next(
+                (
+                    r
+                    for r in self.relays
+                    if r is not stopped and not r.stop.is_set() and not loop_stopped(r.token)
+                ),
+                stopped,
+            )
+            self._carrier = heir
+            return heir
 
     def _drain(self, relay: Relay) -> None:
         """On the loop of ``relay``: deliver the queue in order while it carries.

@@ -396,6 +396,38 @@ def test_what_a_carrier_on_a_closed_loop_had_not_delivered_reaches_the_next_shar
     assert [e.message for e in seen].count(_flights.SHARING) == 1
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_carrier_on_a_stopped_loop_leaves_the_events_to_a_sharer_whose_loop_runs(
+    backend: str,
+) -> None:
+    """A carrier whose loop stopped (not closed): the next sharer's loop delivers, once each."""
+    flight, owner = _flights.board(f"test-order-stopped-loop-{backend}")
+    assert owner
+    seen: list[ProgressEvent] = []
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(flight.wait(Guarded(seen.append)))
+    sharer = threading.Thread(
+        target=anyio.run, args=(flight.wait, Guarded(seen.append)), kwargs={"backend": backend}
+    )
+    try:
+        loop.run_until_complete(asyncio.sleep(0))  # the carrier joins; its loop then stops
+        assert len(flight.relays) == 1
+        sharer.start()
+        _until(lambda: len(flight.relays) == 2)
+        _tell(flight, range(2))
+        _until(lambda: len(_numbers(seen)) == 2)  # not held till the stopped loop runs again
+        loop.run_until_complete(asyncio.sleep(0))  # it runs again: what it was sent, nobody
+        flight.tell(_numbered(2))
+        _until(lambda: len(_numbers(seen)) == 3)
+    finally:
+        _flights.land(flight, None)
+        sharer.join(HANG_GUARD_S)
+        loop.run_until_complete(task)  # woken by the landing
+        loop.close()
+    assert _numbers(seen) == [0, 1, 2]
+    assert [e.message for e in seen].count(_flights.SHARING) == 1
+
+
 # -- what a channel holds once its tasks have left ---------------------------------------
 
 
