@@ -7,7 +7,8 @@ order the sweep told them, and only the carrier's loop takes them out, one at a 
 the carrier leaves (its resolve returns, is cancelled or gives up, its callback lets
 Ctrl-C through, or its loop has ended), the rest of the queue is the next carrier's, ahead
 of every event told after: on one loop or across threads, the function sees each event
-once and in order, and none is lost while one of those tasks still waits.
+once and in order, and none is lost while one of those tasks still waits. A carrier whose
+asyncio loop is stopped (not closed) waits on, but the queue is another's whose loop runs.
 
 Nothing here runs a callback under a lock, and telling never waits: it queues the event and
 posts a drain to the carrier's loop.
