@@ -365,7 +365,8 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
 ) -> None:
     """A waiter giving up after the holder it reported was killed names the one measuring now."""
     monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
-    pol = attrs.evolve(small_policy(), time_budget_s=0.05, hard_limit_s=0.5)
+    # 1 s: room for a loaded machine to reach the wait and report it before the limit
+    pol = attrs.evolve(small_policy(), time_budget_s=0.05, hard_limit_s=1.0)
     w = workload("taken-over")
     lock = isolated / "locks" / f"{chunktune.resolve_sync(w, policy=pol).key}.lock"
     lock.parent.mkdir(exist_ok=True)

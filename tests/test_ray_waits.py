@@ -82,7 +82,7 @@ async def test_a_wait_is_told_with_when_the_claim_began_and_logged(
     monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
     ray = up()
     ray.get = lambda ref, timeout: ref()
-    job = a_job(hard_limit_s=0.3, on_progress=events.append)
+    job = a_job(hard_limit_s=1.0, on_progress=events.append)  # room to report the wait
     with caplog.at_level(logging.INFO, logger="chunktune"), anyio.fail_after(60):
         await _ray_claim.coordinated(ray, job, anyio.current_time())
     [event] = [e for e in events if e.kind == "waiting"]
@@ -110,7 +110,7 @@ async def test_a_stuck_registry_wait_never_holds_a_worker_past_its_hard_limit(
     monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
     ray = up()
     ray.get = lambda ref, timeout: _bounded(ref, timeout)
-    job = a_job(hard_limit_s=0.3)
+    job = a_job(hard_limit_s=1.0)  # room for the claim's busy reply to come first
     try:
         d = await _ray_claim.coordinated(ray, job, anyio.current_time())
         assert returned == []  # it left the stuck wait behind
@@ -160,7 +160,8 @@ async def test_an_async_waiter_is_told_and_keyed_as_a_plain_resolve(
     monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
     settings = chunktune.load_settings()
     w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="async-wait")
-    policy = attrs.evolve(settings.get_policy("quick"), time_budget_s=0.5, hard_limit_s=0.5)
+    # 1 s: room for a loaded machine to reach the wait and report it before the limit
+    policy = attrs.evolve(settings.get_policy("quick"), time_budget_s=0.5, hard_limit_s=1.0)
     with registry_loop() as loop:
         ray = RegistryRay(loop)
         monkeypatch.setitem(sys.modules, "ray", ray)

@@ -1310,7 +1310,11 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
             return dict(super().signature())
 
     pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.2
+        # room for a loaded machine to read the settings file before the limit: past it the
+        # fallback would name that read, not signature()
+        chunktune.load_settings().get_policy("balanced"),
+        time_budget_s=0.05,
+        hard_limit_s=1.0,
     )
     w = Unkeyable(uneven().costs, nthread=8)
     try:
@@ -1319,7 +1323,7 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
     finally:
         release.set()
     assert (d.source, d.chunk_size, w.calls, d.key) == ("fallback", None, 0, "")  # never keyed
-    assert "hard limit of 0.2 s" in d.reason and "signature()" in d.reason
+    assert "hard limit of 1 s" in d.reason and "signature()" in d.reason
 
 
 async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
@@ -1754,9 +1758,10 @@ def _key_lock_free(lock_file: Path, within_s: float = 60.0) -> bool:
 
 
 def _quick_limit() -> chunktune.Policy:
-    """``balanced`` with a 0.05 s budget and a hard limit of 0.3 s."""
+    """``balanced`` with a 0.05 s budget and a hard limit of 1 s: room for a loaded machine
+    to reach the lock's try (settings read, keyed, the cache looked up) before it passes."""
     return attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
+        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=1.0
     )
 
 
@@ -1790,7 +1795,7 @@ async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_syste
     # the try left behind takes the lock once the file system answers, and lets it go
     assert await anyio.to_thread.run_sync(_key_lock_free, isolated / "locks" / f"{d.key}.lock")
     assert cache_entries(isolated) == {}
-    # the same key, without the 0.3 s limit a loaded machine's sweep can outrun
+    # the same key, without the 1 s limit a loaded machine's sweep can outrun
     again = await chunktune.resolve(w, policy=attrs.evolve(pol, hard_limit_s=None))
     assert (again.source, again.key) == ("benchmark", d.key)
 
@@ -1800,9 +1805,7 @@ async def test_hard_limit_covers_a_look_at_the_holder_that_a_stalled_file_system
 ) -> None:
     """Another process holds the key; reading its note does not answer: native at the limit."""
     monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)  # the holder is looked at at once
-    pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=0.05, hard_limit_s=0.3
-    )
+    pol = _quick_limit()  # 1 s: the wait (and its look at the holder) is reached by then
     w = uneven()
     key = (await chunktune.resolve(w, policy=pol, refresh=True)).key  # then forgotten
     cache = chunktune.DecisionCache(isolated / "cache.json")
