@@ -1775,7 +1775,11 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
 
     def stat_then_say() -> Stat | None:
         seen = first_look()
-        looked.set()
+        if not looked.is_set():
+            # the holder writes right after the wait's first look (here, so that a loaded
+            # machine cannot put the write after the brief look's end): progress
+            write_cache_file(path, {"a": entry(), "b": entry()})
+            looked.set()
         return seen
 
     monkeypatch.setattr(cache._file, "stat", stat_then_say)
@@ -1790,8 +1794,7 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     waiter = threading.Thread(target=wait_briefly, daemon=True)
     waiter.start()
     assert looked.wait(timeout=120)  # a hang guard: the wait has seen the file as it was
-    write_cache_file(path, {"a": entry(), "b": entry()})  # the holder writes: progress
-    time.sleep(5 * 0.3)  # then holds on, past the brief look but far inside the stall
+    time.sleep(5 * 0.3)  # the holder holds on, past the brief look but far inside the stall
     live.release()
     waiter.join(timeout=120)
     assert held == [True]
