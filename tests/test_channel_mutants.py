@@ -8,6 +8,7 @@ real (flights, channels, relays, the test's own loop).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from chunktune import ProgressEvent, _flights
+from chunktune import Decision, ProgressEvent, _flights
 from chunktune._backends import call_soon
 from chunktune._channel import Channel
 from chunktune._relay import Guarded, Relay
@@ -271,3 +272,91 @@ async def test_a_carrier_letting_ctrl_c_through_hands_its_queue_on_with_none_tol
     assert _numbers(seen) == [0, 1, 2]
     with pytest.raises(SystemExit):
         carrier.close()  # what it let through is its own task's
+
+
+async def test_a_sharer_passing_the_owner_s_function_leaves_with_the_owner_s_decision() -> None:
+    """A sharer whose function is the owner's gets no channel, and its wait returns cleanly."""
+    seen: list[ProgressEvent] = []
+    flight, owner = _flights.board("test-owner-s-function", Guarded(seen.append))
+    assert owner
+    decision = Decision(chunk_size=8, native_chunk=12, source="benchmark", reason="test")
+    got: list[Decision | None] = []
+
+    async def sharer() -> None:
+        got.append(await flight.wait(Guarded(seen.append)))
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sharer)
+                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                assert flight.channels == []
+                flight.tell(_numbered(0))  # the owner's sweep tells its own function itself
+                await _flushed()
+                _flights.land(flight, decision)
+    finally:
+        _flights.land(flight, None)
+    assert got == [decision]
+    assert seen == []
+
+
+async def test_a_sharer_joining_after_its_function_s_sharers_all_left_gets_only_later_events() -> (
+    None
+):
+    """What was told while nobody waited with a function never reaches a sharer joining later."""
+    flight, owner = _flights.board("test-joins-after-all-left")
+    assert owner
+    seen: list[ProgressEvent] = []
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                first = anyio.CancelScope()
+
+                async def first_sharer() -> None:
+                    with first:
+                        await flight.wait(Guarded(seen.append))
+
+                tg.start_soon(first_sharer)
+                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                first.cancel()
+                while flight.relays:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                flight.tell(_numbered(0))  # nobody waits with the function now
+                tg.start_soon(flight.wait, Guarded(seen.append))
+                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                    await anyio.sleep(0.01)
+                flight.tell(_numbered(1))
+                await _flushed()
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert [e.kind for e in seen] == ["waiting", "waiting", "probe"]
+    assert _numbers(seen) == [1]
+
+
+def test_a_carrier_that_left_on_a_loop_since_stopped_leaves_the_events_to_the_next() -> None:
+    """A carrier left, its asyncio loop stopped but open: the next sharer gets the events."""
+    flight, owner = _flights.board("test-left-then-loop-stopped")
+    assert owner
+    seen: list[ProgressEvent] = []
+    loops = [asyncio.new_event_loop(), asyncio.new_event_loop()]
+    tasks = [loop.create_task(flight.wait(Guarded(seen.append))) for loop in loops]
+    try:
+        for n, loop in enumerate(loops, 1):  # one after the other: the first carries
+            loop.run_until_complete(asyncio.sleep(0))
+            assert len(flight.relays) == n
+        tasks[0].cancel()
+        loops[0].run_until_complete(asyncio.wait([tasks[0]]))  # it left; its loop stops
+        assert len(flight.relays) == 1
+        flight.tell(_numbered(0))
+        loops[1].run_until_complete(asyncio.sleep(0))  # runs what was posted to it
+        assert _numbers(seen) == [0]
+    finally:
+        _flights.land(flight, None)
+        loops[1].run_until_complete(asyncio.wait([tasks[1]]))
+        for loop in loops:
+            loop.close()
+    assert tasks[0].cancelled()
+    assert tasks[1].result() is None
