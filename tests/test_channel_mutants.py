@@ -9,6 +9,7 @@ real (flights, channels, relays, the test's own loop).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -360,3 +361,41 @@ def test_a_carrier_that_left_on_a_loop_since_stopped_leaves_the_events_to_the_ne
             loop.close()
     assert tasks[0].cancelled()
     assert tasks[1].result() is None
+
+
+class _FailsSecond:
+    """A loop token that posts to a real loop once, then raises (a bug on the second post)."""
+
+    def __init__(self, token: object) -> None:
+        self.token = token
+        self.tries = 0
+
+    def run_sync_soon(self, callback: Callable[[], None]) -> None:
+        self.tries += 1
+        if self.tries > 1:
+            raise ValueError("cannot post to this loop")
+        assert call_soon(self.token, callback)
+
+
+async def test_a_carrier_dropped_by_a_failed_post_delivers_nothing_from_an_earlier_post(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A drain posted to a carrier before a later post of it failed delivers nothing on its loop."""
+    channel = Channel(print, "test-key")
+    seen: list[tuple[str, ProgressEvent]] = []
+    token = anyio.lowlevel.current_token()
+    flaky = _FailsSecond(token)
+    for name, loop in (("dropped", flaky), ("next", token)):
+        channel.join(Relay(functools.partial(_noted, seen, name), loop, threading.Event()))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        channel.send(_numbered(0))  # its drain is posted to the first carrier's loop
+        channel.send(_numbered(1))  # this post fails: the next carries both
+        await _flushed()
+    assert [(name, e.round) for name, e in seen] == [("next", 0), ("next", 1)]
+    assert flaky.tries == 2
+    assert len(_bugs(caplog)) == 1
+
+
+def _noted(seen: list[tuple[str, ProgressEvent]], name: str, event: ProgressEvent) -> None:
+    """A relay's callback that notes which relay delivered the event."""
+    seen.append((name, event))
