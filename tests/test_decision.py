@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from chunktune import Decision, MachineLoad, load_settings
+from chunktune._decision import headline
 
 
 def decided(**over: object) -> Decision:
@@ -101,3 +102,26 @@ def test_to_json_lists_the_timings_native_first_then_by_size_and_gives_the_gain(
     got = decided(timings={16: 0.02, None: 0.0125, 4: 0.011, 8: 0.01}).to_json()["timings_ms"]
     assert list(got) == ["native", "4", "8", "16"]
     assert decided(gain=0.25).to_json()["gain"] == 0.25
+
+
+def test_a_decision_made_without_a_sweep_has_no_probe_seconds_no_gain_and_is_whole() -> None:
+    """Left out, probe_seconds and gain are 0.0, partial False, raced_out (), gain_ci None."""
+    bare = Decision(chunk_size=None, native_chunk=3, source="manual", reason="as given")
+    assert (bare.probe_seconds, bare.gain, bare.partial) == (0.0, 0.0, False)
+    assert (bare.raced_out, bare.gain_ci, bare.load) == ((), None, None)
+    assert (bare.key, bare.policy, bare.timings, bare.samples) == ("", "", {}, {})
+
+
+def test_a_decision_takes_its_fields_by_keyword_only() -> None:
+    """Decision(8, 3, ...) with positional fields is refused: each field is named."""
+    with pytest.raises(TypeError):
+        Decision(8, 3, "manual", "as given")  # type: ignore[call-arg]
+
+
+def test_the_headline_names_the_chunk_the_native_and_the_source_then_the_probes() -> None:
+    """headline: chunk, native and source; with probes, the probe seconds if any were spent."""
+    assert headline(decided()) == "chunk_size=8 (native=3, benchmark)"
+    assert headline(decided(chunk_size=None)) == "chunk_size=native (native=3, benchmark)"
+    swept = "chunk_size=8 (native=3, benchmark, 1.50 s of probes)"
+    assert headline(decided(), probes=True) == swept
+    assert headline(decided(probe_seconds=0.0), probes=True) == headline(decided())
