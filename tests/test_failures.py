@@ -731,3 +731,51 @@ def test_a_trainer_s_signal_handler_raising_reaches_compat_s_caller(
                 bench_nsteps=1, manual_chunk_size=None, adaptive=True,
             )  # fmt: skip
     assert [r for r in logged.records if "a bug in chunktune" in r.getMessage()] == []
+
+
+def test_only_a_settings_file_s_error_is_looked_behind_for_spent_descriptors() -> None:
+    """spent_cause looks behind a ConfigError to its cause, and behind nothing else."""
+    from chunktune._failures import spent, spent_cause
+
+    no_fd = OSError(errno.EMFILE, "Too many open files")
+    unread = chunktune.ConfigError("cannot read chunktune.toml")
+    unread.__cause__ = no_fd
+    assert spent_cause(unread) is no_fd
+    assert spent_cause(no_fd) is no_fd and spent(no_fd)
+    assert spent_cause(chunktune.ConfigError("bad value")) is None
+    other = RuntimeError("while opening")
+    other.__cause__ = no_fd
+    assert spent_cause(other) is None and not spent(other)
+
+
+def _chunktune_raises() -> BaseException:
+    """What chunktune's own code raises for a bad cache path, caught with its traceback."""
+    from chunktune._cache_paths import checked_cache_path
+
+    try:
+        checked_cache_path(3)  # type: ignore[arg-type]
+    except chunktune.CacheError as exc:
+        return exc
+    raise AssertionError("checked_cache_path(3) raised nothing")
+
+
+def test_an_exception_is_chunktune_s_where_its_innermost_frame_is_in_chunktune() -> None:
+    """Raised in chunktune's module: chunktune's; in a callback it called, or untraced: not."""
+    from chunktune._cache_lookup import best_entry
+    from chunktune._failures import raised_by_chunktune
+
+    assert raised_by_chunktune(_chunktune_raises())
+
+    def serves(entry: object) -> bool:
+        raise LookupError("the caller's own code")
+
+    own = cache_entry_for_lookup()
+    with pytest.raises(LookupError) as caught:
+        best_entry({"job.p": own}, "job", policy_hash="p", rule="r", effort=1, serves=serves)
+    assert not raised_by_chunktune(caught.value)  # passed through chunktune, raised outside it
+    assert not raised_by_chunktune(ValueError("never raised"))
+
+
+def cache_entry_for_lookup() -> chunktune.CacheEntry:
+    """A stored decision for best_entry to ask ``serves`` about."""
+    return chunktune.CacheEntry(chunk_size=4, native_chunk=3, reason="test", timings={None: 0.01})
