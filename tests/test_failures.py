@@ -779,3 +779,22 @@ def test_an_exception_is_chunktune_s_where_its_innermost_frame_is_in_chunktune()
 def cache_entry_for_lookup() -> chunktune.CacheEntry:
     """A stored decision for best_entry to ask ``serves`` about."""
     return chunktune.CacheEntry(chunk_size=4, native_chunk=3, reason="test", timings={None: 0.01})
+
+
+def test_a_signal_handler_wrapped_in_partials_is_still_the_trainer_s() -> None:
+    """A handler installed as a functools.partial is found behind it for what it raised."""
+    import functools
+
+    from chunktune._failures import by_signal_handler
+
+    def bark(name: str, signum: int, frame: object) -> None:
+        raise _Watchdog(f"{name}: signal {signum}")
+
+    previous = signal.signal(signal.SIGUSR1, functools.partial(bark, "watchdog"))
+    try:
+        with pytest.raises(_Watchdog) as caught:
+            signal.raise_signal(signal.SIGUSR1)
+        assert by_signal_handler(caught.value)  # while the handler is installed
+        assert not by_signal_handler(_chunktune_raises())
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
