@@ -23,20 +23,18 @@ warn_of_older_cache(settings)
 """
 
 
-@pytest.mark.parametrize("variable", OLDER_CACHE_VARIABLES)
-def test_a_fresh_process_warns_of_the_older_variable_once(isolated: Path, variable: str) -> None:
-    """A new process whose settings cache in the default file warns at its first call, once."""
-    older = isolated / "unisim" / "chunk_size.json"
+def _run(isolated: Path, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """_WARN_TWICE in a new process caching in its default file, with ``variables`` set."""
     env = {
         k: v for k, v in os.environ.items() if k not in {"CHUNKTUNE_CACHE", *OLDER_CACHE_VARIABLES}
     }
     env |= {
-        variable: str(older),
+        **variables,
         "HOME": str(isolated / "home"),
         "XDG_CACHE_HOME": str(isolated / "xdg"),
         "XDG_CONFIG_HOME": str(isolated / "config"),
     }
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", _WARN_TWICE],
         cwd=isolated,
         env=env,
@@ -45,8 +43,21 @@ def test_a_fresh_process_warns_of_the_older_variable_once(isolated: Path, variab
         timeout=60,
         check=False,
     )
+
+
+@pytest.mark.parametrize("variable", OLDER_CACHE_VARIABLES)
+def test_a_fresh_process_warns_of_the_older_variable_once(isolated: Path, variable: str) -> None:
+    """A new process whose settings cache in the default file warns at its first call, once."""
+    older = isolated / "unisim" / "chunk_size.json"
+    done = _run(isolated, {variable: str(older)})
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "older tuner's cache" in line]
     assert len(said) == 1, done.stderr
     assert f"${variable}" in said[0] and str(older) in said[0]
     assert str(isolated / "xdg" / "chunktune" / "cache.json") in said[0]
+
+
+def test_a_process_without_the_older_variables_says_nothing_of_them(isolated: Path) -> None:
+    """Neither variable set (or one set empty): the check says nothing and raises nothing."""
+    done = _run(isolated, {OLDER_CACHE_VARIABLES[1]: ""})
+    assert done.returncode == 0 and done.stderr == ""
