@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+import chunktune
+from chunktune import _older_cache
 from chunktune._older_cache import OLDER_CACHE_VARIABLES
 
 # a fresh process: what it says depends on no state an earlier test left in this one
@@ -61,3 +65,45 @@ def test_a_process_without_the_older_variables_says_nothing_of_them(isolated: Pa
     """Neither variable set (or one set empty): the check says nothing and raises nothing."""
     done = _run(isolated, {OLDER_CACHE_VARIABLES[1]: ""})
     assert done.returncode == 0 and done.stderr == ""
+
+
+class _CountedLock:
+    """A real lock that counts the threads that have come to take it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.arrived = threading.Semaphore(0)
+
+    def __enter__(self) -> bool:
+        self.arrived.release()
+        return self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_two_threads_that_both_find_nothing_warned_yet_warn_once(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two threads past the first look at once: the one that takes the lock second says nothing."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(isolated / "xdg"))
+    monkeypatch.setenv(OLDER_CACHE_VARIABLES[0], str(isolated / "older.json"))
+    monkeypatch.setattr(_older_cache, "_warned", False)
+    counted = _CountedLock()
+    monkeypatch.setattr(_older_cache, "_lock", counted)
+    settings = chunktune.load_settings()
+    threads = [
+        threading.Thread(target=_older_cache.warn_of_older_cache, args=(settings,))
+        for _ in range(2)
+    ]
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        with counted.lock:  # both threads come to the lock while it is held
+            for thread in threads:
+                thread.start()
+            for _ in threads:
+                assert counted.arrived.acquire(timeout=30)
+        for thread in threads:
+            thread.join(timeout=30)
+    said = [r for r in caplog.records if "older tuner's cache" in r.getMessage()]
+    assert len(said) == 1 and not any(thread.is_alive() for thread in threads)
