@@ -49,3 +49,17 @@ def test_a_prefix_that_names_no_entry_is_refused_by_name(tmp_path: Path) -> None
     assert cache.update({TEN[0]: entry()})
     with pytest.raises(InvalidArgumentError, match=r"no cache entry's key starts with \"9\""):
         find_entry(cache, "9")
+
+
+@pytest.mark.parametrize("count", [2, 8])
+def test_a_prefix_of_a_few_keys_lists_them_all_and_counts_none_more(
+    tmp_path: Path, count: int
+) -> None:
+    """`cache show` of a prefix that 2 or 8 keys share: refused, listing each, no "more"."""
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({key: entry() for key in TEN[:count]})
+    with pytest.raises(InvalidArgumentError) as caught:
+        find_entry(cache, "0")
+    message = str(caught.value)
+    assert f"matches {count} entries" in message and " more)" not in message
+    assert all(key[:12] in message for key in TEN[:count])
