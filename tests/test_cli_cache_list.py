@@ -172,3 +172,36 @@ def test_list_shows_no_host_column_where_one_host_made_every_entry(
     )
     assert main(["cache", "list"]) == 0
     assert "host" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_list_of_exactly_two_hosts_shows_names_of_twelve_characters_whole(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two hosts are several: a host column, a 12-character name whole, a 13-character one cut."""
+    DecisionCache(isolated / "cache.json").update(
+        {
+            "a" * 32: entry(4, age_s=10, host="abcdefghijkl.example"),
+            "b" * 32: entry(8, age_s=20, host="abcdefghijklm"),
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-1] == "host"
+    assert [ln.split()[-1] for ln in lines[2:4]] == ["abcdefghijkl", "abcdefghijk…"]
+
+
+def test_list_names_each_entry_s_policy_and_says_how_many_were_measured_busy(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table's policy column ("?" where unknown), and a line counting busy measurements."""
+    DecisionCache(isolated / "cache.json").update(
+        {
+            "a" * 32: entry(4, age_s=10, load=MachineLoad(2.5, 2)),
+            "b" * 32: entry(8, age_s=20, policy=""),
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert [ln.split()[-1] for ln in lines[2:4]] == ["balanced", "?"]
+    assert "1 of them measured while the machine was busy" in out
