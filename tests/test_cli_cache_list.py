@@ -193,15 +193,30 @@ def test_list_of_exactly_two_hosts_shows_names_of_twelve_characters_whole(
 def test_list_names_each_entry_s_policy_and_says_how_many_were_measured_busy(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The table's policy column ("?" where unknown), and a line counting busy measurements."""
+    """The table's N, T and policy columns ("?" where unknown), and a line counting busy ones."""
     DecisionCache(isolated / "cache.json").update(
         {
             "a" * 32: entry(4, age_s=10, load=MachineLoad(2.5, 2)),
-            "b" * 32: entry(8, age_s=20, policy=""),
+            "b" * 32: entry(8, age_s=20, policy="", num_envs=0, nthread=0),
         }
     )
     assert main(["cache", "list"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert [ln.split()[-1] for ln in lines[2:4]] == ["balanced", "?"]
+    assert lines[0].split()[2:4] == ["N", "T"] and lines[0].split()[-1] == "policy"
+    assert [ln.split()[2:4] + ln.split()[-1:] for ln in lines[2:4]] == [
+        ["64", "2", "balanced"],
+        ["?", "?", "?"],
+    ]
     assert "1 of them measured while the machine was busy" in out
+
+
+@pytest.mark.parametrize(
+    ("created", "iso"),
+    [(1.0, "1970-01-01T00:00:01+00:00"), (0.5, "1970-01-01T00:00:00+00:00"), (0.0, None)],
+)
+def test_list_json_dates_every_moment_after_the_epoch(created: float, iso: str | None) -> None:
+    """A date of the epoch's first second is a date; only zero (unknown) or less is null."""
+    from chunktune._cli._list_cmd import iso_created
+
+    assert iso_created(created) == iso
