@@ -1,4 +1,4 @@
-"""The rollout workload's inputs: its perturbation's bounds and its default initial states."""
+"""The rollout workload's inputs and limits: perturbation, default states, threads per CPU."""
 
 from __future__ import annotations
 
@@ -46,3 +46,15 @@ def test_each_env_s_default_state_is_the_reset_state_plus_its_own_noise() -> Non
     assert len(set(qpos.tolist())) == 64
     # one draw of sigma 0.01 stays within 5 sigma here; a sum of the draws before it does not
     assert np.abs(qpos).max() < 0.05 and np.abs(qvel).max() < 0.05
+
+
+def test_a_machine_of_four_cpus_takes_up_to_thirty_two_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With 4 usable CPUs, nthread 32 passes the check and 33 is refused naming 4 CPUs."""
+    from chunktune._mujoco import _limits
+
+    monkeypatch.setattr(_limits, "usable_cpus", lambda: 4)
+    _limits.check_nthread(32)
+    with pytest.raises(InvalidArgumentError, match=r"8 times the 4 CPUs .* at most 32 "):
+        _limits.check_nthread(33)
