@@ -58,3 +58,15 @@ def test_a_machine_of_four_cpus_takes_up_to_thirty_two_threads(
     _limits.check_nthread(32)
     with pytest.raises(InvalidArgumentError, match=r"8 times the 4 CPUs .* at most 32 "):
         _limits.check_nthread(33)
+
+
+def test_a_batch_too_large_names_what_it_needs_and_what_is_there_in_gib(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """3 GiB of arrays against 2 GiB available: the message says 3 GiB and 2 GiB."""
+    from chunktune._mujoco import _limits
+
+    monkeypatch.setattr(_limits, "available_memory", lambda: 2 * 2**30)
+    with pytest.raises(InvalidArgumentError, match=r"about 3 GiB .* than the 2 GiB this machine"):
+        # 2**26 envs of one step, 6 floats each: 3 * 2**30 bytes
+        _limits.check_batch_memory(num_envs=2**26, nstep=1, nstate=1, nsensordata=4, nu=0)
