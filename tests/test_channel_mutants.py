@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from chunktune import Decision, ProgressEvent, _flights
@@ -399,3 +400,133 @@ async def test_a_carrier_dropped_by_a_failed_post_delivers_nothing_from_an_earli
 def _noted(seen: list[tuple[str, ProgressEvent]], name: str, event: ProgressEvent) -> None:
     """A relay's callback that notes which relay delivered the event."""
     seen.append((name, event))
+
+
+# -- a carrier on a stopped loop (mutation round 49: _pass_on, _wake, loop_stopped) -------
+
+
+def test_a_lone_carrier_on_a_stopped_loop_gets_the_events_when_its_loop_runs_again() -> None:
+    """The only sharer's asyncio loop stopped (not closed): what is told reaches it as it runs."""
+    flight, owner = _flights.board("test-lone-carrier-stopped-loop")
+    assert owner
+    seen: list[ProgressEvent] = []
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(flight.wait(Guarded(seen.append)))
+    try:
+        loop.run_until_complete(asyncio.sleep(0))  # it joins and carries; its loop stops
+        assert len(flight.relays) == 1
+        for n in range(2):
+            flight.tell(_numbered(n))  # none other waits: kept for it
+        loop.run_until_complete(asyncio.sleep(0))  # it runs again: what was told, in order
+        assert _numbers(seen) == [0, 1]
+        flight.tell(_numbered(2))
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        _flights.land(flight, None)
+        loop.run_until_complete(task)  # woken by the landing
+        loop.close()
+    assert _numbers(seen) == [0, 1, 2]
+    assert task.result() is None
+
+
+class _StoppedAsItLeaves:
+    """An asyncio loop stopped (not closed) whose task leaves just as the sweep looks at it.
+
+    ``leave`` runs the first time its state is read, as a carrier's own thread leaving at
+    that moment would; ``posted`` are the drains posted to it (they never run).
+    """
+
+    def __init__(self) -> None:
+        self.leave: Callable[[], None] | None = None
+        self.posted: list[Callable[[], None]] = []
+
+    def is_running(self) -> bool:
+        if self.leave is not None:
+            leave, self.leave = self.leave, None
+            leave()
+        return False
+
+    def is_closed(self) -> bool:
+        return False
+
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
+        self.posted.append(callback)
+
+
+async def test_a_stopped_carrier_leaving_as_it_is_looked_at_carries_no_more(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A carrier on a stopped loop leaving as the sweep tells is sent nothing; the next carries."""
+    channel = Channel(print, "test-key")
+    seen: list[tuple[str, ProgressEvent]] = []
+    stopped = _StoppedAsItLeaves()
+    gone = Relay(functools.partial(_noted, seen, "gone"), stopped, threading.Event())
+    assert channel.join(gone)
+    stopped.leave = functools.partial(_leave, channel, gone)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        channel.send(_numbered(0))  # it left meanwhile: the event reaches nobody, no bug
+    assert _bugs(caplog) == []
+    assert stopped.posted == []
+    late = Relay(
+        functools.partial(_noted, seen, "late"), anyio.lowlevel.current_token(), threading.Event()
+    )
+    assert channel.join(late)  # none else waits: it carries
+    channel.send(_numbered(1))
+    await _flushed()
+    assert [(name, e.round) for name, e in seen] == [("late", 1)]
+    assert stopped.posted == []
+    assert channel.relays == [late]
+
+
+async def test_a_stopped_carrier_passes_over_a_sharer_whose_loop_is_stopped_too() -> None:
+    """Carrier and next sharer on stopped asyncio loops: the first one whose loop runs carries."""
+    channel = Channel(print, "test-key")
+    seen: list[tuple[str, ProgressEvent]] = []
+    stopped = [asyncio.new_event_loop(), asyncio.new_event_loop()]  # not running, not closed
+    try:
+        tokens: list[object] = [*stopped, anyio.lowlevel.current_token()]
+        for name, token in zip(("first", "second", "running"), tokens, strict=True):
+            channel.join(Relay(functools.partial(_noted, seen, name), token, threading.Event()))
+        channel.send(_numbered(0))
+        channel.send(_numbered(1))
+        await _flushed()
+        assert [(name, e.round) for name, e in seen] == [("running", 0), ("running", 1)]
+    finally:
+        for loop in stopped:
+            loop.close()
+
+
+async def _park(tokens: list[object], done: threading.Event) -> None:
+    """A loop's task that hands over its loop's token, then waits (without blocking it)."""
+    tokens.append(anyio.lowlevel.current_token())
+    await anyio.to_thread.run_sync(done.wait)
+
+
+async def test_a_carrier_whose_loop_runs_carries_though_one_on_the_other_backend_waits(
+    anyio_backend: str,
+) -> None:
+    """The carrier's loop runs (asyncio or trio): it delivers, not a sharer on the other's loop."""
+    other = "trio" if anyio_backend == "asyncio" else "asyncio"
+    tokens: list[object] = []
+    done = threading.Event()
+    thread = threading.Thread(
+        target=anyio.run, args=(_park, tokens, done), kwargs={"backend": other}
+    )
+    thread.start()
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            while not tokens:  # noqa: ASYNC110 -- no event to await across threads
+                await anyio.sleep(0.01)
+        channel = Channel(print, "test-key")
+        seen: list[tuple[str, ProgressEvent]] = []
+        here = anyio.lowlevel.current_token()
+        for name, token in (("carrier", here), ("other", tokens[0])):
+            channel.join(Relay(functools.partial(_noted, seen, name), token, threading.Event()))
+        channel.send(_numbered(0))
+        channel.send(_numbered(1))
+        await _flushed()
+        assert [(name, e.round) for name, e in seen] == [("carrier", 0), ("carrier", 1)]
+    finally:
+        done.set()
+        thread.join(HANG_GUARD_S)
+    assert not thread.is_alive()
