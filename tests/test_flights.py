@@ -1389,7 +1389,7 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
                 tg.start_soon(sharer)
                 while not flight.relays:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
-                (relay,) = flight.relays  # as tell takes them, then posts without the lock
+                (relay,) = flight.relays  # the sharer's relay, as its channel holds it
                 scope.cancel()
                 await left.wait()
                 assert not flight.relays  # nor is it told again
