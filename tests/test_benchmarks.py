@@ -46,7 +46,7 @@ def bench() -> Iterator[dict[str, ModuleType]]:
         names: tuple[str, ...] = ("cases", "measure", "report", "ceiling", "held_out")
         names += ("calibration",)
         names += ("device_landscapes", "unseen", "needle", "replay_fidelity", "adversary")
-        names += ("novel", "burst_pairs")
+        names += ("novel", "burst_pairs", "odd_pools")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(BENCH))
@@ -569,6 +569,74 @@ def test_novel_costs_are_shapes_of_its_own_on_unseen_pools_and_tiny_cases_fill_e
     ]
     assert harmful.splitlines()[1].startswith("quick: ")
     assert "+2.00% vs native" in harmful and "reason: a reason of its own" in harmful
+
+
+def test_odd_pools_kinds_change_unseen_pools_as_their_docstring_says(
+    bench: dict[str, ModuleType],
+) -> None:
+    """Unequal workers slow a pool, cold chunks pay per chunk, few envs is 2-6 a thread."""
+    odd_pools, unseen = bench["odd_pools"], bench["unseen"]
+    cases = unseen.draw_cases(12, 5)
+    for case in cases:
+        pool = case.workload()
+        costs = case.costs()
+        # equal speeds are the simulator's own list scheduling
+        for chunk in (1, 3, max(1, case.num_envs // case.nthread)):
+            speeds = [1.0] * case.nthread
+            equal = odd_pools._unequal_makespan(costs, chunk, speeds, case.queue_s, pool.dispatch_s)
+            assert equal == pytest.approx(pool.true_time(chunk))
+        unequal = odd_pools.odd_case("unequal", case)
+        assert all(unequal.truth(c) >= pool.true_time(c) for c in (1, 2, 5))
+        cold = odd_pools.odd_case("coldchunks", case)
+        assert all(cold.truth(c) > pool.true_time(c) for c in (1, 2, 8))
+        assert cold.truth(2) == odd_pools.odd_case("coldchunks", case).truth(2)  # drawn, not random
+        few = odd_pools.odd_case("fewenvs", case)
+        assert 2 * case.nthread <= few.num_envs < 7 * case.nthread
+        assert few.true_time(None) == few.truth(1)  # native is chunk 1 below 10 envs a thread
+        stalls = odd_pools.odd_case("stalls", case)
+        assert 0.002 <= stalls.stall[0] <= 0.03 and stalls.truth(4) == pool.true_time(4)
+    # without noise, a stalled call is 2-5x its truth, and the stalls come by call number
+    quiet = odd_pools.odd_case("stalls", cases[0]._replace(noise=Noise()))
+    quiet = quiet._replace(stall=(0.2, 2.0, 5.0))
+    one, two = odd_pools.OddPool(quiet, 0), odd_pools.OddPool(quiet, 0)
+    first = [one.run(None) / quiet.true_time(None) for _ in range(200)]
+    second = [two.run(3) / quiet.true_time(3) for _ in range(200)]
+    assert first == pytest.approx(second)
+    assert 10 < sum(f > 1.0 for f in first) < 80 and all(f == 1.0 or 2.0 <= f <= 5.0 for f in first)
+
+
+def test_odd_pools_runs_each_kind_through_resolve_and_prints_a_table_per_kind(
+    bench: dict[str, ModuleType],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tiny cases of every kind are scored by their exact model; harmful runs say what ran."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
+    odd_pools, unseen, measure = bench["odd_pools"], bench["unseen"], bench["measure"]
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["quick", "seed"])
+    tiny = [c._replace(num_envs=37 + c.number, nthread=4) for c in unseen.draw_cases(2, 7)]
+    odds = [odd_pools.odd_case(kind, case) for kind in odd_pools.KINDS for case in tiny]
+    runs = odd_pools.odd_runs(odds, policies, 1, settings)
+    assert len(runs) == len(odds) * 2
+    for run in runs:
+        native, chosen = run.odd.true_time(None), run.odd.true_time(run.row.chunk_size)
+        assert run.row.vs_native == pytest.approx(chosen / native - 1.0)
+        assert run.row.regret >= 0.0 and run.row.probe_seconds > 0.0
+    harm = runs[0]._replace(row=runs[0].row._replace(vs_native=0.02, reason="its own reason"))
+    text = odd_pools.tables([harm, *runs[1:]], worst=1)
+    assert [line[3:].split()[0] for line in text.splitlines() if line.startswith("== ")] == list(
+        odd_pools.KINDS
+    )
+    assert "+2.00% vs native" in text and "reason: its own reason" in text
+    assert odd_pools.main(["--cases", "2", "--seeds", "1", "--policies", "quick"]) == 0
+    out = capsys.readouterr().out
+    assert sum(line.startswith("quick ") for line in out.splitlines()) == len(odd_pools.KINDS)
+    with pytest.raises(SystemExit):
+        odd_pools.main(["--kinds", "stalls,quake"])
+    assert "unknown quake" in capsys.readouterr().err
+    assert not (tmp_path / "cache.json").exists()
 
 
 def test_adversary_families_hold_their_promise_and_size_noise_keeps_each_size_mean(
