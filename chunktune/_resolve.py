@@ -64,15 +64,19 @@ async def resolve(
     is still blocked. That sweep is abandoned, not killed: its thread finishes the
     ``run()`` in flight on its own, measures nothing more, caches nothing, and keeps
     the sweep lock until it returns, so no later sweep overlaps its probes.
-    Cancelling the awaiting task does the same: it returns at once, the sweep stops
-    at its next probe boundary, and nothing is cached (a cancel that arrives once the
-    sweep has finished, while its entry is being written, lets that whole entry land, and
-    the key stays locked until it has, so whoever waits for the key reads that entry).
+    Cancelling the awaiting task raises its cancellation at once (asyncio's
+    ``CancelledError``, trio's ``Cancelled``), the sweep stops at its next probe boundary,
+    and nothing is cached (a cancel that arrives once the sweep has finished, while its
+    entry is being written, lets that whole entry land, and the key stays locked until it
+    has, so whoever waits for the key reads that entry). Tasks of this process sharing the
+    cancelled task's sweep are not cancelled with it: one of them measures the key anew,
+    the others sharing that sweep. A cancelled task that was sharing another's sweep
+    leaves it running for the rest.
     A workload that steps its caller's pool (``settle_on_cancel`` True, as
     :class:`~chunktune.RolloutWorkload` given ``rollout=`` and ``compat``'s ``pool.step``)
-    is not left mid-call: cancelled, or past the limit, ``resolve`` returns once the
-    ``run()`` in flight has (up to one ``run()`` late) and starts no other, so the pool
-    is the caller's again.
+    is not left mid-call: cancelled (or past the limit), ``resolve`` raises (or returns)
+    once the ``run()`` in flight has (up to one ``run()`` late) and starts no other, so the
+    pool is the caller's again.
     A ``signature()`` that blocks is left behind at the limit, as a ``run()`` is; a
     decision measured in time is returned at the limit even while its entry still waits
     for the cache's write lock (it is written once that lock is free, or given up with a

@@ -1189,6 +1189,41 @@ async def test_one_function_passed_to_the_owner_and_a_sharer_gets_each_event_onc
     assert not any("sharing its sweep" in e.message for e in seen)
 
 
+async def test_cancelling_the_measuring_task_leaves_its_sharers_to_measure_the_key_anew() -> None:
+    """The owner's cancel raises in the owner alone: one sharer measures anew, one shares it."""
+    w, pol = _gated("owner cancelled"), small_policy()
+    owner = anyio.CancelScope()
+    decided: list[Decision] = []
+
+    async def owning() -> None:
+        with owner:
+            await chunktune.resolve(w, policy=pol)
+
+    async def sharing() -> None:
+        decided.append(await chunktune.resolve(w, policy=pol))
+
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(owning)
+                await _caught(w)
+                tg.start_soon(sharing)
+                tg.start_soon(sharing)
+                await _joined(2)
+                owner.cancel()
+                w.release.set()
+    finally:
+        w.release.set()
+    assert owner.cancelled_caught
+    assert sorted(d.source for d in decided) == ["benchmark", "cache"]
+    (shared,) = [d for d in decided if d.source == "cache"]
+    assert shared.reason.startswith("shared a concurrent sweep: ")
+    assert "Cancelling the task that measures does\n  not cancel those sharing its sweep" in _README
+
+
+_README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
 async def test_one_function_passed_to_two_sharers_follows_the_one_still_waiting() -> None:
     """Two sharers' one callback: each event once, and still told once the first has left."""
     w, pol = _gated("two sharers, one callback"), small_policy()
