@@ -1256,6 +1256,7 @@ async def test_one_function_passed_to_two_sharers_follows_the_one_still_waiting(
     assert len({id(e) for e in seen}) == len(seen), "an event came twice"
     assert [e.message for e in seen].count(_flights.SHARING) == 1
     assert seen[-1].kind == "done" and "probe" in {e.kind for e in seen}
+    assert "only where it was not getting the sweep's events already" in _README
 
 
 def test_a_sharer_whose_loop_was_closed_is_called_no_more() -> None:
