@@ -72,10 +72,11 @@ process ran out of threads or file descriptors, or hard_limit_s ran out); 2 a us
 settings or file error, or results that cannot be written to stdout; 130
 interrupted; 141 stdout was closed before all was written (as by `| head`); 143
 terminated (SIGTERM, which is handled as Ctrl-C is).
-settings (tune, cache, policy; record uses none): --config F, else
-$CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults; $CHUNKTUNE_CACHE names
-the cache file (a name ending in .toml is stored as TOML, any other as JSON;
-[cache] format can say which).
+
+settings (tune, cache, policy; record reads them only for the cache's name):
+--config F, else $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults;
+$CHUNKTUNE_CACHE names the cache file (a name ending in .toml is stored as TOML,
+any other as JSON; [cache] format can say which).
 """
 
 
