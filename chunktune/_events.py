@@ -34,7 +34,9 @@ class ProgressEvent:
     resolve that waits for another process's key, then for the sweep lock, counts each
     wait from its start). A task that shares the sweep of another task of this process
     (of the same key) is told so once, as it joins (``elapsed_s`` 0, ``message``
-    :data:`chunktune._flights.SHARING`); that task's events follow, its waits among them.
+    :data:`chunktune._flights.SHARING`; not where its ``on_progress`` already gets that
+    sweep's events, passed by the task measuring or by another still sharing); that task's
+    events follow, its waits among them.
     ``candidates``: the sizes about to be measured (``None`` = native). Sent again,
     with a ``message`` saying why, when a slow pool's budget cuts the opening field.
     ``extended``: a policy with ``extend_budget`` stretched its budget to ``seconds``;

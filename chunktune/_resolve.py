@@ -117,6 +117,10 @@ async def resolve(
             or async.
         ConfigError: invalid settings or an unknown policy name (not under ``manual``);
             not a settings file that could not be opened for want of a file descriptor.
+        KeyboardInterrupt, SystemExit, GeneratorExit: raised by ``on_progress`` (any
+            other error it raises is logged, never raised); raised once this call's
+            sweep has stopped as a cancel stops it, nothing cached. In a task sharing
+            another's sweep, raised at once, that sweep going on.
     """
     asked = ask(
         workload,
