@@ -298,6 +298,9 @@ def test_bad_chunk_size_is_rejected_with_the_value(value: Any, shown: str) -> No
         pytest.param(["model.xml"], r"variant 0 is of type str, not a mujoco\.MjModel", id="list"),
         pytest.param(42, r"variant 0 is of type int", id="int"),
         pytest.param("model.xml", r"got the path 'model\.xml'.*from_xml", id="path"),
+        pytest.param(
+            pathlib.Path("model.xml"), r"got the path 'model\.xml'.*from_xml", id="pathlib"
+        ),
         pytest.param([], "non-empty", id="empty"),
     ],
 )
@@ -1275,8 +1278,11 @@ def test_from_xml_of_a_file_name_that_is_not_utf8_says_so(tmp_path: pathlib.Path
     raw = os.fsencode(tmp_path) + b"/robot\xff.xml"
     with open(raw, "w") as file:
         file.write(TINY_XML.format(box=0.1, iterations=50))
-    with pytest.raises(InvalidArgumentError, match=r"its name is not UTF-8.*rename the file"):
+    with pytest.raises(InvalidArgumentError, match=r"its name is not UTF-8.*rename the file") as e:
         RolloutWorkload.from_xml(os.fsdecode(raw), num_envs=2, nthread=1)
+    # the name's odd byte as an escape: the message can be printed, to any UTF-8 stream
+    assert "robot\\udcff.xml" in str(e.value)
+    str(e.value).encode("utf-8")
 
 
 def test_run_hands_the_pool_contiguous_arrays_of_its_own() -> None:
@@ -1334,3 +1340,23 @@ def test_batch_records_the_states_and_sensor_values_of_a_fresh_workload() -> Non
     batch_seconds(batched)
     assert np.array_equal(batched.state, rolled.state)
     assert np.array_equal(batched.sensordata, rolled.sensordata)
+
+
+def test_the_defaults_of_from_xml_are_the_constructors(tmp_path: pathlib.Path) -> None:
+    """from_xml and the constructor both default to 10 steps and seed 0: the same batch."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    loaded = RolloutWorkload.from_xml(path, num_envs=4, nthread=2)
+    built = RolloutWorkload(tiny_model(), num_envs=4, nthread=2)
+    seeded = RolloutWorkload(tiny_model(), num_envs=4, nthread=2, nstep=10, seed=0)
+    assert loaded.nstep == built.nstep == 10
+    assert np.array_equal(loaded.initial_state, seeded.initial_state)
+    assert np.array_equal(built.initial_state, seeded.initial_state)
+
+
+def test_the_signature_describes_variant_zero() -> None:
+    """Variants that differ in their options: the signature's timestep is variant 0's."""
+    other = tiny_model()
+    other.opt.timestep = 0.002
+    workload = RolloutWorkload([tiny_model(), other], num_envs=4, nthread=2, nstep=2)
+    assert workload.signature()["timestep"] == 0.005

@@ -1,0 +1,180 @@
+"""The adapter's models: seeded perturbations and randomized variants, on real MuJoCo models."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import re
+
+import mujoco
+import numpy as np
+import pytest
+
+from chunktune import RolloutWorkload
+from chunktune._errors import InvalidArgumentError
+from chunktune._mujoco import demo_model_path
+from chunktune._mujoco._models import perturb, randomized
+
+pytestmark = pytest.mark.mujoco
+
+# a free body (7 qpos, a unit quaternion among them) and a hinge: both kinds of coordinate
+FREE_AND_HINGE_XML = """
+<mujoco>
+  <worldbody>
+    <body pos="0 0 1">
+      <freejoint/>
+      <geom size=".1"/>
+    </body>
+    <body pos="1 0 1">
+      <joint type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_perturb_adds_the_seeded_normal_draws_to_qpos_then_qvel() -> None:
+    """perturb adds N(0, scale) draws of its generator, qpos first, to the state (not subtracts)."""
+    model = mujoco.MjModel.from_xml_string(FREE_AND_HINGE_XML)
+    data = mujoco.MjData(model)
+    data.qvel[:] = 0.5
+    before_qpos, before_qvel = data.qpos.copy(), data.qvel.copy()
+    perturb(model, data, np.random.default_rng(7), 0.01)
+    draws = np.random.default_rng(7)
+    dq, dv = draws.normal(0.0, 0.01, model.nq), draws.normal(0.0, 0.01, model.nv)
+    np.testing.assert_allclose(data.qvel, before_qvel + dv, rtol=0, atol=1e-15)
+    # the free body's position and the hinge angle are not renormalized: exact sums
+    np.testing.assert_allclose(data.qpos[:3], before_qpos[:3] + dq[:3], rtol=0, atol=1e-15)
+    assert data.qpos[7] == pytest.approx(before_qpos[7] + dq[7], abs=1e-15)
+    assert np.linalg.norm(data.qpos[3:7]) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_randomized_scales_masses_inertias_and_friction_within_ten_percent() -> None:
+    """A variant's factors span [0.9, 1.1] (wider than +-5%), mass and inertia share one."""
+    model = mujoco.MjModel.from_xml_path(str(demo_model_path()))
+    mass, inertia, friction = (model.body_mass.copy(), model.body_inertia.copy(),
+                               model.geom_friction.copy())  # fmt: skip
+    variant = randomized(model, np.random.default_rng(1))
+    heavy = mass > 0  # the world body has none to scale
+    factors = variant.body_mass[heavy] / mass[heavy]
+    assert heavy.sum() >= 20
+    assert factors.min() >= 0.9 and factors.max() <= 1.1
+    assert factors.min() < 0.95 and factors.max() > 1.05  # seeded: the full spread is used
+    np.testing.assert_allclose(
+        variant.body_inertia[heavy], inertia[heavy] * factors[:, None], rtol=1e-12
+    )
+    slide = variant.geom_friction[:, 0] / friction[:, 0]
+    assert slide.min() >= 0.9 and slide.max() <= 1.1
+    assert slide.min() < 0.95 and slide.max() > 1.05
+    np.testing.assert_array_equal(variant.geom_friction[:, 1:], friction[:, 1:])
+    # the caller's model is untouched, and the variant's derived constants follow its masses
+    np.testing.assert_array_equal(model.body_mass, mass)
+    assert variant.body_subtreemass[0] == pytest.approx(variant.body_mass.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        pytest.param("initial_state", "abc", id="states-text"),
+        pytest.param("control", [[1.0], ["x"]], id="control-text"),
+        pytest.param("control", object(), id="control-object"),
+    ],
+)
+def test_inputs_that_are_no_numbers_are_refused_by_name(keyword: str, value: object) -> None:
+    """States or controls numpy cannot read as numbers raise InvalidArgumentError naming them."""
+    model = mujoco.MjModel.from_xml_string(FREE_AND_HINGE_XML)
+    with pytest.raises(InvalidArgumentError, match=f"{keyword} must be an array of numbers: "):
+        RolloutWorkload(model, num_envs=2, nthread=1, **{keyword: value})
+
+
+def test_a_batch_beyond_the_memory_is_refused_before_any_env_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the memory available, the workload and the demo refuse before building any env."""
+    from chunktune._mujoco import _demo, _limits, _rollout
+
+    def built(*args: object, **kwargs: object) -> None:
+        pytest.fail("per-env states were built before the batch's memory was checked")
+
+    monkeypatch.setattr(_limits, "available_memory", lambda: 1000)
+    monkeypatch.setattr(_rollout, "default_states", built)
+    monkeypatch.setattr(_demo, "_demo_base_states", built)
+    model = mujoco.MjModel.from_xml_string(FREE_AND_HINGE_XML)
+    with pytest.raises(InvalidArgumentError, match=r"num_envs=8 .*this machine has available"):
+        RolloutWorkload(model, num_envs=8, nthread=1)
+    with pytest.raises(InvalidArgumentError, match=r"num_envs=8 .*this machine has available"):
+        _demo.demo_workload(num_envs=8, nthread=1)
+
+
+def test_incompatible_sizes_are_named_key_sizes_first_then_the_rest_in_name_order() -> None:
+    """A variant differing in many sizes names nq, nv and nstate first, then the rest sorted."""
+    model = mujoco.MjModel.from_xml_string(FREE_AND_HINGE_XML)
+    more = FREE_AND_HINGE_XML.replace(
+        "<worldbody>",
+        '<worldbody><body pos="3 0 1"><joint type="slide"/><geom size=".1"/><site name="s"/>'
+        '<camera name="c"/><light name="l"/></body>',
+        1,
+    )
+    other = mujoco.MjModel.from_xml_string(more)
+    with pytest.raises(InvalidArgumentError, match="variant 1 is not compatible") as caught:
+        RolloutWorkload([model, other], num_envs=2, nthread=1)
+    names = re.findall(r"(\w+) \(\d+ vs \d+\)", str(caught.value))
+    assert names[:3] == ["nq", "nv", "nstate"]
+    rest = names[3:]
+    assert len(rest) >= 6 and rest == sorted(rest)  # 6 names in hash order: 1 in 720 sorted
+
+
+# loads, but MuJoCo 4 warns while compiling it: settotalmass is deprecated
+WARNED_XML = """
+<mujoco>
+  <compiler settotalmass="2"/>
+  <worldbody><body><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody>
+</mujoco>
+"""
+
+
+def _load_warnings() -> list[str]:
+    """What MuJoCo warns while compiling WARNED_XML (nothing on versions that do not)."""
+    heard: list[str] = []
+    mujoco.set_mju_user_warning(heard.append)
+    try:
+        mujoco.MjModel.from_xml_string(WARNED_XML)
+    finally:
+        mujoco.set_mju_user_warning(None)
+    return heard
+
+
+def test_a_load_that_warns_keeps_a_programs_own_handler_and_tells_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A model that loads with a warning: the program's handler hears it and stays set."""
+    path = tmp_path / "warned.xml"
+    path.write_text(WARNED_XML)
+    heard: list[str] = []
+    mujoco.set_mju_user_warning(heard.append)
+    try:
+        workload = RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+        assert mujoco.get_mju_user_warning() == heard.append
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert workload.run(None) > 0
+    assert heard == _load_warnings()
+
+
+def test_a_load_that_warns_logs_each_warning_as_one_chunktune_line(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without a program's handler, each load warning is one line of the chunktune logger."""
+    expected = _load_warnings()
+    if not expected:
+        pytest.skip(f"mujoco {mujoco.__version__} does not warn of settotalmass")
+    path = tmp_path / "warned.xml"
+    path.write_text(WARNED_XML)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+    assert mujoco.get_mju_user_warning() is None
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("chunktune", f"chunktune: MuJoCo warned while loading {path}: {' '.join(w.split())}")
+        for w in expected
+    ]
