@@ -649,11 +649,12 @@ def test_callers_pool_of_other_size_is_rejected() -> None:
 
 
 def test_closed_workload_refuses_to_run() -> None:
-    """After close(), run() raises UsageError; close() may be called twice."""
+    """After close(), run() raises UsageError; close() may be called twice, and lets go."""
     workload = tiny_workload()
     workload.run(None)
-    workload.close()
-    workload.close()
+    assert workload.close() is True
+    # bounded: a close that kept the workload's lock would hang every later call
+    assert workload.close(timeout_s=30) is True
     with pytest.raises(UsageError, match="closed"):
         workload.run(None)
 

@@ -178,3 +178,30 @@ def test_a_load_that_warns_logs_each_warning_as_one_chunktune_line(
         ("chunktune", f"chunktune: MuJoCo warned while loading {path}: {' '.join(w.split())}")
         for w in expected
     ]
+
+
+def test_the_demo_piles_eight_bodies_on_the_floor_in_its_heavy_envs_only() -> None:
+    """A demo pile env has 8 of its 24 bodies on the floor, the rest 2 m up; a light one none."""
+    from chunktune._mujoco import demo_workload
+
+    workload = demo_workload(num_envs=4, nthread=1)  # env 3 is the one heavy env
+    model = workload.models[0]
+    data = mujoco.MjData(model)
+    heights = []
+    for state in workload.initial_state:
+        mujoco.mj_setState(model, data, np.array(state), mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        free = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+        heights.append(np.array([data.qpos[model.jnt_qposadr[j] + 2] for j in free]))
+    assert all(len(h) == 24 for h in heights)
+    for light in heights[:3]:
+        assert (light > 1.9).all()
+    assert (heights[3] < 0.5).sum() == 8
+    assert (heights[3] > 1.9).sum() == 16
+
+
+def test_the_demo_refuses_a_negative_seed_by_name() -> None:
+    """demo_workload(seed=-1) raises InvalidArgumentError naming the seed, not numpy's error."""
+    from chunktune._mujoco import demo_workload
+
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        demo_workload(num_envs=4, nthread=1, seed=-1)
