@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import pathlib
 import re
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -84,8 +85,9 @@ def test_randomized_scales_masses_inertias_and_friction_within_ten_percent() -> 
 def test_inputs_that_are_no_numbers_are_refused_by_name(keyword: str, value: object) -> None:
     """States or controls numpy cannot read as numbers raise InvalidArgumentError naming them."""
     model = mujoco.MjModel.from_xml_string(FREE_AND_HINGE_XML)
+    given: dict[str, Any] = {keyword: value}
     with pytest.raises(InvalidArgumentError, match=f"{keyword} must be an array of numbers: "):
-        RolloutWorkload(model, num_envs=2, nthread=1, **{keyword: value})
+        RolloutWorkload(model, num_envs=2, nthread=1, **given)
 
 
 def test_a_batch_beyond_the_memory_is_refused_before_any_env_is_built(
