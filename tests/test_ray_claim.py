@@ -592,9 +592,10 @@ def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
 
     monkeypatch.setattr(_ray_claim, "entry_of", stalled)
     here = host("h1", isolated)
-    # quick's 3 s budget is modeled seconds: its sweep takes about 0.05 s, so a limit of
-    # 3 s (the least quick allows) leaves the sweep near 3 s of slack on a busy machine
-    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=3.0)
+    # a 1 s budget of modeled seconds still times candidates (worth publishing): its sweep
+    # takes about 0.05 s, so a limit of 1 s (the least that budget allows) leaves it near
+    # 1 s of slack on a busy machine, and the stuck read-back is waited out for 1 s, not 3
+    limited = attrs.evolve(here.get_policy("quick"), time_budget_s=1.0, hard_limit_s=1.0)
     try:
         swept = chunktune.ray.resolve_sync(Slow("stalled"), settings=here, policy=limited)
         assert freed == []  # returned while the read-back was still stuck
@@ -618,9 +619,10 @@ def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_sto
 
     monkeypatch.setattr(_ray_claim, "entry_of", stalled)
     here = host("h1", isolated)
-    # quick's 3 s budget is modeled seconds: its sweep takes about 0.05 s, so a limit of
-    # 3 s (the least quick allows) leaves the sweep near 3 s of slack on a busy machine
-    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=3.0)
+    # a 1 s budget of modeled seconds still times candidates (worth publishing): its sweep
+    # takes about 0.05 s, so a limit of 1 s (the least that budget allows) leaves it near
+    # 1 s of slack on a busy machine, and the stuck read-back is waited out for 1 s, not 3
+    limited = attrs.evolve(here.get_policy("quick"), time_budget_s=1.0, hard_limit_s=1.0)
     scene = isolated / "scene.xml"
     scene.write_text("<mujoco/>")
     workload = Slow("described")

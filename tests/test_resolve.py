@@ -56,6 +56,18 @@ def uneven(**kw: object) -> SimulatedWorkload:
     )
 
 
+def storable() -> tuple[SimulatedWorkload, chunktune.Policy]:
+    """A pool of 8 ms modeled calls and ``balanced`` at a 0.5 s budget that times candidates
+    (worth storing), with a hard limit of 1 s: its sweep takes about 0.02 s of real time.
+
+    For tests that wait out the limit while the entry is stored: uneven()'s 68 ms calls
+    want a 2 s budget, so a limit of at least that, to time one candidate.
+    """
+    pool = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=8, noise=Noise(sigma=0.01))
+    balanced = chunktune.load_settings().get_policy("balanced")
+    return pool, attrs.evolve(balanced, time_budget_s=0.5, hard_limit_s=1.0)
+
+
 def cache_entries(tmp: Path) -> dict[str, object]:
     path = tmp / "cache.json"
     if not path.exists():
@@ -1269,7 +1281,8 @@ async def test_a_sharer_is_not_handed_the_fallback_of_the_owner_s_own_hard_limit
     blocked, release = threading.Event(), threading.Event()
     balanced = chunktune.load_settings().get_policy("balanced")
     # the same key: budgets and limits are no part of a policy's identity
-    limited = attrs.evolve(balanced, time_budget_s=3.0, hard_limit_s=3.0)
+    # uneven()'s calls: a 1.5 s budget (the least that times candidates) reaches the third
+    limited = attrs.evolve(balanced, time_budget_s=1.5, hard_limit_s=1.5)
     patient = attrs.evolve(balanced, time_budget_s=3.0)
     stuck = _StuckAtThirdCall(blocked, release)
     owner: list[chunktune.Decision] = []
@@ -1414,8 +1427,8 @@ def test_a_process_that_ends_while_its_entry_is_written_waits_for_the_write(
         "    return put(self, *args, **kwargs)\n"
         "DecisionCache.put = slow_put\n"
         "pol = attrs.evolve(chunktune.load_settings().get_policy('balanced'),\n"
-        "                   time_budget_s=2.5, hard_limit_s=3.0)  # modeled: worth storing\n"
-        "w = SimulatedWorkload.from_layout('blocked', num_envs=512, nthread=8)\n"
+        "                   time_budget_s=0.5, hard_limit_s=1.0)  # modeled: worth storing\n"
+        "w = SimulatedWorkload.from_layout('blocked', num_envs=64, nthread=8)\n"
         "print(chunktune.resolve_sync(w, policy=pol).source, flush=True)\n"
         "returned.set()\n"
     )
@@ -1438,10 +1451,7 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
 
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     cache = chunktune.DecisionCache(isolated / "cache.json")
-    pol = attrs.evolve(  # a budget of modeled seconds that times candidates: worth storing
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=2.5, hard_limit_s=3.0
-    )
-    w = uneven()
+    w, pol = storable()  # a budget of modeled seconds that times candidates: worth storing
     async with holding_async(cache.lock_path) as holder:
         with anyio.fail_after(60):  # a hang detector, not a timing
             d = await chunktune.resolve(w, policy=pol)
@@ -1469,12 +1479,10 @@ async def test_the_key_stays_locked_while_an_entry_returned_at_the_hard_limit_is
 
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
     cache = chunktune.DecisionCache(isolated / "cache.json")
-    pol = attrs.evolve(
-        chunktune.load_settings().get_policy("balanced"), time_budget_s=2.5, hard_limit_s=3.0
-    )
+    w, pol = storable()
     async with holding_async(cache.lock_path):
         with anyio.fail_after(60):  # a hang detector, not a timing
-            d = await chunktune.resolve(uneven(), policy=pol)
+            d = await chunktune.resolve(w, policy=pol)
         assert d.source == "benchmark"
         key = _locks.key_lock(Path(cache.key_lock(d.key).lock_file))
         assert not await anyio.to_thread.run_sync(key.try_acquire)
@@ -1497,10 +1505,10 @@ def test_a_process_that_exits_while_an_entry_is_written_lets_it_land(
         "from chunktune import _cache_lock\n"
         "_cache_lock.WRITE_STALL_S = 600.0\n"
         "from chunktune.sim import Noise, SimulatedWorkload\n"
-        "w = SimulatedWorkload.from_layout('blocked', num_envs=512, nthread=8,\n"
+        "w = SimulatedWorkload.from_layout('blocked', num_envs=64, nthread=8,\n"
         "                                  noise=Noise(sigma=0.01))\n"
         "pol = attrs.evolve(chunktune.load_settings().get_policy('balanced'),\n"
-        "                   time_budget_s=2.5, hard_limit_s=3.0)\n"
+        "                   time_budget_s=0.5, hard_limit_s=1.0)\n"
         "async def main():\n"
         "    return await chunktune.resolve(w, policy=pol)\n"
         f"d = anyio.run(main, backend={backend!r})\n"
