@@ -1720,6 +1720,8 @@ def test_a_damaged_cache_whose_lock_a_stuck_writer_holds_waits_out_the_stall_onc
         assert set(cache.entries()) == whole  # waited the stall, then served read-only
         # a stall no later read may wait out: each must look at the lock and go on
         monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 3600.0)
+        # each look is as brief as the holder's stuck either way (0.25 s each: 1.5 s here)
+        monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 0.02)
         reader = threading.Thread(target=read_again, daemon=True)
         reader.start()
         reader.join(timeout=120)  # a hang guard, not a timing: the old code waits an hour
