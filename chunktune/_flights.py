@@ -9,8 +9,8 @@ an ``on_progress`` gets the owner's events meanwhile, on its own loop, through a
 :class:`~chunktune._relay.Relay` of its own, fed by the :class:`~chunktune._channel.Channel`
 of its function (:meth:`Flight.wait`, :meth:`Flight.tell`).
 
-The owner's :class:`Watch` notes what it waits for, reports a long wait once, and
-says where it stood if ``hard_limit_s`` ends the flight.
+What the owner says if ``hard_limit_s`` ends the flight (its watch over what it waits
+for) is ``_giving_up``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Literal
 
 import anyio
 import anyio.lowlevel
@@ -31,26 +30,20 @@ from ._channel import Channel
 from ._decision import Decision
 from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
-from ._lock_note import Holder
 from ._locks import Lock
 from ._relay import Relay, as_passed, same_callback
-from ._threads import hop
 
 __all__ = [
     "SHARING",
     "Flight",
-    "Watch",
     "abandon",
     "board",
-    "gave_up_keying",
-    "gave_up_reading_settings",
-    "gave_up_sharing",
     "land",
 ]
 
 logger = logging.getLogger("chunktune")
 
-_lock = threading.Lock()  # guards _flights and every flight's waiters, relays, channels, outcome
+_lock = threading.Lock()  # guards _flights and every flight's waiters, channels, outcome
 
 SHARING = "waiting for another task of this process measuring this workload (sharing its sweep)"
 """The message of the ``waiting`` event a task's ``on_progress`` gets as it joins a flight."""
@@ -59,18 +52,6 @@ SHARING = "waiting for another task of this process measuring this workload (sha
 OWNER_CHECK_S = 1.0
 """How often the janitor looks whether flights' owners can still land them (loops closed)."""
 
-STALLED_TRY_S = 1.0
-"""How long a try at a lock file may go unanswered before giving up at ``hard_limit_s``
-suggests a stalled file system: a healthy one answers a try within milliseconds, and a
-loaded machine starts the try's thread well within this. A try in flight for less is
-named only as not yet answered (or, where earlier tries found the lock held, not named:
-the wait is for that holder)."""
-
-HOLDER_LOOK_S = 0.1
-"""How long giving up at ``hard_limit_s`` may spend reading who holds the lock waited for, to
-name it in the reason: a note that does not answer (a stalled file system) is left behind,
-and the holder reported last is named. The one margin a resolve may run past its limit."""
-
 
 @attrs.define(eq=False)
 class Flight:
@@ -78,11 +59,11 @@ class Flight:
 
     ``owner_gone`` tells that the owner's loop was closed with the owner still pending;
     ``held`` are the locks the owner holds (its key's; the machine's until its sweep's
-    thread takes it over), released for it then. ``relays`` carry the owner's events to
-    the waiters that have an ``on_progress``, each to its own loop, through ``channels``:
-    one per distinct function among them (all but the owner's), whose ordered queue one of
-    its relays delivers at a time; ``owner_progress`` is the owner's own (as the caller
-    passed it), which its sweep tells already.
+    thread takes it over), released for it then. ``channels`` carry the owner's events to
+    the waiters that have an ``on_progress``, each to its own loop through a relay of its
+    own: one channel per distinct function among them (all but the owner's), whose ordered
+    queue one of its relays delivers at a time; ``owner_progress`` is the owner's own (as
+    the caller passed it), which its sweep tells already.
     """
 
     key: str
@@ -91,7 +72,6 @@ class Flight:
     waiters: list[tuple[object, anyio.Event]] = attrs.field(factory=list)  # (loop token, event)
     owner_gone: Callable[[], bool] = never
     held: list[Lock] = attrs.field(factory=list)
-    relays: list[Relay] = attrs.field(factory=list)
     owner_progress: ProgressCallback | None = None
     channels: list[Channel] = attrs.field(factory=list)
 
@@ -136,7 +116,6 @@ class Flight:
             self.waiters.append(waiter)
             channel, told = None, True
             if relay is not None:
-                self.relays.append(relay)
                 channel = self._channel(as_passed(relay.callback))
                 told = channel is None or not channel.join(relay)
         try:
@@ -153,8 +132,6 @@ class Flight:
             with _lock:
                 if any(w is waiter for w in self.waiters):
                     self.waiters.remove(waiter)
-                if relay is not None and any(r is relay for r in self.relays):
-                    self.relays.remove(relay)
                 if channel is not None and not channel.relays:
                     # none of its tasks waits (a join is under _lock): kept, it would hold
                     # their function, and what that holds, till the sweep ends
@@ -302,7 +279,6 @@ def land(flight: Flight, decision: Decision | None) -> None:
         flight.decision = shared
         flight.landed = True
         waiters, flight.waiters = flight.waiters, []
-        flight.relays = []
         flight.channels = []  # an abandoned sweep's later events reach no waiter
     _wake(waiters, flight.key)
 
@@ -350,40 +326,6 @@ def abandon(flight: Flight) -> None:
         land(flight, None)
 
 
-def _gave_up(why: str, key: str, limit: float, native: int, policy_name: str) -> Decision:
-    return Decision(
-        chunk_size=None,
-        native_chunk=native,
-        source="fallback",
-        reason=f"kept the native chunk {native}: gave up after the hard limit of {limit:g} s "
-        f"(hard_limit_s) {why}",
-        key=key,
-        policy=policy_name,
-    )
-
-
-def gave_up_sharing(key: str, limit: float, native: int, policy_name: str) -> Decision:
-    """The fallback of a task whose ``hard_limit_s`` ran out while it shared another's sweep."""
-    why = "while another task of this process was still measuring this workload"
-    return _gave_up(why, key, limit, native, policy_name)
-
-
-def gave_up_keying(limit: float, native: int, policy_name: str) -> Decision:
-    """The fallback of a task whose ``hard_limit_s`` ran out before its request was keyed."""
-    why = (
-        "while the workload's signature() (or the cache file) had not answered; "
-        "nothing was measured"
-    )
-    return _gave_up(why, "", limit, native, policy_name)
-
-
-def gave_up_reading_settings(limit: float, native: int, policy_name: str) -> Decision:
-    """The fallback of a task whose ``hard_limit_s`` (a Policy's it was given) ran out
-    before its settings file was read (``settings=None``)."""
-    why = "while the settings file had not answered; nothing was measured"
-    return _gave_up(why, "", limit, native, policy_name)
-
-
 def _forget_in_child() -> None:
     """In a forked child: no flight of the parent's has an owner here, no lock a holder.
 
@@ -400,90 +342,3 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-
-
-@attrs.define
-class Watch:
-    """Where an owned flight stands, so that giving up at the hard limit can say why.
-
-    Its waits are told to the owner's ``on_progress`` and to the tasks sharing ``flight``.
-    """
-
-    on_progress: ProgressCallback | None
-    native: int = attrs.field(kw_only=True)
-    policy_name: str = attrs.field(kw_only=True)
-    flight: Flight | None = attrs.field(default=None, kw_only=True)
-    waiting_for: Literal["key", "sweep"] | None = None
-    lock: Lock | None = None
-    holder: Holder | None = None
-    sweeping: bool = False
-    settles: bool = False  # the workload's run() in flight is waited for (settle_on_cancel)
-    probe_seconds: float = 0.0  # the seconds of the calls the sweep has made so far
-    decided: Decision | None = None  # measured; being stored
-
-    def waiting(self, what: Literal["key", "sweep"], lock: Lock) -> Callable[[Holder | None], None]:
-        """Note the wait for ``lock``; the callback reports it once it has lasted a moment,
-        and again when another process takes the lock over."""
-        self.waiting_for, self.lock, self.holder = what, lock, None
-        began = anyio.current_time()
-
-        def on_wait(holder: Holder | None) -> None:
-            self.holder = holder
-            who = holder.describe() if holder is not None else "holder unknown"
-            message = (
-                f"waiting for another sweep ({who})"
-                if what == "sweep"
-                else f"waiting for another process measuring this workload ({who})"
-            )
-            logger.info("chunktune: %s", message)
-            waited = anyio.current_time() - began
-            event = ProgressEvent(kind="waiting", elapsed_s=waited, message=message)
-            if self.flight is not None:
-                self.flight.tell(event)
-            if self.on_progress is not None:
-                self.on_progress(event)
-
-        return on_wait
-
-    async def gave_up(self, key: str, limit: float) -> Decision:
-        """The fallback once ``hard_limit_s`` ran out, saying where it stood."""
-        lock = self.lock if self.waiting_for is not None else None
-        # how long the try in flight had gone unanswered, where that is what is known: its
-        # first try, or one long unanswered. One only slow to answer after earlier tries
-        # found the lock held tells nothing new: the wait is for that holder, as between tries
-        unanswered = None if lock is None else lock.in_flight_s()
-        if lock is not None and lock.refused and (unanswered or 0.0) < STALLED_TRY_S:
-            unanswered = None
-        if lock is not None and unanswered is None:
-            # the holder reported may be gone: killed, and another process (on another
-            # host of a shared cache) took the lock over; name whoever holds it now
-            with anyio.move_on_after(HOLDER_LOOK_S):
-                self.holder = await hop(lock.holder, abandon_on_cancel=True) or self.holder
-        who = f" ({self.holder.describe()})" if self.holder is not None else ""
-        if lock is not None and unanswered is not None:
-            what = "the machine's sweep lock" if self.waiting_for == "sweep" else "this key's lock"
-            stalled = " (a stalled file system?)" if unanswered >= STALLED_TRY_S else ""
-            why = (
-                f"while its try at {what} ({lock.path}) had not answered after "
-                f"{unanswered:.2g} s{stalled}; nothing was measured"
-            )
-        elif self.waiting_for == "sweep":
-            why = f"while another sweep{who} held the machine; nothing was measured"
-        elif self.waiting_for == "key":
-            why = f"while another process{who} was measuring this workload"
-        elif self.sweeping and self.settles:
-            why = (
-                "before the sweep finished; the sweep was stopped once its run() in flight "
-                "had ended (the workload settles on cancel) and nothing more is measured"
-            )
-        elif self.sweeping:
-            why = (
-                "before the sweep finished; the sweep was abandoned: the run() in flight "
-                "finishes on its own and nothing more is measured"
-            )
-        else:
-            why = "before the sweep started"
-        return attrs.evolve(
-            _gave_up(f"{why}; nothing was cached", key, limit, self.native, self.policy_name),
-            probe_seconds=self.probe_seconds,
-        )

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 import anyio
 import anyio.lowlevel
 
-from . import _flights
+from . import _flights, _giving_up
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
@@ -53,7 +53,7 @@ class _Stopped(Exception):
 def _sweeper(
     req: Request,
     sizes: list[int | None],
-    watch: _flights.Watch,
+    watch: _giving_up.Watch,
     relay: Relay | None,
     flight: _flights.Flight,
     stop: threading.Event,
@@ -98,7 +98,7 @@ async def measure(
     req: Request,
     key: str,
     cache: DecisionCache | None,
-    watch: _flights.Watch,
+    watch: _giving_up.Watch,
     flight: _flights.Flight,
     key_lock: Lock | None = None,
 ) -> Decision:

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import attrs
 
-from . import _flights
+from . import _flights, _giving_up
 from ._cache import DecisionCache
 from ._decision import Decision
 from ._here import key_here
@@ -51,7 +51,7 @@ async def resolve_key(req: Request, key: str, cache: DecisionCache | None) -> De
             shared = await flight.wait(req.on_progress)
         if scope.cancelled_caught:
             assert limit is not None
-            return _flights.gave_up_sharing(key, limit, req.native, req.policy_name)
+            return _giving_up.gave_up_sharing(key, limit, req.native, req.policy_name)
         if shared is not None:
             return attrs.evolve(
                 shared,
@@ -79,7 +79,7 @@ async def _owned_within_limit(
     sharer with none, or a later one, waits on by its own and may measure the key itself).
     A decision made before the limit is the answer even while it is still being stored.
     """
-    watch = _flights.Watch(
+    watch = _giving_up.Watch(
         req.on_progress, native=req.native, policy_name=req.policy_name, flight=flight
     )
     with anyio.move_on_after(_left(req.deadline)):
@@ -96,7 +96,7 @@ async def _owned(
     req: Request,
     key: str,
     cache: DecisionCache | None,
-    watch: _flights.Watch,
+    watch: _giving_up.Watch,
     flight: _flights.Flight,
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
@@ -126,5 +126,5 @@ async def answer(req: Request) -> Decision:
             keyed = await in_own_thread(functools.partial(key_here, req), name=KEYING_THREAD)
     if keyed is None:
         assert req.policy.hard_limit_s is not None
-        return _flights.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
+        return _giving_up.gave_up_keying(req.policy.hard_limit_s, req.native, req.policy_name)
     return keyed if isinstance(keyed, Decision) else await resolve_key(*keyed)

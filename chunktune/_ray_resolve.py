@@ -31,7 +31,7 @@ from ._errors import ChunktuneError
 from ._events import ProgressCallback
 from ._failures import blames_workload, log_bug, spent
 from ._fallback import at_shutdown, fallback_of
-from ._flights import gave_up_keying
+from ._giving_up import gave_up_keying
 from ._here import new_request
 from ._policy import Policy
 from ._ray_api import RAY_ADDRESS, StartRefused, ray_module, started_ray

@@ -13,9 +13,9 @@ import logging
 import anyio
 import attrs
 
-from . import _flights
 from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
+from ._giving_up import gave_up_reading_settings
 from ._policy import Policy
 from ._request import Ask
 from ._threads import hop, in_own_thread, wait_in_thread
@@ -36,7 +36,7 @@ def _unread_settings(asked: Ask, limit: float) -> Decision:
     """The fallback once a given Policy's ``hard_limit_s`` ran out before the settings file
     was read; logged as a warning, there being no settings to say how to report it."""
     native = native_chunk(asked.num_envs, asked.nthread)
-    decision = _flights.gave_up_reading_settings(limit, native, "custom")
+    decision = gave_up_reading_settings(limit, native, "custom")
     logger.warning("chunktune: %s", decision.reason)
     return decision
 

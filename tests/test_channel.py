@@ -92,9 +92,9 @@ async def test_a_carrier_cancelled_mid_stream_hands_the_rest_over_in_order_on_on
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(first_sharer)
-            await _until_async(lambda: len(flight.relays) == 1)
+            await _until_async(lambda: len(flight.waiters) == 1)
             tg.start_soon(flight.wait, Guarded(seen.append))
-            await _until_async(lambda: len(flight.relays) == 2)
+            await _until_async(lambda: len(flight.waiters) == 2)
             _tell(flight, range(MIDDLE + 1))
             await _until_async(lambda: len(_numbers(seen)) == MIDDLE + 1)
             first.cancel()
@@ -148,9 +148,9 @@ def test_a_carrier_cancelled_mid_stream_hands_the_rest_to_another_thread_in_orde
     ]
     try:
         threads[0].start()
-        _until(lambda: len(flight.relays) == 1)
+        _until(lambda: len(flight.waiters) == 1)
         threads[1].start()
-        _until(lambda: len(flight.relays) == 2)
+        _until(lambda: len(flight.waiters) == 2)
         _tell(flight, range(MIDDLE + 1))
         _until(lambda: len(seen) == MIDDLE + 2)  # with the waiting event
         assert call_soon(tokens[0], cancel_first)
@@ -381,9 +381,9 @@ def test_what_a_carrier_on_a_closed_loop_had_not_delivered_reaches_the_next_shar
     sharer = threading.Thread(target=anyio.run, args=(flight.wait, Guarded(seen.append)))
     try:
         loop.run_until_complete(asyncio.sleep(0))  # the carrier joins, and is told so
-        assert len(flight.relays) == 1
+        assert len(flight.waiters) == 1
         sharer.start()
-        _until(lambda: len(flight.relays) == 2)
+        _until(lambda: len(flight.waiters) == 2)
         flight.tell(_numbered(0))  # posted to the carrier's loop, which no longer runs
         loop.close()
         flight.tell(_numbered(1))
@@ -411,9 +411,9 @@ def test_a_carrier_on_a_stopped_loop_leaves_the_events_to_a_sharer_whose_loop_ru
     )
     try:
         loop.run_until_complete(asyncio.sleep(0))  # the carrier joins; its loop then stops
-        assert len(flight.relays) == 1
+        assert len(flight.waiters) == 1
         sharer.start()
-        _until(lambda: len(flight.relays) == 2)
+        _until(lambda: len(flight.waiters) == 2)
         _tell(flight, range(2))
         _until(lambda: len(_numbers(seen)) == 2)  # not held till the stopped loop runs again
         loop.run_until_complete(asyncio.sleep(0))  # it runs again: what it was sent, nobody

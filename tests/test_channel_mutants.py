@@ -107,16 +107,16 @@ async def test_a_sharer_whose_post_fails_is_logged_dropped_and_the_next_sharer_i
             async with anyio.create_task_group() as tg:
                 for n in (1, 2):  # one after the other: the first carries
                     tg.start_soon(flight.wait, Guarded(seen.append))
-                    while len(flight.relays) < n:  # noqa: ASYNC110 -- no event to await
+                    while len(flight.waiters) < n:  # noqa: ASYNC110 -- no event to await
                         await anyio.sleep(0.01)
-                first, second = flight.relays
+                (channel,) = flight.channels
+                first, second = channel.relays
                 monkeypatch.setattr(first, "token", broken)
                 with caplog.at_level(logging.WARNING, logger="chunktune"):
                     for n in range(3):
                         flight.tell(_numbered(n))
                     await _flushed()
                     assert _numbers(seen) == [0, 1, 2]
-                    (channel,) = flight.channels
                     assert channel.relays == [second]
                 _flights.land(flight, None)
     finally:
@@ -245,7 +245,7 @@ async def test_an_event_told_once_the_flight_has_landed_reaches_no_sharer() -> N
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(flight.wait, Guarded(seen.append))
-                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                while not flight.waiters:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 _flights.land(flight, None)  # the sharer's wake is posted to this loop...
                 flight.tell(_numbered(0))  # ...and this comes before it runs
@@ -291,7 +291,7 @@ async def test_a_sharer_passing_the_owner_s_function_leaves_with_the_owner_s_dec
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(sharer)
-                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                while not flight.waiters:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 assert flight.channels == []
                 flight.tell(_numbered(0))  # the owner's sweep tells its own function itself
@@ -320,14 +320,14 @@ async def test_a_sharer_joining_after_its_function_s_sharers_all_left_gets_only_
                         await flight.wait(Guarded(seen.append))
 
                 tg.start_soon(first_sharer)
-                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                while not flight.waiters:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 first.cancel()
-                while flight.relays:  # noqa: ASYNC110 -- no event to await
+                while flight.waiters:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 flight.tell(_numbered(0))  # nobody waits with the function now
                 tg.start_soon(flight.wait, Guarded(seen.append))
-                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                while not flight.waiters:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 flight.tell(_numbered(1))
                 await _flushed()
@@ -348,10 +348,10 @@ def test_a_carrier_that_left_on_a_loop_since_stopped_leaves_the_events_to_the_ne
     try:
         for n, loop in enumerate(loops, 1):  # one after the other: the first carries
             loop.run_until_complete(asyncio.sleep(0))
-            assert len(flight.relays) == n
+            assert len(flight.waiters) == n
         tasks[0].cancel()
         loops[0].run_until_complete(asyncio.wait([tasks[0]]))  # it left; its loop stops
-        assert len(flight.relays) == 1
+        assert len(flight.waiters) == 1
         flight.tell(_numbered(0))
         loops[1].run_until_complete(asyncio.sleep(0))  # runs what was posted to it
         assert _numbers(seen) == [0]
@@ -414,7 +414,7 @@ def test_a_lone_carrier_on_a_stopped_loop_gets_the_events_when_its_loop_runs_aga
     task = loop.create_task(flight.wait(Guarded(seen.append)))
     try:
         loop.run_until_complete(asyncio.sleep(0))  # it joins and carries; its loop stops
-        assert len(flight.relays) == 1
+        assert len(flight.waiters) == 1
         for n in range(2):
             flight.tell(_numbered(n))  # none other waits: kept for it
         loop.run_until_complete(asyncio.sleep(0))  # it runs again: what was told, in order

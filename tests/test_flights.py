@@ -7,7 +7,6 @@ import contextlib
 import functools
 import json
 import logging
-import re
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ import pytest
 from _forking import run_forked
 
 import chunktune
-from chunktune import Decision, ProgressEvent, _flights, _lock_note, _lock_wait, _locks
+from chunktune import Decision, ProgressEvent, _flights, _giving_up, _lock_note, _lock_wait, _locks
 from chunktune._backends import call_soon
 from chunktune._events import ProgressCallback
 from chunktune._relay import Guarded
@@ -318,22 +317,6 @@ def test_a_lock_taken_for_an_owner_whose_loop_then_closed_is_freed(
     assert wait_for_sweeps(HANG_GUARD_S)
 
 
-async def test_a_waiting_event_says_how_long_the_wait_has_lasted() -> None:
-    """A 'waiting' event's elapsed_s is the seconds the resolve has waited so far."""
-    events: list[ProgressEvent] = []
-    watch = _flights.Watch(events.append, native=3, policy_name="balanced")
-    before = anyio.current_time()
-    on_wait = watch.waiting("sweep", _locks.sweep_lock())
-    began = anyio.current_time()
-    await anyio.sleep(0.05)  # the wait goes on until the lock's holder is told of
-    told = anyio.current_time()
-    on_wait(_lock_note.Holder(pid=4242, since=time.time()))
-    around = anyio.current_time() - before  # the wait lies within it
-    assert [e.kind for e in events] == ["waiting"]
-    assert events[0].message.startswith("waiting for another sweep (pid 4242, since ")
-    assert told - began <= events[0].elapsed_s <= around  # the wait's own span, no figure
-
-
 HOLD_AS_HOST = """
 import fcntl, json, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
@@ -388,76 +371,6 @@ def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
         d = chunktune.resolve_sync(w, policy=pol, refresh=True, on_progress=take_over)
     assert len(successors) == 1 and d.source == "fallback"
     assert f"pid {successors[0].pid} on node5" in d.reason and "node3" not in d.reason
-
-
-class Untold:
-    """A lock that cannot tell who holds it (its holder let go, say)."""
-
-    refused = True  # its tries found it held
-
-    def in_flight_s(self) -> None:
-        return None  # no try at it in flight
-
-    def holder(self) -> None:
-        return None
-
-
-async def test_giving_up_names_the_holder_reported_when_the_lock_tells_none_now() -> None:
-    """Giving up names the holder the wait was told of when the lock can tell no holder now."""
-    watch = _flights.Watch(None, native=3, policy_name="balanced")
-    on_wait = watch.waiting("sweep", Untold())  # type: ignore[arg-type]
-    on_wait(_lock_note.Holder(pid=4242, since=time.time()))
-    d = await watch.gave_up("k", 1.0)
-    assert "while another sweep (pid 4242, since " in d.reason
-
-
-def _trying(tmp_path: Path, *, for_s: float, refused: bool) -> _locks.Lock:
-    """The sweep lock at ``tmp_path``, a try at it in flight for ``for_s`` seconds, whatever
-    the wall clock does meanwhile; ``refused``: an earlier try of the wait found it held."""
-    lock = _locks.Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local")
-    lock.trying_since, lock.refused = time.monotonic() - for_s, refused
-    lock.in_flight_s = lambda: for_s  # type: ignore[method-assign]  # a loaded machine's pause
-    return lock
-
-
-async def test_giving_up_on_a_first_try_only_slow_to_answer_does_not_say_stalled(
-    tmp_path: Path,
-) -> None:
-    """A first try in flight a moment at the limit: 'had not answered after', no stall named."""
-    # it was once called "(a stalled file system?)" however briefly it had been in flight
-    watch = _flights.Watch(None, native=3, policy_name="balanced")
-    lock = _trying(tmp_path, for_s=0.05, refused=False)
-    watch.waiting("sweep", lock)
-    d = await watch.gave_up("k", 0.1)
-    said = re.search(r"its try at the machine's sweep lock \((.*)\) had not answered after "
-                     r"([0-9.]+) s; nothing was measured", d.reason)  # fmt: skip
-    assert said is not None, d.reason
-    assert said[1] == str(lock.path) and 0.05 <= float(said[2]) < _flights.STALLED_TRY_S
-    assert "stalled" not in d.reason
-
-
-async def test_giving_up_on_a_try_long_unanswered_suggests_a_stalled_file_system(
-    tmp_path: Path,
-) -> None:
-    """A try in flight STALLED_TRY_S or more at the limit: named, with a stalled file system."""
-    for refused in (False, True):
-        watch = _flights.Watch(None, native=3, policy_name="balanced")
-        watch.waiting("sweep", _trying(tmp_path, for_s=_flights.STALLED_TRY_S, refused=refused))
-        d = await watch.gave_up("k", 5.0)
-        assert re.search(r"had not answered after [0-9.]+ s \(a stalled file system\?\)", d.reason)
-
-
-async def test_giving_up_on_a_slow_try_after_the_lock_was_found_held_names_the_holder(
-    tmp_path: Path,
-) -> None:
-    """A try in flight a moment after earlier ones found the lock held: the wait for its holder."""
-    # it was once reported as a try that "had not answered (a stalled file system?)"
-    watch = _flights.Watch(None, native=3, policy_name="balanced")
-    on_wait = watch.waiting("sweep", _trying(tmp_path, for_s=0.05, refused=True))
-    on_wait(_lock_note.Holder(pid=4242, since=time.time()))
-    d = await watch.gave_up("k", 0.1)
-    assert "while another sweep (pid 4242, since " in d.reason
-    assert "had not answered" not in d.reason
 
 
 class Held:
@@ -861,7 +774,7 @@ def test_ctrl_c_as_a_decision_is_copied_for_its_sharers_lands_the_flight_then_re
     flight, _ = _flights.board("test-copy-interrupted")
     flight.waiters = [("sharer", _Asleep())]  # type: ignore[list-item]
     with pytest.raises(KeyboardInterrupt) as raised:
-        _flights.land(flight, _flights.gave_up_keying(1.0, 3, "balanced"))
+        _flights.land(flight, _giving_up.gave_up_keying(1.0, 3, "balanced"))
     assert raised.value is stop and woken == ["sharer"]
     assert flight.landed and flight.decision is None
     _assert_free("test-copy-interrupted", flight)
@@ -909,7 +822,7 @@ def test_the_janitor_looks_at_no_owner_s_loop_before_its_round_ends(
 async def test_a_wait_on_a_flight_that_landed_with_a_decision_returns_that_decision() -> None:
     """A task that comes to wait after the owner landed gets its decision at once, not none."""
     flight, _ = _flights.board("test-landed-with-a-decision")
-    decision = _flights.gave_up_keying(1.0, 3, "balanced")
+    decision = _giving_up.gave_up_keying(1.0, 3, "balanced")
     _flights.land(flight, decision)
     with anyio.fail_after(HANG_GUARD_S):
         assert await flight.wait() == decision
@@ -1285,13 +1198,13 @@ async def test_the_owner_s_wait_for_the_machine_is_told_to_the_tasks_sharing_its
     flight, owner = _flights.board("test-owner-waits")
     assert owner
     seen: list[ProgressEvent] = []
-    watch = _flights.Watch(None, native=3, policy_name="balanced", flight=flight)
+    watch = _giving_up.Watch(None, native=3, policy_name="balanced", flight=flight)
     try:
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(flight.wait, seen.append)
                 with anyio.fail_after(HANG_GUARD_S):
-                    while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                    while not flight.waiters:  # noqa: ASYNC110 -- no event to await
                         await anyio.sleep(0.01)
                 watch.waiting("sweep", _locks.sweep_lock())(
                     _lock_note.Holder(pid=4242, since=time.time())
@@ -1362,10 +1275,10 @@ async def test_an_event_a_leaving_sharer_was_to_carry_reaches_the_next_with_its_
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(first_sharer)
-                while len(flight.relays) < 1:  # noqa: ASYNC110 -- no event to await
+                while len(flight.waiters) < 1:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 tg.start_soon(flight.wait, callback())
-                while len(flight.relays) < 2:  # noqa: ASYNC110 -- no event to await
+                while len(flight.waiters) < 2:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 # the first sharer's wait ends before its loop handles the event told now
                 first.cancel()
@@ -1389,7 +1302,7 @@ async def test_a_partial_made_for_each_sharer_is_called_for_each_as_the_readme_s
             async with anyio.create_task_group() as tg:
                 for _ in range(2):
                     tg.start_soon(flight.wait, functools.partial(seen.append))
-                while len(flight.relays) < 2:  # noqa: ASYNC110 -- no event to await
+                while len(flight.waiters) < 2:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
                 flight.tell(ProgressEvent(kind="probe", chunk_size=4))
                 while len(seen) < 4:  # noqa: ASYNC110 -- the events come through the loop
@@ -1423,12 +1336,13 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
         with anyio.fail_after(HANG_GUARD_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(sharer)
-                while not flight.relays:  # noqa: ASYNC110 -- no event to await
+                while not flight.waiters:  # noqa: ASYNC110 -- no event to await
                     await anyio.sleep(0.01)
-                (relay,) = flight.relays  # the sharer's relay, as its channel holds it
+                (channel,) = flight.channels
+                (relay,) = channel.relays  # the sharer's relay, as its channel holds it
                 scope.cancel()
                 await left.wait()
-                assert not flight.relays  # nor is it told again
+                assert not flight.waiters and flight.channels == []  # nor is it told again
                 assert relay.post(ProgressEvent(kind="probe", chunk_size=4))
                 await _flushed()
                 _flights.land(flight, None)

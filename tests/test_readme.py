@@ -354,7 +354,7 @@ def _constant(module: str, name: str) -> float:
                      1.0, id="write-look"),
         pytest.param(r"older than (\d+) minutes\)", "_atomic", "STALE_TEMP_S", 60.0,
                      id="stale-temp"),
-        pytest.param(r"a try in flight for less than (\d+) s was only slow", "_flights",
+        pytest.param(r"a try in flight for less than (\d+) s was only slow", "_giving_up",
                      "STALLED_TRY_S", 1.0, id="stalled-try"),
         pytest.param(r"nests deeper than (\d+) levels", "_config", "MAX_DEPTH", 1.0,
                      id="settings-depth"),

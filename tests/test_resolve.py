@@ -33,6 +33,7 @@ from chunktune import (
     UsageError,
     WorkloadError,
     _flights,
+    _giving_up,
     _lock_wait,
     _locks,
     _miss,
@@ -1857,7 +1858,7 @@ async def test_a_try_at_a_held_sweep_lock_only_slow_at_the_limit_names_the_other
         return real(lock)
 
     monkeypatch.setattr(_locks.Lock, "try_acquire", slow_after_the_first)
-    monkeypatch.setattr(_flights, "STALLED_TRY_S", 600.0)  # "slow", however loaded the machine
+    monkeypatch.setattr(_giving_up, "STALLED_TRY_S", 600.0)  # "slow", however loaded the machine
     pol, w = attrs.evolve(_quick_limit(), hard_limit_s=2.0), uneven()
     async with holding_async(_locks.sweep_lock().path):
         try:
