@@ -64,12 +64,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
+from ._modeled import CountedCalls
 from ._policy import Policy, given_policy
 from ._shown import shown
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict
 from ._workload import (
-    CountedCalls,
     SignatureValue,
     check_chunk_size,
     check_count,

@@ -13,10 +13,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
+from ._modeled import CountedCalls
 from ._shown import shown
 from ._simcosts import FloatArray, check_real, env_costs
 from ._workload import (
-    CountedCalls,
     SignatureValue,
     check_chunk_size,
     check_count,

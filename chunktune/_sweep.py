@@ -21,13 +21,14 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from ._events import ProgressCallback
+from ._modeled import ModeledTime
 from ._policy import Policy
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._refining import refine_space
 from ._rounds import run_rounds
 from ._select import select
 from ._stats import estimate, pooled_log_sigma, standard_error
-from ._workload import ModeledTime, Workload, native_chunk
+from ._workload import Workload, native_chunk
 
 __all__ = ["may_probe", "sweep"]
 
@@ -149,7 +150,7 @@ def sweep(
     Blocking: call it from a worker thread. ``check_cancelled`` runs before every
     probe and may raise to abandon the sweep. The budget is checked after every
     probe, on ``clock``: by default a simulated or replayed workload's own ``clock()``
-    (:class:`~chunktune._workload.ModeledTime`: its modeled seconds), else the wall clock.
+    (:class:`~chunktune._modeled.ModeledTime`: its modeled seconds), else the wall clock.
     ``limit_s``: the seconds the caller's ``hard_limit_s`` still leaves (after its
     waits); an ``extend_budget`` policy's stretched budget stays inside it too.
     ``shape``: ``(num_envs, nthread)`` as the caller read them (None: read here, once).

@@ -1,4 +1,7 @@
-"""The Workload protocol and the arithmetic of the pool's chunking."""
+"""The Workload protocol and the arithmetic of the pool's chunking.
+
+The base of chunktune's own modeled workloads (simulated, replayed) is ``_modeled``'s.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +20,6 @@ __all__ = [
     "MAX_SECONDS",
     "MIN_SECONDS",
     "SETTLE_ON_CANCEL",
-    "CountedCalls",
-    "ModeledTime",
     "SignatureValue",
     "Workload",
     "WorkloadRaised",
@@ -128,57 +129,6 @@ def raised_by_workload(exc: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
-
-
-class ModeledTime:
-    """Base of chunktune's own workloads whose seconds are modeled (simulated, replayed).
-
-    Their calls never sleep, so a sweep's budget runs on their ``clock()``, the modeled
-    seconds so far, not on the wall clock. Nominal on purpose: a ``clock`` attribute of
-    a user's workload (a simulation's own time, say) never replaces the wall clock.
-    """
-
-    __slots__ = ()
-
-    def clock(self) -> float:
-        """Modeled seconds so far."""
-        raise NotImplementedError
-
-
-class CountedCalls(ModeledTime):
-    """A modeled workload that counts its own calls (the simulated pool, the replay).
-
-    ``calls`` is how many ``run()`` calls there were, ``history`` each one's
-    ``(chunk_size, seconds)`` and ``elapsed_s`` their seconds summed, which
-    :meth:`clock` reports. A subclass calls :meth:`_forget_calls` when it resets and
-    returns :meth:`_counted` from ``run()``.
-    """
-
-    __slots__ = ("calls", "elapsed_s", "history")
-
-    calls: int
-    elapsed_s: float
-    history: list[tuple[int | None, float]]
-
-    def _forget_calls(self) -> None:
-        self.calls = 0
-        self.history = []
-        self.elapsed_s = 0.0  # the simulated seconds of every call so far
-
-    def _counted(self, chunk_size: int | None, seconds: float) -> float:
-        """``seconds``, once the call that took them is counted."""
-        self.calls += 1
-        self.elapsed_s += seconds
-        self.history.append((chunk_size, seconds))
-        return seconds
-
-    def clock(self) -> float:
-        """Simulated seconds: the sum of every call so far. A sweep's budget runs on it.
-
-        The calls never sleep, so on the wall clock a budget would never bind; counted
-        here, it ends a sweep of this workload where it would end one of the real pool.
-        """
-        return self.elapsed_s
 
 
 def native_chunk(num_envs: int, nthread: int) -> int:

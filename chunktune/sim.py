@@ -30,11 +30,11 @@ included, deterministically, anywhere.
 from __future__ import annotations
 
 from . import _exports
+from ._modeled import ModeledTime
 from ._replay import ReplayWorkload
 from ._simcosts import LAYOUTS, env_costs
 from ._simpool import Noise, SimulatedWorkload, compare
 from ._trace import Trace, load_trace
-from ._workload import ModeledTime
 
 __all__ = [
     "LAYOUTS",

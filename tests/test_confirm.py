@@ -26,12 +26,12 @@ from chunktune._confirm import (
 from chunktune._confirming import run_confirmation
 from chunktune._events import ProgressEvent
 from chunktune._margin import least_gain
+from chunktune._modeled import ModeledTime
 from chunktune._reasons import kept
 from chunktune._sequential import Design, more_extreme
 from chunktune._spending import SPENDING_RHO, spending_bounds
 from chunktune._stats import estimate, normal_quantile, pooled_sigma, standard_error
 from chunktune._sweep import sweep
-from chunktune._workload import ModeledTime
 from chunktune.sim import Noise, SimulatedWorkload
 
 

@@ -17,9 +17,10 @@ from chunktune._candidates import (
     candidate_list,
 )
 from chunktune._events import ProgressEvent
+from chunktune._modeled import CountedCalls
 from chunktune._policy import Estimator
 from chunktune._sweep import may_probe, sweep
-from chunktune._workload import CountedCalls, SignatureValue, native_chunk
+from chunktune._workload import SignatureValue, native_chunk
 from chunktune.sim import Noise, SimulatedWorkload
 
 
