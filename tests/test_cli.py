@@ -31,9 +31,10 @@ from chunktune import load_settings
 from chunktune._cache import DecisionCache, write_cache_file
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
-from chunktune._cli._common import Stderr, open_cache
+from chunktune._cli._common import open_cache
 from chunktune._cli._console import PipeConsole
 from chunktune._cli._render import write_plot
+from chunktune._cli._streams import Stderr
 from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad

@@ -41,13 +41,11 @@ from ._common import (
     EXIT_PIPE,
     EXIT_TERMINATED,
     EXIT_USAGE,
-    Stderr,
-    Stdout,
-    StdoutFailed,
     error,
     help_formatter,
     say,
 )
+from ._streams import Stderr, Stdout, StdoutFailed
 
 __all__ = ["build_parser", "main"]
 
