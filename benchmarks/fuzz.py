@@ -38,7 +38,6 @@ import attrs
 import tomli_w
 
 from chunktune import CacheEntry, ChunktuneError, ConfigError, DecisionCache, load_settings
-from chunktune._cache import read_cache_file
 from chunktune._cache_entry import check_entry, entry_to_table
 from chunktune._cache_format import (
     CacheFormat,
@@ -49,6 +48,7 @@ from chunktune._cache_format import (
     encode,
     parse_cache,
 )
+from chunktune._cache_transfer import read_cache_file
 from chunktune._cli import main
 
 N = 256  # num_envs of every generated entry

@@ -21,34 +21,28 @@ a live one does, and go on). Reads re-parse only when the file changed.
 Here: :class:`DecisionCache`, the API over :mod:`chunktune._cache_file` (what was last
 read of the file, and writing it back), :mod:`chunktune._cache_lock` (its write lock and
 key locks) and :mod:`chunktune._cache_quarantine` (an unusable file moved aside or served
-read-only), and whole files read and written as they are. Which entry answers a request
-is ``_cache_lookup``'s; which changes may be stored, and what a merge does with them,
-``_cache_changes``'; the document format, ``_cache_format``'s.
+read-only). Which entry answers a request is ``_cache_lookup``'s; which changes may be
+stored, and what a merge does with them, ``_cache_changes``'; the document format,
+``_cache_format``'s; whole files read and written as they are (export, import, merge),
+``_cache_transfer``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import BinaryIO
 
 import filelock
 
-from ._atomic import write_atomic
 from ._cache_changes import MergeReport as MergeReport
 from ._cache_changes import merge_into, storable
 from ._cache_entry import CacheEntry
 from ._cache_file import CacheFile
 from ._cache_format import (
-    CacheFormat,
-    ParsedCache,
     UnusableCache,
     cache_format,
-    encode,
-    parse_cache,
 )
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
 from ._cache_lookup import best_entry as best_entry
@@ -57,91 +51,12 @@ from ._cache_paths import checked_cache_path
 from ._cache_paths import default_cache_path as default_cache_path
 from ._cache_quarantine import Quarantine
 from ._errors import CacheError
-from ._lock_files import make_folder, remove_idle, sweep_lock_litter
+from ._lock_files import remove_idle, sweep_lock_litter
 from ._paths import kernel_folder_problem
-from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped, read_capped_from
 
 # MergeReport, best_entry, serves_any and default_cache_path, once defined here, are
 # re-exported (``X as X``): tests and older callers import them from here
-__all__ = ["DecisionCache", "read_cache_file", "read_cache_stream", "write_cache_file"]
-
-
-# ---------------------------------------------------------------- whole files
-
-
-def read_cache_file(path: str | os.PathLike[str]) -> ParsedCache:
-    """Read a chunktune cache (JSON or TOML, by suffix) or an older tuner's JSON cache.
-
-    Returns its valid entries, the ``(key, why)`` of each entry skipped, and what
-    the file was (``ParsedCache.kind``).
-
-    Raises:
-        CacheError: the file cannot be read, holds more than
-            :data:`~chunktune._reading.MAX_CACHE_BYTES` (256 MiB), does not parse, is of
-            the wrong shape, has a newer schema, or is neither kind of cache.
-    """
-    file = checked_cache_path(path)
-    try:
-        raw = read_capped(file, MAX_CACHE_BYTES)  # a pipe has no size to check first
-        mtime = file.stat().st_mtime
-    except OSError as exc:
-        raise CacheError(f"cannot read {file}: {exc.strerror or exc}") from exc
-    except TooLarge as exc:
-        raise _too_large(str(file), exc) from None
-    return _parsed(raw, cache_format(file), mtime=mtime, name=str(file))
-
-
-def read_cache_stream(stream: BinaryIO, *, name: str) -> ParsedCache:
-    """Read a JSON cache (chunktune's or the older tuner's) from ``stream``, open already.
-
-    ``name`` says where it came from in messages (``"stdin"``). Its entries are dated,
-    where the older tuner's carry no date, by the time it was read.
-
-    Raises:
-        CacheError: as :func:`read_cache_file`'s.
-    """
-    try:
-        raw = read_capped_from(stream, MAX_CACHE_BYTES, Path(name))
-    except OSError as exc:
-        raise CacheError(f"cannot read {name}: {exc.strerror or exc}") from exc
-    except TooLarge as exc:
-        raise _too_large(name, exc) from None
-    return _parsed(raw, "json", mtime=time.time(), name=name)
-
-
-def _too_large(name: str, exc: TooLarge) -> CacheError:
-    return CacheError(
-        f"cannot read {name}: it holds more than {exc.limit}; expected a chunktune "
-        "cache (about 1.6 KB an entry)"
-    )
-
-
-def _parsed(raw: bytes, fmt: CacheFormat, *, mtime: float, name: str) -> ParsedCache:
-    try:
-        return parse_cache(raw, fmt, mtime=mtime, source=name)
-    except UnusableCache as exc:
-        raise CacheError(f"{name} {exc}") from None
-
-
-def write_cache_file(
-    path: str | os.PathLike[str], entries: Mapping[str, CacheEntry], *, format: str = "auto"
-) -> None:
-    """Write ``entries`` as a cache file (format by suffix unless given), atomically.
-
-    Raises:
-        CacheError: the file cannot be written, or an entry cannot be encoded.
-    """
-    file = checked_cache_path(path)
-    try:
-        data = encode(entries, cache_format(file, format))
-    except (TypeError, ValueError) as exc:
-        raise CacheError(f"cannot write {file}: {exc}") from exc
-    try:
-        file = Path(os.path.realpath(file))  # a link is written through to its target
-        make_folder(file.parent)  # its owner's to write, whatever the umask
-        write_atomic(file, data)
-    except OSError as exc:
-        raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc
+__all__ = ["DecisionCache"]
 
 
 # ---------------------------------------------------------------- the cache

@@ -40,10 +40,11 @@ from chunktune import (
     _cache_quarantine,
     _recent,
 )
-from chunktune._cache import default_cache_path, write_cache_file
+from chunktune._cache import default_cache_path
 from chunktune._cache_format import SCHEMA, UnusableCache, cache_format, parse_cache
 from chunktune._cache_lock import write_lock
 from chunktune._cache_salvage import salvage
+from chunktune._cache_transfer import write_cache_file
 from chunktune._settled import Stat
 
 DATA = Path(__file__).parent / "data"
@@ -440,7 +441,7 @@ def test_read_cache_file_rejects_what_it_cannot_import(
 ) -> None:
     """Importing a file that is not a cache says why, as a CacheError."""
     from chunktune import CacheError
-    from chunktune._cache import read_cache_file
+    from chunktune._cache_transfer import read_cache_file
 
     path = tmp_path / "x.json"
     path.write_bytes(content)
@@ -450,7 +451,7 @@ def test_read_cache_file_rejects_what_it_cannot_import(
 
 def test_write_then_read_cache_file_round_trips(tmp_path: Path) -> None:
     """write_cache_file and read_cache_file agree in both formats."""
-    from chunktune._cache import read_cache_file, write_cache_file
+    from chunktune._cache_transfer import read_cache_file, write_cache_file
 
     for name in ("x.json", "x.toml"):
         write_cache_file(tmp_path / name, {"k": entry()})
@@ -651,7 +652,7 @@ def test_a_file_written_before_checksums_is_served_whole_and_upgraded_by_the_nex
     """A file without checksums serves every entry, unwarned; the next write adds them."""
     import shutil
 
-    from chunktune._cache import read_cache_file
+    from chunktune._cache_transfer import read_cache_file
 
     path = tmp_path / f"c{suffix}"
     shutil.copy(DATA / f"cache_v1{suffix}", path)
@@ -676,7 +677,7 @@ def test_the_chunktune_before_checksums_serves_a_checksummed_file(
     import io
     import zipfile
 
-    from chunktune._cache import read_cache_file
+    from chunktune._cache_transfer import read_cache_file
 
     root = Path(__file__).parent.parent
     try:
@@ -1262,7 +1263,7 @@ def test_export_into_a_fifo_writes_into_it(tmp_path: Path) -> None:
     """Writing a cache file to a FIFO (or /dev/stdout) writes into it, never replaces it."""
     import threading
 
-    from chunktune._cache import write_cache_file
+    from chunktune._cache_transfer import write_cache_file
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -2507,7 +2508,7 @@ def test_skipped_entries_are_named_up_to_five_and_the_rest_counted(
 
 def test_reading_a_cache_file_that_fails_names_the_file_and_why(tmp_path: Path) -> None:
     """A missing file says the OS's reason; a file that does not parse is named before its fault."""
-    from chunktune._cache import read_cache_file
+    from chunktune._cache_transfer import read_cache_file
 
     missing = tmp_path / "missing.json"
     with pytest.raises(CacheError) as info:

@@ -217,7 +217,7 @@ def test_a_system_file_rewritten_within_one_clock_tick_is_read_afresh(
 ) -> None:
     """A system file replaced within its stamp's tick, every field of its stat kept, is read."""
     from chunktune import _cache_layers
-    from chunktune._cache import write_cache_file
+    from chunktune._cache_transfer import write_cache_file
 
     def shipped(chunk: int) -> dict[str, CacheEntry]:
         made = CacheEntry(chunk_size=chunk, native_chunk=12, reason="x", num_envs=64, nthread=2)

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chunktune import CacheEntry, CacheError, DecisionCache
-from chunktune._cache import read_cache_file
 from chunktune._cache_entry import entry_to_table
 from chunktune._cache_format import LeftAlone, UnusableCache, decode, parse_cache
+from chunktune._cache_transfer import read_cache_file
 
 N = 256
 chunks = st.integers(1, N)

@@ -28,8 +28,9 @@ from _places import unwritable_folder
 from _terminal import run_on_terminal
 
 from chunktune import load_settings
-from chunktune._cache import DecisionCache, write_cache_file
+from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
+from chunktune._cache_transfer import write_cache_file
 from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
 from chunktune._cli._common import open_cache
 from chunktune._cli._console import PipeConsole

@@ -10,8 +10,8 @@ from _cache_cli import entry, one_error
 
 import chunktune
 from chunktune import DecisionCache
-from chunktune._cache import write_cache_file
 from chunktune._cache_entry import entry_to_table
+from chunktune._cache_transfer import write_cache_file
 from chunktune._cli import main
 
 
@@ -311,9 +311,9 @@ def test_importing_a_file_that_never_ends_is_refused_at_its_cap(
     isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`cache import /dev/zero` exits 2 with one sentence naming the file and the cap."""
-    from chunktune import _cache
+    from chunktune import _cache_transfer
 
-    monkeypatch.setattr(_cache, "MAX_CACHE_BYTES", 2**20)  # 256 MiB of zeros, spared
+    monkeypatch.setattr(_cache_transfer, "MAX_CACHE_BYTES", 2**20)  # 256 MiB of zeros, spared
     assert main(["cache", "import", "/dev/zero"]) == 2
     assert one_error(capsys.readouterr().err) == (
         "chunktune: error: cannot read /dev/zero: it holds more than 1 MiB; expected a "

@@ -261,7 +261,7 @@ def test_an_exported_cache_file_lands_in_folders_made_under_a_umask_without_the_
     script = (
         "import os, sys\n"
         "from chunktune import CacheEntry\n"
-        "from chunktune._cache import write_cache_file\n"
+        "from chunktune._cache_transfer import write_cache_file\n"
         "os.umask(0o277)\n"
         "entry = CacheEntry(chunk_size=4, native_chunk=12, reason='r')\n"
         "write_cache_file(sys.argv[1], {'k': entry})\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chunktune import CacheError, ConfigError, TraceError, load_settings
-from chunktune._cache import read_cache_file
+from chunktune._cache_transfer import read_cache_file
 from chunktune._reading import TooLarge, read_capped, read_capped_from
 from chunktune._trace import load_trace
 

@@ -10,8 +10,9 @@ import sys
 from collections.abc import Mapping
 from typing import get_args
 
-from .._cache import DecisionCache, read_cache_file, write_cache_file
+from .._cache import DecisionCache
 from .._cache_format import CacheFormat, encode, suffix_format
+from .._cache_transfer import read_cache_file, write_cache_file
 from .._errors import CacheError, InvalidArgumentError
 from ._common import (
     EXIT_OK,

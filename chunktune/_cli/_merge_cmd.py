@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from .._cache import DecisionCache, read_cache_file
+from .._cache import DecisionCache
 from .._cache_format import ParsedCache, suffix_format
+from .._cache_transfer import read_cache_file
 from .._errors import CacheError, InvalidArgumentError
 from .._shown import shown_some
 from ._common import (
