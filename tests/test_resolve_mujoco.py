@@ -181,3 +181,127 @@ def test_a_cancelled_resolve_hands_the_callers_pool_back_idle(
         timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# A trainer that exits right after a resolve it cancelled, or that hard_limit_s ended, with
+# the probe in flight on the workload's own pool. A call that returns into a finalizing
+# Python kills the process (a segmentation fault, most runs with the demo at 256 envs), so
+# the exit must wait for it. The pool's first call is held in flight for 2 s; a check that
+# Python's exit runs after chunktune's (registered first, so called last) sees whether a
+# call is still in flight there.
+EXIT_AFTER_CANCEL = '''
+import atexit
+import os
+import signal
+import sys
+import threading
+import time
+
+import anyio
+import mujoco
+import mujoco.rollout
+
+MODE, XML = sys.argv[1], sys.argv[2]
+Rollout = mujoco.rollout.Rollout
+
+
+class HeldPool:
+    """What the workload makes as its own pool: its first call stays in flight for 2 s."""
+
+    def __init__(self, nthread: int) -> None:
+        self.pool = Rollout(nthread=nthread)
+        self.inside = 0
+        self.entered = threading.Event()
+
+    def rollout(self, *args, **kwargs):
+        self.inside += 1
+        first = not self.entered.is_set()
+        self.entered.set()
+        try:
+            self.pool.rollout(*args, **kwargs)
+            if first:
+                time.sleep(2.0)
+        finally:
+            self.inside -= 1
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+pools = []
+
+
+def make_pool(*, nthread: int) -> HeldPool:
+    pools.append(HeldPool(nthread))
+    return pools[-1]
+
+
+def after_chunktune() -> None:
+    if any(pool.inside for pool in pools):
+        os.write(2, b"a pool call was still in flight as Python finalized\\n")
+        os._exit(3)
+
+
+atexit.register(after_chunktune)
+mujoco.rollout.Rollout = make_pool
+
+import attrs
+import chunktune
+
+model = mujoco.MjModel.from_xml_string(XML)
+workload = chunktune.RolloutWorkload(model, num_envs=16, nthread=2, nstep=5)
+balanced = chunktune.load_settings().get_policy("balanced")
+
+
+def entered() -> None:
+    while not pools:
+        time.sleep(0.01)
+    pools[0].entered.wait()
+
+
+async def cancelled() -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chunktune.resolve, workload)
+        await anyio.to_thread.run_sync(entered)
+        tg.cancel_scope.cancel()
+
+
+if MODE in ("asyncio", "trio"):
+    anyio.run(cancelled, backend=MODE)
+elif MODE == "interrupt":
+    def interrupt() -> None:
+        entered()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        chunktune.resolve_sync(workload)
+    except KeyboardInterrupt:
+        sys.exit(130)
+else:  # past hard_limit_s
+    policy = attrs.evolve(balanced, time_budget_s=0.05, hard_limit_s=0.1)
+    decision = chunktune.resolve_sync(workload, policy=policy)
+    assert decision.source == "fallback", decision
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "status"),
+    [
+        pytest.param("asyncio", 0, id="cancel-asyncio"),
+        pytest.param("trio", 0, id="cancel-trio"),
+        pytest.param("interrupt", 130, id="ctrl-c-resolve-sync"),
+        pytest.param("limit", 0, id="hard-limit-resolve-sync"),
+    ],
+)
+def test_python_exits_only_once_the_own_pools_probe_returns(
+    isolated: Path, mode: str, status: int
+) -> None:
+    """A trainer exiting just after a cancelled resolve waits for its own pool's probe."""
+    script = isolated / "exit_after_cancel.py"
+    script.write_text(EXIT_AFTER_CANCEL)
+    done = subprocess.run(
+        [sys.executable, str(script), mode, TINY], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == status, done.stderr[-3000:]

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from .._errors import InvalidArgumentError, UsageError
 from .._paths import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
+from ._exit import hold_at_exit
 from ._inputs import (
     DEFAULT_PERTURBATION,
     check_model_file,
@@ -153,6 +154,7 @@ class RolloutWorkload:
         self._pool = take_pool(rollout, self.nthread)
         self._owns_pool = rollout is None
         self._busy = threading.Lock()
+        hold_at_exit(self._busy)
         self._closed = False
         self._digest: str | None = None
         self._model_file = check_model_file(model_file)

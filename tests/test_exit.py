@@ -1,0 +1,69 @@
+"""Python's exit waits for a workload's pool call in flight (chunktune._mujoco._exit)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from _forking import run_forked
+
+from chunktune._mujoco import _exit
+
+
+@pytest.fixture
+def held() -> Iterator[threading.Lock]:
+    """A call lock registered for the exit, as a workload's is; unregistered after."""
+    lock = threading.Lock()
+    _exit.hold_at_exit(lock)
+    yield lock
+    _exit._locks.discard(lock)
+
+
+def test_the_exit_takes_each_lock_and_keeps_it(held: threading.Lock) -> None:
+    """At exit every registered call lock is taken and kept, so no call starts after."""
+    _exit._hold_all()
+    assert held.locked()
+    assert not held.acquire(blocking=False)
+
+
+def test_the_exit_waits_for_a_call_in_flight_and_warns_while_it_waits(
+    held: threading.Lock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call in flight holds the exit until it returns, with a warning each notice period."""
+    monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 0.05)
+    held.acquire()
+    returned = threading.Event()
+
+    def call_in_flight() -> None:
+        time.sleep(0.5)
+        returned.set()
+        held.release()
+
+    threading.Thread(target=call_in_flight).start()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _exit._hold_all()
+    assert returned.is_set()
+    assert held.locked()
+    assert "Python's exit is waiting for a MuJoCo pool call" in caplog.text
+
+
+def test_a_forked_child_does_not_wait_for_a_call_of_its_parent(held: threading.Lock) -> None:
+    """A child forked while its parent's call held a lock exits at once: that call is not its."""
+    held.acquire()
+    try:
+        status = run_forked(_exit._hold_all, hang_guard_s=60.0)
+    finally:
+        held.release()
+    assert status == 0
+
+
+def test_a_collected_workloads_lock_is_not_waited_for() -> None:
+    """A lock whose workload is gone is dropped from the exit's list."""
+    lock = threading.Lock()
+    _exit.hold_at_exit(lock)
+    before = len(_exit._locks)
+    del lock
+    assert len(_exit._locks) == before - 1
