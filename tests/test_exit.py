@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -14,12 +15,12 @@ from chunktune._mujoco import _exit
 
 
 @pytest.fixture
-def held() -> Iterator[threading.Lock]:
-    """A call lock registered for the exit, as a workload's is; unregistered after."""
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Lock]:
+    """A call lock registered for the exit, as a workload's is, alone in the exit's list."""
+    monkeypatch.setattr(_exit, "_locks", weakref.WeakSet())
     lock = threading.Lock()
     _exit.hold_at_exit(lock)
     yield lock
-    _exit._locks.discard(lock)
 
 
 def test_the_exit_takes_each_lock_and_keeps_it(held: threading.Lock) -> None:
@@ -32,7 +33,7 @@ def test_the_exit_takes_each_lock_and_keeps_it(held: threading.Lock) -> None:
 def test_the_exit_waits_for_a_call_in_flight_and_warns_while_it_waits(
     held: threading.Lock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A call in flight holds the exit until it returns, with a warning each notice period."""
+    """A call in flight holds the exit until it returns, with a warning once it is slow."""
     monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 0.05)
     held.acquire()
     returned = threading.Event()
@@ -47,7 +48,22 @@ def test_the_exit_waits_for_a_call_in_flight_and_warns_while_it_waits(
         _exit._hold_all()
     assert returned.is_set()
     assert held.locked()
-    assert "Python's exit is waiting for a MuJoCo pool call" in caplog.text
+    assert "Python's exit is waiting, up to 10 s, for a MuJoCo pool call" in caplog.text
+
+
+def test_a_call_that_never_returns_holds_the_exit_for_the_wait_at_most(
+    held: threading.Lock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stuck call is given up on after EXIT_WAIT_S, with a warning, and the exit goes on."""
+    monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 0.05)
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.3)
+    held.acquire()  # a call that never returns
+    try:
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            _exit._hold_all()
+        assert "did not return within 0.3 s; Python exits without waiting" in caplog.text
+    finally:
+        held.release()
 
 
 def test_a_forked_child_does_not_wait_for_a_call_of_its_parent(held: threading.Lock) -> None:
@@ -60,8 +76,9 @@ def test_a_forked_child_does_not_wait_for_a_call_of_its_parent(held: threading.L
     assert status == 0
 
 
-def test_a_collected_workloads_lock_is_not_waited_for() -> None:
+def test_a_collected_workloads_lock_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """A lock whose workload is gone is dropped from the exit's list."""
+    monkeypatch.setattr(_exit, "_locks", weakref.WeakSet())
     lock = threading.Lock()
     _exit.hold_at_exit(lock)
     before = len(_exit._locks)

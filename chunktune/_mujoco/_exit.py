@@ -7,7 +7,9 @@ the call returns into a finalizing Python the process dies of a segmentation fau
 instead of exiting with the trainer's status (measured: 5 runs in 6 with the demo batch
 at 256 envs, Ctrl-C caught and ``sys.exit(130)``). So at exit, once the program's own
 threads have ended, each live workload's call lock is taken and kept: the call in flight
-returns first, and none starts after.
+returns first, and none starts after. A call that does not return within ``EXIT_WAIT_S``
+(a stuck pool) is given up on, with a warning: a process held for good would be worse,
+and a call that never returns never returns into the finalizing interpreter either.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import atexit
 import logging
 import os
 import threading
+import time
 import weakref
 
-__all__ = ["EXIT_NOTICE_S", "hold_at_exit"]
+__all__ = ["EXIT_NOTICE_S", "EXIT_WAIT_S", "hold_at_exit"]
 
-EXIT_NOTICE_S = 10.0
-"""Seconds between the warnings of an exit held by a pool call that does not return."""
+EXIT_NOTICE_S = 1.0
+"""Seconds an exit waits for pool calls in flight before it says so."""
+EXIT_WAIT_S = 10.0
+"""Seconds an exit waits for pool calls in flight, all of them together, at most."""
 
 _logger = logging.getLogger("chunktune")
 _locks: weakref.WeakSet[threading.Lock] = weakref.WeakSet()
@@ -36,15 +41,25 @@ def hold_at_exit(lock: threading.Lock) -> None:
 
 
 def _hold_all() -> None:
+    start = time.monotonic()
+    told = False
     for lock in list(_locks):
-        # a stuck pool would hold the exit for good: say so, as a stuck cancel does; a
-        # second Ctrl-C ends this wait (Python reports it and goes on exiting)
-        while not lock.acquire(timeout=EXIT_NOTICE_S):
+        if lock.acquire(timeout=max(0.0, start + EXIT_NOTICE_S - time.monotonic())):
+            continue
+        if not told:
+            told = True
             _logger.warning(
-                "chunktune: Python's exit is waiting for a MuJoCo pool call still in "
-                "flight in a sweep's thread (exiting under it would crash the process); "
-                "press Ctrl-C again to exit at once"
+                "chunktune: Python's exit is waiting, up to %g s, for a MuJoCo pool call "
+                "still in flight in a sweep's thread (exiting under it would crash the process)",
+                EXIT_WAIT_S,
             )
+        if not lock.acquire(timeout=max(0.0, start + EXIT_WAIT_S - time.monotonic())):
+            _logger.warning(
+                "chunktune: a MuJoCo pool call in flight did not return within %g s; "
+                "Python exits without waiting for it",
+                EXIT_WAIT_S,
+            )
+            return
 
 
 def _forget_in_child() -> None:
