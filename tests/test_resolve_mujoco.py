@@ -305,3 +305,58 @@ def test_python_exits_only_once_the_own_pools_probe_returns(
         [sys.executable, str(script), mode, TINY], capture_output=True, text=True, timeout=240
     )
     assert done.returncode == status, done.stderr[-3000:]
+
+
+# A program's own exit handler, set up before chunktune's MuJoCo adapter loads, runs after
+# chunktune's: it must still be able to close its workloads and find the pool idle.
+CLOSE_AT_EXIT = """
+import atexit
+import sys
+
+import mujoco
+
+import chunktune
+
+workloads = []
+
+
+def close_all() -> None:
+    closed = [w.close(timeout_s=30) for w in workloads]
+    print("closed", closed, flush=True)
+
+
+atexit.register(close_all)
+model = mujoco.MjModel.from_xml_string(sys.argv[1])
+workload = chunktune.RolloutWorkload(model, num_envs=8, nthread=2, nstep=5)
+workloads.append(workload)
+workload.run(None)
+"""
+
+
+def test_a_programs_own_exit_handler_may_close_its_workloads_after_chunktunes(
+    isolated: Path,
+) -> None:
+    """An exit handler that runs after chunktune's closes its workload, neither hanging."""
+    script = isolated / "close_at_exit.py"
+    script.write_text(CLOSE_AT_EXIT)
+    done = subprocess.run(
+        [sys.executable, str(script), TINY], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "closed [True]" in done.stdout  # not a close() that timed out on a held lock
+
+
+def test_a_workload_starts_no_pool_call_once_python_is_exiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the exit has waited for the calls in flight, run() refuses, naming the exit."""
+    from chunktune._mujoco import _exit
+
+    workload = chunktune.RolloutWorkload(
+        mujoco.MjModel.from_xml_string(TINY), num_envs=4, nthread=1, nstep=2
+    )
+    with workload:
+        workload.run(None)
+        monkeypatch.setattr(_exit, "_exiting", True)
+        with pytest.raises(chunktune.UsageError, match="Python is exiting: this RolloutWorkload"):
+            workload.run(None)

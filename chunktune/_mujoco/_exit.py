@@ -6,10 +6,13 @@ thread. A trainer that exits then tears the interpreter down under that call, an
 the call returns into a finalizing Python the process dies of a segmentation fault
 instead of exiting with the trainer's status (measured: 5 runs in 6 with the demo batch
 at 256 envs, Ctrl-C caught and ``sys.exit(130)``). So at exit, once the program's own
-threads have ended, each live workload's call lock is taken and kept: the call in flight
-returns first, and none starts after. A call that does not return within ``EXIT_WAIT_S``
-(a stuck pool) is given up on, with a warning: a process held for good would be worse,
-and a call that never returns never returns into the finalizing interpreter either.
+threads have ended, no pool call starts any more (:func:`exiting`) and each live
+workload's call lock is waited for: the call in flight returns first. The locks are let
+go again: a program's own exit handler that runs after this one may still ``close()``
+its workloads (holding them would deadlock it). A call that does not return within
+``EXIT_WAIT_S`` (a stuck pool) is given up on, with a warning: a process held for good
+would be worse, and a call that never returns never returns into the finalizing
+interpreter either.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 import time
 import weakref
 
-__all__ = ["EXIT_NOTICE_S", "EXIT_WAIT_S", "hold_at_exit"]
+__all__ = ["EXIT_NOTICE_S", "EXIT_WAIT_S", "exiting", "wait_at_exit"]
 
 EXIT_NOTICE_S = 1.0
 """Seconds an exit waits for pool calls in flight before it says so."""
@@ -30,21 +33,31 @@ EXIT_WAIT_S = 10.0
 
 _logger = logging.getLogger("chunktune")
 _locks: weakref.WeakSet[threading.Lock] = weakref.WeakSet()
+_exiting = False
 
 
-def hold_at_exit(lock: threading.Lock) -> None:
-    """Have Python's exit take ``lock`` (a workload's one-call-at-a-time lock) and keep it.
+def wait_at_exit(lock: threading.Lock) -> None:
+    """Have Python's exit wait for ``lock`` (a workload's one-call-at-a-time lock) to be free.
 
     Weakly held: a workload collected needs no wait.
     """
     _locks.add(lock)
 
 
-def _hold_all() -> None:
+def exiting() -> bool:
+    """True once Python's exit has begun to wait for the calls in flight: none may start."""
+    return _exiting
+
+
+def _wait_all() -> None:
+    global _exiting
+    # first: a call that takes its lock after this sees it and starts no pool call
+    _exiting = True
     start = time.monotonic()
     told = False
     for lock in list(_locks):
         if lock.acquire(timeout=max(0.0, start + EXIT_NOTICE_S - time.monotonic())):
+            lock.release()
             continue
         if not told:
             told = True
@@ -60,12 +73,16 @@ def _hold_all() -> None:
                 EXIT_WAIT_S,
             )
             return
+        lock.release()
 
 
 def _forget_in_child() -> None:
-    # a lock copied held from a thread of the parent would never be let go in the child
+    global _exiting
+    # a lock copied held from a thread of the parent would never be let go in the child,
+    # and the child's own exit is yet to come
     _locks.clear()
+    _exiting = False
 
 
-atexit.register(_hold_all)
+atexit.register(_wait_all)
 os.register_at_fork(after_in_child=_forget_in_child)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .._errors import InvalidArgumentError, UsageError
 from .._paths import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
-from ._exit import hold_at_exit
+from ._exit import exiting, wait_at_exit
 from ._inputs import (
     DEFAULT_PERTURBATION,
     check_model_file,
@@ -37,6 +37,10 @@ __all__ = ["CLOSED", "RolloutOptions", "RolloutWorkload"]
 CLOSED = (
     "this RolloutWorkload is closed (its close() was called) and measures no more; build a "
     "new one to measure again (a pool given with rollout= stays open: hand it to the new one)"
+)
+EXITING = (
+    "Python is exiting: this RolloutWorkload starts no pool call any more (a MuJoCo call "
+    "that returns into an interpreter shutting down crashes the process)"
 )
 """What a closed workload's calls raise: a resolve's fallback reason quotes it."""
 
@@ -154,7 +158,7 @@ class RolloutWorkload:
         self._pool = take_pool(rollout, self.nthread)
         self._owns_pool = rollout is None
         self._busy = threading.Lock()
-        hold_at_exit(self._busy)
+        wait_at_exit(self._busy)
         self._closed = False
         self._digest: str | None = None
         self._model_file = check_model_file(model_file)
@@ -218,11 +222,13 @@ class RolloutWorkload:
 
         Raises:
             InvalidArgumentError: ``chunk_size`` is neither None nor an integer >= 1.
-            UsageError: the workload was closed.
+            UsageError: the workload was closed, or Python is exiting.
         """
         chunk = None if chunk_size is None else check_chunk_size(chunk_size)
         control = self._control if self._control.shape[2] else None
         with self._busy:  # one call at a time: MuJoCo's pool crashes under two at once
+            if exiting():
+                raise UsageError(EXITING)
             pool = self._get_pool()
             start = time.perf_counter()
             pool.rollout(
