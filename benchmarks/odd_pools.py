@@ -245,16 +245,8 @@ def odd_runs(
                     f"{name} on {odd.kind} case {odd.case.number} seed {seed}",
                 )
                 chosen = odd.true_time(decision.chunk_size)
-                row = UnseenRow(
-                    odd.name,
-                    name,
-                    seed,
-                    decision.chunk_size,
-                    chosen / best - 1.0,
-                    chosen / native - 1.0,
-                    1.0 - best / native,
-                    decision.probe_seconds,
-                    decision.reason,
+                row = UnseenRow.of(
+                    odd.name, name, seed, decision, chosen=chosen, best=best, native=native
                 )
                 runs.append(OddRun(odd, row, _Sweep.read(events), decision.partial))
     return runs

@@ -151,6 +151,31 @@ class UnseenRow(NamedTuple):
     probe_seconds: float
     reason: str  # the decision's reason
 
+    @classmethod
+    def of(
+        cls,
+        case: str,
+        policy: str,
+        seed: int,
+        decision: chunktune.Decision,
+        *,
+        chosen: float,
+        best: float,
+        native: float,
+    ) -> UnseenRow:
+        """The row of ``decision``, given the true seconds of its size, the best and native."""
+        return cls(
+            case,
+            policy,
+            seed,
+            decision.chunk_size,
+            chosen / best - 1.0,
+            chosen / native - 1.0,
+            1.0 - best / native,
+            decision.probe_seconds,
+            decision.reason,
+        )
+
 
 def unseen_rows(
     cases: Sequence[UnseenCase], policies: Mapping[str, Policy], seeds: int, settings: Settings
@@ -172,16 +197,8 @@ def unseen_rows(
                 )
                 chosen = truth.true_time(decision.chunk_size)
                 rows.append(
-                    UnseenRow(
-                        case.name,
-                        name,
-                        seed,
-                        decision.chunk_size,
-                        chosen / best - 1.0,
-                        chosen / native - 1.0,
-                        1.0 - best / native,
-                        decision.probe_seconds,
-                        decision.reason,
+                    UnseenRow.of(
+                        case.name, name, seed, decision, chosen=chosen, best=best, native=native
                     )
                 )
     return rows

@@ -26,6 +26,7 @@ import mujoco
 import pytest
 from _places import unwritable_folder
 from _terminal import run_on_terminal
+from _warned import WARNED_XML, load_warnings
 
 from chunktune import load_settings
 from chunktune._cache import DecisionCache
@@ -301,15 +302,6 @@ def test_tune_of_an_unstable_model_says_so_once_instead_of_flooding_stderr(
     assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
 
 
-# loads, but MuJoCo 4 warns while compiling it: settotalmass is deprecated
-WARNED_XML = """
-<mujoco>
-  <compiler settotalmass="2"/>
-  <worldbody><body><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody>
-</mujoco>
-"""
-
-
 @pytest.mark.mujoco
 def test_what_mujoco_warns_while_loading_a_model_is_a_chunktune_line(
     env: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
@@ -317,12 +309,7 @@ def test_what_mujoco_warns_while_loading_a_model_is_a_chunktune_line(
     """MuJoCo's warning from loading the model reaches stderr as one `chunktune:` line."""
     path = tmp_path / "warned.xml"
     path.write_text(WARNED_XML)
-    heard: list[str] = []
-    mujoco.set_mju_user_warning(heard.append)
-    try:
-        mujoco.MjModel.from_xml_path(str(path))
-    finally:
-        mujoco.set_mju_user_warning(None)
+    heard = load_warnings()
     if not heard:
         pytest.skip(f"mujoco {mujoco.__version__} does not warn of settotalmass")
     (config := tmp_path / "off.toml").write_text('policy = "off"\n')

@@ -10,6 +10,7 @@ from typing import Any
 import mujoco
 import numpy as np
 import pytest
+from _warned import WARNED_XML, load_warnings
 
 from chunktune import RolloutWorkload
 from chunktune._errors import InvalidArgumentError
@@ -127,26 +128,6 @@ def test_incompatible_sizes_are_named_key_sizes_first_then_the_rest_in_name_orde
     assert len(rest) >= 6 and rest == sorted(rest)  # 6 names in hash order: 1 in 720 sorted
 
 
-# loads, but MuJoCo 4 warns while compiling it: settotalmass is deprecated
-WARNED_XML = """
-<mujoco>
-  <compiler settotalmass="2"/>
-  <worldbody><body><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody>
-</mujoco>
-"""
-
-
-def _load_warnings() -> list[str]:
-    """What MuJoCo warns while compiling WARNED_XML (nothing on versions that do not)."""
-    heard: list[str] = []
-    mujoco.set_mju_user_warning(heard.append)
-    try:
-        mujoco.MjModel.from_xml_string(WARNED_XML)
-    finally:
-        mujoco.set_mju_user_warning(None)
-    return heard
-
-
 def test_a_load_that_warns_keeps_a_programs_own_handler_and_tells_it(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -161,14 +142,14 @@ def test_a_load_that_warns_keeps_a_programs_own_handler_and_tells_it(
     finally:
         mujoco.set_mju_user_warning(None)
     assert workload.run(None) > 0
-    assert heard == _load_warnings()
+    assert heard == load_warnings()
 
 
 def test_a_load_that_warns_logs_each_warning_as_one_chunktune_line(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Without a program's handler, each load warning is one line of the chunktune logger."""
-    expected = _load_warnings()
+    expected = load_warnings()
     if not expected:
         pytest.skip(f"mujoco {mujoco.__version__} does not warn of settotalmass")
     path = tmp_path / "warned.xml"
