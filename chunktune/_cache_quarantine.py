@@ -5,7 +5,7 @@ aside with its bytes intact, its whole entries (:func:`chunktune._cache_salvage.
 written to a fresh file; one that cannot be moved aside (a read-only folder or mount, a
 write lock that cannot be taken, a disk too full for the fresh file) serves those whole
 entries read-only, with one warning, until it can. A cache that cannot be read at all is
-said to be unavailable, once.
+said to be unavailable, once for each cause (a full disk, then a permission taken away).
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ __all__ = ["Quarantine"]
 
 logger = logging.getLogger("chunktune")
 
-_UNAVAILABLE = "unavailable"  # the one warning that the cache cannot be used
+_UNAVAILABLE = "unavailable"  # the warnings that the cache cannot be used, one a cause
+
+
+def _cause(exc: OSError) -> str:
+    """What keeps the cache from use, as said: the path is said once, and str(exc) would
+    repeat it after an [Errno N]."""
+    return str(exc.strerror or exc)
 
 
 def _link_aside(path: Path, aside: Path) -> bool:
@@ -205,7 +211,8 @@ class Quarantine:
                 return None
         kept = salvage(raw, self._file.format)
         self._salvaged = (broken, kept)
-        self._first_time(_UNAVAILABLE)  # a failed write would only say again what this says
+        # a failed write for the same cause would only say again what this says
+        self._first_time((_UNAVAILABLE, _cause(exc)))
         seen = version[0]  # a failed move's link changes the ctime each time: not said again
         if not self._first_time(("read-only", seen[:3], seen[4])):
             return kept  # another thread salvaged this very file at the same moment
@@ -255,7 +262,8 @@ class Quarantine:
         return self._said.setdefault(what, mark) is mark
 
     def unavailable(self, exc: OSError, *, strict: bool) -> dict[str, CacheEntry]:
-        """No entries, for a cache that ``exc`` keeps from being read or written (one warning).
+        """No entries, for a cache that ``exc`` keeps from being read or written (one warning
+        a cause: a trainer that runs for days hears of a second cause, not of each failure).
 
         Raises:
             CacheError: when ``strict``, instead of the warning.
@@ -263,11 +271,11 @@ class Quarantine:
         path = self._file.path
         if strict:
             raise CacheError(f"cannot read the cache {path}: {exc.strerror or exc}") from exc
-        if self._first_time(_UNAVAILABLE):
-            # the path is said once: str(exc) would repeat it, after an [Errno N]
+        cause = _cause(exc)
+        if self._first_time((_UNAVAILABLE, cause)):
             logger.warning(
                 "chunktune: cache %s is unavailable (%s); continuing without a cache",
                 path,
-                exc.strerror or exc,
+                cause,
             )
         return {}

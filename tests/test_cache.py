@@ -293,6 +293,28 @@ def test_a_sweep_beside_a_file_it_leaves_alone_makes_no_lock_folder(
     assert caplog.text.count("is unavailable") == 1
 
 
+def test_each_cause_that_makes_the_cache_unavailable_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second cause of an unusable cache is said too; a cause said before is not said again."""
+    parent = tmp_path / "x"
+    cache = DecisionCache(parent / "cache.json")
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    parent.write_text("")  # a file where the cache's folder should be
+    for _ in range(2):
+        assert cache.entries() == {} and not cache.put("k", entry())
+    parent.unlink()
+    (parent / "cache.json").mkdir(parents=True)  # then a folder where the file should be
+    for _ in range(2):
+        assert cache.entries() == {} and not cache.put("k", entry())
+    shutil.rmtree(parent)
+    parent.write_text("")  # the first cause again
+    assert cache.entries() == {}
+    said = [r.getMessage() for r in caplog.records if "is unavailable" in r.getMessage()]
+    assert len(said) == 2 and said[0] != said[1]
+    assert all(s.count(str(parent / "cache.json")) == 1 for s in said)
+
+
 def test_missing_parent_is_created(tmp_path: Path) -> None:
     """A cache path in a directory that does not exist yet works."""
     path = tmp_path / "a" / "b" / "c.json"
