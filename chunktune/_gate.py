@@ -92,11 +92,13 @@ class NoiseGate:
         if not (p.noise_gate and p.confirm and field.live):
             return None
         sigma = field.ev.pair_sigma()[0]
+        told: tuple[int, float] | None = None  # the race's end: its best, and what it measured
         if final:
             lead = field.front()
             if lead is None:
                 return None
-            gain = max(-field.ev.compare(lead, None).diff, field.need)
+            told = (lead, -field.ev.compare(lead, None).diff)
+            gain = max(told[1], field.need)
         else:
             gain = max(-field.ev.compare(c, None).lower(p.race_z) for c in field.live)
             if gain < field.need:
@@ -114,13 +116,18 @@ class NoiseGate:
         if pairs_needed(gain, sigma, bound, power_z=chance_z) <= max(afford, p.confirm_min_pairs):
             return None
         if not p.extend_budget:
-            return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford)
+            return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford, lead=told)
         if self.stretch.pairs(gain, sigma, self.last_bound, racing=not final):
             return None
         at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
         needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
         return too_noisy(
-            sigma=sigma, gain=gain, needed=needed, afford=at_cap, extended_to=self.stretch.cap()
+            sigma=sigma,
+            gain=gain,
+            needed=needed,
+            afford=at_cap,
+            extended_to=self.stretch.cap(),
+            lead=told,
         )
 
     def undecided(self) -> tuple[int, float] | None:

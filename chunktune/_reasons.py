@@ -50,18 +50,36 @@ def too_slow(p: Policy, *, mean_call_s: float, extended_to: float | None = None)
 
 
 def too_noisy(
-    *, sigma: float, gain: float, needed: float, afford: int, extended_to: float | None = None
+    *,
+    sigma: float,
+    gain: float,
+    needed: float,
+    afford: int,
+    extended_to: float | None = None,
+    lead: tuple[int, float] | None = None,
 ) -> str:
     """The noise gate's reason: the per-call noise, the gain at stake, the pairs it takes.
 
     ``extended_to``: the most an ``extend_budget`` policy could stretch its budget to
-    (``afford`` is then what that would pay for).
+    (``afford`` is then what that would pay for). ``lead``: at the race's end, its best
+    and the log gain it measured; the gain at stake is that, or the margin where it
+    measured less, and the sentence says which.
     """
     budget = "the budget" if extended_to is None else f"the budget extended to {extended_to:.3g} s"
+    at_stake = f"a {pct(1.0 - math.exp(-gain))} gain"
+    if lead is not None:
+        best, measured = lead
+        if measured >= gain:
+            at_stake = f"the {pct(1.0 - math.exp(-measured))} gain of the race's best, {best},"
+        else:  # a lead under the margin: the least gain worth leaving native for is at stake
+            at_stake = (
+                f"the {pct(1.0 - math.exp(-gain))} margin (the race's best, {best}, looked "
+                f"{pct(1.0 - math.exp(-measured))} faster)"
+            )
     return (
         f"the machine is too noisy to confirm a gain within the budget: one call varies "
-        f"by {pct(sigma / math.sqrt(2.0))} against its native partner; confirming a "
-        f"{pct(1.0 - math.exp(-gain))} gain would take about {math.ceil(needed)} "
+        f"by {pct(sigma / math.sqrt(2.0))} against its native partner; confirming "
+        f"{at_stake} would take about {math.ceil(needed)} "
         f"pairs of calls, and {budget} allows {afford}"
     )
 

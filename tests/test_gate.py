@@ -354,6 +354,17 @@ def test_a_confirmation_that_takes_exactly_the_pairs_left_is_tried() -> None:
     assert too_noisy(Race(0.05, math.nextafter(sigma, math.inf) * 1.01), 64) is not None
 
 
+def test_the_gate_at_the_race_s_end_says_what_its_best_measured() -> None:
+    """The end's reason names the race's best: its own gain at stake, or the margin it missed."""
+    ahead = too_noisy(Race(0.05, 0.4), 64)
+    assert ahead is not None and "confirming the 5.0% gain of the race's best, 4, would" in ahead
+    under = too_noisy(Race(0.005, 0.2), 64)
+    assert under is not None
+    assert "confirming the 1.0% margin (the race's best, 4, looked 0.5% faster) would" in under
+    racing = NoiseGate(Race(0.05, 0.4), Budget(64), stretch=None).too_noisy(final=False)  # type: ignore[arg-type]
+    assert racing is not None and "race's best" not in racing  # mid-race: no best yet
+
+
 class EvenEvidence(Race):
     """A leader 2% ahead, one standard error of 1%: at z 2 its upper bound is exactly 0."""
 

@@ -84,6 +84,16 @@ def test_the_noise_gate_gives_the_gain_at_stake_as_a_fraction_of_natives_time() 
     assert "confirming a 10.0% gain would take about 41 pairs of calls" in reason
 
 
+def test_the_noise_gate_at_the_race_s_end_names_its_best_and_what_is_at_stake() -> None:
+    """A best ahead of the margin prices its own gain; one under it, the margin, with its figure."""
+    ahead = too_noisy(
+        sigma=0.1, gain=math.log(1 / 0.9), needed=40.2, afford=12, lead=(8, math.log(1 / 0.9))
+    )
+    assert "confirming the 10.0% gain of the race's best, 8, would take about 41 pairs" in ahead
+    under = too_noisy(sigma=0.1, gain=math.log(1 / 0.99), needed=400, afford=12, lead=(8, 0.002))
+    assert "confirming the 1.0% margin (the race's best, 8, looked 0.2% faster) would take" in under
+
+
 def test_a_typical_gain_the_mean_held_back_is_named_only_on_enough_pairs() -> None:
     """'in the typical pair but ... on average' needs confirm_min_pairs pairs; fewer, no."""
     held = Confirmation("inconclusive", 16, 0.03, (0.01, 0.05), 0.03, mean_gain=-0.02)
