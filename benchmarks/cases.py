@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,15 @@ __all__ = [
     "TRACE_DIR",
     "RealCase",
     "SimCase",
+    "live_cases",
+    "robot",
     "trace_files",
     "trace_name",
     "traces_folder",
 ]
 
 TRACE_DIR = Path(__file__).resolve().parent / "traces"
+MODELS = Path(__file__).resolve().parent / "models" / "dm_control"
 
 Shape = tuple[tuple[str, float | int | str], ...]
 
@@ -187,6 +190,7 @@ class RealCase:
     uneven: bool
     known_good: tuple[int, ...] = (2, 4, 8, 16)
     quick: bool = False
+    named_only: bool = False  # run only when --cases names it: minutes more per live run
 
 
 def _demo_states(num_envs: int, nthread: int, *, heavy: bool) -> Any:
@@ -226,6 +230,21 @@ def _uneven(num_envs: int, *, nstep: int = 20) -> Callable[[int], Any]:
     return build
 
 
+def robot(name: str, num_envs: int, nstep: int) -> Callable[[int], Any]:
+    """A dm_control robot (shipped with the dm_control package, copied under ``models/``),
+    its envs started from the model's state perturbed by 0.05."""
+
+    def build(nthread: int) -> Any:
+        from chunktune._mujoco import RolloutWorkload
+
+        return RolloutWorkload.from_xml(
+            MODELS / f"{name}.xml", num_envs=num_envs, nthread=nthread, nstep=nstep,
+            perturbation=0.05,
+        )  # fmt: skip
+
+    return build
+
+
 REAL_CASES: tuple[RealCase, ...] = (
     RealCase(
         name="tail-heavy-256",
@@ -241,4 +260,24 @@ REAL_CASES: tuple[RealCase, ...] = (
         uneven=False,
         quick=True,
     ),
+    # the robots of traces/, live: each held to "none slower than native" only, the
+    # within-the-best target being the uneven batch's
+    *(
+        RealCase(
+            name=f"{name}-{n}",
+            description=f"dm_control {name}, {n} envs, {nstep} steps",
+            build=robot(name, n, nstep),
+            uneven=False,
+            named_only=True,
+        )
+        for name, n, nstep in (("humanoid", 128, 10), ("cheetah", 384, 20), ("quadruped", 128, 10))
+    ),
 )
+
+
+def live_cases(names: Sequence[str] | None) -> list[RealCase]:
+    """The live cases to run: without ``names`` all but the robots (``named_only``), with
+    them each whose name holds one of them."""
+    if not names:
+        return [c for c in REAL_CASES if not c.named_only]
+    return [c for c in REAL_CASES if any(n in c.name for n in names)]

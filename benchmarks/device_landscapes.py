@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 import record_traces as rt
+from cases import robot
 from measure import _Hog, bench_settings, own_sweep_lock, remeasure
 
 import chunktune
@@ -45,35 +46,35 @@ from chunktune.sim import ReplayWorkload
 # name, builder, nthread, share of the recording time
 PLAN: list[tuple[str, Callable[[int], Any], int, float]] = [
     ("demo-tail-1024", rt._demo("tail", 1024), 16, 1.3),
-    ("cheetah-2048", rt._robot("cheetah", 2048, 20), 16, 1.2),
-    ("humanoid-1024", rt._robot("humanoid", 1024, 10), 16, 1.0),
+    ("cheetah-2048", robot("cheetah", 2048, 20), 16, 1.2),
+    ("humanoid-1024", robot("humanoid", 1024, 10), 16, 1.0),
     ("demo-uniform-768", rt._demo("uniform", 768), 16, 0.9),
     ("demo-tail-512", rt._demo("tail", 512), 8, 1.0),
-    ("humanoid-512", rt._robot("humanoid", 512, 10), 8, 0.8),
+    ("humanoid-512", robot("humanoid", 512, 10), 8, 0.8),
     ("demo-tail-256", rt._demo("tail", 256), 4, 0.9),
-    ("cheetah-768", rt._robot("cheetah", 768, 20), 4, 0.8),
+    ("cheetah-768", robot("cheetah", 768, 20), 4, 0.8),
 ]
 # A later day's plan: shapes the first plan has not (the heavy quarter at the head or
 # scattered, quadruped, cheetah on 8 threads, humanoid on 4) and one it has
 # (demo-tail-1024 on 16, to see a landscape's drift from one day to another).
 LATER: list[tuple[str, Callable[[int], Any], int, float]] = [
     ("demo-head-1024", rt._demo("head", 1024), 16, 1.0),
-    ("quadruped-1024", rt._robot("quadruped", 1024, 10), 16, 1.0),
+    ("quadruped-1024", robot("quadruped", 1024, 10), 16, 1.0),
     ("demo-scattered-512", rt._demo("scattered", 512), 8, 1.0),
-    ("cheetah-1024", rt._robot("cheetah", 1024, 20), 8, 0.9),
-    ("humanoid-256", rt._robot("humanoid", 256, 10), 4, 0.8),
+    ("cheetah-1024", robot("cheetah", 1024, 20), 8, 0.9),
+    ("humanoid-256", robot("humanoid", 256, 10), 4, 0.8),
     ("demo-tail-1024", rt._demo("tail", 1024), 16, 0.9),
-    ("quadruped-256", rt._robot("quadruped", 256, 10), 16, 0.9),
+    ("quadruped-256", robot("quadruped", 256, 10), 16, 0.9),
 ]
 # A third day's plan: shapes neither earlier plan has (the heavy quarter scattered on 16
 # threads and at the head on 4, a uniform batch on 8, humanoid on 8, cheetah at 1536 on
 # 16), then the one recorded on both earlier days (demo-tail-1024 on 16: its drift).
 THIRD: list[tuple[str, Callable[[int], Any], int, float]] = [
     ("demo-scattered-1024", rt._demo("scattered", 1024), 16, 1.0),
-    ("humanoid-1024", rt._robot("humanoid", 1024, 10), 8, 1.0),
+    ("humanoid-1024", robot("humanoid", 1024, 10), 8, 1.0),
     ("demo-head-256", rt._demo("head", 256), 4, 0.9),
     ("demo-uniform-1024", rt._demo("uniform", 1024), 8, 0.9),
-    ("cheetah-1536", rt._robot("cheetah", 1536, 20), 16, 1.0),
+    ("cheetah-1536", robot("cheetah", 1536, 20), 16, 1.0),
     ("demo-tail-1024", rt._demo("tail", 1024), 16, 0.9),
 ]
 PLANS = {"first": PLAN, "later": LATER, "third": THIRD}

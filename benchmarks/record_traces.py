@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cases import robot
 
 from chunktune._atomic import write_atomic
 from chunktune._candidates import SeedCandidates
@@ -38,7 +39,6 @@ from chunktune._trace import dump_trace
 from chunktune._workload import native_chunk
 
 HERE = Path(__file__).resolve().parent
-MODELS = HERE / "models" / "dm_control"
 
 
 def _demo(order: str, num_envs: int) -> Callable[[int], Any]:
@@ -66,26 +66,14 @@ def _demo(order: str, num_envs: int) -> Callable[[int], Any]:
     return build
 
 
-def _robot(name: str, num_envs: int, nstep: int) -> Callable[[int], Any]:
-    def build(nthread: int) -> Any:
-        from chunktune._mujoco import RolloutWorkload
-
-        return RolloutWorkload.from_xml(
-            MODELS / f"{name}.xml", num_envs=num_envs, nthread=nthread, nstep=nstep,
-            perturbation=0.05,
-        )  # fmt: skip
-
-    return build
-
-
 TRACES: dict[str, tuple[str, Callable[[int], Any]]] = {
     "demo-tail-256": ("demo, the heavy quarter at the tail of the batch", _demo("tail", 256)),
     "demo-head-256": ("demo, the heavy quarter at the head of the batch", _demo("head", 256)),
     "demo-scattered-256": ("demo, the heavy quarter scattered", _demo("scattered", 256)),
     "demo-uniform-192": ("demo, every env flying alike", _demo("uniform", 192)),
-    "humanoid-128": ("dm_control humanoid, 128 envs, 10 steps", _robot("humanoid", 128, 10)),
-    "cheetah-384": ("dm_control cheetah, 384 envs, 20 steps", _robot("cheetah", 384, 20)),
-    "quadruped-128": ("dm_control quadruped, 128 envs, 10 steps", _robot("quadruped", 128, 10)),
+    "humanoid-128": ("dm_control humanoid, 128 envs, 10 steps", robot("humanoid", 128, 10)),
+    "cheetah-384": ("dm_control cheetah, 384 envs, 20 steps", robot("cheetah", 384, 20)),
+    "quadruped-128": ("dm_control quadruped, 128 envs, 10 steps", robot("quadruped", 128, 10)),
 }
 
 

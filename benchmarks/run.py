@@ -26,7 +26,7 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import REAL_CASES, SIM_CASES, trace_files, trace_name, traces_folder
+from cases import SIM_CASES, live_cases, trace_files, trace_name, traces_folder
 from measure import (
     BenchmarkError,
     LiveRow,
@@ -95,7 +95,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tunes", type=int, default=3, help="live: tunes per policy")
     parser.add_argument("--rounds", type=int, default=40, help="live: re-measurement rounds")
     parser.add_argument("--nthread", type=int, help="live: pool size (default: the usable CPUs)")
-    parser.add_argument("--cases", type=_names, help="only cases whose name has one of these")
+    parser.add_argument(
+        "--cases",
+        type=_names,
+        help="only cases whose name has one of these (the robots' live cases run only when named)",
+    )
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="regret vs probe cost")
     parser.add_argument(
         "--unbounded",
@@ -174,12 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         nthread = args.nthread or usable_cpus()
         load["before_live"] = _loadavg()
         print(f"load average before the live rows: {load['before_live']}", flush=True)
-        for real in REAL_CASES:
-            if wanted(real.name):
-                t0 = time.perf_counter()
-                live += live_rows(real, live_policies, settings, nthread=nthread, tunes=args.tunes,
-                                  rounds=args.rounds, hog=args.hog)  # fmt: skip
-                print(f"live {real.name}: {time.perf_counter() - t0:.1f} s", flush=True)
+        for real in live_cases(args.cases):
+            t0 = time.perf_counter()
+            live += live_rows(real, live_policies, settings, nthread=nthread, tunes=args.tunes,
+                              rounds=args.rounds, hog=args.hog)  # fmt: skip
+            print(f"live {real.name}: {time.perf_counter() - t0:.1f} s", flush=True)
         load["after_live"] = _loadavg()
         print(f"load average after the live rows: {load['after_live']}\n")
         print(live_table(live) + "\n")

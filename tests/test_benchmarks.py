@@ -65,6 +65,23 @@ def test_suites_span_the_required_ranges(bench: dict[str, ModuleType]) -> None:
     assert sum(c.quick for c in bench["cases"].REAL_CASES) >= 2
 
 
+def test_the_robots_live_cases_run_only_when_named_and_build_real_workloads(
+    bench: dict[str, ModuleType],
+) -> None:
+    """run.py's live rows: the two standard batches by default, a robot only by name; it runs."""
+    cases = bench["cases"]
+    assert [c.name for c in cases.live_cases(None)] == ["tail-heavy-256", "uniform-air-256"]
+    assert [c.name for c in cases.live_cases(["humanoid", "tail"])] == [
+        "tail-heavy-256",
+        "humanoid-128",
+    ]
+    (quadruped,) = cases.live_cases(["quadruped"])
+    assert not quadruped.uneven  # held to "none slower than native" only
+    with quadruped.build(2) as workload:
+        assert (workload.num_envs, workload.nthread) == (128, 2)
+        assert workload.run(None) > 0
+
+
 def test_one_tiny_simulated_case_gives_scored_rows(
     bench: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
