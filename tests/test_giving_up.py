@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
+from _small_sweeps import small_policy, workload
 
-from chunktune import ProgressEvent, _giving_up, _lock_note, _locks
+import chunktune
+from chunktune import ProgressEvent, _flights, _giving_up, _lock_note, _lock_wait, _locks
 
 pytestmark = pytest.mark.anyio
+
+HANG_GUARD_S = 60.0  # not a speed limit: a hang fails the test instead of the suite
 
 
 async def test_a_waiting_event_says_how_long_the_wait_has_lasted() -> None:
@@ -98,3 +106,84 @@ async def test_giving_up_on_a_slow_try_after_the_lock_was_found_held_names_the_h
     d = await watch.gave_up("k", 0.1)
     assert "while another sweep (pid 4242, since " in d.reason
     assert "had not answered" not in d.reason
+
+
+HOLD_AS_HOST = """
+import fcntl, json, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+note = {"pid": os.getpid(), "since": time.time(), "host": sys.argv[2]}
+with open(sys.argv[1] + ".holder", "w") as f:
+    f.write(json.dumps(note))
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def hold_as_host(stack: contextlib.ExitStack, lock: Path, host: str) -> subprocess.Popen[str]:
+    """A process of another host (of a shared cache) that waits for ``lock``, then holds it
+    until the stack closes."""
+    holder = stack.enter_context(
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_AS_HOST, str(lock), host],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    )
+    stack.callback(holder.kill)
+    return holder
+
+
+def test_giving_up_names_who_took_the_key_over_not_the_killed_holder(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter giving up after the holder it reported was killed names the one measuring now."""
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    # 1 s: room for a loaded machine to reach the wait and report it before the limit
+    pol = attrs.evolve(small_policy(), time_budget_s=0.05, hard_limit_s=1.0)
+    w = workload("taken-over")
+    lock = isolated / "locks" / f"{chunktune.resolve_sync(w, policy=pol).key}.lock"
+    lock.parent.mkdir(exist_ok=True)
+    successors: list[subprocess.Popen[str]] = []
+    with contextlib.ExitStack() as stack:
+        first = hold_as_host(stack, lock, "node3")
+        assert first.stdout is not None and first.stdout.readline() == "held\n"
+
+        def take_over(event: ProgressEvent) -> None:
+            # on the loop, between the waiter's tries: the successor is queued on the
+            # lock before its holder dies, so it, not the waiter, takes it
+            if event.kind == "waiting":
+                successor = hold_as_host(stack, lock, "node5")
+                successors.append(successor)
+                first.kill()
+                assert successor.stdout is not None
+                assert successor.stdout.readline() == "held\n"
+
+        d = chunktune.resolve_sync(w, policy=pol, refresh=True, on_progress=take_over)
+    assert len(successors) == 1 and d.source == "fallback"
+    assert f"pid {successors[0].pid} on node5" in d.reason and "node3" not in d.reason
+
+
+async def test_the_owner_s_wait_for_the_machine_is_told_to_the_tasks_sharing_its_flight() -> None:
+    """While the owner waits for another sweep, a task sharing its flight is told so too."""
+    flight, owner = _flights.board("test-owner-waits")
+    assert owner
+    seen: list[ProgressEvent] = []
+    watch = _giving_up.Watch(None, native=3, policy_name="balanced", flight=flight)
+    try:
+        with anyio.fail_after(HANG_GUARD_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(flight.wait, seen.append)
+                with anyio.fail_after(HANG_GUARD_S):
+                    while not flight.waiters:  # noqa: ASYNC110 -- no event to await
+                        await anyio.sleep(0.01)
+                watch.waiting("sweep", _locks.sweep_lock())(
+                    _lock_note.Holder(pid=4242, since=time.time())
+                )
+                while len(seen) < 2:  # noqa: ASYNC110 -- the event comes through the loop
+                    await anyio.sleep(0.01)
+                _flights.land(flight, None)
+    finally:
+        _flights.land(flight, None)
+    assert [e.kind for e in seen] == ["waiting", "waiting"]
+    assert seen[1].message.startswith("waiting for another sweep (pid 4242, since ")
