@@ -36,7 +36,6 @@ from chunktune._cli import _args, _cache_cmd, _interrupted, _tune_cmd, main
 from chunktune._cli._common import open_cache
 from chunktune._cli._console import PipeConsole
 from chunktune._cli._render import write_plot
-from chunktune._cli._streams import Stderr
 from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad
@@ -3111,25 +3110,6 @@ def test_on_a_very_narrow_terminal_cache_list_still_keeps_every_key_whole(
     shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
     for key in ("b" * 12 + ".123456", "b" * 12 + ".cdef01"):
         assert re.search(rf"^{re.escape(key)}\s", shown, re.MULTILINE), shown
-
-
-def test_a_dropped_stderr_is_dev_null_to_a_child_that_inherits_its_descriptor() -> None:
-    """Once stderr's reader is gone, its descriptor is /dev/null: a child writing there succeeds."""
-    read, write = os.pipe()
-    os.close(read)  # the reader is gone (`2>&1 | head -0`): every write gets EPIPE
-    stream = open(write, "w")  # noqa: SIM115
-    try:
-        dropped = Stderr(stream)
-        dropped.write("chunktune: a line no one reads\n")
-        dropped.flush()  # fails on the closed pipe: what follows is dropped
-        child = subprocess.run(
-            [sys.executable, "-c", "import os; os.write(2, b'x')"], stderr=write, timeout=60
-        )
-    finally:
-        with contextlib.suppress(OSError):  # still the pipe, had it not been dropped
-            stream.close()
-    assert dropped.dropped
-    assert child.returncode == 0  # 1 (BrokenPipeError) had descriptor 2 stayed the pipe
 
 
 def test_cache_show_of_a_prefix_many_keys_share_lists_eight_and_counts_the_rest(
