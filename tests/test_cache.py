@@ -17,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import MappingProxyType, ModuleType
@@ -26,6 +25,7 @@ from typing import Any
 import filelock
 import platformdirs
 import pytest
+from _full_entry import entry
 from _holders import holding
 from _users import child_env, unprivileged
 
@@ -48,34 +48,6 @@ from chunktune._cache_transfer import write_cache_file
 from chunktune._settled import Stat
 
 DATA = Path(__file__).parent / "data"
-
-
-def entry(chunk: int | None = 8, **kw: Any) -> CacheEntry:
-    fields: dict[str, Any] = {
-        "chunk_size": chunk,
-        "native_chunk": 12,
-        "reason": "because",
-        "timings": {None: 0.0125, 4: 0.0101, 8: 0.0100},
-        "samples": {None: 9, 4: 3, 8: 9},
-        "raced_out": (4,),
-        "policy": "balanced",
-        "policy_hash": "abc",
-        "policy_rule": "margin=0.03",
-        "policy_effort": 208,
-        "probe_seconds": 1.5,
-        "partial": True,
-        "created": 1_700_000_000.0,
-        "num_envs": 256,
-        "nthread": 2,
-        "signature": {"kind": "sim", "nstep": 3, "flag": True, "x": 0.5},
-        "device": {"cpu": "test"},
-        "chunktune_version": "0.1",
-        "mujoco_version": "4.0.0",
-        "host": "h",
-        "model_file": "m.xml",
-    }
-    fields.update(kw)
-    return CacheEntry(**fields)
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
@@ -448,37 +420,6 @@ def test_merge_keeps_the_newer_entry(tmp_path: Path) -> None:
     got = DecisionCache(tmp_path / "c.toml").entries()
     assert got["a"].created == 2.0 and got["b"].created == 2.0
     assert attrs.evolve(got["d"], timings={}) == attrs.evolve(new, timings={})
-
-
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        pytest.param(b"{", "does not parse", id="garbage"),
-        pytest.param(b'{"schema": 99, "entries": {}}', "newer", id="newer"),
-        pytest.param(b'{"hello": 1}', "neither", id="foreign"),
-    ],
-)
-def test_read_cache_file_rejects_what_it_cannot_import(
-    tmp_path: Path, content: bytes, message: str
-) -> None:
-    """Importing a file that is not a cache says why, as a CacheError."""
-    from chunktune import CacheError
-    from chunktune._cache_transfer import read_cache_file
-
-    path = tmp_path / "x.json"
-    path.write_bytes(content)
-    with pytest.raises(CacheError, match=message):
-        read_cache_file(path)
-
-
-def test_write_then_read_cache_file_round_trips(tmp_path: Path) -> None:
-    """write_cache_file and read_cache_file agree in both formats."""
-    from chunktune._cache_transfer import read_cache_file, write_cache_file
-
-    for name in ("x.json", "x.toml"):
-        write_cache_file(tmp_path / name, {"k": entry()})
-        got = read_cache_file(tmp_path / name)
-        assert (set(got.entries), got.skipped, got.kind) == ({"k"}, (), "chunktune cache")
 
 
 def _resolve_shared(cache: str, lock: str, log: str) -> None:
@@ -1279,23 +1220,6 @@ def test_a_linked_cache_is_written_through_the_link(tmp_path: Path) -> None:
     assert set(DecisionCache(volume / "chunktune" / "cache.json").entries()) == {"a" * 32, "b" * 32}
     assert sorted(p.name for p in (volume / "chunktune").iterdir()) == ["cache.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json", "volume"]
-
-
-def test_export_into_a_fifo_writes_into_it(tmp_path: Path) -> None:
-    """Writing a cache file to a FIFO (or /dev/stdout) writes into it, never replaces it."""
-    import threading
-
-    from chunktune._cache_transfer import write_cache_file
-
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    write_cache_file(fifo, {"a" * 32: entry(4)}, format="json")
-    reader.join(60)
-    assert fifo.is_fifo()
-    assert list(json.loads(got[0])["entries"]) == ["a" * 32]
 
 
 def test_a_large_file_gives_its_writer_longer_before_the_wait_gives_up(
@@ -2528,39 +2452,6 @@ def test_skipped_entries_are_named_up_to_five_and_the_rest_counted(
     assert counted == ([] if more is None else [rest])
 
 
-def test_reading_a_cache_file_that_fails_names_the_file_and_why(tmp_path: Path) -> None:
-    """A missing file says the OS's reason; a file that does not parse is named before its fault."""
-    from chunktune._cache_transfer import read_cache_file
-
-    missing = tmp_path / "missing.json"
-    with pytest.raises(CacheError) as info:
-        read_cache_file(missing)
-    assert str(info.value) == f"cannot read {missing}: No such file or directory"
-    garbage = tmp_path / "garbage.json"
-    garbage.write_text("{not json")
-    with pytest.raises(CacheError) as info:
-        read_cache_file(garbage)
-    assert str(info.value).startswith(f"{garbage} does not parse")
-
-
-def test_writing_an_entry_toml_cannot_encode_is_a_cache_error(tmp_path: Path) -> None:
-    """A reason holding a lone surrogate (an undecodable path) cannot be TOML: a CacheError."""
-    path = tmp_path / "out.toml"
-    with pytest.raises(CacheError, match=f"cannot write {path}: .*surrogates not allowed"):
-        write_cache_file(path, {"a" * 32: entry(4, reason="bad \udc80 path")})
-    assert not path.exists()
-
-
-def test_writing_a_cache_file_in_the_format_asked_whatever_its_suffix(tmp_path: Path) -> None:
-    """format= wins over the suffix: a .dat file asked as TOML is TOML, as JSON is JSON."""
-    for fmt in ("toml", "json"):
-        path = tmp_path / f"{fmt}.dat"
-        write_cache_file(path, {"a" * 32: entry(4)}, format=fmt)
-        cache = DecisionCache(path, format=fmt)
-        assert cache.format == fmt and cache.entries() == {"a" * 32: entry(4)}
-    assert tomllib.loads((tmp_path / "toml.dat").read_text())["entries"]
-
-
 def test_a_lookup_never_takes_another_job_whose_key_starts_alike(tmp_path: Path) -> None:
     """A stronger entry answers only its own job: base key 'ab' is not served job 'abc''s entry."""
     cache = DecisionCache(tmp_path / "c.json")
@@ -2580,16 +2471,6 @@ def test_a_merge_into_a_cache_that_cannot_be_written_is_a_cache_error(tmp_path: 
     with pytest.raises(CacheError, match=f"cannot write the cache {folder / 'c.json'}: "):
         cache.merge({"a" * 32: entry(4)})
     assert folder.read_text() == "a file, not a folder"
-
-
-def test_writing_a_cache_file_through_a_link_writes_its_target(tmp_path: Path) -> None:
-    """An export onto a symlink writes the file it names (folders made), and the link stays."""
-    target = tmp_path / "volume" / "out.json"
-    link = tmp_path / "out.json"
-    link.symlink_to(target)  # dangling until written
-    write_cache_file(link, {"a" * 32: entry(4)})
-    assert link.is_symlink() and link.resolve() == target
-    assert DecisionCache(target).entries() == {"a" * 32: entry(4)}
 
 
 @pytest.mark.parametrize("key", [pytest.param(3, id="int"), pytest.param(None, id="None")])
