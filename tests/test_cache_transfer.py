@@ -3,16 +3,22 @@ links, and the errors that name the file."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
+import re
+import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pytest
 from _full_entry import entry
 
-from chunktune import CacheError, DecisionCache
-from chunktune._cache_transfer import write_cache_file
+from chunktune import CacheError, DecisionCache, _cache_transfer
+from chunktune._cache_transfer import read_cache_stream, write_cache_file
 
 
 @pytest.mark.parametrize(
@@ -104,3 +110,58 @@ def test_writing_a_cache_file_through_a_link_writes_its_target(tmp_path: Path) -
     write_cache_file(link, {"a" * 32: entry(4)})
     assert link.is_symlink() and link.resolve() == target
     assert DecisionCache(target).entries() == {"a" * 32: entry(4)}
+
+
+class _Unreadable(io.RawIOBase):
+    """A stream whose every read fails as a broken device's does."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+@pytest.mark.parametrize(
+    ("stream", "said"),
+    [
+        pytest.param(lambda: io.BytesIO(b"{"), "the pipe from node7 does not parse as JSON: ",
+                     id="no-json"),
+        pytest.param(lambda: io.BytesIO(b'{"hello": 1}'),
+                     "the pipe from node7 is neither a chunktune cache nor ", id="foreign"),
+        pytest.param(_Unreadable, "cannot read the pipe from node7: Input/output error",
+                     id="unreadable"),
+        pytest.param(lambda: io.BytesIO(b" " * (2**20 + 1)),
+                     "cannot read the pipe from node7: it holds more than 1 MiB; expected a ",
+                     id="past-the-cap"),
+    ],
+)  # fmt: skip
+def test_reading_a_cache_stream_that_fails_names_it_by_the_name_given(
+    monkeypatch: pytest.MonkeyPatch, stream: Callable[[], BinaryIO], said: str
+) -> None:
+    """A stream that cannot be read, or holds no cache, is a CacheError naming its name=."""
+    monkeypatch.setattr(_cache_transfer, "MAX_CACHE_BYTES", 2**20)  # 256 MiB of spaces, spared
+    with pytest.raises(CacheError) as info:
+        read_cache_stream(stream(), name="the pipe from node7")
+    assert str(info.value).startswith(said), str(info.value)
+
+
+def test_a_cache_stream_is_read_as_json_and_its_entries_dated_as_they_are_read() -> None:
+    """A stream holds JSON whatever its name; an older tuner's entries are dated when read."""
+    older = json.dumps({"k": {"chunk_size": 4, "native_chunk": 3}}).encode()
+    before = time.time()
+    parsed = read_cache_stream(io.BytesIO(older), name="x.toml")
+    assert (parsed.kind, set(parsed.entries)) == ("older tuner's cache", {"legacy-k"})
+    assert before <= parsed.entries["legacy-k"].created <= time.time()
+
+
+def test_writing_a_cache_file_where_its_folder_cannot_be_made_is_a_cache_error(
+    tmp_path: Path,
+) -> None:
+    """A file where the cache file's folder goes: a CacheError naming the file to write."""
+    in_the_way = tmp_path / "volume"
+    in_the_way.write_text("a file, not a folder")
+    path = in_the_way / "out.json"
+    with pytest.raises(CacheError, match=f"^cannot write {re.escape(str(path))}: "):
+        write_cache_file(path, {"a" * 32: entry(4)})
+    assert in_the_way.read_text() == "a file, not a folder"
