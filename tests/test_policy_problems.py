@@ -129,3 +129,18 @@ def test_a_broken_rule_a_child_only_inherits_is_reported_once_at_its_parent() ->
     assert info.value.problems == (
         "policies.a: max_rounds 10 is below min_rounds 50; expected max_rounds >= min_rounds",
     )
+
+
+def test_a_parent_s_bad_nested_value_is_reported_again_only_where_a_child_sets_it() -> None:
+    """A bad candidates size: at its parent, at a child that sets it, not at one setting another."""
+    policies = {
+        "b": {"candidates": {"strategy": "explicit", "sizes": [0]}},
+        "c": {"extends": "b", "candidates": {"strategy": "explicit"}},
+        "d": {"extends": "b", "candidates": {"strategy": "explicit", "sizes": [0]}},
+    }
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policies": policies}, environ={})
+    assert [p.split(":")[0] for p in info.value.problems] == [
+        "policies.b.candidates.sizes",
+        "policies.d.candidates.sizes",
+    ]
