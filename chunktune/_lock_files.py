@@ -13,6 +13,7 @@ still the one at its path.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -201,7 +202,8 @@ def make_folder(folder: Path) -> None:
     last): one made ``0o500`` under umask ``277`` would refuse its owner's lock files.
 
     Raises:
-        OSError: as ``mkdir`` (a file where a folder goes, no permission).
+        OSError: as ``mkdir`` (no permission); NotADirectoryError: something that is no
+            folder stands where one goes.
     """
     _make_folder(folder, parents=True)
 
@@ -216,6 +218,12 @@ def _make_folder(folder: Path, *, parents: bool) -> None:
         _make_folder(folder.parent, parents=True)
         _make_folder(folder, parents=False)
         return
+    except FileExistsError as exc:
+        if folder.is_dir():
+            return
+        # something that is no folder is in the way: "File exists" would read as if the
+        # file being written were there; say what reading the path says
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder)) from exc
     except OSError:
         if not folder.is_dir():
             raise

@@ -14,7 +14,6 @@ holds a lock notes who it is beside it (``_lock_note``).
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
@@ -153,14 +152,7 @@ class Lock:
             OSError: the lock file cannot be made (after tries that each found no file
                 there, making it failed).
         """
-        try:
-            make_folder(self.path.parent)
-        except FileExistsError:
-            # a file where the folder goes: "File exists" would speak of a lock file that is
-            # not there
-            raise OSError(
-                errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path.parent)
-            ) from None
+        make_folder(self.path.parent)  # a file where it goes: "Not a directory"
         for _ in range(_VANISHED_TRIES):
             try:
                 take(self._file, timeout=0)

@@ -158,10 +158,11 @@ def test_a_cache_stream_is_read_as_json_and_its_entries_dated_as_they_are_read()
 def test_writing_a_cache_file_where_its_folder_cannot_be_made_is_a_cache_error(
     tmp_path: Path,
 ) -> None:
-    """A file where the cache file's folder goes: a CacheError naming the file to write."""
+    """A file where the cache file's folder goes: a CacheError naming it, 'Not a directory'."""
     in_the_way = tmp_path / "volume"
     in_the_way.write_text("a file, not a folder")
-    path = in_the_way / "out.json"
-    with pytest.raises(CacheError, match=f"^cannot write {re.escape(str(path))}: "):
-        write_cache_file(path, {"a" * 32: entry(4)})
+    for path in (in_the_way / "out.json", in_the_way / "deeper" / "out.json"):
+        # "File exists" would read as if the file being written were there
+        with pytest.raises(CacheError, match=f"^cannot write {re.escape(str(path))}: Not a dir"):
+            write_cache_file(path, {"a" * 32: entry(4)})
     assert in_the_way.read_text() == "a file, not a folder"
