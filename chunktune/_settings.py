@@ -122,7 +122,15 @@ def unknown_policy(name: object, known: Iterable[str]) -> str:
 
 def policy_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a policy, or None: a control character (a newline, an
-    escape, a bidi override) would print raw in ``tune``'s header and every table."""
+    escape, a bidi override) would print raw in ``tune``'s header and every table, and a
+    blank name would print as nothing there (``cache list`` shows an entry whose policy
+    is empty as one that records none, an older tuner's) and ``--policy`` could not
+    name it."""
+    if not name.strip():
+        return (
+            f"{spelled(name)} is not valid as a policy name: it is blank; "
+            "expected a name that prints"
+        )
     char = unprinted(name)
     if char is None:
         return None

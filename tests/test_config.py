@@ -17,6 +17,7 @@ from chunktune import (
     InvalidArgumentError,
     Policy,
     RaySettings,
+    Settings,
     dump_policy,
     dump_settings,
     load_settings,
@@ -1156,3 +1157,21 @@ def test_origins_stop_at_a_cycle_and_at_a_broken_link() -> None:
     assert origins("a", {}, cycle) == {"tie_tol": 'policy "b"'}
     broken = {"a": {"extends": "b"}, "b": {"extends": "nowhere", "margin": 0.1}}
     assert origins("a", {}, broken) == {}
+
+
+@pytest.mark.parametrize("name", [pytest.param("", id="empty"), pytest.param("  ", id="spaces")])
+def test_a_blank_policy_name_in_a_file_is_refused(tmp_path: Path, name: str) -> None:
+    """[policies.""] is refused, as --policy "" is: a blank name would print as nothing."""
+    file = write(tmp_path / "c.toml", f'policy = "{name}"\n[policies."{name}"]\nmargin = 0.02\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(file)
+    assert info.value.problems == (
+        f'policies."{name}": "{name}" is not valid as a policy name: it is blank; '
+        "expected a name that prints",
+    )
+
+
+def test_a_blank_policy_name_in_code_is_refused() -> None:
+    """Settings(policies={"": ...}) raises a ConfigError naming the blank name."""
+    with pytest.raises(ConfigError, match='"" is not valid as a policy name: it is blank'):
+        Settings(policy="", policies={"": Policy()})

@@ -85,7 +85,7 @@ again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 
 
 def _policy_name(text: str) -> str:
-    if not text.strip() or policy_name_problem(text) is not None:
+    if policy_name_problem(text) is not None:
         raise argparse.ArgumentTypeError(f"{spelled(text)} is not a policy name")
     return text
 
