@@ -130,11 +130,9 @@ def _strategy_hook(conv: cattrs.Converter) -> Callable[[object, Any], CandidateS
         name = value.get("strategy")
         known = ", ".join(spelled(s) for s in STRATEGIES)
         if name is None:
-            # without extends there is no strategy to keep: a bare cap would read as None
-            raise ValueError(
-                f"missing required key strategy; expected one of {known} (a policy that "
-                "extends another keeps its strategy, and may then leave it out)"
-            )
+            # a settings file's policy has its strategy by now (its own, or what it extends,
+            # balanced's if nothing): only a table given in code comes here without one
+            raise ValueError(f"missing required key strategy; expected one of {known}")
         if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
             raise _AtKey(
                 "strategy", f"{spelled(name)} is not valid for strategy; {one_of(name, STRATEGIES)}"

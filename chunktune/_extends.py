@@ -65,7 +65,7 @@ def _link(
     if parent is None and layer == "user" and name in presets:
         parent = name  # [policies.balanced] tweaks the shipped balanced preset
     if parent is None:
-        return table, None
+        return _with_default_strategy(table, presets), None
     if not isinstance(parent, str):
         return f"{_where(node)}.extends: {spelled(parent)} is not a policy name"
     if parent == name and layer == "user" and name not in presets:
@@ -75,6 +75,18 @@ def _link(
     if parent_layer == "preset" and parent not in presets:
         return f"{_where(node)}.extends: {unknown_policy(parent, set(presets) | set(user))}"
     return table, (parent, parent_layer)
+
+
+def _with_default_strategy(
+    table: Mapping[str, Any], presets: Mapping[str, dict[str, Any]]
+) -> Mapping[str, Any]:
+    """A policy that extends nothing starts from the shipped ``balanced``: a candidates
+    table of its own without a strategy keeps ``balanced``'s, as one that extends it would
+    (a bare ``max_candidates`` had no strategy to cap)."""
+    own, shipped = table.get("candidates"), presets.get("balanced", {}).get("candidates")
+    if not (isinstance(own, Mapping) and "strategy" not in own and isinstance(shipped, dict)):
+        return table
+    return {**table, "candidates": {**shipped, **own}}
 
 
 def resolve_tables(

@@ -327,12 +327,6 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     ("candidates", "extends", "message"),
     [
         pytest.param(
-            {"max_candidates": 5},
-            None,
-            'policies.m.candidates: missing required key strategy; expected one of "seed",',
-            id="no-strategy-no-extends",
-        ),
-        pytest.param(
             {"stratgy": "geometric"},
             "quick",
             'policies.m.candidates.stratgy: unknown key for strategy "balanced"; '
@@ -1175,3 +1169,16 @@ def test_a_blank_policy_name_in_code_is_refused() -> None:
     """Settings(policies={"": ...}) raises a ConfigError naming the blank name."""
     with pytest.raises(ConfigError, match='"" is not valid as a policy name: it is blank'):
         Settings(policy="", policies={"": Policy()})
+
+
+def test_a_candidates_table_without_a_strategy_in_a_policy_extending_nothing_keeps_balanced_s(
+    tmp_path: Path,
+) -> None:
+    """No extends, no strategy: the shipped balanced's strategy, capped as the table says."""
+    file = write(
+        tmp_path / "c.toml",
+        'policy = "m"\n[policies.m]\nmargin = 0.02\n[policies.m.candidates]\nmax_candidates = 6\n',
+    )
+    policy = load_settings(file).get_policy("m")
+    assert policy.candidates == BalancedCandidates(max_candidates=6)
+    assert policy.margin == 0.02
