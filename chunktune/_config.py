@@ -12,6 +12,7 @@ import codecs
 import copy
 import errno
 import functools
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -24,7 +25,9 @@ import attrs
 from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import resolve_tables
+from ._idle_keys import idle_keys
 from ._paths import is_path, user_path
+from ._policy import Policy
 from ._policy_problems import POLICY_KEYS, policies_of
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
@@ -50,6 +53,8 @@ __all__ = [
     "preset_names",
     "settings_from_dict",
 ]
+
+_logger = logging.getLogger("chunktune")
 
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
@@ -307,6 +312,7 @@ def settings_from_dict(
     if problems or variables:
         # a variable's problem alone is no fault of the file it was read beside
         raise ConfigError([*problems, *variables], source=source if problems else None)
+    _warn_idle(policies, user, source)
     return Settings(
         policy=active,
         policies=policies,
@@ -316,6 +322,18 @@ def settings_from_dict(
         source=source,
         user_policies=frozenset(user),
     )
+
+
+def _warn_idle(policies: Mapping[str, Policy], user: Mapping[str, Any], source: str | None) -> None:
+    """One warning for each key a policy of the file sets that its other values ignore
+    (:func:`chunktune._idle_keys.idle_keys`): the file would read as if it did something."""
+    where = "settings" if source is None else f"settings file {shown_path(source)}"
+    for name, own in user.items():
+        if isinstance(own, Mapping) and name in policies:
+            for key, why in idle_keys(policies[name], own):
+                _logger.warning(
+                    "chunktune: %s: policies.%s.%s has no effect: %s", where, name, key, why
+                )
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

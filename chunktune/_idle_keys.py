@@ -1,0 +1,54 @@
+"""The keys a policy's own table sets that its other values leave without effect.
+
+A settings editor who writes ``refine_steps = 5`` beside explicit candidates, or
+``confirm_alpha`` under ``confirm = false``, changes nothing, and nothing said so: the
+file reads as if it did. :func:`idle_keys` names each such key, with why; the loader
+warns about them (:func:`chunktune._config.settings_from_dict`). Only the keys the table
+writes itself count: an inherited value is its parent's. ``tests/test_idle_keys.py``
+checks that each key named really changes no sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ._policy import Policy
+
+__all__ = ["idle_keys"]
+
+ROUNDS_ONLY = ("min_rounds", "early_stop", "race_z", "refine_steps", "refine_top", "extend_budget")
+"""What only the rounds' schedule reads (``interleave = true``)."""
+CONFIRM_ONLY = ("confirm_alpha", "confirm_min_pairs", "confirm_max_pairs", "confirm_share")
+"""What only a confirmation reads (``confirm = true``); the noise gate prices one too."""
+_EVERY = ("*",)
+_ALWAYS_READ = frozenset({"description", "enabled", "extends"})
+
+
+def _rules(p: Policy) -> Iterator[tuple[tuple[str, ...], str]]:
+    """The keys ``p``'s values leave idle, and why, in the order a reader would fix them."""
+    if not p.enabled:
+        yield _EVERY, "with enabled = false the policy never measures"
+    if not p.interleave:
+        yield (
+            ROUNDS_ONLY,
+            (
+                "with interleave = false the older tuner's schedule has no rounds to race, "
+                "refine or stretch"
+            ),
+        )
+    if not p.confirm:
+        yield (*CONFIRM_ONLY, "noise_gate"), "with confirm = false nothing is confirmed"
+    if not p.candidates.refinable:
+        yield ("refine_steps",), f"{p.candidates.strategy} candidates are never refined"
+
+
+def idle_keys(policy: Policy, own: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each key of ``own`` (the policy's own table, as written) that ``policy`` never reads,
+    with why (the first reason, where there are several), in the table's order."""
+    said: dict[str, str] = {}
+    for keys, why in _rules(policy):
+        for key in own if keys is _EVERY else keys:
+            if key not in _ALWAYS_READ:
+                said.setdefault(key, why)
+    return [(key, said[key]) for key in own if key in said]

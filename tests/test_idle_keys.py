@@ -1,0 +1,138 @@
+"""A policy key its other values leave without effect is named, and really changes no sweep."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import chunktune
+from chunktune import ExplicitCandidates, Policy, SeedCandidates, load_settings
+from chunktune._candidates import candidate_list
+from chunktune._idle_keys import CONFIRM_ONLY, ROUNDS_ONLY, idle_keys
+from chunktune._probe import SweepResult
+from chunktune._sweep import sweep
+from chunktune.sim import Noise, SimulatedWorkload
+
+_N, _T = 2048, 16
+
+
+def _preset(name: str, **changes: Any) -> Policy:
+    return attrs.evolve(load_settings().get_policy(name), **changes)
+
+
+def _swept(policy: Policy) -> SweepResult:
+    """One sweep of a noisy end-heavy batch whose best size is not native's: each seed the same."""
+    workload = SimulatedWorkload.from_layout(
+        "blocked", num_envs=_N, nthread=_T, noise=Noise(sigma=0.03), seed=5
+    )
+    return sweep(workload, candidate_list(policy.candidates, _N, _T), policy)
+
+
+# each idle key, a value other than the policy's own, for the rule that idles it
+_OTHER: dict[str, Any] = {
+    "min_rounds": 4,
+    "early_stop": False,
+    "race_z": 1.0,
+    "refine_steps": 0,
+    "refine_top": 1,
+    "extend_budget": True,
+    "confirm_alpha": 0.3,
+    "confirm_min_pairs": 2,
+    "confirm_max_pairs": 8,
+    "confirm_share": 0.0,
+    "noise_gate": False,
+}
+
+_CASES = [
+    pytest.param(_preset("seed", hard_limit_s=60.0), ROUNDS_ONLY, id="interleave-false"),
+    pytest.param(
+        _preset("balanced", confirm=False, time_budget_s=3.0, hard_limit_s=60.0),
+        (*CONFIRM_ONLY, "noise_gate"),
+        id="confirm-false",
+    ),
+    pytest.param(
+        _preset("balanced", candidates=ExplicitCandidates(sizes=(2, 40, 128))),
+        ("refine_steps",),
+        id="explicit",
+    ),
+    pytest.param(
+        _preset("balanced", candidates=SeedCandidates()), ("refine_steps",), id="seed-strategy"
+    ),
+]
+
+
+@pytest.mark.parametrize(("policy", "keys"), _CASES)
+def test_each_key_named_idle_changes_nothing_a_sweep_does(
+    policy: Policy, keys: tuple[str, ...]
+) -> None:
+    """Under the value that idles it, each named key changes no probe, estimate or choice."""
+    assert [k for k, _ in idle_keys(policy, dict.fromkeys(keys))] == list(keys)
+    before = _swept(policy)
+    for key in keys:
+        assert _swept(attrs.evolve(policy, **{key: _OTHER[key]})) == before, key
+
+
+def test_the_same_keys_change_a_sweep_where_they_are_read() -> None:
+    """Teeth: refine_steps, min_rounds and the confirmation's keys change a balanced sweep."""
+    policy = _preset("balanced", hard_limit_s=60.0)
+    assert idle_keys(policy, dict.fromkeys(_OTHER)) == []
+    before = _swept(policy)
+    for key in ("refine_steps", "min_rounds", "confirm_max_pairs", "confirm_alpha"):
+        assert _swept(attrs.evolve(policy, **{key: _OTHER[key]})) != before, key
+
+
+def test_a_disabled_policy_names_every_key_it_sets_but_its_switch_and_words() -> None:
+    """enabled = false: every key but enabled, description and extends is idle, in table order."""
+    own = {"extends": "quick", "enabled": False, "description": "x", "margin": 0.1, "seed": 3}
+    named = idle_keys(_preset("quick", enabled=False, margin=0.1, seed=3), own)
+    assert named == [
+        (k, "with enabled = false the policy never measures") for k in ("margin", "seed")
+    ]
+
+
+def test_a_key_idle_for_two_reasons_is_named_once_for_the_first() -> None:
+    """refine_steps under interleave = false with seed candidates: named once, for the schedule."""
+    (named,) = idle_keys(_preset("seed"), {"refine_steps": 2})
+    assert named[0] == "refine_steps" and named[1].startswith("with interleave = false")
+
+
+def test_loading_a_file_warns_once_for_each_idle_key_it_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loader names the file, the key's path and why; an inherited idle value is not named."""
+    file = tmp_path / "chunktune.toml"
+    file.write_text(
+        'policy = "mine"\n'
+        "[policies.mine]\nconfirm = false\nconfirm_alpha = 0.1\nrefine_steps = 5\n"
+        '[policies.mine.candidates]\nstrategy = "explicit"\nsizes = [3, 7]\n'
+        # extends mine: its idle values are mine's, said there
+        '[policies.child]\nextends = "mine"\nmargin = 0.02\n'
+    )
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    settings = chunktune.load_settings(file)
+    assert settings.get_policy("child").confirm_alpha == 0.1
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        f"chunktune: settings file {file}: policies.mine.confirm_alpha has no effect: with "
+        "confirm = false nothing is confirmed",
+        f"chunktune: settings file {file}: policies.mine.refine_steps has no effect: "
+        "explicit candidates are never refined",
+    ]
+
+
+def test_a_file_whose_keys_all_act_loads_without_a_word(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shipped chunktune.toml's policies, and presets tweaked, warn about nothing."""
+    file = tmp_path / "chunktune.toml"
+    file.write_text(
+        (Path(__file__).parent.parent / "chunktune.toml").read_text()
+        + "[policies.quick]\nrefine_steps = 3\n"
+    )
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    chunktune.load_settings(file)
+    assert caplog.records == []
