@@ -1361,3 +1361,113 @@ def test_the_signature_describes_variant_zero() -> None:
     other.opt.timestep = 0.002
     workload = RolloutWorkload([tiny_model(), other], num_envs=4, nthread=2, nstep=2)
     assert workload.signature()["timestep"] == 0.005
+
+
+def test_from_xml_of_a_path_like_that_names_no_file_is_refused_as_no_file_name() -> None:
+    """An os.PathLike whose __fspath__ is "" is no file name, as "" is (not the folder ".")."""
+
+    class Nowhere:
+        def __fspath__(self) -> str:
+            return ""
+
+    with pytest.raises(InvalidArgumentError, match='model file "" is no file name'):
+        RolloutWorkload.from_xml(Nowhere(), num_envs=2, nthread=1)
+
+
+@pytest.mark.parametrize(
+    ("seed", "shown"),
+    [pytest.param(-1, "-1", id="negative"), pytest.param(2.5, "2.5", id="float")],
+)
+def test_from_xml_variants_refuse_a_bad_seed_by_name(
+    tmp_path: pathlib.Path, seed: Any, shown: str
+) -> None:
+    """A seed for randomized variants that is no integer >= 0 is named, not left to numpy."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    with pytest.raises(InvalidArgumentError, match=f"seed must be an integer >= 0, got {shown}"):
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1, n_variants=2, seed=seed)
+
+
+def test_a_workloads_repr_names_its_file_sizes_and_variant_count(tmp_path: pathlib.Path) -> None:
+    """repr() shows the model file, num_envs, nthread, nstep and how many variants, no models."""
+    path = tmp_path / "tiny.xml"
+    path.write_text(TINY_XML.format(box=0.1, iterations=50))
+    workload = RolloutWorkload.from_xml(path, num_envs=4, nthread=2, nstep=3, n_variants=2)
+    assert repr(workload) == (
+        f"RolloutWorkload(model_file={str(path)!r}, num_envs=4, nthread=2, nstep=3, n_variants=2)"
+    )
+
+
+class _HeldPool:
+    """A caller's pool whose rollout waits until the test lets it go (a long probe)."""
+
+    nthread = 2
+
+    def __init__(self) -> None:
+        import threading
+
+        self.pool = mujoco.rollout.Rollout(nthread=2)
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def rollout(self, *args: Any, **kwargs: Any) -> None:
+        self.started.set()
+        self.go.wait(60)
+        self.pool.rollout(*args, **kwargs)
+
+
+def test_close_without_a_timeout_waits_for_a_run_however_long_it_takes() -> None:
+    """close() with no timeout waits out a run longer than a second, then closes: True."""
+    import threading
+
+    held = _HeldPool()
+    workload = tiny_workload(rollout=held)
+    runner = threading.Thread(target=workload.run, args=(None,))
+    runner.start()
+    assert held.started.wait(60)
+    letting_go = threading.Timer(3.0, held.go.set)
+    letting_go.start()
+    try:
+        assert workload.close() is True
+        assert held.go.is_set()  # it returned only once the run could end
+    finally:
+        held.go.set()
+        runner.join()
+        held.pool.close()
+
+
+def test_close_with_no_time_to_wait_does_not_wait_for_a_run_about_to_end() -> None:
+    """close(timeout_s=0) during a run gives up at once (False), even if the run ends soon."""
+    import threading
+
+    held = _HeldPool()
+    workload = tiny_workload(rollout=held)
+    runner = threading.Thread(target=workload.run, args=(None,))
+    runner.start()
+    assert held.started.wait(60)
+    letting_go = threading.Timer(0.2, held.go.set)
+    letting_go.start()
+    try:
+        assert workload.close(timeout_s=0) is False
+    finally:
+        held.go.set()
+        runner.join()
+    assert workload.close(timeout_s=0) is True
+    held.pool.close()
+
+
+def test_a_closed_workload_keeps_no_hold_on_the_callers_pool() -> None:
+    """After close(), dropping the caller's pool frees it: the workload no longer refers to it."""
+    import gc
+    import weakref
+
+    pool = mujoco.rollout.Rollout(nthread=2)
+    workload = tiny_workload(rollout=pool)
+    workload.run(None)
+    assert workload.close() is True
+    pool.close()
+    gone = weakref.ref(pool)
+    del pool
+    gc.collect()
+    assert gone() is None
+    with pytest.raises(UsageError, match="closed"):
+        workload.run(None)

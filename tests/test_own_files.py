@@ -200,3 +200,69 @@ def test_merge_may_write_into_the_cache_and_the_system_cache(
         assert main(["cache", "merge", str(fleet), "-o", str(out)]) == 0
     assert sorted(DecisionCache(places["cache"]).entries()) == ["a" * 32, "e" * 32]
     assert list(DecisionCache(system).entries()) == ["e" * 32]
+
+
+def test_the_cache_and_its_key_locks_are_kept_when_the_cache_is_named_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CACHE through a linked folder: the real cache file and its key locks are kept."""
+    real = tmp_path / "real"
+    (real / "locks").mkdir(parents=True)
+    via = tmp_path / "via"
+    via.symlink_to(real)
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(via / "cache.json"))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputError, match=f"it is the cache file {via / 'cache.json'}, which"):
+        not_own_file(real / "cache.json", "trace")
+    key_lock = real / "locks" / ("d" * 32 + ".lock")
+    with pytest.raises(OutputError, match="it is a cache key's lock in "):
+        not_own_file(key_lock, "trace")
+
+
+def test_only_lock_files_and_their_notes_in_the_locks_folder_are_kept(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    """In the cache's locks folder a .lock or .lock.holder file is kept; any other name is not."""
+    locks = tmp_path / "locks"
+    for name in ("notes.txt", "d.lock.bak", "d.json"):
+        not_own_file(locks / name, "trace")
+    for name in ("d.lock", "d.lock.holder"):
+        with pytest.raises(OutputError, match=f"it is a cache key's lock in {locks}"):
+            not_own_file(locks / name, "trace")
+
+
+def test_the_key_locks_kept_are_the_caches_not_the_system_caches(
+    places: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a system cache in another folder, the key locks kept are beside the cache file."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(elsewhere / "system.json"))
+    with pytest.raises(OutputError, match=f"it is a cache key's lock in {tmp_path / 'locks'}"):
+        not_own_file(tmp_path / "locks" / "d.lock", "trace")
+    not_own_file(elsewhere / "locks" / "d.lock", "trace")
+
+
+@pytest.mark.parametrize(
+    "toml",
+    [
+        pytest.param("", id="settings"),
+        pytest.param("[cache\n", id="variables-beside-settings-that-do-not-load"),
+    ],
+)
+def test_caches_named_from_home_are_the_files_in_home(
+    places: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str
+) -> None:
+    """$CHUNKTUNE_CACHE and $CHUNKTUNE_SYSTEM_CACHE as ~/...: the files in $HOME are kept."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CHUNKTUNE_CACHE", "~/mine.json")
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", "~/system.json")
+    (tmp_path / "chunktune.toml").write_text(toml)
+    with pytest.raises(OutputError, match=f"it is the cache file {home / 'mine.json'}, which"):
+        not_own_file(home / "mine.json", "trace")
+    with pytest.raises(OutputError, match=f"it is the system cache {home / 'system.json'}, which"):
+        not_own_file(home / "system.json", "trace")
