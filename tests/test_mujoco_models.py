@@ -188,3 +188,22 @@ def test_the_demo_refuses_a_negative_seed_by_name() -> None:
 
     with pytest.raises(InvalidArgumentError, match="seed"):
         demo_workload(num_envs=4, nthread=1, seed=-1)
+
+
+def test_the_demos_pile_is_stacked_bodies_resting_on_one_another() -> None:
+    """A demo pile env's eight bodies touch one another (two layers), not only the floor."""
+    from chunktune._mujoco import demo_workload
+
+    workload = demo_workload(num_envs=8, nthread=1)  # envs 6 and 7 are the heavy ones
+    model = workload.models[0]
+    data = mujoco.MjData(model)
+    for state in workload.initial_state[6:]:
+        mujoco.mj_setState(model, data, np.array(state), mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        mujoco.mj_forward(model, data)
+        bodies = [
+            (int(model.geom_bodyid[c.geom[0]]), int(model.geom_bodyid[c.geom[1]]))
+            for c in data.contact[: data.ncon]
+        ]
+        on_one_another = [pair for pair in bodies if 0 not in pair]  # body 0 is the world
+        assert on_one_another
+        assert all(data.xpos[b][2] < 0.5 for pair in on_one_another for b in pair)
