@@ -1444,11 +1444,14 @@ def test_close_with_no_time_to_wait_does_not_wait_for_a_run_about_to_end() -> No
     runner = threading.Thread(target=workload.run, args=(None,))
     runner.start()
     assert held.started.wait(60)
-    letting_go = threading.Timer(0.2, held.go.set)
+    # the run ends soon, but not before a loaded machine reaches close(): a close that
+    # waited would return True after it; one that does not returns False at once
+    letting_go = threading.Timer(10.0, held.go.set)
     letting_go.start()
     try:
         assert workload.close(timeout_s=0) is False
     finally:
+        letting_go.cancel()
         held.go.set()
         runner.join()
     assert workload.close(timeout_s=0) is True
