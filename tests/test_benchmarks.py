@@ -1476,3 +1476,86 @@ def test_held_out_causes_adds_up_to_the_ceilings_lead(tmp_path: Path) -> None:
     total = 100 * sum(r.lost for r in rows) / 2
     assert f"{total:+12.2f}" in text.splitlines()[-1] and "t   " in text
     assert script.main(["--traces", str(tmp_path / "none")]) == 2
+
+
+def _recording_pool(sizes: list[int | None]) -> Any:
+    """A real MuJoCo pool (2 threads) that records the chunk_size of every rollout."""
+    import mujoco.rollout
+
+    class Recording(mujoco.rollout.Rollout):  # type: ignore[misc]
+        def rollout(self, *args: Any, **kwargs: Any) -> Any:
+            sizes.append(kwargs["chunk_size"])
+            return super().rollout(*args, **kwargs)
+
+    return Recording(nthread=2)
+
+
+def test_aa_live_twins_run_native_and_other_sizes_run_as_themselves(tmp_path: Path) -> None:
+    """aa_live's wrapper runs native for a twin (clamped as candidates are), others as asked."""
+    from chunktune._errors import InvalidArgumentError
+    from chunktune._mujoco import RolloutWorkload
+
+    script = _script("aa_live")
+    (tmp_path / "tiny.xml").write_text(_TINY)
+    sizes: list[int | None] = []
+    pool = _recording_pool(sizes)
+    with RolloutWorkload.from_xml(
+        tmp_path / "tiny.xml", num_envs=40, nthread=2, nstep=2, rollout=pool
+    ) as inner:
+        # 40 envs on 2 threads: native 2, ceil(N/T) 20, so twin 99 is asked for as 20
+        twins = script.TwinWorkload(inner, (3, 99), tune=7)
+        for asked in (3, None, 20, 4):
+            assert twins.run(asked) > 0
+        assert sizes == [None, None, None, 4]
+        assert [(a, r) for a, r, _ in twins.calls] == [(3, None), (None, None), (20, None), (4, 4)]
+        assert twins.signature() == {**inner.signature(), "aa_twins": "3,20", "aa_tune": 7}
+        with pytest.raises(InvalidArgumentError, match=r"twins \(2, 5\).*native chunk 2"):
+            script.TwinWorkload(inner, (2, 5))
+        with pytest.raises(InvalidArgumentError, match=r"twins \(\)"):
+            script.TwinWorkload(inner, ())
+    pool.close()
+
+
+def test_aa_live_a_twin_only_list_tunes_to_a_decision_on_native_calls_alone(
+    tmp_path: Path,
+) -> None:
+    """balanced on K twins over a real pool measures, decides, and the pool only ever ran None."""
+    import chunktune
+    from chunktune._candidates import ExplicitCandidates
+    from chunktune._mujoco import RolloutWorkload
+
+    script = _script("aa_live")
+    settings = _script("measure").bench_settings()
+    policy = settings.get_policy("balanced")
+    (tmp_path / "tiny.xml").write_text(_TINY)
+    sizes: list[int | None] = []
+    pool = _recording_pool(sizes)
+    with RolloutWorkload.from_xml(
+        tmp_path / "tiny.xml", num_envs=40, nthread=2, nstep=2, rollout=pool
+    ) as inner:
+        twins = script.TwinWorkload(inner, script.TWIN_SIZES)
+        decision = chunktune.resolve_sync(
+            twins,
+            settings=settings,
+            policy=attrs.evolve(policy, candidates=ExplicitCandidates(sizes=script.TWIN_SIZES)),
+        )
+        assert isinstance(decision, chunktune.Decision) and decision.source == "benchmark"
+        assert {a for a, _, _ in twins.calls} > {None} and set(sizes) == {None}
+        row = script.tune_once(
+            inner, case="tiny", name="balanced", policy=policy, k=1, tune=3, settings=settings
+        )
+    pool.close()
+    assert (row.case, row.k, row.tune, row.calls > 0) == ("tiny", 1, 3, True)
+    assert row.kind in {"left", "gate", "race", "confirm", "budget"}
+    assert (row.kind == "left") == (row.chunk_size is not None)
+    assert set(sizes) == {None}
+
+
+def test_aa_live_clopper_pearson_matches_known_exact_intervals() -> None:
+    """The exact interval: 0 of 60 reaches 1 - 0.025**(1/60); 1 of 10 spans 0.25% to 44.5%."""
+    cp = _script("aa_live").clopper_pearson
+    low, high = cp(0, 60)
+    assert low == 0.0 and math.isclose(high, 1 - 0.025 ** (1 / 60), rel_tol=1e-9)
+    low, high = cp(1, 10)
+    assert math.isclose(low, 0.00253, rel_tol=1e-2) and math.isclose(high, 0.44502, rel_tol=1e-3)
+    assert cp(5, 5)[1] == 1.0
