@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 from cases import live_cases
 from measure import bench_settings, own_sweep_lock, scored
 
@@ -36,7 +37,7 @@ from chunktune._candidates import ExplicitCandidates
 from chunktune._confirm import pair_gains
 from chunktune._errors import InvalidArgumentError
 from chunktune._events import ProgressEvent
-from chunktune._stats import estimate
+from chunktune._stats import estimate, pooled_sigma, standard_error
 from chunktune._workload import SignatureValue, native_chunk, upper_chunk
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "clopper_pearson",
     "kind_of",
     "main",
+    "null_z",
     "tune_once",
 ]
 
@@ -282,6 +284,27 @@ def false_confirmations(rows: Sequence[AARow]) -> str:
     return "\n".join(lines) if lines else "no false confirmations"
 
 
+def null_z(rows: Sequence[AARow], least_pairs: int = 8) -> str:
+    """How the test's statistic behaves on this null: each confirmation's trimmed-mean z on
+    its own pairs (``least_pairs`` or more), whose sd should be about 1 and share over 1.96
+    about 2.5% if the noise figure prices the live noise right."""
+    zs = []
+    for r in rows:
+        if len(r.pairs) < least_pairs:
+            continue
+        sigma, _ = pooled_sigma([list(r.pairs)])
+        se = standard_error(sigma, len(r.pairs), "trimmed_mean")
+        if 0 < se < math.inf:
+            zs.append(estimate(list(r.pairs), "trimmed_mean", trim=0.2) / se)
+    if len(zs) < 2:
+        return f"fewer than 2 confirmations with {least_pairs}+ pairs: no z figure"
+    z = np.asarray(zs)
+    return (
+        f"{len(z)} confirmations with {least_pairs}+ pairs: trimmed-mean z on their own pairs "
+        f"mean {z.mean():+.2f}, sd {z.std(ddof=1):.2f}, over 1.96 {np.mean(z > 1.96):.1%}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tunes", type=int, default=60, help="tunes per setting, at most")
@@ -335,6 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(rows))
     print()
     print(false_confirmations(rows))
+    print(null_z(rows))
     if args.json:
         payload: dict[str, Any] = {
             "load_before": list(before),

@@ -1559,3 +1559,21 @@ def test_aa_live_clopper_pearson_matches_known_exact_intervals() -> None:
     low, high = cp(1, 10)
     assert math.isclose(low, 0.00253, rel_tol=1e-2) and math.isclose(high, 0.44502, rel_tol=1e-3)
     assert cp(5, 5)[1] == 1.0
+
+
+def test_aa_live_null_z_reports_the_spread_of_each_confirmations_statistic() -> None:
+    """null_z counts confirmations of 8+ pairs only and gives their z's mean, sd and tail share."""
+    script = _script("aa_live")
+    rng = np.random.default_rng(5)
+
+    def row(pairs: Any) -> Any:
+        return script.AARow(
+            case="c", policy="balanced", k=1, tune=0, chunk_size=None, kind="confirm",
+            reason="", gain=0.0, gain_ci=None, partial=False, probe_seconds=1.0, calls=8,
+            pairs=tuple(float(x) for x in pairs), block_drift=(), load=1.0,
+        )  # fmt: skip
+
+    assert script.null_z([row([0.1] * 4)]).startswith("fewer than 2 confirmations")
+    rows = [row(rng.normal(0.0, 0.05, 32)) for _ in range(40)] + [row([0.3] * 4)]
+    text = script.null_z(rows)
+    assert text.startswith("40 confirmations with 8+ pairs") and "sd " in text
