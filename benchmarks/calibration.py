@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import attrs
-from cases import trace_files, trace_name, traces_folder
-from measure import bench_settings, own_sweep_lock, scored
+from cases import at_least_one, trace_files, trace_name, traces_folder
+from measure import bench_settings, own_sweep_lock, policies_or_exit, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -101,7 +101,7 @@ def report(rows: Sequence[CalibrationRow], worst: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=5, help="replays per size")
+    parser.add_argument("--draws", type=at_least_one, default=5, help="replays per size")
     parser.add_argument("--policy", default="balanced")
     parser.add_argument("--worst", type=float, default=-0.03, help="slowest gain offered")
     parser.add_argument(
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     own_sweep_lock()
     settings = bench_settings()
-    policy = settings.get_policy(args.policy)
+    (policy,) = policies_or_exit(parser, settings, [args.policy], "--policy").values()
     rows: list[CalibrationRow] = []
     for path in trace_files(*([args.traces] if args.traces else [])):
         rows += calibration_rows(path, policy, args.draws, settings, worst=args.worst)

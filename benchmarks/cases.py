@@ -10,6 +10,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from chunktune import ChunktuneError
+from chunktune._trace import load_trace
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
 
 __all__ = [
@@ -18,8 +20,10 @@ __all__ = [
     "TRACE_DIR",
     "RealCase",
     "SimCase",
+    "at_least_one",
     "live_cases",
     "robot",
+    "trace_file",
     "trace_files",
     "trace_name",
     "traces_folder",
@@ -138,7 +142,33 @@ SIM_CASES: tuple[SimCase, ...] = (
 )  # fmt: skip
 
 
+# ------------------------------------------------------------------------ options
+
+
+def at_least_one(text: str) -> int:
+    """A count option's argparse type: an integer >= 1, else argparse's one-line error
+    (exit 2). A count of 0 or less would print empty tables, divide by zero, or, where
+    0 reads as unset, quietly run the default count."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
 # ------------------------------------------------------------------------ traces
+
+
+def trace_file(value: str) -> Path:
+    """A trace argument's argparse type: a file that loads as a trace, else argparse's
+    one-line error naming it (a missing or damaged file was a traceback)."""
+    try:
+        load_trace(Path(value))
+    except ChunktuneError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return Path(value)
 
 
 def traces_folder(value: str) -> Path:

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 import attrs
 import numpy as np
-from cases import SIM_CASES, trace_files, trace_name, traces_folder
-from measure import bench_settings
+from cases import SIM_CASES, at_least_one, trace_files, trace_name, traces_folder
+from measure import bench_settings, policies_or_exit
 from report import signed_pct
 
 from chunktune import Policy
@@ -97,7 +97,9 @@ def trace_ceiling(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=10, help="noise draws per case and trace")
+    parser.add_argument(
+        "--draws", type=at_least_one, default=10, help="noise draws per case and trace"
+    )
     parser.add_argument("--budget", type=float, help="seconds (default: the policy's budget)")
     parser.add_argument("--policy", default="balanced")
     parser.add_argument(
@@ -105,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-sim", action="store_true", help="the traces only")
     args = parser.parse_args(argv)
-    policy = bench_settings().get_policy(args.policy)
+    (policy,) = policies_or_exit(parser, bench_settings(), [args.policy], "--policy").values()
+    if args.budget is not None and not args.budget > 0:
+        parser.error(f"--budget {args.budget:g}: expected seconds > 0")
     budget = args.budget if args.budget is not None else policy.time_budget_s
     print(
         f"best size known in advance, confirmed with {args.policy}'s test "

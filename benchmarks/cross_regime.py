@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 import numpy as np
-from measure import bench_settings, own_sweep_lock
+from measure import bench_settings, own_sweep_lock, policies_or_exit
 
 import chunktune
 from chunktune import Policy, Settings
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"no calm twin: {', '.join(missing)}")
     own_sweep_lock()
     settings = bench_settings()
-    policy = settings.get_policy(args.policy)
+    (policy,) = policies_or_exit(parser, settings, [args.policy], "--policy").values()
     print(
         "| batch | offer calm | busy choice on calm truth | calm choice on calm truth "
         "| offer busy | busy choice on busy truth | calm choice on busy truth |"

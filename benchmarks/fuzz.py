@@ -566,6 +566,8 @@ def main_fuzz(argv: list[str] | None = None) -> int:
     parser.add_argument("--caches", type=int, default=10_000, help="cache documents to try")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.settings < 0 or args.caches < 0:
+        parser.error(f"--settings {args.settings}, --caches {args.caches}: expected 0 or more")
     wall = time.perf_counter()
     with sandbox():
         start = time.perf_counter()

@@ -32,14 +32,14 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
-from cases import trace_files, trace_name, traces_folder
+from cases import at_least_one, trace_files, trace_name, traces_folder
 from ceiling import confirm_known_best
 from measure import (
     BenchmarkError,
     bench_settings,
     check_replayable,
     own_sweep_lock,
-    policies_named,
+    policies_or_exit,
     scored,
 )
 
@@ -254,7 +254,7 @@ def report(rows: Sequence[HeldOutRow]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=20, help="random splits per trace")
+    parser.add_argument("--draws", type=at_least_one, default=20, help="random splits per trace")
     parser.add_argument("--policies", default="balanced,seed", help="comma-separated names")
     parser.add_argument(
         "--traces", type=traces_folder, help="directory of traces (default: traces/)"
@@ -268,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     own_sweep_lock()
     settings = bench_settings()
-    policies = policies_named(settings, args.policies.split(","))
+    policies = policies_or_exit(parser, settings, args.policies.split(","), "--policies")
     ceiling = next(iter(policies.values())) if args.ceiling else None
     files = trace_files(*([args.traces] if args.traces else []))
     try:  # a trace of some sizes (record --sizes) is refused before anything runs

@@ -33,10 +33,10 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import trace_files, trace_name
+from cases import at_least_one, trace_files, trace_name
 from ceiling import confirm_known_best
 from held_out import split
-from measure import bench_settings, own_sweep_lock
+from measure import bench_settings, own_sweep_lock, policies_or_exit
 from regret_causes import _Sweep
 
 import chunktune
@@ -146,13 +146,14 @@ def report(rows: Sequence[HeldOutLoss], draws: int, *, verbose: bool = False) ->
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=Path, required=True, help="a folder of traces")
-    parser.add_argument("--draws", type=int, default=20, help="random splits per trace")
+    parser.add_argument("--draws", type=at_least_one, default=20, help="random splits per trace")
     parser.add_argument("--policy", default="balanced")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per draw")
     args = parser.parse_args(argv)
     if not trace_files(args.traces):
         print(f"held_out_causes: no traces under {args.traces}", file=sys.stderr)
         return 2
+    policies_or_exit(parser, bench_settings(), [args.policy], "--policy")
     own_sweep_lock()
     rows = held_out_causes(args.policy, args.draws, args.traces)
     print(report(rows, args.draws, verbose=args.verbose))

@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
     parser.add_argument("--just-written", action="store_true", help="files as just written")
     args = parser.parse_args(argv)
+    if args.calls < 1 or args.entries < 0:
+        parser.error(f"--calls {args.calls}, --entries {args.entries}: expected >= 1 and >= 0")
     if not args.just_written:
         _settled.SETTLED_S = 0.0  # the files as a trainer finds them: written long before
     with tempfile.TemporaryDirectory() as d:

@@ -7,6 +7,7 @@ truth; live rows on a paired re-measurement against native.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import subprocess
@@ -39,6 +40,7 @@ __all__ = [
     "live_rows",
     "own_sweep_lock",
     "policies_named",
+    "policies_or_exit",
     "remeasure",
     "scored",
     "sim_rows",
@@ -71,6 +73,17 @@ def bench_settings() -> Settings:
 def policies_named(settings: Settings, names: Sequence[str]) -> dict[str, Policy]:
     """The named policies of ``settings``."""
     return {name: settings.get_policy(name) for name in names}
+
+
+def policies_or_exit(
+    parser: argparse.ArgumentParser, settings: Settings, names: Sequence[str], option: str
+) -> dict[str, Policy]:
+    """:func:`policies_named`, or ``parser.error`` naming ``option`` and the unknown
+    policy (exit 2, one line): a misspelt name was a ``ConfigError`` traceback."""
+    try:
+        return policies_named(settings, names)
+    except chunktune.ConfigError as exc:
+        parser.error(f"{option}: {exc}")
 
 
 class BenchmarkError(RuntimeError):

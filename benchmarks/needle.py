@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
-from measure import bench_settings, own_sweep_lock, policies_named, scored
+from cases import at_least_one
+from measure import bench_settings, own_sweep_lock, policies_or_exit, scored
 
 import chunktune
 from chunktune import Policy, Settings
@@ -113,13 +114,15 @@ def report(rows: Sequence[NeedleRow], gain: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=20, help="noise draws per needle")
+    parser.add_argument("--draws", type=at_least_one, default=20, help="noise draws per needle")
     parser.add_argument("--gain", type=float, default=0.06, help="how much faster the needle is")
     parser.add_argument("--policies", default="balanced", help="comma-separated names")
     args = parser.parse_args(argv)
+    if not 0.0 < args.gain < 1.0:
+        parser.error(f"--gain {args.gain:g}: expected a share faster than native, 0 < GAIN < 1")
     own_sweep_lock()
     settings = bench_settings()
-    policies = policies_named(settings, args.policies.split(","))
+    policies = policies_or_exit(parser, settings, args.policies.split(","), "--policies")
     rows = needle_rows(policies, args.draws, args.gain, (0.03, 0.06, 0.10), settings)
     print(report(rows, args.gain))
     return 0

@@ -226,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     case_options(parser, policies="balanced,seed")
     parser.add_argument("--worst", type=int, default=5, help="harmful runs shown a policy")
     args = parser.parse_args(argv)
+    if args.worst < 0:
+        parser.error(f"--worst {args.worst}: expected 0 or more runs")
     ranges, settings, policies = case_setup(parser, args)
     cases = draw(args.cases, args.base, ranges)
     runs = novel_runs(cases, policies, args.seeds, settings)

@@ -132,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.trees) != 2:
         parser.error("name two trees: OLD NEW")
     trees = [tree.resolve() for tree in args.trees]
+    # a tree without the package would time whatever chunktune the children find instead
+    if missing := [str(t) for t in trees if not (t / "chunktune" / "__init__.py").is_file()]:
+        parser.error(f"expected a source tree holding chunktune/: {', '.join(missing)}")
+    if min(args.rounds, args.hit_rounds, args.calls) < 1:
+        parser.error(
+            f"--rounds {args.rounds}, --hit-rounds {args.hit_rounds}, --calls {args.calls}: "
+            "expected each at least 1"
+        )
     sizes = (1, 1000)
     loops: dict[tuple[int, int], list[dict[str, float]]] = {}
     benches: dict[tuple[int, int], list[dict[str, float]]] = {}

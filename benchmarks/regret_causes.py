@@ -45,8 +45,8 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import SIM_CASES, trace_files, trace_name, traces_folder
-from measure import bench_settings, own_sweep_lock
+from cases import SIM_CASES, at_least_one, trace_files, trace_name, traces_folder
+from measure import bench_settings, own_sweep_lock, policies_or_exit
 
 import chunktune
 from chunktune._events import ProgressEvent
@@ -327,15 +327,18 @@ def trace_report(lost: list[TraceLoss], offers: dict[str, float], draws: int) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=at_least_one, default=5)
     parser.add_argument("--above", type=float, default=0.01, help="regret threshold (0.01 = 1%%)")
     parser.add_argument("--policy", default="balanced")
     parser.add_argument("--cases", default="", help="comma-separated case names (all)")
     parser.add_argument(
         "--traces", type=traces_folder, help="replay the traces in DIR instead (run.py's draws)"
     )
-    parser.add_argument("--draws", type=int, default=10, help="--traces: replays per trace")
+    parser.add_argument(
+        "--draws", type=at_least_one, default=10, help="--traces: replays per trace"
+    )
     args = parser.parse_args()
+    policies_or_exit(parser, bench_settings(), [args.policy], "--policy")
     own_sweep_lock()
     if args.traces is not None:
         print(trace_report(*trace_causes(args.policy, args.draws, args.traces), args.draws))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from cases import trace_name
+from cases import trace_file, trace_name
 
 from chunktune._replay import ReplayWorkload, decompose
 from chunktune._trace import Trace, load_trace
@@ -106,7 +106,9 @@ def rerecord(trace: Trace, *, seed: int = 0) -> Trace:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("files", nargs="*", type=Path, help="traces (default: traces/**/*.json)")
+    parser.add_argument(
+        "files", nargs="*", type=trace_file, help="traces (default: traces/**/*.json)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the re-recording's seed")
     args = parser.parse_args(argv)
     files = args.files or sorted((HERE / "traces").glob("**/*.json"))

@@ -26,7 +26,7 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cases import SIM_CASES, live_cases, trace_files, trace_name, traces_folder
+from cases import SIM_CASES, at_least_one, live_cases, trace_files, trace_name, traces_folder
 from measure import (
     BenchmarkError,
     LiveRow,
@@ -37,6 +37,7 @@ from measure import (
     live_rows,
     own_sweep_lock,
     policies_named,
+    policies_or_exit,
     sim_rows,
     trace_rows,
 )
@@ -83,8 +84,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="the quick suite, fewer draws")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write rows and summaries")
     parser.add_argument("--policies", type=_names, help="comma-separated policy names")
-    parser.add_argument("--seeds", type=int, help="noise seeds per simulated case (3/5)")
-    parser.add_argument("--draws", type=int, help="replays per trace (5 quick, 10 full)")
+    parser.add_argument("--seeds", type=at_least_one, help="noise seeds per simulated case (3/5)")
+    parser.add_argument("--draws", type=at_least_one, help="replays per trace (5 quick, 10 full)")
     parser.add_argument("--no-sim", action="store_true", help="skip the simulated suite")
     parser.add_argument("--no-traces", action="store_true", help="skip the replayed traces")
     parser.add_argument(
@@ -92,9 +93,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--live", action="store_true", help="real tunes, re-measured")
     parser.add_argument("--hog", action="store_true", help="live: a CPU hog halfway through")
-    parser.add_argument("--tunes", type=int, default=3, help="live: tunes per policy")
-    parser.add_argument("--rounds", type=int, default=40, help="live: re-measurement rounds")
-    parser.add_argument("--nthread", type=int, help="live: pool size (default: the usable CPUs)")
+    parser.add_argument("--tunes", type=at_least_one, default=3, help="live: tunes per policy")
+    parser.add_argument(
+        "--rounds", type=at_least_one, default=40, help="live: re-measurement rounds"
+    )
+    parser.add_argument(
+        "--nthread", type=at_least_one, help="live: pool size (default: the usable CPUs)"
+    )
     parser.add_argument(
         "--cases",
         type=_names,
@@ -107,7 +112,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="simulated and replayed: no time budget, so the search and the rule are judged "
         "apart from whether the budget pays for them",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.policies is not None:
+        policies_or_exit(parser, bench_settings(), args.policies, "--policies")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -66,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=2000, help="simulated sweeps per cell")
     args = parser.parse_args(argv)
+    if args.draws < 1:
+        parser.error(f"--draws {args.draws}: expected at least 1")
     rng = np.random.default_rng(1)
     sizes = (4, 6, 8, 16, 32, 64)
     print("true factor by n (the code uses 1.1 at every n):")

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 from cases import SIM_CASES
-from measure import bench_settings, own_sweep_lock, policies_named
+from measure import bench_settings, own_sweep_lock, policies_or_exit
 
 import chunktune
 from chunktune._workload import native_chunk
@@ -191,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     own_sweep_lock()
     settings = bench_settings()
-    policies = policies_named(settings, [p for p in args.policies.split(",") if p])
+    names = [p for p in args.policies.split(",") if p]
+    policies = policies_or_exit(parser, settings, names, "--policies")
     cases = [(i, c) for i, c in enumerate(SIM_CASES) if not args.only or c.name in args.only]
     if not cases:
         parser.error(f"--only {' '.join(args.only or [])}: no simulated case of that name")

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
-from cases import SIM_CASES, trace_files, trace_name
+from cases import SIM_CASES, at_least_one, trace_files, trace_name
 from novel import draw
 from unseen import draw_cases
 
@@ -160,7 +160,9 @@ def details(rows: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=300, help="drawn landscapes per suite")
+    parser.add_argument(
+        "--cases", type=at_least_one, default=300, help="drawn landscapes per suite"
+    )
     parser.add_argument("--unseen-base", type=int, default=777, help="unseen.py's --base")
     parser.add_argument("--novel-base", type=int, default=777, help="novel.py's --base")
     args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from cases import trace_name
+from cases import trace_file, trace_name
 from report import pct
 
 from chunktune._replay import ReplayWorkload, decompose
@@ -62,7 +62,7 @@ def _num(value: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("files", nargs="*", type=Path, help="traces (default: traces/*.json)")
+    parser.add_argument("files", nargs="*", type=trace_file, help="traces (default: traces/*.json)")
     files = parser.parse_args(argv).files or sorted((HERE / "traces").glob("*.json"))
     head = (f"{'trace':34s} {'sizes':>5s} {'rounds':>6s} {'native':>8s} {'best':>5s} "
             f"{'levels':>7s} {'sigma':>6s} {'lag-1':>6s} {'apparent':>8s} {'held out':>8s} "

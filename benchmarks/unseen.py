@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol
 import attrs
 import numpy as np
 import numpy.typing as npt
+from cases import at_least_one
 from measure import bench_settings, own_sweep_lock, policies_named, scored
 
 import chunktune
@@ -275,8 +276,10 @@ def report(rows: Sequence[UnseenRow]) -> str:
 def case_options(parser: argparse.ArgumentParser, *, policies: str) -> None:
     """Add the options of a judge of drawn cases: ``--cases``, ``--seeds``, ``--base``,
     ``--policies`` (``policies`` by default), ``--memory``, ``--noise`` and ``--spikes``."""
-    parser.add_argument("--cases", type=int, default=300, help="random landscapes to draw")
-    parser.add_argument("--seeds", type=int, default=3, help="noise draws per case and policy")
+    parser.add_argument("--cases", type=at_least_one, default=300, help="random landscapes to draw")
+    parser.add_argument(
+        "--seeds", type=at_least_one, default=3, help="noise draws per case and policy"
+    )
     parser.add_argument("--base", type=int, default=777, help="the seed the cases are drawn from")
     parser.add_argument("--policies", default=policies, help="comma-separated names")
     parser.add_argument(

@@ -380,6 +380,109 @@ def test_record_traces_script_refuses_rounds_below_one_with_one_line(
     assert f"--rounds: '{rounds}' is not an integer >= 1" in capsys.readouterr().err
 
 
+_MANYCORE = str(BENCH / "traces" / "manycore")
+_UNKNOWN = 'unknown policy "nosuch"'
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "says"),
+    [
+        pytest.param("run", ["--seeds", "0", "--no-traces", "--cases", "uniform-256"],
+                     "argument --seeds: '0' is not an integer >= 1", id="run-seeds-0-ran-5"),
+        pytest.param("run", ["--draws", "-1", "--no-sim", "--cases", "demo-tail-256-t4"],
+                     "argument --draws: '-1'", id="run-draws-negative"),
+        pytest.param("run", ["--tunes", "0", "--no-sim", "--no-traces"],
+                     "argument --tunes: '0'", id="run-tunes-0"),
+        pytest.param("run", ["--policies", "nosuch", "--no-traces", "--cases", "uniform-256"],
+                     f"--policies: {_UNKNOWN}", id="run-unknown-policy"),
+        pytest.param("held_out", ["--draws", "0"], "argument --draws: '0'", id="held_out-draws"),
+        pytest.param("held_out", ["--policies", "nosuch"], _UNKNOWN, id="held_out-policy"),
+        pytest.param("needle", ["--draws", "0"], "argument --draws: '0'", id="needle-draws"),
+        pytest.param("needle", ["--gain", "-1", "--draws", "1"], "--gain -1", id="needle-gain"),
+        pytest.param("needle", ["--policies", "nosuch"], _UNKNOWN, id="needle-policy"),
+        pytest.param("ceiling", ["--draws", "0", "--no-sim"], "argument --draws: '0'",
+                     id="ceiling-draws-indexerror"),
+        pytest.param("ceiling", ["--budget", "-1", "--no-sim", "--draws", "1",
+                                 "--traces", _MANYCORE], "--budget -1", id="ceiling-budget"),
+        pytest.param("ceiling", ["--policy", "nosuch"], f"--policy: {_UNKNOWN}",
+                     id="ceiling-policy"),
+        pytest.param("held_out_causes", ["--traces", _MANYCORE, "--draws", "0"],
+                     "argument --draws: '0'", id="held_out_causes-draws-zerodivision"),
+        pytest.param("held_out_causes", ["--traces", _MANYCORE, "--policy", "nosuch"],
+                     _UNKNOWN, id="held_out_causes-policy"),
+        pytest.param("calibration", ["--draws", "0"], "argument --draws: '0'",
+                     id="calibration-draws"),
+        pytest.param("calibration", ["--policy", "nosuch"], _UNKNOWN, id="calibration-policy"),
+        pytest.param("cross_regime", ["--policy", "nosuch", "--only", "quadruped-128"],
+                     _UNKNOWN, id="cross_regime-policy"),
+        pytest.param("stalls", ["--policies", "nosuch", "--only", "uniform-256x8"], _UNKNOWN,
+                     id="stalls-policy"),
+        pytest.param("unseen", ["--cases", "0"], "argument --cases: '0'", id="unseen-cases"),
+        pytest.param("unseen", ["--seeds", "0", "--cases", "2"], "argument --seeds: '0'",
+                     id="unseen-seeds"),
+        pytest.param("novel", ["--worst", "-1", "--cases", "1", "--seeds", "1"], "--worst -1",
+                     id="novel-worst"),
+        pytest.param("tooth_census", ["--cases", "-5"], "argument --cases: '-5'",
+                     id="tooth_census-cases-valueerror"),
+        pytest.param("se_factor", ["--draws", "0"], "--draws 0", id="se_factor-indexerror"),
+        pytest.param("trace_stats", ["/nonexistent/x.json"], "cannot read trace",
+                     id="trace_stats-missing-file"),
+        pytest.param("replay_fidelity", ["/nonexistent/x.json"], "cannot read trace",
+                     id="replay_fidelity-missing-file"),
+        pytest.param("hit_bench", ["--calls", "0", "--entries", "1"], "--calls 0",
+                     id="hit_bench-calls-indexerror"),
+        pytest.param("racy_bench", ["/nonexistent/old", "/nonexistent/new"],
+                     "expected a source tree holding chunktune/", id="racy_bench-no-tree"),
+        pytest.param("racy_bench", [str(BENCH.parent), str(BENCH.parent), "--rounds", "0"],
+                     "--rounds 0", id="racy_bench-rounds"),
+    ],
+)  # fmt: skip
+def test_a_script_refuses_a_bad_count_or_name_with_one_line_and_exit_2(
+    script: str, argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A count below one, an unknown policy or an unreadable trace: exit 2, one error line."""
+    with pytest.raises(SystemExit) as exit_:
+        _script(script).main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]  # argparse's usage lines, then the one error line
+    assert ": error: " in last and says in last
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param(["--seeds", "0", "--cases", "uniform-256x8"], "argument --seeds: '0'",
+                     id="seeds"),
+        pytest.param(["--traces", _MANYCORE, "--draws", "0"], "argument --draws: '0'",
+                     id="draws-zerodivision"),
+        pytest.param(["--policy", "nosuch", "--cases", "uniform-256x8"], _UNKNOWN, id="policy"),
+    ],
+)  # fmt: skip
+def test_regret_causes_refuses_a_bad_count_or_policy_with_one_line(
+    argv: list[str],
+    says: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """regret_causes.py (it reads sys.argv) with a zero count or unknown policy: exit 2."""
+    monkeypatch.setattr(sys, "argv", ["regret_causes.py", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        _script("regret_causes").main()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and says in err.strip().splitlines()[-1]
+
+
+def test_fuzz_script_refuses_a_negative_count(capsys: pytest.CaptureFixture[str]) -> None:
+    """fuzz.py --settings -1 (it ran the other 10,000 instead): exit 2 naming the value."""
+    with pytest.raises(SystemExit) as exit_:
+        _script("fuzz").main_fuzz(["--settings", "-1", "--caches", "1"])
+    assert exit_.value.code == 2
+    assert "--settings -1" in capsys.readouterr().err
+
+
 def test_ceiling_script_reports_traces_with_nothing_on_offer(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
