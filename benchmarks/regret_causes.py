@@ -17,7 +17,9 @@ where the loss happened:
 - ``noise gate``: the gate kept native (the margin could not be confirmed in the budget);
 - ``budget``: the budget ended the race before a candidate could be judged;
 - ``kept at race end``: the race ended with native chosen (within the noise, under the
-  margin, no candidate faster).
+  margin, no candidate faster);
+- ``chose the best``: nothing lost (only with ``--above`` below 0, which lists every run;
+  a size is then "within" it when it is the best itself).
 
 Prints one line per run and the categories with their summed regret.
 
@@ -153,6 +155,9 @@ def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = 
             sweep = _Sweep.read(events)
             best = min(sweep.measured, key=truth.regret, default=decision.native_chunk)
             held = sweep.held
+            # a negative --above lists every run; no size is within it of the best, so
+            # each would read "never proposed", the best chosen or measured included
+            near = max(above, 0.0)
             lost.append(
                 Cause(
                     case=case.name,
@@ -167,10 +172,12 @@ def causes(policy_name: str, seeds: int, above: float, cases: Collection[str] = 
                     best_measured_regret=truth.regret(best),
                     stop=sweep.stop,
                     confirmed=decision.gain_ci is not None,
-                    cause=_cause(
+                    cause="chose the best"
+                    if regret <= 0.0
+                    else _cause(
                         decision.chunk_size,
-                        truth.regret(best) <= above,
-                        None if held is None else truth.regret(held) <= above,
+                        truth.regret(best) <= near,
+                        None if held is None else truth.regret(held) <= near,
                         sweep.stop,
                         decision.partial,
                     ),

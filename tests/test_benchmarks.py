@@ -475,6 +475,19 @@ def test_regret_causes_refuses_a_bad_count_or_policy_with_one_line(
     assert "Traceback" not in err and says in err.strip().splitlines()[-1]
 
 
+def test_regret_causes_with_a_negative_threshold_says_which_runs_lost_nothing() -> None:
+    """--above -1 lists every run; one that chose or measured the best is no "never proposed"."""
+    lost = _script("regret_causes").causes("balanced", 5, -1.0, ["lognormal-768x12"])
+    by_seed = {c.seed: c for c in lost}
+    assert sorted(by_seed) == [0, 1, 2, 3, 4]  # every run, as the README's example says
+    for cause in lost:
+        if cause.regret <= 0.0:
+            assert cause.cause == "chose the best"
+        elif cause.best_measured_regret <= 0.0 and cause.chosen is not None:
+            assert cause.cause == "out-raced"  # the best was measured, another chosen
+    assert {c.cause for c in lost} >= {"chose the best", "out-raced"}
+
+
 def test_fuzz_script_refuses_a_negative_count(capsys: pytest.CaptureFixture[str]) -> None:
     """fuzz.py --settings -1 (it ran the other 10,000 instead): exit 2 naming the value."""
     with pytest.raises(SystemExit) as exit_:
