@@ -1,7 +1,8 @@
 """What ``chunktune.compat.resolve_chunk_size`` costs a trainer on a cache hit, with the
 model's hash remembered per model object (now) and taken on every call (before).
 
-    python benchmarks/compat_hit_bench.py [--calls 400] [--rounds 8] [--models demo,humanoid]
+    python benchmarks/compat_hit_bench.py [--calls 400] [--rounds 8]
+                                          [--models demo,cheetah,humanoid,quadruped]
 
 Each model (the bundled demo scene; dm_control's humanoid, cheetah and quadruped from
 ``models/``) is tuned once through ``resolve_chunk_size`` on a pool whose ``step`` is a
