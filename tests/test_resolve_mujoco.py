@@ -205,8 +205,12 @@ MODE, XML = sys.argv[1], sys.argv[2]
 Rollout = mujoco.rollout.Rollout
 
 
+sent = threading.Event()  # the Ctrl-C is sent: a loaded machine may start its thread late
+
+
 class HeldPool:
-    """What the workload makes as its own pool: its first call stays in flight for 2 s."""
+    """What the workload makes as its own pool: its first call stays in flight for 2 s (after
+    the Ctrl-C, when there is one: else a starved sender could find the resolve done)."""
 
     def __init__(self, nthread: int) -> None:
         self.pool = Rollout(nthread=nthread)
@@ -220,6 +224,8 @@ class HeldPool:
         try:
             self.pool.rollout(*args, **kwargs)
             if first:
+                if MODE == "interrupt":
+                    sent.wait(60)
                 time.sleep(2.0)
         finally:
             self.inside -= 1
@@ -272,6 +278,7 @@ elif MODE == "interrupt":
     def interrupt() -> None:
         entered()
         os.kill(os.getpid(), signal.SIGINT)
+        sent.set()
 
     threading.Thread(target=interrupt, daemon=True).start()
     try:
