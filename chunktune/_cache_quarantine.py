@@ -36,6 +36,13 @@ def _cause(exc: OSError) -> str:
     return str(exc.strerror or exc)
 
 
+def _said_once(exc: OSError) -> tuple[str, object]:
+    """What is warned about once for ``exc``: its cause. An error's own words where it has
+    an errno; else its kind, for its words carry figures (a write lock's wait is longer for
+    a larger file, and brief for a file served read-only) that differ for the same cause."""
+    return (_UNAVAILABLE, exc.strerror if exc.strerror else type(exc))
+
+
 def _link_aside(path: Path, aside: Path) -> bool:
     """Give ``path``'s file the name ``aside`` too (True), or, where the file system makes
     no hard links, rename it there (False).
@@ -212,7 +219,7 @@ class Quarantine:
         kept = salvage(raw, self._file.format)
         self._salvaged = (broken, kept)
         # a failed write for the same cause would only say again what this says
-        self._first_time((_UNAVAILABLE, _cause(exc)))
+        self._first_time(_said_once(exc))
         seen = version[0]  # a failed move's link changes the ctime each time: not said again
         if not self._first_time(("read-only", seen[:3], seen[4])):
             return kept  # another thread salvaged this very file at the same moment
@@ -271,11 +278,10 @@ class Quarantine:
         path = self._file.path
         if strict:
             raise CacheError(f"cannot read the cache {path}: {exc.strerror or exc}") from exc
-        cause = _cause(exc)
-        if self._first_time((_UNAVAILABLE, cause)):
+        if self._first_time(_said_once(exc)):
             logger.warning(
                 "chunktune: cache %s is unavailable (%s); continuing without a cache",
                 path,
-                cause,
+                _cause(exc),
             )
         return {}

@@ -1681,6 +1681,22 @@ def test_a_damaged_cache_whose_lock_a_stuck_writer_holds_waits_out_the_stall_onc
     assert aside.read_bytes() == damaged
 
 
+def test_a_write_failing_for_the_stuck_lock_a_read_only_cache_was_served_for_says_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stuck lock that served it read-only is one cause: a write's briefer wait is no second."""
+    path = tmp_path / "c.json"
+    _damaged_cache(path, "digit")
+    cache = DecisionCache(path)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+    monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 0.02)  # the write's wait: other figures
+    with holding(cache.lock_path), caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert cache.entries()  # served read-only, with its one warning
+        assert not cache.put("new", entry()) and not cache.put("other", entry())
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "could not move it aside (its write lock" in said[0]
+
+
 def test_a_write_to_a_damaged_cache_served_read_only_waits_for_a_live_lock_holder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
