@@ -4,7 +4,10 @@ A settings editor who writes ``refine_steps = 5`` beside explicit candidates, or
 ``confirm_alpha`` under ``confirm = false``, changes nothing, and nothing said so: the
 file reads as if it did. :func:`idle_keys` names each such key, with why; the loader
 warns about them (:func:`chunktune._config.settings_from_dict`). Only the keys the table
-writes itself count: an inherited value is its parent's. ``tests/test_idle_keys.py``
+writes itself count: an inherited value is its parent's. Nor does a value that asks
+for nothing (a switch written ``false``, ``refine_steps = 0``): it misleads no reader,
+and the rules between fields may demand it (``noise_gate = false`` beside
+``interleave = false``, in a policy whose parent gates). ``tests/test_idle_keys.py``
 checks that each key named really changes no sweep.
 """
 
@@ -43,12 +46,18 @@ def _rules(p: Policy) -> Iterator[tuple[tuple[str, ...], str]]:
         yield ("refine_steps",), f"{p.candidates.strategy} candidates are never refined"
 
 
+def _asks_nothing(key: str, value: object) -> bool:
+    """Whether ``value`` turns ``key``'s work off: idle or not, nothing it asked for is lost."""
+    return value is False or (key == "refine_steps" and type(value) is int and value == 0)
+
+
 def idle_keys(policy: Policy, own: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each key of ``own`` (the policy's own table, as written) that ``policy`` never reads,
-    with why (the first reason, where there are several), in the table's order."""
+    with why (the first reason, where there are several), in the table's order; a value
+    that asks for nothing is not named."""
     said: dict[str, str] = {}
     for keys, why in _rules(policy):
         for key in own if keys is _EVERY else keys:
             if key not in _ALWAYS_READ:
                 said.setdefault(key, why)
-    return [(key, said[key]) for key in own if key in said]
+    return [(key, said[key]) for key in own if key in said and not _asks_nothing(key, own[key])]

@@ -136,3 +136,41 @@ def test_a_file_whose_keys_all_act_loads_without_a_word(
     caplog.set_level(logging.WARNING, logger="chunktune")
     chunktune.load_settings(file)
     assert caplog.records == []
+
+
+def test_a_key_the_rules_between_fields_demand_is_loaded_without_a_word(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """interleave = false needs noise_gate = false where balanced gates: writing it is not idle."""
+    file = tmp_path / "chunktune.toml"
+    file.write_text(
+        'policy = "mine"\n[policies.mine]\n'
+        "interleave = false\npaired = false\nrace = false\nconfirm = false\nnoise_gate = false\n"
+    )
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    assert not chunktune.load_settings(file).get_policy("mine").noise_gate
+    assert caplog.records == []
+
+
+_GATE_ON = {"noise_gate": True, "confirm_share": 0.2}
+
+
+@pytest.mark.parametrize(
+    ("policy", "own", "named"),
+    [
+        pytest.param("balanced", _GATE_ON, ["noise_gate", "confirm_share"], id="gate-on"),
+        pytest.param("balanced", {**_GATE_ON, "noise_gate": False}, ["confirm_share"], id="off"),
+        pytest.param("seed", {"refine_steps": 0, "extend_budget": False}, [], id="off-values"),
+        pytest.param(
+            "seed",
+            {"refine_steps": 2, "extend_budget": True},
+            ["refine_steps", "extend_budget"],
+            id="on-values",
+        ),
+    ],
+)
+def test_a_value_that_asks_for_nothing_is_not_named(
+    policy: str, own: dict[str, Any], named: list[str]
+) -> None:
+    """A switch written false, or refine_steps = 0, misleads no one; the same key on is named."""
+    assert [k for k, _ in idle_keys(_preset(policy, confirm=False), own)] == named
