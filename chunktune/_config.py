@@ -324,13 +324,24 @@ def settings_from_dict(
     )
 
 
+# the idle keys warned about, with their values: once a process, for a file is read again
+# (compat's resolve on an event loop loads it at every reset, a Ray worker at each task, a
+# file changed lately at each resolve) and says nothing new while they stand unchanged
+_idle_said: dict[tuple[str | None, str, str, str, str], object] = {}
+
+
 def _warn_idle(policies: Mapping[str, Policy], user: Mapping[str, Any], source: str | None) -> None:
     """One warning for each key a policy of the file sets that its other values ignore
-    (:func:`chunktune._idle_keys.idle_keys`): the file would read as if it did something."""
+    (:func:`chunktune._idle_keys.idle_keys`): the file would read as if it did something.
+    Said once a process for each key and value."""
     where = "settings" if source is None else f"settings file {shown_path(source)}"
+    file = None if source is None else os.path.abspath(source)
     for name, own in user.items():
         if isinstance(own, Mapping) and name in policies:
             for key, why in idle_keys(policies[name], own):
+                said, mark = (file, name, key, repr(own[key]), why), object()
+                if _idle_said.setdefault(said, mark) is not mark:  # atomic: threads say it once
+                    continue
                 _logger.warning(
                     "chunktune: %s: policies.%s.%s has no effect: %s", where, name, key, why
                 )

@@ -174,3 +174,19 @@ def test_a_value_that_asks_for_nothing_is_not_named(
 ) -> None:
     """A switch written false, or refine_steps = 0, misleads no one; the same key on is named."""
     assert [k for k, _ in idle_keys(_preset(policy, confirm=False), own)] == named
+
+
+def test_a_file_read_again_names_an_idle_key_again_only_once_its_value_changes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded at every reset (compat on a loop), a file warns once, and again for a new value."""
+    monkeypatch.chdir(tmp_path)
+    file = tmp_path / "chunktune.toml"
+    file.write_text('policy = "mine"\n[policies.mine]\nconfirm = false\nconfirm_alpha = 0.1\n')
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    for path in (file, file, "chunktune.toml"):  # the same file, named relatively
+        chunktune.load_settings(path)
+    assert len(caplog.records) == 1
+    file.write_text(file.read_text().replace("0.1", "0.2"))
+    chunktune.load_settings(file)
+    assert len(caplog.records) == 2 and "confirm_alpha" in caplog.records[1].getMessage()
