@@ -72,9 +72,16 @@ def too_noisy(
         if measured >= gain:
             at_stake = f"the {pct(1.0 - math.exp(-measured))} gain of the race's best, {best},"
         else:  # a lead under the margin: the least gain worth leaving native for is at stake
+            # a best that measured slower than native (a live one, within the noise) is said
+            # so: "-0.4% faster" reads as a typo
+            looked = (
+                f"{pct(1.0 - math.exp(-measured))} faster"
+                if measured >= 0.0
+                else f"{pct(math.exp(-measured) - 1.0)} slower"
+            )
             at_stake = (
                 f"the {pct(1.0 - math.exp(-gain))} margin (the race's best, {best}, looked "
-                f"{pct(1.0 - math.exp(-measured))} faster)"
+                f"{looked})"
             )
     return (
         f"the machine is too noisy to confirm a gain within the budget: one call varies "

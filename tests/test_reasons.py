@@ -94,6 +94,12 @@ def test_the_noise_gate_at_the_race_s_end_names_its_best_and_what_is_at_stake() 
     assert "confirming the 1.0% margin (the race's best, 8, looked 0.2% faster) would take" in under
 
 
+def test_the_noise_gate_says_a_best_that_measured_slower_than_native_looked_slower() -> None:
+    """A live race's best measured 2% slower than native: 'slower', never '-2.0% faster'."""
+    said = too_noisy(sigma=0.1, gain=math.log(1 / 0.99), needed=400, afford=12, lead=(8, -0.02))
+    assert "(the race's best, 8, looked 2.0% slower) would take" in said and "-2" not in said
+
+
 def test_a_typical_gain_the_mean_held_back_is_named_only_on_enough_pairs() -> None:
     """'in the typical pair but ... on average' needs confirm_min_pairs pairs; fewer, no."""
     held = Confirmation("inconclusive", 16, 0.03, (0.01, 0.05), 0.03, mean_gain=-0.02)
