@@ -312,7 +312,7 @@ def settings_from_dict(
     if problems or variables:
         # a variable's problem alone is no fault of the file it was read beside
         raise ConfigError([*problems, *variables], source=source if problems else None)
-    _warn_idle(policies, user, source)
+    _warn_idle(policies, user, presets, source)
     return Settings(
         policy=active,
         policies=policies,
@@ -330,7 +330,12 @@ def settings_from_dict(
 _idle_said: dict[tuple[str | None, str, str, str, str], object] = {}
 
 
-def _warn_idle(policies: Mapping[str, Policy], user: Mapping[str, Any], source: str | None) -> None:
+def _warn_idle(
+    policies: Mapping[str, Policy],
+    user: Mapping[str, Any],
+    presets: Mapping[str, dict[str, Any]],
+    source: str | None,
+) -> None:
     """One warning for each key a policy of the file sets that its other values ignore
     (:func:`chunktune._idle_keys.idle_keys`): the file would read as if it did something.
     Said once a process for each key and value."""
@@ -338,13 +343,24 @@ def _warn_idle(policies: Mapping[str, Policy], user: Mapping[str, Any], source: 
     file = None if source is None else os.path.abspath(source)
     for name, own in user.items():
         if isinstance(own, Mapping) and name in policies:
-            for key, why in idle_keys(policies[name], own):
+            without = functools.partial(_built_without, name, user, presets)
+            for key, why in idle_keys(policies[name], own, without):
                 said, mark = (file, name, key, repr(own[key]), why), object()
                 if _idle_said.setdefault(said, mark) is not mark:  # atomic: threads say it once
                     continue
                 _logger.warning(
                     "chunktune: %s: policies.%s.%s has no effect: %s", where, name, key, why
                 )
+
+
+def _built_without(
+    name: str, user: Mapping[str, Any], presets: Mapping[str, dict[str, Any]], key: str
+) -> Policy | None:
+    """User policy ``name`` as the file would make it without its key ``key`` (None: refused)."""
+    own = {k: v for k, v in user[name].items() if k != key}
+    table = resolve_tables(presets, {**user, name: own}, []).get(name)
+    built: Policy | None = None if table is None else structure(table, Policy, "", [])
+    return built
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

@@ -5,15 +5,16 @@ A settings editor who writes ``refine_steps = 5`` beside explicit candidates, or
 file reads as if it did. :func:`idle_keys` names each such key, with why; the loader
 warns about them (:func:`chunktune._config.settings_from_dict`). Only the keys the table
 writes itself count: an inherited value is its parent's. Nor does a value that asks
-for nothing (a switch written ``false``, ``refine_steps = 0``): it misleads no reader,
-and the rules between fields may demand it (``noise_gate = false`` beside
-``interleave = false``, in a policy whose parent gates). ``tests/test_idle_keys.py``
-checks that each key named really changes no sweep.
+for nothing (a switch written ``false``, ``refine_steps = 0``), one the policy would
+have without it (``policy show``'s output pasted back writes every key), or one the
+rules between fields demand (``noise_gate = false`` beside ``interleave = false``, in a
+policy whose parent gates): none misleads a reader. ``tests/test_idle_keys.py`` checks
+that each key named really changes no sweep.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ._policy import Policy
@@ -51,13 +52,33 @@ def _asks_nothing(key: str, value: object) -> bool:
     return value is False or (key == "refine_steps" and type(value) is int and value == 0)
 
 
-def idle_keys(policy: Policy, own: Mapping[str, Any]) -> list[tuple[str, str]]:
+def idle_keys(
+    policy: Policy,
+    own: Mapping[str, Any],
+    without: Callable[[str], Policy | None] | None = None,
+) -> list[tuple[str, str]]:
     """Each key of ``own`` (the policy's own table, as written) that ``policy`` never reads,
-    with why (the first reason, where there are several), in the table's order; a value
-    that asks for nothing is not named."""
+    with why (the first reason, where there are several), in the table's order.
+
+    Not named: a value that asks for nothing, and, where ``without`` builds the policy
+    as it would be without a key (None: refused then), a value it would have anyway or
+    one it could not do without."""
     said: dict[str, str] = {}
     for keys, why in _rules(policy):
         for key in own if keys is _EVERY else keys:
             if key not in _ALWAYS_READ:
                 said.setdefault(key, why)
-    return [(key, said[key]) for key in own if key in said and not _asks_nothing(key, own[key])]
+    return [
+        (key, said[key])
+        for key in own
+        if key in said and not _asks_nothing(key, own[key]) and not _needless(key, policy, without)
+    ]
+
+
+def _needless(key: str, policy: Policy, without: Callable[[str], Policy | None] | None) -> bool:
+    """Whether leaving ``key`` out would change nothing to warn about: the same value, or
+    a policy refused (the key is demanded)."""
+    if without is None:
+        return False
+    other = without(key)
+    return other is None or getattr(other, key, None) == getattr(policy, key, None)

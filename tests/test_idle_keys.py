@@ -12,6 +12,7 @@ import pytest
 import chunktune
 from chunktune import ExplicitCandidates, Policy, SeedCandidates, load_settings
 from chunktune._candidates import candidate_list
+from chunktune._cli import main
 from chunktune._idle_keys import CONFIRM_ONLY, ROUNDS_ONLY, idle_keys
 from chunktune._probe import SweepResult
 from chunktune._sweep import sweep
@@ -152,6 +153,17 @@ def test_a_key_the_rules_between_fields_demand_is_loaded_without_a_word(
     assert caplog.records == []
 
 
+def test_an_idle_key_the_policy_is_refused_without_is_not_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """seed with max_rounds = 3 needs min_rounds <= 3: idle (interleave = false), yet demanded."""
+    file = tmp_path / "chunktune.toml"
+    file.write_text('[policies.mine]\nextends = "seed"\nmax_rounds = 3\nmin_rounds = 3\n')
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    assert chunktune.load_settings(file).get_policy("mine").min_rounds == 3
+    assert caplog.records == []
+
+
 _GATE_ON = {"noise_gate": True, "confirm_share": 0.2}
 
 
@@ -190,3 +202,32 @@ def test_a_file_read_again_names_an_idle_key_again_only_once_its_value_changes(
     file.write_text(file.read_text().replace("0.1", "0.2"))
     chunktune.load_settings(file)
     assert len(caplog.records) == 2 and "confirm_alpha" in caplog.records[1].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        pytest.param("off", [], id="off"),
+        pytest.param("seed", ["min_rounds"], id="seed"),
+        pytest.param("thorough", [], id="thorough"),
+    ],
+)
+def test_policy_show_pasted_back_names_only_what_differs_from_where_it_starts(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    named: list[str],
+) -> None:
+    """A preset shown and pasted as its header says names no key balanced already holds."""
+    monkeypatch.chdir(tmp_path)  # no chunktune.toml here: the shipped presets
+    assert main(["policy", "show", name]) == 0
+    table = capsys.readouterr().out.replace("[candidates]", "[policies.copy.candidates]")
+    file = tmp_path / "pasted.toml"
+    file.write_text(f"[policies.copy]\n{table}")
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    settings = chunktune.load_settings(file)
+    assert settings.get_policy("copy") == settings.get_policy(name)
+    said = [r.getMessage().split(": ")[2] for r in caplog.records]
+    assert said == [f"policies.copy.{key} has no effect" for key in named]
