@@ -1182,3 +1182,17 @@ def test_a_candidates_table_without_a_strategy_in_a_policy_extending_nothing_kee
     policy = load_settings(file).get_policy("m")
     assert policy.candidates == BalancedCandidates(max_candidates=6)
     assert policy.margin == 0.02
+
+
+def test_a_policy_extending_nothing_keeps_the_shipped_balanced_s_strategy_past_a_tweak(
+    tmp_path: Path,
+) -> None:
+    """A file's [policies.balanced] of another strategy: one extending nothing keeps shipped's."""
+    file = write(
+        tmp_path / "c.toml",
+        '[policies.balanced.candidates]\nstrategy = "geometric"\n'
+        "[policies.m.candidates]\nmax_candidates = 6\n",
+    )
+    settings = load_settings(file)
+    assert settings.get_policy("balanced").candidates.strategy == "geometric"
+    assert settings.get_policy("m").candidates == BalancedCandidates(max_candidates=6)
