@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import numpy as np
 import numpy.typing as npt
-from record_traces import _positive
+from cases import at_least_one
 
 from chunktune._fingerprint import usable_cpus
 
@@ -101,9 +101,9 @@ def row(c: Covariate) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--sizes", type=_positive, nargs="+", default=[1, 4, 8, 16, 32, 64, 128])
-    parser.add_argument("--rounds", type=_positive, default=100)
-    parser.add_argument("--num-envs", type=_positive, default=256)
+    parser.add_argument("--sizes", type=at_least_one, nargs="+", default=[1, 4, 8, 16, 32, 64, 128])
+    parser.add_argument("--rounds", type=at_least_one, default=100)
+    parser.add_argument("--num-envs", type=at_least_one, default=256)
     args = parser.parse_args(argv)
     from chunktune._mujoco import demo_workload
 

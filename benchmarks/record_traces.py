@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cases import robot
+from cases import at_least_one, robot
 
 from chunktune._atomic import write_atomic
 from chunktune._candidates import SeedCandidates
@@ -77,21 +77,10 @@ TRACES: dict[str, tuple[str, Callable[[int], Any]]] = {
 }
 
 
-def _positive(text: str) -> int:
-    """``--rounds``: an integer >= 1, else argparse's one-line error (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated trace names (default: all)")
-    parser.add_argument("--rounds", type=_positive, default=90)
+    parser.add_argument("--rounds", type=at_least_one, default=90)
     parser.add_argument("--all-sizes", action="store_true", help="every size, not the schedules")
     parser.add_argument("--nthread", type=int, default=usable_cpus())
     parser.add_argument("--out", type=Path, default=HERE / "traces")
