@@ -12,7 +12,6 @@ import codecs
 import copy
 import errno
 import functools
-import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -25,9 +24,8 @@ import attrs
 from ._converter import join_path, structure, suggest
 from ._errors import ConfigError
 from ._extends import resolve_tables
-from ._idle_keys import idle_keys
+from ._idle_keys import warn_idle
 from ._paths import is_path, user_path
-from ._policy import Policy
 from ._policy_problems import POLICY_KEYS, policies_of
 from ._reading import MAX_SETTINGS_BYTES, TooLarge, read_capped
 from ._settings import (
@@ -53,8 +51,6 @@ __all__ = [
     "preset_names",
     "settings_from_dict",
 ]
-
-_logger = logging.getLogger("chunktune")
 
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
@@ -312,7 +308,7 @@ def settings_from_dict(
     if problems or variables:
         # a variable's problem alone is no fault of the file it was read beside
         raise ConfigError([*problems, *variables], source=source if problems else None)
-    _warn_idle(policies, user, presets, source)
+    warn_idle(policies, user, presets, source)
     return Settings(
         policy=active,
         policies=policies,
@@ -322,45 +318,6 @@ def settings_from_dict(
         source=source,
         user_policies=frozenset(user),
     )
-
-
-# the idle keys warned about, with their values: once a process, for a file is read again
-# (compat's resolve on an event loop loads it at every reset, a Ray worker at each task, a
-# file changed lately at each resolve) and says nothing new while they stand unchanged
-_idle_said: dict[tuple[str | None, str, str, str, str], object] = {}
-
-
-def _warn_idle(
-    policies: Mapping[str, Policy],
-    user: Mapping[str, Any],
-    presets: Mapping[str, dict[str, Any]],
-    source: str | None,
-) -> None:
-    """One warning for each key a policy of the file sets that its other values ignore
-    (:func:`chunktune._idle_keys.idle_keys`): the file would read as if it did something.
-    Said once a process for each key and value."""
-    where = "settings" if source is None else f"settings file {shown_path(source)}"
-    file = None if source is None else os.path.abspath(source)
-    for name, own in user.items():
-        if isinstance(own, Mapping) and name in policies:
-            without = functools.partial(_built_without, name, user, presets)
-            for key, why in idle_keys(policies[name], own, without):
-                said, mark = (file, name, key, repr(own[key]), why), object()
-                if _idle_said.setdefault(said, mark) is not mark:  # atomic: threads say it once
-                    continue
-                _logger.warning(
-                    "chunktune: %s: policies.%s.%s has no effect: %s", where, name, key, why
-                )
-
-
-def _built_without(
-    name: str, user: Mapping[str, Any], presets: Mapping[str, dict[str, Any]], key: str
-) -> Policy | None:
-    """User policy ``name`` as the file would make it without its key ``key`` (None: refused)."""
-    own = {k: v for k, v in user[name].items() if k != key}
-    table = resolve_tables(presets, {**user, name: own}, []).get(name)
-    built: Policy | None = None if table is None else structure(table, Policy, "", [])
-    return built
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

@@ -3,7 +3,7 @@
 A settings editor who writes ``refine_steps = 5`` beside explicit candidates, or
 ``confirm_alpha`` under ``confirm = false``, changes nothing, and nothing said so: the
 file reads as if it did. :func:`idle_keys` names each such key, with why; the loader
-warns about them (:func:`chunktune._config.settings_from_dict`). Only the keys the table
+warns about them (:func:`warn_idle`). Only the keys the table
 writes itself count: an inherited value is its parent's. Nor does a value that asks
 for nothing (a switch written ``false``, ``refine_steps = 0``), one the policy would
 have without it (``policy show``'s output pasted back writes every key), or one the
@@ -14,12 +14,20 @@ that each key named really changes no sweep.
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ._converter import structure
+from ._extends import resolve_tables
 from ._policy import Policy
+from ._shown import shown_path
 
-__all__ = ["idle_keys"]
+__all__ = ["idle_keys", "warn_idle"]
+
+_logger = logging.getLogger("chunktune")
 
 ROUNDS_ONLY = ("min_rounds", "early_stop", "race_z", "refine_steps", "refine_top", "extend_budget")
 """What only the rounds' schedule reads (``interleave = true``)."""
@@ -82,3 +90,41 @@ def _needless(key: str, policy: Policy, without: Callable[[str], Policy | None] 
         return False
     other = without(key)
     return other is None or getattr(other, key, None) == getattr(policy, key, None)
+
+
+# the idle keys warned about, with their values: once a process, for a file is read again
+# (compat's resolve on an event loop loads it at every reset, a Ray worker at each task, a
+# file changed lately at each resolve) and says nothing new while they stand unchanged
+_idle_said: dict[tuple[str | None, str, str, str, str], object] = {}
+
+
+def warn_idle(
+    policies: Mapping[str, Policy],
+    user: Mapping[str, Any],
+    presets: Mapping[str, dict[str, Any]],
+    source: str | None,
+) -> None:
+    """One warning for each key a policy of the file sets that its other values ignore
+    (:func:`idle_keys`): the file would read as if it did something.
+    Said once a process for each key and value."""
+    where = "settings" if source is None else f"settings file {shown_path(source)}"
+    file = None if source is None else os.path.abspath(source)
+    for name, own in user.items():
+        if isinstance(own, Mapping) and name in policies:
+            without = functools.partial(_built_without, name, user, presets)
+            for key, why in idle_keys(policies[name], own, without):
+                said, mark = (file, name, key, repr(own[key]), why), object()
+                if _idle_said.setdefault(said, mark) is not mark:  # atomic: threads say it once
+                    continue
+                _logger.warning(
+                    "chunktune: %s: policies.%s.%s has no effect: %s", where, name, key, why
+                )
+
+
+def _built_without(
+    name: str, user: Mapping[str, Any], presets: Mapping[str, dict[str, Any]], key: str
+) -> Policy | None:
+    """User policy ``name`` as the file would make it without its key ``key`` (None: refused)."""
+    own = {k: v for k, v in user[name].items() if k != key}
+    table = resolve_tables(presets, {**user, name: own}, []).get(name)
+    return None if table is None else structure(table, Policy, "", [])
