@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -350,36 +351,68 @@ class Measured:
 
 
 def remeasure(
-    workload: Any, sizes: Sequence[int], rounds: int, *, seed: int = 0
+    workload: Any,
+    sizes: Sequence[int],
+    rounds: int,
+    *,
+    seed: int = 0,
+    min_seconds: float = 0.0,
 ) -> dict[int | None, Measured]:
-    """Native and ``sizes`` in ``rounds`` rounds, each in a fresh random order.
+    """Native and ``sizes`` in ``rounds`` rounds (more, until ``min_seconds`` have passed),
+    each in a fresh random order.
 
     Each size is judged by its log ratio to native within the round (trimmed mean
     over rounds), so what the machine did during a round cancels; the CI uses the
-    noise pooled over all sizes.
+    noise pooled over all sizes, or, where wider, the spread of the size's means over
+    :data:`BATCHES` consecutive stretches of rounds (:func:`stretch_half_width`): on this
+    machine a size's gain itself can move from one stretch to the next
+    (``stretch_gains.py``), and rounds of one stretch are not independent draws of it.
     """
     rng = np.random.default_rng(seed)
     field: list[int | None] = [None, *sorted(set(sizes))]
     ev = Evidence(paired=True, estimator="trimmed_mean", trim=0.2)
     for c in field:  # warm-up
         workload.run(c)
-    for r in range(rounds):
+    start = time.perf_counter()
+    r = 0
+    while r < rounds or time.perf_counter() - start < min_seconds:
         for i in rng.permutation(len(field)):
             c = field[int(i)]
             ev.add(c, r, float(workload.run(c)))
+        r += 1
     spent = {c: sum(ev.seconds[c].values()) for c in field}  # every round's call, paid
     out: dict[int | None, Measured] = {}
     for c in field:
         cmp = ev.compare(c, None)
-        se = 0.0 if c is None else cmp.se
+        half = 0.0
+        if c is not None:
+            logs = [math.log(ev.seconds[c][k] / ev.seconds[None][k]) for k in range(r)]
+            half = max(1.96 * cmp.se, stretch_half_width(logs))
         out[c] = Measured(
             gain=-math.expm1(cmp.diff),
-            low=-math.expm1(cmp.diff + 1.96 * se),
-            high=-math.expm1(cmp.diff - 1.96 * se),
-            rounds=rounds,
+            low=-math.expm1(cmp.diff + half),
+            high=-math.expm1(cmp.diff - half),
+            rounds=r,
             paid=1.0 - spent[c] / spent[None],
         )
     return out
+
+
+BATCHES = 8
+"""Consecutive stretches a re-measurement's rounds are cut into for its interval."""
+
+_T7 = 2.365  # Student's t, 7 degrees of freedom, two-sided 95%
+
+
+def stretch_half_width(logs: Sequence[float]) -> float:
+    """The 95% half-width of the mean of ``logs`` (in round order) by batch means: the
+    spread of the means of :data:`BATCHES` consecutive stretches (0 with fewer than two
+    rounds a stretch)."""
+    size = len(logs) // BATCHES
+    if size < 2:
+        return 0.0
+    means = [statistics.fmean(logs[k * size : (k + 1) * size]) for k in range(BATCHES)]
+    return _T7 * statistics.stdev(means) / math.sqrt(BATCHES)
 
 
 @attrs.frozen(kw_only=True)
@@ -453,8 +486,10 @@ def live_rows(
     tunes: int,
     rounds: int,
     hog: bool = False,
+    remeasure_s: float = 0.0,
 ) -> list[LiveRow]:
-    """``tunes`` independent tunes per policy, then one paired re-measurement of every choice.
+    """``tunes`` independent tunes per policy, then one paired re-measurement of every choice
+    (``rounds`` rounds, more until ``remeasure_s`` have passed: :func:`remeasure`).
 
     With ``hog``, each tune gets a CPU-bound process started halfway through its
     budget (and stopped when it returns); the re-measurement runs without it.
@@ -471,7 +506,7 @@ def live_rows(
                     decision = chunktune.resolve_sync(workload, settings=settings, policy=pol)
                 tuned.append((name, k, decision, time.perf_counter() - start))
         chosen = {d.chunk_size for _, _, d, _ in tuned if d.chunk_size is not None}
-        measured = remeasure(workload, [*chosen, *case.known_good], rounds)
+        measured = remeasure(workload, [*chosen, *case.known_good], rounds, min_seconds=remeasure_s)
         best = max(case.known_good, key=lambda c: measured[c].gain)
         rows = []
         for name, k, d, wall in tuned:
@@ -498,7 +533,7 @@ def live_rows(
                     best_known=best,
                     best_known_gain=measured[best].gain,
                     best_known_ci=(measured[best].low, measured[best].high),
-                    rounds=rounds,
+                    rounds=m.rounds,
                     hog=hog,
                     uneven=case.uneven,
                 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -98,6 +99,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--rounds", type=at_least_one, default=40, help="live: re-measurement rounds"
     )
     parser.add_argument(
+        "--remeasure-s",
+        type=float,
+        default=0.0,
+        help="live: re-measure for at least this many seconds (a size's gain moves between "
+        "stretches of a noisy machine: stretch_gains.py)",
+    )
+    parser.add_argument(
         "--nthread", type=at_least_one, help="live: pool size (default: the usable CPUs)"
     )
     parser.add_argument(
@@ -113,6 +121,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "apart from whether the budget pays for them",
     )
     args = parser.parse_args(argv)
+    if not 0 <= args.remeasure_s < math.inf:
+        parser.error(f"--remeasure-s {args.remeasure_s}: expected a finite number of seconds >= 0")
     if args.policies is not None:
         policies_or_exit(parser, bench_settings(), args.policies, "--policies")
     return args
@@ -147,18 +157,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (BenchmarkError, ChunktuneError) as exc:  # a TraceError: a file not a trace
             print(f"run.py: error: {exc}", file=sys.stderr)
             return 2
+    # the index seeds a case's landscape: it stays the suite's, whatever is picked
+    cases = [
+        (i, c)
+        for i, c in enumerate(SIM_CASES)
+        if (c.quick or not args.quick) and wanted(c.name) and not args.no_sim
+    ]
+    reals = live_cases(args.cases) if args.live else []
+    if args.cases and not (cases or files or reals):
+        print(
+            f"run.py: error: --cases {','.join(args.cases)}: no case of the suites asked for "
+            "has one of these in its name",
+            file=sys.stderr,
+        )
+        return 2
     sim: list[SimRow] = []
     traces: list[TraceRow] = []
     live: list[LiveRow] = []
     if not args.no_sim:
         seeds = args.seeds or (3 if args.quick else 5)
         t0 = time.perf_counter()
-        # the index seeds a case's landscape: it stays the suite's, whatever is picked
-        cases = [
-            (i, c)
-            for i, c in enumerate(SIM_CASES)
-            if (c.quick or not args.quick) and wanted(c.name)
-        ]
         for i, case in cases:
             sim += sim_rows(case, i, policies, seeds, settings)
         print(f"simulated: {len(cases)} cases x {len(policies)} policies x {seeds} seeds "
@@ -186,10 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         nthread = args.nthread or usable_cpus()
         load["before_live"] = _loadavg()
         print(f"load average before the live rows: {load['before_live']}", flush=True)
-        for real in live_cases(args.cases):
+        for real in reals:
             t0 = time.perf_counter()
             live += live_rows(real, live_policies, settings, nthread=nthread, tunes=args.tunes,
-                              rounds=args.rounds, hog=args.hog)  # fmt: skip
+                              rounds=args.rounds, hog=args.hog,
+                              remeasure_s=args.remeasure_s)  # fmt: skip
             print(f"live {real.name}: {time.perf_counter() - t0:.1f} s", flush=True)
         load["after_live"] = _loadavg()
         print(f"load average after the live rows: {load['after_live']}\n")

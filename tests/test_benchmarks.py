@@ -395,6 +395,14 @@ _UNKNOWN = 'unknown policy "nosuch"'
                      "argument --tunes: '0'", id="run-tunes-0"),
         pytest.param("run", ["--policies", "nosuch", "--no-traces", "--cases", "uniform-256"],
                      f"--policies: {_UNKNOWN}", id="run-unknown-policy"),
+        pytest.param("run", ["--remeasure-s", "-1", "--no-sim", "--no-traces"],
+                     "--remeasure-s -1.0: expected", id="run-remeasure-negative"),
+        pytest.param("run", ["--remeasure-s", "inf", "--no-sim", "--no-traces"],
+                     "--remeasure-s inf: expected", id="run-remeasure-inf"),
+        pytest.param("stretch_gains", ["--case", "nosuch"], "--case nosuch: expected",
+                     id="stretch_gains-case"),
+        pytest.param("stretch_gains", ["--seconds", "0"], "expected --seconds > 0",
+                     id="stretch_gains-seconds"),
         pytest.param("held_out", ["--draws", "0"], "argument --draws: '0'", id="held_out-draws"),
         pytest.param("held_out", ["--policies", "nosuch"], _UNKNOWN, id="held_out-policy"),
         pytest.param("needle", ["--draws", "0"], "argument --draws: '0'", id="needle-draws"),
@@ -1151,6 +1159,94 @@ def test_remeasure_runs_each_size_once_a_round_after_one_warm_up_and_pays_them_a
     assert fake.calls == {None: 8, 4: 8, 8: 8}
     assert [out[c].paid for c in (None, 4, 8)] == [0.0, 0.0, 0.0]
     assert math.isnan(measure.Measured(gain=0.0, low=0.0, high=0.0, rounds=1).paid)
+
+
+class _Drifting:
+    """Native 10 ms a call; size 4 10% faster in the first half of the rounds, 10% slower after."""
+
+    num_envs, nthread = 64, 2
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds, self.calls = rounds, 0
+
+    def run(self, chunk_size: int | None) -> float:
+        if chunk_size is None:
+            return 0.010
+        self.calls += 1
+        # the warm-up is call 1: round r is call r + 2
+        return 0.009 if self.calls - 2 < self.rounds // 2 else 0.011
+
+
+def test_remeasure_interval_spans_a_gain_that_moves_between_stretches(
+    bench: dict[str, ModuleType],
+) -> None:
+    """remeasure: a size faster in one half and slower in the other gets an interval over 0."""
+    measure = bench["measure"]
+    out = measure.remeasure(_Drifting(64), [4], 64)
+    iid = 1.96 * 0.1 / math.sqrt(64)  # what rounds taken as independent draws would allow
+    assert out[4].low < 0 < out[4].high
+    assert out[4].high - out[4].low > 2 * 2 * iid  # more than twice as wide
+    steady = measure.remeasure(_Counting(), [4], 64)
+    assert steady[4].low == steady[4].high == 0.0
+
+
+def test_remeasure_keeps_going_until_its_least_seconds_have_passed(
+    bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """remeasure(min_seconds=...): rounds past the count asked for until the time is spent."""
+    measure = bench["measure"]
+    fake = _Counting()
+    clock = iter(range(1000))
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    out = measure.remeasure(fake, [4], 3, min_seconds=10)
+    # 3 rounds asked for, then the clock reads 1 s more at each check: 1..9 s go on
+    assert out[4].rounds == 12
+    assert fake.calls == {None: 13, 4: 13}
+
+
+def test_stretch_half_width_is_zero_without_stretches_and_wide_for_moving_ones(
+    bench: dict[str, ModuleType],
+) -> None:
+    """stretch_half_width: 0 under 2 rounds a stretch or for equal stretch means; else t * se."""
+    measure = bench["measure"]
+    assert measure.stretch_half_width([0.1] * 15) == 0.0
+    assert measure.stretch_half_width([0.1, -0.1] * 8) == 0.0
+    moving = [0.1] * 8 + [-0.1] * 8
+    means = [0.1] * 4 + [-0.1] * 4
+    assert measure.stretch_half_width(moving) == pytest.approx(
+        2.365 * float(np.std(means, ddof=1)) / math.sqrt(8)
+    )
+
+
+def test_stretch_gains_sees_a_gain_that_moves_and_not_one_that_only_varies() -> None:
+    """between_sd: the stretches' spread past their rounds' noise; iid noise alone gives ~0."""
+    sg = _script("stretch_gains")
+    stamps = np.arange(100.0)
+    moving = np.where(stamps < 50, 0.05, -0.05)
+    means, counts, within = sg.stretch_means(stamps, moving, 10.0)
+    assert list(counts) == [10.0] * 10 and within == 0.0
+    assert sg.between_sd(means, counts, within) == pytest.approx(0.05 * math.sqrt(10 / 9))
+    rng = np.random.default_rng(0)
+    noisy = rng.normal(0.0, 0.05, 10_000)
+    means, counts, within = sg.stretch_means(np.arange(10_000.0), noisy, 100.0)
+    assert sg.between_sd(means, counts, within) < 0.003
+    assert math.isnan(sg.between_sd(means[:1], counts[:1], within))
+
+
+def test_run_refuses_cases_that_match_nothing_it_would_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """run.py --cases naming nothing of the suites asked for: exit 2 and one line, no tables."""
+    argv = ["--no-traces", "--cases", "nosuch-case"]
+    assert _script("run").main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.strip() == (
+        "run.py: error: --cases nosuch-case: no case of the suites asked for has one of these "
+        "in its name"
+    )
+    assert out == ""
+    # a live case only: the simulated and replayed suites skipped, the live one not asked for
+    assert _script("run").main(["--no-sim", "--no-traces", "--cases", "humanoid"]) == 2
 
 
 def test_burst_pairs_gains_are_the_four_figures_of_the_paired_rounds(
