@@ -207,3 +207,117 @@ def test_the_demos_pile_is_stacked_bodies_resting_on_one_another() -> None:
         on_one_another = [pair for pair in bodies if 0 not in pair]  # body 0 is the world
         assert on_one_another
         assert all(data.xpos[b][2] < 0.5 for pair in on_one_another for b in pair)
+
+
+# The demo's free bodies: the heavy envs' pile is bodies 2-5 and 10-13 (its `_DEMO_PILE`).
+DEMO_PILE = (2, 3, 4, 5, 10, 11, 12, 13)
+
+
+def _demo_bodies(workload: RolloutWorkload, env: int) -> tuple[Any, Any]:
+    """(model, data) with the workload's env `env` set and forwarded."""
+    model = workload.models[0]
+    data = mujoco.MjData(model)
+    state = np.array(workload.initial_state[env])
+    mujoco.mj_setState(model, data, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    mujoco.mj_forward(model, data)
+    return model, data
+
+
+def _free_qpos(model: Any, data: Any) -> Any:
+    """The 24 free joints' qpos, one row of 7 (x, y, z, quaternion) each."""
+    free = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+    return np.array([data.qpos[model.jnt_qposadr[j] : model.jnt_qposadr[j] + 7] for j in free])
+
+
+def _grid_lines(values: Any) -> list[float]:
+    """The distinct grid lines of coordinates that sit on lines up to the perturbation."""
+    ordered = np.sort(values)
+    lines = np.split(ordered, np.flatnonzero(np.diff(ordered) > 0.1) + 1)
+    assert all(np.ptp(line) < 0.02 for line in lines), f"{values} sit on no grid lines"
+    return [float(np.mean(line)) for line in lines]
+
+
+def test_the_demos_flyers_sit_on_a_half_metre_grid_two_metres_up_over_the_floor() -> None:
+    """A light demo env's 24 bodies: a 5x5 grid 0.5 m apart, 2 m up, centred over the floor."""
+    from chunktune._mujoco import demo_workload
+
+    workload = demo_workload(num_envs=4, nthread=1)
+    model, data = _demo_bodies(workload, 0)
+    qpos = _free_qpos(model, data)
+    floor = model.geom_pos[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")]
+    for axis in (0, 1):
+        lines = _grid_lines(qpos[:, axis])
+        assert len(lines) == 5
+        np.testing.assert_allclose(np.diff(lines), 0.5, atol=0.02)
+        # a whole row or column off the middle (0.5 m) is not centred
+        assert abs((lines[0] + lines[-1]) / 2 - floor[axis]) < 0.3
+    np.testing.assert_allclose(qpos[:, 2], 2.0, atol=0.02)
+
+
+def test_the_demos_flyers_each_have_their_own_orientation() -> None:
+    """No two of a light demo env's bodies share an orientation: each is drawn at random."""
+    from chunktune._mujoco import demo_workload
+
+    model, data = _demo_bodies(demo_workload(num_envs=4, nthread=1), 0)
+    quats = _free_qpos(model, data)[:, 3:]
+    alike = np.abs(quats @ quats.T)  # |cos| of half the angle between two orientations
+    np.fill_diagonal(alike, 0.0)
+    assert alike.max() < 0.999
+
+
+def test_the_demos_pile_has_two_layers_and_no_third() -> None:
+    """A demo pile env's eight bodies settle in two layers: some 0.1-0.2 m up, none higher."""
+    from chunktune._mujoco import demo_workload
+
+    for seed in (0, 1):
+        model, data = _demo_bodies(demo_workload(num_envs=4, nthread=1, seed=seed), 3)
+        heights = _free_qpos(model, data)[list(DEMO_PILE), 2]
+        assert ((heights > 0.1) & (heights < 0.2)).sum() >= 3, heights
+        assert (heights < 0.2).all(), heights
+
+
+def test_the_demos_pile_settles_differently_for_another_seed() -> None:
+    """The seed moves the demo's settled pile itself, by far more than each env's perturbation."""
+    from chunktune._mujoco import demo_workload
+
+    piles = []
+    for seed in (0, 1):
+        model, data = _demo_bodies(demo_workload(num_envs=4, nthread=1, seed=seed), 3)
+        piles.append(_free_qpos(model, data)[list(DEMO_PILE), :3])
+    # the perturbation moves a coordinate by about 2 mm; a pile settled from another
+    # kick puts some body centimetres away
+    assert np.abs(piles[0] - piles[1]).max() > 0.02
+
+
+def test_the_demos_pile_settles_with_no_other_body_touching_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the demo's pile settles, only its eight bodies and the floor touch anything."""
+    from chunktune._mujoco import demo_workload
+
+    step = mujoco.mj_step
+    touching: set[int] = set()
+
+    def recording_step(model: Any, data: Any) -> None:
+        step(model, data)
+        for c in data.contact[: data.ncon]:
+            touching.update(int(model.body_jntadr[model.geom_bodyid[g]]) for g in c.geom)
+
+    monkeypatch.setattr(mujoco, "mj_step", recording_step)  # _demo calls mujoco.mj_step
+    demo_workload(num_envs=4, nthread=1)
+    monkeypatch.undo()
+    # a body's free joint numbers it among the 24; the floor (the world) has none, -1
+    assert touching - {-1} == set(DEMO_PILE)
+
+
+def test_the_demos_seed_defaults_to_0() -> None:
+    """demo_workload without a seed builds the same states as seed=0, not another seed's."""
+    from chunktune._mujoco import demo_workload
+
+    default = demo_workload(num_envs=4, nthread=1)
+    assert np.array_equal(
+        default.initial_state, demo_workload(num_envs=4, nthread=1, seed=0).initial_state
+    )
+    assert not np.array_equal(
+        default.initial_state, demo_workload(num_envs=4, nthread=1, seed=1).initial_state
+    )
