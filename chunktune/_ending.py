@@ -9,7 +9,6 @@ The reasons are worded in :mod:`chunktune._reasons`.
 from __future__ import annotations
 
 import math
-import os
 
 from ._choosing import choose
 from ._confirm import Confirmation
@@ -48,13 +47,7 @@ def finish(
         cut = cut or confirm_cut
         # the reason names the race's best when the size confirmed is another: a handover
         # (evidence) or a tie-break's pick among the best's ties
-        if verdict.outcome == "confirmed" and _few_chunks_short(field, chosen, verdict):
-            why = (
-                f"kept the native chunk {native}: PROTOTYPE crossday66: {chosen} leaves "
-                "few chunks a thread and its confirmed gain's low end is under the larger margin"
-            )
-            choice = Choice(None, choice.best, choice.band, why)
-        elif verdict.outcome == "confirmed":
+        if verdict.outcome == "confirmed":
             gain, gain_ci = verdict.gain, verdict.ci
             why = confirmed(chosen, native, verdict, best=choice.best, tie_break=p.tie_break)
             choice = Choice(chosen, choice.best, choice.band, why)
@@ -78,19 +71,6 @@ def finish(
         gain_ci=gain_ci,
         pairs=0 if verdict is None else verdict.pairs,
     )
-
-
-def _few_chunks_short(field: Field, chosen: int, verdict: Confirmation) -> bool:
-    """PROTOTYPE (branch audit-crossday66, not to land as is): with CHUNKTUNE_PROTO_FEWCHUNK
-    set to "K,EXTRA", a size of at most K chunks a thread must confirm a gain whose low end
-    clears EXTRA (a fraction); the traces show such sizes' gains least often hold across days."""
-    spec = os.environ.get("CHUNKTUNE_PROTO_FEWCHUNK", "")
-    if not spec:
-        return False
-    k_max, extra = (float(x) for x in spec.split(","))
-    probe = field.probe
-    per_thread = -(-probe.num_envs // chosen) / max(probe.nthread, 1)
-    return per_thread <= k_max and (verdict.ci is None or verdict.ci[0] < extra)
 
 
 def _confirm(field: Field, pace: Pace, chosen: int) -> tuple[Confirmation, bool]:
