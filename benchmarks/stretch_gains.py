@@ -28,6 +28,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -97,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             close()
     t = np.asarray(stamps)
     if args.save:
-        arrays = {f"s{c or 0}": np.asarray(v) for c, v in seconds.items()}
+        # typed loosely: numpy's stubs type savez's keywords as its allow_pickle flag
+        arrays: dict[str, Any] = {f"s{c or 0}": np.asarray(v) for c, v in seconds.items()}
         np.savez(args.save, stamps=t, **arrays)
     print(
         f"{args.case}, T={args.nthread}: {len(t)} rounds in {time.monotonic() - start:.0f} s, "
