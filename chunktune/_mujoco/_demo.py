@@ -24,7 +24,7 @@ DEMO_NSTEP = 20
 # The heavy envs' pile: the middle 2x2 columns of the compiled stack's two lowest
 # layers, boxes and capsules; the other bodies fly.
 _DEMO_PILE = (2, 3, 4, 5, 10, 11, 12, 13)
-_DEMO_SETTLE_S = 1.5  # simulated seconds for the pile to come to rest
+_DEMO_SETTLE_S = 1.5  # simulated seconds to settle the pile: boxes at rest, capsules rolling
 _DEMO_PERTURBATION = 0.002  # small enough not to blow the settled pile apart
 
 
