@@ -2,6 +2,7 @@
 
     python benchmarks/stretch_gains.py [--case humanoid-128] [--sizes 4 13 22]
                                        [--seconds 120] [--bins 1 4 16] [--nthread 2]
+                                       [--seed 0] [--save rounds.npz]
 
 Native and ``--sizes`` in paired rounds (each in a fresh random order) on a real batch of
 ``cases.py`` for ``--seconds`` of wall time, each round stamped with when it ran. The
@@ -10,7 +11,7 @@ each size:
 
 - its gain over the whole run, by the mean log ratio and by what a trainer pays (the
   sums of seconds), with a 95% interval from the spread of its 16-second stretches'
-  means (rounds within a stretch are not independent draws of the machine);
+  means (Student's t; rounds within a stretch are not independent draws of the machine);
 - at each bin width, how far the stretches' mean gains spread beyond what their rounds'
   own noise explains (``between``: the standard deviation of a stretch's true gain, by
   the method of moments; 0 when the rounds' noise explains it all), and the share of
@@ -32,9 +33,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from cases import REAL_CASES
+from cases import REAL_CASES, at_least_one
+from measure import t95
 
-__all__ = ["between_sd", "main", "stretch_means"]
+__all__ = ["between_sd", "main", "positive_seconds", "stretch_means"]
 
 Array = npt.NDArray[np.float64]
 
@@ -63,21 +65,31 @@ def between_sd(means: Array, counts: Array, within: float) -> float:
     return math.sqrt(max(0.0, spread - float(np.mean(within / counts))))
 
 
+def positive_seconds(text: str) -> float:
+    """A span option's argparse type: finite seconds > 0, else argparse's one-line error
+    (a NaN span would run no round and crash; a NaN width would cut garbage stretches)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds > 0")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", default="humanoid-128")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 13, 22])
-    parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--bins", type=float, nargs="+", default=[1.0, 4.0, 16.0])
-    parser.add_argument("--nthread", type=int, default=2)
+    parser.add_argument("--sizes", type=at_least_one, nargs="+", default=[4, 13, 22])
+    parser.add_argument("--seconds", type=positive_seconds, default=120.0)
+    parser.add_argument("--bins", type=positive_seconds, nargs="+", default=[1.0, 4.0, 16.0])
+    parser.add_argument("--nthread", type=at_least_one, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", help="write the rounds' stamps and seconds here (.npz)")
     args = parser.parse_args(argv)
     cases = {c.name: c for c in REAL_CASES}
     if args.case not in cases:
         parser.error(f"--case {args.case}: expected one of {', '.join(sorted(cases))}")
-    if args.seconds <= 0 or min(args.bins) <= 0 or min(args.sizes) < 1 or args.nthread < 1:
-        parser.error("expected --seconds > 0, --bins > 0, --sizes >= 1 and --nthread >= 1")
     workload = cases[args.case].build(args.nthread)
     field: list[int | None] = [None, *sorted(set(args.sizes))]
     seconds: dict[int | None, list[float]] = {c: [] for c in field}
@@ -114,7 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs = np.log(native / size)  # positive: the size is faster
         whole = float(logs.mean())
         m16, _, _ = stretch_means(t, logs, 16.0)
-        half = 1.96 * float(m16.std(ddof=1)) / math.sqrt(len(m16)) if len(m16) > 1 else math.nan
+        # few stretches: the normal's 1.96 would be far too narrow (2 stretches need 12.7)
+        half = math.nan
+        if len(m16) > 1:
+            half = t95(len(m16) - 1) * float(m16.std(ddof=1)) / math.sqrt(len(m16))
         ci = f"{-math.expm1(-whole):+.2%} ({-math.expm1(-(whole - half)):+.2%}.."
         ci += f"{-math.expm1(-(whole + half)):+.2%})"
         paid = 1.0 - float(size.sum() / native.sum())

@@ -401,8 +401,15 @@ _UNKNOWN = 'unknown policy "nosuch"'
                      "--remeasure-s inf: expected", id="run-remeasure-inf"),
         pytest.param("stretch_gains", ["--case", "nosuch"], "--case nosuch: expected",
                      id="stretch_gains-case"),
-        pytest.param("stretch_gains", ["--seconds", "0"], "expected --seconds > 0",
+        pytest.param("stretch_gains", ["--seconds", "0"],
+                     "argument --seconds: '0' is not a finite number of seconds > 0",
                      id="stretch_gains-seconds"),
+        pytest.param("stretch_gains", ["--seconds", "nan"], "argument --seconds: 'nan'",
+                     id="stretch_gains-seconds-nan-indexerror"),
+        pytest.param("stretch_gains", ["--seconds", "1", "--bins", "4", "nan"],
+                     "argument --bins: 'nan'", id="stretch_gains-bins-nan-garbage"),
+        pytest.param("stretch_gains", ["--sizes", "4", "0"], "argument --sizes: '0'",
+                     id="stretch_gains-sizes"),
         pytest.param("held_out", ["--draws", "0"], "argument --draws: '0'", id="held_out-draws"),
         pytest.param("held_out", ["--policies", "nosuch"], _UNKNOWN, id="held_out-policy"),
         pytest.param("needle", ["--draws", "0"], "argument --draws: '0'", id="needle-draws"),
@@ -1231,6 +1238,56 @@ def test_stretch_gains_sees_a_gain_that_moves_and_not_one_that_only_varies() -> 
     means, counts, within = sg.stretch_means(np.arange(10_000.0), noisy, 100.0)
     assert sg.between_sd(means, counts, within) < 0.003
     assert math.isnan(sg.between_sd(means[:1], counts[:1], within))
+
+
+class _Halves:
+    """Native 10 ms a call; size 4 9 ms in the first 8 rounds, 11 ms after (a 1 s clock tick
+    a call to ``time.monotonic``)."""
+
+    num_envs, nthread = 64, 2
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def run(self, chunk_size: int | None) -> float:
+        if chunk_size is None:
+            return 0.010
+        self.calls += 1
+        return 0.009 if self.calls <= 1 + 8 else 0.011  # the warm-up, then 8 rounds
+
+
+def test_stretch_gains_interval_over_two_stretches_uses_students_t(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stretch_gains: the whole run's CI from 2 stretches' means takes t at 1 dof, not 1.96."""
+    sg = _script("stretch_gains")
+    case = SimpleNamespace(name="halves", build=lambda nthread: _Halves())
+    monkeypatch.setattr(sg, "REAL_CASES", [case])
+    clock = iter(range(10_000))
+    monkeypatch.setattr(sg, "time", SimpleNamespace(monotonic=lambda: float(next(clock))))
+    # start at 0 s; each round checks the clock (odd) and stamps it (even): 16 rounds,
+    # stamps 2..32 s, two 16-second stretches of 8 rounds
+    assert sg.main(["--case", "halves", "--sizes", "4", "--seconds", "32", "--bins", "16"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    first, second = math.log(10 / 9), math.log(10 / 11)
+    whole = (first + second) / 2
+    half = 12.706 * abs(first - second) / math.sqrt(2) / math.sqrt(2)
+    low, high = -math.expm1(-(whole - half)), -math.expm1(-(whole + half))
+    assert row.split()[:4] == ["4", f"{-math.expm1(-whole):+.2%}", f"({low:+.2%}..{high:+.2%})",
+                               "+0.00%"]  # fmt: skip
+
+
+def test_t95_is_students_t_for_every_count_of_degrees_of_freedom(
+    bench: dict[str, ModuleType],
+) -> None:
+    """t95: the table's quantiles to 30 dof, Cornish-Fisher past it, 1.96 in the limit."""
+    t95 = bench["measure"].t95
+    assert (t95(1), t95(7), t95(30)) == (12.706, 2.365, 2.042)
+    assert t95(40) == pytest.approx(2.0211, abs=0.001)
+    assert t95(120) == pytest.approx(1.9799, abs=0.001)
+    assert t95(10**6) == pytest.approx(1.95996, abs=1e-4)
+    with pytest.raises(ValueError, match="0 degrees of freedom"):
+        t95(0)
 
 
 def test_run_refuses_cases_that_match_nothing_it_would_run(
