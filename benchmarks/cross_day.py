@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 from cases import TRACE_DIR, at_least_one, trace_files, traces_folder
 
+from chunktune import ChunktuneError
 from chunktune._trace import Trace, load_trace
 
 __all__ = ["Event", "auc", "events", "features", "main"]
@@ -136,6 +138,8 @@ def events(
             continue
         native = recs[0][1].native
         common = sorted(set.intersection(*(set(t.samples) for _, t in recs)) - {native})
+        if not common:  # no size every recording holds: nothing to judge across days
+            continue
         whole = {c: np.array([-log_ratios(t, c).mean() for _, t in recs]) for c in common}
         for i, (name, trace) in enumerate(recs):
             noise = float(np.median([log_ratios(trace, c, window).std(ddof=1) for c in common]))
@@ -187,6 +191,9 @@ def _table(label: str, evs: list[Event], rng: np.random.Generator) -> None:
     for name in FIGURES:
         score = np.array([e.figures[name] for e in evs])
         a = auc(score, bad)
+        if math.isnan(a):  # no failure or no hold among the scored: nothing to tell apart
+            print(f"{name:18s} {a:5.2f}   [{a:5.2f}, {a:5.2f}] {a:7.3f}")
+            continue
         boot = [
             auc(score[idx], bad[idx])
             for idx in (
@@ -194,7 +201,9 @@ def _table(label: str, evs: list[Event], rng: np.random.Generator) -> None:
                 for _ in range(400)
             )
         ]
-        low, high = np.nanpercentile(boot, [2.5, 97.5]) if np.any(np.isfinite(boot)) else (0, 0)
+        low, high = math.nan, math.nan
+        if np.any(np.isfinite(boot)):
+            low, high = np.nanpercentile(boot, [2.5, 97.5])
         shuffled = bad.copy()
         extreme = 0
         for _ in range(400):
@@ -238,9 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     folders: list[list[Path]] = [[f] for f in args.traces]
     if len(args.traces) > 1:
         folders.append(list(args.traces))
-    for group in folders:
-        label = " + ".join(f.name for f in group)
-        evs = events(batches(group, args.nthread), args.min_gain, args.window)
+    try:  # every folder before any table: a damaged file is refused, not met halfway
+        loaded = [(" + ".join(f.name for f in g), batches(g, args.nthread)) for g in folders]
+    except ChunktuneError as exc:  # a TraceError: a damaged or foreign .json
+        print(f"cross_day.py: error: {exc}", file=sys.stderr)
+        return 2
+    for label, recordings in loaded:
+        evs = events(recordings, args.min_gain, args.window)
         _table(f"{label} ({seen}, gain >= {args.min_gain:.0%})", evs, rng)
     return 0
 

@@ -109,3 +109,37 @@ def test_bad_arguments_exit_2_with_one_line(
         cross_day.main(argv)
     assert exit_.value.code == 2
     assert says in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_figure_with_no_failure_to_tell_apart_gets_no_p_value(
+    cross_day: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """_table: every event holds, so each AUC is undefined: its CI and p are NaN, not p=0.002."""
+    _write(tmp_path, [{4: 0.04}, {4: 0.04}, {4: 0.04}])
+    assert cross_day.main(["--traces", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 events over 1 batches, 0 fail to hold (0%)" in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["gain"]]
+    assert rows == [["gain", "nan", "[", "nan,", "nan]", "nan"]]
+
+
+def test_a_damaged_trace_exits_2_with_one_line_before_any_table(
+    cross_day: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main: a .json not a trace, in a later folder: exit 2, one line naming it, no table."""
+    _write(tmp_path / "a", [{4: 0.04}, {4: 0.04}, {4: 0.04}])
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "batch-64.json").write_text("{not json")
+    assert cross_day.main(["--traces", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("cross_day.py: error: ")
+    assert "batch-64.json is not a JSON trace" in err
+
+
+def test_a_batch_whose_recordings_share_no_size_gives_no_events(
+    cross_day: ModuleType, tmp_path: Path
+) -> None:
+    """events: three recordings of one batch with no size in common: skipped, no warning."""
+    days = _write(tmp_path, [{4: 0.04}, {8: 0.04}, {16: 0.04}])
+    assert cross_day.events(cross_day.batches(days, 2), 0.02, None) == []
