@@ -1238,6 +1238,12 @@ def test_stretch_gains_sees_a_gain_that_moves_and_not_one_that_only_varies() -> 
     means, counts, within = sg.stretch_means(np.arange(10_000.0), noisy, 100.0)
     assert sg.between_sd(means, counts, within) < 0.003
     assert math.isnan(sg.between_sd(means[:1], counts[:1], within))
+    # both at once: each stretch mean's own noise (0.05^2 / 100) is taken off, no more
+    mixed = np.where(np.arange(2000) < 1000, 0.05, -0.05) + rng.normal(0.0, 0.05, 2000)
+    means, counts, within = sg.stretch_means(np.arange(2000.0), mixed, 100.0)
+    assert sg.between_sd(means, counts, within) == pytest.approx(
+        0.05 * math.sqrt(20 / 19), abs=0.005
+    )
 
 
 class _Halves:

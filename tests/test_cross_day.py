@@ -143,3 +143,21 @@ def test_a_batch_whose_recordings_share_no_size_gives_no_events(
     """events: three recordings of one batch with no size in common: skipped, no warning."""
     days = _write(tmp_path, [{4: 0.04}, {8: 0.04}, {16: 0.04}])
     assert cross_day.events(cross_day.batches(days, 2), 0.02, None) == []
+
+
+def test_features_of_known_log_ratios_keep_their_signs(cross_day: ModuleType) -> None:
+    """features: gain positive when faster; losing rounds, skew, lag-1 and block t as defined."""
+    x = np.array([0.1, 0.1, -0.1, -0.1, 0.3, 0.1, -0.1, -0.1])  # log(size / native) a round
+    trace = Trace(num_envs=64, nthread=2, rounds=8,
+                  samples={3: (1.0,) * 8, 8: tuple(np.exp(x))})  # fmt: skip
+    f = cross_day.features(trace, 8, noise=float(x.std(ddof=1)) / 2)
+    sd = float(x.std(ddof=1))
+    assert f["gain"] == pytest.approx(-0.025)  # slower on average: a negative gain
+    assert f["rounds_losing"] == 0.5
+    assert f["rel_spread"] == pytest.approx(2.0)
+    assert f["skew"] == pytest.approx((0.025 - 0.0) / sd)
+    c = x - x.mean()
+    assert f["lag1"] == pytest.approx(float(c[:-1] @ c[1:] / (c @ c)))
+    assert f["var_ratio4"] == pytest.approx(float(np.var([0.0, 0.05], ddof=1) / (sd * sd / 4)))
+    # two 4-round blocks, under 3: the plain standard error
+    assert f["neg_t"] == pytest.approx(0.025 / (sd / math.sqrt(8)))
