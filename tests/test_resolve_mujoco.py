@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -275,16 +276,23 @@ async def cancelled() -> None:
 if MODE in ("asyncio", "trio"):
     anyio.run(cancelled, backend=MODE)
 elif MODE == "interrupt":
+    # where it stood, for the failure message: a SIGINT ignored from the start (a
+    # background job's) ends nothing, and that is no loss of chunktune's
+    print(f"phase: start, SIGINT handler {signal.getsignal(signal.SIGINT)!r}", file=sys.stderr)
+
     def interrupt() -> None:
         entered()
         os.kill(os.getpid(), signal.SIGINT)
+        print("phase: SIGINT sent, the first pool call held", file=sys.stderr, flush=True)
         sent.set()
 
     threading.Thread(target=interrupt, daemon=True).start()
     try:
-        chunktune.resolve_sync(workload)
+        decision = chunktune.resolve_sync(workload)
     except KeyboardInterrupt:
         sys.exit(130)
+    print(f"phase: resolve_sync returned {decision.source}, SIGINT sent: {sent.is_set()}, "
+          f"handler {signal.getsignal(signal.SIGINT)!r}", file=sys.stderr)
 else:  # past hard_limit_s
     policy = attrs.evolve(balanced, time_budget_s=0.05, hard_limit_s=0.1)
     decision = chunktune.resolve_sync(workload, policy=policy)
@@ -309,9 +317,18 @@ def test_python_exits_only_once_the_own_pools_probe_returns(
     script = isolated / "exit_after_cancel.py"
     script.write_text(EXIT_AFTER_CANCEL)
     done = subprocess.run(
-        [sys.executable, str(script), mode, TINY], capture_output=True, text=True, timeout=240
+        [sys.executable, str(script), mode, TINY],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        # a shell may start background jobs with SIGINT ignored (pytest &): the child must
+        # see the Ctrl-C, as a trainer in the foreground does
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    assert done.returncode == status, done.stderr[-3000:]
+    assert done.returncode == status, (
+        f"exit {done.returncode}, not {status}\nstdout:\n{done.stdout[-2000:]}\n"
+        f"stderr:\n{done.stderr[-4000:]}"
+    )
 
 
 # A program's own exit handler, set up before chunktune's MuJoCo adapter loads, runs after
