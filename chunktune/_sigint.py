@@ -12,6 +12,10 @@ Importing this module guards, and ``chunktune/__init__.py`` imports it first.
 :func:`interruptible` is for a synchronous wait on the thread of ``asyncio.run``'s
 loop, whose handler only cancels a task that cannot run until the wait ends.
 
+:class:`ClosingHold` is for a blocking call's own ``asyncio.run`` loop as it closes: a
+Ctrl-C there would raise inside the loop's ``close()``, leave the loop half closed and
+Python printing its ``__del__``'s error; held, it is raised once the loop is closed.
+
 :func:`terminated_as_interrupted` is for the command's run: SIGTERM (a scheduler's time
 limit, ``kill``) would end the process at once and in silence; taken as Ctrl-C, the
 command stops its sweep or recording the way it does for one, says so, and exits 143.
@@ -31,6 +35,7 @@ from typing import Any
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
+    "ClosingHold",
     "Termination",
     "guard",
     "interruptible",
@@ -129,6 +134,59 @@ def interruptible() -> Iterator[None]:
     finally:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, handler)
+
+
+class _Held:
+    """SIGINT's handler while a loop closes: the first Ctrl-C is noted, a second raises."""
+
+    def __init__(self) -> None:
+        self.came = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.came:  # a close that hangs still gives way to a second Ctrl-C
+            raise KeyboardInterrupt
+        self.came = True
+
+
+class ClosingHold:
+    """Ctrl-C while the ``asyncio.run`` loop of a blocking call closes: held, then raised.
+
+    ``asyncio.run`` puts Python's default handler back before it closes its loop, so a
+    Ctrl-C then raises wherever the close stands: inside ``loop.close()`` it leaves the
+    loop half closed (its selector open) and, when it is collected, Python prints the
+    error its ``__del__`` meets ("Exception ignored in BaseEventLoop.__del__"). On the
+    main thread, where asyncio's own handler is set (no other: a program's or trio's is
+    left alone), :meth:`begin`, at the end of the loop's main task, holds a Ctrl-C; after
+    the run, :meth:`end` puts Python's default back and raises the one held, on a loop
+    closed whole.
+    """
+
+    def __init__(self) -> None:
+        self._held: _Held | None = None
+
+    def begin(self) -> None:
+        """Hold Ctrl-C from here (the main task's last step) until :meth:`end`."""
+        handler = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread() and _asyncio_runners(handler):
+            self._held = _Held()
+            # asyncio.run then leaves it, as a handler not its own, to end() to undo
+            signal.signal(signal.SIGINT, self._held)
+
+    def end(self, *, raise_held: bool = True) -> None:
+        """Python's default handler back (asyncio's was set only over it); raise the Ctrl-C
+        held unless ``raise_held`` is False (the run already raises: one interrupt is enough).
+
+        Raises:
+            KeyboardInterrupt: a Ctrl-C came while the loop closed.
+        """
+        held, self._held = self._held, None
+        if held is None:
+            return
+        came = held.came
+        if signal.getsignal(signal.SIGINT) is held:  # not one a program set meanwhile
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if came and raise_held:
+            raise KeyboardInterrupt
 
 
 class Termination:

@@ -25,7 +25,7 @@ import anyio.to_thread
 
 from ._backends import call_soon, in_worker_thread, inherited, loop_running_here
 from ._errors import UsageError
-from ._sigint import interruptible
+from ._sigint import ClosingHold, interruptible
 
 __all__ = [
     "KEYING_THREAD",
@@ -108,13 +108,15 @@ async def wait_in_thread(
 def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, where: str = "") -> T:
     """``await call()`` from synchronous code: on the loop of the worker thread it runs in,
     else on a loop of its own (in a thread of its own where a fork left a loop's state
-    behind on this one).
+    behind on this one). A Ctrl-C while that loop of its own closes is held until it is
+    closed (see :class:`~chunktune._sigint.ClosingHold`).
 
     Raises:
         UsageError: on an event loop's own thread, in a task or in a plain callback,
             where blocking would stall the loop: the message says to use ``instead``
             (and ``where``, a hint of how the caller may have got there). Checked
             before ``call()`` is made, so no coroutine is left unawaited.
+        KeyboardInterrupt: Ctrl-C, also one that came as its own loop closed, once closed.
     """
     if inherited():
         # a fresh thread carries none of the parent's loop state that this one does
@@ -126,7 +128,21 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
             f"a blocking call was made on a running event loop's thread{where}, where "
             f"blocking would stall it; use `{instead}` there instead"
         )
-    return anyio.run(call)
+    hold = ClosingHold()
+
+    async def held_as_it_ends() -> T:
+        try:
+            return await call()
+        finally:
+            hold.begin()  # what is left is closing the loop: a Ctrl-C waits for that
+
+    try:
+        result = anyio.run(held_as_it_ends)
+    except BaseException:
+        hold.end(raise_held=False)
+        raise
+    hold.end()
+    return result
 
 
 def run_beside(

@@ -244,3 +244,40 @@ def test_the_signal_exit_codes_are_defined_once_for_the_whole_package() -> None:
                 defined[value].append(str(file.relative_to(package)))
     assert defined == {130: ["_sigint.py"], 143: ["_sigint.py"]}
     assert (_common.EXIT_INTERRUPTED, _common.EXIT_TERMINATED) == (130, 143)
+
+
+def test_a_ctrl_c_held_while_asyncio_run_closes_is_raised_after(ctrl_c: None) -> None:
+    """Ctrl-C after ClosingHold.begin on asyncio.run's loop raises only at end(), default back."""
+    hold = _sigint.ClosingHold()
+
+    async def main() -> None:
+        hold.begin()
+        signal.raise_signal(signal.SIGINT)  # held: the task ends as if none came
+
+    asyncio.run(main())
+    assert isinstance(signal.getsignal(signal.SIGINT), _sigint._Held)  # asyncio.run left it
+    with pytest.raises(KeyboardInterrupt):
+        hold.end()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_ctrl_c_while_a_loop_closes_raises_at_once() -> None:
+    """A close that hangs gives way: the Ctrl-C after the one held raises there and then."""
+    held = _sigint._Held()
+    held(signal.SIGINT, None)
+    with pytest.raises(KeyboardInterrupt):
+        held(signal.SIGINT, None)
+
+
+def test_closing_hold_leaves_a_programs_own_ctrl_c_alone(ctrl_c: None) -> None:
+    """Under asyncio.run over a program's own SIGINT handler, begin and end change nothing."""
+    signal.signal(signal.SIGINT, _own_ctrl_c)
+    hold = _sigint.ClosingHold()
+
+    async def main() -> None:
+        hold.begin()
+        signal.raise_signal(signal.SIGINT)  # the program's: nothing held
+
+    asyncio.run(main())
+    hold.end()
+    assert signal.getsignal(signal.SIGINT) is _own_ctrl_c

@@ -464,6 +464,51 @@ def _python(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# Ctrl-C just as resolve_sync's own asyncio loop closes (sent from inside close(), once
+# its self-pipe is shut): raised there, it left the loop half closed and Python printing
+# the error its __del__ met when collected.
+CTRL_C_AS_THE_LOOP_CLOSES = """
+import asyncio.selector_events as selector_events
+import gc, os, signal
+import chunktune
+from chunktune.sim import SimulatedWorkload
+
+closing = selector_events.BaseSelectorEventLoop._close_self_pipe
+loops = []
+
+def close_self_pipe(self):
+    loops.append(self)
+    closing(self)
+    os.kill(os.getpid(), signal.SIGINT)
+
+selector_events.BaseSelectorEventLoop._close_self_pipe = close_self_pipe
+workload = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4)
+try:
+    chunktune.resolve_sync(workload, policy="quick")
+    print("returned")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+print("closed", [loop.is_closed() for loop in loops])
+loops.clear()
+gc.collect()
+"""
+
+
+def test_ctrl_c_as_resolve_syncs_loop_closes_is_raised_once_it_is_closed() -> None:
+    """Ctrl-C in resolve_sync's loop teardown: KeyboardInterrupt, the loop closed, no noise."""
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_AS_THE_LOOP_CLOSES],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        # a shell may start background jobs with SIGINT ignored; the child must see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert done.stdout.split("\n")[:2] == ["KeyboardInterrupt", "closed [True]"], done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+
+
 def test_a_process_that_never_imported_trio_or_sniffio_is_on_no_loop() -> None:
     """Without trio or sniffio imported, a plain thread and a child it forks are on no loop."""
     script = (
