@@ -138,8 +138,10 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
 
     try:
         result = anyio.run(held_as_it_ends)
-    except BaseException:
-        hold.end(raise_held=False)
+    except BaseException as exc:
+        # a Ctrl-C held as a failing run's loop closed still ends the call: dropped, the
+        # error could become resolve_sync's fallback and the Ctrl-C be lost (one is enough)
+        hold.end(raise_held=not isinstance(exc, KeyboardInterrupt))
         raise
     hold.end()
     return result

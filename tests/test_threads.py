@@ -509,6 +509,47 @@ def test_ctrl_c_as_resolve_syncs_loop_closes_is_raised_once_it_is_closed() -> No
     assert "Exception ignored" not in done.stderr, done.stderr
 
 
+# The same Ctrl-C as a run that raises closes its loop: the error must not stand in for it
+# (resolve_sync turns an error into a fallback decision, and the Ctrl-C would be lost).
+CTRL_C_AS_A_FAILING_RUNS_LOOP_CLOSES = """
+import asyncio.selector_events as selector_events
+import os, signal
+from chunktune._threads import run_blocking
+
+closing = selector_events.BaseSelectorEventLoop._close_self_pipe
+
+def close_self_pipe(self):
+    closing(self)
+    os.kill(os.getpid(), signal.SIGINT)
+
+selector_events.BaseSelectorEventLoop._close_self_pipe = close_self_pipe
+
+async def failing():
+    raise ValueError("the run's own error")
+
+try:
+    run_blocking(failing, instead="await failing()")
+except KeyboardInterrupt as exc:
+    print("KeyboardInterrupt after", type(exc.__context__).__name__)
+except ValueError:
+    print("ValueError")
+"""
+
+
+def test_ctrl_c_as_a_failing_runs_loop_closes_is_raised_not_the_error() -> None:
+    """A Ctrl-C held as a failing run's loop closed raises, with the run's error as context."""
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_AS_A_FAILING_RUNS_LOOP_CLOSES],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        # a shell may start background jobs with SIGINT ignored; the child must see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert done.stdout.strip() == "KeyboardInterrupt after ValueError", done.stderr
+
+
 def test_a_process_that_never_imported_trio_or_sniffio_is_on_no_loop() -> None:
     """Without trio or sniffio imported, a plain thread and a child it forks are on no loop."""
     script = (
