@@ -464,6 +464,19 @@ def _python(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _python_with_ctrl_c(script: str) -> subprocess.CompletedProcess[str]:
+    """:func:`_python` with SIGINT at its default in the child, which a shell may start
+    ignored in a background job: the child must see the Ctrl-C it sends itself."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 # Ctrl-C just as resolve_sync's own asyncio loop closes (sent from inside close(), once
 # its self-pipe is shut): raised there, it left the loop half closed and Python printing
 # the error its __del__ met when collected.
@@ -496,15 +509,7 @@ gc.collect()
 
 def test_ctrl_c_as_resolve_syncs_loop_closes_is_raised_once_it_is_closed() -> None:
     """Ctrl-C in resolve_sync's loop teardown: KeyboardInterrupt, the loop closed, no noise."""
-    done = subprocess.run(
-        [sys.executable, "-c", CTRL_C_AS_THE_LOOP_CLOSES],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        # a shell may start background jobs with SIGINT ignored; the child must see it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    done = _python_with_ctrl_c(CTRL_C_AS_THE_LOOP_CLOSES)
     assert done.stdout.split("\n")[:2] == ["KeyboardInterrupt", "closed [True]"], done.stderr
     assert "Exception ignored" not in done.stderr, done.stderr
 
@@ -538,15 +543,7 @@ except ValueError:
 
 def test_ctrl_c_as_a_failing_runs_loop_closes_is_raised_not_the_error() -> None:
     """A Ctrl-C held as a failing run's loop closed raises, with the run's error as context."""
-    done = subprocess.run(
-        [sys.executable, "-c", CTRL_C_AS_A_FAILING_RUNS_LOOP_CLOSES],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        # a shell may start background jobs with SIGINT ignored; the child must see it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    done = _python_with_ctrl_c(CTRL_C_AS_A_FAILING_RUNS_LOOP_CLOSES)
     assert done.stdout.strip() == "KeyboardInterrupt after ValueError", done.stderr
 
 
