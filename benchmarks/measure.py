@@ -424,6 +424,14 @@ def t95(dof: int) -> float:
     return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
 
 
+def means_half_width(means: Sequence[float]) -> float:
+    """The 95% half-width of the mean of ``means``, each one stretch's (Student's t at their
+    count; NaN under two)."""
+    if len(means) < 2:
+        return math.nan
+    return t95(len(means) - 1) * statistics.stdev(means) / math.sqrt(len(means))
+
+
 def stretch_half_width(logs: Sequence[float]) -> float:
     """The 95% half-width of the mean of ``logs`` (in round order) by batch means: the
     spread of the means of :data:`BATCHES` consecutive stretches (0 with fewer than two
@@ -431,8 +439,9 @@ def stretch_half_width(logs: Sequence[float]) -> float:
     size = len(logs) // BATCHES
     if size < 2:
         return 0.0
-    means = [statistics.fmean(logs[k * size : (k + 1) * size]) for k in range(BATCHES)]
-    return t95(BATCHES - 1) * statistics.stdev(means) / math.sqrt(BATCHES)
+    return means_half_width(
+        [statistics.fmean(logs[k * size : (k + 1) * size]) for k in range(BATCHES)]
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from cases import REAL_CASES, at_least_one
-from measure import t95
+from measure import means_half_width
 
 __all__ = ["between_sd", "main", "positive_seconds", "stretch_means"]
 
@@ -127,9 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         whole = float(logs.mean())
         m16, _, _ = stretch_means(t, logs, 16.0)
         # few stretches: the normal's 1.96 would be far too narrow (2 stretches need 12.7)
-        half = math.nan
-        if len(m16) > 1:
-            half = t95(len(m16) - 1) * float(m16.std(ddof=1)) / math.sqrt(len(m16))
+        half = means_half_width(m16.tolist())
         ci = f"{-math.expm1(-whole):+.2%} ({-math.expm1(-(whole - half)):+.2%}.."
         ci += f"{-math.expm1(-(whole + half)):+.2%})"
         paid = 1.0 - float(size.sum() / native.sum())

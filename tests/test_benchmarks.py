@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import math
 import subprocess
@@ -1765,18 +1766,29 @@ def _recording_pool(sizes: list[int | None]) -> Any:
     return Recording(nthread=2)
 
 
+@contextlib.contextmanager
+def _tiny_on_a_recording_pool(tmp_path: Path, sizes: list[int | None]) -> Iterator[Any]:
+    """The tiny model's 40 envs on 2 threads, its pool recording each call's chunk_size."""
+    from chunktune._mujoco import RolloutWorkload
+
+    (tmp_path / "tiny.xml").write_text(_TINY)
+    pool = _recording_pool(sizes)
+    try:
+        with RolloutWorkload.from_xml(
+            tmp_path / "tiny.xml", num_envs=40, nthread=2, nstep=2, rollout=pool
+        ) as inner:
+            yield inner
+    finally:
+        pool.close()
+
+
 def test_aa_live_twins_run_native_and_other_sizes_run_as_themselves(tmp_path: Path) -> None:
     """aa_live's wrapper runs native for a twin (clamped as candidates are), others as asked."""
     from chunktune._errors import InvalidArgumentError
-    from chunktune._mujoco import RolloutWorkload
 
     script = _script("aa_live")
-    (tmp_path / "tiny.xml").write_text(_TINY)
     sizes: list[int | None] = []
-    pool = _recording_pool(sizes)
-    with RolloutWorkload.from_xml(
-        tmp_path / "tiny.xml", num_envs=40, nthread=2, nstep=2, rollout=pool
-    ) as inner:
+    with _tiny_on_a_recording_pool(tmp_path, sizes) as inner:
         # 40 envs on 2 threads: native 2, ceil(N/T) 20, so twin 99 is asked for as 20
         twins = script.TwinWorkload(inner, (3, 99), tune=7)
         for asked in (3, None, 20, 4):
@@ -1788,7 +1800,6 @@ def test_aa_live_twins_run_native_and_other_sizes_run_as_themselves(tmp_path: Pa
             script.TwinWorkload(inner, (2, 5))
         with pytest.raises(InvalidArgumentError, match=r"twins \(\)"):
             script.TwinWorkload(inner, ())
-    pool.close()
 
 
 def test_aa_live_a_twin_only_list_tunes_to_a_decision_on_native_calls_alone(
@@ -1797,17 +1808,12 @@ def test_aa_live_a_twin_only_list_tunes_to_a_decision_on_native_calls_alone(
     """balanced on K twins over a real pool measures, decides, and the pool only ever ran None."""
     import chunktune
     from chunktune._candidates import ExplicitCandidates
-    from chunktune._mujoco import RolloutWorkload
 
     script = _script("aa_live")
     settings = _script("measure").bench_settings()
     policy = settings.get_policy("balanced")
-    (tmp_path / "tiny.xml").write_text(_TINY)
     sizes: list[int | None] = []
-    pool = _recording_pool(sizes)
-    with RolloutWorkload.from_xml(
-        tmp_path / "tiny.xml", num_envs=40, nthread=2, nstep=2, rollout=pool
-    ) as inner:
+    with _tiny_on_a_recording_pool(tmp_path, sizes) as inner:
         twins = script.TwinWorkload(inner, script.TWIN_SIZES)
         decision = chunktune.resolve_sync(
             twins,
@@ -1819,7 +1825,6 @@ def test_aa_live_a_twin_only_list_tunes_to_a_decision_on_native_calls_alone(
         row = script.tune_once(
             inner, case="tiny", name="balanced", policy=policy, k=1, tune=3, settings=settings
         )
-    pool.close()
     assert (row.case, row.k, row.tune, row.calls > 0) == ("tiny", 1, 3, True)
     assert row.kind in {"left", "gate", "race", "confirm", "budget"}
     assert (row.kind == "left") == (row.chunk_size is not None)
