@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,9 +28,11 @@ import chunktune
 from chunktune import Policy, Settings
 from chunktune._evidence import Evidence
 from chunktune._replay import sizes_text
+from chunktune._spans import BATCHES, means_half_width, stretch_half_width, t95
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 __all__ = [
+    "BATCHES",
     "BenchmarkError",
     "LiveRow",
     "SimRow",
@@ -39,12 +40,15 @@ __all__ = [
     "bench_settings",
     "check_replayable",
     "live_rows",
+    "means_half_width",
     "own_sweep_lock",
     "policies_named",
     "policies_or_exit",
     "remeasure",
     "scored",
     "sim_rows",
+    "stretch_half_width",
+    "t95",
     "trace_rows",
 ]
 
@@ -396,52 +400,6 @@ def remeasure(
             paid=1.0 - spent[c] / spent[None],
         )
     return out
-
-
-BATCHES = 8
-"""Consecutive stretches a re-measurement's rounds are cut into for its interval."""
-
-# Student's t, two-sided 95%, by degrees of freedom 1-30 (no scipy here)
-_T95 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
-def t95(dof: int) -> float:
-    """Student's t quantile for a two-sided 95% interval with ``dof`` degrees of freedom
-    (>= 1; past 30, two Cornish-Fisher terms off the normal's 1.96, within 0.001).
-
-    Raises:
-        ValueError: ``dof`` under 1.
-    """
-    if dof < 1:
-        raise ValueError(f"t95: {dof} degrees of freedom, expected 1 or more")
-    if dof <= len(_T95):
-        return _T95[dof - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
-
-
-def means_half_width(means: Sequence[float]) -> float:
-    """The 95% half-width of the mean of ``means``, each one stretch's (Student's t at their
-    count; NaN under two)."""
-    if len(means) < 2:
-        return math.nan
-    return t95(len(means) - 1) * statistics.stdev(means) / math.sqrt(len(means))
-
-
-def stretch_half_width(logs: Sequence[float]) -> float:
-    """The 95% half-width of the mean of ``logs`` (in round order) by batch means: the
-    spread of the means of :data:`BATCHES` consecutive stretches (0 with fewer than two
-    rounds a stretch)."""
-    size = len(logs) // BATCHES
-    if size < 2:
-        return 0.0
-    return means_half_width(
-        [statistics.fmean(logs[k * size : (k + 1) * size]) for k in range(BATCHES)]
-    )
 
 
 @attrs.frozen(kw_only=True)
