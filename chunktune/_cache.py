@@ -248,6 +248,31 @@ class DecisionCache:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
         return report
 
+    def swap(
+        self, key: str, entry: CacheEntry, *, expected: Mapping[str, CacheEntry | None]
+    ) -> bool:
+        """Store ``entry`` under ``key`` only while each key of ``expected`` still holds what
+        it maps to (None: no entry), judged and written under the write lock, other keys
+        untouched; False, nothing written, where one changed (another process re-tuned it).
+
+        Raises:
+            CacheError: the entry would not read back valid, or the cache cannot be written.
+        """
+        if not storable({key: entry}):
+            raise CacheError(f"cannot store {key[:12]} in the cache {self.path}: invalid entry")
+        try:
+            with write_lock(self._file, brief=self._quarantine.served_read_only()):
+                current = self._current()
+                if any(current.get(k) != was for k, was in expected.items()):
+                    self._file.forget()
+                    return False
+                current[key] = entry
+                self._file.write(current, replaced=(key,))
+                self._file.forget()
+        except OSError as exc:
+            raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
+        return True
+
     def put(self, key: str, entry: CacheEntry) -> bool:
         """Store one entry (other keys untouched). False if unwritable, or the entry or its
         key (no str) is invalid."""

@@ -2159,7 +2159,7 @@ def test_ctrl_c_while_mujoco_loads_exits_130_quietly(
         except KeyboardInterrupt as exc:  # what mujoco's module init turns it into
             raise ImportError("initialization failed") from exc
 
-    monkeypatch.setattr(_tune_cmd, "_tune_workload", loading)
+    monkeypatch.setattr(_tune_cmd, "tune_workload", loading)
     assert main(["tune", "--num-envs", "256", "--nthread", "2"]) == 130
     assert "interrupted" in capsys.readouterr().err
 
@@ -2803,7 +2803,7 @@ def test_ctrl_c_behind_an_error_raised_while_handling_it_exits_130(
         except KeyboardInterrupt:
             raise ImportError("initialization failed")  # noqa: B904
 
-    monkeypatch.setattr(_tune_cmd, "_tune_workload", loading)
+    monkeypatch.setattr(_tune_cmd, "tune_workload", loading)
     assert main(["tune", "--num-envs", "256", "--nthread", "2"]) == 130
     assert "interrupted" in capsys.readouterr().err
 

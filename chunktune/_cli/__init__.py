@@ -1,4 +1,4 @@
-"""The command line: ``chunktune tune|record|cache|policy``.
+"""The command line: ``chunktune tune|check|record|cache|policy``.
 
 ``main(argv) -> int`` never raises for a problem a person can fix: a
 :class:`ChunktuneError` becomes ``chunktune: error: <message>`` on stderr and exit
@@ -12,8 +12,8 @@ stdout, progress and warnings to stderr, so ``chunktune tune --json`` prints not
 but the decision.
 
 This module builds the parser and maps errors to exit codes; each command lives in
-its own module (``_tune_cmd``, ``_record_cmd``, ``_cache_cmd`` with ``_list_cmd``,
-``_merge_cmd`` and ``_entry_keys``, ``_policy_cmd``); what they share is in
+its own module (``_tune_cmd``, ``_check_cmd``, ``_record_cmd``, ``_cache_cmd`` with
+``_list_cmd``, ``_merge_cmd`` and ``_entry_keys``, ``_policy_cmd``); what they share is in
 ``_common`` (exit codes, consoles, file names), ``_args`` (the workload named on the
 command line), ``_progress`` (a sweep as it runs) and ``_render`` (tables and plots).
 """
@@ -35,7 +35,7 @@ from .. import _sigint
 from .._errors import ChunktuneError
 from .._fingerprint import chunktune_version, mujoco_version
 from .._shown import spelled
-from . import _cache_cmd, _policy_cmd, _record_cmd, _tune_cmd
+from . import _cache_cmd, _check_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_PIPE,
@@ -56,6 +56,8 @@ examples:
   chunktune tune                      tune the bundled demo on this machine
   chunktune tune robot.xml --num-envs 1024 --nthread 8
   chunktune tune --json               the decision as one JSON object
+  chunktune check --seconds 120       re-time tune's cached size against native for 2 min;
+                                      native replaces it unless it is still faster
   chunktune cache list                what has been decided on this machine
   chunktune policy show quick         a policy, fully resolved, as TOML
   chunktune record -o demo.json       every chunk size of the demo, as a trace
@@ -66,12 +68,13 @@ pool.rollout(...) call; None keeps the native chunk (README: "Using it from Pyth
 
 exit status: 0 ok; 1 no measured decision, the native chunk is reported (the
 workload failed while measuring or in signature(), chunktune's own code failed, the
-process ran out of threads or file descriptors, or hard_limit_s ran out); 2 a usage,
+process ran out of threads or file descriptors, hard_limit_s ran out, or, for check,
+nothing cached to check or another sweep held the machine past the wait); 2 a usage,
 settings or file error, or results that cannot be written to stdout; 130
 interrupted; 141 stdout was closed before all was written (as by `| head`); 143
 terminated (SIGTERM, which is handled as Ctrl-C is).
 
-settings (tune, cache, policy; record reads them only for the cache's name):
+settings (tune, check, cache, policy; record reads them only for the cache's name):
 --config F, else $CHUNKTUNE_CONFIG, else ./chunktune.toml, else defaults;
 $CHUNKTUNE_CACHE names the cache file (a name ending in .toml is stored as TOML,
 any other as JSON; [cache] format can say which).
@@ -154,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="settings file (default: $CHUNKTUNE_CONFIG, else ./chunktune.toml)",
     )
     _tune_cmd.add_parser(commands, common)
+    _check_cmd.add_parser(commands, common)
     _record_cmd.add_parser(commands)  # it reads no settings: no --config
     _cache_cmd.add_parser(commands, common)
     _policy_cmd.add_parser(commands, common)

@@ -60,7 +60,7 @@ from ._render import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "policy_option", "tune_workload"]
 
 PLOT_HINT = "--plot needs matplotlib: pip install 'chunktune[plot]'"
 _WARNED_THEN = "the timings are of the model as it behaves, warnings and all"
@@ -84,7 +84,8 @@ again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
 """
 
 
-def _policy_name(text: str) -> str:
+def policy_option(text: str) -> str:
+    """An argparse type: a policy's name (whether the settings know it is said later)."""
     if policy_name_problem(text) is not None:
         raise argparse.ArgumentTypeError(f"{spelled(text)} is not a policy name")
     return text
@@ -106,7 +107,7 @@ def add_parser(
     )
     add_workload_options(tune)
     tune.add_argument(
-        "--policy", type=_policy_name, metavar="P", help="policy name (default: the active policy)"
+        "--policy", type=policy_option, metavar="P", help="policy name (default: the active policy)"
     )
     tune.add_argument("--refresh", action="store_true", help="ignore and replace a cached entry")
     tune.add_argument("--json", action="store_true", help="print only the decision as JSON")
@@ -129,7 +130,7 @@ class _Trivial:
         raise UsageError("a trivial batch is never measured")
 
 
-def _tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
+def tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
     """The workload to tune and a one-line description of it; a trivial batch builds nothing."""
     num_envs = default_envs(args, nthread)
     if upper_chunk(num_envs, nthread) <= 1:
@@ -277,7 +278,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     policy_name, policy = named_policy(settings, args.policy, "--policy")
 
     nthread = pool_threads(args.nthread)
-    workload, what = _tune_workload(args, nthread)
+    workload, what = tune_workload(args, nthread)
     try:
         progress = progress_display(
             policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave

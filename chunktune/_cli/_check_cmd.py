@@ -1,0 +1,362 @@
+"""``chunktune check``: re-measure a cached size against native over a longer span of time,
+and go back to native unless the size is still measurably faster.
+
+Opt-in and paid: a resolve never runs it. It keys the workload as ``tune`` does (the
+same options, defaults and key), so ``check`` with ``tune``'s arguments checks that
+tune's entry; the measuring is ``_recheck``'s, the statistics ``_spans``'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+
+from .._cache import DecisionCache
+from .._cache_entry import CacheEntry
+from .._config import load_settings
+from .._decision import Decision
+from .._errors import ConfigError, InvalidArgumentError
+from .._failures import blames_workload, named
+from .._here import in_memory, new_request
+from .._keys import cache_for, identify_and_look
+from .._lock_wait import hold_blocking, noted_holder
+from .._locks import sweep_lock
+from .._recheck import MIN_ROUNDS, Rechecked, recheck
+from .._request import Request, ask, cache_entry
+from .._settings import Settings
+from .._shown import shown, shown_path
+from .._workload import Workload
+from . import _tune_cmd
+from ._args import add_workload_options, mujoco_warnings_told, pool_threads
+from ._common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_WORKLOAD_FAILED,
+    error,
+    help_formatter,
+    named_policy,
+    say,
+)
+
+__all__ = ["add_parser"]
+
+DEFAULT_SECONDS = 60.0
+# how long to wait for another sweep under a policy without hard_limit_s: a resolve would
+# wait on, but a check someone started by hand must not hang for good behind a stuck one
+LOCK_WAIT_S = 600.0
+_LINE_EVERY_S = 5.0  # a progress line at most this often, as tune's plain lines
+_WARNED_THEN = "the re-check timed the model as it behaves, warnings and all"
+
+HOLDS, DOES_NOT_HOLD = "holds", "does not hold"
+
+_CHECK_EPILOG = f"""\
+examples:
+  chunktune check                                  re-check the demo's cached size, 60 s
+  chunktune check robot.xml --num-envs 1024 --nthread 8 --seconds 300
+  chunktune check --dry-run --json                 say what would be written; write nothing
+
+Takes tune's arguments and checks the entry that tune with them stored. A cached size
+other than native is timed against native in paired rounds, each in a fresh random
+order, for at least --seconds and at least {MIN_ROUNDS} rounds, holding the machine-wide
+sweep lock. It holds if the 95% interval of its gain over native lies above 0; the
+entry is then kept. Otherwise native replaces it in the cache (unless --dry-run; and
+only if no other process changed the entry meanwhile). Some sizes' gain follows the
+machine's state for seconds to minutes, which a sweep of seconds cannot tell (README,
+the humanoid's 22): run check now and then, or after a tune on a busy machine.
+
+exit status: 0 checked (whatever the verdict), or nothing to check (native, a disabled
+policy, a trivial batch); 1 nothing cached for these arguments, the workload failed,
+or another sweep held the machine past the wait; 2 a usage, settings or file error;
+130 interrupted (nothing written).
+"""
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    """Add ``check`` to ``commands``; ``common`` holds the options every command takes."""
+    check = commands.add_parser(
+        "check",
+        parents=[common],
+        help="re-measure a cached size over a longer span; native unless it still wins",
+        description="Re-measure a cached chunk size against native over a longer span of\n"
+        "time, and go back to native unless it is still measurably faster.",
+        epilog=_CHECK_EPILOG,
+        formatter_class=help_formatter,
+    )
+    add_workload_options(check)
+    check.add_argument(
+        "--policy",
+        type=_tune_cmd.policy_option,
+        metavar="P",
+        help="the policy whose entry to check (default: the active policy)",
+    )
+    check.add_argument(
+        "--seconds",
+        metavar="S",
+        default=str(DEFAULT_SECONDS),
+        help=f"least seconds to measure (default: {DEFAULT_SECONDS:g})",
+    )
+    check.add_argument("--dry-run", action="store_true", help="measure, but write nothing")
+    check.add_argument("--json", action="store_true", help="print only the result as JSON")
+    check.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    check.set_defaults(handler=_cmd_check)
+
+
+def _seconds(text: str) -> float:
+    """``--seconds``, parsed here so that a bad one is one line, not argparse's usage too.
+
+    Raises:
+        InvalidArgumentError: not a finite number > 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgumentError(
+            f"--seconds {shown(text)}: expected a finite number of seconds > 0"
+        )
+    return value
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    seconds = _seconds(args.seconds)
+    settings = load_settings(args.config)
+    policy_name, policy = named_policy(settings, args.policy, "--policy")
+    nthread = pool_threads(args.nthread)
+    workload, what = _tune_cmd.tune_workload(args, nthread)
+    wait_s = LOCK_WAIT_S if policy.hard_limit_s is None else policy.hard_limit_s
+    try:
+        return _check(args, settings, policy_name, workload, what, seconds, wait_s)
+    finally:
+        close = getattr(workload, "close", None)
+        if callable(close):
+            close()
+
+
+def _check(
+    args: argparse.Namespace,
+    settings: Settings,
+    policy_name: str,
+    workload: Workload,
+    what: str,
+    seconds: float,
+    wait_s: float,
+) -> int:
+    asked = ask(
+        workload,
+        settings=settings,
+        policy=policy_name,
+        manual=None,
+        refresh=False,
+        on_progress=None,
+    )
+    # refresh: a decision this process remembers is not what the cache holds
+    answered = in_memory(attrs.evolve(asked, refresh=True), settings)
+    if answered is not None:  # a disabled policy, a trivial batch, nothing but native
+        say(f"nothing to check: {answered.reason}")
+        _print_json(args, answered.key, None, answered.native_chunk)
+        return EXIT_OK
+    cache = cache_for(settings)
+    if cache is None:
+        where = f" in {shown_path(settings.source)}" if settings.source else ""
+        raise ConfigError(
+            f"the cache is disabled ([cache] enabled = false{where}); nothing to check",
+            asked=True,
+        )
+    # keyed as a resolve keys it; 0.0: keying needs no deadline, whatever hard_limit_s says
+    try:
+        req, key, hit, _ = identify_and_look(new_request(asked, settings, 0.0), cache)
+    except Exception as exc:
+        if not blames_workload(exc):
+            raise
+        error(f"the workload's signature() failed ({named(exc)}); nothing was checked")
+        return EXIT_WORKLOAD_FAILED
+    if hit is None:
+        error(
+            f"nothing cached for {what}, policy {policy_name} (key {key}); "
+            f"`{_tune_command(args)}` tunes it"
+        )
+        return EXIT_WORKLOAD_FAILED
+    chunk = hit.chunk_size
+    if chunk is None or chunk == hit.native_chunk:
+        say(f"cached: the native chunk {hit.native_chunk} (key {hit.key}); nothing to check")
+        _print_json(args, hit.key, None, hit.native_chunk)
+        return EXIT_OK
+    # what a write may replace: this request's own key, and the entry that answered it
+    # (a stronger policy's, perhaps); a process that changes either meanwhile wins
+    expected: dict[str, CacheEntry | None] = {key: cache.get(key), hit.key: cache.get(hit.key)}
+    if not args.quiet:
+        say(
+            f"re-checking chunk {chunk} against native {hit.native_chunk}: paired rounds "
+            f"for at least {seconds:g} s and {MIN_ROUNDS} rounds"
+        )
+    measured = _measured(workload, chunk, seconds, wait_s, quiet=args.quiet)
+    if isinstance(measured, int):
+        return measured
+    span = measured.span
+    written, note = False, "kept: the entry is unchanged"
+    if not span.holds:
+        written, note = _replace(args, cache, req, key, expected, measured)
+    if args.json:
+        print(json.dumps(_result(hit.key, chunk, hit.native_chunk, measured, written)), flush=True)
+    else:
+        verdict = (
+            f"{HOLDS}: still measurably faster than native"
+            if span.holds
+            else f"{DOES_NOT_HOLD}: not measurably faster than native"
+        )
+        print(f"{what}; policy {policy_name}")
+        print(f"cached: chunk {chunk} (native {hit.native_chunk}); cache key {hit.key}")
+        print(measured.summary())
+        print(verdict)
+        print(note, flush=True)
+    return EXIT_OK
+
+
+def _replace(
+    args: argparse.Namespace,
+    cache: DecisionCache,
+    req: Request,
+    key: str,
+    expected: dict[str, CacheEntry | None],
+    measured: Rechecked,
+) -> tuple[bool, str]:
+    """Native in place of the size that did not hold, unless ``--dry-run`` or the entry
+    changed meanwhile: whether it was written, and the line that says what became of it."""
+    if args.dry_run:
+        return False, "dry run: nothing written (native would replace the entry)"
+    native = Decision(
+        chunk_size=None,
+        native_chunk=req.native,
+        source="benchmark",
+        reason=f"{measured.summary()}, not measurably faster; native kept",
+        key=key,
+        timings=measured.timings(),
+        samples={None: measured.rounds, measured.chunk_size: measured.rounds},
+        probe_seconds=measured.probe_seconds,
+        policy=req.policy_name,
+    )
+    if not cache.swap(key, cache_entry(req, native), expected=expected):
+        return False, (
+            "not written: the entry changed while it was checked (another process re-tuned "
+            "it?); it is left as it is"
+        )
+    return True, f"written: the native chunk {req.native} replaces it in the cache"
+
+
+def _measured(
+    workload: Workload, chunk: int, seconds: float, wait_s: float, *, quiet: bool
+) -> Rechecked | int:
+    """The paired rounds, under the sweep lock; else the exit code of what stopped them
+    (said in one line: nothing is written then)."""
+    progress = None if quiet else _Progress(seconds)
+    try:
+        with _machine_to_ourselves(wait_s) as held:
+            if not held:
+                error(
+                    f"another sweep held the machine for {wait_s:g} s; nothing was checked "
+                    "(try again when it is done)"
+                )
+                return EXIT_WORKLOAD_FAILED
+            with mujoco_warnings_told("re-checking", _WARNED_THEN):
+                return recheck(workload, chunk, seconds=seconds, on_round=progress)
+    except KeyboardInterrupt:
+        say("interrupted: the re-check stopped and nothing was written")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if not blames_workload(exc):
+            raise
+        error(f"the workload failed while re-checking ({named(exc)}); nothing was written")
+        return EXIT_WORKLOAD_FAILED
+
+
+@contextmanager
+def _machine_to_ourselves(wait_s: float) -> Iterator[bool]:
+    """Hold the machine-wide sweep lock, as a resolve's sweep does: two measurements at once
+    ruin each other. Waits up to ``wait_s``, saying whom for; yields whether it got it."""
+    lock = sweep_lock()
+    if lock.try_acquire():
+        try:
+            yield True
+        finally:
+            lock.release()
+        return
+    holder = noted_holder(lock)
+    who = holder.describe() if holder is not None else "holder unknown"
+    say(f"waiting up to {wait_s:g} s for another sweep to finish ({who}; lock {lock.path})")
+    with hold_blocking(lock, timeout_s=wait_s) as held:
+        yield held
+
+
+class _Progress:
+    """A re-check's progress on stderr: a line at most every :data:`_LINE_EVERY_S`."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.said_s = 0.0
+
+    def __call__(self, rounds: int, elapsed_s: float) -> None:
+        if elapsed_s - self.said_s >= _LINE_EVERY_S:
+            self.said_s = elapsed_s
+            say(f"round {rounds}: {elapsed_s:.0f} s of {self.seconds:g} s")
+
+
+def _tune_command(args: argparse.Namespace) -> str:
+    """The ``chunktune tune`` command line that stores the entry these arguments check."""
+    words = ["chunktune", "tune"]
+    if args.model is not None:
+        words.append(args.model)
+    for flag, value in (
+        ("--num-envs", args.num_envs),
+        ("--nthread", args.nthread),
+        ("--nstep", args.nstep),
+        ("--policy", args.policy),
+        ("--config", args.config),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    return shlex.join(words)
+
+
+def _result(
+    key: str, chunk: int, native: int, measured: Rechecked, written: bool
+) -> dict[str, object]:
+    """The JSON object ``check --json`` prints for a size it measured."""
+    span = measured.span
+    return {
+        "key": key,
+        "chunk_size": chunk,
+        "native_chunk": native,
+        "rounds": measured.rounds,
+        "seconds": measured.elapsed_s,
+        "gain": span.gain,
+        "gain_ci": [span.low, span.high],
+        "verdict": HOLDS if span.holds else DOES_NOT_HOLD,
+        "written": written,
+    }
+
+
+def _print_json(args: argparse.Namespace, key: str, chunk: int | None, native: int) -> None:
+    """``--json`` where nothing was measured: the same keys, no rounds and no verdict."""
+    if args.json:
+        result = {
+            "key": key,
+            "chunk_size": chunk,
+            "native_chunk": native,
+            "rounds": 0,
+            "seconds": 0.0,
+            "gain": 0.0,
+            "gain_ci": None,
+            "verdict": None,
+            "written": False,
+        }
+        print(json.dumps(result), flush=True)

@@ -1,0 +1,135 @@
+"""Re-checking a cached size against native over a span of time (``chunktune check``).
+
+A sweep of seconds sees one stretch of the machine, and some sizes' gain follows the
+machine's state for seconds to minutes (``_spans``): a sweep can confirm such a size in a
+good stretch, and the cache then serves it for days. A re-check pays for paired rounds
+over a longer span and keeps the size only if it is still measurably faster.
+
+Blocking, on the calling thread; the caller holds the machine-wide sweep lock.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+import attrs
+
+from ._modeled import ModeledTime
+from ._reasons import pct
+from ._spans import SpanGain, span_gain
+from ._workload import Workload, call_workload, check_seconds
+
+__all__ = ["MIN_ROUNDS", "Rechecked", "recheck"]
+
+MIN_ROUNDS = 16  # two rounds a stretch at least: the stretch interval needs them
+
+
+@attrs.frozen
+class Rechecked:
+    """What a re-check of ``chunk_size`` measured: each round's seconds of native and of
+    the size, in round order, over ``elapsed_s`` seconds of the span's clock."""
+
+    chunk_size: int
+    native_s: tuple[float, ...]
+    chunk_s: tuple[float, ...]
+    elapsed_s: float
+
+    @property
+    def rounds(self) -> int:
+        return len(self.native_s)
+
+    @property
+    def logs(self) -> list[float]:
+        """Each round's ``log(t_size / t_native)``."""
+        return [math.log(c / n) for c, n in zip(self.chunk_s, self.native_s, strict=True)]
+
+    @property
+    def span(self) -> SpanGain:
+        return span_gain(self.logs)
+
+    @property
+    def probe_seconds(self) -> float:
+        """The seconds the rounds' calls reported, both sizes (warm-ups not counted)."""
+        return math.fsum(self.native_s) + math.fsum(self.chunk_s)
+
+    def timings(self) -> dict[int | None, float]:
+        """Each size's median call, in seconds, as a sweep's table gives its estimates."""
+        return {
+            None: statistics.median(self.native_s),
+            self.chunk_size: statistics.median(self.chunk_s),
+        }
+
+    def summary(self) -> str:
+        """``"re-checked over 61 s (412 paired rounds): chunk 22 measured -0.8% (-2.1%..+0.5%)
+        against native"``."""
+        span = self.span
+        return (
+            f"re-checked over {self.elapsed_s:.0f} s ({self.rounds} paired rounds): chunk "
+            f"{self.chunk_size} measured {_signed(span.gain)} ({_signed(span.low)}.."
+            f"{_signed(span.high)}) against native"
+        )
+
+
+def _signed(fraction: float) -> str:
+    text = pct(fraction)
+    return text if text.startswith("-") else f"+{text}"
+
+
+def _clock_of(workload: Workload) -> Callable[[], float]:
+    """A modeled workload's ``clock()`` (its seconds are no wall time), else the wall clock."""
+    return workload.clock if isinstance(workload, ModeledTime) else time.monotonic
+
+
+def _timed(workload: Workload, chunk: int | None) -> float:
+    """One call of ``workload.run(chunk)``, its seconds checked.
+
+    Raises:
+        WorkloadError: ``run`` returned no usable seconds.
+        Exception: whatever ``run`` raised (through ``call_workload``: the workload's).
+    """
+    return check_seconds(call_workload(lambda: workload.run(chunk)), chunk)
+
+
+def recheck(
+    workload: Workload,
+    chunk_size: int,
+    *,
+    seconds: float,
+    min_rounds: int = MIN_ROUNDS,
+    rng: random.Random | None = None,
+    on_round: Callable[[int, float], None] | None = None,
+) -> Rechecked:
+    """Paired rounds of native and ``chunk_size`` for at least ``seconds`` (the workload's
+    clock: wall time, or a modeled workload's) and at least ``min_rounds`` rounds, each
+    round in a fresh random order, after one warm-up call of each (not counted).
+
+    ``on_round(rounds, elapsed_s)`` is called after each round. A Ctrl-C is raised at
+    once, between two calls or in one.
+
+    Raises:
+        WorkloadError: ``run`` returned no usable seconds.
+        Exception: whatever the workload's ``run`` raised.
+    """
+    rng = random.Random() if rng is None else rng
+    clock = _clock_of(workload)
+    pair: list[int | None] = [None, chunk_size]
+    for chunk in pair:
+        _timed(workload, chunk)  # the first call of a size pays for what later calls reuse
+    native_s: list[float] = []
+    chunk_s: list[float] = []
+    start = clock()
+    elapsed = 0.0
+    while len(native_s) < min_rounds or elapsed < seconds:
+        # a fresh order each round: a size always second would meet what the first left
+        rng.shuffle(pair)
+        got = {chunk: _timed(workload, chunk) for chunk in pair}
+        native_s.append(got[None])
+        chunk_s.append(got[chunk_size])
+        elapsed = clock() - start
+        if on_round is not None:
+            on_round(len(native_s), elapsed)
+    return Rechecked(chunk_size, tuple(native_s), tuple(chunk_s), elapsed)

@@ -1,0 +1,276 @@
+"""Tests of ``chunktune check``: a cached size re-timed against native over a span of time.
+
+The workload is modeled (its seconds are returned, not timed), so each verdict is
+deterministic and a check of many rounds takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chunktune._cache import DecisionCache
+from chunktune._cache_entry import CacheEntry
+from chunktune._cli import _tune_cmd, main
+from chunktune._errors import CacheError
+from chunktune._recheck import MIN_ROUNDS, recheck
+
+# quick, cut down: a sweep of the modeled workload takes milliseconds
+FAST_CONFIG = """
+policy = "fast"
+
+[policies.fast]
+extends = "quick"
+time_budget_s = 2.0
+max_rounds = 3
+"""
+
+SHAPE = ("--num-envs", "64", "--nthread", "2")  # native 3
+QUICK = ("--seconds", "0.01", "-q")
+RESULT_KEYS = {
+    "key",
+    "chunk_size",
+    "native_chunk",
+    "rounds",
+    "seconds",
+    "gain",
+    "gain_ci",
+    "verdict",
+    "written",
+}
+
+
+class _Modeled:
+    """64 envs on 2 threads whose every size but native's is ``faster`` faster (negative:
+    slower), with 1% of deterministic jitter; one signature, whatever ``faster`` is."""
+
+    num_envs = 64
+    nthread = 2
+
+    def __init__(self, faster: float, *, fail_at: int | None = None, stop_at: int | None = None):
+        self.faster = faster
+        self.fail_at, self.stop_at = fail_at, stop_at
+        self.calls: list[int | None] = []
+        self.rng = random.Random(0)
+
+    def signature(self) -> dict[str, Any]:
+        return {"kind": "check-test"}
+
+    def run(self, chunk_size: int | None) -> float:
+        self.calls.append(chunk_size)
+        if len(self.calls) == self.fail_at:
+            raise RuntimeError("the simulation exploded")
+        if len(self.calls) == self.stop_at:
+            raise KeyboardInterrupt
+        scale = 1.0 if chunk_size in (None, 3) else 1.0 - self.faster
+        return 0.01 * scale * (1.0 + self.rng.uniform(-0.01, 0.01))
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A fast policy as the settings file, and the cache and sweep lock in tmp_path."""
+    config = tmp_path / "fast.toml"
+    config.write_text(FAST_CONFIG)
+    paths = {"config": config, "cache": tmp_path / "cache.json"}
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(config))
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(paths["cache"]))
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    return paths
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, workload: _Modeled) -> None:
+    """Make ``workload`` what tune and check build from the command line."""
+    monkeypatch.setattr(_tune_cmd, "load_workload", lambda args, nthread: (workload, "modeled"))
+
+
+def _tuned(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> dict[str, Any]:
+    """Tune the modeled workload whose sizes are 20% faster: a size other than native cached."""
+    _serve(monkeypatch, _Modeled(0.2))
+    assert main(["tune", *SHAPE, "--json", "-q"]) == 0
+    decision: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert decision["chunk_size"] not in (None, 3), decision
+    return decision
+
+
+def _other() -> CacheEntry:
+    return CacheEntry(chunk_size=4, native_chunk=3, reason="another job's", timings={None: 0.01})
+
+
+def test_a_size_still_faster_holds_and_its_entry_is_kept(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cached size that still beats native: "holds", exit 0, the cache file unchanged."""
+    decision = _tuned(env, monkeypatch, capsys)
+    before = env["cache"].read_bytes()
+    _serve(monkeypatch, _Modeled(0.2))
+    assert main(["check", *SHAPE, *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert f"cached: chunk {decision['chunk_size']} (native 3)" in out
+    assert "holds: still measurably faster than native" in out.splitlines()
+    assert "kept: the entry is unchanged" in out
+    assert env["cache"].read_bytes() == before
+
+
+def test_a_size_no_longer_faster_is_replaced_by_native_and_no_other_entry_changes(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A size now 1% slower: native replaces its entry (reason: the figures), others stay."""
+    decision = _tuned(env, monkeypatch, capsys)
+    cache = DecisionCache(env["cache"])
+    assert cache.update({"other.job": _other()})
+    others = {k: e for k, e in cache.entries().items() if k != decision["key"]}
+    slower = _Modeled(-0.01)
+    _serve(monkeypatch, slower)
+    assert main(["check", *SHAPE, *QUICK, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == RESULT_KEYS
+    assert (result["verdict"], result["written"]) == ("does not hold", True)
+    assert result["key"] == decision["key"]
+    assert result["rounds"] >= MIN_ROUNDS and result["seconds"] >= 0.01
+    assert result["gain"] == pytest.approx(-0.01, abs=0.002)
+    low, high = result["gain_ci"]
+    assert low <= result["gain"] <= high < 0
+    entries = DecisionCache(env["cache"]).entries()
+    native = entries.pop(decision["key"])
+    assert entries == others
+    assert native.chunk_size is None
+    assert native.samples == {None: result["rounds"], decision["chunk_size"]: result["rounds"]}
+    assert native.reason.startswith(f"re-checked over 0 s ({result['rounds']} paired rounds)")
+    assert native.reason.endswith("against native, not measurably faster; native kept")
+    _serve(monkeypatch, _Modeled(0.2))  # a faster pool now: the entry, not a sweep, answers
+    assert main(["tune", *SHAPE, "--json", "-q"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["source"], again["chunk_size"]) == ("cache", None)
+
+
+def test_dry_run_measures_but_writes_nothing(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dry-run: the verdict "does not hold" is told, and the cache file is untouched."""
+    _tuned(env, monkeypatch, capsys)
+    before = env["cache"].read_bytes()
+    _serve(monkeypatch, _Modeled(-0.01))
+    assert main(["check", *SHAPE, *QUICK, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "does not hold: not measurably faster than native" in out
+    assert "dry run: nothing written" in out
+    assert env["cache"].read_bytes() == before
+
+
+def test_nothing_cached_exits_1_naming_the_tune_that_caches_it(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No entry for the key: exit 1, one line naming the tune with the same arguments."""
+    workload = _Modeled(0.2)
+    _serve(monkeypatch, workload)
+    assert main(["check", *SHAPE, *QUICK, "--policy", "quick"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert "nothing cached for modeled, policy quick" in err
+    assert "`chunktune tune --num-envs 64 --nthread 2 --policy quick` tunes it" in err
+    assert workload.calls == []
+
+
+def test_a_cached_native_is_not_measured(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Native cached: one line, exit 0, no call made; --json says no verdict, nothing written."""
+    _serve(monkeypatch, _Modeled(-0.2))  # every size slower: tune keeps native
+    assert main(["tune", *SHAPE, "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunk_size"] is None
+    workload = _Modeled(0.2)
+    _serve(monkeypatch, workload)
+    assert main(["check", *SHAPE, *QUICK, "--json"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert set(result) == RESULT_KEYS
+    assert (result["verdict"], result["written"], result["rounds"]) == (None, False, 0)
+    assert "cached: the native chunk 3" in err and "nothing to check" in err
+    assert workload.calls == []
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "soon"])
+def test_a_bad_seconds_is_one_line_and_exit_2(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], seconds: str
+) -> None:
+    """--seconds must be a finite number > 0: else exit 2 and one line naming it."""
+    assert main(["check", *SHAPE, "--seconds", seconds]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"chunktune: error: --seconds '{seconds}': expected a finite number of seconds > 0"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "said"),
+    [
+        pytest.param({"fail_at": 9}, 1, "the workload failed while re-checking (RuntimeError: "
+                     "the simulation exploded); nothing was written", id="workload-fails"),
+        pytest.param({"stop_at": 9}, 130, "interrupted: the re-check stopped and nothing was "
+                     "written", id="ctrl-c"),
+    ],
+)  # fmt: skip
+def test_a_check_that_does_not_finish_writes_nothing(
+    env: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fault: dict[str, int],
+    status: int,
+    said: str,
+) -> None:
+    """A workload failing mid-check exits 1 as tune's does, a Ctrl-C 130; one line, no write."""
+    _tuned(env, monkeypatch, capsys)
+    before = env["cache"].read_bytes()
+    _serve(monkeypatch, _Modeled(-0.01, **fault))
+    assert main(["check", *SHAPE, *QUICK]) == status
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert said in err and "Traceback" not in err
+    assert env["cache"].read_bytes() == before
+
+
+def test_recheck_warms_each_size_once_then_pairs_them_in_random_order() -> None:
+    """recheck: one warm-up call each, then MIN_ROUNDS rounds at least, in both orders."""
+    workload = _Modeled(0.1)
+    seen: list[int] = []
+    got = recheck(
+        workload, 8, seconds=1e-9, rng=random.Random(1), on_round=lambda r, s: seen.append(r)
+    )
+    assert workload.calls[:2] == [None, 8]
+    rounds = [tuple(workload.calls[k : k + 2]) for k in range(2, len(workload.calls), 2)]
+    assert got.rounds == len(rounds) == MIN_ROUNDS == len(seen)
+    assert set(rounds) == {(None, 8), (8, None)}
+    assert got.span.gain == pytest.approx(0.1, abs=0.01)
+
+
+def test_swap_writes_only_while_the_entries_are_as_they_were(tmp_path: Path) -> None:
+    """DecisionCache.swap: an entry changed since it was read refuses the write; else one key."""
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update({"a.p": _other(), "b.p": _other()})
+    seen, b = cache.get("a.p"), cache.get("b.p")
+    native = CacheEntry(chunk_size=None, native_chunk=3, reason="native", timings={None: 0.01})
+    assert cache.update({"a.p": CacheEntry(chunk_size=8, native_chunk=3, reason="re-tuned")})
+    before = cache.path.read_bytes()
+    assert not cache.swap("a.p", native, expected={"a.p": seen})
+    assert not cache.swap("a.p", native, expected={"c.p": None, "b.p": None})
+    assert cache.path.read_bytes() == before
+    now = cache.get("a.p")
+    assert cache.swap("a.p", native, expected={"a.p": now, "c.p": None})
+    entries = cache.entries()
+    assert entries["a.p"].chunk_size is None and entries["b.p"] == b
+
+
+def test_swap_of_an_entry_that_would_not_read_back_raises(tmp_path: Path) -> None:
+    """DecisionCache.swap: an invalid entry is a CacheError, nothing written."""
+    cache = DecisionCache(tmp_path / "cache.json")
+    bad = CacheEntry(chunk_size=0, native_chunk=3, reason="zero")
+    with pytest.raises(CacheError, match="invalid entry"):
+        cache.swap("a.p", bad, expected={})
+    assert not cache.path.exists()
