@@ -1661,7 +1661,7 @@ def test_what_the_command_line_got_wrong_is_named_once(
         pytest.param(("tune", "--policy", "a\nb"),
                      'argument --policy: "a\\nb" is not a policy name', id="policy-newline"),
         pytest.param(("frob",),
-                     'argument COMMAND: "frob" is not one of tune, record, cache, policy\n',
+                     'argument COMMAND: "frob" is not one of tune, check, record, cache, policy\n',
                      id="command"),
         pytest.param(("cache", "lsit"),
                      'argument VERB: "lsit" is not one of path, list, show, clear, export, '

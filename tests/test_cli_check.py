@@ -204,7 +204,7 @@ def test_a_bad_seconds_is_one_line_and_exit_2(
     assert main(["check", *SHAPE, "--seconds", seconds]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        f"chunktune: error: --seconds '{seconds}': expected a finite number of seconds > 0"
+        f'chunktune: error: --seconds "{seconds}": expected a finite number of seconds > 0'
     ]
 
 

@@ -30,7 +30,7 @@ from .._locks import sweep_lock
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
-from .._shown import shown, shown_path
+from .._shown import shown_path, spelled
 from .._workload import Workload
 from . import _tune_cmd
 from ._args import add_workload_options, mujoco_warnings_told, pool_threads
@@ -122,7 +122,7 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise InvalidArgumentError(
-            f"--seconds {shown(text)}: expected a finite number of seconds > 0"
+            f"--seconds {spelled(text)}: expected a finite number of seconds > 0"
         )
     return value
 
