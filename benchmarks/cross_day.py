@@ -20,12 +20,15 @@ resampling batches, and a permutation p (holds and fails shuffled within each ba
   autocorrelation in round order; ``var_ratio4``: the variance of 4-round means over
   what independent rounds give;
 - ``gain``; ``neg_t``: minus the gain over its standard error from 4-round block means
-  (weak evidence scores high); ``rounds_losing``: the share of rounds the size lost.
+  (weak evidence scores high), ``t95`` the two-sided 95% quantile of Student's t at its
+  degrees of freedom (not a figure scored); ``rounds_losing``: the share of rounds the size lost.
 
 Then the share of events that fail by chunks a thread, among all events and among those
-of strong evidence (t >= 2). Session 66 (helper crossday66) found that no figure of the
-rounds' dynamics (spread, skew, lag, variance ratio) tells, in either folder; only the
-structure (few chunks a thread) and the evidence's strength do. Not a test: it prints
+of strong evidence (t past Student's 95% quantile at the figure's degrees of freedom:
+2.57 for the 6 blocks of a 24-round recording, not the normal's 2). Session 66 (helper
+crossday66) found that no figure of the rounds' dynamics (spread, skew, lag, variance
+ratio) tells, in either folder; only the structure (few chunks a thread) and the
+evidence's strength do. Not a test: it prints
 figures.
 """
 
@@ -44,9 +47,10 @@ import numpy.typing as npt
 from cases import TRACE_DIR, at_least_one, trace_files, traces_folder
 
 from chunktune import ChunktuneError
+from chunktune._spans import t95
 from chunktune._trace import Trace, load_trace
 
-__all__ = ["Event", "auc", "events", "features", "main"]
+__all__ = ["Event", "auc", "block_dof", "events", "features", "main"]
 
 Array = npt.NDArray[np.float64]
 BLOCK = 4
@@ -81,6 +85,12 @@ def log_ratios(trace: Trace, chunk: int, window: int | None = None) -> Array:
     return x[:window] if window else x
 
 
+def block_dof(x: Array) -> int:
+    """The degrees of freedom of :func:`block_se`: its blocks (or rounds, under 3) less one."""
+    blocks = len(x) // BLOCK
+    return (blocks if blocks >= 3 else len(x)) - 1
+
+
 def block_se(x: Array) -> float:
     """The standard error of the mean from 4-round block means (naive under 3 blocks)."""
     blocks = len(x) // BLOCK
@@ -112,6 +122,7 @@ def features(trace: Trace, chunk: int, noise: float, window: int | None = None) 
         "var_ratio4": var_ratio,
         "gain": -float(x.mean()),
         "neg_t": float(x.mean()) / se if se > 0 else -math.inf,
+        "t95": t95(block_dof(x)),
         "rounds_losing": float(np.mean(x > 0)),
     }
 
@@ -212,8 +223,8 @@ def _table(label: str, evs: list[Event], rng: np.random.Generator) -> None:
             extreme += abs(auc(score, shuffled) - 0.5) >= abs(a - 0.5)
         print(f"{name:18s} {a:5.2f}   [{low:5.2f}, {high:5.2f}] {(1 + extreme) / 401:7.3f}")
     per = np.array([e.figures["chunks_per_thread"] for e in evs])
-    strong = np.array([e.figures["neg_t"] <= -2.0 for e in evs])
-    for which, mask in (("all", np.ones(len(evs), bool)), ("t >= 2", strong)):
+    strong = np.array([e.figures["neg_t"] <= -e.figures["t95"] for e in evs])
+    for which, mask in (("all", np.ones(len(evs), bool)), ("t>=t95", strong)):
         cells = []
         for low_k, high_k in STRATA:
             cell = mask & (per > low_k) & (per <= high_k)
