@@ -36,7 +36,9 @@ __all__ = [
     "in_own_thread",
     "run_beside",
     "run_blocking",
+    "run_held",
     "sweeping",
+    "wait_for_stores",
     "wait_for_sweeps",
     "wait_in_thread",
 ]
@@ -128,11 +130,33 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
             f"a blocking call was made on a running event loop's thread{where}, where "
             f"blocking would stall it; use `{instead}` there instead"
         )
+    return run_held(call)
+
+
+def run_held(
+    call: Callable[[], Coroutine[Any, Any, T]], *, returned: Callable[[T], object] | None = None
+) -> T:
+    """``anyio.run(call)`` on a new loop of this thread, a Ctrl-C while that loop closes held
+    until it is closed (see :class:`~chunktune._sigint.ClosingHold`).
+
+    ``returned(result)``, if given, is called the moment ``call()`` returns, still in the
+    loop's main task: a Ctrl-C from then on raises all the same (cancelling a task on its
+    last step discards its result; held, it is raised after the close), so the caller
+    learns what ``call()`` gave before it was lost (a ``chunktune tune`` whose decision is
+    already cached must not say the Ctrl-C stopped its sweep).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C, also one that came as the loop closed, once closed.
+        BaseException: what ``call()`` raised.
+    """
     hold = ClosingHold()
 
     async def held_as_it_ends() -> T:
         try:
-            return await call()
+            result = await call()
+            if returned is not None:
+                returned(result)
+            return result
         finally:
             hold.begin()  # what is left is closing the loop: a Ctrl-C waits for that
 
@@ -323,7 +347,20 @@ def sweeping() -> bool:
 
 def wait_for_sweeps(timeout_s: float | None = None) -> bool:
     """Block until this process's sweep threads have ended; False if ``timeout_s`` ran out."""
+    return _wait_for(SWEEP_THREAD, timeout_s)
+
+
+def wait_for_stores() -> None:
+    """Block until this process's cache writes have ended: a resolve cancelled as it stored
+    its decision leaves the write to finish on its own (bounded by
+    :data:`~chunktune._cache_lock.WRITE_STALL_S` of a stalled lock's holder)."""
+    _wait_for(STORE_THREAD, None)
+
+
+def _wait_for(name: str, timeout_s: float | None) -> bool:
+    """Block until this process's threads called ``name`` have ended; False if ``timeout_s``
+    ran out first."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    for thread in [t for t in threading.enumerate() if t.name == SWEEP_THREAD]:
+    for thread in [t for t in threading.enumerate() if t.name == name]:
         thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    return not sweeping()
+    return not any(t.name == name for t in threading.enumerate())
