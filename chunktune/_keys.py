@@ -22,11 +22,12 @@ from ._cache_paths import default_cache_path
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._load import serves_now
+from ._policy import Policy
 from ._request import Request, entry_decision, policy_identity
 from ._settings import Settings
-from ._workload import call_workload, check_signature
+from ._workload import Workload, call_workload, check_signature
 
-__all__ = ["cache_for", "cache_key", "identify_and_look", "lookup"]
+__all__ = ["cache_for", "cache_key", "identify_and_look", "job_key", "lookup"]
 
 
 def cache_key(
@@ -101,6 +102,24 @@ def _identify(req: Request) -> tuple[dict[str, Any], dict[str, Any], str]:
         policy_hash=policy_identity(req.policy)[0],
     )
     return signature, device, key
+
+
+def job_key(workload: Workload, policy: Policy) -> str:
+    """Blocking: the key under which a resolve of ``workload`` under ``policy`` on this
+    machine stores its decision, for one who has no decision to read it from (a ``tune``
+    that a Ctrl-C ended as the decision was being stored).
+
+    Raises:
+        WorkloadError: the signature holds a value that cannot be keyed.
+        Exception: whatever the workload's ``signature()`` raised.
+    """
+    return cache_key(
+        check_signature(workload.signature()),
+        num_envs=workload.num_envs,
+        nthread=workload.nthread,
+        device=device_fingerprint(),
+        policy_hash=policy_identity(policy)[0],
+    )
 
 
 def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:

@@ -12,10 +12,11 @@ stdout, progress and warnings to stderr, so ``chunktune tune --json`` prints not
 but the decision.
 
 This module builds the parser and maps errors to exit codes; each command lives in
-its own module (``_tune_cmd``, ``_check_cmd``, ``_record_cmd``, ``_cache_cmd`` with
-``_list_cmd``, ``_merge_cmd`` and ``_entry_keys``, ``_policy_cmd``); what they share is in
-``_common`` (exit codes, consoles, file names), ``_args`` (the workload named on the
-command line), ``_progress`` (a sweep as it runs) and ``_render`` (tables and plots).
+its own module (``_tune_cmd`` with ``_tune_interrupted``, ``_check_cmd``, ``_record_cmd``,
+``_cache_cmd`` with ``_list_cmd``, ``_merge_cmd`` and ``_entry_keys``, ``_policy_cmd``); what
+they share is in ``_common`` (exit codes, consoles, file names), ``_args`` (the workload
+named on the command line), ``_progress`` (a sweep as it runs) and ``_render`` (tables and
+plots).
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ import contextlib
 import functools
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
 import attrs
 
 from .._config import load_settings
@@ -23,7 +23,7 @@ from .._request import worth_storing
 from .._resolve import resolve
 from .._settings import policy_name_problem
 from .._shown import spelled
-from .._threads import wait_for_sweeps
+from .._threads import run_held, wait_for_stores, wait_for_sweeps
 from .._workload import SignatureValue, Workload, upper_chunk
 from ._args import (
     add_workload_options,
@@ -51,11 +51,11 @@ from ._progress import progress_display
 from ._render import (
     candidate_rows,
     candidate_table,
-    chunk_size_line,
     load_label,
     plot_formats,
     write_plot,
 )
+from ._tune_interrupted import described, interrupted_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -80,7 +80,8 @@ Without MODEL, tunes the bundled demo scene: uneven envs (a quarter of them in
 heavy contact), as training batches are. --nthread defaults to the CPUs this
 process may use and --num-envs to 128 per thread. A second run with the same
 arguments on the same machine is answered from the cache; --refresh measures
-again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130).
+again. Ctrl-C stops the sweep within one probe and caches nothing (exit 130);
+one that comes once the decision is made says what was decided and cached.
 """
 
 
@@ -160,19 +161,6 @@ def _balance_bound(workload: Workload) -> float | None:
     return float(sum(costs)) / workload.nthread
 
 
-def _describe(decision: Decision) -> str:
-    chosen = chunk_size_line(decision.chunk_size, decision.native_chunk)
-    where = {
-        "benchmark": "measured now",
-        "cache": "from the cache",
-        "manual": "manual",
-        "disabled": "policy disabled",
-        "trivial": "nothing to tune",
-        "fallback": "not measured to the end",
-    }[decision.source]
-    return f"{chosen}; {where}"
-
-
 def _print_decision(console: Console, decision: Decision, header: str) -> None:
     """The table, the choice, its gain and reason, and the machine's load as its sweep began."""
     console.print(header)
@@ -186,7 +174,7 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
         console.print(candidate_table(rows, native_chunk=decision.native_chunk))
     else:
         console.print("(no candidates measured)")
-    console.print(_describe(decision))
+    console.print(described(decision))
     if decision.chunk_size is not None and decision.gain_ci is not None:
         low, high = decision.gain_ci
         # two figures for one size: the table's ratio is the race's, this the confirmation's
@@ -296,13 +284,24 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             if isinstance(workload, _Trivial)  # builds nothing, so imports no mujoco
             else mujoco_warnings_told("measuring", _WARNED_THEN)
         )
+        decided: list[Decision] = []  # what resolve returned, though a Ctrl-C came after
+        since = time.time()  # as a cache entry's own time is told
         try:
             with told, progress:
-                decision = anyio.run(call)
+                decision = run_held(call, returned=decided.append)
         except KeyboardInterrupt:
-            # the sweep stops at its next probe; wait for it, so the pool closes idle
+            # the sweep stops at its next probe; wait for it, so the pool closes idle, and
+            # for a decision's cache write, which a Ctrl-C as it is stored lets finish
             wait_for_sweeps()
-            say("interrupted: the sweep stopped and nothing was cached")
+            wait_for_stores()
+            said = interrupted_line(
+                decided[0] if decided else None,
+                workload=workload,
+                settings=settings,
+                policy=policy,
+                since=since,
+            )
+            say(said)
             return EXIT_INTERRUPTED
 
         if args.json:

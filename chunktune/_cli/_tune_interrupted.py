@@ -1,0 +1,102 @@
+"""What an interrupted ``chunktune tune`` says it leaves behind.
+
+A Ctrl-C stops the sweep and caches nothing only while the sweep runs. One that comes
+as the decision is stored (the write finishes on its own) or after ``resolve`` returned
+(as its loop closes, as the progress display ends) leaves a decision made, and perhaps
+cached: the line says which, as the cache itself tells it.
+"""
+
+from __future__ import annotations
+
+from .._cache_entry import CacheEntry
+from .._decision import Decision
+from .._errors import ChunktuneError
+from .._keys import cache_for, job_key
+from .._policy import Policy
+from .._request import worth_storing
+from .._settings import Settings
+from .._workload import Workload
+from ._render import chunk_size_line
+
+__all__ = ["SWEEP_STOPPED", "described", "interrupted_line"]
+
+SWEEP_STOPPED = "interrupted: the sweep stopped and nothing was cached"
+
+_WHERE = {
+    "benchmark": "measured now",
+    "cache": "from the cache",
+    "manual": "manual",
+    "disabled": "policy disabled",
+    "trivial": "nothing to tune",
+    "fallback": "not measured to the end",
+}
+
+
+def described(decision: Decision) -> str:
+    """``"chunk_size=8 (native would be 12); measured now"``: the choice and where it came from."""
+    chosen = chunk_size_line(decision.chunk_size, decision.native_chunk)
+    return f"{chosen}; {_WHERE[decision.source]}"
+
+
+def interrupted_line(
+    decision: Decision | None,
+    *,
+    workload: Workload,
+    settings: Settings,
+    policy: Policy,
+    since: float,
+) -> str:
+    """The line a ``tune`` that Ctrl-C ended says: ``decision`` is what ``resolve`` returned
+    before it (None if it had not), ``since`` the time (``time.time()``) the resolve began.
+
+    Blocking: it reads the cache, and keys ``workload`` where there is no decision (this
+    run's cache writes must have ended: :func:`~chunktune._threads.wait_for_stores`).
+    """
+    if decision is None:
+        return _undecided(workload, settings, policy, since)
+    made = f"interrupted after the decision was made: {described(decision)}"
+    if decision.source == "cache":
+        return f"{made} (cache key {decision.key})"
+    if decision.source == "fallback":
+        return f"{made}; not cached, as a fallback never is"
+    if decision.source != "benchmark":
+        return f"{made}; nothing to cache"
+    if not worth_storing(decision):
+        return f"{made}; not cached: nothing but native was timed"
+    cache = cache_for(settings)
+    if cache is None:
+        return f"{made}; not cached: the cache is disabled"
+    try:
+        ours = _ours(cache.get(decision.key), since)
+    except (ChunktuneError, OSError) as exc:
+        return f"{made}; whether it was cached could not be told ({exc})"
+    # a failed write was warned of as it failed
+    return f"{made} and cached (cache key {decision.key})" if ours else f"{made}; not cached"
+
+
+def _undecided(workload: Workload, settings: Settings, policy: Policy, since: float) -> str:
+    """:func:`interrupted_line` where ``resolve`` had not returned: the sweep stopped, or
+    it had ended and its decision was being stored, a write that finishes on its own."""
+    cache = cache_for(settings)
+    if cache is None:
+        return SWEEP_STOPPED
+    try:
+        key = job_key(workload, policy)
+        entry = cache.get(key)
+    except Exception as exc:  # signature() is the workload's code: the line is said anyway
+        return (
+            f"interrupted: the sweep stopped; whether anything was cached could not be told ({exc})"
+        )
+    if entry is None or not _ours(entry, since):
+        return SWEEP_STOPPED
+    chosen = chunk_size_line(entry.chunk_size, entry.native_chunk)
+    return (
+        f"interrupted as the sweep's decision was stored: {chosen}; measured now and "
+        f"cached (cache key {key})"
+    )
+
+
+def _ours(entry: CacheEntry | None, since: float) -> bool:
+    """Whether ``entry`` was written by the resolve that began at ``since``: an older one
+    under its key (replaced by ``--refresh`` only once the sweep is done) is not."""
+    return entry is not None and entry.created >= since
