@@ -707,3 +707,46 @@ def test_record_to_a_name_too_long_is_refused_before_a_call_is_measured(
     err = capsys.readouterr().err
     assert f"-o {name}: File name too long" in err
     assert "recording" not in err and "Traceback" not in err
+
+
+class _ClosableSim(SimulatedWorkload):
+    """A simulated workload that record may close, as it closes the pool it built."""
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("renamed", "said"),
+    [
+        pytest.param(True, "interrupted: the trace was written to ", id="after-the-rename"),
+        pytest.param(False, "interrupted: no trace was written", id="before-the-rename"),
+    ],
+)
+def test_a_ctrl_c_as_the_trace_is_written_says_whether_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    renamed: bool,
+    said: str,
+) -> None:
+    """Ctrl-C as the whole recording is written: exit 130, and the line says whether it was."""
+    import chunktune._cli._record_cmd as record_cmd
+
+    writing = record_cmd.write_atomic
+
+    def interrupted(path: Path, data: bytes) -> None:
+        if renamed:
+            writing(path, data)
+        raise KeyboardInterrupt
+
+    workload = _ClosableSim.from_layout("blocked", num_envs=8, nthread=2)
+    monkeypatch.setattr(record_cmd, "load_workload", lambda args, nthread: (workload, "sim"))
+    monkeypatch.setattr(record_cmd, "write_atomic", interrupted)
+    out = tmp_path / "t.json"
+    assert main(["record", "--rounds", "1", "-q", "-o", str(out)]) == 130
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert said in line
+    assert out.exists() is renamed
+    if renamed:
+        assert line.endswith(str(out)) and load_trace(out).rounds == 1

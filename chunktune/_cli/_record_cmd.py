@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import math
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -43,6 +44,8 @@ from ._own_files import not_own_file
 
 __all__ = ["PLAIN_EVERY_S", "add_parser"]
 
+_NOTHING_WRITTEN = "interrupted: no trace was written"
+
 PLAIN_EVERY_S = 30.0
 """Off a terminal, a finished round is said at most this often: a log, not a bar."""
 
@@ -54,10 +57,11 @@ examples:
 
 Every round measures each size once, in a fresh random order, so what the machine
 does during the recording hits every size alike. The file is written only when
-every round is done (Ctrl-C writes nothing). Replay it with
-chunktune.sim.ReplayWorkload.from_file(path); a trace of some sizes (--sizes)
-replays only a policy that probes those sizes alone. No settings are used: a
-settings file is read only for the cache's name, which -o may not replace.
+every round is done (Ctrl-C writes nothing; one that comes as the file is written
+says whether it was). Replay it with chunktune.sim.ReplayWorkload.from_file(path);
+a trace of some sizes (--sizes) replays only a policy that probes those sizes
+alone. No settings are used: a settings file is read only for the cache's name,
+which -o may not replace.
 """
 
 
@@ -166,20 +170,41 @@ def _cmd_record(args: argparse.Namespace) -> int:
                     on_event=shown,
                 )
         except KeyboardInterrupt:
-            say("interrupted: no trace was written")
+            say(_NOTHING_WRITTEN)
             return EXIT_INTERRUPTED
     finally:
         workload.close()
     data = dump_trace(trace).encode()
-    try:  # whole or not at all: a failed write (a full disk) leaves no half file behind
-        write_atomic(out, data)
-    except OSError as exc:
-        kept = _keep_elsewhere(data)
-        where = f"; the recording is kept in {kept}" if kept else ""
-        raise OutputError(f"cannot write the trace {out}: {exc.strerror or exc}{where}") from exc
-    if not args.quiet:
-        say(f"wrote {out}")
+    try:
+        try:  # whole or not at all: a failed write (a full disk) leaves no half file behind
+            write_atomic(out, data)
+        except OSError as exc:
+            kept = _keep_elsewhere(data)
+            where = f"; the recording is kept in {kept}" if kept else ""
+            raise OutputError(
+                f"cannot write the trace {out}: {exc.strerror or exc}{where}"
+            ) from exc
+        if not args.quiet:
+            say(f"wrote {out}")
+    except KeyboardInterrupt:
+        # the recording is whole: a Ctrl-C as it is written may come after the rename
+        say(_interrupted_writing(out, data))
+        return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _interrupted_writing(out: Path, data: bytes) -> str:
+    """What a Ctrl-C while the trace ``data`` was written to ``out`` left, as the file tells it."""
+    try:
+        if not stat.S_ISREG(os.stat(out).st_mode):
+            # a pipe or /dev/stdout, written into (never renamed onto): read back it cannot be
+            return f"interrupted as the trace was being written to {out}: it may be cut short"
+        written = out.read_bytes() == data
+    except FileNotFoundError:
+        written = False
+    except OSError as exc:
+        return f"interrupted as the trace was being written to {out} ({exc.strerror or exc})"
+    return f"interrupted: the trace was written to {out}" if written else _NOTHING_WRITTEN
 
 
 def _n(count: int, noun: str) -> str:
