@@ -4,7 +4,6 @@ line that says what was decided and cached (``_cli._tune_interrupted``)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 
 from chunktune._cache import DecisionCache
 from chunktune._cli import _tune_cmd, main
+from chunktune._cli._tune_interrupted import SWEEP_STOPPED
 from chunktune._decision import Decision
 from chunktune._threads import run_held
 from chunktune.sim import SimulatedWorkload
@@ -28,6 +28,7 @@ import asyncio.runners as runners, asyncio.selector_events as selector_events
 import gc, json, os, signal, sys, threading
 from chunktune._cache import DecisionCache
 from chunktune._cli import _tune_cmd, main
+from chunktune._cli._tune_interrupted import SWEEP_STOPPED
 from chunktune.sim import SimulatedWorkload
 
 def ctrl_c():
@@ -251,5 +252,5 @@ def test_a_ctrl_c_before_resolve_returned_says_the_sweep_stopped(
     monkeypatch.setattr(_tune_cmd, "run_held", interrupted)
     assert main(["tune", "--policy", "quick", "-q"]) == 130
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "chunktune: interrupted: the sweep stopped and nothing was cached"
+    assert err.splitlines()[-1] == f"chunktune: {SWEEP_STOPPED}"
     assert DecisionCache(tmp_path / "cache.json").entries() == {}

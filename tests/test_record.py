@@ -732,12 +732,11 @@ def test_a_ctrl_c_as_the_trace_is_written_says_whether_it_was(
 ) -> None:
     """Ctrl-C as the whole recording is written: exit 130, and the line says whether it was."""
     import chunktune._cli._record_cmd as record_cmd
-
-    writing = record_cmd.write_atomic
+    from chunktune._atomic import write_atomic
 
     def interrupted(path: Path, data: bytes) -> None:
         if renamed:
-            writing(path, data)
+            write_atomic(path, data)
         raise KeyboardInterrupt
 
     workload = _ClosableSim.from_layout("blocked", num_envs=8, nthread=2)
