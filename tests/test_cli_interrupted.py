@@ -214,7 +214,7 @@ def test_a_ctrl_c_after_resolve_returned_says_what_was_decided(
     """Ctrl-C once resolve returned: exit 130, the decision and whether it was cached said."""
     settings = tmp_path / "chunktune.toml"
     settings.write_text(config)
-    monkeypatch.setattr(_tune_cmd, "_tune_workload", lambda args, nthread: (workload(), "x"))
+    monkeypatch.setattr(_tune_cmd, "tune_workload", lambda args, nthread: (workload(), "x"))
     monkeypatch.setattr(_tune_cmd, "run_held", _ctrl_c_after_returning)
     argv = ["tune", "--config", str(settings), "--policy", policy, "-q"]
     assert main(argv) == 130
@@ -230,7 +230,7 @@ def test_a_ctrl_c_after_a_cache_hit_says_it_came_from_the_cache(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Ctrl-C after a cache hit returned: exit 130, the decision said to come from the cache."""
-    monkeypatch.setattr(_tune_cmd, "_tune_workload", lambda args, nthread: (_sim(), "x"))
+    monkeypatch.setattr(_tune_cmd, "tune_workload", lambda args, nthread: (_sim(), "x"))
     assert main(["tune", "--policy", "quick", "-q"]) == 0
     capsys.readouterr()
     monkeypatch.setattr(_tune_cmd, "run_held", _ctrl_c_after_returning)
@@ -248,7 +248,7 @@ def test_a_ctrl_c_before_resolve_returned_says_the_sweep_stopped(
     def interrupted(call: object, *, returned: object) -> Decision:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_tune_cmd, "_tune_workload", lambda args, nthread: (_sim(), "x"))
+    monkeypatch.setattr(_tune_cmd, "tune_workload", lambda args, nthread: (_sim(), "x"))
     monkeypatch.setattr(_tune_cmd, "run_held", interrupted)
     assert main(["tune", "--policy", "quick", "-q"]) == 130
     err = capsys.readouterr().err
