@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, get_args
 
@@ -131,9 +132,11 @@ class Policy:
     time_budget_s: float = attrs.field(
         default=10.0, validator=number(0.0, MAX_LIMIT_S, lo_open=True), metadata=_NOT_IDENTITY
     )
+    # inf is no limit, as unset is (held as None): TOML has no null, and a policy that
+    # extends one with a limit (patient's 40 s) has no other way to drop it
     hard_limit_s: float | None = attrs.field(
         default=None,
-        validator=number(0.0, MAX_LIMIT_S, lo_open=True, optional=True),
+        validator=number(0.0, MAX_LIMIT_S, lo_open=True, optional=True, unlimited=True),
         metadata=_NOT_IDENTITY,
     )
     # past time_budget_s, up to nine tenths of hard_limit_s, where that is what a
@@ -147,6 +150,10 @@ class Policy:
         problems = [p for rule in _CROSS_FIELD_RULES if (p := rule(self, said)) is not None]
         if problems:
             raise ConfigError(problems, subject=self._invalid_as)
+        if self.hard_limit_s == math.inf:
+            # after the rules, which name the inf written; then held as a policy that never
+            # set a limit holds it, so the two show, dump and compare alike
+            object.__setattr__(self, "hard_limit_s", None)
 
     def measurement_fields(self) -> dict[str, Any]:
         """The fields that change what a sweep measures or picks, by name, as JSON values.
@@ -295,6 +302,15 @@ def _room_to_extend(policy: Policy, said: _Said) -> str | None:
     if not policy.extend_budget:
         return None
     room = policy.time_budget_s / EXTEND_SHARE  # a stretch ends by 9/10 of hard_limit_s
+    if policy.hard_limit_s == math.inf:
+        # no limit gives a stretch no end but the evidence's: a confirmation of 64 pairs
+        # on a slow pool could hold the trainer for hours, which is what the limit is for
+        return (
+            f"{said('extend_budget', 'is true')} but {said('hard_limit_s', 'inf')} sets no "
+            "limit, and an extended sweep ends by nine tenths of hard_limit_s; "
+            f"expected a finite hard_limit_s above time_budget_s{said.note('time_budget_s')} "
+            f"/ {EXTEND_SHARE:g} ({room:.4g} s), or extend_budget = false"
+        )
     if policy.hard_limit_s is None:
         return (
             f"{said('extend_budget', 'is true')} but hard_limit_s is not set; expected a "

@@ -115,8 +115,12 @@ def number(
     hi_open: bool = False,
     optional: bool = False,
     fraction: bool = False,
+    unlimited: bool = False,
 ) -> Validator:
     """A real number (not a bool) within the given interval.
+
+    ``unlimited``: ``inf`` is valid too (a limit's "no limit", which TOML, without a null,
+    can write where a preset set one).
 
     ``fraction``: the number is a fraction (0.03 = 3%), and the message says so; a value
     that reads as a percent (3 for 3%) is told the fraction it meant, where that fraction
@@ -126,7 +130,9 @@ def number(
     interval = _interval(lo, hi, lo_open, hi_open)
     kind = "a fraction" if fraction else "a number"
     expected = f"{kind}{interval}" if interval else "a finite number"
-    if optional:
+    if unlimited:
+        expected += " (or inf, or leave it unset: no limit)" if optional else " (or inf: no limit)"
+    elif optional:
         expected += " (or leave it unset)"
 
     def inside(x: float) -> bool:
@@ -145,7 +151,8 @@ def number(
                 x = float(value)
             except OverflowError:  # an int past any float (a TOML integer of 400 digits)
                 x = math.inf
-            ok = inside(x)
+            # a float inf only: an integer of 400 digits is no one's way to write "no limit"
+            ok = inside(x) or (unlimited and type(value) is float and value == math.inf)
         if not ok:
             raise refused(
                 inst,

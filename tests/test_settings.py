@@ -554,8 +554,10 @@ def test_a_bool_is_no_number_for_a_float_field_built_in_code(build: Any) -> None
 
 
 def test_an_optional_number_says_it_may_be_left_unset() -> None:
-    """A bad hard_limit_s is refused with "(or leave it unset)": None is a valid value there."""
-    with pytest.raises(ConfigError, match=r"for hard_limit_s; expected a number .* unset\)$"):
+    """A bad hard_limit_s is refused with "(or inf, or leave it unset: no limit)": both valid."""
+    with pytest.raises(
+        ConfigError, match=r"for hard_limit_s; expected a number .* unset: no limit\)$"
+    ):
         Policy(hard_limit_s=-1.0)
     assert Policy(hard_limit_s=None).hard_limit_s is None
 
