@@ -37,6 +37,7 @@ from ._settings import (
     policy_name_problem,
     unknown_policy,
 )
+from ._shorthand import expand_candidates
 from ._shown import shown, shown_path, spelled
 
 __all__ = [
@@ -228,11 +229,11 @@ def _with_variables(
     return cache, variables
 
 
-def _top_level_hint(key: str) -> str:
+def _top_level_hint(key: str, value: object) -> str:
     """What an unknown top-level ``key`` may have meant: a policy's own key belongs under a
     policy's table (a policy as ``policy show`` prints it, pasted whole, has them all at
     the top), else the nearest top-level key."""
-    if key == "candidates":
+    if key == "candidates" and isinstance(value, Mapping):  # a shorthand is a policy's field
         return "a policy's table: expected it as [policies.NAME.candidates]"
     if key in POLICY_KEYS:
         return "a policy's field: expected it under [policies.NAME]"
@@ -274,7 +275,9 @@ def settings_from_dict(
             source=source,
         )
     problems: list[str] = [
-        f"{key}: unknown key; {_top_level_hint(key)}" for key in data if key not in TOP_LEVEL_KEYS
+        f"{key}: unknown key; {_top_level_hint(key, value)}"
+        for key, value in data.items()
+        if key not in TOP_LEVEL_KEYS
     ]
 
     presets = _preset_tables()
@@ -287,6 +290,7 @@ def settings_from_dict(
         if problem is not None:  # its one problem: its own keys' paths would print it raw
             problems.append(f"policies.{spelled(name)}: {problem}")
             user = {**user, name: {}}  # what extends it or makes it active finds it
+    user = expand_candidates(user)  # candidates = [3, 7] or "geometric": their tables
     tables = resolve_tables(presets, user, problems)
     policies = policies_of(tables, user, presets, problems)
 

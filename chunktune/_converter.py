@@ -125,10 +125,11 @@ def _strategy_hook(conv: cattrs.Converter) -> Callable[[object, Any], CandidateS
     """Structure a candidate-strategy table as the strategy its ``strategy`` key names."""
 
     def structure_strategy(value: object, _t: Any) -> CandidateStrategy:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{spelled(value)} is not a table with a strategy key")
-        name = value.get("strategy")
         known = ", ".join(spelled(s) for s in STRATEGIES)
+        if not isinstance(value, Mapping):
+            # a list, or a strategy's name but explicit's, was its table by now (_shorthand)
+            raise ValueError(_no_candidates(value, known))
+        name = value.get("strategy")
         if name is None:
             # a settings file's policy has its strategy by now (its own, or what it extends,
             # balanced's if nothing): only a table given in code comes here without one
@@ -141,6 +142,29 @@ def _strategy_hook(conv: cattrs.Converter) -> Callable[[object, Any], CandidateS
         return conv.structure(rest, STRATEGIES[name])
 
     return structure_strategy
+
+
+def _no_candidates(value: object, known: str) -> str:
+    """Why ``candidates = value`` stands for no candidates table, and what was meant."""
+    said = f"{spelled(value)} is not valid for candidates"
+    if value == "explicit":
+        return (
+            f"{said} alone; expected the sizes it measures, as a list (candidates = [3, 7, 11]) "
+            'or a table with strategy = "explicit" and sizes'
+        )
+    if isinstance(value, str):
+        return f"{said}; {one_of(value, STRATEGIES)}, a list of sizes or a table"
+    expected = f"{said}; expected a strategy's name ({known}), a list of sizes or a table"
+    if type(value) is int:  # a count of sizes, most likely, or one size
+        one = f"for size {value} alone, candidates = [{value}]"
+        if not 2 <= value <= 4096:  # max_candidates' own range
+            return f"{expected}: {one}"
+        cap = (
+            f"for at most {value} sizes, write max_candidates = {value} in the candidates "
+            f"table (candidates.max_candidates = {value})"
+        )
+        return f"{expected}: {cap}; {one}"
+    return expected
 
 
 def _tagged(
