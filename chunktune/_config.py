@@ -47,6 +47,7 @@ __all__ = [
     "VARIABLES",
     "discover_config",
     "find_config",
+    "load_cache_settings",
     "load_discovered",
     "load_settings",
     "preset_names",
@@ -351,6 +352,36 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     return settings_from_dict(_read_toml(file), source=str(file), folder=_folder_of(file))
 
 
+def load_cache_settings(path: str | os.PathLike[str] | None = None) -> CacheSettings:
+    """The ``[cache]`` settings alone, found as :func:`load_settings` finds the file, and
+    read whatever else the file holds: a command that keeps the cache from being written
+    over needs its name where a policy's problem would refuse the whole file.
+
+    Raises:
+        ConfigError: the file cannot be read or is not TOML (as :func:`load_settings`
+            says), its ``[cache]`` table is invalid, or a variable that names a cache is.
+    """
+    variables = {name: os.environ.get(name) for name in VARIABLES}
+    file = discover_config(variables[CONFIG_ENV]) if path is None else find_config(path)
+    if file is None:
+        return settings_from_dict({}, environ=variables).cache
+    try:
+        data = _read_toml(file)
+    except ConfigError as exc:
+        if path is None:
+            raise _named_by_variable(exc, file, variables) from exc.__cause__
+        raise
+    problems: list[str] = []
+    cache = structure(data.get("cache", {}), CacheSettings, "cache", problems)
+    if cache is None:
+        error = ConfigError(problems, source=str(file))
+        raise error if path is not None else _named_by_variable(error, file, variables)
+    cache, bad = _with_variables(_anchored(cache, _folder_of(file)), variables)
+    if bad:
+        raise ConfigError(bad)
+    return cache
+
+
 def _folder_of(file: Path) -> Path:
     """The folder of a settings file, whole: what its relative cache paths are read from."""
     return Path(os.path.abspath(file)).parent
@@ -370,12 +401,20 @@ def load_discovered(file: Path | None, variables: Mapping[str, str | None]) -> S
             _read_toml(file), source=str(file), environ=variables, folder=_folder_of(file)
         )
     except ConfigError as exc:
-        if not variables.get(CONFIG_ENV) or exc.source != str(file):
-            raise
-        # a variable set long ago (a shell profile, a job script) names a file the
-        # command never mentioned: say where that name came from
-        raise ConfigError(
-            exc.problems,
-            source=f"{shown_path(str(file))} (named by ${CONFIG_ENV})",
-            unread=exc.unread,
-        ) from exc.__cause__  # None, or the spent descriptors a resolve looks for
+        # from the cause: None, or the spent descriptors a resolve looks for
+        raise _named_by_variable(exc, file, variables) from exc.__cause__
+
+
+def _named_by_variable(
+    exc: ConfigError, file: Path, variables: Mapping[str, str | None]
+) -> ConfigError:
+    """``exc``, the problem of discovered ``file``, saying that ``$CHUNKTUNE_CONFIG`` named
+    the file where it did: a variable set long ago (a shell profile, a job script) names a
+    file the command never mentioned."""
+    if not variables.get(CONFIG_ENV) or exc.source != str(file):
+        return exc
+    return ConfigError(
+        exc.problems,
+        source=f"{shown_path(str(file))} (named by ${CONFIG_ENV})",
+        unread=exc.unread,
+    )

@@ -23,7 +23,7 @@ from chunktune import (
     load_settings,
 )
 from chunktune._cli import main
-from chunktune._config import preset_names, settings_from_dict
+from chunktune._config import load_cache_settings, preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
 from chunktune._extends import origins
 from chunktune._keys import cache_for
@@ -1196,3 +1196,20 @@ def test_a_policy_extending_nothing_keeps_the_shipped_balanced_s_strategy_past_a
     settings = load_settings(file)
     assert settings.get_policy("balanced").candidates.strategy == "geometric"
     assert settings.get_policy("m").candidates == BalancedCandidates(max_candidates=6)
+
+
+def test_the_cache_settings_are_read_past_a_broken_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_cache_settings reads [cache], anchored, variables applied, where load_settings fails."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE", raising=False)
+    monkeypatch.delenv("CHUNKTUNE_SYSTEM_CACHE", raising=False)
+    file = write(tmp_path / "s.toml", '[cache]\npath = "d.json"\n[policies.x]\nmargn = 1\n')
+    with pytest.raises(ConfigError, match="margn"):
+        load_settings(file)
+    assert load_cache_settings(file).path == str(tmp_path / "d.json")
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "e.json"))
+    assert load_cache_settings(file).path == str(tmp_path / "e.json")
+    write(file, '[cache]\npath = ""\n')
+    with pytest.raises(ConfigError, match=r"^invalid settings in .*s\.toml: cache\.path: "):
+        load_cache_settings(file)

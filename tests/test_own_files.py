@@ -9,9 +9,10 @@ import pytest
 from _cache_cli import entry, one_error
 
 from chunktune._cache import DecisionCache
+from chunktune._cache_paths import default_cache_path
 from chunktune._cli import main
 from chunktune._cli._own_files import not_own_file
-from chunktune._errors import OutputError
+from chunktune._errors import ConfigError, OutputError
 
 SMALL = ("--num-envs", "4", "--nthread", "2", "--nstep", "1")
 RECORD = ("record", *SMALL, "--rounds", "1", "--sizes", "2", "-q")
@@ -266,3 +267,101 @@ def test_caches_named_from_home_are_the_files_in_home(
         not_own_file(home / "mine.json", "trace")
     with pytest.raises(OutputError, match=f"it is the system cache {home / 'system.json'}, which"):
         not_own_file(home / "system.json", "trace")
+
+
+@pytest.fixture
+def unnamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No variable names a cache; ./chunktune.toml (the caller writes it) names them."""
+    for env in ("CHUNKTUNE_CACHE", "CHUNKTUNE_SYSTEM_CACHE"):
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("key", "kind"),
+    [
+        pytest.param("path", "the cache file", id="cache"),
+        pytest.param("system_path", "the system cache", id="system-cache"),
+    ],
+)
+def test_record_refuses_a_cache_named_by_settings_broken_elsewhere(
+    unnamed: Path, capsys: pytest.CaptureFixture[str], key: str, kind: str
+) -> None:
+    """A misspelled policy key does not hide the [cache] table's cache: `record -o` it exits 2."""
+    cache = unnamed / "decisions.json"
+    (unnamed / "chunktune.toml").write_text(
+        f'[cache]\n{key} = "decisions.json"\n[policies.mine]\nmargn = 0.1\n'
+    )
+    assert DecisionCache(cache).update({"f" * 32: entry()})
+    before = cache.read_bytes()
+    assert main([*RECORD, "-o", "decisions.json"]) == 2
+    assert f"it is {kind} {cache}, which chunktune keeps" in one_error(capsys.readouterr().err)
+    _untouched(cache, before)
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        pytest.param(
+            "[cache\n",
+            "TOML syntax error: Expected ']' at the end of a table declaration (at line 1, "
+            "column 7)",
+            id="not-toml",
+        ),
+        pytest.param(
+            '[cache]\npth = "x.json"\nformat = 3\n',
+            "cache.format: 3 is not a string (and 1 more)",
+            id="broken-cache-table",
+        ),
+    ],
+)
+def test_record_refuses_any_trace_where_the_settings_cannot_name_the_cache(
+    unnamed: Path, capsys: pytest.CaptureFixture[str], toml: str, problem: str
+) -> None:
+    """Settings whose [cache] cannot be read: exit 2, one line naming them, nothing written."""
+    (unnamed / "chunktune.toml").write_text(toml)
+    assert main([*RECORD, "-o", "trace.json"]) == 2
+    assert one_error(capsys.readouterr().err) == (
+        f"chunktune: error: invalid settings in {unnamed / 'chunktune.toml'}: {problem}; the "
+        "trace trace.json is not written: it may be the cache these settings name (fix them, "
+        "or name both caches with $CHUNKTUNE_CACHE and $CHUNKTUNE_SYSTEM_CACHE)"
+    )
+    assert not (unnamed / "trace.json").exists()
+
+
+def test_record_refuses_a_trace_where_the_variable_names_a_missing_settings_file(
+    unnamed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CHUNKTUNE_CONFIG naming no file: the refusal names the file and the variable."""
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", str(unnamed / "gone.toml"))
+    with pytest.raises(ConfigError) as err:
+        not_own_file(unnamed / "trace.json", "trace", unknown_refused=True)
+    assert str(err.value).startswith(
+        f"settings file {unnamed / 'gone.toml'} (named by $CHUNKTUNE_CONFIG): it does not "
+        "exist; the trace"
+    )
+
+
+def test_both_variables_let_a_trace_past_settings_that_cannot_name_the_cache(
+    unnamed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With $CHUNKTUNE_CACHE and $CHUNKTUNE_SYSTEM_CACHE set, broken settings name no cache used."""
+    (unnamed / "chunktune.toml").write_text("[cache\n")
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(unnamed / "c.json"))
+    with pytest.raises(ConfigError, match="it may be the cache these settings name"):
+        not_own_file(unnamed / "trace.json", "trace", unknown_refused=True)
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(unnamed / "s.json"))
+    not_own_file(unnamed / "trace.json", "trace", unknown_refused=True)
+    with pytest.raises(OutputError, match="it is the cache file"):
+        not_own_file(unnamed / "c.json", "trace", unknown_refused=True)
+
+
+def test_commands_that_read_the_settings_leave_their_problem_to_them(unnamed: Path) -> None:
+    """Without unknown_refused (plot, export, merge), settings that do not load refuse nothing."""
+    (unnamed / "chunktune.toml").write_text("[cache\n")
+    not_own_file(unnamed / "trace.json", "plot")
+    with pytest.raises(OutputError, match="it is the cache file"):
+        not_own_file(default_cache_path(), "plot")

@@ -15,47 +15,67 @@ from pathlib import Path
 
 from .._cache_lock import lock_path
 from .._cache_paths import default_cache_path
-from .._config import CACHE_ENV, SYSTEM_CACHE_ENV, load_settings
-from .._errors import ChunktuneError, OutputError
+from .._config import CACHE_ENV, SYSTEM_CACHE_ENV, load_cache_settings
+from .._errors import ConfigError, OutputError
 from .._lock_files import sweep_lock_path
 from .._lock_note import note_path
 from .._paths import user_path
-from .._settings import Settings
+from .._settings import CacheSettings
 
 __all__ = ["not_own_file"]
 
 
 def not_own_file(
-    path: Path, what: str, config: str | None = None, *, caches_too: bool = True
+    path: Path,
+    what: str,
+    config: str | None = None,
+    *,
+    caches_too: bool = True,
+    unknown_refused: bool = False,
 ) -> None:
     """Refuse ``path`` as the ``what`` (``"trace"``, ``"plot"``) when chunktune keeps that file.
 
     ``caches_too=False`` (a merge, which writes a cache as a cache is written) refuses
     only the locks and their notes: the cache file and the system cache may be written.
 
-    The settings (``config``, else discovered) name the cache and the system cache;
-    settings that do not load leave the files ``$CHUNKTUNE_CACHE`` (else the default
-    one) and ``$CHUNKTUNE_SYSTEM_CACHE`` name to guard (a command that uses them says
-    what is wrong with them; ``record`` uses none).
+    The settings' ``[cache]`` table (``config``, else the discovered file's) names the
+    cache and the system cache, read where the rest of the file is broken (a misspelled
+    policy key). Where that table cannot be read (a file that is not TOML, a broken
+    ``[cache]``), ``$CHUNKTUNE_CACHE`` (else the default cache) and
+    ``$CHUNKTUNE_SYSTEM_CACHE`` are guarded; with ``unknown_refused`` (``record``, which
+    uses no other setting and so would say nothing else), ``path`` is refused too, unless
+    both variables name the caches, which then win over any the settings name.
 
     Raises:
         OutputError: ``path`` is the cache file, its write lock, a cache key's lock, the
             system cache or the machine's sweep lock (or a lock's holder note).
+        ConfigError: ``unknown_refused``, and the settings cannot tell which caches to
+            keep: one line, naming the file and its (first) problem.
     """
-    kind = _own_file(path, config, caches_too=caches_too)
+    kept, unknown = _kept(config)
+    kind = _own_file(path, kept, caches_too=caches_too)
     if kind is not None:
         raise OutputError(
             f"cannot write the {what} {path}: it is {kind}, which chunktune keeps; "
             "expected the name of another file"
         )
+    named = all(_path(os.environ.get(env)) for env in (CACHE_ENV, SYSTEM_CACHE_ENV))
+    if unknown_refused and unknown is not None and not named:
+        more = len(unknown.problems) - 1
+        first = unknown.problems[0] + (f" (and {more} more)" if more else "")
+        raise ConfigError(
+            f"{first}; the {what} {path} is not written: it may be the cache these settings "
+            f"name (fix them, or name both caches with ${CACHE_ENV} and ${SYSTEM_CACHE_ENV})",
+            source=unknown.source,
+            unread=unknown.unread,
+        )
 
 
-def _own_file(path: Path, config: str | None = None, *, caches_too: bool = True) -> str | None:
+def _own_file(path: Path, kept: list[tuple[str, Path]], *, caches_too: bool = True) -> str | None:
     """What chunktune keeps in ``path`` (``"the cache file /x/cache.json"``), or None."""
     target = _real(path)
     if target is None:
         return None
-    kept = _kept(config)
     for kind, file in kept:
         if (caches_too or kind not in _CACHES) and _real(file) == target:
             return f"{kind} {file}"
@@ -78,15 +98,17 @@ _CACHE_FILE, _SYSTEM_CACHE = "the cache file", "the system cache"
 _CACHES = (_CACHE_FILE, _SYSTEM_CACHE)
 
 
-def _kept(config: str | None) -> list[tuple[str, Path]]:
-    """The files chunktune keeps, each with what it is, the cache file first."""
-    settings: Settings | None
+def _kept(config: str | None) -> tuple[list[tuple[str, Path]], ConfigError | None]:
+    """The files chunktune keeps, each with what it is, the cache file first; and the
+    settings' problem where they could not name the caches (None where they did)."""
+    cache_settings: CacheSettings | None = None
+    unknown: ConfigError | None = None
     try:
-        settings = load_settings(config)
-    except ChunktuneError:
-        settings = None
-    if settings is not None:
-        named, system = settings.cache.path, settings.cache.system_path
+        cache_settings = load_cache_settings(config)
+    except ConfigError as exc:
+        unknown = exc
+    if cache_settings is not None:
+        named, system = cache_settings.path, cache_settings.system_path
     else:  # as the settings would have read them: the variables name the caches
         named, system = os.environ.get(CACHE_ENV), os.environ.get(SYSTEM_CACHE_ENV)
     cache = _path(named) or default_cache_path()
@@ -97,7 +119,7 @@ def _kept(config: str | None) -> list[tuple[str, Path]]:
     system_cache = _path(system)
     if system_cache is not None:
         kept.append((_SYSTEM_CACHE, system_cache))
-    return kept
+    return kept, unknown
 
 
 def _path(named: str | None) -> Path | None:

@@ -60,8 +60,10 @@ does during the recording hits every size alike. The file is written only when
 every round is done (Ctrl-C writes nothing; one that comes as the file is written
 says whether it was). Replay it with chunktune.sim.ReplayWorkload.from_file(path);
 a trace of some sizes (--sizes) replays only a policy that probes those sizes
-alone. No settings are used: a settings file is read only for the cache's name,
-which -o may not replace.
+alone. No settings are used: a settings file is read only for the caches' names,
+which -o may not replace (its [cache] table, whatever else is wrong in it; a file
+whose [cache] cannot be read refuses the recording, unless $CHUNKTUNE_CACHE and
+$CHUNKTUNE_SYSTEM_CACHE name both).
 """
 
 
@@ -86,8 +88,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     measures the sizes asked for, not a policy's, stores nothing in the cache, and
     its sweep lock is ``$CHUNKTUNE_SWEEP_LOCK``'s, which no settings file names; an
     option that is never read would only let a user believe otherwise. (The
-    discovered settings are read for one thing: the cache's name, which ``-o`` may not
-    replace; settings that do not load leave ``$CHUNKTUNE_CACHE``'s or the default.)
+    discovered settings are read for one thing: the caches' names, which ``-o`` may not
+    replace, from their ``[cache]`` table whatever else is wrong in them; where that
+    cannot be read, the recording is refused, unless ``$CHUNKTUNE_CACHE`` and
+    ``$CHUNKTUNE_SYSTEM_CACHE`` name both caches.)
     """
     rec = commands.add_parser(
         "record",
@@ -141,7 +145,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
-    not_own_file(out, "trace")  # before a temporary is made beside the live cache
+    # before a temporary is made beside the live cache; settings that cannot name the
+    # cache refuse here, for record reads nothing else of them that would say so
+    not_own_file(out, "trace", unknown_refused=True)
     output_writable(out, "trace")  # said now, not after minutes of recording
     if args.rounds > MAX_COUNT:  # said now, not after the model is built and announced
         raise InvalidArgumentError(f"--rounds {args.rounds}: expected at most {MAX_COUNT}")
