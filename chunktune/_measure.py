@@ -22,7 +22,9 @@ from . import _flights, _giving_up
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
+from ._errors import UsageError
 from ._events import ProgressEvent
+from ._exiting import exiting
 from ._failures import blames_workload, by_signal_handler, log_bug, no_thread, spent
 from ._load import MachineLoad, machine_load
 from ._lock_wait import acquire
@@ -33,6 +35,7 @@ from ._request import (
     Request,
     broken_decision,
     cache_entry,
+    exit_decision,
     failed_decision,
     measured_decision,
     worth_storing,
@@ -163,6 +166,10 @@ def _unmeasured(
     threads or file descriptors spent)."""
     if not isinstance(exc, Exception) or by_signal_handler(exc):
         return None
+    if isinstance(exc, UsageError) and exiting():
+        # the sweep stopped because Python is exiting (a resolve left running in a daemon
+        # thread): no bug of chunktune's, and a traceback logged at exit is noise
+        return exit_decision(req, key, exc, probe_seconds)
     if blames_workload(exc):
         # a failing workload must never crash the trainer
         logger.warning("chunktune: workload failed while measuring: %r", exc)

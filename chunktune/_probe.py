@@ -12,6 +12,7 @@ from typing import Literal
 import attrs
 
 from ._events import EventKind, ProgressCallback, ProgressEvent
+from ._exiting import call_in_flight
 from ._policy import Policy
 from ._select import Choice
 from ._workload import Workload, call_workload, check_seconds, native_chunk, upper_chunk
@@ -105,10 +106,17 @@ class Probe:
         return self.elapsed() >= limit_s
 
     def __call__(self, chunk: Chunk, *, kind: EventKind = "probe", round_: int = 0) -> float:
-        """One ``run(chunk)``: its seconds, checked, counted and reported."""
+        """One ``run(chunk)``: its seconds, checked, counted and reported.
+
+        Raises:
+            UsageError: Python's exit has begun: no probe starts any more.
+        """
         self.check_cancelled()
-        # reading what run() returned runs the workload's code too (its number's __float__)
-        seconds = call_workload(lambda: check_seconds(self.workload.run(chunk), chunk))
+        # whatever the workload, Python's exit waits for this call and starts none after
+        # it: a pool call that returns into a finalizing interpreter crashes the process
+        with call_in_flight():
+            # reading what run() returned runs the workload's code too (its number's __float__)
+            seconds = call_workload(lambda: check_seconds(self.workload.run(chunk), chunk))
         self.probe_seconds += seconds
         self.calls += 1
         self.emit(kind, chunk_size=chunk, seconds=seconds, round=round_)

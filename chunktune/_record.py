@@ -12,6 +12,7 @@ import numpy as np
 
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
+from ._exiting import call_in_flight
 from ._fingerprint import device_fingerprint
 from ._shown import shown
 from ._trace import Trace
@@ -95,6 +96,7 @@ def record(
             is no integer or out of range.
         WorkloadError: ``signature()`` returned a value that cannot be keyed, or ``run()``
             returned something other than positive seconds.
+        UsageError: Python's exit has begun: no call starts any more.
         Exception: whatever ``signature()``, ``run()`` or ``check_cancelled()`` raised.
     """
     rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
@@ -109,12 +111,14 @@ def record(
     recorded = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     start = clock()
     check_cancelled()
-    workload.run(None)
+    with call_in_flight():  # Python's exit waits for it, as for a sweep's probe
+        workload.run(None)
     for r in range(1, rounds + 1):
         this = tuple(chunks[int(i)] for i in rng.permutation(len(chunks)))
         for c in this:
             check_cancelled()
-            seconds = check_seconds(workload.run(c), c)
+            with call_in_flight():
+                seconds = check_seconds(workload.run(c), c)
             samples[c].append(seconds)
             if on_event is not None:
                 on_event(

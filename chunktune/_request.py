@@ -35,6 +35,7 @@ __all__ = [
     "check_settings",
     "decision_entry",
     "entry_decision",
+    "exit_decision",
     "failed_decision",
     "measured_decision",
     "nothing_to_measure",
@@ -254,6 +255,11 @@ def broken_decision(
     have) while keying the request (``keying``) or measuring it: not the workload's failure."""
     what = "keying the workload" if keying else "measuring"
     return _kept_native(req, key, f"{bug_reason(exc, what)}; nothing was cached", probe_seconds)
+
+
+def exit_decision(req: Request, key: str, exc: BaseException, probe_seconds: float) -> Decision:
+    """Native, because Python's exit began during the sweep and ``exc`` stopped its next probe."""
+    return _kept_native(req, key, f"{exc}; nothing was cached", probe_seconds)
 
 
 def _kept_native(req: Request, key: str, why: str, probe_seconds: float) -> Decision:

@@ -10,7 +10,9 @@ Two schedules, picked by the policy's ``interleave``:
   estimates. The ``seed`` policy uses it to behave exactly like that tuner.
 
 Both stop at the wall-clock budget with what they have (native is measured
-first, so it is never missing), and check for cancellation before every probe.
+first, so it is never missing), and check for cancellation before every probe. Once
+Python's exit has begun no probe starts, and the exit waits for the one in flight
+(:mod:`chunktune._exiting`), whatever the workload.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ def sweep(
 
     Raises:
         WorkloadError: ``run()`` returned something other than positive seconds.
+        UsageError: Python's exit has begun: the sweep starts no probe any more.
         Exception: whatever ``run()`` or ``check_cancelled()`` raised.
     """
     if clock is None:

@@ -1,8 +1,10 @@
-"""Python's exit waits for a workload's pool call in flight (chunktune._mujoco._exit)."""
+"""Python's exit waits for the workload calls in flight and starts none (chunktune._exiting)."""
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -11,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 from _forking import run_forked
 
-from chunktune._mujoco import _exit
+from chunktune import _exiting as _exit
+from chunktune._errors import UsageError
 
 
 @pytest.fixture
@@ -19,6 +22,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Lock]:
     """A call lock registered for the exit, as a workload's is, alone in the exit's list."""
     monkeypatch.setattr(_exit, "_locks", weakref.WeakSet())
     monkeypatch.setattr(_exit, "_exiting", False)
+    monkeypatch.setattr(_exit, "_calls", 0)
     lock = threading.Lock()
     _exit.wait_at_exit(lock)
     yield lock
@@ -88,3 +92,107 @@ def test_a_collected_workloads_lock_is_not_waited_for(monkeypatch: pytest.Monkey
     before = len(_exit._locks)
     del lock
     assert len(_exit._locks) == before - 1
+
+
+@pytest.fixture
+def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No call lock, no call in flight, the exit not begun: the calls counted alone."""
+    monkeypatch.setattr(_exit, "_locks", weakref.WeakSet())
+    monkeypatch.setattr(_exit, "_exiting", False)
+    monkeypatch.setattr(_exit, "_calls", 0)
+    monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 0.05)
+
+
+def test_the_exit_waits_for_a_call_counted_in_flight_in_another_thread(
+    quiet: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A probe counted in flight (any workload's) holds the exit until it returns, warned."""
+    entered, returned = threading.Event(), threading.Event()
+
+    def probe() -> None:
+        with _exit.call_in_flight():
+            entered.set()
+            time.sleep(0.5)
+            returned.set()
+
+    threading.Thread(target=probe).start()
+    assert entered.wait(60)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _exit._wait_all()
+    assert returned.is_set()
+    assert "Python's exit is waiting, up to 10 s, for a MuJoCo pool call" in caplog.text
+
+
+def test_no_call_starts_once_the_exit_has_begun(quiet: None) -> None:
+    """After the exit's wait, call_in_flight refuses with a UsageError naming the exit."""
+    _exit._wait_all()
+    ran = []
+    refused = pytest.raises(UsageError, match="Python is exiting: the sweep starts no probe")
+    with refused, _exit.call_in_flight():
+        ran.append(True)
+    assert not ran
+    assert _exit._calls == 0
+
+
+def test_a_call_that_raises_is_no_longer_counted(quiet: None) -> None:
+    """A call that fails leaves the count as it found it: the exit does not wait for it."""
+    with pytest.raises(ZeroDivisionError), _exit.call_in_flight():
+        assert _exit._calls == 1
+        _ = 1 / 0
+    assert _exit._calls == 0
+
+
+def test_all_the_waits_together_take_the_exit_wait_at_most(
+    quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stuck probe and a held lock are given up on together, one notice and one warning."""
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.3)
+    lock = threading.Lock()
+    _exit.wait_at_exit(lock)
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck() -> None:
+        with _exit.call_in_flight():
+            entered.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=stuck)
+    thread.start()
+    assert entered.wait(60)
+    lock.acquire()
+    try:
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            _exit._wait_all()
+    finally:
+        lock.release()
+        release.set()
+        thread.join(60)
+    assert caplog.text.count("Python's exit is waiting") == 1
+    assert caplog.text.count("did not return within 0.3 s") == 1
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_calls_in_flight(quiet: None) -> None:
+    """A child forked while a call of its parent was counted in flight exits at once."""
+
+    def child_exit() -> None:
+        counted = _exit._calls
+        _exit._wait_all()
+        sys.exit(counted)
+
+    with _exit.call_in_flight():
+        status = run_forked(child_exit, hang_guard_s=60.0)
+    assert status == 0
+
+
+def test_the_exit_is_registered_once_when_first_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first call or lock registers the exit's wait with atexit; later ones do not again."""
+    registered: list[object] = []
+    monkeypatch.setattr(_exit, "_armed", False)
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(_exit, "_locks", weakref.WeakSet())
+    lock = threading.Lock()
+    _exit.wait_at_exit(lock)
+    with _exit.call_in_flight():
+        pass
+    assert registered == [_exit._wait_all]

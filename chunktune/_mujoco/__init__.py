@@ -4,8 +4,10 @@
 arguments checked and its default arrays, ``_models`` what it needs to know of models
 (loading, sizes, variants, content hashes), ``_limits`` what this machine can hold,
 ``_demo`` the bundled demo scene, ``_warned`` MuJoCo's warnings while chunktune's
-commands measure, ``_exit`` Python's exit waiting for a pool call still in flight, and
-``_measure`` the measurements benchmarks and plots make around a workload. MuJoCo ships no type
+commands measure, and ``_measure`` the measurements benchmarks and plots make around a
+workload. Python's exit waiting for a pool call still in flight is the package's own
+(``chunktune._exiting``, for every workload): a RolloutWorkload registers its call lock
+there, and refuses to start a call once the exit has begun. MuJoCo ships no type
 stubs, so its objects are typed ``Any`` here, and every number that leaves a mujoco
 call is converted to a Python or numpy type before it is returned.
 """

@@ -16,9 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError, UsageError
+from .._exiting import exiting, wait_at_exit
 from .._paths import model_file_problem
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
-from ._exit import exiting, wait_at_exit
 from ._inputs import (
     DEFAULT_PERTURBATION,
     check_model_file,
