@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,40 @@ def test_a_resolve_in_an_atexit_handler_still_measures(tmp_path: Path) -> None:
     said, _ = _resolved_at_exit(tmp_path, "atexit")
     assert said["source"] == "benchmark" and said["finalizing"] is False
     assert isinstance(said["calls"], int) and said["calls"] > 0
+
+
+# A resolve in an exit handler that runs after chunktune's (registered before the process's
+# first sweep, so run after it): chunktune's has waited for the probes in flight, and no
+# probe starts after it.
+_LATE_AT_EXIT = """
+import atexit, json, os
+import chunktune
+
+class Modeled:
+    num_envs, nthread = 64, 2
+    def signature(self):
+        return {"test": "late at exit"}
+    def run(self, chunk_size):
+        return 0.001
+
+def late():
+    d = chunktune.resolve_sync(Modeled(), policy="quick", refresh=True)
+    os.write(1, (json.dumps([d.source, d.reason]) + "\\n").encode())
+
+atexit.register(late)
+chunktune.resolve_sync(Modeled(), policy="quick")
+"""
+
+
+def test_a_resolve_in_an_exit_handler_run_after_chunktunes_measures_nothing(
+    tmp_path: Path,
+) -> None:
+    """An exit handler run after chunktune's gets native, the reason naming Python's exit."""
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(tmp_path / "c.json")}
+    done = subprocess.run(  # the timeout is a hang guard, not a timing
+        [sys.executable, "-c", _LATE_AT_EXIT], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    source, reason = json.loads(done.stdout)
+    assert source == "fallback"
+    assert "Python is exiting: the sweep starts no probe any more" in reason

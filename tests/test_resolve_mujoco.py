@@ -331,6 +331,130 @@ def test_python_exits_only_once_the_own_pools_probe_returns(
     )
 
 
+# The same exit with a trainer's own Workload class stepping its own mujoco.rollout.Rollout
+# (no RolloutWorkload, so no call lock of chunktune's). Each pool call starts only once the
+# main thread is on its way out (or after 5 s), so the probe is in flight as the exit
+# begins, however loaded the machine; a check registered before chunktune is imported
+# (so run after chunktune's exit handler) exits 3 if a pool call is still in flight there,
+# and 4 if a probe started once the exit had begun. "abandoned": a resolve_sync in a
+# daemon thread that nobody cancels, whose sweep would go on probing through the exit.
+OWN_WORKLOAD_EXIT = '''
+import atexit
+import os
+import sys
+import threading
+import time
+
+import anyio
+import mujoco
+import mujoco.rollout
+import numpy as np
+
+MODE, XML = sys.argv[1], sys.argv[2]
+entered = threading.Event()  # a probe is in flight
+leaving = threading.Event()  # the main thread is on its way out
+state = {"inside": 0, "late": 0}
+
+
+def after_chunktune() -> None:
+    if state["inside"]:
+        os.write(2, b"a pool call was still in flight as Python finalized\\n")
+        os._exit(3)
+    if state["late"]:
+        os.write(2, b"a probe started after the exit had begun\\n")
+        os._exit(4)
+
+
+atexit.register(after_chunktune)
+
+import chunktune
+
+
+class OwnWorkload:
+    """A trainer's own Workload: run() is one call of its own pool, a few tenths of a second."""
+
+    def __init__(self) -> None:
+        self.num_envs, self.nthread = 16, 2
+        self.model = mujoco.MjModel.from_xml_string(XML)
+        self.pool = mujoco.rollout.Rollout(nthread=self.nthread)
+        self.datas = [mujoco.MjData(self.model) for _ in range(self.nthread)]
+        spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        one = np.empty(mujoco.mj_stateSize(self.model, spec))
+        mujoco.mj_getState(self.model, self.datas[0], one, spec)
+        self.states = np.tile(one, (self.num_envs, 1))
+
+    def signature(self):
+        return {"kind": "own rollout", "mode": MODE}
+
+    def run(self, chunk_size):
+        if leaving.is_set():
+            state["late"] += 1
+        state["inside"] += 1
+        try:
+            entered.set()
+            leaving.wait(5)
+            start = time.perf_counter()
+            self.pool.rollout(
+                self.model, self.datas, self.states, nstep=2000, chunk_size=chunk_size
+            )
+            return time.perf_counter() - start
+        finally:
+            state["inside"] -= 1
+
+
+workload = OwnWorkload()
+
+
+async def cancelled() -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chunktune.resolve, workload)
+        await anyio.to_thread.run_sync(entered.wait)
+        tg.cancel_scope.cancel()
+
+
+if MODE == "cancel":
+    anyio.run(cancelled)
+elif MODE == "limit":
+    import attrs
+
+    balanced = chunktune.load_settings().get_policy("balanced")
+    policy = attrs.evolve(balanced, time_budget_s=0.05, hard_limit_s=0.1)
+    decision = chunktune.resolve_sync(workload, policy=policy)
+    assert decision.source == "fallback", decision
+else:  # abandoned
+    threading.Thread(target=chunktune.resolve_sync, args=(workload,), daemon=True).start()
+    entered.wait()
+leaving.set()
+sys.exit(7)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param("cancel", id="cancelled"),
+        pytest.param("limit", id="hard-limit"),
+        pytest.param("abandoned", id="abandoned-in-a-daemon-thread"),
+    ],
+)
+def test_python_exits_only_once_an_own_workloads_probe_returns(isolated: Path, mode: str) -> None:
+    """Exiting with an own Workload's probe in flight waits for it, starts none, keeps 7."""
+    script = isolated / "own_workload_exit.py"
+    script.write_text(OWN_WORKLOAD_EXIT)
+    done = subprocess.run(
+        [sys.executable, str(script), mode, TINY],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert done.returncode == 7, (
+        f"exit {done.returncode}, not 7\nstdout:\n{done.stdout[-2000:]}\n"
+        f"stderr:\n{done.stderr[-4000:]}"
+    )
+
+
 # A program's own exit handler, set up before chunktune's MuJoCo adapter loads, runs after
 # chunktune's: it must still be able to close its workloads and find the pool idle.
 CLOSE_AT_EXIT = """
@@ -374,7 +498,7 @@ def test_a_workload_starts_no_pool_call_once_python_is_exiting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Once the exit has waited for the calls in flight, run() refuses, naming the exit."""
-    from chunktune._mujoco import _exit
+    from chunktune import _exiting as _exit
 
     workload = chunktune.RolloutWorkload(
         mujoco.MjModel.from_xml_string(TINY), num_envs=4, nthread=1, nstep=2
