@@ -58,16 +58,12 @@ _armed = False
 def _arm() -> None:
     """Register the exit's wait, once, when the first call or lock needs it."""
     global _armed
+    if _armed:
+        return
     with _guard:
         if not _armed:
             _armed = True
             atexit.register(_wait_all)
-
-
-def arm() -> None:
-    """Have Python's exit wait for this process's calls in flight (a sweep about to start)."""
-    if not _armed:
-        _arm()
 
 
 def wait_at_exit(lock: threading.Lock) -> None:
@@ -75,7 +71,7 @@ def wait_at_exit(lock: threading.Lock) -> None:
 
     Weakly held: a workload collected needs no wait.
     """
-    arm()
+    _arm()
     _locks.add(lock)
 
 
@@ -92,7 +88,7 @@ def call_in_flight() -> Iterator[None]:
         UsageError: Python's exit has begun, so the call must not start (:data:`EXITING`).
     """
     global _calls
-    arm()
+    _arm()
     with _guard:
         if _exiting:
             raise UsageError(EXITING)
