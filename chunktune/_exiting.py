@@ -5,8 +5,10 @@ while the probe in flight finishes in the sweep's daemon thread; so does a resol
 running in a daemon thread of the trainer's. A trainer that exits then tears the
 interpreter down under that call, and when a MuJoCo pool call returns into a finalizing
 Python the process dies of a segmentation fault instead of exiting with the trainer's
-status (measured: 5 runs in 6 with the demo batch at 256 envs and a RolloutWorkload; 2
-in 6 with a trainer's own Workload over its own ``mujoco.rollout.Rollout``). Whatever
+status (measured: 5 runs in 6 with the demo batch at 256 envs and a RolloutWorkload; 7
+in 26 with a trainer's own Workload over its own ``mujoco.rollout.Rollout``, a 0.4 s
+call, past ``hard_limit_s``: a crash needs the call to return while Python finalizes,
+not after the process is gone). Whatever
 the workload, then, the exit (an ``atexit`` handler, registered when the first sweep or
 call lock needs it, so it runs before the program's own handlers registered earlier)
 first stops every probe from starting (:func:`call_in_flight` refuses once
