@@ -34,9 +34,16 @@ from chunktune.sim import SimulatedWorkload
 def ctrl_c():
     os.kill(os.getpid(), signal.SIGINT)
 
-_tune_cmd._tune_workload = lambda args, nthread: (
-    SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4), "sim"
-)
+made = []
+
+def simulated(args, nthread):
+    made.append(nthread)
+    return SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4), "sim"
+
+# replaced only where it is: a name set that tune never calls would leave the child
+# sweeping the real demo scene for the policy's budget (as a rename of it once did)
+assert hasattr(_tune_cmd, "tune_workload")
+_tune_cmd.tune_workload = simulated
 loops = []
 """
 
@@ -46,7 +53,7 @@ closed = [loop.is_closed() for loop in loops]
 loops.clear()
 gc.collect()  # a loop left half closed prints its __del__'s error now
 entries = DecisionCache(os.environ["CHUNKTUNE_CACHE"]).entries()
-print(json.dumps({"code": code, "closed": closed, "entries": len(entries)}))
+print(json.dumps({"code": code, "closed": closed, "entries": len(entries), "made": len(made)}))
 """
 
 # Ctrl-C inside the loop's close(), once its self-pipe is shut: raised there, it left the
@@ -147,6 +154,7 @@ def test_a_ctrl_c_once_the_decision_is_made_says_it_was_cached(stage: str, said:
     assert report["code"] == 130
     assert report["closed"] in ([], [True])  # the loop the Ctrl-C came in, closed whole
     assert report["entries"] == 1
+    assert report["made"] == 1  # the simulated workload was swept, not the demo scene
 
 
 def _sim(num_envs: int = 64) -> SimulatedWorkload:
