@@ -1424,7 +1424,8 @@ def test_close_without_a_timeout_waits_for_a_run_however_long_it_takes() -> None
     runner = threading.Thread(target=workload.run, args=(None,))
     runner.start()
     assert held.started.wait(60)
-    letting_go = threading.Timer(3.0, held.go.set)
+    # a run of 1.5 s: longer than a second, which a wait bounded at a second would give up on
+    letting_go = threading.Timer(1.5, held.go.set)
     letting_go.start()
     try:
         assert workload.close() is True
