@@ -68,8 +68,8 @@ def test_features_count_chunks_a_thread_and_an_uneven_last_wave(cross_day: Modul
 def test_strong_evidence_is_judged_at_students_quantile_of_its_blocks(
     cross_day: ModuleType,
 ) -> None:
-    """features: the t cut is Student's at the block means' dof (16 rounds: 4 blocks, 3 dof),
-    the rounds' own under 3 blocks, never the normal's 2."""
+    """features: the t cut is Student's at the block means' dof, never the normal's 2."""
+    # 16 rounds: 4 blocks, 3 dof; under 3 blocks, the rounds' own dof
     assert cross_day.block_dof(np.zeros(16)) == 3
     assert cross_day.block_dof(np.zeros(8)) == 7  # 2 blocks: the naive error over 8 rounds
     assert cross_day.features(_trace({8: 0.05}), 8, 0.01)["t95"] == pytest.approx(3.182)
