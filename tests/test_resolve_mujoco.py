@@ -315,8 +315,12 @@ def test_python_exits_only_once_the_own_pools_probe_returns(
     isolated: Path, mode: str, status: int
 ) -> None:
     """A trainer exiting just after a cancelled resolve waits for its own pool's probe."""
-    script = isolated / "exit_after_cancel.py"
-    script.write_text(EXIT_AFTER_CANCEL)
+    _exits_with(isolated / "exit_after_cancel.py", EXIT_AFTER_CANCEL, mode, status)
+
+
+def _exits_with(script: Path, text: str, mode: str, status: int) -> None:
+    """Run ``text`` as ``script MODE TINY`` in a child and check it exits with ``status``."""
+    script.write_text(text)
     done = subprocess.run(
         [sys.executable, str(script), mode, TINY],
         capture_output=True,
@@ -441,19 +445,7 @@ sys.exit(7)
 )
 def test_python_exits_only_once_an_own_workloads_probe_returns(isolated: Path, mode: str) -> None:
     """Exiting with an own Workload's probe in flight waits for it, starts none, keeps 7."""
-    script = isolated / "own_workload_exit.py"
-    script.write_text(OWN_WORKLOAD_EXIT)
-    done = subprocess.run(
-        [sys.executable, str(script), mode, TINY],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert done.returncode == 7, (
-        f"exit {done.returncode}, not 7\nstdout:\n{done.stdout[-2000:]}\n"
-        f"stderr:\n{done.stderr[-4000:]}"
-    )
+    _exits_with(isolated / "own_workload_exit.py", OWN_WORKLOAD_EXIT, mode, 7)
 
 
 # A program's own exit handler, set up before chunktune's MuJoCo adapter loads, runs after

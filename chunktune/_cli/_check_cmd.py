@@ -12,8 +12,6 @@ import argparse
 import json
 import math
 import shlex
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import attrs
 
@@ -25,8 +23,6 @@ from .._errors import ConfigError, InvalidArgumentError
 from .._failures import blames_workload, named
 from .._here import in_memory, new_request
 from .._keys import cache_for, identify_and_look
-from .._lock_wait import hold_blocking, noted_holder
-from .._locks import sweep_lock
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
@@ -43,6 +39,7 @@ from ._common import (
     named_policy,
     say,
 )
+from ._machine import machine_to_ourselves
 
 __all__ = ["add_parser"]
 
@@ -260,7 +257,7 @@ def _measured(
     (said in one line: nothing is written then)."""
     progress = None if quiet else _Progress(seconds)
     try:
-        with _machine_to_ourselves(wait_s) as held:
+        with machine_to_ourselves(wait_s) as held:
             if not held:
                 error(
                     f"another sweep held the machine for {wait_s:g} s; nothing was checked "
@@ -277,24 +274,6 @@ def _measured(
             raise
         error(f"the workload failed while re-checking ({named(exc)}); nothing was written")
         return EXIT_WORKLOAD_FAILED
-
-
-@contextmanager
-def _machine_to_ourselves(wait_s: float) -> Iterator[bool]:
-    """Hold the machine-wide sweep lock, as a resolve's sweep does: two measurements at once
-    ruin each other. Waits up to ``wait_s``, saying whom for; yields whether it got it."""
-    lock = sweep_lock()
-    if lock.try_acquire():
-        try:
-            yield True
-        finally:
-            lock.release()
-        return
-    holder = noted_holder(lock)
-    who = holder.describe() if holder is not None else "holder unknown"
-    say(f"waiting up to {wait_s:g} s for another sweep to finish ({who}; lock {lock.path})")
-    with hold_blocking(lock, timeout_s=wait_s) as held:
-        yield held
 
 
 class _Progress:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 
 from .._atomic import write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
-from .._lock_wait import hold_blocking, noted_holder
-from .._locks import sweep_lock
 from .._record import check_sizes, record
 from .._shown import spelled
 from .._trace import dump_trace
@@ -40,6 +36,7 @@ from ._common import (
     output_writable,
     say,
 )
+from ._machine import machine_to_ourselves
 from ._own_files import not_own_file
 
 __all__ = ["PLAIN_EVERY_S", "add_parser"]
@@ -120,27 +117,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rec.set_defaults(handler=_cmd_record)
 
 
-@contextlib.contextmanager
-def _machine_to_ourselves() -> Iterator[None]:
-    """Hold the machine-wide sweep lock: a sweep running alongside would skew both.
-
-    As a sweep does, the recording notes its pid beside the lock, so a ``tune`` that
-    waits says whom it waits for; a lock that cannot be made degrades (with a warning).
-    """
-    lock = sweep_lock()
-    if lock.try_acquire():
-        try:
-            yield
-        finally:
-            lock.release()
-        return
-    holder = noted_holder(lock)
-    who = holder.describe() if holder is not None else "holder unknown"
-    say(f"waiting for another sweep to finish ({who}; lock {lock.path})")
-    with hold_blocking(lock, timeout_s=math.inf):
-        yield
-
-
 def _cmd_record(args: argparse.Namespace) -> int:
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
@@ -163,7 +139,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         try:
             # before rich 14.3 a disabled Progress still printed a blank line
             with (
-                _machine_to_ourselves(),
+                machine_to_ourselves(),
                 mujoco_warnings_told("recording", "the trace records the model as it behaves"),
                 shown.progress if shown.bar else nullcontext(),
             ):
