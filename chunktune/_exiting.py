@@ -10,16 +10,17 @@ in 26 with a trainer's own Workload over its own ``mujoco.rollout.Rollout``, a 0
 call, past ``hard_limit_s``: a crash needs the call to return while Python finalizes,
 not after the process is gone). Whatever the workload, then, the exit (an ``atexit``
 handler, registered when the first sweep or call lock needs it, so it runs before the
-program's own handlers registered earlier) first stops every probe from starting (:func:`call_in_flight` refuses once
-:func:`exiting`), then waits for the probes in flight in any sweep thread and for each
-call lock registered with :func:`wait_at_exit` (a RolloutWorkload's, which run() holds
-outside a sweep too): the calls in flight return first. The locks are let go again: a
-program's own exit handler that runs after this one may still ``close()`` its workloads
-(holding them would deadlock it). Threads that are no daemons were joined before any
-``atexit`` handler runs, so only daemon threads' calls are left to wait for. A call that
-does not return within ``EXIT_WAIT_S``, all waits together (a stuck pool), is given up
-on, with a warning: a process held for good would be worse, and a call that never
-returns never returns into the finalizing interpreter either.
+program's own handlers registered earlier) first stops every probe from starting
+(:func:`call_in_flight` refuses once :func:`exiting`), then waits for the probes in
+flight in any sweep thread and for each call lock registered with :func:`wait_at_exit`
+(a RolloutWorkload's, which run() holds outside a sweep too): the calls in flight return
+first. The locks are let go again: a program's own exit handler that runs after this one
+may still ``close()`` its workloads (holding them would deadlock it). Threads that are
+no daemons were joined before any ``atexit`` handler runs, so only daemon threads' calls
+are left to wait for. A call that does not return within ``EXIT_WAIT_S``, all waits
+together (a stuck pool), is given up on, with a warning: a process held for good would
+be worse, and a call that never returns never returns into the finalizing interpreter
+either.
 """
 
 from __future__ import annotations
