@@ -274,3 +274,25 @@ def test_swap_of_an_entry_that_would_not_read_back_raises(tmp_path: Path) -> Non
     with pytest.raises(CacheError, match="invalid entry"):
         cache.swap("a.p", bad, expected={})
     assert not cache.path.exists()
+
+
+def test_a_stronger_policys_entry_that_does_not_hold_is_left_and_native_cached_for_this_one(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The entry that answered is a stronger policy's: native is cached under this policy's
+    own key, the other left for its own requests, and the line says so."""
+    strong_policy = '\n[policies.strong]\nextends = "fast"\nmax_rounds = 6\n'
+    env["config"].write_text(FAST_CONFIG + strong_policy)
+    _serve(monkeypatch, _Modeled(0.2))
+    assert main(["tune", *SHAPE, "--policy", "strong", "--json", "-q"]) == 0
+    strong = json.loads(capsys.readouterr().out)
+    _serve(monkeypatch, _Modeled(-0.01))
+    assert main(["check", *SHAPE, *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert f"cache key {strong['key']}" in out
+    entries = DecisionCache(env["cache"]).entries()
+    (own,) = (k for k in entries if k != strong["key"])
+    assert entries[strong["key"]].chunk_size == strong["chunk_size"]
+    assert entries[own].chunk_size is None
+    assert f"written: the native chunk 3 is cached for policy fast (key {own})" in out
+    assert f"the entry of policy strong ({strong['key']}) is left as it is" in out

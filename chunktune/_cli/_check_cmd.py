@@ -63,7 +63,8 @@ other than native is timed against native in paired rounds, each in a fresh rand
 order, for at least --seconds and at least {MIN_ROUNDS} rounds, holding the machine-wide
 sweep lock. It holds if the 95% interval of its gain over native lies above 0; the
 entry is then kept. Otherwise native replaces it in the cache (unless --dry-run; and
-only if no other process changed the entry meanwhile). Some sizes' gain follows the
+only if no other process changed the entry meanwhile); a stronger policy's entry that
+answered is left as it is, native cached for this policy alone. Some sizes' gain follows the
 machine's state for seconds to minutes, which a sweep of seconds cannot tell (README,
 the humanoid's 22): run check now and then, or after a tune on a busy machine.
 
@@ -203,6 +204,14 @@ def _check(
     written, note = False, "kept: the entry is unchanged"
     if not span.holds:
         written, note = _replace(args, cache, req, key, expected, measured)
+        if written and hit.key != key:
+            # the entry that answered was another policy's: it is left to answer that
+            # policy's own requests, and "replaces it" would say otherwise
+            note = (
+                f"written: the native chunk {req.native} is cached for policy "
+                f"{req.policy_name} (key {key}); the entry of policy {hit.policy} "
+                f"({hit.key}) is left as it is"
+            )
     if args.json:
         print(json.dumps(_result(hit.key, chunk, hit.native_chunk, measured, written)), flush=True)
     else:
