@@ -9,7 +9,7 @@ status (measured: 5 runs in 6 with the demo batch at 256 envs and a RolloutWorkl
 in 26 with a trainer's own Workload over its own ``mujoco.rollout.Rollout``, a 0.4 s
 call, past ``hard_limit_s``: a crash needs the call to return while Python finalizes,
 not after the process is gone). Whatever the workload, then, the exit (an ``atexit``
-handler, registered when the first sweep or call lock needs it, so it runs before the
+handler, registered when the first probe or call lock needs it, so it runs before the
 program's own handlers registered earlier) first stops every probe from starting
 (:func:`call_in_flight` refuses once :func:`exiting`), then waits for the probes in
 flight in any sweep thread and for each call lock registered with :func:`wait_at_exit`
