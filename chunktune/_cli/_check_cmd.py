@@ -316,35 +316,30 @@ def _tune_command(args: argparse.Namespace) -> str:
 
 
 def _result(
-    key: str, chunk: int, native: int, measured: Rechecked, written: bool
+    key: str, chunk: int | None, native: int, measured: Rechecked | None, written: bool
 ) -> dict[str, object]:
-    """The JSON object ``check --json`` prints for a size it measured."""
-    span = measured.span
+    """The JSON object ``check --json`` prints: where nothing was measured (``measured``
+    None), the same keys, no rounds and no verdict."""
+    if measured is None:
+        rounds, seconds, gain, gain_ci, verdict = 0, 0.0, 0.0, None, None
+    else:
+        span = measured.span
+        rounds, seconds, gain = measured.rounds, measured.elapsed_s, span.gain
+        gain_ci, verdict = [span.low, span.high], HOLDS if span.holds else DOES_NOT_HOLD
     return {
         "key": key,
         "chunk_size": chunk,
         "native_chunk": native,
-        "rounds": measured.rounds,
-        "seconds": measured.elapsed_s,
-        "gain": span.gain,
-        "gain_ci": [span.low, span.high],
-        "verdict": HOLDS if span.holds else DOES_NOT_HOLD,
+        "rounds": rounds,
+        "seconds": seconds,
+        "gain": gain,
+        "gain_ci": gain_ci,
+        "verdict": verdict,
         "written": written,
     }
 
 
 def _print_json(args: argparse.Namespace, key: str, chunk: int | None, native: int) -> None:
-    """``--json`` where nothing was measured: the same keys, no rounds and no verdict."""
+    """``--json`` where nothing was measured."""
     if args.json:
-        result = {
-            "key": key,
-            "chunk_size": chunk,
-            "native_chunk": native,
-            "rounds": 0,
-            "seconds": 0.0,
-            "gain": 0.0,
-            "gain_ci": None,
-            "verdict": None,
-            "written": False,
-        }
-        print(json.dumps(result), flush=True)
+        print(json.dumps(_result(key, chunk, native, None, False)), flush=True)
