@@ -25,7 +25,7 @@ from ._load import serves_now
 from ._policy import Policy
 from ._request import Request, entry_decision, policy_identity
 from ._settings import Settings
-from ._workload import Workload, call_workload, check_signature
+from ._workload import Workload, call_workload, check_signature, check_workload
 
 __all__ = ["cache_for", "cache_key", "identify_and_look", "job_key", "lookup"]
 
@@ -94,14 +94,21 @@ def _identify(req: Request) -> tuple[dict[str, Any], dict[str, Any], str]:
     # reading what signature() returned runs the workload's code too (its mapping's items())
     signature = call_workload(lambda: check_signature(req.workload.signature()))
     device = device_fingerprint()
-    key = cache_key(
+    return signature, device, _key(signature, req.num_envs, req.nthread, device, req.policy)
+
+
+def _key(
+    signature: dict[str, Any], num_envs: int, nthread: int, device: dict[str, Any], policy: Policy
+) -> str:
+    """The cache key of a workload's shape on a device under a policy: one formula for a
+    resolve and for :func:`job_key`, which must find what a resolve stored."""
+    return cache_key(
         signature,
-        num_envs=req.num_envs,
-        nthread=req.nthread,
+        num_envs=num_envs,
+        nthread=nthread,
         device=device,
-        policy_hash=policy_identity(req.policy)[0],
+        policy_hash=policy_identity(policy)[0],
     )
-    return signature, device, key
 
 
 def job_key(workload: Workload, policy: Policy) -> str:
@@ -110,16 +117,14 @@ def job_key(workload: Workload, policy: Policy) -> str:
     that a Ctrl-C ended as the decision was being stored).
 
     Raises:
-        WorkloadError: the signature holds a value that cannot be keyed.
+        WorkloadError: the signature holds a value that cannot be keyed, or the object is
+            no workload.
+        InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
         Exception: whatever the workload's ``signature()`` raised.
     """
-    return cache_key(
-        check_signature(workload.signature()),
-        num_envs=workload.num_envs,
-        nthread=workload.nthread,
-        device=device_fingerprint(),
-        policy_hash=policy_identity(policy)[0],
-    )
+    num_envs, nthread = check_workload(workload)  # as a request reads them
+    signature = check_signature(workload.signature())
+    return _key(signature, num_envs, nthread, device_fingerprint(), policy)
 
 
 def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:

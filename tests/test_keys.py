@@ -607,3 +607,24 @@ def test_a_signature_int_of_the_most_digits_allowed_is_keyed_stored_and_hit() ->
     again = chunktune.resolve_sync(Numbered(10**4300 - 1), policy="quick")
     assert again.source == "cache" and again.key == first.key
     assert chunktune.resolve_sync(Numbered(10**4300 - 2), policy="quick").key != first.key
+
+
+class _Shaped:
+    """A workload of 64 envs on 2 threads, its shape given as ``kind`` (int, numpy.int64)."""
+
+    def __init__(self, kind: type) -> None:
+        self.num_envs, self.nthread = kind(64), kind(2)
+
+    def signature(self) -> dict[str, chunktune.SignatureValue]:
+        return {"kind": "shaped"}
+
+    def run(self, chunk_size: int | None) -> float:
+        return 0.01
+
+
+def test_job_key_reads_the_shape_as_a_request_does() -> None:
+    """job_key of a numpy-int shape is a resolve's key (its request reads the ints as ints)."""
+    import numpy as np
+
+    policy = chunktune.load_settings(None).policies["quick"]
+    assert _keys.job_key(_Shaped(np.int64), policy) == _keys.job_key(_Shaped(int), policy)
