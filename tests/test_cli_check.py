@@ -276,11 +276,10 @@ def test_swap_of_an_entry_that_would_not_read_back_raises(tmp_path: Path) -> Non
     assert not cache.path.exists()
 
 
-def test_a_stronger_policys_entry_that_does_not_hold_is_left_and_native_cached_for_this_one(
+def test_a_stronger_policys_entry_that_does_not_hold_is_left_native_cached_for_this_one(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The entry that answered is a stronger policy's: native is cached under this policy's
-    own key, the other left for its own requests, and the line says so."""
+    """A stronger policy's entry answered: native cached under this policy's key, it left."""
     strong_policy = '\n[policies.strong]\nextends = "fast"\nmax_rounds = 6\n'
     env["config"].write_text(FAST_CONFIG + strong_policy)
     _serve(monkeypatch, _Modeled(0.2))
