@@ -68,10 +68,15 @@ class Rechecked:
         against native"``."""
         span = self.span
         return (
-            f"re-checked over {self.elapsed_s:.0f} s ({self.rounds} paired rounds): chunk "
+            f"re-checked over {_seconds(self.elapsed_s)} s ({self.rounds} paired rounds): chunk "
             f"{self.chunk_size} measured {_signed(span.gain)} ({_signed(span.low)}.."
             f"{_signed(span.high)}) against native"
         )
+
+
+def _seconds(seconds: float) -> str:
+    """``"61"``, or two figures under 10 s (``"0.46"``): a short check is no "0 s"."""
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.2g}"
 
 
 def _signed(fraction: float) -> str:

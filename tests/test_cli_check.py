@@ -17,7 +17,7 @@ from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _tune_cmd, main
 from chunktune._errors import CacheError
-from chunktune._recheck import MIN_ROUNDS, recheck
+from chunktune._recheck import MIN_ROUNDS, Rechecked, recheck
 
 # quick, cut down: a sweep of the modeled workload takes milliseconds
 FAST_CONFIG = """
@@ -141,7 +141,8 @@ def test_a_size_no_longer_faster_is_replaced_by_native_and_no_other_entry_change
     assert entries == others
     assert native.chunk_size is None
     assert native.samples == {None: result["rounds"], decision["chunk_size"]: result["rounds"]}
-    assert native.reason.startswith(f"re-checked over 0 s ({result['rounds']} paired rounds)")
+    over = f"{result['seconds']:.2g}"  # a check under 10 s gives two figures, not "0 s"
+    assert native.reason.startswith(f"re-checked over {over} s ({result['rounds']} paired rounds)")
     assert native.reason.endswith("against native, not measurably faster; native kept")
     _serve(monkeypatch, _Modeled(0.2))  # a faster pool now: the entry, not a sweep, answers
     assert main(["tune", *SHAPE, "--json", "-q"]) == 0
@@ -295,3 +296,18 @@ def test_a_stronger_policys_entry_that_does_not_hold_is_left_native_cached_for_t
     assert entries[own].chunk_size is None
     assert f"written: the native chunk 3 is cached for policy fast (key {own})" in out
     assert f"the entry of policy strong ({strong['key']}) is left as it is" in out
+
+
+@pytest.mark.parametrize(
+    ("elapsed_s", "said"),
+    [
+        pytest.param(0.456, "0.46 s", id="under-a-second"),
+        pytest.param(9.2, "9.2 s", id="under-ten"),
+        pytest.param(61.4, "61 s", id="a-minute"),
+    ],
+)
+def test_the_summary_tells_a_short_span_in_two_figures(elapsed_s: float, said: str) -> None:
+    """Rechecked.summary: seconds whole from 10 s, two figures under (never "over 0 s")."""
+    checked = Rechecked(22, (1.0,) * 16, (0.98,) * 16, elapsed_s)
+    assert checked.summary().startswith(f"re-checked over {said} (16 paired rounds): chunk 22")
+
