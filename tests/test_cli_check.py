@@ -310,4 +310,3 @@ def test_the_summary_tells_a_short_span_in_two_figures(elapsed_s: float, said: s
     """Rechecked.summary: seconds whole from 10 s, two figures under (never "over 0 s")."""
     checked = Rechecked(22, (1.0,) * 16, (0.98,) * 16, elapsed_s)
     assert checked.summary().startswith(f"re-checked over {said} (16 paired rounds): chunk 22")
-
