@@ -210,14 +210,24 @@ class DecisionCache:
             return False
         return len(kept) == len(changes)
 
-    def _store(self, changes: Mapping[str, CacheEntry | None]) -> None:
-        """Apply ``changes`` (None deletes) to the file under the write lock.
+    def _store(
+        self,
+        changes: Mapping[str, CacheEntry | None],
+        *,
+        expected: Mapping[str, CacheEntry | None] | None = None,
+    ) -> bool:
+        """Apply ``changes`` (None deletes) to the file under the write lock, unless a key
+        of ``expected`` no longer holds what it maps to (None: no entry): then nothing is
+        written and False returned.
 
         Raises:
             OSError: the cache cannot be written.
         """
         with write_lock(self._file, brief=self._quarantine.served_read_only()):
             current = self._current()
+            if expected and any(current.get(k) != was for k, was in expected.items()):
+                self._file.forget()
+                return False
             for key, entry in changes.items():
                 if entry is None:
                     current.pop(key, None)
@@ -225,6 +235,7 @@ class DecisionCache:
                     current[key] = entry
             self._file.write(current, replaced=changes.keys())
             self._file.forget()
+        return True
 
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
         """Merge another cache's entries under the write lock; on a conflict the newer wins.
@@ -261,17 +272,9 @@ class DecisionCache:
         if not storable({key: entry}):
             raise CacheError(f"cannot store {key[:12]} in the cache {self.path}: invalid entry")
         try:
-            with write_lock(self._file, brief=self._quarantine.served_read_only()):
-                current = self._current()
-                if any(current.get(k) != was for k, was in expected.items()):
-                    self._file.forget()
-                    return False
-                current[key] = entry
-                self._file.write(current, replaced=(key,))
-                self._file.forget()
+            return self._store({key: entry}, expected=expected)
         except OSError as exc:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
-        return True
 
     def put(self, key: str, entry: CacheEntry) -> bool:
         """Store one entry (other keys untouched). False if unwritable, or the entry or its

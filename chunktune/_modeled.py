@@ -6,7 +6,10 @@ modeled seconds they count (``clock()``), which ``_sweep`` recognizes by this ba
 
 from __future__ import annotations
 
-__all__ = ["CountedCalls", "ModeledTime"]
+import time
+from collections.abc import Callable
+
+__all__ = ["CountedCalls", "ModeledTime", "clock_of"]
 
 
 class ModeledTime:
@@ -58,3 +61,8 @@ class CountedCalls(ModeledTime):
         here, it ends a sweep of this workload where it would end one of the real pool.
         """
         return self.elapsed_s
+
+
+def clock_of(workload: object) -> Callable[[], float]:
+    """A simulated or replayed workload's ``clock()`` (:class:`ModeledTime`), else wall time."""
+    return workload.clock if isinstance(workload, ModeledTime) else time.monotonic

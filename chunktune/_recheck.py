@@ -13,12 +13,11 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import time
 from collections.abc import Callable
 
 import attrs
 
-from ._modeled import ModeledTime
+from ._modeled import clock_of
 from ._reasons import pct
 from ._spans import SpanGain, span_gain
 from ._workload import Workload, call_workload, check_seconds
@@ -84,11 +83,6 @@ def _signed(fraction: float) -> str:
     return text if text.startswith("-") else f"+{text}"
 
 
-def _clock_of(workload: Workload) -> Callable[[], float]:
-    """A modeled workload's ``clock()`` (its seconds are no wall time), else the wall clock."""
-    return workload.clock if isinstance(workload, ModeledTime) else time.monotonic
-
-
 def _timed(workload: Workload, chunk: int | None) -> float:
     """One call of ``workload.run(chunk)``, its seconds checked.
 
@@ -120,7 +114,7 @@ def recheck(
         Exception: whatever the workload's ``run`` raised.
     """
     rng = random.Random() if rng is None else rng
-    clock = _clock_of(workload)
+    clock = clock_of(workload)
     pair: list[int | None] = [None, chunk_size]
     for chunk in pair:
         _timed(workload, chunk)  # the first call of a size pays for what later calls reuse

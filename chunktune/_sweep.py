@@ -17,13 +17,12 @@ Python's exit has begun no probe starts, and the exit waits for the one in fligh
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 import attrs
 
 from ._events import ProgressCallback
-from ._modeled import ModeledTime
+from ._modeled import clock_of
 from ._policy import Policy
 from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._refining import refine_space
@@ -37,11 +36,6 @@ __all__ = ["may_probe", "sweep"]
 
 def _no_check() -> None:
     return None
-
-
-def _clock_of(workload: Workload) -> Callable[[], float]:
-    """A simulated or replayed workload's ``clock()`` (:class:`ModeledTime`), else wall time."""
-    return workload.clock if isinstance(workload, ModeledTime) else time.monotonic
 
 
 def _in_a_row(
@@ -163,7 +157,7 @@ def sweep(
         Exception: whatever ``run()`` or ``check_cancelled()`` raised.
     """
     if clock is None:
-        clock = _clock_of(workload)
+        clock = clock_of(workload)
     ordered: list[Chunk] = list(dict.fromkeys([None, *candidates]))
     probe = Probe(workload, policy, check_cancelled, on_event, clock, limit_s, shape)
     probe.emit("candidates", candidates=tuple(ordered))

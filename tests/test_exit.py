@@ -142,7 +142,7 @@ def test_a_call_that_raises_is_no_longer_counted(quiet: None) -> None:
     assert _exit._calls == 0
 
 
-def test_all_the_waits_together_take_the_exit_wait_at_most(
+def test_a_stuck_probe_and_a_held_lock_are_given_up_on_together(
     quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A stuck probe and a held lock are given up on together, one notice and one warning."""

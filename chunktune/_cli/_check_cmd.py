@@ -203,15 +203,7 @@ def _check(
     span = measured.span
     written, note = False, "kept: the entry is unchanged"
     if not span.holds:
-        written, note = _replace(args, cache, req, key, expected, measured)
-        if written and hit.key != key:
-            # the entry that answered was another policy's: it is left to answer that
-            # policy's own requests, and "replaces it" would say otherwise
-            note = (
-                f"written: the native chunk {req.native} is cached for policy "
-                f"{req.policy_name} (key {key}); the entry of policy {hit.policy} "
-                f"({hit.key}) is left as it is"
-            )
+        written, note = _replace(args, cache, req, key, expected, measured, hit)
     if args.json:
         print(json.dumps(_result(hit.key, chunk, hit.native_chunk, measured, written)), flush=True)
     else:
@@ -235,9 +227,11 @@ def _replace(
     key: str,
     expected: dict[str, CacheEntry | None],
     measured: Rechecked,
+    hit: Decision,
 ) -> tuple[bool, str]:
-    """Native in place of the size that did not hold, unless ``--dry-run`` or the entry
-    changed meanwhile: whether it was written, and the line that says what became of it."""
+    """Native in place of the size that did not hold (``hit``, the entry that answered),
+    unless ``--dry-run`` or the entry changed meanwhile: whether it was written, and the
+    line that says what became of it."""
     if args.dry_run:
         return False, "dry run: nothing written (native would replace the entry)"
     native = Decision(
@@ -255,6 +249,14 @@ def _replace(
         return False, (
             "not written: the entry changed while it was checked (another process re-tuned "
             "it?); it is left as it is"
+        )
+    if hit.key != key:
+        # the entry that answered was another policy's: it is left to answer that
+        # policy's own requests, and "replaces it" would say otherwise
+        return True, (
+            f"written: the native chunk {req.native} is cached for policy "
+            f"{req.policy_name} (key {key}); the entry of policy {hit.policy} "
+            f"({hit.key}) is left as it is"
         )
     return True, f"written: the native chunk {req.native} replaces it in the cache"
 
