@@ -192,6 +192,8 @@ def _check(
     # what a write may replace: this request's own key, and the entry that answered it
     # (a stronger policy's, perhaps); a process that changes either meanwhile wins
     expected: dict[str, CacheEntry | None] = {key: cache.get(key), hit.key: cache.get(hit.key)}
+    # the user's cache does not hold what answered: the read-only system cache did
+    system = expected[hit.key] is None
     if not args.quiet:
         say(
             f"re-checking chunk {chunk} against native {hit.native_chunk}: paired rounds "
@@ -203,7 +205,7 @@ def _check(
     span = measured.span
     written, note = False, "kept: the entry is unchanged"
     if not span.holds:
-        written, note = _replace(args, cache, req, key, expected, measured, hit)
+        written, note = _replace(args, cache, req, key, expected, measured, hit, system=system)
     if args.json:
         print(json.dumps(_result(hit.key, chunk, hit.native_chunk, measured, written)), flush=True)
     else:
@@ -213,7 +215,8 @@ def _check(
             else f"{DOES_NOT_HOLD}: not measurably faster than native"
         )
         print(f"{what}; policy {policy_name}")
-        print(f"cached: chunk {chunk} (native {hit.native_chunk}); cache key {hit.key}")
+        where = " (the read-only system cache's entry)" if system else ""
+        print(f"cached: chunk {chunk} (native {hit.native_chunk}); cache key {hit.key}{where}")
         print(measured.summary())
         print(verdict)
         print(note, flush=True)
@@ -228,11 +231,18 @@ def _replace(
     expected: dict[str, CacheEntry | None],
     measured: Rechecked,
     hit: Decision,
+    *,
+    system: bool,
 ) -> tuple[bool, str]:
-    """Native in place of the size that did not hold (``hit``, the entry that answered),
-    unless ``--dry-run`` or the entry changed meanwhile: whether it was written, and the
-    line that says what became of it."""
+    """Native in place of the size that did not hold (``hit``, the entry that answered,
+    from the read-only system cache where ``system``), unless ``--dry-run`` or the entry
+    changed meanwhile: whether it was written, and the line that says what became of it."""
     if args.dry_run:
+        if system:  # the system file is never written: the user's cache answers before it
+            return False, (
+                "dry run: nothing written (native would be cached in "
+                f"{shown_path(str(cache.path))}, which answers before the read-only system cache)"
+            )
         return False, "dry run: nothing written (native would replace the entry)"
     native = Decision(
         chunk_size=None,
@@ -249,6 +259,12 @@ def _replace(
         return False, (
             "not written: the entry changed while it was checked (another process re-tuned "
             "it?); it is left as it is"
+        )
+    if system:
+        return True, (
+            f"written: the native chunk {req.native} is cached for policy {req.policy_name} in "
+            f"{shown_path(str(cache.path))} (key {key}), which answers before the read-only system "
+            "cache; the system cache's entry is left as it is"
         )
     if hit.key != key:
         # the entry that answered was another policy's: it is left to answer that

@@ -1,0 +1,93 @@
+"""``chunktune check`` of an entry the read-only system cache answered.
+
+The system file is never written: native goes to the user's cache, which answers before
+it, and the lines say so rather than "replaces it in the cache".
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_cli_check import QUICK, SHAPE, _Modeled, _serve, _tuned, env
+
+from chunktune._cache import DecisionCache
+from chunktune._cli import main
+
+__all__ = ["env"]  # the fixture, used by name
+
+
+def _system(env: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tuned cache moved to be the system cache: the user's cache is then empty."""
+    system = tmp_path / "system" / "decisions.json"
+    system.parent.mkdir()
+    shutil.move(env["cache"], system)
+    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
+    return system
+
+
+def test_a_system_entry_that_does_not_hold_gets_native_in_the_users_cache(
+    env: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Native is cached in the user's cache under the key, the system file is untouched, and
+    the lines name the system cache's entry and where native went; later runs get native."""
+    decision = _tuned(env, monkeypatch, capsys)
+    system = _system(env, tmp_path, monkeypatch)
+    before = system.read_bytes()
+    _serve(monkeypatch, _Modeled(-0.01))
+    assert main(["check", *SHAPE, *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert f"cache key {decision['key']} (the read-only system cache's entry)" in out
+    assert "does not hold: not measurably faster than native" in out
+    assert "which answers before the read-only system cache" in out
+    assert "the system cache's entry is left as it is" in out
+    assert "replaces it" not in out
+    assert system.read_bytes() == before
+    native = DecisionCache(env["cache"]).entries()[decision["key"]]
+    assert native.chunk_size is None
+    assert main(["tune", *SHAPE, "--json", "-q"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["source"], again["chunk_size"]) == ("cache", None)
+
+
+def test_a_dry_run_of_a_system_entry_says_where_native_would_go(
+    env: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--dry-run over a system entry: nothing written anywhere, and the line says native
+    would go to the user's cache, not that it would replace the entry."""
+    _tuned(env, monkeypatch, capsys)
+    system = _system(env, tmp_path, monkeypatch)
+    before = system.read_bytes()
+    _serve(monkeypatch, _Modeled(-0.01))
+    assert main(["check", *SHAPE, *QUICK, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: nothing written (native would be cached in" in out
+    assert "which answers before the read-only system cache)" in out
+    assert system.read_bytes() == before
+    assert not env["cache"].exists() or not DecisionCache(env["cache"]).entries()
+
+
+def test_a_system_entry_that_holds_is_kept_and_nothing_is_written(
+    env: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A system entry that still beats native: "holds", nothing written to either cache."""
+    _tuned(env, monkeypatch, capsys)
+    system = _system(env, tmp_path, monkeypatch)
+    before = system.read_bytes()
+    _serve(monkeypatch, _Modeled(0.2))
+    assert main(["check", *SHAPE, *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert "holds: still measurably faster than native" in out.splitlines()
+    assert system.read_bytes() == before
+    assert not env["cache"].exists() or not DecisionCache(env["cache"]).entries()
