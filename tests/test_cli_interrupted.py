@@ -15,7 +15,7 @@ import pytest
 
 from chunktune._cache import DecisionCache
 from chunktune._cli import _tune_cmd, main
-from chunktune._cli._tune_interrupted import SWEEP_STOPPED
+from chunktune._cli._tune_interrupted import NOTHING_DECIDED, SWEEP_STOPPED
 from chunktune._decision import Decision
 from chunktune._threads import run_held
 from chunktune.sim import SimulatedWorkload
@@ -262,3 +262,27 @@ def test_a_ctrl_c_before_resolve_returned_says_the_sweep_stopped(
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == f"chunktune: {SWEEP_STOPPED}"
     assert DecisionCache(tmp_path / "cache.json").entries() == {}
+
+
+@pytest.mark.parametrize(
+    ("num_envs", "policy"), [(64, "off"), (4, "quick")], ids=["disabled", "trivial"]
+)
+def test_a_ctrl_c_where_no_sweep_runs_does_not_say_a_sweep_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    num_envs: int,
+    policy: str,
+) -> None:
+    """Ctrl-C before resolve returned, for a policy that never measures or a batch of at
+    most one chunk per thread: exit 130, 'before a decision was made', no sweep named."""
+
+    def interrupted(call: object, *, returned: object) -> Decision:
+        raise KeyboardInterrupt
+
+    workload = _sim(num_envs)
+    monkeypatch.setattr(_tune_cmd, "tune_workload", lambda args, nthread: (workload, "x"))
+    monkeypatch.setattr(_tune_cmd, "run_held", interrupted)
+    assert main(["tune", "--policy", policy, "-q"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == f"chunktune: {NOTHING_DECIDED}"
+    assert not (tmp_path / "cache.json").exists()

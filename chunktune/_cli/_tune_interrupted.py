@@ -15,12 +15,14 @@ from .._keys import cache_for, job_key
 from .._policy import Policy
 from .._request import worth_storing
 from .._settings import Settings
-from .._workload import Workload
+from .._workload import Workload, check_workload, upper_chunk
 from ._render import chunk_size_line
 
-__all__ = ["SWEEP_STOPPED", "described", "interrupted_line"]
+__all__ = ["NOTHING_DECIDED", "SWEEP_STOPPED", "described", "interrupted_line"]
 
 SWEEP_STOPPED = "interrupted: the sweep stopped and nothing was cached"
+# a policy that never measures, a batch whose chunk size cannot matter: no sweep to stop
+NOTHING_DECIDED = "interrupted before a decision was made; nothing was measured or cached"
 
 _WHERE = {
     "benchmark": "measured now",
@@ -76,7 +78,10 @@ def interrupted_line(
 
 def _undecided(workload: Workload, settings: Settings, policy: Policy, since: float) -> str:
     """:func:`interrupted_line` where ``resolve`` had not returned: the sweep stopped, or
-    it had ended and its decision was being stored, a write that finishes on its own."""
+    it had ended and its decision was being stored, a write that finishes on its own.
+    Neither where the policy never measures or the batch is trivial: no sweep ran."""
+    if not policy.enabled or _trivial(workload):
+        return NOTHING_DECIDED
     cache = cache_for(settings)
     if cache is None:
         return SWEEP_STOPPED
@@ -94,6 +99,16 @@ def _undecided(workload: Workload, settings: Settings, policy: Policy, since: fl
         f"interrupted as the sweep's decision was stored: {chosen}; measured now and "
         f"cached (cache key {key})"
     )
+
+
+def _trivial(workload: Workload) -> bool:
+    """Whether ``workload``'s batch makes at most one chunk per thread (no sweep for it);
+    False where its shape cannot be read (the resolve would have refused it)."""
+    try:
+        num_envs, nthread = check_workload(workload)
+    except ChunktuneError:
+        return False
+    return upper_chunk(num_envs, nthread) <= 1
 
 
 def _ours(entry: CacheEntry | None, since: float) -> bool:
