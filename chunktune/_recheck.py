@@ -18,6 +18,7 @@ from collections.abc import Callable
 import attrs
 
 from ._modeled import clock_of
+from ._paired import paired_rounds, reshuffled
 from ._reasons import pct
 from ._spans import SpanGain, span_gain
 from ._workload import Workload, call_workload, check_seconds
@@ -110,25 +111,18 @@ def recheck(
     once, between two calls or in one.
 
     Raises:
+        InvalidArgumentError: ``seconds`` negative or not finite, or ``min_rounds`` under 0.
         WorkloadError: ``run`` returned no usable seconds.
         Exception: whatever the workload's ``run`` raised.
     """
     rng = random.Random() if rng is None else rng
-    clock = clock_of(workload)
-    pair: list[int | None] = [None, chunk_size]
-    for chunk in pair:
-        _timed(workload, chunk)  # the first call of a size pays for what later calls reuse
-    native_s: list[float] = []
-    chunk_s: list[float] = []
-    start = clock()
-    elapsed = 0.0
-    while len(native_s) < min_rounds or elapsed < seconds:
-        # a fresh order each round: a size always second would meet what the first left
-        rng.shuffle(pair)
-        got = {chunk: _timed(workload, chunk) for chunk in pair}
-        native_s.append(got[None])
-        chunk_s.append(got[chunk_size])
-        elapsed = clock() - start
-        if on_round is not None:
-            on_round(len(native_s), elapsed)
-    return Rechecked(chunk_size, tuple(native_s), tuple(chunk_s), elapsed)
+    got = paired_rounds(
+        lambda chunk: _timed(workload, chunk),
+        [None, chunk_size],
+        min_rounds=min_rounds,
+        seconds=seconds,
+        order=reshuffled(rng),
+        clock=clock_of(workload),
+        on_round=on_round,
+    )
+    return Rechecked(chunk_size, got.of(None), got.of(chunk_size), got.elapsed_s)
