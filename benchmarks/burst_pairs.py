@@ -26,7 +26,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,6 +35,7 @@ from cases import REAL_CASES
 import chunktune
 from chunktune._confirm import FUTILITY_Z, judge, look_points, plan_bounds
 from chunktune._margin import least_gain
+from chunktune._paired import paired_rounds
 from chunktune._stats import estimate, pooled_sigma
 
 __all__ = ["gains", "main", "resampled"]
@@ -121,21 +121,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rounds < 4 or args.trials < 1 or not 0.0 <= args.hog_duty < 1.0:
         parser.error("expected --rounds >= 4, --trials >= 1 and --hog-duty in [0, 1)")
     workload = cases[args.case].build(args.nthread)
-    field: list[int | None] = [None, *sorted(set(args.sizes))]
-    seconds: dict[int | None, list[float]] = {c: [] for c in field}
     hog = None
     if args.hog_duty > 0:
         code = _HOG.format(burst=args.hog_burst_s, duty=args.hog_duty)
         hog = subprocess.Popen([sys.executable, "-c", code])
-    rng = np.random.default_rng(args.seed)
     try:
-        for c in field:  # warm-up
-            workload.run(c)
-        before, start = os.getloadavg()[0], time.monotonic()
-        for _ in range(args.rounds):
-            for i in rng.permutation(len(field)):
-                c = field[int(i)]
-                seconds[c].append(float(workload.run(c)))
+        before = os.getloadavg()[0]
+        got = paired_rounds(
+            lambda c: float(workload.run(c)),
+            [None, *sorted(set(args.sizes))],
+            min_rounds=args.rounds,
+            order=np.random.default_rng(args.seed).permutation,
+        )
     finally:
         if hog is not None:
             hog.kill()
@@ -144,13 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if close is not None:
             close()
     print(
-        f"{args.case}, {args.rounds} rounds in {time.monotonic() - start:.0f} s, load "
+        f"{args.case}, {args.rounds} rounds in {got.elapsed_s:.0f} s, load "
         f"{before:.1f} -> {os.getloadavg()[0]:.1f}, hog duty {args.hog_duty:.0%}"
     )
     policy = chunktune.load_settings(None).get_policy("balanced")
-    native = np.asarray(seconds[None])
-    for c in field[1:]:
-        size = np.asarray(seconds[c])
+    native = np.asarray(got.of(None))
+    for c in got.sizes[1:]:
+        size = np.asarray(got.of(c))
         g = gains(native, size)
         alone, confirmed = resampled(native, size, trials=args.trials, policy=policy)
         cells = "  ".join(f"{k} {v:+.2%}" for k, v in g.items())

@@ -36,6 +36,8 @@ import numpy.typing as npt
 from cases import REAL_CASES, at_least_one
 from measure import means_half_width
 
+from chunktune._paired import paired_rounds
+
 __all__ = ["between_sd", "main", "positive_seconds", "stretch_means"]
 
 Array = npt.NDArray[np.float64]
@@ -91,38 +93,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.case not in cases:
         parser.error(f"--case {args.case}: expected one of {', '.join(sorted(cases))}")
     workload = cases[args.case].build(args.nthread)
-    field: list[int | None] = [None, *sorted(set(args.sizes))]
-    seconds: dict[int | None, list[float]] = {c: [] for c in field}
-    stamps: list[float] = []
-    rng = np.random.default_rng(args.seed)
     try:
-        for c in field:  # warm-up
-            workload.run(c)
-        before, start = os.getloadavg()[0], time.monotonic()
-        while time.monotonic() - start < args.seconds:
-            stamps.append(time.monotonic())
-            for i in rng.permutation(len(field)):
-                c = field[int(i)]
-                seconds[c].append(float(workload.run(c)))
+        before = os.getloadavg()[0]
+        got = paired_rounds(
+            lambda c: float(workload.run(c)),
+            [None, *sorted(set(args.sizes))],
+            min_rounds=0,
+            seconds=args.seconds,
+            order=np.random.default_rng(args.seed).permutation,
+            clock=time.monotonic,
+        )
     finally:
         close = getattr(workload, "close", None)
         if close is not None:
             close()
-    t = np.asarray(stamps)
+    t = np.asarray(got.started)
     if args.save:
         # typed loosely: numpy's stubs type savez's keywords as its allow_pickle flag
-        arrays: dict[str, Any] = {f"s{c or 0}": np.asarray(v) for c, v in seconds.items()}
+        arrays: dict[str, Any] = {
+            f"s{c or 0}": np.asarray(v) for c, v in zip(got.sizes, got.seconds, strict=True)
+        }
         np.savez(args.save, stamps=t, **arrays)
     print(
-        f"{args.case}, T={args.nthread}: {len(t)} rounds in {time.monotonic() - start:.0f} s, "
+        f"{args.case}, T={args.nthread}: {len(t)} rounds in {got.elapsed_s:.0f} s, "
         f"load {before:.1f} -> {os.getloadavg()[0]:.1f}; native "
-        f"{1e3 * float(np.median(seconds[None])):.1f} ms a call"
+        f"{1e3 * float(np.median(got.of(None))):.1f} ms a call"
     )
-    native = np.asarray(seconds[None])
+    native = np.asarray(got.of(None))
     head = "  ".join(f"between@{w:g}s  flip@{w:g}s" for w in args.bins)
     print(f"{'size':>5}  {'mean log gain (95% CI, 16 s stretches)':>40}  {'paid':>7}  {head}")
-    for c in field[1:]:
-        size = np.asarray(seconds[c])
+    for c in got.sizes[1:]:
+        size = np.asarray(got.of(c))
         logs = np.log(native / size)  # positive: the size is faster
         whole = float(logs.mean())
         m16, _, _ = stretch_means(t, logs, 16.0)

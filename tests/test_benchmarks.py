@@ -1272,8 +1272,8 @@ def test_stretch_gains_interval_over_two_stretches_uses_students_t(
     monkeypatch.setattr(sg, "REAL_CASES", [case])
     clock = iter(range(10_000))
     monkeypatch.setattr(sg, "time", SimpleNamespace(monotonic=lambda: float(next(clock))))
-    # start at 0 s; each round checks the clock (odd) and stamps it (even): 16 rounds,
-    # stamps 2..32 s, two 16-second stretches of 8 rounds
+    # start at 0 s; each round stamps its start (odd) and reads its end (even): 16 rounds,
+    # stamps 1..31 s, two 16-second stretches of 8 rounds
     assert sg.main(["--case", "halves", "--sizes", "4", "--seconds", "32", "--bins", "16"]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
     first, second = math.log(10 / 9), math.log(10 / 11)
