@@ -35,7 +35,9 @@ def pooled(measured: Sequence[Measured]) -> tuple[float, float, float]:
     measured as, with the 95% interval: gain, low, high."""
     weighted = []
     for m in measured:
-        diff = math.log1p(-m.gain)  # gain = -expm1(diff); low/high are diff +/- 1.96 se
+        # gain = -expm1(diff); low/high are diff +/- a half-width, read here as 1.96 se
+        # (remeasure's is wider where Student's t or the stretches' spread make it so)
+        diff = math.log1p(-m.gain)
         se = (math.log1p(-m.low) - math.log1p(-m.high)) / 3.92
         weighted.append((diff, se**-2))
     total = sum(w for _, w in weighted)
@@ -54,8 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nthread", type=int, default=2)
     args = parser.parse_args(argv)
     for name in ("blocks", "rounds", "hogs"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} {getattr(args, name)}: expected at least 1")
+        # remeasure's interval needs two rounds
+        least = 2 if name == "rounds" else 1
+        if getattr(args, name) < least:
+            parser.error(f"--{name} {getattr(args, name)}: expected at least {least}")
     workload = chunktune.demo_workload(num_envs=args.num_envs, nthread=args.nthread)
     by_kind: dict[bool, list[dict[int | None, Measured]]] = {True: [], False: []}
     try:

@@ -26,9 +26,9 @@ from cases import RealCase, SimCase, trace_name
 
 import chunktune
 from chunktune import Policy, Settings
-from chunktune._evidence import Evidence
+from chunktune._paired import paired_rounds
 from chunktune._replay import sizes_text
-from chunktune._spans import BATCHES, means_half_width, stretch_half_width, t95
+from chunktune._spans import BATCHES, means_half_width, span_gain, stretch_half_width, t95
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
 
 __all__ = [
@@ -341,10 +341,12 @@ def trace_rows(
 class Measured:
     """A size re-measured in paired rounds: its gain over native and that gain's CI (95%).
 
-    ``gain`` is the trimmed mean's, as a sweep judges; ``paid`` is ``1 - sum(size's
-    seconds) / sum(native's)`` over the same rounds, what a trainer pays, every call
-    counted (a size that loses the calls a burst of other work hits by much can
-    measure a gain by the first and a loss by the second).
+    ``gain``, ``low`` and ``high`` are ``chunktune check``'s (:func:`span_gain` of the
+    size's log ratios to native: their plain mean, the wider of the pooled and the
+    stretch-means half-widths at Student's t); ``paid`` is ``1 - sum(size's seconds) /
+    sum(native's)`` over the same rounds, what a trainer pays, every call counted (a size
+    that loses the calls a burst of other work hits by much can measure a gain by a
+    robust estimate and a loss by the sums).
     """
 
     gain: float
@@ -363,41 +365,44 @@ def remeasure(
     min_seconds: float = 0.0,
 ) -> dict[int | None, Measured]:
     """Native and ``sizes`` in ``rounds`` rounds (more, until ``min_seconds`` have passed),
-    each in a fresh random order.
+    each in a fresh random order (:func:`chunktune._paired.paired_rounds`).
 
-    Each size is judged by its log ratio to native within the round (trimmed mean
-    over rounds), so what the machine did during a round cancels; the CI uses the
-    noise pooled over all sizes, or, where wider, the spread of the size's means over
-    :data:`BATCHES` consecutive stretches of rounds (:func:`stretch_half_width`): on this
-    machine a size's gain itself can move from one stretch to the next
-    (``stretch_gains.py``), and rounds of one stretch are not independent draws of it.
+    Each size is judged as ``chunktune check`` judges one, by :func:`span_gain` of its log
+    ratios to native within the rounds (so what the machine did during a round cancels):
+    the plain mean, with the wider of the rounds' pooled interval and the spread of the
+    means of :data:`BATCHES` consecutive stretches of rounds (:func:`stretch_half_width`),
+    each at Student's t: on this machine a size's gain itself can move from one stretch
+    to the next (``stretch_gains.py``), and rounds of one stretch are not independent
+    draws of it. Native's row is 0 with a 0-wide interval.
+
+    Raises:
+        ValueError: ``rounds`` under 2 (an interval needs two), or a call of 0 seconds.
     """
+    if rounds < 2:
+        raise ValueError(f"remeasure: {rounds} rounds, expected 2 or more")
     rng = np.random.default_rng(seed)
-    field: list[int | None] = [None, *sorted(set(sizes))]
-    ev = Evidence(paired=True, estimator="trimmed_mean", trim=0.2)
-    for c in field:  # warm-up
-        workload.run(c)
-    start = time.perf_counter()
-    r = 0
-    while r < rounds or time.perf_counter() - start < min_seconds:
-        for i in rng.permutation(len(field)):
-            c = field[int(i)]
-            ev.add(c, r, float(workload.run(c)))
-        r += 1
-    spent = {c: sum(ev.seconds[c].values()) for c in field}  # every round's call, paid
-    out: dict[int | None, Measured] = {}
-    for c in field:
-        cmp = ev.compare(c, None)
-        half = 0.0
-        if c is not None:
-            logs = [math.log(ev.seconds[c][k] / ev.seconds[None][k]) for k in range(r)]
-            half = max(1.96 * cmp.se, stretch_half_width(logs))
+    got = paired_rounds(
+        lambda c: float(workload.run(c)),
+        [None, *sorted(set(sizes))],
+        min_rounds=rounds,
+        seconds=min_seconds,
+        order=rng.permutation,
+        clock=time.perf_counter,
+    )
+    native = got.of(None)
+    paid_native = sum(native)  # every round's call, paid
+    out: dict[int | None, Measured] = {
+        None: Measured(gain=0.0, low=0.0, high=0.0, rounds=got.rounds, paid=0.0)
+    }
+    for c in got.sizes[1:]:
+        seconds = got.of(c)
+        span = span_gain([math.log(s / n) for s, n in zip(seconds, native, strict=True)])
         out[c] = Measured(
-            gain=-math.expm1(cmp.diff),
-            low=-math.expm1(cmp.diff + half),
-            high=-math.expm1(cmp.diff - half),
-            rounds=r,
-            paid=1.0 - spent[c] / spent[None],
+            gain=span.gain,
+            low=span.low,
+            high=span.high,
+            rounds=got.rounds,
+            paid=1.0 - sum(seconds) / paid_native,
         )
     return out
 

@@ -247,7 +247,7 @@ def check_targets(
             )
     for (case, hog), rows in _group([r for r in live if r.policy == policy], "case", "hog").items():
         label = f"live {case}{' +hog' if hog else ''}"
-        # slower by the trimmed mean or by what the trainer pays, whichever says more
+        # slower by the re-measured gain or by what the trainer pays, whichever says more
         worst = min(rows, key=_worse_gain)
         add(
             f"{label}: none > 1% slower than native",
@@ -415,7 +415,7 @@ def claims_table(rows: Sequence[Any]) -> str:
 
 
 def _worse_gain(r: LiveRow) -> float:
-    """The lower of a live choice's trimmed-mean gain and its gain by the seconds summed."""
+    """The lower of a live choice's re-measured gain and its gain by the seconds summed."""
     return r.measured_gain if math.isnan(r.measured_paid) else min(r.measured_gain, r.measured_paid)
 
 

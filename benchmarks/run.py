@@ -121,6 +121,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "apart from whether the budget pays for them",
     )
     args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error(f"--rounds {args.rounds}: expected at least 2 (an interval needs two)")
     if not 0 <= args.remeasure_s < math.inf:
         parser.error(f"--remeasure-s {args.remeasure_s}: expected a finite number of seconds >= 0")
     if args.policies is not None:

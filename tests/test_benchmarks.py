@@ -25,6 +25,7 @@ from chunktune import load_settings
 from chunktune._confirm import Confirmation
 from chunktune._lock_files import sweep_lock_path
 from chunktune._margin import least_gain
+from chunktune._spans import span_gain
 from chunktune._trace import Trace, dump_trace
 from chunktune.sim import LAYOUTS, Noise, ReplayWorkload, SimulatedWorkload
 
@@ -396,10 +397,14 @@ _UNKNOWN = 'unknown policy "nosuch"'
                      "argument --tunes: '0'", id="run-tunes-0"),
         pytest.param("run", ["--policies", "nosuch", "--no-traces", "--cases", "uniform-256"],
                      f"--policies: {_UNKNOWN}", id="run-unknown-policy"),
+        pytest.param("run", ["--rounds", "1", "--live", "--no-sim", "--no-traces"],
+                     "--rounds 1: expected at least 2", id="run-rounds-1"),
         pytest.param("run", ["--remeasure-s", "-1", "--no-sim", "--no-traces"],
                      "--remeasure-s -1.0: expected", id="run-remeasure-negative"),
         pytest.param("run", ["--remeasure-s", "inf", "--no-sim", "--no-traces"],
                      "--remeasure-s inf: expected", id="run-remeasure-inf"),
+        pytest.param("hog_blocks", ["--rounds", "1"], "--rounds 1: expected at least 2",
+                     id="hog_blocks-rounds-1"),
         pytest.param("stretch_gains", ["--case", "nosuch"], "--case nosuch: expected",
                      id="stretch_gains-case"),
         pytest.param("stretch_gains", ["--seconds", "0"],
@@ -1057,10 +1062,12 @@ class _BurstHitFake:
 def test_a_live_choice_that_bursts_slow_is_judged_by_what_a_trainer_pays(
     bench: dict[str, ModuleType],
 ) -> None:
-    """remeasure's paid gain counts every call; the live target fails a choice it finds slower."""
+    """remeasure's gain (a plain mean) and paid gain count every call; the live target fails it."""
     measure, report = bench["measure"], bench["report"]
     m = measure.remeasure(_BurstHitFake(), [8], 20)[8]
-    assert m.gain > 0.02  # the trimmed mean drops the slow calls
+    # the trimmed mean would drop the slow calls (+3%); check's plain mean keeps them
+    assert m.gain == pytest.approx(-math.expm1((16 * math.log(0.97) + 4 * math.log(1.4)) / 20))
+    assert m.gain < -0.04
     assert m.paid == pytest.approx(1 - (16 * 0.0097 + 4 * 0.014) / 0.2, abs=1e-3)
     assert m.paid < -0.01
     live = measure.LiveRow(
@@ -1111,7 +1118,7 @@ def _slower(report: ModuleType, rows: list[Any]) -> Any:
     ("rows", "value", "met"),
     [
         pytest.param([(8, 0.02, -0.05), (16, -0.01, 0.01)], 0.05, False, id="paid-worst"),
-        pytest.param([(8, -0.06, 0.01), (16, 0.02, 0.02)], 0.06, False, id="trimmed-worst"),
+        pytest.param([(8, -0.06, 0.01), (16, 0.02, 0.02)], 0.06, False, id="gain-worst"),
         pytest.param([(8, 0.02, -0.01)], 0.01, True, id="paid-at-the-limit"),
         pytest.param([(8, -0.005, math.nan)], 0.005, True, id="no-paid-figure"),
     ],
@@ -1119,7 +1126,7 @@ def _slower(report: ModuleType, rows: list[Any]) -> Any:
 def test_the_live_target_takes_each_choice_s_worse_gain_and_the_worst_choice(
     bench: dict[str, ModuleType], rows: list[tuple[int, float, float]], value: float, met: bool
 ) -> None:
-    """'none > 1% slower': the worst row by the lower of trimmed and paid gain; 1% itself is met."""
+    """'none > 1% slower': the worst row by the lower of its two gains; 1% itself is met."""
     measure, report = bench["measure"], bench["report"]
     check = _slower(report, [_live(measure, c, g, measured_paid=p) for c, g, p in rows])
     assert (check.value, check.met) == (pytest.approx(value), met)
@@ -1169,6 +1176,42 @@ def test_remeasure_runs_each_size_once_a_round_after_one_warm_up_and_pays_them_a
     assert math.isnan(measure.Measured(gain=0.0, low=0.0, high=0.0, rounds=1).paid)
 
 
+class _Skewed:
+    """Native 10 ms a call; size ``c``'s ``k``-th call ``_RATIOS[c][k % 5]`` of it, the
+    warm-up being call 0 (a slow call in five: the plain mean and the trimmed one differ)."""
+
+    num_envs, nthread = 64, 2
+
+    def __init__(self) -> None:
+        self.calls: dict[int, int] = {4: 0, 8: 0}
+
+    def run(self, chunk_size: int | None) -> float:
+        if chunk_size is None:
+            return 0.010
+        k = self.calls[chunk_size]
+        self.calls[chunk_size] += 1
+        return 0.010 * _RATIOS[chunk_size][k % 5]
+
+
+_RATIOS = {4: (0.95, 0.97, 0.99, 0.96, 1.25), 8: (1.01, 0.99, 1.02, 1.0, 0.98)}
+
+
+def test_remeasure_judges_a_size_by_check_s_rule(bench: dict[str, ModuleType]) -> None:
+    """remeasure's gain and interval are span_gain's over the rounds' log ratios, as check's."""
+    measure = bench["measure"]
+    out = measure.remeasure(_Skewed(), [8, 4], 40)
+    for c in (4, 8):
+        logs = [math.log(_RATIOS[c][(k + 1) % 5]) for k in range(40)]
+        span = span_gain(logs)
+        assert (out[c].gain, out[c].low, out[c].high, out[c].rounds) == pytest.approx(
+            (span.gain, span.low, span.high, 40)
+        )
+    assert out[4].gain < 0 < out[4].high  # the slow fifth counted: no gain, a wide interval
+    assert (out[None].gain, out[None].low, out[None].high, out[None].paid) == (0, 0, 0, 0)
+    with pytest.raises(ValueError, match="1 rounds, expected 2 or more"):
+        measure.remeasure(_Skewed(), [4], 1)
+
+
 class _Drifting:
     """Native 10 ms a call; size 4 10% faster in the first half of the rounds, 10% slower after."""
 
@@ -1198,18 +1241,29 @@ def test_remeasure_interval_spans_a_gain_that_moves_between_stretches(
     assert steady[4].low == steady[4].high == 0.0
 
 
+class _Ticking(_Counting):
+    """:class:`_Counting` on a clock of its own that each call moves 1 s on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def run(self, chunk_size: int | None) -> float:
+        self.now += 1.0
+        return super().run(chunk_size)
+
+
 def test_remeasure_keeps_going_until_its_least_seconds_have_passed(
     bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """remeasure(min_seconds=...): rounds past the count asked for until the time is spent."""
     measure = bench["measure"]
-    fake = _Counting()
-    clock = iter(range(1000))
-    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    fake = _Ticking()
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: fake.now))
     out = measure.remeasure(fake, [4], 3, min_seconds=10)
-    # 3 rounds asked for, then the clock reads 1 s more at each check: 1..9 s go on
-    assert out[4].rounds == 12
-    assert fake.calls == {None: 13, 4: 13}
+    # 2 s a round from the warm-up's end: 3 rounds asked for (6 s), two more to reach 10 s
+    assert out[4].rounds == 5
+    assert fake.calls == {None: 6, 4: 6}
 
 
 def test_stretch_half_width_is_zero_without_stretches_and_wide_for_moving_ones(
