@@ -1875,8 +1875,10 @@ async def test_a_try_at_a_held_sweep_lock_only_slow_at_the_limit_names_the_other
 # Python's does past `ulimit -u` (root is exempt from that limit, so it is stood in for);
 # "hop" names a worker thread of anyio's or trio's. Prints the first decision (or what it
 # raised), the thread that failed, then the source of a second resolve with threads back.
+# quick's few probes: every thread named here starts under any policy that measures, and
+# balanced's longer sweep cost each child a third of a second twice over
 _NO_THREAD = """\
-import asyncio, json, sys, threading
+import asyncio, functools, json, sys, threading
 import trio
 import chunktune
 from chunktune.sim import SimulatedWorkload
@@ -1891,10 +1893,10 @@ def failing(self):
 def resolved():
     w = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
     if caller == "sync":
-        return chunktune.resolve_sync(w)
+        return chunktune.resolve_sync(w, policy="quick")
     if caller == "asyncio":
-        return asyncio.run(chunktune.resolve(w))
-    return trio.run(chunktune.resolve, w)
+        return asyncio.run(chunktune.resolve(w, policy="quick"))
+    return trio.run(functools.partial(chunktune.resolve, w, policy="quick"))
 threading.Thread.start = failing
 try:
     d = resolved()
@@ -1959,6 +1961,7 @@ def test_a_janitor_that_cannot_start_leaves_the_key_to_the_next_resolve(
 
 # A process whose file descriptors are spent but `free` (argv[1]): its trainer's loop
 # made first, then every descriptor it may open taken. Prints the decision or what it raised.
+# quick, as for _NO_THREAD: the descriptors are the point, not the sweep.
 _NO_FDS = """\
 import asyncio, json, os, sys
 import trio
@@ -1978,10 +1981,10 @@ def resolved():
     w = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8)
     if caller == "sync":
         spend()
-        return chunktune.resolve_sync(w)
+        return chunktune.resolve_sync(w, policy="quick")
     async def main():
         spend()
-        return await chunktune.resolve(w)
+        return await chunktune.resolve(w, policy="quick")
     return asyncio.run(main()) if caller == "asyncio" else trio.run(main)
 try:
     d = resolved()
