@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -388,9 +387,11 @@ def test_a_recording_names_itself_as_the_sweep_lock_holder(
 @pytest.mark.mujoco
 @pytest.mark.slow
 def test_a_recording_waits_for_another_sweep_and_says_whose(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sweep lock held by another process: record says whom it waits for, then records."""
+    from chunktune._cli import _machine
+
     script = (
         "import sys\nfrom chunktune._locks import sweep_lock\n"
         "lock = sweep_lock()\nassert lock.try_acquire()\nprint('held', flush=True)\n"
@@ -401,14 +402,21 @@ def test_a_recording_waits_for_another_sweep_and_says_whose(
     ) as holder:
         stdin, stdout = holder.stdin, holder.stdout
         assert stdin is not None and stdout is not None
-        timer = threading.Timer(1.0, stdin.close)  # the holder lets go a second into the wait
+        waits = _machine.hold_blocking
+
+        def letting_go(lock: Any, *, timeout_s: float) -> Any:
+            # the holder lets go as the wait begins (it said whom it waits for just before):
+            # a timer a second in waited out that second on every run, and a loaded machine
+            # could still reach the wait only after it
+            stdin.close()
+            return waits(lock, timeout_s=timeout_s)
+
+        monkeypatch.setattr(_machine, "hold_blocking", letting_go)
         try:
             assert stdout.readline() == "held\n"
-            timer.start()
             out = str(tmp_path / "t.json")
             assert main(["record", *TINY, "--rounds", "1", "-q", "-o", out]) == 0
         finally:
-            timer.cancel()
             holder.kill()
     err = capsys.readouterr().err
     assert f"waiting for another sweep to finish (pid {holder.pid}, since " in err
