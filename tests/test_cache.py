@@ -1733,7 +1733,9 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     path = tmp_path / "c.json"
     write_cache_file(path, {"a": entry()})
     cache = DecisionCache(path)
-    monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 0.3)
+    # a look of 0.1 s held five times over: a machine too loaded to look again meanwhile
+    # lets a broken wait pass, never fails a sound one (the change is seen at the first look)
+    monkeypatch.setattr(_cache_lock, "WRITE_LOOK_S", 0.1)
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 3600.0)
     looked = threading.Event()
     first_look = cache._file.stat
@@ -1759,7 +1761,7 @@ def test_a_brief_wait_that_sees_the_file_change_waits_as_for_any_writer(
     waiter = threading.Thread(target=wait_briefly, daemon=True)
     waiter.start()
     assert looked.wait(timeout=120)  # a hang guard: the wait has seen the file as it was
-    time.sleep(5 * 0.3)  # the holder holds on, past the brief look but far inside the stall
+    time.sleep(5 * 0.1)  # the holder holds on, past the brief look but far inside the stall
     live.release()
     waiter.join(timeout=120)
     assert held == [True]
