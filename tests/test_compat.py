@@ -317,7 +317,9 @@ def _owned_on_the_loop(
 ) -> tuple[FakePool, np.ndarray, PoolStepWorkload]:
     """A pool, its state, and the workload a task of the loop measures it by (a short bound)."""
     _fast_policy(tmp_path)
-    monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.5)
+    # the bound, 2 x 0.3 s + 0.1 s, is waited out in full: the task's flight cannot land
+    # while the loop is blocked, however long the bound, so a longer one proves no more
+    monkeypatch.setattr(compat, "LOOP_GRACE_S", 0.1)
     pool = FakePool()
     state = np.zeros((256, 5))
     owner = PoolStepWorkload(
