@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -390,7 +391,7 @@ def test_a_recording_waits_for_another_sweep_and_says_whose(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sweep lock held by another process: record says whom it waits for, then records."""
-    from chunktune._cli import _machine
+    from chunktune._lock_wait import hold_blocking
 
     script = (
         "import sys\nfrom chunktune._locks import sweep_lock\n"
@@ -402,21 +403,23 @@ def test_a_recording_waits_for_another_sweep_and_says_whose(
     ) as holder:
         stdin, stdout = holder.stdin, holder.stdout
         assert stdin is not None and stdout is not None
-        waits = _machine.hold_blocking
 
         def letting_go(lock: Any, *, timeout_s: float) -> Any:
             # the holder lets go as the wait begins (it said whom it waits for just before):
             # a timer a second in waited out that second on every run, and a loaded machine
             # could still reach the wait only after it
             stdin.close()
-            return waits(lock, timeout_s=timeout_s)
+            return hold_blocking(lock, timeout_s=timeout_s)
 
-        monkeypatch.setattr(_machine, "hold_blocking", letting_go)
+        monkeypatch.setattr("chunktune._cli._machine.hold_blocking", letting_go)
+        guard = threading.Timer(60.0, stdin.close)  # a hang guard, were that wait never begun
         try:
             assert stdout.readline() == "held\n"
+            guard.start()
             out = str(tmp_path / "t.json")
             assert main(["record", *TINY, "--rounds", "1", "-q", "-o", out]) == 0
         finally:
+            guard.cancel()
             holder.kill()
     err = capsys.readouterr().err
     assert f"waiting for another sweep to finish (pid {holder.pid}, since " in err
