@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import pytest
 
-from chunktune._spans import BATCHES, means_half_width, span_gain, stretch_half_width, t95
+from chunktune._spans import (
+    BATCHES,
+    SpanGain,
+    means_half_width,
+    span_gain,
+    stretch_half_width,
+    t95,
+)
 
 
 def test_t95_is_students_t_for_every_count_of_degrees_of_freedom() -> None:
@@ -63,10 +71,62 @@ def test_rounds_past_the_last_whole_stretch_are_left_out_of_the_stretch_means() 
 
 
 @pytest.mark.parametrize(
-    "logs",
-    [pytest.param([0.1], id="one-round"), pytest.param([0.1, math.nan], id="nan")],
+    ("logs", "said"),
+    [
+        pytest.param([0.1], "span_gain: 1 rounds, expected 2 or more", id="one-round"),
+        pytest.param([0.1, math.nan], "span_gain: a log ratio is not finite", id="nan"),
+    ],
 )
-def test_span_gain_refuses_what_gives_no_interval(logs: list[float]) -> None:
-    """span_gain: under two rounds, or a log ratio that is no number, is a ValueError."""
-    with pytest.raises(ValueError, match="span_gain"):
+def test_span_gain_refuses_what_gives_no_interval(logs: list[float], said: str) -> None:
+    """span_gain: under two rounds (their count named), or a log ratio that is no number."""
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
         span_gain(logs)
+
+
+@pytest.mark.parametrize(
+    ("dof", "quantile"),
+    [
+        pytest.param(31, 2.0395, id="31"),
+        pytest.param(32, 2.0369, id="32"),
+        pytest.param(35, 2.0301, id="35"),
+        pytest.param(40, 2.0211, id="40"),
+        pytest.param(50, 2.0086, id="50"),
+        pytest.param(60, 2.0003, id="60"),
+        pytest.param(80, 1.9901, id="80"),
+        pytest.param(100, 1.9840, id="100"),
+        pytest.param(120, 1.9799, id="120"),
+    ],
+)
+def test_t95_past_the_table_is_within_a_thousandth_of_students_t(dof: int, quantile: float) -> None:
+    """t95 past 30 dof: within 0.001 of Student's 97.5% quantile (a printed table's, 4 places)."""
+    assert t95(dof) == pytest.approx(quantile, abs=0.001)
+
+
+def test_two_means_give_a_half_width_at_one_degree_of_freedom() -> None:
+    """means_half_width: two means are enough, at t95(1) = 12.706 (NaN is for one)."""
+    assert means_half_width([0.01, 0.03]) == pytest.approx(12.706 * 0.01)
+
+
+def test_two_rounds_a_stretch_are_enough_for_the_stretch_interval() -> None:
+    """stretch_half_width: 2 * BATCHES rounds (two a stretch) give the stretch means' width."""
+    stretch_means = [0.01 * k for k in range(BATCHES)]
+    logs = [m for m in stretch_means for _ in range(2)]
+    assert stretch_half_width(logs) == pytest.approx(means_half_width(stretch_means))
+    assert stretch_half_width(logs) > 0.0
+
+
+def test_two_rounds_give_a_gain_and_its_interval() -> None:
+    """span_gain: two rounds are enough, the pooled interval at t95(1)."""
+    got = span_gain([-0.01, -0.03])
+    half = 12.706 * statistics.stdev([-0.01, -0.03]) / math.sqrt(2)
+    assert got.rounds == 2
+    assert got.gain == pytest.approx(-math.expm1(-0.02))
+    assert (got.low, got.high) == pytest.approx(
+        (-math.expm1(-0.02 + half), -math.expm1(-0.02 - half))
+    )
+
+
+def test_an_interval_that_reaches_zero_does_not_hold() -> None:
+    """SpanGain.holds: the low end must be above 0; an interval ending at 0 does not hold."""
+    assert not SpanGain(gain=0.01, low=0.0, high=0.02, rounds=16).holds
+    assert SpanGain(gain=0.01, low=1e-9, high=0.02, rounds=16).holds
