@@ -17,6 +17,7 @@ from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
 from chunktune._cli import _tune_cmd, main
 from chunktune._errors import CacheError
+from chunktune._modeled import ModeledTime
 from chunktune._recheck import MIN_ROUNDS, Rechecked, recheck
 
 # quick, cut down: a sweep of the modeled workload takes milliseconds
@@ -310,3 +311,77 @@ def test_the_summary_tells_a_short_span_in_two_figures(elapsed_s: float, said: s
     """Rechecked.summary: seconds whole from 10 s, two figures under (never "over 0 s")."""
     checked = Rechecked(22, (1.0,) * 16, (0.98,) * 16, elapsed_s)
     assert checked.summary().startswith(f"re-checked over {said} (16 paired rounds): chunk 22")
+
+
+class _Paced(ModeledTime):
+    """A modeled workload whose every call takes 0.25 s of its own clock (exact in binary)."""
+
+    num_envs = 64
+    nthread = 2
+
+    def __init__(self) -> None:
+        self.elapsed_s = 0.0
+        self.calls = 0
+
+    def signature(self) -> dict[str, Any]:
+        return {"kind": "paced"}
+
+    def run(self, chunk_size: int | None) -> float:
+        self.calls += 1
+        self.elapsed_s += 0.25
+        return 0.25
+
+    def clock(self) -> float:
+        return self.elapsed_s
+
+
+@pytest.mark.parametrize(
+    ("min_rounds", "seconds", "rounds"),
+    [
+        # 0.5 s a round: 20 rounds reach 10 s exactly, past MIN_ROUNDS
+        pytest.param(MIN_ROUNDS, 10.0, 20, id="seconds-past-min-rounds"),
+        pytest.param(0, 1.0, 2, id="seconds-alone"),
+    ],
+)
+def test_recheck_measures_until_the_seconds_pass_on_a_modeled_workloads_clock(
+    min_rounds: int, seconds: float, rounds: int
+) -> None:
+    """recheck: rounds until the clock passes ``seconds`` past the warm-ups; on_round hears each."""
+    workload = _Paced()
+    seen: list[tuple[int, float]] = []
+    got = recheck(
+        workload,
+        8,
+        seconds=seconds,
+        min_rounds=min_rounds,
+        rng=random.Random(0),
+        on_round=lambda r, s: seen.append((r, s)),
+    )
+    assert (got.rounds, got.elapsed_s) == (rounds, seconds)
+    assert workload.calls == 2 + 2 * rounds  # the warm-ups not counted in the seconds
+    assert seen == [(k, 0.5 * k) for k in range(1, rounds + 1)]
+
+
+def test_recheck_needs_no_progress_callback_nor_random_source() -> None:
+    """recheck with neither on_round nor rng: MIN_ROUNDS rounds, then it returns."""
+    workload = _Modeled(0.1, fail_at=10 * MIN_ROUNDS)  # a recheck that never ended would fail
+    got = recheck(workload, 8, seconds=1e-9)
+    assert got.rounds == MIN_ROUNDS
+    assert len(workload.calls) == 2 + 2 * MIN_ROUNDS
+
+
+@pytest.mark.parametrize(
+    ("chunk_s", "said"),
+    [
+        pytest.param((0.97, 0.99), "measured +2.0% (+1.5%..+2.6%)", id="faster"),
+        pytest.param((0.995, 1.015), "measured -0.5% (-1.0%..+0.1%)", id="interval-over-0"),
+    ],
+)
+def test_the_summary_gives_the_gain_and_its_interval_as_signed_percentages(
+    chunk_s: tuple[float, float], said: str
+) -> None:
+    """Rechecked.summary: the gain and both ends of its interval, each signed, one decimal."""
+    checked = Rechecked(22, (1.0,) * 16, chunk_s * 8, 61.4)
+    assert checked.summary() == (
+        f"re-checked over 61 s (16 paired rounds): chunk 22 {said} against native"
+    )
