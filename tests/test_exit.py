@@ -9,6 +9,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 from _forking import run_forked
@@ -196,3 +197,111 @@ def test_the_exit_is_registered_once_when_first_needed(monkeypatch: pytest.Monke
     with _exit.call_in_flight():
         pass
     assert registered == [_exit._wait_all]
+
+
+class _Held:
+    """A call lock that the exit's first ``held_for`` waits find held; it keeps their timeouts."""
+
+    def __init__(self, held_for: int) -> None:
+        self.held_for = held_for
+        self.timeouts: list[float] = []
+
+    def acquire(self, timeout: float = -1) -> bool:
+        self.timeouts.append(timeout)
+        return len(self.timeouts) > self.held_for
+
+    def release(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("held_for", "notices", "given_up"),
+    [
+        pytest.param([0], 0, 0, id="free"),
+        pytest.param([1, 1], 1, 0, id="two-slow"),
+        pytest.param([10**6], 1, 1, id="stuck"),
+    ],
+)
+def test_the_exit_waits_to_the_notice_then_to_the_limit_and_says_each_once(
+    quiet: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    held_for: list[int],
+    notices: int,
+    given_up: int,
+) -> None:
+    """Each wait runs to EXIT_NOTICE_S, then to EXIT_WAIT_S; one notice, a give-up if stuck."""
+    monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 0.25)
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.5)
+    locks = [_Held(n) for n in held_for]
+    for lock in locks:
+        _exit.wait_at_exit(cast(threading.Lock, lock))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _exit._wait_all()
+    assert caplog.text.count("Python's exit is waiting") == notices
+    assert caplog.text.count("did not return within 0.5 s") == given_up
+    first, *later = locks[0].timeouts
+    assert 0.0 < first <= 0.25  # the fakes return at once: no wait has used up the time
+    assert all(0.0 < t <= 0.5 for t in later)
+    assert [len(lock.timeouts) for lock in locks] == [min(n + 1, 2) for n in held_for]
+
+
+@pytest.mark.parametrize("first", ["call", "lock"])
+def test_either_a_call_or_a_lock_registers_the_exit_alone(
+    monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """A call counted, or a lock registered, is enough to register the exit's wait."""
+    registered: list[object] = []
+    monkeypatch.setattr(_exit, "_armed", False)
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(_exit, "_locks", weakref.WeakSet())
+    lock = threading.Lock()
+    if first == "call":
+        with _exit.call_in_flight():
+            pass
+    else:
+        _exit.wait_at_exit(lock)
+    assert registered == [_exit._wait_all]
+
+
+def test_a_child_forked_after_the_exit_began_starts_afresh(
+    held: threading.Lock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forked mid-exit, a parent thread in the guard: a child starts calls, waits for none."""
+    monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 0.05)
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.3)
+    monkeypatch.setattr(_exit, "_exiting", True)  # the parent's exit has begun
+    held.acquire()  # a parent's call in flight
+    guarded, forked = threading.Event(), threading.Event()
+
+    def hold_the_guard() -> None:
+        with _exit._guard:
+            guarded.set()
+            forked.wait(60)
+
+    def child() -> None:
+        warned: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = warned.append  # type: ignore[method-assign]
+        logging.getLogger("chunktune").addHandler(handler)
+        if not _exit._guard.acquire(timeout=5):  # a guard copied held would never be let go
+            sys.exit(1)
+        _exit._guard.release()
+        try:
+            with _exit.call_in_flight():
+                pass
+        except UsageError:
+            sys.exit(2)
+        _exit._wait_all()
+        sys.exit(3 if warned else 0)
+
+    thread = threading.Thread(target=hold_the_guard)
+    thread.start()
+    try:
+        assert guarded.wait(60)
+        status = run_forked(child, hang_guard_s=60.0)
+    finally:
+        forked.set()
+        thread.join(60)
+        held.release()
+    assert status == 0
