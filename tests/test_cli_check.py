@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,7 @@ def test_a_cached_native_is_not_measured(
     result = json.loads(out)
     assert set(result) == RESULT_KEYS
     assert (result["verdict"], result["written"], result["rounds"]) == (None, False, 0)
+    assert (result["chunk_size"], result["native_chunk"]) == (None, 3)
     assert "cached: the native chunk 3" in err and "nothing to check" in err
     assert workload.calls == []
 
@@ -385,3 +387,89 @@ def test_the_summary_gives_the_gain_and_its_interval_as_signed_percentages(
     assert checked.summary() == (
         f"re-checked over 61 s (16 paired rounds): chunk 22 {said} against native"
     )
+
+
+class _PacedCheck(_Paced):
+    """The check-test workload (its signature), every size 20% faster than native, paced."""
+
+    def signature(self) -> dict[str, Any]:
+        return {"kind": "check-test"}
+
+    def run(self, chunk_size: int | None) -> float:
+        super().run(chunk_size)
+        return 0.2 if chunk_size not in (None, 3) else 0.25
+
+
+def test_a_check_tells_its_rounds_every_five_seconds_and_its_verdict_in_lines(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not quiet: what it re-checks, a round line each 5 s of the clock, then the verdict."""
+    decision = _tuned(env, monkeypatch, capsys)
+    _serve(monkeypatch, _PacedCheck())
+    assert main(["check", *SHAPE, "--seconds", "12"]) == 0
+    out, err = capsys.readouterr()
+    chunk = decision["chunk_size"]
+    assert err.splitlines() == [
+        f"chunktune: re-checking chunk {chunk} against native 3: paired rounds for at least "
+        f"12 s and {MIN_ROUNDS} rounds",
+        "chunktune: round 10: 5 s of 12 s",  # 0.5 s a round on the workload's clock
+        "chunktune: round 20: 10 s of 12 s",
+    ]
+    lines = out.splitlines()
+    assert lines[:2] == [
+        "modeled; policy fast",
+        f"cached: chunk {chunk} (native 3); cache key {decision['key']}",
+    ]
+    assert lines[2].startswith(f"re-checked over 12 s (24 paired rounds): chunk {chunk} measured")
+    assert lines[3:] == [
+        "holds: still measurably faster than native",
+        "kept: the entry is unchanged",
+    ]
+
+
+def test_a_disabled_policy_has_nothing_to_check(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--policy off: exit 0, "nothing to check" and why; --json says native, nothing measured."""
+    workload = _Modeled(0.2)
+    _serve(monkeypatch, workload)
+    assert main(["check", *SHAPE, *QUICK, "--policy", "off", "--json"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result == {
+        "key": result["key"],
+        "chunk_size": None,
+        "native_chunk": 3,
+        "rounds": 0,
+        "seconds": 0.0,
+        "gain": 0.0,
+        "gain_ci": None,
+        "verdict": None,
+        "written": False,
+    }
+    assert err.startswith("chunktune: nothing to check: ")
+    assert workload.calls == []
+
+
+def test_a_disabled_cache_is_a_settings_error(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """[cache] enabled = false: exit 2, one line naming the setting and its file."""
+    env["config"].write_text(FAST_CONFIG + "\n[cache]\nenabled = false\n")
+    _serve(monkeypatch, _Modeled(0.2))
+    assert main(["check", *SHAPE, *QUICK]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("chunktune: error: the cache is disabled ([cache] enabled = false in ")
+    assert "fast.toml" in line and line.endswith("); nothing to check")
+
+
+def test_nothing_cached_names_the_tune_with_every_argument_given(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tune that caches the entry names the model, --nstep and --config as they were given."""
+    _serve(monkeypatch, _Modeled(0.2))
+    config = str(env["config"])
+    args = ["robot.xml", *SHAPE, "--nstep", "5", "--config", config]
+    assert main(["check", *args, *QUICK]) == 1
+    err = capsys.readouterr().err
+    assert f"`chunktune tune {shlex.join(args)}` tunes it" in err
