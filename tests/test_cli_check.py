@@ -84,7 +84,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     return paths
 
 
-def _serve(monkeypatch: pytest.MonkeyPatch, workload: _Modeled) -> None:
+def _serve(monkeypatch: pytest.MonkeyPatch, workload: _Modeled | _Paced) -> None:
     """Make ``workload`` what tune and check build from the command line."""
     monkeypatch.setattr(_tune_cmd, "load_workload", lambda args, nthread: (workload, "modeled"))
 

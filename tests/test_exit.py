@@ -281,9 +281,12 @@ def test_a_child_forked_after_the_exit_began_starts_afresh(
 
     def child() -> None:
         warned: list[logging.LogRecord] = []
-        handler = logging.Handler()
-        handler.emit = warned.append  # type: ignore[method-assign]
-        logging.getLogger("chunktune").addHandler(handler)
+
+        class Kept(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                warned.append(record)
+
+        logging.getLogger("chunktune").addHandler(Kept())
         if not _exit._guard.acquire(timeout=5):  # a guard copied held would never be let go
             sys.exit(1)
         _exit._guard.release()
