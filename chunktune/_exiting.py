@@ -20,7 +20,10 @@ no daemons were joined before any ``atexit`` handler runs, so only daemon thread
 are left to wait for. A call that does not return within ``EXIT_WAIT_S``, all waits
 together (a stuck pool), is given up on, with a warning: a process held for good would
 be worse, and a call that never returns never returns into the finalizing interpreter
-either.
+either. Where a counted call has taken longer than half of that (a batch whose every
+call takes 8 s is not stuck at 10 s), the wait is twice the longest such call instead,
+up to ``EXIT_WAIT_CAP_S``: giving up on a call that is merely slow is the crash the
+wait is there to prevent.
 """
 
 from __future__ import annotations
@@ -36,12 +39,22 @@ from contextlib import contextmanager
 
 from ._errors import UsageError
 
-__all__ = ["EXIT_NOTICE_S", "EXIT_WAIT_S", "call_in_flight", "exiting", "wait_at_exit"]
+__all__ = [
+    "EXIT_NOTICE_S",
+    "EXIT_WAIT_CAP_S",
+    "EXIT_WAIT_S",
+    "call_in_flight",
+    "exiting",
+    "wait_at_exit",
+]
 
 EXIT_NOTICE_S = 1.0
 """Seconds an exit waits for calls in flight before it says so."""
 EXIT_WAIT_S = 10.0
-"""Seconds an exit waits for calls in flight, all of them together, at most."""
+"""Seconds an exit waits for calls in flight, all of them together, at most, unless the
+calls counted so far took longer (:func:`exit_wait_s`)."""
+EXIT_WAIT_CAP_S = 120.0
+"""Seconds an exit waits at most, however long the calls counted so far took."""
 
 EXITING = (
     "Python is exiting: the sweep starts no probe any more (a MuJoCo call that returns "
@@ -55,6 +68,8 @@ _guard = threading.Condition()  # over _calls and _exiting: a call counted, or r
 _calls = 0
 _exiting = False
 _armed = False
+_longest_s = 0.0  # the longest call counted so far, by _clock
+_clock = time.monotonic
 
 
 def _arm() -> None:
@@ -89,18 +104,28 @@ def call_in_flight() -> Iterator[None]:
     Raises:
         UsageError: Python's exit has begun, so the call must not start (:data:`EXITING`).
     """
-    global _calls
+    global _calls, _longest_s
     _arm()
     with _guard:
         if _exiting:
             raise UsageError(EXITING)
         _calls += 1
+    start = _clock()
     try:
         yield
     finally:
+        took = _clock() - start
         with _guard:
             _calls -= 1
+            _longest_s = max(_longest_s, took)
             _guard.notify_all()
+
+
+def exit_wait_s() -> float:
+    """Seconds the exit waits for calls in flight, all together: :data:`EXIT_WAIT_S`, or
+    twice the longest call counted so far where that is longer, at most
+    :data:`EXIT_WAIT_CAP_S`."""
+    return min(EXIT_WAIT_CAP_S, max(EXIT_WAIT_S, 2.0 * _longest_s))
 
 
 def _lock_free(lock: threading.Lock) -> Callable[[float], bool]:
@@ -124,6 +149,7 @@ def _wait_all() -> None:
     with _guard:
         _exiting = True
     start = time.monotonic()
+    limit = exit_wait_s()
     told = False
     for wait in [_no_calls, *map(_lock_free, list(_locks))]:
         if wait(max(0.0, start + EXIT_NOTICE_S - time.monotonic())):
@@ -133,13 +159,13 @@ def _wait_all() -> None:
             _logger.warning(
                 "chunktune: Python's exit is waiting, up to %g s, for a MuJoCo pool call "
                 "still in flight in a sweep's thread (exiting under it would crash the process)",
-                EXIT_WAIT_S,
+                limit,
             )
-        if not wait(max(0.0, start + EXIT_WAIT_S - time.monotonic())):
+        if not wait(max(0.0, start + limit - time.monotonic())):
             _logger.warning(
                 "chunktune: a MuJoCo pool call in flight did not return within %g s; "
                 "Python exits without waiting for it",
-                EXIT_WAIT_S,
+                limit,
             )
             return
 

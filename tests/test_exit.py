@@ -18,6 +18,12 @@ from chunktune import _exiting as _exit
 from chunktune._errors import UsageError
 
 
+@pytest.fixture(autouse=True)
+def no_long_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No call counted yet: the exit's wait is EXIT_WAIT_S, whatever other tests timed."""
+    monkeypatch.setattr(_exit, "_longest_s", 0.0)
+
+
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Lock]:
     """A call lock registered for the exit, as a workload's is, alone in the exit's list."""
@@ -308,3 +314,38 @@ def test_a_child_forked_after_the_exit_began_starts_afresh(
         thread.join(60)
         held.release()
     assert status == 0
+
+
+def test_the_exit_waits_twice_the_longest_call_counted_up_to_the_cap(
+    quiet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls of 4 s leave the wait at EXIT_WAIT_S; one of 30 s makes it 60 s; 100 s, the cap."""
+    readings = iter([0.0, 4.0, 10.0, 40.0, 50.0, 150.0])
+    monkeypatch.setattr(_exit, "_clock", lambda: next(readings))
+    assert _exit.exit_wait_s() == _exit.EXIT_WAIT_S
+    with _exit.call_in_flight():
+        pass
+    assert _exit.exit_wait_s() == _exit.EXIT_WAIT_S  # a 4 s call: 8 s is under 10 s
+    with _exit.call_in_flight():
+        pass
+    assert _exit.exit_wait_s() == 60.0
+    with _exit.call_in_flight():
+        pass
+    assert _exit.exit_wait_s() == _exit.EXIT_WAIT_CAP_S == 120.0
+
+
+def test_an_exit_after_long_calls_waits_past_exit_wait_s_before_giving_up(
+    quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a 5 s call, a stuck lock is waited for up to 10 s, not EXIT_WAIT_S (1 s): a
+    pool whose calls are slow is not taken for stuck; the warnings name the 10 s."""
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 1.0)
+    monkeypatch.setattr(_exit, "_longest_s", 5.0)
+    stuck = _Held(10**6)
+    _exit.wait_at_exit(cast(threading.Lock, stuck))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _exit._wait_all()
+    first, later = stuck.timeouts
+    assert first <= _exit.EXIT_NOTICE_S < 5.0 < later <= 10.0  # the fake returns at once
+    assert "waiting, up to 10 s," in caplog.text
+    assert "did not return within 10 s" in caplog.text
