@@ -240,6 +240,60 @@ def test_a_check_that_does_not_finish_writes_nothing(
     assert env["cache"].read_bytes() == before
 
 
+class _Unsigned(_Modeled):
+    """A workload whose ``signature()`` fails: it cannot be keyed."""
+
+    def signature(self) -> dict[str, Any]:
+        raise RuntimeError("no signature today")
+
+
+@pytest.mark.parametrize(
+    ("case", "key_made"),
+    [
+        pytest.param("nothing-cached", True, id="nothing-cached"),
+        pytest.param("workload-fails", True, id="workload-fails"),
+        pytest.param("signature-fails", False, id="signature-fails"),
+    ],
+)
+def test_json_prints_the_object_on_every_exit_1(
+    env: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    key_made: bool,
+) -> None:
+    """--json that exits 1 still prints one object (no verdict, nothing written), as tune's."""
+    if case == "workload-fails":
+        _tuned(env, monkeypatch, capsys)
+    workload = _Unsigned(0.2) if case == "signature-fails" else _Modeled(0.2, fail_at=9)
+    _serve(monkeypatch, workload)
+    assert main(["check", *SHAPE, *QUICK, "--json"]) == 1
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert set(result) == RESULT_KEYS
+    assert (result["verdict"], result["written"], result["rounds"]) == (None, False, 0)
+    assert result["native_chunk"] == 3
+    assert bool(result["key"]) == key_made
+    assert "chunktune: error:" in err and "Traceback" not in err
+
+
+def test_a_cache_that_cannot_be_read_is_exit_2_not_nothing_cached(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache path that cannot be read (a folder here): exit 2 naming it; no tune suggested."""
+    env["cache"].mkdir()
+    workload = _Modeled(0.2)
+    _serve(monkeypatch, workload)
+    assert main(["check", *SHAPE, *QUICK, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"chunktune: error: cannot read the cache {env['cache']}: it is no regular file "
+        "(a directory, device, FIFO or socket)"
+    ]
+    assert workload.calls == []
+
+
 def test_recheck_warms_each_size_once_then_pairs_them_in_random_order() -> None:
     """recheck: one warm-up call each, then MIN_ROUNDS rounds at least, in both orders."""
     workload = _Modeled(0.1)

@@ -70,8 +70,9 @@ the humanoid's 22): run check now and then, or after a tune on a busy machine.
 
 exit status: 0 checked (whatever the verdict), or nothing to check (native, a disabled
 policy, a trivial batch); 1 nothing cached for these arguments, the workload failed,
-or another sweep held the machine past the wait; 2 a usage, settings or file error;
-130 interrupted (nothing written).
+or another sweep held the machine past the wait; 2 a usage, settings or file error
+(a cache that cannot be read too); 130 interrupted (nothing written). With --json,
+exit 0 and 1 print the one object (verdict null where nothing was measured).
 """
 
 
@@ -170,19 +171,25 @@ def _check(
             f"the cache is disabled ([cache] enabled = false{where}); nothing to check",
             asked=True,
         )
+    # one that cannot be read is a file error, as for `cache list`, not "nothing cached"
+    # (a resolve reads it as empty, with a warning): a tune would not help
+    cache.entries(strict=True)
     # keyed as a resolve keys it; 0.0: keying needs no deadline, whatever hard_limit_s says
+    unkeyed = new_request(asked, settings, 0.0)
     try:
-        req, key, hit, _ = identify_and_look(new_request(asked, settings, 0.0), cache)
+        req, key, hit, _ = identify_and_look(unkeyed, cache)
     except Exception as exc:
         if not blames_workload(exc):
             raise
         error(f"the workload's signature() failed ({named(exc)}); nothing was checked")
+        _print_json(args, "", None, unkeyed.native)
         return EXIT_WORKLOAD_FAILED
     if hit is None:
         error(
             f"nothing cached for {what}, policy {policy_name} (key {key}); "
             f"`{_tune_command(args)}` tunes it"
         )
+        _print_json(args, key, None, req.native)
         return EXIT_WORKLOAD_FAILED
     chunk = hit.chunk_size
     if chunk is None or chunk == hit.native_chunk:
@@ -201,6 +208,8 @@ def _check(
         )
     measured = _measured(workload, chunk, seconds, wait_s, quiet=args.quiet)
     if isinstance(measured, int):
+        if measured == EXIT_WORKLOAD_FAILED:  # a Ctrl-C prints nothing, as tune's does
+            _print_json(args, hit.key, chunk, hit.native_chunk)
         return measured
     span = measured.span
     written, note = False, "kept: the entry is unchanged"
@@ -358,6 +367,8 @@ def _result(
 
 
 def _print_json(args: argparse.Namespace, key: str, chunk: int | None, native: int) -> None:
-    """``--json`` where nothing was measured."""
+    """``--json`` where nothing was measured: exit 0 or 1 prints the object, as tune's
+    ``--json`` prints its decision then, so that a script can parse stdout whatever the
+    outcome (``key`` "" where none was made)."""
     if args.json:
         print(json.dumps(_result(key, chunk, native, None, False)), flush=True)
