@@ -34,8 +34,8 @@ def test_a_system_entry_that_does_not_hold_gets_native_in_the_users_cache(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Native is cached in the user's cache under the key, the system file is untouched, and
-    the lines name the system cache's entry and where native went; later runs get native."""
+    """A system entry that does not hold: native in the user's cache, the system file as it was."""
+    # the lines name the system cache's entry and where native went; later runs get native
     decision = _tuned(env, monkeypatch, capsys)
     system = _system(env, tmp_path, monkeypatch)
     before = system.read_bytes()
@@ -61,8 +61,8 @@ def test_a_dry_run_of_a_system_entry_says_where_native_would_go(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--dry-run over a system entry: nothing written anywhere, and the line says native
-    would go to the user's cache, not that it would replace the entry."""
+    """--dry-run over a system entry: nothing written; native would go to the user's cache."""
+    # the line says so, not that native would replace the entry
     _tuned(env, monkeypatch, capsys)
     system = _system(env, tmp_path, monkeypatch)
     before = system.read_bytes()

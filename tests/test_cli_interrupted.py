@@ -274,8 +274,8 @@ def test_a_ctrl_c_where_no_sweep_runs_does_not_say_a_sweep_stopped(
     num_envs: int,
     policy: str,
 ) -> None:
-    """Ctrl-C before resolve returned, for a policy that never measures or a batch of at
-    most one chunk per thread: exit 130, 'before a decision was made', no sweep named."""
+    """Ctrl-C before a measureless resolve returned: 130, 'before a decision', no sweep named."""
+    # a policy that never measures, or a batch of at most one chunk per thread
 
     def interrupted(call: object, *, returned: object) -> Decision:
         raise KeyboardInterrupt
