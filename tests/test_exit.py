@@ -337,8 +337,8 @@ def test_the_exit_waits_twice_the_longest_call_counted_up_to_the_cap(
 def test_an_exit_after_long_calls_waits_past_exit_wait_s_before_giving_up(
     quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """After a 5 s call, a stuck lock is waited for up to 10 s, not EXIT_WAIT_S (1 s): a
-    pool whose calls are slow is not taken for stuck; the warnings name the 10 s."""
+    """After a 5 s call a stuck lock is waited for 10 s, not EXIT_WAIT_S, and warned so."""
+    # a pool whose calls are slow is not taken for stuck: the give-up is at twice 5 s
     monkeypatch.setattr(_exit, "EXIT_WAIT_S", 1.0)
     monkeypatch.setattr(_exit, "_longest_s", 5.0)
     stuck = _Held(10**6)
