@@ -19,7 +19,7 @@ from .._cache import DecisionCache
 from .._cache_entry import CacheEntry
 from .._config import load_settings
 from .._decision import Decision
-from .._errors import ConfigError, InvalidArgumentError
+from .._errors import CacheError, ConfigError, InvalidArgumentError
 from .._failures import blames_workload, named
 from .._here import in_memory, new_request
 from .._keys import cache_for, identify_and_look
@@ -33,6 +33,7 @@ from ._args import add_workload_options, mujoco_warnings_told, pool_threads
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_USAGE,
     EXIT_WORKLOAD_FAILED,
     error,
     help_formatter,
@@ -71,8 +72,9 @@ the humanoid's 22): run check now and then, or after a tune on a busy machine.
 exit status: 0 checked (whatever the verdict), or nothing to check (native, a disabled
 policy, a trivial batch); 1 nothing cached for these arguments, the workload failed,
 or another sweep held the machine past the wait; 2 a usage, settings or file error
-(a cache that cannot be read too); 130 interrupted (nothing written). With --json,
-exit 0 and 1 print the one object (verdict null where nothing was measured).
+(a cache that cannot be read too, or native that cannot be written once the verdict is
+told); 130 interrupted (nothing written). With --json, exit 0 and 1 print the one object
+(verdict null where nothing was measured), and so does a verdict that could not be written.
 """
 
 
@@ -212,9 +214,12 @@ def _check(
             _print_json(args, hit.key, chunk, hit.native_chunk)
         return measured
     span = measured.span
-    written, note = False, "kept: the entry is unchanged"
+    written, note, status = False, "kept: the entry is unchanged", EXIT_OK
     if not span.holds:
-        written, note = _replace(args, cache, req, key, expected, measured, hit, system=system)
+        try:
+            written, note = _replace(args, cache, req, key, expected, measured, hit, system=system)
+        except _Unwritten as exc:
+            note, status = str(exc), EXIT_USAGE  # a file error, told after the verdict
     if args.json:
         print(json.dumps(_result(hit.key, chunk, hit.native_chunk, measured, written)), flush=True)
     else:
@@ -229,7 +234,13 @@ def _check(
         print(measured.summary())
         print(verdict)
         print(note, flush=True)
-    return EXIT_OK
+    if status != EXIT_OK and args.json:  # the report's note said it otherwise
+        error(note)
+    return status
+
+
+class _Unwritten(Exception):
+    """Native could not be written in place of a size that did not hold: the line says why."""
 
 
 def _replace(
@@ -264,7 +275,12 @@ def _replace(
         probe_seconds=measured.probe_seconds,
         policy=req.policy_name,
     )
-    if not cache.swap(key, cache_entry(req, native), expected=expected):
+    try:
+        swapped = cache.swap(key, cache_entry(req, native), expected=expected)
+    except CacheError as exc:
+        # the verdict took the whole span to measure: it is told all the same
+        raise _Unwritten(f"not written: {exc}") from exc
+    if not swapped:
         return False, (
             "not written: the entry changed while it was checked (another process re-tuned "
             "it?); it is left as it is"
