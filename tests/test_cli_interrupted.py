@@ -264,8 +264,17 @@ def test_a_ctrl_c_before_resolve_returned_says_the_sweep_stopped(
     assert DecisionCache(tmp_path / "cache.json").entries() == {}
 
 
+# native_chunk(64, 4) is 1: a policy whose only size is 1 proposes nothing but native
+_NATIVE_ONLY = (
+    '[policies.nat]\nextends = "quick"\n'
+    '[policies.nat.candidates]\nstrategy = "explicit"\nsizes = [1]\n'
+)
+
+
 @pytest.mark.parametrize(
-    ("num_envs", "policy"), [(64, "off"), (4, "quick")], ids=["disabled", "trivial"]
+    ("num_envs", "policy"),
+    [(64, "off"), (4, "quick"), (64, "nat")],
+    ids=["disabled", "trivial", "native-only"],
 )
 def test_a_ctrl_c_where_no_sweep_runs_does_not_say_a_sweep_stopped(
     monkeypatch: pytest.MonkeyPatch,
@@ -275,14 +284,17 @@ def test_a_ctrl_c_where_no_sweep_runs_does_not_say_a_sweep_stopped(
     policy: str,
 ) -> None:
     """Ctrl-C before a measureless resolve returned: 130, 'before a decision', no sweep named."""
-    # a policy that never measures, or a batch of at most one chunk per thread
+    # a policy that never measures, a batch of at most one chunk per thread, or a policy
+    # that proposes no size but native's for this batch
 
     def interrupted(call: object, *, returned: object) -> Decision:
         raise KeyboardInterrupt
 
+    config = tmp_path / "nat.toml"
+    config.write_text(_NATIVE_ONLY)
     workload = _sim(num_envs)
     monkeypatch.setattr(_tune_cmd, "tune_workload", lambda args, nthread: (workload, "x"))
     monkeypatch.setattr(_tune_cmd, "run_held", interrupted)
-    assert main(["tune", "--policy", policy, "-q"]) == 130
+    assert main(["tune", "--policy", policy, "--config", str(config), "-q"]) == 130
     assert capsys.readouterr().err.splitlines()[-1] == f"chunktune: {NOTHING_DECIDED}"
     assert not (tmp_path / "cache.json").exists()

@@ -9,6 +9,7 @@ cached: the line says which, as the cache itself tells it.
 from __future__ import annotations
 
 from .._cache_entry import CacheEntry
+from .._candidates import only_native
 from .._decision import Decision
 from .._errors import ChunktuneError
 from .._keys import cache_for, job_key
@@ -21,7 +22,8 @@ from ._render import chunk_size_line
 __all__ = ["NOTHING_DECIDED", "SWEEP_STOPPED", "described", "interrupted_line"]
 
 SWEEP_STOPPED = "interrupted: the sweep stopped and nothing was cached"
-# a policy that never measures, a batch whose chunk size cannot matter: no sweep to stop
+# a policy that never measures, a batch whose chunk size cannot matter, a policy that
+# proposes nothing but native for it: no sweep to stop
 NOTHING_DECIDED = "interrupted before a decision was made; nothing was measured or cached"
 
 _WHERE = {
@@ -79,8 +81,9 @@ def interrupted_line(
 def _undecided(workload: Workload, settings: Settings, policy: Policy, since: float) -> str:
     """:func:`interrupted_line` where ``resolve`` had not returned: the sweep stopped, or
     it had ended and its decision was being stored, a write that finishes on its own.
-    Neither where the policy never measures or the batch is trivial: no sweep ran."""
-    if not policy.enabled or _trivial(workload):
+    Neither where the policy never measures, the batch is trivial or the policy proposes
+    nothing but native for it: no sweep ran."""
+    if not policy.enabled or _measureless(workload, policy):
         return NOTHING_DECIDED
     cache = cache_for(settings)
     if cache is None:
@@ -101,14 +104,16 @@ def _undecided(workload: Workload, settings: Settings, policy: Policy, since: fl
     )
 
 
-def _trivial(workload: Workload) -> bool:
-    """Whether ``workload``'s batch makes at most one chunk per thread (no sweep for it);
-    False where its shape cannot be read (the resolve would have refused it)."""
+def _measureless(workload: Workload, policy: Policy) -> bool:
+    """Whether a resolve answers ``workload`` under ``policy`` with no sweep: its batch
+    makes at most one chunk per thread, or the policy proposes no size but native's for it
+    (as :func:`chunktune._here.in_memory` answers them); False where its shape cannot be
+    read (the resolve would have refused it)."""
     try:
         num_envs, nthread = check_workload(workload)
     except ChunktuneError:
         return False
-    return upper_chunk(num_envs, nthread) <= 1
+    return upper_chunk(num_envs, nthread) <= 1 or only_native(policy.candidates, num_envs, nthread)
 
 
 def _ours(entry: CacheEntry | None, since: float) -> bool:
