@@ -376,7 +376,8 @@ def remeasure(
     draws of it. Native's row is 0 with a 0-wide interval.
 
     Raises:
-        ValueError: ``rounds`` under 2 (an interval needs two), or a call of 0 seconds.
+        ValueError: ``rounds`` under 2 (an interval needs two), or a call of 0 seconds
+            (or fewer): it has no log ratio to native.
     """
     if rounds < 2:
         raise ValueError(f"remeasure: {rounds} rounds, expected 2 or more")
@@ -389,6 +390,12 @@ def remeasure(
         order=rng.permutation,
         clock=time.perf_counter,
     )
+    for c, calls in zip(got.sizes, got.seconds, strict=True):
+        # a log ratio needs both calls above 0 (native's 0 would divide by zero)
+        bad = [s for s in calls if not s > 0]  # NaN too
+        if bad:
+            what = "native" if c is None else f"chunk {c}"
+            raise ValueError(f"remeasure: a call of {what} took {bad[0]} s, expected seconds > 0")
     native = got.of(None)
     paid_native = sum(native)  # every round's call, paid
     out: dict[int | None, Measured] = {

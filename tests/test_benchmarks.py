@@ -1212,6 +1212,28 @@ def test_remeasure_judges_a_size_by_check_s_rule(bench: dict[str, ModuleType]) -
         measure.remeasure(_Skewed(), [4], 1)
 
 
+class _Zero(_Counting):
+    """:class:`_Counting` whose ``zero`` size (None: native) times 0 s a call."""
+
+    def __init__(self, zero: int | None) -> None:
+        super().__init__()
+        self.zero = zero
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        return 0.0 if chunk_size == self.zero else seconds
+
+
+@pytest.mark.parametrize("zero", [pytest.param(None, id="native"), pytest.param(4, id="size")])
+def test_remeasure_refuses_a_call_of_zero_seconds_with_a_value_error_naming_it(
+    bench: dict[str, ModuleType], zero: int | None
+) -> None:
+    """A call of 0 s (native's or a size's) has no log ratio: ValueError naming the call."""
+    said = r"remeasure: a call of (native|chunk 4) took 0\.0 s, expected seconds > 0"
+    with pytest.raises(ValueError, match=said):
+        bench["measure"].remeasure(_Zero(zero), [4], 3)
+
+
 class _Drifting:
     """Native 10 ms a call; size 4 10% faster in the first half of the rounds, 10% slower after."""
 
