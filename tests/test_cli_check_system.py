@@ -7,14 +7,17 @@ it, and the lines say so rather than "replaces it in the cache".
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
+import attrs
 import pytest
 from test_cli_check import QUICK, SHAPE, _Modeled, _serve, _tuned, env
 
 from chunktune._cache import DecisionCache
 from chunktune._cli import main
+from chunktune._load import MachineLoad
 
 __all__ = ["env"]  # the fixture, used by name
 
@@ -91,3 +94,28 @@ def test_a_system_entry_that_holds_is_kept_and_nothing_is_written(
     assert "holds: still measurably faster than native" in out.splitlines()
     assert system.read_bytes() == before
     assert not env["cache"].exists() or not DecisionCache(env["cache"]).entries()
+
+
+def test_a_system_entry_answering_past_a_users_busy_one_is_named_the_systems(
+    env: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The user's entry under the key measured busy, the machine calm: the system's answers."""
+    # the user's entry is there but serves nothing now, so the lines name the system
+    # cache's entry as what was checked and say where native went
+    decision = _tuned(env, monkeypatch, capsys)
+    system = _system(env, tmp_path, monkeypatch)
+    ((key, entry),) = DecisionCache(system).entries().items()
+    busy = attrs.evolve(entry, chunk_size=4, load=MachineLoad(average=4.0, cpus=2))
+    assert DecisionCache(env["cache"]).update({key: busy})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # calm now
+    _serve(monkeypatch, _Modeled(-0.01))
+    assert main(["check", *SHAPE, *QUICK]) == 0
+    out = capsys.readouterr().out
+    chunk = decision["chunk_size"]
+    assert f"cached: chunk {chunk} (native 3); cache key {key} (the read-only system " in out
+    assert "which answers before the read-only system cache" in out
+    assert "replaces it" not in out
+    assert DecisionCache(env["cache"]).entries()[key].chunk_size is None

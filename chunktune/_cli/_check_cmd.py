@@ -23,6 +23,7 @@ from .._errors import CacheError, ConfigError, InvalidArgumentError
 from .._failures import blames_workload, named
 from .._here import in_memory, new_request
 from .._keys import cache_for, identify_and_look
+from .._load import serves_now
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
@@ -201,8 +202,10 @@ def _check(
     # what a write may replace: this request's own key, and the entry that answered it
     # (a stronger policy's, perhaps); a process that changes either meanwhile wins
     expected: dict[str, CacheEntry | None] = {key: cache.get(key), hit.key: cache.get(hit.key)}
-    # the user's cache does not hold what answered: the read-only system cache did
-    system = expected[hit.key] is None
+    # the read-only system cache answered where the user's cache holds nothing under the
+    # key that answered, or an entry that serves nothing now (measured busy, now calm)
+    own = expected[hit.key]
+    system = own is None or not serves_now()(own)
     if not args.quiet:
         say(
             f"re-checking chunk {chunk} against native {hit.native_chunk}: paired rounds "
