@@ -481,17 +481,26 @@ def test_a_check_tells_its_rounds_every_five_seconds_and_its_verdict_in_lines(
     ]
 
 
-def test_a_disabled_policy_has_nothing_to_check(
-    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("policy", ["off", "nat"], ids=["disabled", "native-only"])
+def test_a_policy_that_measures_nothing_has_nothing_to_check(
+    env: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    policy: str,
 ) -> None:
-    """--policy off: exit 0, "nothing to check" and why; --json says native, nothing measured."""
+    """--policy off, or one whose only size is native's: exit 0, why; --json, key "" and native."""
+    # native_chunk(64, 2) is 3: "nat" proposes nothing but native for this batch
+    env["config"].write_text(
+        FAST_CONFIG + '[policies.nat]\nextends = "quick"\n'
+        '[policies.nat.candidates]\nstrategy = "explicit"\nsizes = [3]\n'
+    )
     workload = _Modeled(0.2)
     _serve(monkeypatch, workload)
-    assert main(["check", *SHAPE, *QUICK, "--policy", "off", "--json"]) == 0
+    assert main(["check", *SHAPE, *QUICK, "--policy", policy, "--json"]) == 0
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert result == {
-        "key": result["key"],
+        "key": "",
         "chunk_size": None,
         "native_chunk": 3,
         "rounds": 0,

@@ -71,11 +71,12 @@ machine's state for seconds to minutes, which a sweep of seconds cannot tell (RE
 the humanoid's 22): run check now and then, or after a tune on a busy machine.
 
 exit status: 0 checked (whatever the verdict), or nothing to check (native, a disabled
-policy, a trivial batch); 1 nothing cached for these arguments, the workload failed,
-or another sweep held the machine past the wait; 2 a usage, settings or file error
-(a cache that cannot be read too, or native that cannot be written once the verdict is
-told); 130 interrupted (nothing written). With --json, exit 0 and 1 print the one object
-(verdict null where nothing was measured), and so does a verdict that could not be written.
+policy or one that proposes only native, a trivial batch); 1 nothing cached for these
+arguments, the workload failed, or another sweep held the machine past the wait; 2 a
+usage, settings or file error (a cache that cannot be read too, or native that cannot be
+written once the verdict is told); 130 interrupted (nothing written). With --json, exit
+0 and 1 print the one object (verdict null where nothing was measured), and so does a
+verdict that could not be written.
 """
 
 
