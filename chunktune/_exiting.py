@@ -44,6 +44,7 @@ __all__ = [
     "EXIT_WAIT_CAP_S",
     "EXIT_WAIT_S",
     "call_in_flight",
+    "exit_wait_s",
     "exiting",
     "wait_at_exit",
 ]
