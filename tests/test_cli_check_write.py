@@ -28,13 +28,14 @@ def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_verdict_that_cannot_be_written_is_told_then_exit_2(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Native unwritable: the report, "does not hold" and why nothing was written; exit 2."""
+    """Native unwritable: the report, "does not hold", why nothing was written (stderr too); 2."""
     _tuned(env, monkeypatch, capsys)
     before = env["cache"].read_bytes()
     _serve(monkeypatch, _Modeled(-0.01))
     _disk_full(monkeypatch)
     assert main(["check", *SHAPE, *QUICK]) == 2
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1].startswith("chunktune: error: not written: cannot write the cache")
     assert "does not hold: not measurably faster than native" in out.splitlines()
     last = out.splitlines()[-1]
     assert last.startswith("not written: cannot write the cache ")

@@ -238,7 +238,7 @@ def _check(
         print(measured.summary())
         print(verdict)
         print(note, flush=True)
-    if status != EXIT_OK and args.json:  # the report's note said it otherwise
+    if status != EXIT_OK:  # on stderr too, as every exit 2 says why
         error(note)
     return status
 
