@@ -47,9 +47,11 @@ def test_rounds_go_on_until_both_the_rounds_and_the_seconds_are_met(
     min_rounds: int, seconds: float, rounds: int
 ) -> None:
     """The first round's end with min_rounds done and seconds passed on the clock ends it."""
-    w = _Modeled()
+    w = _Modeled(fail_at=100)  # rounds that never ended would fail, not run out of memory
     got = paired_rounds(w.run, [None, 1, 2], min_rounds=min_rounds, seconds=seconds, clock=w.clock)
     assert got.rounds == rounds
+    # a frozen record all through: what one reader does to it, the next never sees
+    assert isinstance(got.started, tuple) and isinstance(got.seconds, tuple)
     assert len(w.calls) == 3 * (rounds + 1)
     assert got.elapsed_s == pytest.approx(0.033 * rounds)
     assert got.started == pytest.approx([0.033 * (1 + r) for r in range(rounds)])
@@ -141,7 +143,7 @@ def test_bad_arguments_are_refused_before_any_call(
     sizes: list[int | None], min_rounds: int, seconds: float, says: str
 ) -> None:
     """No size, a repeated one, negative rounds or seconds that never end: one clear error."""
-    w = _Modeled()
+    w = _Modeled(fail_at=100)  # an accepted inf would fail at the 100th call, not run on
     with pytest.raises(InvalidArgumentError, match=says):
         paired_rounds(w.run, sizes, min_rounds=min_rounds, seconds=seconds)
     assert w.calls == []
