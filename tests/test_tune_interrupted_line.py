@@ -1,0 +1,123 @@
+"""The line an interrupted ``tune`` says, from ``_cli._tune_interrupted.interrupted_line``
+called directly: each branch that test_cli_interrupted's Ctrl-C runs do not reach.
+
+The workload is simulated and the cache is the isolated fixture's file: no sweep runs.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from chunktune._cache import DecisionCache
+from chunktune._cache_entry import CacheEntry
+from chunktune._cli._tune_interrupted import NOTHING_DECIDED, SWEEP_STOPPED, interrupted_line
+from chunktune._config import load_settings
+from chunktune._decision import Decision
+from chunktune._keys import job_key
+from chunktune._request import pick_policy
+from chunktune._settings import CacheSettings, Settings
+from chunktune._workload import Workload
+from chunktune.sim import SimulatedWorkload
+
+SINCE = 1_000_000.0  # when the interrupted resolve began (time.time())
+
+
+def _sim(num_envs: int = 64, nthread: int = 4) -> SimulatedWorkload:
+    return SimulatedWorkload.from_layout("blocked", num_envs=num_envs, nthread=nthread)
+
+
+def _line(
+    decision: Decision | None,
+    workload: Workload | None = None,
+    settings: Settings | None = None,
+) -> str:
+    """interrupted_line under the quick policy, the resolve begun at SINCE."""
+    settings = load_settings() if settings is None else settings
+    return interrupted_line(
+        decision,
+        workload=_sim() if workload is None else workload,
+        settings=settings,
+        policy=pick_policy(settings, "quick")[1],
+        since=SINCE,
+    )
+
+
+def _measured(timings: dict[int | None, float]) -> Decision:
+    return Decision(
+        chunk_size=8, native_chunk=1, source="benchmark", reason="r", key="k.q", timings=timings
+    )
+
+
+def _store(key: str, created: float) -> None:
+    entry = CacheEntry(chunk_size=8, native_chunk=1, reason="r", timings={None: 1.0, 8: 0.9})
+    assert DecisionCache(load_settings().cache.path or "").update(
+        {key: attrs.evolve(entry, created=created)}
+    )
+
+
+def test_a_measured_decision_that_timed_native_alone_is_said_not_cached() -> None:
+    """A benchmark decision with native's timing alone: "nothing but native was timed"."""
+    line = _line(_measured({None: 0.01}))
+    assert line.endswith("; not cached: nothing but native was timed")
+
+
+def test_a_measured_decision_missing_from_the_cache_is_said_not_cached() -> None:
+    """A benchmark decision worth storing that the cache does not hold: "; not cached"."""
+    line = _line(_measured({None: 0.01, 8: 0.009}))
+    assert line.endswith("measured now; not cached")
+
+
+@pytest.mark.parametrize(
+    ("created", "stored"),
+    [
+        pytest.param(SINCE - 1.0, False, id="older-than-the-resolve"),
+        pytest.param(SINCE, True, id="as-it-began"),
+        pytest.param(SINCE + 1.0, True, id="after"),
+    ],
+)
+def test_an_entry_counts_as_the_sweeps_only_if_written_since_it_began(
+    created: float, stored: bool
+) -> None:
+    """Ctrl-C before a decision: an entry under the key written at or after the resolve's
+    start was stored by its sweep; an older one (a --refresh's) was not."""
+    workload = _sim()
+    settings = load_settings()
+    key = job_key(workload, pick_policy(settings, "quick")[1])
+    _store(key, created)
+    line = _line(None, workload, settings)
+    if stored:
+        assert line.startswith("interrupted as the sweep's decision was stored: chunk_size=8")
+        assert line.endswith(f"measured now and cached (cache key {key})")
+    else:
+        assert line == SWEEP_STOPPED
+
+
+def test_a_sweep_stopped_with_the_cache_disabled_says_so_plainly() -> None:
+    """Ctrl-C before a decision, the cache disabled: the sweep stopped, nothing else to tell."""
+    settings = attrs.evolve(load_settings(), cache=CacheSettings(enabled=False))
+    assert _line(None, settings=settings) == SWEEP_STOPPED
+
+
+def test_a_batch_of_two_chunks_per_thread_had_a_sweep_to_stop() -> None:
+    """8 envs on 4 threads (chunks of up to 2): not trivial, so "the sweep stopped"."""
+    assert _line(None, _sim(num_envs=8, nthread=4)) == SWEEP_STOPPED
+
+
+class _Shapeless:
+    """A workload whose shape cannot be read: ``num_envs`` 0."""
+
+    num_envs = 0
+    nthread = 2
+
+    def signature(self) -> dict[str, str]:
+        return {"kind": "shapeless"}
+
+    def run(self, chunk_size: int | None) -> float:
+        return 0.01
+
+
+def test_a_workload_of_unreadable_shape_is_not_taken_for_a_trivial_batch() -> None:
+    """Ctrl-C before a decision for a workload whose shape cannot be read: never "nothing
+    was measured" (the resolve would have refused it, not skipped the sweep)."""
+    assert _line(None, _Shapeless()) != NOTHING_DECIDED
