@@ -33,6 +33,7 @@ from chunktune._threads import (
     in_own_thread,
     run_beside,
     run_blocking,
+    run_held,
     wait_for_sweeps,
     wait_in_thread,
 )
@@ -815,3 +816,14 @@ def test_a_call_beside_whose_thread_cannot_start_raises_why(
     with pytest.raises(RuntimeError, match="can't start new thread"):
         run_beside(call, timeout_s=60, name="chunktune test no thread")
     assert made == []
+
+
+def test_run_held_without_returned_gives_the_calls_result() -> None:
+    """run_held(call) with no ``returned`` (as run_blocking calls it): call()'s result,
+    from a loop of its own."""
+
+    async def seven() -> int:
+        await anyio.lowlevel.checkpoint()
+        return 7
+
+    assert run_held(seven) == 7

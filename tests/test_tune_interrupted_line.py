@@ -6,6 +6,8 @@ The workload is simulated and the cache is the isolated fixture's file: no sweep
 
 from __future__ import annotations
 
+import errno
+
 import attrs
 import pytest
 
@@ -121,3 +123,17 @@ def test_a_workload_of_unreadable_shape_is_not_taken_for_a_trivial_batch() -> No
     """Ctrl-C before a decision for a workload whose shape cannot be read: never "nothing
     was measured" (the resolve would have refused it, not skipped the sweep)."""
     assert _line(None, _Shapeless()) != NOTHING_DECIDED
+
+
+def test_a_cache_that_cannot_be_read_is_said_untold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measured decision whose cache read fails (an I/O error): the line says whether it
+    was cached could not be told, and why."""
+
+    def unreadable(self: DecisionCache, key: str) -> CacheEntry | None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(DecisionCache, "get", unreadable)
+    line = _line(_measured({None: 0.01, 8: 0.009}))
+    assert line.endswith(
+        "measured now; whether it was cached could not be told ([Errno 5] Input/output error)"
+    )
