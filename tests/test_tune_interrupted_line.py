@@ -121,8 +121,14 @@ class _Shapeless:
 
 def test_a_workload_of_unreadable_shape_is_not_taken_for_a_trivial_batch() -> None:
     """Ctrl-C before a decision for a workload whose shape cannot be read: never "nothing
-    was measured" (the resolve would have refused it, not skipped the sweep)."""
-    assert _line(None, _Shapeless()) != NOTHING_DECIDED
+    was measured" (the resolve would have refused it, not skipped the sweep), but why
+    whether anything was cached could not be told."""
+    line = _line(None, _Shapeless())
+    assert line != NOTHING_DECIDED
+    assert line == (
+        "interrupted: the sweep stopped; whether anything was cached could not be told "
+        "(the workload's num_envs (_Shapeless.num_envs) must be an integer >= 1, got 0)"
+    )
 
 
 def test_a_cache_that_cannot_be_read_is_said_untold(monkeypatch: pytest.MonkeyPatch) -> None:
