@@ -110,8 +110,8 @@ def test_a_bug_of_chunktunes_is_raised_not_blamed_on_the_workload(
     capsys: pytest.CaptureFixture[str],
     where: str,
 ) -> None:
-    """An exception of chunktune's own code while keying or measuring propagates (a bug's
-    traceback), never a line blaming the workload; the workload is closed all the same."""
+    """A bug of chunktune's while keying or measuring propagates, not blamed on the workload."""
+    # a traceback to report, never "the workload failed"; the workload closed all the same
     _tuned(env, monkeypatch, capsys)
 
     def broken(*args: Any, **kwargs: Any) -> None:
@@ -141,8 +141,8 @@ def test_a_sweep_holding_the_machine_past_the_wait_is_exit_1_and_nothing_measure
     wait_s: float,
     said: str,
 ) -> None:
-    """The sweep lock waited for hard_limit_s (else LOCK_WAIT_S) and not got: exit 1, one
-    line saying how long, no call, the cache file unchanged."""
+    """The sweep lock not got in hard_limit_s (else LOCK_WAIT_S): exit 1, one line, no call."""
+    # the line says how long it waited; the cache file is unchanged
     env["config"].write_text(FAST_CONFIG + limit)
     _tuned(env, monkeypatch, capsys)
     before = env["cache"].read_bytes()
@@ -195,8 +195,7 @@ def test_json_written_is_false_where_the_entry_holds_or_a_dry_run_leaves_it(
 def test_json_written_is_false_where_another_process_changed_the_entry(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An entry re-tuned while it was checked: not written, --json says so, the new entry stays;
-    the lines say it was left as it is."""
+    """An entry re-tuned while it was checked: not written, --json says so, the new one stays."""
     decision = _tuned(env, monkeypatch, capsys)
     _serve(monkeypatch, _Retuned(env["cache"], decision["key"]))
     result = _check_json(capsys)
@@ -240,8 +239,7 @@ def test_json_written_of_a_system_entry_is_true_unless_a_dry_run(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A system cache's entry that does not hold: --json "written" false on a dry run, true
-    once native is in the user's cache."""
+    """A system entry that does not hold: --json "written" false on a dry run, else true."""
     _tuned(env, monkeypatch, capsys)
     _system(env, tmp_path, monkeypatch)
     _serve(monkeypatch, _Modeled(-0.01))
@@ -255,8 +253,7 @@ def test_a_user_cache_path_that_would_not_print_is_quoted_in_the_system_lines(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The user's cache named with an escape character: the dry run's and the write's lines
-    spell it as TOML does, never the raw character."""
+    """A user's cache path with an escape: the system lines spell it as TOML does, never raw."""
     _tuned(env, monkeypatch, capsys)
     _system(env, tmp_path, monkeypatch)
     odd = tmp_path / "user\x1b[2Jcache.json"
@@ -291,8 +288,7 @@ def test_a_disabled_caches_settings_file_that_would_not_print_is_quoted(
 def test_mujocos_warnings_while_re_checking_are_told_in_one_line(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Each call warning through MuJoCo's hook: one warning line saying it was while
-    re-checking, the first warning, and that the re-check timed the model as it behaves."""
+    """Each call warning through MuJoCo's hook: one line, "while re-checking", the first one."""
     _tuned(env, monkeypatch, capsys)
     workload = _Warning(0.2)
     _serve(monkeypatch, workload)
@@ -335,8 +331,8 @@ def test_too_many_threads_is_one_line_and_exit_2(
 def test_a_decision_this_process_remembers_does_not_stand_for_the_cache(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A tune in this process answered from the cache (so remembered): a check of the same
-    workload still reads the cache and measures, rather than "nothing to check"."""
+    """A hit this process remembers from a tune: check still reads the cache and measures."""
+    # in_memory is asked with refresh=True; a remembered answer would be "nothing to check"
     _tuned(env, monkeypatch, capsys)
     workload = _Modeled(0.2)
     _serve(monkeypatch, workload)

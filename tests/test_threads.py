@@ -819,8 +819,7 @@ def test_a_call_beside_whose_thread_cannot_start_raises_why(
 
 
 def test_run_held_without_returned_gives_the_calls_result() -> None:
-    """run_held(call) with no ``returned`` (as run_blocking calls it): call()'s result,
-    from a loop of its own."""
+    """run_held(call) with no ``returned`` (as run_blocking calls it): call()'s result."""
 
     async def seven() -> int:
         await anyio.lowlevel.checkpoint()

@@ -81,8 +81,8 @@ def test_a_measured_decision_missing_from_the_cache_is_said_not_cached() -> None
 def test_an_entry_counts_as_the_sweeps_only_if_written_since_it_began(
     created: float, stored: bool
 ) -> None:
-    """Ctrl-C before a decision: an entry under the key written at or after the resolve's
-    start was stored by its sweep; an older one (a --refresh's) was not."""
+    """An entry under the key is the sweep's if written since the resolve began, else not."""
+    # an older one is what --refresh replaces only once the sweep is done
     workload = _sim()
     settings = load_settings()
     key = job_key(workload, pick_policy(settings, "quick")[1])
@@ -120,9 +120,8 @@ class _Shapeless:
 
 
 def test_a_workload_of_unreadable_shape_is_not_taken_for_a_trivial_batch() -> None:
-    """Ctrl-C before a decision for a workload whose shape cannot be read: never "nothing
-    was measured" (the resolve would have refused it, not skipped the sweep), but why
-    whether anything was cached could not be told."""
+    """An unreadable shape is not a trivial batch: the line says why nothing could be told."""
+    # the resolve would have refused such a workload, not skipped the sweep
     line = _line(None, _Shapeless())
     assert line != NOTHING_DECIDED
     assert line == (
@@ -132,8 +131,7 @@ def test_a_workload_of_unreadable_shape_is_not_taken_for_a_trivial_batch() -> No
 
 
 def test_a_cache_that_cannot_be_read_is_said_untold(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A measured decision whose cache read fails (an I/O error): the line says whether it
-    was cached could not be told, and why."""
+    """A cache read failing (an I/O error): whether it was cached could not be told, and why."""
 
     def unreadable(self: DecisionCache, key: str) -> CacheEntry | None:
         raise OSError(errno.EIO, "Input/output error")
