@@ -142,7 +142,8 @@ def test_a_sweep_holding_the_machine_past_the_wait_is_exit_1_and_nothing_measure
     said: str,
 ) -> None:
     """The sweep lock not got in hard_limit_s (else LOCK_WAIT_S): exit 1, one line, no call."""
-    # the line says how long it waited; the cache file is unchanged
+    # the line says how long it waited; --json's object says nothing was measured or
+    # written, as on every exit 1; the cache file is unchanged
     env["config"].write_text(FAST_CONFIG + limit)
     _tuned(env, monkeypatch, capsys)
     before = env["cache"].read_bytes()
@@ -158,7 +159,8 @@ def test_a_sweep_holding_the_machine_past_the_wait_is_exit_1_and_nothing_measure
     _serve(monkeypatch, workload)
     assert main(["check", *SHAPE, *QUICK, "--json"]) == 1
     out, err = capsys.readouterr()
-    assert out == ""
+    result = json.loads(out)
+    assert (result["verdict"], result["written"], result["rounds"]) == (None, False, 0)
     assert err.splitlines() == [
         f"chunktune: error: another sweep held the machine for {said}; nothing was checked "
         "(try again when it is done)"

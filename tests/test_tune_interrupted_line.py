@@ -101,9 +101,15 @@ def test_a_sweep_stopped_with_the_cache_disabled_says_so_plainly() -> None:
     assert _line(None, settings=settings) == SWEEP_STOPPED
 
 
-def test_a_batch_of_two_chunks_per_thread_had_a_sweep_to_stop() -> None:
-    """8 envs on 4 threads (chunks of up to 2): not trivial, so "the sweep stopped"."""
-    assert _line(None, _sim(num_envs=8, nthread=4)) == SWEEP_STOPPED
+def test_a_small_batch_with_a_size_to_try_had_a_sweep_to_stop() -> None:
+    """12 envs on 4 threads (chunks of up to 3, quick tries 2): "the sweep stopped"."""
+    # at chunks of up to 2, quick proposes only native: no sweep, as the next test says
+    assert _line(None, _sim(num_envs=12, nthread=4)) == SWEEP_STOPPED
+
+
+def test_a_batch_for_which_the_policy_proposes_only_native_had_no_sweep() -> None:
+    """8 envs on 4 threads: quick proposes only native, so "before a decision was made"."""
+    assert _line(None, _sim(num_envs=8, nthread=4)) == NOTHING_DECIDED
 
 
 class _Shapeless:
