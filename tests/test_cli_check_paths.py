@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import mujoco
 import pytest
 from test_cli_check import FAST_CONFIG, QUICK, SHAPE, _Modeled, _serve, _tuned, env
+from test_cli_check_system import _system
 
 from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
@@ -225,14 +225,6 @@ def test_json_written_is_true_for_native_cached_beside_a_stronger_policys_entry(
     result = _check_json(capsys)
     assert (result["key"], result["written"]) == (strong["key"], True)
     assert len(DecisionCache(env["cache"]).entries()) == 2
-
-
-def _system(env: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tuned cache moved to be the system cache; the user's cache is then empty."""
-    system = tmp_path / "system" / "decisions.json"
-    system.parent.mkdir()
-    shutil.move(env["cache"], system)
-    monkeypatch.setenv("CHUNKTUNE_SYSTEM_CACHE", str(system))
 
 
 def test_json_written_of_a_system_entry_is_true_unless_a_dry_run(
