@@ -27,7 +27,7 @@ from ._request import Request, entry_decision, policy_identity
 from ._settings import Settings
 from ._workload import Workload, call_workload, check_signature, check_workload
 
-__all__ = ["cache_for", "cache_key", "identify_and_look", "job_key", "lookup"]
+__all__ = ["cache_for", "cache_key", "identify_and_look", "job_key", "look", "lookup"]
 
 
 def cache_key(
@@ -134,17 +134,25 @@ def lookup(req: Request, key: str, cache: DecisionCache) -> Decision | None:
     (:func:`chunktune._load.serves_now`): unless another entry answers, this request
     then measures again.
     """
+    looked = look(req, key, cache)
+    return None if looked is None else looked[0]
+
+
+def look(req: Request, key: str, cache: DecisionCache) -> tuple[Decision, bool] | None:
+    """Blocking: :func:`lookup`'s answer, and whether the read-only system cache gave it
+    (the user's cache held no entry that serves this request now)."""
     base, _, own = key.rpartition(".")
     _, rule, effort = policy_identity(req.policy)
     serves = serves_now()
     found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort, serves=serves)
-    if found is None:  # then the read-only system layer an image may ship
+    system = found is None
+    if system:  # then the read-only system layer an image may ship
         found = system_lookup(
             req.settings, base, policy_hash=own, rule=rule, effort=effort, serves=serves
         )
     if found is None:
         return None
-    return entry_decision(found[1], found[0], req.native)
+    return entry_decision(found[1], found[0], req.native), system
 
 
 def identify_and_look(

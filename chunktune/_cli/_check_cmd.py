@@ -13,8 +13,6 @@ import json
 import math
 import shlex
 
-import attrs
-
 from .._cache import DecisionCache
 from .._cache_entry import CacheEntry
 from .._config import load_settings
@@ -22,8 +20,7 @@ from .._decision import Decision
 from .._errors import CacheError, ConfigError, InvalidArgumentError
 from .._failures import blames_workload, named
 from .._here import in_memory, new_request
-from .._keys import cache_for, identify_and_look
-from .._load import serves_now
+from .._keys import cache_for, identify_and_look, look
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
@@ -154,16 +151,17 @@ def _check(
     seconds: float,
     wait_s: float,
 ) -> int:
+    # refresh: a decision this process remembers is not what the cache holds, and the
+    # entry is looked up below, where the lookup says which cache answered
     asked = ask(
         workload,
         settings=settings,
         policy=policy_name,
         manual=None,
-        refresh=False,
+        refresh=True,
         on_progress=None,
     )
-    # refresh: a decision this process remembers is not what the cache holds
-    answered = in_memory(attrs.evolve(asked, refresh=True), settings)
+    answered = in_memory(asked, settings)
     if answered is not None:  # a disabled policy, a trivial batch, nothing but native
         say(f"nothing to check: {answered.reason}")
         _print_json(args, answered.key, None, answered.native_chunk)
@@ -181,20 +179,22 @@ def _check(
     # keyed as a resolve keys it; 0.0: keying needs no deadline, whatever hard_limit_s says
     unkeyed = new_request(asked, settings, 0.0)
     try:
-        req, key, hit, _ = identify_and_look(unkeyed, cache)
+        req, key, _, _ = identify_and_look(unkeyed, cache)  # keyed only: refresh
     except Exception as exc:
         if not blames_workload(exc):
             raise
         error(f"the workload's signature() failed ({named(exc)}); nothing was checked")
         _print_json(args, "", None, unkeyed.native)
         return EXIT_WORKLOAD_FAILED
-    if hit is None:
+    looked = look(req, key, cache)
+    if looked is None:
         error(
             f"nothing cached for {what}, policy {policy_name} (key {key}); "
             f"`{_tune_command(args)}` tunes it"
         )
         _print_json(args, key, None, req.native)
         return EXIT_WORKLOAD_FAILED
+    hit, system = looked
     chunk = hit.chunk_size
     if chunk is None or chunk == hit.native_chunk:
         say(f"cached: the native chunk {hit.native_chunk} (key {hit.key}); nothing to check")
@@ -203,10 +203,6 @@ def _check(
     # what a write may replace: this request's own key, and the entry that answered it
     # (a stronger policy's, perhaps); a process that changes either meanwhile wins
     expected: dict[str, CacheEntry | None] = {key: cache.get(key), hit.key: cache.get(hit.key)}
-    # the read-only system cache answered where the user's cache holds nothing under the
-    # key that answered, or an entry that serves nothing now (measured busy, now calm)
-    own = expected[hit.key]
-    system = own is None or not serves_now()(own)
     if not args.quiet:
         say(
             f"re-checking chunk {chunk} against native {hit.native_chunk}: paired rounds "

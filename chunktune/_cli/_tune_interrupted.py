@@ -9,14 +9,14 @@ cached: the line says which, as the cache itself tells it.
 from __future__ import annotations
 
 from .._cache_entry import CacheEntry
-from .._candidates import only_native
 from .._decision import Decision
 from .._errors import ChunktuneError
+from .._here import in_memory
 from .._keys import cache_for, job_key
 from .._policy import Policy
-from .._request import worth_storing
+from .._request import ask, worth_storing
 from .._settings import Settings
-from .._workload import Workload, check_workload, upper_chunk
+from .._workload import Workload
 from ._render import chunk_size_line
 
 __all__ = ["NOTHING_DECIDED", "SWEEP_STOPPED", "described", "interrupted_line"]
@@ -83,7 +83,7 @@ def _undecided(workload: Workload, settings: Settings, policy: Policy, since: fl
     it had ended and its decision was being stored, a write that finishes on its own.
     Neither where the policy never measures, the batch is trivial or the policy proposes
     nothing but native for it: no sweep ran."""
-    if not policy.enabled or _measureless(workload, policy):
+    if _measureless(workload, settings, policy):
         return NOTHING_DECIDED
     cache = cache_for(settings)
     if cache is None:
@@ -104,16 +104,17 @@ def _undecided(workload: Workload, settings: Settings, policy: Policy, since: fl
     )
 
 
-def _measureless(workload: Workload, policy: Policy) -> bool:
-    """Whether a resolve answers ``workload`` under ``policy`` with no sweep: its batch
-    makes at most one chunk per thread, or the policy proposes no size but native's for it
-    (as :func:`chunktune._here.in_memory` answers them); False where its shape cannot be
-    read (the resolve would have refused it)."""
+def _measureless(workload: Workload, settings: Settings, policy: Policy) -> bool:
+    """Whether a resolve answers ``workload`` under ``policy`` with no sweep, as
+    :func:`chunktune._here.in_memory` answers a refresh (a disabled policy, a trivial
+    batch, nothing but native proposed); False where the resolve would have refused it."""
     try:
-        num_envs, nthread = check_workload(workload)
+        asked = ask(
+            workload, settings=settings, policy=policy, manual=None, refresh=True, on_progress=None
+        )
     except ChunktuneError:
         return False
-    return upper_chunk(num_envs, nthread) <= 1 or only_native(policy.candidates, num_envs, nthread)
+    return in_memory(asked, settings) is not None
 
 
 def _ours(entry: CacheEntry | None, since: float) -> bool:
