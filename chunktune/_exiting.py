@@ -70,7 +70,7 @@ _calls = 0
 _exiting = False
 _armed = False
 _longest_s = 0.0  # the longest call counted so far, by _clock
-_clock = time.monotonic
+_clock = time.monotonic  # the calls' and the exit's deadlines: one clock
 
 
 def _arm() -> None:
@@ -149,11 +149,11 @@ def _wait_all() -> None:
     # first: a call that would start after this sees it and starts nothing
     with _guard:
         _exiting = True
-    start = time.monotonic()
+    start = _clock()
     limit = exit_wait_s()
     told = False
     for wait in [_no_calls, *map(_lock_free, list(_locks))]:
-        if wait(max(0.0, start + EXIT_NOTICE_S - time.monotonic())):
+        if wait(max(0.0, start + EXIT_NOTICE_S - _clock())):
             continue
         if not told:
             told = True
@@ -162,7 +162,7 @@ def _wait_all() -> None:
                 "still in flight in a sweep's thread (exiting under it would crash the process)",
                 limit,
             )
-        if not wait(max(0.0, start + limit - time.monotonic())):
+        if not wait(max(0.0, start + limit - _clock())):
             _logger.warning(
                 "chunktune: a MuJoCo pool call in flight did not return within %g s; "
                 "Python exits without waiting for it",

@@ -237,8 +237,9 @@ def test_the_exit_waits_to_the_notice_then_to_the_limit_and_says_each_once(
     given_up: int,
 ) -> None:
     """Each wait runs to EXIT_NOTICE_S, then to EXIT_WAIT_S; one notice, a give-up if stuck."""
-    # long bounds, never waited out (the fakes return at once): a test thread paused under
-    # load for a moment still finds time left in each, so every timeout is above 0
+    # a clock that stands still: each timeout is the whole bound, however the test thread
+    # is scheduled (the fakes return at once, so nothing is waited out)
+    monkeypatch.setattr(_exit, "_clock", lambda: 0.0)
     monkeypatch.setattr(_exit, "EXIT_NOTICE_S", 5.0)
     monkeypatch.setattr(_exit, "EXIT_WAIT_S", 10.0)
     locks = [_Held(n) for n in held_for]
@@ -341,6 +342,7 @@ def test_an_exit_after_long_calls_waits_past_exit_wait_s_before_giving_up(
 ) -> None:
     """After a 5 s call a stuck lock is waited for 10 s, not EXIT_WAIT_S, and warned so."""
     # a pool whose calls are slow is not taken for stuck: the give-up is at twice 5 s
+    monkeypatch.setattr(_exit, "_clock", lambda: 0.0)  # each timeout its whole bound
     monkeypatch.setattr(_exit, "EXIT_WAIT_S", 1.0)
     monkeypatch.setattr(_exit, "_longest_s", 5.0)
     stuck = _Held(10**6)
