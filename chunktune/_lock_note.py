@@ -1,8 +1,10 @@
 """Who holds a lock: the note its holder writes beside it, and reading that note back.
 
-Whoever holds a lock writes its pid, host and since when into ``<lock>.holder``, so that a
-waiter can say whom it waits for. The note is a courtesy: one that cannot be written or
-read costs a waiter's message its holder, never a lock.
+Whoever holds a lock writes its pid, host, program and since when into ``<lock>.holder``,
+so that a waiter can say whom it waits for: "chunktune check, pid 4242, since 14:03:07"
+tells an operator whether to wait for a trainer's first resolve or to stop a check. The
+note is a courtesy: one that cannot be written or read costs a waiter's message its
+holder, never a lock.
 """
 
 from __future__ import annotations
@@ -12,33 +14,77 @@ import json
 import os
 import socket
 import stat
+import sys
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import attrs
 
-__all__ = ["Holder", "note_path", "read_note", "write_note"]
+__all__ = ["Holder", "note_path", "noted_as", "read_note", "this_program", "write_note"]
+
+_PROGRAM_CHARS = 40  # a program named in a waiter's line: its start, if longer
+_program: list[str] = []  # what noted_as names this process
+
+
+def _printable(text: str) -> str:
+    """``text`` fit for a waiter's line: control characters as ``?`` (a note is any
+    process's file), cut to its first :data:`_PROGRAM_CHARS` characters."""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return shown if len(shown) <= _PROGRAM_CHARS else shown[: _PROGRAM_CHARS - 1] + "…"
 
 
 @attrs.frozen
 class Holder:
-    """Who holds a lock: a process id, since when (Unix seconds), and on which host
-    (a key lock beside a cache on a shared home may be held by another node's process)."""
+    """Who holds a lock: a process id, since when (Unix seconds), on which host (a key
+    lock beside a cache on a shared home may be held by another node's process), and what
+    program it is, where told (``""`` where not: a note written before programs were)."""
 
     pid: int
     since: float
     host: str = attrs.field(factory=socket.gethostname)
+    program: str = attrs.field(default="", kw_only=True, converter=_printable)
 
     def describe(self) -> str:
-        """``"pid 4242, since 14:03:07"`` (local time), ``"pid 4242 on node17, ..."`` when
-        the holder is another host's process, ``"this process, pid 4242, ..."`` when it is
-        this one (another task's or thread's sweep: a pid alone reads as another program)."""
+        """``"train.py, pid 4242, since 14:03:07"`` (local time; no program where it is not
+        known), ``"..., pid 4242 on node17, ..."`` when the holder is another host's
+        process, ``"this process, pid 4242, ..."`` when it is this one (another task's or
+        thread's sweep: a pid alone reads as another program)."""
         here = self.host == socket.gethostname()
         where = "" if here else f" on {self.host}"
-        mine = "this process, " if here and self.pid == os.getpid() else ""
+        if here and self.pid == os.getpid():
+            who = "this process, "
+        else:
+            who = f"{self.program}, " if self.program else ""
         at = time.strftime("%H:%M:%S", time.localtime(self.since))
-        return f"{mine}pid {self.pid}{where}, since {at}"
+        return f"{who}pid {self.pid}{where}, since {at}"
+
+
+@contextmanager
+def noted_as(program: str) -> Iterator[None]:
+    """Within the block, name this process ``program`` in the lock notes it writes (the
+    CLI names itself ``"chunktune check"``, ``"chunktune tune"``...); outside any such
+    block, a note names the script Python runs (:func:`this_program`)."""
+    before = _program[:]
+    _program[:] = [program]
+    try:
+        yield
+    finally:
+        _program[:] = before
+
+
+def this_program() -> str:
+    """What this process's notes call it: the name :func:`noted_as` gives, else the script
+    Python runs (``train.py``; a package run with ``-m``: its name), else ``""`` (``-c``,
+    an interactive or embedded interpreter)."""
+    if _program:
+        return _program[0]
+    argv = getattr(sys, "argv", None) or [""]
+    script = Path(str(argv[0]))
+    if script.name == "__main__.py":
+        return script.parent.name
+    return "" if script.name in ("", "-c", "-") else script.name
 
 
 def note_path(lock: Path) -> Path:
@@ -56,7 +102,8 @@ def read_note(path: Path) -> Holder | None:
     try:
         note = json.loads(_read(path))
         host = str(note.get("host") or socket.gethostname())
-        return Holder(pid=int(note["pid"]), since=float(note["since"]), host=host)
+        program = str(note.get("program") or "")
+        return Holder(int(note["pid"]), float(note["since"]), host, program=program)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -99,7 +146,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_note(path: Path) -> None:
-    """Note this process, on this host, from now, as the holder at ``path``; best effort.
+    """Note this process (its pid and :func:`this_program`), on this host, from now, as the
+    holder at ``path``; best effort.
 
     A note there is a killed holder's (each removes its own as it lets go); one this
     process may not write over (made under a umask that took its owner's write, ``277``,
@@ -108,7 +156,8 @@ def write_note(path: Path) -> None:
     dead holder.
     """
     with suppress(OSError):  # only a waiter's message loses the pid
-        note = json.dumps({"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()})
+        mine = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
+        note = json.dumps({**mine, "program": this_program()})
         try:
             _write(path, note)
         except OSError as exc:

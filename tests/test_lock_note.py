@@ -5,14 +5,19 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 import chunktune
-from chunktune import _lock_note
-from chunktune._lock_note import note_path, read_note, write_note
+from chunktune import _lock_note, _lock_wait
+from chunktune._lock_note import Holder, note_path, noted_as, read_note, this_program, write_note
 from chunktune._locks import Lock, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -145,3 +150,133 @@ def test_a_sweep_whose_notes_cannot_be_written_still_answers_and_stores(
     after = Lock(sweep, what="the sweep lock", degrade="none")
     assert after.try_acquire()
     after.release()
+
+
+def test_a_note_names_the_program_that_noted_as_gives(tmp_path: Path) -> None:
+    """A note written inside ``noted_as`` names that program; read back, so does its holder."""
+    path = tmp_path / "k.lock.holder"
+    with noted_as("chunktune check"):
+        write_note(path)
+    holder = read_note(path)
+    assert holder is not None and holder.program == "chunktune check"
+    assert json.loads(path.read_text())["program"] == "chunktune check"
+
+
+def test_noted_as_gives_the_earlier_name_back_after_its_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nested ``noted_as`` blocks name the innermost; each block's end restores the one before."""
+    monkeypatch.setattr(sys, "argv", ["/srv/train.py"])
+    with noted_as("outer"):
+        with noted_as("inner"):
+            assert this_program() == "inner"
+        assert this_program() == "outer"
+    assert this_program() == "train.py"
+
+
+@pytest.mark.parametrize(
+    ("argv", "program"),
+    [
+        pytest.param(["/srv/jobs/train.py", "--lr", "3e-4"], "train.py", id="script"),
+        pytest.param(["/srv/trainer/__main__.py"], "trainer", id="dash-m"),
+        pytest.param(["-c"], "", id="dash-c"),
+        pytest.param([""], "", id="interactive"),
+        pytest.param([], "", id="no-argv"),
+    ],
+)
+def test_a_note_names_the_script_python_runs_where_nothing_named_it(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], program: str
+) -> None:
+    """Outside ``noted_as`` the program is the script's name (a ``-m`` package's), or none."""
+    monkeypatch.setattr(sys, "argv", argv)
+    assert this_program() == program
+
+
+def test_a_holder_of_another_process_is_described_with_its_program() -> None:
+    """Another process's holder reads "program, pid N, since"; on another host, "pid N on host"."""
+    here = socket.gethostname()
+    assert (
+        Holder(4242, 0.0, here, program="train.py")
+        .describe()
+        .startswith("train.py, pid 4242, since ")
+    )
+    assert (
+        Holder(4242, 0.0, "node17", program="chunktune check")
+        .describe()
+        .startswith("chunktune check, pid 4242 on node17, since ")
+    )
+    assert Holder(4242, 0.0, here).describe().startswith("pid 4242, since ")
+
+
+def test_this_process_as_holder_is_described_without_its_program() -> None:
+    """This process's own holder reads "this process, pid N": its program would say nothing new."""
+    mine = Holder(os.getpid(), 0.0, program="train.py").describe()
+    assert mine.startswith(f"this process, pid {os.getpid()}, since ") and "train" not in mine
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        pytest.param("chunk\x1b[2Jtune\nx", "chunk?[2Jtune?x", id="control-characters"),
+        pytest.param("p" * 60, "p" * 39 + "…", id="long"),
+        pytest.param(17, "17", id="number"),
+        pytest.param(None, "", id="null"),
+    ],
+)
+def test_a_noted_program_is_shown_printable_and_short(
+    tmp_path: Path, written: object, shown: str
+) -> None:
+    """Any process writes notes: its program is read as printable text of 40 characters at most."""
+    path = tmp_path / "k.lock.holder"
+    path.write_text(json.dumps({"pid": 4242, "since": 0.0, "program": written}))
+    holder = read_note(path)
+    assert holder is not None and holder.program == shown
+
+
+def test_a_note_written_before_programs_were_names_none(tmp_path: Path) -> None:
+    """A note with no program (an older chunktune's) still names its holder, without one."""
+    path = tmp_path / "k.lock.holder"
+    path.write_text(json.dumps({"pid": 4242, "since": 0.0, "host": socket.gethostname()}))
+    holder = read_note(path)
+    assert holder is not None and holder.program == ""
+    assert holder.describe().startswith("pid 4242, since ")
+
+
+def test_a_resolve_waiting_for_a_chunktune_command_is_told_which_it_is(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer waiting for a real ``chunktune record`` is told "chunktune record, pid N"."""
+    # the CLI names itself in its notes, so that an operator can tell a check or a
+    # recording (stop it) from another trainer's first resolve (wait for it)
+    monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.0)
+    model = str(chunktune.demo_model_path())
+    out = isolated / "t.json"
+    command = [sys.executable, "-m", "chunktune", "record", model, "--num-envs", "64"]
+    with subprocess.Popen(
+        [*command, "--nthread", "2", "--nstep", "20", "--rounds", "100000", "-q", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as recorder:
+        try:
+            note = note_path(isolated / "sweep.lock")
+            for _ in range(600):  # a loaded machine starts Python and MuJoCo slowly
+                if (holder := read_note(note)) is not None:
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("the recording never took the sweep lock")
+            assert (holder.pid, holder.program) == (recorder.pid, "chunktune record")
+            pol = attrs.evolve(
+                chunktune.load_settings().get_policy("balanced"),
+                time_budget_s=0.05,
+                hard_limit_s=1.0,
+            )
+            events: list[chunktune.ProgressEvent] = []
+            w = SimulatedWorkload.from_layout("uniform", num_envs=64, nthread=2)
+            d = chunktune.resolve_sync(w, policy=pol, on_progress=events.append)
+        finally:
+            recorder.kill()
+    said = f"chunktune record, pid {recorder.pid}, since "
+    assert [e.kind for e in events] == ["waiting"] and said in events[0].message
+    assert d.source == "fallback" and said in d.reason
+    assert not out.exists()

@@ -35,6 +35,7 @@ from typing import Any, NoReturn, cast
 from .. import _sigint
 from .._errors import ChunktuneError
 from .._fingerprint import chunktune_version, mujoco_version
+from .._lock_note import noted_as
 from .._shown import spelled
 from . import _cache_cmd, _check_cmd, _policy_cmd, _record_cmd, _tune_cmd
 from ._common import (
@@ -305,7 +306,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    with _log_to_stderr():
+    # a trainer waiting for this command's sweep is told what holds the machine
+    words = (args.command, getattr(args, "verb", None))
+    with _log_to_stderr(), noted_as(" ".join(["chunktune", *filter(None, words)])):
         try:
             return handler(args)
         except StdoutFailed:
