@@ -422,7 +422,9 @@ class LiveRow:
     re-measurement, ``measured_paid`` its gain by the seconds summed (:class:`Measured`);
     ``best_known`` / ``best_known_gain`` (and its 95% CI) the best
     of the case's known-good sizes in the same rounds. ``hog`` marks a tune with a CPU hog
-    started halfway through its budget.
+    started halfway through its budget. ``events`` are the tune's progress events (kind,
+    size, seconds, round, message; ``run.py --json`` writes them), so that a live miss can
+    be read back call by call: which sizes the race dropped, when, on what times.
     """
 
     case: str
@@ -449,6 +451,19 @@ class LiveRow:
     uneven: bool
     kind: str = "live"
     measured_paid: float = math.nan
+    events: tuple[dict[str, object], ...] = ()
+
+
+def event_record(event: chunktune.ProgressEvent) -> dict[str, object]:
+    """A progress event as a JSON object: the fields a live miss is read back by."""
+    return {
+        "kind": event.kind,
+        "chunk_size": event.chunk_size,
+        "seconds": event.seconds,
+        "round": event.round,
+        "candidates": list(event.candidates),
+        "message": event.message,
+    }
 
 
 _HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
@@ -496,19 +511,22 @@ def live_rows(
     workload = case.build(nthread)
     try:
         workload.run(None)  # the first call pays for thread start-up and page faults
-        tuned: list[tuple[str, int, chunktune.Decision, float]] = []
+        tuned: list[tuple[str, int, chunktune.Decision, float, list[chunktune.ProgressEvent]]] = []
         for name, policy in policies.items():
             for k in range(tunes):
                 pol = attrs.evolve(policy, seed=k)
+                events: list[chunktune.ProgressEvent] = []
                 start = time.perf_counter()
                 with _Hog(pol.time_budget_s / 2, pol.time_budget_s) if hog else nullcontext():
-                    decision = chunktune.resolve_sync(workload, settings=settings, policy=pol)
-                tuned.append((name, k, decision, time.perf_counter() - start))
-        chosen = {d.chunk_size for _, _, d, _ in tuned if d.chunk_size is not None}
+                    decision = chunktune.resolve_sync(
+                        workload, settings=settings, policy=pol, on_progress=events.append
+                    )
+                tuned.append((name, k, decision, time.perf_counter() - start, events))
+        chosen = {d.chunk_size for _, _, d, _, _ in tuned if d.chunk_size is not None}
         measured = remeasure(workload, [*chosen, *case.known_good], rounds, min_seconds=remeasure_s)
         best = max(case.known_good, key=lambda c: measured[c].gain)
         rows = []
-        for name, k, d, wall in tuned:
+        for name, k, d, wall, events in tuned:
             m = measured[d.chunk_size]
             rows.append(
                 LiveRow(
@@ -535,6 +553,7 @@ def live_rows(
                     rounds=m.rounds,
                     hog=hog,
                     uneven=case.uneven,
+                    events=tuple(map(event_record, events)),
                 )
             )
         return rows

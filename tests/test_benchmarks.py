@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import json
 import math
 import subprocess
 import sys
@@ -1933,3 +1934,17 @@ def test_aa_live_null_z_reports_the_spread_of_each_confirmations_statistic() -> 
     rows = [row(rng.normal(0.0, 0.05, 32)) for _ in range(40)] + [row([0.3] * 4)]
     text = script.null_z(rows)
     assert text.startswith("40 confirmations with 8+ pairs") and "sd " in text
+
+
+def test_live_rows_keep_each_tune_s_progress_events(bench: dict[str, ModuleType]) -> None:
+    """live_rows' row carries its tune's events as JSON objects: probes with size and seconds."""
+    measure = bench["measure"]
+    fake = _TunableBurstHit()
+    case = SimpleNamespace(name="u", build=lambda nthread: fake, known_good=(8,), uneven=False)
+    settings = measure.bench_settings()
+    policies = measure.policies_named(settings, ["balanced"])
+    (row,) = measure.live_rows(case, policies, settings, nthread=2, tunes=1, rounds=10)
+    probes = [e for e in row.events if e["kind"] == "probe"]
+    assert probes and all(isinstance(e["seconds"], float) for e in probes)
+    assert row.events[-1]["kind"] == "done"
+    assert json.loads(json.dumps(row.events)) == list(row.events)
