@@ -158,13 +158,13 @@ def _wait_all() -> None:
         if not told:
             told = True
             _logger.warning(
-                "chunktune: Python's exit is waiting, up to %g s, for a MuJoCo pool call "
+                "chunktune: Python's exit is waiting, up to %.3g s, for a MuJoCo pool call "
                 "still in flight in a sweep's thread (exiting under it would crash the process)",
                 limit,
             )
         if not wait(max(0.0, start + limit - _clock())):
             _logger.warning(
-                "chunktune: a MuJoCo pool call in flight did not return within %g s; "
+                "chunktune: a MuJoCo pool call in flight did not return within %.3g s; "
                 "Python exits without waiting for it",
                 limit,
             )

@@ -353,3 +353,17 @@ def test_an_exit_after_long_calls_waits_past_exit_wait_s_before_giving_up(
     assert first <= _exit.EXIT_NOTICE_S < 5.0 < later <= 10.0  # the fake returns at once
     assert "waiting, up to 10 s," in caplog.text
     assert "did not return within 10 s" in caplog.text
+
+
+def test_the_exit_s_warnings_give_a_scaled_limit_to_three_figures(
+    quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A limit of twice a 10.9142 s call is told as "21.8 s", not "21.8284 s" (measured)."""
+    monkeypatch.setattr(_exit, "_clock", lambda: 0.0)  # each timeout its whole bound
+    monkeypatch.setattr(_exit, "_longest_s", 10.9142)
+    stuck = _Held(10**6)
+    _exit.wait_at_exit(cast(threading.Lock, stuck))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _exit._wait_all()
+    assert "waiting, up to 21.8 s," in caplog.text
+    assert "did not return within 21.8 s;" in caplog.text
