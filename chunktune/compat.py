@@ -56,12 +56,28 @@ LOOP_GRACE_S = 30.0
 call waits (unless the policy's ``hard_limit_s`` says otherwise) before it answers None."""
 
 
+_SIZES = ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsensordata")
+
+
 def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
+    """The model's sizes and content hash, for the key.
+
+    Raises:
+        InvalidArgumentError: ``model`` has none of an MjModel's sizes (a path, None, the
+            pool's MjData): keyed by nothing of the model, every such call would share one
+            entry, the older tuner's fault made worse.
+    """
     facts: dict[str, SignatureValue] = {"n_variants": int(n_variants)}
-    for name in ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsensordata"):
+    for name in _SIZES:
         value = getattr(model, name, None)
         if isinstance(value, int | np.integer):
             facts[name] = int(value)
+    if len(facts) == 1:
+        raise _InvalidArgumentError(
+            f"model {_shown(model)} ({type(model).__name__}) is not a mujoco.MjModel: it has "
+            f"none of its sizes ({', '.join(_SIZES)}); pass the MjModel the pool steps "
+            "(a path goes in model_file=)"
+        )
     try:
         from ._mujoco import remembered_digest  # imports mujoco; the model came from it anyway
 
@@ -246,8 +262,8 @@ def resolve_chunk_size(
             of anything, so ``"no"`` measured), ``manual_chunk_size`` not an integer
             from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
-            ``dtype`` no numpy data type, ``model.nu`` no count of controls, or
-            ``model_file`` no path.
+            ``dtype`` no numpy data type, ``model.nu`` no count of controls,
+            ``model_file`` no path, or ``model`` with none of an MjModel's sizes.
         ConfigError: the settings file is invalid, or names an unknown policy.
     """
     # first, before anything is sized by them

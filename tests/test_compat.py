@@ -145,6 +145,24 @@ def test_bad_arguments_for_measuring_raise_naming_them(
     assert pool.calls == []
 
 
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param(None, id="none"),
+        pytest.param("robot.xml", id="path-text"),
+        pytest.param(Path("robot.xml"), id="path"),
+        pytest.param(object(), id="object"),
+        pytest.param(np.zeros(3), id="array"),
+    ],
+)
+def test_a_model_with_none_of_the_sizes_is_refused_naming_it(model: object) -> None:
+    """A model with none of an MjModel's sizes (a path, None) raises, nothing measured or cached."""
+    pool = FakePool()
+    with pytest.raises(InvalidArgumentError, match=r"model .* is not a mujoco\.MjModel"):
+        call(pool, np.zeros((256, 5)), model=model)
+    assert pool.calls == []
+
+
 def test_controls_too_large_to_allocate_keep_native() -> None:
     """Zero controls that cannot be allocated fail the measuring (None), never the caller."""
     pool = FakePool()

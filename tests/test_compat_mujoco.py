@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from mujoco import rollout
 
-from chunktune import _older_cache, _settled, compat
+from chunktune import InvalidArgumentError, _older_cache, _settled, compat
 from chunktune._cache import default_cache_path
 from chunktune._older_cache import OLDER_CACHE_VARIABLES
 from chunktune._resolve import resolve_sync
@@ -270,3 +270,14 @@ def _keeping_keys(resolve_sync: Any, keys: list[str]) -> Any:
         return decision
 
     return kept
+
+
+def test_the_pool_s_mjdata_given_as_its_model_is_refused(pool: RolloutPool) -> None:
+    """model=MjData (an easy slip) raises: keyed by no content, it would share one entry."""
+    with pytest.raises(InvalidArgumentError, match=r"\(MjData\) is not a mujoco\.MjModel"):
+        resolve_chunk_size(
+            pool=pool, state=initial_states(pool.model), model=pool.data[0], n_variants=1,
+            num_envs=NUM_ENVS, nthread=NTHREAD, dtype=np.float64, post_step_forward_sensor=False,
+            bench_nsteps=2, manual_chunk_size=None, adaptive=True,
+        )  # fmt: skip
+    assert pool.calls == 0
