@@ -142,14 +142,29 @@ def _table(doc: Mapping[str, Any], field: str, where: str) -> dict[str, Any]:
     return value
 
 
+_FIELDS = (
+    "num_envs", "nthread", "native", "rounds", "samples",
+    "signature", "machine", "recorded", "description", "order",
+)  # fmt: skip
+
+
 def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     """Validate a parsed trace document.
 
     Raises:
-        TraceError: a field is missing or malformed (the message names it and ``where``).
+        TraceError: a field is missing, malformed or unknown (the message names it and
+            ``where``).
     """
     if not isinstance(doc, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    unknown = [key for key in doc if key not in _FIELDS]
+    if unknown:
+        # every optional field has a default: a misspelt one ("oder") would otherwise
+        # be dropped without a word, and the replay would draw without the order
+        raise TraceError(
+            f"{where}: unknown field {jsoned(unknown[0])}; expected only "
+            + ", ".join(_FIELDS)
+        )
     num_envs = _count(doc, "num_envs", where)
     nthread = _count(doc, "nthread", where)
     rounds = _count(doc, "rounds", where)
@@ -255,8 +270,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         TraceError: the file cannot be read, holds more than
             :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, nests
             deeper than :data:`~chunktune._reading.MAX_NESTING` levels, gives a key twice
-            in one object, or a field is missing or malformed; the message names the file
-            and the field.
+            in one object, or a field is missing, malformed or unknown; the message names
+            the file and the field.
     """
     if not is_path(path):
         raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
