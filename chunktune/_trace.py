@@ -162,8 +162,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
         # every optional field has a default: a misspelt one ("oder") would otherwise
         # be dropped without a word, and the replay would draw without the order
         raise TraceError(
-            f"{where}: unknown field {jsoned(unknown[0])}; expected only "
-            + ", ".join(_FIELDS)
+            f"{where}: unknown field {jsoned(unknown[0])}; expected only " + ", ".join(_FIELDS)
         )
     num_envs = _count(doc, "num_envs", where)
     nthread = _count(doc, "nthread", where)
