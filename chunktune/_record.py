@@ -14,6 +14,7 @@ from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._exiting import call_in_flight
 from ._fingerprint import device_fingerprint
+from ._reading import MAX_TRACE_BYTES
 from ._shown import shown
 from ._trace import Trace
 from ._workload import (
@@ -26,7 +27,7 @@ from ._workload import (
     upper_chunk,
 )
 
-__all__ = ["check_sizes", "record"]
+__all__ = ["MAX_CALLS", "check_calls", "check_sizes", "record"]
 
 
 def _no_check() -> None:
@@ -66,6 +67,28 @@ def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> lis
     return sorted({*(int(c) for c in sizes), native_chunk(num_envs, nthread)})
 
 
+# a call writes at least 10 bytes: its seconds ("0.1, ") and its place in the order (a
+# line of its own, indented 3); a trace of more calls than this is past what load_trace
+# reads, so it could never be replayed
+MAX_CALLS = MAX_TRACE_BYTES // 10
+"""The most calls (sizes times rounds) a recording may make."""
+
+
+def check_calls(sizes: int, rounds: int) -> None:
+    """Refuse a recording of ``sizes`` sizes in ``rounds`` rounds whose trace no one could read.
+
+    Raises:
+        InvalidArgumentError: it would make more than :data:`MAX_CALLS` calls.
+    """
+    if sizes * rounds > MAX_CALLS:
+        mib = MAX_TRACE_BYTES // 2**20
+        raise InvalidArgumentError(
+            f"{rounds} rounds of {sizes} sizes make {sizes * rounds} calls; expected at most "
+            f"{MAX_CALLS} (a trace holds 10 bytes a call or more, and one past {mib} MiB "
+            "cannot be read back)"
+        )
+
+
 def _loadavg() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -92,8 +115,8 @@ def record(
     they hold), taken before anything is measured.
 
     Raises:
-        InvalidArgumentError: ``rounds`` is not an integer from 1 to 2**31 - 1, or a size
-            is no integer or out of range.
+        InvalidArgumentError: ``rounds`` is not an integer from 1 to 2**31 - 1, a size
+            is no integer or out of range, or sizes times rounds is past :data:`MAX_CALLS`.
         WorkloadError: ``signature()`` returned a value that cannot be keyed, or ``run()``
             returned something other than positive seconds.
         UsageError: Python's exit has begun: no call starts any more.
@@ -102,6 +125,7 @@ def record(
     rounds = check_count(rounds, what="rounds")  # at most what a trace may hold
     n, t = workload.num_envs, workload.nthread
     chunks = check_sizes(sizes, n, t)
+    check_calls(len(chunks), rounds)  # said now, not when memory or the reader gives out
     # refused now, not after minutes of recording; keyed as a resolve of it would be
     signature = check_signature(workload.signature())
     rng = np.random.default_rng(check_seed(seed))

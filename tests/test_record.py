@@ -24,7 +24,7 @@ from chunktune import InvalidArgumentError, WorkloadError, load_settings, resolv
 from chunktune._cli import main
 from chunktune._fingerprint import device_fingerprint
 from chunktune._keys import cache_key
-from chunktune._record import check_sizes, record
+from chunktune._record import MAX_CALLS, check_sizes, record
 from chunktune._request import pick_policy, policy_identity
 from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
@@ -118,6 +118,11 @@ def test_record_measures_in_fresh_random_rounds() -> None:
         pytest.param(["--rounds", "0"], "--rounds: must be an integer >= 1", id="rounds-0"),
         pytest.param(
             ["--rounds", "9" * 12], "--rounds 999999999999: expected at most", id="rounds-past-int"
+        ),
+        pytest.param(
+            ["--rounds", "2147483647", "--sizes", "2"],
+            "2147483647 rounds of 2 sizes make 4294967294 calls; expected at most",
+            id="rounds-past-a-readable-trace",
         ),
         pytest.param(["--seed", "-1"], "--seed: must be an integer >= 0", id="seed-negative"),
         pytest.param(["--sizes", "1,99"], "chunk size 99 is outside 1..4", id="size-too-big"),
@@ -310,6 +315,9 @@ def load_trace_text(text: str) -> Trace:
                      r"1\.\.", id="bool"),
         pytest.param([2], 2**31, r"rounds must be an integer from 1 to 2147483647",
                      id="rounds-past-a-trace"),
+        pytest.param([2], MAX_CALLS // 2 + 1, rf"{MAX_CALLS // 2 + 1} rounds of 2 sizes make "
+                     rf"{2 * (MAX_CALLS // 2 + 1)} calls; expected at most {MAX_CALLS} \(",
+                     id="calls-past-a-readable-trace"),
     ],
 )  # fmt: skip
 def test_record_names_sizes_and_rounds_it_cannot_take(

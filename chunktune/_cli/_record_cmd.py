@@ -14,7 +14,7 @@ from pathlib import Path
 from .._atomic import write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
-from .._record import check_sizes, record
+from .._record import check_calls, check_sizes, record
 from .._shown import spelled
 from .._trace import dump_trace
 from .._workload import MAX_COUNT
@@ -131,6 +131,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     workload, what = load_workload(args, nthread)
     try:
         sizes = check_sizes(args.sizes, workload.num_envs, workload.nthread)
+        check_calls(len(sizes), args.rounds)
         total = len(sizes) * args.rounds
         if not args.quiet:
             counts = f"{_n(len(sizes), 'size')} x {_n(args.rounds, 'round')} = {_n(total, 'call')}"
