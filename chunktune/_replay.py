@@ -387,7 +387,8 @@ class ReplayWorkload(CountedCalls):
         truth is the one a replay of that half alone has (:func:`own_calls` on its
         rounds): the whole trace's takes out a machine state averaged with each
         call's own size's mean over every round, so a size's luck on the picking
-        half would reach its score on the other.
+        half would reach its score on the other. ``held_out`` is NaN for a trace of fewer
+        than 4 rounds, whose halves hold fewer than two rounds each.
 
         Raises:
             InvalidArgumentError: ``splits`` is not an integer >= 1.
