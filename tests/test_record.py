@@ -130,6 +130,7 @@ def test_record_measures_in_fresh_random_rounds() -> None:
         pytest.param(["--sizes", ","], 'expected "all" or at least one chunk size', id="no-sizes"),
         pytest.param(["nope.xml"], "model file not found", id="missing-model"),
         pytest.param(["-o", "x.txt"], "must end in .json", id="not-json-name"),
+        pytest.param(["-o", "-"], "-o -: a trace is written to a file, not to stdout", id="stdout"),
     ],
 )
 def test_bad_record_arguments_exit_2_with_one_message(

@@ -29,6 +29,7 @@ from ._args import (
 from ._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    STDIN,
     console_on,
     help_formatter,
     live_terminal,
@@ -118,6 +119,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
+    # `-` is stdout to `cache export`, and a user may try it here; but a trace is written
+    # whole or not at all, renamed into place, which a pipe cannot be
+    if args.output == STDIN:
+        raise InvalidArgumentError(
+            "-o -: a trace is written to a file, not to stdout; expected a FILE.json name"
+        )
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
         raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
