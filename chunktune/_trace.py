@@ -14,6 +14,7 @@ writes traces; :class:`chunktune.sim.ReplayWorkload` replays them.
 
 from __future__ import annotations
 
+import codecs
 import json
 import numbers
 import os
@@ -266,8 +267,8 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and validate a trace file.
 
     Raises:
-        TraceError: the file cannot be read, holds more than
-            :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, nests
+        TraceError: the file cannot be read, is not UTF-8 (or starts with a BOM), holds
+            more than :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, nests
             deeper than :data:`~chunktune._reading.MAX_NESTING` levels, gives a key twice
             in one object, or a field is missing, malformed or unknown; the message names
             the file and the field.
@@ -276,13 +277,26 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
     file = Path(path)
     try:
-        text = read_capped(file, MAX_TRACE_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = read_capped(file, MAX_TRACE_BYTES)
+    except OSError as exc:
         raise TraceError(f"cannot read trace {file}: {exc}") from exc
     except TooLarge as exc:
         raise TraceError(
             f"cannot read trace {file}: it holds more than {exc.limit}; expected a recorded "
             "trace (a few hundred KB)"
+        ) from None
+    if raw.startswith(codecs.BOM_UTF8):  # some Windows editors write one, as settings say
+        raise TraceError(
+            f"{file} starts with a UTF-8 byte-order mark (BOM); expected plain UTF-8 JSON "
+            "(save it without the BOM)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # a trace edited in a Latin-1 editor; "cannot read" would send the user to permissions
+        raise TraceError(
+            f"{file} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} "
+            "(a file saved in another encoding?); expected a JSON trace in UTF-8"
         ) from None
     too_deep = False
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import math
@@ -120,6 +121,29 @@ def test_a_bad_trace_names_the_file_and_the_field(tmp_path: Path, mutate: Any, f
         load_trace(path)
     assert str(path) in str(info.value) and field in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        pytest.param(lambda b: b.replace(b'"recorded"', b'"r\xe9corded"'),
+                     "is not UTF-8 text: byte 0xe9 at offset", id="latin-1"),
+        pytest.param(lambda b: b.decode().encode("utf-16"),
+                     "is not UTF-8 text: byte 0xff at offset 0", id="utf-16"),
+        pytest.param(lambda b: codecs.BOM_UTF8 + b,
+                     "starts with a UTF-8 byte-order mark (BOM)", id="bom"),
+    ],
+)  # fmt: skip
+def test_a_trace_saved_in_another_encoding_is_said_to_be_so(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    """A trace an editor saved as Latin-1, UTF-16 or with a BOM: the file and its encoding named."""
+    path = tmp_path / "t.json"
+    path.write_bytes(edit(dump_trace(synthetic()).encode()))
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert str(info.value).startswith(f"{path} ") and message in str(info.value)
+    assert "cannot read" not in str(info.value)  # no permission or disk to look into
 
 
 HUGE = list(range(100_000))
