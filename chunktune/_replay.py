@@ -15,8 +15,9 @@ share about half of it (lag-1 correlation 0.4-0.55, about 0.2 at lag 3, gone by 
 0.1-0.55 at lag 1 on 4-16 cores). Where the trace records the order the calls ran in,
 each round's residuals ``e[c, r]`` (less each size's mean) are kept in that order.
 
-**Replay.** The replayed machine walks through a recorded round's calls, one at a
-time, and then on to a random recorded round. A probe of size ``c`` at the ``k``-th
+**Replay.** The replayed machine starts at a random call of a random recorded round,
+walks through that round's calls, one at a time, and then on to a random recorded
+round. A probe of size ``c`` at the ``k``-th
 call of recorded round ``s`` takes that call's noise, in multiples of the spread of
 the size that made it, at ``c``'s own spread ``sd[c]``:
 ``true_time(c) * exp(rho[s] + sd[c] * e[c', s] / sd[c'])``, where ``c'`` ran ``k``-th
@@ -270,7 +271,9 @@ class ReplayWorkload(CountedCalls):
         """Restart the replay from its seed."""
         self._rng = np.random.default_rng(self.seed)
         self._state = int(self._rng.integers(self.trace.rounds))
-        self._position = 0
+        # anywhere in that round: a start at its first call would leave an R-round trace
+        # R openings, whatever the seed (two seeds of one round: the same first calls)
+        self._position = 0 if self._noise is None else int(self._rng.integers(self._noise.shape[1]))
         self._forget_calls()
 
     def _advance(self) -> None:

@@ -617,3 +617,10 @@ def test_a_trace_of_three_rounds_offers_no_held_out_gain() -> None:
     """offered_gain's held-out figure needs two rounds a half: NaN at 3 rounds, a number at 4."""
     assert math.isnan(ReplayWorkload(synthetic(rounds=3)).offered_gain(splits=5)[1])
     assert math.isfinite(ReplayWorkload(synthetic(rounds=4)).offered_gain(splits=5)[1])
+
+
+def test_replays_of_other_seeds_open_at_any_call_not_only_a_round_s_first() -> None:
+    """A 4-round trace of 3 calls a round opens 12 ways over seeds, not 4 (one per round)."""
+    trace = _levelled(4, [1, 2, 4], with_order=True)
+    openings = {round(ReplayWorkload(trace, seed=s).run(2), 12) for s in range(200)}
+    assert len(openings) == 4 * 3
