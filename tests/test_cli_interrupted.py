@@ -3,6 +3,7 @@ line that says what was decided and cached (``_cli._tune_interrupted``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -15,8 +16,9 @@ import pytest
 
 from chunktune._cache import DecisionCache
 from chunktune._cli import _tune_cmd, main
-from chunktune._cli._tune_interrupted import NOTHING_DECIDED, SWEEP_STOPPED
+from chunktune._cli._tune_interrupted import NOTHING_DECIDED, NOTHING_MEASURED, SWEEP_STOPPED
 from chunktune._decision import Decision
+from chunktune._events import ProgressEvent
 from chunktune._threads import run_held
 from chunktune.sim import SimulatedWorkload
 
@@ -248,19 +250,33 @@ def test_a_ctrl_c_after_a_cache_hit_says_it_came_from_the_cache(
     assert "; from the cache (cache key " in line
 
 
+@pytest.mark.parametrize(
+    ("calls", "said"),
+    [
+        pytest.param(1, SWEEP_STOPPED, id="mid-sweep"),
+        pytest.param(0, NOTHING_MEASURED, id="before"),
+    ],
+)
 def test_a_ctrl_c_before_resolve_returned_says_the_sweep_stopped(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    calls: int,
+    said: str,
 ) -> None:
-    """Ctrl-C while resolve runs (nothing stored): exit 130, 'the sweep stopped', no entry."""
+    """Ctrl-C while resolve runs (nothing stored): exit 130, 'the sweep stopped', no entry;
+    before its first call, 'before anything was measured'."""
 
-    def interrupted(call: object, *, returned: object) -> Decision:
+    def interrupted(call: functools.partial[Decision], *, returned: object) -> Decision:
+        for _ in range(calls):
+            call.keywords["on_progress"](ProgressEvent(kind="probe", chunk_size=2, seconds=0.1))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_tune_cmd, "tune_workload", lambda args, nthread: (_sim(), "x"))
     monkeypatch.setattr(_tune_cmd, "run_held", interrupted)
     assert main(["tune", "--policy", "quick", "-q"]) == 130
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == f"chunktune: {SWEEP_STOPPED}"
+    assert err.splitlines()[-1] == f"chunktune: {said}"
     assert DecisionCache(tmp_path / "cache.json").entries() == {}
 
 

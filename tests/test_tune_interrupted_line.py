@@ -13,7 +13,12 @@ import pytest
 
 from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
-from chunktune._cli._tune_interrupted import NOTHING_DECIDED, SWEEP_STOPPED, interrupted_line
+from chunktune._cli._tune_interrupted import (
+    NOTHING_DECIDED,
+    NOTHING_MEASURED,
+    SWEEP_STOPPED,
+    interrupted_line,
+)
 from chunktune._config import load_settings
 from chunktune._decision import Decision
 from chunktune._keys import job_key
@@ -33,6 +38,8 @@ def _line(
     decision: Decision | None,
     workload: Workload | None = None,
     settings: Settings | None = None,
+    *,
+    measured: bool = True,
 ) -> str:
     """interrupted_line under the quick policy, the resolve begun at SINCE."""
     settings = load_settings() if settings is None else settings
@@ -42,6 +49,7 @@ def _line(
         settings=settings,
         policy=pick_policy(settings, "quick")[1],
         since=SINCE,
+        measured=measured,
     )
 
 
@@ -51,8 +59,14 @@ def _measured(timings: dict[int | None, float]) -> Decision:
     )
 
 
-def _store(key: str, created: float) -> None:
-    entry = CacheEntry(chunk_size=8, native_chunk=1, reason="r", timings={None: 1.0, 8: 0.9})
+def _store(key: str, created: float, probe_seconds: float = 0.0) -> None:
+    entry = CacheEntry(
+        chunk_size=8,
+        native_chunk=1,
+        reason="r",
+        timings={None: 1.0, 8: 0.9},
+        probe_seconds=probe_seconds,
+    )
     assert DecisionCache(load_settings().cache.path or "").update(
         {key: attrs.evolve(entry, created=created)}
     )
@@ -147,3 +161,42 @@ def test_a_cache_that_cannot_be_read_is_said_untold(monkeypatch: pytest.MonkeyPa
     assert line.endswith(
         "measured now; whether it was cached could not be told ([Errno 5] Input/output error)"
     )
+
+
+def test_an_entry_written_while_the_tune_waited_is_told_as_another_process_s() -> None:
+    """Ctrl-C before the sweep's first call: a new entry is another process's, said so."""
+    # the tune waited for another process's sweep of this key, which stored meanwhile
+    workload = _sim()
+    settings = load_settings()
+    key = job_key(workload, pick_policy(settings, "quick")[1])
+    _store(key, SINCE + 1.0)
+    line = _line(None, workload, settings, measured=False)
+    assert line == (
+        "interrupted before anything was measured; nothing was cached by this tune (another "
+        f"process has cached chunk_size=8 (native would be 1) for this workload since: cache "
+        f"key {key})"
+    )
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["cache", "no-cache"])
+def test_a_tune_stopped_before_its_first_call_says_nothing_was_measured(enabled: bool) -> None:
+    """Ctrl-C before the sweep's first call, no new entry: nothing measured, nothing cached."""
+    settings = attrs.evolve(load_settings(), cache=CacheSettings(enabled=enabled))
+    assert _line(None, settings=settings, measured=False) == NOTHING_MEASURED
+
+
+@pytest.mark.parametrize(
+    ("stored_probe_s", "cached"),
+    [pytest.param(2.5, True, id="as-measured"), pytest.param(7.0, False, id="written-over")],
+)
+def test_a_decision_is_said_cached_only_if_the_entry_is_the_one_it_measured(
+    stored_probe_s: float, cached: bool
+) -> None:
+    """A new entry under the decision's key that another sweep wrote over is not "cached"."""
+    decision = attrs.evolve(_measured({None: 0.01, 8: 0.009}), probe_seconds=2.5)
+    _store(decision.key, SINCE + 1.0, probe_seconds=stored_probe_s)
+    line = _line(decision)
+    if cached:
+        assert line.endswith(f"measured now and cached (cache key {decision.key})")
+    else:
+        assert line.endswith("measured now; not cached")

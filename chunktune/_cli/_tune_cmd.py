@@ -16,6 +16,7 @@ import attrs
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
+from .._events import ProgressCallback, ProgressEvent
 from .._lock_wait import hold_blocking
 from .._locks import sweep_lock
 from .._paths import model_file_problem
@@ -259,6 +260,17 @@ def _plot_writable(plot: str, config: str | None) -> bool:
     return True
 
 
+def _noting_calls(progress: ProgressCallback, calls: list[bool]) -> ProgressCallback:
+    """``progress``, noting in ``calls`` once the sweep has made a call of its own."""
+
+    def noting(event: ProgressEvent) -> None:
+        if event.kind in ("warmup", "probe", "confirm") and not calls:
+            calls.append(True)
+        progress(event)
+
+    return noting
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
     if args.plot is not None and not _plot_writable(args.plot, args.config):
         return EXIT_USAGE
@@ -271,13 +283,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         progress = progress_display(
             policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave
         )
+        measured: list[bool] = []  # one entry once the sweep made a call: its Ctrl-C line
         call = functools.partial(
             resolve,
             workload,
             settings=settings,
             policy=policy_name,
             refresh=args.refresh,
-            on_progress=progress,
+            on_progress=_noting_calls(progress, measured),
         )
         told = (
             contextlib.nullcontext()
@@ -300,6 +313,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                 settings=settings,
                 policy=policy,
                 since=since,
+                measured=bool(measured),
             )
             say(said)
             return EXIT_INTERRUPTED

@@ -19,9 +19,18 @@ from .._settings import Settings
 from .._workload import Workload
 from ._render import chunk_size_line
 
-__all__ = ["NOTHING_DECIDED", "SWEEP_STOPPED", "described", "interrupted_line"]
+__all__ = [
+    "NOTHING_DECIDED",
+    "NOTHING_MEASURED",
+    "SWEEP_STOPPED",
+    "described",
+    "interrupted_line",
+]
 
 SWEEP_STOPPED = "interrupted: the sweep stopped and nothing was cached"
+# Ctrl-C before the sweep's first call: while it waited for another process's sweep of
+# this key or of the machine, say
+NOTHING_MEASURED = "interrupted before anything was measured; nothing was cached"
 # a policy that never measures, a batch whose chunk size cannot matter, a policy that
 # proposes nothing but native for it: no sweep to stop
 NOTHING_DECIDED = "interrupted before a decision was made; nothing was measured or cached"
@@ -49,15 +58,18 @@ def interrupted_line(
     settings: Settings,
     policy: Policy,
     since: float,
+    measured: bool,
 ) -> str:
     """The line a ``tune`` that Ctrl-C ended says: ``decision`` is what ``resolve`` returned
-    before it (None if it had not), ``since`` the time (``time.time()``) the resolve began.
+    before it (None if it had not), ``since`` the time (``time.time()``) the resolve began,
+    ``measured`` whether its sweep had made a call (an entry written since by another
+    process, whose sweep of the key this one waited for, is not this one's).
 
     Blocking: it reads the cache, and keys ``workload`` where there is no decision (this
     run's cache writes must have ended: :func:`~chunktune._threads.wait_for_stores`).
     """
     if decision is None:
-        return _undecided(workload, settings, policy, since)
+        return _undecided(workload, settings, policy, since, measured=measured)
     made = f"interrupted after the decision was made: {described(decision)}"
     if decision.source == "cache":
         return f"{made} (cache key {decision.key})"
@@ -71,23 +83,32 @@ def interrupted_line(
     if cache is None:
         return f"{made}; not cached: the cache is disabled"
     try:
-        ours = _ours(cache.get(decision.key), since)
+        entry = cache.get(decision.key)
     except (ChunktuneError, OSError) as exc:
         return f"{made}; whether it was cached could not be told ({exc})"
-    # a failed write was warned of as it failed
+    # the entry is this decision's if it is as measured (another process's `--refresh`
+    # may have written over it since); a failed write was warned of as it failed
+    ours = (
+        _ours(entry, since)
+        and entry is not None
+        and (entry.chunk_size, entry.probe_seconds) == (decision.chunk_size, decision.probe_seconds)
+    )
     return f"{made} and cached (cache key {decision.key})" if ours else f"{made}; not cached"
 
 
-def _undecided(workload: Workload, settings: Settings, policy: Policy, since: float) -> str:
+def _undecided(
+    workload: Workload, settings: Settings, policy: Policy, since: float, *, measured: bool
+) -> str:
     """:func:`interrupted_line` where ``resolve`` had not returned: the sweep stopped, or
     it had ended and its decision was being stored, a write that finishes on its own.
     Neither where the policy never measures, the batch is trivial or the policy proposes
-    nothing but native for it: no sweep ran."""
+    nothing but native for it: no sweep ran. Nor where it had made no call yet: it may
+    have waited for another process, whose entry is then told as that process's."""
     if _measureless(workload, settings, policy):
         return NOTHING_DECIDED
     cache = cache_for(settings)
     if cache is None:
-        return SWEEP_STOPPED
+        return SWEEP_STOPPED if measured else NOTHING_MEASURED
     try:
         key = job_key(workload, policy)
         entry = cache.get(key)
@@ -96,8 +117,13 @@ def _undecided(workload: Workload, settings: Settings, policy: Policy, since: fl
             f"interrupted: the sweep stopped; whether anything was cached could not be told ({exc})"
         )
     if entry is None or not _ours(entry, since):
-        return SWEEP_STOPPED
+        return SWEEP_STOPPED if measured else NOTHING_MEASURED
     chosen = chunk_size_line(entry.chunk_size, entry.native_chunk)
+    if not measured:
+        return (
+            f"interrupted before anything was measured; nothing was cached by this tune "
+            f"(another process has cached {chosen} for this workload since: cache key {key})"
+        )
     return (
         f"interrupted as the sweep's decision was stored: {chosen}; measured now and "
         f"cached (cache key {key})"
