@@ -29,13 +29,17 @@ from chunktune._candidates import (
 )
 
 # Worked out by hand from the older tuner's documented grid: a band of
-# round(heur * {0.5, 1, 1.5, 2, 3}) around heur = round(N / 10T), a x1.8 geometric
-# sweep from 1, ceil(N/T), and past 16 sizes the 15 smallest plus the largest.
+# round(heur * {0.5, 1, 1.5, 2, 3}) (each at least 1) around heur = round(N / 10T) (at
+# least 1), a x1.8 geometric sweep from 1, ceil(N/T), and past 16 sizes the 15 smallest
+# plus the largest.
 SEED_GRIDS = [
     pytest.param(256, 2, [1, 2, 4, 6, 7, 13, 20, 23, 26, 39, 41, 74, 128], id="256x2"),
     pytest.param(1000, 8, [1, 2, 4, 6, 7, 12, 13, 18, 23, 24, 36, 41, 74, 125], id="1000x8"),
     pytest.param(100, 7, [1, 2, 3, 4, 7, 13, 15], id="100x7"),
     pytest.param(3, 2, [1, 2], id="3x2"),
+    pytest.param(2, 2, [1], id="2x2-one-chunk-a-thread"),
+    pytest.param(9, 2, [1, 2, 3, 4, 5], id="9x2-heur-rounds-to-0-taken-as-1"),
+    pytest.param(20, 1, [1, 2, 3, 4, 6, 7, 13, 20], id="20x1-upper-is-the-whole-batch"),
     pytest.param(
         100000,
         4,
@@ -199,6 +203,8 @@ def test_geometric_ratio_changes_the_grid() -> None:
         (650, 3, 216),
         # a target at e (2.72) that rounds to the skipped 3: the 2 below is nearer than 4
         (20, 4, 3),
+        # the middle target lies exactly on the skipped 3: the 4 above is nearer than 2
+        (9, 3, 3),
     ],
 )
 def test_a_range_is_spread_as_thin_log_spreads_its_list(upper: int, cap: int, skip: int) -> None:
@@ -271,3 +277,19 @@ def test_which_of_two_sizes_as_near_a_target_is_kept_does_not_turn_on_numpys_log
 
     monkeypatch.setattr(np, "log", nudged)
     assert thin_log(sizes, 3) == kept
+
+
+@pytest.mark.parametrize(
+    ("strategy", "cap"),
+    [
+        pytest.param(BalancedCandidates(k_ratio=1.01), 10, id="balanced"),
+        pytest.param(SeedCandidates(), 16, id="seed"),
+        pytest.param(GeometricCandidates(ratio=1.1), 16, id="geometric"),
+        pytest.param(ExhaustiveCandidates(), 64, id="exhaustive"),
+    ],
+)
+def test_each_strategy_s_default_cap_is_the_one_the_readme_gives(
+    strategy: CandidateStrategy, cap: int
+) -> None:
+    """Without max_candidates a strategy keeps 10 (balanced), 16 (seed, geometric) or 64 sizes."""
+    assert len(strategy.propose(100_000, 1)) == cap
