@@ -207,3 +207,13 @@ def test_without_a_native_call_there_are_no_estimates(paired: bool) -> None:
     """Before native's first call nothing has a scale: no estimates, and no error."""
     ev = evidence({4: [0.9, 0.9, 0.9]}, paired=paired)
     assert ev.estimates([None, 4]) == {}
+
+
+def test_an_unpaired_comparison_uses_only_the_rounds_both_have_either_way() -> None:
+    """Unpaired, a late joiner is compared on its own rounds: slow rounds it missed count not."""
+    ev = evidence(
+        {None: [2.0, 2.0, 1.0, 1.0], 4: [2.0, 2.0, 1.0, 1.0], 8: [None, None, 0.9, 0.9]},
+        paired=False,
+    )
+    assert ev.compare(8, 4).diff == pytest.approx(math.log(0.9))
+    assert ev.compare(4, 8).diff == pytest.approx(-math.log(0.9))
