@@ -416,3 +416,34 @@ def test_a_leader_clear_of_the_noise_is_decided() -> None:
     """A leader 5% ahead whose upper bound is below level asks for no more rounds."""
     gate = NoiseGate(Race(0.05, 0.05, confidence_z=2.0), Budget(64), stretch=None)  # type: ignore[arg-type]
     assert gate.undecided() is None
+
+
+def test_the_race_end_s_fair_chance_is_a_z_of_minus_one_half() -> None:
+    """The race's end tries a confirmation at odds Phi(-0.5): 64 pairs at that z are tried."""
+    p = Race(0.05, 0.3).p
+    gain = -math.log1p(-0.05)
+    bound = plan_bounds(p.confirm_alpha, p.confirm_min_pairs, 64).final
+    # the noise at which z = -0.5 takes exactly the 64 pairs left (a z nearer even odds,
+    # -0.4, would take 76 and call it too noisy)
+    sigma = _sigma_for(64, gain, bound, -0.5)
+    assert too_noisy(Race(0.05, sigma), 64) is None
+    assert pairs_needed(gain, sigma, bound, power_z=-0.4) > 64
+
+
+def test_the_race_end_s_reason_counts_the_pairs_for_even_odds() -> None:
+    """The gate's reason gives the pairs with which a confirmation succeeds as often as it fails."""
+    race = Race(0.05, 0.4)
+    gate = NoiseGate(race, Budget(64), stretch=None)  # type: ignore[arg-type]
+    reason = gate.too_noisy(final=True)
+    gain = -math.log1p(-0.05)
+    needed = math.ceil(pairs_needed(gain, 0.4, gate.bounds(64).final, power_z=0.0))
+    assert needed != math.ceil(pairs_needed(gain, 0.4, gate.bounds(64).final))  # 80% power's
+    assert reason is not None and f"would take about {needed} pairs" in reason
+
+
+def test_a_stretched_budget_too_short_names_the_race_s_best_at_its_end() -> None:
+    """The extending gate's reason at the race's end names the race's best and its gain."""
+    stretch = Stretcher()
+    race = Race(0.05, 0.45, extend_budget=True, hard_limit_s=60.0)
+    reason = NoiseGate(race, ShortCap(64, stretch), stretch).too_noisy(final=True)  # type: ignore[arg-type]
+    assert reason is not None and "confirming the 5.0% gain of the race's best, 4, would" in reason
