@@ -87,6 +87,9 @@ class DecisionCache:
         # over, with no attribute hop on the way
         self._load = self._file.load
         self._quarantine = Quarantine(self._file)
+        # the last OSError that kept the file from use, as said: a decision this cache
+        # could not store is remembered in its process (``_unstored``) under this reason
+        self.unavailable_cause: str | None = None
 
     # -- locks ---------------------------------------------------------------------
 
@@ -117,6 +120,7 @@ class DecisionCache:
         except UnusableCache:
             return True
         except OSError as exc:
+            self.unavailable_cause = exc.strerror or str(exc)
             self._quarantine.unavailable(exc, strict=False)
             return False
         return True
@@ -206,6 +210,7 @@ class DecisionCache:
         try:
             self._store(kept)
         except OSError as exc:
+            self.unavailable_cause = exc.strerror or str(exc)
             self._quarantine.unavailable(exc, strict=False)
             return False
         return len(kept) == len(changes)

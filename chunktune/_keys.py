@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from . import _unstored
 from ._cache import DecisionCache
 from ._cache_layers import system_lookup
 from ._cache_paths import default_cache_path
@@ -27,7 +28,15 @@ from ._request import Request, entry_decision, policy_identity
 from ._settings import Settings
 from ._workload import Workload, call_workload, check_signature, check_workload
 
-__all__ = ["cache_for", "cache_key", "identify_and_look", "job_key", "look", "lookup"]
+__all__ = [
+    "cache_for",
+    "cache_key",
+    "identify_and_look",
+    "job_key",
+    "look",
+    "lookup",
+    "remembered",
+]
 
 
 def cache_key(
@@ -155,10 +164,22 @@ def look(req: Request, key: str, cache: DecisionCache) -> tuple[Decision, bool] 
     return entry_decision(found[1], found[0], req.native), system
 
 
+def remembered(req: Request, key: str) -> Decision | None:
+    """Blocking (a busy entry reads the machine's load): the decision this process measured
+    for ``key`` but could not store (``_unstored``); None when refreshing, or when the
+    cache is disabled on purpose (then every resolve measures, as benchmarks rely on)."""
+    if req.refresh or not req.settings.cache.enabled:
+        return None
+    return _unstored.recall(key, serves_now())
+
+
 def identify_and_look(
     req: Request, cache: DecisionCache | None
 ) -> tuple[Request, str, Decision | None, DecisionCache | None]:
     """Blocking: key the request and, unless refreshing, look it up: one thread hop for a hit.
+
+    A key that the cache does not hold is answered by what this process measured for it
+    but could not store (:func:`remembered`).
 
     Returns the keyed request, its key, the hit (or None), and the cache to store in:
     None when there is none, or when nothing will be stored in it
@@ -171,6 +192,8 @@ def identify_and_look(
     signature, device, key = _identify(req)
     req = attrs.evolve(req, signature=signature, device=device)
     hit = lookup(req, key, cache) if cache is not None and not req.refresh else None
+    if hit is None and cache is not None:
+        hit = remembered(req, key)
     if hit is not None:  # the file answered: it is usable, and the hit path stays one read
         return req, key, hit, cache
     return req, key, None, cache if cache is not None and cache.usable() else None

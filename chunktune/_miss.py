@@ -19,7 +19,7 @@ from . import _flights, _giving_up
 from ._cache import DecisionCache
 from ._decision import Decision
 from ._here import key_here
-from ._keys import lookup
+from ._keys import lookup, remembered
 from ._lock_wait import hold
 from ._locks import key_lock
 from ._measure import measure
@@ -100,6 +100,11 @@ async def _owned(
     flight: _flights.Flight,
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
+    # a flight that landed since this task keyed may have remembered a decision it could
+    # not store: that one is the answer, as a cache entry stored meanwhile would be
+    kept = await hop(remembered, req, key, abandon_on_cancel=True)
+    if kept is not None:
+        return kept
     if cache is None:
         return await measure(req, key, None, watch, flight)
     lock = key_lock(Path(cache.key_lock(key).lock_file))

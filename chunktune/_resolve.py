@@ -9,7 +9,8 @@ This module holds the entry points; what is answered on the calling thread, with
 loop (a manual size, a repeat, a hit keyed there), is ``_here``; a settings file read
 under a given Policy's limit, ``_settings_read``; a miss, shared or owned, ``_miss``;
 its sweep and store, ``_measure``; a failure's native chunk, ``_fallback``. Keying and
-looking up a request is ``_keys``; the decisions it yields, ``_request``.
+looking up a request is ``_keys``; the decisions it yields, ``_request``; a key measured
+but not stored (a cache that cannot be written), remembered in the process, ``_unstored``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ async def resolve(
     ``settings`` defaults to :func:`chunktune.load_settings` (discovery order
     applies); ``policy`` overrides the active policy by name or object;
     ``manual`` short-cuts everything; ``refresh`` ignores (and replaces) a
-    cached entry. ``on_progress`` receives :class:`ProgressEvent` s on the event loop; a
+    cached entry. A decision the cache could not store (an unwritable location, a full
+    disk) is remembered in this process by its cache key: a later call for that key
+    measures nothing (``source == "cache"``, the reason starting ``remembered in this
+    process``), unless ``refresh`` or the settings disable the cache. ``on_progress`` receives :class:`ProgressEvent` s on the event loop; a
     call that shares another task's sweep of its key (see ``_flights``) receives that
     sweep's, on its own loop, from when it joins until it returns.
     Every keyword is checked, whether or not the call comes to use it; a settings file

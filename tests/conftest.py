@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chunktune import _ray_api
+from chunktune import _ray_api, _unstored
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -30,8 +30,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point the cache and the sweep lock into tmp_path and hide any chunktune.toml; no
-    start of Ray's (init_local) that an earlier test failed is remembered."""
+    start of Ray's (init_local) that an earlier test failed is remembered, nor a decision
+    an earlier test could not store (``_unstored``)."""
     monkeypatch.setattr(_ray_api, "_start", None)
+    _unstored.clear()
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
     monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
     monkeypatch.delenv("CHUNKTUNE_CONFIG", raising=False)

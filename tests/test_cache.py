@@ -161,7 +161,8 @@ def test_a_newer_chunktunes_cache_is_left_as_it_is(tmp_path: Path, suffix: str) 
 def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
     isolated: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """resolve over a newer chunktune's cache measures, warns once, and leaves the file alone."""
+    """resolve over a newer chunktune's cache measures once (then answers from this process's
+    memory), warns once, and leaves the file alone."""
     import chunktune
     from chunktune.sim import SimulatedWorkload, env_costs
 
@@ -169,9 +170,13 @@ def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
     path.write_text(json.dumps({"schema": SCHEMA + 1, "entries": {}}))
     before = path.read_bytes()
     caplog.set_level(logging.WARNING, logger="chunktune")
+    sources = []
     for _ in range(2):
         w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="newer")
-        assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+        decision = chunktune.resolve_sync(w, policy="quick")
+        sources.append(decision.source)
+    assert sources == ["benchmark", "cache"]
+    assert decision.reason.startswith("remembered in this process"), decision.reason
     assert path.read_bytes() == before
     assert caplog.text.count("newer than this chunktune") == 1
 

@@ -1,0 +1,277 @@
+"""A decision the cache could not store is remembered in the process: one sweep per key."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+import pytest
+from _forking import run_forked
+
+import chunktune
+from chunktune import _unstored
+from chunktune._cache_file import CacheFile
+from chunktune._decision import Decision
+from chunktune._load import MachineLoad
+from chunktune.sim import Noise, SimulatedWorkload
+
+pytestmark = pytest.mark.anyio
+
+
+class Counted(SimulatedWorkload):
+    """A simulated pool that counts its run() calls: what a resolve measured."""
+
+    def __init__(self, num_envs: int = 256, costs: list[float] | None = None) -> None:
+        if costs is None:
+            costs = list(
+                SimulatedWorkload.from_layout("blocked", num_envs=num_envs, nthread=4).costs
+            )
+        super().__init__(costs, nthread=4, noise=Noise(sigma=0.01))
+        self.runs = 0
+
+    def run(self, chunk_size: int | None) -> float:
+        self.runs += 1
+        return super().run(chunk_size)
+
+
+@pytest.fixture
+def uncreatable(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache path in a folder under a regular file: nothing can be made there (as root too)."""
+    (isolated / "plain").write_text("a file, not a folder")
+    path = isolated / "plain" / "cache.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every write of the cache file fails as on a full disk; the list counts the tries."""
+    tries: list[int] = []
+
+    def write(self: CacheFile, entries: Mapping[str, object], *, replaced: object = ()) -> None:
+        tries.append(1)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(CacheFile, "write", write)
+    return tries
+
+
+async def test_an_uncreatable_cache_measures_a_key_once(uncreatable: Path) -> None:
+    """After a sweep the cache could not keep, the same key is answered with no call measured."""
+    w = Counted()
+    first = await chunktune.resolve(w, policy="quick")
+    assert first.source == "benchmark" and w.runs > 0
+    runs = w.runs
+    again = await chunktune.resolve(w, policy="quick")
+    other_object = await chunktune.resolve(Counted(), policy="quick")  # keyed alike
+    assert w.runs == runs
+    for second in (again, other_object):
+        assert second.source == "cache" and second.probe_seconds == 0.0
+        assert second.chunk_size == first.chunk_size and second.key == first.key
+        assert second.timings == first.timings
+        assert second.reason.startswith("remembered in this process, measured earlier but not")
+        assert str(uncreatable) in second.reason and "Not a directory" in second.reason
+        assert second.reason.endswith(first.reason)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_folder_measures_a_key_once(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache in a folder without write permission: the key is measured once per process."""
+    folder = isolated / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(folder / "cache.json"))
+    try:
+        w = Counted()
+        assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+        runs = w.runs
+        second = chunktune.resolve_sync(w, policy="quick")
+        assert second.source == "cache" and "Permission denied" in second.reason
+        assert w.runs == runs
+    finally:
+        folder.chmod(0o755)
+
+
+def test_threads_with_loops_of_their_own_share_what_was_remembered(uncreatable: Path) -> None:
+    """resolve_sync from several threads (each its own loop) after the sweep measures nothing."""
+    w = Counted()
+    chunktune.resolve_sync(w, policy="quick")
+    runs = w.runs
+    sources: list[str] = []
+
+    def again() -> None:
+        sources.append(chunktune.resolve_sync(Counted(), policy="quick").source)
+
+    threads = [threading.Thread(target=again) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sources == ["cache"] * 4 and w.runs == runs
+
+
+def test_resolve_sync_answers_a_remembered_key_without_measuring(uncreatable: Path) -> None:
+    """resolve_sync (what compat calls) answers a remembered key on its thread, no call made."""
+    w = Counted()
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    runs = w.runs
+    assert chunktune.resolve_sync(w, policy="quick").source == "cache"
+    assert w.runs == runs
+
+
+async def test_a_store_that_fails_is_remembered_until_the_cache_can_be_written(
+    isolated: Path, full_disk: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: the key is remembered until a refresh stores it; then the file answers."""
+    w = Counted()
+    first = await chunktune.resolve(w, policy="quick")
+    assert first.source == "benchmark" and full_disk
+    runs, tries = w.runs, len(full_disk)
+    second = await chunktune.resolve(w, policy="quick")
+    assert (w.runs, len(full_disk)) == (runs, tries)  # nothing measured, nothing written
+    assert second.source == "cache" and "No space left on device" in second.reason
+    monkeypatch.undo()  # the disk has room again, and the cache is where conftest put it
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "cache.json"))
+    assert (await chunktune.resolve(w, policy="quick")).reason.startswith("remembered")
+    refreshed = await chunktune.resolve(w, policy="quick", refresh=True)
+    assert refreshed.source == "benchmark" and w.runs > runs
+    runs = w.runs
+    hit = await chunktune.resolve(w, policy="quick")
+    assert hit.source == "cache" and hit.reason.startswith("cached") and w.runs == runs
+    assert _unstored.recall(first.key, lambda _: True) is None  # the file holds it now
+
+
+@pytest.mark.parametrize(
+    ("change", "kw"),
+    [
+        pytest.param("num_envs", {}, id="another-key"),
+        pytest.param("policy", {"policy": "balanced"}, id="another-policy"),
+        pytest.param("refresh", {"refresh": True}, id="refresh"),
+    ],
+)
+async def test_another_key_or_a_refresh_measures_again(
+    uncreatable: Path, change: str, kw: dict[str, object]
+) -> None:
+    """Only the whole key is remembered, and refresh measures it again (and remembers that)."""
+    w = Counted()
+    await chunktune.resolve(w, policy="quick")
+    runs = w.runs
+    asked = {"policy": "quick", **kw}
+    other = Counted(num_envs=192) if change == "num_envs" else w
+    decision = await chunktune.resolve(other, **asked)  # type: ignore[arg-type]
+    assert decision.source == "benchmark" and other.runs > (0 if other is not w else runs)
+    if change == "refresh":
+        runs = w.runs
+        assert (await chunktune.resolve(w, policy="quick")).source == "cache"
+        assert w.runs == runs
+
+
+async def test_a_cache_disabled_in_settings_measures_every_time(isolated: Path) -> None:
+    """``[cache] enabled = false`` (benchmarks rely on it) measures each resolve: no memory."""
+    (isolated / "off.toml").write_text("[cache]\nenabled = false\n")
+    settings = chunktune.load_settings(isolated / "off.toml")
+    w = Counted()
+    for _ in range(2):
+        runs = w.runs
+        assert (await chunktune.resolve(w, settings=settings, policy="quick")).source == (
+            "benchmark"
+        )
+        assert w.runs > runs
+
+
+async def test_a_fallback_is_not_remembered(uncreatable: Path) -> None:
+    """A failing workload's native fallback is never remembered: the next resolve tries again."""
+
+    class Failing(Counted):
+        def run(self, chunk_size: int | None) -> float:
+            super().run(chunk_size)
+            raise RuntimeError("pool died")
+
+    w = Failing()
+    for _ in range(2):
+        runs = w.runs
+        decision = await chunktune.resolve(w, policy="quick")
+        assert decision.source == "fallback" and w.runs == runs + 1
+
+
+def test_a_decision_of_native_alone_is_not_remembered(uncreatable: Path) -> None:
+    """One that timed native alone (a call too slow for the budget) is not stored, nor kept."""
+    w = Counted(costs=[0.5] * 64)  # a modeled call of 8 s, past the budget
+    decision = chunktune.resolve_sync(w, policy="quick")
+    assert decision.source == "benchmark" and w.runs > 0
+    assert all(chunk is None for chunk in decision.timings)
+    runs = w.runs
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    assert w.runs > runs
+
+
+def _decision(reason: str = "chose 8", load: MachineLoad | None = None) -> Decision:
+    return Decision(
+        chunk_size=8, native_chunk=6, source="benchmark", reason=reason, key="k", load=load
+    )
+
+
+def test_the_memory_is_bounded_least_recently_used_first() -> None:
+    """Past MAX_ENTRIES the least recently used key is let go; a recalled one is kept."""
+    for i in range(_unstored.MAX_ENTRIES):
+        _unstored.keep(f"k{i}", _decision(), "full")
+    assert _unstored.recall("k0", lambda _: True) is not None  # now the most recent
+    _unstored.keep("new", _decision(), "full")
+    assert _unstored.recall("k1", lambda _: True) is None
+    assert _unstored.recall("k0", lambda _: True) is not None
+    assert _unstored.recall("new", lambda _: True) is not None
+
+
+def test_a_busy_decision_answers_only_while_the_cache_entry_would() -> None:
+    """``serves`` (the cache's busy-machine test) decides whether a kept decision answers."""
+    busy = MachineLoad(9.0, 2)
+    _unstored.keep("k", _decision(load=busy), "full")
+    assert _unstored.recall("k", lambda d: d.load is None or not d.load.busy) is None
+    assert _unstored.recall("k", lambda _: True) is not None
+
+
+def test_a_kept_decision_is_a_copy_the_caller_cannot_change() -> None:
+    """Editing a returned decision's timings changes neither what is kept nor later answers."""
+    _unstored.keep("k", attrs.evolve(_decision(), timings={None: 1.0, 8: 0.9}), "full")
+    first = _unstored.recall("k", lambda _: True)
+    assert first is not None
+    first.timings[8] = 5.0
+    again = _unstored.recall("k", lambda _: True)
+    assert again is not None and again.timings[8] == 0.9
+
+
+def test_threads_keeping_and_recalling_at_once_lose_nothing() -> None:
+    """Keys kept from several threads at once are all there afterwards."""
+
+    def keep(n: int) -> None:
+        for i in range(50):
+            _unstored.keep(f"{n}-{i}", _decision(), "full")
+            _unstored.recall(f"{n}-{i // 2}", lambda _: True)
+
+    threads = [threading.Thread(target=keep, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(_unstored.recall(f"{n}-49", lambda _: True) for n in range(4))
+
+
+def test_a_fork_child_answers_from_its_parents_memory(uncreatable: Path) -> None:
+    """A child forked after a sweep answers the key without measuring (same machine, same key)."""
+    w = Counted()
+    chunktune.resolve_sync(w, policy="quick")
+    runs = w.runs
+
+    def child() -> None:
+        logging.disable(logging.CRITICAL)  # the child's warnings are not this test's
+        decision = chunktune.resolve_sync(w, policy="quick")
+        raise SystemExit(0 if decision.source == "cache" and w.runs == runs else 3)
+
+    assert run_forked(child, hang_guard_s=60.0) == 0
