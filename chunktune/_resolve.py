@@ -54,9 +54,10 @@ async def resolve(
     cached entry. A decision the cache could not store (an unwritable location, a full
     disk) is remembered in this process by its cache key: a later call for that key
     measures nothing (``source == "cache"``, the reason starting ``remembered in this
-    process``), unless ``refresh`` or the settings disable the cache. ``on_progress`` receives :class:`ProgressEvent` s on the event loop; a
-    call that shares another task's sweep of its key (see ``_flights``) receives that
-    sweep's, on its own loop, from when it joins until it returns.
+    process``), unless ``refresh`` or the settings disable the cache.
+    ``on_progress`` receives :class:`ProgressEvent` s on the event loop; a call that
+    shares another task's sweep of its key (see ``_flights``) receives that sweep's, on
+    its own loop, from when it joins until it returns.
     Every keyword is checked, whether or not the call comes to use it; a settings file
     (for ``settings=None``) is read, and a policy's name looked up, only where a policy
     is used: not under ``manual``.
