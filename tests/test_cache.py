@@ -161,8 +161,7 @@ def test_a_newer_chunktunes_cache_is_left_as_it_is(tmp_path: Path, suffix: str) 
 def test_a_newer_chunktunes_cache_still_gets_a_measured_decision(
     isolated: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """resolve over a newer chunktune's cache measures once (then answers from this process's
-    memory), warns once, and leaves the file alone."""
+    """resolve over a newer chunktune's cache measures once, warns once, leaves the file alone."""
     import chunktune
     from chunktune.sim import SimulatedWorkload, env_costs
 
