@@ -239,6 +239,15 @@ def test_sweeps_pool_step_on_a_copy_with_zero_controls_then_caches() -> None:
     assert len(pool.calls) == n
 
 
+def test_an_unusable_home_steps_the_pool_for_the_first_call_only(unusable_home: Path) -> None:
+    """With no cache that can be written, a second call of the same key steps nothing."""
+    pool = FakePool()
+    first = call(pool, np.zeros((256, 5)))
+    n = len(pool.calls)
+    assert n and call(pool, np.zeros((256, 5))) == first
+    assert len(pool.calls) == n
+
+
 @pytest.mark.parametrize("forward", [False, True])
 def test_pool_step_is_called_with_sensors_and_the_forward_flag_given(forward: bool) -> None:
     """Each timed pool.step returns sensors and runs the post-step forward only if asked."""
