@@ -264,8 +264,7 @@ def test_a_ctrl_c_before_resolve_returned_says_the_sweep_stopped(
     calls: int,
     said: str,
 ) -> None:
-    """Ctrl-C while resolve runs (nothing stored): exit 130, 'the sweep stopped', no entry;
-    before its first call, 'before anything was measured'."""
+    """Ctrl-C as resolve runs: exit 130, no entry, the line as far as the sweep had come."""
 
     def interrupted(call: functools.partial[Decision], *, returned: object) -> Decision:
         for _ in range(calls):
