@@ -367,3 +367,22 @@ def test_the_exit_s_warnings_give_a_scaled_limit_to_three_figures(
         _exit._wait_all()
     assert "waiting, up to 21.8 s," in caplog.text
     assert "did not return within 21.8 s;" in caplog.text
+
+
+def test_a_call_s_end_wakes_the_exit_waiting_for_it(
+    held: threading.Lock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exit waiting on the calls in flight is woken as the last ends, not at its timeout."""
+    # a Condition that says whether it was notified: an exit that is never woken would
+    # wait out its whole bound (10 s, or twice the longest call) after every call ended
+    woken: list[bool] = []
+
+    class Noting(threading.Condition):
+        def notify_all(self) -> None:
+            woken.append(True)
+            super().notify_all()
+
+    monkeypatch.setattr(_exit, "_guard", Noting())
+    with _exit.call_in_flight():
+        assert not woken
+    assert woken == [True]
