@@ -25,7 +25,9 @@ import attrs
 __all__ = ["Holder", "note_path", "noted_as", "read_note", "this_program", "write_note"]
 
 _PROGRAM_CHARS = 40  # a program named in a waiter's line: its start, if longer
-_program: list[str] = []  # what noted_as names this process
+# what noted_as names this process: one entry per open block, the latest last (a block
+# that ends takes out its own entry, so blocks of two threads may end in any order)
+_program: list[tuple[object, str]] = []
 
 
 def _printable(text: str) -> str:
@@ -65,21 +67,24 @@ class Holder:
 def noted_as(program: str) -> Iterator[None]:
     """Within the block, name this process ``program`` in the lock notes it writes (the
     CLI names itself ``"chunktune check"``, ``"chunktune tune"``...); outside any such
-    block, a note names the script Python runs (:func:`this_program`)."""
-    before = _program[:]
-    _program[:] = [program]
+    block, a note names the script Python runs (:func:`this_program`). Blocks may
+    overlap (two threads each running the CLI's ``main``): the latest still open names
+    it, and the end of one never brings back the name of one that has ended."""
+    entry = (object(), program)
+    _program.append(entry)
     try:
         yield
     finally:
-        _program[:] = before
+        _program.remove(entry)
 
 
 def this_program() -> str:
     """What this process's notes call it: the name :func:`noted_as` gives, else the script
     Python runs (``train.py``; a package run with ``-m``: its name), else ``""`` (``-c``,
     an interactive or embedded interpreter)."""
-    if _program:
-        return _program[0]
+    named = _program[-1:]  # one read: another thread's block may end meanwhile
+    if named:
+        return named[0][1]
     argv = getattr(sys, "argv", None) or [""]
     script = Path(str(argv[0]))
     if script.name == "__main__.py":

@@ -174,6 +174,21 @@ def test_noted_as_gives_the_earlier_name_back_after_its_block(
     assert this_program() == "train.py"
 
 
+def test_noted_as_blocks_of_two_threads_may_end_in_either_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Overlapping blocks ended out of order (two threads' CLI runs): the one still open
+    names the process, and once both end no name of either is left behind."""
+    monkeypatch.setattr(sys, "argv", ["/srv/train.py"])
+    first, second = noted_as("chunktune tune"), noted_as("chunktune check")
+    first.__enter__()  # one thread's block
+    second.__enter__()  # another's, begun while the first runs
+    first.__exit__(None, None, None)  # the first thread ends first
+    assert this_program() == "chunktune check"
+    second.__exit__(None, None, None)
+    assert this_program() == "train.py"
+
+
 @pytest.mark.parametrize(
     ("argv", "program"),
     [
