@@ -423,8 +423,10 @@ class LiveRow:
     ``best_known`` / ``best_known_gain`` (and its 95% CI) the best
     of the case's known-good sizes in the same rounds. ``hog`` marks a tune with a CPU hog
     started halfway through its budget. ``events`` are the tune's progress events (kind,
-    size, seconds, round, message; ``run.py --json`` writes them), so that a live miss can
-    be read back call by call: which sizes the race dropped, when, on what times.
+    chunk size, seconds, round, candidates, message and ``elapsed_s``: seconds into the
+    sweep, or into the wait for a ``waiting`` one; ``run.py --json`` writes them), so that
+    a live miss can be read back call by call: which sizes the race dropped, when, on
+    what times.
     """
 
     case: str
@@ -462,6 +464,7 @@ def event_record(event: chunktune.ProgressEvent) -> dict[str, object]:
         "seconds": event.seconds,
         "round": event.round,
         "candidates": list(event.candidates),
+        "elapsed_s": event.elapsed_s,  # when: what a drop or a stretch is read against
         "message": event.message,
     }
 

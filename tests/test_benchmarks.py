@@ -1937,7 +1937,8 @@ def test_aa_live_null_z_reports_the_spread_of_each_confirmations_statistic() -> 
 
 
 def test_live_rows_keep_each_tune_s_progress_events(bench: dict[str, ModuleType]) -> None:
-    """live_rows' row carries its tune's events as JSON objects: probes with size and seconds."""
+    """live_rows' row carries its tune's events as JSON objects: probes with size and
+    seconds, each event with when it came (seconds into the sweep, never decreasing)."""
     measure = bench["measure"]
     fake = _TunableBurstHit()
     case = SimpleNamespace(name="u", build=lambda nthread: fake, known_good=(8,), uneven=False)
@@ -1948,3 +1949,5 @@ def test_live_rows_keep_each_tune_s_progress_events(bench: dict[str, ModuleType]
     assert probes and all(isinstance(e["seconds"], float) for e in probes)
     assert row.events[-1]["kind"] == "done"
     assert json.loads(json.dumps(row.events)) == list(row.events)
+    elapsed = [e["elapsed_s"] for e in row.events]
+    assert all(isinstance(s, float) for s in elapsed) and elapsed == sorted(elapsed)
