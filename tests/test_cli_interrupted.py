@@ -107,6 +107,31 @@ def put(self, key, entry):
 DecisionCache.put = put
 """
 
+# Ctrl-C while the sweep's first call runs (a real batch's first warm-up may take
+# seconds): the call returns only once asyncio's handler has cancelled the resolve, so
+# its event reaches nobody
+IN_THE_FIRST_CALL = """
+asked = threading.Event()
+on_sigint = runners.Runner._on_sigint
+
+def noting(self, *args, **kwargs):
+    try:
+        return on_sigint(self, *args, **kwargs)
+    finally:
+        asked.set()
+
+runners.Runner._on_sigint = noting
+running = SimulatedWorkload.run
+
+def run(self, chunk_size):
+    if not asked.is_set():
+        ctrl_c()
+        assert asked.wait(60), "the Ctrl-C never reached asyncio's handler"
+    return running(self, chunk_size)
+
+SimulatedWorkload.run = run
+"""
+
 
 def _tune_with_ctrl_c(stage: str) -> tuple[dict[str, Any], str]:
     """The child's report and stderr, SIGINT at its default there (a shell's background job
@@ -157,6 +182,16 @@ def test_a_ctrl_c_once_the_decision_is_made_says_it_was_cached(stage: str, said:
     assert report["closed"] in ([], [True])  # the loop the Ctrl-C came in, closed whole
     assert report["entries"] == 1
     assert report["made"] == 1  # the simulated workload was swept, not the demo scene
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_in_the_sweep_s_first_call_says_the_sweep_stopped() -> None:
+    """Ctrl-C while the sweep's first call runs: 'the sweep stopped', not 'before anything
+    was measured' (said only while the tune waits for the machine)."""
+    report, err = _tune_with_ctrl_c(IN_THE_FIRST_CALL)
+    lines = [line for line in err.splitlines() if line.startswith("chunktune: interrupted")]
+    assert lines == [f"chunktune: {SWEEP_STOPPED}"], err
+    assert (report["code"], report["entries"], report["made"]) == (130, 0, 1)
 
 
 def _sim(num_envs: int = 64) -> SimulatedWorkload:

@@ -261,10 +261,14 @@ def _plot_writable(plot: str, config: str | None) -> bool:
 
 
 def _noting_calls(progress: ProgressCallback, calls: list[bool]) -> ProgressCallback:
-    """``progress``, noting in ``calls`` once the sweep has made a call of its own."""
+    """``progress``, noting in ``calls`` once the sweep has begun: its ``candidates``
+    event, sent as it holds the machine and before its first call, or one of its calls."""
 
+    # Not a call's own event alone: that comes once the call returns, and a Ctrl-C
+    # during the first (a real batch's warm-up may take seconds) drops it, so the line
+    # would say nothing was measured of a sweep that was stopped
     def noting(event: ProgressEvent) -> None:
-        if event.kind in ("warmup", "probe", "confirm") and not calls:
+        if event.kind in ("candidates", "warmup", "probe", "confirm") and not calls:
             calls.append(True)
         progress(event)
 
@@ -283,7 +287,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         progress = progress_display(
             policy_name, policy.time_budget_s, quiet=args.quiet, rounds=policy.interleave
         )
-        measured: list[bool] = []  # one entry once the sweep made a call: its Ctrl-C line
+        measured: list[bool] = []  # one entry once the sweep began: its Ctrl-C line
         call = functools.partial(
             resolve,
             workload,

@@ -28,8 +28,8 @@ __all__ = [
 ]
 
 SWEEP_STOPPED = "interrupted: the sweep stopped and nothing was cached"
-# Ctrl-C before the sweep's first call: while it waited for another process's sweep of
-# this key or of the machine, say
+# Ctrl-C before the sweep began: while it waited for another process's sweep of this
+# key or of the machine, say
 NOTHING_MEASURED = "interrupted before anything was measured; nothing was cached"
 # a policy that never measures, a batch whose chunk size cannot matter, a policy that
 # proposes nothing but native for it: no sweep to stop
@@ -62,8 +62,9 @@ def interrupted_line(
 ) -> str:
     """The line a ``tune`` that Ctrl-C ended says: ``decision`` is what ``resolve`` returned
     before it (None if it had not), ``since`` the time (``time.time()``) the resolve began,
-    ``measured`` whether its sweep had made a call (an entry written since by another
-    process, whose sweep of the key this one waited for, is not this one's).
+    ``measured`` whether its sweep had begun (held the machine: its first call made or
+    about to be; an entry written since by another process, whose sweep of the key this
+    one waited for, is not this one's where it had not).
 
     Blocking: it reads the cache, and keys ``workload`` where there is no decision (this
     run's cache writes must have ended: :func:`~chunktune._threads.wait_for_stores`).
@@ -102,7 +103,7 @@ def _undecided(
     """:func:`interrupted_line` where ``resolve`` had not returned: the sweep stopped, or
     it had ended and its decision was being stored, a write that finishes on its own.
     Neither where the policy never measures, the batch is trivial or the policy proposes
-    nothing but native for it: no sweep ran. Nor where it had made no call yet: it may
+    nothing but native for it: no sweep ran. Nor where the sweep had not begun: it may
     have waited for another process, whose entry is then told as that process's."""
     if _measureless(workload, settings, policy):
         return NOTHING_DECIDED
