@@ -1937,8 +1937,7 @@ def test_aa_live_null_z_reports_the_spread_of_each_confirmations_statistic() -> 
 
 
 def test_live_rows_keep_each_tune_s_progress_events(bench: dict[str, ModuleType]) -> None:
-    """live_rows' row carries its tune's events as JSON objects: probes with size and
-    seconds, each event with when it came (seconds into the sweep, never decreasing)."""
+    """live_rows' row keeps its tune's events as JSON objects: probes' seconds, each one's when."""
     measure = bench["measure"]
     fake = _TunableBurstHit()
     case = SimpleNamespace(name="u", build=lambda nthread: fake, known_good=(8,), uneven=False)

@@ -186,8 +186,7 @@ def test_a_ctrl_c_once_the_decision_is_made_says_it_was_cached(stage: str, said:
 
 @pytest.mark.slow
 def test_a_ctrl_c_in_the_sweep_s_first_call_says_the_sweep_stopped() -> None:
-    """Ctrl-C while the sweep's first call runs: 'the sweep stopped', not 'before anything
-    was measured' (said only while the tune waits for the machine)."""
+    """Ctrl-C in the sweep's first call: 'the sweep stopped', not 'before anything was measured'."""
     report, err = _tune_with_ctrl_c(IN_THE_FIRST_CALL)
     lines = [line for line in err.splitlines() if line.startswith("chunktune: interrupted")]
     assert lines == [f"chunktune: {SWEEP_STOPPED}"], err

@@ -177,8 +177,7 @@ def test_noted_as_gives_the_earlier_name_back_after_its_block(
 def test_noted_as_blocks_of_two_threads_may_end_in_either_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Overlapping blocks ended out of order (two threads' CLI runs): the one still open
-    names the process, and once both end no name of either is left behind."""
+    """Blocks of two threads ended out of order: the open one names it, then neither does."""
     monkeypatch.setattr(sys, "argv", ["/srv/train.py"])
     first, second = noted_as("chunktune tune"), noted_as("chunktune check")
     first.__enter__()  # one thread's block
