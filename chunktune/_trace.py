@@ -15,6 +15,7 @@ writes traces; :class:`chunktune.sim.ReplayWorkload` replays them.
 from __future__ import annotations
 
 import codecs
+import difflib
 import json
 import numbers
 import os
@@ -153,18 +154,23 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     """Validate a parsed trace document.
 
     Raises:
-        TraceError: a field is missing, malformed or unknown (the message names it and
-            ``where``).
+        TraceError: a field is missing or malformed, or an unknown one is near a known
+            name (a misspelling; the message names it and ``where``). Other unknown
+            fields (a newer chunktune's) are ignored.
     """
     if not isinstance(doc, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    unknown = [key for key in doc if key not in _FIELDS]
-    if unknown:
-        # every optional field has a default: a misspelt one ("oder") would otherwise
-        # be dropped without a word, and the replay would draw without the order
-        raise TraceError(
-            f"{where}: unknown field {jsoned(unknown[0])}; expected only " + ", ".join(_FIELDS)
-        )
+    for key in doc:
+        # every optional field has a default: a misspelt one ("oder") would otherwise be
+        # dropped without a word, and the replay would draw without the order. A field
+        # no name is near (a newer chunktune's, a note added by hand) is left as it is:
+        # a trace is read by later and earlier versions alike
+        near = [] if key in _FIELDS else difflib.get_close_matches(key, _FIELDS, 1, 0.75)
+        if near:
+            raise TraceError(
+                f"{where}: unknown field {jsoned(key)}; did you mean {jsoned(near[0])}? "
+                "(expected " + ", ".join(_FIELDS) + ")"
+            )
     num_envs = _count(doc, "num_envs", where)
     nthread = _count(doc, "nthread", where)
     rounds = _count(doc, "rounds", where)

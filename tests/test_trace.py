@@ -95,9 +95,10 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
         pytest.param(lambda d: json.dumps(d).replace('"2": [', '"2": [0.1], "2": [', 1),
                      '"2" is given more than once', id="repeated-size"),
         pytest.param(lambda d: d.update(oder=d.pop("order", [])) or d,
-                     'unknown field "oder"; expected only num_envs', id="misspelt-field"),
-        pytest.param(lambda d: d.update(comment="by hand") or d,
-                     'unknown field "comment"', id="unknown-field"),
+                     'unknown field "oder"; did you mean "order"? (expected num_envs',
+                     id="misspelt-field"),
+        pytest.param(lambda d: d.update(nthreads=d.pop("nthread")) or d,
+                     'unknown field "nthreads"; did you mean "nthread"?', id="misspelt-required"),
         pytest.param(lambda d: d.update(order=[list(range(1, 17))]) or d,
                      "order lists 1 rounds; expected 12", id="order-short"),
         pytest.param(lambda d: d.update(order=[list(range(1, 17))] * 11 + [[1, 1]]) or d,
@@ -624,3 +625,10 @@ def test_replays_of_other_seeds_open_at_any_call_not_only_a_round_s_first() -> N
     trace = _levelled(4, [1, 2, 4], with_order=True)
     openings = {round(ReplayWorkload(trace, seed=s).run(2), 12) for s in range(200)}
     assert len(openings) == 4 * 3
+
+
+def test_a_field_no_known_name_is_near_is_left_as_it_is(tmp_path: Path) -> None:
+    """A trace with a newer version's field or a note by hand loads as the trace it holds."""
+    doc = json.loads(dump_trace(synthetic()))
+    doc.update(comment="recorded by hand", calls_per_second=[1.0, 2.0])
+    assert load_trace(write(tmp_path, doc)) == synthetic()
