@@ -24,7 +24,7 @@ from chunktune import InvalidArgumentError, WorkloadError, load_settings, resolv
 from chunktune._cli import main
 from chunktune._fingerprint import device_fingerprint
 from chunktune._keys import cache_key
-from chunktune._record import MAX_CALLS, check_sizes, record
+from chunktune._record import MAX_CALLS, check_calls, check_sizes, record
 from chunktune._request import pick_policy, policy_identity
 from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
 from chunktune.sim import ReplayWorkload, SimulatedWorkload
@@ -769,3 +769,9 @@ def test_a_ctrl_c_as_the_trace_is_written_says_whether_it_was(
     assert out.exists() is renamed
     if renamed:
         assert line.endswith(str(out)) and load_trace(out).rounds == 1
+
+
+def test_a_recording_of_one_size_past_the_calls_cap_says_one_size() -> None:
+    """One size in too many rounds: "rounds of 1 size make", not "1 sizes"."""
+    with pytest.raises(InvalidArgumentError, match=rf"^{MAX_CALLS + 1} rounds of 1 size make "):
+        check_calls(1, MAX_CALLS + 1)
