@@ -1417,14 +1417,19 @@ class _TunableBurstHit(_BurstHitFake):
         pass
 
 
-def test_live_rows_carry_each_choice_s_paid_gain(bench: dict[str, ModuleType]) -> None:
-    """live_rows' row has its choice's paid gain from the re-measurement (native's is 0)."""
-    measure = bench["measure"]
+def _one_live_row(measure: ModuleType) -> Any:
+    """live_rows of one balanced tune of a _TunableBurstHit, re-measured over 10 rounds."""
     fake = _TunableBurstHit()
     case = SimpleNamespace(name="u", build=lambda nthread: fake, known_good=(8,), uneven=False)
     settings = measure.bench_settings()
     policies = measure.policies_named(settings, ["balanced"])
     (row,) = measure.live_rows(case, policies, settings, nthread=2, tunes=1, rounds=10)
+    return row
+
+
+def test_live_rows_carry_each_choice_s_paid_gain(bench: dict[str, ModuleType]) -> None:
+    """live_rows' row has its choice's paid gain from the re-measurement (native's is 0)."""
+    row = _one_live_row(bench["measure"])
     assert not math.isnan(row.measured_paid)
     assert row.chunk_size is not None or row.measured_paid == 0.0
 
@@ -1938,12 +1943,7 @@ def test_aa_live_null_z_reports_the_spread_of_each_confirmations_statistic() -> 
 
 def test_live_rows_keep_each_tune_s_progress_events(bench: dict[str, ModuleType]) -> None:
     """live_rows' row keeps its tune's events as JSON objects: probes' seconds, each one's when."""
-    measure = bench["measure"]
-    fake = _TunableBurstHit()
-    case = SimpleNamespace(name="u", build=lambda nthread: fake, known_good=(8,), uneven=False)
-    settings = measure.bench_settings()
-    policies = measure.policies_named(settings, ["balanced"])
-    (row,) = measure.live_rows(case, policies, settings, nthread=2, tunes=1, rounds=10)
+    row = _one_live_row(bench["measure"])
     probes = [e for e in row.events if e["kind"] == "probe"]
     assert probes and all(isinstance(e["seconds"], float) for e in probes)
     assert row.events[-1]["kind"] == "done"

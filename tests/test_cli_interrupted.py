@@ -84,9 +84,8 @@ async def resolve(*args, **kwargs):
 _tune_cmd.resolve = resolve
 """
 
-# Ctrl-C as the decision is stored: the write waits until the cancel has been asked, so
-# resolve raises while the write, in a thread of its own, goes on to finish
-AS_IT_IS_STORED = """
+# `asked` is set once asyncio's Ctrl-C handler has run (it cancels the resolve)
+SIGINT_ASKED = """
 asked = threading.Event()
 on_sigint = runners.Runner._on_sigint
 
@@ -97,6 +96,13 @@ def noting(self, *args, **kwargs):
         asked.set()
 
 runners.Runner._on_sigint = noting
+"""
+
+# Ctrl-C as the decision is stored: the write waits until the cancel has been asked, so
+# resolve raises while the write, in a thread of its own, goes on to finish
+AS_IT_IS_STORED = (
+    SIGINT_ASKED
+    + """
 putting = DecisionCache.put
 
 def put(self, key, entry):
@@ -106,21 +112,14 @@ def put(self, key, entry):
 
 DecisionCache.put = put
 """
+)
 
 # Ctrl-C while the sweep's first call runs (a real batch's first warm-up may take
 # seconds): the call returns only once asyncio's handler has cancelled the resolve, so
 # its event reaches nobody
-IN_THE_FIRST_CALL = """
-asked = threading.Event()
-on_sigint = runners.Runner._on_sigint
-
-def noting(self, *args, **kwargs):
-    try:
-        return on_sigint(self, *args, **kwargs)
-    finally:
-        asked.set()
-
-runners.Runner._on_sigint = noting
+IN_THE_FIRST_CALL = (
+    SIGINT_ASKED
+    + """
 running = SimulatedWorkload.run
 
 def run(self, chunk_size):
@@ -131,6 +130,7 @@ def run(self, chunk_size):
 
 SimulatedWorkload.run = run
 """
+)
 
 
 def _tune_with_ctrl_c(stage: str) -> tuple[dict[str, Any], str]:
