@@ -57,6 +57,7 @@ from unseen import HARM, SUMMARY_HEAD, draw_cases, summarize, summary_line
 
 import chunktune
 from chunktune import Policy, ProgressEvent, Settings
+from chunktune._events import CALLS
 from chunktune._stats import estimate
 from chunktune._workload import native_chunk, upper_chunk
 from chunktune.sim import ModeledTime
@@ -277,7 +278,7 @@ def diagnose(
     Each confirmation pair's log gain is split into the landscape's part (the same in
     every pair) and the machine's (the factors of its two calls).
     """
-    calls = [e for e in events if e.kind in ("warmup", "probe", "confirm")]
+    calls = [e for e in events if e.kind in CALLS]
     confirm = [(i, e) for i, e in enumerate(calls) if e.kind == "confirm"]
     true_d = math.log(truth.true_time(None) / truth.true_time(chunk))
     if not confirm:

@@ -7,7 +7,7 @@ from typing import Literal
 
 import attrs
 
-__all__ = ["EventKind", "ProgressCallback", "ProgressEvent"]
+__all__ = ["CALLS", "EventKind", "ProgressCallback", "ProgressEvent"]
 
 EventKind = Literal[
     "waiting",
@@ -20,6 +20,9 @@ EventKind = Literal[
     "confirm",
     "done",
 ]
+
+CALLS: frozenset[EventKind] = frozenset({"warmup", "probe", "confirm"})
+"""The kinds of event each of which is one ``run()`` the sweep made (``seconds`` its time)."""
 
 
 @attrs.frozen(kw_only=True)

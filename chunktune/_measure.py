@@ -24,7 +24,7 @@ from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._candidates import candidate_list
 from ._decision import Decision
 from ._errors import UsageError
-from ._events import ProgressEvent
+from ._events import CALLS, ProgressEvent
 from ._exiting import exiting
 from ._failures import blames_workload, by_signal_handler, log_bug, no_thread, spent
 from ._keys import cache_for
@@ -73,7 +73,7 @@ def _sweeper(
 
     def on_event(event: ProgressEvent) -> None:
         # an ``extended`` event's seconds are the stretched budget, not a call's
-        if event.kind in ("warmup", "probe", "confirm") and event.seconds is not None:
+        if event.kind in CALLS and event.seconds is not None:
             watch.probe_seconds += event.seconds  # read back only if the sweep fails
         if relay is not None:
             relay.post(event)  # never blocks the sweep on the loop: the task may be gone

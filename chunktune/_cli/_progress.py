@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from .._decision import size_name
-from .._events import ProgressEvent
+from .._events import CALLS, ProgressEvent
 from ._common import console_on, live_terminal, say
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ class _LiveProgress:
             self.progress.console.print(f"chunktune: {event.message}")
             self.budget_s = event.seconds
             self.progress.update(self.task, total=self.budget_s)
-        elif event.kind in ("probe", "warmup", "confirm"):
+        elif event.kind in CALLS:
             self.probes += 1
             if event.kind == "probe" and _first_of(event, self.started, self.chunk):
                 self.started += 1

@@ -16,7 +16,7 @@ import attrs
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
-from .._events import ProgressCallback, ProgressEvent
+from .._events import CALLS, ProgressCallback, ProgressEvent
 from .._lock_wait import hold_blocking
 from .._locks import sweep_lock
 from .._paths import model_file_problem
@@ -268,7 +268,7 @@ def _noting_calls(progress: ProgressCallback, calls: list[bool]) -> ProgressCall
     # during the first (a real batch's warm-up may take seconds) drops it, so the line
     # would say nothing was measured of a sweep that was stopped
     def noting(event: ProgressEvent) -> None:
-        if event.kind in ("candidates", "warmup", "probe", "confirm") and not calls:
+        if (event.kind == "candidates" or event.kind in CALLS) and not calls:
             calls.append(True)
         progress(event)
 
