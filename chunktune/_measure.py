@@ -20,7 +20,6 @@ import anyio.lowlevel
 
 from . import _flights, _giving_up, _unstored
 from ._cache import DecisionCache
-from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._candidates import candidate_list
 from ._decision import Decision
 from ._errors import UsageError
@@ -161,29 +160,8 @@ async def measure(
         elif req.settings.cache.enabled:
             # a location nothing can be stored in (said in its warning): remembered here,
             # so that the next resolve of the key in this process measures nothing
-            _unstored.keep(key, decision, _unstorable(cache_for(req.settings)))
+            _unstored.keep(key, decision, _unstored.unstorable(cache_for(req.settings)))
     return decision
-
-
-def _unstorable(cache: DecisionCache | None) -> str:
-    """Why ``cache`` did not store an entry, for the reason of a decision remembered instead."""
-    if cache is None:  # not reached: a cache disabled on purpose remembers nothing
-        return "no cache"
-    cause = cache.unavailable_cause or "it cannot be written"
-    return f"the cache {cache.path} is unavailable: {cause}"
-
-
-def _put(key: str, decision: Decision, cache: DecisionCache, entry: CacheEntry) -> None:
-    """Blocking: store ``entry``; an entry the cache could not write (not one it refused as
-    invalid) leaves ``decision`` remembered in this process instead (``_unstored``)."""
-    if cache.put(key, entry):
-        _unstored.drop(key)  # stored (a refresh, a location writable again): the cache answers
-        return
-    try:
-        check_entry(entry)
-    except BadEntry:
-        return  # refused, with a warning, as the cache would refuse to read it
-    _unstored.keep(key, decision, _unstorable(cache))
 
 
 def _unmeasured(
@@ -230,7 +208,7 @@ async def _store(
     signal handler raised is raised on.
     """
     try:
-        store = functools.partial(_put, key, decision, cache, cache_entry(req, decision))
+        store = functools.partial(_unstored.put, key, decision, cache, cache_entry(req, decision))
         release = None
         if key_lock is not None and flight.unclaim(key_lock):
             release = key_lock.release

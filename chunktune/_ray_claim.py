@@ -103,13 +103,13 @@ async def _adopt(job: Job, entry: CacheEntry, by: str, until: float) -> Decision
     background past it (it is atomic), so the answer is not held up.
     """
     key = job.local_key(entry.policy_hash)
-    with anyio.CancelScope(deadline=until):
-        await wait_in_thread(store, job, key, entry, abandon_on_cancel=True)
     decision = attrs.evolve(
         entry_decision(entry, key, job.native),
         reason=f"node type {job.node_type}'s answer, measured on {entry.host}, shared by "
         f"{by}: {entry.reason}",
     )
+    with anyio.CancelScope(deadline=until):
+        await wait_in_thread(store, job, key, entry, decision, abandon_on_cancel=True)
     return report_decision(decision, job.settings)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from . import _unstored
 from ._cache_entry import CacheEntry
 from ._cache_layers import system_cache_for, system_lookup
 from ._decision import Decision
@@ -113,7 +114,8 @@ def identify(ray: Any, asked: Ask, settings: Settings) -> Job:
 
 
 def local_hit(job: Job) -> bool:
-    """Blocking: whether this host's caches (user, then system) already answer the job.
+    """Blocking: whether this host's caches (user, then system), or a decision this process
+    could not store in the first (``_unstored``), already answer the job.
 
     An entry measured while the machine was busy counts, whatever the load now: where the
     machine is calm, the plain resolve that a hit leads to passes over it and measures
@@ -128,7 +130,10 @@ def local_hit(job: Job) -> bool:
     found = cache.lookup(base, policy_hash=own, rule=rule, effort=effort) or system_lookup(
         job.settings, base, policy_hash=own, rule=rule, effort=effort
     )
-    return found is not None
+    # a decision this process measured or adopted but its cache could not store (``_unstored``)
+    # answers as an entry would: asking the registry again would cost a round trip per
+    # resolve, and a sweep once it restarted empty
+    return found is not None or (not job.asked.refresh and _unstored.holds(job.key))
 
 
 def entry_of(
@@ -161,11 +166,13 @@ def entry_of(
     )
 
 
-def store(job: Job, key: str, entry: CacheEntry) -> None:
-    """Blocking: keep another worker's answer in this host's cache, under ``key``."""
+def store(job: Job, key: str, entry: CacheEntry, decision: Decision) -> None:
+    """Blocking: keep another worker's answer in this host's cache, under ``key``; where the
+    cache cannot be written, ``decision`` (the answer adopted) is remembered in this process
+    instead (``_unstored``), under the job's key, for its later resolves."""
     cache = cache_for(job.settings)
     if cache is not None:
-        cache.put(key, entry)
+        _unstored.put(key, decision, cache, entry, kept_as=job.key)
 
 
 def native_decision(job: Job, why: str) -> Decision:

@@ -27,12 +27,17 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
+from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._decision import Decision
 
-__all__ = ["MAX_ENTRIES", "clear", "drop", "keep", "recall"]
+if TYPE_CHECKING:
+    from ._cache import DecisionCache
+
+__all__ = ["MAX_ENTRIES", "clear", "drop", "holds", "keep", "put", "recall", "unstorable"]
 
 MAX_ENTRIES = 256  # far more than the (model, shape, policy) keys of one trainer
 
@@ -65,10 +70,41 @@ def keep(key: str, decision: Decision, why: str) -> None:
             _kept.popitem(last=False)
 
 
+def unstorable(cache: DecisionCache | None) -> str:
+    """Why ``cache`` did not store an entry, for the reason of a decision remembered instead."""
+    if cache is None:  # not reached: a cache disabled on purpose remembers nothing
+        return "no cache"
+    cause = cache.unavailable_cause or "it cannot be written"
+    return f"the cache {cache.path} is unavailable: {cause}"
+
+
+def put(
+    key: str, decision: Decision, cache: DecisionCache, entry: CacheEntry, *, kept_as: str = ""
+) -> None:
+    """Blocking: store ``entry`` under ``key``; an entry the cache could not write (not one it
+    refused as invalid) leaves ``decision`` remembered in this process instead, under
+    ``kept_as`` (the key a resolve looks it up by; ``key`` if not given)."""
+    kept_as = kept_as or key
+    if cache.put(key, entry):
+        drop(kept_as)  # stored (a refresh, a location writable again): the cache answers
+        return
+    try:
+        check_entry(entry)
+    except BadEntry:
+        return  # refused, with a warning, as the cache would refuse to read it
+    keep(kept_as, decision, unstorable(cache))
+
+
 def drop(key: str) -> None:
     """The cache now holds ``key``'s entry: it answers from there."""
     with _lock:
         _kept.pop(key, None)
+
+
+def holds(key: str) -> bool:
+    """Whether a decision is kept for ``key``, whatever the machine's load now."""
+    with _lock:
+        return key in _kept
 
 
 def clear() -> None:

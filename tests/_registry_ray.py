@@ -61,6 +61,10 @@ class RegistryRay:
         self._labels = {NODE_TYPE_LABEL: node_type}
         self.exceptions = types.SimpleNamespace(RayError=RayError, RayTaskError=RayTaskError)
 
+    def restart(self) -> None:
+        """The registry actor as Ray restarts it after its process died: empty."""
+        self.registry = self.handle._registry = Registry()
+
     def is_initialized(self) -> bool:
         return True
 

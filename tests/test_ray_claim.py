@@ -931,3 +931,37 @@ def test_an_interrupt_while_publishing_is_raised_not_taken_for_a_bug(
     with caplog.at_level(logging.WARNING, logger="chunktune"), pytest.raises(_Stop) as caught:
         chunktune.ray.resolve_sync(Slow("interrupted"), settings=host("h1", isolated))
     assert caught.value is stop and _bugs(caplog) == []
+
+
+def test_an_answer_an_unwritable_cache_cannot_keep_is_remembered_without_the_registry(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """An adopted answer an uncreatable cache cannot keep is remembered: no registry, no sweep."""
+    chunktune.ray.resolve_sync(Slow("ro"), settings=host("h1", isolated))
+    (isolated / "afile").write_text("a file, not a folder")
+    stuck = host("afile", isolated)  # its cache would be afile/cache.json: uncreatable
+    adopted = chunktune.ray.resolve_sync(Slow("ro"), settings=stuck)
+    assert adopted.source == "cache" and "node type a's answer" in adopted.reason
+    ray.restart()  # its process died: Ray restarts it empty
+    sent = list(ray.sent)
+    workload = Slow("ro")
+    again = chunktune.ray.resolve_sync(workload, settings=stuck)
+    assert (again.source, again.chunk_size, workload.calls) == ("cache", adopted.chunk_size, 0)
+    assert again.reason.startswith("remembered in this process")
+    assert "node type a's answer" in again.reason and ray.sent == sent
+
+
+def test_a_claimants_unstored_decision_answers_its_next_resolve_without_the_registry(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """The worker that measured, its cache unwritable, answers its next resolve from memory."""
+    (isolated / "afile").write_text("a file, not a folder")
+    stuck = host("afile", isolated)
+    first = chunktune.ray.resolve_sync(Slow("ro2"), settings=stuck)
+    assert first.source == "benchmark"
+    sent = list(ray.sent)
+    again = chunktune.ray.resolve_sync(Slow("ro2"), settings=stuck)
+    assert (again.source, again.chunk_size) == ("cache", first.chunk_size)
+    assert again.reason.startswith("remembered in this process") and ray.sent == sent
+    fresh = chunktune.ray.resolve_sync(Slow("ro2"), settings=stuck, refresh=True)
+    assert fresh.source == "benchmark" and ray.sent[len(sent)] == "claim"
