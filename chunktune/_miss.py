@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import attrs
 
-from . import _flights, _giving_up
+from . import _flights, _giving_up, _unstored
 from ._cache import DecisionCache
 from ._decision import Decision
 from ._here import key_here
@@ -101,10 +101,12 @@ async def _owned(
 ) -> Decision:
     """This task owns the key's flight: lock, re-check, measure."""
     # a flight that landed since this task keyed may have remembered a decision it could
-    # not store: that one is the answer, as a cache entry stored meanwhile would be
-    kept = await hop(remembered, req, key, abandon_on_cancel=True)
-    if kept is not None:
-        return kept
+    # not store: that one is the answer, as a cache entry stored meanwhile would be (a
+    # thread hop only then: it reads the machine's load for one measured busy)
+    if _unstored.holds(key):
+        kept = await hop(remembered, req, key, abandon_on_cancel=True)
+        if kept is not None:
+            return kept
     if cache is None:
         return await measure(req, key, None, watch, flight)
     lock = key_lock(Path(cache.key_lock(key).lock_file))

@@ -89,11 +89,7 @@ def interrupted_line(
         return f"{made}; whether it was cached could not be told ({exc})"
     # the entry is this decision's if it is as measured (another process's `--refresh`
     # may have written over it since); a failed write was warned of as it failed
-    ours = (
-        _ours(entry, since)
-        and entry is not None
-        and (entry.chunk_size, entry.probe_seconds) == (decision.chunk_size, decision.probe_seconds)
-    )
+    ours = _ours(entry, since, decision)
     return f"{made} and cached (cache key {decision.key})" if ours else f"{made}; not cached"
 
 
@@ -144,7 +140,13 @@ def _measureless(workload: Workload, settings: Settings, policy: Policy) -> bool
     return in_memory(asked, settings) is not None
 
 
-def _ours(entry: CacheEntry | None, since: float) -> bool:
+def _ours(entry: CacheEntry | None, since: float, decision: Decision | None = None) -> bool:
     """Whether ``entry`` was written by the resolve that began at ``since``: an older one
-    under its key (replaced by ``--refresh`` only once the sweep is done) is not."""
-    return entry is not None and entry.created >= since
+    under its key (replaced by ``--refresh`` only once the sweep is done) is not, nor one
+    other than ``decision`` as measured, where it is known."""
+    if entry is None or entry.created < since:
+        return False
+    return decision is None or (entry.chunk_size, entry.probe_seconds) == (
+        decision.chunk_size,
+        decision.probe_seconds,
+    )
