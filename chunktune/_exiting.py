@@ -15,7 +15,12 @@ program's own handlers registered earlier) first stops every probe from starting
 flight in any sweep thread and for each call lock registered with :func:`wait_at_exit`
 (a RolloutWorkload's, which run() holds outside a sweep too): the calls in flight return
 first. The locks are let go again: a program's own exit handler that runs after this one
-may still ``close()`` its workloads (holding them would deadlock it). Threads that are
+may still ``close()`` its workloads (holding them would deadlock it). The same wait is
+registered once more when this module is imported, as a backstop that runs after the
+program's own handlers: a first probe that a program's exit handler starts (in a daemon
+thread of its own, say) arms the wait too late, while Python runs its handlers, and
+Python 3.11 runs none registered then; the backstop waits for that probe, or refuses it.
+Whichever wait runs first does the work, and a later one returns at once. Threads that are
 no daemons were joined before any ``atexit`` handler runs, so only daemon threads' calls
 are left to wait for. A call that does not return within ``EXIT_WAIT_S``, all waits
 together (a stuck pool), is given up on, with a warning: a process held for good would
@@ -148,6 +153,8 @@ def _wait_all() -> None:
     global _exiting
     # first: a call that would start after this sees it and starts nothing
     with _guard:
+        if _exiting:  # an earlier wait ran: no call started since, its calls are waited for
+            return
         _exiting = True
     start = _clock()
     limit = exit_wait_s()
@@ -182,3 +189,4 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+atexit.register(_wait_all)  # the backstop: after the program's handlers (module docstring)

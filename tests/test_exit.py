@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import atexit
 import logging
+import subprocess
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -386,3 +388,41 @@ def test_a_call_s_end_wakes_the_exit_waiting_for_it(
     with _exit.call_in_flight():
         assert not woken
     assert woken == [True]
+
+
+_LATE_FIRST_PROBE = """
+import atexit, sys, threading, time
+from chunktune import _exiting
+
+marks = open(sys.argv[1], "w")
+began = threading.Event()
+
+def probe():  # a daemon thread whose first probe starts once the exit has begun
+    began.wait()
+    with _exiting.call_in_flight():
+        marks.write("started\\n"); marks.flush()
+        time.sleep(0.5)
+        marks.write("returned\\n"); marks.flush()
+
+def programs_own_handler():
+    began.set()
+    time.sleep(0.1)
+
+threading.Thread(target=probe, daemon=True).start()
+atexit.register(programs_own_handler)
+"""
+
+
+def test_a_first_probe_that_starts_during_the_program_s_exit_handlers_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    """A first probe started while the program's exit handlers run is waited for at exit."""
+    marks = tmp_path / "marks"
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_FIRST_PROBE, str(marks)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert marks.read_text().split() == ["started", "returned"]
