@@ -89,7 +89,7 @@ def rerecord(trace: Trace, *, seed: int = 0) -> Trace:
     rng = np.random.default_rng(seed)
     sizes = sorted(trace.samples)
     # the walk starts anywhere in a recorded round: re-record from the next round's start
-    while replay._position != 0:
+    while replay.call_in_round != 0:
         replay.run(sizes[0])
     samples: dict[int, list[float]] = {c: [] for c in sizes}
     order = []

@@ -276,6 +276,12 @@ class ReplayWorkload(CountedCalls):
         self._position = 0 if self._noise is None else int(self._rng.integers(self._noise.shape[1]))
         self._forget_calls()
 
+    @property
+    def call_in_round(self) -> int:
+        """Calls the walk has made in the recorded round it is in: 0 when the next call opens
+        a round (always, for a trace without its calls' order, whose walk has no calls)."""
+        return self._position
+
     def _advance(self) -> None:
         if self._noise is None:
             if self._rng.random() < self._switch:

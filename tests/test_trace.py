@@ -627,6 +627,18 @@ def test_replays_of_other_seeds_open_at_any_call_not_only_a_round_s_first() -> N
     assert len(openings) == 4 * 3
 
 
+def test_call_in_round_counts_the_walk_s_calls_in_its_round_and_wraps_at_its_end() -> None:
+    """call_in_round counts 0, 1, 2 through a round of 3 calls, then 0 as the next opens."""
+    replay = ReplayWorkload(_levelled(4, [1, 2, 4], with_order=True), seed=5)
+    positions = []
+    for _ in range(7):
+        positions.append(replay.call_in_round)
+        replay.run(2)
+    start = positions[0]
+    assert positions == [(start + k) % 3 for k in range(7)]
+    assert ReplayWorkload(_levelled(4, [1, 2, 4]), seed=5).call_in_round == 0  # no order
+
+
 def test_a_field_no_known_name_is_near_is_left_as_it_is(tmp_path: Path) -> None:
     """A trace with a newer version's field or a note by hand loads as the trace it holds."""
     doc = json.loads(dump_trace(synthetic()))
