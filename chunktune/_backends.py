@@ -2,8 +2,9 @@
 
 The only code that branches on asyncio versus trio lives here: a loop's own thread
 told (in a task, or a plain callback), a worker thread of a running anyio loop told,
-a loop closed under a pending task told, a callback scheduled through either's token;
-and, in a forked child, the loop state that came along from the parent told apart.
+a loop closed under a pending task told, a callback scheduled through either's token, an
+asyncio loop woken on a timer; and, in a forked child, the loop state that came along from
+the parent told apart.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -26,6 +28,7 @@ __all__ = [
     "loop_running_here",
     "loop_stopped",
     "never",
+    "waking",
 ]
 
 
@@ -47,6 +50,34 @@ def call_soon(token: object, callback: Callable[[], None]) -> bool:
     except RuntimeError:  # a closed asyncio loop; trio's RunFinishedError
         return False
     return True
+
+
+@contextmanager
+def waking(every_s: float) -> Iterator[None]:
+    """Wake the calling task's asyncio loop every ``every_s`` seconds while inside.
+
+    A timer that does nothing: what was queued on the loop without waking it (a signal
+    handler's plain ``call_soon``, as the Jupyter kernel's SIGINT handler does) runs at the
+    next tick. It cancels nothing, so a cancel that lands is the canceller's own. A trio run
+    wakes itself for its signals: nothing there.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    ticks: list[asyncio.TimerHandle] = []
+
+    def tick() -> None:
+        assert loop is not None
+        ticks[:] = [loop.call_later(every_s, tick)]
+
+    if loop is not None:
+        tick()
+    try:
+        yield
+    finally:
+        for handle in ticks:
+            handle.cancel()
 
 
 def loop_stopped(token: object) -> bool:

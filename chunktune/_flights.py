@@ -32,6 +32,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._failures import log_bug
 from ._locks import Lock
 from ._relay import Relay, as_passed, same_callback
+from ._woken import wait_woken
 
 __all__ = [
     "SHARING",
@@ -123,7 +124,7 @@ class Flight:
                 if relay is not None and not told:
                     # in this task, before any event posted to this loop: told first
                     relay.deliver(ProgressEvent(kind="waiting", message=SHARING))
-                await waiter[1].wait()
+                await wait_woken(waiter[1])  # a notebook's interrupt lands here too
         finally:
             if relay is not None:
                 relay.stop.set()  # on this loop: an event already posted reaches nobody

@@ -26,6 +26,7 @@ import anyio.to_thread
 from ._backends import call_soon, in_worker_thread, inherited, loop_running_here
 from ._errors import UsageError
 from ._sigint import ClosingHold, interruptible
+from ._woken import wait_woken
 
 __all__ = [
     "KEYING_THREAD",
@@ -301,7 +302,7 @@ async def in_own_thread(
             finally_()
         raise
     try:
-        await done.wait()
+        await wait_woken(done)  # a notebook's interrupt, queued unwoken, lands mid-sweep
     except BaseException:
         if settle is None:
             raise
