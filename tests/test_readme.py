@@ -30,8 +30,7 @@ def test_readme_has_python_snippets() -> None:
 def test_snippet_runs(
     index: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each Python snippet in the README runs as written, from the repository's root; a
-    notebook cell's top-level ``await`` runs on a loop of its own, as the kernel's."""
+    """Each Python snippet in the README runs as written (a cell's top-level await too)."""
     monkeypatch.chdir(ROOT)
     code = compile(
         SNIPPETS[index],

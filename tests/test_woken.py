@@ -50,10 +50,9 @@ async def _sharing() -> None:
     "role", [pytest.param("owner", id="owner"), pytest.param("sharer", id="sharer")]
 )
 def test_a_cancel_queued_without_a_wakeup_lands_mid_sweep(role: str) -> None:
-    """ipykernel's interrupt cancels the cell's task from a SIGINT handler with a plain
-    ``call_soon`` on the loop's thread, which wakes nothing: a resolve waiting for its
-    sweep's thread (or for another task's sweep) still sees that cancel while the sweep is
-    held, so the notebook's interrupt stops it at its next probe, not once it ends."""
+    """A cancel queued unwoken, as a notebook's interrupt, lands while the sweep is held."""
+    # ipykernel's interrupt cancels the cell's task from a SIGINT handler with a plain
+    # call_soon on the loop's thread, which wakes nothing: the resolve must wake the loop
     w, pol = _blocking(f"woken-{role}"), small_policy()
     idle, landed = threading.Event(), threading.Event()
     landed_in_time: list[bool] = []
