@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import threading
 from collections.abc import Mapping
@@ -12,9 +13,11 @@ from pathlib import Path
 import attrs
 import pytest
 from _forking import run_forked
+from _full_entry import entry
 
 import chunktune
-from chunktune import _unstored
+from chunktune import _keys, _unstored
+from chunktune._cache import DecisionCache
 from chunktune._cache_file import CacheFile
 from chunktune._decision import Decision
 from chunktune._load import MachineLoad
@@ -275,3 +278,79 @@ def test_a_fork_child_answers_from_its_parents_memory(uncreatable: Path) -> None
         raise SystemExit(0 if decision.source == "cache" and w.runs == runs else 3)
 
     assert run_forked(child, hang_guard_s=60.0) == 0
+
+
+def test_a_key_kept_again_becomes_the_most_recent() -> None:
+    """Keeping a key anew (a refresh the cache could not store) makes it the last let go."""
+    for i in range(_unstored.MAX_ENTRIES):
+        _unstored.keep(f"k{i}", _decision(), "full")
+    _unstored.keep("k0", _decision("chose 8 again"), "full")
+    _unstored.keep("new", _decision(), "full")
+    assert _unstored.recall("k1", lambda _: True) is None
+    kept = _unstored.recall("k0", lambda _: True)
+    assert kept is not None and kept.reason.endswith("chose 8 again")
+
+
+def test_as_many_keys_as_readme_gives_are_all_remembered() -> None:
+    """README promises 256 keys: the 256th kept leaves the first still there."""
+    for i in range(256):
+        _unstored.keep(f"k{i}", _decision(), "full")
+    assert all(_unstored.recall(f"k{i}", lambda _: True) is not None for i in range(256))
+
+
+def test_a_decision_edited_after_it_was_kept_leaves_the_memory_as_it_was() -> None:
+    """The caller editing the decision it handed to keep changes no later answer."""
+    handed = attrs.evolve(_decision(), timings={None: 1.0, 8: 0.9})
+    _unstored.keep("k", handed, "full")
+    handed.timings[8] = 5.0
+    kept = _unstored.recall("k", lambda _: True)
+    assert kept is not None and kept.timings[8] == 0.9
+
+
+def test_put_remembers_under_the_key_a_resolve_looks_up(uncreatable: Path) -> None:
+    """An entry stored under one key and looked up by another (kept_as) is kept by the latter."""
+    _unstored.put(
+        "job.theirs", _decision(), DecisionCache(uncreatable), entry(), kept_as="job.ours"
+    )
+    assert _unstored.holds("job.ours") and not _unstored.holds("job.theirs")
+
+
+def test_put_that_stores_forgets_what_was_kept_under_the_lookup_key(isolated: Path) -> None:
+    """Once the cache stores the entry, the decision remembered under kept_as is let go."""
+    _unstored.keep("job.ours", _decision(), "full")
+    cache = DecisionCache(isolated / "cache.json")
+    _unstored.put("job.theirs", _decision(), cache, entry(), kept_as="job.ours")
+    assert not _unstored.holds("job.ours")
+
+
+def test_an_entry_the_cache_refuses_as_invalid_is_not_remembered(uncreatable: Path) -> None:
+    """A store that fails because the entry would not read back (a NaN timing) keeps nothing."""
+    bad = entry(timings={None: math.nan})
+    _unstored.put("k", _decision(), DecisionCache(uncreatable), bad)
+    assert not _unstored.holds("k")
+
+
+def test_a_fork_child_can_keep_while_the_parent_held_the_memory_at_the_fork() -> None:
+    """A child forked while a parent's thread held the memory's lock does not deadlock on it."""
+
+    def child() -> None:
+        _unstored.keep("child", _decision(), "full")
+        raise SystemExit(0 if _unstored.holds("child") else 3)
+
+    with _unstored._lock:
+        status = run_forked(child, hang_guard_s=10.0)
+    assert status == 0
+
+
+def test_a_decision_remembered_after_the_request_was_keyed_still_answers_it(
+    uncreatable: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flight that landed (remembered) between this resolve's keying and its owning answers it."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # calm: the decision serves
+    first = chunktune.resolve_sync(Counted(), policy="quick")
+    assert first.source == "benchmark"
+    # as if keyed before that flight landed: the keying's look finds nothing remembered
+    monkeypatch.setattr(_keys, "remembered", lambda req, key: None)
+    late = Counted()
+    again = chunktune.resolve_sync(late, policy="quick")
+    assert (again.source, again.chunk_size, late.runs) == ("cache", first.chunk_size, 0)
