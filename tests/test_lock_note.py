@@ -294,3 +294,47 @@ def test_a_resolve_waiting_for_a_chunktune_command_is_told_which_it_is(
     assert [e.kind for e in events] == ["waiting"] and said in events[0].message
     assert d.source == "fallback" and said in d.reason
     assert not out.exists()
+
+
+def test_a_program_name_of_exactly_the_limit_is_shown_whole() -> None:
+    """A 40-character program is shown as it is; one of 41 is cut to 39 and an ellipsis."""
+    assert Holder(1, 0.0, program="p" * 40).program == "p" * 40
+    assert Holder(1, 0.0, program="p" * 41).program == "p" * 39 + "…"
+
+
+def test_a_holder_on_another_host_with_this_pid_is_not_this_process() -> None:
+    """Another node's process that has this pid is described by its host, not as this one."""
+    text = Holder(os.getpid(), 0.0, "node17.elsewhere", program="train.py").describe()
+    assert text.startswith(f"train.py, pid {os.getpid()} on node17.elsewhere, since ")
+
+
+def test_a_script_read_from_stdin_names_no_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python - < train.py`` (argv[0] "-") names no program, as ``-c`` does."""
+    monkeypatch.setattr(sys, "argv", ["-"])
+    assert this_program() == ""
+
+
+def test_overlapping_blocks_of_one_name_give_back_the_one_still_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Blocks "a", "b", "a" (threads): the last "a" ending leaves "b" named, not the first "a"."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    first, middle, last = noted_as("a"), noted_as("b"), noted_as("a")
+    first.__enter__()
+    middle.__enter__()
+    last.__enter__()
+    last.__exit__(None, None, None)
+    assert this_program() == "b"
+    middle.__exit__(None, None, None)
+    first.__exit__(None, None, None)
+    assert this_program() == "train.py"
+
+
+def test_a_block_ended_by_an_exception_gives_its_name_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command that raises inside ``noted_as`` leaves notes naming the script again."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(RuntimeError), noted_as("chunktune tune"):
+        raise RuntimeError("the command failed")
+    assert this_program() == "train.py"
