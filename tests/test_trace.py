@@ -644,3 +644,46 @@ def test_a_field_no_known_name_is_near_is_left_as_it_is(tmp_path: Path) -> None:
     doc = json.loads(dump_trace(synthetic()))
     doc.update(comment="recorded by hand", calls_per_second=[1.0, 2.0])
     assert load_trace(write(tmp_path, doc)) == synthetic()
+
+
+def test_replays_open_at_any_call_when_a_round_holds_more_calls_than_there_are_rounds() -> None:
+    """A 3-round trace of 4 calls a round opens 12 ways over seeds: any call of any round."""
+    trace = _levelled(3, [1, 2, 4, 8], with_order=True)
+    openings = {round(ReplayWorkload(trace, seed=s).run(2), 12) for s in range(300)}
+    assert len(openings) == 3 * 4
+
+
+def test_reset_after_calls_replays_what_a_fresh_replay_of_the_seed_draws() -> None:
+    """reset() restarts the seed's draws: the same seconds as a new ReplayWorkload of it."""
+    trace = _levelled(4, [1, 2, 4], with_order=True)
+    w = ReplayWorkload(trace, seed=7)
+    first = [w.run(c) for c in (1, 2, 4) * 5]
+    w.reset()
+    assert [w.run(c) for c in (1, 2, 4) * 5] == first
+
+
+@pytest.mark.parametrize(
+    ("misspelt", "field"),
+    [
+        pytest.param("descripton", "description", id="description"),
+        pytest.param("signatures", "signature", id="signature"),
+        pytest.param("machin", "machine", id="machine"),
+        pytest.param("recorder", "recorded", id="recorded"),
+        pytest.param("nativ", "native", id="native"),
+    ],
+)
+def test_a_misspelt_optional_field_is_refused_with_its_name(
+    tmp_path: Path, misspelt: str, field: str
+) -> None:
+    """Each optional field misspelt (which would fall back to its default) names the field."""
+    doc = json.loads(dump_trace(synthetic()))
+    doc[misspelt] = doc.pop(field, "x")
+    with pytest.raises(TraceError, match=f'unknown field "{misspelt}"; did you mean "{field}"'):
+        load_trace(write(tmp_path, doc))
+
+
+def test_a_field_only_loosely_like_a_known_name_is_left_as_it_is(tmp_path: Path) -> None:
+    """A note named "note" or "envs" (near-ish native, num_envs) is ignored, not refused."""
+    doc = json.loads(dump_trace(synthetic()))
+    doc.update(note="by hand", envs=256, machine_name="node7")
+    assert load_trace(write(tmp_path, doc)) == synthetic()
