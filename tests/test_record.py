@@ -775,3 +775,21 @@ def test_a_recording_of_one_size_past_the_calls_cap_says_one_size() -> None:
     """One size in too many rounds: "rounds of 1 size make", not "1 sizes"."""
     with pytest.raises(InvalidArgumentError, match=rf"^{MAX_CALLS + 1} rounds of 1 size make "):
         check_calls(1, MAX_CALLS + 1)
+
+
+def test_a_recording_of_exactly_the_calls_cap_is_taken() -> None:
+    """README's cap, 26,843,545 calls, is the most allowed: that many pass, one more is refused."""
+    check_calls(1, 26_843_545)
+    check_calls(26_843_545, 1)
+    with pytest.raises(InvalidArgumentError, match="make 26843546 calls; expected at most"):
+        check_calls(1, 26_843_546)
+
+
+def test_a_recording_past_the_calls_cap_is_refused_before_it_is_announced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record refuses sizes x rounds past the cap as its one line, with no 'recording' line."""
+    argv = ["record", *TINY, "-o", str(tmp_path / "t.json"), "--rounds", "2147483647"]
+    assert main([*argv, "--sizes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "calls; expected at most" in err and "recording" not in err
