@@ -426,3 +426,28 @@ def test_a_first_probe_that_starts_during_the_program_s_exit_handlers_is_waited_
     )
     assert done.returncode == 0, done.stderr
     assert marks.read_text().split() == ["started", "returned"]
+
+
+def test_a_second_wait_after_giving_up_on_a_stuck_call_returns_at_once(
+    quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The backstop after the armed wait gave up: no second wait, no second warning."""
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.2)
+    release, entered = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with _exit.call_in_flight():
+            entered.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=stuck)
+    thread.start()
+    assert entered.wait(60)
+    try:
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            _exit._wait_all()
+            _exit._wait_all()  # the import-time backstop, run after the program's handlers
+    finally:
+        release.set()
+        thread.join(60)
+    assert caplog.text.count("did not return within 0.2 s") == 1
