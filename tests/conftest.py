@@ -6,10 +6,13 @@ import compileall
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chunktune import _ray_api, _unstored
+
+from _clock import backend_options
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -57,6 +60,9 @@ def unusable_home(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Run every anyio test on asyncio and on trio."""
+def anyio_backend(request: pytest.FixtureRequest) -> str | tuple[str, dict[str, Any]]:
+    """Run every anyio test on asyncio and on trio; a test marked ``jumps`` on a loop whose
+    clock it can move on (``_clock.jump``)."""
+    if request.node.get_closest_marker("jumps") is not None:
+        return backend_options(str(request.param))
     return str(request.param)

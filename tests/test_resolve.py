@@ -21,6 +21,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import pytest
+from _clock import jump_when
 from _forking import run_forked
 from _holders import cached_eventually, holding, holding_async
 from _pools import lognormal_32
@@ -961,6 +962,7 @@ async def test_two_keys_never_measure_at_the_same_time() -> None:
     assert sum(1 for x, y in itertools.pairwise(names) if x != y) == 1
 
 
+@pytest.mark.jumps
 async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1002,7 +1004,9 @@ async def test_hard_limit_returns_while_run_is_blocked_and_later_sweeps_wait(
         later.append(await chunktune.resolve(other, on_progress=on_progress))
 
     try:
-        d = await chunktune.resolve(stuck, policy=pol)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(jump_when, blocked, 1.0)  # the limit runs out with run() blocked
+            d = await chunktune.resolve(stuck, policy=pol)
         assert (d.source, d.chunk_size) == ("fallback", None)
         assert "hard limit" in d.reason and "abandoned" in d.reason
         assert d.probe_seconds > 0  # the two calls made before the one that blocked
@@ -1725,9 +1729,11 @@ class _Stall:
     release: threading.Event = attrs.field(factory=threading.Event)
     entered: list[None] = attrs.field(factory=list)
     freed: list[bool] = attrs.field(factory=list)  # each: let go by end() (False: the guard)
+    stuck: threading.Event = attrs.field(factory=threading.Event)  # a call is held
 
     def hold(self) -> None:
         self.entered.append(None)
+        self.stuck.set()
         self.freed.append(self.release.wait(60))
 
     def end(self) -> list[bool]:
@@ -1782,14 +1788,18 @@ async def _resolved_past_a_stalled_try(
     stall = _stalled(
         monkeypatch, "try_acquire", lambda lock: (lock.what == "the sweep lock") == sweep_lock
     )
+    assert pol.hard_limit_s is not None
     try:
-        d = await chunktune.resolve(w, policy=pol)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(jump_when, stall.stuck, pol.hard_limit_s)  # the limit: with it stuck
+            d = await chunktune.resolve(w, policy=pol)
     finally:
         freed = await anyio.to_thread.run_sync(stall.end)
     assert freed == [True]  # returned while the try was still stuck
     return d
 
 
+@pytest.mark.jumps
 async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_system_holds(
     isolated: Path,
 ) -> None:
@@ -1809,6 +1819,7 @@ async def test_hard_limit_covers_a_try_at_the_key_lock_that_a_stalled_file_syste
     assert (again.source, again.key) == ("benchmark", d.key)
 
 
+@pytest.mark.jumps
 async def test_hard_limit_covers_a_look_at_the_holder_that_a_stalled_file_system_holds(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1822,7 +1833,9 @@ async def test_hard_limit_covers_a_look_at_the_holder_that_a_stalled_file_system
     stall = _stalled(monkeypatch, "holder", lambda lock: True)
     async with holding_async(Path(cache.key_lock(key).lock_file)):
         try:
-            d = await chunktune.resolve(w, policy=pol)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(jump_when, stall.stuck, 1.0)  # the limit: with a look stuck
+                d = await chunktune.resolve(w, policy=pol)
         finally:
             freed = await anyio.to_thread.run_sync(stall.end)
     assert freed and all(freed)  # returned while the looks were still stuck
@@ -1830,6 +1843,7 @@ async def test_hard_limit_covers_a_look_at_the_holder_that_a_stalled_file_system
     assert "while another process was measuring this workload" in d.reason
 
 
+@pytest.mark.jumps
 async def test_hard_limit_names_the_sweep_lock_whose_try_a_stalled_file_system_holds(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1841,6 +1855,7 @@ async def test_hard_limit_names_the_sweep_lock_whose_try_a_stalled_file_system_h
     assert f"its try at the machine's sweep lock ({path}) had not answered" in d.reason
 
 
+@pytest.mark.jumps
 async def test_a_try_at_a_held_sweep_lock_only_slow_at_the_limit_names_the_other_sweep(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1862,7 +1877,9 @@ async def test_a_try_at_a_held_sweep_lock_only_slow_at_the_limit_names_the_other
     pol, w = attrs.evolve(_quick_limit(), hard_limit_s=2.0), uneven()
     async with holding_async(_locks.sweep_lock().path):
         try:
-            d = await chunktune.resolve(w, policy=pol)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(jump_when, stall.stuck, 2.0)  # the limit: the second try stuck
+                d = await chunktune.resolve(w, policy=pol)
         finally:
             freed = await anyio.to_thread.run_sync(stall.end)
     assert freed == [True]  # returned while its second try was in flight

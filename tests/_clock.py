@@ -1,0 +1,63 @@
+"""A loop clock that a test moves on: a hard limit runs out the moment the test says so.
+
+A test that waited out a real ``hard_limit_s`` spent the whole limit asleep, and a limit
+short enough to be cheap leaves a loaded machine no room to reach the point the test
+means the limit to end at. Marked ``@pytest.mark.jumps``, a test runs on a loop whose
+clock reads real time plus what the test jumped: it waits (on an event, not a time) until
+the resolve is stuck where it should be, then jumps the clock past the limit. Every
+deadline is still the loop's own timer, counted as before; only the wait is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import anyio
+import trio
+import trio.testing
+
+__all__ = ["backend_options", "jump", "jump_when"]
+
+
+class _JumpingLoop(asyncio.SelectorEventLoop):
+    """The default loop (on Linux) whose clock is ahead of real time by what was jumped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.ahead
+
+
+def backend_options(backend: str) -> tuple[str, dict[str, Any]]:
+    """anyio's backend with a clock a test can jump: a fresh loop or MockClock per test."""
+    if backend == "asyncio":
+        return backend, {"loop_factory": _JumpingLoop}
+    # rate 1: the clock runs at real time until a jump; no autojump, which would move it
+    # on whenever every task waits, as the tests' tasks do for worker threads
+    return backend, {"clock": trio.testing.MockClock(rate=1.0)}
+
+
+async def jump(seconds: float) -> None:
+    """Move the running loop's clock ``seconds`` on; timers now due fire at once."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: trio
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock), "mark the test @pytest.mark.jumps"
+        clock.jump(seconds)
+    else:
+        assert isinstance(loop, _JumpingLoop), "mark the test @pytest.mark.jumps"
+        loop.ahead += seconds
+    await anyio.sleep(0)  # one pass of the loop: it looks at its timers with the clock moved
+
+
+async def jump_when(stuck: threading.Event, seconds: float) -> None:
+    """Once ``stuck`` is set (a call in a worker thread reached the point the test means a
+    limit to run out at), jump the loop's clock ``seconds`` on."""
+    # a hang guard, not a timing: a resolve that never gets stuck fails the test here
+    assert await anyio.to_thread.run_sync(stuck.wait, 60.0, abandon_on_cancel=True), "not stuck"
+    await jump(seconds)
