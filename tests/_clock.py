@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import trio
 import trio.testing
 
@@ -52,7 +53,9 @@ async def jump(seconds: float) -> None:
     else:
         assert isinstance(loop, _JumpingLoop), "mark the test @pytest.mark.jumps"
         loop.ahead += seconds
-    await anyio.sleep(0)  # one pass of the loop: it looks at its timers with the clock moved
+    await (
+        anyio.lowlevel.checkpoint()
+    )  # one pass of the loop: it looks at its timers with the clock moved
 
 
 async def jump_when(stuck: threading.Event, seconds: float) -> None:

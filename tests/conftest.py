@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _clock import backend_options
 
 from chunktune import _ray_api, _unstored
-
-from _clock import backend_options
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

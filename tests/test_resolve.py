@@ -1317,12 +1317,14 @@ async def test_a_sharer_is_not_handed_the_fallback_of_the_owner_s_own_hard_limit
     assert "hard limit" not in sharer[0].reason
 
 
+@pytest.mark.jumps
 async def test_hard_limit_covers_a_signature_that_blocks() -> None:
     """A workload whose signature() never returns: native at hard_limit_s, the thread left."""
-    release = threading.Event()
+    keying, release = threading.Event(), threading.Event()
 
     class Unkeyable(SimulatedWorkload):
         def signature(self) -> dict[str, SignatureValue]:
+            keying.set()
             # hang guard: a resolve that waited for signature() returns at last and fails
             release.wait(60)
             return dict(super().signature())
@@ -1337,22 +1339,26 @@ async def test_hard_limit_covers_a_signature_that_blocks() -> None:
     w = Unkeyable(uneven().costs, nthread=8)
     try:
         with anyio.fail_after(60):  # a hang detector, not a timing
-            d = await chunktune.resolve(w, policy=pol)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(jump_when, keying, 1.0)  # the limit: inside signature()
+                d = await chunktune.resolve(w, policy=pol)
     finally:
         release.set()
     assert (d.source, d.chunk_size, w.calls, d.key) == ("fallback", None, 0, "")  # never keyed
     assert "hard limit of 1 s" in d.reason and "signature()" in d.reason
 
 
+@pytest.mark.jumps
 async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The cache's re-check under the key's lock blocking: native at hard_limit_s, left behind."""
-    release = threading.Event()
+    rechecking, release = threading.Event(), threading.Event()
     checked: list[str] = []
 
     def stuck_lookup(*args: object) -> None:
         checked.append("re-check")
+        rechecking.set()
         release.wait(20)  # hang guard: a resolve that waited for it returns at last
 
     monkeypatch.setattr("chunktune._miss.lookup", stuck_lookup)
@@ -1362,7 +1368,9 @@ async def test_hard_limit_covers_a_re_check_of_the_cache_that_blocks(
     w = uneven()
     try:
         with anyio.fail_after(60):  # a hang detector, not a timing
-            d = await chunktune.resolve(w, policy=pol)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(jump_when, rechecking, 1.0)  # the limit: inside the re-check
+                d = await chunktune.resolve(w, policy=pol)
         left_behind = not release.is_set()
     finally:
         release.set()

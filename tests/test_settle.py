@@ -18,6 +18,7 @@ import anyio.to_thread
 import attrs
 import numpy as np
 import pytest
+from _clock import jump_when
 
 import chunktune
 from chunktune import WorkloadError, _flights, _threads
@@ -139,6 +140,7 @@ def _limited() -> chunktune.Policy:
     return attrs.evolve(balanced, time_budget_s=0.05, hard_limit_s=1.0)
 
 
+@pytest.mark.jumps
 async def test_hard_limit_waits_for_the_run_in_flight_of_a_settling_workload(
     settling_told: list[_ReleaseOnSettling],
 ) -> None:
@@ -146,7 +148,9 @@ async def test_hard_limit_waits_for_the_run_in_flight_of_a_settling_workload(
     w = held(settle=True)
     _listen(settling_told, w)
     try:
-        d = await chunktune.resolve(w, policy=_limited())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(jump_when, w.entered, 1.0)  # the limit: in the first run()
+            d = await chunktune.resolve(w, policy=_limited())
         in_run = w.in_run
     finally:
         w.release.set()
