@@ -18,6 +18,7 @@ import anyio.to_thread
 import attrs
 import filelock
 import pytest
+from _clock import jump
 from _forking import run_forked
 from _small_sweeps import small_policy, workload
 
@@ -932,6 +933,7 @@ async def test_a_raising_sharer_callback_leaves_the_owner_and_the_other_sharer_i
 
 
 @pytest.mark.parametrize("how", ["cancelled", "hard_limit"])
+@pytest.mark.jumps
 async def test_a_sharer_that_stops_waiting_gets_no_event_after(how: str) -> None:
     """A sharer cancelled, or past its own hard_limit_s, is told nothing of the sweep after."""
     w, pol = _gated("leaving sharer"), small_policy()
@@ -959,9 +961,11 @@ async def test_a_sharer_that_stops_waiting_gets_no_event_after(how: str) -> None
                 )
                 await _caught(w)
                 tg.start_soon(sharer)
+                await _joined(1)
                 if how == "cancelled":
-                    await _joined(1)
                     scope.cancel()
+                else:
+                    await jump(1.0)  # the sharer's limit, while it waits on the flight
                 await left.wait()
                 assert len(seen) == 1 and "sharing its sweep" in seen[0].message
                 w.release.set()

@@ -21,7 +21,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import pytest
-from _clock import jump_when
+from _clock import jump, jump_when
 from _forking import run_forked
 from _holders import cached_eventually, holding, holding_async
 from _pools import lognormal_32
@@ -1254,6 +1254,15 @@ class _StuckAtThirdCall(SimulatedWorkload):
         return super().run(chunk_size)
 
 
+async def _jump_once_shared(seconds: float) -> None:
+    """Once a task waits on another's flight, jump the loop's clock ``seconds`` on."""
+    with anyio.fail_after(60):  # a hang guard, not a timing
+        while not any(f.waiters for f in _flights._flights.values()):  # noqa: ASYNC110
+            await anyio.sleep(0.001)
+    await jump(seconds)
+
+
+@pytest.mark.jumps
 async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> None:
     """A task sharing a sweep with no limit returns native at its own hard_limit_s."""
     blocked, release = threading.Event(), threading.Event()
@@ -1271,7 +1280,9 @@ async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> Non
             tg.start_soon(own)
             await anyio.to_thread.run_sync(blocked.wait)
             with anyio.fail_after(60):  # a hang detector, not a timing
-                shared = await chunktune.resolve(stuck, policy=limited)
+                async with anyio.create_task_group() as sharing:
+                    sharing.start_soon(_jump_once_shared, 1.0)  # the limit: while it shares
+                    shared = await chunktune.resolve(stuck, policy=limited)
             assert (shared.source, shared.chunk_size) == ("fallback", None)
             assert "another task of this process" in shared.reason
             assert not owner  # the owner is still measuring
@@ -1281,6 +1292,7 @@ async def test_hard_limit_bounds_a_task_that_shares_another_tasks_sweep() -> Non
     assert owner[0].source == "benchmark"
 
 
+@pytest.mark.jumps
 async def test_a_sharer_is_not_handed_the_fallback_of_the_owner_s_own_hard_limit() -> None:
     """A task sharing a sweep whose owner gave up at its hard_limit_s measures the key itself."""
     blocked, release = threading.Event(), threading.Event()
@@ -1308,6 +1320,7 @@ async def test_a_sharer_is_not_handed_the_fallback_of_the_owner_s_own_hard_limit
                 tg.start_soon(own)
                 assert await anyio.to_thread.run_sync(blocked.wait, 30.0)
                 tg.start_soon(share)  # waits on the owner's flight
+                await _jump_once_shared(1.5)  # the owner's limit, with the sharer waiting
                 await owned.wait()
                 release.set()  # the abandoned call returns; the sharer may take the machine
     finally:
