@@ -20,6 +20,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import attrs
+import filelock
 import pytest
 from _clock import jump, jump_when
 from _forking import run_forked
@@ -1467,6 +1468,24 @@ def test_a_process_that_ends_while_its_entry_is_written_waits_for_the_write(
     assert len(json.loads(cache.read_text())["entries"]) == 1
 
 
+def _write_waits(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set once a cache write has found its write lock held (a try timed out)."""
+    from chunktune import _cache_lock
+
+    waits, real = threading.Event(), _cache_lock.take
+
+    def noted(lock: filelock.BaseFileLock, *, timeout: float) -> None:
+        try:
+            real(lock, timeout=timeout)
+        except filelock.Timeout:
+            waits.set()
+            raise
+
+    monkeypatch.setattr(_cache_lock, "take", noted)
+    return waits
+
+
+@pytest.mark.jumps
 async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_limit(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1476,11 +1495,14 @@ async def test_a_decision_stuck_behind_the_cache_write_lock_returns_at_the_hard_
     from chunktune import _cache_lock
 
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    writing = _write_waits(monkeypatch)
     cache = chunktune.DecisionCache(isolated / "cache.json")
     w, pol = storable()  # a budget of modeled seconds that times candidates: worth storing
     async with holding_async(cache.lock_path) as holder:
         with anyio.fail_after(60):  # a hang detector, not a timing
-            d = await chunktune.resolve(w, policy=pol)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(jump_when, writing, 1.0)  # the limit: while the write waits
+                d = await chunktune.resolve(w, policy=pol)
         assert holder.returncode is None  # returned while the lock was still held
     assert d.source == "benchmark" and d.key and len(d.timings) > 1
     # the abandoned write goes on once the lock is free
@@ -1496,6 +1518,7 @@ def stores_ended() -> None:
             thread.join(60)
 
 
+@pytest.mark.jumps
 async def test_the_key_stays_locked_while_an_entry_returned_at_the_hard_limit_is_written(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1504,11 +1527,14 @@ async def test_the_key_stays_locked_while_an_entry_returned_at_the_hard_limit_is
     from chunktune import _cache_lock
 
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 600.0)  # a stall this write waits out
+    writing = _write_waits(monkeypatch)
     cache = chunktune.DecisionCache(isolated / "cache.json")
     w, pol = storable()
     async with holding_async(cache.lock_path):
         with anyio.fail_after(60):  # a hang detector, not a timing
-            d = await chunktune.resolve(w, policy=pol)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(jump_when, writing, 1.0)  # the limit: while the write waits
+                d = await chunktune.resolve(w, policy=pol)
         assert d.source == "benchmark"
         key = _locks.key_lock(Path(cache.key_lock(d.key).lock_file))
         assert not await anyio.to_thread.run_sync(key.try_acquire)
