@@ -1470,9 +1470,9 @@ def test_a_process_that_ends_while_its_entry_is_written_waits_for_the_write(
 
 def _write_waits(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """An event set once a cache write has found its write lock held (a try timed out)."""
-    from chunktune import _cache_lock
+    from chunktune import _cache_lock, _lock_files
 
-    waits, real = threading.Event(), _cache_lock.take
+    waits, real = threading.Event(), _lock_files.take  # what _cache_lock calls by that name
 
     def noted(lock: filelock.BaseFileLock, *, timeout: float) -> None:
         try:
