@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 _POLL_S = 0.02  # first pause between attempts; it grows to _POLL_MAX_S
+# also how late a notebook's interrupt, queued on the loop unwoken, lands in a lock wait:
+# no more than _woken.WAKE_S, as in a resolve's other waits
 _POLL_MAX_S = 0.25
 REPORT_AFTER_S = 1.0  # a wait longer than this is reported
 RELOOK_S = 2.0  # then who holds the lock is read again this often: reported if it changed

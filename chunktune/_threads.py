@@ -23,10 +23,10 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from ._backends import call_soon, in_worker_thread, inherited, loop_running_here
+from ._backends import call_soon, in_worker_thread, inherited, loop_running_here, waking
 from ._errors import UsageError
 from ._sigint import ClosingHold, interruptible
-from ._woken import wait_woken
+from ._woken import WAKE_S, wait_woken
 
 __all__ = [
     "KEYING_THREAD",
@@ -83,14 +83,22 @@ async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts, abandon_on_cancel: bo
     Cancellation waits for ``func`` to return, so a hop never leaks a half-done step;
     with ``abandon_on_cancel`` the caller returns at once and ``func`` finishes on its
     own (for a step that is whole wherever it stops: a read, an atomic write, user code
-    that may block), its outcome dropped, its place in the limiter given back.
+    that may block), its outcome dropped, its place in the limiter given back. An
+    asyncio task's own cancel (a Ctrl-C under ``asyncio.run``, a notebook's interrupt)
+    leaves at once either way: asyncio's cancel goes through anyio's shield.
+
+    The loop is woken every :data:`~chunktune._woken.WAKE_S` meanwhile: a short step may
+    wait long (a damaged cache's read waits for its write lock's holder, up to
+    ``WRITE_STALL_S``; a stalled file system), and a notebook's interrupt, queued unwoken,
+    must land within that as ``asyncio.run``'s Ctrl-C does.
     """
-    return await anyio.to_thread.run_sync(
-        func,
-        *args,
-        limiter=_own_limiter(_hops, _HOP_THREADS),
-        abandon_on_cancel=abandon_on_cancel,
-    )
+    with waking(WAKE_S):
+        return await anyio.to_thread.run_sync(
+            func,
+            *args,
+            limiter=_own_limiter(_hops, _HOP_THREADS),
+            abandon_on_cancel=abandon_on_cancel,
+        )
 
 
 async def wait_in_thread(
@@ -100,12 +108,15 @@ async def wait_in_thread(
 
     Neither the caller's default limiter, which its own work may fill, nor the hops
     share these threads. With ``abandon_on_cancel`` a cancelled caller leaves ``func``
-    running (for a call whose outcome may be dropped).
+    running (for a call whose outcome may be dropped). The loop is woken every
+    :data:`~chunktune._woken.WAKE_S` meanwhile, as for a hop: a notebook's interrupt lands
+    mid-wait (a Ray registry's wait for another worker's sweep, Ray's start).
     """
     limiter = _own_limiter(_waits, _WAIT_THREADS)
-    return await anyio.to_thread.run_sync(
-        func, *args, limiter=limiter, abandon_on_cancel=abandon_on_cancel
-    )
+    with waking(WAKE_S):
+        return await anyio.to_thread.run_sync(
+            func, *args, limiter=limiter, abandon_on_cancel=abandon_on_cancel
+        )
 
 
 def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, where: str = "") -> T:

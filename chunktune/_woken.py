@@ -9,6 +9,11 @@ task's sweep of its key, has nothing else to wake it until that sweep ends (its
 ``time_budget_s``, or longer), so the interrupt would land only then. Woken every
 :data:`WAKE_S` (:func:`~chunktune._backends.waking`), it lands within that, and the sweep
 stops at its next probe as a cancel stops it.
+
+Every wait of a resolve is so woken: these two; each thread hop and long wait
+(:func:`~chunktune._threads.hop`, :func:`~chunktune._threads.wait_in_thread`: a damaged
+cache's read waiting for its write lock, a Ray registry's wait for another worker's
+sweep); and a lock wait polls at least as often (``_lock_wait._POLL_MAX_S``).
 """
 
 from __future__ import annotations
