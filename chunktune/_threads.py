@@ -80,12 +80,13 @@ def _own_limiter(
 async def hop(func: Callable[[Unpack[Ts]], T], *args: *Ts, abandon_on_cancel: bool = False) -> T:
     """Run a short blocking ``func(*args)`` in a worker thread of chunktune's own limiter.
 
-    Cancellation waits for ``func`` to return, so a hop never leaks a half-done step;
-    with ``abandon_on_cancel`` the caller returns at once and ``func`` finishes on its
-    own (for a step that is whole wherever it stops: a read, an atomic write, user code
-    that may block), its outcome dropped, its place in the limiter given back. An
-    asyncio task's own cancel (a Ctrl-C under ``asyncio.run``, a notebook's interrupt)
-    leaves at once either way: asyncio's cancel goes through anyio's shield.
+    An anyio cancel (a cancel scope, ``hard_limit_s``) waits for ``func`` to return, so
+    a hop never leaks a half-done step; with ``abandon_on_cancel`` the caller returns at
+    once and ``func`` finishes on its own (for a step that is whole wherever it stops: a
+    read, an atomic write, user code that may block), its outcome dropped, its place in
+    the limiter given back. An asyncio task's own cancel (a Ctrl-C under ``asyncio.run``,
+    a notebook's interrupt) leaves at once either way, as with ``abandon_on_cancel``: it
+    goes through anyio's shield. The hops that do not abandon only read.
 
     The loop is woken every :data:`~chunktune._woken.WAKE_S` meanwhile: a short step may
     wait long (a damaged cache's read waits for its write lock's holder, up to
