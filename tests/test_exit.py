@@ -15,6 +15,7 @@ from typing import cast
 
 import pytest
 from _forking import run_forked
+from _users import child_env
 
 from chunktune import _exiting as _exit
 from chunktune._errors import UsageError
@@ -395,18 +396,19 @@ import atexit, sys, threading, time
 from chunktune import _exiting
 
 marks = open(sys.argv[1], "w")
-began = threading.Event()
+began, entered = threading.Event(), threading.Event()
 
 def probe():  # a daemon thread whose first probe starts once the exit has begun
     began.wait()
     with _exiting.call_in_flight():
         marks.write("started\\n"); marks.flush()
+        entered.set()
         time.sleep(0.5)
         marks.write("returned\\n"); marks.flush()
 
 def programs_own_handler():
     began.set()
-    time.sleep(0.1)
+    entered.wait(60)  # the probe in flight as the handler returns, however loaded the machine
 
 threading.Thread(target=probe, daemon=True).start()
 atexit.register(programs_own_handler)
@@ -420,6 +422,7 @@ def test_a_first_probe_that_starts_during_the_program_s_exit_handlers_is_waited_
     marks = tmp_path / "marks"
     done = subprocess.run(
         [sys.executable, "-c", _LATE_FIRST_PROBE, str(marks)],
+        env=child_env(),  # this very chunktune: the child runs in tmp_path, not the tree
         capture_output=True,
         text=True,
         timeout=120,
