@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import pytest
 from _small_sweeps import small_policy, workload
 from _unwoken import LAND_GUARD_S, interrupt_unwoken
 
 import chunktune
-from chunktune import _cache_lock, _flights, _miss, _ray_calls
+from chunktune import _cache_lock, _flights, _miss, _ray_calls, _woken
 from chunktune._here import key_here
 from chunktune._lock_files import take
 from chunktune.sim import Noise, SimulatedWorkload
@@ -186,3 +187,48 @@ def test_a_cancel_queued_unwoken_lands_while_a_ray_registry_call_waits() -> None
         return landed
 
     assert asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "end", [pytest.param("set", id="event-set"), pytest.param("cancel", id="cancelled")]
+)
+def test_a_woken_wait_that_ends_leaves_no_wakeup_behind(
+    end: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wait that ends (its event set, or its task cancelled) leaves no wake-up scheduled."""
+    monkeypatch.setattr(_woken, "WAKE_S", 0.001)  # a few ticks without waiting long
+
+    async def main() -> tuple[list[asyncio.TimerHandle], int]:
+        loop = asyncio.get_running_loop()
+        handles: list[asyncio.TimerHandle] = []
+        renewed = asyncio.Event()  # ticked, and ticked again: the timer renews itself
+        real = loop.call_later
+
+        def recorded(
+            delay: float, callback: Callable[..., object], *args: object
+        ) -> asyncio.TimerHandle:
+            handle = real(delay, callback, *args)
+            if not args:  # the wake-up's tick; asyncio.sleep's timers pass their future
+                handles.append(handle)
+                if len(handles) == 3:
+                    renewed.set()
+            return handle
+
+        monkeypatch.setattr(loop, "call_later", recorded)
+        event = anyio.Event()
+        waiting = asyncio.ensure_future(_woken.wait_woken(event))
+        await renewed.wait()
+        if end == "set":
+            event.set()
+            await waiting
+        else:
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+        ticks = len(handles)
+        for _ in range(3):
+            await asyncio.sleep(0.002)  # a tick left scheduled would be due and renew itself
+        return handles, ticks
+
+    handles, ticks = asyncio.run(main())
+    assert handles[-1].cancelled() and len(handles) == ticks
