@@ -20,15 +20,17 @@ registered once more when this module is imported, as a backstop that runs after
 program's own handlers: a first probe that a program's exit handler starts (in a daemon
 thread of its own, say) arms the wait too late, while Python runs its handlers, and
 Python 3.11 runs none registered then; the backstop waits for that probe, or refuses it.
-Whichever wait runs first does the work, and a later one returns at once. Threads that are
-no daemons were joined before any ``atexit`` handler runs, so only daemon threads' calls
-are left to wait for. A call that does not return within ``EXIT_WAIT_S``, all waits
-together (a stuck pool), is given up on, with a warning: a process held for good would
-be worse, and a call that never returns never returns into the finalizing interpreter
-either. Where a counted call has taken longer than half of that (a batch whose every
-call takes 8 s is not stuck at 10 s), the wait is twice the longest such call instead,
-up to ``EXIT_WAIT_CAP_S``: giving up on a call that is merely slow is the crash the
-wait is there to prevent.
+Whichever wait runs first does the work, and a later one returns at once (so a handler
+registered before this module was imported runs after a wait, and starts no probe). This
+module first imported by an exit handler registers both too late to be run: nothing waits
+then. Threads that are no daemons were joined before any ``atexit`` handler runs, so only
+daemon threads' calls are left to wait for. A call that does not return within
+``EXIT_WAIT_S``, all waits together (a stuck pool), is given up on, with a warning: a
+process held for good would be worse, and a call that never returns never returns into
+the finalizing interpreter either. Where a counted call has taken longer than half of
+that (a batch whose every call takes 8 s is not stuck at 10 s), the wait is twice the
+longest such call instead, up to ``EXIT_WAIT_CAP_S``: giving up on a call that is merely
+slow is the crash the wait is there to prevent.
 """
 
 from __future__ import annotations

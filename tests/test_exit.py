@@ -454,3 +454,34 @@ def test_a_second_wait_after_giving_up_on_a_stuck_call_returns_at_once(
         release.set()
         thread.join(60)
     assert caplog.text.count("did not return within 0.2 s") == 1
+
+
+_HANDLER_BEFORE_IMPORT = """
+import atexit
+
+def tune_at_exit():  # registered before chunktune is imported: it runs after its backstop
+    import chunktune
+    from chunktune.sim import SimulatedWorkload
+
+    w = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4)
+    d = chunktune.resolve_sync(w, policy="quick")
+    print(d.source, w.calls, "Python is exiting" in d.reason)
+
+atexit.register(tune_at_exit)
+import chunktune  # no probe before the exit
+"""
+
+
+def test_a_handler_registered_before_the_import_runs_after_the_backstop_and_measures_nothing(
+    tmp_path: Path,
+) -> None:
+    """A resolve in an exit handler registered before ``import chunktune`` measures nothing."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HANDLER_BEFORE_IMPORT],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fallback", "0", "True"]
