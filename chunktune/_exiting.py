@@ -155,7 +155,7 @@ def _wait_all() -> None:
     global _exiting
     # first: a call that would start after this sees it and starts nothing
     with _guard:
-        if _exiting:  # an earlier wait ran: no call started since, its calls are waited for
+        if _exiting:  # an earlier wait ran: no call started since, its calls waited or given up on
             return
         _exiting = True
     start = _clock()
