@@ -1,7 +1,9 @@
-"""Cheap real sweeps shared by the tests of flights and of giving up: a small policy, and a
-simulated workload of one key per name."""
+"""Cheap real sweeps shared by the tests of flights, giving up and wake-ups: a small policy, a
+simulated workload of one key per name, and one whose sweep is caught in the middle."""
 
 from __future__ import annotations
+
+import threading
 
 import attrs
 
@@ -24,3 +26,19 @@ def workload(name: str) -> SimulatedWorkload:
     """One key per name."""
     costs = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8).costs
     return SimulatedWorkload(costs, nthread=8, noise=Noise(sigma=0.01), name=name)
+
+
+class Blocking(SimulatedWorkload):
+    """Its third call blocks until released: a sweep caught in the middle."""
+
+    hold_s = 60.0  # not a speed limit: how long the third call waits to be released at most
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.blocked, self.release = threading.Event(), threading.Event()
+
+    def run(self, chunk_size: int | None) -> float:
+        if self.calls == 2:
+            self.blocked.set()
+            self.release.wait(self.hold_s)
+        return super().run(chunk_size)

@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -152,15 +153,10 @@ def test_a_call_that_raises_is_no_longer_counted(quiet: None) -> None:
     assert _exit._calls == 0
 
 
-def test_a_stuck_probe_and_a_held_lock_are_given_up_on_together(
-    quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A stuck probe and a held lock are given up on together, one notice and one warning."""
-    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.3)
-    lock = threading.Lock()
-    _exit.wait_at_exit(lock)
-    release = threading.Event()
-    entered = threading.Event()
+@contextmanager
+def _stuck_call() -> Iterator[None]:
+    """A call counted in flight in another thread, stuck until the block ends."""
+    release, entered = threading.Event(), threading.Event()
 
     def stuck() -> None:
         with _exit.call_in_flight():
@@ -169,15 +165,27 @@ def test_a_stuck_probe_and_a_held_lock_are_given_up_on_together(
 
     thread = threading.Thread(target=stuck)
     thread.start()
-    assert entered.wait(60)
+    try:
+        assert entered.wait(60)
+        yield
+    finally:
+        release.set()
+        thread.join(60)
+
+
+def test_a_stuck_probe_and_a_held_lock_are_given_up_on_together(
+    quiet: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stuck probe and a held lock are given up on together, one notice and one warning."""
+    monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.3)
+    lock = threading.Lock()
+    _exit.wait_at_exit(lock)
     lock.acquire()
     try:
-        with caplog.at_level(logging.WARNING, logger="chunktune"):
+        with _stuck_call(), caplog.at_level(logging.WARNING, logger="chunktune"):
             _exit._wait_all()
     finally:
         lock.release()
-        release.set()
-        thread.join(60)
     assert caplog.text.count("Python's exit is waiting") == 1
     assert caplog.text.count("did not return within 0.3 s") == 1
 
@@ -436,23 +444,9 @@ def test_a_second_wait_after_giving_up_on_a_stuck_call_returns_at_once(
 ) -> None:
     """The backstop after the armed wait gave up: no second wait, no second warning."""
     monkeypatch.setattr(_exit, "EXIT_WAIT_S", 0.2)
-    release, entered = threading.Event(), threading.Event()
-
-    def stuck() -> None:
-        with _exit.call_in_flight():
-            entered.set()
-            release.wait(60)
-
-    thread = threading.Thread(target=stuck)
-    thread.start()
-    assert entered.wait(60)
-    try:
-        with caplog.at_level(logging.WARNING, logger="chunktune"):
-            _exit._wait_all()
-            _exit._wait_all()  # the import-time backstop, run after the program's handlers
-    finally:
-        release.set()
-        thread.join(60)
+    with _stuck_call(), caplog.at_level(logging.WARNING, logger="chunktune"):
+        _exit._wait_all()
+        _exit._wait_all()  # the import-time backstop, run after the program's handlers
     assert caplog.text.count("did not return within 0.2 s") == 1
 
 

@@ -20,7 +20,7 @@ import filelock
 import pytest
 from _clock import jump
 from _forking import run_forked
-from _small_sweeps import small_policy, workload
+from _small_sweeps import Blocking, small_policy, workload
 
 import chunktune
 from chunktune import Decision, ProgressEvent, _flights, _giving_up, _locks
@@ -118,20 +118,6 @@ def test_resolve_sync_from_many_threads_shares_one_sweep_across_loops() -> None:
     assert len(decisions) == 8
     assert len({id(e) for e in sweeps}) == 1
     assert len({d.chunk_size for d in decisions}) == 1
-
-
-class Blocking(SimulatedWorkload):
-    """Its third call blocks until released: a sweep caught in the middle."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.blocked, self.release = threading.Event(), threading.Event()
-
-    def run(self, chunk_size: int | None) -> float:
-        if self.calls == 2:
-            self.blocked.set()
-            self.release.wait(HANG_GUARD_S)
-        return super().run(chunk_size)
 
 
 def _left_on_a_closed_loop(w: SimulatedWorkload, pol: chunktune.Policy) -> _flights.Flight:

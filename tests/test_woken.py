@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import attrs
 import pytest
-from _small_sweeps import small_policy, workload
+from _small_sweeps import Blocking, small_policy, workload
 from _unwoken import LAND_GUARD_S, interrupt_unwoken
 
 import chunktune
@@ -27,23 +27,11 @@ from chunktune._lock_files import take
 from chunktune.sim import Noise, SimulatedWorkload
 
 
-class Blocking(SimulatedWorkload):
-    """Its third call blocks until released: a sweep caught in the middle."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.blocked, self.release = threading.Event(), threading.Event()
-
-    def run(self, chunk_size: int | None) -> float:
-        if self.calls == 2:
-            self.blocked.set()
-            self.release.wait(LAND_GUARD_S * 2)
-        return super().run(chunk_size)
-
-
 def _blocking(name: str) -> Blocking:
     costs = SimulatedWorkload.from_layout("blocked", num_envs=512, nthread=8).costs
-    return Blocking(costs, nthread=8, noise=Noise(sigma=0.01), name=name)
+    w = Blocking(costs, nthread=8, noise=Noise(sigma=0.01), name=name)
+    w.hold_s = LAND_GUARD_S * 2
+    return w
 
 
 async def _sharing() -> None:
