@@ -374,6 +374,22 @@ def test_more_variants_than_envs_are_rejected() -> None:
 # -- signature ----------------------------------------------------------------------
 
 
+def test_randomized_variants_under_one_model_label_share_a_signature() -> None:
+    """Variants drawn afresh under one model_label share a signature; unlabelled, they do not."""
+    draws = [[tiny_model(box=b), tiny_model(box=b + 0.01)] for b in (0.1, 0.105)]
+    labelled = [tiny_workload(model=m, model_label="box-dr").signature() for m in draws]
+    plain = [tiny_workload(model=m).signature() for m in draws]
+    assert labelled[0] == labelled[1]
+    assert labelled[0]["model_label"] == "box-dr" and "model_sha" not in labelled[0]
+    assert plain[0]["model_sha"] != plain[1]["model_sha"]
+    other = tiny_workload(model=draws[0], model_label="another-robot").signature()
+    assert other != labelled[0]
+    # the sizes, the variant count and the rollout stay keyed under a label
+    one = tiny_workload(model=draws[0][0], model_label="box-dr").signature()
+    longer = tiny_workload(model=draws[0], model_label="box-dr", nstep=11).signature()
+    assert one != labelled[0] and longer != labelled[0]
+
+
 def test_signature_is_stable_across_recompiles() -> None:
     """The same XML compiled twice gives the same signature."""
     first = tiny_workload(model=tiny_model()).signature()
@@ -804,6 +820,10 @@ def test_how_far_default_states_stray_is_in_the_key_unless_default() -> None:
         pytest.param({"rollout": "pool"}, "is not a pool", id="rollout-not-a-pool"),
         pytest.param({"model_file": 5}, "model_file 5 is not a path", id="model-file-int"),
         pytest.param({"states_label": ""}, "states_label '' is not a name", id="label-empty"),
+        pytest.param({"model_label": ""}, "model_label '' is not a name for the model",
+                     id="model-label-empty"),
+        pytest.param({"model_label": 7}, "model_label 7 is not a name for the model",
+                     id="model-label-int"),
         pytest.param({"perturbation": 1e300}, "perturbation must be a number from 0 to 10",
                      id="perturbation-huge"),
         pytest.param({"seed": -1}, "seed must be an integer >= 0, got -1", id="seed-negative"),

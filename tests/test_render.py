@@ -64,6 +64,12 @@ def test_a_real_date_shows_when_and_how_long_ago() -> None:
             id="mujoco-hash",
         ),
         pytest.param(
+            {"kind": "mujoco.rollout", "model_label": "humanoid-dr", "n_variants": 8},
+            None,
+            "mujoco.rollout humanoid-dr",
+            id="mujoco-label",
+        ),
+        pytest.param(
             {"kind": "simulated", "costs_sha": "0123456789abcdef", "dispatch_s": 5e-7},
             None,
             "simulated costs_sha=0123456789a… dispatch_s=5e-07",
@@ -78,12 +84,12 @@ def test_a_real_date_shows_when_and_how_long_ago() -> None:
 def test_model_summary_names_the_model_or_the_signature(
     signature: dict[str, object], model_file: str | None, summary: str
 ) -> None:
-    """A known model shows its file or hash; any other workload its first signature items."""
+    """A known model shows its file, label or hash; any other workload its first signature items."""
     entry = CacheEntry(
         chunk_size=None, native_chunk=1, reason="", signature=signature, model_file=model_file
     )
     assert model_summary(entry) == summary
-    if "model_sha" not in signature:
+    if not {"model_sha", "model_label"} & signature.keys():
         assert signature_summary(signature) == summary
 
 

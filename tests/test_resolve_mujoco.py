@@ -70,6 +70,31 @@ def test_model_variants_get_their_own_entry(isolated: Path) -> None:
     variants.close()
 
 
+def test_variants_drawn_afresh_under_one_model_label_are_answered_from_the_cache(
+    isolated: Path,
+) -> None:
+    """A domain-randomized batch drawn again under its model_label is a hit, not a new sweep."""
+    settings = fast_settings(isolated)
+    rng = np.random.default_rng(0)
+
+    def draw() -> list[mujoco.MjModel]:
+        variants = []
+        for _ in range(2):
+            m = mujoco.MjModel.from_xml_string(TINY)
+            m.body_mass[1:] *= rng.uniform(0.8, 1.2, size=m.nbody - 1)
+            variants.append(m)
+        return variants
+
+    with chunktune.RolloutWorkload(draw(), num_envs=16, nthread=2, nstep=2, model_label="dr") as w:
+        first = chunktune.resolve_sync(w, settings=settings)
+    with chunktune.RolloutWorkload(draw(), num_envs=16, nthread=2, nstep=2, model_label="dr") as w:
+        again = chunktune.resolve_sync(w, settings=settings)
+    assert first.source == "benchmark"
+    assert (again.source, again.key, again.chunk_size) == ("cache", first.key, first.chunk_size)
+    stored = json.loads((isolated / "cache.json").read_text())["entries"][first.key]
+    assert stored["signature"]["model_label"] == "dr"
+
+
 def test_chunk_size_never_changes_the_physics() -> None:
     """Rollouts with native and a tuned chunk give bit-identical states."""
     model = mujoco.MjModel.from_xml_string(TINY)

@@ -227,13 +227,15 @@ def signature_summary(signature: Mapping[str, Any]) -> str:
 def model_summary(entry: CacheEntry) -> str:
     """What the entry was measured on, in a few words.
 
-    With a known model: the signature's kind and the model file's name (or model
-    hash), for example ``mujoco.rollout scene.xml (demo)``. Otherwise, a custom
+    With a known model: the signature's kind and the model file's name (or its label,
+    or its hash), for example ``mujoco.rollout scene.xml (demo)``. Otherwise, a custom
     workload's signature in short (:func:`signature_summary`).
     """
     sig: Mapping[str, Any] = entry.signature
     if entry.model_file:
         name = os.path.basename(entry.model_file)
+    elif sig.get("model_label"):
+        name = str(sig["model_label"])
     elif sig.get("model_sha"):
         name = str(sig["model_sha"])[:12]
     else:

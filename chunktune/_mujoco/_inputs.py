@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_PERTURBATION",
     "MAX_PERTURBATION",
     "check_model_file",
+    "check_model_label",
     "check_perturbation",
     "check_states_label",
     "default_states",
@@ -77,11 +78,18 @@ def check_model_file(value: object) -> str | None:
 
 def check_states_label(value: object) -> str | None:
     """``value`` if it is None or a non-empty string, else InvalidArgumentError."""
+    return _label(value, "states_label", "the initial states")
+
+
+def check_model_label(value: object) -> str | None:
+    """``value`` if it is None or a non-empty string, else InvalidArgumentError."""
+    return _label(value, "model_label", "the model or its family of variants")
+
+
+def _label(value: object, field: str, what: str) -> str | None:
     if value is None or (isinstance(value, str) and value):
         return value
-    raise InvalidArgumentError(
-        f"states_label {value!r} is not a name for the initial states (a non-empty string)"
-    )
+    raise InvalidArgumentError(f"{field} {value!r} is not a name for {what} (a non-empty string)")
 
 
 def default_states(

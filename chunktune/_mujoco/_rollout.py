@@ -22,6 +22,7 @@ from .._workload import SignatureValue, check_chunk_size, check_count, check_see
 from ._inputs import (
     DEFAULT_PERTURBATION,
     check_model_file,
+    check_model_label,
     check_perturbation,
     check_states_label,
     default_states,
@@ -54,6 +55,7 @@ class RolloutOptions(TypedDict, total=False):
     seed: int
     perturbation: float
     states_label: str | None
+    model_label: str | None
 
 
 class RolloutWorkload:
@@ -82,6 +84,13 @@ class RolloutWorkload:
     ``"caller"`` when ``initial_state`` is given, else ``"default"``), since two
     batches of one model with different contact cost differently.
 
+    ``model_label`` names the model, or a family of its variants, in :meth:`signature`
+    instead of their content: variants that domain randomization draws afresh (other
+    masses, frictions, sizes of geoms) then share one cache entry, where without it every
+    draw is a new key and a new sweep. The label stands for what the hash would have told
+    apart, so give another label to a model whose cost differs (another robot, other
+    contact); the model's sizes, timestep and variant count stay in the key.
+
     ``rollout`` is the caller's own pool: the workload uses it and never closes
     it, and its ``nthread`` must equal ``nthread``. Without one, the workload
     makes its own on first use and closes it in :meth:`close` (or on leaving a
@@ -98,7 +107,7 @@ class RolloutWorkload:
             is beyond what this machine can hold, variants differ in size,
             ``initial_state``, ``control`` or ``rollout`` do not fit, ``seed`` is negative,
             ``perturbation`` is not a number from 0 to 10, ``model_file`` is no path, or
-            ``states_label`` is not a non-empty string.
+            ``states_label`` or ``model_label`` is not a non-empty string.
     """
 
     num_envs: int
@@ -118,6 +127,7 @@ class RolloutWorkload:
     _state_out: npt.NDArray[np.float64]
     _sensor_out: npt.NDArray[np.float64]
     _states_kind: str
+    _model_label: str | None
 
     def __init__(
         self,
@@ -133,6 +143,7 @@ class RolloutWorkload:
         perturbation: float = DEFAULT_PERTURBATION,
         model_file: str | os.PathLike[str] | None = None,
         states_label: str | None = None,
+        model_label: str | None = None,
     ) -> None:
         self.num_envs = check_count(num_envs, what="num_envs")
         self.nthread = check_count(nthread, what="nthread")
@@ -163,6 +174,7 @@ class RolloutWorkload:
         self._digest: str | None = None
         self._model_file = check_model_file(model_file)
         label = check_states_label(states_label)
+        self._model_label = check_model_label(model_label)
         if initial_state is None:
             self._initial_state = default_states(
                 self._models, self._env_models, self._nstate, seed, scale
@@ -187,15 +199,20 @@ class RolloutWorkload:
 
         ``model_sha`` hashes the MJB bytes of every variant in order, so any
         parameter or option change gives a new signature and recompiling the
-        same XML does not. ``states`` says where the initial states came from
+        same XML does not; with a ``model_label``, ``model_label`` stands in its
+        place (nothing is hashed). ``states`` says where the initial states came from
         (``"default"``, ``"caller"`` or ``"demo"``), since contact changes cost.
         """
-        if self._digest is None:
-            self._digest = model_digest(self._models)
+        if self._model_label is not None:
+            model: dict[str, SignatureValue] = {"model_label": self._model_label}
+        else:
+            if self._digest is None:
+                self._digest = model_digest(self._models)
+            model = {"model_sha": self._digest}
         m0 = self._models[0]
         return {
             "kind": "mujoco.rollout",
-            "model_sha": self._digest,
+            **model,
             "n_variants": len(self._models),
             "nstep": self._nstep,
             "nq": int(m0.nq),
