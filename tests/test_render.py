@@ -70,6 +70,12 @@ def test_a_real_date_shows_when_and_how_long_ago() -> None:
             id="mujoco-label",
         ),
         pytest.param(
+            {"kind": "mujoco.rollout", "model_label": "humanoid-dr", "n_variants": 8},
+            "/x/humanoid.xml",
+            "mujoco.rollout humanoid.xml (humanoid-dr)",
+            id="mujoco-file-and-label",
+        ),
+        pytest.param(
             {"kind": "simulated", "costs_sha": "0123456789abcdef", "dispatch_s": 5e-7},
             None,
             "simulated costs_sha=0123456789a… dispatch_s=5e-07",

@@ -228,14 +228,20 @@ def model_summary(entry: CacheEntry) -> str:
     """What the entry was measured on, in a few words.
 
     With a known model: the signature's kind and the model file's name (or its label,
-    or its hash), for example ``mujoco.rollout scene.xml (demo)``. Otherwise, a custom
+    or its hash), for example ``mujoco.rollout scene.xml (demo)``; a file's label follows
+    its name, ``mujoco.rollout humanoid.xml (humanoid-dr)``. Otherwise, a custom
     workload's signature in short (:func:`signature_summary`).
     """
     sig: Mapping[str, Any] = entry.signature
+    label = str(sig["model_label"]) if sig.get("model_label") else None
     if entry.model_file:
         name = os.path.basename(entry.model_file)
-    elif sig.get("model_label"):
-        name = str(sig["model_label"])
+        # two families drawn from one file (light and heavy contact) are two entries
+        # that the file's name alone would show alike
+        if label is not None:
+            name = f"{name} ({label})"
+    elif label is not None:
+        name = label
     elif sig.get("model_sha"):
         name = str(sig["model_sha"])[:12]
     else:
