@@ -19,6 +19,7 @@ __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
     "MIN_SECONDS",
+    "MODEL_LABEL_NAMES",
     "SETTLE_ON_CANCEL",
     "SignatureValue",
     "Workload",
@@ -27,6 +28,7 @@ __all__ = [
     "call_workload",
     "check_chunk_size",
     "check_count",
+    "check_label",
     "check_seconds",
     "check_seed",
     "check_signature",
@@ -194,6 +196,22 @@ def check_seed(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise InvalidArgumentError(f"seed must be an integer >= 0, got {shown(value)}")
     return int(value)
+
+
+def check_label(value: object, *, what: str, names: str) -> str | None:
+    """Return ``value``, a name given in a signature's place (``what`` names the argument and
+    ``names`` what it stands for), if it is None or a non-empty string.
+
+    Raises:
+        InvalidArgumentError: ``value`` is neither None nor a non-empty string.
+    """
+    if value is None or (isinstance(value, str) and value):
+        return value
+    raise InvalidArgumentError(f"{what} {value!r} is not a name for {names} (a non-empty string)")
+
+
+MODEL_LABEL_NAMES = "the model or its family of variants"
+"""What a ``model_label`` stands for, in :func:`check_label`'s message."""
 
 
 def check_chunk_size(value: object, *, what: str = "chunk_size", num_envs: int = MAX_COUNT) -> int:

@@ -42,8 +42,10 @@ from ._settings import Settings as _Settings
 from ._shown import shown as _shown
 from ._threads import run_beside as _run_beside
 from ._workload import MAX_COUNT as _MAX_COUNT
+from ._workload import MODEL_LABEL_NAMES as _MODEL_LABEL_NAMES
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
+from ._workload import check_label as _check_label
 from ._workload import upper_chunk as _upper_chunk
 
 __all__ = ["LOOP_GRACE_S", "PoolStepWorkload", "resolve_chunk_size"]
@@ -59,8 +61,10 @@ call waits (unless the policy's ``hard_limit_s`` says otherwise) before it answe
 _SIZES = ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsensordata")
 
 
-def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
-    """The model's sizes and content hash, for the key.
+def _model_facts(
+    model: Any, n_variants: int, label: str | None = None
+) -> dict[str, SignatureValue]:
+    """The model's sizes and content hash (or ``label`` in its place), for the key.
 
     Raises:
         InvalidArgumentError: ``model`` has none of an MjModel's sizes (a path, None, the
@@ -78,6 +82,11 @@ def _model_facts(model: Any, n_variants: int) -> dict[str, SignatureValue]:
             f"none of its sizes ({', '.join(_SIZES)}); pass the MjModel the pool steps "
             "(a path goes in model_file=)"
         )
+    if label is not None:
+        # a domain-randomized family: each draw's content would be a new key and a new
+        # sweep, and hashing it on every call would be paid for nothing
+        facts["model_label"] = label
+        return facts
     try:
         from ._mujoco import remembered_digest  # imports mujoco; the model came from it anyway
 
@@ -150,7 +159,9 @@ class PoolStepWorkload:
     fail the measuring (native is kept), as the older tuner's did, not the call.
 
     The pool is the caller's: a resolve cancelled or ended by ``hard_limit_s`` returns
-    only once the ``pool.step`` in flight has (``settle_on_cancel``).
+    only once the ``pool.step`` in flight has (``settle_on_cancel``). ``model_label``
+    names the model's family in the key instead of its content, as
+    ``RolloutWorkload(model_label=...)`` does.
     """
 
     settle_on_cancel = True
@@ -169,6 +180,7 @@ class PoolStepWorkload:
         bench_nsteps: int,
         backend_type: str = "mujoco",
         model_file: str | os.PathLike[str] | None = None,
+        model_label: str | None = None,
     ) -> None:
         self.pool = pool
         self.state = state
@@ -178,13 +190,14 @@ class PoolStepWorkload:
         self.bench_nsteps = _check_chunk_size(bench_nsteps, what="bench_nsteps")
         self.post_step_forward_sensor = bool(post_step_forward_sensor)
         self.model_file = _model_file(model_file)
+        label = _check_label(model_label, what="model_label", names=_MODEL_LABEL_NAMES)
         self._signature: dict[str, SignatureValue] = {
             "kind": "compat.pool_step",
             "backend_type": str(backend_type),
             "dtype": _dtype_name(dtype),
             "post_step_forward_sensor": self.post_step_forward_sensor,
             "bench_nsteps": self.bench_nsteps,
-            **_model_facts(model, _check_chunk_size(n_variants, what="n_variants")),
+            **_model_facts(model, _check_chunk_size(n_variants, what="n_variants"), label),
         }
         self._control_shape = (num_envs, self.bench_nsteps, _control_width(model))
         self._control: np.ndarray[Any, np.dtype[np.float64]] | None = None
@@ -201,7 +214,7 @@ class PoolStepWorkload:
         return self._control
 
     def signature(self) -> Mapping[str, SignatureValue]:
-        """The older key's fields plus the model's content hash."""
+        """The older key's fields plus the model's content hash (or its ``model_label``)."""
         return self._signature
 
     def run(self, chunk_size: int | None) -> float:
@@ -234,6 +247,7 @@ def resolve_chunk_size(
     adaptive: bool,
     backend_type: str = "mujoco",
     model_file: str | os.PathLike[str] | None = None,
+    model_label: str | None = None,
 ) -> int | None:
     """The older tuner's entry point, answered by chunktune. Returns the chunk or None (native).
 
@@ -251,10 +265,13 @@ def resolve_chunk_size(
     handler is set aside for the wait) once that ``pool.step`` has returned, stops the
     sweep and caches nothing, as off a loop. A repeat with the same ``model`` object
     compares the model's serialized bytes with those it last hashed, rather than hashing
-    them again: an edit in place still changes the key. The older tuner's cache variables
-    (``$UNISIM_CHUNK_SIZE_CACHE``, ``$UNILAB_CHUNK_SIZE_CACHE``) and file are neither read
-    nor written: where one is set and nothing chooses chunktune's file, a call that reaches
-    the cache warns, once a process.
+    them again: an edit in place still changes the key. A trainer that draws new variants
+    (domain randomization) names their family with ``model_label``: the label stands in
+    the key for the content, which is not hashed, so every draw shares one entry instead
+    of each measuring anew (``RolloutWorkload``'s ``model_label``). The older tuner's cache
+    variables (``$UNISIM_CHUNK_SIZE_CACHE``, ``$UNILAB_CHUNK_SIZE_CACHE``) and file are
+    neither read nor written: where one is set and nothing chooses chunktune's file, a call
+    that reaches the cache warns, once a process.
 
     Raises:
         InvalidArgumentError: ``num_envs`` is not an integer >= 1, ``nthread`` not an
@@ -263,7 +280,8 @@ def resolve_chunk_size(
             from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
             ``dtype`` no numpy data type, ``model.nu`` no count of controls,
-            ``model_file`` no path, or ``model`` with none of an MjModel's sizes.
+            ``model_file`` no path, ``model_label`` no non-empty string, or ``model`` with
+            none of an MjModel's sizes.
         ConfigError: the settings file is invalid, or names an unknown policy.
     """
     # first, before anything is sized by them
@@ -290,6 +308,7 @@ def resolve_chunk_size(
         bench_nsteps=bench_nsteps,
         backend_type=backend_type,
         model_file=model_file,
+        model_label=model_label,
     )
     if _loop_running_here():
         return _decide_blocking_the_loop(workload)

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mujoco
 import numpy as np
@@ -261,6 +261,40 @@ def test_a_hit_hashes_an_unchanged_model_once_and_an_edited_one_again(
     assert keys[-1] != keys[0]
     assert keys[-1].split(".")[0] != keys[0].split(".")[0]  # the job's part: the model
     assert compat._model_facts(pool.model, 1)["model_sha"] == model_digest([pool.model])
+
+
+def test_variants_drawn_afresh_under_one_model_label_measure_once(
+    pool: RolloutPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Draws of new masses under one model_label share a key: one sweep, then hits."""
+    keys: list[str] = []
+    monkeypatch.setattr(compat, "_resolve_sync", _keeping_keys(resolve_sync, keys))
+    rng = np.random.default_rng(0)
+    calls = []
+    for _ in range(3):
+        pool.model.body_mass[1:] *= rng.uniform(0.8, 1.2, size=pool.model.nbody - 1)
+        resolve_chunk_size(
+            pool=pool, state=initial_states(pool.model), model=pool.model, n_variants=1,
+            num_envs=NUM_ENVS, nthread=NTHREAD, dtype=np.float64, post_step_forward_sensor=False,
+            bench_nsteps=2, manual_chunk_size=None, adaptive=True, model_label="hinges-dr",
+        )  # fmt: skip
+        calls.append(pool.calls)
+    assert calls[0] > 0 and calls[1] == calls[2] == calls[0]  # measured once
+    assert keys[0] == keys[1] == keys[2]
+    facts = compat._model_facts(pool.model, 1, "hinges-dr")
+    assert facts["model_label"] == "hinges-dr" and "model_sha" not in facts
+
+
+@pytest.mark.parametrize("label", ["", 7])
+def test_a_model_label_that_is_no_name_is_refused(pool: RolloutPool, label: object) -> None:
+    """A model_label that is not a non-empty string raises before the pool is stepped."""
+    with pytest.raises(InvalidArgumentError, match=r"model_label .* is not a name for the model"):
+        resolve_chunk_size(
+            pool=pool, state=initial_states(pool.model), model=pool.model, n_variants=1,
+            num_envs=NUM_ENVS, nthread=NTHREAD, dtype=np.float64, post_step_forward_sensor=False,
+            bench_nsteps=2, manual_chunk_size=None, adaptive=True, model_label=cast(Any, label),
+        )  # fmt: skip
+    assert pool.calls == 0
 
 
 def _keeping_keys(resolve_sync: Any, keys: list[str]) -> Any:

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidArgumentError
 from .._shown import shown
+from .._workload import MODEL_LABEL_NAMES, check_label
 from ._models import FULLPHYSICS, float_array, perturb
 
 __all__ = [
@@ -78,18 +79,12 @@ def check_model_file(value: object) -> str | None:
 
 def check_states_label(value: object) -> str | None:
     """``value`` if it is None or a non-empty string, else InvalidArgumentError."""
-    return _label(value, "states_label", "the initial states")
+    return check_label(value, what="states_label", names="the initial states")
 
 
 def check_model_label(value: object) -> str | None:
     """``value`` if it is None or a non-empty string, else InvalidArgumentError."""
-    return _label(value, "model_label", "the model or its family of variants")
-
-
-def _label(value: object, field: str, what: str) -> str | None:
-    if value is None or (isinstance(value, str) and value):
-        return value
-    raise InvalidArgumentError(f"{field} {value!r} is not a name for {what} (a non-empty string)")
+    return check_label(value, what="model_label", names=MODEL_LABEL_NAMES)
 
 
 def default_states(
