@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidArgumentError
 from .._fingerprint import usable_cpus
 from .._shown import spelled
-from .._workload import MAX_COUNT
+from .._workload import MAX_COUNT, MODEL_LABEL_NAMES, check_label
 from ._common import warn
 
 if TYPE_CHECKING:
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ENVS_PER_THREAD",
     "add_workload_options",
+    "check_family",
     "default_envs",
+    "family_words",
     "load_workload",
     "mujoco_warnings_told",
     "pool_threads",
@@ -32,8 +34,9 @@ ENVS_PER_THREAD = 128  # the default batch: 128 envs per worker, as trainers siz
 
 
 def add_workload_options(parser: argparse.ArgumentParser) -> None:
-    """``MODEL``, ``--num-envs``, ``--nthread`` and ``--nstep``, with the defaults
-    :func:`load_workload` and :func:`pool_threads` give them."""
+    """``MODEL``, ``--num-envs``, ``--nthread``, ``--nstep``, ``--n-variants`` and
+    ``--model-label``, with the defaults :func:`load_workload` and :func:`pool_threads`
+    give them."""
     parser.add_argument(
         "model",
         nargs="?",
@@ -59,12 +62,62 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="steps per rollout (default: 20 for the demo, 10 for a model)",
     )
+    # a trainer's domain-randomized entry (RolloutWorkload(..., model_label=...)) is keyed
+    # by its label and its variant count: without these it cannot be named from here
+    parser.add_argument(
+        "--n-variants",
+        type=positive_int,
+        metavar="V",
+        help="variants of MODEL (masses and frictions drawn +-10%%, as from_xml's "
+        "n_variants) given to the envs in blocks (default: 1)",
+    )
+    parser.add_argument(
+        "--model-label",
+        type=_model_label,
+        metavar="NAME",
+        help="key MODEL's family of variants by NAME instead of their content, as "
+        "RolloutWorkload(model_label=NAME) does",
+    )
 
 
 def _model_name(text: str) -> str:
     if not text:  # not the current folder, as pathlib would read it
         raise argparse.ArgumentTypeError(f"{spelled(text)} is not a model file's path")
     return text
+
+
+def _model_label(text: str) -> str:
+    try:
+        label = check_label(text, what="model_label", names=MODEL_LABEL_NAMES)
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text if label is None else label
+
+
+def check_family(args: argparse.Namespace) -> None:
+    """Refuse ``--n-variants`` or ``--model-label`` without ``MODEL``.
+
+    Raises:
+        InvalidArgumentError: one of them was given for the demo, which has neither.
+    """
+    if args.model is not None:
+        return
+    for flag, value in (("--n-variants", args.n_variants), ("--model-label", args.model_label)):
+        if value is not None:
+            raise InvalidArgumentError(
+                f"{flag} {spelled(str(value))}: the demo scene has no variants and no label; "
+                "give the MODEL.xml whose variants it names"
+            )
+
+
+def family_words(args: argparse.Namespace) -> str:
+    """``--n-variants`` and ``--model-label`` as a description's words (empty without them)."""
+    words = ""
+    if args.n_variants is not None:
+        words += f", {args.n_variants} variants"
+    if args.model_label is not None:
+        words += f", model_label {spelled(args.model_label)}"
+    return words
 
 
 def _int_from(text: str, low: int) -> int:
@@ -118,6 +171,7 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
     """The workload named by ``MODEL`` (or the demo) and a one-line description of it."""
     from .._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
 
+    check_family(args)
     num_envs = default_envs(args, nthread)
     if args.model is None:
         nstep = args.nstep or DEMO_NSTEP
@@ -129,12 +183,19 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
     kwargs: dict[str, Any] = {}
     if args.nstep is not None:
         kwargs["nstep"] = args.nstep
+    if args.n_variants is not None:
+        kwargs["n_variants"] = args.n_variants
+    if args.model_label is not None:
+        kwargs["model_label"] = args.model_label
     with _fits(num_envs, args.nstep):
         workload = RolloutWorkload.from_xml(
             args.model, num_envs=num_envs, nthread=nthread, **kwargs
         )
     warn_shared_cores(nthread)
-    what = f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
+    what = (
+        f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
+        f"{family_words(args)}"
+    )
     return workload, what
 
 

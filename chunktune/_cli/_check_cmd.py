@@ -350,6 +350,8 @@ def _tune_command(args: argparse.Namespace) -> str:
         ("--num-envs", args.num_envs),
         ("--nthread", args.nthread),
         ("--nstep", args.nstep),
+        ("--n-variants", args.n_variants),
+        ("--model-label", args.model_label),
         ("--policy", args.policy),
         ("--config", args.config),
     ):

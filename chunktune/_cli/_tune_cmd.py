@@ -28,7 +28,9 @@ from .._threads import run_held, wait_for_stores, wait_for_sweeps
 from .._workload import SignatureValue, Workload, upper_chunk
 from ._args import (
     add_workload_options,
+    check_family,
     default_envs,
+    family_words,
     load_workload,
     mujoco_warnings_told,
     pool_threads,
@@ -74,6 +76,8 @@ examples:
   chunktune tune --num-envs 64 --nthread 2         a smaller demo batch
   chunktune tune robot.xml --num-envs 1024 --nthread 8 --nstep 5
   chunktune tune robot.xml --policy thorough --refresh
+  chunktune tune robot.xml --n-variants 8 --model-label robot-dr
+                                                   a domain-randomized family, keyed by name
   chunktune tune --json > decision.json            only the decision on stdout
   chunktune tune --plot sweep.png                  needs: pip install 'chunktune[plot]'
 
@@ -134,12 +138,14 @@ class _Trivial:
 
 def tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
     """The workload to tune and a one-line description of it; a trivial batch builds nothing."""
+    check_family(args)
     num_envs = default_envs(args, nthread)
     if upper_chunk(num_envs, nthread) <= 1:
         # nothing to tune: build no scene, no per-thread MjData, no pool
         if args.model is not None and not Path(args.model).is_file():
             raise InvalidArgumentError(model_file_problem(Path(args.model)))
         what = f"{args.model or 'demo scene'}: {num_envs} envs, {nthread} threads"
+        what += family_words(args)
         return _Trivial(num_envs, nthread), what
     return load_workload(args, nthread)
 
