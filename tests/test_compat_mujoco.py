@@ -266,13 +266,16 @@ def test_a_hit_hashes_an_unchanged_model_once_and_an_edited_one_again(
 def test_variants_drawn_afresh_under_one_model_label_measure_once(
     pool: RolloutPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Draws of new masses under one model_label share a key: one sweep, then hits."""
+    """Draws of new masses under one model_label share a key: one sweep, then hits; another
+    integrator under it is another key."""
     keys: list[str] = []
     monkeypatch.setattr(compat, "_resolve_sync", _keeping_keys(resolve_sync, keys))
     rng = np.random.default_rng(0)
     calls = []
-    for _ in range(3):
+    for draw in range(4):
         pool.model.body_mass[1:] *= rng.uniform(0.8, 1.2, size=pool.model.nbody - 1)
+        if draw == 3:
+            pool.model.opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
         resolve_chunk_size(
             pool=pool, state=initial_states(pool.model), model=pool.model, n_variants=1,
             num_envs=NUM_ENVS, nthread=NTHREAD, dtype=np.float64, post_step_forward_sensor=False,
@@ -280,7 +283,7 @@ def test_variants_drawn_afresh_under_one_model_label_measure_once(
         )  # fmt: skip
         calls.append(pool.calls)
     assert calls[0] > 0 and calls[1] == calls[2] == calls[0]  # measured once
-    assert keys[0] == keys[1] == keys[2]
+    assert keys[0] == keys[1] == keys[2] != keys[3]
     facts = compat._model_facts(pool.model, 1, "hinges-dr")
     assert facts["model_label"] == "hinges-dr" and "model_sha" not in facts
 

@@ -390,6 +390,28 @@ def test_randomized_variants_under_one_model_label_share_a_signature() -> None:
     assert one != labelled[0] and longer != labelled[0]
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        pytest.param("integrator", mujoco.mjtIntegrator.mjINT_IMPLICITFAST, id="integrator"),
+        pytest.param("solver", mujoco.mjtSolver.mjSOL_CG, id="solver"),
+        pytest.param("iterations", 7, id="iterations"),
+        pytest.param("disableflags", mujoco.mjtDisableBit.mjDSBL_CONTACT, id="no-contact"),
+    ],
+)
+def test_a_solver_or_integrator_change_under_one_model_label_is_another_key(
+    option: str, value: int
+) -> None:
+    """Under a model_label, another solver or integrator is keyed; unlabelled, the hash is."""
+    plain, edited = tiny_model(), tiny_model()
+    setattr(edited.opt, option, value)
+    labelled = [tiny_workload(model=m, model_label="box-dr").signature() for m in (plain, edited)]
+    assert labelled[0] != labelled[1]
+    assert labelled[1][f"opt_{option}"] == int(value)
+    unlabelled = tiny_workload(model=plain).signature()
+    assert not any(name.startswith("opt_") for name in unlabelled)
+
+
 def test_signature_is_stable_across_recompiles() -> None:
     """The same XML compiled twice gives the same signature."""
     first = tiny_workload(model=tiny_model()).signature()

@@ -33,7 +33,20 @@ from ._inputs import (
 from ._limits import check_batch_memory, check_nthread
 from ._models import FULLPHYSICS, load_model, model_digest, randomized, read_only, take_models
 
-__all__ = ["CLOSED", "RolloutOptions", "RolloutWorkload"]
+__all__ = ["CLOSED", "LABELLED_OPTIONS", "RolloutOptions", "RolloutWorkload"]
+
+LABELLED_OPTIONS = (
+    "integrator",
+    "solver",
+    "cone",
+    "jacobian",
+    "iterations",
+    "ls_iterations",
+    "noslip_iterations",
+    "disableflags",
+    "enableflags",
+)
+"""The ``MjOption`` fields a ``model_label``'s signature keeps (as ``opt_<name>``)."""
 
 CLOSED = (
     "this RolloutWorkload is closed (its close() was called) and measures no more; build a "
@@ -89,7 +102,8 @@ class RolloutWorkload:
     masses, frictions, sizes of geoms) then share one cache entry, where without it every
     draw is a new key and a new sweep. The label stands for what the hash would have told
     apart, so give another label to a model whose cost differs (another robot, other
-    contact); the model's sizes, timestep and variant count stay in the key.
+    contact); the model's ``nq``, ``nv``, ``nu`` and ``ngeom``, its timestep, its solver
+    and integrator options (:data:`LABELLED_OPTIONS`) and the variant count stay in the key.
 
     ``rollout`` is the caller's own pool: the workload uses it and never closes
     it, and its ``nthread`` must equal ``nthread``. Without one, the workload
@@ -200,16 +214,23 @@ class RolloutWorkload:
         ``model_sha`` hashes the MJB bytes of every variant in order, so any
         parameter or option change gives a new signature and recompiling the
         same XML does not; with a ``model_label``, ``model_label`` stands in its
-        place (nothing is hashed). ``states`` says where the initial states came from
-        (``"default"``, ``"caller"`` or ``"demo"``), since contact changes cost.
+        place (nothing is hashed), with the solver and integrator options beside it.
+        ``states`` says where the initial states came from (``"default"``, ``"caller"``
+        or ``"demo"``), since contact changes cost.
         """
+        m0 = self._models[0]
         if self._model_label is not None:
-            model: dict[str, SignatureValue] = {"model_label": self._model_label}
+            model: dict[str, SignatureValue] = {
+                "model_label": self._model_label,
+                # what the hash told apart that domain randomization never draws: a
+                # trainer that switches solver or integrator and keeps its label would
+                # otherwise be served the old solver's decision
+                **{f"opt_{name}": int(getattr(m0.opt, name)) for name in LABELLED_OPTIONS},
+            }
         else:
             if self._digest is None:
                 self._digest = model_digest(self._models)
             model = {"model_sha": self._digest}
-        m0 = self._models[0]
         return {
             "kind": "mujoco.rollout",
             **model,
