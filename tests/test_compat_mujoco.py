@@ -266,8 +266,7 @@ def test_a_hit_hashes_an_unchanged_model_once_and_an_edited_one_again(
 def test_variants_drawn_afresh_under_one_model_label_measure_once(
     pool: RolloutPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Draws of new masses under one model_label share a key: one sweep, then hits; another
-    integrator under it is another key."""
+    """Draws under one model_label share a key (one sweep, then hits); a new integrator does not."""
     keys: list[str] = []
     monkeypatch.setattr(compat, "_resolve_sync", _keeping_keys(resolve_sync, keys))
     rng = np.random.default_rng(0)
