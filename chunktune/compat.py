@@ -85,8 +85,10 @@ def _model_facts(
     if label is not None:
         # a domain-randomized family: each draw's content would be a new key and a new
         # sweep, and hashing it on every call would be paid for nothing
+        from ._mujoco import labelled_options  # imports mujoco; the model came from it anyway
+
         facts["model_label"] = label
-        facts.update(_labelled_options(model))
+        facts.update(labelled_options(model))
         return facts
     try:
         from ._mujoco import remembered_digest  # imports mujoco; the model came from it anyway
@@ -97,19 +99,6 @@ def _model_facts(
     except Exception:  # not a real MjModel (a stand-in in a test, say): sizes only
         facts["model_sha"] = "unknown"
     return facts
-
-
-def _labelled_options(model: Any) -> dict[str, SignatureValue]:
-    """The solver and integrator options a label's key keeps, as ``RolloutWorkload``'s does
-    (none for a stand-in without them)."""
-    from ._mujoco import LABELLED_OPTIONS  # imports mujoco; the model came from it anyway
-
-    options: dict[str, SignatureValue] = {}
-    for name in LABELLED_OPTIONS:
-        value = getattr(getattr(model, "opt", None), name, None)
-        if isinstance(value, int | np.integer):
-            options[f"opt_{name}"] = int(value)
-    return options
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -88,10 +88,10 @@ def _model_name(text: str) -> str:
 
 def _model_label(text: str) -> str:
     try:
-        label = check_label(text, what="model_label", names=MODEL_LABEL_NAMES)
+        check_label(text, what="model_label", names=MODEL_LABEL_NAMES)
     except InvalidArgumentError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return text if label is None else label
+    return text
 
 
 def check_family(args: argparse.Namespace) -> None:

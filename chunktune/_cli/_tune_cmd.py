@@ -138,9 +138,9 @@ class _Trivial:
 
 def tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str]:
     """The workload to tune and a one-line description of it; a trivial batch builds nothing."""
-    check_family(args)
     num_envs = default_envs(args, nthread)
     if upper_chunk(num_envs, nthread) <= 1:
+        check_family(args)  # load_workload's own check, on the path that skips it
         # nothing to tune: build no scene, no per-thread MjData, no pool
         if args.model is not None and not Path(args.model).is_file():
             raise InvalidArgumentError(model_file_problem(Path(args.model)))

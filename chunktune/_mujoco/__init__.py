@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from ._demo import DEMO_NSTEP, demo_model_path, demo_workload
 from ._measure import batch_seconds, per_env_costs
-from ._models import model_digest, remembered_digest
-from ._rollout import LABELLED_OPTIONS, RolloutWorkload
+from ._models import labelled_options, model_digest, remembered_digest
+from ._rollout import RolloutWorkload
 from ._warned import WarningTally, warnings_counted
 
 __all__ = [
     "DEMO_NSTEP",
-    "LABELLED_OPTIONS",
     "RolloutWorkload",
     "WarningTally",
     "batch_seconds",
     "demo_model_path",
     "demo_workload",
+    "labelled_options",
     "model_digest",
     "per_env_costs",
     "remembered_digest",

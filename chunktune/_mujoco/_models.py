@@ -27,6 +27,7 @@ __all__ = [
     "INTEGRATION",
     "check_compatible",
     "float_array",
+    "labelled_options",
     "load_model",
     "model_digest",
     "perturb",
@@ -42,6 +43,34 @@ INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 FREE = int(mujoco.mjtJoint.mjJNT_FREE)
 
 _logger = logging.getLogger("chunktune")
+
+_LABELLED_OPTIONS = (
+    "integrator",
+    "solver",
+    "cone",
+    "jacobian",
+    "iterations",
+    "ls_iterations",
+    "noslip_iterations",
+    "disableflags",
+    "enableflags",
+)
+
+
+def labelled_options(model: Any) -> dict[str, int]:
+    """The ``MjOption`` fields a ``model_label``'s key keeps beside the label, as
+    ``opt_<name>``: what the content hash told apart that domain randomization never draws
+    (a trainer that switches solver or integrator and keeps its label would otherwise be
+    served the old solver's decision). None of them for a stand-in without them."""
+    opt = getattr(model, "opt", None)
+    options = {}
+    for name in _LABELLED_OPTIONS:
+        value = getattr(opt, name, None)
+        if isinstance(value, int | np.integer):
+            options[f"opt_{name}"] = int(value)
+    return options
+
+
 warning_hook = threading.Lock()  # held by whoever swaps MuJoCo's process-wide warning hook
 
 # The sizes a user most likely got wrong come first, so the message names them.

@@ -31,22 +31,17 @@ from ._inputs import (
     take_pool,
 )
 from ._limits import check_batch_memory, check_nthread
-from ._models import FULLPHYSICS, load_model, model_digest, randomized, read_only, take_models
-
-__all__ = ["CLOSED", "LABELLED_OPTIONS", "RolloutOptions", "RolloutWorkload"]
-
-LABELLED_OPTIONS = (
-    "integrator",
-    "solver",
-    "cone",
-    "jacobian",
-    "iterations",
-    "ls_iterations",
-    "noslip_iterations",
-    "disableflags",
-    "enableflags",
+from ._models import (
+    FULLPHYSICS,
+    labelled_options,
+    load_model,
+    model_digest,
+    randomized,
+    read_only,
+    take_models,
 )
-"""The ``MjOption`` fields a ``model_label``'s signature keeps (as ``opt_<name>``)."""
+
+__all__ = ["CLOSED", "RolloutOptions", "RolloutWorkload"]
 
 CLOSED = (
     "this RolloutWorkload is closed (its close() was called) and measures no more; build a "
@@ -103,7 +98,8 @@ class RolloutWorkload:
     draw is a new key and a new sweep. The label stands for what the hash would have told
     apart, so give another label to a model whose cost differs (another robot, other
     contact); the model's ``nq``, ``nv``, ``nu`` and ``ngeom``, its timestep, its solver
-    and integrator options (:data:`LABELLED_OPTIONS`) and the variant count stay in the key.
+    and integrator options (:func:`~chunktune._mujoco._models.labelled_options`) and the
+    variant count stay in the key.
 
     ``rollout`` is the caller's own pool: the workload uses it and never closes
     it, and its ``nthread`` must equal ``nthread``. Without one, the workload
@@ -222,10 +218,7 @@ class RolloutWorkload:
         if self._model_label is not None:
             model: dict[str, SignatureValue] = {
                 "model_label": self._model_label,
-                # what the hash told apart that domain randomization never draws: a
-                # trainer that switches solver or integrator and keeps its label would
-                # otherwise be served the old solver's decision
-                **{f"opt_{name}": int(getattr(m0.opt, name)) for name in LABELLED_OPTIONS},
+                **labelled_options(m0),
             }
         else:
             if self._digest is None:
