@@ -73,7 +73,9 @@ def _link(
     # a user policy extends another user policy of that name, else the preset
     parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
     if parent_layer == "preset" and parent not in presets:
-        return f"{_where(node)}.extends: {unknown_policy(parent, set(presets) | set(user))}"
+        # a policy cannot extend itself, so its own name is no suggestion
+        known = (set(presets) | set(user)) - ({name} - set(presets))
+        return f"{_where(node)}.extends: {unknown_policy(parent, known)}"
     return table, (parent, parent_layer)
 
 

@@ -918,7 +918,7 @@ def test_an_unknown_parent_is_matched_against_the_presets_and_the_user_s_policie
     with pytest.raises(ConfigError) as info:
         settings_from_dict({"policy": "a", "policies": policies}, environ={})
     expected = 'policies.a.extends: unknown policy "mien"; did you mean mine? known policies: '
-    names = ", ".join(sorted({*preset_names(), "a", "mine"}))
+    names = ", ".join(sorted({*preset_names(), "mine"}))
     assert info.value.problems == (expected + names,)
 
 
@@ -1213,3 +1213,22 @@ def test_the_cache_settings_are_read_past_a_broken_policy(
     write(file, '[cache]\npath = ""\n')
     with pytest.raises(ConfigError, match=r"^invalid settings in .*s\.toml: cache\.path: "):
         load_cache_settings(file)
+
+
+def test_a_misspelt_parent_is_not_told_the_policy_s_own_name() -> None:
+    """A policy extending a misspelt name is not offered itself: extending itself is a cycle."""
+    policies = {"mine": {"extends": "mien"}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "mine", "policies": policies}, environ={})
+    (problem,) = info.value.problems
+    assert "did you mean mine" not in problem
+    assert problem.endswith("known policies: " + ", ".join(sorted(preset_names())))
+
+
+def test_a_preset_s_tweak_is_still_told_its_own_preset() -> None:
+    """[policies.quick] extends "quik": quick, the preset it may extend, is still offered."""
+    policies = {"quick": {"extends": "quik"}}
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"policy": "quick", "policies": policies}, environ={})
+    (problem,) = info.value.problems
+    assert 'unknown policy "quik"; did you mean quick?' in problem
