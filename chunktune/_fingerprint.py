@@ -97,21 +97,62 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """The container's CPU quota in CPUs (cgroup v2 ``cpu.max`` or v1 CFS), None if unlimited."""
+def cpu_quota(
+    root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> float | None:
+    """The CPU quota in CPUs that bounds this process, None if unlimited.
+
+    The smallest cgroup v2 ``cpu.max`` (else v1 CFS quota) of this process's own cgroup,
+    as ``membership`` names it, and of each cgroup above it: a batch scheduler or systemd
+    sets the limit on the process's cgroup, not at the root a namespaced container sees.
+    A cgroup folder that is not under ``root`` (a container shown the path of its host's
+    cgroup) is passed over, so the root's limit stands.
+    """
+    v2, v1 = _own_cgroups(membership)
+    # where no level has a readable cpu.max, the cgroup v1 files are the ones in use
+    readings = _readings(root, v2, _v2_limit) or _readings(root / "cpu", v1, _v1_limit)
+    limits = [limit for limit in readings if limit is not None]
+    return round(min(limits), 3) if limits else None
+
+
+def _own_cgroups(membership: Path) -> tuple[str, str]:
+    """This process's cgroup v2 path and its v1 ``cpu`` controller's path ("/" if unknown)."""
+    v2 = v1 = "/"
     try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        if quota != "max":
-            return round(int(quota) / int(period), 3)
-        return None
-    except (OSError, ValueError):
-        pass
-    try:
-        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return round(quota_us / period_us, 3) if quota_us > 0 else None
-    except (OSError, ValueError, ZeroDivisionError):
-        return None
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return v2, v1
+    for line in lines:
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and not controllers:
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1 = path
+    return v2, v1
+
+
+def _readings(base: Path, own: str, read: Callable[[Path], float | None]) -> list[float | None]:
+    """What ``read`` gives at ``base`` and in each folder down to ``own`` under it, where it
+    can read one (None: that level sets no limit)."""
+    parts = [part for part in own.split("/") if part not in ("", ".", "..")]
+    readings: list[float | None] = []
+    for depth in range(len(parts) + 1):
+        with contextlib.suppress(OSError, ValueError, ZeroDivisionError):
+            readings.append(read(base.joinpath(*parts[:depth])))
+    return readings
+
+
+def _v2_limit(folder: Path) -> float | None:
+    quota, period = (folder / "cpu.max").read_text().split()[:2]
+    return None if quota == "max" else int(quota) / int(period)
+
+
+def _v1_limit(folder: Path) -> float | None:
+    quota_us = int((folder / "cpu.cfs_quota_us").read_text())
+    period_us = int((folder / "cpu.cfs_period_us").read_text())
+    # -1 (and 0, or a period of 0) set no limit
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
 def available_memory(root: Path = Path("/")) -> int | None:

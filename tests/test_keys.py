@@ -628,3 +628,50 @@ def test_job_key_reads_the_shape_as_a_request_does() -> None:
 
     policy = chunktune.load_settings(None).policies["quick"]
     assert _keys.job_key(_Shaped(np.int64), policy) == _keys.job_key(_Shaped(int), policy)
+
+
+def test_a_v2_quota_on_the_process_s_own_cgroup_is_read_not_only_the_root_s(
+    tmp_path: Path,
+) -> None:
+    """A cpu.max set on this process's cgroup (systemd, a batch slot), not the root, is read."""
+    own = tmp_path / "system.slice" / "job_7"
+    own.mkdir(parents=True)
+    (own / "cpu.max").write_text("100000 100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/system.slice/job_7\n")
+    assert cpu_quota(tmp_path, membership) == 1.0
+
+
+def test_the_smallest_quota_on_the_way_to_the_process_s_cgroup_bounds_it(tmp_path: Path) -> None:
+    """A parent's 0.5 CPUs bounds a child cgroup that sets none, and a child's 2 CPUs."""
+    (tmp_path / "slot" / "step").mkdir(parents=True)
+    (tmp_path / "slot" / "cpu.max").write_text("50000 100000\n")
+    (tmp_path / "slot" / "step" / "cpu.max").write_text("max 100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/slot/step\n")
+    assert cpu_quota(tmp_path, membership) == 0.5
+    (tmp_path / "slot" / "step" / "cpu.max").write_text("200000 100000\n")
+    assert cpu_quota(tmp_path, membership) == 0.5
+
+
+def test_a_v1_quota_on_the_process_s_cpu_cgroup_is_read(tmp_path: Path) -> None:
+    """A cgroup v1 CFS quota on the process's cpu controller's cgroup is read, in CPUs."""
+    (tmp_path / "cpu" / "slurm" / "job_3").mkdir(parents=True)
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cpu" / "slurm" / "job_3" / "cpu.cfs_quota_us").write_text("150000\n")
+    (tmp_path / "cpu" / "slurm" / "job_3" / "cpu.cfs_period_us").write_text("100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("5:memory:/slurm\n4:cpu,cpuacct:/slurm/job_3\n0::/\n")
+    assert cpu_quota(tmp_path, membership) == 1.5
+
+
+def test_a_container_shown_its_host_s_cgroup_path_reads_its_root_s_quota(tmp_path: Path) -> None:
+    """A cgroup path that is not under the mount (a v1 container's) leaves the root's quota."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("4:cpu,cpuacct:/docker/0123abcd\n0::/\n")
+    assert cpu_quota(tmp_path, membership) == 2.0
+    assert cpu_quota(tmp_path, tmp_path / "no-such-file") == 2.0
