@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import platform
 import time
@@ -16,10 +17,12 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = [
+    "allowed_cpus",
     "available_memory",
     "chunktune_version",
     "cpu_model",
     "cpu_quota",
+    "current_quota",
     "device_fingerprint",
     "mujoco_version",
     "usable_cpus",
@@ -95,6 +98,12 @@ def usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def allowed_cpus(usable: int, quota: float | None) -> int:
+    """The CPUs a process may keep busy at once: its ``usable`` CPUs, fewer where its
+    ``quota`` (in CPUs) gives less time; a part of a CPU counts as a whole one."""
+    return usable if quota is None else max(1, min(usable, math.ceil(quota)))
 
 
 def cpu_quota(
@@ -227,7 +236,8 @@ _QUOTA_TTL_S = 1.0  # a container's quota changes rarely: read its files at most
 _quota_seen: tuple[float, float | None] = (-float("inf"), None)
 
 
-def _current_quota() -> float | None:
+def current_quota() -> float | None:
+    """:func:`cpu_quota` as read at most a second ago."""
     global _quota_seen
     now = time.monotonic()
     if now - _quota_seen[0] >= _QUOTA_TTL_S:
@@ -242,7 +252,7 @@ def device_fingerprint() -> dict[str, str | int | float | bool]:
     use (its affinity) are asked every call, the container's quota at most once a
     second: a cache hit stays a few microseconds.
     """
-    quota = _current_quota()
+    quota = current_quota()
     return {
         **dict(_fixed_facts()),
         "usable_cpus": usable_cpus(),

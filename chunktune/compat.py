@@ -27,6 +27,7 @@ import numpy as np
 
 from ._backends import loop_running_here as _loop_running_here
 from ._config import load_settings as _load_settings
+from ._crowding import warn_if_crowded as _warn_if_crowded
 from ._discovered import remembered_settings as _remembered_settings
 from ._errors import ChunktuneError as _ChunktuneError
 from ._errors import InvalidArgumentError as _InvalidArgumentError
@@ -299,6 +300,7 @@ def resolve_chunk_size(
         # a __del__ or weakref callback as Python tears its modules down: as resolve's
         # at_shutdown, native at once; building the workload (numpy's dtype) would import
         return None
+    _warn_if_crowded(nthread)  # the trainer's own pool: its threads are real
     workload = PoolStepWorkload(
         pool=pool,
         state=state,

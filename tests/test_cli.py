@@ -28,7 +28,7 @@ from _places import unwritable_folder
 from _terminal import run_on_terminal
 from _warned import WARNED_XML, load_warnings
 
-from chunktune import load_settings
+from chunktune import _crowding, load_settings
 from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
 from chunktune._cache_transfer import write_cache_file
@@ -512,12 +512,37 @@ def test_nthread_above_usable_cpus_warns(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--nthread above the usable CPUs is a warning on stderr, and the tune still runs."""
-    monkeypatch.setattr(_args, "usable_cpus", lambda: 1)
+    """--nthread above the usable CPUs is one warning on stderr, and the tune still runs."""
+    monkeypatch.setattr(_crowding, "usable_cpus", lambda: 1)
     assert main(["tune", str(model), *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
-    assert "warning: --nthread 2 is more than the 1 CPU this process may use" in err
+    assert "warning: --nthread 2 is more than the 1 CPU this process may use;" in err
+    assert err.count("is more than") == 1  # the workload's own warning is not said again
     assert json.loads(out)["source"] == "benchmark"
+
+
+@pytest.mark.mujoco
+def test_a_cpu_quota_below_the_usable_cpus_sets_the_default_nthread_and_the_warning(
+    env: dict[str, Path],
+    model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under a quota of 1 CPU on 2 usable, tune's nthread is 1, and --nthread 2 is warned of."""
+    for module in (_args, _crowding):
+        monkeypatch.setattr(module, "usable_cpus", lambda: 2)
+        monkeypatch.setattr(module, "current_quota", lambda: 1.0)
+    assert main(["tune", str(model), "--num-envs", "16", "--nstep", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "is more than" not in err
+    stored = DecisionCache(env["cache"]).get(json.loads(out)["key"])
+    assert stored is not None and stored.nthread == 1
+    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: --nthread 2 is more than the 1 CPU this process may use (its CPU quota, 1, of "
+        "the 2 it may run on);" in err
+    )
 
 
 @pytest.mark.mujoco

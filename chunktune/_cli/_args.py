@@ -7,8 +7,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._crowding import hush_crowding
 from .._errors import InvalidArgumentError
-from .._fingerprint import usable_cpus
+from .._fingerprint import allowed_cpus, current_quota, usable_cpus
 from .._shown import spelled
 from .._workload import MAX_COUNT, MODEL_LABEL_NAMES, check_label
 from ._common import warn
@@ -141,14 +142,15 @@ def seed_int(text: str) -> int:
 
 
 def pool_threads(asked: int | None) -> int:
-    """``--nthread``, or the CPUs this process may use.
+    """``--nthread``, or the CPUs this process may use (its affinity's, no more than its CPU
+    quota rounded up).
 
     Raises:
         InvalidArgumentError: more threads than a pool can count (a C ``int``).
     """
     if asked is not None and asked > MAX_COUNT:
         raise InvalidArgumentError(f"--nthread {asked}: expected at most {MAX_COUNT}")
-    return asked or usable_cpus()
+    return asked or allowed_cpus(usable_cpus(), current_quota())
 
 
 def default_envs(args: argparse.Namespace, nthread: int) -> int:
@@ -156,14 +158,14 @@ def default_envs(args: argparse.Namespace, nthread: int) -> int:
     return int(args.num_envs or min(ENVS_PER_THREAD * nthread, MAX_COUNT))
 
 
-def warn_shared_cores(nthread: int) -> None:
-    """Say so when the pool, now built, has more threads than this process may use CPUs."""
-    usable = usable_cpus()
-    if nthread > usable:
+def warn_shared_cores(nthread: int, crowded: tuple[int, str] | None) -> None:
+    """Say so when the pool, now built, has more threads than this process may use CPUs
+    (``crowded``: :func:`hush_crowding`'s answer, taken before the pool was built so that
+    building it warns in no words of its own)."""
+    if crowded is not None:
         warn(
-            f"--nthread {nthread} is more than the {usable} CPU{'' if usable == 1 else 's'} "
-            "this process may use; workers will share cores, so the timings will not match "
-            f"a machine with {nthread} free cores"
+            f"--nthread {nthread} is more than {crowded[1]}; workers will share cores, so "
+            f"the timings will not match a machine with {nthread} free cores"
         )
 
 
@@ -172,12 +174,13 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
     from .._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
 
     check_family(args)
+    crowded = hush_crowding(nthread)
     num_envs = default_envs(args, nthread)
     if args.model is None:
         nstep = args.nstep or DEMO_NSTEP
         with _fits(num_envs, args.nstep):
             demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
-        warn_shared_cores(nthread)
+        warn_shared_cores(nthread, crowded)
         what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
         return demo, what
     kwargs: dict[str, Any] = {}
@@ -191,7 +194,7 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
         workload = RolloutWorkload.from_xml(
             args.model, num_envs=num_envs, nthread=nthread, **kwargs
         )
-    warn_shared_cores(nthread)
+    warn_shared_cores(nthread, crowded)
     what = (
         f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
         f"{family_words(args)}"

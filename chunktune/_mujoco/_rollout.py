@@ -15,6 +15,7 @@ import mujoco.rollout
 import numpy as np
 import numpy.typing as npt
 
+from .._crowding import warn_if_crowded
 from .._errors import InvalidArgumentError, UsageError
 from .._exiting import exiting, wait_at_exit
 from .._paths import model_file_problem
@@ -159,6 +160,7 @@ class RolloutWorkload:
         self.nthread = check_count(nthread, what="nthread")
         self._nstep = check_count(nstep, what="nstep")
         check_nthread(self.nthread)
+        warn_if_crowded(self.nthread)
         seed = check_seed(seed)
         scale = check_perturbation(perturbation)
         self._perturbation = scale if initial_state is None else None
