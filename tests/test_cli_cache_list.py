@@ -16,7 +16,13 @@ from chunktune._cli._list_cmd import entry_fields
 from chunktune._load import MachineLoad
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-DEVICE = {"cpu": "EPYC 9654", "logical_cpus": 192, "usable_cpus": 8, "mujoco": "3.3.0"}
+DEVICE = {
+    "cpu": "EPYC 9654",
+    "logical_cpus": 192,
+    "usable_cpus": 8,
+    "cpu_quota": 4.5,
+    "mujoco": "3.3.0",
+}
 
 
 def _listed_json(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
@@ -67,14 +73,26 @@ def test_list_json_gives_each_entry_s_facts_under_stable_names(
         "busy": True,
         "created": "2026-05-28T20:26:40+00:00",
         "host": "node7.cluster.example",
-        "machine": {"cpu": "EPYC 9654", "cpus": 192, "usable_cpus": 8, "mujoco": "3.3.0"},
+        "machine": {
+            "cpu": "EPYC 9654",
+            "cpus": 192,
+            "usable_cpus": 8,
+            "cpu_quota": 4.5,
+            "mujoco": "3.3.0",
+        },
         "chunktune_version": None,
         "signature": {"horizon": 200, "task": "reach"},
     }
     assert datetime.datetime.fromisoformat(str(first["created"])).timestamp() == created
     assert second["key"] == "b" * 32 + ".222222bbbbbb"
     assert (second["chunk_size"], second["host"], second["busy"]) == (None, None, False)
-    assert second["machine"] == {"cpu": None, "cpus": None, "usable_cpus": None, "mujoco": None}
+    assert second["machine"] == {
+        "cpu": None,
+        "cpus": None,
+        "usable_cpus": None,
+        "cpu_quota": None,
+        "mujoco": None,
+    }
 
 
 @pytest.mark.parametrize("created", [0.0, -5.0, 1e300], ids=["unknown", "negative", "far"])
@@ -172,6 +190,42 @@ def test_list_shows_no_host_column_where_one_host_made_every_entry(
     )
     assert main(["cache", "list"]) == 0
     assert "host" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_list_shows_a_cpus_column_where_entries_had_different_cpus(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 1-CPU slot's entry beside its whole machine's: a `cpus` column tells them apart."""
+    machine = {"cpu": "EPYC", "logical_cpus": 2, "usable_cpus": 2, "cpu_quota": "none"}
+    DecisionCache(isolated / "cache.json").update(
+        {
+            "a" * 32: entry(4, age_s=10, device=machine),
+            "b" * 32: entry(None, age_s=20, device={**machine, "usable_cpus": 1}),
+            "c" * 32: entry(None, age_s=30, device={**machine, "cpu_quota": 1.5}),
+            "d" * 32: entry(None, age_s=40),
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["key", "model", "N", "T", "chunk", "age", "policy", "cpus"]
+    assert [ln.split("balanced")[-1].strip() for ln in lines[2:6]] == [
+        "2 of 2",
+        "1 of 2",
+        "2 of 2, quota 1.5",
+        "? of ?",
+    ]
+
+
+def test_list_shows_no_cpus_column_where_every_entry_had_the_same_cpus(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Entries measured with the same CPUs: no `cpus` column."""
+    machine = {"logical_cpus": 2, "usable_cpus": 2, "cpu_quota": "none"}
+    DecisionCache(isolated / "cache.json").update(
+        {"a" * 32: entry(4, device=machine), "b" * 32: entry(8, device=machine)}
+    )
+    assert main(["cache", "list"]) == 0
+    assert "cpus" not in capsys.readouterr().out.splitlines()[0]
 
 
 def test_list_of_exactly_two_hosts_shows_names_of_twelve_characters_whole(

@@ -1,8 +1,10 @@
 """``chunktune cache list [--json]``: one line per stored decision, or one JSON document.
 
 The table is for a person: keys as ``cache show`` and ``cache clear`` take them, newest
-first, a host column where the entries come from more than one host. ``--json`` is for
-a program: every entry's facts under stable names, and nothing else on stdout.
+first, a cpus column where the entries were measured with different CPUs (a 1-CPU slot
+and its whole machine), a host column where they come from more than one host.
+``--json`` is for a program: every entry's facts under stable names, and nothing else on
+stdout.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .._cache_entry import CacheEntry
@@ -68,6 +71,10 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     # which host measured an entry matters once a merged cache holds several hosts'
     hosts = len({entry.host for entry in entries.values()}) > 1
+    # a slot's entries and its whole machine's look alike but for the CPUs they had
+    slots = len({cpu_slot(entry.device) for entry in entries.values()}) > 1
+    if slots:
+        table.add_column("cpus", justify="right")
     if hosts:
         table.add_column("host")
     now = time.time()
@@ -81,6 +88,8 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             entry_age(entry, now),
             entry.policy or "?",
         ]
+        if slots:
+            cells.append(cpu_slot(entry.device))
         table.add_row(*cells, *([short_host(entry.host)] if hosts else []))
     console = table_console(table)
     console.print(table)
@@ -103,6 +112,18 @@ def short_host(host: str) -> str:
     return name if len(name) <= _HOST_CHARS else name[: _HOST_CHARS - 1] + "…"
 
 
+def cpu_slot(device: Mapping[str, object]) -> str:
+    """The CPUs an entry was measured with: ``"1 of 2"`` (usable of the machine's logical
+    CPUs), ``", quota 1.5"`` added under a CPU quota; ``"?"`` for what it does not record."""
+    usable, logical, quota = (
+        device.get(name) for name in ("usable_cpus", "logical_cpus", "cpu_quota")
+    )
+    cell = f"{usable if usable is not None else '?'} of {logical if logical is not None else '?'}"
+    if isinstance(quota, int | float) and not isinstance(quota, bool):
+        cell += f", quota {quota:g}"
+    return cell
+
+
 def iso_created(created: float) -> str | None:
     """``created`` (seconds since the epoch) in ISO 8601, UTC; None where it is unknown
     (zero, negative) or no date the platform can write (``1e300``)."""
@@ -118,6 +139,7 @@ def iso_created(created: float) -> str | None:
 def entry_fields(key: str, short: str, entry: CacheEntry) -> dict[str, Any]:
     """One entry of ``cache list --json``: the README's fields, None for what it does not know."""
     device = entry.device
+    quota = device.get("cpu_quota")  # "none" where no quota limited the process
     return {
         "key": key,
         "short_key": short,
@@ -139,6 +161,7 @@ def entry_fields(key: str, short: str, entry: CacheEntry) -> dict[str, Any]:
             "cpu": device.get("cpu"),
             "cpus": device.get("logical_cpus"),
             "usable_cpus": device.get("usable_cpus"),
+            "cpu_quota": quota if isinstance(quota, int | float) else None,
             "mujoco": entry.mujoco_version or device.get("mujoco"),
         },
         "chunktune_version": entry.chunktune_version or None,
