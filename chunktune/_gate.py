@@ -109,17 +109,24 @@ class NoiseGate:
         # (the reason says them): mid-race, beyond the budget, racing on is a gamble; at
         # the race's end, with a budget that cannot stretch, what is left is spent on a
         # confirmation with a fair chance (LAST_TRY_Z)
-        afford = self.affordable_pairs()
+        # with short calls the policy's cap, not the budget, sets the pairs: asked for one
+        # more than the cap, the budget pays for it
+        cap = p.confirm_max_pairs
+        room = self.pace.affordable_pairs(cap + 1)
+        afford = min(room, cap)
         bound = self.bounds(afford).final
         needed = pairs_needed(gain, sigma, bound, power_z=0.0)
         chance_z = LAST_TRY_Z if final and not p.extend_budget else 0.0
         if pairs_needed(gain, sigma, bound, power_z=chance_z) <= max(afford, p.confirm_min_pairs):
             return None
         if not p.extend_budget:
-            return too_noisy(sigma=sigma, gain=gain, needed=needed, afford=afford, lead=told)
+            return too_noisy(
+                sigma=sigma, gain=gain, needed=needed, afford=afford, lead=told, capped=room > cap
+            )
         if self.stretch.pairs(gain, sigma, self.last_bound, racing=not final):
             return None
-        at_cap = self.pace.pairs_at_cap(p.confirm_max_pairs, racing=not final)
+        room = self.pace.pairs_at_cap(cap + 1, racing=not final)
+        at_cap = min(room, cap)
         needed = pairs_needed(gain, sigma, self.last_bound(at_cap), power_z=0.0)
         return too_noisy(
             sigma=sigma,
@@ -128,6 +135,7 @@ class NoiseGate:
             afford=at_cap,
             extended_to=self.stretch.cap(),
             lead=told,
+            capped=room > cap,
         )
 
     def undecided(self) -> tuple[int, float] | None:

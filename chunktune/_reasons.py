@@ -57,11 +57,14 @@ def too_noisy(
     afford: int,
     extended_to: float | None = None,
     lead: tuple[int, float] | None = None,
+    capped: bool = False,
 ) -> str:
     """The noise gate's reason: the per-call noise, the gain at stake, the pairs it takes.
 
     ``extended_to``: the most an ``extend_budget`` policy could stretch its budget to
-    (``afford`` is then what that would pay for). ``lead``: at the race's end, its best
+    (``afford`` is then what that would pay for). ``capped``: ``afford`` is the policy's
+    ``confirm_max_pairs``, and the budget would pay for more (short calls): the sentence
+    names the cap, not the budget, as what stands in the way. ``lead``: at the race's end, its best
     and the log gain it measured; the gain at stake is that, or the margin where it
     measured less, and the sentence says which.
     """
@@ -83,11 +86,14 @@ def too_noisy(
                 f"the {pct(1.0 - math.exp(-gain))} margin (the race's best, {best}, looked "
                 f"{looked})"
             )
+    within, allows = "within the budget", f"{budget} allows {afford}"
+    if capped:
+        within = "in the pairs the policy allows"
+        allows = f"confirm_max_pairs allows {afford} (what is left of {budget} would pay for more)"
     return (
-        f"the machine is too noisy to confirm a gain within the budget: one call varies "
+        f"the machine is too noisy to confirm a gain {within}: one call varies "
         f"by {pct(sigma / math.sqrt(2.0))} against its native partner; confirming "
-        f"{at_stake} would take about {math.ceil(needed)} "
-        f"pairs of calls, and {budget} allows {afford}"
+        f"{at_stake} would take about {math.ceil(needed)} pairs of calls, and {allows}"
     )
 
 
@@ -173,7 +179,11 @@ def kept(chosen: int, native: int, v: Confirmation, p: Policy, *, best: int | No
         )
     else:
         why = f"could not confirm a gain: {measured}"
+    # short calls reach the policy's cap long before the budget: say it was the cap
+    cap = (
+        " (confirm_max_pairs, the most the policy allows)" if v.pairs >= p.confirm_max_pairs else ""
+    )
     return (
         f"kept the native chunk {native}: {who} looked faster, but "
-        f"{v.pairs} fresh pairs of calls against native {why}"
+        f"{v.pairs} fresh pairs of calls{cap} against native {why}"
     )

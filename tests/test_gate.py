@@ -447,3 +447,17 @@ def test_a_stretched_budget_too_short_names_the_race_s_best_at_its_end() -> None
     race = Race(0.05, 0.45, extend_budget=True, hard_limit_s=60.0)
     reason = NoiseGate(race, ShortCap(64, stretch), stretch).too_noisy(final=True)  # type: ignore[arg-type]
     assert reason is not None and "confirming the 5.0% gain of the race's best, 4, would" in reason
+
+
+def test_short_calls_name_confirm_max_pairs_not_the_budget_as_what_stands_in_the_way() -> None:
+    """A budget paying for more pairs than confirm_max_pairs: the reason names that cap."""
+    reason = too_noisy(Race(0.01, 0.08), 5000)
+    assert reason is not None
+    assert "in the pairs the policy allows" in reason
+    assert reason.endswith(
+        "confirm_max_pairs allows 64 (what is left of the budget would pay for more)"
+    )
+    # where the budget, not the cap, sets the pairs, it is the budget that allows them
+    spent = too_noisy(Race(0.01, 0.08), 40)
+    assert spent is not None and spent.endswith("and the budget allows 40")
+    assert "within the budget" in spent

@@ -144,3 +144,11 @@ def test_the_typical_pair_reason_needs_every_test_passed_but_the_mean(
             f"on average, short of the {pct(policy.margin)} margin: its slowest calls lose "
             "more than native's"
         )
+
+
+def test_a_confirmation_that_reached_confirm_max_pairs_says_the_cap_ended_it() -> None:
+    """Kept after confirm_max_pairs pairs, the reason names the cap (short calls reach it first)."""
+    v = Confirmation("inconclusive", 64, gain=0.025, ci=(-0.02, 0.07), sigma=0.1)
+    assert "64 fresh pairs of calls (confirm_max_pairs, the most the policy allows) against" in (
+        kept(4, 12, v, Policy(confirm_max_pairs=64))
+    )

@@ -517,3 +517,14 @@ def test_a_tie_toward_upper_between_sizes_as_near_ceil_n_over_t_takes_the_smalle
     )
     r = sweep(_Scripted({None: [1.0], 31: [0.5], 33: [0.5]}), [31, 33], seed)
     assert r.choice.chunk_size == 31
+
+
+def test_a_sweep_of_short_calls_gated_by_its_pair_cap_says_so_not_the_budget() -> None:
+    """160 us calls at 5% noise: 10 s pays for thousands of pairs; the reason names the cap."""
+    w = SimulatedWorkload([5e-6] * 64, nthread=2, dispatch_s=2e-8, noise=Noise(sigma=0.05))
+    policy = load_settings().get_policy("balanced")
+    result = sweep(w, policy.candidates.propose(64, 2), policy)
+    assert result.stop == "noisy" and result.elapsed_s < 0.1 * policy.time_budget_s
+    assert result.choice.reason.endswith(
+        "confirm_max_pairs allows 64 (what is left of the budget would pay for more)"
+    )
