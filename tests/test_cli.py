@@ -2628,6 +2628,16 @@ def test_nstep_reaches_the_workload_the_header_names(
     assert f"16 envs, 2 threads, {steps} steps per rollout; policy idle" in header
 
 
+def test_the_header_of_one_step_on_one_thread_reads_singular(
+    off: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An nstep=1 batch on one thread is '1 thread, 1 step per rollout', not '1 steps'."""
+    args = [str(model), "--nstep", "1", "--num-envs", "16", "--nthread", "1"]
+    assert main(["tune", *args, "--config", str(off)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.endswith(": 16 envs, 1 thread, 1 step per rollout; policy idle")
+
+
 def test_policy_names_the_policy_resolve_uses(
     env: dict[str, Path], off: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,7 @@ from .._errors import InvalidArgumentError
 from .._fingerprint import allowed_cpus, current_quota, usable_cpus
 from .._shown import spelled
 from .._workload import MAX_COUNT, MODEL_LABEL_NAMES, check_label
-from ._common import warn
+from ._common import plural, warn
 
 if TYPE_CHECKING:
     from .._mujoco import RolloutWorkload
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENVS_PER_THREAD",
     "add_workload_options",
+    "batch_words",
     "check_family",
     "default_envs",
     "family_words",
@@ -169,6 +170,12 @@ def warn_shared_cores(nthread: int, crowded: tuple[int, str] | None) -> None:
         )
 
 
+def batch_words(num_envs: int, nthread: int, nstep: int | None = None) -> str:
+    """``32 envs, 2 threads, 1 step per rollout``: a header's batch, singular where it is one."""
+    words = f"{plural(num_envs, 'env')}, {plural(nthread, 'thread')}"
+    return words if nstep is None else f"{words}, {plural(nstep, 'step')} per rollout"
+
+
 def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorkload, str]:
     """The workload named by ``MODEL`` (or the demo) and a one-line description of it."""
     from .._mujoco import DEMO_NSTEP, RolloutWorkload, demo_workload
@@ -181,7 +188,7 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
         with _fits(num_envs, args.nstep):
             demo = demo_workload(num_envs=num_envs, nthread=nthread, nstep=nstep)
         warn_shared_cores(nthread, crowded)
-        what = f"demo scene: {num_envs} envs, {nthread} threads, {nstep} steps per rollout"
+        what = f"demo scene: {batch_words(num_envs, nthread, nstep)}"
         return demo, what
     kwargs: dict[str, Any] = {}
     if args.nstep is not None:
@@ -195,10 +202,7 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
             args.model, num_envs=num_envs, nthread=nthread, **kwargs
         )
     warn_shared_cores(nthread, crowded)
-    what = (
-        f"{args.model}: {num_envs} envs, {nthread} threads, {workload.nstep} steps per rollout"
-        f"{family_words(args)}"
-    )
+    what = f"{args.model}: {batch_words(num_envs, nthread, workload.nstep)}{family_words(args)}"
     return workload, what
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "open_cache",
     "output_file",
     "output_writable",
+    "plural",
     "read_stdin_cache",
     "same_file",
     "say",
@@ -282,3 +283,8 @@ def short_keys(keys: Iterable[str]) -> dict[str, str]:
         else:
             short[key] = key[:12]
     return short
+
+
+def plural(count: int, word: str) -> str:
+    """``1 step``, ``2 steps``: a count and its noun, singular for one."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Self
 
 from .._decision import size_name
 from .._events import CALLS, ProgressEvent
-from ._common import console_on, live_terminal, say
+from ._common import console_on, live_terminal, plural, say
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,10 +27,6 @@ _STOPS: dict[str, str] = {
 }
 
 _ROUND_LINE_EVERY_S = 5.0
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 class _NoProgress:
@@ -126,8 +122,8 @@ class _PlainProgress(_NoProgress):
             if self.round > 0 and self._line_due():
                 say(
                     f"round {self.round} done: "
-                    f"{_plural(self.candidates - self.raced, 'candidate')} "
-                    f"in the race, {_plural(self.probes, 'probe')}, "
+                    f"{plural(self.candidates - self.raced, 'candidate')} "
+                    f"in the race, {plural(self.probes, 'probe')}, "
                     f"{self.prev_elapsed_s:.1f} s"
                 )
             self.round = event.round
@@ -138,7 +134,7 @@ class _PlainProgress(_NoProgress):
                 say(
                     f"{_chunk_name(self.chunk)} done: {self.started} of "
                     f"{self.candidates} candidates measured, "
-                    f"{_plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
+                    f"{plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
                 )
             self.started += 1
             self.chunk = event.chunk_size
@@ -151,13 +147,11 @@ class _PlainProgress(_NoProgress):
         if event.message == "max_rounds" and not self.rounds:
             why = "every candidate had all its calls"
         done = (
-            f"after {_plural(event.round, 'round')}"
+            f"after {plural(event.round, 'round')}"
             if self.rounds
             else f"with {self.started} of {self.candidates} candidates measured"
         )
-        say(
-            f"sweep done {done}, {_plural(self.probes, 'probe')} in {event.elapsed_s:.1f} s ({why})"
-        )
+        say(f"sweep done {done}, {plural(self.probes, 'probe')} in {event.elapsed_s:.1f} s ({why})")
 
 
 class _LiveProgress:

@@ -28,6 +28,7 @@ from .._threads import run_held, wait_for_stores, wait_for_sweeps
 from .._workload import SignatureValue, Workload, upper_chunk
 from ._args import (
     add_workload_options,
+    batch_words,
     check_family,
     default_envs,
     family_words,
@@ -144,7 +145,7 @@ def tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str
         # nothing to tune: build no scene, no per-thread MjData, no pool
         if args.model is not None and not Path(args.model).is_file():
             raise InvalidArgumentError(model_file_problem(Path(args.model)))
-        what = f"{args.model or 'demo scene'}: {num_envs} envs, {nthread} threads"
+        what = f"{args.model or 'demo scene'}: {batch_words(num_envs, nthread)}"
         what += family_words(args)
         return _Trivial(num_envs, nthread), what
     return load_workload(args, nthread)
