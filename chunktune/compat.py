@@ -284,8 +284,9 @@ def resolve_chunk_size(
             from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
             ``dtype`` no numpy data type, ``model.nu`` no count of controls,
-            ``model_file`` no path, ``model_label`` no non-empty string, or ``model`` with
-            none of an MjModel's sizes.
+            ``model_file`` no path, ``model_label`` no name (a string of 1 to 256
+            characters, not only whitespace, with no control character), or ``model``
+            with none of an MjModel's sizes.
         ConfigError: the settings file is invalid, or names an unknown policy.
     """
     # first, before anything is sized by them

@@ -110,6 +110,14 @@ def test_the_cache_list_names_the_label_beside_the_file(
                      id="variants-for-the-demo"),
         pytest.param(["MODEL", "--model-label", ""], "model_label '' is not a name for the model",
                      id="empty-label"),
+        pytest.param(["MODEL", "--model-label", "  "], "model_label '  ' is not a name for the "
+                     "model or its family of variants: it is only whitespace", id="blank-label"),
+        pytest.param(["MODEL", "--model-label", "dr\nv2"], "model_label 'dr\\nv2' is not a name "
+                     "for the model or its family of variants: it holds a control character "
+                     "(U+000A)", id="newline-in-label"),
+        pytest.param(["MODEL", "--model-label", "x" * 300], "is not a name for the model or its "
+                     "family of variants: it is 300 characters long; expected a name that prints, "
+                     "of 1 to 256 characters", id="300-character-label"),
         pytest.param(["MODEL", "--n-variants", "0"], "--n-variants: must be an integer >= 1",
                      id="no-variants"),
         pytest.param(["MODEL", "--n-variants", "17"], "17 model variants for num_envs=16",
@@ -123,7 +131,7 @@ def test_a_bad_family_is_exit_2_with_one_line(
     args: list[str],
     message: str,
 ) -> None:
-    """A label or variants for the demo, an empty label or a bad count: exit 2, one line."""
+    """Variants or a label for the demo, a label that is no name, a bad count: exit 2, one line."""
     argv = [command, *(str(model) if a == "MODEL" else a for a in args), *SMALL]
     if command == "record":
         argv += ["-o", "trace.json"]

@@ -287,9 +287,18 @@ def test_variants_drawn_afresh_under_one_model_label_measure_once(
     assert facts["model_label"] == "hinges-dr" and "model_sha" not in facts
 
 
-@pytest.mark.parametrize("label", ["", 7])
+@pytest.mark.parametrize(
+    "label",
+    [
+        pytest.param("", id="empty"),
+        pytest.param(7, id="int"),
+        pytest.param("  ", id="blank"),
+        pytest.param("hinges\ndr", id="newline"),
+        pytest.param("x" * 257, id="257-characters"),
+    ],
+)
 def test_a_model_label_that_is_no_name_is_refused(pool: RolloutPool, label: object) -> None:
-    """A model_label that is not a non-empty string raises before the pool is stepped."""
+    """A model_label that is no name (empty, blank, a control character, 257 long) raises first."""
     with pytest.raises(InvalidArgumentError, match=r"model_label .* is not a name for the model"):
         resolve_chunk_size(
             pool=pool, state=initial_states(pool.model), model=pool.model, n_variants=1,

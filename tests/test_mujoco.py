@@ -861,6 +861,41 @@ def test_bad_workload_arguments_are_named(kwargs: dict[str, Any], message: str) 
         tiny_workload(**kwargs)
 
 
+@pytest.mark.parametrize("argument", ["model_label", "states_label"])
+@pytest.mark.parametrize(
+    ("label", "shown", "wrong"),
+    [
+        pytest.param("   ", "'   '", "it is only whitespace", id="spaces"),
+        pytest.param("\t\n", "'\\t\\n'", "it is only whitespace", id="tab-newline"),
+        pytest.param("\u3000", "'\\u3000'", "it is only whitespace", id="ideographic-space"),
+        pytest.param("dr\nv2", "'dr\\nv2'", "it holds a control character (U+000A)", id="newline"),
+        pytest.param("dr\x1b[2J", "'dr\\x1b[2J'", "it holds a control character (U+001B)",
+                     id="escape-sequence"),
+        pytest.param("dr\u202ev2", "'dr\\u202ev2'", "it holds a control character (U+202E)",
+                     id="bidi-override"),
+        pytest.param("x" * 257, "'xxxx", "it is 257 characters long", id="257-characters"),
+        pytest.param("x" * 10**6, "'xxxx", "it is 1000000 characters long", id="a-megabyte"),
+    ],
+)  # fmt: skip
+def test_a_label_that_is_no_name_is_refused_naming_it(
+    argument: str, label: str, shown: str, wrong: str
+) -> None:
+    """A blank, control-character or over-256-character label: one line naming it and the rule."""
+    with pytest.raises(InvalidArgumentError) as raised:
+        tiny_workload(**{argument: label})
+    message = str(raised.value)
+    assert message.startswith(f"{argument} {shown}"), message
+    assert wrong in message and "expected a name that prints, of 1 to 256 characters" in message
+    assert "\n" not in message and len(message) < 300  # one line, the value cut short
+
+
+@pytest.mark.parametrize("label", ["x" * 256, "humanoid dr \u00e9t\u00e9 \u2192 v2", "7"])
+def test_a_label_that_is_a_name_keys_the_workload(label: str) -> None:
+    """A label of 256 characters, or with spaces and non-ASCII letters inside, keys as given."""
+    signature = tiny_workload(model_label=label, states_label=label).signature()
+    assert (signature["model_label"], signature["states"]) == (label, label)
+
+
 def test_a_compiled_mjb_loads_and_keys_as_its_xml(tmp_path: pathlib.Path) -> None:
     """from_xml takes a .mjb as the error message says it may; the key is the XML's."""
     xml = tmp_path / "tiny.xml"

@@ -78,12 +78,14 @@ def check_model_file(value: object) -> str | None:
 
 
 def check_states_label(value: object) -> str | None:
-    """``value`` if it is None or a non-empty string, else InvalidArgumentError."""
+    """``value`` if it is None or a name (:func:`~chunktune._workload.check_label`), else
+    InvalidArgumentError."""
     return check_label(value, what="states_label", names="the initial states")
 
 
 def check_model_label(value: object) -> str | None:
-    """``value`` if it is None or a non-empty string, else InvalidArgumentError."""
+    """``value`` if it is None or a name (:func:`~chunktune._workload.check_label`), else
+    InvalidArgumentError."""
     return check_label(value, what="model_label", names=MODEL_LABEL_NAMES)
 
 

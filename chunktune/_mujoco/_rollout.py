@@ -118,7 +118,8 @@ class RolloutWorkload:
             is beyond what this machine can hold, variants differ in size,
             ``initial_state``, ``control`` or ``rollout`` do not fit, ``seed`` is negative,
             ``perturbation`` is not a number from 0 to 10, ``model_file`` is no path, or
-            ``states_label`` or ``model_label`` is not a non-empty string.
+            ``states_label`` or ``model_label`` is no name (a string of 1 to 256
+            characters, not only whitespace, with no control character).
     """
 
     num_envs: int
