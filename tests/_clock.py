@@ -6,20 +6,26 @@ means the limit to end at. Marked ``@pytest.mark.jumps``, a test runs on a loop 
 clock reads real time plus what the test jumped: it waits (on an event, not a time) until
 the resolve is stuck where it should be, then jumps the clock past the limit. Every
 deadline is still the loop's own timer, counted as before; only the wait is skipped.
+
+``resolve_sync`` runs its own loop (``anyio.run``), which no marker reaches: a test of it
+calls :func:`jump_own_loop_when`, which makes every loop ``anyio.run`` starts for the rest
+of the test such a loop, and jumps the one running once the call is stuck.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 import trio
 import trio.testing
 
-__all__ = ["backend_options", "jump", "jump_when"]
+__all__ = ["backend_options", "jump", "jump_own_loop_when", "jump_when"]
 
 
 class _JumpingLoop(asyncio.SelectorEventLoop):
@@ -64,3 +70,34 @@ async def jump_when(stuck: threading.Event, seconds: float) -> None:
     # a hang guard, not a timing: a resolve that never gets stuck fails the test here
     assert await anyio.to_thread.run_sync(stuck.wait, 60.0, abandon_on_cancel=True), "not stuck"
     await jump(seconds)
+
+
+def jump_own_loop_when(
+    monkeypatch: pytest.MonkeyPatch, stuck: threading.Event, seconds: float
+) -> None:
+    """Run the loops ``anyio.run`` starts (``resolve_sync``'s own) on a clock ahead of real
+    time by what was jumped; once ``stuck`` is set, jump the newest ``seconds`` on.
+
+    The jump is made from a thread of its own, on the loop's thread
+    (``call_soon_threadsafe``), which wakes the loop to look at its timers.
+    """
+    loops: list[_JumpingLoop] = []
+
+    def made() -> _JumpingLoop:
+        loop = _JumpingLoop()
+        loops.append(loop)
+        return loop
+
+    monkeypatch.setattr(
+        anyio, "run", functools.partial(anyio.run, backend_options={"loop_factory": made})
+    )
+
+    def move_on(loop: _JumpingLoop) -> None:
+        loop.ahead += seconds
+
+    def jump_once_stuck() -> None:
+        # a hang guard, not a timing: a call that never gets stuck is left to its limit
+        if stuck.wait(60):
+            loops[-1].call_soon_threadsafe(move_on, loops[-1])
+
+    threading.Thread(target=jump_once_stuck, name="jump once stuck", daemon=True).start()

@@ -6,6 +6,7 @@ import math
 import re
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -716,20 +717,34 @@ def test_an_empty_node_type_label_counts_as_no_label() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.jumps
 async def test_a_waiter_whose_hard_limit_comes_between_two_questions_says_whom_it_waited_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A registry that answered busy every time is never said to have not answered."""
     import anyio
     import attrs
+    from _clock import jump_when
 
     from chunktune import _ray_calls, _ray_claim
+
+    waiting, jumped = threading.Event(), threading.Event()
 
     def claim(*_: object, **__: object) -> Callable[[], dict[str, Any]]:
         return lambda: {"state": "busy", "since": 0.0, "holder": "w1", "held_s": 0.0}
 
+    def a_while(timeout_s: float) -> None:
+        time.sleep(min(timeout_s, 0.01))  # a registry that wakes often
+        waiting.set()
+        # the limit comes during this wait: the next question finds it past
+        jumped.wait(60)  # a hang guard, not a timing
+
     def wait(key: str, timeout_s: float) -> Callable[[], None]:
-        return lambda: time.sleep(min(timeout_s, 0.01))  # a registry that wakes often
+        return lambda: a_while(timeout_s)
+
+    async def limit_during_a_wait() -> None:
+        await jump_when(waiting, 1.0)
+        jumped.set()
 
     registry = types.SimpleNamespace(
         claim=types.SimpleNamespace(remote=claim),
@@ -743,7 +758,9 @@ async def test_a_waiter_whose_hard_limit_comes_between_two_questions_says_whom_i
     # 1 s: room for a loaded machine to have the registry's busy reply before the limit
     job = attrs.evolve(job, policy=attrs.evolve(job.policy, time_budget_s=0.3, hard_limit_s=1.0))
     with anyio.fail_after(60):  # a hang detector, not a timing
-        d = await _ray_claim.coordinated(ray, job, anyio.current_time())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(limit_during_a_wait)
+            d = await _ray_claim.coordinated(ray, job, anyio.current_time())
     assert d is not None and (d.source, d.chunk_size) == ("fallback", None)
     assert "waited until the hard limit of 1 s (hard_limit_s) for w1's sweep" in d.reason
     assert "had not answered" not in d.reason

@@ -20,6 +20,7 @@ import anyio
 import attrs
 import numpy as np
 import pytest
+from _clock import jump_own_loop_when
 from _registry_ray import RegistryRay, registry_loop
 
 import chunktune
@@ -447,22 +448,28 @@ def test_a_sweep_that_timed_only_native_gives_its_claim_back(
 
 
 def test_a_claimant_stopped_by_its_own_hard_limit_gives_the_claim_back(
-    ray: RegistryRay, isolated: Path
+    ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its hard_limit_s, not the workload, ended the sweep: released, never failed for all."""
+    stalled, release = threading.Event(), threading.Event()
 
     class Stalls(Slow):
         def run(self, chunk_size: int | None) -> float:
             if self.calls == 0:
                 # the first call outlasts the hard limit: a later one could come after the
                 # budget, which a busy machine spends on the first calls alone
-                time.sleep(2.0)
+                stalled.set()
+                release.wait(60)  # a hang guard, not a timing
             return super().run(chunk_size)
 
     here = host("h1", isolated)
     # 1 s: a loaded machine may take longer than 0.3 s to claim before the first call
     limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=1.0, time_budget_s=0.05)
-    decision = chunktune.ray.resolve_sync(Stalls("limited"), settings=here, policy=limited)
+    jump_own_loop_when(monkeypatch, stalled, 1.0)  # the limit: in the first call
+    try:
+        decision = chunktune.ray.resolve_sync(Stalls("limited"), settings=here, policy=limited)
+    finally:
+        release.set()
     assert (decision.source, decision.chunk_size) == ("fallback", None)
     assert events(ray) == ["claim", "release"]
 
@@ -583,10 +590,11 @@ def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
 ) -> None:
     """A read-back of the stored entry that never answers: published at the limit, all the same."""
     # a stalled file system under the host's cache: the entry built from the decision goes
-    release, freed = threading.Event(), []
+    reading, release, freed = threading.Event(), threading.Event(), []
     read_back = entry_of
 
     def stalled(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
         freed.append(release.wait(60))  # a hang guard, not a timing
         return read_back(*args, **kwargs)
 
@@ -596,6 +604,7 @@ def test_a_claimants_read_back_that_does_not_answer_publishes_at_its_hard_limit(
     # takes about 0.05 s, so a limit of 1 s (the least that budget allows) leaves it near
     # 1 s of slack on a busy machine, and the stuck read-back is waited out for 1 s, not 3
     limited = attrs.evolve(here.get_policy("quick"), time_budget_s=1.0, hard_limit_s=1.0)
+    jump_own_loop_when(monkeypatch, reading, 1.0)  # the limit: in the read-back
     try:
         swept = chunktune.ray.resolve_sync(Slow("stalled"), settings=here, policy=limited)
         assert freed == []  # returned while the read-back was still stuck
@@ -611,9 +620,10 @@ def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_sto
     ray: RegistryRay, isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The entry built from the decision at the limit says what the host's own entry says."""
-    release, read_back = threading.Event(), entry_of
+    reading, release, read_back = threading.Event(), threading.Event(), entry_of
 
     def stalled(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
         release.wait(60)  # a hang guard, not a timing
         return read_back(*args, **kwargs)
 
@@ -627,6 +637,7 @@ def test_an_entry_published_past_a_stuck_read_back_describes_the_workload_as_sto
     scene.write_text("<mujoco/>")
     workload = Slow("described")
     workload.model_file = str(scene)  # type: ignore[attr-defined]
+    jump_own_loop_when(monkeypatch, reading, 1.0)  # the limit: in the read-back
     try:
         chunktune.ray.resolve_sync(workload, settings=here, policy=limited)
     finally:

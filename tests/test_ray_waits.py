@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+from _clock import jump_when
 from _discoveries import silent_settings_file
 from _holders import holding_async
 from _registry_ray import RegistryRay, registry_loop
@@ -72,19 +73,29 @@ def busy_registry(
 
 
 @pytest.mark.anyio
+@pytest.mark.jumps
 async def test_a_wait_is_told_with_when_the_claim_began_and_logged(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The 'waiting' event says when the claimant began (an hour ago), and an INFO line says it."""
     monkeypatch.setattr(_lock_wait, "REPORT_AFTER_S", 0.05)
     events: list[ProgressEvent] = []
+    told = threading.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        events.append(event)
+        if event.kind == "waiting":
+            told.set()
+
     registry = busy_registry([], lambda key, timeout_s: lambda: time.sleep(min(timeout_s, 0.01)))
     monkeypatch.setattr(_ray_calls, "registry_handle", lambda ray, fresh: registry)
     ray = up()
     ray.get = lambda ref, timeout: ref()
-    job = a_job(hard_limit_s=1.0, on_progress=events.append)  # room to report the wait
+    job = a_job(hard_limit_s=1.0, on_progress=on_progress)  # room to report the wait
     with caplog.at_level(logging.INFO, logger="chunktune"), anyio.fail_after(60):
-        await _ray_claim.coordinated(ray, job, anyio.current_time())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(jump_when, told, 1.0)  # the limit, once the wait is told
+            await _ray_claim.coordinated(ray, job, anyio.current_time())
     [event] = [e for e in events if e.kind == "waiting"]
     since = re.search(r"since (\d\d:\d\d:\d\d)\)", event.message)
     assert since is not None

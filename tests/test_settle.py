@@ -18,7 +18,7 @@ import anyio.to_thread
 import attrs
 import numpy as np
 import pytest
-from _clock import jump_when
+from _clock import jump_own_loop_when, jump_when
 
 import chunktune
 from chunktune import WorkloadError, _flights, _threads
@@ -161,11 +161,12 @@ async def test_hard_limit_waits_for_the_run_in_flight_of_a_settling_workload(
 
 
 def test_resolve_sync_under_hard_limit_waits_for_a_settling_workload(
-    settling_told: list[_ReleaseOnSettling],
+    settling_told: list[_ReleaseOnSettling], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """resolve_sync past hard_limit_s also returns only once the settling run() has ended."""
     w = held(settle=True)
     _listen(settling_told, w)
+    jump_own_loop_when(monkeypatch, w.entered, 1.0)  # the limit: in the first run()
     try:
         d = chunktune.resolve_sync(w, policy=_limited())
         in_run = w.in_run
