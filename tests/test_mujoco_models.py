@@ -321,3 +321,26 @@ def test_the_demos_seed_defaults_to_0() -> None:
     assert not np.array_equal(
         default.initial_state, demo_workload(num_envs=4, nthread=1, seed=1).initial_state
     )
+
+
+def test_a_demo_rollout_of_its_length_keeps_its_light_envs_free_and_its_pile_touching() -> None:
+    """Over the demo's 20 steps its light envs touch nothing, its last quarter at every step."""
+    from chunktune._mujoco import DEMO_NSTEP, demo_workload
+
+    workload = demo_workload(num_envs=8, nthread=2)  # envs 6 and 7 are the heavy ones
+    model = workload.models[0]
+    data = mujoco.MjData(model)
+    contacts = []
+    for state in workload.initial_state:
+        mujoco.mj_setState(model, data, np.array(state), mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        per_step = []
+        for _ in range(DEMO_NSTEP):
+            mujoco.mj_step(model, data)
+            per_step.append(data.ncon)
+        contacts.append(per_step)
+        # the pile stays a pile on the floor; the flyers are still high in the air
+        heights = _free_qpos(model, data)[list(DEMO_PILE), 2]
+        assert (heights < 0.2).all() if len(contacts) > 6 else (heights > 1.5).all(), heights
+    assert all(n == 0 for light in contacts[:6] for n in light), contacts
+    # heavy contact: the pile's eight bodies on the floor and on one another, at every step
+    assert all(n >= 8 for heavy in contacts[6:] for n in heavy), contacts
