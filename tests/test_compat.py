@@ -24,6 +24,7 @@ from _teardown import at_teardown, run_at_teardown
 
 import chunktune
 from chunktune import InvalidArgumentError, compat
+from chunktune._request import worth_storing
 from chunktune._threads import wait_for_sweeps
 from chunktune.compat import PoolStepWorkload, resolve_chunk_size
 from chunktune.sim import SimulatedWorkload
@@ -394,8 +395,11 @@ async def test_on_an_event_loop_a_sweep_its_loop_owns_cannot_hang_it(
         # while the loop is blocked here, so the wait ends at its bound
         assert call(pool, state) is None
     assert decided and decided[0].source == "benchmark"
-    (key,) = json.loads((tmp_path / "cache.json").read_text())["entries"]
-    assert key == decided[0].key
+    # a sweep whose first calls a loaded machine slowed past the 0.3 s budget times native
+    # alone and stores nothing (worth_storing): the flight landed either way
+    stored = tmp_path / "cache.json"
+    entries = json.loads(stored.read_text())["entries"] if stored.exists() else {}
+    assert list(entries) == ([decided[0].key] if worth_storing(decided[0]) else [])
 
 
 @pytest.mark.anyio
