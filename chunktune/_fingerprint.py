@@ -128,7 +128,9 @@ def _own_cgroups(membership: Path) -> tuple[str, str]:
     """This process's cgroup v2 path and its v1 ``cpu`` controller's path ("/" if unknown)."""
     v2 = v1 = "/"
     try:
-        lines = membership.read_text().splitlines()
+        # a cgroup's name is whatever bytes made its folder; decoded as the OS decodes
+        # paths, it names that folder again (read as UTF-8, such a name raised)
+        lines = os.fsdecode(membership.read_bytes()).splitlines()
     except OSError:
         return v2, v1
     for line in lines:

@@ -675,3 +675,15 @@ def test_a_container_shown_its_host_s_cgroup_path_reads_its_root_s_quota(tmp_pat
     membership.write_text("4:cpu,cpuacct:/docker/0123abcd\n0::/\n")
     assert cpu_quota(tmp_path, membership) == 2.0
     assert cpu_quota(tmp_path, tmp_path / "no-such-file") == 2.0
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a cgroup path is bytes on Linux")
+def test_a_cgroup_path_that_is_not_utf8_is_read_and_never_raises(tmp_path: Path) -> None:
+    """A cgroup named in bytes that are not UTF-8 (mkdir takes any) has its quota read."""
+    own = os.fsencode(tmp_path) + b"/slot-\xe9"
+    os.mkdir(own)
+    with open(own + b"/cpu.max", "w") as limit:
+        limit.write("100000 100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_bytes(b"0::/slot-\xe9\n")
+    assert cpu_quota(tmp_path, membership) == 1.0
