@@ -687,3 +687,49 @@ def test_a_cgroup_path_that_is_not_utf8_is_read_and_never_raises(tmp_path: Path)
     membership = tmp_path / "cgroup"
     membership.write_bytes(b"0::/slot-\xe9\n")
     assert cpu_quota(tmp_path, membership) == 1.0
+
+
+def test_a_cpu_max_that_sets_no_limit_is_the_answer_over_leftover_v1_files(
+    tmp_path: Path,
+) -> None:
+    """Where cpu.max reads (as "max"), cgroup v2 is in use: v1 CFS files beside it are not read."""
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/\n")
+    assert cpu_quota(tmp_path, membership) is None
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(b"100000 0\n", id="period-0"),
+        pytest.param(b"\n", id="empty"),
+        pytest.param(b"lots 100000\n", id="a-word"),
+        pytest.param(b"\xff\xfe\n", id="not-text"),
+    ],
+)
+def test_a_garbage_cpu_max_on_the_way_sets_no_limit_and_never_raises(
+    tmp_path: Path, garbage: bytes
+) -> None:
+    """A cpu.max that is no quota (a period of 0, not numbers, not text) is passed over."""
+    (tmp_path / "slot").mkdir()
+    (tmp_path / "slot" / "cpu.max").write_bytes(garbage)
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/slot\n")
+    assert cpu_quota(tmp_path, membership) is None
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert cpu_quota(tmp_path, membership) == 1.5
+
+
+def test_the_v1_cgroup_is_the_cpu_controller_s_not_cpuset_s_or_cpuacct_s(tmp_path: Path) -> None:
+    """cpuset's and cpuacct's lines, after cpu's, do not name the cgroup the quota is read in."""
+    for folder, quota in (("job", "150000"), ("other", "300000"), ("acct", "300000")):
+        (tmp_path / "cpu" / folder).mkdir(parents=True)
+        (tmp_path / "cpu" / folder / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        (tmp_path / "cpu" / folder / "cpu.cfs_period_us").write_text("100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("4:cpu:/job\n3:cpuset:/other\n2:cpuacct:/acct\n0::/\n")
+    assert cpu_quota(tmp_path, membership) == 1.5
