@@ -506,15 +506,17 @@ def test_tune_demo_defaults_fit_the_machine(
 
 
 @pytest.mark.mujoco
+@pytest.mark.parametrize("of_model", [True, False], ids=["model", "demo"])
 def test_nthread_above_usable_cpus_warns(
     env: dict[str, Path],
     model: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    of_model: bool,
 ) -> None:
-    """--nthread above the usable CPUs is one warning on stderr, and the tune still runs."""
+    """--nthread above the usable CPUs is one warning on stderr (model or demo), and it tunes."""
     monkeypatch.setattr(_crowding, "usable_cpus", lambda: 1)
-    assert main(["tune", str(model), *SMALL, "--json"]) == 0
+    assert main(["tune", *([str(model)] if of_model else []), *SMALL, "--json"]) == 0
     out, err = capsys.readouterr()
     assert "warning: --nthread 2 is more than the 1 CPU this process may use;" in err
     assert err.count("is more than") == 1  # the workload's own warning is not said again

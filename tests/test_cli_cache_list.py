@@ -216,6 +216,28 @@ def test_list_shows_a_cpus_column_where_entries_had_different_cpus(
     ]
 
 
+def test_list_tells_a_quota_slot_from_its_machine_with_the_same_affinity(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A systemd slot's entry (CPUQuota=100%, same CPUs) beside its machine's: a `cpus` column."""
+    machine = {"logical_cpus": 2, "usable_cpus": 2, "cpu_quota": "none"}
+    DecisionCache(isolated / "cache.json").update(
+        {
+            "a" * 32: entry(4, age_s=10, device=machine),
+            "b" * 32: entry(None, age_s=20, device={**machine, "cpu_quota": 1.0}),
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-1] == "cpus"
+    assert [ln.split("balanced")[-1].strip() for ln in lines[2:4]] == ["2 of 2", "2 of 2, quota 1"]
+    unlimited = {"cpu": None, "cpus": 2, "usable_cpus": 2, "cpu_quota": None, "mujoco": None}
+    assert [listed["machine"] for listed in _listed_json(capsys)] == [
+        unlimited,  # "none", as a fingerprint without a quota records it, is null
+        {**unlimited, "cpu_quota": 1.0},
+    ]
+
+
 def test_list_shows_no_cpus_column_where_every_entry_had_the_same_cpus(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -85,6 +85,7 @@ def test_a_quota_below_the_usable_cpus_is_named_and_counted_up(
         pytest.param(2, 1.0, 1, id="quota-1-of-2"),
         pytest.param(8, 2.5, 3, id="part-of-a-cpu-counts"),
         pytest.param(2, 0.1, 1, id="at-least-one"),
+        pytest.param(2, 0.0, 1, id="a-quota-of-0-still-1"),
         pytest.param(1, 4.0, 1, id="affinity-below-quota"),
     ],
 )
@@ -108,3 +109,22 @@ def test_compat_warns_when_the_trainer_s_pool_has_more_threads_than_cpus(
     call(pool, state, manual_chunk_size=None, adaptive=True, bench_nsteps=1)
     said = [r.getMessage() for r in caplog.records if "is more than" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("chunktune: nthread=4 is more than the 1 CPU")
+
+
+def test_the_warning_is_said_again_when_the_cpus_the_process_may_use_change(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once a process per nthread and CPU count: a quota tightened from 2 CPUs to 1 is told anew."""
+    quota = [2.0]
+    monkeypatch.setattr(_crowding, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(_crowding, "current_quota", lambda: quota[0])
+    monkeypatch.setattr(_crowding, "_told", set())
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    for tightened in (2.0, 2.0, 1.0, 1.0):
+        quota[0] = tightened
+        _crowding.warn_if_crowded(4)
+    said = [r.getMessage() for r in caplog.records if "is more than" in r.getMessage()]
+    assert [line.split(" this process")[0] for line in said] == [
+        "chunktune: nthread=4 is more than the 2 CPUs",
+        "chunktune: nthread=4 is more than the 1 CPU",
+    ]
