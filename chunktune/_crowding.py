@@ -49,8 +49,12 @@ def _first_time(nthread: int, crowded: tuple[int, str]) -> bool:
 
 def warn_if_crowded(nthread: int) -> None:
     """Log a warning, once a process for this ``nthread`` and CPU count, when a pool of
-    ``nthread`` threads is more than the CPUs this process may use."""
-    crowded = crowded_cpus(nthread)
+    ``nthread`` threads is more than the CPUs this process may use. Never raises."""
+    try:
+        crowded = crowded_cpus(nthread)
+    except Exception:  # advice only: a machine it cannot read must not stop a trainer
+        logger.debug("chunktune: could not count the CPUs this process may use", exc_info=True)
+        return
     if crowded is not None and _first_time(nthread, crowded):
         allowed, cpus = crowded
         logger.warning(

@@ -128,3 +128,19 @@ def test_the_warning_is_said_again_when_the_cpus_the_process_may_use_change(
         "chunktune: nthread=4 is more than the 2 CPUs",
         "chunktune: nthread=4 is more than the 1 CPU",
     ]
+
+
+def test_a_machine_it_cannot_read_never_stops_a_trainer_building_its_workload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CPU count that raises (an unreadable /proc) leaves RolloutWorkload and compat working."""
+    from chunktune._mujoco import RolloutWorkload, demo_model_path
+
+    def unreadable() -> int:
+        raise PermissionError("/proc/self/status")
+
+    monkeypatch.setattr(_crowding, "usable_cpus", unreadable)
+    RolloutWorkload.from_xml(demo_model_path(), num_envs=8, nthread=2, nstep=1).close()
+    monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
+    pool, state = FakePool(), np.zeros((256, 3))
+    call(pool, state, manual_chunk_size=3, adaptive=True, bench_nsteps=1)
