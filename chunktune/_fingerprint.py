@@ -115,7 +115,8 @@ def cpu_quota(
     as ``membership`` names it, and of each cgroup above it: a batch scheduler or systemd
     sets the limit on the process's cgroup, not at the root a namespaced container sees.
     A cgroup folder that is not under ``root`` (a container shown the path of its host's
-    cgroup) is passed over, so the root's limit stands.
+    cgroup, or a path that climbs out of its namespace, ``/../job``) is passed over, so the
+    root's limit stands; nothing it reads raises.
     """
     v2, v1 = _own_cgroups(membership)
     # where no level has a readable cpu.max, the cgroup v1 files are the ones in use
@@ -128,9 +129,9 @@ def _own_cgroups(membership: Path) -> tuple[str, str]:
     """This process's cgroup v2 path and its v1 ``cpu`` controller's path ("/" if unknown)."""
     v2 = v1 = "/"
     try:
-        # a cgroup's name is whatever bytes made its folder; decoded as the OS decodes
-        # paths, it names that folder again (read as UTF-8, such a name raised)
-        lines = os.fsdecode(membership.read_bytes()).splitlines()
+        # a cgroup's name is any bytes, as a file's: decoded as os.fsdecode does, a name
+        # that is not UTF-8 names its folder still (and raises no UnicodeDecodeError)
+        lines = os.fsdecode(membership.read_bytes()).split("\n")
     except OSError:
         return v2, v1
     for line in lines:
@@ -145,8 +146,13 @@ def _own_cgroups(membership: Path) -> tuple[str, str]:
 
 def _readings(base: Path, own: str, read: Callable[[Path], float | None]) -> list[float | None]:
     """What ``read`` gives at ``base`` and in each folder down to ``own`` under it, where it
-    can read one (None: that level sets no limit)."""
-    parts = [part for part in own.split("/") if part not in ("", ".", "..")]
+    can read one (None: that level sets no limit); at ``base`` alone where ``own`` climbs
+    out of it."""
+    parts = [part for part in own.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        # a cgroup outside the namespace's root (``/../job``): the folder its other parts
+        # name under ``base`` is some other cgroup, whose limit is not this process's
+        parts = []
     readings: list[float | None] = []
     for depth in range(len(parts) + 1):
         with contextlib.suppress(OSError, ValueError, ZeroDivisionError):

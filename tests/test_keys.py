@@ -733,3 +733,15 @@ def test_the_v1_cgroup_is_the_cpu_controller_s_not_cpuset_s_or_cpuacct_s(tmp_pat
     membership = tmp_path / "cgroup"
     membership.write_text("4:cpu:/job\n3:cpuset:/other\n2:cpuacct:/acct\n0::/\n")
     assert cpu_quota(tmp_path, membership) == 1.5
+
+
+def test_a_cgroup_path_that_climbs_out_of_the_mount_reads_only_the_mount_s_quota(
+    tmp_path: Path,
+) -> None:
+    """A cgroup outside the namespace's root (/../job) never reads the mount's own job folder."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "cpu.max").write_text("50000 100000\n")  # another process's cgroup
+    (tmp_path / "cpu.max").write_text("200000 100000\n")
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/../job\n")
+    assert cpu_quota(tmp_path, membership) == 2.0
