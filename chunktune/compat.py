@@ -301,7 +301,6 @@ def resolve_chunk_size(
         # a __del__ or weakref callback as Python tears its modules down: as resolve's
         # at_shutdown, native at once; building the workload (numpy's dtype) would import
         return None
-    _warn_if_crowded(nthread)  # the trainer's own pool: its threads are real
     workload = PoolStepWorkload(
         pool=pool,
         state=state,
@@ -316,6 +315,8 @@ def resolve_chunk_size(
         model_file=model_file,
         model_label=model_label,
     )
+    # the trainer's own pool, its threads real; once its arguments passed, as a workload's
+    _warn_if_crowded(nthread)
     if _loop_running_here():
         return _decide_blocking_the_loop(workload)
     chunk = _resolve_sync(workload).chunk_size

@@ -33,6 +33,19 @@ print("built")
 """
 
 
+@pytest.fixture
+def one_cpu(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A process that may use 1 CPU, with nothing said of crowding yet."""
+    monkeypatch.setattr(_crowding, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(_crowding, "current_quota", lambda: None)
+    monkeypatch.setattr(_crowding, "_told", set())
+    caplog.set_level(logging.WARNING, logger="chunktune")
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "is more than" in r.getMessage()]
+
+
 @pytest.mark.mujoco
 @needs_affinity
 def test_a_pool_of_2_pinned_to_1_cpu_is_warned_of_once_in_a_real_process() -> None:
@@ -96,18 +109,15 @@ def test_the_allowed_cpus_are_the_usable_ones_within_the_quota_rounded_up(
     assert allowed_cpus(usable, quota) == allowed
 
 
+@pytest.mark.usefixtures("one_cpu")
 def test_compat_warns_when_the_trainer_s_pool_has_more_threads_than_cpus(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """resolve_chunk_size with nthread=4 on 1 usable CPU logs the crowding warning once."""
-    monkeypatch.setattr(_crowding, "usable_cpus", lambda: 1)
-    monkeypatch.setattr(_crowding, "current_quota", lambda: None)
-    monkeypatch.setattr(_crowding, "_told", set())
-    caplog.set_level(logging.WARNING, logger="chunktune")
     pool, state = FakePool(), np.zeros((256, 3))
     call(pool, state, manual_chunk_size=None, adaptive=True, bench_nsteps=1)
     call(pool, state, manual_chunk_size=None, adaptive=True, bench_nsteps=1)
-    said = [r.getMessage() for r in caplog.records if "is more than" in r.getMessage()]
+    said = _said(caplog)
     assert len(said) == 1 and said[0].startswith("chunktune: nthread=4 is more than the 1 CPU")
 
 
@@ -144,3 +154,31 @@ def test_a_machine_it_cannot_read_never_stops_a_trainer_building_its_workload(
     monkeypatch.setenv("CHUNKTUNE_CONFIG", "")
     pool, state = FakePool(), np.zeros((256, 3))
     call(pool, state, manual_chunk_size=3, adaptive=True, bench_nsteps=1)
+
+
+@pytest.mark.mujoco
+@pytest.mark.usefixtures("one_cpu")
+def test_a_workload_refused_for_another_argument_is_not_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A RolloutWorkload refused for its seed warns of nothing; the one built next warns once."""
+    from chunktune import InvalidArgumentError
+    from chunktune._mujoco import RolloutWorkload, demo_model_path
+
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        RolloutWorkload.from_xml(demo_model_path(), num_envs=8, nthread=2, nstep=1, seed=-1)
+    assert _said(caplog) == []
+    RolloutWorkload.from_xml(demo_model_path(), num_envs=8, nthread=2, nstep=1).close()
+    assert len(_said(caplog)) == 1
+
+
+@pytest.mark.usefixtures("one_cpu")
+def test_compat_refusing_an_argument_warns_of_no_crowding(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """resolve_chunk_size refusing its n_variants (nthread=4, 1 CPU) logs no crowding warning."""
+    from chunktune import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="n_variants"):
+        call(FakePool(), np.zeros((256, 3)), n_variants=0)
+    assert _said(caplog) == []

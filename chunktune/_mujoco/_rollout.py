@@ -161,7 +161,6 @@ class RolloutWorkload:
         self.nthread = check_count(nthread, what="nthread")
         self._nstep = check_count(nstep, what="nstep")
         check_nthread(self.nthread)
-        warn_if_crowded(self.nthread)
         seed = check_seed(seed)
         scale = check_perturbation(perturbation)
         self._perturbation = scale if initial_state is None else None
@@ -197,6 +196,9 @@ class RolloutWorkload:
         self._states_kind = label or ("default" if initial_state is None else "caller")
         self._control = given_control(control, self.num_envs, self._nstep, int(m0.nu))
         self._allocate_outputs(int(m0.nsensordata))
+        # last: a workload refused for another argument is no pool to warn of, and the
+        # warning, said once a process, is kept for the one that is built
+        warn_if_crowded(self.nthread)
 
     def _allocate_outputs(self, nsensordata: int) -> None:
         n, k = self.num_envs, self._nstep
