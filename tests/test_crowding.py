@@ -13,7 +13,7 @@ from _users import child_env
 from test_compat import FakePool, call
 
 from chunktune import _crowding
-from chunktune._fingerprint import allowed_cpus
+from chunktune._fingerprint import allowed_cpus, current_quota
 
 needs_affinity = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform"
@@ -69,11 +69,12 @@ def test_a_pool_of_2_pinned_to_1_cpu_is_warned_of_once_in_a_real_process() -> No
 @pytest.mark.mujoco
 @needs_affinity
 def test_a_pool_of_the_usable_cpus_is_not_warned_of(caplog: pytest.LogCaptureFixture) -> None:
-    """A RolloutWorkload with one thread per usable CPU logs no crowding warning."""
+    """A RolloutWorkload with one thread per CPU this process may use logs no crowding warning."""
     from chunktune._mujoco import RolloutWorkload, demo_model_path
 
     caplog.set_level(logging.WARNING, logger="chunktune")
-    nthread = len(os.sched_getaffinity(0))
+    # the affinity's CPUs, within this machine's own CPU quota (a CI container's --cpus)
+    nthread = allowed_cpus(len(os.sched_getaffinity(0)), current_quota())
     RolloutWorkload.from_xml(demo_model_path(), num_envs=8, nthread=nthread, nstep=1).close()
     assert not [r for r in caplog.records if "is more than" in r.getMessage()]
 
