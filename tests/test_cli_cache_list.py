@@ -12,7 +12,7 @@ from _cache_cli import entry, one_error
 
 from chunktune import DecisionCache
 from chunktune._cli import main
-from chunktune._cli._list_cmd import entry_fields
+from chunktune._cli._list_cmd import cpu_slot, entry_fields
 from chunktune._load import MachineLoad
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -296,3 +296,18 @@ def test_list_json_dates_every_moment_after_the_epoch(created: float, iso: str |
     from chunktune._cli._list_cmd import iso_created
 
     assert iso_created(created) == iso
+
+
+@pytest.mark.parametrize(
+    ("quota", "listed"),
+    [
+        pytest.param(1.5, 1.5, id="a-quota"),
+        pytest.param("none", None, id="none"),
+        pytest.param(True, None, id="a-bool-is-no-quota"),
+    ],
+)
+def test_the_cpus_column_and_list_json_read_one_quota_alike(quota: object, listed: object) -> None:
+    """cpu_quota: a number in both the cpus cell and --json; "none" or a bool in neither."""
+    device = {"logical_cpus": 2, "usable_cpus": 2, "cpu_quota": quota}
+    assert entry_fields("k", "k", entry(device=device))["machine"]["cpu_quota"] == listed
+    assert cpu_slot(device) == ("2 of 2" if listed is None else f"2 of 2, quota {listed:g}")

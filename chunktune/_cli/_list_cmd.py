@@ -115,13 +115,19 @@ def short_host(host: str) -> str:
 def cpu_slot(device: Mapping[str, object]) -> str:
     """The CPUs an entry was measured with: ``"1 of 2"`` (usable of the machine's logical
     CPUs), ``", quota 1.5"`` added under a CPU quota; ``"?"`` for what it does not record."""
-    usable, logical, quota = (
-        device.get(name) for name in ("usable_cpus", "logical_cpus", "cpu_quota")
-    )
+    usable, logical = device.get("usable_cpus"), device.get("logical_cpus")
     cell = f"{usable if usable is not None else '?'} of {logical if logical is not None else '?'}"
-    if isinstance(quota, int | float) and not isinstance(quota, bool):
+    quota = recorded_quota(device)
+    if quota is not None:
         cell += f", quota {quota:g}"
     return cell
+
+
+def recorded_quota(device: Mapping[str, object]) -> float | None:
+    """An entry's CPU quota in CPUs; None for none (``"none"``), or what is no number."""
+    quota = device.get("cpu_quota")
+    # a bool is an int to isinstance, and no quota
+    return quota if isinstance(quota, int | float) and not isinstance(quota, bool) else None
 
 
 def iso_created(created: float) -> str | None:
@@ -139,7 +145,6 @@ def iso_created(created: float) -> str | None:
 def entry_fields(key: str, short: str, entry: CacheEntry) -> dict[str, Any]:
     """One entry of ``cache list --json``: the README's fields, None for what it does not know."""
     device = entry.device
-    quota = device.get("cpu_quota")  # "none" where no quota limited the process
     return {
         "key": key,
         "short_key": short,
@@ -161,7 +166,7 @@ def entry_fields(key: str, short: str, entry: CacheEntry) -> dict[str, Any]:
             "cpu": device.get("cpu"),
             "cpus": device.get("logical_cpus"),
             "usable_cpus": device.get("usable_cpus"),
-            "cpu_quota": quota if isinstance(quota, int | float) else None,
+            "cpu_quota": recorded_quota(device),
             "mujoco": entry.mujoco_version or device.get("mujoco"),
         },
         "chunktune_version": entry.chunktune_version or None,
