@@ -22,6 +22,7 @@ numbers.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import attrs
 import numpy as np
@@ -29,7 +30,7 @@ import numpy.typing as npt
 
 from ._stats import normal_quantile
 
-__all__ = ["Design", "adjusted", "more_extreme"]
+__all__ = ["Design", "Reach", "adjusted", "at_last", "before_last", "more_extreme"]
 
 _GRID = 161  # points per look over the continuation region
 _SPAN = 8.0  # standard deviations of B_k kept either side of its mean
@@ -77,39 +78,48 @@ def _grid(lo: float, hi: float) -> tuple[_Array, _Array]:
     return x, w
 
 
-def more_extreme(theta: float, design: Design, observed: float) -> float:
-    """The chance, at true log gain ``theta``, of an outcome more extreme than ``observed``.
+class Reach(NamedTuple):
+    """A walk's state at the look before a design's last: what :func:`at_last` adds to.
 
-    ``observed`` is the estimate at the design's last look; more extreme: confirmed at
-    an earlier look, or reached the last look and estimated above ``observed`` there.
-    It rises with ``theta``.
+    ``total`` is the chance of a crossing at the looks before the last; ``nodes`` and
+    ``dens`` the continuation region's grid there and the density (times weight) of the
+    walks not yet stopped (None: no look before the last); ``info`` that look's
+    information; ``stopped``: (nearly) every walk stopped before the last look.
     """
-    info = [1.0 / s**2 for s in design.se]
+
+    total: float
+    nodes: _Array | None
+    dens: _Array | None
+    info: float
+    stopped: bool
+
+
+def before_last(theta: float, design: Design) -> Reach:
+    """The walk at true log gain ``theta`` up to the look before the design's last.
+
+    It does not depend on where the last look's cut is, so a search over that cut
+    (:mod:`chunktune._spending`) takes it once.
+    """
     # B_k = estimate_k * I_k: a random walk with drift theta in information I_k
     total = 0.0
     nodes: _Array | None = None  # the continuation region's nodes at the previous look
     dens: _Array | None = None  # the density (times weight) of B there, not yet stopped
     prev_info = 0.0
-    for k, i_k in enumerate(info):
+    for k, s in enumerate(design.se[:-1]):
+        i_k = 1.0 / s**2
         step = i_k - prev_info
-        last = k == len(info) - 1
-        cut = observed * i_k if last else design.upper[k] * i_k
+        cut = design.upper[k] * i_k
         if nodes is None or dens is None:
             total += 0.5 * math.erfc((cut - theta * i_k) / math.sqrt(2.0 * i_k))
         elif step <= 0:  # a look with no new pairs: the walk stands where it was
-            if last:
-                total += float(dens[nodes > cut].sum())
-                break
             continue
         else:
             z = (cut - nodes - theta * step) / math.sqrt(step)
             total += float(np.dot(dens, _norm_sf(z)))
-        if last:
-            break
         lo = max(design.lower[k] * i_k, theta * i_k - _SPAN * math.sqrt(i_k))
         hi = min(design.upper[k] * i_k, theta * i_k + _SPAN * math.sqrt(i_k))
         if hi <= lo:  # (nearly) every path has stopped by now
-            return total
+            return Reach(total, nodes, dens, prev_info, stopped=True)
         x, w = _grid(lo, hi)
         if nodes is None or dens is None:
             f = _norm_pdf((x - theta * i_k) / math.sqrt(i_k)) / math.sqrt(i_k)
@@ -118,7 +128,35 @@ def more_extreme(theta: float, design: Design, observed: float) -> float:
             f = kernel @ dens / math.sqrt(step)
         nodes, dens = x, f * w
         prev_info = i_k
+    return Reach(total, nodes, dens, prev_info, stopped=False)
+
+
+def at_last(theta: float, design: Design, reach: Reach, observed: float) -> float:
+    """:func:`more_extreme` from the walk's ``reach`` (:func:`before_last` at ``theta``)."""
+    if reach.stopped:
+        return reach.total
+    i_k = 1.0 / design.se[-1] ** 2
+    step = i_k - reach.info
+    cut = observed * i_k
+    total = reach.total
+    if reach.nodes is None or reach.dens is None:
+        total += 0.5 * math.erfc((cut - theta * i_k) / math.sqrt(2.0 * i_k))
+    elif step <= 0:  # a last look with no new pairs: the walk stands where it was
+        total += float(reach.dens[reach.nodes > cut].sum())
+    else:
+        z = (cut - reach.nodes - theta * step) / math.sqrt(step)
+        total += float(np.dot(reach.dens, _norm_sf(z)))
     return min(1.0, max(0.0, total))
+
+
+def more_extreme(theta: float, design: Design, observed: float) -> float:
+    """The chance, at true log gain ``theta``, of an outcome more extreme than ``observed``.
+
+    ``observed`` is the estimate at the design's last look; more extreme: confirmed at
+    an earlier look, or reached the last look and estimated above ``observed`` there.
+    It rises with ``theta``.
+    """
+    return at_last(theta, design, before_last(theta, design), observed)
 
 
 def _solve(design: Design, observed: float, target: float) -> float:

@@ -21,7 +21,7 @@ import functools
 import itertools
 import math
 
-from ._sequential import Design, more_extreme
+from ._sequential import Design, at_last, before_last
 from ._stats import normal_quantile
 
 __all__ = ["SPENDING_RHO", "spending_bounds"]
@@ -38,31 +38,35 @@ def _spent(alpha: float, fraction: float) -> float:
     return alpha * math.pow(min(1.0, fraction), SPENDING_RHO)
 
 
-def _crossed(looks: tuple[int, ...], bounds: tuple[float, ...], z_last: float) -> float:
-    """The chance with no gain of crossing a bound by the last look, whose bound is ``z_last``.
-
-    ``bounds`` are the z of the looks before the last; a look's estimate has the
-    standard error of a mean of its pairs (only their ratios matter).
-    """
+def _design(looks: tuple[int, ...], bounds: tuple[float, ...]) -> Design:
+    """The looks' design at no gain: ``bounds`` are the z of the looks before the last, a
+    look's estimate has the standard error of a mean of its pairs (only ratios matter)."""
     se = tuple(1.0 / math.sqrt(n) for n in looks)
-    design = Design(
+    return Design(
         se=se,
         upper=tuple(z * s for z, s in zip(bounds, se, strict=False)),
         lower=(-math.inf,) * len(bounds),
     )
-    return more_extreme(0.0, design, z_last * se[-1])
 
 
 def _bound(looks: tuple[int, ...], bounds: tuple[float, ...], target: float) -> float:
-    """The last look's z at which the chance of a crossing by then is ``target``."""
+    """The last look's z at which the chance, with no gain, of a crossing by then is ``target``."""
     if not bounds:
         return normal_quantile(1.0 - target)
+    design = _design(looks, bounds)
+    # the walk up to the look before the last is the same for every z of the last
+    reach = before_last(0.0, design)
+    last_se = design.se[-1]
+
+    def crossed(z_last: float) -> float:
+        return at_last(0.0, design, reach, z_last * last_se)
+
     lo, hi = 0.0, _Z_MAX
-    if _crossed(looks, bounds, hi) >= target:  # the looks before spent it all
+    if crossed(hi) >= target:  # the looks before spent it all
         return math.inf
     for _ in range(_BISECTIONS):
         mid = (lo + hi) / 2
-        if _crossed(looks, bounds, mid) > target:
+        if crossed(mid) > target:
             lo = mid
         else:
             hi = mid
