@@ -92,6 +92,16 @@ def test_ci_runs_the_suite_on_the_newest_python_where_the_machine_has_it() -> No
     assert {".venv-newest/", ".python-newest/"} <= set(ignored)
 
 
+def test_ci_runs_every_linter_the_readme_names() -> None:
+    """.ci/run ends with ruff check, ruff format --check and mypy, as the README says."""
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "ruff check chunktune tests benchmarks" in lines
+    assert "ruff format --check chunktune tests benchmarks" in lines
+    assert "mypy" in lines
+    said = " ".join(README.split("## What `chunktune tune` shows")[0].split())
+    assert "Last, it runs `ruff check`, `ruff format --check` and `mypy`" in said
+
+
 def test_example_settings_block_loads(tmp_path: Path) -> None:
     """The settings example in the README is valid."""
     import chunktune
