@@ -100,3 +100,8 @@ def __getattr__(name: str) -> Any:
         _exports.present_as(__name__, [value])
         return value
     raise AttributeError(f"module 'chunktune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # what tab completion offers: the lazy names too, not this module's own imports
+    return sorted((set(globals()) - {"Any", "TYPE_CHECKING", "annotations"}) | set(__all__))

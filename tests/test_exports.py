@@ -297,3 +297,10 @@ def test_a_name_a_public_module_lacks_raises_attribute_error(module: ModuleType)
     assert not hasattr(module, name)
     with pytest.raises(AttributeError, match=name):
         getattr(module, name)
+
+
+def test_dir_offers_every_public_name_and_none_of_the_package_s_own_imports() -> None:
+    """dir(chunktune) lists the lazy names too, and not Any, TYPE_CHECKING or annotations."""
+    listed = set(dir(chunktune))
+    assert set(chunktune.__all__) <= listed
+    assert not listed & {"Any", "TYPE_CHECKING", "annotations"}
