@@ -116,7 +116,8 @@ class _Rounds:
                 candidates=(None, *field.live),
                 message=(
                     f"one call takes about {call_s:.2g} s, so the budget can judge "
-                    f"{room} candidates in {p.min_rounds} rounds and still halve them"
+                    f"{room} candidate{'s' if room != 1 else ''} in {p.min_rounds} rounds "
+                    "and still halve them"
                 ),
             )
         return True

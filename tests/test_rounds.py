@@ -851,7 +851,7 @@ def test_a_slow_pool_that_can_judge_one_candidate_does_not_stretch_for_it() -> N
     pol = balanced(time_budget_s=24.0, hard_limit_s=200.0, extend_budget=True)
     run(heavy(), pol, on_event=events.append)
     opened = [e for e in events if e.kind == "candidates"][-1]
-    assert "the budget can judge 1 candidates" in opened.message
+    assert "the budget can judge 1 candidate in 2 rounds" in opened.message  # not "candidates"
     assert not any("too long for 24 s" in e.message for e in events if e.kind == "extended")
 
 
