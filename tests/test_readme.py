@@ -305,6 +305,18 @@ def test_the_typical_pair_reason_quoted_is_the_one_a_kept_native_gives() -> None
     assert f"`... {reason.split('against native ', 1)[1]}`" in text
 
 
+def test_the_out_of_reach_reason_quoted_is_the_one_a_kept_native_gives() -> None:
+    """Step 5 quotes a confirmation stopped once its plan is out of reach as the code words it."""
+    from chunktune import Policy
+    from chunktune._confirm import Confirmation
+    from chunktune._reasons import kept
+
+    text = " ".join(README.split())
+    held = Confirmation("inconclusive", 16, -0.005, (-0.029, 0.019), 0.05, out_of_reach=True)
+    reason = kept(43, 12, held, Policy())
+    assert f"`... {reason.split('against native ', 1)[1]}`" in text
+
+
 def test_the_one_line_decision_quoted_is_the_one_resolve_writes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
