@@ -968,11 +968,13 @@ def test_what_list_json_leaves_null_for_an_older_tuner_s_entry_is_as_said(
 
     from chunktune._cli import main
 
-    (nulls, dated) = _said(
-        r"is `null` \(an older tuner's entry's ([^;]*) fields, say; its `(\w+)` is when\s+the "
-        r"file it came from was last written\)",
-        " ".join(README.split()),
+    text = " ".join(README.split())
+    (nulls, inner, dated) = _said(
+        r"is `null` \(an older tuner's entry's ([^;]*) fields, and those of its `(\w+)` "
+        r"object, say; its `(\w+)` is when\s+the file it came from was last written\)",
+        text,
     )
+    assert "`0.0` for native, and for an entry that records no gain, as an older tuner's" in text
     old = isolated / "chunk_size.json"
     old.write_text(json.dumps({"k": {"chunk_size": 8, "per_candidate_ms": {"None": 2.0}}}))
     os.utime(old, (1_790_000_000, 1_790_000_000))
@@ -981,8 +983,9 @@ def test_what_list_json_leaves_null_for_an_older_tuner_s_entry_is_as_said(
     assert main(["cache", "list", "--json"]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     for field in re.findall(r"`(\w+)`", nulls):
-        value = listed[field]
-        assert value is None or set(value.values()) == {None}, (field, value)
+        assert listed[field] is None, (field, listed[field])
+    assert isinstance(listed[inner], dict) and set(listed[inner].values()) == {None}
+    assert listed["chunk_size"] == 8 and listed["gain"] == 0.0  # it records no gain
     stamp = datetime.datetime.fromisoformat(listed[dated])
     assert stamp.timestamp() == 1_790_000_000
 
