@@ -150,7 +150,7 @@ class Quarantine:
             path,
             why,
             aside,
-            f", keeping the {len(kept)} of its entries that were whole" if kept else "",
+            f", keeping {_whole(len(kept))}" if kept else "",
         )
         return kept
 
@@ -175,12 +175,12 @@ class Quarantine:
         except OSError:
             # the file is aside for good: where it went must be said, whatever follows
             logger.warning(
-                "chunktune: cache file %s %s; moved it to %s, but could not write the "
-                "%d of its entries that were whole to a fresh cache",
+                "chunktune: cache file %s %s; moved it to %s, but could not write %s to a "
+                "fresh cache",
                 path,
                 why,
                 aside,
-                kept,
+                _whole(kept),
             )
 
     def _kept_in_place(self, data: bytes | None) -> None:
@@ -285,3 +285,8 @@ class Quarantine:
                 _cause(exc),
             )
         return {}
+
+
+def _whole(count: int) -> str:
+    """``the 3 of its entries that were whole``; one entry reads ``... that was whole``."""
+    return f"the {count} of its entries that {'was' if count == 1 else 'were'} whole"

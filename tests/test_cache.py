@@ -1556,6 +1556,21 @@ def test_the_warning_of_a_move_aside_counts_the_whole_entries_kept(
     assert "keeping the 3 of its entries that were whole" in caplog.text
 
 
+def test_the_warning_of_a_move_aside_says_one_whole_entry_in_the_singular(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged file moved aside with one whole entry: 'the 1 ... that was whole'."""
+    path = tmp_path / "c.json"
+    DecisionCache(path).update(
+        {key: entry(i + 1, reason=f"entry {i}") for i, key in enumerate(DAMAGED_KEYS[:2])}
+    )
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b"entry 1", b"entry 7"))
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert len(DecisionCache(path).entries()) == 1
+    assert "keeping the 1 of its entries that was whole" in caplog.text
+
+
 def test_a_damaged_cache_renamed_aside_for_good_says_where_it_went(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

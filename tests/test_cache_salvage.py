@@ -247,7 +247,8 @@ def test_a_broken_cache_file_starts_afresh_with_its_whole_entries(
     assert aside.read_bytes() == broken
     assert kept and all(entries[k] == e for k, e in kept.items())
     assert DecisionCache(path).entries() == kept  # written to the fresh file
-    assert f"keeping the {len(kept)} of its entries that were whole" in caplog.text
+    were = "was" if len(kept) == 1 else "were"
+    assert f"keeping the {len(kept)} of its entries that {were} whole" in caplog.text
 
 
 def test_a_toml_cache_cut_inside_a_value_is_moved_aside_not_served_cut(tmp_path: Path) -> None:
