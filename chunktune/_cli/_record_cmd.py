@@ -35,6 +35,7 @@ from ._common import (
     live_terminal,
     output_file,
     output_writable,
+    plural,
     say,
 )
 from ._machine import machine_to_ourselves
@@ -141,7 +142,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
         check_calls(len(sizes), args.rounds)
         total = len(sizes) * args.rounds
         if not args.quiet:
-            counts = f"{_n(len(sizes), 'size')} x {_n(args.rounds, 'round')} = {_n(total, 'call')}"
+            counts = (
+                f"{plural(len(sizes), 'size')} x {plural(args.rounds, 'round')} "
+                f"= {plural(total, 'call')}"
+            )
             say(f"recording {what}: {counts}")
         shown = _Shown(args.rounds, len(sizes), quiet=args.quiet)
         try:
@@ -195,11 +199,6 @@ def _interrupted_writing(out: Path, data: bytes) -> str:
     except OSError as exc:
         return f"interrupted as the trace was being written to {out} ({exc.strerror or exc})"
     return f"interrupted: the trace was written to {out}" if written else _NOTHING_WRITTEN
-
-
-def _n(count: int, noun: str) -> str:
-    """``"1 round"``, ``"3 rounds"``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 class _Shown:
