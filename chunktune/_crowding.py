@@ -59,8 +59,8 @@ def warn_if_crowded(nthread: int) -> None:
         allowed, cpus = crowded
         logger.warning(
             "chunktune: nthread=%d is more than %s: the pool's workers take turns on shared "
-            "cores, and its chunk size is measured and cached for that; expected nthread=%d "
-            "or fewer, one worker a CPU",
+            "cores, and a chunk size measured for it is measured (and cached) for that; "
+            "expected nthread=%d or fewer, one worker a CPU",
             nthread,
             cpus,
             allowed,
