@@ -34,6 +34,8 @@ from ._errors import InvalidArgumentError as _InvalidArgumentError
 from ._failures import by_signal_handler as _by_signal_handler
 from ._failures import log_bug as _log_bug
 from ._failures import spent_cause as _spent_cause
+from ._labels import MODEL_LABEL_NAMES as _MODEL_LABEL_NAMES
+from ._labels import check_label as _check_label
 from ._older_cache import warn_of_older_cache as _warn_of_older_cache
 from ._paths import fspath_text as _fspath_text
 from ._request import pick_policy as _pick_policy
@@ -43,10 +45,8 @@ from ._settings import Settings as _Settings
 from ._shown import shown as _shown
 from ._threads import run_beside as _run_beside
 from ._workload import MAX_COUNT as _MAX_COUNT
-from ._workload import MODEL_LABEL_NAMES as _MODEL_LABEL_NAMES
 from ._workload import SignatureValue
 from ._workload import check_chunk_size as _check_chunk_size
-from ._workload import check_label as _check_label
 from ._workload import upper_chunk as _upper_chunk
 
 __all__ = ["LOOP_GRACE_S", "PoolStepWorkload", "resolve_chunk_size"]

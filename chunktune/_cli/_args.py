@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from .._crowding import hush_crowding
 from .._errors import InvalidArgumentError
 from .._fingerprint import allowed_cpus, current_quota, usable_cpus
+from .._labels import MODEL_LABEL_NAMES, check_label
 from .._shown import spelled
-from .._workload import MAX_COUNT, MODEL_LABEL_NAMES, check_label
+from .._workload import MAX_COUNT
 from ._common import plural, warn
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidArgumentError
+from .._labels import MODEL_LABEL_NAMES, check_label
 from .._shown import shown
-from .._workload import MODEL_LABEL_NAMES, check_label
 from ._models import FULLPHYSICS, float_array, perturb
 
 __all__ = [
@@ -78,13 +78,13 @@ def check_model_file(value: object) -> str | None:
 
 
 def check_states_label(value: object) -> str | None:
-    """``value`` if it is None or a name (:func:`~chunktune._workload.check_label`), else
+    """``value`` if it is None or a name (:func:`~chunktune._labels.check_label`), else
     InvalidArgumentError."""
     return check_label(value, what="states_label", names="the initial states")
 
 
 def check_model_label(value: object) -> str | None:
-    """``value`` if it is None or a name (:func:`~chunktune._workload.check_label`), else
+    """``value`` if it is None or a name (:func:`~chunktune._labels.check_label`), else
     InvalidArgumentError."""
     return check_label(value, what="model_label", names=MODEL_LABEL_NAMES)
 
