@@ -87,7 +87,8 @@ def ask(
     for :func:`pick_policy` to say, where a policy is used.
 
     Raises:
-        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`.
+        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or a
+            member of it raised as it was read.
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
             from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,

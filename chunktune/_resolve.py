@@ -112,10 +112,12 @@ async def resolve(
     imported, logged or started in a thread.
 
     Raises:
-        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, or
-            its ``signature()`` holds a value that is not a str, int (of at most
-            :func:`~chunktune._workload.max_int_digits` digits), finite float or bool
-            (numpy scalars are taken as the numbers they hold).
+        WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, a
+            member of it raised as it was read (a property: without its counts there is
+            no native chunk to fall back on), or its ``signature()`` holds a value that
+            is not a str, int (of at most :func:`~chunktune._workload.max_int_digits`
+            digits), finite float or bool (numpy scalars are taken as the numbers they
+            hold).
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a
             Settings; ``policy`` neither a name nor a Policy; ``manual`` not an integer
             from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,

@@ -6,11 +6,12 @@ The base of chunktune's own modeled workloads (simulated, replayed) is ``_modele
 from __future__ import annotations
 
 import decimal
+import inspect
 import math
 import numbers
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
 from ._shown import digits, shown
@@ -54,7 +55,8 @@ class Workload(Protocol):
     default) and returns the seconds it took; the sweep trusts that figure.
 
     chunktune only reads ``num_envs`` and ``nthread``, so a plain attribute, a
-    property or a frozen record's field each satisfies the protocol.
+    property or a frozen record's field each satisfies the protocol, in a class that
+    subclasses ``Workload`` or one that does not.
 
     One member is optional, and no part of what ``isinstance`` checks:
     ``settle_on_cancel``, a bool (default False). True says that ``run()`` steps a pool
@@ -65,17 +67,25 @@ class Workload(Protocol):
     :func:`settles_on_cancel`).
     """
 
-    # read-only properties: a settable attribute declared here would refuse, to a type
-    # checker, every workload whose counts are properties or frozen fields
-    @property
-    def num_envs(self) -> int:
-        """The batch size N: how many envs one call steps."""
-        ...
+    if TYPE_CHECKING:
+        # read-only properties: a settable attribute declared here would refuse, to a type
+        # checker, every workload whose counts are properties or frozen fields
+        @property
+        def num_envs(self) -> int:
+            """The batch size N: how many envs one call steps."""
+            ...
 
-    @property
-    def nthread(self) -> int:
-        """The pool's worker count T."""
-        ...
+        @property
+        def nthread(self) -> int:
+            """The pool's worker count T."""
+            ...
+
+    else:
+        # but not at run time: a class that subclasses Workload would inherit the
+        # properties, and its own ``self.num_envs = 64`` would raise AttributeError (no
+        # setter). Annotations are members enough for isinstance().
+        num_envs: int
+        nthread: int
 
     def signature(self) -> Mapping[str, SignatureValue]:
         """What besides N and T changes the cost of a step: str keys, scalar values."""
@@ -213,15 +223,19 @@ _METHODS = ("signature", "run")
 def check_workload(workload: object) -> tuple[int, int]:
     """Validate a workload and return its ``(num_envs, nthread)``.
 
+    Each member is read once (a property that counts its reads, or resizes a batch, is
+    read as ``resolve`` was called).
+
     Raises:
         WorkloadError: the object lacks ``num_envs``, ``nthread``, ``signature`` or ``run``,
-            its ``signature`` or ``run`` is not callable, or its ``settle_on_cancel`` is
-            neither True nor False.
+            reading one raised (a property of the workload's), its ``signature`` or ``run``
+            is not callable, or its ``settle_on_cancel`` is neither True nor False.
         InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
     """
     # what isinstance(workload, Workload) checks, without typing's slow protocol walk:
     # this runs on every resolve, cache hits included
-    missing = [name for name in _MEMBERS if not hasattr(workload, name)]
+    read = {name: _member(workload, name) for name in _MEMBERS}
+    missing = [name for name, value in read.items() if value is _ABSENT]
     if missing:
         raise WorkloadError(
             f"{type(workload).__name__!s} object is not a chunktune.Workload: it lacks "
@@ -230,19 +244,18 @@ def check_workload(workload: object) -> tuple[int, int]:
     for name in _METHODS:
         # a member that is no method would fail only once called: a manual size would
         # answer, a policy that measures would fall back to native, neither naming it
-        member = getattr(workload, name)
+        member = read[name]
         if not callable(member):
             raise WorkloadError(
                 f"{type(workload).__name__!s} object is not a chunktune.Workload: its "
                 f"{name} is {shown(member)} ({type(member).__name__}); expected a method "
                 f"{name}() (a workload needs num_envs, nthread, signature() and run())"
             )
-    checked = cast(Workload, workload)
     # named as the workload's own: a bare "nthread must be ..." reads as an argument of
     # resolve's, which has none of that name
     owner = type(workload).__name__
-    num_envs = check_count(checked.num_envs, what=f"the workload's num_envs ({owner}.num_envs)")
-    nthread = checked.nthread
+    num_envs = check_count(read["num_envs"], what=f"the workload's num_envs ({owner}.num_envs)")
+    nthread = read["nthread"]
     if isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool) and nthread == 0:
         # MuJoCo's nthread=0 steps on the calling thread: there are no chunks to tune
         raise InvalidArgumentError(
@@ -255,6 +268,56 @@ def check_workload(workload: object) -> tuple[int, int]:
     return num_envs, nthread
 
 
+_ABSENT = object()
+"""What :func:`_member` reads where the workload has no such member."""
+
+
+def _member(workload: object, name: str) -> Any:
+    """``workload``'s member ``name``, read once; :data:`_ABSENT` where it has none.
+
+    Raises:
+        WorkloadError: reading it raised (a property of the workload's, or its
+            ``__getattr__``), naming the member and what it raised.
+        KeyboardInterrupt, SystemExit, GeneratorExit: as it raised them.
+    """
+    try:
+        return call_workload(lambda: getattr(workload, name))
+    except AttributeError as exc:
+        # hasattr() would take a property that raised AttributeError (its pool not built
+        # yet) for a member the class lacks, and say "it lacks nthread" of one that has it
+        if not _defined(workload, name):
+            return _ABSENT
+        raised: BaseException = exc
+    except WorkloadRaised as exc:
+        raised = exc.original
+    except Exception as exc:
+        raised = exc
+    # the workload's own code raised, where resolve has no counts to fall back on
+    owner = type(workload).__name__
+    raise WorkloadError(
+        f"reading the workload's {name} ({owner}.{name}) raised {type(raised).__name__}"
+        f"{': ' if str(raised) else ''}{raised}; expected {_EXPECTED[name]}"
+    ) from raised
+
+
+_EXPECTED = {
+    "num_envs": "an integer >= 1",
+    "nthread": "an integer >= 1",
+    "signature": "a method signature()",
+    "run": "a method run()",
+    "settle_on_cancel": "True or False",
+}
+
+
+def _defined(workload: object, name: str) -> bool:
+    """Whether ``name`` is found without running any of the workload's code (a property)."""
+    try:
+        inspect.getattr_static(workload, name)
+    except AttributeError:
+        return False
+    return True
+
+
 SETTLE_ON_CANCEL = "settle_on_cancel"
 """The optional workload member that asks a cancelled resolve to wait for its probe."""
 
@@ -263,10 +326,11 @@ def settles_on_cancel(workload: object) -> bool:
     """The workload's ``settle_on_cancel``: False where it has none.
 
     Raises:
-        WorkloadError: it is neither True nor False (numpy's bools count as Python's).
+        WorkloadError: it is neither True nor False (numpy's bools count as Python's), or
+            reading it raised.
     """
-    value = getattr(workload, SETTLE_ON_CANCEL, False)
-    plain = _plain(value)
+    value = _member(workload, SETTLE_ON_CANCEL)
+    plain = False if value is _ABSENT else _plain(value)
     if isinstance(plain, bool):
         return plain
     raise WorkloadError(

@@ -6,6 +6,7 @@ import decimal
 import enum
 import fractions
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import chunktune
 from chunktune import WorkloadError
 from chunktune._workload import (
     MAX_SECONDS,
     MIN_SECONDS,
+    SignatureValue,
     call_workload,
     check_seconds,
     check_signature,
@@ -246,7 +249,23 @@ USER_WORKLOADS = """
             return 0.001
 
 
-    workloads: list[chunktune.Workload] = [MyPool(), Counted(64), Frozen(64, 2), Constant()]
+    class Subclassed(chunktune.Workload):  # the protocol subclassed, its counts set in __init__
+        num_envs: int
+        nthread: int
+
+        def __init__(self, n: int) -> None:
+            self.num_envs, self.nthread = n, 2
+
+        def signature(self) -> dict[str, str]:
+            return {"kind": "subclassed"}
+
+        def run(self, chunk_size: int | None) -> float:
+            return 0.001
+
+
+    workloads: list[chunktune.Workload] = [
+        MyPool(), Counted(64), Frozen(64, 2), Constant(), Subclassed(64)
+    ]
     for w in workloads:
         decision: chunktune.Decision = chunktune.resolve_sync(w, manual=2)
         chunk: int | None = decision.chunk_size
@@ -254,7 +273,7 @@ USER_WORKLOADS = """
 
 
 def test_a_user_s_workloads_type_check_as_workloads_under_mypy_strict(tmp_path: Path) -> None:
-    """Workloads with attribute, property, frozen-field or Final counts pass mypy --strict."""
+    """Attribute, property, frozen-field, Final or subclass-set counts pass mypy --strict."""
     user = tmp_path / "trainer.py"
     user.write_text(textwrap.dedent(USER_WORKLOADS))
     checked = subprocess.run(
@@ -275,3 +294,108 @@ def test_a_user_s_workloads_type_check_as_workloads_under_mypy_strict(tmp_path: 
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+class _Modeled:
+    """A trainer's own workload, no subclass of anything: modeled seconds, its calls counted."""
+
+    num_envs = 64
+    nthread = 2
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def signature(self) -> dict[str, SignatureValue]:
+        return {"kind": "own", "cls": type(self).__name__}
+
+    def run(self, chunk_size: int | None) -> float:
+        self.calls += 1
+        return 0.01 * (1 + 0.02 * abs((chunk_size or 3) - 4))  # 4 the fastest, native 3
+
+
+class _Subclassed(chunktune.Workload):
+    """A workload that subclasses the protocol and sets its counts in ``__init__``."""
+
+    num_envs: int
+    nthread: int
+
+    def __init__(self, num_envs: int, nthread: int) -> None:
+        self.num_envs, self.nthread = num_envs, nthread
+
+    def signature(self) -> dict[str, SignatureValue]:
+        return {"kind": "subclassed"}
+
+    def run(self, chunk_size: int | None) -> float:
+        return _Modeled().run(chunk_size)
+
+
+@pytest.mark.anyio
+async def test_a_subclass_of_workload_may_set_its_counts_in_init() -> None:
+    """class W(chunktune.Workload) with self.num_envs = ... in __init__ builds and resolves."""
+    workload = _Subclassed(64, 2)
+    assert isinstance(workload, chunktune.Workload)
+    decision = await chunktune.resolve(workload, policy="quick")
+    assert decision.source == "benchmark" and decision.native_chunk == 3
+
+
+def _raising(error: BaseException, member: str) -> _Modeled:
+    """A _Modeled whose ``member`` is a property that raises ``error``."""
+
+    def read(self: object) -> object:
+        raise error
+
+    unbuilt: type[_Modeled] = type("Unbuilt", (_Modeled,), {member: property(read)})
+    return unbuilt()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("manual", [None, 2], ids=["policy", "manual"])
+@pytest.mark.parametrize(
+    ("member", "error", "expected"),
+    [
+        pytest.param(
+            "num_envs", RuntimeError("batch not built yet"), "an integer >= 1", id="num_envs"
+        ),
+        pytest.param("nthread", AttributeError("pool not started"), "an integer >= 1", id="attr"),
+        pytest.param("nthread", KeyError("nthread"), "an integer >= 1", id="nthread-keyerror"),
+        pytest.param("run", ValueError("no pool"), r"a method run\(\)", id="run"),
+        pytest.param("settle_on_cancel", OSError("gone"), "True or False", id="settle"),
+    ],
+)
+async def test_a_member_whose_property_raises_is_a_workload_error_naming_it(
+    member: str, error: BaseException, expected: str, manual: int | None
+) -> None:
+    """A property that raises as it is read: WorkloadError naming the member and the error."""
+    workload = _raising(error, member)
+    with pytest.raises(WorkloadError) as caught:
+        await chunktune.resolve(workload, policy="quick", manual=manual)
+    message = str(caught.value)
+    assert message.startswith(f"reading the workload's {member} (Unbuilt.{member}) raised ")
+    assert f"{type(error).__name__}: {error}" in message and re.search(
+        f"expected {expected}$", message
+    )
+    assert caught.value.__cause__ is error and workload.calls == 0
+
+
+@pytest.mark.anyio
+async def test_a_ctrl_c_as_a_count_is_read_passes_as_itself() -> None:
+    """A KeyboardInterrupt raised by a count's property reaches the caller as itself."""
+    with pytest.raises(KeyboardInterrupt):
+        await chunktune.resolve(_raising(KeyboardInterrupt(), "nthread"), policy="quick")
+
+
+@pytest.mark.anyio
+async def test_each_count_is_read_once_per_resolve() -> None:
+    """A property count is read once per resolve: its native chunk is of that one read."""
+
+    class Growing(_Modeled):
+        reads = 0
+
+        @property
+        def num_envs(self) -> int:  # type: ignore[override]
+            self.reads += 1
+            return 64 * self.reads
+
+    workload = Growing()
+    decision = await chunktune.resolve(workload, policy="quick")
+    assert workload.reads == 1 and decision.native_chunk == 3
