@@ -5,11 +5,15 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import subprocess
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
 from _cache_cli import entry, one_error
 
+import chunktune
 from chunktune import DecisionCache
 from chunktune._cli import main
 from chunktune._cli._list_cmd import cpu_slot, entry_fields
@@ -311,3 +315,40 @@ def test_the_cpus_column_and_list_json_read_one_quota_alike(quota: object, liste
     device = {"logical_cpus": 2, "usable_cpus": 2, "cpu_quota": quota}
     assert entry_fields("k", "k", entry(device=device))["machine"]["cpu_quota"] == listed
     assert cpu_slot(device) == ("2 of 2" if listed is None else f"2 of 2, quota {listed:g}")
+
+
+class _Unprintable:
+    """A custom workload whose signature holds text a terminal would act on."""
+
+    num_envs = 64
+    nthread = 2
+
+    def signature(self) -> dict[str, str | int]:
+        return {"kind": "arm\nreach\x1b[31m", "\u202etask": "x\ty", "seed": 1}
+
+    def run(self, chunk_size: int | None) -> float:
+        return 0.01 * (1 + 0.02 * abs((chunk_size or 3) - 4))
+
+
+@pytest.mark.parametrize("verb", ["list", "show"])
+def test_a_custom_signature_s_control_characters_are_shown_escaped(verb: str) -> None:
+    """cache list/show quote a signature's newline, escape and bidi override, one line each."""
+    decision = chunktune.resolve_sync(_Unprintable(), policy="quick")
+    assert decision.source == "benchmark"
+    args = ["list"] if verb == "list" else ["show", decision.key[:12]]
+    shown = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert not [c for c in shown if unicodedata.category(c) in ("Cc", "Cf") and c != "\n"]
+    summary = r'"arm\nreach\u001B[31m" seed=1 "\u202Etask"="x\ty"'
+    if verb == "list":
+        (line,) = [ln for ln in shown.splitlines() if ln.startswith(decision.key[:12])]
+        assert summary in line
+    else:
+        assert f"model           {summary}\n" in shown
+        signature = r'kind="arm\nreach\u001B[31m", seed=1, "\u202Etask"="x\ty"'
+        assert f"signature       {signature}\n" in shown

@@ -36,7 +36,14 @@ from ._entry_keys import MIN_CLEAR_CHARS, find_entry, named_keys
 from ._list_cmd import add_list_parser
 from ._merge_cmd import add_merge_parser
 from ._own_files import not_own_file
-from ._render import chunk_size_line, entry_table, format_created, load_label, model_summary
+from ._render import (
+    chunk_size_line,
+    entry_table,
+    format_created,
+    load_label,
+    model_summary,
+    shown_text,
+)
 
 __all__ = ["add_parser"]
 
@@ -138,7 +145,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     key, entry = find_entry(cache, args.key)
     facts = [
         ("model", model_summary(entry)),
-        ("model file", entry.model_file or "-"),
+        ("model file", shown_text(entry.model_file) if entry.model_file else "-"),
         ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
         ("policy", f"{entry.policy or '?'} ({entry.policy_hash or 'no hash'})"),
         ("created", format_created(entry.created)),
@@ -184,8 +191,12 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
 
 
 def _pairs(table: Mapping[str, object]) -> str:
-    """``name=value`` for each of ``table``'s items, by name, whatever their stored order."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(table.items()))
+    """``name=value`` for each of ``table``'s items, by name, whatever their stored order;
+    text that would not print as written (a newline in a custom signature) quoted, escaped."""
+    return ", ".join(
+        f"{shown_text(k)}={shown_text(v) if isinstance(v, str) else v}"
+        for k, v in sorted(table.items())
+    )
 
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:

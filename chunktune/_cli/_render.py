@@ -18,6 +18,7 @@ import attrs
 
 from .._cache_entry import CacheEntry
 from .._load import MachineLoad
+from .._shown import shown_path
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -35,6 +36,7 @@ __all__ = [
     "load_label",
     "model_summary",
     "plot_formats",
+    "shown_text",
     "signature_summary",
     "write_plot",
 ]
@@ -204,8 +206,16 @@ _SUMMARY_VALUE = 12  # characters of each value it shows
 
 
 def _short(value: object) -> str:
-    text = f"{value:g}" if isinstance(value, float) else str(value)
+    text = f"{value:g}" if isinstance(value, float) else shown_text(str(value))
     return text if len(text) <= _SUMMARY_VALUE else text[: _SUMMARY_VALUE - 1] + "…"
+
+
+def shown_text(text: str) -> str:
+    """A workload's own text (a signature's name or value, a model's file), as a line shows
+    it: as written where every character prints, else quoted with its control characters
+    escaped, so that a newline cannot split an entry's line nor an escape sequence act on
+    the terminal (a custom ``signature()`` may hold any str)."""
+    return shown_path(text)
 
 
 def signature_summary(signature: Mapping[str, Any]) -> str:
@@ -216,9 +226,9 @@ def signature_summary(signature: Mapping[str, Any]) -> str:
     name, not as stored: JSON files store a table sorted, TOML files as it was made, and one
     entry lists alike from either.
     """
-    words = [str(signature["kind"])] if "kind" in signature else []
+    words = [shown_text(str(signature["kind"]))] if "kind" in signature else []
     items = sorted((k, v) for k, v in signature.items() if k != "kind")
-    words += [f"{k}={_short(v)}" for k, v in items[:_SUMMARY_ITEMS]]
+    words += [f"{shown_text(k)}={_short(v)}" for k, v in items[:_SUMMARY_ITEMS]]
     if len(items) > _SUMMARY_ITEMS:
         words.append("…")
     return " ".join(words) or "?"
@@ -233,9 +243,9 @@ def model_summary(entry: CacheEntry) -> str:
     workload's signature in short (:func:`signature_summary`).
     """
     sig: Mapping[str, Any] = entry.signature
-    label = str(sig["model_label"]) if sig.get("model_label") else None
+    label = shown_text(str(sig["model_label"])) if sig.get("model_label") else None
     if entry.model_file:
-        name = os.path.basename(entry.model_file)
+        name = shown_text(os.path.basename(entry.model_file))
         # two families drawn from one file (light and heavy contact) are two entries
         # that the file's name alone would show alike
         if label is not None:
@@ -243,12 +253,12 @@ def model_summary(entry: CacheEntry) -> str:
     elif label is not None:
         name = label
     elif sig.get("model_sha"):
-        name = str(sig["model_sha"])[:12]
+        name = shown_text(str(sig["model_sha"])[:12])
     else:
         return signature_summary(sig)
     if sig.get("states") == "demo":
         name = f"{name} (demo)"
-    return f"{sig.get('kind', '?')} {name}"
+    return f"{shown_text(str(sig.get('kind', '?')))} {name}"
 
 
 # ---------------------------------------------------------------- the plot
