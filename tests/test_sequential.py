@@ -228,3 +228,113 @@ def test_more_extreme_of_two_looks_is_the_exact_integral_to_the_grid_s_accuracy(
     assert more_extreme(0.06, design, 0.05) == pytest.approx(
         _two_looks_exactly(0.06, design, 0.05), abs=1.5e-4
     )
+
+
+# adjusted() as the code before session 72 computed it (benchmarks/adjusted_bench.py keeps
+# that code): the faster walk must give the same numbers, to the last bit
+_INF = math.inf
+_PINNED = [
+    pytest.param(
+        THREE_LOOKS,
+        0.07,
+        0.05,
+        (0.06727350564877133, (0.030976505230528056, 0.10127391788217117)),
+        id="three-looks",
+    ),
+    pytest.param(
+        FUTILE,
+        0.03,
+        0.05,
+        (0.030430461715407846, (-0.0027044191533554442, 0.06380147770716588)),
+        id="futility-binding",
+    ),
+    pytest.param(
+        Design(
+            se=(
+                0.043413534306007424,
+                0.030698004503052663,
+                0.021706767153003712,
+                0.015349002251526331,
+                0.010853383576501856,
+            ),
+            upper=(
+                0.1539590615337508,
+                0.09899262916952964,
+                0.06076227714502706,
+                0.03538959627499712,
+            ),
+            lower=(-_INF, -0.04044338819351911, -0.023740436061422347, -0.006748474683162715),
+        ),
+        0.042552680416344135,
+        1e-4,
+        (0.03400778247783198, (-0.025865841627981192, 0.084245165974127)),
+        id="five-looks-of-a-sweep-strict-alpha",
+    ),
+    pytest.param(
+        Design((0.04, 0.028, 0.028, 0.02), (0.12, 0.085, 0.085), (-_INF, -0.036, -0.036)),
+        0.06,
+        0.05,
+        (0.0588395304356526, (0.024514020909383254, 0.0921991280811685)),
+        id="a-middle-look-with-no-new-pairs",
+    ),
+    pytest.param(
+        Design((0.03, 0.03), (0.09,), (-_INF,)),
+        0.05,
+        0.05,
+        (0.05073274500765541, (0.0005089456907009705, 0.09976183453747518)),
+        id="a-last-look-with-no-new-pairs",
+    ),
+    pytest.param(
+        Design((0.04, 0.028, 0.02), (0.12, 0.05), (-_INF, 0.06)),
+        0.06,
+        0.05,
+        (0.04994122942352323, (0.003838016802654795, 0.09602659962839855)),
+        id="every-walk-stopped-before-the-last-look",
+    ),
+    pytest.param(
+        Design((0.02,), (), ()),
+        0.05,
+        0.05,
+        (0.05, (0.01710292746097057, 0.08289707253902943)),
+        id="one-look",
+    ),
+]
+
+
+@pytest.mark.parametrize(("design", "observed", "alpha", "before"), _PINNED)
+def test_adjusted_gives_the_numbers_of_the_code_before_it_was_made_faster(
+    design: Design, observed: float, alpha: float, before: tuple[float, tuple[float, float]]
+) -> None:
+    """adjusted's gain and interval are bit-identical to the slower code's on these designs."""
+    assert adjusted(design, observed, alpha) == before
+
+
+def test_the_three_roots_walk_each_gain_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """adjusted walks each theta once: the three roots' shared bracket ends are not re-walked."""
+    from chunktune import _sequential
+
+    walked: list[float] = []
+    real = _sequential.more_extreme
+
+    def counted(theta: float, design: Design, observed: float) -> float:
+        walked.append(theta)
+        return real(theta, design, observed)
+
+    monkeypatch.setattr(_sequential, "more_extreme", counted)
+    adjusted(THREE_LOOKS, 0.07, 0.05)
+    assert len(walked) == len(set(walked))
+    assert 0.07 - 12 * 0.02 in walked and 0.07 + 12 * 0.02 in walked
+
+
+def test_the_walk_s_kernel_is_the_normal_density_to_the_last_bit() -> None:
+    """The in-place kernel gives exactly the plain expression's densities, drift and all."""
+    from chunktune._sequential import _carried, _norm_pdf, _norm_sf
+
+    rng = np.random.default_rng(3)
+    x = np.linspace(-3.0, 40.0, 161)
+    nodes = np.linspace(-7.5, 31.0, 161)
+    dens = rng.random(161)
+    plain = _norm_pdf((x[:, None] - nodes[None, :] - 2.5) / math.sqrt(3.7)) @ dens
+    assert np.array_equal(_carried(x, nodes, dens, 2.5, 3.7), plain / math.sqrt(3.7))
+    z = rng.normal(0.0, 4.0, 161)
+    assert _norm_sf(z).tolist() == [0.5 * math.erfc(v / math.sqrt(2.0)) for v in z.tolist()]
