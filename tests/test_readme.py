@@ -73,6 +73,8 @@ def test_ci_runs_the_suite_on_the_dependency_floors() -> None:
     install = next(line for line in lines if "--resolution lowest-direct" in line)
     venv = re.search(r"--python (\S+)", install)
     assert venv and "-e '.[test]'" in install
+    # children read their dependencies' bytecode rather than compile them (PYTHONDONTWRITEBYTECODE)
+    assert "--compile-bytecode" in install
     removed = next(line for line in lines if line.startswith("rm -rf .venv "))
     assert venv.group(1) in removed.split()
     assert f"{venv.group(1)}/bin/python -m pytest" in lines
@@ -83,7 +85,7 @@ def test_ci_runs_the_suite_on_the_newest_python_where_the_machine_has_it() -> No
     """.ci/run runs the suite on Python 3.13 when present, from a readable, git-ignored copy."""
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert 'uv venv --python "$newest" .venv-newest' in lines
-    assert "uv pip install --python .venv-newest -e '.[test]'" in lines
+    assert "uv pip install --python .venv-newest --compile-bytecode -e '.[test]'" in lines
     assert 'env "${newest_env[@]}" .venv-newest/bin/python -m pytest' in lines
     assert 'newest="$PWD/.python-newest/bin/$(basename "$newest")"' in lines
     removed = next(line for line in lines if line.startswith("rm -rf .venv ")).split()
