@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _clock import jump_when
 
 import chunktune
 import chunktune.ray
@@ -35,6 +36,7 @@ class HangingRay(types.SimpleNamespace):
         self.inits = 0
         self.up = False
         self.go = threading.Event()
+        self.entered = threading.Event()  # set once init() is under way
         self.fails: BaseException | None = None
 
     def is_initialized(self) -> bool:
@@ -42,6 +44,7 @@ class HangingRay(types.SimpleNamespace):
 
     def init(self) -> None:
         self.inits += 1
+        self.entered.set()
         self.go.wait(GUARD_S)
         if self.fails is not None:
             raise self.fails
@@ -242,6 +245,7 @@ def test_a_ray_resolve_whose_start_fails_keeps_native_and_says_why_every_time(
 
 
 @pytest.mark.anyio
+@pytest.mark.jumps
 async def test_the_hard_limit_bounds_the_wait_for_rays_start(
     monkeypatch: pytest.MonkeyPatch, hanging: HangingRay
 ) -> None:
@@ -252,13 +256,22 @@ async def test_the_hard_limit_bounds_the_wait_for_rays_start(
     monkeypatch.setattr(_ray_api, "START_TIMEOUT_S", float(GUARD_S), raising=False)
     monkeypatch.setenv(RAY_ADDRESS, "127.0.0.1:1")
     here = local_init()
-    # 1 s: room for a loaded machine to key the request and reach Ray's start before it
-    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=1.0, time_budget_s=0.3)
+    # the loop's clock jumps past the limit once ray.init() is under way, however long a
+    # loaded machine took to key the request and get there
+    limited = attrs.evolve(here.get_policy("quick"), hard_limit_s=30.0, time_budget_s=0.3)
     w = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name="start")
+    decisions: list[chunktune.Decision] = []
+
+    async def resolved() -> None:
+        decisions.append(await chunktune.ray.resolve(w, settings=here, policy=limited))
+
     with anyio.fail_after(GUARD_S):
-        decision = await chunktune.ray.resolve(w, settings=here, policy=limited)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(jump_when, hanging.entered, 30.0)
+            tg.start_soon(resolved)
+    [decision] = decisions
     assert (decision.source, decision.chunk_size) == ("fallback", None)
-    assert "hard limit of 1 s" in decision.reason
+    assert "hard limit of 30 s" in decision.reason
     assert "while Ray was starting" in decision.reason and "'127.0.0.1:1'" in decision.reason
     assert hanging.inits == 1
 
