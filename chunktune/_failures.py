@@ -18,9 +18,11 @@ import signal
 from types import CodeType
 
 from ._errors import ConfigError, WorkloadError
+from ._shown import shown_line
 from ._workload import WorkloadRaised, raised_by_workload
 
 __all__ = [
+    "WORKLOAD_TRACEBACK",
     "blames_workload",
     "bug_reason",
     "by_signal_handler",
@@ -33,6 +35,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chunktune")
+
+WORKLOAD_TRACEBACK = "chunktune_workload_traceback"
+"""A log record's attribute, True where its traceback is the workload's own code's: the
+CLI's stderr shows such a record's line alone (its workloads are chunktune's, the failure
+its reason), where a bug's traceback is shown for the report."""
 
 
 def no_thread(exc: BaseException) -> bool:
@@ -112,8 +119,17 @@ def raised_by_chunktune(exc: BaseException) -> bool:
 
 
 def named(exc: BaseException) -> str:
-    """``exc`` as a decision's reason names it: its type, and its message if it has one."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    """``exc`` as a decision's reason names it: its type, and its message if it has one, on
+    one line and bounded (:func:`~chunktune._shown.shown_line`: a workload's message is
+    anyone's text, a newline or an escape sequence in it included)."""
+    kind = shown_line(type(exc).__name__)
+    try:
+        message = str(exc)
+    except Exception:
+        # a workload's exception whose __str__ raises is still the workload's failure: a
+        # reason that raised here would blame chunktune for it
+        return f"{kind} (its message could not be read)"
+    return f"{kind}: {shown_line(message)}" if message else kind
 
 
 def bug_reason(exc: BaseException, doing: str) -> str:

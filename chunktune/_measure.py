@@ -22,10 +22,18 @@ from . import _flights, _giving_up, _unstored
 from ._cache import DecisionCache
 from ._candidates import candidate_list
 from ._decision import Decision
-from ._errors import UsageError
+from ._errors import UsageError, WorkloadError
 from ._events import CALLS, ProgressEvent
 from ._exiting import exiting
-from ._failures import blames_workload, by_signal_handler, log_bug, no_thread, spent
+from ._failures import (
+    WORKLOAD_TRACEBACK,
+    blames_workload,
+    by_signal_handler,
+    log_bug,
+    no_thread,
+    raised_by_chunktune,
+    spent,
+)
 from ._keys import cache_for
 from ._load import MachineLoad, machine_load
 from ._lock_wait import acquire
@@ -39,6 +47,7 @@ from ._request import (
     exit_decision,
     failed_decision,
     measured_decision,
+    workload_failure,
     worth_storing,
 )
 from ._sweep import sweep
@@ -178,7 +187,16 @@ def _unmeasured(
         return exit_decision(req, key, exc, probe_seconds)
     if blames_workload(exc):
         # a failing workload must never crash the trainer
-        logger.warning("chunktune: workload failed while measuring: %r", exc)
+        # the reason names the call and what it raised; the traceback, where in the
+        # author's code (and in the sweep: a warm-up, the race, a confirmation). chunktune's
+        # verdict on what run() returned has none worth reading: its message says it all
+        verdict = isinstance(exc, WorkloadError) and raised_by_chunktune(exc)
+        logger.warning(
+            "chunktune: workload failed while measuring: %s",
+            workload_failure(exc),
+            exc_info=None if verdict else exc,
+            extra={WORKLOAD_TRACEBACK: not verdict},
+        )
         return failed_decision(req, key, exc, probe_seconds)
     # threads or file descriptors spent outside the workload's own code (the sweep's
     # thread, a module the sweep imports) are the process's: resolve says so

@@ -11,13 +11,23 @@ from typing import Literal
 
 import attrs
 
+from ._errors import WorkloadError
 from ._events import EventKind, ProgressCallback, ProgressEvent
 from ._exiting import call_in_flight
+from ._failures import named, raised_by_chunktune
 from ._policy import Policy
 from ._select import Choice
-from ._workload import Workload, call_workload, check_seconds, native_chunk, upper_chunk
+from ._shown import shown_line
+from ._workload import (
+    Workload,
+    WorkloadRaised,
+    call_workload,
+    check_seconds,
+    native_chunk,
+    upper_chunk,
+)
 
-__all__ = ["Chunk", "Probe", "StopReason", "SweepResult"]
+__all__ = ["Chunk", "Probe", "StopReason", "SweepResult", "run_failure"]
 
 Chunk = int | None
 StopReason = Literal["settled", "max_rounds", "budget", "confirming", "noisy", "too_slow"]
@@ -115,9 +125,34 @@ class Probe:
         # whatever the workload, Python's exit waits for this call and starts none after
         # it: a pool call that returns into a finalizing interpreter crashes the process
         with call_in_flight():
+            value = call_workload(lambda: self.workload.run(chunk))
             # reading what run() returned runs the workload's code too (its number's __float__)
-            seconds = call_workload(lambda: check_seconds(self.workload.run(chunk), chunk))
+            seconds = call_workload(lambda: check_seconds(value, chunk))
         self.probe_seconds += seconds
         self.calls += 1
         self.emit(kind, chunk_size=chunk, seconds=seconds, round=round_)
         return seconds
+
+
+def run_failure(exc: BaseException) -> str | None:
+    """Which call to ``run()`` a probe made that ``exc`` came out of, and how, as the
+    workload's author reads it: ``run(7) raised KeyError: 'env'``, ``run(None) returned nan;
+    expected ...`` (None: native), ``reading what run(7) returned raised ...``; None where
+    ``exc`` came out of no probe's call (a ``signature()``, chunktune's own code).
+
+    A trainer reads which chunk size failed, the author which call to reproduce.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not Probe.__call__.__code__:
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    call = f"run({tb.tb_frame.f_locals.get('chunk')!r})"
+    reading = False
+    while tb is not None:
+        reading = reading or tb.tb_frame.f_code is check_seconds.__code__
+        tb = tb.tb_next
+    if isinstance(exc, WorkloadError) and reading and raised_by_chunktune(exc):
+        return shown_line(str(exc))  # chunktune's verdict on the value, naming the call
+    raised = named(exc.original if isinstance(exc, WorkloadRaised) else exc)
+    return f"reading what {call} returned raised {raised}" if reading else f"{call} raised {raised}"

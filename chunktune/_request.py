@@ -20,7 +20,7 @@ from ._failures import bug_reason, named
 from ._fingerprint import chunktune_version, mujoco_version
 from ._load import MachineLoad
 from ._policy import Policy
-from ._probe import SweepResult
+from ._probe import SweepResult, run_failure
 from ._settings import Settings
 from ._shown import shown, spelled
 from ._workload import Workload, WorkloadRaised, check_chunk_size, check_workload
@@ -41,6 +41,7 @@ __all__ = [
     "nothing_to_measure",
     "pick_policy",
     "policy_identity",
+    "workload_failure",
     "worth_storing",
 ]
 
@@ -242,11 +243,19 @@ def failed_decision(
 ) -> Decision:
     """Native, because the workload raised ``exc`` while it was being keyed (its
     ``signature()``, with ``keying``) or measured."""
-    if isinstance(exc, WorkloadRaised):
-        exc = exc.original
     # a signature() that raised measured nothing: saying so points at the right method
     what = "the workload's signature() failed" if keying else "the workload failed while measuring"
-    return _kept_native(req, key, f"{what} ({named(exc)})", probe_seconds)
+    return _kept_native(req, key, f"{what} ({workload_failure(exc)})", probe_seconds)
+
+
+def workload_failure(exc: BaseException) -> str:
+    """The workload's failure ``exc`` in a few words, for its reason and its log line: the
+    call to ``run()`` it came out of and what that did (:func:`~chunktune._probe.run_failure`),
+    else what it raised."""
+    failure = run_failure(exc)
+    if failure is not None:
+        return failure
+    return named(exc.original if isinstance(exc, WorkloadRaised) else exc)
 
 
 def broken_decision(

@@ -21,6 +21,7 @@ __all__ = [
     "digits",
     "jsoned",
     "shown",
+    "shown_line",
     "shown_path",
     "shown_some",
     "spelled",
@@ -166,6 +167,22 @@ def shown_path(text: str) -> str:
     a newline or an escape sequence in a name neither cuts the message's line nor acts on
     the terminal. Already shown, it stays as it is."""
     return text if unprinted(text) is None else _toml_string(text)
+
+
+LINE_CHARS = 200
+"""The most characters of outside text (an exception's message) that one line shows."""
+
+
+def shown_line(text: str, limit: int = LINE_CHARS) -> str:
+    """Outside text (a workload's exception's message) for a one-line message: escaped as
+    :func:`shown_path` escapes it, so that a newline cannot split the line nor an escape
+    sequence act on the terminal, and cut to its first and last characters around ``...``
+    where longer than ``limit``, never inside an escape (a traceback logged holds it whole)."""
+    line = shown_path(text)
+    if len(line) <= limit:
+        return line
+    head = max(0, (limit - 3) * 2 // 3)
+    return _cut(line, head, max(0, limit - 3 - head))
 
 
 class _TomlRepr(_Repr):

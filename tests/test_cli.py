@@ -696,7 +696,8 @@ def test_a_long_reason_stays_one_line_off_a_terminal(
     out, _ = capsys.readouterr()
     reason = [ln for ln in out.splitlines() if "the simulation exploded" in ln]
     assert len(reason) == 1 and len(reason[0]) > 160
-    assert reason[0].endswith(", again" * 40 + ")")
+    # the message is cut in its middle (the log has it whole), its end kept
+    assert "..." in reason[0] and reason[0].endswith(", again" * 9 + ")")
 
 
 def _error_case(tmp_path: Path, case: str) -> list[str]:

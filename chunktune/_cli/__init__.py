@@ -34,6 +34,7 @@ from typing import Any, NoReturn, cast
 
 from .. import _sigint
 from .._errors import ChunktuneError
+from .._failures import WORKLOAD_TRACEBACK
 from .._fingerprint import chunktune_version, mujoco_version
 from .._lock_note import noted_as
 from .._shown import spelled
@@ -166,6 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Lines(logging.Formatter):
+    """A record as its message; a traceback only where it is chunktune's own, for a bug
+    report: a workload's failure is its line, and the reason says the rest (README: exit
+    status 1)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, WORKLOAD_TRACEBACK, False):
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        return super().format(record)
+
+
 @contextlib.contextmanager
 def _log_to_stderr() -> Iterator[None]:
     """Show chunktune's warnings (cache moved aside, ...) as plain lines on stderr.
@@ -175,7 +187,7 @@ def _log_to_stderr() -> Iterator[None]:
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(_Lines("%(message)s"))
     old_level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
