@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._shown import spelled
+from ._shown import shown_path, spelled
 
 __all__ = ["fspath_text", "is_path", "kernel_folder_problem", "model_file_problem", "user_path"]
 
@@ -36,9 +36,9 @@ def fspath_text(value: object) -> str | None:
 def model_file_problem(file: Path) -> str:
     """Why ``file``, which is no regular file, cannot be a model: missing, or what it is."""
     if not file.exists():
-        return f"model file not found: {file}"
+        return f"model file not found: {shown_path(str(file))}"
     kind = "a directory" if file.is_dir() else "not a regular file"
-    return f"model file {file} is {kind}; expected an MJCF (.xml) or .mjb file"
+    return f"model file {shown_path(str(file))} is {kind}; expected an MJCF (.xml) or .mjb file"
 
 
 def user_path(value: str) -> Path:

@@ -19,6 +19,7 @@ from itertools import islice
 __all__ = [
     "bound",
     "digits",
+    "escaped_toml",
     "jsoned",
     "shown",
     "shown_line",
@@ -149,6 +150,13 @@ def _toml_char(c: str) -> str:
     if unicodedata.category(c) not in _UNPRINTED:
         return c
     return f"\\u{ord(c):04X}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08X}"
+
+
+def escaped_toml(document: str) -> str:
+    """A TOML document for a terminal, reading back the same: each character inside its
+    strings that would not print as written (a bidi override, which TOML writers leave raw)
+    escaped as TOML escapes it. Its lines' own newlines stay."""
+    return "\n".join("".join(map(_toml_char, line)) for line in document.split("\n"))
 
 
 def unprinted(text: str) -> str | None:

@@ -11,7 +11,7 @@ from .._crowding import hush_crowding
 from .._errors import InvalidArgumentError
 from .._fingerprint import allowed_cpus, current_quota, usable_cpus
 from .._labels import MODEL_LABEL_NAMES, check_label
-from .._shown import spelled
+from .._shown import shown_path, spelled
 from .._workload import MAX_COUNT
 from ._common import plural, warn
 
@@ -203,7 +203,9 @@ def load_workload(args: argparse.Namespace, nthread: int) -> tuple[RolloutWorklo
             args.model, num_envs=num_envs, nthread=nthread, **kwargs
         )
     warn_shared_cores(nthread, crowded)
-    what = f"{args.model}: {batch_words(num_envs, nthread, workload.nstep)}{family_words(args)}"
+    # a file's name may hold a newline or an escape sequence: shown escaped, one line
+    model = shown_path(args.model)
+    what = f"{model}: {batch_words(num_envs, nthread, workload.nstep)}{family_words(args)}"
     return workload, what
 
 

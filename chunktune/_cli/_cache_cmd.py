@@ -147,14 +147,14 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         ("model", model_summary(entry)),
         ("model file", shown_text(entry.model_file) if entry.model_file else "-"),
         ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
-        ("policy", f"{entry.policy or '?'} ({entry.policy_hash or 'no hash'})"),
+        ("policy", f"{_text(entry.policy)} ({_text(entry.policy_hash, 'no hash')})"),
         ("created", format_created(entry.created)),
-        ("host", entry.host or "?"),
+        ("host", _text(entry.host)),
         # the key's machine part: entries of one job from two kinds of machine differ here
         ("machine", _pairs(entry.device) or "not recorded"),
         (
             "versions",
-            f"chunktune {entry.chunktune_version or '?'}, mujoco {entry.mujoco_version or '?'}",
+            f"chunktune {_text(entry.chunktune_version)}, mujoco {_text(entry.mujoco_version)}",
         ),
         ("probe time", f"{entry.probe_seconds:.2f} s" + (" (partial)" if entry.partial else "")),
         ("measured at", "load not recorded" if entry.load is None else load_label(entry.load)),
@@ -186,8 +186,14 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         console.print("(no candidates stored)")
     console.print(chunk_size_line(entry.chunk_size, entry.native_chunk))
     if entry.reason:
-        console.print(entry.reason)
+        console.print(shown_text(entry.reason))
     return EXIT_OK
+
+
+def _text(text: str, missing: str = "?") -> str:
+    """An entry's own text (its host, policy, versions) as a line shows it, ``missing`` where
+    it has none: a merged entry's came from another machine's file, and may hold anything."""
+    return shown_text(text) if text else missing
 
 
 def _pairs(table: Mapping[str, object]) -> str:
@@ -294,7 +300,7 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
     entries = cache.entries(strict=True)
     write_cache_file(target, entries, format=fmt)
-    print(f"exported {entries_of(len(entries))} from {cache.path} to {target}")
+    print(f"exported {entries_of(len(entries))} from {cache.path} to {shown_text(str(target))}")
     return EXIT_OK
 
 
@@ -338,7 +344,9 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
         len(report.same),
     )
     offered = len(incoming) + len(parsed.skipped)  # a malformed entry is one not imported
-    summary = f"imported {added + replaced} of {entries_of(offered)} from {kind} {source}"
+    summary = (
+        f"imported {added + replaced} of {entries_of(offered)} from {kind} {shown_text(source)}"
+    )
     extras = []
     if parsed.skipped:
         extras.append(f"{len(parsed.skipped)} malformed, skipped")

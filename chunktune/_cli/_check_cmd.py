@@ -24,7 +24,7 @@ from .._keys import cache_for, identify_and_look, look
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
-from .._shown import shown_path, spelled
+from .._shown import shown_path, spelled, unprinted
 from .._workload import Workload
 from . import _tune_cmd
 from ._args import add_workload_options, mujoco_warnings_told, pool_threads
@@ -357,7 +357,28 @@ def _tune_command(args: argparse.Namespace) -> str:
     ):
         if value is not None:
             words += [flag, str(value)]
-    return shlex.join(words)
+    return " ".join(map(_shell_word, words))
+
+
+def _shell_word(word: str) -> str:
+    """``word`` for a command line to paste: as ``shlex`` quotes it, or, where it holds a
+    character a terminal would not print as written (a file named with a newline or an
+    escape), in bash's ``$'...'`` with that character escaped, so the line stays one line,
+    acts on no terminal, and pastes back as the same word."""
+    if unprinted(word) is None:
+        return shlex.quote(word)
+    return "$'" + "".join(map(_ansi_c, word)) + "'"
+
+
+def _ansi_c(c: str) -> str:
+    """One character inside bash's ``$'...'``: a control or format character as its code
+    (``\\x1b``; ``\\U`` past ASCII, where ``\\x`` would be a raw byte), a quote or
+    backslash escaped."""
+    if c in "\\'":
+        return "\\" + c
+    if unprinted(c) is None:
+        return c
+    return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\U{ord(c):08x}"
 
 
 def _result(

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._cache_entry import CacheEntry
 from ._common import EXIT_OK, entries_of, open_cache, short_keys, table_console
-from ._render import chunk_label, entry_age, model_summary
+from ._render import chunk_label, entry_age, model_summary, shown_text
 
 __all__ = ["add_list_parser"]
 
@@ -86,7 +86,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             str(entry.nthread or "?"),
             chunk_label(entry.chunk_size, entry.native_chunk),
             entry_age(entry, now),
-            entry.policy or "?",
+            shown_text(entry.policy) if entry.policy else "?",
         ]
         if slots:
             cells.append(cpu_slot(entry.device))
@@ -109,18 +109,24 @@ def short_host(host: str) -> str:
     name = host.split(".", 1)[0] or host
     if not name:
         return "?"
-    return name if len(name) <= _HOST_CHARS else name[: _HOST_CHARS - 1] + "…"
+    # cut, then escaped: a merged entry's host name may hold a newline or an escape
+    return shown_text(name if len(name) <= _HOST_CHARS else name[: _HOST_CHARS - 1] + "…")
 
 
 def cpu_slot(device: Mapping[str, object]) -> str:
     """The CPUs an entry was measured with: ``"1 of 2"`` (usable of the machine's logical
     CPUs), ``", quota 1.5"`` added under a CPU quota; ``"?"`` for what it does not record."""
     usable, logical = device.get("usable_cpus"), device.get("logical_cpus")
-    cell = f"{usable if usable is not None else '?'} of {logical if logical is not None else '?'}"
+    cell = f"{_count(usable)} of {_count(logical)}"
     quota = recorded_quota(device)
     if quota is not None:
         cell += f", quota {quota:g}"
     return cell
+
+
+def _count(value: object) -> str:
+    """A recorded CPU count for a cell; a merged entry's text escaped, ``?`` where none."""
+    return "?" if value is None else shown_text(str(value))
 
 
 def recorded_quota(device: Mapping[str, object]) -> float | None:

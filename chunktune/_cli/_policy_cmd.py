@@ -8,7 +8,7 @@ import sys
 from .._config import load_settings, preset_names
 from .._converter import dump_policy
 from .._settings import Settings
-from .._shown import shown_path, spelled
+from .._shown import escaped_toml, shown_path, spelled
 from ._common import EXIT_OK, help_formatter, named_policy, table_console
 
 __all__ = ["add_parser"]
@@ -72,7 +72,8 @@ def _cmd_policy_list(args: argparse.Namespace) -> int:
         label = f"{name} *" if name == settings.policy else name
         table.add_row(
             label,
-            settings.policies[name].description or "-",
+            # a user's description may hold a newline or an escape sequence
+            shown_path(settings.policies[name].description or "-"),
             _policy_origin(name, settings, user, presets),
         )
     console = table_console(table)
@@ -90,5 +91,5 @@ def _cmd_policy_show(args: argparse.Namespace) -> int:
     sys.stdout.write(f"# policy {spelled(name)}, fully resolved (from {origin}{active})\n")
     # printed as a file of policies/ is written; a settings file holds it one table down
     sys.stdout.write(_AS_YOUR_OWN)
-    sys.stdout.write(dump_policy(policy))
+    sys.stdout.write(escaped_toml(dump_policy(policy)))
     return EXIT_OK

@@ -23,7 +23,7 @@ from .._paths import model_file_problem
 from .._request import worth_storing
 from .._resolve import resolve
 from .._settings import policy_name_problem
-from .._shown import spelled
+from .._shown import shown_path, spelled
 from .._threads import run_held, wait_for_stores, wait_for_sweeps
 from .._workload import SignatureValue, Workload, upper_chunk
 from ._args import (
@@ -145,7 +145,8 @@ def tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str
         # nothing to tune: build no scene, no per-thread MjData, no pool
         if args.model is not None and not Path(args.model).is_file():
             raise InvalidArgumentError(model_file_problem(Path(args.model)))
-        what = f"{args.model or 'demo scene'}: {batch_words(num_envs, nthread)}"
+        model = "demo scene" if args.model is None else shown_path(args.model)
+        what = f"{model}: {batch_words(num_envs, nthread)}"
         what += family_words(args)
         return _Trivial(num_envs, nthread), what
     return load_workload(args, nthread)

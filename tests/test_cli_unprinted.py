@@ -1,0 +1,143 @@
+"""Outside text the CLI prints (a model file's name, a merged entry's fields, a policy's
+description) is shown escaped: one line stays one line, and no escape sequence acts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.mujoco
+
+# a plane and one falling box: a tiny model, measured in well under a second
+_XML = """
+<mujoco><worldbody><geom type="plane" size="2 2 .1"/>
+<body pos="0 0 1"><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody></mujoco>
+"""
+_NAME = "arm\n\x1b[31mred\u202eevil.xml"  # a newline, an escape sequence, a bidi override
+_SHOWN = r'"arm\n\u001B[31mred\u202Eevil.xml"'
+_SMALL = ["--num-envs", "16", "--nthread", "2", "--nstep", "2", "--policy", "quick"]
+
+# a cache file from another machine, written by hand: no checksums, as older files have none
+_MERGED = r"""{"schema": 1, "entries": {"abababababababababababababababab.5b6bc0d37e2a": {
+  "chunk_size": 4, "native_chunk": 3, "num_envs": 64, "nthread": 2, "created": 1796600000.0,
+  "policy": "quick\nfake row", "policy_hash": "5b6bc0d37e2a", "host": "node7\u001b[2J.example",
+  "device": {"cpu": "Xeon\u001b]0;pwned\u0007", "machine": "x86_64\u202e", "usable_cpus": "2\n"},
+  "reason": "chose 4\n\u001b[31mred", "timings_ms": {"native": 10.0, "4": 9.0},
+  "signature": {"kind": "custom", "model_label": "lab\u001b[5mel"},
+  "chunktune_version": "0.1\u001b[0m"}}}
+"""
+
+
+def _chunktune(*args: str, code: int = 0) -> tuple[str, str]:
+    """``python -m chunktune ARGS``'s stdout and stderr; it must exit with ``code``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "chunktune", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == code, done.stderr
+    return done.stdout, done.stderr
+
+
+def _printable(text: str) -> bool:
+    """Whether every character of ``text`` but its newlines prints as written."""
+    return not [c for c in text if c != "\n" and unicodedata.category(c) in ("Cc", "Cf")]
+
+
+@pytest.mark.parametrize("envs", ["16", "2"], ids=["measured", "trivial"])
+def test_tune_s_header_shows_a_model_file_s_name_escaped(isolated: Path, envs: str) -> None:
+    """tune's header quotes a model file name's newline, escape and bidi override."""
+    # the name went out raw: a line broken in two, the rest of it red and reversed
+    (isolated / _NAME).write_text(_XML)
+    out, err = _chunktune("tune", _NAME, "-q", *_SMALL[:1], envs, *_SMALL[2:])
+    assert _printable(out) and _printable(err), out
+    assert out.splitlines()[0].startswith(f"{_SHOWN}: {envs} envs, 2 threads")
+
+
+def test_a_missing_model_file_s_name_is_escaped(isolated: Path) -> None:
+    """A model file not found is named escaped, in the one error line."""
+    _, err = _chunktune("tune", _NAME, *_SMALL, code=2)
+    assert err == f"chunktune: error: model file not found: {_SHOWN}\n"
+
+
+def test_check_names_the_model_escaped_and_a_command_that_pastes_back(isolated: Path) -> None:
+    """check's "nothing cached" names the file escaped, and its tune command in bash's $'...'."""
+    (isolated / _NAME).write_text(_XML)
+    _, err = _chunktune("check", _NAME, *_SMALL, code=1)
+    assert _printable(err) and err.count("\n") == 1, err
+    assert err.startswith(f"chunktune: error: nothing cached for {_SHOWN}: 16 envs")
+    word = r"$'arm\x0a\x1b[31mred\U0000202eevil.xml'"
+    assert f"`chunktune tune {word} --num-envs 16" in err
+    pasted = subprocess.run(
+        ["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True
+    )
+    assert pasted.stdout == _NAME
+
+
+@pytest.mark.parametrize("verb", ["list", "show"])
+def test_an_imported_entry_s_own_text_is_shown_escaped(isolated: Path, verb: str) -> None:
+    """cache list/show quote a merged entry's policy, host, machine, versions and reason."""
+    # list split the row at the policy's newline; show printed host, policy and reason raw
+    merged = isolated / "other\n\x1b[1mmachine.json"
+    merged.write_text(_MERGED)
+    out, _ = _chunktune("cache", "import", merged.name)
+    assert _printable(out) and r'"other\n\u001B[1mmachine.json"' in out, out
+    out, _ = _chunktune("cache", *(["list"] if verb == "list" else ["show", "abab"]))
+    assert _printable(out), out
+    if verb == "list":
+        (row,) = [ln for ln in out.splitlines() if ln.startswith("abababababab")]
+        assert row.split() == ["abababababab", "custom", r'"lab\u001B[5mel"', "64", "2", "4",
+                               row.split()[6], r'"quick\nfake', 'row"']  # fmt: skip
+        return
+    for line in [
+        r'policy          "quick\nfake row" (5b6bc0d37e2a)',
+        r'host            "node7\u001B[2J.example"',
+        r'machine         cpu="Xeon\u001B]0;pwned\u0007", machine="x86_64\u202E", '
+        r'usable_cpus="2\n"',
+        r'versions        chunktune "0.1\u001B[0m", mujoco ?',
+        r'"chose 4\n\u001B[31mred"',
+    ]:
+        assert f"\n{line}\n" in out, out
+
+
+def test_a_merged_host_is_shown_escaped_in_list_s_host_column(isolated: Path) -> None:
+    """list's host column, shown once hosts differ, quotes a host name's escape sequence."""
+    merged = isolated / "merged.json"
+    doc = json.loads(_MERGED)
+    (table,) = doc["entries"].values()
+    doc["entries"]["cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd.5b6bc0d37e2a"] = {**table, "host": "vm"}
+    merged.write_text(json.dumps(doc))
+    _chunktune("cache", "import", str(merged))
+    out, _ = _chunktune("cache", "list")
+    assert _printable(out), out
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("abababababab")]
+    assert row.endswith(r'"node7\u001B[2J"')
+
+
+_POLICY = """
+policy = "mine"
+[policies.mine]
+extends = "quick"
+description = "my policy\\n\\u001b[31mred\\u202e text"
+"""
+
+
+def test_policy_list_and_show_escape_a_description(isolated: Path) -> None:
+    """policy list quotes a description's controls; show's TOML escapes them and reads back."""
+    # list split the row and coloured it; show left the bidi override raw (TOML allows it)
+    (isolated / "chunktune.toml").write_text(_POLICY)
+    out, _ = _chunktune("policy", "list")
+    assert _printable(out), out
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("mine")]
+    assert r'"my policy\n\u001B[31mred\u202E text"' in row
+    out, _ = _chunktune("policy", "show", "mine")
+    assert _printable(out), out
+    assert tomllib.loads(out)["description"] == "my policy\n\x1b[31mred\u202e text"
