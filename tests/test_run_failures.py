@@ -51,7 +51,7 @@ def _clean_calls() -> tuple[list[int | None], list[str]]:
     workload = _Failing()
     d = chunktune.resolve_sync(workload, policy="quick", refresh=True, on_progress=events.append)
     assert (d.source, d.chunk_size) == ("benchmark", BEST), d.reason
-    kinds = [e.kind for e in events if e.kind in ("warmup", "probe", "confirm")]
+    kinds: list[str] = [e.kind for e in events if e.kind in ("warmup", "probe", "confirm")]
     assert len(kinds) == len(workload.calls)
     return workload.calls, kinds
 
