@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -26,6 +27,8 @@ from chunktune._workload import (
     check_seconds,
     check_signature,
 )
+
+_T = TypeVar("_T")
 
 
 @pytest.mark.parametrize(
@@ -338,6 +341,10 @@ async def test_a_subclass_of_workload_may_set_its_counts_in_init() -> None:
     assert decision.source == "benchmark" and decision.native_chunk == 3
 
 
+class _Halt(BaseException):
+    """A workload's own BaseException that is no Exception (as asyncio's CancelledError)."""
+
+
 def _raising(error: BaseException, member: str) -> _Modeled:
     """A _Modeled whose ``member`` is a property that raises ``error``."""
 
@@ -360,6 +367,8 @@ def _raising(error: BaseException, member: str) -> _Modeled:
         pytest.param("nthread", KeyError("nthread"), "an integer >= 1", id="nthread-keyerror"),
         pytest.param("run", ValueError("no pool"), r"a method run\(\)", id="run"),
         pytest.param("settle_on_cancel", OSError("gone"), "True or False", id="settle"),
+        pytest.param("signature", StopIteration("spent"), r"a method signature\(\)", id="stop"),
+        pytest.param("nthread", _Halt("torn down"), "an integer >= 1", id="baseexception"),
     ],
 )
 async def test_a_member_whose_property_raises_is_a_workload_error_naming_it(
@@ -399,3 +408,77 @@ async def test_each_count_is_read_once_per_resolve() -> None:
     workload = Growing()
     decision = await chunktune.resolve(workload, policy="quick")
     assert workload.reads == 1 and decision.native_chunk == 3
+
+
+@pytest.mark.anyio
+async def test_a_property_that_raises_with_no_message_is_named_without_a_colon() -> None:
+    """An error with an empty message is named alone: 'raised RuntimeError; expected ...'."""
+    with pytest.raises(WorkloadError) as caught:
+        await chunktune.resolve(_raising(RuntimeError(), "num_envs"), manual=2)
+    assert str(caught.value) == (
+        "reading the workload's num_envs (Unbuilt.num_envs) raised RuntimeError; "
+        "expected an integer >= 1"
+    )
+
+
+class _Counted(_Modeled):
+    """A _Modeled whose members are properties that count their reads, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def _read(self, name: str, value: _T) -> _T:
+        self.reads[name] = self.reads.get(name, 0) + 1
+        return value
+
+    @property
+    def num_envs(self) -> int:  # type: ignore[override]
+        return self._read("num_envs", 64)
+
+    @property
+    def nthread(self) -> int:  # type: ignore[override]
+        return self._read("nthread", 2)
+
+    @property
+    def settle_on_cancel(self) -> bool:
+        return self._read("settle_on_cancel", False)
+
+
+@pytest.mark.anyio
+async def test_under_manual_each_member_is_read_once() -> None:
+    """A manual resolve reads each member once: counts, signature, run and settle_on_cancel."""
+
+    class Methods(_Counted):
+        @property
+        def signature(self) -> Callable[[], dict[str, SignatureValue]]:  # type: ignore[override]
+            return self._read("signature", super().signature)
+
+        @property
+        def run(self) -> Callable[[int | None], float]:  # type: ignore[override]
+            return self._read("run", super().run)
+
+    workload = Methods()
+    decision = await chunktune.resolve(workload, manual=2)
+    assert decision.chunk_size == 2 and decision.native_chunk == 3
+    assert workload.reads == dict.fromkeys(
+        ["num_envs", "nthread", "signature", "run", "settle_on_cancel"], 1
+    )
+
+
+def test_an_object_with_no_member_is_told_each_it_lacks_in_order() -> None:
+    """An object with no member: WorkloadError listing all four, in the protocol's order."""
+    with pytest.raises(WorkloadError) as caught:
+        chunktune.resolve_sync(object())  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "object object is not a chunktune.Workload: it lacks num_envs, nthread, signature, run "
+        "(a workload needs num_envs, nthread, signature() and run())"
+    )
+
+
+@pytest.mark.parametrize("count", ["num_envs", "nthread"])
+def test_isinstance_of_workload_needs_both_counts(count: str) -> None:
+    """isinstance(w, chunktune.Workload) is False for a workload lacking num_envs or nthread."""
+    assert isinstance(_Modeled(), chunktune.Workload)
+    lacking = type("Lacking", (), {k: v for k, v in vars(_Modeled).items() if k != count})
+    assert not isinstance(lacking(), chunktune.Workload)
