@@ -352,3 +352,27 @@ def test_a_custom_signature_s_control_characters_are_shown_escaped(verb: str) ->
         assert f"model           {summary}\n" in shown
         signature = r'kind="arm\nreach\u001B[31m", seed=1, "\u202Etask"="x\ty"'
         assert f"signature       {signature}\n" in shown
+
+
+def test_a_stored_label_file_hash_and_kind_are_shown_escaped(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cache list/show escape an entry's model_label, model file, model_sha and kind, sorted."""
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / "cache.toml"))
+    labelled = {"kind": "arm\x1b[2J", "model_label": "fam\nily", "z": 1, "a": 2}
+    hashed = {"kind": "k", "model_sha": "01\n3456789abcdef"}
+    DecisionCache(isolated / "cache.toml").update(
+        {
+            "a" * 32 + ".111111aaaaaa": entry(signature=labelled, model_file="/m/sc\u2028ene.xml"),
+            "b" * 32 + ".222222bbbbbb": entry(signature=hashed),
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert r'"arm\u001B[2J" "sc\u2028ene.xml" ("fam\nily")' in listed
+    assert r'k "01\n3456789ab"' in listed
+    assert main(["cache", "show", "a" * 12]) == 0
+    shown = capsys.readouterr().out
+    assert not [c for c in shown if unicodedata.category(c) in ("Cc", "Cf", "Zl") and c != "\n"]
+    assert 'model file      "/m/sc\\u2028ene.xml"\n' in shown
+    assert r'signature       a=2, kind="arm\u001B[2J", model_label="fam\nily", z=1' in shown
