@@ -338,3 +338,12 @@ def test_the_walk_s_kernel_is_the_normal_density_to_the_last_bit() -> None:
     assert np.array_equal(_carried(x, nodes, dens, 2.5, 3.7), plain / math.sqrt(3.7))
     z = rng.normal(0.0, 4.0, 161)
     assert _norm_sf(z).tolist() == [0.5 * math.erfc(v / math.sqrt(2.0)) for v in z.tolist()]
+
+
+def test_the_remembered_chances_are_more_extreme_s_for_each_gain() -> None:
+    """_chances answers each theta, zero and a repeat included, with more_extreme's own figure."""
+    from chunktune._sequential import _chances
+
+    chance = _chances(THREE_LOOKS, 0.05)
+    for theta in (0.0, 0.03, -0.2, 0.0, 0.03):
+        assert chance(theta) == more_extreme(theta, THREE_LOOKS, 0.05)
