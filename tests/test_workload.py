@@ -451,11 +451,11 @@ async def test_under_manual_each_member_is_read_once() -> None:
 
     class Methods(_Counted):
         @property
-        def signature(self) -> Callable[[], dict[str, SignatureValue]]:  # type: ignore[override]
+        def signature(self) -> Callable[[], dict[str, SignatureValue]]:
             return self._read("signature", super().signature)
 
         @property
-        def run(self) -> Callable[[int | None], float]:  # type: ignore[override]
+        def run(self) -> Callable[[int | None], float]:
             return self._read("run", super().run)
 
     workload = Methods()
