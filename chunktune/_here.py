@@ -153,6 +153,7 @@ def new_request(asked: Ask, settings: Settings, started: float | None) -> Reques
         settings=settings,
         refresh=asked.refresh,
         on_progress=None if on_progress is None else Guarded(on_progress),
+        settles=asked.settles,
         deadline=None if limit is None or started is None else started + limit,
     )
 

@@ -52,7 +52,6 @@ from ._request import (
 )
 from ._sweep import sweep
 from ._threads import STORE_THREAD, in_own_thread
-from ._workload import settles_on_cancel
 
 __all__ = ["measure"]
 
@@ -136,7 +135,7 @@ async def measure(
         run_sweep = _sweeper(req, sizes, watch, relay, flight, stop, limit_s)
         # a caller's pool must be the caller's again when a cancel (or the limit) returns:
         # MuJoCo's pool crashes the process when two threads step it at once
-        settle = stop.set if settles_on_cancel(req.workload) else None
+        settle = stop.set if req.settles else None
         watch.settles = settle is not None
     except BaseException:
         # no thread took the machine over: a lock kept here would stop every later sweep

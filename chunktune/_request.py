@@ -23,7 +23,7 @@ from ._policy import Policy
 from ._probe import SweepResult, run_failure
 from ._settings import Settings
 from ._shown import shown, spelled
-from ._workload import Workload, WorkloadRaised, check_chunk_size, check_workload
+from ._workload import Workload, WorkloadRaised, check_chunk_size, read_workload
 
 __all__ = [
     "Ask",
@@ -50,12 +50,14 @@ __all__ = [
 class Ask:
     """What one call of ``resolve`` (plain or Ray) asked for, each keyword checked: see :func:`ask`.
 
-    ``settings`` None means discovered ones (:func:`chunktune.load_settings`).
+    ``settings`` None means discovered ones (:func:`chunktune.load_settings`);
+    ``settles`` is the workload's ``settle_on_cancel``, as it was read once.
     """
 
     workload: Workload
     num_envs: int
     nthread: int
+    settles: bool
     settings: Settings | None
     policy: str | Policy | None
     manual: int | None
@@ -95,7 +97,7 @@ def ask(
             from 1 to ``num_envs``; ``refresh`` not a bool; ``on_progress`` not callable,
             or async.
     """
-    num_envs, nthread = check_workload(workload)
+    num_envs, nthread, settles = read_workload(workload)
     checked_settings = check_settings(settings)
     checked_policy = check_policy(policy)
     if manual is not None:
@@ -118,9 +120,10 @@ def ask(
             "and never awaits it; make it a plain function (def, not async def)"
         )
     return Ask(
-        workload=cast(Workload, workload),  # check_workload found its members
+        workload=cast(Workload, workload),  # read_workload found its members
         num_envs=num_envs,
         nthread=nthread,
+        settles=settles,
         settings=checked_settings,
         policy=checked_policy,
         manual=manual,
@@ -172,6 +175,9 @@ class Request:
     settings: Settings
     refresh: bool
     on_progress: ProgressCallback | None
+    # the workload's settle_on_cancel as the request read it: a property read again at
+    # the sweep could answer otherwise, or raise where nothing turns it into a fallback
+    settles: bool
     signature: dict[str, Any] = attrs.field(factory=dict)
     device: dict[str, Any] = attrs.field(factory=dict)
     # the loop's clock time by which resolve answers: hard_limit_s from its start

@@ -35,6 +35,7 @@ __all__ = [
     "max_int_digits",
     "native_chunk",
     "raised_by_workload",
+    "read_workload",
     "settles_on_cancel",
     "upper_chunk",
 ]
@@ -221,10 +222,22 @@ _METHODS = ("signature", "run")
 
 
 def check_workload(workload: object) -> tuple[int, int]:
-    """Validate a workload and return its ``(num_envs, nthread)``.
+    """Validate a workload and return its ``(num_envs, nthread)``: :func:`read_workload`'s
+    first two.
+
+    Raises:
+        WorkloadError, InvalidArgumentError: as :func:`read_workload`.
+    """
+    num_envs, nthread, _ = read_workload(workload)
+    return num_envs, nthread
+
+
+def read_workload(workload: object) -> tuple[int, int, bool]:
+    """Validate a workload and return its ``(num_envs, nthread, settle_on_cancel)``.
 
     Each member is read once (a property that counts its reads, or resizes a batch, is
-    read as ``resolve`` was called).
+    read as ``resolve`` was called): a resolve keeps what this read, ``settle_on_cancel``
+    included, for its sweep.
 
     Raises:
         WorkloadError: the object lacks ``num_envs``, ``nthread``, ``signature`` or ``run``,
@@ -264,8 +277,8 @@ def check_workload(workload: object) -> tuple[int, int]:
             "changes nothing; pass chunk_size=None to it without resolving"
         )
     nthread = check_count(nthread, what=f"the workload's nthread ({owner}.nthread)")
-    settles_on_cancel(workload)  # a wrong one is told before anything is measured
-    return num_envs, nthread
+    settles = settles_on_cancel(workload)  # a wrong one is told before anything is measured
+    return num_envs, nthread, settles
 
 
 _ABSENT = object()

@@ -70,6 +70,7 @@ def swept(
         settings=settings,
         refresh=False,
         on_progress=None,
+        settles=False,
     )
     result = SweepResult(
         samples={None: (0.1, 0.1), 1: (0.3,), 4: (0.2,)},

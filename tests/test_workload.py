@@ -466,6 +466,15 @@ async def test_under_manual_each_member_is_read_once() -> None:
     )
 
 
+@pytest.mark.anyio
+async def test_a_measuring_resolve_reads_the_counts_and_settle_on_cancel_once() -> None:
+    """A resolve that sweeps reads num_envs, nthread and settle_on_cancel once each."""
+    workload = _Counted()
+    decision = await chunktune.resolve(workload, policy="quick")
+    assert decision.source == "benchmark" and workload.calls > 0
+    assert workload.reads == {"num_envs": 1, "nthread": 1, "settle_on_cancel": 1}
+
+
 def test_an_object_with_no_member_is_told_each_it_lacks_in_order() -> None:
     """An object with no member: WorkloadError listing all four, in the protocol's order."""
     with pytest.raises(WorkloadError) as caught:
