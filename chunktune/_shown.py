@@ -20,6 +20,7 @@ __all__ = [
     "bound",
     "digits",
     "escaped_toml",
+    "first_units",
     "jsoned",
     "shown",
     "shown_line",
@@ -179,6 +180,12 @@ def shown_path(text: str) -> str:
 
 LINE_CHARS = 200
 """The most characters of outside text (an exception's message) that one line shows."""
+
+
+def first_units(text: str, limit: int) -> str:
+    """Escaped ``text``'s first ``limit`` characters, fewer where the cut would split an
+    escape (``\\u001b`` cut to ``\\u``): for a column that ends a long value in ``…``."""
+    return _cut(text, limit, 0, fill="")
 
 
 def shown_line(text: str, limit: int = LINE_CHARS) -> str:

@@ -247,3 +247,10 @@ def test_an_entry_made_this_second_is_zero_seconds_old() -> None:
 def test_a_float_in_a_signature_summary_is_written_short() -> None:
     """A float is shown as %g writes it (0.3, 100000), not as its repr (0.30000000000000004)."""
     assert signature_summary({"kind": "k", "a": 0.1 + 0.2, "b": 1e5}) == "k a=0.3 b=100000"
+
+
+def test_a_summary_value_cut_short_never_ends_inside_an_escape() -> None:
+    """A long value holding ESC is cut before its escape, not through it (no bare backslash-u)."""
+    summary = signature_summary({"kind": "k", "a": "abcdefgh\x1bzzzz"})
+    assert summary == 'k a="abcdefgh…'
+    assert signature_summary({"kind": "k", "a": "abc\x1bzzzzzzzzzz"}) == 'k a="abc\\u001Bz…'

@@ -18,7 +18,7 @@ import attrs
 
 from .._cache_entry import CacheEntry
 from .._load import MachineLoad
-from .._shown import shown_path
+from .._shown import first_units, shown_path
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -207,7 +207,7 @@ _SUMMARY_VALUE = 12  # characters of each value it shows
 
 def _short(value: object) -> str:
     text = f"{value:g}" if isinstance(value, float) else shown_text(str(value))
-    return text if len(text) <= _SUMMARY_VALUE else text[: _SUMMARY_VALUE - 1] + "…"
+    return text if len(text) <= _SUMMARY_VALUE else first_units(text, _SUMMARY_VALUE - 1) + "…"
 
 
 def shown_text(text: str) -> str:
