@@ -59,7 +59,7 @@ def warn_if_crowded(nthread: int) -> None:
         allowed, cpus = crowded
         logger.warning(
             "chunktune: nthread=%d is more than %s: the pool's workers take turns on shared "
-            "cores, and a chunk size measured for it is measured (and cached) for that; "
+            "cores, so a chunk size measured for it holds for that crowding only; "
             "expected nthread=%d or fewer, one worker a CPU",
             nthread,
             cpus,

@@ -61,8 +61,8 @@ def test_a_pool_of_2_pinned_to_1_cpu_is_warned_of_once_in_a_real_process() -> No
     lines = [line for line in child.stderr.splitlines() if "is more than" in line]
     assert lines == [
         "chunktune: nthread=2 is more than the 1 CPU this process may use: the pool's workers "
-        "take turns on shared cores, and a chunk size measured for it is measured (and cached) "
-        "for that; "
+        "take turns on shared cores, so a chunk size measured for it holds for that crowding "
+        "only; "
         "expected nthread=1 or fewer, one worker a CPU"
     ]
 
