@@ -7,6 +7,7 @@ Shared by both schedules (:mod:`chunktune._rounds` and the sequential one in
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import CodeType, TracebackType
 from typing import Literal
 
 import attrs
@@ -148,11 +149,20 @@ def run_failure(exc: BaseException) -> str | None:
     if tb is None:
         return None
     call = f"run({tb.tb_frame.f_locals.get('chunk')!r})"
-    reading = False
-    while tb is not None:
-        reading = reading or tb.tb_frame.f_code is check_seconds.__code__
-        tb = tb.tb_next
+    # a StopIteration or a cancel that the number's __float__ raised is wrapped where
+    # call_workload caught it: check_seconds is on the way in the original's traceback
+    inner = exc.original.__traceback__ if isinstance(exc, WorkloadRaised) else None
+    reading = _through(tb, check_seconds.__code__) or _through(inner, check_seconds.__code__)
     if isinstance(exc, WorkloadError) and reading and raised_by_chunktune(exc):
         return shown_line(str(exc))  # chunktune's verdict on the value, naming the call
     raised = named(exc.original if isinstance(exc, WorkloadRaised) else exc)
     return f"reading what {call} returned raised {raised}" if reading else f"{call} raised {raised}"
+
+
+def _through(tb: TracebackType | None, code: CodeType) -> bool:
+    """Whether the traceback ``tb`` passes through a frame of ``code``."""
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -162,6 +163,56 @@ def test_a_bad_value_s_warning_needs_no_traceback(
         f"chunktune: workload failed while measuring: run({chunk}) {HOW['nan']}"
     )
     assert record.exc_info is None
+
+
+class _Seconds(float):
+    """Seconds whose own conversion raises ``error``: the workload's code, run as it is read."""
+
+    error: BaseException = ArithmeticError()
+
+    def __float__(self) -> float:
+        raise self.error
+
+
+class _OddSeconds(_Failing):
+    """A run() that returns, for each chunk size but native, a _Seconds raising ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        if chunk_size is None:
+            return seconds
+        odd = _Seconds(seconds)
+        odd.error = self.error
+        return odd
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(ArithmeticError("no seconds"), id="exception"),
+        pytest.param(StopIteration("no seconds"), id="stopiteration"),
+        pytest.param(asyncio.CancelledError("no seconds"), id="cancelled"),
+    ],
+)
+def test_a_number_whose_float_raises_is_named_as_read(isolated: Path, error: BaseException) -> None:
+    """A number whose __float__ raises anything is named as 'reading what run(N) returned'."""
+    # a StopIteration or a CancelledError, wrapped for the trip, read "run(26) raised ..."
+    d = chunktune.resolve_sync(_OddSeconds(error), policy="quick")
+    assert d.source == "fallback"
+    assert d.reason.endswith(
+        f"(reading what run({_first_candidate()}) returned raised "
+        f"{type(error).__name__}: no seconds)"
+    ), d.reason
+
+
+def _first_candidate() -> int | None:
+    """The chunk size of a clean sweep's first call that is not native's."""
+    calls, _ = _clean_calls()
+    return next(c for c in calls if c is not None)
 
 
 class _Unreadable(Exception):
