@@ -4,6 +4,8 @@ description) is shown escaped: one line stays one line, and no escape sequence a
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -11,6 +13,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from test_cli import run_cli
 
 pytestmark = pytest.mark.mujoco
 
@@ -36,13 +39,7 @@ _MERGED = r"""{"schema": 1, "entries": {"abababababababababababababababab.5b6bc0
 
 def _chunktune(*args: str, code: int = 0) -> tuple[str, str]:
     """``python -m chunktune ARGS``'s stdout and stderr; it must exit with ``code``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "chunktune", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_cli(*args, timeout=120)
     assert done.returncode == code, done.stderr
     return done.stdout, done.stderr
 
@@ -74,12 +71,50 @@ def test_check_names_the_model_escaped_and_a_command_that_pastes_back(isolated: 
     _, err = _chunktune("check", _NAME, *_SMALL, code=1)
     assert _printable(err) and err.count("\n") == 1, err
     assert err.startswith(f"chunktune: error: nothing cached for {_SHOWN}: 16 envs")
-    word = r"$'arm\x0a\x1b[31mred\U0000202eevil.xml'"
+    word = r"$'arm\x0a\x1b[31mred\xe2\x80\xaeevil.xml'"
     assert f"`chunktune tune {word} --num-envs 16" in err
     pasted = subprocess.run(
         ["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True
     )
     assert pasted.stdout == _NAME
+
+
+# bash's stand-in for chunktune: the model and --config that the pasted line parses to,
+# as the bytes the shell handed it
+_PARSED = """chunktune() {
+  python3 -c 'import os, sys; from chunktune._cli import build_parser
+a = build_parser().parse_args(sys.argv[1:])
+print(os.fsencode(a.model).hex(), os.fsencode(a.config).hex())' "$@"
+}
+"""
+
+
+@pytest.mark.parametrize("locale", ["C.UTF-8", "C"])
+def test_check_s_tune_command_pastes_back_every_awkward_name(isolated: Path, locale: str) -> None:
+    """A leading dash, quotes, a backslash, a bidi override, a non-UTF-8 byte paste back as is."""
+    # "-x.xml" pasted back as an option, a non-UTF-8 byte as the text "\udce9", and a C
+    # locale's bash read \U0000202e as text
+    model = "-it's\u202e\x1b[1m.xml"  # MuJoCo opens no name with a backslash, nor non-UTF-8
+    config = os.fsdecode(b"-my\"conf\\\xe9'.toml")  # no space: argparse takes "-a b" for a value
+    (isolated / model).write_text(_XML)
+    (isolated / config).write_text('policy = "quick"\n')
+    _, err = _chunktune("check", f"--config={config}", *_SMALL[:6], "--", model, code=1)
+    assert _printable(err) and err.count("\n") == 1, err
+    (line,) = re.findall(r"`(chunktune tune .*)` tunes it", err)
+    pasted = subprocess.run(
+        ["bash", "-c", _PARSED + line],
+        capture_output=True,
+        env={
+            **os.environ,
+            "LC_ALL": locale,
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        },
+        check=True,
+    )
+    assert pasted.stdout.split() == [
+        os.fsencode(model).hex().encode(),
+        os.fsencode(config).hex().encode(),
+    ]
 
 
 @pytest.mark.parametrize("verb", ["list", "show"])

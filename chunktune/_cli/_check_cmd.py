@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 
 from .._cache import DecisionCache
@@ -24,7 +25,7 @@ from .._keys import cache_for, identify_and_look, look
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
-from .._shown import shown_path, spelled, unprinted
+from .._shown import shown_path, spelled
 from .._workload import Workload
 from . import _tune_cmd
 from ._args import add_workload_options, mujoco_warnings_told, pool_threads
@@ -344,7 +345,10 @@ class _Progress:
 def _tune_command(args: argparse.Namespace) -> str:
     """The ``chunktune tune`` command line that stores the entry these arguments check."""
     words = ["chunktune", "tune"]
-    if args.model is not None:
+    # argparse reads a word that starts with a dash as an option: such a model goes last,
+    # after "--", and such a value joins its flag with "="
+    dashed = args.model is not None and args.model.startswith("-")
+    if args.model is not None and not dashed:
         words.append(args.model)
     for flag, value in (
         ("--num-envs", args.num_envs),
@@ -356,29 +360,34 @@ def _tune_command(args: argparse.Namespace) -> str:
         ("--config", args.config),
     ):
         if value is not None:
-            words += [flag, str(value)]
+            text = str(value)
+            words += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+    if dashed:
+        words += ["--", args.model]
     return " ".join(map(_shell_word, words))
 
 
 def _shell_word(word: str) -> str:
     """``word`` for a command line to paste: as ``shlex`` quotes it, or, where it holds a
     character a terminal would not print as written (a file named with a newline or an
-    escape), in bash's ``$'...'`` with that character escaped, so the line stays one line,
-    acts on no terminal, and pastes back as the same word."""
-    if unprinted(word) is None:
+    escape) or a byte that is no UTF-8 (a file name's, as Python decodes it), in bash's
+    ``$'...'`` with that character as its bytes, so the line stays one line, acts on no
+    terminal, and pastes back as the same word."""
+    if word.isprintable():  # no control, format, separator, surrogate (a byte), unassigned
         return shlex.quote(word)
     return "$'" + "".join(map(_ansi_c, word)) + "'"
 
 
 def _ansi_c(c: str) -> str:
-    """One character inside bash's ``$'...'``: a control or format character as its code
-    (``\\x1b``; ``\\U`` past ASCII, where ``\\x`` would be a raw byte), a quote or
-    backslash escaped."""
+    """One character inside bash's ``$'...'``: one that would not print as written as its
+    bytes (``\\x1b``; ``\\xe2\\x80\\xae`` for a bidi override: bash's ``\\U`` depends on
+    its locale, and a C locale's bash writes it back as text), a quote or backslash
+    escaped."""
     if c in "\\'":
         return "\\" + c
-    if unprinted(c) is None:
+    if c.isprintable():
         return c
-    return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\U{ord(c):08x}"
+    return "".join(f"\\x{byte:02x}" for byte in os.fsencode(c))
 
 
 def _result(
