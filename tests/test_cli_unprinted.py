@@ -65,6 +65,25 @@ def test_a_missing_model_file_s_name_is_escaped(isolated: Path) -> None:
     assert err == f"chunktune: error: model file not found: {_SHOWN}\n"
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "shown"),
+    [
+        pytest.param(_NAME, "<mujoco><bogus/></mujoco>", _SHOWN, id="unparsed"),
+        pytest.param(b"arm\n\xff.xml", _XML, r'"arm\n\\udcff.xml"', id="not-utf-8"),
+    ],
+)
+def test_a_model_file_that_fails_to_load_is_named_escaped(
+    isolated: Path, name: str | bytes, content: str, shown: str
+) -> None:
+    """A model MuJoCo cannot load (its XML, a name not UTF-8) is named escaped, on one line."""
+    # "cannot load model file" wrote the name raw: the line split, the rest of it red
+    file = os.fsdecode(name)
+    (isolated / file).write_text(content)
+    _, err = _chunktune("tune", file, *_SMALL, code=2)
+    assert _printable(err) and err.count("\n") == 1, err
+    assert err.startswith(f"chunktune: error: cannot load model file {shown}: "), err
+
+
 def test_check_names_the_model_escaped_and_a_command_that_pastes_back(isolated: Path) -> None:
     """check's "nothing cached" names the file escaped, and its tune command in bash's $'...'."""
     (isolated / _NAME).write_text(_XML)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from .._cache_entry import writable_text
 from .._errors import InvalidArgumentError
+from .._shown import shown_path
 
 __all__ = [
     "FREE",
@@ -270,7 +271,7 @@ def load_model(file: pathlib.Path) -> Any:
         file.open("rb").close()
     except OSError as exc:
         raise InvalidArgumentError(
-            f"cannot read model file {file}: {exc.strerror or exc}"
+            f"cannot read model file {_named(file)}: {exc.strerror or exc}"
         ) from None
     warned: list[str] = []
     try:
@@ -281,20 +282,31 @@ def load_model(file: pathlib.Path) -> Any:
                 model = mujoco.MjModel.from_xml_path(os.fspath(file))
     except TypeError:  # MuJoCo takes UTF-8 file names only
         raise InvalidArgumentError(
-            f"cannot load model file {writable_text(os.fspath(file))}: its name is not "
+            f"cannot load model file {_named(file)}: its name is not "
             "UTF-8, which MuJoCo cannot open; rename the file"
         ) from None
     except (ValueError, mujoco.FatalError) as exc:
         # MuJoCo's parser reports on several lines (what, then where): one line here,
         # so the CLI's error stays one line under its "chunktune: error:" prefix
         why = " ".join(" ".join([str(exc), *(f"({w})" for w in warned)]).split())
-        raise InvalidArgumentError(f"cannot load model file {file}: {why}") from exc
+        # which names the file as given: an escape sequence in it would act on the terminal
+        raise InvalidArgumentError(
+            f"cannot load model file {_named(file)}: {shown_path(why)}"
+        ) from exc
     for warning in warned:
         # prefixed as every other line chunktune writes to stderr
         _logger.warning(
-            "chunktune: MuJoCo warned while loading %s: %s", file, " ".join(warning.split())
+            "chunktune: MuJoCo warned while loading %s: %s",
+            _named(file),
+            shown_path(" ".join(warning.split())),
         )
     return model
+
+
+def _named(file: pathlib.Path) -> str:
+    """``file``'s name for a one-line message: a byte that is no UTF-8 as its escape, and a
+    newline or an escape sequence in it escaped (:func:`~chunktune._shown.shown_path`)."""
+    return shown_path(writable_text(os.fspath(file)))
 
 
 @contextlib.contextmanager
