@@ -309,9 +309,13 @@ def _member(workload: object, name: str) -> Any:
         raised = exc
     # the workload's own code raised, where resolve has no counts to fall back on
     owner = type(workload).__name__
+    try:
+        told = f": {message}" if (message := str(raised)) else ""
+    except Exception:  # its __str__ raised too: still the workload's failure, told as such
+        told = " (its message could not be read)"
     raise WorkloadError(
         f"reading the workload's {name} ({owner}.{name}) raised {type(raised).__name__}"
-        f"{': ' if str(raised) else ''}{raised}; expected {_EXPECTED[name]}"
+        f"{told}; expected {_EXPECTED[name]}"
     ) from raised
 
 

@@ -512,3 +512,20 @@ def test_a_cache_hit_reads_the_members_without_inspect() -> None:
         sys.setprofile(None)
     assert decision.source == "cache" and "chunktune._workload" in called
     assert "inspect" not in called
+
+
+class _Unreadable(RuntimeError):
+    """An error whose message cannot be read: its __str__ raises."""
+
+    def __str__(self) -> str:
+        raise ValueError("no message")
+
+
+def test_a_property_whose_error_has_an_unreadable_message_is_still_a_workload_error() -> None:
+    """A count whose error's __str__ raises: a WorkloadError that says so, not a ValueError."""
+    with pytest.raises(WorkloadError) as caught:
+        chunktune.resolve_sync(_raising(_Unreadable(), "nthread"), manual=2)
+    assert str(caught.value) == (
+        "reading the workload's nthread (Unbuilt.nthread) raised _Unreadable (its message "
+        "could not be read); expected an integer >= 1"
+    )
