@@ -231,7 +231,9 @@ def test_more_extreme_of_two_looks_is_the_exact_integral_to_the_grid_s_accuracy(
 
 
 # adjusted() as the code before session 72 computed it (benchmarks/adjusted_bench.py keeps
-# that code): the faster walk must give the same numbers, to the last bit
+# that code), with numpy 2.4: the faster walk gave the same numbers to the last bit there
+# (the bench checks that on 136 designs); another numpy rounds the old code's own last
+# bits otherwise (the floors' numpy 1.23: a bit or two), so the pin allows 1e-12
 _INF = math.inf
 _PINNED = [
     pytest.param(
@@ -305,8 +307,9 @@ _PINNED = [
 def test_adjusted_gives_the_numbers_of_the_code_before_it_was_made_faster(
     design: Design, observed: float, alpha: float, before: tuple[float, tuple[float, float]]
 ) -> None:
-    """adjusted's gain and interval are bit-identical to the slower code's on these designs."""
-    assert adjusted(design, observed, alpha) == before
+    """adjusted's gain and interval are the slower code's on these designs (to 1e-12)."""
+    center, (low, high) = adjusted(design, observed, alpha)
+    assert [center, low, high] == pytest.approx([before[0], *before[1]], rel=1e-12, abs=1e-15)
 
 
 def test_the_three_roots_walk_each_gain_once(monkeypatch: pytest.MonkeyPatch) -> None:
