@@ -171,10 +171,11 @@ def unprinted(text: str) -> str | None:
 
 
 def shown_path(text: str) -> str:
-    """A path for a message, whole: as written where every character prints, else as TOML
-    spells it (quoted, each control character escaped: ``"a\\u0000b.toml"``), so that a NUL,
-    a newline or an escape sequence in a name neither cuts the message's line nor acts on
-    the terminal. Already shown, it stays as it is."""
+    """A path (or any outside text a line shows: a custom signature's names and values, an
+    imported entry's host) for a message, whole: as written where every character prints,
+    else as TOML spells it (quoted, each control character escaped: ``"a\\u0000b.toml"``),
+    so that a NUL, a newline or an escape sequence in a name neither cuts the message's line
+    nor acts on the terminal. Already shown, it stays as it is."""
     return text if unprinted(text) is None else _toml_string(text)
 
 

@@ -14,6 +14,7 @@ from .._cache import DecisionCache
 from .._cache_format import CacheFormat, encode, suffix_format
 from .._cache_transfer import read_cache_file, write_cache_file
 from .._errors import CacheError, InvalidArgumentError
+from .._shown import shown_path
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -42,7 +43,6 @@ from ._render import (
     format_created,
     load_label,
     model_summary,
-    shown_text,
 )
 
 __all__ = ["add_parser"]
@@ -145,7 +145,7 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     key, entry = find_entry(cache, args.key)
     facts = [
         ("model", model_summary(entry)),
-        ("model file", shown_text(entry.model_file) if entry.model_file else "-"),
+        ("model file", shown_path(entry.model_file) if entry.model_file else "-"),
         ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
         ("policy", f"{_text(entry.policy)} ({_text(entry.policy_hash, 'no hash')})"),
         ("created", format_created(entry.created)),
@@ -186,21 +186,21 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         console.print("(no candidates stored)")
     console.print(chunk_size_line(entry.chunk_size, entry.native_chunk))
     if entry.reason:
-        console.print(shown_text(entry.reason))
+        console.print(shown_path(entry.reason))
     return EXIT_OK
 
 
 def _text(text: str, missing: str = "?") -> str:
     """An entry's own text (its host, policy, versions) as a line shows it, ``missing`` where
     it has none: a merged entry's came from another machine's file, and may hold anything."""
-    return shown_text(text) if text else missing
+    return shown_path(text) if text else missing
 
 
 def _pairs(table: Mapping[str, object]) -> str:
     """``name=value`` for each of ``table``'s items, by name, whatever their stored order;
     text that would not print as written (a newline in a custom signature) quoted, escaped."""
     return ", ".join(
-        f"{shown_text(k)}={shown_text(v) if isinstance(v, str) else v}"
+        f"{shown_path(k)}={shown_path(v) if isinstance(v, str) else v}"
         for k, v in sorted(table.items())
     )
 
@@ -300,7 +300,7 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
     entries = cache.entries(strict=True)
     write_cache_file(target, entries, format=fmt)
-    print(f"exported {entries_of(len(entries))} from {cache.path} to {shown_text(str(target))}")
+    print(f"exported {entries_of(len(entries))} from {cache.path} to {shown_path(str(target))}")
     return EXIT_OK
 
 
@@ -345,7 +345,7 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     )
     offered = len(incoming) + len(parsed.skipped)  # a malformed entry is one not imported
     summary = (
-        f"imported {added + replaced} of {entries_of(offered)} from {kind} {shown_text(source)}"
+        f"imported {added + replaced} of {entries_of(offered)} from {kind} {shown_path(source)}"
     )
     extras = []
     if parsed.skipped:

@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._cache_entry import CacheEntry
+from .._shown import shown_path
 from ._common import EXIT_OK, entries_of, open_cache, short_keys, table_console
-from ._render import chunk_label, entry_age, model_summary, shown_text
+from ._render import chunk_label, entry_age, model_summary
 
 __all__ = ["add_list_parser"]
 
@@ -86,7 +87,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             str(entry.nthread or "?"),
             chunk_label(entry.chunk_size, entry.native_chunk),
             entry_age(entry, now),
-            shown_text(entry.policy) if entry.policy else "?",
+            shown_path(entry.policy) if entry.policy else "?",
         ]
         if slots:
             cells.append(cpu_slot(entry.device))
@@ -110,7 +111,7 @@ def short_host(host: str) -> str:
     if not name:
         return "?"
     # cut, then escaped: a merged entry's host name may hold a newline or an escape
-    return shown_text(name if len(name) <= _HOST_CHARS else name[: _HOST_CHARS - 1] + "…")
+    return shown_path(name if len(name) <= _HOST_CHARS else name[: _HOST_CHARS - 1] + "…")
 
 
 def cpu_slot(device: Mapping[str, object]) -> str:
@@ -126,7 +127,7 @@ def cpu_slot(device: Mapping[str, object]) -> str:
 
 def _count(value: object) -> str:
     """A recorded CPU count for a cell; a merged entry's text escaped, ``?`` where none."""
-    return "?" if value is None else shown_text(str(value))
+    return "?" if value is None else shown_path(str(value))
 
 
 def recorded_quota(device: Mapping[str, object]) -> float | None:

@@ -36,7 +36,6 @@ __all__ = [
     "load_label",
     "model_summary",
     "plot_formats",
-    "shown_text",
     "signature_summary",
     "write_plot",
 ]
@@ -206,16 +205,8 @@ _SUMMARY_VALUE = 12  # characters of each value it shows
 
 
 def _short(value: object) -> str:
-    text = f"{value:g}" if isinstance(value, float) else shown_text(str(value))
+    text = f"{value:g}" if isinstance(value, float) else shown_path(str(value))
     return text if len(text) <= _SUMMARY_VALUE else first_units(text, _SUMMARY_VALUE - 1) + "…"
-
-
-def shown_text(text: str) -> str:
-    """A workload's own text (a signature's name or value, a model's file), as a line shows
-    it: as written where every character prints, else quoted with its control characters
-    escaped, so that a newline cannot split an entry's line nor an escape sequence act on
-    the terminal (a custom ``signature()`` may hold any str)."""
-    return shown_path(text)
 
 
 def signature_summary(signature: Mapping[str, Any]) -> str:
@@ -226,9 +217,9 @@ def signature_summary(signature: Mapping[str, Any]) -> str:
     name, not as stored: JSON files store a table sorted, TOML files as it was made, and one
     entry lists alike from either.
     """
-    words = [shown_text(str(signature["kind"]))] if "kind" in signature else []
+    words = [shown_path(str(signature["kind"]))] if "kind" in signature else []
     items = sorted((k, v) for k, v in signature.items() if k != "kind")
-    words += [f"{shown_text(k)}={_short(v)}" for k, v in items[:_SUMMARY_ITEMS]]
+    words += [f"{shown_path(k)}={_short(v)}" for k, v in items[:_SUMMARY_ITEMS]]
     if len(items) > _SUMMARY_ITEMS:
         words.append("…")
     return " ".join(words) or "?"
@@ -243,9 +234,9 @@ def model_summary(entry: CacheEntry) -> str:
     workload's signature in short (:func:`signature_summary`).
     """
     sig: Mapping[str, Any] = entry.signature
-    label = shown_text(str(sig["model_label"])) if sig.get("model_label") else None
+    label = shown_path(str(sig["model_label"])) if sig.get("model_label") else None
     if entry.model_file:
-        name = shown_text(os.path.basename(entry.model_file))
+        name = shown_path(os.path.basename(entry.model_file))
         # two families drawn from one file (light and heavy contact) are two entries
         # that the file's name alone would show alike
         if label is not None:
@@ -253,12 +244,12 @@ def model_summary(entry: CacheEntry) -> str:
     elif label is not None:
         name = label
     elif sig.get("model_sha"):
-        name = shown_text(str(sig["model_sha"])[:12])
+        name = shown_path(str(sig["model_sha"])[:12])
     else:
         return signature_summary(sig)
     if sig.get("states") == "demo":
         name = f"{name} (demo)"
-    return f"{shown_text(str(sig.get('kind', '?')))} {name}"
+    return f"{shown_path(str(sig.get('kind', '?')))} {name}"
 
 
 # ---------------------------------------------------------------- the plot
