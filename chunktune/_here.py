@@ -30,7 +30,7 @@ from ._request import (
     pick_policy,
 )
 from ._settings import Settings
-from ._shown import spelled
+from ._shown import plural, spelled
 from ._workload import native_chunk, upper_chunk
 
 __all__ = [
@@ -85,8 +85,8 @@ def in_memory(asked: Ask, settings: Settings) -> Decision | None:
             chunk_size=None,
             native_chunk=native,
             source="trivial",
-            reason=f"{num_envs} envs on {nthread} threads make at most one chunk per "
-            "thread; chunk size cannot matter",
+            reason=f"{plural(num_envs, 'env')} on {plural(nthread, 'thread')}: at most one "
+            "chunk per thread, so chunk size cannot matter",
             policy=name,
         )
     if not asked.refresh and settings.cache.enabled:

@@ -7,6 +7,7 @@ import math
 from ._confirm import FUTILITY_Z, Confirmation, futility_bound
 from ._pacing import NOISE_ROUNDS, least_budget
 from ._policy import Policy
+from ._shown import plural
 from ._stats import normal_cdf
 
 __all__ = ["confirmed", "kept", "pct", "too_noisy", "too_short", "too_slow", "unbeaten"]
@@ -26,7 +27,7 @@ def too_short(p: Policy, *, mean_call_s: float, field: int) -> str:
     return (
         f"the budget ended before any candidate had enough rounds: one call takes about "
         f"{mean_call_s:.2g} s, and a time_budget_s of about {math.ceil(need)} s would give "
-        f"the field its {p.min_rounds} rounds"
+        f"the field its {plural(p.min_rounds, 'round')}"
     )
 
 

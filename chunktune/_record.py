@@ -15,7 +15,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._exiting import call_in_flight
 from ._fingerprint import device_fingerprint
 from ._reading import MAX_TRACE_BYTES
-from ._shown import shown
+from ._shown import plural, shown
 from ._trace import Trace
 from ._workload import (
     Workload,
@@ -55,7 +55,7 @@ def check_sizes(sizes: Sequence[int] | None, num_envs: int, nthread: int) -> lis
     sizes = list(sizes)  # a numpy array has no truth value
     if not sizes:
         raise InvalidArgumentError("sizes is empty; expected at least one chunk size")
-    where = f"1..{upper} (ceil(N/T) for {num_envs} envs on {nthread} threads)"
+    where = f"1..{upper} (ceil(N/T) for {plural(num_envs, 'env')} on {plural(nthread, 'thread')})"
     # numpy's integers count, as everywhere a chunk size is taken (np.arange gives them)
     odd = [c for c in sizes if isinstance(c, bool) or not isinstance(c, numbers.Integral)]
     if odd:

@@ -22,7 +22,7 @@ from ._load import MachineLoad
 from ._policy import Policy
 from ._probe import SweepResult, run_failure
 from ._settings import Settings
-from ._shown import shown, spelled
+from ._shown import plural, shown, spelled
 from ._workload import Workload, WorkloadRaised, check_chunk_size, read_workload
 
 __all__ = [
@@ -298,7 +298,8 @@ def nothing_to_measure(policy_name: str, native: int, num_envs: int, nthread: in
         native_chunk=native,
         source="trivial",
         reason=f"policy {spelled(policy_name)} has no candidate but the native chunk "
-        f"{native} for {num_envs} envs on {nthread} threads; nothing to measure",
+        f"{native} for {plural(num_envs, 'env')} on {plural(nthread, 'thread')}; "
+        "nothing to measure",
         policy=policy_name,
     )
 

@@ -22,6 +22,7 @@ __all__ = [
     "escaped_toml",
     "first_units",
     "jsoned",
+    "plural",
     "shown",
     "shown_line",
     "shown_path",
@@ -255,6 +256,11 @@ class _TomlRepr(_Repr):
 
 _toml = _TomlRepr()
 _toml.maxstring = _toml.maxother = 60
+
+
+def plural(count: int, word: str) -> str:
+    """``1 env``, ``2 envs``: a count and its noun, singular for one."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def spelled(value: object) -> str:

@@ -28,7 +28,7 @@ import attrs
 from ._errors import InvalidArgumentError, TraceError
 from ._paths import is_path
 from ._reading import MAX_NESTING, MAX_TRACE_BYTES, TooLarge, nests_deeper, read_capped
-from ._shown import jsoned, shown
+from ._shown import jsoned, plural, shown
 from ._workload import (
     MAX_COUNT,
     MAX_SECONDS,
@@ -177,7 +177,8 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     native = native_chunk(num_envs, nthread)
     if "native" in doc and doc["native"] != native:
         raise TraceError(
-            f"{where}: native is {jsoned(doc['native'])}, but {num_envs} envs on {nthread} threads "
+            f"{where}: native is {jsoned(doc['native'])}, but {plural(num_envs, 'env')} on "
+            f"{plural(nthread, 'thread')} "
             f"make the native chunk {native}"
         )
     samples = _samples(doc, num_envs, nthread, rounds, where)
@@ -218,7 +219,7 @@ def _samples(
         if str(chunk) != key or not 1 <= chunk <= upper:
             raise TraceError(
                 f"{where}: samples[{jsoned(key)}]: chunk sizes must be integers in 1..{upper} "
-                f"(ceil(N/T) for {num_envs} envs on {nthread} threads)"
+                f"(ceil(N/T) for {plural(num_envs, 'env')} on {plural(nthread, 'thread')})"
             )
         if not isinstance(values, list) or len(values) != rounds:
             raise TraceError(

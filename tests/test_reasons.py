@@ -11,7 +11,7 @@ import pytest
 
 from chunktune._confirm import Confirmation
 from chunktune._policy import Policy
-from chunktune._reasons import confirmed, kept, pct, too_noisy
+from chunktune._reasons import confirmed, kept, pct, too_noisy, too_short
 
 
 def test_a_rejection_gives_the_bound_it_was_rejected_on() -> None:
@@ -152,3 +152,12 @@ def test_a_confirmation_that_reached_confirm_max_pairs_says_the_cap_ended_it() -
     assert "64 fresh pairs of calls (confirm_max_pairs, the most the policy allows) against" in (
         kept(4, 12, v, Policy(confirm_max_pairs=64))
     )
+
+
+@pytest.mark.parametrize(("min_rounds", "said"), [(1, "its 1 round"), (3, "its 3 rounds")])
+def test_a_budget_too_short_for_the_field_counts_its_rounds_in_words(
+    min_rounds: int, said: str
+) -> None:
+    """A budget that ended before the field's rounds names them, singular for one round."""
+    reason = too_short(Policy(min_rounds=min_rounds), mean_call_s=0.5, field=4)
+    assert reason.endswith(f"would give the field {said}")

@@ -285,6 +285,12 @@ def test_check_sizes_names_every_size_out_of_range() -> None:
     assert check_sizes(None, 16, 2) == list(range(1, 9))
 
 
+def test_check_sizes_counts_one_thread_in_the_singular() -> None:
+    """The range's reason reads "for 3 envs on 1 thread", singular for one."""
+    with pytest.raises(InvalidArgumentError, match=r"\(ceil\(N/T\) for 3 envs on 1 thread\)$"):
+        check_sizes([4], 3, 1)
+
+
 def test_check_sizes_names_each_bad_size_once_in_the_right_number() -> None:
     """A size given twice is named once, and one bad size reads "chunk size 9 is"."""
     with pytest.raises(InvalidArgumentError, match=r"^chunk size 9 is outside 1\.\.8 "):

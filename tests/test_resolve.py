@@ -219,6 +219,23 @@ async def test_a_policy_with_no_candidate_but_native_measures_nothing(isolated: 
     assert w.calls == 0 and "no candidate but the native chunk 1" in decisions[0].reason
 
 
+@pytest.mark.parametrize(
+    ("num_envs", "nthread", "said"),
+    [
+        pytest.param(1, 1, "1 env on 1 thread: at most one chunk", id="one-one"),
+        pytest.param(8, 8, "8 envs on 8 threads: at most one chunk", id="eight-eight"),
+        pytest.param(2, 1, "native chunk 1 for 2 envs on 1 thread;", id="two-one"),
+    ],
+)
+async def test_a_trivial_reason_counts_envs_and_threads_in_words(
+    isolated: Path, num_envs: int, nthread: int, said: str
+) -> None:
+    """A batch with nothing to measure names its envs and threads, singular for one."""
+    w = SimulatedWorkload.from_layout("uniform", num_envs=num_envs, nthread=nthread)
+    d = await chunktune.resolve(w)
+    assert d.source == "trivial" and said in d.reason
+
+
 async def resolve_together(w: Any, n: int, **kwargs: Any) -> list[chunktune.Decision]:
     """``n`` tasks resolving ``w`` at once; their decisions in the order they came back."""
     decisions: list[chunktune.Decision] = []

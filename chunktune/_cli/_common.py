@@ -21,7 +21,7 @@ from .._keys import cache_for
 from .._paths import user_path
 from .._policy import Policy
 from .._settings import Settings, unknown_policy
-from .._shown import shown, shown_path
+from .._shown import plural, shown, shown_path
 from .._sigint import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 if TYPE_CHECKING:
@@ -283,8 +283,3 @@ def short_keys(keys: Iterable[str]) -> dict[str, str]:
         else:
             short[key] = key[:12]
     return short
-
-
-def plural(count: int, word: str) -> str:
-    """``1 step``, ``2 steps``: a count and its noun, singular for one."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"

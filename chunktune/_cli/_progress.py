@@ -110,7 +110,7 @@ class _PlainProgress(_NoProgress):
             say(f"{event.message}: measuring only {sizes}")
         else:
             say(
-                f"measuring {self.candidates} candidates ({sizes}); policy "
+                f"measuring {plural(self.candidates, 'candidate')} ({sizes}); policy "
                 f"{self.policy_name!r}, budget {self.budget_s:g} s"
             )
 
