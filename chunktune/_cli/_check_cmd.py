@@ -165,7 +165,7 @@ def _check(
     answered = in_memory(asked, settings)
     if answered is not None:  # a disabled policy, a trivial batch, nothing but native
         say(f"nothing to check: {answered.reason}")
-        _print_json(args, answered.key, None, answered.native_chunk)
+        _print_json(args, None, None, answered.native_chunk)  # such a decision has no key
         return EXIT_OK
     cache = cache_for(settings)
     if cache is None:
@@ -185,7 +185,7 @@ def _check(
         if not blames_workload(exc):
             raise
         error(f"the workload's signature() failed ({named(exc)}); nothing was checked")
-        _print_json(args, "", None, unkeyed.native)
+        _print_json(args, None, None, unkeyed.native)
         return EXIT_WORKLOAD_FAILED
     looked = look(req, key, cache)
     if looked is None:
@@ -391,10 +391,10 @@ def _ansi_c(c: str) -> str:
 
 
 def _result(
-    key: str, chunk: int | None, native: int, measured: Rechecked | None, written: bool
+    key: str | None, chunk: int | None, native: int, measured: Rechecked | None, written: bool
 ) -> dict[str, object]:
     """The JSON object ``check --json`` prints: where nothing was measured (``measured``
-    None), the same keys, no rounds and no verdict."""
+    None), the same keys, no rounds and no verdict; ``key`` null where none was made."""
     if measured is None:
         rounds, seconds, gain, gain_ci, verdict = 0, 0.0, 0.0, None, None
     else:
@@ -414,9 +414,9 @@ def _result(
     }
 
 
-def _print_json(args: argparse.Namespace, key: str, chunk: int | None, native: int) -> None:
+def _print_json(args: argparse.Namespace, key: str | None, chunk: int | None, native: int) -> None:
     """``--json`` where nothing was measured: exit 0 or 1 prints the object, as tune's
     ``--json`` prints its decision then, so that a script can parse stdout whatever the
-    outcome (``key`` "" where none was made)."""
+    outcome (``key`` None, JSON null, where none was made)."""
     if args.json:
         print(json.dumps(_result(key, chunk, native, None, False)), flush=True)
