@@ -51,6 +51,7 @@ __all__ = [
     "load_discovered",
     "load_settings",
     "preset_names",
+    "preset_tables",
     "settings_from_dict",
 ]
 
@@ -144,13 +145,15 @@ def _parsed_presets() -> dict[str, dict[str, Any]]:
     return {file.stem: _read_toml(file) for file in files}
 
 
-def _preset_tables() -> dict[str, dict[str, Any]]:
+def preset_tables() -> dict[str, dict[str, Any]]:
+    """Each shipped preset's table as its file in ``policies/`` writes it, by name: a copy
+    of its own, for the caller to change."""
     return copy.deepcopy(_parsed_presets())
 
 
 def preset_names() -> list[str]:
     """The names of the shipped presets (``quick``, ``balanced``, ...)."""
-    return sorted(_preset_tables())
+    return sorted(preset_tables())
 
 
 def _too_deep(data: Mapping[str, Any]) -> str | None:
@@ -281,7 +284,7 @@ def settings_from_dict(
         if key not in TOP_LEVEL_KEYS
     ]
 
-    presets = _preset_tables()
+    presets = preset_tables()
     user = data.get("policies", {})
     if not isinstance(user, Mapping):
         problems.append(f"policies: {spelled(user)} is not a table of policies")

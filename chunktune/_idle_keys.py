@@ -3,12 +3,13 @@
 A settings editor who writes ``refine_steps = 5`` beside explicit candidates, or
 ``confirm_alpha`` under ``confirm = false``, changes nothing, and nothing said so: the
 file reads as if it did. :func:`idle_keys` names each such key, with why; the loader
-warns about them (:func:`warn_idle`). Only the keys the table
-writes itself count: an inherited value is its parent's. Nor does a value that asks
-for nothing (a switch written ``false``, ``refine_steps = 0``), one the policy would
-have without it (``policy show``'s output pasted back writes every key), or one the
-rules between fields demand (``noise_gate = false`` beside ``interleave = false``, in a
-policy whose parent gates): none misleads a reader. ``tests/test_idle_keys.py`` checks
+warns about them (:func:`warn_idle`). Only the keys the table writes itself count: an
+inherited value is its parent's. Nor does a value that asks for nothing (a switch
+written ``false``, ``refine_steps = 0``), one the policy would have without it
+(``policy show`` prints every key, and comments out those that would be named:
+:func:`idle_when_pasted`), or one the rules between fields demand (``noise_gate =
+false`` beside ``interleave = false``, in a policy whose parent gates): none misleads
+a reader. ``tests/test_idle_keys.py`` checks
 that each key named really changes no sweep.
 """
 
@@ -20,12 +21,12 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._converter import structure
+from ._converter import structure, unstructure_policy
 from ._extends import resolve_tables
 from ._policy import Policy
 from ._shown import shown_path
 
-__all__ = ["idle_keys", "warn_idle"]
+__all__ = ["idle_keys", "idle_when_pasted", "warn_idle"]
 
 _logger = logging.getLogger("chunktune")
 
@@ -121,10 +122,44 @@ def warn_idle(
                 )
 
 
+_PASTED = "pasted"  # no preset's name: a table of that name extends nothing
+
+
+def idle_when_pasted(
+    policy: Policy, presets: Mapping[str, dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``policy``'s full table (as ``policy show`` prints it) split for pasting back as a
+    policy of one's own, which extends nothing: the keys the loader would read, and those
+    it would warn have no effect there, each with why (seed's ``min_rounds`` under
+    ``interleave = false``: its 20 is not where a table of its own starts).
+
+    The keys are left out one at a time, each named against what is left, so that the
+    table returned loads without a warning; the policy it makes measures and picks as
+    ``policy`` does."""
+    own, idle = unstructure_policy(policy), {}
+    # None: never, for a valid policy's table less keys it never reads
+    while (built := _built(_PASTED, {_PASTED: own}, presets)) is not None:
+        without = functools.partial(_built_without, _PASTED, {_PASTED: own}, presets)
+        named = idle_keys(built, own, without)
+        if not named:
+            break
+        key, why = named[0]
+        idle[key] = why
+        own = {k: v for k, v in own.items() if k != key}
+    return own, idle
+
+
 def _built_without(
     name: str, user: Mapping[str, Any], presets: Mapping[str, dict[str, Any]], key: str
 ) -> Policy | None:
     """User policy ``name`` as the file would make it without its key ``key`` (None: refused)."""
     own = {k: v for k, v in user[name].items() if k != key}
-    table = resolve_tables(presets, {**user, name: own}, []).get(name)
+    return _built(name, {**user, name: own}, presets)
+
+
+def _built(
+    name: str, user: Mapping[str, Any], presets: Mapping[str, dict[str, Any]]
+) -> Policy | None:
+    """User policy ``name`` as the file would make it (None: refused)."""
+    table = resolve_tables(presets, user, []).get(name)
     return None if table is None else structure(table, Policy, "", [])

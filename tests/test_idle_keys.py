@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -204,30 +205,114 @@ def test_a_file_read_again_names_an_idle_key_again_only_once_its_value_changes(
     assert len(caplog.records) == 2 and "confirm_alpha" in caplog.records[1].getMessage()
 
 
-@pytest.mark.parametrize(
-    ("name", "named"),
-    [
-        pytest.param("off", [], id="off"),
-        pytest.param("seed", ["min_rounds"], id="seed"),
-        pytest.param("thorough", [], id="thorough"),
-    ],
-)
-def test_policy_show_pasted_back_names_only_what_differs_from_where_it_starts(
+# what `policy show` comments out of each preset: a table of one's own starts elsewhere
+_LEFT_OUT = {"seed": ["min_rounds"]}  # 20, under interleave = false, which never reads it
+
+
+def _pasted(folder: Path, shown: str, *, uncommented: bool = False) -> Path:
+    """``policy show``'s output pasted as its second line says, as policy ``copy``; with
+    ``uncommented``, every line it commented out (``# key = value``, a table) pasted too."""
+    lines = shown.splitlines()
+    if uncommented:
+        lines = [ln[2:] if re.match(r"# (\w+ = |\[|    |\])", ln) else ln for ln in lines]
+    table = "\n".join(lines).replace("[candidates]", "[policies.copy.candidates]")
+    file = folder / "pasted.toml"
+    file.write_text(f"[policies.copy]\n{table}\n")
+    return file
+
+
+def _commented(shown: str) -> list[str]:
+    """The keys ``policy show`` printed commented out: ``# key = value`` lines."""
+    return [ln[2:].split(" = ")[0] for ln in shown.splitlines() if re.match(r"# \w+ = ", ln)]
+
+
+@pytest.mark.parametrize("name", chunktune._config.preset_names())
+def test_every_preset_shown_and_pasted_back_loads_without_a_warning(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
     name: str,
-    named: list[str],
 ) -> None:
-    """A preset shown and pasted as its header says names no key balanced already holds."""
+    """Each preset's `policy show`, pasted back, warns nothing and measures and picks alike."""
     monkeypatch.chdir(tmp_path)  # no chunktune.toml here: the shipped presets
     assert main(["policy", "show", name]) == 0
-    table = capsys.readouterr().out.replace("[candidates]", "[policies.copy.candidates]")
-    file = tmp_path / "pasted.toml"
-    file.write_text(f"[policies.copy]\n{table}")
+    shown = capsys.readouterr().out
     caplog.set_level(logging.WARNING, logger="chunktune")
-    settings = chunktune.load_settings(file)
-    assert settings.get_policy("copy") == settings.get_policy(name)
-    said = [r.getMessage().split(": ")[2] for r in caplog.records]
-    assert said == [f"policies.copy.{key} has no effect" for key in named]
+    settings = chunktune.load_settings(_pasted(tmp_path, shown))
+    assert caplog.records == []
+    left_out = _commented(shown)
+    assert left_out == _LEFT_OUT.get(name, [])
+    copy, preset = settings.get_policy("copy"), settings.get_policy(name)
+    # left out, a key takes a table of one's own's value; that is all that differs
+    assert copy == attrs.evolve(preset, **{k: getattr(copy, k) for k in left_out})
+    assert (copy.rule(), copy.effort()) == (preset.rule(), preset.effort())
+    assert [k for k, _ in idle_keys(preset, dict.fromkeys(left_out, 1))] == left_out
+
+
+_USER = """
+[policies.dead]
+enabled = false
+margin = 0.05
+[policies.dead.candidates]
+strategy = "explicit"
+sizes = [3, 7]
+
+[policies.open]
+extends = "quick"
+confirm = false
+noise_gate = false
+confirm_alpha = 0.2
+refine_steps = 4
+candidates = [3, 7]
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        pytest.param(
+            "dead",
+            [
+                "# left out, as it would have no effect: with enabled = false the policy "
+                "never measures",
+                "# margin = 0.05",
+                "# [candidates]",
+            ],
+            id="disabled",
+        ),
+        pytest.param(
+            "open",
+            [
+                "# left out, as it would have no effect: explicit candidates are never refined",
+                "# refine_steps = 4",
+                "# left out, as it would have no effect: with confirm = false nothing is confirmed",
+                "# confirm_alpha = 0.2",
+                "# confirm_max_pairs = 12",  # quick's; a table of one's own starts at 64
+            ],
+            id="unconfirmed",
+        ),
+    ],
+)
+def test_a_user_policys_idle_keys_are_shown_commented_out_under_why(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    said: list[str],
+) -> None:
+    """Idle keys print as comments under why: pasted, no warning; uncommented, the same policy."""
+    config = tmp_path / "user.toml"
+    config.write_text(_USER)
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "show", name, "--config", str(config)]) == 0
+    shown = capsys.readouterr().out
+    assert [ln for ln in shown.splitlines() if ln in said] == said
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    chunktune.load_settings(_pasted(tmp_path, shown))
+    assert caplog.records == []
+    whole = chunktune.load_settings(_pasted(tmp_path, shown, uncommented=True))
+    assert whole.get_policy("copy") == chunktune.load_settings(config).get_policy(name)
+    assert caplog.records  # the keys commented out are the ones the loader names

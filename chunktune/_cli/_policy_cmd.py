@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from .._config import load_settings, preset_names
-from .._converter import dump_policy
+import tomli_w
+
+from .._config import load_settings, preset_names, preset_tables
+from .._converter import unstructure_policy
+from .._idle_keys import idle_when_pasted
+from .._policy import Policy
 from .._settings import Settings
 from .._shown import escaped_toml, shown_path, spelled
 from ._common import EXIT_OK, help_formatter, named_policy, table_console
@@ -91,5 +96,30 @@ def _cmd_policy_show(args: argparse.Namespace) -> int:
     sys.stdout.write(f"# policy {spelled(name)}, fully resolved (from {origin}{active})\n")
     # printed as a file of policies/ is written; a settings file holds it one table down
     sys.stdout.write(_AS_YOUR_OWN)
-    sys.stdout.write(escaped_toml(dump_policy(policy)))
+    sys.stdout.write(escaped_toml(_pastable(policy)))
     return EXIT_OK
+
+
+def _pastable(policy: Policy) -> str:
+    """``policy`` as TOML whose keys, pasted back as that second line says, load without a
+    warning: each key the loader would say has no effect there is commented out under why,
+    after the plain keys and before any table, so that uncommented it lands where it was."""
+    full = unstructure_policy(policy)
+    live, idle = idle_when_pasted(policy, preset_tables())
+    if not idle:
+        return tomli_w.dumps(full)
+    lines: list[str] = []
+    for why in dict.fromkeys(idle.values()):  # each reason once, in the order first met
+        keys = [k for k in full if idle.get(k) == why]
+        lines.append(f"# left out, as it would have no effect: {why}")
+        lines += [f"# {line}" for line in _dumped(full, keys).splitlines() if line]
+    plain = [k for k, v in live.items() if not isinstance(v, dict)]
+    tables = _dumped(live, [k for k in live if k not in plain])
+    return _dumped(live, plain) + "\n".join(lines) + "\n" + ("\n" + tables if tables else "")
+
+
+def _dumped(table: dict[str, Any], keys: list[str]) -> str:
+    """``keys`` of ``table`` as TOML: the plain ones, then each table under its header."""
+    plain = {k: table[k] for k in keys if not isinstance(table[k], dict)}
+    nested = {k: table[k] for k in keys if isinstance(table[k], dict)}
+    return tomli_w.dumps({**plain, **nested})
