@@ -34,7 +34,7 @@ from ._cache_json import json_by_entry
 from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
-from ._shown import shown
+from ._shown import escaped_toml, shown
 
 __all__ = [
     "SCHEMA",
@@ -170,7 +170,10 @@ def encode_tables(tables: Mapping[str, Mapping[str, Any]], fmt: CacheFormat) -> 
     """The document for the tables :func:`stored_tables` made, as :func:`encode` writes it."""
     doc = {"schema": SCHEMA, "checksums": CHECKSUMS, "entries": tables}
     if fmt == "toml":
-        return tomli_w.dumps(doc).encode()
+        # tomli_w leaves a bidi override or a zero-width space raw in outside text (a
+        # signature, a host): escaped as JSON escapes it, the file reads back the same
+        # and a terminal or editor shows it as written
+        return escaped_toml(tomli_w.dumps(doc)).encode()
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 

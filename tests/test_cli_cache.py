@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from chunktune import DecisionCache
 from chunktune._cache_entry import entry_to_table
 from chunktune._cache_transfer import write_cache_file
 from chunktune._cli import main
+from chunktune._shown import unprinted
 
 
 @pytest.mark.parametrize(
@@ -399,3 +401,30 @@ def test_a_cache_in_proc_is_refused_naming_it_as_given(
         assert main(["cache", *verb]) == 2
         error = one_error(capsys.readouterr().err)
         assert error == f"chunktune: error: cannot read the cache {path}: it {_IN_PROC}"
+
+
+_OUTSIDE = "a\u202eb\u0007c\u200bd é"  # a bidi override, a bell, a zero-width space, é
+
+
+@pytest.mark.parametrize("to", ["-", "out.toml"], ids=["stdout", "file"])
+def test_a_toml_export_escapes_outside_texts_unprinted_characters_and_imports_back_equal(
+    isolated: Path, capsys: pytest.CaptureFixture[str], to: str
+) -> None:
+    """A TOML export (stdout, file) spells U+202E, U+0007, U+200B as \\uXXXX, é raw; same back."""
+    signature = {"scene": _OUTSIDE, f"key{_OUTSIDE}": 1}
+    cache = DecisionCache(isolated / "cache.json")
+    cache.put("a" * 32, entry(signature=signature, host=f"node{_OUTSIDE}", model_file=_OUTSIDE))
+    assert main(["cache", "export", "--format", "toml", to]) == 0
+    out = capsys.readouterr().out
+    text = out if to == "-" else (isolated / to).read_text(encoding="utf-8")
+    assert unprinted(text.replace("\n", "")) is None
+    assert 'scene = "a\\u202Eb\\u0007c\\u200Bd é"' in text.splitlines()
+    assert tomllib.loads(text)["entries"]["a" * 32]["signature"] == signature
+    saved = isolated / "saved.toml"
+    saved.write_text(text, encoding="utf-8")
+    other = DecisionCache(isolated / "other.toml")  # a TOML cache file is written as escaped
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CHUNKTUNE_CACHE", str(other.path))
+        assert main(["cache", "import", str(saved)]) == 0
+    assert other.entries() == cache.entries()
+    assert unprinted(other.path.read_text(encoding="utf-8").replace("\n", "")) is None
