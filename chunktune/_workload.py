@@ -48,11 +48,12 @@ _T = TypeVar("_T")
 class Workload(Protocol):
     """One representative batched pool call that chunktune can time.
 
-    ``num_envs`` is the batch size N, ``nthread`` the pool's worker count T.
-    ``signature()`` returns everything besides N and T that changes the cost of
-    a step; it goes into the cache key. ``run(chunk_size)`` performs one
-    blocking pool call with that chunk size (``None`` = the pool's native
-    default) and returns the seconds it took; the sweep trusts that figure.
+    ``num_envs`` is the batch size N (how many envs one call steps), ``nthread`` the
+    pool's worker count T: each an integer >= 1. ``signature()`` returns everything
+    besides N and T that changes the cost of a step; it goes into the cache key.
+    ``run(chunk_size)`` performs one blocking pool call with that chunk size (``None`` =
+    the pool's native default) and returns the seconds it took; the sweep trusts that
+    figure.
 
     chunktune only reads ``num_envs`` and ``nthread``, so a plain attribute, a
     property or a frozen record's field each satisfies the protocol, in a class that
@@ -69,7 +70,8 @@ class Workload(Protocol):
 
     if TYPE_CHECKING:
         # read-only properties: a settable attribute declared here would refuse, to a type
-        # checker, every workload whose counts are properties or frozen fields
+        # checker, every workload whose counts are properties or frozen fields. What they
+        # mean is in the class docstring too, which help() shows at run time
         @property
         def num_envs(self) -> int:
             """The batch size N: how many envs one call steps."""
