@@ -126,9 +126,9 @@ class Probe:
         # whatever the workload, Python's exit waits for this call and starts none after
         # it: a pool call that returns into a finalizing interpreter crashes the process
         with call_in_flight():
-            value = call_workload(lambda: self.workload.run(chunk))
-            # reading what run() returned runs the workload's code too (its number's __float__)
-            seconds = call_workload(lambda: check_seconds(value, chunk))
+            # reading what run() returned runs the workload's code too (its number's
+            # __float__): one call_workload around both keeps either failure the workload's
+            seconds = call_workload(lambda: check_seconds(self.workload.run(chunk), chunk))
         self.probe_seconds += seconds
         self.calls += 1
         self.emit(kind, chunk_size=chunk, seconds=seconds, round=round_)
