@@ -89,9 +89,11 @@ def _timed(workload: Workload, chunk: int | None) -> float:
 
     Raises:
         WorkloadError: ``run`` returned no usable seconds.
-        Exception: whatever ``run`` raised (through ``call_workload``: the workload's).
+        Exception: whatever ``run``, or reading what it returned (its number's
+            ``__float__``), raised (through ``call_workload``: the workload's).
     """
-    return check_seconds(call_workload(lambda: workload.run(chunk)), chunk)
+    # as a probe calls it: reading the value runs the workload's code too
+    return call_workload(lambda: check_seconds(workload.run(chunk), chunk))
 
 
 def recheck(

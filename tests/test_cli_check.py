@@ -7,6 +7,7 @@ deterministic and a check of many rounds takes milliseconds.
 from __future__ import annotations
 
 import json
+import numbers
 import random
 import shlex
 from pathlib import Path
@@ -46,6 +47,16 @@ RESULT_KEYS = {
 }
 
 
+class _Unreadable:
+    """A real number (registered as one) whose ``__float__`` raises: the workload's code."""
+
+    def __float__(self) -> float:
+        raise RuntimeError("its __float__ failed")
+
+
+numbers.Real.register(_Unreadable)
+
+
 class _Modeled:
     """64 envs on 2 threads whose every size but native's is ``faster`` faster (negative:
     slower), with 1% of deterministic jitter; one signature, whatever ``faster`` is."""
@@ -53,9 +64,16 @@ class _Modeled:
     num_envs = 64
     nthread = 2
 
-    def __init__(self, faster: float, *, fail_at: int | None = None, stop_at: int | None = None):
+    def __init__(
+        self,
+        faster: float,
+        *,
+        fail_at: int | None = None,
+        stop_at: int | None = None,
+        unreadable_at: int | None = None,
+    ):
         self.faster = faster
-        self.fail_at, self.stop_at = fail_at, stop_at
+        self.fail_at, self.stop_at, self.unreadable_at = fail_at, stop_at, unreadable_at
         self.calls: list[int | None] = []
         self.rng = random.Random(0)
 
@@ -68,6 +86,8 @@ class _Modeled:
             raise RuntimeError("the simulation exploded")
         if len(self.calls) == self.stop_at:
             raise KeyboardInterrupt
+        if len(self.calls) == self.unreadable_at:
+            return _Unreadable()  # type: ignore[return-value]
         scale = 1.0 if chunk_size in (None, 3) else 1.0 - self.faster
         return 0.01 * scale * (1.0 + self.rng.uniform(-0.01, 0.01))
 
@@ -219,6 +239,8 @@ def test_a_bad_seconds_is_one_line_and_exit_2(
                      "the simulation exploded); nothing was written", id="workload-fails"),
         pytest.param({"stop_at": 9}, 130, "interrupted: the re-check stopped and nothing was "
                      "written", id="ctrl-c"),
+        pytest.param({"unreadable_at": 9}, 1, "the workload failed while re-checking "
+                     "(RuntimeError: its __float__ failed); nothing was written", id="unreadable"),
     ],
 )  # fmt: skip
 def test_a_check_that_does_not_finish_writes_nothing(
@@ -229,7 +251,7 @@ def test_a_check_that_does_not_finish_writes_nothing(
     status: int,
     said: str,
 ) -> None:
-    """A workload failing mid-check exits 1 as tune's does, a Ctrl-C 130; one line, no write."""
+    """A workload (its run or its number) failing mid-check exits 1, a Ctrl-C 130; no write."""
     _tuned(env, monkeypatch, capsys)
     before = env["cache"].read_bytes()
     _serve(monkeypatch, _Modeled(-0.01, **fault))
