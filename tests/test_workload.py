@@ -535,7 +535,7 @@ def test_a_property_whose_error_has_an_unreadable_message_is_still_a_workload_er
 
 def test_help_of_workload_says_what_each_count_means_and_a_subclass_may_set_them() -> None:
     """help(Workload) at run time says what num_envs and nthread mean; a subclass may set them."""
-    shown = pydoc.render_doc(chunktune.Workload, renderer=pydoc.plaintext)
+    shown = pydoc.plain(pydoc.render_doc(chunktune.Workload))
     text = " ".join(line.lstrip(" |") for line in shown.splitlines())  # as one paragraph
     assert "``num_envs`` is the batch size N (how many envs one call steps)" in text
     assert "``nthread`` the pool's worker count T: each an integer >= 1" in text
