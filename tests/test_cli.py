@@ -2296,8 +2296,38 @@ def test_a_field_cut_by_the_budget_is_printed(capsys: pytest.CaptureFixture[str]
     )
     display(ProgressEvent(kind="candidates", candidates=(None, 1, 64), message=why))
     err = capsys.readouterr().err
-    assert "measuring 5 candidates (native, 1, 4, 16, 64)" in err
+    assert "measuring 4 candidates against native (1, 4, 16, 64)" in err
     assert f"{why}: measuring only native, 1, 64" in err
+
+
+def test_progress_counts_the_candidates_as_the_budget_s_cut_counts_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Progress counts the sizes timed against native, as "the budget can judge 3" does."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    opened = (None, 1, 2, 3, 4, 6, 11, 15, 26, 43, 64)
+    why = (
+        "one call takes about 0.2 s, so the budget can judge 3 candidates in 2 rounds "
+        "and still halve them"
+    )
+    events = [
+        ProgressEvent(kind="candidates", candidates=opened),
+        ProgressEvent(kind="candidates", candidates=(None, 1, 6, 64), message=why),
+    ]
+    for r, start in ((1, 0.0), (2, 6.0)):
+        events += [
+            ProgressEvent(kind="probe", chunk_size=c, round=r, elapsed_s=start + i + 1)
+            for i, c in enumerate((None, 1, 6, 64))
+        ]
+    display = progress_display("balanced", 10.0, quiet=False)
+    for event in events:
+        display(event)
+    err = capsys.readouterr().err
+    assert "measuring 10 candidates against native (1, 2, 3, 4, 6, 11, 15, 26, 43, 64);" in err
+    assert "round 1 done: 3 candidates in the race, 4 probes, 4.0 s" in err
+    assert _live(*events).description == "round 2, 3/3 candidates"
 
 
 def test_a_stretched_budget_is_printed_and_moves_the_bar(
@@ -2374,15 +2404,15 @@ def test_the_sequential_schedule_is_shown_by_candidate_not_by_round(
         display(event)
     err = capsys.readouterr().err
     assert "round" not in err.replace("measuring", "")
-    assert "native done: 1 of 3 candidates measured, 3 probes, 3.0 s" in err
-    assert "chunk 4 done: 2 of 3 candidates measured, 6 probes, 9.0 s" in err
-    assert "sweep done with 3 of 3 candidates measured, 9 probes in 18.0 s" in err
+    assert "native done: 0 of 2 candidates measured, 3 probes, 3.0 s" in err
+    assert "chunk 4 done: 1 of 2 candidates measured, 6 probes, 9.0 s" in err
+    assert "sweep done with 2 of 2 candidates measured, 9 probes in 18.0 s" in err
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=300, highlight=False)
     with _LiveProgress(console, "seed", 25.0, rounds=False) as live:
         for event in events[:5]:
             live(event)
-        assert live.progress.tasks[0].description == "chunk 4, 2/3 candidates"
+        assert live.progress.tasks[0].description == "chunk 4, 1/2 candidates"
 
 
 def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
@@ -2445,7 +2475,7 @@ def test_the_live_bar_counts_refined_sizes_into_the_race() -> None:
         ProgressEvent(kind="refined", candidates=(6,), round=1),
         ProgressEvent(kind="probe", chunk_size=None, round=2, elapsed_s=2.0),
     )
-    assert task.description == "round 2, 3/4 candidates"
+    assert task.description == "round 2, 2/3 candidates"
 
 
 def _printed(**fields: Any) -> str:
@@ -3023,11 +3053,11 @@ def test_plain_progress_counts_the_race_and_says_a_round_once_five_seconds_passe
     for event in events:
         display(event)
     assert capsys.readouterr().err.splitlines() == [
-        "chunktune: measuring 3 candidates (native, 4, 8); policy 'quick', budget 3 s",
+        "chunktune: measuring 2 candidates against native (4, 8); policy 'quick', budget 3 s",
         "chunktune: chunk 8 raced out after round 1 (clearly behind 4)",
         "chunktune: refining after round 1: also measuring 6",
-        "chunktune: round 1 done: 3 candidates in the race, 3 probes, 3.0 s",
-        "chunktune: round 2 done: 3 candidates in the race, 6 probes, 8.0 s",
+        "chunktune: round 1 done: 2 candidates in the race, 3 probes, 3.0 s",
+        "chunktune: round 2 done: 2 candidates in the race, 6 probes, 8.0 s",
         "chunktune: confirming chunk 4 against native on fresh pairs",
         "chunktune: sweep done after 4 rounds, 11 probes in 14.0 s (the answer is settled)",
     ]

@@ -59,9 +59,10 @@ class _PlainProgress(_NoProgress):
         self.policy_name = policy_name
         self.budget_s = budget_s
         self.rounds = rounds
-        self.started = 0  # candidates the sequential schedule has started on
+        self.started = 0  # candidates the sequential schedule has started on, native not one
         self.chunk: int | None = None  # the one it measures now
-        self.candidates = 0
+        self.begun = False  # whether it has measured any size yet (native first)
+        self.candidates = 0  # sizes other than native, as the budget's cut line counts them
         self.raced = 0
         self.probes = 0
         self.round = 0
@@ -104,14 +105,16 @@ class _PlainProgress(_NoProgress):
 
     def _planned(self, event: ProgressEvent) -> None:
         """Say which candidates the sweep measures: all, or those the budget can judge."""
-        self.candidates = len(event.candidates)
+        self.candidates = _sized(event.candidates)
         sizes = ", ".join(map(size_name, event.candidates))
         if event.message:  # the field was cut to what the budget can judge
             say(f"{event.message}: measuring only {sizes}")
         else:
+            against = " against native" if None in event.candidates else ""
+            sizes = ", ".join(map(size_name, (c for c in event.candidates if c is not None)))
             say(
-                f"measuring {plural(self.candidates, 'candidate')} ({sizes}); policy "
-                f"{self.policy_name!r}, budget {self.budget_s:g} s"
+                f"measuring {plural(self.candidates, 'candidate')}{against} ({sizes}); "
+                f"policy {self.policy_name!r}, budget {self.budget_s:g} s"
             )
 
     def _probed(self, event: ProgressEvent) -> None:
@@ -127,17 +130,15 @@ class _PlainProgress(_NoProgress):
                     f"{self.prev_elapsed_s:.1f} s"
                 )
             self.round = event.round
-        elif (
-            event.kind == "probe" and not self.rounds and _first_of(event, self.started, self.chunk)
-        ):
-            if self.started > 0 and self._line_due():
+        elif event.kind == "probe" and not self.rounds and _first_of(event, self.begun, self.chunk):
+            if self.begun and self._line_due():
                 say(
                     f"{_chunk_name(self.chunk)} done: {self.started} of "
                     f"{self.candidates} candidates measured, "
                     f"{plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
                 )
-            self.started += 1
-            self.chunk = event.chunk_size
+            self.started += event.chunk_size is not None
+            self.chunk, self.begun = event.chunk_size, True
         self.probes += 1
         self.prev_elapsed_s = event.elapsed_s
 
@@ -167,6 +168,7 @@ class _LiveProgress:
         self.rounds = rounds
         self.started = 0
         self.chunk: int | None = None
+        self.begun = False
         self.candidates = 0
         self.raced = 0
         self.probes = 0
@@ -211,16 +213,16 @@ class _LiveProgress:
             self.progress.update(self.task, description=event.message)
             return
         if event.kind == "candidates":
-            self.candidates = len(event.candidates)
+            self.candidates = _sized(event.candidates)
         elif event.kind == "extended" and event.seconds is not None:
             self.progress.console.print(f"chunktune: {event.message}")
             self.budget_s = event.seconds
             self.progress.update(self.task, total=self.budget_s)
         elif event.kind in CALLS:
             self.probes += 1
-            if event.kind == "probe" and _first_of(event, self.started, self.chunk):
-                self.started += 1
-                self.chunk = event.chunk_size
+            if event.kind == "probe" and _first_of(event, self.begun, self.chunk):
+                self.started += event.chunk_size is not None
+                self.chunk, self.begun = event.chunk_size, True
         elif event.kind == "raced_out":
             self.raced += 1
         elif event.kind == "refined":
@@ -246,9 +248,15 @@ class _LiveProgress:
         )
 
 
-def _first_of(event: ProgressEvent, started: int, chunk: int | None) -> bool:
-    """Whether a probe is the sequential schedule's first of a candidate."""
-    return started == 0 or event.chunk_size != chunk
+def _first_of(event: ProgressEvent, begun: bool, chunk: int | None) -> bool:
+    """Whether a probe is the sequential schedule's first of a size (native's too)."""
+    return not begun or event.chunk_size != chunk
+
+
+def _sized(candidates: tuple[int | None, ...]) -> int:
+    """The candidates the lines count: every size but native (None), which each is timed
+    against, so that "can judge 3 candidates" and "3 candidates in the race" count alike."""
+    return sum(c is not None for c in candidates)
 
 
 def _chunk_name(chunk: int | None) -> str:
