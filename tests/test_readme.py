@@ -707,6 +707,18 @@ def test_the_tune_transcript_is_what_tune_prints_for_its_decision() -> None:
     ]
 
 
+def test_the_tune_transcript_s_cache_key_names_the_balanced_policy_it_ran_under() -> None:
+    """The transcript's cache key ends in the `balanced` preset's identity, as `tune` prints it."""
+    import chunktune
+
+    block = re.search(r"```text\n\$ chunktune tune[^\n]*\n(.*?)```", README, flags=re.S)
+    assert block and "; policy balanced\n" in block.group(1)
+    key = re.search(r"cache key ([0-9a-f]{32})\.([0-9a-f]{12})", block.group(1))
+    assert key
+    balanced = chunktune.load_settings().policies["balanced"]
+    assert key.group(2) == balanced.fingerprint()
+
+
 def test_every_concrete_chunktune_command_quoted_parses() -> None:
     """Each `chunktune ...` command the README quotes without placeholders is one the CLI takes."""
     import shlex
