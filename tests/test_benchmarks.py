@@ -1950,28 +1950,3 @@ def test_live_rows_keep_each_tune_s_progress_events(bench: dict[str, ModuleType]
     assert json.loads(json.dumps(row.events)) == list(row.events)
     elapsed = [e["elapsed_s"] for e in row.events]
     assert all(isinstance(s, float) for s in elapsed) and elapsed == sorted(elapsed)
-
-
-def test_the_readme_s_replayed_trace_figures_are_what_run_py_gives_balanced(
-    bench: dict[str, ModuleType],
-) -> None:
-    """README's `balanced` captures on the 2-core and many-core traces are run.py's replays."""
-    import re
-
-    readme = " ".join((BENCH.parent / "README.md").read_text().split())
-    two_core = re.search(r"`balanced` captures ([\d.]+)% of the 70\.3%", readme)
-    many_core = re.search(
-        r"Replayed 10 times each, `balanced` captures ([\d.]+)% of the 40\.8%", readme
-    )
-    assert two_core and many_core
-    measure, cases = bench["measure"], bench["cases"]
-    settings = measure.bench_settings()
-    policies = measure.policies_named(settings, ["balanced"])
-    sums = {"2-core": 0.0, "many-core": 0.0}
-    for path in cases.trace_files():
-        rows = measure.trace_rows(path, policies, 10, settings)  # run.py's draws
-        assert all(row.vs_native <= 0.005 for row in rows)  # "no draw ... 0.5% slower"
-        where = "many-core" if rows[0].trace.startswith("manycore") else "2-core"
-        sums[where] += sum(row.gain for row in rows) / len(rows)
-    assert f"{100 * sums['2-core']:.2f}" == two_core.group(1)
-    assert f"{100 * sums['many-core']:.1f}" == many_core.group(1)
