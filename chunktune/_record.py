@@ -83,7 +83,7 @@ def check_calls(sizes: int, rounds: int) -> None:
     if sizes * rounds > MAX_CALLS:
         mib = MAX_TRACE_BYTES // 2**20
         raise InvalidArgumentError(
-            f"{rounds} rounds of {sizes} size{'s' if sizes != 1 else ''} make "
+            f"{plural(rounds, 'round')} of {plural(sizes, 'size')} make "
             f"{sizes * rounds} calls; expected at most "
             f"{MAX_CALLS} (a trace holds 10 bytes a call or more, and one past {mib} MiB "
             "cannot be read back)"

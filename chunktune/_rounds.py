@@ -50,6 +50,7 @@ from ._probe import Chunk, Probe, StopReason, SweepResult
 from ._reasons import too_slow
 from ._refining import Refiner
 from ._select import Choice
+from ._shown import plural
 from ._stretch import Stretch
 
 __all__ = ["run_rounds"]
@@ -116,7 +117,7 @@ class _Rounds:
                 candidates=(None, *field.live),
                 message=(
                     f"one call takes about {call_s:.2g} s, so the budget can judge "
-                    f"{room} candidate{'s' if room != 1 else ''} in {p.min_rounds} rounds "
+                    f"{plural(room, 'candidate')} in {plural(p.min_rounds, 'round')} "
                     "and still halve them"
                 ),
             )

@@ -223,7 +223,7 @@ def _samples(
             )
         if not isinstance(values, list) or len(values) != rounds:
             raise TraceError(
-                f"{where}: samples[{jsoned(key)}] must be a list of {rounds} seconds "
+                f"{where}: samples[{jsoned(key)}] must be a list of {plural(rounds, 'second')} "
                 "(one per round)"
             )
         seconds = [as_seconds(t) for t in values]
@@ -254,7 +254,8 @@ def _order(
         raise TraceError(f"{where}: order must be a list of rounds, each a list of chunk sizes")
     if order_raw and len(order_raw) != rounds:
         raise TraceError(
-            f"{where}: order lists {len(order_raw)} rounds; expected {rounds} (one per round)"
+            f"{where}: order lists {plural(len(order_raw), 'round')}; expected {rounds} "
+            "(one per round)"
         )
     for r, calls in enumerate(order_raw):
         # each round ran every recorded size once; anything else is not the order they ran in

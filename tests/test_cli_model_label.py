@@ -100,6 +100,14 @@ def test_the_cache_list_names_the_label_beside_the_file(
     assert listed["signature"]["model_label"] == "boxes-dr"
 
 
+def test_one_variant_is_named_in_the_singular(
+    model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--n-variants 1 reads "1 variant" in the batch's words, as its envs and steps do."""
+    assert main(["check", str(model), *SMALL, "--n-variants", "1", "-q"]) == 1
+    assert "2 steps per rollout, 1 variant, policy fast" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["tune", "check", "record"])
 @pytest.mark.parametrize(
     ("args", "message"),

@@ -855,6 +855,14 @@ def test_a_slow_pool_that_can_judge_one_candidate_does_not_stretch_for_it() -> N
     assert not any("too long for 24 s" in e.message for e in events if e.kind == "extended")
 
 
+def test_a_field_cut_for_one_round_says_round_in_the_singular() -> None:
+    """A slow pool's cut under min_rounds = 1 says "in 1 round", not "in 1 rounds"."""
+    events: list[ProgressEvent] = []
+    run(heavy(), balanced(time_budget_s=30.0, min_rounds=1), on_event=events.append)
+    opened = [e for e in events if e.kind == "candidates"][-1]
+    assert "so the budget can judge 3 candidates in 1 round and still halve" in opened.message
+
+
 class LongBurstFirst(BurstFirst):
     """The priming call runs sixty times slower; every other is normal."""
 

@@ -100,7 +100,7 @@ def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
         pytest.param(lambda d: d.update(nthreads=d.pop("nthread")) or d,
                      'unknown field "nthreads"; did you mean "nthread"?', id="misspelt-required"),
         pytest.param(lambda d: d.update(order=[list(range(1, 17))]) or d,
-                     "order lists 1 rounds; expected 12", id="order-short"),
+                     "order lists 1 round; expected 12", id="order-short"),
         pytest.param(lambda d: d.update(order=[list(range(1, 17))] * 11 + [[1, 1]]) or d,
                      "order[11] is [1, 1]", id="order-ragged"),
         pytest.param(lambda d: d.update(order=[[True, *range(2, 17)]] * 12) or d,
@@ -569,6 +569,13 @@ def test_a_trace_built_in_code_is_held_to_a_trace_files_rules(
     with pytest.raises(TraceError) as err:
         ReplayWorkload(trace)
     assert str(err.value).startswith("trace mine: ") and named in str(err.value)
+
+
+def test_a_one_round_trace_asks_for_one_second_per_size() -> None:
+    """A 1-round trace with a size of 2 samples asks for "a list of 1 second", not "1 seconds"."""
+    trace = Trace(num_envs=256, nthread=2, rounds=1, samples={12: (1.0, 1.0)}, description="x")
+    with pytest.raises(TraceError, match=r'samples\["12"\] must be a list of 1 second \(one'):
+        ReplayWorkload(trace)
 
 
 def test_a_recorded_trace_s_repr_counts_its_samples_rather_than_listing_them() -> None:

@@ -117,7 +117,7 @@ def family_words(args: argparse.Namespace) -> str:
     """``--n-variants`` and ``--model-label`` as a description's words (empty without them)."""
     words = ""
     if args.n_variants is not None:
-        words += f", {args.n_variants} variants"
+        words += f", {plural(args.n_variants, 'variant')}"
     if args.model_label is not None:
         words += f", model_label {spelled(args.model_label)}"
     return words
