@@ -21,7 +21,7 @@ from .._keys import cache_for
 from .._paths import user_path
 from .._policy import Policy
 from .._settings import Settings, unknown_policy
-from .._shown import plural, shown, shown_path
+from .._shown import shown, shown_path
 from .._sigint import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ __all__ = [
     "open_cache",
     "output_file",
     "output_writable",
-    "plural",
     "read_stdin_cache",
     "same_file",
     "say",

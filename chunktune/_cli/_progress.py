@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Self
 
 from .._decision import size_name
 from .._events import CALLS, ProgressEvent
-from ._common import console_on, live_terminal, plural, say
+from .._shown import plural
+from ._common import console_on, live_terminal, say
 
 if TYPE_CHECKING:
     from rich.console import Console

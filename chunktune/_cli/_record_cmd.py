@@ -15,7 +15,7 @@ from .._atomic import write_atomic
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
 from .._record import check_calls, check_sizes, record
-from .._shown import spelled
+from .._shown import plural, spelled
 from .._trace import dump_trace
 from .._workload import MAX_COUNT
 from ._args import (
@@ -35,7 +35,6 @@ from ._common import (
     live_terminal,
     output_file,
     output_writable,
-    plural,
     say,
 )
 from ._machine import machine_to_ourselves
