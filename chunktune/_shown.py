@@ -158,7 +158,12 @@ def escaped_toml(document: str) -> str:
     """A TOML document for a terminal, reading back the same: each character inside its
     strings that would not print as written (a bidi override, which TOML writers leave raw)
     escaped as TOML escapes it. Its lines' own newlines stay."""
-    return "\n".join("".join(map(_toml_char, line)) for line in document.split("\n"))
+    # a TOML cache file is written through here whole: a line str.isprintable() passes
+    # (it fails every control, format and separator character) needs no look at each one
+    return "\n".join(
+        line if line.isprintable() else "".join(map(_toml_char, line))
+        for line in document.split("\n")
+    )
 
 
 def unprinted(text: str) -> str | None:

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from chunktune._shown import _cut, bound, jsoned, shown, shown_some, spelled
+from chunktune._shown import (
+    _cut,
+    bound,
+    escaped_toml,
+    jsoned,
+    shown,
+    shown_some,
+    spelled,
+    unprinted,
+)
 
 # a cut 28 characters in and 28 from the end falls inside an escape at both ends
 HEAD_AND_TAIL = [
@@ -256,3 +265,17 @@ def test_jsoned_shows_a_character_outside_ascii_as_written() -> None:
 def test_spelled_writes_scalars_and_arrays_as_toml_does(value: object, expected: str) -> None:
     """spelled writes backslashes, booleans, infinities, tuples and times as TOML spells them."""
     assert spelled(value) == expected
+
+
+def test_escaped_toml_escapes_what_a_terminal_would_not_print_on_any_line_and_reads_back() -> None:
+    """escaped_toml: each Cc/Cf/Zl/Zp character is \\u-escaped, line by line; others kept."""
+    import tomli_w
+
+    special = "\x00\x7f\x85\u00a0\u00ad\u200b\u2028\u2029\u202e\ue000\u0378\U000e0001é\\"
+    values = {f"k{i}": f"a{c}b" for i, c in enumerate(special)}
+    text = escaped_toml(tomli_w.dumps(values))
+    assert tomllib.loads(text) == values
+    assert unprinted(text.replace("\n", "")) is None
+    # what prints stays as written: a no-break space, a private-use and an unassigned one
+    assert all(f'"a{c}b"' in text for c in "\u00a0\ue000\u0378é")
+    assert 'k13 = "a\\\\b"' in text  # a backslash escaped once, by the TOML writer
