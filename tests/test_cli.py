@@ -2584,6 +2584,21 @@ def test_an_answer_that_is_never_stored_names_no_cache_key(
     assert "nothing to measure" in out and "cache key" not in out
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(["--num-envs", "12", "--nthread", "8"], id="trivial"),
+        pytest.param(["--num-envs", "64", "--nthread", "2", "--policy", "off"], id="off"),
+    ],
+)
+def test_tune_json_key_is_empty_for_a_decision_without_one(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    """tune --json's key is "" where no key was made, as README and Decision.key say."""
+    assert main(["tune", *extra, "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["key"] == ""
+
+
 # ---------------------------------------------------------------- what the options reach
 
 # measures nothing: the workload is built, and the decision is 'policy disabled'
