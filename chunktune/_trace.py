@@ -177,9 +177,8 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
     native = native_chunk(num_envs, nthread)
     if "native" in doc and doc["native"] != native:
         raise TraceError(
-            f"{where}: native is {jsoned(doc['native'])}, but {plural(num_envs, 'env')} on "
-            f"{plural(nthread, 'thread')} "
-            f"make the native chunk {native}"
+            f"{where}: native is {jsoned(doc['native'])}, but the native chunk for "
+            f"{plural(num_envs, 'env')} on {plural(nthread, 'thread')} is {native}"
         )
     samples = _samples(doc, num_envs, nthread, rounds, where)
     if native not in samples:

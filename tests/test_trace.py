@@ -18,7 +18,7 @@ import chunktune
 from chunktune import TraceError
 from chunktune._candidates import ExplicitCandidates
 from chunktune._replay import sizes_text, standardized_noise, without_machine_state
-from chunktune._trace import Trace, dump_trace, load_trace
+from chunktune._trace import Trace, dump_trace, load_trace, trace_from_dict
 from chunktune.sim import ReplayWorkload
 
 
@@ -44,6 +44,26 @@ def write(tmp_path: Path, doc: Any, name: str = "t.json") -> Path:
 def nested(levels: int) -> str:
     """A JSON list ``levels`` deep."""
     return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(
+    ("doc", "said"),
+    [
+        pytest.param({"num_envs": 1, "nthread": 1, "rounds": 1, "native": 2,
+                      "samples": {"1": [0.1]}},
+                     "trace: native is 2, but the native chunk for 1 env on 1 thread is 1",
+                     id="native"),
+        pytest.param({"num_envs": 1, "nthread": 1, "rounds": 1,
+                      "samples": {"1": [0.1], "2": [0.1]}},
+                     'trace: samples["2"]: chunk sizes must be integers in 1..1 '
+                     "(ceil(N/T) for 1 env on 1 thread)", id="sizes"),
+    ],
+)  # fmt: skip
+def test_a_one_env_traces_messages_count_in_words(doc: dict[str, Any], said: str) -> None:
+    """A trace of 1 env on 1 thread says so in words, not "1 envs on 1 threads"."""
+    with pytest.raises(TraceError) as info:
+        trace_from_dict(doc)
+    assert str(info.value) == said
 
 
 def test_a_trace_round_trips_through_its_file(tmp_path: Path) -> None:
