@@ -265,6 +265,12 @@ noise_gate = false
 confirm_alpha = 0.2
 refine_steps = 4
 candidates = [3, 7]
+
+[policies.pairs]
+confirm = false
+noise_gate = false
+confirm_min_pairs = 100
+confirm_max_pairs = 200
 """
 
 
@@ -292,6 +298,16 @@ candidates = [3, 7]
             ],
             id="unconfirmed",
         ),
+        pytest.param(
+            "pairs",
+            [
+                "# left out, as it would have no effect: with confirm = false nothing is confirmed",
+                "# confirm_min_pairs = 100",
+                # without the 100 above, no longer demanded: its own default is 4 <= 64
+                "# confirm_max_pairs = 200",
+            ],
+            id="each-named-against-what-is-left",
+        ),
     ],
 )
 def test_a_user_policys_idle_keys_are_shown_commented_out_under_why(
@@ -316,3 +332,54 @@ def test_a_user_policys_idle_keys_are_shown_commented_out_under_why(
     whole = chunktune.load_settings(_pasted(tmp_path, shown, uncommented=True))
     assert whole.get_policy("copy") == chunktune.load_settings(config).get_policy(name)
     assert caplog.records  # the keys commented out are the ones the loader names
+
+
+@pytest.mark.parametrize(
+    ("name", "block"),
+    [
+        pytest.param(
+            "dead",
+            [
+                "# left out, as it would have no effect: with enabled = false the policy "
+                "never measures",
+                "# margin = 0.05",
+                "# [candidates]",
+                '# strategy = "explicit"',
+                "# sizes = [",
+                "#     3,",
+                "#     7,",
+                "# ]",
+            ],
+            id="a-table-left-out",
+        ),
+        pytest.param(
+            "pairs",
+            [
+                "# left out, as it would have no effect: with confirm = false nothing is confirmed",
+                "# confirm_min_pairs = 100",
+                "# confirm_max_pairs = 200",
+                "",
+                "[candidates]",
+            ],
+            id="a-table-kept",
+        ),
+    ],
+)
+def test_keys_left_out_print_after_the_plain_keys_and_apart_from_a_table(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    block: list[str],
+) -> None:
+    """Keys left out follow the plain keys as commented TOML lines, a blank line before a table."""
+    config = tmp_path / "user.toml"
+    config.write_text(_USER)
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "show", name, "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(block[0])
+    assert all(re.fullmatch(r"\w+ = \S.*", ln) for ln in lines[2:at]), lines[2:at]
+    assert lines[at : at + len(block)] == block
+    if name == "dead":  # its only table is left out: nothing follows it
+        assert len(lines) == at + len(block)
