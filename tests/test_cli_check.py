@@ -204,10 +204,11 @@ def test_nothing_cached_exits_1_naming_the_tune_that_caches_it(
 def test_a_cached_native_is_not_measured(
     env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Native cached: one line, exit 0, no call made; --json says no verdict, nothing written."""
+    """Native cached: one line, exit 0, no call; --json: its key, no verdict, nothing written."""
     _serve(monkeypatch, _Modeled(-0.2))  # every size slower: tune keeps native
     assert main(["tune", *SHAPE, "--json", "-q"]) == 0
-    assert json.loads(capsys.readouterr().out)["chunk_size"] is None
+    tuned = json.loads(capsys.readouterr().out)
+    assert tuned["chunk_size"] is None
     workload = _Modeled(0.2)
     _serve(monkeypatch, workload)
     assert main(["check", *SHAPE, *QUICK, "--json"]) == 0
@@ -215,7 +216,7 @@ def test_a_cached_native_is_not_measured(
     result = json.loads(out)
     assert set(result) == RESULT_KEYS
     assert (result["verdict"], result["written"], result["rounds"]) == (None, False, 0)
-    assert (result["chunk_size"], result["native_chunk"]) == (None, 3)
+    assert (result["key"], result["chunk_size"], result["native_chunk"]) == (tuned["key"], None, 3)
     assert "cached: the native chunk 3" in err and "nothing to check" in err
     assert workload.calls == []
 
@@ -267,6 +268,31 @@ class _Unsigned(_Modeled):
 
     def signature(self) -> dict[str, Any]:
         raise RuntimeError("no signature today")
+
+
+class _NanForTheSize(_Modeled):
+    """Native's seconds as ``_Modeled`` gives them; NaN for any other size."""
+
+    def run(self, chunk_size: int | None) -> float:
+        seconds = super().run(chunk_size)
+        return seconds if chunk_size in (None, 3) else float("nan")
+
+
+def test_a_bad_value_from_the_recheck_names_the_call_that_returned_it(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A re-check whose run(C) returns NaN exits 1 naming run(C) and the value; nothing written."""
+    chunk = _tuned(env, monkeypatch, capsys)["chunk_size"]
+    before = env["cache"].read_bytes()
+    _serve(monkeypatch, _NanForTheSize(0.2))
+    assert main(["check", *SHAPE, *QUICK]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"the workload failed while re-checking (WorkloadError: run({chunk}) returned nan; "
+        "expected a positive number of seconds"
+    ) in err
+    assert "Traceback" not in err
+    assert env["cache"].read_bytes() == before
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,7 @@ def test_a_value_too_deep_for_json_is_shown_bounded() -> None:
     [
         pytest.param("a\x85b", r'"a\u0085b"', id="c1-next-line"),
         pytest.param("a\u2028b", r'"a\u2028b"', id="line-separator"),
+        pytest.param("a\u2029b", r'"a\u2029b"', id="paragraph-separator"),
         pytest.param("a\u202eb", r'"a\u202Eb"', id="bidi-override"),
         pytest.param("a\U000e0001b", r'"a\U000E0001b"', id="astral-format"),
         pytest.param("é 快", '"é 快"', id="printable-kept"),
