@@ -2425,6 +2425,12 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     display(ProgressEvent(kind="warmup", elapsed_s=0.1))
     display(ProgressEvent(kind="done", round=0, message="too_slow", elapsed_s=0.1))
     assert "sweep done after 0 rounds, 1 probe in 0.1 s" in capsys.readouterr().err
+    display = progress_display("balanced", 10.0, quiet=False)
+    display(ProgressEvent(kind="candidates", candidates=(None, 4)))
+    display(ProgressEvent(kind="probe", chunk_size=None, round=1, elapsed_s=0.1))
+    display(ProgressEvent(kind="probe", chunk_size=4, round=1, elapsed_s=0.2))
+    display(ProgressEvent(kind="done", round=1, message="too_slow", elapsed_s=0.2))
+    assert "sweep done after 1 round, 2 probes in 0.2 s" in capsys.readouterr().err
 
 
 def _live(*events: Any, budget_s: float = 10.0) -> Any:

@@ -285,10 +285,17 @@ def test_check_sizes_names_every_size_out_of_range() -> None:
     assert check_sizes(None, 16, 2) == list(range(1, 9))
 
 
-def test_check_sizes_counts_one_thread_in_the_singular() -> None:
-    """The range's reason reads "for 3 envs on 1 thread", singular for one."""
-    with pytest.raises(InvalidArgumentError, match=r"\(ceil\(N/T\) for 3 envs on 1 thread\)$"):
-        check_sizes([4], 3, 1)
+@pytest.mark.parametrize(
+    ("num_envs", "said"),
+    [
+        pytest.param(3, "3 envs on 1 thread", id="three"),
+        pytest.param(1, "1 env on 1 thread", id="one"),
+    ],
+)
+def test_check_sizes_counts_one_thread_in_the_singular(num_envs: int, said: str) -> None:
+    """The range's reason reads "for 3 envs on 1 thread", "for 1 env on 1 thread": one singular."""
+    with pytest.raises(InvalidArgumentError, match=rf"\(ceil\(N/T\) for {said}\)$"):
+        check_sizes([4], num_envs, 1)
 
 
 def test_check_sizes_names_each_bad_size_once_in_the_right_number() -> None:

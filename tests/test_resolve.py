@@ -224,6 +224,12 @@ async def test_a_policy_with_no_candidate_but_native_measures_nothing(isolated: 
     [
         pytest.param(1, 1, "1 env on 1 thread: at most one chunk", id="one-one"),
         pytest.param(8, 8, "8 envs on 8 threads: at most one chunk", id="eight-eight"),
+        pytest.param(
+            2,
+            4,
+            "2 envs on 4 threads: at most one chunk per thread, so chunk size cannot matter",
+            id="two-four",
+        ),
         pytest.param(2, 1, "native chunk 1 for 2 envs on 1 thread;", id="two-one"),
     ],
 )
