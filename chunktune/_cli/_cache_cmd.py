@@ -40,6 +40,7 @@ from ._own_files import not_own_file
 from ._render import (
     chunk_size_line,
     entry_table,
+    entry_text,
     format_created,
     load_label,
     model_summary,
@@ -147,14 +148,15 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
         ("model", model_summary(entry)),
         ("model file", shown_path(entry.model_file) if entry.model_file else "-"),
         ("envs x threads", f"{entry.num_envs or '?'} x {entry.nthread or '?'}"),
-        ("policy", f"{_text(entry.policy)} ({_text(entry.policy_hash, 'no hash')})"),
+        ("policy", f"{entry_text(entry.policy)} ({entry_text(entry.policy_hash, 'no hash')})"),
         ("created", format_created(entry.created)),
-        ("host", _text(entry.host)),
+        ("host", entry_text(entry.host)),
         # the key's machine part: entries of one job from two kinds of machine differ here
         ("machine", _pairs(entry.device) or "not recorded"),
         (
             "versions",
-            f"chunktune {_text(entry.chunktune_version)}, mujoco {_text(entry.mujoco_version)}",
+            f"chunktune {entry_text(entry.chunktune_version)}, "
+            f"mujoco {entry_text(entry.mujoco_version)}",
         ),
         ("probe time", f"{entry.probe_seconds:.2f} s" + (" (partial)" if entry.partial else "")),
         ("measured at", "load not recorded" if entry.load is None else load_label(entry.load)),
@@ -188,12 +190,6 @@ def _cmd_cache_show(args: argparse.Namespace) -> int:
     if entry.reason:
         console.print(shown_path(entry.reason))
     return EXIT_OK
-
-
-def _text(text: str, missing: str = "?") -> str:
-    """An entry's own text (its host, policy, versions) as a line shows it, ``missing`` where
-    it has none: a merged entry's came from another machine's file, and may hold anything."""
-    return shown_path(text) if text else missing
 
 
 def _pairs(table: Mapping[str, object]) -> str:

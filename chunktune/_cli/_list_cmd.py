@@ -21,7 +21,7 @@ from typing import Any
 from .._cache_entry import CacheEntry
 from .._shown import shown_path
 from ._common import EXIT_OK, entries_of, open_cache, short_keys, table_console
-from ._render import chunk_label, entry_age, model_summary
+from ._render import chunk_label, entry_age, entry_text, model_summary
 
 __all__ = ["add_list_parser"]
 
@@ -87,7 +87,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             str(entry.nthread or "?"),
             chunk_label(entry.chunk_size, entry.native_chunk),
             entry_age(entry, now),
-            shown_path(entry.policy) if entry.policy else "?",
+            entry_text(entry.policy),
         ]
         if slots:
             cells.append(cpu_slot(entry.device))

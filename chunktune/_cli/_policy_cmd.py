@@ -119,7 +119,6 @@ def _pastable(policy: Policy) -> str:
 
 
 def _dumped(table: dict[str, Any], keys: list[str]) -> str:
-    """``keys`` of ``table`` as TOML: the plain ones, then each table under its header."""
-    plain = {k: table[k] for k in keys if not isinstance(table[k], dict)}
-    nested = {k: table[k] for k in keys if isinstance(table[k], dict)}
-    return tomli_w.dumps({**plain, **nested})
+    """``keys`` of ``table`` as TOML (the plain ones first, then each table under its
+    header, as ``tomli_w`` writes any table)."""
+    return tomli_w.dumps({k: table[k] for k in keys})

@@ -107,9 +107,8 @@ class _PlainProgress(_NoProgress):
     def _planned(self, event: ProgressEvent) -> None:
         """Say which candidates the sweep measures: all, or those the budget can judge."""
         self.candidates = _sized(event.candidates)
-        sizes = ", ".join(map(size_name, event.candidates))
         if event.message:  # the field was cut to what the budget can judge
-            say(f"{event.message}: measuring only {sizes}")
+            say(f"{event.message}: measuring only {', '.join(map(size_name, event.candidates))}")
         else:
             against = " against native" if None in event.candidates else ""
             sizes = ", ".join(map(size_name, (c for c in event.candidates if c is not None)))

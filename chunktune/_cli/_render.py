@@ -31,6 +31,7 @@ __all__ = [
     "chunk_size_line",
     "entry_age",
     "entry_table",
+    "entry_text",
     "format_age",
     "format_created",
     "load_label",
@@ -202,6 +203,12 @@ def format_created(created: float, now: float | None = None) -> str:
 
 _SUMMARY_ITEMS = 3  # signature items a summary shows; the whole one is in `cache show`
 _SUMMARY_VALUE = 12  # characters of each value it shows
+
+
+def entry_text(text: str, missing: str = "?") -> str:
+    """An entry's own text (its host, policy, versions) as a line shows it, ``missing`` where
+    it has none: a merged entry's came from another machine's file, and may hold anything."""
+    return shown_path(text) if text else missing
 
 
 def _short(value: object) -> str:
