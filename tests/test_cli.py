@@ -2433,6 +2433,21 @@ def test_one_probe_is_one_probe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sweep done after 1 round, 2 probes in 0.2 s" in capsys.readouterr().err
 
 
+def test_one_candidate_is_one_candidate(capsys: pytest.CaptureFixture[str]) -> None:
+    """One-size-at-a-time lines say 'of 1 candidate', not 'of 1 candidates'."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("seed", 25.0, quiet=False, rounds=False)
+    display(ProgressEvent(kind="candidates", candidates=(None, 4)))
+    for chunk in (None, 4):
+        display(ProgressEvent(kind="probe", chunk_size=chunk, round=1, elapsed_s=1.0))
+    display(ProgressEvent(kind="done", round=1, message="max_rounds", elapsed_s=2.0))
+    err = capsys.readouterr().err
+    assert "native done: 0 of 1 candidate measured" in err
+    assert "sweep done with 1 of 1 candidate measured" in err
+
+
 def _live(*events: Any, budget_s: float = 10.0) -> Any:
     """The live bar's task after ``events``, drawn on a terminal console that goes nowhere."""
     from rich.console import Console

@@ -134,7 +134,7 @@ class _PlainProgress(_NoProgress):
             if self.begun and self._line_due():
                 say(
                     f"{_chunk_name(self.chunk)} done: {self.started} of "
-                    f"{self.candidates} candidates measured, "
+                    f"{plural(self.candidates, 'candidate')} measured, "
                     f"{plural(self.probes, 'probe')}, {self.prev_elapsed_s:.1f} s"
                 )
             self.started += event.chunk_size is not None
@@ -150,7 +150,7 @@ class _PlainProgress(_NoProgress):
         done = (
             f"after {plural(event.round, 'round')}"
             if self.rounds
-            else f"with {self.started} of {self.candidates} candidates measured"
+            else f"with {self.started} of {plural(self.candidates, 'candidate')} measured"
         )
         say(f"sweep done {done}, {plural(self.probes, 'probe')} in {event.elapsed_s:.1f} s ({why})")
 
