@@ -217,7 +217,9 @@ def _spread_over_range(upper: int, cap: int, *, skip: int) -> list[int]:
     return sorted(keep)
 
 
-def _as_size_tuple(value: object) -> tuple[int, ...]:
+def _as_size_tuple(value: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    # typed as what it takes (attrs shows it in __init__, to help() and a type checker);
+    # anything else, from a TOML table or an untyped caller, is refused below
     if isinstance(value, list | tuple):
         # numpy's integers as the ints they hold: a policy's identity and its TOML form
         # know plain ints only (anything else is left for the validator to name)

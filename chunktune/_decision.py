@@ -14,7 +14,13 @@ __all__ = ["Decision", "Source", "headline", "size_name", "timings_to_ms"]
 Source = Literal["manual", "disabled", "trivial", "cache", "benchmark", "fallback"]
 
 
-def _freeze(value: Mapping[int | None, Any]) -> dict[int | None, Any]:
+# one converter per field, each typed as its field: attrs shows a converter's parameter
+# type in __init__, to help() and to a type checker, where Any would let any value pass
+def _timings(value: Mapping[int | None, float]) -> dict[int | None, float]:
+    return dict(value)
+
+
+def _samples(value: Mapping[int | None, int]) -> dict[int | None, int]:
     return dict(value)
 
 
@@ -58,8 +64,8 @@ class Decision:
     source: Source
     reason: str
     key: str = ""
-    timings: dict[int | None, float] = attrs.field(factory=dict, converter=_freeze)
-    samples: dict[int | None, int] = attrs.field(factory=dict, converter=_freeze)
+    timings: dict[int | None, float] = attrs.field(factory=dict, converter=_timings)
+    samples: dict[int | None, int] = attrs.field(factory=dict, converter=_samples)
     raced_out: tuple[int, ...] = ()
     probe_seconds: float = 0.0
     partial: bool = False

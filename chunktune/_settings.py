@@ -46,8 +46,10 @@ WHILE_SWEEPING: tuple[WhileSweeping, ...] = get_args(WhileSweeping)
 DEFAULT_POLICY = "balanced"
 
 
-def _path_str(value: Any) -> Any:
-    """An ``os.PathLike`` (a ``pathlib.Path``) as the text of its path; anything else as is."""
+def _path_str(value: str | os.PathLike[str] | None) -> object:
+    """An ``os.PathLike`` (a ``pathlib.Path``) as the text of its path; anything else as is
+    (for the validator to judge). Its parameter's type is what ``CacheSettings(path=...)``
+    takes, to a type checker and in help()."""
     if isinstance(value, os.PathLike):
         text = os.fspath(value)
         if isinstance(text, str):

@@ -51,9 +51,7 @@ def _plain_number(value: object) -> object:
 
     A settings object is fingerprinted and written as TOML, which know plain numbers
     only; a bool, and anything that is no number, is left for the validator to judge.
-    (``object``, not ``Any``: attrs copies this annotation into the ``__init__`` of every
-    class that uses it, where a string ``"Any"`` names nothing, and
-    ``inspect.signature(..., eval_str=True)`` failed on them.)
+    (:func:`plain_numbers` gives each field's copy of it the field's own type.)
     """
     if isinstance(value, bool) or type(value) in (int, float):
         return value
@@ -85,13 +83,29 @@ def _is_float_field(field: attrs.Attribute[Any]) -> bool:
     return field.type in (float, "float", "float | None")
 
 
+def _typed(convert: Callable[[object], object], hint: object) -> Callable[[object], object]:
+    """``convert``, its parameter annotated ``hint``: attrs copies a converter's parameter
+    annotation into ``__init__``, which help() and ``inspect.signature`` then show, so
+    ``Policy(margin: float = 0.01)`` reads as the field is typed, not ``margin: object``.
+    A string ``hint`` evaluates where the record was written, as its fields' own do."""
+
+    def plain(value: object) -> object:
+        return convert(value)
+
+    plain.__doc__ = convert.__doc__
+    plain.__annotations__ = {"value": hint, "return": hint}
+    return plain
+
+
 def plain_numbers(_cls: type, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
     """An attrs ``field_transformer``: every field without a converter takes numpy's
     numbers, and a float field's integer becomes a float."""
     return [
         f
         if f.converter is not None
-        else f.evolve(converter=_plain_float if _is_float_field(f) else _plain_number)
+        else f.evolve(
+            converter=_typed(_plain_float if _is_float_field(f) else _plain_number, f.type)
+        )
         for f in fields
     ]
 

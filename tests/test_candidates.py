@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _untyped import untyped
 
 from chunktune import (
     BalancedCandidates,
@@ -155,12 +156,13 @@ def test_explicit_clamps_oversized_entries() -> None:
 def test_explicit_rejects_bad_sizes(sizes: list[object]) -> None:
     """A size below 1, a non-integer or an empty list cannot make an explicit strategy."""
     with pytest.raises(ValueError, match="sizes"):
-        ExplicitCandidates(sizes=sizes)
+        ExplicitCandidates(sizes=untyped(sizes))
 
 
 def test_explicit_sizes_of_numpy_integers_are_plain_ints() -> None:
     """Explicit sizes given as numpy integers are stored as ints: the policy hashes and dumps."""
-    strategy = ExplicitCandidates(sizes=[np.int64(3), np.int32(7)])
+    # numpy's integers are no int to a type checker (as for every int field): untyped here
+    strategy = ExplicitCandidates(sizes=untyped([np.int64(3), np.int32(7)]))
     assert strategy.sizes == (3, 7) and all(type(s) is int for s in strategy.sizes)
     policy = Policy(candidates=strategy)
     assert policy.fingerprint() == Policy(candidates=ExplicitCandidates(sizes=(3, 7))).fingerprint()

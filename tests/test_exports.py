@@ -304,3 +304,32 @@ def test_dir_offers_every_public_name_and_none_of_the_package_s_own_imports() ->
     listed = set(dir(chunktune))
     assert set(chunktune.__all__) <= listed
     assert not listed & {"Any", "TYPE_CHECKING", "annotations"}
+
+
+def _init_hints(cls: type) -> dict[str, object]:
+    """The evaluated parameter annotations of ``cls.__init__``, as help() resolves them."""
+    signature = inspect.signature(cls, eval_str=True)
+    return {name: p.annotation for name, p in signature.parameters.items()}
+
+
+def _names_any(hint: object) -> bool:
+    """Whether a type is, or holds anywhere inside it, a bare ``object`` or ``Any``."""
+    if hint is object or hint is typing.Any:
+        return True
+    return any(_names_any(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_exported_records_show_their_field_types_in_their_signatures(module: ModuleType) -> None:
+    """help(Policy) shows margin: float, not object: each record's __init__ names real types."""
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not (inspect.isclass(value) and attrs.has(value)):
+            continue
+        hints = _init_hints(value)
+        types = typing.get_type_hints(value)
+        for field in attrs.fields(value):
+            if field.alias in hints and hints[field.alias] != types[field.name]:
+                # a converter may take more than the field holds (a Path for a str), but
+                # it says what: never object or Any
+                assert not _names_any(hints[field.alias]), (name, field.name, hints[field.alias])
