@@ -57,7 +57,8 @@ class Workload(Protocol):
 
     chunktune only reads ``num_envs`` and ``nthread``, so a plain attribute, a
     property or a frozen record's field each satisfies the protocol, in a class that
-    subclasses ``Workload`` or one that does not.
+    subclasses ``Workload`` or one that does not. Type checkers agree for a class that
+    does not; in a subclass, pyright takes only properties (mypy takes all three).
 
     One member is optional, and no part of what ``isinstance`` checks:
     ``settle_on_cancel``, a bool (default False). True says that ``run()`` steps a pool
