@@ -1043,3 +1043,17 @@ def test_the_exit_status_table_names_every_cause_the_help_names() -> None:
         assert found, code
         for cause in re.split(r", or |, | or ", found.group(1)):
             assert cause.strip() in rows[code], (code, cause)
+
+
+def test_the_readme_names_every_error_a_caller_may_catch_with_its_builtin() -> None:
+    """Each exported ChunktuneError subclass is in the README's errors table, with its built-in."""
+    import chunktune
+
+    rows = dict(re.findall(r"^\| `(\w+)` \(`(\w+)`\) \|", README, flags=re.M))
+    for name in chunktune.__all__:
+        error = getattr(chunktune, name)
+        if isinstance(error, type) and issubclass(error, chunktune.ChunktuneError):
+            if error is chunktune.ChunktuneError:
+                continue
+            builtin = [b for b in error.__bases__ if b is not chunktune.ChunktuneError]
+            assert rows.get(name) == builtin[0].__name__, name
