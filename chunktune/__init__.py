@@ -18,6 +18,7 @@ from ._cache import DecisionCache
 from ._cache_entry import CacheEntry
 from ._candidates import (
     BalancedCandidates,
+    CandidateStrategy,
     ExhaustiveCandidates,
     ExplicitCandidates,
     GeometricCandidates,
@@ -37,7 +38,7 @@ from ._errors import (
     UsageError,
     WorkloadError,
 )
-from ._events import ProgressEvent
+from ._events import ProgressCallback, ProgressEvent
 from ._load import MachineLoad
 from ._policy import Policy
 from ._resolve import resolve, resolve_sync
@@ -52,6 +53,7 @@ __all__ = [
     "CacheEntry",
     "CacheError",
     "CacheSettings",
+    "CandidateStrategy",
     "ChunktuneError",
     "ConfigError",
     "Decision",
@@ -65,6 +67,7 @@ __all__ = [
     "MissingExtraError",
     "OutputError",
     "Policy",
+    "ProgressCallback",
     "ProgressEvent",
     "RaySettings",
     "RolloutWorkload",

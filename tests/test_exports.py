@@ -333,3 +333,20 @@ def test_exported_records_show_their_field_types_in_their_signatures(module: Mod
                 # a converter may take more than the field holds (a Path for a str), but
                 # it says what: never object or Any
                 assert not _names_any(hints[field.alias]), (name, field.name, hints[field.alias])
+
+
+def test_the_types_a_caller_annotates_with_are_exported_as_used() -> None:
+    """CandidateStrategy and ProgressCallback are exported: what Policy and resolve are typed by."""
+    import chunktune
+
+    hints = typing.get_type_hints(chunktune.Policy)
+    assert hints["candidates"] == chunktune.CandidateStrategy
+    assert set(typing.get_args(chunktune.CandidateStrategy)) == {
+        chunktune.SeedCandidates,
+        chunktune.BalancedCandidates,
+        chunktune.GeometricCandidates,
+        chunktune.ExhaustiveCandidates,
+        chunktune.ExplicitCandidates,
+    }
+    on_progress = typing.get_type_hints(chunktune.resolve)["on_progress"]
+    assert on_progress == chunktune.ProgressCallback | None
