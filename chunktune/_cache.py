@@ -165,7 +165,7 @@ class DecisionCache:
         policy_hash: str,
         rule: str,
         effort: int,
-        serves: Callable[[CacheEntry], bool] = serves_any,
+        serves: Callable[[CacheEntry], bool] | None = None,
     ) -> tuple[str, CacheEntry] | None:
         """The entry that answers a request: its own policy's, else a stronger one's.
 
@@ -175,14 +175,20 @@ class DecisionCache:
         and may spend at least as many probes: a ``balanced`` result serves ``quick``
         requests, never the reverse. Among several, the one with the most effort wins. An entry
         ``serves`` refuses answers nothing (one measured on a busy machine, now calm:
-        :func:`chunktune._load.serves_now`).
+        :func:`chunktune._load.serves_now`); ``None``, the default, refuses none.
         """
         try:
             entries = self._load(fresh=False)  # read-only here: no copy on the hit path
         except (UnusableCache, OSError):
             entries = self.entries()  # moves an unusable file aside, or warns once
         return best_entry(
-            entries, base_key, policy_hash=policy_hash, rule=rule, effort=effort, serves=serves
+            entries,
+            base_key,
+            policy_hash=policy_hash,
+            rule=rule,
+            effort=effort,
+            # a default of None, not serves_any itself: help() showed the function's address
+            serves=serves_any if serves is None else serves,
         )
 
     # -- writing -------------------------------------------------------------------

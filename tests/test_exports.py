@@ -350,3 +350,29 @@ def test_the_types_a_caller_annotates_with_are_exported_as_used() -> None:
     }
     on_progress = typing.get_type_hints(chunktune.resolve)["on_progress"]
     assert on_progress == chunktune.ProgressCallback | None
+
+
+def _callables(module: ModuleType) -> list[tuple[str, object]]:
+    """Each exported function and class, and each public method a class defines itself."""
+    found: list[tuple[str, object]] = []
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isfunction(value) or inspect.isclass(value):
+            found.append((name, value))
+        if inspect.isclass(value):
+            for member in vars(value):
+                if not member.startswith("_") and callable(getattr(value, member)):
+                    found.append((f"{name}.{member}", getattr(value, member)))
+    return found
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_no_exported_signature_shows_an_object_s_address(module: ModuleType) -> None:
+    """help() shows each default as its value, never ``<function f at 0x...>``."""
+    shown = {}
+    for name, value in _callables(module):
+        try:
+            shown[name] = str(inspect.signature(value))  # type: ignore[arg-type]
+        except (ValueError, TypeError):  # an exception class, a Protocol's members
+            continue
+    assert not {name for name, text in shown.items() if " at 0x" in text}
