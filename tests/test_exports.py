@@ -6,10 +6,12 @@ import ast
 import functools
 import importlib
 import inspect
+import os
 import subprocess
 import sys
 import traceback
 import typing
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from types import ModuleType
@@ -379,3 +381,35 @@ def test_no_exported_signature_shows_an_object_s_address(module: ModuleType) -> 
         except (ValueError, TypeError):  # an exception class, a Protocol's members
             continue
     assert not {name for name, text in shown.items() if " at 0x" in text}
+
+
+# What a record's __init__ takes beyond the type its field holds: its converter narrows
+# it (a Path to its text, a list to a tuple, any mapping to a dict of the record's own).
+_WIDER: dict[tuple[str, str], object] = {
+    ("CacheSettings", "path"): str | os.PathLike[str] | None,
+    ("CacheSettings", "system_path"): str | os.PathLike[str] | None,
+    ("ExplicitCandidates", "sizes"): list[int] | tuple[int, ...],
+    ("Decision", "timings"): Mapping[int | None, float],
+    ("Decision", "samples"): Mapping[int | None, int],
+    ("Settings", "policies"): Mapping[str, chunktune.Policy],
+}
+
+
+def test_exported_records_take_exactly_their_field_types_or_a_listed_wider_one() -> None:
+    """Each record's __init__ is typed as its fields are, or as a listed converter's wider type."""
+    seen: set[tuple[str, str]] = set()
+    for module in PUBLIC:
+        for name in module.__all__:
+            value = getattr(module, name)
+            if not (inspect.isclass(value) and attrs.has(value)):
+                continue
+            hints = _init_hints(value)
+            types = typing.get_type_hints(value)
+            for field in attrs.fields(value):
+                if field.init:
+                    # attrs before 22.2 (the floor) has no alias: the name without "_"s
+                    alias = getattr(field, "alias", None) or field.name.lstrip("_")
+                    expected = _WIDER.get((name, field.name), types[field.name])
+                    assert hints[alias] == expected, (name, field.name, hints[alias])
+                    seen.add((name, field.name))
+    assert set(_WIDER) <= seen
