@@ -424,6 +424,24 @@ def test_cache_settings_take_a_pathlib_path(tmp_path: Path) -> None:
     )
 
 
+class _Place:
+    """An ``os.PathLike`` that is no ``pathlib`` path (a path type of a caller's own)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __fspath__(self) -> str:
+        return self.text
+
+
+def test_cache_settings_take_any_os_pathlike_as_the_path_it_gives(tmp_path: Path) -> None:
+    """CacheSettings takes any os.PathLike, not only pathlib's, as the text its __fspath__ gives."""
+    cache = chunktune.CacheSettings(
+        path=_Place(str(tmp_path / "c.json")), system_path=_Place(str(tmp_path / "s.json"))
+    )
+    assert (cache.path, cache.system_path) == (str(tmp_path / "c.json"), str(tmp_path / "s.json"))
+
+
 def test_a_policy_written_without_extends_starts_from_balanced() -> None:
     """Policy()'s every default is the balanced preset's (its description aside)."""
     balanced = chunktune.load_settings().get_policy("balanced")
