@@ -52,3 +52,13 @@ def test_a_one_sided_or_unbounded_validator_takes_any_finite_value_on_its_side(
 ) -> None:
     """A bound left out bounds nothing: a huge finite value on the open side is accepted."""
     _checked(validator, value)
+
+
+def test_a_number_field_s_converter_keeps_the_docstring_of_what_it_wraps() -> None:
+    """help() on a field's converter says what it converts: a float's, or any number's."""
+    from chunktune import Policy
+    from chunktune._validators import _plain_float, _plain_number
+
+    fields = attrs.fields(Policy)
+    assert fields.margin.converter.__doc__ == _plain_float.__doc__
+    assert fields.max_rounds.converter.__doc__ == _plain_number.__doc__
