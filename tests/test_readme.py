@@ -1057,3 +1057,17 @@ def test_the_readme_names_every_error_a_caller_may_catch_with_its_builtin() -> N
                 continue
             builtin = [b for b in error.__bases__ if b is not chunktune.ChunktuneError]
             assert rows.get(name) == builtin[0].__name__, name
+
+
+def test_every_chunktune_name_the_readme_gives_a_caller_is_in_all() -> None:
+    """Each `chunktune.X` the README names (not a submodule) is public: in chunktune.__all__."""
+    import importlib.util
+
+    import chunktune
+
+    # chunktune.toml is the settings file's name, not a Python name
+    named = set(re.findall(r"`chunktune\.(\w+)`", README)) - {"toml"}
+    assert {"CandidateStrategy", "ProgressCallback"} <= named
+    for name in named:
+        if importlib.util.find_spec(f"chunktune.{name}") is None:
+            assert name in chunktune.__all__, name
