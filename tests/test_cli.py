@@ -2448,6 +2448,22 @@ def test_one_candidate_is_one_candidate(capsys: pytest.CaptureFixture[str]) -> N
     assert "sweep done with 1 of 1 candidate measured" in err
 
 
+def test_a_sequential_sweep_cut_short_counts_measured_of_planned(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A one-size-at-a-time sweep the budget stops says 'with 1 of 2 candidates measured'."""
+    from chunktune import ProgressEvent
+    from chunktune._cli._progress import progress_display
+
+    display = progress_display("seed", 25.0, quiet=False, rounds=False)
+    display(ProgressEvent(kind="candidates", candidates=(None, 4, 8)))
+    for chunk in (None, 4):
+        display(ProgressEvent(kind="probe", chunk_size=chunk, round=1, elapsed_s=1.0))
+    display(ProgressEvent(kind="done", round=1, message="budget", elapsed_s=2.0))
+    err = capsys.readouterr().err
+    assert "sweep done with 1 of 2 candidates measured, 2 probes in 2.0 s" in err
+
+
 def _live(*events: Any, budget_s: float = 10.0) -> Any:
     """The live bar's task after ``events``, drawn on a terminal console that goes nowhere."""
     from rich.console import Console
