@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import filelock
@@ -258,17 +258,30 @@ class DecisionCache:
             CacheError: the cache cannot be written.
             InvalidArgumentError: ``incoming`` is not a mapping.
         """
-        entries = {k: e for k, e in storable(incoming).items() if e is not None}
+        return self.merge_many([incoming])[0]
+
+    def merge_many(self, inputs: Sequence[Mapping[str, CacheEntry]]) -> tuple[MergeReport, ...]:
+        """:meth:`merge` each of ``inputs`` in order, under one hold of the write lock and in
+        one write (or none, where nothing changes); a report for each.
+
+        A write rewrites the whole file, so a fleet's k files merged one write each would
+        rewrite it k times (each time larger). A write that fails merges none of them.
+
+        Raises:
+            CacheError: the cache cannot be written (nothing was merged).
+            InvalidArgumentError: an input is not a mapping.
+        """
+        kept = [{k: e for k, e in storable(each).items() if e is not None} for each in inputs]
         try:
             with write_lock(self._file):
                 current = self._current()
-                report = merge_into(current, entries)
-                if report.added or report.replaced:
-                    self._file.write(current, replaced=entries.keys())
+                reports = tuple(merge_into(current, each) for each in kept)
+                if any(report.added or report.replaced for report in reports):
+                    self._file.write(current, replaced={key for each in kept for key in each})
                 self._file.forget()
         except OSError as exc:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
-        return report
+        return reports
 
     def swap(
         self, key: str, entry: CacheEntry, *, expected: Mapping[str, CacheEntry | None]

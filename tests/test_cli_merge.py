@@ -184,31 +184,46 @@ def test_an_output_with_an_altered_entry_is_refused_and_left_alone(
     assert [p.name for p in isolated.iterdir() if ".corrupt-" in p.name] == []
 
 
-def test_a_write_that_fails_midway_names_what_was_merged(
+def test_a_write_that_fails_merges_nothing_and_says_why(
     isolated: Path,
     capsys: pytest.CaptureFixture[str],
     fleet: tuple[Path, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The second input's write fails (a full disk, say): exit 2, one message naming the first."""
-    from chunktune import CacheError
+    """The one write fails (a full disk, say): exit 2, one message saying why, OUT untouched."""
+    from chunktune._cache_file import CacheFile
 
-    real = DecisionCache.merge
-    calls = 0
+    def full(self: CacheFile, entries: Any, **_: Any) -> None:
+        raise OSError(28, "No space left on device")
 
-    def fails_second(self: DecisionCache, incoming: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise CacheError(f"cannot write the cache {self.path}: No space left on device")
-        return real(self, incoming)
-
-    monkeypatch.setattr(DecisionCache, "merge", fails_second)
-    out_file = isolated / "fleet.json"
+    out_file = host(isolated / "fleet.json", old=entry(2))
+    before = out_file.read_bytes()
+    monkeypatch.setattr(CacheFile, "write", full)
     assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
     line = one_error(capsys.readouterr().err)
-    assert "No space left on device" in line and f"{fleet[0]} had been merged" in line
-    assert set(DecisionCache(out_file).entries()) == {"own1", "shared"}
+    assert line.endswith("No space left on device") and "had been merged" not in line
+    assert out_file.read_bytes() == before
+
+
+def test_many_inputs_are_merged_in_one_write_of_the_output(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five hosts' caches: OUT is written once (each write rewrites it whole), all keys in it."""
+    from chunktune._cache_file import CacheFile
+
+    hosts = [host(isolated / f"n{i}.json", **{f"own{i}": entry(2 + i)}) for i in range(5)]
+    real = CacheFile.write
+    writes: list[Path] = []
+
+    def counted(self: CacheFile, entries: Any, **kw: Any) -> None:
+        writes.append(self.path)
+        real(self, entries, **kw)
+
+    monkeypatch.setattr(CacheFile, "write", counted)
+    out_file = isolated / "fleet.json"
+    assert main(["cache", "merge", *map(str, hosts), "-o", str(out_file)]) == 0
+    assert writes == [out_file]
+    assert set(DecisionCache(out_file).entries()) == {f"own{i}" for i in range(5)}
 
 
 def test_each_line_names_the_input_that_holds_the_key_now(
@@ -236,22 +251,6 @@ def test_an_output_with_several_altered_entries_names_them_all(
     assert "2 entries ('a', 'b') whose checksum does not match" in one_error(
         capsys.readouterr().err
     )
-
-
-def test_a_write_that_fails_at_the_first_input_says_only_why(
-    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first input's write fails: its own message, with no 'had been merged' list."""
-    from chunktune import CacheError
-
-    def fails(self: DecisionCache, incoming: Any) -> Any:
-        raise CacheError(f"cannot write the cache {self.path}: No space left on device")
-
-    monkeypatch.setattr(DecisionCache, "merge", fails)
-    n1 = host(isolated / "n1.json", own1=entry(2))
-    assert main(["cache", "merge", str(n1), "-o", str(isolated / "out.json")]) == 2
-    line = one_error(capsys.readouterr().err)
-    assert line.endswith("No space left on device")
 
 
 def test_the_summary_counts_what_out_holds_now_entries_from_before_too(

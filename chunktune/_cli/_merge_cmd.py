@@ -2,9 +2,9 @@
 
 A fleet's caches, collected from its nodes, merge into the user's cache or into one
 file (``-o``) that an image can ship as its system cache. Every input is read and
-checked before anything is written; a key held by several inputs keeps the entry
-created last, and each replaced or kept entry is named, so nothing is dropped
-without a line saying so.
+checked before anything is written, and all of them are merged in one write; a key held
+by several inputs keeps the entry created last, and each replaced or kept entry is
+named, so nothing is dropped without a line saying so.
 """
 
 from __future__ import annotations
@@ -106,26 +106,16 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
         if exists(path) and same_file(path, target.path):
             raise InvalidArgumentError(f"merge {path}: that is the file being merged into")
         inputs.append((str(path), read_cache_file(path)))  # all read before any write
-    origin: dict[str, str] = {}  # key -> the input its current entry came from
-    every = {key for _, parsed in inputs for key in parsed.entries}
-    short: dict[str, str] | None = None
-    totals = {"added": 0, "replaced": 0, "kept": 0, "same": 0}
-    merged: list[str] = []
     for name, parsed in inputs:
         warn_skipped(parsed, name)
-        try:
-            report = target.merge(parsed.entries)
-        except CacheError as exc:
-            if not merged:
-                raise
-            done = ", ".join(merged)
-            raise CacheError(f"{exc}; {done} had been merged before it failed") from exc
-        merged.append(name)
-        if short is None:
-            # as `cache list` shows them: apart from the job's other policies, in OUT or to
-            # come; the same set after every input (OUT holds its keys and the inputs'), so
-            # OUT is read for it once
-            short = short_keys({*target.entries(), *every})
+    # one write for every input: each write rewrites the whole file
+    reports = target.merge_many([parsed.entries for _, parsed in inputs])
+    # as `cache list` shows them: apart from the job's other policies, in OUT or merged
+    every = {key for _, parsed in inputs for key in parsed.entries}
+    short = short_keys({*target.entries(), *every})
+    origin: dict[str, str] = {}  # key -> the input its current entry came from
+    totals = {"added": 0, "replaced": 0, "kept": 0, "same": 0}
+    for (name, _), report in zip(inputs, reports, strict=True):
         for key in report.replaced:
             print(
                 f"replaced {short[key]}: {name}'s entry is newer than {origin.get(key, before)}'s"
