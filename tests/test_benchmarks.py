@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import json
 import math
+import os
 import subprocess
 import sys
 import tarfile
@@ -453,6 +454,14 @@ _UNKNOWN = 'unknown policy "nosuch"'
                      id="replay_fidelity-missing-file"),
         pytest.param("hit_bench", ["--calls", "0", "--entries", "1"], "--calls 0",
                      id="hit_bench-calls-indexerror"),
+        pytest.param("scale_bench", ["--sizes", "1,10"], "argument --sizes: '1,10': expected",
+                     id="scale_bench-sizes"),
+        pytest.param("scale_bench", ["--formats", "yaml"], "argument --formats: 'yaml'",
+                     id="scale_bench-formats"),
+        pytest.param("scale_bench", ["--writers", "-1"], "--writers -1: expected >= 0",
+                     id="scale_bench-writers"),
+        pytest.param("scale_bench", ["--hits", "0"], "argument --hits: '0'",
+                     id="scale_bench-hits"),
         pytest.param("racy_bench", ["/nonexistent/old", "/nonexistent/new"],
                      "expected a source tree holding chunktune/", id="racy_bench-no-tree"),
         pytest.param("racy_bench", [str(BENCH.parent), str(BENCH.parent), "--rounds", "0"],
@@ -470,6 +479,37 @@ def test_a_script_refuses_a_bad_count_or_name_with_one_line_and_exit_2(
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]  # argparse's usage lines, then the one error line
     assert ": error: " in last and says in last
+
+
+def test_scale_bench_prints_a_table_per_format_and_counts_what_writers_at_once_kept(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """scale_bench.py on tiny caches, no CLI: both tables, their growth columns, writers' line."""
+    from chunktune import _settled
+
+    settled, environ = _settled.SETTLED_S, dict(os.environ)
+    argv = ["--sizes", "2,4", "--repeats", "1", "--hits", "2", "--no-cli"]
+    argv += ["--writers", "1", "--per-writer", "1", "--writers-base", "3"]
+    assert _script("scale_bench").main(argv) == 0
+    out = capsys.readouterr().out
+    assert "JSON cache, median of 1" in out and "TOML cache, median of 1" in out
+    starts = [line[:28].strip() for line in out.splitlines()]
+    for row in ("build (s)", "read (s)", "hit async new (us)", "reread (s)", "write (s)"):
+        assert starts.count(row) == 2
+    assert "x/n 0k>0k" in out
+    assert "1 processes x 1 new keys into 3 entries (JSON): 4/4 entries kept" in out
+    assert (_settled.SETTLED_S, dict(os.environ)) == (settled, environ)  # given back
+
+
+def test_scale_bench_races_two_trees_merging_a_cache_cut_into_files(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--compare-merge with this tree as both: each merge keeps every entry; one line, a ratio."""
+    argv = ["--no-tables", "--sizes", "3", "--merge-files", "2", "--repeats", "1"]
+    assert _script("scale_bench").main([*argv, "--compare-merge", str(BENCH.parent)]) == 0
+    out = capsys.readouterr().out
+    assert "cache merge of 3 entries in 2 files, median of 1 alternating: old " in out
+    assert "old/new " in out
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,510 @@
+"""A fleet's cache: 1k to 50k realistic entries, every path that reads or writes it.
+
+    python benchmarks/scale_bench.py [--sizes 1000,10000,50000] [--formats json,toml]
+        [--repeats 3] [--hits 200] [--no-cli] [--merge-files 10] [--writers 0] [--per-writer 200]
+        [--writers-base 10000] [--no-tables] [--compare-merge OLD_TREE]
+
+For each format and size, a cache of that many entries is written by the package's own
+writer (``DecisionCache.update``), each entry a real sweep's (``balanced`` on a simulated
+tail-heavy batch: every size's timings and samples, the machine, the load, the reason)
+varied as a fleet's are (model, N, T, host, mujoco version, age). Then, each a median of
+``--repeats`` (hits: of ``--hits`` calls, a tenth of them for another policy's):
+
+- ``build``: the one write of the whole cache; ``read``: a process's first read of it;
+- ``hit sync``/``hit async``: ``resolve_sync`` and ``await resolve`` (asyncio) hits, the
+  same workload object again and a new equal one each time, the file settled;
+- ``hit other policy``: a ``quick`` request answered by the ``balanced`` entry;
+- ``reread``: the first hit after another process's write (one more entry);
+- ``write``: one sweep's store (``put`` of one new key: read, merge, whole-file rewrite);
+  ``hit after write``: the writer's own next hit;
+- the CLI, each in a child process (its wall time, and its peak RSS: ``VmHWM``):
+  ``cache list``, ``list --json``, ``show KEY``, ``export`` (.json and .toml),
+  ``import`` (a file of 10% of the entries, half of them new), and ``merge`` of the cache
+  split into ``--merge-files`` files into a new ``-o`` file;
+- ``rss read``: the peak RSS of a child that reads the cache, less that of one that
+  reads an empty cache.
+
+Each row ends with the growth of its figure per entry from the size before (1.0:
+linear; n log n stays near 1; n^2 is the tenfold at each tenfold); a hit's row (us), with
+its plain ratio (1.0: constant). ``--writers W`` then has W processes each resolve
+``--per-writer`` distinct keys (``resolve_sync``, a simulated workload of its own name)
+into a cache of ``--writers-base`` entries at once, counts the entries kept, checks the
+file parses, and prints the time per resolve and the write lock's waits and holds
+(``--no-tables``: only that). ``--compare-merge OLD_TREE`` times ``cache merge`` of each
+size cut into ``--merge-files`` files, by OLD_TREE's chunktune (a checkout: ``git
+archive REV chunktune policies | tar -x -C OLD_TREE``) and this one's, alternating, and
+prints the medians and their ratio. Not a test: it prints figures. Runs in a fresh temporary
+directory; ``chunktune._settled.SETTLED_S`` is 0 (files as a trainer finds them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import itertools
+import json
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+
+import chunktune
+from chunktune import _cache, _settled
+from chunktune._cache import DecisionCache
+from chunktune._cache_entry import CacheEntry
+from chunktune._keys import cache_for
+from chunktune.sim import SimulatedWorkload, env_costs
+
+
+def _env(tmp: Path, cache: Path) -> None:
+    os.environ["CHUNKTUNE_CACHE"] = str(cache)
+    os.environ["CHUNKTUNE_SWEEP_LOCK"] = str(tmp / "sweep.lock")
+    os.environ["CHUNKTUNE_CONFIG"] = ""
+
+
+def _settings(cache: Path, policy: str = "balanced") -> chunktune.Settings:
+    s = chunktune.load_settings()
+    return attrs.evolve(
+        s,
+        policy=policy,
+        log=attrs.evolve(s.log, stderr="never"),
+        cache=attrs.evolve(s.cache, path=str(cache)),
+    )
+
+
+def _workload(name: str = "blocked") -> SimulatedWorkload:
+    return SimulatedWorkload(env_costs("blocked", 256), nthread=8, name=name)
+
+
+def real_entry(tmp: Path) -> tuple[str, CacheEntry]:
+    """A real ``balanced`` sweep's key and entry (simulated tail-heavy batch, 256 x 8)."""
+    seed = tmp / "seed.json"
+    d = chunktune.resolve_sync(_workload(), settings=_settings(seed))
+    return d.key, DecisionCache(seed).entries()[d.key]
+
+
+def fleet_entries(key: str, entry: CacheEntry, n: int) -> dict[str, CacheEntry]:
+    """``n`` entries: ``entry`` under ``key``, and n - 1 variations as a fleet's differ."""
+    policy = key.rpartition(".")[2]
+    out = {key: entry}
+    for i in range(n - 1):
+        tag = hashlib.sha256(f"{i}".encode()).hexdigest()
+        device = {**entry.device, "mujoco": ("3.3.7", "4.0.0", "4.0.1")[i % 3]}
+        out[f"{tag[:32]}.{policy}"] = attrs.evolve(
+            entry,
+            num_envs=64 << (i % 7),
+            nthread=2 << (i % 6),
+            host=f"node{i % 97}.cluster.example",
+            device=device,
+            mujoco_version=device["mujoco"],
+            signature={**entry.signature, "name": f"model{i % 501}", "costs_sha": tag[32:48]},
+            created=entry.created - 60.0 * i,
+            timings={k: v * (1 + (i % 13) / 100) for k, v in entry.timings.items()},
+        )
+    return out
+
+
+def _median(f: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _hits(call: Callable[[], chunktune.Decision], n: int) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        d = call()
+        times.append(time.perf_counter() - t)
+        assert d.source == "cache", d.reason
+    return statistics.median(times)
+
+
+async def _async_hits(
+    make: Callable[[], SimulatedWorkload], s: chunktune.Settings, n: int
+) -> float:
+    times = []
+    for _ in range(n):
+        w = make()
+        t = time.perf_counter()
+        d = await chunktune.resolve(w, settings=s)
+        times.append(time.perf_counter() - t)
+        assert d.source == "cache", d.reason
+    return statistics.median(times)
+
+
+def _put_one(path: str, key: str) -> None:
+    """Another process's write: one entry more."""
+    cache = DecisionCache(path)
+    some = next(iter(cache.entries().values()))
+    cache.put(key, some)
+
+
+# a child reports its own peak RSS (VmHWM: wait4's ru_maxrss counts the parent's pages
+# at the fork), then runs the CLI or reads the cache
+_WRAP = """
+import atexit, os, sys
+def hwm():
+    with open("/proc/self/status") as f:
+        kb = next(line.split()[1] for line in f if line.startswith("VmHWM"))
+    with open(os.environ["SCALE_BENCH_HWM"], "w") as f:
+        f.write(kb)
+atexit.register(hwm)
+if sys.argv[1] == "read":
+    from chunktune._cache import DecisionCache
+    DecisionCache(sys.argv[2]).entries()
+else:
+    from chunktune._cli import main
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _child(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one child process (``read FILE`` or the CLI's
+    arguments), which must exit 0."""
+    hwm = Path(env["SCALE_BENCH_HWM"])
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAP, *argv],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        cwd=cwd,
+    )
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-500:]!r}")
+    return wall, int(hwm.read_text()) / 1e3
+
+
+class Table:
+    """Rows of figures by size, printed with the per-entry growth from the size before."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.rows: dict[str, dict[int, float]] = {}
+
+    def add(self, name: str, n: int, value: float) -> None:
+        self.rows.setdefault(name, {})[n] = value
+
+    def print(self, title: str) -> None:
+        print(f"\n{title}")
+        head = "".join(f"{n:>12}" for n in self.sizes)
+        grow = "".join(
+            f"{f'x/n {a // 1000}k>{b // 1000}k':>14}" for a, b in itertools.pairwise(self.sizes)
+        )
+        print(f"{'':<28}{head}{grow}")
+        for name, by in self.rows.items():
+            unit = name.rpartition(" ")[2].strip("()")
+            cells = "".join(f"{by[n]:>12.4g}" if n in by else f"{'-':>12}" for n in self.sizes)
+            ratios = ""
+            for a, b in itertools.pairwise(self.sizes):
+                if a in by and b in by and by[a] > 0:
+                    # a hit should not grow at all: its plain ratio; the rest, per entry
+                    per = 1 if unit == "us" else b / a
+                    ratios += f"{by[b] / by[a] / per:>14.2f}"
+                else:
+                    ratios += f"{'-':>14}"
+            print(f"{name:<28}{cells}{ratios}")
+
+
+def measure(tmp: Path, fmt: str, n: int, key: str, entry: CacheEntry, args: Any, t: Table) -> None:
+    """One size of one format: every figure of the module's docstring into ``t``."""
+    folder = tmp / f"{fmt}-{n}"
+    folder.mkdir()
+    path = folder / f"cache.{fmt}"
+    _env(folder, path)
+    entries = fleet_entries(key, entry, n)
+    start = time.perf_counter()
+    DecisionCache(path).update(entries)
+    t.add("build (s)", n, time.perf_counter() - start)
+    t.add("file (MB)", n, path.stat().st_size / 1e6)
+    t.add("read (s)", n, _median(lambda: DecisionCache(path).entries(), args.repeats))
+    s = _settings(path)
+    w = _workload()
+    t.add(
+        "hit sync same (us)",
+        n,
+        1e6 * _hits(lambda: chunktune.resolve_sync(w, settings=s), args.hits),
+    )
+    t.add(
+        "hit sync new (us)",
+        n,
+        1e6 * _hits(lambda: chunktune.resolve_sync(_workload(), settings=s), args.hits),
+    )
+    t.add("hit async same (us)", n, 1e6 * anyio.run(_async_hits, lambda: w, s, args.hits))
+    t.add("hit async new (us)", n, 1e6 * anyio.run(_async_hits, _workload, s, args.hits))
+    quick = _settings(path, "quick")
+    t.add(
+        "hit other policy (us)",
+        n,
+        1e6
+        * _hits(lambda: chunktune.resolve_sync(_workload(), settings=quick), args.hits // 10 + 1),
+    )
+    ctx = multiprocessing.get_context("fork")  # a writer, quick to start: only its write counts
+    rereads, writes, after = [], [], []
+    for r in range(args.repeats):
+        p = ctx.Process(target=_put_one, args=(str(path), f"{r:032x}.other"))
+        p.start()
+        p.join()
+        start = time.perf_counter()
+        chunktune.resolve_sync(_workload(), settings=s)
+        rereads.append(time.perf_counter() - start)
+        cache = _cache_of(s)
+        start = time.perf_counter()
+        cache.put(f"{r:032x}.mine", entry)
+        writes.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        chunktune.resolve_sync(_workload(), settings=s)
+        after.append(time.perf_counter() - start)
+    t.add("reread (s)", n, statistics.median(rereads))
+    t.add("write (s)", n, statistics.median(writes))
+    t.add("hit after write (s)", n, statistics.median(after))
+    if args.no_cli:
+        return
+    env = {**os.environ, "CHUNKTUNE_CACHE": str(path), "COLUMNS": "200"}
+    env["SCALE_BENCH_HWM"] = str(folder / "hwm")
+    cli = ["cache"]
+    runs: dict[str, list[tuple[float, float]]] = {}
+
+    def run(name: str, argv: list[str], before: Callable[[], None] | None = None) -> None:
+        for _ in range(args.repeats):
+            if before is not None:
+                before()
+            runs.setdefault(name, []).append(_child(argv, env))
+
+    empty = folder / "empty.json"
+    run("rss empty", ["read", str(empty)])
+    run("rss read", ["read", str(path)])
+    run("list", [*cli, "list"])
+    run("list --json", [*cli, "list", "--json"])
+    run("show", [*cli, "show", key[:12]])
+    for out_fmt in ("json", "toml"):
+        out = folder / f"export.{out_fmt}"
+        run(f"export {out_fmt}", [*cli, "export", str(out), "--force"])
+    some = dict(list(fleet_entries(key, entry, n + n // 20).items())[n - n // 20 :])
+    incoming = folder / f"incoming.{fmt}"
+    DecisionCache(incoming).update(some)
+    copy = folder / f"copy.{fmt}"
+    raw = path.read_bytes()
+    run(
+        "import",
+        [*cli, "import", str(incoming)],
+        before=lambda: (copy.write_bytes(raw), env.update(CHUNKTUNE_CACHE=str(copy))),
+    )
+    env["CHUNKTUNE_CACHE"] = str(path)
+    parts = split(path, folder, args.merge_files)
+    merged = folder / f"merged.{fmt}"
+    run(
+        f"merge {args.merge_files} files",
+        [*cli, "merge", *map(str, parts), "-o", str(merged)],
+        before=lambda: merged.unlink(missing_ok=True),
+    )
+    empty_rss = statistics.median(r for _, r in runs.pop("rss empty"))
+    t.add("rss read (MB)", n, statistics.median(r for _, r in runs.pop("rss read")) - empty_rss)
+    for name, figures in runs.items():
+        t.add(f"cli {name} (s)", n, statistics.median(w for w, _ in figures))
+    for name, figures in runs.items():
+        t.add(f"cli {name} rss (MB)", n, statistics.median(r for _, r in figures))
+
+
+def _cache_of(s: chunktune.Settings) -> DecisionCache:
+    """The process's own cache object for ``s`` (the one its resolves read and write)."""
+    cache = cache_for(s)
+    assert cache is not None
+    return cache
+
+
+def split(path: Path, folder: Path, parts: int) -> list[Path]:
+    """The cache at ``path`` cut into ``parts`` files of about equal size (a fleet's nodes)."""
+    entries = sorted(DecisionCache(path).entries().items())
+    out = []
+    for i in range(parts):
+        part = folder / f"node{i}{path.suffix}"
+        part.unlink(missing_ok=True)
+        DecisionCache(part).update(dict(entries[i::parts]))
+        out.append(part)
+    return out
+
+
+def compare_merge(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
+    """``cache merge`` of each size split into ``--merge-files`` files, by the CLI of
+    ``--compare-merge``'s tree and of this one, alternating, ``--repeats`` each."""
+    here = Path(__file__).resolve().parent.parent
+    trees = {"old": Path(args.compare_merge).resolve(), "new": here}
+    for n in args.sizes:
+        folder = tmp / f"compare-{n}"
+        folder.mkdir()
+        whole = folder / "whole.json"
+        DecisionCache(whole).update(fleet_entries(key, entry, n))
+        parts = split(whole, folder, args.merge_files)
+        out = folder / "merged.json"
+        argv = ["cache", "merge", *map(str, parts), "-o", str(out)]
+        times: dict[str, list[float]] = {"old": [], "new": []}
+        for r in range(args.repeats):
+            for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                out.unlink(missing_ok=True)
+                env = {**os.environ, "PYTHONPATH": str(trees[name])}
+                env["SCALE_BENCH_HWM"] = str(folder / "hwm")
+                times[name].append(_child(argv, env, cwd=folder)[0])
+                assert len(DecisionCache(out).entries()) == n
+        old, new = (statistics.median(times[k]) for k in ("old", "new"))
+        print(
+            f"cache merge of {n} entries in {args.merge_files} files, median of "
+            f"{args.repeats} alternating: old {old:.2f} s, new {new:.2f} s, "
+            f"old/new {old / new:.2f}x"
+        )
+
+
+# ---------------------------------------------------------------- writers at once
+
+
+@contextlib.contextmanager
+def _timed_lock(real: Any, log: list[tuple[float, float]], *a: Any, **kw: Any) -> Iterator[None]:
+    asked = time.perf_counter()
+    with real(*a, **kw):
+        got = time.perf_counter()
+        try:
+            yield
+        finally:
+            log.append((got - asked, time.perf_counter() - got))
+
+
+def _writer(tmp: str, cache: str, worker: int, count: int, out: str) -> None:
+    _env(Path(tmp), Path(cache))
+    s = _settings(Path(cache), "quick")
+    log: list[tuple[float, float]] = []
+    real = _cache.write_lock
+    _cache.write_lock = lambda *a, **kw: _timed_lock(real, log, *a, **kw)  # type: ignore[assignment]
+    calls = []
+    for i in range(count):
+        w = _workload(f"writer{worker}-{i}")
+        start = time.perf_counter()
+        d = chunktune.resolve_sync(w, settings=s)
+        calls.append(time.perf_counter() - start)
+        assert d.source == "benchmark", d.reason
+    Path(out).write_text(json.dumps({"calls": calls, "locks": log}))
+
+
+def writers_at_once(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
+    folder = tmp / "writers"
+    folder.mkdir()
+    path = folder / "cache.json"
+    _env(folder, path)
+    DecisionCache(path).update(fleet_entries(key, entry, args.writers_base))
+    ctx = multiprocessing.get_context("fork")  # importable as the smoke test imports it
+    outs = [folder / f"w{i}.json" for i in range(args.writers)]
+    start = time.perf_counter()
+    ps = [
+        ctx.Process(target=_writer, args=(str(folder), str(path), i, args.per_writer, str(outs[i])))
+        for i in range(args.writers)
+    ]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+        if p.exitcode != 0:
+            raise SystemExit(f"a writer failed with exit code {p.exitcode}")
+    wall = time.perf_counter() - start
+    json.loads(path.read_bytes())  # the file parses
+    kept = DecisionCache(path).entries()
+    wanted = args.writers_base + args.writers * args.per_writer
+    calls = [c for o in outs for c in json.loads(o.read_text())["calls"]]
+    locks = [lk for o in outs for lk in json.loads(o.read_text())["locks"]]
+    waits = sorted(w for w, _ in locks)
+    holds = [h for _, h in locks]
+    print(
+        f"\n{args.writers} processes x {args.per_writer} new keys into {args.writers_base} "
+        f"entries (JSON): {len(kept)}/{wanted} entries kept, file parses; {wall:.0f} s; "
+        f"resolve median {statistics.median(calls):.2f} s (max {max(calls):.2f}); write lock "
+        f"held median {statistics.median(holds):.2f} s, waited median "
+        f"{statistics.median(waits):.2f} s, p90 {waits[int(0.9 * (len(waits) - 1))]:.2f} s, "
+        f"max {waits[-1]:.2f} s over {len(locks)} writes"
+    )
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list") from None
+    if not sizes or min(sizes) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected counts >= 2")
+    return sizes
+
+
+def _formats(text: str) -> list[str]:
+    formats = text.split(",")
+    if not set(formats) <= {"json", "toml"}:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected json, toml or json,toml")
+    return formats
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", type=_counts, default=[1000, 10000, 50000])
+    parser.add_argument("--formats", type=_formats, default=["json", "toml"])
+    parser.add_argument("--repeats", type=_positive, default=3)
+    parser.add_argument("--hits", type=_positive, default=200, help="calls per hit figure")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI's child processes")
+    parser.add_argument("--no-tables", action="store_true", help="only the writers at once")
+    parser.add_argument("--compare-merge", metavar="OLD_TREE", help="a source tree to race")
+    parser.add_argument("--merge-files", type=_positive, default=10)
+    parser.add_argument("--writers", type=int, default=0, help="processes writing at once")
+    parser.add_argument("--per-writer", type=_positive, default=200)
+    parser.add_argument("--writers-base", type=_positive, default=10000)
+    args = parser.parse_args(argv)
+    if args.writers < 0:
+        parser.error(f"--writers {args.writers}: expected >= 0")
+    settled, _settled.SETTLED_S = _settled.SETTLED_S, 0.0  # as a trainer finds files: settled
+    environ = dict(os.environ)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            _env(tmp, tmp / "seed.json")
+            key, entry = real_entry(tmp)
+            for fmt in [] if args.no_tables else args.formats:
+                t = Table(args.sizes)
+                for n in args.sizes:
+                    measure(tmp, fmt, n, key, entry, args, t)
+                t.print(
+                    f"{fmt.upper()} cache, median of {args.repeats} (hits: of {args.hits} calls)"
+                )
+                sys.stdout.flush()
+            if args.compare_merge:
+                compare_merge(tmp, key, entry, args)
+            if args.writers:
+                writers_at_once(tmp, key, entry, args)
+    finally:  # an importer (the smoke test) gets its own back
+        _settled.SETTLED_S = settled
+        os.environ.clear()
+        os.environ.update(environ)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
