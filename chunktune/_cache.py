@@ -45,6 +45,7 @@ from ._cache_format import (
     cache_format,
 )
 from ._cache_lock import key_lock, lock_path, remove_idle_key_locks, write_lock
+from ._cache_lookup import JobIndex
 from ._cache_lookup import best_entry as best_entry
 from ._cache_lookup import serves_any as serves_any
 from ._cache_paths import checked_cache_path
@@ -87,6 +88,8 @@ class DecisionCache:
         # over, with no attribute hop on the way
         self._load = self._file.load
         self._quarantine = Quarantine(self._file)
+        # another policy's entry is looked for among its job's keys, not all of a fleet's
+        self._jobs = JobIndex()
         # the last OSError that kept the file from use, as said: a decision this cache
         # could not store is remembered in its process (``_unstored``) under this reason
         self.unavailable_cause: str | None = None
@@ -189,6 +192,7 @@ class DecisionCache:
             effort=effort,
             # a default of None, not serves_any itself: help() showed the function's address
             serves=serves_any if serves is None else serves,
+            index=self._jobs,
         )
 
     # -- writing -------------------------------------------------------------------

@@ -23,7 +23,7 @@ from time import time_ns
 
 from ._cache_entry import CacheEntry
 from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
-from ._cache_lookup import best_entry, serves_any
+from ._cache_lookup import JobIndex, best_entry, serves_any
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._paths import user_path
@@ -54,6 +54,7 @@ class SystemCache:
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
         self._warned: set[str] = set()
         self._lock = threading.Lock()
+        self._jobs = JobIndex()  # another policy's entry: among its job's keys only
 
     def _warn_once(self, why: str) -> None:
         with self._lock:
@@ -64,6 +65,11 @@ class SystemCache:
 
     def entries(self) -> dict[str, CacheEntry]:
         """Every valid entry, by key; a damaged file, its whole entries (warned once)."""
+        return dict(self._read())
+
+    def _read(self) -> dict[str, CacheEntry]:
+        """:meth:`entries`, shared with the memo: never changed in place (a lookup of an
+        unchanged file copies nothing)."""
         now = time_ns()  # before the stat: a change after it is stamped later than this
         try:
             st = self.path.stat()
@@ -73,13 +79,13 @@ class SystemCache:
         stat = identity(st)
         last = self._memo.by_stat(stat)
         if last is not None:
-            return dict(last)
+            return last
         settled = not changed_lately(st.st_mtime_ns, st.st_ctime_ns, now)
         try:
             raw = read_capped(self.path, MAX_CACHE_BYTES)  # /dev/zero would never end
             last = self._memo.by_bytes(stat, raw, settled=settled)
             if last is not None:
-                return dict(last)
+                return last
             parsed = parse_cache(raw, self.format, mtime=st.st_mtime, source=str(self.path))
         except OSError as exc:
             self._warn_once(f"is unavailable ({exc.strerror or exc}); continuing without it")
@@ -104,7 +110,7 @@ class SystemCache:
                     f"holds {len(parsed.skipped)} invalid entries ({keys}); they are never served"
                 )
         self._memo.keep((stat, None if settled else raw), entries)
-        return dict(entries)
+        return entries
 
     def lookup(
         self,
@@ -117,12 +123,13 @@ class SystemCache:
     ) -> tuple[str, CacheEntry] | None:
         """The entry that answers a request, by the rules of :meth:`DecisionCache.lookup`."""
         return best_entry(
-            self.entries(),
+            self._read(),
             base_key,
             policy_hash=policy_hash,
             rule=rule,
             effort=effort,
             serves=serves,
+            index=self._jobs,
         )
 
 
