@@ -2,7 +2,7 @@
 
     python benchmarks/scale_bench.py [--sizes 1000,10000,50000] [--formats json,toml]
         [--repeats 3] [--hits 200] [--no-cli] [--merge-files 10] [--writers 0] [--per-writer 200]
-        [--writers-base 10000] [--no-tables] [--compare-merge OLD_TREE]
+        [--writers-base 10000] [--no-tables] [--compare OLD_TREE]
 
 For each format and size, a cache of that many entries is written by the package's own
 writer (``DecisionCache.update``), each entry a real sweep's (``balanced`` on a simulated
@@ -30,10 +30,11 @@ its plain ratio (1.0: constant). ``--writers W`` then has W processes each resol
 ``--per-writer`` distinct keys (``resolve_sync``, a simulated workload of its own name)
 into a cache of ``--writers-base`` entries at once, counts the entries kept, checks the
 file parses, and prints the time per resolve and the write lock's waits and holds
-(``--no-tables``: only that). ``--compare-merge OLD_TREE`` times ``cache merge`` of each
-size cut into ``--merge-files`` files, by OLD_TREE's chunktune (a checkout: ``git
-archive REV chunktune policies | tar -x -C OLD_TREE``) and this one's, alternating, and
-prints the medians and their ratio. Not a test: it prints figures. Runs in a fresh temporary
+(``--no-tables``: only that). ``--compare OLD_TREE`` races OLD_TREE's chunktune (a
+checkout: ``git archive REV chunktune policies | tar -x -C OLD_TREE``) against this one's
+in alternating child processes: ``cache merge`` of each size cut into ``--merge-files``
+files, and lookups of the user and the system cache (own policy, and another's answered
+by it); medians and their ratio. Not a test: it prints figures. Runs in a fresh temporary
 directory; ``chunktune._settled.SETTLED_S`` is 0 (files as a trainer finds them).
 """
 
@@ -166,6 +167,22 @@ atexit.register(hwm)
 if sys.argv[1] == "read":
     from chunktune._cache import DecisionCache
     DecisionCache(sys.argv[2]).entries()
+elif sys.argv[1] == "lookups":
+    import statistics, time
+    from chunktune import _settled
+    from chunktune._cache import DecisionCache
+    from chunktune._cache_layers import SystemCache
+    _settled.SETTLED_S = 0.0
+    base, rule = sys.argv[3], sys.argv[4]
+    user, system = DecisionCache(sys.argv[2]), SystemCache(sys.argv[2])
+    for cache in (user, system):
+        for policy in (sys.argv[5], "quick"):
+            times = []
+            for _ in range(int(sys.argv[6])):
+                t = time.perf_counter()
+                assert cache.lookup(base, policy_hash=policy, rule=rule, effort=0) is not None
+                times.append(time.perf_counter() - t)
+            print(statistics.median(times[1:]) * 1e6)
 else:
     from chunktune._cli import main
     sys.exit(main(sys.argv[1:]))
@@ -341,11 +358,17 @@ def split(path: Path, folder: Path, parts: int) -> list[Path]:
     return out
 
 
-def compare_merge(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
-    """``cache merge`` of each size split into ``--merge-files`` files, by the CLI of
-    ``--compare-merge``'s tree and of this one, alternating, ``--repeats`` each."""
+_LOOKUPS = ("user own", "user other policy", "system own", "system other policy")
+
+
+def compare(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
+    """``--compare OLD_TREE``: OLD_TREE's chunktune against this one's, in alternating child
+    processes, ``--repeats`` each: ``cache merge`` of each size cut into ``--merge-files``
+    files, and a lookup (median of ``--hits``) of the user cache and of the same file as
+    the system cache, for the entry's own policy and for another answered by it."""
     here = Path(__file__).resolve().parent.parent
-    trees = {"old": Path(args.compare_merge).resolve(), "new": here}
+    trees = {"old": Path(args.compare).resolve(), "new": here}
+    base, _, policy = key.rpartition(".")
     for n in args.sizes:
         folder = tmp / f"compare-{n}"
         folder.mkdir()
@@ -353,21 +376,38 @@ def compare_merge(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
         DecisionCache(whole).update(fleet_entries(key, entry, n))
         parts = split(whole, folder, args.merge_files)
         out = folder / "merged.json"
-        argv = ["cache", "merge", *map(str, parts), "-o", str(out)]
-        times: dict[str, list[float]] = {"old": [], "new": []}
+        merge = ["cache", "merge", *map(str, parts), "-o", str(out)]
+        looks = ["lookups", str(whole), base, entry.policy_rule, policy, str(args.hits + 1)]
+        merges: dict[str, list[float]] = {"old": [], "new": []}
+        lookups: dict[str, list[list[float]]] = {"old": [], "new": []}
         for r in range(args.repeats):
             for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 out.unlink(missing_ok=True)
                 env = {**os.environ, "PYTHONPATH": str(trees[name])}
                 env["SCALE_BENCH_HWM"] = str(folder / "hwm")
-                times[name].append(_child(argv, env, cwd=folder)[0])
+                merges[name].append(_child(merge, env, cwd=folder)[0])
                 assert len(DecisionCache(out).entries()) == n
-        old, new = (statistics.median(times[k]) for k in ("old", "new"))
+                said = _child_out(looks, env, folder)
+                lookups[name].append([float(x) for x in said.split()])
+        old, new = (statistics.median(merges[k]) for k in ("old", "new"))
         print(
-            f"cache merge of {n} entries in {args.merge_files} files, median of "
-            f"{args.repeats} alternating: old {old:.2f} s, new {new:.2f} s, "
-            f"old/new {old / new:.2f}x"
+            f"{n} entries, median of {args.repeats} alternating, old / new / old:new: "
+            f"cache merge of {args.merge_files} files {old:.2f} s / {new:.2f} s / "
+            f"{old / new:.2f}x"
         )
+        for i, what in enumerate(_LOOKUPS):
+            old, new = (statistics.median(x[i] for x in lookups[k]) for k in ("old", "new"))
+            print(f"{n} entries, lookup {what}: {old:.1f} us / {new:.1f} us / {old / new:.2f}x")
+
+
+def _child_out(argv: list[str], env: dict[str, str], cwd: Path) -> str:
+    """What one child (``_WRAP``'s ``lookups``) prints; it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAP, *argv], env=env, capture_output=True, check=False, cwd=cwd
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-500:]!r}")
+    return done.stdout.decode()
 
 
 # ---------------------------------------------------------------- writers at once
@@ -472,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hits", type=_positive, default=200, help="calls per hit figure")
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI's child processes")
     parser.add_argument("--no-tables", action="store_true", help="only the writers at once")
-    parser.add_argument("--compare-merge", metavar="OLD_TREE", help="a source tree to race")
+    parser.add_argument("--compare", metavar="OLD_TREE", help="a source tree to race")
     parser.add_argument("--merge-files", type=_positive, default=10)
     parser.add_argument("--writers", type=int, default=0, help="processes writing at once")
     parser.add_argument("--per-writer", type=_positive, default=200)
@@ -495,8 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{fmt.upper()} cache, median of {args.repeats} (hits: of {args.hits} calls)"
                 )
                 sys.stdout.flush()
-            if args.compare_merge:
-                compare_merge(tmp, key, entry, args)
+            if args.compare:
+                compare(tmp, key, entry, args)
             if args.writers:
                 writers_at_once(tmp, key, entry, args)
     finally:  # an importer (the smoke test) gets its own back

@@ -501,15 +501,15 @@ def test_scale_bench_prints_a_table_per_format_and_counts_what_writers_at_once_k
     assert (_settled.SETTLED_S, dict(os.environ)) == (settled, environ)  # given back
 
 
-def test_scale_bench_races_two_trees_merging_a_cache_cut_into_files(
+def test_scale_bench_races_two_trees_on_merges_and_lookups(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--compare-merge with this tree as both: each merge keeps every entry; one line, a ratio."""
-    argv = ["--no-tables", "--sizes", "3", "--merge-files", "2", "--repeats", "1"]
-    assert _script("scale_bench").main([*argv, "--compare-merge", str(BENCH.parent)]) == 0
+    """--compare with this tree as both: each merge keeps every entry; a ratio for each figure."""
+    argv = ["--no-tables", "--sizes", "3", "--merge-files", "2", "--repeats", "1", "--hits", "2"]
+    assert _script("scale_bench").main([*argv, "--compare", str(BENCH.parent)]) == 0
     out = capsys.readouterr().out
-    assert "cache merge of 3 entries in 2 files, median of 1 alternating: old " in out
-    assert "old/new " in out
+    assert "3 entries, median of 1 alternating, old / new / old:new: cache merge of 2 files" in out
+    assert out.count("3 entries, lookup ") == 4 and out.count("x\n") == 5
 
 
 @pytest.mark.parametrize(
