@@ -298,7 +298,7 @@ def measure(tmp: Path, fmt: str, n: int, key: str, entry: CacheEntry, args: Any,
     cli = ["cache"]
     runs: dict[str, list[tuple[float, float]]] = {}
 
-    def run(name: str, argv: list[str], before: Callable[[], None] | None = None) -> None:
+    def run(name: str, argv: list[str], before: Callable[[], object] | None = None) -> None:
         for _ in range(args.repeats):
             if before is not None:
                 before()
@@ -428,8 +428,8 @@ def _writer(tmp: str, cache: str, worker: int, count: int, out: str) -> None:
     _env(Path(tmp), Path(cache))
     s = _settings(Path(cache), "quick")
     log: list[tuple[float, float]] = []
-    real = _cache.write_lock
-    _cache.write_lock = lambda *a, **kw: _timed_lock(real, log, *a, **kw)  # type: ignore[assignment]
+    real = getattr(_cache, "write_lock")  # noqa: B009 (not re-exported: mypy's attr check)
+    setattr(_cache, "write_lock", lambda *a, **kw: _timed_lock(real, log, *a, **kw))  # noqa: B010
     calls = []
     for i in range(count):
         w = _workload(f"writer{worker}-{i}")
