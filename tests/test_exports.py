@@ -314,32 +314,6 @@ def _init_hints(cls: type) -> dict[str, object]:
     return {name: p.annotation for name, p in signature.parameters.items()}
 
 
-def _names_any(hint: object) -> bool:
-    """Whether a type is, or holds anywhere inside it, a bare ``object`` or ``Any``."""
-    if hint is object or hint is typing.Any:
-        return True
-    return any(_names_any(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
-
-
-@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
-def test_exported_records_show_their_field_types_in_their_signatures(module: ModuleType) -> None:
-    """help(Policy) shows margin: float, not object: each record's __init__ names real types."""
-    for name in module.__all__:
-        value = getattr(module, name)
-        if not (inspect.isclass(value) and attrs.has(value)):
-            continue
-        hints = _init_hints(value)
-        types = typing.get_type_hints(value)
-        for field in attrs.fields(value):
-            # attrs before 22.2 (the floor is 21.3) has no alias: __init__ names the field
-            # without its leading underscores
-            alias = getattr(field, "alias", None) or field.name.lstrip("_")
-            if alias in hints and hints[alias] != types[field.name]:
-                # a converter may take more than the field holds (a Path for a str), but
-                # it says what: never object or Any
-                assert not _names_any(hints[alias]), (name, field.name, hints[alias])
-
-
 def test_the_types_a_caller_annotates_with_are_exported_as_used() -> None:
     """CandidateStrategy and ProgressCallback are exported: what Policy and resolve are typed by."""
     import chunktune
@@ -396,7 +370,7 @@ _WIDER: dict[tuple[str, str], object] = {
 
 
 def test_exported_records_take_exactly_their_field_types_or_a_listed_wider_one() -> None:
-    """Each record's __init__ is typed as its fields are, or as a listed converter's wider type."""
+    """help(Policy) shows margin: float: each field typed as it is, or as a listed wider type."""
     seen: set[tuple[str, str]] = set()
     for module in PUBLIC:
         for name in module.__all__:
