@@ -58,6 +58,7 @@ from typing import Any
 
 import anyio
 import attrs
+from cases import at_least_one
 
 import chunktune
 from chunktune import _cache, _settled
@@ -494,29 +495,19 @@ def _formats(text: str) -> list[str]:
     return formats
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", type=_counts, default=[1000, 10000, 50000])
     parser.add_argument("--formats", type=_formats, default=["json", "toml"])
-    parser.add_argument("--repeats", type=_positive, default=3)
-    parser.add_argument("--hits", type=_positive, default=200, help="calls per hit figure")
+    parser.add_argument("--repeats", type=at_least_one, default=3)
+    parser.add_argument("--hits", type=at_least_one, default=200, help="calls per hit figure")
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI's child processes")
     parser.add_argument("--no-tables", action="store_true", help="only the writers at once")
     parser.add_argument("--compare", metavar="OLD_TREE", help="a source tree to race")
-    parser.add_argument("--merge-files", type=_positive, default=10)
+    parser.add_argument("--merge-files", type=at_least_one, default=10)
     parser.add_argument("--writers", type=int, default=0, help="processes writing at once")
-    parser.add_argument("--per-writer", type=_positive, default=200)
-    parser.add_argument("--writers-base", type=_positive, default=10000)
+    parser.add_argument("--per-writer", type=at_least_one, default=200)
+    parser.add_argument("--writers-base", type=at_least_one, default=10000)
     args = parser.parse_args(argv)
     if args.writers < 0:
         parser.error(f"--writers {args.writers}: expected >= 0")
