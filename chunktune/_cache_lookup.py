@@ -49,6 +49,13 @@ class JobIndex:
             last = self._last = (entries, {job: tuple(keys) for job, keys in jobs.items()})
         return last[1].get(_job(base_key), ())
 
+    def drop_unless(self, entries: Mapping[str, CacheEntry]) -> None:
+        """Let go of an index made for a mapping other than ``entries``: it would otherwise
+        keep a whole stale parse alive, for as long as lookups hit their own key."""
+        last = self._last
+        if last is not None and last[0] is not entries:
+            self._last = None
+
 
 def best_entry(
     entries: Mapping[str, CacheEntry],
@@ -65,6 +72,8 @@ def best_entry(
     ``index``: where the other policies' entries are looked for, made once per mapping;
     without one, every key is looked at.
     """
+    if index is not None:
+        index.drop_unless(entries)
     own = f"{base_key}.{policy_hash}"
     if own in entries and serves(entries[own]):
         return own, entries[own]

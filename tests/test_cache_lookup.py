@@ -128,3 +128,33 @@ def test_an_index_finds_what_a_walk_over_every_key_finds(base: str, wanted: str 
         with_index = best_entry(made, base, policy_hash="x", rule="r", effort=1, index=index)
         assert with_index == best_entry(made, base, policy_hash="x", rule="r", effort=1)
         assert (with_index[0] if with_index else None) == wanted
+
+
+class _Parse(dict):  # type: ignore[type-arg]
+    """A parse's entries that a weak reference can follow (a plain dict's cannot)."""
+
+
+def test_a_hit_lets_go_of_an_index_made_for_an_older_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write, then own-policy hits: the parse indexed before the write is freed, not kept."""
+    import gc
+    import weakref
+
+    from chunktune import _settled
+    from chunktune._cache_file import CacheFile
+
+    monkeypatch.setattr(_settled, "SETTLED_S", 0.0)
+    real = CacheFile.parse
+    monkeypatch.setattr(CacheFile, "parse", lambda self, raw: _Parse(real(self, raw)))
+    cache = DecisionCache(tmp_path / "cache.json")
+    assert cache.update(_fleet())
+    found = cache.lookup("job", policy_hash="quick", rule="r", effort=1)  # indexes the parse
+    assert found is not None and found[0] == "job.strong"
+    indexed = weakref.ref(cache._load(fresh=False))
+    assert cache.put("job.quick", entry(4, policy_rule="r", policy_effort=1))
+    for _ in range(2):
+        found = cache.lookup("job", policy_hash="quick", rule="r", effort=1)
+        assert found is not None and found[0] == "job.quick"
+    gc.collect()
+    assert indexed() is None
