@@ -126,13 +126,11 @@ def _median(f: Callable[[], Any], repeats: int) -> float:
 
 
 def _hits(call: Callable[[], chunktune.Decision], n: int) -> float:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
+    def hit() -> None:
         d = call()
-        times.append(time.perf_counter() - t)
         assert d.source == "cache", d.reason
-    return statistics.median(times)
+
+    return _median(hit, n)
 
 
 async def _async_hits(

@@ -78,9 +78,10 @@ def best_entry(
     if own in entries and serves(entries[own]):
         return own, entries[own]
     keys: Iterable[str] = entries if index is None else index.keys_of(entries, base_key)
+    prefix = base_key + "."
     stronger = []
     for k in keys:
-        if k == own or not k.startswith(base_key + "."):
+        if k == own or not k.startswith(prefix):
             continue
         e = entries[k]
         if e.policy_rule == rule and e.policy_effort >= effort:
