@@ -1,16 +1,18 @@
 """The keys a policy's own table sets that its other values leave without effect.
 
 A settings editor who writes ``refine_steps = 5`` beside explicit candidates, or
-``confirm_alpha`` under ``confirm = false``, changes nothing, and nothing said so: the
+``confirm_max_pairs`` under ``confirm = false``, changes nothing, and nothing said so: the
 file reads as if it did. :func:`idle_keys` names each such key, with why; the loader
 warns about them (:func:`warn_idle`). Only the keys the table writes itself count: an
 inherited value is its parent's. Nor does a value that asks for nothing (a switch
 written ``false``, ``refine_steps = 0``), one the policy would have without it
 (``policy show`` prints every key, and comments out those that would be named:
-:func:`idle_when_pasted`), or one the rules between fields demand (``noise_gate =
-false`` beside ``interleave = false``, in a policy whose parent gates): none misleads
-a reader. ``tests/test_idle_keys.py`` checks
-that each key named really changes no sweep.
+:func:`idle_when_pasted`), one the rules between fields demand (``noise_gate =
+false`` beside ``interleave = false``, in a policy whose parent gates), or one the
+policy's ``rule()`` reads (``confirm_alpha`` under ``confirm = false``, ``margin`` under
+``enabled = false``): that one keys the cache, and left out, the policy would neither
+answer from nor store the entries it does. None misleads a reader.
+``tests/test_idle_keys.py`` checks that each key named really changes no sweep.
 """
 
 from __future__ import annotations
@@ -85,12 +87,17 @@ def idle_keys(
 
 
 def _needless(key: str, policy: Policy, without: Callable[[str], Policy | None] | None) -> bool:
-    """Whether leaving ``key`` out would change nothing to warn about: the same value, or
-    a policy refused (the key is demanded)."""
+    """Whether leaving ``key`` out would change nothing to warn about: the same value, a
+    policy refused (the key is demanded), or another ``rule()`` (the key names the cache
+    entries the policy reads and writes: ``confirm_alpha`` under ``confirm = false``)."""
     if without is None:
         return False
     other = without(key)
-    return other is None or getattr(other, key, None) == getattr(policy, key, None)
+    return (
+        other is None
+        or getattr(other, key, None) == getattr(policy, key, None)
+        or other.rule() != policy.rule()
+    )
 
 
 # the idle keys warned about, with their values: once a process, for a file is read again
@@ -135,7 +142,7 @@ def idle_when_pasted(
 
     The keys are left out one at a time, each named against what is left, so that the
     table returned loads without a warning; the policy it makes measures and picks as
-    ``policy`` does."""
+    ``policy`` does, under the same ``rule()``, so the two share their cache entries."""
     own, idle = unstructure_policy(policy), {}
     # None: never, for a valid policy's table less keys it never reads
     while (built := _built(_PASTED, {_PASTED: own}, presets)) is not None:

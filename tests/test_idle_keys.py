@@ -105,21 +105,23 @@ def test_a_key_idle_for_two_reasons_is_named_once_for_the_first() -> None:
 def test_loading_a_file_warns_once_for_each_idle_key_it_writes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The loader names the file, the key's path and why; an inherited idle value is not named."""
+    """The loader names the file, the key's path and why; an inherited or keying value is not."""
     file = tmp_path / "chunktune.toml"
     file.write_text(
         'policy = "mine"\n'
-        "[policies.mine]\nconfirm = false\nconfirm_alpha = 0.1\nrefine_steps = 5\n"
+        # confirm_alpha is read by the rule, which keys the cache: not idle
+        "[policies.mine]\nconfirm = false\nconfirm_alpha = 0.1\nconfirm_max_pairs = 8\n"
+        "refine_steps = 5\n"
         '[policies.mine.candidates]\nstrategy = "explicit"\nsizes = [3, 7]\n'
         # extends mine: its idle values are mine's, said there
         '[policies.child]\nextends = "mine"\nmargin = 0.02\n'
     )
     caplog.set_level(logging.WARNING, logger="chunktune")
     settings = chunktune.load_settings(file)
-    assert settings.get_policy("child").confirm_alpha == 0.1
+    assert settings.get_policy("child").confirm_max_pairs == 8
     said = [r.getMessage() for r in caplog.records]
     assert said == [
-        f"chunktune: settings file {file}: policies.mine.confirm_alpha has no effect: with "
+        f"chunktune: settings file {file}: policies.mine.confirm_max_pairs has no effect: with "
         "confirm = false nothing is confirmed",
         f"chunktune: settings file {file}: policies.mine.refine_steps has no effect: "
         "explicit candidates are never refined",
@@ -195,14 +197,14 @@ def test_a_file_read_again_names_an_idle_key_again_only_once_its_value_changes(
     """Loaded at every reset (compat on a loop), a file warns once, and again for a new value."""
     monkeypatch.chdir(tmp_path)
     file = tmp_path / "chunktune.toml"
-    file.write_text('policy = "mine"\n[policies.mine]\nconfirm = false\nconfirm_alpha = 0.1\n')
+    file.write_text('policy = "mine"\n[policies.mine]\nconfirm = false\nconfirm_share = 0.1\n')
     caplog.set_level(logging.WARNING, logger="chunktune")
     for path in (file, file, "chunktune.toml"):  # the same file, named relatively
         chunktune.load_settings(path)
     assert len(caplog.records) == 1
     file.write_text(file.read_text().replace("0.1", "0.2"))
     chunktune.load_settings(file)
-    assert len(caplog.records) == 2 and "confirm_alpha" in caplog.records[1].getMessage()
+    assert len(caplog.records) == 2 and "confirm_share" in caplog.records[1].getMessage()
 
 
 # what `policy show` comments out of each preset: a table of one's own starts elsewhere
@@ -254,9 +256,10 @@ _USER = """
 [policies.dead]
 enabled = false
 margin = 0.05
+seed = 3
 [policies.dead.candidates]
-strategy = "explicit"
-sizes = [3, 7]
+strategy = "balanced"
+max_candidates = 4
 
 [policies.open]
 extends = "quick"
@@ -271,7 +274,36 @@ confirm = false
 noise_gate = false
 confirm_min_pairs = 100
 confirm_max_pairs = 200
+
+[policies.keyed]
+confirm = false
+noise_gate = false
+confirm_alpha = 0.3
 """
+
+
+@pytest.mark.parametrize("name", ["dead", "open", "pairs", "keyed"])
+def test_a_user_policy_shown_and_pasted_back_keeps_its_rule_and_its_cache_entries(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+) -> None:
+    """A key the rule reads (confirm_alpha, unconfirmed) stays live: the copy shares the entries."""
+    config = tmp_path / "user.toml"
+    config.write_text(_USER)
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "show", name, "--config", str(config)]) == 0
+    shown = capsys.readouterr().out
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    copy = chunktune.load_settings(_pasted(tmp_path, shown)).get_policy("copy")
+    assert caplog.records == []
+    original = chunktune.load_settings(config).get_policy(name)
+    assert copy.rule() == original.rule()
+    # a disabled policy spends nothing: its max_candidates, commented out, is no effort
+    assert copy.effort() == original.effort() or not original.enabled
 
 
 @pytest.mark.parametrize(
@@ -282,7 +314,7 @@ confirm_max_pairs = 200
             [
                 "# left out, as it would have no effect: with enabled = false the policy "
                 "never measures",
-                "# margin = 0.05",
+                "# seed = 3",  # margin = 0.05 stays: the rule reads it
                 "# [candidates]",
             ],
             id="disabled",
@@ -293,7 +325,6 @@ confirm_max_pairs = 200
                 "# left out, as it would have no effect: explicit candidates are never refined",
                 "# refine_steps = 4",
                 "# left out, as it would have no effect: with confirm = false nothing is confirmed",
-                "# confirm_alpha = 0.2",
                 "# confirm_max_pairs = 12",  # quick's; a table of one's own starts at 64
             ],
             id="unconfirmed",
@@ -342,13 +373,12 @@ def test_a_user_policys_idle_keys_are_shown_commented_out_under_why(
             [
                 "# left out, as it would have no effect: with enabled = false the policy "
                 "never measures",
-                "# margin = 0.05",
+                "# seed = 3",
                 "# [candidates]",
-                '# strategy = "explicit"',
-                "# sizes = [",
-                "#     3,",
-                "#     7,",
-                "# ]",
+                '# strategy = "balanced"',
+                "# max_candidates = 4",
+                "# min_chunks_per_thread = 2",
+                "# k_ratio = 1.35",
             ],
             id="a-table-left-out",
         ),

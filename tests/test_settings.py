@@ -456,6 +456,38 @@ def test_the_balanced_rule_is_pinned() -> None:
     )
 
 
+_BASE_RULE = (
+    "margin=0.01;tie_tol=0.01;tie_break=evidence;confidence_z=0.0;tie_z=1.0;"
+    "estimator=trimmed_mean;trim=0.2;confirm=true;confirm_alpha=0.05"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [pytest.param(name, _BASE_RULE, id=name) for name in ("balanced", "off", "patient", "quick")]
+    + [
+        pytest.param(
+            "seed",
+            "margin=0.03;tie_tol=0.02;tie_break=toward_upper;confidence_z=0.0;tie_z=0.0;"
+            'estimator=min;trim=0.2;confirm=false;confirm_alpha=0.05;candidates={"strategy":"seed"}',
+            id="seed",
+        ),
+        pytest.param(
+            "shared",
+            _BASE_RULE.replace("evidence", "smallest")
+            + ';candidates={"k_ratio":1.35,"min_chunks_per_thread":10,"strategy":"balanced"}',
+            id="shared",
+        ),
+        pytest.param(
+            "thorough", _BASE_RULE.replace("tie_tol=0.01", "tie_tol=0.005"), id="thorough"
+        ),
+    ],
+)
+def test_every_presets_rule_is_pinned(name: str, rule: str) -> None:
+    """Each preset's rule string, as its stored entries are keyed: a change orphans them."""
+    assert chunktune.load_settings().get_policy(name).rule() == rule
+
+
 def test_effort_counts_every_call_a_sweep_may_make() -> None:
     """effort() is (candidates + native) x max_rounds, plus two calls a pair if it confirms."""
     sizes = chunktune.ExplicitCandidates(sizes=[3, 7, 11])
