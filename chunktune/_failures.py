@@ -18,7 +18,7 @@ import signal
 from types import CodeType
 
 from ._errors import ConfigError, WorkloadError
-from ._shown import shown_line
+from ._named import named
 from ._workload import WorkloadRaised, raised_by_workload
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
     "bug_reason",
     "by_signal_handler",
     "log_bug",
-    "named",
     "no_thread",
     "raised_by_chunktune",
     "spent",
@@ -116,20 +115,6 @@ def raised_by_chunktune(exc: BaseException) -> bool:
     while tb.tb_next is not None:
         tb = tb.tb_next
     return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE)
-
-
-def named(exc: BaseException) -> str:
-    """``exc`` as a decision's reason names it: its type, and its message if it has one, on
-    one line and bounded (:func:`~chunktune._shown.shown_line`: a workload's message is
-    anyone's text, a newline or an escape sequence in it included)."""
-    kind = shown_line(type(exc).__name__)
-    try:
-        message = str(exc)
-    except Exception:
-        # a workload's exception whose __str__ raises is still the workload's failure: a
-        # reason that raised here would blame chunktune for it
-        return f"{kind} (its message could not be read)"
-    return f"{kind}: {shown_line(message)}" if message else kind
 
 
 def bug_reason(exc: BaseException, doing: str) -> str:

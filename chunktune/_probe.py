@@ -15,7 +15,8 @@ import attrs
 from ._errors import WorkloadError
 from ._events import EventKind, ProgressCallback, ProgressEvent
 from ._exiting import call_in_flight
-from ._failures import named, raised_by_chunktune
+from ._failures import raised_by_chunktune
+from ._named import named
 from ._policy import Policy
 from ._select import Choice
 from ._shown import shown_line

@@ -16,9 +16,10 @@ from ._cache_entry import CacheEntry, writable_path, writable_signature
 from ._decision import Decision
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
-from ._failures import bug_reason, named
+from ._failures import bug_reason
 from ._fingerprint import chunktune_version, mujoco_version
 from ._load import MachineLoad
+from ._named import named
 from ._policy import Policy
 from ._probe import SweepResult, run_failure
 from ._settings import Settings

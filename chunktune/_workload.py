@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
-from ._shown import digits, shown
+from ._named import named
+from ._shown import digits, shown, shown_line
 
 __all__ = [
     "MAX_COUNT",
@@ -184,16 +185,21 @@ def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
         InvalidArgumentError: ``value`` is not an integer, or is outside ``[1, high]``;
             the message names ``what``.
     """
+    # a workload's count may be any object, whose repr and type name are anyone's text: on
+    # one line, escaped (shown() keeps an object's own line breaks)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(
-            f"{what} must be an integer >= 1, got {shown(value)} ({type(value).__name__})"
+            f"{what} must be an integer >= 1, got {shown_line(shown(value))} "
+            f"({shown_line(type(value).__name__)})"
         )
     count = int(value)
     if count < 1:
-        raise InvalidArgumentError(f"{what} must be an integer >= 1, got {shown(value)}")
+        raise InvalidArgumentError(
+            f"{what} must be an integer >= 1, got {shown_line(shown(value))}"
+        )
     if count > high:
         raise InvalidArgumentError(
-            f"{what} must be an integer from 1 to {high}, got {shown(value)}"
+            f"{what} must be an integer from 1 to {high}, got {shown_line(shown(value))}"
         )
     return count
 
@@ -310,15 +316,13 @@ def _member(workload: object, name: str) -> Any:
     except BaseException as exc:
         # a StopIteration or a CancelledError too: the workload's, not the caller's cancel
         raised = exc
-    # the workload's own code raised, where resolve has no counts to fall back on
+    # the workload's own code raised, where resolve has no counts to fall back on; its
+    # message is anyone's text, told on one line as a reason tells it (a __str__ that
+    # raises too included)
     owner = type(workload).__name__
-    try:
-        told = f": {message}" if (message := str(raised)) else ""
-    except Exception:  # its __str__ raised too: still the workload's failure, told as such
-        told = " (its message could not be read)"
     raise WorkloadError(
-        f"reading the workload's {name} ({owner}.{name}) raised {type(raised).__name__}"
-        f"{told}; expected {_EXPECTED[name]}"
+        f"reading the workload's {name} ({owner}.{name}) raised {named(raised)}; "
+        f"expected {_EXPECTED[name]}"
     ) from raised
 
 

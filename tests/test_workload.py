@@ -21,6 +21,7 @@ import pytest
 
 import chunktune
 from chunktune import WorkloadError
+from chunktune._shown import unprinted
 from chunktune._workload import (
     MAX_SECONDS,
     MIN_SECONDS,
@@ -386,6 +387,49 @@ async def test_a_member_whose_property_raises_is_a_workload_error_naming_it(
         f"expected {expected}$", message
     )
     assert caught.value.__cause__ is error and workload.calls == 0
+
+
+_HOSTILE = "line one\n\x1b[2J\x1b[31mred\r" + "x" * 10_000 + "\u202eend"
+
+
+class _HostileRepr:
+    """A count of the wrong type whose repr is anyone's text: a newline, escapes, 10k chars."""
+
+    def __repr__(self) -> str:
+        return _HOSTILE
+
+
+def _one_bounded_line(message: str) -> None:
+    """``message`` holds none of _HOSTILE's raw controls, and not its 10k characters."""
+    assert unprinted(message) is None, message[:300]
+    assert len(message) < 600, len(message)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("member", ["num_envs", "nthread"])
+async def test_a_counts_hostile_message_is_told_on_one_escaped_bounded_line(member: str) -> None:
+    """A count property raising with newlines, escapes and 10k characters: one bounded line."""
+    with pytest.raises(WorkloadError) as caught:
+        await chunktune.resolve(_raising(RuntimeError(_HOSTILE), member), manual=2)
+    message = str(caught.value)
+    _one_bounded_line(message)
+    assert message.startswith(f"reading the workload's {member} (Unbuilt.{member}) raised ")
+    assert '"line one\\n\\u001B[2J' in message and message.endswith("expected an integer >= 1")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("member", ["num_envs", "nthread"])
+async def test_a_count_of_the_wrong_type_with_a_hostile_repr_is_told_on_one_line(
+    member: str,
+) -> None:
+    """A count that is no int, its repr newlines, escapes and 10k characters: one bounded line."""
+    workload = _Modeled()
+    setattr(workload, member, _HostileRepr())
+    with pytest.raises(chunktune.InvalidArgumentError) as caught:
+        await chunktune.resolve(workload, manual=2)
+    message = str(caught.value)
+    _one_bounded_line(message)
+    assert '"line one\\n\\u001B[2J' in message and message.endswith("(_HostileRepr)")
 
 
 @pytest.mark.anyio

@@ -19,9 +19,10 @@ from .._cache_entry import CacheEntry
 from .._config import load_settings
 from .._decision import Decision
 from .._errors import CacheError, ConfigError, InvalidArgumentError
-from .._failures import blames_workload, named
+from .._failures import blames_workload
 from .._here import in_memory, new_request
 from .._keys import cache_for, identify_and_look, look
+from .._named import named
 from .._recheck import MIN_ROUNDS, Rechecked, recheck
 from .._request import Request, ask, cache_entry
 from .._settings import Settings
