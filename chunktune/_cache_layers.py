@@ -67,6 +67,11 @@ class SystemCache:
         """Every valid entry, by key; a damaged file, its whole entries (warned once)."""
         return dict(self._read())
 
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry stored under ``key``, or None; read from the parse memo, copying no
+        other entry (:meth:`entries` copies them all)."""
+        return self._read().get(key)
+
     def _read(self) -> dict[str, CacheEntry]:
         """:meth:`entries`, shared with the memo: never changed in place (a lookup of an
         unchanged file copies nothing)."""
@@ -119,16 +124,17 @@ class SystemCache:
         policy_hash: str,
         rule: str,
         effort: int,
-        serves: Callable[[CacheEntry], bool] = serves_any,
+        serves: Callable[[CacheEntry], bool] | None = None,
     ) -> tuple[str, CacheEntry] | None:
-        """The entry that answers a request, by the rules of :meth:`DecisionCache.lookup`."""
+        """The entry that answers a request, by the rules of :meth:`DecisionCache.lookup`
+        (``serves`` None, the default, refuses none)."""
         return best_entry(
             self._read(),
             base_key,
             policy_hash=policy_hash,
             rule=rule,
             effort=effort,
-            serves=serves,
+            serves=serves_any if serves is None else serves,
             index=self._jobs,
         )
 
@@ -171,9 +177,10 @@ def system_lookup(
     policy_hash: str,
     rule: str,
     effort: int,
-    serves: Callable[[CacheEntry], bool] = serves_any,
+    serves: Callable[[CacheEntry], bool] | None = None,
 ) -> tuple[str, CacheEntry] | None:
-    """Blocking: the system cache's answer to a request the user's cache did not answer."""
+    """Blocking: the system cache's answer to a request the user's cache did not answer
+    (``serves`` as :meth:`SystemCache.lookup` takes it)."""
     system = system_cache_for(settings)
     if system is None:
         return None

@@ -152,7 +152,7 @@ def entry_of(
     stored = cache.get(decision.key) if cache is not None else None
     if stored is None:
         system = system_cache_for(settings)
-        stored = system.entries().get(decision.key) if system is not None else None
+        stored = system.get(decision.key) if system is not None else None
     if stored is not None:
         return stored
     return decision_entry(

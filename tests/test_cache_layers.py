@@ -6,6 +6,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -324,3 +325,61 @@ def test_a_child_forked_while_the_systems_lock_is_held_finds_its_system_cache(
     with _cache_layers._systems_lock:
         status = run_forked(child, hang_guard_s=20)
     assert status == 0
+
+
+def test_the_entry_behind_a_shared_decision_is_read_from_the_system_file_without_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """entry_of reads one key of the system layer: the stored entry, and entries() never called."""
+    from chunktune._ray_job import entry_of
+
+    system = tmp_path / "system.json"
+    stored = CacheEntry(chunk_size=4, native_chunk=3, reason="measured on the image")
+    assert chunktune.DecisionCache(system).put("a" * 32, stored)
+    assert chunktune.DecisionCache(system).put("b" * 32, _entry(8))
+    here = chunktune.load_settings()
+    cache = attrs.evolve(here.cache, path=str(tmp_path / "user.json"), system_path=str(system))
+    here = attrs.evolve(here, cache=cache)
+    copies: list[int] = []
+    whole = SystemCache.entries
+
+    def counted(self: SystemCache) -> dict[str, CacheEntry]:
+        copies.append(1)
+        return whole(self)
+
+    monkeypatch.setattr(SystemCache, "entries", counted)
+    decision = chunktune.Decision(
+        chunk_size=4, native_chunk=3, source="cache", reason="cached", key="a" * 32
+    )
+    entry = entry_of(
+        decision, settings=here, policy=here.active, signature={"kind": "x"},
+        device={"cpu": "y"}, num_envs=64, nthread=2,
+    )  # fmt: skip
+    assert (entry, copies) == (stored, [])
+    system_cache = system_cache_for(here)
+    assert system_cache is not None
+    assert [system_cache.get(k) for k in ("a" * 32, "c" * 32)] == [stored, None]
+    assert copies == []
+
+
+def test_the_system_layer_takes_serves_none_as_the_users_cache_does(tmp_path: Path) -> None:
+    """serves=None (the default) refuses no entry in SystemCache.lookup, as in DecisionCache's."""
+    import inspect
+
+    from chunktune._cache_layers import system_lookup
+
+    path = tmp_path / "system.json"
+    key = "a" * 32 + ".p"
+    stored = _entry(4)
+    assert chunktune.DecisionCache(path).put(key, stored)
+    ask: dict[str, Any] = {"policy_hash": "p", "rule": "r", "effort": 1, "serves": None}
+    users = chunktune.DecisionCache(path).lookup("a" * 32, **ask)
+    assert SystemCache(path).lookup("a" * 32, **ask) == users == (key, stored)
+    here = chunktune.load_settings()
+    here = attrs.evolve(here, cache=attrs.evolve(here.cache, system_path=str(path)))
+    assert system_lookup(here, "a" * 32, **ask) == users
+    defaults = {
+        inspect.signature(f).parameters["serves"].default
+        for f in (chunktune.DecisionCache.lookup, SystemCache.lookup, system_lookup)
+    }
+    assert defaults == {None}
