@@ -65,6 +65,7 @@ from chunktune import _cache, _settled
 from chunktune._cache import DecisionCache
 from chunktune._cache_entry import CacheEntry
 from chunktune._keys import cache_for
+from chunktune._shown import plural
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
@@ -467,8 +468,10 @@ def writers_at_once(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
     waits = sorted(w for w, _ in locks)
     holds = [h for _, h in locks]
     print(
-        f"\n{args.writers} processes x {args.per_writer} new keys into {args.writers_base} "
-        f"entries (JSON): {len(kept)}/{wanted} entries kept, file parses; {wall:.0f} s; "
+        f"\n{plural(args.writers, 'process', 'processes')} x "
+        f"{plural(args.per_writer, 'new key')} into "
+        f"{plural(args.writers_base, 'entry', 'entries')} (JSON): {len(kept)}/{wanted} "
+        f"entries kept, file parses; {wall:.0f} s; "
         f"resolve median {statistics.median(calls):.2f} s (max {max(calls):.2f}); write lock "
         f"held median {statistics.median(holds):.2f} s, waited median "
         f"{statistics.median(waits):.2f} s, p90 {waits[int(0.9 * (len(waits) - 1))]:.2f} s, "

@@ -263,9 +263,12 @@ _toml = _TomlRepr()
 _toml.maxstring = _toml.maxother = 60
 
 
-def plural(count: int, word: str) -> str:
-    """``1 env``, ``2 envs``: a count and its noun, singular for one."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 env``, ``2 envs``: a count and its noun, singular for one; ``many`` is the
+    plural where it is not the noun and an ``s`` (``1 process``, ``2 processes``)."""
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}s" if many is None else f"{count} {many}"
 
 
 def spelled(value: object) -> str:

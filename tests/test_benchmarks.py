@@ -497,7 +497,7 @@ def test_scale_bench_prints_a_table_per_format_and_counts_what_writers_at_once_k
     for row in ("build (s)", "read (s)", "hit async new (us)", "reread (s)", "write (s)"):
         assert starts.count(row) == 2
     assert "x/n 0k>0k" in out
-    assert "1 processes x 1 new keys into 3 entries (JSON): 4/4 entries kept" in out
+    assert "1 process x 1 new key into 3 entries (JSON): 4/4 entries kept" in out
     assert (_settled.SETTLED_S, dict(os.environ)) == (settled, environ)  # given back
 
 

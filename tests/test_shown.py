@@ -17,6 +17,7 @@ from chunktune._shown import (
     bound,
     escaped_toml,
     jsoned,
+    plural,
     shown,
     shown_some,
     spelled,
@@ -280,3 +281,20 @@ def test_escaped_toml_escapes_what_a_terminal_would_not_print_on_any_line_and_re
     # what prints stays as written: a no-break space, a private-use and an unassigned one
     assert all(f'"a{c}b"' in text for c in "\u00a0\ue000\u0378é")
     assert 'k13 = "a\\\\b"' in text  # a backslash escaped once, by the TOML writer
+
+
+@pytest.mark.parametrize(
+    ("count", "words", "expected"),
+    [
+        pytest.param(1, ("env",), "1 env", id="one"),
+        pytest.param(2, ("env",), "2 envs", id="an-s"),
+        pytest.param(1, ("process", "processes"), "1 process", id="one-of-its-own"),
+        pytest.param(0, ("process", "processes"), "0 processes", id="its-own-plural"),
+        pytest.param(3, ("entry", "entries"), "3 entries", id="entries"),
+    ],
+)
+def test_a_count_in_words_takes_a_plural_of_its_own(
+    count: int, words: tuple[str, ...], expected: str
+) -> None:
+    """plural() names one in the singular, more (or none) in the plural given, else with an s."""
+    assert plural(count, *words) == expected
