@@ -248,8 +248,8 @@ class DecisionCache:
                     current.pop(key, None)
                 else:
                     current[key] = entry
+            # the writer's next read parses nothing: CacheFile keeps what it wrote
             self._file.write(current, replaced=changes.keys())
-            self._file.forget()
         return True
 
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
@@ -282,7 +282,8 @@ class DecisionCache:
                 reports = tuple(merge_into(current, each) for each in kept)
                 if any(report.added or report.replaced for report in reports):
                     self._file.write(current, replaced={key for each in kept for key in each})
-                self._file.forget()
+                else:
+                    self._file.forget()
         except OSError as exc:
             raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
         return reports
@@ -334,7 +335,7 @@ class DecisionCache:
                     self._file.write(current, replaced=gone)  # the temporaries go too
                 else:
                     self._file.remove_stale_temps()
-                self._file.forget()
+                    self._file.forget()
         except OSError as exc:
             raise CacheError(
                 f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"

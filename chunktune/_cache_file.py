@@ -17,19 +17,23 @@ import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from time import time_ns
+from typing import Any
 
 import attrs
 
 from ._atomic import remove_stale_temps, write_atomic
-from ._cache_checksums import Known, stored_tables
+from ._cache_checksums import CHECKSUM_FIELD, Known, stored_tables
 from ._cache_entry import CacheEntry
 from ._cache_format import (
     SCHEMA,
     CacheFormat,
     LeftAlone,
+    Members,
     UnusableCache,
-    encode_tables,
+    document,
+    encode_members,
     parse_cache,
+    read_back,
 )
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
@@ -41,6 +45,9 @@ __all__ = ["Broken", "CacheFile", "same_file"]
 logger = logging.getLogger("chunktune")
 
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
+# new entries a write reads back from their own text to keep as the memo: a sweep's few; past
+# these (a merge, an import, a rebuild) the next read, if any, parses the file
+_READ_BACK_MAX = 64
 
 
 @attrs.frozen(eq=False)
@@ -94,6 +101,8 @@ class CacheFile:
         # entries read from checksummed tables, and the tables written for them: a re-read
         # or rewrite of an unchanged entry reuses them (every checksum is still checked)
         self._known: dict[str, Known] = {}
+        # each entry's text in the file last written: a rewrite reuses the unchanged ones
+        self._members: Members = {}
 
     def stat(self) -> Stat | None:
         """The file's identity, or None if there is none.
@@ -250,10 +259,56 @@ class CacheFile:
             self._legacy_bytes = None
         known = {k: seen for k, seen in self._known.items() if k not in replaced}
         tables = stored_tables(entries, known)
-        write_atomic(self.path, encode_tables(tables, self.format))
+        members = encode_members(tables, self.format, self._members)
+        data = document(members, self.format)
+        write_atomic(self.path, data)
+        self._members = members
         self._known = {
             k: seen if seen.stored is not None else Known(seen.checksum, seen.entry, tables[k])
             for k, seen in known.items()
             if k in entries and entries[k] is seen.entry
         }
         forget_recent()
+        self._remember_written(data, tables)
+
+    def _remember_written(self, data: bytes, tables: Mapping[str, dict[str, Any]]) -> None:
+        """Keep what a read of the file just written (``data``, of ``tables``) parses to as
+        the memo, so the writer's next read parses nothing: the entries it knew, and the
+        others (at most :data:`_READ_BACK_MAX`) read back from their text as a parse reads them.
+
+        The memo holds the bytes with the stat, as one read within the clock tick of a
+        change does: the next read compares the file's bytes before it trusts the stat
+        alone, so a file some other program replaced meanwhile is parsed as it is.
+        """
+        self._memo.forget()
+        try:
+            stat = self.stat()
+        except OSError:
+            return
+        if stat is None:
+            return
+        known = dict(self._known)
+        # a parse reuses a known entry for a table of its checksum, and reads the others
+        fresh = {
+            k: m
+            for k, m in self._members.items()
+            if k not in known or known[k].checksum != tables[k][CHECKSUM_FIELD]
+        }
+        if len(fresh) > _READ_BACK_MAX:
+            return  # a merge, an import: read back, they would cost what a parse costs
+        parsed = read_back(fresh, self.format) if fresh else None
+        if parsed is not None and (parsed.skipped or parsed.altered):
+            return  # not as written: the next read parses the file
+        entries: dict[str, CacheEntry] = {}
+        for key, table in tables.items():
+            if key in fresh:
+                assert parsed is not None
+                seen = parsed.known[key]
+                # the table written was made of the object given; the entry read back may
+                # convert to other bytes (an int given, a float read): reused only if not
+                again = stored_tables({key: seen.entry})[key]
+                same = again[CHECKSUM_FIELD] == table[CHECKSUM_FIELD]
+                known[key] = attrs.evolve(seen, stored=table) if same else seen
+            entries[key] = known[key].entry
+        self._known = known
+        self._memo.keep((stat, data), entries)

@@ -41,14 +41,18 @@ __all__ = [
     "CacheFormat",
     "ForeignDocument",
     "LeftAlone",
+    "Members",
     "NewerCache",
     "ParsedCache",
     "UnusableCache",
     "cache_format",
     "decode",
+    "document",
     "encode",
+    "encode_members",
     "encode_tables",
     "parse_cache",
+    "read_back",
     "suffix_format",
 ]
 
@@ -166,15 +170,72 @@ def encode(entries: Mapping[str, CacheEntry], fmt: CacheFormat) -> bytes:
     return encode_tables(stored_tables(entries), fmt)
 
 
-def encode_tables(tables: Mapping[str, Mapping[str, Any]], fmt: CacheFormat) -> bytes:
-    """The document for the tables :func:`stored_tables` made, as :func:`encode` writes it."""
-    doc = {"schema": SCHEMA, "checksums": CHECKSUMS, "entries": tables}
+Members = dict[str, tuple[Mapping[str, Any], str]]
+"""Each key's table and the text :func:`encode_tables` wrote for it, by key."""
+
+# JSON: the C encoder (json.dumps with an indent runs the pure-Python one, about 0.1 ms an
+# entry), ASCII only as json.dumps writes it, keys sorted
+_JSON_ENTRY = json.JSONEncoder(sort_keys=True, separators=(", ", ": "))
+
+
+def _member(key: str, table: Mapping[str, Any], fmt: CacheFormat) -> str:
+    """One entry's text in the document: a JSON member on a line of its own, or a TOML
+    entry's header and sub-tables."""
     if fmt == "toml":
         # tomli_w leaves a bidi override or a zero-width space raw in outside text (a
         # signature, a host): escaped as JSON escapes it, the file reads back the same
         # and a terminal or editor shows it as written
-        return escaped_toml(tomli_w.dumps(doc)).encode()
-    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+        return escaped_toml(tomli_w.dumps({"entries": {key: table}}))
+    return f"  {_JSON_ENTRY.encode(key)}: {_JSON_ENTRY.encode(table)}"
+
+
+def encode_tables(tables: Mapping[str, Mapping[str, Any]], fmt: CacheFormat) -> bytes:
+    """The document for the tables :func:`stored_tables` made, as :func:`encode` writes it."""
+    return document(encode_members(tables, fmt), fmt)
+
+
+def encode_members(
+    tables: Mapping[str, Mapping[str, Any]], fmt: CacheFormat, earlier: Members | None = None
+) -> Members:
+    """Each entry's text in the document, keys sorted; a key whose table is the very object
+    of ``earlier`` (an earlier call's) reuses its text, so a rewrite of a large cache
+    converts only the tables made afresh."""
+    earlier = earlier or {}
+    texts: Members = {}
+    for key, table in sorted(tables.items()):
+        seen = earlier.get(key)
+        texts[key] = (table, seen[1] if seen and seen[0] is table else _member(key, table, fmt))
+    return texts
+
+
+def document(members: Members, fmt: CacheFormat) -> bytes:
+    """The document of :func:`encode_members`' texts, in their order.
+
+    JSON: each entry on one line, indented by two spaces, its table compact (salvage finds
+    entries by that indent: :mod:`chunktune._cache_salvage`), the rest as
+    ``json.dumps(indent=1)`` lays it out; TOML as ``tomli_w`` writes the whole document.
+    """
+    texts = [text for _, text in members.values()]
+    if fmt == "toml":
+        head = f'schema = {SCHEMA}\nchecksums = "{CHECKSUMS}"\n\n'
+        return (head + ("\n".join(texts) if texts else "[entries]\n")).encode()
+    body = "{\n" + ",\n".join(texts) + "\n }" if texts else "{}"
+    # "checksums" sorts ahead of "entries", as the declaration must come (see encode)
+    return (
+        f'{{\n "checksums": "{CHECKSUMS}",\n "entries": {body},\n "schema": {SCHEMA}\n}}\n'
+    ).encode()
+
+
+def read_back(members: Members, fmt: CacheFormat) -> ParsedCache:
+    """What a parse of a file written with ``members`` (:func:`encode_tables`'s memo, or a
+    part of it) reads for their entries: their texts decoded and every entry read and
+    checked as :func:`parse_cache` reads it, without the rest of the file."""
+    texts = [text for _, text in members.values()]
+    if fmt == "toml":
+        tables = tomllib.loads("\n".join(texts)).get("entries", {})
+    else:
+        tables = json.loads("{" + ",".join(texts) + "}")
+    return _read_entries(tables, declared=True, known={})
 
 
 def parse_cache(

@@ -109,11 +109,39 @@ def table(**changes: Any) -> dict[str, Any]:
     return base
 
 
+# what chunktune writes now: JSON one entry a line (cache_v1_checksummed.json, each field
+# on a line of its own, is what it wrote before, and is read the same)
+_WRITTEN = {"json": "cache_v1_lines.json", "toml": "cache_v1_checksummed.toml"}
+
+
 @pytest.mark.parametrize("fmt", ["json", "toml"])
 def test_encoding_is_byte_identical_to_the_checksummed_format(fmt: str) -> None:
     """The converter writes the pinned bytes, checksums too: another canonical form breaks them."""
-    golden = (DATA / f"cache_v1_checksummed.{fmt}").read_bytes()
+    golden = (DATA / _WRITTEN[fmt]).read_bytes()
     assert encode(GOLDEN, fmt) == golden  # type: ignore[arg-type]
+
+
+def test_a_json_file_of_one_entry_a_line_reads_as_the_indented_one_did() -> None:
+    """The pinned file of one entry a line decodes and parses exactly as the indented one."""
+    lines = (DATA / "cache_v1_lines.json").read_bytes()
+    indented = (DATA / "cache_v1_checksummed.json").read_bytes()
+    assert json.loads(lines) == json.loads(indented)
+    assert len(lines.splitlines()) == 6 + len(GOLDEN)  # braces, declarations: one line each
+    new, old = (parse_cache(raw, "json", mtime=0.0, source="x") for raw in (lines, indented))
+    assert new.entries == old.entries and not new.skipped and not old.skipped
+    assert [k.checksum for k in new.known.values()] == [k.checksum for k in old.known.values()]
+
+
+def test_the_json_layout_is_json_dumps_indent_one_but_for_each_entry_on_one_line() -> None:
+    """Each entry is one line, its json.dumps (keys sorted, ASCII); none: json.dumps(indent=1)."""
+    entries = {**GOLDEN, "zz.host": attrs.evolve(GOLDEN["aa00.bb11"], host="n\u00f6de\u202e")}
+    tables = stored_tables(entries)
+    lines = [f"  {json.dumps(k)}: {json.dumps(t, sort_keys=True)}" for k, t in tables.items()]
+    expected = '{\n "checksums": "sha256",\n "entries": {\n' + ",\n".join(lines)
+    assert encode(entries, "json").decode() == expected + '\n },\n "schema": 1\n}\n'
+    assert "\\u202e" in lines[-1]
+    empty = {"checksums": "sha256", "entries": {}, "schema": 1}
+    assert encode({}, "json").decode() == json.dumps(empty, indent=1, sort_keys=True) + "\n"
 
 
 @pytest.mark.parametrize("fmt", ["json", "toml"])

@@ -69,8 +69,9 @@ def test_lookups_of_an_unchanged_cache_walk_its_entries_once_not_per_hit(
     monkeypatch.setattr(_settled, "SETTLED_S", 0.0)  # the file settled: its stat vouches
     real = CacheFile.parse
     monkeypatch.setattr(CacheFile, "parse", lambda self, raw: _Counted(real(self, raw)))
+    # written by another object: this one parses the file (a writer keeps what it wrote)
+    assert DecisionCache(tmp_path / "cache.json").update(_fleet())
     cache = DecisionCache(tmp_path / "cache.json")
-    assert cache.update(_fleet())
     _Counted.walks = 0
     for _ in range(5):
         found = cache.lookup("job", policy_hash="quick", rule="r", effort=1)
@@ -147,8 +148,9 @@ def test_a_hit_lets_go_of_an_index_made_for_an_older_parse(
     monkeypatch.setattr(_settled, "SETTLED_S", 0.0)
     real = CacheFile.parse
     monkeypatch.setattr(CacheFile, "parse", lambda self, raw: _Parse(real(self, raw)))
+    # written by another object: this one parses the file (a writer keeps what it wrote)
+    assert DecisionCache(tmp_path / "cache.json").update(_fleet())
     cache = DecisionCache(tmp_path / "cache.json")
-    assert cache.update(_fleet())
     found = cache.lookup("job", policy_hash="quick", rule="r", effort=1)  # indexes the parse
     assert found is not None and found[0] == "job.strong"
     indexed = weakref.ref(cache._load(fresh=False))

@@ -146,7 +146,7 @@ def test_a_json_file_whose_checksum_declaration_broke_still_requires_each_checks
     """Its entries carry checksums, so one whose checksum is gone is dropped, the rest kept."""
     raw, entries = dozen("json")
     raw = raw.replace(b'"checksums": "sha256"', b'"checksumz": "sha256"')
-    raw, cut = re.subn(rb'(  "0005.key": \{\n)   "checksum": "[0-9a-f]+",\n', rb"\1", raw)
+    raw, cut = re.subn(rb'(  "0005.key": \{)"checksum": "[0-9a-f]+", ', rb"\1", raw)
     assert cut == 1
     assert set(salvage(raw, "json")) == set(entries) - {"0005.key"}
 

@@ -1,0 +1,86 @@
+"""The cache file as last read or written: what a writer keeps of its own write, and reuses."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from _cache_cli import entry
+
+from chunktune import DecisionCache
+from chunktune._cache_file import CacheFile
+
+FORMATS = [pytest.param(".json", id="json"), pytest.param(".toml", id="toml")]
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every document CacheFile parses, as its bytes, in order."""
+    seen: list[bytes] = []
+    real = CacheFile.parse
+
+    def counted(self: CacheFile, raw: bytes) -> object:
+        seen.append(raw)
+        return real(self, raw)
+
+    monkeypatch.setattr(CacheFile, "parse", counted)
+    return seen
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_a_writers_next_hit_parses_nothing_and_reads_what_a_fresh_reader_reads(
+    tmp_path: Path, parses: list[bytes], suffix: str
+) -> None:
+    """A put, then hits: no parse; the entries equal, type for type, a fresh object's read."""
+    path = tmp_path / f"c{suffix}"
+    DecisionCache(path).update({f"k{i}.p": entry(i + 1) for i in range(5)})
+    cache = DecisionCache(path)
+    assert cache.get("k0.p") is not None  # parsed once, as a trainer's first hit does
+    # an int where the file stores a float: the memo holds the entry as read back
+    assert cache.put("new.p", entry(7, created=1_700_000_000))
+    del parses[:]
+    for _ in range(3):
+        found = cache.lookup("new", policy_hash="p", rule="", effort=0)
+        assert found is not None and found[0] == "new.p"
+    assert parses == []
+    mine = cache.entries()
+    theirs = DecisionCache(path).entries()
+    assert mine == theirs and list(mine) == list(theirs)
+    assert type(mine["new.p"].created) is type(theirs["new.p"].created) is float
+
+
+def test_a_file_replaced_behind_the_writer_is_parsed_not_taken_for_its_write(
+    tmp_path: Path, parses: list[bytes]
+) -> None:
+    """Another program's file put in place of the one just written is read as it is."""
+    path = tmp_path / "c.json"
+    cache = DecisionCache(path)
+    assert cache.put("mine.p", entry(4))
+    other = tmp_path / "other.json"
+    DecisionCache(other).put("theirs.p", entry(4))
+    os.replace(other, path)  # no lock taken: as a copy or a hand edit does
+    del parses[:]
+    assert set(cache.entries()) == {"theirs.p"} and len(parses) == 1
+
+
+def test_a_rewrite_converts_only_the_entries_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second put by the same object encodes one entry's text, not every entry's again."""
+    from chunktune import _cache_format
+
+    path = tmp_path / "c.json"
+    cache = DecisionCache(path)
+    assert cache.update({f"k{i}.p": entry(i + 1) for i in range(20)})
+    encoded: list[str] = []
+    real = _cache_format._member
+
+    def counted(key: str, table: object, fmt: str) -> str:
+        encoded.append(key)
+        return real(key, table, fmt)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_cache_format, "_member", counted)
+    assert cache.put("k3.p", entry(9))
+    assert encoded == ["k3.p"]
+    assert path.read_bytes() == _cache_format.encode(DecisionCache(path).entries(), "json")
