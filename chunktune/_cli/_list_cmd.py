@@ -16,15 +16,27 @@ import math
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._cache_entry import CacheEntry
 from .._shown import shown_path
-from ._common import EXIT_OK, entries_of, open_cache, short_keys, table_console
+from ._common import EXIT_OK, console_on, entries_of, open_cache, short_keys
+from ._plain_table import Column, plain_table
 from ._render import chunk_label, entry_age, entry_text, model_summary
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["add_list_parser"]
 
+_COLUMNS: tuple[Column, ...] = (
+    ("model", "left", 0),
+    ("N", "right", 0),
+    ("T", "right", 0),
+    ("chunk", "right", 0),
+    ("age", "right", 0),
+    ("policy", "left", 0),
+)
 _HOST_CHARS = 12  # a host's first name, cut to this: the column says where, `show` says all
 
 
@@ -55,30 +67,18 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no entries in {cache.path}")
         return EXIT_OK
-    from rich import box  # rich loads only for a table to draw
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     # the key is what `cache show` takes: never cut, however narrow the terminal
-    table.add_column("key", no_wrap=True, min_width=max(map(len, short.values())))
-    for name, justify in (
-        ("model", "left"),
-        ("N", "right"),
-        ("T", "right"),
-        ("chunk", "right"),
-        ("age", "right"),
-        ("policy", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    columns: list[Column] = [("key", "left", max(map(len, short.values()))), *_COLUMNS]
     # which host measured an entry matters once a merged cache holds several hosts'
     hosts = len({entry.host for entry in entries.values()}) > 1
     # a slot's entries and its whole machine's look alike but for the CPUs they had
     slots = len({cpu_slot(entry.device) for entry in entries.values()}) > 1
     if slots:
-        table.add_column("cpus", justify="right")
+        columns.append(("cpus", "right", 0))
     if hosts:
-        table.add_column("host")
+        columns.append(("host", "left", 0))
     now = time.time()
+    rows = []
     for key, entry in newest_first:
         cells = [
             short[key],
@@ -91,9 +91,14 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
         ]
         if slots:
             cells.append(cpu_slot(entry.device))
-        table.add_row(*cells, *([short_host(entry.host)] if hosts else []))
-    console = table_console(table)
-    console.print(table)
+        if hosts:
+            cells.append(short_host(entry.host))
+        rows.append(cells)
+    console = console_on(sys.stdout)
+    if console.is_terminal:
+        console.print(_rich_table(columns, rows))
+    else:  # laid out as rich lays it out there, without its cost per row
+        console.file.write("".join(f"{line}\n" for line in plain_table(columns, rows)))
     console.print(f"{entries_of(len(entries))} in {cache.path}")
     busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())
     if busy:
@@ -102,6 +107,21 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             "by the first request that finds it calm (`cache show KEY` says which)"
         )
     return EXIT_OK
+
+
+def _rich_table(columns: list[Column], rows: list[list[str]]) -> Table:
+    """The table rich fits to a terminal's width."""
+    from rich import box  # rich loads only for a table to draw
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    (key, _, least), *others = columns
+    table.add_column(key, no_wrap=True, min_width=least)
+    for name, justify, _ in others:
+        table.add_column(name, justify=justify)
+    for cells in rows:
+        table.add_row(*cells)
+    return table
 
 
 def short_host(host: str) -> str:

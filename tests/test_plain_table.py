@@ -1,0 +1,83 @@
+"""`cache list`'s table off a terminal: laid out without rich, exactly as rich draws it."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+from _cache_cli import entry
+
+from chunktune import DecisionCache
+from chunktune._cli import main
+from chunktune._cli._common import table_console
+from chunktune._cli._list_cmd import _rich_table
+from chunktune._cli._plain_table import Column, plain_table
+
+_COLUMNS: list[Column] = [
+    ("key", "left", 10),
+    ("model", "left", 0),
+    ("N", "right", 0),
+    ("host", "left", 0),
+]
+
+
+def _drawn_by_rich(columns: list[Column], rows: list[list[str]]) -> str:
+    """What rich prints for the table on a pipe, as `cache list` printed it before."""
+    out = io.StringIO()
+    real, sys.stdout = sys.stdout, out
+    try:
+        table = _rich_table(columns, rows)
+        table_console(table).print(table)
+    finally:
+        sys.stdout = real
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        pytest.param([["a", "m", "64", "node1"]], id="one-row"),
+        pytest.param([["abc", "中文模型", "1", "n"], ["abcdefghijkl", "x", "1024", "h"]], id="cjk"),
+        pytest.param([["k", "", "?", "a" * 40], ["kk", "\"q\" 'x'", "7", ""]], id="empty-cells"),
+        pytest.param([["k", "e\u0301t\u00e9", "3", "nöde…"]], id="combining"),
+    ],
+)
+def test_the_plain_table_is_what_rich_draws_on_a_pipe(rows: list[list[str]]) -> None:
+    """Header, rule and rows (wide, combining characters) match rich's output byte for byte."""
+    plain = "".join(f"{line}\n" for line in plain_table(_COLUMNS, rows))
+    assert plain == _drawn_by_rich(_COLUMNS, rows)
+
+
+def test_cache_list_into_a_pipe_prints_what_rich_drew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cache list` (several hosts and CPUs) prints what it printed when rich drew the table."""
+    from chunktune._cli import _list_cmd
+
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    DecisionCache(path).update(
+        {
+            f"{i:032x}.p": entry(
+                i % 5 or None,
+                age_s=3600.0 * (i + 1) + 30,
+                host=f"node{i % 3}.example",
+                device={"logical_cpus": 2 + i % 2, "usable_cpus": 2},
+                signature={"name": f"model-{i}"},
+            )
+            for i in range(12)
+        }
+    )
+    assert main(["cache", "list"]) == 0
+    plain = capsys.readouterr().out
+
+    def by_rich(columns: list[Column], rows: list[list[str]]) -> list[str]:
+        return _drawn_by_rich(columns, rows).splitlines()
+
+    monkeypatch.setattr(_list_cmd, "plain_table", by_rich)
+    assert main(["cache", "list"]) == 0
+    drawn = capsys.readouterr().out
+    assert "cpus" in drawn and "host" in drawn and len(drawn.splitlines()) == 2 + 12 + 1
+    assert plain == drawn
