@@ -95,7 +95,8 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
             cells.append(short_host(entry.host))
         rows.append(cells)
     console = console_on(sys.stdout)
-    if console.is_terminal:
+    if console.is_terminal or console.options.ascii_only:
+        # fitted to a window, or drawn in ASCII (rich's own box of |, - and +): rich's
         console.print(_rich_table(columns, rows))
     else:  # laid out as rich lays it out there, without its cost per row
         console.file.write("".join(f"{line}\n" for line in plain_table(columns, rows)))

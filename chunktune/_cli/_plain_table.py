@@ -6,15 +6,13 @@ as wide as it needs (no cell is cut or wrapped: :func:`chunktune._cli._common.ta
 so its layout is simple arithmetic: each column as wide as its widest cell (in terminal
 cells, as rich counts them), ``box.SIMPLE_HEAD`` without edges: three spaces between
 columns, a rule of ``─`` under the header. A terminal's table, which rich fits to the
-window, is still drawn by rich.
+window, and an ASCII one are still drawn by rich.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Literal
-
-from rich.cells import cell_len
 
 __all__ = ["Column", "plain_table"]
 
@@ -26,7 +24,10 @@ _GAP = "   "  # a cell's right padding, the box's blank divider, the next cell's
 
 def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Iterator[str]:
     """The table's lines, header and rule first, as rich prints ``Table(box=SIMPLE_HEAD,
-    pad_edge=False, show_edge=False)`` of these columns on a console as wide as it."""
+    pad_edge=False, show_edge=False)`` of these columns on a console as wide as it, in
+    UTF-8 (an ASCII console gets rich's ASCII box instead)."""
+    from rich.cells import cell_len  # rich loads only for a table to draw
+
     widths = [max(least, cell_len(name)) for name, _, least in columns]
     lengths = [[cell_len(cell) for cell in row] for row in rows]
     for row in lengths:
