@@ -9,7 +9,7 @@ import attrs
 
 from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._errors import InvalidArgumentError
-from ._shown import shown
+from ._shown import shown_one, type_named
 
 __all__ = ["MergeReport", "merge_into", "storable"]
 
@@ -34,8 +34,8 @@ def storable(changes: Mapping[str, CacheEntry | None]) -> dict[str, CacheEntry |
     """
     if not isinstance(changes, Mapping):
         raise InvalidArgumentError(
-            f"expected a mapping of cache keys to CacheEntry, got {shown(changes)} "
-            f"({type(changes).__name__})"
+            f"expected a mapping of cache keys to CacheEntry, got {shown_one(changes)} "
+            f"({type_named(changes)})"
         )
     kept: dict[str, CacheEntry | None] = {}
     for key, entry in changes.items():
@@ -44,15 +44,15 @@ def storable(changes: Mapping[str, CacheEntry | None]) -> dict[str, CacheEntry |
             # and the whole file be moved aside with every other entry in it
             logger.warning(
                 "chunktune: not caching entry %s: a cache key is a str, not %s",
-                shown(key),
-                type(key).__name__,
+                shown_one(key),
+                type_named(key),
             )
             continue
         if entry is not None:
             try:
                 check_entry(entry)
             except BadEntry as exc:
-                logger.warning("chunktune: not caching entry %s: %s", shown(key), exc)
+                logger.warning("chunktune: not caching entry %s: %s", shown_one(key), exc)
                 continue
         kept[key] = entry
     return kept

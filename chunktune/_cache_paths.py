@@ -9,7 +9,7 @@ import platformdirs
 
 from ._errors import CacheError
 from ._paths import is_path, user_path
-from ._shown import shown
+from ._shown import shown_one
 
 __all__ = ["checked_cache_path", "default_cache_path"]
 
@@ -27,7 +27,7 @@ def checked_cache_path(path: str | os.PathLike[str]) -> Path:
             holds a NUL byte, or starts with a home that does not exist.
     """
     if not is_path(path):
-        raise CacheError(f"cache path: {shown(path)} is not a str or os.PathLike")
+        raise CacheError(f"cache path: {shown_one(path)} is not a str or os.PathLike")
     try:
         return user_path(os.fspath(path))
     except ValueError as exc:

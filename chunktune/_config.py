@@ -38,7 +38,7 @@ from ._settings import (
     unknown_policy,
 )
 from ._shorthand import expand_candidates
-from ._shown import shown, shown_path, spelled
+from ._shown import shown_one, shown_path, spelled, type_named
 
 __all__ = [
     "CACHE_ENV",
@@ -122,7 +122,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             "it is a directory; expected a TOML file", source=str(path), unread=True
         ) from None
     except OSError as exc:  # the path again, and Python's [Errno N], said nothing more
-        why = exc.strerror or type(exc).__name__
+        why = exc.strerror or type_named(exc)
         error = ConfigError(f"cannot read it: {why}", source=str(path), unread=True)
         if exc.errno in (errno.EMFILE, errno.ENFILE):
             # the process's file descriptors, not the file, are at fault: a resolve finds
@@ -184,7 +184,9 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
     """
     if path is not None:
         if not is_path(path):
-            raise ConfigError(f"{shown(path)} is not a settings file's path (a str or os.PathLike)")
+            raise ConfigError(
+                f"{shown_one(path)} is not a settings file's path (a str or os.PathLike)"
+            )
         if not os.fspath(path):  # Path("") is ".", a directory: name what was given
             raise ConfigError('"" is not a settings file\'s path; expected a file name')
         return Path(path)

@@ -22,7 +22,7 @@ from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError, InvalidArgumentError
 from ._policy import Policy, given_policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
-from ._shown import shown, spelled
+from ._shown import shown_one, spelled, type_named
 from ._validators import one_of, percent_of
 
 __all__ = [
@@ -271,7 +271,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         return [f"{path}: missing required key {exc.args[0]!s}"]
     if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
         return [f"{path}: {p}" if path else p for p in exc.problems]
-    message = str(exc) or type(exc).__name__
+    message = str(exc) or type_named(exc)
     return [f"{path}: {message}" if path else message]
 
 
@@ -322,8 +322,8 @@ def dump_settings(settings: Settings) -> str:
     """
     if not isinstance(settings, Settings):
         raise InvalidArgumentError(
-            f"dump_settings takes a chunktune.Settings, got {shown(settings)} "
-            f"({type(settings).__name__}); load one with chunktune.load_settings(path)"
+            f"dump_settings takes a chunktune.Settings, got {shown_one(settings)} "
+            f"({type_named(settings)}); load one with chunktune.load_settings(path)"
         )
     doc: dict[str, Any] = {
         "policy": settings.policy,

@@ -19,6 +19,7 @@ from types import CodeType
 
 from ._errors import ConfigError, WorkloadError
 from ._named import named
+from ._shown import type_named
 from ._workload import WorkloadRaised, raised_by_workload
 
 __all__ = [
@@ -130,6 +131,6 @@ def log_bug(exc: BaseException, doing: str) -> None:
         "chunktune: chunktune failed while %s (%s), a bug in chunktune: please report it "
         "with this traceback",
         doing,
-        type(exc).__name__,
+        type_named(exc),
         exc_info=exc,
     )

@@ -7,7 +7,7 @@ it goes into every entry's signature, ``tune``'s header and ``cache list``'s lin
 from __future__ import annotations
 
 from ._errors import InvalidArgumentError
-from ._shown import shown, unprinted
+from ._shown import shown_one, unprinted
 
 __all__ = ["MAX_LABEL_CHARS", "MODEL_LABEL_NAMES", "check_label"]
 
@@ -31,25 +31,26 @@ def check_label(value: object, *, what: str, names: str) -> str | None:
         return None
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError(
-            f"{what} {shown(value)} is not a name for {names} (a non-empty string)"
+            f"{what} {shown_one(value)} is not a name for {names} (a non-empty string)"
         )
     expected = f"expected a name that prints, of 1 to {MAX_LABEL_CHARS} characters"
     # a blank label prints as nothing in a header or a listing, and looks like no label
     if not value.strip():
         raise InvalidArgumentError(
-            f"{what} {shown(value)} is not a name for {names}: it is only whitespace; {expected}"
+            f"{what} {shown_one(value)} is not a name for {names}: it is only whitespace; "
+            f"{expected}"
         )
     # written raw, a newline or an escape sequence would break tune's header and cache
     # list's line, or act on the terminal (a bidi override reorders what follows it)
     char = unprinted(value)
     if char is not None:
         raise InvalidArgumentError(
-            f"{what} {shown(value)} is not a name for {names}: it holds a control character "
+            f"{what} {shown_one(value)} is not a name for {names}: it holds a control character "
             f"({char}); {expected}"
         )
     if len(value) > MAX_LABEL_CHARS:
         raise InvalidArgumentError(
-            f"{what} {shown(value)} is not a name for {names}: it is {len(value)} characters "
+            f"{what} {shown_one(value)} is not a name for {names}: it is {len(value)} characters "
             f"long; {expected}"
         )
     return value

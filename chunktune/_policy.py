@@ -24,7 +24,7 @@ import attrs
 from ._candidates import STRATEGIES, BalancedCandidates, CandidateStrategy
 from ._errors import ConfigError, InvalidArgumentError
 from ._policy_notes import names_noted, note_of, notes_now
-from ._shown import bound, shown, spelled
+from ._shown import bound, shown_one, spelled, type_named
 from ._validators import boolean, choice, integer, number, plain_numbers, refused, text
 
 __all__ = [
@@ -65,7 +65,7 @@ def _is_strategy(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, tuple(STRATEGIES.values())):
         raise refused(
             inst,
-            f"{shown(value)} is not valid for {attr.name}; expected a candidate strategy "
+            f"{shown_one(value)} is not valid for {attr.name}; expected a candidate strategy "
             f"({', '.join(STRATEGIES)})",
         )
 
@@ -402,7 +402,7 @@ def given_policy(value: object, what: str) -> Policy:
     """
     if not isinstance(value, Policy):
         raise InvalidArgumentError(
-            f"{what} takes a chunktune.Policy, got {shown(value)} ({type(value).__name__}); "
+            f"{what} takes a chunktune.Policy, got {shown_one(value)} ({type_named(value)}); "
             "look a name up with chunktune.load_settings().get_policy(name)"
         )
     return value

@@ -26,13 +26,14 @@ from ._decision import Decision, headline
 from ._errors import CacheError, InvalidArgumentError, UsageError
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
+from ._named import named
 from ._policy import Policy
 from ._ray_api import connected_ray, node_labels, node_type, ray_module
 from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
 from ._request import check_policy, check_settings, pick_policy, worth_storing
 from ._settings import Settings
-from ._shown import shown
+from ._shown import shown_line, shown_one, type_named
 from ._workload import Workload, check_signature, check_workload
 
 __all__ = ["tune_cluster"]
@@ -149,7 +150,8 @@ def _why(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None)  # RayTaskError: the task's own exception
     error = cause if isinstance(cause, BaseException) else exc
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[-1] if text else ''}".rstrip(": ")
+    # the task's exception is the workload's (its run() raised on that node): anyone's text
+    return f"{type_named(error)}: {shown_line(text[-1]) if text else ''}".rstrip(": ")
 
 
 def _probe(
@@ -221,7 +223,8 @@ def tune_cluster(
     """
     if not callable(make_workload):
         raise InvalidArgumentError(
-            f"make_workload must be a callable that returns a Workload, got {shown(make_workload)}"
+            "make_workload must be a callable that returns a Workload, got "
+            f"{shown_one(make_workload)}"
         )
     check_settings(settings)  # before it is read: a path or a dict is no Settings
     check_policy(policy)  # before the settings load: a bad keyword is the caller's first error
@@ -256,8 +259,8 @@ def _check_picklable(ray: Any, make_workload: Callable[[], Workload]) -> None:
         ray.cloudpickle.dumps(make_workload)
     except Exception as exc:
         raise InvalidArgumentError(
-            f"make_workload {shown(make_workload)} cannot be sent to the cluster's nodes: "
-            f"it does not pickle ({type(exc).__name__}: {exc}); use a module-level function "
+            f"make_workload {shown_one(make_workload)} cannot be sent to the cluster's nodes: "
+            f"it does not pickle ({named(exc)}); use a module-level function "
             "or a closure over picklable values"
         ) from None
 

@@ -67,7 +67,7 @@ import numpy.typing as npt
 from ._errors import InvalidArgumentError
 from ._modeled import CountedCalls
 from ._policy import Policy, given_policy
-from ._shown import shown
+from ._shown import shown_one, type_named
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict
 from ._workload import (
@@ -219,8 +219,8 @@ class ReplayWorkload(CountedCalls):
     def __init__(self, trace: Trace, *, seed: int = 0, name: str = "") -> None:
         if not isinstance(trace, Trace):
             raise InvalidArgumentError(
-                f"trace must be a chunktune.sim.Trace, got {shown(trace)} "
-                f"({type(trace).__name__}); replay a file with ReplayWorkload.from_file(path)"
+                f"trace must be a chunktune.sim.Trace, got {shown_one(trace)} "
+                f"({type_named(trace)}); replay a file with ReplayWorkload.from_file(path)"
             )
         seed = check_seed(seed)
         # a Trace built in code gets every check a trace file gets (a time that is not

@@ -23,7 +23,7 @@ from ._named import named
 from ._policy import Policy
 from ._probe import SweepResult, run_failure
 from ._settings import Settings
-from ._shown import plural, shown, spelled
+from ._shown import plural, shown_one, spelled, type_named
 from ._workload import Workload, WorkloadRaised, check_chunk_size, read_workload
 
 __all__ = [
@@ -106,18 +106,18 @@ def ask(
     if not isinstance(refresh, bool):
         # "no", or an environment variable's "0", would replace the cached answer
         raise InvalidArgumentError(
-            f"refresh must be True or False, got {shown(refresh)} ({type(refresh).__name__})"
+            f"refresh must be True or False, got {shown_one(refresh)} ({type_named(refresh)})"
         )
     if on_progress is not None and not callable(on_progress):
         raise InvalidArgumentError(
             "on_progress must be a callable that takes a chunktune.ProgressEvent, got "
-            f"{shown(on_progress)} ({type(on_progress).__name__})"
+            f"{shown_one(on_progress)} ({type_named(on_progress)})"
         )
     if on_progress is not None and _is_async(on_progress):
         # called on the loop and never awaited, it would see no event at all, and each
         # call would leave a "coroutine was never awaited" warning behind
         raise InvalidArgumentError(
-            f"on_progress {shown(on_progress)} is async: resolve calls it on the event loop "
+            f"on_progress {shown_one(on_progress)} is async: resolve calls it on the event loop "
             "and never awaits it; make it a plain function (def, not async def)"
         )
     return Ask(
@@ -141,7 +141,7 @@ def check_settings(settings: object) -> Settings | None:
     """
     if settings is not None and not isinstance(settings, Settings):
         raise InvalidArgumentError(
-            f"settings {shown(settings)} is not a chunktune.Settings; "
+            f"settings {shown_one(settings)} is not a chunktune.Settings; "
             "load one with chunktune.load_settings(path)"
         )
     return settings
@@ -157,8 +157,8 @@ def check_policy(policy: object) -> str | Policy | None:
     """
     if policy is not None and not isinstance(policy, str | Policy):
         raise InvalidArgumentError(
-            f"policy must be a policy name or a chunktune.Policy, got {shown(policy)} "
-            f"({type(policy).__name__})"
+            f"policy must be a policy name or a chunktune.Policy, got {shown_one(policy)} "
+            f"({type_named(policy)})"
         )
     return policy
 

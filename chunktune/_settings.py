@@ -17,7 +17,7 @@ import attrs
 
 from ._errors import ConfigError, InvalidArgumentError
 from ._policy import MAX_LIMIT_S, Policy
-from ._shown import shown, spelled, unprinted
+from ._shown import shown_one, spelled, type_named, unprinted
 from ._validators import boolean, choice, number, path_text, plain_numbers, record
 
 __all__ = [
@@ -144,7 +144,7 @@ def policy_name_problem(name: str) -> str | None:
 
 def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str):
-        raise ConfigError(f"{shown(value)} is not valid for policy; expected a policy name")
+        raise ConfigError(f"{shown_one(value)} is not valid for policy; expected a policy name")
     if value not in inst.policies:
         raise ConfigError(unknown_policy(value, inst.policies))
 
@@ -152,7 +152,7 @@ def _known_policy(inst: Settings, _attr: attrs.Attribute[Any], value: str) -> No
 def _policy_map(value: Mapping[str, Policy]) -> dict[str, Policy]:
     if not isinstance(value, Mapping):
         raise ConfigError(
-            f"{shown(value)} is not valid for policies; expected a mapping of names to Policy"
+            f"{shown_one(value)} is not valid for policies; expected a mapping of names to Policy"
         )
     return dict(value)
 
@@ -176,14 +176,15 @@ class Settings:
         for name, pol in value.items():
             if not isinstance(name, str):
                 raise ConfigError(
-                    f"{shown(name)} is not valid as a name in policies; expected a str"
+                    f"{shown_one(name)} is not valid as a name in policies; expected a str"
                 )
             problem = policy_name_problem(name)
             if problem is not None:
                 raise ConfigError(problem)
             if not isinstance(pol, Policy):
                 raise ConfigError(
-                    f"{shown(pol)} is not valid for policies[{shown(name)}]; expected a Policy"
+                    f"{shown_one(pol)} is not valid for policies[{shown_one(name)}]; "
+                    "expected a Policy"
                 )
 
     def get_policy(self, name: str | None = None) -> Policy:
@@ -197,7 +198,7 @@ class Settings:
             # the caller's mistake, not a misspelled name: "unknown policy 3" misled
             raise InvalidArgumentError(
                 f"get_policy takes a policy's name (a str), or None for the active policy, "
-                f"got {shown(name)} ({type(name).__name__})"
+                f"got {shown_one(name)} ({type_named(name)})"
             )
         key = self.policy if name is None else name
         try:

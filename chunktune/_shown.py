@@ -25,9 +25,11 @@ __all__ = [
     "plural",
     "shown",
     "shown_line",
+    "shown_one",
     "shown_path",
     "shown_some",
     "spelled",
+    "type_named",
     "unprinted",
 ]
 
@@ -205,6 +207,19 @@ def shown_line(text: str, limit: int = LINE_CHARS) -> str:
         return line
     head = max(0, (limit - 3) * 2 // 3)
     return _cut(line, head, max(0, limit - 3 - head))
+
+
+def shown_one(value: object) -> str:
+    """:func:`shown` on one line: a repr of an object's own (anyone's text: a newline, an
+    escape sequence) escaped as :func:`shown_line` escapes it, bounded; a plain value's
+    repr, already printable, as :func:`shown` writes it."""
+    return shown_line(shown(value))
+
+
+def type_named(value: object) -> str:
+    """The name of ``value``'s type for a message, escaped and bounded as :func:`shown_line`
+    shows it: a class's name is anyone's text (``type("a\\nb", (), {})``)."""
+    return shown_line(type(value).__name__)
 
 
 class _TomlRepr(_Repr):

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
-from ._shown import shown
+from ._shown import shown_one
 from ._workload import check_chunk_size, check_seed
 
 __all__ = ["LAYOUTS", "FloatArray", "check_real", "env_costs"]
@@ -31,7 +31,7 @@ def check_real(
     upper = "" if high is None else f" and <= {high}"
     rule = f"a finite number {'>' if low_open else '>='} {low}{upper}"
     if not _is_real(value):
-        raise InvalidArgumentError(f"{what} must be {rule}, got {shown(value)}")
+        raise InvalidArgumentError(f"{what} must be {rule}, got {shown_one(value)}")
     number = float(value)  # type: ignore[arg-type]
     if (
         not math.isfinite(number)
@@ -39,7 +39,7 @@ def check_real(
         or (low_open and number == low)
         or (high is not None and number > high)
     ):
-        raise InvalidArgumentError(f"{what} must be {rule}, got {shown(value)}")
+        raise InvalidArgumentError(f"{what} must be {rule}, got {shown_one(value)}")
     return number
 
 
@@ -137,7 +137,7 @@ def _blocked(n: int, rng: np.random.Generator, shape: _Shape) -> FloatArray:
     position = shape.params["position"]
     if position not in _POSITIONS:
         raise InvalidArgumentError(
-            f"blocked position must be one of {', '.join(_POSITIONS)}, got {shown(position)}"
+            f"blocked position must be one of {', '.join(_POSITIONS)}, got {shown_one(position)}"
         )
     heavy = round(fraction * n)
     start = {"start": 0, "middle": (n - heavy) // 2, "end": n - heavy}[str(position)]

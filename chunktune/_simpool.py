@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidArgumentError
 from ._modeled import CountedCalls
-from ._shown import shown
+from ._shown import shown_one
 from ._simcosts import FloatArray, check_real, env_costs
 from ._workload import (
     SignatureValue,
@@ -176,7 +176,7 @@ class SimulatedWorkload(CountedCalls):
             array = np.array(costs, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
-                f"costs must be a sequence of positive, finite seconds, got {shown(costs)}"
+                f"costs must be a sequence of positive, finite seconds, got {shown_one(costs)}"
             ) from exc
         if array.ndim != 1 or array.size == 0:
             raise InvalidArgumentError(
@@ -191,7 +191,9 @@ class SimulatedWorkload(CountedCalls):
                 f"costs must be positive and finite seconds, got {got!r} at env {index}"
             )
         if not isinstance(noise, Noise):
-            raise InvalidArgumentError(f"noise must be a chunktune.sim.Noise, got {shown(noise)}")
+            raise InvalidArgumentError(
+                f"noise must be a chunktune.sim.Noise, got {shown_one(noise)}"
+            )
         array.flags.writeable = False
         self._costs: FloatArray = array
         self._prefix: FloatArray = np.concatenate(([0.0], np.cumsum(array)))

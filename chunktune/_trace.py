@@ -28,7 +28,7 @@ import attrs
 from ._errors import InvalidArgumentError, TraceError
 from ._paths import is_path
 from ._reading import MAX_NESTING, MAX_TRACE_BYTES, TooLarge, nests_deeper, read_capped
-from ._shown import jsoned, plural, shown
+from ._shown import jsoned, plural, shown_one, type_named
 from ._workload import (
     MAX_COUNT,
     MAX_SECONDS,
@@ -159,7 +159,7 @@ def trace_from_dict(doc: object, *, where: str = "trace") -> Trace:
             fields (a newer chunktune's) are ignored.
     """
     if not isinstance(doc, dict):
-        raise TraceError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+        raise TraceError(f"{where}: expected a JSON object, got {type_named(doc)}")
     for key in doc:
         # every optional field has a default: a misspelt one ("oder") would otherwise be
         # dropped without a word, and the replay would draw without the order. A field
@@ -281,7 +281,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
             the file and the field.
     """
     if not is_path(path):
-        raise TraceError(f"{shown(path)} is not a trace file's path (a str or os.PathLike)")
+        raise TraceError(f"{shown_one(path)} is not a trace file's path (a str or os.PathLike)")
     file = Path(path)
     try:
         raw = read_capped(file, MAX_TRACE_BYTES)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ._errors import InvalidArgumentError, WorkloadError
-from ._named import named
-from ._shown import digits, shown, shown_line
+from ._named import UNREAD, named, told
+from ._shown import digits, shown, shown_line, shown_one, type_named
 
 __all__ = [
     "MAX_COUNT",
@@ -109,7 +109,12 @@ class WorkloadRaised(Exception):
     """
 
     def __init__(self, original: BaseException) -> None:
-        super().__init__(f"{type(original).__name__}: {original}")
+        # the workload's type and message as ever ("StopIteration: " for an empty one), each
+        # on one escaped, bounded line: both are anyone's text; a __str__ that raises is
+        # still the workload's failure, not a new one raised here
+        message = told(original)
+        kind = type_named(original)
+        super().__init__(f"{kind} {UNREAD}" if message is None else f"{kind}: {message}")
         self.original = original
 
 
@@ -189,17 +194,14 @@ def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
     # one line, escaped (shown() keeps an object's own line breaks)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(
-            f"{what} must be an integer >= 1, got {shown_line(shown(value))} "
-            f"({shown_line(type(value).__name__)})"
+            f"{what} must be an integer >= 1, got {shown_one(value)} ({type_named(value)})"
         )
     count = int(value)
     if count < 1:
-        raise InvalidArgumentError(
-            f"{what} must be an integer >= 1, got {shown_line(shown(value))}"
-        )
+        raise InvalidArgumentError(f"{what} must be an integer >= 1, got {shown_one(value)}")
     if count > high:
         raise InvalidArgumentError(
-            f"{what} must be an integer from 1 to {high}, got {shown_line(shown(value))}"
+            f"{what} must be an integer from 1 to {high}, got {shown_one(value)}"
         )
     return count
 
@@ -211,7 +213,7 @@ def check_seed(value: object) -> int:
         InvalidArgumentError: ``value`` is not an integer >= 0.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidArgumentError(f"seed must be an integer >= 0, got {shown(value)}")
+        raise InvalidArgumentError(f"seed must be an integer >= 0, got {shown_one(value)}")
     return int(value)
 
 
@@ -257,9 +259,12 @@ def read_workload(workload: object) -> tuple[int, int, bool]:
     # this runs on every resolve, cache hits included
     read = {name: _member(workload, name) for name in _MEMBERS}
     missing = [name for name, value in read.items() if value is _ABSENT]
+    # the workload's class's name, and any member's repr and type, are anyone's text: each
+    # told on one line, escaped and bounded
+    owner = type_named(workload)
     if missing:
         raise WorkloadError(
-            f"{type(workload).__name__!s} object is not a chunktune.Workload: it lacks "
+            f"{owner} object is not a chunktune.Workload: it lacks "
             f"{', '.join(missing)} (a workload needs num_envs, nthread, signature() and run())"
         )
     for name in _METHODS:
@@ -268,13 +273,12 @@ def read_workload(workload: object) -> tuple[int, int, bool]:
         member = read[name]
         if not callable(member):
             raise WorkloadError(
-                f"{type(workload).__name__!s} object is not a chunktune.Workload: its "
-                f"{name} is {shown(member)} ({type(member).__name__}); expected a method "
+                f"{owner} object is not a chunktune.Workload: its "
+                f"{name} is {shown_one(member)} ({type_named(member)}); expected a method "
                 f"{name}() (a workload needs num_envs, nthread, signature() and run())"
             )
     # named as the workload's own: a bare "nthread must be ..." reads as an argument of
     # resolve's, which has none of that name
-    owner = type(workload).__name__
     num_envs = check_count(read["num_envs"], what=f"the workload's num_envs ({owner}.num_envs)")
     nthread = read["nthread"]
     if isinstance(nthread, numbers.Integral) and not isinstance(nthread, bool) and nthread == 0:
@@ -319,7 +323,7 @@ def _member(workload: object, name: str) -> Any:
     # the workload's own code raised, where resolve has no counts to fall back on; its
     # message is anyone's text, told on one line as a reason tells it (a __str__ that
     # raises too included)
-    owner = type(workload).__name__
+    owner = type_named(workload)
     raise WorkloadError(
         f"reading the workload's {name} ({owner}.{name}) raised {named(raised)}; "
         f"expected {_EXPECTED[name]}"
@@ -359,8 +363,8 @@ def settles_on_cancel(workload: object) -> bool:
     if isinstance(plain, bool):
         return plain
     raise WorkloadError(
-        f"the workload's settle_on_cancel ({type(workload).__name__}.settle_on_cancel) is "
-        f"{shown(value)} ({type(value).__name__}); expected True (a cancelled resolve waits "
+        f"the workload's settle_on_cancel ({type_named(workload)}.settle_on_cancel) is "
+        f"{shown_one(value)} ({type_named(value)}); expected True (a cancelled resolve waits "
         "for the run() in flight: it steps the caller's pool) or False"
     )
 
@@ -386,14 +390,14 @@ def check_signature(signature: object) -> dict[str, SignatureValue]:
     """
     if not isinstance(signature, Mapping):
         raise WorkloadError(
-            f"signature() returned {type(signature).__name__} {shown(signature)}; expected a "
+            f"signature() returned {type_named(signature)} {shown_one(signature)}; expected a "
             "mapping of str to str, int, float or bool"
         )
     plain: dict[str, SignatureValue] = {}
     for key, raw in signature.items():
         if not isinstance(key, str):
             raise WorkloadError(
-                f"signature() key {shown(key)} is of type {type(key).__name__}; keys must be "
+                f"signature() key {shown_one(key)} is of type {type_named(key)}; keys must be "
                 "strings"
             )
         value = _plain(raw)
@@ -406,8 +410,8 @@ def check_signature(signature: object) -> dict[str, SignatureValue]:
             plain[key] = float(value)
         else:
             raise WorkloadError(
-                f"signature()[{key!r}] is {shown(raw)} ({type(raw).__name__}); expected a str, "
-                "int, finite float or bool"
+                f"signature()[{_key(key)}] is {shown_one(raw)} ({type_named(raw)}); expected a "
+                "str, int, finite float or bool"
             )
     return plain
 
@@ -434,12 +438,18 @@ def _keyable_int(key: str, value: int) -> int:
     # under 3 bits a digit it is short enough: only a long one pays for counting
     if value.bit_length() > 3 * limit and (count := digits(value)) > limit:
         raise WorkloadError(
-            f"signature()[{key!r}] is an int of {count} digits ({shown(value)}); expected a "
+            f"signature()[{_key(key)}] is an int of {count} digits ({shown(value)}); expected a "
             f"str, an int of at most {limit} digits, a finite float or a bool: the cache key "
             "and file write ints out in decimal, which Python refuses past "
             "sys.get_int_max_str_digits() (a hash of the number, as a str, keys it)"
         )
     return value
+
+
+def _key(key: str) -> str:
+    """A signature's key for a message, as its repr (printable: Python escapes what is
+    not), bounded: a key of 10k characters would fill a message's line."""
+    return shown_line(repr(key))
 
 
 def _finite(value: numbers.Real) -> bool:
@@ -463,7 +473,7 @@ def check_seconds(value: object, chunk: int | None) -> float:
     seconds = as_seconds(value)
     if seconds is None:
         raise WorkloadError(
-            f"run({chunk!r}) returned {shown(value)}; expected a positive number of seconds "
+            f"run({chunk!r}) returned {shown_one(value)}; expected a positive number of seconds "
             f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
         )
     return seconds

@@ -42,7 +42,8 @@ from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
 from ._settings import Settings as _Settings
-from ._shown import shown as _shown
+from ._shown import shown_one as _shown
+from ._shown import type_named as _type_named
 from ._threads import run_beside as _run_beside
 from ._workload import MAX_COUNT as _MAX_COUNT
 from ._workload import SignatureValue
@@ -79,7 +80,7 @@ def _model_facts(
             facts[name] = int(value)
     if len(facts) == 1:
         raise _InvalidArgumentError(
-            f"model {_shown(model)} ({type(model).__name__}) is not a mujoco.MjModel: it has "
+            f"model {_shown(model)} ({_type_named(model)}) is not a mujoco.MjModel: it has "
             f"none of its sizes ({', '.join(_SIZES)}); pass the MjModel the pool steps "
             "(a path goes in model_file=)"
         )
@@ -107,7 +108,7 @@ def _dtype_name(dtype: Any) -> str:
         return str(np.dtype(dtype).name)
     except (TypeError, ValueError):  # ValueError: a malformed one, (np.int32, -1) say
         raise _InvalidArgumentError(
-            f"dtype {dtype!r} is not a numpy data type (such as 'float64')"
+            f"dtype {_shown(dtype)} is not a numpy data type (such as 'float64')"
         ) from None
 
 
@@ -115,7 +116,9 @@ def _control_width(model: Any) -> int:
     """``model.nu``, the controls per env (0 when the model has none)."""
     nu = getattr(model, "nu", 0)
     if isinstance(nu, bool) or not isinstance(nu, numbers.Integral) or nu < 0:
-        raise _InvalidArgumentError(f"model.nu {nu!r} is not a count of controls (an int >= 0)")
+        raise _InvalidArgumentError(
+            f"model.nu {_shown(nu)} is not a count of controls (an int >= 0)"
+        )
     return int(nu)
 
 
@@ -125,7 +128,7 @@ def _threads(nthread: object) -> int:
     if not integral or not 0 <= cast(int, nthread) <= _MAX_COUNT:
         raise _InvalidArgumentError(
             f"nthread must be an integer from 0 (the calling thread steps the pool) to "
-            f"{_MAX_COUNT}, got {_shown(nthread)} ({type(nthread).__name__})"
+            f"{_MAX_COUNT}, got {_shown(nthread)} ({_type_named(nthread)})"
         )
     return int(cast(int, nthread))
 
@@ -138,7 +141,7 @@ def _switch(adaptive: object) -> bool:
     """
     if not isinstance(adaptive, bool | np.bool_):
         raise _InvalidArgumentError(
-            f"adaptive must be True or False, got {_shown(adaptive)} ({type(adaptive).__name__})"
+            f"adaptive must be True or False, got {_shown(adaptive)} ({_type_named(adaptive)})"
         )
     return bool(adaptive)
 
@@ -150,7 +153,7 @@ def _model_file(model_file: object) -> str | None:
     text = _fspath_text(model_file)
     if text is None:
         raise _InvalidArgumentError(
-            f"model_file {model_file!r} is not a path (a str, bytes or os.PathLike)"
+            f"model_file {_shown(model_file)} is not a path (a str, bytes or os.PathLike)"
         )
     return text
 

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidArgumentError
 from .._labels import MODEL_LABEL_NAMES, check_label
-from .._shown import shown
+from .._shown import shown_one
 from ._models import FULLPHYSICS, float_array, perturb
 
 __all__ = [
@@ -46,7 +46,7 @@ def check_perturbation(value: object) -> float:
         or not 0 <= float(value) <= MAX_PERTURBATION
     ):
         raise InvalidArgumentError(
-            f"perturbation must be a number from 0 to {MAX_PERTURBATION:g}, got {shown(value)}"
+            f"perturbation must be a number from 0 to {MAX_PERTURBATION:g}, got {shown_one(value)}"
         )
     return float(value)
 
@@ -56,13 +56,13 @@ def take_pool(rollout: Any, nthread: int) -> Any:
     if rollout is not None:
         if not callable(getattr(rollout, "rollout", None)):
             raise InvalidArgumentError(
-                f"rollout {rollout!r} is not a pool: expected a mujoco.rollout.Rollout "
+                f"rollout {shown_one(rollout)} is not a pool: expected a mujoco.rollout.Rollout "
                 "(an object with a rollout() method)"
             )
         pool_threads = getattr(rollout, "nthread", None)
         if pool_threads is not None and pool_threads != nthread:
             raise InvalidArgumentError(
-                f"the rollout pool has nthread={pool_threads!r} but the workload has "
+                f"the rollout pool has nthread={shown_one(pool_threads)} but the workload has "
                 f"nthread={nthread}; they must match (worker i steps data[i])"
             )
     return rollout
@@ -73,7 +73,9 @@ def check_model_file(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str | os.PathLike):
-        raise InvalidArgumentError(f"model_file {value!r} is not a path (a str or os.PathLike)")
+        raise InvalidArgumentError(
+            f"model_file {shown_one(value)} is not a path (a str or os.PathLike)"
+        )
     return os.fspath(value)
 
 

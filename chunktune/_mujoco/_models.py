@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from .._cache_entry import writable_text
 from .._errors import InvalidArgumentError
-from .._shown import shown_path
+from .._shown import shown_path, type_named
 
 __all__ = [
     "FREE",
@@ -230,7 +230,7 @@ def take_models(model: Any, num_envs: int) -> tuple[Any, ...]:
     for index, m in enumerate(models):
         if not isinstance(m, mujoco.MjModel):
             raise InvalidArgumentError(
-                f"model variant {index} is of type {type(m).__name__}, not a mujoco.MjModel"
+                f"model variant {index} is of type {type_named(m)}, not a mujoco.MjModel"
             )
     check_compatible(models)
     if len(models) > num_envs:

@@ -19,6 +19,7 @@ from .._crowding import warn_if_crowded
 from .._errors import InvalidArgumentError, UsageError
 from .._exiting import exiting, wait_at_exit
 from .._paths import model_file_problem
+from .._shown import shown_one
 from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
 from ._inputs import (
     DEFAULT_PERTURBATION,
@@ -420,7 +421,9 @@ class RolloutWorkload:
                 or an argument is invalid.
         """
         if not isinstance(path, str | os.PathLike):
-            raise InvalidArgumentError(f"model file {path!r} is not a path (a str or os.PathLike)")
+            raise InvalidArgumentError(
+                f"model file {shown_one(path)} is not a path (a str or os.PathLike)"
+            )
         if not os.fspath(path):  # pathlib would read "" as ".", the current folder
             raise InvalidArgumentError(
                 'model file "" is no file name; expected an MJCF (.xml) or .mjb file'

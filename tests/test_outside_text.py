@@ -1,0 +1,339 @@
+"""Outside text (a class's name, an object's repr, an exception's message) in chunktune's
+messages: one line, escaped, bounded, whatever a workload or a caller hands in."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sys
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+import chunktune
+import chunktune.ray
+from chunktune import compat
+from chunktune._shown import unprinted
+from chunktune._workload import WorkloadRaised, call_workload
+
+# each breaks a line, acts on a terminal or fills it: a newline and ANSI escapes, a bidi
+# override, a NUL (no class's name may hold one), 10k characters
+TEXTS = [
+    pytest.param("line one\n\x1b[2J\x1b[31mred\r", id="newline-ansi"),
+    pytest.param("abc\u202edcba", id="bidi-override"),
+    pytest.param("a\x00b", id="nul"),
+    pytest.param("x" * 10_000, id="10k-chars"),
+]
+NAMES = [p for p in TEXTS if p.id != "nul"]
+# a repr was bounded already (shown()): what it lacked was the escape
+REPRS = [p for p in TEXTS if p.id != "10k-chars"]
+
+LIMIT = 600
+"""The most characters a message may run to, its outside text cut to its ends."""
+
+
+def one_line(message: str) -> None:
+    """``message`` holds no character a terminal would not print as written, and is bounded."""
+    assert unprinted(message) is None, message[:300]
+    assert len(message) < LIMIT, len(message)
+
+
+class _Repr:
+    """An object whose repr is anyone's text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _named_class(name: str, *bases: type) -> type:
+    return type(name, bases or (object,), {})
+
+
+class _Modeled:
+    """A trainer's own workload: modeled seconds, a fixed signature."""
+
+    num_envs = 64
+    nthread = 2
+
+    def signature(self) -> Mapping[str, str]:
+        return {"kind": "outside-text"}
+
+    def run(self, chunk_size: int | None) -> float:
+        return 0.01
+
+
+def _of_class(name: str, **members: object) -> object:
+    """A _Modeled of a class named ``name``, with ``members`` set on the class."""
+    return type(name, (_Modeled,), members)()
+
+
+def _said(call: Callable[[], object]) -> str:
+    """What a resolve said: its error's message, else its decision's reason."""
+    try:
+        decision = call()
+    except chunktune.ChunktuneError as exc:
+        return str(exc)
+    assert isinstance(decision, chunktune.Decision)
+    return decision.reason
+
+
+async def _said_async(workload: object, keywords: dict[str, Any]) -> str:
+    """:func:`_said` of ``await resolve(workload, **keywords)``, on the test's backend."""
+    try:
+        decision = await chunktune.resolve(workload, **keywords)  # type: ignore[arg-type]
+    except chunktune.ChunktuneError as exc:
+        return str(exc)
+    return decision.reason
+
+
+# --------------------------------------------------------------- a workload's class's name
+
+WORKLOAD_CASES: list[Any] = [
+    pytest.param(lambda name: _named_class(name)(), {"manual": 2}, id="lacks-members"),
+    pytest.param(lambda name: _of_class(name, run=3), {"manual": 2}, id="run-not-callable"),
+    pytest.param(lambda name: _of_class(name, num_envs=0), {"manual": 2}, id="num-envs-zero"),
+    pytest.param(lambda name: _of_class(name, nthread=0), {"manual": 2}, id="nthread-zero"),
+    pytest.param(lambda name: _of_class(name, nthread=property(_raise)), {"manual": 2},
+                 id="count-raises"),
+    pytest.param(lambda name: _of_class(name, settle_on_cancel=3), {"manual": 2},
+                 id="settle-not-bool"),
+    pytest.param(lambda name: _of_class("W", run=_named_class(name)()), {"manual": 2},
+                 id="member-of-a-named-type"),
+    pytest.param(lambda name: _of_class("W", settle_on_cancel=_named_class(name)()),
+                 {"manual": 2}, id="settle-of-a-named-type"),
+    pytest.param(lambda name: _of_class("W", signature=lambda self: _named_class(name)()),
+                 {"policy": "quick", "refresh": True}, id="signature-of-a-named-type"),
+    pytest.param(lambda name: _of_class("W", signature=lambda self: {_named_class(name)(): 1}),
+                 {"policy": "quick", "refresh": True}, id="signature-key-of-a-named-type"),
+    pytest.param(lambda name: _of_class("W", signature=lambda self: {"k": _named_class(name)()}),
+                 {"policy": "quick", "refresh": True}, id="signature-value-of-a-named-type"),
+]  # fmt: skip
+
+
+def _raise(self: object) -> int:
+    raise RuntimeError("not built yet")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("text", NAMES)
+@pytest.mark.parametrize(("make", "keywords"), WORKLOAD_CASES)
+async def test_a_workload_named_by_anyone_is_told_on_one_escaped_bounded_line(
+    make: Callable[[str], object], keywords: dict[str, Any], text: str
+) -> None:
+    """A class named with newlines, escapes, U+202E or 10k characters: one escaped, bounded line."""
+    one_line(await _said_async(make(text), keywords))
+
+
+@pytest.mark.parametrize("text", NAMES)
+@pytest.mark.parametrize(("make", "keywords"), WORKLOAD_CASES)
+def test_a_workload_named_by_anyone_is_told_on_one_line_by_resolve_sync(
+    make: Callable[[str], object], keywords: dict[str, Any], text: str
+) -> None:
+    """resolve_sync of a workload of a class named with hostile text: one escaped, bounded line."""
+    workload = make(text)
+    one_line(_said(lambda: chunktune.resolve_sync(workload, **keywords)))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------- an object's repr
+
+REPR_CASES: list[Any] = [
+    pytest.param(lambda r: _of_class("W", run=r), {"manual": 2}, id="run-not-callable"),
+    pytest.param(lambda r: _of_class("W", settle_on_cancel=r), {"manual": 2}, id="settle"),
+    pytest.param(lambda r: _of_class("W", signature=lambda self: r),
+                 {"policy": "quick", "refresh": True}, id="signature-not-a-mapping"),
+    pytest.param(lambda r: _of_class("W", signature=lambda self: {r: 1}),
+                 {"policy": "quick", "refresh": True}, id="signature-key"),
+    pytest.param(lambda r: _of_class("W", signature=lambda self: {"k": r}),
+                 {"policy": "quick", "refresh": True}, id="signature-value"),
+    pytest.param(lambda r: _Modeled(), {"refresh": "repr"}, id="refresh"),
+    pytest.param(lambda r: _Modeled(), {"on_progress": "repr"}, id="on-progress"),
+    pytest.param(lambda r: _Modeled(), {"policy": "repr"}, id="policy"),
+    pytest.param(lambda r: _Modeled(), {"settings": "repr"}, id="settings"),
+]  # fmt: skip
+
+
+def _with_repr(
+    make: Callable[[_Repr], object], keywords: dict[str, Any], text: str
+) -> tuple[object, dict[str, Any]]:
+    """The workload and keywords of a case, ``"repr"`` in them standing for the hostile object."""
+    value = _Repr(text)
+    return make(value), {k: value if v == "repr" else v for k, v in keywords.items()}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("text", REPRS)
+@pytest.mark.parametrize(("make", "keywords"), REPR_CASES)
+async def test_an_objects_repr_in_a_resolves_message_is_one_escaped_bounded_line(
+    make: Callable[[_Repr], object], keywords: dict[str, Any], text: str
+) -> None:
+    """A member, a signature or an argument whose repr is hostile: one escaped, bounded line."""
+    one_line(await _said_async(*_with_repr(make, keywords, text)))
+
+
+@pytest.mark.parametrize("text", REPRS)
+@pytest.mark.parametrize(("make", "keywords"), REPR_CASES)
+def test_an_objects_repr_in_resolve_syncs_message_is_one_escaped_bounded_line(
+    make: Callable[[_Repr], object], keywords: dict[str, Any], text: str
+) -> None:
+    """resolve_sync with a member or argument whose repr is hostile: one escaped, bounded line."""
+    workload, given = _with_repr(make, keywords, text)
+    one_line(_said(lambda: chunktune.resolve_sync(workload, **given)))  # type: ignore[arg-type]
+
+
+def _long_key(self: object) -> dict[str, object]:
+    return {"k" * 10_000: [1]}
+
+
+@pytest.mark.anyio
+async def test_a_signatures_long_key_is_cut_on_one_line() -> None:
+    """A signature whose key of 10k characters holds a bad value: its key cut, on one line."""
+    workload = _of_class("W", signature=_long_key)
+    one_line(await _said_async(workload, {"policy": "quick", "refresh": True}))
+
+
+def test_a_signatures_long_key_is_cut_on_one_line_by_resolve_sync() -> None:
+    """resolve_sync of a signature whose 10k-character key holds a bad value: one bounded line."""
+    workload = _of_class("W", signature=_long_key)
+    said = _said(lambda: chunktune.resolve_sync(workload, policy="quick", refresh=True))  # type: ignore[arg-type]
+    one_line(said)
+
+
+# --------------------------------------------------------------- what a workload raised
+
+
+@pytest.mark.parametrize("text", NAMES)
+def test_what_a_workload_raised_past_exception_is_named_on_one_line(text: str) -> None:
+    """A BaseException of a hostile name and message from a workload: WorkloadRaised's one line."""
+    kind = _named_class(text, BaseException)
+
+    def method() -> float:
+        raise kind(text)
+
+    with pytest.raises(WorkloadRaised) as caught:
+        call_workload(method)
+    one_line(str(caught.value))
+
+
+def test_a_workload_raised_whose_message_cannot_be_read_is_still_a_workload_raised() -> None:
+    """A StopIteration whose __str__ raises is WorkloadRaised saying so, not the __str__'s error."""
+
+    class Unread(StopIteration):
+        def __str__(self) -> str:
+            raise ValueError("no str")
+
+    def method() -> float:
+        raise Unread
+
+    with pytest.raises(WorkloadRaised) as caught:
+        call_workload(method)
+    assert str(caught.value) == "Unread (its message could not be read)"
+
+
+def test_an_ordinary_workload_raised_reads_as_before() -> None:
+    """A plain StopIteration's WorkloadRaised keeps its wording: type, colon, message."""
+    for exc, said in [
+        (StopIteration("done"), "StopIteration: done"),
+        (StopIteration(), "StopIteration: "),
+    ]:
+
+        def method(exc: BaseException = exc) -> float:
+            raise exc
+
+        with pytest.raises(WorkloadRaised) as caught:
+            call_workload(method)
+        assert str(caught.value) == said
+
+
+# --------------------------------------------------------------- settings, compat, mujoco, ray
+
+
+def _settings_call(kind: str, value: object) -> Callable[[], object]:
+    settings = chunktune.load_settings()
+    return {
+        "get_policy": lambda: settings.get_policy(value),  # type: ignore[arg-type]
+        "dump_policy": lambda: chunktune.dump_policy(value),  # type: ignore[arg-type]
+        "dump_settings": lambda: chunktune.dump_settings(value),  # type: ignore[arg-type]
+        "load_settings": lambda: chunktune.load_settings(value),  # type: ignore[arg-type]
+        "from_xml": lambda: chunktune.RolloutWorkload.from_xml(value, num_envs=4, nthread=2),  # type: ignore[arg-type]
+    }[kind]
+
+
+@pytest.mark.parametrize("text", REPRS)
+@pytest.mark.parametrize(
+    "kind", ["get_policy", "dump_policy", "dump_settings", "load_settings", "from_xml"]
+)
+def test_an_argument_with_a_hostile_repr_is_refused_on_one_line(kind: str, text: str) -> None:
+    """A settings or model-file argument whose repr is hostile: refused on one escaped line."""
+    with pytest.raises(chunktune.ChunktuneError) as caught:
+        _settings_call(kind, _Repr(text))()
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("text", NAMES)
+def test_an_argument_of_a_hostile_type_is_refused_on_one_line(text: str) -> None:
+    """get_policy given an object of a hostile class: its type named on one escaped line."""
+    with pytest.raises(chunktune.InvalidArgumentError) as caught:
+        chunktune.load_settings().get_policy(_named_class(text)())
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("text", NAMES)
+@pytest.mark.parametrize("argument", ["nthread", "adaptive"])
+def test_compats_argument_of_a_hostile_type_is_refused_on_one_line(
+    argument: str, text: str
+) -> None:
+    """compat.resolve_chunk_size given a hostile-typed nthread or adaptive: one escaped line."""
+    keywords: dict[str, Any] = {
+        "pool": None, "state": None, "model": None, "n_variants": 1, "num_envs": 8,
+        "nthread": 2, "dtype": "float64", "post_step_forward_sensor": False,
+        "bench_nsteps": 1, "manual_chunk_size": None, "adaptive": True,
+    }  # fmt: skip
+    keywords[argument] = _named_class(text)()
+    with pytest.raises(chunktune.InvalidArgumentError) as caught:
+        compat.resolve_chunk_size(**keywords)
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_rollout_pool_with_a_hostile_repr_is_refused_on_one_line(text: str) -> None:
+    """RolloutWorkload(rollout=<no pool, its repr hostile>): refused on one escaped line."""
+    mujoco = pytest.importorskip("mujoco")
+    model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
+    with pytest.raises(chunktune.InvalidArgumentError) as caught:
+        chunktune.RolloutWorkload(model, num_envs=4, nthread=2, rollout=_Repr(text))
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("text", NAMES)
+def test_a_hostile_key_type_refused_by_the_cache_is_warned_on_one_line(
+    text: str, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """cache.update({<key of a hostile class>: entry}): the warning names its type on one line."""
+    cache = chunktune.DecisionCache(tmp_path / "cache.json")
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        cache.update({_named_class(text)(): None})
+    (record,) = [r for r in caplog.records if "not caching entry" in r.getMessage()]
+    one_line(record.getMessage())
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_make_workload_that_does_not_pickle_is_told_on_one_line(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """tune_cluster(f) where pickling f raises hostile text: one escaped, bounded line."""
+
+    def dumps(value: object) -> bytes:
+        raise pickle.PicklingError(text)
+
+    ray = types.SimpleNamespace(
+        is_initialized=lambda: True, cloudpickle=types.SimpleNamespace(dumps=dumps)
+    )
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    with pytest.raises(chunktune.InvalidArgumentError, match="does not pickle") as caught:
+        chunktune.ray.tune_cluster(_Modeled)
+    one_line(str(caught.value))
