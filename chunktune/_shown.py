@@ -211,9 +211,12 @@ def shown_line(text: str, limit: int = LINE_CHARS) -> str:
 
 def shown_one(value: object) -> str:
     """:func:`shown` on one line: a repr of an object's own (anyone's text: a newline, an
-    escape sequence) escaped as :func:`shown_line` escapes it, bounded; a plain value's
-    repr, already printable, as :func:`shown` writes it."""
-    return shown_line(shown(value))
+    escape sequence) escaped and bounded as :func:`shown_line` shows it; a repr that prints
+    as written (every plain value's) exactly as :func:`shown` writes it, not cut again."""
+    text = shown(value)
+    # shown() bounds a plain value's repr already (a list of six long strings runs past
+    # shown_line's limit, and a message naming it read the same before)
+    return text if unprinted(text) is None else shown_line(text)
 
 
 def type_named(value: object) -> str:

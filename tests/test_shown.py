@@ -19,6 +19,7 @@ from chunktune._shown import (
     jsoned,
     plural,
     shown,
+    shown_one,
     shown_some,
     spelled,
     unprinted,
@@ -298,3 +299,9 @@ def test_a_count_in_words_takes_a_plural_of_its_own(
 ) -> None:
     """plural() names one in the singular, more (or none) in the plural given, else with an s."""
     assert plural(count, *words) == expected
+
+
+def test_shown_one_keeps_a_plain_values_repr_as_shown_writes_it() -> None:
+    """A plain list's repr past one line's 200 characters is not cut again: shown() bounds it."""
+    value = ["a" * 58] * 6
+    assert len(shown(value)) > 200 and shown_one(value) == shown(value)
