@@ -33,8 +33,9 @@ file parses, and prints the time per resolve and the write lock's waits and hold
 (``--no-tables``: only that). ``--compare OLD_TREE`` races OLD_TREE's chunktune (a
 checkout: ``git archive REV chunktune policies | tar -x -C OLD_TREE``) against this one's
 in alternating child processes: ``cache merge`` of each size cut into ``--merge-files``
-files, and lookups of the user and the system cache (own policy, and another's answered
-by it); medians and their ratio. Not a test: it prints figures. Runs in a fresh temporary
+files, lookups of the user and the system cache (own policy, and another's answered by
+it), two stores of a new key each followed by the writer's next hit, and ``cache list``
+into a pipe; medians and their ratio. Not a test: it prints figures. Runs in a fresh temporary
 directory; ``chunktune._settled.SETTLED_S`` is 0 (files as a trainer finds them).
 """
 
@@ -47,6 +48,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -183,6 +185,23 @@ elif sys.argv[1] == "lookups":
                 assert cache.lookup(base, policy_hash=policy, rule=rule, effort=0) is not None
                 times.append(time.perf_counter() - t)
             print(statistics.median(times[1:]) * 1e6)
+elif sys.argv[1] == "writes":
+    import time
+    from chunktune import _settled
+    from chunktune._cache import DecisionCache
+    _settled.SETTLED_S = 0.0
+    cache = DecisionCache(sys.argv[2])
+    entry = next(iter(cache.entries().values()))  # a trainer's first read, not timed
+    times = []
+    for i in (1, 2):  # a sweep's store and the writer's next hit, twice in one process
+        key = f"{i:032x}.mine"
+        t = time.perf_counter()
+        cache.put(key, entry)
+        times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        assert cache.get(key) == entry
+        times.append(time.perf_counter() - t)
+    print(*times)
 else:
     from chunktune._cli import main
     sys.exit(main(sys.argv[1:]))
@@ -359,13 +378,17 @@ def split(path: Path, folder: Path, parts: int) -> list[Path]:
 
 
 _LOOKUPS = ("user own", "user other policy", "system own", "system other policy")
+_WRITES = ("first put", "its next hit", "second put", "its next hit")
 
 
 def compare(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
     """``--compare OLD_TREE``: OLD_TREE's chunktune against this one's, in alternating child
     processes, ``--repeats`` each: ``cache merge`` of each size cut into ``--merge-files``
-    files, and a lookup (median of ``--hits``) of the user cache and of the same file as
-    the system cache, for the entry's own policy and for another answered by it."""
+    files, a lookup (median of ``--hits``) of the user cache and of the same file as
+    the system cache, for the entry's own policy and for another answered by it, two
+    sweeps' stores into a copy of the cache (``put`` of a new key after the process's first
+    read, then the writer's next hit, twice), and ``cache list`` into a pipe. Every file is
+    written by this tree's chunktune (the older reads it: the layouts are one JSON)."""
     here = Path(__file__).resolve().parent.parent
     trees = {"old": Path(args.compare).resolve(), "new": here}
     base, _, policy = key.rpartition(".")
@@ -379,7 +402,10 @@ def compare(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
         merge = ["cache", "merge", *map(str, parts), "-o", str(out)]
         looks = ["lookups", str(whole), base, entry.policy_rule, policy, str(args.hits + 1)]
         merges: dict[str, list[float]] = {"old": [], "new": []}
+        lists: dict[str, list[float]] = {"old": [], "new": []}
         lookups: dict[str, list[list[float]]] = {"old": [], "new": []}
+        writes: dict[str, list[list[float]]] = {"old": [], "new": []}
+        written = folder / "written.json"
         for r in range(args.repeats):
             for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 out.unlink(missing_ok=True)
@@ -389,6 +415,12 @@ def compare(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
                 assert len(DecisionCache(out).entries()) == n
                 said = _child_out(looks, env, folder)
                 lookups[name].append([float(x) for x in said.split()])
+                shutil.copyfile(whole, written)
+                said = _child_out(["writes", str(written)], env, folder)
+                writes[name].append([float(x) for x in said.split()])
+                assert len(DecisionCache(written).entries()) == n + 2
+                listed = {**env, "CHUNKTUNE_CACHE": str(whole)}
+                lists[name].append(_child(["cache", "list"], listed, cwd=folder)[0])
         old, new = (statistics.median(merges[k]) for k in ("old", "new"))
         print(
             f"{n} entries, median of {args.repeats} alternating, old / new / old:new: "
@@ -398,6 +430,11 @@ def compare(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
         for i, what in enumerate(_LOOKUPS):
             old, new = (statistics.median(x[i] for x in lookups[k]) for k in ("old", "new"))
             print(f"{n} entries, lookup {what}: {old:.1f} us / {new:.1f} us / {old / new:.2f}x")
+        for i, what in enumerate(_WRITES):
+            old, new = (statistics.median(x[i] for x in writes[k]) * 1e3 for k in ("old", "new"))
+            print(f"{n} entries, {what}: {old:.1f} ms / {new:.1f} ms / {old / new:.2f}x")
+        old, new = (statistics.median(lists[k]) for k in ("old", "new"))
+        print(f"{n} entries, cache list into a pipe: {old:.2f} s / {new:.2f} s / {old / new:.2f}x")
 
 
 def _child_out(argv: list[str], env: dict[str, str], cwd: Path) -> str:
