@@ -219,6 +219,10 @@ def resolve_sync(
         UsageError: called on an event loop's own thread, in a task or in a plain
             callback such as ``loop.call_soon`` (``await chunktune.resolve(...)`` there
             instead; blocking would deadlock the loop). No coroutine is created.
+        KeyboardInterrupt: Ctrl-C (on the main thread, SIGINT at Python's default), once
+            its own loop is closed: the sweep stopped at its next probe, nothing cached.
+            One that came as that loop was made or closed was held until then, so
+            nothing is left unclosed or unawaited (see :class:`~chunktune._sigint.LoopHold`).
         the errors of :func:`resolve`.
     """
     asked = ask(

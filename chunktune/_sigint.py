@@ -12,9 +12,11 @@ Importing this module guards, and ``chunktune/__init__.py`` imports it first.
 :func:`interruptible` is for a synchronous wait on the thread of ``asyncio.run``'s
 loop, whose handler only cancels a task that cannot run until the wait ends.
 
-:class:`ClosingHold` is for a blocking call's own ``asyncio.run`` loop as it closes: a
-Ctrl-C there would raise inside the loop's ``close()``, leave the loop half closed and
-Python printing its ``__del__``'s error; held, it is raised once the loop is closed.
+:class:`LoopHold` is for a blocking call's own ``asyncio.run`` loop as it opens and as it
+closes: a Ctrl-C there would raise inside the loop's making or its ``close()``, leave a
+loop half made or half closed (or its main task never run) and Python printing what it
+cannot raise; held, it is raised once the loop is closed. Between the two, Ctrl-C cancels
+the loop's main task, as ``asyncio.run``'s own handler does.
 
 :func:`terminated_as_interrupted` is for the command's run: SIGTERM (a scheduler's time
 limit, ``kill``) would end the process at once and in silence; taken as Ctrl-C, the
@@ -28,14 +30,17 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
-    "ClosingHold",
+    "LoopHold",
     "Termination",
     "guard",
     "interruptible",
@@ -108,6 +113,12 @@ def _asyncio_runners(handler: Callable[..., Any] | int | None) -> bool:
     return runner is not None and isinstance(getattr(on_sigint, "__self__", None), runner)
 
 
+def _cancels_main_task(handler: Callable[..., Any] | int | None) -> bool:
+    """Whether ``handler`` cancels an asyncio loop's main task: ``asyncio.run``'s own, or
+    :class:`LoopHold`'s in its stead."""
+    return isinstance(handler, _Cancelling) or _asyncio_runners(handler)
+
+
 @contextmanager
 def interruptible() -> Iterator[None]:
     """Make Ctrl-C raise ``KeyboardInterrupt`` in a synchronous wait on an ``asyncio.run`` loop.
@@ -116,7 +127,8 @@ def interruptible() -> Iterator[None]:
     to cancel its main task; a task cannot take a cancel while its loop's thread waits
     in synchronous code, so Ctrl-C would end nothing until the wait did. For the block
     the handler is Python's default again, which raises here, as it would in a plain
-    script; afterwards asyncio's own handler, the very object, is put back, so the
+    script; afterwards asyncio's own handler (or :class:`LoopHold`'s, which stands in for
+    it on a blocking call's own loop), the very object, is put back, so the
     loop's later Ctrl-C cancels its task as before and ``asyncio.run`` still
     recognises its handler when it restores the default. A handler the program set
     meanwhile (from another signal's handler) is kept. Any other handler (trio's,
@@ -125,7 +137,7 @@ def interruptible() -> Iterator[None]:
     """
     handler = signal.getsignal(signal.SIGINT)
     on_main = threading.current_thread() is threading.main_thread()
-    if not (on_main and _asyncio_runners(handler)):
+    if not (on_main and _cancels_main_task(handler)):
         yield
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -137,7 +149,8 @@ def interruptible() -> Iterator[None]:
 
 
 class _Held:
-    """SIGINT's handler while a loop closes: the first Ctrl-C is noted, a second raises."""
+    """SIGINT's handler while a loop opens or closes: the first Ctrl-C is noted, a second
+    raises."""
 
     def __init__(self) -> None:
         self.came = False
@@ -148,45 +161,128 @@ class _Held:
         self.came = True
 
 
-class ClosingHold:
-    """Ctrl-C while the ``asyncio.run`` loop of a blocking call closes: held, then raised.
+def _nothing() -> None:
+    """A callback that only wakes the loop it is scheduled on."""
 
-    ``asyncio.run`` puts Python's default handler back before it closes its loop, so a
-    Ctrl-C then raises wherever the close stands: inside ``loop.close()`` it leaves the
-    loop half closed (its selector open) and, when it is collected, Python prints the
-    error its ``__del__`` meets ("Exception ignored in BaseEventLoop.__del__"). On the
-    main thread, where asyncio's own handler is set (no other: a program's or trio's is
-    left alone), :meth:`begin`, at the end of the loop's main task, holds a Ctrl-C; after
-    the run, :meth:`end` puts Python's default back and raises the one held, on a loop
-    closed whole.
+
+class _Cancelling:
+    """SIGINT's handler while a blocking call's loop runs its main task: what
+    ``asyncio.run``'s own does, which :class:`LoopHold` kept from being set.
+
+    The first Ctrl-C cancels the main task and wakes the loop (a select may be waiting
+    long); a second, or one once the task is done, raises ``KeyboardInterrupt`` there.
+    """
+
+    def __init__(self, task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.came = 0
+        self._task = task
+        self._loop = loop
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.came += 1
+        if self.came == 1 and not self._task.done():
+            self._task.cancel()
+            with suppress(RuntimeError):  # a loop closed meanwhile needs no waking
+                self._loop.call_soon_threadsafe(_nothing)
+            return
+        raise KeyboardInterrupt
+
+
+class LoopHold:
+    """Ctrl-C around the ``asyncio.run`` loop of a blocking call: held while the loop opens
+    and while it closes, raised once it is closed; between, it cancels the main task.
+
+    A Ctrl-C while ``asyncio.run`` makes its loop and main task raises wherever that
+    stands: it can leave a loop unclosed (its selector and sockets open), a main task
+    never run, or one run by the loop's shutdown after all, and Python printing what its
+    ``__del__`` meets ("Exception ignored ..., unclosed event loop", "coroutine ... was
+    never awaited", "Task was destroyed but it is pending"). ``asyncio.run`` puts Python's
+    default handler back before it closes its loop, so a Ctrl-C then raises inside
+    ``loop.close()`` as well, leaving the loop half closed.
+
+    Only on the main thread where SIGINT has Python's default handler (where
+    ``asyncio.run`` would set its own; a program's, trio's or an ignored SIGINT is left
+    alone): :meth:`opening`, before the run, holds a Ctrl-C; :meth:`opened`, the main
+    task's first step, sets in asyncio's stead a handler that does what its own does
+    (asyncio sets none over another), or says that a Ctrl-C came, for the task to end
+    at once; :meth:`closing`, its last step, holds a Ctrl-C again; after the run,
+    :meth:`end` puts Python's default back and raises the one held, on a loop closed whole.
     """
 
     def __init__(self) -> None:
         self._held: _Held | None = None
+        self._cancelling: _Cancelling | None = None
 
-    def begin(self) -> None:
+    def opening(self) -> None:
+        """Hold Ctrl-C from here (before the loop is made) until :meth:`opened`."""
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._held = _Held()
+            signal.signal(signal.SIGINT, self._held)
+
+    def opened(self) -> bool:
+        """In the main task's first step: Ctrl-C cancels this task from here, as asyncio's
+        handler would. False if a Ctrl-C came while the loop opened (it is held until
+        :meth:`end`: the task should return at once, starting nothing)."""
+        held = self._held
+        if held is None or signal.getsignal(signal.SIGINT) is not held:
+            return True  # none held, or a handler the program set meanwhile
+        if held.came:
+            return False
+        import asyncio  # loaded by now; this module loads before everything else
+
+        self._held = None
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no asyncio loop (a trio run): Python's default, as before
+            task = None
+        if task is None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            return True
+        self._cancelling = _Cancelling(task, task.get_loop())
+        signal.signal(signal.SIGINT, self._cancelling)
+        return True
+
+    def closing(self) -> None:
         """Hold Ctrl-C from here (the main task's last step) until :meth:`end`."""
         handler = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is threading.main_thread() and _asyncio_runners(handler):
+        if self._held is not None and handler is self._held:
+            return  # held since the loop opened
+        if threading.current_thread() is threading.main_thread() and _cancels_main_task(handler):
             self._held = _Held()
             # asyncio.run then leaves it, as a handler not its own, to end() to undo
             signal.signal(signal.SIGINT, self._held)
 
-    def end(self, *, raise_held: bool = True) -> None:
-        """Python's default handler back (asyncio's was set only over it); raise the Ctrl-C
-        held unless ``raise_held`` is False (the run already raises: one interrupt is enough).
+    def end(self, raised: BaseException | None = None) -> None:
+        """After the run: Python's default handler back (asyncio's own is set only over it).
+
+        ``raised`` is what the run raised, if it did: a ``KeyboardInterrupt`` is enough,
+        and nothing more is raised; the ``CancelledError`` of the main task that a Ctrl-C
+        cancelled is raised as the ``KeyboardInterrupt`` that ``asyncio.run`` makes of it.
 
         Raises:
-            KeyboardInterrupt: a Ctrl-C came while the loop closed.
+            KeyboardInterrupt: a Ctrl-C came while the loop opened or closed, or cancelled
+                the main task.
         """
         held, self._held = self._held, None
-        if held is None:
-            return
-        came = held.came
-        if signal.getsignal(signal.SIGINT) is held:  # not one a program set meanwhile
+        cancelling, self._cancelling = self._cancelling, None
+        handler = signal.getsignal(signal.SIGINT)
+        ours = [h for h in (held, cancelling) if h is not None]
+        if any(handler is h for h in ours):  # not one a program set meanwhile
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        if came and raise_held:
+        if isinstance(raised, KeyboardInterrupt):
+            return
+        cancelled = cancelling is not None and cancelling.came > 0
+        if cancelled and raised is not None and _is_cancelled_error(raised):
+            raise KeyboardInterrupt from None
+        if held is not None and held.came:
             raise KeyboardInterrupt
+
+
+def _is_cancelled_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is asyncio's ``CancelledError`` (asyncio is loaded where it can be)."""
+    cancelled = getattr(sys.modules.get("asyncio"), "CancelledError", None)
+    return cancelled is not None and isinstance(exc, cancelled)
 
 
 class Termination:

@@ -25,7 +25,7 @@ import anyio.to_thread
 
 from ._backends import call_soon, in_worker_thread, inherited, loop_running_here, waking
 from ._errors import UsageError
-from ._sigint import ClosingHold, interruptible
+from ._sigint import LoopHold, interruptible
 from ._woken import WAKE_S, wait_woken
 
 __all__ = [
@@ -123,15 +123,16 @@ async def wait_in_thread(
 def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, where: str = "") -> T:
     """``await call()`` from synchronous code: on the loop of the worker thread it runs in,
     else on a loop of its own (in a thread of its own where a fork left a loop's state
-    behind on this one). A Ctrl-C while that loop of its own closes is held until it is
-    closed (see :class:`~chunktune._sigint.ClosingHold`).
+    behind on this one). A Ctrl-C while that loop of its own opens or closes is held until
+    it is closed (see :class:`~chunktune._sigint.LoopHold`).
 
     Raises:
         UsageError: on an event loop's own thread, in a task or in a plain callback,
             where blocking would stall the loop: the message says to use ``instead``
             (and ``where``, a hint of how the caller may have got there). Checked
             before ``call()`` is made, so no coroutine is left unawaited.
-        KeyboardInterrupt: Ctrl-C, also one that came as its own loop closed, once closed.
+        KeyboardInterrupt: Ctrl-C, also one that came as its own loop opened or closed, once
+            closed.
     """
     if inherited():
         # a fresh thread carries none of the parent's loop state that this one does
@@ -149,8 +150,9 @@ def run_blocking(call: Callable[[], Coroutine[Any, Any, T]], *, instead: str, wh
 def run_held(
     call: Callable[[], Coroutine[Any, Any, T]], *, returned: Callable[[T], object] | None = None
 ) -> T:
-    """``anyio.run(call)`` on a new loop of this thread, a Ctrl-C while that loop closes held
-    until it is closed (see :class:`~chunktune._sigint.ClosingHold`).
+    """``anyio.run(call)`` on a new loop of this thread, a Ctrl-C while that loop opens or
+    closes held until it is closed (see :class:`~chunktune._sigint.LoopHold`): one that
+    came as it opened makes no ``call()`` at all.
 
     ``returned(result)``, if given, is called the moment ``call()`` returns, still in the
     loop's main task: a Ctrl-C from then on raises all the same (cancelling a task on its
@@ -159,29 +161,33 @@ def run_held(
     already cached must not say the Ctrl-C stopped its sweep).
 
     Raises:
-        KeyboardInterrupt: Ctrl-C, also one that came as the loop closed, once closed.
+        KeyboardInterrupt: Ctrl-C, also one that came as the loop opened or closed, once
+            closed.
         BaseException: what ``call()`` raised.
     """
-    hold = ClosingHold()
+    hold = LoopHold()
 
-    async def held_as_it_ends() -> T:
+    async def held_as_it_ends() -> T | None:
         try:
+            if not hold.opened():
+                return None  # a Ctrl-C came as the loop opened: end() raises it
             result = await call()
             if returned is not None:
                 returned(result)
             return result
         finally:
-            hold.begin()  # what is left is closing the loop: a Ctrl-C waits for that
+            hold.closing()  # what is left is closing the loop: a Ctrl-C waits for that
 
+    hold.opening()  # a Ctrl-C as the loop and its main task are made waits for them
     try:
         result = anyio.run(held_as_it_ends)
     except BaseException as exc:
         # a Ctrl-C held as a failing run's loop closed still ends the call: dropped, the
         # error could become resolve_sync's fallback and the Ctrl-C be lost (one is enough)
-        hold.end(raise_held=not isinstance(exc, KeyboardInterrupt))
+        hold.end(exc)
         raise
     hold.end()
-    return result
+    return cast(T, result)
 
 
 def run_beside(

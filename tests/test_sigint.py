@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -16,7 +18,7 @@ import anyio.to_thread
 import pytest
 
 from chunktune import _sigint
-from chunktune._threads import run_beside
+from chunktune._threads import run_beside, run_held
 
 PYTHON = "/usr/bin/python3"
 MAIN = "/site-packages/chunktune/__main__.py"  # sys.argv[0] under `python -m chunktune`
@@ -247,11 +249,11 @@ def test_the_signal_exit_codes_are_defined_once_for_the_whole_package() -> None:
 
 
 def test_a_ctrl_c_held_while_asyncio_run_closes_is_raised_after(ctrl_c: None) -> None:
-    """Ctrl-C after ClosingHold.begin on asyncio.run's loop raises only at end(), default back."""
-    hold = _sigint.ClosingHold()
+    """Ctrl-C after LoopHold.closing on asyncio.run's loop raises only at end(), default back."""
+    hold = _sigint.LoopHold()
 
     async def main() -> None:
-        hold.begin()
+        hold.closing()
         signal.raise_signal(signal.SIGINT)  # held: the task ends as if none came
 
     asyncio.run(main())
@@ -270,14 +272,162 @@ def test_a_second_ctrl_c_while_a_loop_closes_raises_at_once() -> None:
 
 
 def test_closing_hold_leaves_a_programs_own_ctrl_c_alone(ctrl_c: None) -> None:
-    """Under asyncio.run over a program's own SIGINT handler, begin and end change nothing."""
+    """Under asyncio.run over a program's own SIGINT handler, closing and end change nothing."""
     signal.signal(signal.SIGINT, _own_ctrl_c)
-    hold = _sigint.ClosingHold()
+    hold = _sigint.LoopHold()
 
     async def main() -> None:
-        hold.begin()
+        hold.closing()
         signal.raise_signal(signal.SIGINT)  # the program's: nothing held
 
     asyncio.run(main())
     hold.end()
     assert signal.getsignal(signal.SIGINT) is _own_ctrl_c
+
+
+# Python as it warns of all it can: what is left unclosed, never awaited, destroyed pending
+STRICT_PYTHON = [sys.executable, "-X", "dev", "-W", "error::ResourceWarning"]
+
+# A child that sends itself Ctrl-C at one moment of resolve_sync's own asyncio.run loop (its
+# first reach of the step named, as the step returns or, for the close, as it begins), prints
+# the KeyboardInterrupt's traceback, lets go of it (a loop or task it left says so then), and
+# checks what is left before resolving again, as a notebook goes on after an interrupt.
+AT_A_MOMENT = """
+import asyncio, gc, os, signal, sys, threading, traceback
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job's is ignored
+
+import chunktune
+from chunktune.sim import SimulatedWorkload
+
+moment, config = sys.argv[1:]
+owner, name, after = {
+    "loop-made": (asyncio.events, "new_event_loop", True),
+    "task-to-make": (asyncio.BaseEventLoop, "create_task", False),
+    "loop-closing": (asyncio.BaseEventLoop, "close", False),
+}[moment]
+original = getattr(owner, name)
+came = []
+
+def ctrl_c_there(*args, **kwargs):
+    if came:  # the loop's own first call only, not the sweep's
+        return original(*args, **kwargs)
+    came.append(moment)
+    if not after:
+        signal.raise_signal(signal.SIGINT)
+    made = original(*args, **kwargs)
+    if after:
+        signal.raise_signal(signal.SIGINT)  # handled here, before what was made is returned
+    return made
+
+setattr(owner, name, ctrl_c_there)
+workload = SimulatedWorkload([1e-3] * 64, nthread=4)
+settings = chunktune.load_settings(config)
+fds, threads = set(os.listdir("/proc/self/fd")), set(threading.enumerate())
+try:
+    chunktune.resolve_sync(workload, settings=settings)
+    sys.exit("returned")
+except KeyboardInterrupt as exc:
+    traceback.print_exception(exc)
+gc.collect()
+left = set(os.listdir("/proc/self/fd")) - fds
+problems = [
+    not came and "the moment never came",
+    signal.getsignal(signal.SIGINT) is not signal.default_int_handler and "SIGINT's handler",
+    set(threading.enumerate()) != threads and f"threads {threading.enumerate()}",
+    left and f"file descriptors {sorted(left)}",
+    chunktune.resolve_sync(workload, settings=settings).source not in ("benchmark", "cache")
+    and "the next resolve",
+]
+sys.exit(", ".join(p for p in problems if p) or 130)
+"""
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param("loop-made", id="loop-made"),
+        pytest.param("task-to-make", id="main-task-to-make"),
+        pytest.param("loop-closing", id="loop-closing"),
+    ],
+)
+def test_ctrl_c_as_resolve_syncs_own_loop_opens_or_closes_raises_it_alone(
+    isolated: Path, moment: str
+) -> None:
+    """A Ctrl-C as resolve_sync's loop is made or closed: one KeyboardInterrupt, nothing else."""
+    config = isolated / "quiet.toml"
+    config.write_text('policy = "quick"\n[log]\nstderr = "never"\n')
+    child = subprocess.run(
+        [*STRICT_PYTHON, "-c", AT_A_MOMENT, moment, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert child.returncode == 130, child.stdout + child.stderr
+    # the traceback's own lines are indented: no warning or "Exception ignored" besides
+    unindented = [line for line in child.stderr.splitlines() if not line.startswith(" ")]
+    assert unindented == ["Traceback (most recent call last):", "KeyboardInterrupt"], child.stderr
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_ctrl_c_in_a_held_runs_task_cancels_it_and_raises_after() -> None:
+    """Within run_held's task a Ctrl-C cancels it, as asyncio.run's handler does; then raised."""
+    cancelled: list[bool] = []
+
+    async def call() -> None:
+        try:
+            signal.raise_signal(signal.SIGINT)
+            await anyio.sleep(60)  # a hang guard, not a timing: the Ctrl-C ends it
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    with pytest.raises(KeyboardInterrupt):
+        run_held(call)
+    assert cancelled == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_a_held_runs_handler_is_set_aside_for_a_synchronous_wait() -> None:
+    """interruptible() in run_held's task makes Ctrl-C raise there, then puts its handler back."""
+
+    async def call() -> tuple[Any, Any]:
+        handler = signal.getsignal(signal.SIGINT)
+        with _sigint.interruptible():
+            inside = signal.getsignal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is handler
+        return handler, inside
+
+    handler, inside = run_held(call)
+    assert handler is not signal.default_int_handler
+    assert inside is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_a_held_run_leaves_a_programs_own_ctrl_c_alone() -> None:
+    """Under a program's own SIGINT handler, run_held's loop opens, runs and closes with it."""
+    signal.signal(signal.SIGINT, _own_ctrl_c)
+
+    async def call() -> Any:
+        signal.raise_signal(signal.SIGINT)  # the program's: nothing cancelled or held
+        return signal.getsignal(signal.SIGINT)
+
+    assert run_held(call) is _own_ctrl_c
+    assert signal.getsignal(signal.SIGINT) is _own_ctrl_c
+
+
+def test_a_held_run_off_the_main_thread_sets_no_handler() -> None:
+    """run_held in a thread of its own leaves SIGINT's handler as it was, even while it runs."""
+    seen: list[Any] = []
+    before = signal.getsignal(signal.SIGINT)
+
+    async def call() -> None:
+        seen.append(signal.getsignal(signal.SIGINT))
+
+    assert _in_thread(lambda: run_held(call)) == []
+    assert seen == [before]
+    assert signal.getsignal(signal.SIGINT) is before
