@@ -227,20 +227,24 @@ class LoopHold:
         held = self._held
         if held is None or signal.getsignal(signal.SIGINT) is not held:
             return True  # none held, or a handler the program set meanwhile
-        if held.came:
-            return False
         import asyncio  # loaded by now; this module loads before everything else
 
-        self._held = None
         try:
             task = asyncio.current_task()
-        except RuntimeError:  # no asyncio loop (a trio run): Python's default, as before
+        except RuntimeError:  # no asyncio loop (a trio run): none to cancel
             task = None
         if task is None:
+            if held.came:
+                return False
+            self._held = None
             signal.signal(signal.SIGINT, signal.default_int_handler)
             return True
         self._cancelling = _Cancelling(task, task.get_loop())
         signal.signal(signal.SIGINT, self._cancelling)
+        if held.came:  # looked at once the handler is changed, so that no Ctrl-C is lost
+            signal.signal(signal.SIGINT, held)
+            return False
+        self._held = None
         return True
 
     def closing(self) -> None:

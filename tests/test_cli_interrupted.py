@@ -26,8 +26,9 @@ from chunktune.sim import SimulatedWorkload
 # test's tmp_path, as the isolated fixture's CHUNKTUNE_CACHE names it). The stage before
 # it sends the Ctrl-C; what it prints after is what the test reads.
 CHILD_HEAD = """
-import asyncio.runners as runners, asyncio.selector_events as selector_events
+import asyncio.selector_events as selector_events
 import gc, json, os, signal, sys, threading
+from chunktune import _sigint
 from chunktune._cache import DecisionCache
 from chunktune._cli import _tune_cmd, main
 from chunktune._cli._tune_interrupted import SWEEP_STOPPED
@@ -71,7 +72,7 @@ def close_self_pipe(self):
 selector_events.BaseSelectorEventLoop._close_self_pipe = close_self_pipe
 """
 
-# Ctrl-C in the loop's main task just after resolve returned: asyncio.Runner's handler
+# Ctrl-C in the loop's main task just after resolve returned: the loop's Ctrl-C handler
 # cancels the task on its last step, which discards the decision
 AS_RESOLVE_RETURNS = """
 resolving = _tune_cmd.resolve
@@ -84,10 +85,11 @@ async def resolve(*args, **kwargs):
 _tune_cmd.resolve = resolve
 """
 
-# `asked` is set once asyncio's Ctrl-C handler has run (it cancels the resolve)
+# `asked` is set once the loop's Ctrl-C handler has run (it cancels the resolve): the one
+# run_held sets in asyncio.run's stead (_sigint.LoopHold)
 SIGINT_ASKED = """
 asked = threading.Event()
-on_sigint = runners.Runner._on_sigint
+on_sigint = _sigint._Cancelling.__call__
 
 def noting(self, *args, **kwargs):
     try:
@@ -95,7 +97,7 @@ def noting(self, *args, **kwargs):
     finally:
         asked.set()
 
-runners.Runner._on_sigint = noting
+_sigint._Cancelling.__call__ = noting
 """
 
 # Ctrl-C as the decision is stored: the write waits until the cancel has been asked, so
@@ -107,7 +109,7 @@ putting = DecisionCache.put
 
 def put(self, key, entry):
     ctrl_c()
-    assert asked.wait(60), "the Ctrl-C never reached asyncio's handler"
+    assert asked.wait(60), "the Ctrl-C never reached the loop's handler"
     return putting(self, key, entry)
 
 DecisionCache.put = put
@@ -115,7 +117,7 @@ DecisionCache.put = put
 )
 
 # Ctrl-C while the sweep's first call runs (a real batch's first warm-up may take
-# seconds): the call returns only once asyncio's handler has cancelled the resolve, so
+# seconds): the call returns only once the loop's handler has cancelled the resolve, so
 # its event reaches nobody
 IN_THE_FIRST_CALL = (
     SIGINT_ASKED
@@ -125,7 +127,7 @@ running = SimulatedWorkload.run
 def run(self, chunk_size):
     if not asked.is_set():
         ctrl_c()
-        assert asked.wait(60), "the Ctrl-C never reached asyncio's handler"
+        assert asked.wait(60), "the Ctrl-C never reached the loop's handler"
     return running(self, chunk_size)
 
 SimulatedWorkload.run = run
