@@ -156,9 +156,20 @@ def _in_anyio_worker() -> bool:
         anyio.from_thread.check_cancelled()
     except RuntimeError:
         return False
-    except BaseException:  # cancelled: still that loop's worker thread
-        return True
+    except BaseException as exc:
+        if _cancelled(exc):  # still that loop's worker thread
+            return True
+        raise  # a Ctrl-C (or the program's own signal handler) landing here: not an answer
     return True
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` is a backend's cancellation: asyncio's ``CancelledError``, trio's
+    ``Cancelled``."""
+    if isinstance(exc, asyncio.CancelledError):
+        return True
+    trio_cancelled = getattr(sys.modules.get("trio"), "Cancelled", None)
+    return trio_cancelled is not None and isinstance(exc, trio_cancelled)
 
 
 def _library_named() -> bool:
