@@ -225,7 +225,7 @@ class LoopHold:
         handler would. False if a Ctrl-C came while the loop opened (it is held until
         :meth:`end`: the task should return at once, starting nothing)."""
         held = self._held
-        if held is None or signal.getsignal(signal.SIGINT) is not held:
+        if held is None or not _is_set(held):
             return True  # none held, or a handler the program set meanwhile
         import asyncio  # loaded by now; this module loads before everything else
 
@@ -281,6 +281,11 @@ class LoopHold:
             raise KeyboardInterrupt from None
         if held is not None and held.came:
             raise KeyboardInterrupt
+
+
+def _is_set(handler: object) -> bool:
+    """Whether ``handler`` is SIGINT's handler now."""
+    return signal.getsignal(signal.SIGINT) is handler
 
 
 def _is_cancelled_error(exc: BaseException) -> bool:
