@@ -262,7 +262,9 @@ class LoopHold:
 
         ``raised`` is what the run raised, if it did: a ``KeyboardInterrupt`` is enough,
         and nothing more is raised; the ``CancelledError`` of the main task that a Ctrl-C
-        cancelled is raised as the ``KeyboardInterrupt`` that ``asyncio.run`` makes of it.
+        cancelled is raised as the ``KeyboardInterrupt`` that ``asyncio.run`` makes of it,
+        and so is a Ctrl-C that cancelled a run that returned all the same (asyncio.run
+        would return, the Ctrl-C lost).
 
         Raises:
             KeyboardInterrupt: a Ctrl-C came while the loop opened or closed, or cancelled
@@ -277,7 +279,9 @@ class LoopHold:
         if isinstance(raised, KeyboardInterrupt):
             return
         cancelled = cancelling is not None and cancelling.came > 0
-        if cancelled and raised is not None and _is_cancelled_error(raised):
+        # its CancelledError, or a run that ended as if none came (a task that took the
+        # cancel for its own): the Ctrl-C is raised all the same, never lost
+        if cancelled and (raised is None or _is_cancelled_error(raised)):
             raise KeyboardInterrupt from None
         if held is not None and held.came:
             raise KeyboardInterrupt

@@ -391,6 +391,25 @@ def test_ctrl_c_in_a_held_runs_task_cancels_it_and_raises_after() -> None:
 
 
 @pytest.mark.usefixtures("ctrl_c")
+def test_a_ctrl_c_whose_cancel_a_held_runs_task_took_is_raised_still() -> None:
+    """A Ctrl-C that cancelled run_held's task raises after, though the task swallowed it."""
+
+    async def call() -> str:
+        try:
+            signal.raise_signal(signal.SIGINT)
+            await anyio.sleep(60)  # a hang guard, not a timing: the Ctrl-C ends it
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            assert task is not None
+            task.uncancel()  # taken for its own: the task returns as if no cancel came
+        return "decided"
+
+    with pytest.raises(KeyboardInterrupt):
+        run_held(call)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.usefixtures("ctrl_c")
 def test_a_held_runs_handler_is_set_aside_for_a_synchronous_wait() -> None:
     """interruptible() in run_held's task makes Ctrl-C raise there, then puts its handler back."""
 
