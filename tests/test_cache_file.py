@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from _cache_cli import entry
 
-from chunktune import DecisionCache
+from chunktune import DecisionCache, _cache_file
 from chunktune._cache_file import CacheFile
 
 FORMATS = [pytest.param(".json", id="json"), pytest.param(".toml", id="toml")]
@@ -84,3 +87,35 @@ def test_a_rewrite_converts_only_the_entries_it_changed(
     assert cache.put("k3.p", entry(9))
     assert encoded == ["k3.p"]
     assert path.read_bytes() == _cache_format.encode(DecisionCache(path).entries(), "json")
+
+
+# another program writes the file in place, as an editor that keeps the inode does
+_COPY_IN_PLACE = "import sys; open(sys.argv[1], 'r+b').write(open(sys.argv[2], 'rb').read())"
+# when the writer looks again: still within the tick, or once the file has settled
+LOOKS = [pytest.param(0.1, id="within"), pytest.param(4.0, id="settled")]
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+@pytest.mark.parametrize("after_s", LOOKS)
+def test_a_same_size_rewrite_within_the_tick_of_the_writers_own_write_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, after_s: float
+) -> None:
+    """Another process's same-size rewrite that leaves the stat of the writer's write is read."""
+    path, other = tmp_path / f"c{suffix}", tmp_path / f"other{suffix}"
+    cache = DecisionCache(path)
+    assert cache.put("k.p", entry(4, created=1_700_000_000.0))
+    DecisionCache(other).put("k.p", entry(5, created=1_700_000_000.0))
+    assert other.stat().st_size == path.stat().st_size
+    # a file system of 1 s stamps (ext2's 128-byte inodes, FAT, HFS+): a rewrite within the
+    # second keeps every field of the stat the writer saw as it wrote; looked at from then on
+    first, now = cache._file.stat(), time.time_ns()
+    monkeypatch.setattr(cache._file, "stat", lambda: first)
+    monkeypatch.setattr(_cache_file, "time_ns", lambda: now + int(0.1 * 1e9))
+    hit = cache.get("k.p")  # the writer's own write, as its memo holds it
+    assert hit is not None and hit.chunk_size == 4
+    subprocess.run(
+        [sys.executable, "-c", _COPY_IN_PLACE, str(path), str(other)], check=True, timeout=120
+    )
+    monkeypatch.setattr(_cache_file, "time_ns", lambda: now + int(after_s * 1e9))
+    again = cache.get("k.p")
+    assert again is not None and again.chunk_size == 5
