@@ -501,15 +501,17 @@ def test_scale_bench_prints_a_table_per_format_and_counts_what_writers_at_once_k
     assert (_settled.SETTLED_S, dict(os.environ)) == (settled, environ)  # given back
 
 
-def test_scale_bench_races_two_trees_on_merges_and_lookups(
+def test_scale_bench_races_two_trees_on_merges_lookups_stores_and_lists(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--compare with this tree as both: each merge keeps every entry; a ratio for each figure."""
+    """--compare with this tree as both: merges and stores keep every entry; a ratio a figure."""
     argv = ["--no-tables", "--sizes", "3", "--merge-files", "2", "--repeats", "1", "--hits", "2"]
     assert _script("scale_bench").main([*argv, "--compare", str(BENCH.parent)]) == 0
     out = capsys.readouterr().out
     assert "3 entries, median of 1 alternating, old / new / old:new: cache merge of 2 files" in out
-    assert out.count("3 entries, lookup ") == 4 and out.count("x\n") == 5
+    assert out.count("3 entries, lookup ") == 4 and out.count("x\n") == 10
+    assert out.count("3 entries, its next hit: ") == 2 and "3 entries, second put: " in out
+    assert "3 entries, cache list into a pipe: " in out
 
 
 @pytest.mark.parametrize(
