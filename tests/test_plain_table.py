@@ -102,3 +102,26 @@ def test_cache_list_into_a_pipe_prints_what_rich_drew(
     drawn = capsys.readouterr().out
     assert "cpus" in drawn and "host" in drawn and len(drawn.splitlines()) == 2 + 12 + 1
     assert plain == drawn
+
+
+class _AsciiPipe(io.StringIO):
+    """A pipe whose encoding holds ASCII only (``LANG=C`` on an older system, or
+    ``PYTHONIOENCODING=ascii``): rich draws the table there, in its ASCII box."""
+
+    encoding = "ascii"
+
+
+def test_cache_list_into_an_ascii_pipe_cuts_no_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ASCII pipe gets rich's ASCII table as wide as it needs: a 200-character cell whole."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    policy = "p" * 200  # a user policy's name: past the 160 columns a pipe's console has
+    DecisionCache(path).update({f"{0:032x}.p": entry(4, policy=policy)})
+    out = _AsciiPipe()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["cache", "list"]) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("---") and "+" in lines[1]  # rich's ASCII box, not ─
+    assert len(lines) == 3 + 1 and policy in lines[2]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._cache_entry import CacheEntry
 from .._shown import shown_path
-from ._common import EXIT_OK, console_on, entries_of, open_cache, short_keys
+from ._common import EXIT_OK, console_on, entries_of, open_cache, short_keys, table_console
 from ._plain_table import Column, plain_table
 from ._render import chunk_label, entry_age, entry_text, model_summary
 
@@ -96,8 +96,11 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
         rows.append(cells)
     console = console_on(sys.stdout)
     if console.is_terminal or console.options.ascii_only:
-        # fitted to a window, or drawn in ASCII (rich's own box of |, - and +): rich's
-        console.print(_rich_table(columns, rows))
+        # fitted to a window, or drawn in ASCII (rich's own box of |, - and +): rich's; a
+        # pipe's console as wide as the table, so that no cell is cut there either
+        table = _rich_table(columns, rows)
+        console = table_console(table)
+        console.print(table)
     else:  # laid out as rich lays it out there, without its cost per row
         console.file.write("".join(f"{line}\n" for line in plain_table(columns, rows)))
     console.print(f"{entries_of(len(entries))} in {cache.path}")
