@@ -217,8 +217,14 @@ class LoopHold:
         """Hold Ctrl-C from here (before the loop is made) until :meth:`opened`."""
         on_main = threading.current_thread() is threading.main_thread()
         if on_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._held = _Held()
-            signal.signal(signal.SIGINT, self._held)
+            held = _Held()
+            try:
+                signal.signal(signal.SIGINT, held)
+            except ValueError:
+                # an embedding whose thread Python takes for its main one refuses handlers
+                # (gh-91880): nothing held, as asyncio.run then sets none of its own
+                return
+            self._held = held
 
     def opened(self) -> bool:
         """In the main task's first step: Ctrl-C cancels this task from here, as asyncio's

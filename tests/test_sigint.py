@@ -450,3 +450,21 @@ def test_a_held_run_off_the_main_thread_sets_no_handler() -> None:
     assert _in_thread(lambda: run_held(call)) == []
     assert seen == [before]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_held_run_where_sigint_cannot_be_set_runs_unheld(ctrl_c: None) -> None:
+    """Where setting SIGINT raises ValueError (an embedding's thread: gh-91880), run_held runs."""
+    setting = signal.signal
+
+    def refused(signum: int, handler: Any) -> Any:
+        if signum == signal.SIGINT:  # as CPython says off the main interpreter's main thread
+            raise ValueError("signal only works in main thread of the main interpreter")
+        return setting(signum, handler)
+
+    async def call() -> str:
+        return "ran"
+
+    with pytest.MonkeyPatch.context() as patch:  # undone before ctrl_c puts SIGINT back
+        patch.setattr(signal, "signal", refused)
+        assert run_held(call) == "ran"  # as asyncio.run runs there, without its handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
