@@ -119,3 +119,45 @@ def test_a_same_size_rewrite_within_the_tick_of_the_writers_own_write_is_read(
     monkeypatch.setattr(_cache_file, "time_ns", lambda: now + int(after_s * 1e9))
     again = cache.get("k.p")
     assert again is not None and again.chunk_size == 5
+
+
+def test_a_same_stat_rewrite_after_the_writers_own_write_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the tick (every stat the same, the inode reused) a rewrite after a put is read."""
+    path = tmp_path / "c.json"
+    cache = DecisionCache(path)
+    assert cache.put("k.p", entry(4))
+    written = cache._file.stat()
+    monkeypatch.setattr(cache._file, "stat", lambda: written)  # a same-size, same-tick rewrite
+    other = tmp_path / "other.json"
+    DecisionCache(other).put("k.p", entry(8))
+    os.replace(other, path)
+    found = cache.get("k.p")
+    assert found is not None and found.chunk_size == 8
+
+
+@pytest.mark.parametrize(("new", "parsed"), [(64, 0), (65, 1)])
+def test_a_write_keeps_up_to_64_new_entries_as_its_memo_and_past_that_parses_once(
+    tmp_path: Path, parses: list[bytes], new: int, parsed: int
+) -> None:
+    """A sweep's few new entries are read back from their text; past 64 the next read parses."""
+    path = tmp_path / "c.json"
+    cache = DecisionCache(path)
+    assert cache.update({f"k{i:03}.p": entry(i % 64 + 1) for i in range(new)})
+    del parses[:]
+    assert cache.entries() == DecisionCache(path).entries()
+    assert len(parses) == parsed + 1  # the fresh object's own parse, and the writer's if any
+
+
+def test_a_put_into_a_cache_of_a_hundred_read_entries_reads_back_only_the_new_one(
+    tmp_path: Path, parses: list[bytes]
+) -> None:
+    """The entries the writer read are its memo as they are: a put past 64 entries parses none."""
+    path = tmp_path / "c.json"
+    DecisionCache(path).update({f"k{i:03}.p": entry(i % 64 + 1) for i in range(100)})
+    cache = DecisionCache(path)
+    assert len(cache.entries()) == 100
+    assert cache.put("new.p", entry(4))
+    del parses[:]
+    assert len(cache.entries()) == 101 and parses == []

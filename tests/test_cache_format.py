@@ -9,11 +9,13 @@ from typing import Any
 
 import attrs
 import pytest
+import tomli_w
 
 from chunktune import CacheEntry
 from chunktune._cache_checksums import Known, altered, checksum, stored_tables
 from chunktune._cache_entry import BadEntry, check_entry, entry_from_table, entry_to_table
 from chunktune._cache_format import (
+    SCHEMA,
     NewerCache,
     UnusableCache,
     cache_format,
@@ -23,7 +25,7 @@ from chunktune._cache_format import (
     suffix_format,
 )
 from chunktune._reading import MAX_NESTING
-from chunktune._shown import shown
+from chunktune._shown import escaped_toml, shown
 
 DATA = Path(__file__).parent / "data"
 
@@ -631,3 +633,12 @@ def test_a_json_document_one_byte_off_json_is_unusable(wrote: bytes, damaged: by
         json.loads(raw)
     with pytest.raises(UnusableCache, match="does not parse as JSON"):
         parse_cache(raw, "json", mtime=0.0, source="c.json")
+
+
+def test_a_toml_cache_is_the_document_tomli_w_writes_escaped_empty_or_not() -> None:
+    """TOML: the whole document as tomli_w writes it, escaped (a bidi override), empty too."""
+    odd = {"zz.host": attrs.evolve(GOLDEN["aa00.bb11"], host="n\u00f6de\u202e")}
+    for entries in ({}, GOLDEN, odd):
+        doc = {"schema": SCHEMA, "checksums": "sha256", "entries": stored_tables(entries)}
+        assert encode(entries, "toml").decode() == escaped_toml(tomli_w.dumps(doc))
+    assert "\u202e" not in encode(odd, "toml").decode()

@@ -20,7 +20,9 @@ import trio
 
 import chunktune
 from chunktune import Decision, compat
+from chunktune._failures import log_bug
 from chunktune._request import cache_entry
+from chunktune._shown import unprinted
 from chunktune._workload import SignatureValue
 from chunktune.sim import Noise, SimulatedWorkload
 
@@ -804,3 +806,15 @@ def test_a_signal_handler_wrapped_in_partials_is_still_the_trainer_s() -> None:
         assert not by_signal_handler(_chunktune_raises())
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_bug_of_an_exception_class_named_by_anyone_is_logged_on_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """log_bug's line names an exception class called with a newline and an ESC, escaped."""
+    kind = type("Bug\n\x1b[31m", (Exception,), {})
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        log_bug(kind("x"), "choosing")
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert unprinted(message) is None and '("Bug\\n\\u001B[31m")' in message

@@ -29,3 +29,11 @@ def test_what_is_no_name_is_refused_saying_why(label: object, problem: str) -> N
     with pytest.raises(InvalidArgumentError, match=problem) as caught:
         check_label(label, what="model_label", names="the model")
     assert str(caught.value).startswith(f"model_label {label!r} is not a name")
+
+
+def test_a_long_label_with_a_control_character_is_named_by_its_ends() -> None:
+    """A 10k-character label holding an ESC is refused on a bounded line, not written whole."""
+    label = "a" * 5_000 + "\x1b" + "z" * 5_000
+    with pytest.raises(InvalidArgumentError, match=r"\(U\+001B\)") as caught:
+        check_label(label, what="model_label", names="the model")
+    assert len(str(caught.value)) < 300

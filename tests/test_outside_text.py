@@ -8,12 +8,14 @@ import pickle
 import sys
 import types
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import chunktune
 import chunktune.ray
+import chunktune.sim
 from chunktune import compat
 from chunktune._shown import unprinted
 from chunktune._workload import WorkloadRaised, call_workload
@@ -336,4 +338,104 @@ def test_a_make_workload_that_does_not_pickle_is_told_on_one_line(
     monkeypatch.setitem(sys.modules, "ray", ray)
     with pytest.raises(chunktune.InvalidArgumentError, match="does not pickle") as caught:
         chunktune.ray.tune_cluster(_Modeled)
+    one_line(str(caught.value))
+
+
+# --------------------------------------------------------------- more arguments and returns
+
+
+def _run_raising(name: str) -> object:
+    """A workload whose run() raises an exception of a class called ``name``."""
+    kind = _named_class(name, RuntimeError)
+
+    def run(self: object, chunk_size: int | None) -> float:
+        raise kind("boom")
+
+    return _of_class("W", run=run)
+
+
+def _run_returning(text: str) -> object:
+    """A workload whose run() returns an object whose repr is ``text``."""
+    value = _Repr(text)
+    return _of_class("W", run=lambda self, chunk_size: value)
+
+
+def _count_of_repr(value: int, text: str) -> object:
+    """A workload whose num_envs is the int ``value``, of a type whose repr is ``text``."""
+    return _of_class("W", num_envs=type("I", (int,), {"__repr__": lambda self: text})(value))
+
+
+@pytest.mark.parametrize("text", NAMES)
+@pytest.mark.parametrize(
+    ("make", "keywords"),
+    [
+        pytest.param(_run_raising, {"policy": "quick", "refresh": True}, id="run-raises"),
+        pytest.param(_run_returning, {"policy": "quick", "refresh": True}, id="run-returns"),
+        pytest.param(lambda t: _count_of_repr(0, t), {"manual": 2}, id="count-below-one"),
+        pytest.param(lambda t: _count_of_repr(2**40, t), {"manual": 2}, id="count-too-many"),
+    ],
+)
+def test_what_a_workloads_run_or_count_gives_is_told_on_one_line(
+    make: Callable[[str], object], keywords: dict[str, Any], text: str
+) -> None:
+    """run() raising a hostile class or returning a hostile repr, a count's repr: one line."""
+    workload = make(text)
+    one_line(_said(lambda: chunktune.resolve_sync(workload, **keywords)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", NAMES)
+@pytest.mark.parametrize("argument", ["refresh", "on_progress", "policy", "settings"])
+def test_a_resolve_argument_of_a_hostile_type_is_refused_on_one_line(
+    argument: str, text: str
+) -> None:
+    """resolve_sync given refresh, on_progress, policy or settings of a hostile class: one line."""
+    value = _named_class(text)()
+    one_line(_said(lambda: chunktune.resolve_sync(_Modeled(), **{argument: value})))
+
+
+def _hostile_call(kind: str, value: object, tmp_path: Path) -> Callable[[], object]:
+    return {
+        "update": lambda: chunktune.DecisionCache(tmp_path / "c.json").update(value),  # type: ignore[arg-type]
+        "cache-path": lambda: chunktune.DecisionCache(value),  # type: ignore[arg-type]
+        "replay-trace": lambda: chunktune.sim.ReplayWorkload(value),  # type: ignore[arg-type]
+        "sim-seed": lambda: chunktune.sim.SimulatedWorkload([0.01] * 4, nthread=2, seed=value),  # type: ignore[arg-type]
+    }[kind]
+
+
+@pytest.mark.parametrize("text", NAMES)
+@pytest.mark.parametrize("kind", ["update", "cache-path", "replay-trace", "sim-seed"])
+def test_a_cache_or_sim_argument_of_a_hostile_type_is_refused_on_one_line(
+    kind: str, text: str, tmp_path: Path
+) -> None:
+    """A cache's changes or path, a replay's trace, a sim's seed of a hostile class: one line."""
+    with pytest.raises(chunktune.ChunktuneError) as caught:
+        _hostile_call(kind, _named_class(text)(), tmp_path)()
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("text", NAMES)
+def test_a_model_variant_of_a_hostile_type_is_refused_on_one_line(text: str) -> None:
+    """RolloutWorkload([model, <an object of a hostile class>]): refused on one escaped line."""
+    mujoco = pytest.importorskip("mujoco")
+    model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
+    with pytest.raises(chunktune.InvalidArgumentError) as caught:
+        chunktune.RolloutWorkload([model, _named_class(text)()], num_envs=4, nthread=2)
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_ray_tasks_error_is_told_on_one_line(text: str) -> None:
+    """A task's exception whose last line is hostile text: _why tells it on one escaped line."""
+    from chunktune._ray_cluster import _why
+
+    one_line(_why(RuntimeError(f"first\n{text}\x1b")))
+
+
+@pytest.mark.parametrize("text", REPRS)
+def test_a_recordings_run_returning_a_hostile_repr_is_refused_on_one_line(text: str) -> None:
+    """record() of a run() returning an object whose repr is hostile: WorkloadError, one line."""
+    from chunktune._record import record
+
+    with pytest.raises(chunktune.WorkloadError) as caught:
+        record(_run_returning(text), rounds=1, sizes=[2])  # type: ignore[arg-type]
     one_line(str(caught.value))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -125,3 +126,104 @@ def test_cache_list_into_an_ascii_pipe_cuts_no_cell(
     lines = out.getvalue().splitlines()
     assert lines[1].startswith("---") and "+" in lines[1]  # rich's ASCII box, not ─
     assert len(lines) == 3 + 1 and policy in lines[2]
+
+
+def _two_hosts_two_slots(path: Path) -> None:
+    """Two entries of other hosts, CPUs and counts: `cache list` shows every column."""
+    DecisionCache(path).update(
+        {
+            f"{c * 32}.p": entry(
+                4,
+                age_s=3630,
+                num_envs=n,
+                host=f"node{i}.example",
+                device={"logical_cpus": 2 + i, "usable_cpus": 2},
+                signature={"name": "model-" + "m" * 30},
+            )
+            for i, (c, n) in enumerate([("a", 64), ("b", 1024)])
+        }
+    )
+
+
+def _cell(header: str, line: str, name: str, justify: str) -> str:
+    """The cell of ``line`` under the column headed ``name``, by the header's edge."""
+    start = header.index(f" {name} " if name == "N" else name) + (name == "N")
+    if justify == "right":
+        return re.split(r" {3,}", line[: start + len(name)])[-1].strip()
+    return re.split(r" {3,}", line[start:])[0].strip()
+
+
+def test_cache_list_puts_each_cell_under_its_header_justified_as_declared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Into a pipe, N and cpus end where their headers end, host starts where its header starts."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    _two_hosts_two_slots(path)
+    assert main(["cache", "list"]) == 0
+    header, _, *rows = capsys.readouterr().out.splitlines()
+    cells = [
+        [
+            _cell(header, row, *column)
+            for column in [("N", "right"), ("cpus", "right"), ("host", "left")]
+        ]
+        for row in rows[:2]
+    ]
+    assert cells == [["1024", "2 of 3", "node1"], ["64", "2 of 2", "node0"]]
+
+
+class _Terminal(io.StringIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", [20, 50])
+def test_cache_list_on_a_terminal_is_fitted_to_its_width_and_keeps_each_key_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """On a terminal rich fits the table to the window; a key, what `cache show` takes, is whole."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    monkeypatch.setenv("COLUMNS", str(columns))
+    _two_hosts_two_slots(path)
+    out = _Terminal()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["cache", "list"]) == 0
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    assert max(map(len, lines)) <= columns
+    assert {"a" * 12, "b" * 12} <= {line.split(" ")[0] for line in lines}
+
+
+def test_cache_list_on_an_ascii_stdout_draws_rich_ascii_box(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ASCII-only stdout gets rich's table of |, - and +: nothing it cannot encode."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    _two_hosts_two_slots(path)
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["cache", "list"]) == 0
+    out.flush()
+    text = raw.getvalue().decode("ascii")
+    assert "-+-" in text and "node1" in text
+
+
+def test_cache_list_into_a_pipe_lays_the_table_out_without_rich(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal (UTF-8) the table is plain arithmetic: rich builds no Table for it."""
+    from chunktune._cli import _list_cmd
+
+    def refused(*args: object) -> object:
+        raise AssertionError("rich's table drawn into a pipe")
+
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    _two_hosts_two_slots(path)
+    monkeypatch.setattr(_list_cmd, "_rich_table", refused)
+    assert main(["cache", "list"]) == 0
+    assert "node1" in capsys.readouterr().out

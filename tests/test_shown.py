@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chunktune._shown import (
+    LINE_CHARS,
     _cut,
     bound,
     escaped_toml,
@@ -22,6 +23,7 @@ from chunktune._shown import (
     shown_one,
     shown_some,
     spelled,
+    type_named,
     unprinted,
 )
 
@@ -305,3 +307,27 @@ def test_shown_one_keeps_a_plain_values_repr_as_shown_writes_it() -> None:
     """A plain list's repr past one line's 200 characters is not cut again: shown() bounds it."""
     value = ["a" * 58] * 6
     assert len(shown(value)) > 200 and shown_one(value) == shown(value)
+
+
+class _Repr:
+    """An object whose repr is the text given."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def test_shown_one_cuts_a_repr_its_escapes_lengthen_past_one_line() -> None:
+    """A repr of 60 ESCs (in shown()'s bound) escapes to 362 characters: cut to one line's 200."""
+    text = shown_one(_Repr("\x1b" * 60))
+    assert unprinted(text) is None and len(text) <= LINE_CHARS
+    assert text.startswith('"\\u001B') and "..." in text
+
+
+def test_type_named_keeps_a_printable_name_of_one_lines_length_whole() -> None:
+    """A class's name that prints is named whole up to one line's 200 characters, then cut."""
+    assert type_named(type("N" * LINE_CHARS, (), {})()) == "N" * LINE_CHARS
+    cut = type_named(type("N" * (LINE_CHARS + 1), (), {})())
+    assert len(cut) == LINE_CHARS and "..." in cut
