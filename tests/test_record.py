@@ -387,6 +387,24 @@ def test_an_interrupt_during_record_writes_no_file(
 
 
 @pytest.mark.mujoco
+def test_a_ctrl_c_as_the_progress_loads_says_no_trace_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C while the progress display loads (rich's import) writes and says no trace."""
+    import chunktune._cli._record_cmd as record_cmd
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record_cmd, "_Shown", interrupted)
+    out = tmp_path / "t.json"
+    assert main(["record", *TINY, "--rounds", "2", "-o", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith("interrupted: no trace was written")
+    assert not out.exists()
+
+
+@pytest.mark.mujoco
 def test_a_recording_names_itself_as_the_sweep_lock_holder(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -140,14 +140,16 @@ def _cmd_record(args: argparse.Namespace) -> int:
         sizes = check_sizes(args.sizes, workload.num_envs, workload.nthread)
         check_calls(len(sizes), args.rounds)
         total = len(sizes) * args.rounds
-        if not args.quiet:
-            counts = (
-                f"{plural(len(sizes), 'size')} x {plural(args.rounds, 'round')} "
-                f"= {plural(total, 'call')}"
-            )
-            say(f"recording {what}: {counts}")
-        shown = _Shown(args.rounds, len(sizes), quiet=args.quiet)
         try:
+            # made before the line that says the recording starts: it loads rich, a few
+            # tenths of a second on a busy machine (a Ctrl-C meanwhile writes nothing either)
+            shown = _Shown(args.rounds, len(sizes), quiet=args.quiet)
+            if not args.quiet:
+                counts = (
+                    f"{plural(len(sizes), 'size')} x {plural(args.rounds, 'round')} "
+                    f"= {plural(total, 'call')}"
+                )
+                say(f"recording {what}: {counts}")
             # before rich 14.3 a disabled Progress still printed a blank line
             with (
                 machine_to_ourselves(),
