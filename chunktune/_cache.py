@@ -190,8 +190,7 @@ class DecisionCache:
             policy_hash=policy_hash,
             rule=rule,
             effort=effort,
-            # a default of None, not serves_any itself: help() showed the function's address
-            serves=serves_any if serves is None else serves,
+            serves=serves,
             index=self._jobs,
         )
 

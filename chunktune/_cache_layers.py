@@ -23,7 +23,7 @@ from time import time_ns
 
 from ._cache_entry import CacheEntry
 from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
-from ._cache_lookup import JobIndex, best_entry, serves_any
+from ._cache_lookup import JobIndex, best_entry
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._paths import user_path
@@ -134,7 +134,7 @@ class SystemCache:
             policy_hash=policy_hash,
             rule=rule,
             effort=effort,
-            serves=serves_any if serves is None else serves,
+            serves=serves,
             index=self._jobs,
         )
 

@@ -64,14 +64,17 @@ def best_entry(
     policy_hash: str,
     rule: str,
     effort: int,
-    serves: Callable[[CacheEntry], bool] = serves_any,
+    serves: Callable[[CacheEntry], bool] | None = None,
     index: JobIndex | None = None,
 ) -> tuple[str, CacheEntry] | None:
     """The entry of ``entries`` that answers a request (see :meth:`DecisionCache.lookup`).
 
-    ``index``: where the other policies' entries are looked for, made once per mapping;
-    without one, every key is looked at.
+    ``serves``: None (the lookups' default: help() shows it, not a function's address)
+    refuses none, as :func:`serves_any`. ``index``: where the other policies' entries are
+    looked for, made once per mapping; without one, every key is looked at.
     """
+    if serves is None:
+        serves = serves_any
     if index is not None:
         index.drop_unless(entries)
     own = f"{base_key}.{policy_hash}"
