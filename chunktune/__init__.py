@@ -26,6 +26,7 @@ from ._candidates import (
 )
 from ._config import load_settings
 from ._converter import dump_policy, dump_settings
+from ._counts import native_chunk, upper_chunk
 from ._decision import Decision
 from ._errors import (
     CacheError,
@@ -43,7 +44,7 @@ from ._load import MachineLoad
 from ._policy import Policy
 from ._resolve import resolve, resolve_sync
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
-from ._workload import Workload, native_chunk, upper_chunk
+from ._workload import Workload
 
 if TYPE_CHECKING:
     from ._mujoco import RolloutWorkload, demo_model_path, demo_workload

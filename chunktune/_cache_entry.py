@@ -21,11 +21,11 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from ._counts import MAX_COUNT
 from ._decision import timings_to_ms
 from ._load import MachineLoad
 from ._paths import fspath_text
 from ._shown import shown
-from ._workload import MAX_COUNT
 
 __all__ = [
     "NATIVE",

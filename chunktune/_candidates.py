@@ -20,10 +20,10 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
+from ._counts import native_chunk, upper_chunk
 from ._errors import ConfigError
 from ._shown import spelled
 from ._validators import integer, number, plain_numbers, positive_sizes
-from ._workload import native_chunk, upper_chunk
 
 __all__ = [
     "STRATEGIES",

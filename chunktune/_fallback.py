@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import sys
 
+from ._counts import native_chunk
 from ._decision import Decision
 from ._errors import ChunktuneError
 from ._failures import bug_reason, by_signal_handler, log_bug, no_thread, spent_cause
 from ._here import manual_decision
 from ._policy import Policy
 from ._request import Ask
-from ._workload import native_chunk
 
 __all__ = ["at_shutdown", "fallback_of", "without"]
 

@@ -13,6 +13,7 @@ import attrs
 
 from ._cache import DecisionCache
 from ._candidates import only_native
+from ._counts import native_chunk, upper_chunk
 from ._decision import Decision
 from ._discovered import discovered_settings
 from ._errors import ChunktuneError, WorkloadError
@@ -31,7 +32,6 @@ from ._request import (
 )
 from ._settings import Settings
 from ._shown import plural, spelled
-from ._workload import native_chunk, upper_chunk
 
 __all__ = [
     "Keyed",

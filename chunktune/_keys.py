@@ -25,8 +25,9 @@ from ._fingerprint import device_fingerprint
 from ._load import serves_now
 from ._policy import Policy
 from ._request import Request, entry_decision, policy_identity
+from ._returned import check_signature
 from ._settings import Settings
-from ._workload import Workload, call_workload, check_signature, check_workload
+from ._workload import Workload, call_workload, check_workload
 
 __all__ = [
     "cache_for",

@@ -12,22 +12,17 @@ from typing import Literal
 
 import attrs
 
+from ._counts import native_chunk, upper_chunk
 from ._errors import WorkloadError
 from ._events import EventKind, ProgressCallback, ProgressEvent
 from ._exiting import call_in_flight
 from ._failures import raised_by_chunktune
 from ._named import named
 from ._policy import Policy
+from ._returned import check_seconds
 from ._select import Choice
 from ._shown import shown_line
-from ._workload import (
-    Workload,
-    WorkloadRaised,
-    call_workload,
-    check_seconds,
-    native_chunk,
-    upper_chunk,
-)
+from ._workload import Workload, WorkloadRaised, call_workload
 
 __all__ = ["Chunk", "Probe", "StopReason", "SweepResult", "run_failure"]
 

@@ -32,9 +32,10 @@ from ._ray_api import connected_ray, node_labels, node_type, ray_module
 from ._ray_job import entry_of, report
 from ._ray_resolve import resolve_sync
 from ._request import check_policy, check_settings, pick_policy, worth_storing
+from ._returned import check_signature
 from ._settings import Settings
 from ._shown import shown_line, shown_one, type_named
-from ._workload import Workload, check_signature, check_workload
+from ._workload import Workload, check_workload
 
 __all__ = ["tune_cluster"]
 

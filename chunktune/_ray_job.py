@@ -16,6 +16,7 @@ import attrs
 from . import _unstored
 from ._cache_entry import CacheEntry
 from ._cache_layers import system_cache_for, system_lookup
+from ._counts import native_chunk
 from ._decision import Decision
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
@@ -24,8 +25,9 @@ from ._ray_api import node_labels, node_type
 from ._report import report as report_request
 from ._report import say
 from ._request import Ask, decision_entry, pick_policy
+from ._returned import check_signature
 from ._settings import Settings
-from ._workload import call_workload, check_signature, native_chunk
+from ._workload import call_workload
 
 __all__ = [
     "Job",

@@ -26,6 +26,7 @@ import anyio
 import attrs
 
 from ._candidates import only_native
+from ._counts import native_chunk, upper_chunk
 from ._decision import Decision
 from ._errors import ChunktuneError
 from ._events import ProgressCallback
@@ -42,7 +43,7 @@ from ._resolve import resolve_since
 from ._settings import Settings
 from ._settings_read import with_settings
 from ._threads import KEYING_THREAD, in_own_thread, run_blocking, wait_in_thread
-from ._workload import Workload, native_chunk, upper_chunk
+from ._workload import Workload
 
 __all__ = ["resolve", "resolve_sync"]
 

@@ -20,8 +20,9 @@ import attrs
 from ._modeled import clock_of
 from ._paired import paired_rounds, reshuffled
 from ._reasons import pct
+from ._returned import check_seconds
 from ._spans import SpanGain, span_gain
-from ._workload import Workload, call_workload, check_seconds
+from ._workload import Workload, call_workload
 
 __all__ = ["MIN_ROUNDS", "Rechecked", "recheck"]
 

@@ -10,22 +10,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ._counts import check_count, check_seed, native_chunk, upper_chunk
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback, ProgressEvent
 from ._exiting import call_in_flight
 from ._fingerprint import device_fingerprint
 from ._reading import MAX_TRACE_BYTES
+from ._returned import check_seconds, check_signature
 from ._shown import plural, shown
 from ._trace import Trace
-from ._workload import (
-    Workload,
-    check_count,
-    check_seconds,
-    check_seed,
-    check_signature,
-    native_chunk,
-    upper_chunk,
-)
+from ._workload import Workload
 
 __all__ = ["MAX_CALLS", "check_calls", "check_sizes", "record"]
 
@@ -112,7 +106,7 @@ def record(
 
     One unrecorded native call first warms the pool. Events: one ``probe`` per call
     (``round`` counts from 1). The trace's signature is the workload's as resolve keys it
-    (:func:`~chunktune._workload.check_signature`: numpy numbers as the Python numbers
+    (:func:`~chunktune._returned.check_signature`: numpy numbers as the Python numbers
     they hold), taken before anything is measured.
 
     Raises:

@@ -64,19 +64,14 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 
+from ._counts import check_chunk_size, check_count, check_seed, native_chunk
 from ._errors import InvalidArgumentError
 from ._modeled import CountedCalls
 from ._policy import Policy, given_policy
+from ._returned import SignatureValue
 from ._shown import shown_one, type_named
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict
-from ._workload import (
-    SignatureValue,
-    check_chunk_size,
-    check_count,
-    check_seed,
-    native_chunk,
-)
 
 __all__ = [
     "ReplayWorkload",

@@ -13,6 +13,7 @@ from typing import Any, cast
 import attrs
 
 from ._cache_entry import CacheEntry, writable_path, writable_signature
+from ._counts import check_chunk_size
 from ._decision import Decision
 from ._errors import InvalidArgumentError
 from ._events import ProgressCallback
@@ -24,7 +25,7 @@ from ._policy import Policy
 from ._probe import SweepResult, run_failure
 from ._settings import Settings
 from ._shown import plural, shown_one, spelled, type_named
-from ._workload import Workload, WorkloadRaised, check_chunk_size, read_workload
+from ._workload import Workload, WorkloadRaised, read_workload
 
 __all__ = [
     "Ask",

@@ -115,7 +115,7 @@ async def resolve(
         WorkloadError: ``workload`` does not implement :class:`chunktune.Workload`, a
             member of it raised as it was read (a property: without its counts there is
             no native chunk to fall back on), or its ``signature()`` holds a value that
-            is not a str, int (of at most :func:`~chunktune._workload.max_int_digits`
+            is not a str, int (of at most :func:`~chunktune._returned.max_int_digits`
             digits), finite float or bool (numpy scalars are taken as the numbers they
             hold).
         InvalidArgumentError: bad ``num_envs`` or ``nthread``; ``settings`` not a

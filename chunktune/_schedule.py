@@ -21,7 +21,7 @@ from collections.abc import Set as AbstractSet
 
 import numpy as np
 
-from ._workload import upper_chunk
+from ._counts import upper_chunk
 
 __all__ = [
     "between",

@@ -13,13 +13,13 @@ import logging
 import anyio
 import attrs
 
+from ._counts import native_chunk
 from ._decision import Decision
 from ._discovered import SETTINGS_THREAD, discovered_settings, remembered_settings
 from ._giving_up import gave_up_reading_settings
 from ._policy import Policy
 from ._request import Ask
 from ._threads import hop, in_own_thread, wait_in_thread
-from ._workload import native_chunk
 
 __all__ = ["given_limit", "settings_at_hand", "with_settings"]
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from ._counts import check_chunk_size, check_seed
 from ._errors import InvalidArgumentError
 from ._shown import shown_one
-from ._workload import check_chunk_size, check_seed
 
 __all__ = ["LAYOUTS", "FloatArray", "check_real", "env_costs"]
 

@@ -12,18 +12,12 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._counts import check_chunk_size, check_count, check_seed, native_chunk, upper_chunk
 from ._errors import InvalidArgumentError
 from ._modeled import CountedCalls
+from ._returned import SignatureValue
 from ._shown import shown_one
 from ._simcosts import FloatArray, check_real, env_costs
-from ._workload import (
-    SignatureValue,
-    check_chunk_size,
-    check_count,
-    check_seed,
-    native_chunk,
-    upper_chunk,
-)
 
 __all__ = ["Noise", "SimulatedWorkload", "compare"]
 

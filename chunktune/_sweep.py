@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from ._counts import native_chunk
 from ._events import ProgressCallback
 from ._modeled import clock_of
 from ._policy import Policy
@@ -29,7 +30,7 @@ from ._refining import refine_space
 from ._rounds import run_rounds
 from ._select import select
 from ._stats import estimate, pooled_log_sigma, standard_error
-from ._workload import Workload, native_chunk
+from ._workload import Workload
 
 __all__ = ["may_probe", "sweep"]
 

@@ -25,18 +25,12 @@ from typing import Any
 
 import attrs
 
+from ._counts import MAX_COUNT, native_chunk, upper_chunk
 from ._errors import InvalidArgumentError, TraceError
 from ._paths import is_path
 from ._reading import MAX_NESTING, MAX_TRACE_BYTES, TooLarge, nests_deeper, read_capped
+from ._returned import MAX_SECONDS, MIN_SECONDS, as_seconds
 from ._shown import jsoned, plural, shown_one, type_named
-from ._workload import (
-    MAX_COUNT,
-    MAX_SECONDS,
-    MIN_SECONDS,
-    as_seconds,
-    native_chunk,
-    upper_chunk,
-)
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 

@@ -1,46 +1,47 @@
-"""The Workload protocol and the arithmetic of the pool's chunking.
+"""The Workload protocol, and reading one: its members, each read once, and its own code
+called so that what it raises stays its failure.
 
-The base of chunktune's own modeled workloads (simulated, replayed) is ``_modeled``'s.
+Checking the counts a pool is given is ``_counts``'s, checking what a workload's methods
+return ``_returned``'s. The base of chunktune's own modeled workloads
+(simulated, replayed) is ``_modeled``'s.
 """
 
 from __future__ import annotations
 
-import decimal
-import math
 import numbers
-import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from ._counts import MAX_COUNT as MAX_COUNT
+from ._counts import check_chunk_size as check_chunk_size
+from ._counts import check_count as check_count
+from ._counts import check_seed as check_seed
+from ._counts import native_chunk as native_chunk
+from ._counts import upper_chunk as upper_chunk
 from ._errors import InvalidArgumentError, WorkloadError
 from ._named import UNREAD, named, told
-from ._shown import digits, shown, shown_line, shown_one, type_named
+from ._returned import MAX_SECONDS as MAX_SECONDS
+from ._returned import MIN_SECONDS as MIN_SECONDS
+from ._returned import SignatureValue as SignatureValue
+from ._returned import as_seconds as as_seconds
+from ._returned import check_seconds as check_seconds
+from ._returned import check_signature as check_signature
+from ._returned import max_int_digits as max_int_digits
+from ._returned import plain_scalar
+from ._shown import shown_one, type_named
 
+# the counts' and the returned values' names, once defined here, are re-exported
+# (``X as X``): tests, benchmarks and older callers import them from here
 __all__ = [
-    "MAX_COUNT",
-    "MAX_SECONDS",
-    "MIN_SECONDS",
     "SETTLE_ON_CANCEL",
-    "SignatureValue",
     "Workload",
     "WorkloadRaised",
-    "as_seconds",
     "call_workload",
-    "check_chunk_size",
-    "check_count",
-    "check_seconds",
-    "check_seed",
-    "check_signature",
     "check_workload",
-    "max_int_digits",
-    "native_chunk",
     "raised_by_workload",
     "read_workload",
     "settles_on_cancel",
-    "upper_chunk",
 ]
-
-SignatureValue = str | int | float | bool
 
 _T = TypeVar("_T")
 
@@ -148,83 +149,6 @@ def raised_by_workload(exc: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
-
-
-def native_chunk(num_envs: int, nthread: int) -> int:
-    """The chunk MuJoCo's pool uses for ``chunk_size=None``: ``max(1, N // (10*T))``.
-
-    Raises:
-        InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
-    """
-    n = check_count(num_envs, what="num_envs")
-    return max(1, n // (10 * check_count(nthread, what="nthread")))
-
-
-def upper_chunk(num_envs: int, nthread: int) -> int:
-    """The largest useful chunk, ``ceil(N/T)``: any larger leaves a worker idle.
-
-    Raises:
-        InvalidArgumentError: ``num_envs`` or ``nthread`` is not an integer >= 1.
-    """
-    n = check_count(num_envs, what="num_envs")
-    return -(-n // check_count(nthread, what="nthread"))
-
-
-MAX_COUNT = 2**31 - 1
-"""The most envs or threads a pool can have: MuJoCo counts them in a C ``int``."""
-
-MAX_SECONDS = 1e6
-"""The longest call a sweep takes as measured (11.6 days): a ``run()`` that says more
-is broken, and its seconds (1e308, say) would overflow the statistics."""
-
-MIN_SECONDS = 1e-9
-"""The shortest call a sweep takes as measured (a nanosecond, less than one chunk's
-dispatch): a ``run()`` that says less is broken, and its seconds (1e-310, say) would
-overflow the budget's arithmetic."""
-
-
-def check_count(value: object, *, what: str, high: int = MAX_COUNT) -> int:
-    """Return ``value`` as an int count from 1 to ``high`` (envs, threads, steps, a chunk size).
-
-    Raises:
-        InvalidArgumentError: ``value`` is not an integer, or is outside ``[1, high]``;
-            the message names ``what``.
-    """
-    # a workload's count may be any object, whose repr and type name are anyone's text: on
-    # one line, escaped (shown() keeps an object's own line breaks)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidArgumentError(
-            f"{what} must be an integer >= 1, got {shown_one(value)} ({type_named(value)})"
-        )
-    count = int(value)
-    if count < 1:
-        raise InvalidArgumentError(f"{what} must be an integer >= 1, got {shown_one(value)}")
-    if count > high:
-        raise InvalidArgumentError(
-            f"{what} must be an integer from 1 to {high}, got {shown_one(value)}"
-        )
-    return count
-
-
-def check_seed(value: object) -> int:
-    """Return ``value`` as an int seed for numpy's generators.
-
-    Raises:
-        InvalidArgumentError: ``value`` is not an integer >= 0.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidArgumentError(f"seed must be an integer >= 0, got {shown_one(value)}")
-    return int(value)
-
-
-def check_chunk_size(value: object, *, what: str = "chunk_size", num_envs: int = MAX_COUNT) -> int:
-    """Return ``value`` as an int chunk size, or raise InvalidArgumentError.
-
-    Raises:
-        InvalidArgumentError: ``value`` is not an integer, or is outside ``[1, num_envs]``
-            (a chunk of more envs than the batch holds is no chunk of it).
-    """
-    return check_count(value, what=what, high=num_envs)
 
 
 _MEMBERS = ("num_envs", "nthread", "signature", "run")
@@ -359,7 +283,7 @@ def settles_on_cancel(workload: object) -> bool:
             reading it raised.
     """
     value = _member(workload, SETTLE_ON_CANCEL)
-    plain = False if value is _ABSENT else _plain(value)
+    plain = False if value is _ABSENT else plain_scalar(value)
     if isinstance(plain, bool):
         return plain
     raise WorkloadError(
@@ -367,128 +291,3 @@ def settles_on_cancel(workload: object) -> bool:
         f"{shown_one(value)} ({type_named(value)}); expected True (a cancelled resolve waits "
         "for the run() in flight: it steps the caller's pool) or False"
     )
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar or 0-d array as the Python number it holds; anything else as it is."""
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
-        return item()
-    return value
-
-
-def check_signature(signature: object) -> dict[str, SignatureValue]:
-    """A workload's ``signature()`` as a plain ``{str: str | int | float | bool}`` dict.
-
-    numpy scalars and 0-d arrays become the Python numbers they hold; plain values
-    are kept as they are, so the cache keys of valid signatures never change.
-
-    Raises:
-        WorkloadError: ``signature`` is not a mapping, a key is not a string, or a
-            value is none of str, int (of at most :func:`max_int_digits` digits), float
-            (finite) and bool.
-    """
-    if not isinstance(signature, Mapping):
-        raise WorkloadError(
-            f"signature() returned {type_named(signature)} {shown_one(signature)}; expected a "
-            "mapping of str to str, int, float or bool"
-        )
-    plain: dict[str, SignatureValue] = {}
-    for key, raw in signature.items():
-        if not isinstance(key, str):
-            raise WorkloadError(
-                f"signature() key {shown_one(key)} is of type {type_named(key)}; keys must be "
-                "strings"
-            )
-        value = _plain(raw)
-        if isinstance(value, bool | str):
-            # exactly str or bool, whatever subclass (an enum, say) carried it
-            plain[key] = bool(value) if isinstance(value, bool) else str.__str__(value)
-        elif isinstance(value, numbers.Integral):
-            plain[key] = _keyable_int(key, int(value))
-        elif isinstance(value, numbers.Real) and _finite(value):
-            plain[key] = float(value)
-        else:
-            raise WorkloadError(
-                f"signature()[{_key(key)}] is {shown_one(raw)} ({type_named(raw)}); expected a "
-                "str, int, finite float or bool"
-            )
-    return plain
-
-
-def max_int_digits() -> int:
-    """The most decimal digits a signature's int may have.
-
-    Python's int-to-str limit (``sys.get_int_max_str_digits()``, lowered or lifted by
-    the program), but never past its default: a cache key and a cache file write the
-    int out in decimal, and every process that reads the file back must be able to.
-    """
-    default = sys.int_info.default_max_str_digits
-    now = sys.get_int_max_str_digits()
-    return min(now, default) if now > 0 else default
-
-
-def _keyable_int(key: str, value: int) -> int:
-    """``value``, unless it has more digits than a cache key may write out.
-
-    Raises:
-        WorkloadError: ``value`` has more than :func:`max_int_digits` digits.
-    """
-    limit = max_int_digits()
-    # under 3 bits a digit it is short enough: only a long one pays for counting
-    if value.bit_length() > 3 * limit and (count := digits(value)) > limit:
-        raise WorkloadError(
-            f"signature()[{_key(key)}] is an int of {count} digits ({shown(value)}); expected a "
-            f"str, an int of at most {limit} digits, a finite float or a bool: the cache key "
-            "and file write ints out in decimal, which Python refuses past "
-            "sys.get_int_max_str_digits() (a hash of the number, as a str, keys it)"
-        )
-    return value
-
-
-def _key(key: str) -> str:
-    """A signature's key for a message, as its repr (printable: Python escapes what is
-    not), bounded: a key of 10k characters would fill a message's line."""
-    return shown_line(repr(key))
-
-
-def _finite(value: numbers.Real) -> bool:
-    """Whether ``value`` is a finite float: not inf or nan, nor too large for a float."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # a Fraction past float's range
-        return False
-
-
-def check_seconds(value: object, chunk: int | None) -> float:
-    """What ``run(chunk)`` returned, as a float of seconds.
-
-    Any real number counts (numpy scalars and 0-d arrays, a ``Fraction``, a ``Decimal``),
-    but not a bool.
-
-    Raises:
-        WorkloadError: ``value`` is not a real number in [:data:`MIN_SECONDS`,
-            :data:`MAX_SECONDS`].
-    """
-    seconds = as_seconds(value)
-    if seconds is None:
-        raise WorkloadError(
-            f"run({chunk!r}) returned {shown_one(value)}; expected a positive number of seconds "
-            f"from {MIN_SECONDS:g} to {MAX_SECONDS:g}"
-        )
-    return seconds
-
-
-def as_seconds(value: object) -> float | None:
-    """``value`` as float seconds in [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`] (numpy
-    scalars and ``Decimal`` too), else None."""
-    plain = _plain(value)
-    # a Decimal holds a real number, but is no numbers.Real (it will not mix with floats)
-    if isinstance(plain, bool) or not isinstance(plain, numbers.Real | decimal.Decimal):
-        return None
-    try:
-        seconds = float(plain)
-    # an integer past any float (JSON and Python allow one), a signaling NaN Decimal
-    except (OverflowError, ValueError):
-        return None
-    return seconds if math.isfinite(seconds) and MIN_SECONDS <= seconds <= MAX_SECONDS else None

@@ -27,6 +27,9 @@ import numpy as np
 
 from ._backends import loop_running_here as _loop_running_here
 from ._config import load_settings as _load_settings
+from ._counts import MAX_COUNT as _MAX_COUNT
+from ._counts import check_chunk_size as _check_chunk_size
+from ._counts import upper_chunk as _upper_chunk
 from ._crowding import warn_if_crowded as _warn_if_crowded
 from ._discovered import remembered_settings as _remembered_settings
 from ._errors import ChunktuneError as _ChunktuneError
@@ -41,14 +44,11 @@ from ._paths import fspath_text as _fspath_text
 from ._request import pick_policy as _pick_policy
 from ._resolve import resolve as _resolve
 from ._resolve import resolve_sync as _resolve_sync
+from ._returned import SignatureValue
 from ._settings import Settings as _Settings
 from ._shown import shown_one as _shown
 from ._shown import type_named as _type_named
 from ._threads import run_beside as _run_beside
-from ._workload import MAX_COUNT as _MAX_COUNT
-from ._workload import SignatureValue
-from ._workload import check_chunk_size as _check_chunk_size
-from ._workload import upper_chunk as _upper_chunk
 
 __all__ = ["LOOP_GRACE_S", "PoolStepWorkload", "resolve_chunk_size"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import enum
 import fractions
+import importlib
 import math
 import pydoc
 import re
@@ -585,3 +586,30 @@ def test_help_of_workload_says_what_each_count_means_and_a_subclass_may_set_them
     assert "``nthread`` the pool's worker count T: each an integer >= 1" in text
     workload = _Subclassed(4, 2)  # self.num_envs = 4 in __init__: no read-only property
     assert (workload.num_envs, workload.nthread) == (4, 2)
+
+
+@pytest.mark.parametrize(
+    ("home", "names"),
+    [
+        pytest.param(
+            "chunktune._counts",
+            ["MAX_COUNT", "check_chunk_size", "check_count", "check_seed", "native_chunk",
+             "upper_chunk"],
+            id="counts",
+        ),
+        pytest.param(
+            "chunktune._returned",
+            ["MAX_SECONDS", "MIN_SECONDS", "SignatureValue", "as_seconds", "check_seconds",
+             "check_signature", "max_int_digits"],
+            id="returned",
+        ),
+    ],
+)  # fmt: skip
+def test_the_names_moved_out_of_workload_are_still_importable_from_it(
+    home: str, names: list[str]
+) -> None:
+    """Each count and return check lives in its own module; chunktune._workload still has it."""
+    moved, old = importlib.import_module(home), importlib.import_module("chunktune._workload")
+    for name in names:
+        assert getattr(old, name) is getattr(moved, name), name
+        assert name in moved.__all__, name

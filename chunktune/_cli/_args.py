@@ -7,12 +7,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._counts import MAX_COUNT
 from .._crowding import hush_crowding
 from .._errors import InvalidArgumentError
 from .._fingerprint import allowed_cpus, current_quota, usable_cpus
 from .._labels import MODEL_LABEL_NAMES, check_label
 from .._shown import plural, shown_path, spelled
-from .._workload import MAX_COUNT
 from ._common import warn
 
 if TYPE_CHECKING:

@@ -12,12 +12,12 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from .._atomic import write_atomic
+from .._counts import MAX_COUNT
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
 from .._record import check_calls, check_sizes, record
 from .._shown import plural, spelled
 from .._trace import dump_trace
-from .._workload import MAX_COUNT
 from ._args import (
     add_workload_options,
     load_workload,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._config import load_settings
+from .._counts import upper_chunk
 from .._decision import Decision
 from .._errors import InvalidArgumentError, OutputError, UsageError
 from .._events import CALLS, ProgressCallback, ProgressEvent
@@ -22,10 +23,11 @@ from .._locks import sweep_lock
 from .._paths import model_file_problem
 from .._request import worth_storing
 from .._resolve import resolve
+from .._returned import SignatureValue
 from .._settings import policy_name_problem
 from .._shown import shown_path, spelled
 from .._threads import run_held, wait_for_stores, wait_for_sweeps
-from .._workload import SignatureValue, Workload, upper_chunk
+from .._workload import Workload
 from ._args import (
     add_workload_options,
     batch_words,

@@ -11,7 +11,7 @@ from typing import Any
 import mujoco  # untyped: its objects are Any
 import numpy as np
 
-from .._workload import check_count, check_seed
+from .._counts import check_count, check_seed
 from ._limits import check_batch_memory, check_nthread
 from ._models import FREE, FULLPHYSICS, perturb
 from ._rollout import RolloutWorkload

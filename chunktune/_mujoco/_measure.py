@@ -15,8 +15,8 @@ import mujoco.rollout
 import numpy as np
 import numpy.typing as npt
 
+from .._counts import check_chunk_size
 from .._errors import UsageError
-from .._workload import check_chunk_size
 from ._models import FULLPHYSICS, INTEGRATION
 from ._rollout import CLOSED, RolloutWorkload
 

@@ -15,12 +15,13 @@ import mujoco.rollout
 import numpy as np
 import numpy.typing as npt
 
+from .._counts import check_chunk_size, check_count, check_seed
 from .._crowding import warn_if_crowded
 from .._errors import InvalidArgumentError, UsageError
 from .._exiting import exiting, wait_at_exit
 from .._paths import model_file_problem
+from .._returned import SignatureValue
 from .._shown import shown_one
-from .._workload import SignatureValue, check_chunk_size, check_count, check_seed
 from ._inputs import (
     DEFAULT_PERTURBATION,
     check_model_file,
