@@ -281,7 +281,7 @@ def settings_from_dict(
             source=source,
         )
     problems: list[str] = [
-        f"{key}: unknown key; {_top_level_hint(key, value)}"
+        f"{join_path('', key)}: unknown key; {_top_level_hint(key, value)}"
         for key, value in data.items()
         if key not in TOP_LEVEL_KEYS
     ]

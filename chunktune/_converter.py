@@ -20,9 +20,10 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ._candidates import STRATEGIES, CandidateStrategy, ExplicitCandidates
 from ._errors import ConfigError, InvalidArgumentError
+from ._named import UNREAD, told
 from ._policy import Policy, given_policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
-from ._shown import shown_one, spelled, type_named
+from ._shown import shown_line, shown_one, spelled, type_named
 from ._validators import one_of, percent_of
 
 __all__ = [
@@ -156,7 +157,10 @@ def _no_candidates(value: object, known: str) -> str:
         return f"{said}; {one_of(value, STRATEGIES)}, a list of sizes or a table"
     expected = f"{said}; expected a strategy's name ({known}), a list of sizes or a table"
     if type(value) is int:  # a count of sizes, most likely, or one size
-        one = f"for size {value} alone, candidates = [{value}]"
+        # spelled, as every value is: an int of hundreds of digits is cut, not written out
+        # (past Python's int-to-str limit, writing it out raised)
+        size = spelled(value)
+        one = f"for size {size} alone, candidates = [{size}]"
         if not 2 <= value <= 4096:  # max_candidates' own range
             return f"{expected}: {one}"
         cap = (
@@ -215,9 +219,21 @@ def suggest(key: str, valid: list[str]) -> str:
     return f"expected one of {', '.join(valid)}"
 
 
+_KEY_CHARS = 60  # the most characters of a file's key that a problem's path shows
+
+
 def join_path(path: str, part: object) -> str:
-    """The dotted TOML path of ``part`` under ``path`` (``path`` empty: the top level)."""
-    return f"{path}.{part}" if path else str(part)
+    """The dotted TOML path of ``part`` under ``path`` (``path`` empty: the top level).
+
+    ``part`` (a file's key, an index) is shown as :func:`~chunktune._shown.shown_line` shows
+    outside text: as written where it prints and is short, else escaped and cut, so that a
+    key holding a newline or an escape sequence neither splits the problem's line nor acts
+    on the terminal.
+    """
+    # cut as a value is (no key of a setting's is half as long): a problem line names the
+    # file and may list every valid key after it
+    shown = shown_line(str(part), _KEY_CHARS)
+    return f"{path}.{shown}" if path else shown
 
 
 def _elsewhere(cls: type | None, key: str) -> str | None:
@@ -267,11 +283,17 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         return found
     if isinstance(exc, _AtKey):
         return [f"{join_path(path, exc.key)}: {exc}"]
-    if isinstance(exc, KeyError):
-        return [f"{path}: missing required key {exc.args[0]!s}"]
+    if isinstance(exc, KeyError) and exc.args:
+        # cattrs's for a missing field; a table's own KeyError says anything, so it is escaped
+        return [f"{path}: missing required key {shown_line(str(exc.args[0]))}"]
     if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
         return [f"{path}: {p}" if path else p for p in exc.problems]
-    message = str(exc) or type_named(exc)
+    # what no hook expected (a table's own error): its message is anyone's text, told on one
+    # escaped, bounded line; its type alone where it has none
+    message = told(exc)
+    if message is None:
+        message = f"{type_named(exc)} {UNREAD}"
+    message = message or type_named(exc)
     return [f"{path}: {message}" if path else message]
 
 

@@ -267,7 +267,8 @@ class _TomlRepr(_Repr):
         return "{" + ", ".join(pieces) + "}"
 
     def _key(self, key: object, level: int) -> str:
-        if isinstance(key, str) and _BARE_KEY.fullmatch(key):
+        # a long key is cut as a long string is (quoted: a bare key holds no "...")
+        if isinstance(key, str) and len(key) <= self.maxstring and _BARE_KEY.fullmatch(key):
             return key
         return self.repr1(key, level)
 

@@ -439,3 +439,98 @@ def test_a_recordings_run_returning_a_hostile_repr_is_refused_on_one_line(text: 
     with pytest.raises(chunktune.WorkloadError) as caught:
         record(_run_returning(text), rounds=1, sizes=[2])  # type: ignore[arg-type]
     one_line(str(caught.value))
+
+
+# --------------------------------------------------------------- a settings file's keys and values
+
+# where a settings file's unknown key is found: each table the converter structures
+KEY_TABLES: list[Any] = [
+    pytest.param(lambda key: {key: 1}, id="top-level"),
+    pytest.param(lambda key: {"cache": {key: 1}}, id="cache"),
+    pytest.param(lambda key: {"policies": {"mine": {key: 1}}}, id="policy"),
+    pytest.param(
+        lambda key: {"policies": {"mine": {"candidates": {"strategy": "seed", key: 1}}}},
+        id="candidates",
+    ),
+    pytest.param(lambda key: {"log": {key: [[[[[[[[[[1]]]]]]]]]]}}, id="too-deep"),
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("document", KEY_TABLES)
+def test_a_settings_files_unknown_key_is_told_on_one_line(
+    document: Callable[[str], dict[str, Any]], text: str, tmp_path: Path
+) -> None:
+    """A settings file's key of newlines, escapes, U+202E, NUL or 10k characters: one line."""
+    import tomli_w
+
+    path = tmp_path / "chunktune.toml"
+    path.write_text(tomli_w.dumps(document(text)), encoding="utf-8")
+    with pytest.raises(chunktune.ConfigError) as caught:
+        chunktune.load_settings(path)
+    one_line(str(caught.value))
+
+
+def test_a_settings_files_printable_unknown_key_reads_as_before(tmp_path: Path) -> None:
+    """An unknown key that prints as written is named as written, at its dotted path."""
+    path = tmp_path / "chunktune.toml"
+    path.write_text("[cache]\npaht = 'x'\n", encoding="utf-8")
+    with pytest.raises(chunktune.ConfigError) as caught:
+        chunktune.load_settings(path)
+    assert caught.value.problems == ("cache.paht: unknown key; did you mean path?",)
+
+
+def test_a_candidates_count_of_hundreds_of_digits_is_told_on_one_bounded_line(
+    tmp_path: Path,
+) -> None:
+    """candidates = <a 400-digit int>: its value cut in the message, as any value is."""
+    path = tmp_path / "chunktune.toml"
+    path.write_text(f"[policies.mine]\ncandidates = {10**400}\n", encoding="utf-8")
+    with pytest.raises(chunktune.ConfigError) as caught:
+        chunktune.load_settings(path)
+    one_line(str(caught.value))
+
+
+class _Raising(Mapping[str, object]):
+    """A table whose every read raises ``error``: what cattrs did not expect."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __getitem__(self, key: str) -> object:
+        raise self.error
+
+    def __iter__(self) -> Any:
+        return iter(["margin"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("kind", [ValueError, RuntimeError])
+def test_an_unexpected_structure_failure_is_told_on_one_line(
+    kind: type[Exception], text: str
+) -> None:
+    """What a table raised that no hook expected (its message hostile text): one problem line."""
+    from chunktune._converter import structure
+    from chunktune._policy import Policy
+
+    problems: list[str] = []
+    assert structure(_Raising(kind(text)), Policy, "policies.mine", problems) is None
+    assert len(problems) == 1
+    one_line(problems[0])
+
+
+def test_an_unexpected_structure_failure_whose_message_cannot_be_read_is_one_problem() -> None:
+    """A table's error whose __str__ raises: one problem saying so, not the __str__'s error."""
+    from chunktune._converter import structure
+    from chunktune._policy import Policy
+
+    class Unread(RuntimeError):
+        def __str__(self) -> str:
+            raise ValueError("no str")
+
+    problems: list[str] = []
+    assert structure(_Raising(Unread()), Policy, "policies.mine", problems) is None
+    assert problems == ["policies.mine: Unread (its message could not be read)"]

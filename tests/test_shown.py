@@ -145,12 +145,15 @@ def _nested(depth: int) -> object:
         pytest.param(_nested(7), "{k = {k = {k = {k = {k = {k = {...}}}}}}}", id="seven-deep-cut"),
         pytest.param("x" * 60, '"' + "x" * 60 + '"', id="string-of-60-whole"),
         pytest.param("x" * 61, '"' + "x" * 28 + "..." + "x" * 29 + '"', id="string-of-61-cut"),
+        pytest.param({"k" * 60: 1}, "{" + "k" * 60 + " = 1}", id="bare-key-of-60-whole"),
+        pytest.param({"k" * 61: 1}, '{"' + "k" * 28 + "..." + "k" * 29 + '" = 1}',
+                     id="bare-key-of-61-cut"),
     ],
 )  # fmt: skip
 def test_spelled_writes_tables_and_strings_as_toml_does_within_reprs_bounds(
     value: object, expected: str
 ) -> None:
-    """Tables: bare keys where TOML allows them, cut past 4 keys or 6 levels; strings past 60."""
+    """Tables: bare keys where TOML allows, cut past 4 keys or 6 levels; strings, keys past 60."""
     assert spelled(value) == expected
 
 
