@@ -227,3 +227,67 @@ def test_cache_list_into_a_pipe_lays_the_table_out_without_rich(
     monkeypatch.setattr(_list_cmd, "_rich_table", refused)
     assert main(["cache", "list"]) == 0
     assert "node1" in capsys.readouterr().out
+
+
+def _cut_and_foreign(path: Path) -> None:
+    """Two entries whose cells an ASCII stream cannot write as they are: a model summary and
+    a host cut with …, a model file's name in Chinese."""
+    DecisionCache(path).update(
+        {
+            f"{'a' * 32}.p": entry(
+                4, age_s=3630, host="a" * 20, signature={"name": "model-" + "m" * 30}
+            ),
+            f"{'b' * 32}.p": entry(None, age_s=7230, host="node7", model_file="/m/模型.xml"),
+        }
+    )
+
+
+# every line 91 characters: the header's and the host column's trailing spaces are rich's
+_ASCII_TABLE = [
+    "key          | model               |  N | T |       chunk | age | policy   | host          ",
+    "-------------+---------------------+----+---+-------------+-----+----------+---------------",
+    "aaaaaaaaaaaa | name=model-mmmmm... | 64 | 2 |           4 |  1h | balanced | aaaaaaaaaaa...",
+    "bbbbbbbbbbbb | ? \\u6a21\\u578b.xml  | 64 | 2 | native (=3) |  2h | balanced | node7         ",
+]
+
+
+def test_cache_list_into_an_ascii_pipe_lays_out_what_it_writes_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ASCII pipe: … written as ..., a Chinese name as escapes, each row as wide as its rule."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    _cut_and_foreign(path)
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["cache", "list"]) == 0
+    out.flush()
+    assert raw.getvalue().decode("ascii").splitlines()[:4] == _ASCII_TABLE
+
+
+@pytest.mark.parametrize("columns", [40, 60])
+def test_cache_list_on_a_narrow_ascii_terminal_keeps_every_line_within_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """On an ASCII terminal narrower than the table, a cut cell never runs past the window."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    monkeypatch.setenv("COLUMNS", str(columns))
+    _cut_and_foreign(path)
+    raw = io.BytesIO()
+    out = _AsciiTerminal(raw, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["cache", "list"]) == 0
+    out.flush()
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", raw.getvalue().decode("ascii")).splitlines()
+    table = [line for line in lines if "entries in" not in line]
+    assert max(map(len, table)) <= columns
+    assert {"a" * 12, "b" * 12} <= {line.split(" ")[0] for line in table}
+
+
+class _AsciiTerminal(io.TextIOWrapper):
+    """A terminal whose encoding holds ASCII only (``LANG=C``): what it cannot encode raises."""
+
+    def isatty(self) -> bool:
+        return True

@@ -23,6 +23,7 @@ from .._shown import shown_path
 from ._common import EXIT_OK, console_on, entries_of, open_cache, short_keys, table_console
 from ._plain_table import Column, plain_table
 from ._render import chunk_label, entry_age, entry_text, model_summary
+from ._streams import escaped
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -98,7 +99,12 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     if console.is_terminal or console.options.ascii_only:
         # fitted to a window, or drawn in ASCII (rich's own box of |, - and +): rich's; a
         # pipe's console as wide as the table, so that no cell is cut there either
-        table = _rich_table(columns, rows)
+        ascii_only = console.options.ascii_only
+        if ascii_only:
+            # each cell as the stream will write it (… as ..., a name it cannot hold as
+            # escapes): rich lays out what is written, so every row is as wide as the rule
+            rows = [[escaped(cell, console.file) for cell in cells] for cells in rows]
+        table = _rich_table(columns, rows, fold=ascii_only)
         console = table_console(table)
         console.print(table)
     else:  # laid out as rich lays it out there, without its cost per row
@@ -113,8 +119,10 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _rich_table(columns: list[Column], rows: list[list[str]]) -> Table:
-    """The table rich fits to a terminal's width."""
+def _rich_table(columns: list[Column], rows: list[list[str]], *, fold: bool = False) -> Table:
+    """The table rich fits to a terminal's width; ``fold``: a cell too wide for its column
+    goes on over more lines instead of ending in ``…`` (which an ASCII stream writes as
+    ``...``, two characters wider than rich laid the row out for)."""
     from rich import box  # rich loads only for a table to draw
     from rich.table import Table
 
@@ -122,7 +130,7 @@ def _rich_table(columns: list[Column], rows: list[list[str]]) -> Table:
     (key, _, least), *others = columns
     table.add_column(key, no_wrap=True, min_width=least)
     for name, justify, _ in others:
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify=justify, overflow="fold" if fold else "ellipsis")
     for cells in rows:
         table.add_row(*cells)
     return table

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import codecs
 import os
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from .._errors import OutputError
 
@@ -130,7 +130,7 @@ def _punctuation_in_ascii(exc: UnicodeError) -> tuple[str | bytes, int]:
 codecs.register_error(_ERRORS, _punctuation_in_ascii)
 
 
-def escaped(text: str, stream: TextIO) -> str:
+def escaped(text: str, stream: IO[str]) -> str:
     """``text`` with what ``stream``'s encoding cannot hold as backslash escapes, except
     chunktune's own punctuation (``·``, ``…``, ``±``), which is written in ASCII."""
     encoding = getattr(stream, "encoding", None) or "utf-8"
