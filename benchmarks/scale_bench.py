@@ -2,7 +2,7 @@
 
     python benchmarks/scale_bench.py [--sizes 1000,10000,50000] [--formats json,toml]
         [--repeats 3] [--hits 200] [--no-cli] [--merge-files 10] [--writers 0] [--per-writer 200]
-        [--writers-base 10000] [--no-tables] [--compare OLD_TREE]
+        [--writers-base 10000] [--no-tables] [--compare OLD_TREE [--one-child]]
 
 For each format and size, a cache of that many entries is written by the package's own
 writer (``DecisionCache.update``), each entry a real sweep's (``balanced`` on a simulated
@@ -35,8 +35,10 @@ checkout: ``git archive REV chunktune policies | tar -x -C OLD_TREE``) against t
 in alternating child processes: ``cache merge`` of each size cut into ``--merge-files``
 files, lookups of the user and the system cache (own policy, and another's answered by
 it), two stores of a new key each followed by the writer's next hit, and ``cache list``
-into a pipe; medians and their ratio. Not a test: it prints figures. Runs in a fresh temporary
-directory; ``chunktune._settled.SETTLED_S`` is 0 (files as a trainer finds them).
+into a pipe; medians and their ratio (``--one-child``: the four in one child of each tree a
+repeat, merge and list timed inside it, without a process's start). Not a test: it prints
+figures. Runs in a fresh temporary directory; ``chunktune._settled.SETTLED_S`` is 0 (files
+as a trainer finds them).
 """
 
 from __future__ import annotations
@@ -166,34 +168,32 @@ def hwm():
     with open(os.environ["SCALE_BENCH_HWM"], "w") as f:
         f.write(kb)
 atexit.register(hwm)
-if sys.argv[1] == "read":
-    from chunktune._cache import DecisionCache
-    DecisionCache(sys.argv[2]).entries()
-elif sys.argv[1] == "lookups":
+def lookups(path, base, rule, policy, hits):  # user, system cache; own, another policy: us
     import statistics, time
     from chunktune import _settled
     from chunktune._cache import DecisionCache
     from chunktune._cache_layers import SystemCache
     _settled.SETTLED_S = 0.0
-    base, rule = sys.argv[3], sys.argv[4]
-    user, system = DecisionCache(sys.argv[2]), SystemCache(sys.argv[2])
+    user, system = DecisionCache(path), SystemCache(path)
+    medians = []
     for cache in (user, system):
-        for policy in (sys.argv[5], "quick"):
+        for asked in (policy, "quick"):
             times = []
-            for _ in range(int(sys.argv[6])):
+            for _ in range(int(hits)):
                 t = time.perf_counter()
-                assert cache.lookup(base, policy_hash=policy, rule=rule, effort=0) is not None
+                assert cache.lookup(base, policy_hash=asked, rule=rule, effort=0) is not None
                 times.append(time.perf_counter() - t)
-            print(statistics.median(times[1:]) * 1e6)
-elif sys.argv[1] == "writes":
+            medians.append(statistics.median(times[1:]) * 1e6)
+    return medians
+def writes(path):  # seconds of a sweep's store and the writer's next hit, twice
     import time
     from chunktune import _settled
     from chunktune._cache import DecisionCache
     _settled.SETTLED_S = 0.0
-    cache = DecisionCache(sys.argv[2])
+    cache = DecisionCache(path)
     entry = next(iter(cache.entries().values()))  # a trainer's first read, not timed
     times = []
-    for i in (1, 2):  # a sweep's store and the writer's next hit, twice in one process
+    for i in (1, 2):
         key = f"{i:032x}.mine"
         t = time.perf_counter()
         cache.put(key, entry)
@@ -201,7 +201,30 @@ elif sys.argv[1] == "writes":
         t = time.perf_counter()
         assert cache.get(key) == entry
         times.append(time.perf_counter() - t)
-    print(*times)
+    return times
+if sys.argv[1] == "read":
+    from chunktune._cache import DecisionCache
+    DecisionCache(sys.argv[2]).entries()
+elif sys.argv[1] == "lookups":
+    for median in lookups(*sys.argv[2:]):
+        print(median)
+elif sys.argv[1] == "writes":
+    print(*writes(sys.argv[2]))
+elif sys.argv[1] == "race":  # --one-child: merge, list, lookups and stores in this process
+    import contextlib, json, time
+    from chunktune._cli import main
+    plan = json.loads(sys.argv[2])
+    def timed_cli(argv):
+        t = time.perf_counter()
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            assert main(argv) == 0, argv
+        return time.perf_counter() - t
+    said = {"merge": timed_cli(plan["merge"])}
+    os.environ["CHUNKTUNE_CACHE"] = plan["listed"]
+    said["list"] = timed_cli(["cache", "list"])  # before the lookups read the file
+    said["lookups"] = lookups(*plan["lookups"])
+    said["writes"] = writes(plan["written"])
+    print(json.dumps(said))
 else:
     from chunktune._cli import main
     sys.exit(main(sys.argv[1:]))
@@ -411,19 +434,30 @@ def compare(tmp: Path, key: str, entry: CacheEntry, args: Any) -> None:
                 out.unlink(missing_ok=True)
                 env = {**os.environ, "PYTHONPATH": str(trees[name])}
                 env["SCALE_BENCH_HWM"] = str(folder / "hwm")
-                merges[name].append(_child(merge, env, cwd=folder)[0])
-                assert len(DecisionCache(out).entries()) == n
-                said = _child_out(looks, env, folder)
-                lookups[name].append([float(x) for x in said.split()])
                 shutil.copyfile(whole, written)
-                said = _child_out(["writes", str(written)], env, folder)
-                writes[name].append([float(x) for x in said.split()])
+                if args.one_child:
+                    plan = {"merge": merge, "listed": str(whole), "lookups": looks[1:]}
+                    plan["written"] = str(written)
+                    said = json.loads(_child_out(["race", json.dumps(plan)], env, folder))
+                    merges[name].append(said["merge"])
+                    lists[name].append(said["list"])
+                    lookups[name].append(said["lookups"])
+                    writes[name].append(said["writes"])
+                else:
+                    merges[name].append(_child(merge, env, cwd=folder)[0])
+                    said = _child_out(looks, env, folder)
+                    lookups[name].append([float(x) for x in said.split()])
+                    said = _child_out(["writes", str(written)], env, folder)
+                    writes[name].append([float(x) for x in said.split()])
+                    listed = {**env, "CHUNKTUNE_CACHE": str(whole)}
+                    lists[name].append(_child(["cache", "list"], listed, cwd=folder)[0])
+                assert len(DecisionCache(out).entries()) == n
                 assert len(DecisionCache(written).entries()) == n + 2
-                listed = {**env, "CHUNKTUNE_CACHE": str(whole)}
-                lists[name].append(_child(["cache", "list"], listed, cwd=folder)[0])
         old, new = (statistics.median(merges[k]) for k in ("old", "new"))
+        # one child a tree and repeat: merge's and list's figures hold no process start
+        how = " in one child each" if args.one_child else ""
         print(
-            f"{n} entries, median of {args.repeats} alternating, old / new / old:new: "
+            f"{n} entries, median of {args.repeats} alternating{how}, old / new / old:new: "
             f"cache merge of {args.merge_files} files {old:.2f} s / {new:.2f} s / "
             f"{old / new:.2f}x"
         )
@@ -542,6 +576,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI's child processes")
     parser.add_argument("--no-tables", action="store_true", help="only the writers at once")
     parser.add_argument("--compare", metavar="OLD_TREE", help="a source tree to race")
+    parser.add_argument(
+        "--one-child",
+        action="store_true",
+        help="--compare: each repeat's merge, list, lookups and stores in one child a tree "
+        "(no process start in merge's and list's figures; a quick check, 2 children a repeat "
+        "instead of 8)",
+    )
     parser.add_argument("--merge-files", type=at_least_one, default=10)
     parser.add_argument("--writers", type=int, default=0, help="processes writing at once")
     parser.add_argument("--per-writer", type=at_least_one, default=200)
