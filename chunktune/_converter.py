@@ -39,7 +39,12 @@ __all__ = [
 # ---------------------------------------------------------------- the converter
 
 
-class _AtKey(ValueError):
+class _Refused(ValueError):
+    """A value a hook of this module's refused: its message is chunktune's own, each value
+    in it spelled (escaped, bounded) already, and a problem line keeps it whole."""
+
+
+class _AtKey(_Refused):
     """A problem at ``key`` of the table being structured: its path names the key."""
 
     def __init__(self, key: str, message: str) -> None:
@@ -49,28 +54,28 @@ class _AtKey(ValueError):
 
 def _strict_float(value: object, _t: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{spelled(value)} is not a number")
+        raise _Refused(f"{spelled(value)} is not a number")
     try:
         return float(value)
     except OverflowError:  # an integer of hundreds of digits
-        raise ValueError(f"{spelled(value)} is not a finite number") from None
+        raise _Refused(f"{spelled(value)} is not a finite number") from None
 
 
 def _strict_int(value: object, _t: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{spelled(value)} is not an integer")
+        raise _Refused(f"{spelled(value)} is not an integer")
     return value
 
 
 def _strict_str(value: object, _t: type) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{spelled(value)} is not a string")
+        raise _Refused(f"{spelled(value)} is not a string")
     return value
 
 
 def _strict_bool(value: object, _t: type) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{spelled(value)} is not true or false")
+        raise _Refused(f"{spelled(value)} is not true or false")
     return value
 
 
@@ -81,7 +86,7 @@ def _tables_only(
 
     def structure(value: object, cls: type) -> object:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{spelled(value)} is not a table")
+            raise _Refused(f"{spelled(value)} is not a table")
         return structure_fn(value, cls)
 
     return structure
@@ -129,12 +134,12 @@ def _strategy_hook(conv: cattrs.Converter) -> Callable[[object, Any], CandidateS
         known = ", ".join(spelled(s) for s in STRATEGIES)
         if not isinstance(value, Mapping):
             # a list, or a strategy's name but explicit's, was its table by now (_shorthand)
-            raise ValueError(_no_candidates(value, known))
+            raise _Refused(_no_candidates(value, known))
         name = value.get("strategy")
         if name is None:
             # a settings file's policy has its strategy by now (its own, or what it extends,
             # balanced's if nothing): only a table given in code comes here without one
-            raise ValueError(f"missing required key strategy; expected one of {known}")
+            raise _Refused(f"missing required key strategy; expected one of {known}")
         if not isinstance(name, str) or name not in STRATEGIES:  # a list is not hashable
             raise _AtKey(
                 "strategy", f"{spelled(name)} is not valid for strategy; {one_of(name, STRATEGIES)}"
@@ -288,6 +293,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         return [f"{path}: missing required key {shown_line(str(exc.args[0]))}"]
     if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
         return [f"{path}: {p}" if path else p for p in exc.problems]
+    if isinstance(exc, _Refused):
+        return [f"{path}: {exc}" if path else str(exc)]
     # what no hook expected (a table's own error): its message is anyone's text, told on one
     # escaped, bounded line; its type alone where it has none
     message = told(exc)
