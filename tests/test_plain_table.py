@@ -251,10 +251,8 @@ _ASCII_TABLE = [
 ]
 
 
-def test_cache_list_into_an_ascii_pipe_lays_out_what_it_writes_byte_for_byte(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An ASCII pipe: … written as ..., a Chinese name as escapes, each row as wide as its rule."""
+def _ascii_pipe_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The lines `cache list` writes of the cut and foreign entries into an ASCII pipe."""
     path = tmp_path / "c.json"
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
     _cut_and_foreign(path)
@@ -263,7 +261,24 @@ def test_cache_list_into_an_ascii_pipe_lays_out_what_it_writes_byte_for_byte(
     monkeypatch.setattr(sys, "stdout", out)
     assert main(["cache", "list"]) == 0
     out.flush()
-    assert raw.getvalue().decode("ascii").splitlines()[:4] == _ASCII_TABLE
+    return raw.getvalue().decode("ascii").splitlines()
+
+
+@_SAME_AS_RICH
+def test_cache_list_into_an_ascii_pipe_lays_out_what_it_writes_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ASCII pipe: … written as ..., a Chinese name as escapes, each row as wide as its rule."""
+    assert _ascii_pipe_lines(tmp_path, monkeypatch)[:4] == _ASCII_TABLE
+
+
+def test_cache_list_into_an_ascii_pipe_writes_every_row_as_wide_as_its_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ASCII pipe, on any rich the floors allow: header, rule and rows of one width."""
+    table = _ascii_pipe_lines(tmp_path, monkeypatch)[:4]
+    assert len({len(line) for line in table}) == 1
+    assert "..." in table[2] and "\\u6a21\\u578b.xml" in table[3]
 
 
 @pytest.mark.parametrize("columns", [40, 60])
