@@ -30,7 +30,7 @@ import tomli_w
 
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
 from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
-from ._cache_json import json_by_entry
+from ._cache_json import Spans, json_by_entry
 from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
@@ -51,6 +51,7 @@ __all__ = [
     "encode",
     "encode_members",
     "encode_tables",
+    "member_as_read",
     "parse_cache",
     "read_back",
     "suffix_format",
@@ -123,15 +124,15 @@ def cache_format(path: Path, format: str = "auto") -> CacheFormat:
 # ---------------------------------------------------------------- documents
 
 
-def decode(raw: bytes, fmt: CacheFormat) -> Any:
-    """The document in ``raw``.
+def decode(raw: bytes, fmt: CacheFormat, *, spans: Spans | None = None) -> Any:
+    """The document in ``raw`` (JSON: ``spans`` filled as :func:`json_by_entry` fills it).
 
     Raises:
         UnusableCache: it is not UTF-8 (TOML) or not valid JSON/TOML, nests too deeply,
             or (TOML) does not end with a line break.
     """
     try:
-        doc = tomllib.loads(raw.decode()) if fmt == "toml" else json_by_entry(raw)
+        doc = tomllib.loads(raw.decode()) if fmt == "toml" else json_by_entry(raw, spans)
     except RecursionError:
         raise UnusableCache(_too_deep(fmt)) from None
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError
@@ -170,8 +171,10 @@ def encode(entries: Mapping[str, CacheEntry], fmt: CacheFormat) -> bytes:
     return encode_tables(stored_tables(entries), fmt)
 
 
-Members = dict[str, tuple[Mapping[str, Any], str]]
-"""Each key's table and the text :func:`encode_tables` wrote for it, by key."""
+Members = dict[str, tuple[object, str]]
+"""Each key's text in a document, by key, and what it was made of: the table
+:func:`encode_members` encoded, or whatever stands for an entry's text kept as it was read
+(:func:`member_as_read`)."""
 
 # JSON: the C encoder (json.dumps with an indent runs the pure-Python one, about 0.1 ms an
 # entry), ASCII only as json.dumps writes it, keys sorted
@@ -206,6 +209,21 @@ def encode_members(
         seen = earlier.get(key)
         texts[key] = (table, seen[1] if seen and seen[0] is table else _member(key, table, fmt))
     return texts
+
+
+def member_as_read(text: str, span: tuple[int, int], key: str, checksum: str) -> str | None:
+    """The text of ``key``'s entry at ``span`` (:data:`chunktune._cache_json.Spans`) of a
+    JSON document's ``text``, as a rewrite writes it back, if it is that key's table of
+    ``checksum``; else None.
+
+    The table was read and its checksum matched when the document was parsed, so this
+    text reads back as the entry read from it: written back as it stands, it needs no
+    conversion, hashing or encoding. An entry that merely reads the same but is laid out
+    otherwise (keys unsorted, a name spelled with other escapes) is encoded afresh.
+    """
+    member = text[span[0] - 2 : span[1]]
+    head = f'  {_JSON_ENTRY.encode(key)}: {{"{CHECKSUM_FIELD}": "{checksum}", '
+    return member if member.startswith(head) else None
 
 
 def document(members: Members, fmt: CacheFormat) -> bytes:
@@ -245,6 +263,7 @@ def parse_cache(
     mtime: float,
     source: str,
     known: Mapping[str, Known] | None = None,
+    spans: Spans | None = None,
 ) -> ParsedCache:
     """Parse a chunktune cache, or an older tuner's flat JSON cache, every entry validated.
 
@@ -254,6 +273,7 @@ def parse_cache(
     evidence is kept, listed and exported; so are those an older tuner stored at the top
     level of a chunktune document. Every checksum is checked; a table whose
     checksum matched and equals ``known[key].checksum`` reads as ``known[key].entry``.
+    ``spans``, if given, is filled as :func:`chunktune._cache_json.json_by_entry` fills it.
 
     Raises:
         UnusableCache: the document does not decode, is of the wrong shape, or nests
@@ -261,7 +281,7 @@ def parse_cache(
         NewerCache: (an UnusableCache) the document has a newer schema.
         ForeignDocument: (an UnusableCache) the document is some other program's table.
     """
-    doc = _top_table(raw, fmt)
+    doc = _top_table(raw, fmt, spans)
     if is_legacy(doc):
         entries, skipped = legacy_entries(doc, mtime=mtime, source=source)
         return ParsedCache(entries, tuple(skipped), legacy=True)
@@ -280,13 +300,13 @@ def parse_cache(
     )
 
 
-def _top_table(raw: bytes, fmt: CacheFormat) -> dict[str, Any]:
+def _top_table(raw: bytes, fmt: CacheFormat, spans: Spans | None = None) -> dict[str, Any]:
     """The document in ``raw``, a table no deeper than a cache's (unless of a newer schema).
 
     Raises:
         UnusableCache: it does not decode, nests too deeply, or is not a table.
     """
-    doc = decode(raw, fmt)
+    doc = decode(raw, fmt, spans=spans)
     schema = doc.get("schema") if isinstance(doc, dict) else None
     newer = type(schema) is int and schema > SCHEMA  # a newer chunktune's file: left alone
     if not newer and nests_deeper(doc, MAX_NESTING):

@@ -13,7 +13,12 @@ import re
 from collections.abc import Callable
 from typing import Any, cast
 
-__all__ = ["json_by_entry"]
+__all__ = ["Spans", "json_by_entry"]
+
+Spans = dict[str, tuple[int, int]]
+"""Where each member of ``entries`` that sits on a line of its own, indented by two spaces
+(as chunktune writes them), stands in the decoded text: from its key's opening quote to
+the end of its value. A rewrite of an entry left as it was reuses that text."""
 
 _WS = re.compile(r"[ \t\n\r]*")
 # the C parser of one JSON value at an index: what json.loads runs on the whole text
@@ -25,12 +30,13 @@ def _skip(text: str, at: int) -> int:
     return cast("re.Match[str]", _WS.match(text, at)).end()
 
 
-def json_by_entry(raw: bytes) -> Any:
+def json_by_entry(raw: bytes, spans: Spans | None = None) -> Any:
     """``json.loads(raw)``, the top-level object and its ``entries`` one member at a time.
 
     One call per entry lets the loop's thread run between them. Anything this does not
     follow (another top level, odd bytes) goes to ``json.loads``, which parses it or
-    says why not.
+    says why not. ``spans``, if given, is filled with :data:`Spans` of ``raw.decode()``
+    (left empty where ``json.loads`` parsed the document).
 
     Raises:
         ValueError: (``json.JSONDecodeError`` or ``UnicodeDecodeError``) as ``json.loads``.
@@ -41,16 +47,21 @@ def json_by_entry(raw: bytes) -> Any:
         start = _skip(text, 0)
         if text[start] != "{":
             raise ValueError("not an object")
-        doc, end = _json_object(text, start, nested="entries")
+        doc, end = _json_object(text, start, nested="entries", spans=spans)
         if _skip(text, end) != len(text):
             raise ValueError("extra data")
         return doc
     except (ValueError, IndexError, StopIteration):
+        if spans is not None:
+            spans.clear()
         return json.loads(raw)
 
 
-def _json_object(text: str, at: int, *, nested: str | None) -> tuple[dict[str, Any], int]:
-    """The object at ``text[at] == "{"`` and where it ends; member ``nested`` member by member."""
+def _json_object(
+    text: str, at: int, *, nested: str | None, spans: Spans | None = None
+) -> tuple[dict[str, Any], int]:
+    """The object at ``text[at] == "{"`` and where it ends; member ``nested`` member by member
+    (``spans``, if given: where each of those members stands, if on a line of its own)."""
     scan = _SCAN
     out: dict[str, Any] = {}
     at = _skip(text, at + 1)
@@ -59,15 +70,22 @@ def _json_object(text: str, at: int, *, nested: str | None) -> tuple[dict[str, A
     while True:
         if text[at] != '"':
             raise ValueError("expected a name")
+        begin = at
         key, at = scan(text, at)
         at = _skip(text, at)
         if text[at] != ":":
             raise ValueError("expected ':'")
         at = _skip(text, at + 1)
         if key == nested and text[at] == "{":
-            out[key], at = _json_object(text, at, nested=None)
+            out[key], at = _json_object(text, at, nested=None, spans=spans)
         else:
             out[key], at = scan(text, at)
+            if spans is not None and nested is None:  # a member of ``entries``
+                # on a line of its own: indented by two spaces, no line break inside
+                if text.startswith("\n  ", begin - 3) and text.find("\n", begin, at) < 0:
+                    spans[key] = (begin, at)
+                else:
+                    spans.pop(key, None)  # a repeated key: the last one counts
         at = _skip(text, at)
         if text[at] == "}":
             return out, at + 1

@@ -1282,7 +1282,8 @@ def test_a_rewrite_reusing_tables_writes_what_fresh_cache_objects_write(
     """One cache object, reusing what it read and wrote, writes the bytes fresh objects write."""
     path, fresh = tmp_path / f"c{suffix}", tmp_path / f"fresh{suffix}"
     cache = DecisionCache(path)
-    # an int where a float is stored: written as given, then as it reads back (a float)
+    # an int where a float is stored: written as given; then JSON writes back the text it
+    # read (the int), TOML the entry as it reads back (a float)
     first = {"a": entry(created=1_700_000_000), "b": entry(4)}
     cache.update(first)
     DecisionCache(fresh).update(first)

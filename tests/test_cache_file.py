@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from _cache_cli import entry
 
-from chunktune import DecisionCache, _cache_file
+from chunktune import CacheEntry, DecisionCache, _cache_file
 from chunktune._cache_file import CacheFile
 
 FORMATS = [pytest.param(".json", id="json"), pytest.param(".toml", id="toml")]
@@ -161,3 +162,97 @@ def test_a_put_into_a_cache_of_a_hundred_read_entries_reads_back_only_the_new_on
     assert cache.put("new.p", entry(4))
     del parses[:]
     assert len(cache.entries()) == 101 and parses == []
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_writes_into_a_file_unchanged_since_read_or_written_parse_nothing_under_the_lock(
+    tmp_path: Path, parses: list[bytes], suffix: str
+) -> None:
+    """Puts, an update and a remove after a read re-read the file but parse none of it."""
+    path = tmp_path / f"c{suffix}"
+    DecisionCache(path).update({f"k{i}.p": entry(i % 8 + 1) for i in range(30)})
+    cache = DecisionCache(path)
+    assert len(cache.entries()) == 30
+    del parses[:]
+    assert cache.put("new.p", entry(4))
+    assert cache.put("new2.p", entry(5))
+    assert cache.update({"k3.p": entry(6), "k4.p": None})
+    assert cache.remove(["k5.p"]) == {"k5.p"}
+    assert parses == []
+    assert cache.entries() == DecisionCache(path).entries()
+    assert set(cache.entries()) == {f"k{i}.p" for i in range(30)} - {"k4.p", "k5.p"} | {
+        "new.p",
+        "new2.p",
+    }
+
+
+def test_the_first_put_after_a_read_converts_and_encodes_only_the_new_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process's first put writes each entry it read back as its text; the file is canonical."""
+    from chunktune import _cache_checksums, _cache_format
+    from chunktune._cache_entry import entry_to_table as to_table
+
+    path = tmp_path / "c.json"
+    DecisionCache(path).update({f"k{i}.p": entry(i % 8 + 1) for i in range(20)})
+    cache = DecisionCache(path)
+    assert len(cache.entries()) == 20
+    encoded: list[str] = []
+    converted: list[object] = []
+    member = _cache_format._member
+
+    def counted_member(key: str, table: object, fmt: str) -> str:
+        encoded.append(key)
+        return member(key, table, fmt)  # type: ignore[arg-type]
+
+    def counted_table(e: CacheEntry) -> dict[str, object]:
+        converted.append(e)
+        return to_table(e)
+
+    monkeypatch.setattr(_cache_format, "_member", counted_member)
+    monkeypatch.setattr(_cache_checksums, "entry_to_table", counted_table)
+    assert cache.put("new.p", entry(4))
+    assert encoded == ["new.p"] and len(converted) == 1
+    assert path.read_bytes() == _cache_format.encode(DecisionCache(path).entries(), "json")
+
+
+def test_an_entry_laid_out_otherwise_is_encoded_afresh_by_the_first_put(tmp_path: Path) -> None:
+    """Entries on lines of their own, keys unsorted (checksums matching), are made canonical."""
+    from chunktune._cache_format import encode
+
+    path = tmp_path / "c.json"
+    DecisionCache(path).update({f"k{i}.p": entry(i % 8 + 1) for i in range(5)})
+    doc = json.loads(path.read_bytes())
+    lines = [
+        f"  {json.dumps(k)}: {json.dumps(dict(reversed(t.items())))}"
+        for k, t in doc["entries"].items()
+    ]
+    body = ",\n".join(lines)
+    path.write_text(
+        f'{{\n "checksums": "sha256",\n "entries": {{\n{body}\n }},\n "schema": 1\n}}\n'
+    )
+    cache = DecisionCache(path)
+    assert len(cache.entries()) == 5  # every checksum matches: the file is whole
+    assert cache.put("new.p", entry(4))
+    assert path.read_bytes() == encode(DecisionCache(path).entries(), "json")
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_a_same_stat_rewrite_by_another_process_is_read_by_the_next_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """Under the lock the bytes are compared, not the stat: another process's entry is kept."""
+    path, other = tmp_path / f"c{suffix}", tmp_path / f"other{suffix}"
+    cache = DecisionCache(path)
+    assert cache.put("k.p", entry(4, created=1_700_000_000.0))
+    DecisionCache(other).put("k.p", entry(5, created=1_700_000_000.0))
+    assert other.stat().st_size == path.stat().st_size
+    # a file system of 1 s stamps: the in-place rewrite keeps every field of the stat
+    written = cache._file.stat()
+    monkeypatch.setattr(cache._file, "stat", lambda: written)
+    subprocess.run(
+        [sys.executable, "-c", _COPY_IN_PLACE, str(path), str(other)], check=True, timeout=120
+    )
+    assert cache.put("new.p", entry(6))
+    kept = DecisionCache(path).entries()
+    assert kept["k.p"].chunk_size == 5 and kept["new.p"].chunk_size == 6
