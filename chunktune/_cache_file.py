@@ -8,8 +8,9 @@ change (:mod:`chunktune._settled`), where a same-size rewrite may keep every fie
 there a read compares the file's bytes with those last parsed, and parses only when they
 differ. A writer reads the file under the write lock whatever its stat says, and parses it
 only if its bytes differ from those the memo was made of (read or written); an entry read
-and left as it was is written back as its text stood, not converted, hashed and encoded
-again. It takes no lock and moves nothing aside: :mod:`chunktune._cache` does, around it.
+and left as it was is written back as the text last written for it, or (JSON) its table as
+it stood in the file encoded again, not converted and hashed again. It takes no lock and
+moves nothing aside: :mod:`chunktune._cache` does, around it.
 """
 
 from __future__ import annotations
@@ -296,10 +297,10 @@ class CacheFile:
     def write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
         """Replace the file (caller holds the write lock); back up a migrated older file once.
 
-        An entry read from the file and written back as it is reuses its text: the one
-        written for it before, or (JSON) the one it was read from, as it stands in the
-        document read under the lock. Those of ``replaced`` (and any other object) are
-        converted, hashed and encoded afresh.
+        An entry read from the file and written back as it is reuses its text written
+        before, or (JSON) the table it was read from in the document read under the lock,
+        encoded again (:func:`~chunktune._cache_format.member_as_read`). Those of
+        ``replaced`` (and any other object) are converted, hashed and encoded afresh.
 
         Raises:
             OSError: the file (or the backup) cannot be written.
@@ -344,10 +345,10 @@ class CacheFile:
         locked: tuple[bytes, Spans] | None,
     ) -> Members:
         """The entries of ``entries`` read from the file, unchanged, that no table was made
-        for, each with its text as it stands: in the file last written, or in the document
-        read under the lock (``locked``: its bytes and spans), if there it is the text of
-        that very table. Written back as they stand, they cost no conversion, hashing or
-        encoding (the first write of a process that read a large cache: 1.1 s at 10k).
+        for, each with its text: the one in the file last written, or that of its very table
+        in the document read under the lock (``locked``: its bytes and spans), encoded again.
+        Neither costs a conversion or a hash (the first write of a process that read a large
+        cache: 1.1 s at 10k), and the bytes are those any process writes for that table.
         """
         kept: Members = {}
         text: str | None = None

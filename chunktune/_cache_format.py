@@ -212,18 +212,21 @@ def encode_members(
 
 
 def member_as_read(text: str, span: tuple[int, int], key: str, checksum: str) -> str | None:
-    """The text of ``key``'s entry at ``span`` (:data:`chunktune._cache_json.Spans`) of a
-    JSON document's ``text``, as a rewrite writes it back, if it is that key's table of
-    ``checksum``; else None.
+    """The text of ``key``'s entry in a rewritten JSON document, made of the table at
+    ``span`` (:data:`chunktune._cache_json.Spans`) of a document's ``text``, if that table
+    carries ``checksum``; else None.
 
-    The table was read and its checksum matched when the document was parsed, so this
-    text reads back as the entry read from it: written back as it stands, it needs no
-    conversion, hashing or encoding. An entry that merely reads the same but is laid out
-    otherwise (keys unsorted, a name spelled with other escapes) is encoded afresh.
+    The table's checksum matched when the document was parsed, so it is the entry read:
+    encoded again it needs no conversion or hashing. It is encoded, not copied as it
+    stands: the same checksum is the same canonical table, so its text depends on neither
+    how the file laid it out (keys unsorted, other escapes, ``1.7e9`` for ``1700000000.0``,
+    one field a line) nor which process writes it (one that wrote the entry writes the
+    table it made, which encodes to these very bytes).
     """
-    member = text[span[0] - 2 : span[1]]
-    head = f'  {_JSON_ENTRY.encode(key)}: {{"{CHECKSUM_FIELD}": "{checksum}", '
-    return member if member.startswith(head) else None
+    table = json.loads(text[span[0] : span[1]])
+    if not isinstance(table, dict) or table.get(CHECKSUM_FIELD) != checksum:
+        return None
+    return _member(key, table, "json")
 
 
 def document(members: Members, fmt: CacheFormat) -> bytes:

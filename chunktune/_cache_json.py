@@ -16,9 +16,9 @@ from typing import Any, cast
 __all__ = ["Spans", "json_by_entry"]
 
 Spans = dict[str, tuple[int, int]]
-"""Where each member of ``entries`` that sits on a line of its own, indented by two spaces
-(as chunktune writes them), stands in the decoded text: from its key's opening quote to
-the end of its value. A rewrite of an entry left as it was reuses that text."""
+"""Where the value of each member of ``entries`` stands in the decoded text (its start and
+end; of a repeated key, the last one's, the one read), however it is laid out. A rewrite of
+an entry left as it was encodes the table found there again instead of converting the entry."""
 
 _WS = re.compile(r"[ \t\n\r]*")
 # the C parser of one JSON value at an index: what json.loads runs on the whole text
@@ -61,7 +61,7 @@ def _json_object(
     text: str, at: int, *, nested: str | None, spans: Spans | None = None
 ) -> tuple[dict[str, Any], int]:
     """The object at ``text[at] == "{"`` and where it ends; member ``nested`` member by member
-    (``spans``, if given: where each of those members stands, if on a line of its own)."""
+    (``spans``, if given: where the value of each of those members stands)."""
     scan = _SCAN
     out: dict[str, Any] = {}
     at = _skip(text, at + 1)
@@ -70,7 +70,6 @@ def _json_object(
     while True:
         if text[at] != '"':
             raise ValueError("expected a name")
-        begin = at
         key, at = scan(text, at)
         at = _skip(text, at)
         if text[at] != ":":
@@ -79,13 +78,10 @@ def _json_object(
         if key == nested and text[at] == "{":
             out[key], at = _json_object(text, at, nested=None, spans=spans)
         else:
+            begin = at
             out[key], at = scan(text, at)
             if spans is not None and nested is None:  # a member of ``entries``
-                # on a line of its own: indented by two spaces, no line break inside
-                if text.startswith("\n  ", begin - 3) and text.find("\n", begin, at) < 0:
-                    spans[key] = (begin, at)
-                else:
-                    spans.pop(key, None)  # a repeated key: the last one counts
+                spans[key] = (begin, at)  # a repeated key: the last one counts, as read
         at = _skip(text, at)
         if text[at] == "}":
             return out, at + 1

@@ -186,10 +186,10 @@ def test_writes_into_a_file_unchanged_since_read_or_written_parse_nothing_under_
     }
 
 
-def test_the_first_put_after_a_read_converts_and_encodes_only_the_new_entry(
+def test_the_first_put_after_a_read_converts_only_the_new_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process's first put writes each entry it read back as its text; the file is canonical."""
+    """A process's first put converts only the new entry, re-encodes those read; canonical file."""
     from chunktune import _cache_checksums, _cache_format
     from chunktune._cache_entry import entry_to_table as to_table
 
@@ -212,7 +212,9 @@ def test_the_first_put_after_a_read_converts_and_encodes_only_the_new_entry(
     monkeypatch.setattr(_cache_format, "_member", counted_member)
     monkeypatch.setattr(_cache_checksums, "entry_to_table", counted_table)
     assert cache.put("new.p", entry(4))
-    assert encoded == ["new.p"] and len(converted) == 1
+    # the tables read are encoded again as they stood; only the new entry is converted
+    assert sorted(encoded) == sorted([*(f"k{i}.p" for i in range(20)), "new.p"])
+    assert len(converted) == 1
     assert path.read_bytes() == _cache_format.encode(DecisionCache(path).entries(), "json")
 
 
@@ -235,6 +237,81 @@ def test_an_entry_laid_out_otherwise_is_encoded_afresh_by_the_first_put(tmp_path
     assert len(cache.entries()) == 5  # every checksum matches: the file is whole
     assert cache.put("new.p", entry(4))
     assert path.read_bytes() == encode(DecisionCache(path).entries(), "json")
+
+
+def _json_cache(members: list[tuple[str, dict[str, object], str]]) -> str:
+    """A JSON cache whose entries are laid out by hand: (key, table, layout) each, in order."""
+
+    def text(key: str, table: dict[str, object], layout: str) -> str:
+        tail = {k: v for k, v in table.items() if k != "checksum"}
+        # every layout but "fields" keeps the line's head as chunktune writes it
+        head = f'  {json.dumps(key)}: {{"checksum": "{table["checksum"]}", '
+        if layout == "fields":  # one field a line, as `jq .` writes it
+            return f"  {json.dumps(key)}: {json.dumps(table, indent=2)}"
+        if layout == "tail-unsorted":
+            return head + json.dumps(dict(reversed(tail.items())))[1:]
+        sorted_tail = json.dumps(dict(sorted(tail.items())), ensure_ascii=layout != "escapes")
+        if layout == "escapes":  # raw non-ASCII, an escaped slash, an upper-case escape
+            sorted_tail = sorted_tail.replace("/", "\\/").replace("\u00e9", "\\u00E9")
+        elif layout == "number":
+            sorted_tail = sorted_tail.replace("1700000000.0", "1.7e9")
+        return head + sorted_tail[1:]
+
+    body = ",\n".join(text(*m) for m in members)
+    return f'{{\n "checksums": "sha256",\n "entries": {{\n{body}\n }},\n "schema": 1\n}}\n'
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param("tail-unsorted", id="keys-unsorted-after-the-checksum"),
+        pytest.param("escapes", id="other-escapes"),
+        pytest.param("number", id="a-number-spelled-otherwise"),
+    ],
+)
+@pytest.mark.parametrize("repeated", [False, True], ids=["once", "after-an-older-one"])
+def test_an_entry_read_is_written_back_canonical_however_its_line_was_laid_out(
+    tmp_path: Path, layout: str, repeated: bool
+) -> None:
+    """An entry read (the last of a repeated key) is written as a fresh encode writes it."""
+    from chunktune._cache_format import encode
+
+    path, older = tmp_path / "c.json", tmp_path / "older.json"
+    reason = "a/b \u00e9 \u2603 \U0001f600"
+    made = {f"k{n}.p": entry(n, reason=reason, created=1_700_000_000.0) for n in (1, 2)}
+    DecisionCache(path).update(made)
+    DecisionCache(older).update({"k2.p": entry(7, created=1_700_000_000.0)})
+    tables = json.loads(path.read_bytes())["entries"]
+    members = [("k1.p", tables["k1.p"], "fields"), ("k2.p", tables["k2.p"], layout)]
+    if repeated:  # its checksum valid too; JSON reads the last occurrence
+        members.insert(0, ("k2.p", json.loads(older.read_bytes())["entries"]["k2.p"], "canon"))
+    path.write_text(_json_cache(members))
+    cache = DecisionCache(path)
+    assert cache.entries(strict=True) == made
+    assert cache.put("new.p", entry(4))
+    kept = DecisionCache(path).entries(strict=True)
+    assert path.read_bytes() == encode(kept, "json")
+    assert kept == {**made, "new.p": kept["new.p"]}
+
+
+@pytest.mark.parametrize("layout", ["tail-unsorted", "fields"])
+def test_a_writer_and_a_fresh_process_write_the_same_bytes_after_a_reformat(
+    tmp_path: Path, layout: str
+) -> None:
+    """A file reformatted, checksums kept: its entries' writer writes what a fresh reader writes."""
+    path, copy = tmp_path / "c.json", tmp_path / "copy.json"
+    writer = DecisionCache(path)
+    # an int where the entry read holds a float: JSON keeps the table as stored
+    assert writer.update({"a.p": entry(3, created=1_700_000_000), "b.p": entry(5)})
+    tables = json.loads(path.read_bytes())["entries"]
+    path.write_text(_json_cache([(k, t, layout) for k, t in tables.items()]))
+    copy.write_bytes(path.read_bytes())
+    assert len(writer.entries()) == 2
+    assert writer.put("new.p", entry(4, created=1_700_000_000.0))
+    fresh = DecisionCache(copy)
+    assert len(fresh.entries()) == 2
+    assert fresh.put("new.p", entry(4, created=1_700_000_000.0))
+    assert path.read_bytes() == copy.read_bytes()
 
 
 @pytest.mark.parametrize("suffix", FORMATS)
