@@ -333,3 +333,38 @@ def test_a_same_stat_rewrite_by_another_process_is_read_by_the_next_put(
     assert cache.put("new.p", entry(6))
     kept = DecisionCache(path).entries()
     assert kept["k.p"].chunk_size == 5 and kept["new.p"].chunk_size == 6
+
+
+_REPLACE_IN_PLACE = (
+    "import sys; f = open(sys.argv[1], 'r+b'); f.write(open(sys.argv[2], 'rb').read()); "
+    "f.truncate()"
+)
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+@pytest.mark.parametrize("change", ["a-key-removed", "a-key-added"])
+def test_a_file_cut_or_grown_behind_a_pinned_stat_is_read_by_the_next_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, change: str
+) -> None:
+    """Another process's shorter or longer file, every stat field kept: the next put keeps it."""
+    path, other = tmp_path / f"c{suffix}", tmp_path / f"other{suffix}"
+    made = {f"k{n}.p": entry(n, created=1_700_000_000.0) for n in range(1, 7)}
+    cache = DecisionCache(path)
+    assert cache.update(made) and len(cache.entries()) == 6
+    theirs = dict(made)
+    if change == "a-key-removed":
+        del theirs["k3.p"]
+    else:
+        theirs["x.p"] = entry(8, created=1_700_000_000.0)
+    assert DecisionCache(other).update(theirs)
+    # a stat that lags behind the other process's write (NFS), or a clock tick that kept it
+    written = cache._file.stat()
+    monkeypatch.setattr(cache._file, "stat", lambda: written)
+    subprocess.run(
+        [sys.executable, "-c", _REPLACE_IN_PLACE, str(path), str(other)], check=True, timeout=120
+    )
+    assert cache.put("new.p", entry(7, created=1_700_000_000.0))
+    assert DecisionCache(path).entries(strict=True) == {
+        **theirs,
+        "new.p": entry(7, created=1_700_000_000.0),
+    }
