@@ -19,6 +19,7 @@ import errno
 import hashlib
 import logging
 import stat
+import threading
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from time import time_ns
@@ -121,7 +122,9 @@ class CacheFile:
         self._content: tuple[dict[str, CacheEntry], bytes, Spans] | None = None
         # the document read under the write lock, and its spans, for the write that follows
         self._locked: tuple[bytes, Spans] | None = None
-        self._spans: tuple[bytes, Spans] | None = None  # the last parse's, with its bytes
+        # the last parse's spans, with its bytes, for the load that called it: one a thread,
+        # since a reader thread's parse may come between a writer's parse and its load's use
+        self._parsed = threading.local()
 
     def stat(self) -> Stat | None:
         """The file's identity, or None if there is none.
@@ -143,7 +146,8 @@ class CacheFile:
 
     def parse(self, raw: bytes) -> dict[str, CacheEntry]:
         """The valid entries of ``raw``, each skipped one warned about; where each stands in
-        its text (:data:`chunktune._cache_json.Spans`) is kept for :meth:`load` with ``raw``.
+        its text (:data:`chunktune._cache_json.Spans`) is kept, in this thread, for
+        :meth:`load` with ``raw``.
 
         Raises:
             UnusableCache: the document as a whole cannot be used, or holds an entry
@@ -187,7 +191,7 @@ class CacheFile:
                 len(parsed.skipped) - _WARN_SKIPPED,
                 self.path,
             )
-        self._spans = (raw, spans)
+        self._parsed.spans = (raw, spans)
         return parsed.entries
 
     def load(self, *, fresh: bool) -> dict[str, CacheEntry]:
@@ -250,8 +254,10 @@ class CacheFile:
             self.broken.keep(version, Broken(str(exc)))
             raise
         self._memo.keep(version, entries)
-        last, self._spans = self._spans, None
-        # another thread's parse since: no spans (texts are then encoded afresh)
+        last: tuple[bytes, Spans] | None = getattr(self._parsed, "spans", None)
+        self._parsed.spans = None
+        # another parse of this thread's since (none of chunktune's): no spans, texts are
+        # then encoded afresh
         spans = last[1] if last is not None and last[0] is raw else {}
         # an older tuner's file is migrated by the write that follows its parse: never skipped
         legacy = self._legacy_bytes is not None

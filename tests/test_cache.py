@@ -2539,3 +2539,36 @@ def test_changes_in_any_mapping_are_stored(tmp_path: Path) -> None:
     cache = DecisionCache(tmp_path / "c.json")
     assert cache.update(MappingProxyType({"mine": entry()}))
     assert list(DecisionCache(tmp_path / "c.json").entries()) == ["mine"]
+
+
+def test_a_parse_by_another_thread_during_a_locked_read_leaves_the_write_as_a_fresh_process_s(
+    tmp_path: Path,
+) -> None:
+    """A reader thread's parse in the midst of a writer's locked read changes no written byte."""
+    from chunktune._settled import LastParse
+
+    path, copy = tmp_path / "c.json", tmp_path / "copy.json"
+    # an int where the entry read holds a float: a table converted afresh is other bytes
+    assert DecisionCache(path).update({"a.p": entry(3, created=1_700_000_000), "b.p": entry(5)})
+    copy.write_bytes(path.read_bytes())
+    writer = DecisionCache(path)
+    file = writer._file
+
+    class Interleaved(LastParse[dict[str, CacheEntry]]):
+        """Another thread reads the file (its own bytes object) as the writer keeps its parse."""
+
+        done = False
+
+        def keep(self, version: Any, parsed: dict[str, CacheEntry]) -> None:
+            if not Interleaved.done:
+                Interleaved.done = True
+                reader = threading.Thread(target=file.parse, args=(path.read_bytes(),))
+                reader.start()
+                reader.join()
+            super().keep(version, parsed)
+
+    file._memo = Interleaved()
+    assert writer.put("new.p", entry(4, created=1_700_000_000.0))
+    assert Interleaved.done
+    assert DecisionCache(copy).put("new.p", entry(4, created=1_700_000_000.0))
+    assert path.read_bytes() == copy.read_bytes()
