@@ -7,7 +7,7 @@ inode, device) tells whether the file changed, except within the clock tick of i
 change (:mod:`chunktune._settled`), where a same-size rewrite may keep every field of it;
 there a read compares the file's bytes with those last parsed, and parses only when they
 differ. A writer reads the file under the write lock whatever its stat says, and parses it
-only if its bytes differ from those the memo was made of (read or written); an entry read
+unless its bytes and stat are those the memo was made of (read or written); an entry read
 and left as it was is written back as the text last written for it, or (JSON) its table as
 it stood in the file encoded again, not converted and hashed again. It takes no lock and
 moves nothing aside: :mod:`chunktune._cache` does, around it.
@@ -198,7 +198,8 @@ class CacheFile:
         """The file's valid entries, shared with the memo: never changed in place (copy them).
 
         ``fresh``: read the file whatever its stat says (the write lock is held), and parse
-        it unless its bytes are those the memo was made of (compared by their SHA-256).
+        it unless its bytes (compared by their SHA-256) and its stat are those the memo was
+        made of.
 
         Raises:
             UnusableCache: the file does not parse, is of the wrong shape or holds an
