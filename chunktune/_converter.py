@@ -289,8 +289,11 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     if isinstance(exc, _AtKey):
         return [f"{join_path(path, exc.key)}: {exc}"]
     if isinstance(exc, KeyError) and exc.args:
-        # cattrs's for a missing field; a table's own KeyError says anything, so it is escaped
-        return [f"{path}: missing required key {shown_line(str(exc.args[0]))}"]
+        # cattrs's for a missing field; a table's own KeyError says anything (its key's
+        # __str__ may even raise), so it is told as outside text is: str(LookupError(k))
+        # is str(k), without the quotes str(KeyError(k)) adds
+        key = told(LookupError(exc.args[0]))
+        return [f"{path}: missing required key {UNREAD if key is None else key}"]
     if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
         return [f"{path}: {p}" if path else p for p in exc.problems]
     if isinstance(exc, _Refused):

@@ -1232,3 +1232,33 @@ def test_a_preset_s_tweak_is_still_told_its_own_preset() -> None:
         settings_from_dict({"policy": "quick", "policies": policies}, environ={})
     (problem,) = info.value.problems
     assert 'unknown policy "quik"; did you mean quick?' in problem
+
+
+def test_a_table_s_key_error_whose_key_cannot_be_shown_is_one_problem() -> None:
+    """A table's KeyError whose key's __str__ raises: one problem saying so, not that error."""
+    from collections.abc import Iterator, Mapping
+
+    class Unshown:
+        def __str__(self) -> str:
+            raise ValueError("no str")
+
+    class Table(Mapping[str, object]):
+        """Says it holds ``path``; reading it raises a KeyError of an unprintable key."""
+
+        def __getitem__(self, key: str) -> object:
+            raise KeyError(Unshown())
+
+        def __contains__(self, key: object) -> bool:
+            return key == "path"
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["path"])
+
+        def __len__(self) -> int:
+            return 1
+
+    with pytest.raises(ConfigError) as caught:
+        settings_from_dict({"cache": Table()})
+    assert caught.value.problems == (
+        "cache.path: missing required key (its message could not be read)",
+    )
