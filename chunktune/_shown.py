@@ -272,6 +272,12 @@ class _TomlRepr(_Repr):
             return key
         return self.repr1(key, level)
 
+    def repr_instance(self, x: object, level: int) -> str:
+        # what TOML cannot hold keeps its repr: an object code handed in, whose repr is
+        # anyone's text (a newline, an escape sequence), escaped and bounded as shown_one's
+        text = super().repr_instance(x, level)
+        return text if unprinted(text) is None else shown_line(text, self.maxother)
+
     def repr_date(self, x: datetime.date | datetime.time, level: int) -> str:
         return x.isoformat()  # a TOML date, time or date-time is written in ISO 8601
 
@@ -295,7 +301,8 @@ def spelled(value: object) -> str:
 
     Bounded in length and depth as :func:`shown` is. Settings values, policy names and
     the command line's words are shown this way; a repr is kept for what only Python
-    code can pass (an object where a path belongs).
+    code can pass (an object where a path belongs), escaped where it would not print as
+    written (a newline, an escape sequence) as :func:`shown_line` escapes outside text.
     """
     return _toml.repr(value)
 

@@ -534,3 +534,122 @@ def test_an_unexpected_structure_failure_whose_message_cannot_be_read_is_one_pro
     problems: list[str] = []
     assert structure(_Raising(Unread()), Policy, "policies.mine", problems) is None
     assert problems == ["policies.mine: Unread (its message could not be read)"]
+
+
+def test_an_unexpected_structure_failure_of_no_message_is_named_by_its_type() -> None:
+    """A table's error with an empty message: the problem names its type, not an empty line."""
+    from chunktune._converter import structure
+    from chunktune._policy import Policy
+
+    problems: list[str] = []
+    assert structure(_Raising(RuntimeError()), Policy, "policies.mine", problems) is None
+    assert problems == ["policies.mine: RuntimeError"]
+
+
+class _KeysRaising(_Raising):
+    """A table whose keys cannot be listed (listing them raises ``error``); its values read."""
+
+    def __getitem__(self, key: str) -> object:
+        return 0.05
+
+    def __iter__(self) -> Any:
+        raise self.error
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_tables_own_key_error_is_told_on_one_line(text: str) -> None:
+    """A table's KeyError (read as a missing key) whose key is hostile text: one problem line."""
+    from chunktune._converter import structure
+    from chunktune._policy import Policy
+
+    problems: list[str] = []
+    assert structure(_KeysRaising(KeyError(text)), Policy, "policies.mine", problems) is None
+    assert len(problems) == 1 and problems[0].startswith("policies.mine: missing required key ")
+    one_line(problems[0])
+
+
+def test_a_tables_key_error_of_no_key_is_one_problem_not_a_crash() -> None:
+    """A table's bare KeyError(): one problem naming its type, not an IndexError from chunktune."""
+    from chunktune._converter import structure
+    from chunktune._policy import Policy
+
+    problems: list[str] = []
+    assert structure(_KeysRaising(KeyError()), Policy, "policies.mine", problems) is None
+    assert problems == ["policies.mine: KeyError"]
+
+
+@pytest.mark.parametrize("length", [60, 61, 200])
+def test_a_settings_files_long_printable_key_is_named_whole_up_to_sixty_characters(
+    length: int, tmp_path: Path
+) -> None:
+    """An unknown key of up to 60 printable characters is named whole; a longer one cut to 60."""
+    key = "k" * (length - 1) + "z"
+    path = tmp_path / "chunktune.toml"
+    path.write_text(f"[cache]\n{key} = 1\n", encoding="utf-8")
+    with pytest.raises(chunktune.ConfigError) as caught:
+        chunktune.load_settings(path)
+    (problem,) = caught.value.problems
+    shown = problem.removeprefix("cache.").partition(": unknown key")[0]
+    assert shown == key if length <= 60 else (len(shown) == 60 and "..." in shown)
+    assert shown.endswith("z")
+
+
+@pytest.mark.parametrize("text", REPRS)
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param(lambda v: {"policies": {"mine": {"margin": v}}}, id="not-a-number"),
+        pytest.param(lambda v: {"policies": {"mine": {"candidates": v}}}, id="no-candidates"),
+        pytest.param(lambda v: {"cache": v}, id="not-a-table"),
+        pytest.param(lambda v: {"policy": v}, id="policy-name"),
+        pytest.param(lambda v: {"cache": {"path": v}}, id="not-a-string"),
+    ],
+)
+def test_a_settings_value_given_in_code_with_a_hostile_repr_is_told_on_one_line(
+    document: Callable[[object], dict[str, Any]], text: str
+) -> None:
+    """Settings from code holding an object whose repr is hostile text: each problem one line."""
+    from chunktune._config import settings_from_dict
+
+    with pytest.raises(chunktune.ConfigError) as caught:
+        settings_from_dict(document(_Repr(text)))
+    assert caught.value.problems
+    for problem in caught.value.problems:
+        one_line(problem)
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param(lambda v: {"policies": {"mine": {"margin": v}}}, id="not-a-number"),
+        pytest.param(lambda v: {"cache": v}, id="not-a-table"),
+    ],
+)
+def test_a_refused_settings_value_is_told_as_spelled_however_long(
+    document: Callable[[object], dict[str, Any]],
+) -> None:
+    """A value a hook refused (six strings of 100 characters): told whole as spelled, uncut."""
+    from chunktune._config import settings_from_dict
+    from chunktune._shown import spelled
+
+    value = [chr(ord("a") + i) * 100 for i in range(6)]
+    with pytest.raises(chunktune.ConfigError) as caught:
+        settings_from_dict(document(value))
+    assert len(spelled(value)) > 200  # past what one line shows of anyone's text
+    assert any(spelled(value) in problem for problem in caught.value.problems)
+
+
+@pytest.mark.parametrize("raised", [ValueError, RuntimeError, TypeError, RecursionError])
+def test_a_table_error_whose_str_raises_anything_is_one_problem(raised: type[Exception]) -> None:
+    """A table's error whose __str__ raises (whatever it raises): one problem saying so."""
+    from chunktune._converter import structure
+    from chunktune._policy import Policy
+
+    class Unread(RuntimeError):
+        def __str__(self) -> str:
+            raise raised("no str")
+
+    problems: list[str] = []
+    assert structure(_Raising(Unread()), Policy, "policies.mine", problems) is None
+    assert problems == ["policies.mine: Unread (its message could not be read)"]
