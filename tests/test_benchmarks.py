@@ -502,21 +502,63 @@ def test_scale_bench_prints_a_table_per_format_and_counts_what_writers_at_once_k
 
 
 def test_scale_bench_races_two_trees_on_merges_lookups_stores_and_lists(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--compare --one-child, this tree as both: merges, stores keep every entry; ratios print."""
+    """--compare --one-child, this tree as both: one child a tree; each figure on its own line."""
+    bench = _script("scale_bench")
+    real, children = bench._child_out, []
+
+    def marked(argv: list[str], env: dict[str, str], cwd: Path) -> str:
+        # each child runs as it is; its figures are swapped for ones naming their slot (the
+        # new tree's twice the old's), so that where each is printed can be told
+        said = json.loads(real(argv, env, cwd))
+        assert (len(said["lookups"]), len(said["writes"])) == (4, 4)
+        children.append(argv[0])
+        k = len(children)
+        lookups, writes = [10.0 * k * i for i in (1, 2, 3, 4)], [1e-3 * k * i for i in (1, 2, 3, 4)]
+        return json.dumps({"merge": 2.0 * k, "list": 3.0 * k, "lookups": lookups, "writes": writes})
+
+    def refused(argv: list[str], *_: object, **__: object) -> tuple[float, float]:
+        raise AssertionError(f"--one-child started another child: {argv}")
+
+    monkeypatch.setattr(bench, "_child_out", marked)
+    monkeypatch.setattr(bench, "_child", refused)
     # --one-child: a child of each tree, not four (each child's start is most of the cost)
     argv = ["--no-tables", "--sizes", "3", "--merge-files", "2", "--repeats", "1", "--hits", "2"]
     argv += ["--compare", str(BENCH.parent), "--one-child"]
-    assert _script("scale_bench").main(argv) == 0
+    assert bench.main(argv) == 0
+    assert children == ["race", "race"]
     out = capsys.readouterr().out
     merged = (
         "3 entries, median of 1 alternating in one child each, old / new / old:new: cache merge"
     )
-    assert f"{merged} of 2 files" in out
-    assert out.count("3 entries, lookup ") == 4 and out.count("x\n") == 10
-    assert out.count("3 entries, its next hit: ") == 2 and "3 entries, second put: " in out
-    assert "3 entries, cache list into a pipe: " in out
+    assert f"{merged} of 2 files 2.00 s / 4.00 s / 0.50x" in out
+    for i, what in enumerate(
+        ("user own", "user other policy", "system own", "system other policy")
+    ):
+        assert (
+            f"3 entries, lookup {what}: {10 * (i + 1):.1f} us / {20 * (i + 1):.1f} us / 0.50x"
+            in out
+        )
+    for i, what in enumerate(("first put", "its next hit", "second put", "its next hit")):
+        assert f"3 entries, {what}: {i + 1:.1f} ms / {2 * (i + 1):.1f} ms / 0.50x" in out
+    assert "3 entries, cache list into a pipe: 3.00 s / 6.00 s / 0.50x" in out
+    assert out.count("x\n") == 10
+
+
+def test_scale_bench_race_child_lists_the_cache_its_plan_names(tmp_path: Path) -> None:
+    """The --one-child race lists its plan's cache: one it cannot read ends it, named."""
+    bench = _script("scale_bench")
+    listed = tmp_path / "listed.json"
+    listed.write_text('{"schema": 99, "entries": {}}\n', encoding="utf-8")  # a newer one's
+    plan = {"merge": ["cache", "path"], "listed": str(listed), "lookups": [], "written": ""}
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent), "SCALE_BENCH_HWM": str(tmp_path / "hwm")}
+    env["CHUNKTUNE_CACHE"] = str(tmp_path / "user.json")  # no file: listed, it lists nothing
+    with pytest.raises(SystemExit) as caught:
+        bench._child_out(["race", json.dumps(plan)], env, tmp_path)
+    said = str(caught.value)  # the child's stderr, as a repr of its bytes
+    assert "listed.json: it has cache schema 99" in said
+    assert "AssertionError: [\\'cache\\', \\'list\\']" in said
 
 
 @pytest.mark.parametrize(

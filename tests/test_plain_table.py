@@ -306,3 +306,19 @@ class _AsciiTerminal(io.TextIOWrapper):
 
     def isatty(self) -> bool:
         return True
+
+
+def test_cache_list_into_an_ascii_pipe_escapes_a_key_it_cannot_hold_as_wide_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ASCII pipe, an imported entry's key in Cyrillic: its cell escaped, every row one width."""
+    path = tmp_path / "c.json"
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(path))
+    DecisionCache(path).update({"ключ" * 8 + ".p": entry(4), f"{'b' * 32}.p": entry(None)})
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    assert main(["cache", "list"]) == 0
+    sys.stdout.flush()
+    table = raw.getvalue().decode("ascii").splitlines()[:4]
+    assert len({len(line) for line in table}) == 1, table
+    assert any(line.startswith("\\u043a\\u043b\\u044e\\u0447") for line in table)
