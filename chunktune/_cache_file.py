@@ -19,7 +19,6 @@ import errno
 import hashlib
 import logging
 import stat
-import threading
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from time import time_ns
@@ -122,9 +121,6 @@ class CacheFile:
         self._content: tuple[dict[str, CacheEntry], bytes, Spans] | None = None
         # the document read under the write lock, and its spans, for the write that follows
         self._locked: tuple[bytes, Spans] | None = None
-        # the last parse's spans, with its bytes, for the load that called it: one a thread,
-        # since a reader thread's parse may come between a writer's parse and its load's use
-        self._parsed = threading.local()
 
     def stat(self) -> Stat | None:
         """The file's identity, or None if there is none.
@@ -144,10 +140,9 @@ class CacheFile:
             raise _not_a_cache_file(self.path)
         return identity(st)  # its size: the write lock's wait reads it
 
-    def parse(self, raw: bytes) -> dict[str, CacheEntry]:
-        """The valid entries of ``raw``, each skipped one warned about; where each stands in
-        its text (:data:`chunktune._cache_json.Spans`) is kept, in this thread, for
-        :meth:`load` with ``raw``.
+    def parse(self, raw: bytes) -> tuple[dict[str, CacheEntry], Spans]:
+        """The valid entries of ``raw``, each skipped one warned about, and where each stands
+        in its text (:data:`chunktune._cache_json.Spans`; none for TOML).
 
         Raises:
             UnusableCache: the document as a whole cannot be used, or holds an entry
@@ -191,8 +186,7 @@ class CacheFile:
                 len(parsed.skipped) - _WARN_SKIPPED,
                 self.path,
             )
-        self._parsed.spans = (raw, spans)
-        return parsed.entries
+        return parsed.entries, spans
 
     def load(self, *, fresh: bool) -> dict[str, CacheEntry]:
         """The file's valid entries, shared with the memo: never changed in place (copy them).
@@ -247,7 +241,7 @@ class CacheFile:
         version: Version = (stat, None if settled else raw)
         self._mtime = stat[0] / 1e9
         try:
-            entries = self.parse(raw)
+            entries, spans = self.parse(raw)
         except LeftAlone as exc:
             self._left.keep(version, str(exc))
             raise _left_alone(self.path, str(exc)) from None
@@ -255,11 +249,6 @@ class CacheFile:
             self.broken.keep(version, Broken(str(exc)))
             raise
         self._memo.keep(version, entries)
-        last: tuple[bytes, Spans] | None = getattr(self._parsed, "spans", None)
-        self._parsed.spans = None
-        # another parse of this thread's since (none of chunktune's): no spans, texts are
-        # then encoded afresh
-        spans = last[1] if last is not None and last[0] is raw else {}
         # an older tuner's file is migrated by the write that follows its parse: never skipped
         legacy = self._legacy_bytes is not None
         self._content = None if legacy else (entries, _digest(raw), spans)

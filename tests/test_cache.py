@@ -42,6 +42,7 @@ from chunktune import (
 )
 from chunktune._cache import default_cache_path
 from chunktune._cache_format import SCHEMA, UnusableCache, cache_format, parse_cache
+from chunktune._cache_json import Spans
 from chunktune._cache_lock import write_lock
 from chunktune._cache_salvage import salvage
 from chunktune._cache_transfer import write_cache_file
@@ -2180,7 +2181,7 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
     parsed = []
     parse = cache._file.parse
 
-    def counted_parse(raw: bytes) -> dict[str, CacheEntry]:
+    def counted_parse(raw: bytes) -> tuple[dict[str, CacheEntry], Spans]:
         parsed.append(raw)
         return parse(raw)
 

@@ -59,6 +59,16 @@ def _fleet() -> dict[str, Any]:
     return made
 
 
+def _wrapped(real: Any, wrap: Any) -> Any:
+    """``CacheFile.parse`` with the entries it returns wrapped in ``wrap``, its spans kept."""
+
+    def parse(self: Any, raw: bytes) -> Any:
+        entries, spans = real(self, raw)
+        return wrap(entries), spans
+
+    return parse
+
+
 def test_lookups_of_an_unchanged_cache_walk_its_entries_once_not_per_hit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,7 +78,7 @@ def test_lookups_of_an_unchanged_cache_walk_its_entries_once_not_per_hit(
 
     monkeypatch.setattr(_settled, "SETTLED_S", 0.0)  # the file settled: its stat vouches
     real = CacheFile.parse
-    monkeypatch.setattr(CacheFile, "parse", lambda self, raw: _Counted(real(self, raw)))
+    monkeypatch.setattr(CacheFile, "parse", _wrapped(real, _Counted))
     # written by another object: this one parses the file (a writer keeps what it wrote)
     assert DecisionCache(tmp_path / "cache.json").update(_fleet())
     cache = DecisionCache(tmp_path / "cache.json")
@@ -147,7 +157,7 @@ def test_a_hit_lets_go_of_an_index_made_for_an_older_parse(
 
     monkeypatch.setattr(_settled, "SETTLED_S", 0.0)
     real = CacheFile.parse
-    monkeypatch.setattr(CacheFile, "parse", lambda self, raw: _Parse(real(self, raw)))
+    monkeypatch.setattr(CacheFile, "parse", _wrapped(real, _Parse))
     # written by another object: this one parses the file (a writer keeps what it wrote)
     assert DecisionCache(tmp_path / "cache.json").update(_fleet())
     cache = DecisionCache(tmp_path / "cache.json")
