@@ -294,7 +294,7 @@ def settings_from_dict(
     refused = {n: policy_name_problem(n) for n in user if isinstance(n, str)}
     for name, problem in refused.items():
         if problem is not None:  # its one problem: its own keys' paths would print it raw
-            problems.append(f"policies.{spelled(name)}: {problem}")
+            problems.append(f"{join_path('policies', name)}: {problem}")
             user = {**user, name: {}}  # what extends it or makes it active finds it
     user = expand_candidates(user)  # candidates = [3, 7] or "geometric": their tables
     tables = resolve_tables(presets, user, problems)

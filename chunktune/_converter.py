@@ -23,14 +23,17 @@ from ._errors import ConfigError, InvalidArgumentError
 from ._named import UNREAD, told
 from ._policy import Policy, given_policy
 from ._settings import CacheSettings, LogSettings, RaySettings, Settings
-from ._shown import shown_line, shown_one, spelled, type_named
+from ._shown import shown_one, spelled, toml_key, type_named
 from ._validators import one_of, percent_of
 
 __all__ = [
+    "Problem",
     "dump_policy",
     "dump_settings",
     "join_path",
+    "problem_line",
     "structure",
+    "structure_problems",
     "suggest",
     "unstructure_policy",
 ]
@@ -224,21 +227,31 @@ def suggest(key: str, valid: list[str]) -> str:
     return f"expected one of {', '.join(valid)}"
 
 
-_KEY_CHARS = 60  # the most characters of a file's key that a problem's path shows
-
-
 def join_path(path: str, part: object) -> str:
     """The dotted TOML path of ``part`` under ``path`` (``path`` empty: the top level).
 
-    ``part`` (a file's key, an index) is shown as :func:`~chunktune._shown.shown_line` shows
-    outside text: as written where it prints and is short, else escaped and cut, so that a
-    key holding a newline or an escape sequence neither splits the problem's line nor acts
-    on the terminal.
+    ``part`` (a file's key, an index) is shown as TOML spells a key
+    (:func:`~chunktune._shown.toml_key`): bare where TOML allows, else quoted and escaped
+    (``policies.mine."a.b"``), so that the path pasted names the key it names, and a key
+    holding a newline or an escape sequence neither splits the problem's line nor acts on
+    the terminal; a long key is cut, quoted, to its ends.
     """
-    # cut as a value is (no key of a setting's is half as long): a problem line names the
-    # file and may list every valid key after it
-    shown = shown_line(str(part), _KEY_CHARS)
+    shown = toml_key(part)
     return f"{path}.{shown}" if path else shown
+
+
+Problem = tuple[tuple[object, ...], str]
+"""A problem of a table: the keys from the table down to where it is (none: the table's
+own, a rule between its fields), and what is wrong there."""
+
+
+def problem_line(path: str, problem: Problem) -> str:
+    """``problem`` of the table at ``path`` (already shown; empty: the top level) as one
+    line: ``"dotted.path: message"``, the keys under ``path`` joined by :func:`join_path`."""
+    keys, message = problem
+    for key in keys:
+        path = join_path(path, key)
+    return f"{path}: {message}" if path else message
 
 
 def _elsewhere(cls: type | None, key: str) -> str | None:
@@ -260,8 +273,8 @@ def _elsewhere(cls: type | None, key: str) -> str | None:
     return f"a key of strategy {', '.join(owners[:-1])} or {owners[-1]}"
 
 
-def _problems(exc: BaseException, path: str) -> list[str]:
-    """Flatten a cattrs validation error tree into ``"dotted.path: message"`` lines."""
+def _problems(exc: BaseException, at: tuple[object, ...] = ()) -> list[Problem]:
+    """Flatten a cattrs validation error tree into problems, each at its keys below ``at``."""
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         valid = [f.name for f in attrs.fields(exc.cl)] if exc.cl is not None else []
         if exc.cl is Policy:  # a key of every policy table, flattened away before this
@@ -272,48 +285,54 @@ def _problems(exc: BaseException, path: str) -> list[str]:
             valid.insert(0, "strategy")
             unknown = f"unknown key for strategy {spelled(strategy)}"
         return [
-            f"{join_path(path, key)}: {unknown}; {_elsewhere(exc.cl, key) or suggest(key, valid)}"
+            ((*at, key), f"{unknown}; {_elsewhere(exc.cl, key) or suggest(key, valid)}")
             for key in sorted(exc.extra_fields)
         ]
     if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
-        found: list[str] = []
+        found: list[Problem] = []
         with_notes, without_notes = exc.group_exceptions()
         for sub, note in with_notes:
             part = getattr(note, "name", None)
             if part is None:
                 part = getattr(note, "index", "?")
-            found.extend(_problems(sub, join_path(path, part)))
+            found.extend(_problems(sub, (*at, part)))
         for sub in without_notes:
-            found.extend(_problems(sub, path))
+            found.extend(_problems(sub, at))
         return found
     if isinstance(exc, _AtKey):
-        return [f"{join_path(path, exc.key)}: {exc}"]
+        return [((*at, exc.key), str(exc))]
     if isinstance(exc, KeyError) and exc.args:
         # cattrs's for a missing field; a table's own KeyError says anything (its key's
         # __str__ may even raise), so it is told as outside text is: str(LookupError(k))
         # is str(k), without the quotes str(KeyError(k)) adds
         key = told(LookupError(exc.args[0]))
-        return [f"{path}: missing required key {UNREAD if key is None else key}"]
+        return [(at, f"missing required key {UNREAD if key is None else key}")]
     if isinstance(exc, ConfigError):  # a validator's: its own lines, not its rendering
-        return [f"{path}: {p}" if path else p for p in exc.problems]
+        return [(at, p) for p in exc.problems]
     if isinstance(exc, _Refused):
-        return [f"{path}: {exc}" if path else str(exc)]
+        return [(at, str(exc))]
     # what no hook expected (a table's own error): its message is anyone's text, told on one
     # escaped, bounded line; its type alone where it has none
     message = told(exc)
     if message is None:
         message = f"{type_named(exc)} {UNREAD}"
-    message = message or type_named(exc)
-    return [f"{path}: {message}" if path else message]
+    return [(at, message or type_named(exc))]
+
+
+def structure_problems(data: object, cls: type[Any]) -> tuple[Any, list[Problem]]:
+    """``data`` as a ``cls`` record and no problems, or None and its problems, each at its
+    keys in ``data``: a caller that asks where a problem is reads the keys, not a line."""
+    try:
+        return _CONVERTER.structure(data, cls), []
+    except Exception as exc:  # cattrs wraps every failure; we report, never re-raise here
+        return None, _problems(exc)
 
 
 def structure(data: object, cls: type[Any], path: str, problems: list[str]) -> Any:
     """``data`` as a ``cls`` record, or None with its problems at ``path`` added to ``problems``."""
-    try:
-        return _CONVERTER.structure(data, cls)
-    except Exception as exc:  # cattrs wraps every failure; we report, never re-raise here
-        problems.extend(_problems(exc, path))
-        return None
+    result, found = structure_problems(data, cls)
+    problems.extend(problem_line(path, problem) for problem in found)
+    return result
 
 
 # ---------------------------------------------------------------- dumping

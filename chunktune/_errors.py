@@ -45,7 +45,8 @@ class ConfigError(ChunktuneError, ValueError):
     """A settings file, policy or preset is invalid, or a policy asked for is unknown.
 
     ``problems`` holds one line per problem found (all of them, not just the
-    first), each starting with its dotted TOML path; ``source`` names the file.
+    first), each starting with its dotted TOML path (each key as TOML spells it:
+    ``policies."my.policy".margin``); ``source`` names the file.
     ``asked``: the problem is a name the caller asked for (``resolve(policy=...)``), not
     the settings', and the message says only that. ``subject`` says what is invalid where
     no file is named: ``"settings"``, or ``"policy"`` for a :class:`~chunktune.Policy`

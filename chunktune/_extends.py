@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._settings import unknown_policy
-from ._shown import spelled
+from ._shown import spelled, toml_key
 
 __all__ = ["origins", "resolve_tables"]
 
@@ -49,8 +49,9 @@ _Node = tuple[str, str]  # (policy name, "user" or "preset")
 
 
 def _where(node: _Node) -> str:
-    """The node's TOML path, as problems name it: ``policies.NAME`` or ``presets.NAME``."""
-    return f"{'policies' if node[1] == 'user' else 'presets'}.{node[0]}"
+    """The node's TOML path, as problems name it: ``policies.NAME`` or ``presets.NAME``, its
+    name as TOML spells a key (``policies."my.policy"``)."""
+    return f"{'policies' if node[1] == 'user' else 'presets'}.{toml_key(node[0])}"
 
 
 def _link(
@@ -69,7 +70,7 @@ def _link(
     if not isinstance(parent, str):
         return f"{_where(node)}.extends: {spelled(parent)} is not a policy name"
     if parent == name and layer == "user" and name not in presets:
-        return f"{_where(node)}.extends: cycle {name} -> {name}"
+        return f"{_where(node)}.extends: cycle {toml_key(name)} -> {toml_key(name)}"
     # a user policy extends another user policy of that name, else the preset
     parent_layer = "user" if layer == "user" and parent in user and parent != name else "preset"
     if parent_layer == "preset" and parent not in presets:
@@ -114,7 +115,8 @@ def resolve_tables(
                 base = done[node]
                 break
             if node in on_chain:
-                names = [n for (n, _), _t in chain[on_chain[node] :]] + [node[0]]
+                names = [toml_key(n) for (n, _), _t in chain[on_chain[node] :]]
+                names.append(toml_key(node[0]))
                 problems.append(f"{_where(chain[-1][0])}.extends: cycle {' -> '.join(names)}")
                 base = None
                 break

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._converter import structure, unstructure_policy
+from ._converter import join_path, structure, unstructure_policy
 from ._extends import resolve_tables
 from ._policy import Policy
 from ._shown import shown_path
@@ -124,9 +124,8 @@ def warn_idle(
                 said, mark = (file, name, key, repr(own[key]), why), object()
                 if _idle_said.setdefault(said, mark) is not mark:  # atomic: threads say it once
                     continue
-                _logger.warning(
-                    "chunktune: %s: policies.%s.%s has no effect: %s", where, name, key, why
-                )
+                path = join_path(join_path("policies", name), key)  # pasteable, as a problem's
+                _logger.warning("chunktune: %s: %s has no effect: %s", where, path, why)
 
 
 _PASTED = "pasted"  # no preset's name: a table of that name extends nothing

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from ._converter import structure
+from ._converter import Problem, join_path, problem_line, structure_problems
 from ._extends import origins
 from ._policy import Policy
 from ._policy_notes import DEFAULT_NOTE, noted
@@ -31,15 +31,17 @@ def _user_parent(name: str, user: Mapping[str, object]) -> str | None:
     return parent if isinstance(parent, str) and parent != name and parent in user else None
 
 
-def _sets(table: object, problem: str) -> bool:
-    """Whether a policy's own table sets the key a problem (its path past the policy's) is at.
+def _sets(table: object, keys: tuple[object, ...]) -> bool:
+    """Whether a policy's own table sets the key a problem (at ``keys`` past the policy's
+    path) is at.
 
     A problem at a key the policy only inherits is its parent's, reported there: the
-    key is nowhere under this policy's name in the file.
+    key is nowhere under this policy's name in the file. Walked by the keys themselves,
+    not by the problem's line: a key may hold a ``.`` or a ``:``.
     """
-    if not problem.startswith("."):
+    if not keys:
         return False  # a rule between fields: its parent breaks it too, and says so
-    for key in problem[1:].split(":", 1)[0].split("."):
+    for key in keys:
         if not isinstance(table, Mapping) or key not in table:
             return False
         table = table[key]
@@ -72,25 +74,20 @@ def policies_of(
     and from where (see :func:`_notes`).
     """
     policies: dict[str, Policy] = {}
-    found: dict[str, list[str]] = {}  # each policy's problems, past its own path
+    found: dict[str, list[Problem]] = {}  # each policy's problems, at its keys
     for name, table in tables.items():
-        layer = "policies" if name in user else "presets"
-        own: list[str] = []
-        pol = structure(table, Policy, f"{layer}.{name}", own)
-        found[name] = [p[len(f"{layer}.{name}") :] for p in own]
+        pol, found[name] = structure_problems(table, Policy)
         if pol is not None:
             policies[name] = pol
     for name in tables:
-        layer = "policies" if name in user else "presets"
         inherited = set(found.get(_user_parent(name, user) or "", ()))
-        kept = [
-            i for i, p in enumerate(found[name]) if p not in inherited or _sets(user.get(name), p)
-        ]
         said = found[name]
-        if name in user and any(not said[i].startswith(".") for i in kept):
+        kept = [i for i, p in enumerate(said) if p not in inherited or _sets(user.get(name), p[0])]
+        if name in user and any(not said[i][0] for i in kept):
             # the plain lines are what tell a parent's problem from the policy's own
             said = _noted_problems(name, tables[name], presets, user, said)
-        problems.extend(f"{layer}.{name}{said[i]}" for i in kept)
+        path = join_path("policies" if name in user else "presets", name)
+        problems.extend(problem_line(path, said[i]) for i in kept)
     return policies
 
 
@@ -99,13 +96,11 @@ def _noted_problems(
     table: Mapping[str, Any],
     presets: Mapping[str, dict[str, Any]],
     user: Mapping[str, Any],
-    plain: list[str],
-) -> list[str]:
-    """User policy ``name``'s problems (``plain``, past its path) said again, each broken
-    rule noting the values it inherits (see :func:`_notes`); ``plain`` should building it
-    again find other problems."""
-    path = f"policies.{name}"
-    again: list[str] = []
+    plain: list[Problem],
+) -> list[Problem]:
+    """User policy ``name``'s problems (``plain``) found again, each broken rule noting the
+    values it inherits (see :func:`_notes`); ``plain`` should building it again find other
+    problems."""
     with noted(_notes(name, presets, user)):
-        structure(table, Policy, path, again)
-    return [p[len(path) :] for p in again] if len(again) == len(plain) else plain
+        _, again = structure_problems(table, Policy)
+    return again if len(again) == len(plain) else plain

@@ -15,6 +15,7 @@ import reprlib
 import unicodedata
 from collections.abc import Mapping, Sequence
 from itertools import islice
+from typing import TypeGuard
 
 __all__ = [
     "bound",
@@ -29,6 +30,7 @@ __all__ = [
     "shown_path",
     "shown_some",
     "spelled",
+    "toml_key",
     "type_named",
     "unprinted",
 ]
@@ -267,10 +269,7 @@ class _TomlRepr(_Repr):
         return "{" + ", ".join(pieces) + "}"
 
     def _key(self, key: object, level: int) -> str:
-        # a long key is cut as a long string is (quoted: a bare key holds no "...")
-        if isinstance(key, str) and len(key) <= self.maxstring and _BARE_KEY.fullmatch(key):
-            return key
-        return self.repr1(key, level)
+        return key if _bare(key, self.maxstring) else self.repr1(key, level)
 
     def repr_instance(self, x: object, level: int) -> str:
         # what TOML cannot hold keeps its repr: an object code handed in, whose repr is
@@ -286,6 +285,13 @@ class _TomlRepr(_Repr):
 
 _toml = _TomlRepr()
 _toml.maxstring = _toml.maxother = 60
+
+
+def _bare(key: object, limit: int) -> TypeGuard[str]:
+    """Whether ``key`` is shown bare: a TOML bare key (ASCII letters, digits, ``_`` and
+    ``-``) of at most ``limit`` characters. A longer one is cut as a long string is, quoted:
+    a bare key holds no ``...``, and ``a...b`` would read as a dotted path."""
+    return isinstance(key, str) and len(key) <= limit and _BARE_KEY.fullmatch(key) is not None
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -305,6 +311,17 @@ def spelled(value: object) -> str:
     written (a newline, an escape sequence) as :func:`shown_line` escapes outside text.
     """
     return _toml.repr(value)
+
+
+def toml_key(key: object) -> str:
+    """One key of a TOML path (``policies.mine.margin``) as TOML spells it, for a problem's
+    path that a user can paste: bare where TOML allows it bare (``margin``), else quoted
+    with TOML's escapes (``"a.b"``, ``""``, ``"a\\u001Bb"``); one of more than 60 characters
+    cut to its first and last characters around ``...`` as :func:`spelled` cuts a string.
+
+    Anything but a string (a list's index, a key given in code) is :func:`spelled`.
+    """
+    return key if _bare(key, _toml.maxstring) else spelled(key)
 
 
 def shown_some(values: Sequence[object], limit: int) -> str:
