@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from ._cache_entry import CacheEntry
-from ._cache_file import Broken, CacheFile, same_file
+from ._cache_file import CacheFile, same_file
+from ._cache_parsed import Broken
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._recent import forget as forget_recent

@@ -42,8 +42,8 @@ from chunktune import (
 )
 from chunktune._cache import default_cache_path
 from chunktune._cache_format import SCHEMA, UnusableCache, cache_format, parse_cache
-from chunktune._cache_json import Spans
 from chunktune._cache_lock import write_lock
+from chunktune._cache_parsed import Parsed
 from chunktune._cache_salvage import salvage
 from chunktune._cache_transfer import write_cache_file
 from chunktune._settled import Stat
@@ -2181,9 +2181,9 @@ def test_hits_within_one_tick_parse_the_file_only_when_its_bytes_change(
     parsed = []
     parse = cache._file.parse
 
-    def counted_parse(raw: bytes) -> tuple[dict[str, CacheEntry], Spans]:
+    def counted_parse(raw: bytes, *, mtime: float) -> Parsed:
         parsed.append(raw)
-        return parse(raw)
+        return parse(raw, mtime=mtime)
 
     monkeypatch.setattr(cache._file, "parse", counted_parse)
     read = _counted_reads(monkeypatch)
@@ -2563,7 +2563,8 @@ def test_a_parse_by_another_thread_during_a_locked_read_leaves_the_write_as_a_fr
         def keep(self, version: Any, parsed: dict[str, CacheEntry]) -> None:
             if not Interleaved.done:
                 Interleaved.done = True
-                reader = threading.Thread(target=file.parse, args=(path.read_bytes(),))
+                raw = path.read_bytes()
+                reader = threading.Thread(target=file.parse, args=(raw,), kwargs={"mtime": 0.0})
                 reader.start()
                 reader.join()
             super().keep(version, parsed)

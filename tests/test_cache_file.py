@@ -6,14 +6,18 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _cache_cli import entry
 
 from chunktune import CacheEntry, DecisionCache, _cache_file
 from chunktune._cache_file import CacheFile
+from chunktune._cache_parsed import Parsed
 
 FORMATS = [pytest.param(".json", id="json"), pytest.param(".toml", id="toml")]
 
@@ -24,9 +28,9 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     seen: list[bytes] = []
     real = CacheFile.parse
 
-    def counted(self: CacheFile, raw: bytes) -> object:
+    def counted(self: CacheFile, raw: bytes, *, mtime: float) -> Parsed:
         seen.append(raw)
-        return real(self, raw)
+        return real(self, raw, mtime=mtime)
 
     monkeypatch.setattr(CacheFile, "parse", counted)
     return seen
@@ -368,3 +372,182 @@ def test_a_file_cut_or_grown_behind_a_pinned_stat_is_read_by_the_next_put(
         **theirs,
         "new.p": entry(7, created=1_700_000_000.0),
     }
+
+
+# ---------------------------------------------------------------- threads sharing one file
+#
+# A reader thread parses without the write lock while a writer thread holds it; what a
+# parse produces must reach the caller of that parse, never the other thread. Each test
+# parks one thread inside a hooked call (events, no sleeps) while the other goes on.
+
+_WAIT_S = 60.0  # only a hang would take this long: each wait is released by the other thread
+
+
+def _started(target: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """``target`` run in a started thread, and the list its result (or exception) lands in."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(target())
+        except BaseException as exc:  # told to the test, which asserts on the result
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _parked_reader(
+    monkeypatch: pytest.MonkeyPatch, read: Callable[[], object]
+) -> tuple[threading.Thread, list[object], threading.Event, threading.Event]:
+    """A thread doing ``read``, parked inside its parse of the file (its bytes read) until
+    released; the events: it is parked, and its release."""
+    parked, release = threading.Event(), threading.Event()
+    real = getattr(_cache_file, "parse_cache")  # noqa: B009 (imported there, not exported)
+    readers: list[threading.Thread] = []
+
+    def parse_cache(*args: Any, **kwargs: Any) -> Any:
+        parsed = real(*args, **kwargs)
+        if threading.current_thread() in readers:
+            parked.set()
+            assert release.wait(_WAIT_S)
+        return parsed
+
+    monkeypatch.setattr(_cache_file, "parse_cache", parse_cache)
+
+    def reading() -> object:
+        readers.append(threading.current_thread())
+        return read()
+
+    thread, out = _started(reading)
+    assert parked.wait(_WAIT_S)
+    return thread, out, parked, release
+
+
+def _reader_ends_before_write(
+    monkeypatch: pytest.MonkeyPatch, reader: threading.Thread, release: threading.Event
+) -> list[Any]:
+    """Hook :meth:`CacheFile.write` so that the reader ends its parse after the writer's
+    locked read and before its write; the list gets each entry the write converts."""
+    from chunktune import _cache_checksums
+    from chunktune._cache_entry import entry_to_table as to_table
+
+    converted: list[Any] = []
+    write = CacheFile.write
+
+    def counted(e: CacheEntry) -> dict[str, Any]:
+        converted.append(e)
+        return to_table(e)
+
+    def hooked(self: CacheFile, entries: Any, **kwargs: Any) -> None:
+        release.set()
+        reader.join(_WAIT_S)
+        assert not reader.is_alive()
+        del converted[:]
+        write(self, entries, **kwargs)
+
+    monkeypatch.setattr(_cache_checksums, "entry_to_table", counted)
+    monkeypatch.setattr(CacheFile, "write", hooked)
+    return converted
+
+
+@pytest.mark.parametrize("locked_read", ["parsed", "unchanged-since-read"])
+def test_a_readers_parse_ending_inside_a_put_leaves_the_put_what_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locked_read: str
+) -> None:
+    """A reader thread's parse ending between a put's locked read and write: one entry converted."""
+    path = tmp_path / "c.json"
+    made = {f"k{i}.p": entry(i % 8 + 1) for i in range(20)}
+    DecisionCache(path).update(made)
+    cache = DecisionCache(path)
+    reader, out, _, release = _parked_reader(monkeypatch, cache.entries)
+    if locked_read == "unchanged-since-read":
+        assert cache.entries() == made  # this thread's parse: the put finds the file unchanged
+    converted = _reader_ends_before_write(monkeypatch, reader, release)
+    new = entry(4)
+    assert cache.put("new.p", new)
+    assert out == [made]
+    assert converted == [new]  # the new entry alone: those read are written as read
+    assert DecisionCache(path).entries() == {**made, "new.p": new}
+
+
+@pytest.mark.parametrize("reader_saw", ["a-chunktune-file", "another-older-file"])
+def test_a_readers_parse_ending_inside_a_migration_leaves_it_the_bytes_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader_saw: str
+) -> None:
+    """The put migrating an older tuner's file backs up what it read, whatever a reader parsed."""
+    path, older = tmp_path / "c.json", tmp_path / "older.json"
+    if reader_saw == "a-chunktune-file":
+        DecisionCache(path).put("k.p", entry(4))
+    else:
+        path.write_text(json.dumps({"89abcdef": {"chunk_size": 4, "per_candidate_ms": {}}}))
+    cache = DecisionCache(path)
+    reader, _, _, release = _parked_reader(monkeypatch, cache.entries)
+    original = json.dumps(
+        {"0123abcd": {"chunk_size": 8, "per_candidate_ms": {"None": 10.5, "8": 8.9}}}
+    ).encode()
+    older.write_bytes(original)
+    os.replace(older, path)  # the older tuner's file put back, its bytes read by the put
+    _reader_ends_before_write(monkeypatch, reader, release)
+    assert cache.put("new.p", entry(4))
+    assert (tmp_path / "c.json.schema0").read_bytes() == original
+    assert set(DecisionCache(path).entries()) == {"legacy-0123abcd", "new.p"}
+
+
+def test_a_readers_parse_dates_an_older_tuners_entries_by_the_file_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads parse an older tuner's file touched between: each dates it by its own stat."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"0123abcd": {"chunk_size": 8, "per_candidate_ms": {}}}))
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(path, ns=(hour_ago, hour_ago))
+    cache = DecisionCache(path)
+    parked, release = threading.Event(), threading.Event()
+    parse = CacheFile.parse
+    readers: list[threading.Thread] = []
+
+    def hooked(self: CacheFile, raw: bytes, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() in readers:  # parked between its stat and its parse
+            parked.set()
+            assert release.wait(_WAIT_S)
+        return parse(self, raw, *args, **kwargs)
+
+    monkeypatch.setattr(CacheFile, "parse", hooked)
+
+    def reading() -> object:
+        readers.append(threading.current_thread())
+        return cache.entries()
+
+    reader, out = _started(reading)
+    assert parked.wait(_WAIT_S)
+    two_hours_ago = hour_ago - 3600 * 10**9
+    os.utime(path, ns=(two_hours_ago, two_hours_ago))  # touched: this thread parses it again
+    mine = cache.entries()
+    release.set()
+    reader.join(_WAIT_S)
+    assert mine["legacy-0123abcd"].created == pytest.approx(two_hours_ago / 1e9, abs=1e-3)
+    theirs = out[0]
+    assert isinstance(theirs, dict)
+    assert theirs["legacy-0123abcd"].created == pytest.approx(hour_ago / 1e9, abs=1e-3)
+
+
+def test_a_parse_reusing_another_threads_known_entries_reads_what_a_fresh_reader_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader thread's known entries of an older file, reused by the next parse, change none."""
+    path = tmp_path / "c.json"
+    made = {f"k{i}.p": entry(i % 8 + 1, created=1_700_000_000.0) for i in range(6)}
+    DecisionCache(path).update(made)
+    cache = DecisionCache(path)
+    reader, out, _, release = _parked_reader(monkeypatch, cache.entries)
+    release.set()
+    reader.join(_WAIT_S)
+    theirs = out[0]
+    assert isinstance(theirs, dict) and theirs == made
+    changed = entry(7, created=1_700_000_000.0)
+    assert DecisionCache(path).put("k3.p", changed)  # k3's table and checksum change
+    mine = cache.entries()  # parsed with the reader's known entries as its hint
+    assert mine == DecisionCache(path).entries() == {**made, "k3.p": changed}
+    assert mine["k0.p"] is theirs["k0.p"]  # the hint served: an unchanged table not read again

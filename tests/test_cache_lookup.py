@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from _cache_cli import entry
 
@@ -60,11 +61,11 @@ def _fleet() -> dict[str, Any]:
 
 
 def _wrapped(real: Any, wrap: Any) -> Any:
-    """``CacheFile.parse`` with the entries it returns wrapped in ``wrap``, its spans kept."""
+    """``CacheFile.parse`` with the entries it returns wrapped in ``wrap``, the rest kept."""
 
-    def parse(self: Any, raw: bytes) -> Any:
-        entries, spans = real(self, raw)
-        return wrap(entries), spans
+    def parse(self: Any, raw: bytes, *, mtime: float) -> Any:
+        parsed = real(self, raw, mtime=mtime)
+        return attrs.evolve(parsed, entries=wrap(parsed.entries))
 
     return parse
 
@@ -93,8 +94,6 @@ def test_system_cache_lookups_of_an_unchanged_file_copy_and_walk_nothing_per_hit
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """5 hits (own policy and another's) on a settled system cache: one walk, to index it."""
-    import attrs
-
     from chunktune import _cache_layers, _settled
     from chunktune._cache_layers import SystemCache
 

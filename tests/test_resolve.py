@@ -1140,7 +1140,7 @@ def test_native_asyncio_cancel_stops_the_worker(isolated: Path) -> None:
 
 def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> None:
     """Settings naming the same file share one DecisionCache; an unchanged file is parsed once."""
-    from chunktune._cache_json import Spans
+    from chunktune._cache_parsed import Parsed
     from chunktune._keys import cache_for
 
     s = chunktune.load_settings()
@@ -1152,9 +1152,9 @@ def test_one_cache_object_per_file_so_hits_do_not_reparse(isolated: Path) -> Non
     parsed = cache._file.parse  # count re-parses of the file from here on
     calls = {"n": 0}
 
-    def counting(raw: bytes) -> tuple[dict[str, chunktune.CacheEntry], Spans]:
+    def counting(raw: bytes, *, mtime: float) -> Parsed:
         calls["n"] += 1
-        return parsed(raw)
+        return parsed(raw, mtime=mtime)
 
     cache._file.parse = counting  # type: ignore[method-assign]
     for _ in range(3):

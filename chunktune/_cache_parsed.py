@@ -1,0 +1,113 @@
+"""What one read of a cache file made, or found wrong, for the caller of that read.
+
+:func:`parsed_file` turns :func:`~chunktune._cache_format.parse_cache`'s reading of a file
+into :class:`Parsed`, or refuses the whole file for an entry edited or damaged since it
+was written, and warns of the entries skipped. A :class:`Broken` says what was wrong with
+an unusable file's bytes; the OSErrors here, why a file is unavailable to this chunktune.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from pathlib import Path
+
+import attrs
+
+from ._cache_checksums import Known
+from ._cache_entry import CacheEntry
+from ._cache_format import ParsedCache, UnusableCache
+from ._cache_json import Spans
+from ._shown import shown, shown_some
+
+__all__ = ["Broken", "Parsed", "left_alone", "not_a_cache_file", "parsed_file", "too_large"]
+
+logger = logging.getLogger("chunktune")
+
+_WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
+
+
+@attrs.frozen(eq=False)
+class Broken:
+    """What one parse found wrong with a cache file's bytes (completing "the file ...").
+
+    Told apart by identity, never by value: two files may be wrong in the same words, and
+    what is made of these very bytes (:mod:`chunktune._cache_quarantine` salvages their
+    whole entries) holds wherever the memo of them goes, promoted to the stat alone or
+    moved to the stat a failed move aside left.
+    """
+
+    why: str
+
+
+@attrs.frozen(eq=False)
+class Parsed:
+    """What one parse of a cache file's bytes made, for its caller alone: another thread's
+    parse of the same file meanwhile never changes it."""
+
+    entries: dict[str, CacheEntry]
+    spans: Spans
+    """Where each entry stands in the text (:data:`chunktune._cache_json.Spans`; none for
+    TOML)."""
+    known: dict[str, Known]
+    """The entries read from checksummed tables: a write of them reuses their tables."""
+    legacy: bool
+    """The older tuner's file (schema 0): migrated in memory, and rewritten by the next
+    write, which first keeps a copy of these very bytes."""
+
+
+def not_a_cache_file(path: Path) -> OSError:
+    """Why the path, which names something that is no regular file, is never read."""
+    return OSError(
+        errno.EINVAL, "it is no regular file (a directory, device, FIFO or socket)", str(path)
+    )
+
+
+def too_large(path: Path, cap: int) -> OSError:
+    """Why the file at ``path``, past ``cap`` bytes, is neither read nor moved aside."""
+    return OSError(
+        errno.EFBIG,
+        f"it holds more than {cap // 2**20} MiB; expected a chunktune cache "
+        "(about 1.6 KB an entry)",
+        str(path),
+    )
+
+
+def left_alone(path: Path, why: str) -> OSError:
+    """Why the file at ``path``, a newer chunktune's or another program's, is unavailable."""
+    return OSError(errno.EINVAL, f"it {why}; this chunktune leaves it as it is", str(path))
+
+
+def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
+    """``parsed``, the reading of the file at ``path`` (its ``spans``), each entry skipped
+    warned about.
+
+    Raises:
+        UnusableCache: it holds an entry whose checksum fails (named in the message).
+    """
+    if parsed.altered:
+        # damage that left the file parsing (a cut at a line's end, a changed digit),
+        # or a hand edit: the whole file is suspect, and goes aside as a broken one does
+        count = len(parsed.altered)
+        keys = shown_some(parsed.altered, _WARN_SKIPPED)
+        raise UnusableCache(
+            f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
+            "does not match: edited or damaged after chunktune wrote "
+            f"{'it' if count == 1 else 'them'}, so never served (to fix a chunk size, "
+            "pass manual= to resolve)"
+        )
+    for key, why in parsed.skipped[:_WARN_SKIPPED]:
+        logger.warning(
+            "chunktune: skipping cache entry %s in %s (%s); it is never served, "
+            "and the next write drops it",
+            shown(key),
+            path,
+            why,
+        )
+    if len(parsed.skipped) > _WARN_SKIPPED:
+        logger.warning(
+            "chunktune: skipping %d more invalid cache entries in %s",
+            len(parsed.skipped) - _WARN_SKIPPED,
+            path,
+        )
+    return Parsed(parsed.entries, spans, parsed.known, parsed.legacy)
