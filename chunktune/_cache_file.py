@@ -91,7 +91,7 @@ class CacheFile:
         # may replace the two between a write's look at one and the other)
         self._content: Content | None = None
         # the document read under the write lock, for the write that follows: set by the
-        # read, under the lock, that a writer makes before each write
+        # read, under the lock, that a writer makes before each write (readers never touch it)
         self._locked: Locked | None = None
 
     def stat(self) -> Stat | None:

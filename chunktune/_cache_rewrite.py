@@ -41,8 +41,9 @@ READ_BACK_MAX = 64
 class Locked:
     """The document read under the write lock, for the one write that follows it.
 
-    Made by that read alone, and held by the writer's ``CacheFile`` only while the lock
-    is held: a reader thread's parse meanwhile never changes it.
+    Made by that read alone, and set on the writer's ``CacheFile`` under the lock, which
+    orders every read that sets it (each first drops the one before) and every write that
+    takes it: a reader thread's parse meanwhile never changes it.
     """
 
     raw: bytes
