@@ -10,7 +10,9 @@ validator over these names is ``_validators``'s.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from ._shown import shown_path, spelled
@@ -33,11 +35,33 @@ def fspath_text(value: object) -> str | None:
         return None
 
 
-def model_file_problem(file: Path) -> str:
-    """Why ``file``, which is no regular file, cannot be a model: missing, or what it is."""
-    if not file.exists():
+# what Path.exists() reads as "no such file" (pathlib's own list): a missing folder on
+# the way, a symlink loop
+_NOT_FOUND = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+
+
+def model_file_problem(file: Path) -> str | None:
+    """Why ``file`` cannot be a model (missing, what it is, or a name the system refuses),
+    or None for a regular file.
+
+    ``Path.is_file()`` raises, rather than says False, for a name the system refuses to
+    look up (longer than NAME_MAX, a folder on the way it may not search): that is told
+    here too, with the system's words, instead of escaping as an ``OSError``.
+    """
+    try:
+        mode = file.stat().st_mode
+    except OSError as exc:
+        if exc.errno in _NOT_FOUND:
+            return f"model file not found: {shown_path(str(file))}"
+        return (
+            f"cannot read model file {shown_path(str(file))}: {exc.strerror or exc}; "
+            "expected an MJCF (.xml) or .mjb file"
+        )
+    except ValueError:  # a NUL byte: no file is named so, as is_file() and exists() say
         return f"model file not found: {shown_path(str(file))}"
-    kind = "a directory" if file.is_dir() else "not a regular file"
+    if stat.S_ISREG(mode):
+        return None
+    kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
     return f"model file {shown_path(str(file))} is {kind}; expected an MJCF (.xml) or .mjb file"
 
 

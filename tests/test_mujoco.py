@@ -501,6 +501,13 @@ def test_from_xml_missing_file_names_the_path(tmp_path: pathlib.Path) -> None:
         RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
 
 
+def test_from_xml_of_a_name_too_long_says_so_as_an_invalid_argument(tmp_path: pathlib.Path) -> None:
+    """A model name the system refuses (past NAME_MAX) is an InvalidArgumentError, not OSError."""
+    path = tmp_path / ("m" * 300 + ".xml")
+    with pytest.raises(InvalidArgumentError, match=r"cannot read model file .*m\.xml: File name"):
+        RolloutWorkload.from_xml(path, num_envs=2, nthread=1)
+
+
 def test_from_xml_of_an_empty_path_names_it_not_the_current_folder() -> None:
     """An empty model path is refused as no file name, not as the folder "." it would open."""
     with pytest.raises(InvalidArgumentError, match='model file "" is no file name'):

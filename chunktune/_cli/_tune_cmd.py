@@ -145,8 +145,9 @@ def tune_workload(args: argparse.Namespace, nthread: int) -> tuple[Workload, str
     if upper_chunk(num_envs, nthread) <= 1:
         check_family(args)  # load_workload's own check, on the path that skips it
         # nothing to tune: build no scene, no per-thread MjData, no pool
-        if args.model is not None and not Path(args.model).is_file():
-            raise InvalidArgumentError(model_file_problem(Path(args.model)))
+        problem = None if args.model is None else model_file_problem(Path(args.model))
+        if problem is not None:
+            raise InvalidArgumentError(problem)
         model = "demo scene" if args.model is None else shown_path(args.model)
         what = f"{model}: {batch_words(num_envs, nthread)}"
         what += family_words(args)

@@ -430,8 +430,9 @@ class RolloutWorkload:
                 'model file "" is no file name; expected an MJCF (.xml) or .mjb file'
             )
         file = pathlib.Path(path)
-        if not file.is_file():
-            raise InvalidArgumentError(model_file_problem(file))
+        problem = model_file_problem(file)
+        if problem is not None:
+            raise InvalidArgumentError(problem)
         n = check_chunk_size(n_variants, what="n_variants")
         if "model_file" in kwargs:
             raise InvalidArgumentError(
