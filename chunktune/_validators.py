@@ -286,10 +286,21 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
                 inst,
                 f"{spelled(list(value))} is not valid for {attr.name}; expected a list of at "
                 f"least {min_len} integer chunk size(s) >= 1"
-                + (f" (bad: {', '.join(spelled(b) for b in bad)})" if bad else ""),
+                + (f" (bad: {_some_spelled(bad)})" if bad else ""),
             )
 
     return check
+
+
+_BAD_SHOWN = 8  # bad sizes a message spells before it only counts the rest
+
+
+def _some_spelled(values: list[Any]) -> str:
+    """The first :data:`_BAD_SHOWN` of ``values`` spelled, the rest counted: a list of a
+    million bad sizes would otherwise spell every one, a message of megabytes."""
+    listed = ", ".join(spelled(v) for v in values[:_BAD_SHOWN])
+    more = len(values) - _BAD_SHOWN
+    return listed + (f" and {more} more" if more > 0 else "")
 
 
 def path_text(*, optional: bool = False) -> Validator:

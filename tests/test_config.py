@@ -316,6 +316,19 @@ def test_every_broken_rule_and_bad_size_of_a_policy_is_reported_at_once(tmp_path
     assert any(p.endswith("(bad: 0, -1, true)") for p in problems)
 
 
+def test_a_long_list_of_bad_sizes_is_told_by_its_first_and_a_count(tmp_path: Path) -> None:
+    """A hundred thousand bad sizes: the problem spells the first 8 and counts the rest."""
+    cfg = write(
+        tmp_path / "bad.toml",
+        '[policies.m.candidates]\nstrategy = "explicit"\nsizes = [' + '"x", ' * 10**5 + "0]\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    (problem,) = info.value.problems
+    assert problem.endswith('(bad: "x", "x", "x", "x", "x", "x", "x", "x" and 99993 more)')
+    assert len(problem) < 400, problem[:400]
+
+
 def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     """A TOML syntax error names the file and the line."""
     cfg = write(tmp_path / "broken.toml", 'policy = "quick"\nmargin = = 3\n')
