@@ -28,7 +28,7 @@ from chunktune._events import ProgressEvent
 from chunktune._margin import least_gain
 from chunktune._modeled import ModeledTime
 from chunktune._reasons import kept
-from chunktune._sequential import Design, more_extreme
+from chunktune._sequential import Design, adjusted, more_extreme
 from chunktune._spending import SPENDING_RHO, spending_bounds
 from chunktune._stats import estimate, normal_quantile, pooled_sigma, standard_error
 from chunktune._sweep import sweep
@@ -731,3 +731,59 @@ def test_pairs_calmer_than_the_race_pool_their_noise_with_its_by_degrees_of_free
     v = _judged(d, prior_sigma=0.05, prior_dof=10)
     assert 0 < own < 0.05 and own_dof == 7
     assert v.sigma == pytest.approx(math.sqrt((10 * 0.05**2 + 7 * own**2) / 17), rel=1e-12)
+
+
+def test_a_winner_exactly_as_fast_as_native_without_noise_is_never_confirmed() -> None:
+    """No noise, margin 0, every pair level: a lower bound of exactly 0 is not above 0."""
+    for n, final in [(8, False), (16, True)]:
+        v = _judged([0.0] * n, prior_sigma=0.0, prior_dof=40, margin=0.0, final=final)
+        assert (v.sigma, v.outcome) == (0.0, "inconclusive" if final else None)
+
+
+def test_a_budget_cut_at_an_interim_look_is_not_told_as_out_of_reach() -> None:
+    """Half a percent slower, the budget ending at 32 of 64 pairs: cut short, not out of reach."""
+    probe = ScriptedProbe([0.95, 1.06, 1.0, 1.01], budget_calls=64)
+    verdict, cut = confirm(probe, plan=64)
+    assert (verdict.outcome, verdict.pairs, cut) == ("inconclusive", 32, True)
+    assert not verdict.out_of_reach
+    assert "stopped early" not in kept(8, 12, verdict, probe.policy)
+
+
+def test_a_confirmation_is_adjusted_for_where_an_earlier_look_would_have_given_up() -> None:
+    """Confirmed at 16 of 64 pairs: adjusted for where judge itself gives up at its look at 8."""
+    plan, need = 64, least_gain(0.05)
+    bounds = plan_bounds(0.05, 4, plan)
+    spread = [0.002, -0.002, 0.001, -0.001] * 4  # the pairs' noise, of mean 0 at 8 and 16
+
+    def judged(center: float, n: int, earlier: list[int]) -> Confirmation:
+        # the race's noise, of many degrees of freedom, is each look's: calmer pairs pool in
+        return _judged([center + e for e in spread[:n]], prior_sigma=0.04, prior_dof=10**9,
+                       margin=0.05, bounds=bounds, max_pairs=plan, estimator="mean",
+                       earlier=earlier)  # fmt: skip
+
+    v = judged(0.052, 16, [4, 8])  # just over the margin's 0.0513
+    assert v.outcome == "confirmed"
+    # where the look at 8 stops (rejected or out of reach), by bisection: not at 0.045, under
+    # the margin yet within its noise, where it measures on
+    stops, goes_on = 0.0, 0.045
+    assert judged(stops, 8, [4]).outcome is not None and judged(goes_on, 8, [4]).outcome is None
+    for _ in range(50):
+        mid = (stops + goes_on) / 2
+        stops, goes_on = (mid, goes_on) if judged(mid, 8, [4]).outcome else (stops, mid)
+    se = tuple(standard_error(v.sigma, k, "mean") for k in (4, 8, 16))
+    z = bounds.all_z([4, 8], 16, last=True)
+    upper = (max(z[0] * se[0], need), max(z[1] * se[1], need))
+    center, _ = adjusted(Design(se, upper, (-math.inf, goes_on)), 0.052, 0.05)
+    assert v.gain == pytest.approx(1.0 - math.exp(-center), rel=1e-6)
+    # the floor alone, under that stop, would report another gain
+    floor = reach_floor(8, se[1], v.sigma, need=need, z_final=bounds.final, z_futility=FUTILITY_Z,
+                        max_pairs=plan, estimator="mean")  # fmt: skip
+    assert floor < goes_on
+    other, _ = adjusted(Design(se, upper, (-math.inf, floor)), 0.052, 0.05)
+    assert v.gain != pytest.approx(1.0 - math.exp(-other), rel=1e-5)
+
+
+def test_a_look_after_alpha_is_all_spent_has_no_bound_to_cross() -> None:
+    """Looks at 4 and 8 of a 4-pair plan, the second not last: the first spent alpha, so inf."""
+    first, second = spending_bounds(0.05, (4, 8), 4, last=False)
+    assert first == pytest.approx(normal_quantile(0.95)) and second == math.inf
