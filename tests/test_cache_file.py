@@ -551,3 +551,61 @@ def test_a_parse_reusing_another_threads_known_entries_reads_what_a_fresh_reader
     mine = cache.entries()  # parsed with the reader's known entries as its hint
     assert mine == DecisionCache(path).entries() == {**made, "k3.p": changed}
     assert mine["k0.p"] is theirs["k0.p"]  # the hint served: an unchanged table not read again
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_threads_putting_and_reading_through_two_objects_keep_and_see_every_entry(
+    tmp_path: Path, suffix: str
+) -> None:
+    """Threads put and list via two objects of one file: each put kept and seen, file canonical."""
+    from chunktune._cache_format import encode
+
+    path = tmp_path / f"c{suffix}"
+    objects = [DecisionCache(path), DecisionCache(path)]  # the second writes as another process
+    stored: dict[str, int] = {}  # each key's chunk last confirmed stored: it only grows
+    problems: list[object] = []
+    writing = threading.Event()
+
+    def write(w: int) -> None:
+        for n in range(1, 7):
+            key = f"w{w}-{n % 3}.p"
+            cache = objects[n % 2]
+            assert cache.put(key, entry(n, created=1_700_000_000.0 + n))
+            stored[key] = n
+            got = cache.get(key)
+            assert got is not None and got.chunk_size == n, (key, n, got)
+
+    def read(r: int) -> None:
+        cache = objects[r % 2]
+        while writing.is_set():
+            wanted = dict(stored)  # confirmed before this read began: it must see them
+            listed = cache.entries(strict=True)
+            for key, n in wanted.items():
+                found = cache.lookup(key[:-2], policy_hash="p", rule="", effort=0)
+                chunk = listed[key].chunk_size if key in listed else None
+                assert found is not None and chunk is not None, (key, n)
+                assert min(chunk, found[1].chunk_size or 0) >= n, (key, n)
+
+    def guarded(target: Callable[[int], None], i: int) -> threading.Thread:
+        def run() -> None:
+            try:
+                target(i)
+            except BaseException as exc:  # told to the test below
+                problems.append(exc)
+
+        return threading.Thread(target=run, daemon=True)
+
+    writing.set()
+    readers = [guarded(read, r) for r in range(2)]
+    writers = [guarded(write, w) for w in range(4)]
+    for thread in readers + writers:
+        thread.start()
+    for thread in writers:
+        thread.join(_WAIT_S)
+    writing.clear()
+    for thread in readers:
+        thread.join(_WAIT_S)
+    assert problems == []
+    fresh = DecisionCache(path).entries(strict=True)
+    assert {key: e.chunk_size for key, e in fresh.items()} == stored
+    assert path.read_bytes() == encode(fresh, "json" if suffix == ".json" else "toml")
