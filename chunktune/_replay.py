@@ -59,6 +59,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Self
 
 import numpy as np
@@ -85,6 +86,10 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 
+
+# the Trace that ReplayWorkload.from_file is handing to __init__, checked by load_trace
+# (a context variable: another thread's or task's from_file hands its own)
+_loaded: ContextVar[Trace | None] = ContextVar("chunktune_loaded_trace", default=None)
 
 _STATE_WINDOW = 7  # calls averaged into the machine's short-lived state
 _RUNS_SHOWN = 8  # runs of sizes a message lists before it only counts the rest
@@ -218,9 +223,11 @@ class ReplayWorkload(CountedCalls):
                 f"({type_named(trace)}); replay a file with ReplayWorkload.from_file(path)"
             )
         seed = check_seed(seed)
-        # a Trace built in code gets every check a trace file gets (a time that is not
-        # positive, a size past ceil(N/T), rounds of unequal length)
-        trace = trace_from_dict(trace.to_dict(), where=f"trace {name or trace.description}")
+        if _loaded.get() is not trace:
+            # a Trace built in code gets every check a trace file gets (a time that is not
+            # positive, a size past ceil(N/T), rounds of unequal length); one from_file
+            # just loaded has had them (checked again, a 13 MiB trace took as long again)
+            trace = trace_from_dict(trace.to_dict(), where=f"trace {name or trace.description}")
         self.trace = trace
         self.num_envs = trace.num_envs
         self.nthread = trace.nthread
@@ -260,7 +267,12 @@ class ReplayWorkload(CountedCalls):
             TraceError: the file is missing, not JSON, or malformed.
         """
         trace = load_trace(path)  # first: it says what is wrong with ``path``
-        return cls(trace, seed=seed, name=name or os.path.basename(path))
+        # handed to __init__ as checked: nothing else holds it, so nothing changed it since
+        token = _loaded.set(trace)
+        try:
+            return cls(trace, seed=seed, name=name or os.path.basename(path))
+        finally:
+            _loaded.reset(token)
 
     def reset(self) -> None:
         """Restart the replay from its seed."""

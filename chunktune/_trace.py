@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 from ._counts import MAX_COUNT, native_chunk, upper_chunk
 from ._errors import InvalidArgumentError, TraceError
@@ -219,6 +220,12 @@ def _samples(
                 f"{where}: samples[{jsoned(key)}] must be a list of {plural(rounds, 'second')} "
                 "(one per round)"
             )
+        plain = _plain_seconds(values)
+        if plain is not None:
+            samples[chunk] = plain
+            continue
+        # a value the fast path refuses: each is checked on its own, and the first that is
+        # no seconds is named (an int, a numpy scalar or a Decimal may still be seconds)
         seconds = [as_seconds(t) for t in values]
         for r, (t, s) in enumerate(zip(values, seconds, strict=True)):
             if s is None:
@@ -228,6 +235,22 @@ def _samples(
                 )
         samples[chunk] = tuple(s for s in seconds if s is not None)
     return samples
+
+
+def _plain_seconds(values: list[Any]) -> tuple[float, ...] | None:
+    """``values`` as seconds if every one is a float (not a subclass) from
+    :data:`MIN_SECONDS` to :data:`MAX_SECONDS`, as every recorded call is; else None.
+
+    What :func:`as_seconds` would make of them, a value at a time, at C speed: a recorded
+    trace holds millions (4.5 s for 13 MiB a value at a time, about 1.5 us each).
+    """
+    if set(map(type, values)) != {float}:
+        return None
+    seconds = np.fromiter(values, dtype=np.float64, count=len(values))
+    # NaN fails both comparisons, as infinities and -0.0 fail one
+    if not bool(((seconds >= MIN_SECONDS) & (seconds <= MAX_SECONDS)).all()):
+        return None
+    return tuple(values)
 
 
 def _text(doc: Mapping[str, Any], field: str, where: str) -> str:
