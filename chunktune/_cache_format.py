@@ -28,6 +28,7 @@ from typing import Any, Literal, cast
 import attrs
 import tomli_w
 
+from . import _cache_unusable as unusable
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
 from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
 from ._cache_json import Spans, json_by_entry
@@ -277,6 +278,8 @@ def parse_cache(
     level of a chunktune document. Every checksum is checked; a table whose
     checksum matched and equals ``known[key].checksum`` reads as ``known[key].entry``.
     ``spans``, if given, is filled as :func:`chunktune._cache_json.json_by_entry` fills it.
+    A document that is unusable (or holds an altered entry) is kept, or that ``raw`` did not
+    decode, for the salvage of these bytes that follows (:mod:`chunktune._cache_unusable`).
 
     Raises:
         UnusableCache: the document does not decode, is of the wrong shape, or nests
@@ -284,7 +287,37 @@ def parse_cache(
         NewerCache: (an UnusableCache) the document has a newer schema.
         ForeignDocument: (an UnusableCache) the document is some other program's table.
     """
-    doc = _top_table(raw, fmt, spans)
+    try:
+        doc = decode(raw, fmt, spans=spans)
+    except UnusableCache:
+        unusable.remember_undecoded(raw, fmt)
+        raise
+    try:
+        parsed = _parse_document(doc, fmt, mtime=mtime, source=source, known=known)
+    except LeftAlone:
+        unusable.forget()  # never moved aside nor salvaged
+        raise
+    except UnusableCache:
+        unusable.remember(raw, fmt, doc)
+        raise
+    # an altered entry makes the file unusable (chunktune._cache_parsed): salvage follows
+    if parsed.altered:
+        unusable.remember(raw, fmt, doc)
+    else:
+        unusable.forget()
+    return parsed
+
+
+def _parse_document(
+    doc: Any,
+    fmt: CacheFormat,
+    *,
+    mtime: float,
+    source: str,
+    known: Mapping[str, Known] | None,
+) -> ParsedCache:
+    """:func:`parse_cache` of the document ``doc`` its bytes decoded to (as ``fmt``)."""
+    doc = _top_table(doc, fmt)
     if is_legacy(doc):
         entries, skipped = legacy_entries(doc, mtime=mtime, source=source)
         return ParsedCache(entries, tuple(skipped), legacy=True)
@@ -303,13 +336,13 @@ def parse_cache(
     )
 
 
-def _top_table(raw: bytes, fmt: CacheFormat, spans: Spans | None = None) -> dict[str, Any]:
-    """The document in ``raw``, a table no deeper than a cache's (unless of a newer schema).
+def _top_table(doc: Any, fmt: CacheFormat) -> dict[str, Any]:
+    """The decoded document ``doc``, a table no deeper than a cache's (unless of a newer
+    schema).
 
     Raises:
-        UnusableCache: it does not decode, nests too deeply, or is not a table.
+        UnusableCache: it nests too deeply, or is not a table.
     """
-    doc = decode(raw, fmt, spans=spans)
     schema = doc.get("schema") if isinstance(doc, dict) else None
     newer = type(schema) is int and schema > SCHEMA  # a newer chunktune's file: left alone
     if not newer and nests_deeper(doc, MAX_NESTING):

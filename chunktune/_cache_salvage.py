@@ -27,6 +27,7 @@ from typing import Any
 from ._cache_checksums import altered
 from ._cache_entry import BadEntry, CacheEntry, entry_from_table
 from ._cache_format import SCHEMA, CacheFormat, UnusableCache, decode
+from ._cache_unusable import recall
 
 __all__ = ["salvage"]
 
@@ -68,10 +69,16 @@ def _checked_whole(raw: bytes, fmt: CacheFormat) -> list[tuple[str, Any]] | None
     blocks are not where :func:`_json_blocks` looks. Without checksums, the layout's rules
     stand (a TOML file cut at a line's end parses as a whole).
     """
-    try:
-        document = decode(raw, fmt)  # as a read of the cache parses it
-    except UnusableCache:
+    kept = recall(raw, fmt)  # what the read that found these bytes unusable decoded
+    if kept is None:
+        try:
+            document = decode(raw, fmt)  # as a read of the cache parses it
+        except UnusableCache:
+            return None
+    elif not kept[0]:
         return None
+    else:
+        document = kept[1]
     if not isinstance(document, dict) or not isinstance(document.get("entries"), dict):
         return None
     schema = document.get("schema")

@@ -10,6 +10,7 @@ import random
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -22,6 +23,7 @@ from chunktune._cache_format import (
     encode,
     parse_cache,
 )
+from chunktune._cache_json import json_by_entry
 from chunktune._cache_salvage import salvage
 
 DATA = Path(__file__).parent / "data"
@@ -367,3 +369,100 @@ def test_a_json_cache_laid_out_anew_keeps_its_whole_entries_beside_an_altered_on
     assert kept == {key: e for key, e in entries.items() if key != altered}
     assert "keeping the 11 of its entries that were whole" in caplog.text
     assert DecisionCache(path).entries() == kept  # the fresh file holds them
+
+
+# damage a read finds after decoding the whole file, part of it, or none of it
+_DAMAGES = [
+    pytest.param(lambda raw: raw.replace(b"entry 3", b"entry X", 1), id="altered-entry"),
+    pytest.param(lambda raw: raw.replace(b"sha256", b"sha999", 1), id="wrong-declaration"),
+    pytest.param(lambda raw: raw[: raw.rindex(b"policy_hash") + 5], id="cut-mid-line"),
+    pytest.param(lambda raw: raw[: len(raw) // 2] + b"\n= =\n" + raw[len(raw) // 2 :],
+                 id="broken-line"),
+    pytest.param(lambda raw: raw[: len(raw) // 3] + b"\xff" + raw[len(raw) // 3 :],
+                 id="not-utf-8"),
+]  # fmt: skip
+
+
+def _damaged(tmp_path: Path, fmt: CacheFormat, damage: Any, name: str = "c") -> tuple[Path, bytes]:
+    """A dozen entries' file at ``tmp_path/name.fmt``, ``damage`` done to its bytes."""
+    raw, _ = dozen(fmt)
+    broken = damage(raw)
+    assert broken != raw
+    path = tmp_path / f"{name}.{fmt}"
+    path.write_bytes(broken)
+    return path, broken
+
+
+@pytest.mark.parametrize("damage", _DAMAGES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_damaged_file_is_decoded_once_to_read_and_salvage_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat, damage: Any
+) -> None:
+    """A damaged cache read, moved aside and salvaged: the whole file is decoded once, not twice."""
+    from chunktune import _cache_format
+
+    path, broken = _damaged(tmp_path, fmt, damage)
+    whole: list[object] = []
+    real_toml = tomllib.loads
+
+    def toml_counted(text: str, **kwargs: Any) -> dict[str, Any]:
+        whole.extend([text] if text.encode() == broken else [])
+        return real_toml(text, **kwargs)
+
+    def json_counted(raw: bytes, *args: Any) -> Any:
+        whole.extend([raw] if raw == broken else [])
+        return json_by_entry(raw, *args)
+
+    monkeypatch.setattr(tomllib, "loads", toml_counted)
+    monkeypatch.setattr(_cache_format, "json_by_entry", json_counted)
+    decoded: list[bytes] = []
+    real_decode = _cache_format.decode
+
+    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
+        decoded.extend([raw] if raw == broken else [])
+        return real_decode(raw, fmt, **kwargs)
+
+    monkeypatch.setattr(_cache_format, "decode", decode_counted)
+    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    kept = DecisionCache(path).entries()
+    assert kept and [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [
+        broken
+    ]
+    assert len(decoded) == 1  # its read's; the salvage reused what that decoded
+    assert len(whole) <= 1  # not UTF-8: nothing reached the parser
+
+
+@pytest.mark.parametrize("damage", _DAMAGES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_damaged_file_salvages_to_the_same_bytes_whether_or_not_its_read_is_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat, damage: Any
+) -> None:
+    """The fresh file a damaged one leaves is byte for byte the same when salvage decodes anew."""
+    from chunktune import _cache_salvage
+
+    reused, _ = _damaged(tmp_path, fmt, damage, "reused")
+    afresh, broken = _damaged(tmp_path, fmt, damage, "afresh")
+    kept = DecisionCache(reused).entries()
+    # raising=False: before reuse, this tree's salvage decoded anew every time
+    monkeypatch.setattr(_cache_salvage, "recall", lambda *_: None, raising=False)
+    assert DecisionCache(afresh).entries() == kept == salvage(broken, fmt)
+    assert reused.read_bytes() == afresh.read_bytes()
+    assert kept and kept.keys() <= dozen(fmt)[1].keys()
+
+
+def test_a_read_of_a_usable_file_drops_the_document_kept_for_a_salvage(tmp_path: Path) -> None:
+    """What an unusable read decoded is kept for its salvage only until a usable file is read."""
+    from chunktune import _cache_unusable
+
+    _, broken = _damaged(tmp_path, "toml", _DAMAGES[0].values[0])
+    parsed = parse_cache(broken, "toml", mtime=0.0, source="t")
+    assert parsed.altered and _cache_unusable.recall(broken, "json") is None
+    decoded, document = _cache_unusable.recall(bytes(broken), "toml") or (False, None)
+    assert decoded and document == tomllib.loads(broken.decode())
+    assert _cache_unusable.recall(broken, "toml") is None  # taken by the salvage it was for
+    parse_cache(broken, "toml", mtime=0.0, source="t")
+    parse_cache(dozen("toml")[0], "toml", mtime=0.0, source="t")
+    assert _cache_unusable.recall(broken, "toml") is None
+    with pytest.raises(UnusableCache):
+        parse_cache(broken[:-1], "toml", mtime=0.0, source="t")
+    assert _cache_unusable.recall(broken[:-1], "toml") == (False, None)
