@@ -462,6 +462,14 @@ _UNKNOWN = 'unknown policy "nosuch"'
                      id="scale_bench-writers"),
         pytest.param("scale_bench", ["--hits", "0"], "argument --hits: '0'",
                      id="scale_bench-hits"),
+        pytest.param("load_bench", ["--trace-mib", "0"], "argument --trace-mib: '0'",
+                     id="load_bench-trace-mib"),
+        pytest.param("load_bench", ["--cache-mib", "8,x"], "argument --cache-mib: '8,x'",
+                     id="load_bench-cache-mib"),
+        pytest.param("load_bench", ["--repeats", "0"], "argument --repeats: '0'",
+                     id="load_bench-repeats"),
+        pytest.param("load_bench", ["--compare", "/nonexistent/old"],
+                     "expected a source tree holding chunktune/", id="load_bench-no-tree"),
         pytest.param("racy_bench", ["/nonexistent/old", "/nonexistent/new"],
                      "expected a source tree holding chunktune/", id="racy_bench-no-tree"),
         pytest.param("racy_bench", [str(BENCH.parent), str(BENCH.parent), "--rounds", "0"],
@@ -544,6 +552,50 @@ def test_scale_bench_races_two_trees_on_merges_lookups_stores_and_lists(
         assert f"3 entries, {what}: {i + 1:.1f} ms / {2 * (i + 1):.1f} ms / 0.50x" in out
     assert "3 entries, cache list into a pipe: 3.00 s / 6.00 s / 0.50x" in out
     assert out.count("x\n") == 10
+
+
+def test_load_bench_races_two_trees_alternating_on_traces_and_damaged_caches(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--compare, this tree as both: a line per trace and damage, old first then new first."""
+    bench = _script("load_bench")
+    children: list[tuple[str, str, bytes]] = []
+
+    def marked(tree: Path, what: str, path: Path) -> float:
+        # what each child would be given, and figures naming their slot (new twice old)
+        children.append((tree.name, what, path.read_bytes()[:40]))
+        return (1.0 if tree.name == "old" else 2.0) * len(children)
+
+    monkeypatch.setattr(bench, "_child", marked)
+    here = BENCH.parent
+    old = tmp_path / "old"
+    (old / "chunktune").mkdir(parents=True)
+    (old / "chunktune" / "__init__.py").write_text("")
+    argv = ["--trace-mib", "0.01", "--cache-mib", "0.05", "--repeats", "2", "--compare", str(old)]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "median of 2, each a child's own seconds; old / new / old:new"
+    assert [name for name, _, _ in children] == ["old", here.name, here.name, "old"] * 3
+    assert [what for _, what, _ in children] == ["trace"] * 4 + ["cache"] * 8
+    assert children[0][2].startswith(b'{\n "machine"') and children[4][2] == children[7][2]
+    assert out[1] == "trace of 0.01 MiB, ReplayWorkload.from_file: 2.500 s / 5.000 s / 0.50x"
+    assert out[2].startswith("TOML cache of 0.0") and ", cut mid-line, entries(): " in out[2]
+    assert ", one entry altered, entries(): " in out[3] and len(out) == 4
+
+
+def test_load_bench_children_replay_a_trace_and_salvage_a_damaged_cache(tmp_path: Path) -> None:
+    """Each of load_bench's children loads its file in this tree and says its seconds."""
+    bench = _script("load_bench")
+    trace = tmp_path / "t" / "trace.json"
+    trace.parent.mkdir()
+    assert bench.write_trace(trace, 0.01) > 0.009 * 2**20
+    cache = tmp_path / "c" / "c.toml"
+    cache.parent.mkdir()
+    damaged = bench.write_caches(tmp_path, 0.02)
+    cache.write_bytes(damaged["cut mid-line"])
+    assert bench._child(BENCH.parent, "trace", trace) > 0
+    assert bench._child(BENCH.parent, "cache", cache) > 0
+    assert len([p for p in cache.parent.iterdir() if ".corrupt-" in p.name]) == 1
 
 
 def test_scale_bench_race_child_lists_the_cache_its_plan_names(tmp_path: Path) -> None:
