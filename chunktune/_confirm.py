@@ -164,9 +164,14 @@ class Bounds:
         return self.all_z(before, n, last=last)[-1]
 
     def all_z(self, before: Sequence[int], n: int, *, last: bool) -> tuple[float, ...]:
-        """The bounds of the looks at ``before`` and of the one at ``n`` pairs."""
-        looks = (*(k for k in before if k < n), n)
-        return spending_bounds(self.alpha, looks, self.max_pairs, last=last)
+        """The bounds of the looks at ``before`` and of the one at ``n`` pairs, one each.
+
+        Raises:
+            ValueError: the looks do not rise to ``n``: a look of ``before`` dropped here
+                would leave a caller pairing each bound with its look (:func:`_design`)
+                one look out (callers pass the looks taken before ``n``).
+        """
+        return spending_bounds(self.alpha, (*before, n), self.max_pairs, last=last)
 
     @property
     def final(self) -> float:

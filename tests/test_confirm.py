@@ -122,6 +122,15 @@ def test_looks_that_do_not_rise_are_refused() -> None:
             spending_bounds(0.05, looks, 16, last=True)
 
 
+def test_a_plans_bounds_for_a_look_not_before_the_last_are_refused() -> None:
+    """A look of before at or past n: a ValueError, never dropped (each bound pairs with a look)."""
+    bounds = plan_bounds(0.05, 4, 64)
+    assert len(bounds.all_z([4, 8], 16, last=True)) == 3
+    for before in ([4, 16], [4, 32], [8, 4]):
+        with pytest.raises(ValueError, match="rising pair counts"):
+            bounds.all_z(before, 16, last=True)
+
+
 def test_a_first_look_at_a_single_pair_is_allowed() -> None:
     """Looks from one pair are rising pair counts: a plan looking at 1 and 4 pairs has bounds."""
     z = spending_bounds(0.05, (1, 4), 4, last=True)
