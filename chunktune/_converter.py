@@ -246,12 +246,13 @@ own, a rule between its fields), and what is wrong there."""
 
 
 def problem_line(path: str, problem: Problem) -> str:
-    """``problem`` of the table at ``path`` (already shown; empty: the top level) as one
-    line: ``"dotted.path: message"``, the keys under ``path`` joined by :func:`join_path`."""
+    """``problem`` of the table at ``path`` (already shown, never empty: every table
+    structured whole is under a key, ``cache`` or ``policies.NAME``) as one line:
+    ``"dotted.path: message"``, the keys under ``path`` joined by :func:`join_path`."""
     keys, message = problem
     for key in keys:
         path = join_path(path, key)
-    return f"{path}: {message}" if path else message
+    return f"{path}: {message}"
 
 
 def _elsewhere(cls: type | None, key: str) -> str | None:
@@ -329,7 +330,8 @@ def structure_problems(data: object, cls: type[Any]) -> tuple[Any, list[Problem]
 
 
 def structure(data: object, cls: type[Any], path: str, problems: list[str]) -> Any:
-    """``data`` as a ``cls`` record, or None with its problems at ``path`` added to ``problems``."""
+    """``data`` as a ``cls`` record, or None with its problems at ``path`` (its table's,
+    never empty: :func:`problem_line`) added to ``problems``."""
     result, found = structure_problems(data, cls)
     problems.extend(problem_line(path, problem) for problem in found)
     return result

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._converter import join_path, structure, unstructure_policy
+from ._converter import join_path, structure_problems, unstructure_policy
 from ._extends import resolve_tables
 from ._policy import Policy
 from ._shown import shown_path
@@ -168,4 +168,5 @@ def _built(
 ) -> Policy | None:
     """User policy ``name`` as the file would make it (None: refused)."""
     table = resolve_tables(presets, user, []).get(name)
-    return None if table is None else structure(table, Policy, "", [])
+    # its problems are the loader's to tell: none is made into a line here
+    return None if table is None else structure_problems(table, Policy)[0]
