@@ -13,7 +13,7 @@ import math
 import re
 import reprlib
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import TypeGuard
 
@@ -324,9 +324,12 @@ def toml_key(key: object) -> str:
     return key if _bare(key, _toml.maxstring) else spelled(key)
 
 
-def shown_some(values: Sequence[object], limit: int) -> str:
-    """The first ``limit`` of ``values`` for a message, the rest counted: ``'a' and 3 more``."""
-    listed = ", ".join(shown(value) for value in values[:limit])
+def shown_some(
+    values: Sequence[object], limit: int, *, show: Callable[[object], str] = shown
+) -> str:
+    """The first ``limit`` of ``values`` for a message, the rest counted: ``'a' and 3 more``;
+    each as ``show`` shows it (:func:`spelled` for a setting's values)."""
+    listed = ", ".join(show(value) for value in values[:limit])
     return listed + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 

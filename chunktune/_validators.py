@@ -19,7 +19,7 @@ import attrs
 
 from ._errors import ConfigError
 from ._paths import user_path
-from ._shown import bound, spelled
+from ._shown import bound, shown_some, spelled
 
 __all__ = [
     "boolean",
@@ -274,6 +274,11 @@ def text() -> Validator:
     return check
 
 
+# bad sizes a message spells before it only counts the rest: a list of a million bad sizes
+# would otherwise spell every one, a message of megabytes
+_BAD_SHOWN = 8
+
+
 def positive_sizes(*, min_len: int = 1) -> Validator:
     """A tuple of ints >= 1, at least ``min_len`` long."""
 
@@ -286,21 +291,10 @@ def positive_sizes(*, min_len: int = 1) -> Validator:
                 inst,
                 f"{spelled(list(value))} is not valid for {attr.name}; expected a list of at "
                 f"least {min_len} integer chunk size(s) >= 1"
-                + (f" (bad: {_some_spelled(bad)})" if bad else ""),
+                + (f" (bad: {shown_some(bad, _BAD_SHOWN, show=spelled)})" if bad else ""),
             )
 
     return check
-
-
-_BAD_SHOWN = 8  # bad sizes a message spells before it only counts the rest
-
-
-def _some_spelled(values: list[Any]) -> str:
-    """The first :data:`_BAD_SHOWN` of ``values`` spelled, the rest counted: a list of a
-    million bad sizes would otherwise spell every one, a message of megabytes."""
-    listed = ", ".join(spelled(v) for v in values[:_BAD_SHOWN])
-    more = len(values) - _BAD_SHOWN
-    return listed + (f" and {more} more" if more > 0 else "")
 
 
 def path_text(*, optional: bool = False) -> Validator:
