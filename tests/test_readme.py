@@ -930,6 +930,27 @@ def test_the_settings_mistakes_quoted_are_what_loading_them_says(
         assert said.endswith(quoted)
 
 
+def test_the_settings_paths_quoted_spell_keys_as_loading_them_says(tmp_path: Path) -> None:
+    """The README's key paths, quoted and cut, are those loading such keys reports."""
+    import chunktune
+
+    text = " ".join(README.split())
+    dotted, spaced = _said(r"TOML's escapes \(`([^`]*)`, `([^`]*)`\)", text)
+    (cut_at,) = _said(r"a key or a policy's name of more than (\d+) characters is cut", text)
+    long_name = "p" * int(cut_at) + "q"
+    path = tmp_path / "chunktune.toml"
+    path.write_text(
+        '[policies."my.policy"]\nmargn = 0.03\n[policies.mine]\n"a b" = 1\n'
+        f"[policies.{long_name}]\nmargn = 0.03\n"
+    )
+    with pytest.raises(chunktune.ConfigError) as refused:
+        chunktune.load_settings(path)
+    paths = {p.partition(": unknown key")[0] for p in refused.value.problems}
+    half = (int(cut_at) - 3) // 2
+    cut = f'policies."{long_name[:half]}...{long_name[-(int(cut_at) - 3 - half) :]}".margn'
+    assert paths == {dotted, spaced, cut}
+
+
 def test_a_missing_settings_file_is_told_as_quoted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

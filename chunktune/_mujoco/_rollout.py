@@ -418,8 +418,9 @@ class RolloutWorkload:
         Other keywords go to the constructor.
 
         Raises:
-            InvalidArgumentError: the file is missing or MuJoCo cannot load it,
-                or an argument is invalid.
+            InvalidArgumentError: the file is missing, no regular file, or named so that
+                the system refuses to look it up (past NAME_MAX, in a folder it may not
+                search), MuJoCo cannot load it, or an argument is invalid.
         """
         if not isinstance(path, str | os.PathLike):
             raise InvalidArgumentError(
