@@ -42,8 +42,7 @@ from ._cache_format import (
     parse_cache,
 )
 from ._cache_json import Spans
-from ._cache_parsed import Broken as Broken  # defined here before: still importable here
-from ._cache_parsed import Parsed, left_alone, not_a_cache_file, parsed_file, too_large
+from ._cache_parsed import Broken, Parsed, left_alone, not_a_cache_file, parsed_file, too_large
 from ._cache_rewrite import Content, Locked, Rewrite, digest, read_back_written, rewrite
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
