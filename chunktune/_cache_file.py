@@ -118,7 +118,9 @@ class CacheFile:
 
         Raises:
             UnusableCache: the document as a whole cannot be used, or holds an entry
-                whose checksum fails (named in the message).
+                whose checksum fails (named in the message); its subclass
+                :class:`~chunktune._cache_format.LeftAlone` for a newer chunktune's file or
+                another program's, to be left as it is.
         """
         spans: Spans = {}
         parsed = parse_cache(
