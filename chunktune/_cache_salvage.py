@@ -35,6 +35,13 @@ _JSON_MEMBER = re.compile(rb'^  "', re.M)
 _JSON_SCHEMA = re.compile(rb'^ "schema": *(\d+)', re.M)
 _JSON_CHECKSUMS = re.compile(rb'^ "checksums": ', re.M)
 _TOML_HEADER = re.compile(rb"^\[entries\.", re.M)
+# a header line as tomli_w writes it, whose entry a match names as TOML would read it: a
+# bare key or a basic string without escapes or controls, plain sub-table names; any
+# other line (a literal string, an escape, a comment, CRLF) is left to tomllib, since
+# parsing each of some 30,000 header lines with it cost seconds
+_PLAIN_HEADER = re.compile(
+    rb'\[entries\.(?:"([^"\\\x00-\x1f\x7f]*)"|([A-Za-z0-9_-]+))(?:\.[A-Za-z0-9_-]+)*\]'
+)
 _DECODER = json.JSONDecoder()
 
 
@@ -194,8 +201,17 @@ def _opens_own_entry(text: str | None) -> bool:
 
 def _toml_key(segment: bytes) -> str | None:
     """The entry a block's ``[entries."key"...]`` header names, or None if it does not parse."""
+    plain = _PLAIN_HEADER.fullmatch(segment, 0, _line_end(segment))
+    if plain is not None:
+        return _text(plain.group(1) if plain.group(1) is not None else plain.group(2))
     names = _header_entries(segment)
     return next(iter(names), None) if names is not None and len(names) == 1 else None
+
+
+def _line_end(segment: bytes) -> int:
+    """Where ``segment``'s first line ends, its newline left out."""
+    end = segment.find(b"\n")
+    return len(segment) if end < 0 else end
 
 
 def _header_entries(segment: bytes) -> dict[str, Any] | None:
