@@ -9,6 +9,8 @@ median of ``--repeats``:
 - ``trace``: ``ReplayWorkload.from_file`` of a trace of about that many MiB, two chunk
   sizes of recorded-looking seconds (17 significant digits each) over as many rounds as
   that takes (13 MiB: about 700,000 rounds), as the fuzz77 audit built them;
+- ``signature``: three ``signature()`` calls of that trace's replay (a resolve asks once),
+  its load left out;
 - ``cache``: ``DecisionCache(path).entries()`` of a TOML cache of about ``--cache-mib``
   MiB of a fleet's entries (``scale_bench.fleet_entries``), damaged two ways: cut
   mid-line near its end (a copy cut short: it decodes to the cut, then is refused) and
@@ -48,6 +50,12 @@ t = time.perf_counter()
 if what == "trace":
     from chunktune.sim import ReplayWorkload
     ReplayWorkload.from_file(path)
+elif what == "signature":
+    from chunktune.sim import ReplayWorkload
+    replay = ReplayWorkload.from_file(path)
+    t = time.perf_counter()
+    for _ in range(3):
+        replay.signature()
 else:
     from chunktune import DecisionCache
     assert DecisionCache(path).entries()
@@ -79,8 +87,8 @@ def write_caches(folder: Path, mib: float) -> dict[str, bytes]:
 
 
 def _child(tree: Path, what: str, path: Path) -> float:
-    """One child's own seconds for ``what`` (``trace`` or ``cache``) of ``path``, run on
-    ``tree``'s chunktune; it must exit 0."""
+    """One child's own seconds for ``what`` (``trace``, ``signature`` or ``cache``) of
+    ``path``, run on ``tree``'s chunktune; it must exit 0."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
         [sys.executable, "-c", _WRAP, what, str(path)],
@@ -156,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 size = write_trace(path, mib)
                 label = f"trace of {size / 2**20:.2f} MiB, ReplayWorkload.from_file"
                 print(_line(label, race(trees, "trace", path, args.repeats)), flush=True)
+                label = f"trace of {size / 2**20:.2f} MiB, signature() 3 times"
+                print(_line(label, race(trees, "signature", path, args.repeats)), flush=True)
                 path.unlink()
             for mib in args.cache_mib:
                 for damage, raw in write_caches(tmp, mib).items():

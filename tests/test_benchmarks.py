@@ -575,12 +575,14 @@ def test_load_bench_races_two_trees_alternating_on_traces_and_damaged_caches(
     assert bench.main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "median of 2, each a child's own seconds; old / new / old:new"
-    assert [name for name, _, _ in children] == ["old", here.name, here.name, "old"] * 3
-    assert [what for _, what, _ in children] == ["trace"] * 4 + ["cache"] * 8
-    assert children[0][2].startswith(b'{\n "machine"') and children[4][2] == children[7][2]
+    assert [name for name, _, _ in children] == ["old", here.name, here.name, "old"] * 4
+    assert [what for _, what, _ in children] == ["trace"] * 4 + ["signature"] * 4 + ["cache"] * 8
+    assert children[0][2].startswith(b'{\n "machine"') and children[4][2] == children[0][2]
+    assert children[8][2] == children[11][2]
     assert out[1] == "trace of 0.01 MiB, ReplayWorkload.from_file: 2.500 s / 5.000 s / 0.50x"
-    assert out[2].startswith("TOML cache of 0.0") and ", cut mid-line, entries(): " in out[2]
-    assert ", one entry altered, entries(): " in out[3] and len(out) == 4
+    assert out[2] == "trace of 0.01 MiB, signature() 3 times: 6.500 s / 13.000 s / 0.50x"
+    assert out[3].startswith("TOML cache of 0.0") and ", cut mid-line, entries(): " in out[3]
+    assert ", one entry altered, entries(): " in out[4] and len(out) == 5
 
 
 def test_load_bench_children_replay_a_trace_and_salvage_a_damaged_cache(tmp_path: Path) -> None:
@@ -594,6 +596,7 @@ def test_load_bench_children_replay_a_trace_and_salvage_a_damaged_cache(tmp_path
     damaged = bench.write_caches(tmp_path, 0.02)
     cache.write_bytes(damaged["cut mid-line"])
     assert bench._child(BENCH.parent, "trace", trace) > 0
+    assert bench._child(BENCH.parent, "signature", trace) > 0
     assert bench._child(BENCH.parent, "cache", cache) > 0
     assert len([p for p in cache.parent.iterdir() if ".corrupt-" in p.name]) == 1
 
