@@ -302,7 +302,7 @@ def parse_cache(
         raise
     # an altered entry makes the file unusable (chunktune._cache_parsed): salvage follows
     if parsed.altered:
-        unusable.remember(raw, fmt, doc)
+        unusable.remember(raw, fmt, doc, parsed.known)
     else:
         unusable.forget()
     return parsed

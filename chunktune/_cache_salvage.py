@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._cache_checksums import altered
+from ._cache_checksums import CHECKSUM_FIELD, Known, altered
 from ._cache_entry import BadEntry, CacheEntry, entry_from_table
 from ._cache_format import SCHEMA, CacheFormat, UnusableCache, decode
 from ._cache_unusable import recall
@@ -52,14 +52,20 @@ def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
     where any block holds one, as every entry of a file chunktune wrote does. Never raises.
     """
     whole = _checked_whole(raw, fmt)
+    built: Mapping[str, Known] = {}
     if whole is not None:
-        blocks, declared = whole, True
+        (blocks, built), declared = whole, True
     else:
         blocks, declared = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
     declared = declared or any(isinstance(t, dict) and "checksum" in t for _, t in blocks)
     kept: dict[str, CacheEntry] = {}
     for key, table in blocks:
         if altered(key, table, declared=declared) is not None:
+            continue
+        seen = built.get(key)
+        # the read built it of a table with this checksum: the same table, the same entry
+        if seen is not None and table.get(CHECKSUM_FIELD) == seen.checksum:
+            kept[key] = seen.entry
             continue
         try:
             kept[key] = entry_from_table(table)
@@ -68,8 +74,11 @@ def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
     return kept
 
 
-def _checked_whole(raw: bytes, fmt: CacheFormat) -> list[tuple[str, Any]] | None:
-    """Every ``entries`` member of a file that parses as a whole and holds checksums, or None.
+def _checked_whole(
+    raw: bytes, fmt: CacheFormat
+) -> tuple[list[tuple[str, Any]], Mapping[str, Known]] | None:
+    """Every ``entries`` member of a file that parses as a whole and holds checksums, and
+    the entries the read that found it unusable built of its checksummed tables; or None.
 
     Such a file is unusable only for an altered entry, and each other entry's checksum
     vouches for it wherever it sits: laid out anew (by hand, ``jq .``, on one line), its
@@ -77,6 +86,7 @@ def _checked_whole(raw: bytes, fmt: CacheFormat) -> list[tuple[str, Any]] | None
     stand (a TOML file cut at a line's end parses as a whole).
     """
     kept = recall(raw, fmt)  # what the read that found these bytes unusable decoded
+    built: Mapping[str, Known] = {}
     if kept is None:
         try:
             document = decode(raw, fmt)  # as a read of the cache parses it
@@ -85,16 +95,16 @@ def _checked_whole(raw: bytes, fmt: CacheFormat) -> list[tuple[str, Any]] | None
     elif not kept[0]:
         return None
     else:
-        document = kept[1]
+        document, built = kept[1], kept[2]
     if not isinstance(document, dict) or not isinstance(document.get("entries"), dict):
         return None
     schema = document.get("schema")
     if type(schema) is int and schema > SCHEMA:
-        return []
+        return [], {}
     tables = [(k, t) for k, t in document["entries"].items() if isinstance(t, dict)]
     if "checksums" not in document and not any("checksum" in t for _, t in tables):
         return None
-    return tables
+    return tables, built
 
 
 def _segments(raw: bytes, starts: list[int]) -> Iterator[bytes]:

@@ -457,7 +457,7 @@ def test_a_read_of_a_usable_file_drops_the_document_kept_for_a_salvage(tmp_path:
     _, broken = _damaged(tmp_path, "toml", _DAMAGES[0].values[0])
     parsed = parse_cache(broken, "toml", mtime=0.0, source="t")
     assert parsed.altered and _cache_unusable.recall(broken, "json") is None
-    decoded, document = _cache_unusable.recall(bytes(broken), "toml") or (False, None)
+    decoded, document, _ = _cache_unusable.recall(bytes(broken), "toml") or (False, None, {})
     assert decoded and document == tomllib.loads(broken.decode())
     assert _cache_unusable.recall(broken, "toml") is None  # taken by the salvage it was for
     parse_cache(broken, "toml", mtime=0.0, source="t")
@@ -465,4 +465,43 @@ def test_a_read_of_a_usable_file_drops_the_document_kept_for_a_salvage(tmp_path:
     assert _cache_unusable.recall(broken, "toml") is None
     with pytest.raises(UnusableCache):
         parse_cache(broken[:-1], "toml", mtime=0.0, source="t")
-    assert _cache_unusable.recall(broken[:-1], "toml") == (False, None)
+    assert _cache_unusable.recall(broken[:-1], "toml") == (False, None, {})
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_altered_files_salvage_takes_the_entries_its_read_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat
+) -> None:
+    """One entry altered: salvage builds none of the eleven others again, its read built them."""
+    from chunktune import _cache_salvage
+    from chunktune._cache_entry import entry_from_table as real
+
+    path, broken = _damaged(tmp_path, fmt, _DAMAGES[0].values[0])
+    built: list[object] = []
+
+    def counted(table: Any) -> CacheEntry:
+        built.append(table)
+        return real(table)
+
+    monkeypatch.setattr(_cache_salvage, "entry_from_table", counted)
+    kept = DecisionCache(path).entries()
+    assert len(kept) == 11 and kept == salvage(broken, fmt)  # decoded anew: built anew
+    assert len(built) == 11  # by the second salvage alone
+
+
+def test_a_salvage_takes_an_entry_built_by_its_read_only_for_a_table_of_that_checksum() -> None:
+    """An entry kept for a key whose table's checksum is another is not taken: it is read."""
+    from chunktune import _cache_unusable
+    from chunktune._cache_checksums import Known
+
+    raw, entries = dozen("toml")
+    broken = raw.replace(b'reason = "entry 3"', b'reason = "altered"')
+    document = tomllib.loads(broken.decode())
+    other = attrs.evolve(entries["0005.key"], chunk_size=99)
+    stale = {"0005.key": Known("0" * 16, other), "0006.key": Known("1" * 16, other)}
+    _cache_unusable.remember(broken, "toml", document, stale)
+    kept = salvage(broken, "toml")
+    assert kept == {k: e for k, e in entries.items() if k != "0003.key"}
+    matched = document["entries"]["0005.key"]["checksum"]
+    _cache_unusable.remember(broken, "toml", document, {"0005.key": Known(matched, other)})
+    assert salvage(broken, "toml")["0005.key"] is other  # that checksum: taken, not read
