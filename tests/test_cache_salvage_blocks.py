@@ -147,8 +147,7 @@ def test_a_damaged_toml_file_salvages_what_the_parse_of_each_header_alone_salvag
 def test_a_damaged_toml_file_is_parsed_once_per_entry_not_once_per_block(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Salvage of a file cut mid-line runs tomllib once per entry, plus its decode and
-    preamble, not once more for each block's header (three blocks an entry)."""
+    """Salvage of a cut file parses TOML once an entry (and decode, preamble), not once a block."""
     raw, entries = several("toml", 12)  # keys as plain as a cache's: no escapes
     cut = raw[: raw.rindex(b"chunk_size") + 5]
     calls = []
