@@ -54,6 +54,7 @@ from ._cache_quarantine import Quarantine
 from ._errors import CacheError
 from ._lock_files import remove_idle, sweep_lock_litter
 from ._paths import kernel_folder_problem
+from ._shown import shown_file
 
 # MergeReport, best_entry, serves_any and default_cache_path, once defined here, are
 # re-exported (``X as X``): tests and older callers import them from here
@@ -284,7 +285,9 @@ class DecisionCache:
                 else:
                     self._file.forget()
         except OSError as exc:
-            raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
+            raise CacheError(
+                f"cannot write the cache {shown_file(self.path)}: {exc.strerror or exc}"
+            ) from exc
         return reports
 
     def swap(
@@ -298,11 +301,15 @@ class DecisionCache:
             CacheError: the entry would not read back valid, or the cache cannot be written.
         """
         if not storable({key: entry}):
-            raise CacheError(f"cannot store {key[:12]} in the cache {self.path}: invalid entry")
+            raise CacheError(
+                f"cannot store {key[:12]} in the cache {shown_file(self.path)}: invalid entry"
+            )
         try:
             return self._store({key: entry}, expected=expected)
         except OSError as exc:
-            raise CacheError(f"cannot write the cache {self.path}: {exc.strerror or exc}") from exc
+            raise CacheError(
+                f"cannot write the cache {shown_file(self.path)}: {exc.strerror or exc}"
+            ) from exc
 
     def put(self, key: str, entry: CacheEntry) -> bool:
         """Store one entry (other keys untouched). False if unwritable, or the entry or its
@@ -337,7 +344,8 @@ class DecisionCache:
                     self._file.forget()
         except OSError as exc:
             raise CacheError(
-                f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
+                f"cannot write the cache {shown_file(self.path)}: {exc.strerror or exc}; "
+                "nothing was deleted"
             ) from exc
         remove_idle_key_locks(self.path, wanted)
         return gone
@@ -374,7 +382,8 @@ class DecisionCache:
                 self._remove_stale_temps()
         except OSError as exc:
             raise CacheError(
-                f"cannot write the cache {self.path}: {exc.strerror or exc}; nothing was deleted"
+                f"cannot write the cache {shown_file(self.path)}: {exc.strerror or exc}; "
+                "nothing was deleted"
             ) from exc
         remove_idle_key_locks(self.path)
         remove_idle(sweep_lock_litter())

@@ -47,6 +47,7 @@ from ._cache_rewrite import Content, Locked, Rewrite, digest, read_back_written,
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
 from ._settled import LastParse, Stat, Version, changed_lately, identity
+from ._shown import shown_file
 
 __all__ = ["CacheFile", "same_file"]
 
@@ -267,9 +268,9 @@ class CacheFile:
             logger.warning(
                 "chunktune: migrated the older tuner's cache %s to schema %d; "
                 "the original is kept as %s",
-                self.path,
+                shown_file(self.path),
                 SCHEMA,
-                backup,
+                shown_file(backup),
             )
 
     def _remember_written(self, data: bytes, made: Rewrite) -> None:

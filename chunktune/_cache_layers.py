@@ -30,6 +30,7 @@ from ._paths import user_path
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped
 from ._settings import Settings
 from ._settled import LastParse, changed_lately, identity
+from ._shown import shown_file
 
 __all__ = ["SystemCache", "system_cache_for", "system_lookup"]
 
@@ -61,7 +62,7 @@ class SystemCache:
             if why in self._warned:
                 return
             self._warned.add(why)
-        logger.warning("chunktune: system cache %s %s", self.path, why)
+        logger.warning("chunktune: system cache %s %s", shown_file(self.path), why)
 
     def entries(self) -> dict[str, CacheEntry]:
         """Every valid entry, by key; a damaged file, its whole entries (warned once)."""

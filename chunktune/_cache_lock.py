@@ -17,6 +17,7 @@ import filelock
 
 from ._cache_file import CacheFile
 from ._lock_files import file_lock, holds_file_at, make_folder, remove_idle, take
+from ._shown import shown_file
 
 __all__ = [
     "WRITE_BYTES_PER_S",
@@ -128,7 +129,9 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
                 if removed
                 else "was held by another process that"
             )
-            raise TimeoutError(f"its write lock {path} {why} changed nothing for {allowed:.3g} s")
+            raise TimeoutError(
+                f"its write lock {shown_file(path)} {why} changed nothing for {allowed:.3g} s"
+            )
     try:
         yield
     finally:

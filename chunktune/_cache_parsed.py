@@ -18,7 +18,7 @@ from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
 from ._cache_format import ParsedCache, UnusableCache
 from ._cache_json import Spans
-from ._shown import shown, shown_some
+from ._shown import shown, shown_file, shown_some
 
 __all__ = ["Broken", "Parsed", "left_alone", "not_a_cache_file", "parsed_file", "too_large"]
 
@@ -101,13 +101,13 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
             "chunktune: skipping cache entry %s in %s (%s); it is never served, "
             "and the next write drops it",
             shown(key),
-            path,
+            shown_file(path),
             why,
         )
     if len(parsed.skipped) > _WARN_SKIPPED:
         logger.warning(
             "chunktune: skipping %d more invalid cache entries in %s",
             len(parsed.skipped) - _WARN_SKIPPED,
-            path,
+            shown_file(path),
         )
     return Parsed(parsed.entries, spans, parsed.known, parsed.legacy)

@@ -23,6 +23,7 @@ from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._recent import forget as forget_recent
 from ._settled import Version
+from ._shown import shown_file
 
 __all__ = ["Quarantine"]
 
@@ -148,9 +149,9 @@ class Quarantine:
             raise
         logger.warning(
             "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",
-            path,
+            shown_file(path),
             why,
-            aside,
+            shown_file(aside),
             f", keeping {_whole(len(kept))}" if kept else "",
         )
         return kept
@@ -178,9 +179,9 @@ class Quarantine:
             logger.warning(
                 "chunktune: cache file %s %s; moved it to %s, but could not write %s to a "
                 "fresh cache",
-                path,
+                shown_file(path),
                 why,
-                aside,
+                shown_file(aside),
                 _whole(kept),
             )
 
@@ -227,7 +228,7 @@ class Quarantine:
         logger.warning(
             "chunktune: cache file %s %s; could not move it aside (%s), so serving the %d of "
             "its entries that are whole, read-only: nothing is written to it",
-            self._file.path,
+            shown_file(self._file.path),
             broken.why,
             exc,
             len(kept),
@@ -278,11 +279,13 @@ class Quarantine:
         """
         path = self._file.path
         if strict:
-            raise CacheError(f"cannot read the cache {path}: {exc.strerror or exc}") from exc
+            raise CacheError(
+                f"cannot read the cache {shown_file(path)}: {exc.strerror or exc}"
+            ) from exc
         if self._first_time(_said_once(exc)):
             logger.warning(
                 "chunktune: cache %s is unavailable (%s); continuing without a cache",
-                path,
+                shown_file(path),
                 _cause(exc),
             )
         return {}

@@ -30,7 +30,7 @@ import platformdirs
 from ._atomic import umask
 from ._lock_note import note_path, read_note
 from ._paths import kernel_folder_problem, user_path
-from ._shown import shown_path
+from ._shown import shown_file, shown_path
 
 __all__ = [
     "SWEEP_LOCK_ENV",
@@ -277,7 +277,7 @@ def named_sweep_lock() -> Path | None:
             "chunktune: $%s: %s; the default sweep lock %s is used instead",
             SWEEP_LOCK_ENV,
             problem,
-            default_sweep_lock_path(),
+            shown_file(default_sweep_lock_path()),
         )
     return None
 

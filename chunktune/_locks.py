@@ -33,6 +33,7 @@ from ._lock_files import (
     take,
 )
 from ._lock_note import Holder, note_path, read_note, write_note
+from ._shown import shown_file
 
 __all__ = ["Lock", "key_lock", "sweep_lock"]
 
@@ -63,7 +64,9 @@ def _warn_once(path: Path, what: str, instead: str, exc: OSError) -> None:
         if (path, what) in _warned:
             return
         _warned.add((path, what))
-    logger.warning("chunktune: cannot use %s %s (%s); %s", what, path, exc.strerror or exc, instead)
+    logger.warning(
+        "chunktune: cannot use %s %s (%s); %s", what, shown_file(path), exc.strerror or exc, instead
+    )
 
 
 class Lock:

@@ -20,6 +20,7 @@ import threading
 
 from ._cache_paths import default_cache_path
 from ._settings import Settings
+from ._shown import shown_file
 
 __all__ = ["OLDER_CACHE_VARIABLES", "warn_of_older_cache"]
 
@@ -57,7 +58,7 @@ def warn_of_older_cache(settings: Settings | None) -> None:
         "file, and `chunktune cache import %s` keeps the older entries' measurements (they "
         "answer no request: their keys held too little)",
         name,
-        value,
-        default_cache_path(),
-        value,
+        shown_file(value),
+        shown_file(default_cache_path()),
+        shown_file(value),
     )

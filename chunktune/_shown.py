@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 import re
 import reprlib
 import unicodedata
@@ -25,6 +26,7 @@ __all__ = [
     "jsoned",
     "plural",
     "shown",
+    "shown_file",
     "shown_line",
     "shown_one",
     "shown_path",
@@ -187,6 +189,13 @@ def shown_path(text: str) -> str:
     so that a NUL, a newline or an escape sequence in a name neither cuts the message's line
     nor acts on the terminal. Already shown, it stays as it is."""
     return text if unprinted(text) is None else _toml_string(text)
+
+
+def shown_file(path: str | os.PathLike[str]) -> str:
+    """A file's path (the cache, a lock, a variable's value) for a logged line:
+    :func:`shown_path` of it, a name's bytes that are no UTF-8 as their escapes, so that a
+    log handler writing UTF-8 strictly (a JSON log file) can write it."""
+    return shown_path(os.fspath(path).encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 LINE_CHARS = 200

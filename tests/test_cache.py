@@ -47,6 +47,7 @@ from chunktune._cache_parsed import Parsed
 from chunktune._cache_salvage import salvage
 from chunktune._cache_transfer import write_cache_file
 from chunktune._settled import Stat
+from chunktune._shown import unprinted
 
 DATA = Path(__file__).parent / "data"
 
@@ -2510,6 +2511,28 @@ def test_a_merge_into_a_cache_that_cannot_be_written_is_a_cache_error(tmp_path: 
     with pytest.raises(CacheError, match=f"cannot write the cache {folder / 'c.json'}: "):
         cache.merge({"a" * 32: entry(4)})
     assert folder.read_text() == "a file, not a folder"
+
+
+@pytest.mark.parametrize(
+    "act",
+    [
+        pytest.param(lambda cache: cache.entries(strict=True), id="strict-read"),
+        pytest.param(lambda cache: cache.merge({"a" * 32: entry(4)}), id="merge"),
+        pytest.param(lambda cache: cache.remove(["a" * 32]), id="remove"),
+        pytest.param(lambda cache: cache.clear(), id="clear"),
+    ],
+)
+def test_a_cache_error_names_a_path_of_hostile_name_on_one_escaped_line(
+    tmp_path: Path, act: Callable[[DecisionCache], object]
+) -> None:
+    """A cache in a folder named with a newline and an ANSI escape is named escaped, on one line."""
+    folder = tmp_path / "d\n\x1b[31m"
+    folder.mkdir()
+    (folder / "file").write_text("a file, not a folder")
+    with pytest.raises(CacheError) as raised:
+        act(DecisionCache(folder / "file" / "c.json"))
+    assert unprinted(str(raised.value)) is None, str(raised.value)
+    assert '/d\\n\\u001B[31m/file/c.json"' in str(raised.value)
 
 
 @pytest.mark.parametrize("key", [pytest.param(3, id="int"), pytest.param(None, id="None")])

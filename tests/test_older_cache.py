@@ -107,3 +107,18 @@ def test_two_threads_that_both_find_nothing_warned_yet_warn_once(
             thread.join(timeout=30)
     said = [r for r in caplog.records if "older tuner's cache" in r.getMessage()]
     assert len(said) == 1 and not any(thread.is_alive() for thread in threads)
+
+
+def test_the_older_variables_value_is_warned_of_on_one_escaped_line(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value holding a newline and an ANSI escape is named escaped, on one line, both times."""
+    monkeypatch.delenv("CHUNKTUNE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(isolated / "xdg"))
+    monkeypatch.setenv(OLDER_CACHE_VARIABLES[0], "/old/a\n\x1b[31mred.json")
+    monkeypatch.setattr(_older_cache, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        _older_cache.warn_of_older_cache(chunktune.load_settings())
+    (said,) = [r.getMessage() for r in caplog.records if "older tuner's cache" in r.getMessage()]
+    assert "\n" not in said and "\x1b" not in said, said
+    assert said.count('"/old/a\\n\\u001B[31mred.json"') == 2, said

@@ -653,3 +653,41 @@ def test_a_table_error_whose_str_raises_anything_is_one_problem(raised: type[Exc
     problems: list[str] = []
     assert structure(_Raising(Unread()), Policy, "policies.mine", problems) is None
     assert problems == ["policies.mine: Unread (its message could not be read)"]
+
+
+# --------------------------------------------------------------- the paths of files chunktune uses
+
+# a folder's name may hold what a file's name may: a newline, an ANSI escape, a lone byte
+HOSTILE_FOLDER = "d\n\x1b[31m\udcff"
+
+
+def _hostile_files(isolated: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set the cache or the sweep lock to a path in a hostile folder, as ``case`` breaks it."""
+    folder = isolated / HOSTILE_FOLDER
+    folder.mkdir()
+    if case == "damaged-cache":
+        (folder / "cache.json").write_bytes(b'{"schema": 2, "entr')
+        monkeypatch.setenv("CHUNKTUNE_CACHE", str(folder / "cache.json"))
+    elif case == "unavailable-cache":
+        (folder / "file").write_text("a file, not a folder")
+        monkeypatch.setenv("CHUNKTUNE_CACHE", str(folder / "file" / "cache.json"))
+    else:
+        (folder / "file").write_text("a file, not a folder")
+        monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(folder / "file" / "sweep.lock"))
+
+
+@pytest.mark.parametrize("case", ["damaged-cache", "unavailable-cache", "unusable-sweep-lock"])
+def test_a_files_path_in_a_warning_is_one_escaped_line(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, case: str
+) -> None:
+    """The cache's or the sweep lock's path in a folder of hostile name is warned of escaped."""
+    _hostile_files(isolated, case, monkeypatch)
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    w = chunktune.sim.SimulatedWorkload(chunktune.sim.env_costs("blocked", 64), nthread=2)
+    assert chunktune.resolve_sync(w, policy="quick").source == "benchmark"
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("chunktune")]
+    assert said, case
+    for message in said:
+        one_line(message)
+        message.encode("utf-8")  # a handler writing UTF-8 strictly (a JSON log) can write it
+        assert "\\n\\u001B[31m\\\\udcff" in message, message
