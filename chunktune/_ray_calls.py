@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from ._failures import raised_by_chunktune
+from ._named import named
 from ._ray_registry import registry_handle
 from ._threads import wait_in_thread
 
@@ -127,7 +128,7 @@ async def call(
             raise RegistryBug(raised) from exc
         if anyio.current_time() >= until:
             raise OutOfTime("the hard limit ran out first") from exc
-        raise RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+        raise RegistryGone(named(exc)) from exc
 
 
 def tell(ray: Any, submit: Callable[[], Any]) -> None:
@@ -158,7 +159,7 @@ async def look_up(ray: Any, *, fresh: bool, until: float) -> Any:
         except Exception as exc:
             if raised_by_chunktune(exc):
                 raise LookupBug(exc) from exc
-            raise RegistryGone(f"{type(exc).__name__}: {exc}") from exc
+            raise RegistryGone(named(exc)) from exc
     if scope.cancelled_caught:
         raise OutOfTime("the hard limit ran out while the registry was looked up")
     return registry

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import chunktune.ray
 from chunktune._ray_api import NODE_TYPE_LABEL, connected_ray, fingerprint_type, node_type
 from chunktune._ray_job import Job
 from chunktune._request import Ask, ask
+from chunktune._shown import unprinted
 from chunktune.sim import SimulatedWorkload, env_costs
 
 
@@ -326,6 +327,34 @@ async def test_a_registry_lookup_never_starts_ray_and_names_what_failed(
         await _ray_calls.look_up(fake_ray(initialised=True), fresh=True, until=math.inf)
     assert type(gone.value) is _ray_calls.RegistryGone  # the caller may look it up anew
     assert looked == [True]
+
+
+# what Ray's RayActorError says: several lines, a tab-indented field on each
+_ACTOR_DIED = "The actor died unexpectedly before finishing this task.\n\tclass_name: Registry"
+
+
+@pytest.mark.anyio
+async def test_a_registry_that_failed_in_many_lines_is_named_on_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call's or a lookup's multi-line Ray error makes a RegistryGone of one escaped line."""
+    from chunktune import _ray_calls
+
+    def died(*args: object, **kwargs: object) -> object:
+        raise RuntimeError(_ACTOR_DIED)
+
+    up = fake_ray(initialised=True)
+    up.get = died
+    monkeypatch.setattr(_ray_calls, "registry_handle", died)
+    failing: list[Callable[[], Awaitable[object]]] = [
+        lambda: _ray_calls.call(up, lambda: "ref"),
+        lambda: _ray_calls.look_up(up, fresh=True, until=math.inf),
+    ]
+    for gone in failing:
+        with pytest.raises(_ray_calls.RegistryGone) as info:
+            await gone()
+        assert unprinted(str(info.value)) is None, str(info.value)
+        assert str(info.value).startswith('RuntimeError: "The actor died unexpectedly')
 
 
 @pytest.mark.anyio
