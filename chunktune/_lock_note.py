@@ -54,7 +54,9 @@ class Holder:
         process, ``"this process, pid 4242, ..."`` when it is this one (another task's or
         thread's sweep: a pid alone reads as another program)."""
         here = self.host == socket.gethostname()
-        where = "" if here else f" on {self.host}"
+        # a note is any process's file: its host is shown as its program is (a hostname
+        # compared raw, to tell this host's holders, is kept raw)
+        where = "" if here else f" on {_printable(self.host)}"
         if here and self.pid == os.getpid():
             who = "this process, "
         else:

@@ -222,6 +222,12 @@ def test_a_holder_of_another_process_is_described_with_its_program() -> None:
     assert Holder(4242, 0.0, here).describe().startswith("pid 4242, since ")
 
 
+def test_a_noted_host_is_described_printable() -> None:
+    """A note's host holding a newline and an ANSI escape is described on one printable line."""
+    said = Holder(4242, 0.0, "node\n\x1b[2J17", program="train.py").describe()
+    assert said.startswith("train.py, pid 4242 on node??[2J17, since "), said
+
+
 def test_this_process_as_holder_is_described_without_its_program() -> None:
     """This process's own holder reads "this process, pid N": its program would say nothing new."""
     mine = Holder(os.getpid(), 0.0, program="train.py").describe()
