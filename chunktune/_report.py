@@ -18,13 +18,17 @@ __all__ = ["report", "say"]
 
 logger = logging.getLogger("chunktune")
 
-# keys whose decision this process has written to stderr under "auto": a trainer that
-# resolves once per env runner hears each cached answer once, not once per runner
+# keys whose decision this process has reported (on stderr under "auto", or at INFO): a
+# trainer that resolves once per env runner hears each cached answer once, not once per
+# runner, whether it reads stderr or configured logging
 _TOLD: set[str] = set()
 
 
-def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
-    """One line to the ``chunktune`` logger and, as ``[log] stderr`` says, to stderr.
+def say(
+    line: str, settings: Settings, *, to_stderr: bool = True, level: int = logging.INFO
+) -> None:
+    """One line to the ``chunktune`` logger at ``level`` and, as ``[log] stderr`` says, to
+    stderr.
 
     ``to_stderr`` False keeps an ``"auto"`` line off stderr (it was said there before).
     """
@@ -40,15 +44,16 @@ def say(line: str, settings: Settings, *, to_stderr: bool = True) -> None:
         with contextlib.suppress(OSError, ValueError):
             print(f"[chunktune] {line}", file=sys.stderr, flush=True)
     if mode != "always":
-        logger.info(line)
+        logger.log(level, line)
 
 
 def report(decision: Decision, settings: Settings) -> None:
     """The one-line report of a decision, naming its policy: the ``chunktune`` logger, and
     stderr as set.
 
-    Under ``[log] stderr = "auto"`` a key's cached decision is written to stderr once
-    per process (a new sweep's always is); ``"always"`` writes every one.
+    Under ``[log] stderr = "auto"`` a key's cached decision is written to stderr, or
+    logged at INFO, once per process (a new sweep's always is), its repeats logged at
+    DEBUG; ``"always"`` writes every one to stderr.
     """
     try:
         _report(decision, settings)
@@ -62,9 +67,9 @@ def report(decision: Decision, settings: Settings) -> None:
 def _report(decision: Decision, settings: Settings) -> None:
     """:func:`report`, whose own failure raises."""
     mode = settings.log.stderr
-    logging_on = logger.isEnabledFor(logging.INFO)
-    quiet = mode == "auto" and decision.source == "cache" and decision.key in _TOLD
-    if mode != "always" and (quiet or mode == "never") and not logging_on:
+    repeat = mode != "always" and decision.source == "cache" and decision.key in _TOLD
+    level = logging.DEBUG if repeat else logging.INFO
+    if mode != "always" and (repeat or mode == "never") and not logger.isEnabledFor(level):
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     line = f"{headline(decision)}: {decision.reason}"
@@ -72,6 +77,6 @@ def _report(decision: Decision, settings: Settings) -> None:
         line += f" | policy {decision.policy}"
     if timings:
         line += f" | {timings}"
-    if mode == "auto" and decision.key and not logging_on:
+    if mode != "always" and decision.key:
         _TOLD.add(decision.key)
-    say(line, settings, to_stderr=not quiet)
+    say(line, settings, to_stderr=not repeat, level=level)

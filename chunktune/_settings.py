@@ -85,7 +85,8 @@ class LogSettings:
     ``stderr = "auto"`` writes the one-line decision to stderr only while the
     ``chunktune`` logger would not show INFO (collector subprocesses, where nothing
     configured logging), as the older tuner did: a cached decision once per key per
-    process, a sweep's every time.
+    process, a sweep's every time. Otherwise, and under ``"never"``, the line is logged
+    at INFO as sparingly, a cached decision's later hits at DEBUG.
     """
 
     stderr: StderrMode = attrs.field(default="auto", validator=choice(STDERR_MODES))

@@ -229,6 +229,19 @@ def test_log_auto_uses_logging_when_configured(
     assert "[chunktune]" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mode", ["auto", "never"])
+def test_under_logging_a_cached_answer_is_logged_at_info_once_per_process(
+    isolated: Path, mode: StderrMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    """INFO logging hears a sweep's line, then its key's hits at DEBUG, as stderr hears them."""
+    s = attrs.evolve(load_settings(), log=chunktune.LogSettings(stderr=mode))
+    caplog.set_level(logging.DEBUG, logger="chunktune")
+    sources = [chunktune.resolve_sync(plateau(seed=8), settings=s).source for _ in range(3)]
+    assert sources == ["benchmark", "cache", "cache"]
+    levels = [r.levelno for r in caplog.records if "chunk_size=" in r.getMessage()]
+    assert levels == [logging.INFO, logging.DEBUG, logging.DEBUG]
+
+
 class RoundDrift:
     """A machine whose speed jumps by up to 40% between rounds of the sweep, with 1% jitter."""
 

@@ -1733,7 +1733,8 @@ _REPORTED = re.compile(r"^chunk_size=\S+ \(native=\d+, (\w+)\): ")
 def test_every_answer_of_resolve_sync_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     """resolve_sync reports a manual size, a policy that never measures, a sweep and a hit."""
     w = uneven()
-    with caplog.at_level(logging.INFO, logger="chunktune"):
+    # the hit at DEBUG: the sweep just told its key at INFO
+    with caplog.at_level(logging.DEBUG, logger="chunktune"):
         chunktune.resolve_sync(w, manual=7, settings=chunktune.load_settings())
         chunktune.resolve_sync(w, policy="off")
         chunktune.resolve_sync(w)
