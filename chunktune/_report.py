@@ -18,10 +18,12 @@ __all__ = ["report", "say"]
 
 logger = logging.getLogger("chunktune")
 
-# keys whose decision this process has reported (on stderr under "auto", or at INFO): a
-# trainer that resolves once per env runner hears each cached answer once, not once per
-# runner, whether it reads stderr or configured logging
+# keys whose decision this process has written to stderr under "auto", and logged at
+# INFO: a trainer that resolves once per env runner hears each cached answer once, not
+# once per runner, on stderr or in its log (a hit logged alone is still news to stderr,
+# should the logger stop listening)
 _TOLD: set[str] = set()
+_LOGGED: set[str] = set()
 
 
 def say(
@@ -67,9 +69,14 @@ def report(decision: Decision, settings: Settings) -> None:
 def _report(decision: Decision, settings: Settings) -> None:
     """:func:`report`, whose own failure raises."""
     mode = settings.log.stderr
-    repeat = mode != "always" and decision.source == "cache" and decision.key in _TOLD
-    level = logging.DEBUG if repeat else logging.INFO
-    if mode != "always" and (repeat or mode == "never") and not logger.isEnabledFor(level):
+    hit = decision.source == "cache"
+    quiet = mode == "auto" and hit and decision.key in _TOLD
+    level = logging.DEBUG if hit and decision.key in _LOGGED else logging.INFO
+    logged = mode != "always" and logger.isEnabledFor(level)
+    written = mode == "always" or (
+        mode == "auto" and not quiet and not logger.isEnabledFor(logging.INFO)
+    )
+    if not (logged or written):
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
     line = f"{headline(decision)}: {decision.reason}"
@@ -77,6 +84,8 @@ def _report(decision: Decision, settings: Settings) -> None:
         line += f" | policy {decision.policy}"
     if timings:
         line += f" | {timings}"
-    if mode != "always" and decision.key:
+    if decision.key and mode == "auto" and written:
         _TOLD.add(decision.key)
-    say(line, settings, to_stderr=not repeat, level=level)
+    if decision.key and logged and level == logging.INFO:
+        _LOGGED.add(decision.key)
+    say(line, settings, to_stderr=not quiet, level=level)

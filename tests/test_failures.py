@@ -481,7 +481,7 @@ def test_a_bug_in_memory_or_in_the_report_keeps_the_answer(
 ) -> None:
     """Recalling, remembering or reporting a decision raising: the hit is still the answer."""
     # it raised out of resolve: a cache hit, found and sound, lost to a shortcut or a log line
-    logged.set_level(logging.INFO, logger="chunktune")  # every hit's line is then made
+    logged.set_level(logging.DEBUG, logger="chunktune")  # every hit's line is then made
     w = uneven()
     assert resolved(caller, w).source == "benchmark"
     bug = TypeError("unhashable type: 'dict'")

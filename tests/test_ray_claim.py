@@ -158,9 +158,7 @@ def test_another_hosts_worker_adopts_the_answer_and_it_is_reported(
     swept = chunktune.ray.resolve_sync(Slow("shared"), settings=host("h1", isolated))
     other = host("h2", isolated)
     workload = Slow("shared")
-    # one process plays both hosts: it told the key at its sweep, so the adopted answer is
-    # that key's cached decision again, logged at DEBUG (a host of its own logs it at INFO)
-    with caplog.at_level(logging.DEBUG, logger="chunktune"):
+    with caplog.at_level(logging.INFO, logger="chunktune"):
         adopted = chunktune.ray.resolve_sync(workload, settings=other)
     assert (adopted.source, adopted.chunk_size, workload.calls) == ("cache", swept.chunk_size, 0)
     assert adopted.native_chunk == swept.native_chunk
