@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import signal
 import subprocess
 import sys
@@ -287,6 +288,9 @@ def test_closing_hold_leaves_a_programs_own_ctrl_c_alone(ctrl_c: None) -> None:
 
 # Python as it warns of all it can: what is left unclosed, never awaited, destroyed pending
 STRICT_PYTHON = [sys.executable, "-X", "dev", "-W", "error::ResourceWarning"]
+# asyncio's debug mode, on under -X dev, names a callback that ran past 0.1 s (as a loaded
+# machine makes the first of a child's): a line that depends on the load, not on chunktune
+_SLOW_CALLBACK = re.compile(r"Executing .* took \d+\.\d+ seconds")
 
 # A child that sends itself Ctrl-C at one moment of resolve_sync's own asyncio.run loop (its
 # first reach of the step named, as the step returns or, for the close, as it begins), prints
@@ -367,7 +371,13 @@ def test_ctrl_c_as_resolve_syncs_own_loop_opens_or_closes_raises_it_alone(
     )
     assert child.returncode == 130, child.stdout + child.stderr
     # the traceback's own lines are indented: no warning or "Exception ignored" besides
-    unindented = [line for line in child.stderr.splitlines() if not line.startswith(" ")]
+    # (but -X dev's asyncio debug mode, not chunktune, says when a loaded machine ran one
+    # of the loop's callbacks past 0.1 s)
+    unindented = [
+        line
+        for line in child.stderr.splitlines()
+        if not line.startswith(" ") and not _SLOW_CALLBACK.fullmatch(line)
+    ]
     assert unindented == ["Traceback (most recent call last):", "KeyboardInterrupt"], child.stderr
 
 
