@@ -12,7 +12,7 @@ import sys
 
 from ._decision import Decision, headline, timings_to_ms
 from ._failures import by_signal_handler, log_bug
-from ._settings import Settings
+from ._settings import Settings, StderrMode
 
 __all__ = ["report", "say"]
 
@@ -35,10 +35,7 @@ def say(
     ``to_stderr`` False keeps an ``"auto"`` line off stderr (it was said there before).
     """
     mode = settings.log.stderr
-    # collectors in spawned subprocesses have no logging configured: say it anyway
-    told = mode == "always" or (
-        mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)
-    )
+    told = _writes_stderr(mode, to_stderr=to_stderr)
     # no stderr at all (`2>&-`, pythonw): print(file=None) would write into the trainer's stdout
     if told and sys.stderr is not None:
         # a stderr whose reader has gone (a collector's log pipe) or that the program
@@ -47,6 +44,14 @@ def say(
             print(f"[chunktune] {line}", file=sys.stderr, flush=True)
     if mode != "always":
         logger.log(level, line)
+
+
+def _writes_stderr(mode: StderrMode, *, to_stderr: bool) -> bool:
+    """Whether :func:`say` writes its line to stderr under ``[log] stderr = mode``."""
+    # collectors in spawned subprocesses have no logging configured: say it anyway
+    return mode == "always" or (
+        mode == "auto" and to_stderr and not logger.isEnabledFor(logging.INFO)
+    )
 
 
 def report(decision: Decision, settings: Settings) -> None:
@@ -73,9 +78,7 @@ def _report(decision: Decision, settings: Settings) -> None:
     quiet = mode == "auto" and hit and decision.key in _TOLD
     level = logging.DEBUG if hit and decision.key in _LOGGED else logging.INFO
     logged = mode != "always" and logger.isEnabledFor(level)
-    written = mode == "always" or (
-        mode == "auto" and not quiet and not logger.isEnabledFor(logging.INFO)
-    )
+    written = _writes_stderr(mode, to_stderr=not quiet)
     if not (logged or written):
         return  # a hit nobody will read costs no formatting
     timings = ", ".join(f"{k}={v:.3g}ms" for k, v in timings_to_ms(decision.timings).items())
