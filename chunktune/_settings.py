@@ -17,7 +17,7 @@ import attrs
 
 from ._errors import ConfigError, InvalidArgumentError
 from ._policy import MAX_LIMIT_S, Policy
-from ._shown import shown_one, spelled, type_named, unprinted
+from ._shown import shown_one, shown_some, spelled, type_named, unprinted
 from ._validators import boolean, choice, number, path_text, plain_numbers, record
 
 __all__ = [
@@ -114,12 +114,18 @@ class RaySettings:
     lease_s: float = attrs.field(default=30.0, validator=number(0.1, 3600.0))
 
 
+_KNOWN_SHOWN = 20  # policy names an unknown policy's message lists before counting the rest
+
+
 def unknown_policy(name: object, known: Iterable[str]) -> str:
     """``unknown policy 'balancd'; did you mean balanced? known policies: ...``."""
     names = sorted(known)
     close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
     hint = f"did you mean {close[0]}? " if close else ""
-    known_ones = f"known policies: {', '.join(names)}" if names else "no policies are defined"
+    # a generated settings file may define thousands: the message stays a line, and
+    # `chunktune policy list` shows them all
+    listed = shown_some(names, _KNOWN_SHOWN, show=str)
+    known_ones = f"known policies: {listed}" if names else "no policies are defined"
     return f"unknown policy {spelled(name)}; {hint}{known_ones}"
 
 

@@ -659,6 +659,15 @@ def test_an_unknown_policy_lists_the_known_ones_sorted() -> None:
         chunktune.Settings(policies={"zeta": Policy(), "alpha": Policy()}, policy="x")
 
 
+def test_an_unknown_policy_among_thousands_lists_twenty_and_counts_the_rest() -> None:
+    """An unknown policy beside 1000 defined ones names the first 20 sorted and counts 980."""
+    policies = {f"p{i:04d}": Policy() for i in range(1000)}
+    with pytest.raises(ConfigError) as caught:
+        chunktune.Settings(policies=policies, policy="zzz")
+    listed = ", ".join(f"p{i:04d}" for i in range(20))
+    assert str(caught.value).endswith(f"known policies: {listed} and 980 more")
+
+
 def test_settings_keep_their_own_copy_of_the_policies_given() -> None:
     """A policies dict changed after Settings(policies=d) changes nothing in the Settings."""
     given = {"p": Policy()}
