@@ -20,6 +20,7 @@ from types import CodeType
 from ._errors import ConfigError, WorkloadError
 from ._named import named
 from ._shown import type_named
+from ._tracebacks import warn_once
 from ._workload import WorkloadRaised, raised_by_workload
 
 __all__ = [
@@ -126,11 +127,15 @@ def bug_reason(exc: BaseException, doing: str) -> str:
 
 
 def log_bug(exc: BaseException, doing: str) -> None:
-    """Log ``exc``, raised by chunktune's own code while ``doing``, with its traceback."""
-    logger.warning(
+    """Log ``exc``, raised by chunktune's own code while ``doing``, with its traceback: at
+    WARNING the first time this process meets it while ``doing``, a repeat's line at WARNING
+    and its traceback at DEBUG (:func:`~chunktune._tracebacks.warn_once`)."""
+    # a bug met on every resolve is one report: its traceback once, as a workload's failure
+    warn_once(
+        f"bug: {doing}",
+        exc,
         "chunktune: chunktune failed while %s (%s), a bug in chunktune: please report it "
-        "with this traceback",
+        "with its traceback",
         doing,
         type_named(exc),
-        exc_info=exc,
     )

@@ -52,6 +52,7 @@ from ._request import (
 )
 from ._sweep import sweep
 from ._threads import STORE_THREAD, in_own_thread
+from ._tracebacks import warn_once
 
 __all__ = ["measure"]
 
@@ -190,12 +191,18 @@ def _unmeasured(
         # author's code (and in the sweep: a warm-up, the race, a confirmation). chunktune's
         # verdict on what run() returned has none worth reading: its message says it all
         verdict = isinstance(exc, WorkloadError) and raised_by_chunktune(exc)
-        logger.warning(
-            "chunktune: workload failed while measuring: %s",
-            workload_failure(exc),
-            exc_info=None if verdict else exc,
-            extra={WORKLOAD_TRACEBACK: not verdict},
-        )
+        if verdict:
+            logger.warning("chunktune: workload failed while measuring: %s", workload_failure(exc))
+        else:
+            # a trainer resolving per epoch with a workload broken for the run: the same
+            # traceback once at WARNING, not once per resolve (_tracebacks)
+            warn_once(
+                key,
+                exc,
+                "chunktune: workload failed while measuring: %s",
+                workload_failure(exc),
+                extra={WORKLOAD_TRACEBACK: True},
+            )
         return failed_decision(req, key, exc, probe_seconds)
     # threads or file descriptors spent outside the workload's own code (the sweep's
     # thread, a module the sweep imports) are the process's: resolve says so

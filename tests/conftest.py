@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _clock import backend_options
 
-from chunktune import _ray_api, _unstored
+from chunktune import _ray_api, _tracebacks, _unstored
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -33,9 +33,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point the cache and the sweep lock into tmp_path and hide any chunktune.toml; no
     start of Ray's (init_local) that an earlier test failed is remembered, nor a decision
-    an earlier test could not store (``_unstored``)."""
+    an earlier test could not store (``_unstored``), nor a failure whose traceback an
+    earlier test logged (``_tracebacks``)."""
     monkeypatch.setattr(_ray_api, "_start", None)
     _unstored.clear()
+    _tracebacks.forget()
     monkeypatch.setenv("CHUNKTUNE_CACHE", str(tmp_path / "cache.json"))
     monkeypatch.setenv("CHUNKTUNE_SWEEP_LOCK", str(tmp_path / "sweep.lock"))
     monkeypatch.delenv("CHUNKTUNE_CONFIG", raising=False)
