@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 
-__all__ = ["AGAIN", "MAX_FAILURES", "forget", "warn_once"]
+__all__ = ["AGAIN", "MAX_FAILURES", "first", "forget", "warn_once"]
 
 logger = logging.getLogger("chunktune")
 
