@@ -184,11 +184,14 @@ class CacheFile:
         try:
             parsed = self.parse(raw, mtime=stat[0] / 1e9)
         except LeftAlone as exc:
+            self._let_go_of_decoded()
             self._left.keep(version, str(exc))
             raise left_alone(self.path, str(exc)) from None
         except UnusableCache as exc:
-            self.broken.keep(version, Broken(str(exc)))
+            # with what the parse decoded: the quarantine hands it to the salvage
+            self.broken.keep(version, Broken(str(exc), exc.decoded))
             raise
+        self._let_go_of_decoded()
         entries = parsed.entries
         self._memo.keep(version, entries)
         # an older tuner's file is migrated by the write that follows its parse: never skipped
@@ -197,6 +200,13 @@ class CacheFile:
         if fresh:
             self._locked = Locked(raw, spans, known, legacy=legacy)
         return entries
+
+    def _let_go_of_decoded(self) -> None:
+        """Drop what the last unusable read decoded, unless salvaged already: a file read
+        now as usable (or left alone) is not those bytes, which no salvage will ask for."""
+        last = self.broken.last()
+        if last is not None:
+            last[1].take_decoded()
 
     def _unchanged(self, stat: Stat, raw: bytes, *, settled: bool) -> dict[str, CacheEntry] | None:
         """The memo, if ``raw``, read under the write lock with ``stat``, is byte for byte

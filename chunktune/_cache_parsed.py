@@ -16,7 +16,7 @@ import attrs
 
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
-from ._cache_format import ParsedCache, UnusableCache
+from ._cache_format import Decoded, ParsedCache, UnusableCache
 from ._cache_json import Spans
 from ._shown import shown, shown_file, shown_some
 
@@ -27,9 +27,9 @@ logger = logging.getLogger("chunktune")
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
 
 
-@attrs.frozen(eq=False)
 class Broken:
-    """What one parse found wrong with a cache file's bytes (completing "the file ...").
+    """What one parse found wrong with a cache file's bytes (completing "the file ..."),
+    and what it decoded of them, for their salvage.
 
     Told apart by identity, never by value: two files may be wrong in the same words, and
     what is made of these very bytes (:mod:`chunktune._cache_quarantine` salvages their
@@ -37,7 +37,21 @@ class Broken:
     moved to the stat a failed move aside left.
     """
 
-    why: str
+    __slots__ = ("_decoded", "why")
+
+    def __init__(self, why: str, decoded: Decoded | None = None) -> None:
+        self.why = why
+        # at most one, popped by the salvage it is for: a list's pop is atomic, so threads
+        # racing on this Broken take it once, and a decoded 8 MiB TOML file is let go then
+        self._decoded = [] if decoded is None else [decoded]
+
+    def take_decoded(self) -> Decoded | None:
+        """What the parse decoded of the bytes (:class:`~chunktune._cache_format.Decoded`),
+        once: to the first caller, for its salvage; None after, or if nothing was kept."""
+        try:
+            return self._decoded.pop()
+        except IndexError:
+            return None
 
 
 @attrs.frozen(eq=False)
@@ -90,12 +104,14 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
         # or a hand edit: the whole file is suspect, and goes aside as a broken one does
         count = len(parsed.altered)
         keys = shown_some(parsed.altered, _WARN_SKIPPED)
-        raise UnusableCache(
+        exc = UnusableCache(
             f"holds {count} {'entry' if count == 1 else 'entries'} ({keys}) whose checksum "
             "does not match: edited or damaged after chunktune wrote "
             f"{'it' if count == 1 else 'them'}, so never served (to fix a chunk size, "
             "pass manual= to resolve)"
         )
+        exc.decoded = parsed.decoded  # for the salvage that follows
+        raise exc
     for key, why in parsed.skipped[:_WARN_SKIPPED]:
         logger.warning(
             "chunktune: skipping cache entry %s in %s (%s); it is never served, "

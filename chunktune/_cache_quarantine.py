@@ -137,7 +137,11 @@ class Quarantine:
             data: bytes | None = aside.read_bytes()
         except OSError:
             data = None
-        kept = {} if data is None else salvage(data, self._file.format)
+        # what the read that found the file unusable decoded (salvage checks that these
+        # bytes, read again from the name aside, are those): TOML is not decoded again
+        last = self._file.broken.last()
+        decoded = None if last is None else last[1].take_decoded()
+        kept = {} if data is None else salvage(data, self._file.format, decoded)
         try:
             if kept:
                 self._file.write(kept)
@@ -218,7 +222,7 @@ class Quarantine:
                 raw = self._file.path.read_bytes()
             except OSError:
                 return None
-        kept = salvage(raw, self._file.format)
+        kept = salvage(raw, self._file.format, broken.take_decoded())
         self._salvaged = (broken, kept)
         # a failed write for the same cause would only say again what this says
         self._first_time(_said_once(exc))

@@ -26,8 +26,7 @@ from typing import Any
 
 from ._cache_checksums import CHECKSUM_FIELD, Known, altered
 from ._cache_entry import BadEntry, CacheEntry, entry_from_table
-from ._cache_format import SCHEMA, CacheFormat, UnusableCache, decode
-from ._cache_unusable import recall
+from ._cache_format import SCHEMA, CacheFormat, Decoded, UnusableCache, decode
 
 __all__ = ["salvage"]
 
@@ -45,13 +44,15 @@ _PLAIN_HEADER = re.compile(
 _DECODER = json.JSONDecoder()
 
 
-def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
+def salvage(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> dict[str, CacheEntry]:
     """The entries of ``raw`` whose own block parses, validates and matches its checksum.
 
     Checksums are required where the file declares them, or (its declaration damaged)
-    where any block holds one, as every entry of a file chunktune wrote does. Never raises.
+    where any block holds one, as every entry of a file chunktune wrote does. ``decoded``:
+    what the read that found these bytes unusable made of them, taken instead of decoding
+    them again where it is of bytes equal to ``raw`` (else ignored). Never raises.
     """
-    whole = _checked_whole(raw, fmt)
+    whole = _checked_whole(raw, fmt, _reusable(decoded, raw, fmt))
     built: Mapping[str, Known] = {}
     if whole is not None:
         (blocks, built), declared = whole, True
@@ -74,28 +75,33 @@ def salvage(raw: bytes, fmt: CacheFormat) -> dict[str, CacheEntry]:
     return kept
 
 
+def _reusable(decoded: Decoded | None, raw: bytes, fmt: CacheFormat) -> Decoded | None:
+    """``decoded``, if it is what ``raw`` decodes to as ``fmt``; else None."""
+    return decoded if decoded is not None and decoded.of(raw, fmt) else None
+
+
 def _checked_whole(
-    raw: bytes, fmt: CacheFormat
+    raw: bytes, fmt: CacheFormat, kept: Decoded | None
 ) -> tuple[list[tuple[str, Any]], Mapping[str, Known]] | None:
     """Every ``entries`` member of a file that parses as a whole and holds checksums, and
-    the entries the read that found it unusable built of its checksummed tables; or None.
+    the entries the read that found it unusable built of its checksummed tables (``kept``,
+    what that read decoded of these bytes, if any); or None.
 
     Such a file is unusable only for an altered entry, and each other entry's checksum
     vouches for it wherever it sits: laid out anew (by hand, ``jq .``, on one line), its
     blocks are not where :func:`_json_blocks` looks. Without checksums, the layout's rules
     stand (a TOML file cut at a line's end parses as a whole).
     """
-    kept = recall(raw, fmt)  # what the read that found these bytes unusable decoded
     built: Mapping[str, Known] = {}
     if kept is None:
         try:
             document = decode(raw, fmt)  # as a read of the cache parses it
         except UnusableCache:
             return None
-    elif not kept[0]:
+    elif not kept.whole:
         return None
     else:
-        document, built = kept[1], kept[2]
+        document, built = kept.document, kept.built
     if not isinstance(document, dict) or not isinstance(document.get("entries"), dict):
         return None
     schema = document.get("schema")

@@ -8,6 +8,7 @@ import logging
 import os
 import random
 import re
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ import attrs
 import pytest
 
 from chunktune import CacheEntry, DecisionCache
+from chunktune._cache_file import CacheFile
 from chunktune._cache_format import (
     CacheFormat,
+    Decoded,
     NewerCache,
     UnusableCache,
     encode,
@@ -434,6 +437,74 @@ def test_a_damaged_file_is_decoded_once_to_read_and_salvage_it(
 
 @pytest.mark.parametrize("damage", _DAMAGES)
 @pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("way", ["read-only", "system"])
+def test_a_damaged_file_served_read_only_or_as_the_system_cache_is_decoded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat, damage: Any, way: str
+) -> None:
+    """A damaged cache that is never moved aside serves its whole entries, decoded once."""
+    from chunktune import _cache_format
+    from chunktune._cache_layers import SystemCache
+
+    path, broken = _damaged(tmp_path, fmt, damage)
+    decoded: list[bytes] = []
+    real_decode = _cache_format.decode
+
+    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
+        decoded.extend([raw] if raw == broken else [])
+        return real_decode(raw, fmt, **kwargs)
+
+    monkeypatch.setattr(_cache_format, "decode", decode_counted)
+    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    if way == "system":
+        kept = SystemCache(path).entries()
+    else:
+        path.with_name(path.name + ".lock").mkdir()  # the write lock cannot be taken
+        kept = DecisionCache(path).entries()
+    assert kept and path.read_bytes() == broken
+    assert len(decoded) == 1  # its read's; the salvage reused what that decoded
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_two_threads_salvaging_two_damaged_files_at_once_decode_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat
+) -> None:
+    """Two damaged caches read at once: neither salvage decodes again, whichever read was last."""
+    from chunktune import _cache_format, _cache_quarantine
+
+    one, broken_one = _damaged(tmp_path, fmt, _DAMAGES[0].values[0], "one")
+    other, broken_other = _damaged(tmp_path, fmt, lambda raw: raw.replace(b"entry 5", b"Y"), "o")
+    decoded: list[bytes] = []
+    real_decode = _cache_format.decode
+
+    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
+        decoded.append(bytes(raw))
+        return real_decode(raw, fmt, **kwargs)
+
+    monkeypatch.setattr(_cache_format, "decode", decode_counted)
+    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    both_read = threading.Barrier(2)
+
+    def salvage_once_both_read(*args: Any) -> Any:
+        both_read.wait(timeout=60)  # a hang guard: each file was read before either salvage
+        return salvage(*args)
+
+    monkeypatch.setattr(_cache_quarantine, "salvage", salvage_once_both_read)
+    kept: dict[Path, dict[str, CacheEntry]] = {}
+    threads = [
+        threading.Thread(target=lambda p=path: kept.update({p: DecisionCache(p).entries()}))
+        for path in (one, other)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(decoded) == sorted([broken_one, broken_other])  # by their reads alone
+    assert kept[one] == salvage(broken_one, fmt) and len(kept[one]) == 11
+    assert kept[other] == salvage(broken_other, fmt) and len(kept[other]) == 11
+
+
+@pytest.mark.parametrize("damage", _DAMAGES)
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_a_damaged_file_salvages_to_the_same_bytes_whether_or_not_its_read_is_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat, damage: Any
 ) -> None:
@@ -443,29 +514,53 @@ def test_a_damaged_file_salvages_to_the_same_bytes_whether_or_not_its_read_is_re
     reused, _ = _damaged(tmp_path, fmt, damage, "reused")
     afresh, broken = _damaged(tmp_path, fmt, damage, "afresh")
     kept = DecisionCache(reused).entries()
-    # raising=False: before reuse, this tree's salvage decoded anew every time
-    monkeypatch.setattr(_cache_salvage, "recall", lambda *_: None, raising=False)
+    # what the read decoded is never taken: salvage decodes anew
+    monkeypatch.setattr(_cache_salvage, "_reusable", lambda *_: None)
     assert DecisionCache(afresh).entries() == kept == salvage(broken, fmt)
     assert reused.read_bytes() == afresh.read_bytes()
     assert kept and kept.keys() <= dozen(fmt)[1].keys()
 
 
-def test_a_read_of_a_usable_file_drops_the_document_kept_for_a_salvage(tmp_path: Path) -> None:
-    """What an unusable read decoded is kept for its salvage only until a usable file is read."""
-    from chunktune import _cache_unusable
-
-    _, broken = _damaged(tmp_path, "toml", _DAMAGES[0].values[0])
+def test_what_an_unusable_read_decoded_rides_on_its_result_until_taken_or_let_go(
+    tmp_path: Path,
+) -> None:
+    """An unusable parse's decoding goes with its result, to the file's Broken; taken once."""
+    path, broken = _damaged(tmp_path, "toml", _DAMAGES[0].values[0])
     parsed = parse_cache(broken, "toml", mtime=0.0, source="t")
-    assert parsed.altered and _cache_unusable.recall(broken, "json") is None
-    decoded, document, _ = _cache_unusable.recall(bytes(broken), "toml") or (False, None, {})
-    assert decoded and document == tomllib.loads(broken.decode())
-    assert _cache_unusable.recall(broken, "toml") is None  # taken by the salvage it was for
-    parse_cache(broken, "toml", mtime=0.0, source="t")
-    parse_cache(dozen("toml")[0], "toml", mtime=0.0, source="t")
-    assert _cache_unusable.recall(broken, "toml") is None
-    with pytest.raises(UnusableCache):
+    assert parsed.altered and parsed.decoded is not None and parsed.decoded.whole
+    assert parsed.decoded.document == tomllib.loads(broken.decode())
+    assert parsed.decoded.of(bytes(broken), "toml") and not parsed.decoded.of(broken, "json")
+    assert parse_cache(dozen("toml")[0], "toml", mtime=0.0, source="t").decoded is None
+    with pytest.raises(UnusableCache) as cut:
         parse_cache(broken[:-1], "toml", mtime=0.0, source="t")
-    assert _cache_unusable.recall(broken[:-1], "toml") == (False, None, {})
+    assert cut.value.decoded is not None and not cut.value.decoded.whole
+    file = CacheFile(path, "toml")
+    with pytest.raises(UnusableCache):
+        file.load(fresh=False)
+    first = file.broken.last()
+    assert first is not None and (decoded := first[1].take_decoded()) is not None
+    assert decoded.of(broken, "toml") and first[1].take_decoded() is None  # taken once
+    path.write_bytes(broken + b"\n")  # damaged anew, and never salvaged
+    with pytest.raises(UnusableCache):
+        file.load(fresh=False)
+    second = file.broken.last()
+    path.write_bytes(dozen("toml")[0])
+    assert file.load(fresh=False)  # usable: no salvage of the damaged bytes follows
+    assert second is not None and second[1].take_decoded() is None  # let go
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_salvage_handed_what_other_bytes_decoded_decodes_its_own(fmt: CacheFormat) -> None:
+    """What another file (or format) decoded is never taken: the salvage decodes its bytes."""
+    raw, entries = dozen(fmt)
+    broken = raw.replace(b"entry 3", b"entry X", 1)
+    intact = Decoded(
+        raw, fmt, True, tomllib.loads(raw.decode()) if fmt == "toml" else json.loads(raw)
+    )
+    other: CacheFormat = "json" if fmt == "toml" else "toml"
+    kept = {k: e for k, e in entries.items() if k != "0003.key"}
+    assert salvage(broken, fmt, intact) == kept == salvage(broken, fmt)
+    assert salvage(broken, fmt, Decoded(broken, other, False)) == kept
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -491,7 +586,6 @@ def test_an_altered_files_salvage_takes_the_entries_its_read_built(
 
 def test_a_salvage_takes_an_entry_built_by_its_read_only_for_a_table_of_that_checksum() -> None:
     """An entry kept for a key whose table's checksum is another is not taken: it is read."""
-    from chunktune import _cache_unusable
     from chunktune._cache_checksums import Known
 
     raw, entries = dozen("toml")
@@ -499,9 +593,11 @@ def test_a_salvage_takes_an_entry_built_by_its_read_only_for_a_table_of_that_che
     document = tomllib.loads(broken.decode())
     other = attrs.evolve(entries["0005.key"], chunk_size=99)
     stale = {"0005.key": Known("0" * 16, other), "0006.key": Known("1" * 16, other)}
-    _cache_unusable.remember(broken, "toml", document, stale)
-    kept = salvage(broken, "toml")
+    kept = salvage(broken, "toml", Decoded(broken, "toml", True, document, stale))
     assert kept == {k: e for k, e in entries.items() if k != "0003.key"}
     matched = document["entries"]["0005.key"]["checksum"]
-    _cache_unusable.remember(broken, "toml", document, {"0005.key": Known(matched, other)})
-    assert salvage(broken, "toml")["0005.key"] is other  # that checksum: taken, not read
+    built = {"0005.key": Known(matched, other)}
+    # that checksum: taken, not read
+    assert (
+        salvage(broken, "toml", Decoded(broken, "toml", True, document, built))["0005.key"] is other
+    )
