@@ -74,8 +74,9 @@ class CacheFile:
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
         # a file left as it is (a newer chunktune's, or another program's): why
         self._left: LastParse[str] = LastParse()
-        # an unusable file (what is wrong with it): not parsed again until the file
-        # changes; chunktune._cache_quarantine moves it aside, or serves it read-only
+        # an unusable file (what is wrong with it, and what its parse decoded, for the
+        # salvage): not parsed again until the file changes; chunktune._cache_quarantine
+        # moves it aside, or serves it read-only
         self.broken: LastParse[Broken] = LastParse()
         # entries read from checksummed tables, and the tables written for them, by the
         # last parse or write of any thread: a hint that a parse reuses only for a table of

@@ -27,6 +27,13 @@ logger = logging.getLogger("chunktune")
 _WARN_SKIPPED = 5  # entries named one by one in a warning; the rest are counted
 
 
+def _held(decoded: Decoded | None) -> list[Decoded]:
+    """``decoded`` held to be taken once: a list's pop is atomic, so of threads racing on
+    one :class:`Broken` one takes it, and a decoded 8 MiB TOML file is let go then."""
+    return [] if decoded is None else [decoded]
+
+
+@attrs.frozen(eq=False)
 class Broken:
     """What one parse found wrong with a cache file's bytes (completing "the file ..."),
     and what it decoded of them, for their salvage.
@@ -37,13 +44,8 @@ class Broken:
     moved to the stat a failed move aside left.
     """
 
-    __slots__ = ("_decoded", "why")
-
-    def __init__(self, why: str, decoded: Decoded | None = None) -> None:
-        self.why = why
-        # at most one, popped by the salvage it is for: a list's pop is atomic, so threads
-        # racing on this Broken take it once, and a decoded 8 MiB TOML file is let go then
-        self._decoded = [] if decoded is None else [decoded]
+    why: str
+    _decoded: list[Decoded] = attrs.field(default=None, converter=_held, repr=False)
 
     def take_decoded(self) -> Decoded | None:
         """What the parse decoded of the bytes (:class:`~chunktune._cache_format.Decoded`),
