@@ -29,6 +29,7 @@ from ._shown import shown
 
 __all__ = [
     "NATIVE",
+    "STORED_FIELDS",
     "BadEntry",
     "CacheEntry",
     "check_entry",
@@ -265,6 +266,9 @@ def _scalars(value: Any, _t: Any = None) -> dict[str, Any]:
 # ---------------------------------------------------------------- the converter
 
 _STORED_NAME = {"timings": "timings_ms"}
+STORED_FIELDS = frozenset(_STORED_NAME.get(f.name, f.name) for f in attrs.fields(CacheEntry))
+"""The names of an entry's table as this chunktune writes it (its checksum aside): a
+stored table with others was written by a newer chunktune, which reads them."""
 # a stored entry without these is of unknown age and host: not "now, here"
 _READ_DEFAULTS: dict[str, Any] = {"reason": "", "created": 0.0, "host": ""}
 

@@ -28,6 +28,7 @@ import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from time import time_ns
+from typing import Any
 
 from ._atomic import remove_stale_temps, write_atomic
 from ._cache_checksums import Known
@@ -69,6 +70,9 @@ class CacheFile:
     def __init__(self, path: Path, format: CacheFormat, *, refused: str | None = None) -> None:
         self.path = path
         self.format = format
+        # the format asked for; self.format is the one the file was last found in, which
+        # machines whose settings disagree about it both keep (chunktune._cache_format)
+        self._asked = format
         # why no file can be kept at the path (one in /proc), completing "it ..."
         self._refused = refused
         self._memo: LastParse[dict[str, CacheEntry]] = LastParse()
@@ -94,6 +98,9 @@ class CacheFile:
         # the document read under the write lock, for the write that follows: set by the
         # read, under the lock, that a writer makes before each write (readers never touch it)
         self._locked: Locked | None = None
+        # the top-level keys of the file last read or written that are not a cache's own (a
+        # newer chunktune's): a write with no read under its hold of the lock keeps them
+        self._extra: Mapping[str, Any] = {}
 
     def stat(self) -> Stat | None:
         """The file's identity, or None if there is none.
@@ -134,7 +141,27 @@ class CacheFile:
             spans=spans,
         )
         self._known = parsed.known  # a hint for the next parse (see __init__)
+        self._found_as(parsed.found_as or self.format)
         return parsed_file(parsed, spans, self.path)
+
+    def _found_as(self, fmt: CacheFormat) -> None:
+        """Read and write the file as ``fmt`` from now on, the format it was found in (or,
+        with no file, the one asked for), and say so where that is not the one asked for."""
+        if fmt == self.format:
+            return
+        self.format = fmt
+        self._members = {}  # each entry's text in the other format
+        if fmt != self._asked:
+            logger.warning(
+                "chunktune: cache file %s holds %s, not the %s these settings ask for "
+                "(another machine's settings say %s); it is read and written as %s, "
+                "so no machine sharing it loses its entries",
+                shown_file(self.path),
+                fmt.upper(),
+                self._asked.upper(),
+                fmt.upper(),
+                fmt.upper(),
+            )
 
     def load(self, *, fresh: bool) -> dict[str, CacheEntry]:
         """The file's valid entries, shared with the memo: never changed in place (copy them).
@@ -155,6 +182,8 @@ class CacheFile:
             self._locked = None
         stat = self.stat()
         if stat is None:
+            self._found_as(self._asked)  # a file made anew is of the format asked for
+            self._extra = {}
             return {}
         if stat[1] > MAX_CACHE_BYTES:  # no cache is this large: not read into memory, not moved
             raise too_large(self.path, MAX_CACHE_BYTES)
@@ -169,6 +198,7 @@ class CacheFile:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
+            self._extra = {}
             return {}
         # read within the tick (now, or when a memo was made): the bytes tell, and a read
         # and comparison cost far less than a parse (0.03 ms against 12.5 ms for 1000
@@ -196,10 +226,11 @@ class CacheFile:
         entries = parsed.entries
         self._memo.keep(version, entries)
         # an older tuner's file is migrated by the write that follows its parse: never skipped
-        spans, known, legacy = parsed.spans, parsed.known, parsed.legacy
-        self._content = None if legacy else Content(entries, digest(raw), spans, known)
+        spans, known, legacy, extra = parsed.spans, parsed.known, parsed.legacy, parsed.extra
+        self._extra = extra
+        self._content = None if legacy else Content(entries, digest(raw), spans, known, extra)
         if fresh:
-            self._locked = Locked(raw, spans, known, legacy=legacy)
+            self._locked = Locked(raw, spans, known, legacy=legacy, extra=extra)
         return entries
 
     def _let_go_of_decoded(self) -> None:
@@ -225,7 +256,7 @@ class CacheFile:
             return None
         if settled and kept_raw is not None:
             self._memo.keep((stat, None), entries)  # from now on the stat alone tells
-        self._locked = Locked(raw, content.spans, content.known)
+        self._locked = Locked(raw, content.spans, content.known, extra=content.extra)
         return entries
 
     def forget(self) -> None:
@@ -261,15 +292,17 @@ class CacheFile:
         # no read under this hold of the lock (a broken file's entries written back, then
         # its writer's change): the hint serves, each of its tables reused for its very entry
         known = self._known if locked is None else locked.known
+        extra = self._extra if locked is None else locked.extra
         made = rewrite(
             entries, known, replaced=replaced, members=self._members, locked=locked, fmt=self.format
         )
-        data = document(made.members, self.format)
+        data = document(made.members, self.format, extra)
         write_atomic(self.path, data)
         self._members = made.members
         self._known = made.known
+        self._extra = extra
         forget_recent()
-        self._remember_written(data, made)
+        self._remember_written(data, made, extra)
 
     def _back_up(self, raw: bytes) -> None:
         """Keep ``raw``, the older tuner's file this write migrates, unless a copy is kept."""
@@ -284,7 +317,7 @@ class CacheFile:
                 shown_file(backup),
             )
 
-    def _remember_written(self, data: bytes, made: Rewrite) -> None:
+    def _remember_written(self, data: bytes, made: Rewrite, extra: Mapping[str, Any]) -> None:
         """Keep what a read of the file just written (``data``, of ``made``) parses to as the
         memo, so the writer's next read parses nothing
         (:func:`~chunktune._cache_rewrite.read_back_written`).
@@ -301,7 +334,7 @@ class CacheFile:
             return
         if stat is None:
             return
-        content = read_back_written(made, data, self.format)
+        content = read_back_written(made, data, self.format, extra)
         if content is not None:
             self._known = content.known
             self._memo.keep((stat, data), content.entries)

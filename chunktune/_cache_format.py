@@ -29,7 +29,7 @@ import attrs
 import tomli_w
 
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
-from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
+from ._cache_entry import STORED_FIELDS, BadEntry, CacheEntry, check_key, entry_from_table
 from ._cache_json import Spans, json_by_entry
 from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
 from ._errors import CacheError
@@ -62,6 +62,7 @@ SCHEMA = 1
 _DOCUMENT_KEYS = ("schema", "checksums", "entries")  # a document's own top-level keys
 
 CacheFormat = Literal["json", "toml"]
+_OWN_FIELDS = STORED_FIELDS | {CHECKSUM_FIELD}  # an entry's table, as this chunktune writes it
 
 
 class UnusableCache(Exception):
@@ -130,6 +131,12 @@ class ParsedCache:
     decoded: Decoded | None = attrs.field(default=None, eq=False, repr=False)
     """Where :attr:`altered` makes the file unusable: what its bytes decoded to, for their
     salvage (:class:`Decoded`)."""
+    extra: dict[str, Any] = attrs.field(factory=dict)
+    """The document's top-level keys that are not a cache's own (nor an older tuner's
+    entries): a newer chunktune's, kept by the next write."""
+    found_as: CacheFormat | None = None
+    """The other format, where the document was not in the one asked for (a machine whose
+    settings say TOML wrote the file another's read as JSON): it is read, and written, so."""
 
     @property
     def kind(self) -> str:
@@ -269,8 +276,9 @@ def member_as_read(text: str, span: tuple[int, int], key: str, checksum: str) ->
     return _member(key, table, "json")
 
 
-def document(members: Members, fmt: CacheFormat) -> bytes:
-    """The document of :func:`encode_members`' texts, in their order.
+def document(members: Members, fmt: CacheFormat, extra: Mapping[str, Any] | None = None) -> bytes:
+    """The document of :func:`encode_members`' texts, in their order, and the top-level
+    keys ``extra`` (:attr:`ParsedCache.extra`: a newer chunktune's, kept as they were).
 
     JSON: each entry on one line, indented by two spaces, its table compact (salvage finds
     entries by that indent: :mod:`chunktune._cache_salvage`), the rest as
@@ -278,12 +286,22 @@ def document(members: Members, fmt: CacheFormat) -> bytes:
     """
     texts = [text for _, text in members.values()]
     if fmt == "toml":
-        head = f'schema = {SCHEMA}\nchecksums = "{CHECKSUMS}"\n\n'
-        return (head + ("\n".join(texts) if texts else "[entries]\n")).encode()
+        head = f'schema = {SCHEMA}\nchecksums = "{CHECKSUMS}"\n'
+        if extra:  # tomli_w puts their plain values first, as they must come before a table
+            head += escaped_toml(tomli_w.dumps(dict(extra)))
+        return (head + "\n" + ("\n".join(texts) if texts else "[entries]\n")).encode()
     body = "{\n" + ",\n".join(texts) + "\n }" if texts else "{}"
+    others = (
+        "".join(
+            f" {_JSON_ENTRY.encode(k)}: {_JSON_ENTRY.encode(v)},\n"
+            for k, v in sorted(extra.items())
+        )
+        if extra
+        else ""
+    )
     # "checksums" sorts ahead of "entries", as the declaration must come (see encode)
     return (
-        f'{{\n "checksums": "{CHECKSUMS}",\n "entries": {body},\n "schema": {SCHEMA}\n}}\n'
+        f'{{\n "checksums": "{CHECKSUMS}",\n "entries": {body},\n{others} "schema": {SCHEMA}\n}}\n'
     ).encode()
 
 
@@ -327,11 +345,15 @@ def parse_cache(
         NewerCache: (an UnusableCache) the document has a newer schema.
         ForeignDocument: (an UnusableCache) the document is some other program's table.
     """
+    asked = fmt
     try:
         doc = decode(raw, fmt, spans=spans)
     except UnusableCache as exc:
-        exc.decoded = Decoded(raw, fmt, False)
-        raise
+        other = _as_other_format(raw, fmt, spans)
+        if other is None:
+            exc.decoded = Decoded(raw, fmt, False)
+            raise
+        fmt, doc = other
     try:
         parsed = _parse_document(doc, fmt, mtime=mtime, source=source, known=known)
     except UnusableCache as exc:
@@ -340,8 +362,36 @@ def parse_cache(
         raise
     # an altered entry makes the file unusable (chunktune._cache_parsed): salvage follows
     if parsed.altered:
-        return attrs.evolve(parsed, decoded=Decoded(raw, fmt, True, doc, parsed.known))
-    return parsed
+        parsed = attrs.evolve(parsed, decoded=Decoded(raw, fmt, True, doc, parsed.known))
+    return parsed if fmt == asked else attrs.evolve(parsed, found_as=fmt)
+
+
+def _as_other_format(
+    raw: bytes, fmt: CacheFormat, spans: Spans | None
+) -> tuple[CacheFormat, Any] | None:
+    """The other format and the table ``raw`` decodes to in it, where ``raw`` does not
+    decode as ``fmt``; None if it decodes to no table (or an empty one) there either.
+
+    Machines sharing one file may disagree on its format (``[cache] format = "toml"`` on
+    one, the ``.json`` suffix on another): each would take the other's file for a damaged
+    one and move it aside with every entry. A table in the other format is what it is.
+    """
+    other: CacheFormat = "json" if fmt == "toml" else "toml"
+    # a JSON document starts with "{", which no TOML document can: a file of the format
+    # asked for, damaged, is not decoded again (TOML decodes 8.6 MiB in 1.5 s)
+    if raw.lstrip()[:1] == b"{" if fmt == "json" else raw.lstrip()[:1] != b"{":
+        return None
+    found: Spans = {}
+    try:
+        doc = decode(raw, other, spans=found)
+    except UnusableCache:
+        return None
+    if not isinstance(doc, dict) or not doc:
+        return None
+    if spans is not None:
+        spans.clear()
+        spans.update(found)
+    return other, doc
 
 
 def _parse_document(
@@ -360,6 +410,9 @@ def _parse_document(
     tables, declared = _entry_tables(doc)
     parsed = _read_entries(tables, declared=declared, known=known or {})
     strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
+    extra = {k: v for k, v in doc.items() if k not in _DOCUMENT_KEYS and k not in strays}
+    if extra:
+        parsed = attrs.evolve(parsed, extra=extra)
     if not strays:
         return parsed
     # written after chunktune's last write, which moves them among the entries: newer
@@ -458,5 +511,8 @@ def _read_entries(
             skipped.append((key, str(exc)))
             continue
         if stored is not None:
-            seen[key] = Known(stored, entries[key])
+            # fields a newer chunktune added (the checksum matched: not damage) are its
+            # data: the table is written back as it was read, never stripped to this one's
+            newer = not value.keys() <= _OWN_FIELDS
+            seen[key] = Known(stored, entries[key], value if newer else None)
     return ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)

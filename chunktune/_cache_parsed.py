@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -70,6 +72,8 @@ class Parsed:
     legacy: bool
     """The older tuner's file (schema 0): migrated in memory, and rewritten by the next
     write, which first keeps a copy of these very bytes."""
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    """The document's top-level keys that are not a cache's own (a newer chunktune's)."""
 
 
 def not_a_cache_file(path: Path) -> OSError:
@@ -128,4 +132,4 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
             len(parsed.skipped) - _WARN_SKIPPED,
             shown_file(path),
         )
-    return Parsed(parsed.entries, spans, parsed.known, parsed.legacy)
+    return Parsed(parsed.entries, spans, parsed.known, parsed.legacy, parsed.extra)

@@ -54,6 +54,8 @@ class Locked:
     """The entries read from checksummed tables, as the read returned them."""
     legacy: bool = False
     """An older tuner's file, migrated by this write: ``raw`` is kept as its backup."""
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    """The document's top-level keys that are not a cache's own: written back as they are."""
 
 
 @attrs.frozen(eq=False)
@@ -66,6 +68,7 @@ class Content:
     digest: bytes
     spans: Spans
     known: Mapping[str, Known]
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 def digest(raw: bytes) -> bytes:
@@ -142,10 +145,13 @@ def _as_read(
     return kept
 
 
-def read_back_written(made: Rewrite, data: bytes, fmt: CacheFormat) -> Content | None:
-    """What a read of the file written as ``made`` (``data``) parses to: the entries it
-    knew, and the others (at most :data:`READ_BACK_MAX`) read back from their text as a
-    parse reads them; None past that, or if one does not read back as written."""
+def read_back_written(
+    made: Rewrite, data: bytes, fmt: CacheFormat, extra: Mapping[str, Any]
+) -> Content | None:
+    """What a read of the file written as ``made`` (``data``, with the top-level keys
+    ``extra``) parses to: the entries it knew, and the others (at most
+    :data:`READ_BACK_MAX`) read back from their text as a parse reads them; None past
+    that, or if one does not read back as written."""
     known = dict(made.known)
     tables = made.tables
     # a parse reuses a known entry for a table of its checksum, and reads the others;
@@ -175,4 +181,4 @@ def read_back_written(made: Rewrite, data: bytes, fmt: CacheFormat) -> Content |
             known[key] = attrs.evolve(seen, stored=table) if same else seen
         entries[key] = known[key].entry
     # no spans: every entry's text is in made.members, which the next write reuses
-    return Content(entries, digest(data), {}, known)
+    return Content(entries, digest(data), {}, known, extra)

@@ -1,0 +1,126 @@
+"""One cache file shared by machines that run other chunktunes, or read it in another format.
+
+A newer chunktune of the same schema is simulated by hand: the tables it would write,
+with fields and top-level keys this one does not know, each checksummed as chunktune
+checksums a table (a newer one's are made the same way: another way needs a new schema).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+from _full_entry import entry
+from _users import child_env
+
+from chunktune import DecisionCache
+from chunktune._cache_checksums import CHECKSUM_FIELD, checksum, stored_tables
+
+FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
+
+
+def _newer_table(key: str, **fields: Any) -> dict[str, Any]:
+    """The table a newer chunktune writes for ``key``: today's fields plus ``fields``."""
+    table = {k: v for k, v in stored_tables({key: entry()})[key].items() if k != CHECKSUM_FIELD}
+    table.update(fields)
+    return {CHECKSUM_FIELD: checksum(key, table), **table}
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    fmt = path.suffix[1:]
+    path.write_text(json.dumps(doc, indent=1) + "\n" if fmt == "json" else tomli_w.dumps(doc))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    doc: dict[str, Any] = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    return doc
+
+
+def _newer_file(path: Path, **top: Any) -> dict[str, Any]:
+    """A newer chunktune's file at ``path`` (its suffix its format): one entry of its own
+    with fields this chunktune does not know, and ``top`` beside ``entries``."""
+    newer = _newer_table("future.abc", batch_ms=93.6, rule_version=3, notes={"by": "v2"})
+    doc = {"schema": 1, "checksums": "sha256", "entries": {"future.abc": newer}, **top}
+    _write(path, doc)
+    return newer
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_newer_chunktunes_entry_keeps_its_unknown_fields(tmp_path: Path, fmt: str) -> None:
+    """A write here keeps every field of a newer chunktune's entry, checksum and all."""
+    path = tmp_path / f"cache.{fmt}"
+    newer = _newer_file(path)
+    cache = DecisionCache(path)
+    assert cache.get("future.abc") == entry()  # served: its fields are today's and more
+    assert cache.put("mine.abc", entry(4))
+    assert _read(path)["entries"]["future.abc"] == newer
+    assert DecisionCache(path).put("again.abc", entry(4))  # a fresh process's write too
+    assert _read(path)["entries"]["future.abc"] == newer
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_newer_chunktunes_top_level_keys_survive_a_write(tmp_path: Path, fmt: str) -> None:
+    """A write here keeps a newer chunktune's keys beside ``entries``, values and all."""
+    path = tmp_path / f"cache.{fmt}"
+    top = {"written_by": "chunktune 2.0", "fleet": {"owner": "lab", "hosts": [1, 2]}}
+    _newer_file(path, **top)
+    cache = DecisionCache(path)
+    assert cache.put("mine.abc", entry(4))
+    assert cache.put("more.abc", entry(8))  # the writer's second write, from its memo
+    doc = _read(path)
+    assert {k: doc[k] for k in top} == top
+    assert set(doc["entries"]) == {"future.abc", "mine.abc", "more.abc"}
+    assert set(DecisionCache(path).entries()) == {"future.abc", "mine.abc", "more.abc"}
+
+
+@pytest.mark.parametrize(
+    ("written", "asked"),
+    [
+        pytest.param("toml", "json", id="toml-read-as-json"),
+        pytest.param("json", "toml", id="json-read-as-toml"),
+    ],
+)
+def test_a_cache_in_the_other_format_is_read_and_written_in_it(
+    tmp_path: Path, written: str, asked: str
+) -> None:
+    """A file another machine's settings wrote in the other format is served and kept so."""
+    path = tmp_path / "cache.json"
+    assert DecisionCache(path, format=written).put("theirs.abc", entry(8))
+    mine = DecisionCache(path, format=asked)
+    assert mine.get("theirs.abc") == entry(8)
+    assert mine.put("mine.abc", entry(4))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]  # nothing moved aside
+    theirs = DecisionCache(path, format=written)
+    assert theirs.entries() == {"theirs.abc": entry(8), "mine.abc": entry(4)}
+    assert (path.read_bytes().startswith(b"{")) == (written == "json")
+
+
+def test_a_process_whose_settings_say_toml_lists_a_json_cache(tmp_path: Path) -> None:
+    """`cache list` under `format = "toml"` lists a JSON file at that path and leaves it as it is."""
+    path = tmp_path / "cache.json"
+    assert DecisionCache(path).put("theirs.abcdef12", entry(8))
+    before = path.read_bytes()
+    settings = tmp_path / "chunktune.toml"
+    settings.write_text('[cache]\npath = "cache.json"\nformat = "toml"\n')
+    env = {**child_env(), "CHUNKTUNE_CONFIG": str(settings)}
+    env.pop("CHUNKTUNE_CACHE", None)  # the settings' path, and their format
+    listed = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [e["key"] for e in json.loads(listed.stdout)] == ["theirs.abcdef12"]
+    assert "holds JSON, not the TOML" in listed.stderr
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json", "chunktune.toml"]
