@@ -37,6 +37,7 @@ from ._reading import MAX_NESTING, nests_deeper
 from ._shown import escaped_toml, shown
 
 __all__ = [
+    "NOTHING_UNREAD",
     "SCHEMA",
     "CacheFormat",
     "Decoded",
@@ -45,6 +46,7 @@ __all__ = [
     "Members",
     "NewerCache",
     "ParsedCache",
+    "Unread",
     "UnusableCache",
     "cache_format",
     "decode",
@@ -118,6 +120,24 @@ class Decoded:
 
 
 @attrs.frozen
+class Unread:
+    """What a document holds that this chunktune cannot read, yet a chunktune wrote: a
+    newer one's, written back as it was read by every write here."""
+
+    top: Mapping[str, Any] = attrs.field(factory=dict)
+    """Keys beside ``entries`` that are not a cache's own (nor an older tuner's entries)."""
+    entries: Mapping[str, Any] = attrs.field(factory=dict)
+    """Entry tables, by key, whose checksum matches but whose fields this chunktune cannot
+    read (a value of a newer form): never served here."""
+
+    def __bool__(self) -> bool:
+        return bool(self.top or self.entries)
+
+
+NOTHING_UNREAD = Unread()
+
+
+@attrs.frozen
 class ParsedCache:
     """What a document holds: the valid entries, and ``(key, why)`` for each one skipped."""
 
@@ -131,9 +151,8 @@ class ParsedCache:
     decoded: Decoded | None = attrs.field(default=None, eq=False, repr=False)
     """Where :attr:`altered` makes the file unusable: what its bytes decoded to, for their
     salvage (:class:`Decoded`)."""
-    extra: dict[str, Any] = attrs.field(factory=dict)
-    """The document's top-level keys that are not a cache's own (nor an older tuner's
-    entries): a newer chunktune's, kept by the next write."""
+    unread: Unread = NOTHING_UNREAD
+    """What a newer chunktune wrote that this one cannot read: kept by the next write."""
     found_as: CacheFormat | None = None
     """The other format, where the document was not in the one asked for (a machine whose
     settings say TOML wrote the file another's read as JSON): it is read, and written, so."""
@@ -276,32 +295,32 @@ def member_as_read(text: str, span: tuple[int, int], key: str, checksum: str) ->
     return _member(key, table, "json")
 
 
-def document(members: Members, fmt: CacheFormat, extra: Mapping[str, Any] | None = None) -> bytes:
-    """The document of :func:`encode_members`' texts, in their order, and the top-level
-    keys ``extra`` (:attr:`ParsedCache.extra`: a newer chunktune's, kept as they were).
+def document(members: Members, fmt: CacheFormat, unread: Unread = NOTHING_UNREAD) -> bytes:
+    """The document of :func:`encode_members`' texts, and of what ``unread`` holds (a newer
+    chunktune's top-level keys, and its entries under keys ``members`` does not hold),
+    written as it was read; keys sorted.
 
     JSON: each entry on one line, indented by two spaces, its table compact (salvage finds
     entries by that indent: :mod:`chunktune._cache_salvage`), the rest as
     ``json.dumps(indent=1)`` lays it out; TOML as ``tomli_w`` writes the whole document.
     """
+    kept = {k: t for k, t in unread.entries.items() if k not in members}
+    if kept:
+        members = dict(sorted({**members, **encode_members(kept, fmt)}.items()))
     texts = [text for _, text in members.values()]
     if fmt == "toml":
         head = f'schema = {SCHEMA}\nchecksums = "{CHECKSUMS}"\n'
-        if extra:  # tomli_w puts their plain values first, as they must come before a table
-            head += escaped_toml(tomli_w.dumps(dict(extra)))
+        if unread.top:  # tomli_w puts plain values first, as they must come before a table
+            head += escaped_toml(tomli_w.dumps(dict(unread.top)))
         return (head + "\n" + ("\n".join(texts) if texts else "[entries]\n")).encode()
     body = "{\n" + ",\n".join(texts) + "\n }" if texts else "{}"
-    others = (
-        "".join(
-            f" {_JSON_ENTRY.encode(k)}: {_JSON_ENTRY.encode(v)},\n"
-            for k, v in sorted(extra.items())
-        )
-        if extra
-        else ""
+    top = "".join(
+        f" {_JSON_ENTRY.encode(k)}: {_JSON_ENTRY.encode(v)},\n"
+        for k, v in sorted(unread.top.items())
     )
     # "checksums" sorts ahead of "entries", as the declaration must come (see encode)
     return (
-        f'{{\n "checksums": "{CHECKSUMS}",\n "entries": {body},\n{others} "schema": {SCHEMA}\n}}\n'
+        f'{{\n "checksums": "{CHECKSUMS}",\n "entries": {body},\n{top} "schema": {SCHEMA}\n}}\n'
     ).encode()
 
 
@@ -410,9 +429,9 @@ def _parse_document(
     tables, declared = _entry_tables(doc)
     parsed = _read_entries(tables, declared=declared, known=known or {})
     strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
-    extra = {k: v for k, v in doc.items() if k not in _DOCUMENT_KEYS and k not in strays}
-    if extra:
-        parsed = attrs.evolve(parsed, extra=extra)
+    top = {k: v for k, v in doc.items() if k not in _DOCUMENT_KEYS and k not in strays}
+    if top:
+        parsed = attrs.evolve(parsed, unread=attrs.evolve(parsed.unread, top=top))
     if not strays:
         return parsed
     # written after chunktune's last write, which moves them among the entries: newer
@@ -490,6 +509,7 @@ def _read_entries(
     skipped: list[tuple[str, str]] = []
     changed: list[str] = []
     seen: dict[str, Known] = {}
+    unread: dict[str, Any] = {}
     for key, value in tables.items():
         why = altered(key, value, declared=declared)
         if why is not None:
@@ -509,10 +529,23 @@ def _read_entries(
             entries[key] = entry_from_table(value)
         except BadEntry as exc:
             skipped.append((key, str(exc)))
+            if stored is not None and _writable_key(key):
+                # as a chunktune wrote it (its checksum matched), in a form this one cannot
+                # read: a newer one's, whose data a write here must not drop
+                unread[key] = value
             continue
         if stored is not None:
             # fields a newer chunktune added (the checksum matched: not damage) are its
             # data: the table is written back as it was read, never stripped to this one's
             newer = not value.keys() <= _OWN_FIELDS
             seen[key] = Known(stored, entries[key], value if newer else None)
-    return ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)
+    parsed = ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)
+    return attrs.evolve(parsed, unread=Unread(entries=unread)) if unread else parsed
+
+
+def _writable_key(key: str) -> bool:
+    try:
+        check_key(key)
+    except BadEntry:
+        return False
+    return True

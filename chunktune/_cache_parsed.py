@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
-from ._cache_format import Decoded, ParsedCache, UnusableCache
+from ._cache_format import Decoded, ParsedCache, Unread, UnusableCache
 from ._cache_json import Spans
 from ._shown import shown, shown_file, shown_some
 
@@ -72,8 +70,8 @@ class Parsed:
     legacy: bool
     """The older tuner's file (schema 0): migrated in memory, and rewritten by the next
     write, which first keeps a copy of these very bytes."""
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
-    """The document's top-level keys that are not a cache's own (a newer chunktune's)."""
+    unread: Unread
+    """What a newer chunktune wrote that this one cannot read: the next write keeps it."""
 
 
 def not_a_cache_file(path: Path) -> OSError:
@@ -118,7 +116,25 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
         )
         exc.decoded = parsed.decoded  # for the salvage that follows
         raise exc
-    for key, why in parsed.skipped[:_WARN_SKIPPED]:
+    newer = parsed.unread.entries
+    if newer:
+        one = len(newer) == 1
+        logger.warning(
+            "chunktune: %s %s in %s %s whole (%s checksum matches) but this chunktune "
+            "cannot read %s (%s): a newer chunktune's; never served here, and every write "
+            "keeps %s as %s",
+            "cache entry" if one else f"{len(newer)} cache entries",
+            shown_some(list(newer), _WARN_SKIPPED),
+            shown_file(path),
+            "is" if one else "are",
+            "its" if one else "each one's",
+            "it" if one else "them",
+            next(why for key, why in parsed.skipped if key in newer),
+            "it" if one else "them",
+            "it is" if one else "they are",
+        )
+    skipped = [(key, why) for key, why in parsed.skipped if key not in newer]
+    for key, why in skipped[:_WARN_SKIPPED]:
         logger.warning(
             "chunktune: skipping cache entry %s in %s (%s); it is never served, "
             "and the next write drops it",
@@ -126,10 +142,10 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
             shown_file(path),
             why,
         )
-    if len(parsed.skipped) > _WARN_SKIPPED:
+    if len(skipped) > _WARN_SKIPPED:
         logger.warning(
             "chunktune: skipping %d more invalid cache entries in %s",
-            len(parsed.skipped) - _WARN_SKIPPED,
+            len(skipped) - _WARN_SKIPPED,
             shown_file(path),
         )
-    return Parsed(parsed.entries, spans, parsed.known, parsed.legacy, parsed.extra)
+    return Parsed(parsed.entries, spans, parsed.known, parsed.legacy, parsed.unread)

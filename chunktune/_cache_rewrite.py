@@ -19,7 +19,15 @@ import attrs
 
 from ._cache_checksums import CHECKSUM_FIELD, Known, stored_tables
 from ._cache_entry import CacheEntry
-from ._cache_format import CacheFormat, Members, encode_members, member_as_read, read_back
+from ._cache_format import (
+    NOTHING_UNREAD,
+    CacheFormat,
+    Members,
+    Unread,
+    encode_members,
+    member_as_read,
+    read_back,
+)
 from ._cache_json import Spans
 
 __all__ = [
@@ -54,8 +62,8 @@ class Locked:
     """The entries read from checksummed tables, as the read returned them."""
     legacy: bool = False
     """An older tuner's file, migrated by this write: ``raw`` is kept as its backup."""
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
-    """The document's top-level keys that are not a cache's own: written back as they are."""
+    unread: Unread = NOTHING_UNREAD
+    """What a newer chunktune wrote that this one cannot read: written back as it is."""
 
 
 @attrs.frozen(eq=False)
@@ -68,7 +76,7 @@ class Content:
     digest: bytes
     spans: Spans
     known: Mapping[str, Known]
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    unread: Unread = NOTHING_UNREAD
 
 
 def digest(raw: bytes) -> bytes:
@@ -146,10 +154,10 @@ def _as_read(
 
 
 def read_back_written(
-    made: Rewrite, data: bytes, fmt: CacheFormat, extra: Mapping[str, Any]
+    made: Rewrite, data: bytes, fmt: CacheFormat, unread: Unread
 ) -> Content | None:
-    """What a read of the file written as ``made`` (``data``, with the top-level keys
-    ``extra``) parses to: the entries it knew, and the others (at most
+    """What a read of the file written as ``made`` (``data``, with what a newer chunktune
+    wrote, ``unread``) parses to: the entries it knew, and the others (at most
     :data:`READ_BACK_MAX`) read back from their text as a parse reads them; None past
     that, or if one does not read back as written."""
     known = dict(made.known)
@@ -181,4 +189,4 @@ def read_back_written(
             known[key] = attrs.evolve(seen, stored=table) if same else seen
         entries[key] = known[key].entry
     # no spans: every entry's text is in made.members, which the next write reuses
-    return Content(entries, digest(data), {}, known, extra)
+    return Content(entries, digest(data), {}, known, unread)

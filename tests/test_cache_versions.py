@@ -103,7 +103,7 @@ def test_a_cache_in_the_other_format_is_read_and_written_in_it(
 
 
 def test_a_process_whose_settings_say_toml_lists_a_json_cache(tmp_path: Path) -> None:
-    """`cache list` under `format = "toml"` lists a JSON file at that path and leaves it as it is."""
+    """`cache list` under `format = "toml"` lists a JSON file at its path, leaving it as it is."""
     path = tmp_path / "cache.json"
     assert DecisionCache(path).put("theirs.abcdef12", entry(8))
     before = path.read_bytes()
@@ -124,3 +124,51 @@ def test_a_process_whose_settings_say_toml_lists_a_json_cache(tmp_path: Path) ->
     assert "holds JSON, not the TOML" in listed.stderr
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json", "chunktune.toml"]
+
+
+def _unreadable_file(path: Path) -> dict[str, Any]:
+    """A newer chunktune's file at ``path``: one entry this chunktune reads, one whose
+    timings name a candidate it does not know (whole: its checksum matches)."""
+    newer = _newer_table("batch.abc", timings_ms={"native": 12.5, "8": 10.0, "batch": 9.4})
+    doc = {
+        "schema": 1,
+        "checksums": "sha256",
+        "entries": {"batch.abc": newer, **stored_tables({"old.abc": entry()})},
+    }
+    _write(path, doc)
+    return newer
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_newer_chunktunes_entry_this_one_cannot_read_is_kept(
+    tmp_path: Path, fmt: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A whole entry in a form this chunktune cannot read is never served, and kept by writes."""
+    path = tmp_path / f"cache.{fmt}"
+    newer = _unreadable_file(path)
+    cache = DecisionCache(path)
+    assert set(cache.entries()) == {"old.abc"}
+    assert cache.put("mine.abc", entry(4))
+    assert cache.put("more.abc", entry(8))  # the writer's second write, from its memo
+    assert _read(path)["entries"]["batch.abc"] == newer
+    assert set(DecisionCache(path).entries()) == {"old.abc", "mine.abc", "more.abc"}
+    assert "'batch.abc'" in caplog.text and "every write keeps it" in caplog.text
+    assert "next write drops it" not in caplog.text
+
+
+def test_cache_clear_keeps_an_entry_it_cannot_read(tmp_path: Path) -> None:
+    """`cache clear --yes` deletes the entries it lists, and keeps a newer one's it cannot read."""
+    path = tmp_path / "cache.json"
+    newer = _unreadable_file(path)
+    env = {**child_env(), "CHUNKTUNE_CACHE": str(path)}
+    cleared = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "clear", "--yes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert cleared.returncode == 0, cleared.stderr
+    assert "deleted 1 entry" in cleared.stdout
+    assert _read(path)["entries"] == {"batch.abc": newer}
