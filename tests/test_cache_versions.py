@@ -172,3 +172,32 @@ def test_cache_clear_keeps_an_entry_it_cannot_read(tmp_path: Path) -> None:
     assert cleared.returncode == 0, cleared.stderr
     assert "deleted 1 entry" in cleared.stdout
     assert _read(path)["entries"] == {"batch.abc": newer}
+
+
+def test_cache_merge_into_a_newer_chunktunes_file_keeps_what_that_one_wrote(
+    tmp_path: Path,
+) -> None:
+    """`cache merge -o` into a newer chunktune's file keeps its fields, top keys and entries."""
+    out = tmp_path / "fleet.toml"
+    unreadable = _unreadable_file(out)
+    doc = _read(out)
+    future = _newer_table("future.abc", batch_ms=93.6)
+    doc["entries"]["future.abc"] = future
+    doc["written_by"] = "chunktune 2.0"
+    _write(out, doc)
+    other = tmp_path / "node7.json"
+    DecisionCache(other).put("node7.abc", entry(4))
+    merged = subprocess.run(
+        [sys.executable, "-m", "chunktune", "cache", "merge", str(other), "-o", str(out)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert merged.returncode == 0, merged.stderr
+    after = _read(out)
+    assert after["written_by"] == "chunktune 2.0"
+    assert after["entries"]["future.abc"] == future
+    assert after["entries"]["batch.abc"] == unreadable
+    assert set(after["entries"]) == {"batch.abc", "future.abc", "node7.abc", "old.abc"}
