@@ -33,12 +33,10 @@ from ._atomic import remove_stale_temps, write_atomic
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
 from ._cache_format import (
-    NOTHING_UNREAD,
     SCHEMA,
     CacheFormat,
     LeftAlone,
     Members,
-    Unread,
     UnusableCache,
     document,
     parse_cache,
@@ -46,6 +44,7 @@ from ._cache_format import (
 from ._cache_json import Spans
 from ._cache_parsed import Broken, Parsed, left_alone, not_a_cache_file, parsed_file, too_large
 from ._cache_rewrite import Content, Locked, Rewrite, digest, read_back_written, rewrite
+from ._cache_unread import NOTHING_UNREAD, Unread
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
 from ._settled import LastParse, Stat, Version, changed_lately, identity
@@ -295,7 +294,7 @@ class CacheFile:
         # no read under this hold of the lock (a broken file's entries written back, then
         # its writer's change): the hint serves, each of its tables reused for its very entry
         known = self._known if locked is None else locked.known
-        unread = self._unread if locked is None else locked.unread
+        unread = (self._unread if locked is None else locked.unread).without(entries.keys())
         made = rewrite(
             entries, known, replaced=replaced, members=self._members, locked=locked, fmt=self.format
         )

@@ -13,8 +13,12 @@ aside or reports it, except a newer schema's (:class:`NewerCache`), which anothe
 still uses, and a table with none of a cache's keys (:class:`ForeignDocument`), some other
 program's file: both are :class:`LeftAlone`. The older tuner's flat JSON cache (schema 0,
 :mod:`chunktune._cache_legacy`) goes through the same validation, as do the entries an
-older tuner still pointed at a migrated cache stores beside its ``entries``. JSON is
-decoded an entry at a time (:mod:`chunktune._cache_json`).
+older tuner still pointed at a migrated cache stores beside its ``entries``. What a newer
+chunktune of this schema added that this one cannot read is :attr:`ParsedCache.unread`,
+written back by :func:`document` (:mod:`chunktune._cache_unread`). A document in the other
+format than the one asked for (machines whose settings disagree) is read in its own
+(:attr:`ParsedCache.found_as`), never taken for a damaged one. JSON is decoded an entry at
+a time (:mod:`chunktune._cache_json`).
 """
 
 from __future__ import annotations
@@ -29,15 +33,15 @@ import attrs
 import tomli_w
 
 from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
-from ._cache_entry import STORED_FIELDS, BadEntry, CacheEntry, check_key, entry_from_table
+from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
 from ._cache_json import Spans, json_by_entry
 from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
+from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
 from ._errors import CacheError
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import escaped_toml, shown
 
 __all__ = [
-    "NOTHING_UNREAD",
     "SCHEMA",
     "CacheFormat",
     "Decoded",
@@ -46,7 +50,6 @@ __all__ = [
     "Members",
     "NewerCache",
     "ParsedCache",
-    "Unread",
     "UnusableCache",
     "cache_format",
     "decode",
@@ -64,7 +67,6 @@ SCHEMA = 1
 _DOCUMENT_KEYS = ("schema", "checksums", "entries")  # a document's own top-level keys
 
 CacheFormat = Literal["json", "toml"]
-_OWN_FIELDS = STORED_FIELDS | {CHECKSUM_FIELD}  # an entry's table, as this chunktune writes it
 
 
 class UnusableCache(Exception):
@@ -117,24 +119,6 @@ class Decoded:
         """Whether these are ``raw``'s decoding as ``fmt``: equal bytes decode alike (a move
         aside reads them again, from the name aside)."""
         return self.fmt == fmt and (self.raw is raw or self.raw == raw)
-
-
-@attrs.frozen
-class Unread:
-    """What a document holds that this chunktune cannot read, yet a chunktune wrote: a
-    newer one's, written back as it was read by every write here."""
-
-    top: Mapping[str, Any] = attrs.field(factory=dict)
-    """Keys beside ``entries`` that are not a cache's own (nor an older tuner's entries)."""
-    entries: Mapping[str, Any] = attrs.field(factory=dict)
-    """Entry tables, by key, whose checksum matches but whose fields this chunktune cannot
-    read (a value of a newer form): never served here."""
-
-    def __bool__(self) -> bool:
-        return bool(self.top or self.entries)
-
-
-NOTHING_UNREAD = Unread()
 
 
 @attrs.frozen
@@ -537,7 +521,7 @@ def _read_entries(
         if stored is not None:
             # fields a newer chunktune added (the checksum matched: not damage) are its
             # data: the table is written back as it was read, never stripped to this one's
-            newer = not value.keys() <= _OWN_FIELDS
+            newer = has_newer_fields(value)
             seen[key] = Known(stored, entries[key], value if newer else None)
     parsed = ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)
     return attrs.evolve(parsed, unread=Unread(entries=unread)) if unread else parsed

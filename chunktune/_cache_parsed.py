@@ -16,8 +16,9 @@ import attrs
 
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
-from ._cache_format import Decoded, ParsedCache, Unread, UnusableCache
+from ._cache_format import Decoded, ParsedCache, UnusableCache
 from ._cache_json import Spans
+from ._cache_unread import Unread
 from ._shown import shown, shown_file, shown_some
 
 __all__ = ["Broken", "Parsed", "left_alone", "not_a_cache_file", "parsed_file", "too_large"]

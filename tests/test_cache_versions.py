@@ -201,3 +201,17 @@ def test_cache_merge_into_a_newer_chunktunes_file_keeps_what_that_one_wrote(
     assert after["entries"]["future.abc"] == future
     assert after["entries"]["batch.abc"] == unreadable
     assert set(after["entries"]) == {"batch.abc", "future.abc", "node7.abc", "old.abc"}
+
+
+def test_a_decision_stored_over_an_unreadable_entry_replaces_it_for_good(tmp_path: Path) -> None:
+    """Storing under a newer one's unreadable key replaces it; deleting that does not revive it."""
+    path = tmp_path / "cache.json"
+    _unreadable_file(path)
+    cache = DecisionCache(path)
+    assert cache.put("batch.abc", entry(4))
+    assert (
+        _read(path)["entries"]["batch.abc"][CHECKSUM_FIELD]
+        == (stored_tables({"batch.abc": entry(4)})["batch.abc"][CHECKSUM_FIELD])
+    )
+    assert cache.remove(["batch.abc"]) == {"batch.abc"}
+    assert set(_read(path)["entries"]) == {"old.abc"}
