@@ -17,8 +17,16 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["STALE_TEMP_S", "check_writable", "remove_stale_temps", "umask", "write_atomic"]
+__all__ = [
+    "STALE_TEMP_S",
+    "check_writable",
+    "open_fd",
+    "remove_stale_temps",
+    "umask",
+    "write_atomic",
+]
 
 STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died mid-write
 
@@ -45,7 +53,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open_fd(fd) as f:
             with contextlib.suppress(OSError):  # a file system without modes (vfat, some FUSE)
                 os.chmod(tmp, (0o666 & ~umask()) if mode is None else mode)
             f.write(data)
@@ -62,6 +70,17 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def open_fd(fd: int) -> BinaryIO:
+    """``fd`` as a file written in binary; closed if it cannot be made one (an EIO or
+    ENOMEM of the fstat that ``open`` makes), so a trainer that stores many decisions on
+    a failing disk does not run out of descriptors."""
+    try:
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def umask() -> int:

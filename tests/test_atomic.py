@@ -256,3 +256,29 @@ def test_what_only_looks_like_a_stale_temporary_is_kept(
 def test_a_folder_that_is_gone_has_no_stale_temporaries(tmp_path: Path) -> None:
     """remove_stale_temps beside a path whose folder does not exist removes none, raises nothing."""
     assert remove_stale_temps(tmp_path / "gone" / "c.json") == 0
+
+
+def test_a_descriptor_that_cannot_become_a_file_is_closed_and_no_temporary_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fdopen of the temporary (EIO at its fstat) closes its descriptor, keeps the old."""
+    path = tmp_path / "c.json"
+    path.write_bytes(b"old")
+    made: list[int] = []
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:
+        fd, name = real_mkstemp(*args, **kwargs)  # type: ignore[call-overload]
+        made.append(fd)
+        return fd, name
+
+    def fdopen(fd: int, *args: object, **kwargs: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    with pytest.raises(OSError, match="Input/output"):
+        write_atomic(path, b"new")
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["c.json"]
+    with pytest.raises(OSError):  # EBADF: closed, not left open for the life of the process
+        os.fstat(made[0])

@@ -11,7 +11,7 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
-from .._atomic import write_atomic
+from .._atomic import open_fd, write_atomic
 from .._counts import MAX_COUNT
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
@@ -269,7 +269,7 @@ def _keep_elsewhere(data: bytes) -> Path | None:
     except OSError:
         return None
     try:
-        with os.fdopen(fd, "wb") as file:
+        with open_fd(fd) as file:
             file.write(data)
     except OSError:
         with contextlib.suppress(OSError):
