@@ -189,11 +189,30 @@ class Lock:
             if self.remove_on_release and holds_file_at(self._file, self.path):
                 with suppress(OSError):  # Windows: an open file stays; clear removes it
                     self.path.unlink()
-            self._file.release()
+            self._release_file()
         elif self.mode == "local":
             lock, holders = self._local()
             holders.clear()
             lock.release()
+
+    def _release_file(self) -> None:
+        """Unlock the file; an unlock the file system refuses (EIO on a network mount) is
+        tried once more, then said in a warning, never raised: raised, it escaped the
+        sweep's thread as a traceback, and the lock stayed held (filelock keeps a
+        descriptor whose unlock failed) for the life of the process, so every other
+        process's sweep waited for it until its hard limit."""
+        try:
+            self._file.release()
+        except OSError:
+            try:
+                self._file.release()
+            except OSError as exc:
+                logger.warning(
+                    "chunktune: cannot release %s %s (%s); other processes may wait for it",
+                    self.what,
+                    shown_file(self.path),
+                    exc.strerror or exc,
+                )
 
     def holder(self) -> Holder | None:
         """Who holds the lock now, when it can be told."""

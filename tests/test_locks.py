@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import gc
 import json
@@ -1113,3 +1114,52 @@ def test_taking_another_user_s_lock_file_leaves_its_mode_as_it_is(tmp_path: Path
     _lock_files.take(lock, timeout=0)
     lock.release()
     assert path.stat().st_mode & 0o777 == 0o444
+
+
+_TRY_FLOCK = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"  # BlockingIOError (exit 1) if held
+)
+
+
+def test_an_unlock_refused_once_is_retried_and_the_lock_is_free_for_other_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One EIO from flock(LOCK_UN) neither raises from release nor keeps the lock held."""
+    lock = Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local")
+    assert lock.try_acquire()
+    real_flock, refused = fcntl.flock, list[int]()
+
+    def flock(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_UN and not refused:
+            refused.append(fd)
+            raise OSError(5, "Input/output error")
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    lock.release()
+    assert refused and not warnings_about(caplog, "cannot release")
+    other = subprocess.run([sys.executable, "-c", _TRY_FLOCK, str(lock.path)], check=False)
+    assert other.returncode == 0
+
+
+def test_an_unlock_refused_for_good_is_warned_about_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unlock that fails every time is one warning naming the lock; release returns."""
+    lock = Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local")
+    assert lock.try_acquire()
+    real_flock = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_UN:
+            raise OSError(5, "Input/output error")
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    lock.release()
+    monkeypatch.setattr(fcntl, "flock", real_flock)
+    (warning,) = warnings_about(caplog, "cannot release the sweep lock")
+    assert "Input/output error" in warning
+    lock.release()  # let go for real: the descriptor filelock kept is closed
