@@ -12,6 +12,7 @@ import codecs
 import copy
 import errno
 import functools
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -54,6 +55,8 @@ __all__ = [
     "preset_tables",
     "settings_from_dict",
 ]
+
+logger = logging.getLogger("chunktune")
 
 CONFIG_ENV = "CHUNKTUNE_CONFIG"
 CACHE_ENV = "CHUNKTUNE_CACHE"
@@ -207,11 +210,35 @@ def discover_config(env: str | None) -> Path | None:
             return user_path(env)
         except ValueError as exc:  # read as written, it would name a ./~nosuchuser folder
             raise ConfigError(f"${CONFIG_ENV}: {exc}") from None
-    local = Path.cwd() / "chunktune.toml"
-    # a folder or a link to nothing by that name is read, to say so: skipped, it left the
-    # user's settings silently the defaults (a pipe is still skipped: reading one blocks)
-    dangling = local.is_symlink() and not local.exists()
-    return local if local.is_file() or local.is_dir() or dangling else None
+    try:
+        local = Path.cwd() / "chunktune.toml"
+        # a folder or a link to nothing by that name is read, to say so: skipped, it left
+        # the user's settings silently the defaults (a pipe is still skipped: reading one
+        # blocks)
+        dangling = local.is_symlink() and not local.exists()
+        found = local.is_file() or local.is_dir() or dangling
+    except OSError as exc:
+        # a working directory removed under the process, or one that cannot be searched
+        # (EACCES, EIO): no file can be read there, and raising from here failed every
+        # resolve as a bug, so the defaults stand, said once per cause
+        _cannot_look(exc)
+        return None
+    return local if found else None
+
+
+_looked: set[tuple[int | None, str]] = set()
+
+
+def _cannot_look(exc: OSError) -> None:
+    cause = (exc.errno, exc.strerror or str(exc))
+    if cause in _looked:
+        return
+    _looked.add(cause)
+    logger.warning(
+        "chunktune: cannot look for chunktune.toml in the working directory (%s); "
+        "using the built-in settings",
+        cause[1],
+    )
 
 
 def _with_variables(

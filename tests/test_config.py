@@ -14,19 +14,23 @@ from chunktune import (
     BalancedCandidates,
     ChunktuneError,
     ConfigError,
+    ExplicitCandidates,
     InvalidArgumentError,
     Policy,
     RaySettings,
     Settings,
+    _config,
     dump_policy,
     dump_settings,
     load_settings,
+    resolve_sync,
 )
 from chunktune._cli import main
 from chunktune._config import load_cache_settings, preset_names, settings_from_dict
 from chunktune._discovered import discovered_settings
 from chunktune._extends import origins
 from chunktune._keys import cache_for
+from chunktune.sim import SimulatedWorkload
 
 PRESETS = ["balanced", "off", "patient", "quick", "seed", "shared", "thorough"]
 
@@ -1275,3 +1279,40 @@ def test_a_table_s_key_error_whose_key_cannot_be_shown_is_one_problem() -> None:
     assert caught.value.problems == (
         "cache.path: missing required key (its message could not be read)",
     )
+
+
+def test_a_removed_working_directory_gives_the_defaults_and_one_warning(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Settings discovery in a working directory removed under the process warns, not raises."""
+    monkeypatch.setattr(_config, "_looked", set(), raising=False)  # warned once per process
+    gone = isolated / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert load_settings() == load_settings()  # the second look says nothing more
+    assert load_settings().policy == "balanced"
+    (warning,) = [r.getMessage() for r in caplog.records if "cannot look for" in r.getMessage()]
+    assert "No such file or directory" in warning and "built-in settings" in warning
+
+
+def test_a_settings_file_that_cannot_be_looked_at_leaves_resolve_its_sweep(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An EIO stat of ./chunktune.toml gives the defaults and a sweep, not a bug's fallback."""
+    monkeypatch.setattr(_config, "_looked", set(), raising=False)  # warned once per process
+    real_stat = os.stat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).endswith("chunktune.toml"):
+            raise OSError(5, "Input/output error")
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    policy = attrs.evolve(
+        load_settings().get_policy("quick"), candidates=ExplicitCandidates(sizes=(2, 8))
+    )
+    workload = SimulatedWorkload.from_layout("blocked", num_envs=64, nthread=4)
+    monkeypatch.setattr(os, "stat", stat)
+    decision = resolve_sync(workload, policy=policy)
+    assert decision.source == "benchmark", decision.reason
+    assert any("Input/output error" in r.getMessage() for r in caplog.records)
