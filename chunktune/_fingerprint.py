@@ -212,7 +212,22 @@ def mujoco_version() -> str:
 
 
 def _installed(name: str) -> str | None:
-    """The installed version of the distribution ``name``, None where none is found."""
+    """The installed version of the distribution ``name``, None where none is found.
+
+    A read of its metadata that the file system refuses once (EIO on a network mount) is
+    read again: it is no answer (a fallback would stand in every cache key for the
+    process's life), and raised it failed the resolve as a bug in chunktune.
+
+    Raises:
+        OSError: the metadata could not be read twice in a row.
+    """
+    try:
+        return _version(name)
+    except OSError:
+        return _version(name)
+
+
+def _version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

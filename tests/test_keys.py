@@ -745,3 +745,20 @@ def test_a_cgroup_path_that_climbs_out_of_the_mount_reads_only_the_mount_s_quota
     membership = tmp_path / "cgroup"
     membership.write_text("0::/../job\n")
     assert cpu_quota(tmp_path, membership) == 2.0
+
+
+def test_a_version_read_refused_once_is_read_again_not_a_failed_resolve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One EIO reading mujoco's METADATA is read again: its real version, nothing raised."""
+    real_version, refused = metadata.version, list[str]()
+
+    def version(name: str) -> str:
+        if not refused:
+            refused.append(name)
+            raise OSError(5, "Input/output error")
+        return real_version(name)
+
+    monkeypatch.setattr(_fingerprint, "_remembered", {})
+    monkeypatch.setattr(metadata, "version", version)
+    assert mujoco_version() == real_version("mujoco") and refused == ["mujoco"]
