@@ -199,7 +199,13 @@ def board(key: str, on_progress: ProgressCallback | None = None) -> tuple[Flight
             owner_progress=None if on_progress is None else as_passed(on_progress),
         )
         if flight.owner_gone is not never and not _janitor_running:
-            _janitor_running = _start_janitor()
+            try:
+                _janitor_running = _start_janitor()
+            except BaseException:
+                # a MemoryError from Thread.start, say: unboarded, or every later resolve
+                # of the key in this process would wait for a flight nobody owns
+                del _flights[key]
+                raise
         return flight, True
 
 

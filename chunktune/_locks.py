@@ -139,7 +139,14 @@ class Lock:
                 self._fall_back(exc)
             else:
                 if got:
-                    write_note(self.holder_path)
+                    try:
+                        write_note(self.holder_path)
+                    except BaseException:
+                        # a MemoryError as the note is made, say: let go before it is
+                        # raised, or the lock stays held with nobody to release it, and
+                        # the next resolve of its key waits for it for good
+                        self._release_file()
+                        raise
                 return got
         if self.mode == "local":
             lock, holders = self._local()

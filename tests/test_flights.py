@@ -1239,3 +1239,33 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
     finally:
         _flights.land(flight, None)
     assert scope.cancelled_caught and [e.kind for e in seen] == ["waiting"]
+
+
+class _NoMemory:
+    """A thread whose start finds no memory for its state."""
+
+    def __init__(self, **kwargs: object) -> None:
+        pass
+
+    def start(self) -> None:
+        raise MemoryError
+
+
+def test_a_janitor_start_that_raises_leaves_no_flight_without_an_owner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A MemoryError starting the janitor is raised with the key unboarded, so it boards again."""
+    _join_earlier_janitors()
+    key = "test-no-memory-for-the-janitor"
+
+    async def board() -> bool:
+        flight, owner = _flights.board(key)
+        _flights.land(flight, None)
+        return owner
+
+    monkeypatch.setattr(_flights, "threading", types.SimpleNamespace(Thread=_NoMemory))
+    with pytest.raises(MemoryError):
+        asyncio.run(board())
+    monkeypatch.undo()
+    assert key not in _flights._flights
+    assert asyncio.run(board())

@@ -1163,3 +1163,19 @@ def test_an_unlock_refused_for_good_is_warned_about_not_raised(
     (warning,) = warnings_about(caplog, "cannot release the sweep lock")
     assert "Input/output error" in warning
     lock.release()  # let go for real: the descriptor filelock kept is closed
+
+
+def test_a_holder_note_that_raises_lets_the_lock_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MemoryError writing the holder's note is raised with the file lock released."""
+
+    def no_memory(path: Path) -> None:
+        raise MemoryError
+
+    lock = key_lock(tmp_path / "locks" / "k.lock")
+    monkeypatch.setattr(_locks, "write_note", no_memory)
+    with pytest.raises(MemoryError):
+        lock.try_acquire()
+    monkeypatch.undo()
+    assert key_lock(tmp_path / "locks" / "k.lock").try_acquire()
