@@ -8,6 +8,8 @@ import logging
 import os
 import random
 import re
+import subprocess
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -601,3 +603,39 @@ def test_a_salvage_takes_an_entry_built_by_its_read_only_for_a_table_of_that_che
     assert (
         salvage(broken, "toml", Decoded(broken, "toml", True, document, built))["0005.key"] is other
     )
+
+
+# another process moves the damaged file aside (its whole entries written afresh), then
+# damages the fresh file otherwise: entry 7 altered (the first damage altered entry 3)
+_REPAIR_AND_DAMAGE_AGAIN = """
+import sys
+from pathlib import Path
+from chunktune import DecisionCache
+path = Path(sys.argv[1])
+assert len(DecisionCache(path).entries()) == 11
+path.write_bytes(path.read_bytes().replace(b"entry 7", b"entry Y", 1))
+"""
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_file_repaired_and_damaged_again_by_another_process_salvages_its_new_bytes(
+    tmp_path: Path, fmt: CacheFormat
+) -> None:
+    """Damaged, repaired elsewhere, damaged again before the move: the new bytes are salvaged."""
+    from chunktune._cache_quarantine import Quarantine
+
+    path, first = _damaged(tmp_path, fmt, _DAMAGES[0].values[0])
+    file = CacheFile(path, fmt)
+    with pytest.raises(UnusableCache):
+        file.load(fresh=True)  # as under the write lock: what it decoded is kept
+    subprocess.run(
+        [sys.executable, "-c", _REPAIR_AND_DAMAGE_AGAIN, str(path)], check=True, timeout=120
+    )
+    again = path.read_bytes()
+    assert b"entry 7" in first and b"entry Y" in again
+    # the file changed between that read and the move (a damage takes no lock)
+    kept = Quarantine(file).move_aside("holds an altered entry")
+    assert len(kept) == 10 and "0007.key" not in kept  # the first bytes' held entry 7
+    assert kept == salvage(again, fmt) == DecisionCache(path).entries()
+    asides = [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert sorted(asides) == sorted([first, again])  # each damage aside, bytes intact
