@@ -149,11 +149,28 @@ class DecisionCache:
                         return dict(self._quarantine.move_aside(str(exc)))
             except OSError as os_exc:
                 kept = self._quarantine.read_only(os_exc)
+                if kept is None:
+                    kept = self._read_again(os_exc)
                 if kept is not None:
                     return dict(kept)
                 return self._quarantine.unavailable(os_exc, strict=strict)
         except OSError as exc:
             return self._quarantine.unavailable(exc, strict=strict)
+
+    def _read_again(self, exc: OSError) -> dict[str, CacheEntry] | None:
+        """What the file there now serves, once: the unusable file that could not be moved
+        aside (``exc``) was replaced meanwhile, by another process that could (a repair, a
+        fresh cache, damage anew). Its own entries, or if unusable its whole ones read-only;
+        None if it cannot be read either, or is gone (moved aside for good: a full disk kept
+        its entries from a fresh file, and ``exc`` says so)."""
+        try:
+            if self._file.stat() is None:
+                return None
+            return self._load(fresh=False)
+        except UnusableCache:
+            return self._quarantine.read_only(exc)
+        except OSError:
+            return None
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry stored under ``key``, or None."""

@@ -639,3 +639,32 @@ def test_a_file_repaired_and_damaged_again_by_another_process_salvages_its_new_b
     assert kept == salvage(again, fmt) == DecisionCache(path).entries()
     asides = [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert sorted(asides) == sorted([first, again])  # each damage aside, bytes intact
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("now", ["repaired", "damaged-anew"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_damaged_file_replaced_before_its_read_only_serve_serves_the_file_there_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat, now: str, strict: bool
+) -> None:
+    """Replaced between its read and its read-only serve: what the file there now holds serves."""
+    from chunktune._cache_quarantine import Quarantine
+
+    path, _ = _damaged(tmp_path, fmt, _DAMAGES[0].values[0])
+    path.with_name(path.name + ".lock").mkdir()  # the write lock cannot be taken
+    raw, entries = dozen(fmt)
+    there = raw if now == "repaired" else raw.replace(b"entry 9", b"entry Z", 1)
+    real = Quarantine.read_only
+    replaced: list[bytes] = []
+
+    def replaced_first(self: Quarantine, exc: OSError) -> dict[str, CacheEntry] | None:
+        if not replaced:  # by a process that can write there: atomically, as chunktune does
+            path.with_name("new").write_bytes(there)
+            os.replace(path.with_name("new"), path)
+            replaced.append(there)
+        return real(self, exc)
+
+    monkeypatch.setattr(Quarantine, "read_only", replaced_first)
+    served = DecisionCache(path).entries(strict=strict)
+    assert replaced and served == (entries if now == "repaired" else salvage(there, fmt))
+    assert len(served) == (12 if now == "repaired" else 11) and path.read_bytes() == there
