@@ -219,6 +219,8 @@ class CacheFile:
             self._left.keep(version, str(exc))
             raise left_alone(self.path, str(exc)) from None
         except UnusableCache as exc:
+            # a table in the other format is salvaged, and its whole entries written, in it
+            self._found_as(exc.found_in(self.format))
             # with what the parse decoded: the quarantine hands it to the salvage
             self.broken.keep(version, Broken(str(exc), exc.decoded))
             raise

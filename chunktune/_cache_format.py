@@ -76,6 +76,12 @@ class UnusableCache(Exception):
     """What :func:`parse_cache` made of the bytes it raised this for, for their salvage
     (None where no parse raised it: a read that found the same bytes again)."""
 
+    def found_in(self, asked: CacheFormat) -> CacheFormat:
+        """The format the bytes decoded in, the one to salvage them in: the other one where
+        a machine whose settings disagree wrote them (in ``asked`` they are no table)."""
+        decoded = self.decoded
+        return decoded.fmt if decoded is not None and decoded.whole else asked
+
 
 class LeftAlone(UnusableCache):
     """A document to be left as it is, neither read nor written nor moved aside."""

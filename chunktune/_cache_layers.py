@@ -103,7 +103,7 @@ class SystemCache:
             self._warn_once(f"{exc}; ignoring it (it is read-only to chunktune, so left as is)")
             entries: dict[str, CacheEntry] = {}
         except UnusableCache as exc:
-            entries = salvage(raw, self.format, exc.decoded)
+            entries = salvage(raw, exc.found_in(self.format), exc.decoded)
             self._warn_once(
                 f"{exc}; serving the {len(entries)} of its entries that are whole "
                 "(it is read-only to chunktune, so left as is)"

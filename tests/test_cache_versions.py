@@ -21,6 +21,7 @@ from _users import child_env
 
 from chunktune import DecisionCache
 from chunktune._cache_checksums import CHECKSUM_FIELD, checksum, stored_tables
+from chunktune._cache_layers import SystemCache
 
 FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
 
@@ -100,6 +101,45 @@ def test_a_cache_in_the_other_format_is_read_and_written_in_it(
     theirs = DecisionCache(path, format=written)
     assert theirs.entries() == {"theirs.abc": entry(8), "mine.abc": entry(4)}
     assert (path.read_bytes().startswith(b"{")) == (written == "json")
+
+
+def _unusable_header(raw: bytes) -> bytes:
+    """``raw``, a cache's document in either format, with its schema spelled as a string."""
+    damaged = raw.replace(b"schema = 1", b'schema = "1"').replace(b'"schema": 1', b'"schema": "1"')
+    assert damaged != raw
+    return damaged
+
+
+@pytest.mark.parametrize(
+    ("written", "asked"),
+    [
+        pytest.param("toml", "json", id="toml-read-as-json"),
+        pytest.param("json", "toml", id="json-read-as-toml"),
+    ],
+)
+@pytest.mark.parametrize("way", ["moved-aside", "system"])
+def test_an_unusable_cache_in_the_other_format_is_salvaged_in_its_own(
+    tmp_path: Path, written: str, asked: str, way: str
+) -> None:
+    """A file in the other format, decoded but unusable, keeps its whole entries, in its format."""
+    path = tmp_path / "cache.json"
+    theirs = DecisionCache(path, format=written)
+    assert theirs.put("a.abc", entry(8)) and theirs.put("b.abc", entry(4))
+    broken = _unusable_header(path.read_bytes())
+    path.write_bytes(broken)
+    mine = (
+        DecisionCache(path, format=asked)
+        if way == "moved-aside"
+        else SystemCache(path, format=asked)
+    )
+    assert mine.entries() == {"a.abc": entry(8), "b.abc": entry(4)}
+    if way == "system":
+        assert path.read_bytes() == broken  # read-only: left as it is
+        return
+    aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert [p.read_bytes() for p in aside] == [broken]
+    assert path.read_bytes().startswith(b"{") == (written == "json")  # its own format still
+    assert DecisionCache(path, format=written).entries() == {"a.abc": entry(8), "b.abc": entry(4)}
 
 
 def test_a_process_whose_settings_say_toml_lists_a_json_cache(tmp_path: Path) -> None:
