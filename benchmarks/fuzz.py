@@ -46,8 +46,8 @@ from chunktune._cache_format import (
     UnusableCache,
     cache_format,
     encode,
-    parse_cache,
 )
+from chunktune._cache_parse import parse_cache
 from chunktune._cache_transfer import read_cache_file
 from chunktune._cli import main
 

@@ -32,16 +32,9 @@ from time import time_ns
 from ._atomic import remove_stale_temps, write_atomic
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
-from ._cache_format import (
-    SCHEMA,
-    CacheFormat,
-    LeftAlone,
-    Members,
-    UnusableCache,
-    document,
-    parse_cache,
-)
+from ._cache_format import SCHEMA, CacheFormat, LeftAlone, Members, UnusableCache, document
 from ._cache_json import Spans
+from ._cache_parse import parse_cache
 from ._cache_parsed import Broken, Parsed, left_alone, not_a_cache_file, parsed_file, too_large
 from ._cache_rewrite import Content, Locked, Rewrite, digest, read_back_written, rewrite
 from ._cache_unread import NOTHING_UNREAD, Unread

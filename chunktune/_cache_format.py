@@ -1,24 +1,15 @@
-"""The cache file's format: one parser and one encoder for its JSON and TOML documents.
+"""The cache file's format: which one a file is in, and the bytes of its JSON and TOML
+documents; what a parse of them reads is :mod:`chunktune._cache_parse`'s.
 
 A document is ``{"schema": 1, "checksums": "sha256", "entries": {key: table}}``; each table
-is read and written by :mod:`chunktune._cache_entry`, every field checked, and an entry
-that fails is skipped and named, never served. Each table also carries a checksum of its
-key and content (:mod:`chunktune._cache_checksums`): an entry whose checksum fails was
-edited or damaged, and is :attr:`ParsedCache.altered`. ``checksums`` declares them, ahead
-of every entry, so no cut of the file can lose it; files written before checksums (no
-declaration) are read as they are, every entry served. A document that does not decode,
-ends inside a line (TOML cut short), or is of the wrong shape (not a table, no schema, a
-newer schema, ``entries`` not a table), is :class:`UnusableCache`; the caller moves it
-aside or reports it, except a newer schema's (:class:`NewerCache`), which another chunktune
-still uses, and a table with none of a cache's keys (:class:`ForeignDocument`), some other
-program's file: both are :class:`LeftAlone`. The older tuner's flat JSON cache (schema 0,
-:mod:`chunktune._cache_legacy`) goes through the same validation, as do the entries an
-older tuner still pointed at a migrated cache stores beside its ``entries``. What a newer
-chunktune of this schema added that this one cannot read is :attr:`ParsedCache.unread`,
-written back by :func:`document` (:mod:`chunktune._cache_unread`). A document in the other
-format than the one asked for (machines whose settings disagree) is read in its own
-(:attr:`ParsedCache.found_as`), never taken for a damaged one. JSON is decoded an entry at
-a time (:mod:`chunktune._cache_json`).
+carries a checksum of its key and content (:mod:`chunktune._cache_checksums`).
+``checksums`` declares them, ahead of every entry, so no cut of the file can lose it. What
+cannot be read as a whole is :class:`UnusableCache`, which carries what its parse decoded
+(:class:`Decoded`) for the salvage that follows; a newer schema's (:class:`NewerCache`) and
+some other program's table (:class:`ForeignDocument`) are :class:`LeftAlone`. What a newer
+chunktune of this schema added that this one cannot read is written back by
+:func:`document` (:mod:`chunktune._cache_unread`). JSON is decoded an entry at a time
+(:mod:`chunktune._cache_json`).
 """
 
 from __future__ import annotations
@@ -32,14 +23,12 @@ from typing import Any, Literal, cast
 import attrs
 import tomli_w
 
-from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, altered, stored_tables
-from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
+from ._cache_checksums import CHECKSUM_FIELD, CHECKSUMS, Known, stored_tables
+from ._cache_entry import CacheEntry
 from ._cache_json import Spans, json_by_entry
-from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
-from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
+from ._cache_unread import NOTHING_UNREAD, Unread
 from ._errors import CacheError
-from ._reading import MAX_NESTING, nests_deeper
-from ._shown import escaped_toml, shown
+from ._shown import escaped_toml
 
 __all__ = [
     "SCHEMA",
@@ -49,7 +38,6 @@ __all__ = [
     "LeftAlone",
     "Members",
     "NewerCache",
-    "ParsedCache",
     "UnusableCache",
     "cache_format",
     "decode",
@@ -58,13 +46,11 @@ __all__ = [
     "encode_members",
     "encode_tables",
     "member_as_read",
-    "parse_cache",
-    "read_back",
     "suffix_format",
+    "too_deep",
 ]
 
 SCHEMA = 1
-_DOCUMENT_KEYS = ("schema", "checksums", "entries")  # a document's own top-level keys
 
 CacheFormat = Literal["json", "toml"]
 
@@ -73,8 +59,9 @@ class UnusableCache(Exception):
     """A document that cannot be read as a whole; the message completes "the file ..."."""
 
     decoded: Decoded | None = None
-    """What :func:`parse_cache` made of the bytes it raised this for, for their salvage
-    (None where no parse raised it: a read that found the same bytes again)."""
+    """What :func:`~chunktune._cache_parse.parse_cache` made of the bytes it raised this
+    for, for their salvage (None where no parse raised it: a read that found the same bytes
+    again)."""
 
     def found_in(self, asked: CacheFormat) -> CacheFormat:
         """The format the bytes decoded in, the one to salvage them in: the other one where
@@ -108,8 +95,9 @@ class Decoded:
     decoding them again; with it, the entries the read built of the tables whose checksum
     matched (0.85 s for 8 MiB of TOML), which the salvage takes for tables of those very
     checksums. Carried by the read's own result (:attr:`UnusableCache.decoded`,
-    :attr:`ParsedCache.decoded`, then the file's :class:`~chunktune._cache_parsed.Broken`),
-    never by the process: another thread's read of other bytes cannot replace it.
+    :attr:`~chunktune._cache_parse.ParsedCache.decoded`, then the file's
+    :class:`~chunktune._cache_parsed.Broken`), never by the process: another thread's read
+    of other bytes cannot replace it.
     """
 
     raw: bytes
@@ -125,32 +113,6 @@ class Decoded:
         """Whether these are ``raw``'s decoding as ``fmt``: equal bytes decode alike (a move
         aside reads them again, from the name aside)."""
         return self.fmt == fmt and (self.raw is raw or self.raw == raw)
-
-
-@attrs.frozen
-class ParsedCache:
-    """What a document holds: the valid entries, and ``(key, why)`` for each one skipped."""
-
-    entries: dict[str, CacheEntry]
-    skipped: tuple[tuple[str, str], ...] = ()
-    legacy: bool = False
-    altered: tuple[str, ...] = ()
-    """The skipped keys whose checksum fails or is missing: edited or damaged since written."""
-    known: dict[str, Known] = attrs.field(factory=dict)
-    """The served entries read from a checksummed table, by key: for the next parse and write."""
-    decoded: Decoded | None = attrs.field(default=None, eq=False, repr=False)
-    """Where :attr:`altered` makes the file unusable: what its bytes decoded to, for their
-    salvage (:class:`Decoded`)."""
-    unread: Unread = NOTHING_UNREAD
-    """What a newer chunktune wrote that this one cannot read: kept by the next write."""
-    found_as: CacheFormat | None = None
-    """The other format, where the document was not in the one asked for (a machine whose
-    settings say TOML wrote the file another's read as JSON): it is read, and written, so."""
-
-    @property
-    def kind(self) -> str:
-        """``"chunktune cache"`` or ``"older tuner's cache"``."""
-        return "older tuner's cache" if self.legacy else "chunktune cache"
 
 
 # ---------------------------------------------------------------- the format decision
@@ -190,7 +152,7 @@ def decode(raw: bytes, fmt: CacheFormat, *, spans: Spans | None = None) -> Any:
     try:
         doc = tomllib.loads(raw.decode()) if fmt == "toml" else json_by_entry(raw, spans)
     except RecursionError:
-        raise UnusableCache(_too_deep(fmt)) from None
+        raise UnusableCache(too_deep(fmt)) from None
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError
         raise UnusableCache(f"does not parse as {fmt.upper()}: {exc}") from None
     if fmt == "toml" and raw and not raw.endswith(b"\n"):
@@ -200,22 +162,9 @@ def decode(raw: bytes, fmt: CacheFormat, *, spans: Spans | None = None) -> Any:
     return doc
 
 
-def _too_deep(fmt: CacheFormat) -> str:
+def too_deep(fmt: CacheFormat) -> str:
+    """What a document nested too deeply to parse is (completing "the file ...")."""
     return f"is nested too deeply to parse as {fmt.upper()}"
-
-
-def _declares_checksums(doc: Mapping[str, Any]) -> bool:
-    """Whether a document declares checksummed entries.
-
-    Raises:
-        UnusableCache: it declares checksums made some other way (or damaged).
-    """
-    declared = doc.get("checksums")
-    if declared is None:
-        return False
-    if declared != CHECKSUMS:
-        raise UnusableCache(f"declares entry checksums {shown(declared)}, not {CHECKSUMS!r}")
-    return True
 
 
 def encode(entries: Mapping[str, CacheEntry], fmt: CacheFormat) -> bytes:
@@ -312,230 +261,3 @@ def document(members: Members, fmt: CacheFormat, unread: Unread = NOTHING_UNREAD
     return (
         f'{{\n "checksums": "{CHECKSUMS}",\n "entries": {body},\n{top} "schema": {SCHEMA}\n}}\n'
     ).encode()
-
-
-def read_back(members: Members, fmt: CacheFormat) -> ParsedCache:
-    """What a parse of a file written with ``members`` (:func:`encode_tables`'s memo, or a
-    part of it) reads for their entries: their texts decoded and every entry read and
-    checked as :func:`parse_cache` reads it, without the rest of the file."""
-    texts = [text for _, text in members.values()]
-    if fmt == "toml":
-        tables = tomllib.loads("\n".join(texts)).get("entries", {})
-    else:
-        tables = json.loads("{" + ",".join(texts) + "}")
-    return _read_entries(tables, declared=True, known={})
-
-
-def parse_cache(
-    raw: bytes,
-    fmt: CacheFormat,
-    *,
-    mtime: float,
-    source: str,
-    known: Mapping[str, Known] | None = None,
-    spans: Spans | None = None,
-) -> ParsedCache:
-    """Parse a chunktune cache, or an older tuner's flat JSON cache, every entry validated.
-
-    ``mtime`` (Unix seconds) dates the older tuner's entries, which carry no date;
-    ``source`` names the file in their reason. Keys of the older tuner's entries
-    become ``legacy-<key>``: they hashed too little to be trusted for a hit, but the
-    evidence is kept, listed and exported; so are those an older tuner stored at the top
-    level of a chunktune document. Every checksum is checked; a table whose
-    checksum matched and equals ``known[key].checksum`` reads as ``known[key].entry``.
-    ``spans``, if given, is filled as :func:`chunktune._cache_json.json_by_entry` fills it.
-    What an unusable document (or one holding an altered entry) decoded to, or that ``raw``
-    did not decode, goes with the exception raised (or the altered reading returned), for
-    the salvage of these bytes that follows (:class:`Decoded`).
-
-    Raises:
-        UnusableCache: the document does not decode, is of the wrong shape, or nests
-            deeper than :data:`~chunktune._reading.MAX_NESTING` levels.
-        NewerCache: (an UnusableCache) the document has a newer schema.
-        ForeignDocument: (an UnusableCache) the document is some other program's table.
-    """
-    asked = fmt
-    try:
-        doc = decode(raw, fmt, spans=spans)
-    except UnusableCache as exc:
-        other = _as_other_format(raw, fmt, spans)
-        if other is None:
-            exc.decoded = Decoded(raw, fmt, False)
-            raise
-        fmt, doc = other
-    try:
-        parsed = _parse_document(doc, fmt, mtime=mtime, source=source, known=known)
-    except UnusableCache as exc:
-        if not isinstance(exc, LeftAlone):  # that is never moved aside nor salvaged
-            exc.decoded = Decoded(raw, fmt, True, doc)
-        raise
-    # an altered entry makes the file unusable (chunktune._cache_parsed): salvage follows
-    if parsed.altered:
-        parsed = attrs.evolve(parsed, decoded=Decoded(raw, fmt, True, doc, parsed.known))
-    return parsed if fmt == asked else attrs.evolve(parsed, found_as=fmt)
-
-
-def _as_other_format(
-    raw: bytes, fmt: CacheFormat, spans: Spans | None
-) -> tuple[CacheFormat, Any] | None:
-    """The other format and the table ``raw`` decodes to in it, where ``raw`` does not
-    decode as ``fmt``; None if it decodes to no table (or an empty one) there either.
-
-    Machines sharing one file may disagree on its format (``[cache] format = "toml"`` on
-    one, the ``.json`` suffix on another): each would take the other's file for a damaged
-    one and move it aside with every entry. A table in the other format is what it is.
-    """
-    other: CacheFormat = "json" if fmt == "toml" else "toml"
-    # a JSON document starts with "{", which no TOML document can: a file of the format
-    # asked for, damaged, is not decoded again (TOML decodes 8.6 MiB in 1.5 s)
-    if raw.lstrip()[:1] == b"{" if fmt == "json" else raw.lstrip()[:1] != b"{":
-        return None
-    found: Spans = {}
-    try:
-        doc = decode(raw, other, spans=found)
-    except UnusableCache:
-        return None
-    if not isinstance(doc, dict) or not doc:
-        return None
-    if spans is not None:
-        spans.clear()
-        spans.update(found)
-    return other, doc
-
-
-def _parse_document(
-    doc: Any,
-    fmt: CacheFormat,
-    *,
-    mtime: float,
-    source: str,
-    known: Mapping[str, Known] | None,
-) -> ParsedCache:
-    """:func:`parse_cache` of the document ``doc`` its bytes decoded to (as ``fmt``)."""
-    doc = _top_table(doc, fmt)
-    if is_legacy(doc):
-        entries, skipped = legacy_entries(doc, mtime=mtime, source=source)
-        return ParsedCache(entries, tuple(skipped), legacy=True)
-    tables, declared = _entry_tables(doc)
-    parsed = _read_entries(tables, declared=declared, known=known or {})
-    strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
-    top = {k: v for k, v in doc.items() if k not in _DOCUMENT_KEYS and k not in strays}
-    if top:
-        parsed = attrs.evolve(parsed, unread=attrs.evolve(parsed.unread, top=top))
-    if not strays:
-        return parsed
-    # written after chunktune's last write, which moves them among the entries: newer
-    extra, skipped = legacy_entries(strays, mtime=mtime, source=source)
-    return attrs.evolve(
-        parsed,
-        entries={**parsed.entries, **extra},
-        skipped=(*parsed.skipped, *skipped),
-        known={k: v for k, v in parsed.known.items() if k not in extra},
-    )
-
-
-def _top_table(doc: Any, fmt: CacheFormat) -> dict[str, Any]:
-    """The decoded document ``doc``, a table no deeper than a cache's (unless of a newer
-    schema).
-
-    Raises:
-        UnusableCache: it nests too deeply, or is not a table.
-    """
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    newer = type(schema) is int and schema > SCHEMA  # a newer chunktune's file: left alone
-    if not newer and nests_deeper(doc, MAX_NESTING):
-        raise UnusableCache(_too_deep(fmt))
-    if not isinstance(doc, dict):
-        raise UnusableCache("is not a cache: its top level is not a table")
-    return doc
-
-
-# what every trace `chunktune record` writes holds, and no cache does
-_TRACE_KEYS = frozenset({"num_envs", "nthread", "native", "rounds", "samples"})
-
-
-def _entry_tables(doc: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """A chunktune document's ``entries`` table, and whether it declares checksums.
-
-    Raises:
-        UnusableCache: no schema or not one of chunktune's, checksums made some other
-            way, or ``entries`` not a table.
-        NewerCache: (an UnusableCache) a newer schema.
-        ForeignDocument: (an UnusableCache) a table, not empty, with none of a cache's keys.
-    """
-    schema = doc.get("schema")
-    if type(schema) is not int or schema < 1:  # chunktune's schemas count from 1
-        has = "no schema" if "schema" not in doc else f"schema {shown(schema)}"
-        why = f"is neither a chunktune cache nor an older tuner's JSON cache ({has})"
-        if doc.keys() >= _TRACE_KEYS:
-            # a recording and a cache are both JSON files a user keeps side by side
-            why += (
-                "; it is a trace written by `chunktune record`: replay it with "
-                "chunktune.sim.ReplayWorkload.from_file"
-            )
-        if doc and not any(key in doc for key in _DOCUMENT_KEYS):
-            # no damage leaves a table that parses and holds none of them: a settings file
-            # or some other program's, named as the cache by mistake; moving it aside would
-            # take it from that program (a chunktune.toml would stop being found)
-            raise ForeignDocument(why)
-        raise UnusableCache(why)
-    if schema > SCHEMA:
-        raise NewerCache(
-            f"has cache schema {schema}, newer than this chunktune's {SCHEMA}; "
-            "upgrade chunktune to read it"
-        )
-    declared = _declares_checksums(doc)
-    table = doc.get("entries", {})
-    if not isinstance(table, dict):
-        raise UnusableCache(f"is not a cache: its entries, {shown(table)}, are not a table")
-    return table, declared
-
-
-def _read_entries(
-    tables: Mapping[str, Any], *, declared: bool, known: Mapping[str, Known]
-) -> ParsedCache:
-    """Each table's entry: skipped if altered or invalid, reused from ``known``, or read."""
-    entries: dict[str, CacheEntry] = {}
-    skipped: list[tuple[str, str]] = []
-    changed: list[str] = []
-    seen: dict[str, Known] = {}
-    unread: dict[str, Any] = {}
-    for key, value in tables.items():
-        why = altered(key, value, declared=declared)
-        if why is not None:
-            skipped.append((key, why))
-            changed.append(key)
-            continue
-        # a checksum here matched its table: the same checksum, the same table
-        stored = value.get(CHECKSUM_FIELD) if isinstance(value, dict) else None
-        if stored is not None:
-            earlier = known.get(key)
-            if earlier is not None and earlier.checksum == stored:
-                entries[key] = earlier.entry
-                seen[key] = earlier
-                continue
-        try:
-            check_key(key)
-            entries[key] = entry_from_table(value)
-        except BadEntry as exc:
-            skipped.append((key, str(exc)))
-            if stored is not None and _writable_key(key):
-                # as a chunktune wrote it (its checksum matched), in a form this one cannot
-                # read: a newer one's, whose data a write here must not drop
-                unread[key] = value
-            continue
-        if stored is not None:
-            # fields a newer chunktune added (the checksum matched: not damage) are its
-            # data: the table is written back as it was read, never stripped to this one's
-            newer = has_newer_fields(value)
-            seen[key] = Known(stored, entries[key], value if newer else None)
-    parsed = ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)
-    return attrs.evolve(parsed, unread=Unread(entries=unread)) if unread else parsed
-
-
-def _writable_key(key: str) -> bool:
-    try:
-        check_key(key)
-    except BadEntry:
-        return False
-    return True

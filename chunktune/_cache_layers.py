@@ -22,8 +22,9 @@ from pathlib import Path
 from time import time_ns
 
 from ._cache_entry import CacheEntry
-from ._cache_format import NewerCache, UnusableCache, cache_format, parse_cache
+from ._cache_format import NewerCache, UnusableCache, cache_format
 from ._cache_lookup import JobIndex, best_entry
+from ._cache_parse import parse_cache
 from ._cache_salvage import salvage
 from ._errors import CacheError
 from ._paths import user_path

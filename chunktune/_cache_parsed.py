@@ -1,6 +1,6 @@
 """What one read of a cache file made, or found wrong, for the caller of that read.
 
-:func:`parsed_file` turns :func:`~chunktune._cache_format.parse_cache`'s reading of a file
+:func:`parsed_file` turns :func:`~chunktune._cache_parse.parse_cache`'s reading of a file
 into :class:`Parsed`, or refuses the whole file for an entry edited or damaged since it
 was written, and warns of the entries skipped. A :class:`Broken` says what was wrong with
 an unusable file's bytes; the OSErrors here, why a file is unavailable to this chunktune.
@@ -16,8 +16,9 @@ import attrs
 
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
-from ._cache_format import Decoded, ParsedCache, UnusableCache
+from ._cache_format import Decoded, UnusableCache
 from ._cache_json import Spans
+from ._cache_parse import ParsedCache
 from ._cache_unread import Unread
 from ._shown import shown, shown_file, shown_some
 

@@ -19,14 +19,9 @@ import attrs
 
 from ._cache_checksums import CHECKSUM_FIELD, Known, stored_tables
 from ._cache_entry import CacheEntry
-from ._cache_format import (
-    CacheFormat,
-    Members,
-    encode_members,
-    member_as_read,
-    read_back,
-)
+from ._cache_format import CacheFormat, Members, encode_members, member_as_read
 from ._cache_json import Spans
+from ._cache_parse import read_back
 from ._cache_unread import NOTHING_UNREAD, Unread
 
 __all__ = [

@@ -15,14 +15,8 @@ from typing import BinaryIO
 
 from ._atomic import write_atomic
 from ._cache_entry import CacheEntry
-from ._cache_format import (
-    CacheFormat,
-    ParsedCache,
-    UnusableCache,
-    cache_format,
-    encode,
-    parse_cache,
-)
+from ._cache_format import CacheFormat, UnusableCache, cache_format, encode
+from ._cache_parse import ParsedCache, parse_cache
 from ._cache_paths import checked_cache_path
 from ._errors import CacheError
 from ._lock_files import make_folder

@@ -41,8 +41,9 @@ from chunktune import (
     _recent,
 )
 from chunktune._cache import default_cache_path
-from chunktune._cache_format import SCHEMA, UnusableCache, cache_format, parse_cache
+from chunktune._cache_format import SCHEMA, UnusableCache, cache_format
 from chunktune._cache_lock import write_lock
+from chunktune._cache_parse import parse_cache
 from chunktune._cache_parsed import Parsed
 from chunktune._cache_salvage import salvage
 from chunktune._cache_transfer import write_cache_file

@@ -21,9 +21,9 @@ from chunktune._cache_format import (
     cache_format,
     encode,
     encode_tables,
-    parse_cache,
     suffix_format,
 )
+from chunktune._cache_parse import parse_cache
 from chunktune._reading import MAX_NESTING
 from chunktune._shown import escaped_toml, shown
 

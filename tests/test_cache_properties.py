@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from chunktune import CacheEntry, CacheError, DecisionCache
 from chunktune._cache_entry import entry_to_table
-from chunktune._cache_format import LeftAlone, UnusableCache, decode, parse_cache
+from chunktune._cache_format import LeftAlone, UnusableCache, decode
+from chunktune._cache_parse import parse_cache
 from chunktune._cache_transfer import read_cache_file
 
 N = 256

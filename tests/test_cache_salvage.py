@@ -20,15 +20,9 @@ import pytest
 
 from chunktune import CacheEntry, DecisionCache
 from chunktune._cache_file import CacheFile
-from chunktune._cache_format import (
-    CacheFormat,
-    Decoded,
-    NewerCache,
-    UnusableCache,
-    encode,
-    parse_cache,
-)
+from chunktune._cache_format import CacheFormat, Decoded, NewerCache, UnusableCache, encode
 from chunktune._cache_json import json_by_entry
+from chunktune._cache_parse import parse_cache
 from chunktune._cache_salvage import salvage
 
 DATA = Path(__file__).parent / "data"
@@ -427,7 +421,7 @@ def test_a_damaged_file_is_decoded_once_to_read_and_salvage_it(
         decoded.extend([raw] if raw == broken else [])
         return real_decode(raw, fmt, **kwargs)
 
-    monkeypatch.setattr(_cache_format, "decode", decode_counted)
+    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
     monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
     kept = DecisionCache(path).entries()
     assert kept and [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [
@@ -455,7 +449,7 @@ def test_a_damaged_file_served_read_only_or_as_the_system_cache_is_decoded_once(
         decoded.extend([raw] if raw == broken else [])
         return real_decode(raw, fmt, **kwargs)
 
-    monkeypatch.setattr(_cache_format, "decode", decode_counted)
+    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
     monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
     if way == "system":
         kept = SystemCache(path).entries()
@@ -482,7 +476,7 @@ def test_two_threads_salvaging_two_damaged_files_at_once_decode_each_file_once(
         decoded.append(bytes(raw))
         return real_decode(raw, fmt, **kwargs)
 
-    monkeypatch.setattr(_cache_format, "decode", decode_counted)
+    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
     monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
     both_read = threading.Barrier(2)
 

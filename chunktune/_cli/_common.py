@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from .._atomic import check_writable
 from .._cache import DecisionCache
-from .._cache_format import ParsedCache
 from .._cache_legacy import LEGACY_PREFIX
+from .._cache_parse import ParsedCache
 from .._cache_transfer import read_cache_stream
 from .._config import load_settings
 from .._errors import CacheError, ConfigError, InvalidArgumentError, OutputError

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 
 from .._cache import DecisionCache
-from .._cache_format import ParsedCache, suffix_format
+from .._cache_format import suffix_format
+from .._cache_parse import ParsedCache
 from .._cache_transfer import read_cache_file
 from .._errors import CacheError, InvalidArgumentError
 from .._shown import shown_some
