@@ -392,6 +392,22 @@ def _damaged(tmp_path: Path, fmt: CacheFormat, damage: Any, name: str = "c") -> 
     return path, broken
 
 
+def _count_decodes(monkeypatch: pytest.MonkeyPatch, only: bytes | None = None) -> list[bytes]:
+    """The bytes every decode of a cache read or salvage is given from now on (``only``'s)."""
+    from chunktune import _cache_format
+
+    decoded: list[bytes] = []
+    real_decode = _cache_format.decode
+
+    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
+        decoded.extend([bytes(raw)] if only is None or raw == only else [])
+        return real_decode(raw, fmt, **kwargs)
+
+    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
+    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    return decoded
+
+
 @pytest.mark.parametrize("damage", _DAMAGES)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_damaged_file_is_decoded_once_to_read_and_salvage_it(
@@ -414,15 +430,7 @@ def test_a_damaged_file_is_decoded_once_to_read_and_salvage_it(
 
     monkeypatch.setattr(tomllib, "loads", toml_counted)
     monkeypatch.setattr(_cache_format, "json_by_entry", json_counted)
-    decoded: list[bytes] = []
-    real_decode = _cache_format.decode
-
-    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
-        decoded.extend([raw] if raw == broken else [])
-        return real_decode(raw, fmt, **kwargs)
-
-    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
-    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    decoded = _count_decodes(monkeypatch, broken)
     kept = DecisionCache(path).entries()
     assert kept and [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [
         broken
@@ -438,19 +446,10 @@ def test_a_damaged_file_served_read_only_or_as_the_system_cache_is_decoded_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat, damage: Any, way: str
 ) -> None:
     """A damaged cache that is never moved aside serves its whole entries, decoded once."""
-    from chunktune import _cache_format
     from chunktune._cache_layers import SystemCache
 
     path, broken = _damaged(tmp_path, fmt, damage)
-    decoded: list[bytes] = []
-    real_decode = _cache_format.decode
-
-    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
-        decoded.extend([raw] if raw == broken else [])
-        return real_decode(raw, fmt, **kwargs)
-
-    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
-    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    decoded = _count_decodes(monkeypatch, broken)
     if way == "system":
         kept = SystemCache(path).entries()
     else:
@@ -465,19 +464,11 @@ def test_two_threads_salvaging_two_damaged_files_at_once_decode_each_file_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: CacheFormat
 ) -> None:
     """Two damaged caches read at once: neither salvage decodes again, whichever read was last."""
-    from chunktune import _cache_format, _cache_quarantine
+    from chunktune import _cache_quarantine
 
     one, broken_one = _damaged(tmp_path, fmt, _DAMAGES[0].values[0], "one")
     other, broken_other = _damaged(tmp_path, fmt, lambda raw: raw.replace(b"entry 5", b"Y"), "o")
-    decoded: list[bytes] = []
-    real_decode = _cache_format.decode
-
-    def decode_counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
-        decoded.append(bytes(raw))
-        return real_decode(raw, fmt, **kwargs)
-
-    monkeypatch.setattr("chunktune._cache_parse.decode", decode_counted)  # the read's
-    monkeypatch.setattr("chunktune._cache_salvage.decode", decode_counted)
+    decoded = _count_decodes(monkeypatch)
     both_read = threading.Barrier(2)
 
     def salvage_once_both_read(*args: Any) -> Any:

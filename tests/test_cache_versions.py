@@ -24,6 +24,11 @@ from chunktune._cache_checksums import CHECKSUM_FIELD, checksum, stored_tables
 from chunktune._cache_layers import SystemCache
 
 FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
+# a file written in one format, read by a process whose settings ask for the other
+OTHER_FORMATS = [
+    pytest.param("toml", "json", id="toml-read-as-json"),
+    pytest.param("json", "toml", id="json-read-as-toml"),
+]
 
 
 def _newer_table(key: str, **fields: Any) -> dict[str, Any]:
@@ -81,13 +86,7 @@ def test_a_newer_chunktunes_top_level_keys_survive_a_write(tmp_path: Path, fmt: 
     assert set(DecisionCache(path).entries()) == {"future.abc", "mine.abc", "more.abc"}
 
 
-@pytest.mark.parametrize(
-    ("written", "asked"),
-    [
-        pytest.param("toml", "json", id="toml-read-as-json"),
-        pytest.param("json", "toml", id="json-read-as-toml"),
-    ],
-)
+@pytest.mark.parametrize(("written", "asked"), OTHER_FORMATS)
 def test_a_cache_in_the_other_format_is_read_and_written_in_it(
     tmp_path: Path, written: str, asked: str
 ) -> None:
@@ -110,13 +109,7 @@ def _unusable_header(raw: bytes) -> bytes:
     return damaged
 
 
-@pytest.mark.parametrize(
-    ("written", "asked"),
-    [
-        pytest.param("toml", "json", id="toml-read-as-json"),
-        pytest.param("json", "toml", id="json-read-as-toml"),
-    ],
-)
+@pytest.mark.parametrize(("written", "asked"), OTHER_FORMATS)
 @pytest.mark.parametrize("way", ["moved-aside", "system"])
 def test_an_unusable_cache_in_the_other_format_is_salvaged_in_its_own(
     tmp_path: Path, written: str, asked: str, way: str
