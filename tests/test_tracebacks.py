@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _forking import run_forked
 
 import chunktune
 from chunktune import Decision, _tracebacks
@@ -209,14 +211,10 @@ def test_a_fork_child_logs_the_traceback_again() -> None:
     """A child forked after a failure logs it with its traceback: its log may be another file."""
     failure = RuntimeError("broken")
     _tracebacks.first("key", failure)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: say whether the failure is new to it, and go
-        os.write(write, b"1" if _tracebacks.first("key", failure) else b"0")
-        os._exit(0)
-    os.close(write)
-    told = os.read(read, 1)
-    os.close(read)
-    os.waitpid(pid, 0)
-    assert told == b"1"
+
+    def child() -> None:  # exits 0 where the failure is new to the child
+        sys.exit(0 if _tracebacks.first("key", failure) else 3)
+
+    # run_forked: the child never returns into pytest, whatever it raises
+    assert run_forked(child, hang_guard_s=60) == 0
     assert not _tracebacks.first("key", failure)  # the parent still remembers it
