@@ -200,6 +200,11 @@ class CacheFile:
             return entries
         if fresh and (entries := self._unchanged(stat, raw, settled=settled)) is not None:
             return entries
+        # what an earlier read found of a newer chunktune's is not these bytes' (a usable
+        # parse sets theirs): the write of an unusable file's whole entries must not bring
+        # back what that chunktune has since replaced, for it to serve (these bytes' own
+        # stay in the copy moved aside)
+        self._unread = NOTHING_UNREAD
         if (why := self._left.by_bytes(stat, raw, settled=settled)) is not None:
             raise left_alone(self.path, why)
         if (broken := self.broken.by_bytes(stat, raw, settled=settled)) is not None:

@@ -49,6 +49,13 @@ def _read(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _read_as(path: Path, fmt: str) -> dict[str, Any]:
+    doc: dict[str, Any] = (
+        json.loads(path.read_text()) if fmt == "json" else tomllib.loads(path.read_text())
+    )
+    return doc
+
+
 def _newer_file(path: Path, **top: Any) -> dict[str, Any]:
     """A newer chunktune's file at ``path`` (its suffix its format): one entry of its own
     with fields this chunktune does not know, and ``top`` beside ``entries``."""
@@ -248,3 +255,24 @@ def test_a_decision_stored_over_an_unreadable_entry_replaces_it_for_good(tmp_pat
     )
     assert cache.remove(["batch.abc"]) == {"batch.abc"}
     assert set(_read(path)["entries"]) == {"old.abc"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_broken_files_fresh_copy_brings_back_no_earlier_unreadable_entry(
+    tmp_path: Path, fmt: str
+) -> None:
+    """A broken file's whole entries are written without a newer one's entry read earlier."""
+    path = tmp_path / f"cache.{fmt}"
+    _unreadable_file(path)
+    cache = DecisionCache(path)
+    assert set(cache.entries()) == {"old.abc"}  # reads batch.abc, unreadable here
+    # the newer chunktune replaces its entry; then another entry is damaged
+    newer = _newer_table("batch.abc", timings_ms={"native": 12.5, "8": 10.0, "batch": 7.7})
+    tables = stored_tables({"old.abc": entry(), "hit.abc": entry(4)})
+    tables["hit.abc"]["host"] = "edited"  # its checksum no longer matches
+    broken = {"schema": 1, "checksums": "sha256", "entries": {"batch.abc": newer, **tables}}
+    _write(path, broken)
+    assert set(cache.entries()) == {"old.abc"}  # moved aside, its whole entries kept
+    assert set(_read(path)["entries"]) == {"old.abc"}  # not the batch.abc read before
+    (aside,) = (p for p in tmp_path.iterdir() if ".corrupt-" in p.name)
+    assert _read_as(aside, fmt)["entries"]["batch.abc"] == newer
