@@ -12,7 +12,9 @@ checksums has none to check: there TOML's last entry is dropped too (a cut at a 
 end leaves it parsing, shorter), and so are the neighbours of a block whose header
 broke. A file that parses as a whole and holds checksums (one altered entry made it
 unusable) keeps each entry whose checksum matches, however it is laid out (by hand,
-``jq .``). Any other file laid out otherwise yields what it yields, possibly nothing;
+``jq .``). A file that decodes in neither format is read in the layout of the format
+asked for, else (nothing found) of the other one: machines whose settings disagree
+share a file. Any other file laid out otherwise yields what it yields, possibly nothing;
 the caller keeps the original bytes either way.
 """
 
@@ -57,7 +59,11 @@ def salvage(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> dic
     if whole is not None:
         (blocks, built), declared = whole, True
     else:
-        blocks, declared = _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
+        blocks, declared = _blocks(raw, fmt)
+        if not blocks:
+            # laid out in the other format: a file a machine whose settings disagree wrote,
+            # then cut short, decodes in neither (chunktune._cache_parse reads it whole)
+            blocks, declared = _blocks(raw, "json" if fmt == "toml" else "toml")
     declared = declared or any(isinstance(t, dict) and "checksum" in t for _, t in blocks)
     kept: dict[str, CacheEntry] = {}
     for key, table in blocks:
@@ -73,6 +79,12 @@ def salvage(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> dic
         except BadEntry:
             continue
     return kept
+
+
+def _blocks(raw: bytes, fmt: CacheFormat) -> tuple[list[tuple[str, Any]], bool]:
+    """Each entry's block that parses alone, as laid out in ``fmt``, and whether the file
+    declares checksums."""
+    return _toml_blocks(raw) if fmt == "toml" else _json_blocks(raw)
 
 
 def _reusable(decoded: Decoded | None, raw: bytes, fmt: CacheFormat) -> Decoded | None:

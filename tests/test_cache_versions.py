@@ -142,6 +142,24 @@ def test_an_unusable_cache_in_the_other_format_is_salvaged_in_its_own(
     assert DecisionCache(path, format=written).entries() == {"a.abc": entry(8), "b.abc": entry(4)}
 
 
+@pytest.mark.parametrize(("written", "asked"), OTHER_FORMATS)
+def test_a_cache_in_the_other_format_cut_short_keeps_its_whole_entries(
+    tmp_path: Path, written: str, asked: str
+) -> None:
+    """A file in the other format cut short mid-line (it decodes in neither) keeps whole entries."""
+    path = tmp_path / "cache.json"
+    theirs = DecisionCache(path, format=written)
+    for n in range(4):
+        assert theirs.put(f"k{n}.abc", entry(4 + n))
+    raw = path.read_bytes()
+    cut = raw[: raw.index(b"k3.abc")]  # inside the last entry's first line
+    path.write_bytes(cut)
+    kept = DecisionCache(path, format=asked).entries()
+    assert kept == {f"k{n}.abc": entry(4 + n) for n in range(3)}
+    assert [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [cut]
+    assert DecisionCache(path, format=written).entries() == kept
+
+
 def test_a_process_whose_settings_say_toml_lists_a_json_cache(tmp_path: Path) -> None:
     """`cache list` under `format = "toml"` lists a JSON file at its path, leaving it as it is."""
     path = tmp_path / "cache.json"
