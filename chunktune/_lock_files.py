@@ -36,6 +36,7 @@ __all__ = [
     "SWEEP_LOCK_ENV",
     "default_sweep_lock_path",
     "file_lock",
+    "held_fd",
     "holds_file_at",
     "make_folder",
     "named_sweep_lock",
@@ -108,7 +109,7 @@ def take(lock: filelock.BaseFileLock, *, timeout: float) -> None:
             raise
         _fit_mode(lock, path)
         lock.acquire(timeout=timeout)
-    fd = _held_fd(lock)
+    fd = held_fd(lock)
     _open_to_owner(path if fd is None else fd, _OWNER_RW)
     if fd is not None:
         _note_taken(lock, fd)
@@ -147,7 +148,7 @@ def _close_in_child() -> None:
     _taken.clear()
     for ref, identity in taken:
         lock = ref()
-        fd = None if lock is None or not lock.is_locked else _held_fd(lock)
+        fd = None if lock is None or not lock.is_locked else held_fd(lock)
         if fd is None:
             continue
         with suppress(OSError):
@@ -366,7 +367,7 @@ def holds_file_at(lock: filelock.BaseFileLock, path: Path) -> bool:
     waiter to no effect: whoever opens the path next gets another file. filelock 4
     retries such a file itself; the 3.x releases the dependency floor allows do not.
     """
-    fd = _held_fd(lock)
+    fd = held_fd(lock)
     if fd is None:  # a filelock that keeps no descriptor: trust it
         return True
     try:
@@ -375,7 +376,7 @@ def holds_file_at(lock: filelock.BaseFileLock, path: Path) -> bool:
         return False
 
 
-def _held_fd(lock: filelock.BaseFileLock) -> int | None:
+def held_fd(lock: filelock.BaseFileLock) -> int | None:
     """The descriptor of the file ``lock`` holds, where filelock tells it."""
     fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
     return fd if isinstance(fd, int) else None

@@ -27,6 +27,7 @@ import filelock
 from ._lock_files import (
     default_sweep_lock_path,
     file_lock,
+    held_fd,
     holds_file_at,
     make_folder,
     named_sweep_lock,
@@ -205,14 +206,22 @@ class Lock:
     def _release_file(self) -> None:
         """Unlock the file; an unlock the file system refuses (EIO on a network mount) is
         tried once more, then said in a warning, never raised: raised, it escaped the
-        sweep's thread as a traceback, and the lock stayed held (filelock keeps a
-        descriptor whose unlock failed) for the life of the process, so every other
-        process's sweep waited for it until its hard limit."""
+        sweep's thread as a traceback, and the lock stayed held for the life of the
+        process, so every other process's sweep waited for it until its hard limit.
+
+        filelock 4 keeps the descriptor whose unlock failed, and a second release tries
+        it again; filelock 3 lets go of it first, leaking it locked: closing it is what
+        unlocks it then (a lock made by flock goes with the last descriptor of its file).
+        """
+        fd = held_fd(self._file)
         try:
             self._file.release()
         except OSError:
             try:
-                self._file.release()
+                if self._file.is_locked:
+                    self._file.release()
+                elif fd is not None and os.path.samestat(os.fstat(fd), os.stat(self.path)):
+                    os.close(fd)  # still the lock file's: not a number another open took
             except OSError as exc:
                 logger.warning(
                     "chunktune: cannot release %s %s (%s); other processes may wait for it",
