@@ -147,7 +147,7 @@ class CacheFile:
         if fmt != self._asked:
             logger.warning(
                 "chunktune: cache file %s holds %s, not the %s these settings ask for "
-                "(another machine's settings say %s); it is read and written as %s, "
+                "(a chunktune whose settings say %s wrote it); it is read and written as %s, "
                 "so no machine sharing it loses its entries",
                 shown_file(self.path),
                 fmt.upper(),

@@ -8,6 +8,7 @@ checksums a table (a newer one's are made the same way: another way needs a new 
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import tomllib
@@ -107,6 +108,23 @@ def test_a_cache_in_the_other_format_is_read_and_written_in_it(
     theirs = DecisionCache(path, format=written)
     assert theirs.entries() == {"theirs.abc": entry(8), "mine.abc": entry(4)}
     assert (path.read_bytes().startswith(b"{")) == (written == "json")
+
+
+@pytest.mark.parametrize(("written", "asked"), OTHER_FORMATS)
+def test_a_cache_in_the_other_format_is_warned_about_once_naming_both_formats(
+    tmp_path: Path, written: str, asked: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reads and writes of a file in the other format warn once, naming both formats."""
+    path = tmp_path / "cache.json"
+    assert DecisionCache(path, format=written).put("theirs.abc", entry(8))
+    mine = DecisionCache(path, format=asked)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert mine.get("theirs.abc") == entry(8)
+        assert mine.put("mine.abc", entry(4))
+        assert len(mine.entries()) == 2
+    (warning,) = [r.getMessage() for r in caplog.records if "these settings ask" in r.getMessage()]
+    assert f"holds {written.upper()}, not the {asked.upper()} these settings ask for" in warning
+    assert f"it is read and written as {written.upper()}" in warning
 
 
 def _unusable_header(raw: bytes) -> bytes:
