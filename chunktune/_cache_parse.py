@@ -298,10 +298,14 @@ def _read_entries(
                 continue
         try:
             check_key(key)
+        except BadEntry as exc:
+            skipped.append((key, str(exc)))
+            continue
+        try:
             entries[key] = entry_from_table(value)
         except BadEntry as exc:
             skipped.append((key, str(exc)))
-            if stored is not None and _writable_key(key):
+            if stored is not None:
                 # as a chunktune wrote it (its checksum matched), in a form this one cannot
                 # read: a newer one's, whose data a write here must not drop
                 unread[key] = value
@@ -313,11 +317,3 @@ def _read_entries(
             seen[key] = Known(stored, entries[key], value if newer else None)
     parsed = ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)
     return attrs.evolve(parsed, unread=Unread(entries=unread)) if unread else parsed
-
-
-def _writable_key(key: str) -> bool:
-    try:
-        check_key(key)
-    except BadEntry:
-        return False
-    return True
