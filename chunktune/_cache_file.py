@@ -259,6 +259,14 @@ class CacheFile:
         self._locked = Locked(raw, content.spans, content.known, unread=content.unread)
         return entries
 
+    def salvaged(self, known: Mapping[str, Known], unread: Unread) -> None:
+        """Keep, for the write that follows (the caller holds the write lock), what the
+        salvage of the unusable file last read found of a newer chunktune's: the tables of
+        its entries (``known``) and what this one cannot read (``unread``), written back as
+        a usable file's read has them written (:mod:`chunktune._cache_salvage`)."""
+        self._known = known
+        self._unread = unread
+
     def forget(self) -> None:
         """Read the file afresh next time, whatever its stat says."""
         self._memo.forget()

@@ -50,7 +50,7 @@ from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
 
-__all__ = ["ParsedCache", "parse_cache", "read_back"]
+__all__ = ["ParsedCache", "parse_cache", "read_back", "unread_top"]
 
 _DOCUMENT_KEYS = ("schema", "checksums", "entries")  # a document's own top-level keys
 
@@ -187,7 +187,7 @@ def _parse_document(
     tables, declared = _entry_tables(doc)
     parsed = _read_entries(tables, declared=declared, known=known or {})
     strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
-    top = {k: v for k, v in doc.items() if k not in _DOCUMENT_KEYS and k not in strays}
+    top = unread_top(doc, strays)
     if top:
         parsed = attrs.evolve(parsed, unread=attrs.evolve(parsed.unread, top=top))
     if not strays:
@@ -200,6 +200,14 @@ def _parse_document(
         skipped=(*parsed.skipped, *skipped),
         known={k: v for k, v in parsed.known.items() if k not in extra},
     )
+
+
+def unread_top(doc: Mapping[str, Any], strays: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A chunktune document's keys beside its own that a newer chunktune wrote: not the
+    older tuner's entries (``strays``, :func:`~chunktune._cache_legacy.stray_legacy`'s)."""
+    if strays is None:
+        strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
+    return {k: v for k, v in doc.items() if k not in _DOCUMENT_KEYS and k not in strays}
 
 
 def _top_table(doc: Any, fmt: CacheFormat) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from ._cache_entry import CacheEntry
 from ._cache_file import CacheFile, same_file
 from ._cache_parsed import Broken
-from ._cache_salvage import salvage
+from ._cache_salvage import Salvaged, salvage, salvaged
 from ._errors import CacheError
 from ._recent import forget as forget_recent
 from ._settled import Version
@@ -141,9 +141,13 @@ class Quarantine:
         # bytes, read again from the name aside, are those): TOML is not decoded again
         last = self._file.broken.last()
         decoded = None if last is None else last[1].take_decoded()
-        kept = {} if data is None else salvage(data, self._file.format, decoded)
+        found = Salvaged({}) if data is None else salvaged(data, self._file.format, decoded)
+        kept = found.entries
         try:
-            if kept:
+            if kept or found.unread:
+                # what a newer chunktune wrote is kept as a usable file's write keeps it:
+                # the machines already upgraded share the fresh file, not the copy aside
+                self._file.salvaged(found.known, found.unread)
                 self._file.write(kept)
                 self._file.forget()
             elif linked:
@@ -156,7 +160,7 @@ class Quarantine:
             shown_file(path),
             why,
             shown_file(aside),
-            f", keeping {_whole(len(kept))}" if kept else "",
+            _keeping(len(kept), len(found.unread.entries)),
         )
         return kept
 
@@ -298,3 +302,12 @@ class Quarantine:
 def _whole(count: int) -> str:
     """``the 3 of its entries that were whole``; one entry reads ``... that was whole``."""
     return f"the {count} of its entries that {'was' if count == 1 else 'were'} whole"
+
+
+def _keeping(count: int, newer: int) -> str:
+    """``, keeping the 3 of its entries that were whole`` and ``the 1 a newer chunktune
+    wrote`` that this one cannot read, of those there are; nothing for none."""
+    kept = [_whole(count)] if count else []
+    if newer:
+        kept.append(f"the {newer} a newer chunktune wrote that this one cannot read")
+    return f", keeping {' and '.join(kept)}" if kept else ""

@@ -16,6 +16,13 @@ unusable) keeps each entry whose checksum matches, however it is laid out (by ha
 asked for, else (nothing found) of the other one: machines whose settings disagree
 share a file. Any other file laid out otherwise yields what it yields, possibly nothing;
 the caller keeps the original bytes either way.
+
+What a newer chunktune of this schema wrote is carried as a usable file's read carries it
+(:mod:`chunktune._cache_unread`): a whole entry this one cannot read (its checksum
+matches), never served, is :attr:`Salvaged.unread`; an entry's fields this one does not
+know, its table as read (:attr:`Salvaged.known`); keys beside ``entries`` only from a file
+that decodes whole, since no checksum vouches for them in damaged bytes (a flipped byte
+in ``schema`` would be kept for good as a key of its own).
 """
 
 from __future__ import annotations
@@ -26,11 +33,15 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._cache_checksums import CHECKSUM_FIELD, Known, altered
-from ._cache_entry import BadEntry, CacheEntry, entry_from_table
-from ._cache_format import SCHEMA, CacheFormat, Decoded, UnusableCache, decode
+import attrs
 
-__all__ = ["salvage"]
+from ._cache_checksums import CHECKSUM_FIELD, Known, altered
+from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
+from ._cache_format import SCHEMA, CacheFormat, Decoded, UnusableCache, decode
+from ._cache_parse import unread_top
+from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
+
+__all__ = ["Salvaged", "salvage", "salvaged"]
 
 _JSON_MEMBER = re.compile(rb'^  "', re.M)
 _JSON_SCHEMA = re.compile(rb'^ "schema": *(\d+)', re.M)
@@ -46,8 +57,28 @@ _PLAIN_HEADER = re.compile(
 _DECODER = json.JSONDecoder()
 
 
+@attrs.frozen
+class Salvaged:
+    """What a damaged file's bytes hold whole, for its fresh copy."""
+
+    entries: dict[str, CacheEntry]
+    """The entries served, by key."""
+    known: Mapping[str, Known] = attrs.field(factory=dict)
+    """The served entries whose checksum matched, by key: a write of them keeps the table
+    as read where a newer chunktune added fields to it."""
+    unread: Unread = NOTHING_UNREAD
+    """What a newer chunktune wrote that this one cannot read: the write keeps it."""
+
+
 def salvage(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> dict[str, CacheEntry]:
-    """The entries of ``raw`` whose own block parses, validates and matches its checksum.
+    """The entries of ``raw`` whose own block parses, validates and matches its checksum
+    (:attr:`Salvaged.entries` of :func:`salvaged`). Never raises."""
+    return salvaged(raw, fmt, decoded).entries
+
+
+def salvaged(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> Salvaged:
+    """What ``raw`` holds whole: the entries whose own block parses, validates and matches
+    its checksum, and what a newer chunktune wrote that this one cannot read.
 
     Checksums are required where the file declares them, or (its declaration damaged)
     where any block holds one, as every entry of a file chunktune wrote does. ``decoded``:
@@ -56,8 +87,9 @@ def salvage(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> dic
     """
     whole = _checked_whole(raw, fmt, _reusable(decoded, raw, fmt))
     built: Mapping[str, Known] = {}
+    top: Mapping[str, Any] = {}
     if whole is not None:
-        (blocks, built), declared = whole, True
+        (blocks, built, top), declared = whole, True
     else:
         blocks, declared = _blocks(raw, fmt)
         if not blocks:
@@ -66,19 +98,49 @@ def salvage(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> dic
             blocks, declared = _blocks(raw, "json" if fmt == "toml" else "toml")
     declared = declared or any(isinstance(t, dict) and "checksum" in t for _, t in blocks)
     kept: dict[str, CacheEntry] = {}
+    known: dict[str, Known] = {}
+    unread: dict[str, Any] = {}
     for key, table in blocks:
         if altered(key, table, declared=declared) is not None:
             continue
-        seen = built.get(key)
-        # the read built it of a table with this checksum: the same table, the same entry
-        if seen is not None and table.get(CHECKSUM_FIELD) == seen.checksum:
-            kept[key] = seen.entry
+        read = _read_block(key, table, built.get(key))
+        if read is None:
             continue
-        try:
-            kept[key] = entry_from_table(table)
-        except BadEntry:
-            continue
-    return kept
+        # a key met again (a block duplicated by hand) is what its last whole block holds
+        for each in (kept, known, unread):
+            each.pop(key, None)
+        if isinstance(read, dict):
+            unread[key] = read
+        elif isinstance(read, Known):
+            kept[key], known[key] = read.entry, read
+        else:
+            kept[key] = read
+    found = Unread(top, unread) if top or unread else NOTHING_UNREAD
+    return Salvaged(kept, known, found)
+
+
+def _read_block(
+    key: str, table: dict[str, Any], seen: Known | None
+) -> CacheEntry | Known | dict[str, Any] | None:
+    """What a whole block (its checksum matched, or none is required) reads as, as a parse
+    reads it (:func:`chunktune._cache_parse.parse_cache`): its entry (``Known`` where it
+    has a checksum), a newer chunktune's table that this one cannot read, or None (invalid)."""
+    stored = table.get(CHECKSUM_FIELD)
+    # the read built it of a table with this checksum: the same table, the same entry
+    if seen is not None and stored == seen.checksum:
+        return seen
+    try:
+        check_key(key)
+    except BadEntry:
+        return None
+    try:
+        entry = entry_from_table(table)
+    except BadEntry:
+        # whole as a chunktune wrote it (its checksum matched), in a form this one cannot read
+        return table if stored is not None else None
+    if stored is None:
+        return entry
+    return Known(stored, entry, table if has_newer_fields(table) else None)
 
 
 def _blocks(raw: bytes, fmt: CacheFormat) -> tuple[list[tuple[str, Any]], bool]:
@@ -94,10 +156,11 @@ def _reusable(decoded: Decoded | None, raw: bytes, fmt: CacheFormat) -> Decoded 
 
 def _checked_whole(
     raw: bytes, fmt: CacheFormat, kept: Decoded | None
-) -> tuple[list[tuple[str, Any]], Mapping[str, Known]] | None:
-    """Every ``entries`` member of a file that parses as a whole and holds checksums, and
-    the entries the read that found it unusable built of its checksummed tables (``kept``,
-    what that read decoded of these bytes, if any); or None.
+) -> tuple[list[tuple[str, Any]], Mapping[str, Known], Mapping[str, Any]] | None:
+    """Every ``entries`` member of a file that parses as a whole and holds checksums, the
+    entries the read that found it unusable built of its checksummed tables (``kept``,
+    what that read decoded of these bytes, if any), and a newer chunktune's keys beside
+    ``entries``; or None.
 
     Such a file is unusable only for an altered entry, and each other entry's checksum
     vouches for it wherever it sits: laid out anew (by hand, ``jq .``, on one line), its
@@ -118,11 +181,11 @@ def _checked_whole(
         return None
     schema = document.get("schema")
     if type(schema) is int and schema > SCHEMA:
-        return [], {}
+        return [], {}, {}
     tables = [(k, t) for k, t in document["entries"].items() if isinstance(t, dict)]
     if "checksums" not in document and not any("checksum" in t for _, t in tables):
         return None
-    return tables, built
+    return tables, built, unread_top(document)
 
 
 def _segments(raw: bytes, starts: list[int]) -> Iterator[bytes]:

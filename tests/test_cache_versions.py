@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import tomli_w
 from _full_entry import entry
+from _newer import newer_table, unreadable_table
 from _users import child_env
 
 from chunktune import DecisionCache
-from chunktune._cache_checksums import CHECKSUM_FIELD, checksum, stored_tables
+from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
 from chunktune._cache_layers import SystemCache
 
 FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
@@ -30,13 +31,6 @@ OTHER_FORMATS = [
     pytest.param("toml", "json", id="toml-read-as-json"),
     pytest.param("json", "toml", id="json-read-as-toml"),
 ]
-
-
-def _newer_table(key: str, **fields: Any) -> dict[str, Any]:
-    """The table a newer chunktune writes for ``key``: today's fields plus ``fields``."""
-    table = {k: v for k, v in stored_tables({key: entry()})[key].items() if k != CHECKSUM_FIELD}
-    table.update(fields)
-    return {CHECKSUM_FIELD: checksum(key, table), **table}
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
@@ -60,7 +54,7 @@ def _read_as(path: Path, fmt: str) -> dict[str, Any]:
 def _newer_file(path: Path, **top: Any) -> dict[str, Any]:
     """A newer chunktune's file at ``path`` (its suffix its format): one entry of its own
     with fields this chunktune does not know, and ``top`` beside ``entries``."""
-    newer = _newer_table("future.abc", batch_ms=93.6, rule_version=3, notes={"by": "v2"})
+    newer = newer_table("future.abc", batch_ms=93.6, rule_version=3, notes={"by": "v2"})
     doc = {"schema": 1, "checksums": "sha256", "entries": {"future.abc": newer}, **top}
     _write(path, doc)
     return newer
@@ -205,7 +199,7 @@ def test_a_process_whose_settings_say_toml_lists_a_json_cache(tmp_path: Path) ->
 def _unreadable_file(path: Path) -> dict[str, Any]:
     """A newer chunktune's file at ``path``: one entry this chunktune reads, one whose
     timings name a candidate it does not know (whole: its checksum matches)."""
-    newer = _newer_table("batch.abc", timings_ms={"native": 12.5, "8": 10.0, "batch": 9.4})
+    newer = unreadable_table("batch.abc")
     doc = {
         "schema": 1,
         "checksums": "sha256",
@@ -257,7 +251,7 @@ def test_cache_merge_into_a_newer_chunktunes_file_keeps_what_that_one_wrote(
     out = tmp_path / "fleet.toml"
     unreadable = _unreadable_file(out)
     doc = _read(out)
-    future = _newer_table("future.abc", batch_ms=93.6)
+    future = newer_table("future.abc", batch_ms=93.6)
     doc["entries"]["future.abc"] = future
     doc["written_by"] = "chunktune 2.0"
     _write(out, doc)
@@ -294,21 +288,22 @@ def test_a_decision_stored_over_an_unreadable_entry_replaces_it_for_good(tmp_pat
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_broken_files_fresh_copy_brings_back_no_earlier_unreadable_entry(
+def test_a_broken_files_fresh_copy_holds_its_own_unreadable_entry_not_an_earlier_one(
     tmp_path: Path, fmt: str
 ) -> None:
-    """A broken file's whole entries are written without a newer one's entry read earlier."""
+    """A broken file's fresh copy holds the newer one's entry of its bytes, not one read before."""
     path = tmp_path / f"cache.{fmt}"
     _unreadable_file(path)
     cache = DecisionCache(path)
     assert set(cache.entries()) == {"old.abc"}  # reads batch.abc, unreadable here
     # the newer chunktune replaces its entry; then another entry is damaged
-    newer = _newer_table("batch.abc", timings_ms={"native": 12.5, "8": 10.0, "batch": 7.7})
+    newer = unreadable_table("batch.abc", batch_ms=7.7)
     tables = stored_tables({"old.abc": entry(), "hit.abc": entry(4)})
     tables["hit.abc"]["host"] = "edited"  # its checksum no longer matches
     broken = {"schema": 1, "checksums": "sha256", "entries": {"batch.abc": newer, **tables}}
     _write(path, broken)
     assert set(cache.entries()) == {"old.abc"}  # moved aside, its whole entries kept
-    assert set(_read(path)["entries"]) == {"old.abc"}  # not the batch.abc read before
+    # these bytes' own batch.abc, not the one read before
+    assert _read(path)["entries"] == {"batch.abc": newer, "old.abc": tables["old.abc"]}
     (aside,) = (p for p in tmp_path.iterdir() if ".corrupt-" in p.name)
     assert _read_as(aside, fmt)["entries"]["batch.abc"] == newer
