@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import filelock
@@ -247,10 +247,12 @@ class DecisionCache:
         changes: Mapping[str, CacheEntry | None],
         *,
         expected: Mapping[str, CacheEntry | None] | None = None,
+        dropped: Collection[str] = (),
     ) -> bool:
         """Apply ``changes`` (None deletes) to the file under the write lock, unless a key
         of ``expected`` no longer holds what it maps to (None: no entry): then nothing is
-        written and False returned.
+        written and False returned. ``dropped``: keys of a newer chunktune's entries that
+        this one cannot read, deleted too.
 
         Raises:
             OSError: the cache cannot be written.
@@ -266,7 +268,7 @@ class DecisionCache:
                 else:
                     current[key] = entry
             # the writer's next read parses nothing: CacheFile keeps what it wrote
-            self._file.write(current, replaced=changes.keys())
+            self._file.write(current, replaced=changes.keys(), dropped=dropped)
         return True
 
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
@@ -378,8 +380,17 @@ class DecisionCache:
                 with write_lock(self._file, brief=True):
                     self._file.remove_stale_temps()
 
+    def unreadable(self) -> frozenset[str]:
+        """The keys of the entries a newer chunktune wrote in the file that this one cannot
+        read (whole, their checksum matching): never served, listed or exported here, and
+        kept by every write but :meth:`clear`'s."""
+        self.entries()
+        return self._file.unread_keys()
+
     def clear(self) -> int:
-        """Delete every entry present now, and the debris of earlier runs; returns how many.
+        """Delete every entry present now, and the debris of earlier runs; returns how many
+        of the entries :meth:`entries` lists it deleted. The entries a newer chunktune wrote
+        that this one cannot read (:meth:`unreadable`) go too: the cache is emptied.
 
         Debris: key-lock files no process holds (and the notes of holders killed
         while holding them), this host's default sweep-lock files that none holds (one
@@ -392,9 +403,11 @@ class DecisionCache:
             CacheError: the cache cannot be read or written (nothing was deleted).
         """
         keys = list(self.entries(strict=True))
+        newer = self._file.unread_keys()
         try:
-            if keys or self._quarantine.still_broken() is not None:
-                self._store(dict.fromkeys(keys))  # its write deletes the temporaries too
+            if keys or newer or self._quarantine.still_broken() is not None:
+                # its write deletes the temporaries too
+                self._store(dict.fromkeys(keys), dropped=newer)
             else:
                 self._remove_stale_temps()
         except OSError as exc:

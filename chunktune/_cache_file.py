@@ -282,7 +282,18 @@ class CacheFile:
         (caller holds the write lock, which every writer of them holds while it writes)."""
         remove_stale_temps(self.path, also=(self.backup_path,))
 
-    def write(self, entries: Mapping[str, CacheEntry], *, replaced: Collection[str] = ()) -> None:
+    def unread_keys(self) -> frozenset[str]:
+        """The keys of the entries a newer chunktune wrote that this one cannot read, in the
+        file as last read or written."""
+        return frozenset(self._unread.entries)
+
+    def write(
+        self,
+        entries: Mapping[str, CacheEntry],
+        *,
+        replaced: Collection[str] = (),
+        dropped: Collection[str] = (),
+    ) -> None:
         """Replace the file (caller holds the write lock); back up a migrated older file once.
 
         An entry read from the file and written back as it is reuses its text written
@@ -290,7 +301,8 @@ class CacheFile:
         encoded again (:func:`~chunktune._cache_format.member_as_read`). Those of
         ``replaced`` (and any other object) are converted, hashed and encoded afresh.
         What a newer chunktune wrote that this one cannot read is written back as it was
-        read: no command here can show it, so none deletes it (but under a key stored anew).
+        read: no command here can show it, so none deletes it but ``cache clear``, which
+        names its entries' keys in ``dropped`` (and a key stored anew replaces it).
 
         Raises:
             OSError: the file (or the backup) cannot be written.
@@ -302,7 +314,8 @@ class CacheFile:
         # no read under this hold of the lock (a broken file's entries written back, then
         # its writer's change): the hint serves, each of its tables reused for its very entry
         known = self._known if locked is None else locked.known
-        unread = (self._unread if locked is None else locked.unread).without(entries.keys())
+        gone = entries.keys() if not dropped else {*entries, *dropped}
+        unread = (self._unread if locked is None else locked.unread).without(gone)
         made = rewrite(
             entries, known, replaced=replaced, members=self._members, locked=locked, fmt=self.format
         )

@@ -21,6 +21,7 @@ from ._cache_json import Spans
 from ._cache_parse import ParsedCache
 from ._cache_unread import Unread
 from ._shown import shown, shown_file, shown_some
+from ._tracebacks import first_time
 
 __all__ = ["Broken", "Parsed", "left_alone", "not_a_cache_file", "parsed_file", "too_large"]
 
@@ -118,15 +119,17 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
         )
         exc.decoded = parsed.decoded  # for the salvage that follows
         raise exc
-    newer = parsed.unread.entries
+    unread = parsed.unread.entries
+    # kept for good, so met on every parse of the file (each resolve's): said once a process
+    newer = [key for key in unread if first_time("newer cache entry", str(path), key)]
     if newer:
         one = len(newer) == 1
         logger.warning(
             "chunktune: %s %s in %s %s whole (%s checksum matches) but this chunktune "
             "cannot read %s (%s): a newer chunktune's; never served here, and every write "
-            "keeps %s as %s",
+            "but `cache clear` keeps %s as %s",
             "cache entry" if one else f"{len(newer)} cache entries",
-            shown_some(list(newer), _WARN_SKIPPED),
+            shown_some(newer, _WARN_SKIPPED),
             shown_file(path),
             "is" if one else "are",
             "its" if one else "each one's",
@@ -135,7 +138,7 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
             "it" if one else "them",
             "it is" if one else "they are",
         )
-    skipped = [(key, why) for key, why in parsed.skipped if key not in newer]
+    skipped = [(key, why) for key, why in parsed.skipped if key not in unread]
     for key, why in skipped[:_WARN_SKIPPED]:
         logger.warning(
             "chunktune: skipping cache entry %s in %s (%s); it is never served, "

@@ -8,6 +8,9 @@ and message): its first traceback is logged at WARNING, a repeat logs its line a
 saying the traceback was logged before, and its own traceback at DEBUG (a program logging
 at DEBUG keeps every one). A different type, message, key or doing is a failure of its own.
 
+The same memory says once what would repeat on every parse though nothing failed
+(:func:`first_time`: a newer chunktune's entry of a cache file, once per file and key).
+
 At most ``MAX_FAILURES`` are remembered, the least recently met let go first. Every
 thread, and every event loop in it, shares them. A fork child forgets them: its log may
 be another file than its parent's, and a traceback more is the worst of it.
@@ -22,7 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 
-__all__ = ["AGAIN", "MAX_FAILURES", "first", "forget", "warn_once"]
+__all__ = ["AGAIN", "MAX_FAILURES", "first", "first_time", "forget", "warn_once"]
 
 logger = logging.getLogger("chunktune")
 
@@ -64,7 +67,18 @@ def _identity(about: str, exc: BaseException) -> bytes:
 def first(about: str, exc: BaseException) -> bool:
     """Whether ``exc`` is the first of its failure (its type and message) for ``about`` that
     this process has met; it is met from now on."""
-    identity = _identity(about, exc)
+    return _first_met(_identity(about, exc))
+
+
+def first_time(*about: str) -> bool:
+    """Whether this process meets ``about`` (no failure: what a warning is about) for the
+    first time; it is met from now on."""
+    text = repr(("said", *about))  # never a failure's identity, a tuple of four
+    return _first_met(hashlib.blake2b(text.encode(), digest_size=16).digest())
+
+
+def _first_met(identity: bytes) -> bool:
+    """Whether ``identity`` is met for the first time; it is met from now on."""
     with _lock:
         seen = identity in _met
         _met[identity] = None

@@ -222,26 +222,99 @@ def test_a_newer_chunktunes_entry_this_one_cannot_read_is_kept(
     assert cache.put("more.abc", entry(8))  # the writer's second write, from its memo
     assert _read(path)["entries"]["batch.abc"] == newer
     assert set(DecisionCache(path).entries()) == {"old.abc", "mine.abc", "more.abc"}
-    assert "'batch.abc'" in caplog.text and "every write keeps it" in caplog.text
+    assert "'batch.abc'" in caplog.text and "every write but `cache clear` keeps it" in caplog.text
     assert "next write drops it" not in caplog.text
 
 
-def test_cache_clear_keeps_an_entry_it_cannot_read(tmp_path: Path) -> None:
-    """`cache clear --yes` deletes the entries it lists, and keeps a newer one's it cannot read."""
-    path = tmp_path / "cache.json"
-    newer = _unreadable_file(path)
-    env = {**child_env(), "CHUNKTUNE_CACHE": str(path)}
-    cleared = subprocess.run(
+def _clear(path: Path) -> subprocess.CompletedProcess[str]:
+    """``chunktune cache clear --yes`` of the cache at ``path``, in a child process."""
+    return subprocess.run(
         [sys.executable, "-m", "chunktune", "cache", "clear", "--yes"],
-        env=env,
+        env={**child_env(), "CHUNKTUNE_CACHE": str(path)},
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=path.parent,
         timeout=60,
     )
+
+
+def test_cache_clear_deletes_an_entry_it_cannot_read_and_says_so(tmp_path: Path) -> None:
+    """`cache clear --yes` deletes a newer one's unreadable entry too, said apart; top keys stay."""
+    path = tmp_path / "cache.json"
+    _unreadable_file(path)
+    doc = _read(path)
+    _write(path, {**doc, "written_by": "chunktune 2.0"})
+    cleared = _clear(path)
     assert cleared.returncode == 0, cleared.stderr
-    assert "deleted 1 entry" in cleared.stdout
-    assert _read(path)["entries"] == {"batch.abc": newer}
+    assert cleared.stdout == (
+        f"deleted 2 entries from {path} "
+        "(among them 1 a newer chunktune wrote, which this one cannot read)\n"
+    )
+    assert _read(path)["entries"] == {}
+    assert _read(path)["written_by"] == "chunktune 2.0"  # no entry: not the cache's to clear
+
+
+def test_cache_clear_of_only_entries_it_cannot_read_empties_the_cache(tmp_path: Path) -> None:
+    """A cache holding only a newer one's unreadable entries is not "nothing to clear"."""
+    path = tmp_path / "cache.toml"
+    newer = unreadable_table("batch.abc")
+    _write(path, {"schema": 1, "checksums": "sha256", "entries": {"batch.abc": newer}})
+    cleared = _clear(path)
+    assert cleared.returncode == 0, cleared.stderr
+    assert cleared.stdout.startswith(f"deleted 1 entry from {path} (among them 1 a newer")
+    assert _read(path).get("entries", {}) == {}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_clear_deletes_the_entries_a_newer_chunktune_wrote_that_this_one_cannot_read(
+    tmp_path: Path, fmt: str
+) -> None:
+    """`DecisionCache.unreadable` names a newer one's unreadable entries; `clear` deletes them."""
+    path = tmp_path / f"cache.{fmt}"
+    _unreadable_file(path)
+    cache = DecisionCache(path)
+    assert cache.unreadable() == {"batch.abc"}
+    assert cache.clear() == 1  # the entries `entries` lists
+    assert cache.unreadable() == frozenset()
+    assert _read(path).get("entries", {}) == {}
+    assert DecisionCache(path).unreadable() == frozenset()
+
+
+def test_a_newer_chunktunes_unreadable_entry_is_warned_about_once_a_process(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Parsed again and again (other cache objects, the file changed), it is warned about once."""
+    path = tmp_path / "cache.json"
+    _unreadable_file(path)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert set(DecisionCache(path).entries()) == {"old.abc"}
+        assert DecisionCache(path).put("mine.abc", entry(4))
+        assert set(DecisionCache(path).entries()) == {"old.abc", "mine.abc"}
+    warned = [r.getMessage() for r in caplog.records if "a newer chunktune's" in r.getMessage()]
+    assert len(warned) == 1
+    assert "'batch.abc'" in warned[0] and "every write but `cache clear` keeps it" in warned[0]
+
+
+def test_each_newer_unreadable_entry_of_each_file_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another file's entry of the same key, and another key added later, each get their warning."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "cache.json", tmp_path / "b" / "cache.json"
+    _unreadable_file(first)
+    _unreadable_file(second)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        DecisionCache(first).entries()
+        DecisionCache(second).entries()
+        doc = _read(first)
+        doc["entries"]["more.abc"] = unreadable_table("more.abc")
+        _write(first, doc)
+        DecisionCache(first).entries()
+    warned = [r.getMessage() for r in caplog.records if "a newer chunktune's" in r.getMessage()]
+    assert len(warned) == 3
+    assert f"'batch.abc' in {first}" in warned[0] and f"'batch.abc' in {second}" in warned[1]
+    assert "entry 'more.abc' in" in warned[2]
 
 
 def test_cache_merge_into_a_newer_chunktunes_file_keeps_what_that_one_wrote(

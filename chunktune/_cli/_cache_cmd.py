@@ -206,17 +206,28 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     if args.keys:
         return _clear_named(cache, args.keys, yes=args.yes)
     count = len(cache.entries(strict=True))
-    if count == 0:
+    # a newer chunktune's entries that this one cannot read go too: clear empties the cache
+    newer = len(cache.unreadable())
+    if count + newer == 0:
         cache.clear()  # no entries, but idle key locks and dead writers' temporary files
         print(f"no entries in {cache.path}; nothing to clear")
         return EXIT_OK
-    every = "the" if count == 1 else "all"
-    refused = _refused(args.yes, f"{entries_of(count)} from {cache.path}", f"{every} ")
+    every = "the" if count + newer == 1 else "all"
+    what = f"{entries_of(count + newer)} from {cache.path}{_newer(newer)}"
+    refused = _refused(args.yes, what, f"{every} ")
     if refused is not None:
         return refused
-    removed = cache.clear()
-    print(f"deleted {entries_of(removed)} from {cache.path}")
+    newer = len(cache.unreadable())  # as of now, not of the question asked
+    removed = cache.clear() + newer
+    print(f"deleted {entries_of(removed)} from {cache.path}{_newer(newer)}")
     return EXIT_OK
+
+
+def _newer(count: int) -> str:
+    """`` (among them 1 a newer chunktune wrote, which this one cannot read)``; nothing for 0."""
+    if not count:
+        return ""
+    return f" (among them {count} a newer chunktune wrote, which this one cannot read)"
 
 
 def _clear_named(cache: DecisionCache, names: list[str], *, yes: bool) -> int:
