@@ -7,7 +7,10 @@ writes them put each entry in a block of its own: in JSON a member of ``entries`
 on a line indented by two spaces, in TOML the ``[entries."key"]`` header and the
 sub-tables under the same key. Each block is parsed alone, strictly (UTF-8 and all),
 validated like any entry, and its checksum checked, so a block the damage touched is
-dropped and the others are kept; none is repaired or guessed at. A file written before
+dropped and the others are kept; none is repaired or guessed at. A block runs on to the
+next block found: where damage hid that one's start (its line break, its header), the
+lines of the block before it are read up to the first that does not read, and kept where
+their checksum says they are whole. A file written before
 checksums has none to check: there TOML's last entry is dropped too (a cut at a line's
 end leaves it parsing, shorter), and so are the neighbours of a block whose header
 broke. A file that parses as a whole and holds checksums (one altered entry made it
@@ -55,6 +58,7 @@ _PLAIN_HEADER = re.compile(
     rb'\[entries\.(?:"([^"\\\x00-\x1f\x7f]*)"|([A-Za-z0-9_-]+))(?:\.[A-Za-z0-9_-]+)*\]'
 )
 _DECODER = json.JSONDecoder()
+_AT_LINE = re.compile(r"\(at line (\d+), column \d+\)$")  # where tomllib found a line broken
 
 
 @attrs.frozen
@@ -204,6 +208,14 @@ def _text(segment: bytes) -> str | None:
         return None
 
 
+def _utf8_head(segment: bytes) -> str:
+    """``segment`` up to its first byte that is not UTF-8, as text."""
+    try:
+        return segment.decode()
+    except UnicodeDecodeError as exc:
+        return segment[: exc.start].decode()
+
+
 def _json_blocks(raw: bytes) -> tuple[list[tuple[str, Any]], bool]:
     """Each ``"key": {...}`` member of ``entries`` that parses on its own, and whether
     the file declares checksums."""
@@ -211,9 +223,9 @@ def _json_blocks(raw: bytes) -> tuple[list[tuple[str, Any]], bool]:
         return [], False
     blocks = []
     for segment in _segments(raw, [m.start() for m in _JSON_MEMBER.finditer(raw)]):
-        text = _text(segment)
-        if text is None:
-            continue
+        # up to a byte that is not UTF-8: a member runs on to the next one found, and damage
+        # past its table (the next one's line break gone) leaves it whole
+        text = _utf8_head(segment)
         try:
             key, at = _DECODER.raw_decode(text, 2)
             rest = text[at:].lstrip()
@@ -248,23 +260,68 @@ def _toml_blocks(raw: bytes) -> tuple[list[tuple[str, Any]], bool]:
     if type(schema) is int and schema > SCHEMA:
         return [], False
     declared = preamble is not None and "checksums" in preamble
-    blocks = [(_toml_key(segment), _text(segment)) for segment in _segments(raw, starts)]
-    groups: dict[str, list[str]] = {}
-    for key, text in blocks:
-        if key is not None and text is not None:
-            groups.setdefault(key, []).append(text)
+    segments = list(_segments(raw, starts))
+    keys = [_toml_key(segment) for segment in segments]
+    groups: dict[str, list[bytes]] = {}
+    for key, segment in zip(keys, segments, strict=True):
+        if key is not None:
+            groups.setdefault(key, []).append(segment)
     tables: dict[str, Any] = {}
-    for key, texts in groups.items():
-        try:
-            table = tomllib.loads("".join(texts))["entries"][key]
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(table, dict):
-            tables[key] = table
+    for key, parts in groups.items():
+        table = _entry_table(key, parts)
+        if table is None:
+            # a header broken past this entry's last line (its next one's) runs that entry's
+            # lines on into this one's last block: each block up to the first line that does
+            # not read; only a checksum can tell the table whole then
+            table = _entry_table(key, [_readable_head(part) for part in parts])
+            if table is None or CHECKSUM_FIELD not in table:
+                continue
+        tables[key] = table
     if not (declared or any("checksum" in table for table in tables.values())):
+        blocks = [(key, _text(segment)) for key, segment in zip(keys, segments, strict=True)]
         suspect = _suspect(blocks, preamble_broke=preamble is None)
         tables = {key: table for key, table in tables.items() if key not in suspect}
     return list(tables.items()), declared
+
+
+def _entry_table(key: str, parts: list[bytes]) -> dict[str, Any] | None:
+    """The table of ``key`` that its blocks ``parts``, parsed together, make; None if they
+    are not UTF-8 or do not parse (or make none)."""
+    text = _text(b"".join(parts))
+    try:
+        table = tomllib.loads(text)["entries"][key] if text is not None else None
+    except (ValueError, RecursionError, KeyError):
+        return None
+    return table if isinstance(table, dict) else None
+
+
+def _readable_head(segment: bytes) -> bytes:
+    """``segment``'s lines before the first one that is not UTF-8 or does not parse."""
+    segment = segment[: segment.rfind(b"\n", 0, len(_utf8_head(segment).encode())) + 1]
+    try:
+        tomllib.loads(segment.decode())
+    except tomllib.TOMLDecodeError as exc:
+        line = _error_line(exc)
+        if line is None:
+            return b""
+        end = -1
+        for _ in range(line - 1):
+            end = segment.find(b"\n", end + 1)
+            if end < 0:
+                return b""
+        return segment[: end + 1]
+    except RecursionError:
+        return b""
+    return segment
+
+
+def _error_line(exc: tomllib.TOMLDecodeError) -> int | None:
+    """The line (from 1) where ``exc`` found the document broken, or None if it names none."""
+    line = getattr(exc, "lineno", None)  # Python 3.14 on
+    if isinstance(line, int):
+        return line
+    found = _AT_LINE.search(str(exc))
+    return int(found.group(1)) if found is not None else None
 
 
 def _suspect(

@@ -161,3 +161,40 @@ def test_a_damaged_toml_file_is_parsed_once_per_entry_not_once_per_block(
     kept = salvage(cut, "toml")
     assert len(kept) == len(entries) - 1
     assert len(calls) <= len(entries) + 2
+
+
+def _header_of(raw: bytes, key: str) -> int:
+    """Where ``key``'s own ``[entries."key"]`` header line starts in ``raw``."""
+    return raw.index(f'[entries."{key}"]\n'.encode())
+
+
+@pytest.mark.parametrize(
+    ("at", "byte"),
+    [
+        pytest.param(0, b"X", id="bracket-made-a-letter"),
+        pytest.param(0, b"\xf8", id="bracket-made-no-utf8"),
+        pytest.param(3, b"\xf8", id="name-made-no-utf8"),
+    ],
+)
+def test_a_toml_entry_before_a_header_that_broke_is_kept_whole(at: int, byte: bytes) -> None:
+    """An entry's next header broken (its lines run on into this one) keeps this one, whole."""
+    raw, entries = several("toml", 4)
+    where = _header_of(raw, "0002.key") + at
+    damaged = raw[:where] + byte + raw[where + 1 :]
+    assert salvage(damaged, "toml") == {k: e for k, e in entries.items() if k != "0002.key"}
+
+
+def test_a_json_member_before_a_line_break_made_no_utf8_is_kept_whole() -> None:
+    """A member whose next member's line break became no UTF-8 (run on into it) is kept, whole."""
+    raw, entries = several("json", 4)
+    where = raw.index(b'\n  "0002.key"')
+    damaged = raw[:where] + b"\xf8" + raw[where + 1 :]
+    assert salvage(damaged, "json") == {k: e for k, e in entries.items() if k != "0002.key"}
+
+
+def test_a_toml_file_without_checksums_still_drops_the_neighbour_of_a_broken_header() -> None:
+    """Without checksums, the entry before a broken header is dropped: nothing tells it whole."""
+    raw, _ = several("toml", 4, checksums=False)
+    where = _header_of(raw, "0002.key")
+    damaged = raw[:where] + b"\xf8" + raw[where + 1 :]
+    assert set(salvage(damaged, "toml")) == {"0000.key"}
