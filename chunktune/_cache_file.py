@@ -259,7 +259,7 @@ class CacheFile:
         self._locked = Locked(raw, content.spans, content.known, unread=content.unread)
         return entries
 
-    def salvaged(self, known: Mapping[str, Known], unread: Unread) -> None:
+    def take_salvaged(self, known: Mapping[str, Known], unread: Unread) -> None:
         """Keep, for the write that follows (the caller holds the write lock), what the
         salvage of the unusable file last read found of a newer chunktune's: the tables of
         its entries (``known``) and what this one cannot read (``unread``), written back as

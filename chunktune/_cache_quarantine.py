@@ -147,7 +147,7 @@ class Quarantine:
             if kept or found.unread:
                 # what a newer chunktune wrote is kept as a usable file's write keeps it:
                 # the machines already upgraded share the fresh file, not the copy aside
-                self._file.salvaged(found.known, found.unread)
+                self._file.take_salvaged(found.known, found.unread)
                 self._file.write(kept)
                 self._file.forget()
             elif linked:
