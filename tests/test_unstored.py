@@ -56,7 +56,7 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every write of the cache file fails as on a full disk; the list counts the tries."""
     tries: list[int] = []
 
-    def write(self: CacheFile, entries: Mapping[str, object], *, replaced: object = ()) -> None:
+    def write(self: CacheFile, entries: Mapping[str, object], **written: object) -> None:
         tries.append(1)
         raise OSError(errno.ENOSPC, "No space left on device")
 
