@@ -46,13 +46,19 @@ def _can_open_files() -> bool:
 
 
 def _remember(fact: str, read: Callable[[], str | None], fallback: Callable[[], str]) -> str:
-    """``fact``'s value, ``read()`` once a process; ``fallback()`` where it reads None, and
-    that remembered only if this process could open files then."""
+    """``fact``'s value, ``read()`` once a process; ``fallback()`` where it reads None twice
+    in a row, and that remembered only if this process could open files then."""
     if fact in _remembered:
         return _remembered[fact]
     if fact in _read_while_spent:
         _forget_listings()
     value = read()
+    if value is None:
+        # one failed read is no answer: an EIO or EACCES on /proc/cpuinfo, or a metadata
+        # scan whose listing failed (importlib keeps it, empty), remembered the fallback
+        # in every key for the process's life, so no stored entry was ever found again
+        _forget_listings()
+        value = read()
     if value is None:
         value = fallback()
         if not _can_open_files():

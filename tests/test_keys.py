@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -407,10 +409,10 @@ def test_a_chunktune_run_from_a_bare_tree_is_version_0_unknown(
 def test_a_fallback_read_while_files_open_is_remembered_for_the_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A fact read as None with descriptors free keeps its fallback: read() runs once."""
+    """A fact read as None twice with descriptors free keeps its fallback: read() runs twice."""
     monkeypatch.setattr(_fingerprint, "_remembered", {})
     reads: list[str] = []
-    answers: list[str | None] = [None, "9.9"]
+    answers: list[str | None] = [None, None, "9.9"]
 
     def read() -> str | None:
         reads.append("read")
@@ -418,7 +420,55 @@ def test_a_fallback_read_while_files_open_is_remembered_for_the_process(
 
     first = _fingerprint._remember("fact", read, lambda: "fallback")
     assert (first, _fingerprint._remember("fact", read, lambda: "other")) == ("fallback",) * 2
-    assert reads == ["read"]
+    assert reads == ["read", "read"]
+
+
+def test_a_cpuinfo_read_that_fails_once_is_read_again_not_remembered_as_the_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One EIO reading /proc/cpuinfo: the model is read again, the fallback never stands."""
+    try:
+        real = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        pytest.skip("no /proc/cpuinfo here")
+    if _fingerprint._cpuinfo_model() is None:
+        pytest.skip("this /proc/cpuinfo names no model")
+    read_text = Path.read_text
+    failed: list[Path] = []
+
+    def failing_once(self: Path, *args: Any, **kwargs: Any) -> str:
+        if str(self) == "/proc/cpuinfo" and not failed:
+            failed.append(self)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(_fingerprint, "_remembered", {})
+    monkeypatch.setattr(Path, "read_text", failing_once)
+    assert cpu_model() == _fingerprint._cpuinfo_model()
+    assert failed and cpu_model() in real
+
+
+def test_a_metadata_scan_whose_listing_fails_once_does_not_remember_mujoco_as_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One EIO listing sys.path for mujoco's metadata: its version is read again, not "none"."""
+    installed = metadata.version("mujoco")
+    # the folder that holds mujoco's metadata, as the scan lists it
+    found = metadata.distribution("mujoco").locate_file("")
+    listdir = os.listdir
+    failed: list[str] = []
+
+    def failing_once(path: Any = ".") -> list[str]:
+        if not failed and os.path.samefile(path, found):
+            failed.append(str(path))
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return listdir(path)
+
+    monkeypatch.setattr(_fingerprint, "_remembered", {})
+    _fingerprint._forget_listings()  # a fresh scan, as a process's first
+    monkeypatch.setattr(os, "listdir", failing_once)
+    assert mujoco_version() == installed
+    assert failed
 
 
 def test_the_fixed_facts_are_read_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
