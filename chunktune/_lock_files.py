@@ -109,10 +109,17 @@ def take(lock: filelock.BaseFileLock, *, timeout: float) -> None:
             raise
         _fit_mode(lock, path)
         lock.acquire(timeout=timeout)
-    fd = held_fd(lock)
-    _open_to_owner(path if fd is None else fd, _OWNER_RW)
-    if fd is not None:
-        _note_taken(lock, fd)
+    try:
+        fd = held_fd(lock)
+        _open_to_owner(path if fd is None else fd, _OWNER_RW)
+        if fd is not None:
+            _note_taken(lock, fd)
+    except BaseException:
+        # a MemoryError as the lock is noted, say: raised with the lock held, no caller
+        # knew to let it go, and the machine's next sweep (this process's too) waited
+        # for it for good
+        lock.release()
+        raise
 
 
 # The locks this process took, by id: a weak reference and the file each locked (device

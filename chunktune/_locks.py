@@ -173,7 +173,12 @@ class Lock:
                 # removed between filelock's create and open (`cache clear` deletes idle
                 # lock files): the next try makes a fresh one; this is no reason to degrade
                 continue
-            if holds_file_at(self._file, self.path):
+            try:
+                held = holds_file_at(self._file, self.path)
+            except BaseException:  # a MemoryError, say: taken, it stayed held for good
+                self._release_file()
+                raise
+            if held:
                 return True
             # removed (by `cache clear`) after this process opened it: whoever opens
             # the path now gets another file, so holding this one excludes nobody

@@ -454,7 +454,7 @@ def test_a_metadata_scan_whose_listing_fails_once_does_not_remember_mujoco_as_no
     """One EIO listing sys.path for mujoco's metadata: its version is read again, not "none"."""
     installed = metadata.version("mujoco")
     # the folder that holds mujoco's metadata, as the scan lists it
-    found = metadata.distribution("mujoco").locate_file("")
+    found = str(metadata.distribution("mujoco").locate_file(""))
     listdir = os.listdir
     failed: list[str] = []
 
