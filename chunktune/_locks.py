@@ -196,13 +196,18 @@ class Lock:
     def release(self) -> None:
         """Release the lock (from any thread)."""
         if self.mode == "file":
-            # remove the note while still holding: a later holder's note must survive
-            with suppress(OSError):
-                self.holder_path.unlink(missing_ok=True)
-            if self.remove_on_release and holds_file_at(self._file, self.path):
-                with suppress(OSError):  # Windows: an open file stays; clear removes it
-                    self.path.unlink()
-            self._release_file()
+            try:
+                # remove the note while still holding: a later holder's note must survive
+                with suppress(OSError):
+                    self.holder_path.unlink(missing_ok=True)
+                if self.remove_on_release and holds_file_at(self._file, self.path):
+                    with suppress(OSError):  # Windows: an open file stays; clear removes it
+                        self.path.unlink()
+            finally:
+                # let go whatever the tidying raised (a MemoryError, say): skipped, the
+                # lock stayed held for the process's life, and every other process's
+                # sweep waited for it
+                self._release_file()
         elif self.mode == "local":
             lock, holders = self._local()
             holders.clear()

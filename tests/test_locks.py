@@ -1215,3 +1215,20 @@ def test_a_lock_whose_file_check_raises_once_taken_lets_it_go(
         lock.try_acquire()
     monkeypatch.undo()
     assert key_lock(tmp_path / "locks" / "k.lock").try_acquire()
+
+
+def test_a_release_whose_tidying_raises_still_lets_the_lock_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MemoryError as a release checks its file is raised with the file lock released."""
+
+    def no_memory(lock: filelock.BaseFileLock, path: Path) -> bool:
+        raise MemoryError
+
+    lock = key_lock(tmp_path / "locks" / "k.lock")
+    assert lock.try_acquire()
+    monkeypatch.setattr(_locks, "holds_file_at", no_memory)
+    with pytest.raises(MemoryError):
+        lock.release()
+    monkeypatch.undo()
+    assert key_lock(tmp_path / "locks" / "k.lock").try_acquire()
