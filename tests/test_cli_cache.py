@@ -10,7 +10,7 @@ import pytest
 from _cache_cli import entry, one_error
 
 import chunktune
-from chunktune import DecisionCache
+from chunktune import DecisionCache, _config
 from chunktune._cache_entry import entry_to_table
 from chunktune._cache_transfer import write_cache_file
 from chunktune._cli import main
@@ -428,3 +428,16 @@ def test_a_toml_export_escapes_outside_texts_unprinted_characters_and_imports_ba
         assert main(["cache", "import", str(saved)]) == 0
     assert other.entries() == cache.entries()
     assert unprinted(other.path.read_text(encoding="utf-8").replace("\n", "")) is None
+
+
+def test_memory_spent_outside_a_resolve_is_one_line_and_exit_1(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A MemoryError finding the settings ends `cache path` in exit 1: one line, no traceback."""
+
+    def no_memory(env: str | None) -> Path | None:
+        raise MemoryError
+
+    monkeypatch.setattr(_config, "discover_config", no_memory)
+    assert main(["cache", "path"]) == 1
+    assert "ran out of memory" in one_error(capsys.readouterr().err)

@@ -44,6 +44,7 @@ from ._common import (
     EXIT_PIPE,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    EXIT_WORKLOAD_FAILED,
     error,
     help_formatter,
     say,
@@ -256,6 +257,12 @@ def _run(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_PIPE
+    except MemoryError:
+        # the machine's memory, spent outside a resolve (which says so in its reason): one
+        # line and exit 1, as for spent threads; Python's traceback named only where an
+        # allocation happened to fail (a stat of the settings, an import of mujoco)
+        error("chunktune ran out of memory (MemoryError)")
+        return EXIT_WORKLOAD_FAILED
     except Exception as exc:
         if not _interrupted(exc):
             raise
