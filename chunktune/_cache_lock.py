@@ -135,9 +135,13 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     try:
         yield
     finally:
-        # removed while still held, as a key lock's file is: no lock file outlives its
-        # writers beside the cache (or beside the one file `merge -o` was asked for)
-        if holds_file_at(lock, path):
-            with contextlib.suppress(OSError):  # Windows: an open file stays
-                path.unlink()
-        lock.release()
+        try:
+            # removed while still held, as a key lock's file is: no lock file outlives its
+            # writers beside the cache (or beside the one file `merge -o` was asked for)
+            if holds_file_at(lock, path):
+                with contextlib.suppress(OSError):  # Windows: an open file stays
+                    path.unlink()
+        finally:
+            # let go whatever that raised (a MemoryError, say): skipped, the lock was
+            # held until the collector found it, and other writers waited for it
+            lock.release()

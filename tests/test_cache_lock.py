@@ -106,3 +106,26 @@ def test_a_write_lock_removed_once_is_taken_anew_and_held(
         finally:
             os.close(fd)
     assert removed == [1]
+
+
+def test_a_write_lock_whose_tidying_raises_still_lets_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MemoryError as the write lock's file is checked on the way out leaves the lock free."""
+    file = _cache_file(tmp_path)
+    checks: list[Path] = []
+    holds = _cache_lock.holds_file_at
+
+    def no_memory_leaving(lock: filelock.BaseFileLock, path: Path) -> bool:
+        checks.append(path)
+        if len(checks) > 1:  # the check as it lets go, not the one as it takes the lock
+            raise MemoryError
+        return holds(lock, path)
+
+    monkeypatch.setattr(_cache_lock, "holds_file_at", no_memory_leaving)
+    with pytest.raises(MemoryError) as raised, write_lock(file):
+        pass
+    assert raised.traceback  # the failed writer's frames, its lock among them, still live
+    other = filelock.FileLock(lock_path(file.path))
+    other.acquire(timeout=0)
+    other.release()
