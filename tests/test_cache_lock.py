@@ -14,6 +14,7 @@ import pytest
 from chunktune import _cache_lock
 from chunktune._cache_file import CacheFile
 from chunktune._cache_lock import lock_path, write_lock
+from chunktune._lock_files import holds_file_at
 
 
 def _cache_file(tmp_path: Path) -> CacheFile:
@@ -114,13 +115,12 @@ def test_a_write_lock_whose_tidying_raises_still_lets_go(
     """A MemoryError as the write lock's file is checked on the way out leaves the lock free."""
     file = _cache_file(tmp_path)
     checks: list[Path] = []
-    holds = _cache_lock.holds_file_at
 
     def no_memory_leaving(lock: filelock.BaseFileLock, path: Path) -> bool:
         checks.append(path)
         if len(checks) > 1:  # the check as it lets go, not the one as it takes the lock
             raise MemoryError
-        return holds(lock, path)
+        return holds_file_at(lock, path)
 
     monkeypatch.setattr(_cache_lock, "holds_file_at", no_memory_leaving)
     with pytest.raises(MemoryError) as raised, write_lock(file):
