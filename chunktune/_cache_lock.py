@@ -109,7 +109,14 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
         except filelock.Timeout:
             removed = False
         else:
-            if holds_file_at(lock, path):
+            try:
+                held = holds_file_at(lock, path)
+            except BaseException:
+                # a MemoryError, say: raised with the lock held, this process's next
+                # store waited out the stall limit for it and was not written
+                lock.release()
+                raise
+            if held:
                 break
             # its holder removed it as it let go, after this process opened it: whoever
             # opens the path now gets another file, so holding this one excludes nobody.

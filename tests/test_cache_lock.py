@@ -129,3 +129,21 @@ def test_a_write_lock_whose_tidying_raises_still_lets_go(
     other = filelock.FileLock(lock_path(file.path))
     other.acquire(timeout=0)
     other.release()
+
+
+def test_a_write_lock_whose_file_check_raises_once_taken_lets_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MemoryError checking the file a write lock just took leaves the lock free."""
+    file = _cache_file(tmp_path)
+
+    def no_memory(lock: filelock.BaseFileLock, path: Path) -> bool:
+        raise MemoryError
+
+    monkeypatch.setattr(_cache_lock, "holds_file_at", no_memory)
+    with pytest.raises(MemoryError) as raised, write_lock(file):
+        pass
+    assert raised.traceback  # the failed writer's frames, its lock among them, still live
+    other = filelock.FileLock(lock_path(file.path))
+    other.acquire(timeout=0)
+    other.release()
