@@ -25,6 +25,7 @@ import anyio.to_thread
 
 from ._backends import call_soon, in_worker_thread, inherited, loop_running_here, waking
 from ._errors import UsageError
+from ._failures import log_bug
 from ._sigint import LoopHold, interruptible
 from ._woken import WAKE_S, wait_woken
 
@@ -309,6 +310,11 @@ async def in_own_thread(
             try:
                 if finally_ is not None:
                     finally_()
+            except BaseException as exc:
+                # the outcome stands; what the tidying raised (a MemoryError letting a lock
+                # go) is a bug report in chunktune's log, not a bare traceback from the
+                # thread's excepthook on a trainer's stderr
+                log_bug(exc, f"tidying up after {name!r}")
             finally:
                 call_soon(token, done.set)
 
