@@ -37,6 +37,7 @@ from ._cache_json import Spans
 from ._cache_parse import parse_cache
 from ._cache_parsed import Broken, Parsed, left_alone, not_a_cache_file, parsed_file, too_large
 from ._cache_rewrite import Content, Locked, Rewrite, digest, read_back_written, rewrite
+from ._cache_toml import written_texts
 from ._cache_unread import NOTHING_UNREAD, Unread
 from ._reading import MAX_CACHE_BYTES
 from ._recent import forget as forget_recent
@@ -125,13 +126,18 @@ class CacheFile:
                 another program's, to be left as it is.
         """
         spans: Spans = {}
+        known = self._known
+        # TOML: the entries whose text this process wrote, as it wrote them, are not decoded
+        # again (another writer's put leaves them so): a parse costs what changed
+        written = written_texts(self._members, known) if self.format == "toml" else None
         parsed = parse_cache(
             raw,
             self.format,
             mtime=mtime,
             source=str(self.path),
-            known=self._known,
+            known=known,
             spans=spans,
+            written=written,
         )
         self._known = parsed.known  # a hint for the next parse (see __init__)
         self._found_as(parsed.found_as or self.format)

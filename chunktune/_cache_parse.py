@@ -46,6 +46,7 @@ from ._cache_format import (
 )
 from ._cache_json import Spans
 from ._cache_legacy import is_legacy, legacy_entries, stray_legacy
+from ._cache_toml import Written, toml_reusing
 from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
@@ -89,6 +90,7 @@ def parse_cache(
     source: str,
     known: Mapping[str, Known] | None = None,
     spans: Spans | None = None,
+    written: Written | None = None,
 ) -> ParsedCache:
     """Parse a chunktune cache, or an older tuner's flat JSON cache, every entry validated.
 
@@ -101,7 +103,10 @@ def parse_cache(
     ``spans``, if given, is filled as :func:`chunktune._cache_json.json_by_entry` fills it.
     What an unusable document (or one holding an altered entry) decoded to, or that ``raw``
     did not decode, goes with the exception raised (or the altered reading returned), for
-    the salvage of these bytes that follows (:class:`Decoded`).
+    the salvage of these bytes that follows (:class:`Decoded`). ``written`` (TOML): the texts
+    this process last wrote, each of a table of ``known``'s checksum; where one stands in
+    ``raw`` as written it is not decoded again (:mod:`chunktune._cache_toml`), and what is
+    read is what a decoding of the whole reads.
 
     Raises:
         UnusableCache: the document does not decode, is of the wrong shape, or nests
@@ -110,6 +115,19 @@ def parse_cache(
         ForeignDocument: (an UnusableCache) the document is some other program's table.
     """
     asked = fmt
+    reusing = toml_reusing(raw, written) if fmt == "toml" and written else None
+    if reusing is not None:
+        doc, reused = reusing
+        try:
+            parsed = _parse_document(
+                doc, fmt, mtime=mtime, source=source, known=known, reused=reused
+            )
+        except UnusableCache:
+            parsed = None
+        # what is wrong with a document, and what its salvage starts from, is the whole's
+        if parsed is not None and not parsed.altered:
+            return parsed
+        return parse_cache(raw, fmt, mtime=mtime, source=source, known=known, spans=spans)
     try:
         doc = decode(raw, fmt, spans=spans)
     except UnusableCache as exc:
@@ -178,14 +196,16 @@ def _parse_document(
     mtime: float,
     source: str,
     known: Mapping[str, Known] | None,
+    reused: Mapping[str, Known] | None = None,
 ) -> ParsedCache:
-    """:func:`parse_cache` of the document ``doc`` its bytes decoded to (as ``fmt``)."""
+    """:func:`parse_cache` of the document ``doc`` its bytes decoded to (as ``fmt``); each
+    key of ``reused`` reads as that known entry (its table left undecoded)."""
     doc = _top_table(doc, fmt)
     if is_legacy(doc):
         entries, skipped = legacy_entries(doc, mtime=mtime, source=source)
         return ParsedCache(entries, tuple(skipped), legacy=True)
     tables, declared = _entry_tables(doc)
-    parsed = _read_entries(tables, declared=declared, known=known or {})
+    parsed = _read_entries(tables, declared=declared, known=known or {}, reused=reused or {})
     strays = stray_legacy(doc, own=_DOCUMENT_KEYS)
     top = unread_top(doc, strays)
     if top:
@@ -282,15 +302,25 @@ def _declares_checksums(doc: Mapping[str, Any]) -> bool:
 
 
 def _read_entries(
-    tables: Mapping[str, Any], *, declared: bool, known: Mapping[str, Known]
+    tables: Mapping[str, Any],
+    *,
+    declared: bool,
+    known: Mapping[str, Known],
+    reused: Mapping[str, Known] | None = None,
 ) -> ParsedCache:
-    """Each table's entry: skipped if altered or invalid, reused from ``known``, or read."""
+    """Each table's entry: skipped if altered or invalid, reused from ``known``, or read;
+    ``reused``'s, left undecoded, as the known entry a decoding of them reads."""
+    reused = reused or {}
     entries: dict[str, CacheEntry] = {}
     skipped: list[tuple[str, str]] = []
     changed: list[str] = []
     seen: dict[str, Known] = {}
     unread: dict[str, Any] = {}
     for key, value in tables.items():
+        if key in reused:  # its text as written: a table of this known checksum
+            entries[key] = reused[key].entry
+            seen[key] = reused[key]
+            continue
         why = altered(key, value, declared=declared)
         if why is not None:
             skipped.append((key, why))

@@ -22,6 +22,18 @@ def run_forked(target: Callable[[], object], *, hang_guard_s: float) -> int | No
     The child exits 0 when ``target`` returns, with the code of a ``SystemExit`` it raises,
     or 1 on any other exception (printed to stderr); it never returns into the caller.
     """
+    return run_forked_all([target], hang_guard_s=hang_guard_s)[0]
+
+
+def run_forked_all(targets: list[Callable[[], object]], *, hang_guard_s: float) -> list[int | None]:
+    """Run each of ``targets`` in a forked child of its own, all at once: each one's exit
+    status as :func:`run_forked` gives it, in order (the guard counts from the first fork)."""
+    deadline = time.monotonic() + hang_guard_s
+    return [_wait(pid, deadline) for pid in [_fork(target) for target in targets]]
+
+
+def _fork(target: Callable[[], object]) -> int:
+    """A forked child running ``target``: its pid."""
     pid = os.fork()
     if pid == 0:  # the child: never back into pytest
         code = 1
@@ -36,7 +48,11 @@ def run_forked(target: Callable[[], object], *, hang_guard_s: float) -> int | No
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    deadline = time.monotonic() + hang_guard_s
+    return pid
+
+
+def _wait(pid: int, deadline: float) -> int | None:
+    """``pid``'s exit status, or None when it still ran at ``deadline`` (then it is killed)."""
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
