@@ -119,7 +119,7 @@ def run_mode(base: Path, folder: Path, tree: Path, mode: str, seconds: float) ->
     # every entry written is there: the first put of each process and each timed one
     from chunktune._cache import DecisionCache
 
-    before = len(DecisionCache(base).entries())
+    before = int(base.with_suffix(".count").read_text())
     kept = len(DecisionCache(path).entries())
     wanted = before + sum(o["firsts"] for o in outs) + puts
     if kept != wanted:
@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 bases[fmt, n] = tmp / f"base-{n}" / f"cache.{fmt}"
                 bases[fmt, n].parent.mkdir(exist_ok=True)
                 DecisionCache(bases[fmt, n]).update(ents)
+                bases[fmt, n].with_suffix(".count").write_text(str(len(ents)))
         settings = [(t, f, n, m) for t in trees for f in ("json", "toml") for n in args.sizes
                     for m in _MODES]  # fmt: skip
         got: dict[tuple[str, str, int, str], list[dict[str, float]]] = {s: [] for s in settings}
@@ -185,16 +186,16 @@ def main(argv: list[str] | None = None) -> int:
             for s in rng.sample(settings, len(settings)):
                 tree, fmt, n, mode = s
                 got[s].append(run_mode(bases[fmt, n], tmp / "run", trees[tree], mode, args.seconds))
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-        _print(got, args, trees)
+            # the figures so far: a long run cut short still says what it found
+            _print({s: v[: r + 1] for s, v in got.items()}, args, trees, r + 1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
 def _print(got: dict[tuple[str, str, int, str], list[dict[str, float]]], args: Any,
-           trees: dict[str, Path]) -> None:  # fmt: skip
-    print(f"medians of {args.rounds} rounds, {args.seconds:g} s of puts a writer")
+           trees: dict[str, Path], rounds: int) -> None:  # fmt: skip
+    print(f"\nmedians of {rounds} rounds, {args.seconds:g} s of puts a writer", flush=True)
     for tree in trees:
         print(f"\n{tree} tree: JSON / TOML / TOML:JSON (times slower)")
         for n in args.sizes:
