@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cases import at_least_one
+
 HERE = Path(__file__).resolve().parent
 _MODES = {"1 writer": (1, 1), "4 writers": (2, 2)}  # processes, threads each
 
@@ -143,8 +145,6 @@ def _ratio(figure: str, slow: float, fast: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cases import at_least_one
-
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000", type=_sizes)
     parser.add_argument("--rounds", type=at_least_one, default=3)
