@@ -12,6 +12,7 @@ import errno
 import json
 import logging
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,7 @@ from chunktune import (
 from chunktune._atomic import write_atomic
 from chunktune._cache_checksums import stored_tables
 from chunktune._cli import _record_cmd
+from chunktune._lock_note import read_note, write_note
 from chunktune._locks import key_lock
 from chunktune._policy import Policy
 
@@ -322,3 +324,13 @@ def test_a_whole_entry_under_a_key_no_format_can_hold_is_skipped(tmp_path: Path)
     entries = {bad: _newer_table(bad), **stored_tables({"good.abc": entry(4)})}
     path.write_text(json.dumps({"schema": 1, "checksums": "sha256", "entries": entries}))
     assert DecisionCache(path).entries() == {"good.abc": entry(4)}
+
+
+def test_a_named_pipe_nobody_reads_is_replaced_by_the_note(tmp_path: Path) -> None:
+    """A named pipe at the note with no reader (ENXIO at once): replaced by a file naming us."""
+    path = tmp_path / "k.lock.holder"
+    os.mkfifo(path)
+    write_note(path)
+    assert stat.S_ISREG(path.stat().st_mode)
+    holder = read_note(path)
+    assert holder is not None and holder.pid == os.getpid()
