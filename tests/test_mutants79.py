@@ -35,6 +35,7 @@ from chunktune import (
     ConfigError,
     DecisionCache,
     _cache_checksums,
+    _cache_format,
     _config,
     _flights,
     _locks,
@@ -42,7 +43,8 @@ from chunktune import (
     load_settings,
 )
 from chunktune._atomic import write_atomic
-from chunktune._cache_checksums import stored_tables
+from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
+from chunktune._cache_format import CacheFormat
 from chunktune._cli import _record_cmd
 from chunktune._lock_note import read_note, write_note
 from chunktune._locks import key_lock
@@ -334,3 +336,27 @@ def test_a_named_pipe_nobody_reads_is_replaced_by_the_note(tmp_path: Path) -> No
     assert stat.S_ISREG(path.stat().st_mode)
     holder = read_note(path)
     assert holder is not None and holder.pid == os.getpid()
+
+
+def test_an_altered_entry_in_the_other_format_is_decoded_once_to_read_and_salvage_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TOML file read under JSON settings, one entry edited: TOML-decoded once, not twice."""
+    path = tmp_path / "cache.json"
+    assert DecisionCache(path, format="toml").update({f"e{n}.abc": entry(n + 1) for n in range(3)})
+    doc = tomllib.loads(path.read_text())
+    table = doc["entries"]["e0.abc"]
+    field = next(k for k, v in table.items() if isinstance(v, str) and k != CHECKSUM_FIELD)
+    table[field] += " edited"  # its checksum no longer matches
+    path.write_text(tomli_w.dumps(doc))
+    decoded: list[str] = []
+    real_decode = _cache_format.decode
+
+    def counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
+        decoded.append(fmt)
+        return real_decode(raw, fmt, **kwargs)
+
+    monkeypatch.setattr("chunktune._cache_parse.decode", counted)
+    monkeypatch.setattr("chunktune._cache_salvage.decode", counted)
+    assert set(DecisionCache(path).entries()) == {"e1.abc", "e2.abc"}
+    assert decoded.count("toml") == 1  # the salvage took what the read decoded
