@@ -25,7 +25,8 @@ import pytest
 import tomli_w
 from _forking import run_forked
 from _full_entry import entry
-from test_cache_versions import FORMATS, _newer_table, _read, _unreadable_file
+from _newer import newer_table
+from test_cache_versions import FORMATS, _read, _unreadable_file
 from test_flights import _join_earlier_janitors
 from test_locks import _TRY_FLOCK
 
@@ -323,7 +324,7 @@ def test_a_whole_entry_under_a_key_no_format_can_hold_is_skipped(tmp_path: Path)
     """A checksummed entry under a lone-surrogate key (JSON escapes it) is skipped, not served."""
     path = tmp_path / "cache.json"
     bad = "k\ud800.abc"  # TOML cannot hold it: served, every TOML write of it would fail
-    entries = {bad: _newer_table(bad), **stored_tables({"good.abc": entry(4)})}
+    entries = {bad: newer_table(bad), **stored_tables({"good.abc": entry(4)})}
     path.write_text(json.dumps({"schema": 1, "checksums": "sha256", "entries": entries}))
     assert DecisionCache(path).entries() == {"good.abc": entry(4)}
 
