@@ -258,10 +258,13 @@ def test_a_folder_that_is_gone_has_no_stale_temporaries(tmp_path: Path) -> None:
     assert remove_stale_temps(tmp_path / "gone" / "c.json") == 0
 
 
+@pytest.mark.parametrize(
+    "error", [OSError(5, "Input/output error"), KeyboardInterrupt()], ids=["eio", "ctrl-c"]
+)
 def test_a_descriptor_that_cannot_become_a_file_is_closed_and_no_temporary_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
-    """A failed fdopen of the temporary (EIO at its fstat) closes its descriptor, keeps the old."""
+    """A failed fdopen of the temporary (EIO, a Ctrl-C) closes its descriptor, keeps the old."""
     path = tmp_path / "c.json"
     path.write_bytes(b"old")
     made: list[int] = []
@@ -273,11 +276,11 @@ def test_a_descriptor_that_cannot_become_a_file_is_closed_and_no_temporary_left(
         return fd, name
 
     def fdopen(fd: int, *args: object, **kwargs: object) -> None:
-        raise OSError(5, "Input/output error")
+        raise error
 
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
     monkeypatch.setattr(os, "fdopen", fdopen)
-    with pytest.raises(OSError, match="Input/output"):
+    with pytest.raises(type(error)):
         write_atomic(path, b"new")
     assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["c.json"]
     with pytest.raises(OSError):  # EBADF: closed, not left open for the life of the process

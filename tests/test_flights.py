@@ -1241,20 +1241,24 @@ async def test_an_event_a_tell_posts_to_a_sharer_that_has_left_reaches_it_no_mor
     assert scope.cancelled_caught and [e.kind for e in seen] == ["waiting"]
 
 
-class _NoMemory:
-    """A thread whose start finds no memory for its state."""
+def _failing_thread(error: type[BaseException]) -> type:
+    """A thread class whose start raises ``error`` (no memory for its state, a Ctrl-C)."""
 
-    def __init__(self, **kwargs: object) -> None:
-        pass
+    class Failing:
+        def __init__(self, **kwargs: object) -> None:
+            pass
 
-    def start(self) -> None:
-        raise MemoryError
+        def start(self) -> None:
+            raise error
+
+    return Failing
 
 
+@pytest.mark.parametrize("error", [MemoryError, KeyboardInterrupt])
 def test_a_janitor_start_that_raises_leaves_no_flight_without_an_owner(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
 ) -> None:
-    """A MemoryError starting the janitor is raised with the key unboarded, so it boards again."""
+    """A MemoryError or Ctrl-C starting the janitor is raised, the key unboarded: boards again."""
     _join_earlier_janitors()
     key = "test-no-memory-for-the-janitor"
 
@@ -1263,8 +1267,8 @@ def test_a_janitor_start_that_raises_leaves_no_flight_without_an_owner(
         _flights.land(flight, None)
         return owner
 
-    monkeypatch.setattr(_flights, "threading", types.SimpleNamespace(Thread=_NoMemory))
-    with pytest.raises(MemoryError):
+    monkeypatch.setattr(_flights, "threading", types.SimpleNamespace(Thread=_failing_thread(error)))
+    with pytest.raises(error):
         asyncio.run(board())
     monkeypatch.undo()
     assert key not in _flights._flights

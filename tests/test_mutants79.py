@@ -7,7 +7,6 @@ Each test pins a behaviour that a plausible one-line bug in ``_tracebacks``,
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import json
 import logging
@@ -17,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-import types
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,6 @@ from _forking import run_forked
 from _full_entry import entry
 from _newer import newer_table
 from test_cache_versions import FORMATS, _read, _unreadable_file
-from test_flights import _join_earlier_janitors
 from test_locks import _TRY_FLOCK
 
 import chunktune
@@ -38,12 +35,10 @@ from chunktune import (
     _cache_checksums,
     _cache_format,
     _config,
-    _flights,
     _locks,
     _tracebacks,
     load_settings,
 )
-from chunktune._atomic import write_atomic
 from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
 from chunktune._cache_format import CacheFormat
 from chunktune._cli import _record_cmd
@@ -241,62 +236,6 @@ def test_an_interrupt_writing_the_holder_note_lets_the_lock_go(
         lock.try_acquire()
     other = subprocess.run([sys.executable, "-c", _TRY_FLOCK, str(lock.path)], check=False)
     assert other.returncode == 0  # another process takes it: not held by nobody
-
-
-class _Interrupted:
-    """A thread whose start meets a Ctrl-C."""
-
-    def __init__(self, **kwargs: object) -> None:
-        pass
-
-    def start(self) -> None:
-        raise KeyboardInterrupt
-
-
-def test_an_interrupt_starting_the_janitor_leaves_no_flight_without_an_owner(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A Ctrl-C starting the janitor is raised with the key unboarded, so it boards again."""
-    _join_earlier_janitors()
-    key = "test-interrupted-janitor"
-
-    async def board() -> bool:
-        flight, owner = _flights.board(key)
-        _flights.land(flight, None)
-        return owner
-
-    monkeypatch.setattr(_flights, "threading", types.SimpleNamespace(Thread=_Interrupted))
-    with pytest.raises(KeyboardInterrupt):
-        asyncio.run(board())
-    monkeypatch.undo()
-    assert key not in _flights._flights
-    assert asyncio.run(board())
-
-
-def test_an_interrupt_making_the_temporary_a_file_closes_its_descriptor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A Ctrl-C in fdopen of write_atomic's temporary closes its descriptor, keeps the old."""
-    path = tmp_path / "c.json"
-    path.write_bytes(b"old")
-    made: list[int] = []
-    real_mkstemp = tempfile.mkstemp
-
-    def mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:
-        fd, name = real_mkstemp(*args, **kwargs)  # type: ignore[call-overload]
-        made.append(fd)
-        return fd, name
-
-    def fdopen(fd: int, *args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
-    monkeypatch.setattr(os, "fdopen", fdopen)
-    with pytest.raises(KeyboardInterrupt):
-        write_atomic(path, b"new")
-    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["c.json"]
-    with pytest.raises(OSError, match="Bad file descriptor"):  # closed, not left open
-        os.fstat(made[0])
 
 
 def test_a_toml_entry_laid_out_by_hand_is_written_back_as_chunktune_lays_it_out(
