@@ -90,7 +90,9 @@ def toml_reusing(raw: bytes, written: Written) -> tuple[Any, dict[str, Known]] |
         doc = tomllib.loads("".join(pieces))
     except (ValueError, RecursionError):
         return None
-    tables = doc["entries"]  # a table: each place left its header
+    tables = doc["entries"]  # each place left its header: a table, or an array's ([[entries]])
+    if type(tables) is not dict:
+        return None
     reused = {key: written[key][1] for _, _, key in places}
     for key in reused:
         table = tables.get(key)

@@ -148,6 +148,8 @@ def _damaged(text: str, key_text: str) -> dict[str, str]:
         # and its header (an empty table) elsewhere: only that is the entry's table
         "in-a-string-empty-too": in_string + "\n" + head + "\n",
         "in-an-array": text[:at] + "note = [\n" + key_text + "]\n" + text[end:],
+        # the header then names a table in the array's last element
+        "array-of-entries": text[:at] + "[[entries]]\n" + text[at:],
         "crlf": text.replace("\n", "\r\n"),
         "header-spaced": text[:at] + spaced + text[at + len(head) :],
     }
