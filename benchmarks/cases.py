@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "SimCase",
     "at_least_one",
     "live_cases",
+    "positive_seconds",
     "robot",
     "trace_file",
     "trace_files",
@@ -155,6 +157,18 @@ def at_least_one(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A span option's argparse type: finite seconds > 0, else argparse's one-line error
+    (a NaN span would run no round and crash; a NaN width would cut garbage stretches)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds > 0")
     return value
 
 

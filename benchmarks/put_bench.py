@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cases import at_least_one
+from cases import at_least_one, positive_seconds
 
 HERE = Path(__file__).resolve().parent
 _MODES = {"1 writer": (1, 1), "4 writers": (2, 2)}  # processes, threads each
@@ -148,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000", type=_sizes)
     parser.add_argument("--rounds", type=at_least_one, default=3)
-    parser.add_argument("--seconds", type=float, default=5.0, help="each writer's timed puts")
+    # a NaN or an infinity never ends the writers' puts; 0 or less times one put
+    parser.add_argument(
+        "--seconds", type=positive_seconds, default=5.0, help="each writer's timed puts"
+    )
     parser.add_argument("--compare", metavar="OLD_TREE", help="a source tree to race")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

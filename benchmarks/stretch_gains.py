@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from cases import REAL_CASES, at_least_one
+from cases import REAL_CASES, at_least_one, positive_seconds
 from measure import means_half_width
 
 from chunktune._paired import paired_rounds
 
-__all__ = ["between_sd", "main", "positive_seconds", "stretch_means"]
+__all__ = ["between_sd", "main", "stretch_means"]
 
 Array = npt.NDArray[np.float64]
 
@@ -65,18 +65,6 @@ def between_sd(means: Array, counts: Array, within: float) -> float:
         return math.nan
     spread = float(means.var(ddof=1))
     return math.sqrt(max(0.0, spread - float(np.mean(within / counts))))
-
-
-def positive_seconds(text: str) -> float:
-    """A span option's argparse type: finite seconds > 0, else argparse's one-line error
-    (a NaN span would run no round and crash; a NaN width would cut garbage stretches)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds > 0")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
