@@ -73,7 +73,8 @@ def first(about: str, exc: BaseException) -> bool:
 def first_time(*about: str) -> bool:
     """Whether this process meets ``about`` (no failure: what a warning is about) for the
     first time; it is met from now on."""
-    text = repr(("said", *about))  # never a failure's identity, a tuple of four
+    # a pair: never a failure's identity, whose text is a tuple of four (_identity)
+    text = repr(("said", about))
     return _first_met(hashlib.blake2b(text.encode(), digest_size=16).digest())
 
 

@@ -206,6 +206,19 @@ def test_a_message_that_cannot_be_read_is_one_failure() -> None:
     assert not _tracebacks.first("key", Unreadable())
 
 
+def test_a_warning_said_once_is_never_taken_for_a_failure_met() -> None:
+    """first_time's memory of three strings never answers for a failure's, nor the reverse."""
+
+    class Odd(Exception):
+        pass
+
+    # a failure whose about, type and message spell what first_time is told
+    Odd.__module__, Odd.__qualname__ = "newer cache entry", "c.json"
+    assert _tracebacks.first("said", Odd("key.p"))
+    assert _tracebacks.first_time("newer cache entry", "c.json", "key.p")
+    assert not _tracebacks.first_time("newer cache entry", "c.json", "key.p")
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
 def test_a_fork_child_logs_the_traceback_again() -> None:
     """A child forked after a failure logs it with its traceback: its log may be another file."""
