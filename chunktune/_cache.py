@@ -383,7 +383,8 @@ class DecisionCache:
     def unreadable(self) -> frozenset[str]:
         """The keys of the entries a newer chunktune wrote in the file that this one cannot
         read (whole, their checksum matching): never served, listed or exported here, and
-        kept by every write but :meth:`clear`'s."""
+        kept by every write but :meth:`clear`'s (a decision stored under one's key replaces
+        it)."""
         self.entries()
         return self._file.unread_keys()
 
