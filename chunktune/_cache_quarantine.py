@@ -153,21 +153,22 @@ class Quarantine:
             elif linked:
                 path.unlink(missing_ok=True)
         except OSError:
-            self._undo_move(aside, linked, data, why, len(kept))
+            self._undo_move(aside, linked, data, why, _kept(len(kept), len(found.unread.entries)))
             raise
         logger.warning(
             "chunktune: cache file %s %s; moved it to %s and started a fresh cache%s",
             shown_file(path),
             why,
             shown_file(aside),
-            _keeping(len(kept), len(found.unread.entries)),
+            _keeping(_kept(len(kept), len(found.unread.entries))),
         )
         return kept
 
     def _undo_move(
-        self, aside: Path, linked: bool, data: bytes | None, why: str, kept: int
+        self, aside: Path, linked: bool, data: bytes | None, why: str, kept: str
     ) -> None:
-        """Undo a move whose ``kept`` whole entries could not be written, or warn where it went."""
+        """Undo a move whose whole entries (``kept``: :func:`_kept`'s words for them) could
+        not be written, or warn where it went."""
         if linked:
             # the file never left: it serves its whole entries read-only, as one that
             # cannot be moved aside does
@@ -190,7 +191,7 @@ class Quarantine:
                 shown_file(path),
                 why,
                 shown_file(aside),
-                _whole(kept),
+                kept,
             )
 
     def _kept_in_place(self, data: bytes | None) -> None:
@@ -304,10 +305,15 @@ def _whole(count: int) -> str:
     return f"the {count} of its entries that {'was' if count == 1 else 'were'} whole"
 
 
-def _keeping(count: int, newer: int) -> str:
-    """``, keeping the 3 of its entries that were whole`` and ``the 1 a newer chunktune
-    wrote`` that this one cannot read, of those there are; nothing for none."""
+def _kept(count: int, newer: int) -> str:
+    """``the 3 of its entries that were whole`` and ``the 1 a newer chunktune wrote`` that
+    this one cannot read, of those there are; nothing for none."""
     kept = [_whole(count)] if count else []
     if newer:
         kept.append(f"the {newer} a newer chunktune wrote that this one cannot read")
-    return f", keeping {' and '.join(kept)}" if kept else ""
+    return " and ".join(kept)
+
+
+def _keeping(kept: str) -> str:
+    """``, keeping`` what :func:`_kept` words, if anything."""
+    return f", keeping {kept}" if kept else ""

@@ -9,7 +9,9 @@ key TOML quotes with escapes), and in the other format's layout.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -152,3 +154,34 @@ def test_the_system_cache_serves_a_damaged_files_whole_entries_and_no_newer_one(
     path.write_bytes(damaged)
     assert set(SystemCache(path, format=fmt).entries()) == {"future.abc", "hit.abc", "old.abc"}
     assert path.read_bytes() == damaged
+
+
+def test_a_fresh_copy_that_cannot_be_written_names_the_newer_entries_left_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renamed aside for good (disk full, no way back): the warning counts the newer one's too."""
+    path = tmp_path / "cache.json"
+    _shared_file(path, "json", "batch.abc")
+    path.write_bytes(_damaged(path.read_bytes(), "cut"))
+    real_replace = os.replace
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def no_link(src: object, dst: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted", str(src))
+
+    def no_way_back(src: str, dst: str) -> None:
+        if Path(dst) == path:  # the move back: refused
+            raise OSError(errno.EIO, "Input/output error", str(src))
+        real_replace(src, dst)
+
+    with monkeypatch.context() as disk:
+        disk.setattr(os, "fsync", full)
+        disk.setattr(os, "link", no_link)
+        disk.setattr(os, "replace", no_way_back)
+        DecisionCache(path).entries()
+    assert (
+        "but could not write the 3 of its entries that were whole and the 1 a newer "
+        "chunktune wrote that this one cannot read to a fresh cache"
+    ) in caplog.text
