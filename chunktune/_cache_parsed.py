@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 
+from . import _tracebacks
 from ._cache_checksums import Known
 from ._cache_entry import CacheEntry
 from ._cache_format import Decoded, UnusableCache
@@ -21,7 +22,6 @@ from ._cache_json import Spans
 from ._cache_parse import ParsedCache
 from ._cache_unread import Unread
 from ._shown import shown, shown_file, shown_some
-from ._tracebacks import first_time
 
 __all__ = ["Broken", "Parsed", "left_alone", "not_a_cache_file", "parsed_file", "too_large"]
 
@@ -121,7 +121,14 @@ def parsed_file(parsed: ParsedCache, spans: Spans, path: Path) -> Parsed:
         raise exc
     unread = parsed.unread.entries
     # kept for good, so met on every parse of the file (each resolve's): said once a process
-    newer = [key for key in unread if first_time("newer cache entry", str(path), key)]
+    # for each key; past a sixteenth of the memory, for the set of them, said again when it
+    # changes: thousands remembered key by key (a newer fleet's whole cache) pushed every
+    # failure out of that memory on each parse, and so themselves, said on every parse
+    file, said = str(path), _tracebacks.first_time
+    if len(unread) <= _tracebacks.MAX_FAILURES // 16:
+        newer = [key for key in unread if said("newer cache entry", file, key)]
+    else:
+        newer = list(unread) if said("newer cache entries", file, repr(sorted(unread))) else []
     if newer:
         one = len(newer) == 1
         logger.warning(

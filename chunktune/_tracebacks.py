@@ -9,7 +9,8 @@ saying the traceback was logged before, and its own traceback at DEBUG (a progra
 at DEBUG keeps every one). A different type, message, key or doing is a failure of its own.
 
 The same memory says once what would repeat on every parse though nothing failed
-(:func:`first_time`: a newer chunktune's entry of a cache file, once per file and key).
+(:func:`first_time`: a newer chunktune's entry of a cache file, once per file and key, or
+per file and set of them past a sixteenth of this memory: :mod:`chunktune._cache_parsed`).
 
 At most ``MAX_FAILURES`` are remembered, the least recently met let go first. Every
 thread, and every event loop in it, shares them. A fork child forgets them: its log may

@@ -21,7 +21,7 @@ from _full_entry import entry
 from _newer import newer_table, unreadable_table
 from _users import child_env
 
-from chunktune import DecisionCache
+from chunktune import DecisionCache, _tracebacks
 from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
 from chunktune._cache_layers import SystemCache
 
@@ -315,6 +315,26 @@ def test_each_newer_unreadable_entry_of_each_file_is_warned_about_once(
     assert len(warned) == 3
     assert f"'batch.abc' in {first}" in warned[0] and f"'batch.abc' in {second}" in warned[1]
     assert "entry 'more.abc' in" in warned[2]
+
+
+def test_thousands_of_newer_entries_are_warned_about_once_and_forget_no_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a sixteenth of the memory, a file's newer entries are said once, not on each parse."""
+    monkeypatch.setattr(_tracebacks, "MAX_FAILURES", 32)  # as 4096 is to a fleet's 10k entries
+    path = tmp_path / "cache.json"
+    _unreadable_file(path)
+    doc = _read(path)
+    doc["entries"].update({f"k{n}.abc": unreadable_table(f"k{n}.abc") for n in range(40)})
+    _write(path, doc)
+    failure = RuntimeError("a workload's")
+    assert _tracebacks.first("key", failure)
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        for n in range(3):  # parsed again: the file changed (another writer's put)
+            assert DecisionCache(path).put(f"mine{n}.abc", entry(4))
+    warned = [r.getMessage() for r in caplog.records if "a newer chunktune's" in r.getMessage()]
+    assert len(warned) == 1 and "41 cache entries 'batch.abc'" in warned[0]
+    assert not _tracebacks.first("key", failure)  # still remembered: its repeat is one line
 
 
 def test_cache_merge_into_a_newer_chunktunes_file_keeps_what_that_one_wrote(
