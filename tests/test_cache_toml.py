@@ -136,6 +136,9 @@ def _damaged(text: str, key_text: str) -> dict[str, str]:
     cut = text.rindex("\n", at, end - 1) + 1
     # the entry's text inside a multi-line string of a table of its own
     in_string = text[:at] + '[notes]\nnote = """\n' + key_text + '"""\n\n' + text[end:]
+    in_literal = text[:at] + "[notes]\nnote = '''\n" + key_text + "'''\n\n" + text[end:]
+    # the entry's text in a comment of a table of its own: its lines are that table's keys
+    noted = "\n[notes]\n# " + key_text
     return {
         "digit": text[:digit] + flipped + text[digit + 1 :],
         "twice": text + "\n" + key_text,
@@ -147,6 +150,17 @@ def _damaged(text: str, key_text: str) -> dict[str, str]:
         "in-a-string": in_string,
         # and its header (an empty table) elsewhere: only that is the entry's table
         "in-a-string-empty-too": in_string + "\n" + head + "\n",
+        "in-a-literal-string": in_literal,
+        "in-a-literal-string-empty-too": in_literal + "\n" + head + "\n",
+        # a header line's text past the start of a line is no header: nothing stands as written
+        "in-a-comment-empty-too": text[:at] + text[end:] + noted + "\n" + head + "\n",
+        # arrays nested past a cache's depth, and past what the decoder's recursion reaches
+        "nested-deep": text + "\n[notes]\nx = " + "[" * 600 + "]" * 600 + "\n",
+        "nested-past-recursion": text + "\n[notes]\nx = " + "[" * 3000 + "]" * 3000 + "\n",
+        # the document's own keys of the wrong shape, or of a newer schema, its entries intact
+        "schema-a-string": text.replace("schema = 1\n", 'schema = "one"\n', 1),
+        "schema-newer": text.replace("schema = 1\n", "schema = 99\n", 1),
+        "checksums-a-number": text.replace('checksums = "sha256"\n', "checksums = 5\n", 1),
         "in-an-array": text[:at] + "note = [\n" + key_text + "]\n" + text[end:],
         # the header then names a table in the array's last element
         "array-of-entries": text[:at] + "[[entries]]\n" + text[at:],
@@ -176,7 +190,7 @@ def test_each_damage_near_an_entry_as_written_reads_as_a_decoding_of_the_whole(
             assert got == _parsed(damaged, None, file._known), why
             seen.add((why, got[0]))
     # the damages reach each way a decoding of the whole goes
-    assert {kind for _, kind in seen} == {"parsed", "UnusableCache"}
+    assert {kind for _, kind in seen} == {"parsed", "UnusableCache", "NewerCache"}
     assert ("digit", "parsed") in seen and ("twice", "UnusableCache") in seen
 
 
