@@ -174,6 +174,9 @@ def _header_of(raw: bytes, key: str) -> int:
         pytest.param(0, b"X", id="bracket-made-a-letter"),
         pytest.param(0, b"\xf8", id="bracket-made-no-utf8"),
         pytest.param(3, b"\xf8", id="name-made-no-utf8"),
+        # the blank line before it run on into it: the line before the broken one is this
+        # entry's last
+        pytest.param(-1, b"X", id="blank-line-made-a-letter"),
     ],
 )
 def test_a_toml_entry_before_a_header_that_broke_is_kept_whole(at: int, byte: bytes) -> None:

@@ -24,6 +24,7 @@ from _newer import newer_table, unreadable_table
 from chunktune import DecisionCache
 from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
 from chunktune._cache_layers import SystemCache
+from chunktune._cache_salvage import salvaged
 
 FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
 # a plain key, and one TOML quotes with escapes (its header is parsed alone, not by regex)
@@ -185,3 +186,69 @@ def test_a_fresh_copy_that_cannot_be_written_names_the_newer_entries_left_aside(
         "but could not write the 3 of its entries that were whole and the 1 a newer "
         "chunktune wrote that this one cannot read to a fresh cache"
     ) in caplog.text
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_damaged_file_whose_only_whole_entry_is_a_newer_ones_keeps_it(
+    tmp_path: Path, fmt: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No entry this one reads is whole, a newer one's is: the fresh copy still keeps that one."""
+    path = tmp_path / f"cache.{fmt}"
+    doc = {
+        "schema": 1,
+        "checksums": "sha256",
+        "entries": {"batch.abc": unreadable_table("batch.abc")},
+    }
+    path.write_text(json.dumps(doc) if fmt == "json" else tomli_w.dumps(doc))
+    assert DecisionCache(path, format=fmt).put("zz.abc", entry(6))
+    damaged = _damaged(path.read_bytes(), "cut")
+    path.write_bytes(damaged)
+    assert DecisionCache(path, format=fmt).entries() == {}
+    fresh = _fresh(tmp_path, path, fmt, damaged)
+    assert fresh["entries"] == {"batch.abc": unreadable_table("batch.abc")}
+    (moved,) = [r.getMessage() for r in caplog.records if "moved it to" in r.getMessage()]
+    assert moved.endswith(", keeping the 1 a newer chunktune wrote that this one cannot read")
+
+
+def _cut_json(members: list[tuple[str, dict[str, Any]]], *, checksums: bool = True) -> bytes:
+    """A JSON cache laid out as chunktune writes it, holding ``members`` (a key may repeat),
+    cut short inside the member after them: it decodes no more, each block is read alone."""
+    lines = [f"  {json.dumps(key)}: {json.dumps(table)}," for key, table in members]
+    head = '{\n "checksums": "sha256",\n' if checksums else "{\n"
+    return (head + ' "entries": {\n' + "\n".join(lines) + '\n  "zz.abc": {"ch').encode()
+
+
+@pytest.mark.parametrize(
+    "unreadable_first", [True, False], ids=["unreadable-first", "readable-first"]
+)
+def test_a_key_met_twice_in_a_damaged_file_is_what_its_last_whole_block_holds(
+    unreadable_first: bool,
+) -> None:
+    """A block duplicated by hand: the last whole one stands alone, not also the earlier one."""
+    readable = stored_tables({"batch.abc": entry(4)})["batch.abc"]
+    tables = [unreadable_table("batch.abc"), readable]
+    if not unreadable_first:
+        tables.reverse()
+    found = salvaged(_cut_json([("batch.abc", table) for table in tables]), "json")
+    if unreadable_first:
+        assert set(found.entries) == {"batch.abc"} and found.unread.entries == {}
+    else:
+        assert found.entries == {} and found.known == {}
+        assert found.unread.entries == {"batch.abc": unreadable_table("batch.abc")}
+
+
+def test_a_whole_entry_under_a_key_no_format_can_hold_is_not_salvaged() -> None:
+    """A checksummed block under a lone-surrogate key is neither served nor carried, as read."""
+    bad = "k\ud800.abc"
+    good = stored_tables({"good.abc": entry(4)})["good.abc"]
+    found = salvaged(_cut_json([(bad, newer_table(bad)), ("good.abc", good)]), "json")
+    assert found.entries == {"good.abc": entry(4)} and found.unread.entries == {}
+
+
+def test_an_invalid_entry_of_a_file_without_checksums_is_not_carried_as_a_newer_ones() -> None:
+    """No checksum vouches for an invalid block of a file without checksums: it is dropped."""
+    good = dict(stored_tables({"good.abc": entry(4)})["good.abc"])
+    del good[CHECKSUM_FIELD]
+    bad = {**good, "chunk_size": "four"}
+    found = salvaged(_cut_json([("bad.abc", bad), ("good.abc", good)], checksums=False), "json")
+    assert set(found.entries) == {"good.abc"} and found.unread.entries == {}
