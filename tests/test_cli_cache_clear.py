@@ -257,3 +257,49 @@ def test_clear_key_already_gone_still_tidies_its_idle_lock_file(
     lock.touch()  # a sweeper killed since, while holding it
     assert cache.remove([key]) == frozenset()
     assert not lock.exists()
+
+
+def _newer_only(path: Path, *keys: str) -> None:
+    """A cache at ``path`` holding only a newer chunktune's entries this one cannot read."""
+    from _newer import unreadable_table
+
+    tables = {key: unreadable_table(key) for key in keys}
+    path.write_text(json.dumps({"schema": 1, "checksums": "sha256", "entries": tables}))
+
+
+def test_clear_counts_the_newer_ones_entries_as_they_stand_when_it_deletes(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Asked of a newer one's one entry, another written meanwhile: 'the 1' asked, both counted."""
+    from chunktune._cli import _cache_cmd
+
+    path = isolated / "cache.json"
+    _newer_only(path, "n1.abc")
+    asked = []
+
+    def answer_after_another_store(question: str) -> str:
+        asked.append(question)
+        _newer_only(path, "n1.abc", "n2.abc")  # a newer chunktune's put, meanwhile
+        return "y\n"
+
+    monkeypatch.setattr(sys, "stdin", _Terminal(""))  # a terminal: it asks
+    monkeypatch.setattr(_cache_cmd, "_ask", answer_after_another_store)
+    assert main(["cache", "clear"]) == 0
+    assert asked == [
+        f"Delete the 1 entry from {path} "
+        "(among them 1 a newer chunktune wrote, which this one cannot read)? [y/N] "
+    ]
+    assert capsys.readouterr().out == (
+        f"deleted 2 entries from {path} "
+        "(among them 2 a newer chunktune wrote, which this one cannot read)\n"
+    )
+    assert json.loads(path.read_text()).get("entries", {}) == {}
+
+
+def test_clear_of_entries_this_one_reads_says_nothing_of_newer_ones(
+    cache: DecisionCache, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No newer one's entry in the cache: `clear --yes` says how many it deleted, and no more."""
+    assert main(["cache", "clear", "--yes"]) == 0
+    assert capsys.readouterr().out == f"deleted 3 entries from {cache.path}\n"
+    assert cache.entries() == {}

@@ -300,3 +300,15 @@ def test_an_altered_entry_in_the_other_format_is_decoded_once_to_read_and_salvag
     monkeypatch.setattr("chunktune._cache_salvage.decode", counted)
     assert set(DecisionCache(path).entries()) == {"e1.abc", "e2.abc"}
     assert decoded.count("toml") == 1  # the salvage took what the read decoded
+
+
+def test_a_newer_chunktunes_top_level_keys_are_written_sorted_in_json(tmp_path: Path) -> None:
+    """Keys a newer one wrote beside `entries`, read out of order, are written back sorted."""
+    path = tmp_path / "cache.json"
+    path.write_text(
+        json.dumps({"schema": 1, "checksums": "sha256", "entries": {}, "zeta": 1, "alpha": 2})
+    )
+    assert DecisionCache(path).put("k.abc", entry(4))
+    raw = path.read_bytes()
+    assert raw.index(b'"alpha"') < raw.index(b'"zeta"')
+    assert json.loads(raw)["zeta"] == 1

@@ -231,3 +231,12 @@ def test_a_fork_child_logs_the_traceback_again() -> None:
     # run_forked: the child never returns into pytest, whatever it raises
     assert run_forked(child, hang_guard_s=60) == 0
     assert not _tracebacks.first("key", failure)  # the parent still remembers it
+
+
+def test_what_is_said_once_never_shares_a_failures_memory() -> None:
+    """first_time of the very strings a failure's identity is made of is still a first time."""
+    about = "tracebacks test: said once"
+    assert _tracebacks.first(about, ValueError("same words"))
+    assert _tracebacks.first_time(about, "builtins", "ValueError", "same words")
+    assert not _tracebacks.first_time(about, "builtins", "ValueError", "same words")
+    assert not _tracebacks.first(about, ValueError("same words"))
