@@ -1185,33 +1185,35 @@ def test_a_holder_note_that_raises_lets_the_lock_go(
     assert key_lock(tmp_path / "locks" / "k.lock").try_acquire()
 
 
+@pytest.mark.parametrize("error", [MemoryError, KeyboardInterrupt])
 def test_a_lock_whose_noting_raises_once_taken_lets_it_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
 ) -> None:
-    """A MemoryError noting a lock just taken is raised with the file lock released."""
+    """A MemoryError (or Ctrl-C) noting a lock just taken is raised, the file lock released."""
 
     def no_memory(lock: filelock.BaseFileLock, fd: int) -> None:
-        raise MemoryError
+        raise error
 
     lock = Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local")
     monkeypatch.setattr(_lock_files, "_note_taken", no_memory)
-    with pytest.raises(MemoryError):
+    with pytest.raises(error):
         lock.try_acquire()
     monkeypatch.undo()
     assert Lock(tmp_path / "sweep.lock", what="the sweep lock", degrade="local").try_acquire()
 
 
+@pytest.mark.parametrize("error", [MemoryError, KeyboardInterrupt])
 def test_a_lock_whose_file_check_raises_once_taken_lets_it_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
 ) -> None:
-    """A MemoryError checking the file a lock just took is raised with the file lock released."""
+    """A MemoryError (or Ctrl-C) checking the file a lock just took is raised, the lock let go."""
 
     def no_memory(lock: filelock.BaseFileLock, path: Path) -> bool:
-        raise MemoryError
+        raise error
 
     lock = key_lock(tmp_path / "locks" / "k.lock")
     monkeypatch.setattr(_locks, "holds_file_at", no_memory)
-    with pytest.raises(MemoryError):
+    with pytest.raises(error):
         lock.try_acquire()
     monkeypatch.undo()
     assert key_lock(tmp_path / "locks" / "k.lock").try_acquire()

@@ -257,15 +257,16 @@ def test_run_beside_raises_what_the_call_raised() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("error", [MemoryError, KeyboardInterrupt])
 async def test_a_finally_that_raises_still_hands_back_the_outcome(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: type[BaseException]
 ) -> None:
     """in_own_thread whose finally_ raises: the outcome stands, the error is a logged bug report."""
     hooked: list[threading.ExceptHookArgs] = []
     monkeypatch.setattr(threading, "excepthook", hooked.append)
 
     def cleanup() -> None:
-        raise MemoryError
+        raise error
 
     name = "chunktune test finally"
     with anyio.fail_after(30):  # a hang detector, not a timing
