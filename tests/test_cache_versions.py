@@ -21,8 +21,15 @@ from _full_entry import entry
 from _newer import newer_table, unreadable_table
 from _users import child_env
 
-from chunktune import DecisionCache, _tracebacks
+from chunktune import (
+    CacheEntry,
+    DecisionCache,
+    _cache_checksums,
+    _cache_format,
+    _tracebacks,
+)
 from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
+from chunktune._cache_format import CacheFormat
 from chunktune._cache_layers import SystemCache
 
 FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
@@ -400,3 +407,146 @@ def test_a_broken_files_fresh_copy_holds_its_own_unreadable_entry_not_an_earlier
     assert _read(path)["entries"] == {"batch.abc": newer, "old.abc": tables["old.abc"]}
     (aside,) = (p for p in tmp_path.iterdir() if ".corrupt-" in p.name)
     assert _read_as(aside, fmt)["entries"]["batch.abc"] == newer
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cache_removed_after_a_read_gets_no_earlier_unreadable_entry_back(
+    tmp_path: Path, fmt: str
+) -> None:
+    """A cache file removed after a read is made anew without the newer entry read before."""
+    path = tmp_path / f"cache.{fmt}"
+    _unreadable_file(path)
+    cache = DecisionCache(path)
+    assert set(cache.entries()) == {"old.abc"}
+    path.unlink()  # the user's rm: what the newer chunktune wrote went with it
+    assert cache.put("mine.abc", entry(4))
+    assert set(_read(path)["entries"]) == {"mine.abc"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cache_removed_between_its_stat_and_its_read_gets_no_unreadable_entry_back(
+    tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache file gone between the stat and the read is made anew without the newer entry."""
+    path = tmp_path / f"cache.{fmt}"
+    _unreadable_file(path)
+    cache = DecisionCache(path)
+    assert set(cache.entries()) == {"old.abc"}
+    read_bytes = Path.read_bytes
+
+    pending = [path]  # removed by another process right after the put's stat, once
+
+    def removed_first(self: Path) -> bytes:
+        if self in pending:
+            pending.remove(self)
+            self.unlink()
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", removed_first)
+    assert cache.put("mine.abc", entry(4))
+    assert not pending
+    assert set(_read(path)["entries"]) == {"mine.abc"}
+
+
+def test_a_json_cache_after_a_blank_line_is_read_as_json_where_toml_is_asked(
+    tmp_path: Path,
+) -> None:
+    """A JSON cache that starts with white space (reformatted by hand) is JSON, not damage."""
+    path = tmp_path / "cache.json"
+    assert DecisionCache(path, format="json").put("theirs.abc", entry(8))
+    path.write_bytes(b"\n  " + path.read_bytes())
+    mine = DecisionCache(path, format="toml")
+    assert mine.get("theirs.abc") == entry(8)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]  # nothing moved aside
+
+
+@pytest.mark.parametrize("blank", [b"", b"\n", b"# nothing\n"], ids=["empty", "newline", "comment"])
+def test_a_blank_json_cache_stays_json(tmp_path: Path, blank: bytes) -> None:
+    """A .json cache left blank (a crash, a hand edit) is no TOML table: written back as JSON."""
+    path = tmp_path / "cache.json"
+    path.write_bytes(blank)
+    cache = DecisionCache(path)
+    assert cache.put("mine.abc", entry(4))
+    assert json.loads(path.read_bytes())["entries"].keys() == {"mine.abc"}
+    assert DecisionCache(path).entries() == {"mine.abc": entry(4)}
+
+
+@pytest.mark.parametrize("asked", ["json", "toml"])
+def test_a_json_cache_read_under_either_setting_converts_only_the_new_entry(
+    tmp_path: Path, asked: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write into a JSON cache re-encodes its entries as read, under TOML settings too."""
+    path = tmp_path / "cache.json"
+    theirs = {f"theirs{n}.abc": entry(n + 1) for n in range(3)}
+    assert DecisionCache(path, format="json").update(theirs)
+    made: list[str] = []
+    stored = _cache_checksums._stored
+
+    def counted(key: str, found: CacheEntry) -> dict[str, Any]:
+        made.append(key)
+        return stored(key, found)
+
+    monkeypatch.setattr(_cache_checksums, "_stored", counted)
+    mine = DecisionCache(path, format=asked)
+    assert mine.put("mine.abc", entry(4))
+    assert made == ["mine.abc"]  # its spans found the others' tables: none made again
+    assert DecisionCache(path).entries() == {**theirs, "mine.abc": entry(4)}
+
+
+def test_a_toml_entry_laid_out_by_hand_is_written_back_as_chunktune_lays_it_out(
+    tmp_path: Path,
+) -> None:
+    """An entry's fields reordered by hand (its checksum still matches) read as chunktune's."""
+    fresh, path = tmp_path / "fresh.toml", tmp_path / "cache.toml"
+    assert DecisionCache(fresh).update({"old.abc": entry(8), "mine.abc": entry(4)})
+    assert DecisionCache(path).put("old.abc", entry(8))
+    doc = tomllib.loads(path.read_text())
+    doc["entries"]["old.abc"] = dict(reversed(doc["entries"]["old.abc"].items()))
+    path.write_text(tomli_w.dumps(doc))
+    assert DecisionCache(path).put("mine.abc", entry(4))
+    assert path.read_bytes() == fresh.read_bytes()  # not as the hand laid it out
+
+
+def test_a_whole_entry_under_a_key_no_format_can_hold_is_skipped(tmp_path: Path) -> None:
+    """A checksummed entry under a lone-surrogate key (JSON escapes it) is skipped, not served."""
+    path = tmp_path / "cache.json"
+    bad = "k\ud800.abc"  # TOML cannot hold it: served, every TOML write of it would fail
+    entries = {bad: newer_table(bad), **stored_tables({"good.abc": entry(4)})}
+    path.write_text(json.dumps({"schema": 1, "checksums": "sha256", "entries": entries}))
+    assert DecisionCache(path).entries() == {"good.abc": entry(4)}
+
+
+def test_an_altered_entry_in_the_other_format_is_decoded_once_to_read_and_salvage_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TOML file read under JSON settings, one entry edited: TOML-decoded once, not twice."""
+    path = tmp_path / "cache.json"
+    assert DecisionCache(path, format="toml").update({f"e{n}.abc": entry(n + 1) for n in range(3)})
+    doc = tomllib.loads(path.read_text())
+    table = doc["entries"]["e0.abc"]
+    field = next(k for k, v in table.items() if isinstance(v, str) and k != CHECKSUM_FIELD)
+    table[field] += " edited"  # its checksum no longer matches
+    path.write_text(tomli_w.dumps(doc))
+    decoded: list[str] = []
+    real_decode = _cache_format.decode
+
+    def counted(raw: bytes, fmt: CacheFormat, **kwargs: Any) -> Any:
+        decoded.append(fmt)
+        return real_decode(raw, fmt, **kwargs)
+
+    monkeypatch.setattr("chunktune._cache_parse.decode", counted)
+    monkeypatch.setattr("chunktune._cache_salvage.decode", counted)
+    assert set(DecisionCache(path).entries()) == {"e1.abc", "e2.abc"}
+    assert decoded.count("toml") == 1  # the salvage took what the read decoded
+
+
+def test_a_newer_chunktunes_top_level_keys_are_written_sorted_in_json(tmp_path: Path) -> None:
+    """Keys a newer one wrote beside `entries`, read out of order, are written back sorted."""
+    path = tmp_path / "cache.json"
+    path.write_text(
+        json.dumps({"schema": 1, "checksums": "sha256", "entries": {}, "zeta": 1, "alpha": 2})
+    )
+    assert DecisionCache(path).put("k.abc", entry(4))
+    raw = path.read_bytes()
+    assert raw.index(b'"alpha"') < raw.index(b'"zeta"')
+    assert json.loads(raw)["zeta"] == 1

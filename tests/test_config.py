@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import re
 import tomllib
@@ -1316,3 +1318,31 @@ def test_a_settings_file_that_cannot_be_looked_at_leaves_resolve_its_sweep(
     decision = resolve_sync(workload, policy=policy)
     assert decision.source == "benchmark", decision.reason
     assert any("Input/output error" in r.getMessage() for r in caplog.records)
+
+
+def test_each_cause_of_a_working_directory_not_looked_in_is_warned_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A removed working directory, then an EIO: one warning each, by its reason alone."""
+    monkeypatch.setattr(_config, "_looked", set())  # warned once per process
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with caplog.at_level(logging.WARNING, logger="chunktune"):
+        assert load_settings() == load_settings()
+        monkeypatch.chdir(tmp_path)
+        real_stat = os.stat
+
+        def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+            if str(path).endswith("chunktune.toml"):
+                raise OSError(errno.EIO, "Input/output error", str(path))
+            return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "stat", stat)
+        assert load_settings() == load_settings()
+    warnings = [r.getMessage() for r in caplog.records if "cannot look for" in r.getMessage()]
+    assert [w.split("(")[1].split(")")[0] for w in warnings] == [
+        "No such file or directory",
+        "Input/output error",
+    ]

@@ -16,7 +16,10 @@ import attrs
 import pytest
 
 import chunktune
-from chunktune import _lock_note, _lock_wait
+from chunktune import (
+    _lock_note,
+    _lock_wait,
+)
 from chunktune._lock_note import Holder, note_path, noted_as, read_note, this_program, write_note
 from chunktune._locks import Lock, key_lock
 from chunktune.sim import Noise, SimulatedWorkload
@@ -344,3 +347,13 @@ def test_a_block_ended_by_an_exception_gives_its_name_back(
     with pytest.raises(RuntimeError), noted_as("chunktune tune"):
         raise RuntimeError("the command failed")
     assert this_program() == "train.py"
+
+
+def test_a_named_pipe_nobody_reads_is_replaced_by_the_note(tmp_path: Path) -> None:
+    """A named pipe at the note with no reader (ENXIO at once): replaced by a file naming us."""
+    path = tmp_path / "k.lock.holder"
+    os.mkfifo(path)
+    write_note(path)
+    assert stat.S_ISREG(path.stat().st_mode)
+    holder = read_note(path)
+    assert holder is not None and holder.pid == os.getpid()

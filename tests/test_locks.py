@@ -26,7 +26,14 @@ from _forking import run_forked
 from _holders import holding, holding_async
 
 import chunktune
-from chunktune import ProgressEvent, _lock_files, _lock_note, _lock_wait, _locks
+from chunktune import (
+    DecisionCache,
+    ProgressEvent,
+    _lock_files,
+    _lock_note,
+    _lock_wait,
+    _locks,
+)
 from chunktune._lock_files import SWEEP_LOCK_ENV
 from chunktune._lock_wait import hold_blocking
 from chunktune._locks import Lock, key_lock
@@ -759,7 +766,6 @@ def test_clear_removes_this_machines_sweep_lock_file_without_a_readable_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, note: str
 ) -> None:
     """A sweeper killed before its note was whole: clear removes the file named for this machine."""
-    from chunktune import DecisionCache
 
     root = tmp_path / "xdg"
     monkeypatch.delenv(SWEEP_LOCK_ENV)
@@ -1234,3 +1240,19 @@ def test_a_release_whose_tidying_raises_still_lets_the_lock_go(
         lock.release()
     monkeypatch.undo()
     assert key_lock(tmp_path / "locks" / "k.lock").try_acquire()
+
+
+def test_an_interrupt_writing_the_holder_note_lets_the_lock_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C as the holder's note is written is raised with the file lock released."""
+
+    def interrupted(path: Path) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_locks, "write_note", interrupted)
+    lock = key_lock(tmp_path / "locks" / "k.lock")
+    with pytest.raises(KeyboardInterrupt):
+        lock.try_acquire()
+    other = subprocess.run([sys.executable, "-c", _TRY_FLOCK, str(lock.path)], check=False)
+    assert other.returncode == 0  # another process takes it: not held by nobody

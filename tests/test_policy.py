@@ -9,7 +9,12 @@ from pathlib import Path
 import attrs
 import pytest
 
-from chunktune import ConfigError, Policy, dump_policy
+import chunktune
+from chunktune import (
+    ConfigError,
+    Policy,
+    dump_policy,
+)
 from chunktune._cli import main
 from chunktune._config import settings_from_dict
 
@@ -133,3 +138,10 @@ def test_an_integer_past_any_float_is_no_inf_in_code() -> None:
     """Policy(hard_limit_s=10**400) is refused: only a float inf means no limit."""
     with pytest.raises(ConfigError, match=r"is not valid for hard_limit_s; expected a number in"):
         Policy(hard_limit_s=10**400)
+
+
+def test_an_unknown_policy_among_thousands_is_matched_past_the_names_listed() -> None:
+    """The hint for a misspelt policy looks among every name, not only the 20 listed."""
+    policies = {f"p{i:04d}": Policy() for i in range(1000)}
+    with pytest.raises(ConfigError, match=r"did you mean p0917\? known policies: p0000, "):
+        chunktune.Settings(policies=policies, policy="p0917x")

@@ -20,8 +20,13 @@ import numpy as np
 import pytest
 from _places import unwritable_folder
 
-from chunktune import InvalidArgumentError, WorkloadError, load_settings, resolve_sync
-from chunktune._cli import main
+from chunktune import (
+    InvalidArgumentError,
+    WorkloadError,
+    load_settings,
+    resolve_sync,
+)
+from chunktune._cli import _record_cmd, main
 from chunktune._fingerprint import device_fingerprint
 from chunktune._keys import cache_key
 from chunktune._record import MAX_CALLS, check_calls, check_sizes, record
@@ -824,3 +829,27 @@ def test_a_recording_past_the_calls_cap_is_refused_before_it_is_announced(
     assert main([*argv, "--sizes", "2"]) == 2
     err = capsys.readouterr().err
     assert "calls; expected at most" in err and "recording" not in err
+
+
+def test_a_recording_kept_elsewhere_closes_a_descriptor_that_cannot_become_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """record's fallback copy: a failed fdopen of its temporary closes it and leaves none."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made: list[int] = []
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:
+        fd, name = real_mkstemp(*args, **kwargs)  # type: ignore[call-overload]
+        made.append(fd)
+        return fd, name
+
+    def fdopen(fd: int, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    assert _record_cmd._keep_elsewhere(b"{}") is None
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match="Bad file descriptor"):  # closed, not left open
+        os.fstat(made[0])

@@ -13,7 +13,10 @@ import pytest
 from _forking import run_forked
 
 import chunktune
-from chunktune import Decision, _tracebacks
+from chunktune import (
+    Decision,
+    _tracebacks,
+)
 from chunktune._failures import log_bug
 
 LINE = "chunktune: workload failed while measuring: run(None) raised RuntimeError: "
@@ -240,3 +243,42 @@ def test_what_is_said_once_never_shares_a_failures_memory() -> None:
     assert _tracebacks.first_time(about, "builtins", "ValueError", "same words")
     assert not _tracebacks.first_time(about, "builtins", "ValueError", "same words")
     assert not _tracebacks.first(about, ValueError("same words"))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_fork_child_remembers_failures_though_a_parent_thread_held_the_lock() -> None:
+    """A child forked while the lock was held (another thread's) still tells first from repeat."""
+    failure = RuntimeError("broken")
+
+    def child() -> None:  # exits 0 where the child's own lock let it through twice
+        first = _tracebacks.first("key", failure)
+        sys.exit(0 if first and not _tracebacks.first("key", failure) else 3)
+
+    with _tracebacks._lock:  # as a parent's thread logging at the fork holds it
+        status = run_forked(child, hang_guard_s=10)
+    assert status == 0
+
+
+def _same_name_elsewhere() -> type[Exception]:
+    """An exception class named as RuntimeError, of another module."""
+    kind = type("RuntimeError", (Exception,), {})
+    kind.__module__ = "someones.workload"
+    return kind
+
+
+def test_an_exception_of_another_module_with_the_same_name_is_another_failure() -> None:
+    """A workload's own RuntimeError class is not the built-in: its traceback is logged too."""
+    assert _tracebacks.first("key", RuntimeError("diverged"))
+    assert _tracebacks.first("key", _same_name_elsewhere()("diverged"))
+
+
+@pytest.mark.parametrize("raised", [RuntimeError, KeyError, AttributeError])
+def test_a_message_that_raises_any_error_is_one_failure(raised: type[Exception]) -> None:
+    """An exception whose __str__ raises any Exception is remembered; its repeat is a repeat."""
+
+    class Unreadable(Exception):
+        def __str__(self) -> str:
+            raise raised("no message")
+
+    assert _tracebacks.first("key", Unreadable())
+    assert not _tracebacks.first("key", Unreadable())
