@@ -51,7 +51,7 @@ from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
 from ._reading import MAX_NESTING, nests_deeper
 from ._shown import shown
 
-__all__ = ["ParsedCache", "parse_cache", "read_back", "unread_top"]
+__all__ = ["NewerTable", "ParsedCache", "parse_cache", "read_back", "read_table", "unread_top"]
 
 _DOCUMENT_KEYS = ("schema", "checksums", "entries")  # a document's own top-level keys
 
@@ -301,6 +301,41 @@ def _declares_checksums(doc: Mapping[str, Any]) -> bool:
     return True
 
 
+@attrs.frozen
+class NewerTable:
+    """A whole table (its checksum matched) that a newer chunktune wrote in a form this one
+    cannot read: never served, written back as read."""
+
+    table: Mapping[str, Any]
+    why: str
+    """Why this one cannot read it (the entry's problem)."""
+
+
+def read_table(key: str, table: Any, earlier: Known | None) -> CacheEntry | Known | NewerTable:
+    """What an entry's whole ``table`` (one :func:`altered` passed) reads as, for a parse and
+    a salvage alike: ``earlier``, the known entry built of a table of this checksum (the same
+    checksum, the same table); else its entry, a ``Known`` where it has a checksum (keeping
+    the fields a newer chunktune added: its data, not damage); or a newer chunktune's table
+    this one cannot read, where a checksum vouches for it.
+
+    Raises:
+        BadEntry: a key no format can hold, or an invalid table no checksum vouches for.
+    """
+    stored = table.get(CHECKSUM_FIELD) if isinstance(table, dict) else None
+    if earlier is not None and stored == earlier.checksum:
+        return earlier
+    check_key(key)
+    try:
+        entry = entry_from_table(table)
+    except BadEntry as exc:
+        if stored is None:
+            raise
+        return NewerTable(table, str(exc))
+    if stored is None:
+        return entry
+    return Known(stored, entry, table if has_newer_fields(table) else None)
+
+
 def _read_entries(
     tables: Mapping[str, Any],
     *,
@@ -326,32 +361,18 @@ def _read_entries(
             skipped.append((key, why))
             changed.append(key)
             continue
-        # a checksum here matched its table: the same checksum, the same table
-        stored = value.get(CHECKSUM_FIELD) if isinstance(value, dict) else None
-        if stored is not None:
-            earlier = known.get(key)
-            if earlier is not None and earlier.checksum == stored:
-                entries[key] = earlier.entry
-                seen[key] = earlier
-                continue
         try:
-            check_key(key)
+            read = read_table(key, value, known.get(key))
         except BadEntry as exc:
             skipped.append((key, str(exc)))
             continue
-        try:
-            entries[key] = entry_from_table(value)
-        except BadEntry as exc:
-            skipped.append((key, str(exc)))
-            if stored is not None:
-                # as a chunktune wrote it (its checksum matched), in a form this one cannot
-                # read: a newer one's, whose data a write here must not drop
-                unread[key] = value
-            continue
-        if stored is not None:
-            # fields a newer chunktune added (the checksum matched: not damage) are its
-            # data: the table is written back as it was read, never stripped to this one's
-            newer = has_newer_fields(value)
-            seen[key] = Known(stored, entries[key], value if newer else None)
+        if isinstance(read, NewerTable):
+            # a newer chunktune's, whose data a write here must not drop
+            skipped.append((key, read.why))
+            unread[key] = read.table
+        elif isinstance(read, Known):
+            entries[key], seen[key] = read.entry, read
+        else:
+            entries[key] = read
     parsed = ParsedCache(entries, tuple(skipped), False, tuple(changed), seen)
     return attrs.evolve(parsed, unread=Unread(entries=unread)) if unread else parsed

@@ -39,10 +39,10 @@ from typing import Any
 import attrs
 
 from ._cache_checksums import CHECKSUM_FIELD, Known, altered
-from ._cache_entry import BadEntry, CacheEntry, check_key, entry_from_table
+from ._cache_entry import BadEntry, CacheEntry
 from ._cache_format import SCHEMA, CacheFormat, Decoded, UnusableCache, decode
-from ._cache_parse import unread_top
-from ._cache_unread import NOTHING_UNREAD, Unread, has_newer_fields
+from ._cache_parse import NewerTable, read_table, unread_top
+from ._cache_unread import NOTHING_UNREAD, Unread
 
 __all__ = ["Salvaged", "salvage", "salvaged"]
 
@@ -107,44 +107,21 @@ def salvaged(raw: bytes, fmt: CacheFormat, decoded: Decoded | None = None) -> Sa
     for key, table in blocks:
         if altered(key, table, declared=declared) is not None:
             continue
-        read = _read_block(key, table, built.get(key))
-        if read is None:
+        try:
+            read = read_table(key, table, built.get(key))
+        except BadEntry:
             continue
         # a key met again (a block duplicated by hand) is what its last whole block holds
         for each in (kept, known, unread):
             each.pop(key, None)
-        if isinstance(read, dict):
-            unread[key] = read
+        if isinstance(read, NewerTable):
+            unread[key] = read.table
         elif isinstance(read, Known):
             kept[key], known[key] = read.entry, read
         else:
             kept[key] = read
     found = Unread(top, unread) if top or unread else NOTHING_UNREAD
     return Salvaged(kept, known, found)
-
-
-def _read_block(
-    key: str, table: dict[str, Any], seen: Known | None
-) -> CacheEntry | Known | dict[str, Any] | None:
-    """What a whole block (its checksum matched, or none is required) reads as, as a parse
-    reads it (:func:`chunktune._cache_parse.parse_cache`): its entry (``Known`` where it
-    has a checksum), a newer chunktune's table that this one cannot read, or None (invalid)."""
-    stored = table.get(CHECKSUM_FIELD)
-    # the read built it of a table with this checksum: the same table, the same entry
-    if seen is not None and stored == seen.checksum:
-        return seen
-    try:
-        check_key(key)
-    except BadEntry:
-        return None
-    try:
-        entry = entry_from_table(table)
-    except BadEntry:
-        # whole as a chunktune wrote it (its checksum matched), in a form this one cannot read
-        return table if stored is not None else None
-    if stored is None:
-        return entry
-    return Known(stored, entry, table if has_newer_fields(table) else None)
 
 
 def _blocks(raw: bytes, fmt: CacheFormat) -> tuple[list[tuple[str, Any]], bool]:
