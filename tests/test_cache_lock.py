@@ -109,36 +109,19 @@ def test_a_write_lock_removed_once_is_taken_anew_and_held(
     assert removed == [1]
 
 
-def test_a_write_lock_whose_tidying_raises_still_lets_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("failing", [1, 2], ids=["once-taken", "on-the-way-out"])
+def test_a_write_lock_whose_file_check_raises_lets_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: int
 ) -> None:
-    """A MemoryError as the write lock's file is checked on the way out leaves the lock free."""
+    """A MemoryError checking the write lock's file, just taken or on the way out, frees it."""
     file = _cache_file(tmp_path)
     checks: list[Path] = []
 
-    def no_memory_leaving(lock: filelock.BaseFileLock, path: Path) -> bool:
+    def no_memory(lock: filelock.BaseFileLock, path: Path) -> bool:
         checks.append(path)
-        if len(checks) > 1:  # the check as it lets go, not the one as it takes the lock
+        if len(checks) == failing:  # 1: the check as it takes the lock; 2: as it lets go
             raise MemoryError
         return holds_file_at(lock, path)
-
-    monkeypatch.setattr(_cache_lock, "holds_file_at", no_memory_leaving)
-    with pytest.raises(MemoryError) as raised, write_lock(file):
-        pass
-    assert raised.traceback  # the failed writer's frames, its lock among them, still live
-    other = filelock.FileLock(lock_path(file.path))
-    other.acquire(timeout=0)
-    other.release()
-
-
-def test_a_write_lock_whose_file_check_raises_once_taken_lets_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A MemoryError checking the file a write lock just took leaves the lock free."""
-    file = _cache_file(tmp_path)
-
-    def no_memory(lock: filelock.BaseFileLock, path: Path) -> bool:
-        raise MemoryError
 
     monkeypatch.setattr(_cache_lock, "holds_file_at", no_memory)
     with pytest.raises(MemoryError) as raised, write_lock(file):
