@@ -21,6 +21,7 @@ from ._cache_paths import checked_cache_path
 from ._errors import CacheError
 from ._lock_files import make_folder
 from ._reading import MAX_CACHE_BYTES, TooLarge, read_capped, read_capped_from
+from ._shown import shown_file
 
 __all__ = ["read_cache_file", "read_cache_stream", "write_cache_file"]
 
@@ -41,7 +42,7 @@ def read_cache_file(path: str | os.PathLike[str]) -> ParsedCache:
         raw = read_capped(file, MAX_CACHE_BYTES)  # a pipe has no size to check first
         mtime = file.stat().st_mtime
     except OSError as exc:
-        raise CacheError(f"cannot read {file}: {exc.strerror or exc}") from exc
+        raise CacheError(f"cannot read {shown_file(file)}: {exc.strerror or exc}") from exc
     except TooLarge as exc:
         raise _too_large(str(file), exc) from None
     return _parsed(raw, cache_format(file), mtime=mtime, name=str(file))
@@ -59,7 +60,7 @@ def read_cache_stream(stream: BinaryIO, *, name: str) -> ParsedCache:
     try:
         raw = read_capped_from(stream, MAX_CACHE_BYTES, Path(name))
     except OSError as exc:
-        raise CacheError(f"cannot read {name}: {exc.strerror or exc}") from exc
+        raise CacheError(f"cannot read {shown_file(name)}: {exc.strerror or exc}") from exc
     except TooLarge as exc:
         raise _too_large(name, exc) from None
     return _parsed(raw, "json", mtime=time.time(), name=name)
@@ -67,7 +68,7 @@ def read_cache_stream(stream: BinaryIO, *, name: str) -> ParsedCache:
 
 def _too_large(name: str, exc: TooLarge) -> CacheError:
     return CacheError(
-        f"cannot read {name}: it holds more than {exc.limit}; expected a chunktune "
+        f"cannot read {shown_file(name)}: it holds more than {exc.limit}; expected a chunktune "
         "cache (about 1.6 KB an entry)"
     )
 
@@ -76,7 +77,7 @@ def _parsed(raw: bytes, fmt: CacheFormat, *, mtime: float, name: str) -> ParsedC
     try:
         return parse_cache(raw, fmt, mtime=mtime, source=name)
     except UnusableCache as exc:
-        raise CacheError(f"{name} {exc}") from None
+        raise CacheError(f"{shown_file(name)} {exc}") from None
 
 
 def write_cache_file(
@@ -91,10 +92,10 @@ def write_cache_file(
     try:
         data = encode(entries, cache_format(file, format))
     except (TypeError, ValueError) as exc:
-        raise CacheError(f"cannot write {file}: {exc}") from exc
+        raise CacheError(f"cannot write {shown_file(file)}: {exc}") from exc
     try:
         file = Path(os.path.realpath(file))  # a link is written through to its target
         make_folder(file.parent)  # its owner's to write, whatever the umask
         write_atomic(file, data)
     except OSError as exc:
-        raise CacheError(f"cannot write {file}: {exc.strerror or exc}") from exc
+        raise CacheError(f"cannot write {shown_file(file)}: {exc.strerror or exc}") from exc

@@ -441,3 +441,67 @@ def test_memory_spent_outside_a_resolve_is_one_line_and_exit_1(
     monkeypatch.setattr(_config, "discover_config", no_memory)
     assert main(["cache", "path"]) == 1
     assert "ran out of memory" in one_error(capsys.readouterr().err)
+
+
+_ODD = "a\nb\x1b[31m"  # a newline and an escape sequence in a file's name
+_ODD_SHOWN = r'"a\nb\u001B[31m'  # how a message starts naming it: quoted, escaped
+
+
+@pytest.mark.parametrize(
+    ("argv", "made"),
+    [
+        pytest.param(["import", f"{_ODD}.json"], None, id="import-missing"),
+        pytest.param(["import", f"{_ODD}.json"], "{", id="import-broken"),
+        pytest.param(["import", f"{_ODD}.json"], "dir", id="import-folder"),
+        pytest.param(["merge", f"{_ODD}.json"], None, id="merge-missing"),
+        pytest.param(["merge", f"{_ODD}.json"], "{", id="merge-broken"),
+        pytest.param(["merge", "in.json", "-o", f"{_ODD}/x.json"], None, id="merge-o-no-dir"),
+        pytest.param(["merge", "in.json", "-o", f"{_ODD}.json"], "dir", id="merge-o-folder"),
+        pytest.param(["merge", "in.json", "-o", f"{_ODD}.txt"], None, id="merge-o-suffix"),
+        pytest.param(["export", f"{_ODD}/x.json"], None, id="export-no-dir"),
+        pytest.param(["export", f"{_ODD}.json"], "{", id="export-exists"),
+        pytest.param(["export", f"{_ODD}.txt"], None, id="export-suffix"),
+    ],
+)
+def test_an_error_names_an_odd_file_escaped_on_one_line(
+    isolated: Path, capsys: pytest.CaptureFixture[str], argv: list[str], made: str | None
+) -> None:
+    """import/merge/export errors quote a file name's newline and escape: one line, exit 2."""
+    # the name went out raw: the error line broken in two, the rest of the terminal red
+    write_cache_file(isolated / "in.json", {})
+    odd = isolated / f"{_ODD}.json"
+    if made == "dir":
+        odd.mkdir()
+    elif made is not None:
+        odd.write_text(made)
+    assert main(["cache", *argv]) == 2
+    err = capsys.readouterr().err
+    assert unprinted(err.rstrip("\n")) is None, err
+    assert _ODD_SHOWN in one_error(err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["list"], id="list"),
+        pytest.param(["clear", "--yes"], id="clear"),
+        pytest.param(["import", "in.json"], id="import"),
+        pytest.param(["export", "out.json"], id="export"),
+        pytest.param(["merge", "in.json"], id="merge"),
+    ],
+)
+def test_a_report_names_an_odd_cache_path_escaped_on_one_line(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    """list/clear/import/export/merge quote a cache path's newline and escape in their report."""
+    cache = DecisionCache(isolated / f"{_ODD}.json")
+    assert cache.put("a" * 32 + ".b", entry())
+    write_cache_file(isolated / "in.json", {"c" * 32 + ".d": entry()})
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(cache.path))
+    assert main(["cache", *argv]) == 0
+    out = capsys.readouterr().out
+    assert unprinted(out.replace("\n", "")) is None, out
+    assert f'{_ODD_SHOWN[1:]}.json"' in out.splitlines()[-1]  # an absolute path, quoted whole

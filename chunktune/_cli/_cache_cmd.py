@@ -14,7 +14,7 @@ from .._cache import DecisionCache
 from .._cache_format import CacheFormat, encode, suffix_format
 from .._cache_transfer import read_cache_file, write_cache_file
 from .._errors import CacheError, InvalidArgumentError
-from .._shown import shown_path
+from .._shown import shown_file, shown_path
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -210,16 +210,16 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     newer = len(cache.unreadable())
     if count + newer == 0:
         cache.clear()  # no entries, but idle key locks and dead writers' temporary files
-        print(f"no entries in {cache.path}; nothing to clear")
+        print(f"no entries in {shown_file(cache.path)}; nothing to clear")
         return EXIT_OK
     every = "the" if count + newer == 1 else "all"
-    what = f"{entries_of(count + newer)} from {cache.path}{_newer(newer)}"
+    what = f"{entries_of(count + newer)} from {shown_file(cache.path)}{_newer(newer)}"
     refused = _refused(args.yes, what, f"{every} ")
     if refused is not None:
         return refused
     newer = len(cache.unreadable())  # as of now, not of the question asked
     removed = cache.clear() + newer
-    print(f"deleted {entries_of(removed)} from {cache.path}{_newer(newer)}")
+    print(f"deleted {entries_of(removed)} from {shown_file(cache.path)}{_newer(newer)}")
     return EXIT_OK
 
 
@@ -240,13 +240,13 @@ def _clear_named(cache: DecisionCache, names: list[str], *, yes: bool) -> int:
     keys = named_keys(entries, names)
     short = short_keys(entries)
     listed = ", ".join(short[k] for k in keys)
-    refused = _refused(yes, f"{entries_of(len(keys))} ({listed}) from {cache.path}", "")
+    refused = _refused(yes, f"{entries_of(len(keys))} ({listed}) from {shown_file(cache.path)}", "")
     if refused is not None:
         return refused
     removed = cache.remove(keys)
     for key in keys:
         print(f"deleted {short[key]}" if key in removed else f"{short[key]} was already gone")
-    print(f"deleted {entries_of(len(removed))} from {cache.path}")
+    print(f"deleted {entries_of(len(removed))} from {shown_file(cache.path)}")
     return EXIT_OK
 
 
@@ -293,21 +293,28 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
     target = output_file("export", args.file)
     fmt = suffix_format(target)
     if fmt is None:
-        raise InvalidArgumentError(f"export {target}: the name must end in .json or .toml")
+        raise InvalidArgumentError(
+            f"export {shown_file(target)}: the name must end in .json or .toml"
+        )
     if args.format is not None and args.format != fmt:
         # a .json file holding TOML would not read back: import goes by the suffix
         raise InvalidArgumentError(
-            f"export {target}: --format {args.format} contradicts the name's suffix "
+            f"export {shown_file(target)}: --format {args.format} contradicts the name's suffix "
             f"{target.suffix}; expected a .{args.format} name, or no --format"
         )
     if same_file(target, cache.path):
-        raise InvalidArgumentError(f"export {target}: that is the cache file itself")
+        raise InvalidArgumentError(f"export {shown_file(target)}: that is the cache file itself")
     not_own_file(target, "export", args.config)  # a lock, the system cache
     if exists(target) and not args.force:
-        raise InvalidArgumentError(f"export {target}: the file exists; add --force to replace it")
+        raise InvalidArgumentError(
+            f"export {shown_file(target)}: the file exists; add --force to replace it"
+        )
     entries = cache.entries(strict=True)
     write_cache_file(target, entries, format=fmt)
-    print(f"exported {entries_of(len(entries))} from {cache.path} to {shown_path(str(target))}")
+    print(
+        f"exported {entries_of(len(entries))} from {shown_file(cache.path)} "
+        f"to {shown_path(str(target))}"
+    )
     return EXIT_OK
 
 
@@ -322,7 +329,7 @@ def _export_to_stdout(cache: DecisionCache, fmt: CacheFormat) -> None:
     try:
         data = encode(entries, fmt)
     except (TypeError, ValueError) as exc:
-        raise CacheError(f"cannot export {cache.path}: {exc}") from exc
+        raise CacheError(f"cannot export {shown_file(cache.path)}: {exc}") from exc
     sys.stdout.write(data.decode())
 
 
@@ -333,8 +340,8 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     else:
         path = file_arg("import", args.file)
         if exists(path) and same_file(path, cache.path):
-            raise InvalidArgumentError(f"import {path}: that is the cache file itself")
-        source, parsed = str(path), read_cache_file(path)
+            raise InvalidArgumentError(f"import {shown_file(path)}: that is the cache file itself")
+        source, parsed = shown_file(path), read_cache_file(path)
     incoming, kind = parsed.entries, parsed.kind
     warn_skipped(parsed, source)
     report = cache.merge(incoming)
@@ -365,5 +372,5 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
         extras.append(f"{same} already present")
     if extras:
         summary += f" ({'; '.join(extras)})"
-    print(f"{summary} into {cache.path}")
+    print(f"{summary} into {shown_file(cache.path)}")
     return EXIT_OK

@@ -21,7 +21,7 @@ from .._keys import cache_for
 from .._paths import user_path
 from .._policy import Policy
 from .._settings import Settings, unknown_policy
-from .._shown import shown, shown_path
+from .._shown import shown, shown_file, shown_path
 from .._sigint import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 if TYPE_CHECKING:
@@ -205,9 +205,11 @@ def output_file(what: str, value: str) -> Path:
     """
     path = file_arg(what, value)
     if not _is_dir(what, path.parent):
-        raise OutputError(f"{what} {path}: the directory {path.parent} does not exist")
+        raise OutputError(
+            f"{what} {shown_file(path)}: the directory {shown_file(path.parent)} does not exist"
+        )
     if _is_dir(what, path):
-        raise OutputError(f"{what} {path} is a directory; expected a file's name")
+        raise OutputError(f"{what} {shown_file(path)} is a directory; expected a file's name")
     return path
 
 
@@ -221,14 +223,16 @@ def output_writable(path: Path, what: str) -> None:
     try:
         check_writable(path)
     except OSError as exc:
-        raise OutputError(f"cannot write the {what} {path}: {exc.strerror or exc}") from exc
+        raise OutputError(
+            f"cannot write the {what} {shown_file(path)}: {exc.strerror or exc}"
+        ) from exc
 
 
 def _is_dir(what: str, path: Path) -> bool:
     try:
         return path.is_dir()
     except OSError as exc:  # a name too long, say
-        raise OutputError(f"{what} {path}: {exc.strerror or exc}") from None
+        raise OutputError(f"{what} {shown_file(path)}: {exc.strerror or exc}") from None
 
 
 def read_stdin_cache(verb: str) -> ParsedCache:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._cache_entry import CacheEntry
-from .._shown import shown_path
+from .._shown import shown_file, shown_path
 from ._common import EXIT_OK, console_on, entries_of, open_cache, short_keys, table_console
 from ._plain_table import Column, plain_table
 from ._render import chunk_label, entry_age, entry_text, model_summary
@@ -66,7 +66,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(listed, indent=2, allow_nan=False) + "\n")
         return EXIT_OK
     if not entries:
-        print(f"no entries in {cache.path}")
+        print(f"no entries in {shown_file(cache.path)}")
         return EXIT_OK
     # the key is what `cache show` takes: never cut, however narrow the terminal
     columns: list[Column] = [("key", "left", max(map(len, short.values()))), *_COLUMNS]
@@ -109,7 +109,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
         console.print(table)
     else:  # laid out as rich lays it out there, without its cost per row
         console.file.write("".join(f"{line}\n" for line in plain_table(columns, rows)))
-    console.print(f"{entries_of(len(entries))} in {cache.path}")
+    console.print(f"{entries_of(len(entries))} in {shown_file(cache.path)}")
     busy = sum(entry.load is not None and entry.load.busy for entry in entries.values())
     if busy:
         console.print(

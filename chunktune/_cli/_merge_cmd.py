@@ -16,7 +16,7 @@ from .._cache_format import suffix_format
 from .._cache_parse import ParsedCache
 from .._cache_transfer import read_cache_file
 from .._errors import CacheError, InvalidArgumentError
-from .._shown import shown_some
+from .._shown import shown_file, shown_some
 from ._common import (
     EXIT_OK,
     STDIN,
@@ -69,7 +69,9 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
     out = output_file("merge -o", args.output)
     fmt = suffix_format(out)
     if fmt is None:
-        raise InvalidArgumentError(f"merge -o {out}: the name must end in .json or .toml")
+        raise InvalidArgumentError(
+            f"merge -o {shown_file(out)}: the name must end in .json or .toml"
+        )
     # a cache may be merged into, under its lock; a lock (the sweep lock named *.json)
     # replaced would let two sweeps measure at once
     not_own_file(out, "merged cache", args.config, caches_too=False)
@@ -77,7 +79,7 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
         if not out.is_file():
             # never read: /dev/zero has no end (all memory went), a FIFO blocks for good
             raise CacheError(
-                f"merge -o {out}: it is no regular file (a device, FIFO or socket); "
+                f"merge -o {shown_file(out)}: it is no regular file (a device, FIFO or socket); "
                 "expected a cache file's name"
             )
         # an existing OUT must be a cache as chunktune wrote it: never quarantine it here
@@ -85,11 +87,11 @@ def _target(args: argparse.Namespace) -> tuple[DecisionCache, str]:
         if altered:
             keys = shown_some(altered, _SHOW_ALTERED)
             raise CacheError(
-                f"merge -o {out}: it holds {entries_of(len(altered))} ({keys}) whose checksum "
-                "does not match, edited or damaged after chunktune wrote them; it is left as "
-                "it is (merge into another file)"
+                f"merge -o {shown_file(out)}: it holds {entries_of(len(altered))} ({keys}) "
+                "whose checksum does not match, edited or damaged after chunktune wrote them; "
+                "it is left as it is (merge into another file)"
             )
-    return DecisionCache(out, format=fmt), str(out)
+    return DecisionCache(out, format=fmt), shown_file(out)
 
 
 def _cmd_cache_merge(args: argparse.Namespace) -> int:
@@ -105,8 +107,10 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
             continue
         path = file_arg("merge FILE", value)
         if exists(path) and same_file(path, target.path):
-            raise InvalidArgumentError(f"merge {path}: that is the file being merged into")
-        inputs.append((str(path), read_cache_file(path)))  # all read before any write
+            raise InvalidArgumentError(
+                f"merge {shown_file(path)}: that is the file being merged into"
+            )
+        inputs.append((shown_file(path), read_cache_file(path)))  # all read before any write
     for name, parsed in inputs:
         warn_skipped(parsed, name)
     # one write for every input: each write rewrites the whole file
@@ -131,7 +135,8 @@ def _cmd_cache_merge(args: argparse.Namespace) -> int:
         totals["same"] += len(report.same)
     held = len(target.entries(strict=True))
     print(
-        f"merged {len(inputs)} file{'' if len(inputs) == 1 else 's'} into {target.path}: "
+        f"merged {len(inputs)} file{'' if len(inputs) == 1 else 's'} "
+        f"into {shown_file(target.path)}: "
         f"{totals['added']} added, {totals['replaced']} replaced by newer entries, "
         f"{totals['kept']} not taken (not newer), {totals['same']} already present; "
         f"{entries_of(held)} now"
