@@ -133,17 +133,30 @@ def _threads(nthread: object) -> int:
     return int(cast(int, nthread))
 
 
-def _switch(adaptive: object) -> bool:
-    """``adaptive`` as the bool it is: True or False (numpy's too), nothing else.
+def _switch(value: object, *, what: str = "adaptive") -> bool:
+    """``value`` (the argument ``what``) as the bool it is: True or False (numpy's too),
+    nothing else.
 
     The older tuner took its truth, so ``adaptive="no"`` (or ``"false"``, a config
-    file's text) measured: the opposite of what the caller meant.
+    file's text) measured: the opposite of what the caller meant; and
+    ``post_step_forward_sensor="no"`` stepped the pool with the sensors on.
     """
-    if not isinstance(adaptive, bool | np.bool_):
+    if not isinstance(value, bool | np.bool_):
         raise _InvalidArgumentError(
-            f"adaptive must be True or False, got {_shown(adaptive)} ({_type_named(adaptive)})"
+            f"{what} must be True or False, got {_shown(value)} ({_type_named(value)})"
         )
-    return bool(adaptive)
+    return bool(value)
+
+
+def _backend(backend_type: object) -> str:
+    """``backend_type`` as the text it is: a non-empty string (``"mujoco"``), which keys
+    the cache; the older tuner keyed ``str()`` of anything, so ``3`` and ``"3"`` shared."""
+    if not isinstance(backend_type, str) or not backend_type.strip():
+        raise _InvalidArgumentError(
+            f"backend_type must be a backend's name such as 'mujoco', got "
+            f"{_shown(backend_type)} ({_type_named(backend_type)})"
+        )
+    return backend_type
 
 
 def _model_file(model_file: object) -> str | None:
@@ -195,12 +208,14 @@ class PoolStepWorkload:
         self.num_envs = num_envs
         self.nthread = nthread
         self.bench_nsteps = _check_chunk_size(bench_nsteps, what="bench_nsteps")
-        self.post_step_forward_sensor = bool(post_step_forward_sensor)
+        self.post_step_forward_sensor = _switch(
+            post_step_forward_sensor, what="post_step_forward_sensor"
+        )
         self.model_file = _model_file(model_file)
         label = _check_label(model_label, what="model_label", names=_MODEL_LABEL_NAMES)
         self._signature: dict[str, SignatureValue] = {
             "kind": "compat.pool_step",
-            "backend_type": str(backend_type),
+            "backend_type": _backend(backend_type),
             "dtype": _dtype_name(dtype),
             "post_step_forward_sensor": self.post_step_forward_sensor,
             "bench_nsteps": self.bench_nsteps,
@@ -287,6 +302,8 @@ def resolve_chunk_size(
             from 1 to ``num_envs``;
             when measuring, ``n_variants`` or ``bench_nsteps`` not an integer >= 1,
             ``dtype`` no numpy data type, ``model.nu`` no count of controls,
+            ``post_step_forward_sensor`` not True or False, ``backend_type`` no
+            non-empty string,
             ``model_file`` no path, ``model_label`` no name (a string of 1 to 256
             characters, not only whitespace, with no control character), or ``model``
             with none of an MjModel's sizes.

@@ -134,12 +134,21 @@ class _Model(FakeModel):
         pytest.param({"adaptive": None}, r"got None \(NoneType\)", id="none"),
         pytest.param({"adaptive": np.array([True])}, r"\(ndarray\)", id="array"),
         pytest.param({"adaptive": "no", "manual_chunk_size": 8}, r"got 'no'", id="with-manual"),
+        pytest.param({"post_step_forward_sensor": "no"},
+                     r"post_step_forward_sensor must be True or False, got 'no' \(str\)",
+                     id="sensor-text-no"),
+        pytest.param({"post_step_forward_sensor": None}, r"got None \(NoneType\)",
+                     id="sensor-none"),
+        pytest.param({"backend_type": 3}, r"backend_type must be a backend's name .* got 3 \(int\)",
+                     id="backend-int"),
+        pytest.param({"backend_type": " "}, r"backend_type must be .* got ' ' \(str\)",
+                     id="backend-blank"),
     ],
 )  # fmt: skip
 def test_bad_arguments_for_measuring_raise_naming_them(
     over: dict[str, object], message: str
 ) -> None:
-    """A dtype, n_variants, model.nu or adaptive compat cannot use: InvalidArgumentError."""
+    """A dtype, n_variants, model.nu, adaptive, sensor switch or backend it cannot use: raises."""
     pool = FakePool()
     with pytest.raises(InvalidArgumentError, match=message):
         call(pool, np.zeros((256, 5)), **over)
