@@ -303,3 +303,26 @@ def test_clear_of_entries_this_one_reads_says_nothing_of_newer_ones(
     assert main(["cache", "clear", "--yes"]) == 0
     assert capsys.readouterr().out == f"deleted 3 entries from {cache.path}\n"
     assert cache.entries() == {}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["clear", "newer0001.abcdef", "--yes"], id="clear-whole-key"),
+        pytest.param(["clear", "newer000", "--yes"], id="clear-start"),
+        pytest.param(["show", "newer"], id="show"),
+    ],
+)
+def test_a_name_of_a_newer_ones_entry_says_so_and_deletes_nothing(
+    isolated: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """clear KEY or show KEY naming a newer chunktune's entry: exit 2 saying so, not 'no entry'."""
+    # the warning just named the key, then the error said no entry's key starts with it
+    path = isolated / "cache.json"
+    _newer_only(path, "newer0001.abcdef")
+    before = path.read_bytes()
+    assert main(["cache", *argv]) == 2
+    line = one_error(capsys.readouterr().err)
+    assert "names an entry a newer chunktune wrote, which this one cannot read" in line
+    assert "`chunktune cache clear` deletes every entry" in line
+    assert path.read_bytes() == before

@@ -237,7 +237,7 @@ def _clear_named(cache: DecisionCache, names: list[str], *, yes: bool) -> int:
     lock, so an entry another process stores meanwhile stays.
     """
     entries = cache.entries(strict=True)
-    keys = named_keys(entries, names)
+    keys = named_keys(entries, names, newer=cache.unreadable())
     short = short_keys(entries)
     listed = ", ".join(short[k] for k in keys)
     refused = _refused(yes, f"{entries_of(len(keys))} ({listed}) from {shown_file(cache.path)}", "")

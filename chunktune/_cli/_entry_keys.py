@@ -37,6 +37,19 @@ def _ambiguous(prefix: str, matches: Sequence[str]) -> str:
     return f"{spelled(prefix)} matches {entries_of(len(matches))} ({listed}{more})"
 
 
+def _none_named(name: str, newer: Iterable[str], expected: str) -> InvalidArgumentError:
+    """The error for ``name``, which names no entry this chunktune reads: where it names a
+    newer chunktune's entry (the warning just printed its key), one that says so."""
+    if any(_matches(k, name) for k in newer):
+        return InvalidArgumentError(
+            f"{spelled(name)} names an entry a newer chunktune wrote, which this one cannot "
+            "read, show or delete alone; expected a key as `chunktune cache list` shows it "
+            "(`chunktune cache clear` deletes every entry, that one too, as does the newer "
+            "chunktune's `cache clear KEY`)"
+        )
+    return InvalidArgumentError(f"no cache entry's key starts with {spelled(name)}{expected}")
+
+
 def find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
     """The one entry whose key ``prefix`` names (``cache show``).
 
@@ -52,24 +65,25 @@ def find_entry(cache: DecisionCache, prefix: str) -> tuple[str, CacheEntry]:
     entries = cache.entries(strict=True)
     matches = sorted(k for k in entries if _matches(k, prefix))
     if not matches:
-        raise InvalidArgumentError(
-            f"no cache entry's key starts with {spelled(prefix)} (see `chunktune cache list`)"
-        )
+        raise _none_named(prefix, cache.unreadable(), " (see `chunktune cache list`)")
     if len(matches) > 1:
         raise InvalidArgumentError(f"{_ambiguous(prefix, matches)}; give more characters")
     return matches[0], entries[matches[0]]
 
 
-def named_keys(keys: Iterable[str], names: Sequence[str]) -> list[str]:
+def named_keys(
+    keys: Iterable[str], names: Sequence[str], *, newer: Iterable[str] = ()
+) -> list[str]:
     """The keys of ``keys`` that ``names`` name (``cache clear KEY...``), each once, in order.
 
     A name is a whole key, or at least :data:`MIN_CLEAR_CHARS` characters of one as
     ``cache list`` shows it (its start, or the start of each part of ``<job>.<policy>``)
-    that name no other key. Every name is checked before any is used.
+    that name no other key. Every name is checked before any is used. ``newer``: the keys
+    of a newer chunktune's entries that this one cannot read, which no name may name.
 
     Raises:
         InvalidArgumentError: the first name that is shorter than that (and no whole
-            key), or names no key, or several.
+            key), or names no key (or a newer chunktune's), or several.
     """
     keys = sorted(keys)
     known = set(keys)
@@ -85,10 +99,7 @@ def named_keys(keys: Iterable[str], names: Sequence[str]) -> list[str]:
         else:
             matches = [k for k in keys if _matches(k, name)]
         if not matches:
-            raise InvalidArgumentError(
-                f"no cache entry's key starts with {spelled(name)}; expected a key as "
-                "`chunktune cache list` shows it"
-            )
+            raise _none_named(name, newer, "; expected a key as `chunktune cache list` shows it")
         if len(matches) > 1:
             raise InvalidArgumentError(
                 f"{_ambiguous(name, matches)}; expected one entry's key: give more characters"
