@@ -94,8 +94,9 @@ def write_cache_file(
     except (TypeError, ValueError) as exc:
         raise CacheError(f"cannot write {shown_file(file)}: {exc}") from exc
     try:
-        file = Path(os.path.realpath(file))  # a link is written through to its target
-        make_folder(file.parent)  # its owner's to write, whatever the umask
-        write_atomic(file, data)
+        target = Path(os.path.realpath(file))  # a link is written through to its target
+        make_folder(target.parent)  # its owner's to write, whatever the umask
+        write_atomic(target, data)
     except OSError as exc:
+        # named as given: /proc/self/x, not the pid it stands for; a link, not its target
         raise CacheError(f"cannot write {shown_file(file)}: {exc.strerror or exc}") from exc

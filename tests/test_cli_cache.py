@@ -505,3 +505,12 @@ def test_a_report_names_an_odd_cache_path_escaped_on_one_line(
     out = capsys.readouterr().out
     assert unprinted(out.replace("\n", "")) is None, out
     assert f'{_ODD_SHOWN[1:]}.json"' in out.splitlines()[-1]  # an absolute path, quoted whole
+
+
+def test_an_export_that_cannot_be_written_names_the_file_as_given(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """export /proc/self/x.json that fails names /proc/self/x.json, not the pid it stands for."""
+    assert main(["cache", "export", "/proc/self/x.json"]) == 2
+    line = one_error(capsys.readouterr().err)
+    assert line.startswith("chunktune: error: cannot write /proc/self/x.json: "), line
