@@ -109,7 +109,8 @@ def add_parser(
         nargs="*",
         metavar="KEY",
         help=f"an entry's key as `cache list` shows it, or its first {MIN_CLEAR_CHARS} or more "
-        "characters where they name one entry only (default: every entry)",
+        "characters where they name one entry only (default: every entry, those a newer "
+        "chunktune wrote that this one cannot read too)",
     )
     clear.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     clear.set_defaults(handler=_cmd_cache_clear)
