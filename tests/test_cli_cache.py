@@ -514,3 +514,24 @@ def test_an_export_that_cannot_be_written_names_the_file_as_given(
     assert main(["cache", "export", "/proc/self/x.json"]) == 2
     line = one_error(capsys.readouterr().err)
     assert line.startswith("chunktune: error: cannot write /proc/self/x.json: "), line
+
+
+@pytest.mark.parametrize("verb", ["import", "merge"])
+def test_a_newer_ones_entry_in_an_input_is_skipped_as_such_not_as_malformed(
+    isolated: Path, capsys: pytest.CaptureFixture[str], verb: str
+) -> None:
+    """import/merge skip a newer chunktune's whole entry saying whose it is, not 'malformed'."""
+    from _newer import unreadable_table
+
+    # a newer chunktune's entry, its checksum whole, was called malformed, as damage is
+    tables = {"n1.abc": unreadable_table("n1.abc"), "m2.abc": {"chunk_size": "x"}}
+    (isolated / "in.json").write_text(json.dumps({"schema": 1, "entries": tables}))
+    assert main(["cache", verb, "in.json"]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped 1 malformed entry in in.json:\n" in err
+    assert (
+        "skipped 1 entry in in.json that a newer chunktune wrote, which this one cannot read:"
+        in err
+    )
+    if verb == "import":
+        assert "(1 malformed, skipped; 1 a newer chunktune wrote, skipped)" in out

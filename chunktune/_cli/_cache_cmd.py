@@ -26,6 +26,7 @@ from ._common import (
     exists,
     file_arg,
     help_formatter,
+    newer_skipped,
     open_cache,
     output_file,
     read_stdin_cache,
@@ -363,8 +364,11 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
         f"imported {added + replaced} of {entries_of(offered)} from {kind} {shown_path(source)}"
     )
     extras = []
-    if parsed.skipped:
-        extras.append(f"{len(parsed.skipped)} malformed, skipped")
+    newer = newer_skipped(parsed)
+    if len(parsed.skipped) > newer:
+        extras.append(f"{len(parsed.skipped) - newer} malformed, skipped")
+    if newer:
+        extras.append(f"{newer} a newer chunktune wrote, skipped")
     if replaced:
         extras.append(f"{replaced} replacing older entries")
     if kept:

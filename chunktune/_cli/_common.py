@@ -45,6 +45,7 @@ __all__ = [
     "help_formatter",
     "live_terminal",
     "named_policy",
+    "newer_skipped",
     "open_cache",
     "output_file",
     "output_writable",
@@ -129,12 +130,28 @@ def error(message: str) -> None:
     print(f"chunktune: error: {message}", file=sys.stderr, flush=True)
 
 
+def newer_skipped(parsed: ParsedCache) -> int:
+    """How many of the entries ``parsed`` skipped a newer chunktune wrote whole (their
+    checksum matches): not malformed, only of a form this one cannot read."""
+    return sum(1 for key, _ in parsed.skipped if key in parsed.unread.entries)
+
+
 def warn_skipped(parsed: ParsedCache, source: object) -> None:
-    """Warn of the entries of ``source`` (a file) that were skipped as malformed, if any."""
-    if parsed.skipped:
-        count = len(parsed.skipped)
-        warn(f"skipped {count} malformed {'entry' if count == 1 else 'entries'} in {source}:")
-        for key, why in parsed.skipped[:_SHOW_SKIPPED]:
+    """Warn of the entries of ``source`` (a file) that were skipped, if any: as malformed,
+    or as a newer chunktune's, which that chunktune moves."""
+    newer = [(k, why) for k, why in parsed.skipped if k in parsed.unread.entries]
+    malformed = [(k, why) for k, why in parsed.skipped if k not in parsed.unread.entries]
+    for skipped, is_newer in ((malformed, False), (newer, True)):
+        if not skipped:
+            continue
+        count = len(skipped)
+        noun = "entry" if count == 1 else "entries"
+        if is_newer:
+            what = f"{noun} in {source} that a newer chunktune wrote, which this one cannot read"
+        else:
+            what = f"malformed {noun} in {source}"
+        warn(f"skipped {count} {what}:")
+        for key, why in skipped[:_SHOW_SKIPPED]:
             warn(f"  {shown(key)}: {why}")
         if count > _SHOW_SKIPPED:
             warn(f"  and {count - _SHOW_SKIPPED} more")
