@@ -13,7 +13,11 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from _cache_cli import one_error
 from test_cli import run_cli
+
+from chunktune._cli import main
+from chunktune._shown import unprinted
 
 pytestmark = pytest.mark.mujoco
 
@@ -195,3 +199,29 @@ def test_policy_list_and_show_escape_a_description(isolated: Path) -> None:
     out, _ = _chunktune("policy", "show", "mine")
     assert _printable(out), out
     assert tomllib.loads(out)["description"] == "my policy\n\x1b[31mred\u202e text"
+
+
+_ODD_FILE = "a\nb\x1b[31m"  # a newline and an escape sequence in a file's name
+_SHOWN_START = r"a\nb\u001B[31m"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["record", "-o", f"{_ODD_FILE}.txt"], id="record-suffix"),
+        pytest.param(["tune", "--plot", f"{_ODD_FILE}.png"], id="plot-onto-the-cache"),
+    ],
+)
+def test_a_trace_or_plot_error_names_an_odd_file_escaped(
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    """record -o and tune --plot errors quote a file name's newline and escape: one line, exit 2."""
+    # the cache named so too: a plot must not replace it
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(isolated / f"{_ODD_FILE}.png"))
+    assert main([*argv, "--num-envs", "16", "--nthread", "2", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert unprinted(err.rstrip("\n")) is None, err
+    assert _SHOWN_START in one_error(err)

@@ -21,6 +21,7 @@ from .._lock_files import sweep_lock_path
 from .._lock_note import note_path
 from .._paths import user_path
 from .._settings import CacheSettings
+from .._shown import shown_file
 
 __all__ = ["not_own_file"]
 
@@ -56,7 +57,7 @@ def not_own_file(
     kind = _own_file(path, kept, caches_too=caches_too)
     if kind is not None:
         raise OutputError(
-            f"cannot write the {what} {path}: it is {kind}, which chunktune keeps; "
+            f"cannot write the {what} {shown_file(path)}: it is {kind}, which chunktune keeps; "
             "expected the name of another file"
         )
     named = all(_path(os.environ.get(env)) for env in (CACHE_ENV, SYSTEM_CACHE_ENV))
@@ -64,8 +65,9 @@ def not_own_file(
         more = len(unknown.problems) - 1
         first = unknown.problems[0] + (f" (and {more} more)" if more else "")
         raise ConfigError(
-            f"{first}; the {what} {path} is not written: it may be the cache these settings "
-            f"name (fix them, or name both caches with ${CACHE_ENV} and ${SYSTEM_CACHE_ENV})",
+            f"{first}; the {what} {shown_file(path)} is not written: it may be the cache "
+            "these settings name (fix them, or name both caches with "
+            f"${CACHE_ENV} and ${SYSTEM_CACHE_ENV})",
             source=unknown.source,
             unread=unknown.unread,
         )
@@ -78,10 +80,10 @@ def _own_file(path: Path, kept: list[tuple[str, Path]], *, caches_too: bool = Tr
         return None
     for kind, file in kept:
         if (caches_too or kind not in _CACHES) and _real(file) == target:
-            return f"{kind} {file}"
+            return f"{kind} {shown_file(file)}"
     locks = _real(kept[0][1].parent / "locks")
     if target.parent == locks and target.name.endswith((".lock", ".lock.holder")):
-        return f"a cache key's lock in {locks}"
+        return f"a cache key's lock in {shown_file(locks)}"
     return None
 
 

@@ -16,7 +16,7 @@ from .._counts import MAX_COUNT
 from .._errors import InvalidArgumentError, OutputError
 from .._events import ProgressEvent
 from .._record import check_calls, check_sizes, record
-from .._shown import plural, spelled
+from .._shown import plural, shown_file, spelled
 from .._trace import dump_trace
 from ._args import (
     add_workload_options,
@@ -127,7 +127,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         )
     out = output_file("-o", args.output)
     if out.suffix.lower() != ".json":
-        raise InvalidArgumentError(f"-o {out}: a trace file's name must end in .json")
+        raise InvalidArgumentError(f"-o {shown_file(out)}: a trace file's name must end in .json")
     # before a temporary is made beside the live cache; settings that cannot name the
     # cache refuse here, for record reads nothing else of them that would say so
     not_own_file(out, "trace", unknown_refused=True)
@@ -177,10 +177,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
             kept = _keep_elsewhere(data)
             where = f"; the recording is kept in {kept}" if kept else ""
             raise OutputError(
-                f"cannot write the trace {out}: {exc.strerror or exc}{where}"
+                f"cannot write the trace {shown_file(out)}: {exc.strerror or exc}{where}"
             ) from exc
         if not args.quiet:
-            say(f"wrote {out}")
+            say(f"wrote {shown_file(out)}")
     except KeyboardInterrupt:
         # the recording is whole: a Ctrl-C as it is written may come after the rename
         say(_interrupted_writing(out, data))
@@ -193,13 +193,17 @@ def _interrupted_writing(out: Path, data: bytes) -> str:
     try:
         if not stat.S_ISREG(os.stat(out).st_mode):
             # a pipe or /dev/stdout, written into (never renamed onto): read back it cannot be
-            return f"interrupted as the trace was being written to {out}: it may be cut short"
+            shown = shown_file(out)
+            return f"interrupted as the trace was being written to {shown}: it may be cut short"
         written = out.read_bytes() == data
     except FileNotFoundError:
         written = False
     except OSError as exc:
-        return f"interrupted as the trace was being written to {out} ({exc.strerror or exc})"
-    return f"interrupted: the trace was written to {out}" if written else _NOTHING_WRITTEN
+        why = exc.strerror or exc
+        return f"interrupted as the trace was being written to {shown_file(out)} ({why})"
+    return (
+        f"interrupted: the trace was written to {shown_file(out)}" if written else _NOTHING_WRITTEN
+    )
 
 
 class _Shown:

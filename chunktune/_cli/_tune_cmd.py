@@ -25,7 +25,7 @@ from .._request import worth_storing
 from .._resolve import resolve
 from .._returned import SignatureValue
 from .._settings import policy_name_problem
-from .._shown import shown_path, spelled
+from .._shown import shown_file, shown_path, spelled
 from .._threads import run_held, wait_for_stores, wait_for_sweeps
 from .._workload import Workload
 from ._args import (
@@ -364,5 +364,5 @@ def _plot(path: str, decision: Decision, workload: Workload, title: str) -> None
     try:
         write_plot(path, rows, native_chunk=decision.native_chunk, title=title, bound_s=bound)
     except OSError as exc:
-        raise OutputError(f"cannot write the plot {path}: {exc}") from exc
-    say(f"plot written to {path}")
+        raise OutputError(f"cannot write the plot {shown_file(path)}: {exc}") from exc
+    say(f"plot written to {shown_file(path)}")
