@@ -11,6 +11,7 @@ wall clock may step forward mid-write.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -105,7 +106,10 @@ def check_writable(path: Path) -> None:
     """Make and remove the temporary file a :func:`write_atomic` of ``path`` would make.
 
     A command that works for minutes before it writes calls this first, so that a
-    place it cannot write is said before the work, not after it.
+    place it cannot write is said before the work, not after it. Where the system can
+    (Linux's ``O_TMPFILE``), the file has no name: it goes with its descriptor, so a
+    failing unlink (an EIO) cannot leave an empty temporary beside the output, which no
+    later run could tell from a live writer's.
 
     Raises:
         OSError: the file cannot be made (a read-only or forbidden directory).
@@ -114,11 +118,37 @@ def check_writable(path: Path) -> None:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return  # written into, not replaced; opening a FIFO now would block
     path = Path(os.path.realpath(path))
+    if _unnamed_writable(path.parent):
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.close(fd)
     finally:
         os.unlink(tmp)
+
+
+# what O_TMPFILE raises where the file system (or a kernel before 3.11) has none: then a
+# named temporary is made instead
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOSYS})
+
+
+def _unnamed_writable(folder: Path) -> bool:
+    """Whether an unnamed file could be made in ``folder`` (False: the system has none).
+
+    Raises:
+        OSError: it cannot be made there (read-only, forbidden, full).
+    """
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return False
+    try:
+        fd = os.open(folder, flag | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        if exc.errno in _NO_TMPFILE:
+            return False
+        raise
+    os.close(fd)
+    return True
 
 
 def remove_stale_temps(

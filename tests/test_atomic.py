@@ -3,6 +3,7 @@ temporaries cleaned up."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -11,6 +12,7 @@ import tempfile
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,6 +231,73 @@ def test_checking_a_place_leaves_nothing_there(tmp_path: Path) -> None:
     check_writable(tmp_path / "c.json")
     check_writable(tmp_path / "new.json")
     assert [p.name for p in tmp_path.iterdir()] == ["c.json"]
+
+
+def _unlink_fails(*args: object, **kwargs: object) -> None:
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+def test_a_check_whose_unlink_fails_leaves_no_empty_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check_writable's probe has no name to unlink: an EIO there leaves no empty .tmp."""
+    monkeypatch.setattr(os, "unlink", _unlink_fails)
+    check_writable(tmp_path / "trace.json")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "without",
+    [
+        pytest.param(None, id="no-O_TMPFILE"),
+        pytest.param(errno.EOPNOTSUPP, id="file-system-has-none"),
+        pytest.param(errno.EISDIR, id="kernel-before-3.11"),
+    ],
+)
+def test_a_check_without_unnamed_files_makes_and_removes_a_named_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without: int | None
+) -> None:
+    """Where O_TMPFILE is missing or refused, check_writable falls back to a named temporary."""
+    made: list[str] = []
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        fd, name = real_mkstemp(*args, **kwargs)
+        made.append(name)
+        return fd, name
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    if without is None:
+        monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    else:
+        real_open = os.open
+
+        def refusing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if flags & os.O_TMPFILE == os.O_TMPFILE:
+                raise OSError(without, os.strerror(without))
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", refusing)
+    check_writable(tmp_path / "trace.json")
+    assert len(made) == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_a_check_refused_by_the_file_system_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An O_TMPFILE refused for want of room (ENOSPC) is the check's failure, not a fallback."""
+    real_open = os.open
+
+    def full(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", full)
+    with pytest.raises(OSError, match="No space left"):
+        check_writable(tmp_path / "trace.json")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_what_only_looks_like_a_stale_temporary_is_kept(
