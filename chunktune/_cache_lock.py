@@ -108,6 +108,13 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
             take(lock, timeout=_WRITE_POLL_S)
         except filelock.Timeout:
             removed = False
+        except OSError:
+            # the file was opened (made, where none was) but not locked: flock refused
+            # (ENOLCK, EIO). No lock file outlives its writers, beside the cache or the one
+            # file `merge -o` was asked for; only one no process holds goes, taken first
+            # (:func:`remove_idle`), for a holder's would then let two writers in at once
+            remove_idle([path])
+            raise
         else:
             try:
                 held = holds_file_at(lock, path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Callable
@@ -130,3 +131,29 @@ def test_a_write_lock_whose_file_check_raises_lets_go(
     other = filelock.FileLock(lock_path(file.path))
     other.acquire(timeout=0)
     other.release()
+
+
+def test_a_refused_lock_leaves_a_holders_file_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write lock flock refuses (EIO) tidies only an idle file: another holder's stays held."""
+    file = _cache_file(tmp_path)
+    path = lock_path(file.path)
+    holder = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    real_flock = fcntl.flock
+    refused: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if fd != holder and operation & fcntl.LOCK_EX and not refused:
+            refused.append(fd)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    try:
+        with pytest.raises(OSError, match="Input/output error"), write_lock(file):
+            pass
+        assert refused and os.path.samestat(os.fstat(holder), os.stat(path))
+    finally:
+        os.close(holder)

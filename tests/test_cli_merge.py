@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import subprocess
@@ -67,6 +69,33 @@ def test_merge_into_a_file_leaves_that_file_alone_beside_its_inputs(
     out_file = isolated / "fleet.json"
     assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 0
     assert set(isolated.iterdir()) - before == {out_file}
+
+
+@pytest.mark.parametrize("errno_", [errno.ENOLCK, errno.EIO], ids=["ENOLCK", "EIO"])
+def test_a_merge_whose_lock_is_refused_leaves_no_lock_file(
+    isolated: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fleet: tuple[Path, Path],
+    errno_: int,
+) -> None:
+    """merge -o OUT whose lock flock refuses: exit 2, one line, and no OUT.lock left beside it."""
+    out_file = isolated / "fleet.json"
+    real_flock = fcntl.flock
+    refused: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        taking = operation & fcntl.LOCK_EX and not refused  # once: the tidying's try takes it
+        if taking and os.path.samestat(os.fstat(fd), os.stat(f"{out_file}.lock")):
+            refused.append(fd)
+            raise OSError(errno_, os.strerror(errno_))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    before = set(isolated.iterdir())
+    assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
+    assert os.strerror(errno_) in one_error(capsys.readouterr().err)
+    assert refused and set(isolated.iterdir()) == before
 
 
 def test_an_older_entry_merged_later_is_named_not_taken(
