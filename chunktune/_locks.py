@@ -31,6 +31,7 @@ from ._lock_files import (
     holds_file_at,
     make_folder,
     named_sweep_lock,
+    remove_idle,
     take,
 )
 from ._lock_note import Holder, note_path, read_note, write_note
@@ -137,6 +138,11 @@ class Lock:
             try:
                 got = self._try_file()
             except OSError as exc:
+                if self.remove_on_release:
+                    # a file opened (made) but refused its flock (ENOLCK, EIO) has no
+                    # holder to remove it as it lets go; only one no process holds goes,
+                    # taken first, for a holder's would then let two sweeps of a key in
+                    remove_idle([self.path])
                 self._fall_back(exc)
             else:
                 if got:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import gc
@@ -1256,3 +1257,27 @@ def test_an_interrupt_writing_the_holder_note_lets_the_lock_go(
         lock.try_acquire()
     other = subprocess.run([sys.executable, "-c", _TRY_FLOCK, str(lock.path)], check=False)
     assert other.returncode == 0  # another process takes it: not held by nobody
+
+
+def test_a_key_lock_flock_refuses_leaves_no_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key lock whose flock fails (EIO) goes on unlocked, its file removed, not left."""
+    path = tmp_path / "locks" / "k.lock"
+    real_flock = fcntl.flock
+    refused: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        taking = operation & fcntl.LOCK_EX and not refused  # once: the tidying's try takes it
+        if taking and os.path.samestat(os.fstat(fd), os.stat(path)):
+            refused.append(fd)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    lock = key_lock(path)
+    assert lock.try_acquire()
+    lock.release()
+    assert refused and lock.mode == "none"
+    assert list(path.parent.iterdir()) == []
