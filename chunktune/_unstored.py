@@ -37,7 +37,7 @@ from ._decision import Decision
 if TYPE_CHECKING:
     from ._cache import DecisionCache
 
-__all__ = ["MAX_ENTRIES", "clear", "drop", "holds", "keep", "put", "recall", "unstorable"]
+__all__ = ["MAX_ENTRIES", "clear", "drop", "holds", "keep", "put", "recall", "unstorable", "why"]
 
 MAX_ENTRIES = 256  # far more than the (model, shape, policy) keys of one trainer
 
@@ -105,6 +105,13 @@ def holds(key: str) -> bool:
     """Whether a decision is kept for ``key``, whatever the machine's load now."""
     with _lock:
         return key in _kept
+
+
+def why(key: str) -> str | None:
+    """Why the decision kept for ``key`` was not stored (:func:`unstorable`); None if none is."""
+    with _lock:
+        kept = _kept.get(key)
+    return None if kept is None else kept.why
 
 
 def clear() -> None:

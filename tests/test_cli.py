@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -254,6 +255,32 @@ def test_tune_json_benchmark_then_cache(env: dict[str, Path], model: Path) -> No
     assert again["key"] == decision["key"]
     assert again["chunk_size"] == decision["chunk_size"]
     assert again["timings_ms"] == pytest.approx(decision["timings_ms"])
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("errno_", [errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO])
+def test_tune_whose_decision_cannot_be_stored_says_not_cached(
+    env: dict[str, Path],
+    model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    errno_: int,
+) -> None:
+    """A tune whose cache write fails (a full disk) names no cache key: it says not cached, why."""
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+        if Path(dst) == env["cache"]:
+            raise OSError(errno_, os.strerror(errno_), str(dst))
+        real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["tune", str(model), *SMALL]) == 0
+    out, err = capsys.readouterr()
+    why = f"the cache {env['cache']} is unavailable: {os.strerror(errno_)}"
+    assert out.rstrip().splitlines()[-1].endswith(f"not cached: {why}")
+    assert "cache key" not in out and "Traceback" not in err
+    assert not env["cache"].exists()
 
 
 @pytest.mark.mujoco

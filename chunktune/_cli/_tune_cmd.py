@@ -27,6 +27,7 @@ from .._returned import SignatureValue
 from .._settings import policy_name_problem
 from .._shown import shown_file, shown_path, spelled
 from .._threads import run_held, wait_for_stores, wait_for_sweeps
+from .._unstored import why as unstored_why
 from .._workload import Workload
 from ._args import (
     add_workload_options,
@@ -173,8 +174,11 @@ def _balance_bound(workload: Workload) -> float | None:
     return float(sum(costs)) / workload.nthread
 
 
-def _print_decision(console: Console, decision: Decision, header: str) -> None:
-    """The table, the choice, its gain and reason, and the machine's load as its sweep began."""
+def _print_decision(
+    console: Console, decision: Decision, header: str, *, unstored: str | None = None
+) -> None:
+    """The table, the choice, its gain and reason, and the machine's load as its sweep began;
+    ``unstored``: why the cache could not store the decision (None: stored, or not meant to be)."""
     console.print(header)
     if decision.timings:
         rows = candidate_rows(
@@ -217,14 +221,14 @@ def _print_decision(console: Console, decision: Decision, header: str) -> None:
             "load may not hold when the machine is calm; the first request that finds it "
             "calm measures again"
         )
-    details = _details(decision)
+    details = _details(decision, unstored=unstored)
     if details:
         console.print(" · ".join(details))
 
 
-def _details(decision: Decision) -> list[str]:
+def _details(decision: Decision, *, unstored: str | None = None) -> list[str]:
     """The last line's parts: probe time, the machine's load, a partial sweep, the cache key
-    (or why it was not cached)."""
+    (or why it was not cached: ``unstored``, the cache could not write it)."""
     measured, load = decision.source == "benchmark", decision.load
     details = []
     if measured:
@@ -235,6 +239,8 @@ def _details(decision: Decision) -> list[str]:
         details.append("partial sweep")
     if decision.key and decision.source == "benchmark" and not worth_storing(decision):
         details.append("not cached: nothing but native was timed")
+    elif decision.key and unstored is not None:
+        details.append(f"not cached: {unstored}")
     elif decision.key and decision.source in ("benchmark", "cache"):
         # a fallback's or a trivial batch's answer is never stored: it has no entry to name.
         # The whole key, as --json's "key": its first 12 characters are only the job's
@@ -333,11 +339,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             say(said)
             return EXIT_INTERRUPTED
 
+        # measured, but the cache could not keep it (a full disk, a read-only folder): the
+        # last line must not name a cache key as if the entry were there (the exit stays 0:
+        # a read-only home still gets its decision, warned about on stderr)
+        unstored = (
+            unstored_why(decision.key) if decision.source == "benchmark" and decision.key else None
+        )
         if args.json:
             print(json.dumps(decision.to_json()), flush=True)
         else:
             header = f"{what}; policy {policy_name}"
-            _print_decision(console_on(sys.stdout), decision, header)
+            _print_decision(console_on(sys.stdout), decision, header, unstored=unstored)
         if args.plot is not None:
             _plot(args.plot, decision, workload, what)
     finally:
