@@ -165,7 +165,10 @@ def escaped_toml(document: str) -> str:
     strings that would not print as written (a bidi override, which TOML writers leave raw)
     escaped as TOML escapes it. Its lines' own newlines stay."""
     # a TOML cache file is written through here whole: a line str.isprintable() passes
-    # (it fails every control, format and separator character) needs no look at each one
+    # (it fails every control, format and separator character) needs no look at each one,
+    # nor a document whose lines all pass, as nearly all do
+    if document.replace("\n", "").isprintable():
+        return document
     return "\n".join(
         line if line.isprintable() else "".join(map(_toml_char, line))
         for line in document.split("\n")
