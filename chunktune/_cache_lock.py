@@ -16,10 +16,13 @@ from pathlib import Path
 import filelock
 
 from ._cache_file import CacheFile
+from ._holder_cpu import HolderWatch
 from ._lock_files import file_lock, holds_file_at, make_folder, remove_idle, take
+from ._lock_note import note_path, write_note
 from ._shown import shown_file
 
 __all__ = [
+    "WRITE_BUSY_TIMES",
     "WRITE_BYTES_PER_S",
     "WRITE_LOOK_S",
     "WRITE_STALL_S",
@@ -38,6 +41,12 @@ queue ahead the file keeps changing and the wait goes on; a holder that changes 
 for this long is stopped or stuck, and waiting on would hang its waiter past
 ``hard_limit_s``, cancellation and Ctrl-C alike. Then the write (or the moving aside of
 a broken file) is given up, as for an unwritable cache."""
+
+WRITE_BUSY_TIMES = 4.0
+"""How many times the stall limit a wait goes on, since the file last changed, while the
+lock's holder keeps using CPU time (:mod:`chunktune._holder_cpu`): a live holder slowed by
+a busy machine is waited for, a stopped or stuck one is not, and a holder that computes
+without end still cannot hold its waiters for good."""
 
 WRITE_BYTES_PER_S = 1e6
 """The slowest rate at which a healthy writer reads, updates and rewrites the cache
@@ -100,8 +109,10 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     # first: no regular file there (or a folder that is a file: "Not a directory",
     # where mkdir would say "File exists"), and nothing is made
     seen, since = file.stat(), time.monotonic()
+    changed = since  # when the file last changed: a busy holder is waited for only so long
     make_folder(file.path.parent)
     lock = file_lock(path)
+    holder = HolderWatch(path)
     removed = False  # the last file taken was removed under this writer (not held)
     while True:
         try:
@@ -131,13 +142,15 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
             # or a writer in a loop that changes nothing) must not keep this one forever.
             lock.release()
             removed = True
-        now = file.stat()
+        now, moment = file.stat(), time.monotonic()
         if now != seen:  # a writer ahead of this one finished: the queue moves
-            seen, since, brief = now, time.monotonic(), False
+            seen, since, changed, brief = now, moment, moment, False
+        elif not removed and holder.working():  # alive, slowed by a busy machine: no stall
+            since = moment
         # a healthy holder of a large file takes longer to change it
         stall = WRITE_LOOK_S if brief else WRITE_STALL_S
         allowed = stall + (0 if seen is None else seen[1] / WRITE_BYTES_PER_S)
-        if time.monotonic() - since >= allowed:
+        if moment - since >= allowed:
             why = (
                 "was removed under this writer at each try, while the file"
                 if removed
@@ -146,10 +159,19 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
             raise TimeoutError(
                 f"its write lock {shown_file(path)} {why} changed nothing for {allowed:.3g} s"
             )
+        if moment - changed >= allowed * WRITE_BUSY_TIMES:
+            raise TimeoutError(
+                f"its write lock {shown_file(path)} was held by another process that kept "
+                f"working but changed nothing for {allowed * WRITE_BUSY_TIMES:.3g} s"
+            )
     try:
+        # whose thread's CPU time tells waiters this holder is working, not stuck
+        write_note(note_path(path))
         yield
     finally:
         try:
+            with contextlib.suppress(OSError):  # its next holder writes its own
+                note_path(path).unlink()
             # removed while still held, as a key lock's file is: no lock file outlives its
             # writers beside the cache (or beside the one file `merge -o` was asked for)
             if holds_file_at(lock, path):

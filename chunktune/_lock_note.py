@@ -15,6 +15,7 @@ import os
 import socket
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -47,6 +48,9 @@ class Holder:
     since: float
     host: str = attrs.field(factory=socket.gethostname)
     program: str = attrs.field(default="", kw_only=True, converter=_printable)
+    thread: int = attrs.field(default=0, kw_only=True)
+    """The holding thread's native id (0 where not noted): whose CPU time says whether the
+    holder is working (:mod:`chunktune._holder_cpu`)."""
 
     def describe(self) -> str:
         """``"train.py, pid 4242, since 14:03:07"`` (local time; no program where it is not
@@ -110,7 +114,8 @@ def read_note(path: Path) -> Holder | None:
         note = json.loads(_read(path))
         host = str(note.get("host") or socket.gethostname())
         program = str(note.get("program") or "")
-        return Holder(int(note["pid"]), float(note["since"]), host, program=program)
+        thread = int(note.get("thread") or 0)
+        return Holder(int(note["pid"]), float(note["since"]), host, program=program, thread=thread)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -153,8 +158,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_note(path: Path) -> None:
-    """Note this process (its pid and :func:`this_program`), on this host, from now, as the
-    holder at ``path``; best effort.
+    """Note this process (its pid, this thread and :func:`this_program`), on this host, from
+    now, as the holder at ``path``; best effort.
 
     A note there is a killed holder's (each removes its own as it lets go); one this
     process may not write over (made under a umask that took its owner's write, ``277``,
@@ -164,7 +169,7 @@ def write_note(path: Path) -> None:
     """
     with suppress(OSError):  # only a waiter's message loses the pid
         mine = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
-        note = json.dumps({**mine, "program": this_program()})
+        note = json.dumps({**mine, "thread": threading.get_native_id(), "program": this_program()})
         try:
             _write(path, note)
         except OSError as exc:

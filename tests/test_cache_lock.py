@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
-from collections.abc import Callable
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from chunktune import _cache_lock
 from chunktune._cache_file import CacheFile
 from chunktune._cache_lock import lock_path, write_lock
 from chunktune._lock_files import holds_file_at
+from chunktune._lock_note import note_path, read_note
 
 
 def _cache_file(tmp_path: Path) -> CacheFile:
@@ -157,3 +162,91 @@ def test_a_refused_lock_leaves_a_holders_file_where_it_is(
         assert refused and os.path.samestat(os.fstat(holder), os.stat(path))
     finally:
         os.close(holder)
+
+
+# holds the write lock of the cache file argv[1] as chunktune does (noting its thread), for
+# argv[3] seconds, computing ("busy") or sleeping ("idle"), changing nothing; then it
+# makes argv[1] + ".done" and lets go
+_HOLDER = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from chunktune._cache_file import CacheFile\n"
+    "from chunktune._cache_lock import write_lock\n"
+    "with write_lock(CacheFile(Path(sys.argv[1]), 'json')):\n"
+    "    print('held', flush=True)\n"
+    "    end = time.monotonic() + float(sys.argv[3])\n"
+    "    while time.monotonic() < end:\n"
+    "        if sys.argv[2] == 'idle':\n"
+    "            time.sleep(0.01)\n"
+    "    Path(sys.argv[1] + '.done').touch()\n"
+)
+
+
+@contextlib.contextmanager
+def _held_by(file: CacheFile, how: str, seconds: float) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding ``file``'s write lock, ``how`` (busy or idle), ``seconds``."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(file.path), how, str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            yield holder
+        finally:
+            holder.kill()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_a_write_waits_for_a_holder_that_keeps_working_past_the_stall_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder computing (a slow put on a busy machine) past the stall limit is waited for."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.5)
+    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 200.0)  # a hang guard, not a timing
+    file = _cache_file(tmp_path)
+    with _held_by(file, "busy", 2.5), write_lock(file):
+        assert Path(f"{file.path}.done").exists()  # taken once the holder let go, not given up
+    assert not note_path(lock_path(file.path)).exists()  # each holder removes its note
+
+
+def test_a_write_gives_up_on_a_holder_that_sleeps_with_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder that uses no CPU time (stopped, blocked) is given up on at the stall limit."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.3)
+    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 200.0)
+    file = _cache_file(tmp_path)
+    with (
+        _held_by(file, "idle", 60.0),
+        pytest.raises(TimeoutError, match="was held by another process that changed nothing"),
+        write_lock(file),
+    ):
+        pass
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_a_write_gives_up_on_a_working_holder_that_never_changes_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder computing without end is waited for a bounded number of stall limits, no more."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 3.0)
+    file = _cache_file(tmp_path)
+    with (
+        _held_by(file, "busy", 60.0),
+        pytest.raises(TimeoutError, match=r"kept working but changed nothing for 0\.6 s"),
+        write_lock(file),
+    ):
+        pass
+
+
+def test_the_write_locks_holder_notes_its_thread_while_it_holds(tmp_path: Path) -> None:
+    """The write lock's holder notes its pid and thread beside the lock, and removes the note."""
+    file = _cache_file(tmp_path)
+    note = note_path(lock_path(file.path))
+    with write_lock(file):
+        holder = read_note(note)
+        assert holder is not None
+        assert (holder.pid, holder.thread) == (os.getpid(), threading.get_native_id())
+    assert not note.exists()
