@@ -66,8 +66,9 @@ def child(spec: dict[str, Any]) -> None:
     def puts(t: int) -> None:
         end = time.perf_counter() + spec["seconds"]
         while True:
-            # False: the write lock's holder made no change within the stall limit, and the
-            # cache is unavailable to this process from now on: this writer stops
+            # False: the write lock's holder made no change within the stall limit (nor
+            # kept working); the next put would try again, but this writer stops, so that
+            # its refusal is counted once and its count of puts stays exact
             if not cache.put(_key(f"{spec['tag']}-{t}", counts[t]), entry):
                 refused[t] += 1
                 return

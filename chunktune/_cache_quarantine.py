@@ -292,10 +292,18 @@ class Quarantine:
                 f"cannot read the cache {shown_file(path)}: {exc.strerror or exc}"
             ) from exc
         if self._first_time(_said_once(exc)):
+            # a write lock given up on is no lasting state: the next write takes it again,
+            # and the decision that was not written is kept in this process (_unstored)
+            going_on = (
+                "not written this time; later writes try again"
+                if isinstance(exc, TimeoutError)
+                else "continuing without a cache"
+            )
             logger.warning(
-                "chunktune: cache %s is unavailable (%s); continuing without a cache",
+                "chunktune: cache %s is unavailable (%s); %s",
                 shown_file(path),
                 _cause(exc),
+                going_on,
             )
         return {}
 

@@ -236,7 +236,8 @@ async def _store(
         release = None
         if key_lock is not None and flight.unclaim(key_lock):
             release = key_lock.release
-        # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S)
+        # no daemon: the process's exit waits for the write (bounded by WRITE_STALL_S,
+        # WRITE_BUSY_TIMES of it for a holder still working)
         await in_own_thread(store, name=STORE_THREAD, finally_=release, daemon=False)
     except Exception as exc:
         # the decision stands: only its entry is lost (the key's lock let go, or still

@@ -85,8 +85,9 @@ async def resolve(
     A ``signature()`` that blocks is left behind at the limit, as a ``run()`` is; a
     decision measured in time is returned at the limit even while its entry still waits
     for the cache's write lock (it is written once that lock is free, or given up with a
-    warning, as for an unwritable cache, if the lock's holder changes nothing for
-    :data:`chunktune._cache_lock.WRITE_STALL_S` seconds and a second per MB of the file).
+    warning if the lock's holder changes nothing for
+    :data:`chunktune._cache_lock.WRITE_STALL_S` seconds and a second per MB of the file,
+    or up to :data:`~chunktune._cache_lock.WRITE_BUSY_TIMES` of that while it is working).
 
     With ``settings=None`` the settings file is read before a policy named (or the
     file's active one) is known, so its ``hard_limit_s`` cannot bound that read: a file
