@@ -170,11 +170,12 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
         yield
     finally:
         try:
-            with contextlib.suppress(OSError):  # its next holder writes its own
-                note_path(path).unlink()
             # removed while still held, as a key lock's file is: no lock file outlives its
-            # writers beside the cache (or beside the one file `merge -o` was asked for)
+            # writers beside the cache (or beside the one file `merge -o` was asked for),
+            # nor its note (one at a path this writer no longer holds is another's)
             if holds_file_at(lock, path):
+                with contextlib.suppress(OSError):
+                    note_path(path).unlink()
                 with contextlib.suppress(OSError):  # Windows: an open file stays
                     path.unlink()
         finally:
