@@ -41,13 +41,13 @@ def _writer(path: Path, entries: dict[str, CacheEntry]) -> DecisionCache:
 
 
 @pytest.fixture
-def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The length of every text tomllib decodes, in order."""
-    seen: list[int] = []
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text tomllib decodes, in order."""
+    seen: list[str] = []
     real = tomllib.loads
 
     def counted(text: str, **kw: Any) -> dict[str, Any]:
-        seen.append(len(text))
+        seen.append(text)
         return real(text, **kw)
 
     monkeypatch.setattr(tomllib, "loads", counted)
@@ -55,7 +55,7 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_a_writers_put_after_another_processs_decodes_only_what_that_one_changed(
-    tmp_path: Path, decoded: list[int]
+    tmp_path: Path, decoded: list[str]
 ) -> None:
     """After another writer's put, the next put decodes a small part of the file, not all of it."""
     path = tmp_path / "c.toml"
@@ -64,7 +64,9 @@ def test_a_writers_put_after_another_processs_decodes_only_what_that_one_changed
     size = path.stat().st_size
     del decoded[:]
     assert mine.put("mine.p", entry(5))
-    assert decoded and max(decoded) < size / 10
+    assert decoded and max(map(len, decoded)) < size / 10
+    # each of its own 40 entries as its header alone: only theirs.p's fields are decoded
+    assert [text.count("chunk_size = ") for text in decoded if "theirs.p" in text] == [1]
     assert set(mine.entries()) == {*(f"k{i}.p" for i in range(40)), "theirs.p", "mine.p"}
 
 
@@ -146,6 +148,8 @@ def _damaged(text: str, key_text: str) -> dict[str, str]:
         "key-after": text[:end] + "extra = 1\n" + text[end:],
         "cut-at-line": text[:cut],
         "cut-mid-line": text[: cut - 3],
+        # its last line break cut (the last entry, whoever wrote it, no longer as written)
+        "cut-last-break": text[:-1],
         "inline-entries": text.replace("\n", "\nentries = {}\n", 1),
         "in-a-string": in_string,
         # and its header (an empty table) elsewhere: only that is the entry's table
@@ -241,3 +245,28 @@ def test_an_entry_written_in_another_form_than_it_was_read_is_decoded_again(
     assert set(written) == {"k2.p"}  # x.p was not read back: not known
     raw = path.read_bytes()
     assert _parsed(raw, written, file._known) == _parsed(raw, None, file._known)
+
+
+def test_a_file_with_no_entries_table_after_a_writers_put_reads_empty(tmp_path: Path) -> None:
+    """A writer's file replaced by a cache with no entries table reads empty, as decoded whole."""
+    path = tmp_path / "c.toml"
+    mine = _writer(path, {"k1.p": entry(1), "k2.p": entry(2)})
+    path.write_text('schema = 1\nchecksums = "sha256"\n')
+    assert mine.entries() == {}
+    assert mine.put("k3.p", entry(3)) and set(DecisionCache(path).entries()) == {"k3.p"}
+
+
+def test_a_text_as_written_again_after_another_table_was_read_is_decoded(tmp_path: Path) -> None:
+    """Own text back after a newer table was read for its key: the entry is its text's, not that."""
+    path = tmp_path / "c.toml"
+    mine = _writer(path, {"k1.p": entry(1), "k2.p": entry(2)})
+    as_written = path.read_bytes()
+    tables = stored_tables(DecisionCache(path).entries())
+    # a newer chunktune's table for k1.p (a field this one does not write): known as read
+    newer = {**tables["k1.p"], "chunk_size": 7, "added_later": 1}
+    newer[CHECKSUM_FIELD] = checksum("k1.p", newer)
+    path.write_bytes(encode_tables({**tables, "k1.p": newer}, "toml"))
+    assert mine.entries()["k1.p"].chunk_size == 7
+    # then the very bytes this writer wrote, back (a backup restored)
+    path.write_bytes(as_written)
+    assert mine.entries()["k1.p"].chunk_size == 1
