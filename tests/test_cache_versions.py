@@ -31,6 +31,7 @@ from chunktune import (
 from chunktune._cache_checksums import CHECKSUM_FIELD, stored_tables
 from chunktune._cache_format import CacheFormat
 from chunktune._cache_layers import SystemCache
+from chunktune._load import MachineLoad
 
 FORMATS = [pytest.param("json", id="json"), pytest.param("toml", id="toml")]
 # a file written in one format, read by a process whose settings ask for the other
@@ -230,6 +231,8 @@ def test_a_newer_chunktunes_entry_this_one_cannot_read_is_kept(
     assert _read(path)["entries"]["batch.abc"] == newer
     assert set(DecisionCache(path).entries()) == {"old.abc", "mine.abc", "more.abc"}
     assert "'batch.abc'" in caplog.text and "every write but `cache clear` keeps it" in caplog.text
+    # and why this one cannot read it: the entry's problem
+    assert "(timings_ms: key 'batch' is not 'native' or a chunk size)" in caplog.text
     assert "next write drops it" not in caplog.text
 
 
@@ -342,6 +345,37 @@ def test_thousands_of_newer_entries_are_warned_about_once_and_forget_no_failure(
     warned = [r.getMessage() for r in caplog.records if "a newer chunktune's" in r.getMessage()]
     assert len(warned) == 1 and "41 cache entries 'batch.abc'" in warned[0]
     assert not _tracebacks.first("key", failure)  # still remembered: its repeat is one line
+
+
+def _holding(path: Path, keys: list[str]) -> None:
+    """A newer chunktune's file at ``path`` whose entries, under ``keys``, this one cannot read."""
+    tables = {key: unreadable_table(key) for key in keys}
+    _write(path, {"schema": 1, "checksums": "sha256", "entries": tables})
+
+
+def test_newer_entries_said_as_a_set_are_said_again_for_another_set_file_or_fewer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's set of newer entries is said once; another set, another file's, or fewer: again."""
+    monkeypatch.setattr(_tracebacks, "MAX_FAILURES", 32)  # past 2 keys, said as a set
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "cache.json", tmp_path / "b" / "cache.json"
+    said = []
+    for path, keys in [
+        (first, ["a.abc", "b.abc", "c.abc"]),
+        (second, ["a.abc", "b.abc", "c.abc"]),  # the same set, of another file
+        (first, ["a.abc", "b.abc", "d.abc"]),  # another set of the same size
+        (first, ["a.abc", "b.abc"]),  # 2: said key by key, none of them said so before
+        (first, ["a.abc"]),  # said before, key by key
+        (first, ["a.abc", "b.abc", "c.abc"]),  # the set said before
+    ]:
+        _holding(path, keys)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="chunktune"):
+            assert DecisionCache(path).entries() == {}
+        said.append(sum("a newer chunktune's" in r.getMessage() for r in caplog.records))
+    assert said == [1, 1, 1, 1, 0, 0]
 
 
 def test_cache_merge_into_a_newer_chunktunes_file_keeps_what_that_one_wrote(
@@ -493,13 +527,24 @@ def test_a_json_cache_read_under_either_setting_converts_only_the_new_entry(
     assert DecisionCache(path).entries() == {**theirs, "mine.abc": entry(4)}
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({}, id="some-fields"),
+        # a table with every field this chunktune writes, and none it does not
+        pytest.param(
+            {"gain": 0.12, "gain_ci": (0.1, 0.14), "load": MachineLoad(0.5, 2)}, id="every-field"
+        ),
+    ],
+)
 def test_a_toml_entry_laid_out_by_hand_is_written_back_as_chunktune_lays_it_out(
-    tmp_path: Path,
+    tmp_path: Path, fields: dict[str, Any]
 ) -> None:
     """An entry's fields reordered by hand (its checksum still matches) read as chunktune's."""
     fresh, path = tmp_path / "fresh.toml", tmp_path / "cache.toml"
-    assert DecisionCache(fresh).update({"old.abc": entry(8), "mine.abc": entry(4)})
-    assert DecisionCache(path).put("old.abc", entry(8))
+    old = entry(8, **fields)
+    assert DecisionCache(fresh).update({"old.abc": old, "mine.abc": entry(4)})
+    assert DecisionCache(path).put("old.abc", old)
     doc = tomllib.loads(path.read_text())
     doc["entries"]["old.abc"] = dict(reversed(doc["entries"]["old.abc"].items()))
     path.write_text(tomli_w.dumps(doc))
