@@ -252,3 +252,19 @@ def test_an_invalid_entry_of_a_file_without_checksums_is_not_carried_as_a_newer_
     bad = {**good, "chunk_size": "four"}
     found = salvaged(_cut_json([("bad.abc", bad), ("good.abc", good)], checksums=False), "json")
     assert set(found.entries) == {"good.abc"} and found.unread.entries == {}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_altered_files_only_whole_part_a_newer_ones_top_key_is_kept(
+    tmp_path: Path, fmt: str
+) -> None:
+    """Its one entry altered, the file decoding whole: its fresh copy keeps the newer one's key."""
+    path = tmp_path / f"cache.{fmt}"
+    doc = {"schema": 1, "checksums": "sha256", "written_by": "chunktune 2.0"}
+    path.write_text(json.dumps(doc) if fmt == "json" else tomli_w.dumps(doc))
+    assert DecisionCache(path, format=fmt).put("zz.abc", entry(6))
+    damaged = _damaged(path.read_bytes(), "altered")
+    path.write_bytes(damaged)
+    assert DecisionCache(path, format=fmt).entries() == {}
+    fresh = _fresh(tmp_path, path, fmt, damaged)
+    assert fresh["written_by"] == "chunktune 2.0" and fresh["entries"] == {}
