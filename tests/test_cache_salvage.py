@@ -152,6 +152,26 @@ def test_a_json_file_whose_checksum_declaration_broke_still_requires_each_checks
     assert set(salvage(raw, "json")) == set(entries) - {"0005.key"}
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cut_file_whose_checksum_declaration_broke_still_requires_each_checksum(
+    fmt: CacheFormat,
+) -> None:
+    """Read block by block, its declaration gone: a block whose checksum is gone is dropped."""
+    raw, entries = dozen(fmt)
+    declaration = b'"checksums": "sha256"' if fmt == "json" else b'checksums = "sha256"'
+    raw = raw.replace(declaration, declaration.replace(b"checksums", b"checksumz"))
+    its = (
+        rb'(  "0005.key": \{)"checksum": "[0-9a-f]+", '
+        if fmt == "json"
+        else rb'(\[entries\."0005\.key"\]\n)checksum = "[0-9a-f]+"\n'
+    )
+    raw, cut = re.subn(its, rb"\1", raw)
+    assert cut == 1
+    # cut short inside the last entry: the file no longer decodes as a whole
+    raw = raw[: raw.rindex(b"chunk_size")]
+    assert set(salvage(raw, fmt)) == set(entries) - {"0005.key", "000b.key"}
+
+
 def test_a_json_member_whose_colon_broke_is_dropped() -> None:
     """A member with a damaged colon is damage: dropped, though its table and checksum are whole."""
     raw, entries = dozen("json")
@@ -170,6 +190,17 @@ def test_a_toml_file_with_checksums_but_no_declaration_keeps_its_last_entry() ->
     assert salvage(raw.replace(declaration, b""), "toml") == entries
 
 
+def test_a_broken_toml_file_with_checksums_but_no_declaration_keeps_its_last_entry() -> None:
+    """Read block by block, no declaration: its checksums vouch for the last entry, still kept."""
+    raw, entries = dozen("toml")
+    raw = raw.replace(b'checksums = "sha256"\n', b"")
+    at = raw.index(b'policy_hash = "', raw.index(b'[entries."0005.key"]'))
+    broken = raw[:at] + b"policy_hash = 0a1b" + raw[raw.index(b"\n", at) :]
+    with pytest.raises(UnusableCache):
+        parse_cache(broken, "toml", mtime=0.0, source="t")
+    assert salvage(broken, "toml") == {k: e for k, e in entries.items() if k != "0005.key"}
+
+
 def test_a_newer_schemas_broken_file_yields_nothing() -> None:
     """Entries of a schema this chunktune does not know are not read into its own."""
     raw, _ = dozen("toml")
@@ -178,6 +209,27 @@ def test_a_newer_schemas_broken_file_yields_nothing() -> None:
     raw, _ = dozen("json")  # JSON's schema comes last: seen when the damage is elsewhere
     newer = raw.replace(b'"schema": 1', b'"schema": 99')
     assert newer != raw and salvage(newer[:100] + b"\xff" + newer[101:], "json") == {}
+
+
+def test_a_whole_file_on_one_line_with_no_declaration_keeps_each_checksummed_entry() -> None:
+    """Laid out anew, no declaration, a number among its tables: each checksummed entry is kept."""
+    raw, entries = dozen("json")
+    doc = json.loads(raw)
+    del doc["checksums"]
+    doc["entries"] = {"0000.bad": 5, **doc["entries"]}  # a hand edit, first of them
+    doc["entries"]["0005.key"]["chunk_size"] += 1  # altered: the file is unusable
+    raw = json.dumps(doc).encode()  # one line: no block where chunktune lays one out
+    assert parse_cache(raw, "json", mtime=0.0, source="t").altered == ("0005.key",)
+    assert salvage(raw, "json") == {k: e for k, e in entries.items() if k != "0005.key"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_newer_schemas_whole_file_yields_nothing(fmt: CacheFormat) -> None:
+    """A newer schema's file that decodes whole (written since the read found one broken): none."""
+    raw, _ = dozen(fmt)
+    schema = b'"schema": 1' if fmt == "json" else b"schema = 1"
+    newer = raw.replace(schema, schema[:-1] + b"99")
+    assert newer != raw and salvage(newer, fmt) == {}
 
 
 def test_an_entry_at_the_end_of_a_toml_file_is_not_kept_when_it_may_be_cut() -> None:
@@ -209,6 +261,21 @@ def test_a_toml_file_without_checksums_whose_preamble_broke_keeps_its_whole_firs
     kept = DecisionCache(path).entries()
     assert kept == {k: e for k, e in entries.items() if k != max(entries)}  # the last: maybe cut
     assert [p.read_bytes() for p in tmp_path.iterdir() if ".corrupt-" in p.name] == [broken]
+
+
+def test_a_toml_entry_without_checksum_broken_mid_table_is_dropped_not_read_to_the_break() -> None:
+    """No checksum, a line inside an entry broken: its lines before the break are not served."""
+    raw, entries = dozen("toml", checksums=False)
+    at = raw.index(b'[entries."0005.key"]')
+    line = b'policy_hash = "0a1b2c3d4e5f"\n'
+    i = raw.index(line, at)
+    broken = raw[:i] + line[:-2] + b"\n" + raw[i + len(line) :]  # its closing quote lost
+    # what its lines before the break read as is a valid entry: only a checksum would tell
+    head = broken[at:i].decode()
+    assert tomllib.loads(head)["entries"]["0005.key"]["chunk_size"] == 6
+    assert salvage(broken, "toml") == {
+        k: e for k, e in entries.items() if k not in {"0005.key", max(entries)}
+    }
 
 
 @pytest.mark.parametrize(
