@@ -36,6 +36,7 @@ from pathlib import Path
 
 import filelock
 
+from . import _unstored
 from ._cache_changes import MergeReport as MergeReport
 from ._cache_changes import merge_into, storable
 from ._cache_entry import CacheEntry
@@ -234,13 +235,25 @@ class DecisionCache:
         kept = storable(changes)
         if not kept:
             return not changes
+        if not self._write_or_warn(kept):
+            return False
+        return len(kept) == len(changes)
+
+    def store_kept(self) -> bool:
+        """Blocking: write the decisions this process measured for this file but could not
+        store (``_unstored``), those whose keys the file does not hold; nothing is written
+        where there are none. False if the cache cannot be written (they stay kept)."""
+        return self._write_or_warn({})
+
+    def _write_or_warn(self, changes: Mapping[str, CacheEntry | None]) -> bool:
+        """:meth:`_store` ``changes``; False, with one warning a cause, where it cannot."""
         try:
-            self._store(kept)
+            self._store(changes, with_kept=True)
         except OSError as exc:
             self.unavailable_cause = exc.strerror or str(exc)
             self._quarantine.unavailable(exc, strict=False)
             return False
-        return len(kept) == len(changes)
+        return True
 
     def _store(
         self,
@@ -248,11 +261,15 @@ class DecisionCache:
         *,
         expected: Mapping[str, CacheEntry | None] | None = None,
         dropped: Collection[str] = (),
+        with_kept: bool = False,
     ) -> bool:
         """Apply ``changes`` (None deletes) to the file under the write lock, unless a key
         of ``expected`` no longer holds what it maps to (None: no entry): then nothing is
         written and False returned. ``dropped``: keys of a newer chunktune's entries that
-        this one cannot read, deleted too.
+        this one cannot read, deleted too. ``with_kept``: the decisions this process could
+        not store in this file before (``_unstored.pending``) are written too, where the
+        file holds no entry of their keys (the file's, another process's, wins), and are
+        let go once written; with no change and none of them, nothing is written.
 
         Raises:
             OSError: the cache cannot be written.
@@ -267,8 +284,16 @@ class DecisionCache:
                     current.pop(key, None)
                 else:
                     current[key] = entry
+            kept = _unstored.pending(self.path) if with_kept else None
+            added = [] if kept is None else kept.add_to(current)
+            if with_kept and not changes and not added:
+                self._file.forget()
+                return True
             # the writer's next read parses nothing: CacheFile keeps what it wrote
-            self._file.write(current, replaced=changes.keys(), dropped=dropped)
+            replaced = {*changes, *added} if added else changes.keys()
+            self._file.write(current, replaced=replaced, dropped=dropped)
+        if kept is not None:
+            _unstored.settle(kept, current)
         return True
 
     def merge(self, incoming: Mapping[str, CacheEntry]) -> MergeReport:
@@ -324,7 +349,7 @@ class DecisionCache:
                 f"cannot store {key[:12]} in the cache {shown_file(self.path)}: invalid entry"
             )
         try:
-            return self._store({key: entry}, expected=expected)
+            return self._store({key: entry}, expected=expected, with_kept=True)
         except OSError as exc:
             raise CacheError(
                 f"cannot write the cache {shown_file(self.path)}: {exc.strerror or exc}"

@@ -20,6 +20,7 @@ import anyio.lowlevel
 
 from . import _flights, _giving_up, _unstored
 from ._cache import DecisionCache
+from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._candidates import candidate_list
 from ._decision import Decision
 from ._errors import UsageError, WorkloadError
@@ -169,8 +170,22 @@ async def measure(
         elif req.settings.cache.enabled:
             # a location nothing can be stored in (said in its warning): remembered here,
             # so that the next resolve of the key in this process measures nothing
-            _unstored.keep(key, decision, _unstored.unstorable(cache_for(req.settings)))
+            _keep_unstored(req, key, decision)
     return decision
+
+
+def _keep_unstored(req: Request, key: str, decision: Decision) -> None:
+    """Remember ``decision`` in this process, with its entry for a later write of the cache
+    (the location may be made, or freed, meanwhile); one that would not read back is
+    remembered only, as :func:`_unstored.put` would not store it either."""
+    cache = cache_for(req.settings)
+    made = cache_entry(req, decision)
+    entry: CacheEntry | None = made
+    try:
+        check_entry(made)
+    except BadEntry:
+        entry = None
+    _unstored.keep(key, decision, _unstored.unstorable(cache), cache=cache, entry=entry)
 
 
 def _unmeasured(

@@ -19,55 +19,108 @@ keeps its parent's: they were measured on this machine under the same keys, and 
 keys are its own (a child pinned to other CPUs keys differently), so they are as good
 as an entry the child would read from the cache; from the fork on, each process keeps
 its own.
+
+A decision kept is written to the file later, as soon as the cause may have passed (a
+write lock given up at its stall limit, EAGAIN, a disk full for a moment): the next
+write this process makes to that file, of any key, writes with it every decision kept
+for that file whose key the file does not hold (:func:`pending`, :func:`settle`: an
+entry another process stored meanwhile wins, and the kept one goes); and a later resolve
+that answers from here starts that write in a thread of its own (:func:`recall`), so its
+answer waits for no file, nor does an event loop. Those tries come at most once per
+``RETRY_S`` a cache file, from its last failed write: a cache that stays unwritable
+(a read-only home) is not rewritten on every call. A write refused again keeps the
+decisions kept. None of this touches a cache hit: only a miss reaches here.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
 
 from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._decision import Decision
+from ._failures import log_bug
+from ._threads import STORE_THREAD
 
 if TYPE_CHECKING:
     from ._cache import DecisionCache
 
-__all__ = ["MAX_ENTRIES", "clear", "drop", "holds", "keep", "put", "recall", "unstorable", "why"]
+__all__ = [
+    "MAX_ENTRIES",
+    "RETRY_S",
+    "Pending",
+    "clear",
+    "drop",
+    "holds",
+    "keep",
+    "pending",
+    "put",
+    "recall",
+    "settle",
+    "unstorable",
+    "why",
+]
 
 MAX_ENTRIES = 256  # far more than the (model, shape, policy) keys of one trainer
+
+RETRY_S = 60.0
+"""Seconds between a cache file's failed write and a resolve's next try at writing the
+decisions kept for it (a write of another key tries at once: it writes anyway)."""
 
 
 @attrs.frozen
 class _Kept:
     decision: Decision
     why: str  # what kept the cache from storing it
+    # where and what to write once the cache takes it; None: nowhere (no entry was made)
+    cache: DecisionCache | None = None
+    entry: CacheEntry | None = None
+    stored_as: str = ""  # its key in the file (a Ray job's answer is kept by the job's key)
 
 
 _kept: OrderedDict[str, _Kept] = OrderedDict()  # least recently used first
 _lock = threading.Lock()
+_tried: dict[Path, float] = {}  # a cache file's last failed write, time.monotonic()
+_retrying: set[Path] = set()  # files a retry's thread is writing now
 
 
 def _reset_in_child() -> None:
     global _lock  # a parent's thread may have held it at the fork
     _lock = threading.Lock()
+    _retrying.clear()  # those threads were the parent's: none runs in the child
 
 
 os.register_at_fork(after_in_child=_reset_in_child)
 
 
-def keep(key: str, decision: Decision, why: str) -> None:
-    """Remember ``decision``, measured for ``key`` and not stored because of ``why``."""
-    kept = _Kept(attrs.evolve(decision), why)  # a copy: the caller may edit its timings
+def keep(
+    key: str,
+    decision: Decision,
+    why: str,
+    *,
+    cache: DecisionCache | None = None,
+    entry: CacheEntry | None = None,
+    stored_as: str = "",
+) -> None:
+    """Remember ``decision``, measured for ``key`` and not stored because of ``why``; with
+    ``cache`` and ``entry``, written there later under ``stored_as`` (``key`` if not given)."""
+    # a copy: the caller may edit its timings
+    kept = _Kept(attrs.evolve(decision), why, cache, entry, stored_as or key)
     with _lock:
         _kept[key] = kept
         _kept.move_to_end(key)
         while len(_kept) > MAX_ENTRIES:
             _kept.popitem(last=False)
+        if cache is not None:
+            _tried[cache.path] = time.monotonic()
 
 
 def unstorable(cache: DecisionCache | None) -> str:
@@ -92,7 +145,7 @@ def put(
         check_entry(entry)
     except BadEntry:
         return  # refused, with a warning, as the cache would refuse to read it
-    keep(kept_as, decision, unstorable(cache))
+    keep(kept_as, decision, unstorable(cache), cache=cache, entry=entry, stored_as=key)
 
 
 def drop(key: str) -> None:
@@ -115,20 +168,24 @@ def why(key: str) -> str | None:
 
 
 def clear() -> None:
-    """Forget every decision kept (tests)."""
+    """Forget every decision kept, and when writes were tried (tests)."""
     with _lock:
         _kept.clear()
+        _tried.clear()
 
 
 def recall(key: str, serves: Callable[[Decision], bool]) -> Decision | None:
     """The decision kept for ``key``, as the answer of a resolve that measures nothing, if
-    ``serves`` (the cache's test of a busy machine's entry) lets it answer now."""
+    ``serves`` (the cache's test of a busy machine's entry) lets it answer now; its cache's
+    kept decisions are then written in a thread of their own, once ``RETRY_S`` has passed
+    since that file's last failed write."""
     with _lock:
         kept = _kept.get(key)
         if kept is not None:
             _kept.move_to_end(key)
     if kept is None or not serves(kept.decision):
         return None
+    _retry(kept)
     said = kept.decision
     return attrs.evolve(
         said,
@@ -137,3 +194,89 @@ def recall(key: str, serves: Callable[[Decision], bool]) -> Decision | None:
         reason=f"remembered in this process, measured earlier but not cached ({kept.why}): "
         f"{said.reason}",
     )
+
+
+# ---------------------------------------------------------------- written later
+
+
+@attrs.frozen
+class Pending:
+    """The decisions kept for one cache file, as a write of that file found them."""
+
+    path: Path
+    kept: tuple[tuple[str, _Kept], ...]  # (the key a resolve looks up, what is kept)
+
+    def add_to(self, current: dict[str, CacheEntry]) -> list[str]:
+        """Put each kept entry whose key ``current`` (the file's entries, under the write
+        lock) lacks into it; the keys added. One the file holds is left as the file has
+        it: another process stored it meanwhile (or this write did)."""
+        added = []
+        for _, kept in self.kept:
+            if kept.entry is not None and kept.stored_as not in current:
+                current[kept.stored_as] = kept.entry
+                added.append(kept.stored_as)
+        return added
+
+
+def pending(path: Path) -> Pending | None:
+    """The decisions kept for the cache file at ``path`` (a :class:`DecisionCache`'s), for
+    its writer to write too; None if there are none."""
+    if not _kept:  # the usual process: nothing kept, no lock taken
+        return None
+    with _lock:
+        found = tuple(
+            (key, kept)
+            for key, kept in _kept.items()
+            if kept.cache is not None and kept.entry is not None and kept.cache.path == path
+        )
+    return Pending(path, found) if found else None
+
+
+def settle(written: Pending, entries: Mapping[str, CacheEntry]) -> None:
+    """The file now holds ``entries``: each decision of ``written`` whose key is among them
+    is let go (the file answers it), unless kept anew meanwhile (a refresh)."""
+    with _lock:
+        for key, kept in written.kept:
+            if kept.stored_as in entries and _kept.get(key) is kept:
+                del _kept[key]
+        _tried.pop(written.path, None)  # written: a later failure starts the wait afresh
+
+
+def _retry(kept: _Kept) -> None:
+    """Start writing the decisions kept for ``kept``'s cache, in a thread of its own, unless
+    one is writing them now or that file's last failed write is under ``RETRY_S`` old."""
+    cache = kept.cache
+    if cache is None or kept.entry is None:
+        return
+    path = cache.path
+    with _lock:
+        if path in _retrying or time.monotonic() - _tried.get(path, -math.inf) < RETRY_S:
+            return
+        _tried[path] = time.monotonic()  # a try that stalls holds off the next ones too
+        _retrying.add(path)
+    # no daemon, as a sweep's store: the process's exit waits for the write (bounded by
+    # the write lock's stall limit), never leaving it half done
+    thread = threading.Thread(target=_write, args=(cache,), name=STORE_THREAD, daemon=False)
+    try:
+        thread.start()
+    except RuntimeError:  # no thread now (the interpreter exiting): a later resolve tries
+        with _lock:
+            _retrying.discard(path)
+
+
+def _write(cache: DecisionCache) -> None:
+    """A retry's thread: write ``cache``'s kept decisions; each one refused again stays
+    kept, its reason naming the cause now."""
+    try:
+        if not cache.store_kept():
+            why = unstorable(cache)
+            with _lock:
+                for key, kept in list(_kept.items()):
+                    if kept.cache is not None and kept.cache.path == cache.path:
+                        _kept[key] = attrs.evolve(kept, why=why)
+                _tried[cache.path] = time.monotonic()
+    except Exception as exc:
+        log_bug(exc, f"writing the decisions kept for the cache {cache.path}")
+    finally:
+        with _lock:
+            _retrying.discard(cache.path)

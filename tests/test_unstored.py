@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import math
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import attrs
 import pytest
 from _forking import run_forked
 from _full_entry import entry
+from _holders import holding, holding_async
 
 import chunktune
-from chunktune import _keys, _unstored
+from chunktune import _cache_lock, _keys, _threads, _unstored
 from chunktune._cache import DecisionCache
 from chunktune._cache_file import CacheFile
 from chunktune._decision import Decision
@@ -354,3 +360,129 @@ def test_a_decision_remembered_after_the_request_was_keyed_still_answers_it(
     late = Counted()
     again = chunktune.resolve_sync(late, policy="quick")
     assert (again.source, again.chunk_size, late.runs) == ("cache", first.chunk_size, 0)
+
+
+# ---------------------------------------------------------------- written later
+
+
+@pytest.fixture
+def stalled(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The cache file, whose writes give up after a 0.2 s stall of the write lock's holder."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+    return isolated / "cache.json"
+
+
+def _file_holds(cache_file: Path) -> dict[str, object]:
+    """The JSON cache file's entries as written, by key (none if there is no file)."""
+    if not cache_file.exists():
+        return {}
+    entries: dict[str, object] = json.loads(cache_file.read_text())["entries"]
+    return entries
+
+
+def _refused(cache_file: Path, workload: Counted) -> Decision:
+    """A resolve whose put another process's idle hold of the write lock makes give up."""
+    with holding(DecisionCache(cache_file).lock_path):
+        decision = chunktune.resolve_sync(workload, policy="quick")
+    assert decision.source == "benchmark" and _unstored.holds(decision.key)
+    assert decision.key not in _file_holds(cache_file)
+    return decision
+
+
+def test_a_put_given_up_at_the_stall_limit_is_written_by_the_next_write(stalled: Path) -> None:
+    """A decision whose put was given up goes into the file with this process's next write."""
+    first = _refused(stalled, Counted())
+    other = chunktune.resolve_sync(Counted(num_envs=192), policy="quick")
+    assert other.source == "benchmark"
+    assert {first.key, other.key} <= _file_holds(stalled).keys()
+    assert not _unstored.holds(first.key)  # the file answers it now
+    w = Counted()
+    hit = chunktune.resolve_sync(w, policy="quick")
+    assert (hit.source, hit.chunk_size, w.runs) == ("cache", first.chunk_size, 0)
+    assert hit.reason.startswith("cached")
+
+
+_STORE = (  # another process storing an entry of its own under a key
+    "import sys\n"
+    "sys.path.insert(0, sys.argv[3])\n"
+    "from _full_entry import entry\n"
+    "from chunktune._cache import DecisionCache\n"
+    "assert DecisionCache(sys.argv[1]).put(sys.argv[2], entry(3))\n"
+)
+
+
+def test_an_entry_another_process_stored_meanwhile_is_not_overwritten(stalled: Path) -> None:
+    """A key another process stored after this one's put gave up keeps that process's entry."""
+    first = _refused(stalled, Counted())
+    tests = str(Path(__file__).parent)
+    subprocess.run([sys.executable, "-c", _STORE, str(stalled), first.key, tests], check=True)
+    theirs = _file_holds(stalled)[first.key]
+    chunktune.resolve_sync(Counted(num_envs=192), policy="quick")  # this process writes
+    assert _file_holds(stalled)[first.key] == theirs
+    assert not _unstored.holds(first.key)  # the file's entry answers
+
+
+async def test_a_later_resolve_writes_the_kept_decision_off_the_loop(
+    stalled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resolve answered from memory starts the write in a thread; the answer waits for no lock."""
+    first = await anyio.to_thread.run_sync(_refused, stalled, Counted())
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 30.0)  # the retry waits for the holder
+    writers: list[str] = []
+    store_kept = DecisionCache.store_kept
+
+    def recorded(self: DecisionCache) -> bool:
+        writers.append(threading.current_thread().name)
+        return store_kept(self)
+
+    monkeypatch.setattr(DecisionCache, "store_kept", recorded)
+    async with holding_async(DecisionCache(stalled).lock_path):
+        again = await chunktune.resolve(Counted(), policy="quick")
+        assert again.source == "cache" and again.reason.startswith("remembered")
+        assert first.key not in _file_holds(stalled)  # its write waits for the lock's holder
+    await anyio.to_thread.run_sync(_threads.wait_for_stores)
+    assert writers == [_threads.STORE_THREAD]  # not the loop's thread, nor a worker's
+    assert first.key in _file_holds(stalled) and not _unstored.holds(first.key)
+    hit = await chunktune.resolve(Counted(), policy="quick")
+    assert hit.reason.startswith("cached") and hit.chunk_size == first.chunk_size
+
+
+def test_an_unwritable_cache_is_not_tried_again_within_the_backoff(
+    uncreatable: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolves of a key kept for an uncreatable cache retry its write at most once per RETRY_S."""
+    tries: list[int] = []
+    store_kept = DecisionCache.store_kept
+
+    def counted(self: DecisionCache) -> bool:
+        tries.append(1)
+        return store_kept(self)
+
+    monkeypatch.setattr(DecisionCache, "store_kept", counted)
+    assert chunktune.resolve_sync(Counted(), policy="quick").source == "benchmark"
+    for _ in range(3):  # a workload object of its own each: no answer of a moment ago (_recent)
+        assert chunktune.resolve_sync(Counted(), policy="quick").source == "cache"
+    _threads.wait_for_stores()
+    assert tries == []  # the failed put was under RETRY_S ago
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+    again = chunktune.resolve_sync(Counted(), policy="quick")
+    _threads.wait_for_stores()
+    assert tries == [1] and again.source == "cache"
+    assert _unstored.holds(again.key) and not uncreatable.exists()  # refused again: still kept
+    monkeypatch.setattr(_unstored, "RETRY_S", 3600.0)
+    chunktune.resolve_sync(Counted(), policy="quick")
+    _threads.wait_for_stores()
+    assert tries == [1]  # that retry's failure starts the wait afresh
+
+
+def test_a_cache_hit_starts_no_retry(stalled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry read from the file answers with no write tried, whatever is kept for other keys."""
+    chunktune.resolve_sync(Counted(num_envs=192), policy="quick")  # stored: hits from now on
+    _refused(stalled, Counted())
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+    monkeypatch.setattr(DecisionCache, "store_kept", lambda self: pytest.fail("a write tried"))
+    for _ in range(3):
+        hit = chunktune.resolve_sync(Counted(num_envs=192), policy="quick")
+        assert hit.reason.startswith("cached")
+    assert not [t for t in threading.enumerate() if t.name == _threads.STORE_THREAD]
