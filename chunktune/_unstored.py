@@ -136,7 +136,8 @@ def put(
 ) -> None:
     """Blocking: store ``entry`` under ``key``; an entry the cache could not write (not one it
     refused as invalid) leaves ``decision`` remembered in this process instead, under
-    ``kept_as`` (the key a resolve looks it up by; ``key`` if not given)."""
+    ``kept_as`` (the key a resolve looks it up by; ``key`` if not given), and ``entry``
+    with it, for a later write of ``cache`` to store under ``key``."""
     kept_as = kept_as or key
     if cache.put(key, entry):
         drop(kept_as)  # stored (a refresh, a location writable again): the cache answers
