@@ -112,13 +112,18 @@ def check_writable(path: Path) -> None:
     later run could tell from a live writer's.
 
     Raises:
-        OSError: the file cannot be made (a read-only or forbidden directory).
+        OSError: the file cannot be made (a read-only or forbidden directory, a name whose
+            temporary's is too long for the file system).
     """
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISREG(os.stat(path).st_mode):
             return  # written into, not replaced; opening a FIFO now would block
     path = Path(os.path.realpath(path))
     if _unnamed_writable(path.parent):
+        # an unnamed file has no name to be too long: a name of 242 to 255 bytes is
+        # valid, its temporary's is not, and the write would fail after the work
+        with contextlib.suppress(FileNotFoundError):
+            os.lstat(path.parent / f".{path.name}.{'x' * _RANDOM_CHARS}.tmp")
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -126,6 +131,9 @@ def check_writable(path: Path) -> None:
     finally:
         os.unlink(tmp)
 
+
+# the random part of a mkstemp name (tempfile's _RandomNameSequence): 8 characters
+_RANDOM_CHARS = 8
 
 # what O_TMPFILE raises where the file system (or a kernel before 3.11) has none: then a
 # named temporary is made instead

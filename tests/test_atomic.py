@@ -354,3 +354,31 @@ def test_a_descriptor_that_cannot_become_a_file_is_closed_and_no_temporary_left(
     assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["c.json"]
     with pytest.raises(OSError):  # EBADF: closed, not left open for the life of the process
         os.fstat(made[0])
+
+
+@pytest.mark.parametrize(
+    ("spare", "fits"),
+    [
+        pytest.param(0, False, id="at-name-max"),
+        pytest.param(13, False, id="temporary-one-too-long"),
+        pytest.param(14, True, id="temporary-fits"),
+    ],
+)
+def test_a_check_agrees_with_the_write_on_a_long_name(
+    tmp_path: Path, spare: int, fits: bool
+) -> None:
+    """A name whose temporary is too long fails the check, as the write; one that fits passes."""
+    # a name of 242 to 255 bytes is valid, its ".<name>.<8 random>.tmp" is not: the check
+    # made an unnamed file and passed, and the write failed after the work
+    name = "t" * (os.pathconf(tmp_path, "PC_NAME_MAX") - spare - 5) + ".json"
+    if fits:
+        check_writable(tmp_path / name)
+        write_atomic(tmp_path / name, b"{}")
+        assert [p.name for p in tmp_path.iterdir()] == [name]
+        return
+    with pytest.raises(OSError, match="too long") as checked:
+        check_writable(tmp_path / name)
+    with pytest.raises(OSError, match="too long") as written:
+        write_atomic(tmp_path / name, b"{}")
+    assert checked.value.errno == written.value.errno == errno.ENAMETOOLONG
+    assert list(tmp_path.iterdir()) == []
