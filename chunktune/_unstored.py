@@ -48,6 +48,7 @@ import attrs
 from ._cache_entry import BadEntry, CacheEntry, check_entry
 from ._decision import Decision
 from ._failures import log_bug
+from ._shown import shown_file
 from ._threads import STORE_THREAD
 
 if TYPE_CHECKING:
@@ -128,7 +129,9 @@ def unstorable(cache: DecisionCache | None) -> str:
     if cache is None:  # not reached: a cache disabled on purpose remembers nothing
         return "no cache"
     cause = cache.unavailable_cause or "it cannot be written"
-    return f"the cache {cache.path} is unavailable: {cause}"
+    # shown in tune's last line and a remembered decision's reason: a name's newline or
+    # escape sequence must neither split that line nor act on the terminal
+    return f"the cache {shown_file(cache.path)} is unavailable: {cause}"
 
 
 def put(

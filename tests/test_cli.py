@@ -41,6 +41,7 @@ from chunktune._cli._render import write_plot
 from chunktune._errors import CacheError, InvalidArgumentError
 from chunktune._fingerprint import usable_cpus
 from chunktune._load import MachineLoad
+from chunktune._shown import shown_file
 
 # A plane and three free boxes, two of them resting on it: contact, tiny and fast.
 TINY_XML = """
@@ -281,6 +282,37 @@ def test_tune_whose_decision_cannot_be_stored_says_not_cached(
     assert out.rstrip().splitlines()[-1].endswith(f"not cached: {why}")
     assert "cache key" not in out and "Traceback" not in err
     assert not env["cache"].exists()
+
+
+@pytest.mark.mujoco
+def test_tune_not_cached_line_names_an_odd_cache_file_escaped(
+    env: dict[str, Path],
+    model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The not-cached line quotes a cache path's newline and escape sequence: one line."""
+    odd = env["cache"].parent / "a\nb\x1b[31m" / "cache.json"
+    odd.parent.mkdir()
+    monkeypatch.setenv("CHUNKTUNE_CACHE", str(odd))
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+        if Path(dst) == odd:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["tune", str(model), *SMALL]) == 0
+    out, _ = capsys.readouterr()
+    assert "\x1b" not in out, out
+    shown = shown_file(odd)
+    assert shown.startswith('"') and "\\u001B" in shown
+    assert (
+        out.rstrip()
+        .splitlines()[-1]
+        .endswith(f"not cached: the cache {shown} is unavailable: {os.strerror(errno.ENOSPC)}")
+    )
 
 
 @pytest.mark.mujoco
