@@ -24,7 +24,7 @@ import attrs
 import filelock
 import pytest
 from _forking import run_forked
-from _holders import holding, holding_async
+from _holders import FLOCK_REFUSAL_RAISES, holding, holding_async
 
 import chunktune
 from chunktune import (
@@ -1259,6 +1259,9 @@ def test_an_interrupt_writing_the_holder_note_lets_the_lock_go(
     assert other.returncode == 0  # another process takes it: not held by nobody
 
 
+@pytest.mark.skipif(
+    not FLOCK_REFUSAL_RAISES, reason="filelock before 3.21 retries a refused flock as a held one"
+)
 def test_a_key_lock_flock_refuses_leaves_no_lock_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
