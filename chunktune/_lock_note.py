@@ -157,6 +157,13 @@ def _write(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def _native_thread() -> int:
+    """This thread's native id, 0 where Python has none to give (not every system it runs
+    on has ``threading.get_native_id``): the note is still written, with no thread."""
+    native_id = getattr(threading, "get_native_id", None)
+    return native_id() if native_id is not None else 0
+
+
 def write_note(path: Path) -> None:
     """Note this process (its pid, this thread and :func:`this_program`), on this host, from
     now, as the holder at ``path``; best effort.
@@ -169,7 +176,7 @@ def write_note(path: Path) -> None:
     """
     with suppress(OSError):  # only a waiter's message loses the pid
         mine = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
-        note = json.dumps({**mine, "thread": threading.get_native_id(), "program": this_program()})
+        note = json.dumps({**mine, "thread": _native_thread(), "program": this_program()})
         try:
             _write(path, note)
         except OSError as exc:

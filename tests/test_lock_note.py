@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,17 @@ def test_a_shorter_note_written_over_a_longer_one_is_read_whole(tmp_path: Path) 
     write_note(path)
     holder = read_note(path)
     assert holder is not None and holder.pid == os.getpid()
+
+
+def test_a_note_is_written_where_python_gives_no_native_thread_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where threading has no get_native_id (not every system), the note names no thread."""
+    # an AttributeError there raised out of every write lock's and key lock's taking
+    monkeypatch.delattr(threading, "get_native_id")
+    write_note(tmp_path / "k.lock.holder")
+    holder = read_note(tmp_path / "k.lock.holder")
+    assert holder is not None and (holder.pid, holder.thread) == (os.getpid(), 0)
 
 
 def test_a_named_pipe_that_someone_reads_is_replaced_by_the_note(tmp_path: Path) -> None:
