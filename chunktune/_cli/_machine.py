@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from .._lock_wait import hold_blocking, noted_holder
 from .._locks import sweep_lock
+from .._shown import shown_file
 from ._common import say
 
 __all__ = ["machine_to_ourselves"]
@@ -32,6 +33,7 @@ def machine_to_ourselves(wait_s: float = math.inf) -> Iterator[bool]:
     holder = noted_holder(lock)
     who = holder.describe() if holder is not None else "holder unknown"
     up_to = "" if math.isinf(wait_s) else f" up to {wait_s:g} s"
-    say(f"waiting{up_to} for another sweep to finish ({who}; lock {lock.path})")
+    # $CHUNKTUNE_SWEEP_LOCK's name: its newline or escape sequence must not act on the terminal
+    say(f"waiting{up_to} for another sweep to finish ({who}; lock {shown_file(lock.path)})")
     with hold_blocking(lock, timeout_s=wait_s) as held:
         yield held
