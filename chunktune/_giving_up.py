@@ -21,6 +21,7 @@ from ._events import ProgressCallback, ProgressEvent
 from ._flights import Flight
 from ._lock_note import Holder
 from ._locks import Lock
+from ._shown import shown_file
 from ._threads import hop
 
 __all__ = [
@@ -144,7 +145,7 @@ class Watch:
             what = "the machine's sweep lock" if self.waiting_for == "sweep" else "this key's lock"
             stalled = " (a stalled file system?)" if unanswered >= STALLED_TRY_S else ""
             why = (
-                f"while its try at {what} ({lock.path}) had not answered after "
+                f"while its try at {what} ({shown_file(lock.path)}) had not answered after "
                 f"{unanswered:.2g} s{stalled}; nothing was measured"
             )
         elif self.waiting_for == "sweep":

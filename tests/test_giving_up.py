@@ -16,6 +16,7 @@ from _small_sweeps import small_policy, workload
 
 import chunktune
 from chunktune import ProgressEvent, _flights, _giving_up, _lock_note, _lock_wait, _locks
+from chunktune._shown import shown_file, unprinted
 
 pytestmark = pytest.mark.anyio
 
@@ -82,6 +83,20 @@ async def test_giving_up_on_a_first_try_only_slow_to_answer_does_not_say_stalled
     assert said is not None, d.reason
     assert said[1] == str(lock.path) and 0.05 <= float(said[2]) < _giving_up.STALLED_TRY_S
     assert "stalled" not in d.reason
+
+
+async def test_giving_up_on_an_unanswered_try_names_an_odd_lock_file_escaped(
+    tmp_path: Path,
+) -> None:
+    """The reason naming an unanswered lock quotes its file's newline and escape sequence."""
+    odd = tmp_path / "a\nb\x1b[31m"
+    odd.mkdir()
+    watch = _giving_up.Watch(None, native=3, policy_name="balanced")
+    lock = _trying(odd, for_s=0.05, refused=False)
+    watch.waiting("sweep", lock)
+    d = await watch.gave_up("k", 0.1)
+    assert unprinted(d.reason) is None, d.reason
+    assert f"sweep lock ({shown_file(lock.path)}) had not answered" in d.reason
 
 
 async def test_giving_up_on_a_try_long_unanswered_suggests_a_stalled_file_system(
