@@ -7,8 +7,9 @@ last parses it whole and writes it back under the lock, seconds on a calm machin
 several times that on a loaded one, and writers queued behind it were given up.
 A holder's thread whose CPU time grows is working; one stopped (Ctrl-Z), blocked (a hung
 file system) or dead uses none. Read from ``/proc/<pid>/task/<tid>/stat`` for a holder
-on this host whose note names its thread; anywhere else (another host, another system,
-an older chunktune's note) nothing is known and wall time alone rules.
+on this host, in this process's PID namespace, whose note names its thread; anywhere else
+(another host, a container of the same host name that counts its own pids, another
+system, an older chunktune's note) nothing is known and wall time alone rules.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from ._lock_note import Holder, note_path, read_note
+from ._lock_note import Holder, note_path, pid_space, read_note
 
 __all__ = ["HolderWatch"]
 
@@ -25,6 +26,8 @@ def _cpu_ticks(holder: Holder) -> int | None:
     """The user and system clock ticks ``holder``'s thread has used; None where unknown."""
     if holder.thread <= 0 or holder.host != socket.gethostname():
         return None
+    if not holder.pid_space or holder.pid_space != pid_space():
+        return None  # its pid would be another process's here, perhaps a busy one
     try:
         with open(f"/proc/{holder.pid}/task/{holder.thread}/stat", "rb") as f:
             text = f.read()

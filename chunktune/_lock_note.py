@@ -23,7 +23,15 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["Holder", "note_path", "noted_as", "read_note", "this_program", "write_note"]
+__all__ = [
+    "Holder",
+    "note_path",
+    "noted_as",
+    "pid_space",
+    "read_note",
+    "this_program",
+    "write_note",
+]
 
 _PROGRAM_CHARS = 40  # a program named in a waiter's line: its start, if longer
 # what noted_as names this process: one entry per open block, the latest last (a block
@@ -51,6 +59,9 @@ class Holder:
     thread: int = attrs.field(default=0, kw_only=True)
     """The holding thread's native id (0 where not noted): whose CPU time says whether the
     holder is working (:mod:`chunktune._holder_cpu`)."""
+    pid_space: str = attrs.field(default="", kw_only=True)
+    """The holder's PID namespace (:func:`pid_space`; ``""`` where not noted): its pid and
+    thread name another process in a container of the same host name."""
 
     def describe(self) -> str:
         """``"train.py, pid 4242, since 14:03:07"`` (local time; no program where it is not
@@ -115,7 +126,15 @@ def read_note(path: Path) -> Holder | None:
         host = str(note.get("host") or socket.gethostname())
         program = str(note.get("program") or "")
         thread = int(note.get("thread") or 0)
-        return Holder(int(note["pid"]), float(note["since"]), host, program=program, thread=thread)
+        space = str(note.get("pid_space") or "")
+        return Holder(
+            int(note["pid"]),
+            float(note["since"]),
+            host,
+            program=program,
+            thread=thread,
+            pid_space=space,
+        )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -157,6 +176,16 @@ def _write(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def pid_space() -> str:
+    """This process's PID namespace as Linux names it (``"pid:[4026531836]"``); ``""``
+    where unknown (no ``/proc``). Two containers of one host name (host networking) each
+    count pids from 1: a pid is only a process's within its namespace."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def _native_thread() -> int:
     """This thread's native id, 0 where Python has none to give (not every system it runs
     on has ``threading.get_native_id``): the note is still written, with no thread."""
@@ -176,7 +205,8 @@ def write_note(path: Path) -> None:
     """
     with suppress(OSError):  # only a waiter's message loses the pid
         mine = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
-        note = json.dumps({**mine, "thread": _native_thread(), "program": this_program()})
+        ours = {"thread": _native_thread(), "pid_space": pid_space()}
+        note = json.dumps({**mine, **ours, "program": this_program()})
         try:
             _write(path, note)
         except OSError as exc:
