@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from _cache_cli import entry, one_error
+from _holders import FLOCK_REFUSAL_RAISES
 
 from chunktune import CacheEntry, DecisionCache
 from chunktune._cache_entry import entry_to_table
@@ -71,6 +72,9 @@ def test_merge_into_a_file_leaves_that_file_alone_beside_its_inputs(
     assert set(isolated.iterdir()) - before == {out_file}
 
 
+@pytest.mark.skipif(
+    not FLOCK_REFUSAL_RAISES, reason="filelock before 3.21 retries a refused flock as a held one"
+)
 @pytest.mark.parametrize("errno_", [errno.ENOLCK, errno.EIO], ids=["ENOLCK", "EIO"])
 def test_a_merge_whose_lock_is_refused_leaves_no_lock_file(
     isolated: Path,
