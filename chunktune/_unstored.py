@@ -280,7 +280,7 @@ def _write(cache: DecisionCache) -> None:
                         _kept[key] = attrs.evolve(kept, why=why)
                 _tried[cache.path] = time.monotonic()
     except Exception as exc:
-        log_bug(exc, f"writing the decisions kept for the cache {cache.path}")
+        log_bug(exc, f"writing the decisions kept for the cache {shown_file(cache.path)}")
     finally:
         with _lock:
             _retrying.discard(cache.path)
