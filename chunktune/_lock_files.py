@@ -103,12 +103,12 @@ def take(lock: filelock.BaseFileLock, *, timeout: float) -> None:
     path = Path(lock.lock_file)
     _fit_mode(lock, path)
     try:
-        lock.acquire(timeout=timeout)
+        _acquire(lock, timeout)
     except PermissionError:
         if not _open_to_owner(path, _OWNER_RW):
             raise
         _fit_mode(lock, path)
-        lock.acquire(timeout=timeout)
+        _acquire(lock, timeout)
     try:
         fd = held_fd(lock)
         _open_to_owner(path if fd is None else fd, _OWNER_RW)
@@ -120,6 +120,22 @@ def take(lock: filelock.BaseFileLock, *, timeout: float) -> None:
         # for it for good
         lock.release()
         raise
+
+
+def _acquire(lock: filelock.BaseFileLock, timeout: float) -> None:
+    """``lock.acquire(timeout=timeout)``, a file system without ``flock`` an OSError.
+
+    Where ``flock`` fails with ENOSYS (some network and FUSE file systems), older filelock
+    (the floor, 3.12) raises NotImplementedError, which no caller took for a lock that
+    cannot be had: every resolve whose cache or locks lay there fell back to native, a bug
+    reported each time. Newer filelock falls back to a lock by the file's existence itself.
+    As an OSError it is a refused lock like any other: a key lock goes on without, a
+    write's decision is kept in this process.
+    """
+    try:
+        lock.acquire(timeout=timeout)
+    except NotImplementedError as exc:
+        raise OSError(errno.ENOSYS, "the file system does not support flock") from exc
 
 
 # The locks this process took, by id: a weak reference and the file each locked (device

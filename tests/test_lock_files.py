@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -609,3 +610,18 @@ def test_a_lock_file_its_owner_was_refused_is_opened_to_it_and_then_held(
         assert (lock.is_locked, _octal(path), tries) == (True, "0o600", [0, 0])
     finally:
         lock.release()
+
+
+def test_a_lock_on_a_file_system_without_flock_is_refused_as_an_oserror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older filelock's NotImplementedError for a file system without flock is an ENOSYS."""
+    lock = file_lock(tmp_path / "k.lock")
+
+    def acquire(*args: object, **kwargs: object) -> None:
+        raise NotImplementedError("FileSystem does not appear to support flock")
+
+    monkeypatch.setattr(lock, "acquire", acquire)
+    with pytest.raises(OSError, match="does not support flock") as caught:
+        take(lock, timeout=0)
+    assert caught.value.errno == errno.ENOSYS

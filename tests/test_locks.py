@@ -1284,3 +1284,23 @@ def test_a_key_lock_flock_refuses_leaves_no_lock_file(
     lock.release()
     assert refused and lock.mode == "none"
     assert list(path.parent.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore:flock not supported:UserWarning")
+def test_a_file_system_without_flock_still_tunes_and_answers_the_key_again(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where flock is ENOSYS the resolve measures and its next one answers without measuring."""
+    real_flock = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        if operation & fcntl.LOCK_EX:
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    w = SimulatedWorkload([1e-4] * 64, nthread=2)
+    first = chunktune.resolve_sync(w)
+    again = chunktune.resolve_sync(w)
+    assert first.source == "benchmark"
+    assert again.source == "cache" and again.chunk_size == first.chunk_size
