@@ -287,11 +287,14 @@ class DecisionCache:
             kept = _unstored.pending(self.path) if with_kept else None
             added = [] if kept is None else kept.add_to(current)
             if with_kept and not changes and not added:
+                # nothing to write: the file holds every kept key already (another process
+                # stored them), and those are let go below as after a write, or a later
+                # write would bring one back that a `cache remove` took out
                 self._file.forget()
-                return True
-            # the writer's next read parses nothing: CacheFile keeps what it wrote
-            replaced = {*changes, *added} if added else changes.keys()
-            self._file.write(current, replaced=replaced, dropped=dropped)
+            else:
+                # the writer's next read parses nothing: CacheFile keeps what it wrote
+                replaced = {*changes, *added} if added else changes.keys()
+                self._file.write(current, replaced=replaced, dropped=dropped)
         if kept is not None:
             _unstored.settle(kept, current)
         return True

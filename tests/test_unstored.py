@@ -422,6 +422,18 @@ def test_an_entry_another_process_stored_meanwhile_is_not_overwritten(stalled: P
     assert not _unstored.holds(first.key)  # the file's entry answers
 
 
+def test_a_retry_that_finds_every_kept_key_stored_lets_them_go(stalled: Path) -> None:
+    """A retry with nothing to write (another process stored the keys) forgets what it kept."""
+    first = _refused(stalled, Counted())
+    tests = str(Path(__file__).parent)
+    subprocess.run([sys.executable, "-c", _STORE, str(stalled), first.key, tests], check=True)
+    assert DecisionCache(stalled).store_kept()  # what a resolve's retry thread calls
+    assert not _unstored.holds(first.key)
+    DecisionCache(stalled).remove([first.key])  # `chunktune cache remove`
+    chunktune.resolve_sync(Counted(num_envs=192), policy="quick")  # this process writes
+    assert first.key not in _file_holds(stalled)  # not brought back from memory
+
+
 async def test_a_later_resolve_writes_the_kept_decision_off_the_loop(
     stalled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
