@@ -279,7 +279,10 @@ def _write(cache: DecisionCache) -> None:
                     if kept.cache is not None and kept.cache.path == cache.path:
                         _kept[key] = attrs.evolve(kept, why=why)
                 _tried[cache.path] = time.monotonic()
-    except Exception as exc:
+    except BaseException as exc:
+        # no one awaits this thread: what it raised (a MemoryError, an interrupt sent to
+        # it) is a bug report in chunktune's log, not a bare traceback from the thread's
+        # excepthook on a trainer's stderr; the decisions stay kept for a later write
         log_bug(exc, f"writing the decisions kept for the cache {shown_file(cache.path)}")
     finally:
         with _lock:

@@ -498,3 +498,26 @@ def test_a_cache_hit_starts_no_retry(stalled: Path, monkeypatch: pytest.MonkeyPa
         hit = chunktune.resolve_sync(Counted(num_envs=192), policy="quick")
         assert hit.reason.startswith("cached")
     assert not [t for t in threading.enumerate() if t.name == _threads.STORE_THREAD]
+
+
+def test_an_interrupt_in_a_retry_thread_leaves_no_bare_traceback(
+    stalled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt in a retry's thread is logged as a bug; the decision stays kept."""
+    first = _refused(stalled, Counted())
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+    hooked: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+    store_kept = DecisionCache.store_kept
+
+    def failing(self: DecisionCache) -> bool:
+        raise KeyboardInterrupt  # sent to the thread (PyThreadState_SetAsyncExc, a debugger)
+
+    monkeypatch.setattr(DecisionCache, "store_kept", failing)
+    assert chunktune.resolve_sync(Counted(), policy="quick").source == "cache"
+    _threads.wait_for_stores()
+    assert hooked == [] and _unstored.holds(first.key)
+    monkeypatch.setattr(DecisionCache, "store_kept", store_kept)
+    chunktune.resolve_sync(Counted(), policy="quick")  # no retry left marked as in flight
+    _threads.wait_for_stores()
+    assert first.key in _file_holds(stalled) and not _unstored.holds(first.key)
