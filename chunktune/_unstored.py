@@ -241,7 +241,10 @@ def settle(written: Pending, entries: Mapping[str, CacheEntry]) -> None:
     is let go (the file answers it), unless kept anew meanwhile (a refresh)."""
     with _lock:
         for key, kept in written.kept:
-            if kept.stored_as in entries and _kept.get(key) is kept:
+            now = _kept.get(key)
+            # kept anew is another entry; the same one with its cause noted anew (a retry
+            # refused meanwhile: :func:`_write`) is what this write took
+            if kept.stored_as in entries and now is not None and now.entry is kept.entry:
                 del _kept[key]
         _tried.pop(written.path, None)  # written: a later failure starts the wait afresh
 

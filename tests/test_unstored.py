@@ -24,6 +24,7 @@ from _holders import holding, holding_async
 import chunktune
 from chunktune import _cache_lock, _keys, _threads, _unstored
 from chunktune._cache import DecisionCache
+from chunktune._cache_entry import CacheEntry
 from chunktune._cache_file import CacheFile
 from chunktune._decision import Decision
 from chunktune._load import MachineLoad
@@ -521,3 +522,25 @@ def test_an_interrupt_in_a_retry_thread_leaves_no_bare_traceback(
     chunktune.resolve_sync(Counted(), policy="quick")  # no retry left marked as in flight
     _threads.wait_for_stores()
     assert first.key in _file_holds(stalled) and not _unstored.holds(first.key)
+
+
+def test_a_retry_failing_during_another_write_does_not_keep_what_it_wrote(
+    stalled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry thread refused while another thread's write takes the kept entry: it is let go."""
+    first = _refused(stalled, Counted())
+    write = CacheFile.write
+    raced: list[int] = []
+
+    def racing(self: CacheFile, entries: Mapping[str, CacheEntry], **written: object) -> None:
+        if not raced:  # a retry thread refused meanwhile (ENOSPC) notes the cause anew
+            raced.append(1)
+            with monkeypatch.context() as m:
+                m.setattr(DecisionCache, "store_kept", lambda cache: False)
+                _unstored._write(DecisionCache(stalled))
+        write(self, entries, **written)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(CacheFile, "write", racing)
+    chunktune.resolve_sync(Counted(num_envs=192), policy="quick")  # writes the kept one too
+    assert raced and first.key in _file_holds(stalled)
+    assert not _unstored.holds(first.key)  # the file answers it
