@@ -300,8 +300,16 @@ async def in_own_thread(
     token = anyio.lowlevel.current_token()
     done = anyio.Event()
     outcome: list[tuple[bool, Any]] = []
+    # whether main() began (it runs func and finally_) or was given up before it did (the
+    # starter runs finally_): settled once, under the lock, by whichever comes first
+    gate = threading.Lock()
+    began: list[bool] = []
 
     def main() -> None:
+        with gate:
+            if began:  # given up: start() raised before this thread ran
+                return
+            began.append(True)
         try:
             outcome.append((True, func()))
         except BaseException as exc:
@@ -319,13 +327,23 @@ async def in_own_thread(
                 call_soon(token, done.set)
 
     thread = threading.Thread(target=main, name=name, daemon=daemon)
+    interrupt: BaseException | None = None
     try:
         thread.start()
-    except BaseException:
-        if finally_ is not None:
-            finally_()
-        raise
+    except BaseException as exc:
+        with gate:
+            ran = bool(began)
+            began.append(False)
+        if not ran:  # no thread to be had, or not yet running: it never will
+            if finally_ is not None:
+                finally_()
+            raise
+        # it runs (func, then finally_, there; not here too: a lock let go twice), and
+        # start()'s own wait for it was interrupted: as an interrupt of the wait below
+        interrupt = _raised_in_start(exc)
     try:
+        if interrupt is not None:
+            raise interrupt
         await wait_woken(done)  # a notebook's interrupt, queued unwoken, lands mid-sweep
     except BaseException:
         if settle is None:
@@ -338,6 +356,18 @@ async def in_own_thread(
     if ok:
         return value  # type: ignore[no-any-return]
     raise value
+
+
+def _raised_in_start(exc: BaseException) -> BaseException:
+    """What a signal handler (a trainer's watchdog, Ctrl-C) raised while ``Thread.start()``
+    waited for its thread to run: ``exc``, or where the handler raised as CPython's
+    Condition took its lock back, the Condition's own ``RuntimeError: release unlocked
+    lock`` raised over it, the handler's exception then its context (chunktune's bug
+    report instead of the trainer's exception, and the sweep lock let go twice)."""
+    context = exc.__context__
+    if isinstance(exc, RuntimeError) and context is not None:
+        return context
+    return exc
 
 
 SETTLE_WARN_S = 10.0

@@ -186,6 +186,60 @@ async def test_a_child_forked_on_a_loop_resolves_on_a_loop_of_its_own(where: str
     assert exitcode == 0
 
 
+class _Alarm(Exception):
+    """What a trainer's signal handler raises (a watchdog's alarm)."""
+
+
+def _broken_condition() -> RuntimeError:
+    """CPython's Condition broken by a handler raising as it took its lock back: its
+    ``RuntimeError`` raised over the handler's exception."""
+    try:
+        try:
+            raise _Alarm("signal 10")
+        finally:
+            raise RuntimeError("release unlocked lock")
+    except RuntimeError as exc:
+        return exc
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "raised",
+    [
+        pytest.param(_broken_condition, id="over-a-broken-condition"),
+        pytest.param(lambda: _Alarm("signal 10"), id="as-raised"),
+    ],
+)
+async def test_a_handler_raising_while_the_thread_starts_reaches_the_caller_once_let_go(
+    monkeypatch: pytest.MonkeyPatch, raised: Callable[[], BaseException]
+) -> None:
+    """start() interrupted once its thread runs: the handler's exception raised, finally_ once."""
+    ran: list[str] = []
+    running = threading.Event()
+    go_on = threading.Event()
+    real_start = threading.Thread.start
+    started: list[threading.Thread] = []
+
+    def interrupted(self: threading.Thread) -> None:
+        started.append(self)
+        real_start(self)
+        running.wait()
+        raise raised()
+
+    def func() -> None:
+        running.set()
+        go_on.wait()
+        ran.append("func")
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    with pytest.raises(_Alarm, match="signal 10"):
+        await in_own_thread(func, finally_=lambda: ran.append("finally"))
+    assert ran == []  # neither yet: the thread runs on, and it lets go, not the caller
+    go_on.set()
+    started[0].join()
+    assert ran == ["func", "finally"]
+
+
 @pytest.mark.anyio
 async def test_a_thread_that_cannot_start_still_runs_finally(
     monkeypatch: pytest.MonkeyPatch,
