@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import enum
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,29 @@ def test_a_value_outside_the_entrys_shape_is_left_to_tomli_w(value: object) -> N
     table = {"checksum": "0", "x": value}
     assert entry_text("k", table) is None
     _as_before("k", table)
+
+
+def _nested(depth: int) -> list[Any]:
+    """Arrays ``depth`` deep, built without recursion."""
+    deep: list[Any] = []
+    for _ in range(depth):
+        deep = [deep]
+    return deep
+
+
+@pytest.mark.parametrize(
+    ("key", "table"),
+    [
+        pytest.param(1, {"a": 1}, id="an entry key not a string"),
+        pytest.param("k", {1: "x"}, id="a field not a string"),
+        pytest.param("k", {"sub": {2: "x"}}, id="a sub-table's field not a string"),
+        pytest.param("k", {"n": 10**5000}, id="an int too long for str"),
+        pytest.param("k", {"deep": _nested(sys.getrecursionlimit() + 100)}, id="too deep"),
+    ],
+)
+def test_a_table_no_text_can_be_made_for_is_left_to_tomli_w(key: Any, table: Any) -> None:
+    """A key not a string, an int str() refuses, or nesting past the recursion limit: None."""
+    assert entry_text(key, table) is None
 
 
 def test_a_toml_put_writes_its_entries_without_tomli_w(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import socket
@@ -10,10 +11,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
-from chunktune._holder_cpu import HolderWatch
-from chunktune._lock_note import note_path, pid_space
+from chunktune._holder_cpu import HolderWatch, _cpu_ticks
+from chunktune._lock_note import Holder, note_path, pid_space, read_note
 
 pytestmark = pytest.mark.skipif(not pid_space(), reason="reads /proc")
 
@@ -41,9 +43,13 @@ def busy_thread() -> Iterator[int]:
         thread.join()
 
 
-def _noted(lock: Path, thread: int, space: str) -> HolderWatch:
-    """A watch on ``lock``, whose note names ``thread`` of this process in ``space``."""
-    note = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
+def _noted(
+    lock: Path, thread: int, space: str, *, host: str = "", since: float = 0.0
+) -> HolderWatch:
+    """A watch on ``lock``, whose note names ``thread`` of this process in ``space`` (on
+    ``host``, from ``since``: this host, now, where not given)."""
+    host, since = host or socket.gethostname(), since or time.time()
+    note = {"pid": os.getpid(), "since": since, "host": host}
     note_path(lock).write_text(json.dumps({**note, "thread": thread, "pid_space": space}))
     return HolderWatch(lock)
 
@@ -70,3 +76,65 @@ def test_a_holder_noted_without_a_thread_is_not_taken_as_working(tmp_path: Path)
     """An older chunktune's note (no thread, no namespace) tells nothing: wall time rules."""
     watch = _noted(tmp_path / "k.lock", 0, "")
     assert not watch.working() and not watch.working()
+
+
+def _ticks_growing(holder: Holder) -> None:
+    """Wait until ``holder``'s thread has used CPU time since this call began."""
+    first = _cpu_ticks(holder)
+    deadline = time.monotonic() + 60.0  # a hang guard: a busy thread shows CPU time far sooner
+    while _cpu_ticks(holder) == first:
+        assert time.monotonic() < deadline, "the busy thread never used CPU time"
+        time.sleep(0.05)
+
+
+def test_a_holder_noted_on_another_host_is_not_taken_as_working(
+    tmp_path: Path, busy_thread: int
+) -> None:
+    """A note from another host names no thread here, though this pid's thread is busy."""
+    lock = tmp_path / "k.lock"
+    there = _noted(lock, busy_thread, pid_space(), host=f"not-{socket.gethostname()}")
+    holder = read_note(note_path(lock))
+    assert holder is not None and not there.working()
+    _ticks_growing(attrs.evolve(holder, host=socket.gethostname()))
+    assert not there.working()
+
+
+def test_a_new_holder_is_not_taken_as_working_at_its_first_look(
+    tmp_path: Path, busy_thread: int
+) -> None:
+    """CPU time counts only since a look at the same holder: not a new note, nor after none."""
+    lock = tmp_path / "k.lock"
+    watch = _noted(lock, busy_thread, pid_space())
+    holder = read_note(note_path(lock))
+    assert holder is not None and not watch.working()
+    _noted(lock, busy_thread, pid_space(), since=holder.since - 1.0)  # another holder's note
+    _ticks_growing(holder)
+    assert not watch.working()  # the new holder's first look
+    note_path(lock).unlink()
+    assert not watch.working()  # no holder known
+    _noted(lock, busy_thread, pid_space(), since=holder.since - 1.0)
+    _ticks_growing(holder)
+    assert not watch.working()  # the first look since none was known
+
+
+def test_a_threads_cpu_time_counts_system_time_past_an_odd_name(tmp_path: Path) -> None:
+    """Ticks are user plus system time, read past a thread name holding spaces and ")"."""
+    # the name pushes six more words before the state if the stat line is cut at its first
+    # ")"; reading /dev/zero spends the thread's time in the kernel, system time
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    said: list[tuple[int | None, float]] = []
+
+    def read_zeros() -> None:
+        prctl(15, b") 1 2 3 4 5 6 7", 0, 0, 0)  # PR_SET_NAME: this thread's, 15 bytes at most
+        me = Holder(os.getpid(), 0.0, thread=threading.get_native_id(), pid_space=pid_space())
+        with open("/dev/zero", "rb", buffering=0) as zeros:
+            while time.thread_time() < 0.3:
+                zeros.read(1 << 20)
+        said.append((_cpu_ticks(me), time.thread_time()))
+
+    thread = threading.Thread(target=read_zeros)
+    thread.start()
+    thread.join()
+    ticks, cpu_s = said[0]
+    per_s = os.sysconf("SC_CLK_TCK")
+    assert ticks is not None and abs(ticks - cpu_s * per_s) <= 3 + cpu_s * per_s / 10
