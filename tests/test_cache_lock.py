@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from chunktune import _cache_lock
 from chunktune._cache_file import CacheFile
 from chunktune._cache_lock import lock_path, write_lock
 from chunktune._lock_files import holds_file_at
-from chunktune._lock_note import note_path, read_note
+from chunktune._lock_note import note_path, pid_space, read_note
 
 
 def _cache_file(tmp_path: Path) -> CacheFile:
@@ -256,3 +259,101 @@ def test_the_write_locks_holder_notes_its_thread_while_it_holds(tmp_path: Path) 
         assert holder is not None
         assert (holder.pid, holder.thread) == (os.getpid(), threading.get_native_id())
     assert not note.exists()
+
+
+@pytest.mark.skipif(
+    not FLOCK_REFUSAL_RAISES, reason="filelock before 3.21 retries a refused flock as a held one"
+)
+def test_a_refused_lock_no_one_holds_leaves_no_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write lock flock refuses (EIO) with no holder raises, its lock file removed, not left."""
+    file = _cache_file(tmp_path)
+    path = lock_path(file.path)
+    real_flock = fcntl.flock
+    refused: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        taking = operation & fcntl.LOCK_EX and not refused  # once: the tidying's try takes it
+        if taking and os.path.samestat(os.fstat(fd), os.stat(path)):
+            refused.append(fd)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with pytest.raises(OSError, match="Input/output error"), write_lock(file):
+        pass
+    assert refused and not path.exists()
+
+
+@contextlib.contextmanager
+def _busy_thread() -> Iterator[int]:
+    """A thread of this process that computes until the block ends; its native id."""
+    stop, ready = threading.Event(), threading.Event()
+    started: list[int] = []
+
+    def spin() -> None:
+        started.append(threading.get_native_id())
+        ready.set()
+        while not stop.is_set():
+            sum(range(1000))
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    ready.wait()
+    try:
+        yield started[0]
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_a_lock_removed_at_every_try_is_not_waited_for_as_a_working_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A note naming a busy thread beside a lock file removed at each try: no working holder."""
+    # this writer took the lock at each try: whatever the note says, no one holds it
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
+    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 5.0)
+    file = _cache_file(tmp_path)
+    path = lock_path(file.path)
+    removed = _removed_at_tries(monkeypatch, path)
+    with _busy_thread() as busy:
+        note = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
+        note_path(path).write_text(json.dumps({**note, "thread": busy, "pid_space": pid_space()}))
+        with (
+            pytest.raises(TimeoutError, match="was removed under this writer at each try"),
+            write_lock(file),
+        ):
+            pass
+    assert removed
+
+
+def test_a_holder_that_keeps_changing_the_file_is_waited_for_past_the_busy_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound on a working holder counts from the file's last change, not the wait's start."""
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
+    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 1.0)
+    file = _cache_file(tmp_path)
+    path = lock_path(file.path)
+    holder = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def change_then_let_go() -> None:
+        # a queue of writers ahead: the file changes every 50 ms, for 2.5 times the bound
+        try:
+            for i in range(50):
+                file.path.write_text("{}" + " " * i)
+                time.sleep(0.05)
+        finally:
+            os.close(holder)
+
+    changer = threading.Thread(target=change_then_let_go)
+    changer.start()
+    try:
+        with write_lock(file):
+            assert file.path.read_text() == "{}" + " " * 49  # taken once the holder let go
+    finally:
+        changer.join()
