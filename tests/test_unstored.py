@@ -493,6 +493,7 @@ def test_a_cache_hit_starts_no_retry(stalled: Path, monkeypatch: pytest.MonkeyPa
     """An entry read from the file answers with no write tried, whatever is kept for other keys."""
     chunktune.resolve_sync(Counted(num_envs=192), policy="quick")  # stored: hits from now on
     _refused(stalled, Counted())
+    _threads.wait_for_stores()  # a store thread of those resolves may be ending even now
     monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
     monkeypatch.setattr(DecisionCache, "store_kept", lambda self: pytest.fail("a write tried"))
     for _ in range(3):
@@ -544,3 +545,118 @@ def test_a_retry_failing_during_another_write_does_not_keep_what_it_wrote(
     chunktune.resolve_sync(Counted(num_envs=192), policy="quick")  # writes the kept one too
     assert raced and first.key in _file_holds(stalled)
     assert not _unstored.holds(first.key)  # the file answers it
+
+
+def test_a_decision_kept_anew_while_its_write_ran_stays_kept(isolated: Path) -> None:
+    """A write lets go only the decisions it wrote: one kept anew meanwhile (a refresh) stays."""
+    cache = DecisionCache(isolated / "cache.json")
+    _unstored.keep("k", _decision(), "full", cache=cache, entry=entry(8))
+    written = _unstored.pending(cache.path)
+    assert written is not None
+    _unstored.keep("k", _decision("chose 8 again"), "full", cache=cache, entry=entry(8))
+    _unstored.settle(written, {"k": entry(8)})
+    kept = _unstored.recall("k", lambda _: True)
+    assert kept is not None and kept.reason.endswith("chose 8 again")
+
+
+def test_one_retry_at_a_time_writes_a_file_and_the_exit_waits_for_it(
+    stalled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a retry's thread writes a file no other starts (nor cut off at exit: no daemon)."""
+    _refused(stalled, Counted())
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+    go = threading.Event()
+    writers: list[threading.Thread] = []
+
+    def blocked(self: DecisionCache) -> bool:
+        writers.append(threading.current_thread())
+        go.wait(60.0)  # a hang guard: the test lets it go
+        return False
+
+    monkeypatch.setattr(DecisionCache, "store_kept", blocked)
+    try:
+        for _ in range(3):
+            assert chunktune.resolve_sync(Counted(), policy="quick").source == "cache"
+    finally:
+        go.set()
+        _threads.wait_for_stores()
+    assert len(writers) == 1 and not writers[0].daemon
+    chunktune.resolve_sync(Counted(), policy="quick")  # that retry has ended: the next may
+    _threads.wait_for_stores()
+    assert len(writers) == 2
+
+
+def test_a_fork_child_retries_a_write_its_parents_thread_was_making(
+    stalled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child forked while a parent's retry thread wrote a file starts that write itself."""
+    first = _refused(stalled, Counted())
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+
+    def child() -> None:
+        logging.disable(logging.CRITICAL)  # the child's warnings are not this test's
+        chunktune.resolve_sync(Counted(), policy="quick")
+        _threads.wait_for_stores()
+        raise SystemExit(3 if _unstored.holds(first.key) else 0)
+
+    # as if the parent's retry thread were writing at the fork (a fork beside a live thread
+    # warns on Python 3.12+); that thread is not the child's
+    path = DecisionCache(stalled).path
+    _unstored._retrying.add(path)
+    try:
+        status = run_forked(child, hang_guard_s=60.0)
+    finally:
+        _unstored._retrying.discard(path)
+    assert status == 0
+
+
+def test_a_write_takes_only_the_decisions_kept_for_its_own_file(isolated: Path) -> None:
+    """A write of one cache file writes the decisions kept for it, under their stored keys."""
+    a, b = DecisionCache(isolated / "a.json"), DecisionCache(isolated / "b.json")
+    _unstored.keep("job", _decision(), "full", cache=a, entry=entry(8), stored_as="ka.p")
+    _unstored.keep("kb.p", _decision(), "full", cache=b, entry=entry(8))
+    assert a.put("other.p", entry(4))
+    assert set(_file_holds(a.path)) == {"other.p", "ka.p"}  # not the lookup key "job"
+    assert not _unstored.holds("job") and _unstored.holds("kb.p") and not b.path.exists()
+
+
+def test_a_put_kept_under_a_lookup_key_is_written_under_its_own_key(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed put kept by a lookup key (a Ray job's) is written later under the key it had."""
+    cache = DecisionCache(isolated / "cache.json")
+    real_write = CacheFile.write
+
+    def full(self: CacheFile, entries: Mapping[str, object], **written: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(CacheFile, "write", full)
+    _unstored.put("stored.p", _decision(), cache, entry(8), kept_as="job")
+    assert _unstored.holds("job")
+    monkeypatch.setattr(CacheFile, "write", real_write)
+    assert cache.put("other.p", entry(4))
+    assert set(_file_holds(cache.path)) == {"other.p", "stored.p"}
+    assert not _unstored.holds("job")
+
+
+def test_a_retry_refused_again_names_the_cause_now(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept decision whose retry fails anew is remembered with that failure's cause."""
+    (isolated / "plain").write_text("a file, not a folder")
+    cache = DecisionCache(isolated / "plain" / "cache.json")
+    _unstored.keep("k", _decision(), "an earlier cause", cache=cache, entry=entry(8))
+    monkeypatch.setattr(_unstored, "RETRY_S", 0.0)
+    assert _unstored.recall("k", lambda _: True) is not None  # starts the retry
+    _threads.wait_for_stores()
+    why = _unstored.why("k")
+    assert why is not None and why.startswith("the cache ") and "earlier" not in why
+
+
+def test_a_swap_writes_the_decisions_kept_for_its_file_too(isolated: Path) -> None:
+    """A swap (check's re-tune of a key) writes the decisions kept for its file, as a put does."""
+    cache = DecisionCache(isolated / "cache.json")
+    _unstored.keep("ka.p", _decision(), "full", cache=cache, entry=entry(8))
+    assert cache.swap("other.p", entry(4), expected={"other.p": None})
+    assert set(_file_holds(cache.path)) == {"other.p", "ka.p"}
+    assert not _unstored.holds("ka.p")
