@@ -253,6 +253,8 @@ def test_a_check_whose_unlink_fails_leaves_no_empty_temporary(
         pytest.param(None, id="no-O_TMPFILE"),
         pytest.param(errno.EOPNOTSUPP, id="file-system-has-none"),
         pytest.param(errno.EISDIR, id="kernel-before-3.11"),
+        pytest.param(errno.EINVAL, id="flag-not-understood"),
+        pytest.param(errno.ENOSYS, id="not-implemented"),
     ],
 )
 def test_a_check_without_unnamed_files_makes_and_removes_a_named_one(
@@ -281,6 +283,15 @@ def test_a_check_without_unnamed_files_makes_and_removes_a_named_one(
         monkeypatch.setattr(os, "open", refusing)
     check_writable(tmp_path / "trace.json")
     assert len(made) == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
+def test_a_check_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """check_writable's unnamed probe is closed: a check per command leaks no descriptor."""
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        check_writable(tmp_path / "trace.json")
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def test_a_check_refused_by_the_file_system_raises(

@@ -37,7 +37,7 @@ from chunktune import (
 )
 from chunktune._lock_files import SWEEP_LOCK_ENV
 from chunktune._lock_wait import hold_blocking
-from chunktune._locks import Lock, key_lock
+from chunktune._locks import Lock, key_lock, sweep_lock
 from chunktune.sim import Noise, SimulatedWorkload
 
 
@@ -1304,3 +1304,31 @@ def test_a_file_system_without_flock_still_tunes_and_answers_the_key_again(
     again = chunktune.resolve_sync(w)
     assert first.source == "benchmark"
     assert again.source == "cache" and again.chunk_size == first.chunk_size
+
+
+@pytest.mark.skipif(
+    not FLOCK_REFUSAL_RAISES, reason="filelock before 3.21 retries a refused flock as a held one"
+)
+def test_a_named_sweep_lock_flock_refuses_keeps_the_users_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sweep lock file $CHUNKTUNE_SWEEP_LOCK names is the user's: a refused flock leaves it."""
+    path = tmp_path / "sweep.lock"
+    path.write_text("")
+    monkeypatch.setenv(SWEEP_LOCK_ENV, str(path))
+    real_flock = fcntl.flock
+    refused: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        taking = operation & fcntl.LOCK_EX and not refused  # once: a tidying's try would take it
+        if taking and os.path.samestat(os.fstat(fd), os.stat(path)):
+            refused.append(fd)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    caplog.set_level(logging.WARNING, logger="chunktune")
+    lock = sweep_lock()
+    assert lock.try_acquire()
+    lock.release()
+    assert refused and path.exists()
