@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import types
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -660,3 +661,37 @@ def test_a_swap_writes_the_decisions_kept_for_its_file_too(isolated: Path) -> No
     assert cache.swap("other.p", entry(4), expected={"other.p": None})
     assert set(_file_holds(cache.path)) == {"other.p", "ka.p"}
     assert not _unstored.holds("ka.p")
+
+
+def test_a_retrys_backoff_counts_from_a_slow_failures_end_or_a_bugs_start(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The next retry waits RETRY_S from when the last one failed, or began where it broke."""
+    clock = [0.0]  # time.monotonic() as _unstored sees it: no test waits a minute
+    monkeypatch.setattr(_unstored, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    cache = DecisionCache(isolated / "cache.json")
+    _unstored.keep("k", _decision(), "full", cache=cache, entry=entry(8))
+    tries: list[float] = []
+
+    def slow_failure(self: DecisionCache) -> bool:
+        tries.append(clock[0])
+        clock[0] += 50.0  # given up late, at the write lock's stall limit
+        return False
+
+    def bug(self: DecisionCache) -> bool:
+        tries.append(clock[0])
+        raise RuntimeError("a bug")
+
+    for store_kept, at in [
+        (slow_failure, 100.0),
+        (slow_failure, 200.0),
+        (bug, 300.0),
+        (bug, 330.0),
+    ]:
+        monkeypatch.setattr(DecisionCache, "store_kept", store_kept)
+        clock[0] = at
+        assert _unstored.recall("k", lambda _: True) is not None
+        _threads.wait_for_stores()
+    # 200: 50 s after the try of 100 failed; 330: 30 s after the try of 300 began and broke
+    assert tries == [100.0, 300.0]
+    assert "a bug in chunktune" in caplog.text
