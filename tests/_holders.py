@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,6 +17,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import filelock
+import pytest
 
 # filelock before 3.21 takes a refused flock (EIO, ENOLCK) for another holder's and retries
 # it until its timeout: chunktune never learns of the refusal (CI's floors pass runs 3.12)
@@ -30,8 +35,16 @@ _HOLD = (
 @contextlib.contextmanager
 def holding(lock: Path) -> Iterator[subprocess.Popen[str]]:
     """A process holds ``lock`` (flock) for the block, then is killed."""
+    with held_by(_HOLD, str(lock)) as holder:
+        yield holder
+
+
+@contextlib.contextmanager
+def held_by(script: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """A process running ``script`` with ``args``, from the line "held" it prints on (its
+    lock taken) to the block's end, then killed."""
     with subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
     ) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -61,3 +74,46 @@ def cached_eventually(cache_file: Path, key: str, *, within_s: float = 60.0) -> 
             return True
         time.sleep(0.05)
     return False
+
+
+@contextlib.contextmanager
+def busy_thread() -> Iterator[int]:
+    """A thread of this process that computes until the block ends; its native id (a
+    holder's thread whose CPU time grows)."""
+    stop, ready = threading.Event(), threading.Event()
+    started: list[int] = []
+
+    def spin() -> None:
+        started.append(threading.get_native_id())
+        ready.set()
+        while not stop.is_set():
+            sum(range(1000))
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    ready.wait()
+    try:
+        yield started[0]
+    finally:
+        stop.set()
+        thread.join()
+
+
+def refuse_flock_once(
+    monkeypatch: pytest.MonkeyPatch, lock: str | os.PathLike[str], error: int = errno.EIO
+) -> list[int]:
+    """The first exclusive ``flock`` of the file at ``lock`` fails with ``error`` (the file
+    system refuses it); later ones, a tidying's try among them, lock. The list the refused
+    descriptor is added to."""
+    real_flock = fcntl.flock
+    refused: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        taking = operation & fcntl.LOCK_EX and not refused
+        if taking and os.path.samestat(os.fstat(fd), os.stat(lock)):
+            refused.append(fd)
+            raise OSError(error, os.strerror(error))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    return refused

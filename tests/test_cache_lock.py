@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any
 
 import filelock
 import pytest
-from _holders import FLOCK_REFUSAL_RAISES
+from _holders import FLOCK_REFUSAL_RAISES, busy_thread, held_by, refuse_flock_once
 
 from chunktune import _cache_lock
 from chunktune._cache_file import CacheFile
@@ -192,16 +191,8 @@ _HOLDER = (
 @contextlib.contextmanager
 def _held_by(file: CacheFile, how: str, seconds: float) -> Iterator[subprocess.Popen[str]]:
     """Another process holding ``file``'s write lock, ``how`` (busy or idle), ``seconds``."""
-    with subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(file.path), how, str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        try:
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-            yield holder
-        finally:
-            holder.kill()
+    with held_by(_HOLDER, str(file.path), how, str(seconds)) as holder:
+        yield holder
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
@@ -270,42 +261,10 @@ def test_a_refused_lock_no_one_holds_leaves_no_lock_file(
     """A write lock flock refuses (EIO) with no holder raises, its lock file removed, not left."""
     file = _cache_file(tmp_path)
     path = lock_path(file.path)
-    real_flock = fcntl.flock
-    refused: list[int] = []
-
-    def flock(fd: int, operation: int) -> None:
-        taking = operation & fcntl.LOCK_EX and not refused  # once: the tidying's try takes it
-        if taking and os.path.samestat(os.fstat(fd), os.stat(path)):
-            refused.append(fd)
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_flock(fd, operation)
-
-    monkeypatch.setattr(fcntl, "flock", flock)
+    refused = refuse_flock_once(monkeypatch, path)
     with pytest.raises(OSError, match="Input/output error"), write_lock(file):
         pass
     assert refused and not path.exists()
-
-
-@contextlib.contextmanager
-def _busy_thread() -> Iterator[int]:
-    """A thread of this process that computes until the block ends; its native id."""
-    stop, ready = threading.Event(), threading.Event()
-    started: list[int] = []
-
-    def spin() -> None:
-        started.append(threading.get_native_id())
-        ready.set()
-        while not stop.is_set():
-            sum(range(1000))
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    ready.wait()
-    try:
-        yield started[0]
-    finally:
-        stop.set()
-        thread.join()
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
@@ -319,7 +278,7 @@ def test_a_lock_removed_at_every_try_is_not_waited_for_as_a_working_holder(
     file = _cache_file(tmp_path)
     path = lock_path(file.path)
     removed = _removed_at_tries(monkeypatch, path)
-    with _busy_thread() as busy:
+    with busy_thread() as busy:
         note = {"pid": os.getpid(), "since": time.time(), "host": socket.gethostname()}
         note_path(path).write_text(json.dumps({**note, "thread": busy, "pid_space": pid_space()}))
         with (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 from _cache_cli import entry, one_error
-from _holders import FLOCK_REFUSAL_RAISES
+from _holders import FLOCK_REFUSAL_RAISES, refuse_flock_once
 
 from chunktune import CacheEntry, DecisionCache
 from chunktune._cache_entry import entry_to_table
@@ -85,17 +84,7 @@ def test_a_merge_whose_lock_is_refused_leaves_no_lock_file(
 ) -> None:
     """merge -o OUT whose lock flock refuses: exit 2, one line, and no OUT.lock left beside it."""
     out_file = isolated / "fleet.json"
-    real_flock = fcntl.flock
-    refused: list[int] = []
-
-    def flock(fd: int, operation: int) -> None:
-        taking = operation & fcntl.LOCK_EX and not refused  # once: the tidying's try takes it
-        if taking and os.path.samestat(os.fstat(fd), os.stat(f"{out_file}.lock")):
-            refused.append(fd)
-            raise OSError(errno_, os.strerror(errno_))
-        real_flock(fd, operation)
-
-    monkeypatch.setattr(fcntl, "flock", flock)
+    refused = refuse_flock_once(monkeypatch, f"{out_file}.lock", errno_)
     before = set(isolated.iterdir())
     assert main(["cache", "merge", *map(str, fleet), "-o", str(out_file)]) == 2
     assert os.strerror(errno_) in one_error(capsys.readouterr().err)

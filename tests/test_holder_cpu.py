@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _holders import busy_thread
 
 from chunktune._holder_cpu import HolderWatch, _cpu_ticks
 from chunktune._lock_note import Holder, note_path, pid_space, read_note
@@ -20,27 +21,11 @@ from chunktune._lock_note import Holder, note_path, pid_space, read_note
 pytestmark = pytest.mark.skipif(not pid_space(), reason="reads /proc")
 
 
-@pytest.fixture
-def busy_thread() -> Iterator[int]:
+@pytest.fixture(name="busy_thread")
+def _busy_thread() -> Iterator[int]:
     """A thread of this process that computes until the test ends; its native id."""
-    stop = threading.Event()
-    started: list[int] = []
-    ready = threading.Event()
-
-    def spin() -> None:
-        started.append(threading.get_native_id())
-        ready.set()
-        while not stop.is_set():
-            sum(range(1000))
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    ready.wait()
-    try:
-        yield started[0]
-    finally:
-        stop.set()
-        thread.join()
+    with busy_thread() as thread:
+        yield thread
 
 
 def _noted(

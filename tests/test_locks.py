@@ -24,7 +24,7 @@ import attrs
 import filelock
 import pytest
 from _forking import run_forked
-from _holders import FLOCK_REFUSAL_RAISES, holding, holding_async
+from _holders import FLOCK_REFUSAL_RAISES, holding, holding_async, refuse_flock_once
 
 import chunktune
 from chunktune import (
@@ -1267,17 +1267,7 @@ def test_a_key_lock_flock_refuses_leaves_no_lock_file(
 ) -> None:
     """A key lock whose flock fails (EIO) goes on unlocked, its file removed, not left."""
     path = tmp_path / "locks" / "k.lock"
-    real_flock = fcntl.flock
-    refused: list[int] = []
-
-    def flock(fd: int, operation: int) -> None:
-        taking = operation & fcntl.LOCK_EX and not refused  # once: the tidying's try takes it
-        if taking and os.path.samestat(os.fstat(fd), os.stat(path)):
-            refused.append(fd)
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_flock(fd, operation)
-
-    monkeypatch.setattr(fcntl, "flock", flock)
+    refused = refuse_flock_once(monkeypatch, path)
     caplog.set_level(logging.WARNING, logger="chunktune")
     lock = key_lock(path)
     assert lock.try_acquire()
@@ -1316,17 +1306,7 @@ def test_a_named_sweep_lock_flock_refuses_keeps_the_users_file(
     path = tmp_path / "sweep.lock"
     path.write_text("")
     monkeypatch.setenv(SWEEP_LOCK_ENV, str(path))
-    real_flock = fcntl.flock
-    refused: list[int] = []
-
-    def flock(fd: int, operation: int) -> None:
-        taking = operation & fcntl.LOCK_EX and not refused  # once: a tidying's try would take it
-        if taking and os.path.samestat(os.fstat(fd), os.stat(path)):
-            refused.append(fd)
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_flock(fd, operation)
-
-    monkeypatch.setattr(fcntl, "flock", flock)
+    refused = refuse_flock_once(monkeypatch, path)
     caplog.set_level(logging.WARNING, logger="chunktune")
     lock = sweep_lock()
     assert lock.try_acquire()
