@@ -31,6 +31,14 @@ __all__ = [
 
 STALE_TEMP_S = 300.0  # a temporary file this old was left by a writer that died mid-write
 
+# a temporary's name: ``.<name>.<random>.tmp`` beside the file it replaces
+_SUFFIX = ".tmp"
+
+
+def _prefix(path: Path) -> str:
+    """A temporary's name for ``path`` before its random part: ``.<name>.``."""
+    return f".{path.name}."
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Temporary file in the same directory, fsync, rename: readers see old or new, never half.
@@ -52,7 +60,7 @@ def write_atomic(path: Path, data: bytes) -> None:
             return
         mode = stat.S_IMODE(found.st_mode) & 0o777
     path = Path(os.path.realpath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=_SUFFIX, dir=path.parent)
     try:
         with open_fd(fd) as f:
             with contextlib.suppress(OSError):  # a file system without modes (vfat, some FUSE)
@@ -123,9 +131,9 @@ def check_writable(path: Path) -> None:
         # an unnamed file has no name to be too long: a name of 242 to 255 bytes is
         # valid, its temporary's is not, and the write would fail after the work
         with contextlib.suppress(FileNotFoundError):
-            os.lstat(path.parent / f".{path.name}.{'x' * _RANDOM_CHARS}.tmp")
+            os.lstat(path.parent / f"{_prefix(path)}{'x' * _RANDOM_CHARS}{_SUFFIX}")
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=_SUFFIX, dir=path.parent)
     try:
         os.close(fd)
     finally:
@@ -171,7 +179,9 @@ def remove_stale_temps(
     wall clock, against the file's time) only spares those of writers that ignore it.
     """
     pattern = re.compile(
-        "|".join(re.escape(f".{p.name}.") + r"[A-Za-z0-9_]+\.tmp" for p in (path, *also))
+        "|".join(
+            re.escape(_prefix(p)) + r"[A-Za-z0-9_]+" + re.escape(_SUFFIX) for p in (path, *also)
+        )
     )
     cutoff = time.time() - older_than_s
     removed = 0

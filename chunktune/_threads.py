@@ -300,16 +300,16 @@ async def in_own_thread(
     token = anyio.lowlevel.current_token()
     done = anyio.Event()
     outcome: list[tuple[bool, Any]] = []
-    # whether main() began (it runs func and finally_) or was given up before it did (the
-    # starter runs finally_): settled once, under the lock, by whichever comes first
+    # who runs finally_: this thread, once main() begins, or the starter, where start()
+    # raised before it did; settled once, under the lock, by whichever comes first
     gate = threading.Lock()
-    began: list[bool] = []
+    runner: list[str] = []
 
     def main() -> None:
         with gate:
-            if began:  # given up: start() raised before this thread ran
+            if runner:  # the starter's: start() raised before this thread ran
                 return
-            began.append(True)
+            runner.append("thread")
         try:
             outcome.append((True, func()))
         except BaseException as exc:
@@ -332,9 +332,9 @@ async def in_own_thread(
         thread.start()
     except BaseException as exc:
         with gate:
-            ran = bool(began)
-            began.append(False)
-        if not ran:  # no thread to be had, or not yet running: it never will
+            if not runner:
+                runner.append("starter")
+        if runner[0] == "starter":  # no thread to be had, or not yet running: it never will
             if finally_ is not None:
                 finally_()
             raise

@@ -86,6 +86,10 @@ class _Kept:
     entry: CacheEntry | None = None
     stored_as: str = ""  # its key in the file (a Ray job's answer is kept by the job's key)
 
+    def kept_for(self, path: Path) -> bool:
+        """Whether it is to be written to the cache file at ``path``."""
+        return self.cache is not None and self.cache.path == path
+
 
 _kept: OrderedDict[str, _Kept] = OrderedDict()  # least recently used first
 _lock = threading.Lock()
@@ -231,7 +235,7 @@ def pending(path: Path) -> Pending | None:
         found = tuple(
             (key, kept)
             for key, kept in _kept.items()
-            if kept.cache is not None and kept.entry is not None and kept.cache.path == path
+            if kept.entry is not None and kept.kept_for(path)
         )
     return Pending(path, found) if found else None
 
@@ -279,7 +283,7 @@ def _write(cache: DecisionCache) -> None:
             why = unstorable(cache)
             with _lock:
                 for key, kept in list(_kept.items()):
-                    if kept.cache is not None and kept.cache.path == cache.path:
+                    if kept.kept_for(cache.path):
                         _kept[key] = attrs.evolve(kept, why=why)
                 _tried[cache.path] = time.monotonic()
     except BaseException as exc:
