@@ -110,9 +110,9 @@ def write_lock(file: CacheFile, *, brief: bool = False) -> Iterator[None]:
     # where mkdir would say "File exists"), and nothing is made
     seen, since = file.stat(), time.monotonic()
     changed = since  # when the file last changed: a busy holder is waited for only so long
+    holder = HolderWatch(path)  # from now: the wait's first look at the holder
     make_folder(file.path.parent)
     lock = file_lock(path)
-    holder = HolderWatch(path)
     removed = False  # the last file taken was removed under this writer (not held)
     while True:
         try:

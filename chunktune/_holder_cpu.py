@@ -45,15 +45,20 @@ class HolderWatch:
 
     def __init__(self, lock: Path) -> None:
         self._note = note_path(lock)
-        self._seen: tuple[Holder, int] | None = None
+        # the first look, as the wait begins: a waiter descheduled past the stall limit
+        # before its next look (a loaded machine) still sees the holder's time since then
+        self._seen = self._look()
 
-    def working(self) -> bool:
-        """Whether the lock's holder (the same one as at the last look) used CPU time since
-        that look; False at a first look, or where the holder or its time is unknown."""
+    def _look(self) -> tuple[Holder, int] | None:
+        """The holder noted now and its thread's clock ticks; None where either is unknown."""
         holder = read_note(self._note)
         ticks = None if holder is None else _cpu_ticks(holder)
-        if holder is None or ticks is None:
-            self._seen = None
-            return False
-        seen, self._seen = self._seen, (holder, ticks)
-        return seen is not None and seen[0] == holder and ticks > seen[1]
+        return None if holder is None or ticks is None else (holder, ticks)
+
+    def working(self) -> bool:
+        """Whether the lock's holder (the same one as at the last look, or as the watch
+        began) used CPU time since that look; False where the holder or its time is
+        unknown, or the holder is new since the last look."""
+        seen, self._seen = self._seen, self._look()
+        now = self._seen
+        return seen is not None and now is not None and seen[0] == now[0] and now[1] > seen[1]

@@ -22,7 +22,7 @@ from _holders import FLOCK_REFUSAL_RAISES, busy_thread, held_by, refuse_flock_on
 from chunktune import _cache_lock
 from chunktune._cache_file import CacheFile
 from chunktune._cache_lock import lock_path, write_lock
-from chunktune._lock_files import holds_file_at
+from chunktune._lock_files import holds_file_at, take
 from chunktune._lock_note import note_path, pid_space, read_note
 
 
@@ -207,6 +207,30 @@ def test_a_write_waits_for_a_holder_that_keeps_working_past_the_stall_limit(
     with _held_by(file, "busy", 3.0), write_lock(file):
         assert Path(f"{file.path}.done").exists()  # taken once the holder let go, not given up
     assert not note_path(lock_path(file.path)).exists()  # each holder removes its note
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_a_waiter_descheduled_before_its_first_look_still_waits_for_a_working_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the stall limit at its first look, a waiter counts the holder's work since it began."""
+    # CI under load: the waiter got no CPU for the whole 1 s limit before it first looked,
+    # and gave up on a holder that had computed all along
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
+    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 200.0)  # a hang guard, not a timing
+    late: list[int] = []
+
+    def descheduled(lock: filelock.BaseFileLock, *, timeout: float) -> None:
+        if not late:
+            late.append(1)
+            time.sleep(1.5)  # this waiter has no CPU past the stall limit; the holder computes
+            raise filelock.Timeout(str(lock.lock_file))
+        take(lock, timeout=timeout)
+
+    monkeypatch.setattr(_cache_lock, "take", descheduled)
+    file = _cache_file(tmp_path)
+    with _held_by(file, "busy", 3.0), write_lock(file):
+        assert late and Path(f"{file.path}.done").exists()  # waited for, not given up
 
 
 def test_a_write_gives_up_on_a_holder_that_sleeps_with_the_lock(

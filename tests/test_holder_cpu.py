@@ -57,6 +57,18 @@ def test_a_holder_noted_in_another_pid_namespace_is_not_taken_as_working(
     assert not said_there and not there.working()
 
 
+def test_a_watch_counts_a_holders_cpu_time_from_its_start(tmp_path: Path, busy_thread: int) -> None:
+    """The watch's first look is as it begins: time used before a waiter's first call counts."""
+    # a waiter descheduled past the stall limit before it first asked gave up on a holder
+    # that computed all along (CI under load: a 1 s limit passed before the first look)
+    lock = tmp_path / "k.lock"
+    watch = _noted(lock, busy_thread, pid_space())
+    holder = read_note(note_path(lock))
+    assert holder is not None
+    _ticks_growing(holder)
+    assert watch.working()
+
+
 def test_a_holder_noted_without_a_thread_is_not_taken_as_working(tmp_path: Path) -> None:
     """An older chunktune's note (no thread, no namespace) tells nothing: wall time rules."""
     watch = _noted(tmp_path / "k.lock", 0, "")
@@ -89,9 +101,12 @@ def test_a_new_holder_is_not_taken_as_working_at_its_first_look(
 ) -> None:
     """CPU time counts only since a look at the same holder: not a new note, nor after none."""
     lock = tmp_path / "k.lock"
-    watch = _noted(lock, busy_thread, pid_space())
+    watch = HolderWatch(lock)  # begun with no holder known
+    _noted(lock, busy_thread, pid_space())
     holder = read_note(note_path(lock))
-    assert holder is not None and not watch.working()
+    assert holder is not None
+    _ticks_growing(holder)
+    assert not watch.working()  # the first look at this holder
     _noted(lock, busy_thread, pid_space(), since=holder.since - 1.0)  # another holder's note
     _ticks_growing(holder)
     assert not watch.working()  # the new holder's first look
