@@ -5,19 +5,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
 import anyio.abc
 import filelock
 import pytest
+
+from chunktune import _holder_cpu
+from chunktune._cache_file import CacheFile
+from chunktune._lock_note import Holder
+from chunktune._settled import Stat
 
 # filelock before 3.21 takes a refused flock (EIO, ENOLCK) for another holder's and retries
 # it until its timeout: chunktune never learns of the refusal (CI's floors pass runs 3.12)
@@ -129,3 +135,44 @@ def refuse_flock_once(
 
     monkeypatch.setattr(fcntl, "flock", flock)
     return refused
+
+
+def changed_at_each_look(
+    monkeypatch: pytest.MonkeyPatch, file: CacheFile, *, for_s: float, then: Callable[[], object]
+) -> None:
+    """A queue of writers ahead of a waiter for ``file``'s write lock: each look at the file
+    finds it changed since the last (one byte longer: a size never repeats, where a stamp or
+    an inode may); at the first look ``for_s`` seconds or more after the first, ``then()``
+    lets the lock go. A holder changing the file on its own clock, in another process or
+    thread, can get no CPU for a whole stall limit on a loaded machine (its waiter then
+    rightly gives up); here each look sees progress, however the looks are scheduled."""
+    real_stat = file.stat
+    changes: list[float] = []
+    done: list[object] = []  # what then() returned, once it ran
+
+    def stat_after_a_change() -> Stat | None:
+        if not done:
+            with file.path.open("a") as f:
+                f.write(" ")  # trailing whitespace: the same JSON for any reader
+            changes.append(time.monotonic())
+            if changes[-1] - changes[0] >= for_s:
+                # the last writer lets go as it changes the file: a look long after the one
+                # before (the waiter descheduled) sees progress, and tries the lock again
+                done.append(then())
+        return real_stat()
+
+    monkeypatch.setattr(file, "stat", stat_after_a_change)
+
+
+def working_at_each_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each look at a lock's holder whose thread's CPU time can be read (its note names a
+    thread of this host and PID namespace) finds that the thread used CPU time since the
+    last look. A busy holder on a loaded machine can get no clock tick within a stall limit
+    (its waiter then rightly gave up); here it is working at every look."""
+    real_ticks, looks = _holder_cpu._cpu_ticks, itertools.count()
+
+    def ticks(holder: Holder) -> int | None:
+        seen = real_ticks(holder)
+        return None if seen is None else seen + next(looks)
+
+    monkeypatch.setattr(_holder_cpu, "_cpu_ticks", ticks)

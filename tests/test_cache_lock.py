@@ -17,7 +17,14 @@ from typing import Any
 
 import filelock
 import pytest
-from _holders import FLOCK_REFUSAL_RAISES, busy_thread, held_by, refuse_flock_once
+from _holders import (
+    FLOCK_REFUSAL_RAISES,
+    busy_thread,
+    changed_at_each_look,
+    held_by,
+    refuse_flock_once,
+    working_at_each_look,
+)
 
 from chunktune import _cache_lock
 from chunktune._cache_file import CacheFile
@@ -200,9 +207,11 @@ def test_a_write_waits_for_a_holder_that_keeps_working_past_the_stall_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A holder computing (a slow put on a busy machine) past the stall limit is waited for."""
-    # a limit long enough that a loaded machine gives the holder a clock tick within it
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
     monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 200.0)  # a hang guard, not a timing
+    # its thread read from /proc, and charged CPU time at each look: a loaded machine gave
+    # it no clock tick for a whole stall limit at times, and the wait rightly gave up
+    working_at_each_look(monkeypatch)
     file = _cache_file(tmp_path)
     with _held_by(file, "busy", 3.0), write_lock(file):
         assert Path(f"{file.path}.done").exists()  # taken once the holder let go, not given up
@@ -253,13 +262,15 @@ def test_a_write_gives_up_on_a_working_holder_that_never_changes_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A holder computing without end is waited for a bounded number of stall limits, no more."""
-    # 0.2 s went by with no clock tick charged to a busy holder about once in 100 under load
-    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.5)
+    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 0.2)
     monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 3.0)
+    # charged CPU time at each look: under load a busy holder went a stall limit without a
+    # clock tick at times (about once in 100 at 0.2 s), and was given up on as stuck
+    working_at_each_look(monkeypatch)
     file = _cache_file(tmp_path)
     with (
         _held_by(file, "busy", 60.0),
-        pytest.raises(TimeoutError, match=r"kept working but changed nothing for 1\.5 s"),
+        pytest.raises(TimeoutError, match=r"kept working but changed nothing for 0\.6 s"),
         write_lock(file),
     ):
         pass
@@ -321,22 +332,14 @@ def test_a_holder_that_keeps_changing_the_file_is_waited_for_past_the_busy_bound
     monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 1.0)
     file = _cache_file(tmp_path)
     path = lock_path(file.path)
-    holder = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-    def change_then_let_go() -> None:
-        # a queue of writers ahead: the file changes every 50 ms, for 2.5 times the bound
-        try:
-            for i in range(50):
-                file.path.write_text("{}" + " " * i)
-                time.sleep(0.05)
-        finally:
-            os.close(holder)
-
-    changer = threading.Thread(target=change_then_let_go)
-    changer.start()
+    held = [os.open(path, os.O_RDWR | os.O_CREAT, 0o644)]  # another writer's, in this process
+    fcntl.flock(held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
+        # a queue of writers ahead: the file changes at each look, for 2.5 times the bound
+        # (a thread changing it on its own clock could miss a whole bound under load)
+        changed_at_each_look(monkeypatch, file, for_s=2.5, then=lambda: os.close(held.pop()))
         with write_lock(file):
-            assert file.path.read_text() == "{}" + " " * 49  # taken once the holder let go
+            pass  # taken once the holder let go, not given up at the bound
     finally:
-        changer.join()
+        for fd in held:  # still open where the wait ended before the holder let go
+            os.close(fd)
