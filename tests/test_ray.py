@@ -26,6 +26,7 @@ import pytest
 import chunktune
 import chunktune.ray
 from chunktune._keys import cache_key
+from chunktune._modeled import ModeledTime
 from chunktune.sim import SimulatedWorkload, env_costs
 
 ray = pytest.importorskip("ray")
@@ -46,15 +47,22 @@ POLICY = "quick"
 WAIT_S = 120  # no ray.get in these tests may hang longer
 
 
-class Sleepy:
+class Sleepy(ModeledTime):
     """The simulated workload's modeled seconds, plus a real sleep per call so sweeps take time.
 
-    Records when its first and last probe ran (wall-clock seconds), so a test can see
-    which worker swept and when.
+    Its sweep's budget runs on those modeled seconds, not the wall clock: a sweep measures
+    the same calls, and stores its answer, however slowly a loaded machine runs them (on
+    the wall clock a call of 0.15 s took 0.6 s under load, the sweep kept native as too slow
+    to judge, stored nothing, and the workers waiting for it swept after all). The hard
+    limit is still the wall clock's. Records when its first and last probe ran (wall-clock
+    seconds), so a test can see which worker swept and when.
     """
 
-    def __init__(self, job: str, sleep_s: float = 0.01, *, fail: bool = False) -> None:
+    def __init__(
+        self, job: str, sleep_s: float = 0.01, *, fail: bool = False, gate: str | None = None
+    ) -> None:
         self.fail = fail
+        self.gate = gate
         self.inner = SimulatedWorkload(env_costs("blocked", 64), nthread=2, name=job)
         self.num_envs = self.inner.num_envs
         self.nthread = self.inner.nthread
@@ -66,9 +74,16 @@ class Sleepy:
     def signature(self) -> dict[str, Any]:
         return dict(self.inner.signature())
 
+    def clock(self) -> float:
+        return self.inner.clock()
+
     def run(self, chunk_size: int | None) -> float:
         if self.first is None:
             self.first = time.time()
+        opened_by = time.monotonic() + WAIT_S  # a hang guard: the test opens the gate
+        while self.gate is not None and not os.path.exists(self.gate):
+            assert time.monotonic() < opened_by, f"the gate {self.gate} never opened"
+            time.sleep(0.01)
         time.sleep(self.sleep_s)
         if self.fail:
             raise RuntimeError("the simulator broke")
@@ -155,9 +170,14 @@ class Worker:
         fail: bool = False,
         hard_limit_s: float | None = None,
         budget_s: float | None = None,
+        gate: str | None = None,
+        told: str | None = None,
         **ray_options: Any,
     ) -> dict[str, Any]:
-        workload = Sleepy(job, sleep_s, fail=fail)
+        """Resolve ``job``. With a ``gate`` (a file), each call waits for that file first:
+        the sweep stays under way until the test makes it. The file ``told`` is made once
+        the resolve is told it waits for another worker's sweep."""
+        workload = Sleepy(job, sleep_s, fail=fail, gate=gate)
         settings = node_settings(**ray_options)
         policy: str | chunktune.Policy = POLICY
         if hard_limit_s is not None:
@@ -167,8 +187,14 @@ class Worker:
                 hard_limit_s=hard_limit_s,
             )
         events: list[chunktune.ProgressEvent] = []
+
+        def on_progress(event: chunktune.ProgressEvent) -> None:
+            events.append(event)
+            if told is not None and event.kind == "waiting":
+                Path(told).touch()
+
         decision = chunktune.ray.resolve_sync(
-            workload, settings=settings, policy=policy, on_progress=events.append
+            workload, settings=settings, policy=policy, on_progress=on_progress
         )
         return {**outcome(decision, workload), "waits": [e for e in events if e.kind == "waiting"]}
 
@@ -354,12 +380,14 @@ def test_workers_share_one_sweep_per_node_type(fleet: Fleet) -> None:
 
 def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
     """With while_sweeping = "native", a worker uses native at once, then the answer later."""
-    job = new_job()
-    slow = fleet.workers["a1"][0].resolve.remote(job, 0.06)
+    job, gate = new_job(), fleet.root / f"{uuid.uuid4().hex}.gate"
+    # a1's sweep stays under way until a2 has answered: under load a2's call came after it
+    slow = fleet.workers["a1"][0].resolve.remote(job, 0.06, gate=str(gate))
     wait_for_claim("a", job)
     meanwhile = ray.get(
         fleet.workers["a2"][0].resolve.remote(job, 0.0, while_sweeping="native"), timeout=WAIT_S
     )
+    gate.touch()
     assert meanwhile["source"] == "fallback" and meanwhile["chunk"] is None
     assert "while_sweeping" in meanwhile["reason"]
     assert meanwhile["calls"] == 0
@@ -374,13 +402,20 @@ def test_native_while_another_worker_sweeps(fleet: Fleet) -> None:
 def test_a_worker_waiting_for_another_workers_sweep_says_so(fleet: Fleet) -> None:
     """A waiter gets one 'waiting' event naming the sweeping worker, a second or more in."""
     # as a plain resolve tells a wait for another process's sweep; its answer is then shared
-    job = new_job()
-    # calls of 0.15 s, a sweep of some 3-4 s (one policy for both: one registry key)
+    job, name = new_job(), uuid.uuid4().hex
+    gate, told = fleet.root / f"{name}.gate", fleet.root / f"{name}.told"
+    # one policy for both (one registry key). a1's sweep stays under way until a2 is told it
+    # waits: under load a2's call came after a sweep of some 3-4 s
     limits = {"hard_limit_s": 60.0, "budget_s": 4.0}
-    slow = fleet.workers["a1"][0].resolve.remote(job, 0.15, **limits)
+    slow = fleet.workers["a1"][0].resolve.remote(job, 0.01, gate=str(gate), **limits)
     wait_for_claim("a", job)
-    waiter = ray.get(fleet.workers["a2"][0].resolve.remote(job, 0.0, **limits), timeout=WAIT_S)
-    swept = ray.get(slow, timeout=WAIT_S)
+    asked = fleet.workers["a2"][0].resolve.remote(job, 0.0, told=str(told), **limits)
+    told_by = time.monotonic() + WAIT_S  # a hang guard, not a timing
+    while not told.exists():
+        assert time.monotonic() < told_by, "the waiter was never told it waits"
+        time.sleep(0.05)
+    gate.touch()
+    waiter, swept = ray.get([asked, slow], timeout=WAIT_S)
     holder = registry_events("a", job)[0]["holder"]
     assert [re.sub(r"\d\d:\d\d:\d\d", "T", e.message) for e in waiter["waits"]] == [
         f"waiting for another worker's sweep of node type a ({holder}, since T)"
