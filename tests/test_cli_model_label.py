@@ -34,6 +34,9 @@ policy = "fast"
 extends = "quick"
 time_budget_s = 1.0
 max_rounds = 3
+# a loaded machine's calls too slow for 1 s to judge one candidate: stretched, not native
+extend_budget = true
+hard_limit_s = 60.0
 """
 
 SMALL = ["--num-envs", "16", "--nthread", "2", "--nstep", "2"]
