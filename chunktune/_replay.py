@@ -70,7 +70,7 @@ from ._errors import InvalidArgumentError
 from ._modeled import CountedCalls
 from ._policy import Policy, given_policy
 from ._returned import SignatureValue
-from ._shown import shown_one, type_named
+from ._shown import shown_one, shown_path, type_named
 from ._sweep import may_probe
 from ._trace import Trace, load_trace, trace_from_dict
 
@@ -227,7 +227,9 @@ class ReplayWorkload(CountedCalls):
             # a Trace built in code gets every check a trace file gets (a time that is not
             # positive, a size past ceil(N/T), rounds of unequal length); one from_file
             # just loaded has had them (checked again, a 13 MiB trace took as long again)
-            trace = trace_from_dict(trace.to_dict(), where=f"trace {name or trace.description}")
+            # a description names the model's file, which may hold a newline
+            where = f"trace {shown_path(name or trace.description)}"
+            trace = trace_from_dict(trace.to_dict(), where=where)
         self.trace = trace
         self.num_envs = trace.num_envs
         self.nthread = trace.nthread

@@ -31,7 +31,7 @@ from ._errors import InvalidArgumentError, TraceError
 from ._paths import is_path
 from ._reading import MAX_NESTING, MAX_TRACE_BYTES, TooLarge, nests_deeper, read_capped
 from ._returned import MAX_SECONDS, MIN_SECONDS, as_seconds
-from ._shown import jsoned, plural, shown_one, type_named
+from ._shown import jsoned, plural, shown_file, shown_one, type_named
 
 __all__ = ["Trace", "dump_trace", "load_trace", "trace_from_dict"]
 
@@ -216,9 +216,14 @@ def _samples(
                 f"(ceil(N/T) for {plural(num_envs, 'env')} on {plural(nthread, 'thread')})"
             )
         if not isinstance(values, list) or len(values) != rounds:
+            held = (
+                f"it holds {plural(len(values), 'value')}"
+                if isinstance(values, list)
+                else f"it is {jsoned(values)}"
+            )
             raise TraceError(
                 f"{where}: samples[{jsoned(key)}] must be a list of {plural(rounds, 'second')} "
-                "(one per round)"
+                f"(one per round); {held}"
             )
         plain = _plain_seconds(values)
         if plain is not None:
@@ -300,18 +305,21 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     if not is_path(path):
         raise TraceError(f"{shown_one(path)} is not a trace file's path (a str or os.PathLike)")
     file = Path(path)
+    # the name as every message shows it: a newline or a byte that is no UTF-8 in it would
+    # split the one line a command prints, or fail a log written as UTF-8
+    shown = shown_file(file)
     try:
         raw = read_capped(file, MAX_TRACE_BYTES)
     except OSError as exc:
-        raise TraceError(f"cannot read trace {file}: {exc}") from exc
+        raise TraceError(f"cannot read trace {shown}: {exc}") from exc
     except TooLarge as exc:
         raise TraceError(
-            f"cannot read trace {file}: it holds more than {exc.limit}; expected a recorded "
+            f"cannot read trace {shown}: it holds more than {exc.limit}; expected a recorded "
             "trace (a few hundred KB)"
         ) from None
     if raw.startswith(codecs.BOM_UTF8):  # some Windows editors write one, as settings say
         raise TraceError(
-            f"{file} starts with a UTF-8 byte-order mark (BOM); expected plain UTF-8 JSON "
+            f"{shown} starts with a UTF-8 byte-order mark (BOM); expected plain UTF-8 JSON "
             "(save it without the BOM)"
         )
     try:
@@ -319,7 +327,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     except UnicodeDecodeError as exc:
         # a trace edited in a Latin-1 editor; "cannot read" would send the user to permissions
         raise TraceError(
-            f"{file} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} "
+            f"{shown} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} "
             "(a file saved in another encoding?); expected a JSON trace in UTF-8"
         ) from None
     too_deep = False
@@ -327,20 +335,20 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         doc = json.loads(text, object_pairs_hook=_once_each)
     except _Repeated as exc:
         raise TraceError(
-            f"{file}: {jsoned(exc.key)} is given more than once in one object; expected "
+            f"{shown}: {jsoned(exc.key)} is given more than once in one object; expected "
             "each field and chunk size once"
         ) from None
     except RecursionError:
         too_deep = True  # deeper than this Python's json follows
     except ValueError as exc:
-        raise TraceError(f"{file} is not a JSON trace: {exc}") from exc
+        raise TraceError(f"{shown} is not a JSON trace: {exc}") from exc
     if too_deep or nests_deeper(doc, MAX_NESTING):
         # the same on every Python, whichever depth its json parser follows
         raise TraceError(
-            f"{file} is nested more than {MAX_NESTING} levels deep; expected a recorded "
+            f"{shown} is nested more than {MAX_NESTING} levels deep; expected a recorded "
             "trace (its calls 3 levels down)"
         )
-    return trace_from_dict(doc, where=str(file))
+    return trace_from_dict(doc, where=shown)
 
 
 class _Repeated(Exception):

@@ -6,6 +6,7 @@ import codecs
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -714,3 +715,54 @@ def test_a_field_only_loosely_like_a_known_name_is_left_as_it_is(tmp_path: Path)
     doc = json.loads(dump_trace(synthetic()))
     doc.update(note="by hand", envs=256, machine_name="node7")
     assert load_trace(write(tmp_path, doc)) == synthetic()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        pytest.param("new\nline.json", "not json", id="newline-not-json"),
+        pytest.param("new\nline.json", '{"num_envs": 1}', id="newline-missing-field"),
+        pytest.param("new\nline.json", "\ufeff{}", id="newline-bom"),
+        pytest.param(os.fsdecode(b"bad\xffname.json"), "not json", id="not-utf8-name"),
+    ],
+)
+def test_a_trace_s_odd_file_name_is_shown_escaped_on_one_line(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """A trace named with a newline or a non-UTF-8 byte: a one-line TraceError, the name escaped."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TraceError) as err:
+        ReplayWorkload.from_file(path)
+    message = str(err.value)
+    assert "\n" not in message
+    message.encode("utf-8")  # no lone surrogate: a UTF-8 log can write it
+    assert str(tmp_path) in message
+
+
+def test_a_described_trace_built_in_code_is_named_on_one_line() -> None:
+    """ReplayWorkload(Trace) whose description holds a newline: its error names it on one line."""
+    trace = Trace(num_envs=4, nthread=1, rounds=1, samples={1: (-1.0,)}, description="a\nb.xml")
+    with pytest.raises(TraceError) as err:
+        ReplayWorkload(trace)
+    assert str(err.value).startswith('trace "a\\nb.xml": samples["1"][0] is -1.0')
+
+
+@pytest.mark.parametrize(
+    ("values", "held"),
+    [
+        pytest.param([0.1, 0.1, 0.1], "it holds 3 values", id="short"),
+        pytest.param([], "it holds 0 values", id="empty"),
+        pytest.param(0.1, "it is 0.1", id="not-a-list"),
+    ],
+)
+def test_a_size_with_the_wrong_number_of_rounds_says_how_many_it_holds(
+    tmp_path: Path, values: object, held: str
+) -> None:
+    """samples[c] of the wrong length: TraceError says how many values it holds (or what it is)."""
+    doc = {"num_envs": 4, "nthread": 1, "rounds": 4, "samples": {"1": [0.1] * 4, "2": values}}
+    with pytest.raises(TraceError) as err:
+        load_trace(write(tmp_path, doc))
+    assert str(err.value).endswith(
+        'samples["2"] must be a list of 4 seconds (one per round); ' + held
+    )
