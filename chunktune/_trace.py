@@ -296,15 +296,21 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and validate a trace file.
 
     Raises:
-        TraceError: the file cannot be read, is not UTF-8 (or starts with a BOM), holds
-            more than :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, nests
+        TraceError: ``path`` names no file (``""``, a NUL byte), the file cannot be read,
+            is not UTF-8 (or starts with a BOM), holds more than
+            :data:`~chunktune._reading.MAX_TRACE_BYTES` (256 MiB), is not JSON, nests
             deeper than :data:`~chunktune._reading.MAX_NESTING` levels, gives a key twice
             in one object, or a field is missing, malformed or unknown; the message names
             the file and the field.
     """
     if not is_path(path):
         raise TraceError(f"{shown_one(path)} is not a trace file's path (a str or os.PathLike)")
-    file = Path(path)
+    name = os.fspath(path)
+    # "" would read the current folder ("cannot read trace ."), and a NUL byte made open()
+    # raise a bare ValueError; no file is named either way
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise TraceError(f"{shown_one(name)} is not a trace file's path; expected a file name")
+    file = Path(name)
     # the name as every message shows it: a newline or a byte that is no UTF-8 in it would
     # split the one line a command prints, or fail a log written as UTF-8
     shown = shown_file(file)

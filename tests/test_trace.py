@@ -766,3 +766,17 @@ def test_a_size_with_the_wrong_number_of_rounds_says_how_many_it_holds(
     assert str(err.value).endswith(
         'samples["2"] must be a list of 4 seconds (one per round); ' + held
     )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("a\0b.json", id="nul"),
+        pytest.param(Path("a\0b.json"), id="nul-path"),
+    ],
+)
+def test_a_trace_path_that_names_no_file_is_a_trace_error(path: str | Path) -> None:
+    """from_file("") or a path with a NUL byte: a TraceError naming it, not "." or a ValueError."""
+    with pytest.raises(TraceError, match=r"is not a trace file's path; expected a file name"):
+        ReplayWorkload.from_file(path)
