@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from chunktune import ChunktuneError
+from chunktune._shown import shown_file
 from chunktune._trace import load_trace
 from chunktune.sim import Noise, SimulatedWorkload, env_costs
 
@@ -191,10 +192,11 @@ def traces_folder(value: str) -> Path:
     A folder that is not there, or holds none, would replay nothing and print empty tables.
     """
     folder = Path(value)
+    shown = shown_file(value)  # a newline in the name would split argparse's one-line error
     if not folder.is_dir():
-        raise argparse.ArgumentTypeError(f"{value}: expected a folder of traces, found none")
+        raise argparse.ArgumentTypeError(f"{shown}: expected a folder of traces, found none")
     if not trace_files(folder):
-        raise argparse.ArgumentTypeError(f"{value}: expected traces (*.json) in it, found none")
+        raise argparse.ArgumentTypeError(f"{shown}: expected traces (*.json) in it, found none")
     return folder
 
 

@@ -229,6 +229,24 @@ def test_a_traces_folder_that_holds_no_trace_is_refused_with_one_line(
     assert f"argument --traces: {where}: expected" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("script", ["run", "held_out"])
+@pytest.mark.parametrize("broken", ["folder", "trace"])
+def test_a_trace_or_folder_named_with_a_newline_is_refused_on_one_line(
+    script: str, broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--traces naming a missing folder, or a broken trace, with a newline: exit 2, one line."""
+    where = tmp_path / "a\nb"
+    if broken == "trace":
+        where.mkdir()
+        (where / "x.json").write_text('{"num_envs": 64')
+    argv = ["--traces", str(where), "--draws", "1", "--policies", "balanced"]
+    argv = ["--no-sim", *argv] if script == "run" else argv
+    with contextlib.suppress(SystemExit):  # argparse exits; a trace it cannot read returns 2
+        assert _script(script).main(argv) == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # argparse's usage lines come first
+    assert ": error: " in last and "a\\nb" in last  # argparse's prog is pytest's in process
+
+
 def test_held_out_refuses_a_trace_lacking_sizes_a_policy_probes(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
