@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +43,10 @@ __all__ = [
 logger = logging.getLogger("chunktune")
 
 CALL_TIMEOUT_S = 60.0  # one registry call that is not a wait: slower counts as unreachable
+# A call's thread asks Ray for the answer in slices this long, so one whose caller left
+# (cancelled) ends within a slice rather than when the call would have: a registry wait
+# lasts up to a lease (30 s by default), and a stalled registry's call CALL_TIMEOUT_S
+POLL_S = 0.25
 
 
 class RegistryGone(Exception):
@@ -92,8 +98,44 @@ def raised_in_actor(ray: Any, exc: BaseException) -> Exception | None:
     return cause
 
 
+def _get(ray: Any, ref: Any, timeout_s: float, gone: threading.Event) -> Any:
+    """Blocking: ``ray.get(ref)`` within ``timeout_s`` seconds, asked in slices of
+    :data:`POLL_S`; once ``gone`` is set (its caller was cancelled) it gives up at the end
+    of the slice, so no thread of chunktune's waits on for a caller that has gone.
+
+    Raises:
+        TimeoutError: no answer within ``timeout_s`` (Ray's ``GetTimeoutError`` is one),
+            or the caller left.
+        what ``ray.get`` raised.
+    """
+    end = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get(ref, timeout=max(0.0, min(POLL_S, end - time.monotonic())))
+        except TimeoutError as exc:
+            # Ray's GetTimeoutError is one; so is the registry's own TimeoutError, handed on
+            if raised_in_actor(ray, exc) is not None or gone.is_set() or time.monotonic() >= end:
+                raise
+
+
+def _forget(ray: Any, ref: Any) -> None:
+    """Cancel the registry call behind ``ref`` (a wait nobody waits for any more), so it
+    does not stay parked on the actor until it would have returned; best effort."""
+    if not ray.is_initialized():
+        return  # shut down meanwhile: its calls ended with it
+    try:
+        ray.cancel(ref)
+    except Exception as exc:  # a stand-in Ray, or a Ray shut down meanwhile: it ends on its own
+        logger.debug("chunktune: registry call not cancelled (%r)", exc)
+
+
 async def call(
-    ray: Any, submit: Callable[[], Any], limit_s: float = CALL_TIMEOUT_S, until: float = math.inf
+    ray: Any,
+    submit: Callable[[], Any],
+    limit_s: float = CALL_TIMEOUT_S,
+    until: float = math.inf,
+    *,
+    cancel_unanswered: bool = False,
 ) -> Any:
     """The result of the registry call ``submit()`` makes, waited for in a worker thread.
 
@@ -101,6 +143,12 @@ async def call(
     again in this process) fails there, and so does a Ray shut down meanwhile, which is
     never started again on the caller's behalf. The wait ends after ``limit_s`` seconds,
     or at ``until`` (the loop's clock: the resolve's hard limit), whichever comes first.
+
+    Cancelled, it returns at once, and the thread that waited ends within
+    :data:`POLL_S` seconds. ``cancel_unanswered`` cancels the call in the actor too
+    wherever it returns without the answer (cancelled, out of time): for a wait, which
+    would stay parked there for up to its timeout; a claim or an answer, once sent, is
+    delivered.
 
     Raises:
         OutOfTime: ``until`` came before the answer.
@@ -113,9 +161,15 @@ async def call(
     left = until - anyio.current_time()
     if left <= 0:
         raise OutOfTime("the hard limit ran out first")
+    ref = None
+    gone = threading.Event()  # set once this caller no longer waits for the thread
+    answered = False
     try:
-        get = functools.partial(ray.get, submit(), timeout=min(limit_s, left))
-        return await wait_in_thread(get, abandon_on_cancel=True)
+        ref = submit()
+        get = functools.partial(_get, ray, ref, min(limit_s, left), gone)
+        result = await wait_in_thread(get, abandon_on_cancel=True)
+        answered = True
+        return result
     except SystemExit as exc:
         # what a ray.get raises when this process's Ray is shut down under it; in a
         # worker that Ray is ending, Ray is still up here and the exit goes on
@@ -129,6 +183,10 @@ async def call(
         if anyio.current_time() >= until:
             raise OutOfTime("the hard limit ran out first") from exc
         raise RegistryGone(named(exc)) from exc
+    finally:
+        gone.set()  # a no-op for a thread that already returned or raised
+        if cancel_unanswered and not answered and ref is not None:
+            _forget(ray, ref)  # a no-op for a call that already ended (it raised)
 
 
 def tell(ray: Any, submit: Callable[[], Any]) -> None:

@@ -332,6 +332,7 @@ async def _wait(
             functools.partial(registry.wait.remote, job.registry_key, slice_s),
             limit_s=slice_s + CALL_TIMEOUT_S,
             until=limit_until,
+            cancel_unanswered=True,  # a waiter that leaves leaves nothing parked on the actor
         )
     except OutOfTime:  # the wait ran to the limit (its reply just after): say so
         return report_decision(native_decision(job, why), job.settings)

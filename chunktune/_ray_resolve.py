@@ -67,7 +67,9 @@ async def resolve(
     ``"waiting"`` event a second into it, once per worker it waits for.
     ``refresh`` ignores answers older than the call, in the registry and in caches.
     Cancelled while sweeping, or while its claim is asked for, it gives the claim up
-    and caches nothing.
+    and caches nothing; cancelled while waiting for another worker's sweep, it cancels its
+    wait on the registry, and its thread in ``ray.get`` ends within
+    :data:`~chunktune._ray_calls.POLL_S` seconds.
 
     The policy's ``hard_limit_s``, counted from the call, bounds the workload's
     ``signature()`` and the lookup in this host's caches (a stalled file system, or a

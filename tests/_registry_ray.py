@@ -76,6 +76,10 @@ class RegistryRay:
                 raise  # the wait timed out (Ray's GetTimeoutError), or nothing ran
             raise RayTaskError(exc) from exc
 
+    def cancel(self, ref: concurrent.futures.Future[Any]) -> None:
+        """``ray.cancel`` of an async actor's call: its coroutine is cancelled on the loop."""
+        ref.cancel()
+
     def get_runtime_context(self) -> types.SimpleNamespace:
         return types.SimpleNamespace(
             get_node_id=lambda: "n" * 56,

@@ -15,11 +15,13 @@ import re
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import pytest
 
@@ -27,6 +29,9 @@ import chunktune
 import chunktune.ray
 from chunktune._keys import cache_key
 from chunktune._modeled import ModeledTime
+from chunktune._ray_job import identify
+from chunktune._ray_registry import registry_handle
+from chunktune._request import ask
 from chunktune.sim import SimulatedWorkload, env_costs
 
 ray = pytest.importorskip("ray")
@@ -472,6 +477,59 @@ async def test_the_driver_resolves_through_the_registry(fleet: Fleet) -> None:
     again = await chunktune.ray.resolve(Sleepy(job, 0.0), policy=POLICY)
     assert first.source == "benchmark"
     assert again.source == "cache" and again.chunk_size == first.chunk_size
+
+
+def threads_in_ray_get() -> int:
+    """How many threads of this process wait in ``ray.get`` now."""
+    return sum(
+        any(
+            f.f_code.co_name == "get" and f.f_code.co_filename.endswith("_private/worker.py")
+            for f, _ in traceback.walk_stack(frame)
+        )
+        for frame in sys._current_frames().values()
+    )
+
+
+def until_gets(waiting: bool) -> None:
+    """Return once a thread here waits in ``ray.get`` (``waiting``) or none does."""
+    deadline = time.monotonic() + WAIT_S
+    while bool(threads_in_ray_get()) != waiting:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_a_driver_cancelled_mid_wait_leaves_no_thread_in_ray_get(
+    fleet: Fleet, isolated: Path
+) -> None:
+    """The driver cancelled in an hour-long wait for another's sweep: its thread in ray.get ends."""
+    workload = Sleepy(new_job(), 0.0)
+    settings = node_settings(lease_s=3600.0)
+    asked = ask(workload, settings=settings, policy=POLICY, manual=None, refresh=False,
+                on_progress=None)  # fmt: skip
+    key = identify(ray, asked, settings).registry_key
+    registry = registry_handle(ray)
+    claim = registry.claim.remote(key, "elsewhere", since=None, refresh=False, lease_s=3600.0)
+    assert ray.get(claim, timeout=WAIT_S)["state"] == "claimed"
+    told = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                functools.partial(
+                    chunktune.ray.resolve,
+                    workload,
+                    settings=settings,
+                    policy=POLICY,
+                    on_progress=lambda event: told.set(),
+                )
+            )
+            await told.wait()  # told once, its next wait slice is a lease (an hour) long
+            await anyio.to_thread.run_sync(until_gets, True)
+            tg.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(until_gets, False)  # far inside the hour
+        assert workload.calls == 0
+    finally:
+        ray.get(registry.abandon.remote(key, "elsewhere"), timeout=WAIT_S)
 
 
 def test_a_failing_workload_fails_once_and_every_worker_falls_back(fleet: Fleet) -> None:

@@ -6,12 +6,15 @@ real :class:`Registry` on a loop thread of its own, as the cluster's actor would
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import math
 import re
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -386,6 +389,54 @@ async def test_a_sweep_cancelled_midway_gives_its_claim_back(
         await chunktune.ray.resolve(Slow("cancelled", 0.05), settings=host("h1", isolated))
     await anyio.to_thread.run_sync(wait_for, ray, "release")
     assert events(ray) == ["claim", "release"]
+
+
+def parked(ray: RegistryRay) -> tuple[int, int]:
+    """How many threads wait in ``ray.get`` here, and how many waits the registry runs."""
+    getting = sum(
+        any(f.f_code is RegistryRay.get.__code__ for f, _ in traceback.walk_stack(frame))
+        for frame in sys._current_frames().values()
+    )
+
+    async def waits() -> int:
+        return sum(
+            getattr(t.get_coro(), "__qualname__", "") == "Registry.wait"
+            for t in asyncio.all_tasks()
+        )
+
+    return getting, ray.run(waits())
+
+
+def settle(ray: RegistryRay, want: tuple[int, int]) -> None:
+    """Return once :func:`parked` says ``want`` (a hang guard of 30 s)."""
+    deadline = time.monotonic() + 30
+    while (now := parked(ray)) != want:
+        assert time.monotonic() < deadline, f"still parked: {now}"
+        time.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_a_waiter_cancelled_mid_wait_leaves_no_thread_or_registry_wait_behind(
+    ray: RegistryRay, isolated: Path
+) -> None:
+    """A waiter cancelled in an hour-long wait slice: its thread and its registry wait both end."""
+    here = host("h2", isolated, lease_s=3600.0)
+    workload = Slow("parked")
+    key = registry_key(ray, workload, here)
+    ray.run(ray.registry.claim(key, "w1", since=None, refresh=False, lease_s=3600.0))
+    told = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            functools.partial(
+                chunktune.ray.resolve, workload, settings=here, on_progress=lambda e: told.set()
+            )
+        )
+        await told.wait()  # told once, its next slice is a lease long
+        await anyio.to_thread.run_sync(settle, ray, (1, 1))
+        tg.cancel_scope.cancel()
+    # the slice it left lasts an hour
+    await anyio.to_thread.run_sync(settle, ray, (0, 0))
+    assert workload.calls == 0
 
 
 @pytest.mark.anyio
