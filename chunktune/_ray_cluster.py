@@ -23,7 +23,7 @@ import attrs
 from ._cache_entry import CacheEntry
 from ._config import load_settings
 from ._decision import Decision, headline
-from ._errors import CacheError, InvalidArgumentError, UsageError
+from ._errors import CacheError, ChunktuneError, InvalidArgumentError, UsageError
 from ._fingerprint import device_fingerprint
 from ._keys import cache_for, cache_key
 from ._named import named
@@ -159,6 +159,7 @@ def _probe(
     ray: Any, nodes: list[Mapping[str, Any]], settings: Settings | None, here: Settings
 ) -> list[_Node]:
     """Probe every node at once; report and drop those whose probe fails or does not answer."""
+    _up(ray)
     task = ray.remote(_probe_node)
     refs = {
         str(n["NodeID"]): task.options(
@@ -217,7 +218,9 @@ def tune_cluster(
             ``ray.init()`` it calls had not returned within ``START_TIMEOUT_S`` seconds
             (a stale ``RAY_ADDRESS``: the message names it), or this process's start
             failed or was overdue before (a failed one is not repeated while
-            ``RAY_ADDRESS`` is unchanged), or the cluster has no live node.
+            ``RAY_ADDRESS`` is unchanged), or the cluster has no live node, or this
+            process's Ray was shut down while it ran (another thread's
+            ``ray.shutdown()``): the types tuned by then are stored on their nodes.
         InvalidArgumentError: ``make_workload`` is not callable, or does not pickle;
             ``settings`` is not a Settings; ``policy`` is neither a name nor a Policy.
         ConfigError: invalid settings or an unknown policy name.
@@ -232,6 +235,38 @@ def tune_cluster(
     here = settings if settings is not None else load_settings()
     pick_policy(here, policy)
     ray = connected_ray(here)
+    try:
+        return _tune(ray, make_workload, policy, settings, here)
+    except (SystemExit, Exception) as exc:
+        if ray.is_initialized() or isinstance(exc, ChunktuneError):
+            raise
+        # Ray shut down under it: a ray.wait or ray.get under way raises SystemExit(0),
+        # which would end the caller's process as if it had succeeded
+        raise UsageError(_SHUT_DOWN) from exc
+
+
+_SHUT_DOWN = (
+    "Ray was shut down in this process while tune_cluster ran (ray.shutdown() from "
+    "another thread?); the node types tuned by then are stored on their nodes, the rest "
+    "were not tuned: call tune_cluster again once Ray is up"
+)
+
+
+def _up(ray: Any) -> None:
+    """Raise UsageError once this process's Ray is shut down: Ray's own calls would
+    start a local Ray of their own then (its auto-init), and tune that instead."""
+    if not ray.is_initialized():
+        raise UsageError(_SHUT_DOWN)
+
+
+def _tune(
+    ray: Any,
+    make_workload: Callable[[], Workload],
+    policy: str | Policy | None,
+    settings: Settings | None,
+    here: Settings,
+) -> dict[str, Decision]:
+    """:func:`tune_cluster` on the connected ``ray``: probe, sweep, store."""
     _check_picklable(ray, make_workload)
     alive = _live_nodes(ray, here)
     probing = time.monotonic()
@@ -243,6 +278,7 @@ def tune_cluster(
         here,
     )
     started = time.monotonic()
+    _up(ray)
     sweep = ray.remote(_sweep_on_node)
     pending: dict[Any, str] = {}
     for kind, members in groups.items():
@@ -306,6 +342,7 @@ def _collect(
     """
     results: dict[str, Decision] = {}
     while pending:
+        _up(ray)  # a store on the driver (below) may have outlasted Ray
         left = limit - (time.monotonic() - started)
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, left))
         if not ready:
@@ -360,6 +397,7 @@ def _distribute(
     """Store a type's answer on its other nodes and on the driver; says how that went."""
     if swept.entry is None:
         return "nothing to store"
+    _up(ray)
     store = ray.remote(_store_here)
     refs = {
         store.options(num_cpus=0, max_retries=0, scheduling_strategy=_pinned(node.node_id)).remote(

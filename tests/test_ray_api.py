@@ -575,7 +575,7 @@ def test_the_driver_keeps_each_node_types_answer_under_the_key_it_was_measured_f
         )
         swept.append(_Swept(d, entry, signature, 64, 2, here.active.fingerprint()))
     # one node per type: nothing is sent to other nodes, so no Ray is asked
-    no_ray = types.SimpleNamespace(remote=lambda f: f)
+    no_ray = types.SimpleNamespace(is_initialized=lambda: True, remote=lambda f: f)
     for answer in swept:
         _distribute(no_ray, answer, [_Node("n", 1.0, "t")], None, here)
     stored = chunktune.DecisionCache(isolated / "cache.json").entries()

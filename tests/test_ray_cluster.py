@@ -56,6 +56,7 @@ def test_a_node_whose_probe_does_not_answer_is_cancelled_and_left_out(
     """A probe still running at the probe timeout: cancelled, reported, and its node not tuned."""
     cancelled: list[str] = []
     ray = types.SimpleNamespace(
+        is_initialized=lambda: True,
         remote=lambda f: types.SimpleNamespace(
             options=lambda **kw: types.SimpleNamespace(remote=lambda *a: kw["scheduling_strategy"])
         ),
@@ -174,7 +175,7 @@ def test_a_driver_without_a_cache_says_the_answer_is_not_on_it() -> None:
     """The driver's caching is off: the answer's line says it is not on the driver, and why."""
     here = chunktune.load_settings()
     here = attrs.evolve(here, cache=attrs.evolve(here.cache, enabled=False))
-    no_ray = types.SimpleNamespace(remote=lambda f: f)
+    no_ray = types.SimpleNamespace(is_initialized=lambda: True, remote=lambda f: f)
     said = _distribute(no_ray, swept(), [_Node("n", 1.0, "t")], None, here)
     assert said.startswith("stored on 1 of 1 node(s) not on the driver (")
     assert "enabled = false" in said
@@ -190,6 +191,7 @@ def test_a_node_that_failed_to_store_the_answer_is_not_counted_as_storing_it(
             raise RuntimeError("disk full")
 
     ray = types.SimpleNamespace(
+        is_initialized=lambda: True,
         remote=lambda f: types.SimpleNamespace(
             options=lambda **kw: types.SimpleNamespace(remote=lambda *a: kw["scheduling_strategy"])
         ),
@@ -214,6 +216,7 @@ def test_a_type_whose_sweep_failed_leaves_the_others_answered(
         return swept(f"{ref}.p", entry=False)
 
     ray = types.SimpleNamespace(
+        is_initialized=lambda: True,
         wait=lambda pending, num_returns, timeout: ([pending[0]], pending[1:]),
         get=get,
         remote=lambda f: f,
@@ -285,6 +288,7 @@ def test_each_type_s_sweep_asks_ray_for_its_node_s_cpus(monkeypatch: pytest.Monk
         return types.SimpleNamespace(remote=lambda *args: "ref")
 
     ray = types.SimpleNamespace(
+        is_initialized=lambda: True,
         cloudpickle=types.SimpleNamespace(dumps=lambda f: b""),
         nodes=lambda: [node("n4000000", 4)],
         remote=lambda f: types.SimpleNamespace(options=options),
@@ -295,6 +299,71 @@ def test_each_type_s_sweep_asks_ray_for_its_node_s_cpus(monkeypatch: pytest.Monk
     monkeypatch.setattr(_ray_cluster, "_collect", lambda *a: {})
     assert chunktune.ray.tune_cluster(workload, settings=loud()) == {}
     assert [(o["num_cpus"], o["scheduling_strategy"]) for o in asked] == [(4.0, "n4000000")]
+
+
+class ShutDownRay:
+    """Ray that another thread shuts down: at ``ray.wait``, or as ``shut_down()`` says.
+
+    What Ray does then: a wait under way raises ``SystemExit(0)``; a later call of
+    Ray's API starts a local Ray of its own (its auto-init), recorded in ``calls``.
+    """
+
+    def __init__(self) -> None:
+        self.up = True
+        self.calls: list[str] = []
+        self.cloudpickle = types.SimpleNamespace(dumps=lambda f: b"")
+
+    def is_initialized(self) -> bool:
+        return self.up
+
+    def shut_down(self) -> None:
+        self.up = False
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [node("n4000000", 4)]
+
+    def remote(self, f: Any) -> Any:
+        def submit(*args: Any) -> str:
+            self.calls.append("remote" if self.up else "remote after the shutdown")
+            return "ref"
+
+        return types.SimpleNamespace(options=lambda **kw: types.SimpleNamespace(remote=submit))
+
+    def wait(self, refs: list[Any], **kwargs: Any) -> Any:
+        self.calls.append("wait" if self.up else "wait after the shutdown")
+        self.up = False
+        raise SystemExit(0)
+
+
+def test_ray_shut_down_during_tune_cluster_is_a_usage_error_not_an_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ray.shutdown() from another thread mid-sweep: UsageError saying so, never SystemExit(0)."""
+    ray = ShutDownRay()
+    monkeypatch.setattr(_ray_cluster, "connected_ray", lambda here: ray)
+    monkeypatch.setattr(_ray_cluster, "_probe", lambda *a: [_Node("n4000000", 4.0, "t")])
+    monkeypatch.setattr(_ray_cluster, "_pinned", lambda node_id: node_id)
+    with pytest.raises(chunktune.UsageError, match="Ray was shut down in this process while"):
+        chunktune.ray.tune_cluster(workload, settings=loud())
+    assert ray.calls == ["remote", "wait"]
+
+
+def test_ray_shut_down_between_tune_clusters_steps_starts_no_ray_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray shut down as the probes end: no sweep is submitted (Ray would start a local Ray)."""
+    ray = ShutDownRay()
+
+    def probed(*args: Any) -> list[_Node]:
+        ray.shut_down()
+        return [_Node("n4000000", 4.0, "t")]
+
+    monkeypatch.setattr(_ray_cluster, "connected_ray", lambda here: ray)
+    monkeypatch.setattr(_ray_cluster, "_probe", probed)
+    monkeypatch.setattr(_ray_cluster, "_pinned", lambda node_id: node_id)
+    with pytest.raises(chunktune.UsageError, match="Ray was shut down in this process while"):
+        chunktune.ray.tune_cluster(workload, settings=loud())
+    assert ray.calls == []
 
 
 def test_a_type_alone_is_never_told_it_shares_a_cache_key(
@@ -326,6 +395,7 @@ def test_a_store_that_does_not_answer_in_time_is_left_to_finish_and_said_so(
             return f"store-{self.node}"
 
     ray = types.SimpleNamespace(
+        is_initialized=lambda: True,
         remote=lambda f: Task(),
         wait=lambda refs, num_returns, timeout: ([refs[0]], refs[1:]),
         get=lambda ref: "stored",
