@@ -445,28 +445,44 @@ def test_a_waiter_gives_up_at_its_own_hard_limit(fleet: Fleet) -> None:
 
 def test_a_worker_that_takes_a_sweep_over_has_what_its_hard_limit_left(fleet: Fleet) -> None:
     """The hard limit counts from the resolve's start: a takeover after waiting sweeps less."""
-    job = new_job()
+    job, name = new_job(), uuid.uuid4().hex
+    held, told = fleet.root / f"{name}.victim.gate", fleet.root / f"{name}.told"
+    gate = fleet.root / f"{name}.gate"
     victim, waiter = fleet.spawn("a1"), fleet.spawn("a2")
     ray.get([victim.pid.remote(), waiter.pid.remote()], timeout=WAIT_S)
-    victim.resolve.remote(job, 0.3, hard_limit_s=60.0, budget_s=30.0, lease_s=2.0)
+    # the victim's sweep stays under way (its gate never opens) until it is killed; a lease
+    # of 3 s, so a victim a loaded machine descheduled for a second or two keeps its claim
+    victim.resolve.remote(job, 0.0, gate=str(held), hard_limit_s=60.0, lease_s=3.0)
     wait_for_claim("a", job)
-    # calls of 0.3 s: this sweep takes 16 (4.8 s), so counted from the takeover it would
-    # finish inside 8 s, but not inside what is left of 8 s from the waiter's start (the
-    # victim's claim outlives it by 1.5-2 s of lease). An 8 s budget, not 6: the sweep
-    # opens its race only if the calls it paces fit the budget, and at 6 s a call a loaded
-    # machine stretched past 0.33 s kept native as too slow ('benchmark'), never reaching
-    # the limit; 8 s takes calls up to 0.43 s
-    limited = waiter.resolve.remote(job, 0.3, hard_limit_s=8.0, budget_s=8.0, lease_s=2.0)
-    # the waiter asks meanwhile and waits for the victim's sweep; the takeover comes 5-5.5 s
-    # into its 8 s, so a waiter started up to 1.8 s late still cannot finish the sweep
-    time.sleep(3.5)
+    # the waiter's own lease outlives any deschedule: nobody takes its sweep over in turn
+    limited = waiter.resolve.remote(
+        job, 0.01, gate=str(gate), told=str(told), hard_limit_s=15.0, lease_s=60.0
+    )
+    told_by = time.monotonic() + WAIT_S  # a hang guard, not a timing
+    while not told.exists():
+        assert time.monotonic() < told_by, "the waiter was never told it waits"
+        time.sleep(0.05)
+    started_by = time.time()  # the waiter's resolve began before it was told it waits
     ray.kill(victim)
+    # the waiter takes over once the victim's lease lapses, and its sweep's first call then
+    # waits at the gate. Opened 15 s after the waiter's start, but before 15 s from the
+    # takeover: a limit counted from the takeover would let the sweep finish (16 short
+    # calls) and store an answer; counted from the resolve's start, the sweep is given up
+    took_by = time.monotonic() + WAIT_S
+    while "takeover" not in [e["event"] for e in registry_events("a", job)]:
+        assert time.monotonic() < took_by, "the victim's sweep was never taken over"
+        time.sleep(0.05)
+    takeover = next(e["t"] for e in registry_events("a", job) if e["event"] == "takeover")
+    assert takeover > started_by  # the lease lapsed after the kill, as the window needs
+    time.sleep(max(0.0, started_by + 15.0 + 0.2 - time.time()))
+    gate.touch()
     result = ray.get(limited, timeout=WAIT_S)
     assert [e["event"] for e in registry_events("a", job)][:3] == ["claim", "expired", "takeover"]
-    assert result["calls"] > 0  # it took the sweep over, then gave it up at its own limit
+    assert result["first"] is not None and result["first"] >= takeover  # it took the sweep over
     assert (result["source"], result["chunk"]) == ("fallback", None), result
-    assert "hard limit of 8 s" in result["reason"]
+    assert "hard limit of 15 s" in result["reason"]
     assert "before the sweep finished" in result["reason"]
+    assert fleet.entries("a2", job) == []  # given up: nothing stored
 
 
 @pytest.mark.anyio
@@ -556,19 +572,16 @@ def test_a_killed_registry_is_made_anew(fleet: Fleet) -> None:
 
 def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
     """Killing the sweeping worker mid-sweep: another of its type takes over; all finish."""
-    job = new_job()
-    workers = [fleet.spawn("a1"), fleet.spawn("a2"), fleet.spawn("a2")]
-    pids = ray.get([w.pid.remote() for w in workers], timeout=WAIT_S)
-    refs = [w.resolve.remote(job, 0.05, lease_s=2.0) for w in workers]
-    deadline = time.monotonic() + WAIT_S
-    while not (events := registry_events("a", job)):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    holder = events[0]["holder"]
-    victim = next(i for i, pid in enumerate(pids) if f"/pid{pid}/" in holder)
-    time.sleep(0.3)  # into its sweep
-    ray.kill(workers[victim])
-    survivors = [r for i, r in enumerate(refs) if i != victim]
+    job, gate = new_job(), fleet.root / f"{uuid.uuid4().hex}.gate"
+    victim, *others = [fleet.spawn("a1"), fleet.spawn("a2"), fleet.spawn("a2")]
+    ray.get([w.pid.remote() for w in (victim, *others)], timeout=WAIT_S)
+    # the victim claims first and its sweep stays under way (its gate never opens) until
+    # it is killed. The survivors' leases outlive any deschedule of a loaded machine: with
+    # 2 s, the taker-over's own claim lapsed too, and a second takeover followed
+    doomed = victim.resolve.remote(job, 0.0, gate=str(gate), lease_s=2.0)
+    wait_for_claim("a", job)
+    survivors = [w.resolve.remote(job, 0.05, lease_s=60.0) for w in others]
+    ray.kill(victim)
     results = ray.get(survivors, timeout=WAIT_S)
     swept = [r for r in results if r["calls"]]
     assert len(swept) == 1 and swept[0]["source"] == "benchmark"
@@ -576,7 +589,7 @@ def test_killed_sweeper_is_taken_over(fleet: Fleet) -> None:
     kinds = [e["event"] for e in registry_events("a", job)]
     assert kinds == ["claim", "expired", "takeover", "publish"]
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(refs[victim], timeout=WAIT_S)
+        ray.get(doomed, timeout=WAIT_S)
 
 
 @pytest.mark.mujoco
