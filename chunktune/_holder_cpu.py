@@ -59,6 +59,6 @@ class HolderWatch:
         """Whether the lock's holder (the same one as at the last look, or as the watch
         began) used CPU time since that look; False where the holder or its time is
         unknown, or the holder is new since the last look."""
-        seen, self._seen = self._seen, self._look()
-        now = self._seen
+        seen = self._seen
+        now = self._seen = self._look()
         return seen is not None and now is not None and seen[0] == now[0] and now[1] > seen[1]

@@ -202,11 +202,9 @@ def _held_by(file: CacheFile, how: str, seconds: float) -> Iterator[subprocess.P
         yield holder
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
-def test_a_write_waits_for_a_holder_that_keeps_working_past_the_stall_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A holder computing (a slow put on a busy machine) past the stall limit is waited for."""
+def _taken_past_a_busy_holder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CacheFile:
+    """Take a cache file's write lock that another process holds 3 s computing, past a 1 s
+    stall limit; the file. Checks the lock was taken once the holder let go, not given up."""
     monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
     monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 200.0)  # a hang guard, not a timing
     # its thread read from /proc, and charged CPU time at each look: a loaded machine gave
@@ -215,6 +213,15 @@ def test_a_write_waits_for_a_holder_that_keeps_working_past_the_stall_limit(
     file = _cache_file(tmp_path)
     with _held_by(file, "busy", 3.0), write_lock(file):
         assert Path(f"{file.path}.done").exists()  # taken once the holder let go, not given up
+    return file
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_a_write_waits_for_a_holder_that_keeps_working_past_the_stall_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder computing (a slow put on a busy machine) past the stall limit is waited for."""
+    file = _taken_past_a_busy_holder(tmp_path, monkeypatch)
     assert not note_path(lock_path(file.path)).exists()  # each holder removes its note
 
 
@@ -225,8 +232,6 @@ def test_a_waiter_descheduled_before_its_first_look_still_waits_for_a_working_ho
     """Past the stall limit at its first look, a waiter counts the holder's work since it began."""
     # CI under load: the waiter got no CPU for the whole 1 s limit before it first looked,
     # and gave up on a holder that had computed all along
-    monkeypatch.setattr(_cache_lock, "WRITE_STALL_S", 1.0)
-    monkeypatch.setattr(_cache_lock, "WRITE_BUSY_TIMES", 200.0)  # a hang guard, not a timing
     late: list[int] = []
 
     def descheduled(lock: filelock.BaseFileLock, *, timeout: float) -> None:
@@ -237,9 +242,8 @@ def test_a_waiter_descheduled_before_its_first_look_still_waits_for_a_working_ho
         take(lock, timeout=timeout)
 
     monkeypatch.setattr(_cache_lock, "take", descheduled)
-    file = _cache_file(tmp_path)
-    with _held_by(file, "busy", 3.0), write_lock(file):
-        assert late and Path(f"{file.path}.done").exists()  # waited for, not given up
+    _taken_past_a_busy_holder(tmp_path, monkeypatch)
+    assert late
 
 
 def test_a_write_gives_up_on_a_holder_that_sleeps_with_the_lock(
